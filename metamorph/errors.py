@@ -1,0 +1,38 @@
+"""Errors raised by metamorph with enough context to fix the input."""
+
+from __future__ import annotations
+
+
+class MetamorphError(Exception):
+    """Base class of every error metamorph raises on purpose."""
+
+
+class InputError(MetamorphError, ValueError):
+    """Bad input data: names the file, the row (1-based line/record number) and the field.
+
+    Attributes:
+        source: file path or URI the record came from.
+        row: 1-based record number in that source (``None`` for whole-file problems).
+        field: the offending field (``None`` when the problem is the whole row or file).
+        problem: what is wrong, in words.
+    """
+
+    def __init__(self, source: str, problem: str, row: int | None = None, field: str | None = None):
+        self.source = str(source)
+        self.row = row
+        self.field = field
+        self.problem = problem
+        where = self.source
+        if row is not None:
+            where += f", row {row}"
+        if field is not None:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {problem}")
+
+
+class ConfigError(MetamorphError, ValueError):
+    """A study or provider is configured inconsistently (unknown provider, missing env var name...)."""
+
+
+class ContextBudgetError(MetamorphError, ValueError):
+    """A prompt does not fit the model's context budget; raised before any call is made."""

@@ -1,0 +1,194 @@
+"""The provider interface every LLM backend implements, and the request/result records.
+
+A :class:`GenerationRequest` holds *everything that shapes a response*; its
+:meth:`GenerationRequest.cache_key` is the sha256 of the canonical JSON of those fields, so
+two requests share a key exactly when a provider would be asked the same thing. Secrets are
+never part of a request: providers read them from the environment when they are built.
+
+Decoding parameters are explicit (DEVELOPERS.md / issue #2 §2): a parameter set to ``0`` is
+sent as ``0``; a parameter that is not set is absent from ``params`` and is not sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+#: Ingestion paths of the document-format study (§3 of issue #2).
+INGESTION_PATHS = ("inline", "openai_file", "anthropic_document")
+
+#: Decoding parameters a request may carry; anything else is a configuration error.
+DECODING_PARAMS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "seed",
+    "frequency_penalty",
+    "presence_penalty",
+    "repeat_penalty",
+    "stop",
+    "response_format",
+    "grammar",
+)
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex sha256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON: sorted keys, no insignificant whitespace, UTF-8 kept (not escaped)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file attached to a request (for the ``openai_file`` / ``anthropic_document`` paths).
+
+    Only ``sha256`` and ``media_type`` enter the cache key; the bytes are sent to the provider.
+    """
+
+    content: bytes
+    media_type: str
+    filename: str
+
+    @property
+    def sha256(self) -> str:
+        return sha256_hex(self.content)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One model call.
+
+    Attributes:
+        provider: provider kind (``llama_cpp``, ``openai``, ``anthropic``, ``openai_compatible``).
+        model: the model name sent to the provider (for llama_cpp: the GGUF file name).
+        messages: chat messages ``[{"role": ..., "content": ...}, ...]`` in order.
+        params: decoding parameters actually sent (keys from :data:`DECODING_PARAMS`).
+            An explicit ``0`` is kept; an unset parameter is absent.
+        base_url: endpoint for OpenAI-compatible servers (``None`` = the SDK default).
+        ingestion: how the document reaches the model (:data:`INGESTION_PATHS`).
+        document: attached file, if the ingestion path uploads one.
+        renderer_version: version of the renderer that produced the document/prompt.
+        repeat_index: r in 1..k; k repeats are k distinct cache entries and k real calls.
+    """
+
+    provider: str
+    model: str
+    messages: tuple[dict[str, str], ...]
+    params: dict[str, Any] = field(default_factory=dict)
+    base_url: str | None = None
+    ingestion: str = "inline"
+    document: Document | None = None
+    renderer_version: str | None = None
+    repeat_index: int = 1
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.params) - set(DECODING_PARAMS))
+        if unknown:
+            raise ValueError(f"unknown decoding parameter(s) {unknown}; allowed: {list(DECODING_PARAMS)}")
+        if self.ingestion not in INGESTION_PATHS:
+            raise ValueError(f"unknown ingestion path {self.ingestion!r}; allowed: {list(INGESTION_PATHS)}")
+        if self.ingestion != "inline" and self.document is None:
+            raise ValueError(f"ingestion path {self.ingestion!r} needs a document")
+        object.__setattr__(self, "messages", tuple(dict(m) for m in self.messages))
+        for m in self.messages:
+            if set(m) != {"role", "content"}:
+                raise ValueError(f"a message must have exactly 'role' and 'content', got {sorted(m)}")
+
+    def key_material(self) -> dict[str, Any]:
+        """Everything that shapes the response, as a JSON-able dict (no secrets, no bytes)."""
+        return {
+            "provider": self.provider,
+            "base_url": self.base_url,
+            "model": self.model,
+            "params": dict(self.params),
+            "messages": [dict(m) for m in self.messages],
+            "ingestion": self.ingestion,
+            "document": None
+            if self.document is None
+            else {"sha256": self.document.sha256, "media_type": self.document.media_type},
+            "renderer_version": self.renderer_version,
+            "repeat_index": self.repeat_index,
+        }
+
+    def cache_key(self) -> str:
+        """sha256 (hex) of :func:`canonical_json` of :meth:`key_material`."""
+        return sha256_hex(canonical_json(self.key_material()).encode("utf-8"))
+
+    def to_json(self) -> str:
+        """The request as stored with the generation (same content as the key material)."""
+        return canonical_json(self.key_material())
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """What a provider returned for one request (or the error it raised).
+
+    Attributes:
+        text: response text; ``None`` when the call failed.
+        finish_reason: provider's stop reason normalised to ``stop`` / ``length`` / other strings.
+        prompt_tokens / completion_tokens: usage as reported by the provider (or counted locally).
+        latency_s: wall seconds of the successful attempt.
+        model_id: the model id the provider reports having used.
+        model_version: provider-reported resolved version (e.g. a dated snapshot, GGUF sha256).
+        system_fingerprint: OpenAI ``system_fingerprint`` where given.
+        error: ``"<ErrorType>: message"`` when the call failed, else ``None``.
+        attempts: how many attempts were made (1 = no retry).
+    """
+
+    text: str | None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float | None = None
+    model_id: str | None = None
+    model_version: str | None = None
+    system_fingerprint: str | None = None
+    error: str | None = None
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def replace(self, **changes: Any) -> "GenerationResult":
+        return dataclasses.replace(self, **changes)
+
+
+class ProviderError(Exception):
+    """A failed provider call, classified for the retry policy.
+
+    Attributes:
+        status: HTTP status code when there was one.
+        retryable: whether the retry policy may try again (408, 409, 429, 5xx, 529, overloaded).
+        retry_after: seconds the server asked us to wait (``Retry-After``), if it did.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
+                 retry_after: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """An LLM backend.
+
+    ``generate`` makes exactly one attempt and either returns a :class:`GenerationResult` with
+    ``error=None`` or raises :class:`ProviderError`; retries are the caller's job
+    (:mod:`metamorph.providers.retry`). ``max_concurrency`` bounds parallel calls.
+    """
+
+    kind: str
+    max_concurrency: int
+
+    def generate(self, request: GenerationRequest) -> GenerationResult: ...
