@@ -1,0 +1,17 @@
+# The two commands of the README. Both install what they need first (scripts/bootstrap.sh).
+.PHONY: demo test bootstrap ui
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+# Runs the document-format study on the embedded default (local SmolLM2 + the construct dataset).
+demo: bootstrap
+	@OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m pipelines.run format_robustness
+
+# Runs the whole test suite (includes the real local model end to end).
+test: bootstrap
+	@OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q
+
+# Opens the Dagster UI on http://127.0.0.1:3000 with the same instance the demo used.
+ui: bootstrap
+	@DAGSTER_HOME=$${DAGSTER_HOME:-$$PWD/data/dagster_home} env --default-signal=INT,TERM .venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000

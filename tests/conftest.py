@@ -1,0 +1,31 @@
+"""Shared fixtures. Real samples are read by path from ../shared (never copied into the repo)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATASETS = Path(os.environ.get("METAMORPH_SHARED", REPO.parent / "shared")) / "datasets"
+
+
+def shared_sample(name: str) -> Path:
+    """Path of ``../shared/datasets/<name>/sample.jsonl``; skips the test when it is absent."""
+    p = SHARED_DATASETS / name / "sample.jsonl"
+    if not p.exists():
+        pytest.skip(f"shared sample {p} not present")
+    return p
+
+
+@pytest.fixture
+def metamorph_home(tmp_path, monkeypatch):
+    """A fresh METAMORPH_HOME (warehouse + cache) for one test."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("METAMORPH_HOME", str(home))
+    return home
