@@ -1,0 +1,306 @@
+"""OpenAI (and OpenAI-compatible server) adapter: Chat Completions, or Files + Responses.
+
+One :meth:`OpenAIProvider.generate` call is ONE HTTP attempt (the SDK's own retries are off,
+``max_retries=0``); retries belong to :func:`metamorph.providers.retry.call_with_retries`.
+
+Ingestion paths:
+
+* ``inline``: ``POST {base_url}/chat/completions`` with ``model``, ``messages`` and only the
+  decoding parameters present in ``request.params``.
+* ``openai_file``: the document is uploaded once per sha256 (``POST /files``,
+  ``purpose="user_data"``), then ``POST /responses`` references it with an ``input_file`` block.
+  The Responses API has no ``seed``, ``stop``, ``frequency_penalty`` or ``presence_penalty``:
+  those are **dropped** (listed in :data:`RESPONSES_DROPPED_PARAMS`, logged once per provider).
+
+The API key is only handed to the SDK (which sends it as ``Authorization: Bearer``); it never
+enters a request record, a result, or an error message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import openai
+
+from metamorph.errors import ConfigError
+from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
+from metamorph.providers.retry import classify_status, parse_retry_after
+
+__all__ = ["OpenAIProvider", "RESPONSES_DROPPED_PARAMS", "LLAMA_CPP_ONLY_PARAMS"]
+
+log = logging.getLogger(__name__)
+
+#: Provider kinds this adapter serves.
+KINDS = ("openai", "openai_compatible")
+
+#: Non-OpenAI sampling parameters: ``extra_body`` for ``openai_compatible``, ConfigError for ``openai``.
+LLAMA_CPP_ONLY_PARAMS = ("top_k", "repeat_penalty", "grammar")
+
+#: Decoding parameters the Responses API does not accept; dropped on the ``openai_file`` path.
+RESPONSES_DROPPED_PARAMS = ("seed", "stop", "frequency_penalty", "presence_penalty")
+
+_CHAT_PASSTHROUGH = ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "stop",
+                     "response_format")
+
+_FINISH_REASONS = {"stop": "stop", "length": "length", "max_tokens": "length", "max_output_tokens": "length"}
+
+
+def _normalise_finish(reason: str | None) -> str | None:
+    if reason is None:
+        return None
+    return _FINISH_REASONS.get(reason, reason)
+
+
+def _redact(text: str, secret: str | None) -> str:
+    if secret:
+        text = text.replace(secret, "[REDACTED]")
+    return text
+
+
+def _body_text(err: Any) -> str | None:
+    response = getattr(err, "response", None)
+    try:
+        text = response.text if response is not None else None
+    except Exception:  # body not read / not decodable
+        text = None
+    if not text and getattr(err, "body", None) is not None:
+        text = str(err.body)
+    return text
+
+
+class OpenAIProvider:
+    """Provider for the OpenAI API (``kind="openai"``) or an OpenAI-compatible server
+    (``kind="openai_compatible"``, e.g. llama.cpp server, vLLM; give its ``base_url``).
+
+    Args:
+        kind: ``"openai"`` or ``"openai_compatible"``.
+        api_key: the secret key (read from the environment by the caller); never logged or stored
+            in results. Sent by the SDK as ``Authorization: Bearer <key>``.
+        base_url: API root including ``/v1`` (``None`` = SDK default, ``https://api.openai.com/v1``).
+        max_concurrency: at most this many :meth:`generate` calls run at once on this instance
+            (enforced with a semaphore; the caller may also use it to size its thread pool).
+        timeout_s: per-HTTP-request timeout in seconds.
+        organization: optional OpenAI organization id (``OpenAI-Organization`` header).
+
+    Raises:
+        ConfigError: unknown ``kind``, empty ``api_key`` or ``max_concurrency < 1``.
+    """
+
+    def __init__(self, kind: str, api_key: str, base_url: str | None = None,
+                 max_concurrency: int = 4, timeout_s: float = 120.0, organization: str | None = None):
+        if kind not in KINDS:
+            raise ConfigError(f"OpenAIProvider kind must be one of {list(KINDS)}, got {kind!r}")
+        if not api_key:
+            raise ConfigError(f"OpenAIProvider ({kind}): api_key is empty; set the provider's API-key "
+                              "environment variable (a server without auth accepts any placeholder, e.g. 'none')")
+        if max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        self.kind = kind
+        self.base_url = base_url
+        self.max_concurrency = int(max_concurrency)
+        self.timeout_s = float(timeout_s)
+        self._api_key = api_key
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, organization=organization,
+                                     max_retries=0, timeout=self.timeout_s)
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._file_ids: dict[str, str] = {}
+        self._upload_lock = threading.Lock()
+        self._warned_dropped: set[str] = set()
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIProvider(kind={self.kind!r}, base_url={self.base_url!r}, max_concurrency={self.max_concurrency})"
+
+    # ------------------------------------------------------------------ public
+
+    def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Make ONE attempt at ``request`` and return the result (``attempts=1``, ``error=None``).
+
+        ``inline`` -> Chat Completions; ``openai_file`` -> upload (memoised per document sha256 on
+        this instance) + Responses API. ``latency_s`` is the wall time of the generation call
+        (not of the upload). ``model_id`` and ``model_version`` are the model the server reports
+        (a dated snapshot for OpenAI); ``system_fingerprint`` is set for Chat Completions.
+
+        Raises:
+            ConfigError: before any HTTP request, for a request this provider cannot serve
+                (wrong provider kind or base_url, ingestion ``anthropic_document``, ``top_k`` /
+                ``repeat_penalty`` / ``grammar`` with kind ``openai``, several system messages
+                on the Responses path, no user message).
+            ProviderError: the HTTP call failed. ``status`` is the HTTP status (``None`` for a
+                connection error or timeout, which are retryable); ``retryable`` follows
+                :func:`~metamorph.providers.retry.classify_status`; ``retry_after`` comes from the
+                ``retry-after-ms`` / ``Retry-After`` response headers.
+        """
+        self._check_request(request)
+        if request.ingestion == "inline":
+            kwargs = self._chat_kwargs(request)
+            with self._slots:
+                start = time.perf_counter()
+                response = self._call(self._client.chat.completions.create, **kwargs)
+                latency = time.perf_counter() - start
+            return self._chat_result(response, latency)
+        # openai_file
+        kwargs = self._responses_kwargs(request)  # validates params before uploading
+        with self._slots:
+            file_id = self._file_id(request)
+            content = kwargs["input"][-1]["content"]
+            content.insert(0, {"type": "input_file", "file_id": file_id})
+            start = time.perf_counter()
+            response = self._call(self._client.responses.create, **kwargs)
+            latency = time.perf_counter() - start
+        return self._responses_result(response, latency)
+
+    # ----------------------------------------------------------------- helpers
+
+    def _check_request(self, request: GenerationRequest) -> None:
+        if request.provider != self.kind:
+            raise ConfigError(f"request for provider {request.provider!r} sent to an OpenAIProvider of kind "
+                              f"{self.kind!r}")
+        if request.base_url is not None and (request.base_url.rstrip("/") != (self.base_url or "").rstrip("/")):
+            raise ConfigError(f"request base_url {request.base_url!r} differs from the provider's "
+                              f"{self.base_url!r}; the cache key would not describe the endpoint called")
+        if request.ingestion not in ("inline", "openai_file"):
+            raise ConfigError(f"ingestion path {request.ingestion!r} is not served by OpenAIProvider "
+                              "(use 'inline' or 'openai_file')")
+
+    def _split_extra(self, params: dict[str, Any]) -> dict[str, Any]:
+        extra = {k: params[k] for k in LLAMA_CPP_ONLY_PARAMS if k in params}
+        if extra and self.kind == "openai":
+            raise ConfigError(f"parameter(s) {sorted(extra)} are not OpenAI API parameters; they are only "
+                              "sent (in extra_body) to 'openai_compatible' servers such as llama.cpp")
+        return extra
+
+    def _chat_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+        params = request.params
+        kwargs: dict[str, Any] = {"model": request.model, "messages": [dict(m) for m in request.messages]}
+        for name in _CHAT_PASSTHROUGH:
+            if name in params:
+                kwargs[name] = params[name]
+        if "max_tokens" in params:
+            key = "max_completion_tokens" if self.kind == "openai" else "max_tokens"
+            kwargs[key] = params["max_tokens"]
+        extra = self._split_extra(params)
+        if extra:
+            kwargs["extra_body"] = extra
+        return kwargs
+
+    def _responses_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+        params = request.params
+        extra = self._split_extra(params)
+        systems = [m["content"] for m in request.messages if m["role"] in ("system", "developer")]
+        if len(systems) > 1:
+            raise ConfigError("the openai_file path sends the system message as `instructions`; "
+                              f"got {len(systems)} system messages, expected at most one")
+        turns = [m for m in request.messages if m["role"] not in ("system", "developer")]
+        if not turns or turns[-1]["role"] != "user":
+            raise ConfigError("the openai_file path needs the last non-system message to be the user turn "
+                              "the document is attached to")
+        input_items: list[dict[str, Any]] = [{"role": m["role"], "content": m["content"]} for m in turns[:-1]]
+        input_items.append({"role": "user", "content": [{"type": "input_text", "text": turns[-1]["content"]}]})
+        kwargs: dict[str, Any] = {"model": request.model, "input": input_items}
+        if systems:
+            kwargs["instructions"] = systems[0]
+        for name in ("temperature", "top_p"):
+            if name in params:
+                kwargs[name] = params[name]
+        if "max_tokens" in params:
+            kwargs["max_output_tokens"] = params["max_tokens"]
+        if "response_format" in params:
+            kwargs["text"] = {"format": _responses_format(params["response_format"])}
+        dropped = [name for name in RESPONSES_DROPPED_PARAMS if name in params]
+        for name in dropped:
+            if name not in self._warned_dropped:
+                self._warned_dropped.add(name)
+                log.warning("OpenAI Responses API has no %r parameter: it is not sent (openai_file path)", name)
+        if extra:
+            kwargs["extra_body"] = extra
+        return kwargs
+
+    def _file_id(self, request: GenerationRequest) -> str:
+        doc = request.document
+        assert doc is not None  # GenerationRequest guarantees a document off the inline path
+        sha = doc.sha256
+        with self._upload_lock:
+            file_id = self._file_ids.get(sha)
+            if file_id is None:
+                uploaded = self._call(self._client.files.create,
+                                      file=(doc.filename, doc.content, doc.media_type), purpose="user_data")
+                file_id = uploaded.id
+                self._file_ids[sha] = file_id
+            return file_id
+
+    def _call(self, method: Any, **kwargs: Any) -> Any:
+        try:
+            return method(**kwargs)
+        except openai.APIStatusError as err:
+            status = err.status_code
+            body = _body_text(err)
+            message = _redact(f"OpenAI HTTP {status}: {err.message}", self._api_key)
+            raise ProviderError(message, status=status, retryable=classify_status(status, body),
+                                retry_after=parse_retry_after(err.response.headers)) from None
+        except openai.APITimeoutError:
+            raise ProviderError(f"OpenAI request timed out after {self.timeout_s:g} s", status=None,
+                                retryable=True) from None
+        except openai.APIConnectionError as err:
+            raise ProviderError(_redact(f"OpenAI connection error: {err.message}", self._api_key), status=None,
+                                retryable=True) from None
+        except openai.OpenAIError as err:  # e.g. response validation: not worth retrying
+            raise ProviderError(_redact(f"OpenAI error {type(err).__name__}: {err}", self._api_key),
+                                retryable=False) from None
+
+    @staticmethod
+    def _chat_result(response: Any, latency: float) -> GenerationResult:
+        if not response.choices:
+            raise ProviderError("OpenAI returned no choices", retryable=False)
+        choice = response.choices[0]
+        text = choice.message.content
+        if text is None:  # refusal or tool call: keep an empty text, the finish reason tells why
+            text = getattr(choice.message, "refusal", None) or ""
+        usage = response.usage
+        return GenerationResult(
+            text=text,
+            finish_reason=_normalise_finish(choice.finish_reason),
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+            latency_s=latency,
+            model_id=response.model,
+            model_version=response.model,
+            system_fingerprint=getattr(response, "system_fingerprint", None),
+        )
+
+    @staticmethod
+    def _responses_result(response: Any, latency: float) -> GenerationResult:
+        status = getattr(response, "status", None)
+        if status == "failed":
+            error = getattr(response, "error", None)
+            code = getattr(error, "code", None)
+            message = getattr(error, "message", None) or "no message"
+            raise ProviderError(f"OpenAI response failed ({code}): {message}",
+                                retryable=code in ("server_error", "rate_limit_exceeded")
+                                or classify_status(None, message))
+        if status == "incomplete":
+            details = getattr(response, "incomplete_details", None)
+            finish = _normalise_finish(getattr(details, "reason", None) or "incomplete")
+        else:
+            finish = "stop" if status in (None, "completed") else str(status)
+        usage = response.usage
+        return GenerationResult(
+            text=response.output_text,
+            finish_reason=finish,
+            prompt_tokens=getattr(usage, "input_tokens", None),
+            completion_tokens=getattr(usage, "output_tokens", None),
+            latency_s=latency,
+            model_id=response.model,
+            model_version=response.model,
+            system_fingerprint=None,
+        )
+
+
+def _responses_format(response_format: Any) -> Any:
+    """Chat ``response_format`` -> Responses ``text.format`` (json_schema is flattened)."""
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema" \
+            and isinstance(response_format.get("json_schema"), dict):
+        return {"type": "json_schema", **response_format["json_schema"]}
+    return response_format

@@ -1,0 +1,157 @@
+"""Running many generation requests through the cache with bounded concurrency.
+
+:func:`run_requests` is the one way studies call models:
+
+1. every request's cache key is looked up; hits are served without calling the provider;
+2. misses run on at most ``provider.max_concurrency`` threads, each call wrapped in
+   :func:`metamorph.providers.retry.call_with_retries` (408/409/429/5xx/529/overloaded retried
+   with exponential backoff and jitter, ``Retry-After`` honoured, bounded total time);
+3. each finished completion (or final error) is written to the cache at once;
+4. a progress line (done/total, cache hits, errors, tokens, ETA) goes to ``log`` at least every
+   ``progress_every_s`` seconds and at the end;
+5. when the provider reports a resolved model version the cache has not seen for the same model
+   name, a warning is logged once per new version.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from metamorph.cache import GenerationCache
+from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
+from metamorph.providers.retry import RetryPolicy, call_with_retries
+
+
+@dataclass
+class RunStats:
+    """Counters of one :func:`run_requests` call."""
+
+    total: int = 0
+    done: int = 0
+    cache_hits: int = 0
+    calls: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+    version_changes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        remaining = self.total - self.done
+        made = self.done - self.cache_hits
+        eta = (elapsed / made * remaining) if made > 0 and remaining else 0.0
+        return (f"{self.done}/{self.total} done, {self.cache_hits} cache hits, {self.errors} errors, "
+                f"{self.prompt_tokens}+{self.completion_tokens} tokens, elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A request with its result and whether the cache served it."""
+
+    request: GenerationRequest
+    key: str
+    result: GenerationResult
+    cache_hit: bool
+
+
+def run_requests(
+    requests: Sequence[GenerationRequest],
+    provider: Provider,
+    cache: GenerationCache,
+    *,
+    retry: RetryPolicy | None = None,
+    log: Callable[[str], None] = print,
+    warn: Callable[[str], None] | None = None,
+    progress_every_s: float = 10.0,
+) -> tuple[list[Outcome], RunStats]:
+    """Serve ``requests`` from the cache or the provider; outcomes come back in input order.
+
+    Duplicate requests (same key) are called once. Errors never raise: they come back as
+    results with ``error`` set, are stored as errors, and are retried on the next run.
+    """
+    retry = retry or RetryPolicy()
+    warn = warn or log
+    stats = RunStats(total=len(requests))
+    keys = [r.cache_key() for r in requests]
+    hits = cache.get_many(keys)
+    results: dict[str, tuple[GenerationResult, bool]] = {k: (v, True) for k, v in hits.items()}
+    stats.cache_hits = sum(1 for k in keys if k in hits)
+    stats.done = stats.cache_hits
+    todo: dict[str, GenerationRequest] = {}
+    for k, r in zip(keys, requests):
+        if k not in results and k not in todo:
+            todo[k] = r
+    dup_count = Counter(keys)  # duplicates of a pending key count as done when their key finishes
+
+    known_versions: dict[tuple[str, str], set[str]] = {}
+    lock = threading.Lock()
+
+    def one(key: str, req: GenerationRequest) -> tuple[str, GenerationResult]:
+        t0 = time.monotonic()
+        try:
+            res, attempts = call_with_retries(lambda: provider.generate(req), retry)
+            res = res.replace(attempts=attempts, latency_s=res.latency_s if res.latency_s is not None
+                              else time.monotonic() - t0)
+        except ProviderError as exc:
+            res = GenerationResult(text=None, error=f"ProviderError[{exc.status}]: {exc}",
+                                   attempts=getattr(exc, "attempts", 1))
+        except Exception as exc:  # a bug or SDK surprise is recorded, never served as a completion
+            res = GenerationResult(text=None, error=f"{type(exc).__name__}: {exc}")
+        cache.put(req, res)
+        return key, res
+
+    last = time.monotonic()
+    log(f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to call "
+        f"({provider.kind}, concurrency {provider.max_concurrency})")
+    if todo:
+        with ThreadPoolExecutor(max_workers=max(1, provider.max_concurrency)) as pool:
+            pending = {pool.submit(one, k, r) for k, r in todo.items()}
+            while pending:
+                finished, pending = wait(pending, timeout=max(0.5, progress_every_s / 2), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    key, res = fut.result()
+                    with lock:
+                        results[key] = (res, False)
+                        n = dup_count.get(key, 1)
+                        stats.done += n
+                        stats.calls += 1
+                        if res.error:
+                            stats.errors += n
+                        else:
+                            stats.prompt_tokens += res.prompt_tokens or 0
+                            stats.completion_tokens += res.completion_tokens or 0
+                            _check_version(todo[key], res, cache, known_versions, stats, warn)
+                if time.monotonic() - last >= progress_every_s:
+                    log("generation progress: " + stats.line())
+                    last = time.monotonic()
+    log("generation finished: " + stats.line())
+    outcomes = [Outcome(r, k, results[k][0], results[k][1]) for k, r in zip(keys, requests)]
+    return outcomes, stats
+
+
+def _check_version(req: GenerationRequest, res: GenerationResult, cache: GenerationCache,
+                   known: dict[tuple[str, str], set[str]], stats: RunStats, warn: Callable[[str], None]) -> None:
+    if not res.model_version:
+        return
+    ident = (req.provider, req.model)
+    if ident not in known:
+        known[ident] = cache.known_versions(*ident) - {res.model_version}
+        previously = set(known[ident])
+        if previously:
+            msg = (f"model version change: {req.provider}/{req.model} now resolves to {res.model_version!r}; "
+                   f"the cache holds completions from {sorted(previously)}")
+            stats.version_changes.append(msg)
+            warn(msg)
+        known[ident].add(res.model_version)
+    elif res.model_version not in known[ident]:
+        msg = (f"model version change: {req.provider}/{req.model} now resolves to {res.model_version!r} "
+               f"(seen before: {sorted(known[ident])})")
+        stats.version_changes.append(msg)
+        warn(msg)
+        known[ident].add(res.model_version)

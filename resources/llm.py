@@ -1,0 +1,87 @@
+"""Resources for model access: the registry (which models, which provider) and the cache.
+
+API keys come from the environment only: each registry entry names its variable
+(``api_key_env``), read here when the provider client is built. Keys are never part of a
+request, a cache key, a table, a log line or metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from metamorph.cache import GenerationCache
+from metamorph.errors import ConfigError
+from metamorph.models import ModelSpec, load_registry
+from metamorph.providers.base import Provider
+
+_PROVIDERS: dict[tuple, Provider] = {}
+_PROVIDERS_LOCK = threading.Lock()
+
+
+def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
+    """The provider client for a registry entry (memoised per process; llama weights load once).
+
+    Raises :class:`ConfigError` when the entry's API key variable is not set.
+    """
+    ident = (spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.max_concurrency, n_ctx)
+    with _PROVIDERS_LOCK:
+        if ident in _PROVIDERS:
+            return _PROVIDERS[ident]
+        api_key = None
+        if spec.api_key_env:
+            api_key = os.environ.get(spec.api_key_env)
+            if not api_key:
+                raise ConfigError(f"model {spec.id!r} needs the environment variable {spec.api_key_env}")
+        if spec.provider == "llama_cpp":
+            from metamorph.providers.llama_cpp import LlamaCppProvider, default_gguf_path
+
+            path = default_gguf_path()
+            if spec.model != path.name and os.path.exists(spec.model):
+                path = spec.model
+            provider: Any = LlamaCppProvider(model_path=path, n_ctx=n_ctx)
+        elif spec.provider in ("openai", "openai_compatible"):
+            from metamorph.providers.openai_provider import OpenAIProvider
+
+            provider = OpenAIProvider(kind=spec.provider, api_key=api_key or "not-needed", base_url=spec.base_url,
+                                      max_concurrency=spec.max_concurrency)
+        elif spec.provider == "anthropic":
+            from metamorph.providers.anthropic_provider import AnthropicProvider
+
+            provider = AnthropicProvider(api_key=api_key, base_url=spec.base_url, max_concurrency=spec.max_concurrency)
+        else:  # parse_registry rejects this earlier
+            raise ConfigError(f"unknown provider {spec.provider!r}")
+        _PROVIDERS[ident] = provider
+        return provider
+
+
+class ModelRegistryResource(dg.ConfigurableResource):
+    """The model registry YAML (see :mod:`metamorph.models`) and provider clients for its entries."""
+
+    path: str = Field(description="Path of the registry YAML (METAMORPH_MODELS, default config/models.yaml).")
+    n_ctx: int = Field(default=4096, description="Context window for local llama.cpp models (tokens).")
+
+    def models(self) -> list[ModelSpec]:
+        return load_registry(self.path)
+
+    def get(self, model_id: str) -> ModelSpec:
+        for m in self.models():
+            if m.id == model_id:
+                return m
+        raise ConfigError(f"model {model_id!r} is not in the registry {self.path}")
+
+    def provider(self, spec: ModelSpec) -> Provider:
+        return build_provider(spec, self.n_ctx)
+
+
+class GenerationCacheResource(dg.ConfigurableResource):
+    """The generation cache (its own DuckDB file, so the warehouse lock is never held during calls)."""
+
+    path: str = Field(description="Path of the cache DuckDB file.")
+
+    def open(self) -> GenerationCache:
+        return GenerationCache(self.path)

@@ -1,0 +1,29 @@
+"""Where metamorph keeps its files. Absolute paths: run workers may start in another cwd.
+
+* ``METAMORPH_HOME`` (default ``<repo>/data``): the warehouse ``metamorph.duckdb`` and the
+  generation cache ``generation_cache.duckdb``;
+* ``METAMORPH_MODELS`` (default ``<repo>/config/models.yaml``): the model registry.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("METAMORPH_HOME", REPO_ROOT / "data")).resolve()
+
+
+def warehouse_path() -> str:
+    return str(data_dir() / "metamorph.duckdb")
+
+
+def cache_path() -> str:
+    return str(data_dir() / "generation_cache.duckdb")
+
+
+def registry_path() -> str:
+    return str(Path(os.environ.get("METAMORPH_MODELS", REPO_ROOT / "config" / "models.yaml")).resolve())
