@@ -1,0 +1,359 @@
+"""Generic statistics shared by every metamorph study.
+
+Thin, documented wrappers over scipy / statsmodels so that every study computes a
+bootstrap interval, a Cochran's Q, a McNemar test, a Holm correction, a Jaccard index or a
+Jensen–Shannon divergence with *one* implementation and the same edge-case conventions.
+
+Conventions (all deliberate; each wrapper documents its own):
+
+* Degenerate inputs never produce a silent ``NaN``: a wrapper either returns the boundary
+  value that is mathematically implied (e.g. an all-equal bootstrap sample has the interval
+  ``[v, v]``) or returns ``None``/``NaN`` *together with* a ``note`` saying why.
+* Randomness is always seeded (``seed`` argument -> :func:`numpy.random.default_rng`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as _sst
+from scipy.spatial.distance import jensenshannon as _jensenshannon
+from statsmodels.stats.contingency_tables import cochrans_q as _sm_cochrans_q
+from statsmodels.stats.contingency_tables import mcnemar as _sm_mcnemar
+from statsmodels.stats.multitest import multipletests as _sm_multipletests
+
+__all__ = [
+    "BootstrapCI",
+    "CochranQResult",
+    "CorrelationResult",
+    "bootstrap_mean_ci",
+    "cochrans_q",
+    "mcnemar_exact",
+    "mcnemar_holm",
+    "holm",
+    "spearman",
+    "jaccard",
+    "js_divergence",
+    "category_counts",
+]
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    """A mean with its percentile bootstrap confidence interval.
+
+    Attributes:
+        mean: sample mean (``NaN`` when ``n == 0``).
+        low, high: interval bounds; ``None`` when no interval exists (``n < 2``).
+        n: number of values.
+        note: ``None`` for an ordinary interval, otherwise why the interval is special
+            (``"n=0: ..."``, ``"n=1: ..."``, ``"all values equal: ..."``).
+    """
+
+    mean: float
+    low: float | None
+    high: float | None
+    n: int
+    note: str | None = None
+
+
+NOTE_EMPTY = "n=0: no values, no estimate"
+NOTE_SINGLE = "n=1: a single value gives no bootstrap interval"
+NOTE_ALL_EQUAL = "all values equal: degenerate bootstrap distribution, CI = [v, v]"
+
+
+def bootstrap_mean_ci(
+    values: Iterable[float],
+    n_resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> BootstrapCI:
+    """Percentile bootstrap confidence interval of the mean of ``values``.
+
+    Uses :func:`scipy.stats.bootstrap` (``method="percentile"``, ``rng=default_rng(seed)``),
+    so the same ``values``/``n_resamples``/``seed`` always give the same interval. If scipy
+    rejects the data, a seeded numpy resample (same percentile definition) is used instead.
+
+    Boundary cases:
+        * ``n == 0``: mean ``NaN``, no interval, note :data:`NOTE_EMPTY`.
+        * ``n == 1``: the value is the mean; no interval (``low = high = None``),
+          note :data:`NOTE_SINGLE`.
+        * all values equal to ``v``: every resample has mean ``v``, so the interval is
+          ``[v, v]`` (not ``NaN``), note :data:`NOTE_ALL_EQUAL`.
+
+    Raises:
+        ValueError: a value is not finite, ``n_resamples < 1`` or ``confidence`` not in (0, 1).
+    """
+    arr = np.asarray(list(values), dtype=float)
+    if arr.ndim != 1:
+        raise ValueError("bootstrap_mean_ci: values must be one-dimensional")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("bootstrap_mean_ci: values must be finite (found NaN or inf)")
+    if n_resamples < 1:
+        raise ValueError(f"bootstrap_mean_ci: n_resamples must be >= 1, got {n_resamples}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"bootstrap_mean_ci: confidence must be in (0, 1), got {confidence}")
+    n = int(arr.size)
+    if n == 0:
+        return BootstrapCI(math.nan, None, None, 0, NOTE_EMPTY)
+    mean = float(arr.mean())
+    if n == 1:
+        return BootstrapCI(mean, None, None, 1, NOTE_SINGLE)
+    if np.all(arr == arr[0]):
+        v = float(arr[0])
+        return BootstrapCI(v, v, v, n, NOTE_ALL_EQUAL)
+    try:
+        res = _sst.bootstrap(
+            (arr,),
+            np.mean,
+            n_resamples=n_resamples,
+            confidence_level=confidence,
+            method="percentile",
+            vectorized=True,
+            rng=np.random.default_rng(seed),
+        )
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if not (math.isfinite(low) and math.isfinite(high)):
+            raise ValueError("non-finite interval")
+    except ValueError:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, n, size=(n_resamples, n))
+        means = arr[idx].mean(axis=1)
+        alpha = (1.0 - confidence) / 2.0
+        low, high = (float(x) for x in np.percentile(means, [100 * alpha, 100 * (1 - alpha)]))
+    return BootstrapCI(mean, low, high, n, None)
+
+
+# --------------------------------------------------------------------------- Cochran's Q
+
+
+@dataclass(frozen=True)
+class CochranQResult:
+    """Cochran's Q test of k related binary samples.
+
+    Attributes:
+        statistic: Q (``None`` when undefined, see ``note``).
+        p_value: chi-square(df) upper tail (``None`` when undefined).
+        df: k - 1.
+        n: number of blocks (rows) used.
+        note: why the statistic is undefined, else ``None``.
+    """
+
+    statistic: float | None
+    p_value: float | None
+    df: int
+    n: int
+    note: str | None = None
+
+
+def cochrans_q(matrix: Sequence[Sequence[float]] | np.ndarray | pd.DataFrame) -> CochranQResult:
+    """Cochran's Q over a blocks x treatments 0/1 matrix (rows = instances, columns = formats).
+
+    Wraps :func:`statsmodels.stats.contingency_tables.cochrans_q`, which computes
+    ``Q = (k-1) * (k * sum_j C_j^2 - N^2) / (k * N - sum_i R_i^2)`` with ``C_j`` column sums,
+    ``R_i`` row sums and ``N`` the grand total; Q ~ chi-square(k-1) under H0.
+
+    Undefined cases return ``statistic = p_value = None`` with a note instead of a NaN or a
+    division warning: fewer than 2 columns, no rows, or no discordant row (every row all-0
+    or all-1 makes the denominator 0; there is no evidence of any difference).
+
+    Raises:
+        ValueError: the matrix is not 2-D, contains missing values or values other than 0/1.
+    """
+    arr = np.asarray(matrix, dtype=float)
+    if arr.ndim != 2:
+        raise ValueError("cochrans_q: matrix must be 2-D (blocks x treatments)")
+    if np.isnan(arr).any():
+        raise ValueError("cochrans_q: matrix contains missing values; pass complete blocks only")
+    if not np.isin(arr, (0.0, 1.0)).all():
+        raise ValueError("cochrans_q: matrix values must be 0/1 (or booleans)")
+    n, k = arr.shape
+    df = max(k - 1, 0)
+    if k < 2:
+        return CochranQResult(None, None, df, n, "fewer than 2 treatments: Q undefined")
+    if n == 0:
+        return CochranQResult(None, None, df, 0, "no complete blocks: Q undefined")
+    rows = arr.sum(axis=1)
+    if np.all((rows == 0) | (rows == k)):
+        return CochranQResult(None, None, df, n, "no discordant blocks (all rows constant): Q undefined")
+    res = _sm_cochrans_q(arr)  # CochransQResult (statistic, pvalue, df)
+    return CochranQResult(float(res.statistic), float(res.pvalue), int(res.df), n, None)
+
+
+# --------------------------------------------------------------------------- McNemar + Holm
+
+
+def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> tuple[float, float, int, int, int]:
+    """Exact McNemar test of two paired binary samples.
+
+    Builds the 2x2 table ``[[a&b, a&~b], [~a&b, ~a&~b]]`` and calls
+    :func:`statsmodels.stats.contingency_tables.mcnemar` with ``exact=True`` (binomial test
+    on the discordant pairs; ``statistic`` = min(n01, n10)). No discordant pair gives
+    ``p = 1.0``.
+
+    Returns:
+        ``(statistic, p_value, n, n_a_only, n_b_only)`` with ``n`` the number of pairs.
+    """
+    x = np.asarray(a, dtype=bool)
+    y = np.asarray(b, dtype=bool)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError("mcnemar_exact: a and b must be 1-D and of equal length")
+    table = np.array(
+        [[np.sum(x & y), np.sum(x & ~y)], [np.sum(~x & y), np.sum(~x & ~y)]], dtype=float
+    )
+    res = _sm_mcnemar(table, exact=True)
+    return float(res.statistic), float(res.pvalue), int(x.size), int(table[0, 1]), int(table[1, 0])
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (:func:`statsmodels.stats.multitest.multipletests`,
+    ``method="holm"``). ``NaN``/``None`` entries are left out of the family and stay ``NaN``."""
+    p = np.asarray([math.nan if v is None else float(v) for v in p_values], dtype=float)
+    out = np.full(p.shape, math.nan)
+    ok = ~np.isnan(p)
+    if ok.any():
+        out[ok] = _sm_multipletests(p[ok], method="holm")[1]
+    return [float(v) for v in out]
+
+
+def mcnemar_holm(matrix: pd.DataFrame) -> pd.DataFrame:
+    """Pairwise exact McNemar tests between the columns of a boolean matrix, Holm-corrected.
+
+    Args:
+        matrix: rows = paired units (instances), columns = conditions (formats), values
+            True/False or missing. Each pair of columns uses the rows where both are present
+            (pairwise-complete). Pairs follow column order (``itertools.combinations``).
+
+    Returns:
+        DataFrame with columns ``a, b, statistic, p_value, p_holm, n, n_a_only, n_b_only``;
+        ``p_holm`` is Holm-adjusted over all the pairs of this call (one family). A pair with
+        no common row has ``statistic``/``p_value``/``p_holm`` NaN and ``n = 0``.
+    """
+    cols = list(matrix.columns)
+    rows = []
+    for ca, cb in itertools.combinations(cols, 2):
+        both = matrix[[ca, cb]].dropna()
+        if len(both) == 0:
+            rows.append(dict(a=ca, b=cb, statistic=math.nan, p_value=math.nan, n=0, n_a_only=0, n_b_only=0))
+            continue
+        stat, p, n, na, nb = mcnemar_exact(both[ca].astype(bool).to_numpy(), both[cb].astype(bool).to_numpy())
+        rows.append(dict(a=ca, b=cb, statistic=stat, p_value=p, n=n, n_a_only=na, n_b_only=nb))
+    out = pd.DataFrame(rows, columns=["a", "b", "statistic", "p_value", "n", "n_a_only", "n_b_only"])
+    out.insert(4, "p_holm", holm(out["p_value"].tolist()) if len(out) else [])
+    return out
+
+
+# --------------------------------------------------------------------------- correlation
+
+
+@dataclass(frozen=True)
+class CorrelationResult:
+    """A rank correlation; ``rho``/``p_value`` are ``None`` with a ``note`` when undefined."""
+
+    rho: float | None
+    p_value: float | None
+    n: int
+    note: str | None = None
+
+
+def spearman(x: Sequence[float], y: Sequence[float], min_points: int = 3) -> CorrelationResult:
+    """Spearman's rho (:func:`scipy.stats.spearmanr`) with explicit undefined cases.
+
+    Pairs with a missing value are left out (``n`` counts the pairs used). Fewer than
+    ``min_points`` pairs, or a constant ``x`` or ``y``, return ``None`` with a reason.
+    """
+    xa = np.asarray([math.nan if v is None else v for v in x], dtype=float)
+    ya = np.asarray([math.nan if v is None else v for v in y], dtype=float)
+    if xa.shape != ya.shape:
+        raise ValueError("spearman: x and y must have the same length")
+    ok = ~(np.isnan(xa) | np.isnan(ya))
+    xa, ya = xa[ok], ya[ok]
+    n = int(xa.size)
+    if n < min_points:
+        return CorrelationResult(None, None, n, f"fewer than {min_points} points (n={n})")
+    if np.all(xa == xa[0]) or np.all(ya == ya[0]):
+        return CorrelationResult(None, None, n, "constant input: correlation undefined")
+    res = _sst.spearmanr(xa, ya)
+    return CorrelationResult(float(res.statistic), float(res.pvalue), n, None)
+
+
+# --------------------------------------------------------------------------- set / distribution
+
+
+def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
+    """Jaccard similarity ``|A ∩ B| / |A ∪ B|`` of two sets (inputs are turned into sets).
+
+    Convention: two empty sets have similarity **1.0** (nothing to disagree on); an empty
+    set against a non-empty one has similarity 0.0 (follows from the formula).
+    """
+    sa, sb = set(a), set(b)
+    union = sa | sb
+    if not union:
+        return 1.0
+    return len(sa & sb) / len(union)
+
+
+def _as_count_vectors(
+    p_counts: Mapping[str, float] | Sequence[float], q_counts: Mapping[str, float] | Sequence[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(p_counts, Mapping) or isinstance(q_counts, Mapping):
+        if not (isinstance(p_counts, Mapping) and isinstance(q_counts, Mapping)):
+            raise ValueError("js_divergence: pass two mappings or two aligned sequences")
+        keys = sorted(set(p_counts) | set(q_counts))
+        p = np.array([float(p_counts.get(k, 0)) for k in keys])
+        q = np.array([float(q_counts.get(k, 0)) for k in keys])
+    else:
+        p = np.asarray(p_counts, dtype=float)
+        q = np.asarray(q_counts, dtype=float)
+        if p.shape != q.shape or p.ndim != 1:
+            raise ValueError("js_divergence: aligned sequences must be 1-D and of equal length")
+    if (p < 0).any() or (q < 0).any() or not (np.isfinite(p).all() and np.isfinite(q).all()):
+        raise ValueError("js_divergence: counts must be finite and non-negative")
+    return p, q
+
+
+def js_divergence(
+    p_counts: Mapping[str, float] | Sequence[float], q_counts: Mapping[str, float] | Sequence[float]
+) -> float:
+    """Jensen–Shannon divergence, base 2, in [0, 1], between two count distributions.
+
+    ``JS(P, Q) = ½ KL(P‖M) + ½ KL(Q‖M)``, ``M = ½(P + Q)``, computed as
+    ``scipy.spatial.distance.jensenshannon(p, q, base=2) ** 2`` (scipy returns the JS
+    *distance*, the square root). Counts are normalised to probabilities by scipy.
+
+    Args:
+        p_counts, q_counts: two mappings category -> count (aligned on the union of keys,
+            missing = 0; e.g. :class:`collections.Counter`) or two aligned count sequences.
+
+    Conventions: identical distributions -> 0; disjoint supports -> 1. Both distributions
+    empty (total count 0) -> 0.0 (nothing to disagree on, as for :func:`jaccard`); exactly
+    one empty -> 1.0 (maximal divergence: one side has evidence, the other none). The
+    result is clipped to [0, 1] against floating-point round-off.
+    """
+    p, q = _as_count_vectors(p_counts, q_counts)
+    sp, sq = p.sum(), q.sum()
+    if sp == 0 and sq == 0:
+        return 0.0
+    if sp == 0 or sq == 0:
+        return 1.0
+    d = float(_jensenshannon(p, q, base=2)) ** 2
+    return float(min(max(d, 0.0), 1.0))
+
+
+def category_counts(lists: Iterable[Iterable[str] | None]) -> Counter:
+    """Count category occurrences over many generations (``None`` counts as empty)."""
+    c: Counter = Counter()
+    for items in lists:
+        if items is None:
+            continue
+        c.update(items)
+    return c
