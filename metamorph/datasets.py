@@ -257,7 +257,7 @@ def construct_rule(temperature_c: float, spo2_pct: int, systolic_bp_mmhg: int, h
     return "refer" if urgent else "do not refer"
 
 
-def construct_dataset(n: int = 24, seed: int = 0) -> list[SourceInstance]:
+def construct_dataset(n: int = 12, seed: int = 0) -> list[SourceInstance]:
     """The embedded default: ``n`` seeded, deterministic triage records (demographic + clinical).
 
     Fields: age, sex, ethnicity, chief_complaint, symptom_duration_days, temperature_c, spo2_pct,
@@ -364,7 +364,7 @@ def load_source(spec: str, limit: int | None = None) -> list[SourceInstance]:
     """
     s = SourceSpec.parse(spec)
     if s.adapter == "construct":
-        n = int(s.params.get("n", limit or 24))
+        n = int(s.params.get("n", limit or 12))
         xs = construct_dataset(n=n, seed=int(s.params.get("seed", 0)))
         validate_instances(xs, "construct")
         return xs

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from metamorph import stats
+from metamorph.sql import run_sql
 from metamorph.schemas.format_metrics import (
     AccuracyByFormat,
     EvidenceDrift,
@@ -290,20 +291,16 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
 
 
 def _accuracy(g: pd.DataFrame) -> pd.DataFrame:
-    gg = g[g["gold"].notna()]
-    correct = gg["is_correct"].astype(bool) & gg["decision"].notna()
-    agg = (
-        gg.assign(_c=correct.astype(int), _u=gg["decision"].isna().astype(int))
-        .groupby(_KEYS + ["format"], sort=False)
-        .agg(n=("_c", "size"), n_correct=("_c", "sum"), n_unparseable=("_u", "sum"))
-        .reset_index()
-    )
-    agg["accuracy_pct"] = 100.0 * agg["n_correct"] / agg["n"]
-    return agg[_KEYS + ["format", "accuracy_pct", "n", "n_correct", "n_unparseable"]]
+    # Set-based: sql/format_robustness/accuracy_by_format.sql is the one implementation.
+    cols = _GEN_KEY + ["decision", "gold", "is_correct"]
+    frame = g[cols].assign(is_correct=g["is_correct"].astype("boolean"))
+    return run_sql("format_robustness", "accuracy_by_format", gen=frame)
 
 
 def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
     """Acc_f per workflow × dataset × format (§5.1, Table 2).
+
+    Computed in DuckDB by ``sql/format_robustness/accuracy_by_format.sql`` (set-based).
 
     Over **all** generations (all repeats) that have gold; unparseable (⊥) counts as
     incorrect (a row is correct iff ``is_correct`` and the decision is parseable).
@@ -319,19 +316,14 @@ def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
 
 
 def _stability(g: pd.DataFrame) -> pd.DataFrame:
-    cell = g.groupby(_INST + ["format"], sort=False).agg(_n=("_dec", "nunique"), _k=("repeat", "size")).reset_index()
-    cell["_stable"] = cell["_n"].eq(1).astype(int)
-    agg = (
-        cell.groupby(_KEYS + ["format"], sort=False)
-        .agg(n_instances=("_stable", "size"), _s=("_stable", "sum"), k_min=("_k", "min"), k_max=("_k", "max"))
-        .reset_index()
-    )
-    agg["stability_pct"] = 100.0 * agg["_s"] / agg["n_instances"]
-    return agg[_KEYS + ["format", "stability_pct", "n_instances", "k_min", "k_max"]]
+    # Set-based: sql/format_robustness/stability_by_format.sql is the one implementation.
+    return run_sql("format_robustness", "stability_by_format", gen=g[_GEN_KEY + ["decision"]])
 
 
 def stability_by_format(gen: pd.DataFrame) -> pd.DataFrame:
     """Stb_f per workflow × dataset × format (§5.1, Table 2).
+
+    Computed in DuckDB by ``sql/format_robustness/stability_by_format.sql`` (set-based).
 
     Stb_f = % of instances whose k repeats of format f all agree (⊥ is a value, so k ⊥s
     agree). An instance with k = 1 is trivially stable; ``k_min``/``k_max`` show k.
@@ -484,6 +476,8 @@ def fairness_disparity(gen: pd.DataFrame, sensitive: pd.DataFrame, eps: float = 
 def silent_violations(flags: pd.DataFrame) -> pd.DataFrame:
     """Silent violations (§5.1): MR2 violated (evidence changed) while MR1 holds (same decision).
 
+    Computed in DuckDB by ``sql/format_robustness/silent_violations.sql`` (set-based).
+
     ``silent_pct`` = 100 · #(MR2 ∧ ¬MR1) / #MR2 per workflow × dataset; null when there is
     no MR2 violation. Instances with null flags are not counted.
 
@@ -492,15 +486,8 @@ def silent_violations(flags: pd.DataFrame) -> pd.DataFrame:
         dataset, silent_pct, n_silent, n_mr2, n_instances``.
     """
     f = _validate_flags(flags)
-    rows = []
-    for (wf, ds), grp in f.groupby(_KEYS, sort=True):
-        d = grp.dropna(subset=["mr1", "mr2"])
-        mr2 = d["mr2"].astype(bool)
-        n_mr2 = int(mr2.sum())
-        n_silent = int((mr2 & ~d["mr1"].astype(bool)).sum())
-        rows.append(dict(workflow_id=wf, dataset=ds, silent_pct=_pct(n_silent, n_mr2),
-                         n_silent=n_silent, n_mr2=n_mr2, n_instances=len(d)))
-    out = pd.DataFrame(rows, columns=["workflow_id", "dataset", "silent_pct", "n_silent", "n_mr2", "n_instances"])
+    frame = f[_INST + ["mr1", "mr2"]].astype({"mr1": "boolean", "mr2": "boolean"})
+    out = run_sql("format_robustness", "silent_violations", flags=frame)
     out["silent_pct"] = out["silent_pct"].astype(float)
     return SilentViolations.validate(out)
 

@@ -1,0 +1,1 @@
+"""Thin software-defined assets, one module per study (asset key prefix and group = study)."""

@@ -1,0 +1,48 @@
+"""Materialization metadata helpers shared by every study's assets (Dagster concerns only)."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import dagster as dg
+import pandas as pd
+import pandera.pandas as pa
+
+from metamorph.schemas import table_schema_metadata, validate_frame
+
+
+def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.MetadataValue:
+    """First ``n`` rows as a markdown table, long cells cut to ``max_chars``."""
+    head = df.head(n).copy()
+    for c in head.columns:
+        if head[c].dtype == object:
+            head[c] = head[c].map(lambda v: v if not isinstance(v, str) or len(v) <= max_chars
+                                  else v[: max_chars - 1] + "…")
+    return dg.MetadataValue.md(head.to_markdown(index=False) if len(head) else "_(no rows)_")
+
+
+def schema_md(model: type[pa.DataFrameModel]) -> dg.MetadataValue:
+    """The table's columns with their pandera descriptions, for the UI."""
+    return dg.MetadataValue.table_schema(dg.TableSchema(columns=[
+        dg.TableColumn(name=n, type=t, description=d) for n, t, d in table_schema_metadata(model)]))
+
+
+def figure_md(fig) -> dg.MetadataValue:
+    """A matplotlib figure embedded as a base64 PNG (the plot-in-the-UI idiom)."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return dg.MetadataValue.md(f"![plot](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})")
+
+
+def validated_output(model: type[pa.DataFrameModel], df: pd.DataFrame, table: str,
+                     metadata: dict | None = None) -> dg.Output:
+    """Validate ``df`` (a failure raises and nothing is written) and wrap it with standard metadata."""
+    df = validate_frame(model, df, table)
+    md = {"dagster/row_count": dg.MetadataValue.int(len(df)), "preview": preview_md(df),
+          "dagster/column_schema": schema_md(model).value}
+    md.update(metadata or {})
+    return dg.Output(df, metadata=md)

@@ -1,0 +1,343 @@
+"""Study 1 — document-format robustness (asset group ``format_robustness``).
+
+source_instances → rendered_documents → workflow_generations (per model) → extracted_decisions
+(per model) → evidence_categories (per model) → metric tables (all models).
+
+Each asset loads its inputs, calls ``metamorph`` and attaches metadata; the logic lives in:
+
+* loaders / construct: :mod:`metamorph.datasets`
+* renderers and the §4.2 constraints: :mod:`metamorph.renderers`
+* requests: :mod:`metamorph.format_study`; calls + cache: :mod:`metamorph.runner`, :mod:`metamorph.cache`
+* decision/evidence extraction: :mod:`metamorph.extract`; categories: :mod:`metamorph.evidence`
+* metrics: :mod:`metamorph.metrics.format_robustness`; set-based SQL: ``sql/format_robustness/``
+* schemas: :mod:`metamorph.schemas.format_robustness`, :mod:`metamorph.schemas.format_metrics`
+"""
+
+import json
+
+import dagster as dg
+import pandas as pd
+from pydantic import Field
+
+from dagster_duckdb import DuckDBResource
+
+from assets import plots
+from assets._common import validated_output
+from metamorph import evidence as ev
+from metamorph import format_study as fs
+from metamorph.metrics import format_robustness as fr
+from metamorph.datasets import load_sources
+from metamorph.extract import extract_decision
+from metamorph.format_study import plan_generations
+from metamorph.records import SourceInstance
+from metamorph.renderers import DEFAULT_FORMATS, RenderedDocument, render
+from metamorph.runner import run_requests
+from metamorph.schemas import format_metrics as M
+from metamorph.schemas import format_robustness as S
+from metamorph.sql import sql_path
+from pipelines.partitions import model_partitions
+from resources.llm import GenerationCacheResource, ModelRegistryResource
+
+GROUP = "format_robustness"
+PREFIX = [GROUP]
+POOL = "duckdb"
+#: Per-model tables store the partition key in model_id (the IO manager deletes/loads by it).
+PER_MODEL = {"partition_expr": "model_id"}
+
+
+def instances_from_frame(df: pd.DataFrame) -> list[SourceInstance]:
+    return [SourceInstance.from_row(r) for r in df.to_dict(orient="records")]
+
+
+class SourceConfig(dg.Config):
+    sources: list[str] = Field(
+        default=["construct"],
+        description="Source specs: 'construct' (embedded default), or '<adapter>:<path|hf:// URI>' with adapter "
+                    "medqa, discrim_eval, credit_default, canonical. See metamorph.datasets.")
+    limit: int | None = Field(default=None, description="Keep the first N rows of each source (None = all).")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
+def source_instances(config: SourceConfig) -> dg.Output:
+    """The canonical intermediate representation C_x (§4.2), one row per record."""
+    loaded = load_sources(config.sources, limit=config.limit)  # InputError names file, row, field
+    df = pd.DataFrame([{**x.to_row(), "source": spec, "n_fields": len(x.fields)} for spec, x in loaded])
+    counts = df.groupby("dataset").size().to_dict()
+    return validated_output(S.SourceInstances, df, "source_instances",
+                            {"instances_per_dataset": dg.MetadataValue.json(counts)})
+
+
+class RenderConfig(dg.Config):
+    formats: list[str] = Field(default=list(DEFAULT_FORMATS), description="Formats to render (registry keys).")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
+def rendered_documents(config: RenderConfig, source_instances: pd.DataFrame) -> dg.Output:
+    """T(C_x, f) for every record and format; every document passes the round-trip check."""
+    rows = []
+    for x in instances_from_frame(source_instances):
+        for fmt in config.formats:
+            d = render(x, fmt, check=True)  # raises InputError naming the instance on failure
+            rows.append({"dataset": d.dataset, "instance_id": d.instance_id, "format": d.format,
+                         "media_type": d.media_type, "renderer_version": d.renderer_version,
+                         "document_text": d.text, "document_sha256": d.sha256, "n_bytes": len(d.content),
+                         "round_trip_ok": True})
+    df = pd.DataFrame(rows)
+    example = df.iloc[0]
+    sample = "\n\n".join(f"**{r.format}**\n```\n{r.document_text[:600]}\n```"
+                         for r in df[df.instance_id == example.instance_id].itertuples())
+    return validated_output(S.RenderedDocuments, df, "rendered_documents",
+                            {"example_documents": dg.MetadataValue.md(sample)})
+
+
+def documents_from_frame(df: pd.DataFrame) -> list[RenderedDocument]:
+    return [RenderedDocument(r.instance_id, r.dataset, r.format, r.media_type, r.renderer_version, r.document_text)
+            for r in df.itertuples()]
+
+
+class GenerationConfig(dg.Config):
+    k: int = Field(default=3, ge=1, description="Repeats per workflow × document (r = 1..k); each is a real call.")
+    temperature: float = Field(default=0.0, description="Sampling temperature (0 = greedy, §5.1).")
+    max_tokens: int = Field(default=256, ge=1, description="Completion token limit; a cut answer is 'truncated'.")
+    seed: int = Field(default=0, description="Sampling seed sent with every request.")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb", "llm"}, code_version="1")
+def workflow_generations(context: dg.AssetExecutionContext, config: GenerationConfig,
+                         model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
+                         source_instances: pd.DataFrame, rendered_documents: pd.DataFrame) -> dg.Output:
+    """Workflow × document × repeat completions for one model, through the generation cache.
+
+    No DuckDB connection is open while the model runs: inputs are loaded before the body and the
+    output is written after it; the cache opens a connection per completion.
+    """
+    spec = model_registry.get(context.partition_key)
+    provider = model_registry.provider(spec)
+    planned = plan_generations(instances_from_frame(source_instances), documents_from_frame(rendered_documents),
+                               spec, k=config.k, params={"temperature": config.temperature,
+                                                         "max_tokens": config.max_tokens, "seed": config.seed})
+    outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
+                                   log=context.log.info, warn=context.log.warning)
+    rows = []
+    for p, o in zip(planned, outcomes):
+        r = o.result
+        rows.append({
+            "model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
+            "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
+            "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256,
+            "generation_key": o.key, "request_json": p.request.to_json(), "response_text": r.text,
+            "finish_reason": r.finish_reason, "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens, "latency_s": r.latency_s, "model_version": r.model_version,
+            "system_fingerprint": r.system_fingerprint, "cache_hit": o.cache_hit, "error": r.error,
+        })
+    df = pd.DataFrame(rows)
+    for c in ("prompt_tokens", "completion_tokens"):
+        df[c] = df[c].astype("Int64")
+    return validated_output(S.WorkflowGenerations, df, "workflow_generations", {
+        "model_calls": dg.MetadataValue.int(stats.calls),
+        "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+        "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
+        "truncated_rows": dg.MetadataValue.int(int((df["finish_reason"] == "length").sum())),
+        "tokens": dg.MetadataValue.json({"prompt": stats.prompt_tokens, "completion": stats.completion_tokens}),
+        "model_version_changes": dg.MetadataValue.json(stats.version_changes),
+    })
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL, kinds={"duckdb"},
+          check_specs=[dg.AssetCheckSpec("parse_failures", asset=[*PREFIX, "extracted_decisions"],
+                                         description="Share of unparseable outputs (warns above 20%)."),
+                       dg.AssetCheckSpec("call_errors", asset=[*PREFIX, "extracted_decisions"],
+                                         description="Generations that ended in a provider error.")])
+def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd.DataFrame):
+    """Decision D and evidence E per generation (parse status ok / repaired / unparseable)."""
+    inst = {(x.dataset, x.instance_id): x for x in instances_from_frame(source_instances)}
+    rows = []
+    for g in workflow_generations.itertuples():
+        x = inst[(g.dataset, g.instance_id)]
+        if g.error is not None and not pd.isna(g.error):
+            decision, evidence, status, reason = None, (), "unparseable", "call_error"
+        else:
+            e = extract_decision(g.response_text, list(x.answer_space), g.finish_reason)
+            decision, evidence, status, reason = e.decision, e.evidence, e.parse_status, e.reason
+        rows.append({
+            "model_id": g.model_id, "workflow_id": g.workflow_id, "dataset": g.dataset,
+            "instance_id": g.instance_id, "format": g.format, "repeat": g.repeat,
+            "generation_key": g.generation_key, "decision": decision,
+            "evidence_json": json.dumps(list(evidence), ensure_ascii=False), "n_evidence": len(evidence),
+            "parse_status": status, "parse_reason": reason, "gold": x.gold,
+            "is_correct": None if x.gold is None else decision == x.gold,
+            "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
+        })
+    df = pd.DataFrame(rows)
+    df["is_correct"] = df["is_correct"].astype("boolean")
+    df["favorable"] = df["favorable"].astype("boolean")
+    n = len(df)
+    unparseable = int((df.parse_status == "unparseable").sum())
+    errors = int((df.parse_reason == "call_error").sum())
+    by_reason = df[df.parse_status != "ok"].groupby("parse_reason").size().to_dict()
+    out = validated_output(S.ExtractedDecisions, df, "extracted_decisions", {
+        "parse_failures": dg.MetadataValue.int(unparseable),
+        "parse_status_counts": dg.MetadataValue.json(df.parse_status.value_counts().to_dict()),
+    })
+    yield out
+    fail_rows = df[df.parse_status == "unparseable"][["workflow_id", "instance_id", "format", "repeat",
+                                                      "parse_reason", "generation_key"]]
+    yield dg.AssetCheckResult(
+        check_name="parse_failures", passed=unparseable <= 0.2 * n, severity=dg.AssetCheckSeverity.WARN,
+        metadata={"unparseable": unparseable, "rows": n, "share_pct": round(100 * unparseable / max(n, 1), 2),
+                  "by_reason": dg.MetadataValue.json(by_reason),
+                  "failing_rows": dg.MetadataValue.md(fail_rows.head(30).to_markdown(index=False)
+                                                      if len(fail_rows) else "_none_")})
+    yield dg.AssetCheckResult(check_name="call_errors", passed=errors == 0, severity=dg.AssetCheckSeverity.WARN,
+                              metadata={"error_rows": errors})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL, kinds={"duckdb"},
+          check_specs=[dg.AssetCheckSpec("mapping_rate", asset=[*PREFIX, "evidence_categories"],
+                                         description="Share of evidence items mapped to ≥ 1 category (paper: > 90%).")])
+def evidence_categories(extracted_decisions: pd.DataFrame):
+    """Each evidence item mapped to semantic categories by its dataset's keyword lexicon."""
+    rows = []
+    lexicons: dict[str, ev.Lexicon] = {}
+    for d in extracted_decisions.itertuples():
+        lex = lexicons.setdefault(d.dataset, ev.load_lexicon(d.dataset))
+        for i, item in enumerate(json.loads(d.evidence_json)):
+            cats = list(lex.categories_for(item))
+            rows.append({"model_id": d.model_id, "workflow_id": d.workflow_id, "dataset": d.dataset,
+                         "instance_id": d.instance_id, "format": d.format, "repeat": d.repeat,
+                         "generation_key": d.generation_key, "item_index": i, "item_text": item,
+                         "categories_json": json.dumps(sorted(cats)), "mapped": bool(cats),
+                         "lexicon_version": lex.tag})
+    cols = list(S.EvidenceCategories.to_schema().columns)
+    df = pd.DataFrame(rows, columns=cols)
+    rate = float(df["mapped"].mean()) if len(df) else None
+    per_dataset = (df.groupby("dataset")["mapped"].mean().round(4).to_dict() if len(df) else {})
+    yield validated_output(S.EvidenceCategories, df, "evidence_categories", {
+        "mapping_rate": dg.MetadataValue.float(rate) if rate is not None else dg.MetadataValue.text("no items"),
+        "mapping_rate_by_dataset": dg.MetadataValue.json(per_dataset),
+    })
+    unmapped = df[~df["mapped"]][["dataset", "instance_id", "format", "item_text"]] if len(df) else df
+    yield dg.AssetCheckResult(
+        check_name="mapping_rate", passed=rate is None or rate >= 0.9, severity=dg.AssetCheckSeverity.WARN,
+        description=None if rate is not None else "no evidence items to map",
+        metadata={"mapping_rate": rate if rate is not None else -1.0, "items": len(df),
+                  "unmapped_examples": dg.MetadataValue.md(unmapped.head(20).to_markdown(index=False)
+                                                           if len(unmapped) else "_none_")})
+
+
+# ------------------------------------------------------------------------------------------
+# Cross-model tables: read every model partition.
+
+ALL_MODELS = {"extracted_decisions": dg.AssetIn(key=[*PREFIX, "extracted_decisions"]),
+              "evidence_categories": dg.AssetIn(key=[*PREFIX, "evidence_categories"])}
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_MODELS, kinds={"duckdb"})
+def generation_outcomes(extracted_decisions: pd.DataFrame, evidence_categories: pd.DataFrame) -> dg.Output:
+    """One row per generation of every model with its evidence-category set: the metric input
+    (:func:`metamorph.format_study.generation_outcomes`)."""
+    df = fs.generation_outcomes(extracted_decisions, evidence_categories)
+    df["is_correct"] = df["is_correct"].astype("boolean")
+    df["favorable"] = df["favorable"].astype("boolean")
+    return validated_output(S.GenerationOutcomes, df, "generation_outcomes",
+                            {"workflows": dg.MetadataValue.json(sorted(df["workflow_id"].unique().tolist()))})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def mr_flags(generation_outcomes: pd.DataFrame) -> dg.Output:
+    """Per-instance MR1/MR2/MR3 flags (§4.1): :func:`metamorph.metrics.format_robustness.mr_flags`."""
+    return validated_output(M.MRFlags, fr.mr_flags(fs.metric_input(generation_outcomes)), "mr_flags")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def mr_violations(mr_flags: pd.DataFrame) -> dg.Output:
+    """M1/M2/M3 in % with bootstrap 95% CIs (§5.1): :func:`metamorph.metrics.format_robustness.mr_violations`."""
+    df = fr.mr_violations(mr_flags, n_resamples=1000, seed=0)
+    wide = df.pivot_table(index=["workflow_id", "dataset"], columns="relation", values="violation_pct").reset_index()
+    return validated_output(M.MRViolations, df, "mr_violations",
+                            {"M1_M2_M3_pct": dg.MetadataValue.md(wide.round(1).to_markdown(index=False))})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
+def accuracy_by_format(generation_outcomes: pd.DataFrame) -> dg.Output:
+    """Acc_f (%): ``sql/format_robustness/accuracy_by_format.sql`` via
+    :func:`metamorph.metrics.format_robustness.accuracy_by_format`."""
+    df = fr.accuracy_by_format(fs.metric_input(generation_outcomes))
+    return validated_output(M.AccuracyByFormat, df, "accuracy_by_format",
+                            {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
+def stability_by_format(generation_outcomes: pd.DataFrame) -> dg.Output:
+    """Stb_f (%): ``sql/format_robustness/stability_by_format.sql`` via
+    :func:`metamorph.metrics.format_robustness.stability_by_format`."""
+    df = fr.stability_by_format(fs.metric_input(generation_outcomes))
+    return validated_output(M.StabilityByFormat, df, "stability_by_format",
+                            {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)")})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def evidence_drift(generation_outcomes: pd.DataFrame) -> dg.Output:
+    """JS divergence vs TXT, ΔAcc and Flip rate (Table 2):
+    :func:`metamorph.metrics.format_robustness.evidence_drift`."""
+    return validated_output(M.EvidenceDrift, fr.evidence_drift(fs.metric_input(generation_outcomes)),
+                            "evidence_drift")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.DataFrame) -> dg.Output:
+    """Sen_f(g) and FDS_f(g) per sensitive factor (single attributes and pairs):
+    :func:`metamorph.metrics.format_robustness.fairness_disparity`."""
+    df = fr.fairness_disparity(fs.metric_input(generation_outcomes), fs.sensitive_frame(source_instances))
+    return validated_output(M.FairnessDisparity, df, "fairness_disparity",
+                            {"plot": plots.fds_heatmap(df)})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
+def silent_violations(mr_flags: pd.DataFrame) -> dg.Output:
+    """Share of MR2 violations without MR1: ``sql/format_robustness/silent_violations.sql`` via
+    :func:`metamorph.metrics.format_robustness.silent_violations`."""
+    return validated_output(M.SilentViolations, fr.silent_violations(mr_flags), "silent_violations")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def format_tests(generation_outcomes: pd.DataFrame) -> dg.Output:
+    """Cochran's Q, pairwise McNemar with Holm, Spearman ρ(JS, ΔAcc):
+    :func:`metamorph.metrics.format_robustness.format_tests`."""
+    return validated_output(M.FormatTests, fr.format_tests(fs.metric_input(generation_outcomes)), "format_tests")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def vote_aggregation(generation_outcomes: pd.DataFrame) -> dg.Output:
+    """Mitigation (§5.5): majority over the k repeats, then MRV; ΔMRV = before − after:
+    :func:`metamorph.metrics.format_robustness.vote_aggregation`."""
+    return validated_output(M.VoteAggregation, fr.vote_aggregation(fs.metric_input(generation_outcomes)),
+                            "vote_aggregation")
+
+
+class RoutingConfig(dg.Config):
+    calibration_fraction: float = Field(default=0.3, gt=0, lt=1, description="Share of instances in the calibration split.")
+    seed: int = Field(default=0, description="Seed of the instance split.")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def format_routing(config: RoutingConfig, generation_outcomes: pd.DataFrame) -> dg.Output:
+    """Mitigation (§5.5): route every input to the best calibration format, MRV on the rest:
+    :func:`metamorph.metrics.format_robustness.format_routing`."""
+    df = fr.format_routing(fs.metric_input(generation_outcomes), config.calibration_fraction, config.seed)
+    return validated_output(M.FormatRouting, df, "format_routing")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},
+          deps=[mr_flags, generation_outcomes, source_instances, rendered_documents, workflow_generations,
+                extracted_decisions])
+def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Views ``decision_lineage`` and ``mr_violation_lineage`` (``sql/format_robustness/lineage_views.sql``):
+    from a metric cell to the exact request, raw completion, document and record."""
+    sql = sql_path(GROUP, "lineage_views").read_text()
+    with warehouse.get_connection() as con:
+        con.execute(sql)
+        n = con.execute("SELECT count(*) FROM format_robustness.decision_lineage").fetchall()[0][0]
+    return dg.MaterializeResult(metadata={"decision_lineage_rows": dg.MetadataValue.int(int(n)),
+                                          "sql": dg.MetadataValue.md(f"```sql\n{sql}\n```")})

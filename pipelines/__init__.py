@@ -1,0 +1,1 @@
+"""Dagster wiring: Definitions, jobs, schedules, sensors, partitions."""

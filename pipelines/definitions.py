@@ -1,0 +1,36 @@
+"""The code location: every study's assets, resources, jobs, schedules and sensors.
+
+``workspace.yaml`` and ``[tool.dg]`` both load this module. All assets that touch the DuckDB
+warehouse are in the pool ``duckdb`` (limit 1, set in ``dagster.yaml`` of the instance); the
+executor is in-process (one step at a time; no process spawn per step on 2 cores).
+"""
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from assets import format_robustness
+from pipelines.jobs import format_robustness_inputs_job, format_robustness_model_job
+from pipelines.schedules import weekly_reevaluation
+from pipelines.sensors import model_registry_sensor
+from resources import (GenerationCacheResource, ModelRegistryResource, SafeDuckDBPandasIOManager, cache_path,
+                       registry_path, warehouse_path)
+
+
+def build_definitions() -> dg.Definitions:
+    return dg.Definitions(
+        assets=dg.load_assets_from_modules([format_robustness]),
+        asset_checks=dg.load_asset_checks_from_modules([format_robustness]),
+        jobs=[format_robustness_inputs_job, format_robustness_model_job],
+        schedules=[weekly_reevaluation],
+        sensors=[model_registry_sensor],
+        resources={
+            "io_manager": SafeDuckDBPandasIOManager(database=warehouse_path()),
+            "model_registry": ModelRegistryResource(path=registry_path()),
+            "generation_cache": GenerationCacheResource(path=cache_path()),
+            "warehouse": DuckDBResource(database=warehouse_path()),
+        },
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,128 @@
+"""Command line: materialize a study on a persistent Dagster instance and print its headline table.
+
+    python -m pipelines.run format_robustness                       # embedded default
+    python -m pipelines.run format_robustness \\
+        --source medqa:../shared/datasets/medqa/sample.jsonl --limit 50 --k 3
+
+Runs show up in the UI (``make ui``) because the same ``DAGSTER_HOME`` (default
+``data/dagster_home``) is used. Every registry model is registered as a partition and run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+DAGSTER_YAML = """\
+# Written by pipelines.run. Every asset that writes the DuckDB warehouse is in the pool 'duckdb'.
+concurrency:
+  pools:
+    granularity: op
+    default_limit: 1
+telemetry:
+  enabled: false
+"""
+
+
+def ensure_dagster_home() -> Path:
+    """Use ``$DAGSTER_HOME`` or ``<METAMORPH_HOME>/dagster_home``; write dagster.yaml if missing."""
+    from resources.paths import data_dir
+
+    home = Path(os.environ.get("DAGSTER_HOME") or data_dir() / "dagster_home").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    cfg = home / "dagster.yaml"
+    if not cfg.exists():
+        cfg.write_text(DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def print_format_robustness(database: str) -> None:
+    import duckdb
+    import pandas as pd
+
+    con = duckdb.connect(database, read_only=True)
+    try:
+        mrv = con.execute(
+            "SELECT workflow_id, dataset, relation, round(violation_pct, 1) AS pct, "
+            "round(ci_low_pct, 1) AS ci_low, round(ci_high_pct, 1) AS ci_high, n_instances "
+            "FROM format_robustness.mr_violations ORDER BY workflow_id, dataset, relation").df()
+        acc = con.execute(
+            "SELECT workflow_id, dataset, format, round(accuracy_pct, 1) AS accuracy_pct, n, n_unparseable "
+            "FROM format_robustness.accuracy_by_format ORDER BY workflow_id, dataset, "
+            "CASE format WHEN 'txt' THEN 0 WHEN 'md' THEN 1 WHEN 'json' THEN 2 WHEN 'csv' THEN 3 ELSE 4 END, format").df()
+    finally:
+        con.close()
+    rows = []
+    for (workflow, dataset), g in mrv.groupby(["workflow_id", "dataset"], sort=True):
+        row = {"workflow_id": workflow, "dataset": dataset, "n_instances": int(g["n_instances"].iloc[0])}
+        for r in g.itertuples():
+            ci = "" if r.ci_low is None or r.ci_low != r.ci_low else f" [{r.ci_low}, {r.ci_high}]"
+            row[f"M{r.relation[-1]} %"] = f"{r.pct:.1f}{ci}"
+        rows.append(row)
+    print("\nMetamorphic-relation violations, % of instances (M1 decision, M2 evidence, M3 stability), "
+          "bootstrap 95% CI:")
+    print(pd.DataFrame(rows).to_markdown(index=False))
+    print("\nAccuracy by format (%):")
+    print(acc.to_markdown(index=False))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pipelines.run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("study", choices=["format_robustness"])
+    ap.add_argument("--source", action="append", dest="sources",
+                    help="source spec (repeatable); default: construct")
+    ap.add_argument("--limit", type=int, default=None, help="first N rows of each source")
+    ap.add_argument("--k", type=int, default=None, help="repeats per document (default 3)")
+    ap.add_argument("--max-tokens", type=int, default=None)
+    ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
+    args = ap.parse_args(argv)
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    ensure_dagster_home()
+    import dagster as dg
+
+    from metamorph.models import load_registry
+    from pipelines.definitions import defs
+    from pipelines.partitions import model_partitions
+    from resources.paths import registry_path, warehouse_path
+
+    instance = dg.DagsterInstance.get()
+    models = [m.id for m in load_registry(registry_path())]
+    if args.models:
+        unknown = set(args.models) - set(models)
+        if unknown:
+            ap.error(f"unknown model id(s) {sorted(unknown)}; registry has {models}")
+        models = args.models
+    missing = [m for m in models if not instance.has_dynamic_partition(model_partitions.name, m)]
+    if missing:
+        instance.add_dynamic_partitions(model_partitions.name, missing)
+
+    t0 = time.monotonic()
+    src_cfg = {"sources": args.sources or ["construct"], "limit": args.limit}
+    inputs = defs.get_job_def("format_robustness_inputs_job").execute_in_process(
+        instance=instance, raise_on_error=False,
+        run_config={"ops": {"format_robustness__source_instances": {"config": src_cfg}}})
+    if not inputs.success:
+        print("inputs job failed; see the run in the UI or the log above", file=sys.stderr)
+        return 1
+    gen_cfg = {k: v for k, v in {"k": args.k, "max_tokens": args.max_tokens}.items() if v is not None}
+    for m in models:
+        res = defs.get_job_def("format_robustness_model_job").execute_in_process(
+            instance=instance, partition_key=m, raise_on_error=False,
+            run_config={"ops": {"format_robustness__workflow_generations": {"config": gen_cfg}}})
+        if not res.success:
+            print(f"model job failed for partition {m}; see the run in the UI", file=sys.stderr)
+            return 1
+    print_format_robustness(warehouse_path())
+    print(f"\nDone in {time.monotonic() - t0:.0f}s. Warehouse: {warehouse_path()}  "
+          f"UI: make ui  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
