@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     src_cfg = {"sources": args.sources or ["construct"], "limit": args.limit}
-    inputs = defs.get_job_def("format_robustness_inputs_job").execute_in_process(
+    inputs = defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(
         instance=instance, raise_on_error=False,
         run_config={"ops": {"format_robustness__source_instances": {"config": src_cfg}}})
     if not inputs.success:
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     gen_cfg = {k: v for k, v in {"k": args.k, "max_tokens": args.max_tokens}.items() if v is not None}
     for m in models:
-        res = defs.get_job_def("format_robustness_model_job").execute_in_process(
+        res = defs.resolve_job_def("format_robustness_model_job").execute_in_process(
             instance=instance, partition_key=m, raise_on_error=False,
             run_config={"ops": {"format_robustness__workflow_generations": {"config": gen_cfg}}})
         if not res.success:
