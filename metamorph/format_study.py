@@ -68,12 +68,15 @@ def plan_generations(
 ) -> list[PlannedGeneration]:
     """All requests of one model: ingestion path × document × repeat r = 1..k.
 
-    ``params`` override the model's registry params, which override :data:`DEFAULT_PARAMS`.
+    Precedence: :data:`DEFAULT_PARAMS` < ``params`` (the run's settings) < the model's registry
+    ``params`` (model-specific knowledge wins). A registry parameter set to ``null`` removes it, so
+    it is not sent (e.g. Anthropic's 2026-10-21 API takes no ``temperature``).
     Raises ``ValueError`` for ``k < 1`` or a document whose instance is unknown.
     """
     if k < 1:
         raise ValueError("k (repeats) must be >= 1")
-    merged = {**DEFAULT_PARAMS, **model.params, **(params or {})}
+    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params}
+    merged = {key: value for key, value in merged.items() if value is not None}
     by_id = {(x.dataset, x.instance_id): x for x in instances}
     out: list[PlannedGeneration] = []
     for doc in documents:

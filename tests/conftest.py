@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.stub_http import StubServer
+
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -29,3 +31,23 @@ def metamorph_home(tmp_path, monkeypatch):
     home.mkdir()
     monkeypatch.setenv("METAMORPH_HOME", str(home))
     return home
+
+
+@pytest.fixture
+def clean_proxy_env(monkeypatch):
+    """No proxy or provider env vars may redirect the SDKs away from the local stub."""
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
+                "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_CUSTOM_HEADERS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture
+def stub(clean_proxy_env):
+    """A running :class:`tests.stub_http.StubServer` on 127.0.0.1 (closed after the test)."""
+    server = StubServer()
+    yield server
+    server.close()
+
+

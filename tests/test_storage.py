@@ -3,7 +3,6 @@
 import dagster as dg
 import duckdb
 import pandas as pd
-import pytest
 
 from resources.storage import SafeDuckDBPandasIOManager
 

@@ -7,7 +7,6 @@ generation cache key) → extracted decision → metric cells.
 
 from __future__ import annotations
 
-from typing import Optional
 
 import pandas as pd
 import pandera.pandas as pa
