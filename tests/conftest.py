@@ -51,3 +51,14 @@ def stub(clean_proxy_env):
     server.close()
 
 
+
+
+@pytest.fixture(autouse=True)
+def _no_stale_defs_state_storage():
+    """dagster 1.13.27 leaves a closed test instance's DefsStateStorage in a context variable; a
+    later ``materialize`` without an instance then fails with "undefined DagsterInstance weakref"."""
+    from dagster._core.storage.defs_state import base
+
+    base._current_storage.set(None)
+    yield
+    base._current_storage.set(None)

@@ -5,7 +5,9 @@ The default model is SmolLM2-135M-Instruct (Q4_1) shipped inside the PyPI packag
 imported (its ``__init__`` needs the ``llm`` tool). The chat template is the one stored in the
 GGUF metadata (llama-cpp-python's default when no ``chat_format`` is given).
 
-Sampling is seeded: the request's ``seed`` parameter (when set) is passed to every call.
+Sampling is seeded: the request's ``seed`` parameter (when set) is passed to every call, and the
+KV cache is reset before every call, so a completion depends only on its request (not on the
+request that ran before it — prefix reuse changes the numerics).
 ``model_version`` is the sha256 of the GGUF file, so swapping weights under the same name is
 reported as a version change. llama.cpp contexts are not thread-safe: ``max_concurrency`` is 1
 and calls are serialised with a lock.
@@ -137,6 +139,9 @@ class LlamaCppProvider:
             raise ContextBudgetError(f"prompt ({n_prompt} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
         with self._lock:
             llm = self._load()
+            # Forget the previous prompt: llama-cpp-python otherwise reuses the matching KV prefix, and
+            # evaluating fewer tokens changes the float results, so a repeat would depend on what ran before.
+            llm.reset()
             t0 = time.monotonic()
             out = llm.create_chat_completion(messages=messages, **kwargs)
             latency = time.monotonic() - t0
