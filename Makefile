@@ -14,4 +14,6 @@ test: bootstrap
 
 # Opens the Dagster UI on http://127.0.0.1:3000 with the same instance the demo used.
 ui: bootstrap
-	@DAGSTER_HOME=$${DAGSTER_HOME:-$$PWD/data/dagster_home} env --default-signal=INT,TERM .venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	@export DAGSTER_HOME=$${DAGSTER_HOME:-$$PWD/data/dagster_home}; \
+	.venv/bin/python -c "from pipelines.run import ensure_dagster_home; ensure_dagster_home()" && \
+	env --default-signal=INT,TERM .venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
