@@ -38,6 +38,7 @@ __all__ = [
     "mcnemar_holm",
     "holm",
     "spearman",
+    "pearson",
     "jaccard",
     "js_divergence",
     "category_counts",
@@ -257,7 +258,9 @@ def mcnemar_holm(matrix: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class CorrelationResult:
-    """A rank correlation; ``rho``/``p_value`` are ``None`` with a ``note`` when undefined."""
+    """A correlation coefficient (Spearman's rho from :func:`spearman`, Pearson's r from
+    :func:`pearson`, both in the ``rho`` field); ``rho``/``p_value`` are ``None`` with a
+    ``note`` when undefined."""
 
     rho: float | None
     p_value: float | None
@@ -284,6 +287,30 @@ def spearman(x: Sequence[float], y: Sequence[float], min_points: int = 3) -> Cor
         return CorrelationResult(None, None, n, "constant input: correlation undefined")
     res = _sst.spearmanr(xa, ya)
     return CorrelationResult(float(res.statistic), float(res.pvalue), n, None)
+
+
+def pearson(x: Sequence[float], y: Sequence[float], min_points: int = 3) -> CorrelationResult:
+    """Pearson's r (:func:`scipy.stats.pearsonr`, two-sided p) with explicit undefined cases.
+
+    Same conventions as :func:`spearman`: pairs with a missing value are left out (``n``
+    counts the pairs used); fewer than ``min_points`` pairs, or a constant ``x`` or ``y``,
+    return ``None`` with a reason. The coefficient is in the ``rho`` field of
+    :class:`CorrelationResult`.
+    """
+    xa = np.asarray([math.nan if v is None else v for v in x], dtype=float)
+    ya = np.asarray([math.nan if v is None else v for v in y], dtype=float)
+    if xa.shape != ya.shape:
+        raise ValueError("pearson: x and y must have the same length")
+    ok = ~(np.isnan(xa) | np.isnan(ya))
+    xa, ya = xa[ok], ya[ok]
+    n = int(xa.size)
+    if n < min_points:
+        return CorrelationResult(None, None, n, f"fewer than {min_points} points (n={n})")
+    if np.all(xa == xa[0]) or np.all(ya == ya[0]):
+        return CorrelationResult(None, None, n, "constant input: correlation undefined")
+    res = _sst.pearsonr(xa, ya)
+    r = float(min(max(float(res.statistic), -1.0), 1.0))
+    return CorrelationResult(r, float(res.pvalue), n, None)
 
 
 # --------------------------------------------------------------------------- set / distribution

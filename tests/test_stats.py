@@ -150,6 +150,18 @@ def test_spearman_hand_computed_and_undefined():
     assert with_nan.n == 3 and with_nan.rho == pytest.approx(1.0)
 
 
+def test_pearson_hand_computed_and_undefined():
+    # x = (1, 2, 3), y = (2, 4, 7): dx = (-1, 0, 1), dy = (-7/3, -1/3, 8/3)
+    # Sxy = 7/3 + 8/3 = 5, Sxx = 2, Syy = (49 + 1 + 64)/9 = 114/9 -> r = 5 / sqrt(2 * 114/9) = 15 / sqrt(228)
+    r = stats.pearson([1, 2, 3, None], [2, 4, 7, 1])
+    assert r.rho == pytest.approx(15 / math.sqrt(228)) and r.n == 3 and r.note is None
+    assert r.p_value == pytest.approx(sst.pearsonr([1, 2, 3], [2, 4, 7]).pvalue)
+    few = stats.pearson([1, 2], [2, 1])
+    assert few.rho is None and "fewer than 3" in few.note
+    const = stats.pearson([1, 2, 3], [5, 5, 5])
+    assert const.rho is None and const.p_value is None and "constant" in const.note
+
+
 # --------------------------------------------------------------------------- Jaccard / JS
 
 
