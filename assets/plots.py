@@ -57,3 +57,67 @@ def fds_heatmap(df: pd.DataFrame) -> dg.MetadataValue:
     fig.colorbar(im, ax=ax, label="FDS (z-score across formats)")
     ax.set_title("Fairness disparity score FDS_f(g)")
     return figure_md(fig)
+
+
+def histogram(values: pd.Series, title: str, threshold: float | None = None) -> dg.MetadataValue:
+    """Histogram of ``values`` with an optional vertical threshold line."""
+    if len(values) == 0:
+        return dg.MetadataValue.md("_no values to plot_")
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.hist(values, bins=min(30, max(5, len(values) // 3)))
+    if threshold is not None:
+        ax.axvline(threshold, color="red", linestyle="--", label=f"threshold {threshold:g}")
+        ax.legend(fontsize=7)
+    ax.set_title(title)
+    ax.set_ylabel("items")
+    return figure_md(fig)
+
+
+def scatter(df: pd.DataFrame, x: str, y: str, title: str) -> dg.MetadataValue:
+    """Scatter of ``y`` against ``x`` (both in %), one colour per model."""
+    if df.empty:
+        return dg.MetadataValue.md("_no rows to plot_")
+    fig, ax = plt.subplots(figsize=(4.8, 4))
+    for model, g in df.groupby("model_id"):
+        ax.scatter(g[x], g[y], s=18, label=model, alpha=0.8)
+    ax.set_xlim(-2, 102)
+    ax.set_ylim(-2, 102)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    return figure_md(fig)
+
+
+def bars(df: pd.DataFrame, label: str, value: str, title: str) -> dg.MetadataValue:
+    """Simple bar chart of ``value`` per ``label``."""
+    if df.empty:
+        return dg.MetadataValue.md("_no rows to plot_")
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.bar(df[label].astype(str), df[value])
+    ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=30)
+    return figure_md(fig)
+
+
+def mean_with_ci(df: pd.DataFrame) -> dg.MetadataValue:
+    """Mean FSI and PSI per model with their 95% CIs (error bars; none when n_tasks < 2)."""
+    d = df[df["index"].isin(["FSI", "PSI"])].dropna(subset=["mean"])
+    if d.empty:
+        return dg.MetadataValue.md("_no indices to plot_")
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    models = sorted(d["model_id"].unique())
+    for j, idx in enumerate(["FSI", "PSI"]):
+        part = d[d["index"] == idx].set_index("model_id")
+        xs = np.arange(len(models)) + (j - 0.5) * 0.3
+        means = [part["mean"].get(m, np.nan) for m in models]
+        lo = [m - part["ci_low"].get(k, np.nan) if pd.notna(part["ci_low"].get(k, np.nan)) else 0
+              for m, k in zip(means, models)]
+        hi = [part["ci_high"].get(k, np.nan) - m if pd.notna(part["ci_high"].get(k, np.nan)) else 0
+              for m, k in zip(means, models)]
+        ax.bar(xs, means, 0.3, yerr=[lo, hi], capsize=3, label=idx)
+    ax.set_xticks(np.arange(len(models)), models, fontsize=7)
+    ax.set_ylabel("percentage points")
+    ax.set_title("Mean FSI / PSI per model (95% bootstrap CI over tasks)")
+    ax.legend(fontsize=7)
+    return figure_md(fig)

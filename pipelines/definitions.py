@@ -8,20 +8,23 @@ executor is in-process (one step at a time; no process spawn per step on 2 cores
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from assets import format_robustness
-from pipelines.jobs import format_robustness_inputs_job, format_robustness_model_job
-from pipelines.schedules import weekly_reevaluation
+from assets import format_robustness, wrapper_sensitivity
+from pipelines.jobs import INPUT_JOBS, MODEL_JOBS
+from pipelines.schedules import WEEKLY_SCHEDULES
 from pipelines.sensors import model_registry_sensor
 from resources import (GenerationCacheResource, ModelRegistryResource, SafeDuckDBPandasIOManager, cache_path,
                        registry_path, warehouse_path)
 
 
+STUDIES = [format_robustness, wrapper_sensitivity]
+
+
 def build_definitions() -> dg.Definitions:
     return dg.Definitions(
-        assets=dg.load_assets_from_modules([format_robustness]),
-        asset_checks=dg.load_asset_checks_from_modules([format_robustness]),
-        jobs=[format_robustness_inputs_job, format_robustness_model_job],
-        schedules=[weekly_reevaluation],
+        assets=dg.load_assets_from_modules(STUDIES),
+        asset_checks=dg.load_asset_checks_from_modules(STUDIES),
+        jobs=[*INPUT_JOBS.values(), *MODEL_JOBS.values()],
+        schedules=WEEKLY_SCHEDULES,
         sensors=[model_registry_sensor],
         resources={
             "io_manager": SafeDuckDBPandasIOManager(database=warehouse_path()),

@@ -1,21 +1,38 @@
-"""Jobs of the document-format study.
+"""Jobs: per study, one job for its unpartitioned inputs and one per-model job.
 
-* ``format_robustness_inputs_job`` — source_instances, rendered_documents (unpartitioned);
-* ``format_robustness_model_job`` — everything downstream of the documents for ONE model
-  partition (generations, extraction, evidence categories) and the cross-model metric tables,
-  which re-read all partitions. Sensors and schedules launch this job per model.
+* ``<study>_inputs_job`` — the study's source items and their surface forms (unpartitioned);
+* ``<study>_model_job`` — everything downstream for ONE model partition (generations, extraction)
+  plus the cross-model metric tables, which re-read all partitions. Sensors and schedules launch
+  the model jobs per model.
 """
 
 import dagster as dg
 
-GROUP = "format_robustness"
-INPUT_ASSETS = dg.AssetSelection.assets(["format_robustness", "source_instances"],
-                                        ["format_robustness", "rendered_documents"])
+#: study group -> its unpartitioned input assets (names within the group)
+STUDY_INPUTS = {
+    "format_robustness": ["source_instances", "rendered_documents"],
+    "wrapper_sensitivity": ["qa_items", "wrapped_prompts"],
+}
 
-format_robustness_inputs_job = dg.define_asset_job(
-    "format_robustness_inputs_job", selection=INPUT_ASSETS,
-    description="Load the source datasets and render every record in every format.")
 
-format_robustness_model_job = dg.define_asset_job(
-    "format_robustness_model_job", selection=dg.AssetSelection.groups(GROUP) - INPUT_ASSETS,
-    description="Generate, extract and score one model partition, then rebuild the metric tables.")
+def input_selection(study: str) -> dg.AssetSelection:
+    return dg.AssetSelection.assets(*[[study, name] for name in STUDY_INPUTS[study]])
+
+
+def _inputs_job(study: str) :
+    return dg.define_asset_job(f"{study}_inputs_job", selection=input_selection(study),
+                               description=f"Load the {study} study's sources and render their surface forms.")
+
+
+def _model_job(study: str) :
+    return dg.define_asset_job(f"{study}_model_job", selection=dg.AssetSelection.groups(study) - input_selection(study),
+                               description=f"Generate, extract and score one model partition of {study}, "
+                                           "then rebuild its metric tables.")
+
+
+INPUT_JOBS = {s: _inputs_job(s) for s in STUDY_INPUTS}
+MODEL_JOBS = {s: _model_job(s) for s in STUDY_INPUTS}
+format_robustness_inputs_job = INPUT_JOBS["format_robustness"]
+format_robustness_model_job = MODEL_JOBS["format_robustness"]
+wrapper_sensitivity_inputs_job = INPUT_JOBS["wrapper_sensitivity"]
+wrapper_sensitivity_model_job = MODEL_JOBS["wrapper_sensitivity"]

@@ -3,6 +3,9 @@
     python -m pipelines.run format_robustness                       # embedded default
     python -m pipelines.run format_robustness \\
         --source medqa:../shared/datasets/medqa/sample.jsonl --limit 50 --k 3
+    python -m pipelines.run wrapper_sensitivity                     # synthetic tasks, 5 seeds
+    python -m pipelines.run wrapper_sensitivity --source boolq:../shared/datasets/boolq/sample.jsonl \\
+        --limit 50 --seeds 0
 
 Runs show up in the UI (``make ui``) because the same ``DAGSTER_HOME`` (default
 ``data/dagster_home``) is used. Every registry model is registered as a partition and run.
@@ -70,14 +73,52 @@ def print_format_robustness(database: str) -> None:
     print(acc.to_markdown(index=False))
 
 
+def print_wrapper_sensitivity(database: str) -> None:
+    import duckdb
+
+    con = duckdb.connect(database, read_only=True)
+    try:
+        fsi = con.execute(
+            "SELECT model_id, task, round(fsi_pp, 1) AS FSI_pp, round(psi_pp, 1) AS PSI_pp, round(nfsi, 3) AS nFSI, "
+            "round(nfsi_chance, 3) AS nFSI_chance, best_wrapper, worst_wrapper "
+            "FROM wrapper_sensitivity.fsi_psi ORDER BY model_id, task").df()
+        means = con.execute(
+            "SELECT model_id, \"index\", round(mean, 2) AS mean, round(ci_low, 2) AS ci_low, "
+            "round(ci_high, 2) AS ci_high, n_tasks, ci_note FROM wrapper_sensitivity.mean_fsi_psi "
+            "ORDER BY model_id, \"index\"").df()
+        dec = con.execute(
+            "SELECT model_id, task, round(fsi_pp, 1) AS FSI_pp, round(compliance_pp, 1) AS compliance_pp, "
+            "round(conditional_pp, 1) AS conditional_pp, note FROM wrapper_sensitivity.fsi_decomposition "
+            "ORDER BY model_id, task").df()
+    finally:
+        con.close()
+    print("\nFSI / PSI per model and task (normalized extraction, percentage points):")
+    print(fsi.to_markdown(index=False))
+    print("\nMean indices per model, bootstrap 95% CI over tasks (10,000 resamples):")
+    print(means.to_markdown(index=False))
+    print("\nFSI decomposition (compliance vs conditional accuracy):")
+    print(dec.to_markdown(index=False))
+
+
+STUDY_OPS = {
+    # study: (inputs op, model op, printer)
+    "format_robustness": ("format_robustness__source_instances", "format_robustness__workflow_generations",
+                          print_format_robustness),
+    "wrapper_sensitivity": ("wrapper_sensitivity__qa_items", "wrapper_sensitivity__wrapper_generations",
+                            print_wrapper_sensitivity),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipelines.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("study", choices=["format_robustness"])
+    ap.add_argument("study", choices=sorted(STUDY_OPS))
     ap.add_argument("--source", action="append", dest="sources",
-                    help="source spec (repeatable); default: construct")
+                    help="source spec (repeatable); default: the study's embedded default")
     ap.add_argument("--limit", type=int, default=None, help="first N rows of each source")
-    ap.add_argument("--k", type=int, default=None, help="repeats per document (default 3)")
+    ap.add_argument("--k", type=int, default=None, help="format study: repeats per document (default 3)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
+    ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
     args = ap.parse_args(argv)
@@ -103,22 +144,27 @@ def main(argv: list[str] | None = None) -> int:
         instance.add_dynamic_partitions(model_partitions.name, missing)
 
     t0 = time.monotonic()
-    src_cfg = {"sources": args.sources or ["construct"], "limit": args.limit}
-    inputs = defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(
-        instance=instance, raise_on_error=False,
-        run_config={"ops": {"format_robustness__source_instances": {"config": src_cfg}}})
+    inputs_op, model_op, printer = STUDY_OPS[args.study]
+    src_cfg = {"limit": args.limit, **({"sources": args.sources} if args.sources else {})}
+    inputs = defs.resolve_job_def(f"{args.study}_inputs_job").execute_in_process(
+        instance=instance, raise_on_error=False, run_config={"ops": {inputs_op: {"config": src_cfg}}})
     if not inputs.success:
         print("inputs job failed; see the run in the UI or the log above", file=sys.stderr)
         return 1
-    gen_cfg = {k: v for k, v in {"k": args.k, "max_tokens": args.max_tokens}.items() if v is not None}
+    gen_cfg = {"max_tokens": args.max_tokens}
+    if args.study == "format_robustness":
+        gen_cfg["k"] = args.k
+    else:
+        gen_cfg.update({"seeds": args.seeds, "constrained_arm": args.constrained_arm or None})
+    gen_cfg = {k: v for k, v in gen_cfg.items() if v is not None}
     for m in models:
-        res = defs.resolve_job_def("format_robustness_model_job").execute_in_process(
+        res = defs.resolve_job_def(f"{args.study}_model_job").execute_in_process(
             instance=instance, partition_key=m, raise_on_error=False,
-            run_config={"ops": {"format_robustness__workflow_generations": {"config": gen_cfg}}})
+            run_config={"ops": {model_op: {"config": gen_cfg}}})
         if not res.success:
             print(f"model job failed for partition {m}; see the run in the UI", file=sys.stderr)
             return 1
-    print_format_robustness(warehouse_path())
+    printer(warehouse_path())
     print(f"\nDone in {time.monotonic() - t0:.0f}s. Warehouse: {warehouse_path()}  "
           f"UI: make ui  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
     return 0

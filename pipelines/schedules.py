@@ -1,19 +1,30 @@
-"""Schedules: a weekly re-evaluation of every registered model partition."""
+"""Schedules: a weekly re-evaluation of every registered model partition in every study."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from pipelines.jobs import format_robustness_model_job
+from pipelines.jobs import MODEL_JOBS
 from pipelines.partitions import model_partitions
+from pipelines.sensors import studies_with_inputs
 
 
-@dg.schedule(job=format_robustness_model_job, cron_schedule="0 3 * * 1", execution_timezone="UTC",
-             description="Every Monday 03:00 UTC: re-run every model partition. Cache hits make unchanged "
-                         "requests free; provider-reported model version changes are logged.")
-def weekly_reevaluation(context: dg.ScheduleEvaluationContext):
-    keys = context.instance.get_dynamic_partitions(model_partitions.name)
-    if not keys:
-        return dg.SkipReason("no model partitions registered yet")
-    day = context.scheduled_execution_time.strftime("%Y-%m-%d")
-    return [dg.RunRequest(partition_key=k, run_key=f"weekly:{day}:{k}") for k in keys]
+def _weekly(study: str) -> dg.ScheduleDefinition:
+    job = MODEL_JOBS[study]
+
+    @dg.schedule(name=f"{study}_weekly", job=job, cron_schedule="0 3 * * 1", execution_timezone="UTC",
+                 description=f"Every Monday 03:00 UTC: re-run every model partition of {study}. Cache hits make "
+                             "unchanged requests free; provider-reported model version changes are logged.")
+    def weekly(context: dg.ScheduleEvaluationContext):
+        keys = context.instance.get_dynamic_partitions(model_partitions.name)
+        if not keys:
+            return dg.SkipReason("no model partitions registered yet")
+        if study not in studies_with_inputs(context.instance):
+            return dg.SkipReason(f"{study} inputs have not been materialized")
+        day = context.scheduled_execution_time.strftime("%Y-%m-%d")
+        return [dg.RunRequest(partition_key=k, run_key=f"{study}:weekly:{day}:{k}") for k in keys]
+
+    return weekly
+
+
+WEEKLY_SCHEDULES = [_weekly(s) for s in MODEL_JOBS]

@@ -8,14 +8,21 @@ import dagster as dg
 
 from metamorph.errors import ConfigError
 from metamorph.models import load_registry
-from pipelines.jobs import format_robustness_model_job
+from pipelines.jobs import MODEL_JOBS, STUDY_INPUTS
 from pipelines.partitions import model_partitions
 from resources.paths import registry_path
 
 
-@dg.sensor(job=format_robustness_model_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
+def studies_with_inputs(instance: dg.DagsterInstance) -> list[str]:
+    """Studies whose input assets have been materialized (a model job needs them)."""
+    return [s for s, names in STUDY_INPUTS.items()
+            if all(instance.get_latest_materialization_event(dg.AssetKey([s, n])) is not None for n in names)]
+
+
+@dg.sensor(jobs=list(MODEL_JOBS.values()), minimum_interval_seconds=60,
+           default_status=dg.DefaultSensorStatus.RUNNING,
            description="Watches the model registry (METAMORPH_MODELS). A new model id becomes a partition and is "
-                       "evaluated; a changed entry (e.g. a new snapshot name) is re-evaluated.")
+                       "evaluated in every study whose inputs exist; a changed entry is re-evaluated.")
 def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     try:
         models = load_registry(registry_path())
@@ -24,11 +31,13 @@ def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     existing = set(context.instance.get_dynamic_partitions(model_partitions.name))
     new_ids = [m.id for m in models if m.id not in existing]
-    runs = [dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:{m.fingerprint()[:16]}",
+    studies = studies_with_inputs(context.instance)
+    runs = [dg.RunRequest(job_name=MODEL_JOBS[s].name, partition_key=m.id,
+                          run_key=f"{s}:{m.id}:{m.fingerprint()[:16]}",
                           tags={"metamorph/reason": "new model" if m.id not in seen else "registry entry changed"})
-            for m in models if seen.get(m.id) != m.fingerprint()]
+            for m in models if seen.get(m.id) != m.fingerprint() for s in studies]
     cursor = json.dumps({m.id: m.fingerprint() for m in models}, sort_keys=True)
     if not runs and not new_ids:
-        return dg.SkipReason("registry unchanged")
+        return dg.SkipReason("registry unchanged" if studies else "no study has materialized inputs yet")
     return dg.SensorResult(run_requests=runs, cursor=cursor,
                            dynamic_partitions_requests=[model_partitions.build_add_request(new_ids)] if new_ids else [])

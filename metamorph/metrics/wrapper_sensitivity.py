@@ -811,3 +811,40 @@ def matched_fsi(scored: pd.DataFrame, matched_items: pd.DataFrame | Iterable[tup
     for col in cols[2:7]:
         out[col] = out[col].astype(float)
     return WrapperMatchedFSI.validate(out)
+
+
+def constrained_falsifier(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataFrame:
+    """The review's proposed falsifier: does FSI collapse when parseability is forced?
+
+    Compares FSI/PSI over the five standard wrappers with FSI/PSI when the ``json`` wrapper's
+    free generations are replaced by the constrained-decoding arm ``json_constrained`` (same
+    prompts, JSON-schema constrained decoding). Rows only for (model, task) with the arm.
+
+    Returns:
+        ``model_id, task, fsi_free_pp, fsi_constrained_pp, delta_fsi_pp, psi_free_pp,
+        psi_constrained_pp, json_parse_free_pct, json_parse_constrained_pct`` (pp / %).
+    """
+    cols = ["model_id", "task", "fsi_free_pp", "fsi_constrained_pp", "delta_fsi_pp", "psi_free_pp",
+            "psi_constrained_pp", "json_parse_free_pct", "json_parse_constrained_pct"]
+    arm = scored[scored["wrapper"] == "json_constrained"]
+    if arm.empty:
+        return pd.DataFrame(columns=cols)
+    pairs = arm[["model_id", "task"]].drop_duplicates()
+    sub = scored.merge(pairs, on=["model_id", "task"])
+    free = sub[sub["wrapper"] != "json_constrained"]
+    forced = sub[sub["wrapper"] != "json"].assign(
+        wrapper=lambda d: d["wrapper"].replace({"json_constrained": "json"}))
+    cf, cc = cell_metrics(free, mode), cell_metrics(forced, mode)
+    ff, fc = fsi_psi(cf), fsi_psi(cc)
+    out = ff[["model_id", "task", "fsi_pp", "psi_pp"]].merge(
+        fc[["model_id", "task", "fsi_pp", "psi_pp"]], on=["model_id", "task"], suffixes=("_free", "_c"))
+    jf = cf[cf["wrapper"] == "json"].set_index(["model_id", "task"])["parseability_pct"]
+    jc = cc[cc["wrapper"] == "json"].set_index(["model_id", "task"])["parseability_pct"]
+    out = pd.DataFrame({
+        "model_id": out["model_id"], "task": out["task"], "fsi_free_pp": out["fsi_pp_free"],
+        "fsi_constrained_pp": out["fsi_pp_c"], "delta_fsi_pp": out["fsi_pp_c"] - out["fsi_pp_free"],
+        "psi_free_pp": out["psi_pp_free"], "psi_constrained_pp": out["psi_pp_c"],
+        "json_parse_free_pct": [jf.get((m, t)) for m, t in zip(out["model_id"], out["task"])],
+        "json_parse_constrained_pct": [jc.get((m, t)) for m, t in zip(out["model_id"], out["task"])],
+    })
+    return out[cols].reset_index(drop=True)

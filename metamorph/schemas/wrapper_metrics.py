@@ -12,6 +12,7 @@ A *cell* is one (model, task, wrapper) combination; a *combination* is one (mode
 
 from __future__ import annotations
 
+import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
@@ -135,7 +136,7 @@ class WrapperCorrelation(_Strict):
 class WrapperFERegression(_Strict):
     """Cell-level fixed-effects WLS A = βP + α_m + γ_t + δ_f (§5), one row."""
 
-    beta: Series[float] = pa.Field(description="β̂: accuracy pp per parseability pp, within model, task and wrapper effects (unitless slope).")
+    beta: Series[float] = pa.Field(nullable=True, description="β̂: accuracy pp per parseability pp, within model, task and wrapper effects (unitless slope).")
     se: Series[float] = pa.Field(nullable=True, ge=0.0, description="Standard error of β̂ (cov_type).")
     t_value: Series[float] = pa.Field(nullable=True, description="β̂ / SE.")
     p_value: Series[float] = pa.Field(nullable=True, ge=0.0, le=1.0, description="Two-sided p-value of β = 0, t with df_resid (probability).")
@@ -146,14 +147,14 @@ class WrapperFERegression(_Strict):
     )
     r2: Series[float] = pa.Field(nullable=True, description="Weighted R² of the full model (unitless).")
     n_cells: Series[int] = pa.Field(ge=1, description="Cells (observations) (count).")
-    n_params: Series[int] = pa.Field(ge=2, description="Estimated coefficients incl. intercept and P (count).")
-    df_resid: Series[int] = pa.Field(ge=1, description="Residual degrees of freedom = n_cells − n_params.")
-    weights: Series[str] = pa.Field(description="What the WLS weights are (n = generations per cell).")
-    weight_min: Series[float] = pa.Field(gt=0.0, description="Smallest weight (generations).")
-    weight_max: Series[float] = pa.Field(gt=0.0, description="Largest weight (generations).")
-    weight_sum: Series[float] = pa.Field(gt=0.0, description="Sum of the weights (generations).")
-    cov_type: Series[str] = pa.Field(description="statsmodels covariance type of the SE.")
-    effects: Series[str] = pa.Field(description="Fixed effects in the design (model_id, task, wrapper; those with one level are not identified and dropped).")
+    n_params: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=2, description="Estimated coefficients incl. intercept and P (count).")
+    df_resid: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="Residual degrees of freedom = n_cells − n_params.")
+    weights: Series[str] = pa.Field(nullable=True, description="What the WLS weights are (n = generations per cell).")
+    weight_min: Series[float] = pa.Field(nullable=True, gt=0.0, description="Smallest weight (generations).")
+    weight_max: Series[float] = pa.Field(nullable=True, gt=0.0, description="Largest weight (generations).")
+    weight_sum: Series[float] = pa.Field(nullable=True, gt=0.0, description="Sum of the weights (generations).")
+    cov_type: Series[str] = pa.Field(nullable=True, description="statsmodels covariance type of the SE.")
+    effects: Series[str] = pa.Field(nullable=True, description="Fixed effects in the design (model_id, task, wrapper; those with one level are not identified and dropped).")
     note: Series[str] = pa.Field(nullable=True, description="Dropped effects and other caveats, else null.")
 
 
@@ -161,17 +162,17 @@ class WrapperItemModel(_Strict):
     """Item-level linear probability model correct ~ parseable + C(model) + C(task) + C(wrapper)
     with cluster-robust SEs by item (review major 3); one row per reported term."""
 
-    term: Series[str] = pa.Field(description="Coefficient: 'parseable' or 'wrapper[<w>]' (contrast vs the reference wrapper).")
-    coef: Series[float] = pa.Field(description="Coefficient (difference in P(correct), probability units −1..1).")
-    se: Series[float] = pa.Field(ge=0.0, description="Cluster-robust (CRV1, small-sample corrected) SE, clusters = items (task, item_id).")
-    se_nonrobust: Series[float] = pa.Field(ge=0.0, description="Classical OLS SE, for comparison (ignores clustering).")
+    term: Series[str] = pa.Field(nullable=True, description="Coefficient: 'parseable' or 'wrapper[<w>]' (contrast vs the reference wrapper).")
+    coef: Series[float] = pa.Field(nullable=True, description="Coefficient (difference in P(correct), probability units −1..1).")
+    se: Series[float] = pa.Field(nullable=True, ge=0.0, description="Cluster-robust (CRV1, small-sample corrected) SE, clusters = items (task, item_id).")
+    se_nonrobust: Series[float] = pa.Field(nullable=True, ge=0.0, description="Classical OLS SE, for comparison (ignores clustering).")
     t_value: Series[float] = pa.Field(nullable=True, description="coef / se.")
     p_value: Series[float] = pa.Field(nullable=True, ge=0.0, le=1.0, description="Two-sided p-value, t with n_clusters − 1 df (probability).")
     ci_low: Series[float] = pa.Field(nullable=True, description="Lower bound of the 95% CI (cluster-robust, t with n_clusters − 1 df).")
     ci_high: Series[float] = pa.Field(nullable=True, description="Upper bound of the 95% CI.")
     n_obs: Series[int] = pa.Field(ge=1, description="Generations (observations) (count).")
-    n_clusters: Series[int] = pa.Field(ge=2, description="Clusters = distinct (task, item_id) (count).")
-    df_inference: Series[int] = pa.Field(ge=1, description="Degrees of freedom of the t reference: n_clusters − 1.")
+    n_clusters: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=2, description="Clusters = distinct (task, item_id) (count).")
+    df_inference: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="Degrees of freedom of the t reference: n_clusters − 1.")
     reference_wrapper: Series[str] = pa.Field(nullable=True, description="Baseline level of the wrapper effect (null when one wrapper).")
     mode: Series[str] = pa.Field(isin=["strict", "normalized", "lenient"], description="Extraction mode.")
     note: Series[str] = pa.Field(nullable=True, description="Dropped effects and other caveats, else null.")
@@ -222,3 +223,17 @@ class WrapperMatchedFSI(_ModelTask):
     n_items_full: Series[int] = pa.Field(ge=1, description="Distinct items of the model × task (count).")
     n_items_matched: Series[int] = pa.Field(ge=0, description="Distinct matched items of the model × task (count).")
     note: Series[str] = pa.Field(nullable=True, description="Why a matched index is null, else null.")
+
+
+class WrapperConstrainedFalsifier(_Strict):
+    """FSI/PSI with free vs constrained ``json`` decoding (review's falsifier)."""
+
+    model_id: Series[str] = pa.Field(description="Registry model id.")
+    task: Series[str] = pa.Field(description="Task name.")
+    fsi_free_pp: Series[float] = pa.Field(nullable=True, description="FSI over the five free wrappers (pp).")
+    fsi_constrained_pp: Series[float] = pa.Field(nullable=True, description="FSI with json replaced by the constrained arm (pp).")
+    delta_fsi_pp: Series[float] = pa.Field(nullable=True, description="fsi_constrained_pp − fsi_free_pp (pp); strongly negative = FSI collapses.")
+    psi_free_pp: Series[float] = pa.Field(nullable=True, description="PSI over the free wrappers (pp).")
+    psi_constrained_pp: Series[float] = pa.Field(nullable=True, description="PSI with the constrained arm (pp).")
+    json_parse_free_pct: Series[float] = pa.Field(nullable=True, description="Parseability of free json (%).")
+    json_parse_constrained_pct: Series[float] = pa.Field(nullable=True, description="Parseability of constrained json (%).")

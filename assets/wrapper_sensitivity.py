@@ -1,0 +1,279 @@
+"""Study 2 — prompt-wrapper sensitivity (asset group ``wrapper_sensitivity``).
+
+qa_items → wrapped_prompts → wrapper_generations (per model) → scored_answers, token_balance
+(per model) → metric tables (all models).
+
+Where the logic lives (one hop):
+
+* items and loaders: :mod:`metamorph.qa_tasks`; wrappers, padding, Δtok: :mod:`metamorph.wrappers`
+* requests, scoring, context budget: :mod:`metamorph.wrapper_study`; extraction: :mod:`metamorph.extract_qa`
+* metrics: :mod:`metamorph.metrics.wrapper_sensitivity`; schemas: :mod:`metamorph.schemas.wrapper_sensitivity`,
+  :mod:`metamorph.schemas.wrapper_metrics`
+"""
+
+import json
+
+import dagster as dg
+import pandas as pd
+from pydantic import Field
+
+from assets import plots
+from assets._common import validated_output
+from metamorph import wrapper_study as ws
+from metamorph.metrics import wrapper_sensitivity as wm
+from metamorph.qa_tasks import QAItem, load_task
+from metamorph.runner import run_requests
+from metamorph.schemas import wrapper_metrics as M
+from metamorph.schemas import wrapper_sensitivity as S
+from metamorph.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
+from pipelines.partitions import model_partitions
+from resources.llm import GenerationCacheResource, ModelRegistryResource
+
+GROUP = "wrapper_sensitivity"
+PREFIX = [GROUP]
+POOL = "duckdb"
+PER_MODEL = {"partition_expr": "model_id"}
+
+
+def items_from_frame(df: pd.DataFrame) -> list[QAItem]:
+    return [QAItem(item_id=r.item_id, task=r.task, answer_type=r.answer_type, question=r.question,
+                   choices=tuple(tuple(c) for c in json.loads(r.choices_json)), gold=r.gold,
+                   passage=None if pd.isna(r.passage) else r.passage) for r in df.itertuples()]
+
+
+def prompts_from_frame(df: pd.DataFrame) -> list[WrappedPrompt]:
+    return [WrappedPrompt(item_id=r.item_id, task=r.task, family=r.wrapper, template_version=r.template_version,
+                          messages=json.loads(r.messages_json), pad_chars=int(r.pad_chars),
+                          pad_offset=int(r.pad_offset))
+            for r in df.itertuples()]
+
+
+class ItemsConfig(dg.Config):
+    sources: list[str] = Field(default=["synthetic"], description="Task specs: 'synthetic' (embedded default) or "
+                               "'<task>:<path|hf:// URI>' with task boolq, arc_challenge, gsm8k, commonsense_qa, "
+                               "winogrande, hellaswag, piqa. See metamorph.qa_tasks.")
+    limit: int | None = Field(default=None, description="Keep the first N items of each source.")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
+def qa_items(config: ItemsConfig) -> dg.Output:
+    """The canonical QA items of every source (:func:`metamorph.qa_tasks.load_task`)."""
+    rows = []
+    for spec in config.sources:
+        for x in load_task(spec, limit=config.limit):
+            rows.append({"task": x.task, "item_id": x.item_id, "answer_type": x.answer_type, "question": x.question,
+                         "passage": x.passage, "choices_json": json.dumps([list(c) for c in x.choices]),
+                         "n_choices": len(x.choices) if x.answer_type == "choice" else None, "gold": x.gold,
+                         "source": spec})
+    df = pd.DataFrame(rows)
+    df["n_choices"] = df["n_choices"].astype("Int64")
+    return validated_output(S.QAItems, df, "qa_items",
+                            {"items_per_task": dg.MetadataValue.json(df.groupby("task").size().to_dict())})
+
+
+class PromptsConfig(dg.Config):
+    families: list[str] = Field(default=list(FAMILIES), description="Wrapper families (§3.2).")
+    template_version: str = Field(default="v1", description="Wrapper template version (metamorph/data/wrappers).")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
+def wrapped_prompts(config: PromptsConfig, qa_items: pd.DataFrame) -> dg.Output:
+    """Every item × wrapper, padded with newlines to the task's character budget (§3.3,
+    :func:`metamorph.wrappers.render_token_controlled`)."""
+    prompts = render_token_controlled(items_from_frame(qa_items), config.families, config.template_version)
+    df = pd.DataFrame([{**p.to_record(), "wrapper": p.family} for p in prompts])
+    df["char_budget"] = df.groupby("task")["prompt_chars"].transform("max")
+    df = df[["task", "item_id", "wrapper", "template_version", "pad_chars", "pad_offset", "prompt_chars",
+             "char_budget", "messages_json"]]
+    example = df.iloc[: len(config.families)]
+    sample = "\n\n".join(f"**{r.wrapper}**\n```\n{json.loads(r.messages_json)[-1]['content'][:700]}\n```"
+                         for r in example.itertuples())
+    return validated_output(S.WrappedPrompts, df, "wrapped_prompts", {"example_prompts": dg.MetadataValue.md(sample)})
+
+
+class WrapperGenerationConfig(dg.Config):
+    seeds: list[int] = Field(default=[0, 1, 2, 3, 4], description="Sampling seeds (5 by default).")
+    temperature: float = Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")
+    max_tokens: int = Field(default=24, ge=1, description="Completion limit (24 as in the paper; truncation is reported).")
+    constrained_arm: bool = Field(default=False, description="Also run json with JSON-schema constrained decoding.")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb", "llm"}, code_version="1")
+def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenerationConfig,
+                        model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
+                        qa_items: pd.DataFrame, wrapped_prompts: pd.DataFrame) -> dg.Output:
+    """model × task × wrapper × item × seed completions through the generation cache.
+
+    For a local model every prompt is counted with its tokenizer and checked against the context
+    budget before any call (:func:`metamorph.wrapper_study.count_and_check_budget`).
+    """
+    spec = model_registry.get(context.partition_key)
+    provider = model_registry.provider(spec)
+    items, prompts = items_from_frame(qa_items), prompts_from_frame(wrapped_prompts)
+    counted = {}
+    if hasattr(provider, "prompt_tokens"):
+        counted = ws.count_and_check_budget(prompts, provider.prompt_tokens, config.max_tokens, provider.n_ctx)
+    planned = ws.plan_wrapper_generations(items, prompts, spec, config.seeds,
+                                          {"temperature": config.temperature, "max_tokens": config.max_tokens},
+                                          config.constrained_arm)
+    outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
+                                   log=context.log.info, warn=context.log.warning)
+    rows = []
+    for p, o in zip(planned, outcomes):
+        r = o.result
+        tokens = counted.get((p.task, p.item_id, p.prompt.family), r.prompt_tokens)
+        rows.append({"model_id": p.model_id, "task": p.task, "item_id": p.item_id, "wrapper": p.wrapper,
+                     "seed": p.seed, "generation_key": o.key, "request_json": p.request.to_json(),
+                     "response_text": r.text, "finish_reason": r.finish_reason, "prompt_tokens": tokens,
+                     "completion_tokens": r.completion_tokens, "latency_s": r.latency_s,
+                     "model_version": r.model_version, "cache_hit": o.cache_hit, "error": r.error})
+    df = pd.DataFrame(rows)
+    for c in ("prompt_tokens", "completion_tokens"):
+        df[c] = df[c].astype("Int64")
+    trunc = (df.assign(t=df.finish_reason == "length").groupby("wrapper")["t"].mean() * 100).round(1).to_dict()
+    return validated_output(S.WrapperGenerations, df, "wrapper_generations", {
+        "model_calls": dg.MetadataValue.int(stats.calls), "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+        "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
+        "truncation_pct_by_wrapper": dg.MetadataValue.json(trunc),
+        "model_version_changes": dg.MetadataValue.json(stats.version_changes)})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb"}, check_specs=[dg.AssetCheckSpec("unparseable_share", asset=[*PREFIX, "scored_answers"],
+                                                           description="Unparseable share under normalized extraction.")])
+def scored_answers(wrapper_generations: pd.DataFrame, qa_items: pd.DataFrame):
+    """Every generation under strict / normalized / lenient extraction
+    (:func:`metamorph.wrapper_study.score_generations`)."""
+    df = ws.score_generations(wrapper_generations, items_from_frame(qa_items))
+    norm = df[df["mode"] == "normalized"]
+    share = float((~norm["parseable"]).mean()) if len(norm) else 0.0
+    yield validated_output(S.ScoredAnswers, df, "scored_answers", {
+        "parseable_pct_by_mode": dg.MetadataValue.json((df.groupby("mode")["parseable"].mean() * 100).round(1).to_dict()),
+        "reasons_normalized": dg.MetadataValue.json(norm["reason"].value_counts().to_dict())})
+    bad = norm[~norm["parseable"]][["task", "item_id", "wrapper", "seed", "reason", "generation_key"]]
+    yield dg.AssetCheckResult(check_name="unparseable_share", passed=share <= 0.5, severity=dg.AssetCheckSeverity.WARN,
+                              metadata={"unparseable_pct": round(100 * share, 2),
+                                        "examples": dg.MetadataValue.md(bad.head(20).to_markdown(index=False)
+                                                                        if len(bad) else "_none_")})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb"})
+def token_balance(wrapper_generations: pd.DataFrame) -> dg.Output:
+    """Δtok per item and the matched subset (§3.3): :func:`metamorph.wrapper_study.token_balance`."""
+    df = ws.token_balance(wrapper_generations)
+    return validated_output(S.TokenBalance, df, "token_balance", {
+        "matched_items": dg.MetadataValue.int(int(df["matched"].sum())), "items": dg.MetadataValue.int(len(df)),
+        "plot": plots.histogram(df["delta_tok"].dropna() * 100, "Δtok over wrappers (%)", threshold=5.0)})
+
+
+# ------------------------------------------------------------------------------------------
+# Cross-model tables
+
+ALL_SCORED = {"scored_answers": dg.AssetIn(key=[*PREFIX, "scored_answers"])}
+
+
+class ModeConfig(dg.Config):
+    mode: str = Field(default="normalized", description="Extraction variant for the headline tables.")
+
+
+def _not_estimated(schema, exc: Exception, **known) -> pd.DataFrame:
+    """One row of ``schema`` with every estimate null and the reason in ``note``."""
+    df = pd.DataFrame([{**known, "note": f"not estimated: {exc}"}])
+    return df.reindex(columns=list(schema.to_schema().columns))
+
+
+def _standard(scored: pd.DataFrame) -> pd.DataFrame:
+    return scored[scored["wrapper"].isin(FAMILIES)]
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+def wrapper_cells(scored_answers: pd.DataFrame) -> dg.Output:
+    """Accuracy, parseability, Acc|parse, truncation per (model, task, wrapper) for every extraction
+    mode: :func:`metamorph.metrics.wrapper_sensitivity.cell_metrics`."""
+    df = pd.concat([wm.cell_metrics(scored_answers, m) for m in sorted(scored_answers["mode"].unique())],
+                   ignore_index=True)
+    norm = df[(df["mode"] == "normalized") & df["wrapper"].isin(FAMILIES)]
+    return validated_output(M.WrapperCells, df, "wrapper_cells", {
+        "plot": plots.scatter(norm, "parseability_pct", "accuracy_pct", "Accuracy vs parseability (normalized)")})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+def fsi_psi(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
+    """FSI, PSI, nFSI and the chance-adjusted nFSI per (model, task) over the five wrappers:
+    :func:`metamorph.metrics.wrapper_sensitivity.fsi_psi`."""
+    df = wm.fsi_psi(wm.cell_metrics(_standard(scored_answers), config.mode))
+    return validated_output(M.WrapperFSI, df, "fsi_psi")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def mean_fsi_psi(fsi_psi: pd.DataFrame) -> dg.Output:
+    """Mean FSI / PSI / nFSI per model with bootstrap 95% CIs over tasks (10,000 resamples):
+    :func:`metamorph.metrics.wrapper_sensitivity.mean_indices`."""
+    df = wm.mean_indices(fsi_psi, n_resamples=10_000, seed=0)
+    return validated_output(M.WrapperMeanIndices, df, "mean_fsi_psi", {"plot": plots.mean_with_ci(df)})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+def acc_parse_correlation(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
+    """Pearson r(accuracy, parseability) over cells: :func:`metamorph.metrics.wrapper_sensitivity.pearson_acc_parse`."""
+    df = wm.pearson_acc_parse(wm.cell_metrics(_standard(scored_answers), config.mode))
+    return validated_output(M.WrapperCorrelation, df, "acc_parse_correlation")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+def fixed_effects(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
+    """A = βP + α_m + γ_t + δ_f by WLS: :func:`metamorph.metrics.wrapper_sensitivity.fixed_effects_regression`
+    (a design that does not identify β is reported as a row with a note, not an error)."""
+    cells = wm.cell_metrics(_standard(scored_answers), config.mode)
+    try:
+        df = wm.fixed_effects_regression(cells)
+    except ValueError as exc:  # the design does not identify β (e.g. one model, one task)
+        df = _not_estimated(M.WrapperFERegression, exc, n_cells=len(cells))
+    return validated_output(M.WrapperFERegression, df, "fixed_effects")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+def item_level_model(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
+    """Item-level linear probability model with cluster-robust SEs by item (review, major 3):
+    :func:`metamorph.metrics.wrapper_sensitivity.item_level_model`."""
+    try:
+        df = wm.item_level_model(_standard(scored_answers), config.mode)
+    except ValueError as exc:  # e.g. 'parseable' constant: its coefficient is not identified
+        df = _not_estimated(M.WrapperItemModel, exc, mode=config.mode, n_obs=int((scored_answers["mode"] == config.mode).sum()))
+    return validated_output(M.WrapperItemModel, df, "item_level_model")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+def fsi_decomposition(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
+    """FSI = compliance part + conditional-accuracy part (review, major 1):
+    :func:`metamorph.metrics.wrapper_sensitivity.decomposition`."""
+    df = wm.decomposition(wm.cell_metrics(_standard(scored_answers), config.mode))
+    return validated_output(M.WrapperDecomposition, df, "fsi_decomposition")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+def wrapper_wins(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
+    """Wins per wrapper over model × task: :func:`metamorph.metrics.wrapper_sensitivity.win_counts`."""
+    df = wm.win_counts(wm.cell_metrics(_standard(scored_answers), config.mode))
+    return validated_output(M.WrapperWins, df, "wrapper_wins",
+                            {"plot": plots.bars(df, "wrapper", "wins", "Wrapper wins over model × task")})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          ins={**ALL_SCORED, "token_balance": dg.AssetIn(key=[*PREFIX, "token_balance"])})
+def matched_fsi(config: ModeConfig, scored_answers: pd.DataFrame, token_balance: pd.DataFrame) -> dg.Output:
+    """FSI on the Δtok ≤ 5% matched subset next to full FSI:
+    :func:`metamorph.metrics.wrapper_sensitivity.matched_fsi`."""
+    matched = token_balance[token_balance["matched"]][["model_id", "task", "item_id"]]
+    df = wm.matched_fsi(_standard(scored_answers), matched, config.mode)
+    return validated_output(M.WrapperMatchedFSI, df, "matched_fsi")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+def constrained_falsifier(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
+    """Free vs constrained json decoding (review's falsifier; empty unless the arm was run):
+    :func:`metamorph.metrics.wrapper_sensitivity.constrained_falsifier`."""
+    return validated_output(M.WrapperConstrainedFalsifier, wm.constrained_falsifier(scored_answers, config.mode),
+                            "constrained_falsifier")
