@@ -28,16 +28,22 @@ def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
         models = load_registry(registry_path())
     except ConfigError as exc:
         return dg.SkipReason(f"registry unreadable: {exc}")
+    # cursor: {"<study>|<model id>": fingerprint of the entry last launched for that study}
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     existing = set(context.instance.get_dynamic_partitions(model_partitions.name))
     new_ids = [m.id for m in models if m.id not in existing]
     studies = studies_with_inputs(context.instance)
-    runs = [dg.RunRequest(job_name=MODEL_JOBS[s].name, partition_key=m.id,
-                          run_key=f"{s}:{m.id}:{m.fingerprint()[:16]}",
-                          tags={"metamorph/reason": "new model" if m.id not in seen else "registry entry changed"})
-            for m in models if seen.get(m.id) != m.fingerprint() for s in studies]
-    cursor = json.dumps({m.id: m.fingerprint() for m in models}, sort_keys=True)
+    runs, cursor = [], dict(seen)
+    for s in studies:
+        for m in models:
+            key = f"{s}|{m.id}"
+            if seen.get(key) != m.fingerprint():
+                runs.append(dg.RunRequest(job_name=MODEL_JOBS[s].name, partition_key=m.id,
+                                          run_key=f"{s}:{m.id}:{m.fingerprint()[:16]}",
+                                          tags={"metamorph/reason": "registry entry changed" if key in seen
+                                                else "new model or study"}))
+                cursor[key] = m.fingerprint()
     if not runs and not new_ids:
         return dg.SkipReason("registry unchanged" if studies else "no study has materialized inputs yet")
-    return dg.SensorResult(run_requests=runs, cursor=cursor,
+    return dg.SensorResult(run_requests=runs, cursor=json.dumps(cursor, sort_keys=True),
                            dynamic_partitions_requests=[model_partitions.build_add_request(new_ids)] if new_ids else [])

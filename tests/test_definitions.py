@@ -6,15 +6,22 @@ import dagster as dg
 import pytest
 
 from pipelines.definitions import defs
-from pipelines.schedules import weekly_reevaluation
+from pipelines.schedules import WEEKLY_SCHEDULES
 from pipelines.sensors import model_registry_sensor
 
 EXPECTED_ASSETS = {
+    # format_robustness
     "source_instances", "rendered_documents", "workflow_generations", "extracted_decisions", "evidence_categories",
     "generation_outcomes", "mr_flags", "mr_violations", "accuracy_by_format", "stability_by_format",
     "evidence_drift", "fairness_disparity", "silent_violations", "format_tests", "vote_aggregation",
     "format_routing", "lineage_views",
+    # wrapper_sensitivity
+    "qa_items", "wrapped_prompts", "wrapper_generations", "scored_answers", "token_balance", "wrapper_cells",
+    "fsi_psi", "mean_fsi_psi", "acc_parse_correlation", "fixed_effects", "item_level_model", "fsi_decomposition",
+    "wrapper_wins", "matched_fsi", "constrained_falsifier",
 }
+PER_MODEL = {"workflow_generations", "extracted_decisions", "evidence_categories", "wrapper_generations",
+             "scored_answers", "token_balance"}
 
 
 def test_definitions_validate_loadable():
@@ -26,14 +33,14 @@ def test_asset_graph_keys_and_groups():
     keys = {k.path[-1] for k in graph.get_all_asset_keys()}
     assert keys == EXPECTED_ASSETS
     for key in graph.get_all_asset_keys():
-        assert key.path[0] == "format_robustness"
-        assert graph.get(key).group_name == "format_robustness"
+        assert key.path[0] in ("format_robustness", "wrapper_sensitivity")
+        assert graph.get(key).group_name == key.path[0]
 
 
 def test_per_model_assets_share_the_dynamic_model_partitions():
     graph = defs.resolve_asset_graph()
     partitioned = {k.path[-1] for k in graph.get_all_asset_keys() if graph.get(k).partitions_def is not None}
-    assert partitioned == {"workflow_generations", "extracted_decisions", "evidence_categories"}
+    assert partitioned == PER_MODEL
     for k in graph.get_all_asset_keys():
         p = graph.get(k).partitions_def
         if p is not None:
@@ -57,11 +64,18 @@ def test_registry_sensor_adds_partitions_and_reruns_changed_entries(tmp_path, mo
     monkeypatch.setenv("METAMORPH_MODELS", str(reg))
     write_registry(reg, ["m-a", "m-b"])
     with dg.instance_for_test() as instance:
-        ctx = dg.build_sensor_context(instance=instance, cursor=None)
-        res = model_registry_sensor(ctx)
-        assert [r.partition_key for r in res.run_requests] == ["m-a", "m-b"]
-        assert res.dynamic_partitions_requests[0].partition_keys == ["m-a", "m-b"]
+        # no study has inputs yet: partitions are added, nothing is launched
+        first = model_registry_sensor(dg.build_sensor_context(instance=instance, cursor=None))
+        assert first.run_requests == [] and first.dynamic_partitions_requests[0].partition_keys == ["m-a", "m-b"]
         instance.add_dynamic_partitions("model", ["m-a", "m-b"])
+        for name in ("source_instances", "rendered_documents"):
+            instance.report_runless_asset_event(dg.AssetMaterialization(["format_robustness", name]))
+        # the study's inputs now exist: the models it has not seen are launched
+        ctx = dg.build_sensor_context(instance=instance, cursor=first.cursor)
+        res = model_registry_sensor(ctx)
+        assert [(r.job_name, r.partition_key) for r in res.run_requests] == [
+            ("format_robustness_model_job", "m-a"), ("format_robustness_model_job", "m-b")]
+        assert res.dynamic_partitions_requests == []
         cursor = res.cursor
         # unchanged registry: skip
         again = model_registry_sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
@@ -71,23 +85,29 @@ def test_registry_sensor_adds_partitions_and_reruns_changed_entries(tmp_path, mo
         changed = model_registry_sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
         assert [r.partition_key for r in changed.run_requests] == ["m-b"]
         assert changed.run_requests[0].tags["metamorph/reason"] == "registry entry changed"
+        assert res.run_requests[0].tags["metamorph/reason"] == "new model or study"
         assert changed.dynamic_partitions_requests == []
-        assert set(json.loads(changed.cursor)) == {"m-a", "m-b"}
+        assert set(json.loads(changed.cursor)) == {"format_robustness|m-a", "format_robustness|m-b"}
 
 
 def test_weekly_schedule_fans_out_over_partitions():
     from datetime import datetime, timezone
 
+    weekly = {s.name: s for s in WEEKLY_SCHEDULES}["format_robustness_weekly"]
     with dg.instance_for_test() as instance:
         ctx = dg.build_schedule_context(instance=instance,
                                         scheduled_execution_time=datetime(2026, 11, 30, 3, tzinfo=timezone.utc))
-        assert isinstance(weekly_reevaluation(ctx), dg.SkipReason)
+        assert isinstance(weekly(ctx), dg.SkipReason)
         instance.add_dynamic_partitions("model", ["m-a", "m-b"])
-        reqs = weekly_reevaluation(ctx)
-        assert [(r.partition_key, r.run_key) for r in reqs] == [("m-a", "weekly:2026-11-30:m-a"),
-                                                               ("m-b", "weekly:2026-11-30:m-b")]
+        assert isinstance(weekly(ctx), dg.SkipReason)  # inputs not materialized yet
+        for name in ("source_instances", "rendered_documents"):
+            instance.report_runless_asset_event(dg.AssetMaterialization(["format_robustness", name]))
+        reqs = weekly(ctx)
+        assert [(r.partition_key, r.run_key) for r in reqs] == [
+            ("m-a", "format_robustness:weekly:2026-11-30:m-a"), ("m-b", "format_robustness:weekly:2026-11-30:m-b")]
 
 
-@pytest.mark.parametrize("job", ["format_robustness_inputs_job", "format_robustness_model_job"])
+@pytest.mark.parametrize("job", ["format_robustness_inputs_job", "format_robustness_model_job",
+                                 "wrapper_sensitivity_inputs_job", "wrapper_sensitivity_model_job"])
 def test_jobs_resolve(job):
     assert defs.resolve_job_def(job).name == job
