@@ -1,0 +1,644 @@
+"""Golden workflows of the WorkflowPerturb study (issue #4; Kanda et al., arXiv:2602.17990 §3.1).
+
+A workflow is a DAG G = (V, E): numbered step descriptions (nodes ``"1".."n"``) and precedence
+edges whose endpoints are node ids or the two virtual nodes ``START`` and ``END``. The text form
+is WorFBench's::
+
+    Node:
+    1: go to sofa 1
+    2: take pillow 1 from sofa 1
+    ...
+    Edge: (START,1) (1,2) (2,3) ... (n,END)
+
+:func:`parse_workflow_text` reads it tolerantly (blank lines, prose around the node list, edges on
+several lines or as a bulleted list, spaces inside parentheses, markdown emphasis/fences around
+the markers); :func:`format_workflow` writes the canonical form above, and
+``parse_workflow_text(format_workflow(w)) == (w.nodes, w.edges)`` for every workflow.
+
+Validation (§3.1): :func:`validate_workflow` requires at least :data:`MIN_NODES` (5) nodes, every
+edge endpoint an existing node or START/END (START never a target, END never a source), an
+outgoing edge from START and an incoming edge into END, and no cycle. A violation raises
+:class:`~metamorph.errors.InputError` naming the file, the 1-based row, the field and the
+workflow id.
+
+Sources: :func:`load_goldens` reads WorFBench-shaped rows from a local JSONL/JSON/CSV/Parquet file
+or an ``hf://`` URI; ``embedded`` is :func:`embedded_goldens`, workflows written for this project.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from metamorph.datasets import read_rows
+from metamorph.errors import InputError
+
+START = "START"
+END = "END"
+#: §3.1: goldens have at least five steps.
+MIN_NODES = 5
+#: Size strata of the paper's per-size analysis (App. C, Table 7): label -> inclusive node range.
+SIZE_STRATA: dict[str, tuple[int, float]] = {"5-7": (5, 7), "8-15": (8, 15), "16+": (16, math.inf)}
+
+Edge = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """One workflow graph.
+
+    Attributes:
+        workflow_id: unique id (a WorFBench id such as ``alfworld_1613``, or ``embedded/<name>``).
+        task: the task the workflow solves, in words.
+        nodes: step descriptions in node-id order: ``nodes[i]`` is node ``str(i + 1)``.
+        edges: ``(from, to)`` pairs over ``"1".."n"``, ``START`` and ``END``, in file order.
+        source: where the workflow comes from: the WorFBench sub-source of the row (``alfworld``,
+            ``wikihow``...) when the row has one, ``embedded`` for :func:`embedded_goldens`,
+            else the file or URI it was read from.
+    """
+
+    workflow_id: str
+    task: str
+    nodes: tuple[str, ...]
+    edges: tuple[Edge, ...]
+    source: str = "embedded"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(str(t) for t in self.nodes))
+        object.__setattr__(self, "edges", tuple((str(u), str(v)) for u, v in self.edges))
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def node_ids(self) -> tuple[str, ...]:
+        """``("1", ..., str(n))``."""
+        return tuple(str(i) for i in range(1, len(self.nodes) + 1))
+
+    def text(self, node_id: str) -> str:
+        """Description of node ``node_id`` (``"1".."n"``)."""
+        return self.nodes[int(node_id) - 1]
+
+    def successors(self) -> dict[str, list[str]]:
+        """Adjacency ``{node: [successors in edge order]}`` over START, the node ids and END."""
+        out: dict[str, list[str]] = {k: [] for k in (START, *self.node_ids, END)}
+        for u, v in self.edges:
+            out.setdefault(u, []).append(v)
+            out.setdefault(v, [])
+        return out
+
+    def predecessors(self) -> dict[str, list[str]]:
+        """Reverse adjacency ``{node: [predecessors in edge order]}``."""
+        out: dict[str, list[str]] = {k: [] for k in (START, *self.node_ids, END)}
+        for u, v in self.edges:
+            out.setdefault(v, []).append(u)
+            out.setdefault(u, [])
+        return out
+
+    def to_text(self) -> str:
+        """:func:`format_workflow` of this workflow."""
+        return format_workflow(self)
+
+    @property
+    def size_stratum(self) -> str:
+        """:func:`size_stratum` of the node count."""
+        return size_stratum(self.n_nodes)
+
+
+def size_stratum(n_nodes: int) -> str:
+    """The Table-7 size stratum ``5-7``, ``8-15`` or ``16+``; ``<5`` below the §3.1 minimum."""
+    for label, (lo, hi) in SIZE_STRATA.items():
+        if lo <= n_nodes <= hi:
+            return label
+    return "<5"
+
+
+def edge_sort_key(edge: Edge) -> tuple[float, float]:
+    """Sort key putting START first, node ids numerically, END last."""
+    def rank(x: str) -> float:
+        return -1.0 if x == START else math.inf if x == END else float(int(x))
+    return rank(edge[0]), rank(edge[1])
+
+
+# ------------------------------------------------------------------------------------------
+# Text format
+
+_NODE_MARK = re.compile(r"^[\s*#`>_-]*nodes?[\s*_]*:[\s*_]*(.*)$", re.IGNORECASE)
+_EDGE_MARK = re.compile(r"^[\s*#`>_-]*edges?[\s*_]*:[\s*_]*(.*)$", re.IGNORECASE)
+_NODE_LINE = re.compile(r"^[\s*>-]*(?:node\s*)?(\d+)\s*[:.)]\s*(.*?)\s*$", re.IGNORECASE)
+_EDGE_PAIR = re.compile(r"\(\s*(START|END|\d+)\s*,\s*(START|END|\d+)\s*\)", re.IGNORECASE)
+
+
+def parse_workflow_text(text: str, source: str = "<text>", row: int | None = None,
+                        field: str | None = None) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
+    """Parse the WorFBench ``Node:`` / ``Edge:`` text into ``(nodes, edges)``.
+
+    Node lines are ``<k>: <description>`` (``<k>.`` and ``<k>)`` also accepted, optionally
+    bulleted) between the ``Node:`` marker (optional) and the first ``Edge:`` line; other lines
+    there (prose, blank lines, code fences) are ignored. Edges are every ``(u,v)`` pair after the
+    ``Edge:`` marker, with u, v in ``START``/``END``/digits (case-insensitive, spaces allowed).
+
+    Returns:
+        ``nodes`` (descriptions, in id order) and ``edges`` (``(u, v)`` in text order, START/END
+        upper-cased). Structural checks (DAG, endpoints...) are :func:`validate_workflow`'s job.
+
+    Raises:
+        InputError: no ``Edge:`` marker, no node line, node ids not exactly 1..n in order, an empty
+            description, or no edge pair. ``source``/``row``/``field`` locate the text.
+    """
+    lines = str(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    edge_at = next((i for i, line in enumerate(lines) if _EDGE_MARK.match(line)), None)
+    if edge_at is None:
+        raise InputError(source, "no 'Edge:' line in the workflow text", row=row, field=field)
+    node_at = next((i for i, line in enumerate(lines[:edge_at]) if _NODE_MARK.match(line)), None)
+    node_lines = lines[(node_at + 1 if node_at is not None else 0):edge_at]
+    if node_at is not None:
+        rest = _NODE_MARK.match(lines[node_at]).group(1)  # type: ignore[union-attr]
+        if rest.strip():
+            node_lines.insert(0, rest)
+    ids, nodes = [], []
+    for line in node_lines:
+        m = _NODE_LINE.match(line)
+        if m:
+            ids.append(int(m.group(1)))
+            nodes.append(m.group(2))
+    if not nodes:
+        raise InputError(source, "no node lines ('<k>: <step>') before 'Edge:'", row=row, field=field)
+    if ids != list(range(1, len(ids) + 1)):
+        raise InputError(source, f"node ids must be 1..{len(ids)} in order, got {ids}", row=row, field=field)
+    for k, t in zip(ids, nodes):
+        if not t.strip():
+            raise InputError(source, f"node {k} has an empty description", row=row, field=field)
+    edge_text = "\n".join([_EDGE_MARK.match(lines[edge_at]).group(1), *lines[edge_at + 1:]])  # type: ignore[union-attr]
+    edges = tuple((_norm_end(u), _norm_end(v)) for u, v in _EDGE_PAIR.findall(edge_text))
+    if not edges:
+        raise InputError(source, "no '(u,v)' edge after 'Edge:'", row=row, field=field)
+    return tuple(nodes), edges
+
+
+def _norm_end(x: str) -> str:
+    up = x.upper()
+    return up if up in (START, END) else str(int(x))
+
+
+def format_workflow(w: Workflow | tuple[Sequence[str], Sequence[Edge]]) -> str:
+    """Canonical WorFBench text: ``Node:`` then ``k: text`` lines, then ``Edge: (u,v) (u,v) ...``
+    on one line, edges in the workflow's order. Accepts a :class:`Workflow` or ``(nodes, edges)``."""
+    nodes, edges = (w.nodes, w.edges) if isinstance(w, Workflow) else w
+    body = "\n".join(f"{i}: {t}" for i, t in enumerate(nodes, start=1))
+    return f"Node:\n{body}\nEdge: " + " ".join(f"({u},{v})" for u, v in edges)
+
+
+# ------------------------------------------------------------------------------------------
+# Validation
+
+
+def graph_problem(nodes: Sequence[str], edges: Sequence[Edge], min_nodes: int = MIN_NODES) -> tuple[str, str] | None:
+    """The first §3.1 violation of a graph as ``(field, problem)``, or ``None`` when it is valid.
+
+    Checks, in this order (the first failing one is reported): ``nodes`` — at least ``min_nodes``
+    nodes, none empty; ``edges`` — every endpoint is ``1..n``, START or END; no edge into START or
+    out of END; START has an outgoing edge; END has an incoming edge; no cycle (the first cycle
+    found by a depth-first search in id order is named, e.g. ``2 -> 3 -> 2``). ``field`` is
+    ``"nodes"`` or ``"edges"``.
+    """
+    n = len(nodes)
+    if n < min_nodes:
+        return "nodes", f"has {n} node{'s' if n != 1 else ''}; at least {min_nodes} are required (§3.1)"
+    for i, t in enumerate(nodes, start=1):
+        if not str(t).strip():
+            return "nodes", f"node {i} has an empty description"
+    valid = {str(i) for i in range(1, n + 1)}
+    for u, v in edges:
+        for x in (u, v):
+            if x not in valid and x not in (START, END):
+                return "edges", f"edge ({u},{v}) names node {x!r}, which does not exist (nodes are 1..{n})"
+        if v == START:
+            return "edges", f"edge ({u},{v}) points into START"
+        if u == END:
+            return "edges", f"edge ({u},{v}) leaves END"
+    if not any(u == START for u, _ in edges):
+        return "edges", "START has no outgoing edge"
+    if not any(v == END for _, v in edges):
+        return "edges", "END has no incoming edge"
+    cycle = find_cycle(edges, order=[START, *sorted(valid, key=int), END])
+    if cycle:
+        return "edges", "edges form a cycle: " + " -> ".join(cycle)
+    return None
+
+
+def find_cycle(edges: Iterable[Edge], order: Sequence[str] | None = None) -> list[str] | None:
+    """A directed cycle as a node list closing on its first node (``["2", "3", "2"]``), or ``None``.
+
+    Depth-first search started from the vertices in ``order`` (default: first appearance)."""
+    succ: dict[str, list[str]] = {}
+    for u, v in edges:
+        succ.setdefault(u, []).append(v)
+        succ.setdefault(v, [])
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    for root in list(order or []) + list(succ):
+        if root not in succ or state.get(root):
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        path = [root]
+        state[root] = 1
+        while stack:
+            node, i = stack[-1]
+            nxt = succ[node]
+            if i < len(nxt):
+                stack[-1] = (node, i + 1)
+                w = nxt[i]
+                if state.get(w) == 1:
+                    return path[path.index(w):] + [w]
+                if not state.get(w):
+                    state[w] = 1
+                    stack.append((w, 0))
+                    path.append(w)
+            else:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+    return None
+
+
+def off_path_nodes(w: Workflow) -> tuple[str, ...]:
+    """Node ids not on any START → END path (unreachable from START, or not reaching END).
+
+    Informational, not a §3.1 violation: WorFBench goldens often leave a final side step without an
+    edge into END (6 of the 300 shared rows have such nodes; ``lumos_21358`` has 3 nodes without
+    any edge)."""
+    def reach(root: str, adj: dict[str, list[str]]) -> set[str]:
+        seen, stack = {root}, [root]
+        while stack:
+            for y in adj.get(stack.pop(), []):
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+        return seen
+
+    on = reach(START, w.successors()) & reach(END, w.predecessors())
+    return tuple(k for k in w.node_ids if k not in on)
+
+
+def validate_workflow(w: Workflow, source: str | None = None, row: int | None = None,
+                      nodes_field: str = "nodes", edges_field: str = "edges",
+                      min_nodes: int = MIN_NODES) -> None:
+    """Raise :class:`InputError` on the first :func:`graph_problem` of ``w``.
+
+    The error names ``source`` (default ``w.source``), ``row``, the field (``nodes_field`` or
+    ``edges_field``) and starts with ``workflow '<id>': ``.
+    """
+    problem = graph_problem(w.nodes, w.edges, min_nodes=min_nodes)
+    if problem is not None:
+        field, text = problem
+        raise InputError(source or w.source, f"workflow {w.workflow_id!r}: {text}", row=row,
+                         field=nodes_field if field == "nodes" else edges_field)
+
+
+# ------------------------------------------------------------------------------------------
+# Loading
+
+
+@dataclass(frozen=True)
+class RejectedGolden:
+    """A row that parsed but broke a §3.1 rule (kept for the asset's report, never dropped silently).
+
+    Attributes: workflow_id, source (file/URI), row (1-based), field, reason (the InputError's
+    problem text), n_nodes, and the parsed workflow itself.
+    """
+
+    workflow_id: str
+    source: str
+    row: int
+    field: str | None
+    reason: str
+    n_nodes: int
+    workflow: Workflow
+
+
+def _as_list(value: Any, uri: str, row: int, field: str) -> list:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise InputError(uri, f"not a JSON list ({exc.msg})", row=row, field=field) from exc
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise InputError(uri, f"expected a list, got {type(value).__name__}", row=row, field=field)
+    return [v.tolist() if hasattr(v, "tolist") else v for v in value]
+
+
+def _structured(row: dict, uri: str, i: int) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
+    raw_nodes = _as_list(row["gold_nodes"], uri, i, "gold_nodes")
+    ids, texts = [], []
+    for k, node in enumerate(raw_nodes, start=1):
+        if isinstance(node, dict) and "text" in node:
+            ids.append(str(node.get("id", k)))
+            texts.append(str(node["text"]))
+        elif isinstance(node, str):
+            ids.append(str(k))
+            texts.append(node)
+        else:
+            raise InputError(uri, f"node {k} must be {{'id', 'text'}} or a string, got {node!r:.60}",
+                             row=i, field="gold_nodes")
+    if ids != [str(k) for k in range(1, len(ids) + 1)]:
+        raise InputError(uri, f"node ids must be 1..{len(ids)} in order, got {ids}", row=i, field="gold_nodes")
+    edges = []
+    for e in _as_list(row["gold_edges"], uri, i, "gold_edges"):
+        if not isinstance(e, (list, tuple)) or len(e) != 2:
+            raise InputError(uri, f"an edge must be a [from, to] pair, got {e!r:.60}", row=i, field="gold_edges")
+        edges.append((_norm_endpoint(e[0]), _norm_endpoint(e[1])))
+    return tuple(texts), tuple(edges)
+
+
+def _norm_endpoint(x: Any) -> str:
+    s = str(x).strip()
+    return s.upper() if s.upper() in (START, END) else s
+
+
+def workflow_from_row(row: dict, uri: str, i: int) -> tuple[Workflow, str, str]:
+    """Build the (unvalidated) workflow of one WorFBench-shaped row.
+
+    Fields: ``id`` (required), ``task`` (required), and the graph either as ``gold_nodes`` +
+    ``gold_edges`` (preferred when both are present) or as ``gold_raw`` text; ``source`` is
+    optional. Returns the workflow and the names of the fields its nodes and edges came from.
+    Raises :class:`InputError` for a missing field or an unparseable graph.
+    """
+    wid = row.get("id")
+    if wid is None or not str(wid).strip():
+        raise InputError(uri, "missing or empty", row=i, field="id")
+    task = row.get("task")
+    if task is None or not str(task).strip():
+        raise InputError(uri, "missing or empty", row=i, field="task")
+    if row.get("gold_nodes") is not None and row.get("gold_edges") is not None:
+        nodes, edges = _structured(row, uri, i)
+        fields = ("gold_nodes", "gold_edges")
+    elif isinstance(row.get("gold_raw"), str) and row["gold_raw"].strip():
+        nodes, edges = parse_workflow_text(row["gold_raw"], uri, i, "gold_raw")
+        fields = ("gold_raw", "gold_raw")
+    else:
+        raise InputError(uri, "a golden needs gold_nodes + gold_edges or gold_raw", row=i, field="gold_nodes")
+    src = row.get("source")
+    w = Workflow(str(wid).strip(), str(task).strip(), nodes, edges,
+                 str(src) if isinstance(src, str) and src.strip() else uri)
+    return w, fields[0], fields[1]
+
+
+def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
+                 limit: int | None = None) -> tuple[list[Workflow], list[RejectedGolden]]:
+    """Load golden workflows.
+
+    Args:
+        spec: ``embedded`` (:func:`embedded_goldens`), or a local JSONL/JSON/CSV/Parquet path or
+            ``hf://`` URI of WorFBench-shaped rows (see :func:`workflow_from_row`); an optional
+            ``worfbench:`` prefix is accepted.
+        on_invalid: ``"error"`` raises on the first row breaking a §3.1 rule (:func:`graph_problem`);
+            ``"collect"`` returns such rows as :class:`RejectedGolden` instead.
+        limit: keep only the first ``limit`` rows of the file.
+
+    Returns:
+        ``(valid, rejected)``; ``rejected`` is always empty with ``on_invalid="error"``.
+
+    Raises:
+        InputError: (all-or-nothing; nothing is returned) unreadable file, missing id/task/graph
+            field, unparseable graph text, a duplicate id (naming the first row), and — with
+            ``on_invalid="error"`` — any §3.1 violation, naming file, row, field and workflow id.
+    """
+    if on_invalid not in ("error", "collect"):
+        raise ValueError(f"on_invalid must be 'error' or 'collect', got {on_invalid!r}")
+    if spec == "embedded":
+        ws = embedded_goldens()
+        return (ws if limit is None else ws[:limit]), []
+    uri = spec.removeprefix("worfbench:")
+    raw = read_rows(uri)
+    if limit is not None:
+        raw = raw[:limit]
+    parsed: list[tuple[Workflow, int, str, str]] = []
+    seen: dict[str, int] = {}
+    for j, r in enumerate(raw, start=1):
+        i = int(r.get("__row__", j))
+        w, nodes_field, edges_field = workflow_from_row(r, uri, i)
+        if w.workflow_id in seen:
+            raise InputError(uri, f"duplicate workflow id {w.workflow_id!r} (first at row {seen[w.workflow_id]})",
+                             row=i, field="id")
+        seen[w.workflow_id] = i
+        parsed.append((w, i, nodes_field, edges_field))
+    valid: list[Workflow] = []
+    rejected: list[RejectedGolden] = []
+    for w, i, nodes_field, edges_field in parsed:
+        try:
+            validate_workflow(w, uri, i, nodes_field, edges_field)
+        except InputError as exc:
+            if on_invalid == "error":
+                raise
+            rejected.append(RejectedGolden(w.workflow_id, uri, i, exc.field, exc.problem, w.n_nodes, w))
+            continue
+        valid.append(w)
+    return valid, rejected
+
+
+# ------------------------------------------------------------------------------------------
+# Embedded goldens: workflows written for this project (no external data).
+
+
+def _chain(n: int) -> str:
+    return " ".join(["S-1", *(f"{i}-{i + 1}" for i in range(1, n)), f"{n}-E"])
+
+
+# (name, task, steps, edges as "u-v" tokens with S = START, E = END; None = a linear chain)
+_EMBEDDED: tuple[tuple[str, str, tuple[str, ...], str | None], ...] = (
+    ("brew_pour_over_coffee", "Brew a cup of pour-over coffee.", (
+        "Boil fresh water in a kettle",
+        "Grind the coffee beans to a medium-fine texture",
+        "Rinse the paper filter with hot water",
+        "Pour water slowly over the grounds in circles",
+        "Serve the coffee in a warm mug",
+    ), "S-1 S-2 S-3 1-4 2-4 3-4 4-5 5-E"),
+    ("cook_tomato_pasta", "Cook spaghetti with a simple tomato sauce.", (
+        "Bring a large pot of salted water to a boil",
+        "Chop the garlic and the onion",
+        "Cook the spaghetti until al dente",
+        "Simmer the onion, garlic and crushed tomatoes in olive oil",
+        "Drain the pasta and toss it with the sauce",
+        "Serve the pasta topped with grated parmesan",
+    ), "S-1 S-2 1-3 2-4 3-5 4-5 5-6 6-E"),
+    ("change_flat_tire", "Change a flat tire on the roadside.", (
+        "Park the car on flat ground and turn on the hazard lights",
+        "Loosen the lug nuts on the flat tire",
+        "Raise the car with the jack",
+        "Remove the lug nuts and the flat tire",
+        "Mount the spare tire and tighten the lug nuts by hand",
+        "Lower the car and tighten the lug nuts fully",
+    ), None),
+    ("onboard_new_employee", "Onboard a new employee in their first week.", (
+        "Prepare the employment contract",
+        "Create the employee's email and system accounts",
+        "Order a laptop and configure it",
+        "Collect the signed contract and tax forms",
+        "Assign a mentor from the team",
+        "Hold the first-day welcome meeting",
+        "Review the first-week goals with the manager",
+    ), "S-1 S-2 S-3 S-5 1-4 2-6 3-6 4-6 5-6 6-7 7-E"),
+    ("plant_vegetable_bed", "Plant a raised vegetable bed in spring.", (
+        "Choose a sunny spot for the bed",
+        "Build the wooden frame of the raised bed",
+        "Fill the frame with compost and topsoil",
+        "Plan which vegetables go in each row",
+        "Sow the seeds at the depth on the packet",
+        "Water the bed gently",
+        "Cover the bed with a fleece against frost",
+        "Check the soil moisture every morning",
+    ), None),
+    ("clean_csv_data_pipeline", "Run a daily pipeline that cleans sales CSV files into a report table.", (
+        "Download the day's sales CSV files from the SFTP server",
+        "Validate the file headers against the expected schema",
+        "Load the exchange-rate table for the day",
+        "Parse the rows and drop exact duplicates",
+        "Convert every amount to euros",
+        "Flag rows with negative quantities for review",
+        "Write the clean rows to the warehouse table",
+        "Refresh the sales dashboard",
+        "Email the data-quality summary to the analysts",
+    ), "S-1 S-3 1-2 2-4 4-5 3-5 4-6 5-7 6-7 7-8 7-9 8-E 9-E"),
+    ("bake_sourdough_bread", "Bake a loaf of sourdough bread.", (
+        "Feed the sourdough starter the night before",
+        "Mix the flour and water and let them rest",
+        "Add the active starter and the salt to the dough",
+        "Stretch and fold the dough every half hour",
+        "Let the dough rise until it grows by half",
+        "Shape the dough into a tight ball",
+        "Proof the shaped loaf in the fridge overnight",
+        "Preheat the oven with the Dutch oven inside",
+        "Score the loaf and bake it covered, then uncovered",
+        "Cool the bread on a rack for an hour",
+    ), "S-1 S-2 1-3 2-3 3-4 4-5 5-6 6-7 7-9 S-8 8-9 9-10 10-E"),
+    ("respond_to_outage", "Respond to a production outage of a web service.", (
+        "Acknowledge the alert in the paging system",
+        "Open an incident channel and name an incident lead",
+        "Check the service dashboards for error rates and latency",
+        "Review the deploys and config changes of the last hour",
+        "Post a first status-page update",
+        "Roll back the suspicious deploy",
+        "Verify that the error rate returns to normal",
+        "Post the all-clear on the status page",
+        "Close the incident channel",
+        "Write the incident timeline",
+        "Schedule the blameless postmortem",
+    ), "S-1 1-2 2-3 2-4 2-5 3-6 4-6 6-7 5-8 7-8 8-9 9-10 10-11 11-E"),
+    ("release_python_library", "Release a new version of a Python library.", (
+        "Freeze the main branch for the release",
+        "Run the full test suite on every supported Python version",
+        "Run the linters and the type checker",
+        "Write the changelog entry for the new version",
+        "Bump the version number in the package metadata",
+        "Open the release pull request",
+        "Get the release pull request reviewed and merged",
+        "Tag the merge commit with the version",
+        "Build the wheel and the source distribution",
+        "Upload the distributions to the package index",
+        "Publish the release notes on the project page",
+        "Announce the release on the mailing list",
+    ), "S-1 1-2 1-3 1-4 1-5 2-6 3-6 4-6 5-6 6-7 7-8 8-9 9-10 10-11 10-12 11-E 12-E"),
+    ("submit_research_paper", "Prepare and submit a research paper to a conference.", (
+        "Choose the target conference and note the deadline",
+        "Write down the paper's main claim",
+        "Collect the related work",
+        "Design the experiments",
+        "Run the baseline experiments",
+        "Run the main experiments",
+        "Make the figures and the result tables",
+        "Draft the introduction",
+        "Draft the method section",
+        "Draft the related-work section",
+        "Draft the results and discussion sections",
+        "Write the abstract",
+        "Ask two colleagues for internal review",
+        "Revise the paper after the feedback",
+        "Format the paper with the conference template",
+        "Submit the paper through the conference system",
+    ), "S-1 S-2 2-3 2-4 4-5 4-6 5-7 6-7 2-8 3-10 4-9 7-11 9-11 8-12 10-12 11-12 12-13 13-14 1-15 14-15 15-16 16-E"),
+    ("organize_workshop", "Organize a one-day technical workshop.", (
+        "Set the workshop date and budget",
+        "Book the venue",
+        "Invite the keynote speakers",
+        "Open the call for talks",
+        "Select the talks with the program committee",
+        "Publish the program on the website",
+        "Open the registration",
+        "Order the catering for the expected number of guests",
+        "Arrange the audio and video equipment",
+        "Print the badges",
+        "Welcome the participants at the registration desk",
+        "Run the sessions on schedule",
+        "Collect the feedback survey",
+        "Pay the invoices of the venue and the caterer",
+        "Publish the slides and the recordings",
+        "Send the thank-you notes to the speakers",
+    ), "S-1 1-2 1-3 1-4 4-5 3-6 5-6 2-7 6-7 7-8 2-9 7-10 8-11 9-11 10-11 11-12 12-13 12-14 12-15 15-16 13-E 14-E 16-E"),
+    ("move_to_new_apartment", "Move from one apartment to another.", (
+        "Give notice to the current landlord",
+        "Sign the lease for the new apartment",
+        "Book a moving company for the moving day",
+        "Collect boxes and packing tape",
+        "Sort out the things to donate or throw away",
+        "Pack the books and the decorations",
+        "Pack the kitchen",
+        "Register the change of address with the post office",
+        "Transfer the electricity and internet contracts",
+        "Pack the clothes and the bedding on the last evening",
+        "Load the truck on the moving day",
+        "Unload the boxes into the new rooms",
+        "Clean the old apartment",
+        "Hand over the old keys to the landlord",
+        "Unpack the kitchen first",
+        "Assemble the bed and the furniture",
+        "Unpack the remaining boxes",
+    ), "S-1 S-2 2-3 2-8 2-9 S-4 S-5 4-6 5-6 6-7 7-10 10-11 3-11 11-12 11-13 13-14 1-14 12-15 12-16 15-17 16-17 8-E 9-E 14-E 17-E"),
+    ("train_and_deploy_model", "Train a text classifier and deploy it as an API.", (
+        "Define the labels and the success metric with the stakeholders",
+        "Export the labelled examples from the database",
+        "Split the examples into train, validation and test sets",
+        "Clean the texts and remove duplicates across the splits",
+        "Train a logistic-regression baseline",
+        "Fine-tune a small transformer model",
+        "Tune the hyperparameters on the validation set",
+        "Compare the models on the test set",
+        "Write the model card",
+        "Package the best model in a container",
+        "Write the prediction API endpoint",
+        "Add input validation and logging to the endpoint",
+        "Load-test the API",
+        "Deploy the container to the staging environment",
+        "Run the smoke tests on staging",
+        "Get sign-off from the product owner",
+        "Deploy the container to production",
+        "Set up monitoring for latency and prediction drift",
+        "Schedule the monthly retraining job",
+        "Announce the launch to the support team",
+    ), ("S-1 1-2 2-3 3-4 4-5 4-6 6-7 5-8 7-8 8-9 8-10 S-11 11-12 10-13 12-13 13-14 14-15 9-16 15-16 16-17 "
+        "17-18 17-19 17-20 18-E 19-E 20-E")),
+)
+
+
+def _edges(spec: str | None, n: int) -> tuple[Edge, ...]:
+    tokens = (spec or _chain(n)).split()
+    named = {"S": START, "E": END}
+    return tuple((named.get(u, u), named.get(v, v)) for u, v in (t.split("-") for t in tokens))
+
+
+def embedded_goldens() -> list[Workflow]:
+    """The project's own goldens: 13 everyday and engineering workflows (5–20 steps) covering the
+    size strata 5–7 (4), 8–15 (5) and 16+ (4); most are non-linear DAGs with parallel branches
+    (two are linear chains). Ids are ``embedded/<name>``; every one passes :func:`validate_workflow`."""
+    out = []
+    for name, task, steps, spec in _EMBEDDED:
+        w = Workflow(f"embedded/{name}", task, steps, _edges(spec, len(steps)), "embedded")
+        validate_workflow(w, "embedded")
+        out.append(w)
+    return out
