@@ -8,15 +8,15 @@ executor is in-process (one step at a time; no process spawn per step on 2 cores
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from assets import format_robustness, wrapper_sensitivity
+from assets import format_robustness, workflow_perturb, wrapper_sensitivity
 from pipelines.jobs import INPUT_JOBS, MODEL_JOBS
 from pipelines.schedules import WEEKLY_SCHEDULES
 from pipelines.sensors import model_registry_sensor
-from resources import (GenerationCacheResource, ModelRegistryResource, SafeDuckDBPandasIOManager, cache_path,
+from resources import (EncoderResource, GenerationCacheResource, ModelRegistryResource, SafeDuckDBPandasIOManager, cache_path,
                        registry_path, warehouse_path)
 
 
-STUDIES = [format_robustness, wrapper_sensitivity]
+STUDIES = [format_robustness, wrapper_sensitivity, workflow_perturb]
 
 
 def build_definitions() -> dg.Definitions:
@@ -31,6 +31,7 @@ def build_definitions() -> dg.Definitions:
             "model_registry": ModelRegistryResource(path=registry_path()),
             "generation_cache": GenerationCacheResource(path=cache_path()),
             "warehouse": DuckDBResource(database=warehouse_path()),
+            "encoder": EncoderResource(),
         },
         executor=dg.in_process_executor,
     )

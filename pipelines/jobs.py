@@ -12,6 +12,7 @@ import dagster as dg
 STUDY_INPUTS = {
     "format_robustness": ["source_instances", "rendered_documents"],
     "wrapper_sensitivity": ["qa_items", "wrapped_prompts"],
+    "workflow_perturb": ["goldens", "perturbations", "perturbation_scores"],
 }
 
 
@@ -36,3 +37,5 @@ format_robustness_inputs_job = INPUT_JOBS["format_robustness"]
 format_robustness_model_job = MODEL_JOBS["format_robustness"]
 wrapper_sensitivity_inputs_job = INPUT_JOBS["wrapper_sensitivity"]
 wrapper_sensitivity_model_job = MODEL_JOBS["wrapper_sensitivity"]
+workflow_perturb_inputs_job = INPUT_JOBS["workflow_perturb"]
+workflow_perturb_model_job = MODEL_JOBS["workflow_perturb"]

@@ -100,12 +100,36 @@ def print_wrapper_sensitivity(database: str) -> None:
     print(dec.to_markdown(index=False))
 
 
+def print_workflow_perturb(database: str) -> None:
+    import duckdb
+
+    con = duckdb.connect(database, read_only=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                            "WHERE table_schema = 'workflow_perturb'").fetchall()}
+        means = con.execute(
+            "SELECT type, severity, count(*) AS n, round(avg(chain_f1), 3) AS chain_f1, round(avg(graph_f1), 3) "
+            "AS graph_f1, round(avg(bleu), 3) AS bleu, round(avg(gleu), 3) AS gleu, round(avg(bertscore_f1), 3) "
+            "AS bertscore_f1, round(avg(kendall_tau), 3) AS kendall_tau "
+            "FROM workflow_perturb.perturbation_scores GROUP BY ALL ORDER BY type, severity").df()
+        sens = con.execute("SELECT * FROM workflow_perturb.sensitivity_matrix").df() \
+            if "sensitivity_matrix" in tables else None
+    finally:
+        con.close()
+    print("\nMean metric by perturbation type and severity (deterministic operators):")
+    print(means.to_markdown(index=False))
+    if sens is not None:
+        print("\nSensitivity matrix (Δ_avg = 2.5·[s̄(10%) − s̄(50%)]):")
+        print(sens.to_markdown(index=False))
+
+
 STUDY_OPS = {
     # study: (inputs op, model op, printer)
     "format_robustness": ("format_robustness__source_instances", "format_robustness__workflow_generations",
                           print_format_robustness),
     "wrapper_sensitivity": ("wrapper_sensitivity__qa_items", "wrapper_sensitivity__wrapper_generations",
                             print_wrapper_sensitivity),
+    "workflow_perturb": ("workflow_perturb__goldens", "workflow_perturb__llm_perturbations", print_workflow_perturb),
 }
 
 
@@ -119,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=None, help="format study: repeats per document (default 3)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
     ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
+    ap.add_argument("--llm-goldens", type=int, default=None,
+                    help="workflow study: goldens sent to the LLM generator (default 3)")
+    ap.add_argument("--no-models", action="store_true", help="only the inputs job (no model calls)")
     ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
     args = ap.parse_args(argv)
@@ -154,10 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     gen_cfg = {"max_tokens": args.max_tokens}
     if args.study == "format_robustness":
         gen_cfg["k"] = args.k
+    elif args.study == "workflow_perturb":
+        gen_cfg = {"n_goldens": args.llm_goldens} if args.llm_goldens else {}
     else:
         gen_cfg.update({"seeds": args.seeds, "constrained_arm": args.constrained_arm or None})
     gen_cfg = {k: v for k, v in gen_cfg.items() if v is not None}
-    for m in models:
+    for m in ([] if args.no_models else models):
         res = defs.resolve_job_def(f"{args.study}_model_job").execute_in_process(
             instance=instance, partition_key=m, raise_on_error=False,
             run_config={"ops": {model_op: {"config": gen_cfg}}})

@@ -85,3 +85,15 @@ class GenerationCacheResource(dg.ConfigurableResource):
 
     def open(self) -> GenerationCache:
         return GenerationCache(self.path)
+
+
+class EncoderResource(dg.ConfigurableResource):
+    """The sentence encoder of the workflow metrics (offline; all-mpnet-base-v2 when its split-zip
+    packages are installed, else the packaged all-MiniLM-L6-v2 — the choice is recorded per row)."""
+
+    prefer: str = Field(default="mpnet", description="'mpnet' (falls back to MiniLM) or 'minilm'.")
+
+    def load(self):
+        from metamorph.embeddings import load_encoder
+
+        return load_encoder(prefer=self.prefer)

@@ -1,0 +1,193 @@
+"""Study 3 — WorkflowPerturb (asset group ``workflow_perturb``).
+
+goldens → perturbations (deterministic operators) → perturbation_scores → analysis tables;
+per model: llm_perturbations (App. A generator) → llm_perturbation_scores, and judge_scores.
+
+Where the logic lives (one hop):
+
+* goldens, Node:/Edge: format, validation: :mod:`metamorph.workflows`
+* operators and the LLM generator: :mod:`metamorph.perturb`; rows and scoring glue: :mod:`metamorph.workflow_study`
+* metrics (Chain/Graph F1, BLEU, GLEU, BERTScore, τ, judge): :mod:`metamorph.workflow_metrics`
+* analysis (severity tables, sensitivity, strata, thresholds, firing): :mod:`metamorph.metrics.workflow_perturb`
+* the CI gate: :mod:`metamorph.gate` (``metamorph gate``)
+"""
+
+import json
+
+import dagster as dg
+import pandas as pd
+from pydantic import Field
+
+from assets._common import validated_output
+from metamorph import workflow_study as wst
+from metamorph.perturb import PERTURBATION_TYPES, SEVERITIES, GeneratorModel, generate_perturbation, provider_generate
+from metamorph.runner import run_requests
+from metamorph.schemas import workflow_perturb as S
+from metamorph.workflows import load_goldens
+from pipelines.partitions import model_partitions
+from resources.llm import EncoderResource, GenerationCacheResource, ModelRegistryResource
+
+GROUP = "workflow_perturb"
+PREFIX = [GROUP]
+POOL = "duckdb"
+PER_MODEL = {"partition_expr": "model_id"}
+
+
+def _valid_goldens(goldens: pd.DataFrame) -> dict:
+    return {r.golden_id: wst.workflow_from_record(r) for r in goldens[goldens["valid"]].itertuples()}
+
+
+class GoldensConfig(dg.Config):
+    sources: list[str] = Field(default=["embedded"], description="'embedded' (goldens the project writes) or a "
+                               "WorFBench-shaped JSONL / Parquet path or hf:// URI.")
+    limit: int | None = Field(default=None, description="Keep the first N rows of each source.")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"},
+          check_specs=[dg.AssetCheckSpec("rejected_goldens", asset=[*PREFIX, "goldens"],
+                                         description="Goldens that break §3.1 (kept, flagged).")])
+def goldens(config: GoldensConfig):
+    """Golden workflows (:func:`metamorph.workflows.load_goldens`); invalid rows are kept with a reason."""
+    rows = []
+    for spec in config.sources:
+        valid, rejected = load_goldens(spec, on_invalid="collect", limit=config.limit)
+        rows += wst.golden_rows(valid, rejected, spec)
+    df = pd.DataFrame(rows)
+    yield validated_output(S.Goldens, df, "goldens", {
+        "valid": dg.MetadataValue.int(int(df["valid"].sum())),
+        "strata": dg.MetadataValue.json(df[df["valid"]].groupby("stratum").size().to_dict())})
+    bad = df[~df["valid"]][["golden_id", "n_nodes", "rejection_reason"]]
+    yield dg.AssetCheckResult(check_name="rejected_goldens", passed=bad.empty, severity=dg.AssetCheckSeverity.WARN,
+                              metadata={"rejected": len(bad), "rows": dg.MetadataValue.md(
+                                  bad.to_markdown(index=False) if len(bad) else "_none_")})
+
+
+class PerturbConfig(dg.Config):
+    types: list[str] = Field(default=list(PERTURBATION_TYPES), description="Perturbation types (§3.1).")
+    severities: list[float] = Field(default=list(SEVERITIES), description="Severities p.")
+    seed: int = Field(default=0, description="Seed of the deterministic operators.")
+
+
+def _perturbation_frame(perts, model_id: str) -> pd.DataFrame:
+    df = pd.DataFrame([{**p.to_row(), "model_id": model_id} for p in perts])
+    for c in ("n_altered", "n_nodes"):
+        df[c] = df[c].astype("Int64")
+    return df[list(S.Perturbations.to_schema().columns)]
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
+def perturbations(config: PerturbConfig, goldens: pd.DataFrame) -> dg.Output:
+    """Every valid golden × type × severity by the deterministic operators
+    (:func:`metamorph.workflow_study.deterministic_perturbations`)."""
+    perts = wst.deterministic_perturbations(list(_valid_goldens(goldens).values()), config.types, config.severities,
+                                            config.seed)
+    df = _perturbation_frame(perts, "deterministic")
+    return validated_output(S.Perturbations, df, "perturbations",
+                            {"by_type": dg.MetadataValue.json(df.groupby("type").size().to_dict())})
+
+
+def _score_frame(scores: pd.DataFrame, variants: pd.DataFrame, goldens: pd.DataFrame) -> pd.DataFrame:
+    meta = variants[["variant_id", "model_id", "type", "p", "operator", "status", "target_score", "golden_id"]]
+    g = goldens[["golden_id", "n_nodes", "stratum"]]
+    df = scores.merge(meta, on=["variant_id", "golden_id"]).merge(g, on="golden_id").rename(columns={"p": "severity"})
+    df["n_aligned"] = df["n_aligned"].astype("Int64")
+    return df[list(S.PerturbationScores.to_schema().columns)]
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
+def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturbations: pd.DataFrame) -> dg.Output:
+    """Chain F1, Graph F1, BLEU, GLEU, BERTScore and Kendall τ of each deterministic variant
+    (:func:`metamorph.workflow_study.score_perturbations`)."""
+    enc = encoder.load()
+    scores = wst.score_perturbations(_valid_goldens(goldens), perturbations, enc)
+    df = _score_frame(scores, perturbations, goldens)
+    means = df.groupby(["type", "severity"])[list(wst.METRIC_COLUMNS)].mean().round(3).reset_index()
+    return validated_output(S.PerturbationScores, df, "perturbation_scores", {
+        "encoder": dg.MetadataValue.text(str(df["encoder"].iloc[0]) if len(df) else "-"),
+        "means_by_type_severity": dg.MetadataValue.md(means.to_markdown(index=False))})
+
+
+class LLMPerturbConfig(dg.Config):
+    n_goldens: int = Field(default=3, ge=1, description="First N valid goldens sent to the LLM generator.")
+    types: list[str] = Field(default=list(PERTURBATION_TYPES), description="Perturbation types.")
+    severities: list[float] = Field(default=[0.3], description="Severities p.")
+    max_attempts: int = Field(default=2, ge=1, description="Attempts per model (refinement loop, App. A.6).")
+    escalation: list[str] = Field(default=[], description="Registry ids of stronger models to escalate to, in order.")
+    max_tokens: int = Field(default=320, ge=16, description="Completion limit of a generator call.")
+    hybrid: bool = Field(default=True, description="Per-node hybrid fallback for description changes (A.10).")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb", "llm"})
+def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfig,
+                      model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
+                      goldens: pd.DataFrame) -> dg.Output:
+    """Variants written by the partition's model through the App. A generator
+    (:func:`metamorph.perturb.generate_perturbation`); failing rows are kept and flagged."""
+    cache = generation_cache.open()
+    models = []
+    for mid in [context.partition_key, *config.escalation]:
+        spec = model_registry.get(mid)
+        params = {"temperature": 0.0, "max_tokens": config.max_tokens, "seed": 0,
+                  **{k: v for k, v in spec.params.items() if k != "response_format"}}
+        params = {k: v for k, v in params.items() if v is not None}
+        models.append(GeneratorModel(mid, provider_generate(model_registry.provider(spec), spec.model, cache=cache,
+                                                            params=params, base_url=spec.base_url)))
+    chosen = list(_valid_goldens(goldens).values())[: config.n_goldens]
+    perts = []
+    for w in chosen:
+        for t in config.types:
+            for p in config.severities:
+                perts.append(generate_perturbation(w, t, p, models, max_attempts=config.max_attempts,
+                                                   hybrid=config.hybrid))
+                context.log.info(f"{w.workflow_id} {t}@{p}: {perts[-1].status} after {perts[-1].attempts} attempts")
+    df = _perturbation_frame(perts, context.partition_key)
+    return validated_output(S.Perturbations, df, "llm_perturbations", {
+        "status": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
+        "attempts_mean": dg.MetadataValue.float(float(df["attempts"].mean()))})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb", "python"})
+def llm_perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame,
+                            llm_perturbations: pd.DataFrame) -> dg.Output:
+    """Non-judge metrics of every LLM variant that parsed (valid or flagged invalid; the status
+    travels with the row): :func:`metamorph.workflow_study.score_perturbations`."""
+    scores = wst.score_perturbations(_valid_goldens(goldens), llm_perturbations, encoder.load())
+    df = _score_frame(scores, llm_perturbations, goldens)
+    return validated_output(S.PerturbationScores, df, "llm_perturbation_scores", {
+        "unscored_no_workflow": dg.MetadataValue.int(int(llm_perturbations["nodes_json"].isna().sum()))})
+
+
+class JudgeConfig(dg.Config):
+    n_variants: int = Field(default=9, ge=1, description="First N deterministic variants to judge (3 calls each).")
+    max_tokens: int = Field(default=160, ge=8, description="Completion limit of a judge reply.")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb", "llm"})
+def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_registry: ModelRegistryResource,
+                 generation_cache: GenerationCacheResource, goldens: pd.DataFrame,
+                 perturbations: pd.DataFrame) -> dg.Output:
+    """LLM-as-judge (App. B.6 rubric, 0–5, three calls averaged, normalised to [0,1]; invalid or
+    truncated replies excluded and counted): :func:`metamorph.workflow_study.judge_row`."""
+    spec = model_registry.get(context.partition_key)
+    provider = model_registry.provider(spec)
+    gold = _valid_goldens(goldens)
+    chosen = perturbations.head(config.n_variants)
+    params = {"temperature": 0.0, "max_tokens": config.max_tokens, "seed": 0}
+    per_variant = [wst.judge_requests(gold[r.golden_id], wst.workflow_from_record(r, "variant_id"), spec.provider,
+                                      spec.model, params, spec.base_url) for r in chosen.itertuples()]
+    outcomes, stats = run_requests([q for qs in per_variant for q in qs], provider, generation_cache.open(),
+                                   log=context.log.info, warn=context.log.warning)
+    rows, i = [], 0
+    for r, qs in zip(chosen.itertuples(), per_variant):
+        outs = outcomes[i: i + len(qs)]
+        i += len(qs)
+        rows.append({"model_id": context.partition_key, "variant_id": r.variant_id, "golden_id": r.golden_id,
+                     "type": r.type, "severity": r.p, **wst.judge_row([o.result for o in outs]),
+                     "generation_keys": json.dumps([o.key for o in outs])})
+    df = pd.DataFrame(rows)
+    return validated_output(S.JudgeScores, df, "judge_scores", {
+        "model_calls": dg.MetadataValue.int(stats.calls),
+        "invalid_replies": dg.MetadataValue.int(int(df["judge_invalid"].sum()))})
