@@ -121,3 +121,41 @@ def mean_with_ci(df: pd.DataFrame) -> dg.MetadataValue:
     ax.set_title("Mean FSI / PSI per model (95% bootstrap CI over tasks)")
     ax.legend(fontsize=7)
     return figure_md(fig)
+
+
+def metric_vs_severity(table: pd.DataFrame) -> dg.MetadataValue:
+    """One panel per perturbation type: each metric's mean against severity (deterministic rows)."""
+    d = table[table["operator"] == "deterministic"] if "operator" in table else table
+    d = d.dropna(subset=["mean"])
+    if d.empty:
+        return dg.MetadataValue.md("_no rows to plot_")
+    types = sorted(d["type"].unique())
+    fig, axes = plt.subplots(1, len(types), figsize=(4 * len(types), 3.2), sharey=True, squeeze=False)
+    for ax, t in zip(axes[0], types):
+        for metric, g in d[d["type"] == t].groupby("metric"):
+            g = g.sort_values("severity")
+            ax.plot(g["severity"] * 100, g["mean"], marker="o", label=metric)
+        ax.set_title(t)
+        ax.set_xlabel("severity (%)")
+    axes[0][0].set_ylabel("mean score")
+    axes[0][-1].legend(fontsize=7, loc="lower left")
+    return figure_md(fig)
+
+
+def sensitivity_heatmap(matrix: pd.DataFrame) -> dg.MetadataValue:
+    """Δ_avg heatmap: metrics × perturbation types (deterministic rows)."""
+    d = matrix[matrix["operator"] == "deterministic"] if "operator" in matrix else matrix
+    d = d.dropna(subset=["delta_avg"])
+    if d.empty:
+        return dg.MetadataValue.md("_no rows to plot_")
+    mat = d.pivot_table(index="metric", columns="type", values="delta_avg")
+    fig, ax = plt.subplots(figsize=(1.8 + 1.3 * mat.shape[1], 0.8 + 0.4 * mat.shape[0]))
+    im = ax.imshow(mat.values, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(mat.shape[1]), mat.columns)
+    ax.set_yticks(range(mat.shape[0]), mat.index)
+    for (i, j), v in np.ndenumerate(mat.values):
+        if not np.isnan(v):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white")
+    fig.colorbar(im, ax=ax, label="Δ_avg")
+    ax.set_title("Sensitivity Δ_avg = 2.5·[s̄(10%) − s̄(50%)]")
+    return figure_md(fig)

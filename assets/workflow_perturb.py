@@ -18,10 +18,14 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from assets import plots
 from assets._common import validated_output
+from metamorph import gate
 from metamorph import workflow_study as wst
+from metamorph.metrics import workflow_perturb as wp
 from metamorph.perturb import PERTURBATION_TYPES, SEVERITIES, GeneratorModel, generate_perturbation, provider_generate
 from metamorph.runner import run_requests
+from metamorph.schemas import workflow_metrics as WM
 from metamorph.schemas import workflow_perturb as S
 from metamorph.workflows import load_goldens
 from pipelines.partitions import model_partitions
@@ -191,3 +195,68 @@ def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_r
     return validated_output(S.JudgeScores, df, "judge_scores", {
         "model_calls": dg.MetadataValue.int(stats.calls),
         "invalid_replies": dg.MetadataValue.int(int(df["judge_invalid"].sum()))})
+
+
+# ------------------------------------------------------------------------------------------
+# Analysis of the deterministic variants (§5–6, App. C)
+
+
+def _analysis_input(perturbation_scores: pd.DataFrame) -> pd.DataFrame:
+    # the judge is a per-model partition; the calibrated analysis runs on the non-judge metrics
+    return perturbation_scores.assign(judge=float("nan"))
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def severity_table(perturbation_scores: pd.DataFrame) -> dg.Output:
+    """Mean ± sd and n of every metric per type × severity (Tables 2–4):
+    :func:`metamorph.metrics.workflow_perturb.severity_table`."""
+    df = wp.severity_table(_analysis_input(perturbation_scores))
+    return validated_output(WM.SeverityTable, df, "severity_table", {"plot": plots.metric_vs_severity(df)})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def sensitivity_matrix(perturbation_scores: pd.DataFrame) -> dg.Output:
+    """Δ_avg = 2.5·[s̄(10%) − s̄(50%)], Δ¹, Δ² per metric × type (Table 5):
+    :func:`metamorph.metrics.workflow_perturb.sensitivity_matrix`."""
+    df = wp.sensitivity_matrix(_analysis_input(perturbation_scores))
+    return validated_output(WM.SensitivityMatrix, df, "sensitivity_matrix",
+                            {"plot": plots.sensitivity_heatmap(df)})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def strata_table(perturbation_scores: pd.DataFrame) -> dg.Output:
+    """Means by golden size stratum 5–7, 8–15, 16+ (Table 7): :func:`metamorph.metrics.workflow_perturb.strata_table`."""
+    return validated_output(WM.StrataTable, wp.strata_table(_analysis_input(perturbation_scores)), "strata_table")
+
+
+class RecalibrationConfig(dg.Config):
+    percentile: float = Field(default=10.0, ge=0, le=50, description="q: lower percentile of the mild (10%) scores.")
+    rule: str = Field(default="midpoint", description="'midpoint' between mild Q(q) and moderate Q(100−q), or 'mild'.")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def threshold_recalibration(config: RecalibrationConfig, perturbation_scores: pd.DataFrame) -> dg.Output:
+    """Thresholds recalibrated on these goldens between the mild and moderate severity
+    distributions: :func:`metamorph.metrics.workflow_perturb.recalibrate`. The metadata holds the
+    thresholds file for ``metamorph gate --thresholds``."""
+    df = wp.recalibrate(_analysis_input(perturbation_scores), percentile=config.percentile, rule=config.rule)
+    return validated_output(WM.Recalibration, df, "threshold_recalibration", {
+        "thresholds_json": dg.MetadataValue.json(wp.recalibrated_thresholds(df))})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd.DataFrame) -> dg.Output:
+    """Instance-level firing rate of each failure-mode bundle by type × severity (Table 8), with the
+    Table 1 defaults and the recalibrated thresholds, in 'any' and 'joint' modes:
+    :func:`metamorph.metrics.workflow_perturb.firing_matrix`."""
+    scores = _analysis_input(perturbation_scores)
+    recal = gate.thresholds_from_dict(wp.recalibrated_thresholds(threshold_recalibration))
+    parts = []
+    for label, thresholds in (("table1_default", None), ("recalibrated", recal)):
+        for mode in ("any", "joint"):
+            parts.append(wp.firing_matrix(scores, thresholds, mode).assign(thresholds=label))
+    df = pd.concat(parts, ignore_index=True)
+    diag = df[df["on_target"] & (df["mode"] == "any")].pivot_table(
+        index=["thresholds", "failure_mode"], columns="severity", values="firing_pct").round(1).reset_index()
+    return validated_output(S.FiringMatrixTable, df, "firing_matrix",
+                            {"on_target_firing_pct": dg.MetadataValue.md(diag.to_markdown(index=False))})

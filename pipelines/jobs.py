@@ -12,7 +12,8 @@ import dagster as dg
 STUDY_INPUTS = {
     "format_robustness": ["source_instances", "rendered_documents"],
     "wrapper_sensitivity": ["qa_items", "wrapped_prompts"],
-    "workflow_perturb": ["goldens", "perturbations", "perturbation_scores"],
+    "workflow_perturb": ["goldens", "perturbations", "perturbation_scores", "severity_table", "sensitivity_matrix",
+                         "strata_table", "threshold_recalibration", "firing_matrix"],
 }
 
 

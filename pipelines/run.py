@@ -112,7 +112,10 @@ def print_workflow_perturb(database: str) -> None:
             "AS graph_f1, round(avg(bleu), 3) AS bleu, round(avg(gleu), 3) AS gleu, round(avg(bertscore_f1), 3) "
             "AS bertscore_f1, round(avg(kendall_tau), 3) AS kendall_tau "
             "FROM workflow_perturb.perturbation_scores GROUP BY ALL ORDER BY type, severity").df()
-        sens = con.execute("SELECT * FROM workflow_perturb.sensitivity_matrix").df() \
+        sens = con.execute("SELECT metric, type, round(mean_10, 3) AS s10, round(mean_30, 3) AS s30, "
+                           "round(mean_50, 3) AS s50, round(delta_avg, 3) AS delta_avg, round(delta_1, 3) AS delta_1, "
+                           "round(delta_2, 3) AS delta_2, n_10 FROM workflow_perturb.sensitivity_matrix "
+                           "WHERE operator = 'deterministic' AND n_10 > 0 ORDER BY type, metric").df() \
             if "sensitivity_matrix" in tables else None
     finally:
         con.close()

@@ -19,9 +19,13 @@ EXPECTED_ASSETS = {
     "qa_items", "wrapped_prompts", "wrapper_generations", "scored_answers", "token_balance", "wrapper_cells",
     "fsi_psi", "mean_fsi_psi", "acc_parse_correlation", "fixed_effects", "item_level_model", "fsi_decomposition",
     "wrapper_wins", "matched_fsi", "constrained_falsifier",
+    # workflow_perturb
+    "goldens", "perturbations", "perturbation_scores", "llm_perturbations", "llm_perturbation_scores",
+    "judge_scores", "severity_table", "sensitivity_matrix", "strata_table", "threshold_recalibration",
+    "firing_matrix",
 }
 PER_MODEL = {"workflow_generations", "extracted_decisions", "evidence_categories", "wrapper_generations",
-             "scored_answers", "token_balance"}
+             "scored_answers", "token_balance", "llm_perturbations", "llm_perturbation_scores", "judge_scores"}
 
 
 def test_definitions_validate_loadable():
@@ -33,7 +37,7 @@ def test_asset_graph_keys_and_groups():
     keys = {k.path[-1] for k in graph.get_all_asset_keys()}
     assert keys == EXPECTED_ASSETS
     for key in graph.get_all_asset_keys():
-        assert key.path[0] in ("format_robustness", "wrapper_sensitivity")
+        assert key.path[0] in ("format_robustness", "wrapper_sensitivity", "workflow_perturb")
         assert graph.get(key).group_name == key.path[0]
 
 
@@ -108,6 +112,7 @@ def test_weekly_schedule_fans_out_over_partitions():
 
 
 @pytest.mark.parametrize("job", ["format_robustness_inputs_job", "format_robustness_model_job",
-                                 "wrapper_sensitivity_inputs_job", "wrapper_sensitivity_model_job"])
+                                 "wrapper_sensitivity_inputs_job", "wrapper_sensitivity_model_job",
+                                 "workflow_perturb_inputs_job", "workflow_perturb_model_job"])
 def test_jobs_resolve(job):
     assert defs.resolve_job_def(job).name == job

@@ -96,3 +96,19 @@ class JudgeScores(_Strict):
     judge_invalid: Series[int] = pa.Field(ge=0, description="Invalid or truncated replies (excluded, never 0).")
     judge_reasons: Series[str] = pa.Field(description="Parse reason of each reply (JSON list).")
     generation_keys: Series[str] = pa.Field(description="Cache keys of the three calls (JSON list).")
+
+
+def _firing_table():
+    from metamorph.schemas.workflow_metrics import FiringMatrix
+
+    class FiringMatrixTable(FiringMatrix):
+        """``firing_matrix``: :class:`FiringMatrix` rows for each threshold set (Table 1 defaults and
+        the recalibrated ones)."""
+
+        thresholds: Series[str] = pa.Field(isin=["table1_default", "recalibrated"],
+                                           description="Which thresholds the bundles used.")
+
+    return FiringMatrixTable
+
+
+FiringMatrixTable = _firing_table()
