@@ -77,6 +77,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from metamorph.jsonscan import object_spans
 from metamorph.errors import ConfigError
 
 __all__ = [
@@ -581,41 +582,6 @@ def _loads_lenient(s: str) -> tuple[Any, list[str]] | None:
     return None
 
 
-def _object_spans(s: str) -> list[str]:
-    """Top-level ``{...}`` substrings of ``s`` (string-aware); an unclosed one runs to the end."""
-    spans = []
-    i, n = 0, len(s)
-    while i < n:
-        if s[i] != "{":
-            i += 1
-            continue
-        depth, j, quote, esc, prev = 0, i, None, False, "{"
-        while j < n:
-            c = s[j]
-            if quote:
-                if esc:
-                    esc = False
-                elif c == "\\":
-                    esc = True
-                elif c == quote:
-                    quote = None
-                    prev = c
-            elif c == '"' or (c == "'" and prev in "{[,:"):
-                quote = c
-            elif c in "{[":
-                depth += 1
-            elif c in "}]":
-                depth -= 1
-                if depth == 0:
-                    break
-            if not quote and not c.isspace():
-                prev = c
-            j += 1
-        spans.append(s[i:j + 1])
-        i = j + 1
-    return spans
-
-
 def _lower_keys(d: dict) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
@@ -655,13 +621,13 @@ def _json_candidates(text: str) -> list[tuple[dict, list[str]]]:
     found: list[tuple[dict, list[str]]] = []
     for m in _FENCE_RE.finditer(text):
         body = m.group("body")
-        for span in _object_spans(body) or ([body.strip()] if body.strip()[:1] == "[" else []):
+        for span in object_spans(body) or ([body.strip()] if body.strip()[:1] == "[" else []):
             got = _loads_lenient(span)
             if got is not None:
                 found += [(d, ["json_in_code_fence", *steps, *got[1]]) for d, steps in _records(got[0])]
     if found:
         return found
-    for span in _object_spans(text):
+    for span in object_spans(text):
         got = _loads_lenient(span)
         if got is not None:
             found += [(d, ["json_in_prose", *steps, *got[1]]) for d, steps in _records(got[0])]
@@ -838,7 +804,7 @@ def extract_decision(text: str | None, answer_space: Sequence[str],
     # JSON objects with evidence but no decision key: the decision is searched in the prose
     # *outside* them (so evidence wording is never read as a decision); their evidence is kept.
     outside = text
-    for span in _object_spans(text):
+    for span in object_spans(text):
         outside = outside.replace(span, " ")
     got = _from_prose(outside, space)
     if got.decision is None:

@@ -136,6 +136,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
+from metamorph.jsonscan import object_spans
 from metamorph.errors import ConfigError
 
 __all__ = [
@@ -446,40 +447,6 @@ def _loads(s: str) -> tuple[bool, Any]:
         return False, None
 
 
-def _object_spans(s: str) -> list[str]:
-    """Top-level ``{...}`` substrings (string-aware); an unclosed one runs to the end."""
-    spans = []
-    i, n = 0, len(s)
-    while i < n:
-        if s[i] != "{":
-            i += 1
-            continue
-        depth, j, quote, esc, prev = 0, i, None, False, "{"
-        while j < n:
-            c = s[j]
-            if quote:
-                if esc:
-                    esc = False
-                elif c == "\\":
-                    esc = True
-                elif c == quote:
-                    quote = None
-            elif c == '"' or (c == "'" and prev in "{[,:"):
-                quote = c
-            elif c in "{[":
-                depth += 1
-            elif c in "}]":
-                depth -= 1
-                if depth == 0:
-                    break
-            if not quote and not c.isspace():
-                prev = c
-            j += 1
-        spans.append(s[i:j + 1])
-        i = j + 1
-    return spans
-
-
 def _answer_key(d: Any, exact: bool) -> tuple[bool, Any, bool]:
     """``(found, value, key_exact)`` for the ``answer`` key of a dict."""
     if not isinstance(d, dict):
@@ -513,7 +480,7 @@ def _json_slots(text: str, strict: bool) -> tuple[list[Any], str | None, str]:
                           ("json_in_prose", [text])):
         values = []
         for body in bodies:
-            for span in _object_spans(body):
+            for span in object_spans(body):
                 ok, obj = _loads(span)
                 failed = failed or not ok
                 found, v, _ = _answer_key(obj, exact=False)
@@ -527,7 +494,7 @@ def _json_slots(text: str, strict: bool) -> tuple[list[Any], str | None, str]:
 def _literal_json_values(text: str) -> list[Any]:
     """``answer`` values of Python-literal objects (single quotes, True/False/None)."""
     values = []
-    for span in _object_spans(text):
+    for span in object_spans(text):
         if len(span) > 100_000:
             continue
         try:

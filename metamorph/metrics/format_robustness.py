@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from metamorph import stats
+from metamorph.metrics._order import canonical_key, ordered, sort_frame
 from metamorph.sql import run_sql
 from metamorph.schemas.format_metrics import (
     AccuracyByFormat,
@@ -124,19 +125,15 @@ def _as_categories(value: object, row: int) -> tuple[str, ...]:
 
 
 def _format_key(fmt: str) -> tuple[int, str]:
-    return (FORMAT_ORDER.index(fmt) if fmt in FORMAT_ORDER else len(FORMAT_ORDER), str(fmt))
+    return canonical_key(fmt, FORMAT_ORDER)
 
 
-def _ordered_formats(formats: Iterable[str]) -> list[str]:
-    return sorted(set(formats), key=_format_key)
+def _ordered_formats(values: Iterable[str]) -> list[str]:
+    return ordered(values, FORMAT_ORDER)
 
 
 def _sort(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    if "format" in by:
-        df = df.assign(_fk=df["format"].map(lambda f: _format_key(f)[0]))
-        by = [("_fk" if c == "format" else c) for c in by] + ["format"]
-        return df.sort_values(list(by), kind="mergesort").drop(columns="_fk").reset_index(drop=True)
-    return df.sort_values(list(by), kind="mergesort").reset_index(drop=True)
+    return sort_frame(df, by, "format", FORMAT_ORDER)
 
 
 def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:

@@ -46,6 +46,7 @@ import pandas as pd
 import statsmodels.api as sm
 
 from metamorph import stats
+from metamorph.metrics._order import canonical_key, ordered, sort_frame
 from metamorph.schemas.wrapper_metrics import (
     WrapperCells,
     WrapperCorrelation,
@@ -113,19 +114,15 @@ def _require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> Non
 
 
 def _wrapper_key(w: str) -> tuple[int, str]:
-    return (WRAPPER_ORDER.index(w) if w in WRAPPER_ORDER else len(WRAPPER_ORDER), str(w))
+    return canonical_key(w, WRAPPER_ORDER)
 
 
-def _ordered_wrappers(wrappers: Iterable[str]) -> list[str]:
-    return sorted(set(wrappers), key=_wrapper_key)
+def _ordered_wrappers(values: Iterable[str]) -> list[str]:
+    return ordered(values, WRAPPER_ORDER)
 
 
 def _sort(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    if "wrapper" in by:
-        df = df.assign(_wk=df["wrapper"].map(lambda w: _wrapper_key(w)[0]))
-        by = [("_wk" if c == "wrapper" else c) for c in by] + ["wrapper"]
-        return df.sort_values(list(by), kind="mergesort").drop(columns="_wk").reset_index(drop=True)
-    return df.sort_values(list(by), kind="mergesort").reset_index(drop=True)
+    return sort_frame(df, by, "wrapper", WRAPPER_ORDER)
 
 
 def _as_bool(series: pd.Series, col: str) -> pd.Series:

@@ -25,8 +25,8 @@ from typing import Any
 import anthropic
 
 from metamorph.errors import ConfigError
-from metamorph.providers.base import Document, GenerationRequest, GenerationResult, ProviderError
-from metamorph.providers.retry import classify_status, parse_retry_after
+from metamorph.providers.sdk_errors import sdk_errors
+from metamorph.providers.base import Document, GenerationRequest, GenerationResult
 
 __all__ = ["AnthropicProvider", "TEXT_MEDIA_TYPES", "FILES_API_BETA", "SAMPLING_PARAMS_REMOVED_IN"]
 
@@ -52,23 +52,6 @@ try:  # the SDK's default API version (private constant; only used to decide abo
     from anthropic._constants import ANTHROPIC_API_VERSION as _SDK_API_VERSION
 except Exception:  # pragma: no cover - other SDK layouts
     _SDK_API_VERSION = None
-
-
-def _redact(text: str, secret: str | None) -> str:
-    if secret:
-        text = text.replace(secret, "[REDACTED]")
-    return text
-
-
-def _body_text(err: Any) -> str | None:
-    response = getattr(err, "response", None)
-    try:
-        text = response.text if response is not None else None
-    except Exception:
-        text = None
-    if not text and getattr(err, "body", None) is not None:
-        text = str(err.body)
-    return text
 
 
 def is_text_media_type(media_type: str) -> bool:
@@ -243,23 +226,9 @@ class AnthropicProvider:
         return {"type": "file", "file_id": file_id}
 
     def _call(self, method: Any, **kwargs: Any) -> Any:
-        try:
+        with sdk_errors(anthropic, anthropic.AnthropicError, "Anthropic", self._api_key, self.timeout_s):
             return method(**kwargs)
-        except anthropic.APIStatusError as err:
-            status = err.status_code
-            body = _body_text(err)
-            message = _redact(f"Anthropic HTTP {status}: {err.message}", self._api_key)
-            raise ProviderError(message, status=status, retryable=classify_status(status, body),
-                                retry_after=parse_retry_after(err.response.headers)) from None
-        except anthropic.APITimeoutError:
-            raise ProviderError(f"Anthropic request timed out after {self.timeout_s:g} s", status=None,
-                                retryable=True) from None
-        except anthropic.APIConnectionError as err:
-            raise ProviderError(_redact(f"Anthropic connection error: {err.message}", self._api_key), status=None,
-                                retryable=True) from None
-        except anthropic.AnthropicError as err:
-            raise ProviderError(_redact(f"Anthropic error {type(err).__name__}: {err}", self._api_key),
-                                retryable=False) from None
+
 
 
 def _check_media_type(doc: Document) -> None:

@@ -26,8 +26,9 @@ from typing import Any
 import openai
 
 from metamorph.errors import ConfigError
+from metamorph.providers.sdk_errors import sdk_errors
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
-from metamorph.providers.retry import classify_status, parse_retry_after
+from metamorph.providers.retry import classify_status
 
 __all__ = ["OpenAIProvider", "RESPONSES_DROPPED_PARAMS", "LLAMA_CPP_ONLY_PARAMS"]
 
@@ -52,23 +53,6 @@ def _normalise_finish(reason: str | None) -> str | None:
     if reason is None:
         return None
     return _FINISH_REASONS.get(reason, reason)
-
-
-def _redact(text: str, secret: str | None) -> str:
-    if secret:
-        text = text.replace(secret, "[REDACTED]")
-    return text
-
-
-def _body_text(err: Any) -> str | None:
-    response = getattr(err, "response", None)
-    try:
-        text = response.text if response is not None else None
-    except Exception:  # body not read / not decodable
-        text = None
-    if not text and getattr(err, "body", None) is not None:
-        text = str(err.body)
-    return text
 
 
 class OpenAIProvider:
@@ -232,23 +216,8 @@ class OpenAIProvider:
             return file_id
 
     def _call(self, method: Any, **kwargs: Any) -> Any:
-        try:
+        with sdk_errors(openai, openai.OpenAIError, "OpenAI", self._api_key, self.timeout_s):
             return method(**kwargs)
-        except openai.APIStatusError as err:
-            status = err.status_code
-            body = _body_text(err)
-            message = _redact(f"OpenAI HTTP {status}: {err.message}", self._api_key)
-            raise ProviderError(message, status=status, retryable=classify_status(status, body),
-                                retry_after=parse_retry_after(err.response.headers)) from None
-        except openai.APITimeoutError:
-            raise ProviderError(f"OpenAI request timed out after {self.timeout_s:g} s", status=None,
-                                retryable=True) from None
-        except openai.APIConnectionError as err:
-            raise ProviderError(_redact(f"OpenAI connection error: {err.message}", self._api_key), status=None,
-                                retryable=True) from None
-        except openai.OpenAIError as err:  # e.g. response validation: not worth retrying
-            raise ProviderError(_redact(f"OpenAI error {type(err).__name__}: {err}", self._api_key),
-                                retryable=False) from None
 
     @staticmethod
     def _chat_result(response: Any, latency: float) -> GenerationResult:

@@ -1,0 +1,61 @@
+"""Translating the official SDKs' exceptions into :class:`ProviderError` (one place for both SDKs).
+
+The openai and anthropic SDKs share one exception layout (``APIStatusError`` with
+``status_code``/``response``, ``APITimeoutError``, ``APIConnectionError`` and a base error). The
+retry classification is :func:`metamorph.providers.retry.classify_status`; the API key is
+redacted from every message and the SDK exception is not chained (its body may echo the key).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any, Iterator
+
+from metamorph.providers.base import ProviderError
+from metamorph.providers.retry import classify_status, parse_retry_after
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` replaced by ``[REDACTED]``."""
+    if secret:
+        text = text.replace(secret, "[REDACTED]")
+    return text
+
+
+def body_text(err: Any) -> str | None:
+    """The HTTP body of an SDK status error as text (None when unavailable)."""
+    response = getattr(err, "response", None)
+    try:
+        text = response.text if response is not None else None
+    except Exception:  # body not read / not decodable
+        text = None
+    if not text and getattr(err, "body", None) is not None:
+        text = str(err.body)
+    return text
+
+
+@contextmanager
+def sdk_errors(sdk: ModuleType, base_error: type[Exception], label: str, api_key: str | None,
+               timeout_s: float) -> Iterator[None]:
+    """Run an SDK call; raise :class:`ProviderError` (status, retryable, retry_after) on failure.
+
+    ``sdk`` is the ``openai`` or ``anthropic`` module, ``base_error`` its root exception
+    (``openai.OpenAIError`` / ``anthropic.AnthropicError``), ``label`` the provider name used in
+    messages. Status errors are retryable per :func:`classify_status`; timeouts and connection
+    errors are retryable; anything else the SDK raises is not.
+    """
+    try:
+        yield
+    except sdk.APIStatusError as err:
+        status = err.status_code
+        raise ProviderError(redact(f"{label} HTTP {status}: {err.message}", api_key), status=status,
+                            retryable=classify_status(status, body_text(err)),
+                            retry_after=parse_retry_after(err.response.headers)) from None
+    except sdk.APITimeoutError:
+        raise ProviderError(f"{label} request timed out after {timeout_s:g} s", status=None, retryable=True) from None
+    except sdk.APIConnectionError as err:
+        raise ProviderError(redact(f"{label} connection error: {err.message}", api_key), status=None,
+                            retryable=True) from None
+    except base_error as err:  # e.g. response validation: not worth retrying
+        raise ProviderError(redact(f"{label} error {type(err).__name__}: {err}", api_key), retryable=False) from None
