@@ -274,10 +274,14 @@ def spearman(x: Sequence[float], y: Sequence[float], min_points: int = 3) -> Cor
     Pairs with a missing value are left out (``n`` counts the pairs used). Fewer than
     ``min_points`` pairs, or a constant ``x`` or ``y``, return ``None`` with a reason.
     """
+    return _correlation(_sst.spearmanr, "spearman", x, y, min_points)
+
+
+def _correlation(fn, name: str, x: Sequence[float], y: Sequence[float], min_points: int) -> CorrelationResult:
     xa = np.asarray([math.nan if v is None else v for v in x], dtype=float)
     ya = np.asarray([math.nan if v is None else v for v in y], dtype=float)
     if xa.shape != ya.shape:
-        raise ValueError("spearman: x and y must have the same length")
+        raise ValueError(f"{name}: x and y must have the same length")
     ok = ~(np.isnan(xa) | np.isnan(ya))
     xa, ya = xa[ok], ya[ok]
     n = int(xa.size)
@@ -285,8 +289,9 @@ def spearman(x: Sequence[float], y: Sequence[float], min_points: int = 3) -> Cor
         return CorrelationResult(None, None, n, f"fewer than {min_points} points (n={n})")
     if np.all(xa == xa[0]) or np.all(ya == ya[0]):
         return CorrelationResult(None, None, n, "constant input: correlation undefined")
-    res = _sst.spearmanr(xa, ya)
-    return CorrelationResult(float(res.statistic), float(res.pvalue), n, None)
+    res = fn(xa, ya)
+    r = float(min(max(float(res.statistic), -1.0), 1.0))  # float rounding can leave |r| a hair above 1
+    return CorrelationResult(r, float(res.pvalue), n, None)
 
 
 def pearson(x: Sequence[float], y: Sequence[float], min_points: int = 3) -> CorrelationResult:
@@ -297,20 +302,7 @@ def pearson(x: Sequence[float], y: Sequence[float], min_points: int = 3) -> Corr
     return ``None`` with a reason. The coefficient is in the ``rho`` field of
     :class:`CorrelationResult`.
     """
-    xa = np.asarray([math.nan if v is None else v for v in x], dtype=float)
-    ya = np.asarray([math.nan if v is None else v for v in y], dtype=float)
-    if xa.shape != ya.shape:
-        raise ValueError("pearson: x and y must have the same length")
-    ok = ~(np.isnan(xa) | np.isnan(ya))
-    xa, ya = xa[ok], ya[ok]
-    n = int(xa.size)
-    if n < min_points:
-        return CorrelationResult(None, None, n, f"fewer than {min_points} points (n={n})")
-    if np.all(xa == xa[0]) or np.all(ya == ya[0]):
-        return CorrelationResult(None, None, n, "constant input: correlation undefined")
-    res = _sst.pearsonr(xa, ya)
-    r = float(min(max(float(res.statistic), -1.0), 1.0))
-    return CorrelationResult(r, float(res.pvalue), n, None)
+    return _correlation(_sst.pearsonr, "pearson", x, y, min_points)
 
 
 # --------------------------------------------------------------------------- set / distribution
