@@ -556,7 +556,7 @@ def bertscore_f1(gold_steps: Sequence[str], pred_steps: Sequence[str], scorer) -
         return 0.0, "empty_candidate"
     pairs = _truncated_pairs(gold_steps, pred_steps)
     _, _, f = scorer.score([p for _, p in pairs], [g for g, _ in pairs])
-    return float(f.mean().item()), None
+    return min(float(f.mean().item()), 1.0), None  # float32 rounding can exceed 1 by ~1e-7
 
 
 def _scorer_record(encoder: Any, scorer_spec: tuple[str, int] | None) -> dict[str, Any]:
@@ -617,7 +617,8 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
     if bs_pairs:
         scorer = get_bert_scorer(*scorer_spec)
         _, _, f = scorer.score([p for _, p in bs_pairs], [g for g, _ in bs_pairs])
-        bs_f = f.detach().cpu().numpy().astype(np.float64)
+        # float32 cosine arithmetic can put an identical pair a hair above 1 (1.00000004): clip to 1
+        bs_f = np.minimum(f.detach().cpu().numpy().astype(np.float64), 1.0)
 
     provenance = {
         **(encoder.info.as_record() if hasattr(encoder, "info") else
