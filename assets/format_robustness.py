@@ -54,7 +54,7 @@ class SourceConfig(dg.Config):
         default=["construct"],
         description="Source specs: 'construct' (embedded default), or '<adapter>:<path|hf:// URI>' with adapter "
                     "medqa, discrim_eval, credit_default, canonical. See metamorph.datasets.")
-    limit: int | None = Field(default=None, description="Keep the first N rows of each source (None = all).")
+    limit: int | None = Field(default=None, ge=1, description="Keep the first N rows of each source (None = all).")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})

@@ -44,7 +44,7 @@ def _valid_goldens(goldens: pd.DataFrame) -> dict:
 class GoldensConfig(dg.Config):
     sources: list[str] = Field(default=["embedded"], description="'embedded' (goldens the project writes) or a "
                                "WorFBench-shaped JSONL / Parquet path or hf:// URI.")
-    limit: int | None = Field(default=None, description="Keep the first N rows of each source.")
+    limit: int | None = Field(default=None, ge=1, description="Keep the first N rows of each source.")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"},
@@ -83,8 +83,11 @@ def _perturbation_frame(perts, model_id: str) -> pd.DataFrame:
 def perturbations(config: PerturbConfig, goldens: pd.DataFrame) -> dg.Output:
     """Every valid golden × type × severity by the deterministic operators
     (:func:`metamorph.workflow_study.deterministic_perturbations`)."""
-    perts = wst.deterministic_perturbations(list(_valid_goldens(goldens).values()), config.types, config.severities,
-                                            config.seed)
+    valid = list(_valid_goldens(goldens).values())
+    if not valid:
+        raise dg.Failure(f"no valid golden: all {len(goldens)} were rejected (see workflow_perturb.goldens."
+                         "rejection_reason); nothing to perturb")
+    perts = wst.deterministic_perturbations(valid, config.types, config.severities, config.seed)
     df = _perturbation_frame(perts, "deterministic")
     return validated_output(S.Perturbations, df, "perturbations",
                             {"by_type": dg.MetadataValue.json(df.groupby("type").size().to_dict())})

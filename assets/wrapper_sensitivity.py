@@ -52,7 +52,7 @@ class ItemsConfig(dg.Config):
     sources: list[str] = Field(default=["synthetic"], description="Task specs: 'synthetic' (embedded default) or "
                                "'<task>:<path|hf:// URI>' with task boolq, arc_challenge, gsm8k, commonsense_qa, "
                                "winogrande, hellaswag, piqa. See metamorph.qa_tasks.")
-    limit: int | None = Field(default=None, description="Keep the first N items of each source.")
+    limit: int | None = Field(default=None, ge=1, description="Keep the first N items of each source.")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})

@@ -116,12 +116,21 @@ MEDQA_PROMPT = (
 
 
 def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
-    """MedQA (USMLE, 4 options A–D): fields question, option_A..option_D; gold = answer_idx."""
+    """MedQA (USMLE, 4 options A–D): input ``question``, ``options`` ({"A": ..., "D": ...}) and the
+    gold letter in ``answer_idx`` (or ``gold``; both present must agree). The record's fields are
+    question, option_A..option_D."""
     question = _req(row, "question", uri, i)
     options = _req(row, "options", uri, i)
     if not isinstance(options, dict) or sorted(options) != ["A", "B", "C", "D"]:
         raise InputError(uri, f"expected options with keys A-D, got {options!r:.80}", row=i, field="options")
-    gold = row.get("answer_idx", row.get("gold"))
+    gold_field = "answer_idx" if row.get("answer_idx") not in (None, "") else "gold"
+    gold = row.get(gold_field)
+    if row.get("answer_idx") not in (None, "") and row.get("gold") not in (None, "") \
+            and str(row["answer_idx"]) != str(row["gold"]):
+        raise InputError(uri, f"answer_idx {row['answer_idx']!r} disagrees with gold {row['gold']!r}", row=i,
+                         field="answer_idx")
+    if gold is not None and str(gold) not in ("A", "B", "C", "D"):
+        raise InputError(uri, f"gold label {gold!r} is not one of A, B, C, D", row=i, field=gold_field)
     fields = [("question", str(question).strip())] + [(f"option_{k}", str(options[k])) for k in "ABCD"]
     return SourceInstance(
         instance_id=str(_req(row, "id", uri, i)), dataset="medqa", fields=tuple(fields),
@@ -369,6 +378,8 @@ def load_source(spec: str, limit: int | None = None) -> list[SourceInstance]:
         validate_instances(xs, "construct")
         return xs
     assert s.location is not None
+    if limit is not None and limit < 1:
+        raise InputError(spec, f"limit must be >= 1, got {limit}")
     raw = read_rows(s.location)
     if limit is not None:
         raw = raw[:limit]

@@ -195,6 +195,10 @@ def _metric_map(obj: Any, source: str, where: str, *, nullable: bool) -> tuple[t
     return tuple(out)
 
 
+#: The failure modes of Table 1 (one per perturbation type).
+FAILURE_MODES = ("missing", "compressed", "description")
+
+
 def thresholds_from_dict(data: Any, source: str = "<dict>") -> Thresholds:
     """Validate the thresholds format (module docstring) and build :class:`Thresholds`.
 
@@ -216,6 +220,8 @@ def thresholds_from_dict(data: Any, source: str = "<dict>") -> Thresholds:
     bundles = []
     for fm, spec in modes.items():
         where = f"failure_modes.{fm}"
+        if fm not in FAILURE_MODES:
+            raise ThresholdsError(source, f"unknown failure mode {fm!r}; known: {list(FAILURE_MODES)}", field=where)
         if not isinstance(spec, Mapping):
             raise ThresholdsError(source, f"must be an object with 'primary' (and 'secondary'), got {type(spec).__name__}",
                                   field=where)
@@ -247,6 +253,9 @@ def default_thresholds_path():
 def load_thresholds(path: str | Path | None = None) -> Thresholds:
     """Read and validate a thresholds JSON file; ``None`` = the packaged Table-1 defaults.
 
+    A file may list only some failure modes: the missing ones keep the Table-1 defaults (a
+    partial file never switches a failure mode off). Unknown failure-mode names are errors.
+
     Raises:
         ThresholdsError: the file does not exist or cannot be read, is not valid JSON (line and
             column given), or breaks the format (:func:`thresholds_from_dict`). The message
@@ -266,6 +275,11 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ThresholdsError(str(p), f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
+    if isinstance(data, Mapping) and isinstance(data.get("failure_modes"), Mapping):
+        # a user file may override some failure modes; the others keep the Table-1 defaults, so a
+        # partial file can never silently switch a failure mode off
+        defaults = json.loads(default_thresholds_path().read_text(encoding="utf-8"))["failure_modes"]
+        data = {**data, "failure_modes": {**defaults, **data["failure_modes"]}}
     return thresholds_from_dict(data, str(p))
 
 

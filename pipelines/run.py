@@ -57,6 +57,9 @@ def print_format_robustness(database: str) -> None:
             "SELECT workflow_id, dataset, format, round(accuracy_pct, 1) AS accuracy_pct, n, n_unparseable "
             "FROM format_robustness.accuracy_by_format ORDER BY workflow_id, dataset, "
             "CASE format WHEN 'txt' THEN 0 WHEN 'md' THEN 1 WHEN 'json' THEN 2 WHEN 'csv' THEN 3 ELSE 4 END, format").df()
+        outcomes = con.execute(
+            "SELECT workflow_id, dataset, coalesce(decision, '⊥ (' || parse_reason || ')') AS outcome, count(*) AS n "
+            "FROM format_robustness.extracted_decisions GROUP BY ALL ORDER BY workflow_id, dataset, n DESC").df()
     finally:
         con.close()
     rows = []
@@ -71,6 +74,9 @@ def print_format_robustness(database: str) -> None:
     print(pd.DataFrame(rows).to_markdown(index=False))
     print("\nAccuracy by format (%):")
     print(acc.to_markdown(index=False))
+    print("\nWhat the model answered (all formats and repeats; ⊥ = unparseable, with the reason) — read the "
+          "rates above against it: a model that always gives the same answer cannot violate MR1:")
+    print(outcomes.to_markdown(index=False))
 
 
 def print_wrapper_sensitivity(database: str) -> None:
@@ -107,6 +113,9 @@ def print_workflow_perturb(database: str) -> None:
     try:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
                                             "WHERE table_schema = 'workflow_perturb'").fetchall()}
+        rejected = con.execute("SELECT golden_id, rejection_reason FROM workflow_perturb.goldens "
+                               "WHERE NOT valid ORDER BY golden_id").df()
+        n_goldens = con.execute("SELECT count(*) FROM workflow_perturb.goldens").fetchall()[0][0]
         means = con.execute(
             "SELECT type, severity, count(*) AS n, round(avg(chain_f1), 3) AS chain_f1, round(avg(graph_f1), 3) "
             "AS graph_f1, round(avg(bleu), 3) AS bleu, round(avg(gleu), 3) AS gleu, round(avg(bertscore_f1), 3) "
@@ -119,6 +128,9 @@ def print_workflow_perturb(database: str) -> None:
             if "sensitivity_matrix" in tables else None
     finally:
         con.close()
+    print(f"\nGoldens: {n_goldens - len(rejected)} valid, {len(rejected)} rejected (kept in workflow_perturb.goldens)")
+    if len(rejected):
+        print(rejected.head(20).to_markdown(index=False))
     print("\nMean metric by perturbation type and severity (deterministic operators):")
     print(means.to_markdown(index=False))
     if sens is not None:
@@ -136,14 +148,35 @@ STUDY_OPS = {
 }
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def failure_message(result) -> str:
+    """The innermost error of a failed run's first failed step, as one line (file, row, field)."""
+    events = result.get_step_failure_events()
+    if not events:
+        return "the run failed before any step ran"
+    err = events[0].event_specific_data.error
+    while err.cause is not None:
+        err = err.cause
+    return f"{events[0].step_key}: {err.message.strip().splitlines()[0] if err.message.strip() else err.cls_name}"
+
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipelines.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("study", choices=sorted(STUDY_OPS))
     ap.add_argument("--source", action="append", dest="sources",
                     help="source spec (repeatable); default: the study's embedded default")
-    ap.add_argument("--limit", type=int, default=None, help="first N rows of each source")
-    ap.add_argument("--k", type=int, default=None, help="format study: repeats per document (default 3)")
+    ap.add_argument("--limit", type=_positive, default=None, help="first N rows of each source (>= 1)")
+    ap.add_argument("--k", type=_positive, default=None, help="format study: repeats per document (default 3)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
     ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     ap.add_argument("--llm-goldens", type=int, default=None,
@@ -157,18 +190,28 @@ def main(argv: list[str] | None = None) -> int:
     ensure_dagster_home()
     import dagster as dg
 
+    from metamorph.errors import MetamorphError
     from metamorph.models import load_registry
     from pipelines.definitions import defs
     from pipelines.partitions import model_partitions
+    from resources.llm import build_provider
     from resources.paths import registry_path, warehouse_path
 
     instance = dg.DagsterInstance.get()
-    models = [m.id for m in load_registry(registry_path())]
-    if args.models:
-        unknown = set(args.models) - set(models)
-        if unknown:
-            ap.error(f"unknown model id(s) {sorted(unknown)}; registry has {models}")
-        models = args.models
+    try:
+        specs = {m.id: m for m in load_registry(registry_path())}
+        models = list(specs)
+        if args.models:
+            unknown = set(args.models) - set(models)
+            if unknown:
+                ap.error(f"unknown model id(s) {sorted(unknown)}; registry has {models}")
+            models = args.models
+        if not args.no_models:  # fail before anything is written: keys present, model files found
+            for m in models:
+                build_provider(specs[m])
+    except MetamorphError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     missing = [m for m in models if not instance.has_dynamic_partition(model_partitions.name, m)]
     if missing:
         instance.add_dynamic_partitions(model_partitions.name, missing)
@@ -177,9 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     inputs_op, model_op, printer = STUDY_OPS[args.study]
     src_cfg = {"limit": args.limit, **({"sources": args.sources} if args.sources else {})}
     inputs = defs.resolve_job_def(f"{args.study}_inputs_job").execute_in_process(
-        instance=instance, raise_on_error=False, run_config={"ops": {inputs_op: {"config": src_cfg}}})
+        instance=instance, raise_on_error=False, run_config={"ops": {inputs_op: {"config": src_cfg}}, **QUIET})
     if not inputs.success:
-        print("inputs job failed; see the run in the UI or the log above", file=sys.stderr)
+        print(f"error: {failure_message(inputs)}", file=sys.stderr)
         return 1
     gen_cfg = {"max_tokens": args.max_tokens}
     if args.study == "format_robustness":
@@ -192,11 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     for m in ([] if args.no_models else models):
         res = defs.resolve_job_def(f"{args.study}_model_job").execute_in_process(
             instance=instance, partition_key=m, raise_on_error=False,
-            run_config={"ops": {model_op: {"config": gen_cfg}}})
+            run_config={"ops": {model_op: {"config": gen_cfg}}, **QUIET})
         if not res.success:
-            print(f"model job failed for partition {m}; see the run in the UI", file=sys.stderr)
+            print(f"error (model {m}): {failure_message(res)}", file=sys.stderr)
             return 1
-    printer(warehouse_path())
+    if args.no_models and args.study != "workflow_perturb":
+        print(f"\nInputs materialized ({args.study}); no model was run, so there are no new metric tables.")
+    else:
+        printer(warehouse_path())
     print(f"\nDone in {time.monotonic() - t0:.0f}s. Warehouse: {warehouse_path()}  "
           f"UI: make ui  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
     return 0

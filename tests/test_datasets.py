@@ -86,7 +86,20 @@ def test_gold_outside_answer_space(tmp_path):
     p = write_jsonl(tmp_path / "m.jsonl", [{**MEDQA_ROW, "answer_idx": "E"}])
     with pytest.raises(InputError) as e:
         load_source(f"medqa:{p}")
-    assert str(e.value) == f"{p}, row 1, field 'gold': gold label 'E' is not in the answer space ['A', 'B', 'C', 'D']"
+    assert str(e.value) == f"{p}, row 1, field 'answer_idx': gold label 'E' is not one of A, B, C, D"
+
+
+def test_answer_idx_and_gold_must_agree(tmp_path):
+    p = write_jsonl(tmp_path / "m.jsonl", [{**MEDQA_ROW, "answer_idx": "A", "gold": "C"}])
+    with pytest.raises(InputError) as e:
+        load_source(f"medqa:{p}")
+    assert str(e.value) == f"{p}, row 1, field 'answer_idx': answer_idx 'A' disagrees with gold 'C'"
+
+
+def test_limit_must_be_positive(tmp_path):
+    p = write_jsonl(tmp_path / "m.jsonl", [MEDQA_ROW])
+    with pytest.raises(InputError, match="limit must be >= 1"):
+        load_source(f"medqa:{p}", limit=0)
 
 
 def test_empty_file_and_missing_path(tmp_path):

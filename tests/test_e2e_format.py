@@ -91,7 +91,7 @@ def test_bad_input_fails_and_writes_nothing_downstream(metamorph_home, tmp_path)
         inputs, _ = run_study(instance, [f"medqa:{bad}"], None, 1)
         assert not inputs.success
         failure = inputs.get_step_failure_events()[0].event_specific_data.error
-        assert f"{bad}, row 1, field 'gold': gold label 'E' is not in the answer space" in failure.cause.message
+        assert f"{bad}, row 1, field 'answer_idx': gold label 'E' is not one of A, B, C, D" in failure.cause.message
     db = metamorph_home / "metamorph.duckdb"
     if db.exists():
         con = duckdb.connect(str(db), read_only=True)

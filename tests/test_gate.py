@@ -242,3 +242,25 @@ def test_read_workflow_file_formats(tmp_path):
     assert w.wid == "w1" and w.nodes == ("a", "b") and w.edges == (("START", "1"), ("1", "2"), ("2", "END"))
     p.write_text(json.dumps({"nodes": ["a", "b"]}))            # no edges -> linear chain
     assert cli.read_workflow_file(p)[0].edges == (("START", "1"), ("1", "2"), ("2", "END"))
+
+
+def test_partial_thresholds_file_keeps_the_other_defaults(tmp_path):
+    from metamorph.gate import load_thresholds
+
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"failure_modes": {"missing": {"primary": {"graph_f1": 0.1}}}}))
+    t = load_thresholds(p)
+    modes = {b.failure_mode: b for b in t.bundles}
+    assert set(modes) == {"missing", "compressed", "description"}
+    assert dict(modes["missing"].primary) == {"graph_f1": 0.1}
+    assert dict(modes["description"].primary) == dict(
+        {b.failure_mode: b for b in load_thresholds(None).bundles}["description"].primary)
+
+
+def test_unknown_failure_mode_name_is_rejected(tmp_path):
+    from metamorph.gate import ThresholdsError, load_thresholds
+
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"failure_modes": {"missin": {"primary": {"graph_f1": 0.5}}}}))
+    with pytest.raises(ThresholdsError, match="unknown failure mode 'missin'"):
+        load_thresholds(p)
