@@ -373,8 +373,13 @@ def load_source(spec: str, limit: int | None = None) -> list[SourceInstance]:
     """
     s = SourceSpec.parse(spec)
     if s.adapter == "construct":
-        n = int(s.params.get("n", limit or 12))
-        xs = construct_dataset(n=n, seed=int(s.params.get("seed", 0)))
+        try:
+            n, seed = int(s.params.get("n", limit or 12)), int(s.params.get("seed", 0))
+        except ValueError as exc:
+            raise InputError(spec, f"construct parameters n and seed must be integers ({exc})") from None
+        if n < 1:
+            raise InputError(spec, f"construct needs n >= 1, got {n}")
+        xs = construct_dataset(n=n, seed=seed)
         validate_instances(xs, "construct")
         return xs
     assert s.location is not None
@@ -397,12 +402,13 @@ def load_sources(specs: Iterable[str], limit: int | None = None) -> list[tuple[s
     """Load several specs into ``(spec, instance)`` pairs; ``(dataset, instance_id)`` must be unique
     across them (:class:`InputError` otherwise)."""
     out: list[tuple[str, SourceInstance]] = []
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], str] = {}
     for spec in specs:
-        for x in load_source(spec, limit=limit):
-            if (x.dataset, x.instance_id) in seen:
-                raise InputError(spec, f"instance {x.instance_id!r} of dataset {x.dataset!r} already loaded "
-                                 "from another source", field="id")
-            seen.add((x.dataset, x.instance_id))
+        for j, x in enumerate(load_source(spec, limit=limit), start=1):
+            key = (x.dataset, x.instance_id)
+            if key in seen:
+                raise InputError(spec, f"instance {x.instance_id!r} of dataset {x.dataset!r} was already loaded "
+                                 f"from {seen[key]}", row=j, field="id")
+            seen[key] = spec
             out.append((spec, x))
     return out

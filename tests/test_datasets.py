@@ -127,8 +127,16 @@ def test_unknown_adapter_and_bad_spec():
 
 def test_duplicate_across_sources(tmp_path):
     p = write_jsonl(tmp_path / "m.jsonl", [MEDQA_ROW])
-    with pytest.raises(InputError, match="already loaded from another source"):
+    with pytest.raises(InputError) as e:
         load_sources([f"medqa:{p}", f"medqa:{p}"])
+    assert str(e.value) == f"medqa:{p}, row 1, field 'id': instance 'm-1' of dataset 'medqa' was already loaded from medqa:{p}"
+
+
+def test_bad_construct_parameters():
+    with pytest.raises(InputError, match="must be integers"):
+        load_source("construct?n=abc")
+    with pytest.raises(InputError, match="n >= 1"):
+        load_source("construct?n=0")
 
 
 def test_csv_and_parquet_files(tmp_path):
