@@ -87,16 +87,21 @@ class WorkflowGenerations(_Strict):
         return ~df.duplicated(["workflow_id", "dataset", "instance_id", "format", "repeat"], keep=False)
 
 
-class ExtractedDecisions(_Strict):
-    """``extracted_decisions``: decision D and evidence E per generation, with parse status."""
+class _PerGeneration(_Strict):
+    """Lineage columns shared by every per-generation table of the study."""
 
-    model_id: Series[str] = pa.Field(description="Registry model id (partition key).")
+    model_id: Series[str] = pa.Field(description="Registry model id (the dynamic partition key).")
     workflow_id: Series[str] = pa.Field(description="<model_id>/<ingestion path>.")
     dataset: Series[str] = pa.Field(description="Dataset of the record.")
     instance_id: Series[str] = pa.Field(description="Record id.")
     format: Series[str] = pa.Field(description="Document format.")
     repeat: Series[int] = pa.Field(ge=1, description="Repeat index r.")
     generation_key: Series[str] = pa.Field(description="Generation cache key (lineage to the raw completion).")
+
+
+class ExtractedDecisions(_PerGeneration):
+    """``extracted_decisions``: decision D and evidence E per generation, with parse status."""
+
     decision: Series[str] = pa.Field(nullable=True, description="Answer-space label, or null when unparseable (never guessed).")
     evidence_json: Series[str] = pa.Field(description="Evidence items as a JSON list of strings (<= 10).")
     n_evidence: Series[int] = pa.Field(ge=0, le=10, description="Number of evidence items.")
@@ -111,16 +116,9 @@ class ExtractedDecisions(_Strict):
         return (df["parse_status"] != "unparseable") | df["decision"].isna()
 
 
-class EvidenceCategories(_Strict):
+class EvidenceCategories(_PerGeneration):
     """``evidence_categories``: one row per evidence item, mapped by the dataset's lexicon."""
 
-    model_id: Series[str] = pa.Field(description="Registry model id (partition key).")
-    workflow_id: Series[str] = pa.Field(description="<model_id>/<ingestion path>.")
-    dataset: Series[str] = pa.Field(description="Dataset of the record.")
-    instance_id: Series[str] = pa.Field(description="Record id.")
-    format: Series[str] = pa.Field(description="Document format.")
-    repeat: Series[int] = pa.Field(ge=1, description="Repeat index r.")
-    generation_key: Series[str] = pa.Field(description="Generation cache key.")
     item_index: Series[int] = pa.Field(ge=0, description="0-based position of the item in the evidence list.")
     item_text: Series[str] = pa.Field(description="The evidence item as the model wrote it.")
     categories_json: Series[str] = pa.Field(description="Semantic categories (JSON list, sorted); [] when unmapped.")
@@ -128,16 +126,9 @@ class EvidenceCategories(_Strict):
     lexicon_version: Series[str] = pa.Field(description="Dataset lexicon and version used.")
 
 
-class GenerationOutcomes(_Strict):
+class GenerationOutcomes(_PerGeneration):
     """``generation_outcomes``: one row per generation of every model — the metric input."""
 
-    model_id: Series[str] = pa.Field(description="Registry model id.")
-    workflow_id: Series[str] = pa.Field(description="<model_id>/<ingestion path>.")
-    dataset: Series[str] = pa.Field(description="Dataset of the record.")
-    instance_id: Series[str] = pa.Field(description="Record id.")
-    format: Series[str] = pa.Field(description="Document format.")
-    repeat: Series[int] = pa.Field(ge=1, description="Repeat index r.")
-    generation_key: Series[str] = pa.Field(description="Generation cache key (lineage).")
     decision: Series[str] = pa.Field(nullable=True, description="Answer-space label; null = unparseable (⊥).")
     gold: Series[str] = pa.Field(nullable=True, description="Gold label or null.")
     is_correct: Series[pd.BooleanDtype] = pa.Field(nullable=True, description="decision == gold; null without gold.")
