@@ -5,12 +5,12 @@ source_instances → rendered_documents → workflow_generations (per model) →
 
 Each asset loads its inputs, calls ``metamorph`` and attaches metadata; the logic lives in:
 
-* loaders / construct: :mod:`metamorph.datasets`
-* renderers and the §4.2 constraints: :mod:`metamorph.renderers`
-* requests: :mod:`metamorph.format_study`; calls + cache: :mod:`metamorph.runner`, :mod:`metamorph.cache`
-* decision/evidence extraction: :mod:`metamorph.extract`; categories: :mod:`metamorph.evidence`
-* metrics: :mod:`metamorph.metrics.format_robustness`; set-based SQL: ``sql/format_robustness/``
-* schemas: :mod:`metamorph.schemas.format_robustness`, :mod:`metamorph.schemas.format_metrics`
+* loaders / construct: :mod:`metamorph.studies.format_robustness.sources`
+* renderers and the §4.2 constraints: :mod:`metamorph.studies.format_robustness.renderers`
+* requests: :mod:`metamorph.studies.format_robustness.plan`; calls + cache: :mod:`metamorph.runner`, :mod:`metamorph.cache`
+* decision/evidence extraction: :mod:`metamorph.studies.format_robustness.extract`; categories: :mod:`metamorph.studies.format_robustness.evidence`
+* metrics: :mod:`metamorph.studies.format_robustness.metrics`; set-based SQL: ``sql/format_robustness/``
+* schemas: :mod:`metamorph.studies.format_robustness.schemas`, :mod:`metamorph.studies.format_robustness.schemas`
 """
 
 import json
@@ -23,17 +23,18 @@ from dagster_duckdb import DuckDBResource
 
 from assets import plots
 from assets._common import validated_output
-from metamorph import evidence as ev
-from metamorph import format_study as fs
-from metamorph.metrics import format_robustness as fr
-from metamorph.datasets import load_sources
-from metamorph.extract import extract_decision
-from metamorph.format_study import plan_generations
-from metamorph.records import SourceInstance
-from metamorph.renderers import DEFAULT_FORMATS, RenderedDocument, render
+from metamorph.studies.format_robustness import evidence as ev
+from metamorph.studies.format_robustness import plan as fs
+from metamorph.studies.format_robustness import metrics as fr
+from metamorph.studies.format_robustness import mitigations as mit
+from metamorph.studies.format_robustness.sources import load_sources
+from metamorph.studies.format_robustness.extract import extract_decision
+from metamorph.studies.format_robustness.plan import plan_generations
+from metamorph.studies.format_robustness.records import SourceInstance
+from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
 from metamorph.runner import run_requests
-from metamorph.schemas import format_metrics as M
-from metamorph.schemas import format_robustness as S
+from metamorph.studies.format_robustness import schemas as M
+from metamorph.studies.format_robustness import schemas as S
 from metamorph.sql import sql_path
 from pipelines.partitions import model_partitions
 from resources.llm import GenerationCacheResource, ModelRegistryResource
@@ -53,7 +54,7 @@ class SourceConfig(dg.Config):
     sources: list[str] = Field(
         default=["construct"],
         description="Source specs: 'construct' (embedded default), or '<adapter>:<path|hf:// URI>' with adapter "
-                    "medqa, discrim_eval, credit_default, canonical. See metamorph.datasets.")
+                    "medqa, discrim_eval, credit_default, canonical. See metamorph.studies.format_robustness.sources.")
     limit: int | None = Field(default=None, ge=1, description="Keep the first N rows of each source (None = all).")
 
 
@@ -236,7 +237,7 @@ ALL_MODELS = {"extracted_decisions": dg.AssetIn(key=[*PREFIX, "extracted_decisio
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_MODELS, kinds={"duckdb"})
 def generation_outcomes(extracted_decisions: pd.DataFrame, evidence_categories: pd.DataFrame) -> dg.Output:
     """One row per generation of every model with its evidence-category set: the metric input
-    (:func:`metamorph.format_study.generation_outcomes`)."""
+    (:func:`metamorph.studies.format_robustness.plan.generation_outcomes`)."""
     df = fs.generation_outcomes(extracted_decisions, evidence_categories)
     df["is_correct"] = df["is_correct"].astype("boolean")
     df["favorable"] = df["favorable"].astype("boolean")
@@ -246,13 +247,13 @@ def generation_outcomes(extracted_decisions: pd.DataFrame, evidence_categories: 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def mr_flags(generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Per-instance MR1/MR2/MR3 flags (§4.1): :func:`metamorph.metrics.format_robustness.mr_flags`."""
+    """Per-instance MR1/MR2/MR3 flags (§4.1): :func:`metamorph.studies.format_robustness.metrics.mr_flags`."""
     return validated_output(M.MRFlags, fr.mr_flags(fs.metric_input(generation_outcomes)), "mr_flags")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def mr_violations(mr_flags: pd.DataFrame) -> dg.Output:
-    """M1/M2/M3 in % with bootstrap 95% CIs (§5.1): :func:`metamorph.metrics.format_robustness.mr_violations`."""
+    """M1/M2/M3 in % with bootstrap 95% CIs (§5.1): :func:`metamorph.studies.format_robustness.metrics.mr_violations`."""
     df = fr.mr_violations(mr_flags, n_resamples=1000, seed=0)
     wide = df.pivot_table(index=["workflow_id", "dataset"], columns="relation", values="violation_pct").reset_index()
     return validated_output(M.MRViolations, df, "mr_violations",
@@ -262,7 +263,7 @@ def mr_violations(mr_flags: pd.DataFrame) -> dg.Output:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
 def accuracy_by_format(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Acc_f (%): ``sql/format_robustness/accuracy_by_format.sql`` via
-    :func:`metamorph.metrics.format_robustness.accuracy_by_format`."""
+    :func:`metamorph.studies.format_robustness.metrics.accuracy_by_format`."""
     df = fr.accuracy_by_format(fs.metric_input(generation_outcomes))
     return validated_output(M.AccuracyByFormat, df, "accuracy_by_format",
                             {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")})
@@ -271,7 +272,7 @@ def accuracy_by_format(generation_outcomes: pd.DataFrame) -> dg.Output:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
 def stability_by_format(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Stb_f (%): ``sql/format_robustness/stability_by_format.sql`` via
-    :func:`metamorph.metrics.format_robustness.stability_by_format`."""
+    :func:`metamorph.studies.format_robustness.metrics.stability_by_format`."""
     df = fr.stability_by_format(fs.metric_input(generation_outcomes))
     return validated_output(M.StabilityByFormat, df, "stability_by_format",
                             {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)")})
@@ -280,7 +281,7 @@ def stability_by_format(generation_outcomes: pd.DataFrame) -> dg.Output:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def evidence_drift(generation_outcomes: pd.DataFrame) -> dg.Output:
     """JS divergence vs TXT, ΔAcc and Flip rate (Table 2):
-    :func:`metamorph.metrics.format_robustness.evidence_drift`."""
+    :func:`metamorph.studies.format_robustness.metrics.evidence_drift`."""
     return validated_output(M.EvidenceDrift, fr.evidence_drift(fs.metric_input(generation_outcomes)),
                             "evidence_drift")
 
@@ -288,7 +289,7 @@ def evidence_drift(generation_outcomes: pd.DataFrame) -> dg.Output:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.DataFrame) -> dg.Output:
     """Sen_f(g) and FDS_f(g) per sensitive factor (single attributes and pairs):
-    :func:`metamorph.metrics.format_robustness.fairness_disparity`."""
+    :func:`metamorph.studies.format_robustness.metrics.fairness_disparity`."""
     df = fr.fairness_disparity(fs.metric_input(generation_outcomes), fs.sensitive_frame(source_instances))
     return validated_output(M.FairnessDisparity, df, "fairness_disparity",
                             {"plot": plots.fds_heatmap(df)})
@@ -297,22 +298,22 @@ def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.D
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
 def silent_violations(mr_flags: pd.DataFrame) -> dg.Output:
     """Share of MR2 violations without MR1: ``sql/format_robustness/silent_violations.sql`` via
-    :func:`metamorph.metrics.format_robustness.silent_violations`."""
+    :func:`metamorph.studies.format_robustness.metrics.silent_violations`."""
     return validated_output(M.SilentViolations, fr.silent_violations(mr_flags), "silent_violations")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def format_tests(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Cochran's Q, pairwise McNemar with Holm, Spearman ρ(JS, ΔAcc):
-    :func:`metamorph.metrics.format_robustness.format_tests`."""
+    :func:`metamorph.studies.format_robustness.metrics.format_tests`."""
     return validated_output(M.FormatTests, fr.format_tests(fs.metric_input(generation_outcomes)), "format_tests")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def vote_aggregation(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Mitigation (§5.5): majority over the k repeats, then MRV; ΔMRV = before − after:
-    :func:`metamorph.metrics.format_robustness.vote_aggregation`."""
-    return validated_output(M.VoteAggregation, fr.vote_aggregation(fs.metric_input(generation_outcomes)),
+    :func:`metamorph.studies.format_robustness.mitigations.vote_aggregation`."""
+    return validated_output(M.VoteAggregation, mit.vote_aggregation(fs.metric_input(generation_outcomes)),
                             "vote_aggregation")
 
 
@@ -324,8 +325,8 @@ class RoutingConfig(dg.Config):
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def format_routing(config: RoutingConfig, generation_outcomes: pd.DataFrame) -> dg.Output:
     """Mitigation (§5.5): route every input to the best calibration format, MRV on the rest:
-    :func:`metamorph.metrics.format_robustness.format_routing`."""
-    df = fr.format_routing(fs.metric_input(generation_outcomes), config.calibration_fraction, config.seed)
+    :func:`metamorph.studies.format_robustness.mitigations.format_routing`."""
+    df = mit.format_routing(fs.metric_input(generation_outcomes), config.calibration_fraction, config.seed)
     return validated_output(M.FormatRouting, df, "format_routing")
 
 

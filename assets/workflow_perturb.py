@@ -5,11 +5,11 @@ per model: llm_perturbations (App. A generator) → llm_perturbation_scores, and
 
 Where the logic lives (one hop):
 
-* goldens, Node:/Edge: format, validation: :mod:`metamorph.workflows`
-* operators and the LLM generator: :mod:`metamorph.perturb`; rows and scoring glue: :mod:`metamorph.workflow_study`
-* metrics (Chain/Graph F1, BLEU, GLEU, BERTScore, τ, judge): :mod:`metamorph.workflow_metrics`
-* analysis (severity tables, sensitivity, strata, thresholds, firing): :mod:`metamorph.metrics.workflow_perturb`
-* the CI gate: :mod:`metamorph.gate` (``metamorph gate``)
+* goldens, Node:/Edge: format, validation: :mod:`metamorph.studies.workflow_perturb.workflows`
+* operators and the LLM generator: :mod:`metamorph.studies.workflow_perturb.perturb`; rows and scoring glue: :mod:`metamorph.studies.workflow_perturb.plan`
+* metrics (Chain/Graph F1, BLEU, GLEU, BERTScore, τ, judge): :mod:`metamorph.studies.workflow_perturb.metrics`
+* analysis (severity tables, sensitivity, strata, thresholds, firing): :mod:`metamorph.studies.workflow_perturb.analysis`
+* the CI gate: :mod:`metamorph.studies.workflow_perturb.gate` (``metamorph gate``)
 """
 
 import json
@@ -20,14 +20,19 @@ from pydantic import Field
 
 from assets import plots
 from assets._common import validated_output
-from metamorph import gate
-from metamorph import workflow_study as wst
-from metamorph.metrics import workflow_perturb as wp
-from metamorph.perturb import PERTURBATION_TYPES, SEVERITIES, GeneratorModel, generate_perturbation, provider_generate
+from metamorph.studies.workflow_perturb import gate
+from metamorph.studies.workflow_perturb import plan as wst
+from metamorph.studies.workflow_perturb import analysis as wp
+from metamorph.studies.workflow_perturb.perturb import PERTURBATION_TYPES, SEVERITIES
+from metamorph.studies.workflow_perturb.generate import (
+    GeneratorModel,
+    generate_perturbation,
+    provider_generate,
+)
 from metamorph.runner import run_requests
-from metamorph.schemas import workflow_metrics as WM
-from metamorph.schemas import workflow_perturb as S
-from metamorph.workflows import load_goldens
+from metamorph.studies.workflow_perturb import schemas as WM
+from metamorph.studies.workflow_perturb import schemas as S
+from metamorph.studies.workflow_perturb.workflows import load_goldens
 from pipelines.partitions import model_partitions
 from resources.llm import EncoderResource, GenerationCacheResource, ModelRegistryResource
 
@@ -51,7 +56,7 @@ class GoldensConfig(dg.Config):
           check_specs=[dg.AssetCheckSpec("rejected_goldens", asset=[*PREFIX, "goldens"],
                                          description="Goldens that break §3.1 (kept, flagged).")])
 def goldens(config: GoldensConfig):
-    """Golden workflows (:func:`metamorph.workflows.load_goldens`); invalid rows are kept with a reason."""
+    """Golden workflows (:func:`metamorph.studies.workflow_perturb.workflows.load_goldens`); invalid rows are kept with a reason."""
     rows = []
     for spec in config.sources:
         valid, rejected = load_goldens(spec, on_invalid="collect", limit=config.limit)
@@ -82,7 +87,7 @@ def _perturbation_frame(perts, model_id: str) -> pd.DataFrame:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def perturbations(config: PerturbConfig, goldens: pd.DataFrame) -> dg.Output:
     """Every valid golden × type × severity by the deterministic operators
-    (:func:`metamorph.workflow_study.deterministic_perturbations`)."""
+    (:func:`metamorph.studies.workflow_perturb.plan.deterministic_perturbations`)."""
     valid = list(_valid_goldens(goldens).values())
     if not valid:
         raise dg.Failure(f"no valid golden: all {len(goldens)} were rejected (see workflow_perturb.goldens."
@@ -104,7 +109,7 @@ def _score_frame(scores: pd.DataFrame, variants: pd.DataFrame, goldens: pd.DataF
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturbations: pd.DataFrame) -> dg.Output:
     """Chain F1, Graph F1, BLEU, GLEU, BERTScore and Kendall τ of each deterministic variant
-    (:func:`metamorph.workflow_study.score_perturbations`)."""
+    (:func:`metamorph.studies.workflow_perturb.plan.score_perturbations`)."""
     enc = encoder.load()
     scores = wst.score_perturbations(_valid_goldens(goldens), perturbations, enc)
     df = _score_frame(scores, perturbations, goldens)
@@ -130,7 +135,7 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
                       model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
                       goldens: pd.DataFrame) -> dg.Output:
     """Variants written by the partition's model through the App. A generator
-    (:func:`metamorph.perturb.generate_perturbation`); failing rows are kept and flagged."""
+    (:func:`metamorph.studies.workflow_perturb.perturb.generate_perturbation`); failing rows are kept and flagged."""
     cache = generation_cache.open()
     models = []
     for mid in [context.partition_key, *config.escalation]:
@@ -159,7 +164,7 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
 def llm_perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame,
                             llm_perturbations: pd.DataFrame) -> dg.Output:
     """Non-judge metrics of every LLM variant that parsed (valid or flagged invalid; the status
-    travels with the row): :func:`metamorph.workflow_study.score_perturbations`."""
+    travels with the row): :func:`metamorph.studies.workflow_perturb.plan.score_perturbations`."""
     scores = wst.score_perturbations(_valid_goldens(goldens), llm_perturbations, encoder.load())
     df = _score_frame(scores, llm_perturbations, goldens)
     return validated_output(S.PerturbationScores, df, "llm_perturbation_scores", {
@@ -177,7 +182,7 @@ def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_r
                  generation_cache: GenerationCacheResource, goldens: pd.DataFrame,
                  perturbations: pd.DataFrame) -> dg.Output:
     """LLM-as-judge (App. B.6 rubric, 0–5, three calls averaged, normalised to [0,1]; invalid or
-    truncated replies excluded and counted): :func:`metamorph.workflow_study.judge_row`."""
+    truncated replies excluded and counted): :func:`metamorph.studies.workflow_perturb.plan.judge_row`."""
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
     gold = _valid_goldens(goldens)
@@ -212,7 +217,7 @@ def _analysis_input(perturbation_scores: pd.DataFrame) -> pd.DataFrame:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def severity_table(perturbation_scores: pd.DataFrame) -> dg.Output:
     """Mean ± sd and n of every metric per type × severity (Tables 2–4):
-    :func:`metamorph.metrics.workflow_perturb.severity_table`."""
+    :func:`metamorph.studies.workflow_perturb.analysis.severity_table`."""
     df = wp.severity_table(_analysis_input(perturbation_scores))
     return validated_output(WM.SeverityTable, df, "severity_table", {"plot": plots.metric_vs_severity(df)})
 
@@ -220,7 +225,7 @@ def severity_table(perturbation_scores: pd.DataFrame) -> dg.Output:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def sensitivity_matrix(perturbation_scores: pd.DataFrame) -> dg.Output:
     """Δ_avg = 2.5·[s̄(10%) − s̄(50%)], Δ¹, Δ² per metric × type (Table 5):
-    :func:`metamorph.metrics.workflow_perturb.sensitivity_matrix`."""
+    :func:`metamorph.studies.workflow_perturb.analysis.sensitivity_matrix`."""
     df = wp.sensitivity_matrix(_analysis_input(perturbation_scores))
     return validated_output(WM.SensitivityMatrix, df, "sensitivity_matrix",
                             {"plot": plots.sensitivity_heatmap(df)})
@@ -228,7 +233,7 @@ def sensitivity_matrix(perturbation_scores: pd.DataFrame) -> dg.Output:
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def strata_table(perturbation_scores: pd.DataFrame) -> dg.Output:
-    """Means by golden size stratum 5–7, 8–15, 16+ (Table 7): :func:`metamorph.metrics.workflow_perturb.strata_table`."""
+    """Means by golden size stratum 5–7, 8–15, 16+ (Table 7): :func:`metamorph.studies.workflow_perturb.analysis.strata_table`."""
     return validated_output(WM.StrataTable, wp.strata_table(_analysis_input(perturbation_scores)), "strata_table")
 
 
@@ -240,7 +245,7 @@ class RecalibrationConfig(dg.Config):
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def threshold_recalibration(config: RecalibrationConfig, perturbation_scores: pd.DataFrame) -> dg.Output:
     """Thresholds recalibrated on these goldens between the mild and moderate severity
-    distributions: :func:`metamorph.metrics.workflow_perturb.recalibrate`. The metadata holds the
+    distributions: :func:`metamorph.studies.workflow_perturb.analysis.recalibrate`. The metadata holds the
     thresholds file for ``metamorph gate --thresholds``."""
     df = wp.recalibrate(_analysis_input(perturbation_scores), percentile=config.percentile, rule=config.rule)
     return validated_output(WM.Recalibration, df, "threshold_recalibration", {
@@ -251,7 +256,7 @@ def threshold_recalibration(config: RecalibrationConfig, perturbation_scores: pd
 def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd.DataFrame) -> dg.Output:
     """Instance-level firing rate of each failure-mode bundle by type × severity (Table 8), with the
     Table 1 defaults and the recalibrated thresholds, in 'any' and 'joint' modes:
-    :func:`metamorph.metrics.workflow_perturb.firing_matrix`."""
+    :func:`metamorph.studies.workflow_perturb.analysis.firing_matrix`."""
     scores = _analysis_input(perturbation_scores)
     recal = gate.thresholds_from_dict(wp.recalibrated_thresholds(threshold_recalibration))
     parts = []

@@ -5,10 +5,10 @@ qa_items → wrapped_prompts → wrapper_generations (per model) → scored_answ
 
 Where the logic lives (one hop):
 
-* items and loaders: :mod:`metamorph.qa_tasks`; wrappers, padding, Δtok: :mod:`metamorph.wrappers`
-* requests, scoring, context budget: :mod:`metamorph.wrapper_study`; extraction: :mod:`metamorph.extract_qa`
-* metrics: :mod:`metamorph.metrics.wrapper_sensitivity`; schemas: :mod:`metamorph.schemas.wrapper_sensitivity`,
-  :mod:`metamorph.schemas.wrapper_metrics`
+* items and loaders: :mod:`metamorph.studies.wrapper_sensitivity.tasks`; wrappers, padding, Δtok: :mod:`metamorph.studies.wrapper_sensitivity.wrappers`
+* requests, scoring, context budget: :mod:`metamorph.studies.wrapper_sensitivity.plan`; extraction: :mod:`metamorph.studies.wrapper_sensitivity.extract`
+* metrics: :mod:`metamorph.studies.wrapper_sensitivity.metrics`; schemas: :mod:`metamorph.studies.wrapper_sensitivity.schemas`,
+  :mod:`metamorph.studies.wrapper_sensitivity.schemas`
 """
 
 import json
@@ -19,13 +19,15 @@ from pydantic import Field
 
 from assets import plots
 from assets._common import validated_output
-from metamorph import wrapper_study as ws
-from metamorph.metrics import wrapper_sensitivity as wm
-from metamorph.qa_tasks import QAItem, load_task
+from metamorph.studies.wrapper_sensitivity import plan as ws
+from metamorph.studies.wrapper_sensitivity import metrics as wm
+from metamorph.studies.wrapper_sensitivity import diagnostics as diag
+from metamorph.studies.wrapper_sensitivity import regression as reg
+from metamorph.studies.wrapper_sensitivity.tasks import QAItem, load_task
 from metamorph.runner import run_requests
-from metamorph.schemas import wrapper_metrics as M
-from metamorph.schemas import wrapper_sensitivity as S
-from metamorph.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
+from metamorph.studies.wrapper_sensitivity import schemas as M
+from metamorph.studies.wrapper_sensitivity import schemas as S
+from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
 from pipelines.partitions import model_partitions
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
@@ -51,13 +53,13 @@ def prompts_from_frame(df: pd.DataFrame) -> list[WrappedPrompt]:
 class ItemsConfig(dg.Config):
     sources: list[str] = Field(default=["synthetic"], description="Task specs: 'synthetic' (embedded default) or "
                                "'<task>:<path|hf:// URI>' with task boolq, arc_challenge, gsm8k, commonsense_qa, "
-                               "winogrande, hellaswag, piqa. See metamorph.qa_tasks.")
+                               "winogrande, hellaswag, piqa. See metamorph.studies.wrapper_sensitivity.tasks.")
     limit: int | None = Field(default=None, ge=1, description="Keep the first N items of each source.")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def qa_items(config: ItemsConfig) -> dg.Output:
-    """The canonical QA items of every source (:func:`metamorph.qa_tasks.load_task`)."""
+    """The canonical QA items of every source (:func:`metamorph.studies.wrapper_sensitivity.tasks.load_task`)."""
     rows = []
     for spec in config.sources:
         for x in load_task(spec, limit=config.limit):
@@ -73,13 +75,13 @@ def qa_items(config: ItemsConfig) -> dg.Output:
 
 class PromptsConfig(dg.Config):
     families: list[str] = Field(default=list(FAMILIES), description="Wrapper families (§3.2).")
-    template_version: str = Field(default="v1", description="Wrapper template version (metamorph/data/wrappers).")
+    template_version: str = Field(default="v1", description="Wrapper template version (metamorph/studies/wrapper_sensitivity/data/wrappers).")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def wrapped_prompts(config: PromptsConfig, qa_items: pd.DataFrame) -> dg.Output:
     """Every item × wrapper, padded with newlines to the task's character budget (§3.3,
-    :func:`metamorph.wrappers.render_token_controlled`)."""
+    :func:`metamorph.studies.wrapper_sensitivity.wrappers.render_token_controlled`)."""
     prompts = render_token_controlled(items_from_frame(qa_items), config.families, config.template_version)
     df = pd.DataFrame([{**p.to_record(), "wrapper": p.family} for p in prompts])
     df["char_budget"] = df.groupby("task")["prompt_chars"].transform("max")
@@ -106,7 +108,7 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
     """model × task × wrapper × item × seed completions through the generation cache.
 
     For a local model every prompt is counted with its tokenizer and checked against the context
-    budget before any call (:func:`metamorph.wrapper_study.count_and_check_budget`).
+    budget before any call (:func:`metamorph.studies.wrapper_sensitivity.plan.count_and_check_budget`).
     """
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
@@ -144,7 +146,7 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
                                                            description="Unparseable share under normalized extraction.")])
 def scored_answers(wrapper_generations: pd.DataFrame, qa_items: pd.DataFrame):
     """Every generation under strict / normalized / lenient extraction
-    (:func:`metamorph.wrapper_study.score_generations`)."""
+    (:func:`metamorph.studies.wrapper_sensitivity.plan.score_generations`)."""
     df = ws.score_generations(wrapper_generations, items_from_frame(qa_items))
     norm = df[df["mode"] == "normalized"]
     share = float((~norm["parseable"]).mean()) if len(norm) else 0.0
@@ -161,7 +163,7 @@ def scored_answers(wrapper_generations: pd.DataFrame, qa_items: pd.DataFrame):
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
           kinds={"duckdb"})
 def token_balance(wrapper_generations: pd.DataFrame) -> dg.Output:
-    """Δtok per item and the matched subset (§3.3): :func:`metamorph.wrapper_study.token_balance`."""
+    """Δtok per item and the matched subset (§3.3): :func:`metamorph.studies.wrapper_sensitivity.plan.token_balance`."""
     df = ws.token_balance(wrapper_generations)
     return validated_output(S.TokenBalance, df, "token_balance", {
         "matched_items": dg.MetadataValue.int(int(df["matched"].sum())), "items": dg.MetadataValue.int(len(df)),
@@ -191,7 +193,7 @@ def _standard(scored: pd.DataFrame) -> pd.DataFrame:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def wrapper_cells(scored_answers: pd.DataFrame) -> dg.Output:
     """Accuracy, parseability, Acc|parse, truncation per (model, task, wrapper) for every extraction
-    mode: :func:`metamorph.metrics.wrapper_sensitivity.cell_metrics`."""
+    mode: :func:`metamorph.studies.wrapper_sensitivity.metrics.cell_metrics`."""
     df = pd.concat([wm.cell_metrics(scored_answers, m) for m in sorted(scored_answers["mode"].unique())],
                    ignore_index=True)
     norm = df[(df["mode"] == "normalized") & df["wrapper"].isin(FAMILIES)]
@@ -202,7 +204,7 @@ def wrapper_cells(scored_answers: pd.DataFrame) -> dg.Output:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def fsi_psi(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
     """FSI, PSI, nFSI and the chance-adjusted nFSI per (model, task) over the five wrappers:
-    :func:`metamorph.metrics.wrapper_sensitivity.fsi_psi`."""
+    :func:`metamorph.studies.wrapper_sensitivity.metrics.fsi_psi`."""
     df = wm.fsi_psi(wm.cell_metrics(_standard(scored_answers), config.mode))
     return validated_output(M.WrapperFSI, df, "fsi_psi")
 
@@ -210,25 +212,25 @@ def fsi_psi(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def mean_fsi_psi(fsi_psi: pd.DataFrame) -> dg.Output:
     """Mean FSI / PSI / nFSI per model with bootstrap 95% CIs over tasks (10,000 resamples):
-    :func:`metamorph.metrics.wrapper_sensitivity.mean_indices`."""
+    :func:`metamorph.studies.wrapper_sensitivity.metrics.mean_indices`."""
     df = wm.mean_indices(fsi_psi, n_resamples=10_000, seed=0)
     return validated_output(M.WrapperMeanIndices, df, "mean_fsi_psi", {"plot": plots.mean_with_ci(df)})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def acc_parse_correlation(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """Pearson r(accuracy, parseability) over cells: :func:`metamorph.metrics.wrapper_sensitivity.pearson_acc_parse`."""
-    df = wm.pearson_acc_parse(wm.cell_metrics(_standard(scored_answers), config.mode))
+    """Pearson r(accuracy, parseability) over cells: :func:`metamorph.studies.wrapper_sensitivity.regression.pearson_acc_parse`."""
+    df = reg.pearson_acc_parse(wm.cell_metrics(_standard(scored_answers), config.mode))
     return validated_output(M.WrapperCorrelation, df, "acc_parse_correlation")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def fixed_effects(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """A = βP + α_m + γ_t + δ_f by WLS: :func:`metamorph.metrics.wrapper_sensitivity.fixed_effects_regression`
+    """A = βP + α_m + γ_t + δ_f by WLS: :func:`metamorph.studies.wrapper_sensitivity.regression.fixed_effects_regression`
     (a design that does not identify β is reported as a row with a note, not an error)."""
     cells = wm.cell_metrics(_standard(scored_answers), config.mode)
     try:
-        df = wm.fixed_effects_regression(cells)
+        df = reg.fixed_effects_regression(cells)
     except ValueError as exc:  # the design does not identify β (e.g. one model, one task)
         df = _not_estimated(M.WrapperFERegression, exc, n_cells=len(cells))
     return validated_output(M.WrapperFERegression, df, "fixed_effects")
@@ -237,9 +239,9 @@ def fixed_effects(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def item_level_model(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
     """Item-level linear probability model with cluster-robust SEs by item (review, major 3):
-    :func:`metamorph.metrics.wrapper_sensitivity.item_level_model`."""
+    :func:`metamorph.studies.wrapper_sensitivity.regression.item_level_model`."""
     try:
-        df = wm.item_level_model(_standard(scored_answers), config.mode)
+        df = reg.item_level_model(_standard(scored_answers), config.mode)
     except ValueError as exc:  # e.g. 'parseable' constant: its coefficient is not identified
         df = _not_estimated(M.WrapperItemModel, exc, mode=config.mode, n_obs=int((scored_answers["mode"] == config.mode).sum()))
     return validated_output(M.WrapperItemModel, df, "item_level_model")
@@ -248,15 +250,15 @@ def item_level_model(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Out
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def fsi_decomposition(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
     """FSI = compliance part + conditional-accuracy part (review, major 1):
-    :func:`metamorph.metrics.wrapper_sensitivity.decomposition`."""
-    df = wm.decomposition(wm.cell_metrics(_standard(scored_answers), config.mode))
+    :func:`metamorph.studies.wrapper_sensitivity.diagnostics.decomposition`."""
+    df = diag.decomposition(wm.cell_metrics(_standard(scored_answers), config.mode))
     return validated_output(M.WrapperDecomposition, df, "fsi_decomposition")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def wrapper_wins(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """Wins per wrapper over model × task: :func:`metamorph.metrics.wrapper_sensitivity.win_counts`."""
-    df = wm.win_counts(wm.cell_metrics(_standard(scored_answers), config.mode))
+    """Wins per wrapper over model × task: :func:`metamorph.studies.wrapper_sensitivity.diagnostics.win_counts`."""
+    df = diag.win_counts(wm.cell_metrics(_standard(scored_answers), config.mode))
     return validated_output(M.WrapperWins, df, "wrapper_wins",
                             {"plot": plots.bars(df, "wrapper", "wins", "Wrapper wins over model × task")})
 
@@ -265,15 +267,15 @@ def wrapper_wins(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
           ins={**ALL_SCORED, "token_balance": dg.AssetIn(key=[*PREFIX, "token_balance"])})
 def matched_fsi(config: ModeConfig, scored_answers: pd.DataFrame, token_balance: pd.DataFrame) -> dg.Output:
     """FSI on the Δtok ≤ 5% matched subset next to full FSI:
-    :func:`metamorph.metrics.wrapper_sensitivity.matched_fsi`."""
+    :func:`metamorph.studies.wrapper_sensitivity.diagnostics.matched_fsi`."""
     matched = token_balance[token_balance["matched"]][["model_id", "task", "item_id"]]
-    df = wm.matched_fsi(_standard(scored_answers), matched, config.mode)
+    df = diag.matched_fsi(_standard(scored_answers), matched, config.mode)
     return validated_output(M.WrapperMatchedFSI, df, "matched_fsi")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def constrained_falsifier(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
     """Free vs constrained json decoding (review's falsifier; empty unless the arm was run):
-    :func:`metamorph.metrics.wrapper_sensitivity.constrained_falsifier`."""
-    return validated_output(M.WrapperConstrainedFalsifier, wm.constrained_falsifier(scored_answers, config.mode),
+    :func:`metamorph.studies.wrapper_sensitivity.diagnostics.constrained_falsifier`."""
+    return validated_output(M.WrapperConstrainedFalsifier, diag.constrained_falsifier(scored_answers, config.mode),
                             "constrained_falsifier")

@@ -24,11 +24,11 @@ def main() -> None:
     import dagster as dg
     from llama_cpp import Llama
 
-    from metamorph.datasets import construct_dataset
-    from metamorph.format_study import plan_generations
+    from metamorph.studies.format_robustness.sources import construct_dataset
+    from metamorph.studies.format_robustness.plan import plan_generations
     from metamorph.models import load_registry
     from metamorph.providers.llama_cpp import default_gguf_path
-    from metamorph.renderers import DEFAULT_FORMATS, render
+    from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, render
     from pipelines.definitions import build_definitions
     from resources.paths import registry_path
 

@@ -6,10 +6,10 @@ Subcommands
 [--encoder mpnet|minilm] [--json]``
 
     The WorkflowPerturb CI/CD regression gate (issue #4; arXiv 2602.17990 §6, Table 1). Scores
-    every (golden, candidate) pair with :func:`metamorph.workflow_metrics.score_workflows`
+    every (golden, candidate) pair with :func:`metamorph.studies.workflow_perturb.metrics.score_workflows`
     (Chain/Graph F1, BLEU, GLEU, BERTScore, Kendall τ — no LLM judge, which is therefore
     reported as undefined), evaluates each failure mode's metric bundle with
-    :mod:`metamorph.gate` (breach iff value < threshold; ``any``/``joint`` firing) and prints
+    :mod:`metamorph.studies.workflow_perturb.gate` (breach iff value < threshold; ``any``/``joint`` firing) and prints
     per failure mode PASS/FAIL with the values and thresholds (``--json``: one JSON object on
     stdout).
 
@@ -21,7 +21,7 @@ Subcommands
 Workflow files (``--golden``, ``--candidate``)
 ----------------------------------------------
 * WorFBench text: ``Node:`` lines ``k: step`` then ``Edge: (START,1) (1,2) ... (n,END)``
-  (:func:`metamorph.workflows.parse_workflow_text`) — one workflow, no id;
+  (:func:`metamorph.studies.workflow_perturb.workflows.parse_workflow_text`) — one workflow, no id;
 * a JSON object ``{"nodes": [...], "edges": [[u, v], ...]}`` (optional ``"id"``); nodes are
   strings or ``{"id", "text"}`` objects, edge endpoints node numbers or ``START``/``END``; an
   absent ``edges`` means the linear chain START → 1 → … → n → END. ``gold_nodes``/``gold_edges``
@@ -32,7 +32,7 @@ Workflow files (``--golden``, ``--candidate``)
 When both files hold exactly one workflow they are paired whatever their ids; otherwise pairs are
 matched by id (every workflow needs a unique id). A golden without a candidate is a failure; a
 candidate without a golden is reported and ignored. The golden's graph must be well formed
-(:func:`metamorph.workflows.graph_problem` with at least one step); a candidate's bad edges are
+(:func:`metamorph.studies.workflow_perturb.workflows.graph_problem` with at least one step); a candidate's bad edges are
 dropped and counted by the metric.
 """
 
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metamorph import gate
+from metamorph.studies.workflow_perturb import gate
 from metamorph.errors import InputError
 
 __all__ = ["GateWorkflow", "main", "pair_workflows", "read_workflow_file"]
@@ -77,8 +77,8 @@ def _endpoint(x: Any, source: str, row: int | None, field: str) -> str:
 
 
 def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
-    from metamorph.workflow_metrics import chain_edges
-    from metamorph.workflows import parse_workflow_text
+    from metamorph.studies.workflow_perturb.metrics import chain_edges
+    from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
 
     wid = obj.get("id", obj.get("workflow_id"))
     wid = None if wid is None else str(wid)
@@ -128,7 +128,7 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
             JSON or not an object; a workflow cannot be parsed. The message names the file (and
             the line/element and field when it applies).
     """
-    from metamorph.workflows import parse_workflow_text
+    from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
 
     p = Path(path)
     src = str(p)
@@ -176,7 +176,7 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
 
 
 def _check_golden(w: GateWorkflow) -> None:
-    from metamorph.workflows import graph_problem
+    from metamorph.studies.workflow_perturb.workflows import graph_problem
 
     problem = graph_problem(w.nodes, w.edges, min_nodes=1)
     if problem is not None:
@@ -278,7 +278,7 @@ def _run_gate(args: argparse.Namespace) -> int:
     encoder_name = None
     if pairs:
         from metamorph.embeddings import load_encoder
-        from metamorph.workflow_metrics import score_workflows
+        from metamorph.studies.workflow_perturb.metrics import score_workflows
 
         try:
             encoder = load_encoder(prefer=args.encoder)
@@ -317,7 +317,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--golden", required=True, help="golden workflow(s): WorFBench text, JSON object, JSON array or JSONL")
     g.add_argument("--candidate", required=True, help="candidate workflow(s), same formats; matched to goldens by id")
     g.add_argument("--thresholds", default=None,
-                   help="thresholds JSON (format of metamorph/data/gate_thresholds.json, e.g. a recalibration); "
+                   help="thresholds JSON (format of metamorph/studies/workflow_perturb/data/gate_thresholds.json, e.g. a recalibration); "
                         "default: the packaged Table-1 defaults")
     g.add_argument("--mode", choices=gate.MODES, default="any",
                    help="any: a failure mode fires when any primary metric breaches (default); "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stub_http import StubServer
+from tests.core.stub_http import StubServer
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -1,0 +1,13 @@
+"""The studies: one package per study, named like its Dagster asset group and key prefix.
+
+Every study package repeats the same module names so that knowing one study is knowing where
+to look in the next:
+
+* ``plan`` — requests to send (rendered inputs × models × repeats) and the rows of the
+  generation and extraction tables;
+* ``extract`` — reading an answer out of a raw completion, with a reason when it cannot;
+* ``metrics`` — the paper's metric tables from the extracted rows;
+* ``schemas`` — the pandera schema of every intermediate and metric table;
+
+plus the study's own concepts (renderers, wrappers, perturbation operators ...).
+"""

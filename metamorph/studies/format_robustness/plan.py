@@ -1,0 +1,144 @@
+"""Requests of the document-format robustness study (paper §4.2, §5.1).
+
+For a workflow (model + ingestion path), a rendered document and a repeat index r, the request
+is built so that **only the document differs across formats**:
+
+* the system message is fixed;
+* the user message is P (the task prompt) + the fixed JSON output instruction
+  (:func:`metamorph.studies.format_robustness.extract.output_instruction`), identical for every format;
+* ``inline``: the document text follows between fixed delimiters in the same user message;
+  ``openai_file`` / ``anthropic_document``: the document is attached as a file of its own media
+  type and the user message carries P and the instruction only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from metamorph.studies.format_robustness.extract import output_instruction
+from metamorph.models import ModelSpec
+from metamorph.providers.base import Document, GenerationRequest
+from metamorph.studies.format_robustness.records import SourceInstance
+from metamorph.studies.format_robustness.renderers import RenderedDocument
+
+SYSTEM_PROMPT = "You are a careful assistant that reads documents and answers only from their content."
+DOC_BEGIN = "<<<DOCUMENT>>>"
+DOC_END = "<<<END DOCUMENT>>>"
+
+#: Decoding defaults of the study (temperature 0, §5.1); every key is sent explicitly.
+DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 256, "seed": 0}
+
+
+@dataclass(frozen=True)
+class PlannedGeneration:
+    """A request plus the lineage ids of the row it will become."""
+
+    workflow_id: str
+    model_id: str
+    instance_id: str
+    dataset: str
+    format: str
+    repeat: int
+    document_sha256: str
+    request: GenerationRequest
+
+
+def build_messages(x: SourceInstance, doc: RenderedDocument, ingestion: str) -> list[dict[str, str]]:
+    """System + user messages for one (instance, document) pair; see the module docstring."""
+    instruction = f"{x.task_prompt}\n\n{output_instruction(list(x.answer_space))}"
+    if ingestion == "inline":
+        user = f"{instruction}\n\n{DOC_BEGIN}\n{doc.text}{'' if doc.text.endswith(chr(10)) else chr(10)}{DOC_END}"
+    else:
+        user = f"{instruction}\n\nThe document is attached as the file {doc.filename}."
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def plan_generations(
+    instances: Iterable[SourceInstance],
+    documents: Iterable[RenderedDocument],
+    model: ModelSpec,
+    *,
+    k: int = 3,
+    params: dict[str, Any] | None = None,
+) -> list[PlannedGeneration]:
+    """All requests of one model: ingestion path × document × repeat r = 1..k.
+
+    Precedence: :data:`DEFAULT_PARAMS` < ``params`` (the run's settings) < the model's registry
+    ``params`` (model-specific knowledge wins). A registry parameter set to ``null`` removes it, so
+    it is not sent (e.g. Anthropic's 2026-10-21 API takes no ``temperature``).
+    Raises ``ValueError`` for ``k < 1`` or a document whose instance is unknown.
+    """
+    if k < 1:
+        raise ValueError("k (repeats) must be >= 1")
+    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params}
+    merged = {key: value for key, value in merged.items() if value is not None}
+    by_id = {(x.dataset, x.instance_id): x for x in instances}
+    out: list[PlannedGeneration] = []
+    for doc in documents:
+        x = by_id.get((doc.dataset, doc.instance_id))
+        if x is None:
+            raise ValueError(f"document for unknown instance {doc.dataset}/{doc.instance_id}")
+        for ingestion in model.ingestion:
+            messages = build_messages(x, doc, ingestion)
+            attached = None if ingestion == "inline" else Document(doc.content, doc.media_type, doc.filename)
+            for r in range(1, k + 1):
+                req = GenerationRequest(
+                    provider=model.provider, model=model.model, messages=tuple(messages), params=dict(merged),
+                    base_url=model.base_url, ingestion=ingestion, document=attached,
+                    renderer_version=doc.renderer_version, repeat_index=r,
+                )
+                out.append(PlannedGeneration(model.workflow_id(ingestion), model.id, x.instance_id, x.dataset,
+                                             doc.format, r, doc.sha256, req))
+    return out
+
+
+def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.DataFrame:
+    """One row per generation: the metric input of :mod:`metamorph.studies.format_robustness.metrics`.
+
+    Args:
+        decisions: ``extracted_decisions`` rows (schema ``ExtractedDecisions``).
+        evidence: ``evidence_categories`` rows (one per evidence item, ``categories_json``).
+
+    Returns:
+        ``decisions``' lineage columns + ``decision, gold, is_correct, favorable, parse_status``
+        and ``categories_json``: the sorted union of the generation's item categories (JSON
+        list; ``[]`` when it has no mapped item or is unparseable). Row count equals
+        ``len(decisions)``; raises ``ValueError`` if an evidence row names an unknown generation.
+    """
+    keys = ["workflow_id", "dataset", "instance_id", "format", "repeat"]
+    cats: dict[str, set[str]] = {}
+    for key, cj in zip(evidence["generation_key"], evidence["categories_json"]):
+        cats.setdefault(key, set()).update(json.loads(cj))
+    unknown = set(cats) - set(decisions["generation_key"])
+    if unknown:
+        raise ValueError(f"{len(unknown)} evidence rows name generations not in extracted_decisions, "
+                         f"e.g. {sorted(unknown)[:3]}")
+    out = decisions[["model_id", *keys, "generation_key", "decision", "gold", "is_correct", "favorable",
+                     "parse_status"]].copy()
+    out["categories_json"] = [json.dumps(sorted(cats.get(k, set()))) for k in out["generation_key"]]
+    return out.reset_index(drop=True)
+
+
+def metric_input(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """``generation_outcomes`` with ``categories`` as Python lists and ``is_correct`` filled
+    (False where gold exists but the row is null) — the generations frame the metrics take."""
+    gen = outcomes.copy()
+    gen["categories"] = [json.loads(c) for c in gen["categories_json"]]
+    gen["decision"] = gen["decision"].astype(object).where(gen["decision"].notna(), None)
+    gen["gold"] = gen["gold"].astype(object).where(gen["gold"].notna(), None)
+    has_gold = gen["gold"].notna()
+    gen["is_correct"] = gen["is_correct"].astype("boolean")
+    gen.loc[has_gold & gen["is_correct"].isna(), "is_correct"] = False
+    return gen
+
+
+def sensitive_frame(source_instances: pd.DataFrame) -> pd.DataFrame:
+    """Long frame ``dataset, instance_id, attribute, value`` from ``source_instances.sensitive_json``."""
+    rows = [(r.dataset, r.instance_id, a, str(v))
+            for r in source_instances.itertuples() for a, v in json.loads(r.sensitive_json).items()]
+    return pd.DataFrame(rows, columns=["dataset", "instance_id", "attribute", "value"])

@@ -1,0 +1,360 @@
+"""pandera schemas of the document-format study's intermediate tables (issue #2 §3).
+
+Lineage ids travel in every row: ``dataset, instance_id`` (source) → ``format, document_sha256``
+(rendered) → ``model_id, workflow_id, repeat, generation_key`` (generation; the key is the
+generation cache key) → extracted decision → metric cells.
+
+Metric tables
+-------------
+pandera schemas of the tables produced by :mod:`metamorph.studies.format_robustness.metrics`.
+
+One :class:`pandera.pandas.DataFrameModel` per output table of the document-format study
+("Not as Sweet by Another Name", ASE '26). Every column has a description with its unit;
+percentages are in percent (0–100), differences of percentages in percentage points (pp).
+All models are ``strict=True`` (no undeclared column) and ``coerce=True``.
+
+``⊥`` denotes an unparseable decision (``decision is None`` in the generations frame).
+"""
+
+from __future__ import annotations
+
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing.pandas import Series
+
+FORMATS = ["txt", "md", "json", "csv"]
+
+
+class _Strict(pa.DataFrameModel):
+    class Config:
+        strict = True
+        coerce = True
+
+
+class SourceInstances(_Strict):
+    """``source_instances``: the canonical representation C_x (§4.2), one row per record."""
+
+    instance_id: Series[str] = pa.Field(description="Record id, unique within the dataset.")
+    dataset: Series[str] = pa.Field(description="Dataset name (construct, medqa, discrim_eval, credit_default...).")
+    source: Series[str] = pa.Field(description="Source spec the record was loaded from (file path, hf:// URI or construct).")
+    fields_json: Series[str] = pa.Field(description="Ordered [field, value] pairs as JSON.")
+    n_fields: Series[int] = pa.Field(ge=1, description="Number of (field, value) pairs.")
+    task_prompt: Series[str] = pa.Field(str_length={"min_value": 1}, description="Task prompt P; never inside the document.")
+    answer_space_json: Series[str] = pa.Field(description="Allowed decisions as a JSON list.")
+    gold: Series[str] = pa.Field(nullable=True, description="Gold decision (an answer-space label) or null.")
+    favorable_label: Series[str] = pa.Field(nullable=True, description="Affirmative/favourable label for fairness rates.")
+    sensitive_json: Series[str] = pa.Field(description="Sensitive attributes as a JSON object.")
+
+    @pa.dataframe_check(description="(dataset, instance_id) is unique")
+    def unique_ids(cls, df):  # noqa: N805
+        return ~df.duplicated(["dataset", "instance_id"], keep=False)
+
+
+class RenderedDocuments(_Strict):
+    """``rendered_documents``: T(C_x, f) for every record and format."""
+
+    dataset: Series[str] = pa.Field(description="Dataset of the record.")
+    instance_id: Series[str] = pa.Field(description="Record id.")
+    format: Series[str] = pa.Field(description="Document format (txt, md, json, csv, or a registered extension).")
+    media_type: Series[str] = pa.Field(description="IANA media type of the document bytes.")
+    renderer_version: Series[str] = pa.Field(description="Renderer version; part of every cache key.")
+    document_text: Series[str] = pa.Field(description="The document (UTF-8 text of the bytes sent).")
+    document_sha256: Series[str] = pa.Field(str_length={"min_value": 64, "max_value": 64}, description="sha256 of the document bytes.")
+    n_bytes: Series[int] = pa.Field(ge=1, description="Size of the document in bytes.")
+    round_trip_ok: Series[bool] = pa.Field(description="The format's parser recovered exactly the record's pairs.")
+
+    @pa.dataframe_check(description="one document per (dataset, instance_id, format)")
+    def unique_docs(cls, df):  # noqa: N805
+        return ~df.duplicated(["dataset", "instance_id", "format"], keep=False)
+
+
+class WorkflowGenerations(_Strict):
+    """``workflow_generations``: one row per workflow × document × repeat (partition = model_id)."""
+
+    model_id: Series[str] = pa.Field(description="Registry model id (the dynamic partition key).")
+    workflow_id: Series[str] = pa.Field(description="<model_id>/<ingestion path>.")
+    provider: Series[str] = pa.Field(description="Provider kind.")
+    ingestion: Series[str] = pa.Field(isin=["inline", "openai_file", "anthropic_document"], description="Ingestion path.")
+    dataset: Series[str] = pa.Field(description="Dataset of the record.")
+    instance_id: Series[str] = pa.Field(description="Record id.")
+    format: Series[str] = pa.Field(description="Document format.")
+    repeat: Series[int] = pa.Field(ge=1, description="Repeat index r (1..k).")
+    document_sha256: Series[str] = pa.Field(description="sha256 of the document given to the model.")
+    generation_key: Series[str] = pa.Field(str_length={"min_value": 64, "max_value": 64}, description="Generation cache key (sha256 of the canonical request).")
+    request_json: Series[str] = pa.Field(description="The exact request (messages, params, document hash); no secrets.")
+    response_text: Series[str] = pa.Field(nullable=True, description="Raw completion text; null when the call failed.")
+    finish_reason: Series[str] = pa.Field(nullable=True, description="stop / length / ... as reported.")
+    prompt_tokens: Series[pa.typing.Int64] = pa.Field(nullable=True, description="Prompt tokens reported by the provider.")
+    completion_tokens: Series[pa.typing.Int64] = pa.Field(nullable=True, description="Completion tokens reported by the provider.")
+    latency_s: Series[float] = pa.Field(nullable=True, ge=0, description="Latency of the call in seconds (of the original call for cache hits).")
+    model_version: Series[str] = pa.Field(nullable=True, description="Provider-reported resolved model version.")
+    system_fingerprint: Series[str] = pa.Field(nullable=True, description="OpenAI system_fingerprint when given.")
+    cache_hit: Series[bool] = pa.Field(description="Served from the generation cache in this run.")
+    error: Series[str] = pa.Field(nullable=True, description="Error of the call (never a completion).")
+
+    @pa.dataframe_check(description="one row per (workflow, dataset, instance, format, repeat)")
+    def unique_cells(cls, df):  # noqa: N805
+        return ~df.duplicated(["workflow_id", "dataset", "instance_id", "format", "repeat"], keep=False)
+
+
+class _PerGeneration(_Strict):
+    """Lineage columns shared by every per-generation table of the study."""
+
+    model_id: Series[str] = pa.Field(description="Registry model id (the dynamic partition key).")
+    workflow_id: Series[str] = pa.Field(description="<model_id>/<ingestion path>.")
+    dataset: Series[str] = pa.Field(description="Dataset of the record.")
+    instance_id: Series[str] = pa.Field(description="Record id.")
+    format: Series[str] = pa.Field(description="Document format.")
+    repeat: Series[int] = pa.Field(ge=1, description="Repeat index r.")
+    generation_key: Series[str] = pa.Field(description="Generation cache key (lineage to the raw completion).")
+
+
+class ExtractedDecisions(_PerGeneration):
+    """``extracted_decisions``: decision D and evidence E per generation, with parse status."""
+
+    decision: Series[str] = pa.Field(nullable=True, description="Answer-space label, or null when unparseable (never guessed).")
+    evidence_json: Series[str] = pa.Field(description="Evidence items as a JSON list of strings (<= 10).")
+    n_evidence: Series[int] = pa.Field(ge=0, le=10, description="Number of evidence items.")
+    parse_status: Series[str] = pa.Field(isin=["ok", "repaired", "unparseable"], description="ok / repaired / unparseable.")
+    parse_reason: Series[str] = pa.Field(description="Why the status (e.g. json_in_code_fence, truncated, call_error).")
+    gold: Series[str] = pa.Field(nullable=True, description="Gold label of the record, null if none.")
+    is_correct: Series[bool] = pa.Field(nullable=True, description="decision == gold (unparseable = incorrect); null without gold.")
+    favorable: Series[bool] = pa.Field(nullable=True, description="decision == favourable label; null when unparseable or no favourable label.")
+
+    @pa.dataframe_check(description="unparseable rows carry no decision")
+    def unparseable_has_no_decision(cls, df):  # noqa: N805
+        return (df["parse_status"] != "unparseable") | df["decision"].isna()
+
+
+class EvidenceCategories(_PerGeneration):
+    """``evidence_categories``: one row per evidence item, mapped by the dataset's lexicon."""
+
+    item_index: Series[int] = pa.Field(ge=0, description="0-based position of the item in the evidence list.")
+    item_text: Series[str] = pa.Field(description="The evidence item as the model wrote it.")
+    categories_json: Series[str] = pa.Field(description="Semantic categories (JSON list, sorted); [] when unmapped.")
+    mapped: Series[bool] = pa.Field(description="At least one category matched.")
+    lexicon_version: Series[str] = pa.Field(description="Dataset lexicon and version used.")
+
+
+class GenerationOutcomes(_PerGeneration):
+    """``generation_outcomes``: one row per generation of every model — the metric input."""
+
+    decision: Series[str] = pa.Field(nullable=True, description="Answer-space label; null = unparseable (⊥).")
+    gold: Series[str] = pa.Field(nullable=True, description="Gold label or null.")
+    is_correct: Series[pd.BooleanDtype] = pa.Field(nullable=True, description="decision == gold; null without gold.")
+    favorable: Series[pd.BooleanDtype] = pa.Field(nullable=True, description="decision == favourable label; null when unparseable.")
+    parse_status: Series[str] = pa.Field(isin=["ok", "repaired", "unparseable"], description="Extraction status.")
+    categories_json: Series[str] = pa.Field(description="Sorted union of the generation's evidence categories (JSON list).")
+
+
+# ------------------------------------------------------------------------------------------
+# Metric tables
+_PCT = dict(ge=0.0, le=100.0)
+
+
+class _WorkflowDataset(pa.DataFrameModel):
+    workflow_id: Series[str] = pa.Field(description="Workflow id: provider + model + ingestion path.")
+    dataset: Series[str] = pa.Field(description="Dataset name.")
+
+
+class MRFlags(_WorkflowDataset):
+    """Per-instance metamorphic-relation flags (§4.1). A flag is null when the instance has
+    fewer than 2 formats (no pair to compare)."""
+
+    instance_id: Series[str] = pa.Field(description="Record (instance) id within the dataset.")
+    mr1: Series[pd.BooleanDtype] = pa.Field(
+        nullable=True,
+        description="MR1 (decision invariance) violated: repeat-1 decisions differ between two formats "
+        "(⊥ is its own outcome). Boolean; null when n_formats < 2.",
+    )
+    mr2: Series[pd.BooleanDtype] = pa.Field(
+        nullable=True,
+        description="MR2 (evidence consistency) violated: Jaccard of repeat-1 evidence-category sets "
+        "< θ = 0.3 for some pair of formats. Boolean; null when n_formats < 2.",
+    )
+    mr3: Series[pd.BooleanDtype] = pa.Field(
+        nullable=True,
+        description="MR3 (execution consistency) violated: S_f (all k repeats agree, ⊥ a value) "
+        "differs between two formats. Boolean; null when n_formats < 2.",
+    )
+    n_formats: Series[int] = pa.Field(ge=1, description="Number of formats the instance was rendered in (count).")
+    k: Series[int] = pa.Field(ge=1, description="Repeats per format for this instance (count).")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class MRViolations(_WorkflowDataset):
+    """Violation rates M1/M2/M3 (§5.1, Table 2) with percentile bootstrap 95% CIs over instances."""
+
+    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Metamorphic relation: MR1, MR2 or MR3.")
+    violation_pct: Series[float] = pa.Field(
+        nullable=True, **_PCT, description="M_i: % of instances violating the relation (percent, 0–100); null when n_instances = 0."
+    )
+    ci_low_pct: Series[float] = pa.Field(
+        nullable=True, **_PCT, description="Lower bound of the percentile bootstrap 95% CI of M_i (percent); null when n_instances < 2."
+    )
+    ci_high_pct: Series[float] = pa.Field(
+        nullable=True, **_PCT, description="Upper bound of the percentile bootstrap 95% CI of M_i (percent); null when n_instances < 2."
+    )
+    n_instances: Series[int] = pa.Field(ge=0, description="Instances with a defined flag (≥ 2 formats) used for M_i (count).")
+    n_undefined: Series[int] = pa.Field(ge=0, description="Instances with fewer than 2 formats, flag undefined, not in M_i (count).")
+    ci_note: Series[str] = pa.Field(
+        nullable=True, description="Why the CI is special (n=0, n=1: no interval; all values equal: CI = [v, v]); null otherwise."
+    )
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class AccuracyByFormat(_WorkflowDataset):
+    """Accuracy per format over all generations with gold (§5.1); unparseable counts as incorrect."""
+
+    format: Series[str] = pa.Field(description="Document format (txt, md, json, csv).")
+    accuracy_pct: Series[float] = pa.Field(**_PCT, description="Acc_f: % correct generations among those with gold (percent).")
+    n: Series[int] = pa.Field(ge=1, description="Generations with gold, all repeats (count).")
+    n_correct: Series[int] = pa.Field(ge=0, description="Correct generations (count).")
+    n_unparseable: Series[int] = pa.Field(ge=0, description="Unparseable (⊥) generations among the n (count).")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class StabilityByFormat(_WorkflowDataset):
+    """Stb_f: % of instances whose k repeats of format f all agree (⊥ is a value) (§5.1)."""
+
+    format: Series[str] = pa.Field(description="Document format (txt, md, json, csv).")
+    stability_pct: Series[float] = pa.Field(**_PCT, description="Stb_f: % of instances whose k repeats all agree (percent).")
+    n_instances: Series[int] = pa.Field(ge=1, description="Instances rendered in this format (count).")
+    k_min: Series[int] = pa.Field(ge=1, description="Smallest number of repeats of an instance (count); k = 1 is trivially stable.")
+    k_max: Series[int] = pa.Field(ge=1, description="Largest number of repeats of an instance (count).")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class EvidenceDrift(_WorkflowDataset):
+    """Per non-baseline format: evidence drift JS, ΔAcc and flip rate against the baseline (§5.1)."""
+
+    format: Series[str] = pa.Field(description="Document format f (≠ baseline).")
+    baseline: Series[str] = pa.Field(description="Baseline format (TXT by default).")
+    js_divergence: Series[float] = pa.Field(
+        ge=0.0, le=1.0,
+        description="JS: Jensen–Shannon divergence, base 2 (unitless, 0–1), of evidence-category count "
+        "distributions of f vs baseline over all generations.",
+    )
+    delta_acc_pct: Series[float] = pa.Field(
+        nullable=True, ge=-100.0, le=100.0,
+        description="ΔAcc = Acc_f − Acc_baseline (percentage points); null without gold.",
+    )
+    flip_rate_pct: Series[float] = pa.Field(
+        nullable=True, **_PCT,
+        description="Flip rate: % of instances whose repeat-1 decision differs from the baseline's (⊥ its own outcome) (percent).",
+    )
+    n_instances: Series[int] = pa.Field(ge=0, description="Instances rendered in both f and the baseline: flip-rate denominator (count).")
+    n_category_items: Series[int] = pa.Field(ge=0, description="Evidence-category occurrences of f, all generations (count).")
+    n_category_items_baseline: Series[int] = pa.Field(ge=0, description="Evidence-category occurrences of the baseline (count).")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class FairnessDisparity(_WorkflowDataset):
+    """Sen_f(g) and FDS_f(g) per sensitive factor g and format (§5.1)."""
+
+    factor: Series[str] = pa.Field(description="Sensitive factor g: an attribute, or two attributes joined by ':' (interaction).")
+    format: Series[str] = pa.Field(description="Document format f.")
+    sen_pp: Series[float] = pa.Field(
+        nullable=True, **_PCT,
+        description="Sen_f(g): max − min affirmative rate over the groups of g (percentage points); null when n_groups < 2.",
+    )
+    fds: Series[float] = pa.Field(
+        nullable=True,
+        description="FDS_f(g) = (Sen_f(g) − μ_g)/(σ_g + ε), μ_g/σ_g mean and population std of Sen over formats (unitless z-score).",
+    )
+    n_groups: Series[int] = pa.Field(ge=0, description="Groups of g with at least one parseable repeat-1 generation (count).")
+    min_group_n: Series[int] = pa.Field(ge=0, description="Smallest group size in parseable repeat-1 generations (count); 0 when no group.")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class SilentViolations(_WorkflowDataset):
+    """Silent violations: MR2 violated while MR1 holds (§5.1)."""
+
+    silent_pct: Series[float] = pa.Field(
+        nullable=True, **_PCT, description="% of MR2 violations without an MR1 violation (percent); null when n_mr2 = 0."
+    )
+    n_silent: Series[int] = pa.Field(ge=0, description="Instances with MR2 violated and MR1 not violated (count).")
+    n_mr2: Series[int] = pa.Field(ge=0, description="Instances with MR2 violated (count).")
+    n_instances: Series[int] = pa.Field(ge=0, description="Instances with defined flags (count).")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class FormatTests(_WorkflowDataset):
+    """Significance tests across formats (long format): Cochran's Q, pairwise exact McNemar with
+    Holm correction, Spearman ρ(JS, ΔAcc)."""
+
+    test: Series[str] = pa.Field(isin=["cochran_q", "mcnemar", "spearman"], description="Test name.")
+    comparison: Series[str] = pa.Field(
+        description="What is compared: 'txt,md,json,csv' (Q), 'txt vs md' (McNemar), 'js_divergence~delta_acc_pct' (Spearman)."
+    )
+    statistic: Series[float] = pa.Field(
+        nullable=True, description="Q (chi-square), McNemar exact statistic min(b, c) (count), or Spearman ρ (unitless); null with a note when undefined."
+    )
+    p_value: Series[float] = pa.Field(nullable=True, ge=0.0, le=1.0, description="Unadjusted p-value (probability).")
+    p_holm: Series[float] = pa.Field(
+        nullable=True, ge=0.0, le=1.0, description="Holm-adjusted p-value over the McNemar pairs of this workflow × dataset (probability); null for other tests."
+    )
+    n: Series[int] = pa.Field(ge=0, description="Instances used (Q: complete blocks; McNemar: pairs) or points (Spearman: formats) (count).")
+    note: Series[str] = pa.Field(nullable=True, description="Why a statistic is null, else null.")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class VoteAggregation(_WorkflowDataset):
+    """Mitigation (§5.5): majority vote over the k repeats, then MR1."""
+
+    mrv_before_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="MRV before: MR1 violation rate on repeat-1 decisions (percent).")
+    mrv_after_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="MRV after: MR1 violation rate on majority-vote decisions (percent).")
+    delta_mrv_pp: Series[float] = pa.Field(nullable=True, ge=-100.0, le=100.0, description="ΔMRV = before − after (percentage points; > 0 = improvement).")
+    n_instances: Series[int] = pa.Field(ge=0, description="Instances with ≥ 2 formats (count).")
+    n_no_majority: Series[int] = pa.Field(ge=0, description="(instance, format) cells whose vote tied → ⊥ 'no majority' (count).")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class FormatRouting(_WorkflowDataset):
+    """Mitigation (§5.5): route every held-out input to the best calibration format."""
+
+    best_format: Series[str] = pa.Field(description="Format chosen on the calibration split.")
+    criterion: Series[str] = pa.Field(
+        isin=["accuracy", "stability", "default"], description="How best_format was chosen: accuracy (gold), stability (Stb_f) or default (no calibration data → baseline)."
+    )
+    calibration_score_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="best_format's calibration accuracy or Stb_f (percent).")
+    mrv_before_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="Held-out MR1 violation rate across formats, repeat 1 (percent).")
+    mrv_after_pct: Series[float] = pa.Field(
+        nullable=True, **_PCT, description="Held-out MR1 after routing: % of held-out instances whose k repeats of best_format disagree (percent)."
+    )
+    delta_mrv_pp: Series[float] = pa.Field(nullable=True, ge=-100.0, le=100.0, description="ΔMRV = before − after (percentage points).")
+    n_calibration: Series[int] = pa.Field(ge=0, description="Calibration instances (count).")
+    n_heldout: Series[int] = pa.Field(ge=0, description="Held-out instances (count).")
+    note: Series[str] = pa.Field(nullable=True, description="Caveats (no calibration data, held-out instances lacking best_format), else null.")
+
+    class Config:
+        strict = True
+        coerce = True

@@ -1,0 +1,476 @@
+"""CI/CD regression gate of the WorkflowPerturb study (issue #4; Kanda et al., arXiv:2602.17990
+§6 and Table 1): thresholds, metric bundles, verdicts. Pure functions — no file is scored here;
+:mod:`metamorph.cli` (``metamorph gate``) loads the workflows, scores them and prints.
+
+Thresholds
+----------
+One *bundle* per failure mode (:data:`FAILURE_MODES`), defaults from Table 1 in
+``metamorph/studies/workflow_perturb/data/gate_thresholds.json`` (:func:`load_thresholds`):
+
+=====================  ================================  ===================================
+failure mode           primary (decide)                  secondary (reported only)
+=====================  ================================  ===================================
+``missing``            Graph F1 < 0.75, Chain F1 < 0.75  LLM judge (no threshold)
+``compressed``         Kendall τ < 0.65                  Graph F1 < 0.75, Chain F1 < 0.75
+``description``        BLEU < 0.70, GLEU < 0.70          BERTScore F1 (no threshold)
+=====================  ================================  ===================================
+
+The file format (also written by
+:func:`metamorph.studies.workflow_perturb.analysis.recalibrated_thresholds`)::
+
+    {"comparison": "<",                       # optional; only "<" is allowed
+     "failure_modes": {
+        "<mode>": {"name": "...",             # optional display name
+                   "primary":   {"<metric>": <number>, ...},     # at least one
+                   "secondary": {"<metric>": <number or null>, ...}}},   # optional
+     ...}                                     # other top-level keys (description, source,
+                                              # version, calibration) are kept as metadata
+
+Metrics are :data:`GATE_METRICS`; a threshold is a finite number in the metric's range
+(Kendall τ in [−1, 1], every other metric in [0, 1]). Anything else raises
+:class:`ThresholdsError` naming the file and the offending key.
+
+Breach and firing (exact definitions)
+-------------------------------------
+* **Breach**: a metric breaches when ``value < threshold`` — strictly, compared as Python
+  floats without tolerance; ``value == threshold`` does **not** breach. A null/NaN/absent value
+  is *undefined*: it neither breaches nor passes and is never read as 0.
+* **Bundle firing**, over the bundle's *defined* primary metrics (undefined ones are skipped):
+
+  - mode ``"any"`` (default): the failure mode fires iff at least one defined primary breaches;
+  - mode ``"joint"``: it fires iff at least one primary is defined and **every** defined
+    primary breaches.
+
+  With no defined primary the bundle is ``UNDEFINED`` (not fired). Secondary metrics are
+  evaluated (breach flag when they have a threshold) and reported, but never change the
+  verdict.
+* **Verdicts**: a bundle is ``FAIL`` when it fires, ``PASS`` when it does not and has a defined
+  primary, ``UNDEFINED`` otherwise. One candidate (:func:`evaluate_gate`) is ``FAIL`` iff any
+  bundle fires. Several candidates (:func:`gate_report`): a failure mode is ``FAIL`` iff it fires
+  on at least one pair; the gate fails iff some failure mode fails or a golden workflow has no
+  candidate.
+* **Exit codes** (:data:`EXIT_PASS`, :data:`EXIT_REGRESSION`, :data:`EXIT_BAD_INPUT`): 0 when
+  nothing fires, 1 on a regression (a bundle fired, or a candidate is missing), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from metamorph.errors import InputError
+
+__all__ = [
+    "COMPARISON",
+    "EXIT_BAD_INPUT",
+    "EXIT_PASS",
+    "EXIT_REGRESSION",
+    "FAILURE_MODES",
+    "GATE_METRICS",
+    "METRIC_RANGES",
+    "MODES",
+    "Bundle",
+    "BundleResult",
+    "GateReport",
+    "GateResult",
+    "MetricCheck",
+    "Thresholds",
+    "ThresholdsError",
+    "breaches",
+    "bundle_decision",
+    "default_thresholds",
+    "default_thresholds_path",
+    "evaluate_bundle",
+    "evaluate_gate",
+    "gate_report",
+    "load_thresholds",
+    "metric_value",
+    "thresholds_from_dict",
+]
+
+#: The paper's three failure modes (= perturbation types), in the paper's order.
+FAILURE_MODES = ("missing", "compressed", "description")
+#: Metrics a bundle may name (the judge is never computed by the gate itself; it is reported
+#: as undefined unless the metrics dict carries it).
+GATE_METRICS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau", "judge")
+#: Closed range of each metric (a threshold must lie in it).
+METRIC_RANGES: dict[str, tuple[float, float]] = {m: (0.0, 1.0) for m in GATE_METRICS} | {"kendall_tau": (-1.0, 1.0)}
+#: Bundle firing modes (see the module docstring).
+MODES = ("any", "joint")
+#: The only comparison: a metric breaches when ``value < threshold``.
+COMPARISON = "<"
+EXIT_PASS, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
+PASS, FAIL, UNDEFINED = "PASS", "FAIL", "UNDEFINED"
+
+_PACKAGE_FILE = ("data", "gate_thresholds.json")
+_BUNDLE_KEYS = {"name", "primary", "secondary", "description"}
+
+
+class ThresholdsError(InputError):
+    """A thresholds file (or dict) is missing, not JSON, or breaks the format; names the file."""
+
+
+# --------------------------------------------------------------------------- thresholds
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """The metric bundle of one failure mode.
+
+    Attributes:
+        failure_mode: key (``missing``, ``compressed``, ``description`` or a custom one).
+        name: display name (``Missing Steps``...).
+        primary: ``(metric, threshold)`` pairs that decide (at least one).
+        secondary: ``(metric, threshold or None)`` pairs that are only reported.
+    """
+
+    failure_mode: str
+    name: str
+    primary: tuple[tuple[str, float], ...]
+    secondary: tuple[tuple[str, float | None], ...] = ()
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(m for m, _ in self.primary) + tuple(m for m, _ in self.secondary)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "primary": dict(self.primary), "secondary": dict(self.secondary)}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """All bundles, in file order, plus where they came from and the file's other keys."""
+
+    bundles: tuple[Bundle, ...]
+    source: str = "<dict>"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def bundle(self, failure_mode: str) -> Bundle:
+        for b in self.bundles:
+            if b.failure_mode == failure_mode:
+                return b
+        raise KeyError(f"no bundle for failure mode {failure_mode!r}; have {[b.failure_mode for b in self.bundles]}")
+
+    @property
+    def failure_modes(self) -> tuple[str, ...]:
+        return tuple(b.failure_mode for b in self.bundles)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON file format (metadata keys first, then ``comparison`` and ``failure_modes``)."""
+        out = {k: v for k, v in self.meta.items() if k not in ("comparison", "failure_modes")}
+        out["comparison"] = COMPARISON
+        out["failure_modes"] = {b.failure_mode: b.to_dict() for b in self.bundles}
+        return out
+
+
+def _threshold(value: Any, metric: str, source: str, where: str, *, nullable: bool) -> float | None:
+    if value is None:
+        if nullable:
+            return None
+        raise ThresholdsError(source, "a primary threshold must be a number, got null", field=where)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ThresholdsError(source, f"threshold must be a number, got {value!r:.40}", field=where)
+    v = float(value)
+    lo, hi = METRIC_RANGES[metric]
+    if not math.isfinite(v) or not lo <= v <= hi:
+        raise ThresholdsError(source, f"threshold {value!r} is outside the range [{lo:g}, {hi:g}] of {metric}",
+                              field=where)
+    return v
+
+
+def _metric_map(obj: Any, source: str, where: str, *, nullable: bool) -> tuple[tuple[str, float | None], ...]:
+    if not isinstance(obj, Mapping):
+        raise ThresholdsError(source, f"must be an object {{metric: threshold}}, got {type(obj).__name__}", field=where)
+    out = []
+    for metric, value in obj.items():
+        if metric not in GATE_METRICS:
+            raise ThresholdsError(source, f"unknown metric {metric!r}; known: {list(GATE_METRICS)}",
+                                  field=f"{where}.{metric}")
+        out.append((metric, _threshold(value, metric, source, f"{where}.{metric}", nullable=nullable)))
+    return tuple(out)
+
+
+#: The failure modes of Table 1 (one per perturbation type).
+FAILURE_MODES = ("missing", "compressed", "description")
+
+
+def thresholds_from_dict(data: Any, source: str = "<dict>") -> Thresholds:
+    """Validate the thresholds format (module docstring) and build :class:`Thresholds`.
+
+    Raises:
+        ThresholdsError: not an object; ``comparison`` other than ``"<"``; no or empty
+            ``failure_modes``; a bundle that is not an object, has unknown keys, no primary
+            metric, an unknown metric, a metric both primary and secondary, or a threshold that
+            is not a finite number in the metric's range (null is allowed for secondaries only).
+    """
+    if not isinstance(data, Mapping):
+        raise ThresholdsError(source, f"the thresholds must be a JSON object, got {type(data).__name__}")
+    if data.get("comparison", COMPARISON) != COMPARISON:
+        raise ThresholdsError(source, f"only the comparison {COMPARISON!r} (breach iff value < threshold) is supported, "
+                                      f"got {data['comparison']!r}", field="comparison")
+    modes = data.get("failure_modes")
+    if not isinstance(modes, Mapping) or not modes:
+        raise ThresholdsError(source, "needs a non-empty object 'failure_modes' {mode: {primary, secondary}}",
+                              field="failure_modes")
+    bundles = []
+    for fm, spec in modes.items():
+        where = f"failure_modes.{fm}"
+        if fm not in FAILURE_MODES:
+            raise ThresholdsError(source, f"unknown failure mode {fm!r}; known: {list(FAILURE_MODES)}", field=where)
+        if not isinstance(spec, Mapping):
+            raise ThresholdsError(source, f"must be an object with 'primary' (and 'secondary'), got {type(spec).__name__}",
+                                  field=where)
+        unknown = sorted(set(spec) - _BUNDLE_KEYS)
+        if unknown:
+            raise ThresholdsError(source, f"unknown key(s) {unknown}; allowed: {sorted(_BUNDLE_KEYS)}", field=where)
+        if "primary" not in spec:
+            raise ThresholdsError(source, "missing 'primary'", field=where)
+        primary = _metric_map(spec["primary"], source, f"{where}.primary", nullable=False)
+        if not primary:
+            raise ThresholdsError(source, "needs at least one primary metric", field=f"{where}.primary")
+        secondary = _metric_map(spec.get("secondary") or {}, source, f"{where}.secondary", nullable=True)
+        both = sorted({m for m, _ in primary} & {m for m, _ in secondary})
+        if both:
+            raise ThresholdsError(source, f"metric(s) {both} are both primary and secondary", field=where)
+        name = spec.get("name", fm)
+        if not isinstance(name, str) or not name.strip():
+            raise ThresholdsError(source, "name must be a non-empty string", field=f"{where}.name")
+        bundles.append(Bundle(str(fm), name, primary, secondary))  # type: ignore[arg-type]
+    meta = {k: v for k, v in data.items() if k != "failure_modes"}
+    return Thresholds(tuple(bundles), source, meta)
+
+
+def default_thresholds_path():
+    """The packaged Table-1 defaults (``metamorph/studies/workflow_perturb/data/gate_thresholds.json``) as a resource path."""
+    return resources.files(__package__).joinpath(*_PACKAGE_FILE)
+
+
+def load_thresholds(path: str | Path | None = None) -> Thresholds:
+    """Read and validate a thresholds JSON file; ``None`` = the packaged Table-1 defaults.
+
+    A file may list only some failure modes: the missing ones keep the Table-1 defaults (a
+    partial file never switches a failure mode off). Unknown failure-mode names are errors.
+
+    Raises:
+        ThresholdsError: the file does not exist or cannot be read, is not valid JSON (line and
+            column given), or breaks the format (:func:`thresholds_from_dict`). The message
+            starts with the file's path.
+    """
+    if path is None:
+        res = default_thresholds_path()
+        return thresholds_from_dict(json.loads(res.read_text(encoding="utf-8")), "metamorph/studies/workflow_perturb/data/gate_thresholds.json")
+    p = Path(path)
+    if not p.is_file():
+        raise ThresholdsError(str(p), "thresholds file not found" if not p.exists() else "not a regular file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ThresholdsError(str(p), f"cannot read the thresholds file: {exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ThresholdsError(str(p), f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
+    if isinstance(data, Mapping) and isinstance(data.get("failure_modes"), Mapping):
+        # a user file may override some failure modes; the others keep the Table-1 defaults, so a
+        # partial file can never silently switch a failure mode off
+        defaults = json.loads(default_thresholds_path().read_text(encoding="utf-8"))["failure_modes"]
+        data = {**data, "failure_modes": {**defaults, **data["failure_modes"]}}
+    return thresholds_from_dict(data, str(p))
+
+
+def default_thresholds() -> Thresholds:
+    """:func:`load_thresholds` of the packaged defaults."""
+    return load_thresholds(None)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def metric_value(metrics: Mapping[str, Any], metric: str) -> float | None:
+    """The metric's value as a float, or ``None`` when absent, None or NaN (undefined).
+
+    Raises ``ValueError`` for a value that is not a number (a bool included)."""
+    v = metrics.get(metric)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+        raise ValueError(f"metric {metric!r} must be a number or None, got {v!r:.40}")
+    f = float(v)
+    return None if math.isnan(f) else f
+
+
+def breaches(value: float | None, threshold: float | None) -> bool | None:
+    """``value < threshold`` (strict; equality does not breach); ``None`` when either is undefined."""
+    if value is None or threshold is None:
+        return None
+    return bool(value < threshold)
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+
+
+def bundle_decision(values: Mapping[str, Any], bundle: Bundle, mode: str = "any") -> tuple[bool, bool]:
+    """``(defined, fired)`` of ``bundle`` on one instance's metric values (module docstring).
+
+    ``defined``: at least one primary value is defined. ``fired``: mode ``any`` — some defined
+    primary breaches; mode ``joint`` — defined and every defined primary breaches."""
+    _check_mode(mode)
+    flags = [breaches(metric_value(values, m), t) for m, t in bundle.primary]
+    known = [f for f in flags if f is not None]
+    if not known:
+        return False, False
+    return True, (any(known) if mode == "any" else all(known))
+
+
+@dataclass(frozen=True)
+class MetricCheck:
+    """One metric of a bundle: its value, threshold and whether it breaches (None = undefined)."""
+
+    metric: str
+    role: str  # "primary" | "secondary"
+    value: float | None
+    threshold: float | None
+    breached: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "role": self.role, "value": self.value, "threshold": self.threshold,
+                "comparison": COMPARISON, "breached": self.breached}
+
+
+@dataclass(frozen=True)
+class BundleResult:
+    """The verdict of one failure mode's bundle on one candidate."""
+
+    failure_mode: str
+    name: str
+    mode: str
+    verdict: str  # PASS | FAIL | UNDEFINED
+    primary: tuple[MetricCheck, ...]
+    secondary: tuple[MetricCheck, ...]
+
+    @property
+    def fired(self) -> bool:
+        return self.verdict == FAIL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"failure_mode": self.failure_mode, "name": self.name, "mode": self.mode, "verdict": self.verdict,
+                "fired": self.fired, "primary": [c.to_dict() for c in self.primary],
+                "secondary": [c.to_dict() for c in self.secondary]}
+
+
+def evaluate_bundle(metrics: Mapping[str, Any], bundle: Bundle, mode: str = "any") -> BundleResult:
+    """Evaluate one bundle on one candidate's metrics (see :func:`bundle_decision`)."""
+    defined, fired = bundle_decision(metrics, bundle, mode)
+
+    def check(metric: str, threshold: float | None, role: str) -> MetricCheck:
+        v = metric_value(metrics, metric)
+        return MetricCheck(metric, role, v, threshold, breaches(v, threshold))
+
+    verdict = FAIL if fired else PASS if defined else UNDEFINED
+    return BundleResult(bundle.failure_mode, bundle.name, mode, verdict,
+                        tuple(check(m, t, "primary") for m, t in bundle.primary),
+                        tuple(check(m, t, "secondary") for m, t in bundle.secondary))
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """All bundles on one candidate. ``verdict`` is FAIL iff some bundle fires."""
+
+    mode: str
+    bundles: tuple[BundleResult, ...]
+
+    @property
+    def fired_modes(self) -> tuple[str, ...]:
+        return tuple(b.failure_mode for b in self.bundles if b.fired)
+
+    @property
+    def verdict(self) -> str:
+        return FAIL if self.fired_modes else PASS
+
+    def bundle(self, failure_mode: str) -> BundleResult:
+        for b in self.bundles:
+            if b.failure_mode == failure_mode:
+                return b
+        raise KeyError(failure_mode)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "mode": self.mode, "fired": list(self.fired_modes),
+                "failure_modes": [b.to_dict() for b in self.bundles]}
+
+
+def evaluate_gate(metrics: Mapping[str, Any], thresholds: Thresholds | None = None, mode: str = "any") -> GateResult:
+    """Every bundle of ``thresholds`` (default: :func:`default_thresholds`) on one candidate.
+
+    ``metrics`` maps metric names to values (e.g. the dict of
+    :func:`metamorph.studies.workflow_perturb.metrics.score_workflow`); absent, None or NaN values are undefined.
+    Pure: no I/O besides reading the packaged defaults when ``thresholds`` is None.
+    """
+    _check_mode(mode)
+    th = thresholds if thresholds is not None else default_thresholds()
+    return GateResult(mode, tuple(evaluate_bundle(metrics, b, mode) for b in th.bundles))
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """The gate over several (golden, candidate) pairs.
+
+    Attributes:
+        mode: bundle firing mode.
+        pairs: ``(pair id, GateResult)`` in golden order.
+        missing_candidates: golden ids without a candidate (each is a failure).
+        extra_candidates: candidate ids without a golden (reported, not a failure).
+        failure_modes: ``(failure_mode, name)`` of the thresholds, in order.
+    """
+
+    mode: str
+    pairs: tuple[tuple[str, GateResult], ...]
+    missing_candidates: tuple[str, ...] = ()
+    extra_candidates: tuple[str, ...] = ()
+    failure_modes: tuple[tuple[str, str], ...] = ()
+
+    def mode_summary(self) -> list[dict[str, Any]]:
+        """Per failure mode: verdict (FAIL iff it fires on ≥ 1 pair; UNDEFINED iff undefined on
+        every pair), pairs fired / defined / total and the ids of the pairs where it fired."""
+        out = []
+        for fm, name in self.failure_modes:
+            res = [(pid, g.bundle(fm)) for pid, g in self.pairs]
+            fired = [pid for pid, b in res if b.fired]
+            defined = sum(b.verdict != UNDEFINED for _, b in res)
+            verdict = FAIL if fired else PASS if defined else UNDEFINED
+            out.append({"failure_mode": fm, "name": name, "verdict": verdict, "n_fired": len(fired),
+                        "n_defined": defined, "n_pairs": len(res), "fired_pairs": fired})
+        return out
+
+    @property
+    def verdict(self) -> str:
+        bad = self.missing_candidates or any(g.verdict == FAIL for _, g in self.pairs)
+        return FAIL if bad else PASS
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSION if self.verdict == FAIL else EXIT_PASS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "exit_code": self.exit_code, "mode": self.mode,
+                "comparison": f"value {COMPARISON} threshold breaches",
+                "failure_modes": self.mode_summary(),
+                "missing_candidates": list(self.missing_candidates),
+                "extra_candidates": list(self.extra_candidates),
+                "pairs": [{"id": pid, **g.to_dict()} for pid, g in self.pairs]}
+
+
+def gate_report(pair_metrics: Iterable[tuple[str, Mapping[str, Any]]], thresholds: Thresholds | None = None,
+                mode: str = "any", *, missing_candidates: Sequence[str] = (),
+                extra_candidates: Sequence[str] = ()) -> GateReport:
+    """:func:`evaluate_gate` on each ``(pair id, metrics)``, collected in a :class:`GateReport`."""
+    th = thresholds if thresholds is not None else default_thresholds()
+    pairs = tuple((str(pid), evaluate_gate(m, th, mode)) for pid, m in pair_metrics)
+    return GateReport(mode, pairs, tuple(missing_candidates), tuple(extra_candidates),
+                      tuple((b.failure_mode, b.name) for b in th.bundles))

@@ -1,0 +1,57 @@
+"""Workflow-evaluation metrics of the WorkflowPerturb study (issue #4).
+
+Paper: "WorkflowPerturb: Calibrated Stress Tests for Evaluating Multi-Agent Workflow Metrics"
+(Kanda et al., arXiv 2602.17990), §4 and App. B. The structural metrics follow WorFBench's
+WorFEval (Qiao et al., ICLR 2025; reference code ``evaluator/graph_evaluator.py``); every place
+where this module differs from that reference code is listed under *Deviations* below.
+
+Modules: ``graph`` (inputs), ``alignment``, ``structural`` (Chain F1, Graph F1), ``order``
+(Kendall τ), ``lexical`` (BLEU, GLEU), ``semantic`` (BERTScore), ``scoring`` (all of them in one
+batch, with the edge-case conventions and the deviations from WorFBench). The LLM judge is
+:mod:`metamorph.studies.workflow_perturb.judge`.
+"""
+
+from metamorph.studies.workflow_perturb.metrics.graph import WorkflowGraph, as_workflow, chain_edges
+from metamorph.studies.workflow_perturb.metrics.alignment import (
+    Alignment,
+    TAU_ALIGN,
+    align,
+    similarity_matrix,
+)
+from metamorph.studies.workflow_perturb.metrics.structural import (
+    GRAPH_METHODS,
+    chain_f1,
+    chain_f1_from_alignment,
+    graph_f1,
+    graph_f1_from_alignment,
+    longest_increasing_subsequence,
+)
+from metamorph.studies.workflow_perturb.metrics.order import kendall_tau, kendall_tau_from_alignment
+from metamorph.studies.workflow_perturb.metrics.lexical import bleu, gleu, lexical_tokens
+from metamorph.studies.workflow_perturb.metrics.semantic import bertscore_f1, get_bert_scorer
+from metamorph.studies.workflow_perturb.metrics.scoring import score_workflow, score_workflows
+
+__all__ = [
+    "Alignment",
+    "GRAPH_METHODS",
+    "TAU_ALIGN",
+    "WorkflowGraph",
+    "align",
+    "as_workflow",
+    "bertscore_f1",
+    "bleu",
+    "chain_edges",
+    "chain_f1",
+    "chain_f1_from_alignment",
+    "get_bert_scorer",
+    "gleu",
+    "graph_f1",
+    "graph_f1_from_alignment",
+    "kendall_tau",
+    "kendall_tau_from_alignment",
+    "lexical_tokens",
+    "longest_increasing_subsequence",
+    "score_workflow",
+    "score_workflows",
+    "similarity_matrix",
+]

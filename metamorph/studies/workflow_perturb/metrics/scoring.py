@@ -1,0 +1,162 @@
+"""Every non-judge metric of (gold, candidate) pairs in one batch.
+
+* **Empty gold** (no steps): every metric is ``None`` with reason ``"empty_gold"``.
+* **Empty candidate** (no steps): Chain/Graph F1, BLEU, GLEU and BERTScore are ``0.0`` (reason
+  ``"empty_candidate"``); never an exception. Kendall's τ is ``None`` (undefined, < 2 aligned
+  steps).
+* **Zero aligned steps**: Chain F1 = Graph F1 = 0 (reason ``"no_aligned_steps"``) — WorFBench's
+  code would give Chain ``L = 1`` (its DP starts at 1) and Graph ``k ≥ 1`` (the sentinels).
+* **Token-less text** (only whitespace/punctuation: no token contains a letter or digit): a
+  token-less candidate scores BLEU = GLEU = 0.0 (``"candidate_without_tokens"``); a token-less
+  gold gives ``None`` (``"gold_without_tokens"``). Neither can produce a false 1.0 (nltk gives
+  GLEU = 1.0 for ``"..."`` vs ``"..."``).
+* **Kendall's τ** with fewer than 2 aligned steps, or constant ranks, is undefined: ``None`` with
+  a reason, never NaN (so it can never poison a mean).
+* **Judge**: a truncated (``finish_reason`` length/max_tokens), errored, unparseable or
+  out-of-range reply is excluded and counted as invalid, never scored 0; all invalid → None.
+
+Deviations from WorFBench's reference code (deliberate)
+-------------------------------------------------------
+* Alignment: τ = 0.8 inclusive (WorFBench: > 0.6), solved with ``linear_sum_assignment``.
+* Graph F1 compares edges **through the alignment** (WorFBench compares raw predicted indices
+  with gold indices, which is only right when the alignment is the identity).
+* Chain F1 uses the gold list order; WorFBench takes the best over ≤ 20 topological sorts of the
+  gold graph when it has < 10 nodes (identical for chain-shaped gold workflows).
+* The zero-aligned conventions above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+import numpy as np
+
+from metamorph.studies.workflow_perturb.metrics.graph import as_workflow
+from metamorph.studies.workflow_perturb.metrics.alignment import TAU_ALIGN, align, similarity_matrix
+from metamorph.studies.workflow_perturb.metrics.structural import (
+    GRAPH_METHODS,
+    chain_f1_from_alignment,
+    graph_f1_from_alignment,
+)
+from metamorph.studies.workflow_perturb.metrics.order import kendall_tau_from_alignment
+from metamorph.studies.workflow_perturb.metrics.lexical import bleu, gleu
+from metamorph.studies.workflow_perturb.metrics.semantic import (
+    _scorer_record,
+    _truncated_pairs,
+    get_bert_scorer,
+)
+
+
+def _resolve_scorer_spec(encoder: Any, bertscore: bool | tuple[str, int]) -> tuple[str, int] | None:
+    if bertscore is False or bertscore is None:
+        return None
+    if isinstance(bertscore, tuple):
+        return (str(bertscore[0]), int(bertscore[1]))
+    info = getattr(encoder, "info", None)
+    if info is None:
+        raise ValueError("BERTScore needs the encoder's local model path: pass an embeddings.Encoder, "
+                         "bertscore=(path, num_layers), or bertscore=False")
+    return (info.path, info.num_layers)
+
+
+def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: Any = None,
+                    tau_align: float = TAU_ALIGN, prefilter: bool = True, graph_method: str = "worfbench",
+                    lowercase: bool = True, bertscore: bool | tuple[str, int] = True) -> list[dict[str, Any]]:
+    """Every non-judge metric for each ``(gold, pred)`` pair (anything :func:`as_workflow` accepts).
+
+    All distinct step texts of the batch are embedded once through ``cache``
+    (:class:`metamorph.embeddings.EmbeddingCache`; a private one when None), and all BERTScore
+    pairs of the batch go to one scorer call. ``encoder`` needs ``name`` and ``encode``
+    (:class:`metamorph.embeddings.Encoder`); ``bertscore`` is True (use the encoder's directory
+    and last layer), ``(model_path, num_layers)``, or False (BERTScore = None, reason
+    ``"disabled"``). Returns one flat dict per pair (see :func:`score_workflow`).
+    """
+    from metamorph.embeddings import EmbeddingCache
+
+    if graph_method not in GRAPH_METHODS:
+        raise ValueError(f"graph_method must be one of {GRAPH_METHODS}, not {graph_method!r}")
+    wfs = [(as_workflow(g), as_workflow(p)) for g, p in pairs]
+    cache = cache if cache is not None else EmbeddingCache()
+    texts = list(dict.fromkeys(t for g, p in wfs for t in (*g.nodes, *p.nodes)))
+    vecs = cache.embed(encoder, texts) if texts else np.zeros((0, 0), dtype=np.float32)
+    row = {t: i for i, t in enumerate(texts)}
+
+    scorer_spec = _resolve_scorer_spec(encoder, bertscore)
+    bs_pairs: list[tuple[str, str]] = []
+    bs_slices: list[tuple[int, int]] = []
+    for g, p in wfs:
+        start = len(bs_pairs)
+        if scorer_spec is not None and g.nodes and p.nodes:
+            bs_pairs.extend(_truncated_pairs(g.nodes, p.nodes))
+        bs_slices.append((start, len(bs_pairs)))
+    bs_f = None
+    if bs_pairs:
+        scorer = get_bert_scorer(*scorer_spec)
+        _, _, f = scorer.score([p for _, p in bs_pairs], [g for g, _ in bs_pairs])
+        # float32 cosine arithmetic can put an identical pair a hair above 1 (1.00000004): clip to 1
+        bs_f = np.minimum(f.detach().cpu().numpy().astype(np.float64), 1.0)
+
+    provenance = {
+        **(encoder.info.as_record() if hasattr(encoder, "info") else
+           {"encoder": encoder.name, "encoder_path": None, "encoder_source": None, "encoder_num_layers": None,
+            "encoder_fallback_reason": None}),
+        "tau_align": tau_align, "align_prefilter": prefilter, "graph_method": graph_method,
+        "lexical_lowercase": lowercase, "lexical_tokenizer": "nltk.NLTKWordTokenizer",
+        **_scorer_record(encoder, scorer_spec),
+    }
+    results = []
+    for (g, p), (a, b) in zip(wfs, bs_slices):
+        if g.nodes and p.nodes:
+            sim = similarity_matrix(vecs[[row[t] for t in g.nodes]], vecs[[row[t] for t in p.nodes]])
+        else:
+            sim = np.zeros((len(g.nodes), len(p.nodes)))
+        al = align(sim, tau_align, prefilter=prefilter)
+        ch = chain_f1_from_alignment(al)
+        gr = graph_f1_from_alignment(g.edges, p.edges, al, graph_method)
+        tau, tau_reason = kendall_tau_from_alignment(al)
+        if not g.nodes:
+            tau_reason = "empty_gold"
+        bl, bl_reason = bleu(g.nodes, p.nodes, lowercase)
+        gl, gl_reason = gleu(g.nodes, p.nodes, lowercase)
+        if not g.nodes:
+            bl = gl = None
+            bl_reason = gl_reason = "empty_gold"
+        if scorer_spec is None:
+            bs, bs_reason = None, "disabled"
+        elif not g.nodes:
+            bs, bs_reason = None, "empty_gold"
+        elif not p.nodes:
+            bs, bs_reason = 0.0, "empty_candidate"
+        else:
+            bs, bs_reason = float(np.mean(bs_f[a:b])), None
+        results.append({
+            "n_gold_steps": len(g.nodes), "n_pred_steps": len(p.nodes), "n_aligned": len(al),
+            "chain_precision": ch["precision"], "chain_recall": ch["recall"], "chain_f1": ch["f1"],
+            "chain_lis": ch["lis"], "chain_reason": ch["reason"],
+            "graph_precision": gr["precision"], "graph_recall": gr["recall"], "graph_f1": gr["f1"],
+            "graph_common_nodes": gr["common_nodes"], "graph_common_edges": gr["common_edges"],
+            "graph_reason": gr["reason"], "pred_invalid_edges": gr["pred_invalid_edges"],
+            "bleu": bl, "bleu_reason": bl_reason, "gleu": gl, "gleu_reason": gl_reason,
+            "bertscore_f1": bs, "bertscore_reason": bs_reason, "bertscore_pairs": b - a,
+            "kendall_tau": tau, "kendall_tau_reason": tau_reason,
+            "aligned_pairs": [[gi, pj, round(s, 6)] for gi, pj, s in al.pairs],
+            **provenance,
+        })
+    return results
+
+
+def score_workflow(gold: Any, pred: Any, encoder: Any, **kwargs: Any) -> dict[str, Any]:
+    """Every non-judge metric of one candidate against one gold workflow, as one flat dict.
+
+    Keys: ``n_gold_steps``, ``n_pred_steps``, ``n_aligned``; ``chain_{precision,recall,f1,lis,reason}``;
+    ``graph_{precision,recall,f1,common_nodes,common_edges,reason}``, ``pred_invalid_edges``;
+    ``bleu``/``gleu`` (+ ``_reason``); ``bertscore_f1`` (+ ``_reason``, ``bertscore_pairs``);
+    ``kendall_tau`` (+ ``_reason``); ``aligned_pairs`` ``[[gold_i, pred_j, sim], ...]``; and the
+    provenance ``encoder``, ``encoder_path``, ``encoder_source``, ``encoder_num_layers``,
+    ``encoder_fallback_reason``, ``tau_align``, ``align_prefilter``, ``graph_method``,
+    ``lexical_lowercase``, ``lexical_tokenizer``, ``bertscore_model``, ``bertscore_model_path``,
+    ``bertscore_num_layers``, ``bertscore_rescaled`` (always False), ``bertscore_idf``.
+    A ``*_reason`` is None when the value is defined normally. Keyword arguments as
+    :func:`score_workflows`.
+    """
+    return score_workflows([(gold, pred)], encoder, **kwargs)[0]

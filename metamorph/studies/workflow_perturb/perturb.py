@@ -1,0 +1,527 @@
+"""WorkflowPerturb perturbations (Kanda et al., arXiv:2602.17990 §3.1 and App. A; issue #4).
+
+Three perturbation types, each at the severities p ∈ :data:`SEVERITIES` = {0.1, 0.3, 0.5}:
+
+* ``missing`` (Missing Steps): N steps are removed; each removed step's predecessors are linked to
+  its successors.
+* ``compressed`` (Compressed Steps): N steps are merged into a neighbouring step, so the workflow
+  has N fewer nodes and the merged node describes both steps.
+* ``description`` (Description Changes): N step descriptions are reworded; the graph is unchanged.
+
+**N, the number of steps to alter** (:func:`n_to_alter`): ``N = max(1, floor(p·n + 1/2))`` —
+round half up, not Python's banker's ``round`` (``p·n`` is first rounded to 9 decimals so 0.3·15
+is 4.5, not 4.4999…) — capped at ``n − 1`` so at least one step stays untouched. With n = 5:
+N = 1, 2, 3 at p = 0.1, 0.3, 0.5.
+
+**Target score** (§3.1, :func:`target_score`): ``1 − p`` for missing and compressed, ``1.0`` for
+description changes (the workflow still means the same thing).
+
+Two generators fill the same :class:`Perturbation` record:
+
+1. Deterministic operators (no LLM, seeded): :func:`remove_steps`, :func:`compress_steps`,
+   :func:`paraphrase_steps` (and :func:`perturb_deterministic` picking N and the seed per row).
+2. The LLM generator on the plan of App. A: :mod:`metamorph.studies.workflow_perturb.generate`
+   (:func:`~metamorph.studies.workflow_perturb.generate.generate_perturbation`), checked by the
+   static validation here (:func:`check_variant`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from metamorph.errors import InputError
+from metamorph.studies.workflow_perturb.workflows import (
+    END,
+    START,
+    Edge,
+    Workflow,
+    edge_sort_key,
+    format_workflow,
+    graph_problem,
+    parse_workflow_text,
+)
+
+
+#: Perturbation types (§3.1) in the paper's order, with the paper's names.
+PERTURBATION_TYPES = ("missing", "compressed", "description")
+
+TYPE_NAMES = {"missing": "Missing Steps", "compressed": "Compressed Steps", "description": "Description Changes"}
+
+#: Severity levels p (§3.1): the fraction of steps altered.
+SEVERITIES = (0.1, 0.3, 0.5)
+
+
+def _check_type(ptype: str) -> None:
+    if ptype not in PERTURBATION_TYPES:
+        raise ValueError(f"unknown perturbation type {ptype!r}; known: {list(PERTURBATION_TYPES)}")
+
+
+def n_to_alter(p: float, n_nodes: int) -> int:
+    """Number of steps N to alter at severity ``p`` in a workflow of ``n_nodes`` steps.
+
+    ``N = min(n_nodes − 1, max(1, floor(p·n_nodes + 1/2)))`` (round half up; ``p·n`` rounded to 9
+    decimals first). Table: n=5 → 1, 2, 3; n=7 → 1, 2, 4; n=8 → 1, 2, 4; n=16 → 2, 5, 8 for
+    p = 0.1, 0.3, 0.5. Raises ``ValueError`` unless ``0 < p < 1`` and ``n_nodes >= 2``.
+    """
+    if not 0 < p < 1:
+        raise ValueError(f"severity p must be in (0, 1), got {p}")
+    if n_nodes < 2:
+        raise ValueError(f"a workflow needs at least 2 steps to be perturbed, got {n_nodes}")
+    return min(n_nodes - 1, max(1, math.floor(round(p * n_nodes, 9) + 0.5)))
+
+
+def target_score(ptype: str, p: float) -> float:
+    """The §3.1 target: ``1 − p`` for missing/compressed, ``1.0`` for description changes."""
+    _check_type(ptype)
+    return 1.0 if ptype == "description" else round(1.0 - p, 10)
+
+
+def variant_id(golden_id: str, ptype: str, p: float | None, n: int | None = None) -> str:
+    """Id of a perturbed variant: ``<golden id>::<type>@<p in percent>`` (``@n<N>`` without p)."""
+    return f"{golden_id}::{ptype}@{round(p * 100)}" if p is not None else f"{golden_id}::{ptype}@n{n}"
+
+
+def row_seed(golden_id: str, ptype: str, p: float, seed: int = 0) -> int:
+    """A stable per-row seed (sha256 of ``id|type|p|seed``; not Python's salted ``hash``)."""
+    digest = hashlib.sha256(f"{golden_id}|{ptype}|{p}|{seed}".encode()).hexdigest()
+    return int(digest[:16], 16)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Perturbation:
+    """One perturbed variant of a golden workflow (one row of the study's perturbation table).
+
+    Attributes:
+        workflow: the perturbed workflow (id :func:`variant_id`); ``None`` when an LLM reply never
+            parsed.
+        type: ``missing`` / ``compressed`` / ``description``.
+        p: severity (``None`` when an operator was called with an explicit N only).
+        n_altered: N, the number of steps the variant was asked to alter.
+        altered_node_ids: golden node ids that were removed (missing), took part in a merge
+            (compressed) or were reworded (description); for LLM replies, read off the reply.
+        operator: ``deterministic`` or ``llm`` (the generator).
+        golden_id: id of the golden workflow.
+        method: what produced it: ``remove_steps`` / ``compress_steps`` / ``paraphrase_steps``,
+            ``llm`` (whole-workflow reply) or ``llm_hybrid`` (per-node fallback, A.10).
+        model: the model of the last call (``None`` for deterministic rows).
+        models_tried: models called, in escalation order.
+        attempts: model calls made for this row (0 for deterministic rows).
+        status: ``valid`` or ``invalid`` (static validation, :func:`check_variant`).
+        failure: the residual validation failure of an invalid row, else ``None``.
+        raw_output: the last model reply (LLM rows).
+    """
+
+    workflow: Workflow | None
+    type: str
+    p: float | None
+    n_altered: int
+    altered_node_ids: tuple[str, ...]
+    operator: str = "deterministic"
+    golden_id: str
+    method: str
+    model: str | None = None
+    models_tried: tuple[str, ...] = ()
+    attempts: int = 0
+    status: str = "valid"
+    failure: str | None = None
+    raw_output: str | None = None
+
+    @property
+    def target_score(self) -> float | None:
+        """:func:`target_score` of the row (``None`` without a severity)."""
+        return None if self.p is None else target_score(self.type, self.p)
+
+    @property
+    def variant_id(self) -> str:
+        return variant_id(self.golden_id, self.type, self.p, self.n_altered)
+
+    def to_row(self) -> dict[str, Any]:
+        """A flat dict for a DataFrame: lineage, record fields, and the variant as JSON/text."""
+        w = self.workflow
+        return {
+            "variant_id": self.variant_id, "golden_id": self.golden_id, "type": self.type, "p": self.p,
+            "n_altered": self.n_altered, "altered_node_ids": json.dumps(list(self.altered_node_ids)),
+            "target_score": self.target_score, "operator": self.operator, "method": self.method,
+            "model": self.model, "models_tried": json.dumps(list(self.models_tried)), "attempts": self.attempts,
+            "status": self.status, "failure": self.failure,
+            "n_nodes": None if w is None else w.n_nodes,
+            "nodes_json": None if w is None else json.dumps(list(w.nodes), ensure_ascii=False),
+            "edges_json": None if w is None else json.dumps([list(e) for e in w.edges]),
+            "workflow_text": None if w is None else format_workflow(w),
+            "raw_output": self.raw_output,
+        }
+
+
+def _adjacency(edges: Sequence[Edge]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    succ: dict[str, set[str]] = {}
+    pred: dict[str, set[str]] = {}
+    for u, v in edges:
+        succ.setdefault(u, set()).add(v)
+        pred.setdefault(v, set()).add(u)
+        succ.setdefault(v, set())
+        pred.setdefault(u, set())
+    return succ, pred
+
+
+def _edge_set(succ: dict[str, set[str]]) -> set[Edge]:
+    return {(u, v) for u, vs in succ.items() for v in vs}
+
+
+def _renumber(order: Sequence[str], texts: dict[str, str], edges: set[Edge]) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
+    """Nodes kept in ``order`` become 1..m; edges are remapped, deduplicated and sorted
+    (:func:`~metamorph.studies.workflow_perturb.workflows.edge_sort_key`: START first, ids numerically, END last)."""
+    new = {old: str(i) for i, old in enumerate(order, start=1)}
+    mapped = {(new.get(u, u), new.get(v, v)) for u, v in edges}
+    return tuple(texts[k] for k in order), tuple(sorted(mapped, key=edge_sort_key))
+
+
+def _drop_start_end(edges: set[Edge]) -> set[Edge]:
+    """A direct (START, END) edge carries no step: drop it unless it is START's only outgoing or
+    END's only incoming edge (then it keeps the graph's START/END rules satisfied)."""
+    if (START, END) in edges:
+        others_out = any(u == START and v != END for u, v in edges)
+        others_in = any(v == END and u != START for u, v in edges)
+        if others_out and others_in:
+            edges = edges - {(START, END)}
+    return edges
+
+
+def _variant(w: Workflow, ptype: str, p: float | None, n: int, nodes: tuple[str, ...],
+             edges: tuple[Edge, ...]) -> Workflow:
+    return Workflow(variant_id(w.workflow_id, ptype, p, n), w.task, nodes, edges, w.source)
+
+
+def _check_n(w: Workflow, n: int) -> None:
+    if not 1 <= n <= w.n_nodes - 1:
+        raise ValueError(f"workflow {w.workflow_id!r} has {w.n_nodes} steps; N must be in 1..{w.n_nodes - 1}, got {n}")
+
+
+def remove_nodes(w: Workflow, node_ids: Sequence[str]) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
+    """Remove ``node_ids`` from ``w`` and bypass each one (the Missing Steps operator's core).
+
+    Nodes are removed one at a time in id order; removing v adds an edge p → s for every
+    predecessor p and successor s of v (so a path through removed steps becomes a direct edge and
+    the graph stays a DAG with START/END intact). A resulting (START, END) edge is dropped unless
+    it is START's only outgoing or END's only incoming edge. The remaining nodes keep their order
+    and are renumbered 1..m; edges are deduplicated and sorted (START first, END last).
+
+    Returns ``(nodes, edges)``. Raises ``ValueError`` for an unknown id.
+    """
+    ids = sorted(set(node_ids), key=int)
+    unknown = [i for i in ids if i not in w.node_ids]
+    if unknown:
+        raise ValueError(f"unknown node id(s) {unknown} in workflow {w.workflow_id!r}")
+    succ, pred = _adjacency(w.edges)
+    for v in ids:
+        ps, ss = pred.pop(v, set()), succ.pop(v, set())
+        for x in ps:
+            succ[x].discard(v)
+        for y in ss:
+            pred[y].discard(v)
+        for x in ps:
+            for y in ss:
+                if x != y:
+                    succ[x].add(y)
+                    pred[y].add(x)
+    edges = _drop_start_end(_edge_set(succ))
+    keep = [k for k in w.node_ids if k not in ids]
+    return _renumber(keep, dict(zip(w.node_ids, w.nodes)), edges)
+
+
+def remove_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None) -> Perturbation:
+    """Missing Steps (§3.1): remove ``n`` steps chosen uniformly with ``rng`` (``rng.sample`` of
+    the ids) and reconnect predecessors to successors (:func:`remove_nodes`).
+
+    Raises ``ValueError`` unless ``1 <= n <= w.n_nodes - 1``.
+    """
+    _check_n(w, n)
+    ids = tuple(sorted(rng.sample(list(w.node_ids), n), key=int))
+    nodes, edges = remove_nodes(w, ids)
+    return _deterministic(w, "missing", p, n, ids, "remove_steps", nodes, edges)
+
+
+def merge_text(first: str, second: str, parallel: bool = False) -> str:
+    """Text of a merged step: ``"<first>; then <second>"`` (``"; also "`` for two parallel steps);
+    trailing ``.``/``;`` and whitespace of ``first`` are dropped, ``second`` is kept as written.
+    Example: ``merge_text("Click File.", "Click Open.") == "Click File; then Click Open."``."""
+    return f"{first.rstrip().rstrip('.;').rstrip()}; {'also' if parallel else 'then'} {second.strip()}"
+
+
+def _has_other_path(succ: dict[str, set[str]], u: str, v: str) -> bool:
+    """Whether v is reachable from u without using the edge u → v."""
+    stack = [x for x in succ[u] if x != v]
+    seen = set(stack)
+    while stack:
+        x = stack.pop()
+        if x == v:
+            return True
+        for y in succ.get(x, ()):
+            if y not in seen:
+                seen.add(y)
+                stack.append(y)
+    return False
+
+
+def compress_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None) -> Perturbation:
+    """Compressed Steps (§3.1): ``n`` times, merge one step into a neighbour (edge contraction).
+
+    Each merge picks uniformly (``rng.randrange``) among candidate pairs, sorted by position:
+
+    1. chain-adjacent pairs u → v (u's only successor is v and v's only predecessor is u): the
+       merged node has u's predecessors and v's successors;
+    2. if there is none, any step-to-step edge u → v with no other path u ⇝ v (contracting it
+       keeps the graph acyclic); the merged node has the union of both ends' other edges;
+    3. if there is no step-to-step edge at all (every step hangs off START/END), two steps adjacent
+       in id order, merged as parallel steps.
+
+    The merged node takes the earlier position and the text :func:`merge_text` (predecessor
+    first; a node can absorb several steps: ``"A; then B; then C"``). After ``n`` merges the
+    workflow has ``n_nodes − n`` nodes, renumbered 1..m. ``altered_node_ids`` are the golden ids
+    inside merged nodes. Raises ``ValueError`` unless ``1 <= n <= w.n_nodes - 1``.
+    """
+    _check_n(w, n)
+    succ, pred = _adjacency(w.edges)
+    order = list(w.node_ids)
+    texts = dict(zip(w.node_ids, w.nodes))
+    members = {k: [k] for k in order}
+    for _ in range(n):
+        pos = {k: i for i, k in enumerate(order)}
+        real = [(u, v) for u in order for v in sorted(succ.get(u, ()), key=lambda x: pos.get(x, -1)) if v in pos]
+        chain = [(u, v) for u, v in real if succ[u] == {v} and pred[v] == {u}]
+        parallel = False
+        if chain:
+            cands = chain
+        elif real:
+            cands = [(u, v) for u, v in real if not _has_other_path(succ, u, v)]
+        else:
+            cands = [(order[i], order[i + 1]) for i in range(len(order) - 1)]
+            parallel = True
+        u, v = cands[rng.randrange(len(cands))]
+        keep, gone = (u, v) if pos[u] < pos[v] else (v, u)
+        texts[keep] = merge_text(texts[u], texts[v], parallel)
+        members[keep] = sorted(members[u] + members[v], key=int)
+        # contract: every edge of `gone` moves to `keep`; the edge between them disappears
+        for x in pred.pop(gone, set()):
+            succ[x].discard(gone)
+            if x != keep:
+                succ[x].add(keep)
+                pred[keep].add(x)
+        for y in succ.pop(gone, set()):
+            pred[y].discard(gone)
+            if y != keep:
+                pred[y].add(keep)
+                succ[keep].add(y)
+        order.remove(gone)
+        del members[gone]
+    nodes, edges = _renumber(order, texts, _edge_set(succ))
+    altered = tuple(sorted((g for k in order if len(members[k]) > 1 for g in members[k]), key=int))
+    return _deterministic(w, "compressed", p, n, altered, "compress_steps", nodes, edges)
+
+#: Leading imperative verbs and their replacements (lower case; the original capitalisation is kept).
+VERB_SYNONYMS: dict[str, str] = {
+    "go": "head", "take": "grab", "put": "place", "place": "set", "open": "pull open", "close": "shut",
+    "click": "press", "tap": "press", "select": "choose", "choose": "pick", "find": "locate",
+    "locate": "find", "check": "verify", "verify": "confirm", "confirm": "verify",
+    "make": "create", "create": "make", "get": "obtain", "buy": "purchase", "use": "utilize", "add": "include",
+    "remove": "take out", "clean": "wash", "heat": "warm", "cool": "chill", "turn": "switch", "start": "begin",
+    "begin": "start", "run": "execute", "execute": "run", "write": "draft", "draft": "write",
+    "calculate": "compute", "compute": "calculate", "determine": "figure out", "decide": "determine",
+    "identify": "pinpoint", "cut": "slice", "chop": "dice", "mix": "combine", "retrieve": "fetch",
+    "fetch": "retrieve", "contact": "reach out to", "collect": "gather", "gather": "collect",
+    "build": "construct", "book": "reserve", "review": "go over", "cook": "prepare",
+    "give": "hand", "consider": "think about", "avoid": "steer clear of", "ensure": "make sure",
+    "stay": "remain", "try": "attempt", "navigate": "go", "type": "enter", "install": "set up",
+    "submit": "send in", "practice": "rehearse",
+}
+
+_LEADING_CLAUSE = re.compile(r"^(If|When|Once|After|Before|While|In|For|During|With|Using|To)\b([^,]+),\s*(.+?)([.!?]?)$",
+                             re.IGNORECASE | re.DOTALL)
+
+
+def _cap(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+def _low(s: str) -> str:
+    """Lower-case the first letter unless the first word looks like an acronym or a name (``VLC``)."""
+    word = s.split(" ", 1)[0]
+    return s[:1].lower() + s[1:] if len(word) > 1 and word[1:].islower() or len(word) == 1 else s
+
+
+def paraphrase_text(text: str) -> str:
+    """Deterministic rule-based rewording of one step (the Description Changes operator's core).
+
+    The first rule that applies:
+
+    1. synonym: a leading imperative verb in :data:`VERB_SYNONYMS` followed by a space is
+       replaced (``take pillow 1 from sofa 1`` → ``grab pillow 1 from sofa 1``; ``Click File`` →
+       ``Press File``);
+    2. leading clause moved to the end: ``If/When/Once/After/Before/While/In/For/During/With/Using/To
+       X, Y`` → ``Y x`` (``In Jewish Law, precedence is given`` → ``Precedence is given in Jewish Law``);
+    3. otherwise ``Next, `` is prefixed (first letter lower-cased unless the first word looks
+       like a name or an acronym: ``Next, cook the spaghetti``, ``Next, VLC opens``).
+
+    The result always differs from ``text`` after :func:`normalize_text` (case, spacing and final
+    punctuation ignored); rule 3 is used when an earlier one would not change it. Action syntax such
+    as ``search[...]`` or ``click[...]`` is never split (rule 1 needs a space after the verb).
+    """
+    s = text.strip()
+    m = re.match(r"^([A-Za-z]+)(\s.*)$", s, re.DOTALL)
+    candidates = []
+    if m and m.group(1).lower() in VERB_SYNONYMS:
+        new = VERB_SYNONYMS[m.group(1).lower()]
+        candidates.append((_cap(new) if m.group(1)[0].isupper() else new) + m.group(2))
+    m = _LEADING_CLAUSE.match(s)
+    if m and m.group(2).strip() and m.group(3).strip():
+        candidates.append(f"{_cap(m.group(3).strip())} {_low(m.group(1) + m.group(2)).strip()}{m.group(4)}")
+    candidates.append(f"Next, {_low(s)}")
+    return next(c for c in candidates if normalize_text(c) != normalize_text(s))
+
+
+def paraphrase_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None) -> Perturbation:
+    """Description Changes (§3.1): reword ``n`` steps (chosen with ``rng.sample``) with
+    :func:`paraphrase_text`; the graph and every other step are unchanged.
+
+    Raises ``ValueError`` unless ``1 <= n <= w.n_nodes - 1``.
+    """
+    _check_n(w, n)
+    ids = tuple(sorted(rng.sample(list(w.node_ids), n), key=int))
+    nodes = tuple(paraphrase_text(t) if k in ids else t for k, t in zip(w.node_ids, w.nodes))
+    return _deterministic(w, "description", p, n, ids, "paraphrase_steps", nodes, w.edges)
+
+_OPERATORS = {"missing": remove_steps, "compressed": compress_steps, "description": paraphrase_steps}
+
+
+def _deterministic(w: Workflow, ptype: str, p: float | None, n: int, altered: tuple[str, ...], method: str,
+                   nodes: tuple[str, ...], edges: tuple[Edge, ...]) -> Perturbation:
+    """Wrap an operator's output, running the same static validation as for LLM replies."""
+    problem = check_variant(w, ptype, n, nodes, edges)
+    return Perturbation(workflow=_variant(w, ptype, p, n, nodes, edges), type=ptype, p=p, n_altered=n,
+                        altered_node_ids=altered, operator="deterministic", golden_id=w.workflow_id,
+                        method=method, status="valid" if problem is None else "invalid", failure=problem)
+
+
+def perturb_deterministic(w: Workflow, ptype: str, p: float, seed: int = 0) -> Perturbation:
+    """Apply the deterministic operator of ``ptype`` at severity ``p``: N = :func:`n_to_alter`,
+    rng = ``random.Random(row_seed(w.workflow_id, ptype, p, seed))`` — the same row always gives
+    the same variant, independent of which other rows are generated."""
+    _check_type(ptype)
+    rng = random.Random(row_seed(w.workflow_id, ptype, p, seed))
+    return _OPERATORS[ptype](w, n_to_alter(p, w.n_nodes), rng, p=p)
+
+_STOP = frozenset({
+    "a", "an", "the", "to", "of", "and", "or", "in", "on", "at", "for", "with", "from", "into", "onto", "by", "it",
+    "its", "your", "you", "then", "also", "is", "are", "be", "this", "that", "these", "those", "as", "if",
+})
+
+
+def normalize_text(t: str) -> str:
+    """Comparison form of a step: lower case, whitespace collapsed, final ``. ; : !`` dropped."""
+    return re.sub(r"\s+", " ", str(t)).strip().rstrip(".;:!").strip().lower()
+
+
+def _content_tokens(t: str) -> set[str]:
+    return {x for x in re.findall(r"[a-z0-9]+", normalize_text(t)) if x not in _STOP}
+
+
+def _covers(merged: str, step: str) -> bool:
+    """A merged node covers a golden step when it contains the step's text, or at least half of the
+    step's content words (stop words dropped)."""
+    if normalize_text(step) in normalize_text(merged):
+        return True
+    tokens = _content_tokens(step)
+    return bool(tokens) and len(tokens & _content_tokens(merged)) / len(tokens) >= 0.5
+
+
+def _match_kept(golden: Workflow, nodes: Sequence[str]) -> tuple[dict[int, str], list[str]]:
+    """Match output nodes to golden steps with the same normalized text (each golden step once,
+    earliest first). Returns ``{output index: golden id}`` and the unmatched golden ids."""
+    free = list(golden.node_ids)
+    matched: dict[int, str] = {}
+    for i, t in enumerate(nodes):
+        key = normalize_text(t)
+        hit = next((g for g in free if normalize_text(golden.text(g)) == key), None)
+        if hit is not None:
+            matched[i] = hit
+            free.remove(hit)
+    return matched, free
+
+
+def expected_nodes(ptype: str, n_nodes: int, n: int) -> int:
+    """Node count of a valid variant: ``n − N`` (missing, compressed) or ``n`` (description)."""
+    _check_type(ptype)
+    return n_nodes if ptype == "description" else n_nodes - n
+
+
+def check_variant(golden: Workflow, ptype: str, n: int, nodes: Sequence[str], edges: Sequence[Edge]) -> str | None:
+    """Static validation of a variant (App. A): the first problem as a sentence, or ``None``.
+
+    In order: the graph (:func:`~metamorph.studies.workflow_perturb.workflows.graph_problem` with no minimum size); the node
+    count (:func:`expected_nodes`); the change count:
+
+    * missing: every node is a golden step, unchanged (:func:`normalize_text` equality, each
+      golden step used once);
+    * compressed: every node is a golden step unchanged or a merge; every golden step not kept is
+      covered by a merged node and every merged node covers at least two golden steps (coverage:
+      the step's text or half its content words appear in the merged text);
+    * description: the edges equal the golden edges and exactly N step texts differ from the
+      golden ones at the same id.
+    """
+    _check_type(ptype)
+    problem = graph_problem(list(nodes), list(edges), min_nodes=1)
+    if problem is not None:
+        return f"invalid graph: {problem[1]}"
+    want = expected_nodes(ptype, golden.n_nodes, n)
+    if len(nodes) != want:
+        how = ("unchanged" if ptype == "description"
+               else f"{golden.n_nodes} golden steps minus {n} {'removed' if ptype == 'missing' else 'merged'}")
+        return f"expected {want} nodes ({how}), got {len(nodes)}"
+    if ptype == "description":
+        if set(edges) != set(golden.edges):
+            return "the edges differ from the golden workflow's; description changes must keep every edge"
+        changed = [str(i) for i, (a, b) in enumerate(zip(golden.nodes, nodes), start=1)
+                   if normalize_text(a) != normalize_text(b)]
+        if len(changed) != n:
+            return (f"expected exactly {n} changed step description{'s' if n != 1 else ''}, found {len(changed)}"
+                    + (f" (changed: {', '.join(changed)})" if changed else ""))
+        return None
+    matched, free = _match_kept(golden, nodes)
+    others = [i for i in range(len(nodes)) if i not in matched]
+    if ptype == "missing":
+        if others:
+            i = others[0]
+            return (f"node {i + 1} ({nodes[i]!r}) is not one of the golden steps; the remaining steps must keep "
+                    "their text unchanged")
+        return None
+    for i in others:
+        covered = [g for g in free if _covers(nodes[i], golden.text(g))]
+        if len(covered) < 2:
+            return f"node {i + 1} ({nodes[i]!r}) is neither a golden step nor a merge of two golden steps"
+    for g in free:
+        if not any(_covers(nodes[i], golden.text(g)) for i in others):
+            return f"golden step {g} ({golden.text(g)!r}) is neither kept nor part of a merged step"
+    return None
+
+
+def _altered_from_output(golden: Workflow, ptype: str, nodes: Sequence[str]) -> tuple[str, ...]:
+    if ptype == "description":
+        return tuple(str(i) for i, (a, b) in enumerate(zip(golden.nodes, nodes), start=1)
+                     if normalize_text(a) != normalize_text(b))
+    return tuple(_match_kept(golden, nodes)[1])
+
+
+def check_output(golden: Workflow, ptype: str, n: int, text: str) -> tuple[tuple[tuple[str, ...], tuple[Edge, ...]] | None, str | None]:
+    """Parse a model reply and :func:`check_variant` it: ``((nodes, edges) or None, problem or None)``.
+    A parse failure is the problem ``could not read the workflow: <reason>``."""
+    try:
+        nodes, edges = parse_workflow_text(text, source="reply")
+    except InputError as exc:
+        return None, f"could not read the workflow: {exc.problem}"
+    return (nodes, edges), check_variant(golden, ptype, n, nodes, edges)

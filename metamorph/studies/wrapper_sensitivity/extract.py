@@ -1,0 +1,419 @@
+"""Task-aware answer extraction for the prompt-wrapper study (issue #3; FSI paper §3.5).
+
+Every item has an ``answer_type``:
+
+* ``choice`` — the answer is one of the item's labels: letters (``"A"`` .. ``"E"``) or option
+  numbers (``"1"``, ``"2"`` for WinoGrande / PIQA);
+* ``boolean`` — ``"true"`` or ``"false"``;
+* ``numeric`` — a canonical decimal string: no sign for positives, no exponent, no thousands
+  separators, no trailing zeros (``"18"``, ``"0.5"``, ``"-3"``; see :func:`canonical_number`).
+
+Gold answers are in the same canonical form, so ``correct = parseable and value == gold``
+(:meth:`QAExtraction.is_correct`).
+
+The five prompt-wrapper families and the slot each one's output contract defines:
+
+* ``plain`` — just the answer: the slot is the whole output (surrounding whitespace aside);
+* ``json`` — a JSON object ``{"answer": <value>}`` (other keys allowed): the slot is its
+  ``answer`` value (a JSON string, number or boolean);
+* ``structured`` — a line ``Answer: <value>``: the slot is the rest of that line (other lines
+  allowed);
+* ``structured_delim`` — ``<answer>`` *value* ``</answer>``: the slot is the text between the tags;
+* ``deliberate`` — scratchpad reasoning, then a final line ``Final answer: <value>``: the slot is
+  the rest of that line. The scratchpad is never read in ``strict`` or ``normalized`` mode.
+
+``family=None`` reads the output under the ``plain`` contract.
+
+The three modes (paper §3.5) differ only in how much of the contract they require:
+
+* ``strict`` — the family's contract exactly: the whole output must parse as one JSON object
+  with the key ``answer``; the ``Answer:`` / ``Final answer:`` key is spelled exactly so at the start of its
+  line, and for ``deliberate`` that line is the last non-empty line; the tags are exactly
+  ``<answer>`` / ``</answer>``. The committed value is exactly a label (as given), ``true`` /
+  ``false`` (or a JSON boolean), or a plain ASCII number ``-?[0-9]+(\\.[0-9]+)?`` (or a JSON
+  number). A plain number is still canonicalised: ``"18.0"`` is ``"18"`` in every mode.
+* ``normalized`` — the same contract after normalisation. The slot: key case and markdown
+  (``answer: B``, ``**Answer:** B``), a value on the line after a bare key, tag case and spacing
+  (``<ANSWER>``, ``< answer >``), a ``Final answer:`` line that is not the last line, JSON in
+  code fences or surrounded by prose, JSON key case. The value (repeatedly, in any order):
+  Unicode NFKC (fullwidth ``１８`` -> ``18``), case, surrounding whitespace, markdown emphasis
+  (``**B**``, ``_B_``, `` `B` ``), LaTeX (``\\boxed{18}``, ``\\text{B}``, ``$18$``, ``\\(18\\)``),
+  one level of parentheses / brackets / braces / quotes (``(B)``, ``[B]``), a lone closing
+  parenthesis (``B)``), an ``Option`` / ``Choice`` prefix (``Option B``), trailing punctuation
+  ``. , ; : !``; for booleans ``yes`` / ``no`` -> ``true`` / ``false``; for numbers a currency
+  symbol ($, €, £, ¥; before or after), thousands separators (``1,234``, LaTeX ``1{,}234``,
+  ``1\\,234``), Unicode minus (``−5``), a leading ``+``, a trailing unit of up to four words or
+  ``%`` (``18 dollars``, ``18 km/h``, ``18kg``, ``50%`` -> ``50``; scale words such as
+  *thousand* / *million* / *k* / *half* are not units, so ``18 million`` is not ``18``).
+  The option *text* is never matched: the extractor gets the labels only, so ``B. Paris`` (which
+  might contradict option B's text) is not a normalisation; it is read in ``lenient`` mode.
+* ``lenient`` — ``normalized`` first; when the contract's slot is **missing**, the whole output
+  is searched: a committed label in explicit patterns (``the answer is C``, ``Answer: (C)``,
+  ``Option C``, ``\\boxed{C}``, a line that is just ``C`` / ``**C**`` / ``(C)``), a boolean in the
+  same patterns or else a boolean word (``yes`` / ``no`` / ``true`` / ``false`` that is neither
+  negated — ``not true`` — nor a modifier — ``no evidence``, ``false positive``), a number in
+  the same patterns or else the LAST number of the text. A Python-literal object
+  (``{'answer': 'B'}``) counts as the JSON slot; an unclosed ``<answer>`` tag counts as the delim
+  slot (its rest of text). When the slot is **present** but its value does not normalise, only
+  the slot is searched (the same patterns, plus a label at the start of the slot — ``B. Paris``,
+  ``C) because ...`` — or a parenthesised label in it — ``Paris (B)``); a committed but
+  unreadable slot is never overridden by the scratchpad. The ``plain`` slot is the whole output,
+  so lenient ``plain`` searches the whole output with these slot rules.
+
+Rules common to every mode:
+
+* **An unparseable answer never becomes a value**: ``value is None`` exactly when
+  ``parseable`` is false, and it then counts as incorrect (in the denominator, never in the
+  numerator).
+* ``finish_reason == "length"`` (also ``max_tokens`` / ``max_output_tokens``) is ``truncated``
+  in every mode, before anything is read — **even when a complete ``Final answer:`` line came
+  before the cut**: the output is incomplete (the review notes max_tokens=24 cuts the deliberate
+  wrapper), so it is reported, never guessed. Empty or ``None`` text is ``empty``.
+* Two different committed answers (two slots, two explicit patterns, two boolean words) are
+  ``ambiguous``; a wider mode never resolves an ambiguity. Parseability is monotone
+  (strict ⊆ normalized ⊆ lenient) except that normalisation can reveal a second, conflicting slot
+  (``Answer: B`` plus ``answer: C`` is ``ok`` in strict and ``ambiguous`` in normalized).
+  Several slots with the same value, or with one readable value and unreadable others, are fine.
+* A letter is never taken out of a word (``Apple``), and ``A`` / ``I`` / a lower-case letter
+  not in brackets only counts when nothing word-like follows (``A 43-year-old man`` is not A;
+  ``the answer is A.`` / ``A because ...`` are). A label followed by *is incorrect* / *not* /
+  *wrong* is not asserted (``Option A is incorrect``); a verb-less mention only counts when the
+  label ends the clause or *is* / *because* follows (``Option C describes ...`` is no answer,
+  ``Option C.`` / ``Option C is correct`` are). ``B or C`` / ``B/C`` / ``B and C`` is
+  ``ambiguous``. Numbers and booleans need ``answer is`` / ``answer:`` before them. An option
+  number is never taken out of a larger number or a decimal (``12`` is neither ``1`` nor ``2``;
+  ``1.5`` is not ``1``).
+* Numbers in free text (lenient search) are never read out of an identifier or a compound:
+  a number glued to a letter, ``_``, ``#``, ``@`` or ``^`` (``A1``, ``x_2``, ``#12``, ``12B``,
+  ``COVID-19``, ``v2.0``, ``x^2``, ordinals ``3rd``) or joined to another number by ``/ : - .``
+  (fractions, ratios, times, dates, ranges, versions: ``1/2``, ``3:4``, ``2024-01-05``,
+  ``3-5``, ``1.2.3``) is skipped; LaTeX ``\\frac{..}{..}`` is skipped. Glued units are numbers
+  (``18kg``, ``18%``, ``18-year-old``). Only ASCII letters and digits count as glue, so CJK text
+  around a number does not hide it (``合計は１８個`` reads 18). A ``-`` after a digit or a closing
+  bracket is a subtraction, not a sign (``18 - 2`` ends in 2, not -2).
+* Fractions are not numbers here (gold is a decimal string): ``1/2`` and ``\\frac{1}{2}`` are
+  ``not_a_number`` in every mode.
+* A slot value longer than 1000 characters is never normalised (no label or number is that long);
+  every search is linear in the output length.
+
+Labels given with a non-choice ``answer_type`` are ignored.
+
+Reason codes (exactly one per extraction; :data:`PARSEABLE_REASONS`, :data:`UNPARSEABLE_REASONS`).
+Parseable, where the slot was found winning over how the value was normalised:
+
+* ``ok`` — the strict contract holds (returned by every mode for such an output);
+* ``json_in_code_fence`` / ``json_in_prose`` — the JSON object was inside ``` fences / prose;
+* ``normalized_slot`` — the slot itself needed normalisation (key/tag case or markdown, value on
+  the next line, ``Final answer:`` not on the last line, JSON key case);
+* ``normalized_markup`` — the value needed case / whitespace / markdown / LaTeX / bracket /
+  ``Option`` / punctuation normalisation;
+* ``normalized_number`` — currency, separators, Unicode minus or digits, ``+``, a unit;
+* ``normalized_yes_no`` — ``yes`` / ``no`` read as ``true`` / ``false``;
+* ``lenient_json_repaired`` — the JSON slot came from a Python-literal object;
+* ``lenient_unclosed_tag`` — the delim slot came from an unclosed ``<answer>`` tag;
+* ``lenient_answer_phrase`` — an explicit pattern (``the answer is``, ``Answer:``, ``Option``,
+  ``\\boxed{}``);
+* ``lenient_label_line`` — a line that is just a label;
+* ``lenient_label_in_slot`` — a label at the start of / in brackets inside the slot;
+* ``lenient_boolean_word`` — the one boolean word of the text;
+* ``lenient_last_number`` — the last number of the text (or of the slot).
+
+Unparseable: ``truncated``, ``empty``, ``no_answer`` (no slot), ``invalid_json`` (json family:
+no JSON object parses), ``not_a_label`` / ``not_a_boolean`` / ``not_a_number`` (a slot whose
+value cannot be read in this mode), ``ambiguous``. When the lenient search finds nothing, the
+``normalized`` reason is kept.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+from metamorph.jsonscan import object_spans
+from metamorph.errors import ConfigError
+from metamorph.studies.wrapper_sensitivity.answers import (
+    ANSWER_TYPES,
+    _MAX_VALUE_CHARS,
+    _Spec,
+    _normalized_value,
+    _spec,
+    _strict_value,
+)
+
+
+__all__ = [
+    "ANSWER_TYPES",
+    "FAMILIES",
+    "MODES",
+    "PARSEABLE_REASONS",
+    "UNPARSEABLE_REASONS",
+    "AnswerType",
+    "Family",
+    "Mode",
+    "QAExtraction",
+    "canonical_number",
+    "extract_answer",
+]
+
+AnswerType = Literal["choice", "boolean", "numeric"]
+
+Mode = Literal["strict", "normalized", "lenient"]
+
+Family = Literal["plain", "json", "structured", "structured_delim", "deliberate"]
+
+FAMILIES: tuple[str, ...] = ("plain", "json", "structured", "structured_delim", "deliberate")
+
+MODES: tuple[str, ...] = ("strict", "normalized", "lenient")
+
+#: Reasons of a parseable extraction.
+PARSEABLE_REASONS: tuple[str, ...] = (
+    "ok", "json_in_code_fence", "json_in_prose", "normalized_slot", "normalized_markup",
+    "normalized_number", "normalized_yes_no", "lenient_json_repaired", "lenient_unclosed_tag",
+    "lenient_answer_phrase", "lenient_label_line", "lenient_label_in_slot", "lenient_boolean_word",
+    "lenient_last_number",
+)
+
+#: Reasons of an unparseable extraction.
+UNPARSEABLE_REASONS: tuple[str, ...] = (
+    "truncated", "empty", "no_answer", "invalid_json", "not_a_label", "not_a_boolean",
+    "not_a_number", "ambiguous",
+)
+
+#: Finish reasons that mean the output was cut by the token limit.
+_TRUNCATED_FINISH = frozenset({"length", "max_tokens", "max_output_tokens"})
+
+
+@dataclass(frozen=True)
+class QAExtraction:
+    """The answer read from one model output.
+
+    Invariants (checked): ``parseable`` <=> ``value is not None``; the reason is one of
+    :data:`PARSEABLE_REASONS` / :data:`UNPARSEABLE_REASONS` accordingly.
+    """
+
+    value: str | None
+    parseable: bool
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.parseable != (self.value is not None):
+            raise ValueError("value must be None exactly when the answer is unparseable")
+        allowed = PARSEABLE_REASONS if self.parseable else UNPARSEABLE_REASONS
+        if self.reason not in allowed:
+            raise ValueError(f"reason must be one of {allowed}, got {self.reason!r}")
+
+    def is_correct(self, gold: str) -> bool:
+        """``parseable and value == gold`` (gold in canonical form)."""
+        return self.parseable and self.value == gold
+
+
+def _u(reason: str) -> QAExtraction:
+    return QAExtraction(None, False, reason)
+
+
+def _p(value: str, reason: str) -> QAExtraction:
+    return QAExtraction(value, True, reason)
+
+_FENCE_RE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\r?\n?(?P<body>.*?)(?:```|\Z)", re.DOTALL)
+
+
+def _loads(s: str) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(s, parse_float=Decimal)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def _answer_key(d: Any, exact: bool) -> tuple[bool, Any, bool]:
+    """``(found, value, key_exact)`` for the ``answer`` key of a dict."""
+    if not isinstance(d, dict):
+        return False, None, False
+    if "answer" in d:
+        return True, d["answer"], True
+    if exact:
+        return False, None, False
+    for k, v in d.items():
+        if isinstance(k, str) and k.strip().casefold() == "answer":
+            return True, v, False
+    return False, None, False
+
+
+def _json_slots(text: str, strict: bool) -> tuple[list[Any], str | None, str]:
+    if strict:
+        ok, obj = _loads(text.strip())
+        if not ok:
+            return [], None, "invalid_json"
+        found, v, _ = _answer_key(obj, exact=True)
+        return ([v], None, "") if found else ([], None, "no_answer")
+    failed = False
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        ok, obj = _loads(stripped)
+        failed = not ok
+        found, v, exact = _answer_key(obj, exact=False)
+        if found:
+            return [v], (None if exact else "normalized_slot"), ""
+    for where, bodies in (("json_in_code_fence", [m.group("body") for m in _FENCE_RE.finditer(text)]),
+                          ("json_in_prose", [text])):
+        values = []
+        for body in bodies:
+            for span in object_spans(body):
+                ok, obj = _loads(span)
+                failed = failed or not ok
+                found, v, _ = _answer_key(obj, exact=False)
+                if found:
+                    values.append(v)
+        if values:
+            return values, where, ""
+    return [], None, ("invalid_json" if failed else "no_answer")
+
+
+def _literal_json_values(text: str) -> list[Any]:
+    """``answer`` values of Python-literal objects (single quotes, True/False/None)."""
+    values = []
+    for span in object_spans(text):
+        if len(span) > 100_000:
+            continue
+        try:
+            obj = ast.literal_eval(span)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        found, v, _ = _answer_key(obj, exact=False)
+        if found:
+            values.append(v)
+    return values
+
+_STRUCT_STRICT_RE = re.compile(r"^Answer:[ \t]*(.*?)[ \t]*\r?$", re.MULTILINE)
+
+_STRUCT_NORM_RE = re.compile(r"^[ \t>#*_-]*answer[ \t*_]*[:\uff1a][ \t]*(.*?)[ \t]*\r?$",
+                             re.MULTILINE | re.IGNORECASE)
+
+_FINAL_STRICT_RE = re.compile(r"Final answer:[ \t]*(.*?)[ \t]*")
+
+_FINAL_NORM_RE = re.compile(r"^[ \t>#*_-]*final[ \t]+answer[ \t*_]*[:\uff1a][ \t]*(.*?)[ \t]*\r?$",
+                            re.MULTILINE | re.IGNORECASE)
+
+_TAG_STRICT_RE = re.compile(r"<(/?)answer>")
+
+_TAG_NORM_RE = re.compile(r"<\s*(/?)\s*answer\s*>", re.IGNORECASE)
+
+_NEXT_LINE_RE = re.compile(r"[ \t]*\r?\n(?:[ \t]*\r?\n)*(?P<line>[^\n]*)")
+
+#: How far after a label / boolean word the context rules look.
+_AFTER_WINDOW = 200
+
+
+def _tag_values(text: str, rx: re.Pattern[str]) -> tuple[list[str], int | None]:
+    """Texts between an opening tag and the next closing tag (one linear scan), and the end of
+    the last opening tag left unclosed (``None`` if every opening tag is closed)."""
+    values: list[str] = []
+    open_end: int | None = None
+    for m in rx.finditer(text):
+        if not m.group(1):
+            open_end = m.end()
+        elif open_end is not None:
+            values.append(text[open_end:m.start()])
+            open_end = None
+    return values, open_end
+
+
+def _line_values(text: str, rx: re.Pattern[str]) -> list[str]:
+    """Values of key lines; a bare key takes the next non-empty line."""
+    values = []
+    for m in rx.finditer(text):
+        v = m.group(1)
+        if not v.strip(" \t*_`"):
+            nm = _NEXT_LINE_RE.match(text, m.end())
+            nxt = nm.group("line").strip() if nm else ""
+            if nxt and not rx.match(nxt):
+                v = nxt
+        values.append(v)
+    return values
+
+
+def _find_slots(text: str, family: str, strict: bool) -> tuple[list[Any], str | None, str]:
+    """``(slot values, where, missing_reason)``; ``where`` is ``None`` when the slots are the
+    strict contract's, else a parseable reason code."""
+    if family == "plain":
+        return [text.strip()], None, ""
+    if family == "json":
+        return _json_slots(text, strict)
+    if family == "structured":
+        values = [m.group(1) for m in _STRUCT_STRICT_RE.finditer(text)] if strict \
+            else _line_values(text, _STRUCT_NORM_RE)
+    elif family == "structured_delim":
+        values = _tag_values(text, _TAG_STRICT_RE if strict else _TAG_NORM_RE)[0]
+    else:  # deliberate
+        if strict:
+            lines = [ln.rstrip("\r") for ln in text.strip().splitlines()]
+            if not _FINAL_STRICT_RE.fullmatch(lines[-1]):
+                return [], None, "no_answer"
+            values = [m.group(1) for m in map(_FINAL_STRICT_RE.fullmatch, lines) if m]
+        else:
+            values = _line_values(text, _FINAL_NORM_RE)
+    if not values:
+        return [], None, "no_answer"
+    if strict:
+        return values, None, ""
+    return values, (None if values == _find_slots(text, family, True)[0] else "normalized_slot"), ""
+
+
+def _read(text: str, family: str, spec: _Spec, strict: bool) -> QAExtraction:
+    values, where, missing = _find_slots(text, family, strict)
+    if not values:
+        return _u(missing)
+    read = _strict_value if strict else _normalized_value
+    results = [read(v, spec) for v in values]
+    found = [(v, step) for v, step in results if v is not None]
+    if len({v for v, _ in found}) > 1:
+        return _u("ambiguous")
+    if not found:
+        return _u(results[0][1])
+    value, step = found[0]
+    return _p(value, "ok" if strict else (where or step or "ok"))
+
+
+def extract_answer(text: str | None, answer_type: AnswerType, labels: Sequence[str] = (),
+                   family: Family | None = None, mode: Mode = "normalized",
+                   finish_reason: str | None = None) -> QAExtraction:
+    """Read the answer of one model output; see the module docstring for every rule.
+
+    Args:
+        text: the completion (``None`` — or a float NaN from a table — for a call that returned
+            no text).
+        answer_type: ``choice``, ``boolean`` or ``numeric``.
+        labels: the choice labels (letters or option numbers), returned spelled as given;
+            ignored for the other answer types.
+        family: the prompt-wrapper family whose output contract is read (``None``: ``plain``).
+        mode: ``strict``, ``normalized`` or ``lenient``.
+        finish_reason: the provider's normalised finish reason; ``"length"`` -> ``truncated``.
+
+    Raises:
+        ConfigError: unknown answer type, family or mode; choice labels that are fewer than two,
+            not all single letters / all option numbers, or not distinct up to case.
+    """
+    spec = _spec(answer_type, labels)
+    fam = "plain" if family is None else family
+    if fam not in FAMILIES:
+        raise ConfigError(f"family must be one of {FAMILIES} or None, got {family!r}")
+    if mode not in MODES:
+        raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
+    if finish_reason is not None and str(finish_reason).strip().lower() in _TRUNCATED_FINISH:
+        return _u("truncated")
+    if text is None or (isinstance(text, float) and math.isnan(text)) or not str(text).strip():
+        return _u("empty")  # None, a pandas NaN for a missing text, or only whitespace
+    text = str(text)
+    if mode == "strict":
+        return _read(text, fam, spec, strict=True)
+    normalized = _read(text, fam, spec, strict=False)
+    if mode == "normalized" or normalized.parseable or normalized.reason == "ambiguous":
+        return normalized
+    from metamorph.studies.wrapper_sensitivity.lenient import _lenient
+
+    return _lenient(text, fam, spec, normalized)

@@ -1,0 +1,389 @@
+"""Metrics of the prompt-wrapper sensitivity study (issue #3).
+
+Paper: "Format Sensitivity Index: Token-Controlled Prompt Wrapper Robustness and Schema
+Compliance in LLM Benchmarking" (arXiv 2607.09665), §4 (indices) and §5 (analyses), and a
+published review of it whose objections are answered here: **major 1** (decompose FSI into
+a compliance part and a conditional-accuracy part, :func:`decomposition`), **major 3**
+(item-level model with cluster-robust SEs, :func:`item_level_model`) and **minor 2** (a
+bounded, chance-adjusted nFSI, ``nfsi_chance`` in :func:`fsi_psi`).
+
+Input: the scored-generations frame
+-----------------------------------
+One row per generation × extraction mode, columns :data:`SCORED_COLUMNS`:
+``model_id`` str, ``task`` str, ``answer_type`` (choice / boolean / numeric), ``wrapper``
+str (plain / json / structured / structured_delim / deliberate, or another arm such as a
+constrained-decoding one), ``item_id`` str, ``seed`` int, ``mode`` (strict / normalized /
+lenient), ``parseable`` bool, ``correct`` bool (False when unparseable), ``finish_reason``
+str or None, ``prompt_tokens`` int or None, ``n_choices`` int or None (choice tasks; the
+chance level is 1/n_choices for choice, 0.5 for boolean, 0 for numeric).
+
+:func:`validate_scored` checks it (every function taking ``scored`` calls it): missing
+columns (named), null keys, unknown modes / answer types, non-boolean ``parseable`` /
+``correct``, ``correct`` without ``parseable``, duplicate generation keys
+``(model_id, task, wrapper, item_id, seed, mode)``, a task with several answer types and
+``n_choices < 2`` raise :class:`ValueError`. Functions take a ``mode`` argument (default
+``"normalized"``) and use only that slice; a mode absent from the frame is an error.
+
+Conventions shared by all functions
+-----------------------------------
+* Percentages are in percent (0–100); differences of percentages in percentage points (pp).
+* An index over wrappers needs a pair: a (model, task) with a single wrapper has null
+  FSI / PSI / nFSI and a ``note``; it never counts as "FSI = 0".
+* Items are identified by ``(task, item_id)`` (item ids may repeat across tasks).
+* Ties between wrappers (equal to :data:`TIE_TOL` pp) are broken by the canonical order
+  :data:`WRAPPER_ORDER`, then alphabetically; output rows are sorted by model_id, task,
+  then wrapper in that order.
+* Every output is validated by its schema in :mod:`metamorph.studies.wrapper_sensitivity.schemas`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+import numpy as np
+import pandas as pd
+
+from metamorph import stats
+from metamorph.ordering import canonical_key, ordered, sort_frame
+from metamorph.studies.wrapper_sensitivity.schemas import WrapperCells, WrapperFSI, WrapperMeanIndices
+
+
+__all__ = [
+    "SCORED_COLUMNS",
+    "WRAPPER_ORDER",
+    "MODES",
+    "ANSWER_TYPES",
+    "DEFAULT_MODE",
+    "NFSI_EPS",
+    "TIE_TOL",
+    "validate_scored",
+    "cell_metrics",
+    "fsi_psi",
+    "mean_indices",
+]
+
+#: Columns of the scored-generations frame (the input contract).
+SCORED_COLUMNS = (
+    "model_id", "task", "answer_type", "wrapper", "item_id", "seed", "mode",
+    "parseable", "correct", "finish_reason", "prompt_tokens", "n_choices",
+)
+
+#: Canonical wrapper order (paper §3.2): sorting, tie-breaking, reference level (plain).
+WRAPPER_ORDER = ("plain", "json", "structured", "structured_delim", "deliberate")
+
+#: Extraction modes (§3.5 strict / normalized, plus lenient).
+MODES = ("strict", "normalized", "lenient")
+
+#: Answer types and their chance level (percent; choice = 100 / n_choices).
+ANSWER_TYPES = ("choice", "boolean", "numeric")
+
+DEFAULT_MODE = "normalized"
+
+#: ε of nFSI = FSI / (mean accuracy + ε) (§4).
+NFSI_EPS = 1e-6
+
+#: Two accuracies closer than this (pp) are a tie (best/worst wrapper, win counts).
+TIE_TOL = 1e-9
+
+_MT = ["model_id", "task"]
+
+_CELL = ["model_id", "task", "wrapper"]
+
+_GEN_KEY = ["model_id", "task", "wrapper", "item_id", "seed", "mode"]
+
+_CHANCE_FIXED = {"boolean": 50.0, "numeric": 0.0}
+
+
+def _require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing required column(s) {missing}; has {list(df.columns)}")
+
+
+def _wrapper_key(w: str) -> tuple[int, str]:
+    return canonical_key(w, WRAPPER_ORDER)
+
+
+def _ordered_wrappers(values: Iterable[str]) -> list[str]:
+    return ordered(values, WRAPPER_ORDER)
+
+
+def _sort(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    return sort_frame(df, by, "wrapper", WRAPPER_ORDER)
+
+
+def _as_bool(series: pd.Series, col: str) -> pd.Series:
+    def conv(v: object) -> bool:
+        if isinstance(v, (bool, np.bool_)):
+            return bool(v)
+        if isinstance(v, (int, np.integer, float, np.floating)) and v in (0, 1):
+            return bool(v)
+        raise ValueError(f"scored: column '{col}' must be boolean, found {v!r}")
+    return series.map(conv).astype(bool)
+
+
+def validate_scored(scored: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
+    """Check the scored-generations frame and return a normalised copy (input not modified).
+
+    With ``mode`` given, only that extraction mode's rows are returned (after validating
+    the whole frame). Ids become ``str``, ``seed`` int, ``parseable``/``correct`` bool,
+    ``n_choices`` a nullable integer; an internal column ``_chance`` holds each
+    generation's chance accuracy in percent (NaN when a choice row lacks ``n_choices``).
+
+    Raises:
+        ValueError: missing columns (named); null ``model_id, task, answer_type, wrapper,
+            item_id, seed, mode, parseable, correct``; non-integer seeds; an unknown mode or
+            answer type; non-boolean ``parseable``/``correct``; ``correct`` True on an
+            unparseable row; duplicate ``(model_id, task, wrapper, item_id, seed, mode)``;
+            a task with several answer types; ``n_choices`` < 2 or non-integer on a
+            choice row; ``mode`` not in :data:`MODES` or absent from the frame.
+    """
+    _require_columns(scored, SCORED_COLUMNS, "scored")
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"scored: mode must be one of {list(MODES)}, got {mode!r}")
+    s = scored.copy()
+    for col in ("model_id", "task", "answer_type", "wrapper", "item_id", "seed", "mode", "parseable", "correct"):
+        n_null = int(s[col].isna().sum())
+        if n_null:
+            raise ValueError(f"scored: column '{col}' has {n_null} null value(s)")
+    for col in ("model_id", "task", "answer_type", "wrapper", "item_id", "mode"):
+        s[col] = s[col].astype(str)
+    seed = pd.to_numeric(s["seed"], errors="coerce")
+    if seed.isna().any() or (seed != np.floor(seed)).any():
+        raise ValueError("scored: 'seed' must be integers")
+    s["seed"] = seed.astype(int)
+    bad_mode = sorted(set(s["mode"]) - set(MODES))
+    if bad_mode:
+        raise ValueError(f"scored: unknown mode(s) {bad_mode}; expected {list(MODES)}")
+    bad_at = sorted(set(s["answer_type"]) - set(ANSWER_TYPES))
+    if bad_at:
+        raise ValueError(f"scored: unknown answer_type(s) {bad_at}; expected {list(ANSWER_TYPES)}")
+    s["parseable"] = _as_bool(s["parseable"], "parseable")
+    s["correct"] = _as_bool(s["correct"], "correct")
+    bad = s["correct"] & ~s["parseable"]
+    if bad.any():
+        raise ValueError(f"scored: {int(bad.sum())} row(s) are correct but not parseable (correct must be False when unparseable)")
+    dup = s.duplicated(_GEN_KEY, keep=False)
+    if dup.any():
+        first = s.loc[dup, _GEN_KEY].iloc[0].to_dict()
+        raise ValueError(f"scored: {int(dup.sum())} rows share a generation key, e.g. {first}")
+    n_types = s.groupby("task")["answer_type"].nunique()
+    if (n_types > 1).any():
+        raise ValueError(f"scored: task(s) {sorted(n_types[n_types > 1].index)} have several answer types")
+    nc = pd.to_numeric(s["n_choices"], errors="coerce")
+    if (s["n_choices"].notna() & nc.isna()).any():
+        raise ValueError("scored: 'n_choices' must be integers or null")
+    choice = s["answer_type"] == "choice"
+    if ((nc != np.floor(nc)) & nc.notna()).any() or (choice & nc.notna() & (nc < 2)).any():
+        raise ValueError("scored: 'n_choices' must be an integer >= 2 on choice rows")
+    s["n_choices"] = nc.astype("Int64")
+    chance = s["answer_type"].map(_CHANCE_FIXED).astype(float)
+    s["_chance"] = chance.where(~choice, 100.0 / nc.astype(float))
+    if mode is not None:
+        if len(s) and mode not in set(s["mode"]):
+            raise ValueError(f"scored: no row with mode {mode!r}; modes present {sorted(set(s['mode']))}")
+        s = s[s["mode"] == mode].reset_index(drop=True)
+    return s
+
+
+def _pct(num: float, den: float) -> float:
+    return math.nan if den == 0 else 100.0 * num / den
+
+
+def _cells(s: pd.DataFrame, mode: str) -> pd.DataFrame:
+    cols = ["model_id", "task", "answer_type", "wrapper", "mode", "accuracy_pct", "parseability_pct",
+            "acc_given_parse_pct", "truncation_rate_pct", "chance_pct", "n", "n_correct", "n_parseable",
+            "n_truncated", "n_items", "n_seeds"]
+    if len(s) == 0:
+        return pd.DataFrame(columns=cols)
+    s = s.assign(_trunc=s["finish_reason"].eq("length").fillna(False).astype(bool))
+    agg = s.groupby(_CELL, sort=False).agg(
+        answer_type=("answer_type", "first"),
+        n=("correct", "size"),
+        n_correct=("correct", "sum"),
+        n_parseable=("parseable", "sum"),
+        n_truncated=("_trunc", "sum"),
+        n_items=("item_id", "nunique"),
+        n_seeds=("seed", "nunique"),
+        chance_pct=("_chance", "mean"),
+        _chance_missing=("_chance", lambda x: bool(x.isna().any())),
+    ).reset_index()
+    agg["mode"] = mode
+    agg["accuracy_pct"] = 100.0 * agg["n_correct"] / agg["n"]
+    agg["parseability_pct"] = 100.0 * agg["n_parseable"] / agg["n"]
+    agg["acc_given_parse_pct"] = [_pct(c, p) for c, p in zip(agg["n_correct"], agg["n_parseable"])]
+    agg["truncation_rate_pct"] = 100.0 * agg["n_truncated"] / agg["n"]
+    agg["chance_pct"] = agg["chance_pct"].where(~agg["_chance_missing"], math.nan)
+    out = agg[cols].copy()
+    for c in ("accuracy_pct", "parseability_pct", "acc_given_parse_pct", "truncation_rate_pct", "chance_pct"):
+        out[c] = out[c].astype(float)
+    return out
+
+
+def cell_metrics(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataFrame:
+    """Per (model, task, wrapper) cell: A, P, Acc | parseable and the truncation rate (§4).
+
+    Over all generations of the cell (all items × seeds) in extraction mode ``mode``:
+
+    * ``accuracy_pct`` A = 100 · #correct / n (an unparseable generation is incorrect);
+    * ``parseability_pct`` P = 100 · #parseable / n;
+    * ``acc_given_parse_pct`` C = 100 · #correct / #parseable — null when nothing is
+      parseable; A = P · C / 100 exactly (review major 1: this is the Acc | parse table by
+      model / wrapper / task);
+    * ``truncation_rate_pct`` = 100 · #(finish_reason == "length") / n; a null
+      finish_reason counts as *not* truncated (the review's 24-token concern, mainly for
+      ``deliberate``);
+    * ``chance_pct`` = mean over the cell's generations of the chance accuracy
+      (100/n_choices, 50, 0); null when a choice generation lacks ``n_choices``.
+
+    Returns:
+        :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperCells`: ``model_id, task,
+        answer_type, wrapper, mode, accuracy_pct, parseability_pct, acc_given_parse_pct,
+        truncation_rate_pct, chance_pct, n, n_correct, n_parseable, n_truncated, n_items,
+        n_seeds``.
+    """
+    s = validate_scored(scored, mode)
+    return WrapperCells.validate(_sort(_cells(s, mode), _CELL))
+
+
+def _validate_cells(cells: pd.DataFrame, columns: Sequence[str], what: str) -> pd.DataFrame:
+    _require_columns(cells, list(_CELL) + list(columns), what)
+    c = cells.copy()
+    for col in _CELL:
+        if c[col].isna().any():
+            raise ValueError(f"{what}: column '{col}' has null value(s)")
+        c[col] = c[col].astype(str)
+    dup = c.duplicated(_CELL, keep=False)
+    if dup.any():
+        first = c.loc[dup, _CELL].iloc[0].to_dict()
+        raise ValueError(f"{what}: several rows for one (model_id, task, wrapper) cell, e.g. {first} "
+                         "(pass the cells of a single extraction mode)")
+    return c
+
+
+def _best_worst(grp: pd.DataFrame, col: str = "accuracy_pct") -> tuple[pd.Series, pd.Series]:
+    """Rows of the best and worst wrapper of one (model, task); ties -> canonical order."""
+    g = grp.assign(_wk=grp["wrapper"].map(_wrapper_key)).sort_values("_wk", kind="mergesort")
+    top, bottom = g[col].max(), g[col].min()
+    best = g[g[col] >= top - TIE_TOL].iloc[0]
+    worst = g[g[col] <= bottom + TIE_TOL].iloc[0]
+    return best, worst
+
+
+def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
+    """FSI, PSI, nFSI and the bounded chance-adjusted nFSI per (model, task) (§4; review minor 2).
+
+    Over the wrappers w of a (model, task), with A_w, P_w the cell accuracy and
+    parseability in percent (:func:`cell_metrics`):
+
+    * ``fsi_pp`` FSI = max_w A_w − min_w A_w (pp); ``psi_pp`` PSI = max_w P_w − min_w P_w.
+    * ``nfsi`` = FSI / (Ā + ε), Ā the unweighted mean of A_w over the wrappers, ε = 1e-6
+      (paper §4). Unitless; the ratio is the same whether A is in percent or a fraction
+      (ε is negligible except at Ā = 0, where FSI = 0 too and nFSI = 0). nFSI is unbounded
+      above (at most k, the number of wrappers, when one wrapper is right and the others
+      score 0), ignores chance and explodes for models near 0 — the review's minor 2.
+    * ``nfsi_chance`` — the bounded chance-adjusted variant. With c the task's chance
+      accuracy (percent; n-weighted mean of the cells' ``chance_pct``):
+
+          κ⁺_w = clip((A_w − c) / (100 − c), 0, 1),     nFSI_chance = max_w κ⁺_w − min_w κ⁺_w.
+
+      κ = (A − c)/(100 − c) is the share of the above-chance headroom a wrapper attains
+      (Cohen's-κ form; c = 0 for numeric, so κ = A/100); flooring it at 0 treats a
+      below-chance wrapper (typically unparseable output scored as wrong) as "no skill",
+      the normalisation of e.g. the Open LLM Leaderboard v2. The index is then *bounded in
+      [0, 1] by construction* (no division by the mean accuracy, so no blow-up near 0 and
+      no dependence on k), comparable across boolean (c = 50), k-way choice (c = 100/k)
+      and numeric (c = 0) tasks, and 1 only when one wrapper is perfect and another is at
+      or below chance. When every wrapper is at or above chance it equals
+      FSI / (100 − c), the range of chance-adjusted accuracies; when the worst wrapper is
+      below chance it is (A_max − c)/(100 − c) (clipped) instead of exceeding 1.
+      ``n_below_chance`` counts the floored wrappers.
+    * ``best_wrapper`` / ``worst_wrapper``: highest / lowest accuracy; ties (within
+      :data:`TIE_TOL`) go to the first wrapper in :data:`WRAPPER_ORDER`.
+
+    A (model, task) with a single wrapper has null indices and best/worst and a note; an
+    unknown chance level gives a null ``nfsi_chance`` and a note.
+
+    Returns:
+        :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperFSI`: ``model_id, task,
+        n_wrappers, fsi_pp, psi_pp, mean_accuracy_pct, nfsi, chance_pct, nfsi_chance,
+        n_below_chance, best_wrapper, worst_wrapper, best_accuracy_pct,
+        worst_accuracy_pct, note``.
+    """
+    c = _validate_cells(cells, ["accuracy_pct", "parseability_pct", "chance_pct", "n"], "cells")
+    rows = []
+    for (m, t), grp in c.groupby(_MT, sort=True):
+        k = len(grp)
+        acc = grp["accuracy_pct"].astype(float).to_numpy()
+        par = grp["parseability_pct"].astype(float).to_numpy()
+        ch = grp["chance_pct"].astype(float).to_numpy()
+        w = grp["n"].astype(float).to_numpy()
+        mean_acc = float(acc.mean())
+        chance = math.nan if np.isnan(ch).any() else float(np.average(ch, weights=w))
+        notes = []
+        row = dict(model_id=m, task=t, n_wrappers=k, mean_accuracy_pct=mean_acc, chance_pct=chance,
+                   fsi_pp=math.nan, psi_pp=math.nan, nfsi=math.nan, nfsi_chance=math.nan,
+                   n_below_chance=int(0 if math.isnan(chance) else (acc < chance - TIE_TOL).sum()),
+                   best_wrapper=None, worst_wrapper=None, best_accuracy_pct=math.nan, worst_accuracy_pct=math.nan)
+        if k < 2:
+            notes.append(f"1 wrapper ({grp['wrapper'].iloc[0]}): no pair, indices undefined")
+        else:
+            fsi = float(acc.max() - acc.min())
+            best, worst = _best_worst(grp)
+            row.update(fsi_pp=fsi, psi_pp=float(par.max() - par.min()), nfsi=fsi / (mean_acc + eps),
+                       best_wrapper=best["wrapper"], worst_wrapper=worst["wrapper"],
+                       best_accuracy_pct=float(best["accuracy_pct"]), worst_accuracy_pct=float(worst["accuracy_pct"]))
+            if math.isnan(chance):
+                notes.append("chance level unknown (a choice item lacks n_choices): nfsi_chance undefined")
+            else:
+                kappa = np.clip((acc - chance) / (100.0 - chance), 0.0, 1.0)
+                row["nfsi_chance"] = float(kappa.max() - kappa.min())
+        row["note"] = "; ".join(notes) or None
+        rows.append(row)
+    cols = ["model_id", "task", "n_wrappers", "fsi_pp", "psi_pp", "mean_accuracy_pct", "nfsi", "chance_pct",
+            "nfsi_chance", "n_below_chance", "best_wrapper", "worst_wrapper", "best_accuracy_pct",
+            "worst_accuracy_pct", "note"]
+    out = pd.DataFrame(rows, columns=cols)
+    for col in ("fsi_pp", "psi_pp", "mean_accuracy_pct", "nfsi", "chance_pct", "nfsi_chance",
+                "best_accuracy_pct", "worst_accuracy_pct"):
+        out[col] = out[col].astype(float)
+    return WrapperFSI.validate(out)
+
+_INDICES = (("FSI", "fsi_pp", "pp"), ("PSI", "psi_pp", "pp"), ("nFSI", "nfsi", "ratio"), ("nFSI_chance", "nfsi_chance", "ratio"))
+
+
+def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
+    """Mean FSI / PSI / nFSI / nFSI_chance per model with percentile bootstrap 95% CIs over tasks.
+
+    The unit resampled is the task (with replacement, ``n_resamples`` resamples,
+    :func:`metamorph.stats.bootstrap_mean_ci`, percentile, ``numpy.random.default_rng(seed)``).
+    Every (model, index) uses the same seed, so for a given model the four indices are
+    resampled with the same task draws whenever they have the same tasks (a joint
+    bootstrap) and every result is reproducible. Tasks with a null index (single wrapper,
+    unknown chance) are left out and counted in ``n_undefined``.
+
+    Boundary cases (never a silent NaN): no task -> null mean, no interval; one task -> the
+    value, no interval (``n=1`` note); all tasks equal to v -> interval [v, v] with the
+    "all values equal" note.
+
+    Returns:
+        :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperMeanIndices`: ``model_id, index,
+        unit, mean, ci_low, ci_high, n_tasks, n_undefined, n_resamples, seed, ci_note``
+        (one row per model × index, indices in the order FSI, PSI, nFSI, nFSI_chance).
+    """
+    _require_columns(fsi, ["model_id", "task"] + [col for _, col, _ in _INDICES], "fsi")
+    rows = []
+    for m, grp in fsi.groupby("model_id", sort=True):
+        for name, col, unit in _INDICES:
+            vals = pd.to_numeric(grp[col], errors="coerce")
+            ci = stats.bootstrap_mean_ci(vals.dropna().to_numpy(dtype=float), n_resamples=n_resamples, seed=seed)
+            rows.append(dict(model_id=str(m), index=name, unit=unit, mean=ci.mean, ci_low=ci.low, ci_high=ci.high,
+                             n_tasks=ci.n, n_undefined=int(vals.isna().sum()), n_resamples=n_resamples, seed=seed,
+                             ci_note=ci.note))
+    cols = ["model_id", "index", "unit", "mean", "ci_low", "ci_high", "n_tasks", "n_undefined", "n_resamples", "seed", "ci_note"]
+    out = pd.DataFrame(rows, columns=cols)
+    for col in ("mean", "ci_low", "ci_high"):
+        out[col] = out[col].astype(float)
+    return WrapperMeanIndices.validate(out)

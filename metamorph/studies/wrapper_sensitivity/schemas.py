@@ -1,0 +1,337 @@
+"""pandera schemas of the prompt-wrapper study's intermediate tables (issue #3).
+
+Lineage: ``task, item_id`` (item) → ``wrapper, template_version`` (prompt) → ``model_id, seed,
+generation_key`` (generation) → ``mode`` (scored answer) → metric cells.
+
+Metric tables
+-------------
+pandera schemas of the tables produced by :mod:`metamorph.studies.wrapper_sensitivity.metrics`.
+
+One :class:`pandera.pandas.DataFrameModel` per output table of the prompt-wrapper
+sensitivity study (issue #3; "Format Sensitivity Index: Token-Controlled Prompt Wrapper
+Robustness and Schema Compliance in LLM Benchmarking", arXiv 2607.09665, §4–5, and the
+review's objections major 1, major 3 and minor 2). Every column has a description with its
+unit; percentages are in percent (0–100), differences of percentages in percentage points
+(pp). All models are ``strict=True`` (no undeclared column) and ``coerce=True``.
+
+A *cell* is one (model, task, wrapper) combination; a *combination* is one (model, task).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing.pandas import Series
+
+WRAPPERS = ["plain", "json", "structured", "structured_delim", "deliberate", "json_constrained"]
+
+
+class _Strict(pa.DataFrameModel):
+    class Config:
+        strict = True
+        coerce = True
+
+
+class QAItems(_Strict):
+    """``qa_items``: the canonical items (item_id, task, answer_type, question, choices, gold)."""
+
+    task: Series[str] = pa.Field(description="Task name (boolq, arc_challenge, gsm8k, ..., synth_*).")
+    item_id: Series[str] = pa.Field(description="Item id, unique within its task.")
+    answer_type: Series[str] = pa.Field(isin=["choice", "boolean", "numeric"], description="Answer type.")
+    question: Series[str] = pa.Field(description="Question text (task framing included).")
+    passage: Series[str] = pa.Field(nullable=True, description="Reading passage / context, or null.")
+    choices_json: Series[str] = pa.Field(description="[[label, text], ...] as JSON; [] for boolean/numeric.")
+    n_choices: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=2, description="Number of options (choice tasks).")
+    gold: Series[str] = pa.Field(description="Canonical gold: a label, true/false, or a normalised number.")
+    source: Series[str] = pa.Field(description="Source spec the item came from.")
+
+    @pa.dataframe_check(description="(task, item_id) is unique")
+    def unique_items(cls, df):  # noqa: N805
+        return ~df.duplicated(["task", "item_id"], keep=False)
+
+
+class WrappedPrompts(_Strict):
+    """``wrapped_prompts``: every item × wrapper family, padded to the task's character budget."""
+
+    task: Series[str] = pa.Field(description="Task name.")
+    item_id: Series[str] = pa.Field(description="Item id.")
+    wrapper: Series[str] = pa.Field(isin=WRAPPERS[:5], description="Wrapper family (§3.2).")
+    template_version: Series[str] = pa.Field(description="Version of the wrapper templates.")
+    pad_chars: Series[int] = pa.Field(ge=0, description="Newline characters of padding inserted (§3.3).")
+    pad_offset: Series[int] = pa.Field(ge=0, description="Character offset of the padding in the user message.")
+    prompt_chars: Series[int] = pa.Field(ge=1, description="Characters of the padded prompt (= the task budget).")
+    char_budget: Series[int] = pa.Field(ge=1, description="The task's character budget.")
+    messages_json: Series[str] = pa.Field(description="The exact chat messages sent (JSON).")
+
+    @pa.dataframe_check(description="every prompt of a task has exactly the task's character budget")
+    def padded_to_budget(cls, df):  # noqa: N805
+        return df["prompt_chars"] == df["char_budget"]
+
+
+class WrapperGenerations(_Strict):
+    """``wrapper_generations``: model × task × wrapper × item × seed (partition = model_id)."""
+
+    model_id: Series[str] = pa.Field(description="Registry model id (dynamic partition key).")
+    task: Series[str] = pa.Field(description="Task name.")
+    item_id: Series[str] = pa.Field(description="Item id.")
+    wrapper: Series[str] = pa.Field(isin=WRAPPERS, description="Wrapper family, or json_constrained (constrained-decoding arm).")
+    seed: Series[int] = pa.Field(description="Sampling seed (part of the cache key).")
+    generation_key: Series[str] = pa.Field(str_length={"min_value": 64, "max_value": 64}, description="Generation cache key.")
+    request_json: Series[str] = pa.Field(description="The exact request (messages, params); no secrets.")
+    response_text: Series[str] = pa.Field(nullable=True, description="Raw completion; null when the call failed.")
+    finish_reason: Series[str] = pa.Field(nullable=True, description="stop / length / ...")
+    prompt_tokens: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="Realised prompt tokens (target model's tokenizer / provider usage).")
+    completion_tokens: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="Completion tokens.")
+    latency_s: Series[float] = pa.Field(nullable=True, ge=0, description="Call latency (s).")
+    model_version: Series[str] = pa.Field(nullable=True, description="Provider-reported resolved model version.")
+    cache_hit: Series[bool] = pa.Field(description="Served from the generation cache in this run.")
+    error: Series[str] = pa.Field(nullable=True, description="Error of the call (never a completion).")
+
+    @pa.dataframe_check(description="one row per (model, task, item, wrapper, seed)")
+    def unique_cells(cls, df):  # noqa: N805
+        return ~df.duplicated(["model_id", "task", "item_id", "wrapper", "seed"], keep=False)
+
+
+class ScoredAnswers(_Strict):
+    """``scored_answers``: every generation under strict / normalized / lenient extraction (§3.5)."""
+
+    model_id: Series[str] = pa.Field(description="Registry model id (partition key).")
+    task: Series[str] = pa.Field(description="Task name.")
+    answer_type: Series[str] = pa.Field(isin=["choice", "boolean", "numeric"], description="Answer type.")
+    wrapper: Series[str] = pa.Field(isin=WRAPPERS, description="Wrapper family / arm.")
+    item_id: Series[str] = pa.Field(description="Item id.")
+    seed: Series[int] = pa.Field(description="Sampling seed.")
+    mode: Series[str] = pa.Field(isin=["strict", "normalized", "lenient"], description="Extraction variant.")
+    value: Series[str] = pa.Field(nullable=True, description="Extracted canonical answer; null when unparseable (never guessed).")
+    parseable: Series[bool] = pa.Field(description="An answer was extracted under this mode.")
+    correct: Series[bool] = pa.Field(description="parseable and value == gold.")
+    reason: Series[str] = pa.Field(description="Extraction reason code (ok, truncated, no_answer, call_error, ...).")
+    finish_reason: Series[str] = pa.Field(nullable=True, description="Provider finish reason (length = truncated).")
+    prompt_tokens: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="Realised prompt tokens.")
+    n_choices: Series[pd.Int64Dtype] = pa.Field(nullable=True, description="Options of a choice item (chance = 1/n).")
+    generation_key: Series[str] = pa.Field(description="Generation cache key (lineage to the raw completion).")
+
+    @pa.dataframe_check(description="an unparseable answer has no value and is never correct")
+    def unparseable_has_no_value(cls, df):  # noqa: N805
+        return df["parseable"] | (df["value"].isna() & ~df["correct"])
+
+
+class TokenBalance(_Strict):
+    """``token_balance``: realised prompt tokens per item over the wrappers, Δtok, matched (§3.3)."""
+
+    model_id: Series[str] = pa.Field(description="Model whose tokenizer counted the tokens.")
+    task: Series[str] = pa.Field(description="Task name.")
+    item_id: Series[str] = pa.Field(description="Item id.")
+    n_wrappers: Series[int] = pa.Field(ge=1, description="Wrappers with a generation for the item.")
+    min_tokens: Series[pd.Int64Dtype] = pa.Field(nullable=True, description="Fewest prompt tokens over wrappers.")
+    max_tokens: Series[pd.Int64Dtype] = pa.Field(nullable=True, description="Most prompt tokens over wrappers.")
+    tokens_json: Series[str] = pa.Field(description="{wrapper: prompt tokens} as JSON.")
+    delta_tok: Series[float] = pa.Field(nullable=True, ge=0, description="Δtok = (max − min)/mean over wrappers (ratio); null when a count is missing.")
+    matched: Series[bool] = pa.Field(description="Δtok ≤ 5%: the item is in the matched subset.")
+
+
+# ------------------------------------------------------------------------------------------
+# Metric tables
+_PCT = dict(ge=0.0, le=100.0)
+_PP = dict(ge=-100.0, le=100.0)
+_UNIT = dict(ge=0.0, le=1.0)
+
+
+class _ModelTask(_Strict):
+    model_id: Series[str] = pa.Field(description="Registry model id.")
+    task: Series[str] = pa.Field(description="QA task (boolq, arc_challenge, gsm8k, ...).")
+
+
+class WrapperCells(_ModelTask):
+    """Per (model, task, wrapper) cell metrics on one extraction mode (§4; review major 1 for
+    Acc | parseable)."""
+
+    answer_type: Series[str] = pa.Field(isin=["choice", "boolean", "numeric"], description="Answer type of the task.")
+    wrapper: Series[str] = pa.Field(description="Prompt wrapper family (plain, json, structured, structured_delim, deliberate, ...).")
+    mode: Series[str] = pa.Field(isin=["strict", "normalized", "lenient"], description="Extraction mode the cell was computed on.")
+    accuracy_pct: Series[float] = pa.Field(**_PCT, description="A: % of generations correct (unparseable counts as incorrect) (percent).")
+    parseability_pct: Series[float] = pa.Field(**_PCT, description="P: % of generations parseable (percent).")
+    acc_given_parse_pct: Series[float] = pa.Field(
+        nullable=True, **_PCT,
+        description="Acc | parseable: % correct among parseable generations (percent); null when none is parseable. A = P × Acc|parse.",
+    )
+    truncation_rate_pct: Series[float] = pa.Field(
+        **_PCT, description="% of generations with finish_reason == 'length' (percent; a null finish_reason counts as not truncated)."
+    )
+    chance_pct: Series[float] = pa.Field(
+        nullable=True, **_PCT,
+        description="Chance accuracy of a uniform guesser: mean over generations of 100/n_choices (choice), 50 (boolean), "
+        "0 (numeric) (percent); null when a choice generation lacks n_choices.",
+    )
+    n: Series[int] = pa.Field(ge=1, description="Generations in the cell, all items × seeds (count).")
+    n_correct: Series[int] = pa.Field(ge=0, description="Correct generations (count).")
+    n_parseable: Series[int] = pa.Field(ge=0, description="Parseable generations (count).")
+    n_truncated: Series[int] = pa.Field(ge=0, description="Generations with finish_reason == 'length' (count).")
+    n_items: Series[int] = pa.Field(ge=1, description="Distinct items in the cell (count).")
+    n_seeds: Series[int] = pa.Field(ge=1, description="Distinct seeds in the cell (count).")
+
+
+class WrapperFSI(_ModelTask):
+    """Per (model, task): FSI, PSI, nFSI and the bounded chance-adjusted nFSI (§4; review minor 2)."""
+
+    n_wrappers: Series[int] = pa.Field(ge=1, description="Wrappers with a cell for this model × task (count).")
+    fsi_pp: Series[float] = pa.Field(
+        nullable=True, **_PCT, description="FSI = max − min accuracy over wrappers (percentage points); null when n_wrappers < 2."
+    )
+    psi_pp: Series[float] = pa.Field(
+        nullable=True, **_PCT, description="PSI = max − min parseability over wrappers (percentage points); null when n_wrappers < 2."
+    )
+    mean_accuracy_pct: Series[float] = pa.Field(**_PCT, description="Unweighted mean accuracy over the wrappers (percent).")
+    nfsi: Series[float] = pa.Field(
+        nullable=True, ge=0.0,
+        description="nFSI = FSI / (mean accuracy + 1e-6) (unitless ratio, unbounded above: up to n_wrappers); null when n_wrappers < 2.",
+    )
+    chance_pct: Series[float] = pa.Field(
+        nullable=True, **_PCT, description="Chance accuracy c of the task's items (n-weighted over the cells) (percent); null when unknown."
+    )
+    nfsi_chance: Series[float] = pa.Field(
+        nullable=True, **_UNIT,
+        description="Bounded chance-adjusted nFSI = max − min over wrappers of κ⁺ = clip((A − c)/(100 − c), 0, 1) "
+        "(unitless, 0–1); null when n_wrappers < 2 or c unknown.",
+    )
+    n_below_chance: Series[int] = pa.Field(ge=0, description="Wrappers whose accuracy is below chance, floored to κ⁺ = 0 (count).")
+    best_wrapper: Series[str] = pa.Field(nullable=True, description="Wrapper with the highest accuracy (ties: canonical wrapper order); null when n_wrappers < 2.")
+    worst_wrapper: Series[str] = pa.Field(nullable=True, description="Wrapper with the lowest accuracy (ties: canonical wrapper order); null when n_wrappers < 2.")
+    best_accuracy_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="Accuracy of best_wrapper (percent).")
+    worst_accuracy_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="Accuracy of worst_wrapper (percent).")
+    note: Series[str] = pa.Field(nullable=True, description="Why an index is null (single wrapper, unknown chance), else null.")
+
+
+class WrapperMeanIndices(_Strict):
+    """Mean FSI / PSI / nFSI / chance-adjusted nFSI per model with percentile bootstrap 95% CIs over tasks."""
+
+    model_id: Series[str] = pa.Field(description="Registry model id.")
+    index: Series[str] = pa.Field(isin=["FSI", "PSI", "nFSI", "nFSI_chance"], description="Which per-task index is averaged.")
+    unit: Series[str] = pa.Field(isin=["pp", "ratio"], description="Unit of mean/ci_low/ci_high: percentage points (FSI, PSI) or unitless ratio (nFSI, nFSI_chance).")
+    mean: Series[float] = pa.Field(nullable=True, ge=0.0, description="Mean of the index over the model's tasks (unit in 'unit'); null when n_tasks = 0.")
+    ci_low: Series[float] = pa.Field(nullable=True, ge=0.0, description="Lower bound of the percentile bootstrap 95% CI over tasks; null when n_tasks < 2.")
+    ci_high: Series[float] = pa.Field(nullable=True, ge=0.0, description="Upper bound of the percentile bootstrap 95% CI over tasks; null when n_tasks < 2.")
+    n_tasks: Series[int] = pa.Field(ge=0, description="Tasks with a defined index (count).")
+    n_undefined: Series[int] = pa.Field(ge=0, description="Tasks whose index is null (single wrapper / unknown chance), left out (count).")
+    n_resamples: Series[int] = pa.Field(ge=1, description="Bootstrap resamples (count).")
+    seed: Series[int] = pa.Field(description="Seed of the bootstrap generator.")
+    ci_note: Series[str] = pa.Field(
+        nullable=True, description="Why the CI is special (n=0, n=1: no interval; all values equal: CI = [v, v]); null otherwise."
+    )
+
+
+class WrapperCorrelation(_Strict):
+    """Pearson r(accuracy, parseability) over cells, pooled and per model (§5)."""
+
+    scope: Series[str] = pa.Field(isin=["pooled", "model"], description="pooled = all cells; model = the cells of model_id.")
+    model_id: Series[str] = pa.Field(nullable=True, description="Model of the cells (null for pooled).")
+    r: Series[float] = pa.Field(nullable=True, ge=-1.0, le=1.0, description="Pearson r between accuracy_pct and parseability_pct (unitless); null with a note when undefined.")
+    p_value: Series[float] = pa.Field(nullable=True, ge=0.0, le=1.0, description="Two-sided p-value of r = 0 (scipy.stats.pearsonr) (probability).")
+    n: Series[int] = pa.Field(ge=0, description="Cells used (count).")
+    note: Series[str] = pa.Field(nullable=True, description="Why r is null (fewer than 3 cells, constant input), else null.")
+
+
+class WrapperFERegression(_Strict):
+    """Cell-level fixed-effects WLS A = βP + α_m + γ_t + δ_f (§5), one row."""
+
+    beta: Series[float] = pa.Field(nullable=True, description="β̂: accuracy pp per parseability pp, within model, task and wrapper effects (unitless slope).")
+    se: Series[float] = pa.Field(nullable=True, ge=0.0, description="Standard error of β̂ (cov_type).")
+    t_value: Series[float] = pa.Field(nullable=True, description="β̂ / SE.")
+    p_value: Series[float] = pa.Field(nullable=True, ge=0.0, le=1.0, description="Two-sided p-value of β = 0, t with df_resid (probability).")
+    ci_low: Series[float] = pa.Field(nullable=True, description="Lower bound of the 95% CI of β.")
+    ci_high: Series[float] = pa.Field(nullable=True, description="Upper bound of the 95% CI of β.")
+    partial_r2: Series[float] = pa.Field(
+        nullable=True, **_UNIT, description="Partial R² of P: (SSR_reduced − SSR_full)/SSR_reduced, weighted, reduced = fixed effects only (unitless)."
+    )
+    r2: Series[float] = pa.Field(nullable=True, description="Weighted R² of the full model (unitless).")
+    n_cells: Series[int] = pa.Field(ge=1, description="Cells (observations) (count).")
+    n_params: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=2, description="Estimated coefficients incl. intercept and P (count).")
+    df_resid: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="Residual degrees of freedom = n_cells − n_params.")
+    weights: Series[str] = pa.Field(nullable=True, description="What the WLS weights are (n = generations per cell).")
+    weight_min: Series[float] = pa.Field(nullable=True, gt=0.0, description="Smallest weight (generations).")
+    weight_max: Series[float] = pa.Field(nullable=True, gt=0.0, description="Largest weight (generations).")
+    weight_sum: Series[float] = pa.Field(nullable=True, gt=0.0, description="Sum of the weights (generations).")
+    cov_type: Series[str] = pa.Field(nullable=True, description="statsmodels covariance type of the SE.")
+    effects: Series[str] = pa.Field(nullable=True, description="Fixed effects in the design (model_id, task, wrapper; those with one level are not identified and dropped).")
+    note: Series[str] = pa.Field(nullable=True, description="Dropped effects and other caveats, else null.")
+
+
+class WrapperItemModel(_Strict):
+    """Item-level linear probability model correct ~ parseable + C(model) + C(task) + C(wrapper)
+    with cluster-robust SEs by item (review major 3); one row per reported term."""
+
+    term: Series[str] = pa.Field(nullable=True, description="Coefficient: 'parseable' or 'wrapper[<w>]' (contrast vs the reference wrapper).")
+    coef: Series[float] = pa.Field(nullable=True, description="Coefficient (difference in P(correct), probability units −1..1).")
+    se: Series[float] = pa.Field(nullable=True, ge=0.0, description="Cluster-robust (CRV1, small-sample corrected) SE, clusters = items (task, item_id).")
+    se_nonrobust: Series[float] = pa.Field(nullable=True, ge=0.0, description="Classical OLS SE, for comparison (ignores clustering).")
+    t_value: Series[float] = pa.Field(nullable=True, description="coef / se.")
+    p_value: Series[float] = pa.Field(nullable=True, ge=0.0, le=1.0, description="Two-sided p-value, t with n_clusters − 1 df (probability).")
+    ci_low: Series[float] = pa.Field(nullable=True, description="Lower bound of the 95% CI (cluster-robust, t with n_clusters − 1 df).")
+    ci_high: Series[float] = pa.Field(nullable=True, description="Upper bound of the 95% CI.")
+    n_obs: Series[int] = pa.Field(ge=1, description="Generations (observations) (count).")
+    n_clusters: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=2, description="Clusters = distinct (task, item_id) (count).")
+    df_inference: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="Degrees of freedom of the t reference: n_clusters − 1.")
+    reference_wrapper: Series[str] = pa.Field(nullable=True, description="Baseline level of the wrapper effect (null when one wrapper).")
+    mode: Series[str] = pa.Field(isin=["strict", "normalized", "lenient"], description="Extraction mode.")
+    note: Series[str] = pa.Field(nullable=True, description="Dropped effects and other caveats, else null.")
+
+
+class WrapperDecomposition(_ModelTask):
+    """Shapley split of each FSI (best − worst wrapper) into compliance and conditional-accuracy parts (review major 1)."""
+
+    best_wrapper: Series[str] = pa.Field(nullable=True, description="Wrapper with the highest accuracy (as in WrapperFSI).")
+    worst_wrapper: Series[str] = pa.Field(nullable=True, description="Wrapper with the lowest accuracy (as in WrapperFSI).")
+    fsi_pp: Series[float] = pa.Field(nullable=True, **_PCT, description="FSI = A_best − A_worst (percentage points).")
+    delta_parse_pp: Series[float] = pa.Field(nullable=True, **_PP, description="ΔP = P_best − P_worst (percentage points).")
+    delta_acc_given_parse_pp: Series[float] = pa.Field(
+        nullable=True, **_PP, description="ΔC = C_best − C_worst, C = Acc | parseable (percentage points; undefined C per 'note')."
+    )
+    mean_parse_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="P̄ = (P_best + P_worst)/2 (percent).")
+    mean_acc_given_parse_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="C̄ = (C_best + C_worst)/2 (percent).")
+    compliance_pp: Series[float] = pa.Field(
+        nullable=True, **_PP, description="Compliance-driven part ΔP·C̄ (percentage points); compliance_pp + conditional_pp = fsi_pp."
+    )
+    conditional_pp: Series[float] = pa.Field(
+        nullable=True, **_PP, description="Conditional-accuracy-driven part ΔC·P̄ (percentage points)."
+    )
+    compliance_share: Series[float] = pa.Field(
+        nullable=True, description="compliance_pp / fsi_pp (unitless; outside [0, 1] when the parts have opposite signs); null when FSI = 0."
+    )
+    note: Series[str] = pa.Field(nullable=True, description="Single wrapper, or a wrapper with no parseable generation (Acc|parse convention), else null.")
+
+
+class WrapperWins(_Strict):
+    """Per wrapper: in how many (model, task) combinations it has the highest accuracy (§5)."""
+
+    wrapper: Series[str] = pa.Field(description="Prompt wrapper family.")
+    wins: Series[int] = pa.Field(ge=0, description="Combinations where the wrapper has the highest accuracy; every tied wrapper gets a win (count).")
+    tied_wins: Series[int] = pa.Field(ge=0, description="Of the wins, those shared with another tied wrapper (count).")
+    n_combinations: Series[int] = pa.Field(ge=0, description="Combinations with ≥ 2 wrappers in which this wrapper has a cell (count).")
+    win_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="wins / n_combinations (percent); null when n_combinations = 0.")
+
+
+class WrapperMatchedFSI(_ModelTask):
+    """FSI / PSI on the token-matched subset (items with Δtok ≤ 5%, §3.3) next to the full FSI / PSI."""
+
+    fsi_full_pp: Series[float] = pa.Field(nullable=True, **_PCT, description="FSI on all items (percentage points).")
+    fsi_matched_pp: Series[float] = pa.Field(nullable=True, **_PCT, description="FSI on the matched items only (percentage points); null when none or one wrapper.")
+    delta_fsi_pp: Series[float] = pa.Field(nullable=True, **_PP, description="fsi_matched_pp − fsi_full_pp (percentage points).")
+    psi_full_pp: Series[float] = pa.Field(nullable=True, **_PCT, description="PSI on all items (percentage points).")
+    psi_matched_pp: Series[float] = pa.Field(nullable=True, **_PCT, description="PSI on the matched items (percentage points).")
+    n_items_full: Series[int] = pa.Field(ge=1, description="Distinct items of the model × task (count).")
+    n_items_matched: Series[int] = pa.Field(ge=0, description="Distinct matched items of the model × task (count).")
+    note: Series[str] = pa.Field(nullable=True, description="Why a matched index is null, else null.")
+
+
+class WrapperConstrainedFalsifier(_Strict):
+    """FSI/PSI with free vs constrained ``json`` decoding (review's falsifier)."""
+
+    model_id: Series[str] = pa.Field(description="Registry model id.")
+    task: Series[str] = pa.Field(description="Task name.")
+    fsi_free_pp: Series[float] = pa.Field(nullable=True, description="FSI over the five free wrappers (pp).")
+    fsi_constrained_pp: Series[float] = pa.Field(nullable=True, description="FSI with json replaced by the constrained arm (pp).")
+    delta_fsi_pp: Series[float] = pa.Field(nullable=True, description="fsi_constrained_pp − fsi_free_pp (pp); strongly negative = FSI collapses.")
+    psi_free_pp: Series[float] = pa.Field(nullable=True, description="PSI over the free wrappers (pp).")
+    psi_constrained_pp: Series[float] = pa.Field(nullable=True, description="PSI with the constrained arm (pp).")
+    json_parse_free_pct: Series[float] = pa.Field(nullable=True, description="Parseability of free json (%).")
+    json_parse_constrained_pct: Series[float] = pa.Field(nullable=True, description="Parseability of constrained json (%).")

@@ -1,0 +1,83 @@
+"""run_requests against the real OpenAI SDK and a local HTTP stub: cache use, errors, versions."""
+
+from metamorph.cache import GenerationCache
+from metamorph.providers.base import GenerationRequest
+from metamorph.providers.openai_provider import OpenAIProvider
+from metamorph.providers.retry import RetryPolicy
+from metamorph.runner import run_requests
+from tests.core.stub_http import Reply
+
+KEY = "sk-test-RUNNER-SECRET"
+
+
+def reply(text, model):
+    return Reply(200, {"id": "c", "object": "chat.completion", "created": 1, "model": model,
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                    "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
+
+
+def reqs(n, stub):
+    return [GenerationRequest("openai", "gpt-x", ({"role": "user", "content": f"q{i}"},), {"temperature": 0.0},
+                              repeat_index=1) for i in range(n)]
+
+
+def provider(stub):
+    return OpenAIProvider(kind="openai", api_key=KEY, base_url=stub.url + "/v1", max_concurrency=2)
+
+
+def test_hits_are_not_called_and_duplicates_are_called_once(stub, tmp_path):
+    stub.script("POST", "/v1/chat/completions", reply("a", "gpt-x-2026-01-01"))
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    rs = reqs(3, stub)
+    outs, stats = run_requests(rs + [rs[0]], provider(stub), cache, log=lambda m: None)
+    assert len(stub.requests_to("/v1/chat/completions")) == 3
+    assert (stats.calls, stats.cache_hits, stats.done, stats.errors) == (3, 0, 4, 0)
+    assert [o.result.text for o in outs] == ["a"] * 4
+    outs, stats = run_requests(rs, provider(stub), cache, log=lambda m: None)
+    assert len(stub.requests_to("/v1/chat/completions")) == 3  # no new HTTP request
+    assert (stats.calls, stats.cache_hits) == (0, 3) and all(o.cache_hit for o in outs)
+
+
+def test_errors_are_recorded_not_served_and_retried_next_run(stub, tmp_path):
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    stub.script("POST", "/v1/chat/completions", Reply(400, {"error": {"message": "bad request"}}))
+    outs, stats = run_requests(reqs(1, stub), provider(stub), cache, log=lambda m: None)
+    assert stats.errors == 1 and outs[0].result.text is None and "400" in outs[0].result.error
+    assert KEY not in outs[0].result.error
+    assert cache.count(errors=True) == 1
+    stub.script("POST", "/v1/chat/completions", reply("fine", "gpt-x-2026-01-01"))
+    outs, stats = run_requests(reqs(1, stub), provider(stub), cache, log=lambda m: None)
+    assert stats.calls == 1 and outs[0].result.text == "fine" and cache.count(errors=True) == 0
+
+
+def test_retry_on_429_inside_the_runner(stub, tmp_path):
+    stub.script("POST", "/v1/chat/completions", Reply(429, {"error": {"message": "slow down"}},
+                                                      {"retry-after": "0"}), reply("ok", "gpt-x-2026-01-01"))
+    outs, stats = run_requests(reqs(1, stub), provider(stub), GenerationCache(tmp_path / "c.duckdb"),
+                               retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.02), log=lambda m: None)
+    assert outs[0].result.text == "ok" and outs[0].result.attempts == 2
+    assert len(stub.requests_to("/v1/chat/completions")) == 2
+
+
+def test_a_new_resolved_model_version_is_logged(stub, tmp_path):
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    stub.script("POST", "/v1/chat/completions", reply("a", "gpt-x-2026-01-01"))
+    run_requests(reqs(2, stub), provider(stub), cache, log=lambda m: None)
+    warnings = []
+    stub.script("POST", "/v1/chat/completions", reply("b", "gpt-x-2026-06-01"))
+    more = [GenerationRequest("openai", "gpt-x", ({"role": "user", "content": "new"},), {"temperature": 0.0})]
+    _, stats = run_requests(more, provider(stub), cache, log=lambda m: None, warn=warnings.append)
+    assert warnings == ["model version change: openai/gpt-x now resolves to 'gpt-x-2026-06-01'; the cache holds "
+                        "completions from ['gpt-x-2026-01-01']"]
+    assert stats.version_changes == warnings
+
+
+def test_progress_lines(stub, tmp_path):
+    stub.script("POST", "/v1/chat/completions", reply("a", "gpt-x-2026-01-01"))
+    lines = []
+    run_requests(reqs(2, stub), provider(stub), GenerationCache(tmp_path / "c.duckdb"), log=lines.append,
+                 progress_every_s=0.0)
+    assert lines[0] == "generation: 2 requests, 0 served from cache, 2 to call (openai, concurrency 2)"
+    assert lines[-1].startswith("generation finished: 2/2 done, 0 cache hits, 0 errors, 10+2 tokens")
+    assert "ETA" in lines[-1]

@@ -1,0 +1,184 @@
+"""Loaders, adapters, the construct dataset and bad-input errors (file, row, field)."""
+
+from __future__ import annotations
+
+import json
+
+import fsspec
+import pytest
+from fsspec.implementations.local import LocalFileSystem
+
+from metamorph.studies.format_robustness.sources import (
+    construct_dataset,
+    construct_rule,
+    load_source,
+    load_sources,
+)
+from metamorph.errors import InputError
+from tests.conftest import shared_sample
+
+MEDQA_ROW = {"id": "m-1", "question": "A 43-year-old woman has fever. Most likely cause?",
+             "options": {"A": "w", "B": "x", "C": "y", "D": "z"}, "answer_idx": "D"}
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_construct_is_deterministic_balanced_and_follows_its_rule():
+    a, b = construct_dataset(24, seed=0), construct_dataset(24, seed=0)
+    assert a == b
+    assert construct_dataset(24, seed=1) != a
+    assert sum(x.gold == "refer" for x in a) == 12
+    for x in a:
+        f = dict(x.fields)
+        assert x.gold == construct_rule(f["temperature_c"], f["spo2_pct"], f["systolic_bp_mmhg"], f["heart_rate_bpm"])
+        assert set(x.sensitive) == {"sex", "ethnicity", "age_group"}
+
+
+def test_construct_rule_boundaries():
+    assert construct_rule(38.5, 98, 120, 80) == "refer"
+    assert construct_rule(38.4, 92, 179, 119) == "do not refer"
+    assert construct_rule(37.0, 91, 120, 80) == "refer"
+    assert construct_rule(37.0, 98, 180, 80) == "refer"
+    assert construct_rule(37.0, 98, 120, 120) == "refer"
+
+
+def test_medqa_real_sample_loads():
+    xs = load_source(f"medqa:{shared_sample('medqa')}")
+    assert len(xs) == 200
+    x = xs[0]
+    assert x.answer_space == ("A", "B", "C", "D") and x.gold in x.answer_space
+    assert x.field_names() == ["question", "option_A", "option_B", "option_C", "option_D"]
+
+
+def test_credit_default_real_sample_decodes_fields():
+    xs = load_source(f"credit_default:{shared_sample('credit_default')}", limit=5)
+    f = dict(xs[0].fields)
+    assert len(xs[0].fields) == 23
+    assert f["sex"] in ("male", "female") and xs[0].gold in ("default", "no default")
+    assert set(xs[0].sensitive) == {"sex", "education", "marital_status", "age_group"}
+
+
+def test_discrim_eval_has_no_gold_and_yes_is_favourable():
+    xs = load_source(f"discrim_eval:{shared_sample('discrim_eval')}", limit=3)
+    assert all(x.gold is None and x.favorable_label == "yes" for x in xs)
+    assert set(xs[0].sensitive) == {"gender", "race"}
+
+
+def test_missing_question_names_file_row_field(tmp_path):
+    p = write_jsonl(tmp_path / "m.jsonl", [MEDQA_ROW, {**MEDQA_ROW, "id": "m-2", "question": ""}])
+    with pytest.raises(InputError) as e:
+        load_source(f"medqa:{p}")
+    assert str(e.value) == f"{p}, row 2, field 'question': missing or empty"
+
+
+def test_missing_fields_names_the_field(tmp_path):
+    p = write_jsonl(tmp_path / "m.jsonl", [{k: v for k, v in MEDQA_ROW.items() if k != "options"}])
+    with pytest.raises(InputError, match=r"row 1, field 'options': missing or empty"):
+        load_source(f"medqa:{p}")
+
+
+def test_duplicate_instance_id(tmp_path):
+    p = write_jsonl(tmp_path / "m.jsonl", [MEDQA_ROW, MEDQA_ROW])
+    with pytest.raises(InputError) as e:
+        load_source(f"medqa:{p}")
+    assert str(e.value) == f"{p}, row 2, field 'id': duplicate instance_id 'm-1' (first at row 1)"
+
+
+def test_gold_outside_answer_space(tmp_path):
+    p = write_jsonl(tmp_path / "m.jsonl", [{**MEDQA_ROW, "answer_idx": "E"}])
+    with pytest.raises(InputError) as e:
+        load_source(f"medqa:{p}")
+    assert str(e.value) == f"{p}, row 1, field 'answer_idx': gold label 'E' is not one of A, B, C, D"
+
+
+def test_answer_idx_and_gold_must_agree(tmp_path):
+    p = write_jsonl(tmp_path / "m.jsonl", [{**MEDQA_ROW, "answer_idx": "A", "gold": "C"}])
+    with pytest.raises(InputError) as e:
+        load_source(f"medqa:{p}")
+    assert str(e.value) == f"{p}, row 1, field 'answer_idx': answer_idx 'A' disagrees with gold 'C'"
+
+
+def test_limit_must_be_positive(tmp_path):
+    p = write_jsonl(tmp_path / "m.jsonl", [MEDQA_ROW])
+    with pytest.raises(InputError, match="limit must be >= 1"):
+        load_source(f"medqa:{p}", limit=0)
+
+
+def test_empty_file_and_missing_path(tmp_path):
+    empty = tmp_path / "e.jsonl"
+    empty.write_text("")
+    with pytest.raises(InputError, match="file is empty"):
+        load_source(f"medqa:{empty}")
+    with pytest.raises(InputError, match="file does not exist"):
+        load_source(f"medqa:{tmp_path / 'nope.jsonl'}")
+
+
+def test_bad_json_line_names_row(tmp_path):
+    p = tmp_path / "m.jsonl"
+    p.write_text(json.dumps(MEDQA_ROW) + "\n{not json\n")
+    with pytest.raises(InputError, match=r"row 2: not valid JSON"):
+        load_source(f"medqa:{p}")
+
+
+def test_unknown_adapter_and_bad_spec():
+    with pytest.raises(InputError, match="unknown adapter"):
+        load_source("nosuch:/tmp/x.jsonl")
+    with pytest.raises(InputError, match="a source spec is"):
+        load_source("medqa")
+
+
+def test_duplicate_across_sources(tmp_path):
+    p = write_jsonl(tmp_path / "m.jsonl", [MEDQA_ROW])
+    with pytest.raises(InputError) as e:
+        load_sources([f"medqa:{p}", f"medqa:{p}"])
+    assert str(e.value) == f"medqa:{p}, row 1, field 'id': instance 'm-1' of dataset 'medqa' was already loaded from medqa:{p}"
+
+
+def test_bad_construct_parameters():
+    with pytest.raises(InputError, match="must be integers"):
+        load_source("construct?n=abc")
+    with pytest.raises(InputError, match="n >= 1"):
+        load_source("construct?n=0")
+
+
+def test_csv_and_parquet_files(tmp_path):
+    import pandas as pd
+
+    rows = [{"id": "c-1", "ID": 1, "LIMIT_BAL": 1000, "SEX": 2, "EDUCATION": 1, "MARRIAGE": 2, "AGE": 33,
+             **{c: 0 for c in ["PAY_0", "PAY_2", "PAY_3", "PAY_4", "PAY_5", "PAY_6"]},
+             **{f"BILL_AMT{i}": 10 * i for i in range(1, 7)}, **{f"PAY_AMT{i}": i for i in range(1, 7)},
+             "default_payment_next_month": 1}]
+    pd.DataFrame(rows).to_csv(tmp_path / "c.csv", index=False)
+    pd.DataFrame(rows).to_parquet(tmp_path / "c.parquet")
+    a = load_source(f"credit_default:{tmp_path / 'c.csv'}")
+    b = load_source(f"credit_default:{tmp_path / 'c.parquet'}")
+    assert a == b and a[0].gold == "default" and dict(a[0].fields)["sex"] == "female"
+
+
+class _LocalHub(LocalFileSystem):
+    """Stands in for the Hugging Face hub file system: hf://datasets/... -> a local folder."""
+
+    protocol = "hf"
+    root = ""
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        path = str(path)
+        if path.startswith("hf://"):
+            path = f"{cls.root}/{path[len('hf://'):]}"
+        return super()._strip_protocol(path)
+
+
+def test_hf_uri_goes_through_fsspec(tmp_path):
+    (tmp_path / "datasets" / "org" / "medqa").mkdir(parents=True)
+    write_jsonl(tmp_path / "datasets" / "org" / "medqa" / "test.jsonl", [MEDQA_ROW])
+    _LocalHub.root = str(tmp_path)
+    fsspec.register_implementation("hf", _LocalHub, clobber=True)
+    try:
+        xs = load_source("medqa:hf://datasets/org/medqa/test.jsonl")
+    finally:
+        fsspec.register_implementation("hf", "huggingface_hub.HfFileSystem", clobber=True)
+    assert [x.instance_id for x in xs] == ["m-1"]

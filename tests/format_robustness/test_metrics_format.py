@@ -1,0 +1,468 @@
+"""Tests of metamorph.studies.format_robustness.metrics with small frames and hand-computed answers."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sst
+from statsmodels.stats.contingency_tables import cochrans_q as sm_cochrans_q
+from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+from statsmodels.stats.multitest import multipletests
+
+from metamorph import stats
+from metamorph.studies.format_robustness import metrics as fr
+from metamorph.studies.format_robustness import mitigations as mit
+from metamorph.studies.format_robustness import schemas as sch
+
+BOT = None  # ⊥: unparseable decision
+
+
+def make_gen(spec: dict, gold: dict | None = None, wf: str = "wf", ds: str = "ds", favorable: str = "yes") -> pd.DataFrame:
+    """spec: instance -> format -> list over repeats of (decision, categories)."""
+    rows = []
+    for iid, by_fmt in spec.items():
+        g = None if gold is None else gold.get(iid)
+        for fmt, reps in by_fmt.items():
+            for r, (dec, cats) in enumerate(reps, start=1):
+                rows.append(dict(
+                    workflow_id=wf, dataset=ds, instance_id=iid, format=fmt, repeat=r,
+                    decision=dec, gold=g, is_correct=(dec is not None and g is not None and dec == g),
+                    categories=list(cats), favorable=None if dec is None else dec == favorable,
+                ))
+    return pd.DataFrame(rows)
+
+
+# Main fixture: 3 instances x 4 formats x k = 2 (categories of repeat 2 = those of repeat 1).
+#   i1: all "yes"; category sets txt {a,b}, md {a,b}, json {b,c}, csv {a}
+#   i2: txt yes/yes, md no/yes, json yes/yes, csv yes/yes; every set {a}
+#   i3: ⊥ everywhere except json repeat 2 = "no"; every set ∅
+MAIN = {
+    "i1": {"txt": [("yes", "ab")] * 2, "md": [("yes", "ab")] * 2, "json": [("yes", "bc")] * 2, "csv": [("yes", "a")] * 2},
+    "i2": {"txt": [("yes", "a")] * 2, "md": [("no", "a"), ("yes", "a")], "json": [("yes", "a")] * 2, "csv": [("yes", "a")] * 2},
+    "i3": {"txt": [(BOT, "")] * 2, "md": [(BOT, "")] * 2, "json": [(BOT, ""), ("no", "")], "csv": [(BOT, "")] * 2},
+}
+MAIN_GOLD = {"i1": "yes", "i2": "yes", "i3": "no"}
+
+
+@pytest.fixture
+def gen() -> pd.DataFrame:
+    return make_gen(MAIN, MAIN_GOLD)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def test_missing_columns_named():
+    df = make_gen(MAIN, MAIN_GOLD).drop(columns=["categories", "favorable"])
+    with pytest.raises(ValueError, match=r"categories.*favorable|favorable.*categories"):
+        fr.mr_flags(df)
+
+
+def test_duplicates_and_bad_repeats_raise(gen):
+    with pytest.raises(ValueError, match="generation key"):
+        fr.mr_flags(pd.concat([gen, gen.iloc[[0]]]))
+    with pytest.raises(ValueError, match="1..k"):
+        fr.mr_flags(gen[~((gen.instance_id == "i1") & (gen.format == "md") & (gen.repeat == 1))])
+    with pytest.raises(ValueError, match="same number of repeats"):
+        fr.mr_flags(gen[~((gen.instance_id == "i1") & (gen.format == "md") & (gen.repeat == 2))])
+    with pytest.raises(ValueError, match="categories"):
+        fr.mr_flags(gen.assign(categories="a"))
+
+
+def test_input_not_modified(gen):
+    before = gen.copy()
+    fr.mr_flags(gen)
+    mit.format_routing(gen)
+    pd.testing.assert_frame_equal(gen, before)
+
+
+# --------------------------------------------------------------------------- MR flags / M_i
+
+
+def test_mr_flags_hand_computed(gen):
+    flags = fr.mr_flags(gen)
+    sch.MRFlags.validate(flags)
+    # i1: decisions all yes -> MR1 no. Jaccard pairs: {a,b}/{b,c} = 1/3 >= 0.3 ok, but
+    #     {b,c}/{a} = 0 < 0.3 -> MR2 yes. All formats stable (S = T,T,T,T) -> MR3 no.
+    # i2: md says no at repeat 1 -> MR1 yes. All sets {a} -> J = 1 -> MR2 no.
+    #     S: txt T, md F (no, yes), json T, csv T -> MR3 yes.
+    # i3: ⊥ vs ⊥ everywhere at repeat 1 -> MR1 no. ∅/∅ = 1 -> MR2 no.
+    #     S: txt T (⊥,⊥), md T, json F (⊥, no), csv T -> MR3 yes.
+    assert flags["instance_id"].tolist() == ["i1", "i2", "i3"]
+    assert flags["mr1"].tolist() == [False, True, False]
+    assert flags["mr2"].tolist() == [True, False, False]
+    assert flags["mr3"].tolist() == [False, True, True]
+    assert flags["n_formats"].tolist() == [4, 4, 4] and flags["k"].tolist() == [2, 2, 2]
+
+
+def test_mr1_bottom_vs_label_and_mr2_threshold():
+    spec = {
+        "x1": {"txt": [(BOT, "ab")], "md": [("yes", "ab")]},  # ⊥ vs label -> MR1
+        "x2": {"txt": [("yes", "ab")], "md": [("yes", "bc")]},  # J = 1/3 >= 0.3 -> no MR2
+        "x3": {"txt": [("yes", "abcd")], "md": [("yes", "d")]},  # J = 1/4 < 0.3 -> MR2
+        "x4": {"txt": [("yes", "")], "md": [("yes", "a")]},  # ∅ vs {a}: J = 0 -> MR2
+        "x5": {"txt": [("yes", "")], "md": [("yes", "")]},  # ∅ vs ∅: J = 1 -> no MR2
+        "x6": {"txt": [("yes", "abc")], "md": [("yes", "abcdefghij")]},  # J = 3/10 = θ -> not below -> no MR2
+    }
+    flags = fr.mr_flags(make_gen(spec)).set_index("instance_id")
+    assert flags["mr1"].tolist() == [True, False, False, False, False, False]
+    assert flags["mr2"].tolist() == [False, False, True, True, False, False]
+    assert flags["mr3"].tolist() == [False] * 6  # k = 1: every S_f is True
+
+
+def test_mr3_compares_consistency_not_stability():
+    spec = {
+        # every format flips between repeats: S = (F, F) -> same consistency -> MR3 not violated
+        "u1": {"txt": [("yes", "a"), ("no", "a")], "md": [(BOT, "a"), ("yes", "a")]},
+        # only md flips: S = (T, F) -> MR3 violated
+        "u2": {"txt": [("yes", "a"), ("yes", "a")], "md": [("yes", "a"), ("no", "a")]},
+        # ⊥ repeated is consistent: S = (T, T) -> not violated (MR1 is: ⊥ vs yes)
+        "u3": {"txt": [(BOT, "a"), (BOT, "a")], "md": [("yes", "a"), ("yes", "a")]},
+    }
+    flags = fr.mr_flags(make_gen(spec))
+    assert flags["mr3"].tolist() == [False, True, False]
+    assert flags["mr1"].tolist() == [True, False, True]
+
+
+def test_single_format_instance_is_undefined_not_dropped():
+    spec = {"a": {"txt": [("yes", "a")], "md": [("no", "a")]}, "b": {"txt": [("yes", "a")]}}
+    flags = fr.mr_flags(make_gen(spec))
+    assert flags["mr1"].isna().tolist() == [False, True]
+    v = fr.mr_violations(flags).set_index("relation")
+    assert v.loc["MR1", "n_instances"] == 1 and v.loc["MR1", "n_undefined"] == 1
+    assert v.loc["MR1", "violation_pct"] == 100.0
+    assert pd.isna(v.loc["MR1", "ci_low_pct"]) and v.loc["MR1", "ci_note"].startswith("n=1")
+
+
+def test_mr_violations_hand_computed(gen):
+    v = fr.mr_violations(fr.mr_flags(gen), n_resamples=500, seed=3)
+    sch.MRViolations.validate(v)
+    v = v.set_index("relation")
+    # M1 = 1/3 (i2), M2 = 1/3 (i1), M3 = 2/3 (i2, i3), in %
+    assert v["violation_pct"].tolist() == pytest.approx([100 / 3, 100 / 3, 200 / 3])
+    assert v["n_instances"].tolist() == [3, 3, 3]
+    ci = stats.bootstrap_mean_ci([0.0, 1.0, 0.0], n_resamples=500, seed=3)
+    assert v.loc["MR1", "ci_low_pct"] == pytest.approx(100 * ci.low)
+    assert v.loc["MR1", "ci_high_pct"] == pytest.approx(100 * ci.high)
+    again = fr.mr_violations(fr.mr_flags(gen), n_resamples=500, seed=3).set_index("relation")
+    pd.testing.assert_frame_equal(v, again)
+
+
+def test_mr_violations_ci_uses_the_seed():
+    n = 40  # 13 violations of MR1
+    flags = pd.DataFrame({"workflow_id": "w", "dataset": "d", "instance_id": [str(i) for i in range(n)],
+                          "mr1": [True] * 13 + [False] * 27, "mr2": False, "mr3": False})
+    v0 = fr.mr_violations(flags, n_resamples=50, seed=0).set_index("relation").loc["MR1"]
+    v1 = fr.mr_violations(flags, n_resamples=50, seed=1).set_index("relation").loc["MR1"]
+    assert v0["violation_pct"] == pytest.approx(32.5)  # 13/40
+    ref = stats.bootstrap_mean_ci([1.0] * 13 + [0.0] * 27, n_resamples=50, seed=0)
+    assert (v0["ci_low_pct"], v0["ci_high_pct"]) == pytest.approx((100 * ref.low, 100 * ref.high))
+    assert (v0["ci_low_pct"], v0["ci_high_pct"]) != (v1["ci_low_pct"], v1["ci_high_pct"])
+
+
+def test_mr_violations_all_equal_boundary():
+    flags = pd.DataFrame({"workflow_id": ["w"] * 3, "dataset": ["d"] * 3, "instance_id": ["1", "2", "3"],
+                          "mr1": [False] * 3, "mr2": [True] * 3, "mr3": [False] * 3})
+    v = fr.mr_violations(flags).set_index("relation")
+    assert (v.loc["MR1", "ci_low_pct"], v.loc["MR1", "ci_high_pct"]) == (0.0, 0.0)
+    assert (v.loc["MR2", "ci_low_pct"], v.loc["MR2", "ci_high_pct"]) == (100.0, 100.0)
+    assert "all values equal" in v.loc["MR2", "ci_note"]
+
+
+# --------------------------------------------------------------------------- Acc / Stb
+
+
+def test_accuracy_by_format_hand_computed(gen):
+    acc = fr.accuracy_by_format(gen)
+    sch.AccuracyByFormat.validate(acc)
+    # 6 generations per format (3 instances x k=2); ⊥ is incorrect.
+    # txt: i1 2 + i2 2 + i3 0 = 4/6; md: 2 + 1 + 0 = 3/6; json: 2 + 2 + 1 ("no" = gold) = 5/6; csv 4/6
+    assert acc["format"].tolist() == ["txt", "md", "json", "csv"]
+    assert acc["accuracy_pct"].tolist() == pytest.approx([400 / 6, 50.0, 500 / 6, 400 / 6])
+    assert acc["n"].tolist() == [6] * 4
+    assert acc["n_unparseable"].tolist() == [2, 2, 1, 2]
+
+
+def test_accuracy_unparseable_is_incorrect_even_if_flagged_correct():
+    g = make_gen({"u": {"txt": [(BOT, "")], "md": [("yes", "")]}}, {"u": "yes"})
+    g["is_correct"] = True  # inconsistent input: ⊥ must still count as incorrect
+    acc = fr.accuracy_by_format(g).set_index("format")
+    assert acc["accuracy_pct"].tolist() == [0.0, 100.0]
+    assert acc["n_unparseable"].tolist() == [1, 0]
+
+
+def test_accuracy_without_gold_gives_no_rows():
+    assert len(fr.accuracy_by_format(make_gen(MAIN, gold=None))) == 0
+
+
+def test_stability_by_format_hand_computed(gen):
+    stb = fr.stability_by_format(gen)
+    sch.StabilityByFormat.validate(stb)
+    # txt: all 3 stable (⊥,⊥ agrees) = 100; md: i2 unstable -> 2/3; json: i3 unstable -> 2/3; csv 100
+    assert stb["stability_pct"].tolist() == pytest.approx([100.0, 200 / 3, 200 / 3, 100.0])
+    assert stb["n_instances"].tolist() == [3] * 4 and stb["k_max"].tolist() == [2] * 4
+
+
+# --------------------------------------------------------------------------- drift
+
+
+def test_evidence_drift_hand_computed(gen):
+    d = fr.evidence_drift(gen)
+    sch.EvidenceDrift.validate(d)
+    d = d.set_index("format")
+    assert d.index.tolist() == ["md", "json", "csv"]
+    # Category counts over both repeats: txt {a:4, b:2}; md {a:4, b:2}; json {a:2, b:2, c:2}; csv {a:4}
+    # md = txt -> JS 0
+    # json: P=(1/3,1/3,1/3), Q=(2/3,1/3,0), M=(1/2,1/3,1/6):
+    #   KL(P||M) = 1/3 log2(2/3) + 1/3 log2(2) = (2 - log2 3)/3 ; KL(Q||M) = 2/3 log2(4/3) = 2(2 - log2 3)/3
+    #   JS = 1/2 (2 - log2 3) = 1 - log2(3)/2
+    # csv: P=(1,0), Q=(2/3,1/3), M=(5/6,1/6): KL(P||M) = log2(6/5); KL(Q||M) = 2/3 log2(4/5) + 1/3 log2(2)
+    js_json = 1 - math.log2(3) / 2
+    js_csv = 0.5 * (math.log2(6 / 5) + 2 / 3 * math.log2(4 / 5) + 1 / 3)
+    assert d["js_divergence"].tolist() == pytest.approx([0.0, js_json, js_csv], abs=1e-12)
+    # ΔAcc = Acc_f - Acc_txt: md 50 - 66.67, json 83.33 - 66.67, csv 0
+    assert d["delta_acc_pct"].tolist() == pytest.approx([-100 / 6, 100 / 6, 0.0])
+    # Flip (repeat 1 vs txt yes, yes, ⊥): md (yes, no, ⊥) -> 1/3; json, csv -> 0
+    assert d["flip_rate_pct"].tolist() == pytest.approx([100 / 3, 0.0, 0.0])
+    assert d["n_category_items_baseline"].tolist() == [6, 6, 6]
+
+
+def test_evidence_drift_no_gold_and_missing_baseline(gen):
+    d = fr.evidence_drift(make_gen(MAIN, gold=None))
+    assert d["delta_acc_pct"].isna().all() and d["js_divergence"].notna().all()
+    with pytest.raises(ValueError, match="baseline"):
+        fr.evidence_drift(gen[gen.format != "txt"])
+
+
+# --------------------------------------------------------------------------- fairness
+
+
+def test_fds_main_fixture_hand_computed(gen):
+    sens = pd.DataFrame({"dataset": "ds", "instance_id": ["i1", "i2", "i3"], "attribute": "sex", "value": ["F", "M", "F"]})
+    f = fr.fairness_disparity(gen, sens)
+    sch.FairnessDisparity.validate(f)
+    # Repeat-1 favourable among parseable (i3 is ⊥ in every format at repeat 1):
+    # txt F{i1:1}=100, M{i2:1}=100 -> Sen 0; md F 100, M{i2: no}=0 -> Sen 100; json 0; csv 0
+    # mu = 25; sigma = sqrt((3*25^2 + 75^2)/4) = sqrt(1875) = 25*sqrt(3)
+    # FDS md = 75/(25 sqrt 3) = sqrt 3; others = -25/(25 sqrt 3) = -1/sqrt 3
+    assert f["format"].tolist() == ["txt", "md", "json", "csv"]
+    assert f["sen_pp"].tolist() == pytest.approx([0.0, 100.0, 0.0, 0.0])
+    r3 = math.sqrt(3)
+    assert f["fds"].tolist() == pytest.approx([-1 / r3, r3, -1 / r3, -1 / r3])
+    assert f["n_groups"].tolist() == [2] * 4 and f["min_group_n"].tolist() == [1] * 4
+
+
+def test_fds_pairs_and_three_formats():
+    # txt: y y n y ⊥ n ; md: y y y n n n ; json: y y y y y ⊥   (k = 1)
+    dec = {"txt": ["yes", "yes", "no", "yes", BOT, "no"],
+           "md": ["yes", "yes", "yes", "no", "no", "no"],
+           "json": ["yes", "yes", "yes", "yes", "yes", BOT]}
+    ids = [f"p{i}" for i in range(1, 7)]
+    spec = {iid: {fmt: [(dec[fmt][n], "a")] for fmt in dec} for n, iid in enumerate(ids)}
+    sex = ["F", "F", "F", "M", "M", "M"]
+    age = ["young", "old", "young", "old", "young", "old"]
+    sens = pd.concat([
+        pd.DataFrame({"dataset": "ds", "instance_id": ids, "attribute": "sex", "value": sex}),
+        pd.DataFrame({"dataset": "ds", "instance_id": ids, "attribute": "age", "value": age}),
+    ])
+    f = fr.fairness_disparity(make_gen(spec), sens).set_index(["factor", "format"])
+    assert sorted(set(f.index.get_level_values(0))) == ["age", "age:sex", "sex"]
+    # sex: txt F (1,1,0) = 66.67 [n3], M (1, ⊥, 0) = 50 [n2] -> Sen 50/3
+    #      md F 100, M 0 -> Sen 100 ; json F 100 [3], M (1,1,⊥) = 100 [2] -> Sen 0
+    # mu = (50/3 + 100 + 0)/3 = 350/9 ; deviations -200/9, 550/9, -350/9
+    # sigma = sqrt((200^2 + 550^2 + 350^2)/81/3) = sqrt(155000)/9
+    sex = f.loc["sex"]
+    assert sex["sen_pp"].tolist() == pytest.approx([50 / 3, 100.0, 0.0])
+    s = math.sqrt(155000)
+    assert sex["fds"].tolist() == pytest.approx([-200 / s, 550 / s, -350 / s])
+    assert sex["min_group_n"].tolist() == [2, 3, 2]
+    # age: txt young (1, 0, ⊥) = 50, old (1, 1, 0) = 66.67 -> 50/3; md young (1,1,0), old (1,0,0) -> 100/3
+    assert f.loc["age", "sen_pp"].tolist()[:2] == pytest.approx([50 / 3, 100 / 3])
+    # age:sex txt: (old,F) p2 = 100 [1]; (old,M) p4, p6 = 50; (young,F) p1, p3 = 50; (young,M) p5 = ⊥ only
+    #   -> 3 groups, Sen 50, min n 1. md: (old,F) 100, (old,M) 0, (young,F) 100, (young,M) 0 -> 4 groups, Sen 100
+    pair = f.loc["age:sex"]
+    assert pair["n_groups"].tolist()[:2] == [3, 4]
+    assert pair["sen_pp"].tolist()[:2] == pytest.approx([50.0, 100.0])
+    assert pair["min_group_n"].tolist()[:2] == [1, 1]
+
+
+def test_fairness_single_group_has_no_sen():
+    spec = {"a": {"txt": [("yes", "a")], "md": [("no", "a")]}, "b": {"txt": [("no", "a")], "md": [("no", "a")]}}
+    sens = pd.DataFrame({"dataset": "ds", "instance_id": ["a", "b"], "attribute": "sex", "value": "F"})
+    f = fr.fairness_disparity(make_gen(spec), sens)
+    assert f["sen_pp"].isna().all() and f["fds"].isna().all()
+    assert f["n_groups"].tolist() == [1, 1] and f["min_group_n"].tolist() == [2, 2]
+
+
+def test_fairness_rejects_conflicting_attribute_values(gen):
+    sens = pd.DataFrame({"dataset": "ds", "instance_id": ["i1", "i1"], "attribute": "sex", "value": ["F", "M"]})
+    with pytest.raises(ValueError, match="several values"):
+        fr.fairness_disparity(gen, sens)
+    with pytest.raises(ValueError, match="value"):
+        fr.fairness_disparity(gen, sens.drop(columns="value"))
+
+
+# --------------------------------------------------------------------------- silent
+
+
+def test_silent_violations_hand_computed(gen):
+    flags = pd.DataFrame({
+        "workflow_id": "w", "dataset": ["d"] * 5 + ["e"] * 2, "instance_id": list("1234567"),
+        "mr1": [True, False, False, True, False, True, False],
+        "mr2": [True, True, True, False, False, False, False],
+        "mr3": [False] * 7,
+    })
+    s = fr.silent_violations(flags).set_index("dataset")
+    sch.SilentViolations.validate(s.reset_index())
+    # d: MR2 on 1, 2, 3; of those MR1 holds on 2, 3 -> 2/3 silent
+    assert s.loc["d", "silent_pct"] == pytest.approx(200 / 3)
+    assert (s.loc["d", "n_silent"], s.loc["d", "n_mr2"], s.loc["d", "n_instances"]) == (2, 3, 5)
+    assert pd.isna(s.loc["e", "silent_pct"]) and s.loc["e", "n_mr2"] == 0
+    # main fixture: the only MR2 violation (i1) keeps its decision -> 100 %
+    assert fr.silent_violations(fr.mr_flags(gen))["silent_pct"].tolist() == [100.0]
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_format_tests_hand_computed_and_statsmodels(gen):
+    t = fr.format_tests(gen)
+    sch.FormatTests.validate(t)
+    q = t[t.test == "cochran_q"].iloc[0]
+    # Repeat-1 correctness (txt, md, json, csv): i1 (1,1,1,1), i2 (1,0,1,1), i3 (0,0,0,0)
+    # C = (2,1,2,2): sum C^2 = 13; N = 7; R = (4,3,0): sum R^2 = 25
+    # Q = 3 * (4*13 - 49)/(4*7 - 25) = 3 * 3/3 = 3, df 3
+    assert q["comparison"] == "txt,md,json,csv"
+    assert q["statistic"] == pytest.approx(3.0) and q["n"] == 3
+    assert q["p_value"] == pytest.approx(sst.chi2.sf(3.0, 3))
+    mat = np.array([[1, 1, 1, 1], [1, 0, 1, 1], [0, 0, 0, 0]])
+    assert q["statistic"] == pytest.approx(float(sm_cochrans_q(mat).statistic))
+
+    mc = t[t.test == "mcnemar"]
+    assert mc["comparison"].tolist() == ["txt vs md", "txt vs json", "txt vs csv", "md vs json", "md vs csv", "json vs csv"]
+    direct = []
+    for a, b in [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]:
+        x, y = mat[:, a].astype(bool), mat[:, b].astype(bool)
+        table = np.array([[(x & y).sum(), (x & ~y).sum()], [(~x & y).sum(), (~x & ~y).sum()]])
+        direct.append(sm_mcnemar(table, exact=True).pvalue)
+    # txt vs md: one discordant pair -> exact p = 2 * 0.5 = 1; no discordance elsewhere -> 1
+    assert mc["p_value"].tolist() == pytest.approx(direct) == [1.0] * 6
+    assert mc["p_holm"].tolist() == pytest.approx(list(multipletests(direct, method="holm")[1]))
+
+    sp = t[t.test == "spearman"].iloc[0]
+    # (JS, ΔAcc): md (0, -16.7), json (0.2075, 16.7), csv (0.1909, 0): same ranks -> rho = 1
+    assert sp["statistic"] == pytest.approx(1.0) and sp["n"] == 3 and pd.isna(sp["note"])
+
+
+def test_format_tests_spearman_too_few_points_and_no_gold():
+    spec = {"a": {"txt": [("yes", "a")], "md": [("no", "b")]}, "b": {"txt": [("no", "a")], "md": [("no", "a")]}}
+    t = fr.format_tests(make_gen(spec, {"a": "yes", "b": "no"}))
+    sp = t[t.test == "spearman"].iloc[0]
+    assert pd.isna(sp["statistic"]) and "fewer than 3" in sp["note"]
+    assert len(fr.format_tests(make_gen(spec))) == 0
+
+
+def test_format_tests_q_undefined_note():
+    spec = {"a": {"txt": [("yes", "a")], "md": [("yes", "a")], "json": [("yes", "a")]}}
+    t = fr.format_tests(make_gen(spec, {"a": "yes"}))
+    q = t[t.test == "cochran_q"].iloc[0]
+    assert pd.isna(q["statistic"]) and "discordant" in q["note"]
+
+
+# --------------------------------------------------------------------------- mitigations
+
+
+def test_vote_aggregation_with_ties(gen):
+    spec = {
+        # before: yes vs no -> MR1; vote txt yes, md (no,yes,yes) -> yes -> fixed
+        "j1": {"txt": [("yes", "")] * 3, "md": [("no", ""), ("yes", ""), ("yes", "")]},
+        # before: yes vs ⊥ -> MR1; vote txt (yes,no,⊥) 3-way tie -> ⊥ "no majority", md (⊥,⊥,yes) -> ⊥ -> no MR1
+        "j2": {"txt": [("yes", ""), ("no", ""), (BOT, "")], "md": [(BOT, ""), (BOT, ""), ("yes", "")]},
+        # before: no vs no -> ok; vote txt (no,no,yes) -> no, md (no,yes,yes) -> yes -> MR1 after
+        "j3": {"txt": [("no", ""), ("no", ""), ("yes", "")], "md": [("no", ""), ("yes", ""), ("yes", "")]},
+    }
+    v = mit.vote_aggregation(make_gen(spec))
+    sch.VoteAggregation.validate(v)
+    r = v.iloc[0]
+    assert r["mrv_before_pct"] == pytest.approx(200 / 3)  # j1, j2
+    assert r["mrv_after_pct"] == pytest.approx(100 / 3)  # j3
+    assert r["delta_mrv_pp"] == pytest.approx(100 / 3)
+    assert (r["n_instances"], r["n_no_majority"]) == (3, 1)
+    # main fixture, k = 2: md/i2 (no, yes) and json/i3 (⊥, no) tie -> ⊥.
+    # after: i1 all yes; i2 yes, ⊥, yes, yes -> MR1; i3 all ⊥ -> 1/3 = before (i2)
+    m = mit.vote_aggregation(gen).iloc[0]
+    assert m["mrv_before_pct"] == pytest.approx(100 / 3) and m["mrv_after_pct"] == pytest.approx(100 / 3)
+    assert m["n_no_majority"] == 2
+
+
+def test_calibration_split_is_seeded_hash():
+    ids = [f"r{i:02d}" for i in range(1, 7)]
+    split = mit.calibration_split(ids, 0.3, seed=0)
+    for iid in ids:
+        u = int.from_bytes(hashlib.sha256(f"0:{iid}".encode()).digest()[:8], "big") / 2**64
+        assert split[iid] == (u < 0.3)
+    assert split == {"r01": True, "r02": True, "r03": False, "r04": False, "r05": False, "r06": False}
+    assert mit.calibration_split(ids, 0.3, seed=0) == split
+    assert mit.calibration_split(ids, 0.3, seed=1) != split
+
+
+ROUTING = {
+    # calibration (seed 0, fraction 0.3): r01, r02
+    "r01": {"txt": [("no", "")] * 2, "md": [("yes", "")] * 2, "json": [("yes", ""), ("no", "")]},
+    "r02": {"txt": [("yes", "")] * 2, "md": [("yes", "")] * 2, "json": [("yes", "")] * 2},
+    # held-out: r03..r06
+    "r03": {"txt": [("yes", "")] * 2, "md": [("yes", "")] * 2, "json": [("yes", "")] * 2},
+    "r04": {"txt": [("no", "")] * 2, "md": [("yes", ""), ("no", "")], "json": [("yes", "")] * 2},
+    "r05": {"txt": [("yes", "")] * 2, "md": [("yes", "")] * 2, "json": [("no", "")] * 2},
+    "r06": {"txt": [(BOT, "")] * 2, "md": [("yes", "")] * 2, "json": [("yes", "")] * 2},
+}
+
+
+def test_format_routing_accuracy_choice_and_after_mrv():
+    gold = {f"r{i:02d}": "yes" for i in range(1, 7)}
+    out = mit.format_routing(make_gen(ROUTING, gold), calibration_fraction=0.3, seed=0)
+    sch.FormatRouting.validate(out)
+    r = out.iloc[0]
+    # calibration accuracy over 4 generations: txt 2/4 = 50, md 4/4 = 100, json 3/4 = 75 -> md
+    assert (r["best_format"], r["criterion"], r["calibration_score_pct"]) == ("md", "accuracy", 100.0)
+    # held-out MR1 before (repeat 1): r03 no; r04 (no,yes,yes) yes; r05 yes; r06 ⊥ vs yes yes -> 3/4
+    assert r["mrv_before_pct"] == pytest.approx(75.0)
+    # after: md repeats disagree only on r04 -> 1/4
+    assert r["mrv_after_pct"] == pytest.approx(25.0) and r["delta_mrv_pp"] == pytest.approx(50.0)
+    assert (r["n_calibration"], r["n_heldout"]) == (2, 4)
+
+
+def test_format_routing_stability_tie_goes_to_baseline():
+    out = mit.format_routing(make_gen(ROUTING, gold=None), calibration_fraction=0.3, seed=0).iloc[0]
+    # no gold -> Stb_f on calibration: txt 100, md 100, json 50 (r01 unstable): tie txt/md -> txt
+    assert (out["best_format"], out["criterion"]) == ("txt", "stability")
+    # held-out txt repeats always agree -> after 0; before 75
+    assert out["mrv_after_pct"] == 0.0 and out["delta_mrv_pp"] == pytest.approx(75.0)
+
+
+def test_format_routing_no_calibration_defaults_to_baseline():
+    out = mit.format_routing(make_gen(ROUTING, gold=None), calibration_fraction=0.0).iloc[0]
+    assert (out["best_format"], out["criterion"], out["n_calibration"], out["n_heldout"]) == ("txt", "default", 0, 6)
+    assert "no calibration" in out["note"]
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def test_schemas_are_strict_and_described():
+    import pandera.pandas as pa
+
+    models = {n: m for n, m in vars(sch).items()
+              if isinstance(m, type) and issubclass(m, pa.DataFrameModel) and not n.startswith("_")}
+    assert {"MRFlags", "MRViolations", "FormatRouting", "SourceInstances", "GenerationOutcomes"} <= set(models)
+    for name, model in models.items():
+        schema = model.to_schema()
+        assert schema.strict is True and schema.coerce is True, name
+        for col, c in schema.columns.items():
+            assert c.description, f"{name}.{col} has no description"
+    with pytest.raises(Exception):
+        sch.MRFlags.validate(fr.mr_flags(make_gen(MAIN)).assign(extra=1))

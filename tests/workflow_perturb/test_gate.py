@@ -1,0 +1,267 @@
+"""The CI/CD gate (issue #4; arXiv 2602.17990 §6, Table 1): verdict logic at the exact threshold
+boundary, thresholds files, and ``metamorph gate`` exit codes through ``main([...])``.
+
+Boundary convention under test: a metric breaches iff ``value < threshold`` — a value equal to
+the threshold (e.g. Graph F1 = 0.75 against "< 0.75") does NOT breach.
+
+Only the two CLI scoring tests load a real encoder (all-MiniLM-L6-v2, ``--encoder minilm``), on
+one 6-step workflow each.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from metamorph import cli
+from metamorph.studies.workflow_perturb import gate
+
+AT_THRESHOLD = {"graph_f1": 0.75, "chain_f1": 0.75, "kendall_tau": 0.65, "bleu": 0.70, "gleu": 0.70,
+                "bertscore_f1": 0.9, "judge": None}
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_default_thresholds_are_table_1():
+    th = gate.default_thresholds()
+    assert th.failure_modes == ("missing", "compressed", "description")
+    assert dict(th.bundle("missing").primary) == {"graph_f1": 0.75, "chain_f1": 0.75}
+    assert dict(th.bundle("missing").secondary) == {"judge": None}
+    assert dict(th.bundle("compressed").primary) == {"kendall_tau": 0.65}
+    assert dict(th.bundle("compressed").secondary) == {"graph_f1": 0.75, "chain_f1": 0.75}
+    assert dict(th.bundle("description").primary) == {"bleu": 0.70, "gleu": 0.70}
+    assert dict(th.bundle("description").secondary) == {"bertscore_f1": None}
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_value_equal_to_threshold_does_not_breach():
+    assert gate.breaches(0.75, 0.75) is False
+    assert gate.breaches(0.7499999999, 0.75) is True
+    assert gate.breaches(None, 0.75) is None
+    for mode in gate.MODES:
+        r = gate.evaluate_gate(AT_THRESHOLD, mode=mode)
+        assert r.verdict == "PASS" and r.fired_modes == ()
+        assert [b.verdict for b in r.bundles] == ["PASS", "PASS", "PASS"]
+
+
+def test_any_fires_on_one_primary_joint_needs_all():
+    m = dict(AT_THRESHOLD, graph_f1=0.7499)
+    any_ = gate.evaluate_gate(m, mode="any")
+    joint = gate.evaluate_gate(m, mode="joint")
+    assert any_.bundle("missing").verdict == "FAIL" and any_.fired_modes == ("missing",)
+    assert joint.bundle("missing").verdict == "PASS" and joint.verdict == "PASS"
+    both = gate.evaluate_gate(dict(m, chain_f1=0.5), mode="joint")
+    assert both.bundle("missing").verdict == "FAIL" and both.verdict == "FAIL"
+    checks = {c.metric: c for c in any_.bundle("missing").primary}
+    assert checks["graph_f1"].breached is True and checks["chain_f1"].breached is False
+    assert checks["graph_f1"].threshold == 0.75 and checks["graph_f1"].value == 0.7499
+
+
+def test_secondary_metrics_never_decide():
+    m = dict(AT_THRESHOLD, graph_f1=0.1, chain_f1=0.1, kendall_tau=0.9)   # compressed's secondaries breach
+    b = gate.evaluate_gate(m).bundle("compressed")
+    assert b.verdict == "PASS"
+    assert all(c.breached for c in b.secondary)
+    assert gate.evaluate_gate(dict(AT_THRESHOLD, bertscore_f1=0.0)).verdict == "PASS"   # no threshold
+
+
+def test_undefined_primary_is_skipped_never_zero():
+    r = gate.evaluate_gate(dict(AT_THRESHOLD, kendall_tau=None), mode="any")
+    assert r.bundle("compressed").verdict == "UNDEFINED" and r.verdict == "PASS"
+    nan = gate.evaluate_gate(dict(AT_THRESHOLD, kendall_tau=float("nan")))
+    assert nan.bundle("compressed").verdict == "UNDEFINED"
+    # joint over the defined primaries only: chain undefined, graph breaches -> fires
+    j = gate.evaluate_gate(dict(AT_THRESHOLD, graph_f1=0.2, chain_f1=None), mode="joint")
+    assert j.bundle("missing").verdict == "FAIL"
+    # metric absent from the dict = undefined
+    assert gate.evaluate_gate({}).bundle("missing").verdict == "UNDEFINED"
+
+
+def test_bad_metric_value_and_mode_raise():
+    with pytest.raises(ValueError, match="graph_f1"):
+        gate.evaluate_gate(dict(AT_THRESHOLD, graph_f1="0.5"))
+    with pytest.raises(ValueError, match="mode"):
+        gate.evaluate_gate(AT_THRESHOLD, mode="all")
+
+
+def test_gate_report_missing_candidate_fails():
+    rep = gate.gate_report([("a", AT_THRESHOLD)], missing_candidates=["b"], extra_candidates=["z"])
+    assert rep.verdict == "FAIL" and rep.exit_code == 1
+    ok = gate.gate_report([("a", AT_THRESHOLD), ("b", dict(AT_THRESHOLD, bleu=0.71))])
+    assert ok.exit_code == 0
+    bad = gate.gate_report([("a", AT_THRESHOLD), ("b", dict(AT_THRESHOLD, bleu=0.69))])
+    summary = {s["failure_mode"]: s for s in bad.mode_summary()}
+    assert bad.exit_code == 1 and summary["description"]["fired_pairs"] == ["b"]
+    assert summary["missing"]["verdict"] == "PASS" and summary["description"]["n_fired"] == 1
+
+
+# --------------------------------------------------------------------------- thresholds format
+
+
+@pytest.mark.parametrize("doc,msg", [
+    ({"failure_modes": {"missing": {"primary": {"graph_f2": 0.7}}}}, "unknown metric 'graph_f2'"),
+    ({"failure_modes": {"missing": {"primary": {"graph_f1": 1.5}}}}, "outside the range"),
+    ({"failure_modes": {"missing": {"primary": {"kendall_tau": -1.5}}}}, "outside the range"),
+    ({"failure_modes": {"missing": {"primary": {"graph_f1": None}}}}, "must be a number"),
+    ({"failure_modes": {"missing": {"primary": {"graph_f1": True}}}}, "must be a number"),
+    ({"failure_modes": {"missing": {"primary": {}}}}, "at least one primary"),
+    ({"failure_modes": {"missing": {"primay": {"graph_f1": 0.7}}}}, "unknown key"),
+    ({"failure_modes": {"missing": {"primary": {"bleu": 0.7}, "secondary": {"bleu": 0.5}}}}, "both primary and secondary"),
+    ({"failure_modes": {}}, "non-empty object 'failure_modes'"),
+    ({"comparison": "<=", "failure_modes": {"missing": {"primary": {"bleu": 0.7}}}}, "comparison"),
+    ([1, 2], "must be a JSON object"),
+])
+def test_thresholds_format_errors(doc, msg):
+    with pytest.raises(gate.ThresholdsError, match=msg):
+        gate.thresholds_from_dict(doc, "t.json")
+
+
+def test_load_thresholds_names_the_file(tmp_path):
+    p = tmp_path / "bad.json"
+    p.write_text('{"failure_modes": {')
+    with pytest.raises(gate.ThresholdsError, match=r"bad\.json: not valid JSON"):
+        gate.load_thresholds(p)
+    with pytest.raises(gate.ThresholdsError, match=r"nope\.json: thresholds file not found"):
+        gate.load_thresholds(tmp_path / "nope.json")
+
+
+def test_thresholds_to_dict_round_trip():
+    th = gate.default_thresholds()
+    again = gate.thresholds_from_dict(json.loads(json.dumps(th.to_dict())))
+    assert again.bundles == th.bundles
+
+
+# --------------------------------------------------------------------------- CLI
+
+STEPS = [
+    "Open the project repository",
+    "Install the build dependencies",
+    "Run the unit test suite",
+    "Build the release package",
+    "Upload the package to the registry",
+    "Announce the release to the team",
+]
+
+
+def worfbench_text(steps: list[str]) -> str:
+    body = "\n".join(f"{i}: {s}" for i, s in enumerate(steps, start=1))
+    edges = " ".join(f"({u},{v})" for u, v in zip(["START", *map(str, range(1, len(steps) + 1))],
+                                                   [*map(str, range(1, len(steps) + 1)), "END"]))
+    return f"Node:\n{body}\nEdge: {edges}\n"
+
+
+@pytest.fixture
+def golden_file(tmp_path):
+    p = tmp_path / "golden.txt"
+    p.write_text(worfbench_text(STEPS))
+    return p
+
+
+def test_cli_identical_passes(golden_file, tmp_path, capsys):
+    cand = tmp_path / "candidate.txt"
+    cand.write_text(worfbench_text(STEPS))
+    code = cli.main(["gate", "--golden", str(golden_file), "--candidate", str(cand), "--encoder", "minilm"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "result: PASS (exit 0)" in out and "graph_f1=1.0000 < 0.75? ok" in out
+
+
+def test_cli_half_the_steps_removed_fails(golden_file, tmp_path, capsys):
+    kept = [STEPS[0], STEPS[2], STEPS[4]]                       # steps 2, 4, 6 removed
+    cand = tmp_path / "candidate.json"
+    cand.write_text(json.dumps({"nodes": kept, "edges": [["START", 1], [1, 2], [2, 3], [3, "END"]]}))
+    code = cli.main(["gate", "--golden", str(golden_file), "--candidate", str(cand), "--encoder", "minilm",
+                     "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["exit_code"] == 1 and doc["verdict"] == "FAIL"
+    modes = {s["failure_mode"]: s for s in doc["failure_modes"]}
+    assert modes["missing"]["verdict"] == "FAIL"
+    pair = doc["pairs"][0]
+    # 3 of 6 steps aligned in order: chain P = 3/3, R = 3/6 -> F1 = 2/3
+    assert pair["metrics"]["chain_f1"] == pytest.approx(2 / 3, abs=1e-12)
+    assert pair["metrics"]["n_aligned"] == 3
+    assert doc["encoder"] == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_cli_missing_file_exits_2(golden_file, tmp_path, capsys):
+    missing = tmp_path / "no_such_candidate.txt"
+    code = cli.main(["gate", "--golden", str(golden_file), "--candidate", str(missing)])
+    err = capsys.readouterr().err
+    assert code == 2 and "no_such_candidate.txt: file not found" in err
+
+
+def test_cli_malformed_thresholds_exits_2(golden_file, tmp_path, capsys):
+    th = tmp_path / "thresholds.json"
+    th.write_text('{"failure_modes": {"missing": {"primary": {"graph_f1": "high"}}}}')
+    code = cli.main(["gate", "--golden", str(golden_file), "--candidate", str(golden_file), "--thresholds", str(th)])
+    err = capsys.readouterr().err
+    assert code == 2 and "thresholds.json" in err and "must be a number" in err
+    th.write_text("not json")
+    assert cli.main(["gate", "--golden", str(golden_file), "--candidate", str(golden_file),
+                     "--thresholds", str(th)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_cli_unparseable_workflow_exits_2(golden_file, tmp_path, capsys):
+    cand = tmp_path / "cand.txt"
+    cand.write_text("Node:\n1: do something\n")                 # no Edge: line
+    assert cli.main(["gate", "--golden", str(golden_file), "--candidate", str(cand)]) == 2
+    assert "cand.txt: no 'Edge:' line" in capsys.readouterr().err
+
+
+def test_cli_bad_usage_exits_2(capsys):
+    assert cli.main(["gate", "--golden", "x"]) == 2
+    assert cli.main(["gate", "--golden", "x", "--candidate", "y", "--mode", "all"]) == 2
+
+
+def test_cli_missing_candidate_id_is_a_failure(tmp_path, capsys):
+    g = tmp_path / "golden.jsonl"
+    g.write_text("\n".join(json.dumps({"id": k, "nodes": STEPS[:5]}) for k in ("a", "b")) + "\n")
+    c = tmp_path / "candidate.jsonl"
+    c.write_text(json.dumps({"id": "z", "nodes": STEPS[:5]}) + "\n")
+    code = cli.main(["gate", "--golden", str(g), "--candidate", str(c), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["missing_candidates"] == ["a", "b"] and doc["extra_candidates"] == ["z"]
+
+
+def test_cli_duplicate_ids_exit_2(tmp_path, capsys):
+    g = tmp_path / "golden.jsonl"
+    g.write_text("\n".join(json.dumps({"id": "a", "nodes": STEPS[:5]}) for _ in range(2)) + "\n")
+    assert cli.main(["gate", "--golden", str(g), "--candidate", str(g)]) == 2
+    assert "golden.jsonl, row 2, field 'id': duplicate golden id 'a'" in capsys.readouterr().err
+
+
+def test_read_workflow_file_formats(tmp_path):
+    p = tmp_path / "w.json"
+    p.write_text(json.dumps({"id": "w1", "nodes": [{"id": 1, "text": "a"}, {"id": 2, "text": "b"}],
+                             "edges": [["start", 1], [1, 2], [2, "End"]]}))
+    (w,) = cli.read_workflow_file(p)
+    assert w.wid == "w1" and w.nodes == ("a", "b") and w.edges == (("START", "1"), ("1", "2"), ("2", "END"))
+    p.write_text(json.dumps({"nodes": ["a", "b"]}))            # no edges -> linear chain
+    assert cli.read_workflow_file(p)[0].edges == (("START", "1"), ("1", "2"), ("2", "END"))
+
+
+def test_partial_thresholds_file_keeps_the_other_defaults(tmp_path):
+    from metamorph.studies.workflow_perturb.gate import load_thresholds
+
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"failure_modes": {"missing": {"primary": {"graph_f1": 0.1}}}}))
+    t = load_thresholds(p)
+    modes = {b.failure_mode: b for b in t.bundles}
+    assert set(modes) == {"missing", "compressed", "description"}
+    assert dict(modes["missing"].primary) == {"graph_f1": 0.1}
+    assert dict(modes["description"].primary) == dict(
+        {b.failure_mode: b for b in load_thresholds(None).bundles}["description"].primary)
+
+
+def test_unknown_failure_mode_name_is_rejected(tmp_path):
+    from metamorph.studies.workflow_perturb.gate import ThresholdsError, load_thresholds
+
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"failure_modes": {"missin": {"primary": {"graph_f1": 0.5}}}}))
+    with pytest.raises(ThresholdsError, match="unknown failure mode 'missin'"):
+        load_thresholds(p)

