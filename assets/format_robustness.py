@@ -32,8 +32,7 @@ from metamorph.studies.format_robustness.extract import extract_decision
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
-from metamorph.runner import run_requests
-from metamorph.studies.format_robustness import schemas as M
+from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.format_robustness import schemas as S
 from metamorph.sql import sql_path
 from pipelines.partitions import model_partitions
@@ -120,21 +119,11 @@ def workflow_generations(context: dg.AssetExecutionContext, config: GenerationCo
                                                          "max_tokens": config.max_tokens, "seed": config.seed})
     outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
                                    log=context.log.info, warn=context.log.warning)
-    rows = []
-    for p, o in zip(planned, outcomes):
-        r = o.result
-        rows.append({
-            "model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
-            "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
-            "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256,
-            "generation_key": o.key, "request_json": p.request.to_json(), "response_text": r.text,
-            "finish_reason": r.finish_reason, "prompt_tokens": r.prompt_tokens,
-            "completion_tokens": r.completion_tokens, "latency_s": r.latency_s, "model_version": r.model_version,
-            "system_fingerprint": r.system_fingerprint, "cache_hit": o.cache_hit, "error": r.error,
-        })
-    df = pd.DataFrame(rows)
-    for c in ("prompt_tokens", "completion_tokens"):
-        df[c] = df[c].astype("Int64")
+    df = generation_frame(
+        [{"model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
+          "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
+          "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256} for p in planned],
+        outcomes)
     return validated_output(S.WorkflowGenerations, df, "workflow_generations", {
         "model_calls": dg.MetadataValue.int(stats.calls),
         "cache_hits": dg.MetadataValue.int(stats.cache_hits),
@@ -248,7 +237,7 @@ def generation_outcomes(extracted_decisions: pd.DataFrame, evidence_categories: 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def mr_flags(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Per-instance MR1/MR2/MR3 flags (§4.1): :func:`metamorph.studies.format_robustness.metrics.mr_flags`."""
-    return validated_output(M.MRFlags, fr.mr_flags(fs.metric_input(generation_outcomes)), "mr_flags")
+    return validated_output(S.MRFlags, fr.mr_flags(fs.metric_input(generation_outcomes)), "mr_flags")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
@@ -256,33 +245,36 @@ def mr_violations(mr_flags: pd.DataFrame) -> dg.Output:
     """M1/M2/M3 in % with bootstrap 95% CIs (§5.1): :func:`metamorph.studies.format_robustness.metrics.mr_violations`."""
     df = fr.mr_violations(mr_flags, n_resamples=1000, seed=0)
     wide = df.pivot_table(index=["workflow_id", "dataset"], columns="relation", values="violation_pct").reset_index()
-    return validated_output(M.MRViolations, df, "mr_violations",
+    return validated_output(S.MRViolations, df, "mr_violations",
                             {"M1_M2_M3_pct": dg.MetadataValue.md(wide.round(1).to_markdown(index=False))})
+
+
+def _per_format_table(model, df: pd.DataFrame, table: str, value: str, title: str) -> dg.Output:
+    """A per-format table, validated, with a bar plot of ``value`` by format."""
+    return validated_output(model, df, table, {"plot": plots.bars_by_format(df, value, title)})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
 def accuracy_by_format(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Acc_f (%): ``sql/format_robustness/accuracy_by_format.sql`` via
     :func:`metamorph.studies.format_robustness.metrics.accuracy_by_format`."""
-    df = fr.accuracy_by_format(fs.metric_input(generation_outcomes))
-    return validated_output(M.AccuracyByFormat, df, "accuracy_by_format",
-                            {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")})
+    return _per_format_table(S.AccuracyByFormat, fr.accuracy_by_format(fs.metric_input(generation_outcomes)),
+                             "accuracy_by_format", "accuracy_pct", "Accuracy by format (%)")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
 def stability_by_format(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Stb_f (%): ``sql/format_robustness/stability_by_format.sql`` via
     :func:`metamorph.studies.format_robustness.metrics.stability_by_format`."""
-    df = fr.stability_by_format(fs.metric_input(generation_outcomes))
-    return validated_output(M.StabilityByFormat, df, "stability_by_format",
-                            {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)")})
+    return _per_format_table(S.StabilityByFormat, fr.stability_by_format(fs.metric_input(generation_outcomes)),
+                             "stability_by_format", "stability_pct", "Stability Stb_f by format (%)")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def evidence_drift(generation_outcomes: pd.DataFrame) -> dg.Output:
     """JS divergence vs TXT, ΔAcc and Flip rate (Table 2):
     :func:`metamorph.studies.format_robustness.metrics.evidence_drift`."""
-    return validated_output(M.EvidenceDrift, fr.evidence_drift(fs.metric_input(generation_outcomes)),
+    return validated_output(S.EvidenceDrift, fr.evidence_drift(fs.metric_input(generation_outcomes)),
                             "evidence_drift")
 
 
@@ -291,7 +283,7 @@ def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.D
     """Sen_f(g) and FDS_f(g) per sensitive factor (single attributes and pairs):
     :func:`metamorph.studies.format_robustness.metrics.fairness_disparity`."""
     df = fr.fairness_disparity(fs.metric_input(generation_outcomes), fs.sensitive_frame(source_instances))
-    return validated_output(M.FairnessDisparity, df, "fairness_disparity",
+    return validated_output(S.FairnessDisparity, df, "fairness_disparity",
                             {"plot": plots.fds_heatmap(df)})
 
 
@@ -299,21 +291,21 @@ def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.D
 def silent_violations(mr_flags: pd.DataFrame) -> dg.Output:
     """Share of MR2 violations without MR1: ``sql/format_robustness/silent_violations.sql`` via
     :func:`metamorph.studies.format_robustness.metrics.silent_violations`."""
-    return validated_output(M.SilentViolations, fr.silent_violations(mr_flags), "silent_violations")
+    return validated_output(S.SilentViolations, fr.silent_violations(mr_flags), "silent_violations")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def format_tests(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Cochran's Q, pairwise McNemar with Holm, Spearman ρ(JS, ΔAcc):
     :func:`metamorph.studies.format_robustness.metrics.format_tests`."""
-    return validated_output(M.FormatTests, fr.format_tests(fs.metric_input(generation_outcomes)), "format_tests")
+    return validated_output(S.FormatTests, fr.format_tests(fs.metric_input(generation_outcomes)), "format_tests")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def vote_aggregation(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Mitigation (§5.5): majority over the k repeats, then MRV; ΔMRV = before − after:
     :func:`metamorph.studies.format_robustness.mitigations.vote_aggregation`."""
-    return validated_output(M.VoteAggregation, mit.vote_aggregation(fs.metric_input(generation_outcomes)),
+    return validated_output(S.VoteAggregation, mit.vote_aggregation(fs.metric_input(generation_outcomes)),
                             "vote_aggregation")
 
 
@@ -327,7 +319,7 @@ def format_routing(config: RoutingConfig, generation_outcomes: pd.DataFrame) -> 
     """Mitigation (§5.5): route every input to the best calibration format, MRV on the rest:
     :func:`metamorph.studies.format_robustness.mitigations.format_routing`."""
     df = mit.format_routing(fs.metric_input(generation_outcomes), config.calibration_fraction, config.seed)
-    return validated_output(M.FormatRouting, df, "format_routing")
+    return validated_output(S.FormatRouting, df, "format_routing")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},

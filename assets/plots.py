@@ -123,10 +123,15 @@ def mean_with_ci(df: pd.DataFrame) -> dg.MetadataValue:
     return figure_md(fig)
 
 
+def _deterministic(table: pd.DataFrame, value: str) -> pd.DataFrame:
+    """Rows of the deterministic operators (all rows when there is no operator column) with a value."""
+    d = table[table["operator"] == "deterministic"] if "operator" in table else table
+    return d.dropna(subset=[value])
+
+
 def metric_vs_severity(table: pd.DataFrame) -> dg.MetadataValue:
     """One panel per perturbation type: each metric's mean against severity (deterministic rows)."""
-    d = table[table["operator"] == "deterministic"] if "operator" in table else table
-    d = d.dropna(subset=["mean"])
+    d = _deterministic(table, "mean")
     if d.empty:
         return dg.MetadataValue.md("_no rows to plot_")
     types = sorted(d["type"].unique())
@@ -144,8 +149,7 @@ def metric_vs_severity(table: pd.DataFrame) -> dg.MetadataValue:
 
 def sensitivity_heatmap(matrix: pd.DataFrame) -> dg.MetadataValue:
     """Δ_avg heatmap: metrics × perturbation types (deterministic rows)."""
-    d = matrix[matrix["operator"] == "deterministic"] if "operator" in matrix else matrix
-    d = d.dropna(subset=["delta_avg"])
+    d = _deterministic(matrix, "delta_avg")
     if d.empty:
         return dg.MetadataValue.md("_no rows to plot_")
     mat = d.pivot_table(index="metric", columns="type", values="delta_avg")

@@ -30,7 +30,6 @@ from metamorph.studies.workflow_perturb.generate import (
     provider_generate,
 )
 from metamorph.runner import run_requests
-from metamorph.studies.workflow_perturb import schemas as WM
 from metamorph.studies.workflow_perturb import schemas as S
 from metamorph.studies.workflow_perturb.workflows import load_goldens
 from pipelines.partitions import model_partitions
@@ -219,7 +218,7 @@ def severity_table(perturbation_scores: pd.DataFrame) -> dg.Output:
     """Mean ± sd and n of every metric per type × severity (Tables 2–4):
     :func:`metamorph.studies.workflow_perturb.analysis.severity_table`."""
     df = wp.severity_table(_analysis_input(perturbation_scores))
-    return validated_output(WM.SeverityTable, df, "severity_table", {"plot": plots.metric_vs_severity(df)})
+    return validated_output(S.SeverityTable, df, "severity_table", {"plot": plots.metric_vs_severity(df)})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
@@ -227,14 +226,14 @@ def sensitivity_matrix(perturbation_scores: pd.DataFrame) -> dg.Output:
     """Δ_avg = 2.5·[s̄(10%) − s̄(50%)], Δ¹, Δ² per metric × type (Table 5):
     :func:`metamorph.studies.workflow_perturb.analysis.sensitivity_matrix`."""
     df = wp.sensitivity_matrix(_analysis_input(perturbation_scores))
-    return validated_output(WM.SensitivityMatrix, df, "sensitivity_matrix",
+    return validated_output(S.SensitivityMatrix, df, "sensitivity_matrix",
                             {"plot": plots.sensitivity_heatmap(df)})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def strata_table(perturbation_scores: pd.DataFrame) -> dg.Output:
     """Means by golden size stratum 5–7, 8–15, 16+ (Table 7): :func:`metamorph.studies.workflow_perturb.analysis.strata_table`."""
-    return validated_output(WM.StrataTable, wp.strata_table(_analysis_input(perturbation_scores)), "strata_table")
+    return validated_output(S.StrataTable, wp.strata_table(_analysis_input(perturbation_scores)), "strata_table")
 
 
 class RecalibrationConfig(dg.Config):
@@ -248,7 +247,7 @@ def threshold_recalibration(config: RecalibrationConfig, perturbation_scores: pd
     distributions: :func:`metamorph.studies.workflow_perturb.analysis.recalibrate`. The metadata holds the
     thresholds file for ``metamorph gate --thresholds``."""
     df = wp.recalibrate(_analysis_input(perturbation_scores), percentile=config.percentile, rule=config.rule)
-    return validated_output(WM.Recalibration, df, "threshold_recalibration", {
+    return validated_output(S.Recalibration, df, "threshold_recalibration", {
         "thresholds_json": dg.MetadataValue.json(wp.recalibrated_thresholds(df))})
 
 

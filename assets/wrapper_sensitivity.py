@@ -24,8 +24,7 @@ from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity import diagnostics as diag
 from metamorph.studies.wrapper_sensitivity import regression as reg
 from metamorph.studies.wrapper_sensitivity.tasks import QAItem, load_task
-from metamorph.runner import run_requests
-from metamorph.studies.wrapper_sensitivity import schemas as M
+from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
 from pipelines.partitions import model_partitions
@@ -121,18 +120,12 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
                                           config.constrained_arm)
     outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
                                    log=context.log.info, warn=context.log.warning)
-    rows = []
-    for p, o in zip(planned, outcomes):
-        r = o.result
-        tokens = counted.get((p.task, p.item_id, p.prompt.family), r.prompt_tokens)
-        rows.append({"model_id": p.model_id, "task": p.task, "item_id": p.item_id, "wrapper": p.wrapper,
-                     "seed": p.seed, "generation_key": o.key, "request_json": p.request.to_json(),
-                     "response_text": r.text, "finish_reason": r.finish_reason, "prompt_tokens": tokens,
-                     "completion_tokens": r.completion_tokens, "latency_s": r.latency_s,
-                     "model_version": r.model_version, "cache_hit": o.cache_hit, "error": r.error})
-    df = pd.DataFrame(rows)
-    for c in ("prompt_tokens", "completion_tokens"):
-        df[c] = df[c].astype("Int64")
+    df = generation_frame(
+        [{"model_id": p.model_id, "task": p.task, "item_id": p.item_id, "wrapper": p.wrapper, "seed": p.seed}
+         for p in planned],
+        outcomes,
+        prompt_tokens=[counted.get((p.task, p.item_id, p.prompt.family), o.result.prompt_tokens)
+                       for p, o in zip(planned, outcomes)])
     trunc = (df.assign(t=df.finish_reason == "length").groupby("wrapper")["t"].mean() * 100).round(1).to_dict()
     return validated_output(S.WrapperGenerations, df, "wrapper_generations", {
         "model_calls": dg.MetadataValue.int(stats.calls), "cache_hits": dg.MetadataValue.int(stats.cache_hits),
@@ -197,7 +190,7 @@ def wrapper_cells(scored_answers: pd.DataFrame) -> dg.Output:
     df = pd.concat([wm.cell_metrics(scored_answers, m) for m in sorted(scored_answers["mode"].unique())],
                    ignore_index=True)
     norm = df[(df["mode"] == "normalized") & df["wrapper"].isin(FAMILIES)]
-    return validated_output(M.WrapperCells, df, "wrapper_cells", {
+    return validated_output(S.WrapperCells, df, "wrapper_cells", {
         "plot": plots.scatter(norm, "parseability_pct", "accuracy_pct", "Accuracy vs parseability (normalized)")})
 
 
@@ -206,7 +199,7 @@ def fsi_psi(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
     """FSI, PSI, nFSI and the chance-adjusted nFSI per (model, task) over the five wrappers:
     :func:`metamorph.studies.wrapper_sensitivity.metrics.fsi_psi`."""
     df = wm.fsi_psi(wm.cell_metrics(_standard(scored_answers), config.mode))
-    return validated_output(M.WrapperFSI, df, "fsi_psi")
+    return validated_output(S.WrapperFSI, df, "fsi_psi")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
@@ -214,14 +207,14 @@ def mean_fsi_psi(fsi_psi: pd.DataFrame) -> dg.Output:
     """Mean FSI / PSI / nFSI per model with bootstrap 95% CIs over tasks (10,000 resamples):
     :func:`metamorph.studies.wrapper_sensitivity.metrics.mean_indices`."""
     df = wm.mean_indices(fsi_psi, n_resamples=10_000, seed=0)
-    return validated_output(M.WrapperMeanIndices, df, "mean_fsi_psi", {"plot": plots.mean_with_ci(df)})
+    return validated_output(S.WrapperMeanIndices, df, "mean_fsi_psi", {"plot": plots.mean_with_ci(df)})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def acc_parse_correlation(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
     """Pearson r(accuracy, parseability) over cells: :func:`metamorph.studies.wrapper_sensitivity.regression.pearson_acc_parse`."""
     df = reg.pearson_acc_parse(wm.cell_metrics(_standard(scored_answers), config.mode))
-    return validated_output(M.WrapperCorrelation, df, "acc_parse_correlation")
+    return validated_output(S.WrapperCorrelation, df, "acc_parse_correlation")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
@@ -232,8 +225,8 @@ def fixed_effects(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output
     try:
         df = reg.fixed_effects_regression(cells)
     except ValueError as exc:  # the design does not identify β (e.g. one model, one task)
-        df = _not_estimated(M.WrapperFERegression, exc, n_cells=len(cells))
-    return validated_output(M.WrapperFERegression, df, "fixed_effects")
+        df = _not_estimated(S.WrapperFERegression, exc, n_cells=len(cells))
+    return validated_output(S.WrapperFERegression, df, "fixed_effects")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
@@ -243,8 +236,8 @@ def item_level_model(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Out
     try:
         df = reg.item_level_model(_standard(scored_answers), config.mode)
     except ValueError as exc:  # e.g. 'parseable' constant: its coefficient is not identified
-        df = _not_estimated(M.WrapperItemModel, exc, mode=config.mode, n_obs=int((scored_answers["mode"] == config.mode).sum()))
-    return validated_output(M.WrapperItemModel, df, "item_level_model")
+        df = _not_estimated(S.WrapperItemModel, exc, mode=config.mode, n_obs=int((scored_answers["mode"] == config.mode).sum()))
+    return validated_output(S.WrapperItemModel, df, "item_level_model")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
@@ -252,14 +245,14 @@ def fsi_decomposition(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Ou
     """FSI = compliance part + conditional-accuracy part (review, major 1):
     :func:`metamorph.studies.wrapper_sensitivity.diagnostics.decomposition`."""
     df = diag.decomposition(wm.cell_metrics(_standard(scored_answers), config.mode))
-    return validated_output(M.WrapperDecomposition, df, "fsi_decomposition")
+    return validated_output(S.WrapperDecomposition, df, "fsi_decomposition")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def wrapper_wins(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
     """Wins per wrapper over model × task: :func:`metamorph.studies.wrapper_sensitivity.diagnostics.win_counts`."""
     df = diag.win_counts(wm.cell_metrics(_standard(scored_answers), config.mode))
-    return validated_output(M.WrapperWins, df, "wrapper_wins",
+    return validated_output(S.WrapperWins, df, "wrapper_wins",
                             {"plot": plots.bars(df, "wrapper", "wins", "Wrapper wins over model × task")})
 
 
@@ -270,12 +263,12 @@ def matched_fsi(config: ModeConfig, scored_answers: pd.DataFrame, token_balance:
     :func:`metamorph.studies.wrapper_sensitivity.diagnostics.matched_fsi`."""
     matched = token_balance[token_balance["matched"]][["model_id", "task", "item_id"]]
     df = diag.matched_fsi(_standard(scored_answers), matched, config.mode)
-    return validated_output(M.WrapperMatchedFSI, df, "matched_fsi")
+    return validated_output(S.WrapperMatchedFSI, df, "matched_fsi")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def constrained_falsifier(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
     """Free vs constrained json decoding (review's falsifier; empty unless the arm was run):
     :func:`metamorph.studies.wrapper_sensitivity.diagnostics.constrained_falsifier`."""
-    return validated_output(M.WrapperConstrainedFalsifier, diag.constrained_falsifier(scored_answers, config.mode),
+    return validated_output(S.WrapperConstrainedFalsifier, diag.constrained_falsifier(scored_answers, config.mode),
                             "constrained_falsifier")

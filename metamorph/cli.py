@@ -1,331 +1,51 @@
-"""The ``metamorph`` console script.
+"""The ``metamorph`` console script: one subcommand per study command.
 
-Subcommands
------------
-``metamorph gate --golden G --candidate C [--thresholds T] [--mode any|joint]
-[--encoder mpnet|minilm] [--json]``
+Each study may define ``metamorph/studies/<study>/cli.py`` with ``COMMANDS`` — name → (help,
+description, add_arguments(parser), run(args) → exit code); this module only collects them, so
+the entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate).
 
-    The WorkflowPerturb CI/CD regression gate (issue #4; arXiv 2602.17990 §6, Table 1). Scores
-    every (golden, candidate) pair with :func:`metamorph.studies.workflow_perturb.metrics.score_workflows`
-    (Chain/Graph F1, BLEU, GLEU, BERTScore, Kendall τ — no LLM judge, which is therefore
-    reported as undefined), evaluates each failure mode's metric bundle with
-    :mod:`metamorph.studies.workflow_perturb.gate` (breach iff value < threshold; ``any``/``joint`` firing) and prints
-    per failure mode PASS/FAIL with the values and thresholds (``--json``: one JSON object on
-    stdout).
-
-    Exit codes: **0** nothing fires; **1** regression (a bundle fired on some pair, or a golden
-    id has no candidate); **2** bad input — a missing or unreadable file, an unparseable
-    workflow, a golden with a broken graph, a bad thresholds file, ids missing or duplicated
-    where pairs are matched by id, or no encoder available. The message names the file.
-
-Workflow files (``--golden``, ``--candidate``)
-----------------------------------------------
-* WorFBench text: ``Node:`` lines ``k: step`` then ``Edge: (START,1) (1,2) ... (n,END)``
-  (:func:`metamorph.studies.workflow_perturb.workflows.parse_workflow_text`) — one workflow, no id;
-* a JSON object ``{"nodes": [...], "edges": [[u, v], ...]}`` (optional ``"id"``); nodes are
-  strings or ``{"id", "text"}`` objects, edge endpoints node numbers or ``START``/``END``; an
-  absent ``edges`` means the linear chain START → 1 → … → n → END. ``gold_nodes``/``gold_edges``
-  or a text field ``workflow``/``gold_raw`` (WorFBench text) are accepted instead;
-* JSONL (one such object per line) or a JSON array of them, each with an ``"id"`` (or
-  ``"workflow_id"``).
-
-When both files hold exactly one workflow they are paired whatever their ids; otherwise pairs are
-matched by id (every workflow needs a unique id). A golden without a candidate is a failure; a
-candidate without a golden is reported and ignored. The golden's graph must be well formed
-(:func:`metamorph.studies.workflow_perturb.workflows.graph_problem` with at least one step); a candidate's bad edges are
-dropped and counted by the metric.
+Exit codes follow the commands; a usage error is 2 and ``--help`` is 0.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
+import pkgutil
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-from metamorph.studies.workflow_perturb import gate
-from metamorph.errors import InputError
+import metamorph.studies
 
-__all__ = ["GateWorkflow", "main", "pair_workflows", "read_workflow_file"]
-
-_TEXT_FIELDS = ("workflow", "gold_raw", "text")
-_REPORTED = ("n_gold_steps", "n_pred_steps", "n_aligned", *gate.GATE_METRICS)
+EXIT_USAGE = 2
 
 
-@dataclass(frozen=True)
-class GateWorkflow:
-    """One workflow read from a gate input file: ``wid`` (None without an id), steps, edges, and
-    where it came from (``row`` is the 1-based line/element, None for a whole-file workflow)."""
-
-    wid: str | None
-    nodes: tuple[str, ...]
-    edges: tuple[tuple[str, str], ...]
-    source: str
-    row: int | None = None
-
-
-def _endpoint(x: Any, source: str, row: int | None, field: str) -> str:
-    if isinstance(x, bool):
-        raise InputError(source, f"edge endpoint {x!r} is not a node number, START or END", row=row, field=field)
-    if isinstance(x, int):
-        return str(x)
-    s = str(x).strip()
-    return s.upper() if s.upper() in ("START", "END") else s
-
-
-def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
-    from metamorph.studies.workflow_perturb.metrics import chain_edges
-    from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
-
-    wid = obj.get("id", obj.get("workflow_id"))
-    wid = None if wid is None else str(wid)
-    for nf, ef in (("nodes", "edges"), ("gold_nodes", "gold_edges")):
-        if nf in obj:
-            raw_nodes, raw_edges = obj[nf], obj.get(ef)
-            break
-    else:
-        text_field = next((f for f in _TEXT_FIELDS if isinstance(obj.get(f), str)), None)
-        if text_field is None:
-            raise InputError(source, "a workflow object needs 'nodes' (+ 'edges'), 'gold_nodes' (+ 'gold_edges') "
-                                     f"or a WorFBench text field {list(_TEXT_FIELDS)}; has {sorted(obj)}", row=row)
-        nodes, edges = parse_workflow_text(obj[text_field], source, row, text_field)
-        return GateWorkflow(wid, nodes, edges, source, row)
-    if not isinstance(raw_nodes, list):
-        raise InputError(source, f"must be a list of steps, got {type(raw_nodes).__name__}", row=row, field=nf)
-    nodes = []
-    for k, node in enumerate(raw_nodes, start=1):
-        if isinstance(node, str):
-            nodes.append(node)
-        elif isinstance(node, dict) and isinstance(node.get("text"), str):
-            if "id" in node and str(node["id"]).strip() != str(k):
-                raise InputError(source, f"node ids must be 1..n in list order; node {k} has id {node['id']!r}",
-                                 row=row, field=nf)
-            nodes.append(node["text"])
-        else:
-            raise InputError(source, f"node {k} must be a string or {{'id', 'text'}}, got {node!r:.60}", row=row, field=nf)
-    if raw_edges is None:
-        edges = chain_edges(len(nodes))
-    else:
-        if not isinstance(raw_edges, list):
-            raise InputError(source, f"must be a list of [from, to] pairs, got {type(raw_edges).__name__}",
-                             row=row, field=ef)
-        edges = []
-        for e in raw_edges:
-            if not isinstance(e, (list, tuple)) or len(e) != 2:
-                raise InputError(source, f"an edge must be a [from, to] pair, got {e!r:.60}", row=row, field=ef)
-            edges.append((_endpoint(e[0], source, row, ef), _endpoint(e[1], source, row, ef)))
-    return GateWorkflow(wid, tuple(nodes), tuple(edges), source, row)
-
-
-def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
-    """Every workflow of a gate input file (formats in the module docstring).
-
-    Raises:
-        InputError: the file is missing, unreadable or empty; a JSON/JSONL record is not valid
-            JSON or not an object; a workflow cannot be parsed. The message names the file (and
-            the line/element and field when it applies).
-    """
-    from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
-
-    p = Path(path)
-    src = str(p)
-    if not p.exists():
-        raise InputError(src, "file not found")
-    if not p.is_file():
-        raise InputError(src, "not a regular file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(src, f"cannot read the file: {exc}") from exc
-    stripped = text.strip()
-    if not stripped:
-        raise InputError(src, "the file is empty")
-    if stripped[0] not in "{[":
-        nodes, edges = parse_workflow_text(text, src)
-        return [GateWorkflow(None, nodes, edges, src)]
-    try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError:
-        data = None
-        out = []
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(src, f"neither one JSON document nor JSONL: line {i} is not valid JSON ({exc.msg})",
-                                 row=i) from exc
-            if not isinstance(obj, dict):
-                raise InputError(src, f"a JSONL line must be a workflow object, got {type(obj).__name__}", row=i)
-            out.append(_graph(obj, src, i))
-        return out
-    if isinstance(data, dict):
-        return [_graph(data, src, None)]
-    if isinstance(data, list) and data:
-        out = []
-        for i, obj in enumerate(data, start=1):
-            if not isinstance(obj, dict):
-                raise InputError(src, f"array element must be a workflow object, got {type(obj).__name__}", row=i)
-            out.append(_graph(obj, src, i))
-        return out
-    raise InputError(src, "expected a workflow object, a non-empty array of them, JSONL or WorFBench text")
-
-
-def _check_golden(w: GateWorkflow) -> None:
-    from metamorph.studies.workflow_perturb.workflows import graph_problem
-
-    problem = graph_problem(w.nodes, w.edges, min_nodes=1)
-    if problem is not None:
-        field, what = problem
-        label = f"golden workflow {w.wid!r}: " if w.wid is not None else "golden workflow: "
-        raise InputError(w.source, label + what, row=w.row, field=field)
-
-
-def _ids(ws: list[GateWorkflow], role: str) -> dict[str, GateWorkflow]:
-    out: dict[str, GateWorkflow] = {}
-    for w in ws:
-        if w.wid is None:
-            raise InputError(w.source, f"every {role} workflow needs an 'id' when pairs are matched by id "
-                                       "(a file holds more than one workflow)", row=w.row, field="id")
-        if w.wid in out:
-            raise InputError(w.source, f"duplicate {role} id {w.wid!r}", row=w.row, field="id")
-        out[w.wid] = w
+def study_commands() -> dict[str, tuple]:
+    """Every study's ``COMMANDS``, merged; two studies naming one command is a ``RuntimeError``."""
+    out: dict[str, tuple] = {}
+    for m in pkgutil.iter_modules(metamorph.studies.__path__):
+        if not m.ispkg:
+            continue
+        try:
+            mod = importlib.import_module(f"metamorph.studies.{m.name}.cli")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"metamorph.studies.{m.name}.cli":
+                raise
+            continue
+        for name, spec in getattr(mod, "COMMANDS", {}).items():
+            if name in out:
+                raise RuntimeError(f"two studies define the command {name!r}")
+            out[name] = spec
     return out
-
-
-def pair_workflows(golden: list[GateWorkflow], candidate: list[GateWorkflow]
-                   ) -> tuple[list[tuple[str, GateWorkflow, GateWorkflow]], list[str], list[str]]:
-    """``(pairs, missing candidate ids, extra candidate ids)``: one-to-one files are paired
-    directly; otherwise by id (see the module docstring). Raises :class:`InputError` for missing
-    or duplicate ids."""
-    if len(golden) == 1 and len(candidate) == 1:
-        g, c = golden[0], candidate[0]
-        return [(g.wid or c.wid or "workflow", g, c)], [], []
-    gi, ci = _ids(golden, "golden"), _ids(candidate, "candidate")
-    pairs = [(k, g, ci[k]) for k, g in gi.items() if k in ci]
-    return pairs, [k for k in gi if k not in ci], [k for k in ci if k not in gi]
-
-
-# --------------------------------------------------------------------------- printing
-
-
-def _fmt(v: float | None) -> str:
-    return "undefined" if v is None else f"{v:.4f}"
-
-
-def _check_text(c: gate.MetricCheck) -> str:
-    if c.threshold is None:
-        return f"{c.metric}={_fmt(c.value)} (no threshold)"
-    mark = "BREACH" if c.breached else "ok" if c.breached is False else "undefined"
-    return f"{c.metric}={_fmt(c.value)} {gate.COMPARISON} {c.threshold:g}? {mark}"
-
-
-def _print_text(report: gate.GateReport, th: gate.Thresholds, metrics: dict[str, dict], encoder: str | None,
-                out) -> None:
-    rule = ("ANY defined primary metric breaches" if report.mode == "any"
-            else "EVERY defined primary metric breaches")
-    print(f"metamorph gate — thresholds: {th.source}; mode {report.mode}: a failure mode fires when {rule} "
-          f"(breach = value {gate.COMPARISON} threshold; secondary metrics are reported only)", file=out)
-    if encoder:
-        print(f"encoder: {encoder}", file=out)
-    for pid, res in report.pairs:
-        m = metrics.get(pid, {})
-        print(f"\npair {pid}: {m.get('n_gold_steps')} golden steps, {m.get('n_pred_steps')} candidate steps, "
-              f"{m.get('n_aligned')} aligned", file=out)
-        for b in res.bundles:
-            prim = "; ".join(_check_text(c) for c in b.primary)
-            sec = "; ".join(_check_text(c) for c in b.secondary) or "none"
-            print(f"  {b.verdict:<9} {b.name} [{b.failure_mode}]  primary: {prim}  |  secondary: {sec}", file=out)
-    for k in report.missing_candidates:
-        print(f"\nFAIL      golden {k!r} has no candidate workflow", file=out)
-    for k in report.extra_candidates:
-        print(f"\nnote: candidate {k!r} has no golden workflow; ignored", file=out)
-    print("\nsummary:", file=out)
-    for s in report.mode_summary():
-        print(f"  {s['verdict']:<9} {s['name']} [{s['failure_mode']}]: fired on {s['n_fired']} of {s['n_pairs']} "
-              f"pair(s)" + (f" ({', '.join(s['fired_pairs'])})" if s["fired_pairs"] else ""), file=out)
-    if report.missing_candidates:
-        print(f"  FAIL      {len(report.missing_candidates)} golden workflow(s) without a candidate", file=out)
-    print(f"result: {report.verdict} (exit {report.exit_code})", file=out)
-
-
-# --------------------------------------------------------------------------- gate command
-
-
-def _bad_input(args: argparse.Namespace, message: str) -> int:
-    print(f"metamorph gate: error: {message}", file=sys.stderr)
-    if getattr(args, "json", False):
-        print(json.dumps({"verdict": "ERROR", "exit_code": gate.EXIT_BAD_INPUT, "error": message}))
-    return gate.EXIT_BAD_INPUT
-
-
-def _run_gate(args: argparse.Namespace) -> int:
-    try:
-        th = gate.load_thresholds(args.thresholds)
-        golden = read_workflow_file(args.golden)
-        candidate = read_workflow_file(args.candidate)
-        for g in golden:
-            _check_golden(g)
-        pairs, missing, extra = pair_workflows(golden, candidate)
-    except InputError as exc:
-        return _bad_input(args, str(exc))
-
-    metrics: dict[str, dict[str, Any]] = {}
-    encoder_name = None
-    if pairs:
-        from metamorph.embeddings import load_encoder
-        from metamorph.studies.workflow_perturb.metrics import score_workflows
-
-        try:
-            encoder = load_encoder(prefer=args.encoder)
-        except (RuntimeError, ValueError, OSError) as exc:
-            return _bad_input(args, f"no sentence encoder available: {exc}")
-        encoder_name = encoder.name
-        try:
-            scored = score_workflows([((g.nodes, g.edges), (c.nodes, c.edges)) for _, g, c in pairs], encoder)
-        except ValueError as exc:  # a golden edge the metric rejects
-            return _bad_input(args, f"{args.golden}: {exc}")
-        metrics = {pid: s for (pid, _, _), s in zip(pairs, scored)}
-    report = gate.gate_report(((pid, metrics[pid]) for pid, _, _ in pairs), th, args.mode,
-                              missing_candidates=missing, extra_candidates=extra)
-    if args.json:
-        doc = report.to_dict()
-        doc["thresholds_source"] = th.source
-        doc["encoder"] = encoder_name
-        doc["golden"], doc["candidate"] = str(args.golden), str(args.candidate)
-        for entry in doc["pairs"]:
-            m = metrics.get(entry["id"], {})
-            entry["metrics"] = {k: m.get(k) for k in _REPORTED}
-            entry["reasons"] = {k: m.get(f"{k}_reason") for k in ("chain", "graph", "bleu", "gleu", "bertscore",
-                                                                      "kendall_tau") if m.get(f"{k}_reason")}
-        print(json.dumps(doc, indent=2))
-    else:
-        _print_text(report, th, metrics, encoder_name, sys.stdout)
-    return report.exit_code
 
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="metamorph", description="metamorph: metamorphic robustness studies.")
     sub = ap.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("gate", help="CI/CD regression gate on workflow metric bundles (WorkflowPerturb Table 1).",
-                       description="Score candidate workflows against golden ones and fail on a regression. "
-                                   "Exit 0 = pass, 1 = regression, 2 = bad input.")
-    g.add_argument("--golden", required=True, help="golden workflow(s): WorFBench text, JSON object, JSON array or JSONL")
-    g.add_argument("--candidate", required=True, help="candidate workflow(s), same formats; matched to goldens by id")
-    g.add_argument("--thresholds", default=None,
-                   help="thresholds JSON (format of metamorph/studies/workflow_perturb/data/gate_thresholds.json, e.g. a recalibration); "
-                        "default: the packaged Table-1 defaults")
-    g.add_argument("--mode", choices=gate.MODES, default="any",
-                   help="any: a failure mode fires when any primary metric breaches (default); "
-                        "joint: when every primary metric breaches")
-    g.add_argument("--encoder", choices=("mpnet", "minilm"), default="mpnet",
-                   help="sentence encoder for alignment and BERTScore (mpnet falls back to MiniLM)")
-    g.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    g.set_defaults(func=_run_gate)
+    for name, (help_text, description, add_arguments, run) in sorted(study_commands().items()):
+        p = sub.add_parser(name, help=help_text, description=description)
+        add_arguments(p)
+        p.set_defaults(func=run)
     return ap
 
 
@@ -335,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = ap.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        return int(exc.code) if isinstance(exc.code, int) else gate.EXIT_BAD_INPUT
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     return int(args.func(args))
 
 

@@ -75,3 +75,30 @@ def _read_jsonl(uri: str, is_remote: bool) -> list[dict[str, Any]]:
         obj["__row__"] = i
         rows.append(obj)
     return rows
+
+
+def read_json_file(path: str | Path, what: str = "file", error: type[InputError] = InputError) -> Any:
+    """Parse the JSON file at ``path`` (a path or an ``importlib.resources`` traversable).
+
+    Raises ``error`` (an :class:`InputError` subclass) naming the file when it does not exist,
+    cannot be read or decoded as UTF-8, or is not valid JSON (with line and column).
+    """
+    try:
+        text = path.read_text(encoding="utf-8") if hasattr(path, "read_text") else Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(str(path), f"{what} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(str(path), f"cannot read the {what}: {exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(str(path), f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
+
+
+def required(row: dict[str, Any], key: str, source: str, row_no: int) -> Any:
+    """``row[key]``; :class:`InputError` naming ``source``, the row and the field when it is
+    missing, null or a blank string."""
+    v = row.get(key)
+    if v is None or (isinstance(v, str) and not v.strip()):
+        raise InputError(source, "missing or empty", row=row_no, field=key)
+    return v

@@ -1,4 +1,4 @@
-"""Local sentence encoders and an embedding cache (used by :mod:`metamorph.studies.workflow_perturb.metrics`).
+"""Local sentence encoders and an embedding cache, shared by the studies that compare texts.
 
 Nothing here downloads from a model hub: ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` are
 set before sentence-transformers / transformers are imported, and models are only ever loaded

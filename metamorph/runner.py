@@ -16,14 +16,22 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
 
 from metamorph.cache import GenerationCache
-from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
+from metamorph.providers.base import (
+    GenerationRequest,
+    GenerationResult,
+    Provider,
+    ProviderError,
+)
 from metamorph.providers.retry import RetryPolicy, call_with_retries
 
 
@@ -155,3 +163,39 @@ def _check_version(req: GenerationRequest, res: GenerationResult, cache: Generat
         stats.version_changes.append(msg)
         warn(msg)
         known[ident].add(res.model_version)
+
+
+#: Columns :func:`generation_frame` adds to every row: the per-generation lineage, declared once
+#: (schema: :class:`metamorph.schemas.GenerationRecord`).
+GENERATION_COLUMNS = ("generation_key", "request_json", "response_text", "finish_reason", "prompt_tokens",
+                      "completion_tokens", "latency_s", "model_version", "system_fingerprint", "cache_hit", "error")
+
+
+def generation_frame(ids: Sequence[dict[str, Any]], outcomes: Sequence[Outcome],
+                     prompt_tokens: Sequence[int | None] | None = None) -> pd.DataFrame:
+    """One row per generation: the study's id columns, then :data:`GENERATION_COLUMNS`.
+
+    ``ids[i]`` (the study's lineage ids of request i, e.g. model_id, dataset, instance_id, format,
+    repeat) and ``outcomes[i]`` (from :func:`run_requests`, same order) must have equal length
+    (``ValueError`` otherwise). ``prompt_tokens`` overrides the provider-reported prompt tokens
+    (e.g. counted with the model's tokenizer). Token columns are nullable ``Int64``;
+    ``request_json`` is the canonical request (it carries no secrets: keys are never part of a
+    request).
+    """
+    if len(ids) != len(outcomes) or (prompt_tokens is not None and len(prompt_tokens) != len(outcomes)):
+        raise ValueError(f"generation_frame: {len(ids)} id rows, {len(outcomes)} outcomes"
+                         + ("" if prompt_tokens is None else f", {len(prompt_tokens)} prompt_tokens"))
+    rows = []
+    for i, (row_ids, o) in enumerate(zip(ids, outcomes)):
+        r = o.result
+        rows.append({**row_ids,
+                     "generation_key": o.key, "request_json": o.request.to_json(), "response_text": r.text,
+                     "finish_reason": r.finish_reason,
+                     "prompt_tokens": r.prompt_tokens if prompt_tokens is None else prompt_tokens[i],
+                     "completion_tokens": r.completion_tokens, "latency_s": r.latency_s,
+                     "model_version": r.model_version, "system_fingerprint": r.system_fingerprint,
+                     "cache_hit": o.cache_hit, "error": r.error})
+    df = pd.DataFrame(rows, columns=[*(ids[0].keys() if ids else ()), *GENERATION_COLUMNS])
+    for c in ("prompt_tokens", "completion_tokens"):
+        df[c] = df[c].astype("Int64")
+    return df

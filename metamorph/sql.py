@@ -6,6 +6,7 @@ tables of an in-memory DuckDB connection (no warehouse lock is taken) and return
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
@@ -31,3 +32,13 @@ def run_sql(study: str, name: str, **frames: pd.DataFrame) -> pd.DataFrame:
         return con.execute(sql_path(study, name).read_text()).df()
     finally:
         con.close()
+
+
+def markdown_sections(con: duckdb.DuckDBPyConnection, sections: Sequence[tuple[str, str]]) -> str:
+    """``title`` then the result of ``query`` as a markdown table, for each ``(title, query)``,
+    read through ``con`` (a study's headline printout). Query errors propagate (e.g.
+    ``duckdb.CatalogException`` for a table not materialized yet)."""
+    out = []
+    for title, query in sections:
+        out += ["", title, con.execute(query).df().to_markdown(index=False)]
+    return "\n".join(out)

@@ -25,8 +25,8 @@ from typing import Any
 import anthropic
 
 from metamorph.errors import ConfigError
-from metamorph.providers.sdk_errors import sdk_errors
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
+from metamorph.providers.sdk_errors import sdk_errors
 
 __all__ = ["AnthropicProvider", "TEXT_MEDIA_TYPES", "FILES_API_BETA", "SAMPLING_PARAMS_REMOVED_IN"]
 

@@ -95,7 +95,9 @@ class LlamaCppProvider:
 
     def _load(self) -> Any:
         if self._llm is None:
-            from llama_cpp import Llama  # imported lazily: the rest of metamorph runs without it
+            from llama_cpp import (
+                Llama,  # imported lazily: the rest of metamorph runs without it
+            )
 
             self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
                               seed=0, verbose=False)

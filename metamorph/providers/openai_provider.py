@@ -26,9 +26,9 @@ from typing import Any
 import openai
 
 from metamorph.errors import ConfigError
-from metamorph.providers.sdk_errors import sdk_errors
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
 from metamorph.providers.retry import classify_status
+from metamorph.providers.sdk_errors import sdk_errors
 
 __all__ = ["OpenAIProvider", "RESPONSES_DROPPED_PARAMS", "LLAMA_CPP_ONLY_PARAMS"]
 

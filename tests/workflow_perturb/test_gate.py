@@ -15,6 +15,7 @@ import json
 import pytest
 
 from metamorph import cli
+from metamorph.studies.workflow_perturb import cli as gate_cli
 from metamorph.studies.workflow_perturb import gate
 
 AT_THRESHOLD = {"graph_f1": 0.75, "chain_f1": 0.75, "kendall_tau": 0.65, "bleu": 0.70, "gleu": 0.70,
@@ -239,10 +240,10 @@ def test_read_workflow_file_formats(tmp_path):
     p = tmp_path / "w.json"
     p.write_text(json.dumps({"id": "w1", "nodes": [{"id": 1, "text": "a"}, {"id": 2, "text": "b"}],
                              "edges": [["start", 1], [1, 2], [2, "End"]]}))
-    (w,) = cli.read_workflow_file(p)
+    (w,) = gate_cli.read_workflow_file(p)
     assert w.wid == "w1" and w.nodes == ("a", "b") and w.edges == (("START", "1"), ("1", "2"), ("2", "END"))
     p.write_text(json.dumps({"nodes": ["a", "b"]}))            # no edges -> linear chain
-    assert cli.read_workflow_file(p)[0].edges == (("START", "1"), ("1", "2"), ("2", "END"))
+    assert gate_cli.read_workflow_file(p)[0].edges == (("START", "1"), ("1", "2"), ("2", "END"))
 
 
 def test_partial_thresholds_file_keeps_the_other_defaults(tmp_path):

@@ -38,14 +38,8 @@ from metamorph.studies.workflow_perturb.perturb import (
     target_score,
 )
 from metamorph.providers.base import GenerationResult
-from metamorph.studies.workflow_perturb.workflows import (
-    END,
-    START,
-    Workflow,
-    embedded_goldens,
-    format_workflow,
-    load_goldens,
-)
+from metamorph.studies.workflow_perturb.workflows import END, START, Workflow, format_workflow, load_goldens
+from metamorph.studies.workflow_perturb.goldens import embedded_goldens
 from tests.conftest import shared_sample
 
 S = [f"step {i}" for i in range(1, 21)]

@@ -17,7 +17,7 @@ from metamorph.studies.workflow_perturb.plan import (
     score_perturbations,
     workflow_from_record,
 )
-from metamorph.studies.workflow_perturb.workflows import Workflow, embedded_goldens, load_goldens
+from metamorph.studies.workflow_perturb.workflows import Workflow, load_goldens
 from pipelines.definitions import build_definitions
 from tests.conftest import shared_sample
 

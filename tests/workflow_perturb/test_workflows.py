@@ -12,7 +12,6 @@ from metamorph.studies.workflow_perturb.workflows import (
     END,
     START,
     Workflow,
-    embedded_goldens,
     find_cycle,
     format_workflow,
     load_goldens,
@@ -22,6 +21,7 @@ from metamorph.studies.workflow_perturb.workflows import (
     validate_workflow,
     workflow_from_row,
 )
+from metamorph.studies.workflow_perturb.goldens import embedded_goldens
 from tests.conftest import shared_sample
 
 

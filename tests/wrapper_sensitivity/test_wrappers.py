@@ -132,7 +132,7 @@ def test_template_is_identical_across_items_except_item_content(family):
 def test_unknown_family_and_version():
     with pytest.raises(ConfigError, match="unknown wrapper family 'yaml'"):
         render_prompt(CHOICE, "yaml")
-    with pytest.raises(InputError, match="no wrapper templates for version 'v9'"):
+    with pytest.raises(InputError, match="wrapper templates for version 'v9' not found"):
         render_prompt(CHOICE, "plain", version="v9")
 
 

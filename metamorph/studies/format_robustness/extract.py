@@ -75,23 +75,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from metamorph.jsonscan import object_spans
 from metamorph.errors import ConfigError
-from metamorph.studies.format_robustness.labels import (
-    _Space,
-    _compile_space,
-    _match_value,
-    _option_value_or_prose,
-    _options_in_prose,
-    _search_labels,
-)
+from metamorph.jsonscan import object_spans
 from metamorph.studies.format_robustness.json_recovery import (
     DECISION_KEYS,
     EVIDENCE_KEYS,
     _json_candidates,
     _lower_keys,
 )
-
+from metamorph.studies.format_robustness.labels import (
+    _compile_space,
+    _match_value,
+    _option_value_or_prose,
+    _options_in_prose,
+    _search_labels,
+    _Space,
+    match_label,
+)
 
 __all__ = [
     "ANSWER_INSTRUCTION",

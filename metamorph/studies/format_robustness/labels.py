@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from metamorph.errors import ConfigError
 
-
 _TOKEN_RE = re.compile(r"[^\W_]+|[.,;:!?()\[\]{}|/\n]")
 
 #: Words that negate a following label (after contraction expansion: "shouldn't" -> "should not").

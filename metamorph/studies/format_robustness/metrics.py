@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+
 import numpy as np
 import pandas as pd
 
 from metamorph import stats
-from metamorph.ordering import canonical_key, ordered, sort_frame
+from metamorph.ordering import LevelOrder
+from metamorph.schemas import require_columns
 from metamorph.sql import run_sql
 from metamorph.studies.format_robustness.schemas import (
     AccuracyByFormat,
@@ -53,7 +54,6 @@ from metamorph.studies.format_robustness.schemas import (
     SilentViolations,
     StabilityByFormat,
 )
-
 
 __all__ = [
     "GENERATION_COLUMNS",
@@ -102,14 +102,6 @@ _RELATIONS = ("MR1", "MR2", "MR3")
 _BOTTOM = "\u22a5\x00unparseable"
 
 
-def _require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: missing required column(s) {missing}; has {list(df.columns)}")
-
-
 def _as_categories(value: object, row: int) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -122,16 +114,10 @@ def _as_categories(value: object, row: int) -> tuple[str, ...]:
     raise ValueError(f"generations: row {row}: 'categories' must be a list of strings, got {type(value).__name__}")
 
 
-def _format_key(fmt: str) -> tuple[int, str]:
-    return canonical_key(fmt, FORMAT_ORDER)
-
-
-def _ordered_formats(values: Iterable[str]) -> list[str]:
-    return ordered(values, FORMAT_ORDER)
-
-
-def _sort(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    return sort_frame(df, by, "format", FORMAT_ORDER)
+_LEVELS = LevelOrder("format", FORMAT_ORDER)
+_format_key = _LEVELS.key
+_ordered_formats = _LEVELS.ordered
+_sort = _LEVELS.sort
 
 
 def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:
@@ -147,7 +133,7 @@ def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:
             1..k; different k across the formats of one instance; null ``is_correct`` where
             gold exists; ``categories`` that is not a list of strings.
     """
-    _require_columns(gen, GENERATION_COLUMNS, "generations")
+    require_columns(gen, GENERATION_COLUMNS, "generations")
     g = gen.copy()
     for col in ("workflow_id", "dataset", "instance_id", "format", "repeat"):
         n_null = int(g[col].isna().sum())
@@ -187,7 +173,7 @@ def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:
 
 
 def _validate_flags(flags: pd.DataFrame) -> pd.DataFrame:
-    _require_columns(flags, ["workflow_id", "dataset", "instance_id", "mr1", "mr2", "mr3"], "flags")
+    require_columns(flags, ["workflow_id", "dataset", "instance_id", "mr1", "mr2", "mr3"], "flags")
     f = flags.copy()
     for c in ("mr1", "mr2", "mr3"):
         f[c] = pd.array(f[c].tolist(), dtype="boolean")
@@ -384,7 +370,7 @@ def evidence_drift(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT) -> pd.Dat
 
 
 def _validate_sensitive(sensitive: pd.DataFrame) -> pd.DataFrame:
-    _require_columns(sensitive, SENSITIVE_COLUMNS, "sensitive")
+    require_columns(sensitive, SENSITIVE_COLUMNS, "sensitive")
     s = sensitive[list(SENSITIVE_COLUMNS)].copy()
     for col in SENSITIVE_COLUMNS:
         n_null = int(s[col].isna().sum())

@@ -16,14 +16,14 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
+
 import pandas as pd
 
-from metamorph.studies.format_robustness.schemas import FormatRouting, VoteAggregation
 from metamorph.studies.format_robustness.metrics import (
-    BASELINE_FORMAT,
     _BOTTOM,
     _INST,
     _KEYS,
+    BASELINE_FORMAT,
     _accuracy,
     _ordered_formats,
     _pct,
@@ -31,6 +31,7 @@ from metamorph.studies.format_robustness.metrics import (
     mr_flags,
     validate_generations,
 )
+from metamorph.studies.format_robustness.schemas import FormatRouting, VoteAggregation
 
 
 def _majority(decisions: Sequence[str]) -> tuple[str, bool]:

@@ -20,9 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from metamorph.studies.format_robustness.extract import output_instruction
 from metamorph.models import ModelSpec
 from metamorph.providers.base import Document, GenerationRequest
+from metamorph.studies.format_robustness.extract import output_instruction
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import RenderedDocument
 

@@ -18,21 +18,16 @@ All models are ``strict=True`` (no undeclared column) and ``coerce=True``.
 
 from __future__ import annotations
 
-
 import pandas as pd
 import pandera.pandas as pa
 from pandera.typing.pandas import Series
 
+from metamorph.schemas import GenerationRecord, StrictModel
+
 FORMATS = ["txt", "md", "json", "csv"]
 
 
-class _Strict(pa.DataFrameModel):
-    class Config:
-        strict = True
-        coerce = True
-
-
-class SourceInstances(_Strict):
+class SourceInstances(StrictModel):
     """``source_instances``: the canonical representation C_x (§4.2), one row per record."""
 
     instance_id: Series[str] = pa.Field(description="Record id, unique within the dataset.")
@@ -51,7 +46,7 @@ class SourceInstances(_Strict):
         return ~df.duplicated(["dataset", "instance_id"], keep=False)
 
 
-class RenderedDocuments(_Strict):
+class RenderedDocuments(StrictModel):
     """``rendered_documents``: T(C_x, f) for every record and format."""
 
     dataset: Series[str] = pa.Field(description="Dataset of the record.")
@@ -69,7 +64,7 @@ class RenderedDocuments(_Strict):
         return ~df.duplicated(["dataset", "instance_id", "format"], keep=False)
 
 
-class WorkflowGenerations(_Strict):
+class WorkflowGenerations(GenerationRecord):
     """``workflow_generations``: one row per workflow × document × repeat (partition = model_id)."""
 
     model_id: Series[str] = pa.Field(description="Registry model id (the dynamic partition key).")
@@ -81,24 +76,13 @@ class WorkflowGenerations(_Strict):
     format: Series[str] = pa.Field(description="Document format.")
     repeat: Series[int] = pa.Field(ge=1, description="Repeat index r (1..k).")
     document_sha256: Series[str] = pa.Field(description="sha256 of the document given to the model.")
-    generation_key: Series[str] = pa.Field(str_length={"min_value": 64, "max_value": 64}, description="Generation cache key (sha256 of the canonical request).")
-    request_json: Series[str] = pa.Field(description="The exact request (messages, params, document hash); no secrets.")
-    response_text: Series[str] = pa.Field(nullable=True, description="Raw completion text; null when the call failed.")
-    finish_reason: Series[str] = pa.Field(nullable=True, description="stop / length / ... as reported.")
-    prompt_tokens: Series[pa.typing.Int64] = pa.Field(nullable=True, description="Prompt tokens reported by the provider.")
-    completion_tokens: Series[pa.typing.Int64] = pa.Field(nullable=True, description="Completion tokens reported by the provider.")
-    latency_s: Series[float] = pa.Field(nullable=True, ge=0, description="Latency of the call in seconds (of the original call for cache hits).")
-    model_version: Series[str] = pa.Field(nullable=True, description="Provider-reported resolved model version.")
-    system_fingerprint: Series[str] = pa.Field(nullable=True, description="OpenAI system_fingerprint when given.")
-    cache_hit: Series[bool] = pa.Field(description="Served from the generation cache in this run.")
-    error: Series[str] = pa.Field(nullable=True, description="Error of the call (never a completion).")
 
     @pa.dataframe_check(description="one row per (workflow, dataset, instance, format, repeat)")
     def unique_cells(cls, df):  # noqa: N805
         return ~df.duplicated(["workflow_id", "dataset", "instance_id", "format", "repeat"], keep=False)
 
 
-class _PerGeneration(_Strict):
+class _PerGeneration(StrictModel):
     """Lineage columns shared by every per-generation table of the study."""
 
     model_id: Series[str] = pa.Field(description="Registry model id (the dynamic partition key).")

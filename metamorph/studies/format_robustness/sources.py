@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows
+from metamorph.datasets import read_rows, required
 from metamorph.errors import InputError
 from metamorph.studies.format_robustness.records import SourceInstance
 
@@ -27,11 +27,7 @@ from metamorph.studies.format_robustness.records import SourceInstance
 # Adapters: raw row -> SourceInstance
 
 
-def _req(row: dict, key: str, uri: str, i: int) -> Any:
-    v = row.get(key)
-    if v is None or (isinstance(v, str) and not v.strip()):
-        raise InputError(uri, "missing or empty", row=i, field=key)
-    return v
+_req = required
 
 
 def _int(row: dict, key: str, uri: str, i: int) -> int:

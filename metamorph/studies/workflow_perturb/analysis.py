@@ -79,14 +79,19 @@ format (``metamorph gate --thresholds``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from metamorph.schemas import require_columns
 from metamorph.studies.workflow_perturb import gate
-from metamorph.studies.workflow_perturb.perturb import PERTURBATION_TYPES, SEVERITIES, target_score
+from metamorph.studies.workflow_perturb.perturb import (
+    PERTURBATION_TYPES,
+    SEVERITIES,
+    target_score,
+)
 from metamorph.studies.workflow_perturb.schemas import (
     FiringMatrix,
     Recalibration,
@@ -142,14 +147,6 @@ _RANGES = {m: (0.0, 1.0) for m in METRICS} | {"kendall_tau": (-1.0, 1.0)}
 # =========================================================================== validation
 
 
-def _require_columns(df: Any, columns: Iterable[str], what: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: missing required column(s) {missing}; has {list(df.columns)}")
-
-
 def _bad_rows(mask: pd.Series, df: pd.DataFrame, col: str) -> str:
     i = int(np.flatnonzero(mask.to_numpy())[0])
     return f"{int(mask.sum())} row(s), e.g. row {i} ({col}={df[col].iloc[i]!r})"
@@ -168,7 +165,7 @@ def validate_scores(scores: pd.DataFrame, *, include_invalid: bool = False) -> p
             severity)``; a non-numeric or out-of-range metric value (named with a row);
             a duplicated ``(golden_id, variant_id, operator)``.
     """
-    _require_columns(scores, SCORE_COLUMNS, "scores")
+    require_columns(scores, SCORE_COLUMNS, "scores")
     g = scores.loc[:, list(SCORE_COLUMNS)].copy().reset_index(drop=True)
     for col in ("golden_id", "variant_id", "type", "severity", "n_nodes", "stratum", "operator", "status",
                 "target_score"):

@@ -63,6 +63,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from metamorph.datasets import read_json_file
 from metamorph.errors import InputError
 
 __all__ = [
@@ -267,14 +268,7 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
     p = Path(path)
     if not p.is_file():
         raise ThresholdsError(str(p), "thresholds file not found" if not p.exists() else "not a regular file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ThresholdsError(str(p), f"cannot read the thresholds file: {exc}") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ThresholdsError(str(p), f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
+    data = read_json_file(p, "thresholds file", ThresholdsError)
     if isinstance(data, Mapping) and isinstance(data.get("failure_modes"), Mapping):
         # a user file may override some failure modes; the others keep the Table-1 defaults, so a
         # partial file can never silently switch a failure mode off

@@ -25,8 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
-from metamorph.studies.workflow_perturb.workflows import Edge, Workflow, format_workflow
+from metamorph.providers.base import (
+    GenerationRequest,
+    GenerationResult,
+    Provider,
+    ProviderError,
+)
 from metamorph.studies.workflow_perturb.perturb import (
     Perturbation,
     _altered_from_output,
@@ -40,7 +44,7 @@ from metamorph.studies.workflow_perturb.perturb import (
     normalize_text,
     row_seed,
 )
-
+from metamorph.studies.workflow_perturb.workflows import Edge, Workflow, format_workflow
 
 #: Version of the prompts below; part of every request (``renderer_version``), so the generation
 #: cache never serves a reply to an older prompt.

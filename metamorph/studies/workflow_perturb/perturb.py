@@ -48,7 +48,6 @@ from metamorph.studies.workflow_perturb.workflows import (
     parse_workflow_text,
 )
 
-
 #: Perturbation types (§3.1) in the paper's order, with the paper's names.
 PERTURBATION_TYPES = ("missing", "compressed", "description")
 

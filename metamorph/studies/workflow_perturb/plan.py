@@ -18,12 +18,6 @@ from typing import Any
 
 import pandas as pd
 
-from metamorph.studies.workflow_perturb.perturb import (
-    PERTURBATION_TYPES,
-    SEVERITIES,
-    Perturbation,
-    perturb_deterministic,
-)
 from metamorph.providers.base import GenerationRequest, GenerationResult
 from metamorph.studies.workflow_perturb.judge import (
     JUDGE_N_CALLS,
@@ -32,6 +26,12 @@ from metamorph.studies.workflow_perturb.judge import (
     parse_judge_score,
 )
 from metamorph.studies.workflow_perturb.metrics import score_workflows
+from metamorph.studies.workflow_perturb.perturb import (
+    PERTURBATION_TYPES,
+    SEVERITIES,
+    Perturbation,
+    perturb_deterministic,
+)
 from metamorph.studies.workflow_perturb.workflows import (
     RejectedGolden,
     Workflow,

@@ -22,14 +22,10 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing.pandas import Series
 
-
-class _Strict(pa.DataFrameModel):
-    class Config:
-        strict = True
-        coerce = True
+from metamorph.schemas import StrictModel
 
 
-class Goldens(_Strict):
+class Goldens(StrictModel):
     """``goldens``: every loaded golden workflow; rows breaking a §3.1 rule are kept and flagged."""
 
     golden_id: Series[str] = pa.Field(unique=True, description="Workflow id.")
@@ -45,7 +41,7 @@ class Goldens(_Strict):
     rejection_reason: Series[str] = pa.Field(nullable=True, description="Why the golden was rejected, else null.")
 
 
-class Perturbations(_Strict):
+class Perturbations(StrictModel):
     """``perturbations`` / ``llm_perturbations``: one row per golden × type × severity variant."""
 
     variant_id: Series[str] = pa.Field(description="<golden>::<type>@<pct>.")
@@ -70,7 +66,7 @@ class Perturbations(_Strict):
     model_id: Series[str] = pa.Field(description="Registry model id of the generator ('deterministic' for rules).")
 
 
-class PerturbationScores(_Strict):
+class PerturbationScores(StrictModel):
     """``perturbation_scores``: every non-judge metric of each variant against its golden (§4, App. B)."""
 
     model_id: Series[str] = pa.Field(description="Generator ('deterministic' or a registry model id).")
@@ -95,7 +91,7 @@ class PerturbationScores(_Strict):
     bertscore_model: Series[str] = pa.Field(nullable=True, description="BERTScore model (local path or name).")
 
 
-class JudgeScores(_Strict):
+class JudgeScores(StrictModel):
     """``judge_scores``: LLM-as-judge (App. B.6), three calls per variant, invalid replies excluded."""
 
     model_id: Series[str] = pa.Field(description="Judge model (registry id; the partition).")
@@ -123,7 +119,7 @@ _SIGNED = {"ge": -1.0, "le": 1.0}
 _PCT = {"ge": 0.0, "le": 100.0}
 
 
-class WorkflowScores(_Strict):
+class WorkflowScores(StrictModel):
     """The scores input: one row per golden × perturbation (× operator). Validated on the
     contract columns only (extra columns such as ``*_reason`` are dropped before validation)."""
 
@@ -145,7 +141,7 @@ class WorkflowScores(_Strict):
     judge: Series[float] = pa.Field(nullable=True, **_UNIT, description="LLM-as-judge score / 5 (unitless, 0–1); null = not judged or no valid reply.")
 
 
-class _Cell(_Strict):
+class _Cell(StrictModel):
     operator: Series[str] = pa.Field(isin=OPERATORS, description="Perturbation generator the rows come from.")
     metric: Series[str] = pa.Field(isin=METRIC_NAMES, description="Metric name.")
     type: Series[str] = pa.Field(isin=TYPES, description="Perturbation type.")
@@ -211,7 +207,7 @@ class StrataTable(_Cell, _Stats):
     stratum: Series[str] = pa.Field(isin=STRATA, description="Golden size stratum: 5-7, 8-15 or 16+ steps.")
 
 
-class Recalibration(_Strict):
+class Recalibration(StrictModel):
     """Per failure mode × bundle metric: a threshold recalibrated on the user's own goldens, between
     the mild (p = 0.1) and moderate (p = 0.3) score distributions of that perturbation type (§6)."""
 
@@ -244,7 +240,7 @@ class Recalibration(_Strict):
     note: Series[str] = pa.Field(nullable=True, description="Why the threshold is null or caveats; else null.")
 
 
-class FiringMatrix(_Strict):
+class FiringMatrix(StrictModel):
     """Instance-level firing rate of each failure-mode bundle by perturbation type × severity
     (§6, Table 8); rows with failure_mode ≠ type are the cross-firing (off-diagonal) cells."""
 

@@ -22,7 +22,7 @@ outgoing edge from START and an incoming edge into END, and no cycle. A violatio
 workflow id.
 
 Sources: :func:`load_goldens` reads WorFBench-shaped rows from a local JSONL/JSON/CSV/Parquet file
-or an ``hf://`` URI; ``embedded`` is :func:`embedded_goldens`, workflows written for this project.
+or an ``hf://`` URI; ``embedded`` is :func:`~metamorph.studies.workflow_perturb.goldens.embedded_goldens`, workflows written for this project.
 """
 
 from __future__ import annotations
@@ -38,14 +38,16 @@ from metamorph.datasets import read_rows
 from metamorph.errors import InputError
 
 START = "START"
+
 END = "END"
+
 #: §3.1: goldens have at least five steps.
 MIN_NODES = 5
+
 #: Size strata of the paper's per-size analysis (App. C, Table 7): label -> inclusive node range.
 SIZE_STRATA: dict[str, tuple[int, float]] = {"5-7": (5, 7), "8-15": (8, 15), "16+": (16, math.inf)}
 
 Edge = tuple[str, str]
-
 
 @dataclass(frozen=True)
 class Workflow:
@@ -57,7 +59,7 @@ class Workflow:
         nodes: step descriptions in node-id order: ``nodes[i]`` is node ``str(i + 1)``.
         edges: ``(from, to)`` pairs over ``"1".."n"``, ``START`` and ``END``, in file order.
         source: where the workflow comes from: the WorFBench sub-source of the row (``alfworld``,
-            ``wikihow``...) when the row has one, ``embedded`` for :func:`embedded_goldens`,
+            ``wikihow``...) when the row has one, ``embedded`` for :func:`~metamorph.studies.workflow_perturb.goldens.embedded_goldens`,
             else the file or URI it was read from.
     """
 
@@ -86,18 +88,18 @@ class Workflow:
 
     def successors(self) -> dict[str, list[str]]:
         """Adjacency ``{node: [successors in edge order]}`` over START, the node ids and END."""
-        out: dict[str, list[str]] = {k: [] for k in (START, *self.node_ids, END)}
-        for u, v in self.edges:
-            out.setdefault(u, []).append(v)
-            out.setdefault(v, [])
-        return out
+        return self._adjacency(reverse=False)
 
     def predecessors(self) -> dict[str, list[str]]:
         """Reverse adjacency ``{node: [predecessors in edge order]}``."""
+        return self._adjacency(reverse=True)
+
+    def _adjacency(self, reverse: bool) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {k: [] for k in (START, *self.node_ids, END)}
         for u, v in self.edges:
-            out.setdefault(v, []).append(u)
-            out.setdefault(u, [])
+            src, dst = (v, u) if reverse else (u, v)
+            out.setdefault(src, []).append(dst)
+            out.setdefault(dst, [])
         return out
 
     def to_text(self) -> str:
@@ -109,7 +111,6 @@ class Workflow:
         """:func:`size_stratum` of the node count."""
         return size_stratum(self.n_nodes)
 
-
 def size_stratum(n_nodes: int) -> str:
     """The Table-7 size stratum ``5-7``, ``8-15`` or ``16+``; ``<5`` below the §3.1 minimum."""
     for label, (lo, hi) in SIZE_STRATA.items():
@@ -117,22 +118,19 @@ def size_stratum(n_nodes: int) -> str:
             return label
     return "<5"
 
-
 def edge_sort_key(edge: Edge) -> tuple[float, float]:
     """Sort key putting START first, node ids numerically, END last."""
     def rank(x: str) -> float:
         return -1.0 if x == START else math.inf if x == END else float(int(x))
     return rank(edge[0]), rank(edge[1])
 
-
-# ------------------------------------------------------------------------------------------
-# Text format
-
 _NODE_MARK = re.compile(r"^[\s*#`>_-]*nodes?[\s*_]*:[\s*_]*(.*)$", re.IGNORECASE)
-_EDGE_MARK = re.compile(r"^[\s*#`>_-]*edges?[\s*_]*:[\s*_]*(.*)$", re.IGNORECASE)
-_NODE_LINE = re.compile(r"^[\s*>-]*(?:node\s*)?(\d+)\s*[:.)]\s*(.*?)\s*$", re.IGNORECASE)
-_EDGE_PAIR = re.compile(r"\(\s*(START|END|\d+)\s*,\s*(START|END|\d+)\s*\)", re.IGNORECASE)
 
+_EDGE_MARK = re.compile(r"^[\s*#`>_-]*edges?[\s*_]*:[\s*_]*(.*)$", re.IGNORECASE)
+
+_NODE_LINE = re.compile(r"^[\s*>-]*(?:node\s*)?(\d+)\s*[:.)]\s*(.*?)\s*$", re.IGNORECASE)
+
+_EDGE_PAIR = re.compile(r"\(\s*(START|END|\d+)\s*,\s*(START|END|\d+)\s*\)", re.IGNORECASE)
 
 def parse_workflow_text(text: str, source: str = "<text>", row: int | None = None,
                         field: str | None = None) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
@@ -180,11 +178,9 @@ def parse_workflow_text(text: str, source: str = "<text>", row: int | None = Non
         raise InputError(source, "no '(u,v)' edge after 'Edge:'", row=row, field=field)
     return tuple(nodes), edges
 
-
 def _norm_end(x: str) -> str:
     up = x.upper()
     return up if up in (START, END) else str(int(x))
-
 
 def format_workflow(w: Workflow | tuple[Sequence[str], Sequence[Edge]]) -> str:
     """Canonical WorFBench text: ``Node:`` then ``k: text`` lines, then ``Edge: (u,v) (u,v) ...``
@@ -192,11 +188,6 @@ def format_workflow(w: Workflow | tuple[Sequence[str], Sequence[Edge]]) -> str:
     nodes, edges = (w.nodes, w.edges) if isinstance(w, Workflow) else w
     body = "\n".join(f"{i}: {t}" for i, t in enumerate(nodes, start=1))
     return f"Node:\n{body}\nEdge: " + " ".join(f"({u},{v})" for u, v in edges)
-
-
-# ------------------------------------------------------------------------------------------
-# Validation
-
 
 def graph_problem(nodes: Sequence[str], edges: Sequence[Edge], min_nodes: int = MIN_NODES) -> tuple[str, str] | None:
     """The first §3.1 violation of a graph as ``(field, problem)``, or ``None`` when it is valid.
@@ -231,7 +222,6 @@ def graph_problem(nodes: Sequence[str], edges: Sequence[Edge], min_nodes: int = 
         return "edges", "edges form a cycle: " + " -> ".join(cycle)
     return None
 
-
 def find_cycle(edges: Iterable[Edge], order: Sequence[str] | None = None) -> list[str] | None:
     """A directed cycle as a node list closing on its first node (``["2", "3", "2"]``), or ``None``.
 
@@ -265,7 +255,6 @@ def find_cycle(edges: Iterable[Edge], order: Sequence[str] | None = None) -> lis
                 path.pop()
     return None
 
-
 def off_path_nodes(w: Workflow) -> tuple[str, ...]:
     """Node ids not on any START → END path (unreachable from START, or not reaching END).
 
@@ -284,7 +273,6 @@ def off_path_nodes(w: Workflow) -> tuple[str, ...]:
     on = reach(START, w.successors()) & reach(END, w.predecessors())
     return tuple(k for k in w.node_ids if k not in on)
 
-
 def validate_workflow(w: Workflow, source: str | None = None, row: int | None = None,
                       nodes_field: str = "nodes", edges_field: str = "edges",
                       min_nodes: int = MIN_NODES) -> None:
@@ -298,11 +286,6 @@ def validate_workflow(w: Workflow, source: str | None = None, row: int | None = 
         field, text = problem
         raise InputError(source or w.source, f"workflow {w.workflow_id!r}: {text}", row=row,
                          field=nodes_field if field == "nodes" else edges_field)
-
-
-# ------------------------------------------------------------------------------------------
-# Loading
-
 
 @dataclass(frozen=True)
 class RejectedGolden:
@@ -320,7 +303,6 @@ class RejectedGolden:
     n_nodes: int
     workflow: Workflow
 
-
 def _as_list(value: Any, uri: str, row: int, field: str) -> list:
     if isinstance(value, str):
         try:
@@ -332,7 +314,6 @@ def _as_list(value: Any, uri: str, row: int, field: str) -> list:
     if not isinstance(value, (list, tuple)):
         raise InputError(uri, f"expected a list, got {type(value).__name__}", row=row, field=field)
     return [v.tolist() if hasattr(v, "tolist") else v for v in value]
-
 
 def _structured(row: dict, uri: str, i: int) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
     raw_nodes = _as_list(row["gold_nodes"], uri, i, "gold_nodes")
@@ -356,11 +337,9 @@ def _structured(row: dict, uri: str, i: int) -> tuple[tuple[str, ...], tuple[Edg
         edges.append((_norm_endpoint(e[0]), _norm_endpoint(e[1])))
     return tuple(texts), tuple(edges)
 
-
 def _norm_endpoint(x: Any) -> str:
     s = str(x).strip()
     return s.upper() if s.upper() in (START, END) else s
-
 
 def workflow_from_row(row: dict, uri: str, i: int) -> tuple[Workflow, str, str]:
     """Build the (unvalidated) workflow of one WorFBench-shaped row.
@@ -389,13 +368,12 @@ def workflow_from_row(row: dict, uri: str, i: int) -> tuple[Workflow, str, str]:
                  str(src) if isinstance(src, str) and src.strip() else uri)
     return w, fields[0], fields[1]
 
-
 def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
                  limit: int | None = None) -> tuple[list[Workflow], list[RejectedGolden]]:
     """Load golden workflows.
 
     Args:
-        spec: ``embedded`` (:func:`embedded_goldens`), or a local JSONL/JSON/CSV/Parquet path or
+        spec: ``embedded`` (:func:`~metamorph.studies.workflow_perturb.goldens.embedded_goldens`), or a local JSONL/JSON/CSV/Parquet path or
             ``hf://`` URI of WorFBench-shaped rows (see :func:`workflow_from_row`); an optional
             ``worfbench:`` prefix is accepted.
         on_invalid: ``"error"`` raises on the first row breaking a §3.1 rule (:func:`graph_problem`);
@@ -413,6 +391,10 @@ def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
     if on_invalid not in ("error", "collect"):
         raise ValueError(f"on_invalid must be 'error' or 'collect', got {on_invalid!r}")
     if spec == "embedded":
+        from metamorph.studies.workflow_perturb.goldens import (
+            embedded_goldens,  # goldens build on this module
+        )
+
         ws = embedded_goldens()
         return (ws if limit is None else ws[:limit]), []
     uri = spec.removeprefix("worfbench:")
@@ -441,204 +423,3 @@ def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
             continue
         valid.append(w)
     return valid, rejected
-
-
-# ------------------------------------------------------------------------------------------
-# Embedded goldens: workflows written for this project (no external data).
-
-
-def _chain(n: int) -> str:
-    return " ".join(["S-1", *(f"{i}-{i + 1}" for i in range(1, n)), f"{n}-E"])
-
-
-# (name, task, steps, edges as "u-v" tokens with S = START, E = END; None = a linear chain)
-_EMBEDDED: tuple[tuple[str, str, tuple[str, ...], str | None], ...] = (
-    ("brew_pour_over_coffee", "Brew a cup of pour-over coffee.", (
-        "Boil fresh water in a kettle",
-        "Grind the coffee beans to a medium-fine texture",
-        "Rinse the paper filter with hot water",
-        "Pour water slowly over the grounds in circles",
-        "Serve the coffee in a warm mug",
-    ), "S-1 S-2 S-3 1-4 2-4 3-4 4-5 5-E"),
-    ("cook_tomato_pasta", "Cook spaghetti with a simple tomato sauce.", (
-        "Bring a large pot of salted water to a boil",
-        "Chop the garlic and the onion",
-        "Cook the spaghetti until al dente",
-        "Simmer the onion, garlic and crushed tomatoes in olive oil",
-        "Drain the pasta and toss it with the sauce",
-        "Serve the pasta topped with grated parmesan",
-    ), "S-1 S-2 1-3 2-4 3-5 4-5 5-6 6-E"),
-    ("change_flat_tire", "Change a flat tire on the roadside.", (
-        "Park the car on flat ground and turn on the hazard lights",
-        "Loosen the lug nuts on the flat tire",
-        "Raise the car with the jack",
-        "Remove the lug nuts and the flat tire",
-        "Mount the spare tire and tighten the lug nuts by hand",
-        "Lower the car and tighten the lug nuts fully",
-    ), None),
-    ("onboard_new_employee", "Onboard a new employee in their first week.", (
-        "Prepare the employment contract",
-        "Create the employee's email and system accounts",
-        "Order a laptop and configure it",
-        "Collect the signed contract and tax forms",
-        "Assign a mentor from the team",
-        "Hold the first-day welcome meeting",
-        "Review the first-week goals with the manager",
-    ), "S-1 S-2 S-3 S-5 1-4 2-6 3-6 4-6 5-6 6-7 7-E"),
-    ("plant_vegetable_bed", "Plant a raised vegetable bed in spring.", (
-        "Choose a sunny spot for the bed",
-        "Build the wooden frame of the raised bed",
-        "Fill the frame with compost and topsoil",
-        "Plan which vegetables go in each row",
-        "Sow the seeds at the depth on the packet",
-        "Water the bed gently",
-        "Cover the bed with a fleece against frost",
-        "Check the soil moisture every morning",
-    ), None),
-    ("clean_csv_data_pipeline", "Run a daily pipeline that cleans sales CSV files into a report table.", (
-        "Download the day's sales CSV files from the SFTP server",
-        "Validate the file headers against the expected schema",
-        "Load the exchange-rate table for the day",
-        "Parse the rows and drop exact duplicates",
-        "Convert every amount to euros",
-        "Flag rows with negative quantities for review",
-        "Write the clean rows to the warehouse table",
-        "Refresh the sales dashboard",
-        "Email the data-quality summary to the analysts",
-    ), "S-1 S-3 1-2 2-4 4-5 3-5 4-6 5-7 6-7 7-8 7-9 8-E 9-E"),
-    ("bake_sourdough_bread", "Bake a loaf of sourdough bread.", (
-        "Feed the sourdough starter the night before",
-        "Mix the flour and water and let them rest",
-        "Add the active starter and the salt to the dough",
-        "Stretch and fold the dough every half hour",
-        "Let the dough rise until it grows by half",
-        "Shape the dough into a tight ball",
-        "Proof the shaped loaf in the fridge overnight",
-        "Preheat the oven with the Dutch oven inside",
-        "Score the loaf and bake it covered, then uncovered",
-        "Cool the bread on a rack for an hour",
-    ), "S-1 S-2 1-3 2-3 3-4 4-5 5-6 6-7 7-9 S-8 8-9 9-10 10-E"),
-    ("respond_to_outage", "Respond to a production outage of a web service.", (
-        "Acknowledge the alert in the paging system",
-        "Open an incident channel and name an incident lead",
-        "Check the service dashboards for error rates and latency",
-        "Review the deploys and config changes of the last hour",
-        "Post a first status-page update",
-        "Roll back the suspicious deploy",
-        "Verify that the error rate returns to normal",
-        "Post the all-clear on the status page",
-        "Close the incident channel",
-        "Write the incident timeline",
-        "Schedule the blameless postmortem",
-    ), "S-1 1-2 2-3 2-4 2-5 3-6 4-6 6-7 5-8 7-8 8-9 9-10 10-11 11-E"),
-    ("release_python_library", "Release a new version of a Python library.", (
-        "Freeze the main branch for the release",
-        "Run the full test suite on every supported Python version",
-        "Run the linters and the type checker",
-        "Write the changelog entry for the new version",
-        "Bump the version number in the package metadata",
-        "Open the release pull request",
-        "Get the release pull request reviewed and merged",
-        "Tag the merge commit with the version",
-        "Build the wheel and the source distribution",
-        "Upload the distributions to the package index",
-        "Publish the release notes on the project page",
-        "Announce the release on the mailing list",
-    ), "S-1 1-2 1-3 1-4 1-5 2-6 3-6 4-6 5-6 6-7 7-8 8-9 9-10 10-11 10-12 11-E 12-E"),
-    ("submit_research_paper", "Prepare and submit a research paper to a conference.", (
-        "Choose the target conference and note the deadline",
-        "Write down the paper's main claim",
-        "Collect the related work",
-        "Design the experiments",
-        "Run the baseline experiments",
-        "Run the main experiments",
-        "Make the figures and the result tables",
-        "Draft the introduction",
-        "Draft the method section",
-        "Draft the related-work section",
-        "Draft the results and discussion sections",
-        "Write the abstract",
-        "Ask two colleagues for internal review",
-        "Revise the paper after the feedback",
-        "Format the paper with the conference template",
-        "Submit the paper through the conference system",
-    ), "S-1 S-2 2-3 2-4 4-5 4-6 5-7 6-7 2-8 3-10 4-9 7-11 9-11 8-12 10-12 11-12 12-13 13-14 1-15 14-15 15-16 16-E"),
-    ("organize_workshop", "Organize a one-day technical workshop.", (
-        "Set the workshop date and budget",
-        "Book the venue",
-        "Invite the keynote speakers",
-        "Open the call for talks",
-        "Select the talks with the program committee",
-        "Publish the program on the website",
-        "Open the registration",
-        "Order the catering for the expected number of guests",
-        "Arrange the audio and video equipment",
-        "Print the badges",
-        "Welcome the participants at the registration desk",
-        "Run the sessions on schedule",
-        "Collect the feedback survey",
-        "Pay the invoices of the venue and the caterer",
-        "Publish the slides and the recordings",
-        "Send the thank-you notes to the speakers",
-    ), "S-1 1-2 1-3 1-4 4-5 3-6 5-6 2-7 6-7 7-8 2-9 7-10 8-11 9-11 10-11 11-12 12-13 12-14 12-15 15-16 13-E 14-E 16-E"),
-    ("move_to_new_apartment", "Move from one apartment to another.", (
-        "Give notice to the current landlord",
-        "Sign the lease for the new apartment",
-        "Book a moving company for the moving day",
-        "Collect boxes and packing tape",
-        "Sort out the things to donate or throw away",
-        "Pack the books and the decorations",
-        "Pack the kitchen",
-        "Register the change of address with the post office",
-        "Transfer the electricity and internet contracts",
-        "Pack the clothes and the bedding on the last evening",
-        "Load the truck on the moving day",
-        "Unload the boxes into the new rooms",
-        "Clean the old apartment",
-        "Hand over the old keys to the landlord",
-        "Unpack the kitchen first",
-        "Assemble the bed and the furniture",
-        "Unpack the remaining boxes",
-    ), "S-1 S-2 2-3 2-8 2-9 S-4 S-5 4-6 5-6 6-7 7-10 10-11 3-11 11-12 11-13 13-14 1-14 12-15 12-16 15-17 16-17 8-E 9-E 14-E 17-E"),
-    ("train_and_deploy_model", "Train a text classifier and deploy it as an API.", (
-        "Define the labels and the success metric with the stakeholders",
-        "Export the labelled examples from the database",
-        "Split the examples into train, validation and test sets",
-        "Clean the texts and remove duplicates across the splits",
-        "Train a logistic-regression baseline",
-        "Fine-tune a small transformer model",
-        "Tune the hyperparameters on the validation set",
-        "Compare the models on the test set",
-        "Write the model card",
-        "Package the best model in a container",
-        "Write the prediction API endpoint",
-        "Add input validation and logging to the endpoint",
-        "Load-test the API",
-        "Deploy the container to the staging environment",
-        "Run the smoke tests on staging",
-        "Get sign-off from the product owner",
-        "Deploy the container to production",
-        "Set up monitoring for latency and prediction drift",
-        "Schedule the monthly retraining job",
-        "Announce the launch to the support team",
-    ), ("S-1 1-2 2-3 3-4 4-5 4-6 6-7 5-8 7-8 8-9 8-10 S-11 11-12 10-13 12-13 13-14 14-15 9-16 15-16 16-17 "
-        "17-18 17-19 17-20 18-E 19-E 20-E")),
-)
-
-
-def _edges(spec: str | None, n: int) -> tuple[Edge, ...]:
-    tokens = (spec or _chain(n)).split()
-    named = {"S": START, "E": END}
-    return tuple((named.get(u, u), named.get(v, v)) for u, v in (t.split("-") for t in tokens))
-
-
-def embedded_goldens() -> list[Workflow]:
-    """The project's own goldens: 13 everyday and engineering workflows (5–20 steps) covering the
-    size strata 5–7 (4), 8–15 (5) and 16+ (4); most are non-linear DAGs with parallel branches
-    (two are linear chains). Ids are ``embedded/<name>``; every one passes :func:`validate_workflow`."""
-    out = []
-    for name, task, steps, spec in _EMBEDDED:
-        w = Workflow(f"embedded/{name}", task, steps, _edges(spec, len(steps)), "embedded")
-        validate_workflow(w, "embedded")
-        out.append(w)
-    return out

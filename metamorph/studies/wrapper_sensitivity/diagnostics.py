@@ -7,23 +7,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
-from metamorph.studies.wrapper_sensitivity.schemas import WrapperDecomposition, WrapperMatchedFSI, WrapperWins
+from metamorph.schemas import require_columns
 from metamorph.studies.wrapper_sensitivity.metrics import (
+    _MT,
     DEFAULT_MODE,
     TIE_TOL,
-    _MT,
     _best_worst,
     _cells,
     _ordered_wrappers,
     _pct,
-    _require_columns,
     _validate_cells,
     cell_metrics,
     fsi_psi,
     validate_scored,
+)
+from metamorph.studies.wrapper_sensitivity.schemas import (
+    WrapperDecomposition,
+    WrapperMatchedFSI,
+    WrapperWins,
 )
 
 
@@ -155,7 +160,7 @@ def win_counts(cells: pd.DataFrame) -> pd.DataFrame:
 def _matched_keys(matched_items: pd.DataFrame | Iterable[tuple]) -> tuple[pd.DataFrame, list[str]]:
     if isinstance(matched_items, pd.DataFrame):
         keys = ["model_id", "task", "item_id"] if "model_id" in matched_items.columns else ["task", "item_id"]
-        _require_columns(matched_items, keys, "matched_items")
+        require_columns(matched_items, keys, "matched_items")
         m = matched_items[keys].astype(str).drop_duplicates()
     else:
         tuples = [tuple(t) for t in matched_items]

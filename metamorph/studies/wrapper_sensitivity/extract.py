@@ -135,17 +135,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from metamorph.jsonscan import object_spans
 from metamorph.errors import ConfigError
+from metamorph.jsonscan import object_spans
 from metamorph.studies.wrapper_sensitivity.answers import (
     ANSWER_TYPES,
-    _MAX_VALUE_CHARS,
-    _Spec,
     _normalized_value,
+    _Spec,
     _spec,
     _strict_value,
+    canonical_number,
 )
-
 
 __all__ = [
     "ANSWER_TYPES",

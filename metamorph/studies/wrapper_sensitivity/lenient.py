@@ -10,26 +10,25 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from metamorph.studies.wrapper_sensitivity.answers import (
+    _FRAC_RE,
+    _NUM_TOKEN_RE,
+    _latex_number_cleanup,
+    _normalized_value,
+    _prep,
+    _signed,
+    _Spec,
+)
 from metamorph.studies.wrapper_sensitivity.extract import (
-    QAExtraction,
     _AFTER_WINDOW,
     _TAG_NORM_RE,
+    QAExtraction,
     _find_slots,
     _literal_json_values,
     _p,
     _tag_values,
     _u,
 )
-from metamorph.studies.wrapper_sensitivity.answers import (
-    _FRAC_RE,
-    _NUM_TOKEN_RE,
-    _Spec,
-    _latex_number_cleanup,
-    _normalized_value,
-    _prep,
-    _signed,
-)
-
 
 _PHRASE_RE = re.compile(
     r"(?i:\b(?:the\s+)?(?:(?:correct|final|best|right|most\s+likely)\s+)?"

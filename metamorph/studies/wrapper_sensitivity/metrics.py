@@ -39,14 +39,19 @@ Conventions shared by all functions
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
 from metamorph import stats
-from metamorph.ordering import canonical_key, ordered, sort_frame
-from metamorph.studies.wrapper_sensitivity.schemas import WrapperCells, WrapperFSI, WrapperMeanIndices
-
+from metamorph.ordering import LevelOrder
+from metamorph.schemas import require_columns
+from metamorph.studies.wrapper_sensitivity.schemas import (
+    WrapperCells,
+    WrapperFSI,
+    WrapperMeanIndices,
+)
 
 __all__ = [
     "SCORED_COLUMNS",
@@ -94,24 +99,10 @@ _GEN_KEY = ["model_id", "task", "wrapper", "item_id", "seed", "mode"]
 _CHANCE_FIXED = {"boolean": 50.0, "numeric": 0.0}
 
 
-def _require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what}: missing required column(s) {missing}; has {list(df.columns)}")
-
-
-def _wrapper_key(w: str) -> tuple[int, str]:
-    return canonical_key(w, WRAPPER_ORDER)
-
-
-def _ordered_wrappers(values: Iterable[str]) -> list[str]:
-    return ordered(values, WRAPPER_ORDER)
-
-
-def _sort(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    return sort_frame(df, by, "wrapper", WRAPPER_ORDER)
+_LEVELS = LevelOrder("wrapper", WRAPPER_ORDER)
+_wrapper_key = _LEVELS.key
+_ordered_wrappers = _LEVELS.ordered
+_sort = _LEVELS.sort
 
 
 def _as_bool(series: pd.Series, col: str) -> pd.Series:
@@ -140,7 +131,7 @@ def validate_scored(scored: pd.DataFrame, mode: str | None = None) -> pd.DataFra
             a task with several answer types; ``n_choices`` < 2 or non-integer on a
             choice row; ``mode`` not in :data:`MODES` or absent from the frame.
     """
-    _require_columns(scored, SCORED_COLUMNS, "scored")
+    require_columns(scored, SCORED_COLUMNS, "scored")
     if mode is not None and mode not in MODES:
         raise ValueError(f"scored: mode must be one of {list(MODES)}, got {mode!r}")
     s = scored.copy()
@@ -249,7 +240,7 @@ def cell_metrics(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataFrame
 
 
 def _validate_cells(cells: pd.DataFrame, columns: Sequence[str], what: str) -> pd.DataFrame:
-    _require_columns(cells, list(_CELL) + list(columns), what)
+    require_columns(cells, list(_CELL) + list(columns), what)
     c = cells.copy()
     for col in _CELL:
         if c[col].isna().any():
@@ -373,7 +364,7 @@ def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) ->
         unit, mean, ci_low, ci_high, n_tasks, n_undefined, n_resamples, seed, ci_note``
         (one row per model × index, indices in the order FSI, PSI, nFSI, nFSI_chance).
     """
-    _require_columns(fsi, ["model_id", "task"] + [col for _, col, _ in _INDICES], "fsi")
+    require_columns(fsi, ["model_id", "task"] + [col for _, col, _ in _INDICES], "fsi")
     rows = []
     for m, grp in fsi.groupby("model_id", sort=True):
         for name, col, unit in _INDICES:

@@ -20,9 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from metamorph.studies.wrapper_sensitivity.extract import extract_answer
 from metamorph.models import ModelSpec
 from metamorph.providers.base import GenerationRequest
+from metamorph.studies.wrapper_sensitivity.extract import extract_answer
 from metamorph.studies.wrapper_sensitivity.tasks import QAItem
 from metamorph.studies.wrapper_sensitivity.wrappers import (
     MATCH_THRESHOLD,

@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 
 from metamorph import stats
-from metamorph.studies.wrapper_sensitivity.schemas import (
-    WrapperCorrelation,
-    WrapperFERegression,
-    WrapperItemModel,
-)
 from metamorph.studies.wrapper_sensitivity.metrics import (
     DEFAULT_MODE,
     _ordered_wrappers,
     _validate_cells,
     validate_scored,
+)
+from metamorph.studies.wrapper_sensitivity.schemas import (
+    WrapperCorrelation,
+    WrapperFERegression,
+    WrapperItemModel,
 )
 
 

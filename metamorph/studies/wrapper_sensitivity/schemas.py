@@ -23,16 +23,12 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing.pandas import Series
 
+from metamorph.schemas import GenerationRecord, StrictModel
+
 WRAPPERS = ["plain", "json", "structured", "structured_delim", "deliberate", "json_constrained"]
 
 
-class _Strict(pa.DataFrameModel):
-    class Config:
-        strict = True
-        coerce = True
-
-
-class QAItems(_Strict):
+class QAItems(StrictModel):
     """``qa_items``: the canonical items (item_id, task, answer_type, question, choices, gold)."""
 
     task: Series[str] = pa.Field(description="Task name (boolq, arc_challenge, gsm8k, ..., synth_*).")
@@ -50,7 +46,7 @@ class QAItems(_Strict):
         return ~df.duplicated(["task", "item_id"], keep=False)
 
 
-class WrappedPrompts(_Strict):
+class WrappedPrompts(StrictModel):
     """``wrapped_prompts``: every item × wrapper family, padded to the task's character budget."""
 
     task: Series[str] = pa.Field(description="Task name.")
@@ -68,7 +64,7 @@ class WrappedPrompts(_Strict):
         return df["prompt_chars"] == df["char_budget"]
 
 
-class WrapperGenerations(_Strict):
+class WrapperGenerations(GenerationRecord):
     """``wrapper_generations``: model × task × wrapper × item × seed (partition = model_id)."""
 
     model_id: Series[str] = pa.Field(description="Registry model id (dynamic partition key).")
@@ -76,23 +72,13 @@ class WrapperGenerations(_Strict):
     item_id: Series[str] = pa.Field(description="Item id.")
     wrapper: Series[str] = pa.Field(isin=WRAPPERS, description="Wrapper family, or json_constrained (constrained-decoding arm).")
     seed: Series[int] = pa.Field(description="Sampling seed (part of the cache key).")
-    generation_key: Series[str] = pa.Field(str_length={"min_value": 64, "max_value": 64}, description="Generation cache key.")
-    request_json: Series[str] = pa.Field(description="The exact request (messages, params); no secrets.")
-    response_text: Series[str] = pa.Field(nullable=True, description="Raw completion; null when the call failed.")
-    finish_reason: Series[str] = pa.Field(nullable=True, description="stop / length / ...")
-    prompt_tokens: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="Realised prompt tokens (target model's tokenizer / provider usage).")
-    completion_tokens: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="Completion tokens.")
-    latency_s: Series[float] = pa.Field(nullable=True, ge=0, description="Call latency (s).")
-    model_version: Series[str] = pa.Field(nullable=True, description="Provider-reported resolved model version.")
-    cache_hit: Series[bool] = pa.Field(description="Served from the generation cache in this run.")
-    error: Series[str] = pa.Field(nullable=True, description="Error of the call (never a completion).")
 
     @pa.dataframe_check(description="one row per (model, task, item, wrapper, seed)")
     def unique_cells(cls, df):  # noqa: N805
         return ~df.duplicated(["model_id", "task", "item_id", "wrapper", "seed"], keep=False)
 
 
-class ScoredAnswers(_Strict):
+class ScoredAnswers(StrictModel):
     """``scored_answers``: every generation under strict / normalized / lenient extraction (§3.5)."""
 
     model_id: Series[str] = pa.Field(description="Registry model id (partition key).")
@@ -116,7 +102,7 @@ class ScoredAnswers(_Strict):
         return df["parseable"] | (df["value"].isna() & ~df["correct"])
 
 
-class TokenBalance(_Strict):
+class TokenBalance(StrictModel):
     """``token_balance``: realised prompt tokens per item over the wrappers, Δtok, matched (§3.3)."""
 
     model_id: Series[str] = pa.Field(description="Model whose tokenizer counted the tokens.")
@@ -137,7 +123,7 @@ _PP = dict(ge=-100.0, le=100.0)
 _UNIT = dict(ge=0.0, le=1.0)
 
 
-class _ModelTask(_Strict):
+class _ModelTask(StrictModel):
     model_id: Series[str] = pa.Field(description="Registry model id.")
     task: Series[str] = pa.Field(description="QA task (boolq, arc_challenge, gsm8k, ...).")
 
@@ -202,7 +188,7 @@ class WrapperFSI(_ModelTask):
     note: Series[str] = pa.Field(nullable=True, description="Why an index is null (single wrapper, unknown chance), else null.")
 
 
-class WrapperMeanIndices(_Strict):
+class WrapperMeanIndices(StrictModel):
     """Mean FSI / PSI / nFSI / chance-adjusted nFSI per model with percentile bootstrap 95% CIs over tasks."""
 
     model_id: Series[str] = pa.Field(description="Registry model id.")
@@ -220,7 +206,7 @@ class WrapperMeanIndices(_Strict):
     )
 
 
-class WrapperCorrelation(_Strict):
+class WrapperCorrelation(StrictModel):
     """Pearson r(accuracy, parseability) over cells, pooled and per model (§5)."""
 
     scope: Series[str] = pa.Field(isin=["pooled", "model"], description="pooled = all cells; model = the cells of model_id.")
@@ -231,7 +217,7 @@ class WrapperCorrelation(_Strict):
     note: Series[str] = pa.Field(nullable=True, description="Why r is null (fewer than 3 cells, constant input), else null.")
 
 
-class WrapperFERegression(_Strict):
+class WrapperFERegression(StrictModel):
     """Cell-level fixed-effects WLS A = βP + α_m + γ_t + δ_f (§5), one row."""
 
     beta: Series[float] = pa.Field(nullable=True, description="β̂: accuracy pp per parseability pp, within model, task and wrapper effects (unitless slope).")
@@ -256,7 +242,7 @@ class WrapperFERegression(_Strict):
     note: Series[str] = pa.Field(nullable=True, description="Dropped effects and other caveats, else null.")
 
 
-class WrapperItemModel(_Strict):
+class WrapperItemModel(StrictModel):
     """Item-level linear probability model correct ~ parseable + C(model) + C(task) + C(wrapper)
     with cluster-robust SEs by item (review major 3); one row per reported term."""
 
@@ -300,7 +286,7 @@ class WrapperDecomposition(_ModelTask):
     note: Series[str] = pa.Field(nullable=True, description="Single wrapper, or a wrapper with no parseable generation (Acc|parse convention), else null.")
 
 
-class WrapperWins(_Strict):
+class WrapperWins(StrictModel):
     """Per wrapper: in how many (model, task) combinations it has the highest accuracy (§5)."""
 
     wrapper: Series[str] = pa.Field(description="Prompt wrapper family.")
@@ -323,7 +309,7 @@ class WrapperMatchedFSI(_ModelTask):
     note: Series[str] = pa.Field(nullable=True, description="Why a matched index is null, else null.")
 
 
-class WrapperConstrainedFalsifier(_Strict):
+class WrapperConstrainedFalsifier(StrictModel):
     """FSI/PSI with free vs constrained ``json`` decoding (review's falsifier)."""
 
     model_id: Series[str] = pa.Field(description="Registry model id.")

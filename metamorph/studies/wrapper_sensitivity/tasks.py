@@ -61,7 +61,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows
+from metamorph.datasets import read_rows, required
 from metamorph.errors import InputError
 
 __all__ = [
@@ -155,11 +155,7 @@ class QAItem:
 # Row helpers (each error names file, row and field)
 
 
-def _req(row: dict, key: str, uri: str, i: int) -> Any:
-    v = row.get(key)
-    if v is None or (isinstance(v, str) and not v.strip()):
-        raise InputError(uri, "missing or empty", row=i, field=key)
-    return v
+_req = required
 
 
 def _text(row: dict, key: str, uri: str, i: int) -> str:

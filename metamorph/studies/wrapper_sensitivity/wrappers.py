@@ -77,6 +77,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from metamorph.datasets import read_json_file
 from metamorph.errors import ConfigError, ContextBudgetError, InputError
 from metamorph.studies.wrapper_sensitivity.tasks import ANSWER_TYPES, QAItem
 
@@ -211,14 +212,7 @@ def _load_packaged(version: str) -> dict:
 
 
 def _load_file(path: Any, version: str) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, OSError) as exc:
-        raise InputError(str(path), f"no wrapper templates for version {version!r} ({exc.__class__.__name__})") from exc
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InputError(str(path), f"not valid JSON: {exc}") from exc
+    data = read_json_file(path, f"wrapper templates for version {version!r}")
     return validate_templates(data, str(path), expected_version=version)
 
 

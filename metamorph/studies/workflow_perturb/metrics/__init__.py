@@ -11,12 +11,33 @@ batch, with the edge-case conventions and the deviations from WorFBench). The LL
 :mod:`metamorph.studies.workflow_perturb.judge`.
 """
 
-from metamorph.studies.workflow_perturb.metrics.graph import WorkflowGraph, as_workflow, chain_edges
 from metamorph.studies.workflow_perturb.metrics.alignment import (
-    Alignment,
     TAU_ALIGN,
+    Alignment,
     align,
     similarity_matrix,
+)
+from metamorph.studies.workflow_perturb.metrics.graph import (
+    WorkflowGraph,
+    as_workflow,
+    chain_edges,
+)
+from metamorph.studies.workflow_perturb.metrics.lexical import (
+    bleu,
+    gleu,
+    lexical_tokens,
+)
+from metamorph.studies.workflow_perturb.metrics.order import (
+    kendall_tau,
+    kendall_tau_from_alignment,
+)
+from metamorph.studies.workflow_perturb.metrics.scoring import (
+    score_workflow,
+    score_workflows,
+)
+from metamorph.studies.workflow_perturb.metrics.semantic import (
+    bertscore_f1,
+    get_bert_scorer,
 )
 from metamorph.studies.workflow_perturb.metrics.structural import (
     GRAPH_METHODS,
@@ -26,10 +47,6 @@ from metamorph.studies.workflow_perturb.metrics.structural import (
     graph_f1_from_alignment,
     longest_increasing_subsequence,
 )
-from metamorph.studies.workflow_perturb.metrics.order import kendall_tau, kendall_tau_from_alignment
-from metamorph.studies.workflow_perturb.metrics.lexical import bleu, gleu, lexical_tokens
-from metamorph.studies.workflow_perturb.metrics.semantic import bertscore_f1, get_bert_scorer
-from metamorph.studies.workflow_perturb.metrics.scoring import score_workflow, score_workflows
 
 __all__ = [
     "Alignment",

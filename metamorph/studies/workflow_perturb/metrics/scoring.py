@@ -29,21 +29,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
 import numpy as np
 
-from metamorph.studies.workflow_perturb.metrics.graph import as_workflow
-from metamorph.studies.workflow_perturb.metrics.alignment import TAU_ALIGN, align, similarity_matrix
-from metamorph.studies.workflow_perturb.metrics.structural import (
-    GRAPH_METHODS,
-    chain_f1_from_alignment,
-    graph_f1_from_alignment,
+from metamorph.studies.workflow_perturb.metrics.alignment import (
+    TAU_ALIGN,
+    align,
+    similarity_matrix,
 )
-from metamorph.studies.workflow_perturb.metrics.order import kendall_tau_from_alignment
+from metamorph.studies.workflow_perturb.metrics.graph import as_workflow
 from metamorph.studies.workflow_perturb.metrics.lexical import bleu, gleu
+from metamorph.studies.workflow_perturb.metrics.order import kendall_tau_from_alignment
 from metamorph.studies.workflow_perturb.metrics.semantic import (
     _scorer_record,
     _truncated_pairs,
     get_bert_scorer,
+)
+from metamorph.studies.workflow_perturb.metrics.structural import (
+    GRAPH_METHODS,
+    chain_f1_from_alignment,
+    graph_f1_from_alignment,
 )
 
 

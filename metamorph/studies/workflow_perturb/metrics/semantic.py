@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-
 _SCORERS: dict[tuple[str, int], Any] = {}
 
 

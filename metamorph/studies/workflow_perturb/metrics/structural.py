@@ -33,8 +33,8 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from metamorph.studies.workflow_perturb.metrics.graph import END, START, _clean_edges
 from metamorph.studies.workflow_perturb.metrics.alignment import Alignment
+from metamorph.studies.workflow_perturb.metrics.graph import END, START, _clean_edges
 
 GRAPH_METHODS = ("worfbench", "induced")
 

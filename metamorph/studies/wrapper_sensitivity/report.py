@@ -1,0 +1,35 @@
+"""What ``python -m pipelines.run wrapper_sensitivity`` prints after a run: FSI (best − worst
+wrapper accuracy) and PSI per model and task, their means over tasks with bootstrap CIs, and the
+decomposition of FSI into schema compliance and conditional accuracy (review, major 1). Tables
+are read from the DuckDB warehouse (schema ``wrapper_sensitivity``).
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from metamorph.sql import markdown_sections
+
+
+SECTIONS = (
+    ("FSI / PSI per model and task (normalized extraction, percentage points):",
+     "SELECT model_id, task, round(fsi_pp, 1) AS FSI_pp, round(psi_pp, 1) AS PSI_pp, round(nfsi, 3) AS nFSI, "
+     "round(nfsi_chance, 3) AS nFSI_chance, best_wrapper, worst_wrapper "
+     "FROM wrapper_sensitivity.fsi_psi ORDER BY model_id, task"),
+    ("Mean indices per model, bootstrap 95% CI over tasks (10,000 resamples):",
+     "SELECT model_id, \"index\", round(mean, 2) AS mean, round(ci_low, 2) AS ci_low, "
+     "round(ci_high, 2) AS ci_high, n_tasks, ci_note FROM wrapper_sensitivity.mean_fsi_psi "
+     "ORDER BY model_id, \"index\""),
+    ("FSI decomposition (compliance vs conditional accuracy):",
+     "SELECT model_id, task, round(fsi_pp, 1) AS FSI_pp, round(compliance_pp, 1) AS compliance_pp, "
+     "round(conditional_pp, 1) AS conditional_pp, note FROM wrapper_sensitivity.fsi_decomposition "
+     "ORDER BY model_id, task"),
+)
+
+
+def headline(con: duckdb.DuckDBPyConnection) -> str:
+    """Markdown text of :data:`SECTIONS`, read through ``con`` (the warehouse).
+
+    Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
+    """
+    return markdown_sections(con, SECTIONS)
