@@ -129,8 +129,9 @@ def workflow_generations(context: dg.AssetExecutionContext, config: GenerationCo
         "cache_hits": dg.MetadataValue.int(stats.cache_hits),
         "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
         "truncated_rows": dg.MetadataValue.int(int((df["finish_reason"] == "length").sum())),
-        "tokens": dg.MetadataValue.json({"prompt": stats.prompt_tokens, "completion": stats.completion_tokens}),
+        "tokens": dg.MetadataValue.json(stats.tokens()),
         "model_version_changes": dg.MetadataValue.json(stats.version_changes),
+        "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint()),
     })
 
 

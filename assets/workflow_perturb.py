@@ -155,7 +155,8 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
     df = _perturbation_frame(perts, context.partition_key)
     return validated_output(S.Perturbations, df, "llm_perturbations", {
         "status": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
-        "attempts_mean": dg.MetadataValue.float(float(df["attempts"].mean()))})
+        "attempts_mean": dg.MetadataValue.float(float(df["attempts"].mean())),
+        "registry_fingerprint": dg.MetadataValue.text(model_registry.get(context.partition_key).fingerprint())})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,

@@ -131,7 +131,8 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
         "model_calls": dg.MetadataValue.int(stats.calls), "cache_hits": dg.MetadataValue.int(stats.cache_hits),
         "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
         "truncation_pct_by_wrapper": dg.MetadataValue.json(trunc),
-        "model_version_changes": dg.MetadataValue.json(stats.version_changes)})
+        "model_version_changes": dg.MetadataValue.json(stats.version_changes),
+        "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint())})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,

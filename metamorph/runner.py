@@ -37,7 +37,8 @@ from metamorph.providers.retry import RetryPolicy, call_with_retries
 
 @dataclass
 class RunStats:
-    """Counters of one :func:`run_requests` call."""
+    """Counters of one :func:`run_requests` call. ``prompt_tokens`` / ``completion_tokens`` are
+    those of the calls made now; ``cached_*`` those carried by the completions served from cache."""
 
     total: int = 0
     done: int = 0
@@ -46,6 +47,8 @@ class RunStats:
     errors: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    cached_completion_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     version_changes: list[str] = field(default_factory=list)
 
@@ -55,7 +58,14 @@ class RunStats:
         made = self.done - self.cache_hits
         eta = (elapsed / made * remaining) if made > 0 and remaining else 0.0
         return (f"{self.done}/{self.total} done, {self.cache_hits} cache hits, {self.errors} errors, "
-                f"{self.prompt_tokens}+{self.completion_tokens} tokens, elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
+                f"tokens {self.prompt_tokens}+{self.completion_tokens} called, "
+                f"{self.cached_prompt_tokens}+{self.cached_completion_tokens} from cache, "
+                f"elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
+
+    def tokens(self) -> dict[str, int]:
+        """Prompt/completion tokens of this run: called now, and carried by cached completions."""
+        return {"prompt": self.prompt_tokens, "completion": self.completion_tokens,
+                "cached_prompt": self.cached_prompt_tokens, "cached_completion": self.cached_completion_tokens}
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,10 @@ def run_requests(
     hits = cache.get_many(keys)
     results: dict[str, tuple[GenerationResult, bool]] = {k: (v, True) for k, v in hits.items()}
     stats.cache_hits = sum(1 for k in keys if k in hits)
+    for k in keys:
+        if k in hits:
+            stats.cached_prompt_tokens += hits[k].prompt_tokens or 0
+            stats.cached_completion_tokens += hits[k].completion_tokens or 0
     stats.done = stats.cache_hits
     todo: dict[str, GenerationRequest] = {}
     for k, r in zip(keys, requests):

@@ -14,6 +14,7 @@ Runs show up in the UI (``make ui``) because the same ``DAGSTER_HOME`` (default
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -51,6 +52,25 @@ STUDY_OPS = {
 }
 
 
+def check_sources(study: str, sources: list[str], limit: int | None) -> None:
+    """Load ``sources`` with the study's own loader (the one its inputs asset calls) before any run
+    is launched; raises the loader's :class:`~metamorph.errors.InputError` (file, row, field)."""
+    if study == "format_robustness":
+        from metamorph.studies.format_robustness.sources import load_sources
+
+        load_sources(sources, limit=limit)
+    elif study == "wrapper_sensitivity":
+        from metamorph.studies.wrapper_sensitivity.tasks import load_task
+
+        for spec in sources:
+            load_task(spec, limit=limit)
+    elif study == "workflow_perturb":
+        from metamorph.studies.workflow_perturb.workflows import load_goldens
+
+        for spec in sources:
+            load_goldens(spec, on_invalid="collect", limit=limit)
+
+
 def print_headline(study: str, database: str) -> None:
     """Print the study's headline tables (:func:`metamorph.studies.<study>.report.headline`)."""
     import importlib
@@ -72,18 +92,63 @@ def _positive(text: str) -> int:
     return value
 
 
-def failure_message(result) -> str:
-    """The innermost error of a failed run's first failed step, as one line (file, row, field)."""
+#: Error classes of bad input or configuration: the run exits 2 with their one-line message.
+INPUT_ERRORS = ("InputError", "ConfigError", "ContextBudgetError", "ThresholdsError", "SchemaViolation")
+
+
+def failure_message(result) -> tuple[str, bool]:
+    """The first failed step's error as one line, and whether it is bad input.
+
+    The error chain is walked from the outside in; the first error raised by our code (not a
+    Dagster wrapper) is reported, so an :class:`~metamorph.errors.InputError` naming the file, row
+    and field is shown rather than the JSONDecodeError it wraps.
+    """
     events = result.get_step_failure_events()
     if not events:
-        return "the run failed before any step ran"
+        return "the run failed before any step ran", False
     err = events[0].event_specific_data.error
-    while err.cause is not None:
+    while err.cause is not None and err.cls_name.startswith("Dagster"):
         err = err.cause
-    return f"{events[0].step_key}: {err.message.strip().splitlines()[0] if err.message.strip() else err.cls_name}"
+    message = err.message.strip().splitlines()[0] if err.message.strip() else err.cls_name
+    if message.startswith(f"{err.cls_name}: "):
+        message = message[len(err.cls_name) + 2:]
+    return f"{events[0].step_key}: {message}", err.cls_name in INPUT_ERRORS
 
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+class _ForPeople(logging.Filter):
+    """Keep the lines a person reads on the terminal: our own progress messages (INFO+, no Dagster
+    event attached); Dagster's step events and stack traces go to the log file only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        meta = getattr(record, "dagster_meta", None) or {}
+        return meta.get("dagster_event") is None and record.levelno >= logging.INFO
+
+
+class _Short(logging.Formatter):
+    """A Dagster log line without its ``<job> - <run id> - <step> - `` prefix."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).rsplit(" - ", 1)[-1]
+
+
+def cli_logger(log_file: Path):
+    """The Dagster logger of ``pipelines.run``: everything (events, stack traces) to ``log_file``,
+    only our own progress lines to the terminal."""
+    import dagster as dg
+
+    @dg.logger(description="pipelines.run: full log to a file, progress lines to the terminal")
+    def _cli_logger(init_context):
+        logger = logging.Logger("metamorph", level=logging.DEBUG)
+        file_handler = logging.FileHandler(log_file, encoding="utf-8")
+        file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(file_handler)
+        terminal = logging.StreamHandler(sys.stderr)
+        terminal.addFilter(_ForPeople())
+        terminal.setFormatter(_Short("%(message)s"))
+        logger.addHandler(terminal)
+        return logger
+
+    return _cli_logger
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,10 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.definitions import defs
     from pipelines.partitions import model_partitions
     from resources.llm import build_provider
-    from resources.paths import registry_path, warehouse_path
+    from resources.paths import data_dir, registry_path, warehouse_path
 
     instance = dg.DagsterInstance.get()
     try:
+        if args.sources:  # bad input fails here, before a run is launched or anything is written
+            check_sources(args.study, args.sources, args.limit)
         specs = {m.id: m for m in load_registry(registry_path())}
         models = list(specs)
         if args.models:
@@ -133,14 +200,24 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         instance.add_dynamic_partitions(model_partitions.name, missing)
 
+    log_dir = data_dir() / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_dir / f"{args.study}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    logger_defs = {"console": cli_logger(log_file)}
+
+    def run(job: str, op: str, cfg: dict, partition: str | None = None) -> tuple[int, str] | None:
+        res = defs.resolve_job_def(job).with_logger_defs(logger_defs).execute_in_process(
+            instance=instance, partition_key=partition, raise_on_error=False,
+            run_config={"ops": {op: {"config": cfg}}, "loggers": {"console": {}}})
+        if res.success:
+            return None
+        message, bad_input = failure_message(res)
+        return (2 if bad_input else 1), message
+
     t0 = time.monotonic()
     inputs_op, model_op = STUDY_OPS[args.study]
     src_cfg = {"limit": args.limit, **({"sources": args.sources} if args.sources else {})}
-    inputs = defs.resolve_job_def(f"{args.study}_inputs_job").execute_in_process(
-        instance=instance, raise_on_error=False, run_config={"ops": {inputs_op: {"config": src_cfg}}, **QUIET})
-    if not inputs.success:
-        print(f"error: {failure_message(inputs)}", file=sys.stderr)
-        return 1
+    failed = run(f"{args.study}_inputs_job", inputs_op, src_cfg)
     gen_cfg = {"max_tokens": args.max_tokens}
     if args.study == "format_robustness":
         gen_cfg["k"] = args.k
@@ -149,19 +226,20 @@ def main(argv: list[str] | None = None) -> int:
     else:
         gen_cfg.update({"seeds": args.seeds, "constrained_arm": args.constrained_arm or None})
     gen_cfg = {k: v for k, v in gen_cfg.items() if v is not None}
-    for m in ([] if args.no_models else models):
-        res = defs.resolve_job_def(f"{args.study}_model_job").execute_in_process(
-            instance=instance, partition_key=m, raise_on_error=False,
-            run_config={"ops": {model_op: {"config": gen_cfg}}, **QUIET})
-        if not res.success:
-            print(f"error (model {m}): {failure_message(res)}", file=sys.stderr)
-            return 1
+    for m in ([] if args.no_models or failed else models):
+        failed = run(f"{args.study}_model_job", model_op, gen_cfg, partition=m)
+        if failed:
+            failed = (failed[0], f"(model {m}) {failed[1]}")
+            break
+    if failed:
+        print(f"error: {failed[1]}  [full log: {log_file}]", file=sys.stderr)
+        return failed[0]
     if args.no_models and args.study != "workflow_perturb":
         print(f"\nInputs materialized ({args.study}); no model was run, so there are no new metric tables.")
     else:
         print_headline(args.study, warehouse_path())
     print(f"\nDone in {time.monotonic() - t0:.0f}s. Warehouse: {warehouse_path()}  "
-          f"UI: make ui  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
+          f"UI: make ui  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})  Log: {log_file}")
     return 0
 
 

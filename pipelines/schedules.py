@@ -6,7 +6,7 @@ import dagster as dg
 
 from pipelines.jobs import MODEL_JOBS
 from pipelines.partitions import model_partitions
-from pipelines.sensors import studies_with_inputs
+from pipelines.sensors import studies_in_use
 
 
 def _weekly(study: str) -> dg.ScheduleDefinition:
@@ -19,8 +19,8 @@ def _weekly(study: str) -> dg.ScheduleDefinition:
         keys = context.instance.get_dynamic_partitions(model_partitions.name)
         if not keys:
             return dg.SkipReason("no model partitions registered yet")
-        if study not in studies_with_inputs(context.instance):
-            return dg.SkipReason(f"{study} inputs have not been materialized")
+        if study not in studies_in_use(context.instance):
+            return dg.SkipReason(f"{study} has not been run with a model yet")
         day = context.scheduled_execution_time.strftime("%Y-%m-%d")
         return [dg.RunRequest(partition_key=k, run_key=f"{study}:weekly:{day}:{k}") for k in keys]
 

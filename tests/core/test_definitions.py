@@ -63,35 +63,50 @@ def write_registry(path, ids):
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_registry_sensor_adds_partitions_and_reruns_changed_entries(tmp_path, monkeypatch):
+def _evaluated(instance, study: str, asset: str, model_id: str, fingerprint: str | None) -> None:
+    """Record a materialization of a study's generation asset for one model partition."""
+    meta = {} if fingerprint is None else {"registry_fingerprint": fingerprint}
+    instance.report_runless_asset_event(dg.AssetMaterialization([study, asset], partition=model_id, metadata=meta))
+
+
+def test_registry_sensor_decides_from_materializations(tmp_path, monkeypatch):
+    from metamorph.models import load_registry
+
     reg = tmp_path / "models.yaml"
     monkeypatch.setenv("METAMORPH_MODELS", str(reg))
     write_registry(reg, ["m-a", "m-b"])
+    fp = {m.id: m.fingerprint() for m in load_registry(reg)}
     with dg.instance_for_test() as instance:
         # no study has inputs yet: partitions are added, nothing is launched
-        first = model_registry_sensor(dg.build_sensor_context(instance=instance, cursor=None))
+        first = model_registry_sensor(dg.build_sensor_context(instance=instance))
         assert first.run_requests == [] and first.dynamic_partitions_requests[0].partition_keys == ["m-a", "m-b"]
         instance.add_dynamic_partitions("model", ["m-a", "m-b"])
         for name in ("source_instances", "rendered_documents"):
             instance.report_runless_asset_event(dg.AssetMaterialization(["format_robustness", name]))
-        # the study's inputs now exist: the models it has not seen are launched
-        ctx = dg.build_sensor_context(instance=instance, cursor=first.cursor)
-        res = model_registry_sensor(ctx)
-        assert [(r.job_name, r.partition_key) for r in res.run_requests] == [
-            ("format_robustness_model_job", "m-a"), ("format_robustness_model_job", "m-b")]
+        # inputs without any model run (pipelines.run --no-models) are not a request to run models
+        idle = model_registry_sensor(dg.build_sensor_context(instance=instance))
+        assert isinstance(idle, dg.SkipReason) and "no study has been run with a model" in idle.skip_message
+        # m-a was evaluated with its current entry: only m-b is launched, whatever the cursor says
+        _evaluated(instance, "format_robustness", "workflow_generations", "m-a", fp["m-a"])
+        res = model_registry_sensor(dg.build_sensor_context(instance=instance, cursor=None))
+        assert [(r.job_name, r.partition_key, r.tags["metamorph/reason"]) for r in res.run_requests] == [
+            ("format_robustness_model_job", "m-b", "new model")]
         assert res.dynamic_partitions_requests == []
-        cursor = res.cursor
-        # unchanged registry: skip
-        again = model_registry_sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
+        # both evaluated: nothing to do
+        _evaluated(instance, "format_robustness", "workflow_generations", "m-b", fp["m-b"])
+        again = model_registry_sensor(dg.build_sensor_context(instance=instance))
         assert isinstance(again, dg.SkipReason)
-        # m-b's entry changes (new snapshot name) -> only m-b re-runs, no new partition
+        # m-b's entry changes -> only m-b re-runs, with a new run key; no new partition
         reg.write_text(reg.read_text() + "    params: {temperature: 0.5}\n")
-        changed = model_registry_sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
+        changed = model_registry_sensor(dg.build_sensor_context(instance=instance))
         assert [r.partition_key for r in changed.run_requests] == ["m-b"]
         assert changed.run_requests[0].tags["metamorph/reason"] == "registry entry changed"
-        assert res.run_requests[0].tags["metamorph/reason"] == "new model or study"
+        assert changed.run_requests[0].run_key != res.run_requests[0].run_key
         assert changed.dynamic_partitions_requests == []
-        assert set(json.loads(changed.cursor)) == {"format_robustness|m-a", "format_robustness|m-b"}
+        # a materialization without a recorded fingerprint (older runs) counts as not evaluated
+        _evaluated(instance, "format_robustness", "workflow_generations", "m-a", None)
+        stale = model_registry_sensor(dg.build_sensor_context(instance=instance))
+        assert sorted(r.partition_key for r in stale.run_requests) == ["m-a", "m-b"]
 
 
 def test_weekly_schedule_fans_out_over_partitions():
@@ -106,6 +121,8 @@ def test_weekly_schedule_fans_out_over_partitions():
         assert isinstance(weekly(ctx), dg.SkipReason)  # inputs not materialized yet
         for name in ("source_instances", "rendered_documents"):
             instance.report_runless_asset_event(dg.AssetMaterialization(["format_robustness", name]))
+        assert isinstance(weekly(ctx), dg.SkipReason)  # never run with a model
+        _evaluated(instance, "format_robustness", "workflow_generations", "m-a", "x")
         reqs = weekly(ctx)
         assert [(r.partition_key, r.run_key) for r in reqs] == [
             ("m-a", "format_robustness:weekly:2026-11-30:m-a"), ("m-b", "format_robustness:weekly:2026-11-30:m-b")]
