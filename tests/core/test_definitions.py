@@ -1,6 +1,5 @@
 """The code location loads; the registry sensor and the weekly schedule emit the right requests."""
 
-import json
 
 import dagster as dg
 import pytest
