@@ -608,3 +608,54 @@ def test_config_errors(kwargs):
 
 def test_labels_are_ignored_for_other_answer_types():
     assert x("18", "numeric", labels=("A", "B"), family="plain", mode="strict") == V("18", "ok")
+
+
+# ------------------------------------------------------------------------------------------
+# Lenient fault classes (issue #8): LaTeX marks around a label, LaTeX number spacing after an
+# answer phrase, a rejected option mentioned before the explicit answer
+
+
+@pytest.mark.parametrize("family", ["plain", "deliberate"])
+@pytest.mark.parametrize(("text", "value"), [
+    ("The answer is $\\boxed{C}$.", "C"),
+    ("The answer is \\(B\\).", "B"),
+    ("The answer is \\[B\\]", "B"),
+    ("The answer is $B$", "B"),
+    ("The answer is $$ B $$.", "B"),
+    ("The answer is \\textbf{D}.", "D"),
+    ("The correct option is \\text{D}", "D"),
+    ("Answer: \\(\\textbf{B}\\)", "B"),  # nested marks
+    ("Answer: $\\mathrm{E}$ because it fits.", "E"),
+])
+def test_lenient_latex_marks_around_a_label(text, value, family):
+    reply = text if family == "plain" else "Let me compare the options.\n" + text
+    assert x(reply, "choice", ABCDE, family, "lenient") == V(value, "lenient_answer_phrase")
+    assert not x(reply, "choice", ABCDE, family, "normalized").parseable
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("The answer is 9{,}500.", "9500"),
+    ("The answer is 1\\,234 apples", "1234"),
+    ("So the answer is $9{,}500$ dollars", "9500"),
+    ("Answer: \\$1\\,234\\,567", "1234567"),
+    ("The final answer is 12{,}000{,}000, I think", "12000000"),
+])
+def test_lenient_latex_thousands_separators_after_an_answer_phrase(text, value):
+    assert x(text, "numeric", family="deliberate", mode="lenient") == V(value, "lenient_answer_phrase")
+    assert x(text, "numeric", family="plain", mode="lenient") == V(value, "lenient_answer_phrase")
+
+
+@pytest.mark.parametrize(("family", "text", "expected"), [
+    ("plain", "Not (A). Answer: D", V("D", "lenient_answer_phrase")),
+    ("plain", "It is not A.\nThe answer is D.", V("D", "lenient_answer_phrase")),
+    ("plain", "B is tempting, but the answer is C.", V("C", "lenient_answer_phrase")),
+    ("plain", "(A) rather than (D)", V("A", "lenient_label_in_slot")),   # no phrase: the rejected D is skipped
+    ("plain", "Not (A), but (D)", V("D", "lenient_label_in_slot")),
+    ("plain", "Not (A).", U("not_a_label")),                               # only a rejection: no answer
+    ("deliberate", "Not (A).\nAnswer: D", V("D", "lenient_answer_phrase")),
+    ("structured_delim", "<answer>not (A) but (D)</answer>", V("D", "lenient_label_in_slot")),
+    # two explicit answers still disagree
+    ("plain", "Not (A). Answer: D. On reflection the answer is B.", U("ambiguous")),
+])
+def test_lenient_a_rejected_option_before_the_answer(family, text, expected):
+    assert x(text, "choice", ABCDE, family, "lenient") == expected

@@ -58,7 +58,13 @@ The three modes (paper §3.5) differ only in how much of the contract they requi
   the slot is searched (the same patterns, plus a label at the start of the slot — ``B. Paris``,
   ``C) because ...`` — or a parenthesised label in it — ``Paris (B)``); a committed but
   unreadable slot is never overridden by the scratchpad. The ``plain`` slot is the whole output,
-  so lenient ``plain`` searches the whole output with these slot rules.
+  so lenient ``plain`` searches the whole output with these slot rules. Before any search, LaTeX
+  math / text marks around a short token are removed (``$B$``, ``\\(B\\)``, ``\\[B\\]``,
+  ``\\textbf{D}``, ``\\text{D}``, nested ``\\(\\textbf{B}\\)``; ``\\boxed{}`` stays an answer pattern)
+  and LaTeX number spacing is undone (``9{,}500``, ``1\\,234``). For choices an explicit answer
+  pattern wins over labels merely mentioned (label lines, labels in the slot): ``Not (A).
+  Answer: D`` is D; and a label the text rejects right before it (``not (A)``, ``isn't B``,
+  ``rather than C``, ``instead of``, ``except``) is never a hit.
 
 Rules common to every mode:
 
