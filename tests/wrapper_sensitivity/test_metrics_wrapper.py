@@ -18,7 +18,7 @@ from metamorph.studies.wrapper_sensitivity import regression as reg
 T, F = True, False
 
 
-def gens(model, task, answer_type, wrapper, parse, correct, *, n_choices=None, finish=None, seeds=(0,), mode="normalized"):
+def gens(model, task, answer_type, wrapper, parse, correct, *, n_choices=None, finish=None, seeds=(0,), mode="paper"):
     """One row per (item, seed); ``parse``/``correct`` are lists over items × seeds (item-major)."""
     rows = []
     n_items = len(parse) // len(seeds)
@@ -55,7 +55,7 @@ def tiny() -> pd.DataFrame:
     rows += gens("m2", "t_mc", "choice", "plain", [T] * 4, [T, F, T, F], n_choices=4, seeds=(0, 1))
     rows += gens("m2", "t_mc", "choice", "json", [T] * 4, [T, T, F, F], n_choices=4, seeds=(0, 1))
     df = pd.DataFrame(rows)
-    # The same generations scored in strict mode: nothing parses (must not leak into "normalized").
+    # The same generations scored in strict mode: nothing parses (must not leak into "paper", the default).
     strict = df.assign(mode="strict", parseable=False, correct=False)
     return pd.concat([df, strict], ignore_index=True)
 
@@ -114,7 +114,7 @@ def test_cell_metrics_hand_values(cells):
     assert d["acc_given_parse_pct"] == pytest.approx(200 / 3)  # 2 correct of 3 parseable
     assert d["truncation_rate_pct"] == pytest.approx(25.0)  # 1 'length' of 4; None is not truncated
     assert (d["n"], d["n_correct"], d["n_parseable"], d["n_truncated"], d["n_items"], d["n_seeds"]) == (4, 2, 3, 1, 4, 1)
-    assert d["chance_pct"] == 50.0 and d["mode"] == "normalized"
+    assert d["chance_pct"] == 50.0 and d["mode"] == "paper"
     j = _row(cells, model_id="m1", task="t_mc", wrapper="json")
     assert j["accuracy_pct"] == 0.0 and j["parseability_pct"] == 0.0
     assert math.isnan(j["acc_given_parse_pct"])  # nothing parseable -> null, not 0
@@ -324,7 +324,7 @@ def clustered_scored(seed=1):
                         parse = rng.random() < 1 / (1 + math.exp(-(3 * comp[w] - 1 + pz)))
                         corr = parse and rng.random() < 1 / (1 + math.exp(-(0.5 + diff)))
                         rows.append(dict(model_id=m, task=task, answer_type="numeric", wrapper=w, item_id=f"q{i}",
-                                         seed=sd, mode="normalized", parseable=parse, correct=corr,
+                                         seed=sd, mode="paper", parseable=parse, correct=corr,
                                          finish_reason="stop", prompt_tokens=50, n_choices=None))
     return pd.DataFrame(rows)
 

@@ -51,7 +51,7 @@ def gen_rows(item, rows):
                           "error": e} for i, (w, t, f, n, e) in enumerate(rows)])
 
 
-def test_scoring_in_three_modes_is_exact():
+def test_scoring_in_four_modes_is_exact():
     item = [x for x in synthetic_tasks(1, seed=0) if x.answer_type == "choice"][0]
     wrong = next(lbl for lbl in item.labels if lbl != item.gold)
     gens = gen_rows(item, [
@@ -61,7 +61,9 @@ def test_scoring_in_three_modes_is_exact():
         ("plain", item.gold, "length", 100, None),
         ("structured_delim", None, None, 100, "ProviderError[500]: boom"),
     ])
-    out = score_generations(gens, [item]).set_index(["wrapper", "mode"])
+    scored = score_generations(gens, [item])
+    assert len(scored) == 5 * 4 and scored["mode"].tolist()[:4] == ["paper", "strict", "normalized", "lenient"]
+    out = scored.set_index(["wrapper", "mode"])
     validate_frame(S.ScoredAnswers, out.reset_index(), "scored_answers")
     assert out.loc[("json", "strict"), "correct"] and out.loc[("json", "strict"), "reason"] == "ok"
     assert not out.loc[("structured", "strict"), "parseable"]
@@ -71,6 +73,13 @@ def test_scoring_in_three_modes_is_exact():
     assert out.loc[("plain", "lenient"), "reason"] == "truncated"
     assert out.loc[("structured_delim", "strict"), "reason"] == "call_error"
     assert out.loc[("json", "normalized"), "n_choices"] == len(item.choices)
+    # the paper's extractor: the JSON slot as normalized; no "Final answer:" line in deliberate -> unparseable;
+    # a plain reply cut right after the label is not visibly complete -> truncated
+    assert out.loc[("json", "paper"), "correct"] and out.loc[("json", "paper"), "reason"] == "ok"
+    assert out.loc[("structured", "paper"), "reason"] == "normalized_slot"
+    assert out.loc[("deliberate", "paper"), "reason"] == "no_answer"
+    assert out.loc[("plain", "paper"), "reason"] == "truncated"
+    assert out.loc[("structured_delim", "paper"), "reason"] == "call_error"
 
 
 def test_token_balance_exact():
@@ -115,7 +124,7 @@ def test_seven_real_tasks_end_to_end_with_the_local_model(metamorph_home):
             return con.execute(f"SELECT * FROM wrapper_sensitivity.{t}").df()
         assert len(read("qa_items")) == 7
         assert len(read("wrapper_generations")) == 7 * 6  # 5 wrappers + the constrained arm
-        assert len(read("scored_answers")) == 7 * 6 * 3
+        assert len(read("scored_answers")) == 7 * 6 * 4  # paper, strict, normalized, lenient
         fsi = validate_frame(M.WrapperFSI, read("fsi_psi"), "fsi_psi")
         assert sorted(fsi["task"]) == sorted(TASKS)
         for t, schema in [("wrapper_cells", M.WrapperCells), ("mean_fsi_psi", M.WrapperMeanIndices),

@@ -23,6 +23,9 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing.pandas import Series
 
+#: Extraction modes (:data:`metamorph.studies.wrapper_sensitivity.extract.MODES`).
+MODES = ["paper", "strict", "normalized", "lenient"]
+
 WRAPPERS = ["plain", "json", "structured", "structured_delim", "deliberate", "json_constrained"]
 
 
@@ -93,7 +96,8 @@ class WrapperGenerations(_Strict):
 
 
 class ScoredAnswers(_Strict):
-    """``scored_answers``: every generation under strict / normalized / lenient extraction (§3.5)."""
+    """``scored_answers``: every generation under the paper's extractor (``paper``, the headline) and the
+    strict / normalized / lenient variants (§3.5)."""
 
     model_id: Series[str] = pa.Field(description="Registry model id (partition key).")
     task: Series[str] = pa.Field(description="Task name.")
@@ -101,7 +105,7 @@ class ScoredAnswers(_Strict):
     wrapper: Series[str] = pa.Field(isin=WRAPPERS, description="Wrapper family / arm.")
     item_id: Series[str] = pa.Field(description="Item id.")
     seed: Series[int] = pa.Field(description="Sampling seed.")
-    mode: Series[str] = pa.Field(isin=["strict", "normalized", "lenient"], description="Extraction variant.")
+    mode: Series[str] = pa.Field(isin=MODES, description="Extraction variant: paper (the paper's §3.5 extractor, headline), strict, normalized, lenient.")
     value: Series[str] = pa.Field(nullable=True, description="Extracted canonical answer; null when unparseable (never guessed).")
     parseable: Series[bool] = pa.Field(description="An answer was extracted under this mode.")
     correct: Series[bool] = pa.Field(description="parseable and value == gold.")
@@ -148,7 +152,7 @@ class WrapperCells(_ModelTask):
 
     answer_type: Series[str] = pa.Field(isin=["choice", "boolean", "numeric"], description="Answer type of the task.")
     wrapper: Series[str] = pa.Field(description="Prompt wrapper family (plain, json, structured, structured_delim, deliberate, ...).")
-    mode: Series[str] = pa.Field(isin=["strict", "normalized", "lenient"], description="Extraction mode the cell was computed on.")
+    mode: Series[str] = pa.Field(isin=MODES, description="Extraction mode the cell was computed on (paper = the headline).")
     accuracy_pct: Series[float] = pa.Field(**_PCT, description="A: % of generations correct (unparseable counts as incorrect) (percent).")
     parseability_pct: Series[float] = pa.Field(**_PCT, description="P: % of generations parseable (percent).")
     acc_given_parse_pct: Series[float] = pa.Field(
@@ -272,7 +276,7 @@ class WrapperItemModel(_Strict):
     n_clusters: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=2, description="Clusters = distinct (task, item_id) (count).")
     df_inference: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="Degrees of freedom of the t reference: n_clusters − 1.")
     reference_wrapper: Series[str] = pa.Field(nullable=True, description="Baseline level of the wrapper effect (null when one wrapper).")
-    mode: Series[str] = pa.Field(isin=["strict", "normalized", "lenient"], description="Extraction mode.")
+    mode: Series[str] = pa.Field(isin=MODES, description="Extraction mode (paper = the headline).")
     note: Series[str] = pa.Field(nullable=True, description="Dropped effects and other caveats, else null.")
 
 
