@@ -154,6 +154,8 @@ def test_fsi_psi_hand_computed(cells):
     a = _row(f, model_id="m1", task="t_bool")
     # A = 75, 25, 50  -> FSI = 75 - 25 = 50;  P = 100, 50, 75 -> PSI = 100 - 50 = 50
     assert a["fsi_pp"] == pytest.approx(50.0) and a["psi_pp"] == pytest.approx(50.0)
+    # as fractions, like the paper: FSI = 0.75 - 0.25 = 0.5, PSI = 1 - 0.5 = 0.5
+    assert (a["fsi"], a["psi"]) == (0.5, 0.5)
     # mean A = (75 + 25 + 50)/3 = 50 -> nFSI = 50 / (50 + 1e-6)
     assert a["mean_accuracy_pct"] == pytest.approx(50.0)
     assert a["nfsi"] == pytest.approx(50 / (50 + 1e-6), rel=1e-12)
@@ -161,27 +163,30 @@ def test_fsi_psi_hand_computed(cells):
     assert a["chance_pct"] == 50.0 and a["nfsi_chance"] == pytest.approx(0.5)
     assert a["n_below_chance"] == 1  # json (25 < 50); deliberate (= 50) is not below
     assert (a["best_wrapper"], a["worst_wrapper"]) == ("plain", "json")
+    assert (a["n_best"], a["n_worst"], a["all_tied"]) == (1, 1, False)
     assert (a["best_accuracy_pct"], a["worst_accuracy_pct"]) == (75.0, 25.0)
     assert a["n_wrappers"] == 3 and a["note"] is None
 
     b = _row(f, model_id="m1", task="t_mc")
     # A = 100, 0 -> FSI = 100; mean 50 -> nFSI = 100/50 = 2 (> 1: unbounded)
-    assert b["fsi_pp"] == 100.0 and b["psi_pp"] == 100.0
+    assert b["fsi_pp"] == 100.0 and b["psi_pp"] == 100.0 and (b["fsi"], b["psi"]) == (1.0, 1.0)
     assert b["nfsi"] == pytest.approx(2.0, rel=1e-6)
     # c = 25: kappa+ = (100-25)/75 = 1, clip((0-25)/75) = 0 -> 1 (FSI/(100-c) = 1.33 would exceed 1)
     assert b["nfsi_chance"] == pytest.approx(1.0)
 
     c = _row(f, model_id="m2", task="t_bool")
     # A = 100, 75 (both >= chance): FSI = 25, mean 87.5, nFSI = 25/87.5 = 0.285714...
-    assert c["fsi_pp"] == 25.0 and c["psi_pp"] == 0.0
+    assert c["fsi_pp"] == 25.0 and c["psi_pp"] == 0.0 and (c["fsi"], c["psi"]) == (0.25, 0.0)
     assert c["nfsi"] == pytest.approx(25 / 87.5, rel=1e-6)
     # kappa+ = 1, 0.5 -> 0.5 = FSI / (100 - c) = 25 / 50 (no flooring needed)
     assert c["nfsi_chance"] == pytest.approx(0.5) == 25 / 50
 
     d = _row(f, model_id="m2", task="t_mc")
-    # tie at 50: FSI = 0, nFSI = 0, best = worst = plain (canonical order)
-    assert d["fsi_pp"] == 0.0 and d["nfsi"] == 0.0 and d["nfsi_chance"] == 0.0
-    assert d["best_wrapper"] == "plain" and d["worst_wrapper"] == "plain"
+    # tie at 50: FSI = 0, nFSI = 0; the tie is reported as a tie: both wrappers are best and worst
+    assert d["fsi_pp"] == 0.0 and d["fsi"] == 0.0 and d["nfsi"] == 0.0 and d["nfsi_chance"] == 0.0
+    assert d["best_wrapper"] == "plain, json" and d["worst_wrapper"] == "plain, json"
+    assert (d["n_best"], d["n_worst"], d["all_tied"]) == (2, 2, True)
+    assert (d["best_accuracy_pct"], d["worst_accuracy_pct"]) == (50.0, 50.0)
 
 
 def test_fsi_single_wrapper_is_null_with_note():
@@ -190,6 +195,7 @@ def test_fsi_single_wrapper_is_null_with_note():
     assert f["n_wrappers"].iloc[0] == 1
     assert math.isnan(f["fsi_pp"].iloc[0]) and math.isnan(f["nfsi"].iloc[0]) and math.isnan(f["nfsi_chance"].iloc[0])
     assert f["best_wrapper"].iloc[0] is None and "1 wrapper" in f["note"].iloc[0]
+    assert math.isnan(f["fsi"].iloc[0]) and pd.isna(f["all_tied"].iloc[0]) and pd.isna(f["n_best"].iloc[0])
 
 
 def test_numeric_chance_zero_nfsi_chance_is_fsi_over_100():
@@ -216,16 +222,23 @@ def test_mean_indices_values_seeded_and_matching_stats(cells):
     assert 50.0 <= r["ci_low"] <= r["ci_high"] <= 100.0
     assert _row(a, model_id="m2", index="PSI")["mean"] == 0.0  # PSI 0 and 0
     assert _row(a, model_id="m2", index="nFSI_chance")["mean"] == pytest.approx(0.25)  # (0.5 + 0)/2
-    assert set(a["index"]) == {"FSI", "PSI", "nFSI", "nFSI_chance"} and len(a) == 8
+    fr = _row(a, model_id="m1", index="FSI_fraction")
+    # the same FSI as fractions: [0.5, 1.0] -> mean 0.75, and the same task draws (seed 3) -> CI / 100
+    assert fr["mean"] == pytest.approx(0.75) and fr["unit"] == "fraction"
+    assert (fr["ci_low"], fr["ci_high"]) == (pytest.approx(ref.low / 100), pytest.approx(ref.high / 100))
+    assert _row(a, model_id="m2", index="PSI_fraction")["mean"] == 0.0
+    assert a[a.model_id == "m1"]["index"].tolist() == ["FSI", "PSI", "nFSI", "nFSI_chance", "FSI_fraction", "PSI_fraction"]
+    assert len(a) == 12
 
 
 def test_mean_indices_single_task_note_and_all_equal_boundary():
-    one = pd.DataFrame(dict(model_id=["m"], task=["t"], fsi_pp=[10.0], psi_pp=[4.0], nfsi=[0.2], nfsi_chance=[0.1]))
+    one = pd.DataFrame(dict(model_id=["m"], task=["t"], fsi_pp=[10.0], psi_pp=[4.0], nfsi=[0.2], nfsi_chance=[0.1],
+                            fsi=[0.1], psi=[0.04]))
     r = _row(ws.mean_indices(one, n_resamples=100), index="FSI")
     assert r["mean"] == 10.0 and math.isnan(r["ci_low"])
     assert math.isnan(r["ci_high"]) and r["ci_note"].startswith("n=1") and r["n_tasks"] == 1
     eq = pd.DataFrame(dict(model_id=["m"] * 3, task=["a", "b", "c"], fsi_pp=[7.0] * 3, psi_pp=[0.0] * 3,
-                           nfsi=[0.5] * 3, nfsi_chance=[None, 0.2, 0.2]))
+                           nfsi=[0.5] * 3, nfsi_chance=[None, 0.2, 0.2], fsi=[0.07] * 3, psi=[0.0] * 3))
     out = ws.mean_indices(eq, n_resamples=100)
     r = _row(out, index="FSI")
     assert (r["mean"], r["ci_low"], r["ci_high"]) == (7.0, 7.0, 7.0)
@@ -371,15 +384,41 @@ def test_decomposition_hand_values_sum_to_fsi(cells):
     assert a["compliance_pp"] + a["conditional_pp"] == pytest.approx(a["fsi_pp"], abs=1e-12) and a["fsi_pp"] == 50.0
     assert a["delta_parse_pp"] == pytest.approx(50.0) and a["delta_acc_given_parse_pp"] == pytest.approx(25.0)
     assert a["mean_parse_pct"] == pytest.approx(75.0) and a["mean_acc_given_parse_pct"] == pytest.approx(62.5)
-    assert a["compliance_share"] == pytest.approx(0.625)
+    assert a["compliance_share"] == pytest.approx(0.625) and a["note"] is None
     c = _row(d, model_id="m2", task="t_bool")
     # same parseability (100 vs 100): all of FSI = 25 is conditional accuracy (1 - .75) * 1
     assert (c["compliance_pp"], c["conditional_pp"]) == (pytest.approx(0.0), pytest.approx(25.0))
     assert c["compliance_share"] == pytest.approx(0.0)
-    t = _row(d, model_id="m2", task="t_mc")  # tie: FSI 0, parts 0, no share
+    t = _row(d, model_id="m2", task="t_mc")  # tie: FSI 0, parts 0, no share, the tie said
     assert t["fsi_pp"] == 0.0 and t["compliance_pp"] == 0.0 and math.isnan(t["compliance_share"])
-    full = d.dropna(subset=["fsi_pp"])
+    assert t["note"] == "all 2 wrappers tie (FSI = 0): split of 'plain' vs 'plain'"
+    # m1/t_mc: json has no parseable generation -> Acc|parse undefined -> parts null (not 0), with the reason
+    u = _row(d, model_id="m1", task="t_mc")
+    assert u["fsi_pp"] == 100.0 and u["delta_parse_pp"] == 100.0 and u["mean_parse_pct"] == 50.0
+    for col in ("delta_acc_given_parse_pp", "mean_acc_given_parse_pct", "compliance_pp", "conditional_pp",
+                "compliance_share"):
+        assert math.isnan(u[col]), col
+    assert u["note"] == ("worst wrapper 'json' has no parseable generation: Acc|parse undefined, "
+                         "so ΔC, C̄ and the compliance / conditional split are undefined (null)")
+    full = d.dropna(subset=["compliance_pp"])
+    assert len(full) == 3
     np.testing.assert_allclose(full["compliance_pp"] + full["conditional_pp"], full["fsi_pp"], atol=1e-12)
+
+
+def test_decomposition_ties_at_one_end_use_the_first_canonical_wrapper_and_say_so():
+    # plain A = 1/2 (P 1), json A = 1/2 (P 1/2, C 1), structured A = 0 (P 1/2, C 0): best tied plain, json
+    rows = gens("m", "t", "boolean", "plain", [T, T], [T, F])
+    rows += gens("m", "t", "boolean", "json", [T, F], [T, F])
+    rows += gens("m", "t", "boolean", "structured", [T, F], [F, F])
+    cells = ws.cell_metrics(pd.DataFrame(rows))
+    f = _row(ws.fsi_psi(cells), task="t")
+    assert (f["best_wrapper"], f["worst_wrapper"], f["n_best"], f["all_tied"]) == ("plain, json", "structured", 2, False)
+    assert (f["fsi"], f["psi"]) == (0.5, 0.5)
+    d = _row(diag.decomposition(cells), task="t")
+    # plain (P 1, C .5) vs structured (P .5, C 0): compliance = .5 * .25 = .125, conditional = .5 * .75 = .375
+    assert (d["best_wrapper"], d["worst_wrapper"]) == ("plain", "structured")
+    assert (d["compliance_pp"], d["conditional_pp"]) == (pytest.approx(12.5), pytest.approx(37.5))
+    assert d["note"] == "best accuracy tied by plain, json: split uses 'plain'"
 
 
 def test_decomposition_zero_parseable_conventions(cells):
@@ -393,6 +432,21 @@ def test_decomposition_zero_parseable_conventions(cells):
     assert (m["compliance_pp"], m["conditional_pp"]) == (100.0, 0.0) and "other wrapper" in m["note"]
     with pytest.raises(ValueError, match="undefined_conditional"):
         diag.decomposition(cells, undefined_conditional="half")
+
+
+def test_decomposition_nothing_parseable_anywhere_is_null_not_zero():
+    rows = gens("m", "t", "numeric", "plain", [F, F], [F, F]) + gens("m", "t", "numeric", "json", [F, F], [F, F])
+    cells = ws.cell_metrics(pd.DataFrame(rows))
+    f = _row(ws.fsi_psi(cells), task="t")
+    assert (f["fsi"], f["best_wrapper"], f["worst_wrapper"], f["all_tied"]) == (0.0, "plain, json", "plain, json", True)
+    d = _row(diag.decomposition(cells), task="t")
+    assert d["fsi_pp"] == 0.0 and math.isnan(d["compliance_pp"]) and math.isnan(d["mean_acc_given_parse_pct"])
+    assert "best wrapper 'plain' has no parseable generation" in d["note"]
+    assert "worst wrapper 'plain' has no parseable generation" in d["note"]
+    # the earlier conventions, kept as named options, set C = 0 for both: parts 0
+    for conv in ("match", "zero"):
+        o = _row(diag.decomposition(cells, undefined_conditional=conv), task="t")
+        assert (o["compliance_pp"], o["conditional_pp"]) == (0.0, 0.0)
 
 
 def test_decomposition_rejects_inconsistent_counts(cells):
