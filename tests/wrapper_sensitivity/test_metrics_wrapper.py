@@ -484,3 +484,48 @@ def test_matched_fsi(scored):
     n = _row(out2, model_id="m1", task="t_mc")
     assert n["n_items_matched"] == 0 and math.isnan(n["fsi_matched_pp"]) and n["note"] == "no matched item"
     assert _row(out2, model_id="m2", task="t_mc")["fsi_matched_pp"] == 50.0
+
+
+# --------------------------------------------------------------------------- partial R² = t² / (t² + df)
+
+
+def test_partial_r2_from_t_paper_values():
+    # the paper: beta = 0.819 +- 0.034, df = 140 cells - 15 coefficients = 125 -> partial R² 0.82
+    t = 0.819 / 0.034  # 24.088...
+    # t² = 0.819² / 0.034² = 0.670761 / 0.001156 = 580.24308; 580.24308 / 705.24308 = 0.8227561
+    assert reg.partial_r2_from_t(t, 125) == pytest.approx(0.670761 / 0.001156 / (0.670761 / 0.001156 + 125), rel=1e-12)
+    assert reg.partial_r2_from_t(t, 125) == pytest.approx(0.8227561, abs=1e-7)
+    assert round(reg.partial_r2_from_t(t, 125), 2) == 0.82
+    # and the t that gives exactly 0.82 with df 125: t² = 0.82 * 125 / 0.18 = 569.444...
+    assert reg.partial_r2_from_t(math.sqrt(0.82 * 125 / 0.18), 125) == pytest.approx(0.82, abs=1e-12)
+    assert reg.partial_r2_from_t(0.0, 10) == 0.0 and reg.partial_r2_from_t(-3.0, 9) == 0.5  # 9 / (9 + 9)
+    with pytest.raises(ValueError, match="df_resid"):
+        reg.partial_r2_from_t(2.0, 0)
+
+
+def test_fe_regression_partial_r2_is_t2_over_t2_plus_df_on_the_paper_design():
+    # The paper's design: 4 models x 7 tasks x 5 wrappers = 140 cells; intercept + P + 3 + 6 + 4 dummies
+    # = 15 coefficients -> df_resid = 125. A = 0.819 P + effects + e with e orthogonal to the design
+    # (so beta-hat = 0.819 exactly) and scaled so that SE(beta) = 0.034 (so t = 0.819 / 0.034).
+    rng = np.random.default_rng(8)
+    models, tasks = [f"m{i}" for i in range(4)], [f"t{j}" for j in range(7)]
+    cells = pd.DataFrame([dict(model_id=m, task=t, wrapper=w) for m in models for t in tasks for w in ws.WRAPPER_ORDER])
+    cells["parseability_pct"] = rng.uniform(20, 80, len(cells))
+    cells["n"] = 100  # equal weights: WLS = OLS
+    X = np.column_stack([np.ones(len(cells)), cells["parseability_pct"]]
+                        + [(cells["model_id"] == m).astype(float) for m in models[1:]]
+                        + [(cells["task"] == t).astype(float) for t in tasks[1:]]
+                        + [(cells["wrapper"] == w).astype(float) for w in ws.WRAPPER_ORDER[1:]])
+    assert X.shape == (140, 15)
+    e = rng.normal(size=140)
+    e -= X @ np.linalg.lstsq(X, e, rcond=None)[0]  # residual of e on the design: orthogonal to every column
+    xtx_pp = np.linalg.inv(X.T @ X)[1, 1]
+    e *= 0.034 / math.sqrt(float(e @ e) / 125 * xtx_pp)  # SE(beta) = sqrt(sigma² [(X'X)^-1]_PP) = 0.034
+    effects = X[:, 2:] @ rng.uniform(-5, 5, 13)
+    cells["accuracy_pct"] = 10.0 + 0.819 * cells["parseability_pct"] + effects + e
+    r = reg.fixed_effects_regression(cells).iloc[0]
+    assert (r["n_cells"], r["n_params"], r["df_resid"]) == (140, 15, 125)
+    assert r["beta"] == pytest.approx(0.819, abs=1e-10) and r["se"] == pytest.approx(0.034, abs=1e-10)
+    assert r["t_value"] == pytest.approx(0.819 / 0.034, rel=1e-9)
+    assert r["partial_r2"] == pytest.approx(reg.partial_r2_from_t(r["t_value"], r["df_resid"]), abs=1e-10)
+    assert r["partial_r2"] == pytest.approx(0.8227561, abs=1e-7) and round(r["partial_r2"], 2) == 0.82
