@@ -140,3 +140,26 @@ def test_seven_real_tasks_end_to_end_with_the_local_model(metamorph_home):
         assert sorted(read("scored_answers")["mode"].unique()) == ["lenient", "normalized", "paper", "strict"]
     finally:
         con.close()
+
+
+def test_headline_from_scored_replies_paper_vs_normalized():
+    # Two choice items; plain replies "<gold>. <reason>" (the paper's first letter reads them, the
+    # normalized whole-value contract does not); json: one compliant object, one prose reply.
+    from metamorph.studies.wrapper_sensitivity import metrics as wm
+
+    items = [x for x in synthetic_tasks(2, seed=0) if x.answer_type == "choice"]
+    assert len(items) == 2
+    rows = []
+    for k, x in enumerate(items):
+        rows += [("plain", f"{x.gold}. It is the only option that fits.", x),
+                 ("json", json.dumps({"answer": x.gold}) if k == 0 else f"The answer is {x.gold}.", x)]
+    gens = pd.DataFrame([{"model_id": "m", "task": x.task, "item_id": x.item_id, "wrapper": w, "seed": 0,
+                          "generation_key": f"k{i}", "response_text": t, "finish_reason": "stop", "prompt_tokens": 100,
+                          "error": None} for i, (w, t, x) in enumerate(rows)])
+    scored = score_generations(gens, items)
+    paper = wm.fsi_psi(wm.cell_metrics(scored)).iloc[0]  # default mode: paper
+    # paper: plain A = P = 2/2 = 1; json A = P = 1/2 -> FSI = 0.5, PSI = 0.5, best plain
+    assert (paper["fsi"], paper["psi"], paper["best_wrapper"], paper["worst_wrapper"]) == (0.5, 0.5, "plain", "json")
+    norm = wm.fsi_psi(wm.cell_metrics(scored, "normalized")).iloc[0]
+    # normalized: plain A = P = 0/2 (a label followed by prose is no whole value); json 1/2 -> best json
+    assert (norm["fsi"], norm["psi"], norm["best_wrapper"], norm["worst_wrapper"]) == (0.5, 0.5, "json", "plain")

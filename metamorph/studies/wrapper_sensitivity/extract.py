@@ -130,12 +130,19 @@ Parseable, where the slot was found winning over how the value was normalised:
 * ``lenient_label_line`` — a line that is just a label;
 * ``lenient_label_in_slot`` — a label at the start of / in brackets inside the slot;
 * ``lenient_boolean_word`` — the one boolean word of the text;
-* ``lenient_last_number`` — the last number of the text (or of the slot).
+* ``lenient_last_number`` — the last number of the text (or of the slot);
+* ``paper_first_label`` / ``paper_boolean_word`` / ``paper_last_number`` — mode ``paper``: the
+  task-aware rule read the slot (first label, first boolean word, last number);
+* ``paper_answer_phrase`` — mode ``paper``, a cut reply: the number after an explicit answer
+  pattern;
+* ``paper_cut_slot`` — mode ``paper``: the value came from a slot cut by the token limit (an
+  unclosed ``<answer>`` tag, a JSON object cut after its ``answer`` value).
 
 Unparseable: ``truncated``, ``empty``, ``no_answer`` (no slot), ``invalid_json`` (json family:
 no JSON object parses), ``not_a_label`` / ``not_a_boolean`` / ``not_a_number`` (a slot whose
-value cannot be read in this mode), ``ambiguous``. When the lenient search finds nothing, the
-``normalized`` reason is kept.
+value cannot be read in this mode), ``ambiguous``. When the lenient search (or the ``paper``
+rule on a complete reply) finds nothing, the ``normalized`` reason is kept; a cut reply whose
+answer is not visible is ``truncated`` in every mode.
 """
 
 from __future__ import annotations
