@@ -53,7 +53,7 @@ Reading taken (the brief of issue #8): a reply cut by the token limit is read wh
   line break follows it) —
   so ``D. Most multicellular orga`` is D; the *last* number is never read from a cut scope
   (the next token could be a later number): a number counts only after an explicit answer
-  pattern (``the answer is``, ``answer to this question is``, ``Answer:``, ``=``-free
+  pattern (``the answer is``, ``answer to this question is``, ``Answer:``, ``answer =``,
   ``####``, ``\\boxed{}``) when something other than a digit or a decimal mark follows it;
 * otherwise the reply is ``truncated`` (unparseable).
 
