@@ -31,6 +31,9 @@ def x(text, answer_type, labels=(), family=None, mode="normalized", finish_reaso
     return extract_answer(text, answer_type, labels, family=family, mode=mode, finish_reason=finish_reason)
 
 
+#: The three reported variants (the paper's extractor, mode ``paper``, is tested in test_paper_extractor.py).
+CLASSIC = ("strict", "normalized", "lenient")
+
 SCRATCH = "The question gives two facts.\nCombining them step by step.\n"
 
 
@@ -471,7 +474,7 @@ CLEAN_BY_FAMILY = {"plain": "B", "json": '{"answer": "B"}', "structured": "Answe
                    "structured_delim": "<answer>B</answer>", "deliberate": SCRATCH + "Final answer: B"}
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", CLASSIC)
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("finish_reason", ["length", "LENGTH", "max_tokens", "max_output_tokens"])
 def test_truncated_even_with_a_complete_answer(family, mode, finish_reason):
@@ -561,12 +564,13 @@ CORPUS = ([(c[0], c[1], c[2], c[3]) for c in CLEAN] + [(c[0], c[1], c[2], c[3]) 
 
 @pytest.mark.parametrize(("family", "answer_type", "labels", "text"), CORPUS)
 def test_modes_are_nested(family, answer_type, labels, text):
-    s, n, lenient = (x(text, answer_type, labels, family, m) for m in MODES)
+    s, n, lenient, paper = (x(text, answer_type, labels, family, m) for m in CLASSIC + ("paper",))
     if s.parseable:
         assert n == s or n == U("ambiguous")
     if n.parseable or n.reason == "ambiguous":
         assert lenient == n
-    for r in (s, n, lenient):
+        assert paper == n  # the paper's extractor reads whatever normalized reads, the same way
+    for r in (s, n, lenient, paper):
         assert r.reason in (PARSEABLE_REASONS if r.parseable else UNPARSEABLE_REASONS)
 
 
@@ -608,3 +612,54 @@ def test_config_errors(kwargs):
 
 def test_labels_are_ignored_for_other_answer_types():
     assert x("18", "numeric", labels=("A", "B"), family="plain", mode="strict") == V("18", "ok")
+
+
+# ------------------------------------------------------------------------------------------
+# Lenient fault classes (issue #8): LaTeX marks around a label, LaTeX number spacing after an
+# answer phrase, a rejected option mentioned before the explicit answer
+
+
+@pytest.mark.parametrize("family", ["plain", "deliberate"])
+@pytest.mark.parametrize(("text", "value"), [
+    ("The answer is $\\boxed{C}$.", "C"),
+    ("The answer is \\(B\\).", "B"),
+    ("The answer is \\[B\\]", "B"),
+    ("The answer is $B$", "B"),
+    ("The answer is $$ B $$.", "B"),
+    ("The answer is \\textbf{D}.", "D"),
+    ("The correct option is \\text{D}", "D"),
+    ("Answer: \\(\\textbf{B}\\)", "B"),  # nested marks
+    ("Answer: $\\mathrm{E}$ because it fits.", "E"),
+])
+def test_lenient_latex_marks_around_a_label(text, value, family):
+    reply = text if family == "plain" else "Let me compare the options.\n" + text
+    assert x(reply, "choice", ABCDE, family, "lenient") == V(value, "lenient_answer_phrase")
+    assert not x(reply, "choice", ABCDE, family, "normalized").parseable
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("The answer is 9{,}500.", "9500"),
+    ("The answer is 1\\,234 apples", "1234"),
+    ("So the answer is $9{,}500$ dollars", "9500"),
+    ("Answer: \\$1\\,234\\,567", "1234567"),
+    ("The final answer is 12{,}000{,}000, I think", "12000000"),
+])
+def test_lenient_latex_thousands_separators_after_an_answer_phrase(text, value):
+    assert x(text, "numeric", family="deliberate", mode="lenient") == V(value, "lenient_answer_phrase")
+    assert x(text, "numeric", family="plain", mode="lenient") == V(value, "lenient_answer_phrase")
+
+
+@pytest.mark.parametrize(("family", "text", "expected"), [
+    ("plain", "Not (A). Answer: D", V("D", "lenient_answer_phrase")),
+    ("plain", "It is not A.\nThe answer is D.", V("D", "lenient_answer_phrase")),
+    ("plain", "B is tempting, but the answer is C.", V("C", "lenient_answer_phrase")),
+    ("plain", "(A) rather than (D)", V("A", "lenient_label_in_slot")),   # no phrase: the rejected D is skipped
+    ("plain", "Not (A), but (D)", V("D", "lenient_label_in_slot")),
+    ("plain", "Not (A).", U("not_a_label")),                               # only a rejection: no answer
+    ("deliberate", "Not (A).\nAnswer: D", V("D", "lenient_answer_phrase")),
+    ("structured_delim", "<answer>not (A) but (D)</answer>", V("D", "lenient_label_in_slot")),
+    # two explicit answers still disagree
+    ("plain", "Not (A). Answer: D. On reflection the answer is B.", U("ambiguous")),
+])
+def test_lenient_a_rejected_option_before_the_answer(family, text, expected):
+    assert x(text, "choice", ABCDE, family, "lenient") == expected

@@ -18,7 +18,7 @@ from metamorph.studies.wrapper_sensitivity import regression as reg
 T, F = True, False
 
 
-def gens(model, task, answer_type, wrapper, parse, correct, *, n_choices=None, finish=None, seeds=(0,), mode="normalized"):
+def gens(model, task, answer_type, wrapper, parse, correct, *, n_choices=None, finish=None, seeds=(0,), mode="paper"):
     """One row per (item, seed); ``parse``/``correct`` are lists over items × seeds (item-major)."""
     rows = []
     n_items = len(parse) // len(seeds)
@@ -55,7 +55,7 @@ def tiny() -> pd.DataFrame:
     rows += gens("m2", "t_mc", "choice", "plain", [T] * 4, [T, F, T, F], n_choices=4, seeds=(0, 1))
     rows += gens("m2", "t_mc", "choice", "json", [T] * 4, [T, T, F, F], n_choices=4, seeds=(0, 1))
     df = pd.DataFrame(rows)
-    # The same generations scored in strict mode: nothing parses (must not leak into "normalized").
+    # The same generations scored in strict mode: nothing parses (must not leak into "paper", the default).
     strict = df.assign(mode="strict", parseable=False, correct=False)
     return pd.concat([df, strict], ignore_index=True)
 
@@ -114,7 +114,7 @@ def test_cell_metrics_hand_values(cells):
     assert d["acc_given_parse_pct"] == pytest.approx(200 / 3)  # 2 correct of 3 parseable
     assert d["truncation_rate_pct"] == pytest.approx(25.0)  # 1 'length' of 4; None is not truncated
     assert (d["n"], d["n_correct"], d["n_parseable"], d["n_truncated"], d["n_items"], d["n_seeds"]) == (4, 2, 3, 1, 4, 1)
-    assert d["chance_pct"] == 50.0 and d["mode"] == "normalized"
+    assert d["chance_pct"] == 50.0 and d["mode"] == "paper"
     j = _row(cells, model_id="m1", task="t_mc", wrapper="json")
     assert j["accuracy_pct"] == 0.0 and j["parseability_pct"] == 0.0
     assert math.isnan(j["acc_given_parse_pct"])  # nothing parseable -> null, not 0
@@ -154,6 +154,8 @@ def test_fsi_psi_hand_computed(cells):
     a = _row(f, model_id="m1", task="t_bool")
     # A = 75, 25, 50  -> FSI = 75 - 25 = 50;  P = 100, 50, 75 -> PSI = 100 - 50 = 50
     assert a["fsi_pp"] == pytest.approx(50.0) and a["psi_pp"] == pytest.approx(50.0)
+    # as fractions, like the paper: FSI = 0.75 - 0.25 = 0.5, PSI = 1 - 0.5 = 0.5
+    assert (a["fsi"], a["psi"]) == (0.5, 0.5)
     # mean A = (75 + 25 + 50)/3 = 50 -> nFSI = 50 / (50 + 1e-6)
     assert a["mean_accuracy_pct"] == pytest.approx(50.0)
     assert a["nfsi"] == pytest.approx(50 / (50 + 1e-6), rel=1e-12)
@@ -161,27 +163,30 @@ def test_fsi_psi_hand_computed(cells):
     assert a["chance_pct"] == 50.0 and a["nfsi_chance"] == pytest.approx(0.5)
     assert a["n_below_chance"] == 1  # json (25 < 50); deliberate (= 50) is not below
     assert (a["best_wrapper"], a["worst_wrapper"]) == ("plain", "json")
+    assert (a["n_best"], a["n_worst"], a["all_tied"]) == (1, 1, False)
     assert (a["best_accuracy_pct"], a["worst_accuracy_pct"]) == (75.0, 25.0)
     assert a["n_wrappers"] == 3 and a["note"] is None
 
     b = _row(f, model_id="m1", task="t_mc")
     # A = 100, 0 -> FSI = 100; mean 50 -> nFSI = 100/50 = 2 (> 1: unbounded)
-    assert b["fsi_pp"] == 100.0 and b["psi_pp"] == 100.0
+    assert b["fsi_pp"] == 100.0 and b["psi_pp"] == 100.0 and (b["fsi"], b["psi"]) == (1.0, 1.0)
     assert b["nfsi"] == pytest.approx(2.0, rel=1e-6)
     # c = 25: kappa+ = (100-25)/75 = 1, clip((0-25)/75) = 0 -> 1 (FSI/(100-c) = 1.33 would exceed 1)
     assert b["nfsi_chance"] == pytest.approx(1.0)
 
     c = _row(f, model_id="m2", task="t_bool")
     # A = 100, 75 (both >= chance): FSI = 25, mean 87.5, nFSI = 25/87.5 = 0.285714...
-    assert c["fsi_pp"] == 25.0 and c["psi_pp"] == 0.0
+    assert c["fsi_pp"] == 25.0 and c["psi_pp"] == 0.0 and (c["fsi"], c["psi"]) == (0.25, 0.0)
     assert c["nfsi"] == pytest.approx(25 / 87.5, rel=1e-6)
     # kappa+ = 1, 0.5 -> 0.5 = FSI / (100 - c) = 25 / 50 (no flooring needed)
     assert c["nfsi_chance"] == pytest.approx(0.5) == 25 / 50
 
     d = _row(f, model_id="m2", task="t_mc")
-    # tie at 50: FSI = 0, nFSI = 0, best = worst = plain (canonical order)
-    assert d["fsi_pp"] == 0.0 and d["nfsi"] == 0.0 and d["nfsi_chance"] == 0.0
-    assert d["best_wrapper"] == "plain" and d["worst_wrapper"] == "plain"
+    # tie at 50: FSI = 0, nFSI = 0; the tie is reported as a tie: both wrappers are best and worst
+    assert d["fsi_pp"] == 0.0 and d["fsi"] == 0.0 and d["nfsi"] == 0.0 and d["nfsi_chance"] == 0.0
+    assert d["best_wrapper"] == "plain, json" and d["worst_wrapper"] == "plain, json"
+    assert (d["n_best"], d["n_worst"], d["all_tied"]) == (2, 2, True)
+    assert (d["best_accuracy_pct"], d["worst_accuracy_pct"]) == (50.0, 50.0)
 
 
 def test_fsi_single_wrapper_is_null_with_note():
@@ -190,6 +195,7 @@ def test_fsi_single_wrapper_is_null_with_note():
     assert f["n_wrappers"].iloc[0] == 1
     assert math.isnan(f["fsi_pp"].iloc[0]) and math.isnan(f["nfsi"].iloc[0]) and math.isnan(f["nfsi_chance"].iloc[0])
     assert f["best_wrapper"].iloc[0] is None and "1 wrapper" in f["note"].iloc[0]
+    assert math.isnan(f["fsi"].iloc[0]) and pd.isna(f["all_tied"].iloc[0]) and pd.isna(f["n_best"].iloc[0])
 
 
 def test_numeric_chance_zero_nfsi_chance_is_fsi_over_100():
@@ -216,16 +222,23 @@ def test_mean_indices_values_seeded_and_matching_stats(cells):
     assert 50.0 <= r["ci_low"] <= r["ci_high"] <= 100.0
     assert _row(a, model_id="m2", index="PSI")["mean"] == 0.0  # PSI 0 and 0
     assert _row(a, model_id="m2", index="nFSI_chance")["mean"] == pytest.approx(0.25)  # (0.5 + 0)/2
-    assert set(a["index"]) == {"FSI", "PSI", "nFSI", "nFSI_chance"} and len(a) == 8
+    fr = _row(a, model_id="m1", index="FSI_fraction")
+    # the same FSI as fractions: [0.5, 1.0] -> mean 0.75, and the same task draws (seed 3) -> CI / 100
+    assert fr["mean"] == pytest.approx(0.75) and fr["unit"] == "fraction"
+    assert (fr["ci_low"], fr["ci_high"]) == (pytest.approx(ref.low / 100), pytest.approx(ref.high / 100))
+    assert _row(a, model_id="m2", index="PSI_fraction")["mean"] == 0.0
+    assert a[a.model_id == "m1"]["index"].tolist() == ["FSI", "PSI", "nFSI", "nFSI_chance", "FSI_fraction", "PSI_fraction"]
+    assert len(a) == 12
 
 
 def test_mean_indices_single_task_note_and_all_equal_boundary():
-    one = pd.DataFrame(dict(model_id=["m"], task=["t"], fsi_pp=[10.0], psi_pp=[4.0], nfsi=[0.2], nfsi_chance=[0.1]))
+    one = pd.DataFrame(dict(model_id=["m"], task=["t"], fsi_pp=[10.0], psi_pp=[4.0], nfsi=[0.2], nfsi_chance=[0.1],
+                            fsi=[0.1], psi=[0.04]))
     r = _row(ws.mean_indices(one, n_resamples=100), index="FSI")
     assert r["mean"] == 10.0 and math.isnan(r["ci_low"])
     assert math.isnan(r["ci_high"]) and r["ci_note"].startswith("n=1") and r["n_tasks"] == 1
     eq = pd.DataFrame(dict(model_id=["m"] * 3, task=["a", "b", "c"], fsi_pp=[7.0] * 3, psi_pp=[0.0] * 3,
-                           nfsi=[0.5] * 3, nfsi_chance=[None, 0.2, 0.2]))
+                           nfsi=[0.5] * 3, nfsi_chance=[None, 0.2, 0.2], fsi=[0.07] * 3, psi=[0.0] * 3))
     out = ws.mean_indices(eq, n_resamples=100)
     r = _row(out, index="FSI")
     assert (r["mean"], r["ci_low"], r["ci_high"]) == (7.0, 7.0, 7.0)
@@ -324,7 +337,7 @@ def clustered_scored(seed=1):
                         parse = rng.random() < 1 / (1 + math.exp(-(3 * comp[w] - 1 + pz)))
                         corr = parse and rng.random() < 1 / (1 + math.exp(-(0.5 + diff)))
                         rows.append(dict(model_id=m, task=task, answer_type="numeric", wrapper=w, item_id=f"q{i}",
-                                         seed=sd, mode="normalized", parseable=parse, correct=corr,
+                                         seed=sd, mode="paper", parseable=parse, correct=corr,
                                          finish_reason="stop", prompt_tokens=50, n_choices=None))
     return pd.DataFrame(rows)
 
@@ -371,15 +384,41 @@ def test_decomposition_hand_values_sum_to_fsi(cells):
     assert a["compliance_pp"] + a["conditional_pp"] == pytest.approx(a["fsi_pp"], abs=1e-12) and a["fsi_pp"] == 50.0
     assert a["delta_parse_pp"] == pytest.approx(50.0) and a["delta_acc_given_parse_pp"] == pytest.approx(25.0)
     assert a["mean_parse_pct"] == pytest.approx(75.0) and a["mean_acc_given_parse_pct"] == pytest.approx(62.5)
-    assert a["compliance_share"] == pytest.approx(0.625)
+    assert a["compliance_share"] == pytest.approx(0.625) and a["note"] is None
     c = _row(d, model_id="m2", task="t_bool")
     # same parseability (100 vs 100): all of FSI = 25 is conditional accuracy (1 - .75) * 1
     assert (c["compliance_pp"], c["conditional_pp"]) == (pytest.approx(0.0), pytest.approx(25.0))
     assert c["compliance_share"] == pytest.approx(0.0)
-    t = _row(d, model_id="m2", task="t_mc")  # tie: FSI 0, parts 0, no share
+    t = _row(d, model_id="m2", task="t_mc")  # tie: FSI 0, parts 0, no share, the tie said
     assert t["fsi_pp"] == 0.0 and t["compliance_pp"] == 0.0 and math.isnan(t["compliance_share"])
-    full = d.dropna(subset=["fsi_pp"])
+    assert t["note"] == "all 2 wrappers tie (FSI = 0): split of 'plain' vs 'plain'"
+    # m1/t_mc: json has no parseable generation -> Acc|parse undefined -> parts null (not 0), with the reason
+    u = _row(d, model_id="m1", task="t_mc")
+    assert u["fsi_pp"] == 100.0 and u["delta_parse_pp"] == 100.0 and u["mean_parse_pct"] == 50.0
+    for col in ("delta_acc_given_parse_pp", "mean_acc_given_parse_pct", "compliance_pp", "conditional_pp",
+                "compliance_share"):
+        assert math.isnan(u[col]), col
+    assert u["note"] == ("worst wrapper 'json' has no parseable generation: Acc|parse undefined, "
+                         "so ΔC, C̄ and the compliance / conditional split are undefined (null)")
+    full = d.dropna(subset=["compliance_pp"])
+    assert len(full) == 3
     np.testing.assert_allclose(full["compliance_pp"] + full["conditional_pp"], full["fsi_pp"], atol=1e-12)
+
+
+def test_decomposition_ties_at_one_end_use_the_first_canonical_wrapper_and_say_so():
+    # plain A = 1/2 (P 1), json A = 1/2 (P 1/2, C 1), structured A = 0 (P 1/2, C 0): best tied plain, json
+    rows = gens("m", "t", "boolean", "plain", [T, T], [T, F])
+    rows += gens("m", "t", "boolean", "json", [T, F], [T, F])
+    rows += gens("m", "t", "boolean", "structured", [T, F], [F, F])
+    cells = ws.cell_metrics(pd.DataFrame(rows))
+    f = _row(ws.fsi_psi(cells), task="t")
+    assert (f["best_wrapper"], f["worst_wrapper"], f["n_best"], f["all_tied"]) == ("plain, json", "structured", 2, False)
+    assert (f["fsi"], f["psi"]) == (0.5, 0.5)
+    d = _row(diag.decomposition(cells), task="t")
+    # plain (P 1, C .5) vs structured (P .5, C 0): compliance = .5 * .25 = .125, conditional = .5 * .75 = .375
+    assert (d["best_wrapper"], d["worst_wrapper"]) == ("plain", "structured")
+    assert (d["compliance_pp"], d["conditional_pp"]) == (pytest.approx(12.5), pytest.approx(37.5))
+    assert d["note"] == "best accuracy tied by plain, json: split uses 'plain'"
 
 
 def test_decomposition_zero_parseable_conventions(cells):
@@ -393,6 +432,21 @@ def test_decomposition_zero_parseable_conventions(cells):
     assert (m["compliance_pp"], m["conditional_pp"]) == (100.0, 0.0) and "other wrapper" in m["note"]
     with pytest.raises(ValueError, match="undefined_conditional"):
         diag.decomposition(cells, undefined_conditional="half")
+
+
+def test_decomposition_nothing_parseable_anywhere_is_null_not_zero():
+    rows = gens("m", "t", "numeric", "plain", [F, F], [F, F]) + gens("m", "t", "numeric", "json", [F, F], [F, F])
+    cells = ws.cell_metrics(pd.DataFrame(rows))
+    f = _row(ws.fsi_psi(cells), task="t")
+    assert (f["fsi"], f["best_wrapper"], f["worst_wrapper"], f["all_tied"]) == (0.0, "plain, json", "plain, json", True)
+    d = _row(diag.decomposition(cells), task="t")
+    assert d["fsi_pp"] == 0.0 and math.isnan(d["compliance_pp"]) and math.isnan(d["mean_acc_given_parse_pct"])
+    assert "best wrapper 'plain' has no parseable generation" in d["note"]
+    assert "worst wrapper 'plain' has no parseable generation" in d["note"]
+    # the earlier conventions, kept as named options, set C = 0 for both: parts 0
+    for conv in ("match", "zero"):
+        o = _row(diag.decomposition(cells, undefined_conditional=conv), task="t")
+        assert (o["compliance_pp"], o["conditional_pp"]) == (0.0, 0.0)
 
 
 def test_decomposition_rejects_inconsistent_counts(cells):
@@ -430,3 +484,48 @@ def test_matched_fsi(scored):
     n = _row(out2, model_id="m1", task="t_mc")
     assert n["n_items_matched"] == 0 and math.isnan(n["fsi_matched_pp"]) and n["note"] == "no matched item"
     assert _row(out2, model_id="m2", task="t_mc")["fsi_matched_pp"] == 50.0
+
+
+# --------------------------------------------------------------------------- partial R² = t² / (t² + df)
+
+
+def test_partial_r2_from_t_paper_values():
+    # the paper: beta = 0.819 +- 0.034, df = 140 cells - 15 coefficients = 125 -> partial R² 0.82
+    t = 0.819 / 0.034  # 24.088...
+    # t² = 0.819² / 0.034² = 0.670761 / 0.001156 = 580.24308; 580.24308 / 705.24308 = 0.8227561
+    assert reg.partial_r2_from_t(t, 125) == pytest.approx(0.670761 / 0.001156 / (0.670761 / 0.001156 + 125), rel=1e-12)
+    assert reg.partial_r2_from_t(t, 125) == pytest.approx(0.8227561, abs=1e-7)
+    assert round(reg.partial_r2_from_t(t, 125), 2) == 0.82
+    # and the t that gives exactly 0.82 with df 125: t² = 0.82 * 125 / 0.18 = 569.444...
+    assert reg.partial_r2_from_t(math.sqrt(0.82 * 125 / 0.18), 125) == pytest.approx(0.82, abs=1e-12)
+    assert reg.partial_r2_from_t(0.0, 10) == 0.0 and reg.partial_r2_from_t(-3.0, 9) == 0.5  # 9 / (9 + 9)
+    with pytest.raises(ValueError, match="df_resid"):
+        reg.partial_r2_from_t(2.0, 0)
+
+
+def test_fe_regression_partial_r2_is_t2_over_t2_plus_df_on_the_paper_design():
+    # The paper's design: 4 models x 7 tasks x 5 wrappers = 140 cells; intercept + P + 3 + 6 + 4 dummies
+    # = 15 coefficients -> df_resid = 125. A = 0.819 P + effects + e with e orthogonal to the design
+    # (so beta-hat = 0.819 exactly) and scaled so that SE(beta) = 0.034 (so t = 0.819 / 0.034).
+    rng = np.random.default_rng(8)
+    models, tasks = [f"m{i}" for i in range(4)], [f"t{j}" for j in range(7)]
+    cells = pd.DataFrame([dict(model_id=m, task=t, wrapper=w) for m in models for t in tasks for w in ws.WRAPPER_ORDER])
+    cells["parseability_pct"] = rng.uniform(20, 80, len(cells))
+    cells["n"] = 100  # equal weights: WLS = OLS
+    X = np.column_stack([np.ones(len(cells)), cells["parseability_pct"]]
+                        + [(cells["model_id"] == m).astype(float) for m in models[1:]]
+                        + [(cells["task"] == t).astype(float) for t in tasks[1:]]
+                        + [(cells["wrapper"] == w).astype(float) for w in ws.WRAPPER_ORDER[1:]])
+    assert X.shape == (140, 15)
+    e = rng.normal(size=140)
+    e -= X @ np.linalg.lstsq(X, e, rcond=None)[0]  # residual of e on the design: orthogonal to every column
+    xtx_pp = np.linalg.inv(X.T @ X)[1, 1]
+    e *= 0.034 / math.sqrt(float(e @ e) / 125 * xtx_pp)  # SE(beta) = sqrt(sigma² [(X'X)^-1]_PP) = 0.034
+    effects = X[:, 2:] @ rng.uniform(-5, 5, 13)
+    cells["accuracy_pct"] = 10.0 + 0.819 * cells["parseability_pct"] + effects + e
+    r = reg.fixed_effects_regression(cells).iloc[0]
+    assert (r["n_cells"], r["n_params"], r["df_resid"]) == (140, 15, 125)
+    assert r["beta"] == pytest.approx(0.819, abs=1e-10) and r["se"] == pytest.approx(0.034, abs=1e-10)
+    assert r["t_value"] == pytest.approx(0.819 / 0.034, rel=1e-9)
+    assert r["partial_r2"] == pytest.approx(reg.partial_r2_from_t(r["t_value"], r["df_resid"]), abs=1e-10)
+    assert r["partial_r2"] == pytest.approx(0.8227561, abs=1e-7) and round(r["partial_r2"], 2) == 0.82

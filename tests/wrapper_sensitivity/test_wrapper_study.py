@@ -51,7 +51,7 @@ def gen_rows(item, rows):
                           "error": e} for i, (w, t, f, n, e) in enumerate(rows)])
 
 
-def test_scoring_in_three_modes_is_exact():
+def test_scoring_in_four_modes_is_exact():
     item = [x for x in synthetic_tasks(1, seed=0) if x.answer_type == "choice"][0]
     wrong = next(lbl for lbl in item.labels if lbl != item.gold)
     gens = gen_rows(item, [
@@ -61,7 +61,9 @@ def test_scoring_in_three_modes_is_exact():
         ("plain", item.gold, "length", 100, None),
         ("structured_delim", None, None, 100, "ProviderError[500]: boom"),
     ])
-    out = score_generations(gens, [item]).set_index(["wrapper", "mode"])
+    scored = score_generations(gens, [item])
+    assert len(scored) == 5 * 4 and scored["mode"].tolist()[:4] == ["paper", "strict", "normalized", "lenient"]
+    out = scored.set_index(["wrapper", "mode"])
     validate_frame(S.ScoredAnswers, out.reset_index(), "scored_answers")
     assert out.loc[("json", "strict"), "correct"] and out.loc[("json", "strict"), "reason"] == "ok"
     assert not out.loc[("structured", "strict"), "parseable"]
@@ -71,6 +73,13 @@ def test_scoring_in_three_modes_is_exact():
     assert out.loc[("plain", "lenient"), "reason"] == "truncated"
     assert out.loc[("structured_delim", "strict"), "reason"] == "call_error"
     assert out.loc[("json", "normalized"), "n_choices"] == len(item.choices)
+    # the paper's extractor: the JSON slot as normalized; no "Final answer:" line in deliberate -> unparseable;
+    # a plain reply cut right after the label is not visibly complete -> truncated
+    assert out.loc[("json", "paper"), "correct"] and out.loc[("json", "paper"), "reason"] == "ok"
+    assert out.loc[("structured", "paper"), "reason"] == "normalized_slot"
+    assert out.loc[("deliberate", "paper"), "reason"] == "no_answer"
+    assert out.loc[("plain", "paper"), "reason"] == "truncated"
+    assert out.loc[("structured_delim", "paper"), "reason"] == "call_error"
 
 
 def test_token_balance_exact():
@@ -115,7 +124,7 @@ def test_seven_real_tasks_end_to_end_with_the_local_model(metamorph_home):
             return con.execute(f"SELECT * FROM wrapper_sensitivity.{t}").df()
         assert len(read("qa_items")) == 7
         assert len(read("wrapper_generations")) == 7 * 6  # 5 wrappers + the constrained arm
-        assert len(read("scored_answers")) == 7 * 6 * 3
+        assert len(read("scored_answers")) == 7 * 6 * 4  # paper, strict, normalized, lenient
         fsi = validate_frame(M.WrapperFSI, read("fsi_psi"), "fsi_psi")
         assert sorted(fsi["task"]) == sorted(TASKS)
         for t, schema in [("wrapper_cells", M.WrapperCells), ("mean_fsi_psi", M.WrapperMeanIndices),
@@ -124,7 +133,33 @@ def test_seven_real_tasks_end_to_end_with_the_local_model(metamorph_home):
             df = read(t)
             assert len(df) > 0, t
             validate_frame(schema, df, t)
-        dec = read("fsi_decomposition").dropna(subset=["fsi_pp"])
-        assert ((dec["compliance_pp"] + dec["conditional_pp"] - dec["fsi_pp"]).abs() < 1e-9).all()
+        dec = read("fsi_decomposition")
+        split = dec.dropna(subset=["compliance_pp"])  # null parts: a wrapper with nothing parseable (see note)
+        assert ((split["compliance_pp"] + split["conditional_pp"] - split["fsi_pp"]).abs() < 1e-9).all()
+        assert dec.loc[dec["compliance_pp"].isna() & dec["fsi_pp"].notna(), "note"].str.contains("undefined").all()
+        assert sorted(read("scored_answers")["mode"].unique()) == ["lenient", "normalized", "paper", "strict"]
     finally:
         con.close()
+
+
+def test_headline_from_scored_replies_paper_vs_normalized():
+    # Two choice items; plain replies "<gold>. <reason>" (the paper's first letter reads them, the
+    # normalized whole-value contract does not); json: one compliant object, one prose reply.
+    from metamorph.studies.wrapper_sensitivity import metrics as wm
+
+    items = [x for x in synthetic_tasks(2, seed=0) if x.answer_type == "choice"]
+    assert len(items) == 2
+    rows = []
+    for k, x in enumerate(items):
+        rows += [("plain", f"{x.gold}. It is the only option that fits.", x),
+                 ("json", json.dumps({"answer": x.gold}) if k == 0 else f"The answer is {x.gold}.", x)]
+    gens = pd.DataFrame([{"model_id": "m", "task": x.task, "item_id": x.item_id, "wrapper": w, "seed": 0,
+                          "generation_key": f"k{i}", "response_text": t, "finish_reason": "stop", "prompt_tokens": 100,
+                          "error": None} for i, (w, t, x) in enumerate(rows)])
+    scored = score_generations(gens, items)
+    paper = wm.fsi_psi(wm.cell_metrics(scored)).iloc[0]  # default mode: paper
+    # paper: plain A = P = 2/2 = 1; json A = P = 1/2 -> FSI = 0.5, PSI = 0.5, best plain
+    assert (paper["fsi"], paper["psi"], paper["best_wrapper"], paper["worst_wrapper"]) == (0.5, 0.5, "plain", "json")
+    norm = wm.fsi_psi(wm.cell_metrics(scored, "normalized")).iloc[0]
+    # normalized: plain A = P = 0/2 (a label followed by prose is no whole value); json 1/2 -> best json
+    assert (norm["fsi"], norm["psi"], norm["best_wrapper"], norm["worst_wrapper"]) == (0.5, 0.5, "json", "plain")

@@ -18,6 +18,7 @@ from metamorph.studies.wrapper_sensitivity.metrics import (
     TIE_TOL,
     _best_worst,
     _cells,
+    _tied,
     _ordered_wrappers,
     _pct,
     _validate_cells,
@@ -32,11 +33,17 @@ from metamorph.studies.wrapper_sensitivity.schemas import (
 )
 
 
-def decomposition(cells: pd.DataFrame, undefined_conditional: str = "match") -> pd.DataFrame:
+def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> pd.DataFrame:
     """Split each FSI into a compliance-driven and a conditional-accuracy-driven part (review major 1).
 
-    Per (model, task), b = best and w = worst wrapper (as in :func:`fsi_psi`). With
-    fractions P (parseability), C (Acc | parseable) and A = P · C:
+    Source: the review's major comment 1 on §3.5 / §5.2 (A = P · Acc|parse, so Acc ≤ P by
+    construction; "report an FSI decomposition into compliance-driven vs
+    conditional-accuracy-driven components").
+
+    Per (model, task), b = best and w = worst wrapper by accuracy. When several wrappers tie at
+    the top (bottom), b (w) is the first of them in the canonical wrapper order, named in
+    ``best_wrapper`` / ``worst_wrapper`` and the tie said in ``note`` (:func:`fsi_psi` lists all
+    tied wrappers). With fractions P (parseability), C (Acc | parseable) and A = P · C:
 
         FSI = A_b − A_w = ΔP · C̄ + ΔC · P̄,     ΔX = X_b − X_w,  X̄ = (X_b + X_w)/2,
 
@@ -48,16 +55,20 @@ def decomposition(cells: pd.DataFrame, undefined_conditional: str = "match") -> 
     is less accurate when it parses). P and C come from the counts (n, n_parseable,
     n_correct), FSI from ``accuracy_pct``.
 
-    A wrapper with **no parseable generation** has C undefined (A = 0 = 0 · C for any C):
+    A wrapper with **no parseable generation** has C undefined (A = 0 = 0 · C for any C).
+    ``undefined_conditional`` says what then happens:
 
-    * ``undefined_conditional="match"`` (default): C := the other wrapper's C (ΔC = 0, the
-      whole difference is compliance) — the split that only uses what was observed.
-    * ``undefined_conditional="zero"``: C := 0, with a note. Beware: if the worst wrapper has
-      P_w = 0, this attributes half of the FSI to conditional accuracy (ΔP·C̄ = ΔC·P̄ =
-      P_b·C_b/2) although only compliance differs.
+    * ``"null"`` (default): C stays undefined, so ΔC, C̄, both parts and the share are null,
+      with the reason in ``note``; ``fsi_pp``, ΔP and P̄ (always defined) are still reported.
+      The parts are computed only where both ends have a parseable generation: with P_w = 0
+      nothing observed says how accurate w would be when it parses, so no split is claimed.
+    * ``"match"`` (the earlier default, kept as a named option): C := the other wrapper's C
+      (ΔC = 0, the whole difference is compliance); both undefined -> C = 0 for both.
+    * ``"zero"``: C := 0, with a note. Beware: if the worst wrapper has P_w = 0, this
+      attributes half of the FSI to conditional accuracy (ΔP·C̄ = ΔC·P̄ = P_b·C_b/2) although
+      only compliance differs.
 
-    Both wrappers unparseable gives C = 0 for both (FSI = 0, parts 0). A (model, task)
-    with a single wrapper has null values and a note.
+    A (model, task) with a single wrapper has null values and a note.
 
     Raises:
         ValueError: missing columns; an unknown ``undefined_conditional``; counts that do
@@ -67,10 +78,12 @@ def decomposition(cells: pd.DataFrame, undefined_conditional: str = "match") -> 
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperDecomposition`: ``model_id,
         task, best_wrapper, worst_wrapper, fsi_pp, delta_parse_pp,
         delta_acc_given_parse_pp, mean_parse_pct, mean_acc_given_parse_pct,
-        compliance_pp, conditional_pp, compliance_share, note``.
+        compliance_pp, conditional_pp, compliance_share, note`` (pp = percentage points, pct =
+        percent).
     """
-    if undefined_conditional not in ("zero", "match"):
-        raise ValueError(f"decomposition: undefined_conditional must be 'zero' or 'match', got {undefined_conditional!r}")
+    if undefined_conditional not in ("null", "zero", "match"):
+        raise ValueError("decomposition: undefined_conditional must be 'null', 'zero' or 'match', "
+                         f"got {undefined_conditional!r}")
     c = _validate_cells(cells, ["accuracy_pct", "n", "n_correct", "n_parseable"], "cells")
     n = c["n"].astype(float)
     if (n < 1).any():
@@ -84,33 +97,44 @@ def decomposition(cells: pd.DataFrame, undefined_conditional: str = "match") -> 
             row["note"] = f"1 wrapper ({grp['wrapper'].iloc[0]}): no pair, FSI undefined"
             rows.append(row)
             continue
+        tied_best, tied_worst = _tied(grp)
         b, w = _best_worst(grp)
-        pb, pw = b["n_parseable"] / b["n"], w["n_parseable"] / w["n"]
-        cb = b["n_correct"] / b["n_parseable"] if b["n_parseable"] > 0 else None
-        cw = w["n_correct"] / w["n_parseable"] if w["n_parseable"] > 0 else None
         notes = []
-        for name, val, other in (("best", cb, cw), ("worst", cw, cb)):
-            if val is None:
-                wr = b["wrapper"] if name == "best" else w["wrapper"]
-                if undefined_conditional == "match" and other is not None:
-                    notes.append(f"{name} wrapper {wr!r} has no parseable generation: Acc|parse undefined, set to the other wrapper's")
-                else:
-                    notes.append(f"{name} wrapper {wr!r} has no parseable generation: Acc|parse undefined, set to 0")
+        if len(tied_best) == len(grp):
+            notes.append(f"all {len(grp)} wrappers tie (FSI = 0): split of {b['wrapper']!r} vs {w['wrapper']!r}")
+        else:
+            for name, tied in (("best", tied_best), ("worst", tied_worst)):
+                if len(tied) > 1:
+                    notes.append(f"{name} accuracy tied by {', '.join(tied)}: split uses {tied[0]!r}")
+        pb, pw = float(b["n_parseable"] / b["n"]), float(w["n_parseable"] / w["n"])
+        cb = float(b["n_correct"] / b["n_parseable"]) if b["n_parseable"] > 0 else None
+        cw = float(w["n_correct"] / w["n_parseable"]) if w["n_parseable"] > 0 else None
+        for name, val, other, wr in (("best", cb, cw, b["wrapper"]), ("worst", cw, cb, w["wrapper"])):
+            if val is not None:
+                continue
+            what = f"{name} wrapper {wr!r} has no parseable generation: Acc|parse undefined"
+            if undefined_conditional == "null":
+                notes.append(f"{what}, so ΔC, C̄ and the compliance / conditional split are undefined (null)")
+            elif undefined_conditional == "match" and other is not None:
+                notes.append(f"{what}, set to the other wrapper's")
+            else:
+                notes.append(f"{what}, set to 0")
+        fsi = float(b["accuracy_pct"]) - float(w["accuracy_pct"])
+        dp, pbar = pb - pw, (pb + pw) / 2.0
+        row.update(best_wrapper=b["wrapper"], worst_wrapper=w["wrapper"], fsi_pp=fsi,
+                   delta_parse_pp=100.0 * dp, mean_parse_pct=100.0 * pbar)
         if undefined_conditional == "match":
             cb, cw = (cw if cb is None else cb), (cb if cw is None else cw)
-        cb = 0.0 if cb is None else float(cb)
-        cw = 0.0 if cw is None else float(cw)
-        pb, pw = float(pb), float(pw)
-        fsi = float(b["accuracy_pct"]) - float(w["accuracy_pct"])
-        dp, dc = pb - pw, cb - cw
-        pbar, cbar = (pb + pw) / 2.0, (cb + cw) / 2.0
-        comp, cond = 100.0 * dp * cbar, 100.0 * dc * pbar
-        row.update(best_wrapper=b["wrapper"], worst_wrapper=w["wrapper"], fsi_pp=fsi,
-                   delta_parse_pp=100.0 * dp, delta_acc_given_parse_pp=100.0 * dc,
-                   mean_parse_pct=100.0 * pbar, mean_acc_given_parse_pct=100.0 * cbar,
-                   compliance_pp=comp, conditional_pp=cond,
-                   compliance_share=comp / fsi if fsi > TIE_TOL else math.nan,
-                   note="; ".join(notes) or None)
+        if undefined_conditional != "null":
+            cb = 0.0 if cb is None else cb
+            cw = 0.0 if cw is None else cw
+        if cb is not None and cw is not None:
+            dc, cbar = cb - cw, (cb + cw) / 2.0
+            comp, cond = 100.0 * dp * cbar, 100.0 * dc * pbar
+            row.update(delta_acc_given_parse_pp=100.0 * dc, mean_acc_given_parse_pct=100.0 * cbar,
+                       compliance_pp=comp, conditional_pp=cond,
+                       compliance_share=comp / fsi if fsi > TIE_TOL else math.nan)
+        row["note"] = "; ".join(notes) or None
         rows.append(row)
     cols = ["model_id", "task", "best_wrapper", "worst_wrapper", "fsi_pp", "delta_parse_pp", "delta_acc_given_parse_pp",
             "mean_parse_pct", "mean_acc_given_parse_pct", "compliance_pp", "conditional_pp", "compliance_share", "note"]

@@ -24,7 +24,12 @@ The five prompt-wrapper families and the slot each one's output contract defines
 
 ``family=None`` reads the output under the ``plain`` contract.
 
-The three modes (paper §3.5) differ only in how much of the contract they require:
+Four modes. ``paper`` (the default, :data:`DEFAULT_MODE`, the headline FSI / PSI) is the
+paper's extractor as the review reports §3.5 — first choice letter, a boolean map, the last
+number — read inside the family's slot, and reading a truncated reply when its answer is visible;
+every rule is in :mod:`metamorph.studies.wrapper_sensitivity.paper`. The three reported
+variants (paper appendix B strict / normalized, plus lenient) differ only in how much of the
+contract they require:
 
 * ``strict`` — the family's contract exactly: the whole output must parse as one JSON object
   with the key ``answer``; the ``Answer:`` / ``Final answer:`` key is spelled exactly so at the start of its
@@ -58,7 +63,13 @@ The three modes (paper §3.5) differ only in how much of the contract they requi
   the slot is searched (the same patterns, plus a label at the start of the slot — ``B. Paris``,
   ``C) because ...`` — or a parenthesised label in it — ``Paris (B)``); a committed but
   unreadable slot is never overridden by the scratchpad. The ``plain`` slot is the whole output,
-  so lenient ``plain`` searches the whole output with these slot rules.
+  so lenient ``plain`` searches the whole output with these slot rules. Before any search, LaTeX
+  math / text marks around a short token are removed (``$B$``, ``\\(B\\)``, ``\\[B\\]``,
+  ``\\textbf{D}``, ``\\text{D}``, nested ``\\(\\textbf{B}\\)``; ``\\boxed{}`` stays an answer pattern)
+  and LaTeX number spacing is undone (``9{,}500``, ``1\\,234``). For choices an explicit answer
+  pattern wins over labels merely mentioned (label lines, labels in the slot): ``Not (A).
+  Answer: D`` is D; and a label the text rejects right before it (``not (A)``, ``isn't B``,
+  ``rather than C``, ``instead of``, ``except``) is never a hit.
 
 Rules common to every mode:
 
@@ -66,11 +77,14 @@ Rules common to every mode:
   ``parseable`` is false, and it then counts as incorrect (in the denominator, never in the
   numerator).
 * ``finish_reason == "length"`` (also ``max_tokens`` / ``max_output_tokens``) is ``truncated``
-  in every mode, before anything is read — **even when a complete ``Final answer:`` line came
+  in ``strict`` / ``normalized`` / ``lenient``, before anything is read — **even when a complete ``Final answer:`` line came
   before the cut**: the output is incomplete (the review notes max_tokens=24 cuts the deliberate
-  wrapper), so it is reported, never guessed. Empty or ``None`` text is ``empty``.
+  wrapper), so it is reported, never guessed; ``paper`` reads a cut reply only when its answer
+  is visible before the cut (:mod:`.paper`). Empty or ``None`` text is ``empty`` (``truncated``
+  when it was cut).
 * Two different committed answers (two slots, two explicit patterns, two boolean words) are
-  ``ambiguous``; a wider mode never resolves an ambiguity. Parseability is monotone
+  ``ambiguous`` (``paper``: only two slots; inside one scope its rule takes the first label /
+  boolean word, the last number); a wider mode never resolves an ambiguity. Parseability is monotone
   (strict ⊆ normalized ⊆ lenient) except that normalisation can reveal a second, conflicting slot
   (``Answer: B`` plus ``answer: C`` is ``ok`` in strict and ``ambiguous`` in normalized).
   Several slots with the same value, or with one readable value and unreadable others, are fine.
@@ -116,12 +130,19 @@ Parseable, where the slot was found winning over how the value was normalised:
 * ``lenient_label_line`` — a line that is just a label;
 * ``lenient_label_in_slot`` — a label at the start of / in brackets inside the slot;
 * ``lenient_boolean_word`` — the one boolean word of the text;
-* ``lenient_last_number`` — the last number of the text (or of the slot).
+* ``lenient_last_number`` — the last number of the text (or of the slot);
+* ``paper_first_label`` / ``paper_boolean_word`` / ``paper_last_number`` — mode ``paper``: the
+  task-aware rule read the slot (first label, first boolean word, last number);
+* ``paper_answer_phrase`` — mode ``paper``, a cut reply: the number after an explicit answer
+  pattern;
+* ``paper_cut_slot`` — mode ``paper``: the value came from a slot cut by the token limit (an
+  unclosed ``<answer>`` tag, a JSON object cut after its ``answer`` value).
 
 Unparseable: ``truncated``, ``empty``, ``no_answer`` (no slot), ``invalid_json`` (json family:
 no JSON object parses), ``not_a_label`` / ``not_a_boolean`` / ``not_a_number`` (a slot whose
-value cannot be read in this mode), ``ambiguous``. When the lenient search finds nothing, the
-``normalized`` reason is kept.
+value cannot be read in this mode), ``ambiguous``. When the lenient search (or the ``paper``
+rule on a complete reply) finds nothing, the ``normalized`` reason is kept; a cut reply whose
+answer is not visible is ``truncated`` in every mode.
 """
 
 from __future__ import annotations
@@ -148,6 +169,7 @@ from metamorph.studies.wrapper_sensitivity.answers import (
 
 __all__ = [
     "ANSWER_TYPES",
+    "DEFAULT_MODE",
     "FAMILIES",
     "MODES",
     "PARSEABLE_REASONS",
@@ -162,20 +184,26 @@ __all__ = [
 
 AnswerType = Literal["choice", "boolean", "numeric"]
 
-Mode = Literal["strict", "normalized", "lenient"]
+Mode = Literal["paper", "strict", "normalized", "lenient"]
 
 Family = Literal["plain", "json", "structured", "structured_delim", "deliberate"]
 
 FAMILIES: tuple[str, ...] = ("plain", "json", "structured", "structured_delim", "deliberate")
 
-MODES: tuple[str, ...] = ("strict", "normalized", "lenient")
+#: Extraction modes: the paper's extractor (the headline, :data:`DEFAULT_MODE`) and the three
+#: reported variants.
+MODES: tuple[str, ...] = ("paper", "strict", "normalized", "lenient")
+
+#: The mode of the headline FSI / PSI: the paper's extractor (§3.5, :mod:`.paper`).
+DEFAULT_MODE = "paper"
 
 #: Reasons of a parseable extraction.
 PARSEABLE_REASONS: tuple[str, ...] = (
     "ok", "json_in_code_fence", "json_in_prose", "normalized_slot", "normalized_markup",
     "normalized_number", "normalized_yes_no", "lenient_json_repaired", "lenient_unclosed_tag",
     "lenient_answer_phrase", "lenient_label_line", "lenient_label_in_slot", "lenient_boolean_word",
-    "lenient_last_number",
+    "lenient_last_number", "paper_first_label", "paper_boolean_word", "paper_last_number",
+    "paper_answer_phrase", "paper_cut_slot",
 )
 
 #: Reasons of an unparseable extraction.
@@ -379,7 +407,7 @@ def _read(text: str, family: str, spec: _Spec, strict: bool) -> QAExtraction:
 
 
 def extract_answer(text: str | None, answer_type: AnswerType, labels: Sequence[str] = (),
-                   family: Family | None = None, mode: Mode = "normalized",
+                   family: Family | None = None, mode: Mode = DEFAULT_MODE,
                    finish_reason: str | None = None) -> QAExtraction:
     """Read the answer of one model output; see the module docstring for every rule.
 
@@ -390,8 +418,10 @@ def extract_answer(text: str | None, answer_type: AnswerType, labels: Sequence[s
         labels: the choice labels (letters or option numbers), returned spelled as given;
             ignored for the other answer types.
         family: the prompt-wrapper family whose output contract is read (``None``: ``plain``).
-        mode: ``strict``, ``normalized`` or ``lenient``.
-        finish_reason: the provider's normalised finish reason; ``"length"`` -> ``truncated``.
+        mode: ``paper`` (default: the paper's extractor, :mod:`.paper`), ``strict``,
+            ``normalized`` or ``lenient``.
+        finish_reason: the provider's normalised finish reason; ``"length"`` -> ``truncated``
+            (in ``paper`` mode: read when the answer is visible before the cut).
 
     Raises:
         ConfigError: unknown answer type, family or mode; choice labels that are fewer than two,
@@ -403,11 +433,17 @@ def extract_answer(text: str | None, answer_type: AnswerType, labels: Sequence[s
         raise ConfigError(f"family must be one of {FAMILIES} or None, got {family!r}")
     if mode not in MODES:
         raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
-    if finish_reason is not None and str(finish_reason).strip().lower() in _TRUNCATED_FINISH:
+    truncated = finish_reason is not None and str(finish_reason).strip().lower() in _TRUNCATED_FINISH
+    if truncated and mode != "paper":
         return _u("truncated")
     if text is None or (isinstance(text, float) and math.isnan(text)) or not str(text).strip():
-        return _u("empty")  # None, a pandas NaN for a missing text, or only whitespace
+        # None, a pandas NaN for a missing text, or only whitespace
+        return _u("truncated" if truncated else "empty")
     text = str(text)
+    if mode == "paper":
+        from metamorph.studies.wrapper_sensitivity.paper import paper_extract
+
+        return paper_extract(text, fam, spec, truncated)
     if mode == "strict":
         return _read(text, fam, spec, strict=True)
     normalized = _read(text, fam, spec, strict=False)

@@ -69,6 +69,36 @@ _MODIFIER_NEXT = re.compile(r"[ \t]+[a-z]")
 
 _LIST_MARK_RE = re.compile(r"^[>#\-\u2022\s]+")
 
+#: LaTeX math / text marks around one short token (no whitespace inside): ``$B$``, ``$$B$$``,
+#: ``\(B\)``, ``\[B\]``, ``\textbf{D}``, ``\text{D}``, ``\mathrm{D}``, ``$9{,}500$``. ``\boxed`` is
+#: kept: it is an explicit answer marker of its own (:data:`_BOXED_RE`).
+_MATH_MARK_RES = (
+    re.compile(r"\$\$[ \t]*([^$\s]{1,40}?)[ \t]*\$\$"),
+    re.compile(r"\$[ \t]*([^$\s]{1,40}?)[ \t]*\$"),
+    re.compile(r"\\\([ \t]*(\S{1,40}?)[ \t]*\\\)"),
+    re.compile(r"\\\[[ \t]*(\S{1,40}?)[ \t]*\\\]"),
+    re.compile(r"\\(?:text|textbf|textrm|textit|mathrm|mathbf|mathit|emph)[ \t]*\{[ \t]*([^{}\s]{1,40})[ \t]*\}"),
+)
+
+#: A label mention the text itself rejects before it: ``Not (A)``, ``isn't B``, ``rather than C``.
+_REJECTED_BEFORE = re.compile(
+    r"(?:\bnot|n['\u2019]t|\bnever|\brather[ \t]+than|\binstead[ \t]+of|\bexcept)[ \t]*(?:(?i:option|choice)[ \t]*)?"
+    r"[(\[*_`\"']*[ \t]*$", re.IGNORECASE)
+
+
+def _unwrap_math(scope: str) -> str:
+    """``scope`` with LaTeX math / text marks around short tokens removed (repeatedly, so
+    ``\\(\\textbf{B}\\)`` is ``B``) and LaTeX number spacing undone (``9{,}500`` -> ``9,500``,
+    ``1\\,234`` -> ``1234``). Each pass shortens the text, so this is at most linear passes of
+    linear regexes; in practice one or two."""
+    prev = None
+    s = _latex_number_cleanup(scope)
+    while s != prev:
+        prev = s
+        for rx in _MATH_MARK_RES:
+            s = rx.sub(r"\1", s)
+    return s
+
 
 def _label_at(text: str, m: re.Match[str], spec: _Spec, bracketed: bool) -> str | None:
     """The label of an id match, unless it is part of a word/number, an article or negated."""
@@ -82,6 +112,8 @@ def _label_at(text: str, m: re.Match[str], spec: _Spec, bracketed: bool) -> str 
         if not bracketed and (oid.islower() or oid in ("A", "I")) and not _ARTICLE_OK_AFTER.match(after):
             return None
     if _NEGATIVE_AFTER.match(after):
+        return None
+    if _REJECTED_BEFORE.search(text[max(0, m.start("id") - 40):m.start("id")]):
         return None
     return spec.by_key.get(oid.casefold())
 
@@ -167,9 +199,11 @@ def _phrase_values(scope: str, spec: _Spec) -> list[str]:
 
 def _search(scope: str, spec: _Spec, in_slot: bool) -> list[tuple[str, str]]:
     """Lenient hits ``(value, reason)`` in ``scope``, in order of preference."""
-    scope = _prep(scope)
+    scope = _unwrap_math(_prep(scope))
     hits = [(v, "lenient_answer_phrase") for v in _phrase_values(scope, spec)]
     if spec.kind == "choice":
+        if hits:  # an explicit answer wins over labels merely mentioned ("Not (A). Answer: D")
+            return hits
         for line in scope.splitlines():
             s = _LIST_MARK_RE.sub("", line).strip()
             if s and len(s) <= 30:

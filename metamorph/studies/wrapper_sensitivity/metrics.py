@@ -12,8 +12,8 @@ Input: the scored-generations frame
 One row per generation × extraction mode, columns :data:`SCORED_COLUMNS`:
 ``model_id`` str, ``task`` str, ``answer_type`` (choice / boolean / numeric), ``wrapper``
 str (plain / json / structured / structured_delim / deliberate, or another arm such as a
-constrained-decoding one), ``item_id`` str, ``seed`` int, ``mode`` (strict / normalized /
-lenient), ``parseable`` bool, ``correct`` bool (False when unparseable), ``finish_reason``
+constrained-decoding one), ``item_id`` str, ``seed`` int, ``mode`` (paper / strict /
+normalized / lenient), ``parseable`` bool, ``correct`` bool (False when unparseable), ``finish_reason``
 str or None, ``prompt_tokens`` int or None, ``n_choices`` int or None (choice tasks; the
 chance level is 1/n_choices for choice, 0.5 for boolean, 0 for numeric).
 
@@ -22,7 +22,7 @@ columns (named), null keys, unknown modes / answer types, non-boolean ``parseabl
 ``correct``, ``correct`` without ``parseable``, duplicate generation keys
 ``(model_id, task, wrapper, item_id, seed, mode)``, a task with several answer types and
 ``n_choices < 2`` raise :class:`ValueError`. Functions take a ``mode`` argument (default
-``"normalized"``) and use only that slice; a mode absent from the frame is an error.
+``"paper"``, the paper's extractor: :data:`DEFAULT_MODE`) and use only that slice; a mode absent from the frame is an error.
 
 Conventions shared by all functions
 -----------------------------------
@@ -30,9 +30,13 @@ Conventions shared by all functions
 * An index over wrappers needs a pair: a (model, task) with a single wrapper has null
   FSI / PSI / nFSI and a ``note``; it never counts as "FSI = 0".
 * Items are identified by ``(task, item_id)`` (item ids may repeat across tasks).
-* Ties between wrappers (equal to :data:`TIE_TOL` pp) are broken by the canonical order
-  :data:`WRAPPER_ORDER`, then alphabetically; output rows are sorted by model_id, task,
-  then wrapper in that order.
+* Ties between wrappers (accuracies within :data:`TIE_TOL` pp) are reported as ties:
+  :func:`fsi_psi` lists every tied best / worst wrapper (``best_wrapper = "plain, json"``) with
+  their count and an ``all_tied`` flag; only where one wrapper must be picked (the two ends of
+  the decomposition) the first in the canonical order :data:`WRAPPER_ORDER` is used, and said
+  so in a note. Output rows are sorted by model_id, task, then wrapper in that order.
+* FSI / PSI are reported as fractions in [0, 1] like the paper (``fsi``, ``psi``; e.g. 0.763)
+  and in percentage points (``fsi_pp``, ``psi_pp`` = 100 × the fraction).
 * Every output is validated by its schema in :mod:`metamorph.studies.wrapper_sensitivity.schemas`.
 """
 
@@ -76,13 +80,15 @@ SCORED_COLUMNS = (
 #: Canonical wrapper order (paper §3.2): sorting, tie-breaking, reference level (plain).
 WRAPPER_ORDER = ("plain", "json", "structured", "structured_delim", "deliberate")
 
-#: Extraction modes (§3.5 strict / normalized, plus lenient).
-MODES = ("strict", "normalized", "lenient")
+#: Extraction modes: the paper's extractor (§3.5 as the review reports it) and the reported
+#: variants (appendix B strict / normalized, plus lenient).
+MODES = ("paper", "strict", "normalized", "lenient")
 
 #: Answer types and their chance level (percent; choice = 100 / n_choices).
 ANSWER_TYPES = ("choice", "boolean", "numeric")
 
-DEFAULT_MODE = "normalized"
+#: The headline mode: the paper's extractor.
+DEFAULT_MODE = "paper"
 
 #: ε of nFSI = FSI / (mean accuracy + ε) (§4).
 NFSI_EPS = 1e-6
@@ -254,13 +260,20 @@ def _validate_cells(cells: pd.DataFrame, columns: Sequence[str], what: str) -> p
     return c
 
 
-def _best_worst(grp: pd.DataFrame, col: str = "accuracy_pct") -> tuple[pd.Series, pd.Series]:
-    """Rows of the best and worst wrapper of one (model, task); ties -> canonical order."""
+def _tied(grp: pd.DataFrame, col: str = "accuracy_pct") -> tuple[list[str], list[str]]:
+    """The wrappers tied at the highest and at the lowest ``col`` (within :data:`TIE_TOL`) of one
+    (model, task), each list in canonical order."""
     g = grp.assign(_wk=grp["wrapper"].map(_wrapper_key)).sort_values("_wk", kind="mergesort")
-    top, bottom = g[col].max(), g[col].min()
-    best = g[g[col] >= top - TIE_TOL].iloc[0]
-    worst = g[g[col] <= bottom + TIE_TOL].iloc[0]
-    return best, worst
+    v = g[col].astype(float)
+    return g.loc[v >= v.max() - TIE_TOL, "wrapper"].tolist(), g.loc[v <= v.min() + TIE_TOL, "wrapper"].tolist()
+
+
+def _best_worst(grp: pd.DataFrame, col: str = "accuracy_pct") -> tuple[pd.Series, pd.Series]:
+    """Rows of one best and one worst wrapper of a (model, task): among tied ones the first in
+    canonical order (callers that show the result say so when there is a tie)."""
+    best, worst = _tied(grp, col)
+    by = grp.set_index("wrapper", drop=False)
+    return by.loc[best[0]], by.loc[worst[0]]
 
 
 def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
@@ -269,7 +282,9 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
     Over the wrappers w of a (model, task), with A_w, P_w the cell accuracy and
     parseability in percent (:func:`cell_metrics`):
 
-    * ``fsi_pp`` FSI = max_w A_w − min_w A_w (pp); ``psi_pp`` PSI = max_w P_w − min_w P_w.
+    * ``fsi`` FSI = max_w A_w − min_w A_w and ``psi`` PSI = max_w P_w − min_w P_w as fractions
+      in [0, 1] (accuracies as fractions, as the paper reports them: paper Eq. 2–3, "mean FSI
+      0.763"); ``fsi_pp`` / ``psi_pp`` the same in percentage points (= 100 × fraction).
     * ``nfsi`` = FSI / (Ā + ε), Ā the unweighted mean of A_w over the wrappers, ε = 1e-6
       (paper §4). Unitless; the ratio is the same whether A is in percent or a fraction
       (ε is negligible except at Ā = 0, where FSI = 0 too and nFSI = 0). nFSI is unbounded
@@ -291,17 +306,21 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
       FSI / (100 − c), the range of chance-adjusted accuracies; when the worst wrapper is
       below chance it is (A_max − c)/(100 − c) (clipped) instead of exceeding 1.
       ``n_below_chance`` counts the floored wrappers.
-    * ``best_wrapper`` / ``worst_wrapper``: highest / lowest accuracy; ties (within
-      :data:`TIE_TOL`) go to the first wrapper in :data:`WRAPPER_ORDER`.
+    * ``best_wrapper`` / ``worst_wrapper``: the wrapper(s) with the highest / lowest accuracy;
+      wrappers tied within :data:`TIE_TOL` pp are **all** listed, joined by ``", "`` in
+      :data:`WRAPPER_ORDER` (``"plain, json"``); ``n_best`` / ``n_worst`` count them.
+      ``all_tied`` is True when every wrapper has the same accuracy (FSI = 0; then best and
+      worst both list every wrapper) — a table where "best = worst" says the wrappers tie, not
+      that one wrapper is both.
 
     A (model, task) with a single wrapper has null indices and best/worst and a note; an
     unknown chance level gives a null ``nfsi_chance`` and a note.
 
     Returns:
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperFSI`: ``model_id, task,
-        n_wrappers, fsi_pp, psi_pp, mean_accuracy_pct, nfsi, chance_pct, nfsi_chance,
-        n_below_chance, best_wrapper, worst_wrapper, best_accuracy_pct,
-        worst_accuracy_pct, note``.
+        n_wrappers, fsi, psi, fsi_pp, psi_pp, mean_accuracy_pct, nfsi, chance_pct, nfsi_chance,
+        n_below_chance, best_wrapper, worst_wrapper, n_best, n_worst, all_tied,
+        best_accuracy_pct, worst_accuracy_pct, note``.
     """
     c = _validate_cells(cells, ["accuracy_pct", "parseability_pct", "chance_pct", "n"], "cells")
     rows = []
@@ -315,17 +334,20 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
         chance = math.nan if np.isnan(ch).any() else float(np.average(ch, weights=w))
         notes = []
         row = dict(model_id=m, task=t, n_wrappers=k, mean_accuracy_pct=mean_acc, chance_pct=chance,
-                   fsi_pp=math.nan, psi_pp=math.nan, nfsi=math.nan, nfsi_chance=math.nan,
+                   fsi=math.nan, psi=math.nan, fsi_pp=math.nan, psi_pp=math.nan, nfsi=math.nan, nfsi_chance=math.nan,
                    n_below_chance=int(0 if math.isnan(chance) else (acc < chance - TIE_TOL).sum()),
-                   best_wrapper=None, worst_wrapper=None, best_accuracy_pct=math.nan, worst_accuracy_pct=math.nan)
+                   best_wrapper=None, worst_wrapper=None, n_best=None, n_worst=None, all_tied=None,
+                   best_accuracy_pct=math.nan, worst_accuracy_pct=math.nan)
         if k < 2:
             notes.append(f"1 wrapper ({grp['wrapper'].iloc[0]}): no pair, indices undefined")
         else:
             fsi = float(acc.max() - acc.min())
-            best, worst = _best_worst(grp)
-            row.update(fsi_pp=fsi, psi_pp=float(par.max() - par.min()), nfsi=fsi / (mean_acc + eps),
-                       best_wrapper=best["wrapper"], worst_wrapper=worst["wrapper"],
-                       best_accuracy_pct=float(best["accuracy_pct"]), worst_accuracy_pct=float(worst["accuracy_pct"]))
+            psi = float(par.max() - par.min())
+            best, worst = _tied(grp)
+            row.update(fsi=fsi / 100.0, psi=psi / 100.0, fsi_pp=fsi, psi_pp=psi, nfsi=fsi / (mean_acc + eps),
+                       best_wrapper=", ".join(best), worst_wrapper=", ".join(worst),
+                       n_best=len(best), n_worst=len(worst), all_tied=len(best) == k,
+                       best_accuracy_pct=float(acc.max()), worst_accuracy_pct=float(acc.min()))
             if math.isnan(chance):
                 notes.append("chance level unknown (a choice item lacks n_choices): nfsi_chance undefined")
             else:
@@ -333,20 +355,27 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
                 row["nfsi_chance"] = float(kappa.max() - kappa.min())
         row["note"] = "; ".join(notes) or None
         rows.append(row)
-    cols = ["model_id", "task", "n_wrappers", "fsi_pp", "psi_pp", "mean_accuracy_pct", "nfsi", "chance_pct",
-            "nfsi_chance", "n_below_chance", "best_wrapper", "worst_wrapper", "best_accuracy_pct",
-            "worst_accuracy_pct", "note"]
+    cols = ["model_id", "task", "n_wrappers", "fsi", "psi", "fsi_pp", "psi_pp", "mean_accuracy_pct", "nfsi",
+            "chance_pct", "nfsi_chance", "n_below_chance", "best_wrapper", "worst_wrapper", "n_best", "n_worst",
+            "all_tied", "best_accuracy_pct", "worst_accuracy_pct", "note"]
     out = pd.DataFrame(rows, columns=cols)
-    for col in ("fsi_pp", "psi_pp", "mean_accuracy_pct", "nfsi", "chance_pct", "nfsi_chance",
+    for col in ("fsi", "psi", "fsi_pp", "psi_pp", "mean_accuracy_pct", "nfsi", "chance_pct", "nfsi_chance",
                 "best_accuracy_pct", "worst_accuracy_pct"):
         out[col] = out[col].astype(float)
+    for col in ("n_best", "n_worst"):
+        out[col] = out[col].astype("Int64")
+    out["all_tied"] = out["all_tied"].astype("boolean")
     return WrapperFSI.validate(out)
 
-_INDICES = (("FSI", "fsi_pp", "pp"), ("PSI", "psi_pp", "pp"), ("nFSI", "nfsi", "ratio"), ("nFSI_chance", "nfsi_chance", "ratio"))
+_INDICES = (("FSI", "fsi_pp", "pp"), ("PSI", "psi_pp", "pp"), ("nFSI", "nfsi", "ratio"), ("nFSI_chance", "nfsi_chance", "ratio"),
+            ("FSI_fraction", "fsi", "fraction"), ("PSI_fraction", "psi", "fraction"))
 
 
 def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
     """Mean FSI / PSI / nFSI / nFSI_chance per model with percentile bootstrap 95% CIs over tasks.
+
+    FSI and PSI appear twice: in percentage points (``FSI``, ``PSI``) and as fractions like the
+    paper (``FSI_fraction``, ``PSI_fraction``, = pp / 100; the paper's "mean FSI 0.763").
 
     The unit resampled is the task (with replacement, ``n_resamples`` resamples,
     :func:`metamorph.stats.bootstrap_mean_ci`, percentile, ``numpy.random.default_rng(seed)``).
@@ -362,7 +391,8 @@ def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) ->
     Returns:
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperMeanIndices`: ``model_id, index,
         unit, mean, ci_low, ci_high, n_tasks, n_undefined, n_resamples, seed, ci_note``
-        (one row per model × index, indices in the order FSI, PSI, nFSI, nFSI_chance).
+        (one row per model × index, indices in the order FSI, PSI, nFSI, nFSI_chance,
+        FSI_fraction, PSI_fraction).
     """
     require_columns(fsi, ["model_id", "task"] + [col for _, col, _ in _INDICES], "fsi")
     rows = []

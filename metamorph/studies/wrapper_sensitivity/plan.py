@@ -4,7 +4,8 @@
   token-controlled prompts (:mod:`metamorph.studies.wrapper_sensitivity.wrappers`); the optional constrained-decoding arm
   (the review's falsifier) adds the ``json`` prompts again as wrapper ``json_constrained`` with a
   JSON-schema decoding constraint (llama.cpp grammar / OpenAI structured outputs).
-* :func:`score_generations` — every generation under the three extraction modes
+* :func:`score_generations` — every generation under the four extraction modes (``paper``, the
+  headline, and strict / normalized / lenient)
   (:func:`metamorph.studies.wrapper_sensitivity.extract.extract_answer`), in the "scored generations" contract of
   :mod:`metamorph.studies.wrapper_sensitivity.metrics`.
 * :func:`token_balance` — realised prompt tokens per item and wrapper, Δtok and the matched subset
@@ -22,7 +23,7 @@ import pandas as pd
 
 from metamorph.models import ModelSpec
 from metamorph.providers.base import GenerationRequest
-from metamorph.studies.wrapper_sensitivity.extract import extract_answer
+from metamorph.studies.wrapper_sensitivity.extract import MODES, extract_answer
 from metamorph.studies.wrapper_sensitivity.tasks import QAItem
 from metamorph.studies.wrapper_sensitivity.wrappers import (
     MATCH_THRESHOLD,
@@ -32,7 +33,6 @@ from metamorph.studies.wrapper_sensitivity.wrappers import (
     matched_subset,
 )
 
-MODES = ("strict", "normalized", "lenient")
 CONSTRAINED = "json_constrained"
 
 #: Decoding defaults (§3.4): short answers (the review warns 24 tokens truncates ``deliberate``;
@@ -87,7 +87,7 @@ def plan_wrapper_generations(items: Sequence[QAItem], prompts: Sequence[WrappedP
 
 
 def score_generations(generations: pd.DataFrame, items: Sequence[QAItem]) -> pd.DataFrame:
-    """Score every generation under strict / normalized / lenient extraction.
+    """Score every generation under the paper's extractor and strict / normalized / lenient extraction.
 
     Args:
         generations: ``wrapper_generations`` rows (model_id, task, item_id, wrapper, seed,
@@ -97,7 +97,9 @@ def score_generations(generations: pd.DataFrame, items: Sequence[QAItem]) -> pd.
     Returns:
         One row per generation × mode: model_id, task, answer_type, wrapper, item_id, seed, mode,
         value, parseable, correct, reason, finish_reason, prompt_tokens, n_choices,
-        generation_key. A call error is unparseable with reason ``call_error`` in every mode.
+        generation_key (modes in the order of
+        :data:`metamorph.studies.wrapper_sensitivity.extract.MODES`). A call error is unparseable
+        with reason ``call_error`` in every mode.
         The ``json_constrained`` arm is read with the ``json`` family's contract.
     """
     by_key = {(x.task, x.item_id): x for x in items}

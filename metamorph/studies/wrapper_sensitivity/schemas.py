@@ -25,6 +25,9 @@ from pandera.typing.pandas import Series
 
 from metamorph.schemas import GenerationRecord, StrictModel
 
+#: Extraction modes (:data:`metamorph.studies.wrapper_sensitivity.extract.MODES`).
+MODES = ["paper", "strict", "normalized", "lenient"]
+
 WRAPPERS = ["plain", "json", "structured", "structured_delim", "deliberate", "json_constrained"]
 
 
@@ -79,7 +82,8 @@ class WrapperGenerations(GenerationRecord):
 
 
 class ScoredAnswers(StrictModel):
-    """``scored_answers``: every generation under strict / normalized / lenient extraction (§3.5)."""
+    """``scored_answers``: every generation under the paper's extractor (``paper``, the headline) and the
+    strict / normalized / lenient variants (§3.5)."""
 
     model_id: Series[str] = pa.Field(description="Registry model id (partition key).")
     task: Series[str] = pa.Field(description="Task name.")
@@ -87,7 +91,7 @@ class ScoredAnswers(StrictModel):
     wrapper: Series[str] = pa.Field(isin=WRAPPERS, description="Wrapper family / arm.")
     item_id: Series[str] = pa.Field(description="Item id.")
     seed: Series[int] = pa.Field(description="Sampling seed.")
-    mode: Series[str] = pa.Field(isin=["strict", "normalized", "lenient"], description="Extraction variant.")
+    mode: Series[str] = pa.Field(isin=MODES, description="Extraction variant: paper (the paper's §3.5 extractor, headline), strict, normalized, lenient.")
     value: Series[str] = pa.Field(nullable=True, description="Extracted canonical answer; null when unparseable (never guessed).")
     parseable: Series[bool] = pa.Field(description="An answer was extracted under this mode.")
     correct: Series[bool] = pa.Field(description="parseable and value == gold.")
@@ -134,7 +138,7 @@ class WrapperCells(_ModelTask):
 
     answer_type: Series[str] = pa.Field(isin=["choice", "boolean", "numeric"], description="Answer type of the task.")
     wrapper: Series[str] = pa.Field(description="Prompt wrapper family (plain, json, structured, structured_delim, deliberate, ...).")
-    mode: Series[str] = pa.Field(isin=["strict", "normalized", "lenient"], description="Extraction mode the cell was computed on.")
+    mode: Series[str] = pa.Field(isin=MODES, description="Extraction mode the cell was computed on (paper = the headline).")
     accuracy_pct: Series[float] = pa.Field(**_PCT, description="A: % of generations correct (unparseable counts as incorrect) (percent).")
     parseability_pct: Series[float] = pa.Field(**_PCT, description="P: % of generations parseable (percent).")
     acc_given_parse_pct: Series[float] = pa.Field(
@@ -161,6 +165,12 @@ class WrapperFSI(_ModelTask):
     """Per (model, task): FSI, PSI, nFSI and the bounded chance-adjusted nFSI (§4; review minor 2)."""
 
     n_wrappers: Series[int] = pa.Field(ge=1, description="Wrappers with a cell for this model × task (count).")
+    fsi: Series[float] = pa.Field(
+        nullable=True, **_UNIT, description="FSI = max − min accuracy over wrappers as a fraction (0–1), as the paper reports it; null when n_wrappers < 2."
+    )
+    psi: Series[float] = pa.Field(
+        nullable=True, **_UNIT, description="PSI = max − min parseability over wrappers as a fraction (0–1), as the paper reports it; null when n_wrappers < 2."
+    )
     fsi_pp: Series[float] = pa.Field(
         nullable=True, **_PCT, description="FSI = max − min accuracy over wrappers (percentage points); null when n_wrappers < 2."
     )
@@ -181,8 +191,11 @@ class WrapperFSI(_ModelTask):
         "(unitless, 0–1); null when n_wrappers < 2 or c unknown.",
     )
     n_below_chance: Series[int] = pa.Field(ge=0, description="Wrappers whose accuracy is below chance, floored to κ⁺ = 0 (count).")
-    best_wrapper: Series[str] = pa.Field(nullable=True, description="Wrapper with the highest accuracy (ties: canonical wrapper order); null when n_wrappers < 2.")
-    worst_wrapper: Series[str] = pa.Field(nullable=True, description="Wrapper with the lowest accuracy (ties: canonical wrapper order); null when n_wrappers < 2.")
+    best_wrapper: Series[str] = pa.Field(nullable=True, description="Wrapper(s) with the highest accuracy: every wrapper tied within 1e-9 pp, joined by ', ' in canonical order; null when n_wrappers < 2.")
+    worst_wrapper: Series[str] = pa.Field(nullable=True, description="Wrapper(s) with the lowest accuracy: every wrapper tied within 1e-9 pp, joined by ', ' in canonical order; null when n_wrappers < 2.")
+    n_best: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="Wrappers tied at the highest accuracy (count); null when n_wrappers < 2.")
+    n_worst: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="Wrappers tied at the lowest accuracy (count); null when n_wrappers < 2.")
+    all_tied: Series[pd.BooleanDtype] = pa.Field(nullable=True, description="Every wrapper has the same accuracy (FSI = 0; best and worst list all wrappers); null when n_wrappers < 2.")
     best_accuracy_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="Accuracy of best_wrapper (percent).")
     worst_accuracy_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="Accuracy of worst_wrapper (percent).")
     note: Series[str] = pa.Field(nullable=True, description="Why an index is null (single wrapper, unknown chance), else null.")
@@ -192,8 +205,8 @@ class WrapperMeanIndices(StrictModel):
     """Mean FSI / PSI / nFSI / chance-adjusted nFSI per model with percentile bootstrap 95% CIs over tasks."""
 
     model_id: Series[str] = pa.Field(description="Registry model id.")
-    index: Series[str] = pa.Field(isin=["FSI", "PSI", "nFSI", "nFSI_chance"], description="Which per-task index is averaged.")
-    unit: Series[str] = pa.Field(isin=["pp", "ratio"], description="Unit of mean/ci_low/ci_high: percentage points (FSI, PSI) or unitless ratio (nFSI, nFSI_chance).")
+    index: Series[str] = pa.Field(isin=["FSI", "PSI", "nFSI", "nFSI_chance", "FSI_fraction", "PSI_fraction"], description="Which per-task index is averaged (FSI_fraction / PSI_fraction: FSI / PSI as fractions, as the paper reports them).")
+    unit: Series[str] = pa.Field(isin=["pp", "ratio", "fraction"], description="Unit of mean/ci_low/ci_high: percentage points (FSI, PSI), fraction 0–1 (FSI_fraction, PSI_fraction) or unitless ratio (nFSI, nFSI_chance).")
     mean: Series[float] = pa.Field(nullable=True, ge=0.0, description="Mean of the index over the model's tasks (unit in 'unit'); null when n_tasks = 0.")
     ci_low: Series[float] = pa.Field(nullable=True, ge=0.0, description="Lower bound of the percentile bootstrap 95% CI over tasks; null when n_tasks < 2.")
     ci_high: Series[float] = pa.Field(nullable=True, ge=0.0, description="Upper bound of the percentile bootstrap 95% CI over tasks; null when n_tasks < 2.")
@@ -258,24 +271,24 @@ class WrapperItemModel(StrictModel):
     n_clusters: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=2, description="Clusters = distinct (task, item_id) (count).")
     df_inference: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="Degrees of freedom of the t reference: n_clusters − 1.")
     reference_wrapper: Series[str] = pa.Field(nullable=True, description="Baseline level of the wrapper effect (null when one wrapper).")
-    mode: Series[str] = pa.Field(isin=["strict", "normalized", "lenient"], description="Extraction mode.")
+    mode: Series[str] = pa.Field(isin=MODES, description="Extraction mode (paper = the headline).")
     note: Series[str] = pa.Field(nullable=True, description="Dropped effects and other caveats, else null.")
 
 
 class WrapperDecomposition(_ModelTask):
     """Shapley split of each FSI (best − worst wrapper) into compliance and conditional-accuracy parts (review major 1)."""
 
-    best_wrapper: Series[str] = pa.Field(nullable=True, description="Wrapper with the highest accuracy (as in WrapperFSI).")
-    worst_wrapper: Series[str] = pa.Field(nullable=True, description="Wrapper with the lowest accuracy (as in WrapperFSI).")
+    best_wrapper: Series[str] = pa.Field(nullable=True, description="The best wrapper the split uses: the one with the highest accuracy; among tied ones the first in canonical order (the tie is in 'note'; WrapperFSI lists all).")
+    worst_wrapper: Series[str] = pa.Field(nullable=True, description="The worst wrapper the split uses: the one with the lowest accuracy; among tied ones the first in canonical order (the tie is in 'note').")
     fsi_pp: Series[float] = pa.Field(nullable=True, **_PCT, description="FSI = A_best − A_worst (percentage points).")
     delta_parse_pp: Series[float] = pa.Field(nullable=True, **_PP, description="ΔP = P_best − P_worst (percentage points).")
     delta_acc_given_parse_pp: Series[float] = pa.Field(
-        nullable=True, **_PP, description="ΔC = C_best − C_worst, C = Acc | parseable (percentage points; undefined C per 'note')."
+        nullable=True, **_PP, description="ΔC = C_best − C_worst, C = Acc | parseable (percentage points); null when a wrapper has no parseable generation (default; reason in 'note')."
     )
     mean_parse_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="P̄ = (P_best + P_worst)/2 (percent).")
-    mean_acc_given_parse_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="C̄ = (C_best + C_worst)/2 (percent).")
+    mean_acc_given_parse_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="C̄ = (C_best + C_worst)/2 (percent); null when a C is undefined (default).")
     compliance_pp: Series[float] = pa.Field(
-        nullable=True, **_PP, description="Compliance-driven part ΔP·C̄ (percentage points); compliance_pp + conditional_pp = fsi_pp."
+        nullable=True, **_PP, description="Compliance-driven part ΔP·C̄ (percentage points); compliance_pp + conditional_pp = fsi_pp; null when a C is undefined (default)."
     )
     conditional_pp: Series[float] = pa.Field(
         nullable=True, **_PP, description="Conditional-accuracy-driven part ΔC·P̄ (percentage points)."
@@ -283,7 +296,7 @@ class WrapperDecomposition(_ModelTask):
     compliance_share: Series[float] = pa.Field(
         nullable=True, description="compliance_pp / fsi_pp (unitless; outside [0, 1] when the parts have opposite signs); null when FSI = 0."
     )
-    note: Series[str] = pa.Field(nullable=True, description="Single wrapper, or a wrapper with no parseable generation (Acc|parse convention), else null.")
+    note: Series[str] = pa.Field(nullable=True, description="Single wrapper, ties (which wrapper the split uses), a wrapper with no parseable generation (why the parts are null, or the convention used), else null.")
 
 
 class WrapperWins(StrictModel):
