@@ -56,8 +56,10 @@ def test_alignment_prefilter_keeps_an_eligible_pair_the_raw_optimum_loses():
     # raw optimum is the cross (0.70 + 0.75 = 1.45 > 0.81) and both cross pairs are < 0.8
     sim = [[0.81, 0.70],
            [0.75, 0.00]]
-    assert wm.align(sim).pairs == ((0, 0, 0.81),)
-    assert wm.align(sim, prefilter=False).pairs == ()
+    assert wm.align(sim).pairs == ()  # App. B.1: assign first, then keep pairs >= 0.8
+    assert wm.align(sim, prefilter=True).pairs == ((0, 0, 0.81),)
+    # without a threshold every assigned pair is kept
+    assert [(g, p) for g, p, _ in wm.align(sim, None).pairs] == [(1, 0), (0, 1)]
 
 
 def test_alignment_ties_are_broken_in_order_for_duplicate_steps():
@@ -124,17 +126,30 @@ def test_chain_f1_from_alignment():
 
 
 def test_graph_f1_missing_middle_step():
-    # gold START->1->2->3->4->END; pred keeps gold 1, 2, 4 and re-links 2->4
-    r = wm.graph_f1(wm.chain_edges(4), wm.chain_edges(3), {0: 0, 1: 1, 2: 3}, n_gold=4, n_pred=3)
-    # common edges START->1, 1->2, 4->END; components {START,1,2}, {4,END}: k = 3
+    # gold 1->2->3->4; pred keeps gold 1, 2, 4 and re-links 2->4 (START/END edges are ignored)
+    args = (wm.chain_edges(4), wm.chain_edges(3), {0: 0, 1: 1, 2: 3}, 4, 3)
+    r = wm.graph_f1(*args)
+    # S = {1, 2, 4}; gold within S: 1->2; mapped pred: 1->2, 2->4. Nodes 2 and 4 disagree (one
+    # neighbour each): one at a time, the larger id 4 goes, then {1, 2} agree: k = 2
+    assert (r["common_nodes"], r["common_edges"], r["reason"]) == (2, 1, None)
+    assert (r["precision"], r["recall"], r["f1"]) == pytest.approx((2 / 3, 2 / 4, 4 / 7))
+    r = wm.graph_f1(*args, method="induced_simultaneous")  # 2 and 4 both go: k = 1
+    assert r["common_nodes"] == 1 and r["f1"] == pytest.approx(2 / 7)
+    # WorFBench: sentinels; common edges START->1, 1->2, 4->END; components {START,1,2}, {4,END}: k = 3
+    r = wm.graph_f1(*args, method="worfbench")
     assert r["common_nodes"] == 3 and r["common_edges"] == 3
     assert (r["precision"], r["recall"], r["f1"]) == pytest.approx((3 / 5, 3 / 6, 6 / 11))
 
 
 def test_graph_f1_compares_edges_through_the_alignment():
-    # pred lists the two gold steps in swapped order with a chain: START->g2->g1->END
-    r = wm.graph_f1(wm.chain_edges(2), wm.chain_edges(2), {0: 1, 1: 0}, n_gold=2, n_pred=2)
-    # no common edge; largest component is a single node: P = R = 1/4
+    # pred lists the two gold steps in swapped order with a chain: g2 -> g1
+    args = (wm.chain_edges(2), wm.chain_edges(2), {0: 1, 1: 0}, 2, 2)
+    r = wm.graph_f1(*args)
+    # both nodes disagree twice (in and out); the larger id goes; {1} alone agrees: P = R = 1/2
+    assert (r["common_nodes"], r["common_edges"], r["f1"]) == (1, 0, 0.5)
+    r = wm.graph_f1(*args, method="induced_simultaneous")
+    assert (r["common_nodes"], r["f1"], r["reason"]) == (0, 0.0, "no_common_subgraph")
+    r = wm.graph_f1(*args, method="worfbench")  # no common edge; a lone node: P = R = 1/4
     assert r["common_edges"] == 0 and r["common_nodes"] == 1
     assert r["f1"] == pytest.approx(0.25)
 
@@ -145,23 +160,39 @@ def test_graph_f1_parallel_branches_identical_under_mapping():
     pred = [("START", 1), (1, 2), (1, 3), (2, 4), (3, 4), (4, "END")]
     mapping = {0: 0, 1: 2, 2: 1, 3: 3}
     r = wm.graph_f1(gold, pred, mapping, n_gold=4, n_pred=4)
+    assert (r["f1"], r["common_nodes"], r["common_edges"]) == (1.0, 4, 4)
+    # dropping pred 3->4 (= gold 2->4): gold 2 and 4 disagree; 4 goes, {1, 2, 3} agree: P = R = 3/4
+    thinned = [e for e in pred if e != (3, 4)]
+    r = wm.graph_f1(gold, thinned, mapping, n_gold=4, n_pred=4)
+    assert (r["f1"], r["common_nodes"], r["common_edges"]) == (0.75, 3, 2)
+    # WorFBench counts nodes of the largest connected common component: everything stays
+    # connected, so the score stays 1
+    r = wm.graph_f1(gold, pred, mapping, n_gold=4, n_pred=4, method="worfbench")
     assert (r["f1"], r["common_nodes"], r["common_edges"]) == (1.0, 6, 6)
-    # WorFBench counts nodes of the largest connected common component: dropping the pred edge
-    # g2->g4 (pred 3->4) leaves everything connected, so the score stays 1
-    r = wm.graph_f1(gold, [e for e in pred if e != (3, 4)], mapping, n_gold=4, n_pred=4)
+    r = wm.graph_f1(gold, thinned, mapping, n_gold=4, n_pred=4, method="worfbench")
     assert (r["f1"], r["common_edges"]) == (1.0, 5)
 
 
-def test_graph_f1_induced_variant_penalises_an_extra_edge():
+def test_graph_f1_induced_penalises_an_extra_edge_and_worfbench_does_not():
     gold = wm.chain_edges(3)
     pred = list(wm.chain_edges(3)) + [("1", "3")]
     ident = {0: 0, 1: 1, 2: 2}
-    assert wm.graph_f1(gold, pred, ident, 3, 3)["f1"] == 1.0
-    r = wm.graph_f1(gold, pred, ident, 3, 3, method="induced")
-    # (1,3) disagrees; nodes 1 and 3 tie, the larger id (3) goes; left {START,1,2,END}: k = 3
-    assert r["common_nodes"] == 3 and r["f1"] == pytest.approx(0.6)
+    assert wm.graph_f1(gold, pred, ident, 3, 3, method="worfbench")["f1"] == 1.0
+    r = wm.graph_f1(gold, pred, ident, 3, 3)
+    # (1,3) disagrees at 1 (out) and 3 (in); tie, the larger id (3) goes; {1, 2} agree: k = 2
+    assert r["common_nodes"] == 2 and r["f1"] == pytest.approx(2 / 3)
+    r = wm.graph_f1(gold, pred, ident, 3, 3, method="induced_simultaneous")  # 1 and 3 go: k = 1
+    assert r["common_nodes"] == 1 and r["f1"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError):
         wm.graph_f1(gold, pred, ident, 3, 3, method="mcs")
+
+
+def test_prune_to_common_induced_one_at_a_time_vs_simultaneous():
+    gold = {("1", "2"), ("2", "3"), ("3", "4")}
+    pred = {("1", "2"), ("2", "4"), ("3", "4")}  # 2->3 replaced by 2->4
+    # disagreements: 2 (out {3} vs {4}: 2), 3 (in: 1), 4 (in {3} vs {2,3}: 1) -> 2 goes first
+    assert wm.prune_to_common_induced({"1", "2", "3", "4"}, gold, pred) == {"1", "3", "4"}
+    assert wm.prune_to_common_induced({"1", "2", "3", "4"}, gold, pred, simultaneous=True) == {"1"}
 
 
 def test_graph_f1_zero_empty_and_invalid_edges():
@@ -225,6 +256,30 @@ def test_kendall_tau_hand_values():
     assert wm.kendall_tau([0, 1, 2, 3, 4], [1, 0, 2, 4, 3])[0] == pytest.approx(0.6)  # 8 C, 2 D
     assert wm.kendall_tau([0, 1, 2], [2, 1, 0]) == (pytest.approx(-1.0), None)
     assert wm.kendall_tau([0, 1], [0, 1]) == (pytest.approx(1.0), None)
+
+
+def test_kendall_tau_gold_order_penalises_merged_and_missing_steps():
+    # gold a b c d e; candidate = a (b+c merged, aligned to b) d e: every pair is in order, so
+    # the literal aligned-pairs tau is 1; over the gold order c is ranked after the candidate
+    sim = np.array([[1.0, 0.1, 0.1, 0.1],
+                    [0.1, 0.9, 0.1, 0.1],
+                    [0.1, 0.7, 0.1, 0.1],
+                    [0.1, 0.1, 1.0, 0.1],
+                    [0.1, 0.1, 0.1, 1.0]])
+    assert wm.kendall_tau_from_alignment(wm.align(sim)) == (pytest.approx(1.0), None)
+    assert wm.gold_order_ranks(wm.align(sim, None)) == [0, 1, 4, 2, 3]
+    # pairs (c, d) and (c, e) discordant: 8 C, 2 D over 10 pairs, no ties: tau = 0.6
+    assert wm.kendall_tau_gold_order(sim) == (pytest.approx(0.6), None)
+    # two gold steps without a partner are tied after the candidate: gold a b c d, candidate a d
+    sim2 = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 1.0]])
+    assert wm.gold_order_ranks(wm.align(sim2, None)) == [0, 2, 2, 1]
+    # x = 0 1 2 3, y = 0 2 2 1: C = 3, D = 2, one tie in y; tau-b = 1 / sqrt(6 * 5)
+    assert wm.kendall_tau_gold_order(sim2)[0] == pytest.approx(1 / np.sqrt(30))
+    # a paraphrase below the alignment threshold still pairs in order: tau = 1
+    assert wm.kendall_tau_gold_order(np.array([[0.6, 0.1], [0.1, 0.5]])) == (pytest.approx(1.0), None)
+    assert wm.kendall_tau_gold_order(np.zeros((0, 2))) == (None, "empty_gold")
+    assert wm.kendall_tau_gold_order(np.zeros((3, 0))) == (None, "empty_candidate")
+    assert wm.kendall_tau_gold_order(np.ones((1, 2))) == (None, "fewer_than_2_aligned_steps")
 
 
 def test_kendall_tau_undefined_cases_are_none_with_reason():
@@ -294,12 +349,17 @@ def test_score_workflow_hand_values_with_fake_encoder():
     r = wm.score_workflow(gold, pred, FakeEncoder(), bertscore=False)
     assert r["aligned_pairs"] == [[0, 0, 1.0], [1, 1, 1.0], [3, 2, 1.0]]
     assert (r["chain_precision"], r["chain_recall"], r["chain_f1"]) == pytest.approx((1.0, 0.75, 6 / 7))
-    assert r["graph_f1"] == pytest.approx(6 / 11)
-    assert r["kendall_tau"] == pytest.approx(1.0)
+    assert r["graph_f1"] == pytest.approx(4 / 7)  # as test_graph_f1_missing_middle_step
+    # gold order a b c d; c has no partner and is ranked after the candidate: y = 0 1 3 2, 5 C 1 D
+    assert r["kendall_tau"] == pytest.approx(4 / 6)
+    r_old = wm.score_workflow(gold, pred, FakeEncoder(), bertscore=False, graph_method="worfbench",
+                              kendall_method="aligned", prefilter=True)
+    assert r_old["graph_f1"] == pytest.approx(6 / 11) and r_old["kendall_tau"] == pytest.approx(1.0)
     ref, hyp = wm.lexical_tokens(gold), wm.lexical_tokens(pred)
     assert r["bleu"] == pytest.approx(sentence_bleu([ref], hyp, smoothing_function=SmoothingFunction().method1))
     assert r["bertscore_f1"] is None and r["bertscore_reason"] == "disabled"
-    assert r["encoder"] == "fake-onehot" and r["tau_align"] == 0.8 and r["graph_method"] == "worfbench"
+    assert r["encoder"] == "fake-onehot" and r["tau_align"] == 0.8 and r["graph_method"] == "induced"
+    assert r["kendall_method"] == "gold_order" and r["align_prefilter"] is False
 
 
 def test_empty_candidate_scores_zero_without_exception():
@@ -307,7 +367,7 @@ def test_empty_candidate_scores_zero_without_exception():
     r = wm.score_workflow(GOLD, [], FakeEncoder(), bertscore=("/nonexistent/model", 6))
     for key in ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1"):
         assert r[key] == 0.0, key
-    assert r["kendall_tau"] is None and r["kendall_tau_reason"] == "fewer_than_2_aligned_steps"
+    assert r["kendall_tau"] is None and r["kendall_tau_reason"] == "empty_candidate"
     assert r["chain_reason"] == r["graph_reason"] == r["bertscore_reason"] == "empty_candidate"
 
 
@@ -316,7 +376,12 @@ def test_zero_aligned_steps_score_zero():
                           FakeEncoder(), bertscore=False)
     assert r["n_aligned"] == 0 and r["chain_f1"] == 0.0 and r["graph_f1"] == 0.0
     assert r["chain_reason"] == r["graph_reason"] == "no_aligned_steps"
-    assert r["kendall_tau"] is None
+    # Kendall's tau has no similarity threshold: two unrelated steps still pair up in order, so
+    # it is 1 (it measures order only; the structural metrics are 0 here)
+    assert r["kendall_tau"] == 1.0
+    r = wm.score_workflow(["alpha step one", "beta step two"], ["gamma other", "delta other"],
+                          FakeEncoder(), bertscore=False, kendall_method="aligned")
+    assert r["kendall_tau"] is None and r["kendall_tau_reason"] == "fewer_than_2_aligned_steps"
 
 
 def test_empty_gold_is_undefined_not_an_error():

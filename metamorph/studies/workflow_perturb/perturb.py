@@ -16,8 +16,8 @@ mean of min(|gold|, |pred|) under Missing Steps is 5.5 → 4.1 → 3.0): on the 
 goldens of the shared sample ceil gives 5.47 → 4.03 → 2.92, round-half-up 5.51 → 4.39 → 2.92
 and floor 5.51 → 5.02 → 3.59. ``rounding="half_up"`` keeps the earlier rule as an option.
 
-**Contiguity** (App. B.4: "our perturbations operate on contiguous subsets and preserve the order
-of the remaining steps"): every deterministic operator alters a run of consecutive steps in the
+**Contiguity** (App. B.4 relies on perturbations acting on contiguous steps and keeping the
+order of the rest): every deterministic operator alters a run of consecutive steps in the
 workflow's topological order (:func:`step_order`; the list order for every WorFBench golden),
 chosen uniformly among the possible start positions.
 

@@ -25,8 +25,15 @@ from metamorph.studies.workflow_perturb.metrics.structural import (
     graph_f1,
     graph_f1_from_alignment,
     longest_increasing_subsequence,
+    prune_to_common_induced,
 )
-from metamorph.studies.workflow_perturb.metrics.order import kendall_tau, kendall_tau_from_alignment
+from metamorph.studies.workflow_perturb.metrics.order import (
+    KENDALL_METHODS,
+    gold_order_ranks,
+    kendall_tau,
+    kendall_tau_from_alignment,
+    kendall_tau_gold_order,
+)
 from metamorph.studies.workflow_perturb.metrics.lexical import bleu, gleu, lexical_tokens
 from metamorph.studies.workflow_perturb.metrics.semantic import bertscore_f1, get_bert_scorer
 from metamorph.studies.workflow_perturb.metrics.scoring import score_workflow, score_workflows
@@ -34,6 +41,7 @@ from metamorph.studies.workflow_perturb.metrics.scoring import score_workflow, s
 __all__ = [
     "Alignment",
     "GRAPH_METHODS",
+    "KENDALL_METHODS",
     "TAU_ALIGN",
     "WorkflowGraph",
     "align",
@@ -45,12 +53,15 @@ __all__ = [
     "chain_f1_from_alignment",
     "get_bert_scorer",
     "gleu",
+    "gold_order_ranks",
     "graph_f1",
     "graph_f1_from_alignment",
     "kendall_tau",
     "kendall_tau_from_alignment",
+    "kendall_tau_gold_order",
     "lexical_tokens",
     "longest_increasing_subsequence",
+    "prune_to_common_induced",
     "score_workflow",
     "score_workflows",
     "similarity_matrix",
