@@ -214,10 +214,21 @@ GOLD = ["Open the settings page.", "Then, select the Network tab!", "Enable the 
 PRED = ["Open the settings page.", "Select the network tab", "Turn on the proxy option"]
 
 
-def test_lexical_tokens_lowercased_per_step():
-    assert wm.lexical_tokens(["Open the file.", "Then, close it!"]) == \
+def test_lexical_tokens_join_the_steps_and_split_sentence_final_periods_like_punkt():
+    from nltk.tokenize import word_tokenize
+
+    steps = ["Fill the pot with water. Boil it.", "Add salt", "Pour 1.5 l. of it, then stir!"]
+    assert wm.lexical_tokens(steps) == ["Fill", "the", "pot", "with", "water", ".", "Boil", "it", ".", "Add",
+                                        "salt", "Pour", "1.5", "l.", "of", "it", ",", "then", "stir", "!"]
+    # what word_tokenize without punkt (preserve_line=True) would do: 'water.' stays one token
+    assert "water." in word_tokenize(" ".join(steps), preserve_line=True)
+    assert wm.word_tokens("Open the file. Then, close it!") == ["Open", "the", "file", ".", "Then", ",", "close",
+                                                                "it", "!"]
+    # the earlier per-step rule, kept as an option
+    assert wm.lexical_tokens(["Open the file.", "Then, close it!"], lowercase=True, tokenization="per_step") == \
         ["open", "the", "file", ".", "then", ",", "close", "it", "!"]
-    assert wm.lexical_tokens("Open", lowercase=False) == ["Open"]
+    with pytest.raises(ValueError, match="tokenization must be one of"):
+        wm.lexical_tokens(["x"], tokenization="spacy")
 
 
 def test_bleu_gleu_agree_with_nltk_on_the_same_tokens():
@@ -230,11 +241,27 @@ def test_bleu_gleu_agree_with_nltk_on_the_same_tokens():
     assert 0 < b < 1 and 0 < g < 1
 
 
-def test_bleu_gleu_identical_is_one_and_case_is_folded():
+def test_bleu_gleu_identical_is_one_and_case_is_kept():
     assert wm.bleu(GOLD, list(GOLD)) == (1.0, None)
     assert wm.gleu(GOLD, list(GOLD)) == (1.0, None)
-    assert wm.bleu(["Open The File now"], ["open the file now"])[0] == 1.0
-    assert wm.bleu(["Open The File now"], ["open the file now"], lowercase=False)[0] < 1.0
+    # no lower-casing (App. B.3): only 'now' matches; p1 = 1/4, p2..p4 = 0 -> method1 0.1/3, 0.1/2, 0.1/1
+    expected = (0.25 * (0.1 / 3) * (0.1 / 2) * 0.1) ** 0.25
+    assert wm.bleu(["Open The File now"], ["open the file now"])[0] == pytest.approx(expected, abs=1e-12)
+    assert wm.bleu(["Open The File now"], ["open the file now"], lowercase=True)[0] == 1.0
+
+
+def test_bleu_of_a_golden_shorter_than_four_tokens():
+    from nltk.translate.bleu_score import sentence_bleu as nltk_bleu
+
+    # plain nltk BLEU-4 of an identical 3-token text: 4-gram precision 0 -> method1 0.1/1
+    assert nltk_bleu([["go", "to", "sofa"]], ["go", "to", "sofa"],
+                     smoothing_function=SmoothingFunction().method1) == pytest.approx(0.1 ** 0.25)
+    assert wm.bleu_max_order(3) == 3 and wm.bleu_max_order(9) == 4 and wm.bleu_max_order(0) == 1
+    assert wm.bleu(["go to sofa"], ["go to sofa"]) == (1.0, None)
+    # order 3: p1 = 2/2, p2 = 1/1, p3 = 0 -> 0.1; brevity penalty exp(1 - 3/2)
+    assert wm.bleu(["go to sofa"], ["go to"])[0] == pytest.approx(np.exp(-0.5) * 0.1 ** (1 / 3), abs=1e-12)
+    # GLEU: n-grams 1..3 of each side: 6 and 6, common {go, to, go to}: min(3/6, 3/6)
+    assert wm.gleu(["go to sofa"], ["go to bed"]) == (pytest.approx(0.5), None)
 
 
 def test_tokenless_text_never_scores_one():

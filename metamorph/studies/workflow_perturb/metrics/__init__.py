@@ -34,7 +34,7 @@ from metamorph.studies.workflow_perturb.metrics.order import (
     kendall_tau_from_alignment,
     kendall_tau_gold_order,
 )
-from metamorph.studies.workflow_perturb.metrics.lexical import bleu, gleu, lexical_tokens
+from metamorph.studies.workflow_perturb.metrics.lexical import TOKENIZATIONS, bleu, bleu_max_order, gleu, lexical_tokens, word_tokens
 from metamorph.studies.workflow_perturb.metrics.semantic import bertscore_f1, get_bert_scorer
 from metamorph.studies.workflow_perturb.metrics.scoring import score_workflow, score_workflows
 
@@ -42,12 +42,14 @@ __all__ = [
     "Alignment",
     "GRAPH_METHODS",
     "KENDALL_METHODS",
+    "TOKENIZATIONS",
     "TAU_ALIGN",
     "WorkflowGraph",
     "align",
     "as_workflow",
     "bertscore_f1",
     "bleu",
+    "bleu_max_order",
     "chain_edges",
     "chain_f1",
     "chain_f1_from_alignment",
@@ -65,4 +67,5 @@ __all__ = [
     "score_workflow",
     "score_workflows",
     "similarity_matrix",
+    "word_tokens",
 ]

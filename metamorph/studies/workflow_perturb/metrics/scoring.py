@@ -69,7 +69,7 @@ def _resolve_scorer_spec(encoder: Any, bertscore: bool | tuple[str, int]) -> tup
 
 def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: Any = None,
                     tau_align: float = TAU_ALIGN, prefilter: bool = False, graph_method: str = "induced",
-                    kendall_method: str = "gold_order", lowercase: bool = True,
+                    kendall_method: str = "gold_order", lowercase: bool = False, tokenization: str = "document",
                     bertscore: bool | tuple[str, int] = True) -> list[dict[str, Any]]:
     """Every non-judge metric for each ``(gold, pred)`` pair (anything :func:`as_workflow` accepts).
 
@@ -80,7 +80,8 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
     and last layer), ``(model_path, num_layers)``, or False (BERTScore = None, reason
     ``"disabled"``). ``prefilter`` (:func:`.alignment.align`), ``graph_method``
     (:data:`.structural.GRAPH_METHODS`) and ``kendall_method`` (:data:`.order.KENDALL_METHODS`)
-    select the variants; the defaults are the paper's (App. B). Returns one flat dict per pair
+    select the variants, ``lowercase``/``tokenization`` the BLEU/GLEU tokens (:mod:`.lexical`);
+    the defaults are the paper's (App. B). Returns one flat dict per pair
     (see :func:`score_workflow`). Raises ``ValueError`` for an unknown method.
     source: §4, App. B.
     """
@@ -117,7 +118,9 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
             "encoder_fallback_reason": None}),
         "tau_align": tau_align, "align_prefilter": prefilter, "graph_method": graph_method,
         "kendall_method": kendall_method,
-        "lexical_lowercase": lowercase, "lexical_tokenizer": "nltk.NLTKWordTokenizer",
+        "lexical_lowercase": lowercase,
+        "lexical_tokenizer": ("nltk punkt (untrained) + NLTKWordTokenizer on the joined steps" if tokenization == "document"
+                              else "nltk.NLTKWordTokenizer per step"),
         **_scorer_record(encoder, scorer_spec),
     }
     results = []
@@ -135,8 +138,8 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
             tau, tau_reason = kendall_tau_from_alignment(al)
         if not g.nodes:
             tau_reason = "empty_gold"
-        bl, bl_reason = bleu(g.nodes, p.nodes, lowercase)
-        gl, gl_reason = gleu(g.nodes, p.nodes, lowercase)
+        bl, bl_reason = bleu(g.nodes, p.nodes, lowercase, tokenization)
+        gl, gl_reason = gleu(g.nodes, p.nodes, lowercase, tokenization)
         if not g.nodes:
             bl = gl = None
             bl_reason = gl_reason = "empty_gold"
