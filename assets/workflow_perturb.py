@@ -255,16 +255,17 @@ def threshold_recalibration(config: RecalibrationConfig, perturbation_scores: pd
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd.DataFrame) -> dg.Output:
     """Instance-level firing rate of each failure-mode bundle by type × severity (Table 8), with the
-    Table 1 defaults and the recalibrated thresholds, in 'any' and 'joint' modes:
+    Table 1 defaults and the recalibrated thresholds, in every mode of ``gate.MODES`` (default
+    'primary_and_secondary'; 'any' and 'joint' primary-only):
     :func:`metamorph.studies.workflow_perturb.analysis.firing_matrix`."""
     scores = _analysis_input(perturbation_scores)
     recal = gate.thresholds_from_dict(wp.recalibrated_thresholds(threshold_recalibration))
     parts = []
     for label, thresholds in (("table1_default", None), ("recalibrated", recal)):
-        for mode in ("any", "joint"):
+        for mode in gate.MODES:
             parts.append(wp.firing_matrix(scores, thresholds, mode).assign(thresholds=label))
     df = pd.concat(parts, ignore_index=True)
-    diag = df[df["on_target"] & (df["mode"] == "any")].pivot_table(
+    diag = df[df["on_target"] & (df["mode"] == gate.DEFAULT_MODE)].pivot_table(
         index=["thresholds", "failure_mode"], columns="severity", values="firing_pct").round(1).reset_index()
     return validated_output(S.FiringMatrixTable, df, "firing_matrix",
                             {"on_target_firing_pct": dg.MetadataValue.md(diag.to_markdown(index=False))})

@@ -52,9 +52,11 @@ With s̄(p) the mean of the defined scores at severity p (unpaired: each severit
 Bundles and firing (§6, Tables 1 and 8)
 ---------------------------------------
 Thresholds and the firing rule are :mod:`metamorph.studies.workflow_perturb.gate`'s: a metric breaches iff
-``value < threshold`` (equality does not breach); mode ``any`` fires a failure mode when at least
-one defined primary metric breaches, mode ``joint`` when every defined primary breaches (at least
-one defined); secondary metrics never decide. :func:`firing_matrix` applies
+``value < threshold`` after rounding to 10 decimals (equality does not breach); mode
+``primary_and_secondary`` (default) fires a failure mode when a defined primary and a defined
+secondary breach (the primary alone when no secondary is defined), mode ``any`` when at least one
+defined primary metric breaches, mode ``joint`` when every defined primary breaches (at least one
+defined). :func:`firing_matrix` applies
 :func:`metamorph.studies.workflow_perturb.gate.bundle_decision` to every instance.
 
 Recalibration (§6) — exact definition
@@ -488,7 +490,7 @@ _FIRING_COLUMNS = ["operator", "mode", "failure_mode", "type", "severity", "on_t
                    "n_fired", "firing_pct"]
 
 
-def firing_matrix(scores: pd.DataFrame, thresholds: gate.Thresholds | None = None, mode: str = "any", *,
+def firing_matrix(scores: pd.DataFrame, thresholds: gate.Thresholds | None = None, mode: str = gate.DEFAULT_MODE, *,
                   include_invalid: bool = False) -> pd.DataFrame:
     """Instance-level firing rate of every failure-mode bundle by type × severity (§6, Table 8).
 

@@ -249,7 +249,7 @@ class FiringMatrix(_Strict):
     (§6, Table 8); rows with failure_mode ≠ type are the cross-firing (off-diagonal) cells."""
 
     operator: Series[str] = pa.Field(isin=OPERATORS, description="Perturbation generator the rows come from.")
-    mode: Series[str] = pa.Field(isin=["any", "joint"], description="Bundle firing mode: any = some primary breaches; joint = every defined primary breaches.")
+    mode: Series[str] = pa.Field(isin=["primary_and_secondary", "any", "joint"], description="Bundle firing mode: primary_and_secondary = some primary and some secondary breach (primary alone when no secondary is defined); any = some primary breaches; joint = every defined primary breaches.")
     failure_mode: Series[str] = pa.Field(description="Bundle (failure mode) evaluated.")
     type: Series[str] = pa.Field(isin=TYPES, description="Perturbation type of the instances.")
     severity: Series[float] = pa.Field(isin=SEVERITY_LEVELS, description="Severity p of the instances.")
