@@ -538,8 +538,11 @@ def test_real_encoder_identical_and_shuffled(minilm):
     assert shuffled["n_aligned"] == 5 and shuffled["chain_f1"] < 1.0 and shuffled["graph_f1"] < 1.0
     assert shuffled["kendall_tau"] < 1.0
     assert same["encoder"] == emb.MINILM_NAME and same["encoder_path"].endswith("model")
-    assert same["bertscore_num_layers"] == 6 and same["bertscore_rescaled"] is False
+    assert same["bertscore_num_layers"] == 6 and same["bertscore_rescaled"] is True
+    assert same["bertscore_baseline"] == "packaged:bertscore_baseline_all-MiniLM-L6-v2.tsv"
     assert same["bertscore_model"] == emb.MINILM_NAME
+    # shuffled: all five pairs (gold[i], pred[i]) are unrelated steps -> far below the identical 1.0
+    assert shuffled["bertscore_f1"] < 0.5
 
 
 def test_real_encoder_bertscore_identical_via_helper(minilm):
@@ -547,3 +550,43 @@ def test_real_encoder_bertscore_identical_via_helper(minilm):
     f1, reason = wm.bertscore_f1(STEPS[:2], STEPS[:2], scorer)
     assert reason is None and f1 > 0.99
     assert wm.bertscore_f1(STEPS, [], scorer) == (0.0, "empty_candidate")
+
+
+def test_bertscore_baseline_is_made_from_the_embedded_goldens_only():
+    from metamorph.studies.workflow_perturb.workflows import embedded_goldens
+
+    sizes = [w.n_nodes for w in embedded_goldens()]
+    pool = (sum(sizes) ** 2 - sum(n * n for n in sizes)) // 2  # pairs of steps of two different goldens
+    assert pool == len(wm.baseline_pairs(10 ** 9))
+    pairs = wm.baseline_pairs()
+    assert len(pairs) == 2000 and len(set(pairs)) == 2000 and pairs == wm.baseline_pairs()
+    owner = {t: w.workflow_id for w in embedded_goldens() for t in w.nodes}
+    assert all(owner[a] != owner[b] for a, b in pairs)
+
+
+def test_packaged_baseline_is_read_by_bert_score_at_the_encoder_layer(minilm, tmp_path):
+    path = wm.packaged_baseline(emb.MINILM_NAME)
+    assert path is not None and wm.packaged_baseline("other/model") is None
+    scorer = wm.get_bert_scorer(minilm.info.path, 6, baseline_path=str(path))
+    # row 6 of the table (layer 6): P, R, F as written by scripts/bertscore_baseline.py
+    assert scorer.baseline_vals.tolist() == pytest.approx([0.1289155, 0.1339028, 0.13012892], abs=1e-7)
+    # write_baseline round-trip in bert_score's LAYER,P,R,F format (missing layers are NaN rows)
+    out = wm.write_baseline([(2, 0.5, 0.25, 0.125)], tmp_path / "b.tsv")
+    assert out.read_text().splitlines() == ["LAYER,P,R,F", "0,nan,nan,nan", "1,nan,nan,nan",
+                                            "2,0.50000000,0.25000000,0.12500000"]
+
+
+def test_rescaled_bertscore_is_bert_scores_rescaling_of_the_raw_score(minilm):
+    path = str(wm.packaged_baseline(emb.MINILM_NAME))
+    raw = wm.get_bert_scorer(minilm.info.path, 6)
+    res = wm.get_bert_scorer(minilm.info.path, 6, baseline_path=path)
+    gold, pred = STEPS[:3], [STEPS[0], "Attach a data disk", "Open port 443"]
+    f_raw = [wm.bertscore_f1([g], [p], raw)[0] for g, p in zip(gold, pred)]
+    b = 0.13012892
+    # (F - b) / (1 - b) per pair, then the mean over the truncated pairs
+    expected = sum((f - b) / (1 - b) for f in f_raw) / 3
+    assert wm.bertscore_f1(gold, pred, res)[0] == pytest.approx(expected, abs=1e-6)
+    assert wm.bertscore_f1(gold[:1], gold[:1], res)[0] == pytest.approx(1.0, abs=1e-6)
+    r = wm.score_workflow(gold, pred, minilm, rescale=False)
+    assert r["bertscore_f1"] == pytest.approx(sum(f_raw) / 3, abs=1e-6) and r["bertscore_rescaled"] is False
+    assert r["bertscore_baseline"] is None

@@ -12,7 +12,7 @@ One row per golden × perturbation (× generator), columns :data:`SCORE_COLUMNS`
 must equal :func:`metamorph.studies.workflow_perturb.workflows.size_stratum` of ``n_nodes``), ``operator``
 (deterministic / llm), ``status`` (valid / invalid), ``target_score`` (must equal
 :func:`metamorph.studies.workflow_perturb.perturb.target_score`), and the metrics :data:`METRICS` — floats in [0, 1]
-except Kendall's τ in [−1, 1], each nullable. Extra columns are ignored.
+except Kendall's τ in [−1, 1] and the rescaled BERTScore (≤ 1, may be negative), each nullable. Extra columns are ignored.
 
 :func:`validate_scores` checks it (every public function calls it) and raises ``ValueError``
 naming the missing columns, the column with a bad value, or the duplicated key
@@ -138,7 +138,8 @@ RECALIBRATION_RULES = ("midpoint", "mild")
 THRESHOLD_DECIMALS = 10
 MILD, MODERATE, SEVERE = SEVERITIES
 
-_RANGES = {m: (0.0, 1.0) for m in METRICS} | {"kendall_tau": (-1.0, 1.0)}
+# rescaled BERTScore (App. B.4) is below 0 for a pair less similar than the baseline's unrelated pairs
+_RANGES = {m: (0.0, 1.0) for m in METRICS} | {"kendall_tau": (-1.0, 1.0), "bertscore_f1": (-math.inf, 1.0)}
 
 
 # =========================================================================== validation

@@ -35,7 +35,7 @@ The file format (also written by
                                               # version, calibration) are kept as metadata
 
 Metrics are :data:`GATE_METRICS`; a threshold is a finite number in the metric's range
-(Kendall τ in [−1, 1], every other metric in [0, 1]). Anything else raises
+(Kendall τ and the rescaled BERTScore in [−1, 1], every other metric in [0, 1]). Anything else raises
 :class:`ThresholdsError` naming the file and the offending key.
 
 Breach and firing (exact definitions)
@@ -120,7 +120,8 @@ FAILURE_MODES = ("missing", "compressed", "description")
 #: as undefined unless the metrics dict carries it).
 GATE_METRICS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau", "judge")
 #: Closed range of each metric (a threshold must lie in it).
-METRIC_RANGES: dict[str, tuple[float, float]] = {m: (0.0, 1.0) for m in GATE_METRICS} | {"kendall_tau": (-1.0, 1.0)}
+METRIC_RANGES: dict[str, tuple[float, float]] = {m: (0.0, 1.0) for m in GATE_METRICS} | {
+    "kendall_tau": (-1.0, 1.0), "bertscore_f1": (-1.0, 1.0)}  # rescaled BERTScore can be negative
 #: Bundle firing modes (the first is the default; see the module docstring).
 MODES = ("primary_and_secondary", "any", "joint")
 DEFAULT_MODE = MODES[0]

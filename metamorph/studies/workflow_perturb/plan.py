@@ -79,7 +79,7 @@ def score_perturbations(goldens: dict[str, Workflow], variants: pd.DataFrame, en
     pairs = [(goldens[r.golden_id], workflow_from_record(r, "variant_id")) for r in have.itertuples()]
     scored = score_workflows(pairs, encoder, bertscore=bertscore) if pairs else []
     keep = [*METRIC_COLUMNS, *(f"{m}_reason" for m in METRIC_COLUMNS), "n_aligned", "encoder",
-            "bertscore_model", "bertscore_num_layers", "bertscore_rescaled"]
+            "bertscore_model", "bertscore_num_layers", "bertscore_rescaled", "bertscore_baseline"]
     rows = [{"variant_id": r.variant_id, "golden_id": r.golden_id, **{k: s.get(k) for k in keep}}
             for r, s in zip(have.itertuples(), scored)]
     out = pd.DataFrame(rows, columns=["variant_id", "golden_id", *keep])

@@ -35,7 +35,15 @@ from metamorph.studies.workflow_perturb.metrics.order import (
     kendall_tau_gold_order,
 )
 from metamorph.studies.workflow_perturb.metrics.lexical import TOKENIZATIONS, bleu, bleu_max_order, gleu, lexical_tokens, word_tokens
-from metamorph.studies.workflow_perturb.metrics.semantic import bertscore_f1, get_bert_scorer
+from metamorph.studies.workflow_perturb.metrics.semantic import (
+    baseline_for,
+    baseline_pairs,
+    bertscore_f1,
+    compute_baseline,
+    get_bert_scorer,
+    packaged_baseline,
+    write_baseline,
+)
 from metamorph.studies.workflow_perturb.metrics.scoring import score_workflow, score_workflows
 
 __all__ = [
@@ -47,7 +55,10 @@ __all__ = [
     "WorkflowGraph",
     "align",
     "as_workflow",
+    "baseline_for",
+    "baseline_pairs",
     "bertscore_f1",
+    "compute_baseline",
     "bleu",
     "bleu_max_order",
     "chain_edges",
@@ -63,9 +74,11 @@ __all__ = [
     "kendall_tau_gold_order",
     "lexical_tokens",
     "longest_increasing_subsequence",
+    "packaged_baseline",
     "prune_to_common_induced",
     "score_workflow",
     "score_workflows",
     "similarity_matrix",
     "word_tokens",
+    "write_baseline",
 ]

@@ -51,6 +51,7 @@ from metamorph.studies.workflow_perturb.metrics.lexical import bleu, gleu
 from metamorph.studies.workflow_perturb.metrics.semantic import (
     _scorer_record,
     _truncated_pairs,
+    baseline_for,
     get_bert_scorer,
 )
 
@@ -70,7 +71,7 @@ def _resolve_scorer_spec(encoder: Any, bertscore: bool | tuple[str, int]) -> tup
 def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: Any = None,
                     tau_align: float = TAU_ALIGN, prefilter: bool = False, graph_method: str = "induced",
                     kendall_method: str = "gold_order", lowercase: bool = False, tokenization: str = "document",
-                    bertscore: bool | tuple[str, int] = True) -> list[dict[str, Any]]:
+                    bertscore: bool | tuple[str, int] = True, rescale: bool = True) -> list[dict[str, Any]]:
     """Every non-judge metric for each ``(gold, pred)`` pair (anything :func:`as_workflow` accepts).
 
     All distinct step texts of the batch are embedded once through ``cache``
@@ -78,7 +79,7 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
     pairs of the batch go to one scorer call. ``encoder`` needs ``name`` and ``encode``
     (:class:`metamorph.embeddings.Encoder`); ``bertscore`` is True (use the encoder's directory
     and last layer), ``(model_path, num_layers)``, or False (BERTScore = None, reason
-    ``"disabled"``). ``prefilter`` (:func:`.alignment.align`), ``graph_method``
+    ``"disabled"``); ``rescale`` applies the baseline of :mod:`.semantic` (App. B.4). ``prefilter`` (:func:`.alignment.align`), ``graph_method``
     (:data:`.structural.GRAPH_METHODS`) and ``kendall_method`` (:data:`.order.KENDALL_METHODS`)
     select the variants, ``lowercase``/``tokenization`` the BLEU/GLEU tokens (:mod:`.lexical`);
     the defaults are the paper's (App. B). Returns one flat dict per pair
@@ -106,8 +107,12 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
             bs_pairs.extend(_truncated_pairs(g.nodes, p.nodes))
         bs_slices.append((start, len(bs_pairs)))
     bs_f = None
+    baseline = baseline_path = None  # resolved only when some pair is scored
     if bs_pairs:
-        scorer = get_bert_scorer(*scorer_spec)
+        if rescale:
+            info = getattr(encoder, "info", None)
+            baseline_path, baseline = baseline_for(getattr(info, "name", None), *scorer_spec)
+        scorer = get_bert_scorer(*scorer_spec, baseline_path=baseline_path)
         _, _, f = scorer.score([p for _, p in bs_pairs], [g for g, _ in bs_pairs])
         # float32 cosine arithmetic can put an identical pair a hair above 1 (1.00000004): clip to 1
         bs_f = np.minimum(f.detach().cpu().numpy().astype(np.float64), 1.0)
@@ -121,7 +126,7 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
         "lexical_lowercase": lowercase,
         "lexical_tokenizer": ("nltk punkt (untrained) + NLTKWordTokenizer on the joined steps" if tokenization == "document"
                               else "nltk.NLTKWordTokenizer per step"),
-        **_scorer_record(encoder, scorer_spec),
+        **_scorer_record(encoder, scorer_spec, baseline),
     }
     results = []
     for (g, p), (a, b) in zip(wfs, bs_slices):
@@ -177,7 +182,8 @@ def score_workflow(gold: Any, pred: Any, encoder: Any, **kwargs: Any) -> dict[st
     provenance ``encoder``, ``encoder_path``, ``encoder_source``, ``encoder_num_layers``,
     ``encoder_fallback_reason``, ``tau_align``, ``align_prefilter``, ``graph_method``, ``kendall_method``,
     ``lexical_lowercase``, ``lexical_tokenizer``, ``bertscore_model``, ``bertscore_model_path``,
-    ``bertscore_num_layers``, ``bertscore_rescaled`` (always False), ``bertscore_idf``.
+    ``bertscore_num_layers``, ``bertscore_rescaled`` (True iff a baseline was applied),
+    ``bertscore_baseline`` (``packaged:<file>`` / ``runtime:embedded_goldens`` / None), ``bertscore_idf``.
     A ``*_reason`` is None when the value is defined normally. Keyword arguments as
     :func:`score_workflows`.
     """
