@@ -173,7 +173,7 @@ def llm_perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame,
 
 class JudgeConfig(dg.Config):
     n_variants: int = Field(default=9, ge=1, description="First N deterministic variants to judge (3 calls each).")
-    max_tokens: int = Field(default=160, ge=8, description="Completion limit of a judge reply.")
+    max_tokens: int = Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object).")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
@@ -229,6 +229,23 @@ def sensitivity_matrix(perturbation_scores: pd.DataFrame) -> dg.Output:
     df = wp.sensitivity_matrix(_analysis_input(perturbation_scores))
     return validated_output(WM.SensitivityMatrix, df, "sensitivity_matrix",
                             {"plot": plots.sensitivity_heatmap(df)})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb"})
+def judge_severity_table(context: dg.AssetExecutionContext, perturbation_scores: pd.DataFrame,
+                         judge_scores: pd.DataFrame) -> dg.Output:
+    """The LLM judge's rows of the severity table (Tables 2–4) for one judge model: the judged
+    deterministic variants' scores (null where no reply was valid, never 0) by type × severity
+    (:func:`metamorph.studies.workflow_perturb.analysis.attach_judge`, ``severity_table``); its
+    Δ row (Table 5) is in the metadata."""
+    scores = wp.attach_judge(perturbation_scores, judge_scores)
+    sev = wp.severity_table(scores)
+    sens = wp.sensitivity_matrix(scores)
+    judge_sev = sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=context.partition_key)
+    judge_sens = sens[sens["metric"] == "judge"].reset_index(drop=True)
+    return validated_output(WM.JudgeSeverityTable, judge_sev, "judge_severity_table", {
+        "judge_sensitivity": dg.MetadataValue.md(judge_sens.to_markdown(index=False))})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})

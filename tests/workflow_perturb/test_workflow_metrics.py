@@ -341,23 +341,74 @@ def test_parse_judge_score(text, finish, expected):
 
 
 def test_judge_score_averages_valid_replies_only():
-    assert judge.judge_score([("Score: 4", "stop"), ("Score: 5", "stop"), ("Score: 3", None)]) == \
+    J = '{{"missing_steps": [], "extra_steps": [], "reordered_steps": [], "initial_score": 5, ' \
+        '"self_check": "ok", "final_score": {}}}'
+    assert judge.judge_score([(J.format(4), "stop"), (J.format(5), "stop"), (J.format(3), None)]) == \
         (pytest.approx(0.8), 3, 0)
-    # out-of-range and truncated replies are excluded (not counted as 0): mean of {4} / 5
-    assert judge.judge_score([("Score: 4", "stop"), ("Score: 7", "stop"), ("Score: 5", "length")]) == \
-        (pytest.approx(0.8), 1, 2)
-    assert judge.judge_score([("no number", "stop"), ("Score: 9", "stop"), ("Score: 1", "length")]) == (None, 0, 3)
+    # out-of-range, truncated and 'Score: N' replies are excluded (not counted as 0): mean of {4} / 5
+    assert judge.judge_score([(J.format(4), "stop"), (J.format(7), "stop"), (J.format(5), "length"),
+                              ("Score: 5", "stop")]) == (pytest.approx(0.8), 1, 3)
+    assert judge.judge_score([("no number", "stop"), (J.format(9), "stop")]) == (None, 0, 2)
     assert judge.judge_score([]) == (None, 0, 0)
-    replies = [GenerationResult(text="Score: 5", finish_reason="stop"),
+    replies = [GenerationResult(text=J.format(5), finish_reason="stop"),
                GenerationResult(text=None, error="TimeoutError: slow"),
-               {"text": "Score: 0", "finish_reason": "stop"}, "Score: 2"]
+               {"text": J.format(0), "finish_reason": "stop"}, "```json\n" + J.format(2) + "\n```"]
     assert judge.judge_score(replies) == (pytest.approx((5 + 0 + 2) / 15), 3, 1)
+    # the earlier 'Score: N' style, kept as an option
+    assert judge.judge_score([("Score: 4", "stop"), ("Score: 7", "stop"), ("Score: 5", "length")],
+                             style="score_line") == (pytest.approx(0.8), 1, 2)
 
 
-def test_judge_messages_carry_rubric_and_both_workflows():
-    msgs = judge.judge_messages(GOLD, (PRED, [("START", "1"), ("1", "2"), ("2", "3"), ("3", "END")]),
-                             "Route traffic through the corporate proxy.")
+@pytest.mark.parametrize("text, finish, expected", [
+    ('{"initial_score": 4, "self_check": "ok", "final_score": 3}', "stop", (3, "ok")),
+    ('```json\n{"final_score": 5}\n```', None, (5, "ok")),
+    ('{"final_score": 4.0}', "stop", (4, "ok")),
+    ('{"final_score": 0}', "end_turn", (0, "ok")),
+    ('{"final_score": 4}', "length", (None, "truncated")),
+    ('{"final_score": 4}', "content_filter", (None, "finish_reason:content_filter")),
+    ("   ", "stop", (None, "empty_reply")),
+    ('Here you go: {"final_score": 4}', "stop", (None, "not_json")),
+    ('{"final_score": 4} {"final_score": 5}', "stop", (None, "not_json")),
+    ("Score: 4", "stop", (None, "not_json")),
+    ("[4]", "stop", (None, "not_an_object")),
+    ('{"initial_score": 4}', "stop", (None, "no_final_score")),
+    ('{"final_score": null}', "stop", (None, "no_final_score")),
+    ('{"final_score": "4"}', "stop", (None, "non_integer")),
+    ('{"final_score": true}', "stop", (None, "non_integer")),
+    ('{"final_score": 3.5}', "stop", (None, "non_integer")),
+    ('{"final_score": 6}', "stop", (None, "out_of_range")),
+    ('{"final_score": -1}', "stop", (None, "out_of_range")),
+])
+def test_parse_judge_json(text, finish, expected):
+    assert judge.parse_judge_json(text, finish) == expected
+
+
+def test_judge_messages_b6_list_nodes_and_edges_of_a_dag():
+    dag = (["Open the settings page.", "Select the network tab", "Select the proxy tab", "Save"],
+           [("START", "1"), ("1", "2"), ("1", "3"), ("2", "4"), ("3", "4"), ("4", "END")])
+    msgs = judge.judge_messages(dag, dag, "Route traffic through the corporate proxy.")
     assert [m["role"] for m in msgs] == ["system", "user"]
+    system, user = msgs[0]["content"], msgs[1]["content"]
+    for line in ("0 = Completely Incorrect or Irrelevant", "1 = Major Flaws (breaks core logic)",
+                 "2 = Significant Issues (omits several key steps or adds wrong steps)",
+                 "3 = Noticeable Errors (minor reorder or one extra/missing non-critical step)",
+                 "4 = Very Good (only one minor step missing)", "5 = Perfect Match (fully adheres, detailed, accurate)"):
+        assert line in system
+    for anchor in ("Example A (Score 4)", "Example B (Score 5)", "Example C (Score 3)", "Example D (Score 2)",
+                   "Example E (Score 0)"):
+        assert anchor in system
+    assert "5. Perform a self-check" in system and '"final_score"' in system and "exactly one JSON object" in system
+    # the branches survive: both edges out of node 1 are listed, for both workflows
+    assert user.count("Edges: (START, 1) (1, 2) (1, 3) (2, 4) (3, 4) (4, END)") == 2
+    assert "Gold workflow:\nNodes:\n1: Open the settings page.\n2: Select the network tab" in user
+    assert judge.render_workflow(["a", "b"]) == "Nodes:\n1: a\n2: b\nEdges: (START, 1) (1, 2) (2, END)"
+    with pytest.raises(ValueError, match="style must be one of"):
+        judge.judge_messages(dag, dag, "t", style="free")
+
+
+def test_judge_messages_score_line_option():
+    msgs = judge.judge_messages(GOLD, (PRED, [("START", "1"), ("1", "2"), ("2", "3"), ("3", "END")]),
+                                "Route traffic through the corporate proxy.", style="score_line")
     system, user = msgs[0]["content"], msgs[1]["content"]
     for level in range(6):
         assert f"\n{level} - " in system

@@ -13,6 +13,7 @@ from metamorph.studies.workflow_perturb import schemas as S
 from metamorph.studies.workflow_perturb.plan import (
     deterministic_perturbations,
     golden_rows,
+    judge_requests,
     judge_row,
     score_perturbations,
     workflow_from_record,
@@ -60,11 +61,20 @@ def test_deterministic_variants_and_exact_scores_of_identity_like_cases():
 
 
 def test_judge_row_excludes_invalid_replies():
-    row = judge_row([GenerationResult("Good.\nScore: 4", "stop"), GenerationResult("Score: 5", "length"),
-                     GenerationResult(None, error="ProviderError[500]: x")])
-    assert row["judge"] == pytest.approx(4 / 5) and (row["judge_valid"], row["judge_invalid"]) == (1, 2)
-    assert json.loads(row["judge_reasons"]) == ["ok", "truncated", "call_error"]
+    row = judge_row([GenerationResult('{"final_score": 4}', "stop"), GenerationResult('{"final_score": 5}', "length"),
+                     GenerationResult(None, error="ProviderError[500]: x"), GenerationResult("Score: 5", "stop")])
+    assert row["judge"] == pytest.approx(4 / 5) and (row["judge_valid"], row["judge_invalid"]) == (1, 3)
+    assert json.loads(row["judge_reasons"]) == ["ok", "truncated", "call_error", "not_json"]
     assert judge_row([GenerationResult("no idea", "stop")])["judge"] is None
+
+
+def test_judge_requests_send_the_dag_edges():
+    dag = Workflow("d", "a task", ("a", "b", "c"), (("START", "1"), ("START", "2"), ("1", "3"), ("2", "3"),
+                                                    ("3", "END")))
+    reqs = judge_requests(dag, dag, "stub", "m", {"temperature": 0.0})
+    assert len(reqs) == 3 and [r.repeat_index for r in reqs] == [1, 2, 3]
+    user = reqs[0].messages[1]["content"]
+    assert user.count("Edges: (START, 1) (START, 2) (1, 3) (2, 3) (3, END)") == 2
 
 
 @pytest.mark.llm

@@ -109,6 +109,7 @@ __all__ = [
     "SCORE_COLUMNS",
     "STRATA",
     "THRESHOLD_DECIMALS",
+    "attach_judge",
     "firing_matrix",
     "recalibrate",
     "recalibrated_thresholds",
@@ -272,6 +273,32 @@ def _empty(model, columns: Sequence[str]) -> pd.DataFrame:
 
 
 _SEVERITY_COLUMNS = ["operator", "metric", "type", "severity", "target_score", "mean", "sd", "n", "n_null", "mean_residual"]
+
+
+def attach_judge(scores: pd.DataFrame, judge_scores: pd.DataFrame) -> pd.DataFrame:
+    """The scores frame with its ``judge`` column taken from one judge model's ``judge_scores``
+    (App. B.6): matched on ``variant_id``; a variant the judge did not see, or for which no reply
+    was valid, gets null (never 0), so :func:`severity_table` and :func:`sensitivity_matrix` give
+    the judge's row over the judged variants only (``n`` / ``n_null`` say how many).
+
+    ``judge_scores`` needs ``variant_id`` and ``judge`` (null or in [0, 1]).
+
+    Raises:
+        ValueError: a missing column; a ``variant_id`` judged twice; a judged ``variant_id`` that
+            is not in ``scores`` (named; never dropped silently).
+    source: §5, App. B.6.
+    """
+    for col in ("variant_id", "judge"):
+        if col not in judge_scores.columns:
+            raise ValueError(f"judge_scores: missing column {col!r}")
+    dup = judge_scores["variant_id"][judge_scores["variant_id"].duplicated()].tolist()
+    if dup:
+        raise ValueError(f"judge_scores: variant(s) judged twice: {dup[:5]}")
+    unknown = sorted(set(judge_scores["variant_id"]) - set(scores["variant_id"]))
+    if unknown:
+        raise ValueError(f"judge_scores: {len(unknown)} judged variant(s) not in the scores frame, e.g. {unknown[:3]}")
+    judge = dict(zip(judge_scores["variant_id"], pd.to_numeric(judge_scores["judge"], errors="raise")))
+    return scores.assign(judge=[judge.get(v, np.nan) for v in scores["variant_id"]]).astype({"judge": float})
 
 
 def severity_table(scores: pd.DataFrame, *, include_invalid: bool = False) -> pd.DataFrame:

@@ -175,6 +175,13 @@ class SeverityTable(_Cell, _Stats):
     )
 
 
+class JudgeSeverityTable(SeverityTable):
+    """``judge_severity_table``: the LLM judge's rows of :class:`SeverityTable` (metric = judge)
+    for one judge model (App. B.6); null judge values (no valid reply) are excluded, never 0."""
+
+    model_id: Series[str] = pa.Field(description="Judge model (registry id; the partition).")
+
+
 class SensitivityMatrix(_Cell):
     """Severity sensitivity per metric × type (§5, Table 5), from the unpaired severity means."""
 
