@@ -166,6 +166,18 @@ def test_remove_steps_removes_a_contiguous_run():
         remove_steps(chain(6), 2, random.Random(1), selection="random")
 
 
+def test_step_order_is_topological_with_list_order_ties():
+    from metamorph.studies.workflow_perturb.perturb import contiguous_run, step_order
+
+    assert step_order(DIAMOND) == ["1", "2", "3", "4", "5"]
+    # listed 1, 2, 3 but 3 -> 1 -> 2: contiguity follows the precedence, not the list
+    odd = Workflow("odd", "t", S[:3], [(START, "3"), ("3", "1"), ("1", "2"), ("2", END)])
+    assert step_order(odd) == ["3", "1", "2"]
+    assert contiguous_run(odd, 2, ScriptedRng([0])) == ["3", "1"]
+    with pytest.raises(ValueError, match="cycle"):
+        step_order(Workflow("cyc", "t", S[:2], [(START, "1"), ("1", "2"), ("2", "1"), ("2", END)]))
+
+
 def test_remove_steps_is_seeded_and_matches_remove_nodes():
     a = remove_steps(DIAMOND, 2, random.Random(3), p=0.3)
     b = remove_steps(DIAMOND, 2, random.Random(3), p=0.3)
