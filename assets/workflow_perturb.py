@@ -173,7 +173,7 @@ def llm_perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame,
 
 class JudgeConfig(dg.Config):
     n_variants: int = Field(default=9, ge=1, description="First N deterministic variants to judge (3 calls each).")
-    max_tokens: int = Field(default=160, ge=8, description="Completion limit of a judge reply.")
+    max_tokens: int = Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object).")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
@@ -231,6 +231,23 @@ def sensitivity_matrix(perturbation_scores: pd.DataFrame) -> dg.Output:
                             {"plot": plots.sensitivity_heatmap(df)})
 
 
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb"})
+def judge_severity_table(context: dg.AssetExecutionContext, perturbation_scores: pd.DataFrame,
+                         judge_scores: pd.DataFrame) -> dg.Output:
+    """The LLM judge's rows of the severity table (Tables 2–4) for one judge model: the judged
+    deterministic variants' scores (null where no reply was valid, never 0) by type × severity
+    (:func:`metamorph.studies.workflow_perturb.analysis.attach_judge`, ``severity_table``); its
+    Δ row (Table 5) is in the metadata."""
+    scores = wp.attach_judge(perturbation_scores, judge_scores)
+    sev = wp.severity_table(scores)
+    sens = wp.sensitivity_matrix(scores)
+    judge_sev = sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=context.partition_key)
+    judge_sens = sens[sens["metric"] == "judge"].reset_index(drop=True)
+    return validated_output(S.JudgeSeverityTable, judge_sev, "judge_severity_table", {
+        "judge_sensitivity": dg.MetadataValue.md(judge_sens.to_markdown(index=False))})
+
+
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def strata_table(perturbation_scores: pd.DataFrame) -> dg.Output:
     """Means by golden size stratum 5–7, 8–15, 16+ (Table 7): :func:`metamorph.studies.workflow_perturb.analysis.strata_table`."""
@@ -255,16 +272,17 @@ def threshold_recalibration(config: RecalibrationConfig, perturbation_scores: pd
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd.DataFrame) -> dg.Output:
     """Instance-level firing rate of each failure-mode bundle by type × severity (Table 8), with the
-    Table 1 defaults and the recalibrated thresholds, in 'any' and 'joint' modes:
+    Table 1 defaults and the recalibrated thresholds, in every mode of ``gate.MODES`` (default
+    'primary_and_secondary'; 'any' and 'joint' primary-only):
     :func:`metamorph.studies.workflow_perturb.analysis.firing_matrix`."""
     scores = _analysis_input(perturbation_scores)
     recal = gate.thresholds_from_dict(wp.recalibrated_thresholds(threshold_recalibration))
     parts = []
     for label, thresholds in (("table1_default", None), ("recalibrated", recal)):
-        for mode in ("any", "joint"):
+        for mode in gate.MODES:
             parts.append(wp.firing_matrix(scores, thresholds, mode).assign(thresholds=label))
     df = pd.concat(parts, ignore_index=True)
-    diag = df[df["on_target"] & (df["mode"] == "any")].pivot_table(
+    diag = df[df["on_target"] & (df["mode"] == gate.DEFAULT_MODE)].pivot_table(
         index=["thresholds", "failure_mode"], columns="severity", values="firing_pct").round(1).reset_index()
     return validated_output(S.FiringMatrixTable, df, "firing_matrix",
                             {"on_target_firing_pct": dg.MetadataValue.md(diag.to_markdown(index=False))})

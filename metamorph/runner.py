@@ -26,12 +26,7 @@ from typing import Any
 import pandas as pd
 
 from metamorph.cache import GenerationCache
-from metamorph.providers.base import (
-    GenerationRequest,
-    GenerationResult,
-    Provider,
-    ProviderError,
-)
+from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
 from metamorph.providers.retry import RetryPolicy, call_with_retries
 
 

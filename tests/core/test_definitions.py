@@ -20,11 +20,12 @@ EXPECTED_ASSETS = {
     "wrapper_wins", "matched_fsi", "constrained_falsifier",
     # workflow_perturb
     "goldens", "perturbations", "perturbation_scores", "llm_perturbations", "llm_perturbation_scores",
-    "judge_scores", "severity_table", "sensitivity_matrix", "strata_table", "threshold_recalibration",
+    "judge_scores", "judge_severity_table", "severity_table", "sensitivity_matrix", "strata_table", "threshold_recalibration",
     "firing_matrix",
 }
 PER_MODEL = {"workflow_generations", "extracted_decisions", "evidence_categories", "wrapper_generations",
-             "scored_answers", "token_balance", "llm_perturbations", "llm_perturbation_scores", "judge_scores"}
+             "scored_answers", "token_balance", "llm_perturbations", "llm_perturbation_scores", "judge_scores",
+             "judge_severity_table"}
 
 
 def test_definitions_validate_loadable():

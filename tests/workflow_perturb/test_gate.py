@@ -29,11 +29,12 @@ def test_default_thresholds_are_table_1():
     th = gate.default_thresholds()
     assert th.failure_modes == ("missing", "compressed", "description")
     assert dict(th.bundle("missing").primary) == {"graph_f1": 0.75, "chain_f1": 0.75}
-    assert dict(th.bundle("missing").secondary) == {"judge": None}
+    assert dict(th.bundle("missing").secondary) == {"judge": 0.70}
     assert dict(th.bundle("compressed").primary) == {"kendall_tau": 0.65}
     assert dict(th.bundle("compressed").secondary) == {"graph_f1": 0.75, "chain_f1": 0.75}
     assert dict(th.bundle("description").primary) == {"bleu": 0.70, "gleu": 0.70}
-    assert dict(th.bundle("description").secondary) == {"bertscore_f1": None}
+    assert dict(th.bundle("description").secondary) == {"bertscore_f1": 0.85}
+    assert gate.DEFAULT_MODE == "primary_and_secondary"
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -43,6 +44,10 @@ def test_value_equal_to_threshold_does_not_breach():
     assert gate.breaches(0.75, 0.75) is False
     assert gate.breaches(0.7499999999, 0.75) is True
     assert gate.breaches(None, 0.75) is None
+    # float artefacts never decide: 2PR/(P+R) with P = 3/3, R = 3/5 is 0.7499999999999999
+    assert 2 * (3 / 3) * (3 / 5) / (3 / 3 + 3 / 5) < 0.75
+    assert gate.breaches(2 * (3 / 3) * (3 / 5) / (3 / 3 + 3 / 5), 0.75) is False
+    assert gate.breaches(0.65 + 1e-12, 0.65) is False and gate.breaches(0.65 - 1e-12, 0.65) is False
     for mode in gate.MODES:
         r = gate.evaluate_gate(AT_THRESHOLD, mode=mode)
         assert r.verdict == "PASS" and r.fired_modes == ()
@@ -62,12 +67,39 @@ def test_any_fires_on_one_primary_joint_needs_all():
     assert checks["graph_f1"].threshold == 0.75 and checks["graph_f1"].value == 0.7499
 
 
-def test_secondary_metrics_never_decide():
+def test_primary_and_secondary_must_both_breach_by_default():
+    # Description Changes: BLEU breaches; BERTScore 0.99 (meaning kept) does not -> a benign paraphrase
+    para = dict(AT_THRESHOLD, bleu=0.4, gleu=0.4, bertscore_f1=0.99)
+    assert gate.evaluate_gate(para).bundle("description").verdict == "PASS"
+    assert gate.evaluate_gate(para, mode="any").bundle("description").verdict == "FAIL"
+    # ... and BERTScore 0.8 (meaning changed) as well -> the bundle fires; exactly at 0.85 it does not
+    assert gate.evaluate_gate(dict(para, bertscore_f1=0.8)).bundle("description").verdict == "FAIL"
+    assert gate.evaluate_gate(dict(para, bertscore_f1=0.85)).bundle("description").verdict == "PASS"
+    # Missing Steps with a judge: structural F1 breaches, judge 0.8 does not -> PASS; judge 0.6 -> FAIL
+    miss = dict(AT_THRESHOLD, graph_f1=0.6, judge=0.8)
+    r = gate.evaluate_gate(miss).bundle("missing")
+    assert (r.verdict, r.secondary_evaluated) == ("PASS", True)
+    assert gate.evaluate_gate(dict(miss, judge=0.6)).bundle("missing").verdict == "FAIL"
+    # the judge was not run (None): the primary decides alone, and the result says so
+    r = gate.evaluate_gate(dict(miss, judge=None)).bundle("missing")
+    assert (r.verdict, r.secondary_evaluated) == ("FAIL", False)
+    assert r.to_dict()["secondary_evaluated"] is False
+    # a breaching secondary alone never fires
     m = dict(AT_THRESHOLD, graph_f1=0.1, chain_f1=0.1, kendall_tau=0.9)   # compressed's secondaries breach
-    b = gate.evaluate_gate(m).bundle("compressed")
-    assert b.verdict == "PASS"
-    assert all(c.breached for c in b.secondary)
-    assert gate.evaluate_gate(dict(AT_THRESHOLD, bertscore_f1=0.0)).verdict == "PASS"   # no threshold
+    for mode in gate.MODES:
+        b = gate.evaluate_gate(m, mode=mode).bundle("compressed")
+        assert b.verdict == "PASS" and all(c.breached for c in b.secondary)
+    assert gate.evaluate_gate(dict(AT_THRESHOLD, bertscore_f1=0.0)).verdict == "PASS"
+
+
+def test_identical_candidate_of_a_short_golden_is_not_flagged():
+    from metamorph.studies.workflow_perturb import metrics as wm
+
+    golden = ["go to sofa"]  # 3 tokens: plain nltk BLEU-4 of an identical text is 0.5623 < 0.70
+    values = {"bleu": wm.bleu(golden, golden)[0], "gleu": wm.gleu(golden, golden)[0], "bertscore_f1": 0.0}
+    assert values["bleu"] == 1.0 and values["gleu"] == 1.0
+    for mode in gate.MODES:
+        assert gate.evaluate_gate(values, mode=mode).bundle("description").verdict == "PASS"
 
 
 def test_undefined_primary_is_skipped_never_zero():
@@ -94,7 +126,7 @@ def test_gate_report_missing_candidate_fails():
     assert rep.verdict == "FAIL" and rep.exit_code == 1
     ok = gate.gate_report([("a", AT_THRESHOLD), ("b", dict(AT_THRESHOLD, bleu=0.71))])
     assert ok.exit_code == 0
-    bad = gate.gate_report([("a", AT_THRESHOLD), ("b", dict(AT_THRESHOLD, bleu=0.69))])
+    bad = gate.gate_report([("a", AT_THRESHOLD), ("b", dict(AT_THRESHOLD, bleu=0.69, bertscore_f1=0.49))])
     summary = {s["failure_mode"]: s for s in bad.mode_summary()}
     assert bad.exit_code == 1 and summary["description"]["fired_pairs"] == ["b"]
     assert summary["missing"]["verdict"] == "PASS" and summary["description"]["n_fired"] == 1

@@ -28,6 +28,7 @@ from metamorph.studies.workflow_perturb.perturb import (
     check_output,
     check_variant,
     compress_steps,
+    compression_groups,
     merge_text,
     n_to_alter,
     paraphrase_steps,
@@ -74,19 +75,37 @@ class ScriptedRng(random.Random):
 # N and target score
 
 
-@pytest.mark.parametrize("n, expected", [(5, [1, 2, 3]), (7, [1, 2, 4]), (8, [1, 2, 4]), (16, [2, 5, 8])])
+@pytest.mark.parametrize("n, expected", [(5, [1, 2, 3]), (6, [1, 2, 3]), (7, [1, 3, 4]), (8, [1, 3, 4]),
+                                         (16, [2, 5, 8])])
 def test_n_to_alter_table(n, expected):
     assert [n_to_alter(p, n) for p in SEVERITIES] == expected
 
 
-def test_n_to_alter_rounds_half_up_and_is_at_least_one():
-    assert n_to_alter(0.1, 5) == 1  # 0.5 -> 1 (banker's round would give 0)
-    assert n_to_alter(0.3, 15) == 5  # 4.5 -> 5 (0.3 * 15 == 4.499999... in floating point)
+def test_n_to_alter_ceil_and_the_half_up_option():
+    assert n_to_alter(0.3, 10) == 3  # 0.3 * 10 == 3.0000000000000004: rounded to 9 decimals first
+    assert n_to_alter(0.3, 7) == 3 and n_to_alter(0.3, 7, "half_up") == 2  # 2.1
+    assert n_to_alter(0.3, 15, "half_up") == 5  # 4.5 -> 5 (0.3 * 15 == 4.499999... in floating point)
+    assert n_to_alter(0.1, 5, "half_up") == 1  # 0.5 -> 1 (banker's round would give 0)
     assert n_to_alter(0.5, 9) == 5 and n_to_alter(0.01, 5) == 1
     assert n_to_alter(0.9, 5) == 4  # capped at n - 1
     for bad in [(0.0, 5), (1.0, 5), (0.3, 1)]:
         with pytest.raises(ValueError):
             n_to_alter(*bad)
+    with pytest.raises(ValueError, match="rounding must be one of"):
+        n_to_alter(0.3, 5, "floor")
+
+
+def test_ceil_reproduces_the_papers_bertscore_windows_on_the_shared_sample():
+    # §5.1: mean min(|gold|, |pred|) under Missing Steps is 5.5 -> 4.1 -> 3.0 at 10/30/50 %
+    goldens, _ = load_goldens(str(shared_sample("worfbench")), on_invalid="collect")
+    sizes = [w.n_nodes for w in goldens]
+    assert len(sizes) == 300 and sum(sizes) == 1952
+
+    def window(p, rounding):
+        return round(sum(n - n_to_alter(p, n, rounding) for n in sizes) / len(sizes), 2)
+
+    assert [window(p, "ceil") for p in SEVERITIES] == [5.47, 4.03, 2.92]  # ~ 5.5 / 4.1 / 3.0
+    assert [window(p, "half_up") for p in SEVERITIES] == [5.51, 4.39, 2.92]  # 4.4 at 30 %: off
 
 
 def test_target_score():
@@ -127,6 +146,32 @@ def test_remove_nodes_drops_a_redundant_start_end_edge():
                      ("4", END))
 
 
+def test_remove_steps_removes_a_contiguous_run():
+    got = remove_steps(chain(6), 3, ScriptedRng([2]), p=0.5)  # start position 2: steps 3, 4, 5
+    assert got.altered_node_ids == ("3", "4", "5")
+    assert got.workflow.nodes == ("step 1", "step 2", "step 6")
+    assert got.workflow.edges == ((START, "1"), ("1", "2"), ("2", "3"), ("3", END))
+    for s in range(30):  # every seed: consecutive ids
+        ids = [int(x) for x in remove_steps(chain(8), 3, random.Random(s)).altered_node_ids]
+        assert ids == list(range(ids[0], ids[0] + 3))
+    old = remove_steps(chain(6), 2, random.Random(1), selection="scattered")
+    assert old.altered_node_ids == tuple(sorted(random.Random(1).sample(list(chain(6).node_ids), 2), key=int))
+    with pytest.raises(ValueError, match="selection must be one of"):
+        remove_steps(chain(6), 2, random.Random(1), selection="random")
+
+
+def test_step_order_is_topological_with_list_order_ties():
+    from metamorph.studies.workflow_perturb.perturb import contiguous_run, step_order
+
+    assert step_order(DIAMOND) == ["1", "2", "3", "4", "5"]
+    # listed 1, 2, 3 but 3 -> 1 -> 2: contiguity follows the precedence, not the list
+    odd = Workflow("odd", "t", S[:3], [(START, "3"), ("3", "1"), ("1", "2"), ("2", END)])
+    assert step_order(odd) == ["3", "1", "2"]
+    assert contiguous_run(odd, 2, ScriptedRng([0])) == ["3", "1"]
+    with pytest.raises(ValueError, match="cycle"):
+        step_order(Workflow("cyc", "t", S[:2], [(START, "1"), ("1", "2"), ("2", "1"), ("2", END)]))
+
+
 def test_remove_steps_is_seeded_and_matches_remove_nodes():
     a = remove_steps(DIAMOND, 2, random.Random(3), p=0.3)
     b = remove_steps(DIAMOND, 2, random.Random(3), p=0.3)
@@ -146,24 +191,50 @@ def test_remove_steps_is_seeded_and_matches_remove_nodes():
 # Compressed Steps
 
 
+def test_compress_steps_merges_pairs_of_a_contiguous_run():
+    got = compress_steps(chain(7), 2, ScriptedRng([1]), p=0.3)  # run of 4 from position 1: (2 3) (4 5)
+    assert got.workflow.nodes == ("step 1", "step 2; then step 3", "step 4; then step 5", "step 6", "step 7")
+    assert got.workflow.edges == ((START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", END))
+    assert got.altered_node_ids == ("2", "3", "4", "5") and got.status == "valid"
+    got = compress_steps(chain(5), 3, ScriptedRng([0]), p=0.5)  # 2n > 5: all 5 steps in 2 groups, 3 + 2
+    assert got.workflow.nodes == ("step 1; then step 2; then step 3", "step 4; then step 5")
+    assert got.workflow.edges == ((START, "1"), ("1", "2"), ("2", END)) and got.status == "valid"
+    # diamond 1 -> {2, 3} -> 4 -> 5: the run (2, 3) has no edge inside: a parallel merge
+    got = compress_steps(DIAMOND, 1, ScriptedRng([1]))
+    assert got.workflow.nodes == ("step 1", "step 2; also step 3", "step 4", "step 5")
+    assert got.workflow.edges == ((START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", END))
+    got = compress_steps(DIAMOND, 1, ScriptedRng([2]))  # run (3, 4): edge 3 -> 4, and 2 -> 4 becomes 2 -> 3
+    assert got.workflow.nodes == ("step 1", "step 2", "step 3; then step 4", "step 5")
+    assert got.workflow.edges == ((START, "1"), ("1", "2"), ("1", "3"), ("2", "3"), ("3", "4"), ("4", END))
+
+
+def test_compression_groups():
+    assert compression_groups(list("123456"), 3) == [["1", "2"], ["3", "4"], ["5", "6"]]
+    assert compression_groups(list("12345"), 3) == [["1", "2", "3"], ["4", "5"]]
+    assert compression_groups(list("1234567"), 4) == [["1", "2", "3"], ["4", "5"], ["6", "7"]]
+    assert compression_groups(list("123"), 2) == [["1", "2", "3"]]
+    with pytest.raises(ValueError):
+        compression_groups(list("123"), 3)  # no group left
+
+
 def test_compress_steps_on_a_chain():
-    got = compress_steps(chain(6), 2, ScriptedRng([0, 0]), p=0.3)  # merge 1+2, then (1+2)+3
+    got = compress_steps(chain(6), 2, ScriptedRng([0, 0]), p=0.3, selection="scattered")  # merge 1+2, then (1+2)+3
     assert got.workflow.nodes == ("step 1; then step 2; then step 3", "step 4", "step 5", "step 6")
     assert got.workflow.edges == ((START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", END))
     assert got.altered_node_ids == ("1", "2", "3") and got.status == "valid"
-    got = compress_steps(chain(6), 2, ScriptedRng([4, 1]))  # merge 5+6, then 2+3
+    got = compress_steps(chain(6), 2, ScriptedRng([4, 1]), selection="scattered")  # merge 5+6, then 2+3
     assert got.workflow.nodes == ("step 1", "step 2; then step 3", "step 4", "step 5; then step 6")
     assert got.altered_node_ids == ("2", "3", "5", "6")
 
 
 def test_compress_steps_on_a_diamond_prefers_chain_edges_then_safe_edges():
-    got = compress_steps(DIAMOND, 1, random.Random(0))  # 4 -> 5 is the only chain-adjacent pair
+    got = compress_steps(DIAMOND, 1, random.Random(0), selection="scattered")  # 4 -> 5 is the only chain-adjacent pair
     assert got.workflow.nodes == ("step 1", "step 2", "step 3", "step 4; then step 5")
     assert got.workflow.edges == ((START, "1"), ("1", "2"), ("1", "3"), ("2", "4"), ("3", "4"), ("4", END))
-    got = compress_steps(DIAMOND, 2, ScriptedRng([0, 0]))  # then no chain pair: contract 1 -> 2
+    got = compress_steps(DIAMOND, 2, ScriptedRng([0, 0]), selection="scattered")  # then no chain pair: contract 1 -> 2
     assert got.workflow.nodes == ("step 1; then step 2", "step 3", "step 4; then step 5")
     assert got.workflow.edges == ((START, "1"), ("1", "2"), ("1", "3"), ("2", "3"), ("3", END))
-    got = compress_steps(PARALLEL, 1, ScriptedRng([0]))  # no step-to-step edge: merge parallel siblings
+    got = compress_steps(PARALLEL, 1, ScriptedRng([0]), selection="scattered")  # no step-to-step edge: merge parallel siblings
     assert got.workflow.nodes == ("step 1; also step 2", "step 3", "step 4", "step 5")
     assert got.workflow.edges == ((START, "1"), (START, "2"), (START, "3"), (START, "4"), ("1", END), ("2", END),
                                   ("3", END), ("4", END))

@@ -302,3 +302,28 @@ def test_firing_matrix_uses_given_thresholds():
     mm = cell(f, failure_mode="missing", type="missing", severity=0.3)
     assert (mm["n_evaluable"], mm["n_fired"]) == (3, 3)           # r1 0.7, r2 0.6, r3 0.75 < 0.95
     assert set(f["failure_mode"]) == {"missing"}
+
+
+# --------------------------------------------------------------------------- the judge's rows
+
+
+def test_attach_judge_gives_the_judge_row_null_never_zero():
+    scores = frame([row("g1", "missing", 0.1, chain_f1=0.9), row("g2", "missing", 0.1, chain_f1=0.8),
+                    row("g1", "missing", 0.5, chain_f1=0.6), row("g2", "missing", 0.5, chain_f1=0.5)])
+    judged = pd.DataFrame({"variant_id": ["g1::missing@10", "g2::missing@10", "g1::missing@50"],
+                           "judge": [0.8, None, 0.4]})   # g2@10: no valid reply; g2@50: not judged
+    s = wp.attach_judge(scores, judged)
+    assert s["judge"].isna().tolist() == [False, True, False, True]
+    sev = wp.severity_table(s)
+    c10 = cell(sev, metric="judge", type="missing", severity=0.1)
+    assert (c10["mean"], c10["n"], c10["n_null"]) == (pytest.approx(0.8), 1, 1)
+    c50 = cell(sev, metric="judge", type="missing", severity=0.5)
+    assert (c50["mean"], c50["n"], c50["n_null"]) == (pytest.approx(0.4), 1, 1)
+    d = cell(wp.sensitivity_matrix(s), metric="judge", type="missing")
+    assert d["delta_avg"] == pytest.approx(2.5 * (0.8 - 0.4))
+    with pytest.raises(ValueError, match="not in the scores frame"):
+        wp.attach_judge(scores, pd.DataFrame({"variant_id": ["zz::missing@10"], "judge": [0.2]}))
+    with pytest.raises(ValueError, match="judged twice"):
+        wp.attach_judge(scores, pd.DataFrame({"variant_id": ["g1::missing@10"] * 2, "judge": [0.2, 0.4]}))
+    with pytest.raises(ValueError, match="missing column 'judge'"):
+        wp.attach_judge(scores, pd.DataFrame({"variant_id": []}))

@@ -56,8 +56,10 @@ def test_alignment_prefilter_keeps_an_eligible_pair_the_raw_optimum_loses():
     # raw optimum is the cross (0.70 + 0.75 = 1.45 > 0.81) and both cross pairs are < 0.8
     sim = [[0.81, 0.70],
            [0.75, 0.00]]
-    assert wm.align(sim).pairs == ((0, 0, 0.81),)
-    assert wm.align(sim, prefilter=False).pairs == ()
+    assert wm.align(sim).pairs == ()  # App. B.1: assign first, then keep pairs >= 0.8
+    assert wm.align(sim, prefilter=True).pairs == ((0, 0, 0.81),)
+    # without a threshold every assigned pair is kept
+    assert [(g, p) for g, p, _ in wm.align(sim, None).pairs] == [(1, 0), (0, 1)]
 
 
 def test_alignment_ties_are_broken_in_order_for_duplicate_steps():
@@ -124,17 +126,30 @@ def test_chain_f1_from_alignment():
 
 
 def test_graph_f1_missing_middle_step():
-    # gold START->1->2->3->4->END; pred keeps gold 1, 2, 4 and re-links 2->4
-    r = wm.graph_f1(wm.chain_edges(4), wm.chain_edges(3), {0: 0, 1: 1, 2: 3}, n_gold=4, n_pred=3)
-    # common edges START->1, 1->2, 4->END; components {START,1,2}, {4,END}: k = 3
+    # gold 1->2->3->4; pred keeps gold 1, 2, 4 and re-links 2->4 (START/END edges are ignored)
+    args = (wm.chain_edges(4), wm.chain_edges(3), {0: 0, 1: 1, 2: 3}, 4, 3)
+    r = wm.graph_f1(*args)
+    # S = {1, 2, 4}; gold within S: 1->2; mapped pred: 1->2, 2->4. Nodes 2 and 4 disagree (one
+    # neighbour each): one at a time, the larger id 4 goes, then {1, 2} agree: k = 2
+    assert (r["common_nodes"], r["common_edges"], r["reason"]) == (2, 1, None)
+    assert (r["precision"], r["recall"], r["f1"]) == pytest.approx((2 / 3, 2 / 4, 4 / 7))
+    r = wm.graph_f1(*args, method="induced_simultaneous")  # 2 and 4 both go: k = 1
+    assert r["common_nodes"] == 1 and r["f1"] == pytest.approx(2 / 7)
+    # WorFBench: sentinels; common edges START->1, 1->2, 4->END; components {START,1,2}, {4,END}: k = 3
+    r = wm.graph_f1(*args, method="worfbench")
     assert r["common_nodes"] == 3 and r["common_edges"] == 3
     assert (r["precision"], r["recall"], r["f1"]) == pytest.approx((3 / 5, 3 / 6, 6 / 11))
 
 
 def test_graph_f1_compares_edges_through_the_alignment():
-    # pred lists the two gold steps in swapped order with a chain: START->g2->g1->END
-    r = wm.graph_f1(wm.chain_edges(2), wm.chain_edges(2), {0: 1, 1: 0}, n_gold=2, n_pred=2)
-    # no common edge; largest component is a single node: P = R = 1/4
+    # pred lists the two gold steps in swapped order with a chain: g2 -> g1
+    args = (wm.chain_edges(2), wm.chain_edges(2), {0: 1, 1: 0}, 2, 2)
+    r = wm.graph_f1(*args)
+    # both nodes disagree twice (in and out); the larger id goes; {1} alone agrees: P = R = 1/2
+    assert (r["common_nodes"], r["common_edges"], r["f1"]) == (1, 0, 0.5)
+    r = wm.graph_f1(*args, method="induced_simultaneous")
+    assert (r["common_nodes"], r["f1"], r["reason"]) == (0, 0.0, "no_common_subgraph")
+    r = wm.graph_f1(*args, method="worfbench")  # no common edge; a lone node: P = R = 1/4
     assert r["common_edges"] == 0 and r["common_nodes"] == 1
     assert r["f1"] == pytest.approx(0.25)
 
@@ -145,23 +160,39 @@ def test_graph_f1_parallel_branches_identical_under_mapping():
     pred = [("START", 1), (1, 2), (1, 3), (2, 4), (3, 4), (4, "END")]
     mapping = {0: 0, 1: 2, 2: 1, 3: 3}
     r = wm.graph_f1(gold, pred, mapping, n_gold=4, n_pred=4)
+    assert (r["f1"], r["common_nodes"], r["common_edges"]) == (1.0, 4, 4)
+    # dropping pred 3->4 (= gold 2->4): gold 2 and 4 disagree; 4 goes, {1, 2, 3} agree: P = R = 3/4
+    thinned = [e for e in pred if e != (3, 4)]
+    r = wm.graph_f1(gold, thinned, mapping, n_gold=4, n_pred=4)
+    assert (r["f1"], r["common_nodes"], r["common_edges"]) == (0.75, 3, 2)
+    # WorFBench counts nodes of the largest connected common component: everything stays
+    # connected, so the score stays 1
+    r = wm.graph_f1(gold, pred, mapping, n_gold=4, n_pred=4, method="worfbench")
     assert (r["f1"], r["common_nodes"], r["common_edges"]) == (1.0, 6, 6)
-    # WorFBench counts nodes of the largest connected common component: dropping the pred edge
-    # g2->g4 (pred 3->4) leaves everything connected, so the score stays 1
-    r = wm.graph_f1(gold, [e for e in pred if e != (3, 4)], mapping, n_gold=4, n_pred=4)
+    r = wm.graph_f1(gold, thinned, mapping, n_gold=4, n_pred=4, method="worfbench")
     assert (r["f1"], r["common_edges"]) == (1.0, 5)
 
 
-def test_graph_f1_induced_variant_penalises_an_extra_edge():
+def test_graph_f1_induced_penalises_an_extra_edge_and_worfbench_does_not():
     gold = wm.chain_edges(3)
     pred = list(wm.chain_edges(3)) + [("1", "3")]
     ident = {0: 0, 1: 1, 2: 2}
-    assert wm.graph_f1(gold, pred, ident, 3, 3)["f1"] == 1.0
-    r = wm.graph_f1(gold, pred, ident, 3, 3, method="induced")
-    # (1,3) disagrees; nodes 1 and 3 tie, the larger id (3) goes; left {START,1,2,END}: k = 3
-    assert r["common_nodes"] == 3 and r["f1"] == pytest.approx(0.6)
+    assert wm.graph_f1(gold, pred, ident, 3, 3, method="worfbench")["f1"] == 1.0
+    r = wm.graph_f1(gold, pred, ident, 3, 3)
+    # (1,3) disagrees at 1 (out) and 3 (in); tie, the larger id (3) goes; {1, 2} agree: k = 2
+    assert r["common_nodes"] == 2 and r["f1"] == pytest.approx(2 / 3)
+    r = wm.graph_f1(gold, pred, ident, 3, 3, method="induced_simultaneous")  # 1 and 3 go: k = 1
+    assert r["common_nodes"] == 1 and r["f1"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError):
         wm.graph_f1(gold, pred, ident, 3, 3, method="mcs")
+
+
+def test_prune_to_common_induced_one_at_a_time_vs_simultaneous():
+    gold = {("1", "2"), ("2", "3"), ("3", "4")}
+    pred = {("1", "2"), ("2", "4"), ("3", "4")}  # 2->3 replaced by 2->4
+    # disagreements: 2 (out {3} vs {4}: 2), 3 (in: 1), 4 (in {3} vs {2,3}: 1) -> 2 goes first
+    assert wm.prune_to_common_induced({"1", "2", "3", "4"}, gold, pred) == {"1", "3", "4"}
+    assert wm.prune_to_common_induced({"1", "2", "3", "4"}, gold, pred, simultaneous=True) == {"1"}
 
 
 def test_graph_f1_zero_empty_and_invalid_edges():
@@ -183,10 +214,21 @@ GOLD = ["Open the settings page.", "Then, select the Network tab!", "Enable the 
 PRED = ["Open the settings page.", "Select the network tab", "Turn on the proxy option"]
 
 
-def test_lexical_tokens_lowercased_per_step():
-    assert wm.lexical_tokens(["Open the file.", "Then, close it!"]) == \
+def test_lexical_tokens_join_the_steps_and_split_sentence_final_periods_like_punkt():
+    from nltk.tokenize import word_tokenize
+
+    steps = ["Fill the pot with water. Boil it.", "Add salt", "Pour 1.5 l. of it, then stir!"]
+    assert wm.lexical_tokens(steps) == ["Fill", "the", "pot", "with", "water", ".", "Boil", "it", ".", "Add",
+                                        "salt", "Pour", "1.5", "l.", "of", "it", ",", "then", "stir", "!"]
+    # what word_tokenize without punkt (preserve_line=True) would do: 'water.' stays one token
+    assert "water." in word_tokenize(" ".join(steps), preserve_line=True)
+    assert wm.word_tokens("Open the file. Then, close it!") == ["Open", "the", "file", ".", "Then", ",", "close",
+                                                                "it", "!"]
+    # the earlier per-step rule, kept as an option
+    assert wm.lexical_tokens(["Open the file.", "Then, close it!"], lowercase=True, tokenization="per_step") == \
         ["open", "the", "file", ".", "then", ",", "close", "it", "!"]
-    assert wm.lexical_tokens("Open", lowercase=False) == ["Open"]
+    with pytest.raises(ValueError, match="tokenization must be one of"):
+        wm.lexical_tokens(["x"], tokenization="spacy")
 
 
 def test_bleu_gleu_agree_with_nltk_on_the_same_tokens():
@@ -199,11 +241,27 @@ def test_bleu_gleu_agree_with_nltk_on_the_same_tokens():
     assert 0 < b < 1 and 0 < g < 1
 
 
-def test_bleu_gleu_identical_is_one_and_case_is_folded():
+def test_bleu_gleu_identical_is_one_and_case_is_kept():
     assert wm.bleu(GOLD, list(GOLD)) == (1.0, None)
     assert wm.gleu(GOLD, list(GOLD)) == (1.0, None)
-    assert wm.bleu(["Open The File now"], ["open the file now"])[0] == 1.0
-    assert wm.bleu(["Open The File now"], ["open the file now"], lowercase=False)[0] < 1.0
+    # no lower-casing (App. B.3): only 'now' matches; p1 = 1/4, p2..p4 = 0 -> method1 0.1/3, 0.1/2, 0.1/1
+    expected = (0.25 * (0.1 / 3) * (0.1 / 2) * 0.1) ** 0.25
+    assert wm.bleu(["Open The File now"], ["open the file now"])[0] == pytest.approx(expected, abs=1e-12)
+    assert wm.bleu(["Open The File now"], ["open the file now"], lowercase=True)[0] == 1.0
+
+
+def test_bleu_of_a_golden_shorter_than_four_tokens():
+    from nltk.translate.bleu_score import sentence_bleu as nltk_bleu
+
+    # plain nltk BLEU-4 of an identical 3-token text: 4-gram precision 0 -> method1 0.1/1
+    assert nltk_bleu([["go", "to", "sofa"]], ["go", "to", "sofa"],
+                     smoothing_function=SmoothingFunction().method1) == pytest.approx(0.1 ** 0.25)
+    assert wm.bleu_max_order(3) == 3 and wm.bleu_max_order(9) == 4 and wm.bleu_max_order(0) == 1
+    assert wm.bleu(["go to sofa"], ["go to sofa"]) == (1.0, None)
+    # order 3: p1 = 2/2, p2 = 1/1, p3 = 0 -> 0.1; brevity penalty exp(1 - 3/2)
+    assert wm.bleu(["go to sofa"], ["go to"])[0] == pytest.approx(np.exp(-0.5) * 0.1 ** (1 / 3), abs=1e-12)
+    # GLEU: n-grams 1..3 of each side: 6 and 6, common {go, to, go to}: min(3/6, 3/6)
+    assert wm.gleu(["go to sofa"], ["go to bed"]) == (pytest.approx(0.5), None)
 
 
 def test_tokenless_text_never_scores_one():
@@ -225,6 +283,30 @@ def test_kendall_tau_hand_values():
     assert wm.kendall_tau([0, 1, 2, 3, 4], [1, 0, 2, 4, 3])[0] == pytest.approx(0.6)  # 8 C, 2 D
     assert wm.kendall_tau([0, 1, 2], [2, 1, 0]) == (pytest.approx(-1.0), None)
     assert wm.kendall_tau([0, 1], [0, 1]) == (pytest.approx(1.0), None)
+
+
+def test_kendall_tau_gold_order_penalises_merged_and_missing_steps():
+    # gold a b c d e; candidate = a (b+c merged, aligned to b) d e: every pair is in order, so
+    # the literal aligned-pairs tau is 1; over the gold order c is ranked after the candidate
+    sim = np.array([[1.0, 0.1, 0.1, 0.1],
+                    [0.1, 0.9, 0.1, 0.1],
+                    [0.1, 0.7, 0.1, 0.1],
+                    [0.1, 0.1, 1.0, 0.1],
+                    [0.1, 0.1, 0.1, 1.0]])
+    assert wm.kendall_tau_from_alignment(wm.align(sim)) == (pytest.approx(1.0), None)
+    assert wm.gold_order_ranks(wm.align(sim, None)) == [0, 1, 4, 2, 3]
+    # pairs (c, d) and (c, e) discordant: 8 C, 2 D over 10 pairs, no ties: tau = 0.6
+    assert wm.kendall_tau_gold_order(sim) == (pytest.approx(0.6), None)
+    # two gold steps without a partner are tied after the candidate: gold a b c d, candidate a d
+    sim2 = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 1.0]])
+    assert wm.gold_order_ranks(wm.align(sim2, None)) == [0, 2, 2, 1]
+    # x = 0 1 2 3, y = 0 2 2 1: C = 3, D = 2, one tie in y; tau-b = 1 / sqrt(6 * 5)
+    assert wm.kendall_tau_gold_order(sim2)[0] == pytest.approx(1 / np.sqrt(30))
+    # a paraphrase below the alignment threshold still pairs in order: tau = 1
+    assert wm.kendall_tau_gold_order(np.array([[0.6, 0.1], [0.1, 0.5]])) == (pytest.approx(1.0), None)
+    assert wm.kendall_tau_gold_order(np.zeros((0, 2))) == (None, "empty_gold")
+    assert wm.kendall_tau_gold_order(np.zeros((3, 0))) == (None, "empty_candidate")
+    assert wm.kendall_tau_gold_order(np.ones((1, 2))) == (None, "fewer_than_2_aligned_steps")
 
 
 def test_kendall_tau_undefined_cases_are_none_with_reason():
@@ -259,23 +341,74 @@ def test_parse_judge_score(text, finish, expected):
 
 
 def test_judge_score_averages_valid_replies_only():
-    assert judge.judge_score([("Score: 4", "stop"), ("Score: 5", "stop"), ("Score: 3", None)]) == \
+    J = '{{"missing_steps": [], "extra_steps": [], "reordered_steps": [], "initial_score": 5, ' \
+        '"self_check": "ok", "final_score": {}}}'
+    assert judge.judge_score([(J.format(4), "stop"), (J.format(5), "stop"), (J.format(3), None)]) == \
         (pytest.approx(0.8), 3, 0)
-    # out-of-range and truncated replies are excluded (not counted as 0): mean of {4} / 5
-    assert judge.judge_score([("Score: 4", "stop"), ("Score: 7", "stop"), ("Score: 5", "length")]) == \
-        (pytest.approx(0.8), 1, 2)
-    assert judge.judge_score([("no number", "stop"), ("Score: 9", "stop"), ("Score: 1", "length")]) == (None, 0, 3)
+    # out-of-range, truncated and 'Score: N' replies are excluded (not counted as 0): mean of {4} / 5
+    assert judge.judge_score([(J.format(4), "stop"), (J.format(7), "stop"), (J.format(5), "length"),
+                              ("Score: 5", "stop")]) == (pytest.approx(0.8), 1, 3)
+    assert judge.judge_score([("no number", "stop"), (J.format(9), "stop")]) == (None, 0, 2)
     assert judge.judge_score([]) == (None, 0, 0)
-    replies = [GenerationResult(text="Score: 5", finish_reason="stop"),
+    replies = [GenerationResult(text=J.format(5), finish_reason="stop"),
                GenerationResult(text=None, error="TimeoutError: slow"),
-               {"text": "Score: 0", "finish_reason": "stop"}, "Score: 2"]
+               {"text": J.format(0), "finish_reason": "stop"}, "```json\n" + J.format(2) + "\n```"]
     assert judge.judge_score(replies) == (pytest.approx((5 + 0 + 2) / 15), 3, 1)
+    # the earlier 'Score: N' style, kept as an option
+    assert judge.judge_score([("Score: 4", "stop"), ("Score: 7", "stop"), ("Score: 5", "length")],
+                             style="score_line") == (pytest.approx(0.8), 1, 2)
 
 
-def test_judge_messages_carry_rubric_and_both_workflows():
-    msgs = judge.judge_messages(GOLD, (PRED, [("START", "1"), ("1", "2"), ("2", "3"), ("3", "END")]),
-                             "Route traffic through the corporate proxy.")
+@pytest.mark.parametrize("text, finish, expected", [
+    ('{"initial_score": 4, "self_check": "ok", "final_score": 3}', "stop", (3, "ok")),
+    ('```json\n{"final_score": 5}\n```', None, (5, "ok")),
+    ('{"final_score": 4.0}', "stop", (4, "ok")),
+    ('{"final_score": 0}', "end_turn", (0, "ok")),
+    ('{"final_score": 4}', "length", (None, "truncated")),
+    ('{"final_score": 4}', "content_filter", (None, "finish_reason:content_filter")),
+    ("   ", "stop", (None, "empty_reply")),
+    ('Here you go: {"final_score": 4}', "stop", (None, "not_json")),
+    ('{"final_score": 4} {"final_score": 5}', "stop", (None, "not_json")),
+    ("Score: 4", "stop", (None, "not_json")),
+    ("[4]", "stop", (None, "not_an_object")),
+    ('{"initial_score": 4}', "stop", (None, "no_final_score")),
+    ('{"final_score": null}', "stop", (None, "no_final_score")),
+    ('{"final_score": "4"}', "stop", (None, "non_integer")),
+    ('{"final_score": true}', "stop", (None, "non_integer")),
+    ('{"final_score": 3.5}', "stop", (None, "non_integer")),
+    ('{"final_score": 6}', "stop", (None, "out_of_range")),
+    ('{"final_score": -1}', "stop", (None, "out_of_range")),
+])
+def test_parse_judge_json(text, finish, expected):
+    assert judge.parse_judge_json(text, finish) == expected
+
+
+def test_judge_messages_b6_list_nodes_and_edges_of_a_dag():
+    dag = (["Open the settings page.", "Select the network tab", "Select the proxy tab", "Save"],
+           [("START", "1"), ("1", "2"), ("1", "3"), ("2", "4"), ("3", "4"), ("4", "END")])
+    msgs = judge.judge_messages(dag, dag, "Route traffic through the corporate proxy.")
     assert [m["role"] for m in msgs] == ["system", "user"]
+    system, user = msgs[0]["content"], msgs[1]["content"]
+    for line in ("0 = Completely Incorrect or Irrelevant", "1 = Major Flaws (breaks core logic)",
+                 "2 = Significant Issues (omits several key steps or adds wrong steps)",
+                 "3 = Noticeable Errors (minor reorder or one extra/missing non-critical step)",
+                 "4 = Very Good (only one minor step missing)", "5 = Perfect Match (fully adheres, detailed, accurate)"):
+        assert line in system
+    for anchor in ("Example A (Score 4)", "Example B (Score 5)", "Example C (Score 3)", "Example D (Score 2)",
+                   "Example E (Score 0)"):
+        assert anchor in system
+    assert "5. Perform a self-check" in system and '"final_score"' in system and "exactly one JSON object" in system
+    # the branches survive: both edges out of node 1 are listed, for both workflows
+    assert user.count("Edges: (START, 1) (1, 2) (1, 3) (2, 4) (3, 4) (4, END)") == 2
+    assert "Gold workflow:\nNodes:\n1: Open the settings page.\n2: Select the network tab" in user
+    assert judge.render_workflow(["a", "b"]) == "Nodes:\n1: a\n2: b\nEdges: (START, 1) (1, 2) (2, END)"
+    with pytest.raises(ValueError, match="style must be one of"):
+        judge.judge_messages(dag, dag, "t", style="free")
+
+
+def test_judge_messages_score_line_option():
+    msgs = judge.judge_messages(GOLD, (PRED, [("START", "1"), ("1", "2"), ("2", "3"), ("3", "END")]),
+                                "Route traffic through the corporate proxy.", style="score_line")
     system, user = msgs[0]["content"], msgs[1]["content"]
     for level in range(6):
         assert f"\n{level} - " in system
@@ -294,12 +427,17 @@ def test_score_workflow_hand_values_with_fake_encoder():
     r = wm.score_workflow(gold, pred, FakeEncoder(), bertscore=False)
     assert r["aligned_pairs"] == [[0, 0, 1.0], [1, 1, 1.0], [3, 2, 1.0]]
     assert (r["chain_precision"], r["chain_recall"], r["chain_f1"]) == pytest.approx((1.0, 0.75, 6 / 7))
-    assert r["graph_f1"] == pytest.approx(6 / 11)
-    assert r["kendall_tau"] == pytest.approx(1.0)
+    assert r["graph_f1"] == pytest.approx(4 / 7)  # as test_graph_f1_missing_middle_step
+    # gold order a b c d; c has no partner and is ranked after the candidate: y = 0 1 3 2, 5 C 1 D
+    assert r["kendall_tau"] == pytest.approx(4 / 6)
+    r_old = wm.score_workflow(gold, pred, FakeEncoder(), bertscore=False, graph_method="worfbench",
+                              kendall_method="aligned", prefilter=True)
+    assert r_old["graph_f1"] == pytest.approx(6 / 11) and r_old["kendall_tau"] == pytest.approx(1.0)
     ref, hyp = wm.lexical_tokens(gold), wm.lexical_tokens(pred)
     assert r["bleu"] == pytest.approx(sentence_bleu([ref], hyp, smoothing_function=SmoothingFunction().method1))
     assert r["bertscore_f1"] is None and r["bertscore_reason"] == "disabled"
-    assert r["encoder"] == "fake-onehot" and r["tau_align"] == 0.8 and r["graph_method"] == "worfbench"
+    assert r["encoder"] == "fake-onehot" and r["tau_align"] == 0.8 and r["graph_method"] == "induced"
+    assert r["kendall_method"] == "gold_order" and r["align_prefilter"] is False
 
 
 def test_empty_candidate_scores_zero_without_exception():
@@ -307,7 +445,7 @@ def test_empty_candidate_scores_zero_without_exception():
     r = wm.score_workflow(GOLD, [], FakeEncoder(), bertscore=("/nonexistent/model", 6))
     for key in ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1"):
         assert r[key] == 0.0, key
-    assert r["kendall_tau"] is None and r["kendall_tau_reason"] == "fewer_than_2_aligned_steps"
+    assert r["kendall_tau"] is None and r["kendall_tau_reason"] == "empty_candidate"
     assert r["chain_reason"] == r["graph_reason"] == r["bertscore_reason"] == "empty_candidate"
 
 
@@ -316,7 +454,12 @@ def test_zero_aligned_steps_score_zero():
                           FakeEncoder(), bertscore=False)
     assert r["n_aligned"] == 0 and r["chain_f1"] == 0.0 and r["graph_f1"] == 0.0
     assert r["chain_reason"] == r["graph_reason"] == "no_aligned_steps"
-    assert r["kendall_tau"] is None
+    # Kendall's tau has no similarity threshold: two unrelated steps still pair up in order, so
+    # it is 1 (it measures order only; the structural metrics are 0 here)
+    assert r["kendall_tau"] == 1.0
+    r = wm.score_workflow(["alpha step one", "beta step two"], ["gamma other", "delta other"],
+                          FakeEncoder(), bertscore=False, kendall_method="aligned")
+    assert r["kendall_tau"] is None and r["kendall_tau_reason"] == "fewer_than_2_aligned_steps"
 
 
 def test_empty_gold_is_undefined_not_an_error():
@@ -446,8 +589,11 @@ def test_real_encoder_identical_and_shuffled(minilm):
     assert shuffled["n_aligned"] == 5 and shuffled["chain_f1"] < 1.0 and shuffled["graph_f1"] < 1.0
     assert shuffled["kendall_tau"] < 1.0
     assert same["encoder"] == emb.MINILM_NAME and same["encoder_path"].endswith("model")
-    assert same["bertscore_num_layers"] == 6 and same["bertscore_rescaled"] is False
+    assert same["bertscore_num_layers"] == 6 and same["bertscore_rescaled"] is True
+    assert same["bertscore_baseline"] == "packaged:bertscore_baseline_all-MiniLM-L6-v2.tsv"
     assert same["bertscore_model"] == emb.MINILM_NAME
+    # shuffled: all five pairs (gold[i], pred[i]) are unrelated steps -> far below the identical 1.0
+    assert shuffled["bertscore_f1"] < 0.5
 
 
 def test_real_encoder_bertscore_identical_via_helper(minilm):
@@ -455,3 +601,43 @@ def test_real_encoder_bertscore_identical_via_helper(minilm):
     f1, reason = wm.bertscore_f1(STEPS[:2], STEPS[:2], scorer)
     assert reason is None and f1 > 0.99
     assert wm.bertscore_f1(STEPS, [], scorer) == (0.0, "empty_candidate")
+
+
+def test_bertscore_baseline_is_made_from_the_embedded_goldens_only():
+    from metamorph.studies.workflow_perturb.goldens import embedded_goldens
+
+    sizes = [w.n_nodes for w in embedded_goldens()]
+    pool = (sum(sizes) ** 2 - sum(n * n for n in sizes)) // 2  # pairs of steps of two different goldens
+    assert pool == len(wm.baseline_pairs(10 ** 9))
+    pairs = wm.baseline_pairs()
+    assert len(pairs) == 2000 and len(set(pairs)) == 2000 and pairs == wm.baseline_pairs()
+    owner = {t: w.workflow_id for w in embedded_goldens() for t in w.nodes}
+    assert all(owner[a] != owner[b] for a, b in pairs)
+
+
+def test_packaged_baseline_is_read_by_bert_score_at_the_encoder_layer(minilm, tmp_path):
+    path = wm.packaged_baseline(emb.MINILM_NAME)
+    assert path is not None and wm.packaged_baseline("other/model") is None
+    scorer = wm.get_bert_scorer(minilm.info.path, 6, baseline_path=str(path))
+    # row 6 of the table (layer 6): P, R, F as written by scripts/bertscore_baseline.py
+    assert scorer.baseline_vals.tolist() == pytest.approx([0.1289155, 0.1339028, 0.13012892], abs=1e-7)
+    # write_baseline round-trip in bert_score's LAYER,P,R,F format (missing layers are NaN rows)
+    out = wm.write_baseline([(2, 0.5, 0.25, 0.125)], tmp_path / "b.tsv")
+    assert out.read_text().splitlines() == ["LAYER,P,R,F", "0,nan,nan,nan", "1,nan,nan,nan",
+                                            "2,0.50000000,0.25000000,0.12500000"]
+
+
+def test_rescaled_bertscore_is_bert_scores_rescaling_of_the_raw_score(minilm):
+    path = str(wm.packaged_baseline(emb.MINILM_NAME))
+    raw = wm.get_bert_scorer(minilm.info.path, 6)
+    res = wm.get_bert_scorer(minilm.info.path, 6, baseline_path=path)
+    gold, pred = STEPS[:3], [STEPS[0], "Attach a data disk", "Open port 443"]
+    f_raw = [wm.bertscore_f1([g], [p], raw)[0] for g, p in zip(gold, pred)]
+    b = 0.13012892
+    # (F - b) / (1 - b) per pair, then the mean over the truncated pairs
+    expected = sum((f - b) / (1 - b) for f in f_raw) / 3
+    assert wm.bertscore_f1(gold, pred, res)[0] == pytest.approx(expected, abs=1e-6)
+    assert wm.bertscore_f1(gold[:1], gold[:1], res)[0] == pytest.approx(1.0, abs=1e-6)
+    r = wm.score_workflow(gold, pred, minilm, rescale=False)
+    assert r["bertscore_f1"] == pytest.approx(sum(f_raw) / 3, abs=1e-6) and r["bertscore_rescaled"] is False
+    assert r["bertscore_baseline"] is None

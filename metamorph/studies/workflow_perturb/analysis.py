@@ -12,7 +12,7 @@ One row per golden × perturbation (× generator), columns :data:`SCORE_COLUMNS`
 must equal :func:`metamorph.studies.workflow_perturb.workflows.size_stratum` of ``n_nodes``), ``operator``
 (deterministic / llm), ``status`` (valid / invalid), ``target_score`` (must equal
 :func:`metamorph.studies.workflow_perturb.perturb.target_score`), and the metrics :data:`METRICS` — floats in [0, 1]
-except Kendall's τ in [−1, 1], each nullable. Extra columns are ignored.
+except Kendall's τ in [−1, 1] and the rescaled BERTScore (≤ 1, may be negative), each nullable. Extra columns are ignored.
 
 :func:`validate_scores` checks it (every public function calls it) and raises ``ValueError``
 naming the missing columns, the column with a bad value, or the duplicated key
@@ -52,9 +52,11 @@ With s̄(p) the mean of the defined scores at severity p (unpaired: each severit
 Bundles and firing (§6, Tables 1 and 8)
 ---------------------------------------
 Thresholds and the firing rule are :mod:`metamorph.studies.workflow_perturb.gate`'s: a metric breaches iff
-``value < threshold`` (equality does not breach); mode ``any`` fires a failure mode when at least
-one defined primary metric breaches, mode ``joint`` when every defined primary breaches (at least
-one defined); secondary metrics never decide. :func:`firing_matrix` applies
+``value < threshold`` after rounding to 10 decimals (equality does not breach); mode
+``primary_and_secondary`` (default) fires a failure mode when a defined primary and a defined
+secondary breach (the primary alone when no secondary is defined), mode ``any`` when at least one
+defined primary metric breaches, mode ``joint`` when every defined primary breaches (at least one
+defined). :func:`firing_matrix` applies
 :func:`metamorph.studies.workflow_perturb.gate.bundle_decision` to every instance.
 
 Recalibration (§6) — exact definition
@@ -87,11 +89,7 @@ import pandas as pd
 
 from metamorph.schemas import require_columns
 from metamorph.studies.workflow_perturb import gate
-from metamorph.studies.workflow_perturb.perturb import (
-    PERTURBATION_TYPES,
-    SEVERITIES,
-    target_score,
-)
+from metamorph.studies.workflow_perturb.perturb import PERTURBATION_TYPES, SEVERITIES, target_score
 from metamorph.studies.workflow_perturb.schemas import (
     FiringMatrix,
     Recalibration,
@@ -112,6 +110,7 @@ __all__ = [
     "SCORE_COLUMNS",
     "STRATA",
     "THRESHOLD_DECIMALS",
+    "attach_judge",
     "firing_matrix",
     "recalibrate",
     "recalibrated_thresholds",
@@ -141,7 +140,8 @@ RECALIBRATION_RULES = ("midpoint", "mild")
 THRESHOLD_DECIMALS = 10
 MILD, MODERATE, SEVERE = SEVERITIES
 
-_RANGES = {m: (0.0, 1.0) for m in METRICS} | {"kendall_tau": (-1.0, 1.0)}
+# rescaled BERTScore (App. B.4) is below 0 for a pair less similar than the baseline's unrelated pairs
+_RANGES = {m: (0.0, 1.0) for m in METRICS} | {"kendall_tau": (-1.0, 1.0), "bertscore_f1": (-math.inf, 1.0)}
 
 
 # =========================================================================== validation
@@ -266,6 +266,32 @@ def _empty(model, columns: Sequence[str]) -> pd.DataFrame:
 
 
 _SEVERITY_COLUMNS = ["operator", "metric", "type", "severity", "target_score", "mean", "sd", "n", "n_null", "mean_residual"]
+
+
+def attach_judge(scores: pd.DataFrame, judge_scores: pd.DataFrame) -> pd.DataFrame:
+    """The scores frame with its ``judge`` column taken from one judge model's ``judge_scores``
+    (App. B.6): matched on ``variant_id``; a variant the judge did not see, or for which no reply
+    was valid, gets null (never 0), so :func:`severity_table` and :func:`sensitivity_matrix` give
+    the judge's row over the judged variants only (``n`` / ``n_null`` say how many).
+
+    ``judge_scores`` needs ``variant_id`` and ``judge`` (null or in [0, 1]).
+
+    Raises:
+        ValueError: a missing column; a ``variant_id`` judged twice; a judged ``variant_id`` that
+            is not in ``scores`` (named; never dropped silently).
+    source: §5, App. B.6.
+    """
+    for col in ("variant_id", "judge"):
+        if col not in judge_scores.columns:
+            raise ValueError(f"judge_scores: missing column {col!r}")
+    dup = judge_scores["variant_id"][judge_scores["variant_id"].duplicated()].tolist()
+    if dup:
+        raise ValueError(f"judge_scores: variant(s) judged twice: {dup[:5]}")
+    unknown = sorted(set(judge_scores["variant_id"]) - set(scores["variant_id"]))
+    if unknown:
+        raise ValueError(f"judge_scores: {len(unknown)} judged variant(s) not in the scores frame, e.g. {unknown[:3]}")
+    judge = dict(zip(judge_scores["variant_id"], pd.to_numeric(judge_scores["judge"], errors="raise")))
+    return scores.assign(judge=[judge.get(v, np.nan) for v in scores["variant_id"]]).astype({"judge": float})
 
 
 def severity_table(scores: pd.DataFrame, *, include_invalid: bool = False) -> pd.DataFrame:
@@ -485,7 +511,7 @@ _FIRING_COLUMNS = ["operator", "mode", "failure_mode", "type", "severity", "on_t
                    "n_fired", "firing_pct"]
 
 
-def firing_matrix(scores: pd.DataFrame, thresholds: gate.Thresholds | None = None, mode: str = "any", *,
+def firing_matrix(scores: pd.DataFrame, thresholds: gate.Thresholds | None = None, mode: str = gate.DEFAULT_MODE, *,
                   include_invalid: bool = False) -> pd.DataFrame:
     """Instance-level firing rate of every failure-mode bundle by type × severity (§6, Table 8).
 

@@ -1,13 +1,13 @@
 """``metamorph gate``: the WorkflowPerturb CI gate on the command line (a command of :mod:`metamorph.cli`).
 
-``metamorph gate --golden G --candidate C [--thresholds T] [--mode any|joint]
+``metamorph gate --golden G --candidate C [--thresholds T] [--mode primary_and_secondary|any|joint]
 [--encoder mpnet|minilm] [--json]``
 
     The WorkflowPerturb CI/CD regression gate (issue #4; arXiv 2602.17990 §6, Table 1). Scores
     every (golden, candidate) pair with :func:`metamorph.studies.workflow_perturb.metrics.score_workflows`
     (Chain/Graph F1, BLEU, GLEU, BERTScore, Kendall τ — no LLM judge, which is therefore
     reported as undefined), evaluates each failure mode's metric bundle with
-    :mod:`metamorph.studies.workflow_perturb.gate` (breach iff value < threshold; ``any``/``joint`` firing) and prints
+    :mod:`metamorph.studies.workflow_perturb.gate` (breach iff value < threshold; ``primary_and_secondary``/``any``/``joint`` firing) and prints
     per failure mode PASS/FAIL with the values and thresholds (``--json``: one JSON object on
     stdout).
 
@@ -223,10 +223,12 @@ def _check_text(c: gate.MetricCheck) -> str:
 
 def _print_text(report: gate.GateReport, th: gate.Thresholds, metrics: dict[str, dict], encoder: str | None,
                 out) -> None:
-    rule = ("ANY defined primary metric breaches" if report.mode == "any"
-            else "EVERY defined primary metric breaches")
+    rule = {"any": "ANY defined primary metric breaches (secondary metrics reported only)",
+            "joint": "EVERY defined primary metric breaches (secondary metrics reported only)"}.get(
+        report.mode, "a defined primary AND a defined secondary metric breach (the primary alone when no "
+                     "secondary is defined)")
     print(f"metamorph gate — thresholds: {th.source}; mode {report.mode}: a failure mode fires when {rule} "
-          f"(breach = value {gate.COMPARISON} threshold; secondary metrics are reported only)", file=out)
+          f"(breach = value {gate.COMPARISON} threshold)", file=out)
     if encoder:
         print(f"encoder: {encoder}", file=out)
     for pid, res in report.pairs:
@@ -236,7 +238,9 @@ def _print_text(report: gate.GateReport, th: gate.Thresholds, metrics: dict[str,
         for b in res.bundles:
             prim = "; ".join(_check_text(c) for c in b.primary)
             sec = "; ".join(_check_text(c) for c in b.secondary) or "none"
-            print(f"  {b.verdict:<9} {b.name} [{b.failure_mode}]  primary: {prim}  |  secondary: {sec}", file=out)
+            note = ("" if b.secondary_evaluated or report.mode != "primary_and_secondary"
+                    else "  (no secondary defined: decided by the primary alone)")
+            print(f"  {b.verdict:<9} {b.name} [{b.failure_mode}]  primary: {prim}  |  secondary: {sec}{note}", file=out)
     for k in report.missing_candidates:
         print(f"\nFAIL      golden {k!r} has no candidate workflow", file=out)
     for k in report.extra_candidates:
@@ -310,11 +314,12 @@ def add_gate_arguments(g: argparse.ArgumentParser) -> None:
     g.add_argument("--golden", required=True, help="golden workflow(s): WorFBench text, JSON object, JSON array or JSONL")
     g.add_argument("--candidate", required=True, help="candidate workflow(s), same formats; matched to goldens by id")
     g.add_argument("--thresholds", default=None,
-                   help="thresholds JSON (format of metamorph/studies/workflow_perturb/data/gate_thresholds.json, "
-                        "e.g. a recalibration); default: the packaged Table-1 defaults")
-    g.add_argument("--mode", choices=gate.MODES, default="any",
-                   help="any: a failure mode fires when any primary metric breaches (default); "
-                        "joint: when every primary metric breaches")
+                   help="thresholds JSON (format of metamorph/studies/workflow_perturb/data/gate_thresholds.json, e.g. a recalibration); "
+                        "default: the packaged Table-1 defaults")
+    g.add_argument("--mode", choices=gate.MODES, default=gate.DEFAULT_MODE,
+                   help="primary_and_secondary (default, Table 1): a failure mode fires when a primary and a "
+                        "secondary metric breach (the primary alone when no secondary is defined); "
+                        "any: when any primary metric breaches; joint: when every primary metric breaches")
     g.add_argument("--encoder", choices=("mpnet", "minilm"), default="mpnet",
                    help="sentence encoder for alignment and BERTScore (mpnet falls back to MiniLM)")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of text")

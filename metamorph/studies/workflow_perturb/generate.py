@@ -25,12 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metamorph.providers.base import (
-    GenerationRequest,
-    GenerationResult,
-    Provider,
-    ProviderError,
-)
+from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
 from metamorph.studies.workflow_perturb.perturb import (
     Perturbation,
     _altered_from_output,

@@ -6,13 +6,7 @@ non-linear DAGs with parallel branches. Every one passes
 
 from __future__ import annotations
 
-from metamorph.studies.workflow_perturb.workflows import (
-    END,
-    START,
-    Edge,
-    Workflow,
-    validate_workflow,
-)
+from metamorph.studies.workflow_perturb.workflows import END, START, Edge, Workflow, validate_workflow
 
 
 def _chain(n: int) -> str:

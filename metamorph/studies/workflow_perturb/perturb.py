@@ -8,10 +8,18 @@ Three perturbation types, each at the severities p ∈ :data:`SEVERITIES` = {0.1
   has N fewer nodes and the merged node describes both steps.
 * ``description`` (Description Changes): N step descriptions are reworded; the graph is unchanged.
 
-**N, the number of steps to alter** (:func:`n_to_alter`): ``N = max(1, floor(p·n + 1/2))`` —
-round half up, not Python's banker's ``round`` (``p·n`` is first rounded to 9 decimals so 0.3·15
-is 4.5, not 4.4999…) — capped at ``n − 1`` so at least one step stays untouched. With n = 5:
-N = 1, 2, 3 at p = 0.1, 0.3, 0.5.
+**N, the number of steps to alter** (:func:`n_to_alter`): ``N = max(1, ceil(p·n))`` (``p·n``
+first rounded to 9 decimals so 0.3·10 is 3, not 3.0000…4), capped at ``n − 1`` so at least one
+step stays untouched. With n = 5: N = 1, 2, 3 at p = 0.1, 0.3, 0.5. The paper (§3.1, A.2) does
+not say how p·n is rounded; ceil is the reading that reproduces its BERTScore windows (§5.1: the
+mean of min(|gold|, |pred|) under Missing Steps is 5.5 → 4.1 → 3.0): on the 300 WorFBench
+goldens of the shared sample ceil gives 5.47 → 4.03 → 2.92, round-half-up 5.51 → 4.39 → 2.92
+and floor 5.51 → 5.02 → 3.59. ``rounding="half_up"`` keeps the earlier rule as an option.
+
+**Contiguity** (App. B.4 relies on perturbations acting on contiguous steps and keeping the
+order of the rest): every deterministic operator alters a run of consecutive steps in the
+workflow's topological order (:func:`step_order`; the list order for every WorFBench golden),
+chosen uniformly among the possible start positions.
 
 **Target score** (§3.1, :func:`target_score`): ``1 − p`` for missing and compressed, ``1.0`` for
 description changes (the workflow still means the same thing).
@@ -62,18 +70,72 @@ def _check_type(ptype: str) -> None:
         raise ValueError(f"unknown perturbation type {ptype!r}; known: {list(PERTURBATION_TYPES)}")
 
 
-def n_to_alter(p: float, n_nodes: int) -> int:
+#: Rounding rules of p·n in :func:`n_to_alter` (the first is the default).
+N_ROUNDING = ("ceil", "half_up")
+
+
+def n_to_alter(p: float, n_nodes: int, rounding: str = "ceil") -> int:
     """Number of steps N to alter at severity ``p`` in a workflow of ``n_nodes`` steps.
 
-    ``N = min(n_nodes − 1, max(1, floor(p·n_nodes + 1/2)))`` (round half up; ``p·n`` rounded to 9
-    decimals first). Table: n=5 → 1, 2, 3; n=7 → 1, 2, 4; n=8 → 1, 2, 4; n=16 → 2, 5, 8 for
-    p = 0.1, 0.3, 0.5. Raises ``ValueError`` unless ``0 < p < 1`` and ``n_nodes >= 2``.
+    ``rounding="ceil"`` (default): ``N = min(n_nodes − 1, max(1, ceil(p·n_nodes)))``;
+    ``rounding="half_up"``: ``floor(p·n_nodes + 1/2)`` instead of the ceiling (the rule before
+    issue #8). ``p·n`` is rounded to 9 decimals first. Table (ceil): n=5 → 1, 2, 3; n=6 → 1, 2, 3;
+    n=7 → 1, 3, 4; n=16 → 2, 5, 8 for p = 0.1, 0.3, 0.5 (half_up: n=7 → 1, 2, 4; n=6 → 1, 2, 3).
+    Raises ``ValueError`` unless ``0 < p < 1``, ``n_nodes >= 2`` and ``rounding`` is in
+    :data:`N_ROUNDING`.
+
+    source: §3.1 and A.2 (N = p·|V|); ceil chosen by §5.1's BERTScore windows (module docstring).
     """
     if not 0 < p < 1:
         raise ValueError(f"severity p must be in (0, 1), got {p}")
     if n_nodes < 2:
         raise ValueError(f"a workflow needs at least 2 steps to be perturbed, got {n_nodes}")
-    return min(n_nodes - 1, max(1, math.floor(round(p * n_nodes, 9) + 0.5)))
+    x = round(p * n_nodes, 9)
+    if rounding == "ceil":
+        n = math.ceil(x)
+    elif rounding == "half_up":
+        n = math.floor(x + 0.5)
+    else:
+        raise ValueError(f"rounding must be one of {N_ROUNDING}, not {rounding!r}")
+    return min(n_nodes - 1, max(1, n))
+
+
+def step_order(w: Workflow) -> list[str]:
+    """The workflow's step ids in topological order, ties broken by list position (Kahn's
+    algorithm with a min-heap). Equals ``w.node_ids`` when every step-to-step edge goes from a
+    smaller to a larger id (true of every WorFBench golden). Raises ``ValueError`` on a cycle."""
+    import heapq
+
+    pos = {k: i for i, k in enumerate(w.node_ids)}
+    succ: dict[str, set[str]] = {k: set() for k in w.node_ids}
+    indeg = {k: 0 for k in w.node_ids}
+    for u, v in set(w.edges):
+        if u in pos and v in pos and v not in succ[u]:
+            succ[u].add(v)
+            indeg[v] += 1
+    heap = [pos[k] for k in w.node_ids if indeg[k] == 0]
+    heapq.heapify(heap)
+    out: list[str] = []
+    while heap:
+        k = w.node_ids[heapq.heappop(heap)]
+        out.append(k)
+        for v in succ[k]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, pos[v])
+    if len(out) != len(w.node_ids):
+        raise ValueError(f"workflow {w.workflow_id!r} has a cycle")
+    return out
+
+
+def contiguous_run(w: Workflow, length: int, rng: random.Random) -> list[str]:
+    """``length`` consecutive step ids of :func:`step_order`, starting at
+    ``rng.randrange(n − length + 1)`` (uniform over the possible starts)."""
+    order = step_order(w)
+    if not 1 <= length <= len(order):
+        raise ValueError(f"run length must be in 1..{len(order)}, got {length}")
+    start = rng.randrange(len(order) - length + 1)
+    return order[start:start + length]
 
 
 def target_score(ptype: str, p: float) -> float:
@@ -234,14 +296,30 @@ def remove_nodes(w: Workflow, node_ids: Sequence[str]) -> tuple[tuple[str, ...],
     return _renumber(keep, dict(zip(w.node_ids, w.nodes)), edges)
 
 
-def remove_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None) -> Perturbation:
-    """Missing Steps (§3.1): remove ``n`` steps chosen uniformly with ``rng`` (``rng.sample`` of
-    the ids) and reconnect predecessors to successors (:func:`remove_nodes`).
+#: How the deterministic operators choose the steps they alter (the first is the default).
+SELECTIONS = ("contiguous", "scattered")
 
-    Raises ``ValueError`` unless ``1 <= n <= w.n_nodes - 1``.
+
+def _check_selection(selection: str) -> None:
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, not {selection!r}")
+
+
+def remove_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None,
+                 selection: str = "contiguous") -> Perturbation:
+    """Missing Steps (§3.1): remove ``n`` steps and reconnect predecessors to successors
+    (:func:`remove_nodes`).
+
+    ``selection="contiguous"`` (default, App. B.4): the run :func:`contiguous_run` of ``n``
+    steps; ``"scattered"`` (the rule before issue #8): ``rng.sample`` of the ids.
+    Raises ``ValueError`` unless ``1 <= n <= w.n_nodes - 1`` and ``selection`` is known.
+
+    source: §3.1, App. B.4 (contiguity).
     """
     _check_n(w, n)
-    ids = tuple(sorted(rng.sample(list(w.node_ids), n), key=int))
+    _check_selection(selection)
+    chosen = contiguous_run(w, n, rng) if selection == "contiguous" else rng.sample(list(w.node_ids), n)
+    ids = tuple(sorted(chosen, key=int))
     nodes, edges = remove_nodes(w, ids)
     return _deterministic(w, "missing", p, n, ids, "remove_steps", nodes, edges)
 
@@ -268,8 +346,37 @@ def _has_other_path(succ: dict[str, set[str]], u: str, v: str) -> bool:
     return False
 
 
-def compress_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None) -> Perturbation:
-    """Compressed Steps (§3.1): ``n`` times, merge one step into a neighbour (edge contraction).
+def compression_groups(run: Sequence[str], n: int) -> list[list[str]]:
+    """Split a run of ``len(run)`` consecutive steps into ``len(run) − n`` consecutive groups of
+    at least two steps, sizes as equal as possible, the larger groups first.
+    Example: 6 steps, n = 3 → [[1, 2], [3, 4], [5, 6]]; 5 steps, n = 3 → [[1, 2, 3], [4, 5]]."""
+    k = len(run) - n
+    if k < 1 or len(run) < 2 * k:
+        raise ValueError(f"cannot merge {len(run)} steps into {k} groups of at least two")
+    base, extra = divmod(len(run), k)
+    out, i = [], 0
+    for g in range(k):
+        size = base + (1 if g < extra else 0)
+        out.append(list(run[i:i + size]))
+        i += size
+    return out
+
+
+def compress_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None,
+                   selection: str = "contiguous") -> Perturbation:
+    """Compressed Steps (§3.1): merge steps so that the workflow has ``n`` fewer nodes.
+
+    ``selection="contiguous"`` (default, App. B.4 and the A.1 few-shot example, which merges
+    1+2 and 4+5 of five steps): a run of ``L = min(n_nodes, 2n)`` consecutive steps
+    (:func:`contiguous_run`) is split into ``L − n`` consecutive groups
+    (:func:`compression_groups`: pairs when ``2n <= n_nodes``), and each group becomes one node at
+    its first step's position, with the text :func:`merge_text` of its members in order
+    (``"; also "`` between two members without an edge between them) and the union of the
+    members' outside edges. Merging consecutive steps of a topological order never makes a cycle.
+
+    ``selection="scattered"`` (the rule before issue #8): ``n`` times, merge one step into a
+    neighbour (edge contraction), picking uniformly (``rng.randrange``) among candidate pairs,
+    sorted by position:
 
     Each merge picks uniformly (``rng.randrange``) among candidate pairs, sorted by position:
 
@@ -283,9 +390,15 @@ def compress_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None =
     The merged node takes the earlier position and the text :func:`merge_text` (predecessor
     first; a node can absorb several steps: ``"A; then B; then C"``). After ``n`` merges the
     workflow has ``n_nodes − n`` nodes, renumbered 1..m. ``altered_node_ids`` are the golden ids
-    inside merged nodes. Raises ``ValueError`` unless ``1 <= n <= w.n_nodes - 1``.
+    inside merged nodes. Raises ``ValueError`` unless ``1 <= n <= w.n_nodes - 1`` and
+    ``selection`` is known.
+
+    source: §3.1, A.1 (example), App. B.4 (contiguity).
     """
     _check_n(w, n)
+    _check_selection(selection)
+    if selection == "contiguous":
+        return _compress_contiguous(w, n, rng, p)
     succ, pred = _adjacency(w.edges)
     order = list(w.node_ids)
     texts = dict(zip(w.node_ids, w.nodes))
@@ -322,6 +435,27 @@ def compress_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None =
     nodes, edges = _renumber(order, texts, _edge_set(succ))
     altered = tuple(sorted((g for k in order if len(members[k]) > 1 for g in members[k]), key=int))
     return _deterministic(w, "compressed", p, n, altered, "compress_steps", nodes, edges)
+
+def _compress_contiguous(w: Workflow, n: int, rng: random.Random, p: float | None) -> Perturbation:
+    run = contiguous_run(w, min(w.n_nodes, 2 * n), rng)
+    groups = compression_groups(run, n)
+    edges = set(w.edges)
+    texts = dict(zip(w.node_ids, w.nodes))
+    rep: dict[str, str] = {}
+    for grp in groups:
+        text = texts[grp[0]]
+        for a, b in zip(grp, grp[1:]):
+            text = merge_text(text, texts[b], parallel=(a, b) not in edges)
+        texts[grp[0]] = text
+        for g in grp:
+            rep[g] = grp[0]
+    mapped = {(rep.get(u, u), rep.get(v, v)) for u, v in edges}
+    mapped = {(u, v) for u, v in mapped if u != v}
+    keep = [k for k in w.node_ids if rep.get(k, k) == k]
+    nodes, new_edges = _renumber(keep, texts, mapped)
+    altered = tuple(sorted(run, key=int))
+    return _deterministic(w, "compressed", p, n, altered, "compress_steps", nodes, new_edges)
+
 
 #: Leading imperative verbs and their replacements (lower case; the original capitalisation is kept).
 VERB_SYNONYMS: dict[str, str] = {
@@ -384,14 +518,20 @@ def paraphrase_text(text: str) -> str:
     return next(c for c in candidates if normalize_text(c) != normalize_text(s))
 
 
-def paraphrase_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None) -> Perturbation:
-    """Description Changes (§3.1): reword ``n`` steps (chosen with ``rng.sample``) with
-    :func:`paraphrase_text`; the graph and every other step are unchanged.
+def paraphrase_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None,
+                     selection: str = "contiguous") -> Perturbation:
+    """Description Changes (§3.1): reword ``n`` steps with :func:`paraphrase_text`; the graph
+    and every other step are unchanged. ``selection="contiguous"`` (default, App. B.4): the run
+    :func:`contiguous_run`; ``"scattered"``: ``rng.sample`` of the ids.
 
-    Raises ``ValueError`` unless ``1 <= n <= w.n_nodes - 1``.
+    Raises ``ValueError`` unless ``1 <= n <= w.n_nodes - 1`` and ``selection`` is known.
+
+    source: §3.1, App. B.4 (contiguity).
     """
     _check_n(w, n)
-    ids = tuple(sorted(rng.sample(list(w.node_ids), n), key=int))
+    _check_selection(selection)
+    chosen = contiguous_run(w, n, rng) if selection == "contiguous" else rng.sample(list(w.node_ids), n)
+    ids = tuple(sorted(chosen, key=int))
     nodes = tuple(paraphrase_text(t) if k in ids else t for k, t in zip(w.node_ids, w.nodes))
     return _deterministic(w, "description", p, n, ids, "paraphrase_steps", nodes, w.edges)
 
@@ -407,13 +547,15 @@ def _deterministic(w: Workflow, ptype: str, p: float | None, n: int, altered: tu
                         method=method, status="valid" if problem is None else "invalid", failure=problem)
 
 
-def perturb_deterministic(w: Workflow, ptype: str, p: float, seed: int = 0) -> Perturbation:
-    """Apply the deterministic operator of ``ptype`` at severity ``p``: N = :func:`n_to_alter`,
-    rng = ``random.Random(row_seed(w.workflow_id, ptype, p, seed))`` — the same row always gives
-    the same variant, independent of which other rows are generated."""
+def perturb_deterministic(w: Workflow, ptype: str, p: float, seed: int = 0, *, selection: str = "contiguous",
+                          rounding: str = "ceil") -> Perturbation:
+    """Apply the deterministic operator of ``ptype`` at severity ``p``: N = :func:`n_to_alter`
+    (``rounding``), rng = ``random.Random(row_seed(w.workflow_id, ptype, p, seed))`` — the same
+    row always gives the same variant, independent of which other rows are generated.
+    ``selection`` as in :func:`remove_steps`. source: §3.1, App. B.4."""
     _check_type(ptype)
     rng = random.Random(row_seed(w.workflow_id, ptype, p, seed))
-    return _OPERATORS[ptype](w, n_to_alter(p, w.n_nodes), rng, p=p)
+    return _OPERATORS[ptype](w, n_to_alter(p, w.n_nodes, rounding), rng, p=p, selection=selection)
 
 _STOP = frozenset({
     "a", "an", "the", "to", "of", "and", "or", "in", "on", "at", "for", "with", "from", "into", "onto", "by", "it",

@@ -23,7 +23,7 @@ from metamorph.studies.workflow_perturb.judge import (
     JUDGE_N_CALLS,
     judge_messages,
     judge_score,
-    parse_judge_score,
+    parse_judge_reply,
 )
 from metamorph.studies.workflow_perturb.metrics import score_workflows
 from metamorph.studies.workflow_perturb.perturb import (
@@ -79,7 +79,7 @@ def score_perturbations(goldens: dict[str, Workflow], variants: pd.DataFrame, en
     pairs = [(goldens[r.golden_id], workflow_from_record(r, "variant_id")) for r in have.itertuples()]
     scored = score_workflows(pairs, encoder, bertscore=bertscore) if pairs else []
     keep = [*METRIC_COLUMNS, *(f"{m}_reason" for m in METRIC_COLUMNS), "n_aligned", "encoder",
-            "bertscore_model", "bertscore_num_layers", "bertscore_rescaled"]
+            "bertscore_model", "bertscore_num_layers", "bertscore_rescaled", "bertscore_baseline"]
     rows = [{"variant_id": r.variant_id, "golden_id": r.golden_id, **{k: s.get(k) for k in keep}}
             for r, s in zip(have.itertuples(), scored)]
     out = pd.DataFrame(rows, columns=["variant_id", "golden_id", *keep])
@@ -91,15 +91,15 @@ def score_perturbations(goldens: dict[str, Workflow], variants: pd.DataFrame, en
 def judge_requests(golden: Workflow, variant: Workflow, provider: str, model: str, params: dict[str, Any],
                    base_url: str | None = None) -> list[GenerationRequest]:
     """The :data:`JUDGE_N_CALLS` judge calls for one variant (repeat index 1..3 in the cache key)."""
-    msgs = tuple(judge_messages(list(golden.nodes), list(variant.nodes), golden.task))
+    msgs = tuple(judge_messages(golden, variant, golden.task))  # nodes AND edges (App. B.6)
     return [GenerationRequest(provider=provider, model=model, messages=msgs, params=dict(params), base_url=base_url,
-                              renderer_version="workflow-judge-v1", repeat_index=i)
+                              renderer_version="workflow-judge-b6-v2", repeat_index=i)
             for i in range(1, JUDGE_N_CALLS + 1)]
 
 
 def judge_row(results: Sequence[GenerationResult]) -> dict[str, Any]:
     """Average the judge replies of one variant: ``judge`` in [0,1] (None when every reply is
     invalid), ``judge_valid``, ``judge_invalid`` and each reply's parse reason (JSON list)."""
-    reasons = [parse_judge_score(r.text, r.finish_reason)[1] if r.error is None else "call_error" for r in results]
+    reasons = [parse_judge_reply(r.text, r.finish_reason)[1] if r.error is None else "call_error" for r in results]
     mean, n_valid, n_invalid = judge_score(results)
     return {"judge": mean, "judge_valid": n_valid, "judge_invalid": n_invalid, "judge_reasons": json.dumps(reasons)}

@@ -80,15 +80,17 @@ class PerturbationScores(StrictModel):
     status: Series[str] = pa.Field(description="Variant validation status.")
     target_score: Series[float] = pa.Field(description="Calibrated target score (§3.1).")
     chain_f1: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="Chain F1 (LIS of aligned gold indices).")
-    graph_f1: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="Graph F1 (common connected subgraph).")
+    graph_f1: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="Graph F1 (App. B.2 common induced subgraph).")
     bleu: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="BLEU (nltk, smoothing method1).")
     gleu: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="GLEU (nltk sentence_gleu).")
-    bertscore_f1: Series[float] = pa.Field(nullable=True, description="BERTScore F1 over order-aligned pairs (not rescaled).")
-    kendall_tau: Series[float] = pa.Field(nullable=True, ge=-1, le=1, description="Kendall τ over aligned steps; null when undefined.")
-    kendall_tau_reason: Series[str] = pa.Field(nullable=True, description="Why τ is null (< 2 aligned, constant ranks).")
+    bertscore_f1: Series[float] = pa.Field(nullable=True, le=1, description="BERTScore F1 over order-aligned pairs, rescaled with the encoder's baseline when bertscore_rescaled (may then be negative).")
+    kendall_tau: Series[float] = pa.Field(nullable=True, ge=-1, le=1, description="Kendall τ-b over the gold step order (unmatched gold steps tied last); null when undefined.")
+    kendall_tau_reason: Series[str] = pa.Field(nullable=True, description="Why τ is null (< 2 gold steps, empty candidate, constant ranks).")
     n_aligned: Series[pd.Int64Dtype] = pa.Field(nullable=True, description="Aligned step pairs (similarity >= 0.8).")
     encoder: Series[str] = pa.Field(nullable=True, description="Sentence encoder used for alignment.")
     bertscore_model: Series[str] = pa.Field(nullable=True, description="BERTScore model (local path or name).")
+    bertscore_rescaled: Series[bool] = pa.Field(description="Whether bertscore_f1 was rescaled with a baseline (App. B.4).")
+    bertscore_baseline: Series[str] = pa.Field(nullable=True, description="Baseline used: packaged:<file> or runtime:embedded_goldens; null when not rescaled.")
 
 
 class JudgeScores(StrictModel):
@@ -136,8 +138,8 @@ class WorkflowScores(StrictModel):
     graph_f1: Series[float] = pa.Field(nullable=True, **_UNIT, description="Graph F1 (unitless, 0–1); null = undefined.")
     bleu: Series[float] = pa.Field(nullable=True, **_UNIT, description="Sentence BLEU (unitless, 0–1); null = undefined.")
     gleu: Series[float] = pa.Field(nullable=True, **_UNIT, description="Sentence GLEU (unitless, 0–1); null = undefined.")
-    bertscore_f1: Series[float] = pa.Field(nullable=True, **_UNIT, description="BERTScore F1, not rescaled (unitless, 0–1); null = undefined.")
-    kendall_tau: Series[float] = pa.Field(nullable=True, **_SIGNED, description="Kendall's τ-b of aligned steps (unitless, −1–1); null = undefined.")
+    bertscore_f1: Series[float] = pa.Field(nullable=True, le=1, description="BERTScore F1 (unitless, ≤ 1; rescaled with a baseline by default, App. B.4, so it may be negative); null = undefined.")
+    kendall_tau: Series[float] = pa.Field(nullable=True, **_SIGNED, description="Kendall's τ-b over the gold step order (unitless, −1–1); null = undefined.")
     judge: Series[float] = pa.Field(nullable=True, **_UNIT, description="LLM-as-judge score / 5 (unitless, 0–1); null = not judged or no valid reply.")
 
 
@@ -167,6 +169,13 @@ class SeverityTable(_Cell, _Stats):
     mean_residual: Series[float] = pa.Field(
         nullable=True, ge=-2.0, le=1.0, description="mean − target_score (metric units); > 0 = the metric scores above target. Null when n = 0."
     )
+
+
+class JudgeSeverityTable(SeverityTable):
+    """``judge_severity_table``: the LLM judge's rows of :class:`SeverityTable` (metric = judge)
+    for one judge model (App. B.6); null judge values (no valid reply) are excluded, never 0."""
+
+    model_id: Series[str] = pa.Field(description="Judge model (registry id; the partition).")
 
 
 class SensitivityMatrix(_Cell):
@@ -245,7 +254,7 @@ class FiringMatrix(StrictModel):
     (§6, Table 8); rows with failure_mode ≠ type are the cross-firing (off-diagonal) cells."""
 
     operator: Series[str] = pa.Field(isin=OPERATORS, description="Perturbation generator the rows come from.")
-    mode: Series[str] = pa.Field(isin=["any", "joint"], description="Bundle firing mode: any = some primary breaches; joint = every defined primary breaches.")
+    mode: Series[str] = pa.Field(isin=["primary_and_secondary", "any", "joint"], description="Bundle firing mode: primary_and_secondary = some primary and some secondary breach (primary alone when no secondary is defined); any = some primary breaches; joint = every defined primary breaches.")
     failure_mode: Series[str] = pa.Field(description="Bundle (failure mode) evaluated.")
     type: Series[str] = pa.Field(isin=TYPES, description="Perturbation type of the instances.")
     severity: Series[float] = pa.Field(isin=SEVERITY_LEVELS, description="Severity p of the instances.")

@@ -391,9 +391,7 @@ def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
     if on_invalid not in ("error", "collect"):
         raise ValueError(f"on_invalid must be 'error' or 'collect', got {on_invalid!r}")
     if spec == "embedded":
-        from metamorph.studies.workflow_perturb.goldens import (
-            embedded_goldens,  # goldens build on this module
-        )
+        from metamorph.studies.workflow_perturb.goldens import embedded_goldens
 
         ws = embedded_goldens()
         return (ws if limit is None else ws[:limit]), []

@@ -26,11 +26,7 @@ from metamorph.studies.wrapper_sensitivity.metrics import (
     fsi_psi,
     validate_scored,
 )
-from metamorph.studies.wrapper_sensitivity.schemas import (
-    WrapperDecomposition,
-    WrapperMatchedFSI,
-    WrapperWins,
-)
+from metamorph.studies.wrapper_sensitivity.schemas import WrapperDecomposition, WrapperMatchedFSI, WrapperWins
 
 
 def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> pd.DataFrame:

@@ -51,11 +51,7 @@ import pandas as pd
 from metamorph import stats
 from metamorph.ordering import LevelOrder
 from metamorph.schemas import require_columns
-from metamorph.studies.wrapper_sensitivity.schemas import (
-    WrapperCells,
-    WrapperFSI,
-    WrapperMeanIndices,
-)
+from metamorph.studies.wrapper_sensitivity.schemas import WrapperCells, WrapperFSI, WrapperMeanIndices
 
 __all__ = [
     "SCORED_COLUMNS",

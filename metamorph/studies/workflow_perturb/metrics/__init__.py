@@ -17,28 +17,8 @@ from metamorph.studies.workflow_perturb.metrics.alignment import (
     align,
     similarity_matrix,
 )
-from metamorph.studies.workflow_perturb.metrics.graph import (
-    WorkflowGraph,
-    as_workflow,
-    chain_edges,
-)
-from metamorph.studies.workflow_perturb.metrics.lexical import (
-    bleu,
-    gleu,
-    lexical_tokens,
-)
-from metamorph.studies.workflow_perturb.metrics.order import (
-    kendall_tau,
-    kendall_tau_from_alignment,
-)
-from metamorph.studies.workflow_perturb.metrics.scoring import (
-    score_workflow,
-    score_workflows,
-)
-from metamorph.studies.workflow_perturb.metrics.semantic import (
-    bertscore_f1,
-    get_bert_scorer,
-)
+from metamorph.studies.workflow_perturb.metrics.graph import WorkflowGraph, as_workflow, chain_edges
+from metamorph.studies.workflow_perturb.metrics.scoring import score_workflow, score_workflows
 from metamorph.studies.workflow_perturb.metrics.structural import (
     GRAPH_METHODS,
     chain_f1,
@@ -46,29 +26,66 @@ from metamorph.studies.workflow_perturb.metrics.structural import (
     graph_f1,
     graph_f1_from_alignment,
     longest_increasing_subsequence,
+    prune_to_common_induced,
+)
+from metamorph.studies.workflow_perturb.metrics.order import (
+    KENDALL_METHODS,
+    gold_order_ranks,
+    kendall_tau,
+    kendall_tau_from_alignment,
+    kendall_tau_gold_order,
+)
+from metamorph.studies.workflow_perturb.metrics.lexical import (
+    TOKENIZATIONS,
+    bleu,
+    bleu_max_order,
+    gleu,
+    lexical_tokens,
+    word_tokens,
+)
+from metamorph.studies.workflow_perturb.metrics.semantic import (
+    baseline_for,
+    baseline_pairs,
+    bertscore_f1,
+    compute_baseline,
+    get_bert_scorer,
+    packaged_baseline,
+    write_baseline,
 )
 
 __all__ = [
     "Alignment",
     "GRAPH_METHODS",
+    "KENDALL_METHODS",
+    "TOKENIZATIONS",
     "TAU_ALIGN",
     "WorkflowGraph",
     "align",
     "as_workflow",
+    "baseline_for",
+    "baseline_pairs",
     "bertscore_f1",
+    "compute_baseline",
     "bleu",
+    "bleu_max_order",
     "chain_edges",
     "chain_f1",
     "chain_f1_from_alignment",
     "get_bert_scorer",
     "gleu",
+    "gold_order_ranks",
     "graph_f1",
     "graph_f1_from_alignment",
     "kendall_tau",
     "kendall_tau_from_alignment",
+    "kendall_tau_gold_order",
     "lexical_tokens",
     "longest_increasing_subsequence",
+    "packaged_baseline",
+    "prune_to_common_induced",
     "score_workflow",
     "score_workflows",
     "similarity_matrix",
+    "word_tokens",
+    "write_baseline",
 ]

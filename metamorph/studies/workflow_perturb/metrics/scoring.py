@@ -2,24 +2,28 @@
 
 * **Empty gold** (no steps): every metric is ``None`` with reason ``"empty_gold"``.
 * **Empty candidate** (no steps): Chain/Graph F1, BLEU, GLEU and BERTScore are ``0.0`` (reason
-  ``"empty_candidate"``); never an exception. Kendall's τ is ``None`` (undefined, < 2 aligned
-  steps).
+  ``"empty_candidate"``); never an exception. Kendall's τ is ``None`` (undefined; reason
+  ``"empty_candidate"`` for the default ``gold_order`` τ).
 * **Zero aligned steps**: Chain F1 = Graph F1 = 0 (reason ``"no_aligned_steps"``) — WorFBench's
   code would give Chain ``L = 1`` (its DP starts at 1) and Graph ``k ≥ 1`` (the sentinels).
 * **Token-less text** (only whitespace/punctuation: no token contains a letter or digit): a
   token-less candidate scores BLEU = GLEU = 0.0 (``"candidate_without_tokens"``); a token-less
   gold gives ``None`` (``"gold_without_tokens"``). Neither can produce a false 1.0 (nltk gives
   GLEU = 1.0 for ``"..."`` vs ``"..."``).
-* **Kendall's τ** with fewer than 2 aligned steps, or constant ranks, is undefined: ``None`` with
-  a reason, never NaN (so it can never poison a mean).
+* **Kendall's τ** (default: over the gold step order, :mod:`.order`) with fewer than 2 gold
+  steps, or constant ranks, is undefined: ``None`` with a reason, never NaN (so it can never
+  poison a mean).
 * **Judge**: a truncated (``finish_reason`` length/max_tokens), errored, unparseable or
   out-of-range reply is excluded and counted as invalid, never scored 0; all invalid → None.
 
 Deviations from WorFBench's reference code (deliberate)
 -------------------------------------------------------
-* Alignment: τ = 0.8 inclusive (WorFBench: > 0.6), solved with ``linear_sum_assignment``.
-* Graph F1 compares edges **through the alignment** (WorFBench compares raw predicted indices
-  with gold indices, which is only right when the alignment is the identity).
+* Alignment: τ = 0.8 inclusive (WorFBench: > 0.6), solved with ``linear_sum_assignment`` and
+  filtered afterwards (App. B.1).
+* Graph F1 is App. B.2's common induced subgraph without START/END (``graph_method="induced"``);
+  WorFBench's largest common connected component with sentinels is ``graph_method="worfbench"``.
+  Both compare edges **through the alignment** (WorFBench compares raw predicted indices with
+  gold indices, which is only right when the alignment is the identity).
 * Chain F1 uses the gold list order; WorFBench takes the best over ≤ 20 topological sorts of the
   gold graph when it has < 10 nodes (identical for chain-shaped gold workflows).
 * The zero-aligned conventions above.
@@ -32,17 +36,18 @@ from typing import Any
 
 import numpy as np
 
-from metamorph.studies.workflow_perturb.metrics.alignment import (
-    TAU_ALIGN,
-    align,
-    similarity_matrix,
-)
+from metamorph.studies.workflow_perturb.metrics.alignment import TAU_ALIGN, align, similarity_matrix
 from metamorph.studies.workflow_perturb.metrics.graph import as_workflow
 from metamorph.studies.workflow_perturb.metrics.lexical import bleu, gleu
-from metamorph.studies.workflow_perturb.metrics.order import kendall_tau_from_alignment
+from metamorph.studies.workflow_perturb.metrics.order import (
+    KENDALL_METHODS,
+    kendall_tau_from_alignment,
+    kendall_tau_gold_order,
+)
 from metamorph.studies.workflow_perturb.metrics.semantic import (
     _scorer_record,
     _truncated_pairs,
+    baseline_for,
     get_bert_scorer,
 )
 from metamorph.studies.workflow_perturb.metrics.structural import (
@@ -65,8 +70,9 @@ def _resolve_scorer_spec(encoder: Any, bertscore: bool | tuple[str, int]) -> tup
 
 
 def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: Any = None,
-                    tau_align: float = TAU_ALIGN, prefilter: bool = True, graph_method: str = "worfbench",
-                    lowercase: bool = True, bertscore: bool | tuple[str, int] = True) -> list[dict[str, Any]]:
+                    tau_align: float = TAU_ALIGN, prefilter: bool = False, graph_method: str = "induced",
+                    kendall_method: str = "gold_order", lowercase: bool = False, tokenization: str = "document",
+                    bertscore: bool | tuple[str, int] = True, rescale: bool = True) -> list[dict[str, Any]]:
     """Every non-judge metric for each ``(gold, pred)`` pair (anything :func:`as_workflow` accepts).
 
     All distinct step texts of the batch are embedded once through ``cache``
@@ -74,12 +80,19 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
     pairs of the batch go to one scorer call. ``encoder`` needs ``name`` and ``encode``
     (:class:`metamorph.embeddings.Encoder`); ``bertscore`` is True (use the encoder's directory
     and last layer), ``(model_path, num_layers)``, or False (BERTScore = None, reason
-    ``"disabled"``). Returns one flat dict per pair (see :func:`score_workflow`).
+    ``"disabled"``); ``rescale`` applies the baseline of :mod:`.semantic` (App. B.4). ``prefilter`` (:func:`.alignment.align`), ``graph_method``
+    (:data:`.structural.GRAPH_METHODS`) and ``kendall_method`` (:data:`.order.KENDALL_METHODS`)
+    select the variants, ``lowercase``/``tokenization`` the BLEU/GLEU tokens (:mod:`.lexical`);
+    the defaults are the paper's (App. B). Returns one flat dict per pair
+    (see :func:`score_workflow`). Raises ``ValueError`` for an unknown method.
+    source: §4, App. B.
     """
     from metamorph.embeddings import EmbeddingCache
 
     if graph_method not in GRAPH_METHODS:
         raise ValueError(f"graph_method must be one of {GRAPH_METHODS}, not {graph_method!r}")
+    if kendall_method not in KENDALL_METHODS:
+        raise ValueError(f"kendall_method must be one of {KENDALL_METHODS}, not {kendall_method!r}")
     wfs = [(as_workflow(g), as_workflow(p)) for g, p in pairs]
     cache = cache if cache is not None else EmbeddingCache()
     texts = list(dict.fromkeys(t for g, p in wfs for t in (*g.nodes, *p.nodes)))
@@ -95,8 +108,12 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
             bs_pairs.extend(_truncated_pairs(g.nodes, p.nodes))
         bs_slices.append((start, len(bs_pairs)))
     bs_f = None
+    baseline = baseline_path = None  # resolved only when some pair is scored
     if bs_pairs:
-        scorer = get_bert_scorer(*scorer_spec)
+        if rescale:
+            info = getattr(encoder, "info", None)
+            baseline_path, baseline = baseline_for(getattr(info, "name", None), *scorer_spec)
+        scorer = get_bert_scorer(*scorer_spec, baseline_path=baseline_path)
         _, _, f = scorer.score([p for _, p in bs_pairs], [g for g, _ in bs_pairs])
         # float32 cosine arithmetic can put an identical pair a hair above 1 (1.00000004): clip to 1
         bs_f = np.minimum(f.detach().cpu().numpy().astype(np.float64), 1.0)
@@ -106,8 +123,11 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
            {"encoder": encoder.name, "encoder_path": None, "encoder_source": None, "encoder_num_layers": None,
             "encoder_fallback_reason": None}),
         "tau_align": tau_align, "align_prefilter": prefilter, "graph_method": graph_method,
-        "lexical_lowercase": lowercase, "lexical_tokenizer": "nltk.NLTKWordTokenizer",
-        **_scorer_record(encoder, scorer_spec),
+        "kendall_method": kendall_method,
+        "lexical_lowercase": lowercase,
+        "lexical_tokenizer": ("nltk punkt (untrained) + NLTKWordTokenizer on the joined steps" if tokenization == "document"
+                              else "nltk.NLTKWordTokenizer per step"),
+        **_scorer_record(encoder, scorer_spec, baseline),
     }
     results = []
     for (g, p), (a, b) in zip(wfs, bs_slices):
@@ -118,11 +138,14 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
         al = align(sim, tau_align, prefilter=prefilter)
         ch = chain_f1_from_alignment(al)
         gr = graph_f1_from_alignment(g.edges, p.edges, al, graph_method)
-        tau, tau_reason = kendall_tau_from_alignment(al)
+        if kendall_method == "gold_order":
+            tau, tau_reason = kendall_tau_gold_order(sim)
+        else:
+            tau, tau_reason = kendall_tau_from_alignment(al)
         if not g.nodes:
             tau_reason = "empty_gold"
-        bl, bl_reason = bleu(g.nodes, p.nodes, lowercase)
-        gl, gl_reason = gleu(g.nodes, p.nodes, lowercase)
+        bl, bl_reason = bleu(g.nodes, p.nodes, lowercase, tokenization)
+        gl, gl_reason = gleu(g.nodes, p.nodes, lowercase, tokenization)
         if not g.nodes:
             bl = gl = None
             bl_reason = gl_reason = "empty_gold"
@@ -158,9 +181,10 @@ def score_workflow(gold: Any, pred: Any, encoder: Any, **kwargs: Any) -> dict[st
     ``bleu``/``gleu`` (+ ``_reason``); ``bertscore_f1`` (+ ``_reason``, ``bertscore_pairs``);
     ``kendall_tau`` (+ ``_reason``); ``aligned_pairs`` ``[[gold_i, pred_j, sim], ...]``; and the
     provenance ``encoder``, ``encoder_path``, ``encoder_source``, ``encoder_num_layers``,
-    ``encoder_fallback_reason``, ``tau_align``, ``align_prefilter``, ``graph_method``,
+    ``encoder_fallback_reason``, ``tau_align``, ``align_prefilter``, ``graph_method``, ``kendall_method``,
     ``lexical_lowercase``, ``lexical_tokenizer``, ``bertscore_model``, ``bertscore_model_path``,
-    ``bertscore_num_layers``, ``bertscore_rescaled`` (always False), ``bertscore_idf``.
+    ``bertscore_num_layers``, ``bertscore_rescaled`` (True iff a baseline was applied),
+    ``bertscore_baseline`` (``packaged:<file>`` / ``runtime:embedded_goldens`` / None), ``bertscore_idf``.
     A ``*_reason`` is None when the value is defined normally. Keyword arguments as
     :func:`score_workflows`.
     """
