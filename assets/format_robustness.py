@@ -55,13 +55,16 @@ class SourceConfig(dg.Config):
         default=["construct"],
         description="Source specs: 'construct' (embedded default), or '<adapter>:<path|hf:// URI>' with adapter "
                     "medqa, discrim_eval, credit_default, canonical. See metamorph.studies.format_robustness.sources.")
-    limit: int | None = Field(default=None, ge=1, description="Keep the first N rows of each source (None = all).")
+    limit: int | None = Field(default=None, ge=1, description="Keep N rows of each source (None = all), drawn at "
+                              "random with sample_seed (§5.1); construct: N records.")
+    sample_seed: int | None = Field(default=0, description="Seed of the random sample of `limit` rows; null = the "
+                                    "first `limit` rows of the file (earlier behaviour).")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def source_instances(config: SourceConfig) -> dg.Output:
     """The canonical intermediate representation C_x (§4.2), one row per record."""
-    loaded = load_sources(config.sources, limit=config.limit)  # InputError names file, row, field
+    loaded = load_sources(config.sources, limit=config.limit, sample_seed=config.sample_seed)  # InputError names file, row, field
     df = pd.DataFrame([{**x.to_row(), "source": spec, "n_fields": len(x.fields)} for spec, x in loaded])
     counts = df.groupby("dataset").size().to_dict()
     return validated_output(S.SourceInstances, df, "source_instances",
