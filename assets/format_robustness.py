@@ -160,16 +160,16 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
     for g in workflow_generations.itertuples():
         x = inst[(g.dataset, g.instance_id)]
         if g.error is not None and not pd.isna(g.error):
-            decision, evidence, status, reason = None, (), "unparseable", "call_error"
+            decision, evidence, status, reason, truncated = None, (), "unparseable", "call_error", False
         else:
             e = extract_decision(g.response_text, list(x.answer_space), g.finish_reason)
-            decision, evidence, status, reason = e.decision, e.evidence, e.parse_status, e.reason
+            decision, evidence, status, reason, truncated = e.decision, e.evidence, e.parse_status, e.reason, e.truncated
         rows.append({
             "model_id": g.model_id, "workflow_id": g.workflow_id, "dataset": g.dataset,
             "instance_id": g.instance_id, "format": g.format, "repeat": g.repeat,
             "generation_key": g.generation_key, "decision": decision,
             "evidence_json": json.dumps(list(evidence), ensure_ascii=False), "n_evidence": len(evidence),
-            "parse_status": status, "parse_reason": reason, "gold": x.gold,
+            "parse_status": status, "parse_reason": reason, "truncated": truncated, "gold": x.gold,
             "is_correct": None if x.gold is None else decision == x.gold,
             "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
         })
@@ -183,6 +183,8 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
     out = validated_output(S.ExtractedDecisions, df, "extracted_decisions", {
         "parse_failures": dg.MetadataValue.int(unparseable),
         "parse_status_counts": dg.MetadataValue.json(df.parse_status.value_counts().to_dict()),
+        "truncated_scored": dg.MetadataValue.int(int((df.truncated & df.decision.notna()).sum())),
+        "truncated_unparseable": dg.MetadataValue.int(int((df.truncated & df.decision.isna()).sum())),
     })
     yield out
     fail_rows = df[df.parse_status == "unparseable"][["workflow_id", "instance_id", "format", "repeat",

@@ -118,6 +118,8 @@ class ExtractedDecisions(_PerGeneration):
     n_evidence: Series[int] = pa.Field(ge=0, le=10, description="Number of evidence items.")
     parse_status: Series[str] = pa.Field(isin=["ok", "repaired", "unparseable"], description="ok / repaired / unparseable.")
     parse_reason: Series[str] = pa.Field(description="Why the status (e.g. json_in_code_fence, truncated, call_error).")
+    truncated: Series[bool] = pa.Field(description="The reply was cut at max_tokens (finish_reason length); scored with its "
+                                       "label when one is readable, else unparseable with reason 'truncated'.")
     gold: Series[str] = pa.Field(nullable=True, description="Gold label of the record, null if none.")
     is_correct: Series[bool] = pa.Field(nullable=True, description="decision == gold (unparseable = incorrect); null without gold.")
     favorable: Series[bool] = pa.Field(nullable=True, description="decision == favourable label; null when unparseable or no favourable label.")
