@@ -3,7 +3,10 @@
 Paper: "Not as Sweet by Another Name: An Empirical Study of Format Robustness in LLM
 Document Workflows" (ASE '26). A record (*instance*) is rendered in several formats (txt,
 md, json, csv; TXT is the baseline) and each rendering is given to a *workflow* (provider +
-model + ingestion path) ``k`` times (repeats ``r = 1..k``; repeat 1 is the primary run).
+model + ingestion path) ``k`` times (repeats ``r = 1..k``). The unit of the violation rates
+is the *group* (instance, r) of §5.2 — the r-th response of every format
+(:func:`mr_flags`); rates resample instances for their CIs. Where the paper is ambiguous the
+reading that reproduces its own tables is taken and named in the function's docstring.
 
 Input: the generations frame
 ----------------------------
