@@ -246,6 +246,11 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
       86.40 = 216/250, 0.40 = 1/250) and not of 1/750, and §5.4's "groups (k = 3) of repeated
       execution results".
 
+    Not reproduced: Table 1's MedQA M1 cells (65.86, 76.44, 41.96) fit no denominator of 250 or
+    750 (MedQA probably lost instances), and five M2 cells (19.70, 64.90, 16.90, 53.10, 34.50)
+    are multiples of 1/1000, not of 1/750 — the paper's M2 unit may be (instance, format);
+    M2 is kept on groups here, like M1, as §5.3 states ("12,000 evidence groups").
+
     ``unit="instance_repeat1"`` keeps the earlier reading: one row per instance (``repeat`` =
     1), MR1/MR2 on the repeat-1 responses only; MR3 as above.
 
@@ -709,9 +714,8 @@ def flip_error_distribution(gen: pd.DataFrame) -> pd.DataFrame:
     in some format and incorrect in another (⊥ is incorrect). Per workflow × dataset × format:
     ``n_errors`` = flip groups in which this format is incorrect and ``error_pct`` = 100 ·
     n_errors / n_flip_groups ("among the 3,302 instances, the CSV format input yields the
-    highest error rate, reaching up to 91.92%"). Groups lacking a format are not flip groups
-    of that format's denominator only if the format is absent (every format of a group is
-    counted). Datasets without gold give no rows.
+    highest error rate, reaching up to 91.92%"). The denominator is the same for every format
+    of a workflow × dataset (all its flip groups). Datasets without gold give no rows.
 
     Raises:
         ValueError: invalid generations frame.
