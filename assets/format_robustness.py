@@ -54,13 +54,16 @@ class SourceConfig(dg.Config):
         default=["construct"],
         description="Source specs: 'construct' (embedded default), or '<adapter>:<path|hf:// URI>' with adapter "
                     "medqa, discrim_eval, credit_default, canonical. See metamorph.studies.format_robustness.sources.")
-    limit: int | None = Field(default=None, ge=1, description="Keep the first N rows of each source (None = all).")
+    limit: int | None = Field(default=None, ge=1, description="Keep N rows of each source (None = all), drawn at "
+                              "random with sample_seed (§5.1); construct: N records.")
+    sample_seed: int | None = Field(default=0, description="Seed of the random sample of `limit` rows; null = the "
+                                    "first `limit` rows of the file (earlier behaviour).")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def source_instances(config: SourceConfig) -> dg.Output:
     """The canonical intermediate representation C_x (§4.2), one row per record."""
-    loaded = load_sources(config.sources, limit=config.limit)  # InputError names file, row, field
+    loaded = load_sources(config.sources, limit=config.limit, sample_seed=config.sample_seed)  # InputError names file, row, field
     df = pd.DataFrame([{**x.to_row(), "source": spec, "n_fields": len(x.fields)} for spec, x in loaded])
     counts = df.groupby("dataset").size().to_dict()
     return validated_output(S.SourceInstances, df, "source_instances",
@@ -147,16 +150,16 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
     for g in workflow_generations.itertuples():
         x = inst[(g.dataset, g.instance_id)]
         if g.error is not None and not pd.isna(g.error):
-            decision, evidence, status, reason = None, (), "unparseable", "call_error"
+            decision, evidence, status, reason, truncated = None, (), "unparseable", "call_error", False
         else:
             e = extract_decision(g.response_text, list(x.answer_space), g.finish_reason)
-            decision, evidence, status, reason = e.decision, e.evidence, e.parse_status, e.reason
+            decision, evidence, status, reason, truncated = e.decision, e.evidence, e.parse_status, e.reason, e.truncated
         rows.append({
             "model_id": g.model_id, "workflow_id": g.workflow_id, "dataset": g.dataset,
             "instance_id": g.instance_id, "format": g.format, "repeat": g.repeat,
             "generation_key": g.generation_key, "decision": decision,
             "evidence_json": json.dumps(list(evidence), ensure_ascii=False), "n_evidence": len(evidence),
-            "parse_status": status, "parse_reason": reason, "gold": x.gold,
+            "parse_status": status, "parse_reason": reason, "truncated": truncated, "gold": x.gold,
             "is_correct": None if x.gold is None else decision == x.gold,
             "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
         })
@@ -170,6 +173,8 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
     out = validated_output(S.ExtractedDecisions, df, "extracted_decisions", {
         "parse_failures": dg.MetadataValue.int(unparseable),
         "parse_status_counts": dg.MetadataValue.json(df.parse_status.value_counts().to_dict()),
+        "truncated_scored": dg.MetadataValue.int(int((df.truncated & df.decision.notna()).sum())),
+        "truncated_unparseable": dg.MetadataValue.int(int((df.truncated & df.decision.isna()).sum())),
     })
     yield out
     fail_rows = df[df.parse_status == "unparseable"][["workflow_id", "instance_id", "format", "repeat",
@@ -304,23 +309,168 @@ def format_tests(generation_outcomes: pd.DataFrame) -> dg.Output:
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def vote_aggregation(generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Mitigation (§5.5): majority over the k repeats, then MRV; ΔMRV = before − after:
+    """Mitigation (§5.5 "Vot."): majority over the k repeats (tie: first seen); ΔM1/ΔM2/ΔM3:
     :func:`metamorph.studies.format_robustness.mitigations.vote_aggregation`."""
     return validated_output(S.VoteAggregation, mit.vote_aggregation(fs.metric_input(generation_outcomes)),
                             "vote_aggregation")
 
 
 class RoutingConfig(dg.Config):
+    selection: str = Field(default="all", description="Instances the best format is learnt from: 'all' (the paper's "
+                           "offline results) or 'calibration' (a seeded split; the metric is then on the rest).")
     calibration_fraction: float = Field(default=0.3, gt=0, lt=1, description="Share of instances in the calibration split.")
     seed: int = Field(default=0, description="Seed of the instance split.")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def format_routing(config: RoutingConfig, generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Mitigation (§5.5): route every input to the best calibration format, MRV on the rest:
+def routing_choice(config: RoutingConfig, generation_outcomes: pd.DataFrame) -> dg.Output:
+    """Format routing (§5.5): the best format of each workflow × dataset:
+    :func:`metamorph.studies.format_robustness.mitigations.routing_choice`."""
+    df = mit.routing_choice(fs.metric_input(generation_outcomes), config.selection, config.calibration_fraction,
+                            config.seed)
+    return validated_output(S.RoutingChoice, df, "routing_choice")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb", "llm"}, code_version="1")
+def routed_generations(context: dg.AssetExecutionContext, model_registry: ModelRegistryResource,
+                       generation_cache: GenerationCacheResource, source_instances: pd.DataFrame,
+                       rendered_documents: pd.DataFrame, routing_choice: pd.DataFrame,
+                       workflow_generations: pd.DataFrame) -> dg.Output:
+    """Format routing's new calls (§5.5): every input converted to the workflow's best format and
+    re-run through the same ``run_requests`` path and cache as ``workflow_generations``
+    (:func:`metamorph.studies.format_robustness.plan.plan_routing`; the input already in the
+    best format is the original call, served by the cache). k and the decoding parameters are
+    those of this model's ``workflow_generations`` (read from its requests), so before and
+    after routing differ only in the document."""
+    spec = model_registry.get(context.partition_key)
+    provider = model_registry.provider(spec)
+    best = {(r.workflow_id, r.dataset): r.best_format for r in routing_choice.itertuples()}
+    k = int(workflow_generations["repeat"].max())
+    params = {k_: v for k_, v in json.loads(workflow_generations["request_json"].iloc[0])["params"].items()
+              if k_ not in spec.params}
+    keep = set(mit.routed_instance_ids(source_instances["instance_id"], routing_choice))
+    xs = [x for x in instances_from_frame(source_instances) if x.instance_id in keep]
+    planned = fs.plan_routing(xs, documents_from_frame(rendered_documents), spec, best, k=k, params=params)
+    outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
+                                   log=context.log.info, warn=context.log.warning)
+    rows = []
+    for p, o in zip(planned, outcomes):
+        r = o.result
+        rows.append({
+            "model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
+            "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
+            "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256,
+            "generation_key": o.key, "request_json": p.request.to_json(), "response_text": r.text,
+            "finish_reason": r.finish_reason, "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens, "latency_s": r.latency_s, "model_version": r.model_version,
+            "system_fingerprint": r.system_fingerprint, "cache_hit": o.cache_hit, "error": r.error,
+            "routed_format": p.routed_format,
+        })
+    df = pd.DataFrame(rows, columns=list(S.RoutedGenerations.to_schema().columns))
+    for c in ("prompt_tokens", "completion_tokens"):
+        df[c] = df[c].astype("Int64")
+    return validated_output(S.RoutedGenerations, df, "routed_generations", {
+        "model_calls": dg.MetadataValue.int(stats.calls),
+        "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+        "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
+    })
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
+          kinds={"duckdb"})
+def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataFrame) -> dg.Output:
+    """Decision, evidence categories and parse status of every routed generation (same extraction
+    and lexicons as ``extracted_decisions`` / ``evidence_categories``)."""
+    inst = {(x.dataset, x.instance_id): x for x in instances_from_frame(source_instances)}
+    lexicons: dict[str, ev.Lexicon] = {}
+    rows = []
+    for g in routed_generations.itertuples():
+        x = inst[(g.dataset, g.instance_id)]
+        if g.error is not None and not pd.isna(g.error):
+            decision, evidence, status, truncated = None, (), "unparseable", False
+        else:
+            e = extract_decision(g.response_text, list(x.answer_space), g.finish_reason)
+            decision, evidence, status, truncated = e.decision, e.evidence, e.parse_status, e.truncated
+        lex = lexicons.setdefault(g.dataset, ev.load_lexicon(g.dataset))
+        cats = sorted({c for item in evidence for c in lex.categories_for(item)})
+        rows.append({
+            "model_id": g.model_id, "workflow_id": g.workflow_id, "dataset": g.dataset,
+            "instance_id": g.instance_id, "format": g.format, "repeat": g.repeat,
+            "generation_key": g.generation_key, "decision": decision, "gold": x.gold,
+            "is_correct": None if x.gold is None else decision == x.gold,
+            "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
+            "parse_status": status, "categories_json": json.dumps(cats), "routed_format": g.routed_format,
+            "truncated": truncated,
+        })
+    df = pd.DataFrame(rows, columns=list(S.RoutedOutcomes.to_schema().columns))
+    df["is_correct"] = df["is_correct"].astype("boolean")
+    df["favorable"] = df["favorable"].astype("boolean")
+    return validated_output(S.RoutedOutcomes, df, "routed_outcomes")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          ins={"routed_outcomes": dg.AssetIn(key=[*PREFIX, "routed_outcomes"]),
+               "generation_outcomes": dg.AssetIn(key=[*PREFIX, "generation_outcomes"]),
+               "routing_choice": dg.AssetIn(key=[*PREFIX, "routing_choice"])})
+def format_routing(routed_outcomes: pd.DataFrame, generation_outcomes: pd.DataFrame,
+                   routing_choice: pd.DataFrame) -> dg.Output:
+    """Mitigation (§5.5 "Rte."): ΔM1/ΔM2/ΔM3 of format routing on the re-run inputs:
     :func:`metamorph.studies.format_robustness.mitigations.format_routing`."""
-    df = mit.format_routing(fs.metric_input(generation_outcomes), config.calibration_fraction, config.seed)
+    df = mit.format_routing(fs.metric_input(generation_outcomes), fs.metric_input(routed_outcomes), routing_choice)
     return validated_output(S.FormatRouting, df, "format_routing")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def mitigation_table(vote_aggregation: pd.DataFrame, format_routing: pd.DataFrame) -> dg.Output:
+    """Table 3: ΔM1/ΔM2/ΔM3 of voting and routing with Avg. rows and columns:
+    :func:`metamorph.studies.format_robustness.mitigations.mitigation_table`."""
+    return validated_output(S.MitigationTable, mit.mitigation_table(vote_aggregation, format_routing),
+                            "mitigation_table")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def mr_table(mr_violations: pd.DataFrame) -> dg.Output:
+    """Table 1: M1/M2/M3 per dataset × workflow with Avg. margins:
+    :func:`metamorph.studies.format_robustness.metrics.mr_table`."""
+    return validated_output(S.MRTable, fr.mr_table(mr_violations), "mr_table")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def silent_by_dataset(mr_flags: pd.DataFrame) -> dg.Output:
+    """Silent-violation rate per dataset pooled over workflows (§5.3):
+    :func:`metamorph.studies.format_robustness.metrics.silent_violations_by_dataset`."""
+    return validated_output(S.SilentByDataset, fr.silent_violations_by_dataset(mr_flags), "silent_by_dataset")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def workflow_tests(mr_flags: pd.DataFrame) -> dg.Output:
+    """Cochran's Q across workflows on M1/M2 (groups) and M3 (instances) (§5.3, §5.4):
+    :func:`metamorph.studies.format_robustness.metrics.workflow_tests`."""
+    return validated_output(S.WorkflowTests, fr.workflow_tests(mr_flags), "workflow_tests")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def flip_errors(generation_outcomes: pd.DataFrame) -> dg.Output:
+    """Errors of correctness-flip groups by format (§5.2, Figure 3):
+    :func:`metamorph.studies.format_robustness.metrics.flip_error_distribution`."""
+    return validated_output(S.FlipErrors, fr.flip_error_distribution(fs.metric_input(generation_outcomes)),
+                            "flip_errors")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def evidence_change_share(generation_outcomes: pd.DataFrame) -> dg.Output:
+    """Share of evidence changes vs TXT by format (§5.3):
+    :func:`metamorph.studies.format_robustness.metrics.evidence_change_share`."""
+    return validated_output(S.EvidenceChangeShare, fr.evidence_change_share(fs.metric_input(generation_outcomes)),
+                            "evidence_change_share")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def drift_correlation(evidence_drift: pd.DataFrame) -> dg.Output:
+    """Spearman ρ(JS, ΔAcc) pooled over settings (§5.3):
+    :func:`metamorph.studies.format_robustness.metrics.drift_correlation`."""
+    return validated_output(S.DriftCorrelation, fr.drift_correlation(evidence_drift), "drift_correlation")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},

@@ -33,11 +33,13 @@ __all__ = [
     "CochranQResult",
     "CorrelationResult",
     "bootstrap_mean_ci",
+    "bootstrap_ratio_ci",
     "cochrans_q",
     "mcnemar_exact",
     "mcnemar_holm",
     "holm",
     "spearman",
+    "spearman_exact",
     "pearson",
     "jaccard",
     "js_divergence",
@@ -132,6 +134,52 @@ def bootstrap_mean_ci(
         alpha = (1.0 - confidence) / 2.0
         low, high = (float(x) for x in np.percentile(means, [100 * alpha, 100 * (1 - alpha)]))
     return BootstrapCI(mean, low, high, n, None)
+
+
+def bootstrap_ratio_ci(
+    numerators: Iterable[float],
+    denominators: Iterable[float],
+    n_resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> BootstrapCI:
+    """Cluster (percentile) bootstrap CI of the ratio ``sum(numerators) / sum(denominators)``.
+
+    One entry per cluster (e.g. an instance with ``denominators[i]`` groups of which
+    ``numerators[i]`` violate): clusters are resampled with replacement, so units of one
+    cluster (the k repeats of an instance) are never treated as independent. With equal
+    denominators the ratio is the mean of the per-cluster rates and this is exactly
+    :func:`bootstrap_mean_ci` of ``numerators / denominators`` (same seed, same interval);
+    otherwise a seeded numpy resample of clusters (``default_rng(seed)``) with the percentile
+    interval. ``n`` of the result counts clusters; the boundary cases are those of
+    :func:`bootstrap_mean_ci`.
+
+    Raises:
+        ValueError: different lengths, a non-finite value, a denominator <= 0.
+    """
+    num = np.asarray(list(numerators), dtype=float)
+    den = np.asarray(list(denominators), dtype=float)
+    if num.shape != den.shape or num.ndim != 1:
+        raise ValueError("bootstrap_ratio_ci: numerators and denominators must be 1-D of the same length")
+    if not (np.all(np.isfinite(num)) and np.all(np.isfinite(den))):
+        raise ValueError("bootstrap_ratio_ci: values must be finite")
+    if np.any(den <= 0):
+        raise ValueError("bootstrap_ratio_ci: every denominator must be > 0")
+    n = int(num.size)
+    if n == 0 or np.all(den == den[0]):
+        return bootstrap_mean_ci(num / den if n else num, n_resamples, seed, confidence)
+    ratio = float(num.sum() / den.sum())
+    if n == 1:
+        return BootstrapCI(ratio, None, None, 1, NOTE_SINGLE)
+    rates = num / den
+    if np.all(rates == rates[0]):
+        return BootstrapCI(ratio, ratio, ratio, n, NOTE_ALL_EQUAL)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    ratios = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = (float(x) for x in np.percentile(ratios, [100 * alpha, 100 * (1 - alpha)]))
+    return BootstrapCI(ratio, low, high, n, None)
 
 
 # --------------------------------------------------------------------------- Cochran's Q
@@ -292,6 +340,32 @@ def _correlation(fn, name: str, x: Sequence[float], y: Sequence[float], min_poin
     res = fn(xa, ya)
     r = float(min(max(float(res.statistic), -1.0), 1.0))  # float rounding can leave |r| a hair above 1
     return CorrelationResult(r, float(res.pvalue), n, None)
+
+
+#: Up to this many points :func:`spearman_exact` enumerates every permutation (9! = 362,880).
+EXACT_PERMUTATION_MAX_N = 9
+
+
+def spearman_exact(x: Sequence[float], y: Sequence[float], min_points: int = 3) -> CorrelationResult:
+    """Spearman's rho with an exact two-sided permutation p-value for small samples.
+
+    ``rho`` is :func:`scipy.stats.spearmanr`'s. For ``n <= EXACT_PERMUTATION_MAX_N`` the p-value
+    is exact: :func:`scipy.stats.permutation_test` over all ``n!`` pairings
+    (``permutation_type="pairings"``, ``n_resamples=inf``), two-sided — e.g. n = 3 with
+    rho = -1 gives p = 2/6 = 1/3 (the t approximation of ``spearmanr`` gives p = 0 there).
+    For larger n it is ``spearmanr``'s (t distribution with n - 2 df). Undefined cases as
+    :func:`spearman` (fewer than ``min_points`` pairs, constant input -> ``None`` + note).
+    """
+    base = _correlation(_sst.spearmanr, "spearman", x, y, min_points)
+    if base.rho is None or base.n > EXACT_PERMUTATION_MAX_N:
+        return base
+    xa = np.asarray([v for v, w in zip(x, y) if v is not None and w is not None
+                     and not (isinstance(v, float) and math.isnan(v)) and not (isinstance(w, float) and math.isnan(w))], dtype=float)
+    ya = np.asarray([w for v, w in zip(x, y) if v is not None and w is not None
+                     and not (isinstance(v, float) and math.isnan(v)) and not (isinstance(w, float) and math.isnan(w))], dtype=float)
+    res = _sst.permutation_test((xa, ya), lambda a, b: _sst.spearmanr(a, b).statistic,
+                                permutation_type="pairings", n_resamples=np.inf, alternative="two-sided")
+    return CorrelationResult(base.rho, float(min(1.0, res.pvalue)), base.n, None)
 
 
 def pearson(x: Sequence[float], y: Sequence[float], min_points: int = 3) -> CorrelationResult:

@@ -69,7 +69,7 @@ class AnthropicProvider:
         base_url: API root *without* ``/v1`` (``None`` = ``https://api.anthropic.com``).
         max_concurrency: at most this many :meth:`generate` calls run at once on this instance.
         timeout_s: per-HTTP-request timeout in seconds.
-        use_files_api: upload documents once per sha256 with the Files API beta
+        use_files_api: upload documents once per (sha256, filename, media type) with the Files API beta
             (``client.beta.files.upload``) and reference them by ``file_id``; falls back to inline
             document blocks (with a warning) if the SDK has no Files API.
         anthropic_version: ``anthropic-version`` header to send (``None`` = the SDK's default,
@@ -102,7 +102,7 @@ class AnthropicProvider:
             log.warning("anthropic SDK %s has no client.beta.files.upload: documents are sent inline",
                         getattr(anthropic, "__version__", "?"))
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
-        self._file_ids: dict[str, str] = {}
+        self._file_ids: dict[tuple[str, str, str], str] = {}
         self._upload_lock = threading.Lock()
 
     def __repr__(self) -> str:  # never show the key
@@ -122,7 +122,7 @@ class AnthropicProvider:
         ``top_k`` only with an API version that accepts them. With ingestion ``anthropic_document``
         the last user message becomes ``[document block, text block]``: text-like documents
         (``text/*``, JSON, CSV, ...) as a ``text`` source, PDFs as ``base64``, or — with
-        ``use_files_api`` — a ``file`` source after a one-off upload (per sha256, per instance).
+        ``use_files_api`` — a ``file`` source after a one-off upload (per (sha256, filename, media type), per instance).
 
         Returns ``text`` (all text blocks joined), ``finish_reason`` (``end_turn`` /
         ``stop_sequence`` -> ``stop``, ``max_tokens`` -> ``length``, others unchanged),
@@ -216,13 +216,15 @@ class AnthropicProvider:
     def _file_source(self, doc: Document) -> dict[str, Any]:
         _check_media_type(doc)
         media_type = "text/plain" if is_text_media_type(doc.media_type) else doc.media_type
+        # Memo key = everything the upload carries (bytes, filename, media type sent).
+        memo = (doc.sha256, doc.filename, media_type)
         with self._upload_lock:
-            file_id = self._file_ids.get(doc.sha256)
+            file_id = self._file_ids.get(memo)
             if file_id is None:
                 uploaded = self._call(self._client.beta.files.upload,
                                       file=(doc.filename, doc.content, media_type), betas=[FILES_API_BETA])
                 file_id = uploaded.id
-                self._file_ids[doc.sha256] = file_id
+                self._file_ids[memo] = file_id
         return {"type": "file", "file_id": file_id}
 
     def _call(self, method: Any, **kwargs: Any) -> Any:

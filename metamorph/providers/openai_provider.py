@@ -7,7 +7,8 @@ Ingestion paths:
 
 * ``inline``: ``POST {base_url}/chat/completions`` with ``model``, ``messages`` and only the
   decoding parameters present in ``request.params``.
-* ``openai_file``: the document is uploaded once per sha256 (``POST /files``,
+* ``openai_file``: the document is uploaded once per (sha256, filename, media type) — what the
+  upload carries — (``POST /files``,
   ``purpose="user_data"``), then ``POST /responses`` references it with an ``input_file`` block.
   The Responses API has no ``seed``, ``stop``, ``frequency_penalty`` or ``presence_penalty``:
   those are **dropped** (listed in :data:`RESPONSES_DROPPED_PARAMS`, logged once per provider).
@@ -90,7 +91,7 @@ class OpenAIProvider:
         self._client = openai.OpenAI(api_key=api_key, base_url=base_url, organization=organization,
                                      max_retries=0, timeout=self.timeout_s)
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
-        self._file_ids: dict[str, str] = {}
+        self._file_ids: dict[tuple[str, str, str], str] = {}
         self._upload_lock = threading.Lock()
         self._warned_dropped: set[str] = set()
 
@@ -102,7 +103,7 @@ class OpenAIProvider:
     def generate(self, request: GenerationRequest) -> GenerationResult:
         """Make ONE attempt at ``request`` and return the result (``attempts=1``, ``error=None``).
 
-        ``inline`` -> Chat Completions; ``openai_file`` -> upload (memoised per document sha256 on
+        ``inline`` -> Chat Completions; ``openai_file`` -> upload (memoised per (sha256, filename, media type) on
         this instance) + Responses API. ``latency_s`` is the wall time of the generation call
         (not of the upload). ``model_id`` and ``model_version`` are the model the server reports
         (a dated snapshot for OpenAI); ``system_fingerprint`` is set for Chat Completions.
@@ -205,14 +206,16 @@ class OpenAIProvider:
     def _file_id(self, request: GenerationRequest) -> str:
         doc = request.document
         assert doc is not None  # GenerationRequest guarantees a document off the inline path
-        sha = doc.sha256
+        # Memo key = everything the upload carries: the same bytes sent as record.csv and as
+        # record.json are two different files to the workflow (name and type steer its parser).
+        memo = (doc.sha256, doc.filename, doc.media_type)
         with self._upload_lock:
-            file_id = self._file_ids.get(sha)
+            file_id = self._file_ids.get(memo)
             if file_id is None:
                 uploaded = self._call(self._client.files.create,
                                       file=(doc.filename, doc.content, doc.media_type), purpose="user_data")
                 file_id = uploaded.id
-                self._file_ids[sha] = file_id
+                self._file_ids[memo] = file_id
             return file_id
 
     def _call(self, method: Any, **kwargs: Any) -> Any:

@@ -15,9 +15,9 @@ JOIN format_robustness.workflow_generations AS g
 JOIN format_robustness.rendered_documents AS r USING (dataset, instance_id, format)
 JOIN format_robustness.source_instances AS s USING (dataset, instance_id);
 
--- Instances behind an MR violation rate: one row per violating instance × format × repeat.
+-- Groups behind an MR violation rate: one row per violating group (instance, repeat) × format.
 CREATE OR REPLACE VIEW format_robustness.mr_violation_lineage AS
 SELECT f.mr1, f.mr2, f.mr3, l.*
 FROM format_robustness.mr_flags AS f
-JOIN format_robustness.decision_lineage AS l USING (workflow_id, dataset, instance_id)
+JOIN format_robustness.decision_lineage AS l USING (workflow_id, dataset, instance_id, repeat)
 WHERE f.mr1 OR f.mr2 OR f.mr3;

@@ -13,7 +13,8 @@ EXPECTED_ASSETS = {
     "source_instances", "rendered_documents", "workflow_generations", "extracted_decisions", "evidence_categories",
     "generation_outcomes", "mr_flags", "mr_violations", "accuracy_by_format", "stability_by_format",
     "evidence_drift", "fairness_disparity", "silent_violations", "format_tests", "vote_aggregation",
-    "format_routing", "lineage_views",
+    "format_routing", "lineage_views", "routing_choice", "routed_generations", "routed_outcomes", "mitigation_table",
+    "mr_table", "silent_by_dataset", "workflow_tests", "flip_errors", "evidence_change_share", "drift_correlation",
     # wrapper_sensitivity
     "qa_items", "wrapped_prompts", "wrapper_generations", "scored_answers", "token_balance", "wrapper_cells",
     "fsi_psi", "mean_fsi_psi", "acc_parse_correlation", "fixed_effects", "item_level_model", "fsi_decomposition",
@@ -23,9 +24,9 @@ EXPECTED_ASSETS = {
     "judge_scores", "judge_severity_table", "severity_table", "sensitivity_matrix", "strata_table", "threshold_recalibration",
     "firing_matrix",
 }
-PER_MODEL = {"workflow_generations", "extracted_decisions", "evidence_categories", "wrapper_generations",
-             "scored_answers", "token_balance", "llm_perturbations", "llm_perturbation_scores", "judge_scores",
-             "judge_severity_table"}
+PER_MODEL = {"workflow_generations", "extracted_decisions", "evidence_categories", "routed_generations",
+             "routed_outcomes", "wrapper_generations", "scored_answers", "token_balance", "llm_perturbations",
+             "llm_perturbation_scores", "judge_scores", "judge_severity_table"}
 
 
 def test_definitions_validate_loadable():

@@ -434,3 +434,42 @@ def test_connection_error_and_timeout_are_retryable(stub):
     with pytest.raises(ProviderError) as info:
         anthropic_provider(stub, timeout_s=0.2).generate(anthropic_request())
     assert (info.value.status, info.value.retryable) == (None, True)
+
+
+# ============================================================================ upload memo key
+
+
+SAME_BYTES = b"age,sex\n42,female\n"
+
+
+def test_openai_upload_memo_is_keyed_on_bytes_filename_and_media_type(stub):
+    stub.script("POST", "/v1/files", openai_file_reply("file-csv"), openai_file_reply("file-json"),
+                openai_file_reply("file-txt"))
+    stub.script("POST", "/v1/responses", responses_reply())
+    provider = openai_provider(stub)
+    docs = [Document(SAME_BYTES, "text/csv", "record.csv"), Document(SAME_BYTES, "application/json", "record.json"),
+            Document(SAME_BYTES, "text/csv", "record.csv"), Document(SAME_BYTES, "text/plain", "record.csv")]
+    for d in docs:
+        provider.generate(openai_request(params={"max_tokens": 8}, ingestion="openai_file", document=d))
+    uploads = stub.requests_to("/v1/files")
+    assert [(u.parts["file"]["filename"], u.parts["file"]["content_type"], u.parts["file"]["data"]) for u in uploads] == [
+        ("record.csv", "text/csv", SAME_BYTES), ("record.json", "application/json", SAME_BYTES),
+        ("record.csv", "text/plain", SAME_BYTES)]
+    refs = [c.json["input"][0]["content"][0]["file_id"] for c in stub.requests_to("/v1/responses")]
+    assert refs == ["file-csv", "file-json", "file-csv", "file-txt"]
+
+
+def test_anthropic_upload_memo_is_keyed_on_bytes_filename_and_media_type(stub):
+    stub.script("POST", "/v1/files", anthropic_file_reply("file_csv"), anthropic_file_reply("file_json"))
+    stub.script("POST", "/v1/messages", anthropic_reply())
+    provider = anthropic_provider(stub, use_files_api=True)
+    docs = [Document(SAME_BYTES, "text/csv", "record.csv"), Document(SAME_BYTES, "application/json", "record.json"),
+            Document(SAME_BYTES, "text/csv", "record.csv")]
+    for d in docs:
+        provider.generate(anthropic_request(ingestion="anthropic_document", document=d))
+    uploads = stub.requests_to("/v1/files")
+    # text-like media types are uploaded as text/plain; the filename still tells the two apart
+    assert [(u.parts["file"]["filename"], u.parts["file"]["content_type"], u.parts["file"]["data"]) for u in uploads] == [
+        ("record.csv", "text/plain", SAME_BYTES), ("record.json", "text/plain", SAME_BYTES)]
+    refs = [c.json["messages"][0]["content"][0]["source"]["file_id"] for c in stub.requests_to("/v1/messages")]
+    assert refs == ["file_csv", "file_json", "file_csv"]

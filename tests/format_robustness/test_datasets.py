@@ -182,3 +182,27 @@ def test_hf_uri_goes_through_fsspec(tmp_path):
     finally:
         fsspec.register_implementation("hf", "huggingface_hub.HfFileSystem", clobber=True)
     assert [x.instance_id for x in xs] == ["m-1"]
+
+
+def test_sample_rows_is_a_seeded_random_sample_in_file_order():
+    from metamorph.studies.format_robustness.sources import sample_rows
+    import random
+    assert sample_rows(10, 3, 0) == sorted(random.Random(0).sample(range(10), 3)) == [0, 6, 9]
+    assert sample_rows(10, 3, None) == [0, 1, 2]  # the first N rows, the named option
+    assert sample_rows(10, None, 0) == list(range(10)) == sample_rows(10, 12, 0)
+    assert sample_rows(10, 3, 1) != sample_rows(10, 3, 0)
+
+
+def test_limit_samples_rows_and_errors_name_the_file_row(tmp_path):
+    rows = [{**MEDQA_ROW, "id": f"m-{i}"} for i in range(1, 11)]
+    p = write_jsonl(tmp_path / "m.jsonl", rows)
+    assert [x.instance_id for x in load_source(f"medqa:{p}", limit=3)] == ["m-1", "m-7", "m-10"]
+    assert [x.instance_id for x in load_source(f"medqa:{p}", limit=3, sample_seed=None)] == ["m-1", "m-2", "m-3"]
+    bad = [dict(r) for r in rows]
+    bad[6]["question"] = ""  # file row 7 is in the seed-0 sample
+    p2 = write_jsonl(tmp_path / "bad.jsonl", bad)
+    with pytest.raises(InputError) as e:
+        load_source(f"medqa:{p2}", limit=3)
+    assert str(e.value) == f"{p2}, row 7, field 'question': missing or empty"
+    # a bad row outside the sample is not read
+    assert len(load_source(f"medqa:{p2}", limit=3, sample_seed=None)) == 3

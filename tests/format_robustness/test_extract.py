@@ -78,12 +78,35 @@ def test_answer_and_label_keys_are_accepted_case_insensitively():
     assert extract_decision('{"Label": "yes"}', YN) == E("yes", [], "ok", "clean_json+no_evidence_field")
 
 
-def test_truncated_finish_reason_wins_even_over_a_complete_answer():
+def T(decision, evidence, reason):  # noqa: N802 - a cut reply whose label is readable
+    return Extraction(decision, tuple(evidence), "repaired", reason, truncated=True)
+
+
+def test_truncated_reply_with_a_readable_label_keeps_it_and_is_flagged():
     text = '{"decision": "yes", "evidence": ["strong credit history"]}'
-    assert extract_decision(text, YN, finish_reason="length") == U("truncated")
-    assert extract_decision("The answer is D.", ABCD, finish_reason="length") == U("truncated")
-    # an ordinary stop does not
-    assert extract_decision(text, YN, finish_reason="stop").decision == "yes"
+    assert extract_decision(text, YN, finish_reason="length") == T("yes", ["strong credit history"],
+                                                                   "truncated+clean_json")
+    cut = '{"decision": "yes", "evidence": ["strong credit history", "stable empl'
+    assert extract_decision(cut, YN, finish_reason="max_tokens") == T(
+        "yes", ["strong credit history"], "truncated+truncated_json_closed")
+    assert extract_decision("The answer is D.", ABCD, finish_reason="length") == T("D", [], "truncated+label_in_prose")
+    # an ordinary stop is not truncated
+    assert extract_decision(text, YN, finish_reason="stop") == E("yes", ["strong credit history"], "ok", "clean_json")
+
+
+@pytest.mark.parametrize("text", ['{"decision": "do not re', '{"evidence": ["spo2 88"], "decision": "do not',
+                                  "", None, "Let me think about the vitals first"])
+def test_truncated_reply_without_a_readable_label_is_bottom_truncated(text):
+    got = extract_decision(text, TRIAGE, finish_reason="length")
+    assert got == Extraction(None, (), "unparseable", "truncated", truncated=True)
+    assert got.outcome == BOTTOM
+
+
+def test_truncated_invariants():
+    with pytest.raises(ValueError):
+        Extraction("yes", (), "ok", "clean_json", truncated=True)
+    with pytest.raises(ValueError):
+        Extraction(None, (), "unparseable", "truncated")
 
 
 def test_cut_json_without_length_reason_is_closed_and_drops_the_fragment():
@@ -339,3 +362,13 @@ def test_instruction_answer_round_trips():
         for label in space:
             text = json.dumps({"decision": label, "evidence": ["a fact"]})
             assert extract_decision(text, space) == E(label, ["a fact"], "ok", "clean_json")
+
+
+def test_code_fence_inside_a_json_string_does_not_cut_the_fenced_json():
+    text = ('Here it is:\n```json\n{"decision": "B", "evidence": ["the note says ```code``` here", '
+            '"a ```", "fact 2"]}\n```\nDone.')
+    assert extract_decision(text, ABCD) == E("B", ["the note says ```code``` here", "a ```", "fact 2"],
+                                             "repaired", "json_in_code_fence")
+    # the fence after the object still closes it: a second fenced object is found too
+    two = '```\n{"decision": "refer", "evidence": ["x ```y"]}\n```\ntext\n```json\n{"decision": "do not refer"}\n```'
+    assert extract_decision(two, TRIAGE) == U("ambiguous")

@@ -127,3 +127,16 @@ def test_sensitive_frame_is_long():
     src = pd.DataFrame({"dataset": ["d"], "instance_id": ["i"],
                         "sensitive_json": [json.dumps({"sex": "female", "age_group": "<45"})]})
     assert sensitive_frame(src).values.tolist() == [["d", "i", "sex", "female"], ["d", "i", "age_group", "<45"]]
+
+
+def test_renderer_version_and_prompt_are_part_of_the_cache_key():
+    from dataclasses import replace
+
+    xs = construct_dataset(n=1, seed=0)
+    doc = render(xs[0], "md")
+    base = plan_generations(xs, [doc], OPENAI, k=1)
+    bumped = plan_generations(xs, [replace(doc, renderer_version="md-99")], OPENAI, k=1)
+    reworded = plan_generations([replace(xs[0], task_prompt=xs[0].task_prompt + " Be brief.")], [doc], OPENAI, k=1)
+    for a, b, c in zip(base, bumped, reworded):
+        assert len({a.request.cache_key(), b.request.cache_key(), c.request.cache_key()}) == 3
+        assert json.loads(a.request.to_json())["renderer_version"] == "md-2"

@@ -76,7 +76,9 @@ def test_duplicates_and_bad_repeats_raise(gen):
 def test_input_not_modified(gen):
     before = gen.copy()
     fr.mr_flags(gen)
-    mit.format_routing(gen)
+    mit.format_routing_simulated(gen)
+    mit.vote_aggregation(gen)
+    mit.routing_choice(gen)
     pd.testing.assert_frame_equal(gen, before)
 
 
@@ -86,17 +88,40 @@ def test_input_not_modified(gen):
 def test_mr_flags_hand_computed(gen):
     flags = fr.mr_flags(gen)
     sch.MRFlags.validate(flags)
-    # i1: decisions all yes -> MR1 no. Jaccard pairs: {a,b}/{b,c} = 1/3 >= 0.3 ok, but
-    #     {b,c}/{a} = 0 < 0.3 -> MR2 yes. All formats stable (S = T,T,T,T) -> MR3 no.
-    # i2: md says no at repeat 1 -> MR1 yes. All sets {a} -> J = 1 -> MR2 no.
-    #     S: txt T, md F (no, yes), json T, csv T -> MR3 yes.
-    # i3: ⊥ vs ⊥ everywhere at repeat 1 -> MR1 no. ∅/∅ = 1 -> MR2 no.
-    #     S: txt T (⊥,⊥), md T, json F (⊥, no), csv T -> MR3 yes.
-    assert flags["instance_id"].tolist() == ["i1", "i2", "i3"]
-    assert flags["mr1"].tolist() == [False, True, False]
+    # Unit = group (instance, repeat), §5.2. Repeat 2's categories equal repeat 1's.
+    # i1 r1, r2: decisions all yes -> MR1 no. Jaccard {b,c}/{a} = 0 < 0.3 -> MR2 yes.
+    # i2 r1: md says no -> MR1 yes; r2: all yes -> MR1 no. All sets {a} -> MR2 no.
+    # i3 r1: ⊥ everywhere -> MR1 no; r2: json "no" vs ⊥ -> MR1 yes (a flip in repeat 2 counts).
+    # MR3 is the instance's: i1 all stable -> no; i2 md (no, yes) unstable -> yes; i3 json (⊥, no) -> yes.
+    assert list(zip(flags["instance_id"], flags["repeat"])) == [("i1", 1), ("i1", 2), ("i2", 1), ("i2", 2),
+                                                                ("i3", 1), ("i3", 2)]
+    assert flags["mr1"].tolist() == [False, False, True, False, False, True]
+    assert flags["mr2"].tolist() == [True, True, False, False, False, False]
+    assert flags["mr3"].tolist() == [False, False, True, True, True, True]
+    assert flags["n_formats"].tolist() == [4] * 6 and flags["k"].tolist() == [2] * 6
+
+
+def test_mr_flags_legacy_unit_is_repeat_one_per_instance(gen):
+    flags = fr.mr_flags(gen, unit="instance_repeat1")
+    assert flags["instance_id"].tolist() == ["i1", "i2", "i3"] and flags["repeat"].tolist() == [1, 1, 1]
+    assert flags["mr1"].tolist() == [False, True, False]  # i3's repeat-2 flip is not seen
     assert flags["mr2"].tolist() == [True, False, False]
     assert flags["mr3"].tolist() == [False, True, True]
-    assert flags["n_formats"].tolist() == [4, 4, 4] and flags["k"].tolist() == [2, 2, 2]
+    with pytest.raises(ValueError, match="unit must be one of"):
+        fr.mr_flags(gen, unit="instance")
+
+
+def test_mr1_counts_a_flip_in_any_repeat_over_groups():
+    # 2 instances x k = 3; only repeat 3 of x2 flips: M1 = 1/6 over groups (not 0 as on repeat 1)
+    spec = {"x1": {"txt": [("yes", "a")] * 3, "md": [("yes", "a")] * 3},
+            "x2": {"txt": [("yes", "a")] * 3, "md": [("yes", "a"), ("yes", "a"), ("no", "a")]}}
+    v = fr.mr_violations(fr.mr_flags(make_gen(spec))).set_index("relation")
+    assert v.loc["MR1", "violation_pct"] == pytest.approx(100 / 6)
+    assert (v.loc["MR1", "n_groups"], v.loc["MR1", "n_instances"]) == (6, 2)
+    # MR3: x2's md is unstable, txt stable -> the instance violates; its 3 groups carry it -> 3/6
+    assert v.loc["MR3", "violation_pct"] == pytest.approx(50.0)
+    legacy = fr.mr_violations(fr.mr_flags(make_gen(spec), unit="instance_repeat1")).set_index("relation")
+    assert legacy.loc["MR1", "violation_pct"] == 0.0 and legacy.loc["MR1", "n_groups"] == 2
 
 
 def test_mr1_bottom_vs_label_and_mr2_threshold():
@@ -124,8 +149,10 @@ def test_mr3_compares_consistency_not_stability():
         "u3": {"txt": [(BOT, "a"), (BOT, "a")], "md": [("yes", "a"), ("yes", "a")]},
     }
     flags = fr.mr_flags(make_gen(spec))
-    assert flags["mr3"].tolist() == [False, True, False]
-    assert flags["mr1"].tolist() == [True, False, True]
+    # groups (u1,1) (u1,2) (u2,1) (u2,2) (u3,1) (u3,2); MR3 is the instance's flag on both groups
+    assert flags["mr3"].tolist() == [False, False, True, True, False, False]
+    # MR1: u1 r1 yes vs ⊥, r2 no vs yes; u2 r1 yes/yes, r2 yes/no; u3 ⊥ vs yes twice
+    assert flags["mr1"].tolist() == [True, True, False, True, True, True]
 
 
 def test_single_format_instance_is_undefined_not_dropped():
@@ -142,14 +169,27 @@ def test_mr_violations_hand_computed(gen):
     v = fr.mr_violations(fr.mr_flags(gen), n_resamples=500, seed=3)
     sch.MRViolations.validate(v)
     v = v.set_index("relation")
-    # M1 = 1/3 (i2), M2 = 1/3 (i1), M3 = 2/3 (i2, i3), in %
+    # over 6 groups: M1 = 2/6 ((i2,1), (i3,2)), M2 = 2/6 (i1 both), M3 = 4/6 (i2, i3 both groups), in %
     assert v["violation_pct"].tolist() == pytest.approx([100 / 3, 100 / 3, 200 / 3])
-    assert v["n_instances"].tolist() == [3, 3, 3]
-    ci = stats.bootstrap_mean_ci([0.0, 1.0, 0.0], n_resamples=500, seed=3)
+    assert v["n_groups"].tolist() == [6, 6, 6] and v["n_instances"].tolist() == [3, 3, 3]
+    # the CI resamples instances: per-instance MR1 rates i1 0/2, i2 1/2, i3 1/2
+    ci = stats.bootstrap_mean_ci([0.0, 0.5, 0.5], n_resamples=500, seed=3)
     assert v.loc["MR1", "ci_low_pct"] == pytest.approx(100 * ci.low)
     assert v.loc["MR1", "ci_high_pct"] == pytest.approx(100 * ci.high)
     again = fr.mr_violations(fr.mr_flags(gen), n_resamples=500, seed=3).set_index("relation")
     pd.testing.assert_frame_equal(v, again)
+
+
+def test_bootstrap_ratio_ci_resamples_clusters():
+    # equal cluster sizes: identical to the mean of the per-cluster rates
+    a = stats.bootstrap_ratio_ci([1, 2, 0, 3], [3, 3, 3, 3], n_resamples=200, seed=5)
+    b = stats.bootstrap_mean_ci([1 / 3, 2 / 3, 0.0, 1.0], n_resamples=200, seed=5)
+    assert (a.mean, a.low, a.high, a.n) == (b.mean, b.low, b.high, 4)
+    # unequal sizes: the ratio of sums, and every resample ratio is a ratio of cluster sums
+    c = stats.bootstrap_ratio_ci([1, 2, 0], [3, 2, 3], n_resamples=200, seed=0)
+    assert c.mean == pytest.approx(3 / 8) and c.n == 3 and 0.0 <= c.low <= c.mean <= c.high <= 1.0
+    with pytest.raises(ValueError, match="denominator"):
+        stats.bootstrap_ratio_ci([1], [0])
 
 
 def test_mr_violations_ci_uses_the_seed():
@@ -243,16 +283,24 @@ def test_evidence_drift_no_gold_and_missing_baseline(gen):
 
 def test_fds_main_fixture_hand_computed(gen):
     sens = pd.DataFrame({"dataset": "ds", "instance_id": ["i1", "i2", "i3"], "attribute": "sex", "value": ["F", "M", "F"]})
-    f = fr.fairness_disparity(gen, sens)
+    f = fr.fairness_disparity(gen, sens, dispersion="std")
     sch.FairnessDisparity.validate(f)
     # Repeat-1 favourable among parseable (i3 is ⊥ in every format at repeat 1):
     # txt F{i1:1}=100, M{i2:1}=100 -> Sen 0; md F 100, M{i2: no}=0 -> Sen 100; json 0; csv 0
-    # mu = 25; sigma = sqrt((3*25^2 + 75^2)/4) = sqrt(1875) = 25*sqrt(3)
+    # mu = 25; population sigma = sqrt((3*25^2 + 75^2)/4) = sqrt(1875) = 25*sqrt(3)
     # FDS md = 75/(25 sqrt 3) = sqrt 3; others = -25/(25 sqrt 3) = -1/sqrt 3
     assert f["format"].tolist() == ["txt", "md", "json", "csv"]
     assert f["sen_pp"].tolist() == pytest.approx([0.0, 100.0, 0.0, 0.0])
     r3 = math.sqrt(3)
     assert f["fds"].tolist() == pytest.approx([-1 / r3, r3, -1 / r3, -1 / r3])
+    # Default (mean absolute deviation): MAD = (25 + 75 + 25 + 25)/4 = 37.5 -> md 75/37.5 = 2.00,
+    # the "FDS up to 2.00" of §5.3 for "CSV has a disparity, the other formats none".
+    mad = fr.fairness_disparity(gen, sens)
+    assert mad["fds"].tolist() == pytest.approx([-2 / 3, 2.0, -2 / 3, -2 / 3])
+    # sample sd: sqrt((3*625 + 5625)/3) = 50 -> 75/50 = 1.5
+    assert fr.fairness_disparity(gen, sens, dispersion="sample_std")["fds"].tolist() == pytest.approx([-0.5, 1.5, -0.5, -0.5])
+    with pytest.raises(ValueError, match="dispersion"):
+        fr.fairness_disparity(gen, sens, dispersion="range")
     assert f["n_groups"].tolist() == [2] * 4 and f["min_group_n"].tolist() == [1] * 4
 
 
@@ -269,8 +317,11 @@ def test_fds_pairs_and_three_formats():
         pd.DataFrame({"dataset": "ds", "instance_id": ids, "attribute": "sex", "value": sex}),
         pd.DataFrame({"dataset": "ds", "instance_id": ids, "attribute": "age", "value": age}),
     ])
-    f = fr.fairness_disparity(make_gen(spec), sens).set_index(["factor", "format"])
+    f = fr.fairness_disparity(make_gen(spec), sens, dispersion="std").set_index(["factor", "format"])
     assert sorted(set(f.index.get_level_values(0))) == ["age", "age:sex", "sex"]
+    # MAD: (200 + 550 + 350)/9/3 = 1100/27 -> FDS = dev * 27/1100
+    fm = fr.fairness_disparity(make_gen(spec), sens).set_index(["factor", "format"])
+    assert fm.loc["sex", "fds"].tolist() == pytest.approx([-6 / 11, 1.5, -21 / 22])
     # sex: txt F (1,1,0) = 66.67 [n3], M (1, ⊥, 0) = 50 [n2] -> Sen 50/3
     #      md F 100, M 0 -> Sen 100 ; json F 100 [3], M (1,1,⊥) = 100 [2] -> Sen 0
     # mu = (50/3 + 100 + 0)/3 = 350/9 ; deviations -200/9, 550/9, -350/9
@@ -376,27 +427,49 @@ def test_format_tests_q_undefined_note():
 # --------------------------------------------------------------------------- mitigations
 
 
-def test_vote_aggregation_with_ties(gen):
-    spec = {
-        # before: yes vs no -> MR1; vote txt yes, md (no,yes,yes) -> yes -> fixed
-        "j1": {"txt": [("yes", "")] * 3, "md": [("no", ""), ("yes", ""), ("yes", "")]},
-        # before: yes vs ⊥ -> MR1; vote txt (yes,no,⊥) 3-way tie -> ⊥ "no majority", md (⊥,⊥,yes) -> ⊥ -> no MR1
-        "j2": {"txt": [("yes", ""), ("no", ""), (BOT, "")], "md": [(BOT, ""), (BOT, ""), ("yes", "")]},
-        # before: no vs no -> ok; vote txt (no,no,yes) -> no, md (no,yes,yes) -> yes -> MR1 after
-        "j3": {"txt": [("no", ""), ("no", ""), ("yes", "")], "md": [("no", ""), ("yes", ""), ("yes", "")]},
-    }
-    v = mit.vote_aggregation(make_gen(spec))
+VOTE = {
+    # before (groups): r1 yes/no MR1, r2 and r3 agree. Vote: txt yes, md (no, yes, yes) -> yes: agree
+    "j1": {"txt": [("yes", "")] * 3, "md": [("no", ""), ("yes", ""), ("yes", "")]},
+    # before: r1 yes/⊥, r2 no/⊥, r3 ⊥/yes: 3 violations. Vote: txt (yes, no, ⊥) 3-way tie, md (⊥, ⊥, yes) -> ⊥
+    "j2": {"txt": [("yes", ""), ("no", ""), (BOT, "")], "md": [(BOT, ""), (BOT, ""), ("yes", "")]},
+    # before: r2 no/yes only. Vote: txt (no, no, yes) -> no, md (no, yes, yes) -> yes -> MR1 after
+    "j3": {"txt": [("no", ""), ("no", ""), ("yes", "")], "md": [("no", ""), ("yes", ""), ("yes", "")]},
+}
+
+
+def test_vote_aggregation_reports_delta_m1_m2_m3_with_first_seen_tie_rule():
+    v = mit.vote_aggregation(make_gen(VOTE))
     sch.VoteAggregation.validate(v)
-    r = v.iloc[0]
-    assert r["mrv_before_pct"] == pytest.approx(200 / 3)  # j1, j2
-    assert r["mrv_after_pct"] == pytest.approx(100 / 3)  # j3
-    assert r["delta_mrv_pp"] == pytest.approx(100 / 3)
-    assert (r["n_instances"], r["n_no_majority"]) == (3, 1)
-    # main fixture, k = 2: md/i2 (no, yes) and json/i3 (⊥, no) tie -> ⊥.
-    # after: i1 all yes; i2 yes, ⊥, yes, yes -> MR1; i3 all ⊥ -> 1/3 = before (i2)
-    m = mit.vote_aggregation(gen).iloc[0]
-    assert m["mrv_before_pct"] == pytest.approx(100 / 3) and m["mrv_after_pct"] == pytest.approx(100 / 3)
-    assert m["n_no_majority"] == 2
+    v = v.set_index("relation")
+    # M1 before = (1 + 3 + 1)/9 groups = 55.56; after (tie -> first seen: j2 txt = yes vs md ⊥): j2, j3 -> 2/3
+    assert v.loc["MR1", "before_pct"] == pytest.approx(500 / 9)
+    assert v.loc["MR1", "after_pct"] == pytest.approx(200 / 3)
+    assert v.loc["MR1", "delta_pp"] == pytest.approx(500 / 9 - 200 / 3)  # -11.11: voting can hurt (Alibaba MedQA)
+    # M2: no evidence anywhere -> 0 before, unchanged after, Δ = 0 (§5.5 "Δ𝑀2 remains 0.00%")
+    assert (v.loc["MR2", "before_pct"], v.loc["MR2", "after_pct"], v.loc["MR2", "delta_pp"]) == (0.0, 0.0, 0.0)
+    # M3: j1 (txt stable, md not) violates on its 3 groups -> 3/9; after voting 0 -> Δ = M3 (Table 3 Vot. ΔM3 = M3)
+    assert v.loc["MR3", "before_pct"] == pytest.approx(100 / 3) and v.loc["MR3", "after_pct"] == 0.0
+    assert v.loc["MR3", "delta_pp"] == pytest.approx(100 / 3)
+    assert v["n_before"].tolist() == [9, 9, 9] and v["n_after"].tolist() == [3, 3, 3] and v["n_ties"].tolist() == [1] * 3
+
+
+def test_vote_tie_rules():
+    assert mit._majority(["yes", "no", "maybe"]) == ("yes", True)
+    assert mit._majority(["no", "yes", "yes"]) == ("yes", False)
+    assert mit._majority(["no", "yes"], tie="bottom") == (mit._BOTTOM, True)
+    v = mit.vote_aggregation(make_gen(VOTE), tie="bottom").set_index("relation")
+    # j2 txt tie -> ⊥ = md's ⊥ -> agree; only j3 -> 1/3
+    assert v.loc["MR1", "after_pct"] == pytest.approx(100 / 3)
+    with pytest.raises(ValueError, match="tie must be one of"):
+        mit.vote_aggregation(make_gen(VOTE), tie="random")
+
+
+def test_vote_aggregation_main_fixture(gen):
+    # k = 2: md/i2 (no, yes) ties -> "no" (first seen); json/i3 (⊥, no) ties -> ⊥.
+    # after: i1 all yes; i2 yes, no, yes, yes -> MR1; i3 all ⊥ -> 1/3. before: 2/6 groups.
+    m = mit.vote_aggregation(gen).set_index("relation").loc["MR1"]
+    assert m["before_pct"] == pytest.approx(100 / 3) and m["after_pct"] == pytest.approx(100 / 3)
+    assert m["n_ties"] == 2
 
 
 def test_calibration_split_is_seeded_hash():
@@ -422,32 +495,73 @@ ROUTING = {
 }
 
 
-def test_format_routing_accuracy_choice_and_after_mrv():
-    gold = {f"r{i:02d}": "yes" for i in range(1, 7)}
-    out = mit.format_routing(make_gen(ROUTING, gold), calibration_fraction=0.3, seed=0)
+ROUTING_GOLD = {f"r{i:02d}": "yes" for i in range(1, 7)}
+
+
+def test_routing_choice_all_instances_and_calibration_option():
+    gen = make_gen(ROUTING, ROUTING_GOLD)
+    c = mit.routing_choice(gen)
+    sch.RoutingChoice.validate(c)
+    r = c.iloc[0]
+    # accuracy over all 12 generations: txt 6/12, md 11/12 (r04 repeat 2 wrong), json 9/12 -> md
+    assert (r["best_format"], r["criterion"], r["n_instances"], r["selection"]) == ("md", "accuracy", 6, "all")
+    assert r["score_pct"] == pytest.approx(1100 / 12)
+    cal = mit.routing_choice(gen, selection="calibration", calibration_fraction=0.3, seed=0).iloc[0]
+    # calibration r01, r02: txt 2/4, md 4/4, json 3/4
+    assert (cal["best_format"], cal["score_pct"], cal["n_instances"]) == ("md", 100.0, 2)
+    nogold = mit.routing_choice(make_gen(ROUTING), selection="calibration", calibration_fraction=0.3).iloc[0]
+    # Stb_f on calibration: txt 100, md 100, json 50 -> tie -> baseline-first order -> txt
+    assert (nogold["best_format"], nogold["criterion"]) == ("txt", "stability")
+    none = mit.routing_choice(make_gen(ROUTING), selection="calibration", calibration_fraction=0.0).iloc[0]
+    assert (none["best_format"], none["criterion"], none["n_instances"]) == ("txt", "default", 0)
+    with pytest.raises(ValueError, match="selection"):
+        mit.routing_choice(gen, selection="heldout")
+
+
+# The routed run: every input converted to md (source md = the original md answers).
+ROUTED = {
+    "r01": {f: [("yes", "")] * 2 for f in ("txt", "md", "json")},
+    "r02": {f: [("yes", "")] * 2 for f in ("txt", "md", "json")},
+    "r03": {f: [("yes", "")] * 2 for f in ("txt", "md", "json")},
+    "r04": {"txt": [("yes", ""), ("no", "")], "md": [("yes", ""), ("no", "")], "json": [("yes", "")] * 2},
+    "r05": {f: [("yes", "")] * 2 for f in ("txt", "md", "json")},
+    "r06": {"txt": [("yes", "a")] * 2, "md": [("yes", "a")] * 2, "json": [("yes", "")] * 2},
+}
+
+
+def test_format_routing_measures_delta_m1_m2_m3_on_the_routed_run():
+    gen = make_gen(ROUTING, ROUTING_GOLD)
+    out = mit.format_routing(gen, make_gen(ROUTED, ROUTING_GOLD), mit.routing_choice(gen))
     sch.FormatRouting.validate(out)
+    o = out.set_index("relation")
+    # before, 12 groups: MR1 in r01 (both), r04 (both), r05 (both), r06 (both) = 8/12
+    # after: only (r04, 2): no, no, yes -> 1/12
+    assert (o.loc["MR1", "before_pct"], o.loc["MR1", "after_pct"]) == pytest.approx((800 / 12, 100 / 12))
+    assert o.loc["MR1", "delta_pp"] == pytest.approx(700 / 12)
+    # MR2: no evidence before (0); after r06's json answers cite nothing vs {a}: 2/12 -> Δ = -16.67
+    assert (o.loc["MR2", "before_pct"], o.loc["MR2", "after_pct"]) == pytest.approx((0.0, 200 / 12))
+    # MR3 before: r01 (json unstable), r04 (md unstable) -> 4/12; after: r04 (txt, md unstable; json not) -> 2/12
+    assert (o.loc["MR3", "before_pct"], o.loc["MR3", "after_pct"]) == pytest.approx((400 / 12, 200 / 12))
+    assert o["best_format"].tolist() == ["md"] * 3 and o["n_instances"].tolist() == [6] * 3
+    assert o["n_before"].tolist() == [12] * 3 and o["n_after"].tolist() == [12] * 3
+
+
+def test_format_routing_needs_a_choice_and_known_instances():
+    gen = make_gen(ROUTING, ROUTING_GOLD)
+    with pytest.raises(ValueError, match="no routing choice"):
+        mit.format_routing(gen, make_gen(ROUTED, ROUTING_GOLD, wf="other"), mit.routing_choice(gen))
+    extra = {**ROUTED, "r99": ROUTED["r01"]}
+    with pytest.raises(ValueError, match="not in gen"):
+        mit.format_routing(gen, make_gen(extra, ROUTING_GOLD), mit.routing_choice(gen))
+
+
+def test_format_routing_simulated_is_kept_as_an_option():
+    out = mit.format_routing_simulated(make_gen(ROUTING, ROUTING_GOLD), calibration_fraction=0.3, seed=0)
+    sch.FormatRoutingSimulated.validate(out)
     r = out.iloc[0]
-    # calibration accuracy over 4 generations: txt 2/4 = 50, md 4/4 = 100, json 3/4 = 75 -> md
     assert (r["best_format"], r["criterion"], r["calibration_score_pct"]) == ("md", "accuracy", 100.0)
-    # held-out MR1 before (repeat 1): r03 no; r04 (no,yes,yes) yes; r05 yes; r06 ⊥ vs yes yes -> 3/4
-    assert r["mrv_before_pct"] == pytest.approx(75.0)
-    # after: md repeats disagree only on r04 -> 1/4
-    assert r["mrv_after_pct"] == pytest.approx(25.0) and r["delta_mrv_pp"] == pytest.approx(50.0)
-    assert (r["n_calibration"], r["n_heldout"]) == (2, 4)
-
-
-def test_format_routing_stability_tie_goes_to_baseline():
-    out = mit.format_routing(make_gen(ROUTING, gold=None), calibration_fraction=0.3, seed=0).iloc[0]
-    # no gold -> Stb_f on calibration: txt 100, md 100, json 50 (r01 unstable): tie txt/md -> txt
-    assert (out["best_format"], out["criterion"]) == ("txt", "stability")
-    # held-out txt repeats always agree -> after 0; before 75
-    assert out["mrv_after_pct"] == 0.0 and out["delta_mrv_pp"] == pytest.approx(75.0)
-
-
-def test_format_routing_no_calibration_defaults_to_baseline():
-    out = mit.format_routing(make_gen(ROUTING, gold=None), calibration_fraction=0.0).iloc[0]
-    assert (out["best_format"], out["criterion"], out["n_calibration"], out["n_heldout"]) == ("txt", "default", 0, 6)
-    assert "no calibration" in out["note"]
+    # held-out MR1 before (repeat 1): r03 no; r04 yes; r05 yes; r06 ⊥ vs yes -> 3/4; after: md unstable on r04 -> 1/4
+    assert (r["mrv_before_pct"], r["mrv_after_pct"]) == pytest.approx((75.0, 25.0))
 
 
 # --------------------------------------------------------------------------- schemas

@@ -92,3 +92,62 @@ def test_round_trip_on_every_shared_real_instance(adapter):
     for x in xs:
         for fmt in DEFAULT_FORMATS:
             render(x, fmt, check=True)
+
+
+# --------------------------------------------------------------------------- line breaks
+
+from metamorph.studies.format_robustness.renderers import LINE_BREAKS, RENDERERS as _RENDERERS
+from metamorph.studies.format_robustness.renderers import render as _render
+from metamorph.studies.format_robustness.records import SourceInstance as _SI
+
+_BREAKS = {"LF": "\n", "CR": "\r", "CRLF": "\r\n", "VT": "\x0b", "FF": "\x0c", "FS": "\x1c", "GS": "\x1d",
+           "RS": "\x1e", "NEL": "\x85", "LS": "\u2028", "PS": "\u2029"}
+
+
+def test_line_breaks_cover_every_splitlines_boundary():
+    boundaries = {chr(c) for c in range(0x110000) if len(("a" + chr(c) + "b").splitlines()) == 2}
+    assert boundaries == set(LINE_BREAKS)
+    assert set(_BREAKS.values()) - {"\r\n"} == set(LINE_BREAKS)
+
+
+@pytest.mark.parametrize("fmt", ["txt", "md", "json", "csv"])
+@pytest.mark.parametrize("name", sorted(_BREAKS))
+def test_every_line_break_round_trips_in_every_format(fmt, name):
+    b = _BREAKS[name]
+    values = [f"x{b}y", b, f"z{b}", f"{b}{b}lead and trail{b}", f"a\\u2028 literal | , \" {b} end"]
+    x = _SI("i1", "d", tuple((f"f{j}", v) for j, v in enumerate(values)), "P", ("yes", "no"))
+    doc = _render(x, fmt, check=True)
+    assert _RENDERERS[fmt].parse(doc.text) == [(f"f{j}", v) for j, v in enumerate(values)]
+    if fmt in ("txt", "md"):  # line-oriented: one line per field (+ 2 header lines for md)
+        assert len(doc.text.splitlines()) == len(values) + (2 if fmt == "md" else 0)
+    if fmt == "json":
+        assert not any(c in doc.text for c in ("\x85", "\u2028", "\u2029"))
+
+
+def test_txt_escapes_are_exact():
+    x = _SI("i1", "d", (("a", "1\r\n2\u20283\\"),), "P", ("yes", "no"))
+    assert _render(x, "txt").text == "a: 1\\r\\n2\\u20283\\\\\n"
+    assert _render(x, "csv").text == 'a\n"1\r\n2\u20283\\"\n'
+
+
+# Renderer output is part of the cache key only through renderer_version (file uploads) and the
+# document text: a change of a renderer's output without a version bump must fail here.
+_PINNED = {
+    "txt": "txt-2", "md": "md-2", "json": "json-2", "csv": "csv-2",
+}
+
+
+def _fixture():
+    return _SI("pin-1", "d", (("age", 42), ("note", "a|b, \"c\"\r\nd\u2028e\\f"), ("ok", True), ("t", 37.5),
+                              ("empty", None)), "P", ("yes", "no"))
+
+
+def test_renderer_versions_pin_their_output():
+    got = {f: (_RENDERERS[f].version, _render(_fixture(), f).sha256[:16]) for f in _PINNED}
+    assert {f: v for f, (v, _) in got.items()} == _PINNED
+    assert {f: h for f, (_, h) in got.items()} == PINNED_SHA, (
+        "a renderer's output changed: bump its version in RENDERERS and update the pin")
+
+
+PINNED_SHA = {"txt": "f24cb5202f12417a", "md": "344a305dde1eca37", "json": "85fb637be92b8725",
+              "csv": "6f1006597b2d5145"}

@@ -15,6 +15,10 @@ keys or quote letters inside sentences. :func:`extract_decision` recovers what c
   whitespace and punctuation), ``repaired`` (something had to be recovered: JSON in code fences
   or prose, lenient JSON repairs, a label found inside the decision value or in prose) or
   ``unparseable``;
+* ``truncated`` — the provider cut the reply at the token limit (``finish_reason == "length"``).
+  A cut reply whose label is readable keeps that label (status ``repaired``, reason starting
+  ``truncated+``); scoring it ⊥ would count every long answer as an MR1 violation against a
+  format whose answer happened to be shorter. A cut reply without a readable label is ⊥;
 * ``reason`` — for ``ok``/``repaired`` the ``+``-joined steps that were taken, in order:
   where the JSON was (``clean_json`` for ok; ``json_in_code_fence``, ``json_in_prose``,
   ``json_in_list``, ``nested_json``), lenient repairs (``trailing_comma``, ``single_quotes``,
@@ -25,7 +29,7 @@ keys or quote letters inside sentences. :func:`extract_decision` recovers what c
   ``evidence_capped_12_to_10``). Evidence notes alone keep a clean answer ``ok``. For
   ``unparseable`` the reason is exactly one code of
   :data:`UNPARSEABLE_REASONS`: ``truncated`` (the provider reports ``finish_reason ==
-  "length"``: the answer was cut, even if a label is visible), ``empty``, ``no_label``,
+  "length"`` and no label is readable in what was written), ``empty``, ``no_label``,
   ``negated_label`` (only negated labels, e.g. "not eligible" when "not eligible" is no label),
   ``ambiguous`` (two different labels asserted).
 
@@ -163,6 +167,7 @@ class Extraction:
     evidence: tuple[str, ...]
     parse_status: ParseStatus
     reason: str
+    truncated: bool = False
 
     def __post_init__(self) -> None:
         if self.parse_status not in ("ok", "repaired", "unparseable"):
@@ -176,6 +181,10 @@ class Extraction:
                 raise ValueError(f"unparseable reason must be one of {UNPARSEABLE_REASONS}, got {self.reason!r}")
         if len(self.evidence) > MAX_EVIDENCE:
             raise ValueError(f"at most {MAX_EVIDENCE} evidence items, got {len(self.evidence)}")
+        if self.truncated and self.parse_status == "ok":
+            raise ValueError("a truncated reply is never 'ok' (at best 'repaired')")
+        if (self.reason == "truncated") and not self.truncated:
+            raise ValueError("reason 'truncated' requires truncated=True")
 
     @property
     def parseable(self) -> bool:
@@ -320,8 +329,13 @@ def extract_decision(text: str | None, answer_space: Sequence[str],
     Args:
         text: the model's completion (``None`` for a call that returned no text).
         answer_space: the allowed labels; the returned decision is one of them, spelled as here.
-        finish_reason: the provider's normalised finish reason; ``"length"`` means the output
-            was cut by the token limit and makes it ``unparseable`` / ``truncated``.
+        finish_reason: the provider's normalised finish reason; ``"length"`` (also
+            ``max_tokens`` / ``max_output_tokens``) means the output was cut by the token limit:
+            the reply is read as usual and, if a label is readable (a complete decision value;
+            the unfinished last string of a cut JSON object is dropped, never completed), it is
+            scored with that label, ``parse_status = "repaired"``, ``reason = "truncated+..."``
+            and ``truncated = True``; with no readable label it is ``unparseable`` /
+            ``truncated`` (also ``truncated = True``).
 
     Raises:
         ConfigError: the answer space has fewer than two labels, a non-string label, a label
@@ -329,7 +343,16 @@ def extract_decision(text: str | None, answer_space: Sequence[str],
     """
     space = _compile_space(answer_space)
     if finish_reason is not None and str(finish_reason).strip().lower() in _TRUNCATED_FINISH:
-        return _unparseable("truncated")
+        got = _extract(text, space)
+        if got.decision is None:
+            return Extraction(None, (), "unparseable", "truncated", truncated=True)
+        return Extraction(got.decision, got.evidence, "repaired",
+                          f"truncated+{got.reason}",
+                          truncated=True)
+    return _extract(text, space)
+
+
+def _extract(text: str | None, space: _Space) -> Extraction:
     if text is None or not str(text).strip():
         return _unparseable("empty")
     text = str(text)

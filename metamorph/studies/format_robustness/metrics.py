@@ -3,7 +3,10 @@
 Paper: "Not as Sweet by Another Name: An Empirical Study of Format Robustness in LLM
 Document Workflows" (ASE '26). A record (*instance*) is rendered in several formats (txt,
 md, json, csv; TXT is the baseline) and each rendering is given to a *workflow* (provider +
-model + ingestion path) ``k`` times (repeats ``r = 1..k``; repeat 1 is the primary run).
+model + ingestion path) ``k`` times (repeats ``r = 1..k``). The unit of the violation rates
+is the *group* (instance, r) of §5.2 — the r-th response of every format
+(:func:`mr_flags`); rates resample instances for their CIs. Where the paper is ambiguous the
+reading that reproduces its own tables is taken and named in the function's docstring.
 
 Input: the generations frame
 ----------------------------
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,13 +50,19 @@ from metamorph.schemas import require_columns
 from metamorph.sql import run_sql
 from metamorph.studies.format_robustness.schemas import (
     AccuracyByFormat,
+    DriftCorrelation,
+    EvidenceChangeShare,
     EvidenceDrift,
     FairnessDisparity,
+    FlipErrors,
     FormatTests,
     MRFlags,
+    MRTable,
     MRViolations,
+    SilentByDataset,
     SilentViolations,
     StabilityByFormat,
+    WorkflowTests,
 )
 
 __all__ = [
@@ -70,6 +80,16 @@ __all__ = [
     "fairness_disparity",
     "silent_violations",
     "format_tests",
+    "MR_UNITS",
+    "FDS_DISPERSIONS",
+    "AVG",
+    "silent_violations_by_dataset",
+    "workflow_tests",
+    "flip_error_distribution",
+    "evidence_change_share",
+    "drift_correlation",
+    "with_avg",
+    "mr_table",
 ]
 
 #: Columns of the generations frame (the input contract).
@@ -184,81 +204,125 @@ def _pct(num: float, den: float) -> float:
     return math.nan if den == 0 else 100.0 * num / den
 
 
-def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA) -> pd.DataFrame:
-    """Per-instance metamorphic-relation flags (§4.1).
+#: Units of the MR flags (:func:`mr_flags`): ``group`` (default, §5.2) or the legacy
+#: ``instance_repeat1``.
+MR_UNITS = ("group", "instance_repeat1")
 
-    For each (workflow, dataset, instance), the decision of a format is its repeat-1
-    decision (the primary run).
 
-    * **MR1** (decision invariance) is violated when the repeat-1 decisions differ between
-      any two formats; ⊥ is its own outcome (⊥ vs a label violates, ⊥ vs ⊥ does not).
-    * **MR2** (evidence consistency) is violated when, for some pair of formats, the Jaccard
-      similarity of the repeat-1 evidence-category *sets* is below ``theta`` (θ = 0.3;
-      ``J < θ`` violates, ``J = θ`` does not). ∅ vs ∅ has J = 1 (nothing to disagree
-      on); ∅ (only unmapped evidence, or ⊥) vs a non-empty set has J = 0.
-    * **MR3** (execution consistency): ``S_f`` = all k repeats of format f agree (⊥ is a
-      value); MR3 is violated when ``S_f`` differs between any two formats.
+def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -> pd.DataFrame:
+    """Metamorphic-relation flags per execution group (§4.1, unit of §5.2).
+
+    **Unit** (``unit="group"``, the default). §5.2 counts "12,000 execution response groups"
+    = 4 workflows × 4 datasets × 250 instances × k = 3, "each group contains four workflow
+    responses to the same semantic input in four formats": a *group* is (instance, repeat r)
+    and holds the r-th response of every format. MR1 and MR2 are evaluated in every group, so
+    a flip in repeat 2 counts (Table 1's M1 cells of Construct, DiscrimEval and Credit Card are
+    multiples of 1/750 = 1/(250·3)).
+
+    * **MR1** (decision invariance) is violated in group (x, r) when the r-th decisions differ
+      between any two formats; ⊥ is its own outcome (⊥ vs a label violates, ⊥ vs ⊥ does not).
+    * **MR2** (evidence consistency) is violated in group (x, r) when, for some pair of
+      formats, the Jaccard similarity of the r-th evidence-category *sets* is below ``theta``
+      (θ = 0.3; ``J < θ`` violates, ``J = θ`` does not). ∅ vs ∅ has J = 1; ∅ (only unmapped
+      evidence, or ⊥) vs a non-empty set has J = 0.
+    * **MR3** (execution consistency) compares repeats, so it is a property of the instance:
+      ``S_f`` = all k repeats of format f agree (⊥ is a value); MR3 is violated when ``S_f``
+      differs between two formats. Every group of the instance carries the instance's MR3
+      flag, so M3 over groups equals M3 over instances — the reading that reproduces Table 1,
+      whose M3 cells of Construct, DiscrimEval and Credit Card are multiples of 1/250 (e.g.
+      86.40 = 216/250, 0.40 = 1/250) and not of 1/750, and §5.4's "groups (k = 3) of repeated
+      execution results".
+
+    Not reproduced: Table 1's MedQA M1 cells (65.86, 76.44, 41.96) fit no denominator of 250 or
+    750 (MedQA probably lost instances), and five M2 cells (19.70, 64.90, 16.90, 53.10, 34.50)
+    are multiples of 1/1000, not of 1/750 — the paper's M2 unit may be (instance, format);
+    M2 is kept on groups here, like M1, as §5.3 states ("12,000 evidence groups").
+
+    ``unit="instance_repeat1"`` keeps the earlier reading: one row per instance (``repeat`` =
+    1), MR1/MR2 on the repeat-1 responses only; MR3 as above.
 
     Instances with fewer than 2 formats get null flags (no pair to compare).
 
+    Raises:
+        ValueError: an invalid generations frame (:func:`validate_generations`), an unknown
+            ``unit``.
+
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.MRFlags`: ``workflow_id, dataset,
-        instance_id, mr1, mr2, mr3, n_formats, k``.
+        instance_id, repeat, mr1, mr2, mr3, n_formats, k`` (one row per group; booleans).
     """
+    if unit not in MR_UNITS:
+        raise ValueError(f"mr_flags: unit must be one of {MR_UNITS}, got {unit!r}")
     g = validate_generations(gen)
     s_f = g.groupby(_INST + ["format"], sort=False)["_dec"].nunique().eq(1)
     k_f = g.groupby(_INST + ["format"], sort=False)["repeat"].size()
-    r1 = g[g["repeat"] == 1]
-    rows = []
-    for key, grp in r1.groupby(_INST, sort=True):
-        n_formats = len(grp)
+    mr3_of: dict[tuple, object] = {}
+    for key, grp in g[g["repeat"] == 1].groupby(_INST, sort=False):
         fmts = grp["format"].tolist()
-        k = int(k_f.loc[key + (fmts[0],)])
+        mr3_of[key] = pd.NA if len(fmts) < 2 else len({bool(s_f.loc[key + (f,)]) for f in fmts}) > 1
+    rows = []
+    sub = g if unit == "group" else g[g["repeat"] == 1]
+    for key, grp in sub.groupby(_INST + ["repeat"], sort=True):
+        inst = key[:3]
+        n_formats = len(grp)
+        k = int(k_f.loc[inst + (grp["format"].iloc[0],)])
         if n_formats < 2:
             rows.append((*key, pd.NA, pd.NA, pd.NA, n_formats, k))
             continue
         mr1 = grp["_dec"].nunique() > 1
         sets = [set(c) for c in grp["_cats"]]
         mr2 = any(stats.jaccard(a, b) < theta for a, b in itertools.combinations(sets, 2))
-        mr3 = len({bool(s_f.loc[key + (f,)]) for f in fmts}) > 1
-        rows.append((*key, mr1, mr2, mr3, n_formats, k))
-    out = pd.DataFrame(rows, columns=_INST + ["mr1", "mr2", "mr3", "n_formats", "k"])
+        rows.append((*key, mr1, mr2, mr3_of[inst], n_formats, k))
+    out = pd.DataFrame(rows, columns=_INST + ["repeat", "mr1", "mr2", "mr3", "n_formats", "k"])
     for c in ("mr1", "mr2", "mr3"):
         out[c] = pd.array(out[c].tolist(), dtype="boolean")
     return MRFlags.validate(out)
 
 
 def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Violation rates M1, M2, M3 (§5.1, Table 2) with percentile bootstrap 95% CIs.
+    """Violation rates M1, M2, M3 (§5.1 MRV, Table 1) with cluster-bootstrap 95% CIs.
 
-    ``M_i`` = % of instances (with defined flags) violating MR_i, per workflow × dataset.
-    The CI resamples instances (:func:`metamorph.stats.bootstrap_mean_ci`, percentile,
-    ``seed`` — the same seed for every cell, so results are reproducible cell by cell).
-    All-equal flags (e.g. no violation) give CI = [v, v]; a single instance gives no
-    interval (null CI, ``ci_note`` says why). Instances with null flags (< 2 formats) are
-    counted in ``n_undefined``.
+    ``M_i`` = 100 · (violating groups) / (groups with a defined flag), per workflow × dataset
+    (a group is (instance, repeat), :func:`mr_flags`; a flags frame without ``repeat`` has one
+    group per instance). ``n_groups`` is that denominator and ``n_instances`` the number of
+    distinct instances in it (Table 1: n_groups = 750 = 250 instances × k = 3).
+
+    CI: percentile bootstrap that resamples **instances** (clusters: the k groups of an
+    instance are resampled together, never as independent units) and recomputes the ratio
+    (:func:`metamorph.stats.bootstrap_ratio_ci`, ``n_resamples``, ``seed`` — the same seed for
+    every cell). All-equal flags give CI = [v, v]; a single instance gives no interval (null
+    CI, ``ci_note`` says why). Instances with null flags (< 2 formats) are counted in
+    ``n_undefined`` (instances), never in a rate.
+
+    Raises:
+        ValueError: missing columns.
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.MRViolations`: ``workflow_id,
-        dataset, relation, violation_pct, ci_low_pct, ci_high_pct, n_instances, n_undefined,
-        ci_note``.
+        dataset, relation, violation_pct (%), ci_low_pct, ci_high_pct, n_groups, n_instances,
+        n_undefined, ci_note``.
     """
     f = _validate_flags(flags)
+    if "repeat" not in f.columns:
+        f = f.assign(repeat=1)
     rows = []
     for (wf, ds), grp in f.groupby(_KEYS, sort=True):
         for rel in _RELATIONS:
-            col = grp[rel.lower()]
-            vals = col.dropna().astype(float).to_numpy()
-            ci = stats.bootstrap_mean_ci(vals, n_resamples=n_resamples, seed=seed)
+            col = rel.lower()
+            defined = grp[grp[col].notna()]
+            per = defined.assign(_v=defined[col].astype(bool).astype(float)).groupby("instance_id", sort=False)["_v"]
+            num, den = per.sum(), per.size()
+            ci = stats.bootstrap_ratio_ci(num.to_numpy(), den.to_numpy(), n_resamples=n_resamples, seed=seed)
+            undefined = grp[grp[col].isna()]["instance_id"].nunique()
             rows.append(dict(
                 workflow_id=wf, dataset=ds, relation=rel,
                 violation_pct=100.0 * ci.mean,
                 ci_low_pct=None if ci.low is None else 100.0 * ci.low,
                 ci_high_pct=None if ci.high is None else 100.0 * ci.high,
-                n_instances=ci.n, n_undefined=int(col.isna().sum()), ci_note=ci.note,
+                n_groups=int(den.sum()), n_instances=ci.n, n_undefined=int(undefined), ci_note=ci.note,
             ))
     cols = ["workflow_id", "dataset", "relation", "violation_pct", "ci_low_pct", "ci_high_pct",
-            "n_instances", "n_undefined", "ci_note"]
+            "n_groups", "n_instances", "n_undefined", "ci_note"]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("violation_pct", "ci_low_pct", "ci_high_pct"):
         out[c] = out[c].astype(float)
@@ -385,7 +449,20 @@ def _validate_sensitive(sensitive: pd.DataFrame) -> pd.DataFrame:
     return s
 
 
-def fairness_disparity(gen: pd.DataFrame, sensitive: pd.DataFrame, eps: float = 1e-9) -> pd.DataFrame:
+#: Dispersions σ_g of the FDS normalisation (:func:`fairness_disparity`).
+FDS_DISPERSIONS = ("mad", "std", "sample_std")
+
+
+def _dispersion(values: np.ndarray, how: str) -> float:
+    if how == "mad":
+        return float(np.abs(values - values.mean()).mean())
+    if how == "std":
+        return float(values.std(ddof=0))
+    return float(values.std(ddof=1)) if values.size > 1 else math.nan
+
+
+def fairness_disparity(gen: pd.DataFrame, sensitive: pd.DataFrame, eps: float = 1e-9,
+                       dispersion: str = "mad") -> pd.DataFrame:
     """Format sensitivity Sen_f(g) and format disparity score FDS_f(g) (§5.1, Table 2).
 
     Sensitive factors g (per dataset, from the long frame ``dataset, instance_id,
@@ -398,16 +475,32 @@ def fairness_disparity(gen: pd.DataFrame, sensitive: pd.DataFrame, eps: float = 
       dataset has no favourable label — then no group has a rate).
     * ``Sen_f(g)`` = max − min affirmative rate over the groups with ≥ 1 parseable
       generation, in percentage points; null when fewer than 2 such groups.
-    * ``FDS_f(g) = (Sen_f(g) − μ_g) / (σ_g + ε)`` with μ_g, σ_g the mean and population
-      standard deviation (ddof = 0) of Sen_f(g) over the formats of that workflow × dataset
-      with a non-null Sen. Equal Sen in every format gives FDS = 0.
+    * ``FDS_f(g) = (Sen_f(g) − μ_g) / (σ_g + ε)`` with μ_g the mean of Sen_f(g) over the
+      formats of that workflow × dataset with a non-null Sen, and σ_g its dispersion:
+
+      - ``dispersion="mad"`` (default): the **mean absolute deviation** about μ_g,
+        σ_g = mean_f |Sen_f − μ_g|. §5.3 reports "FDS up to 2.00" for the pattern where CSV
+        has a disparity and the other three formats "produce identical decision rates"
+        (Sen = a, 0, 0, 0): MAD gives (3a/4)/(3a/8) = 2.00 exactly, and 2 = n/2 is the largest
+        value it allows with 4 formats. The population sd cannot reach 2.00 (same pattern:
+        √3 ≈ 1.73, its maximum with 4 formats), nor can the sample sd (1.50). The paper says
+        "standard deviation"; MAD is the reading that reproduces its reported value.
+      - ``"std"``: population standard deviation (ddof = 0), the earlier behaviour.
+      - ``"sample_std"``: sample standard deviation (ddof = 1).
+
+      Equal Sen in every format gives FDS = 0.
 
     Datasets without sensitive attributes give no rows.
+
+    Raises:
+        ValueError: invalid frames (named), an unknown ``dispersion``.
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.FairnessDisparity`: ``workflow_id,
         dataset, factor, format, sen_pp, fds, n_groups, min_group_n``.
     """
+    if dispersion not in FDS_DISPERSIONS:
+        raise ValueError(f"fairness_disparity: dispersion must be one of {FDS_DISPERSIONS}, got {dispersion!r}")
     g = validate_generations(gen)
     s = _validate_sensitive(sensitive)
     r1 = g[g["repeat"] == 1]
@@ -436,7 +529,7 @@ def fairness_disparity(gen: pd.DataFrame, sensitive: pd.DataFrame, eps: float = 
                 sens = np.array([c[4] for c in cells], dtype=float)
                 ok = ~np.isnan(sens)
                 mu = float(sens[ok].mean()) if ok.any() else math.nan
-                sigma = float(sens[ok].std(ddof=0)) if ok.any() else math.nan
+                sigma = _dispersion(sens[ok], dispersion) if ok.any() else math.nan
                 for c, sv in zip(cells, sens):
                     fds = math.nan if math.isnan(sv) else (sv - mu) / (sigma + eps)
                     rows.append(dict(workflow_id=c[0], dataset=c[1], factor=c[2], format=c[3],
@@ -449,16 +542,21 @@ def fairness_disparity(gen: pd.DataFrame, sensitive: pd.DataFrame, eps: float = 
 
 
 def silent_violations(flags: pd.DataFrame) -> pd.DataFrame:
-    """Silent violations (§5.1): MR2 violated (evidence changed) while MR1 holds (same decision).
+    """Silent violations (§5.3): MR2 violated (evidence changed) while MR1 holds (same decision).
 
     Computed in DuckDB by ``sql/format_robustness/silent_violations.sql`` (set-based).
 
-    ``silent_pct`` = 100 · #(MR2 ∧ ¬MR1) / #MR2 per workflow × dataset; null when there is
-    no MR2 violation. Instances with null flags are not counted.
+    ``silent_pct`` = 100 · #(MR2 ∧ ¬MR1) / #MR2 over the groups (instance, repeat) of
+    :func:`mr_flags` per workflow × dataset; null when there is no MR2 violation. Groups with
+    null flags are not counted. 100 − silent_pct is §5.3's co-occurrence share (63.56% of
+    MR2-violating instances also violate MR1, 36.44% are silent).
+
+    Raises:
+        ValueError: missing columns.
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.SilentViolations`: ``workflow_id,
-        dataset, silent_pct, n_silent, n_mr2, n_instances``.
+        dataset, silent_pct (%), n_silent, n_mr2, n_groups, n_instances``.
     """
     f = _validate_flags(flags)
     frame = f[_INST + ["mr1", "mr2"]].astype({"mr1": "boolean", "mr2": "boolean"})
@@ -479,8 +577,11 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT) -> pd.DataF
       csv; pairwise-complete instances), Holm-corrected over the pairs of the workflow ×
       dataset (``p_holm``). ``statistic`` = min(b, c) discordant count.
     * ``spearman`` — Spearman ρ between JS and ΔAcc (:func:`evidence_drift`) over the
-      non-baseline formats (the baseline's own point (0, 0) is by construction and is left
-      out); < 3 points or a constant input gives null with a reason.
+      non-baseline formats of this one setting (the baseline's own point (0, 0) is by
+      construction and is left out), with the **exact** permutation p-value
+      (:func:`metamorph.stats.spearman_exact`: with 3 points |ρ| = 1 has p = 1/3, never 0);
+      < 3 points or a constant input gives null with a reason. §5.3's ρ pools all settings:
+      :func:`drift_correlation`.
 
     Datasets without gold give no rows (nothing to test).
 
@@ -506,7 +607,7 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT) -> pd.DataF
         wd = g[(g["workflow_id"] == wf) & (g["dataset"] == ds)]
         if baseline in set(wd["format"]):
             drift = _drift(wd, baseline)
-            sp = stats.spearman(drift["js_divergence"].tolist(), drift["delta_acc_pct"].tolist())
+            sp = stats.spearman_exact(drift["js_divergence"].tolist(), drift["delta_acc_pct"].tolist())
         else:
             sp = stats.CorrelationResult(None, None, 0, f"no baseline format {baseline!r}")
         rows.append(dict(workflow_id=wf, dataset=ds, test="spearman", comparison="js_divergence~delta_acc_pct",
@@ -516,3 +617,248 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT) -> pd.DataF
     for c in ("statistic", "p_value", "p_holm"):
         out[c] = out[c].astype(float)
     return FormatTests.validate(out)
+
+
+# ------------------------------------------------------------------------------------------
+# Analyses of §5.2–5.4 beyond the per-cell rates
+
+
+def silent_violations_by_dataset(flags: pd.DataFrame) -> pd.DataFrame:
+    """Silent-violation rate per dataset, pooled over workflows (§5.3: "from 11.11% on MedQA to
+    55.33% on DiscrimEval").
+
+    ``silent_pct`` = 100 · Σ_workflows #(MR2 ∧ ¬MR1) / Σ_workflows #MR2 over the groups of
+    :func:`mr_flags` (pooled counts, so that silent and co-occurring shares add up to 100 as
+    in §5.3's 63.56% / 36.44%); null when the dataset has no MR2 violation. A final row with
+    ``dataset = "*"`` pools every dataset.
+
+    Raises:
+        ValueError: missing columns.
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.SilentByDataset`: ``dataset,
+        silent_pct (%), cooccur_pct (%), n_silent, n_mr2, n_groups, n_workflows``.
+    """
+    per = silent_violations(flags)
+    rows = []
+    for ds, grp in list(per.groupby("dataset", sort=True)) + [("*", per)]:
+        n_mr2, n_silent = int(grp["n_mr2"].sum()), int(grp["n_silent"].sum())
+        silent = _pct(n_silent, n_mr2)
+        rows.append(dict(dataset=ds, silent_pct=silent, cooccur_pct=100.0 - silent if n_mr2 else math.nan,
+                         n_silent=n_silent, n_mr2=n_mr2, n_groups=int(grp["n_groups"].sum()),
+                         n_workflows=int(grp["workflow_id"].nunique())))
+    out = pd.DataFrame(rows, columns=["dataset", "silent_pct", "cooccur_pct", "n_silent", "n_mr2", "n_groups",
+                                      "n_workflows"])
+    for c in ("silent_pct", "cooccur_pct"):
+        out[c] = out[c].astype(float)
+    return SilentByDataset.validate(out)
+
+
+def workflow_tests(flags: pd.DataFrame) -> pd.DataFrame:
+    """Cochran's Q across workflows per dataset and relation (§5.3 on M2, §5.4 on M3: "Cochran's
+    Q-tests on aligned instances ... all Q > 338, p < 0.001").
+
+    Blocks are the units aligned across every workflow of the dataset: groups (instance,
+    repeat) for MR1 and MR2 (their unit), instances for MR3 (an instance-level flag repeated
+    on its groups would count each instance k times). Units missing in a workflow, or with a
+    null flag in one, are left out (``n`` counts the blocks used). Treatments = workflows.
+    Null statistic with a note when undefined (fewer than 2 workflows, no block, no
+    discordant block) — :func:`metamorph.stats.cochrans_q`.
+
+    Raises:
+        ValueError: missing columns.
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.WorkflowTests`: ``dataset,
+        relation, unit, workflows, statistic (Q), p_value, n, note``.
+    """
+    f = _validate_flags(flags)
+    if "repeat" not in f.columns:
+        f = f.assign(repeat=1)
+    rows = []
+    for ds, grp in f.groupby("dataset", sort=True):
+        wfs = sorted(grp["workflow_id"].unique())
+        for rel in _RELATIONS:
+            col = rel.lower()
+            unit = ["instance_id"] if rel == "MR3" else ["instance_id", "repeat"]
+            sub = grp.drop_duplicates(["workflow_id"] + unit) if rel == "MR3" else grp
+            vals = sub.assign(_v=[math.nan if pd.isna(v) else float(bool(v)) for v in sub[col]])
+            mat = vals.pivot(index=unit, columns="workflow_id", values="_v").reindex(columns=wfs).dropna()
+            q = stats.cochrans_q(mat.to_numpy())
+            rows.append(dict(dataset=ds, relation=rel, unit="instance" if rel == "MR3" else "group",
+                             workflows=",".join(wfs), statistic=q.statistic, p_value=q.p_value, n=int(len(mat)),
+                             note=q.note))
+    out = pd.DataFrame(rows, columns=["dataset", "relation", "unit", "workflows", "statistic", "p_value", "n", "note"])
+    for c in ("statistic", "p_value"):
+        out[c] = out[c].astype(float)
+    return WorkflowTests.validate(out)
+
+
+def flip_error_distribution(gen: pd.DataFrame) -> pd.DataFrame:
+    """Where the errors of correctness flips fall, by format (§5.2, Figure 3).
+
+    A *flip group* is a group (instance with gold, repeat r) whose r-th responses are correct
+    in some format and incorrect in another (⊥ is incorrect). Per workflow × dataset × format:
+    ``n_errors`` = flip groups in which this format is incorrect and ``error_pct`` = 100 ·
+    n_errors / n_flip_groups ("among the 3,302 instances, the CSV format input yields the
+    highest error rate, reaching up to 91.92%"). The denominator is the same for every format
+    of a workflow × dataset (all its flip groups). Datasets without gold give no rows.
+
+    Raises:
+        ValueError: invalid generations frame.
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.FlipErrors`: ``workflow_id,
+        dataset, format, n_errors, n_flip_groups, error_pct (%)``.
+    """
+    g = validate_generations(gen)
+    gg = g[g["gold"].notna()]
+    gg = gg.assign(_ok=gg["is_correct"].astype(bool) & gg["decision"].notna())
+    rows = []
+    for (wf, ds), grp in gg.groupby(_KEYS, sort=True):
+        fmts = _ordered_formats(grp["format"])
+        mat = grp.pivot_table(index=["instance_id", "repeat"], columns="format", values="_ok", aggfunc="first")
+        ok_any = mat.eq(True).any(axis=1)
+        bad_any = mat.eq(False).any(axis=1)
+        flips = mat[ok_any & bad_any]
+        n_flip = len(flips)
+        for f in fmts:
+            n_err = int(flips[f].eq(False).sum()) if f in flips.columns else 0
+            rows.append(dict(workflow_id=wf, dataset=ds, format=f, n_errors=n_err, n_flip_groups=n_flip,
+                             error_pct=_pct(n_err, n_flip)))
+    out = pd.DataFrame(rows, columns=["workflow_id", "dataset", "format", "n_errors", "n_flip_groups", "error_pct"])
+    out["error_pct"] = out["error_pct"].astype(float)
+    return FlipErrors.validate(_sort(out, _KEYS + ["format"]))
+
+
+def evidence_change_share(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, theta: float = MR2_THETA) -> pd.DataFrame:
+    """Share of evidence changes by format against the baseline (§5.3: "52.21% and 24.35% of
+    evidence changes occur under the CSV and JSON formats").
+
+    An *evidence change* of format f ≠ baseline is a group (instance, repeat r) whose r-th
+    evidence-category sets of f and of the baseline have Jaccard < ``theta`` (the MR2 test
+    of that pair). ``share_pct`` = 100 · n_changes_f / Σ_f' n_changes_f' — the formats'
+    shares of all changes sum to 100. Rows per workflow × dataset, then per dataset pooled
+    over workflows (``workflow_id = "*"``) and pooled over everything (``"*"``, ``"*"``).
+
+    Raises:
+        ValueError: invalid generations frame; a workflow × dataset without the baseline.
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.EvidenceChangeShare`:
+        ``workflow_id, dataset, format, baseline, n_changes, n_groups, share_pct (%)``.
+    """
+    g = validate_generations(gen)
+    counts: list[dict] = []
+    for (wf, ds), grp in g.groupby(_KEYS, sort=True):
+        fmts = _ordered_formats(grp["format"])
+        if baseline not in fmts:
+            raise ValueError(f"evidence_change_share: workflow {wf!r}, dataset {ds!r} has no baseline format "
+                             f"{baseline!r} (formats {fmts})")
+        cats = grp.set_index(["instance_id", "repeat", "format"])["_cats"]
+        base = cats.xs(baseline, level="format")
+        for f in fmts:
+            if f == baseline:
+                continue
+            other = cats.xs(f, level="format")
+            both = base.index.intersection(other.index)
+            n = sum(stats.jaccard(set(base[i]), set(other[i])) < theta for i in both)
+            counts.append(dict(workflow_id=wf, dataset=ds, format=f, baseline=baseline, n_changes=int(n),
+                               n_groups=len(both)))
+    c = pd.DataFrame(counts, columns=["workflow_id", "dataset", "format", "baseline", "n_changes", "n_groups"])
+    pooled_ds = c.groupby(["dataset", "format", "baseline"], sort=False)[["n_changes", "n_groups"]].sum().reset_index()
+    pooled_ds["workflow_id"] = "*"
+    pooled_all = c.groupby(["format", "baseline"], sort=False)[["n_changes", "n_groups"]].sum().reset_index()
+    pooled_all["workflow_id"], pooled_all["dataset"] = "*", "*"
+    out = pd.concat([c, pooled_ds, pooled_all], ignore_index=True)[list(c.columns)]
+    tot = out.groupby(["workflow_id", "dataset"], sort=False)["n_changes"].transform("sum")
+    out["share_pct"] = [(_pct(n, t)) for n, t in zip(out["n_changes"], tot)]
+    out["share_pct"] = out["share_pct"].astype(float)
+    return EvidenceChangeShare.validate(_sort(out, _KEYS + ["format"]))
+
+
+def drift_correlation(drift: pd.DataFrame) -> pd.DataFrame:
+    """Spearman ρ(JS, ΔAcc) pooled over settings (§5.3: "ρ(JS, ΔAcc) = −0.470, p < 0.05 across all
+    settings ... up to ρ = −0.683 on MedQA").
+
+    Input: :func:`evidence_drift` rows (one per workflow × dataset × format ≠ baseline). Rows
+    with a null ΔAcc (datasets without gold) are left out and counted in ``n_left_out``.
+    ``scope = "all"`` pools every (workflow, dataset, format) point; ``scope =
+    "dataset:<name>"`` pools the workflows × formats of one dataset. p-value:
+    :func:`metamorph.stats.spearman_exact` (exact permutation p for n ≤ 9, t approximation
+    beyond). Fed Table 2's own 24 rounded points this gives ρ = −0.385 (p = 0.063), not the
+    paper's −0.470: the paper's value cannot be recomputed from its rounded table.
+
+    Raises:
+        ValueError: missing columns.
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.DriftCorrelation`: ``scope, rho,
+        p_value, n, n_left_out, note``.
+    """
+    require_columns(drift, ["workflow_id", "dataset", "format", "js_divergence", "delta_acc_pct"], "drift")
+    rows = []
+    scopes = [("all", drift)] + [(f"dataset:{ds}", grp) for ds, grp in drift.groupby("dataset", sort=True)]
+    for scope, grp in scopes:
+        ok = grp[grp["delta_acc_pct"].notna() & grp["js_divergence"].notna()]
+        sp = stats.spearman_exact(ok["js_divergence"].tolist(), ok["delta_acc_pct"].tolist())
+        rows.append(dict(scope=scope, rho=sp.rho, p_value=sp.p_value, n=sp.n, n_left_out=len(grp) - len(ok),
+                         note=sp.note))
+    out = pd.DataFrame(rows, columns=["scope", "rho", "p_value", "n", "n_left_out", "note"])
+    for c in ("rho", "p_value"):
+        out[c] = out[c].astype(float)
+    return DriftCorrelation.validate(out)
+
+
+#: Label of the average row / column of the paper's tables.
+AVG = "Avg."
+
+
+def with_avg(cells: pd.DataFrame, row: str, col: str, value: str, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Add the paper's ``Avg.`` row and column to a long table of cells (Tables 1–3).
+
+    For every combination of ``by`` (e.g. the relation M1/M2/M3): the ``Avg.`` column of a
+    row is the **unweighted mean of that row's cells** over ``col``; the ``Avg.`` row of a
+    column is the unweighted mean over ``row``; the corner is the mean of all cells (equal to
+    the mean of either margin when the table is complete). Means skip null cells. This is how
+    Table 1's margins are built: e.g. MedQA M1 Avg. = (65.86 + 76.44 + 17.40 + 41.96)/4 =
+    50.415 -> 50.42; OpenAI M1 Avg. = (65.86 + 29.47 + 17.07 + 52.93)/4 = 41.33.
+
+    Raises:
+        ValueError: missing columns, a cell given twice, or ``Avg.`` already used as a key.
+
+    Returns:
+        ``cells`` (columns ``*by, row, col, value``) followed by the Avg. cells.
+    """
+    keys = [*by, row, col]
+    require_columns(cells, [*keys, value], "cells")
+    c = cells[[*keys, value]].copy()
+    if c.duplicated(keys).any():
+        raise ValueError(f"with_avg: a cell is given twice, e.g. {c.loc[c.duplicated(keys), keys].iloc[0].to_dict()}")
+    if (c[row] == AVG).any() or (c[col] == AVG).any():
+        raise ValueError(f"with_avg: {AVG!r} is already a {row} or {col}")
+    c[value] = c[value].astype(float)
+    grp_by = list(by)
+    parts = [c]
+    row_avg = c.groupby([*grp_by, row], sort=False)[value].mean().reset_index().assign(**{col: AVG})
+    col_avg = c.groupby([*grp_by, col], sort=False)[value].mean().reset_index().assign(**{row: AVG})
+    corner = (c.groupby(grp_by, sort=False)[value].mean().reset_index() if grp_by
+              else pd.DataFrame({value: [c[value].mean()]})).assign(**{row: AVG, col: AVG})
+    parts += [row_avg, col_avg, corner]
+    return pd.concat(parts, ignore_index=True)[[*keys, value]]
+
+
+def mr_table(violations: pd.DataFrame) -> pd.DataFrame:
+    """Table 1: M1/M2/M3 (%) per dataset × workflow with the ``Avg.`` row and column
+    (:func:`with_avg`, unweighted means of cells), from :func:`mr_violations`.
+
+    Raises:
+        ValueError: missing columns.
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.MRTable`: ``relation, dataset,
+        workflow_id, violation_pct (%)`` (dataset / workflow_id ``Avg.`` for the margins).
+    """
+    require_columns(violations, ["workflow_id", "dataset", "relation", "violation_pct"], "violations")
+    out = with_avg(violations, "dataset", "workflow_id", "violation_pct", by=["relation"])
+    return MRTable.validate(out[["relation", "dataset", "workflow_id", "violation_pct"]])

@@ -1,9 +1,14 @@
-"""Mitigations of the document-format study (paper §5.5, Table 3): vote aggregation across
-formats and format routing.
+"""Mitigations of the document-format study (paper §5.5, Table 3), each measured by ΔM1, ΔM2
+and ΔM3 (before − after, percentage points).
 
-* :func:`vote_aggregation` — the decision of an instance is the majority over its formats.
-* :func:`format_routing` — every instance is answered in the format that did best on a
-  calibration split (:func:`calibration_split`).
+* :func:`vote_aggregation` — "Vot.": the k repeats of an (instance, format) are reduced to
+  their majority (documented tie rule, :func:`_majority`).
+* :func:`routing_choice` + :func:`format_routing` — "Rte.": every input is converted to the
+  workflow's empirically best format and re-run through the workflow (new generations,
+  planned by :func:`metamorph.studies.format_robustness.plan.plan_routing`); the best format
+  is learnt from all instances (the paper's offline results) or from a calibration split.
+* :func:`format_routing_simulated` — the earlier offline estimate (MR1 only, no new calls).
+* :func:`mitigation_table` — Table 3 with its Avg. rows and columns.
 
 Inputs are the generations frame of :mod:`metamorph.studies.format_robustness.metrics`
 (:func:`~metamorph.studies.format_robustness.metrics.validate_generations`); outputs are
@@ -19,6 +24,13 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from metamorph.studies.format_robustness.schemas import (
+    FormatRouting,
+    FormatRoutingSimulated,
+    MitigationTable,
+    RoutingChoice,
+    VoteAggregation,
+)
 from metamorph.studies.format_robustness.metrics import (
     _BOTTOM,
     _INST,
@@ -30,52 +42,86 @@ from metamorph.studies.format_robustness.metrics import (
     _stability,
     mr_flags,
     validate_generations,
+    with_avg,
 )
-from metamorph.studies.format_robustness.schemas import FormatRouting, VoteAggregation
 
 
-def _majority(decisions: Sequence[str]) -> tuple[str, bool]:
-    """Majority decision (⊥ counts as a value); a tie for the top count -> (⊥, True)."""
-    counts = Counter(decisions).most_common()
+#: Tie rules of the majority vote (:func:`vote_aggregation`).
+VOTE_TIES = ("first", "bottom")
+
+
+def _majority(decisions: Sequence[str], tie: str = "first") -> tuple[str, bool]:
+    """Majority decision of the k repeats in repeat order (⊥ counts as a value).
+
+    Returns ``(decision, tied)``. A tie for the top count is resolved by ``tie``:
+    ``"first"`` — the tied decision that occurs first in repeat order (r = 1, 2, ...), i.e.
+    what ``collections.Counter(decisions).most_common(1)`` returns, the usual self-consistency
+    implementation; ``"bottom"`` — ⊥ "no majority" (the earlier rule, which compares equal
+    to an unparseable ⊥ in another format).
+    """
+    counts = Counter(decisions).most_common()  # equal counts keep first-occurrence order
     if len(counts) > 1 and counts[0][1] == counts[1][1]:
-        return _BOTTOM, True
+        return (counts[0][0] if tie == "first" else _BOTTOM), True
     return counts[0][0], False
 
 
-def vote_aggregation(gen: pd.DataFrame) -> pd.DataFrame:
-    """Mitigation: majority vote over the k repeats (§5.5), measured by MR1.
+def _rates(flags: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, int]]:
+    """(workflow, dataset, relation) -> (violation % over defined units, n units)."""
+    out = {}
+    for (wf, ds), grp in flags.groupby(_KEYS, sort=True):
+        for rel in ("MR1", "MR2", "MR3"):
+            col = grp[rel.lower()].dropna()
+            out[(wf, ds, rel)] = (_pct(int(col.astype(bool).sum()), len(col)), int(len(col)))
+    return out
 
-    For each (instance, format) the k decisions are reduced to their majority (⊥ counts as
-    a value, so a majority of ⊥ is ⊥). A tie for the top count has no majority and yields
-    ⊥ ("no majority"), which compares as the same outcome as an unparseable ⊥. MR1 is then
-    evaluated on these voted decisions (``mrv_after_pct``) and compared with MR1 on the
-    repeat-1 decisions (``mrv_before_pct``); ``delta_mrv_pp = before − after`` (> 0 means
-    voting reduced violations). With k = 1 the vote is the repeat-1 decision.
+
+def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
+    """Mitigation 1 (§5.5, Table 3 "Vot."): majority vote over the k repeats; ΔM1, ΔM2, ΔM3.
+
+    For each (instance, format) the k decisions are reduced to their majority (⊥ counts as a
+    value; ties by ``tie``, see :func:`_majority`; default: the tied decision seen first).
+    The voted workflow answers once per (instance, format), so after voting the unit is the
+    instance:
+
+    * **M1 after** = % of instances whose voted decisions differ between two formats;
+    * **M2 after** = M2 before: voting changes no evidence ("Δ𝑀2 remains 0.00% across all
+      voting configurations because voting operates within a single format", §5.5);
+    * **M3 after** = 0: one voted decision per format is trivially consistent (Table 3's
+      ΔM3 of voting equals Table 1's M3 in every cell, e.g. MedQA OpenAI 71.37).
+
+    *Before* is :func:`~metamorph.studies.format_robustness.metrics.mr_flags` (groups). Δ =
+    before − after in percentage points (> 0 = fewer violations). Instances with < 2 formats
+    are left out of both sides (no relation).
+
+    Raises:
+        ValueError: invalid generations frame, unknown ``tie``.
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.VoteAggregation`: ``workflow_id,
-        dataset, mrv_before_pct, mrv_after_pct, delta_mrv_pp, n_instances, n_no_majority``.
+        dataset, relation, before_pct, after_pct, delta_pp, n_before, n_after, n_ties``.
     """
+    if tie not in VOTE_TIES:
+        raise ValueError(f"vote_aggregation: tie must be one of {VOTE_TIES}, got {tie!r}")
     g = validate_generations(gen)
-    flags = mr_flags(gen).set_index(_INST)
-    votes = {key: _majority(s.tolist()) for key, s in g.groupby(_INST + ["format"], sort=True)["_dec"]}
-    cells = pd.DataFrame(
-        [(*key, vote, tie) for key, (vote, tie) in votes.items()], columns=_INST + ["format", "_vote", "_tie"]
-    )
-    inst = cells.groupby(_INST, sort=True).agg(_nf=("_vote", "size"), _nv=("_vote", "nunique"), _ties=("_tie", "sum"))
-    inst["_after"] = inst["_nv"] > 1
-    inst = inst.join(flags["mr1"])
+    before = _rates(mr_flags(gen))
+    g = g.sort_values(_INST + ["format", "repeat"])
+    votes = {key: _majority(s.tolist(), tie) for key, s in g.groupby(_INST + ["format"], sort=True)["_dec"]}
+    cells = pd.DataFrame([(*key, vote, t) for key, (vote, t) in votes.items()],
+                         columns=_INST + ["format", "_vote", "_tie"])
+    inst = cells.groupby(_INST, sort=True).agg(_nf=("_vote", "size"), _nv=("_vote", "nunique"),
+                                                _ties=("_tie", "sum")).reset_index()
     rows = []
-    for (wf, ds), grp in inst.groupby(level=["workflow_id", "dataset"], sort=True):
+    for (wf, ds), grp in inst.groupby(_KEYS, sort=True):
         d = grp[grp["_nf"] >= 2]
-        n = len(d)
-        before = _pct(int(d["mr1"].astype(bool).sum()), n)
-        after = _pct(int(d["_after"].sum()), n)
-        rows.append(dict(workflow_id=wf, dataset=ds, mrv_before_pct=before, mrv_after_pct=after,
-                         delta_mrv_pp=before - after, n_instances=n, n_no_majority=int(grp["_ties"].sum())))
-    cols = ["workflow_id", "dataset", "mrv_before_pct", "mrv_after_pct", "delta_mrv_pp", "n_instances", "n_no_majority"]
+        m1_after = _pct(int((d["_nv"] > 1).sum()), len(d))
+        after = {"MR1": m1_after, "MR2": before[(wf, ds, "MR2")][0], "MR3": 0.0 if len(d) else math.nan}
+        for rel in ("MR1", "MR2", "MR3"):
+            b, n_b = before[(wf, ds, rel)]
+            rows.append(dict(workflow_id=wf, dataset=ds, relation=rel, before_pct=b, after_pct=after[rel],
+                             delta_pp=b - after[rel], n_before=n_b, n_after=len(d), n_ties=int(grp["_ties"].sum())))
+    cols = ["workflow_id", "dataset", "relation", "before_pct", "after_pct", "delta_pp", "n_before", "n_after", "n_ties"]
     out = pd.DataFrame(rows, columns=cols)
-    for c in cols[2:5]:
+    for c in ("before_pct", "after_pct", "delta_pp"):
         out[c] = out[c].astype(float)
     return VoteAggregation.validate(out)
 
@@ -97,8 +143,11 @@ def calibration_split(instance_ids: Iterable[str], calibration_fraction: float =
     return out
 
 
-def format_routing(gen: pd.DataFrame, calibration_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
-    """Mitigation: route every input to one format chosen on a calibration split (§5.5).
+def format_routing_simulated(gen: pd.DataFrame, calibration_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
+    """Routing *simulated* from the study's own generations, without new calls (the earlier
+    reading, kept as an option; the paper re-runs the routed inputs: :func:`format_routing`).
+
+    Only MR1 is estimated, on the held-out split.
 
     1. Instances are split by :func:`calibration_split` (seeded hash of ``instance_id``).
     2. Per workflow × dataset, the best format on the calibration instances is the one with
@@ -118,14 +167,14 @@ def format_routing(gen: pd.DataFrame, calibration_fraction: float = 0.3, seed: i
     counted in ``note``.
 
     Returns:
-        :class:`~metamorph.studies.format_robustness.schemas.FormatRouting`: ``workflow_id,
+        :class:`~metamorph.studies.format_robustness.schemas.FormatRoutingSimulated`: ``workflow_id,
         dataset, best_format, criterion, calibration_score_pct, mrv_before_pct,
         mrv_after_pct, delta_mrv_pp, n_calibration, n_heldout, note``.
     """
     g = validate_generations(gen)
     split = calibration_split(g["instance_id"].unique(), calibration_fraction, seed)
     g["_calib"] = g["instance_id"].map(split).astype(bool)
-    flags = mr_flags(gen).set_index(_INST)
+    flags = mr_flags(gen, unit="instance_repeat1").set_index(_INST)
     cell_stable = g.groupby(_INST + ["format"], sort=False)["_dec"].nunique().eq(1)
     rows = []
     for (wf, ds), grp in g.groupby(_KEYS, sort=True):
@@ -165,4 +214,160 @@ def format_routing(gen: pd.DataFrame, calibration_fraction: float = 0.3, seed: i
     out = pd.DataFrame(rows, columns=cols)
     for c in cols[4:8]:
         out[c] = out[c].astype(float)
+    return FormatRoutingSimulated.validate(out)
+
+
+#: How :func:`routing_choice` picks the instances it learns the best format from.
+ROUTING_SELECTIONS = ("all", "calibration")
+
+
+def _best(table: pd.Series, fmts: list[str]) -> tuple[str, float]:
+    top = table.max()
+    candidates = [f for f in fmts if f in table.index and table[f] >= top - 1e-9]
+    return candidates[0], float(table[candidates[0]])
+
+
+def routing_choice(gen: pd.DataFrame, selection: str = "all", calibration_fraction: float = 0.3,
+                   seed: int = 0) -> pd.DataFrame:
+    """The empirically best format of every workflow × dataset (§5.5 format routing).
+
+    "This layer maps the input task domain to the optimal format for the current workflow
+    based on offline empirical results": per workflow × dataset the format with the highest
+    accuracy Acc_f (all generations with gold, ⊥ incorrect) when the dataset has gold, else
+    the highest stability Stb_f (``criterion``). Ties (within 1e-9 pp) go to the
+    baseline-first order txt, md, json, csv, then alphabetical.
+
+    ``selection="all"`` (default, the paper: the offline results are the study's own) learns
+    from every instance; ``selection="calibration"`` learns from the calibration split of
+    :func:`calibration_split` only (``calibration_fraction``, ``seed``), so that the routed
+    metric can be measured on held-out instances; with no calibration instance the baseline
+    is used (``criterion = "default"``).
+
+    Raises:
+        ValueError: invalid generations frame, unknown ``selection``, fraction outside [0, 1].
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.RoutingChoice`: ``workflow_id,
+        dataset, best_format, criterion, score_pct (%), n_instances, selection,
+        calibration_fraction, split_seed`` (the last two null with ``selection="all"``).
+    """
+    if selection not in ROUTING_SELECTIONS:
+        raise ValueError(f"routing_choice: selection must be one of {ROUTING_SELECTIONS}, got {selection!r}")
+    if not 0.0 <= calibration_fraction <= 1.0:
+        raise ValueError(f"routing_choice: calibration_fraction must be in [0, 1], got {calibration_fraction}")
+    g = validate_generations(gen)
+    if selection == "calibration":
+        split = calibration_split(g["instance_id"].unique(), calibration_fraction, seed)
+        g = g[g["instance_id"].map(split).astype(bool)]
+    rows = []
+    full = validate_generations(gen)
+    for (wf, ds), grp_all in full.groupby(_KEYS, sort=True):
+        fmts = _ordered_formats(grp_all["format"])
+        grp = g[(g["workflow_id"] == wf) & (g["dataset"] == ds)]
+        if len(grp) == 0:
+            best = BASELINE_FORMAT if BASELINE_FORMAT in fmts else fmts[0]
+            criterion, score = "default", math.nan
+        elif grp["gold"].notna().any():
+            criterion = "accuracy"
+            best, score = _best(_accuracy(grp).set_index("format")["accuracy_pct"], fmts)
+        else:
+            criterion = "stability"
+            best, score = _best(_stability(grp).set_index("format")["stability_pct"], fmts)
+        cal = selection == "calibration"
+        rows.append(dict(workflow_id=wf, dataset=ds, best_format=best, criterion=criterion, score_pct=score,
+                         n_instances=int(grp["instance_id"].nunique()), selection=selection,
+                         calibration_fraction=calibration_fraction if cal else None, split_seed=seed if cal else None))
+    cols = ["workflow_id", "dataset", "best_format", "criterion", "score_pct", "n_instances", "selection",
+            "calibration_fraction", "split_seed"]
+    out = pd.DataFrame(rows, columns=cols)
+    out["score_pct"] = out["score_pct"].astype(float)
+    out["calibration_fraction"] = out["calibration_fraction"].astype(float)
+    out["split_seed"] = out["split_seed"].astype("Int64")
+    return RoutingChoice.validate(out)
+
+
+def format_routing(gen: pd.DataFrame, routed: pd.DataFrame, choice: pd.DataFrame) -> pd.DataFrame:
+    """Mitigation 2 (§5.5, Table 3 "Rte."): ΔM1, ΔM2, ΔM3 of format routing, measured on new
+    generations of the routed inputs.
+
+    ``routed`` is a generations frame (columns of
+    :data:`~metamorph.studies.format_robustness.metrics.GENERATION_COLUMNS`) of the routed
+    run: for every instance, *source* format f (the ``format`` column) and repeat r, the
+    workflow's answer to the instance converted to the chosen format
+    (:func:`metamorph.studies.format_robustness.plan.plan_routing`). M1/M2/M3 after routing
+    are :func:`~metamorph.studies.format_robustness.metrics.mr_flags` of ``routed`` (groups),
+    before are those of ``gen``; both over the instances in ``routed`` (all instances, or the
+    held-out ones when the choice used a calibration split). Δ = before − after (pp).
+
+    Raises:
+        ValueError: invalid frames; a routed workflow × dataset without a choice; a routed
+            instance missing from ``gen``.
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.FormatRouting`: ``workflow_id,
+        dataset, relation, best_format, before_pct, after_pct, delta_pp, n_before, n_after,
+        n_instances, selection``.
+    """
+    g = validate_generations(gen)
+    r = validate_generations(routed)
+    ch = choice.set_index(_KEYS)
+    rows = []
+    for (wf, ds), grp in r.groupby(_KEYS, sort=True):
+        if (wf, ds) not in ch.index:
+            raise ValueError(f"format_routing: no routing choice for workflow {wf!r}, dataset {ds!r}")
+        ids = set(grp["instance_id"])
+        orig = g[(g["workflow_id"] == wf) & (g["dataset"] == ds) & g["instance_id"].isin(ids)]
+        missing = ids - set(orig["instance_id"])
+        if missing:
+            raise ValueError(f"format_routing: routed instance(s) {sorted(missing)[:3]} of {wf!r}/{ds!r} are not in gen")
+        before = _rates(mr_flags(orig.drop(columns=["_dec", "_cats"])))
+        after = _rates(mr_flags(grp.drop(columns=["_dec", "_cats"])))
+        for rel in ("MR1", "MR2", "MR3"):
+            (b, n_b), (a, n_a) = before[(wf, ds, rel)], after[(wf, ds, rel)]
+            rows.append(dict(workflow_id=wf, dataset=ds, relation=rel, best_format=ch.loc[(wf, ds), "best_format"],
+                             before_pct=b, after_pct=a, delta_pp=b - a, n_before=n_b, n_after=n_a,
+                             n_instances=len(ids), selection=ch.loc[(wf, ds), "selection"]))
+    cols = ["workflow_id", "dataset", "relation", "best_format", "before_pct", "after_pct", "delta_pp", "n_before",
+            "n_after", "n_instances", "selection"]
+    out = pd.DataFrame(rows, columns=cols)
+    for c in ("before_pct", "after_pct", "delta_pp"):
+        out[c] = out[c].astype(float)
     return FormatRouting.validate(out)
+
+
+def mitigation_table(vote: pd.DataFrame, routing: pd.DataFrame) -> pd.DataFrame:
+    """Table 3: ΔM1/ΔM2/ΔM3 (pp) of voting ("Vot.") and routing ("Rte.") per dataset ×
+    workflow, with the ``Avg.`` column (mean over workflows, per strategy) and ``Avg.`` rows
+    (mean over datasets) — unweighted means of cells
+    (:func:`~metamorph.studies.format_robustness.metrics.with_avg`). E.g. Table 3 Construct
+    ΔM1 Vot. Avg. = (13.73 + 10.93 − 0.13 − 1.60)/4 = 5.73.
+
+    Raises:
+        ValueError: missing columns.
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.MitigationTable`: ``strategy,
+        relation, dataset, workflow_id, delta_pp``.
+    """
+    parts = [vote[["workflow_id", "dataset", "relation", "delta_pp"]].assign(strategy="vote"),
+             routing[["workflow_id", "dataset", "relation", "delta_pp"]].assign(strategy="routing")]
+    cells = pd.concat(parts, ignore_index=True)
+    out = with_avg(cells, "dataset", "workflow_id", "delta_pp", by=["strategy", "relation"])
+    return MitigationTable.validate(out[["strategy", "relation", "dataset", "workflow_id", "delta_pp"]])
+
+
+def routed_instance_ids(instance_ids: Iterable[str], choice: pd.DataFrame) -> list[str]:
+    """The instances format routing re-runs: all of them with ``selection="all"``, the held-out
+    ones (not in the calibration split recorded in ``choice``) with ``"calibration"``.
+
+    Raises:
+        ValueError: ``choice`` mixes selections or split parameters.
+    """
+    ids = [str(i) for i in instance_ids]
+    sel = choice[["selection", "calibration_fraction", "split_seed"]].drop_duplicates()
+    if len(sel) > 1:
+        raise ValueError(f"routed_instance_ids: the routing choice mixes selections {sel.to_dict('records')}")
+    if len(sel) == 0 or sel.iloc[0]["selection"] == "all":
+        return ids
+    split = calibration_split(ids, float(sel.iloc[0]["calibration_fraction"]), int(sel.iloc[0]["split_seed"]))
+    return [i for i in ids if not split[i]]

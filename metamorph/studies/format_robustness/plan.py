@@ -24,7 +24,8 @@ from metamorph.models import ModelSpec
 from metamorph.providers.base import Document, GenerationRequest
 from metamorph.studies.format_robustness.extract import output_instruction
 from metamorph.studies.format_robustness.records import SourceInstance
-from metamorph.studies.format_robustness.renderers import RenderedDocument
+from metamorph.ordering import ordered
+from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument
 
 SYSTEM_PROMPT = "You are a careful assistant that reads documents and answers only from their content."
 DOC_BEGIN = "<<<DOCUMENT>>>"
@@ -46,6 +47,8 @@ class PlannedGeneration:
     repeat: int
     document_sha256: str
     request: GenerationRequest
+    #: Format the document was converted to by format routing (None: not routed).
+    routed_format: str | None = None
 
 
 def build_messages(x: SourceInstance, doc: RenderedDocument, ingestion: str) -> list[dict[str, str]]:
@@ -95,6 +98,70 @@ def plan_generations(
                 out.append(PlannedGeneration(model.workflow_id(ingestion), model.id, x.instance_id, x.dataset,
                                              doc.format, r, doc.sha256, req))
     return out
+
+
+def plan_routing(
+    instances: Iterable[SourceInstance],
+    documents: Iterable[RenderedDocument],
+    model: ModelSpec,
+    best_format: dict[tuple[str, str], str],
+    *,
+    k: int = 3,
+    params: dict[str, Any] | None = None,
+) -> list[PlannedGeneration]:
+    """Requests of format routing (§5.5): every input, whatever its format, is converted to the
+    workflow's best format and re-run through the workflow.
+
+    For every instance, every *source* format f it was rendered in, every ingestion path and
+    r = 1..k: the request of :func:`plan_generations` for the document in the best format
+    ``b = best_format[(workflow_id, dataset)]``, with ``format = f`` (the input it stands for)
+    and ``routed_format = b``. Each routed input is a *new* call: its ``repeat_index`` is
+    ``r + k·j`` where j is f's position in ``[b, other formats in txt, md, json, csv order]``
+    — so the input that already was in b (j = 0) is the original call (the cache serves it,
+    nothing is re-asked), and the other three inputs get distinct cache keys (new
+    generations through the cache) while their messages and document are exactly b's.
+    Parameters as :func:`plan_generations`.
+
+    Raises:
+        ValueError: ``k < 1``; an instance without a document in its best format; a
+            (workflow, dataset) without an entry in ``best_format``.
+    """
+    if k < 1:
+        raise ValueError("k (repeats) must be >= 1")
+    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params}
+    merged = {key: value for key, value in merged.items() if value is not None}
+    docs: dict[tuple[str, str], dict[str, RenderedDocument]] = {}
+    for d in documents:
+        docs.setdefault((d.dataset, d.instance_id), {})[d.format] = d
+    out: list[PlannedGeneration] = []
+    for x in instances:
+        by_fmt = docs.get((x.dataset, x.instance_id), {})
+        for ingestion in model.ingestion:
+            wf = model.workflow_id(ingestion)
+            if (wf, x.dataset) not in best_format:
+                raise ValueError(f"plan_routing: no best format for workflow {wf!r}, dataset {x.dataset!r}")
+            b = best_format[(wf, x.dataset)]
+            if b not in by_fmt:
+                raise ValueError(f"plan_routing: instance {x.dataset}/{x.instance_id} has no {b!r} document "
+                                 f"(formats {sorted(by_fmt)})")
+            doc = by_fmt[b]
+            order = [b] + [f for f in _format_order(by_fmt) if f != b]
+            messages = build_messages(x, doc, ingestion)
+            attached = None if ingestion == "inline" else Document(doc.content, doc.media_type, doc.filename)
+            for j, src in enumerate(order):
+                for r in range(1, k + 1):
+                    req = GenerationRequest(
+                        provider=model.provider, model=model.model, messages=tuple(messages), params=dict(merged),
+                        base_url=model.base_url, ingestion=ingestion, document=attached,
+                        renderer_version=doc.renderer_version, repeat_index=r + k * j,
+                    )
+                    out.append(PlannedGeneration(wf, model.id, x.instance_id, x.dataset, src, r, doc.sha256, req,
+                                                 routed_format=b))
+    return out
+
+
+def _format_order(by_fmt: dict[str, RenderedDocument]) -> list[str]:
+    return ordered(by_fmt, DEFAULT_FORMATS)
 
 
 def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.DataFrame:

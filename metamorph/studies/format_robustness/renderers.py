@@ -12,8 +12,15 @@ can be checked on every instance:
 * **instruction isolation** — the task prompt P is never written into the document; it travels
   in the chat message and is identical for every format.
 
+A field value may hold any text, including every Unicode line break (:data:`LINE_BREAKS`,
+also ``\\r\\n``): TXT and MD escape them (:func:`_one_line`), JSON escapes them as ``\\u``
+sequences, CSV quotes the cell; every parser gives the exact value back.
+
 The registry (:data:`RENDERERS`, :func:`register_renderer`) can be extended with more formats.
-Bumping a renderer's ``version`` changes every cache key that used it.
+A renderer's ``version`` is part of every cache key that used it (``GenerationRequest.
+renderer_version``): any change of a renderer's output must bump it, so the cache never serves
+an old reply to a new document (tests/format_robustness/test_renderers.py pins the output of
+each version on a fixture).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -65,9 +73,19 @@ class RenderedDocument:
         return f"{self.instance_id}.{RENDERERS[self.format].extension}"
 
 
+#: Every character :meth:`str.splitlines` treats as a line boundary (``\r\n`` is CR + LF).
+#: TXT and MD are line-oriented, so none of them may appear raw inside a value.
+LINE_BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r"}
+_ESCAPES.update({b: f"\\u{ord(b):04x}" for b in LINE_BREAKS if b not in _ESCAPES})
+
+
 def _one_line(value: str) -> str:
-    # TXT/MD are line-oriented: a newline inside a value is escaped so the parser can undo it.
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    """Escape ``value`` onto one line: ``\\`` -> ``\\\\``, LF -> ``\\n``, CR -> ``\\r`` and every
+    other line break of :data:`LINE_BREAKS` (VT, FF, FS, GS, RS, NEL, LS, PS) -> ``\\uXXXX``
+    (4 lowercase hex digits). :func:`_undo_one_line` inverts it exactly."""
+    return "".join(_ESCAPES.get(c, c) for c in value)
 
 
 def _undo_one_line(value: str) -> str:
@@ -76,6 +94,11 @@ def _undo_one_line(value: str) -> str:
         c = value[i]
         if c == "\\" and i + 1 < len(value):
             nxt = value[i + 1]
+            if nxt == "u" and re.fullmatch(r"[0-9a-f]{4}", value[i + 2:i + 6]) \
+                    and chr(int(value[i + 2:i + 6], 16)) in LINE_BREAKS:
+                out.append(chr(int(value[i + 2:i + 6], 16)))
+                i += 6
+                continue
             out.append({"n": "\n", "r": "\r", "\\": "\\", "|": "|"}.get(nxt, "\\" + nxt))
             i += 2
         else:
@@ -145,8 +168,14 @@ def parse_md(text: str) -> list[tuple[str, str]]:
 
 
 # --- JSON: one object -----------------------------------------------------------------------
+#: Line breaks JSON allows raw inside strings but many readers (ECMAScript before 2019, line
+#: splitters) break on: written as ``\\uXXXX`` escapes (JSON already escapes every C0 control).
+_JSON_RAW_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def render_json(x: SourceInstance) -> str:
-    return json.dumps(dict(x.fields), ensure_ascii=False, indent=2) + "\n"
+    text = json.dumps(dict(x.fields), ensure_ascii=False, indent=2) + "\n"
+    return "".join(_JSON_RAW_BREAKS.get(c, c) for c in text)
 
 
 def parse_json(text: str) -> list[tuple[str, str]]:
@@ -157,16 +186,24 @@ def parse_json(text: str) -> list[tuple[str, str]]:
 
 
 # --- CSV: header row of field names, one data row; each field in its own cell -----------------
+def _csv_cell(value: str, alone: bool) -> str:
+    # RFC 4180 quoting. Python's csv writer with lineterminator "\n" leaves a lone CR unquoted,
+    # which a reader then takes as a row break: quote on CR too. A lone empty cell is quoted
+    # ("") so the row is not read as blank.
+    if any(c in value for c in ',"\r\n') or (alone and value == ""):
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
 def render_csv(x: SourceInstance) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
-    w.writerow([k for k, _ in x.fields])
-    w.writerow([canonical_text(v) for _, v in x.fields])
-    return buf.getvalue()
+    alone = len(x.fields) == 1
+    header = ",".join(_csv_cell(k, alone) for k, _ in x.fields)
+    row = ",".join(_csv_cell(canonical_text(v), alone) for _, v in x.fields)
+    return f"{header}\n{row}\n"
 
 
 def parse_csv(text: str) -> list[tuple[str, str]]:
-    rows = list(csv.reader(io.StringIO(text)))
+    rows = list(csv.reader(io.StringIO(text, newline="")))
     if len(rows) != 2 or len(rows[0]) != len(rows[1]):
         raise ValueError("CSV document must have one header row and one data row of equal width")
     return list(zip(rows[0], rows[1]))
@@ -183,10 +220,13 @@ def register_renderer(renderer: Renderer) -> None:
 
 
 for _r in (
-    Renderer("txt", "text/plain", "txt", "txt-1", render_txt, parse_txt),
-    Renderer("md", "text/markdown", "md", "md-1", render_md, parse_md),
-    Renderer("json", "application/json", "json", "json-1", render_json, parse_json),
-    Renderer("csv", "text/csv", "csv", "csv-1", render_csv, parse_csv),
+    # -2: every Unicode line break inside a value is escaped (was: only LF/CR; others were rejected).
+    Renderer("txt", "text/plain", "txt", "txt-2", render_txt, parse_txt),
+    Renderer("md", "text/markdown", "md", "md-2", render_md, parse_md),
+    # -2: NEL, LS and PS are written as \\u escapes.
+    Renderer("json", "application/json", "json", "json-2", render_json, parse_json),
+    # -2: a cell holding a lone CR is quoted (was written bare and read back as a row break).
+    Renderer("csv", "text/csv", "csv", "csv-2", render_csv, parse_csv),
 ):
     register_renderer(_r)
 

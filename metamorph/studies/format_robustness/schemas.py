@@ -102,6 +102,8 @@ class ExtractedDecisions(_PerGeneration):
     n_evidence: Series[int] = pa.Field(ge=0, le=10, description="Number of evidence items.")
     parse_status: Series[str] = pa.Field(isin=["ok", "repaired", "unparseable"], description="ok / repaired / unparseable.")
     parse_reason: Series[str] = pa.Field(description="Why the status (e.g. json_in_code_fence, truncated, call_error).")
+    truncated: Series[bool] = pa.Field(description="The reply was cut at max_tokens (finish_reason length); scored with its "
+                                       "label when one is readable, else unparseable with reason 'truncated'.")
     gold: Series[str] = pa.Field(nullable=True, description="Gold label of the record, null if none.")
     is_correct: Series[bool] = pa.Field(nullable=True, description="decision == gold (unparseable = incorrect); null without gold.")
     favorable: Series[bool] = pa.Field(nullable=True, description="decision == favourable label; null when unparseable or no favourable label.")
@@ -143,24 +145,25 @@ class _WorkflowDataset(pa.DataFrameModel):
 
 
 class MRFlags(_WorkflowDataset):
-    """Per-instance metamorphic-relation flags (§4.1). A flag is null when the instance has
-    fewer than 2 formats (no pair to compare)."""
+    """Metamorphic-relation flags (§4.1) per group (instance, repeat) — the unit of §5.2. A flag
+    is null when the instance has fewer than 2 formats (no pair to compare)."""
 
     instance_id: Series[str] = pa.Field(description="Record (instance) id within the dataset.")
+    repeat: Series[int] = pa.Field(ge=1, description="Repeat r of the group (instance, r) (§5.2 unit); 1 only with unit instance_repeat1.")
     mr1: Series[pd.BooleanDtype] = pa.Field(
         nullable=True,
-        description="MR1 (decision invariance) violated: repeat-1 decisions differ between two formats "
+        description="MR1 (decision invariance) violated in the group: the r-th decisions differ between two formats "
         "(⊥ is its own outcome). Boolean; null when n_formats < 2.",
     )
     mr2: Series[pd.BooleanDtype] = pa.Field(
         nullable=True,
-        description="MR2 (evidence consistency) violated: Jaccard of repeat-1 evidence-category sets "
+        description="MR2 (evidence consistency) violated in the group: Jaccard of the r-th evidence-category sets "
         "< θ = 0.3 for some pair of formats. Boolean; null when n_formats < 2.",
     )
     mr3: Series[pd.BooleanDtype] = pa.Field(
         nullable=True,
-        description="MR3 (execution consistency) violated: S_f (all k repeats agree, ⊥ a value) "
-        "differs between two formats. Boolean; null when n_formats < 2.",
+        description="MR3 (execution consistency) violated by the instance (same on each of its groups): S_f "
+        "(all k repeats agree, ⊥ a value) differs between two formats. Boolean; null when n_formats < 2.",
     )
     n_formats: Series[int] = pa.Field(ge=1, description="Number of formats the instance was rendered in (count).")
     k: Series[int] = pa.Field(ge=1, description="Repeats per format for this instance (count).")
@@ -171,11 +174,12 @@ class MRFlags(_WorkflowDataset):
 
 
 class MRViolations(_WorkflowDataset):
-    """Violation rates M1/M2/M3 (§5.1, Table 2) with percentile bootstrap 95% CIs over instances."""
+    """Violation rates M1/M2/M3 (§5.1, Table 1) over groups (instance, repeat), with percentile
+    bootstrap 95% CIs that resample instances (clusters)."""
 
     relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Metamorphic relation: MR1, MR2 or MR3.")
     violation_pct: Series[float] = pa.Field(
-        nullable=True, **_PCT, description="M_i: % of instances violating the relation (percent, 0–100); null when n_instances = 0."
+        nullable=True, **_PCT, description="M_i: % of groups violating the relation (percent, 0–100); null when n_groups = 0."
     )
     ci_low_pct: Series[float] = pa.Field(
         nullable=True, **_PCT, description="Lower bound of the percentile bootstrap 95% CI of M_i (percent); null when n_instances < 2."
@@ -183,7 +187,8 @@ class MRViolations(_WorkflowDataset):
     ci_high_pct: Series[float] = pa.Field(
         nullable=True, **_PCT, description="Upper bound of the percentile bootstrap 95% CI of M_i (percent); null when n_instances < 2."
     )
-    n_instances: Series[int] = pa.Field(ge=0, description="Instances with a defined flag (≥ 2 formats) used for M_i (count).")
+    n_groups: Series[int] = pa.Field(ge=0, description="Groups (instance, repeat) with a defined flag: the denominator of M_i (count).")
+    n_instances: Series[int] = pa.Field(ge=0, description="Distinct instances among those groups; the bootstrap resamples them (count).")
     n_undefined: Series[int] = pa.Field(ge=0, description="Instances with fewer than 2 formats, flag undefined, not in M_i (count).")
     ci_note: Series[str] = pa.Field(
         nullable=True, description="Why the CI is special (n=0, n=1: no interval; all values equal: CI = [v, v]); null otherwise."
@@ -260,7 +265,8 @@ class FairnessDisparity(_WorkflowDataset):
     )
     fds: Series[float] = pa.Field(
         nullable=True,
-        description="FDS_f(g) = (Sen_f(g) − μ_g)/(σ_g + ε), μ_g/σ_g mean and population std of Sen over formats (unitless z-score).",
+        description="FDS_f(g) = (Sen_f(g) − μ_g)/(σ_g + ε), μ_g mean and σ_g dispersion of Sen over formats: mean absolute "
+        "deviation by default (max n/2 = 2.00 with 4 formats, §5.3), or population/sample std (unitless).",
     )
     n_groups: Series[int] = pa.Field(ge=0, description="Groups of g with at least one parseable repeat-1 generation (count).")
     min_group_n: Series[int] = pa.Field(ge=0, description="Smallest group size in parseable repeat-1 generations (count); 0 when no group.")
@@ -276,9 +282,10 @@ class SilentViolations(_WorkflowDataset):
     silent_pct: Series[float] = pa.Field(
         nullable=True, **_PCT, description="% of MR2 violations without an MR1 violation (percent); null when n_mr2 = 0."
     )
-    n_silent: Series[int] = pa.Field(ge=0, description="Instances with MR2 violated and MR1 not violated (count).")
-    n_mr2: Series[int] = pa.Field(ge=0, description="Instances with MR2 violated (count).")
-    n_instances: Series[int] = pa.Field(ge=0, description="Instances with defined flags (count).")
+    n_silent: Series[int] = pa.Field(ge=0, description="Groups with MR2 violated and MR1 not violated (count).")
+    n_mr2: Series[int] = pa.Field(ge=0, description="Groups with MR2 violated (count).")
+    n_groups: Series[int] = pa.Field(ge=0, description="Groups (instance, repeat) with defined flags (count).")
+    n_instances: Series[int] = pa.Field(ge=0, description="Distinct instances among them (count).")
 
     class Config:
         strict = True
@@ -309,13 +316,15 @@ class FormatTests(_WorkflowDataset):
 
 
 class VoteAggregation(_WorkflowDataset):
-    """Mitigation (§5.5): majority vote over the k repeats, then MR1."""
+    """Mitigation (§5.5 "Vot."): majority vote over the k repeats; one row per relation."""
 
-    mrv_before_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="MRV before: MR1 violation rate on repeat-1 decisions (percent).")
-    mrv_after_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="MRV after: MR1 violation rate on majority-vote decisions (percent).")
-    delta_mrv_pp: Series[float] = pa.Field(nullable=True, ge=-100.0, le=100.0, description="ΔMRV = before − after (percentage points; > 0 = improvement).")
-    n_instances: Series[int] = pa.Field(ge=0, description="Instances with ≥ 2 formats (count).")
-    n_no_majority: Series[int] = pa.Field(ge=0, description="(instance, format) cells whose vote tied → ⊥ 'no majority' (count).")
+    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Relation.")
+    before_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="M_i before, over groups (percent).")
+    after_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="M_i after voting, over instances; M2 unchanged, M3 = 0 by construction (percent).")
+    delta_pp: Series[float] = pa.Field(nullable=True, ge=-100.0, le=100.0, description="ΔM_i = before − after (percentage points; > 0 = improvement).")
+    n_before: Series[int] = pa.Field(ge=0, description="Units of the before rate: groups (MR1/MR2) or groups carrying the instance flag (MR3) (count).")
+    n_after: Series[int] = pa.Field(ge=0, description="Instances with ≥ 2 formats after voting (count).")
+    n_ties: Series[int] = pa.Field(ge=0, description="(instance, format) cells whose vote tied, resolved by the tie rule (count).")
 
     class Config:
         strict = True
@@ -323,6 +332,24 @@ class VoteAggregation(_WorkflowDataset):
 
 
 class FormatRouting(_WorkflowDataset):
+    """Mitigation (§5.5 "Rte."): every input converted to the best format and re-run; one row per relation."""
+
+    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Relation.")
+    best_format: Series[str] = pa.Field(description="Format the inputs were converted to.")
+    before_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="M_i of the original run over the routed instances (percent).")
+    after_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="M_i of the routed run (percent).")
+    delta_pp: Series[float] = pa.Field(nullable=True, ge=-100.0, le=100.0, description="ΔM_i = before − after (percentage points).")
+    n_before: Series[int] = pa.Field(ge=0, description="Groups of the before rate (count).")
+    n_after: Series[int] = pa.Field(ge=0, description="Groups of the after rate (count).")
+    n_instances: Series[int] = pa.Field(ge=0, description="Routed instances (count).")
+    selection: Series[str] = pa.Field(isin=["all", "calibration"], description="How the best format was learnt.")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class FormatRoutingSimulated(_WorkflowDataset):
     """Mitigation (§5.5): route every held-out input to the best calibration format."""
 
     best_format: Series[str] = pa.Field(description="Format chosen on the calibration split.")
@@ -342,3 +369,136 @@ class FormatRouting(_WorkflowDataset):
     class Config:
         strict = True
         coerce = True
+
+
+class SilentByDataset(pa.DataFrameModel):
+    """Silent-violation rate per dataset pooled over workflows (§5.3); dataset "*" pools all."""
+
+    dataset: Series[str] = pa.Field(description="Dataset name, or '*' for all datasets pooled.")
+    silent_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="% of MR2-violating groups without an MR1 violation (percent); null when n_mr2 = 0.")
+    cooccur_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="% of MR2-violating groups that also violate MR1 = 100 − silent_pct (percent).")
+    n_silent: Series[int] = pa.Field(ge=0, description="Groups with MR2 and not MR1, summed over workflows (count).")
+    n_mr2: Series[int] = pa.Field(ge=0, description="Groups with MR2 violated, summed over workflows (count).")
+    n_groups: Series[int] = pa.Field(ge=0, description="Groups with defined flags, summed over workflows (count).")
+    n_workflows: Series[int] = pa.Field(ge=0, description="Workflows pooled (count).")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class WorkflowTests(pa.DataFrameModel):
+    """Cochran's Q across workflows per dataset × relation (§5.3 M2, §5.4 M3)."""
+
+    dataset: Series[str] = pa.Field(description="Dataset name.")
+    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Relation whose flags are compared.")
+    unit: Series[str] = pa.Field(isin=["group", "instance"], description="Blocks: groups (instance, repeat) for MR1/MR2, instances for MR3.")
+    workflows: Series[str] = pa.Field(description="Workflows compared (treatments), comma-separated.")
+    statistic: Series[float] = pa.Field(nullable=True, description="Cochran's Q (chi-square, df = workflows − 1); null with a note when undefined.")
+    p_value: Series[float] = pa.Field(nullable=True, ge=0.0, le=1.0, description="p-value (probability).")
+    n: Series[int] = pa.Field(ge=0, description="Blocks aligned across every workflow (count).")
+    note: Series[str] = pa.Field(nullable=True, description="Why Q is undefined, else null.")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class FlipErrors(_WorkflowDataset):
+    """Errors of correctness-flip groups by format (§5.2, Figure 3)."""
+
+    format: Series[str] = pa.Field(description="Document format.")
+    n_errors: Series[int] = pa.Field(ge=0, description="Flip groups in which this format is incorrect (⊥ incorrect) (count).")
+    n_flip_groups: Series[int] = pa.Field(ge=0, description="Groups correct in some format and incorrect in another (count).")
+    error_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="100 · n_errors / n_flip_groups (percent); null when no flip group.")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class EvidenceChangeShare(_WorkflowDataset):
+    """Share of evidence changes (Jaccard vs baseline < θ) by format (§5.3); '*' rows pool."""
+
+    format: Series[str] = pa.Field(description="Document format f (≠ baseline).")
+    baseline: Series[str] = pa.Field(description="Baseline format (TXT).")
+    n_changes: Series[int] = pa.Field(ge=0, description="Groups whose evidence sets of f and baseline have Jaccard < θ (count).")
+    n_groups: Series[int] = pa.Field(ge=0, description="Groups with both f and the baseline (count).")
+    share_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="100 · n_changes / all changes of the row's scope (percent); null when no change.")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class DriftCorrelation(pa.DataFrameModel):
+    """Spearman ρ(JS, ΔAcc) pooled over (workflow, dataset, format ≠ TXT) settings (§5.3)."""
+
+    scope: Series[str] = pa.Field(description="'all' or 'dataset:<name>'.")
+    rho: Series[float] = pa.Field(nullable=True, ge=-1.0, le=1.0, description="Spearman ρ (unitless); null with a note when undefined.")
+    p_value: Series[float] = pa.Field(nullable=True, ge=0.0, le=1.0, description="Two-sided p; exact permutation for n ≤ 9 (probability).")
+    n: Series[int] = pa.Field(ge=0, description="Settings (points) used (count).")
+    n_left_out: Series[int] = pa.Field(ge=0, description="Settings without ΔAcc (no gold) left out (count).")
+    note: Series[str] = pa.Field(nullable=True, description="Why ρ is undefined, else null.")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class MRTable(pa.DataFrameModel):
+    """Table 1 layout: M1/M2/M3 per dataset × workflow, with 'Avg.' margins (unweighted means)."""
+
+    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Relation.")
+    dataset: Series[str] = pa.Field(description="Dataset, or 'Avg.' (mean over datasets).")
+    workflow_id: Series[str] = pa.Field(description="Workflow, or 'Avg.' (mean over workflows).")
+    violation_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="M_i or its unweighted mean (percent).")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class RoutingChoice(_WorkflowDataset):
+    """Empirically best format per workflow × dataset (§5.5 format routing)."""
+
+    best_format: Series[str] = pa.Field(description="Format every input is converted to.")
+    criterion: Series[str] = pa.Field(isin=["accuracy", "stability", "default"], description="accuracy (gold), stability (Stb_f) or default (no data -> baseline).")
+    score_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="best_format's accuracy or Stb_f on the instances used (percent).")
+    n_instances: Series[int] = pa.Field(ge=0, description="Instances the choice was learnt from (count).")
+    selection: Series[str] = pa.Field(isin=["all", "calibration"], description="all instances (paper) or a calibration split.")
+    calibration_fraction: Series[float] = pa.Field(nullable=True, ge=0.0, le=1.0, description="Calibration share (fraction) when selection = calibration, else null.")
+    split_seed: Series[pd.Int64Dtype] = pa.Field(nullable=True, description="Seed of the calibration split when selection = calibration, else null.")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class MitigationTable(pa.DataFrameModel):
+    """Table 3 layout: Δ per strategy × relation × dataset × workflow with 'Avg.' margins."""
+
+    strategy: Series[str] = pa.Field(isin=["vote", "routing"], description="Vot. or Rte.")
+    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Relation.")
+    dataset: Series[str] = pa.Field(description="Dataset, or 'Avg.'.")
+    workflow_id: Series[str] = pa.Field(description="Workflow, or 'Avg.'.")
+    delta_pp: Series[float] = pa.Field(nullable=True, ge=-100.0, le=100.0, description="ΔM_i = before − after or its unweighted mean (percentage points).")
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class RoutedGenerations(WorkflowGenerations):
+    """``routed_generations``: format routing's new calls (§5.5), one row per workflow × instance ×
+    source format × repeat; ``format`` is the input's own format, the document sent is in
+    ``routed_format``."""
+
+    routed_format: Series[str] = pa.Field(description="Format the input was converted to (the workflow's best format).")
+
+
+class RoutedOutcomes(GenerationOutcomes):
+    """``routed_outcomes``: decision, evidence categories and parse status of every routed generation."""
+
+    routed_format: Series[str] = pa.Field(description="Format the input was converted to.")
+    truncated: Series[bool] = pa.Field(description="The reply was cut at max_tokens.")

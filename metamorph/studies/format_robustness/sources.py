@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl
 from metamorph.datasets import read_rows, required
 from metamorph.errors import InputError
 from metamorph.studies.format_robustness.records import SourceInstance
+from metamorph.studies.format_robustness.renderers import LINE_BREAKS as _LINE_BREAKS
 
 # ------------------------------------------------------------------------------------------
 # Adapters: raw row -> SourceInstance
@@ -267,7 +268,8 @@ class SourceSpec:
 
 def validate_instances(instances: Sequence[SourceInstance], source: str,
                        rows: Sequence[int] | None = None) -> None:
-    """Check a loaded dataset: unique ids, >= 1 field, unique field names without ':' or newlines,
+    """Check a loaded dataset: unique ids, >= 1 field, unique field names without ':', '|' or any
+    Unicode line break (values may hold any text),
     >= 2 distinct labels, gold in the answer space, favourable label in it. Raises InputError."""
     seen: dict[str, int] = {}
     for j, x in enumerate(instances):
@@ -280,7 +282,7 @@ def validate_instances(instances: Sequence[SourceInstance], source: str,
             raise InputError(source, "record has no fields", row=row, field="fields")
         names = x.field_names()
         for name in names:
-            if not name or ":" in name or "\n" in name or "|" in name:
+            if not name or ":" in name or "|" in name or any(b in name for b in _LINE_BREAKS):
                 raise InputError(source, f"invalid field name {name!r}", row=row, field="fields")
         if len(set(names)) != len(names):
             raise InputError(source, "duplicate field names", row=row, field="fields")
@@ -294,10 +296,37 @@ def validate_instances(instances: Sequence[SourceInstance], source: str,
                              row=row, field="favorable_label")
 
 
-def load_source(spec: str, limit: int | None = None) -> list[SourceInstance]:
+#: Default seed of the instance sample (``limit`` rows drawn at random, §5.1 "randomly sampling").
+DEFAULT_SAMPLE_SEED = 0
+
+
+def sample_rows(n_rows: int, limit: int | None, sample_seed: int | None) -> list[int]:
+    """0-based indices of the rows kept, in file order.
+
+    ``limit=None`` (or ``limit >= n_rows``) keeps every row. Otherwise ``sample_seed`` an int:
+    a simple random sample without replacement of ``limit`` rows,
+    ``sorted(random.Random(sample_seed).sample(range(n_rows), limit))`` — the paper samples its
+    250 instances per dataset at random (§5.1); ``sample_seed=None``: the first ``limit`` rows
+    (the earlier behaviour, kept as an option). Raises ``ValueError`` for ``limit < 1``.
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    if limit is None or limit >= n_rows:
+        return list(range(n_rows))
+    if sample_seed is None:
+        return list(range(limit))
+    return sorted(random.Random(sample_seed).sample(range(n_rows), limit))
+
+
+def load_source(spec: str, limit: int | None = None,
+                sample_seed: int | None = DEFAULT_SAMPLE_SEED) -> list[SourceInstance]:
     """Load one source spec (see module docstring) into validated instances.
 
-    ``limit`` keeps the first ``limit`` rows of the file (after validation of those rows).
+    ``limit`` keeps ``limit`` rows of the file chosen by :func:`sample_rows`: a seeded random
+    sample (``sample_seed``, default 0) in file order, or the first ``limit`` rows when
+    ``sample_seed is None``. Only the kept rows are adapted and validated; their row numbers in
+    errors are the rows of the file. For ``construct`` (generated, already seeded) ``limit`` is
+    the number of records ``n`` and ``sample_seed`` is not used.
     Raises :class:`InputError` naming file, row and field on any bad row.
     """
     s = SourceSpec.parse(spec)
@@ -315,25 +344,27 @@ def load_source(spec: str, limit: int | None = None) -> list[SourceInstance]:
     if limit is not None and limit < 1:
         raise InputError(spec, f"limit must be >= 1, got {limit}")
     raw = read_rows(s.location)
-    if limit is not None:
-        raw = raw[:limit]
+    kept = sample_rows(len(raw), limit, sample_seed)
     adapter = ADAPTERS[s.adapter]
     xs, rows = [], []
-    for j, r in enumerate(raw, start=1):
-        i = int(r.pop("__row__", j))
+    for j in kept:
+        r = dict(raw[j])
+        i = int(r.pop("__row__", j + 1))  # 1-based row of the file
         xs.append(adapter(r, s.location, i))
         rows.append(i)
     validate_instances(xs, s.location, rows)
     return xs
 
 
-def load_sources(specs: Iterable[str], limit: int | None = None) -> list[tuple[str, SourceInstance]]:
-    """Load several specs into ``(spec, instance)`` pairs; ``(dataset, instance_id)`` must be unique
-    across them (:class:`InputError` otherwise)."""
+def load_sources(specs: Iterable[str], limit: int | None = None,
+                 sample_seed: int | None = DEFAULT_SAMPLE_SEED) -> list[tuple[str, SourceInstance]]:
+    """Load several specs (each with :func:`load_source`, same ``limit`` and ``sample_seed``) into
+    ``(spec, instance)`` pairs; ``(dataset, instance_id)`` must be unique across them
+    (:class:`InputError` otherwise)."""
     out: list[tuple[str, SourceInstance]] = []
     seen: dict[tuple[str, str], str] = {}
     for spec in specs:
-        for j, x in enumerate(load_source(spec, limit=limit), start=1):
+        for j, x in enumerate(load_source(spec, limit=limit, sample_seed=sample_seed), start=1):
             key = (x.dataset, x.instance_id)
             if key in seen:
                 raise InputError(spec, f"instance {x.instance_id!r} of dataset {x.dataset!r} was already loaded "
