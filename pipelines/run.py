@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("study", choices=sorted(STUDY_OPS))
     ap.add_argument("--source", action="append", dest="sources",
                     help="source spec (repeatable); default: the study's embedded default")
-    ap.add_argument("--limit", type=_positive, default=None, help="first N rows of each source (>= 1)")
+    ap.add_argument("--limit", type=_positive, default=None, help="N rows of each source (>= 1): a seeded random sample for the format study, the first N elsewhere")
     ap.add_argument("--k", type=_positive, default=None, help="format study: repeats per document (default 3)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
     ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")

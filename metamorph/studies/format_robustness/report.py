@@ -1,6 +1,6 @@
 """What ``python -m pipelines.run format_robustness`` prints after a run.
 
-* M1 / M2 / M3 (%): the share of instances that violate MR1 (the decision changes across the
+* M1 / M2 / M3 (%): the share of (instance, repeat) groups that violate MR1 (the decision changes across the
   four formats), MR2 (the evidence categories differ, Jaccard < θ) and MR3 (the k repeats of one
   format disagree), with bootstrap 95% CIs — paper §5.2, Table 1.
 * Acc_f (%): accuracy per format; ⊥ (unparseable) counts as wrong.
@@ -37,15 +37,16 @@ def headline(con: duckdb.DuckDBPyConnection) -> str:
     """
     mrv = con.execute(
         "SELECT workflow_id, dataset, relation, round(violation_pct, 1) AS pct, "
-        "round(ci_low_pct, 1) AS ci_low, round(ci_high_pct, 1) AS ci_high, n_instances "
+        "round(ci_low_pct, 1) AS ci_low, round(ci_high_pct, 1) AS ci_high, n_instances, n_groups "
         "FROM format_robustness.mr_violations ORDER BY workflow_id, dataset, relation").df()
     rows = []
     for (workflow, dataset), g in mrv.groupby(["workflow_id", "dataset"], sort=True):
-        row = {"workflow_id": workflow, "dataset": dataset, "n_instances": int(g["n_instances"].iloc[0])}
+        row = {"workflow_id": workflow, "dataset": dataset, "n_instances": int(g["n_instances"].iloc[0]),
+               "n_groups": int(g["n_groups"].iloc[0])}
         for r in g.itertuples():
             ci = "" if r.ci_low is None or r.ci_low != r.ci_low else f" [{r.ci_low}, {r.ci_high}]"
             row[f"M{r.relation[-1]} %"] = f"{r.pct:.1f}{ci}"
         rows.append(row)
-    return "\n".join(["", "Metamorphic-relation violations, % of instances (M1 decision, M2 evidence, "
-                       "M3 stability), bootstrap 95% CI:", pd.DataFrame(rows).to_markdown(index=False),
+    return "\n".join(["", "Metamorphic-relation violations M1 (decision), M2 (evidence), M3 (stability): % of "
+                       "(instance, repeat) groups (§5.2); bootstrap 95% CI resampling instances:", pd.DataFrame(rows).to_markdown(index=False),
                        markdown_sections(con, SECTIONS)])

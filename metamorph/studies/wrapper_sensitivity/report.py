@@ -12,15 +12,16 @@ from metamorph.sql import markdown_sections
 
 
 SECTIONS = (
-    ("FSI / PSI per model and task (normalized extraction, percentage points):",
-     "SELECT model_id, task, round(fsi_pp, 1) AS FSI_pp, round(psi_pp, 1) AS PSI_pp, round(nfsi, 3) AS nFSI, "
-     "round(nfsi_chance, 3) AS nFSI_chance, best_wrapper, worst_wrapper "
+    ("FSI / PSI per model and task (the paper's extractor, §3.5; fractions 0–1; tied wrappers all listed):",
+     "SELECT model_id, task, round(fsi, 3) AS FSI, round(psi, 3) AS PSI, round(nfsi, 3) AS nFSI, "
+     "round(nfsi_chance, 3) AS nFSI_chance, best_wrapper, worst_wrapper, all_tied "
      "FROM wrapper_sensitivity.fsi_psi ORDER BY model_id, task"),
     ("Mean indices per model, bootstrap 95% CI over tasks (10,000 resamples):",
      "SELECT model_id, \"index\", round(mean, 2) AS mean, round(ci_low, 2) AS ci_low, "
      "round(ci_high, 2) AS ci_high, n_tasks, ci_note FROM wrapper_sensitivity.mean_fsi_psi "
      "ORDER BY model_id, \"index\""),
-    ("FSI decomposition (compliance vs conditional accuracy):",
+    ("FSI decomposition (compliance vs conditional accuracy; null where a wrapper has no parseable reply, "
+     "see note):",
      "SELECT model_id, task, round(fsi_pp, 1) AS FSI_pp, round(compliance_pp, 1) AS compliance_pp, "
      "round(conditional_pp, 1) AS conditional_pp, note FROM wrapper_sensitivity.fsi_decomposition "
      "ORDER BY model_id, task"),
