@@ -26,6 +26,7 @@ from assets._common import validated_output
 from metamorph.studies.format_robustness import evidence as ev
 from metamorph.studies.format_robustness import plan as fs
 from metamorph.studies.format_robustness import metrics as fr
+from metamorph.studies.format_robustness import analysis as fan
 from metamorph.studies.format_robustness import mitigations as mit
 from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.extract import extract_decision
@@ -303,8 +304,8 @@ def silent_violations(mr_flags: pd.DataFrame) -> dg.Output:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def format_tests(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Cochran's Q, pairwise McNemar with Holm, Spearman ρ(JS, ΔAcc):
-    :func:`metamorph.studies.format_robustness.metrics.format_tests`."""
-    return validated_output(S.FormatTests, fr.format_tests(fs.metric_input(generation_outcomes)), "format_tests")
+    :func:`metamorph.studies.format_robustness.analysis.format_tests`."""
+    return validated_output(S.FormatTests, fan.format_tests(fs.metric_input(generation_outcomes)), "format_tests")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
@@ -432,45 +433,45 @@ def mitigation_table(vote_aggregation: pd.DataFrame, format_routing: pd.DataFram
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def mr_table(mr_violations: pd.DataFrame) -> dg.Output:
     """Table 1: M1/M2/M3 per dataset × workflow with Avg. margins:
-    :func:`metamorph.studies.format_robustness.metrics.mr_table`."""
-    return validated_output(S.MRTable, fr.mr_table(mr_violations), "mr_table")
+    :func:`metamorph.studies.format_robustness.analysis.mr_table`."""
+    return validated_output(S.MRTable, fan.mr_table(mr_violations), "mr_table")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def silent_by_dataset(mr_flags: pd.DataFrame) -> dg.Output:
     """Silent-violation rate per dataset pooled over workflows (§5.3):
-    :func:`metamorph.studies.format_robustness.metrics.silent_violations_by_dataset`."""
-    return validated_output(S.SilentByDataset, fr.silent_violations_by_dataset(mr_flags), "silent_by_dataset")
+    :func:`metamorph.studies.format_robustness.analysis.silent_violations_by_dataset`."""
+    return validated_output(S.SilentByDataset, fan.silent_violations_by_dataset(mr_flags), "silent_by_dataset")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def workflow_tests(mr_flags: pd.DataFrame) -> dg.Output:
     """Cochran's Q across workflows on M1/M2 (groups) and M3 (instances) (§5.3, §5.4):
-    :func:`metamorph.studies.format_robustness.metrics.workflow_tests`."""
-    return validated_output(S.WorkflowTests, fr.workflow_tests(mr_flags), "workflow_tests")
+    :func:`metamorph.studies.format_robustness.analysis.workflow_tests`."""
+    return validated_output(S.WorkflowTests, fan.workflow_tests(mr_flags), "workflow_tests")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def flip_errors(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Errors of correctness-flip groups by format (§5.2, Figure 3):
-    :func:`metamorph.studies.format_robustness.metrics.flip_error_distribution`."""
-    return validated_output(S.FlipErrors, fr.flip_error_distribution(fs.metric_input(generation_outcomes)),
+    :func:`metamorph.studies.format_robustness.analysis.flip_error_distribution`."""
+    return validated_output(S.FlipErrors, fan.flip_error_distribution(fs.metric_input(generation_outcomes)),
                             "flip_errors")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def evidence_change_share(generation_outcomes: pd.DataFrame) -> dg.Output:
     """Share of evidence changes vs TXT by format (§5.3):
-    :func:`metamorph.studies.format_robustness.metrics.evidence_change_share`."""
-    return validated_output(S.EvidenceChangeShare, fr.evidence_change_share(fs.metric_input(generation_outcomes)),
+    :func:`metamorph.studies.format_robustness.analysis.evidence_change_share`."""
+    return validated_output(S.EvidenceChangeShare, fan.evidence_change_share(fs.metric_input(generation_outcomes)),
                             "evidence_change_share")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def drift_correlation(evidence_drift: pd.DataFrame) -> dg.Output:
     """Spearman ρ(JS, ΔAcc) pooled over settings (§5.3):
-    :func:`metamorph.studies.format_robustness.metrics.drift_correlation`."""
-    return validated_output(S.DriftCorrelation, fr.drift_correlation(evidence_drift), "drift_correlation")
+    :func:`metamorph.studies.format_robustness.analysis.drift_correlation`."""
+    return validated_output(S.DriftCorrelation, fan.drift_correlation(evidence_drift), "drift_correlation")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},

@@ -15,6 +15,7 @@ from statsmodels.stats.multitest import multipletests
 
 from metamorph import stats
 from metamorph.studies.format_robustness import metrics as fr
+from metamorph.studies.format_robustness import analysis as fan
 from metamorph.studies.format_robustness import mitigations as mit
 from metamorph.studies.format_robustness import schemas as sch
 
@@ -381,7 +382,7 @@ def test_silent_violations_hand_computed(gen):
 
 
 def test_format_tests_hand_computed_and_statsmodels(gen):
-    t = fr.format_tests(gen)
+    t = fan.format_tests(gen)
     sch.FormatTests.validate(t)
     q = t[t.test == "cochran_q"].iloc[0]
     # Repeat-1 correctness (txt, md, json, csv): i1 (1,1,1,1), i2 (1,0,1,1), i3 (0,0,0,0)
@@ -411,15 +412,15 @@ def test_format_tests_hand_computed_and_statsmodels(gen):
 
 def test_format_tests_spearman_too_few_points_and_no_gold():
     spec = {"a": {"txt": [("yes", "a")], "md": [("no", "b")]}, "b": {"txt": [("no", "a")], "md": [("no", "a")]}}
-    t = fr.format_tests(make_gen(spec, {"a": "yes", "b": "no"}))
+    t = fan.format_tests(make_gen(spec, {"a": "yes", "b": "no"}))
     sp = t[t.test == "spearman"].iloc[0]
     assert pd.isna(sp["statistic"]) and "fewer than 3" in sp["note"]
-    assert len(fr.format_tests(make_gen(spec))) == 0
+    assert len(fan.format_tests(make_gen(spec))) == 0
 
 
 def test_format_tests_q_undefined_note():
     spec = {"a": {"txt": [("yes", "a")], "md": [("yes", "a")], "json": [("yes", "a")]}}
-    t = fr.format_tests(make_gen(spec, {"a": "yes"}))
+    t = fan.format_tests(make_gen(spec, {"a": "yes"}))
     q = t[t.test == "cochran_q"].iloc[0]
     assert pd.isna(q["statistic"]) and "discordant" in q["note"]
 

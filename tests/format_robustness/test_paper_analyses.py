@@ -13,6 +13,7 @@ from statsmodels.stats.contingency_tables import cochrans_q as sm_cochrans_q
 from metamorph import stats
 from metamorph.models import ModelSpec
 from metamorph.studies.format_robustness import metrics as fr
+from metamorph.studies.format_robustness import analysis as fan
 from metamorph.studies.format_robustness import mitigations as mit
 from metamorph.studies.format_robustness import schemas as sch
 from metamorph.studies.format_robustness.plan import plan_generations, plan_routing
@@ -43,33 +44,33 @@ def _table1_cells() -> pd.DataFrame:
 
 
 def test_table1_avg_row_and_column_are_unweighted_means_of_the_papers_cells():
-    t = fr.mr_table(_table1_cells())
+    t = fan.mr_table(_table1_cells())
     sch.MRTable.validate(t)
     cell = t.set_index(["relation", "dataset", "workflow_id"])["violation_pct"]
     for d, vals in TABLE1_AVG_COL.items():
         for rel, want in zip(("MR1", "MR2", "MR3"), vals):
             # DiscrimEval M2: (37.60 + 16.90 + 53.10 + 34.50)/4 = 35.525, printed 35.52
-            assert cell[(rel, d, fr.AVG)] == pytest.approx(want, abs=0.0051)
+            assert cell[(rel, d, fan.AVG)] == pytest.approx(want, abs=0.0051)
     for rel, vals in TABLE1_AVG_ROW.items():
-        got = [round(cell[(rel, fr.AVG, w)] + 1e-9, 2) for w in WF + [fr.AVG]]
+        got = [round(cell[(rel, fan.AVG, w)] + 1e-9, 2) for w in WF + [fan.AVG]]
         # the paper's margins are means of its rounded cells; one printed digit may differ by 0.01
         assert got == pytest.approx(vals, abs=0.011)
     # exact, hand-computed: MedQA M1 Avg = (65.86 + 76.44 + 17.40 + 41.96)/4 = 50.415
-    assert cell[("MR1", "MedQA", fr.AVG)] == pytest.approx(50.415)
-    assert cell[("MR1", fr.AVG, "OpenAI")] == pytest.approx(165.33 / 4)
+    assert cell[("MR1", "MedQA", fan.AVG)] == pytest.approx(50.415)
+    assert cell[("MR1", fan.AVG, "OpenAI")] == pytest.approx(165.33 / 4)
     assert len(t) == 3 * (16 + 4 + 4 + 1)
 
 
 def test_with_avg_rejects_duplicates_and_reserved_key():
     cells = pd.DataFrame({"r": ["a", "a"], "c": ["x", "x"], "v": [1.0, 2.0]})
     with pytest.raises(ValueError, match="twice"):
-        fr.with_avg(cells, "r", "c", "v")
+        fan.with_avg(cells, "r", "c", "v")
     with pytest.raises(ValueError, match="already"):
-        fr.with_avg(pd.DataFrame({"r": [fr.AVG], "c": ["x"], "v": [1.0]}), "r", "c", "v")
+        fan.with_avg(pd.DataFrame({"r": [fan.AVG], "c": ["x"], "v": [1.0]}), "r", "c", "v")
     # incomplete table: margins skip the missing cell
-    t = fr.with_avg(pd.DataFrame({"r": ["a", "a", "b"], "c": ["x", "y", "x"], "v": [1.0, 3.0, 5.0]}), "r", "c", "v")
+    t = fan.with_avg(pd.DataFrame({"r": ["a", "a", "b"], "c": ["x", "y", "x"], "v": [1.0, 3.0, 5.0]}), "r", "c", "v")
     got = {(r, c): v for r, c, v in t.itertuples(index=False)}
-    assert (got[("a", fr.AVG)], got[("b", fr.AVG)], got[(fr.AVG, "x")], got[(fr.AVG, "y")], got[(fr.AVG, fr.AVG)]) == (
+    assert (got[("a", fan.AVG)], got[("b", fan.AVG)], got[(fan.AVG, "x")], got[(fan.AVG, "y")], got[(fan.AVG, fan.AVG)]) == (
         2.0, 5.0, 3.0, 3.0, 3.0)
 
 
@@ -99,28 +100,28 @@ def test_table3_avg_rows_are_unweighted_means_of_the_papers_cells():
     sch.MitigationTable.validate(t)
     cell = t.set_index(["strategy", "relation", "dataset", "workflow_id"])["delta_pp"]
     for (d, rel), (_, (v_avg, r_avg)) in TABLE3.items():
-        assert round(cell[("vote", rel, d, fr.AVG)] + 1e-9, 2) == v_avg
-        assert round(cell[("routing", rel, d, fr.AVG)] + 1e-9, 2) == r_avg
+        assert round(cell[("vote", rel, d, fan.AVG)] + 1e-9, 2) == v_avg
+        assert round(cell[("routing", rel, d, fan.AVG)] + 1e-9, 2) == r_avg
     # Construct ΔM1 Vot. Avg. = (13.73 + 10.93 − 0.13 − 1.60)/4 = 5.7325 (signed mean, not of |Δ|)
-    assert cell[("vote", "MR1", "Construct", fr.AVG)] == pytest.approx(5.7325)
+    assert cell[("vote", "MR1", "Construct", fan.AVG)] == pytest.approx(5.7325)
     # Avg. block (mean over MedQA and Construct): OpenAI ΔM1 Vot. (2.80 + 13.73)/2 = 8.265 -> 8.27,
     # Rte. (65.20 + 29.33)/2 = 47.265 -> 47.27; Anthropic 16.32 / 60.60; corner Rte. 44.205 -> 44.21
-    assert cell[("vote", "MR1", fr.AVG, "OpenAI")] == pytest.approx(8.265)
-    assert cell[("routing", "MR1", fr.AVG, "Anthropic")] == pytest.approx(60.60)
-    assert cell[("routing", "MR1", fr.AVG, fr.AVG)] == pytest.approx(353.65 / 8)  # 44.206 -> 44.21
-    assert cell[("routing", "MR2", fr.AVG, fr.AVG)] == pytest.approx((16.43 * 4 + 20.03 * 4) / 8, abs=0.005)  # 18.23
+    assert cell[("vote", "MR1", fan.AVG, "OpenAI")] == pytest.approx(8.265)
+    assert cell[("routing", "MR1", fan.AVG, "Anthropic")] == pytest.approx(60.60)
+    assert cell[("routing", "MR1", fan.AVG, fan.AVG)] == pytest.approx(353.65 / 8)  # 44.206 -> 44.21
+    assert cell[("routing", "MR2", fan.AVG, fan.AVG)] == pytest.approx((16.43 * 4 + 20.03 * 4) / 8, abs=0.005)  # 18.23
 
 
 def test_table3_medqa_vote_avg_only_reproduces_with_alibaba_at_plus_4_27():
     # The paper prints Alibaba MedQA ΔM1 Vot. = −4.27 (and says voting degrades it), but its
     # Avg. 8.43 and the Avg.-block 1.33 are the means with +4.27: a sign slip in the paper.
     signed = _table3(-4.27).set_index(["strategy", "relation", "dataset", "workflow_id"])["delta_pp"]
-    assert signed[("vote", "MR1", "MedQA", fr.AVG)] == pytest.approx(6.2925)
-    assert signed[("vote", "MR1", fr.AVG, "Alibaba")] == pytest.approx(-2.935)
+    assert signed[("vote", "MR1", "MedQA", fan.AVG)] == pytest.approx(6.2925)
+    assert signed[("vote", "MR1", fan.AVG, "Alibaba")] == pytest.approx(-2.935)
     plus = _table3(4.27).set_index(["strategy", "relation", "dataset", "workflow_id"])["delta_pp"]
-    assert round(plus[("vote", "MR1", "MedQA", fr.AVG)], 2) == 8.43
-    assert round(plus[("vote", "MR1", fr.AVG, "Alibaba")] + 1e-9, 2) == 1.34  # printed 1.33 (1.335 rounded down)
-    assert round(plus[("vote", "MR1", fr.AVG, fr.AVG)], 2) == 7.08
+    assert round(plus[("vote", "MR1", "MedQA", fan.AVG)], 2) == 8.43
+    assert round(plus[("vote", "MR1", fan.AVG, "Alibaba")] + 1e-9, 2) == 1.34  # printed 1.33 (1.335 rounded down)
+    assert round(plus[("vote", "MR1", fan.AVG, fan.AVG)], 2) == 7.08
 
 
 # --------------------------------------------------------------------------- Spearman
@@ -150,7 +151,7 @@ def test_drift_correlation_pools_every_setting():
     rows = [dict(workflow_id=WF[i % 4], dataset=d, format=("json", "md", "csv")[i // 4], js_divergence=js,
                  delta_acc_pct=da) for d, pts in TABLE2.items() for i, (js, da) in enumerate(pts)]
     rows.append(dict(workflow_id="OpenAI", dataset="DiscrimEval", format="csv", js_divergence=0.2, delta_acc_pct=None))
-    c = fr.drift_correlation(pd.DataFrame(rows)).set_index("scope")
+    c = fan.drift_correlation(pd.DataFrame(rows)).set_index("scope")
     sch.DriftCorrelation.validate(c.reset_index())
     allx = [p for d in TABLE2.values() for p in d]
     ref = sst.spearmanr([p[0] for p in allx], [p[1] for p in allx])
@@ -171,7 +172,7 @@ def test_format_tests_per_setting_spearman_has_the_exact_p():
     for n in range(4):
         spec[f"s{n}"] = {f: [("yes" if dec[f][n] == "y" else "no", cats[f])] for f in dec}
     gen = make_gen(spec, {f"s{n}": "yes" for n in range(4)})
-    t = fr.format_tests(gen)
+    t = fan.format_tests(gen)
     sp = t[t["test"] == "spearman"].iloc[0]
     d = fr.evidence_drift(gen)
     assert d["delta_acc_pct"].tolist() == [-25.0, -50.0, -75.0]
@@ -197,7 +198,7 @@ def _two_workflows():
 
 def test_workflow_tests_cochran_q_on_groups_for_m2_and_instances_for_m3():
     flags = fr.mr_flags(_two_workflows())
-    t = fr.workflow_tests(flags).set_index("relation")
+    t = fan.workflow_tests(flags).set_index("relation")
     sch.WorkflowTests.validate(t.reset_index())
     # MR2 blocks = 6 groups; A violates (i2,1),(i2,2); B none; C (i2,1),(i2,2) -> rows [1,0,1] x2, rest 0
     m2 = [[0, 0, 0], [0, 0, 0], [1, 0, 1], [1, 0, 1], [0, 0, 0], [0, 0, 0]]
@@ -218,7 +219,7 @@ def test_workflow_tests_cochran_q_on_groups_for_m2_and_instances_for_m3():
 def test_silent_violations_by_dataset_pools_workflows():
     g = _two_workflows()
     g2 = make_gen({"z": {"txt": [("yes", "a")], "md": [("yes", "a")]}}, wf="A", ds="other")
-    s = fr.silent_violations_by_dataset(fr.mr_flags(pd.concat([g, g2], ignore_index=True))).set_index("dataset")
+    s = fan.silent_violations_by_dataset(fr.mr_flags(pd.concat([g, g2], ignore_index=True))).set_index("dataset")
     sch.SilentByDataset.validate(s.reset_index())
     # ds: MR2 groups: A (i2,1),(i2,2) with MR1 no (yes/yes) -> silent 2; C (i2,1),(i2,2): MR1 no -> silent 2
     assert (s.loc["ds", "n_mr2"], s.loc["ds", "n_silent"], s.loc["ds", "silent_pct"]) == (4, 4, 100.0)
@@ -235,13 +236,13 @@ def test_flip_error_distribution_counts_errors_of_flip_groups_by_format():
         "f2": {"txt": [("no", "")] * 2, "md": [("yes", "")] * 2, "csv": [(BOT, "")] * 2},  # r1, r2 flips: txt, csv
         "f3": {"txt": [("no", "")] * 2, "md": [("no", "")] * 2, "csv": [("no", "")] * 2},  # all wrong: no flip
     }
-    e = fr.flip_error_distribution(make_gen(spec, {"f1": "yes", "f2": "yes", "f3": "yes"}))
+    e = fan.flip_error_distribution(make_gen(spec, {"f1": "yes", "f2": "yes", "f3": "yes"}))
     sch.FlipErrors.validate(e)
     assert e["format"].tolist() == ["txt", "md", "csv"]
     assert e["n_flip_groups"].tolist() == [3, 3, 3]
     assert e["n_errors"].tolist() == [2, 0, 3]
     assert e["error_pct"].tolist() == pytest.approx([200 / 3, 0.0, 100.0])
-    assert len(fr.flip_error_distribution(make_gen(spec))) == 0  # no gold, no rows
+    assert len(fan.flip_error_distribution(make_gen(spec))) == 0  # no gold, no rows
 
 
 def test_evidence_change_share_by_format():
@@ -250,7 +251,7 @@ def test_evidence_change_share_by_format():
         "e2": {"txt": [("yes", "a")], "md": [("yes", "ab")], "json": [("yes", "a")], "csv": [("yes", "d")]},
     }
     # vs txt: e1 md J=1, json J=0 (change), csv ∅ vs {a,b} J=0 (change); e2 md J=1/2, json 1, csv 0 (change)
-    out = fr.evidence_change_share(pd.concat([make_gen(spec), make_gen(spec, wf="w2")], ignore_index=True))
+    out = fan.evidence_change_share(pd.concat([make_gen(spec), make_gen(spec, wf="w2")], ignore_index=True))
     sch.EvidenceChangeShare.validate(out)
     cell = out[out["workflow_id"] == "wf"].set_index("format")
     assert cell["n_changes"].tolist() == [0, 1, 2] and cell["n_groups"].tolist() == [2, 2, 2]

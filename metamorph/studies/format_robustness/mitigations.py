@@ -42,8 +42,8 @@ from metamorph.studies.format_robustness.metrics import (
     _stability,
     mr_flags,
     validate_generations,
-    with_avg,
 )
+from metamorph.studies.format_robustness.analysis import with_avg
 
 
 #: Tie rules of the majority vote (:func:`vote_aggregation`).
@@ -339,7 +339,7 @@ def mitigation_table(vote: pd.DataFrame, routing: pd.DataFrame) -> pd.DataFrame:
     """Table 3: ΔM1/ΔM2/ΔM3 (pp) of voting ("Vot.") and routing ("Rte.") per dataset ×
     workflow, with the ``Avg.`` column (mean over workflows, per strategy) and ``Avg.`` rows
     (mean over datasets) — unweighted means of cells
-    (:func:`~metamorph.studies.format_robustness.metrics.with_avg`). E.g. Table 3 Construct
+    (:func:`~metamorph.studies.format_robustness.analysis.with_avg`). E.g. Table 3 Construct
     ΔM1 Vot. Avg. = (13.73 + 10.93 − 0.13 − 1.60)/4 = 5.73.
 
     Raises:
