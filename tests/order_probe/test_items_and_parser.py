@@ -116,7 +116,11 @@ def test_parser_fullwidth_punctuation_and_ideographic_space():
 def test_parser_two_candidates_none_and_malformed_are_failures():
     p = parse_reply("成语：画蛇添足，一鸣惊人\n解释：两个", "zh_cn")
     assert (p.expression, p.reason, p.candidates) == (None, "several_candidates", ("画蛇添足", "一鸣惊人"))
-    assert parse_reply("成语：画蛇添足 画蛇添足", "zh_cn").reason == "ok"  # the same candidate twice is unique
+    assert parse_reply("成语：画蛇添足 画蛇添足", "zh_cn").reason == "ok"
+    # label words are four units themselves but never candidates (real SmolLM2 replies)
+    assert parse_reply("말면: 사자성어: 골상쟁육\n", "ko").expression == "골상쟁육"
+    assert parse_reply("신명입양 (복원한 사자성어", "ko").expression == "신명입양"
+    assert parse_reply("一石二鳥（四字熟語）", "ja").expression == "一石二鳥"  # the same candidate twice is unique
     assert parse_reply("成语：画蛇添足了\n解释：x", "zh_cn").reason == "no_candidate"
     assert parse_reply("I do not know.", "zh_cn").reason == "malformed"
     assert parse_reply("  \u3000 ", "zh_cn").reason == "empty_reply"

@@ -13,7 +13,9 @@ Rules, in order:
 4. On the answer line, after its label is removed, every character that is not a unit of the
    language's script (whitespace incl. U+3000, quotes, brackets, ASCII and fullwidth
    punctuation, Latin letters, digits) separates tokens; a *candidate* is a token of exactly
-   four units.
+   four units. A label word anywhere on the line (``사자성어``, ``四字熟語`` and ``四字成語`` are
+   themselves four units) is not a candidate — the local model often repeats the label
+   mid-line (``말면: 사자성어: 골상쟁육``).
 5. Exactly one distinct candidate (it may repeat) → parsed. No candidate → ``no_candidate``
    (the line has script tokens but none of four units) or ``malformed`` (no script text at all);
    two or more different candidates → ``several_candidates``. A failed parse is never turned
@@ -49,6 +51,7 @@ def _label_re(labels) -> re.Pattern:
     return re.compile(rf"^\s*[\W_]*\s*(?:{alts})\s*[:：]?\s*", re.IGNORECASE)
 
 
+_LABEL_WORDS = {w.lower() for w in (*EXPRESSION_LABELS, *EXPLANATION_LABELS, *REASONING_LABELS)}
 _EXPR_RE, _EXPL_RE, _REASON_RE = _label_re(EXPRESSION_LABELS), _label_re(EXPLANATION_LABELS), _label_re(REASONING_LABELS)
 
 
@@ -110,7 +113,7 @@ def parse_reply(text: str | None, language: str) -> Parsed:
         rest = [ln for ln in lines[idx + 1:] if ln and not _REASON_RE.match(ln)]
         explanation = rest[0] if rest else ""
     toks = tokens(answer, language)
-    cands = tuple(dict.fromkeys(t for t in toks if len(t) == 4))
+    cands = tuple(dict.fromkeys(t for t in toks if len(t) == 4 and t.lower() not in _LABEL_WORDS))
     if len(cands) == 1:
         return Parsed(cands[0], explanation, "ok", cands)
     if len(cands) > 1:
