@@ -191,13 +191,18 @@ class SemanticConfig(dg.Config):
                                              "suitable for zh/ja/ko; null = not used.")
     nli_model_path: str | None = Field(default=None, description="Local directory of a multilingual NLI model "
                                        "(transformers); null = S_Logic is null with the reason.")
+    bertscore_model_path: str | None = Field(default=None, description="Local directory of a BERT model for "
+                                             "BERTScore (e.g. bert-base-chinese); null = not used.")
+    bertscore_num_layers: int | None = Field(default=None, ge=1, description="Layer for BERTScore (required with "
+                                             "bertscore_model_path).")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def semantic_scores(config: SemanticConfig, scored_replies: pd.DataFrame, order_items: pd.DataFrame) -> dg.Output:
     """S_Acc, S_Logic and S_Info of every explanation against the reference meanings:
     :func:`metamorph.studies.order_probe.semantic.semantic_scores`."""
-    scorers = sem.load_scorers(config.cross_encoder_path, config.embedding_model_path, config.nli_model_path)
+    scorers = sem.load_scorers(config.cross_encoder_path, config.embedding_model_path, config.nli_model_path,
+                               config.bertscore_model_path, config.bertscore_num_layers)
     df = sem.semantic_scores(scored_replies, items_from_frame(order_items), scorers)
     return validated_output(S.SemanticScores, df, "semantic_scores", {
         "components": dg.MetadataValue.text(scorers.describe())})

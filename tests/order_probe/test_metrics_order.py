@@ -152,3 +152,11 @@ def test_logit_coefficient_is_the_log_odds_ratio():
     assert "log_frequency dropped" in df["note"].iloc[0] and "structure dropped" in df["note"].iloc[0]
     none = recovery_logit(pd.DataFrame([row("a"), row("b", language="ko")]))
     assert none["term"].isna().all() and "no variation" in none["note"].iloc[0]
+
+
+def test_configured_model_that_is_not_installed_is_an_error_not_a_zero(tmp_path):
+    with pytest.raises(ValueError, match="could not be loaded locally"):
+        sem.load_scorers(nli_model_path=str(tmp_path / "no-such-model"))
+    with pytest.raises(ValueError, match="needs bertscore_num_layers"):
+        sem.load_scorers(bertscore_model_path=str(tmp_path / "bert"))
+    assert sem.load_scorers().describe().startswith("S_Acc: fbeta(beta=2")

@@ -167,12 +167,22 @@ NO_NLI = "no local NLI model configured (S_Logic needs one; not computed)"
 
 
 def load_scorers(cross_encoder_path: str | None = None, embedding_model_path: str | None = None,
-                 nli_model_path: str | None = None) -> Scorers:
+                 nli_model_path: str | None = None, bertscore_model_path: str | None = None,
+                 bertscore_num_layers: int | None = None) -> Scorers:
     """Scorers from local model directories (nothing is downloaded; ``HF_HUB_OFFLINE``). A path
     that does not load raises ``ValueError`` naming it — a configured component never silently
-    becomes 0. ``None`` leaves the component out."""
+    becomes 0. ``None`` leaves the component out. BERTScore needs ``bertscore_num_layers`` with
+    its path (bert-score's own table only knows hub names); F1, no IDF, no baseline rescaling."""
     s = Scorers()
+    if bertscore_model_path and not bertscore_num_layers:
+        raise ValueError("bertscore_model_path needs bertscore_num_layers (e.g. 8 for bert-base-chinese)")
     try:
+        if bertscore_model_path:
+            from bert_score import BERTScorer
+
+            bs = BERTScorer(model_type=bertscore_model_path, num_layers=bertscore_num_layers, lang=None)
+            s.bertscore = lambda cands, refs: [float(v) for v in bs.score(cands, refs)[2]]
+            s.names["bertscore"] = bertscore_model_path
         if cross_encoder_path:
             from sentence_transformers import CrossEncoder
             import torch
