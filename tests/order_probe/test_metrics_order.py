@@ -140,6 +140,12 @@ def test_diagnostics_use_the_unperturbed_reply_as_s_orig():
     assert d.loc["zh_cn", "s_seq"] == pytest.approx(1 - drop) and d.loc["zh_cn", "s_cons"] == 1.0
     assert pd.isna(d.loc["ja", "s_acc_mean"]) and "no reference meanings" in d.loc["ja", "note"]
     assert pd.isna(d.loc["zh_cn", "s_logic"]) and "no local NLI model" in d.loc["zh_cn", "note"]
+    assert "degenerate" not in d.loc["zh_cn", "note"]
+    # only the scrambled replies count: all 0 is flagged even though the unperturbed reply scores 1
+    zero = sem.diagnostics(s.assign(s_acc=s["s_acc"].where(s["pattern"] == "ABCD", 0.0))).set_index("language")
+    assert "every S_Acc < 0.05" in zero.loc["zh_cn", "note"]
+    flat = sem.diagnostics(s.assign(s_acc=0.01)).set_index("language")
+    assert "every S_Acc < 0.05: S_Cons (near 1) and S_struct" in flat.loc["zh_cn", "note"]
 
 
 def test_logit_coefficient_is_the_log_odds_ratio():

@@ -51,6 +51,8 @@ from metamorph.schemas import require_columns
 from metamorph.studies.order_probe.sources import OrderItem
 
 BETA = 2.0
+#: below this maximum S_Acc, S_Cons and S_struct are flagged as degenerate in the note
+FLOOR = 0.05
 WEIGHTS = {"cross_encoder": 0.5, "representation": 0.3, "fbeta": 0.2}
 #: function tokens removed before content F-β (characters for zh/ja, words for ko)
 STOP_TOKENS = {
@@ -345,6 +347,9 @@ def diagnostics(sem: pd.DataFrame) -> pd.DataFrame:
         st = s_struct(im, scr.drop_duplicates("item_id").set_index("item_id")["structure"].reindex(im.index))
         if st is None and not scr.empty:
             notes.append("S_struct: fewer than two structure labels")
+        if not scr.empty and float(scr["s_acc"].max()) < FLOOR:
+            notes.append(f"every S_Acc < {FLOOR}: S_Cons (near 1) and S_struct (σ/μ̄ of near-zero means) are "
+                         "degenerate here")
         logic = part["s_logic"].dropna()
         scr_logic = part[(part["pattern"] != "ABCD")]["s_logic"].dropna()
         if logic.empty:
