@@ -163,3 +163,55 @@ def sensitivity_heatmap(matrix: pd.DataFrame) -> dg.MetadataValue:
     fig.colorbar(im, ax=ax, label="Δ_avg")
     ax.set_title("Sensitivity Δ_avg = 2.5·[s̄(10%) − s̄(50%)]")
     return figure_md(fig)
+
+
+# --------------------------------------------------------------------------- OrderProbe
+
+
+def _order_series(df: pd.DataFrame) -> list[tuple[str, str]]:
+    return sorted({(r.model_id, r.setting) for r in df.itertuples()})
+
+
+def order_recovery_by(df: pd.DataFrame, level: str, title: str) -> dg.MetadataValue:
+    """Grouped bars of ``recovery_pct`` (0–100 %) per value of column ``level`` (language or
+    structure), one bar per model × setting, with the bootstrap 95% CI as error bars."""
+    d = df.dropna(subset=["recovery_pct"])
+    if d.empty:
+        return dg.MetadataValue.md("_no rows to plot_")
+    levels = sorted(d[level].astype(str).unique())
+    series = _order_series(d)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.1 * len(levels), 3.4))
+    width = 0.8 / len(series)
+    for i, (m, s) in enumerate(series):
+        part = d[(d.model_id == m) & (d.setting == s)].set_index(d[level].astype(str).name)
+        part.index = part.index.astype(str)
+        y = np.array([part["recovery_pct"].get(v, np.nan) for v in levels], dtype=float)
+        lo = np.array([part["ci_low_pct"].get(v, np.nan) for v in levels], dtype=float)
+        hi = np.array([part["ci_high_pct"].get(v, np.nan) for v in levels], dtype=float)
+        err = [np.nan_to_num(y - lo), np.nan_to_num(hi - y)]
+        ax.bar(np.arange(len(levels)) + i * width, y, width, yerr=err, capsize=2, label=f"{m} · {s}")
+    ax.set_xticks(np.arange(len(levels)) + 0.4 - width / 2, levels, fontsize=7, rotation=20)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("recovery %")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return figure_md(fig)
+
+
+def order_recovery_by_pattern(df: pd.DataFrame) -> dg.MetadataValue:
+    """Recovery (%) over the 23 permutation patterns (x, lexicographic), one line per model ×
+    setting (rows of ``recovery_breakdown`` with dimension 'pattern')."""
+    d = df.dropna(subset=["recovery_pct"])
+    if d.empty:
+        return dg.MetadataValue.md("_no rows to plot_")
+    patterns = sorted(d["level"].unique())
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    for m, s in _order_series(d):
+        part = d[(d.model_id == m) & (d.setting == s)].set_index("level")["recovery_pct"]
+        ax.plot(range(len(patterns)), [part.get(p, np.nan) for p in patterns], marker="o", ms=3, label=f"{m} · {s}")
+    ax.set_xticks(range(len(patterns)), patterns, fontsize=7, rotation=60)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("recovery %")
+    ax.set_title("Recovery by permutation pattern (all languages)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return figure_md(fig)

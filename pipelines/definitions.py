@@ -8,7 +8,7 @@ executor is in-process (one step at a time; no process spawn per step on 2 cores
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from assets import format_robustness, workflow_perturb, wrapper_sensitivity
+from assets import format_robustness, order_probe, workflow_perturb, wrapper_sensitivity
 from pipelines.jobs import INPUT_JOBS, MODEL_JOBS
 from pipelines.schedules import WEEKLY_SCHEDULES
 from pipelines.sensors import model_registry_sensor
@@ -16,7 +16,7 @@ from resources import (EncoderResource, GenerationCacheResource, ModelRegistryRe
                        registry_path, warehouse_path)
 
 
-STUDIES = [format_robustness, wrapper_sensitivity, workflow_perturb]
+STUDIES = [format_robustness, wrapper_sensitivity, workflow_perturb, order_probe]
 
 
 def build_definitions() -> dg.Definitions:

