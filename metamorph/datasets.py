@@ -58,10 +58,10 @@ def _read_jsonl(uri: str, is_remote: bool) -> list[dict[str, Any]]:
     if is_remote:
         import fsspec  # installed with huggingface_hub / pandas extras
 
-        with fsspec.open(uri, "rt", encoding="utf-8") as fh:
+        with fsspec.open(uri, "rt", encoding="utf-8-sig") as fh:
             lines = fh.read().splitlines()
     else:
-        lines = Path(uri).read_text(encoding="utf-8").splitlines()
+        lines = Path(uri).read_text(encoding="utf-8-sig").splitlines()  # a BOM is not part of row 1
     rows = []
     for i, line in enumerate(lines, start=1):
         if not line.strip():

@@ -32,7 +32,6 @@ four units of its language's script is such an error (naming the expression). Du
 
 from __future__ import annotations
 
-import json
 import random
 import unicodedata
 from collections.abc import Sequence
@@ -40,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl
 
+from metamorph.datasets import read_rows
 from metamorph.errors import InputError
 from metamorph.studies.order_probe.permutations import PATTERNS, apply_pattern
 
@@ -158,22 +158,8 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
 
 def load_jsonl(path: str | Path, source: str | None = None) -> list[OrderItem]:
     """Items of a shared-sample JSONL file (all-or-nothing; see module doc for the errors)."""
-    path = Path(path)
     where = str(path)
-    if not path.is_file():
-        raise InputError(where, "file not found")
-    items: list[OrderItem] = []
-    with path.open(encoding="utf-8-sig") as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(where, f"invalid JSON ({exc.msg})", row=i) from None
-            items.append(parse_record(rec, where, i, source or where))
-    if not items:
-        raise InputError(where, "no records")
+    items = [parse_record(rec, where, int(rec.pop("__row__")), source or where) for rec in read_rows(where)]
     _check_unique(items, where)
     return items
 
