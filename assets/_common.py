@@ -46,3 +46,16 @@ def validated_output(model: type[pa.DataFrameModel], df: pd.DataFrame, table: st
           "dagster/column_schema": schema_md(model).value}
     md.update(metadata or {})
     return dg.Output(df, metadata=md)
+
+
+def create_lineage_views(warehouse, study: str, count_view: str) -> dg.MaterializeResult:
+    """Run ``sql/<study>/lineage_views.sql`` on the warehouse (``warehouse``: a DuckDBResource)
+    and report the rows of ``<study>.<count_view>`` and the SQL itself as metadata."""
+    from metamorph.sql import sql_path
+
+    sql = sql_path(study, "lineage_views").read_text()
+    with warehouse.get_connection() as con:
+        con.execute(sql)
+        n = con.execute(f"SELECT count(*) FROM {study}.{count_view}").fetchall()[0][0]
+    return dg.MaterializeResult(metadata={f"{count_view}_rows": dg.MetadataValue.int(int(n)),
+                                          "sql": dg.MetadataValue.md(f"```sql\n{sql}\n```")})

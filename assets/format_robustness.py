@@ -22,7 +22,7 @@ from pydantic import Field
 from dagster_duckdb import DuckDBResource
 
 from assets import plots
-from assets._common import validated_output
+from assets._common import create_lineage_views, validated_output
 from metamorph.studies.format_robustness import evidence as ev
 from metamorph.studies.format_robustness import plan as fs
 from metamorph.studies.format_robustness import metrics as fr
@@ -35,7 +35,6 @@ from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.format_robustness import schemas as S
-from metamorph.sql import sql_path
 from pipelines.partitions import model_partitions
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
@@ -480,9 +479,4 @@ def drift_correlation(evidence_drift: pd.DataFrame) -> dg.Output:
 def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Views ``decision_lineage`` and ``mr_violation_lineage`` (``sql/format_robustness/lineage_views.sql``):
     from a metric cell to the exact request, raw completion, document and record."""
-    sql = sql_path(GROUP, "lineage_views").read_text()
-    with warehouse.get_connection() as con:
-        con.execute(sql)
-        n = con.execute("SELECT count(*) FROM format_robustness.decision_lineage").fetchall()[0][0]
-    return dg.MaterializeResult(metadata={"decision_lineage_rows": dg.MetadataValue.int(int(n)),
-                                          "sql": dg.MetadataValue.md(f"```sql\n{sql}\n```")})
+    return create_lineage_views(warehouse, GROUP, "decision_lineage")

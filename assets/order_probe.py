@@ -23,9 +23,8 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets import plots
-from assets._common import validated_output
+from assets._common import create_lineage_views, validated_output
 from metamorph.runner import generation_frame, run_requests
-from metamorph.sql import sql_path
 from metamorph.studies.order_probe import metrics as om
 from metamorph.studies.order_probe import plan as op
 from metamorph.studies.order_probe import regression as reg
@@ -222,9 +221,4 @@ def diagnostics(semantic_scores: pd.DataFrame) -> dg.Output:
 def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Views ``reply_lineage`` and ``recovery_cell_lineage`` (``sql/order_probe/lineage_views.sql``):
     from a recovery cell to its prompts, raw replies and parse reasons."""
-    sql = sql_path(GROUP, "lineage_views").read_text()
-    with warehouse.get_connection() as con:
-        con.execute(sql)
-        n = con.execute("SELECT count(*) FROM order_probe.reply_lineage").fetchall()[0][0]
-    return dg.MaterializeResult(metadata={"reply_lineage_rows": dg.MetadataValue.int(int(n)),
-                                          "sql": dg.MetadataValue.md(f"```sql\n{sql}\n```")})
+    return create_lineage_views(warehouse, GROUP, "reply_lineage")

@@ -31,9 +31,15 @@ def bars_by_format(df: pd.DataFrame, value: str, title: str) -> dg.MetadataValue
     for i, (wf, ds) in enumerate(series):
         part = df[(df.workflow_id == wf) & (df.dataset == ds)].set_index("format")[value]
         ax.bar(np.arange(len(fmts)) + i * width, [part.get(f, np.nan) for f in fmts], width, label=f"{wf} · {ds}")
-    ax.set_xticks(np.arange(len(fmts)) + 0.4 - width / 2, fmts)
+    return _grouped_bars_md(fig, ax, fmts, width, "%", title)
+
+
+def _grouped_bars_md(fig, ax, levels: list, width: float, ylabel: str, title: str,
+                     **tick_style) -> dg.MetadataValue:
+    """Finish a grouped bar chart on a 0–100 scale (ticks under each group, legend outside)."""
+    ax.set_xticks(np.arange(len(levels)) + 0.4 - width / 2, levels, **tick_style)
     ax.set_ylim(0, 100)
-    ax.set_ylabel("%")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure_md(fig)
@@ -190,12 +196,7 @@ def order_recovery_by(df: pd.DataFrame, level: str, title: str) -> dg.MetadataVa
         hi = np.array([part["ci_high_pct"].get(v, np.nan) for v in levels], dtype=float)
         err = [np.nan_to_num(y - lo), np.nan_to_num(hi - y)]
         ax.bar(np.arange(len(levels)) + i * width, y, width, yerr=err, capsize=2, label=f"{m} · {s}")
-    ax.set_xticks(np.arange(len(levels)) + 0.4 - width / 2, levels, fontsize=7, rotation=20)
-    ax.set_ylim(0, 100)
-    ax.set_ylabel("recovery %")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return figure_md(fig)
+    return _grouped_bars_md(fig, ax, levels, width, "recovery %", title, fontsize=7, rotation=20)
 
 
 def order_recovery_by_pattern(df: pd.DataFrame) -> dg.MetadataValue:

@@ -305,6 +305,15 @@ def _check_selection(selection: str) -> None:
         raise ValueError(f"selection must be one of {SELECTIONS}, not {selection!r}")
 
 
+def _chosen_ids(w: Workflow, n: int, rng: random.Random, selection: str) -> tuple[str, ...]:
+    """The ``n`` step ids an operator alters, in id order: :func:`contiguous_run` or a
+    ``rng.sample`` (``selection="scattered"``); checks ``n`` and ``selection``."""
+    _check_n(w, n)
+    _check_selection(selection)
+    chosen = contiguous_run(w, n, rng) if selection == "contiguous" else rng.sample(list(w.node_ids), n)
+    return tuple(sorted(chosen, key=int))
+
+
 def remove_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None,
                  selection: str = "contiguous") -> Perturbation:
     """Missing Steps (§3.1): remove ``n`` steps and reconnect predecessors to successors
@@ -316,10 +325,7 @@ def remove_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = N
 
     source: §3.1, App. B.4 (contiguity).
     """
-    _check_n(w, n)
-    _check_selection(selection)
-    chosen = contiguous_run(w, n, rng) if selection == "contiguous" else rng.sample(list(w.node_ids), n)
-    ids = tuple(sorted(chosen, key=int))
+    ids = _chosen_ids(w, n, rng, selection)
     nodes, edges = remove_nodes(w, ids)
     return _deterministic(w, "missing", p, n, ids, "remove_steps", nodes, edges)
 
@@ -528,10 +534,7 @@ def paraphrase_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None
 
     source: §3.1, App. B.4 (contiguity).
     """
-    _check_n(w, n)
-    _check_selection(selection)
-    chosen = contiguous_run(w, n, rng) if selection == "contiguous" else rng.sample(list(w.node_ids), n)
-    ids = tuple(sorted(chosen, key=int))
+    ids = _chosen_ids(w, n, rng, selection)
     nodes = tuple(paraphrase_text(t) if k in ids else t for k, t in zip(w.node_ids, w.nodes))
     return _deterministic(w, "description", p, n, ids, "paraphrase_steps", nodes, w.edges)
 
