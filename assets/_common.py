@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Callable, Mapping, Sequence
 
 import dagster as dg
 import pandas as pd
@@ -48,6 +49,28 @@ def validated_output(model: type[pa.DataFrameModel], df: pd.DataFrame, table: st
     return dg.Output(df, metadata=md)
 
 
+def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None) -> dict:
+    """Materialization metadata of a generation table, the same in every study.
+
+    ``df`` has the runner's generation columns (``error``, ``finish_reason``); ``stats`` is the
+    :class:`metamorph.runner.RunStats` of the run and ``spec`` the registry entry. Gives model calls,
+    cache hits, error and truncated rows (and the truncation % per value of column ``by``), tokens
+    (called and served from the cache), model-version changes the provider reported, and the
+    ``registry_fingerprint`` that the registry sensor compares against the registry.
+    """
+    cut = df["finish_reason"] == "length"
+    md = {"model_calls": dg.MetadataValue.int(stats.calls), "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+          "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
+          "truncated_rows": dg.MetadataValue.int(int(cut.sum()))}
+    if by is not None:
+        md[f"truncation_pct_by_{by}"] = dg.MetadataValue.json(
+            (cut.groupby(df[by]).mean() * 100).round(1).to_dict())
+    md.update({"tokens": dg.MetadataValue.json(stats.tokens()),
+               "model_version_changes": dg.MetadataValue.json(stats.version_changes),
+               "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint())})
+    return md
+
+
 def create_lineage_views(warehouse, study: str, count_view: str) -> dg.MaterializeResult:
     """Run ``sql/<study>/lineage_views.sql`` on the warehouse (``warehouse``: a DuckDBResource)
     and report the rows of ``<study>.<count_view>`` and the SQL itself as metadata."""
@@ -59,3 +82,37 @@ def create_lineage_views(warehouse, study: str, count_view: str) -> dg.Materiali
         n = con.execute(f"SELECT count(*) FROM {study}.{count_view}").fetchall()[0][0]
     return dg.MaterializeResult(metadata={f"{count_view}_rows": dg.MetadataValue.int(int(n)),
                                           "sql": dg.MetadataValue.md(f"```sql\n{sql}\n```")})
+
+
+def table_asset(study: str, name: str, compute: Callable[..., pd.DataFrame], model: type[pa.DataFrameModel], *,
+                ins: Sequence[str], row: str, source: str,
+                prepare: Mapping[str, Callable[[pd.DataFrame], pd.DataFrame]] | None = None,
+                metadata: Callable[[pd.DataFrame], dict] | None = None,
+                kinds: Sequence[str] = ("duckdb",)) -> dg.AssetsDefinition:
+    """A thin table asset ``<study>/<name>`` = ``compute(*inputs)`` validated against ``model``.
+
+    Most of a study's analysis tables are one library call on one or two upstream tables; this
+    declares them in one line each, with a uniform plain-text description: what a row is
+    (``row``), the paper section it reproduces (``source``) and the function that computes it, so
+    the path from the asset to its code is one hop.
+
+    Args:
+        ins: upstream asset names in the same study, passed positionally to ``compute`` in this
+            order (after ``prepare[name]`` where given, e.g. the study's metric-input projection).
+        metadata: extra materialization metadata computed from the validated frame (plots, …).
+    """
+    prepare = dict(prepare or {})
+    code = f"{compute.__module__}.{compute.__qualname__}"
+
+    @dg.asset(name=name, key_prefix=[study], group_name=study, pool="duckdb", kinds=set(kinds),
+              ins={i: dg.AssetIn(key=[study, i]) for i in ins},
+              description=f"{row} Source: {source}. Code: {code}.")
+    def _table(**inputs: pd.DataFrame) -> dg.Output:
+        df = compute(*[prepare.get(i, _identity)(inputs[i]) for i in ins])
+        return validated_output(model, df, name, metadata(df) if metadata else None)
+
+    return _table
+
+
+def _identity(df: pd.DataFrame) -> pd.DataFrame:
+    return df

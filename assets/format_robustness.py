@@ -22,7 +22,7 @@ from pydantic import Field
 from dagster_duckdb import DuckDBResource
 
 from assets import plots
-from assets._common import create_lineage_views, validated_output
+from assets._common import create_lineage_views, generation_metadata, table_asset, validated_output
 from metamorph.studies.format_robustness import evidence as ev
 from metamorph.studies.format_robustness import plan as fs
 from metamorph.studies.format_robustness import metrics as fr
@@ -127,15 +127,8 @@ def workflow_generations(context: dg.AssetExecutionContext, config: GenerationCo
           "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
           "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256} for p in planned],
         outcomes)
-    return validated_output(S.WorkflowGenerations, df, "workflow_generations", {
-        "model_calls": dg.MetadataValue.int(stats.calls),
-        "cache_hits": dg.MetadataValue.int(stats.cache_hits),
-        "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
-        "truncated_rows": dg.MetadataValue.int(int((df["finish_reason"] == "length").sum())),
-        "tokens": dg.MetadataValue.json(stats.tokens()),
-        "model_version_changes": dg.MetadataValue.json(stats.version_changes),
-        "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint()),
-    })
+    return validated_output(S.WorkflowGenerations, df, "workflow_generations",
+                            generation_metadata(df, stats, spec, by="format"))
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL, kinds={"duckdb"},
@@ -240,10 +233,65 @@ def generation_outcomes(extracted_decisions: pd.DataFrame, evidence_categories: 
                             {"workflows": dg.MetadataValue.json(sorted(df["workflow_id"].unique().tolist()))})
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def mr_flags(generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Per-instance MR1/MR2/MR3 flags (§4.1): :func:`metamorph.studies.format_robustness.metrics.mr_flags`."""
-    return validated_output(S.MRFlags, fr.mr_flags(fs.metric_input(generation_outcomes)), "mr_flags")
+
+# Metric tables that are one library call each: what a row is, the paper section, the function.
+_GEN = {"generation_outcomes": fs.metric_input}
+mr_flags = table_asset(
+    GROUP, "mr_flags", fr.mr_flags, S.MRFlags, ins=["generation_outcomes"], prepare=_GEN,
+    row="One row per (workflow, dataset, instance, repeat) group with its MR1 (decision), MR2 (evidence) and "
+        "MR3 (stability) violation flags.", source="§4.1; the group unit of §5.2")
+accuracy_by_format = table_asset(
+    GROUP, "accuracy_by_format", fr.accuracy_by_format, S.AccuracyByFormat, ins=["generation_outcomes"],
+    prepare=_GEN, kinds=("duckdb", "sql"),
+    metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")},
+    row="One row per workflow × dataset × format: accuracy Acc_f in % over all generations with a gold label "
+        "(an unparseable reply counts as wrong); SQL in sql/format_robustness/accuracy_by_format.sql.",
+    source="§5.1")
+stability_by_format = table_asset(
+    GROUP, "stability_by_format", fr.stability_by_format, S.StabilityByFormat, ins=["generation_outcomes"],
+    prepare=_GEN, kinds=("duckdb", "sql"),
+    metadata=lambda df: {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)")},
+    row="One row per workflow × dataset × format: Stb_f, the % of instances whose k repeats all agree; SQL in "
+        "sql/format_robustness/stability_by_format.sql.", source="§5.1")
+evidence_drift = table_asset(
+    GROUP, "evidence_drift", fr.evidence_drift, S.EvidenceDrift, ins=["generation_outcomes"], prepare=_GEN,
+    row="One row per workflow × dataset × non-TXT format: evidence drift JS, ΔAcc and flip rate against TXT.",
+    source="§5.1, Table 2")
+silent_violations = table_asset(
+    GROUP, "silent_violations", fr.silent_violations, S.SilentViolations, ins=["mr_flags"], kinds=("duckdb", "sql"),
+    row="One row per workflow × dataset: how many MR2 violations hold MR1 (silent violations) and their share; "
+        "SQL in sql/format_robustness/silent_violations.sql.", source="§5.1")
+format_tests = table_asset(
+    GROUP, "format_tests", fan.format_tests, S.FormatTests, ins=["generation_outcomes"], prepare=_GEN,
+    row="One row per test and comparison: Cochran's Q across formats, pairwise exact McNemar with Holm, "
+        "Spearman ρ(JS, ΔAcc) per setting.", source="§5.3")
+vote_aggregation = table_asset(
+    GROUP, "vote_aggregation", mit.vote_aggregation, S.VoteAggregation, ins=["generation_outcomes"], prepare=_GEN,
+    row="One row per workflow × dataset × relation: M before and after a majority vote over the k repeats and "
+        "ΔM (tie rule in the function's docstring).", source="§5.5 'Vot.', Table 3")
+mr_table = table_asset(
+    GROUP, "mr_table", fan.mr_table, S.MRTable, ins=["mr_violations"],
+    row="Table 1's layout: one row per dataset × workflow (and the Avg. margins) with M1/M2/M3 in %.",
+    source="Table 1")
+silent_by_dataset = table_asset(
+    GROUP, "silent_by_dataset", fan.silent_violations_by_dataset, S.SilentByDataset, ins=["mr_flags"],
+    row="One row per dataset (\"*\" pools all): the silent-violation rate pooled over workflows.", source="§5.3")
+workflow_tests = table_asset(
+    GROUP, "workflow_tests", fan.workflow_tests, S.WorkflowTests, ins=["mr_flags"],
+    row="One row per dataset × relation: Cochran's Q across workflows (M1/M2 over groups, M3 over instances).",
+    source="§5.3, §5.4")
+flip_errors = table_asset(
+    GROUP, "flip_errors", fan.flip_error_distribution, S.FlipErrors, ins=["generation_outcomes"], prepare=_GEN,
+    row="One row per format × error kind: how the replies of correctness-flip groups err.",
+    source="§5.2, Figure 3")
+evidence_change_share = table_asset(
+    GROUP, "evidence_change_share", fan.evidence_change_share, S.EvidenceChangeShare, ins=["generation_outcomes"],
+    prepare=_GEN, row="One row per format (\"*\" pools): the share of groups whose evidence changed against TXT "
+                      "(Jaccard below θ).", source="§5.3")
+drift_correlation = table_asset(
+    GROUP, "drift_correlation", fan.drift_correlation, S.DriftCorrelation, ins=["evidence_drift"],
+    row="One row: Spearman ρ(JS, ΔAcc) pooled over every (workflow, dataset, format ≠ TXT) setting, with its "
+        "p-value.", source="§5.3")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
@@ -255,33 +303,7 @@ def mr_violations(mr_flags: pd.DataFrame) -> dg.Output:
                             {"M1_M2_M3_pct": dg.MetadataValue.md(wide.round(1).to_markdown(index=False))})
 
 
-def _per_format_table(model, df: pd.DataFrame, table: str, value: str, title: str) -> dg.Output:
-    """A per-format table, validated, with a bar plot of ``value`` by format."""
-    return validated_output(model, df, table, {"plot": plots.bars_by_format(df, value, title)})
 
-
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
-def accuracy_by_format(generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Acc_f (%): ``sql/format_robustness/accuracy_by_format.sql`` via
-    :func:`metamorph.studies.format_robustness.metrics.accuracy_by_format`."""
-    return _per_format_table(S.AccuracyByFormat, fr.accuracy_by_format(fs.metric_input(generation_outcomes)),
-                             "accuracy_by_format", "accuracy_pct", "Accuracy by format (%)")
-
-
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
-def stability_by_format(generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Stb_f (%): ``sql/format_robustness/stability_by_format.sql`` via
-    :func:`metamorph.studies.format_robustness.metrics.stability_by_format`."""
-    return _per_format_table(S.StabilityByFormat, fr.stability_by_format(fs.metric_input(generation_outcomes)),
-                             "stability_by_format", "stability_pct", "Stability Stb_f by format (%)")
-
-
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def evidence_drift(generation_outcomes: pd.DataFrame) -> dg.Output:
-    """JS divergence vs TXT, ΔAcc and Flip rate (Table 2):
-    :func:`metamorph.studies.format_robustness.metrics.evidence_drift`."""
-    return validated_output(S.EvidenceDrift, fr.evidence_drift(fs.metric_input(generation_outcomes)),
-                            "evidence_drift")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
@@ -293,26 +315,7 @@ def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.D
                             {"plot": plots.fds_heatmap(df)})
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"})
-def silent_violations(mr_flags: pd.DataFrame) -> dg.Output:
-    """Share of MR2 violations without MR1: ``sql/format_robustness/silent_violations.sql`` via
-    :func:`metamorph.studies.format_robustness.metrics.silent_violations`."""
-    return validated_output(S.SilentViolations, fr.silent_violations(mr_flags), "silent_violations")
 
-
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def format_tests(generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Cochran's Q, pairwise McNemar with Holm, Spearman ρ(JS, ΔAcc):
-    :func:`metamorph.studies.format_robustness.analysis.format_tests`."""
-    return validated_output(S.FormatTests, fan.format_tests(fs.metric_input(generation_outcomes)), "format_tests")
-
-
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def vote_aggregation(generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Mitigation (§5.5 "Vot."): majority over the k repeats (tie: first seen); ΔM1/ΔM2/ΔM3:
-    :func:`metamorph.studies.format_robustness.mitigations.vote_aggregation`."""
-    return validated_output(S.VoteAggregation, mit.vote_aggregation(fs.metric_input(generation_outcomes)),
-                            "vote_aggregation")
 
 
 class RoutingConfig(dg.Config):
@@ -421,56 +424,17 @@ def format_routing(routed_outcomes: pd.DataFrame, generation_outcomes: pd.DataFr
     return validated_output(S.FormatRouting, df, "format_routing")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def mitigation_table(vote_aggregation: pd.DataFrame, format_routing: pd.DataFrame) -> dg.Output:
-    """Table 3: ΔM1/ΔM2/ΔM3 of voting and routing with Avg. rows and columns:
-    :func:`metamorph.studies.format_robustness.mitigations.mitigation_table`."""
-    return validated_output(S.MitigationTable, mit.mitigation_table(vote_aggregation, format_routing),
-                            "mitigation_table")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def mr_table(mr_violations: pd.DataFrame) -> dg.Output:
-    """Table 1: M1/M2/M3 per dataset × workflow with Avg. margins:
-    :func:`metamorph.studies.format_robustness.analysis.mr_table`."""
-    return validated_output(S.MRTable, fan.mr_table(mr_violations), "mr_table")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def silent_by_dataset(mr_flags: pd.DataFrame) -> dg.Output:
-    """Silent-violation rate per dataset pooled over workflows (§5.3):
-    :func:`metamorph.studies.format_robustness.analysis.silent_violations_by_dataset`."""
-    return validated_output(S.SilentByDataset, fan.silent_violations_by_dataset(mr_flags), "silent_by_dataset")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def workflow_tests(mr_flags: pd.DataFrame) -> dg.Output:
-    """Cochran's Q across workflows on M1/M2 (groups) and M3 (instances) (§5.3, §5.4):
-    :func:`metamorph.studies.format_robustness.analysis.workflow_tests`."""
-    return validated_output(S.WorkflowTests, fan.workflow_tests(mr_flags), "workflow_tests")
 
-
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def flip_errors(generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Errors of correctness-flip groups by format (§5.2, Figure 3):
-    :func:`metamorph.studies.format_robustness.analysis.flip_error_distribution`."""
-    return validated_output(S.FlipErrors, fan.flip_error_distribution(fs.metric_input(generation_outcomes)),
-                            "flip_errors")
-
-
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def evidence_change_share(generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Share of evidence changes vs TXT by format (§5.3):
-    :func:`metamorph.studies.format_robustness.analysis.evidence_change_share`."""
-    return validated_output(S.EvidenceChangeShare, fan.evidence_change_share(fs.metric_input(generation_outcomes)),
-                            "evidence_change_share")
-
-
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def drift_correlation(evidence_drift: pd.DataFrame) -> dg.Output:
-    """Spearman ρ(JS, ΔAcc) pooled over settings (§5.3):
-    :func:`metamorph.studies.format_robustness.analysis.drift_correlation`."""
-    return validated_output(S.DriftCorrelation, fan.drift_correlation(evidence_drift), "drift_correlation")
+mitigation_table = table_asset(
+    GROUP, "mitigation_table", mit.mitigation_table, S.MitigationTable, ins=["vote_aggregation", "format_routing"],
+    row="Table 3's layout: one row per strategy × relation × dataset × workflow (and Avg. margins) with ΔM in pp.",
+    source="Table 3")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},

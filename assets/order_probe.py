@@ -23,7 +23,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets import plots
-from assets._common import create_lineage_views, validated_output
+from assets._common import create_lineage_views, generation_metadata, validated_output
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.order_probe import metrics as om
 from metamorph.studies.order_probe import plan as op
@@ -112,13 +112,8 @@ def order_generations(context: dg.AssetExecutionContext, config: GenerationConfi
     df = generation_frame([{"model_id": p.model_id, "setting": p.setting, "item_id": p.item_id,
                             "language": p.language, "pattern": p.pattern, "input_kind": p.input_kind}
                            for p in planned], outcomes)
-    trunc = (df.assign(t=df.finish_reason == "length").groupby("setting")["t"].mean() * 100).round(1).to_dict()
-    return validated_output(S.OrderGenerations, df, "order_generations", {
-        "model_calls": dg.MetadataValue.int(stats.calls), "cache_hits": dg.MetadataValue.int(stats.cache_hits),
-        "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
-        "truncation_pct_by_setting": dg.MetadataValue.json(trunc),
-        "model_version_changes": dg.MetadataValue.json(stats.version_changes),
-        "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint())})
+    return validated_output(S.OrderGenerations, df, "order_generations",
+                            generation_metadata(df, stats, spec, by="setting"))
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,

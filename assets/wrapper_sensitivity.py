@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import Field
 
 from assets import plots
-from assets._common import validated_output
+from assets._common import generation_metadata, validated_output
 from metamorph.studies.wrapper_sensitivity import plan as ws
 from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity import diagnostics as diag
@@ -126,13 +126,8 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
         outcomes,
         prompt_tokens=[counted.get((p.task, p.item_id, p.prompt.family), o.result.prompt_tokens)
                        for p, o in zip(planned, outcomes)])
-    trunc = (df.assign(t=df.finish_reason == "length").groupby("wrapper")["t"].mean() * 100).round(1).to_dict()
-    return validated_output(S.WrapperGenerations, df, "wrapper_generations", {
-        "model_calls": dg.MetadataValue.int(stats.calls), "cache_hits": dg.MetadataValue.int(stats.cache_hits),
-        "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
-        "truncation_pct_by_wrapper": dg.MetadataValue.json(trunc),
-        "model_version_changes": dg.MetadataValue.json(stats.version_changes),
-        "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint())})
+    return validated_output(S.WrapperGenerations, df, "wrapper_generations",
+                            generation_metadata(df, stats, spec, by="wrapper"))
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,

@@ -22,17 +22,16 @@ from metamorph.studies.workflow_perturb.generate import (
     feedback_message,
     generate_perturbation,
 )
+from metamorph.studies.workflow_perturb.paraphrase import paraphrase_text
+from metamorph.studies.workflow_perturb.validate import check_output, check_variant
 from metamorph.studies.workflow_perturb.perturb import (
     PERTURBATION_TYPES,
     SEVERITIES,
-    check_output,
-    check_variant,
     compress_steps,
     compression_groups,
     merge_text,
     n_to_alter,
     paraphrase_steps,
-    paraphrase_text,
     perturb_deterministic,
     remove_nodes,
     remove_steps,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -59,53 +60,14 @@ _L = {  # per-language wording: (expression label, explanation label, reasoning 
     "ko": ("사자성어", "뜻", "분석"),
 }
 
-TEMPLATES: dict[str, dict[str, str]] = {
-    "zh_cn": {
-        "system": "你是一个严格遵循格式要求的语言专家。用户给出一个字序被打乱的四字成语，请恢复它的标准字序。",
-        "format": "只输出两行，不要有任何其他文字：\n成语：<恢复后的四字成语>\n解释：<一句话解释含义>",
-        "cot_format": "请一步步思考：先分析每个字的含义，再判断它们的正确顺序。只输出三行，不要有任何其他文字：\n"
-                      "分析：<一句简短的分析>\n成语：<恢复后的四字成语>\n解释：<一句话解释含义>",
-        "user": "打乱的成语：{scrambled}",
-    },
-    "zh_tw": {
-        "system": "你是一個嚴格遵循格式要求的語言專家。用戶給出一個字序被打亂的四字成語，請恢復它的標準字序。",
-        "format": "只輸出兩行，不要有任何其他文字：\n成語：<恢復後的四字成語>\n解釋：<一句話解釋含義>",
-        "cot_format": "請一步步思考：先分析每個字的含義，再判斷它們的正確順序。只輸出三行，不要有任何其他文字：\n"
-                      "分析：<一句簡短的分析>\n成語：<恢復後的四字成語>\n解釋：<一句話解釋含義>",
-        "user": "打亂的成語：{scrambled}",
-    },
-    "ja": {
-        "system": "あなたは書式を厳守する言語の専門家です。ユーザーが文字の順序を入れ替えた四字熟語を示すので、正しい順序に戻してください。",
-        "format": "次の2行だけを出力し、他には何も書かないでください：\n四字熟語：<正しい順序の四字熟語>\n意味：<一文での意味>",
-        "cot_format": "一歩ずつ考えてください。まず各文字の意味を分析し、次に正しい順序を判断します。次の3行だけを出力し、"
-                      "他には何も書かないでください：\n分析：<短い分析>\n四字熟語：<正しい順序の四字熟語>\n意味：<一文での意味>",
-        "user": "入れ替えられた四字熟語：{scrambled}",
-    },
-    "ko": {
-        "system": "당신은 형식을 엄격히 지키는 언어 전문가입니다. 사용자가 글자 순서가 뒤섞인 사자성어를 주면 올바른 순서로 복원하세요.",
-        "format": "다음 두 줄만 출력하고 다른 말은 쓰지 마세요:\n사자성어: <복원한 사자성어>\n뜻: <한 문장으로 된 뜻>",
-        "cot_format": "한 단계씩 생각하세요. 먼저 각 글자의 뜻을 분석하고, 다음으로 올바른 순서를 판단하세요. "
-                      "다음 세 줄만 출력하고 다른 말은 쓰지 마세요:\n분석: <짧은 분석>\n사자성어: <복원한 사자성어>\n"
-                      "뜻: <한 문장으로 된 뜻>",
-        "user": "뒤섞인 사자성어: {scrambled}",
-    },
-}
-
+#: The versioned prompt data (``data/prompts_<TEMPLATE_VERSION>.json``): per language the system
+#: instruction, output formats and user line, and three solved examples per language.
+_PROMPTS = json.loads((Path(__file__).parent / "data" / f"prompts_{TEMPLATE_VERSION}.json").read_text(encoding="utf-8"))
+#: per language: ``system``, ``format``, ``cot_format``, ``user`` (with ``{scrambled}``)
+TEMPLATES: dict[str, dict[str, str]] = _PROMPTS["templates"]
 #: three solved examples per language: (canonical, pattern shown, explanation); not in the sample
 FEW_SHOT: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "zh_cn": (("一鸣惊人", "CDAB", "比喻平时没有突出的表现，一下子做出惊人的成绩。"),
-              ("刻舟求剑", "BADC", "比喻拘泥不知变通，不懂得根据实际情况处理问题。"),
-              ("井底之蛙", "DBCA", "比喻见识狭窄的人。")),
-    "zh_tw": (("一鳴驚人", "CDAB", "比喻平時沒有突出的表現，一下子做出驚人的成績。"),
-              ("刻舟求劍", "BADC", "比喻拘泥不知變通，不懂得根據實際情況處理問題。"),
-              ("亡羊補牢", "DBCA", "比喻出了問題以後及時補救，可以防止繼續受損失。")),
-    "ja": (("一石二鳥", "CDAB", "一つの行為で二つの利益を得ること。"),
-           ("起死回生", "BADC", "絶望的な状態から立ち直らせること。"),
-           ("異口同音", "DBCA", "多くの人が口をそろえて同じことを言うこと。")),
-    "ko": (("일석이조", "CDAB", "한 가지 일로 두 가지 이익을 얻음."),
-           ("작심삼일", "BADC", "단단히 먹은 마음이 사흘을 가지 못함."),
-           ("유비무환", "DBCA", "미리 준비가 되어 있으면 걱정할 것이 없음.")),
-}
+    lang: tuple((c, p, e) for c, p, e in rows) for lang, rows in _PROMPTS["few_shot"].items()}
 
 
 def _sep(language: str) -> str:

@@ -225,10 +225,6 @@ def _metric_map(obj: Any, source: str, where: str, *, nullable: bool) -> tuple[t
     return tuple(out)
 
 
-#: The failure modes of Table 1 (one per perturbation type).
-FAILURE_MODES = ("missing", "compressed", "description")
-
-
 def thresholds_from_dict(data: Any, source: str = "<dict>") -> Thresholds:
     """Validate the thresholds format (module docstring) and build :class:`Thresholds`.
 

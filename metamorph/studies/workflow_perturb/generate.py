@@ -4,7 +4,7 @@ operators of :mod:`metamorph.studies.workflow_perturb.perturb`.
 The plan of App. A (:func:`generate_perturbation`): one fixed worked example per type
 (:data:`EXAMPLE_OUTPUTS`, written for this project) before a row-specific instruction naming the
 golden workflow and the exact N; the reply is parsed from the ``Node:``/``Edge:`` format and
-checked statically (:func:`~metamorph.studies.workflow_perturb.perturb.check_variant`: node count,
+checked statically (:func:`~metamorph.studies.workflow_perturb.validate.check_variant`: node count,
 change count); an invalid reply is answered with the validation error as a new user turn (the
 refinement loop of A.6) up to ``max_attempts`` times per model; then the next, stronger model of
 the configured list is tried (escalation); for description changes the per-node hybrid fallback
@@ -28,18 +28,19 @@ from typing import Any
 from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
 from metamorph.studies.workflow_perturb.perturb import (
     Perturbation,
-    _altered_from_output,
     _check_n,
-    _check_type,
     _variant,
+    n_to_alter,
+    row_seed,
+)
+from metamorph.studies.workflow_perturb.validate import (
+    altered_from_output,
+    check_type,
     check_output,
     check_variant,
     expected_nodes,
-    n_to_alter,
-    normalize_text,
-    row_seed,
 )
-from metamorph.studies.workflow_perturb.workflows import Edge, Workflow, format_workflow
+from metamorph.studies.workflow_perturb.workflows import Edge, Workflow, format_workflow, normalize_text
 
 #: Version of the prompts below; part of every request (``renderer_version``), so the generation
 #: cache never serves a reply to an older prompt.
@@ -91,7 +92,7 @@ def _plural(k: int, word: str) -> str:
 def row_instruction(golden: Workflow, ptype: str, n: int) -> str:
     """The row-specific instruction: the task, the golden workflow in Node:/Edge: form, the exact N
     and the node count the answer must have."""
-    _check_type(ptype)
+    check_type(ptype)
     total = golden.n_nodes
     want = expected_nodes(ptype, total, n)
     head = f"Task: {golden.task}\nGolden workflow ({_plural(total, 'step')}):\n{format_workflow(golden)}\n\n"
@@ -114,7 +115,7 @@ def row_instruction(golden: Workflow, ptype: str, n: int) -> str:
 def build_messages(golden: Workflow, ptype: str, n: int) -> list[dict[str, str]]:
     """System prompt, the fixed worked example of ``ptype`` (user instruction + assistant answer,
     A.2), then the row instruction (:func:`row_instruction`)."""
-    _check_type(ptype)
+    check_type(ptype)
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": row_instruction(EXAMPLE_GOLDEN, ptype, EXAMPLE_N)},
@@ -276,7 +277,7 @@ def generate_perturbation(golden: Workflow, ptype: str, p: float,
     parsed variant (or ``workflow=None``) and the raw reply. Raises ``ValueError`` for an unknown
     type, an empty model list or ``max_attempts < 1``.
     """
-    _check_type(ptype)
+    check_type(ptype)
     ms = _as_models(models)
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
@@ -291,7 +292,7 @@ def generate_perturbation(golden: Workflow, ptype: str, p: float,
     def record(status: str, method: str, graph: tuple[tuple[str, ...], tuple[Edge, ...]] | None,
                problem: str | None) -> Perturbation:
         wf = None if graph is None else _variant(golden, ptype, p, n, *graph)
-        altered = () if graph is None else _altered_from_output(golden, ptype, graph[0])
+        altered = () if graph is None else altered_from_output(golden, ptype, graph[0])
         return Perturbation(workflow=wf, type=ptype, p=p, n_altered=n, altered_node_ids=altered, operator="llm",
                             golden_id=golden.workflow_id, method=method, model=tally.model,
                             models_tried=tuple(tally.tried), attempts=tally.attempts, status=status,

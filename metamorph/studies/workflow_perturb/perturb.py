@@ -39,12 +39,13 @@ import hashlib
 import json
 import math
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from metamorph.errors import InputError
+from metamorph.studies.workflow_perturb.paraphrase import paraphrase_text
+# the perturbation vocabulary is defined with the validation and re-exported here, where readers look for it
+from metamorph.studies.workflow_perturb.validate import PERTURBATION_TYPES, TYPE_NAMES, check_type, check_variant  # noqa: F401
 from metamorph.studies.workflow_perturb.workflows import (
     END,
     START,
@@ -52,22 +53,10 @@ from metamorph.studies.workflow_perturb.workflows import (
     Workflow,
     edge_sort_key,
     format_workflow,
-    graph_problem,
-    parse_workflow_text,
 )
-
-#: Perturbation types (§3.1) in the paper's order, with the paper's names.
-PERTURBATION_TYPES = ("missing", "compressed", "description")
-
-TYPE_NAMES = {"missing": "Missing Steps", "compressed": "Compressed Steps", "description": "Description Changes"}
 
 #: Severity levels p (§3.1): the fraction of steps altered.
 SEVERITIES = (0.1, 0.3, 0.5)
-
-
-def _check_type(ptype: str) -> None:
-    if ptype not in PERTURBATION_TYPES:
-        raise ValueError(f"unknown perturbation type {ptype!r}; known: {list(PERTURBATION_TYPES)}")
 
 
 #: Rounding rules of p·n in :func:`n_to_alter` (the first is the default).
@@ -140,7 +129,7 @@ def contiguous_run(w: Workflow, length: int, rng: random.Random) -> list[str]:
 
 def target_score(ptype: str, p: float) -> float:
     """The §3.1 target: ``1 − p`` for missing/compressed, ``1.0`` for description changes."""
-    _check_type(ptype)
+    check_type(ptype)
     return 1.0 if ptype == "description" else round(1.0 - p, 10)
 
 
@@ -463,67 +452,6 @@ def _compress_contiguous(w: Workflow, n: int, rng: random.Random, p: float | Non
     return _deterministic(w, "compressed", p, n, altered, "compress_steps", nodes, new_edges)
 
 
-#: Leading imperative verbs and their replacements (lower case; the original capitalisation is kept).
-VERB_SYNONYMS: dict[str, str] = {
-    "go": "head", "take": "grab", "put": "place", "place": "set", "open": "pull open", "close": "shut",
-    "click": "press", "tap": "press", "select": "choose", "choose": "pick", "find": "locate",
-    "locate": "find", "check": "verify", "verify": "confirm", "confirm": "verify",
-    "make": "create", "create": "make", "get": "obtain", "buy": "purchase", "use": "utilize", "add": "include",
-    "remove": "take out", "clean": "wash", "heat": "warm", "cool": "chill", "turn": "switch", "start": "begin",
-    "begin": "start", "run": "execute", "execute": "run", "write": "draft", "draft": "write",
-    "calculate": "compute", "compute": "calculate", "determine": "figure out", "decide": "determine",
-    "identify": "pinpoint", "cut": "slice", "chop": "dice", "mix": "combine", "retrieve": "fetch",
-    "fetch": "retrieve", "contact": "reach out to", "collect": "gather", "gather": "collect",
-    "build": "construct", "book": "reserve", "review": "go over", "cook": "prepare",
-    "give": "hand", "consider": "think about", "avoid": "steer clear of", "ensure": "make sure",
-    "stay": "remain", "try": "attempt", "navigate": "go", "type": "enter", "install": "set up",
-    "submit": "send in", "practice": "rehearse",
-}
-
-_LEADING_CLAUSE = re.compile(r"^(If|When|Once|After|Before|While|In|For|During|With|Using|To)\b([^,]+),\s*(.+?)([.!?]?)$",
-                             re.IGNORECASE | re.DOTALL)
-
-
-def _cap(s: str) -> str:
-    return s[:1].upper() + s[1:]
-
-
-def _low(s: str) -> str:
-    """Lower-case the first letter unless the first word looks like an acronym or a name (``VLC``)."""
-    word = s.split(" ", 1)[0]
-    return s[:1].lower() + s[1:] if len(word) > 1 and word[1:].islower() or len(word) == 1 else s
-
-
-def paraphrase_text(text: str) -> str:
-    """Deterministic rule-based rewording of one step (the Description Changes operator's core).
-
-    The first rule that applies:
-
-    1. synonym: a leading imperative verb in :data:`VERB_SYNONYMS` followed by a space is
-       replaced (``take pillow 1 from sofa 1`` → ``grab pillow 1 from sofa 1``; ``Click File`` →
-       ``Press File``);
-    2. leading clause moved to the end: ``If/When/Once/After/Before/While/In/For/During/With/Using/To
-       X, Y`` → ``Y x`` (``In Jewish Law, precedence is given`` → ``Precedence is given in Jewish Law``);
-    3. otherwise ``Next, `` is prefixed (first letter lower-cased unless the first word looks
-       like a name or an acronym: ``Next, cook the spaghetti``, ``Next, VLC opens``).
-
-    The result always differs from ``text`` after :func:`normalize_text` (case, spacing and final
-    punctuation ignored); rule 3 is used when an earlier one would not change it. Action syntax such
-    as ``search[...]`` or ``click[...]`` is never split (rule 1 needs a space after the verb).
-    """
-    s = text.strip()
-    m = re.match(r"^([A-Za-z]+)(\s.*)$", s, re.DOTALL)
-    candidates = []
-    if m and m.group(1).lower() in VERB_SYNONYMS:
-        new = VERB_SYNONYMS[m.group(1).lower()]
-        candidates.append((_cap(new) if m.group(1)[0].isupper() else new) + m.group(2))
-    m = _LEADING_CLAUSE.match(s)
-    if m and m.group(2).strip() and m.group(3).strip():
-        candidates.append(f"{_cap(m.group(3).strip())} {_low(m.group(1) + m.group(2)).strip()}{m.group(4)}")
-    candidates.append(f"Next, {_low(s)}")
-    return next(c for c in candidates if normalize_text(c) != normalize_text(s))
-
-
 def paraphrase_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None,
                      selection: str = "contiguous") -> Perturbation:
     """Description Changes (§3.1): reword ``n`` steps with :func:`paraphrase_text`; the graph
@@ -556,116 +484,6 @@ def perturb_deterministic(w: Workflow, ptype: str, p: float, seed: int = 0, *, s
     (``rounding``), rng = ``random.Random(row_seed(w.workflow_id, ptype, p, seed))`` — the same
     row always gives the same variant, independent of which other rows are generated.
     ``selection`` as in :func:`remove_steps`. source: §3.1, App. B.4."""
-    _check_type(ptype)
+    check_type(ptype)
     rng = random.Random(row_seed(w.workflow_id, ptype, p, seed))
     return _OPERATORS[ptype](w, n_to_alter(p, w.n_nodes, rounding), rng, p=p, selection=selection)
-
-_STOP = frozenset({
-    "a", "an", "the", "to", "of", "and", "or", "in", "on", "at", "for", "with", "from", "into", "onto", "by", "it",
-    "its", "your", "you", "then", "also", "is", "are", "be", "this", "that", "these", "those", "as", "if",
-})
-
-
-def normalize_text(t: str) -> str:
-    """Comparison form of a step: lower case, whitespace collapsed, final ``. ; : !`` dropped."""
-    return re.sub(r"\s+", " ", str(t)).strip().rstrip(".;:!").strip().lower()
-
-
-def _content_tokens(t: str) -> set[str]:
-    return {x for x in re.findall(r"[a-z0-9]+", normalize_text(t)) if x not in _STOP}
-
-
-def _covers(merged: str, step: str) -> bool:
-    """A merged node covers a golden step when it contains the step's text, or at least half of the
-    step's content words (stop words dropped)."""
-    if normalize_text(step) in normalize_text(merged):
-        return True
-    tokens = _content_tokens(step)
-    return bool(tokens) and len(tokens & _content_tokens(merged)) / len(tokens) >= 0.5
-
-
-def _match_kept(golden: Workflow, nodes: Sequence[str]) -> tuple[dict[int, str], list[str]]:
-    """Match output nodes to golden steps with the same normalized text (each golden step once,
-    earliest first). Returns ``{output index: golden id}`` and the unmatched golden ids."""
-    free = list(golden.node_ids)
-    matched: dict[int, str] = {}
-    for i, t in enumerate(nodes):
-        key = normalize_text(t)
-        hit = next((g for g in free if normalize_text(golden.text(g)) == key), None)
-        if hit is not None:
-            matched[i] = hit
-            free.remove(hit)
-    return matched, free
-
-
-def expected_nodes(ptype: str, n_nodes: int, n: int) -> int:
-    """Node count of a valid variant: ``n − N`` (missing, compressed) or ``n`` (description)."""
-    _check_type(ptype)
-    return n_nodes if ptype == "description" else n_nodes - n
-
-
-def check_variant(golden: Workflow, ptype: str, n: int, nodes: Sequence[str], edges: Sequence[Edge]) -> str | None:
-    """Static validation of a variant (App. A): the first problem as a sentence, or ``None``.
-
-    In order: the graph (:func:`~metamorph.studies.workflow_perturb.workflows.graph_problem` with no minimum size); the node
-    count (:func:`expected_nodes`); the change count:
-
-    * missing: every node is a golden step, unchanged (:func:`normalize_text` equality, each
-      golden step used once);
-    * compressed: every node is a golden step unchanged or a merge; every golden step not kept is
-      covered by a merged node and every merged node covers at least two golden steps (coverage:
-      the step's text or half its content words appear in the merged text);
-    * description: the edges equal the golden edges and exactly N step texts differ from the
-      golden ones at the same id.
-    """
-    _check_type(ptype)
-    problem = graph_problem(list(nodes), list(edges), min_nodes=1)
-    if problem is not None:
-        return f"invalid graph: {problem[1]}"
-    want = expected_nodes(ptype, golden.n_nodes, n)
-    if len(nodes) != want:
-        how = ("unchanged" if ptype == "description"
-               else f"{golden.n_nodes} golden steps minus {n} {'removed' if ptype == 'missing' else 'merged'}")
-        return f"expected {want} nodes ({how}), got {len(nodes)}"
-    if ptype == "description":
-        if set(edges) != set(golden.edges):
-            return "the edges differ from the golden workflow's; description changes must keep every edge"
-        changed = [str(i) for i, (a, b) in enumerate(zip(golden.nodes, nodes), start=1)
-                   if normalize_text(a) != normalize_text(b)]
-        if len(changed) != n:
-            return (f"expected exactly {n} changed step description{'s' if n != 1 else ''}, found {len(changed)}"
-                    + (f" (changed: {', '.join(changed)})" if changed else ""))
-        return None
-    matched, free = _match_kept(golden, nodes)
-    others = [i for i in range(len(nodes)) if i not in matched]
-    if ptype == "missing":
-        if others:
-            i = others[0]
-            return (f"node {i + 1} ({nodes[i]!r}) is not one of the golden steps; the remaining steps must keep "
-                    "their text unchanged")
-        return None
-    for i in others:
-        covered = [g for g in free if _covers(nodes[i], golden.text(g))]
-        if len(covered) < 2:
-            return f"node {i + 1} ({nodes[i]!r}) is neither a golden step nor a merge of two golden steps"
-    for g in free:
-        if not any(_covers(nodes[i], golden.text(g)) for i in others):
-            return f"golden step {g} ({golden.text(g)!r}) is neither kept nor part of a merged step"
-    return None
-
-
-def _altered_from_output(golden: Workflow, ptype: str, nodes: Sequence[str]) -> tuple[str, ...]:
-    if ptype == "description":
-        return tuple(str(i) for i, (a, b) in enumerate(zip(golden.nodes, nodes), start=1)
-                     if normalize_text(a) != normalize_text(b))
-    return tuple(_match_kept(golden, nodes)[1])
-
-
-def check_output(golden: Workflow, ptype: str, n: int, text: str) -> tuple[tuple[tuple[str, ...], tuple[Edge, ...]] | None, str | None]:
-    """Parse a model reply and :func:`check_variant` it: ``((nodes, edges) or None, problem or None)``.
-    A parse failure is the problem ``could not read the workflow: <reason>``."""
-    try:
-        nodes, edges = parse_workflow_text(text, source="reply")
-    except InputError as exc:
-        return None, f"could not read the workflow: {exc.problem}"
-    return (nodes, edges), check_variant(golden, ptype, n, nodes, edges)

@@ -421,3 +421,8 @@ def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
             continue
         valid.append(w)
     return valid, rejected
+
+
+def normalize_text(t: str) -> str:
+    """Comparison form of a step: lower case, whitespace collapsed, final ``. ; : !`` dropped."""
+    return re.sub(r"\s+", " ", str(t)).strip().rstrip(".;:!").strip().lower()
