@@ -63,6 +63,13 @@ def _spec(answer_type: str, labels: Sequence[str]) -> _Spec:
     _SPEC_CACHE[key] = spec
     return spec
 
+
+#: Regex fragment: markdown emphasis/code marks, quotes and blanks that may wrap an answer
+#: (``**B**``, ``"B"``, `` `B` ``); shared by the lenient and the paper extractors.
+MARKS = r"[ \t*_`\"']*"
+#: Regex fragment: the copula of an answer phrase ("is", "would be", "will be", a colon or "=").
+COPULA = r"(?:is|would\s+be|will\s+be|[:\uff1a=])"
+
 _PLAIN_NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 
 _MINUS_RE = re.compile("[\u2212\u2012\u2013\ufe63\uff0d]")  # − ‒ – ﹣ －

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from metamorph.studies.wrapper_sensitivity.answers import (
+    MARKS,
     _FRAC_RE,
     _NUM_TOKEN_RE,
     _latex_number_cleanup,
@@ -33,7 +34,7 @@ from metamorph.studies.wrapper_sensitivity.extract import (
 _PHRASE_RE = re.compile(
     r"(?i:\b(?:the\s+)?(?:(?:correct|final|best|right|most\s+likely)\s+)?"
     r"(?P<kw>answer|option|choice)\b)"
-    r"[ \t*_`\"']*"
+    + MARKS +
     r"(?P<verb>(?i:is|would\s+be|will\s+be|should\s+be)\b|[:=\uff1a]|[-\u2013](?=\s))?"
     r"[ \t*_`\"':]*"
     r"(?=(?P<tail>[^\n]{0,200}))")
@@ -41,7 +42,7 @@ _PHRASE_RE = re.compile(
 _BOXED_RE = re.compile(r"\\boxed\s*\{(?P<body>[^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 
 _LEAD_LABEL_RE = re.compile(
-    r"[ \t*_`\"']*(?:(?i:option|choice)[ \t]*)?(?P<open>[(\[])?[ \t*_`]*"
+    MARKS + r"(?:(?i:option|choice)[ \t]*)?(?P<open>[(\[])?[ \t*_`]*"
     r"(?P<id>[A-Za-z]|[0-9]{1,2})[*_`]*(?(open)[ \t]*[)\]][*_`]*)")
 
 _PAREN_LABEL_RE = re.compile(r"(?<!\w)[(\[][ \t]*(?P<id>[A-Za-z]|[0-9]{1,2})[ \t]*[)\]]")

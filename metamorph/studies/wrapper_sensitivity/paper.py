@@ -74,6 +74,8 @@ import re
 from typing import Any
 
 from metamorph.studies.wrapper_sensitivity.answers import (
+    COPULA,
+    MARKS,
     _FRAC_RE,
     _NUM_TOKEN_RE,
     _Spec,
@@ -111,8 +113,8 @@ _CLAUSE_END_RE = re.compile(r"[^\n.,;:!?)\]<]*[\n.,;:!?)\]<]")
 
 #: Explicit answer patterns before a number (read in a cut scope only).
 _NUM_PHRASE_RE = re.compile(
-    r"(?i:\banswer\b(?:\s+to\s+(?:this|the)\s+(?:question|problem))?[ \t*_`\"']*"
-    r"(?:is|would\s+be|will\s+be|[:\uff1a=])|####)[ \t*_`\"'$\\(]*")
+    r"(?i:\banswer\b(?:\s+to\s+(?:this|the)\s+(?:question|problem))?" + MARKS + COPULA + r"|####)"
+    r"[ \t*_`\"'$\\(]*")
 
 #: After a number in a cut scope: settled unless a digit or a decimal mark + digit could follow.
 _NUM_SETTLED_RE = re.compile(r"[.,]?[^\d.,]")
