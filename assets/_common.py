@@ -10,17 +10,14 @@ import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
 
+from metamorph.export import markdown_table
 from metamorph.schemas import table_schema_metadata, validate_frame
 
 
 def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.MetadataValue:
-    """First ``n`` rows as a markdown table, long cells cut to ``max_chars``."""
-    head = df.head(n).copy()
-    for c in head.columns:
-        if head[c].dtype == object:
-            head[c] = head[c].map(lambda v: v if not isinstance(v, str) or len(v) <= max_chars
-                                  else v[: max_chars - 1] + "…")
-    return dg.MetadataValue.md(head.to_markdown(index=False) if len(head) else "_(no rows)_")
+    """First ``n`` rows as a markdown table, long cells cut to ``max_chars``; model output and
+    dataset text are escaped (:func:`metamorph.export.markdown_table`), never rendered as markup."""
+    return dg.MetadataValue.md(markdown_table(df.head(n), max_chars))
 
 
 def schema_md(model: type[pa.DataFrameModel]) -> dg.MetadataValue:

@@ -3,24 +3,49 @@
 :func:`read_rows` reads a JSONL, JSON (list), CSV or Parquet file, from a local path or an
 ``hf://`` URI, into dicts; each study turns those rows into its own items
 (``studies/<study>/sources.py``, ``tasks.py``, ``workflows.py`` ...). Every problem raises
-:class:`~metamorph.errors.InputError` naming the file and the 1-based row.
+:class:`~metamorph.errors.InputError` naming the file, the 1-based row and, when one field is at
+fault, the field. :func:`required` and :func:`required_text` are the row-field helpers the
+loaders share.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
 from metamorph.errors import InputError
 
+#: Longest string a field may hold (characters). No model context takes more (the largest hold about
+#: 10^6 tokens), so a longer field is a broken file — e.g. a missing closing quote — not data.
+MAX_FIELD_CHARS = 1_000_000
+
+#: JSON Lines are separated by LF (CRLF and a lone CR are accepted too). Not ``str.splitlines``:
+#: it also splits at U+0085, U+2028 and U+2029, which JSON strings may hold unescaped.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+_SUFFIXES = ("jsonl", "json", "csv", "parquet")
+
 
 def read_rows(uri: str) -> list[dict[str, Any]]:
-    """Read a JSONL, JSON (list), CSV or Parquet file (local path or ``hf://`` URI) into dicts.
+    """Read a JSONL, JSON (a list of objects), CSV or Parquet file (local path or ``hf://`` URI) into dicts.
 
-    Raises :class:`InputError` for a path that does not exist, an empty file, a line that is not
-    a JSON object, or an unknown extension. ``hf://`` URIs are read through ``huggingface_hub``'s
-    fsspec file system (``pandas.read_*`` accepts them when ``huggingface_hub`` is installed).
+    Every dict carries ``__row__``, the 1-based row its errors name: the line of a JSONL record,
+    the line where a CSV record starts (the header is line 1), the element of a JSON list, the
+    record of a Parquet file. Text files are UTF-8 (a leading byte-order mark is dropped); JSONL
+    lines may end in LF, CRLF or CR. CSV values are strings; Parquet nulls are ``None``.
+
+    Raises :class:`InputError` for: a path that does not exist, a directory, an empty file, an
+    unknown extension, bytes that are not UTF-8 (the line is named; a UTF-16 file is named as
+    such), a JSONL line that is not a JSON object, a byte-order mark inside the file, a CSV
+    record with more or fewer values than the header or a repeated header name, a file with no
+    rows, and — in any format — a number that is not finite (``NaN``, ``Infinity``, ``1e999``) or a
+    string longer than :data:`MAX_FIELD_CHARS` (the field is named). ``hf://`` URIs are read
+    through ``fsspec`` (``huggingface_hub``'s file system).
     """
     is_remote = uri.startswith("hf://")
     if not is_remote:
@@ -32,63 +57,186 @@ def read_rows(uri: str) -> list[dict[str, Any]]:
         if p.stat().st_size == 0:
             raise InputError(uri, "file is empty")
     suffix = uri.rsplit(".", 1)[-1].lower() if "." in uri.rsplit("/", 1)[-1] else ""
-    if suffix == "jsonl":
-        rows = _read_jsonl(uri, is_remote)
-    elif suffix in ("csv", "parquet", "json"):
-        import pandas as pd
-
-        try:
-            if suffix == "csv":
-                df = pd.read_csv(uri, dtype=str, keep_default_na=False)
-            elif suffix == "parquet":
-                df = pd.read_parquet(uri)
-            else:
-                df = pd.read_json(uri)
-        except Exception as exc:
-            raise InputError(uri, f"cannot read {suffix} file: {exc}") from exc
-        rows = df.to_dict(orient="records")
-    else:
+    if suffix not in _SUFFIXES:
         raise InputError(uri, f"unsupported file type {suffix!r}; use .jsonl, .json, .csv or .parquet")
+    if suffix == "parquet":
+        rows = _read_parquet(uri, is_remote)
+    else:
+        text = decode_utf8(_read_bytes(uri, is_remote), uri)
+        rows = {"jsonl": _parse_jsonl, "json": _parse_json, "csv": _parse_csv}[suffix](text, uri)
     if not rows:
         raise InputError(uri, "file has no rows")
     return rows
 
 
-def _read_jsonl(uri: str, is_remote: bool) -> list[dict[str, Any]]:
-    if is_remote:
-        import fsspec  # installed with huggingface_hub / pandas extras
+def _read_bytes(uri: str, is_remote: bool) -> bytes:
+    if not is_remote:
+        return Path(uri).read_bytes()
+    import fsspec  # installed with huggingface_hub / pandas extras
 
-        with fsspec.open(uri, "rt", encoding="utf-8-sig") as fh:
-            lines = fh.read().splitlines()
-    else:
-        lines = Path(uri).read_text(encoding="utf-8-sig").splitlines()  # a BOM is not part of row 1
+    with fsspec.open(uri, "rb") as fh:
+        return fh.read()
+
+
+def decode_utf8(data: bytes, source: str, error: type[InputError] = InputError) -> str:
+    """``data`` decoded as UTF-8, a leading byte-order mark dropped.
+
+    Raises ``error`` (:class:`InputError` or a subclass) naming ``source`` and the 1-based line
+    (``row``) and column of the first byte that is not UTF-8, or saying the file is UTF-16 when it
+    starts with a UTF-16 byte-order mark."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise error(source, "the file is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise error(source, f"not valid UTF-8: byte 0x{data[exc.start]:02x} at column {column} ({exc.reason})",
+                    row=line) from None
+
+
+def _json_line(line: str, uri: str, i: int) -> Any:
+    if line.startswith("\ufeff"):
+        raise InputError(uri, "a byte-order mark (U+FEFF) inside the file (were two files concatenated?); "
+                              "remove it", row=i)
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(uri, f"not valid JSON ({exc.msg}; column {exc.colno})", row=i) from exc
+
+
+def _parse_jsonl(text: str, uri: str) -> list[dict[str, Any]]:
     rows = []
-    for i, line in enumerate(lines, start=1):
+    for i, line in enumerate(_LINE_BREAK.split(text), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(uri, f"not valid JSON ({exc.msg})", row=i) from exc
+        obj = _json_line(line, uri, i)
         if not isinstance(obj, dict):
             raise InputError(uri, "a JSONL row must be an object", row=i)
-        obj["__row__"] = i
-        rows.append(obj)
+        rows.append(_checked(obj, uri, i))
     return rows
+
+
+def _parse_json(text: str, uri: str) -> list[dict[str, Any]]:
+    if not text.strip():
+        raise InputError(uri, "file has no rows")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(uri, f"not valid JSON ({exc.msg}; line {exc.lineno}, column {exc.colno})") from exc
+    if not isinstance(data, list):
+        raise InputError(uri, f"a .json file must hold a list of objects, got {_kind(data)}")
+    rows = []
+    for i, obj in enumerate(data, start=1):
+        if not isinstance(obj, dict):
+            raise InputError(uri, f"a list element must be an object, got {_kind(obj)}", row=i)
+        rows.append(_checked(obj, uri, i))
+    return rows
+
+
+def _parse_csv(text: str, uri: str) -> list[dict[str, Any]]:
+    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # the length check below names the field
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header: list[str] | None = None
+    rows = []
+    start = 1
+    try:
+        for values in reader:
+            line, start = start, reader.line_num + 1
+            if not values or (len(values) == 1 and not values[0].strip()):
+                continue
+            if header is None:
+                header = values
+                dup = next((h for k, h in enumerate(values) if h in values[:k]), None)
+                if dup is not None:
+                    raise InputError(uri, "the header names this column twice", row=line, field=dup)
+                continue
+            if len(values) != len(header):
+                raise InputError(uri, f"has {len(values)} values, the header has {len(header)} columns", row=line)
+            rows.append(_checked(dict(zip(header, values)), uri, line))
+    except csv.Error as exc:
+        raise InputError(uri, f"not valid CSV ({exc})", row=reader.line_num) from None
+    return rows
+
+
+def _read_parquet(uri: str, is_remote: bool) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    try:
+        if is_remote:
+            import fsspec
+
+            with fsspec.open(uri, "rb") as fh:
+                table = pq.read_table(fh)
+        else:
+            table = pq.read_table(uri)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise InputError(uri, f"cannot read parquet file: {exc}") from exc
+    return [_checked(obj, uri, i) for i, obj in enumerate(table.to_pylist(), start=1)]
+
+
+def _checked(obj: dict[str, Any], uri: str, i: int) -> dict[str, Any]:
+    """``obj`` with ``__row__ = i``; :class:`InputError` naming the field of the first value that is
+    a non-finite number or a string longer than :data:`MAX_FIELD_CHARS`."""
+    for key, value in obj.items():
+        problem = _value_problem(value)
+        if problem is not None:
+            raise InputError(uri, problem, row=i, field=str(key))
+    obj["__row__"] = i
+    return obj
+
+
+def _value_problem(value: Any) -> str | None:
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, path = stack.pop()
+        at = f" (at {path.lstrip('.')})" if path else ""
+        if isinstance(v, str):
+            if len(v) > MAX_FIELD_CHARS:
+                return (f"holds {len(v):,} characters{at}; the limit is {MAX_FIELD_CHARS:,} per field "
+                        "(no model context takes more)")
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                name = "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
+                return f"{name}{at} is not a finite number (write null for a missing value)"
+        elif isinstance(v, dict):
+            stack.extend((x, f"{path}.{k}") for k, x in reversed(list(v.items())))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, f"{path}[{k}]") for k, x in reversed(list(enumerate(v))))
+    return None
+
+
+def _kind(v: Any) -> str:
+    """``an object``, ``a list``, ``a boolean``, ``null``, ``a number`` or ``a string``."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    if isinstance(v, (int, float)):
+        return "a number"
+    return "a string" if isinstance(v, str) else type(v).__name__
 
 
 def read_json_file(path: str | Path, what: str = "file", error: type[InputError] = InputError) -> Any:
     """Parse the JSON file at ``path`` (a path or an ``importlib.resources`` traversable).
 
-    Raises ``error`` (an :class:`InputError` subclass) naming the file when it does not exist,
-    cannot be read or decoded as UTF-8, or is not valid JSON (with line and column).
+    The file is UTF-8 (a leading byte-order mark is dropped, as in :func:`read_rows`). Raises
+    ``error`` (an :class:`InputError` subclass) naming the file when it does not exist, cannot be
+    read, is empty, is not UTF-8 (:func:`decode_utf8`), or is not valid JSON (with line and column).
     """
     try:
-        text = path.read_text(encoding="utf-8") if hasattr(path, "read_text") else Path(path).read_text(encoding="utf-8")
+        data = path.read_bytes() if hasattr(path, "read_bytes") else Path(path).read_bytes()
     except FileNotFoundError:
         raise error(str(path), f"{what} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise error(str(path), f"cannot read the {what}: {exc}") from exc
+    text = decode_utf8(data, str(path), error)
+    if not text.strip():
+        raise error(str(path), f"the {what} is empty")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -102,3 +250,13 @@ def required(row: dict[str, Any], key: str, source: str, row_no: int) -> Any:
     if v is None or (isinstance(v, str) and not v.strip()):
         raise InputError(source, "missing or empty", row=row_no, field=key)
     return v
+
+
+def required_text(row: dict[str, Any], key: str, source: str, row_no: int) -> str:
+    """``row[key]`` as stripped text (:func:`required`); a number is taken as its decimal text. An
+    object, a list or a boolean raises :class:`InputError` naming ``source``, the row and the field
+    (``str()`` of it would be silently wrong text)."""
+    v = required(row, key, source, row_no)
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise InputError(source, f"expected text, got {_kind(v)}", row=row_no, field=key)
+    return str(v).strip()

@@ -7,8 +7,16 @@ class MetamorphError(Exception):
     """Base class of every error metamorph raises on purpose."""
 
 
+#: Longest ``problem`` text an :class:`InputError` keeps (characters); a longer one — usually an
+#: echoed value — is cut, so that the error stays one readable line.
+MAX_PROBLEM_CHARS = 500
+
+
 class InputError(MetamorphError, ValueError):
     """Bad input data: names the file, the row (1-based line/record number) and the field.
+
+    The message is one line, ``<source>[, row <row>][, field '<field>']: <problem>``: line breaks
+    in ``problem`` become spaces and a problem longer than :data:`MAX_PROBLEM_CHARS` is cut.
 
     Attributes:
         source: file path or URI the record came from.
@@ -18,6 +26,9 @@ class InputError(MetamorphError, ValueError):
     """
 
     def __init__(self, source: str, problem: str, row: int | None = None, field: str | None = None):
+        problem = " ".join(str(problem).splitlines())
+        if len(problem) > MAX_PROBLEM_CHARS:
+            problem = problem[:MAX_PROBLEM_CHARS - 1] + "…"
         self.source = str(source)
         self.row = row
         self.field = field
@@ -36,3 +47,8 @@ class ConfigError(MetamorphError, ValueError):
 
 class ContextBudgetError(MetamorphError, ValueError):
     """A prompt does not fit the model's context budget; raised before any call is made."""
+
+
+class RegistryError(InputError, ConfigError):
+    """The model registry file is invalid: names the file, the entry of ``models`` (``row``,
+    1-based) and the key (``field``). Both an :class:`InputError` and a :class:`ConfigError`."""

@@ -33,7 +33,8 @@ from typing import Any
 
 import yaml
 
-from metamorph.errors import ConfigError
+from metamorph.datasets import decode_utf8
+from metamorph.errors import RegistryError
 from metamorph.providers.base import INGESTION_PATHS, canonical_json, sha256_hex
 
 PROVIDERS = ("llama_cpp", "openai", "anthropic", "openai_compatible")
@@ -49,7 +50,10 @@ _INGESTION_OK = {
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One registry entry. ``params`` are default decoding parameters for every study."""
+    """One registry entry. ``params`` are default decoding parameters for every study.
+
+    ``source`` and ``entry`` (the registry file and the 1-based entry of ``models``) locate the
+    entry for error messages; they are not part of its identity (equality, fingerprint)."""
 
     id: str
     provider: str
@@ -59,6 +63,8 @@ class ModelSpec:
     api_key_env: str | None = None
     max_concurrency: int = 4
     params: dict[str, Any] = field(default_factory=dict)
+    source: str | None = field(default=None, compare=False, repr=False)
+    entry: int | None = field(default=None, compare=False, repr=False)
 
     def fingerprint(self) -> str:
         """sha256 of the entry's canonical JSON (changes when any field changes)."""
@@ -72,52 +78,80 @@ class ModelSpec:
 
 
 def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
-    """Validate a parsed registry document; raises :class:`ConfigError` naming the entry and key."""
+    """Validate a parsed registry document.
+
+    Raises :class:`RegistryError` (a :class:`ConfigError`) naming ``source``, the entry of
+    ``models`` (``row``, 1-based) and the key (``field``): not a mapping with a ``models`` list; an
+    entry that is not a mapping or has an unknown key; ``id``, ``provider`` or ``model`` missing
+    or not text; an id that is not a partition key; an unknown provider; ``ingestion`` not a list
+    or naming a path the provider lacks; ``openai_compatible`` without ``base_url``;
+    ``api_key_env`` not an environment variable name (the value is never echoed: it may be a key);
+    ``max_concurrency`` not an integer >= 1; ``params`` not a mapping; a duplicate id.
+    """
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
-        raise ConfigError(f"{source}: expected a mapping with a 'models' list")
+        raise RegistryError(source, "expected a mapping with a 'models' list", field="models")
     out: list[ModelSpec] = []
+    seen: dict[str, int] = {}
     for i, e in enumerate(data["models"], start=1):
-        where = f"{source}: models[{i}]"
+        def bad(problem: str, key: str | None = None) -> RegistryError:
+            return RegistryError(source, problem, row=i, field=key)
+
         if not isinstance(e, dict):
-            raise ConfigError(f"{where}: an entry must be a mapping")
+            raise bad("an entry of 'models' must be a mapping")
         unknown = set(e) - {"id", "provider", "model", "ingestion", "base_url", "api_key_env", "max_concurrency",
                             "params"}
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}")
+            raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         for k in ("id", "provider", "model"):
             if not e.get(k):
-                raise ConfigError(f"{where}: '{k}' is required")
+                raise bad(f"'{k}' is required", k)
+            if isinstance(e[k], bool) or not isinstance(e[k], (str, int, float)):
+                raise bad(f"'{k}' must be text", k)
         if not _ID.match(str(e["id"])):
-            raise ConfigError(f"{where}: id {e['id']!r} must match {_ID.pattern} (it is a partition key)")
+            raise bad(f"id {e['id']!r} must match {_ID.pattern} (it is a partition key)", "id")
         if e["provider"] not in PROVIDERS:
-            raise ConfigError(f"{where}: provider {e['provider']!r} not in {list(PROVIDERS)}")
-        ingestion = tuple(e.get("ingestion") or ["inline"])
-        bad = [p for p in ingestion if p not in INGESTION_PATHS or p not in _INGESTION_OK[e["provider"]]]
-        if bad:
-            raise ConfigError(f"{where}: ingestion {bad} not available for provider {e['provider']}")
+            raise bad(f"provider {e['provider']!r} not in {list(PROVIDERS)}", "provider")
+        raw_ingestion = e.get("ingestion") or ["inline"]
+        if not isinstance(raw_ingestion, list):
+            raise bad(f"ingestion must be a list such as [inline], got {type(raw_ingestion).__name__}", "ingestion")
+        ingestion = tuple(raw_ingestion)
+        wrong = [p for p in ingestion if p not in INGESTION_PATHS or p not in _INGESTION_OK[e["provider"]]]
+        if wrong:
+            raise bad(f"ingestion {wrong} not available for provider {e['provider']}", "ingestion")
+        if e.get("base_url") is not None and not isinstance(e["base_url"], str):
+            raise bad("base_url must be a URL string", "base_url")
         if e["provider"] == "openai_compatible" and not e.get("base_url"):
-            raise ConfigError(f"{where}: openai_compatible needs base_url")
+            raise bad("openai_compatible needs base_url", "base_url")
         key_env = e.get("api_key_env") or _DEFAULT_KEY_ENV.get(e["provider"])
-        if key_env is not None and not re.fullmatch(r"[A-Z_][A-Z0-9_]*", key_env):
-            raise ConfigError(f"{where}: api_key_env must be an environment variable NAME, e.g. OPENAI_API_KEY")
-        out.append(ModelSpec(id=str(e["id"]), provider=e["provider"], model=str(e["model"]), ingestion=ingestion,
-                             base_url=e.get("base_url"), api_key_env=key_env,
-                             max_concurrency=int(e.get("max_concurrency", 1 if e["provider"] == "llama_cpp" else 4)),
-                             params=dict(e.get("params") or {})))
-    ids = [m.id for m in out]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
-    if dup:
-        raise ConfigError(f"{source}: duplicate model id(s) {dup}")
+        if key_env is not None and not (isinstance(key_env, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key_env)):
+            raise bad("api_key_env must be an environment variable NAME, e.g. OPENAI_API_KEY", "api_key_env")
+        conc = e.get("max_concurrency", 1 if e["provider"] == "llama_cpp" else 4)
+        if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
+            raise bad(f"max_concurrency must be an integer >= 1, got {conc!r:.40}", "max_concurrency")
+        params = e.get("params") or {}
+        if not isinstance(params, dict):
+            raise bad(f"params must be a mapping of decoding parameters, got {type(params).__name__}", "params")
+        mid = str(e["id"])
+        if mid in seen:
+            raise bad(f"duplicate model id {mid!r} (first at entry {seen[mid]})", "id")
+        seen[mid] = i
+        out.append(ModelSpec(id=mid, provider=e["provider"], model=str(e["model"]), ingestion=ingestion,
+                             base_url=e.get("base_url"), api_key_env=key_env, max_concurrency=conc,
+                             params=dict(params), source=source, entry=i))
     return out
 
 
 def load_registry(path: str | Path) -> list[ModelSpec]:
-    """Read and validate the registry YAML at ``path`` (raises :class:`ConfigError`)."""
+    """Read and validate the registry YAML at ``path`` (UTF-8; raises :class:`RegistryError`, a
+    :class:`ConfigError`, naming the file — and the entry and key, see :func:`parse_registry`)."""
     p = Path(path)
     if not p.exists():
-        raise ConfigError(f"model registry {p} does not exist")
+        raise RegistryError(str(p), "model registry does not exist")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        text = decode_utf8(p.read_bytes(), str(p), RegistryError)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise RegistryError(str(p), f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from exc
     return parse_registry(data, str(p))

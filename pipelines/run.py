@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -100,7 +101,8 @@ def _positive(text: str) -> int:
 
 
 #: Error classes of bad input or configuration: the run exits 2 with their one-line message.
-INPUT_ERRORS = ("InputError", "ConfigError", "ContextBudgetError", "ThresholdsError", "SchemaViolation")
+INPUT_ERRORS = ("InputError", "ConfigError", "RegistryError", "ContextBudgetError", "ThresholdsError",
+                "SchemaViolation")
 
 
 def failure_message(result) -> tuple[str, bool]:
@@ -117,8 +119,8 @@ def failure_message(result) -> tuple[str, bool]:
     while err.cause is not None and err.cls_name.startswith("Dagster"):
         err = err.cause
     message = err.message.strip().splitlines()[0] if err.message.strip() else err.cls_name
-    if message.startswith(f"{err.cls_name}: "):
-        message = message[len(err.cls_name) + 2:]
+    # Dagster's message starts with the class name, module-qualified for non-builtin classes
+    message = re.sub(rf"^(?:[\w.]+\.)?{re.escape(err.cls_name)}: ", "", message)
     return f"{events[0].step_key}: {message}", err.cls_name in INPUT_ERRORS
 
 

@@ -15,7 +15,7 @@ import dagster as dg
 from pydantic import Field
 
 from metamorph.cache import GenerationCache
-from metamorph.errors import ConfigError
+from metamorph.errors import ConfigError, RegistryError
 from metamorph.models import ModelSpec, load_registry
 from metamorph.providers.base import Provider
 
@@ -26,7 +26,8 @@ _PROVIDERS_LOCK = threading.Lock()
 def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
     """The provider client for a registry entry (memoised per process; llama weights load once).
 
-    Raises :class:`ConfigError` when the entry's API key variable is not set.
+    Raises :class:`RegistryError` (a :class:`ConfigError`) naming the registry file, the entry and
+    ``api_key_env`` when the entry's API key variable is not set.
     """
     ident = (spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.max_concurrency, n_ctx)
     with _PROVIDERS_LOCK:
@@ -36,7 +37,8 @@ def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
         if spec.api_key_env:
             api_key = os.environ.get(spec.api_key_env)
             if not api_key:
-                raise ConfigError(f"model {spec.id!r} needs the environment variable {spec.api_key_env}")
+                raise RegistryError(spec.source or "<registry>", f"model {spec.id!r} needs the environment variable "
+                                    f"{spec.api_key_env}, which is not set", row=spec.entry, field="api_key_env")
         if spec.provider == "llama_cpp":
             from metamorph.providers.llama_cpp import LlamaCppProvider, default_gguf_path
 

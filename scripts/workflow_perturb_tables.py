@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from metamorph.embeddings import load_encoder
+from metamorph.export import write_csv
 from metamorph.studies.workflow_perturb import analysis as wp
 from metamorph.studies.workflow_perturb.plan import deterministic_perturbations, score_perturbations
 from metamorph.studies.workflow_perturb.workflows import load_goldens, size_stratum
@@ -50,9 +51,8 @@ def main(argv: list[str]) -> int:
     if len(argv) > 1:
         out = Path(argv[1])
         out.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(out / "scores.csv", index=False)
-        sev.to_csv(out / "severity.csv", index=False)
-        sens.to_csv(out / "sensitivity.csv", index=False)
+        for name, table in (("scores", frame), ("severity", sev), ("sensitivity", sens)):
+            write_csv(table, out / f"{name}.csv")  # text cells formula-safe (metamorph.export)
     return 0
 
 

@@ -18,5 +18,5 @@ def test_bad_jsonl_line_gives_one_line_and_exit_2(tmp_path):
                           "--no-models"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [f"error: {bad}, row 2: not valid JSON "
-                                               "(Expecting property name enclosed in double quotes)"]
+                                               "(Expecting property name enclosed in double quotes; column 2)"]
     assert not (tmp_path / "home" / "metamorph.duckdb").exists()  # validated before any run was launched

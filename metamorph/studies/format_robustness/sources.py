@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows, required
+from metamorph.datasets import read_rows, required, required_text
 from metamorph.errors import InputError
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import LINE_BREAKS as _LINE_BREAKS
@@ -32,11 +32,25 @@ _req = required
 
 
 def _int(row: dict, key: str, uri: str, i: int) -> int:
+    """``row[key]`` as an int: an integer, an integral float (``3.0``) or integer text (CSV);
+    a boolean, a fraction or other text raises :class:`InputError` (never truncated)."""
     v = _req(row, key, uri, i)
-    try:
+    if isinstance(v, bool):
+        raise InputError(uri, f"expected an integer, got a boolean {v!r}", row=i, field=key)
+    if isinstance(v, float) and v.is_integer():
         return int(v)
+    try:
+        return int(v) if isinstance(v, int) else int(str(v).strip())
     except (TypeError, ValueError) as exc:
-        raise InputError(uri, f"expected an integer, got {v!r}", row=i, field=key) from exc
+        raise InputError(uri, f"expected an integer, got {v!r:.60}", row=i, field=key) from exc
+
+
+def _labels(row: dict, key: str, uri: str, i: int) -> tuple[str, ...]:
+    """A list of text labels (``answer_space``); a string or an object raises :class:`InputError`."""
+    v = _req(row, key, uri, i)
+    if not isinstance(v, list) or not all(isinstance(a, (str, int)) and not isinstance(a, bool) for a in v):
+        raise InputError(uri, f"expected a list of labels, got {v!r:.60}", row=i, field=key)
+    return tuple(str(a) for a in v)
 
 
 MEDQA_PROMPT = (
@@ -49,10 +63,12 @@ def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
     """MedQA (USMLE, 4 options A–D): input ``question``, ``options`` ({"A": ..., "D": ...}) and the
     gold letter in ``answer_idx`` (or ``gold``; both present must agree). The record's fields are
     question, option_A..option_D."""
-    question = _req(row, "question", uri, i)
+    question = required_text(row, "question", uri, i)
     options = _req(row, "options", uri, i)
     if not isinstance(options, dict) or sorted(options) != ["A", "B", "C", "D"]:
         raise InputError(uri, f"expected options with keys A-D, got {options!r:.80}", row=i, field="options")
+    if not all(isinstance(t, str) and t.strip() for t in options.values()):
+        raise InputError(uri, f"every option must be non-empty text, got {options!r:.80}", row=i, field="options")
     gold_field = "answer_idx" if row.get("answer_idx") not in (None, "") else "gold"
     gold = row.get(gold_field)
     if row.get("answer_idx") not in (None, "") and row.get("gold") not in (None, "") \
@@ -61,9 +77,9 @@ def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
                          field="answer_idx")
     if gold is not None and str(gold) not in ("A", "B", "C", "D"):
         raise InputError(uri, f"gold label {gold!r} is not one of A, B, C, D", row=i, field=gold_field)
-    fields = [("question", str(question).strip())] + [(f"option_{k}", str(options[k])) for k in "ABCD"]
+    fields = [("question", question)] + [(f"option_{k}", str(options[k])) for k in "ABCD"]
     return SourceInstance(
-        instance_id=str(_req(row, "id", uri, i)), dataset="medqa", fields=tuple(fields),
+        instance_id=required_text(row, "id", uri, i), dataset="medqa", fields=tuple(fields),
         task_prompt=MEDQA_PROMPT, answer_space=("A", "B", "C", "D"),
         gold=None if gold is None else str(gold), favorable_label=None, sensitive={},
     )
@@ -83,10 +99,10 @@ def adapt_discrim_eval(row: dict, uri: str, i: int) -> SourceInstance:
     sensitive = {k: str(row[k]) for k in ("gender", "race", "age") if row.get(k) not in (None, "")}
     fields = [
         ("scenario_type", str(row.get("decision_question_nickname") or row.get("decision_question_id") or "")),
-        ("scenario", str(_req(row, "filled_template", uri, i)).strip()),
+        ("scenario", required_text(row, "filled_template", uri, i)),
     ]
     return SourceInstance(
-        instance_id=str(_req(row, "id", uri, i)), dataset="discrim_eval", fields=tuple(fields),
+        instance_id=required_text(row, "id", uri, i), dataset="discrim_eval", fields=tuple(fields),
         task_prompt=DISCRIM_PROMPT, answer_space=("yes", "no"), gold=None,
         favorable_label=str(row.get("favorable_answer") or "yes"), sensitive=sensitive,
     )
@@ -153,16 +169,28 @@ def adapt_credit_default(row: dict, uri: str, i: int) -> SourceInstance:
 
 def adapt_generic(row: dict, uri: str, i: int) -> SourceInstance:
     """A file already in canonical form: ``instance_id, dataset, fields ([[k, v], ...] or {k: v}),
-    task_prompt, answer_space, gold?, favorable_label?, sensitive?``."""
+    task_prompt, answer_space (a list of labels), gold?, favorable_label?, sensitive? ({k: v})``.
+    A field of the wrong type (``fields`` not pairs, ``answer_space`` a string, ``sensitive`` not an
+    object...) raises :class:`InputError` naming it."""
     fields = _req(row, "fields", uri, i)
     if isinstance(fields, dict):
         fields = list(fields.items())
-    space = _req(row, "answer_space", uri, i)
+    if not isinstance(fields, list) or not all(isinstance(f, (list, tuple)) and len(f) == 2 for f in fields):
+        raise InputError(uri, f"expected an object or a list of [name, value] pairs, got {fields!r:.60}", row=i,
+                         field="fields")
+    sensitive = row.get("sensitive") or {}
+    if not isinstance(sensitive, dict):
+        raise InputError(uri, f"expected an object {{attribute: value}}, got {sensitive!r:.60}", row=i,
+                         field="sensitive")
+    gold, favorable = row.get("gold"), row.get("favorable_label")
+    for key, v in (("gold", gold), ("favorable_label", favorable)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (str, int))):
+            raise InputError(uri, f"expected a label, got {v!r:.60}", row=i, field=key)
     return SourceInstance(
-        instance_id=str(_req(row, "instance_id", uri, i)), dataset=str(_req(row, "dataset", uri, i)),
-        fields=tuple((str(k), v) for k, v in fields), task_prompt=str(_req(row, "task_prompt", uri, i)),
-        answer_space=tuple(str(a) for a in space), gold=None if row.get("gold") is None else str(row["gold"]),
-        favorable_label=row.get("favorable_label"), sensitive=dict(row.get("sensitive") or {}),
+        instance_id=required_text(row, "instance_id", uri, i), dataset=required_text(row, "dataset", uri, i),
+        fields=tuple((str(k), v) for k, v in fields), task_prompt=required_text(row, "task_prompt", uri, i),
+        answer_space=_labels(row, "answer_space", uri, i), gold=None if gold is None else str(gold),
+        favorable_label=None if favorable is None else str(favorable), sensitive=dict(sensitive),
     )
 
 

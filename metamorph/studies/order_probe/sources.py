@@ -114,8 +114,11 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
     if not isinstance(rec, dict):
         raise InputError(where, f"expected a JSON object, got {type(rec).__name__}", row=row)
     for f in ("id", "language", "canonical"):
-        if not isinstance(rec.get(f), str) or not rec[f].strip():
-            raise InputError(where, "missing or empty (a non-empty string is required)", row=row, field=f)
+        v = rec.get(f)
+        if v is None or (isinstance(v, str) and not v.strip()):
+            raise InputError(where, "missing or empty", row=row, field=f)
+        if not isinstance(v, str):
+            raise InputError(where, f"expected a string, got {v!r:.40}", row=row, field=f)
     lang = rec["language"]
     if lang not in LANGUAGES:
         raise InputError(where, f"unknown language {lang!r}; expected one of {list(LANGUAGES)}", row=row,
@@ -123,6 +126,9 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
     canonical = unicodedata.normalize("NFC", rec["canonical"].strip())
     _check_units(canonical, lang, where, row)
     gold = rec.get("gold")
+    if gold is not None and not isinstance(gold, str):
+        raise InputError(where, f"expected the canonical expression as a string, got {gold!r:.40}", row=row,
+                         field="gold")
     if gold is not None and gold != rec["canonical"] and gold.strip() != canonical:
         raise InputError(where, f"gold {gold!r} differs from canonical {canonical!r}", row=row, field="gold")
     meanings = rec.get("meanings", [])
@@ -159,20 +165,22 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
 def load_jsonl(path: str | Path, source: str | None = None) -> list[OrderItem]:
     """Items of a shared-sample JSONL file (all-or-nothing; see module doc for the errors)."""
     where = str(path)
-    items = [parse_record(rec, where, int(rec.pop("__row__")), source or where) for rec in read_rows(where)]
-    _check_unique(items, where)
+    recs = read_rows(where)
+    rows = [int(rec.pop("__row__")) for rec in recs]
+    items = [parse_record(rec, where, i, source or where) for rec, i in zip(recs, rows)]
+    _check_unique(items, rows, where)
     return items
 
 
-def _check_unique(items: Sequence[OrderItem], where: str) -> None:
+def _check_unique(items: Sequence[OrderItem], rows: Sequence[int], where: str) -> None:
     seen_id: dict[str, int] = {}
     seen_expr: dict[tuple[str, str], int] = {}
-    for i, x in enumerate(items, start=1):
+    for i, x in zip(rows, items):
         if x.item_id in seen_id:
-            raise InputError(where, f"duplicate id {x.item_id!r} (first at item {seen_id[x.item_id]})", row=i, field="id")
+            raise InputError(where, f"duplicate id {x.item_id!r} (first at row {seen_id[x.item_id]})", row=i, field="id")
         if (x.language, x.canonical) in seen_expr:
             raise InputError(where, f"duplicate expression {x.canonical!r} in {x.language} "
-                                    f"(first at item {seen_expr[(x.language, x.canonical)]})", row=i, field="canonical")
+                                    f"(first at row {seen_expr[(x.language, x.canonical)]})", row=i, field="canonical")
         seen_id[x.item_id] = i
         seen_expr[(x.language, x.canonical)] = i
 

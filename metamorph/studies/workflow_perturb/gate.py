@@ -207,7 +207,9 @@ def _threshold(value: Any, metric: str, source: str, where: str, *, nullable: bo
         raise ThresholdsError(source, f"threshold must be a number, got {value!r:.40}", field=where)
     v = float(value)
     lo, hi = METRIC_RANGES[metric]
-    if not math.isfinite(v) or not lo <= v <= hi:
+    if not math.isfinite(v):
+        raise ThresholdsError(source, f"threshold must be a finite number, got {value!r}", field=where)
+    if not lo <= v <= hi:
         raise ThresholdsError(source, f"threshold {value!r} is outside the range [{lo:g}, {hi:g}] of {metric}",
                               field=where)
     return v

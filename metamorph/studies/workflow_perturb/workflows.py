@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from metamorph.datasets import read_rows
+from metamorph.datasets import read_rows, required_text
 from metamorph.errors import InputError
 
 START = "START"
@@ -319,14 +319,14 @@ def _structured(row: dict, uri: str, i: int) -> tuple[tuple[str, ...], tuple[Edg
     raw_nodes = _as_list(row["gold_nodes"], uri, i, "gold_nodes")
     ids, texts = [], []
     for k, node in enumerate(raw_nodes, start=1):
-        if isinstance(node, dict) and "text" in node:
+        if isinstance(node, dict) and isinstance(node.get("text"), str):
             ids.append(str(node.get("id", k)))
             texts.append(str(node["text"]))
         elif isinstance(node, str):
             ids.append(str(k))
             texts.append(node)
         else:
-            raise InputError(uri, f"node {k} must be {{'id', 'text'}} or a string, got {node!r:.60}",
+            raise InputError(uri, f"node {k} must be {{'id', 'text'}} with a text or a string, got {node!r:.60}",
                              row=i, field="gold_nodes")
     if ids != [str(k) for k in range(1, len(ids) + 1)]:
         raise InputError(uri, f"node ids must be 1..{len(ids)} in order, got {ids}", row=i, field="gold_nodes")
@@ -349,12 +349,7 @@ def workflow_from_row(row: dict, uri: str, i: int) -> tuple[Workflow, str, str]:
     optional. Returns the workflow and the names of the fields its nodes and edges came from.
     Raises :class:`InputError` for a missing field or an unparseable graph.
     """
-    wid = row.get("id")
-    if wid is None or not str(wid).strip():
-        raise InputError(uri, "missing or empty", row=i, field="id")
-    task = row.get("task")
-    if task is None or not str(task).strip():
-        raise InputError(uri, "missing or empty", row=i, field="task")
+    wid, task = required_text(row, "id", uri, i), required_text(row, "task", uri, i)
     if row.get("gold_nodes") is not None and row.get("gold_edges") is not None:
         nodes, edges = _structured(row, uri, i)
         fields = ("gold_nodes", "gold_edges")
@@ -364,7 +359,7 @@ def workflow_from_row(row: dict, uri: str, i: int) -> tuple[Workflow, str, str]:
     else:
         raise InputError(uri, "a golden needs gold_nodes + gold_edges or gold_raw", row=i, field="gold_nodes")
     src = row.get("source")
-    w = Workflow(str(wid).strip(), str(task).strip(), nodes, edges,
+    w = Workflow(wid, task, nodes, edges,
                  str(src) if isinstance(src, str) and src.strip() else uri)
     return w, fields[0], fields[1]
 

@@ -61,7 +61,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows, required
+from metamorph.datasets import read_rows, required, required_text
 from metamorph.errors import InputError
 
 __all__ = [
@@ -158,8 +158,7 @@ class QAItem:
 _req = required
 
 
-def _text(row: dict, key: str, uri: str, i: int) -> str:
-    return str(_req(row, key, uri, i)).strip()
+_text = required_text
 
 
 def _present(v: Any) -> bool:
@@ -189,7 +188,7 @@ def _agree(row: dict, field: str, value: str, convert: Callable[[Any], str], uri
 
 def _item_id(row: dict, task: str, uri: str, i: int, index_keys: Sequence[str] = ()) -> str:
     if _present(row.get("id")):
-        return str(row["id"]).strip()
+        return _text(row, "id", uri, i)
     for k in index_keys:
         if _present(row.get(k)):
             return f"{task}-{row[k]}"
@@ -230,6 +229,9 @@ def _choices_field(row: dict, uri: str, i: int) -> tuple[tuple[str, str], ...]:
 def _check_choices(pairs: Sequence[tuple[Any, Any]], field: str, uri: str, i: int) -> tuple[tuple[str, str], ...]:
     out = []
     for label, text in pairs:
+        if any(isinstance(v, (bool, dict, list, tuple)) for v in (label, text)):
+            raise InputError(uri, f"choice ({label!r:.30}, {text!r:.30}) must be a text label and a text", row=i,
+                             field=field)
         label, text = str(label).strip(), "" if text is None else str(text).strip()
         if not label or not text:
             raise InputError(uri, f"choice {label!r} has an empty label or text", row=i, field=field)
@@ -359,7 +361,7 @@ def load_winogrande_row(row: dict, uri: str, i: int) -> QAItem:
 def load_hellaswag_row(row: dict, uri: str, i: int) -> QAItem:
     """HellaSwag: the most plausible continuation among the endings, labelled A, B, ... (choice)."""
     if _present(row.get("ctx")):
-        ctx = str(row["ctx"]).strip()
+        ctx = _text(row, "ctx", uri, i)
     else:
         ctx_a = _text(row, "ctx_a", uri, i)
         ctx_b = str(row.get("ctx_b") or "").strip()

@@ -1,0 +1,238 @@
+"""The bad-input corpus (``tests/bad_inputs/cases.yaml``): every malformed file yields one error
+naming file, row and field, and nothing is written; the accepted variants (BOM, CRLF, CR) load.
+
+Most cases call the validation the product runs in-process (``pipelines.run.check_sources``, the
+loaders, the registry); the ``cli: true`` cases also run the command line as a subprocess, and the
+``asset: true`` cases the study's inputs job in-process on a real Dagster instance and warehouse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+import yaml
+
+from metamorph.errors import InputError, MetamorphError
+from metamorph.models import load_registry
+from metamorph.studies.workflow_perturb import gate
+from metamorph.studies.workflow_perturb.workflows import load_goldens
+from pipelines.run import STUDY_OPS, check_sources, failure_message
+from resources.llm import build_provider
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "bad_inputs"
+MANIFEST = yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))
+CASES = MANIFEST["cases"]
+UNSET_KEY = "METAMORPH_BADINPUT_UNSET_KEY"  # named by registry/unset_key_env.yaml
+
+
+def _study(case: dict) -> str:
+    return case.get("study") or case["file"].split("/")[0]
+
+
+def _path(case: dict) -> Path:
+    return CORPUS / case["file"]
+
+
+def _spec(case: dict, path: Path) -> str:
+    return case.get("spec", "{file}").replace("{file}", str(path))
+
+
+def _expected(case: dict, path: Path) -> str:
+    return str(InputError(str(path), case["problem"], row=case["row"], field=case["field"]))
+
+
+def _gate_argv(case: dict, path: Path, tmp_path: Path) -> list[str]:
+    if case["via"] == "gate_golden":
+        return ["gate", "--golden", str(path), "--candidate", str(path)]
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps({"nodes": ["a", "b"]}), encoding="utf-8")
+    return ["gate", "--golden", str(ok), "--candidate", str(ok), "--thresholds", str(path)]
+
+
+def _raise(case: dict, path: Path) -> None:
+    """Pass ``path`` to the product the way ``case['via']`` says (see cases.yaml)."""
+    via = case["via"]
+    if via == "source":
+        check_sources(_study(case), [_spec(case, path)], None)
+    elif via == "golden_graph":
+        load_goldens(str(path), on_invalid="error")
+    elif via == "thresholds":
+        gate.load_thresholds(path)
+    elif via == "registry":
+        for spec in load_registry(path):
+            build_provider(spec)
+    else:
+        raise AssertionError(f"unknown via {via!r}")
+
+
+def test_the_corpus_covers_every_study_and_every_file_is_listed():
+    listed = {c["file"] for c in CASES} | {c["file"] for c in MANIFEST["accepted"]}
+    on_disk = {p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*") if p.is_file()
+               and p.name not in ("cases.yaml", ".gitattributes")}
+    assert listed == on_disk
+    assert len(CASES) + len(MANIFEST["generated"]) >= 40
+    assert {_study(c) for c in CASES} == {"format_robustness", "wrapper_sensitivity", "workflow_perturb",
+                                         "order_probe", "registry"}
+    assert max((CORPUS / f).stat().st_size for f in on_disk) < 4096  # tiny, synthetic
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["via"] != "gate_golden"], ids=lambda c: c["file"])
+def test_bad_input_gives_one_error_naming_file_row_and_field(case, monkeypatch):
+    monkeypatch.delenv(UNSET_KEY, raising=False)
+    path = _path(case)
+    with pytest.raises(InputError) as e:
+        _raise(case, path)
+    err = e.value
+    assert type(err).__name__ == case.get("error", "InputError")
+    assert (err.source, err.row, err.field, err.problem) == (str(path), case["row"], case["field"], case["problem"])
+    assert str(err) == _expected(case, path) and "\n" not in str(err)
+    if case["via"] == "golden_graph":  # the run keeps the row, flagged with the same location and reason
+        check_sources("workflow_perturb", [str(path)], None)
+        _, rejected = load_goldens(str(path), on_invalid="collect")
+        assert [(r.source, r.row, r.field, r.reason) for r in rejected] == [
+            (str(path), case["row"], case["field"], case["problem"])]
+
+
+def test_gate_golden_with_a_cycle_exits_2_naming_the_file(capsys, tmp_path):
+    from metamorph.cli import main
+
+    [case] = [c for c in CASES if c["via"] == "gate_golden"]
+    path = _path(case)
+    assert main(_gate_argv(case, path, tmp_path)) == 2
+    assert capsys.readouterr().err.splitlines() == [f"metamorph gate: error: {_expected(case, path)}"]
+
+
+def test_a_key_pasted_into_api_key_env_is_not_echoed(monkeypatch):
+    path = CORPUS / "registry" / "key_in_api_key_env.yaml"
+    with pytest.raises(InputError) as e:
+        load_registry(path)
+    assert "sk-metamorph-FAKE" in path.read_text() and "sk-metamorph-FAKE" not in str(e.value)
+
+
+@pytest.mark.parametrize("case", MANIFEST["generated"], ids=lambda c: c["name"])
+def test_a_50_mb_field_is_refused_without_echoing_it(case, tmp_path):
+    path = tmp_path / case["name"]
+    big = "x" * (50 * 2**20)
+    if path.suffix == ".jsonl":
+        row = {"id": "m-1", "question": "Fever?", "options": {k: k for k in "ABCD"}, "answer_idx": "A"}
+        path.write_text(json.dumps(row) + "\n" + json.dumps(dict(row, id="m-2", question=big)) + "\n")
+    else:
+        path.write_text("ID,AGE,SEX\n" + f"1,{big},2\n")
+    with pytest.raises(InputError) as e:
+        check_sources(case["study"], [_spec(case, path)], None)
+    assert str(e.value) == _expected(case, path)
+
+
+def _load(spec: str):
+    if spec.startswith("orderprobe:"):
+        from metamorph.studies.order_probe.sources import load_sources
+
+        return load_sources([spec])
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    return [x for _, x in load_sources([spec])]
+
+
+@pytest.mark.parametrize("case", MANIFEST["accepted"], ids=lambda c: c["file"])
+def test_bom_crlf_and_cr_variants_are_accepted(case):
+    items = _load(_spec(case, _path(case)))
+    assert len(items) == case["n"]
+
+
+def test_accepted_variants_read_the_same_values():
+    def questions(name):
+        return [dict(x.fields)["question"] for x in _load(f"medqa:{CORPUS / 'format_robustness' / name}")]
+
+    crlf = questions("ok_medqa_crlf.jsonl")
+    assert crlf == questions("ok_medqa_cr_only.jsonl") == questions("ok_medqa_bom_crlf.jsonl")
+    assert crlf[0] == "A 30-year-old has a fever. Next step?"  # no '\r' left, no BOM
+    # U+2028 / U+0085 / U+2029 inside a JSON string are text, not line ends
+    assert questions("ok_medqa_line_separators_in_value.jsonl")[0] == (
+        "Line one\u2028line two\u0085line three\u2029end")
+    [x] = _load(f"credit_default:{CORPUS / 'format_robustness' / 'ok_credit_bom_crlf.csv'}")
+    assert x.instance_id == "c-1" and dict(x.fields)["age"] == 24
+
+
+def test_parquet_null_is_none_and_nan_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from metamorph.datasets import read_rows
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"id": ["a", "b"], "score": [1.5, None]}), path)
+    assert read_rows(str(path)) == [{"id": "a", "score": 1.5, "__row__": 1}, {"id": "b", "score": None, "__row__": 2}]
+    pq.write_table(pa.table({"id": ["a", "b"], "score": [1.5, float("nan")]}), path)
+    with pytest.raises(InputError) as e:
+        read_rows(str(path))
+    assert str(e.value) == f"{path}, row 2, field 'score': NaN is not a finite number (write null for a missing value)"
+
+
+def test_input_error_is_one_line_and_cut():
+    err = InputError("f.jsonl", "bad\nvalue " + "x" * 1000, row=3, field="q")
+    assert "\n" not in str(err) and len(err.problem) == 500 and err.problem.startswith("bad value x")
+
+
+# --------------------------------------------------------------------------- subprocess CLI
+
+
+def _cli(case: dict, path: Path, tmp_path: Path) -> tuple[list[str], dict, str]:
+    env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh")}
+    env.pop(UNSET_KEY, None)
+    if case["via"] in ("thresholds", "gate_golden"):
+        return ([sys.executable, "-m", "metamorph.cli", *_gate_argv(case, path, tmp_path)], env,
+                f"metamorph gate: error: {_expected(case, path)}")
+    if case["via"] == "registry":  # the models are run: the registry and the keys are checked first
+        env["METAMORPH_MODELS"] = str(path)
+        return [sys.executable, "-m", "pipelines.run", "wrapper_sensitivity"], env, f"error: {_expected(case, path)}"
+    return ([sys.executable, "-m", "pipelines.run", _study(case), "--source", _spec(case, path), "--no-models"], env,
+            f"error: {_expected(case, path)}")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.get("cli")], ids=lambda c: c["file"])
+def test_cli_exits_2_with_one_line_and_writes_nothing(case, tmp_path):
+    argv, env, line = _cli(case, _path(case), tmp_path)
+    out = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert (out.returncode, out.stderr.strip().splitlines()) == (2, [line])
+    assert not (tmp_path / "home" / "metamorph.duckdb").exists()
+
+
+# --------------------------------------------------------------------------- the inputs asset
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.get("asset")], ids=lambda c: c["file"])
+def test_inputs_job_fails_on_the_bad_row_and_writes_no_table(case, metamorph_home):
+    from pipelines.definitions import build_definitions
+
+    study, path = _study(case), _path(case)
+    inputs_op = STUDY_OPS[study][0]
+    with dg.instance_for_test() as instance:
+        res = build_definitions().resolve_job_def(f"{study}_inputs_job").execute_in_process(
+            instance=instance, raise_on_error=False,
+            run_config={"ops": {inputs_op: {"config": {"sources": [_spec(case, path)]}}}})
+    assert not res.success
+    assert failure_message(res) == (f"{inputs_op}: {_expected(case, path)}", True)
+    db = metamorph_home / "metamorph.duckdb"
+    if db.exists():
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            tables = con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
+                                 [study]).fetchall()
+        finally:
+            con.close()
+        assert tables == []
+
+
+def test_error_classes_of_the_corpus_are_bad_input_for_the_run_cli():
+    from pipelines.run import INPUT_ERRORS
+
+    assert {c.get("error", "InputError") for c in CASES} <= set(INPUT_ERRORS)
+    assert issubclass(InputError, MetamorphError)

