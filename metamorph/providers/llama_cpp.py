@@ -62,7 +62,8 @@ class LlamaCppProvider:
     Args:
         model_path: GGUF file; default :func:`default_gguf_path`.
         n_ctx: context window in tokens (prompt + completion must fit).
-        n_threads: CPU threads for llama.cpp (default 1: 2-core machines stay responsive).
+        n_threads: CPU threads for llama.cpp, for decoding and prompt processing alike (default 1:
+            2-core machines stay responsive).
 
     ``generate`` raises :class:`ContextBudgetError` before decoding when prompt tokens +
     ``max_tokens`` exceed ``n_ctx``.
@@ -99,8 +100,11 @@ class LlamaCppProvider:
                 Llama,  # imported lazily: the rest of metamorph runs without it
             )
 
+            # prompt processing uses n_threads too: llama.cpp's default (every core) spins on its
+            # thread barrier when another process holds a core, which stalled a busy 2-core machine
+            # (completions are identical either way: rows are not split across threads' sums).
             self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                              seed=0, verbose=False)
+                              n_threads_batch=self.n_threads, seed=0, verbose=False)
         return self._llm
 
     def count_tokens(self, text: str) -> int:
