@@ -19,6 +19,7 @@ import argparse
 import logging
 import os
 import re
+import socket
 import sys
 import time
 from pathlib import Path
@@ -160,6 +161,49 @@ def cli_logger(log_file: Path):
     return _cli_logger
 
 
+#: Tags on every run this command launches: who launched it, from which process on which host,
+#: so that a later invocation can tell a run whose process was killed from one still running.
+LAUNCHER_TAG, PID_TAG, HOST_TAG = "metamorph/launcher", "metamorph/pid", "metamorph/host"
+
+
+def launch_tags() -> dict[str, str]:
+    """The tags of a run launched by this process (:data:`LAUNCHER_TAG`, pid, host)."""
+    return {LAUNCHER_TAG: "pipelines.run", PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def reclaim_stale_runs(instance) -> list[str]:
+    """Fail the runs this command launched whose process is gone, and free their pool slots.
+
+    A ``pipelines.run`` killed mid-run (SIGKILL, a closed terminal, a reboot) leaves its Dagster
+    run STARTED and its ``duckdb`` pool slot claimed, so every later run in the same
+    ``DAGSTER_HOME`` waits forever ("Step blocked by limit for pool duckdb"). Only runs tagged by
+    :func:`launch_tags` on this host whose pid no longer exists are touched; runs launched from
+    the UI or by the daemon are left alone. Returns the reclaimed run ids.
+    """
+    from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
+
+    stale = []
+    for r in instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING],
+                                                   tags={LAUNCHER_TAG: "pipelines.run"})):
+        if r.tags.get(HOST_TAG) != socket.gethostname() or _alive(int(r.tags.get(PID_TAG, "0") or 0)):
+            continue
+        instance.report_run_failed(r, message=f"process {r.tags.get(PID_TAG)} that ran it is gone "
+                                              "(reclaimed by the next pipelines.run)")
+        instance.event_log_storage.free_concurrency_slots_for_run(r.run_id)
+        stale.append(r.run_id)
+    return stale
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipelines.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -207,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     except MetamorphError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for run_id in reclaim_stale_runs(instance):
+        print(f"note: run {run_id} was left running by a killed process; marked failed and its pool slot freed",
+              file=sys.stderr)
     missing = [m for m in models if not instance.has_dynamic_partition(model_partitions.name, m)]
     if missing:
         instance.add_dynamic_partitions(model_partitions.name, missing)
@@ -218,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(job: str, ops: dict, partition: str | None = None) -> tuple[int, str] | None:
         res = defs.resolve_job_def(job).with_logger_defs(logger_defs).execute_in_process(
-            instance=instance, partition_key=partition, raise_on_error=False,
+            instance=instance, partition_key=partition, raise_on_error=False, tags=launch_tags(),
             run_config={"ops": ops, "loggers": {"console": {}}})
         if res.success:
             return None
