@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,18 @@ from metamorph.errors import InputError
 def read_rows(uri: str) -> list[dict[str, Any]]:
     """Read a JSONL, JSON (list), CSV or Parquet file (local path or ``hf://`` URI) into dicts.
 
-    Raises :class:`InputError` for a path that does not exist, an empty file, a line that is not
-    a JSON object, or an unknown extension. ``hf://`` URIs are read through ``huggingface_hub``'s
-    fsspec file system (``pandas.read_*`` accepts them when ``huggingface_hub`` is installed).
+    Every dict carries ``__row__``, its 1-based row: the line of a JSONL file (blank lines are
+    skipped but counted), the record of a CSV file after its header (blank lines are skipped and
+    not counted; a quoted value may span lines), the element of a JSON list or the row of a
+    Parquet table. CSV values are strings exactly as written (an empty cell is ``""``); a cell
+    that holds a list or an object holds it as JSON text, which the study's adapter decodes.
+
+    Raises :class:`InputError` for a path that does not exist, an empty file, a file that is not
+    UTF-8 text (JSONL, CSV), a line that is not a JSON object, a CSV header with an empty or
+    repeated column name, a CSV record with more or fewer values than the header (a *ragged*
+    row, named by its row, and for a short row by its first column without a value), bad CSV
+    quoting (named by its row), or an unknown extension.
+    ``hf://`` URIs are read through ``huggingface_hub``'s fsspec file system.
     """
     is_remote = uri.startswith("hf://")
     if not is_remote:
@@ -34,19 +45,18 @@ def read_rows(uri: str) -> list[dict[str, Any]]:
     suffix = uri.rsplit(".", 1)[-1].lower() if "." in uri.rsplit("/", 1)[-1] else ""
     if suffix == "jsonl":
         rows = _read_jsonl(uri, is_remote)
-    elif suffix in ("csv", "parquet", "json"):
+    elif suffix == "csv":
+        rows = _read_csv(uri, is_remote)
+    elif suffix in ("parquet", "json"):
         import pandas as pd
 
         try:
-            if suffix == "csv":
-                df = pd.read_csv(uri, dtype=str, keep_default_na=False)
-            elif suffix == "parquet":
-                df = pd.read_parquet(uri)
-            else:
-                df = pd.read_json(uri)
+            df = pd.read_parquet(uri) if suffix == "parquet" else pd.read_json(uri)
         except Exception as exc:
             raise InputError(uri, f"cannot read {suffix} file: {exc}") from exc
         rows = df.to_dict(orient="records")
+        for i, r in enumerate(rows, start=1):
+            r["__row__"] = i
     else:
         raise InputError(uri, f"unsupported file type {suffix!r}; use .jsonl, .json, .csv or .parquet")
     if not rows:
@@ -54,14 +64,51 @@ def read_rows(uri: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _read_jsonl(uri: str, is_remote: bool) -> list[dict[str, Any]]:
-    if is_remote:
-        import fsspec  # installed with huggingface_hub / pandas extras
+def _read_text(uri: str, is_remote: bool) -> str:
+    """The file's text (UTF-8; a BOM is not part of row 1)."""
+    try:
+        if is_remote:
+            import fsspec  # installed with huggingface_hub / pandas extras
 
-        with fsspec.open(uri, "rt", encoding="utf-8-sig") as fh:
-            lines = fh.read().splitlines()
-    else:
-        lines = Path(uri).read_text(encoding="utf-8-sig").splitlines()  # a BOM is not part of row 1
+            with fsspec.open(uri, "rb") as fh:
+                data = fh.read()
+        else:
+            data = Path(uri).read_bytes()
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(uri, f"not UTF-8 text (byte offset {exc.start}: {exc.reason})") from exc
+
+
+def _read_csv(uri: str, is_remote: bool) -> list[dict[str, Any]]:
+    reader = csv.reader(io.StringIO(_read_text(uri, is_remote), newline=""), strict=True)
+    rows: list[dict[str, Any]] = []
+    header: list[str] | None = None
+    try:
+        for values in reader:
+            if not values:  # a blank line
+                continue
+            if header is None:
+                header = values
+                for k, name in enumerate(header, start=1):
+                    if not name.strip():
+                        raise InputError(uri, f"column {k} of the header has no name")
+                    if header.index(name) != k - 1:
+                        raise InputError(uri, f"column {k} of the header repeats the name {name!r}", field=name)
+                continue
+            row = len(rows) + 1
+            if len(values) != len(header):  # a short row names its first column without a value
+                raise InputError(uri, f"ragged row: {len(values)} values, the header has {len(header)} "
+                                 f"columns (line {reader.line_num})", row=row,
+                                 field=header[len(values)] if len(values) < len(header) else None)
+            rows.append({**dict(zip(header, values)), "__row__": row})
+    except csv.Error as exc:
+        raise InputError(uri, f"bad CSV quoting ({exc}, line {reader.line_num})",
+                         row=None if header is None else len(rows) + 1) from exc
+    return rows
+
+
+def _read_jsonl(uri: str, is_remote: bool) -> list[dict[str, Any]]:
+    lines = _read_text(uri, is_remote).split("\n")  # not splitlines(): U+2028 etc. may sit inside a JSON string
     rows = []
     for i, line in enumerate(lines, start=1):
         if not line.strip():

@@ -13,6 +13,7 @@ row and the field; nothing is returned for a file with a bad row (all-or-nothing
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,11 +33,49 @@ _req = required
 
 
 def _int(row: dict, key: str, uri: str, i: int) -> int:
+    """``row[key]`` as an integer: an int, an integral float (Parquet) or the text of an integer
+    (CSV, JSON). A fraction (``1.5``), a boolean or any other text is an :class:`InputError`."""
     v = _req(row, key, uri, i)
+    if isinstance(v, bool):
+        raise InputError(uri, f"expected an integer, got {v!r}", row=i, field=key)
+    if isinstance(v, float):
+        if v.is_integer():
+            return int(v)
+        raise InputError(uri, f"expected an integer, got {v!r}", row=i, field=key)
     try:
-        return int(v)
+        return int(v.strip() if isinstance(v, str) else v)
     except (TypeError, ValueError) as exc:
         raise InputError(uri, f"expected an integer, got {v!r}", row=i, field=key) from exc
+
+
+def _json_cell(row: dict, key: str, uri: str, i: int, kind: type | tuple[type, ...],
+               required: bool = True) -> Any:
+    """``row[key]`` as a JSON list / object: as is from JSONL / JSON / Parquet, decoded from its
+    JSON text in a CSV cell. ``kind``: the accepted Python type(s) after decoding. A missing
+    optional value (``None``, ``""``) is ``None``. Raises :class:`InputError` (file, row, field)
+    for text that is not JSON or a value of another type."""
+    v = _req(row, key, uri, i) if required else row.get(key)
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return None
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except json.JSONDecodeError as exc:
+            raise InputError(uri, f"expected JSON text (a CSV cell holds a list or an object as JSON), "
+                             f"got {row[key]!r:.80} ({exc.msg})", row=i, field=key) from exc
+    if hasattr(v, "tolist"):  # a numpy array from Parquet
+        v = v.tolist()
+    if not isinstance(v, kind):
+        names = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple) else (kind,)))
+        raise InputError(uri, f"expected a {names.replace('dict', 'JSON object').replace('list', 'JSON list')}, "
+                         f"got {v!r:.80}", row=i, field=key)
+    return v
+
+
+def _optional_text(row: dict, key: str) -> str | None:
+    """``row[key]`` as text; missing, ``None`` or ``""`` (an empty CSV cell) is ``None``."""
+    v = row.get(key)
+    return None if v is None or (isinstance(v, str) and not v.strip()) else str(v)
 
 
 MEDQA_PROMPT = (
@@ -50,7 +89,7 @@ def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
     gold letter in ``answer_idx`` (or ``gold``; both present must agree). The record's fields are
     question, option_A..option_D."""
     question = _req(row, "question", uri, i)
-    options = _req(row, "options", uri, i)
+    options = _json_cell(row, "options", uri, i, dict)
     if not isinstance(options, dict) or sorted(options) != ["A", "B", "C", "D"]:
         raise InputError(uri, f"expected options with keys A-D, got {options!r:.80}", row=i, field="options")
     gold_field = "answer_idx" if row.get("answer_idx") not in (None, "") else "gold"
@@ -152,17 +191,35 @@ def adapt_credit_default(row: dict, uri: str, i: int) -> SourceInstance:
 
 
 def adapt_generic(row: dict, uri: str, i: int) -> SourceInstance:
-    """A file already in canonical form: ``instance_id, dataset, fields ([[k, v], ...] or {k: v}),
-    task_prompt, answer_space, gold?, favorable_label?, sensitive?``."""
-    fields = _req(row, "fields", uri, i)
+    """A file already in canonical form (source kind ``canonical``): ``instance_id, dataset,
+    fields ([[k, v], ...] or {k: v}), task_prompt, answer_space ([label, ...]), gold?,
+    favorable_label?, sensitive? ({attribute: value})``.
+
+    In a CSV file ``fields``, ``answer_space`` and ``sensitive`` are JSON text in their cells
+    (``"{""age"": 61}"``), and an empty cell of an optional column is absent. Raises
+    :class:`InputError` (file, row, field) for a missing required value, a cell that is not JSON,
+    a value of the wrong shape (``fields`` entries that are not ``[name, value]`` pairs, labels or
+    sensitive values that are not scalars). A sensitive attribute that is null or ``""`` is absent,
+    as in :func:`adapt_discrim_eval`.
+    """
+    fields = _json_cell(row, "fields", uri, i, (dict, list))
     if isinstance(fields, dict):
         fields = list(fields.items())
-    space = _req(row, "answer_space", uri, i)
+    for f in fields:
+        if not isinstance(f, (list, tuple)) or len(f) != 2 or isinstance(f[0], (list, dict)):
+            raise InputError(uri, f"expected [name, value] pairs, got the entry {f!r:.80}", row=i, field="fields")
+    space = _json_cell(row, "answer_space", uri, i, list)
+    if any(isinstance(a, (list, dict)) or a is None for a in space):
+        raise InputError(uri, f"expected a list of labels, got {space!r:.80}", row=i, field="answer_space")
+    sensitive = _json_cell(row, "sensitive", uri, i, dict, required=False) or {}
+    if any(isinstance(v, (list, dict)) for v in sensitive.values()):
+        raise InputError(uri, f"expected scalar attribute values, got {sensitive!r:.80}", row=i, field="sensitive")
     return SourceInstance(
         instance_id=str(_req(row, "instance_id", uri, i)), dataset=str(_req(row, "dataset", uri, i)),
         fields=tuple((str(k), v) for k, v in fields), task_prompt=str(_req(row, "task_prompt", uri, i)),
-        answer_space=tuple(str(a) for a in space), gold=None if row.get("gold") is None else str(row["gold"]),
-        favorable_label=row.get("favorable_label"), sensitive=dict(row.get("sensitive") or {}),
+        answer_space=tuple(str(a) for a in space), gold=_optional_text(row, "gold"),
+        favorable_label=_optional_text(row, "favorable_label"),
+        sensitive={str(k): str(v) for k, v in sensitive.items() if v is not None and v != ""},
     )
 
 
