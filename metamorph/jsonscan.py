@@ -1,9 +1,7 @@
 """Finding JSON objects inside model output (code fences, prose around them, truncation).
 
-The one scanner both studies that read JSON replies use (the document-format study's
-:mod:`~metamorph.studies.format_robustness.json_recovery` and the prompt-wrapper study's
-:mod:`~metamorph.studies.wrapper_sensitivity.extract`): objects are found string-aware, so braces
-or code fences inside a JSON string value neither split nor end an object.
+The one scanner every study that reads JSON replies uses: objects are found string-aware, so
+braces or code fences inside a JSON string value neither split nor end an object.
 """
 
 from __future__ import annotations
