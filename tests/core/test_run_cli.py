@@ -54,3 +54,17 @@ def test_malformed_csv_source_gives_one_line_and_exit_2(tmp_path, name, kind, te
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [f"error: {bad}{message}"]
     assert not (tmp_path / "home" / "metamorph.duckdb").exists()
+
+
+def test_model_job_ops_pass_only_the_options_given():
+    from pipelines.run import build_parser, model_job_ops
+
+    ops = model_job_ops(build_parser().parse_args(["workflow_perturb", "--llm-goldens", "1", "--judge-variants", "45"]))
+    assert ops == {"workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1}},
+                   "workflow_perturb__judge_scores": {"config": {"n_variants": 45}}}
+    assert model_job_ops(build_parser().parse_args(["workflow_perturb"])) == {
+        "workflow_perturb__llm_perturbations": {"config": {}}}
+    assert model_job_ops(build_parser().parse_args(["format_robustness", "--k", "2"])) == {
+        "format_robustness__workflow_generations": {"config": {"k": 2}}}
+    with pytest.raises(SystemExit):  # 0 judge variants is refused, not read as the default
+        build_parser().parse_args(["workflow_perturb", "--judge-variants", "0"])
