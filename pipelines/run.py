@@ -94,7 +94,8 @@ def print_headline(study: str, database: str) -> None:
 
 def model_job_ops(args: argparse.Namespace) -> dict:
     """The ``ops`` run config of ``<study>_model_job`` from the command line: the model op's config
-    (only the options given) and, for the workflow study, the judge's ``n_variants``."""
+    (only the options given) and, for the workflow study, the judge's ``n_variants`` and
+    ``constrained``."""
     model_op = STUDY_OPS[args.study][1]
     gen_cfg = {"max_tokens": args.max_tokens}
     if args.study == "format_robustness":
@@ -106,8 +107,10 @@ def model_job_ops(args: argparse.Namespace) -> dict:
     else:
         gen_cfg.update({"seeds": args.seeds, "constrained_arm": args.constrained_arm or None})
     ops = {model_op: {"config": {k: v for k, v in gen_cfg.items() if v is not None}}}
-    if args.study == "workflow_perturb" and args.judge_variants is not None:
-        ops["workflow_perturb__judge_scores"] = {"config": {"n_variants": args.judge_variants}}
+    judge = {"n_variants": args.judge_variants, "constrained": args.judge_constrained or None}
+    judge = {k: v for k, v in judge.items() if v is not None}
+    if args.study == "workflow_perturb" and judge:
+        ops["workflow_perturb__judge_scores"] = {"config": judge}
     return ops
 
 
@@ -193,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--judge-variants", type=_positive, default=None,
                     help="workflow study: first N deterministic variants scored by the LLM judge of each model "
                          "(App. B.6; 3 calls each; default 9; the variants run golden by golden, 9 per golden)")
+    ap.add_argument("--judge-constrained", action="store_true",
+                    help="workflow study: constrain the judge's decoding to the B.6.4 JSON object (small local judges)")
     ap.add_argument("--settings", nargs="+", default=None,
                     help="OrderProbe: prompt settings (default zero_shot cot few_shot); --limit is per language")
     ap.add_argument("--no-models", action="store_true", help="only the inputs job (no model calls)")

@@ -64,6 +64,8 @@ def test_model_job_ops_pass_only_the_options_given():
                    "workflow_perturb__judge_scores": {"config": {"n_variants": 45}}}
     assert model_job_ops(build_parser().parse_args(["workflow_perturb"])) == {
         "workflow_perturb__llm_perturbations": {"config": {}}}
+    assert model_job_ops(build_parser().parse_args(["workflow_perturb", "--judge-constrained"]))[
+        "workflow_perturb__judge_scores"] == {"config": {"constrained": True}}
     assert model_job_ops(build_parser().parse_args(["format_robustness", "--k", "2"])) == {
         "format_robustness__workflow_generations": {"config": {"k": 2}}}
     with pytest.raises(SystemExit):  # 0 judge variants is refused, not read as the default
