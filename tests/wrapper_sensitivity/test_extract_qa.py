@@ -231,6 +231,14 @@ def test_code_fence_inside_a_json_string_does_not_cut_the_fenced_json(text, answ
         assert x(text, answer_type, labels, "json", mode) == expected
 
 
+def test_code_fence_inside_a_python_literal_in_a_fence():
+    """Not JSON, so only lenient reads it (its Python-literal repair scans string-aware too)."""
+    text = "```python\n{'answer': 'B', 'why': 'use ```code``` here'}\n```"
+    for mode in ("paper", "strict", "normalized"):
+        assert x(text, "choice", ABCDE, "json", mode) == U("invalid_json")
+    assert x(text, "choice", ABCDE, "json", "lenient") == V("B", "lenient_json_repaired")
+
+
 def test_code_fence_inside_a_json_string_of_a_cut_reply():
     """A reply cut by the token limit inside the fenced object: ``paper`` reads the answer
     written before the cut (after the in-string fence), the other modes say ``truncated``."""
