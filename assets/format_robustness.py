@@ -27,6 +27,7 @@ from metamorph.studies.format_robustness import evidence as ev
 from metamorph.studies.format_robustness import plan as fs
 from metamorph.studies.format_robustness import metrics as fr
 from metamorph.studies.format_robustness import analysis as fan
+from metamorph.studies.format_robustness import fairness as ffair
 from metamorph.studies.format_robustness import mitigations as mit
 from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.extract import extract_decision
@@ -309,8 +310,8 @@ def mr_violations(mr_flags: pd.DataFrame) -> dg.Output:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.DataFrame) -> dg.Output:
     """Sen_f(g) and FDS_f(g) per sensitive factor (single attributes and pairs):
-    :func:`metamorph.studies.format_robustness.metrics.fairness_disparity`."""
-    df = fr.fairness_disparity(fs.metric_input(generation_outcomes), fs.sensitive_frame(source_instances))
+    :func:`metamorph.studies.format_robustness.fairness.fairness_disparity`."""
+    df = ffair.fairness_disparity(fs.metric_input(generation_outcomes), fs.sensitive_frame(source_instances))
     return validated_output(S.FairnessDisparity, df, "fairness_disparity",
                             {"plot": plots.fds_heatmap(df)})
 

@@ -174,6 +174,8 @@ def llm_perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame,
 class JudgeConfig(dg.Config):
     n_variants: int = Field(default=9, ge=1, description="First N deterministic variants to judge (3 calls each).")
     max_tokens: int = Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object).")
+    constrained: bool = Field(default=False, description="Constrain decoding to the B.6.4 JSON object (JUDGE_REPLY_SCHEMA); "
+                              "an option for small local judges, not the paper's judge.")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
@@ -189,7 +191,8 @@ def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_r
     chosen = perturbations.head(config.n_variants)
     params = {"temperature": 0.0, "max_tokens": config.max_tokens, "seed": 0}
     per_variant = [wst.judge_requests(gold[r.golden_id], wst.workflow_from_record(r, "variant_id"), spec.provider,
-                                      spec.model, params, spec.base_url) for r in chosen.itertuples()]
+                                      spec.model, params, spec.base_url, constrained=config.constrained)
+                   for r in chosen.itertuples()]
     outcomes, stats = run_requests([q for qs in per_variant for q in qs], provider, generation_cache.open(),
                                    log=context.log.info, warn=context.log.warning)
     rows, i = [], 0

@@ -136,7 +136,7 @@ def _parse_json(text: str, uri: str) -> list[dict[str, Any]]:
 
 def _parse_csv(text: str, uri: str) -> list[dict[str, Any]]:
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # the length check below names the field
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     header: list[str] | None = None
     rows = []
     start = 1
@@ -147,12 +147,16 @@ def _parse_csv(text: str, uri: str) -> list[dict[str, Any]]:
                 continue
             if header is None:
                 header = values
+                empty = next((k for k, h in enumerate(values, start=1) if not h.strip()), None)
+                if empty is not None:
+                    raise InputError(uri, f"column {empty} of the header has no name", row=line)
                 dup = next((h for k, h in enumerate(values) if h in values[:k]), None)
                 if dup is not None:
                     raise InputError(uri, "the header names this column twice", row=line, field=dup)
                 continue
-            if len(values) != len(header):
-                raise InputError(uri, f"has {len(values)} values, the header has {len(header)} columns", row=line)
+            if len(values) != len(header):  # a short row names its first column without a value
+                raise InputError(uri, f"has {len(values)} values, the header has {len(header)} columns", row=line,
+                                 field=header[len(values)] if len(values) < len(header) else None)
             rows.append(_checked(dict(zip(header, values)), uri, line))
     except csv.Error as exc:
         raise InputError(uri, f"not valid CSV ({exc})", row=reader.line_num) from None

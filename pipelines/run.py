@@ -94,6 +94,28 @@ def print_headline(study: str, database: str) -> None:
         con.close()
 
 
+def model_job_ops(args: argparse.Namespace) -> dict:
+    """The ``ops`` run config of ``<study>_model_job`` from the command line: the model op's config
+    (only the options given) and, for the workflow study, the judge's ``n_variants`` and
+    ``constrained``."""
+    model_op = STUDY_OPS[args.study][1]
+    gen_cfg = {"max_tokens": args.max_tokens}
+    if args.study == "format_robustness":
+        gen_cfg["k"] = args.k
+    elif args.study == "order_probe":
+        pass  # per-setting budgets (plan.MAX_TOKENS) unless --max-tokens overrides them
+    elif args.study == "workflow_perturb":
+        gen_cfg = {"n_goldens": args.llm_goldens}
+    else:
+        gen_cfg.update({"seeds": args.seeds, "constrained_arm": args.constrained_arm or None})
+    ops = {model_op: {"config": {k: v for k, v in gen_cfg.items() if v is not None}}}
+    judge = {"n_variants": args.judge_variants, "constrained": args.judge_constrained or None}
+    judge = {k: v for k, v in judge.items() if v is not None}
+    if args.study == "workflow_perturb" and judge:
+        ops["workflow_perturb__judge_scores"] = {"config": judge}
+    return ops
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -204,7 +226,8 @@ def reclaim_stale_runs(instance) -> list[str]:
     return stale
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's arguments."""
     ap = argparse.ArgumentParser(prog="python -m pipelines.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("study", choices=sorted(STUDY_OPS))
@@ -214,13 +237,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=_positive, default=None, help="format study: repeats per document (default 3)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
     ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
-    ap.add_argument("--llm-goldens", type=int, default=None,
+    ap.add_argument("--llm-goldens", type=_positive, default=None,
                     help="workflow study: goldens sent to the LLM generator (default 3)")
+    ap.add_argument("--judge-variants", type=_positive, default=None,
+                    help="workflow study: first N deterministic variants scored by the LLM judge of each model "
+                         "(App. B.6; 3 calls each; default 9; the variants run golden by golden, 9 per golden)")
+    ap.add_argument("--judge-constrained", action="store_true",
+                    help="workflow study: constrain the judge's decoding to the B.6.4 JSON object (small local judges)")
     ap.add_argument("--settings", nargs="+", default=None,
                     help="OrderProbe: prompt settings (default zero_shot cot few_shot); --limit is per language")
     ap.add_argument("--no-models", action="store_true", help="only the inputs job (no model calls)")
     ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -273,24 +306,15 @@ def main(argv: list[str] | None = None) -> int:
         return (2 if bad_input else 1), message
 
     t0 = time.monotonic()
-    inputs_op, model_op = STUDY_OPS[args.study]
+    inputs_op = STUDY_OPS[args.study][0]
     src_cfg = {"limit": args.limit, **({"sources": args.sources} if args.sources else {})}
     ops_cfg = {inputs_op: {"config": src_cfg}}
     if args.study == "order_probe" and args.settings:
         ops_cfg["order_probe__order_prompts"] = {"config": {"settings": args.settings}}
     failed = run(f"{args.study}_inputs_job", ops_cfg)
-    gen_cfg = {"max_tokens": args.max_tokens}
-    if args.study == "format_robustness":
-        gen_cfg["k"] = args.k
-    elif args.study == "order_probe":
-        pass  # per-setting budgets (plan.MAX_TOKENS) unless --max-tokens overrides them
-    elif args.study == "workflow_perturb":
-        gen_cfg = {"n_goldens": args.llm_goldens} if args.llm_goldens else {}
-    else:
-        gen_cfg.update({"seeds": args.seeds, "constrained_arm": args.constrained_arm or None})
-    gen_cfg = {k: v for k, v in gen_cfg.items() if v is not None}
+    model_ops = model_job_ops(args)
     for m in ([] if args.no_models or failed else models):
-        failed = run(f"{args.study}_model_job", {model_op: {"config": gen_cfg}}, partition=m)
+        failed = run(f"{args.study}_model_job", model_ops, partition=m)
         if failed:
             failed = (failed[0], f"(model {m}) {failed[1]}")
             break

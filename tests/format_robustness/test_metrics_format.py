@@ -16,6 +16,7 @@ from statsmodels.stats.multitest import multipletests
 from metamorph import stats
 from metamorph.studies.format_robustness import metrics as fr
 from metamorph.studies.format_robustness import analysis as fan
+from metamorph.studies.format_robustness import fairness as ffair
 from metamorph.studies.format_robustness import mitigations as mit
 from metamorph.studies.format_robustness import schemas as sch
 
@@ -267,9 +268,30 @@ def test_evidence_drift_hand_computed(gen):
     assert d["js_divergence"].tolist() == pytest.approx([0.0, js_json, js_csv], abs=1e-12)
     # ΔAcc = Acc_f - Acc_txt: md 50 - 66.67, json 83.33 - 66.67, csv 0
     assert d["delta_acc_pct"].tolist() == pytest.approx([-100 / 6, 100 / 6, 0.0])
-    # Flip (repeat 1 vs txt yes, yes, ⊥): md (yes, no, ⊥) -> 1/3; json, csv -> 0
-    assert d["flip_rate_pct"].tolist() == pytest.approx([100 / 3, 0.0, 0.0])
+    # Flip, paired per group (instance, repeat) against txt: txt (r1, r2) = i1 (yes, yes), i2 (yes, yes),
+    # i3 (⊥, ⊥). md: i2 r1 "no" -> 1 of 6 groups; json: i3 r2 "no" vs ⊥ -> 1 of 6 (a flip in repeat 2
+    # counts; on repeat 1 only it was 0); csv: 0 of 6.
+    assert d["flip_rate_pct"].tolist() == pytest.approx([100 / 6, 100 / 6, 0.0])
+    assert d["n_groups"].tolist() == [6, 6, 6] and d["n_instances"].tolist() == [3, 3, 3]
     assert d["n_category_items_baseline"].tolist() == [6, 6, 6]
+    # CI resamples instances (clusters of 2 groups): md's per-instance flips (0, 1, 0) of (2, 2, 2)
+    ci = stats.bootstrap_ratio_ci([0, 1, 0], [2, 2, 2], n_resamples=1000, seed=0)
+    assert (d.loc["md", "flip_ci_low_pct"], d.loc["md", "flip_ci_high_pct"]) == pytest.approx((100 * ci.low, 100 * ci.high))
+    # Resampling 3 instances, the rate is (times i2 is drawn)/6: 0 w.p. 8/27, 1/6 w.p. 12/27, 1/3 w.p. 6/27 and
+    # 1/2 w.p. 1/27 = 3.7% > 2.5% -> the 95% percentile interval is [0, 1/2].
+    assert (ci.low, ci.high) == (0.0, 0.5)
+    # csv never flips: every instance rate is 0 -> CI [0, 0] with its note
+    assert (d.loc["csv", "flip_ci_low_pct"], d.loc["csv", "flip_ci_high_pct"]) == (0.0, 0.0)
+    assert d.loc["csv", "flip_ci_note"] == stats.NOTE_ALL_EQUAL
+
+
+def test_evidence_drift_repeat_one_option(gen):
+    d = fr.evidence_drift(gen, unit="instance_repeat1").set_index("format")
+    # repeat 1 vs txt (yes, yes, ⊥): md (yes, no, ⊥) -> 1/3; json (yes, yes, ⊥) -> 0: i3's repeat-2 flip unseen
+    assert d["flip_rate_pct"].tolist() == pytest.approx([100 / 3, 0.0, 0.0])
+    assert d["n_groups"].tolist() == [3, 3, 3] and d["n_instances"].tolist() == [3, 3, 3]
+    with pytest.raises(ValueError, match="unit must be one of"):
+        fr.evidence_drift(gen, unit="instance")
 
 
 def test_evidence_drift_no_gold_and_missing_baseline(gen):
@@ -282,9 +304,31 @@ def test_evidence_drift_no_gold_and_missing_baseline(gen):
 # --------------------------------------------------------------------------- fairness
 
 
-def test_fds_main_fixture_hand_computed(gen):
-    sens = pd.DataFrame({"dataset": "ds", "instance_id": ["i1", "i2", "i3"], "attribute": "sex", "value": ["F", "M", "F"]})
-    f = fr.fairness_disparity(gen, sens, dispersion="std")
+MAIN_SEX = pd.DataFrame({"dataset": "ds", "instance_id": ["i1", "i2", "i3"], "attribute": "sex", "value": ["F", "M", "F"]})
+
+
+def test_fds_over_every_repeat_hand_computed(gen):
+    f = ffair.fairness_disparity(gen, MAIN_SEX)
+    sch.FairnessDisparity.validate(f)
+    # Affirmative rates over the parseable responses of every group (instance, repeat), §5.2's unit:
+    # txt F {i1: yes, yes} 100, M {i2: yes, yes} 100 -> Sen 0 (i3 is ⊥ in both repeats)
+    # md  F 100, M {i2: no, yes} 50 -> Sen 50
+    # json F {i1: yes, yes; i3 r2: no} = 2/3, M 100 -> Sen 100/3 (i3's repeat-2 answer counts; on repeat 1 it is 0)
+    # csv F 100, M 100 -> Sen 0
+    assert f["sen_pp"].tolist() == pytest.approx([0.0, 50.0, 100 / 3, 0.0])
+    # mu = (50 + 100/3)/4 = 125/6; MAD = (125/6 + 175/6 + 75/6 + 125/6)/4 = 125/6
+    # FDS = (Sen - mu)/MAD: txt -1, md 175/125 = 1.4, json 75/125 = 0.6, csv -1
+    assert f["fds"].tolist() == pytest.approx([-1.0, 1.4, 0.6, -1.0])
+    assert f["n_groups"].tolist() == [2] * 4
+    assert f["n_responses"].tolist() == [4, 4, 5, 4] and f["n_instances"].tolist() == [2, 2, 3, 2]
+    assert f["min_group_n"].tolist() == [2, 2, 2, 2]
+    with pytest.raises(ValueError, match="unit must be one of"):
+        ffair.fairness_disparity(gen, MAIN_SEX, unit="instance")
+
+
+def test_fds_main_fixture_repeat_one_hand_computed(gen):
+    sens = MAIN_SEX
+    f = ffair.fairness_disparity(gen, sens, dispersion="std", unit="instance_repeat1")
     sch.FairnessDisparity.validate(f)
     # Repeat-1 favourable among parseable (i3 is ⊥ in every format at repeat 1):
     # txt F{i1:1}=100, M{i2:1}=100 -> Sen 0; md F 100, M{i2: no}=0 -> Sen 100; json 0; csv 0
@@ -296,13 +340,15 @@ def test_fds_main_fixture_hand_computed(gen):
     assert f["fds"].tolist() == pytest.approx([-1 / r3, r3, -1 / r3, -1 / r3])
     # Default (mean absolute deviation): MAD = (25 + 75 + 25 + 25)/4 = 37.5 -> md 75/37.5 = 2.00,
     # the "FDS up to 2.00" of §5.3 for "CSV has a disparity, the other formats none".
-    mad = fr.fairness_disparity(gen, sens)
+    mad = ffair.fairness_disparity(gen, sens, unit="instance_repeat1")
     assert mad["fds"].tolist() == pytest.approx([-2 / 3, 2.0, -2 / 3, -2 / 3])
     # sample sd: sqrt((3*625 + 5625)/3) = 50 -> 75/50 = 1.5
-    assert fr.fairness_disparity(gen, sens, dispersion="sample_std")["fds"].tolist() == pytest.approx([-0.5, 1.5, -0.5, -0.5])
+    assert ffair.fairness_disparity(gen, sens, dispersion="sample_std", unit="instance_repeat1")["fds"].tolist() == \
+        pytest.approx([-0.5, 1.5, -0.5, -0.5])
     with pytest.raises(ValueError, match="dispersion"):
-        fr.fairness_disparity(gen, sens, dispersion="range")
+        ffair.fairness_disparity(gen, sens, dispersion="range")
     assert f["n_groups"].tolist() == [2] * 4 and f["min_group_n"].tolist() == [1] * 4
+    assert f["n_responses"].tolist() == [2] * 4 and f["n_instances"].tolist() == [2] * 4
 
 
 def test_fds_pairs_and_three_formats():
@@ -318,10 +364,10 @@ def test_fds_pairs_and_three_formats():
         pd.DataFrame({"dataset": "ds", "instance_id": ids, "attribute": "sex", "value": sex}),
         pd.DataFrame({"dataset": "ds", "instance_id": ids, "attribute": "age", "value": age}),
     ])
-    f = fr.fairness_disparity(make_gen(spec), sens, dispersion="std").set_index(["factor", "format"])
+    f = ffair.fairness_disparity(make_gen(spec), sens, dispersion="std").set_index(["factor", "format"])
     assert sorted(set(f.index.get_level_values(0))) == ["age", "age:sex", "sex"]
     # MAD: (200 + 550 + 350)/9/3 = 1100/27 -> FDS = dev * 27/1100
-    fm = fr.fairness_disparity(make_gen(spec), sens).set_index(["factor", "format"])
+    fm = ffair.fairness_disparity(make_gen(spec), sens).set_index(["factor", "format"])
     assert fm.loc["sex", "fds"].tolist() == pytest.approx([-6 / 11, 1.5, -21 / 22])
     # sex: txt F (1,1,0) = 66.67 [n3], M (1, ⊥, 0) = 50 [n2] -> Sen 50/3
     #      md F 100, M 0 -> Sen 100 ; json F 100 [3], M (1,1,⊥) = 100 [2] -> Sen 0
@@ -345,7 +391,7 @@ def test_fds_pairs_and_three_formats():
 def test_fairness_single_group_has_no_sen():
     spec = {"a": {"txt": [("yes", "a")], "md": [("no", "a")]}, "b": {"txt": [("no", "a")], "md": [("no", "a")]}}
     sens = pd.DataFrame({"dataset": "ds", "instance_id": ["a", "b"], "attribute": "sex", "value": "F"})
-    f = fr.fairness_disparity(make_gen(spec), sens)
+    f = ffair.fairness_disparity(make_gen(spec), sens)
     assert f["sen_pp"].isna().all() and f["fds"].isna().all()
     assert f["n_groups"].tolist() == [1, 1] and f["min_group_n"].tolist() == [2, 2]
 
@@ -353,9 +399,9 @@ def test_fairness_single_group_has_no_sen():
 def test_fairness_rejects_conflicting_attribute_values(gen):
     sens = pd.DataFrame({"dataset": "ds", "instance_id": ["i1", "i1"], "attribute": "sex", "value": ["F", "M"]})
     with pytest.raises(ValueError, match="several values"):
-        fr.fairness_disparity(gen, sens)
+        ffair.fairness_disparity(gen, sens)
     with pytest.raises(ValueError, match="value"):
-        fr.fairness_disparity(gen, sens.drop(columns="value"))
+        ffair.fairness_disparity(gen, sens.drop(columns="value"))
 
 
 # --------------------------------------------------------------------------- silent
@@ -381,15 +427,40 @@ def test_silent_violations_hand_computed(gen):
 # --------------------------------------------------------------------------- tests
 
 
-def test_format_tests_hand_computed_and_statsmodels(gen):
+def test_format_tests_over_every_repeat_hand_computed(gen):
     t = fan.format_tests(gen)
+    sch.FormatTests.validate(t)
+    # Correctness per group (instance, repeat) in (txt, md, json, csv); gold i1 yes, i2 yes, i3 no:
+    # i1 r1 (1,1,1,1)  i1 r2 (1,1,1,1)  i2 r1 (1,0,1,1)  i2 r2 (1,1,1,1)  i3 r1 (0,0,0,0)  i3 r2 (0,0,1,0)
+    # C = (4,3,5,4): sum C^2 = 66; N = 16; R = (4,4,3,4,0,1): sum R^2 = 58
+    # Q = 3 * (4*66 - 256)/(4*16 - 58) = 3 * 8/6 = 4 (repeat 1 only: 3), df 3
+    q = t[t.test == "cochran_q"].iloc[0]
+    assert (q["statistic"], q["n"], q["n_instances"]) == (pytest.approx(4.0), 6, 3)
+    assert q["p_value"] == pytest.approx(sst.chi2.sf(4.0, 3))
+    mat = np.array([[1, 1, 1, 1], [1, 1, 1, 1], [1, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 1, 0]])
+    assert q["statistic"] == pytest.approx(float(sm_cochrans_q(mat).statistic))
+    # McNemar md vs json: md wrong & json right in i2 r1 and i3 r2 (b = 0, c = 2) -> exact p = 2 * 0.5^2 = 0.5
+    # (repeat 1 only: one discordant pair, p = 1); every other pair has <= 1 discordant group -> p = 1.
+    # Holm: 0.5 * 6 -> 1, so every p_holm is 1.
+    mc = t[t.test == "mcnemar"].set_index("comparison")
+    assert mc["p_value"].tolist() == pytest.approx([1.0, 1.0, 1.0, 0.5, 1.0, 1.0])
+    assert mc.loc["md vs json", "statistic"] == 0.0
+    assert mc["p_holm"].tolist() == pytest.approx([1.0] * 6)
+    assert mc["n"].tolist() == [6] * 6 and mc["n_instances"].tolist() == [3] * 6
+    assert t.loc[t.test == "spearman", "n_instances"].isna().all()
+    with pytest.raises(ValueError, match="unit must be one of"):
+        fan.format_tests(gen, unit="instance")
+
+
+def test_format_tests_repeat_one_hand_computed_and_statsmodels(gen):
+    t = fan.format_tests(gen, unit="instance_repeat1")
     sch.FormatTests.validate(t)
     q = t[t.test == "cochran_q"].iloc[0]
     # Repeat-1 correctness (txt, md, json, csv): i1 (1,1,1,1), i2 (1,0,1,1), i3 (0,0,0,0)
     # C = (2,1,2,2): sum C^2 = 13; N = 7; R = (4,3,0): sum R^2 = 25
     # Q = 3 * (4*13 - 49)/(4*7 - 25) = 3 * 3/3 = 3, df 3
     assert q["comparison"] == "txt,md,json,csv"
-    assert q["statistic"] == pytest.approx(3.0) and q["n"] == 3
+    assert q["statistic"] == pytest.approx(3.0) and q["n"] == 3 and q["n_instances"] == 3
     assert q["p_value"] == pytest.approx(sst.chi2.sf(3.0, 3))
     mat = np.array([[1, 1, 1, 1], [1, 0, 1, 1], [0, 0, 0, 0]])
     assert q["statistic"] == pytest.approx(float(sm_cochrans_q(mat).statistic))

@@ -122,6 +122,57 @@ def test_table3_medqa_vote_avg_only_reproduces_with_alibaba_at_plus_4_27():
     assert round(plus[("vote", "MR1", "MedQA", fan.AVG)], 2) == 8.43
     assert round(plus[("vote", "MR1", fan.AVG, "Alibaba")] + 1e-9, 2) == 1.34  # printed 1.33 (1.335 rounded down)
     assert round(plus[("vote", "MR1", fan.AVG, fan.AVG)], 2) == 7.08
+    # the corner: (2.80 + 21.71 + 4.93 + 4.27 + 13.73 + 10.93 - 0.13 - 1.60)/8 = 56.64/8 = 7.08 (printed);
+    # with the printed -4.27 it is 48.10/8 = 6.0125
+    assert signed[("vote", "MR1", fan.AVG, fan.AVG)] == pytest.approx(48.10 / 8)
+
+
+# --------------------------------------------------------------------------- denominators of Table 1
+
+
+def _fits(value: float, n: int) -> bool:
+    """``value`` (a printed percentage, 2 decimals) is k/n for some integer k, rounded."""
+    return abs(100 * round(value * n / 100) / n - value) < 0.005 + 1e-9
+
+
+def test_table1_denominators_of_the_papers_cells():
+    """Which printed cells of Table 1 are k/750 (250 instances x k = 3 groups, §5.2), k/250 or k/1000
+    (README "Paper cells that do not reproduce")."""
+    cells = [(d, rel, w, v) for d, by in TABLE1.items() for rel, vals in by.items() for w, v in zip(WF, vals)]
+    not_750 = {(d, rel, w): v for d, rel, w, v in cells if not _fits(v, 750)}
+    assert not_750 == {
+        # MedQA M1: no cell fits 250 or 750 (e.g. 65.86 x 7.5 = 493.95; 494/750 = 65.87)
+        ("MedQA", "MR1", "OpenAI"): 65.86, ("MedQA", "MR1", "Anthropic"): 76.44,
+        ("MedQA", "MR1", "Google"): 17.40, ("MedQA", "MR1", "Alibaba"): 41.96,
+        # MedQA M3: two cells fit neither 250 nor 750 nor 1000
+        ("MedQA", "MR3", "OpenAI"): 71.37, ("MedQA", "MR3", "Alibaba"): 31.85,
+        # five M2 cells are multiples of 1/1000 only
+        ("MedQA", "MR2", "Google"): 19.70, ("Construct", "MR2", "Anthropic"): 64.90,
+        ("DiscrimEval", "MR2", "Anthropic"): 16.90, ("DiscrimEval", "MR2", "Google"): 53.10,
+        ("DiscrimEval", "MR2", "Alibaba"): 34.50,
+    }
+    assert not any(_fits(v, 250) for v in TABLE1["MedQA"]["MR1"])
+    assert [_fits(v, 1000) for v in TABLE1["MedQA"]["MR1"]] == [False, False, True, False]  # 17.40 = 174/1000
+    # no single denominator up to 1000 gives all four MedQA M1 cells
+    assert [n for n in range(1, 1001) if all(_fits(v, n) for v in TABLE1["MedQA"]["MR1"])] == []
+    m2_odd = [v for key, v in not_750.items() if key[1] == "MR2"]
+    assert all(_fits(v, 1000) and not _fits(v, 250) for v in m2_odd)
+    # the rest reproduce: M1 of the other datasets is k/750; M3 of the other datasets is k/250
+    for d in ("Construct", "DiscrimEval", "Credit Card"):
+        assert all(_fits(v, 750) for v in TABLE1[d]["MR1"])
+        assert all(_fits(v, 250) for v in TABLE1[d]["MR3"])
+
+
+def test_table3_agrees_with_table1_where_a_strategy_zeroes_a_relation():
+    """Voting leaves one decision per instance and format, so after it M3 = 0 and Vot. ΔM3 = M3 of
+    Table 1; routing sends one format, so Rte. ΔM2 = M2 of Table 1. The printed cells agree, which
+    ties Table 3 to Table 1's before values; the Alibaba MedQA Vot. ΔM1 = -4.27 is checked against
+    the Avg. cells in test_table3_medqa_vote_avg_only_reproduces_with_alibaba_at_plus_4_27."""
+    for d in ("MedQA", "Construct"):
+        cells = TABLE3[(d, "MR3")][0]
+        assert [v for v, _ in cells] == TABLE1[d]["MR3"]
+        assert [r for _, r in TABLE3[(d, "MR2")][0]] == TABLE1[d]["MR2"]
+        assert [v for v, _ in TABLE3[(d, "MR2")][0]] == [0.0] * 4
 
 
 # --------------------------------------------------------------------------- Spearman

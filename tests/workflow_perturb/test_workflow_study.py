@@ -77,6 +77,28 @@ def test_judge_requests_send_the_dag_edges():
     assert user.count("Edges: (START, 1) (START, 2) (1, 3) (2, 3) (3, END)") == 2
 
 
+
+def test_constrained_judge_requests_carry_the_b64_schema():
+    from metamorph.studies.workflow_perturb.judge import JUDGE_REPLY_SCHEMA, JUDGE_SYSTEM_B6, parse_judge_json
+
+    w = Workflow("w", "a task", ("a", "b"), (("START", "1"), ("1", "2"), ("2", "END")))
+    free = judge_requests(w, w, "stub", "m", {"temperature": 0.0})
+    reqs = judge_requests(w, w, "stub", "m", {"temperature": 0.0}, constrained=True)
+    assert reqs[0].params == {"temperature": 0.0, "response_format": {"type": "json_object", "schema": JUDGE_REPLY_SCHEMA}}
+    assert "response_format" not in free[0].params
+    assert reqs[0].messages == free[0].messages
+    # every field the B.6 prompt asks for is required by the schema, and a conforming reply parses
+    for field in JUDGE_REPLY_SCHEMA["required"]:
+        assert f'"{field}"' in JUDGE_SYSTEM_B6
+    reply = ('{"missing_steps": ["b"], "extra_steps": [], "reordered_steps": [], "initial_score": 4, '
+             '"self_check": "one minor step is missing", "final_score": 4}')
+    assert parse_judge_json(reply, "stop") == (4, "ok")
+    # llama.cpp turns the schema into a grammar (what the local provider does with response_format)
+    from llama_cpp import llama_grammar
+
+    gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(JUDGE_REPLY_SCHEMA))
+    assert '"\\"final_score\\""' in gbnf and "root ::=" in gbnf
+
 @pytest.mark.llm
 def test_workflow_study_end_to_end(metamorph_home):
     worf = shared_sample("worfbench")

@@ -201,6 +201,55 @@ def test_json_number_in_fence():
     assert x(text, "numeric", family="json", mode="normalized") == V("1234.5", "json_in_code_fence")
 
 
+#: A code fence inside a JSON string value of a fenced reply does not cut the JSON (the shared
+#: scanner, metamorph.jsonscan.fence_bodies): (text, answer_type, expected in paper / normalized /
+#: lenient). strict needs the whole reply to be one object, so every one is invalid_json there.
+FENCE_IN_STRING = [
+    ('```json\n{"answer": "B", "why": "use ```code``` here"}\n```', "choice",
+     V("B", "json_in_code_fence")),
+    # the cut fence used to leave the prose object as the "fenced" one: C instead of B
+    ('Sure.\n```json\n{"why": "see ```", "answer": "B"}\n```\nAlso {"answer": "C"}', "choice",
+     V("B", "json_in_code_fence")),
+    # the fence after the object closes it; the second fenced object is read too -> two answers
+    ('```\n{"answer": "B", "why": "a ``` b"}\n``` and ```json\n{"answer": "C"}\n```', "choice",
+     U("ambiguous")),
+    # an escaped JSON object inside the string is not a second answer
+    ('```json\n{"answer": "B", "why": "```{\\"answer\\": \\"C\\"}```"}\n```', "choice",
+     V("B", "json_in_code_fence")),
+    ('```json\n{"answer": 18, "work": "```python\\nprint(3*6)\\n```"}\n```', "numeric",
+     V("18", "json_in_code_fence")),
+    ('```json\n{"note": "``` true ```", "answer": false}\n```', "boolean",
+     V("false", "json_in_code_fence")),
+]
+
+
+@pytest.mark.parametrize(("text", "answer_type", "expected"), FENCE_IN_STRING)
+def test_code_fence_inside_a_json_string_does_not_cut_the_fenced_json(text, answer_type, expected):
+    labels = ABCDE if answer_type == "choice" else ()
+    assert x(text, answer_type, labels, "json", "strict") == U("invalid_json")
+    for mode in ("paper", "normalized", "lenient"):
+        assert x(text, answer_type, labels, "json", mode) == expected
+
+
+def test_code_fence_inside_a_python_literal_in_a_fence():
+    """Not JSON, so only lenient reads it (its Python-literal repair scans string-aware too)."""
+    text = "```python\n{'answer': 'B', 'why': 'use ```code``` here'}\n```"
+    for mode in ("paper", "strict", "normalized"):
+        assert x(text, "choice", ABCDE, "json", mode) == U("invalid_json")
+    assert x(text, "choice", ABCDE, "json", "lenient") == V("B", "lenient_json_repaired")
+
+
+def test_code_fence_inside_a_json_string_of_a_cut_reply():
+    """A reply cut by the token limit inside the fenced object: ``paper`` reads the answer
+    written before the cut (after the in-string fence), the other modes say ``truncated``."""
+    text = '```json\n{"why": "a ``` b", "answer": "C", "x'
+    assert x(text, "choice", ABCDE, "json", "paper", "length") == V("C", "paper_cut_slot")
+    for mode in CLASSIC:
+        assert x(text, "choice", ABCDE, "json", mode, "length") == U("truncated")
+    closed = '```json\n{"why": "a ``` b", "answer": "C"}\n```'
+    assert x(closed, "choice", ABCDE, "json", "paper", "length") == V("C", "ok")
+
+
 def test_json_boolean_value_is_not_a_number():
     assert x('{"answer": true}', "numeric", family="json", mode="lenient") == U("not_a_number")
 

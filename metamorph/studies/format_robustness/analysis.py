@@ -34,50 +34,64 @@ from metamorph.studies.format_robustness.metrics import (
     _ordered_formats,
     _pct,
     _sort,
+    _unit_rows,
     _validate_flags,
     silent_violations,
     validate_generations,
 )
 
 
-def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT) -> pd.DataFrame:
-    """Significance tests of format effects per workflow × dataset (§5.1 / RQ analysis).
+def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str = "group") -> pd.DataFrame:
+    """Significance tests of format effects per workflow × dataset (§5.2: "Cochran's Q-tests
+    across all workflow-dataset combinations ... paired McNemar's tests with Holm correction").
 
-    On repeat-1 correctness of the generations with gold (⊥ = incorrect):
+    On correctness of the generations with gold (⊥ = incorrect), paired per group (instance,
+    repeat r) — the unit of §5.2, as in :func:`~metamorph.studies.format_robustness.metrics.mr_flags`:
+    a block holds the r-th response of every format, so a flip in repeat 2 counts. The k blocks
+    of an instance enter as separate blocks, as the paper counts its groups; the tests take them
+    as independent, which overstates the evidence when repeats agree (``n_instances`` shows how
+    many instances stand behind ``n`` blocks). ``unit="instance_repeat1"`` keeps the earlier
+    reading (repeat-1 correctness, one block per instance).
 
-    * ``cochran_q`` — Cochran's Q across all formats over the instances rendered in every
-      format (complete blocks; ``n``). Null with a note when undefined (no discordant
-      instance, < 2 formats).
+    * ``cochran_q`` — Cochran's Q across all formats over the groups rendered in every format
+      (complete blocks; ``n``). Null with a note when undefined (no discordant block, < 2
+      formats).
     * ``mcnemar`` — exact McNemar for every pair of formats (pairs in order txt, md, json,
-      csv; pairwise-complete instances), Holm-corrected over the pairs of the workflow ×
+      csv; pairwise-complete groups), Holm-corrected over the pairs of the workflow ×
       dataset (``p_holm``). ``statistic`` = min(b, c) discordant count.
     * ``spearman`` — Spearman ρ between JS and ΔAcc (:func:`evidence_drift`) over the
       non-baseline formats of this one setting (the baseline's own point (0, 0) is by
       construction and is left out), with the **exact** permutation p-value
       (:func:`metamorph.stats.spearman_exact`: with 3 points |ρ| = 1 has p = 1/3, never 0);
       < 3 points or a constant input gives null with a reason. §5.3's ρ pools all settings:
-      :func:`drift_correlation`.
+      :func:`drift_correlation`. ``n_instances`` is null (its points are formats).
 
     Datasets without gold give no rows (nothing to test).
 
+    Raises:
+        ValueError: invalid generations frame, an unknown ``unit``.
+
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.FormatTests`: ``workflow_id, dataset,
-        test, comparison, statistic, p_value, p_holm, n, note``.
+        test, comparison, statistic, p_value, p_holm, n, n_instances, note``.
     """
     g = validate_generations(gen)
-    gold_r1 = g[(g["repeat"] == 1) & g["gold"].notna()]
+    used = _unit_rows(g, unit, "format_tests")
     rows = []
-    for (wf, ds), grp in gold_r1.groupby(_KEYS, sort=True):
+    for (wf, ds), grp in used[used["gold"].notna()].groupby(_KEYS, sort=True):
         fmts = _ordered_formats(grp["format"])
         correct = grp.assign(_c=(grp["is_correct"].astype(bool) & grp["decision"].notna()).astype(float))
-        mat = correct.pivot(index="instance_id", columns="format", values="_c")[fmts]
-        q = stats.cochrans_q(mat.dropna().to_numpy())
+        mat = correct.pivot(index=["instance_id", "repeat"], columns="format", values="_c")[fmts]
+        complete = mat.dropna()
+        q = stats.cochrans_q(complete.to_numpy())
         rows.append(dict(workflow_id=wf, dataset=ds, test="cochran_q", comparison=",".join(fmts),
-                         statistic=q.statistic, p_value=q.p_value, p_holm=None, n=q.n, note=q.note))
+                         statistic=q.statistic, p_value=q.p_value, p_holm=None, n=q.n,
+                         n_instances=_n_instances(complete), note=q.note))
         mc = stats.mcnemar_holm(mat)
         for r in mc.itertuples(index=False):
             rows.append(dict(workflow_id=wf, dataset=ds, test="mcnemar", comparison=f"{r.a} vs {r.b}",
                              statistic=r.statistic, p_value=r.p_value, p_holm=r.p_holm, n=r.n,
+                             n_instances=_n_instances(mat[[r.a, r.b]].dropna()),
                              note=None if r.n else "no instance rendered in both formats"))
         wd = g[(g["workflow_id"] == wf) & (g["dataset"] == ds)]
         if baseline in set(wd["format"]):
@@ -86,12 +100,18 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT) -> pd.DataF
         else:
             sp = stats.CorrelationResult(None, None, 0, f"no baseline format {baseline!r}")
         rows.append(dict(workflow_id=wf, dataset=ds, test="spearman", comparison="js_divergence~delta_acc_pct",
-                         statistic=sp.rho, p_value=sp.p_value, p_holm=None, n=sp.n, note=sp.note))
-    cols = ["workflow_id", "dataset", "test", "comparison", "statistic", "p_value", "p_holm", "n", "note"]
+                         statistic=sp.rho, p_value=sp.p_value, p_holm=None, n=sp.n, n_instances=None, note=sp.note))
+    cols = ["workflow_id", "dataset", "test", "comparison", "statistic", "p_value", "p_holm", "n", "n_instances", "note"]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("statistic", "p_value", "p_holm"):
         out[c] = out[c].astype(float)
+    out["n_instances"] = out["n_instances"].astype("Int64")
     return FormatTests.validate(out)
+
+
+def _n_instances(blocks: pd.DataFrame) -> int:
+    """Distinct instances of a frame indexed by (instance_id, repeat)."""
+    return int(blocks.index.get_level_values("instance_id").nunique())
 
 def silent_violations_by_dataset(flags: pd.DataFrame) -> pd.DataFrame:
     """Silent-violation rate per dataset, pooled over workflows (§5.3: "from 11.11% on MedQA to

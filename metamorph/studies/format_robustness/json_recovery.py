@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from typing import Any
 
-from metamorph.jsonscan import object_spans
+from metamorph.jsonscan import fence_bodies, object_spans
 
 #: JSON keys (case-insensitive) read as the decision, in order of preference.
 DECISION_KEYS = ("decision", "answer", "label")
@@ -206,38 +205,6 @@ def _records(obj: Any) -> list[tuple[dict, list[str]]]:
     return []
 
 
-_FENCE_OPEN_RE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\r?\n?")
-
-
-def _fence_bodies(text: str) -> list[str]:
-    """Bodies of the code fences of ``text``, in order.
-
-    A body that starts with ``{`` is the JSON object that starts there, found string-aware
-    (:func:`metamorph.jsonscan.object_spans`), so a code fence *inside a JSON string value*
-    (an evidence quote of a document that holds ```` ``` ````) does not end the fence; the
-    closing fence is the first one after the object. Any other body runs to the next fence
-    (or the end of the text).
-    """
-    bodies: list[str] = []
-    pos = 0
-    while True:
-        m = _FENCE_OPEN_RE.search(text, pos)
-        if m is None:
-            return bodies
-        start = m.end()
-        lead = len(text[start:]) - len(text[start:].lstrip())
-        if text[start + lead:start + lead + 1] == "{":
-            span = object_spans(text[start + lead:])[0]
-            bodies.append(span)
-            after = start + lead + len(span)
-            close = text.find("```", after)
-            pos = len(text) if close < 0 else close + 3
-            continue
-        close = text.find("```", start)
-        bodies.append(text[start:] if close < 0 else text[start:close])
-        pos = len(text) if close < 0 else close + 3
-
-
 def _json_candidates(text: str) -> list[tuple[dict, list[str]]]:
     """Answer objects recovered from ``text`` with the steps taken (``[]`` = clean JSON)."""
     stripped = text.strip()
@@ -248,7 +215,7 @@ def _json_candidates(text: str) -> list[tuple[dict, list[str]]]:
             if recs:
                 return recs
     found: list[tuple[dict, list[str]]] = []
-    for body in _fence_bodies(text):
+    for body in fence_bodies(text):
         for span in object_spans(body) or ([body.strip()] if body.strip()[:1] == "[" else []):
             got = _loads_lenient(span)
             if got is not None:

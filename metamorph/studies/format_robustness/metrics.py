@@ -3,9 +3,11 @@
 Paper: "Not as Sweet by Another Name: An Empirical Study of Format Robustness in LLM
 Document Workflows" (ASE '26). A record (*instance*) is rendered in several formats (txt,
 md, json, csv; TXT is the baseline) and each rendering is given to a *workflow* (provider +
-model + ingestion path) ``k`` times (repeats ``r = 1..k``). The unit of the violation rates
-is the *group* (instance, r) of §5.2 — the r-th response of every format
-(:func:`mr_flags`); rates resample instances for their CIs. Where the paper is ambiguous the
+model + ingestion path) ``k`` times (repeats ``r = 1..k``). The unit of the violation rates,
+the flip rate, the affirmative rates of the fairness scores (:mod:`.fairness`) and the
+across-format tests (:mod:`.analysis`) is the *group* (instance, r) of §5.2 — the r-th response
+of every format (:func:`mr_flags`); rates resample instances for their CIs
+(``unit="instance_repeat1"`` keeps the earlier repeat-1 reading). Where the paper is ambiguous the
 reading that reproduces its own tables is taken and named in the function's docstring.
 
 Input: the generations frame
@@ -49,7 +51,6 @@ from metamorph.sql import run_sql
 from metamorph.studies.format_robustness.schemas import (
     AccuracyByFormat,
     EvidenceDrift,
-    FairnessDisparity,
     MRFlags,
     MRViolations,
     SilentViolations,
@@ -59,7 +60,6 @@ from metamorph.studies.format_robustness.schemas import (
 
 __all__ = [
     "GENERATION_COLUMNS",
-    "SENSITIVE_COLUMNS",
     "FORMAT_ORDER",
     "BASELINE_FORMAT",
     "MR2_THETA",
@@ -69,10 +69,8 @@ __all__ = [
     "accuracy_by_format",
     "stability_by_format",
     "evidence_drift",
-    "fairness_disparity",
     "silent_violations",
     "MR_UNITS",
-    "FDS_DISPERSIONS",
 ]
 
 #: Columns of the generations frame (the input contract).
@@ -80,9 +78,6 @@ GENERATION_COLUMNS = (
     "workflow_id", "dataset", "instance_id", "format", "repeat",
     "decision", "gold", "is_correct", "categories", "favorable",
 )
-
-#: Columns of the long sensitive-attribute frame.
-SENSITIVE_COLUMNS = ("dataset", "instance_id", "attribute", "value")
 
 #: Baseline-first format order, used for sorting and for routing ties.
 FORMAT_ORDER = ("txt", "md", "json", "csv")
@@ -212,10 +207,11 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
       86.40 = 216/250, 0.40 = 1/250) and not of 1/750, and §5.4's "groups (k = 3) of repeated
       execution results".
 
-    Not reproduced: Table 1's MedQA M1 cells (65.86, 76.44, 41.96) fit no denominator of 250 or
-    750 (MedQA probably lost instances), and five M2 cells (19.70, 64.90, 16.90, 53.10, 34.50)
-    are multiples of 1/1000, not of 1/750 — the paper's M2 unit may be (instance, format);
-    M2 is kept on groups here, like M1, as §5.3 states ("12,000 evidence groups").
+    Not reproduced (README "Paper cells that do not reproduce"): Table 1's MedQA M1 cells (65.86,
+    76.44, 17.40, 41.96) fit no denominator of 250 or 750, nor one common denominator up to 1,000,
+    and MedQA M3's 71.37 and 31.85 fit none of 250, 750, 1,000; five M2 cells (19.70, 64.90,
+    16.90, 53.10, 34.50) are multiples of 1/1000, not of 1/750 — M2 is kept on groups here, like
+    M1, as §5.3 states ("12,000 evidence groups").
 
     ``unit="instance_repeat1"`` keeps the earlier reading: one row per instance (``repeat`` =
     1), MR1/MR2 on the repeat-1 responses only; MR3 as above.
@@ -348,40 +344,59 @@ def stability_by_format(gen: pd.DataFrame) -> pd.DataFrame:
     g = validate_generations(gen)
     return StabilityByFormat.validate(_sort(_stability(g), _KEYS + ["format"]))
 
-def _drift(g: pd.DataFrame, baseline: str) -> pd.DataFrame:
+def _unit_rows(g: pd.DataFrame, unit: str, fn: str) -> pd.DataFrame:
+    """The generations of ``unit``: every repeat (``"group"``) or repeat 1 only (``"instance_repeat1"``)."""
+    if unit not in MR_UNITS:
+        raise ValueError(f"{fn}: unit must be one of {MR_UNITS}, got {unit!r}")
+    return g if unit == "group" else g[g["repeat"] == 1]
+
+
+def _drift(g: pd.DataFrame, baseline: str, unit: str = "group", n_resamples: int = 1000,
+           seed: int = 0) -> pd.DataFrame:
     acc = _accuracy(g).set_index(_KEYS + ["format"])["accuracy_pct"]
-    r1 = g[g["repeat"] == 1]
+    paired = _unit_rows(g, unit, "evidence_drift")
     rows = []
     for (wf, ds), grp in g.groupby(_KEYS, sort=True):
         fmts = _ordered_formats(grp["format"])
         if baseline not in fmts:
             raise ValueError(f"evidence_drift: workflow {wf!r}, dataset {ds!r} has no baseline format {baseline!r} (formats {fmts})")
         counts = {f: stats.category_counts(grp.loc[grp["format"] == f, "_cats"]) for f in fmts}
-        dec = r1[(r1["workflow_id"] == wf) & (r1["dataset"] == ds)].pivot(index="instance_id", columns="format", values="_dec")
+        sub = paired[(paired["workflow_id"] == wf) & (paired["dataset"] == ds)]
+        dec = sub.pivot(index=["instance_id", "repeat"], columns="format", values="_dec")
         acc_b = acc.get((wf, ds, baseline), math.nan)
         for f in fmts:
             if f == baseline:
                 continue
             both = dec[[baseline, f]].dropna()
+            flips = (both[f] != both[baseline]).astype(float).groupby(level="instance_id", sort=False)
+            num, den = flips.sum(), flips.size()
+            ci = stats.bootstrap_ratio_ci(num.to_numpy(), den.to_numpy(), n_resamples=n_resamples, seed=seed)
             acc_f = acc.get((wf, ds, f), math.nan)
             rows.append(dict(
                 workflow_id=wf, dataset=ds, format=f, baseline=baseline,
                 js_divergence=stats.js_divergence(counts[f], counts[baseline]),
                 delta_acc_pct=acc_f - acc_b,
-                flip_rate_pct=_pct(int((both[f] != both[baseline]).sum()), len(both)),
-                n_instances=len(both),
+                flip_rate_pct=_pct(float(num.sum()), len(both)),
+                flip_ci_low_pct=None if ci.low is None else 100.0 * ci.low,
+                flip_ci_high_pct=None if ci.high is None else 100.0 * ci.high,
+                flip_ci_note=ci.note,
+                n_groups=len(both),
+                n_instances=int(len(den)),
                 n_category_items=int(sum(counts[f].values())),
                 n_category_items_baseline=int(sum(counts[baseline].values())),
             ))
     cols = ["workflow_id", "dataset", "format", "baseline", "js_divergence", "delta_acc_pct", "flip_rate_pct",
-            "n_instances", "n_category_items", "n_category_items_baseline"]
+            "flip_ci_low_pct", "flip_ci_high_pct", "flip_ci_note", "n_groups", "n_instances", "n_category_items",
+            "n_category_items_baseline"]
     out = pd.DataFrame(rows, columns=cols)
-    for c in ("js_divergence", "delta_acc_pct", "flip_rate_pct"):
+    for c in ("js_divergence", "delta_acc_pct", "flip_rate_pct", "flip_ci_low_pct", "flip_ci_high_pct"):
         out[c] = out[c].astype(float)
     return out
 
-def evidence_drift(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT) -> pd.DataFrame:
-    """Evidence drift, accuracy change and flip rate of each format against the baseline (§5.1).
+def evidence_drift(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str = "group",
+                   n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Evidence drift, accuracy change and flip rate of each format against the baseline
+    (§5.3, Table 2: 'JS', 'ΔAcc', 'Flip').
 
     Per workflow × dataset × format f ≠ baseline:
 
@@ -391,122 +406,29 @@ def evidence_drift(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT) -> pd.Dat
       twice). Both sides without any category -> 0; exactly one side empty -> 1
       (:func:`metamorph.stats.js_divergence`).
     * ``delta_acc_pct`` — ΔAcc = Acc_f − Acc_baseline in percentage points (Acc as in
-      :func:`accuracy_by_format`); null without gold.
-    * ``flip_rate_pct`` — % of instances (rendered in both f and the baseline) whose repeat-1
-      decision differs from the baseline's (⊥ is its own outcome).
+      :func:`accuracy_by_format`, all repeats); null without gold.
+    * ``flip_rate_pct`` — §5.3: "'Flip' counts the proportion of decision output in the given
+      format that is different from the results of TXT baseline". Paired per group (instance,
+      repeat r) — the unit of §5.2, as in :func:`mr_flags`: the r-th decision of f against the
+      r-th decision of the baseline, over every group rendered in both (``n_groups``; ⊥ is its
+      own outcome), so a flip in repeat 2 counts. ``n_instances`` = distinct instances of those
+      groups. CI (``flip_ci_low_pct`` / ``flip_ci_high_pct``): the cluster bootstrap of
+      :func:`mr_violations` — **instances** are resampled with their k groups
+      (:func:`metamorph.stats.bootstrap_ratio_ci`, ``n_resamples``, ``seed``); ``flip_ci_note``
+      says why a CI is degenerate or null.
+
+    ``unit="instance_repeat1"`` keeps the earlier reading: the flip rate on repeat-1 decisions
+    only (one group per instance); JS and ΔAcc are over all generations in both units.
 
     Raises:
-        ValueError: a workflow × dataset has no generation in the baseline format.
+        ValueError: a workflow × dataset has no generation in the baseline format; an unknown
+            ``unit``.
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.EvidenceDrift`.
     """
     g = validate_generations(gen)
-    return EvidenceDrift.validate(_sort(_drift(g, baseline), _KEYS + ["format"]))
-
-def _validate_sensitive(sensitive: pd.DataFrame) -> pd.DataFrame:
-    require_columns(sensitive, SENSITIVE_COLUMNS, "sensitive")
-    s = sensitive[list(SENSITIVE_COLUMNS)].copy()
-    for col in SENSITIVE_COLUMNS:
-        n_null = int(s[col].isna().sum())
-        if n_null:
-            raise ValueError(f"sensitive: column '{col}' has {n_null} null value(s)")
-        s[col] = s[col].astype(str)
-    s = s.drop_duplicates()
-    dup = s.duplicated(["dataset", "instance_id", "attribute"], keep=False)
-    if dup.any():
-        first = s.loc[dup, ["dataset", "instance_id", "attribute"]].iloc[0].to_dict()
-        raise ValueError(f"sensitive: an (instance, attribute) has several values, e.g. {first}")
-    return s
-
-#: Dispersions σ_g of the FDS normalisation (:func:`fairness_disparity`).
-FDS_DISPERSIONS = ("mad", "std", "sample_std")
-
-def _dispersion(values: np.ndarray, how: str) -> float:
-    if how == "mad":
-        return float(np.abs(values - values.mean()).mean())
-    if how == "std":
-        return float(values.std(ddof=0))
-    return float(values.std(ddof=1)) if values.size > 1 else math.nan
-
-def fairness_disparity(gen: pd.DataFrame, sensitive: pd.DataFrame, eps: float = 1e-9,
-                       dispersion: str = "mad") -> pd.DataFrame:
-    """Format sensitivity Sen_f(g) and format disparity score FDS_f(g) (§5.1, Table 2).
-
-    Sensitive factors g (per dataset, from the long frame ``dataset, instance_id,
-    attribute, value``): every single attribute, and every pair of attributes (named
-    ``"a:b"`` with a < b; its groups are the value combinations). An instance belongs to a
-    group of g only if it has a value for every attribute of g.
-
-    * Affirmative rate of a group = % favourable among the group's *parseable* repeat-1
-      generations (``favorable`` not null; it is null exactly when unparseable, or when the
-      dataset has no favourable label — then no group has a rate).
-    * ``Sen_f(g)`` = max − min affirmative rate over the groups with ≥ 1 parseable
-      generation, in percentage points; null when fewer than 2 such groups.
-    * ``FDS_f(g) = (Sen_f(g) − μ_g) / (σ_g + ε)`` with μ_g the mean of Sen_f(g) over the
-      formats of that workflow × dataset with a non-null Sen, and σ_g its dispersion:
-
-      - ``dispersion="mad"`` (default): the **mean absolute deviation** about μ_g,
-        σ_g = mean_f |Sen_f − μ_g|. §5.3 reports "FDS up to 2.00" for the pattern where CSV
-        has a disparity and the other three formats "produce identical decision rates"
-        (Sen = a, 0, 0, 0): MAD gives (3a/4)/(3a/8) = 2.00 exactly, and 2 = n/2 is the largest
-        value it allows with 4 formats. The population sd cannot reach 2.00 (same pattern:
-        √3 ≈ 1.73, its maximum with 4 formats), nor can the sample sd (1.50). The paper says
-        "standard deviation"; MAD is the reading that reproduces its reported value.
-      - ``"std"``: population standard deviation (ddof = 0), the earlier behaviour.
-      - ``"sample_std"``: sample standard deviation (ddof = 1).
-
-      Equal Sen in every format gives FDS = 0.
-
-    Datasets without sensitive attributes give no rows.
-
-    Raises:
-        ValueError: invalid frames (named), an unknown ``dispersion``.
-
-    Returns:
-        :class:`~metamorph.studies.format_robustness.schemas.FairnessDisparity`: ``workflow_id,
-        dataset, factor, format, sen_pp, fds, n_groups, min_group_n``.
-    """
-    if dispersion not in FDS_DISPERSIONS:
-        raise ValueError(f"fairness_disparity: dispersion must be one of {FDS_DISPERSIONS}, got {dispersion!r}")
-    g = validate_generations(gen)
-    s = _validate_sensitive(sensitive)
-    r1 = g[g["repeat"] == 1]
-    rows = []
-    for ds, s_ds in s.groupby("dataset", sort=True):
-        wide = s_ds.pivot(index="instance_id", columns="attribute", values="value")
-        attrs = sorted(wide.columns)
-        wide.columns = [f"_attr:{a}" for a in wide.columns]  # never collide with generation columns
-        factors = [(a,) for a in attrs] + list(itertools.combinations(attrs, 2))
-        r1_ds = r1[r1["dataset"] == ds]
-        for wf, grp_wf in r1_ds.groupby("workflow_id", sort=True):
-            fmts = _ordered_formats(grp_wf["format"])
-            parse = grp_wf[grp_wf["favorable"].notna()]
-            parse = parse.assign(_fav=parse["favorable"].astype(bool).astype(int)).join(wide, on="instance_id")
-            for factor in factors:
-                fac_cols = [f"_attr:{a}" for a in factor]
-                fac = parse.dropna(subset=fac_cols)
-                cells = []
-                for f in fmts:
-                    sub = fac[fac["format"] == f]
-                    grp_stats = sub.groupby(fac_cols, sort=True)["_fav"].agg(["mean", "size"])
-                    n_groups = len(grp_stats)
-                    sen = 100.0 * (grp_stats["mean"].max() - grp_stats["mean"].min()) if n_groups >= 2 else math.nan
-                    cells.append([wf, ds, ":".join(factor), f, sen, n_groups,
-                                  int(grp_stats["size"].min()) if n_groups else 0])
-                sens = np.array([c[4] for c in cells], dtype=float)
-                ok = ~np.isnan(sens)
-                mu = float(sens[ok].mean()) if ok.any() else math.nan
-                sigma = _dispersion(sens[ok], dispersion) if ok.any() else math.nan
-                for c, sv in zip(cells, sens):
-                    fds = math.nan if math.isnan(sv) else (sv - mu) / (sigma + eps)
-                    rows.append(dict(workflow_id=c[0], dataset=c[1], factor=c[2], format=c[3],
-                                     sen_pp=sv, fds=fds, n_groups=c[5], min_group_n=c[6]))
-    cols = ["workflow_id", "dataset", "factor", "format", "sen_pp", "fds", "n_groups", "min_group_n"]
-    out = pd.DataFrame(rows, columns=cols)
-    for c in ("sen_pp", "fds"):
-        out[c] = out[c].astype(float)
-    return FairnessDisparity.validate(_sort(out, ["workflow_id", "dataset", "factor", "format"]))
+    return EvidenceDrift.validate(_sort(_drift(g, baseline, unit, n_resamples, seed), _KEYS + ["format"]))
 
 def silent_violations(flags: pd.DataFrame) -> pd.DataFrame:
     """Silent violations (§5.3): MR2 violated (evidence changed) while MR1 holds (same decision).

@@ -243,9 +243,14 @@ class EvidenceDrift(_WorkflowDataset):
     )
     flip_rate_pct: Series[float] = pa.Field(
         nullable=True, **_PCT,
-        description="Flip rate: % of instances whose repeat-1 decision differs from the baseline's (⊥ its own outcome) (percent).",
+        description="Flip rate: % of groups (instance, repeat r) whose r-th decision in f differs from the baseline's "
+        "r-th decision (⊥ its own outcome) (percent).",
     )
-    n_instances: Series[int] = pa.Field(ge=0, description="Instances rendered in both f and the baseline: flip-rate denominator (count).")
+    flip_ci_low_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="Flip rate 95% CI low, bootstrap over instances (percent).")
+    flip_ci_high_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="Flip rate 95% CI high, bootstrap over instances (percent).")
+    flip_ci_note: Series[str] = pa.Field(nullable=True, description="Why the flip-rate CI is degenerate or null, else null.")
+    n_groups: Series[int] = pa.Field(ge=0, description="Groups (instance, repeat) rendered in both f and the baseline: flip-rate denominator (count).")
+    n_instances: Series[int] = pa.Field(ge=0, description="Distinct instances of those groups: the bootstrap clusters (count).")
     n_category_items: Series[int] = pa.Field(ge=0, description="Evidence-category occurrences of f, all generations (count).")
     n_category_items_baseline: Series[int] = pa.Field(ge=0, description="Evidence-category occurrences of the baseline (count).")
 
@@ -268,8 +273,11 @@ class FairnessDisparity(_WorkflowDataset):
         description="FDS_f(g) = (Sen_f(g) − μ_g)/(σ_g + ε), μ_g mean and σ_g dispersion of Sen over formats: mean absolute "
         "deviation by default (max n/2 = 2.00 with 4 formats, §5.3), or population/sample std (unitless).",
     )
-    n_groups: Series[int] = pa.Field(ge=0, description="Groups of g with at least one parseable repeat-1 generation (count).")
-    min_group_n: Series[int] = pa.Field(ge=0, description="Smallest group size in parseable repeat-1 generations (count); 0 when no group.")
+    n_groups: Series[int] = pa.Field(ge=0, description="Groups of the factor g (its values) with at least one parseable response (count).")
+    min_group_n: Series[int] = pa.Field(ge=0, description="Smallest group of g in parseable responses (count); 0 when no group.")
+    n_responses: Series[int] = pa.Field(
+        ge=0, description="Parseable responses of f behind the rates, one per (instance, repeat) group of §5.2 (count).")
+    n_instances: Series[int] = pa.Field(ge=0, description="Distinct instances among those responses (count).")
 
     class Config:
         strict = True
@@ -307,7 +315,10 @@ class FormatTests(_WorkflowDataset):
     p_holm: Series[float] = pa.Field(
         nullable=True, ge=0.0, le=1.0, description="Holm-adjusted p-value over the McNemar pairs of this workflow × dataset (probability); null for other tests."
     )
-    n: Series[int] = pa.Field(ge=0, description="Instances used (Q: complete blocks; McNemar: pairs) or points (Spearman: formats) (count).")
+    n: Series[int] = pa.Field(
+        ge=0, description="Groups (instance, repeat) used (Q: complete blocks; McNemar: pairs) or points (Spearman: formats) (count).")
+    n_instances: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=0, description="Distinct instances of those groups (count); null for Spearman.")
     note: Series[str] = pa.Field(nullable=True, description="Why a statistic is null, else null.")
 
     class Config:

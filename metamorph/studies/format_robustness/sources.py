@@ -13,6 +13,7 @@ row and the field; nothing is returned for a file with a bad row (all-or-nothing
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -29,28 +30,52 @@ from metamorph.studies.format_robustness.renderers import LINE_BREAKS as _LINE_B
 
 
 _req = required
+_PAIRS = "an object or a list of [name, value] pairs"
 
 
 def _int(row: dict, key: str, uri: str, i: int) -> int:
-    """``row[key]`` as an int: an integer, an integral float (``3.0``) or integer text (CSV);
-    a boolean, a fraction or other text raises :class:`InputError` (never truncated)."""
+    """``row[key]`` as an integer: an int, an integral float (Parquet) or the text of an integer
+    (CSV, JSON). A fraction (``1.5``), a boolean or any other text is an :class:`InputError`."""
     v = _req(row, key, uri, i)
     if isinstance(v, bool):
         raise InputError(uri, f"expected an integer, got a boolean {v!r}", row=i, field=key)
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
+    if isinstance(v, float):
+        if v.is_integer():
+            return int(v)
+        raise InputError(uri, f"expected an integer, got {v!r}", row=i, field=key)
     try:
-        return int(v) if isinstance(v, int) else int(str(v).strip())
+        return int(v.strip() if isinstance(v, str) else v)
     except (TypeError, ValueError) as exc:
         raise InputError(uri, f"expected an integer, got {v!r:.60}", row=i, field=key) from exc
 
 
-def _labels(row: dict, key: str, uri: str, i: int) -> tuple[str, ...]:
-    """A list of text labels (``answer_space``); a string or an object raises :class:`InputError`."""
-    v = _req(row, key, uri, i)
-    if not isinstance(v, list) or not all(isinstance(a, (str, int)) and not isinstance(a, bool) for a in v):
-        raise InputError(uri, f"expected a list of labels, got {v!r:.60}", row=i, field=key)
-    return tuple(str(a) for a in v)
+def _json_cell(row: dict, key: str, uri: str, i: int, kind: type | tuple[type, ...], expected: str,
+               required: bool = True) -> Any:
+    """``row[key]`` as a JSON list / object: as is from JSONL / JSON / Parquet, decoded from its
+    JSON text in a cell of a CSV file (only there is text decoded). ``kind``: the accepted Python
+    type(s); ``expected``: how the error names them. A missing optional value (``None``, ``""``)
+    is ``None``. Raises :class:`InputError` (file, row, field) for a CSV cell that is not JSON or a
+    value of another type."""
+    v = _req(row, key, uri, i) if required else row.get(key)
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return None
+    if isinstance(v, str) and uri.lower().endswith(".csv"):
+        try:
+            v = json.loads(v)
+        except json.JSONDecodeError as exc:
+            raise InputError(uri, f"expected {expected} as JSON text in the CSV cell, got {row[key]!r:.80} "
+                             f"({exc.msg})", row=i, field=key) from exc
+    if hasattr(v, "tolist"):  # a numpy array from Parquet
+        v = v.tolist()
+    if not isinstance(v, kind):
+        raise InputError(uri, f"expected {expected}, got {v!r:.60}", row=i, field=key)
+    return v
+
+
+def _optional_text(row: dict, key: str) -> str | None:
+    """``row[key]`` as text; missing, ``None`` or ``""`` (an empty CSV cell) is ``None``."""
+    v = row.get(key)
+    return None if v is None or (isinstance(v, str) and not v.strip()) else str(v)
 
 
 MEDQA_PROMPT = (
@@ -64,7 +89,7 @@ def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
     gold letter in ``answer_idx`` (or ``gold``; both present must agree). The record's fields are
     question, option_A..option_D."""
     question = required_text(row, "question", uri, i)
-    options = _req(row, "options", uri, i)
+    options = _json_cell(row, "options", uri, i, dict, "options with keys A-D")
     if not isinstance(options, dict) or sorted(options) != ["A", "B", "C", "D"]:
         raise InputError(uri, f"expected options with keys A-D, got {options!r:.80}", row=i, field="options")
     if not all(isinstance(t, str) and t.strip() for t in options.values()):
@@ -168,29 +193,41 @@ def adapt_credit_default(row: dict, uri: str, i: int) -> SourceInstance:
 
 
 def adapt_generic(row: dict, uri: str, i: int) -> SourceInstance:
-    """A file already in canonical form: ``instance_id, dataset, fields ([[k, v], ...] or {k: v}),
-    task_prompt, answer_space (a list of labels), gold?, favorable_label?, sensitive? ({k: v})``.
-    A field of the wrong type (``fields`` not pairs, ``answer_space`` a string, ``sensitive`` not an
-    object...) raises :class:`InputError` naming it."""
-    fields = _req(row, "fields", uri, i)
+    """A file already in canonical form (source kind ``canonical``): ``instance_id, dataset,
+    fields ([[k, v], ...] or {k: v}), task_prompt, answer_space ([label, ...]), gold?,
+    favorable_label?, sensitive? ({attribute: value})``.
+
+    In a CSV file ``fields``, ``answer_space`` and ``sensitive`` are JSON text in their cells
+    (``"{""age"": 61}"``), and an empty cell of an optional column is absent. Raises
+    :class:`InputError` (file, row, field) for a missing or empty required value, a cell that is
+    not JSON, a value of the wrong shape (``fields`` entries that are not ``[name, value]`` pairs,
+    ``answer_space`` not a list of text/integer labels, ``sensitive`` not an object of scalars,
+    ``gold``/``favorable_label`` not a label). A sensitive attribute that is null or ``""`` is
+    absent, as in :func:`adapt_discrim_eval`.
+    """
+    fields = _json_cell(row, "fields", uri, i, (dict, list), _PAIRS)
     if isinstance(fields, dict):
         fields = list(fields.items())
-    if not isinstance(fields, list) or not all(isinstance(f, (list, tuple)) and len(f) == 2 for f in fields):
-        raise InputError(uri, f"expected an object or a list of [name, value] pairs, got {fields!r:.60}", row=i,
-                         field="fields")
-    sensitive = row.get("sensitive") or {}
-    if not isinstance(sensitive, dict):
-        raise InputError(uri, f"expected an object {{attribute: value}}, got {sensitive!r:.60}", row=i,
+    for f in fields:
+        if not isinstance(f, (list, tuple)) or len(f) != 2 or isinstance(f[0], (list, dict)):
+            raise InputError(uri, f"expected {_PAIRS}, got the entry {f!r:.80}", row=i, field="fields")
+    space = _json_cell(row, "answer_space", uri, i, list, "a list of labels")
+    if not all(isinstance(a, (str, int)) and not isinstance(a, bool) for a in space):
+        raise InputError(uri, f"expected a list of labels, got {space!r:.60}", row=i, field="answer_space")
+    sensitive = _json_cell(row, "sensitive", uri, i, dict, "an object {attribute: value}", required=False) or {}
+    if any(isinstance(v, (list, dict)) for v in sensitive.values()):
+        raise InputError(uri, f"expected an object {{attribute: value}} of scalars, got {sensitive!r:.60}", row=i,
                          field="sensitive")
-    gold, favorable = row.get("gold"), row.get("favorable_label")
-    for key, v in (("gold", gold), ("favorable_label", favorable)):
+    for key in ("gold", "favorable_label"):
+        v = row.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (str, int))):
             raise InputError(uri, f"expected a label, got {v!r:.60}", row=i, field=key)
     return SourceInstance(
         instance_id=required_text(row, "instance_id", uri, i), dataset=required_text(row, "dataset", uri, i),
         fields=tuple((str(k), v) for k, v in fields), task_prompt=required_text(row, "task_prompt", uri, i),
-        answer_space=_labels(row, "answer_space", uri, i), gold=None if gold is None else str(gold),
-        favorable_label=None if favorable is None else str(favorable), sensitive=dict(sensitive),
+        answer_space=tuple(str(a) for a in space), gold=_optional_text(row, "gold"),
+        favorable_label=_optional_text(row, "favorable_label"),
+        sensitive={str(k): str(v) for k, v in sensitive.items() if v is not None and v != ""},
     )
 
 

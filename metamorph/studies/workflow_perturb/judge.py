@@ -105,6 +105,25 @@ Return exactly one JSON object and nothing else, with these fields:
  "initial_score": <integer 0-5>, "self_check": "<one sentence>", "final_score": <integer 0-5>}"""
 
 
+#: JSON schema of the B.6.4 reply (the fields of :data:`JUDGE_SYSTEM_B6`), for the optional
+#: constrained-decoding judge (``response_format = {"type": "json_object", "schema": ...}``:
+#: a llama.cpp grammar / OpenAI structured outputs, as the wrapper study's constrained arm). Not
+#: the paper's judge, which is unconstrained; lists and strings are bounded so that a reply fits
+#: in 400 tokens (3 lists × 3 items × 60 characters + a 120-character self-check).
+JUDGE_REPLY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "missing_steps": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 60}},
+        "extra_steps": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 60}},
+        "reordered_steps": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 60}},
+        "initial_score": {"type": "integer", "enum": list(range(JUDGE_MAX_SCORE + 1))},
+        "self_check": {"type": "string", "maxLength": 120},
+        "final_score": {"type": "integer", "enum": list(range(JUDGE_MAX_SCORE + 1))},
+    },
+    "required": ["missing_steps", "extra_steps", "reordered_steps", "initial_score", "self_check", "final_score"],
+}
+
+
 def render_workflow(wf: Any) -> str:
     """Explicit node and edge lists (App. B.6): ``Nodes:`` then ``k: text`` per step, then
     ``Edges:`` with every edge as ``(u, v)`` (START/END included). A bare list of steps is a

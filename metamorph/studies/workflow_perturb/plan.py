@@ -20,6 +20,7 @@ import pandas as pd
 
 from metamorph.providers.base import GenerationRequest, GenerationResult
 from metamorph.studies.workflow_perturb.judge import (
+    JUDGE_REPLY_SCHEMA,
     JUDGE_N_CALLS,
     judge_messages,
     judge_score,
@@ -89,10 +90,18 @@ def score_perturbations(goldens: dict[str, Workflow], variants: pd.DataFrame, en
 
 
 def judge_requests(golden: Workflow, variant: Workflow, provider: str, model: str, params: dict[str, Any],
-                   base_url: str | None = None) -> list[GenerationRequest]:
-    """The :data:`JUDGE_N_CALLS` judge calls for one variant (repeat index 1..3 in the cache key)."""
+                   base_url: str | None = None, constrained: bool = False) -> list[GenerationRequest]:
+    """The :data:`JUDGE_N_CALLS` judge calls for one variant (repeat index 1..3 in the cache key).
+
+    ``constrained=True`` adds ``response_format = {"type": "json_object", "schema":``
+    :data:`~metamorph.studies.workflow_perturb.judge.JUDGE_REPLY_SCHEMA` ``}`` (decoding
+    constrained to the B.6.4 object; an option for small local judges, not the paper's judge);
+    the parameter is part of the cache key, so constrained and free replies never mix."""
     msgs = tuple(judge_messages(golden, variant, golden.task))  # nodes AND edges (App. B.6)
-    return [GenerationRequest(provider=provider, model=model, messages=msgs, params=dict(params), base_url=base_url,
+    p = dict(params)
+    if constrained:
+        p["response_format"] = {"type": "json_object", "schema": JUDGE_REPLY_SCHEMA}
+    return [GenerationRequest(provider=provider, model=model, messages=msgs, params=p, base_url=base_url,
                               renderer_version="workflow-judge-b6-v2", repeat_index=i)
             for i in range(1, JUDGE_N_CALLS + 1)]
 

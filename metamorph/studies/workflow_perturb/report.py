@@ -1,5 +1,6 @@
 """The headline of the workflow perturb study, as printed by ``python -m pipelines.run workflow_perturb``:
-goldens kept and rejected, mean metric by perturbation type and severity, and the sensitivity matrix.
+goldens kept and rejected, mean metric by perturbation type and severity, the sensitivity matrix,
+and — once a judge model has run — the LLM judge's replies and its rows of the severity table.
 
 Reads the study's tables from the DuckDB warehouse (schema ``workflow_perturb``); pure (no Dagster).
 """
@@ -38,4 +39,22 @@ def headline(con: duckdb.DuckDBPyConnection) -> str:
     if sens is not None:
         out.append("\nSensitivity matrix (Δ_avg = 2.5·[s̄(10%) − s̄(50%)]):")
         out.append(sens.to_markdown(index=False))
+    if {"judge_scores", "judge_severity_table"} <= tables:
+        out += _judge_lines(con)
     return "\n".join(out)
+
+
+def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The LLM judge (App. B.6) per judge model: its replies (valid / invalid of 3 per variant) and
+    its rows of the severity table (variants without a valid reply excluded, counted in n_null)."""
+    replies = con.execute(
+        "SELECT model_id, count(*) AS variants, sum(judge_valid) AS valid_replies, "
+        "sum(judge_invalid) AS invalid_replies, count(judge) AS variants_scored "
+        "FROM workflow_perturb.judge_scores GROUP BY model_id ORDER BY model_id").df()
+    rows = con.execute(
+        "SELECT model_id, type, severity, round(mean, 3) AS mean, round(sd, 3) AS sd, n, n_null "
+        "FROM workflow_perturb.judge_severity_table ORDER BY model_id, type, severity").df()
+    return ["\nLLM judge (App. B.6): replies per judge model (3 calls per variant; invalid ones excluded):",
+            replies.to_markdown(index=False),
+            "\nLLM judge score by perturbation type and severity (deterministic operators; [0, 1]):",
+            rows.to_markdown(index=False)]

@@ -40,7 +40,8 @@ contract they require:
 * ``normalized`` — the same contract after normalisation. The slot: key case and markdown
   (``answer: B``, ``**Answer:** B``), a value on the line after a bare key, tag case and spacing
   (``<ANSWER>``, ``< answer >``), a ``Final answer:`` line that is not the last line, JSON in
-  code fences or surrounded by prose, JSON key case. The value (repeatedly, in any order):
+  code fences (found with the shared :func:`metamorph.jsonscan.fence_bodies`: a fence inside a
+  JSON string value does not end the fenced object) or surrounded by prose, JSON key case. The value (repeatedly, in any order):
   Unicode NFKC (fullwidth ``１８`` -> ``18``), case, surrounding whitespace, markdown emphasis
   (``**B**``, ``_B_``, `` `B` ``), LaTeX (``\\boxed{18}``, ``\\text{B}``, ``$18$``, ``\\(18\\)``),
   one level of parentheses / brackets / braces / quotes (``(B)``, ``[B]``), a lone closing
@@ -157,7 +158,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from metamorph.errors import ConfigError
-from metamorph.jsonscan import object_spans
+from metamorph.jsonscan import fence_bodies, object_spans
 from metamorph.studies.wrapper_sensitivity.answers import (
     ANSWER_TYPES,
     _normalized_value,
@@ -247,7 +248,6 @@ def _u(reason: str) -> QAExtraction:
 def _p(value: str, reason: str) -> QAExtraction:
     return QAExtraction(value, True, reason)
 
-_FENCE_RE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\r?\n?(?P<body>.*?)(?:```|\Z)", re.DOTALL)
 
 
 def _loads(s: str) -> tuple[bool, Any]:
@@ -286,7 +286,7 @@ def _json_slots(text: str, strict: bool) -> tuple[list[Any], str | None, str]:
         found, v, exact = _answer_key(obj, exact=False)
         if found:
             return [v], (None if exact else "normalized_slot"), ""
-    for where, bodies in (("json_in_code_fence", [m.group("body") for m in _FENCE_RE.finditer(text)]),
+    for where, bodies in (("json_in_code_fence", fence_bodies(text)),
                           ("json_in_prose", [text])):
         values = []
         for body in bodies:
