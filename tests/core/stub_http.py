@@ -187,6 +187,12 @@ class StubServer:
             request_queue_size = 128  # many concurrent clients connect at once
             daemon_threads = True
 
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                import sys
+
+                if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):  # a killed client is no error
+                    super().handle_error(request, client_address)
+
         self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
