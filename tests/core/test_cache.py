@@ -308,3 +308,13 @@ def test_a_commit_blocked_by_another_process_raises_and_keeps_the_rows(tmp_path)
         holder.communicate("")
     assert cache.get(req().cache_key()).text == "kept"  # still queued, committed now
     cache.release()
+
+
+def test_every_result_field_round_trips(tmp_path):
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    stored = GenerationResult(text="t", finish_reason="length", prompt_tokens=11, completion_tokens=7, latency_s=0.25,
+                              model_id="mid", model_version="mv", system_fingerprint="fp", error=None, attempts=3)
+    cache.put(req(), stored)
+    assert cache.get_many([req().cache_key()]) == {req().cache_key(): stored}
+    assert cache.claim([req().cache_key()]).done == {req().cache_key(): stored}
+    cache.release()
