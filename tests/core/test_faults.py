@@ -18,13 +18,14 @@ from tests.core.stub_http import FAULT_KINDS, FaultPlan, Reply, body_key, echo_c
 KEY = "sk-test-FAULTS-SECRET"
 CHAT = "/v1/chat/completions"
 
-# kind -> (status, retryable, start of the message)
+# The client timeout (1.5 s) is far above a loaded machine's reply time, so only the injected hang
+# (2 s) times out. kind -> (status, retryable, start of the message)
 EXPECTED = {
     "429": (429, True, "OpenAI HTTP 429: Error code: 429 - Rate limit reached"),
     "500": (500, True, "OpenAI HTTP 500: Error code: 500 - The server had an error"),
     "529": (529, True, "OpenAI HTTP 529: Error code: 529 - Overloaded"),
     "reset": (None, True, "OpenAI connection error"),
-    "timeout": (None, True, "OpenAI request timed out after 0.3 s"),
+    "timeout": (None, True, "OpenAI request timed out after 1.5 s"),
     "error_body": (200, True, "OpenAI returned HTTP 200 with an error body (server_error): The server had an error"),
     "truncated": (None, True, "OpenAI response body is not valid JSON (Unterminated string"),
     "malformed": (None, True, "OpenAI response body is not valid JSON (Expecting value: char 0)"),
@@ -44,9 +45,9 @@ def request(text="hi"):
 
 @pytest.mark.parametrize("kind", FAULT_KINDS)
 def test_each_fault_is_a_classified_provider_error_then_recovers(stub, kind):
-    stub.faults = FaultPlan(rate=1.0, kinds=(kind,), times=1, retry_after_s=0.0, hang_s=0.8)
+    stub.faults = FaultPlan(rate=1.0, kinds=(kind,), times=1, retry_after_s=0.0, hang_s=2.0)
     stub.script("POST", CHAT, echo_chat)
-    provider = OpenAIProvider(kind="openai", api_key=KEY, base_url=stub.url + "/v1", timeout_s=0.3)
+    provider = OpenAIProvider(kind="openai", api_key=KEY, base_url=stub.url + "/v1", timeout_s=1.5)
     with pytest.raises(ProviderError) as info:
         provider.generate(request())
     status, retryable, start = EXPECTED[kind]
@@ -63,9 +64,9 @@ def test_each_fault_is_a_classified_provider_error_then_recovers(stub, kind):
 
 
 def test_retry_policy_recovers_every_transient_fault_kind(stub):
-    stub.faults = FaultPlan(rate=1.0, kinds=FAULT_KINDS, times=1, hang_s=0.8)
+    stub.faults = FaultPlan(rate=1.0, kinds=FAULT_KINDS, times=1, hang_s=2.0)
     stub.script("POST", CHAT, echo_chat)
-    provider = OpenAIProvider(kind="openai", api_key=KEY, base_url=stub.url + "/v1", timeout_s=0.3)
+    provider = OpenAIProvider(kind="openai", api_key=KEY, base_url=stub.url + "/v1", timeout_s=1.5)
     policy = RetryPolicy(max_attempts=2, base_delay_s=0.0, max_delay_s=0.0, jitter=False)
     seen: list[str] = []
     for i in range(60):  # the kind is a function of the body hash: go on until each kind came once
