@@ -1,31 +1,53 @@
-"""The generation cache: one DuckDB file, one row per (request key), committed per completion.
+"""The generation cache: one DuckDB file, one row per request key, written by group commit.
 
 Key: :meth:`GenerationRequest.cache_key` — sha256 of the canonical JSON of everything that
 shapes the response (provider, base_url, model, every decoding parameter with explicit 0 kept
-distinct from unset, all messages, the sha256 and media type of an attached document, renderer
-version, repeat index; the seed is one of the decoding parameters).
+distinct from unset, all messages, the sha256 and media type of an attached document,
+renderer version, repeat index; the seed is one of the decoding parameters).
 
 Semantics:
 
 * a **hit** (a stored row with ``error IS NULL``) is served without calling the provider;
 * an **error** is stored as an error (for the record) and is *not* a hit: the next run calls the
-  provider again and overwrites it on success;
-* every completion is written in its own short transaction as soon as it arrives, through a
-  connection opened for that write only, so killing a run loses no finished completion and no
-  DuckDB lock is held while a model is thinking;
+  provider again and overwrites it on success; a success is never overwritten by an error;
+* **group commit**: :meth:`GenerationCache.put` queues the row and returns; a writer thread
+  commits what is queued every ``commit_interval_s`` seconds or ``commit_rows`` rows, in one
+  transaction. A committed row survives a SIGKILL; a kill loses at most the rows queued since the
+  last commit (one window). :meth:`~GenerationCache.flush` commits at once and waits; every read
+  flushes first, so a process always reads its own writes; a normal interpreter exit commits
+  what is queued (the writer is not a daemon thread);
+* **one connection, time-sliced**: the cache holds one DuckDB connection for lookups, claims and
+  commits (opening one costs ~20 ms). DuckDB lets one process at a time open a file read-write,
+  so the connection is given up after ``hold_s`` seconds of use (then not reopened for
+  ``yield_s`` seconds), when idle for ``hold_s``, and by :meth:`~GenerationCache.release`. A
+  second process waiting for the file gets in within about ``hold_s + yield_s``; no lock is held
+  while a model is thinking beyond that slice. A process that cannot get the file within
+  ``lock_timeout_s`` raises ``duckdb.IOException``;
+* **claims** (:meth:`~GenerationCache.claim`): before calling the provider a runner claims the
+  keys it is about to request (table ``claims``, committed at once). A key another live runner
+  has claimed is left to it, so two runners sharing the file do not pay for one completion twice.
+  A claim ends when its row is committed (same transaction), on :meth:`release`, when its owner
+  process is gone (same host, pid not alive), or when its lease (``lease_s``, renewed by the
+  writer while the owner runs) expires;
 * no secret is ever stored: requests carry none (providers read keys from the environment).
 
 Table ``generations`` columns: key, provider, model, request_json, response_text, finish_reason,
 prompt_tokens, completion_tokens, latency_s, model_id, model_version, system_fingerprint,
-created_at (naive TIMESTAMP in UTC), error, attempts.
+created_at (naive TIMESTAMP in UTC), error, attempts. Table ``claims``: key, owner
+(``host:pid:token``), expires_at (POSIX seconds).
 """
 
 from __future__ import annotations
 
+import os
 import random
+import socket
 import threading
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -50,89 +72,350 @@ CREATE TABLE IF NOT EXISTS generations (
     created_at TIMESTAMP NOT NULL,
     error VARCHAR,
     attempts INTEGER
-)
+);
+CREATE TABLE IF NOT EXISTS claims (
+    key VARCHAR PRIMARY KEY,
+    owner VARCHAR NOT NULL,
+    expires_at DOUBLE NOT NULL
+);
 """
 
-_COLS = ("response_text", "finish_reason", "prompt_tokens", "completion_tokens", "latency_s", "model_id",
-         "model_version", "system_fingerprint", "error", "attempts")
+#: generations columns in table order with their SQL types (the batch upsert unnests one list per column).
+_TYPES = {"key": "VARCHAR", "provider": "VARCHAR", "model": "VARCHAR", "request_json": "VARCHAR",
+          "response_text": "VARCHAR", "finish_reason": "VARCHAR", "prompt_tokens": "BIGINT",
+          "completion_tokens": "BIGINT", "latency_s": "DOUBLE", "model_id": "VARCHAR", "model_version": "VARCHAR",
+          "system_fingerprint": "VARCHAR", "created_at": "TIMESTAMP", "error": "VARCHAR", "attempts": "INTEGER"}
+_RESULT_COLS = ("response_text", "finish_reason", "prompt_tokens", "completion_tokens", "latency_s", "model_id",
+                "model_version", "system_fingerprint", "error", "attempts")
+_UPSERT = (f"INSERT INTO generations ({', '.join(_TYPES)}) SELECT "
+           + ", ".join(f"unnest(${i + 1}::{t}[])" for i, t in enumerate(_TYPES.values()))
+           + " ON CONFLICT (key) DO UPDATE SET "
+           + ", ".join(f"{c} = excluded.{c}" for c in _TYPES if c != "key")
+           + " WHERE generations.error IS NOT NULL OR excluded.error IS NULL")
+_WANTED = "(SELECT unnest($1::VARCHAR[]) AS key)"
+_HOST = socket.gethostname()
+
+# One lock per cache file and process: every instance on the file serialises its DuckDB work on it
+# (DuckDB shares one database instance per file within a process).
+_FILE_LOCKS: dict[str, threading.RLock] = {}
+_FILE_LOCKS_GUARD = threading.Lock()
+
+
+def _file_lock(path: str) -> threading.RLock:
+    with _FILE_LOCKS_GUARD:
+        return _FILE_LOCKS.setdefault(os.path.realpath(path), threading.RLock())
+
+
+#: SELECT list of a stored result: the key, then GenerationResult's fields in its own order.
+_RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in _RESULT_COLS[:-1]) + ", coalesce(g.attempts, 1)"
+
+
+def _results(rows: list[tuple]) -> dict[str, GenerationResult]:
+    """key -> result for rows selected with :data:`_RESULT_SELECT` (positional: ~35% faster than keywords)."""
+    return {r[0]: GenerationResult(*r[1:]) for r in rows}
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process named by a claim owner ``host:pid:token`` may still be running.
+
+    Same host: the pid is checked (``False`` once it has exited). Another host: ``True`` (only
+    the lease can end its claims).
+    """
+    host, _, rest = owner.partition(":")
+    if host != _HOST:
+        return True
+    try:
+        os.kill(int(rest.partition(":")[0]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return True
+
+
+@dataclass
+class Claim:
+    """What :meth:`GenerationCache.claim` found for the keys asked about.
+
+    ``claimed``: keys now claimed by this cache (call the provider for them); ``done``: keys with a
+    stored success (e.g. just written by another runner), with their result; ``busy``: keys a live
+    other runner has claimed (ask again later).
+    """
+
+    claimed: list[str] = field(default_factory=list)
+    done: dict[str, GenerationResult] = field(default_factory=dict)
+    busy: list[str] = field(default_factory=list)
 
 
 class GenerationCache:
-    """A DuckDB-backed generation cache at ``path`` (created on first use).
+    """A DuckDB-backed generation cache at ``path`` (created on first use); see the module docstring.
 
-    Connections are opened per operation and closed at once; a lock held by another process is
-    waited for with backoff up to ``lock_timeout_s`` seconds, then ``duckdb.IOException`` is raised.
+    Args:
+        path: the cache's DuckDB file (its own file, never the warehouse).
+        lock_timeout_s: how long to wait for another process's hold on the file before
+            ``duckdb.IOException`` is raised (by the call, or by :meth:`flush` for queued writes).
+        commit_interval_s / commit_rows: a commit happens when the oldest queued row has waited
+            ``commit_interval_s`` seconds or ``commit_rows`` rows are queued, whichever is first.
+        hold_s / yield_s: the connection is closed after ``hold_s`` seconds of use (or idleness) and
+            not reopened for ``yield_s`` seconds, so other processes get the file.
+        lease_s: how long a claim stays valid without renewal.
+
     Thread-safe within a process.
     """
 
-    def __init__(self, path: str | Path, lock_timeout_s: float = 120.0):
+    def __init__(self, path: str | Path, lock_timeout_s: float = 120.0, *, commit_interval_s: float = 0.5,
+                 commit_rows: int = 512, hold_s: float = 2.0, yield_s: float = 0.25, lease_s: float = 60.0):
         self.path = str(path)
         self.lock_timeout_s = lock_timeout_s
-        self._lock = threading.Lock()
+        self.commit_interval_s = commit_interval_s
+        self.commit_rows = commit_rows
+        self.hold_s = hold_s
+        self.yield_s = yield_s
+        self.lease_s = lease_s
+        self.owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self._db_lock = _file_lock(self.path)
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._opened_at = self._used_at = self._reopen_at = 0.0
+        self._cond = threading.Condition()
+        self._pending: list[tuple] = []
+        self._oldest = 0.0  # monotonic time the oldest queued row arrived
+        self._queued = self._committed = 0  # rows ever queued / committed (flush waits for the count)
+        self._flush_now = False
+        self._error: BaseException | None = None
+        self._writer: threading.Thread | None = None
+        self._claimed: set[str] = set()
+        self._renewed_at = 0.0
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as con:
+        with self._use() as con:
             con.execute(_DDL)
+
+    # ------------------------------------------------------------------ connection
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout_s
-        delay = 0.05
         while True:
             try:
                 return duckdb.connect(self.path)
             except duckdb.IOException:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(delay + random.random() * delay)
-                delay = min(delay * 2, 2.0)
+                time.sleep(0.03 + random.random() * 0.05)  # short polls: holders yield for `yield_s`
+
+    @contextmanager
+    def _use(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The held connection (opened if needed), under the file's in-process lock."""
+        with self._db_lock:
+            if self._con is None:
+                pause = self._reopen_at - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+                self._con = self._connect()
+                self._opened_at = time.monotonic()
+                self._start_writer()
+            try:
+                yield self._con
+            finally:
+                self._used_at = time.monotonic()
+
+    def _close_connection(self, pause: bool) -> None:
+        with self._db_lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+                self._reopen_at = time.monotonic() + (self.yield_s if pause else 0.0)
+
+    def release(self) -> None:
+        """Commit what is queued, end this cache's claims and close the connection (the file is free
+        for other processes). The cache stays usable: the next call reopens it."""
+        self.flush()
+        with self._db_lock:
+            if self._claimed:
+                with self._use() as con:
+                    con.execute("DELETE FROM claims WHERE owner = ?", [self.owner])
+                self._claimed.clear()
+            self._close_connection(pause=False)
+
+    close = release
+
+    def __enter__(self) -> "GenerationCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # ------------------------------------------------------------------ writes
+
+    def put(self, request: GenerationRequest, result: GenerationResult) -> None:
+        """Queue ``result`` for ``request`` (upsert by key); committed within one commit window.
+
+        A successful row is never overwritten by a later error for the same key. The claim on the
+        key (if any) ends in the transaction that commits the row.
+        """
+        now = datetime.now(timezone.utc).replace(tzinfo=None)  # naive UTC: no ICU extension offline
+        row = (request.cache_key(), request.provider, request.model, request.to_json(), result.text,
+               result.finish_reason, result.prompt_tokens, result.completion_tokens, result.latency_s,
+               result.model_id, result.model_version, result.system_fingerprint, now, result.error, result.attempts)
+        with self._cond:
+            if not self._pending:
+                self._oldest = time.monotonic()
+            self._pending.append(row)
+            self._queued += 1
+            if len(self._pending) >= self.commit_rows:
+                self._cond.notify_all()
+            self._start_writer()
+
+    def flush(self) -> None:
+        """Commit every queued row now and wait for it.
+
+        Raises:
+            duckdb.Error: the commit failed (e.g. another process held the file longer than
+                ``lock_timeout_s``); the rows stay queued and the next flush tries again.
+        """
+        with self._cond:
+            target = self._queued
+            if self._committed >= target:
+                return
+            self._error = None
+            self._flush_now = True
+            self._start_writer()
+            self._cond.notify_all()
+            while self._committed < target:
+                if self._error is not None:
+                    raise self._error
+                self._cond.wait(0.05)
+
+    def _start_writer(self) -> None:
+        with self._cond:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(target=self._write_loop, name=f"cache-writer {self.path}")
+                self._writer.start()
+
+    def _write_loop(self) -> None:
+        """Commits queued rows by window, renews claims, gives the connection up; exits when idle.
+
+        Never holds ``_cond`` while it takes the file lock (``_use`` takes them the other way round).
+        """
+        main = threading.main_thread()
+        while True:
+            batch = None
+            with self._cond:
+                now = time.monotonic()
+                exiting = not main.is_alive()  # the interpreter is shutting down: commit now, then stop
+                if self._pending and (self._flush_now or exiting or len(self._pending) >= self.commit_rows
+                                      or now - self._oldest >= self.commit_interval_s):
+                    batch, self._pending, self._flush_now = self._pending, [], False
+                elif exiting or (self._con is None and not self._pending and not self._claimed):
+                    self._writer = None
+                    break
+                else:  # wake at least every 0.1 s: to see the interpreter exit, and for the slice and leases
+                    left = self.commit_interval_s - (now - self._oldest) if self._pending else self.commit_interval_s
+                    self._cond.wait(min(max(0.005, left), 0.1))
+            if batch is not None:
+                try:
+                    self._commit(batch)
+                except BaseException as exc:  # keep the rows; flush() reports the error
+                    with self._cond:
+                        self._pending[:0] = batch
+                        self._error = exc
+                        self._writer = None
+                        self._cond.notify_all()
+                    self._close_connection(pause=False)
+                    return
+                with self._cond:
+                    self._committed += len(batch)
+                    self._cond.notify_all()
+            self._housekeep()
+        if exiting:
+            self._close_connection(pause=False)
+
+    def _housekeep(self) -> None:
+        """Renew this cache's claims every ``lease_s / 3``; close the connection after its slice."""
+        now = time.monotonic()
+        if self._claimed and now - self._renewed_at >= self.lease_s / 3:
+            with self._use() as con:
+                con.execute("UPDATE claims SET expires_at = ? WHERE owner = ?", [time.time() + self.lease_s, self.owner])
+            self._renewed_at = now
+        with self._db_lock:
+            if self._con is not None and (now - self._opened_at >= self.hold_s or now - self._used_at >= self.hold_s):
+                self._close_connection(pause=now - self._used_at < self.hold_s)
+
+    def _commit(self, batch: list[tuple]) -> None:
+        best: dict[str, tuple] = {}
+        for row in batch:  # one row per key: the last success, else the last error
+            if row[0] not in best or row[13] is None or best[row[0]][13] is not None:
+                best[row[0]] = row
+        rows = list(best.values())
+        columns = [list(col) for col in zip(*rows)]
+        with self._use() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(_UPSERT, columns)
+                con.execute(f"DELETE FROM claims WHERE owner = $2 AND key IN {_WANTED}", [columns[0], self.owner])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        self._claimed.difference_update(columns[0])
+
+    # ------------------------------------------------------------------ reads
 
     def get(self, key: str) -> GenerationResult | None:
         """The stored successful result for ``key``, or ``None`` (miss, or only an error stored)."""
         return self.get_many([key]).get(key)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, GenerationResult]:
-        """Successful results for the given keys (errors are not hits)."""
+        """Successful results for the given keys (errors are not hits), in one query."""
         keys = list(dict.fromkeys(keys))
         if not keys:
             return {}
-        with self._lock, self._connect() as con:
-            con.execute("CREATE TEMP TABLE IF NOT EXISTS _wanted(key VARCHAR)")
-            con.execute("DELETE FROM _wanted")
-            con.executemany("INSERT INTO _wanted VALUES (?)", [(k,) for k in keys])
-            rows = con.execute(
-                f"SELECT g.key, {', '.join('g.' + c for c in _COLS)} FROM generations g "
-                "JOIN _wanted w USING (key) WHERE g.error IS NULL"
-            ).fetchall()
-        return {r[0]: GenerationResult(text=r[1], finish_reason=r[2], prompt_tokens=r[3], completion_tokens=r[4],
-                                       latency_s=r[5], model_id=r[6], model_version=r[7], system_fingerprint=r[8],
-                                       error=r[9], attempts=r[10] or 1) for r in rows}
+        self.flush()
+        with self._use() as con:
+            rows = con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w USING (key) "
+                               "WHERE g.error IS NULL", [keys]).fetchall()
+        return _results(rows)
 
-    def put(self, request: GenerationRequest, result: GenerationResult) -> None:
-        """Store ``result`` for ``request`` in its own committed transaction (upsert by key).
+    def claim(self, keys: Iterable[str]) -> Claim:
+        """Claim ``keys`` for this cache's owner, in one committed transaction (see :class:`Claim`).
 
-        A successful row is never overwritten by a later error for the same key.
+        A key with a stored success is ``done``; a key claimed by another owner that is alive and
+        whose lease has not expired is ``busy``; every other key (unclaimed, claimed by this owner,
+        by a process that is gone, or expired) is claimed with a lease of ``lease_s`` seconds.
+        Rows this cache has queued but not committed yet are not looked at (a runner claims a key
+        before it calls it, never after).
         """
-        key = request.cache_key()
-        now = datetime.now(timezone.utc).replace(tzinfo=None)  # naive UTC: no ICU extension offline
-        values = (key, request.provider, request.model, request.to_json(), result.text, result.finish_reason,
-                  result.prompt_tokens, result.completion_tokens, result.latency_s, result.model_id,
-                  result.model_version, result.system_fingerprint, now, result.error, result.attempts)
-        with self._lock, self._connect() as con:
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return Claim()
+        out = Claim()
+        now = time.time()
+        with self._use() as con:
             con.execute("BEGIN TRANSACTION")
             try:
-                existing = con.execute("SELECT error FROM generations WHERE key = ?", [key]).fetchall()
-                if existing and existing[0][0] is None and result.error is not None:
-                    con.execute("ROLLBACK")
-                    return
-                con.execute("DELETE FROM generations WHERE key = ?", [key])
-                con.execute(f"INSERT INTO generations VALUES ({', '.join('?' * len(values))})", values)
+                out.done = _results(con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w "
+                                                "USING (key) WHERE g.error IS NULL", [keys]).fetchall())
+                held = con.execute(f"SELECT c.key, c.owner, c.expires_at FROM claims c JOIN {_WANTED} w USING (key) "
+                                   "WHERE c.owner <> $2", [keys, self.owner]).fetchall()
+                busy = {k for k, owner, expires in held if expires > now and owner_alive(owner)}
+                out.busy = [k for k in keys if k in busy and k not in out.done]
+                out.claimed = [k for k in keys if k not in busy and k not in out.done]
+                if out.claimed:
+                    con.execute(f"INSERT INTO claims SELECT key, $2, $3 FROM {_WANTED} ON CONFLICT (key) DO UPDATE "
+                                "SET owner = excluded.owner, expires_at = excluded.expires_at",
+                                [out.claimed, self.owner, now + self.lease_s])
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+        if out.claimed:
+            self._claimed.update(out.claimed)
+            self._renewed_at = time.monotonic()
+            self._start_writer()
+        return out
 
     def known_versions(self, provider: str, model: str) -> set[str]:
         """Distinct provider-reported model versions stored for (provider, model)."""
-        with self._lock, self._connect() as con:
+        self.flush()
+        with self._use() as con:
             rows = con.execute(
                 "SELECT DISTINCT model_version FROM generations WHERE provider = ? AND model = ? "
                 "AND error IS NULL AND model_version IS NOT NULL", [provider, model]).fetchall()
@@ -141,5 +424,6 @@ class GenerationCache:
     def count(self, errors: bool | None = None) -> int:
         """Number of rows (``errors=True``: error rows only; ``False``: successful rows only)."""
         where = "" if errors is None else ("WHERE error IS NOT NULL" if errors else "WHERE error IS NULL")
-        with self._lock, self._connect() as con:
+        self.flush()
+        with self._use() as con:
             return int(con.execute(f"SELECT count(*) FROM generations {where}").fetchall()[0][0])

@@ -6,7 +6,9 @@
 2. misses run on at most ``provider.max_concurrency`` threads, each call wrapped in
    :func:`metamorph.providers.retry.call_with_retries` (408/409/429/5xx/529/overloaded retried
    with exponential backoff and jitter, ``Retry-After`` honoured, bounded total time);
-3. each finished completion (or final error) is written to the cache at once;
+3. misses are claimed in the cache just before they are sent, so two runners sharing a cache
+   do not call the same key; each finished completion (or final error) is queued to the cache's
+   group-committing writer (committed within a fraction of a second, all of it before return);
 4. a progress line (done/total, cache hits, errors, tokens, ETA) goes to ``log`` at least every
    ``progress_every_s`` seconds and at the end;
 5. when the provider reports a resolved model version the cache has not seen for the same model
@@ -15,9 +17,8 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -82,32 +83,52 @@ def run_requests(
     log: Callable[[str], None] = print,
     warn: Callable[[str], None] | None = None,
     progress_every_s: float = 10.0,
+    poll_s: float = 0.5,
 ) -> tuple[list[Outcome], RunStats]:
     """Serve ``requests`` from the cache or the provider; outcomes come back in input order.
 
     Duplicate requests (same key) are called once. Errors never raise: they come back as
     results with ``error`` set, are stored as errors, and are retried on the next run.
+
+    Misses are claimed in chunks (:meth:`GenerationCache.claim`) just before they are sent; a key
+    another live runner holds is left to it and looked up again every ``poll_s`` seconds once
+    this runner has nothing else to do (it is served from the cache when that runner stores it,
+    or claimed here if that runner gave it up or died). On return (or an exception) every
+    completion of this run is committed and the cache file is released.
     """
     retry = retry or RetryPolicy()
     warn = warn or log
     stats = RunStats(total=len(requests))
     keys = [r.cache_key() for r in requests]
-    hits = cache.get_many(keys)
-    results: dict[str, tuple[GenerationResult, bool]] = {k: (v, True) for k, v in hits.items()}
-    stats.cache_hits = sum(1 for k in keys if k in hits)
-    for k in keys:
-        if k in hits:
-            stats.cached_prompt_tokens += hits[k].prompt_tokens or 0
-            stats.cached_completion_tokens += hits[k].completion_tokens or 0
-    stats.done = stats.cache_hits
+    try:
+        results = _serve(keys, requests, provider, cache, retry, log, warn, progress_every_s, poll_s, stats)
+    finally:
+        cache.release()
+    log("generation finished: " + stats.line())
+    return [Outcome(r, k, results[k][0], results[k][1]) for k, r in zip(keys, requests)], stats
+
+
+def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Provider, cache: GenerationCache,
+           retry: RetryPolicy, log: Callable[[str], None], warn: Callable[[str], None], progress_every_s: float,
+           poll_s: float, stats: RunStats) -> dict[str, tuple[GenerationResult, bool]]:
+    """The body of :func:`run_requests`: key -> (result, served from the cache)."""
+    dup_count = Counter(keys)  # duplicates of a key count as done when their key finishes
+    results: dict[str, tuple[GenerationResult, bool]] = {}
+
+    def served(found: dict[str, GenerationResult]) -> None:
+        for k, res in found.items():
+            results[k] = (res, True)
+            stats.cache_hits += dup_count[k]
+            stats.done += dup_count[k]
+            stats.cached_prompt_tokens += (res.prompt_tokens or 0) * dup_count[k]
+            stats.cached_completion_tokens += (res.completion_tokens or 0) * dup_count[k]
+
+    served(cache.get_many(keys))
     todo: dict[str, GenerationRequest] = {}
     for k, r in zip(keys, requests):
         if k not in results and k not in todo:
             todo[k] = r
-    dup_count = Counter(keys)  # duplicates of a pending key count as done when their key finishes
-
     known_versions: dict[tuple[str, str], set[str]] = {}
-    lock = threading.Lock()
 
     def one(key: str, req: GenerationRequest) -> tuple[str, GenerationResult]:
         t0 = time.monotonic()
@@ -126,30 +147,45 @@ def run_requests(
     last = time.monotonic()
     log(f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to call "
         f"({provider.kind}, concurrency {provider.max_concurrency})")
-    if todo:
-        with ThreadPoolExecutor(max_workers=max(1, provider.max_concurrency)) as pool:
-            pending = {pool.submit(one, k, r) for k, r in todo.items()}
-            while pending:
-                finished, pending = wait(pending, timeout=max(0.5, progress_every_s / 2), return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    key, res = fut.result()
-                    with lock:
-                        results[key] = (res, False)
-                        n = dup_count.get(key, 1)
-                        stats.done += n
-                        stats.calls += 1
-                        if res.error:
-                            stats.errors += n
-                        else:
-                            stats.prompt_tokens += res.prompt_tokens or 0
-                            stats.completion_tokens += res.completion_tokens or 0
-                            _check_version(todo[key], res, cache, known_versions, stats, warn)
-                if time.monotonic() - last >= progress_every_s:
-                    log("generation progress: " + stats.line())
-                    last = time.monotonic()
-    log("generation finished: " + stats.line())
-    outcomes = [Outcome(r, k, results[k][0], results[k][1]) for k, r in zip(keys, requests)]
-    return outcomes, stats
+    if not todo:
+        return results
+    workers = max(1, provider.max_concurrency)
+    queue, deferred, pending = deque(todo), [], set()
+    polled = time.monotonic()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        while queue or pending or deferred:
+            while queue and len(pending) < 2 * workers:  # claim ahead of the threads, in chunks (one query each)
+                chunk = [queue.popleft() for _ in range(min(len(queue), 4 * workers))]
+                got = cache.claim(chunk)
+                served(got.done)
+                deferred.extend(got.busy)
+                pending.update(pool.submit(one, k, todo[k]) for k in got.claimed)
+            if deferred and not queue and time.monotonic() - polled >= poll_s:
+                queue.extend(deferred)  # held by another runner: look again
+                deferred.clear()
+                polled = time.monotonic()
+                continue
+            if not pending:
+                time.sleep(poll_s / 5)
+                continue
+            finished, pending = wait(pending, timeout=max(0.05, min(poll_s, progress_every_s / 2)),
+                                     return_when=FIRST_COMPLETED)
+            for fut in finished:
+                key, res = fut.result()
+                results[key] = (res, False)
+                n = dup_count[key]
+                stats.done += n
+                stats.calls += 1
+                if res.error:
+                    stats.errors += n
+                else:
+                    stats.prompt_tokens += res.prompt_tokens or 0
+                    stats.completion_tokens += res.completion_tokens or 0
+                    _check_version(todo[key], res, cache, known_versions, stats, warn)
+            if time.monotonic() - last >= progress_every_s:
+                log("generation progress: " + stats.line())
+                last = time.monotonic()
+    return results
 
 
 def _check_version(req: GenerationRequest, res: GenerationResult, cache: GenerationCache,

@@ -26,7 +26,7 @@ import anthropic
 
 from metamorph.errors import ConfigError
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
-from metamorph.providers.sdk_errors import sdk_errors
+from metamorph.providers.sdk_errors import error_in_body, sdk_errors
 
 __all__ = ["AnthropicProvider", "TEXT_MEDIA_TYPES", "FILES_API_BETA", "SAMPLING_PARAMS_REMOVED_IN"]
 
@@ -252,6 +252,9 @@ def _inline_source(doc: Document) -> dict[str, Any]:
 
 
 def _result(message: Any, latency: float) -> GenerationResult:
+    failed = error_in_body(message, "Anthropic")
+    if failed is not None:
+        raise failed
     text = "".join(block.text for block in (message.content or []) if getattr(block, "type", None) == "text")
     usage = message.usage
     prompt_tokens = None

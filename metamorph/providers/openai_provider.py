@@ -29,7 +29,7 @@ import openai
 from metamorph.errors import ConfigError
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
 from metamorph.providers.retry import classify_status
-from metamorph.providers.sdk_errors import sdk_errors
+from metamorph.providers.sdk_errors import error_in_body, sdk_errors
 
 __all__ = ["OpenAIProvider", "RESPONSES_DROPPED_PARAMS", "LLAMA_CPP_ONLY_PARAMS"]
 
@@ -224,6 +224,9 @@ class OpenAIProvider:
 
     @staticmethod
     def _chat_result(response: Any, latency: float) -> GenerationResult:
+        failed = error_in_body(response, "OpenAI")
+        if failed is not None:
+            raise failed
         if not response.choices:
             raise ProviderError("OpenAI returned no choices", retryable=False)
         choice = response.choices[0]

@@ -8,6 +8,7 @@ redacted from every message and the SDK exception is not chained (its body may e
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, Iterator
@@ -42,8 +43,9 @@ def sdk_errors(sdk: ModuleType, base_error: type[Exception], label: str, api_key
 
     ``sdk`` is the ``openai`` or ``anthropic`` module, ``base_error`` its root exception
     (``openai.OpenAIError`` / ``anthropic.AnthropicError``), ``label`` the provider name used in
-    messages. Status errors are retryable per :func:`classify_status`; timeouts and connection
-    errors are retryable; anything else the SDK raises is not.
+    messages. Status errors are retryable per :func:`classify_status`; timeouts, connection
+    errors and a response body that is not valid JSON (truncated, or an HTML error page) are
+    retryable; anything else the SDK raises is not.
     """
     try:
         yield
@@ -57,5 +59,32 @@ def sdk_errors(sdk: ModuleType, base_error: type[Exception], label: str, api_key
     except sdk.APIConnectionError as err:
         raise ProviderError(redact(f"{label} connection error: {err.message}", api_key), status=None,
                             retryable=True) from None
+    except json.JSONDecodeError as err:  # a truncated or non-JSON body: a transport fault, worth a retry
+        raise ProviderError(f"{label} response body is not valid JSON ({err.msg}: char {err.pos})",
+                            status=None, retryable=True) from None
     except base_error as err:  # e.g. response validation: not worth retrying
         raise ProviderError(redact(f"{label} error {type(err).__name__}: {err}", api_key), retryable=False) from None
+
+
+#: Error types in a 200 body that say "try again" (OpenAI ``server_error``; Anthropic ``api_error``,
+#: ``overloaded_error``, ``rate_limit_error``).
+RETRYABLE_ERROR_TYPES = frozenset({"server_error", "api_error", "overloaded_error", "rate_limit_error",
+                                   "rate_limit_exceeded"})
+
+
+def error_in_body(response: Any, label: str) -> ProviderError | None:
+    """A :class:`ProviderError` for a 200 response whose body is an error object, else ``None``.
+
+    Some gateways answer HTTP 200 with ``{"error": {...}}`` (OpenAI style) or ``{"type": "error",
+    "error": {...}}`` (Anthropic style); the SDKs then build a response object with no choices or
+    content, which must never be stored as an (empty) completion. Retryable when the error type is
+    in :data:`RETRYABLE_ERROR_TYPES` or the message says "overloaded".
+    """
+    err = getattr(response, "error", None)
+    if err is None and getattr(response, "type", None) != "error":
+        return None
+    get = err.get if isinstance(err, dict) else (lambda name: getattr(err, name, None))
+    kind = get("type") if err is not None else None
+    message = (get("message") if err is not None else None) or "no message"
+    return ProviderError(f"{label} returned HTTP 200 with an error body ({kind}): {message}", status=200,
+                         retryable=kind in RETRYABLE_ERROR_TYPES or classify_status(None, str(message)))

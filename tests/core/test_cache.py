@@ -143,3 +143,178 @@ def test_killed_run_resumes_without_repeating_finished_calls(tmp_path):
     again = subprocess.run([sys.executable, str(script), str(path)], env=env, capture_output=True, text=True,
                            check=True).stdout
     assert again.strip() == "calls=0 hits=8"
+
+
+# ------------------------------------------------------------------------------------------
+# group commit, batched lookups, claims (no model needed)
+
+def ok(text, **kw):
+    return GenerationResult(text=text, finish_reason="stop", **kw)
+
+
+def test_puts_are_group_committed_and_a_process_reads_its_own_writes(tmp_path):
+    path = tmp_path / "c.duckdb"
+    writer = GenerationCache(path, commit_interval_s=60, commit_rows=10_000)  # commits only on flush
+    other = GenerationCache(path)  # another reader of the same file: sees committed rows only
+    rs = [req(repeat_index=i) for i in range(1, 4)]
+    for i, r in enumerate(rs):
+        writer.put(r, ok(f"a{i}"))
+    assert other.count() == 0  # queued, not committed
+    assert writer.get(rs[2].cache_key()).text == "a2"  # a read flushes first
+    assert other.count() == 3
+    writer.release(), other.release()
+
+
+def test_commit_rows_starts_a_commit_without_a_flush(tmp_path):
+    path = tmp_path / "c.duckdb"
+    writer = GenerationCache(path, commit_interval_s=60, commit_rows=2)
+    other = GenerationCache(path)
+    writer.put(req(repeat_index=1), ok("a"))
+    writer.put(req(repeat_index=2), ok("b"))
+    deadline = time.monotonic() + 10
+    while other.count() < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert other.count() == 2
+    writer.release(), other.release()
+
+
+def test_a_success_wins_inside_one_commit_window(tmp_path):
+    cache = GenerationCache(tmp_path / "c.duckdb", commit_interval_s=60)
+    a, b = req(repeat_index=1), req(repeat_index=2)
+    cache.put(a, GenerationResult(text=None, error="e1"))
+    cache.put(a, ok("first"))
+    cache.put(a, GenerationResult(text=None, error="e2"))
+    cache.put(b, GenerationResult(text=None, error="e1"))
+    cache.put(b, GenerationResult(text=None, error="e2"))
+    assert cache.get(a.cache_key()).text == "first"
+    assert (cache.count(errors=True), cache.count(errors=False)) == (1, 1)
+    con = duckdb.connect(str(tmp_path / "c.duckdb"))  # same process: shares the cache's database
+    assert con.execute("SELECT error FROM generations WHERE key = ?", [b.cache_key()]).fetchall() == [("e2",)]
+    con.close()
+    cache.release()
+
+
+def test_get_many_answers_thousands_of_keys_in_one_query(tmp_path):
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    rs = [req(repeat_index=i) for i in range(1, 3001)]
+    for i, r in enumerate(rs):
+        cache.put(r, ok(f"t{i}", prompt_tokens=i, completion_tokens=1, attempts=2) if i % 3 else
+                  GenerationResult(text=None, error="boom"))
+    missing = req(repeat_index=9999).cache_key()
+    got = cache.get_many([r.cache_key() for r in rs] + [missing, rs[1].cache_key()])
+    assert len(got) == 2000  # 1000 errors and the unknown key are not hits
+    r1 = got[rs[1].cache_key()]
+    assert (r1.text, r1.prompt_tokens, r1.completion_tokens, r1.attempts, r1.error) == ("t1", 1, 1, 2, None)
+    assert rs[0].cache_key() not in got and missing not in got
+    cache.release()
+
+
+def exited_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_claims_split_keys_between_owners(tmp_path):
+    path = tmp_path / "c.duckdb"
+    a, b = GenerationCache(path), GenerationCache(path)
+    k1, k2, k3 = (req(repeat_index=i) for i in (1, 2, 3))
+    got = a.claim([k1.cache_key(), k2.cache_key()])
+    assert (got.claimed, got.busy, got.done) == ([k1.cache_key(), k2.cache_key()], [], {})
+    got = b.claim([k1.cache_key(), k2.cache_key(), k3.cache_key()])
+    assert (got.claimed, got.busy) == ([k3.cache_key()], [k1.cache_key(), k2.cache_key()])
+    a.put(k1, ok("one"))
+    a.flush()  # the commit that stores k1 ends a's claim on it
+    got = b.claim([k1.cache_key(), k2.cache_key()])
+    assert (got.claimed, got.busy, got.done[k1.cache_key()].text) == ([], [k2.cache_key()], "one")
+    a.release()  # ends a's remaining claim (k2)
+    assert b.claim([k2.cache_key()]).claimed == [k2.cache_key()]
+    b.release()
+    con = duckdb.connect(str(path))
+    assert con.execute("SELECT count(*) FROM claims").fetchall() == [(0,)]
+    con.close()
+
+
+def test_claims_of_gone_or_expired_owners_are_taken_over(tmp_path):
+    import socket
+
+    path = tmp_path / "c.duckdb"
+    cache = GenerationCache(path)
+    host = socket.gethostname()
+    rows = [("dead", f"{host}:{exited_pid()}:t", time.time() + 600),  # same host, process gone
+            ("expired", "elsewhere:1:t", time.time() - 1),  # another host, lease over
+            ("live", "elsewhere:1:t", time.time() + 600),  # another host, lease running
+            ("mine", f"{host}:{os.getpid()}:t", time.time() + 600)]  # this process, another cache
+    con = duckdb.connect(str(path))
+    con.executemany("INSERT INTO claims VALUES (?, ?, ?)", rows)
+    con.close()
+    got = cache.claim(["dead", "expired", "live", "mine"])
+    assert (got.claimed, got.busy) == (["dead", "expired"], ["live", "mine"])
+    cache.release()
+
+
+def test_a_running_owner_renews_its_leases(tmp_path):
+    path = tmp_path / "c.duckdb"
+    a = GenerationCache(path, lease_s=1.0)
+    a.claim(["k"])
+    time.sleep(2.2)  # more than two leases: only the writer's renewals keep the claim
+    b = GenerationCache(path)
+    assert b.claim(["k"]).busy == ["k"]
+    a.release(), b.release()
+
+
+EXIT_SCRIPT = textwrap.dedent("""
+    import sys
+    from metamorph.cache import GenerationCache
+    from metamorph.providers.base import GenerationRequest, GenerationResult
+
+    cache = GenerationCache(sys.argv[1], commit_interval_s=600)
+    for i in range(5):
+        cache.put(GenerationRequest("openai", "m", ({"role": "user", "content": str(i)},)), GenerationResult(text="x"))
+    print("queued", flush=True)  # no flush: the interpreter's exit commits them
+""")
+
+
+def test_a_normal_exit_commits_what_is_queued(tmp_path):
+    path = tmp_path / "c.duckdb"
+    out = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(path)], env={**os.environ, "PYTHONPATH": os.getcwd()},
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout == "queued\n", out.stderr
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("SELECT count(*) FROM generations").fetchall() == [(5,)]
+    con.close()
+
+
+HOLD_SCRIPT = textwrap.dedent("""
+    import sys, duckdb
+    con = duckdb.connect(sys.argv[1])
+    print("holding", flush=True)
+    sys.stdin.read()
+""")
+
+
+def test_a_commit_blocked_by_another_process_raises_and_keeps_the_rows(tmp_path):
+    path = tmp_path / "c.duckdb"
+    cache = GenerationCache(path, lock_timeout_s=0.5)
+    cache.release()  # the file is free
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        cache.put(req(), ok("kept"))
+        with pytest.raises(duckdb.IOException, match="lock"):
+            cache.flush()
+    finally:
+        holder.communicate("")
+    assert cache.get(req().cache_key()).text == "kept"  # still queued, committed now
+    cache.release()
+
+
+def test_every_result_field_round_trips(tmp_path):
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    stored = GenerationResult(text="t", finish_reason="length", prompt_tokens=11, completion_tokens=7, latency_s=0.25,
+                              model_id="mid", model_version="mv", system_fingerprint="fp", error=None, attempts=3)
+    cache.put(req(), stored)
+    assert cache.get_many([req().cache_key()]) == {req().cache_key(): stored}
+    assert cache.claim([req().cache_key()]).done == {req().cache_key(): stored}
+    cache.release()
