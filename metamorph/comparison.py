@@ -66,7 +66,8 @@ def item_scores(frame: pd.DataFrame, *, metric: str, value: str, item: Sequence[
             ``slices`` and ``value`` columns. ``value`` is numeric or boolean (True = 1).
         metric: the metric name written in every row.
         value: the column holding the observation's value.
-        item: the columns identifying an item (joined with ``/`` into ``item_id``).
+        item: the columns identifying an item (joined with ``/`` into ``item_id``); they may
+            include slice columns (items of a task are ``task/item_id``, sliced by task).
         slices: the columns defining a slice (``[]`` = one slice, ``all``).
         model: the model id column.
 
@@ -84,9 +85,9 @@ def item_scores(frame: pd.DataFrame, *, metric: str, value: str, item: Sequence[
                          f"{value!r}; filter the rows that do not count before scoring")
     if frame.empty:
         return pd.DataFrame(columns=ITEM_SCORE_COLUMNS)
-    df = frame[[model, *item, *slices]].copy()
+    keys = list(dict.fromkeys([model, *slices, *item]))  # a column may be both slice and item (task)
+    df = frame[keys].copy()
     df["_v"] = frame[value].astype(float)
-    keys = [model, *slices, *item]
     g = df.groupby(keys, sort=True, dropna=False)["_v"].agg(["mean", "size"]).reset_index()
     out = pd.DataFrame({
         "model_id": g[model].astype(str),

@@ -126,6 +126,8 @@ def test_item_scores_average_repeats_per_item_and_label_slices():
     with pytest.raises(ValueError, match="1 row\\(s\\) with a missing 'is_correct'"):
         item_scores(gen.assign(is_correct=[True, None, True, True, True]), metric="a", value="is_correct", item=["instance_id"])
     assert slice_label({}) == "all"
+    by_task = item_scores(gen, metric="accuracy", value="is_correct", item=["dataset", "instance_id"], slices=["dataset"])
+    assert by_task[["slice", "item_id", "value"]].values.tolist() == [["dataset=d", "d/x", 0.75], ["dataset=d", "d/y", 1.0]]
 
 
 def test_summary_and_markdown_put_regressions_first():
