@@ -4,9 +4,10 @@
 bootstrap:
 	@bash scripts/bootstrap.sh
 
-# Runs the document-format study on the embedded default (local SmolLM2 + the construct dataset).
+# Runs the document-format study on the embedded default (local SmolLM2 + the construct dataset);
+# the registry's other local models (gemma3-270m, smollm2-135m-instruct-t07) are left out here.
 demo: bootstrap
-	@OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m pipelines.run format_robustness
+	@OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m pipelines.run format_robustness --models smollm2-135m-instruct
 
 # Runs the whole test suite (includes the real local model end to end).
 test: bootstrap

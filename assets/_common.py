@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
+from pydantic import Field
 
 from metamorph.export import markdown_table
 from metamorph.schemas import table_schema_metadata, validate_frame
@@ -113,3 +114,44 @@ def table_asset(study: str, name: str, compute: Callable[..., pd.DataFrame], mod
 
 def _identity(df: pd.DataFrame) -> pd.DataFrame:
     return df
+
+
+
+
+class ComparisonConfig(dg.Config):
+    """Settings of a study's ``model_comparison`` (upgrade verdicts)."""
+
+    alpha: float = Field(default=0.05, gt=0, lt=1, description="Family-wise level of the verdicts (Holm over "
+                         "every metric × slice of a candidate).")
+    n_resamples: int = Field(default=2000, ge=100, description="Paired bootstrap resamples of the difference's CI.")
+    seed: int = Field(default=0, description="Seed of the bootstrap (and of a Monte Carlo permutation test).")
+
+
+def comparison_output(models, scores: pd.DataFrame, directions: dict, config: ComparisonConfig) -> dg.Output:
+    """``model_comparison`` of a study: every registry candidate with item scores against the
+    approved baseline (:func:`metamorph.comparison.compare_models`), validated, with the verdict
+    counts and the regressions-first markdown table as metadata.
+
+    ``models``: the registry entries. Without exactly one approved entry the table is empty and
+    the metadata says why (a study run with an unranked registry is not an error).
+    """
+    from metamorph.comparison import COMPARISON_COLUMNS, compare_models, comparison_markdown, verdict_summary
+    from metamorph.errors import ConfigError
+    from metamorph.models import approved_baseline
+    from metamorph.schemas import ModelComparison
+
+    try:
+        baseline = approved_baseline(models).id
+    except ConfigError as exc:
+        return validated_output(ModelComparison, pd.DataFrame(columns=COMPARISON_COLUMNS), "model_comparison",
+                                {"baseline": dg.MetadataValue.text(f"none: {exc}")})
+    evaluated = set(scores["model_id"])
+    candidates = [m.id for m in models if m.status == "candidate" and m.id in evaluated]
+    df = compare_models(scores, baseline, directions, candidates=candidates, alpha=config.alpha,
+                        n_resamples=config.n_resamples, seed=config.seed)
+    return validated_output(ModelComparison, df, "model_comparison", {
+        "baseline": dg.MetadataValue.text(baseline if baseline in evaluated else f"{baseline} (not evaluated yet)"),
+        "candidates_not_evaluated": dg.MetadataValue.json(
+            [m.id for m in models if m.status == "candidate" and m.id not in evaluated]),
+        "verdicts": dg.MetadataValue.md(verdict_summary(df).to_markdown(index=False) if len(df) else "_none_"),
+        "comparison": dg.MetadataValue.md(comparison_markdown(df))})

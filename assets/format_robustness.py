@@ -22,13 +22,15 @@ from pydantic import Field
 from dagster_duckdb import DuckDBResource
 
 from assets import plots
-from assets._common import create_lineage_views, generation_metadata, table_asset, validated_output
+from assets._common import (ComparisonConfig, comparison_output, create_lineage_views, generation_metadata,
+                            table_asset, validated_output)
 from metamorph.studies.format_robustness import evidence as ev
 from metamorph.studies.format_robustness import plan as fs
 from metamorph.studies.format_robustness import metrics as fr
 from metamorph.studies.format_robustness import analysis as fan
 from metamorph.studies.format_robustness import fairness as ffair
 from metamorph.studies.format_robustness import mitigations as mit
+from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.extract import extract_decision
 from metamorph.studies.format_robustness.plan import plan_generations
@@ -445,3 +447,18 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Views ``decision_lineage`` and ``mr_violation_lineage`` (``sql/format_robustness/lineage_views.sql``):
     from a metric cell to the exact request, raw completion, document and record."""
     return create_lineage_views(warehouse, GROUP, "decision_lineage")
+
+
+# ------------------------------------------------------------------------------------------
+# Model upgrades
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource,
+                     generation_outcomes: pd.DataFrame, mr_flags: pd.DataFrame) -> dg.Output:
+    """Upgrade verdicts: each candidate against the approved baseline on accuracy and M1/M2/M3
+    per ingestion × dataset (× format for accuracy), paired over instances
+    (:func:`metamorph.studies.format_robustness.report.comparison_scores`,
+    :func:`metamorph.comparison.compare_models`)."""
+    return comparison_output(model_registry.models(), fmt_report.comparison_scores(generation_outcomes, mr_flags),
+                             fmt_report.COMPARED_METRICS, config)

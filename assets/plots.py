@@ -216,3 +216,30 @@ def order_recovery_by_pattern(df: pd.DataFrame) -> dg.MetadataValue:
     ax.set_title("Recovery by permutation pattern (all languages)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure_md(fig)
+
+
+def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
+    """One panel per study: its headline metrics on x, one bar per model side by side, 95% CI
+    whiskers (current versions only; % and pp share the y axis, labelled per panel)."""
+    cur = card[card["is_current"]] if len(card) else card
+    cur = cur[cur["value"].notna()] if len(cur) else cur
+    if cur.empty:
+        return dg.MetadataValue.md("_no headline numbers to plot_")
+    studies = sorted(cur["study"].unique())
+    models = sorted(cur["model_id"].unique())
+    fig, axes = plt.subplots(1, len(studies), figsize=(4.2 * len(studies) + 1.5, 3.4), squeeze=False)
+    width = 0.8 / len(models)
+    for ax, study in zip(axes[0], studies):
+        part = cur[cur["study"] == study].assign(
+            label=lambda d: d["metric"] + np.where(d["slice"] == "all", "", "\n" + d["slice"]))
+        labels = list(dict.fromkeys(part.sort_values(["metric", "slice"])["label"]))
+        for i, m in enumerate(models):
+            rows = part[part["model_id"] == m].set_index("label").reindex(labels)
+            low = (rows["value"] - rows["ci_low"]).clip(lower=0).fillna(0)
+            high = (rows["ci_high"] - rows["value"]).clip(lower=0).fillna(0)
+            ax.bar(np.arange(len(labels)) + i * width, rows["value"], width, yerr=[low, high], capsize=2, label=m)
+        ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, fontsize=7)
+        ax.set_ylabel(" / ".join(sorted(part["unit"].unique())))
+        ax.set_title(study, fontsize=9)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return figure_md(fig)

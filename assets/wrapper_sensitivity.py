@@ -18,11 +18,12 @@ import pandas as pd
 from pydantic import Field
 
 from assets import plots
-from assets._common import generation_metadata, validated_output
+from assets._common import ComparisonConfig, comparison_output, generation_metadata, validated_output
 from metamorph.studies.wrapper_sensitivity import plan as ws
 from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity import diagnostics as diag
 from metamorph.studies.wrapper_sensitivity import regression as reg
+from metamorph.studies.wrapper_sensitivity import report as ws_report
 from metamorph.studies.wrapper_sensitivity.tasks import QAItem, load_task
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
@@ -269,3 +270,23 @@ def constrained_falsifier(config: ModeConfig, scored_answers: pd.DataFrame) -> d
     :func:`metamorph.studies.wrapper_sensitivity.diagnostics.constrained_falsifier`."""
     return validated_output(S.WrapperConstrainedFalsifier, diag.constrained_falsifier(scored_answers, config.mode),
                             "constrained_falsifier")
+
+
+# ------------------------------------------------------------------------------------------
+# Model upgrades
+
+
+class WrapperComparisonConfig(ComparisonConfig):
+    mode: str = Field(default=wm.DEFAULT_MODE, description="Extraction variant the verdicts use (default: the "
+                      "paper's extractor).")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+def model_comparison(config: WrapperComparisonConfig, model_registry: ModelRegistryResource,
+                     scored_answers: pd.DataFrame) -> dg.Output:
+    """Upgrade verdicts: each candidate against the approved baseline on accuracy and
+    parseability per task × wrapper and per task, paired over items
+    (:func:`metamorph.studies.wrapper_sensitivity.report.comparison_scores`,
+    :func:`metamorph.comparison.compare_models`)."""
+    return comparison_output(model_registry.models(), ws_report.comparison_scores(scored_answers, config.mode),
+                             ws_report.COMPARED_METRICS, config)

@@ -7,6 +7,13 @@ The registry is a YAML file (default ``config/models.yaml``)::
         provider: llama_cpp              # llama_cpp | openai | anthropic | openai_compatible
         model: SmolLM2-135M-Instruct.Q4_1.gguf
         ingestion: [inline]              # document-format study ingestion paths
+        status: approved                 # approved (the baseline of upgrade verdicts) | candidate
+      - id: gemma3-270m
+        provider: llama_cpp
+        model: gemma-3-270m-q4_k_m.gguf
+        status: candidate
+        params:
+          chat_format: gemma             # llama_cpp only: the llama.cpp chat format (file has no template)
       - id: gpt-4o-mini
         provider: openai
         model: gpt-4o-mini
@@ -22,6 +29,11 @@ The registry is a YAML file (default ``config/models.yaml``)::
 A *workflow* of the document-format study is a model with one ingestion path
 (``<model id>/<ingestion>``). Each entry's :meth:`ModelSpec.fingerprint` lets the registry
 sensor notice a changed entry (e.g. a new model snapshot) and re-evaluate that partition.
+
+``status`` says which entry upgrade verdicts compare against: the one ``approved`` entry is the
+baseline, ``candidate`` entries (the default) are compared with it
+(:func:`approved_baseline`, :mod:`metamorph.comparison`). Promoting a candidate changes no
+output, so ``status`` is not part of the fingerprint.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from metamorph.providers.base import INGESTION_PATHS, canonical_json, sha256_hex
 PROVIDERS = ("llama_cpp", "openai", "anthropic", "openai_compatible")
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 _DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+STATUSES = ("approved", "candidate")
 _INGESTION_OK = {
     "llama_cpp": {"inline"},
     "openai": {"inline", "openai_file"},
@@ -50,7 +63,8 @@ _INGESTION_OK = {
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One registry entry. ``params`` are default decoding parameters for every study.
+    """One registry entry. ``params`` are default decoding parameters for every study (for
+    llama_cpp also ``chat_format``); ``status`` is ``approved`` or ``candidate``.
 
     ``source`` and ``entry`` (the registry file and the 1-based entry of ``models``) locate the
     entry for error messages; they are not part of its identity (equality, fingerprint)."""
@@ -63,11 +77,18 @@ class ModelSpec:
     api_key_env: str | None = None
     max_concurrency: int = 4
     params: dict[str, Any] = field(default_factory=dict)
+    status: str = "candidate"
     source: str | None = field(default=None, compare=False, repr=False)
     entry: int | None = field(default=None, compare=False, repr=False)
 
+    @property
+    def chat_format(self) -> str | None:
+        """The llama.cpp chat format of a llama_cpp entry (``params.chat_format``), else None."""
+        return self.params.get("chat_format")
+
     def fingerprint(self) -> str:
-        """sha256 of the entry's canonical JSON (changes when any field changes)."""
+        """sha256 of the entry's canonical JSON (changes when any field that shapes outputs
+        changes; ``status`` and ``max_concurrency`` do not)."""
         return sha256_hex(canonical_json({
             "id": self.id, "provider": self.provider, "model": self.model, "ingestion": list(self.ingestion),
             "base_url": self.base_url, "api_key_env": self.api_key_env, "params": self.params,
@@ -99,7 +120,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if not isinstance(e, dict):
             raise bad("an entry of 'models' must be a mapping")
         unknown = set(e) - {"id", "provider", "model", "ingestion", "base_url", "api_key_env", "max_concurrency",
-                            "params"}
+                            "params", "status"}
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         for k in ("id", "provider", "model"):
@@ -122,6 +143,9 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad("base_url must be a URL string", "base_url")
         if e["provider"] == "openai_compatible" and not e.get("base_url"):
             raise bad("openai_compatible needs base_url", "base_url")
+        status = e.get("status", "candidate")
+        if status not in STATUSES:
+            raise bad(f"status {status!r:.40} not in {list(STATUSES)}", "status")
         key_env = e.get("api_key_env") or _DEFAULT_KEY_ENV.get(e["provider"])
         if key_env is not None and not (isinstance(key_env, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key_env)):
             raise bad("api_key_env must be an environment variable NAME, e.g. OPENAI_API_KEY", "api_key_env")
@@ -131,14 +155,30 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         params = e.get("params") or {}
         if not isinstance(params, dict):
             raise bad(f"params must be a mapping of decoding parameters, got {type(params).__name__}", "params")
+        if "chat_format" in params and (e["provider"] != "llama_cpp" or not isinstance(params["chat_format"], str)):
+            raise bad("params.chat_format is a llama_cpp setting (a llama.cpp chat format name)", "params")
         mid = str(e["id"])
         if mid in seen:
             raise bad(f"duplicate model id {mid!r} (first at entry {seen[mid]})", "id")
         seen[mid] = i
         out.append(ModelSpec(id=mid, provider=e["provider"], model=str(e["model"]), ingestion=ingestion,
                              base_url=e.get("base_url"), api_key_env=key_env, max_concurrency=conc,
-                             params=dict(params), source=source, entry=i))
+                             params=dict(params), status=status, source=source, entry=i))
     return out
+
+
+def approved_baseline(models: list[ModelSpec]) -> ModelSpec:
+    """The registry's one ``approved`` entry: the baseline candidates are compared with.
+
+    Raises :class:`RegistryError` (a :class:`ConfigError`) naming the registry file and the
+    ``status`` key when no entry or more than one entry is approved.
+    """
+    approved = [m for m in models if m.status == "approved"]
+    if len(approved) != 1:
+        source = next((m.source for m in models if m.source), "<registry>")
+        raise RegistryError(source, "upgrade verdicts need exactly one registry entry with status 'approved'; "
+                            f"found {[m.id for m in approved] or 'none'}", field="status")
+    return approved[0]
 
 
 def load_registry(path: str | Path) -> list[ModelSpec]:

@@ -82,3 +82,56 @@ class GenerationRecord(StrictModel):
     system_fingerprint: Series[str] = pa.Field(nullable=True, description="OpenAI system_fingerprint when given.")
     cache_hit: Series[bool] = pa.Field(description="Served from the generation cache in this run.")
     error: Series[str] = pa.Field(nullable=True, description="Error of the call (never a completion).")
+
+
+class ModelComparison(StrictModel):
+    """``model_comparison`` (every study that has one): a candidate against the approved baseline
+    per metric and slice (:func:`metamorph.comparison.compare_models`). Values in the metric's
+    unit (fractions 0–1 for rates); differences are candidate − baseline."""
+
+    candidate_id: Series[str] = pa.Field(description="Candidate model (registry status candidate).")
+    baseline_id: Series[str] = pa.Field(description="The approved baseline model.")
+    metric: Series[str] = pa.Field(description="Metric compared (the study's term, e.g. accuracy, M1).")
+    slice: Series[str] = pa.Field(description="Slice, e.g. 'ingestion=inline, dataset=medqa, format=json'; 'all' = unsliced.")
+    higher_is_better: Series[bool] = pa.Field(description="Whether a larger value of the metric is better.")
+    n_items: Series[int] = pa.Field(ge=0, description="Items scored for both models (the paired sample; count).")
+    n_baseline_only: Series[int] = pa.Field(ge=0, description="Items only the baseline has in this slice (count; not compared).")
+    n_candidate_only: Series[int] = pa.Field(ge=0, description="Items only the candidate has in this slice (count; not compared).")
+    baseline_mean: Series[float] = pa.Field(nullable=True, description="Baseline's mean over the paired items; null when n_items = 0.")
+    candidate_mean: Series[float] = pa.Field(nullable=True, description="Candidate's mean over the paired items; null when n_items = 0.")
+    difference: Series[float] = pa.Field(nullable=True, description="candidate_mean − baseline_mean; null when n_items = 0.")
+    ci_low: Series[float] = pa.Field(nullable=True, description="Paired percentile bootstrap 95% CI of the difference, low; null when n_items < 2.")
+    ci_high: Series[float] = pa.Field(nullable=True, description="Paired percentile bootstrap 95% CI of the difference, high; null when n_items < 2.")
+    ci_note: Series[str] = pa.Field(nullable=True, description="Why the CI is special (no items, one item, all differences equal), else null.")
+    n_better: Series[int] = pa.Field(ge=0, description="Items on which the candidate is better (count).")
+    n_worse: Series[int] = pa.Field(ge=0, description="Items on which the candidate is worse (count).")
+    test: Series[str] = pa.Field(nullable=True, isin=["mcnemar_exact", "paired_permutation"],
+                                 description="mcnemar_exact when every paired value is 0/1, else the paired sign-flip permutation test; null when n_items = 0.")
+    statistic: Series[float] = pa.Field(nullable=True, description="McNemar: min(n01, n10); permutation: the mean difference.")
+    p_value: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="Two-sided p-value of the test (unadjusted).")
+    p_holm: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="Holm-adjusted p over all (metric, slice) rows of the candidate.")
+    alpha: Series[float] = pa.Field(gt=0, lt=1, description="Family-wise level of the verdict.")
+    verdict: Series[str] = pa.Field(isin=["regressed", "improved", "no detectable change", "not comparable"],
+                                    description="regressed / improved when p_holm < alpha (direction by sign and higher_is_better); not comparable without shared items.")
+
+
+class ReportCard(StrictModel):
+    """``robustness_report_card``: every model's headline numbers across studies with 95% CIs,
+    and the change since the previous version of the model (:func:`metamorph.report_card.build_card`)."""
+
+    model_id: Series[str] = pa.Field(description="Registry model id.")
+    study: Series[str] = pa.Field(description="Study (asset group) the number comes from.")
+    metric: Series[str] = pa.Field(description="Headline metric (M1, M2, M3, accuracy, FSI, PSI, parseability, recovery).")
+    slice: Series[str] = pa.Field(description="Slice of the number ('all', 'ingestion=inline', 'setting=zero_shot').")
+    unit: Series[str] = pa.Field(isin=["%", "pp"], description="Unit of value, CI and delta: percent or percentage points.")
+    value: Series[float] = pa.Field(nullable=True, description="The number (unit in 'unit'); null when it has no observations.")
+    ci_low: Series[float] = pa.Field(nullable=True, description="Bootstrap 95% CI low; null when there is no interval (n < 2).")
+    ci_high: Series[float] = pa.Field(nullable=True, description="Bootstrap 95% CI high; null when there is no interval (n < 2).")
+    n: Series[int] = pa.Field(ge=0, description="Resampling units behind the number (items, instances or tasks; count).")
+    higher_is_better: Series[bool] = pa.Field(description="Whether a larger value is better.")
+    version: Series[str] = pa.Field(description="Registry fingerprint the study's generations were made with ('unrecorded' if none).")
+    recorded_at: Series[pd.Timestamp] = pa.Field(description="When this version's number was computed (UTC).")
+    is_current: Series[bool] = pa.Field(description="True: the model's current version; False: kept history of an earlier version.")
+    previous_version: Series[str] = pa.Field(nullable=True, description="The latest earlier version of this cell, if any.")
+    previous_value: Series[float] = pa.Field(nullable=True, description="Value under previous_version.")
+    delta: Series[float] = pa.Field(nullable=True, description="value − previous_value (unit in 'unit').")

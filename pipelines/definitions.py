@@ -8,8 +8,8 @@ executor is in-process (one step at a time; no process spawn per step on 2 cores
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from assets import format_robustness, order_probe, workflow_perturb, wrapper_sensitivity
-from pipelines.jobs import INPUT_JOBS, MODEL_JOBS
+from assets import format_robustness, model_upgrades, order_probe, workflow_perturb, wrapper_sensitivity
+from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, model_upgrades_job
 from pipelines.schedules import WEEKLY_SCHEDULES
 from pipelines.sensors import model_registry_sensor
 from resources import (EncoderResource, GenerationCacheResource, ModelRegistryResource, SafeDuckDBPandasIOManager, cache_path,
@@ -17,13 +17,15 @@ from resources import (EncoderResource, GenerationCacheResource, ModelRegistryRe
 
 
 STUDIES = [format_robustness, wrapper_sensitivity, workflow_perturb, order_probe]
+#: Asset modules that span studies (group model_upgrades: the robustness report card).
+CROSS_STUDY = [model_upgrades]
 
 
 def build_definitions() -> dg.Definitions:
     return dg.Definitions(
-        assets=dg.load_assets_from_modules(STUDIES),
+        assets=dg.load_assets_from_modules([*STUDIES, *CROSS_STUDY]),
         asset_checks=dg.load_asset_checks_from_modules(STUDIES),
-        jobs=[*INPUT_JOBS.values(), *MODEL_JOBS.values()],
+        jobs=[*INPUT_JOBS.values(), *MODEL_JOBS.values(), model_upgrades_job],
         schedules=WEEKLY_SCHEDULES,
         sensors=[model_registry_sensor],
         resources={

@@ -2,8 +2,9 @@
 
 * ``<study>_inputs_job`` — the study's source items and their surface forms (unpartitioned);
 * ``<study>_model_job`` — everything downstream for ONE model partition (generations, extraction)
-  plus the cross-model metric tables, which re-read all partitions. Sensors and schedules launch
-  the model jobs per model.
+  plus the cross-model metric tables (and the upgrade verdicts ``model_comparison``), which re-read
+  all partitions. Sensors and schedules launch the model jobs per model;
+* ``model_upgrades_job`` — the cross-study robustness report card.
 """
 
 import dagster as dg
@@ -53,3 +54,10 @@ workflow_perturb_inputs_job = INPUT_JOBS["workflow_perturb"]
 workflow_perturb_model_job = MODEL_JOBS["workflow_perturb"]
 order_probe_inputs_job = INPUT_JOBS["order_probe"]
 order_probe_model_job = MODEL_JOBS["order_probe"]
+
+
+#: The cross-study report card (group ``model_upgrades``); run it after the studies' model jobs.
+model_upgrades_job = dg.define_asset_job(
+    "model_upgrades_job", selection=dg.AssetSelection.groups("model_upgrades"),
+    description="Rebuild the robustness report card: every model's headline numbers across studies, with the "
+                "change since the model's previous version.")

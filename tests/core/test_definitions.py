@@ -26,6 +26,8 @@ EXPECTED_ASSETS = {
     # order_probe
     "order_items", "scrambled_inputs", "order_prompts", "order_generations", "scored_replies", "recovery_rates",
     "recovery_breakdown", "error_categories", "recovery_regression", "semantic_scores", "diagnostics",
+    # format_robustness and wrapper_sensitivity: upgrade verdicts; model_upgrades: the report card
+    "model_comparison", "robustness_report_card",
 }
 PER_MODEL = {"workflow_generations", "extracted_decisions", "evidence_categories", "routed_generations",
              "routed_outcomes", "wrapper_generations", "scored_answers", "token_balance", "llm_perturbations",
@@ -42,7 +44,8 @@ def test_asset_graph_keys_and_groups():
     keys = {k.path[-1] for k in graph.get_all_asset_keys()}
     assert keys == EXPECTED_ASSETS
     for key in graph.get_all_asset_keys():
-        assert key.path[0] in ("format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe")
+        assert key.path[0] in ("format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe",
+                               "model_upgrades")
         assert graph.get(key).group_name == key.path[0]
 
 
@@ -135,6 +138,6 @@ def test_weekly_schedule_fans_out_over_partitions():
 
 @pytest.mark.parametrize("job", ["format_robustness_inputs_job", "format_robustness_model_job",
                                  "wrapper_sensitivity_inputs_job", "wrapper_sensitivity_model_job",
-                                 "workflow_perturb_inputs_job", "workflow_perturb_model_job"])
+                                 "workflow_perturb_inputs_job", "workflow_perturb_model_job", "model_upgrades_job"])
 def test_jobs_resolve(job):
     assert defs.resolve_job_def(job).name == job

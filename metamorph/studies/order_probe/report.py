@@ -7,7 +7,9 @@ categories. Tables are read from the DuckDB warehouse (schema ``order_probe``).
 from __future__ import annotations
 
 import duckdb
+import pandas as pd
 
+from metamorph.report_card import CARD_ROW_COLUMNS
 from metamorph.sql import markdown_sections
 
 SECTIONS = (
@@ -39,3 +41,14 @@ def headline(con: duckdb.DuckDBPyConnection) -> str:
     Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
     """
     return markdown_sections(con, SECTIONS)
+
+
+def card_rows(recovery_rates: pd.DataFrame) -> pd.DataFrame:
+    """Report-card rows per model: the recovery rate (%) pooled over languages, per prompt
+    setting, with its bootstrap 95% CI over canonical expressions (``recovery_rates`` rows with
+    language ``all``; ``n`` = canonical expressions)."""
+    r = recovery_rates[recovery_rates["language"] == "all"]
+    return pd.DataFrame({"model_id": r["model_id"], "study": "order_probe", "metric": "recovery",
+                         "slice": "setting=" + r["setting"].astype(str), "unit": "%", "value": r["recovery_pct"],
+                         "ci_low": r["ci_low_pct"], "ci_high": r["ci_high_pct"], "n": r["n_items"],
+                         "higher_is_better": True}, columns=CARD_ROW_COLUMNS).reset_index(drop=True)

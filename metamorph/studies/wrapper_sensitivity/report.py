@@ -7,8 +7,13 @@ are read from the DuckDB warehouse (schema ``wrapper_sensitivity``).
 from __future__ import annotations
 
 import duckdb
+import pandas as pd
 
+from metamorph.comparison import item_scores
+from metamorph.report_card import CARD_ROW_COLUMNS, clustered_rate_rows
 from metamorph.sql import markdown_sections
+from metamorph.studies.wrapper_sensitivity.metrics import DEFAULT_MODE, validate_scored
+from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES
 
 
 SECTIONS = (
@@ -34,3 +39,51 @@ def headline(con: duckdb.DuckDBPyConnection) -> str:
     Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
     """
     return markdown_sections(con, SECTIONS)
+
+
+# ------------------------------------------------------------------------------------------
+# Model upgrades: item scores for upgrade verdicts and the report card's rows.
+
+#: Metrics of the upgrade verdicts (higher is better for both): accuracy and parseability under
+#: the headline extractor (§3.5), the two quantities whose ranges over wrappers are FSI and PSI (§4).
+COMPARED_METRICS = {"accuracy": True, "parseability": True}
+STUDY = "wrapper_sensitivity"
+
+
+def _mode_rows(scored: pd.DataFrame, mode: str) -> pd.DataFrame:
+    s = validate_scored(scored, mode)
+    return s[s["mode"] == mode]
+
+
+def comparison_scores(scored: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
+    """Item scores (:func:`metamorph.comparison.item_scores`) of every model under extraction
+    ``mode`` (default: the paper's extractor), the item being ``task/item_id``: ``accuracy``
+    (correct) and ``parseability`` (parseable) averaged over seeds, per ``task, wrapper`` (every
+    wrapper arm present); and per ``task`` averaged over the five standard wrappers and seeds.
+
+    Raises ``ValueError`` for an invalid scored frame (:func:`~metamorph.studies.wrapper_sensitivity.metrics.validate_scored`).
+    """
+    s = _mode_rows(scored, mode or DEFAULT_MODE)
+    std = s[s["wrapper"].isin(FAMILIES)]
+    parts = []
+    for metric, col in (("accuracy", "correct"), ("parseability", "parseable")):
+        parts.append(item_scores(s, metric=metric, value=col, item=["task", "item_id"], slices=["task", "wrapper"]))
+        parts.append(item_scores(std, metric=metric, value=col, item=["task", "item_id"], slices=["task"]))
+    return pd.concat(parts, ignore_index=True)
+
+
+def card_rows(scored: pd.DataFrame, mean_indices: pd.DataFrame, mode: str | None = None, n_resamples: int = 1000,
+              seed: int = 0) -> pd.DataFrame:
+    """Report-card rows per model: accuracy and parseability (%, five standard wrappers, all
+    tasks and seeds; bootstrap 95% CI resampling items) and mean FSI / PSI (pp, with their
+    bootstrap CIs over tasks from ``mean_fsi_psi``; lower is better)."""
+    s = _mode_rows(scored, mode or DEFAULT_MODE)
+    std = s[s["wrapper"].isin(FAMILIES)]
+    parts = [clustered_rate_rows(std, study=STUDY, metric=metric, value=col, cluster=["task", "item_id"],
+                                 n_resamples=n_resamples, seed=seed)
+             for metric, col in (("accuracy", "correct"), ("parseability", "parseable"))]
+    idx = mean_indices[mean_indices["index"].isin(["FSI", "PSI"])]
+    parts.append(pd.DataFrame({"model_id": idx["model_id"], "study": STUDY, "metric": idx["index"], "slice": "all",
+                               "unit": "pp", "value": idx["mean"], "ci_low": idx["ci_low"], "ci_high": idx["ci_high"],
+                               "n": idx["n_tasks"], "higher_is_better": False}, columns=CARD_ROW_COLUMNS))
+    return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,65 @@
+"""Model upgrades across studies (asset group ``model_upgrades``): the robustness report card.
+
+The per-study upgrade verdicts are each study's ``model_comparison`` asset; this group holds what
+spans studies. The card reads the studies' metric tables from the warehouse (a study that has not
+been run is listed as missing, not an error), builds each study's headline rows with its
+``report.card_rows`` and keeps earlier versions of every model as history
+(:mod:`metamorph.report_card`).
+"""
+
+import dagster as dg
+import duckdb
+import pandas as pd
+from dagster_duckdb import DuckDBResource
+
+from assets import plots
+from assets._common import validated_output
+from metamorph.report_card import build_card, card_markdown
+from metamorph.schemas import ReportCard
+from metamorph.studies.format_robustness import report as fmt_report
+from metamorph.studies.order_probe import report as op_report
+from metamorph.studies.wrapper_sensitivity import report as ws_report
+from pipelines.sensors import evaluated_fingerprint
+
+GROUP = "model_upgrades"
+PREFIX = [GROUP]
+POOL = "duckdb"
+
+#: study -> the warehouse tables its card rows are built from, and the builder.
+CARD_SOURCES = {
+    "format_robustness": (("generation_outcomes", "mr_flags"), fmt_report.card_rows),
+    "wrapper_sensitivity": (("scored_answers", "mean_fsi_psi"), ws_report.card_rows),
+    "order_probe": (("recovery_rates",), op_report.card_rows),
+}
+
+
+def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFrame | None:
+    exists = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
+                         [schema, table]).fetchall()[0][0]
+    return con.execute(f'SELECT * FROM "{schema}"."{table}"').df() if exists else None
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          deps=[dg.AssetKey([study, t]) for study, (tables, _) in CARD_SOURCES.items() for t in tables])
+def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBResource) -> dg.Output:
+    """One row per model × study × headline metric with 95% CIs (M1/M2/M3 and accuracy; FSI, PSI,
+    accuracy and parseability; OrderProbe recovery per setting), each model's version (the registry
+    fingerprint its generations were made with) and the difference to the previous version of
+    the model (:func:`metamorph.report_card.build_card`). WorkflowPerturb has no per-model
+    headline yet (its gate firing rates are computed on the deterministic perturbations)."""
+    with warehouse.get_connection() as con:
+        inputs = {s: [_read(con, s, t) for t in tables] for s, (tables, _) in CARD_SOURCES.items()}
+        previous = _read(con, GROUP, "robustness_report_card")
+    present = [s for s, frames in inputs.items() if all(f is not None and len(f) for f in frames)]
+    parts = [CARD_SOURCES[s][1](*inputs[s]) for s in present]
+    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ReportCard.to_schema().columns)
+    versions = {(m, s): evaluated_fingerprint(context.instance, s, m) or "unrecorded"
+                for m, s in zip(rows["model_id"], rows["study"])}
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None)
+    card = build_card(rows, versions, now, previous)
+    return validated_output(ReportCard, card, "robustness_report_card", {
+        "report_card": dg.MetadataValue.md(card_markdown(card)),
+        "plot": plots.report_card_by_study(card),
+        "studies": dg.MetadataValue.json({"included": present, "missing": sorted(set(CARD_SOURCES) - set(present))}),
+        "models_with_previous_version": dg.MetadataValue.json(
+            sorted(set(card.loc[card["is_current"] & card["previous_version"].notna(), "model_id"])))})

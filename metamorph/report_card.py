@@ -1,0 +1,145 @@
+"""The robustness report card: each model's headline numbers across studies, with CIs, and the
+change since the previous version of that model.
+
+Each study contributes **card rows** (:data:`CARD_ROW_COLUMNS`; its ``report.py`` builds them
+from its own tables): one number per (model, study, metric, slice) with its 95% CI. A model's
+*version* in a study is the registry fingerprint its generations were produced with; when a
+model is re-evaluated under a new version, the card keeps the rows of the old version as
+history (``is_current`` false) and every current row names the most recent earlier version of
+the same (model, study, metric, slice) with its value and the difference (:func:`build_card`).
+
+Pure library: no Dagster.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from metamorph.comparison import slice_label
+from metamorph.schemas import require_columns
+from metamorph.stats import bootstrap_ratio_ci
+
+CARD_ROW_COLUMNS = ["model_id", "study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "n",
+                    "higher_is_better"]
+CARD_COLUMNS = [*CARD_ROW_COLUMNS, "version", "recorded_at", "is_current", "previous_version", "previous_value",
+                "delta"]
+_CELL = ["model_id", "study", "metric", "slice"]
+
+
+def clustered_rate_rows(frame: pd.DataFrame, *, study: str, metric: str, value: str, cluster: Sequence[str],
+                        slices: Sequence[str] = (), model: str = "model_id", higher_is_better: bool = True,
+                        n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Card rows of a rate in percent: ``100 · mean(value)`` per (model, slice), with a
+    percentile bootstrap 95% CI that resamples clusters (items; their repeats, seeds or groups
+    move together: :func:`metamorph.stats.bootstrap_ratio_ci`). ``n`` counts clusters.
+
+    Args:
+        frame: one row per observation; ``value`` boolean or 0/1, never missing (filter the
+            rows that do not count first).
+        cluster: columns identifying a cluster (an item).
+        slices: columns of the slice (none = ``all``).
+
+    Raises:
+        ValueError: a missing column or a missing ``value``.
+    """
+    require_columns(frame, [model, value, *cluster, *slices], f"clustered_rate_rows({metric})")
+    if frame[value].isna().any():
+        raise ValueError(f"clustered_rate_rows({metric}): {int(frame[value].isna().sum())} row(s) with a missing "
+                         f"{value!r}")
+    rows = []
+    df = frame.assign(_v=frame[value].astype(float))
+    for key, grp in df.groupby([model, *slices], sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        per = grp.groupby(list(cluster), sort=True)["_v"].agg(["sum", "size"])
+        ci = bootstrap_ratio_ci(per["sum"], per["size"], n_resamples=n_resamples, seed=seed)
+        rows.append({"model_id": str(key[0]), "study": study, "metric": metric,
+                     "slice": slice_label(dict(zip(slices, key[1:]))), "unit": "%", "value": 100 * ci.mean,
+                     "ci_low": math.nan if ci.low is None else 100 * ci.low,
+                     "ci_high": math.nan if ci.high is None else 100 * ci.high, "n": ci.n,
+                     "higher_is_better": higher_is_better})
+    return pd.DataFrame(rows, columns=CARD_ROW_COLUMNS)
+
+
+def build_card(rows: pd.DataFrame, versions: Mapping[tuple[str, str], str], recorded_at: pd.Timestamp,
+               previous: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The report card: the current ``rows`` with their versions and the diff against the
+    previous version, followed by the history kept from ``previous``.
+
+    Args:
+        rows: card rows (:data:`CARD_ROW_COLUMNS`) of every study, one per cell
+            (model_id, study, metric, slice).
+        versions: ``(model_id, study) -> version`` (the registry fingerprint the study's
+            generations were made with); every (model, study) of ``rows`` needs one.
+        recorded_at: when this card is computed (naive UTC); stored on current rows.
+        previous: the card as last written (:data:`CARD_COLUMNS`), or None.
+
+    Returns:
+        :data:`CARD_COLUMNS`. Current rows (``is_current``) first, sorted by model, study,
+        metric, slice; ``previous_version`` / ``previous_value`` / ``delta`` (= value −
+        previous value, in the row's unit) come from the latest history row of the same cell
+        with another version, or are null. History rows: every row of ``previous`` whose
+        (model, study, version) is not current — the same version is replaced by this
+        computation, so re-running a version does not make it its own predecessor.
+
+    Raises:
+        ValueError: missing columns, duplicate cells, a (model, study) without a version.
+    """
+    require_columns(rows, CARD_ROW_COLUMNS, "build_card(rows)")
+    dup = rows.duplicated(_CELL)
+    if dup.any():
+        raise ValueError(f"build_card: duplicate card cell(s) {rows[dup][_CELL].head(3).values.tolist()}")
+    missing = sorted({(m, s) for m, s in zip(rows["model_id"], rows["study"])} - set(versions))
+    if missing:
+        raise ValueError(f"build_card: no version for (model, study) {missing}")
+    cur = rows[CARD_ROW_COLUMNS].copy()
+    cur["version"] = [versions[(m, s)] for m, s in zip(cur["model_id"], cur["study"])]
+    cur["recorded_at"] = pd.Timestamp(recorded_at)
+    cur["is_current"] = True
+    if previous is not None and len(previous):
+        require_columns(previous, CARD_COLUMNS, "build_card(previous)")
+        current_versions = set(zip(cur["model_id"], cur["study"], cur["version"]))
+        keep = [(m, s, v) not in current_versions
+                for m, s, v in zip(previous["model_id"], previous["study"], previous["version"])]
+        hist = previous[keep].copy()
+        hist["is_current"] = False
+    else:
+        hist = pd.DataFrame(columns=CARD_COLUMNS)
+    prev_of = {}
+    if len(hist):
+        latest = hist.sort_values("recorded_at").groupby(_CELL, sort=False).tail(1)
+        prev_of = {tuple(r[c] for c in _CELL): (r["version"], r["value"]) for _, r in latest.iterrows()}
+    pv = [prev_of.get(tuple(r[c] for c in _CELL)) for _, r in cur.iterrows()]
+    cur["previous_version"] = [p[0] if p else None for p in pv]
+    cur["previous_value"] = [float(p[1]) if p else math.nan for p in pv]
+    cur["delta"] = cur["value"] - cur["previous_value"]
+    cur = cur.sort_values(_CELL).reset_index(drop=True)
+    hist = hist.sort_values([*_CELL, "recorded_at"]).reset_index(drop=True)
+    out = pd.concat([cur[CARD_COLUMNS], hist[CARD_COLUMNS]], ignore_index=True) if len(hist) else cur[CARD_COLUMNS]
+    out["is_current"] = out["is_current"].astype(bool)
+    out["n"] = out["n"].astype(int)
+    return out.reset_index(drop=True)
+
+
+def _cell_text(r) -> str:
+    ci = "" if math.isnan(r.ci_low) else f" [{r.ci_low:.1f}, {r.ci_high:.1f}]"
+    unit = "" if r.unit == "%" else f" {r.unit}"
+    delta = "" if math.isnan(r.delta) else f" (Δ {r.delta:+.1f} vs {str(r.previous_version)[:8]})"
+    return f"{r.value:.1f}{ci}{unit}{delta}"
+
+
+def card_markdown(card: pd.DataFrame) -> str:
+    """One row per model (current rows only), one column per study · metric · slice:
+    ``value [ci_low, ci_high]`` and, where a previous version exists, ``(Δ +x vs <version>)``."""
+    cur = card[card["is_current"]] if len(card) else card
+    if cur.empty:
+        return "_no model has been evaluated in any study yet_"
+    cur = cur.assign(col=[f"{s} · {m}" + ("" if sl == "all" else f" ({sl})")
+                          for s, m, sl in zip(cur["study"], cur["metric"], cur["slice"])],
+                     text=[_cell_text(r) for r in cur.itertuples()])
+    wide = cur.pivot(index="model_id", columns="col", values="text").fillna("–")
+    versions = cur.groupby("model_id")["version"].agg(lambda v: ", ".join(sorted({str(x)[:8] for x in v})))
+    wide.insert(0, "version(s)", versions)
+    return wide.reset_index().to_markdown(index=False)

