@@ -153,5 +153,5 @@ def comparison_output(models, scores: pd.DataFrame, directions: dict, config: Co
         "baseline": dg.MetadataValue.text(baseline if baseline in evaluated else f"{baseline} (not evaluated yet)"),
         "candidates_not_evaluated": dg.MetadataValue.json(
             [m.id for m in models if m.status == "candidate" and m.id not in evaluated]),
-        "verdicts": dg.MetadataValue.md(verdict_summary(df).to_markdown(index=False) if len(df) else "_none_"),
+        "verdicts": dg.MetadataValue.md(markdown_table(verdict_summary(df)) if len(df) else "_none_"),
         "comparison": dg.MetadataValue.md(comparison_markdown(df))})

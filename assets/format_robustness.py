@@ -22,6 +22,7 @@ from pydantic import Field
 from dagster_duckdb import DuckDBResource
 
 from assets import plots
+from metamorph.export import markdown_table
 from assets._common import (ComparisonConfig, comparison_output, create_lineage_views, generation_metadata,
                             table_asset, validated_output)
 from metamorph.studies.format_robustness import evidence as ev
@@ -179,7 +180,7 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
         check_name="parse_failures", passed=unparseable <= 0.2 * n, severity=dg.AssetCheckSeverity.WARN,
         metadata={"unparseable": unparseable, "rows": n, "share_pct": round(100 * unparseable / max(n, 1), 2),
                   "by_reason": dg.MetadataValue.json(by_reason),
-                  "failing_rows": dg.MetadataValue.md(fail_rows.head(30).to_markdown(index=False)
+                  "failing_rows": dg.MetadataValue.md(markdown_table(fail_rows.head(30))
                                                       if len(fail_rows) else "_none_")})
     yield dg.AssetCheckResult(check_name="call_errors", passed=errors == 0, severity=dg.AssetCheckSeverity.WARN,
                               metadata={"error_rows": errors})
@@ -214,7 +215,7 @@ def evidence_categories(extracted_decisions: pd.DataFrame):
         check_name="mapping_rate", passed=rate is None or rate >= 0.9, severity=dg.AssetCheckSeverity.WARN,
         description=None if rate is not None else "no evidence items to map",
         metadata={"mapping_rate": rate if rate is not None else -1.0, "items": len(df),
-                  "unmapped_examples": dg.MetadataValue.md(unmapped.head(20).to_markdown(index=False)
+                  "unmapped_examples": dg.MetadataValue.md(markdown_table(unmapped.head(20))
                                                            if len(unmapped) else "_none_")})
 
 
@@ -303,7 +304,7 @@ def mr_violations(mr_flags: pd.DataFrame) -> dg.Output:
     df = fr.mr_violations(mr_flags, n_resamples=1000, seed=0)
     wide = df.pivot_table(index=["workflow_id", "dataset"], columns="relation", values="violation_pct").reset_index()
     return validated_output(S.MRViolations, df, "mr_violations",
-                            {"M1_M2_M3_pct": dg.MetadataValue.md(wide.round(1).to_markdown(index=False))})
+                            {"M1_M2_M3_pct": dg.MetadataValue.md(markdown_table(wide.round(1)))})
 
 
 

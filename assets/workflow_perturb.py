@@ -19,6 +19,7 @@ import pandas as pd
 from pydantic import Field
 
 from assets import plots
+from metamorph.export import markdown_table
 from assets._common import validated_output
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb import plan as wst
@@ -67,7 +68,7 @@ def goldens(config: GoldensConfig):
     bad = df[~df["valid"]][["golden_id", "n_nodes", "rejection_reason"]]
     yield dg.AssetCheckResult(check_name="rejected_goldens", passed=bad.empty, severity=dg.AssetCheckSeverity.WARN,
                               metadata={"rejected": len(bad), "rows": dg.MetadataValue.md(
-                                  bad.to_markdown(index=False) if len(bad) else "_none_")})
+                                  markdown_table(bad) if len(bad) else "_none_")})
 
 
 class PerturbConfig(dg.Config):
@@ -115,7 +116,7 @@ def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturb
     means = df.groupby(["type", "severity"])[list(wst.METRIC_COLUMNS)].mean().round(3).reset_index()
     return validated_output(S.PerturbationScores, df, "perturbation_scores", {
         "encoder": dg.MetadataValue.text(str(df["encoder"].iloc[0]) if len(df) else "-"),
-        "means_by_type_severity": dg.MetadataValue.md(means.to_markdown(index=False))})
+        "means_by_type_severity": dg.MetadataValue.md(markdown_table(means))})
 
 
 class LLMPerturbConfig(dg.Config):
@@ -248,7 +249,7 @@ def judge_severity_table(context: dg.AssetExecutionContext, perturbation_scores:
     judge_sev = sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=context.partition_key)
     judge_sens = sens[sens["metric"] == "judge"].reset_index(drop=True)
     return validated_output(S.JudgeSeverityTable, judge_sev, "judge_severity_table", {
-        "judge_sensitivity": dg.MetadataValue.md(judge_sens.to_markdown(index=False))})
+        "judge_sensitivity": dg.MetadataValue.md(markdown_table(judge_sens))})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
@@ -288,4 +289,4 @@ def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd
     diag = df[df["on_target"] & (df["mode"] == gate.DEFAULT_MODE)].pivot_table(
         index=["thresholds", "failure_mode"], columns="severity", values="firing_pct").round(1).reset_index()
     return validated_output(S.FiringMatrixTable, df, "firing_matrix",
-                            {"on_target_firing_pct": dg.MetadataValue.md(diag.to_markdown(index=False))})
+                            {"on_target_firing_pct": dg.MetadataValue.md(markdown_table(diag))})
