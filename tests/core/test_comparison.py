@@ -91,6 +91,13 @@ def test_mcnemar_and_sign_flip_agree_on_binary_items():
     assert ci.mean == pytest.approx(0.2) and ci.low < 0 < 0.2 < ci.high and ci.n == 10
     assert paired_bootstrap_diff_ci(b, c, 2000, 0) == ci  # seeded
     assert paired_bootstrap_diff_ci([1], [0]).note.startswith("n=1") and paired_bootstrap_diff_ci([], []).n == 0
+    # the paired resample of items is a resample of their differences: the interval scipy gives
+    # for bootstrap(paired=True) on (b, c) with statistic mean(c - b), computed here directly
+    from scipy import stats as sst
+    res = sst.bootstrap((np.asarray(b, float), np.asarray(c, float)), lambda x, y, axis=-1: np.mean(y - x, axis=axis),
+                        paired=True, vectorized=True, n_resamples=2000, method="percentile",
+                        rng=np.random.default_rng(0))
+    assert (ci.low, ci.high) == pytest.approx((res.confidence_interval.low, res.confidence_interval.high))
 
 
 def test_unshared_items_are_counted_and_an_unshared_slice_is_not_comparable():
