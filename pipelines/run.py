@@ -210,7 +210,8 @@ def reclaim_stale_runs(instance) -> list[str]:
     run STARTED and its ``duckdb`` pool slot claimed, so every later run in the same
     ``DAGSTER_HOME`` waits forever ("Step blocked by limit for pool duckdb"). Only runs tagged by
     :func:`launch_tags` on this host whose pid no longer exists are touched; runs launched from
-    the UI or by the daemon are left alone. Returns the reclaimed run ids.
+    the UI or by the daemon are left alone; a slot claimed by a run that has already ended (any
+    launcher) is freed. Returns the reclaimed run ids.
     """
     from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
 
@@ -223,7 +224,20 @@ def reclaim_stale_runs(instance) -> list[str]:
                                               "(reclaimed by the next pipelines.run)")
         instance.event_log_storage.free_concurrency_slots_for_run(r.run_id)
         stale.append(r.run_id)
+    # a slot still claimed by a run that has ended (any launcher) is freed too
+    for slot in instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots:
+        held = instance.get_run_by_id(slot.run_id)
+        if held is None or held.is_finished:
+            instance.event_log_storage.free_concurrency_slots_for_run(slot.run_id)
+            stale.append(slot.run_id)
     return stale
+
+
+def pool_holders(instance) -> list[str]:
+    """Ids of in-progress runs holding a ``duckdb`` pool slot (this command's next step waits for
+    them). A holder that no process runs any more (e.g. an untagged run of an older version,
+    killed) has to be terminated in the UI or with ``dagster run delete <id>``."""
+    return sorted({s.run_id for s in instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -285,8 +299,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for run_id in reclaim_stale_runs(instance):
-        print(f"note: run {run_id} was left running by a killed process; marked failed and its pool slot freed",
-              file=sys.stderr)
+        print(f"note: run {run_id} was left running by a killed process or had ended holding its pool slot; "
+              "the slot is freed", file=sys.stderr)
+    for run_id in pool_holders(instance):
+        print(f"note: run {run_id} holds the duckdb pool slot; this run waits until it ends (if no process runs "
+              f"it, terminate it in the UI or run: dagster run delete {run_id})", file=sys.stderr)
     missing = [m for m in models if not instance.has_dynamic_partition(model_partitions.name, m)]
     if missing:
         instance.add_dynamic_partitions(model_partitions.name, missing)

@@ -51,7 +51,27 @@ def test_reclaim_stale_runs_frees_the_pool_slot_of_a_killed_run_only():
         assert [instance.get_run_by_id(i).status for i in ("live", "ui", "elsewhere")] == [DagsterRunStatus.STARTED] * 3
         assert instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots == []
         assert instance.event_log_storage.claim_concurrency_slot("duckdb", "next", "step").is_claimed
+        assert reclaim_stale_runs(instance) == ["next"]  # a slot held by a run id unknown to the instance
         assert reclaim_stale_runs(instance) == []
+
+
+def test_reclaim_frees_a_slot_held_by_an_ended_run_and_names_live_holders():
+    """A slot still claimed by a run that has ended (any launcher) is freed; a slot of a run in
+    progress is kept and its run named by ``pool_holders``."""
+    import dagster as dg
+    from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
+
+    from pipelines.run import pool_holders, reclaim_stale_runs
+
+    with dg.instance_for_test() as instance:
+        instance.event_log_storage.set_concurrency_slots("duckdb", 2)
+        instance.add_run(DagsterRun(job_name="j", run_id="ended", status=DagsterRunStatus.FAILURE, tags={}))
+        instance.add_run(DagsterRun(job_name="j", run_id="ui", status=DagsterRunStatus.STARTED, tags={}))
+        for run_id in ("ended", "ui"):
+            assert instance.event_log_storage.claim_concurrency_slot("duckdb", run_id, "step").is_claimed
+        assert pool_holders(instance) == ["ended", "ui"]
+        assert reclaim_stale_runs(instance) == ["ended"]
+        assert pool_holders(instance) == ["ui"]
 #: Malformed CSV sources of the format study: (file name, source kind, text, stderr after "error: <path>").
 BAD_CSV_CLI = [
     ("bad_cell.csv", "canonical", 'instance_id,dataset,fields,task_prompt,answer_space,gold\n'
