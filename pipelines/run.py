@@ -55,29 +55,6 @@ STUDY_OPS = {
 }
 
 
-def check_sources(study: str, sources: list[str], limit: int | None) -> None:
-    """Load ``sources`` with the study's own loader (the one its inputs asset calls) before any run
-    is launched; raises the loader's :class:`~metamorph.errors.InputError` (file, row, field)."""
-    if study == "format_robustness":
-        from metamorph.studies.format_robustness.sources import load_sources
-
-        load_sources(sources, limit=limit)
-    elif study == "wrapper_sensitivity":
-        from metamorph.studies.wrapper_sensitivity.tasks import load_task
-
-        for spec in sources:
-            load_task(spec, limit=limit)
-    elif study == "workflow_perturb":
-        from metamorph.studies.workflow_perturb.workflows import load_goldens
-
-        for spec in sources:
-            load_goldens(spec, on_invalid="collect", limit=limit)
-    elif study == "order_probe":
-        from metamorph.studies.order_probe.sources import load_sources as load_items
-
-        load_items(sources, limit)
-
-
 def print_headline(study: str, database: str) -> None:
     """Print the study's headline tables (:func:`metamorph.studies.<study>.report.headline`)."""
     import importlib
@@ -182,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     import dagster as dg
 
     from metamorph.errors import MetamorphError
+    from pipelines.inputs import check_sources
     from metamorph.models import load_registry
     from pipelines.definitions import defs
     from pipelines.partitions import model_partitions
@@ -215,9 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     logger_defs = {"console": cli_logger(log_file)}
 
     def run(job: str, ops: dict, partition: str | None = None) -> tuple[int, str] | None:
-        res = defs.resolve_job_def(job).with_logger_defs(logger_defs).execute_in_process(
-            instance=instance, partition_key=partition, raise_on_error=False,
-            run_config={"ops": ops, "loggers": {"console": {}}})
+        try:
+            res = defs.resolve_job_def(job).with_logger_defs(logger_defs).execute_in_process(
+                instance=instance, partition_key=partition, raise_on_error=False,
+                run_config={"ops": ops, "loggers": {"console": {}}})
+        except dg.DagsterUserCodeExecutionError as exc:  # the job's config check (pipelines.inputs), at launch
+            cause = exc.user_exception
+            return (2 if isinstance(cause, MetamorphError) else 1), f"{job}: {cause}"
         if res.success:
             return None
         message, bad_input = failure_message(res)
@@ -225,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     inputs_op, model_op = STUDY_OPS[args.study]
-    src_cfg = {"limit": args.limit, **({"sources": args.sources} if args.sources else {})}
+    src_cfg = {**({"limit": args.limit} if args.limit else {}), **({"sources": args.sources} if args.sources else {})}
     ops_cfg = {inputs_op: {"config": src_cfg}}
     if args.study == "order_probe" and args.settings:
         ops_cfg["order_probe__order_prompts"] = {"config": {"settings": args.settings}}
