@@ -5,7 +5,7 @@ by every ``<study>_inputs_job`` as a config mapping (:func:`inputs_config`), whi
 when it builds the run's execution plan — at launch, before a run exists. A bad value (``limit:
 0``, a source path that does not exist, a malformed JSONL line) therefore fails the launch with
 one line naming the op, field or file, row and field, instead of a run that marks an asset
-"Failed". (Materializing single assets from the asset graph uses Dagster's implicit asset job,
+"Failed"; the UI shows that line as the error's message (:class:`InputsRejected`). (Materializing single assets from the asset graph uses Dagster's implicit asset job,
 which has no config mapping: there the same checks fail the first step — the config class's
 validator, then the loader's InputError.)
 """
@@ -19,7 +19,21 @@ from typing import Any
 import dagster as dg
 import pydantic
 
-from metamorph.errors import ConfigError
+from metamorph.errors import ConfigError, MetamorphError
+
+
+class InputsRejected(dg.DagsterError):
+    """An inputs job's config or sources, rejected when the run is launched (before a run exists).
+
+    Its message is the one line of the :class:`~metamorph.errors.MetamorphError` behind it
+    (``cause``). Being a DagsterError, Dagster's user-code boundary passes it on unwrapped, so the
+    launchpad's error dialog opens with this line rather than "The config mapping function on job …
+    has thrown an unexpected error".
+    """
+
+    def __init__(self, cause: MetamorphError):
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 def check_sources(study: str, sources: list[str], limit: int | None) -> None:
@@ -45,9 +59,9 @@ def check_sources(study: str, sources: list[str], limit: int | None) -> None:
         load_items(sources, limit)
 
 
-def config_class(asset: dg.AssetsDefinition) -> type[dg.Config] | None:
-    """The pythonic config class of ``asset``'s ``config`` parameter, if it has one."""
-    fn = asset.op.compute_fn.decorated_fn
+def config_class(op: dg.OpDefinition) -> type[dg.Config] | None:
+    """The pythonic config class of the ``config`` parameter of an asset's op, if it has one."""
+    fn = op.compute_fn.decorated_fn
     hints = typing.get_type_hints(fn)
     cls = hints.get("config")
     return cls if isinstance(cls, type) and issubclass(cls, dg.Config) else None
@@ -77,8 +91,9 @@ def validate_inputs(study: str, classes: Mapping[str, type[dg.Config]], run_conf
 
 def inputs_config(study: str, assets: list[dg.AssetsDefinition]) -> dg.ConfigMapping:
     """A config mapping for ``<study>_inputs_job``: the usual run config shape (``ops: <op>: config:``,
-    every field with its default), checked by :func:`validate_inputs` when the run is launched."""
-    classes = {a.op.name: c for a in assets if (c := config_class(a)) is not None}
+    every field with its default), checked by :func:`validate_inputs` when the run is launched; raises
+    :class:`InputsRejected`."""
+    classes = {a.op.name: c for a in assets if (c := config_class(a.op)) is not None}
     ops = dg.Shape({name: dg.Field(dg.Shape({"config": dg.Field(cls.to_config_schema().config_type, is_required=False)}), is_required=False)
                     for name, cls in classes.items()})
     schema = {"ops": dg.Field(ops, is_required=False),
@@ -87,7 +102,10 @@ def inputs_config(study: str, assets: list[dg.AssetsDefinition]) -> dg.ConfigMap
               "execution": dg.Field(dg.Permissive(), is_required=False)}
 
     def check_then_pass(run_config: dict) -> dict:
-        validate_inputs(study, classes, run_config)
+        try:
+            validate_inputs(study, classes, run_config)
+        except MetamorphError as exc:
+            raise InputsRejected(exc) from None
         return {k: v for k, v in run_config.items() if v}
 
     return dg.ConfigMapping(config_fn=check_then_pass, config_schema=schema)

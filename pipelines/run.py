@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     import dagster as dg
 
     from metamorph.errors import MetamorphError
-    from pipelines.inputs import check_sources
+    from pipelines.inputs import InputsRejected, check_sources
     from metamorph.models import load_registry
     from pipelines.definitions import defs
     from pipelines.partitions import model_partitions
@@ -197,9 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             res = defs.resolve_job_def(job).with_logger_defs(logger_defs).execute_in_process(
                 instance=instance, partition_key=partition, raise_on_error=False,
                 run_config={"ops": ops, "loggers": {"console": {}}})
-        except dg.DagsterUserCodeExecutionError as exc:  # the job's config check (pipelines.inputs), at launch
-            cause = exc.user_exception
-            return (2 if isinstance(cause, MetamorphError) else 1), f"{job}: {cause}"
+        except InputsRejected as exc:  # the job's config check (pipelines.inputs), at launch
+            return 2, f"{job}: {exc}"
+        except dg.DagsterUserCodeExecutionError as exc:  # any other error of a config mapping
+            return 1, f"{job}: {exc.user_exception}"
         if res.success:
             return None
         message, bad_input = failure_message(res)
