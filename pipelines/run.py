@@ -30,6 +30,10 @@ concurrency:
     default_limit: 1
 telemetry:
   enabled: false
+# The code location imports torch and the studies: on a loaded 2-core machine its gRPC server
+# takes longer than Dagster's default 180 s to start.
+code_servers:
+  local_startup_timeout: 600
 """
 
 
