@@ -46,10 +46,18 @@ def _inputs_job(study: str):
                     "with one line, no run is created.")
 
 
+#: The partition dialog of Dagster 1.13's UI opens with no partition selected
+#: (LaunchAssetChoosePartitionsDialog: defaultSelection 'empty'); it starts from the page URL's
+#: ``<dimension>_range`` instead when there is one, and ``*`` selects every key.
+ALL_MODELS_LINK = "[select every registered model](?default_range=*)"
+
+
 def _model_job(study: str):
-    return dg.define_asset_job(f"{study}_model_job", selection=dg.AssetSelection.groups(study) - input_selection(study),
-                               description=f"Generate, extract and score one model partition of {study}, "
-                                           "then rebuild its metric tables.")
+    return dg.define_asset_job(
+        f"{study}_model_job", selection=dg.AssetSelection.groups(study) - input_selection(study),
+        description=f"Generate, extract and score one model partition of {study}, then rebuild its metric tables. "
+                    f"To run every registered model: {ALL_MODELS_LINK} (reopens this page so that Materialize "
+                    "starts with all model partitions selected), then Materialize all.")
 
 
 INPUT_JOBS = {s: _inputs_job(s) for s in STUDY_INPUTS}
