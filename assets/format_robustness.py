@@ -23,8 +23,8 @@ from dagster_duckdb import DuckDBResource
 
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
-from assets._common import (ALL_ROWS, LimitConfig, create_lineage_views, generation_metadata, table_asset,
-                            validated_output)
+from assets._common import (ALL_ROWS, LimitConfig, create_lineage_views, generation_metadata,
+                            md_table, table_asset, validated_output)
 from metamorph.studies.format_robustness import evidence as ev
 from metamorph.studies.format_robustness import plan as fs
 from metamorph.studies.format_robustness import metrics as fr
@@ -178,7 +178,7 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
         check_name="parse_failures", passed=unparseable <= 0.2 * n, severity=dg.AssetCheckSeverity.WARN,
         metadata={"unparseable": unparseable, "rows": n, "share_pct": round(100 * unparseable / max(n, 1), 2),
                   "by_reason": dg.MetadataValue.json(by_reason),
-                  "failing_rows": dg.MetadataValue.md(fail_rows.head(30).to_markdown(index=False)
+                  "failing_rows": dg.MetadataValue.md(md_table(fail_rows.head(30))
                                                       if len(fail_rows) else "_none_")})
     yield dg.AssetCheckResult(check_name="call_errors", passed=errors == 0, severity=dg.AssetCheckSeverity.WARN,
                               metadata={"error_rows": errors})
@@ -202,7 +202,7 @@ def evidence_categories(extracted_decisions: pd.DataFrame):
                          "lexicon_version": lex.tag})
     cols = list(S.EvidenceCategories.to_schema().columns)
     df = pd.DataFrame(rows, columns=cols)
-    rate = float(df["mapped"].mean()) if len(df) else None
+    rate = round(float(df["mapped"].mean()), 4) if len(df) else None
     per_dataset = (df.groupby("dataset")["mapped"].mean().round(4).to_dict() if len(df) else {})
     yield validated_output(S.EvidenceCategories, df, "evidence_categories", {
         "mapping_rate": dg.MetadataValue.float(rate) if rate is not None else dg.MetadataValue.text("no items"),
@@ -213,7 +213,7 @@ def evidence_categories(extracted_decisions: pd.DataFrame):
         check_name="mapping_rate", passed=rate is None or rate >= 0.9, severity=dg.AssetCheckSeverity.WARN,
         description=None if rate is not None else "no evidence items to map",
         metadata={"mapping_rate": rate if rate is not None else -1.0, "items": len(df),
-                  "unmapped_examples": dg.MetadataValue.md(unmapped.head(20).to_markdown(index=False)
+                  "unmapped_examples": dg.MetadataValue.md(md_table(unmapped.head(20))
                                                            if len(unmapped) else "_none_")})
 
 
@@ -380,7 +380,7 @@ def mr_violations(warehouse: DuckDBResource, mr_flags: pd.DataFrame, generation_
     wide = df.pivot_table(index=["workflow_id", "dataset"], columns="relation", values="violation_pct").reset_index()
     yield from metric_output(S.MRViolations, df, GROUP, "mr_violations", MR_CELLS, warehouse=warehouse,
                              inputs={"mr_flags": mr_flags, "generation_outcomes": generation_outcomes},
-                             metadata={"M1_M2_M3_pct": dg.MetadataValue.md(wide.round(1).to_markdown(index=False))})
+                             metadata={"M1_M2_M3_pct": dg.MetadataValue.md(md_table(wide.round(1)))})
 
 
 

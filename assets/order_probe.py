@@ -24,7 +24,8 @@ from pydantic import Field
 
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
-from assets._common import ALL_ROWS, LimitConfig, create_lineage_views, generation_metadata, validated_output
+from assets._common import (ALL_ROWS, LimitConfig, create_lineage_views, generation_metadata, md_table,
+                            validated_output)
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.order_probe import metrics as om
 from metamorph.studies.order_probe import plan as op
@@ -132,7 +133,7 @@ def scored_replies(order_generations: pd.DataFrame, scrambled_inputs: pd.DataFra
     bad = df[~df["parse_ok"]][["setting", "item_id", "pattern", "reason", "generation_key"]]
     yield dg.AssetCheckResult(check_name="parse_failure_share", passed=share <= 0.5, severity=dg.AssetCheckSeverity.WARN,
                               metadata={"parse_failure_pct": round(100 * share, 2),
-                                        "examples": dg.MetadataValue.md(bad.head(20).to_markdown(index=False)
+                                        "examples": dg.MetadataValue.md(md_table(bad.head(20))
                                                                         if len(bad) else "_none_")})
 
 

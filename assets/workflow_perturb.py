@@ -21,7 +21,7 @@ from pydantic import Field
 
 from assets import plots
 from assets._cells import Behind, Cells, metric_checks, metric_output
-from assets._common import ALL_ROWS, LimitConfig, validated_output
+from assets._common import ALL_ROWS, LimitConfig, md_table, validated_output
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb import plan as wst
 from metamorph.studies.workflow_perturb import analysis as wp
@@ -69,7 +69,7 @@ def goldens(config: GoldensConfig):
     bad = df[~df["valid"]][["golden_id", "n_nodes", "rejection_reason"]]
     yield dg.AssetCheckResult(check_name="rejected_goldens", passed=bad.empty, severity=dg.AssetCheckSeverity.WARN,
                               metadata={"rejected": len(bad), "rows": dg.MetadataValue.md(
-                                  bad.to_markdown(index=False) if len(bad) else "_none_")})
+                                  md_table(bad) if len(bad) else "_none_")})
 
 
 class PerturbConfig(dg.Config):
@@ -117,7 +117,7 @@ def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturb
     means = df.groupby(["type", "severity"])[list(wst.METRIC_COLUMNS)].mean().round(3).reset_index()
     return validated_output(S.PerturbationScores, df, "perturbation_scores", {
         "encoder": dg.MetadataValue.text(str(df["encoder"].iloc[0]) if len(df) else "-"),
-        "means_by_type_severity": dg.MetadataValue.md(means.to_markdown(index=False))})
+        "means_by_type_severity": dg.MetadataValue.md(md_table(means))})
 
 
 class LLMPerturbConfig(dg.Config):
@@ -157,7 +157,7 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
     df = _perturbation_frame(perts, context.partition_key)
     return validated_output(S.Perturbations, df, "llm_perturbations", {
         "status": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
-        "attempts_mean": dg.MetadataValue.float(float(df["attempts"].mean())),
+        "attempts_mean": dg.MetadataValue.float(round(float(df["attempts"].mean()), 2)),
         "registry_fingerprint": dg.MetadataValue.text(model_registry.get(context.partition_key).fingerprint())})
 
 
@@ -280,7 +280,7 @@ def judge_severity_table(context: dg.AssetExecutionContext, perturbation_scores:
     judge_sev = sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=context.partition_key)
     judge_sens = sens[sens["metric"] == "judge"].reset_index(drop=True)
     yield from metric_output(S.JudgeSeverityTable, judge_sev, GROUP, "judge_severity_table", JUDGE_CELLS, metadata={
-        "judge_sensitivity": dg.MetadataValue.md(judge_sens.to_markdown(index=False))})
+        "judge_sensitivity": dg.MetadataValue.md(md_table(judge_sens))})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
@@ -326,4 +326,4 @@ def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd
     diag = df[df["on_target"] & (df["mode"] == gate.DEFAULT_MODE)].pivot_table(
         index=["thresholds", "failure_mode"], columns="severity", values="firing_pct").round(1).reset_index()
     yield from metric_output(S.FiringMatrixTable, df, GROUP, "firing_matrix", FIRING_CELLS,
-                             metadata={"on_target_firing_pct": dg.MetadataValue.md(diag.to_markdown(index=False))})
+                             metadata={"on_target_firing_pct": dg.MetadataValue.md(md_table(diag))})

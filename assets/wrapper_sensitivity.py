@@ -21,7 +21,7 @@ from pydantic import Field
 
 from assets import plots
 from assets._cells import Behind, Cells, metric_checks, metric_output
-from assets._common import ALL_ROWS, LimitConfig, generation_metadata, validated_output
+from assets._common import ALL_ROWS, LimitConfig, generation_metadata, md_table, validated_output
 from metamorph.studies.wrapper_sensitivity import plan as ws
 from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity import diagnostics as diag
@@ -148,7 +148,7 @@ def scored_answers(wrapper_generations: pd.DataFrame, qa_items: pd.DataFrame):
     bad = norm[~norm["parseable"]][["task", "item_id", "wrapper", "seed", "reason", "generation_key"]]
     yield dg.AssetCheckResult(check_name="unparseable_share", passed=share <= 0.5, severity=dg.AssetCheckSeverity.WARN,
                               metadata={"unparseable_pct": round(100 * share, 2),
-                                        "examples": dg.MetadataValue.md(bad.head(20).to_markdown(index=False)
+                                        "examples": dg.MetadataValue.md(md_table(bad.head(20))
                                                                         if len(bad) else "_none_")})
 
 
