@@ -13,8 +13,7 @@ demo: bootstrap
 test: bootstrap
 	@OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q
 
-# Opens the Dagster UI on http://127.0.0.1:3000 with the same instance the demo used.
+# Opens the Dagster UI on http://127.0.0.1:3000 with the same instance the demo used (dg dev;
+# Ctrl-C stops it and everything it started: scripts/ui.sh).
 ui: bootstrap
-	@export DAGSTER_HOME=$${DAGSTER_HOME:-$$PWD/data/dagster_home}; \
-	.venv/bin/python -c "from pipelines.run import ensure_dagster_home; ensure_dagster_home()" && \
-	env --default-signal=INT,TERM .venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	@bash scripts/ui.sh

@@ -9,22 +9,28 @@ from collections.abc import Callable, Mapping, Sequence
 import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from metamorph.export import markdown_table
+from metamorph.export import markdown_cell, markdown_table
 from metamorph.schemas import table_schema_metadata, validate_frame
 
 
+def md_text(value) -> str:
+    """``value`` as literal text inside markdown rendered by the Dagster UI (GFM without raw HTML:
+    a copied ``<placeholder>`` would vanish, ``|`` split a cell, a newline end a row):
+    :func:`metamorph.export.markdown_cell` of its text, ``None`` as ``""``."""
+    return markdown_cell("" if value is None else str(value))
+
+
 def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.MetadataValue:
-    """First ``n`` rows as a markdown table, long cells cut to ``max_chars``; model output and
-    dataset text are escaped (:func:`metamorph.export.markdown_table`), never rendered as markup."""
+    """First ``n`` rows as a markdown table, long cells cut to ``max_chars``, text shown literally."""
     return dg.MetadataValue.md(markdown_table(df.head(n), max_chars))
 
 
 def schema_md(model: type[pa.DataFrameModel]) -> dg.MetadataValue:
-    """The table's columns with their pandera descriptions, for the UI."""
+    """The table's columns with their pandera descriptions, for the UI (descriptions shown literally)."""
     return dg.MetadataValue.table_schema(dg.TableSchema(columns=[
-        dg.TableColumn(name=n, type=t, description=d) for n, t, d in table_schema_metadata(model)]))
+        dg.TableColumn(name=n, type=t, description=md_text(d)) for n, t, d in table_schema_metadata(model)]))
 
 
 def figure_md(fig) -> dg.MetadataValue:
@@ -35,6 +41,35 @@ def figure_md(fig) -> dg.MetadataValue:
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return dg.MetadataValue.md(f"![plot](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})")
+
+
+#: ``limit`` value meaning "every row". Dagster's launchpad leaves a field whose default is null out
+#: of the scaffolded config (dagster/_core/snap/snap_to_yaml.py drops None), so "no limit" is a number
+#: that is shown; 0 is rejected rather than read as "all" (a user who types 0 means "spend nothing").
+ALL_ROWS = -1
+
+
+class LimitConfig(dg.Config):
+    """Base of a study's inputs config: ``limit`` rows of each source, -1 = every row.
+
+    A subclass redefines ``limit`` with its own description (sampling rule); the check below
+    still applies. Any value other than -1 or N ≥ 1 fails when the step builds its config, and
+    at launch for the study's inputs job (``pipelines.jobs``).
+    """
+
+    limit: int = Field(default=ALL_ROWS, description="Keep N ≥ 1 rows of each source; -1 = every row.")
+
+    @field_validator("limit")
+    @classmethod
+    def _rows_or_all(cls, value: int) -> int:
+        if value != ALL_ROWS and value < 1:
+            raise ValueError(f"must be a number of rows >= 1, or -1 for every row; got {value}")
+        return value
+
+    @property
+    def row_limit(self) -> int | None:
+        """``limit`` as the loaders take it: None = every row."""
+        return None if self.limit == ALL_ROWS else self.limit
 
 
 def validated_output(model: type[pa.DataFrameModel], df: pd.DataFrame, table: str,
@@ -51,7 +86,7 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None) ->
     """Materialization metadata of a generation table, the same in every study.
 
     ``df`` has the runner's generation columns (``error``, ``finish_reason``); ``stats`` is the
-    :class:`metamorph.runner.RunStats` of the run and ``spec`` the registry entry. Gives model calls,
+    metamorph.runner.RunStats of the run and ``spec`` the registry entry. Gives model calls,
     cache hits, error and truncated rows (and the truncation % per value of column ``by``), tokens
     (called and served from the cache), model-version changes the provider reported, and the
     ``registry_fingerprint`` that the registry sensor compares against the registry.
@@ -69,16 +104,19 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None) ->
     return md
 
 
-def create_lineage_views(warehouse, study: str, count_view: str) -> dg.MaterializeResult:
+def create_lineage_views(warehouse, study: str, count_view: str, preview=None) -> dg.MaterializeResult:
     """Run ``sql/<study>/lineage_views.sql`` on the warehouse (``warehouse``: a DuckDBResource)
-    and report the rows of ``<study>.<count_view>`` and the SQL itself as metadata."""
+    and report the rows of ``<study>.<count_view>`` and the SQL itself as metadata; with
+    ``preview`` (an ``assets._cells.ViewPreview``) also the view's rows for a metric table's worst
+    cell, so the views are queryable rows in the UI, not only SQL text."""
     from metamorph.sql import sql_path
 
     sql = sql_path(study, "lineage_views").read_text()
     with warehouse.get_connection() as con:
         con.execute(sql)
         n = con.execute(f"SELECT count(*) FROM {study}.{count_view}").fetchall()[0][0]
-    return dg.MaterializeResult(metadata={f"{count_view}_rows": dg.MetadataValue.int(int(n)),
+        shown = preview.metadata(con, study) if preview is not None else {}
+    return dg.MaterializeResult(metadata={f"{count_view}_rows": dg.MetadataValue.int(int(n)), **shown,
                                           "sql": dg.MetadataValue.md(f"```sql\n{sql}\n```")})
 
 
@@ -86,28 +124,40 @@ def table_asset(study: str, name: str, compute: Callable[..., pd.DataFrame], mod
                 ins: Sequence[str], row: str, source: str,
                 prepare: Mapping[str, Callable[[pd.DataFrame], pd.DataFrame]] | None = None,
                 metadata: Callable[[pd.DataFrame], dict] | None = None,
-                kinds: Sequence[str] = ("duckdb",)) -> dg.AssetsDefinition:
+                kinds: Sequence[str] = ("duckdb",), cells=None, behind_ins: Sequence[str] = ()) -> dg.AssetsDefinition:
     """A thin table asset ``<study>/<name>`` = ``compute(*inputs)`` validated against ``model``.
 
     Most of a study's analysis tables are one library call on one or two upstream tables; this
     declares them in one line each, with a uniform plain-text description: what a row is
     (``row``), the paper section it reproduces (``source``) and the function that computes it, so
-    the path from the asset to its code is one hop.
+    the path from the asset to its code is one hop. Every such table carries the checks of
+    ``assets._cells.metric_checks``.
 
     Args:
         ins: upstream asset names in the same study, passed positionally to ``compute`` in this
             order (after ``prepare[name]`` where given, e.g. the study's metric-input projection).
         metadata: extra materialization metadata computed from the validated frame (plots, …).
+        cells: how the table's cells are read in the UI (``assets._cells.Cells``): worst cells with
+            the rows behind them, headline floats, value checks.
+        behind_ins: further upstream assets loaded only to find the rows behind the worst cells.
     """
+    from assets._cells import metric_checks, metric_output
+
     prepare = dict(prepare or {})
     code = f"{compute.__module__}.{compute.__qualname__}"
+    behind = getattr(cells, "behind", None)
+    all_ins = list(dict.fromkeys([*ins, *behind_ins]))
 
     @dg.asset(name=name, key_prefix=[study], group_name=study, pool="duckdb", kinds=set(kinds),
-              ins={i: dg.AssetIn(key=[study, i]) for i in ins},
+              ins={i: dg.AssetIn(key=[study, i]) for i in all_ins},
+              required_resource_keys={"warehouse"} if behind is not None and behind.table else set(),
+              check_specs=metric_checks(study, name, cells),
               description=f"{row} Source: {source}. Code: {code}.")
-    def _table(**inputs: pd.DataFrame) -> dg.Output:
+    def _table(context, **inputs: pd.DataFrame):
         df = compute(*[prepare.get(i, _identity)(inputs[i]) for i in ins])
-        return validated_output(model, df, name, metadata(df) if metadata else None)
+        warehouse = context.resources.warehouse if behind is not None and behind.table else None
+        yield from metric_output(model, df, study, name, cells, inputs=inputs, warehouse=warehouse,
+                                 metadata=metadata(df) if metadata else None)
 
     return _table
 

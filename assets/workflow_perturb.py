@@ -16,11 +16,13 @@ import json
 
 import dagster as dg
 import pandas as pd
+from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets import plots
+from assets._cells import Behind, Cells, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import validated_output
+from assets._common import ALL_ROWS, LimitConfig, validated_output
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb import plan as wst
 from metamorph.studies.workflow_perturb import analysis as wp
@@ -46,20 +48,20 @@ def _valid_goldens(goldens: pd.DataFrame) -> dict:
     return {r.golden_id: wst.workflow_from_record(r) for r in goldens[goldens["valid"]].itertuples()}
 
 
-class GoldensConfig(dg.Config):
+class GoldensConfig(LimitConfig):
     sources: list[str] = Field(default=["embedded"], description="'embedded' (goldens the project writes) or a "
                                "WorFBench-shaped JSONL / Parquet path or hf:// URI.")
-    limit: int | None = Field(default=None, ge=1, description="Keep the first N rows of each source.")
+    limit: int = Field(default=ALL_ROWS, description="Keep the first N ≥ 1 rows of each source; -1 = every row.")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"},
           check_specs=[dg.AssetCheckSpec("rejected_goldens", asset=[*PREFIX, "goldens"],
                                          description="Goldens that break §3.1 (kept, flagged).")])
 def goldens(config: GoldensConfig):
-    """Golden workflows (:func:`metamorph.studies.workflow_perturb.workflows.load_goldens`); invalid rows are kept with a reason."""
+    """Golden workflows (metamorph.studies.workflow_perturb.workflows.load_goldens); invalid rows are kept with a reason."""
     rows = []
     for spec in config.sources:
-        valid, rejected = load_goldens(spec, on_invalid="collect", limit=config.limit)
+        valid, rejected = load_goldens(spec, on_invalid="collect", limit=config.row_limit)
         rows += wst.golden_rows(valid, rejected, spec)
     df = pd.DataFrame(rows)
     yield validated_output(S.Goldens, df, "goldens", {
@@ -87,7 +89,7 @@ def _perturbation_frame(perts, model_id: str) -> pd.DataFrame:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def perturbations(config: PerturbConfig, goldens: pd.DataFrame) -> dg.Output:
     """Every valid golden × type × severity by the deterministic operators
-    (:func:`metamorph.studies.workflow_perturb.plan.deterministic_perturbations`)."""
+    (metamorph.studies.workflow_perturb.plan.deterministic_perturbations)."""
     valid = list(_valid_goldens(goldens).values())
     if not valid:
         raise dg.Failure(f"no valid golden: all {len(goldens)} were rejected (see workflow_perturb.goldens."
@@ -109,7 +111,7 @@ def _score_frame(scores: pd.DataFrame, variants: pd.DataFrame, goldens: pd.DataF
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturbations: pd.DataFrame) -> dg.Output:
     """Chain F1, Graph F1, BLEU, GLEU, BERTScore and Kendall τ of each deterministic variant
-    (:func:`metamorph.studies.workflow_perturb.plan.score_perturbations`)."""
+    (metamorph.studies.workflow_perturb.plan.score_perturbations)."""
     enc = encoder.load()
     scores = wst.score_perturbations(_valid_goldens(goldens), perturbations, enc)
     df = _score_frame(scores, perturbations, goldens)
@@ -135,7 +137,7 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
                       model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
                       goldens: pd.DataFrame) -> dg.Output:
     """Variants written by the partition's model through the App. A generator
-    (:func:`metamorph.studies.workflow_perturb.perturb.generate_perturbation`); failing rows are kept and flagged."""
+    (metamorph.studies.workflow_perturb.perturb.generate_perturbation); failing rows are kept and flagged."""
     cache = generation_cache.open()
     models = []
     for mid in [context.partition_key, *config.escalation]:
@@ -156,7 +158,7 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
     df = _perturbation_frame(perts, context.partition_key)
     return validated_output(S.Perturbations, df, "llm_perturbations", {
         "status": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
-        "attempts_mean": dg.MetadataValue.float(float(df["attempts"].mean())),
+        "attempts_mean": dg.MetadataValue.float(round(float(df["attempts"].mean()), 2)),
         "registry_fingerprint": dg.MetadataValue.text(model_registry.get(context.partition_key).fingerprint())})
 
 
@@ -165,7 +167,7 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
 def llm_perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame,
                             llm_perturbations: pd.DataFrame) -> dg.Output:
     """Non-judge metrics of every LLM variant that parsed (valid or flagged invalid; the status
-    travels with the row): :func:`metamorph.studies.workflow_perturb.plan.score_perturbations`."""
+    travels with the row): metamorph.studies.workflow_perturb.plan.score_perturbations."""
     scores = wst.score_perturbations(_valid_goldens(goldens), llm_perturbations, encoder.load())
     df = _score_frame(scores, llm_perturbations, goldens)
     return validated_output(S.PerturbationScores, df, "llm_perturbation_scores", {
@@ -185,7 +187,7 @@ def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_r
                  generation_cache: GenerationCacheResource, goldens: pd.DataFrame,
                  perturbations: pd.DataFrame) -> dg.Output:
     """LLM-as-judge (App. B.6 rubric, 0–5, three calls averaged, normalised to [0,1]; invalid or
-    truncated replies excluded and counted): :func:`metamorph.studies.workflow_perturb.plan.judge_row`."""
+    truncated replies excluded and counted): metamorph.studies.workflow_perturb.plan.judge_row."""
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
     gold = _valid_goldens(goldens)
@@ -218,44 +220,80 @@ def _analysis_input(perturbation_scores: pd.DataFrame) -> pd.DataFrame:
     return perturbation_scores.assign(judge=float("nan"))
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def severity_table(perturbation_scores: pd.DataFrame) -> dg.Output:
-    """Mean ± sd and n of every metric per type × severity (Tables 2–4):
-    :func:`metamorph.studies.workflow_perturb.analysis.severity_table`."""
+# How the analysis tables read in the UI (assets._cells): the rows behind a severity cell are the
+# variants scored lowest on the cell's metric (their steps: perturbations.workflow_text by variant_id).
+_SCORE_RANGE = (-1.0, 1.0)  # Kendall τ reaches −1; every other metric is in [0, 1]
+
+
+def _lowest_scores(rows: pd.DataFrame, cell) -> pd.DataFrame:
+    scored = rows.assign(score=rows[cell["metric"]]).dropna(subset=["score"])
+    return scored.sort_values(["score", "variant_id"], kind="stable")
+
+
+SEVERITY_CELLS = Cells("mean", ("operator", "metric", "type", "severity"), worse="low", bounds=_SCORE_RANGE, digits=3,
+                       behind=Behind(lambda i: i["perturbation_scores"], _lowest_scores, limit=10,
+                                     show=("variant_id", "golden_id", "severity", "score", "n_nodes", "status"),
+                                     table="perturbations", key="variant_id", text=("method", "workflow_text")))
+SENSITIVITY_CELLS = Cells("delta_avg", ("operator", "metric", "type"), worse=None, digits=3)
+STRATA_CELLS = Cells("mean", ("operator", "metric", "type", "severity", "stratum"), worse=None,
+                     bounds=_SCORE_RANGE, digits=3)
+RECALIBRATION_CELLS = Cells("threshold", ("failure_mode", "metric", "role"), worse=None, bounds=_SCORE_RANGE, digits=3)
+FIRING_CELLS = Cells("firing_pct", ("thresholds", "mode", "failure_mode", "type", "severity", "operator"),
+                     worse=None, bounds=(0.0, 100.0),
+                     select=lambda df: df["on_target"] & (df["mode"] == gate.DEFAULT_MODE),
+                     headline="firing_pct/{thresholds}/{operator}/{failure_mode}@{severity:g}")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "severity_table", SEVERITY_CELLS))
+def severity_table(warehouse: DuckDBResource, perturbation_scores: pd.DataFrame):
+    """One row per operator × metric × perturbation type × severity: mean ± sd and n of the metric
+    over the variants; the lowest cells list their lowest-scored variants with their steps.
+    Source: Tables 2–4. Code: metamorph.studies.workflow_perturb.analysis.severity_table."""
     df = wp.severity_table(_analysis_input(perturbation_scores))
-    return validated_output(S.SeverityTable, df, "severity_table", {"plot": plots.metric_vs_severity(df)})
+    yield from metric_output(S.SeverityTable, df, GROUP, "severity_table", SEVERITY_CELLS, warehouse=warehouse,
+                             inputs={"perturbation_scores": perturbation_scores},
+                             metadata={"plot": plots.metric_vs_severity(df)})
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def sensitivity_matrix(perturbation_scores: pd.DataFrame) -> dg.Output:
-    """Δ_avg = 2.5·[s̄(10%) − s̄(50%)], Δ¹, Δ² per metric × type (Table 5):
-    :func:`metamorph.studies.workflow_perturb.analysis.sensitivity_matrix`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "sensitivity_matrix", SENSITIVITY_CELLS))
+def sensitivity_matrix(perturbation_scores: pd.DataFrame):
+    """One row per operator × metric × perturbation type: the sensitivity Δ_avg = 2.5·[s̄(10%) − s̄(50%)]
+    and the steps Δ¹, Δ². Source: Table 5. Code: metamorph.studies.workflow_perturb.analysis.sensitivity_matrix."""
     df = wp.sensitivity_matrix(_analysis_input(perturbation_scores))
-    return validated_output(S.SensitivityMatrix, df, "sensitivity_matrix",
-                            {"plot": plots.sensitivity_heatmap(df)})
+    yield from metric_output(S.SensitivityMatrix, df, GROUP, "sensitivity_matrix", SENSITIVITY_CELLS,
+                             metadata={"plot": plots.sensitivity_heatmap(df)})
+
+
+JUDGE_CELLS = Cells("mean", ("model_id", "type", "severity"), worse=None, bounds=(0.0, 1.0), digits=3,
+                    headline="judge_mean/{model_id}/{type}@{severity:g}")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb"})
+          kinds={"duckdb"}, check_specs=metric_checks(GROUP, "judge_severity_table", JUDGE_CELLS))
 def judge_severity_table(context: dg.AssetExecutionContext, perturbation_scores: pd.DataFrame,
-                         judge_scores: pd.DataFrame) -> dg.Output:
-    """The LLM judge's rows of the severity table (Tables 2–4) for one judge model: the judged
-    deterministic variants' scores (null where no reply was valid, never 0) by type × severity
-    (:func:`metamorph.studies.workflow_perturb.analysis.attach_judge`, ``severity_table``); its
-    Δ row (Table 5) is in the metadata."""
+                         judge_scores: pd.DataFrame):
+    """One row per perturbation type × severity for one judge model: the LLM judge's mean score of
+    the judged deterministic variants (null where no reply was valid, never 0); its Δ row is in the
+    metadata. Source: App. B.6, the judge's rows of Tables 2–5.
+    Code: metamorph.studies.workflow_perturb.analysis.attach_judge, severity_table."""
     scores = wp.attach_judge(perturbation_scores, judge_scores)
     sev = wp.severity_table(scores)
     sens = wp.sensitivity_matrix(scores)
     judge_sev = sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=context.partition_key)
     judge_sens = sens[sens["metric"] == "judge"].reset_index(drop=True)
-    return validated_output(S.JudgeSeverityTable, judge_sev, "judge_severity_table", {
+    yield from metric_output(S.JudgeSeverityTable, judge_sev, GROUP, "judge_severity_table", JUDGE_CELLS, metadata={
         "judge_sensitivity": dg.MetadataValue.md(markdown_table(judge_sens))})
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def strata_table(perturbation_scores: pd.DataFrame) -> dg.Output:
-    """Means by golden size stratum 5–7, 8–15, 16+ (Table 7): :func:`metamorph.studies.workflow_perturb.analysis.strata_table`."""
-    return validated_output(S.StrataTable, wp.strata_table(_analysis_input(perturbation_scores)), "strata_table")
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "strata_table", STRATA_CELLS))
+def strata_table(perturbation_scores: pd.DataFrame):
+    """One row per operator × metric × type × severity × golden size stratum (5–7, 8–15, 16+ steps):
+    the metric's mean ± sd. Source: Table 7. Code: metamorph.studies.workflow_perturb.analysis.strata_table."""
+    yield from metric_output(S.StrataTable, wp.strata_table(_analysis_input(perturbation_scores)), GROUP,
+                             "strata_table", STRATA_CELLS)
 
 
 class RecalibrationConfig(dg.Config):
@@ -263,22 +301,25 @@ class RecalibrationConfig(dg.Config):
     rule: str = Field(default="midpoint", description="'midpoint' between mild Q(q) and moderate Q(100−q), or 'mild'.")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def threshold_recalibration(config: RecalibrationConfig, perturbation_scores: pd.DataFrame) -> dg.Output:
-    """Thresholds recalibrated on these goldens between the mild and moderate severity
-    distributions: :func:`metamorph.studies.workflow_perturb.analysis.recalibrate`. The metadata holds the
-    thresholds file for ``metamorph gate --thresholds``."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "threshold_recalibration", RECALIBRATION_CELLS))
+def threshold_recalibration(config: RecalibrationConfig, perturbation_scores: pd.DataFrame):
+    """One row per failure mode × metric × role: the gate threshold recalibrated on these goldens
+    between the mild (10%) and moderate (30%) severity distributions, next to Table 1's default; the
+    metadata holds the thresholds file for metamorph gate --thresholds. Source: §6, Table 1.
+    Code: metamorph.studies.workflow_perturb.analysis.recalibrate."""
     df = wp.recalibrate(_analysis_input(perturbation_scores), percentile=config.percentile, rule=config.rule)
-    return validated_output(S.Recalibration, df, "threshold_recalibration", {
+    yield from metric_output(S.Recalibration, df, GROUP, "threshold_recalibration", RECALIBRATION_CELLS, metadata={
         "thresholds_json": dg.MetadataValue.json(wp.recalibrated_thresholds(df))})
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd.DataFrame) -> dg.Output:
-    """Instance-level firing rate of each failure-mode bundle by type × severity (Table 8), with the
-    Table 1 defaults and the recalibrated thresholds, in every mode of ``gate.MODES`` (default
-    'primary_and_secondary'; 'any' and 'joint' primary-only):
-    :func:`metamorph.studies.workflow_perturb.analysis.firing_matrix`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "firing_matrix", FIRING_CELLS))
+def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd.DataFrame):
+    """One row per thresholds (Table 1 defaults or recalibrated) × gate mode × failure mode ×
+    perturbation type × severity: the % of variants on which the failure-mode bundle fires (default
+    mode primary_and_secondary; any and joint are primary-only); the on-target rates are float
+    metadata. Source: Table 8. Code: metamorph.studies.workflow_perturb.analysis.firing_matrix."""
     scores = _analysis_input(perturbation_scores)
     recal = gate.thresholds_from_dict(wp.recalibrated_thresholds(threshold_recalibration))
     parts = []
@@ -288,5 +329,5 @@ def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd
     df = pd.concat(parts, ignore_index=True)
     diag = df[df["on_target"] & (df["mode"] == gate.DEFAULT_MODE)].pivot_table(
         index=["thresholds", "failure_mode"], columns="severity", values="firing_pct").round(1).reset_index()
-    return validated_output(S.FiringMatrixTable, df, "firing_matrix",
-                            {"on_target_firing_pct": dg.MetadataValue.md(markdown_table(diag))})
+    yield from metric_output(S.FiringMatrixTable, df, GROUP, "firing_matrix", FIRING_CELLS,
+                             metadata={"on_target_firing_pct": dg.MetadataValue.md(markdown_table(diag))})

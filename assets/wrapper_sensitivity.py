@@ -12,14 +12,18 @@ Where the logic lives (one hop):
 """
 
 import json
+from dataclasses import replace
 
 import dagster as dg
 import pandas as pd
+from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets import plots
+from assets._cells import Behind, Cells, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import ComparisonConfig, comparison_output, generation_metadata, validated_output
+from assets._common import (ALL_ROWS, ComparisonConfig, LimitConfig, comparison_output, generation_metadata,
+                            validated_output)
 from metamorph.studies.wrapper_sensitivity import plan as ws
 from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity import diagnostics as diag
@@ -51,19 +55,19 @@ def prompts_from_frame(df: pd.DataFrame) -> list[WrappedPrompt]:
             for r in df.itertuples()]
 
 
-class ItemsConfig(dg.Config):
+class ItemsConfig(LimitConfig):
     sources: list[str] = Field(default=["synthetic"], description="Task specs: 'synthetic' (embedded default) or "
                                "'<task>:<path|hf:// URI>' with task boolq, arc_challenge, gsm8k, commonsense_qa, "
                                "winogrande, hellaswag, piqa. See metamorph.studies.wrapper_sensitivity.tasks.")
-    limit: int | None = Field(default=None, ge=1, description="Keep the first N items of each source.")
+    limit: int = Field(default=ALL_ROWS, description="Keep the first N ≥ 1 items of each source; -1 = every item.")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def qa_items(config: ItemsConfig) -> dg.Output:
-    """The canonical QA items of every source (:func:`metamorph.studies.wrapper_sensitivity.tasks.load_task`)."""
+    """The canonical QA items of every source (metamorph.studies.wrapper_sensitivity.tasks.load_task)."""
     rows = []
     for spec in config.sources:
-        for x in load_task(spec, limit=config.limit):
+        for x in load_task(spec, limit=config.row_limit):
             rows.append({"task": x.task, "item_id": x.item_id, "answer_type": x.answer_type, "question": x.question,
                          "passage": x.passage, "choices_json": json.dumps([list(c) for c in x.choices]),
                          "n_choices": len(x.choices) if x.answer_type == "choice" else None, "gold": x.gold,
@@ -82,7 +86,7 @@ class PromptsConfig(dg.Config):
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def wrapped_prompts(config: PromptsConfig, qa_items: pd.DataFrame) -> dg.Output:
     """Every item × wrapper, padded with newlines to the task's character budget (§3.3,
-    :func:`metamorph.studies.wrapper_sensitivity.wrappers.render_token_controlled`)."""
+    metamorph.studies.wrapper_sensitivity.wrappers.render_token_controlled)."""
     prompts = render_token_controlled(items_from_frame(qa_items), config.families, config.template_version)
     df = pd.DataFrame([{**p.to_record(), "wrapper": p.family} for p in prompts])
     df["char_budget"] = df.groupby("task")["prompt_chars"].transform("max")
@@ -109,7 +113,7 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
     """model × task × wrapper × item × seed completions through the generation cache.
 
     For a local model every prompt is counted with its tokenizer and checked against the context
-    budget before any call (:func:`metamorph.studies.wrapper_sensitivity.plan.count_and_check_budget`).
+    budget before any call (metamorph.studies.wrapper_sensitivity.plan.count_and_check_budget).
     """
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
@@ -137,7 +141,7 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
                                                            description="Unparseable share under the paper's extractor (the headline mode).")])
 def scored_answers(wrapper_generations: pd.DataFrame, qa_items: pd.DataFrame):
     """Every generation under the paper's extractor (the headline) and strict / normalized / lenient
-    extraction (:func:`metamorph.studies.wrapper_sensitivity.plan.score_generations`)."""
+    extraction (metamorph.studies.wrapper_sensitivity.plan.score_generations)."""
     df = ws.score_generations(wrapper_generations, items_from_frame(qa_items))
     norm = df[df["mode"] == wm.DEFAULT_MODE]
     share = float((~norm["parseable"]).mean()) if len(norm) else 0.0
@@ -154,7 +158,7 @@ def scored_answers(wrapper_generations: pd.DataFrame, qa_items: pd.DataFrame):
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
           kinds={"duckdb"})
 def token_balance(wrapper_generations: pd.DataFrame) -> dg.Output:
-    """Δtok per item and the matched subset (§3.3): :func:`metamorph.studies.wrapper_sensitivity.plan.token_balance`."""
+    """Δtok per item and the matched subset (§3.3): metamorph.studies.wrapper_sensitivity.plan.token_balance."""
     df = ws.token_balance(wrapper_generations)
     return validated_output(S.TokenBalance, df, "token_balance", {
         "matched_items": dg.MetadataValue.int(int(df["matched"].sum())), "items": dg.MetadataValue.int(len(df)),
@@ -182,93 +186,154 @@ def _standard(scored: pd.DataFrame) -> pd.DataFrame:
     return scored[scored["wrapper"].isin(FAMILIES)]
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def wrapper_cells(scored_answers: pd.DataFrame) -> dg.Output:
-    """Accuracy, parseability, Acc|parse, truncation per (model, task, wrapper) for every extraction
-    mode: :func:`metamorph.studies.wrapper_sensitivity.metrics.cell_metrics`."""
+# How the metric tables read in the UI (assets._cells): the rows behind a cell are scored answers
+# (raw completion: wrapper_generations by generation_key).
+_PCT = (0.0, 100.0)
+
+
+def _scored(inputs: dict) -> pd.DataFrame:
+    return inputs["scored_answers"]
+
+
+def _incorrect(rows: pd.DataFrame, cell) -> pd.DataFrame:
+    return rows[~rows["correct"].astype(bool)].sort_values(["wrapper", "item_id", "seed"], kind="stable")
+
+
+def _worst_wrapper_incorrect(rows: pd.DataFrame, cell) -> pd.DataFrame:
+    """The wrong answers of the cell's worst wrapper(s) (ties are listed joined by ', ')."""
+    return _incorrect(rows[rows["wrapper"].isin(str(cell.get("worst_wrapper") or "").split(", "))], cell)
+
+
+_BEHIND = Behind(_scored, _incorrect, show=("wrapper", "item_id", "seed", "mode", "value", "parseable", "reason"),
+                 table="wrapper_generations")
+CELL_CELLS = Cells("accuracy_pct", ("model_id", "task", "wrapper", "mode"), worse="low", bounds=_PCT,
+                   select=lambda df: (df["mode"] == wm.DEFAULT_MODE) & df["wrapper"].isin(FAMILIES),
+                   headline="accuracy_pct/{model_id}/{task}/{wrapper}", behind=_BEHIND)
+FSI_CELLS = Cells("fsi", ("model_id", "task"), bounds=(0.0, 1.0), digits=4, headline="FSI/{model_id}/{task}",
+                  behind=replace(_BEHIND, pick=_worst_wrapper_incorrect))
+MEAN_CELLS = Cells("mean", ("model_id", "index"), worse=None, ci=("ci_low", "ci_high"), digits=4,
+                   headline="{index}/{model_id}")
+CORRELATION_CELLS = Cells("r", ("scope", "model_id"), worse=None, bounds=(-1.0, 1.0), digits=3)
+FE_CELLS = Cells("beta", (), worse=None, ci=("ci_low", "ci_high"), digits=4)
+ITEM_CELLS = Cells("coef", ("term",), worse=None, ci=("ci_low", "ci_high"), digits=4)
+DECOMPOSITION_CELLS = Cells("fsi_pp", ("model_id", "task"), worse=None, bounds=_PCT)
+WINS_CELLS = Cells("win_pct", ("wrapper",), worse=None, bounds=_PCT)
+MATCHED_CELLS = Cells("fsi_matched_pp", ("model_id", "task"), worse=None, bounds=_PCT)
+
+
+def _in_mode(scored: pd.DataFrame, mode: str) -> dict:
+    return {"scored_answers": scored[scored["mode"] == mode]}
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "wrapper_cells", CELL_CELLS))
+def wrapper_cells(warehouse: DuckDBResource, scored_answers: pd.DataFrame):
+    """One row per model × task × wrapper × extraction mode: accuracy A, parseability P, Acc|parse and
+    the truncation rate of the cell's generations; the worst cells (paper extractor) list their
+    wrong answers with the raw replies. Source: §4. Code: metamorph.studies.wrapper_sensitivity.metrics.cell_metrics."""
     df = pd.concat([wm.cell_metrics(scored_answers, m) for m in sorted(scored_answers["mode"].unique())],
                    ignore_index=True)
     head = df[(df["mode"] == wm.DEFAULT_MODE) & df["wrapper"].isin(FAMILIES)]
-    return validated_output(S.WrapperCells, df, "wrapper_cells", {
+    yield from metric_output(S.WrapperCells, df, GROUP, "wrapper_cells", CELL_CELLS, warehouse=warehouse,
+                             inputs={"scored_answers": scored_answers}, metadata={
         "plot": plots.scatter(head, "parseability_pct", "accuracy_pct", f"Accuracy vs parseability ({wm.DEFAULT_MODE})")})
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def fsi_psi(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """FSI, PSI, nFSI and the chance-adjusted nFSI per (model, task) over the five wrappers:
-    :func:`metamorph.studies.wrapper_sensitivity.metrics.fsi_psi`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "fsi_psi", FSI_CELLS))
+def fsi_psi(config: ModeConfig, warehouse: DuckDBResource, scored_answers: pd.DataFrame):
+    """One row per model × task: FSI (accuracy spread over the five wrappers), PSI (parseability
+    spread), nFSI and the chance-adjusted nFSI, with the best and worst wrappers; the worst cells
+    list the worst wrapper's wrong answers with the raw replies. Source: §4 (FSI paper), review minor 2.
+    Code: metamorph.studies.wrapper_sensitivity.metrics.fsi_psi."""
     df = wm.fsi_psi(wm.cell_metrics(_standard(scored_answers), config.mode))
-    return validated_output(S.WrapperFSI, df, "fsi_psi")
+    yield from metric_output(S.WrapperFSI, df, GROUP, "fsi_psi", FSI_CELLS, warehouse=warehouse,
+                             inputs=_in_mode(_standard(scored_answers), config.mode))
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
-def mean_fsi_psi(fsi_psi: pd.DataFrame) -> dg.Output:
-    """Mean FSI / PSI / nFSI per model with bootstrap 95% CIs over tasks (10,000 resamples):
-    :func:`metamorph.studies.wrapper_sensitivity.metrics.mean_indices`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "mean_fsi_psi", MEAN_CELLS))
+def mean_fsi_psi(fsi_psi: pd.DataFrame):
+    """One row per model × index (FSI, PSI, nFSI …): its mean over the model's tasks with a percentile
+    bootstrap 95% CI over tasks (10,000 resamples). Source: §4, §5.
+    Code: metamorph.studies.wrapper_sensitivity.metrics.mean_indices."""
     df = wm.mean_indices(fsi_psi, n_resamples=10_000, seed=0)
-    return validated_output(S.WrapperMeanIndices, df, "mean_fsi_psi", {"plot": plots.mean_with_ci(df)})
+    yield from metric_output(S.WrapperMeanIndices, df, GROUP, "mean_fsi_psi", MEAN_CELLS,
+                             metadata={"plot": plots.mean_with_ci(df)})
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def acc_parse_correlation(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """Pearson r(accuracy, parseability) over cells: :func:`metamorph.studies.wrapper_sensitivity.regression.pearson_acc_parse`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "acc_parse_correlation", CORRELATION_CELLS))
+def acc_parse_correlation(config: ModeConfig, scored_answers: pd.DataFrame):
+    """One row pooled over all cells and one per model: Pearson r between the cells' accuracy and
+    parseability, with its p-value. Source: §5. Code: metamorph.studies.wrapper_sensitivity.regression.pearson_acc_parse."""
     df = reg.pearson_acc_parse(wm.cell_metrics(_standard(scored_answers), config.mode))
-    return validated_output(S.WrapperCorrelation, df, "acc_parse_correlation")
+    yield from metric_output(S.WrapperCorrelation, df, GROUP, "acc_parse_correlation", CORRELATION_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def fixed_effects(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """A = βP + α_m + γ_t + δ_f by WLS: :func:`metamorph.studies.wrapper_sensitivity.regression.fixed_effects_regression`
-    (a design that does not identify β is reported as a row with a note, not an error)."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "fixed_effects", FE_CELLS))
+def fixed_effects(config: ModeConfig, scored_answers: pd.DataFrame):
+    """One row: β of the cell-level regression A = βP + α_m + γ_t + δ_f by WLS, with its SE, CI and
+    partial R² (a design that does not identify β gives a row with a note, not an error).
+    Source: §5.2. Code: metamorph.studies.wrapper_sensitivity.regression.fixed_effects_regression."""
     cells = wm.cell_metrics(_standard(scored_answers), config.mode)
     try:
         df = reg.fixed_effects_regression(cells)
     except ValueError as exc:  # the design does not identify β (e.g. one model, one task)
         df = _not_estimated(S.WrapperFERegression, exc, n_cells=len(cells))
-    return validated_output(S.WrapperFERegression, df, "fixed_effects")
+    yield from metric_output(S.WrapperFERegression, df, GROUP, "fixed_effects", FE_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def item_level_model(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """Item-level linear probability model with cluster-robust SEs by item (review, major 3):
-    :func:`metamorph.studies.wrapper_sensitivity.regression.item_level_model`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "item_level_model", ITEM_CELLS))
+def item_level_model(config: ModeConfig, scored_answers: pd.DataFrame):
+    """One row per coefficient of the item-level linear probability model of correctness on
+    parseability and wrapper, with cluster-robust SEs by item. Source: the review, major 3.
+    Code: metamorph.studies.wrapper_sensitivity.regression.item_level_model."""
     try:
         df = reg.item_level_model(_standard(scored_answers), config.mode)
     except ValueError as exc:  # e.g. 'parseable' constant: its coefficient is not identified
         df = _not_estimated(S.WrapperItemModel, exc, mode=config.mode, n_obs=int((scored_answers["mode"] == config.mode).sum()))
-    return validated_output(S.WrapperItemModel, df, "item_level_model")
+    yield from metric_output(S.WrapperItemModel, df, GROUP, "item_level_model", ITEM_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def fsi_decomposition(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """FSI = compliance part + conditional-accuracy part (review, major 1):
-    :func:`metamorph.studies.wrapper_sensitivity.diagnostics.decomposition`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "fsi_decomposition", DECOMPOSITION_CELLS))
+def fsi_decomposition(config: ModeConfig, scored_answers: pd.DataFrame):
+    """One row per model × task: FSI split into a compliance part (parseability) and a
+    conditional-accuracy part. Source: the review, major 1 (on §3.5, §5.2).
+    Code: metamorph.studies.wrapper_sensitivity.diagnostics.decomposition."""
     df = diag.decomposition(wm.cell_metrics(_standard(scored_answers), config.mode))
-    return validated_output(S.WrapperDecomposition, df, "fsi_decomposition")
+    yield from metric_output(S.WrapperDecomposition, df, GROUP, "fsi_decomposition", DECOMPOSITION_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def wrapper_wins(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """Wins per wrapper over model × task: :func:`metamorph.studies.wrapper_sensitivity.diagnostics.win_counts`."""
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=metric_checks(GROUP, "wrapper_wins", WINS_CELLS))
+def wrapper_wins(config: ModeConfig, scored_answers: pd.DataFrame):
+    """One row per wrapper: in how many model × task combinations it has the highest accuracy
+    (ties all win). Source: §5. Code: metamorph.studies.wrapper_sensitivity.diagnostics.win_counts."""
     df = diag.win_counts(wm.cell_metrics(_standard(scored_answers), config.mode))
-    return validated_output(S.WrapperWins, df, "wrapper_wins",
-                            {"plot": plots.bars(df, "wrapper", "wins", "Wrapper wins over model × task")})
+    yield from metric_output(S.WrapperWins, df, GROUP, "wrapper_wins", WINS_CELLS,
+                             metadata={"plot": plots.bars(df, "wrapper", "wins", "Wrapper wins over model × task")})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          ins={**ALL_SCORED, "token_balance": dg.AssetIn(key=[*PREFIX, "token_balance"])})
-def matched_fsi(config: ModeConfig, scored_answers: pd.DataFrame, token_balance: pd.DataFrame) -> dg.Output:
-    """FSI on the Δtok ≤ 5% matched subset next to full FSI:
-    :func:`metamorph.studies.wrapper_sensitivity.diagnostics.matched_fsi`."""
+          ins={**ALL_SCORED, "token_balance": dg.AssetIn(key=[*PREFIX, "token_balance"])},
+          check_specs=metric_checks(GROUP, "matched_fsi", MATCHED_CELLS))
+def matched_fsi(config: ModeConfig, scored_answers: pd.DataFrame, token_balance: pd.DataFrame):
+    """One row per model × task: FSI and PSI on the items whose prompts are token-matched (Δtok ≤ 5%)
+    next to the full FSI and PSI. Source: §3.3, §5. Code: metamorph.studies.wrapper_sensitivity.diagnostics.matched_fsi."""
     matched = token_balance[token_balance["matched"]][["model_id", "task", "item_id"]]
     df = diag.matched_fsi(_standard(scored_answers), matched, config.mode)
-    return validated_output(S.WrapperMatchedFSI, df, "matched_fsi")
+    yield from metric_output(S.WrapperMatchedFSI, df, GROUP, "matched_fsi", MATCHED_CELLS)
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def constrained_falsifier(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """Free vs constrained json decoding (review's falsifier; empty unless the arm was run):
-    :func:`metamorph.studies.wrapper_sensitivity.diagnostics.constrained_falsifier`."""
+    """One row per model × task: FSI and PSI with free vs JSON-schema constrained json decoding (the
+    review's falsifier; empty unless the constrained arm was run).
+    Code: metamorph.studies.wrapper_sensitivity.diagnostics.constrained_falsifier."""
     return validated_output(S.WrapperConstrainedFalsifier, diag.constrained_falsifier(scored_answers, config.mode),
                             "constrained_falsifier")
 

@@ -33,15 +33,32 @@ def input_selection(study: str) -> dg.AssetSelection:
     return dg.AssetSelection.assets(*[[study, name] for name in STUDY_INPUTS[study]])
 
 
-def _inputs_job(study: str) :
-    return dg.define_asset_job(f"{study}_inputs_job", selection=input_selection(study),
-                               description=f"Load the {study} study's sources and render their surface forms.")
+def _inputs_job(study: str):
+    import importlib
+
+    from pipelines.inputs import inputs_config
+
+    module = importlib.import_module(f"assets.{study}")
+    return dg.define_asset_job(
+        f"{study}_inputs_job", selection=input_selection(study),
+        config=inputs_config(study, [getattr(module, name) for name in STUDY_INPUTS[study]]),
+        description=f"Load the {study} study's sources and render their surface forms. The config is checked "
+                    "(sources loaded, values in range) when the run is launched: a bad value fails the launch "
+                    "with one line, no run is created.")
 
 
-def _model_job(study: str) :
-    return dg.define_asset_job(f"{study}_model_job", selection=dg.AssetSelection.groups(study) - input_selection(study),
-                               description=f"Generate, extract and score one model partition of {study}, "
-                                           "then rebuild its metric tables.")
+#: The partition dialog of Dagster 1.13's UI opens with no partition selected
+#: (LaunchAssetChoosePartitionsDialog: defaultSelection 'empty'); it starts from the page URL's
+#: ``<dimension>_range`` instead when there is one, and ``*`` selects every key.
+ALL_MODELS_LINK = "[select every registered model](?default_range=*)"
+
+
+def _model_job(study: str):
+    return dg.define_asset_job(
+        f"{study}_model_job", selection=dg.AssetSelection.groups(study) - input_selection(study),
+        description=f"Generate, extract and score one model partition of {study}, then rebuild its metric tables. "
+                    f"To run every registered model: {ALL_MODELS_LINK} (reopens this page so that Materialize "
+                    "starts with all model partitions selected), then Materialize all.")
 
 
 INPUT_JOBS = {s: _inputs_job(s) for s in STUDY_INPUTS}

@@ -32,6 +32,10 @@ concurrency:
     default_limit: 1
 telemetry:
   enabled: false
+# The code location imports torch and the studies: on a loaded 2-core machine its gRPC server
+# takes longer than Dagster's default 180 s to start.
+code_servers:
+  local_startup_timeout: 600
 """
 
 
@@ -55,29 +59,6 @@ STUDY_OPS = {
     "workflow_perturb": ("workflow_perturb__goldens", "workflow_perturb__llm_perturbations"),
     "order_probe": ("order_probe__order_items", "order_probe__order_generations"),
 }
-
-
-def check_sources(study: str, sources: list[str], limit: int | None) -> None:
-    """Load ``sources`` with the study's own loader (the one its inputs asset calls) before any run
-    is launched; raises the loader's :class:`~metamorph.errors.InputError` (file, row, field)."""
-    if study == "format_robustness":
-        from metamorph.studies.format_robustness.sources import load_sources
-
-        load_sources(sources, limit=limit)
-    elif study == "wrapper_sensitivity":
-        from metamorph.studies.wrapper_sensitivity.tasks import load_task
-
-        for spec in sources:
-            load_task(spec, limit=limit)
-    elif study == "workflow_perturb":
-        from metamorph.studies.workflow_perturb.workflows import load_goldens
-
-        for spec in sources:
-            load_goldens(spec, on_invalid="collect", limit=limit)
-    elif study == "order_probe":
-        from metamorph.studies.order_probe.sources import load_sources as load_items
-
-        load_items(sources, limit)
 
 
 def print_headline(study: str, database: str) -> None:
@@ -275,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     import dagster as dg
 
     from metamorph.errors import MetamorphError
+    from pipelines.inputs import InputsRejected, check_sources
     from metamorph.models import load_registry
     from pipelines.definitions import defs
     from pipelines.partitions import model_partitions
@@ -314,9 +296,14 @@ def main(argv: list[str] | None = None) -> int:
     logger_defs = {"console": cli_logger(log_file)}
 
     def run(job: str, ops: dict, partition: str | None = None) -> tuple[int, str] | None:
-        res = defs.resolve_job_def(job).with_logger_defs(logger_defs).execute_in_process(
-            instance=instance, partition_key=partition, raise_on_error=False, tags=launch_tags(),
-            run_config={"ops": ops, "loggers": {"console": {}}})
+        try:
+            res = defs.resolve_job_def(job).with_logger_defs(logger_defs).execute_in_process(
+                instance=instance, partition_key=partition, raise_on_error=False, tags=launch_tags(),
+                run_config={"ops": ops, "loggers": {"console": {}}})
+        except InputsRejected as exc:  # the job's config check (pipelines.inputs), at launch
+            return 2, f"{job}: {exc}"
+        except dg.DagsterUserCodeExecutionError as exc:  # any other error of a config mapping
+            return 1, f"{job}: {exc.user_exception}"
         if res.success:
             return None
         message, bad_input = failure_message(res)
@@ -324,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     inputs_op = STUDY_OPS[args.study][0]
-    src_cfg = {"limit": args.limit, **({"sources": args.sources} if args.sources else {})}
+    src_cfg = {**({"limit": args.limit} if args.limit else {}), **({"sources": args.sources} if args.sources else {})}
     ops_cfg = {inputs_op: {"config": src_cfg}}
     if args.study == "order_probe" and args.settings:
         ops_cfg["order_probe__order_prompts"] = {"config": {"settings": args.settings}}

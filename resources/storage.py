@@ -103,10 +103,13 @@ class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
                     connection.execute(f"INSERT INTO {full} BY NAME SELECT * FROM __metamorph_out")
         finally:
             connection.unregister("__metamorph_out")
+        # the table by its SQL name; the warehouse file as its own entry (not glued to the table name)
+        name = f"{table_slice.schema}.{table_slice.table}"
         context.add_output_metadata({
-            **(TableMetadataSet(partition_row_count=len(frame), storage_kind="duckdb") if context.has_partition_key
-               else TableMetadataSet(row_count=len(frame), storage_kind="duckdb")),
-            "dagster/uri": dg.MetadataValue.path(f"duckdb://{context.resource_config['database']}#{table_slice.schema}.{table_slice.table}"),
+            **(TableMetadataSet(partition_row_count=len(frame), storage_kind="duckdb", table_name=name)
+               if context.has_partition_key
+               else TableMetadataSet(row_count=len(frame), storage_kind="duckdb", table_name=name)),
+            "warehouse": dg.MetadataValue.path(context.resource_config["database"]),
         })
 
     def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection) -> pd.DataFrame:

@@ -10,7 +10,9 @@ from assets import format_robustness as fr_assets
 from metamorph.studies.format_robustness import schemas as M
 from metamorph.studies.format_robustness import schemas as S
 from metamorph.schemas import validate_frame
+from assets._common import ALL_ROWS
 from pipelines.definitions import build_definitions
+from pipelines.inputs import InputsRejected
 from tests.conftest import shared_sample
 
 MODEL = "smollm2-135m-instruct"
@@ -88,10 +90,10 @@ def test_bad_input_fails_and_writes_nothing_downstream(metamorph_home, tmp_path)
                                "answer_idx": "E"}) + "\n")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", [MODEL])
-        inputs, _ = run_study(instance, [f"medqa:{bad}"], None, 1)
-        assert not inputs.success
-        failure = inputs.get_step_failure_events()[0].event_specific_data.error
-        assert f"{bad}, row 1, field 'answer_idx': gold label 'E' is not one of A, B, C, D" in failure.cause.message
+        with pytest.raises(InputsRejected) as err:  # at launch: no run is created
+            run_study(instance, [f"medqa:{bad}"], ALL_ROWS, 1)
+        assert str(err.value) == f"{bad}, row 1, field 'answer_idx': gold label 'E' is not one of A, B, C, D"
+        assert instance.get_runs() == []
     db = metamorph_home / "metamorph.duckdb"
     if db.exists():
         con = duckdb.connect(str(db), read_only=True)

@@ -52,6 +52,7 @@ def test_group_with_routing_on_a_stub_model(stub, metamorph_home, tmp_path, monk
             instance=instance, partition_key="stub", raise_on_error=False,
             run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": 2}}}})
         assert model.success
+        ui_shows_the_worst_cells_and_their_replies(instance, model)
     db = metamorph_home / "metamorph.duckdb"
     for table, schema in {"mr_flags": M.MRFlags, "mr_violations": M.MRViolations, "routing_choice": M.RoutingChoice,
                           "routed_generations": M.RoutedGenerations, "routed_outcomes": M.RoutedOutcomes,
@@ -79,3 +80,38 @@ def test_group_with_routing_on_a_stub_model(stub, metamorph_home, tmp_path, monk
     assert (rt.loc["MR1", "before_pct"], rt.loc["MR1", "after_pct"], rt.loc["MR1", "n_after"]) == (50.0, left, 6)
     assert (rt.loc["MR3", "before_pct"], rt.loc["MR3", "after_pct"]) == (100.0, 2 * left)
     assert set(read(db, "mitigation_table")["strategy"]) == {"vote", "routing"}
+
+
+def ui_shows_the_worst_cells_and_their_replies(instance, result) -> None:
+    """From mr_violations to the raw replies of a violating group in the UI's metadata, its
+    headline floats and checks, and the lineage view's rows for the worst cell (scripted answers
+    of the test above: MR3 = 100 %, MR1 = 50 % with the r = 2 groups B/A/B/A, MR2 = 0 %)."""
+    def meta(name):
+        key = dg.AssetKey(["format_robustness", name])
+        return instance.get_latest_materialization_event(key).asset_materialization.metadata
+
+    mv = meta("mr_violations")
+    assert mv["dagster/table_name"].value == "format_robustness.mr_violations"
+    assert [k for k in mv if k.startswith("worst cell")] == [
+        "worst cell 1: stub/inline · medqa · MR3 = 100", "worst cell 2: stub/inline · medqa · MR1 = 50",
+        "worst cell 3: stub/inline · medqa · MR2 = 0"]
+    mr1 = [r.data for r in mv["worst cell 2: stub/inline · medqa · MR1 = 50"].value.records]
+    assert len(mr1) == 12 and {r["repeat"] for r in mr1} == {2}
+    assert {(r["format"], json.loads(r["response_text"])["decision"], r["decision"]) for r in mr1} == {
+        ("txt", "B", "B"), ("md", "A", "A"), ("json", "B", "B"), ("csv", "A", "A")}
+    assert {k: mv[k].value for k in mv if k.startswith("M") and "_pct/" in k} == {
+        "M1_pct/stub/inline/medqa": 50.0, "M1_pct/stub/inline/medqa/ci_low": 50.0,
+        "M1_pct/stub/inline/medqa/ci_high": 50.0, "M2_pct/stub/inline/medqa": 0.0,
+        "M2_pct/stub/inline/medqa/ci_low": 0.0, "M2_pct/stub/inline/medqa/ci_high": 0.0,
+        "M3_pct/stub/inline/medqa": 100.0, "M3_pct/stub/inline/medqa/ci_low": 100.0,
+        "M3_pct/stub/inline/medqa/ci_high": 100.0}
+    checks = {(e.asset_key.path[-1], e.check_name): e.passed for e in result.get_asset_check_evaluations()}
+    assert {c: checks[("mr_violations", c)] for c in ("rows_present", "value_defined", "ci_brackets_value",
+                                                       "value_in_range")} == dict.fromkeys(
+        ("rows_present", "value_defined", "ci_brackets_value", "value_in_range"), True)
+    assert sum(1 for (asset, name) in checks if name == "rows_present") == 18
+    lv = meta("lineage_views")
+    assert lv["worst_cell"].value == "mr_violations: stub/inline · medqa · MR3 = 100"
+    assert lv["worst_cell_rows"].value == 24  # 3 instances × 2 repeats × 4 formats
+    rows = [r.data for r in lv["mr_violation_lineage (worst cell)"].value.records]
+    assert len(rows) == 24 and all(r["mr3"] for r in rows) and rows[0]["response_text"].startswith('{"decision"')

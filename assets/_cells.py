@@ -1,0 +1,349 @@
+"""Metric tables in the Dagster UI: their worst cells with the rows behind them, their headline
+numbers as float metadata, and their asset checks (Dagster concerns only; no metric logic here).
+
+A metric table is a frame of *cells* (one row per workflow × dataset × relation, model × task, …)
+whose number was computed from per-row tables upstream (one row per generation, reply or
+variant). :class:`Cells` says which column holds the number, which columns name a cell, which
+direction is worse, where the CI is and (:class:`Behind`) which upstream rows a cell is made of
+and where their raw text lives in the warehouse. From that one declaration every metric asset of
+every study gets (:func:`metric_output`, :func:`metric_checks`):
+
+* ``worst_cells`` (markdown): the worst cells with their number and CI;
+* ``worst cell <i>: <cell>`` (a table, untruncated): the rows behind each of them with their raw
+  completions — "why is M1 16.7 %?" answered in the UI without SQL;
+* one float per cell under ``Cells.headline`` (e.g. ``M1_pct/<workflow>/<dataset>``, with
+  ``…/ci_low`` and ``…/ci_high``): what Dagster's Plots tab draws across materializations,
+  rounded for display;
+* asset checks: ``rows_present``, ``value_defined``, ``ci_brackets_value``, ``value_in_range``.
+
+:class:`ViewPreview` does the same for a study's lineage views: the rows of a view for the worst
+cell of a metric table, as queryable rows in the lineage asset's metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+import pandera.pandas as pa
+
+from metamorph.export import markdown_table
+from assets._common import validated_output
+
+#: Cell values that pool every level of their column ('all' languages, '*' datasets, 'Avg.' margins).
+POOLED = ("all", "*", "Avg.")
+
+
+@dataclass(frozen=True)
+class Behind:
+    """The upstream rows one cell of a metric table is made of.
+
+    Attributes:
+        rows: builds the per-row frame from the asset's inputs (by input name), e.g. the
+            generations with their MR flags; it must carry ``key``.
+        pick: the rows behind one cell among the rows matching the cell (``cell`` is the metric
+            row as a dict), possibly reordered — e.g. the flagged groups, the wrong replies.
+            Rows are first matched on every cell key column they share (a value in
+            POOLED matches everything; ``match`` maps a cell column to a differently
+            named row column, or to "" to leave it unmatched).
+        show: columns of the rows to show, before the raw text.
+        table: warehouse table of the study holding the raw text (``<study>.<table>``), looked up
+            by ``key``; None = the rows carry everything shown.
+        text: columns of ``table`` shown after ``show`` (untruncated).
+        limit: rows shown per cell (the total is in the cell's summary row).
+    """
+
+    rows: Callable[[Mapping[str, pd.DataFrame]], pd.DataFrame]
+    pick: Callable[[pd.DataFrame, Mapping[str, Any]], pd.DataFrame] | None = None
+    show: tuple[str, ...] = ()
+    table: str | None = None
+    key: str = "generation_key"
+    text: tuple[str, ...] = ("finish_reason", "response_text")
+    match: tuple[tuple[str, str], ...] = ()
+    limit: int = 24
+
+
+@dataclass(frozen=True)
+class Cells:
+    """How a metric table's cells are read in the UI.
+
+    Attributes:
+        value: the column holding each cell's number.
+        keys: the columns naming a cell.
+        worse: "high" (violations, FSI) or "low" (accuracy, recovery): the direction of a bad cell;
+            None = no worst cells (the number has no bad direction), headline and checks only.
+        ci: (low, high) columns of the number's CI, if any.
+        bounds: the range the number (and its CI) must lie in, e.g. (0, 100) for a percentage.
+        headline: ``str.format`` template over the cell's columns (or a function of the cell) naming
+            its float metadata entry, e.g. "M{relation[2]}_pct/{workflow_id}/{dataset}"; None = none.
+        select: the rows that are headline/worst cells (e.g. the headline extraction mode); default all.
+        behind: the rows behind a cell (Behind); None = worst cells without rows.
+        n_worst: worst cells shown.
+        digits: decimals of the float metadata.
+    """
+
+    value: str
+    keys: tuple[str, ...]
+    worse: str | None = "high"
+    ci: tuple[str, str] | None = None
+    bounds: tuple[float, float] | None = None
+    headline: str | Callable[[Mapping[str, Any]], str] | None = None
+    select: Callable[[pd.DataFrame], pd.Series] | None = None
+    behind: Behind | None = None
+    n_worst: int = 3
+    digits: int = 2
+
+
+def _isnull(v) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _selected(df: pd.DataFrame, cells: Cells) -> pd.DataFrame:
+    return df[cells.select(df).fillna(False).astype(bool)] if cells.select is not None and len(df) else df
+
+
+def worst_cells(df: pd.DataFrame, cells: Cells) -> pd.DataFrame:
+    """The ``cells.n_worst`` worst cells of ``df`` (defined numbers only; ties keep table order)."""
+    if cells.worse not in ("high", "low"):
+        return df.head(0)
+    d = _selected(df, cells)
+    d = d[d[cells.value].notna()]
+    return d.sort_values(cells.value, ascending=cells.worse == "low", kind="stable").head(cells.n_worst)
+
+
+def cell_label(cell: Mapping[str, Any], cells: Cells) -> str:
+    """``a · b · c = 16.67`` for a cell: its key values and its number (rounded)."""
+    v = cell[cells.value]
+    return " · ".join(str(cell[k]) for k in cells.keys) + f" = {round(float(v), cells.digits):g}"
+
+
+def rows_behind(cell: Mapping[str, Any], rows: pd.DataFrame, cells: Cells) -> pd.DataFrame:
+    """The rows behind one cell: ``rows`` matching the cell on every shared key column (pooled
+    values match all), then Behind.pick."""
+    behind = cells.behind
+    alias = dict(behind.match)
+    mask = pd.Series(True, index=rows.index)
+    for k in cells.keys:
+        col = alias.get(k, k)  # "" = not matched (e.g. a drift cell needs its baseline's rows too)
+        if col and col in rows.columns and cell[k] not in POOLED:
+            mask &= rows[col].astype(str) == str(cell[k])
+    picked = rows[mask]
+    return behind.pick(picked, cell) if behind.pick is not None else picked
+
+
+def _with_text(con, study: str, behind: Behind, rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with ``behind.text`` from ``<study>.<behind.table>``, joined on ``behind.key``."""
+    keys = rows[[behind.key]].drop_duplicates()
+    con.register("__metamorph_behind", keys)
+    try:
+        cols = ", ".join(f't."{c}"' for c in behind.text)
+        raw = con.execute(f'SELECT t."{behind.key}", {cols} FROM "{study}"."{behind.table}" AS t '
+                          f'JOIN __metamorph_behind AS k USING ("{behind.key}")').df()
+    finally:
+        con.unregister("__metamorph_behind")
+    return rows.drop(columns=[c for c in behind.text if c in rows.columns]).merge(
+        raw.drop_duplicates(behind.key), on=behind.key, how="left")
+
+
+def _plain(v):
+    if _isnull(v):
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    return v if isinstance(v, (str, int, float, bool)) else str(v)
+
+
+def table_value(df: pd.DataFrame) -> dg.MetadataValue:
+    """``df`` as Dagster table metadata: the UI shows every cell in full ("Show table")."""
+    def kind(s: pd.Series) -> str:
+        if pd.api.types.is_bool_dtype(s):
+            return "bool"
+        if pd.api.types.is_integer_dtype(s):
+            return "int"
+        return "float" if pd.api.types.is_float_dtype(s) else "string"
+
+    schema = dg.TableSchema(columns=[dg.TableColumn(str(c), kind(df[c])) for c in df.columns])
+    return dg.MetadataValue.table(records=[dg.TableRecord({str(c): _plain(v) for c, v in r.items()})
+                                           for r in df.to_dict(orient="records")], schema=schema)
+
+
+def worst_cells_metadata(df: pd.DataFrame, cells: Cells, study: str,
+                         inputs: Mapping[str, pd.DataFrame] | None = None, warehouse=None) -> dict:
+    """``worst_cells`` (markdown) and, with Cells.behind, one table per worst cell with
+    the rows behind it and their raw text (``warehouse``: a DuckDBResource)."""
+    worst = worst_cells(df, cells)
+    if cells.worse is None:
+        return {}
+    if worst.empty:
+        return {"worst_cells": dg.MetadataValue.md("_no cell with a defined value_")}
+    shown = list(dict.fromkeys([*cells.keys, cells.value, *(cells.ci or ())]))
+    summary = worst[shown].copy()
+    details, notes = {}, []
+    if cells.behind is not None and inputs is not None:
+        behind = cells.behind
+        rows = behind.rows(inputs)
+        counts = []
+        picked = {}
+        for i, cell in enumerate(worst.to_dict(orient="records"), 1):
+            part = rows_behind(cell, rows, cells)
+            counts.append(len(part))
+            picked[i] = (cell, part.head(behind.limit))
+        summary["rows_behind"] = counts
+        joined = behind.table is not None and warehouse is not None
+        with warehouse.get_connection() if joined else nullcontext() as con:
+            for i, (cell, part) in picked.items():
+                part = part[[c for c in (*behind.show, behind.key) if c in part.columns]]
+                if joined and len(part):
+                    try:
+                        part = _with_text(con, study, behind, part)
+                    except Exception as exc:  # table missing or renamed: say so, keep the rows
+                        notes.append(f"raw text not joined: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+                details[f"worst cell {i}: {cell_label(cell, cells)}"] = table_value(part)
+    head = (f"Worst {len(worst)} cell(s) by {cells.value} ({cells.worse}er is worse)"
+            + ("; the rows behind each (with the raw text) are in the entries 'worst cell <i>'." if details else "."))
+    md = head + "\n\n" + markdown_table(summary.round(cells.digits + 2))
+    if notes:
+        md += "\n\n" + "; ".join(sorted(set(notes)))
+    return {"worst_cells": dg.MetadataValue.md(md), **details}
+
+
+def headline_metadata(df: pd.DataFrame, cells: Cells) -> dict:
+    """One float per selected cell (and its CI bounds) under Cells.headline, rounded."""
+    if cells.headline is None:
+        return {}
+    out = {}
+    for cell in _selected(df, cells).to_dict(orient="records"):
+        name = cells.headline(cell) if callable(cells.headline) else cells.headline.format(**cell)
+        for suffix, col in (("", cells.value), *((("/ci_low", cells.ci[0]), ("/ci_high", cells.ci[1]))
+                                                  if cells.ci else ())):
+            if not _isnull(cell[col]):
+                out[name + suffix] = dg.MetadataValue.float(round(float(cell[col]), cells.digits))
+    return out
+
+
+def metric_checks(study: str, name: str, cells: Cells | None) -> list[dg.AssetCheckSpec]:
+    """The check specs of metric asset ``<study>/<name>`` (results from check_results)."""
+    key = [study, name]
+    specs = [dg.AssetCheckSpec("rows_present", asset=key, description="The table has at least one row.")]
+    if cells is None:
+        return specs
+    specs.append(dg.AssetCheckSpec("value_defined", asset=key,
+                                   description=f"Every cell has a {cells.value} (warns on undefined cells)."))
+    if cells.ci:
+        lo, hi = cells.ci
+        specs.append(dg.AssetCheckSpec("ci_brackets_value", asset=key,
+                                       description=f"{lo} ≤ {cells.value} ≤ {hi} wherever all three are defined."))
+    if cells.bounds:
+        specs.append(dg.AssetCheckSpec("value_in_range", asset=key, description=(
+            f"{cells.value}{' and its CI' if cells.ci else ''} lie in [{cells.bounds[0]:g}, {cells.bounds[1]:g}].")))
+    return specs
+
+
+def check_results(df: pd.DataFrame, cells: Cells | None) -> list[dg.AssetCheckResult]:
+    """Results of metric_checks on the validated frame ``df``."""
+    res = [dg.AssetCheckResult(check_name="rows_present", passed=len(df) > 0,
+                               metadata={"rows": dg.MetadataValue.int(len(df))})]
+    if cells is None:
+        return res
+    d = _selected(df, cells)
+    undefined = d[d[cells.value].isna()]
+    res.append(dg.AssetCheckResult(
+        check_name="value_defined", passed=undefined.empty, severity=dg.AssetCheckSeverity.WARN,
+        metadata={"undefined_cells": dg.MetadataValue.int(len(undefined)), "cells": dg.MetadataValue.int(len(d)),
+                  "examples": dg.MetadataValue.md(markdown_table(undefined.head(10)))}))
+    if cells.ci:
+        lo, hi = cells.ci
+        full = d.dropna(subset=[lo, cells.value, hi])
+        bad = full[(full[lo] > full[cells.value] + 1e-9) | (full[cells.value] > full[hi] + 1e-9)]
+        res.append(dg.AssetCheckResult(check_name="ci_brackets_value", passed=bad.empty, metadata={
+            "violations": dg.MetadataValue.int(len(bad)), "checked": dg.MetadataValue.int(len(full)),
+            "examples": dg.MetadataValue.md(markdown_table(bad.head(10)))}))
+    if cells.bounds:
+        low, high = cells.bounds
+        cols = [cells.value, *(cells.ci or ())]
+        outside = pd.Series(False, index=d.index)
+        for c in cols:
+            v = pd.to_numeric(d[c], errors="coerce")
+            outside |= v.notna() & ((v < low) | (v > high))
+        res.append(dg.AssetCheckResult(check_name="value_in_range", passed=not outside.any(), metadata={
+            "violations": dg.MetadataValue.int(int(outside.sum())),
+            "examples": dg.MetadataValue.md(markdown_table(d[outside].head(10)))}))
+    return res
+
+
+def metric_output(model: type[pa.DataFrameModel], df: pd.DataFrame, study: str, name: str,
+                  cells: Cells | None = None, *, inputs: Mapping[str, pd.DataFrame] | None = None,
+                  warehouse=None, metadata: dict | None = None) -> Iterator:
+    """Validate ``df`` against ``model`` (a failure raises and nothing is written) and yield its
+    Output with the standard metadata, its worst cells and headline floats, then the check
+    results of metric_checks (declare those in the asset's ``check_specs``)."""
+    out = validated_output(model, df, name, metadata)
+    extra = {}
+    if cells is not None:
+        extra = {**worst_cells_metadata(out.value, cells, study, inputs, warehouse), **headline_metadata(out.value, cells)}
+    yield dg.Output(out.value, metadata={**out.metadata, **extra})
+    yield from check_results(out.value, cells)
+
+
+@dataclass(frozen=True)
+class ViewPreview:
+    """Rows of a lineage view for the worst cell of a metric table, for the lineage asset's metadata.
+
+    Attributes:
+        view: the view (in the study's schema), e.g. "mr_violation_lineage".
+        table: the metric table whose worst cell is previewed, e.g. "mr_violations".
+        cells: how ``table`` is read (Cells, ``worse`` must be set).
+        rename: cell column -> view column where they differ (e.g. language -> cell_language);
+            cell columns absent from the view are not matched.
+        where: an extra SQL predicate for the cell (e.g. the MR column of the cell's relation).
+        columns: view columns shown (all when empty).
+        order: ORDER BY terms of the rows shown (e.g. "instance_id", "repeat").
+        limit: rows shown.
+    """
+
+    view: str
+    table: str
+    cells: Cells
+    rename: tuple[tuple[str, str], ...] = ()
+    where: Callable[[Mapping[str, Any]], str] | None = None
+    columns: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
+    limit: int = 50
+
+    def metadata(self, con, study: str) -> dict:
+        """``worst_cell``, the SQL selecting its rows (copyable) and the rows themselves."""
+        table = con.execute(f'SELECT * FROM "{study}"."{self.table}"').df()
+        worst = worst_cells(table, self.cells)
+        if worst.empty:
+            return {"worst_cell": dg.MetadataValue.text(f"{self.table} has no cell with a defined value")}
+        cell = worst.iloc[0].to_dict()
+        view_cols = {r[0] for r in con.execute(f'DESCRIBE "{study}"."{self.view}"').fetchall()}
+        alias = dict(self.rename)
+        conds, params = [], []
+        for k in self.cells.keys:
+            col = alias.get(k, k)
+            if col in view_cols:
+                conds.append(f'"{col}" = ?')
+                params.append(cell[k])
+        if self.where is not None:
+            conds.append(self.where(cell))
+        cols = ", ".join(f'"{c}"' for c in self.columns) if self.columns else "*"
+        sql = f'SELECT {cols} FROM {study}.{self.view} WHERE {" AND ".join(conds) or "TRUE"}'
+        n = con.execute(f"SELECT count(*) FROM ({sql})", params).fetchall()[0][0]
+        if self.order:
+            sql += " ORDER BY " + ", ".join(self.order)
+        rows = con.execute(f"{sql} LIMIT {self.limit}", params).df()
+        literal = sql
+        for p in params:
+            literal = literal.replace("?", "'" + str(p).replace("'", "''") + "'", 1)
+        return {"worst_cell": dg.MetadataValue.text(f"{self.table}: {cell_label(cell, self.cells)}"),
+                "worst_cell_rows": dg.MetadataValue.int(int(n)),
+                "worst_cell_sql": dg.MetadataValue.md(f"```sql\n{literal};\n```"),
+                f"{self.view} (worst cell)": table_value(rows)}

@@ -1,0 +1,182 @@
+"""What the Dagster UI shows: plain-text descriptions, previews that show text literally, worst
+cells with the rows behind them, headline floats and the metric checks (assets/_common.py,
+assets/_cells.py). Markdown is parsed with markdown-it-py (CommonMark + GFM tables, a dependency of
+rich, hence of dagster) the way the UI's react-markdown does: raw HTML is dropped."""
+
+from __future__ import annotations
+
+import re
+
+import dagster as dg
+import duckdb
+import pandas as pd
+import pandera.pandas as pa
+from dagster_duckdb import DuckDBResource
+from markdown_it import MarkdownIt
+from pandera.typing.pandas import Series
+
+from assets._cells import Behind, Cells, ViewPreview, check_results, headline_metadata, metric_checks, \
+    worst_cells_metadata
+from assets._common import md_text, preview_md, schema_md
+from pipelines.definitions import defs
+
+SPHINX_ROLE = re.compile(r":[a-z]+:`")
+HTML_TAG = re.compile(r"<[A-Za-z/!][^>]*>")  # dropped by the UI's markdown renderer
+
+
+def table_cells(markdown: str) -> list[list[str]]:
+    """The rows of the first GFM table in ``markdown`` as the UI shows them (raw HTML dropped)."""
+    rows, row = [], None
+    for tok in MarkdownIt("commonmark", {"html": True}).enable("table").parse(markdown):
+        if tok.type == "tr_open":
+            row = []
+        elif tok.type == "tr_close":
+            rows.append(row)
+        elif tok.type == "inline" and row is not None:
+            row.append("".join(c.content for c in tok.children if c.type != "html_inline"))
+    return rows
+
+
+def test_every_asset_and_check_description_is_plain_text():
+    graph = defs.resolve_asset_graph()
+    texts = {k.to_user_string(): graph.get(k).description or "" for k in graph.get_all_asset_keys()}
+    texts.update({f"{k.asset_key.to_user_string()}:{k.name}": graph.get_check_spec(k).description or ""
+                  for k in graph.asset_check_keys})
+    assert len(texts) > 150
+    for name, text in texts.items():
+        assert not SPHINX_ROLE.search(text), (name, text)
+        assert not HTML_TAG.search(text), (name, text)
+
+
+def test_every_metric_asset_says_what_a_row_is_and_names_its_source():
+    graph = defs.resolve_asset_graph()
+    metric = {k.asset_key for k in graph.asset_check_keys if k.name == "rows_present"}
+    assert len(metric) >= 38  # 18 format, 9 wrapper, 6 workflow, 5 order tables
+    for key in metric:
+        text = graph.get(key).description
+        first = text.split(". ")[0]  # the first sentence says what a row is
+        assert re.search(r"one row", first, re.I), (key, text)
+        assert re.search(r"Source: [^.]*(§|Table|App\.|review)", text), (key, text)
+        assert re.search(r"Code: metamorph\.studies\.\w+\.\w+\.\w+", text), (key, text)
+
+
+def test_preview_shows_placeholders_pipes_newlines_and_stars_literally():
+    frame = pd.DataFrame({"reply": ["<placeholder>", "a|b", "line 1\nline 2", "*x*"], "n": [1, 2, 3, 4]})
+    md = preview_md(frame).value
+    assert table_cells(md) == [["reply", "n"], ["<placeholder>", "1"], ["a|b", "2"], ["line 1 ↵ line 2", "3"],
+                               ["*x*", "4"]]
+    # without escaping the renderer loses the placeholder, splits the pipe and ends the row early
+    raw = frame.to_markdown(index=False)
+    assert table_cells(raw)[1] == ["", "1"] and table_cells(raw)[2] == ["a", "b"]
+    assert md_text("back\\slash & `code` [link](x) #1 ~~s~~") == \
+        "back\\\\slash \\& \\`code\\` \\[link\\](x) \\#1 \\~\\~s\\~\\~"
+
+
+def test_column_descriptions_show_angle_brackets():
+    class Model(pa.DataFrameModel):
+        workflow_id: Series[str] = pa.Field(description="<model_id>/<ingestion path>, e.g. a|b")
+
+    column = schema_md(Model).value.columns[0]
+    rendered = MarkdownIt("commonmark", {"html": True}).parseInline(column.description)[0].children
+    assert "".join(c.content for c in rendered if c.type != "html_inline") == "<model_id>/<ingestion path>, e.g. a|b"
+
+
+# A small metric table and the per-row table behind it, as a study would have them.
+CELLS = pd.DataFrame({"workflow_id": ["w", "w", "w"], "relation": ["MR1", "MR2", "MR3"],
+                      "violation_pct": [50.0, 12.5, None], "ci_low_pct": [20.0, 0.0, None],
+                      "ci_high_pct": [80.0, 25.0, None]})
+ROWS = pd.DataFrame({"workflow_id": ["w"] * 4, "instance_id": ["a", "a", "b", "b"], "format": ["txt", "md"] * 2,
+                     "mr1": [True, True, False, False], "mr2": [False, False, True, True],
+                     "generation_key": ["k1", "k2", "k3", "k4"]})
+
+
+def _flagged(rows, cell):
+    return rows[rows[cell["relation"].lower()]]
+
+
+MR = Cells("violation_pct", ("workflow_id", "relation"), ci=("ci_low_pct", "ci_high_pct"), bounds=(0, 100),
+           headline="M{relation[2]}_pct/{workflow_id}", n_worst=2,
+           behind=Behind(lambda inputs: inputs["rows"], _flagged, show=("instance_id", "format"),
+                         table="generations"))
+
+
+def warehouse_with_generations(tmp_path) -> DuckDBResource:
+    db = str(tmp_path / "w.duckdb")
+    con = duckdb.connect(db)
+    con.execute("CREATE SCHEMA study")
+    con.execute("CREATE TABLE study.generations AS SELECT * FROM (VALUES ('k1', 'stop', 'A'), "
+                "('k2', 'length', '{\"decision\": \"<placeholder>\"'), ('k3', 'stop', 'B'), ('k4', 'stop', 'B'), "
+                "('k9', 'stop', 'unused')) AS t(generation_key, finish_reason, response_text)")
+    con.close()
+    return DuckDBResource(database=db)
+
+
+def test_worst_cells_list_the_rows_behind_them_with_their_raw_text(tmp_path):
+    md = worst_cells_metadata(CELLS, MR, "study", {"rows": ROWS}, warehouse_with_generations(tmp_path))
+    assert list(md) == ["worst_cells", "worst cell 1: w · MR1 = 50", "worst cell 2: w · MR2 = 12.5"]
+    assert table_cells(md["worst_cells"].value) == [
+        ["workflow_id", "relation", "violation_pct", "ci_low_pct", "ci_high_pct", "rows_behind"],
+        ["w", "MR1", "50", "20", "80", "2"], ["w", "MR2", "12.5", "0", "25", "2"]]
+    first = md["worst cell 1: w · MR1 = 50"].value
+    assert [c.name for c in first.schema.columns] == ["instance_id", "format", "generation_key", "finish_reason",
+                                                      "response_text"]
+    assert [r.data for r in first.records] == [
+        {"instance_id": "a", "format": "txt", "generation_key": "k1", "finish_reason": "stop", "response_text": "A"},
+        {"instance_id": "a", "format": "md", "generation_key": "k2", "finish_reason": "length",
+         "response_text": '{"decision": "<placeholder>"'}]
+    assert [r.data["generation_key"] for r in md["worst cell 2: w · MR2 = 12.5"].value.records] == ["k3", "k4"]
+
+
+def test_a_missing_raw_table_is_said_not_hidden(tmp_path):
+    db = str(tmp_path / "empty.duckdb")
+    duckdb.connect(db).close()
+    md = worst_cells_metadata(CELLS, MR, "study", {"rows": ROWS}, DuckDBResource(database=db))
+    assert "raw text not joined: CatalogException" in md["worst_cells"].value
+    assert [r.data for r in md["worst cell 1: w · MR1 = 50"].value.records][0] == {
+        "instance_id": "a", "format": "txt", "generation_key": "k1"}
+
+
+def test_headline_floats_name_each_cell_and_its_ci():
+    assert headline_metadata(CELLS.assign(violation_pct=[50.0, 12.3456, None]), MR) == {
+        "M1_pct/w": dg.MetadataValue.float(50.0), "M1_pct/w/ci_low": dg.MetadataValue.float(20.0),
+        "M1_pct/w/ci_high": dg.MetadataValue.float(80.0), "M2_pct/w": dg.MetadataValue.float(12.35),
+        "M2_pct/w/ci_low": dg.MetadataValue.float(0.0), "M2_pct/w/ci_high": dg.MetadataValue.float(25.0)}
+
+
+def test_checks_flag_empty_tables_undefined_cells_bad_cis_and_out_of_range_values():
+    assert [s.name for s in metric_checks("study", "t", MR)] == ["rows_present", "value_defined",
+                                                                 "ci_brackets_value", "value_in_range"]
+    ok = {r.check_name: r.passed for r in check_results(CELLS.iloc[:2], MR)}
+    assert ok == {"rows_present": True, "value_defined": True, "ci_brackets_value": True, "value_in_range": True}
+    bad = CELLS.assign(ci_low_pct=[60.0, 0.0, None], ci_high_pct=[80.0, 125.0, None])
+    res = {r.check_name: r for r in check_results(bad, MR)}
+    assert {k: r.passed for k, r in res.items()} == {"rows_present": True, "value_defined": False,
+                                                     "ci_brackets_value": False, "value_in_range": False}
+    assert res["value_defined"].severity == dg.AssetCheckSeverity.WARN
+    assert res["value_defined"].metadata["undefined_cells"].value == 1
+    assert res["ci_brackets_value"].metadata["violations"].value == 1  # 60 > 50
+    assert res["value_in_range"].metadata["violations"].value == 1  # CI high 125
+    empty = {r.check_name: r.passed for r in check_results(CELLS.head(0), None)}
+    assert empty == {"rows_present": False}
+
+
+def test_the_lineage_view_preview_selects_the_worst_cells_rows(tmp_path):
+    wh = warehouse_with_generations(tmp_path)
+    with wh.get_connection() as con:
+        con.register("cells", CELLS)
+        con.register("rows", ROWS)
+        con.execute("CREATE TABLE study.rates AS SELECT * FROM cells")
+        con.execute("CREATE TABLE study.rows AS SELECT * FROM rows")
+        con.execute("CREATE VIEW study.lineage AS SELECT r.*, g.response_text FROM study.rows r "
+                    "JOIN study.generations g USING (generation_key)")
+        md = ViewPreview("lineage", "rates", MR, where=lambda cell: cell["relation"].lower(),
+                         columns=("instance_id", "format", "response_text"), order=("instance_id", "format DESC"),
+                         ).metadata(con, "study")
+    assert md["worst_cell"].value == "rates: w · MR1 = 50"
+    assert md["worst_cell_rows"].value == 2
+    assert md["worst_cell_sql"].value == ("```sql\nSELECT \"instance_id\", \"format\", \"response_text\" "
+                                          "FROM study.lineage WHERE \"workflow_id\" = 'w' AND mr1 "
+                                          "ORDER BY instance_id, format DESC;\n```")
+    assert [r.data for r in md["lineage (worst cell)"].value.records] == [
+        {"instance_id": "a", "format": "txt", "response_text": "A"},
+        {"instance_id": "a", "format": "md", "response_text": '{"decision": "<placeholder>"'}]
