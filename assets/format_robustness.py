@@ -554,9 +554,9 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
 def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource,
                      generation_outcomes: pd.DataFrame, mr_flags: pd.DataFrame) -> dg.Output:
-    """Upgrade verdicts: each candidate against the approved baseline on accuracy and M1/M2/M3
-    per ingestion × dataset (× format for accuracy), paired over instances
-    (:func:`metamorph.studies.format_robustness.report.comparison_scores`,
-    :func:`metamorph.comparison.compare_models`)."""
+    """One row per candidate model × metric × slice: the candidate against the registry's approved
+    baseline on accuracy and M1/M2/M3 per ingestion × dataset (× format for accuracy), paired over
+    instances — difference with a paired bootstrap 95% CI, exact McNemar, Holm, verdict. Code:
+    metamorph.studies.format_robustness.report.comparison_scores, metamorph.comparison.compare_models."""
     return comparison_output(model_registry.models(), fmt_report.comparison_scores(generation_outcomes, mr_flags),
                              fmt_report.COMPARED_METRICS, config)

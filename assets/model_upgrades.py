@@ -45,8 +45,8 @@ def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBR
     """One row per model × study × headline metric with 95% CIs (M1/M2/M3 and accuracy; FSI, PSI,
     accuracy and parseability; OrderProbe recovery per setting), each model's version (the registry
     fingerprint its generations were made with) and the difference to the previous version of
-    the model (:func:`metamorph.report_card.build_card`). WorkflowPerturb has no per-model
-    headline yet (its gate firing rates are computed on the deterministic perturbations)."""
+    the model. WorkflowPerturb has no per-model headline yet (its gate firing rates are computed
+    on the deterministic perturbations). Code: metamorph.report_card.build_card."""
     with warehouse.get_connection() as con:
         inputs = {s: [_read(con, s, t) for t in tables] for s, (tables, _) in CARD_SOURCES.items()}
         previous = _read(con, GROUP, "robustness_report_card")

@@ -350,9 +350,9 @@ class WrapperComparisonConfig(ComparisonConfig):
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def model_comparison(config: WrapperComparisonConfig, model_registry: ModelRegistryResource,
                      scored_answers: pd.DataFrame) -> dg.Output:
-    """Upgrade verdicts: each candidate against the approved baseline on accuracy and
-    parseability per task × wrapper and per task, paired over items
-    (:func:`metamorph.studies.wrapper_sensitivity.report.comparison_scores`,
-    :func:`metamorph.comparison.compare_models`)."""
+    """One row per candidate model × metric × slice: the candidate against the registry's approved
+    baseline on accuracy and parseability per task × wrapper and per task, paired over items —
+    difference with a paired bootstrap 95% CI, exact McNemar, Holm, verdict. Code:
+    metamorph.studies.wrapper_sensitivity.report.comparison_scores, metamorph.comparison.compare_models."""
     return comparison_output(model_registry.models(), ws_report.comparison_scores(scored_answers, config.mode),
                              ws_report.COMPARED_METRICS, config)

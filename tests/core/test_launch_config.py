@@ -30,7 +30,9 @@ def test_the_launchpad_scaffold_shows_every_config_field_with_its_default(job_na
     job = defs.resolve_job_def(job_name)
     ops = scaffold(job).get("ops", {})
     classes = {n.name: c for n in job.graph.nodes if (c := config_class(n.definition)) is not None}
-    assert classes, job_name
+    if not classes:  # a job without configurable ops (model_upgrades_job) pre-fills nothing
+        assert ops == {}, job_name
+        return
     for op, cls in classes.items():
         shown = ops[op]["config"]
         assert set(shown) == set(cls.model_fields), (op, shown)
