@@ -7,8 +7,9 @@
    :func:`metamorph.providers.retry.call_with_retries` (408/409/429/5xx/529/overloaded retried
    with exponential backoff and jitter, ``Retry-After`` honoured, bounded total time);
 3. each finished completion (or final error) is written to the cache at once;
-4. a progress line (done/total, cache hits, errors, tokens, ETA) goes to ``log`` at least every
-   ``progress_every_s`` seconds and at the end;
+4. a short progress line (:meth:`RunStats.progress`: done/total, cache hits, errors, elapsed, time
+   left) goes to ``log`` at most every ``progress_every_s`` seconds, only when a request finished
+   since the last one; at the end, one line with the tokens too (:meth:`RunStats.line`);
 5. when the provider reports a resolved model version the cache has not seen for the same model
    name, a warning is logged once per new version.
 """
@@ -28,6 +29,16 @@ import pandas as pd
 from metamorph.cache import GenerationCache
 from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
 from metamorph.providers.retry import RetryPolicy, call_with_retries
+
+
+def _duration(seconds: float) -> str:
+    """``42s``, ``9m47s``, ``3h15m``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 @dataclass
@@ -56,6 +67,16 @@ class RunStats:
                 f"tokens {self.prompt_tokens}+{self.completion_tokens} called, "
                 f"{self.cached_prompt_tokens}+{self.cached_completion_tokens} from cache, "
                 f"elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
+
+    def progress(self) -> str:
+        """The line a person watches during a run, e.g. ``7/144 done, 0 from cache, 0 errors,
+        9m47s elapsed, about 3h15m left`` (time left = elapsed per call made × requests left)."""
+        elapsed = time.monotonic() - self.started
+        remaining = self.total - self.done
+        made = self.done - self.cache_hits
+        left = f", about {_duration(elapsed / made * remaining)} left" if made > 0 and remaining else ""
+        return (f"{self.done}/{self.total} done, {self.cache_hits} from cache, {self.errors} errors, "
+                f"{_duration(elapsed)} elapsed{left}")
 
     def tokens(self) -> dict[str, int]:
         """Prompt/completion tokens of this run: called now, and carried by cached completions."""
@@ -123,7 +144,7 @@ def run_requests(
         cache.put(req, res)
         return key, res
 
-    last = time.monotonic()
+    last, last_done = time.monotonic(), stats.done
     log(f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to call "
         f"({provider.kind}, concurrency {provider.max_concurrency})")
     if todo:
@@ -144,9 +165,9 @@ def run_requests(
                             stats.prompt_tokens += res.prompt_tokens or 0
                             stats.completion_tokens += res.completion_tokens or 0
                             _check_version(todo[key], res, cache, known_versions, stats, warn)
-                if time.monotonic() - last >= progress_every_s:
-                    log("generation progress: " + stats.line())
-                    last = time.monotonic()
+                if stats.done != last_done and time.monotonic() - last >= progress_every_s:
+                    log("generation progress: " + stats.progress())
+                    last, last_done = time.monotonic(), stats.done
     log("generation finished: " + stats.line())
     outcomes = [Outcome(r, k, results[k][0], results[k][1]) for k, r in zip(keys, requests)]
     return outcomes, stats
