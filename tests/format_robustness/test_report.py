@@ -56,6 +56,7 @@ def test_violation_table_puts_truncation_beside_m1_and_echoed_items_beside_m2(co
 def test_headline_defines_its_numbers_and_prints_the_majority_baseline(con):
     text = report.headline(con)
     assert report.LEGEND in text
+    assert len(report.LEGEND.splitlines()) == 7 and max(len(line) for line in report.LEGEND.splitlines()) <= 100
     for term in ("M1, M2, M3 = violation rates", "MR1", "MR2", "MR3", "truncated % = replies cut at max_tokens",
                  "echoed = evidence items that copy the prompt's instructions", "majority_baseline_pct = the accuracy"):
         assert term in text

@@ -23,20 +23,23 @@ Tables are read from the DuckDB warehouse (schema ``format_robustness``).
 
 from __future__ import annotations
 
+import textwrap
+
 import duckdb
 import pandas as pd
 
 from metamorph.sql import markdown_sections
 
-#: The legend printed above the violation table: every number it shows, defined.
-LEGEND = (
+#: The legend printed above the violation table: every number it shows, defined; two paragraphs
+#: wrapped at 100 characters (a terminal line a person reads).
+LEGEND = "\n".join(textwrap.fill(paragraph, 100) for paragraph in (
     "M1, M2, M3 = violation rates (%) of the metamorphic relations MR1 (same decision in every format), "
     "MR2 (same evidence: the evidence-category sets of two formats have Jaccard >= 0.3) and MR3 (the k "
     "repeats agree in every format or in none), over (instance, repeat) groups (paper §4.1, §5.2, "
-    "Table 1); [bootstrap 95% CI resampling instances].\n"
+    "Table 1); [bootstrap 95% CI resampling instances].",
     "truncated % = replies cut at max_tokens (a cut reply keeps a readable label, else it is ⊥ = "
     "unparseable). echoed = evidence items that copy the prompt's instructions instead of the document, of "
-    "all evidence items; they are left out of MR2.")
+    "all evidence items; they are left out of MR2."))
 
 SECTIONS = (
     ("Accuracy Acc_f by format (%): correct replies among all replies with a gold label, ⊥ counted as wrong. "
