@@ -34,7 +34,6 @@ from metamorph.studies.format_robustness import fairness as ffair
 from metamorph.studies.format_robustness import mitigations as mit
 from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.format_robustness.sources import load_sources
-from metamorph.studies.format_robustness.extract import extract_decision
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
@@ -106,7 +105,8 @@ def documents_from_frame(df: pd.DataFrame) -> list[RenderedDocument]:
 class GenerationConfig(dg.Config):
     k: int = Field(default=3, ge=1, description="Repeats per workflow × document (r = 1..k); each is a real call.")
     temperature: float = Field(default=0.0, description="Sampling temperature (0 = greedy, §5.1).")
-    max_tokens: int = Field(default=256, ge=1, description="Completion token limit; a cut answer is 'truncated'.")
+    max_tokens: int = Field(default=fs.DEFAULT_PARAMS["max_tokens"], ge=1,
+                            description="Completion token limit; a cut answer is 'truncated'.")
     seed: int = Field(default=0, description="Sampling seed sent with every request.")
 
 
@@ -142,21 +142,24 @@ def workflow_generations(context: dg.AssetExecutionContext, config: GenerationCo
                        dg.AssetCheckSpec("call_errors", asset=[*PREFIX, "extracted_decisions"],
                                          description="Generations that ended in a provider error.")])
 def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd.DataFrame):
-    """Decision D and evidence E per generation (parse status ok / repaired / unparseable)."""
+    """Decision D and evidence E per generation (parse status ok / repaired / unparseable); evidence
+    items that copy the instructions are kept apart as echoed (not in E)."""
     inst = {(x.dataset, x.instance_id): x for x in instances_from_frame(source_instances)}
     rows = []
     for g in workflow_generations.itertuples():
         x = inst[(g.dataset, g.instance_id)]
         if g.error is not None and not pd.isna(g.error):
-            decision, evidence, status, reason, truncated = None, (), "unparseable", "call_error", False
+            decision, evidence, echoed, status, reason, truncated = None, (), (), "unparseable", "call_error", False
         else:
-            e = extract_decision(g.response_text, list(x.answer_space), g.finish_reason)
-            decision, evidence, status, reason, truncated = e.decision, e.evidence, e.parse_status, e.reason, e.truncated
+            e = fs.extract_reply(x, g.response_text, g.finish_reason)
+            decision, evidence, echoed, status, reason, truncated = (e.decision, e.evidence, e.echoed, e.parse_status,
+                                                                     e.reason, e.truncated)
         rows.append({
             "model_id": g.model_id, "workflow_id": g.workflow_id, "dataset": g.dataset,
             "instance_id": g.instance_id, "format": g.format, "repeat": g.repeat,
             "generation_key": g.generation_key, "decision": decision,
             "evidence_json": json.dumps(list(evidence), ensure_ascii=False), "n_evidence": len(evidence),
+            "echoed_json": json.dumps(list(echoed), ensure_ascii=False), "n_echoed": len(echoed),
             "parse_status": status, "parse_reason": reason, "truncated": truncated, "gold": x.gold,
             "is_correct": None if x.gold is None else decision == x.gold,
             "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
@@ -173,6 +176,7 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
         "parse_status_counts": dg.MetadataValue.json(df.parse_status.value_counts().to_dict()),
         "truncated_scored": dg.MetadataValue.int(int((df.truncated & df.decision.notna()).sum())),
         "truncated_unparseable": dg.MetadataValue.int(int((df.truncated & df.decision.isna()).sum())),
+        "echoed_items": dg.MetadataValue.int(int(df.n_echoed.sum())),
     })
     yield out
     fail_rows = df[df.parse_status == "unparseable"][["workflow_id", "instance_id", "format", "repeat",
@@ -485,7 +489,7 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
         if g.error is not None and not pd.isna(g.error):
             decision, evidence, status, truncated = None, (), "unparseable", False
         else:
-            e = extract_decision(g.response_text, list(x.answer_space), g.finish_reason)
+            e = fs.extract_reply(x, g.response_text, g.finish_reason)
             decision, evidence, status, truncated = e.decision, e.evidence, e.parse_status, e.truncated
         lex = lexicons.setdefault(g.dataset, ev.load_lexicon(g.dataset))
         cats = sorted({c for item in evidence for c in lex.categories_for(item)})

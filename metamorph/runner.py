@@ -9,8 +9,9 @@
 3. misses are claimed in the cache just before they are sent, so two runners sharing a cache
    do not call the same key; each finished completion (or final error) is queued to the cache's
    group-committing writer (committed within a fraction of a second, all of it before return);
-4. a progress line (done/total, cache hits, errors, tokens, ETA) goes to ``log`` at least every
-   ``progress_every_s`` seconds and at the end;
+4. a short progress line (:meth:`RunStats.progress`: done/total, cache hits, errors, elapsed, time
+   left) goes to ``log`` at most every ``progress_every_s`` seconds, only when a request finished
+   since the last one; at the end, one line with the tokens too (:meth:`RunStats.line`);
 5. when the provider reports a resolved model version the cache has not seen for the same model
    name, a warning is logged once per new version.
 """
@@ -29,6 +30,16 @@ import pandas as pd
 from metamorph.cache import GenerationCache
 from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
 from metamorph.providers.retry import RetryPolicy, call_with_retries
+
+
+def _duration(seconds: float) -> str:
+    """``42s``, ``9m47s``, ``3h15m``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 @dataclass
@@ -57,6 +68,16 @@ class RunStats:
                 f"tokens {self.prompt_tokens}+{self.completion_tokens} called, "
                 f"{self.cached_prompt_tokens}+{self.cached_completion_tokens} from cache, "
                 f"elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
+
+    def progress(self) -> str:
+        """The line a person watches during a run, e.g. ``7/144 done, 0 from cache, 0 errors,
+        9m47s elapsed, about 3h15m left`` (time left = elapsed per call made × requests left)."""
+        elapsed = time.monotonic() - self.started
+        remaining = self.total - self.done
+        made = self.done - self.cache_hits
+        left = f", about {_duration(elapsed / made * remaining)} left" if made > 0 and remaining else ""
+        return (f"{self.done}/{self.total} done, {self.cache_hits} from cache, {self.errors} errors, "
+                f"{_duration(elapsed)} elapsed{left}")
 
     def tokens(self) -> dict[str, int]:
         """Prompt/completion tokens of this run: called now, and carried by cached completions."""
@@ -144,7 +165,7 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
         cache.put(req, res)
         return key, res
 
-    last = time.monotonic()
+    last, last_done = time.monotonic(), stats.done
     log(f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to call "
         f"({provider.kind}, concurrency {provider.max_concurrency})")
     if not todo:
@@ -182,9 +203,9 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
                     stats.prompt_tokens += res.prompt_tokens or 0
                     stats.completion_tokens += res.completion_tokens or 0
                     _check_version(todo[key], res, cache, known_versions, stats, warn)
-            if time.monotonic() - last >= progress_every_s:
-                log("generation progress: " + stats.line())
-                last = time.monotonic()
+            if stats.done != last_done and time.monotonic() - last >= progress_every_s:
+                log("generation progress: " + stats.progress())
+                last, last_done = time.monotonic(), stats.done
     return results
 
 

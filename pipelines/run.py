@@ -24,12 +24,18 @@ import sys
 import time
 from pathlib import Path
 
-DAGSTER_YAML = """\
-# Written by pipelines.run. Every asset that writes the DuckDB warehouse is in the pool 'duckdb'.
+DAGSTER_YAML_HEADER = "# Written by pipelines.run."
+DAGSTER_YAML = f"""\
+{DAGSTER_YAML_HEADER} Every asset that writes the DuckDB warehouse is in the pool 'duckdb'.
+# python_logs: the library's own INFO lines (logger 'metamorph', e.g. which sentence encoder was
+# loaded) go to the run's log, the terminal of pipelines.run and the UI.
 concurrency:
   pools:
     granularity: op
     default_limit: 1
+python_logs:
+  managed_python_loggers: [metamorph]
+  python_log_level: INFO
 telemetry:
   enabled: false
 # The code location imports torch and the studies: on a loaded 2-core machine its gRPC server
@@ -40,13 +46,15 @@ code_servers:
 
 
 def ensure_dagster_home() -> Path:
-    """Use ``$DAGSTER_HOME`` or ``<METAMORPH_HOME>/dagster_home``; write dagster.yaml if missing."""
+    """Use ``$DAGSTER_HOME`` or ``<METAMORPH_HOME>/dagster_home``; write :data:`DAGSTER_YAML` as its
+    dagster.yaml when the file is missing or is an older one written here (its first line is
+    :data:`DAGSTER_YAML_HEADER`); a dagster.yaml written by someone else is left as it is."""
     from resources.paths import data_dir
 
     home = Path(os.environ.get("DAGSTER_HOME") or data_dir() / "dagster_home").resolve()
     home.mkdir(parents=True, exist_ok=True)
     cfg = home / "dagster.yaml"
-    if not cfg.exists():
+    if not cfg.exists() or (cfg.read_text().startswith(DAGSTER_YAML_HEADER) and cfg.read_text() != DAGSTER_YAML):
         cfg.write_text(DAGSTER_YAML)
     os.environ["DAGSTER_HOME"] = str(home)
     return home

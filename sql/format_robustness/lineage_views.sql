@@ -5,7 +5,7 @@
 CREATE OR REPLACE VIEW format_robustness.decision_lineage AS
 SELECT
     d.model_id, d.workflow_id, d.dataset, d.instance_id, d.format, d.repeat,
-    d.decision, d.parse_status, d.parse_reason, d.gold, d.is_correct, d.evidence_json,
+    d.decision, d.parse_status, d.parse_reason, d.truncated, d.gold, d.is_correct, d.evidence_json, d.echoed_json,
     g.generation_key, g.response_text, g.finish_reason, g.request_json, g.model_version, g.cache_hit, g.error,
     r.document_sha256, r.renderer_version, r.media_type, r.document_text,
     s.task_prompt, s.source

@@ -1,10 +1,13 @@
 """run_requests against the real OpenAI SDK and a local HTTP stub: cache use, errors, versions."""
 
+import time
+
+from metamorph import runner
 from metamorph.cache import GenerationCache
 from metamorph.providers.base import GenerationRequest
 from metamorph.providers.openai_provider import OpenAIProvider
 from metamorph.providers.retry import RetryPolicy
-from metamorph.runner import run_requests
+from metamorph.runner import RunStats, run_requests
 from tests.core.stub_http import Reply
 
 KEY = "sk-test-RUNNER-SECRET"
@@ -81,3 +84,21 @@ def test_progress_lines(stub, tmp_path):
     assert lines[0] == "generation: 2 requests, 0 served from cache, 2 to call (openai, concurrency 2)"
     assert lines[-1].startswith("generation finished: 2/2 done, 0 cache hits, 0 errors, tokens 10+2 called, 0+0 from cache")
     assert "ETA" in lines[-1]
+
+
+def test_progress_line_is_short_and_says_time_left():
+    stats = RunStats(total=144, done=9, cache_hits=2, errors=1, prompt_tokens=2335, completion_tokens=564,
+                     started=time.monotonic() - 587)
+    # 587 s for 7 calls made, 135 requests left: 587 / 7 × 135 = 11320.7 s = 3h08m
+    assert stats.progress() == "9/144 done, 2 from cache, 1 errors, 9m47s elapsed, about 3h08m left"
+    assert RunStats(total=3, done=3, started=time.monotonic() - 42).progress() == "3/3 done, 0 from cache, 0 errors, 42s elapsed"
+    assert [runner._duration(s) for s in (0, 59.6, 60, 3599, 3600, 7325)] == ["0s", "1m00s", "1m00s", "59m59s", "1h00m", "2h02m"]
+
+
+def test_progress_lines_only_when_a_request_finished(stub, tmp_path):
+    stub.script("POST", "/v1/chat/completions", reply("a", "gpt-x-2026-01-01"))
+    lines = []
+    run_requests(reqs(3, stub), provider(stub), GenerationCache(tmp_path / "c.duckdb"), log=lines.append,
+                 progress_every_s=0.0)
+    done = [int(line.split(": ")[1].split("/")[0]) for line in lines if line.startswith("generation progress: ")]
+    assert done and done == sorted(set(done)) and done[-1] == 3, lines

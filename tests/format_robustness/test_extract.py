@@ -345,15 +345,21 @@ def test_invalid_answer_spaces_raise():
 def test_output_instruction_text():
     got = output_instruction(["yes", "no"])
     assert got == (
-        "Answer with a single JSON object and nothing else, in exactly this form:\n"
-        '{"decision": "<one label from the answer space>", "evidence": ["<short quote or fact from the document>", ...]}\n'
-        'The answer space is: "yes", "no". The value of "decision" must be exactly one of these labels. '
-        '"evidence" lists at most 10 short quotes or facts taken from the document that support the decision.'
+        'Reply with one JSON object and nothing else. The object has two keys. The value of "decision" is exactly '
+        'one of these labels: "yes", "no". The value of "evidence" is a list of at most 10 strings; each string is '
+        'a short quote of at most 12 words copied from the document that supports the decision.'
     )
-    assert 'at most 3 short' in output_instruction(ABCD, max_evidence=3)
+    assert "at most 3 strings" in output_instruction(ABCD, max_evidence=3)
     assert '"A", "B", "C", "D"' in output_instruction(ABCD)
     with pytest.raises(ConfigError):
         output_instruction(YN, max_evidence=0)
+
+
+def test_output_instruction_holds_no_value_a_model_could_copy():
+    """No placeholder (``<...>``), no example object, no ellipsis: nothing to paste into a reply."""
+    for space in (YN, ABCD, CREDIT, TRIAGE):
+        got = output_instruction(space)
+        assert "<" not in got and ">" not in got and "{" not in got and "[" not in got and "..." not in got
 
 
 def test_instruction_answer_round_trips():

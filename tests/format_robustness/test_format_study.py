@@ -10,6 +10,7 @@ from metamorph.errors import ConfigError
 from metamorph.studies.format_robustness.plan import (
     DOC_BEGIN,
     DOC_END,
+    PROMPT_VERSION,
     generation_outcomes,
     metric_input,
     plan_generations,
@@ -65,7 +66,7 @@ def test_param_precedence_and_null_unsets():
     _, planned = plan(k=1, params={"temperature": 0.7, "max_tokens": 64})
     assert planned[0].request.params == {"temperature": 0.7, "max_tokens": 64, "seed": 0}
     _, planned = plan(model=OPENAI, k=1, params={"temperature": 0.7})
-    assert planned[0].request.params == {"max_tokens": 256, "seed": 0, "top_p": 0}  # null removed, 0 kept
+    assert planned[0].request.params == {"max_tokens": 512, "seed": 0, "top_p": 0}  # null removed, 0 kept
 
 
 def test_k_must_be_positive():
@@ -140,4 +141,4 @@ def test_renderer_version_and_prompt_are_part_of_the_cache_key():
     reworded = plan_generations([replace(xs[0], task_prompt=xs[0].task_prompt + " Be brief.")], [doc], OPENAI, k=1)
     for a, b, c in zip(base, bumped, reworded):
         assert len({a.request.cache_key(), b.request.cache_key(), c.request.cache_key()}) == 3
-        assert json.loads(a.request.to_json())["renderer_version"] == "md-2"
+        assert json.loads(a.request.to_json())["renderer_version"] == f"md-2+{PROMPT_VERSION}" == "md-2+p2"

@@ -227,6 +227,8 @@ def test_accuracy_by_format_hand_computed(gen):
     assert acc["accuracy_pct"].tolist() == pytest.approx([400 / 6, 50.0, 500 / 6, 400 / 6])
     assert acc["n"].tolist() == [6] * 4
     assert acc["n_unparseable"].tolist() == [2, 2, 1, 2]
+    # majority-label baseline: gold is "yes" on i1 and i2 (4 of the 6 generations per format)
+    assert acc["majority_baseline_pct"].tolist() == pytest.approx([400 / 6] * 4)
 
 
 def test_accuracy_unparseable_is_incorrect_even_if_flagged_correct():

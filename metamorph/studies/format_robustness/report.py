@@ -1,16 +1,29 @@
 """What ``python -m pipelines.run format_robustness`` prints after a run.
 
-* M1 / M2 / M3 (%): the share of (instance, repeat) groups that violate MR1 (the decision changes across the
-  four formats), MR2 (the evidence categories differ, Jaccard < θ) and MR3 (the k repeats of one
-  format disagree), with bootstrap 95% CIs — paper §5.2, Table 1.
-* Acc_f (%): accuracy per format; ⊥ (unparseable) counts as wrong.
-* The decision distribution, so that a low M1 can be read against a model that always answers
+One vocabulary, the paper's (§4.1, §5.2): MR1 / MR2 / MR3 are the metamorphic *relations*
+(decision invariance, evidence invariance, execution-stability invariance); M1 / M2 / M3 are
+their *violation rates*:
+
+* M1 / M2 / M3 (%): the share of (instance, repeat) groups whose formats violate MR1 (the decision
+  differs between two formats; ⊥ is an outcome of its own), MR2 (the evidence-category sets of two
+  formats have Jaccard < θ = 0.3) and MR3 (the k repeats agree in one format and not in another),
+  with bootstrap 95% CIs resampling instances — Table 1;
+* truncated (%): the share of replies cut at ``max_tokens`` (printed beside M1: a cut reply with
+  a readable label keeps it, one without is ⊥ and can flip M1);
+* echoed: evidence items that copy the prompt's instructions
+  (:mod:`metamorph.studies.format_robustness.echo`), of all evidence items; they are not evidence
+  in M2;
+* Acc_f (%): accuracy per format, ⊥ counting as wrong, beside the majority-label baseline (the
+  accuracy of always answering the most frequent gold label of the same replies);
+* the decision distribution, so that a low M1 can be read against a model that always answers
   the same label.
 
 Tables are read from the DuckDB warehouse (schema ``format_robustness``).
 """
 
 from __future__ import annotations
+
+import textwrap
 
 import duckdb
 import pandas as pd
@@ -20,39 +33,73 @@ from metamorph.report_card import clustered_rate_rows
 from metamorph.sql import markdown_sections
 from metamorph.studies.format_robustness.plan import metric_input
 
+#: The legend printed above the violation table: every number it shows, defined; two paragraphs
+#: wrapped at 100 characters (a terminal line a person reads).
+LEGEND = "\n".join(textwrap.fill(paragraph, 100) for paragraph in (
+    "M1, M2, M3 = violation rates (%) of the metamorphic relations MR1 (same decision in every format), "
+    "MR2 (same evidence: the evidence-category sets of two formats have Jaccard >= 0.3) and MR3 (the k "
+    "repeats agree in every format or in none), over (instance, repeat) groups (paper §4.1, §5.2, "
+    "Table 1); [bootstrap 95% CI resampling instances].",
+    "truncated % = replies cut at max_tokens (a cut reply keeps a readable label, else it is ⊥ = "
+    "unparseable). echoed = evidence items that copy the prompt's instructions instead of the document, of "
+    "all evidence items; they are left out of MR2."))
 
 SECTIONS = (
-    ("Accuracy by format (%):",
-     "SELECT workflow_id, dataset, format, round(accuracy_pct, 1) AS accuracy_pct, n, n_unparseable "
+    ("Accuracy Acc_f by format (%): correct replies among all replies with a gold label, ⊥ counted as wrong. "
+     "Baseline: majority_baseline_pct = the accuracy of always answering the dataset's most frequent gold label.",
+     "SELECT workflow_id, dataset, format, round(accuracy_pct, 1) AS accuracy_pct, "
+     "round(majority_baseline_pct, 1) AS majority_baseline_pct, n, n_unparseable "
      "FROM format_robustness.accuracy_by_format ORDER BY workflow_id, dataset, "
      "CASE format WHEN 'txt' THEN 0 WHEN 'md' THEN 1 WHEN 'json' THEN 2 WHEN 'csv' THEN 3 ELSE 4 END, format"),
-    ("What the model answered (all formats and repeats; ⊥ = unparseable, with the reason) — read the rates "
-     "above against it: a model that always gives the same answer cannot violate MR1:",
+    ("What the model answered (all formats and repeats; ⊥ = unparseable, with the reason). A model that always "
+     "gives the same answer cannot violate MR1:",
      "SELECT workflow_id, dataset, coalesce(decision, '⊥ (' || parse_reason || ')') AS outcome, count(*) AS n "
-     "FROM format_robustness.extracted_decisions GROUP BY ALL ORDER BY workflow_id, dataset, n DESC"),
+     "FROM format_robustness.extracted_decisions GROUP BY ALL ORDER BY workflow_id, dataset, n DESC, outcome"),
 )
 
 
-def headline(con: duckdb.DuckDBPyConnection) -> str:
-    """Markdown text: M1/M2/M3 with CIs per workflow × dataset (one row each), then :data:`SECTIONS`.
+def violation_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """One row per workflow × dataset: ``workflow_id, dataset, n_instances, n_groups, M1 %,
+    truncated %, M2 %, echoed, M3 %`` (strings; each M with its CI in brackets; ``echoed`` as
+    ``<echoed items> of <all items>``).
 
-    Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
+    M1/M2/M3 come from ``mr_violations``; ``truncated %`` (one decimal) and ``echoed`` from the
+    ``extracted_decisions`` rows of the same workflow and dataset. Raises
+    ``duckdb.CatalogException`` when the tables have not been materialized.
     """
     mrv = con.execute(
         "SELECT workflow_id, dataset, relation, round(violation_pct, 1) AS pct, "
         "round(ci_low_pct, 1) AS ci_low, round(ci_high_pct, 1) AS ci_high, n_instances, n_groups "
         "FROM format_robustness.mr_violations ORDER BY workflow_id, dataset, relation").df()
+    side = con.execute(
+        "SELECT workflow_id, dataset, 100.0 * avg(CASE WHEN truncated THEN 1 ELSE 0 END) AS truncated_pct, "
+        "sum(n_echoed) AS n_echoed, sum(n_echoed + n_evidence) AS n_items "
+        "FROM format_robustness.extracted_decisions GROUP BY workflow_id, dataset").df()
+    side = {(r.workflow_id, r.dataset): r for r in side.itertuples()}
     rows = []
     for (workflow, dataset), g in mrv.groupby(["workflow_id", "dataset"], sort=True):
         row = {"workflow_id": workflow, "dataset": dataset, "n_instances": int(g["n_instances"].iloc[0]),
                "n_groups": int(g["n_groups"].iloc[0])}
+        cells = {}
         for r in g.itertuples():
             ci = "" if r.ci_low is None or r.ci_low != r.ci_low else f" [{r.ci_low}, {r.ci_high}]"
-            row[f"M{r.relation[-1]} %"] = f"{r.pct:.1f}{ci}"
+            cells[r.relation] = "–" if r.pct != r.pct else f"{r.pct:.1f}{ci}"
+        s = side.get((workflow, dataset))
+        row["M1 %"] = cells.get("MR1", "–")
+        row["truncated %"] = "–" if s is None else f"{s.truncated_pct:.1f}"
+        row["M2 %"] = cells.get("MR2", "–")
+        row["echoed"] = "–" if s is None else f"{int(s.n_echoed)} of {int(s.n_items)}"
+        row["M3 %"] = cells.get("MR3", "–")
         rows.append(row)
-    return "\n".join(["", "Metamorphic-relation violations M1 (decision), M2 (evidence), M3 (stability): % of "
-                       "(instance, repeat) groups (§5.2); bootstrap 95% CI resampling instances:", pd.DataFrame(rows).to_markdown(index=False),
-                       markdown_sections(con, SECTIONS)])
+    return pd.DataFrame(rows)
+
+
+def headline(con: duckdb.DuckDBPyConnection) -> str:
+    """Markdown text: :data:`LEGEND`, :func:`violation_table`, then :data:`SECTIONS`.
+
+    Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
+    """
+    return "\n".join(["", LEGEND, violation_table(con).to_markdown(index=False), markdown_sections(con, SECTIONS)])
 
 
 # ------------------------------------------------------------------------------------------

@@ -98,8 +98,11 @@ class ExtractedDecisions(_PerGeneration):
     """``extracted_decisions``: decision D and evidence E per generation, with parse status."""
 
     decision: Series[str] = pa.Field(nullable=True, description="Answer-space label, or null when unparseable (never guessed).")
-    evidence_json: Series[str] = pa.Field(description="Evidence items as a JSON list of strings (<= 10).")
-    n_evidence: Series[int] = pa.Field(ge=0, le=10, description="Number of evidence items.")
+    evidence_json: Series[str] = pa.Field(description="Evidence items as a JSON list of strings (<= 10), echoed items excluded.")
+    n_evidence: Series[int] = pa.Field(ge=0, le=10, description="Number of evidence items (count; echoed items excluded).")
+    echoed_json: Series[str] = pa.Field(description="Items of the reply's evidence list that copy the prompt's instructions "
+                                        "(JSON list; rule in metamorph.studies.format_robustness.echo); not used by MR2.")
+    n_echoed: Series[int] = pa.Field(ge=0, le=10, description="Number of echoed items (count).")
     parse_status: Series[str] = pa.Field(isin=["ok", "repaired", "unparseable"], description="ok / repaired / unparseable.")
     parse_reason: Series[str] = pa.Field(description="Why the status (e.g. json_in_code_fence, truncated, call_error).")
     truncated: Series[bool] = pa.Field(description="The reply was cut at max_tokens (finish_reason length); scored with its "
@@ -204,6 +207,8 @@ class AccuracyByFormat(_WorkflowDataset):
 
     format: Series[str] = pa.Field(description="Document format (txt, md, json, csv).")
     accuracy_pct: Series[float] = pa.Field(**_PCT, description="Acc_f: % correct generations among those with gold (percent).")
+    majority_baseline_pct: Series[float] = pa.Field(
+        **_PCT, description="Accuracy of always answering the most frequent gold label of the same generations (percent).")
     n: Series[int] = pa.Field(ge=1, description="Generations with gold, all repeats (count).")
     n_correct: Series[int] = pa.Field(ge=0, description="Correct generations (count).")
     n_unparseable: Series[int] = pa.Field(ge=0, description="Unparseable (⊥) generations among the n (count).")

@@ -1,7 +1,8 @@
 """What ``python -m pipelines.run order_probe`` prints after a run: recovery with bootstrap 95%
-CIs (resampling canonical expressions) and parse failures per model × language × setting, the
-S_* diagnostics with the components used, recovery by kept adjacent pairs, and the error
-categories. Tables are read from the DuckDB warehouse (schema ``order_probe``).
+CIs (resampling canonical expressions) beside its chance baseline, parse failures and the share
+of replies cut at ``max_tokens`` per model × language × setting, the S_* diagnostics with the
+components used, recovery by kept adjacent pairs, and the error categories. Tables are read from
+the DuckDB warehouse (schema ``order_probe``).
 """
 
 from __future__ import annotations
@@ -12,12 +13,24 @@ import pandas as pd
 from metamorph.report_card import CARD_ROW_COLUMNS
 from metamorph.sql import markdown_sections
 
+#: The chance baseline of recovery (%): one of the 4! = 24 orders of the four units picked at random.
+CHANCE_RECOVERY_PCT = 100 / 24
+
 SECTIONS = (
-    ("Recovery (%) per model × language × setting, bootstrap 95% CI over canonical expressions:",
-     "SELECT model_id, language, setting, n_items, n_inputs, round(recovery_pct, 2) AS recovery_pct, "
-     "round(ci_low_pct, 2) AS ci_low, round(ci_high_pct, 2) AS ci_high, round(parse_failure_pct, 1) AS parse_fail_pct, "
-     "round(unperturbed_recovery_pct, 1) AS unperturbed_pct, n_dropped_equal, n_dropped_duplicate "
-     "FROM order_probe.recovery_rates ORDER BY model_id, setting, language"),
+    (f"Recovery (%) per model × language × setting: replies that restore the canonical expression exactly, "
+     f"bootstrap 95% CI over canonical expressions. Baseline: chance = {CHANCE_RECOVERY_PCT:.2f}% (a random "
+     f"order of the four units); unperturbed_pct = recovery when the input is already canonical; "
+     f"truncated_pct = replies cut at max_tokens:",
+     "SELECT r.model_id, r.language, r.setting, r.n_items, r.n_inputs, round(r.recovery_pct, 2) AS recovery_pct, "
+     "round(r.ci_low_pct, 2) AS ci_low, round(r.ci_high_pct, 2) AS ci_high, "
+     "round(r.unperturbed_recovery_pct, 1) AS unperturbed_pct, round(r.parse_failure_pct, 1) AS parse_fail_pct, "
+     "round(t.truncated_pct, 1) AS truncated_pct, r.n_dropped_equal, r.n_dropped_duplicate "
+     "FROM order_probe.recovery_rates AS r LEFT JOIN ("
+     "  SELECT model_id, coalesce(language, 'all') AS language, setting, "
+     "         100.0 * avg(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS truncated_pct "
+     "  FROM order_probe.scored_replies WHERE input_kind = 'scrambled' "
+     "  GROUP BY GROUPING SETS ((model_id, language, setting), (model_id, setting))) AS t "
+     "USING (model_id, language, setting) ORDER BY r.model_id, r.setting, r.language"),
     ("Diagnostics (S_* in [0, 1]; S_Logic null without a local NLI model):",
      "SELECT model_id, language, setting, n_items, round(s_acc_mean, 3) AS s_acc, round(s_logic, 3) AS s_logic, "
      "round(s_info, 3) AS s_info, round(s_cons, 3) AS s_cons, round(mdr, 3) AS mdr, round(mda, 3) AS mda, "

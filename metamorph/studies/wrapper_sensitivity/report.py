@@ -1,7 +1,9 @@
-"""What ``python -m pipelines.run wrapper_sensitivity`` prints after a run: FSI (best − worst
-wrapper accuracy) and PSI per model and task, their means over tasks with bootstrap CIs, and the
-decomposition of FSI into schema compliance and conditional accuracy (review, major 1). Tables
-are read from the DuckDB warehouse (schema ``wrapper_sensitivity``).
+"""What ``python -m pipelines.run wrapper_sensitivity`` prints after a run: the accuracy of each
+wrapper beside its chance baseline and the share of replies cut at ``max_tokens``, FSI (best −
+worst wrapper accuracy) and PSI (best − worst parseability) per model and task, their means over
+tasks with bootstrap CIs, and the decomposition of FSI into schema compliance and conditional
+accuracy (review, major 1). Tables are read from the DuckDB warehouse (schema
+``wrapper_sensitivity``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES
 
 
 SECTIONS = (
-    ("FSI / PSI per model and task (the paper's extractor, §3.5; fractions 0–1; tied wrappers all listed):",
+    ("Accuracy A per wrapper (%, the paper's extractor; an unparseable reply is wrong) beside its baseline "
+     "chance_pct (the accuracy of guessing: 100/options for choice tasks, 50 for yes/no, 0 for numbers), the "
+     "parseability P and truncated_pct (replies cut at max_tokens):",
+     "SELECT model_id, task, wrapper, round(accuracy_pct, 1) AS accuracy_pct, round(chance_pct, 1) AS chance_pct, "
+     "round(parseability_pct, 1) AS parseability_pct, round(truncation_rate_pct, 1) AS truncated_pct, n "
+     "FROM wrapper_sensitivity.wrapper_cells WHERE mode = 'paper' ORDER BY model_id, task, wrapper"),
+    ("FSI = max − min accuracy over the wrappers, PSI = max − min parseability (the paper's extractor, §3.5; "
+     "fractions 0–1; tied wrappers all listed); nFSI = FSI / mean accuracy; nFSI_chance = the same range of "
+     "chance-adjusted accuracies (A − chance)/(100 − chance):",
      "SELECT model_id, task, round(fsi, 3) AS FSI, round(psi, 3) AS PSI, round(nfsi, 3) AS nFSI, "
      "round(nfsi_chance, 3) AS nFSI_chance, best_wrapper, worst_wrapper, all_tied "
      "FROM wrapper_sensitivity.fsi_psi ORDER BY model_id, task"),

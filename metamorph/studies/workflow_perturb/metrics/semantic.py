@@ -64,9 +64,9 @@ def compute_baseline(model_path: str, layers: Sequence[int], pairs: Sequence[tup
                      batch_size: int = 64) -> list[tuple[int, float, float, float]]:
     """Mean unrescaled BERTScore ``(layer, P, R, F)`` of ``pairs`` (default :func:`baseline_pairs`)
     at each layer of ``layers`` (bert_score's baseline definition, App. B.4)."""
-    from metamorph.embeddings import _force_offline
+    from metamorph.embeddings import prepare_hf
 
-    _force_offline()
+    prepare_hf()
     from bert_score import BERTScorer
 
     pairs = list(pairs) if pairs is not None else baseline_pairs()
@@ -121,9 +121,9 @@ def get_bert_scorer(model_path: str, num_layers: int, batch_size: int = 64, base
     table ``baseline_path`` when given (bert_score's own rescaling), raw otherwise."""
     key = (str(model_path), int(num_layers), baseline_path)
     if key not in _SCORERS:
-        from metamorph.embeddings import _force_offline
+        from metamorph.embeddings import prepare_hf
 
-        _force_offline()
+        prepare_hf()
         from bert_score import BERTScorer
 
         kw: dict[str, Any] = {"rescale_with_baseline": False}
