@@ -1,7 +1,7 @@
 """The bad-input corpus (``tests/bad_inputs/cases.yaml``): every malformed file yields one error
 naming file, row and field, and nothing is written; the accepted variants (BOM, CRLF, CR) load.
 
-Most cases call the validation the product runs in-process (``pipelines.run.check_sources``, the
+Most cases call the validation the product runs in-process (``pipelines.inputs.check_sources``, the
 loaders, the registry); the ``cli: true`` cases also run the command line as a subprocess, and the
 ``asset: true`` cases the study's inputs job in-process on a real Dagster instance and warehouse.
 """
@@ -23,7 +23,8 @@ from metamorph.errors import InputError, MetamorphError
 from metamorph.models import load_registry
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb.workflows import load_goldens
-from pipelines.run import STUDY_OPS, check_sources, failure_message
+from pipelines.inputs import check_sources
+from pipelines.run import STUDY_OPS, failure_message
 from resources.llm import build_provider
 
 REPO = Path(__file__).resolve().parents[2]
