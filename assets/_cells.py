@@ -199,7 +199,8 @@ def worst_cells_metadata(df: pd.DataFrame, cells: Cells, study: str,
         joined = behind.table is not None and warehouse is not None
         with warehouse.get_connection() if joined else nullcontext() as con:
             for i, (cell, part) in picked.items():
-                part = part[[c for c in (*behind.show, behind.key) if c in part.columns]]
+                # the key once, even when ``show`` lists it (a repeated column would be dropped by the UI)
+                part = part[[c for c in dict.fromkeys((*behind.show, behind.key)) if c in part.columns]]
                 if joined and len(part):
                     try:
                         part = _with_text(con, study, behind, part)

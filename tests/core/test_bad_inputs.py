@@ -211,16 +211,20 @@ def test_cli_exits_2_with_one_line_and_writes_nothing(case, tmp_path):
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.get("asset")], ids=lambda c: c["file"])
 def test_inputs_job_fails_on_the_bad_row_and_writes_no_table(case, metamorph_home):
+    """Launched with the bad file (as from the UI's launchpad), the inputs job is rejected at launch
+    with the loader's one line (pipelines.inputs.InputsRejected): no run, no table."""
     from pipelines.definitions import build_definitions
+    from pipelines.inputs import InputsRejected
 
     study, path = _study(case), _path(case)
     inputs_op = STUDY_OPS[study][0]
     with dg.instance_for_test() as instance:
-        res = build_definitions().resolve_job_def(f"{study}_inputs_job").execute_in_process(
-            instance=instance, raise_on_error=False,
-            run_config={"ops": {inputs_op: {"config": {"sources": [_spec(case, path)]}}}})
-    assert not res.success
-    assert failure_message(res) == (f"{inputs_op}: {_expected(case, path)}", True)
+        with pytest.raises(InputsRejected) as e:
+            build_definitions().resolve_job_def(f"{study}_inputs_job").execute_in_process(
+                instance=instance, raise_on_error=False,
+                run_config={"ops": {inputs_op: {"config": {"sources": [_spec(case, path)]}}}})
+        assert instance.get_runs() == []
+    assert str(e.value) == _expected(case, path)
     db = metamorph_home / "metamorph.duckdb"
     if db.exists():
         con = duckdb.connect(str(db), read_only=True)
