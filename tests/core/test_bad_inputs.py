@@ -24,7 +24,7 @@ from metamorph.models import load_registry
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb.workflows import load_goldens
 from pipelines.inputs import check_sources
-from pipelines.run import STUDY_OPS, failure_message
+from pipelines.run import STUDY_OPS
 from resources.llm import build_provider
 
 REPO = Path(__file__).resolve().parents[2]
