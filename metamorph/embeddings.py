@@ -318,8 +318,7 @@ class Encoder:
         ``(len(texts), dim)``; ``token_vectors[i]`` is the transformer's last-layer output for
         text ``i``, a float32 torch tensor ``(n_tokens_i, dim)`` with the special tokens and
         without padding (what BERTScore matches at the model's last layer); ``token_ids[i]`` its
-        input ids. Used by :mod:`metamorph.studies.workflow_perturb.metrics.semantic` so that
-        BERTScore needs no second copy of the weights and no second pass.
+        input ids. For a BERTScore that needs no second copy of the weights and no second pass.
         """
         import torch
 
