@@ -199,7 +199,9 @@ def evidence_categories(extracted_decisions: pd.DataFrame):
     rows = []
     lexicons: dict[str, ev.Lexicon] = {}
     for d in extracted_decisions.itertuples():
-        lex = lexicons.setdefault(d.dataset, ev.load_lexicon(d.dataset))
+        if d.dataset not in lexicons:  # once per dataset (setdefault would load it on every row)
+            lexicons[d.dataset] = ev.load_lexicon(d.dataset)
+        lex = lexicons[d.dataset]
         for i, item in enumerate(json.loads(d.evidence_json)):
             cats = list(lex.categories_for(item))
             rows.append({"model_id": d.model_id, "workflow_id": d.workflow_id, "dataset": d.dataset,
@@ -491,7 +493,9 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
         else:
             e = fs.extract_reply(x, g.response_text, g.finish_reason)
             decision, evidence, status, truncated = e.decision, e.evidence, e.parse_status, e.truncated
-        lex = lexicons.setdefault(g.dataset, ev.load_lexicon(g.dataset))
+        if g.dataset not in lexicons:  # once per dataset (setdefault would load it on every row)
+            lexicons[g.dataset] = ev.load_lexicon(g.dataset)
+        lex = lexicons[g.dataset]
         cats = sorted({c for item in evidence for c in lex.categories_for(item)})
         rows.append({
             "model_id": g.model_id, "workflow_id": g.workflow_id, "dataset": g.dataset,

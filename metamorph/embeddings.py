@@ -328,6 +328,53 @@ class Encoder:
                                 normalize_embeddings=True, show_progress_bar=False)
         return np.asarray(out, dtype=np.float32)
 
+    def encode_with_tokens(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Any], list[list[int]]]:
+        """One forward pass per text giving the sentence vector *and* the token vectors.
+
+        Returns ``(vectors, token_vectors, token_ids)``: ``vectors`` are exactly :meth:`encode`'s
+        (the same sentence-transformers batching, pooling and L2 normalisation), float32
+        ``(len(texts), dim)``; ``token_vectors[i]`` is the transformer's last-layer output for
+        text ``i``, a float32 torch tensor ``(n_tokens_i, dim)`` with the special tokens and
+        without padding (what BERTScore matches at the model's last layer); ``token_ids[i]`` its
+        input ids. For a BERTScore that needs no second copy of the weights and no second pass.
+        """
+        import torch
+
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32), [], []
+        outs = self.model.encode(texts, batch_size=self.batch_size, output_value=None, show_progress_bar=False)
+        pooled = torch.nn.functional.normalize(torch.stack([o["sentence_embedding"] for o in outs]), p=2, dim=1)
+        tokens, ids = [], []
+        for o in outs:
+            n = int(o["attention_mask"].sum())  # right padding: the first n positions are the text
+            tokens.append(o["token_embeddings"][:n].clone())
+            ids.append([int(i) for i in o["input_ids"][:n]])
+        return pooled.cpu().numpy().astype(np.float32), tokens, ids
+
+    def token_vectors(self, token_ids: Sequence[Sequence[int]]) -> list[Any]:
+        """Last-layer token vectors (float32 torch tensors ``(len(ids_i), dim)``) of given input-id
+        sequences, through the same transformer weights, right-padded in batches of
+        ``batch_size`` with an attention mask — for texts another tokenizer call split differently
+        from :meth:`encode_with_tokens` (e.g. bert_score's, which truncates at 512 tokens)."""
+        import torch
+
+        auto = self.model[0].auto_model
+        pad = self.model.tokenizer.pad_token_id or 0
+        out: list[Any] = []
+        with torch.inference_mode():
+            for s in range(0, len(token_ids), self.batch_size):
+                batch = [list(x) for x in token_ids[s: s + self.batch_size]]
+                width = max(len(x) for x in batch)
+                ids = torch.full((len(batch), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for i, x in enumerate(batch):
+                    ids[i, : len(x)] = torch.tensor(x, dtype=torch.long)
+                    mask[i, : len(x)] = 1
+                hidden = auto(input_ids=ids.to(auto.device), attention_mask=mask.to(auto.device))[0].cpu()
+                out.extend(hidden[i, : len(x)].clone() for i, x in enumerate(batch))
+        return out
+
     def __repr__(self) -> str:
         return f"Encoder({self.info.name!r}, path={self.info.path!r})"
 

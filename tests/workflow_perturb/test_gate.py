@@ -114,6 +114,32 @@ def test_undefined_primary_is_skipped_never_zero():
     assert gate.evaluate_gate({}).bundle("missing").verdict == "UNDEFINED"
 
 
+def test_vectorised_bundle_decisions_equal_bundle_decision_row_by_row():
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    metrics = ["chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau", "judge"]
+    th = gate.default_thresholds()
+    cut = sorted({t for b in th.bundles for _, t in (*b.primary, *b.secondary) if t is not None})
+    cols = {}
+    for m in metrics:
+        v = rng.uniform(-0.2, 1.0, 400)
+        v[rng.random(400) < 0.15] = np.nan                          # undefined
+        pick = rng.random(400) < 0.3                                # on, and within 1e-11 / 1e-9 of, a threshold
+        v[pick] = rng.choice(cut, pick.sum()) + rng.choice([0.0, 1e-11, -1e-11, 2e-9, -2e-9], pick.sum())
+        cols[m] = v
+    frame = pd.DataFrame(cols).drop(columns=["judge"])             # an absent metric is undefined
+    rows = frame.to_dict("records")
+    for thresholds in (th, gate.thresholds_from_dict({"failure_modes": {"missing": {"primary": {"chain_f1": 0.7}}}})):
+        for b in thresholds.bundles:
+            for mode in gate.MODES:
+                defined, fired = gate.bundle_decisions(frame, b, mode)
+                want = [gate.bundle_decision(r, b, mode) for r in rows]
+                assert list(zip(defined.tolist(), fired.tolist())) == want, (b.failure_mode, mode)
+                assert 0 < sum(f for _, f in want) < len(rows)  # both outcomes occur
+
+
 def test_bad_metric_value_and_mode_raise():
     with pytest.raises(ValueError, match="graph_f1"):
         gate.evaluate_gate(dict(AT_THRESHOLD, graph_f1="0.5"))

@@ -515,7 +515,8 @@ def firing_matrix(scores: pd.DataFrame, thresholds: gate.Thresholds | None = Non
                   include_invalid: bool = False) -> pd.DataFrame:
     """Instance-level firing rate of every failure-mode bundle by type × severity (§6, Table 8).
 
-    Each instance (scores row) is evaluated with :func:`metamorph.studies.workflow_perturb.gate.bundle_decision` for every
+    Each instance (scores row) is evaluated with :func:`metamorph.studies.workflow_perturb.gate.bundle_decision`
+    (vectorised: :func:`~metamorph.studies.workflow_perturb.gate.bundle_decisions`) for every
     bundle of ``thresholds`` (default: Table 1): ``n_evaluable`` instances have at least one
     defined primary metric, ``n_fired`` fire, ``firing_pct`` = 100·n_fired/n_evaluable. Rows
     with ``failure_mode != type`` show cross-firing (a bundle firing on another failure mode's
@@ -530,12 +531,10 @@ def firing_matrix(scores: pd.DataFrame, thresholds: gate.Thresholds | None = Non
     g = validate_scores(scores, include_invalid=include_invalid)
     if g.empty:
         return _empty(FiringMatrix, _FIRING_COLUMNS)
-    records = g[list(METRICS)].to_dict("records")
     parts = []
     for b in th.bundles:
-        dec = [gate.bundle_decision(r, b, mode) for r in records]
-        f = g[["operator", "type", "severity"]].assign(
-            _defined=[d for d, _ in dec], _fired=[x for _, x in dec])
+        defined, fired = gate.bundle_decisions(g[list(METRICS)], b, mode)
+        f = g[["operator", "type", "severity"]].assign(_defined=defined, _fired=fired)
         agg = f.groupby(["operator", "type", "severity"], sort=False).agg(
             n_instances=("_defined", "size"), n_evaluable=("_defined", "sum"), n_fired=("_fired", "sum")).reset_index()
         agg["failure_mode"] = b.failure_mode

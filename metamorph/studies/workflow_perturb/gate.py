@@ -366,6 +366,47 @@ def bundle_decision(values: Mapping[str, Any], bundle: Bundle, mode: str = DEFAU
     return True, (any(sec_known) if sec_known else True)
 
 
+def _breach_columns(values: Mapping[str, Any], metric: str, threshold: float | None, n: int):
+    """``(known, breached)`` boolean arrays of :func:`breaches` over a column of values."""
+    import numpy as np
+
+    v = np.asarray(values[metric], dtype=float) if metric in values else np.full(n, np.nan)
+    known = ~np.isnan(v) if threshold is not None else np.zeros(n, dtype=bool)
+    if threshold is None:
+        return known, known
+    t = float(threshold)
+    out = v < t
+    # round(v, 10) < round(t, 10) decides only where v is within 1e-9 of t: Python's round there
+    near = np.flatnonzero(known & (np.abs(v - t) <= 1e-9))
+    out[near] = [breaches(float(v[i]), t) for i in near]
+    return known, out & known
+
+
+def bundle_decisions(values: Mapping[str, Any], bundle: Bundle, mode: str = DEFAULT_MODE):
+    """:func:`bundle_decision` over many instances at once: ``values`` maps each metric to a
+    column of numbers (NaN = undefined; a missing metric is undefined), e.g. a DataFrame of
+    float columns. Returns ``(defined, fired)`` boolean numpy arrays, row ``i`` equal to
+    ``bundle_decision`` of row ``i`` (the same strict comparison rounded to
+    :data:`BREACH_DECIMALS`). source: §6, Table 1."""
+    import numpy as np
+
+    _check_mode(mode)
+    n = len(values[next(iter(values))]) if len(values.keys()) else 0
+    prim = [_breach_columns(values, m, t, n) for m, t in bundle.primary]
+    defined = np.logical_or.reduce([k for k, _ in prim]) if prim else np.zeros(n, dtype=bool)
+    if mode == "joint":
+        return defined, defined & np.logical_and.reduce([b | ~k for k, b in prim])
+    primary = np.logical_or.reduce([b for _, b in prim]) if prim else np.zeros(n, dtype=bool)
+    if mode == "any":
+        return defined, primary
+    sec = [_breach_columns(values, m, t, n) for m, t in bundle.secondary]
+    if not sec:
+        return defined, primary
+    sec_known = np.logical_or.reduce([k for k, _ in sec])
+    sec_fired = np.logical_or.reduce([b for _, b in sec])
+    return defined, primary & (sec_fired | ~sec_known)
+
+
 @dataclass(frozen=True)
 class MetricCheck:
     """One metric of a bundle: its value, threshold and whether it breaches (None = undefined)."""

@@ -69,8 +69,10 @@ def deterministic_perturbations(goldens: Sequence[Workflow], types: Sequence[str
 
 
 def score_perturbations(goldens: dict[str, Workflow], variants: pd.DataFrame, encoder: Any,
-                        bertscore: bool = True) -> pd.DataFrame:
-    """Score each variant (a ``perturbations`` row with a workflow) against its golden.
+                        bertscore: bool = True, counts: Any = None) -> pd.DataFrame:
+    """Score each variant (a ``perturbations`` row with a workflow) against its golden
+    (:func:`~metamorph.studies.workflow_perturb.metrics.score_workflows`: each distinct step text
+    through the encoder once; ``counts``, an ``EncodingCounts``, receives how many).
 
     Returns one row per scored variant: ``variant_id, golden_id`` + :data:`METRIC_COLUMNS` + their
     ``*_reason`` columns, ``n_aligned``, and the encoder / BERTScore provenance columns. Variants
@@ -78,7 +80,7 @@ def score_perturbations(goldens: dict[str, Workflow], variants: pd.DataFrame, en
     """
     have = variants[variants["nodes_json"].notna()]
     pairs = [(goldens[r.golden_id], workflow_from_record(r, "variant_id")) for r in have.itertuples()]
-    scored = score_workflows(pairs, encoder, bertscore=bertscore) if pairs else []
+    scored = score_workflows(pairs, encoder, bertscore=bertscore, counts=counts) if pairs else []
     keep = [*METRIC_COLUMNS, *(f"{m}_reason" for m in METRIC_COLUMNS), "n_aligned", "encoder",
             "bertscore_model", "bertscore_num_layers", "bertscore_rescaled", "bertscore_baseline"]
     rows = [{"variant_id": r.variant_id, "golden_id": r.golden_id, **{k: s.get(k) for k in keep}}

@@ -18,7 +18,7 @@ from metamorph.studies.workflow_perturb.metrics.alignment import (
     similarity_matrix,
 )
 from metamorph.studies.workflow_perturb.metrics.graph import WorkflowGraph, as_workflow, chain_edges
-from metamorph.studies.workflow_perturb.metrics.scoring import score_workflow, score_workflows
+from metamorph.studies.workflow_perturb.metrics.scoring import EncodingCounts, score_workflow, score_workflows
 from metamorph.studies.workflow_perturb.metrics.structural import (
     GRAPH_METHODS,
     chain_f1,
@@ -55,6 +55,7 @@ from metamorph.studies.workflow_perturb.metrics.semantic import (
 
 __all__ = [
     "Alignment",
+    "EncodingCounts",
     "GRAPH_METHODS",
     "KENDALL_METHODS",
     "TOKENIZATIONS",

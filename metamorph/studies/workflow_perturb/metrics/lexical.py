@@ -28,6 +28,7 @@ source: App. B.3.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 #: Tokenisation variants (the first is the default; module docstring).
 TOKENIZATIONS = ("document", "per_step")
@@ -69,13 +70,17 @@ def lexical_tokens(steps: Sequence[str] | str, lowercase: bool = False,
     lower-cased only when ``lowercase``. Raises ``ValueError`` for an unknown tokenization."""
     if tokenization not in TOKENIZATIONS:
         raise ValueError(f"tokenization must be one of {TOKENIZATIONS}, not {tokenization!r}")
-    if isinstance(steps, str):
-        steps = [steps]
-    steps = [s.lower() if lowercase else s for s in steps]
+    return list(_cached_tokens((steps,) if isinstance(steps, str) else tuple(steps), lowercase, tokenization))
+
+
+@lru_cache(maxsize=8192)
+def _cached_tokens(steps: tuple[str, ...], lowercase: bool, tokenization: str) -> tuple[str, ...]:
+    # a golden's steps are tokenized once for all its variants and for both BLEU and GLEU
+    steps = tuple(s.lower() if lowercase else s for s in steps)
     if tokenization == "document":
-        return word_tokens(" ".join(steps))
+        return tuple(word_tokens(" ".join(steps)))
     tok, _ = _tools()
-    return [t for s in steps for t in tok.tokenize(s)]
+    return tuple(t for s in steps for t in tok.tokenize(s))
 
 
 def _has_content(tokens: Sequence[str]) -> bool:

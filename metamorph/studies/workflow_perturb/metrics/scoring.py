@@ -32,6 +32,7 @@ Deviations from WorFBench's reference code (deliberate)
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,10 +46,12 @@ from metamorph.studies.workflow_perturb.metrics.order import (
     kendall_tau_gold_order,
 )
 from metamorph.studies.workflow_perturb.metrics.semantic import (
+    SharedPassBERTScore,
     _scorer_record,
     _truncated_pairs,
     baseline_for,
     get_bert_scorer,
+    shares_encoder,
 )
 from metamorph.studies.workflow_perturb.metrics.structural import (
     GRAPH_METHODS,
@@ -69,22 +72,53 @@ def _resolve_scorer_spec(encoder: Any, bertscore: bool | tuple[str, int]) -> tup
     return (info.path, info.num_layers)
 
 
+#: Pairs scored per chunk: token vectors are held only for the texts of the current chunk
+#: (and of later chunks that use them again), so memory stays flat at any batch size.
+CHUNK_PAIRS = 1000
+
+
+@dataclass
+class EncodingCounts:
+    """How much encoding one :func:`score_workflows` call did.
+
+    ``distinct_texts``: distinct step texts of the batch; ``encoded_texts``: texts that went
+    through the encoder in this call (a text is encoded at most once; cached sentence vectors are
+    reused when BERTScore does not need the text's tokens); ``bertscore_extra_texts``: texts
+    whose BERTScore tokens needed a second transformer pass (bert_score's tokenization differed
+    from the encoder's; see :class:`.semantic.SharedPassBERTScore`) — or, when BERTScore does not
+    share the encoder's pass (another model or layer), every text bert_score encoded itself."""
+
+    distinct_texts: int = 0
+    encoded_texts: int = 0
+    bertscore_extra_texts: int = 0
+
+
 def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: Any = None,
                     tau_align: float = TAU_ALIGN, prefilter: bool = False, graph_method: str = "induced",
                     kendall_method: str = "gold_order", lowercase: bool = False, tokenization: str = "document",
-                    bertscore: bool | tuple[str, int] = True, rescale: bool = True) -> list[dict[str, Any]]:
+                    bertscore: bool | tuple[str, int] = True, rescale: bool = True,
+                    counts: EncodingCounts | None = None, chunk_pairs: int = CHUNK_PAIRS) -> list[dict[str, Any]]:
     """Every non-judge metric for each ``(gold, pred)`` pair (anything :func:`as_workflow` accepts).
 
-    All distinct step texts of the batch are embedded once through ``cache``
-    (:class:`metamorph.embeddings.EmbeddingCache`; a private one when None), and all BERTScore
-    pairs of the batch go to one scorer call. ``encoder`` needs ``name`` and ``encode``
-    (:class:`metamorph.embeddings.Encoder`); ``bertscore`` is True (use the encoder's directory
-    and last layer), ``(model_path, num_layers)``, or False (BERTScore = None, reason
-    ``"disabled"``); ``rescale`` applies the baseline of :mod:`.semantic` (App. B.4). ``prefilter`` (:func:`.alignment.align`), ``graph_method``
+    Each distinct step text of the batch goes through the encoder once: with the default
+    BERTScore (the encoder's own directory at its last layer) one forward pass gives the sentence
+    vector for the alignment and the token vectors for BERTScore
+    (:meth:`metamorph.embeddings.Encoder.encode_with_tokens`, :class:`.semantic.SharedPassBERTScore`
+    — bert_score's numbers without its second copy of the model). Pairs are processed in chunks
+    of ``chunk_pairs``; token vectors are dropped after the last chunk that uses them. Sentence
+    vectors go through ``cache`` (:class:`metamorph.embeddings.EmbeddingCache`; a private one when
+    None). ``encoder`` needs ``name`` and ``encode`` (:class:`metamorph.embeddings.Encoder`);
+    ``bertscore`` is True (the encoder's directory and last layer), ``(model_path, num_layers)``
+    (another model: scored by ``bert_score.BERTScorer`` on all pairs at once), or False
+    (BERTScore = None, reason ``"disabled"``); ``rescale`` applies the baseline of :mod:`.semantic`
+    (App. B.4). ``prefilter`` (:func:`.alignment.align`), ``graph_method``
     (:data:`.structural.GRAPH_METHODS`) and ``kendall_method`` (:data:`.order.KENDALL_METHODS`)
     select the variants, ``lowercase``/``tokenization`` the BLEU/GLEU tokens (:mod:`.lexical`);
-    the defaults are the paper's (App. B). Returns one flat dict per pair
-    (see :func:`score_workflow`). Raises ``ValueError`` for an unknown method.
+    the defaults are the paper's (App. B). ``counts`` (an :class:`EncodingCounts`) receives the
+    encoding counts. Scores are reproducible for the same pairs and ``chunk_pairs``; another
+    chunking batches the texts differently, which moves similarities by float32 noise (~1e-7:
+    sentence-transformers pads per batch). Returns one flat dict per pair (see :func:`score_workflow`). Raises
+    ``ValueError`` for an unknown method.
     source: §4, App. B.
     """
     from metamorph.embeddings import EmbeddingCache
@@ -95,9 +129,11 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
         raise ValueError(f"kendall_method must be one of {KENDALL_METHODS}, not {kendall_method!r}")
     wfs = [(as_workflow(g), as_workflow(p)) for g, p in pairs]
     cache = cache if cache is not None else EmbeddingCache()
-    texts = list(dict.fromkeys(t for g, p in wfs for t in (*g.nodes, *p.nodes)))
-    vecs = cache.embed(encoder, texts) if texts else np.zeros((0, 0), dtype=np.float32)
-    row = {t: i for i, t in enumerate(texts)}
+    counts = counts if counts is not None else EncodingCounts()
+    step = max(1, chunk_pairs)
+    spans = [(a, min(a + step, len(wfs))) for a in range(0, len(wfs), step)]
+    chunk_texts = [list(dict.fromkeys(t for g, p in wfs[a:b] for t in (*g.nodes, *p.nodes))) for a, b in spans]
+    counts.distinct_texts += len({t for ts in chunk_texts for t in ts})
 
     scorer_spec = _resolve_scorer_spec(encoder, bertscore)
     bs_pairs: list[tuple[str, str]] = []
@@ -107,16 +143,22 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
         if scorer_spec is not None and g.nodes and p.nodes:
             bs_pairs.extend(_truncated_pairs(g.nodes, p.nodes))
         bs_slices.append((start, len(bs_pairs)))
-    bs_f = None
+    bs_f = np.zeros(len(bs_pairs))
     baseline = baseline_path = None  # resolved only when some pair is scored
-    if bs_pairs:
-        if rescale:
-            info = getattr(encoder, "info", None)
-            baseline_path, baseline = baseline_for(getattr(info, "name", None), *scorer_spec)
+    if bs_pairs and rescale:
+        info = getattr(encoder, "info", None)
+        baseline_path, baseline = baseline_for(getattr(info, "name", None), *scorer_spec)
+    # chunk i scores BERTScore pairs bs_pairs[lo:hi] = chunk_bs[i]; bs_last[text] = last chunk scoring it
+    chunk_bs = [(bs_slices[a][0], bs_slices[b - 1][1]) for a, b in spans]
+    bs_last = {t: i for i, (lo, hi) in enumerate(chunk_bs) for pair in bs_pairs[lo:hi] for t in pair}
+    shared = None
+    if bs_pairs and shares_encoder(encoder, scorer_spec):
+        shared = SharedPassBERTScore(encoder, baseline_path)
+    elif bs_pairs:
         scorer = get_bert_scorer(*scorer_spec, baseline_path=baseline_path)
         _, _, f = scorer.score([p for _, p in bs_pairs], [g for g, _ in bs_pairs])
-        # float32 cosine arithmetic can put an identical pair a hair above 1 (1.00000004): clip to 1
-        bs_f = np.minimum(f.detach().cpu().numpy().astype(np.float64), 1.0)
+        bs_f[:] = _clip(f)
+        counts.bertscore_extra_texts += len({t for pair in bs_pairs for t in pair})
 
     provenance = {
         **(encoder.info.as_record() if hasattr(encoder, "info") else
@@ -130,47 +172,80 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
         **_scorer_record(encoder, scorer_spec, baseline),
     }
     results = []
-    for (g, p), (a, b) in zip(wfs, bs_slices):
-        if g.nodes and p.nodes:
-            sim = similarity_matrix(vecs[[row[t] for t in g.nodes]], vecs[[row[t] for t in p.nodes]])
-        else:
-            sim = np.zeros((len(g.nodes), len(p.nodes)))
-        al = align(sim, tau_align, prefilter=prefilter)
-        ch = chain_f1_from_alignment(al)
-        gr = graph_f1_from_alignment(g.edges, p.edges, al, graph_method)
-        if kendall_method == "gold_order":
-            tau, tau_reason = kendall_tau_gold_order(sim)
-        else:
-            tau, tau_reason = kendall_tau_from_alignment(al)
-        if not g.nodes:
-            tau_reason = "empty_gold"
-        bl, bl_reason = bleu(g.nodes, p.nodes, lowercase, tokenization)
-        gl, gl_reason = gleu(g.nodes, p.nodes, lowercase, tokenization)
-        if not g.nodes:
-            bl = gl = None
-            bl_reason = gl_reason = "empty_gold"
-        if scorer_spec is None:
-            bs, bs_reason = None, "disabled"
-        elif not g.nodes:
-            bs, bs_reason = None, "empty_gold"
-        elif not p.nodes:
-            bs, bs_reason = 0.0, "empty_candidate"
-        else:
-            bs, bs_reason = float(np.mean(bs_f[a:b])), None
-        results.append({
-            "n_gold_steps": len(g.nodes), "n_pred_steps": len(p.nodes), "n_aligned": len(al),
-            "chain_precision": ch["precision"], "chain_recall": ch["recall"], "chain_f1": ch["f1"],
-            "chain_lis": ch["lis"], "chain_reason": ch["reason"],
-            "graph_precision": gr["precision"], "graph_recall": gr["recall"], "graph_f1": gr["f1"],
-            "graph_common_nodes": gr["common_nodes"], "graph_common_edges": gr["common_edges"],
-            "graph_reason": gr["reason"], "pred_invalid_edges": gr["pred_invalid_edges"],
-            "bleu": bl, "bleu_reason": bl_reason, "gleu": gl, "gleu_reason": gl_reason,
-            "bertscore_f1": bs, "bertscore_reason": bs_reason, "bertscore_pairs": b - a,
-            "kendall_tau": tau, "kendall_tau_reason": tau_reason,
-            "aligned_pairs": [[gi, pj, round(s, 6)] for gi, pj, s in al.pairs],
-            **provenance,
-        })
+    for ci, ((lo, hi), texts) in enumerate(zip(chunk_bs, chunk_texts)):
+        if shared is not None:
+            # a text BERTScore needs now or later is encoded with its tokens where it first
+            # appears, and its tokens are kept until the last chunk that scores it
+            need = [t for t in texts if bs_last.get(t, -1) >= ci and t not in shared]
+            if need:
+                vecs, tokens, ids = encoder.encode_with_tokens(need)
+                for t, v in zip(need, vecs):
+                    cache.put(encoder.name, t, v)
+                shared.add(need, tokens, ids)
+                counts.encoded_texts += len(need)
+            if hi > lo:
+                _, _, f = shared.score([p for _, p in bs_pairs[lo:hi]], [g for g, _ in bs_pairs[lo:hi]])
+                bs_f[lo:hi] = _clip(f)
+            shared.drop([t for t in texts if bs_last.get(t) == ci])
+        misses = cache.misses
+        vecs = cache.embed(encoder, texts) if texts else np.zeros((0, 0), dtype=np.float32)
+        counts.encoded_texts += cache.misses - misses
+        row = {t: i for i, t in enumerate(texts)}
+        a, b = spans[ci]
+        for (g, p), (x, y) in zip(wfs[a:b], bs_slices[a:b]):
+            results.append(_score_pair(g, p, vecs, row, bs_f[x:y], scorer_spec, tau_align, prefilter,
+                                       graph_method, kendall_method, lowercase, tokenization, provenance))
+    if shared is not None:
+        counts.bertscore_extra_texts += shared.fallback_texts
     return results
+
+
+def _clip(f) -> np.ndarray:
+    # float32 cosine arithmetic can put an identical pair a hair above 1 (1.00000004): clip to 1
+    return np.minimum(f.detach().cpu().numpy().astype(np.float64), 1.0)
+
+
+def _score_pair(g, p, vecs, row, bs_f, scorer_spec, tau_align, prefilter, graph_method, kendall_method,
+                lowercase, tokenization, provenance) -> dict[str, Any]:
+    if g.nodes and p.nodes:
+        sim = similarity_matrix(vecs[[row[t] for t in g.nodes]], vecs[[row[t] for t in p.nodes]])
+    else:
+        sim = np.zeros((len(g.nodes), len(p.nodes)))
+    al = align(sim, tau_align, prefilter=prefilter)
+    ch = chain_f1_from_alignment(al)
+    gr = graph_f1_from_alignment(g.edges, p.edges, al, graph_method)
+    if kendall_method == "gold_order":
+        tau, tau_reason = kendall_tau_gold_order(sim)
+    else:
+        tau, tau_reason = kendall_tau_from_alignment(al)
+    if not g.nodes:
+        tau_reason = "empty_gold"
+    bl, bl_reason = bleu(g.nodes, p.nodes, lowercase, tokenization)
+    gl, gl_reason = gleu(g.nodes, p.nodes, lowercase, tokenization)
+    if not g.nodes:
+        bl = gl = None
+        bl_reason = gl_reason = "empty_gold"
+    if scorer_spec is None:
+        bs, bs_reason = None, "disabled"
+    elif not g.nodes:
+        bs, bs_reason = None, "empty_gold"
+    elif not p.nodes:
+        bs, bs_reason = 0.0, "empty_candidate"
+    else:
+        bs, bs_reason = float(np.mean(bs_f)), None
+    return {
+        "n_gold_steps": len(g.nodes), "n_pred_steps": len(p.nodes), "n_aligned": len(al),
+        "chain_precision": ch["precision"], "chain_recall": ch["recall"], "chain_f1": ch["f1"],
+        "chain_lis": ch["lis"], "chain_reason": ch["reason"],
+        "graph_precision": gr["precision"], "graph_recall": gr["recall"], "graph_f1": gr["f1"],
+        "graph_common_nodes": gr["common_nodes"], "graph_common_edges": gr["common_edges"],
+        "graph_reason": gr["reason"], "pred_invalid_edges": gr["pred_invalid_edges"],
+        "bleu": bl, "bleu_reason": bl_reason, "gleu": gl, "gleu_reason": gl_reason,
+        "bertscore_f1": bs, "bertscore_reason": bs_reason, "bertscore_pairs": len(bs_f),
+        "kendall_tau": tau, "kendall_tau_reason": tau_reason,
+        "aligned_pairs": [[gi, pj, round(s, 6)] for gi, pj, s in al.pairs],
+        **provenance,
+    }
 
 
 def score_workflow(gold: Any, pred: Any, encoder: Any, **kwargs: Any) -> dict[str, Any]:

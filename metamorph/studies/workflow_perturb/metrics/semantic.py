@@ -134,6 +134,113 @@ def get_bert_scorer(model_path: str, num_layers: int, batch_size: int = 64, base
     return _SCORERS[key]
 
 
+def shares_encoder(encoder: Any, scorer_spec: tuple[str, int] | None) -> bool:
+    """True when BERTScore can reuse ``encoder``'s own forward pass: ``scorer_spec`` is the
+    encoder's directory at its last layer (the default) and the encoder can return token vectors
+    (:meth:`metamorph.embeddings.Encoder.encode_with_tokens`)."""
+    info = getattr(encoder, "info", None)
+    return (scorer_spec is not None and info is not None and hasattr(encoder, "encode_with_tokens")
+            and (str(info.path), int(info.num_layers)) == (str(scorer_spec[0]), int(scorer_spec[1])))
+
+
+class SharedPassBERTScore:
+    """BERTScore from the token vectors of the sentence encoder's own forward pass.
+
+    The same numbers as ``bert_score.BERTScorer(model_type=<encoder dir>, num_layers=<last layer>,
+    idf=False[, rescale_with_baseline=True, baseline_path=<table>]).score(cands, refs)`` (bert_score
+    0.3.13), without loading the weights a second time or encoding a text twice:
+
+    * token ids: bert_score's own ``sent_encode`` (the slow tokenizer, ``model_max_length``
+      truncation); a text whose ids differ from those of the encoder's pass (e.g. longer than
+      the encoder's ``max_seq_length``) gets its vectors from :meth:`Encoder.token_vectors` on
+      bert_score's ids (counted in :attr:`fallback_texts`);
+    * idf off: weight 1 for every token, 0 for ``[CLS]``/``[SEP]`` (``BERTScorer.score``);
+    * greedy matching: ``bert_score.utils.greedy_cos_idf`` itself, on batches of ``batch_size``
+      consecutive pairs padded exactly as ``bert_cos_score_idf`` pads them (a padded position
+      scores 0, so a pair's result depends on its batch when every cosine of a token is below
+      0 — bert_score's behaviour, kept);
+    * rescaling: ``(x − b)/(1 − b)`` with ``b`` = row ``num_layers`` of the baseline table, as
+      ``BERTScorer.baseline_vals``.
+
+    Token vectors are held per text (:meth:`add`) until :meth:`drop`.
+    source: App. B.4; bert_score ``scorer.py``/``utils.py``.
+    """
+
+    def __init__(self, encoder: Any, baseline_path: str | None = None, batch_size: int = 64):
+        from metamorph.embeddings import _force_offline
+
+        _force_offline()
+        import pandas as pd
+        import torch
+        from bert_score.utils import get_tokenizer
+
+        self.encoder = encoder
+        self.num_layers = int(encoder.info.num_layers)
+        self.batch_size = batch_size
+        self.tokenizer = get_tokenizer(str(encoder.info.path), use_fast=False)
+        self._no_weight = {self.tokenizer.sep_token_id, self.tokenizer.cls_token_id}
+        self.baseline_vals = None
+        if baseline_path is not None:
+            self.baseline_vals = torch.from_numpy(
+                pd.read_csv(baseline_path).iloc[self.num_layers].to_numpy())[1:].float()
+        self._states: dict[str, tuple[Any, Any]] = {}
+        self.fallback_texts = 0
+
+    def __contains__(self, text: str) -> bool:
+        return text in self._states
+
+    def add(self, texts: Sequence[str], token_vectors: Sequence[Any], token_ids: Sequence[Sequence[int]]) -> None:
+        """Keep the token vectors of ``texts`` (from :meth:`Encoder.encode_with_tokens`)."""
+        from bert_score.utils import sent_encode
+
+        redo: list[tuple[str, list[int]]] = []
+        for text, vecs, ids in zip(texts, token_vectors, token_ids):
+            want = sent_encode(self.tokenizer, text)
+            if list(ids) == list(want):
+                self._states[text] = (vecs, self._idf(want))
+            else:
+                redo.append((text, list(want)))
+        if redo:
+            self.fallback_texts += len(redo)
+            for (text, want), vecs in zip(redo, self.encoder.token_vectors([w for _, w in redo])):
+                self._states[text] = (vecs, self._idf(want))
+
+    def _idf(self, ids: Sequence[int]):
+        import torch
+
+        return torch.tensor([0.0 if i in self._no_weight else 1.0 for i in ids], dtype=torch.float)
+
+    def drop(self, texts: Sequence[str]) -> None:
+        for t in texts:
+            self._states.pop(t, None)
+
+    def _padded(self, texts: Sequence[str]):
+        import torch
+        from torch.nn.utils.rnn import pad_sequence
+
+        emb, idf = zip(*(self._states[t] for t in texts))
+        lens = torch.tensor([e.size(0) for e in emb], dtype=torch.long)
+        mask = torch.arange(int(lens.max()), dtype=torch.long).expand(len(lens), int(lens.max())) < lens.unsqueeze(1)
+        return pad_sequence(emb, batch_first=True, padding_value=2.0), mask, pad_sequence(idf, batch_first=True)
+
+    def score(self, cands: Sequence[str], refs: Sequence[str]):
+        """``(P, R, F)`` float32 torch tensors, one value per ``(cands[i], refs[i])`` pair (every
+        text must have been :meth:`add`-ed); rescaled when a baseline was given."""
+        import torch
+        from bert_score.utils import greedy_cos_idf
+
+        preds = []
+        with torch.no_grad():
+            for s in range(0, len(refs), self.batch_size):
+                p, r, f = greedy_cos_idf(*self._padded(refs[s: s + self.batch_size]),
+                                         *self._padded(cands[s: s + self.batch_size]))
+                preds.append(torch.stack((p, r, f), dim=-1))
+        out = torch.cat(preds, dim=0) if preds else torch.zeros((0, 3))
+        if self.baseline_vals is not None:
+            out = (out - self.baseline_vals) / (1 - self.baseline_vals)
+        return out[..., 0], out[..., 1], out[..., 2]
+
+
 def _truncated_pairs(gold: Sequence[str], pred: Sequence[str]) -> list[tuple[str, str]]:
     n = min(len(gold), len(pred))
     return [(gold[i], pred[i]) for i in range(n)]
