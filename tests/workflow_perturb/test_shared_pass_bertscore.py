@@ -64,7 +64,7 @@ def _bert_score(minilm, cands, refs, baseline):
     """bert_score's own ``score`` on the MiniLM directory: layer 6, idf off, rescaled when asked."""
     import bert_score
 
-    emb._force_offline()
+    emb.prepare_hf()
     kw = {"rescale_with_baseline": True, "baseline_path": baseline, "lang": "en"} if baseline else {}
     assert minilm.info.num_layers == 6
     return bert_score.score(cands, refs, model_type=str(minilm.info.path), num_layers=6, idf=False,

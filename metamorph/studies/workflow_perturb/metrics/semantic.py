@@ -167,9 +167,9 @@ class SharedPassBERTScore:
     """
 
     def __init__(self, encoder: Any, baseline_path: str | None = None, batch_size: int = 64):
-        from metamorph.embeddings import _force_offline
+        from metamorph.embeddings import prepare_hf
 
-        _force_offline()
+        prepare_hf()
         import pandas as pd
         import torch
         from bert_score.utils import get_tokenizer
