@@ -115,11 +115,11 @@ class GenerationConfig(dg.Config):
 def workflow_generations(context: dg.AssetExecutionContext, config: GenerationConfig,
                          model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
                          source_instances: pd.DataFrame, rendered_documents: pd.DataFrame) -> dg.Output:
-    """Workflow × document × repeat completions for one model, through the generation cache.
-
-    No DuckDB connection is open while the model runs: inputs are loaded before the body and the
-    output is written after it; the cache opens a connection per completion.
-    """
+    """One row per workflow × document × repeat: the model's completion through the generation
+    cache, with its exact request, raw reply, tokens and finish reason. Source: §4.3, §5.2 (k
+    repeats). Code: metamorph.studies.format_robustness.plan.plan_generations, metamorph.runner.run_requests."""
+    # No DuckDB connection is open while the model runs: inputs are loaded before the body and the
+    # output is written after it.
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
     planned = plan_generations(instances_from_frame(source_instances), documents_from_frame(rendered_documents),
@@ -481,8 +481,9 @@ def routed_generations(context: dg.AssetExecutionContext, model_registry: ModelR
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
           kinds={"duckdb"})
 def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataFrame) -> dg.Output:
-    """Decision, evidence categories and parse status of every routed generation (same extraction
-    and lexicons as ``extracted_decisions`` / ``evidence_categories``)."""
+    """One row per routed generation: its decision, evidence categories and parse status, with the
+    same extraction and lexicons as extracted_decisions and evidence_categories. Source: §5.5
+    'Rte.'. Code: metamorph.studies.format_robustness.extract.extract_decision."""
     inst = {(x.dataset, x.instance_id): x for x in instances_from_frame(source_instances)}
     lexicons: dict[str, ev.Lexicon] = {}
     rows = []

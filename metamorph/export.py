@@ -66,10 +66,16 @@ def markdown_cell(value: Any) -> Any:
     return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in text)
 
 
+#: How :func:`markdown_table` shows a missing value.
+MISSING = "–"
+
+
 def markdown_table(df: pd.DataFrame, max_chars: int | None = None) -> str:
     """``df`` as a GitHub markdown table with every text cell (and column name) through
     :func:`markdown_cell`; text longer than ``max_chars`` is cut to ``max_chars`` characters
-    (ending in ``…``) before escaping. ``"_(no rows)_"`` for an empty frame."""
+    (ending in ``…``) before escaping. A missing value (``None``, ``NaN``, ``pd.NA``) is shown as
+    :data:`MISSING` in every column (pandas would print ``nan`` or ``<NA>``, and the UI drops
+    ``<NA>`` as an HTML tag). ``"_(no rows)_"`` for an empty frame."""
     if df.empty:
         return "_(no rows)_"
 
@@ -82,5 +88,8 @@ def markdown_table(df: pd.DataFrame, max_chars: int | None = None) -> str:
     for c in shown.columns:
         if shown[c].dtype == object or pd.api.types.is_string_dtype(shown[c].dtype):
             shown[c] = shown[c].map(cell)
+        missing = shown[c].isna()
+        if missing.any():
+            shown[c] = shown[c].astype(object).where(~missing, MISSING)
     shown.columns = [markdown_cell(str(c)) for c in shown.columns]
     return shown.to_markdown(index=False)

@@ -55,3 +55,16 @@ def test_asset_previews_use_the_escaping_table():
     md = preview_md(pd.DataFrame({"reply": ["<b>hi</b>"] * 12}), n=2)
     assert isinstance(md, dg.MarkdownMetadataValue)
     assert md.value.splitlines()[2:] == ["| \\<b\\>hi\\</b\\> |"] * 2
+
+
+def test_markdown_table_shows_every_kind_of_missing_value_as_one_marker():
+    import numpy as np
+
+    df = pd.DataFrame({"a": pd.array([1, None], dtype="Int64"), "b": [0.5, np.nan], "c": ["<x>", None],
+                       "d": [1.25, 2.5]})
+    assert markdown_table(df).splitlines() == [
+        "| a   | b   | c     |    d |",
+        "|:----|:----|:------|-----:|",
+        "| 1   | 0.5 | \\<x\\> | 1.25 |",
+        "| –   | –   | –     | 2.5  |",
+    ]  # pandas alone prints <NA> (dropped by the UI as an HTML tag), nan and None
