@@ -37,6 +37,15 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _signals_as_from_a_terminal() -> None:
+    """In the child before exec: SIGINT and SIGTERM unblocked and at their default action (a
+    blocked mask and an ignored SIGINT are inherited through exec; bash cannot trap a signal
+    that was ignored when it started)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def descendants(root: int) -> set[int]:
     """Every live process whose parent chain reaches ``root``."""
     parent = {}
@@ -89,9 +98,11 @@ def test_ui_serves_and_a_signal_to_its_pid_stops_everything_it_started(sig, tmp_
     env = {**os.environ, "METAMORPH_VENV": str(venv), "PORT": str(port), "METAMORPH_HOME": str(tmp_path / "home"),
            "DAGSTER_HOME": str(tmp_path / "dagster_home"), "UI_STOP_TIMEOUT": "60"}
     out, err = open(tmp_path / "ui.out", "w"), open(tmp_path / "ui.err", "w")
-    # a new session, as a terminal would give it: the signal reaches the script alone, as `kill PID` does
+    # a new session with the signals a terminal gives (not what this test process inherited: a
+    # background job ignores SIGINT, and a library thread may have blocked signals): the signal
+    # reaches the script alone, as `kill PID` does
     ui = subprocess.Popen(["bash", "scripts/ui.sh"], cwd=REPO, env=env, stdout=out, stderr=err,
-                          start_new_session=True)
+                          start_new_session=True, preexec_fn=_signals_as_from_a_terminal)
     try:
         deadline = time.monotonic() + 600  # ~10 s on an idle machine, ~3 min on a loaded 2-core one
         while (data := graphql(port, "{ version }")) is None:
