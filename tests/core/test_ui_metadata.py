@@ -118,13 +118,28 @@ def test_worst_cells_list_the_rows_behind_them_with_their_raw_text(tmp_path):
         ["workflow_id", "relation", "violation_pct", "ci_low_pct", "ci_high_pct", "rows_behind"],
         ["w", "MR1", "50", "20", "80", "2"], ["w", "MR2", "12.5", "0", "25", "2"]]
     first = md["worst cell 1: w · MR1 = 50"].value
-    assert [c.name for c in first.schema.columns] == ["instance_id", "format", "generation_key", "finish_reason",
-                                                      "response_text"]
+    # the raw text right after the columns naming the row, the long generation key last
+    assert [c.name for c in first.schema.columns] == ["instance_id", "format", "finish_reason", "response_text",
+                                                      "generation_key"]
     assert [r.data for r in first.records] == [
-        {"instance_id": "a", "format": "txt", "generation_key": "k1", "finish_reason": "stop", "response_text": "A"},
-        {"instance_id": "a", "format": "md", "generation_key": "k2", "finish_reason": "length",
-         "response_text": '{"decision": "<placeholder>"'}]
+        {"instance_id": "a", "format": "txt", "finish_reason": "stop", "response_text": "A", "generation_key": "k1"},
+        {"instance_id": "a", "format": "md", "finish_reason": "length",
+         "response_text": '{"decision": "<placeholder>"', "generation_key": "k2"}]
     assert [r.data["generation_key"] for r in md["worst cell 2: w · MR2 = 12.5"].value.records] == ["k3", "k4"]
+
+
+def test_a_cell_at_its_best_possible_value_is_not_a_worst_cell(tmp_path):
+    # MR2 at 0 violations is not "worst" although it is the second highest defined cell
+    zero = CELLS.assign(violation_pct=[50.0, 0.0, None], ci_low_pct=[20.0, 0.0, None])
+    md = worst_cells_metadata(zero, MR, "study", {"rows": ROWS}, warehouse_with_generations(tmp_path))
+    assert list(md) == ["worst_cells", "worst cell 1: w · MR1 = 50"]
+    none_bad = CELLS.assign(violation_pct=[0.0, 0.0, None])
+    assert worst_cells_metadata(none_bad, MR, "study").get("worst_cells").value == \
+        "_every cell is at its best possible value (0): no worst cell_"
+    # lower is worse: 100% accuracy is the best value
+    acc = Cells("acc", ("w",), worse="low", bounds=(0, 100))
+    md = worst_cells_metadata(pd.DataFrame({"w": ["a", "b", "c"], "acc": [100.0, 40.0, 70.0]}), acc, "study")
+    assert table_cells(md["worst_cells"].value)[1:] == [["b", "40"], ["c", "70"]]
 
 
 def test_a_missing_raw_table_is_said_not_hidden(tmp_path):
