@@ -424,3 +424,54 @@ def test_killed_run_is_resumed_by_the_next_process(stub, tmp_path):
     outcomes, _ = run_requests(reqs, openai_batch(stub), GenerationCache(path), log=quiet)
     assert [o.result.text for o in outcomes] == ["after kill 1", "after kill 2", "after kill 3"]
     assert (api.creates, api.uploads, dict(api.polls)) == (1, 1, {"batch_1": 1})
+
+
+def test_dagster_model_job_in_batch_mode(stub, metamorph_home, tmp_path, monkeypatch):
+    """The format study's model job with a registry entry in batch mode: the registry resource hands
+    the asset a BatchExecution, both generation assets go through batch jobs on the stub, and the
+    rows carry the batch answers (Dagster in-process, real warehouse and cache)."""
+    import dagster as dg
+
+    from pipelines.definitions import build_definitions
+    from tests.conftest import shared_sample
+
+    reg = tmp_path / "models.yaml"
+    reg.write_text(f"models:\n  - id: gpt-batch\n    provider: openai\n    model: gpt-test\n"
+                   f"    base_url: {stub.url}/v1\n    api_key_env: STUB_OPENAI_KEY\n"
+                   f"    execution: {{mode: batch, poll_interval_s: 0.01, max_wait_s: 30}}\n")
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    monkeypatch.setenv("STUB_OPENAI_KEY", OPENAI_KEY)
+    decision = json.dumps({"decision": "A", "evidence": ["patient has fever"]})
+    api = OpenAIBatchAPI(stub, lambda custom_id, body: openai_ok(decision)(custom_id, body), statuses=("completed",))
+    defs = build_definitions()
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["gpt-batch"])
+        inputs = defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(
+            instance=instance, raise_on_error=False,
+            run_config={"ops": {"format_robustness__source_instances": {
+                "config": {"sources": [f"medqa:{shared_sample('medqa')}"], "limit": 3}}}})
+        assert inputs.success
+        model = defs.resolve_job_def("format_robustness_model_job").execute_in_process(
+            instance=instance, partition_key="gpt-batch", raise_on_error=False,
+            run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": 2}}}})
+        assert model.success
+    # 3 instances x 4 formats x k=2 planned; then the routed re-runs of the 18 inputs not already in the best format
+    assert [len(api.submitted[b]) for b in sorted(api.submitted)] == [24, 18]
+    assert len(stub.requests_to("/v1/chat/completions")) == 0
+    with duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True) as con:
+        gens = con.execute("SELECT response_text, error, cache_hit, latency_s FROM "
+                           "format_robustness.workflow_generations").fetchall()
+    assert len(gens) == 24 and set(gens) == {(decision, None, False, None)}
+    assert [r[5:7] for r in batch_rows(metamorph_home / "generation_cache.duckdb")] == [("completed", True)] * 2
+    secret_free(metamorph_home / "generation_cache.duckdb", OPENAI_KEY)
+
+
+def test_workflow_perturb_turns_are_called_synchronously_in_batch_mode(stub, tmp_path):
+    from metamorph.studies.workflow_perturb.generate import provider_generate
+
+    stub.script("POST", "/v1/chat/completions", Reply(200, chat_completion("turn answer", model="gpt-test")))
+    api = OpenAIBatchAPI(stub, by_id({}))
+    gen = provider_generate(openai_batch(stub), "gpt-test", cache=GenerationCache(tmp_path / "c.duckdb"),
+                            params={"max_tokens": 8})
+    assert gen([{"role": "user", "content": "hi"}]).text == "turn answer"
+    assert api.creates == 0 and len(stub.requests_to("/v1/chat/completions")) == 1

@@ -207,9 +207,10 @@ def provider_generate(provider: Provider, model: str, *, cache: Any = None, para
     from metamorph.runner import run_requests
 
     quiet = log or (lambda _msg: None)
-    inner = getattr(provider, "inner", None)
-    if inner is not None:  # batch mode (BatchExecution): turns of a workflow depend on each other, so call at once
-        provider = inner
+    from metamorph.batch import BatchExecution
+
+    if isinstance(provider, BatchExecution):  # batch mode: each turn needs the previous answer, so call at once
+        provider = provider.inner
 
     def generate(messages: list[dict[str, str]]) -> GenerationResult:
         req = build_request(provider.kind, model, messages, params=params, base_url=base_url)
