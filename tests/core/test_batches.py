@@ -475,3 +475,15 @@ def test_workflow_perturb_turns_are_called_synchronously_in_batch_mode(stub, tmp
                             params={"max_tokens": 8})
     assert gen([{"role": "user", "content": "hi"}]).text == "turn answer"
     assert api.creates == 0 and len(stub.requests_to("/v1/chat/completions")) == 1
+
+
+def test_max_requests_splits_the_misses_into_several_batches(stub, tmp_path):
+    reqs = oa_requests(5)
+    keys = [r.cache_key() for r in reqs]
+    api = OpenAIBatchAPI(stub, by_id({k: openai_ok(f"n{i}") for i, k in enumerate(keys, 1)}), statuses=("completed",))
+    outcomes, _ = run_requests(reqs, openai_batch(stub, ExecutionConfig("batch", 0.01, 10.0, 2)),
+                               GenerationCache(tmp_path / "c.duckdb"), log=quiet)
+    assert [o.result.text for o in outcomes] == ["n1", "n2", "n3", "n4", "n5"]
+    assert {b: [x["custom_id"] for x in lines] for b, lines in api.submitted.items()} == {
+        "batch_1": keys[:2], "batch_2": keys[2:4], "batch_3": keys[4:]}
+    assert dict(api.polls) == {"batch_1": 1, "batch_2": 1, "batch_3": 1}
