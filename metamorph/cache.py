@@ -34,7 +34,11 @@ Semantics:
 Table ``generations`` columns: key, provider, model, request_json, response_text, finish_reason,
 prompt_tokens, completion_tokens, latency_s, model_id, model_version, system_fingerprint,
 created_at (naive TIMESTAMP in UTC), error, attempts. Table ``claims``: key, owner
-(``host:pid:token``), expires_at (POSIX seconds).
+(``host:pid:token``), expires_at (POSIX seconds). Table ``batches`` (provider batch jobs,
+:mod:`metamorph.batch`): batch_id, provider, base_url, model, keys (VARCHAR[]: the generation keys,
+= the batch's custom_ids), requests (VARCHAR[]: each key's canonical request JSON, same order),
+status (the provider's last reported status), collected (its results are in ``generations``),
+input_file_id (OpenAI), submitted_at / updated_at (naive UTC). It holds no secret.
 """
 
 from __future__ import annotations
@@ -77,6 +81,19 @@ CREATE TABLE IF NOT EXISTS claims (
     key VARCHAR PRIMARY KEY,
     owner VARCHAR NOT NULL,
     expires_at DOUBLE NOT NULL
+);
+CREATE TABLE IF NOT EXISTS batches (
+    batch_id VARCHAR PRIMARY KEY,
+    provider VARCHAR NOT NULL,
+    base_url VARCHAR,
+    model VARCHAR NOT NULL,
+    keys VARCHAR[] NOT NULL,
+    requests VARCHAR[] NOT NULL,
+    status VARCHAR NOT NULL,
+    collected BOOLEAN NOT NULL,
+    input_file_id VARCHAR,
+    submitted_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL
 );
 """
 
@@ -131,6 +148,29 @@ def owner_alive(owner: str) -> bool:
     except (PermissionError, ValueError):
         return True
     return True
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One row of table ``batches``: a provider batch job and the generation keys it carries.
+
+    ``keys[i]`` is the custom_id of request i and ``requests[i]`` its canonical request JSON (what
+    ``generations.request_json`` stores); ``status`` is the provider's last reported status
+    (OpenAI: validating / in_progress / finalizing / completed / failed / expired / cancelling /
+    cancelled; Anthropic: in_progress / canceling / ended; ours: ``submit_failed``, ``lost``);
+    ``submitted_at`` is naive UTC.
+    """
+
+    batch_id: str
+    provider: str
+    base_url: str | None
+    model: str
+    keys: tuple[str, ...]
+    requests: tuple[str, ...]
+    status: str
+    collected: bool
+    input_file_id: str | None
+    submitted_at: datetime
 
 
 @dataclass
@@ -251,8 +291,13 @@ class GenerationCache:
         A successful row is never overwritten by a later error for the same key. The claim on the
         key (if any) ends in the transaction that commits the row.
         """
+        self.put_row(request.cache_key(), request.provider, request.model, request.to_json(), result)
+
+    def put_row(self, key: str, provider: str, model: str, request_json: str, result: GenerationResult) -> None:
+        """:meth:`put` for a request known by its key and canonical JSON (e.g. a batch result whose
+        request was persisted with the batch, :meth:`record_batch`)."""
         now = datetime.now(timezone.utc).replace(tzinfo=None)  # naive UTC: no ICU extension offline
-        row = (request.cache_key(), request.provider, request.model, request.to_json(), result.text,
+        row = (key, provider, model, request_json, result.text,
                result.finish_reason, result.prompt_tokens, result.completion_tokens, result.latency_s,
                result.model_id, result.model_version, result.system_fingerprint, now, result.error, result.attempts)
         with self._cond:
@@ -356,6 +401,41 @@ class GenerationCache:
                 con.execute("ROLLBACK")
                 raise
         self._claimed.difference_update(columns[0])
+
+    # ------------------------------------------------------------------ provider batches
+
+    def record_batch(self, batch: "BatchRecord") -> None:
+        """Persist a submitted provider batch (committed at once, before any result is awaited), so a
+        restarted run resumes polling it instead of submitting its keys again."""
+        with self._use() as con:
+            con.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [batch.batch_id, batch.provider, batch.base_url, batch.model, list(batch.keys),
+                         list(batch.requests), batch.status, batch.collected, batch.input_file_id,
+                         batch.submitted_at, batch.submitted_at])
+
+    def update_batch(self, batch_id: str, status: str, collected: bool = False) -> None:
+        """Store a batch's last seen ``status``; ``collected=True`` once its results are committed
+        (call :meth:`flush` first: a batch is never marked collected before its rows are stored)."""
+        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        with self._use() as con:
+            con.execute("UPDATE batches SET status = ?, collected = ?, updated_at = ? WHERE batch_id = ?",
+                        [status, collected, now, batch_id])
+
+    def open_batches(self, provider: str, base_url: str | None, model: str) -> list["BatchRecord"]:
+        """Batches of (provider, base_url, model) whose results are not collected yet, oldest first."""
+        with self._use() as con:
+            rows = con.execute("SELECT batch_id, provider, base_url, model, keys, requests, status, collected, "
+                               "input_file_id, submitted_at FROM batches WHERE provider = ? AND model = ? "
+                               "AND base_url IS NOT DISTINCT FROM ? AND NOT collected ORDER BY submitted_at",
+                               [provider, model, base_url]).fetchall()
+        return [BatchRecord(r[0], r[1], r[2], r[3], tuple(r[4]), tuple(r[5]), r[6], r[7], r[8], r[9]) for r in rows]
+
+    def batches(self) -> list["BatchRecord"]:
+        """Every persisted batch, oldest first."""
+        with self._use() as con:
+            rows = con.execute("SELECT batch_id, provider, base_url, model, keys, requests, status, collected, "
+                               "input_file_id, submitted_at FROM batches ORDER BY submitted_at, batch_id").fetchall()
+        return [BatchRecord(r[0], r[1], r[2], r[3], tuple(r[4]), tuple(r[5]), r[6], r[7], r[8], r[9]) for r in rows]
 
     # ------------------------------------------------------------------ reads
 

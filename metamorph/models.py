@@ -25,6 +25,15 @@ The registry is a YAML file (default ``config/models.yaml``)::
         model: qwen-long
         api_key_env: DASHSCOPE_API_KEY
         max_concurrency: 2
+      - id: claude-batch
+        provider: anthropic
+        model: claude-haiku-4-5
+        params: {max_tokens: 512}
+        execution:                       # optional; default {mode: sync}
+          mode: batch                    # sync (one HTTP call per request) | batch (provider batch API)
+          poll_interval_s: 60            # seconds between status polls of a submitted batch
+          max_wait_s: 86400              # stop polling after this long (a rerun resumes the batch)
+          max_requests: 10000            # requests per submitted batch (more are split)
 
 A *workflow* of the document-format study is a model with one ingestion path
 (``<model id>/<ingestion>``). Each entry's :meth:`ModelSpec.fingerprint` lets the registry
@@ -34,6 +43,11 @@ sensor notice a changed entry (e.g. a new model snapshot) and re-evaluate that p
 baseline, ``candidate`` entries (the default) are compared with it
 (:func:`approved_baseline`, :mod:`metamorph.comparison`). Promoting a candidate changes no
 output, so ``status`` is not part of the fingerprint.
+
+``execution`` (:class:`ExecutionConfig`) chooses how misses are sent: ``sync`` calls the
+provider once per request; ``batch`` (openai, openai_compatible, anthropic) submits them as a
+provider batch job and polls it (:mod:`metamorph.batch`). Both land under the same generation
+keys, so ``execution`` is not part of the fingerprint either.
 """
 
 from __future__ import annotations
@@ -61,6 +75,31 @@ _INGESTION_OK = {
 }
 
 
+EXECUTION_MODES = ("sync", "batch")
+#: Providers with a batch API (OpenAI Batch on /v1/chat/completions; Anthropic Message Batches).
+BATCH_PROVIDERS = ("openai", "openai_compatible", "anthropic")
+
+
+@dataclass(frozen=True)
+class ExecutionConfig:
+    """How a model's generation requests are executed (registry key ``execution``).
+
+    Attributes:
+        mode: ``sync`` (one HTTP call per request, with retries) or ``batch`` (one provider batch
+            job per ``max_requests`` misses: OpenAI Batch / Anthropic Message Batches, results in
+            the generation cache under the same keys as ``sync``).
+        poll_interval_s: seconds between two status polls of the open batches (> 0).
+        max_wait_s: seconds a run polls before it gives up and returns the unfinished requests as
+            errors that are *not* stored (the batch stays persisted; a rerun resumes polling it).
+        max_requests: requests per batch job (OpenAI allows 50,000, Anthropic 100,000).
+    """
+
+    mode: str = "sync"
+    poll_interval_s: float = 60.0
+    max_wait_s: float = 86400.0
+    max_requests: int = 10000
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One registry entry. ``params`` are default decoding parameters for every study (for
@@ -78,6 +117,7 @@ class ModelSpec:
     max_concurrency: int = 4
     params: dict[str, Any] = field(default_factory=dict)
     status: str = "candidate"
+    execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     source: str | None = field(default=None, compare=False, repr=False)
     entry: int | None = field(default=None, compare=False, repr=False)
 
@@ -88,7 +128,7 @@ class ModelSpec:
 
     def fingerprint(self) -> str:
         """sha256 of the entry's canonical JSON (changes when any field that shapes outputs
-        changes; ``status`` and ``max_concurrency`` do not)."""
+        changes; ``status``, ``max_concurrency`` and ``execution`` do not)."""
         return sha256_hex(canonical_json({
             "id": self.id, "provider": self.provider, "model": self.model, "ingestion": list(self.ingestion),
             "base_url": self.base_url, "api_key_env": self.api_key_env, "params": self.params,
@@ -107,7 +147,9 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     or not text; an id that is not a partition key; an unknown provider; ``ingestion`` not a list
     or naming a path the provider lacks; ``openai_compatible`` without ``base_url``;
     ``api_key_env`` not an environment variable name (the value is never echoed: it may be a key);
-    ``max_concurrency`` not an integer >= 1; ``params`` not a mapping; a duplicate id.
+    ``max_concurrency`` not an integer >= 1; ``params`` not a mapping; ``execution`` not a mapping of
+    known keys, an unknown mode, batch mode for a provider without a batch API, or a setting that is
+    not a positive number (field ``execution.<key>``); a duplicate id.
     """
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
         raise RegistryError(source, "expected a mapping with a 'models' list", field="models")
@@ -120,7 +162,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if not isinstance(e, dict):
             raise bad("an entry of 'models' must be a mapping")
         unknown = set(e) - {"id", "provider", "model", "ingestion", "base_url", "api_key_env", "max_concurrency",
-                            "params", "status"}
+                            "params", "status", "execution"}
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         for k in ("id", "provider", "model"):
@@ -157,14 +199,41 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad(f"params must be a mapping of decoding parameters, got {type(params).__name__}", "params")
         if "chat_format" in params and (e["provider"] != "llama_cpp" or not isinstance(params["chat_format"], str)):
             raise bad("params.chat_format is a llama_cpp setting (a llama.cpp chat format name)", "params")
+        execution = _parse_execution(e.get("execution"), e["provider"], bad)
         mid = str(e["id"])
         if mid in seen:
             raise bad(f"duplicate model id {mid!r} (first at entry {seen[mid]})", "id")
         seen[mid] = i
         out.append(ModelSpec(id=mid, provider=e["provider"], model=str(e["model"]), ingestion=ingestion,
                              base_url=e.get("base_url"), api_key_env=key_env, max_concurrency=conc,
-                             params=dict(params), status=status, source=source, entry=i))
+                             params=dict(params), status=status, execution=execution, source=source, entry=i))
     return out
+
+
+def _parse_execution(raw: Any, provider: str, bad: Any) -> ExecutionConfig:
+    """An entry's ``execution`` mapping -> :class:`ExecutionConfig` (``bad(problem, field)`` builds the error)."""
+    if raw is None:
+        return ExecutionConfig()
+    if not isinstance(raw, dict):
+        raise bad(f"execution must be a mapping such as {{mode: batch}}, got {type(raw).__name__}", "execution")
+    unknown = sorted(set(raw) - {"mode", "poll_interval_s", "max_wait_s", "max_requests"})
+    if unknown:
+        raise bad(f"unknown key(s) {unknown} in execution", f"execution.{unknown[0]}")
+    mode = raw.get("mode", "sync")
+    if mode not in EXECUTION_MODES:
+        raise bad(f"execution.mode {mode!r:.40} not in {list(EXECUTION_MODES)}", "execution.mode")
+    if mode == "batch" and provider not in BATCH_PROVIDERS:
+        raise bad(f"execution.mode batch needs a provider with a batch API {list(BATCH_PROVIDERS)}, "
+                  f"not {provider}", "execution.mode")
+    out: dict[str, Any] = {"mode": mode}
+    for name, kind in (("poll_interval_s", (int, float)), ("max_wait_s", (int, float)), ("max_requests", int)):
+        if name in raw:
+            v = raw[name]
+            if isinstance(v, bool) or not isinstance(v, kind) or v <= 0:
+                raise bad(f"execution.{name} must be a positive {'integer' if kind is int else 'number'}, "
+                          f"got {v!r:.40}", f"execution.{name}")
+            out[name] = v
+    return ExecutionConfig(**out)
 
 
 def approved_baseline(models: list[ModelSpec]) -> ModelSpec:

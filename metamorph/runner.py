@@ -13,7 +13,10 @@
    left) goes to ``log`` at most every ``progress_every_s`` seconds, only when a request finished
    since the last one; at the end, one line with the tokens too (:meth:`RunStats.line`);
 5. when the provider reports a resolved model version the cache has not seen for the same model
-   name, a warning is logged once per new version.
+   name, a warning is logged once per new version;
+6. a :class:`~metamorph.batch.BatchExecution` provider (registry ``execution: {mode: batch}``)
+   sends the misses as provider batch jobs instead (:func:`metamorph.batch.run_batches`: persisted,
+   polled, resumed by a rerun); the requests a batch cannot carry take steps 2-3.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from metamorph.batch import BatchExecution, run_batches
 from metamorph.cache import GenerationCache
 from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
 from metamorph.providers.retry import RetryPolicy, call_with_retries
@@ -150,6 +154,19 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
         if k not in results and k not in todo:
             todo[k] = r
     known_versions: dict[tuple[str, str], set[str]] = {}
+    by_key = dict(todo)
+
+    def finished(key: str, res: GenerationResult) -> None:
+        results[key] = (res, False)
+        n = dup_count[key]
+        stats.done += n
+        stats.calls += 1
+        if res.error:
+            stats.errors += n
+        else:
+            stats.prompt_tokens += res.prompt_tokens or 0
+            stats.completion_tokens += res.completion_tokens or 0
+            _check_version(by_key[key], res, cache, known_versions, stats, warn)
 
     def one(key: str, req: GenerationRequest) -> tuple[str, GenerationResult]:
         t0 = time.monotonic()
@@ -166,6 +183,17 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
         return key, res
 
     last, last_done = time.monotonic(), stats.done
+    if isinstance(provider, BatchExecution):  # misses go to provider batch jobs; what they cannot carry, below
+        log(f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to send "
+            f"({provider.kind}, batch mode)")
+        done, todo = run_batches(todo, provider, cache, retry=retry, log=log)
+        served({k: res for k, (res, hit) in done.items() if hit})
+        for key, (res, hit) in done.items():
+            if not hit:
+                finished(key, res)
+        provider = provider.inner
+        if not todo:
+            return results
     log(f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to call "
         f"({provider.kind}, concurrency {provider.max_concurrency})")
     if not todo:
@@ -189,20 +217,10 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
             if not pending:
                 time.sleep(poll_s / 5)
                 continue
-            finished, pending = wait(pending, timeout=max(0.05, min(poll_s, progress_every_s / 2)),
+            ready, pending = wait(pending, timeout=max(0.05, min(poll_s, progress_every_s / 2)),
                                      return_when=FIRST_COMPLETED)
-            for fut in finished:
-                key, res = fut.result()
-                results[key] = (res, False)
-                n = dup_count[key]
-                stats.done += n
-                stats.calls += 1
-                if res.error:
-                    stats.errors += n
-                else:
-                    stats.prompt_tokens += res.prompt_tokens or 0
-                    stats.completion_tokens += res.completion_tokens or 0
-                    _check_version(todo[key], res, cache, known_versions, stats, warn)
+            for fut in ready:
+                finished(*fut.result())
             if stats.done != last_done and time.monotonic() - last >= progress_every_s:
                 log("generation progress: " + stats.progress())
                 last, last_done = time.monotonic(), stats.done

@@ -30,7 +30,19 @@ def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
     Raises :class:`RegistryError` (a :class:`ConfigError`) naming the registry file, the entry and
     ``api_key_env`` when the entry's API key variable is not set, and :class:`ConfigError` when a
     llama_cpp entry's ``model`` is neither a packaged GGUF nor an existing file.
+
+    An entry with ``execution: {mode: batch}`` gets its provider wrapped in
+    :class:`metamorph.batch.BatchExecution`, so ``run_requests`` sends its misses as provider batch jobs.
     """
+    provider = _build_client(spec, n_ctx)
+    if spec.execution.mode == "batch":
+        from metamorph.batch import BatchExecution
+
+        return BatchExecution(provider, spec.execution)
+    return provider
+
+
+def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
     ident = (spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.max_concurrency, n_ctx,
              spec.chat_format)
     with _PROVIDERS_LOCK:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import socket
 import struct
 import threading
@@ -168,6 +169,7 @@ class StubServer:
         self.faults = faults
         self.counts: Counter[str] = Counter()  # body_key -> requests received
         self._scripts: dict[tuple[str, str], list[Responder]] = {}
+        self._routes: list[tuple[str, re.Pattern[str], Responder]] = []  # (method, path regex, responder)
         self._lock = threading.Lock()
         stub = self
 
@@ -201,6 +203,11 @@ class StubServer:
 
     def script(self, method: str, path: str, *replies: Responder) -> None:
         self._scripts[(method, path)] = list(replies)
+
+    def route(self, method: str, pattern: str, responder: Responder) -> None:
+        """Answer ``method`` requests whose path (without query) fully matches the regex ``pattern``
+        (e.g. ``/v1/batches/[^/]+``) with ``responder``; exact :meth:`script` routes win."""
+        self._routes.append((method, re.compile(pattern), responder))
 
     def requests_to(self, path: str, method: str = "POST") -> list[Recorded]:
         return [r for r in self.requests if r.method == method and r.path.split("?")[0] == path]
@@ -237,8 +244,11 @@ class StubServer:
             self.counts[rec.key] += 1
             nth = self.counts[rec.key]
             script = self._scripts.get((h.command, h.path.split("?")[0]))
+            routed = [r for m, rx, r in self._routes if m == h.command and rx.fullmatch(h.path.split("?")[0])]
             if script:
                 reply = script.pop(0) if len(script) > 1 else script[0]
+            elif routed:
+                reply = routed[0]
             else:
                 reply = Reply(404, {"error": {"message": f"no script for {h.command} {h.path}"}})
             plan = self.faults

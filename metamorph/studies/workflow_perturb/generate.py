@@ -199,12 +199,18 @@ def provider_generate(provider: Provider, model: str, *, cache: Any = None, para
     Each call builds :func:`build_request`; with a :class:`~metamorph.cache.GenerationCache` it goes
     through :func:`~metamorph.runner.run_requests` (cache hit, or a call with retries stored at
     once), otherwise straight to the provider with :func:`~metamorph.providers.retry.call_with_retries`.
-    Failures come back as results with ``error`` set, never as exceptions.
+    Failures come back as results with ``error`` set, never as exceptions. A provider in batch mode
+    (:class:`~metamorph.batch.BatchExecution`) is called synchronously here: each turn needs the
+    previous one's answer, so a batch job per turn would only add its latency.
     """
     from metamorph.providers.retry import RetryPolicy, call_with_retries
     from metamorph.runner import run_requests
 
     quiet = log or (lambda _msg: None)
+    from metamorph.batch import BatchExecution
+
+    if isinstance(provider, BatchExecution):  # batch mode: each turn needs the previous answer, so call at once
+        provider = provider.inner
 
     def generate(messages: list[dict[str, str]]) -> GenerationResult:
         req = build_request(provider.kind, model, messages, params=params, base_url=base_url)
