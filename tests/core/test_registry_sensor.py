@@ -142,3 +142,34 @@ def test_new_and_changed_registry_entries(evaluated):
     res = tick(instance)
     assert requested(res) == [("order_probe_model_job", "gpt-new", "registry entry changed")]
     assert res.dynamic_partitions_requests == []
+
+
+def test_llm_perturbations_record_the_partition_models_reported_versions(stub, metamorph_home, tmp_path, monkeypatch):
+    """workflow_perturb's generator: the partition's own model's replies are recorded, not those of
+    the escalation model it fell back to (each model on its own stub route)."""
+    from pipelines.definitions import build_definitions
+
+    registry = tmp_path / "models.yaml"
+    registry.write_text("models:\n" + "".join(
+        f"  - {{id: gen-{m}, provider: openai, model: gen-{m}, base_url: '{stub.url}/{m}/v1', api_key_env: STUB_KEY, "
+        "max_concurrency: 1}\n" for m in ("a", "b")))
+    monkeypatch.setenv("METAMORPH_MODELS", str(registry))
+    monkeypatch.setenv("STUB_KEY", KEY)
+    stub.script("POST", "/a/v1/chat/completions", chat_reply("no workflow here", model="gen-a-2026-01-01"))
+    stub.script("POST", "/b/v1/chat/completions", chat_reply("nor here", model="gen-b-2026-02-02"))
+    defs = build_definitions()
+    llm = dg.AssetKey(["workflow_perturb", "llm_perturbations"])
+    with dg.instance_for_test() as instance:
+        assert defs.resolve_job_def("workflow_perturb_inputs_job").execute_in_process(
+            instance=instance, asset_selection=[dg.AssetKey(["workflow_perturb", "goldens"])],
+            run_config={"ops": {"workflow_perturb__goldens": {"config": {"sources": ["embedded"], "limit": 1}}}}).success
+        instance.add_dynamic_partitions("model", ["gen-a"])
+        assert defs.resolve_job_def("workflow_perturb_model_job").execute_in_process(
+            instance=instance, partition_key="gen-a", asset_selection=[llm], run_config={"ops": {
+                "workflow_perturb__llm_perturbations": {"config": {
+                    "n_goldens": 1, "types": ["missing"], "max_attempts": 1, "escalation": ["gen-b"],
+                    "hybrid": False}}}}).success
+        md = instance.get_latest_materialization_event(llm).asset_materialization.metadata
+    assert (len(stub.requests_to("/a/v1/chat/completions")), len(stub.requests_to("/b/v1/chat/completions"))) == (1, 1)
+    assert md["reported_model_versions"].value == ["gen-a-2026-01-01"]
+    assert md["status"].value == {"invalid": 1}
