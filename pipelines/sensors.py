@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 import dagster as dg
 
+from assets._common import REPORTED_VERSIONS_KEY
 from metamorph.errors import ConfigError
 from metamorph.models import ModelSpec, load_registry
 from metamorph.providers.versions import (POLLED_PROVIDERS, VersionChange, VersionPollError, current_version,
@@ -36,8 +37,8 @@ from pipelines.partitions import model_partitions
 from resources.paths import registry_path
 
 FINGERPRINT_KEY = "registry_fingerprint"
-#: Materialization metadata key of the provider-reported versions (assets._common.REPORTED_VERSIONS_KEY).
-VERSIONS_KEY = "reported_model_versions"
+#: Materialization metadata key of the provider-reported versions (written by assets._common).
+VERSIONS_KEY = REPORTED_VERSIONS_KEY
 #: Seconds one ``models.list`` poll may take (all its pages) before the sensor gives up on it.
 VERSION_POLL_TIMEOUT_S = 10.0
 #: Seconds of polling per tick; endpoints left when it is spent are skipped until the next tick

@@ -90,13 +90,17 @@ def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capf
     assert requested(res) == [("order_probe_model_job", "gpt-stub",
                                "provider version changed: gpt-test-2026-01-15 → gpt-test-2026-03-01")]
     assert res.run_requests[0].run_key.startswith("order_probe:gpt-stub:") and res.dynamic_partitions_requests == []
+    # the same change on the next tick has the same run key: Dagster launches it once
+    assert [r.run_key for r in tick(instance).run_requests] == [res.run_requests[0].run_key]
 
     # the reported snapshot re-published (created) one minute after the evaluation
     created = int(evaluated_at) + 60
     stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", created)))
     when = datetime.fromtimestamp(created, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert requested(tick(instance)) == [("order_probe_model_job", "gpt-stub", "provider version changed: "
-                                          f"gpt-test-2026-01-15 → gpt-test-2026-01-15 (created {when})")]
+    republished = tick(instance)
+    assert requested(republished) == [("order_probe_model_job", "gpt-stub", "provider version changed: "
+                                       f"gpt-test-2026-01-15 → gpt-test-2026-01-15 (created {when})")]
+    assert republished.run_requests[0].run_key != res.run_requests[0].run_key
 
     # a failing listing: logged, the entry skipped, the sensor does not fail
     stub.script("GET", "/v1/models", Reply(500, {"error": {"message": "boom", "type": "server_error"}}))
@@ -107,14 +111,14 @@ def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capf
     assert len(warned) == 1 and warned[0].endswith(
         f"WARNING - model 'gpt-stub': provider version not checked: openai models.list at {stub.url}/v1 failed: "
         "InternalServerError: Error code: 500 - boom")
-    assert len(stub.requests_to("/v1/models", method="GET")) == 4
+    assert len(stub.requests_to("/v1/models", method="GET")) == 5
     assert KEY not in caplog.text and KEY not in err  # every log record, the SDK's DEBUG lines included
 
     # no key in the environment: models.list is not called at all
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("OPENAI_API_KEY")
         assert isinstance(tick(instance), dg.SkipReason)
-    assert len(stub.requests_to("/v1/models", method="GET")) == 4
+    assert len(stub.requests_to("/v1/models", method="GET")) == 5
 
 
 def test_new_and_changed_registry_entries(evaluated):
