@@ -88,8 +88,10 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None) ->
     ``df`` has the runner's generation columns (``error``, ``finish_reason``); ``stats`` is the
     metamorph.runner.RunStats of the run and ``spec`` the registry entry. Gives model calls,
     cache hits, error and truncated rows (and the truncation % per value of column ``by``), tokens
-    (called and served from the cache), model-version changes the provider reported, and the
-    ``registry_fingerprint`` that the registry sensor compares against the registry.
+    (called and served from the cache), model-version changes the provider reported, the
+    distinct versions it reported (``reported_model_versions``, from the rows' ``model_version``)
+    and the ``registry_fingerprint``: the registry sensor compares both with the registry and the
+    provider's ``models.list`` (:mod:`metamorph.providers.versions`).
     """
     cut = df["finish_reason"] == "length"
     md = {"model_calls": dg.MetadataValue.int(stats.calls), "cache_hits": dg.MetadataValue.int(stats.cache_hits),
@@ -100,8 +102,19 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None) ->
             (cut.groupby(df[by]).mean() * 100).round(1).to_dict())
     md.update({"tokens": dg.MetadataValue.json(stats.tokens()),
                "model_version_changes": dg.MetadataValue.json(stats.version_changes),
+               REPORTED_VERSIONS_KEY: reported_versions_md(df["model_version"]),
                "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint())})
     return md
+
+
+#: Metadata key of a generation asset's distinct provider-reported model versions (a JSON list).
+REPORTED_VERSIONS_KEY = "reported_model_versions"
+
+
+def reported_versions_md(versions) -> dg.MetadataValue:
+    """The distinct non-empty values of ``versions`` (an iterable of str or None; null = no reply),
+    sorted, as a JSON metadata list (the set the registry sensor compares with ``models.list``)."""
+    return dg.MetadataValue.json(sorted({str(v) for v in versions if v is not None and not pd.isna(v) and str(v)}))
 
 
 def create_lineage_views(warehouse, study: str, count_view: str, preview=None) -> dg.MaterializeResult:

