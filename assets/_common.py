@@ -110,6 +110,29 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None) ->
 #: Metadata key of a generation asset's distinct provider-reported model versions (a JSON list).
 REPORTED_VERSIONS_KEY = "reported_model_versions"
 
+#: Run tag of a re-evaluation after a provider version change (set by the registry sensor): an ISO
+#: UTC instant; completions stored before it are called again (metamorph.runner.run_requests).
+STALE_BEFORE_TAG = "metamorph/stale_before"
+
+
+def runner_options(context) -> dict:
+    """Keyword arguments of metamorph.runner.run_requests for a generation asset: its log lines go
+    to the run's log, and a run tagged ``metamorph/stale_before`` re-calls what was cached before.
+    Raises ConfigError when the tag is not an ISO date-time."""
+    from datetime import datetime, timezone
+
+    from metamorph.errors import ConfigError
+
+    tag = context.run.tags.get(STALE_BEFORE_TAG)
+    stale_before = None
+    if tag:
+        try:
+            t = datetime.fromisoformat(tag)
+        except ValueError:
+            raise ConfigError(f"run tag {STALE_BEFORE_TAG}={tag!r}: not an ISO date-time") from None
+        stale_before = (t.astimezone(timezone.utc) if t.tzinfo else t).replace(tzinfo=None)
+    return {"log": context.log.info, "warn": context.log.warning, "stale_before": stale_before}
+
 
 def reported_versions_md(versions) -> dg.MetadataValue:
     """The distinct non-empty values of ``versions`` (an iterable of str or None; null = no reply),

@@ -24,7 +24,7 @@ from dagster_duckdb import DuckDBResource
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, ComparisonConfig, LimitConfig, comparison_output, create_lineage_views,
+from assets._common import (ALL_ROWS, runner_options, ComparisonConfig, LimitConfig, comparison_output, create_lineage_views,
                             generation_metadata, table_asset, validated_output)
 from metamorph.studies.format_robustness import evidence as ev
 from metamorph.studies.format_robustness import plan as fs
@@ -126,7 +126,7 @@ def workflow_generations(context: dg.AssetExecutionContext, config: GenerationCo
                                spec, k=config.k, params={"temperature": config.temperature,
                                                          "max_tokens": config.max_tokens, "seed": config.seed})
     outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
-                                   log=context.log.info, warn=context.log.warning)
+                                   **runner_options(context))
     df = generation_frame(
         [{"model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
           "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
@@ -454,7 +454,7 @@ def routed_generations(context: dg.AssetExecutionContext, model_registry: ModelR
     xs = [x for x in instances_from_frame(source_instances) if x.instance_id in keep]
     planned = fs.plan_routing(xs, documents_from_frame(rendered_documents), spec, best, k=k, params=params)
     outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
-                                   log=context.log.info, warn=context.log.warning)
+                                   **runner_options(context))
     rows = []
     for p, o in zip(planned, outcomes):
         r = o.result

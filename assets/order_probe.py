@@ -25,7 +25,7 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, LimitConfig, create_lineage_views, generation_metadata,
+from assets._common import (ALL_ROWS, runner_options, LimitConfig, create_lineage_views, generation_metadata,
                             validated_output)
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.order_probe import metrics as om
@@ -112,7 +112,7 @@ def order_generations(context: dg.AssetExecutionContext, config: GenerationConfi
     planned = op.plan_generations(order_prompts, spec,
                                   {"max_tokens": config.max_tokens} if config.max_tokens else None)
     outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
-                                   log=context.log.info, warn=context.log.warning)
+                                   **runner_options(context))
     df = generation_frame([{"model_id": p.model_id, "setting": p.setting, "item_id": p.item_id,
                             "language": p.language, "pattern": p.pattern, "input_kind": p.input_kind}
                            for p in planned], outcomes)

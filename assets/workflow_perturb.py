@@ -22,7 +22,8 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import ALL_ROWS, REPORTED_VERSIONS_KEY, LimitConfig, reported_versions_md, validated_output
+from assets._common import (ALL_ROWS, REPORTED_VERSIONS_KEY, LimitConfig, reported_versions_md, runner_options,
+                            validated_output)
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb import plan as wst
 from metamorph.studies.workflow_perturb import analysis as wp
@@ -157,7 +158,7 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
                   **{k: v for k, v in spec.params.items() if k != "response_format"}}
         params = {k: v for k, v in params.items() if v is not None}
         generate = provider_generate(model_registry.provider(spec), spec.model, cache=cache, params=params,
-                                     base_url=spec.base_url)
+                                     base_url=spec.base_url, stale_before=runner_options(context)["stale_before"])
         if mid == context.partition_key:
             generate = _recording_versions(generate, reported)
         models.append(GeneratorModel(mid, generate))
@@ -212,7 +213,7 @@ def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_r
                                       spec.model, params, spec.base_url, constrained=config.constrained)
                    for r in chosen.itertuples()]
     outcomes, stats = run_requests([q for qs in per_variant for q in qs], provider, generation_cache.open(),
-                                   log=context.log.info, warn=context.log.warning)
+                                   **runner_options(context))
     rows, i = [], 0
     for r, qs in zip(chosen.itertuples(), per_variant):
         outs = outcomes[i: i + len(qs)]

@@ -22,7 +22,7 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, ComparisonConfig, LimitConfig, comparison_output, generation_metadata,
+from assets._common import (ALL_ROWS, runner_options, ComparisonConfig, LimitConfig, comparison_output, generation_metadata,
                             validated_output)
 from metamorph.studies.wrapper_sensitivity import plan as ws
 from metamorph.studies.wrapper_sensitivity import metrics as wm
@@ -125,7 +125,7 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
                                           {"temperature": config.temperature, "max_tokens": config.max_tokens},
                                           config.constrained_arm)
     outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
-                                   log=context.log.info, warn=context.log.warning)
+                                   **runner_options(context))
     df = generation_frame(
         [{"model_id": p.model_id, "task": p.task, "item_id": p.item_id, "wrapper": p.wrapper, "seed": p.seed}
          for p in planned],

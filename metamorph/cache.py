@@ -110,6 +110,8 @@ _UPSERT = (f"INSERT INTO generations ({', '.join(_TYPES)}) SELECT "
            + ", ".join(f"{c} = excluded.{c}" for c in _TYPES if c != "key")
            + " WHERE generations.error IS NOT NULL OR excluded.error IS NULL")
 _WANTED = "(SELECT unnest($1::VARCHAR[]) AS key)"
+#: A stored row that serves a request: a success, stored at or after $2 (NULL: any time).
+_FRESH = "g.error IS NULL AND ($2::TIMESTAMP IS NULL OR g.created_at >= $2::TIMESTAMP)"
 _HOST = socket.gethostname()
 
 # One lock per cache file and process: every instance on the file serialises its DuckDB work on it
@@ -443,25 +445,28 @@ class GenerationCache:
         """The stored successful result for ``key``, or ``None`` (miss, or only an error stored)."""
         return self.get_many([key]).get(key)
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, GenerationResult]:
-        """Successful results for the given keys (errors are not hits), in one query."""
+    def get_many(self, keys: Iterable[str], stale_before: datetime | None = None) -> dict[str, GenerationResult]:
+        """Successful results for the given keys (errors are not hits), in one query.
+
+        ``stale_before`` (naive UTC): a success stored before that instant is not a hit either — a
+        re-evaluation after the provider changed the model behind a name (``metamorph.runner``)."""
         keys = list(dict.fromkeys(keys))
         if not keys:
             return {}
         self.flush()
         with self._use() as con:
             rows = con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w USING (key) "
-                               "WHERE g.error IS NULL", [keys]).fetchall()
+                               f"WHERE {_FRESH}", [keys, stale_before]).fetchall()
         return _results(rows)
 
-    def claim(self, keys: Iterable[str]) -> Claim:
+    def claim(self, keys: Iterable[str], stale_before: datetime | None = None) -> Claim:
         """Claim ``keys`` for this cache's owner, in one committed transaction (see :class:`Claim`).
 
-        A key with a stored success is ``done``; a key claimed by another owner that is alive and
-        whose lease has not expired is ``busy``; every other key (unclaimed, claimed by this owner,
-        by a process that is gone, or expired) is claimed with a lease of ``lease_s`` seconds.
-        Rows this cache has queued but not committed yet are not looked at (a runner claims a key
-        before it calls it, never after).
+        A key with a stored success (stored at or after ``stale_before``, when given) is ``done``;
+        a key claimed by another owner that is alive and whose lease has not expired is ``busy``;
+        every other key (unclaimed, claimed by this owner, by a process that is gone, or expired)
+        is claimed with a lease of ``lease_s`` seconds. Rows this cache has queued but not committed
+        yet are not looked at (a runner claims a key before it calls it, never after).
         """
         keys = list(dict.fromkeys(keys))
         if not keys:
@@ -472,7 +477,7 @@ class GenerationCache:
             con.execute("BEGIN TRANSACTION")
             try:
                 out.done = _results(con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w "
-                                                "USING (key) WHERE g.error IS NULL", [keys]).fetchall())
+                                                f"USING (key) WHERE {_FRESH}", [keys, stale_before]).fetchall())
                 held = con.execute(f"SELECT c.key, c.owner, c.expires_at FROM claims c JOIN {_WANTED} w USING (key) "
                                    "WHERE c.owner <> $2", [keys, self.owner]).fetchall()
                 busy = {k for k, owner, expires in held if expires > now and owner_alive(owner)}

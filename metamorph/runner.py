@@ -26,6 +26,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -109,8 +110,14 @@ def run_requests(
     warn: Callable[[str], None] | None = None,
     progress_every_s: float = 10.0,
     poll_s: float = 0.5,
+    stale_before: datetime | None = None,
 ) -> tuple[list[Outcome], RunStats]:
     """Serve ``requests`` from the cache or the provider; outcomes come back in input order.
+
+    ``stale_before`` (naive UTC): completions stored before that instant are called again and
+    replaced — the re-evaluation the registry sensor launches when a provider serves another model
+    version under the same name (run tag ``metamorph/stale_before``); the request, hence the key,
+    is the same, so without it the re-run would be served the old version's completions.
 
     Duplicate requests (same key) are called once. Errors never raise: they come back as
     results with ``error`` set, are stored as errors, and are retried on the next run.
@@ -126,7 +133,8 @@ def run_requests(
     stats = RunStats(total=len(requests))
     keys = [r.cache_key() for r in requests]
     try:
-        results = _serve(keys, requests, provider, cache, retry, log, warn, progress_every_s, poll_s, stats)
+        results = _serve(keys, requests, provider, cache, retry, log, warn, progress_every_s, poll_s, stats,
+                         stale_before)
     finally:
         cache.release()
     log("generation finished: " + stats.line())
@@ -135,7 +143,8 @@ def run_requests(
 
 def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Provider, cache: GenerationCache,
            retry: RetryPolicy, log: Callable[[str], None], warn: Callable[[str], None], progress_every_s: float,
-           poll_s: float, stats: RunStats) -> dict[str, tuple[GenerationResult, bool]]:
+           poll_s: float, stats: RunStats,
+           stale_before: datetime | None = None) -> dict[str, tuple[GenerationResult, bool]]:
     """The body of :func:`run_requests`: key -> (result, served from the cache)."""
     dup_count = Counter(keys)  # duplicates of a key count as done when their key finishes
     results: dict[str, tuple[GenerationResult, bool]] = {}
@@ -148,7 +157,7 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
             stats.cached_prompt_tokens += (res.prompt_tokens or 0) * dup_count[k]
             stats.cached_completion_tokens += (res.completion_tokens or 0) * dup_count[k]
 
-    served(cache.get_many(keys))
+    served(cache.get_many(keys, stale_before=stale_before))
     todo: dict[str, GenerationRequest] = {}
     for k, r in zip(keys, requests):
         if k not in results and k not in todo:
@@ -205,7 +214,7 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
         while queue or pending or deferred:
             while queue and len(pending) < 2 * workers:  # claim ahead of the threads, in chunks (one query each)
                 chunk = [queue.popleft() for _ in range(min(len(queue), 4 * workers))]
-                got = cache.claim(chunk)
+                got = cache.claim(chunk, stale_before=stale_before)
                 served(got.done)
                 deferred.extend(got.busy)
                 pending.update(pool.submit(one, k, todo[k]) for k in got.claimed)

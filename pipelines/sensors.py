@@ -16,6 +16,9 @@ per tick, :data:`VERSION_POLL_TIMEOUT_S` each) and applies the rule of
 :mod:`metamorph.providers.versions`. A listing that fails is logged (never the key) and that
 entry is skipped for this tick. The run's ``metamorph/reason`` tag says
 ``provider version changed: A → B``; its run key includes B, so one change launches one run.
+The request to a model name is the same before and after such a change, so the run also carries
+``metamorph/stale_before`` (the sensor's UTC time): completions cached before it are called again
+and replaced (metamorph.runner.run_requests), otherwise the re-run would re-read the old version.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from datetime import datetime, timezone
 from typing import NamedTuple
 
 import dagster as dg
 
-from assets._common import REPORTED_VERSIONS_KEY
+from assets._common import REPORTED_VERSIONS_KEY, STALE_BEFORE_TAG
 from metamorph.errors import ConfigError
 from metamorph.models import ModelSpec, load_registry
 from metamorph.providers.versions import (POLLED_PROVIDERS, VersionChange, VersionPollError, current_version,
@@ -167,7 +171,11 @@ def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
                 after = hashlib.sha256(change.after.encode()).hexdigest()[:12]
                 runs.append(dg.RunRequest(job_name=MODEL_JOBS[s].name, partition_key=m.id,
                                           run_key=f"{s}:{m.id}:{fp[:16]}:provider:{after}",
-                                          tags={"metamorph/reason": change.reason}))
+                                          tags={"metamorph/reason": change.reason,
+                                                # the same requests again: completions cached before now were
+                                                # made by the old version and are called again
+                                                STALE_BEFORE_TAG: datetime.now(timezone.utc).isoformat(
+                                                    timespec="seconds")}))
     if not runs and not new_ids:
         return dg.SkipReason("every model is evaluated with its current registry entry" if studies
                              else "no study has been run with a model yet")

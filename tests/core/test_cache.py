@@ -318,3 +318,30 @@ def test_every_result_field_round_trips(tmp_path):
     assert cache.get_many([req().cache_key()]) == {req().cache_key(): stored}
     assert cache.claim([req().cache_key()]).done == {req().cache_key(): stored}
     cache.release()
+
+
+def test_rows_stored_before_stale_before_are_not_served(tmp_path):
+    """A re-evaluation after a provider version change (runner ``stale_before``): a success
+    stored before the instant is neither a hit nor ``done`` in a claim; it is claimed to be called
+    again, and a newer success for the key replaces it."""
+    from datetime import datetime, timezone
+
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    old, new = req(), req(repeat_index=2)
+    cache.put(old, GenerationResult(text="old version", model_version="v1"))
+    cache.flush()
+    time.sleep(0.01)
+    cut = datetime.now(timezone.utc).replace(tzinfo=None)
+    time.sleep(0.01)
+    cache.put(new, GenerationResult(text="new version", model_version="v2"))
+    cache.flush()
+    keys = [old.cache_key(), new.cache_key()]
+    assert {k: r.text for k, r in cache.get_many(keys).items()} == {keys[0]: "old version", keys[1]: "new version"}
+    assert {k: r.text for k, r in cache.get_many(keys, stale_before=cut).items()} == {keys[1]: "new version"}
+    got = cache.claim(keys, stale_before=cut)
+    assert (list(got.done), got.claimed, got.busy) == ([keys[1]], [keys[0]], [])
+    cache.put(old, GenerationResult(text="called again", model_version="v2"))
+    cache.flush()
+    assert {k: r.text for k, r in cache.get_many(keys, stale_before=cut).items()} == {
+        keys[0]: "called again", keys[1]: "new version"}
+    cache.release()

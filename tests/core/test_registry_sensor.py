@@ -121,6 +121,28 @@ def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capf
     assert len(stub.requests_to("/v1/models", method="GET")) == 5
 
 
+def test_the_version_change_run_calls_the_model_again_and_records_the_new_version(evaluated):
+    """The request is the same before and after a provider-side change, so the generation cache
+    would serve the old version's completions; the sensor's run carries ``metamorph/stale_before``
+    and every completion cached before it is called again and replaced. Executed once more with the
+    same tags, the run is served from the cache (the refreshed rows are newer than the tag)."""
+    instance, defs, stub, _, _ = evaluated
+    stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200),
+                                                 ("gpt-test-2026-03-01", 1_772_323_200)))
+    stub.script("POST", "/v1/chat/completions", chat_reply("成语", model="gpt-test-2026-03-01"))
+    [rr] = tick(instance).run_requests
+    stale = datetime.fromisoformat(rr.tags["metamorph/stale_before"])
+    assert stale.tzinfo is not None and abs((datetime.now(timezone.utc) - stale).total_seconds()) < 60
+    for calls in (48, 48):  # 24 more the first time; none the second
+        assert defs.resolve_job_def(rr.job_name).execute_in_process(
+            instance=instance, partition_key=rr.partition_key, tags=rr.tags, asset_selection=[GEN]).success
+        assert len(stub.requests_to("/v1/chat/completions")) == calls
+        md = instance.get_latest_materialization_event(GEN).asset_materialization.metadata
+        assert md["reported_model_versions"].value == ["gpt-test-2026-03-01"]
+    # the sensor is idle again: the evaluation now records the listed snapshot
+    assert isinstance(tick(instance), dg.SkipReason)
+
+
 def test_new_and_changed_registry_entries(evaluated):
     instance, defs, stub, registry, _ = evaluated
     stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200)))

@@ -193,13 +193,13 @@ def build_request(provider: str, model: str, messages: Sequence[dict[str, str]],
 
 def provider_generate(provider: Provider, model: str, *, cache: Any = None, params: dict[str, Any] | None = None,
                       base_url: str | None = None, retry: Any = None,
-                      log: Callable[[str], None] | None = None) -> GenerateFn:
+                      log: Callable[[str], None] | None = None, stale_before: Any = None) -> GenerateFn:
     """A ``generate`` callable for :class:`GeneratorModel` backed by a provider.
 
     Each call builds :func:`build_request`; with a :class:`~metamorph.cache.GenerationCache` it goes
     through :func:`~metamorph.runner.run_requests` (cache hit, or a call with retries stored at
-    once), otherwise straight to the provider with :func:`~metamorph.providers.retry.call_with_retries`.
-    Failures come back as results with ``error`` set, never as exceptions. A provider in batch mode
+    once; ``stale_before`` as there), otherwise straight to the provider with
+    :func:`~metamorph.providers.retry.call_with_retries`. Failures come back as results with ``error`` set, never as exceptions. A provider in batch mode
     (:class:`~metamorph.batch.BatchExecution`) is called synchronously here: each turn needs the
     previous one's answer, so a batch job per turn would only add its latency.
     """
@@ -215,7 +215,7 @@ def provider_generate(provider: Provider, model: str, *, cache: Any = None, para
     def generate(messages: list[dict[str, str]]) -> GenerationResult:
         req = build_request(provider.kind, model, messages, params=params, base_url=base_url)
         if cache is not None:
-            outcomes, _ = run_requests([req], provider, cache, retry=retry, log=quiet)
+            outcomes, _ = run_requests([req], provider, cache, retry=retry, log=quiet, stale_before=stale_before)
             return outcomes[0].result
         try:
             res, attempts = call_with_retries(lambda: provider.generate(req), retry or RetryPolicy())
