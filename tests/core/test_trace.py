@@ -226,3 +226,66 @@ def test_wrapper_views_and_trace_reach_the_raw_completion(stub_model, metamorph_
                            "--model", "stub", "--where", "mode=fuzzy")
     assert (code, err) == (2, "metamorph trace: error: unknown mode 'fuzzy' for model 'stub' in "
                               "wrapper_sensitivity.spread_lineage (known: lenient, normalized, paper, strict)\n")
+
+
+# ------------------------------------------------------------------------------------------
+# workflow_perturb
+
+GENERATED = ("Node:\n1: Boil fresh water in a kettle\n2: Pour water slowly over the grounds in circles\n"
+             "3: Serve the coffee in a warm mug\nEdge: (START,1) (1,2) (2,3) (3,END)")
+JUDGED = '{"final_score": 4}'
+
+
+def test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply(stub_model, metamorph_home, capsys):
+    def reply(rec: Recorded) -> Reply:  # the judge's prompt asks for final_score (App. B.6.4)
+        return chat(JUDGED if "final_score" in rec.raw.decode() else GENERATED)
+
+    stub_model.script("POST", "/v1/chat/completions", reply)
+    meta = materialize("workflow_perturb",
+                       {"workflow_perturb__goldens": {"config": {"limit": 1}}},
+                       {"workflow_perturb__llm_perturbations": {"config": {
+                           "n_goldens": 1, "types": ["missing"], "severities": [0.3], "max_attempts": 1}},
+                        "workflow_perturb__judge_scores": {"config": {"n_variants": 1}}})
+    db = str(metamorph_home / "metamorph.duckdb")
+    con = duckdb.connect(db, read_only=True)
+    try:
+        # 9 deterministic variants of the one golden and the LLM's: its raw reply, its text, its golden
+        assert con.execute("SELECT model_id, count(*) FROM workflow_perturb.variant_lineage GROUP BY ALL "
+                           "ORDER BY ALL").fetchall() == [("deterministic", 9), ("stub", 1)]
+        assert con.execute("SELECT variant_id, operator, status, response_text, variant_text, chain_f1, golden_n_nodes "
+                           "FROM workflow_perturb.variant_lineage WHERE model_id = 'stub'").fetchall() == [
+            ("embedded/brew_pour_over_coffee::missing@30", "llm", "valid", GENERATED, GENERATED, 0.75, 5)]
+        # the judge judged the first deterministic variant three times
+        assert con.execute("SELECT judge_model_id, variant_id, call_index, parse_reason, judge "
+                           "FROM workflow_perturb.judge_lineage ORDER BY call_index").fetchall() == [
+            ("stub", "embedded/brew_pour_over_coffee::missing@10", i, "ok", 0.8) for i in (1, 2, 3)]
+    finally:
+        con.close()
+    # the lowest severity cell names its command (Kendall τ of compressed@50 is negative)
+    assert meta["severity_table"]["trace_command"].value == (
+        f"metamorph trace --warehouse {db} --study workflow_perturb --metric kendall_tau --model deterministic "
+        "--where type=compressed --where severity=0.5 --where operator=deterministic")
+    # missing@30 keeps 3 of 5 steps in order: Chain F1 = 2·1·0.6/1.6 = 0.75
+    res = tr.trace(db, "workflow_perturb", "chain_f1", "deterministic", {"type": "missing", "severity": "0.3"})
+    [row] = res["rows"]
+    assert (row["instance_id"], row["answer"], row["parse_reason"], row["response_text"], row["request_json"]) == (
+        "embedded/brew_pour_over_coffee::missing@30", 0.75, "valid", None, None)
+    assert row["input"] == ("Node:\n1: Boil fresh water in a kettle\n2: Grind the coffee beans to a medium-fine "
+                            "texture\n3: Rinse the paper filter with hot water\nEdge: (START,1) (START,2) (START,3) "
+                            "(1,END) (2,END) (3,END)")
+    assert row["extra"]["golden_text"].startswith("Node:\n1: Boil fresh water in a kettle\n2: Grind")
+    # the judge's requests and replies come from the generation cache next to the warehouse
+    code, out, err = run_cli(capsys, "--warehouse", db, "--study", "workflow_perturb", "--metric", "judge",
+                             "--model", "stub", "--json")
+    assert (code, err) == (0, "")
+    res = json.loads(out)
+    assert res["note"] == f"request and reply from {metamorph_home / 'generation_cache.duckdb'}"
+    judged = [r.json["messages"] for r in stub_model.requests_to("/v1/chat/completions")
+              if "final_score" in r.raw.decode()]
+    assert [(r["slice"]["call_index"], r["response_text"], r["parse_reason"], r["answer"]) for r in res["rows"]] == [
+        (i, JUDGED, "ok", 0.8) for i in (1, 2, 3)]
+    assert all(json.loads(r["request_json"])["messages"] == judged[0] for r in res["rows"])
+    res = tr.trace(db, "workflow_perturb", "judge", "stub", cache=metamorph_home / "none.duckdb")
+    assert res["note"] == (f"no generation cache {metamorph_home / 'none.duckdb'}: request and reply not shown "
+                           "(pass --cache PATH)")
+    assert {(r["request_json"], r["response_text"]) for r in res["rows"]} == {(None, None)}
