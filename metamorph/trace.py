@@ -10,27 +10,12 @@ characters; ``--full-input`` prints it whole), the exact request (``request_json
 completion untruncated (``response_text``), the extracted answer and its parse reason. ``--json``
 prints one JSON object (``rows``: every field in full).
 
-What "the rows behind a cell" are, per study (:data:`STUDIES`):
-
-* ``format_robustness``: ``M1`` / ``M2`` / ``M3`` — the generations of the (instance, repeat)
-  groups violating MR1 / MR2 / MR3 (view ``mr_violation_lineage``); ``accuracy`` — every
-  generation with a gold label, wrong ones first (``decision_lineage``). Slices: workflow_id,
-  dataset, format, repeat, instance_id.
-* ``wrapper_sensitivity``: ``accuracy`` — the answers of a model × task × wrapper × mode cell,
-  wrong ones first (``cell_lineage``); ``FSI`` / ``PSI`` — the answers of the most and least
-  accurate / parseable wrapper(s) (``spread_lineage``, column ``role`` best / worst). Slices: task,
-  wrapper, mode (default ``paper``, the headline extractor), role, item_id, seed.
-* ``workflow_perturb``: the per-variant metrics ``chain_f1``, ``graph_f1``, ``bleu``, ``gleu``,
-  ``bertscore_f1``, ``kendall_tau`` — every variant of the generator ``--model`` (``deterministic``
-  or a registry id) with its golden, its text and (LLM variants) the generator's raw reply, lowest
-  score first (``variant_lineage``); ``judge`` — every judge call of the judge ``--model``
-  (``judge_lineage``): its parse reason, and its exact request and raw reply from the generation
-  cache (``--cache``, default ``generation_cache.duckdb`` next to the warehouse, opened read-only;
-  the warehouse holds the call's key, not its text). Slices: type, severity, operator, golden_id,
-  stratum, status, variant_id (judge: call_index instead of operator/status).
-* ``order_probe``: ``recovery`` — the scrambled inputs of a recovery cell, unrecovered first
-  (``recovery_cell_lineage``). Slices: language (default ``all``, the pooled cell), setting,
-  pattern, item_id.
+What "the rows behind a cell" are is each study's business: ``metamorph/studies/<study>/lineage.py``
+defines ``TRACES`` (metric → :class:`MetricTrace`: the view, the model column, the slice keys,
+which rows are behind a cell and in which order), collected by :func:`study_traces`. A metric
+whose requests and replies live only in the generation cache (``MetricTrace.cache``, e.g. the
+WorkflowPerturb judge) reads them from ``--cache`` (default ``generation_cache.duckdb`` next to the
+warehouse), opened read-only.
 
 Exit codes: **0** the rows were printed (possibly none: a cell with nothing behind it, e.g. M1 =
 0); **2** bad input, one line on stderr naming it — an unknown study, metric, slice key, model or
@@ -41,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import os
+import pkgutil
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -51,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
+import metamorph.studies
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -102,67 +91,22 @@ class MetricTrace:
     cache: bool = False
 
 
-def _format() -> dict[str, MetricTrace]:
-    slices = {k: k for k in ("workflow_id", "dataset", "format", "repeat", "instance_id")}
-    common = dict(model="model_id", id="instance_id", slices=slices, input="document_text", answer="decision",
-                  reason="parse_reason", extra=("parse_status", "gold", "is_correct", "finish_reason",
-                                                "generation_key"))
-    out = {f"M{i}": MetricTrace("mr_violation_lineage", filter=f"mr{i}", **common,
-                                order=("workflow_id", "dataset", "instance_id", "repeat", "format"))
-           for i in (1, 2, 3)}
-    out["accuracy"] = MetricTrace("decision_lineage", filter="gold IS NOT NULL", **common,
-                                  order=("is_correct", "workflow_id", "dataset", "format", "instance_id", "repeat"))
+def study_traces() -> dict[str, dict[str, MetricTrace]]:
+    """study → metric → :class:`MetricTrace`: every study's ``TRACES`` (module
+    ``metamorph/studies/<study>/lineage.py``), collected without naming a study; a study
+    without that module has no traceable metric."""
+    out: dict[str, dict[str, MetricTrace]] = {}
+    for m in pkgutil.iter_modules(metamorph.studies.__path__):
+        if not m.ispkg:
+            continue
+        try:
+            mod = importlib.import_module(f"metamorph.studies.{m.name}.lineage")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"metamorph.studies.{m.name}.lineage":
+                raise
+            continue
+        out[m.name] = dict(mod.TRACES)
     return out
-
-
-def _wrapper() -> dict[str, MetricTrace]:
-    slices = {k: k for k in ("task", "wrapper", "mode", "item_id", "seed")}
-    common = dict(model="model_id", id="item_id", input="coalesce(messages_json, request_json)", answer="value",
-                  reason="reason", defaults={"mode": "paper"},
-                  extra=("gold", "correct", "parseable", "finish_reason", "generation_key"))
-    return {
-        "accuracy": MetricTrace("cell_lineage", slices=slices, **common,
-                                order=("correct", "task", "wrapper", "item_id", "seed")),
-        **{m: MetricTrace("spread_lineage", slices={**slices, "role": "role"}, filter=f"metric = '{m}'", **common,
-                          order=("task", "role", "wrapper", "correct" if m == "FSI" else "parseable", "item_id",
-                                 "seed"))
-           for m in ("FSI", "PSI")},
-    }
-
-
-#: Per-variant metrics of WorkflowPerturb (columns of perturbation_scores / variant_lineage).
-WORKFLOW_METRICS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau")
-
-
-def _workflow() -> dict[str, MetricTrace]:
-    slices = {k: k for k in ("type", "severity", "operator", "golden_id", "stratum", "status", "variant_id")}
-    out = {m: MetricTrace("variant_lineage", model="model_id", id="variant_id", slices=slices, input="variant_text",
-                          answer=m, reason="kendall_tau_reason" if m == "kendall_tau" else "coalesce(failure, status)",
-                          request="NULL", response="response_text", order=(f"{m} NULLS FIRST", "variant_id"),
-                          extra=("target_score", "method", "golden_text"))
-           for m in WORKFLOW_METRICS}
-    judge_slices = {k: k for k in ("type", "severity", "golden_id", "stratum", "variant_id", "call_index")}
-    out["judge"] = MetricTrace("judge_lineage", model="judge_model_id", id="variant_id", slices=judge_slices,
-                               input="variant_text", answer="judge", reason="parse_reason", request="NULL",
-                               response="NULL", order=("judge NULLS FIRST", "variant_id", "call_index"),
-                               extra=("call_index", "judge_valid", "judge_invalid", "generation_key", "golden_text"),
-                               cache=True)
-    return out
-
-
-def _order() -> dict[str, MetricTrace]:
-    return {"recovery": MetricTrace(
-        "recovery_cell_lineage", model="model_id", id="item_id",
-        slices={"language": "cell_language", "setting": "setting", "pattern": "pattern", "item_id": "item_id"},
-        input="messages_json", answer="expression", reason="reason", defaults={"language": "all"},
-        order=("correct", "setting", "language", "item_id", "pattern"),
-        extra=("language", "scrambled", "canonical", "correct", "finish_reason", "generation_key"))}
-
-
-#: study → metric → how its cells are traced.
-STUDIES: dict[str, dict[str, MetricTrace]] = {
-    "format_robustness": _format(), "wrapper_sensitivity": _wrapper(), "workflow_perturb": _workflow(),
-    "order_probe": _order()}
 
 
 class TraceError(Exception):
@@ -171,11 +115,12 @@ class TraceError(Exception):
 
 def metric_trace(study: str, metric: str) -> MetricTrace:
     """The :class:`MetricTrace` of ``study``'s ``metric``; :class:`TraceError` naming the known ones otherwise."""
-    if study not in STUDIES:
-        raise TraceError(f"unknown study {study!r} (known: {', '.join(sorted(STUDIES))})")
-    if metric not in STUDIES[study]:
-        raise TraceError(f"unknown metric {metric!r} for {study} (known: {', '.join(STUDIES[study])})")
-    return STUDIES[study][metric]
+    studies = study_traces()
+    if study not in studies:
+        raise TraceError(f"unknown study {study!r} (known: {', '.join(sorted(studies))})")
+    if metric not in studies[study]:
+        raise TraceError(f"unknown metric {metric!r} for {study} (known: {', '.join(studies[study])})")
+    return studies[study][metric]
 
 
 def trace_command(study: str, metric: str, model: str, where: Mapping[str, Any] | None = None,
@@ -379,8 +324,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``metamorph trace``."""
     p.add_argument("--warehouse", default=None, help="The DuckDB warehouse (default: $METAMORPH_HOME/metamorph.duckdb, "
                    "else data/metamorph.duckdb); opened read-only.")
-    p.add_argument("--study", required=True, help=f"One of {', '.join(STUDIES)}.")
-    p.add_argument("--metric", required=True, help="; ".join(f"{s}: {', '.join(m)}" for s, m in STUDIES.items()))
+    studies = study_traces()
+    p.add_argument("--study", required=True, help=f"One of {', '.join(sorted(studies))}.")
+    p.add_argument("--metric", required=True, help="; ".join(f"{s}: {', '.join(m)}" for s, m in sorted(studies.items())))
     p.add_argument("--model", required=True, help="Model of the cell (registry id; workflow_perturb: the generator, "
                    "'deterministic' for the rule-based variants, or the judge for --metric judge).")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",

@@ -167,10 +167,14 @@ def test_trace_command_quotes_and_checks_the_slice():
         tr.trace_command("order_probe", "recovery", "m", {"seed": 1})
 
 
-def test_workflow_metrics_are_the_scored_columns():
+def test_every_study_defines_its_traces():
+    from metamorph.studies.workflow_perturb.lineage import METRICS
     from metamorph.studies.workflow_perturb.plan import METRIC_COLUMNS
 
-    assert tr.WORKFLOW_METRICS == METRIC_COLUMNS
+    assert METRICS == METRIC_COLUMNS
+    assert {s: list(m) for s, m in tr.study_traces().items()} == {
+        "format_robustness": ["M1", "M2", "M3", "accuracy"], "order_probe": ["recovery"],
+        "workflow_perturb": [*METRIC_COLUMNS, "judge"], "wrapper_sensitivity": ["accuracy", "FSI", "PSI"]}
 
 
 # ------------------------------------------------------------------------------------------
