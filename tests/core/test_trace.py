@@ -193,6 +193,9 @@ def test_wrapper_views_and_trace_reach_the_raw_completion(stub_model, metamorph_
         # every generation under the four extraction modes, none dropped by the joins
         assert con.execute("SELECT count(*), count(response_text), count(messages_json) "
                            "FROM wrapper_sensitivity.answer_lineage").fetchall() == [(4 * n_gen, 4 * n_gen, 4 * n_gen)]
+        lv = meta["lineage_views"]
+        assert lv["answer_lineage_rows"].value == 4 * n_gen
+        assert lv["worst_cell"].value.startswith("wrapper_cells: stub · ")
         row = con.execute("SELECT value, reason, response_text FROM wrapper_sensitivity.cell_lineage WHERE "
                           "task = 'synth_choice' AND wrapper = 'plain' AND mode = 'paper'").fetchall()
         assert row == [("A", "paper_first_label", "The answer is A")]
@@ -265,6 +268,9 @@ def test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply(stub_mod
             ("stub", "embedded/brew_pour_over_coffee::missing@10", i, "ok", 0.8) for i in (1, 2, 3)]
     finally:
         con.close()
+    lv = meta["lineage_views"]
+    assert lv["variant_lineage_rows"].value == 10
+    assert lv["worst_cell"].value == "severity_table: deterministic · kendall_tau · compressed · 0.5 = -0.359"
     # the lowest severity cell names its command (Kendall τ of compressed@50 is negative)
     assert meta["severity_table"]["trace_command"].value == (
         f"metamorph trace --warehouse {db} --study workflow_perturb --metric kendall_tau --model deterministic "
