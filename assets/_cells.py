@@ -14,6 +14,8 @@ every study gets (:func:`metric_output`, :func:`metric_checks`):
 * one float per cell under ``Cells.headline`` (e.g. ``M1_pct/<workflow>/<dataset>``, with
   ``…/ci_low`` and ``…/ci_high``): what Dagster's Plots tab draws across materializations,
   rounded for display;
+* ``trace_command`` (text): the ``metamorph trace`` command printing the worst cell's rows with
+  their exact requests and raw completions (:func:`trace_command_metadata`, with ``Cells.trace``);
 * asset checks: ``rows_present``, ``value_defined``, ``ci_brackets_value``, ``value_in_range``.
 
 :class:`ViewPreview` does the same for a study's lineage views: the rows of a view for the worst
@@ -84,6 +86,8 @@ class Cells:
         behind: the rows behind a cell (Behind); None = worst cells without rows.
         n_worst: worst cells shown.
         digits: decimals of the float metadata.
+        trace: the cell (metric row as a dict) → ``(metric, model, where)`` of ``metamorph trace``
+            (:mod:`metamorph.trace`; ``where``: slice key → value); None = no trace_command.
     """
 
     value: str
@@ -96,6 +100,7 @@ class Cells:
     behind: Behind | None = None
     n_worst: int = 3
     digits: int = 2
+    trace: Callable[[Mapping[str, Any]], tuple[str, str, Mapping[str, Any]]] | None = None
 
 
 def _isnull(v) -> bool:
@@ -231,7 +236,21 @@ def worst_cells_metadata(df: pd.DataFrame, cells: Cells, study: str,
     md = head + "\n\n" + markdown_table(summary.round(cells.digits + 2))
     if notes:
         md += "\n\n" + "; ".join(sorted(set(notes)))
-    return {"worst_cells": dg.MetadataValue.md(md), **details}
+    return {"worst_cells": dg.MetadataValue.md(md), **details,
+            **trace_command_metadata(worst.iloc[0].to_dict(), cells, study, warehouse)}
+
+
+def trace_command_metadata(cell: Mapping[str, Any], cells: Cells, study: str, warehouse=None) -> dict:
+    """``{"trace_command": text}``: the ``metamorph trace`` command of ``cell`` (built by
+    :func:`metamorph.trace.trace_command` from ``Cells.trace``), with ``--warehouse`` when the
+    asset has the warehouse resource (a DuckDBResource); ``{}`` without ``Cells.trace``."""
+    if cells.trace is None:
+        return {}
+    from metamorph.trace import trace_command
+
+    metric, model, where = cells.trace(cell)
+    return {"trace_command": dg.MetadataValue.text(trace_command(
+        study, metric, model, where, warehouse=getattr(warehouse, "database", None)))}
 
 
 def headline_metadata(df: pd.DataFrame, cells: Cells) -> dict:

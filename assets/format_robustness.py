@@ -297,9 +297,19 @@ def _behind(rows, pick, **kw) -> Behind:
     return Behind(rows, pick, show=_SHOWN, table="workflow_generations", **kw)
 
 
+def _trace(metric, keys=("workflow_id", "dataset")):
+    """Cells.trace of a table keyed by workflow_id (= <model id>/<ingestion>): ``metamorph trace``'s
+    metric (a name, or a function of the cell), model and slice (the cell's ``keys``) for one cell."""
+    def cell_trace(cell):
+        where = {k: cell[k] for k in keys}
+        return (metric(cell) if callable(metric) else metric), cell["workflow_id"].rsplit("/", 1)[0], where
+    return cell_trace
+
+
 _PCT = (0.0, 100.0)
 MR_CELLS = Cells("violation_pct", ("workflow_id", "dataset", "relation"), ci=("ci_low_pct", "ci_high_pct"),
-                 bounds=_PCT, headline="M{relation[2]}_pct/{workflow_id}/{dataset}", behind=_behind(_flagged, _violating))
+                 bounds=_PCT, headline="M{relation[2]}_pct/{workflow_id}/{dataset}", behind=_behind(_flagged, _violating),
+                 trace=_trace(lambda cell: f"M{cell['relation'][2]}"))
 
 
 # Metric tables that are one library call each: what a row is, the paper section, the function.
@@ -313,7 +323,8 @@ accuracy_by_format = table_asset(
     prepare=_GEN, kinds=("duckdb", "sql"),
     metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")},
     cells=Cells("accuracy_pct", ("workflow_id", "dataset", "format"), worse="low", bounds=_PCT,
-                headline="accuracy_pct/{workflow_id}/{dataset}/{format}", behind=_behind(_generations, _wrong)),
+                headline="accuracy_pct/{workflow_id}/{dataset}/{format}", behind=_behind(_generations, _wrong),
+                trace=_trace("accuracy", ("workflow_id", "dataset", "format"))),
     row="One row per workflow × dataset × format: accuracy Acc_f in % over all generations with a gold label "
         "(an unparseable reply counts as wrong); SQL in sql/format_robustness/accuracy_by_format.sql.",
     source="§5.1")

@@ -158,7 +158,8 @@ RECOVERY_CELLS = Cells("recovery_pct", ("model_id", "language", "setting"), wors
                        bounds=_PCT, headline="recovery_pct/{model_id}/{language}/{setting}",
                        behind=Behind(lambda i: i["scored_replies"], _not_recovered, table="order_generations",
                                      show=("language", "item_id", "pattern", "scrambled", "canonical", "expression",
-                                           "reason")))
+                                           "reason")),
+                       trace=lambda c: ("recovery", c["model_id"], {"language": c["language"], "setting": c["setting"]}))
 BREAKDOWN_CELLS = Cells("recovery_pct", ("model_id", "language", "setting", "dimension", "level"), worse="low",
                         ci=("ci_low_pct", "ci_high_pct"), bounds=_PCT)
 CATEGORY_CELLS = Cells("pct", ("model_id", "language", "setting", "category"), worse=None, bounds=_PCT)

@@ -20,10 +20,14 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets import plots
-from assets._cells import Behind, Cells, metric_checks, metric_output
+from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
+<<<<<<< HEAD
 from assets._common import (ALL_ROWS, REPORTED_VERSIONS_KEY, LimitConfig, reported_versions_md, runner_options,
                             validated_output)
+=======
+from assets._common import ALL_ROWS, LimitConfig, create_lineage_views, validated_output
+>>>>>>> trace9
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb import plan as wst
 from metamorph.studies.workflow_perturb import analysis as wp
@@ -249,7 +253,10 @@ def _lowest_scores(rows: pd.DataFrame, cell) -> pd.DataFrame:
 SEVERITY_CELLS = Cells("mean", ("operator", "metric", "type", "severity"), worse="low", bounds=_SCORE_RANGE, digits=3,
                        behind=Behind(lambda i: i["perturbation_scores"], _lowest_scores, limit=10,
                                      show=("variant_id", "golden_id", "severity", "score", "n_nodes", "status"),
-                                     table="perturbations", key="variant_id", text=("method", "workflow_text")))
+                                     table="perturbations", key="variant_id", text=("method", "workflow_text")),
+                       # severity_table reads perturbation_scores: the deterministic variants
+                       trace=lambda c: (c["metric"], "deterministic", {"type": c["type"], "severity": c["severity"],
+                                                                       "operator": c["operator"]}))
 SENSITIVITY_CELLS = Cells("delta_avg", ("operator", "metric", "type"), worse=None, digits=3)
 STRATA_CELLS = Cells("mean", ("operator", "metric", "type", "severity", "stratum"), worse=None,
                      bounds=_SCORE_RANGE, digits=3)
@@ -347,3 +354,19 @@ def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd
         index=["thresholds", "failure_mode"], columns="severity", values="firing_pct").round(1).reset_index()
     yield from metric_output(S.FiringMatrixTable, df, GROUP, "firing_matrix", FIRING_CELLS,
                              metadata={"on_target_firing_pct": dg.MetadataValue.md(markdown_table(diag))})
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},
+          deps=[goldens, perturbations, llm_perturbations, perturbation_scores, llm_perturbation_scores, judge_scores,
+                severity_table])
+def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Views variant_lineage and judge_lineage (sql/workflow_perturb/lineage_views.sql): from a
+    per-variant metric to the golden, the variant's text and the LLM generator's raw reply, and from
+    a judge score to each judge call's key and parse reason (``metamorph trace --study
+    workflow_perturb``). The metadata shows the variants of the worst cell of severity_table,
+    lowest-scored first, and the SQL selecting them."""
+    return create_lineage_views(warehouse, GROUP, "variant_lineage", preview=ViewPreview(
+        "variant_lineage", "severity_table", SEVERITY_CELLS, where=lambda cell: '"' + cell["metric"] + '" IS NOT NULL',
+        columns=("model_id", "variant_id", "golden_id", "type", "severity", "status", *wst.METRIC_COLUMNS,
+                 "variant_text", "golden_text"),
+        order=("variant_id",)))

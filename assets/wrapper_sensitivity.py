@@ -20,9 +20,10 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets import plots
-from assets._cells import Behind, Cells, metric_checks, metric_output
+from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, runner_options, ComparisonConfig, LimitConfig, comparison_output, generation_metadata,
+from assets._common import (ALL_ROWS, ComparisonConfig, LimitConfig, comparison_output, create_lineage_views,
+                            generation_metadata, runner_options,
                             validated_output)
 from metamorph.studies.wrapper_sensitivity import plan as ws
 from metamorph.studies.wrapper_sensitivity import metrics as wm
@@ -208,9 +209,12 @@ _BEHIND = Behind(_scored, _incorrect, show=("wrapper", "item_id", "seed", "mode"
                  table="wrapper_generations")
 CELL_CELLS = Cells("accuracy_pct", ("model_id", "task", "wrapper", "mode"), worse="low", bounds=_PCT,
                    select=lambda df: (df["mode"] == wm.DEFAULT_MODE) & df["wrapper"].isin(FAMILIES),
-                   headline="accuracy_pct/{model_id}/{task}/{wrapper}", behind=_BEHIND)
+                   headline="accuracy_pct/{model_id}/{task}/{wrapper}", behind=_BEHIND,
+                   trace=lambda c: ("accuracy", c["model_id"], {"task": c["task"], "wrapper": c["wrapper"],
+                                                                "mode": c["mode"]}))
 FSI_CELLS = Cells("fsi", ("model_id", "task"), bounds=(0.0, 1.0), digits=4, headline="FSI/{model_id}/{task}",
-                  behind=replace(_BEHIND, pick=_worst_wrapper_incorrect))
+                  behind=replace(_BEHIND, pick=_worst_wrapper_incorrect),
+                  trace=lambda c: ("FSI", c["model_id"], {"task": c["task"]}))
 MEAN_CELLS = Cells("mean", ("model_id", "index"), worse=None, ci=("ci_low", "ci_high"), digits=4,
                    headline="{index}/{model_id}")
 CORRELATION_CELLS = Cells("r", ("scope", "model_id"), worse=None, bounds=(-1.0, 1.0), digits=3)
@@ -336,6 +340,20 @@ def constrained_falsifier(config: ModeConfig, scored_answers: pd.DataFrame) -> d
     Code: metamorph.studies.wrapper_sensitivity.diagnostics.constrained_falsifier."""
     return validated_output(S.WrapperConstrainedFalsifier, diag.constrained_falsifier(scored_answers, config.mode),
                             "constrained_falsifier")
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},
+          deps=[wrapper_cells, scored_answers, wrapper_generations, wrapped_prompts, qa_items])
+def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Views answer_lineage, cell_lineage and spread_lineage (sql/wrapper_sensitivity/lineage_views.sql):
+    from an accuracy, FSI or PSI cell to the exact request, raw completion, wrapped prompt and item
+    (``metamorph trace --study wrapper_sensitivity``). The metadata shows the wrong answers of
+    cell_lineage for the worst cell of wrapper_cells and the SQL selecting them."""
+    return create_lineage_views(warehouse, GROUP, "answer_lineage", preview=ViewPreview(
+        "cell_lineage", "wrapper_cells", CELL_CELLS, where=lambda cell: "NOT correct",
+        columns=("model_id", "task", "wrapper", "mode", "item_id", "seed", "value", "gold", "reason",
+                 "finish_reason", "response_text", "generation_key"),
+        order=("item_id", "seed")))
 
 
 # ------------------------------------------------------------------------------------------

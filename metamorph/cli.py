@@ -1,8 +1,10 @@
 """The ``metamorph`` console script: one subcommand per study command.
 
-Each study may define ``metamorph/studies/<study>/cli.py`` with ``COMMANDS`` — name → (help,
+Core commands (not tied to one study) are listed in :data:`CORE_MODULES`: ``metamorph trace``
+(:mod:`metamorph.trace`). Each study may define ``metamorph/studies/<study>/cli.py`` with ``COMMANDS`` — name → (help,
 description, add_arguments(parser), run(args) → exit code); this module only collects them, so
-the entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate).
+the entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate),
+``metamorph trace`` (a metric cell back to its raw completions).
 
 Exit codes follow the commands; a usage error is 2 and ``--help`` is 0.
 """
@@ -19,10 +21,15 @@ import metamorph.studies
 
 EXIT_USAGE = 2
 
+#: Modules of the core commands, each with a ``COMMANDS`` dict like a study's.
+CORE_MODULES = ("metamorph.trace",)
+
 
 def study_commands() -> dict[str, tuple]:
-    """Every study's ``COMMANDS``, merged; two studies naming one command is a ``RuntimeError``."""
+    """Every core and study ``COMMANDS``, merged; two modules naming one command is a ``RuntimeError``."""
     out: dict[str, tuple] = {}
+    for name in CORE_MODULES:
+        out.update(importlib.import_module(name).COMMANDS)
     for m in pkgutil.iter_modules(metamorph.studies.__path__):
         if not m.ispkg:
             continue
