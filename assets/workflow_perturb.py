@@ -22,12 +22,8 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-<<<<<<< HEAD
-from assets._common import (ALL_ROWS, REPORTED_VERSIONS_KEY, LimitConfig, reported_versions_md, runner_options,
-                            validated_output)
-=======
-from assets._common import ALL_ROWS, LimitConfig, create_lineage_views, validated_output
->>>>>>> trace9
+from assets._common import (ALL_ROWS, REPORTED_VERSIONS_KEY, LimitConfig, create_lineage_views, reported_versions_md,
+                            runner_options, validated_output)
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb import plan as wst
 from metamorph.studies.workflow_perturb import analysis as wp
