@@ -2,7 +2,10 @@
 
 Each study may define ``metamorph/studies/<study>/cli.py`` with ``COMMANDS`` — name → (help,
 description, add_arguments(parser), run(args) → exit code); this module only collects them, so
-the entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate).
+the entry point names no study. Core commands that span studies come from the modules in
+:data:`CORE_COMMAND_MODULES` (same ``COMMANDS`` shape). Commands today: ``metamorph gate``
+(WorkflowPerturb CI gate) and ``metamorph plan`` (calls, cache hits, tokens and cost of a study's
+run before it is made, :mod:`metamorph.costplan`).
 
 Exit codes follow the commands; a usage error is 2 and ``--help`` is 0.
 """
@@ -39,10 +42,25 @@ def study_commands() -> dict[str, tuple]:
     return out
 
 
+#: Modules of commands that belong to no one study (each defines ``COMMANDS``).
+CORE_COMMAND_MODULES = ("metamorph.costplan",)
+
+
+def commands() -> dict[str, tuple]:
+    """The core commands and every study's, merged; a name defined twice is a ``RuntimeError``."""
+    out = study_commands()
+    for name in CORE_COMMAND_MODULES:
+        for cmd, spec in importlib.import_module(name).COMMANDS.items():
+            if cmd in out:
+                raise RuntimeError(f"the command {cmd!r} is defined twice")
+            out[cmd] = spec
+    return out
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="metamorph", description="metamorph: metamorphic robustness studies.")
     sub = ap.add_subparsers(dest="command", required=True)
-    for name, (help_text, description, add_arguments, run) in sorted(study_commands().items()):
+    for name, (help_text, description, add_arguments, run) in sorted(commands().items()):
         p = sub.add_parser(name, help=help_text, description=description)
         add_arguments(p)
         p.set_defaults(func=run)
