@@ -378,11 +378,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", default=None, help="generation cache DuckDB file (default "
                    "$METAMORPH_HOME/generation_cache.duckdb; a missing file is an empty cache and is not created)")
     p.add_argument("--budget-usd", type=float, default=None,
-                   help="exit 1 when a model's planned cost exceeds this (or is unknown)")
+                   help="exit 1 when a generation step's planned cost for a model exceeds this (or is unknown), "
+                        "as the run's budget_usd would stop that step")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print every model's plan; exit 0, 1 when ``--budget-usd`` is exceeded, 2 on bad input."""
+    """Print every model's plan; exit 0, 1 when a step's plan exceeds ``--budget-usd`` (as the run's
+    ``budget_usd`` is checked: per generation step and model), 2 on bad input."""
     try:
         specs = load_registry(args.registry or default_registry())
         if args.models:
@@ -409,10 +411,11 @@ def run(args: argparse.Namespace) -> int:
                 whole = total(plans) if len(plans) > 1 else plans[0]
                 if len(plans) > 1:
                     print("  " + whole.line())
-                try:
-                    check_budget(whole, args.budget_usd, "a run would stop before its first call")
-                except BudgetError as exc:
-                    over.append(str(exc))
+                for p in plans:  # the run checks each step's plan before that step's first call
+                    try:
+                        check_budget(p, args.budget_usd, "the run would stop before this step's first call")
+                    except BudgetError as exc:
+                        over.append(str(exc))
         finally:
             if cache is not None:
                 cache.release()

@@ -267,7 +267,7 @@ def test_cli_budget_exit_code_and_unknown_study(priced_stub, capsys):
                           "--budget-usd", "0")
     assert code == 1
     assert err.startswith("over budget: model 'stub-model' (order_generations): 24 calls, ")
-    assert err.endswith(" exceeds the budget of $0; a run would stop before its first call\n")
+    assert err.endswith(" exceeds the budget of $0; the run would stop before this step's first call\n")
     code, _, err = _cli(capsys, "order_probe", "--models", "nope")
     assert code == 2 and err.startswith("error: unknown model id(s) ['nope']")
 
@@ -306,3 +306,18 @@ def test_plan_study_needs_a_known_study():
 
     with pytest.raises(ConfigError, match="study 'workflow_perturb' is not planned"):
         plan_study("workflow_perturb", API, StudyOptions())
+
+
+def test_budget_settings_reach_every_generation_step():
+    from assets._common import NO_BUDGET, BudgetConfig, effective_budget
+    from pipelines.run import build_parser, model_job_ops
+
+    assert effective_budget(NO_BUDGET, NO_BUDGET) is None and effective_budget(None, 0.3) == 0.3
+    assert effective_budget(0.5, 0.2) == 0.2 and effective_budget(0.0, NO_BUDGET) == 0.0
+    with pytest.raises(ValueError, match="must be an amount in USD >= 0, or -1 for no budget; got -2.0"):
+        BudgetConfig(budget_usd=-2.0)
+    args = build_parser().parse_args(["format_robustness", "--k", "2", "--budget-usd", "0.5"])
+    assert model_job_ops(args) == {"format_robustness__workflow_generations": {"config": {"k": 2, "budget_usd": 0.5}},
+                                   "format_robustness__routed_generations": {"config": {"budget_usd": 0.5}}}
+    args = build_parser().parse_args(["workflow_perturb", "--budget-usd", "1"])
+    assert model_job_ops(args)["workflow_perturb__judge_scores"] == {"config": {"budget_usd": 1.0}}
