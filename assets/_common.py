@@ -72,6 +72,58 @@ class LimitConfig(dg.Config):
         return None if self.limit == ALL_ROWS else self.limit
 
 
+#: ``budget_usd`` value meaning "no budget" (shown in the launchpad, like :data:`ALL_ROWS`; 0 means
+#: "spend nothing": a priced run with any call to make stops).
+NO_BUDGET = -1.0
+
+
+class BudgetConfig(dg.Config):
+    """Base of a generation asset's config: ``budget_usd``, the most this step may spend for one
+    model (USD at the registry's ``price_per_mtok``), checked against the cost plan before the
+    first call (:func:`plan_and_guard`)."""
+
+    budget_usd: float = Field(default=NO_BUDGET, description="Stop before the first call when this step's planned "
+                              "cost for the model (USD, registry price_per_mtok; output at max_tokens) exceeds it; "
+                              "-1 = no budget (the model_registry resource's budget_usd still applies).")
+
+    @field_validator("budget_usd")
+    @classmethod
+    def _usd_or_none(cls, value: float) -> float:
+        if value != NO_BUDGET and not value >= 0:
+            raise ValueError(f"must be an amount in USD >= 0, or -1 for no budget; got {value}")
+        return value
+
+
+def effective_budget(*budgets: float | None) -> float | None:
+    """The smallest of the budgets that are set (``None`` and :data:`NO_BUDGET` are unset), else ``None``."""
+    set_ = [b for b in budgets if b is not None and b != NO_BUDGET]
+    return min(set_) if set_ else None
+
+
+def plan_and_guard(context, requests, spec, provider, cache, budget_usd: float | None, label: str):
+    """The cost plan of ``requests`` (:func:`metamorph.costplan.plan_requests`: cache hits from
+    ``cache``, prompt tokens from ``provider``'s tokenizer when local), logged as one line, then
+    :func:`metamorph.costplan.check_budget` — raises :class:`~metamorph.errors.BudgetError` before
+    any call, so nothing is called or written. Returns the :class:`~metamorph.costplan.CostPlan`."""
+    from metamorph.costplan import cached_keys, check_budget, plan_requests, token_counter
+
+    count, method = token_counter(spec, provider)
+    hits = cached_keys(cache, requests, stale_before=runner_options(context)["stale_before"])
+    plan = plan_requests(requests, spec, hits, count=count, method=method, label=label)
+    context.log.info("cost plan: " + plan.line())
+    check_budget(plan, budget_usd)
+    return plan
+
+
+def plan_metadata(plan) -> dict:
+    """Materialization metadata of a :class:`~metamorph.costplan.CostPlan`: ``cost_plan`` (JSON:
+    calls, cache hits, tokens with how they were counted, price, est. cost) and ``est_cost_usd``."""
+    md = {"cost_plan": dg.MetadataValue.json(plan.as_dict())}
+    if plan.cost_usd is not None:
+        md["est_cost_usd"] = dg.MetadataValue.float(round(plan.cost_usd, 6))
+    return md
+
+
 def validated_output(model: type[pa.DataFrameModel], df: pd.DataFrame, table: str,
                      metadata: dict | None = None) -> dg.Output:
     """Validate ``df`` (a failure raises and nothing is written) and wrap it with standard metadata."""
@@ -82,7 +134,7 @@ def validated_output(model: type[pa.DataFrameModel], df: pd.DataFrame, table: st
     return dg.Output(df, metadata=md)
 
 
-def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None) -> dict:
+def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, plan=None) -> dict:
     """Materialization metadata of a generation table, the same in every study.
 
     ``df`` has the runner's generation columns (``error``, ``finish_reason``); ``stats`` is the
@@ -91,7 +143,8 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None) ->
     (called and served from the cache), model-version changes the provider reported, the
     distinct versions it reported (``reported_model_versions``, from the rows' ``model_version``)
     and the ``registry_fingerprint``: the registry sensor compares both with the registry and the
-    provider's ``models.list`` (:mod:`metamorph.providers.versions`).
+    provider's ``models.list`` (:mod:`metamorph.providers.versions`); with ``plan`` (the step's
+    :class:`~metamorph.costplan.CostPlan`) also :func:`plan_metadata`.
     """
     cut = df["finish_reason"] == "length"
     md = {"model_calls": dg.MetadataValue.int(stats.calls), "cache_hits": dg.MetadataValue.int(stats.cache_hits),
@@ -104,6 +157,8 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None) ->
                "model_version_changes": dg.MetadataValue.json(stats.version_changes),
                REPORTED_VERSIONS_KEY: reported_versions_md(df["model_version"]),
                "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint())})
+    if plan is not None:
+        md.update(plan_metadata(plan))
     return md
 
 

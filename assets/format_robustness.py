@@ -24,8 +24,9 @@ from dagster_duckdb import DuckDBResource
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, runner_options, ComparisonConfig, LimitConfig, comparison_output, create_lineage_views,
-                            generation_metadata, table_asset, validated_output)
+from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_output,
+                            create_lineage_views, effective_budget, generation_metadata, plan_and_guard,
+                            plan_metadata, runner_options, table_asset, validated_output)
 from metamorph.studies.format_robustness import evidence as ev
 from metamorph.studies.format_robustness import plan as fs
 from metamorph.studies.format_robustness import metrics as fr
@@ -102,7 +103,7 @@ def documents_from_frame(df: pd.DataFrame) -> list[RenderedDocument]:
             for r in df.itertuples()]
 
 
-class GenerationConfig(dg.Config):
+class GenerationConfig(BudgetConfig):
     k: int = Field(default=3, ge=1, description="Repeats per workflow × document (r = 1..k); each is a real call.")
     temperature: float = Field(default=0.0, description="Sampling temperature (0 = greedy, §5.1).")
     max_tokens: int = Field(default=fs.DEFAULT_PARAMS["max_tokens"], ge=1,
@@ -117,7 +118,9 @@ def workflow_generations(context: dg.AssetExecutionContext, config: GenerationCo
                          source_instances: pd.DataFrame, rendered_documents: pd.DataFrame) -> dg.Output:
     """One row per workflow × document × repeat: the model's completion through the generation
     cache, with its exact request, raw reply, tokens and finish reason. Source: §4.3, §5.2 (k
-    repeats). Code: metamorph.studies.format_robustness.plan.plan_generations, metamorph.runner.run_requests."""
+    repeats). Before any call the cost plan (calls, cache hits, tokens, est. cost:
+    metamorph.costplan) is checked against budget_usd and kept as metadata. Code:
+    metamorph.studies.format_robustness.plan.plan_generations, metamorph.runner.run_requests."""
     # No DuckDB connection is open while the model runs: inputs are loaded before the body and the
     # output is written after it.
     spec = model_registry.get(context.partition_key)
@@ -125,7 +128,10 @@ def workflow_generations(context: dg.AssetExecutionContext, config: GenerationCo
     planned = plan_generations(instances_from_frame(source_instances), documents_from_frame(rendered_documents),
                                spec, k=config.k, params={"temperature": config.temperature,
                                                          "max_tokens": config.max_tokens, "seed": config.seed})
-    outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
+    cache = generation_cache.open()
+    plan = plan_and_guard(context, [p.request for p in planned], spec, provider, cache,
+                          effective_budget(config.budget_usd, model_registry.budget_usd), "workflow_generations")
+    outcomes, stats = run_requests([p.request for p in planned], provider, cache,
                                    **runner_options(context))
     df = generation_frame(
         [{"model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
@@ -133,7 +139,7 @@ def workflow_generations(context: dg.AssetExecutionContext, config: GenerationCo
           "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256} for p in planned],
         outcomes)
     return validated_output(S.WorkflowGenerations, df, "workflow_generations",
-                            generation_metadata(df, stats, spec, by="format"))
+                            generation_metadata(df, stats, spec, by="format", plan=plan))
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL, kinds={"duckdb"},
@@ -444,9 +450,14 @@ def routing_choice(config: RoutingConfig, generation_outcomes: pd.DataFrame):
     yield from metric_output(S.RoutingChoice, df, GROUP, "routing_choice", ROUTING_CHOICE_CELLS)
 
 
+class RoutedGenerationConfig(BudgetConfig):
+    """Settings of routed_generations (k and decoding come from workflow_generations' requests)."""
+
+
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
           kinds={"duckdb", "llm"}, code_version="1")
-def routed_generations(context: dg.AssetExecutionContext, model_registry: ModelRegistryResource,
+def routed_generations(context: dg.AssetExecutionContext, config: RoutedGenerationConfig,
+                       model_registry: ModelRegistryResource,
                        generation_cache: GenerationCacheResource, source_instances: pd.DataFrame,
                        rendered_documents: pd.DataFrame, routing_choice: pd.DataFrame,
                        workflow_generations: pd.DataFrame) -> dg.Output:
@@ -464,7 +475,10 @@ def routed_generations(context: dg.AssetExecutionContext, model_registry: ModelR
     keep = set(mit.routed_instance_ids(source_instances["instance_id"], routing_choice))
     xs = [x for x in instances_from_frame(source_instances) if x.instance_id in keep]
     planned = fs.plan_routing(xs, documents_from_frame(rendered_documents), spec, best, k=k, params=params)
-    outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
+    cache = generation_cache.open()
+    plan = plan_and_guard(context, [p.request for p in planned], spec, provider, cache,
+                          effective_budget(config.budget_usd, model_registry.budget_usd), "routed_generations")
+    outcomes, stats = run_requests([p.request for p in planned], provider, cache,
                                    **runner_options(context))
     rows = []
     for p, o in zip(planned, outcomes):
@@ -486,6 +500,7 @@ def routed_generations(context: dg.AssetExecutionContext, model_registry: ModelR
         "model_calls": dg.MetadataValue.int(stats.calls),
         "cache_hits": dg.MetadataValue.int(stats.cache_hits),
         "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
+        **plan_metadata(plan),
     })
 
 

@@ -25,8 +25,8 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, runner_options, LimitConfig, create_lineage_views, generation_metadata,
-                            validated_output)
+from assets._common import (ALL_ROWS, BudgetConfig, LimitConfig, create_lineage_views, effective_budget,
+                            generation_metadata, plan_and_guard, runner_options, validated_output)
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.order_probe import metrics as om
 from metamorph.studies.order_probe import plan as op
@@ -95,7 +95,7 @@ def order_prompts(config: PromptsConfig, scrambled_inputs: pd.DataFrame) -> dg.O
     return validated_output(S.OrderPrompts, df, "order_prompts", {"example_prompts": dg.MetadataValue.md(sample)})
 
 
-class GenerationConfig(dg.Config):
+class GenerationConfig(BudgetConfig):
     max_tokens: int = Field(default=0, ge=0, description="Completion budget of every setting; 0 = the per-setting "
                             "budgets of plan.MAX_TOKENS (zero_shot 32, cot 64, few_shot 32).")
 
@@ -111,13 +111,16 @@ def order_generations(context: dg.AssetExecutionContext, config: GenerationConfi
     provider = model_registry.provider(spec)
     planned = op.plan_generations(order_prompts, spec,
                                   {"max_tokens": config.max_tokens} if config.max_tokens else None)
-    outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
+    cache = generation_cache.open()
+    plan = plan_and_guard(context, [p.request for p in planned], spec, provider, cache,
+                          effective_budget(config.budget_usd, model_registry.budget_usd), "order_generations")
+    outcomes, stats = run_requests([p.request for p in planned], provider, cache,
                                    **runner_options(context))
     df = generation_frame([{"model_id": p.model_id, "setting": p.setting, "item_id": p.item_id,
                             "language": p.language, "pattern": p.pattern, "input_kind": p.input_kind}
                            for p in planned], outcomes)
     return validated_output(S.OrderGenerations, df, "order_generations",
-                            generation_metadata(df, stats, spec, by="setting"))
+                            generation_metadata(df, stats, spec, by="setting", plan=plan))
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,

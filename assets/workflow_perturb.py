@@ -22,8 +22,9 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, REPORTED_VERSIONS_KEY, LimitConfig, create_lineage_views, reported_versions_md,
-                            runner_options, validated_output)
+from assets._common import (ALL_ROWS, REPORTED_VERSIONS_KEY, BudgetConfig, LimitConfig, create_lineage_views,
+                            effective_budget, plan_and_guard, plan_metadata, reported_versions_md, runner_options,
+                            validated_output)
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb import plan as wst
 from metamorph.studies.workflow_perturb import analysis as wp
@@ -190,7 +191,7 @@ def llm_perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame,
         "unscored_no_workflow": dg.MetadataValue.int(int(llm_perturbations["nodes_json"].isna().sum()))})
 
 
-class JudgeConfig(dg.Config):
+class JudgeConfig(BudgetConfig):
     n_variants: int = Field(default=9, ge=1, description="First N deterministic variants to judge (3 calls each).")
     max_tokens: int = Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object).")
     constrained: bool = Field(default=False, description="Constrain decoding to the B.6.4 JSON object (JUDGE_REPLY_SCHEMA); "
@@ -212,7 +213,10 @@ def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_r
     per_variant = [wst.judge_requests(gold[r.golden_id], wst.workflow_from_record(r, "variant_id"), spec.provider,
                                       spec.model, params, spec.base_url, constrained=config.constrained)
                    for r in chosen.itertuples()]
-    outcomes, stats = run_requests([q for qs in per_variant for q in qs], provider, generation_cache.open(),
+    cache = generation_cache.open()
+    plan = plan_and_guard(context, [q for qs in per_variant for q in qs], spec, provider, cache,
+                          effective_budget(config.budget_usd, model_registry.budget_usd), "judge_scores")
+    outcomes, stats = run_requests([q for qs in per_variant for q in qs], provider, cache,
                                    **runner_options(context))
     rows, i = [], 0
     for r, qs in zip(chosen.itertuples(), per_variant):
@@ -224,7 +228,7 @@ def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_r
     df = pd.DataFrame(rows)
     return validated_output(S.JudgeScores, df, "judge_scores", {
         "model_calls": dg.MetadataValue.int(stats.calls),
-        "invalid_replies": dg.MetadataValue.int(int(df["judge_invalid"].sum()))})
+        "invalid_replies": dg.MetadataValue.int(int(df["judge_invalid"].sum())), **plan_metadata(plan)})
 
 
 # ------------------------------------------------------------------------------------------

@@ -22,9 +22,9 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, ComparisonConfig, LimitConfig, comparison_output, create_lineage_views,
-                            generation_metadata, runner_options,
-                            validated_output)
+from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_output,
+                            create_lineage_views, effective_budget, generation_metadata, plan_and_guard,
+                            runner_options, validated_output)
 from metamorph.studies.wrapper_sensitivity import plan as ws
 from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity import diagnostics as diag
@@ -99,7 +99,7 @@ def wrapped_prompts(config: PromptsConfig, qa_items: pd.DataFrame) -> dg.Output:
     return validated_output(S.WrappedPrompts, df, "wrapped_prompts", {"example_prompts": dg.MetadataValue.md(sample)})
 
 
-class WrapperGenerationConfig(dg.Config):
+class WrapperGenerationConfig(BudgetConfig):
     seeds: list[int] = Field(default=[0, 1, 2, 3, 4], description="Sampling seeds (5 by default).")
     temperature: float = Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")
     max_tokens: int = Field(default=24, ge=1, description="Completion limit (24 as in the paper; truncation is reported).")
@@ -125,7 +125,10 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
     planned = ws.plan_wrapper_generations(items, prompts, spec, config.seeds,
                                           {"temperature": config.temperature, "max_tokens": config.max_tokens},
                                           config.constrained_arm)
-    outcomes, stats = run_requests([p.request for p in planned], provider, generation_cache.open(),
+    cache = generation_cache.open()
+    plan = plan_and_guard(context, [p.request for p in planned], spec, provider, cache,
+                          effective_budget(config.budget_usd, model_registry.budget_usd), "wrapper_generations")
+    outcomes, stats = run_requests([p.request for p in planned], provider, cache,
                                    **runner_options(context))
     df = generation_frame(
         [{"model_id": p.model_id, "task": p.task, "item_id": p.item_id, "wrapper": p.wrapper, "seed": p.seed}
@@ -134,7 +137,7 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
         prompt_tokens=[counted.get((p.task, p.item_id, p.prompt.family), o.result.prompt_tokens)
                        for p, o in zip(planned, outcomes)])
     return validated_output(S.WrapperGenerations, df, "wrapper_generations",
-                            generation_metadata(df, stats, spec, by="wrapper"))
+                            generation_metadata(df, stats, spec, by="wrapper", plan=plan))
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,

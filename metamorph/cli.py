@@ -1,10 +1,12 @@
-"""The ``metamorph`` console script: one subcommand per study command.
+"""The ``metamorph`` console script: one subcommand per command.
 
-Core commands (not tied to one study) are listed in :data:`CORE_MODULES`: ``metamorph trace``
-(:mod:`metamorph.trace`). Each study may define ``metamorph/studies/<study>/cli.py`` with ``COMMANDS`` — name → (help,
-description, add_arguments(parser), run(args) → exit code); this module only collects them, so
-the entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate),
-``metamorph trace`` (a metric cell back to its raw completions).
+Core commands (not tied to one study) come from the modules in :data:`CORE_MODULES`; each study
+may define ``metamorph/studies/<study>/cli.py``. Both have ``COMMANDS`` — name → (help,
+description, add_arguments(parser), run(args) → exit code); this module only collects them, so the
+entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate),
+``metamorph trace`` (a metric cell back to its raw completions, :mod:`metamorph.trace`) and
+``metamorph plan`` (calls, cache hits, tokens and cost of a study's run before it is made,
+:mod:`metamorph.costplan`).
 
 Exit codes follow the commands; a usage error is 2 and ``--help`` is 0.
 """
@@ -22,26 +24,25 @@ import metamorph.studies
 EXIT_USAGE = 2
 
 #: Modules of the core commands, each with a ``COMMANDS`` dict like a study's.
-CORE_MODULES = ("metamorph.trace",)
+CORE_MODULES = ("metamorph.trace", "metamorph.costplan")
 
 
-def study_commands() -> dict[str, tuple]:
-    """Every core and study ``COMMANDS``, merged; two modules naming one command is a ``RuntimeError``."""
-    out: dict[str, tuple] = {}
-    for name in CORE_MODULES:
-        out.update(importlib.import_module(name).COMMANDS)
+def commands() -> dict[str, tuple]:
+    """The core commands and every study's ``COMMANDS``, merged; a name defined twice is a ``RuntimeError``."""
+    modules = [importlib.import_module(name) for name in CORE_MODULES]
     for m in pkgutil.iter_modules(metamorph.studies.__path__):
         if not m.ispkg:
             continue
         try:
-            mod = importlib.import_module(f"metamorph.studies.{m.name}.cli")
+            modules.append(importlib.import_module(f"metamorph.studies.{m.name}.cli"))
         except ModuleNotFoundError as exc:
             if exc.name != f"metamorph.studies.{m.name}.cli":
                 raise
-            continue
+    out: dict[str, tuple] = {}
+    for mod in modules:
         for name, spec in getattr(mod, "COMMANDS", {}).items():
             if name in out:
-                raise RuntimeError(f"two studies define the command {name!r}")
+                raise RuntimeError(f"the command {name!r} is defined twice")
             out[name] = spec
     return out
 
@@ -49,7 +50,7 @@ def study_commands() -> dict[str, tuple]:
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="metamorph", description="metamorph: metamorphic robustness studies.")
     sub = ap.add_subparsers(dest="command", required=True)
-    for name, (help_text, description, add_arguments, run) in sorted(study_commands().items()):
+    for name, (help_text, description, add_arguments, run) in sorted(commands().items()):
         p = sub.add_parser(name, help=help_text, description=description)
         add_arguments(p)
         p.set_defaults(func=run)

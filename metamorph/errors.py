@@ -52,3 +52,9 @@ class ContextBudgetError(MetamorphError, ValueError):
 class RegistryError(InputError, ConfigError):
     """The model registry file is invalid: names the file, the entry of ``models`` (``row``,
     1-based) and the key (``field``). Both an :class:`InputError` and a :class:`ConfigError`."""
+
+
+class BudgetError(MetamorphError, ValueError):
+    """The planned cost of a run's model calls exceeds the configured budget (``budget_usd``), or
+    cannot be computed because the model has no price; raised before the first call, so nothing
+    is called or written. The message is one line naming the model, the calls and the two amounts."""

@@ -34,6 +34,7 @@ The registry is a YAML file (default ``config/models.yaml``)::
           poll_interval_s: 60            # seconds between status polls of a submitted batch
           max_wait_s: 86400              # stop polling after this long (a rerun resumes the batch)
           max_requests: 10000            # requests per submitted batch (more are split)
+        price_per_mtok: {input: 0.40, output: 1.20}   # USD per million tokens (cost planning)
 
 A *workflow* of the document-format study is a model with one ingestion path
 (``<model id>/<ingestion>``). Each entry's :meth:`ModelSpec.fingerprint` lets the registry
@@ -48,6 +49,10 @@ output, so ``status`` is not part of the fingerprint.
 provider once per request; ``batch`` (openai, openai_compatible, anthropic) submits them as a
 provider batch job and polls it (:mod:`metamorph.batch`). Both land under the same generation
 keys, so ``execution`` is not part of the fingerprint either.
+``price_per_mtok`` (optional, API models only) is the price in USD per million input and output
+tokens, used by the cost plan (:mod:`metamorph.costplan`) and the budget guard; a local
+``llama_cpp`` model costs 0 and takes no price. A price changes no output, so it is not part of
+the fingerprint either.
 """
 
 from __future__ import annotations
@@ -101,9 +106,22 @@ class ExecutionConfig:
 
 
 @dataclass(frozen=True)
+class Price:
+    """A model's price in USD per million tokens: ``input`` (prompt) and ``output`` (completion)."""
+
+    input: float
+    output: float
+
+    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
+        """USD for ``input_tokens`` prompt and ``output_tokens`` completion tokens."""
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One registry entry. ``params`` are default decoding parameters for every study (for
-    llama_cpp also ``chat_format``); ``status`` is ``approved`` or ``candidate``.
+    llama_cpp also ``chat_format``); ``status`` is ``approved`` or ``candidate``;
+    ``price_per_mtok`` the :class:`Price` of an API model (``None``: not given; local models: ``None``).
 
     ``source`` and ``entry`` (the registry file and the 1-based entry of ``models``) locate the
     entry for error messages; they are not part of its identity (equality, fingerprint)."""
@@ -118,6 +136,7 @@ class ModelSpec:
     params: dict[str, Any] = field(default_factory=dict)
     status: str = "candidate"
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
+    price_per_mtok: Price | None = None
     source: str | None = field(default=None, compare=False, repr=False)
     entry: int | None = field(default=None, compare=False, repr=False)
 
@@ -128,7 +147,7 @@ class ModelSpec:
 
     def fingerprint(self) -> str:
         """sha256 of the entry's canonical JSON (changes when any field that shapes outputs
-        changes; ``status``, ``max_concurrency`` and ``execution`` do not)."""
+        changes; ``status``, ``max_concurrency``, ``execution`` and ``price_per_mtok`` do not)."""
         return sha256_hex(canonical_json({
             "id": self.id, "provider": self.provider, "model": self.model, "ingestion": list(self.ingestion),
             "base_url": self.base_url, "api_key_env": self.api_key_env, "params": self.params,
@@ -149,7 +168,9 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     ``api_key_env`` not an environment variable name (the value is never echoed: it may be a key);
     ``max_concurrency`` not an integer >= 1; ``params`` not a mapping; ``execution`` not a mapping of
     known keys, an unknown mode, batch mode for a provider without a batch API, or a setting that is
-    not a positive number (field ``execution.<key>``); a duplicate id.
+    not a positive number (field ``execution.<key>``); ``price_per_mtok`` not a mapping of exactly
+    ``input`` and ``output`` to numbers >= 0 (field ``price_per_mtok.input`` …), or given for a
+    ``llama_cpp`` model (local models cost 0); a duplicate id.
     """
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
         raise RegistryError(source, "expected a mapping with a 'models' list", field="models")
@@ -162,7 +183,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if not isinstance(e, dict):
             raise bad("an entry of 'models' must be a mapping")
         unknown = set(e) - {"id", "provider", "model", "ingestion", "base_url", "api_key_env", "max_concurrency",
-                            "params", "status", "execution"}
+                            "params", "status", "execution", "price_per_mtok"}
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         for k in ("id", "provider", "model"):
@@ -200,13 +221,14 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if "chat_format" in params and (e["provider"] != "llama_cpp" or not isinstance(params["chat_format"], str)):
             raise bad("params.chat_format is a llama_cpp setting (a llama.cpp chat format name)", "params")
         execution = _parse_execution(e.get("execution"), e["provider"], bad)
+        price = _price(e.get("price_per_mtok"), e["provider"], bad)
         mid = str(e["id"])
         if mid in seen:
             raise bad(f"duplicate model id {mid!r} (first at entry {seen[mid]})", "id")
         seen[mid] = i
         out.append(ModelSpec(id=mid, provider=e["provider"], model=str(e["model"]), ingestion=ingestion,
                              base_url=e.get("base_url"), api_key_env=key_env, max_concurrency=conc,
-                             params=dict(params), status=status, execution=execution, source=source, entry=i))
+                             params=dict(params), status=status, execution=execution, price_per_mtok=price, source=source, entry=i))
     return out
 
 
@@ -234,6 +256,29 @@ def _parse_execution(raw: Any, provider: str, bad: Any) -> ExecutionConfig:
                           f"got {v!r:.40}", f"execution.{name}")
             out[name] = v
     return ExecutionConfig(**out)
+
+
+def _price(raw: Any, provider: str, bad) -> Price | None:
+    """The validated ``price_per_mtok`` of an entry (``None`` when absent); ``bad(problem, key)``
+    builds the entry's :class:`RegistryError`."""
+    if raw is None:
+        return None
+    key = "price_per_mtok"
+    if provider == "llama_cpp":
+        raise bad("a llama_cpp model runs locally and costs 0; remove price_per_mtok", key)
+    if not isinstance(raw, dict):
+        raise bad(f"price_per_mtok must be a mapping such as {{input: 0.15, output: 0.60}} (USD per million "
+                  f"tokens), got {type(raw).__name__}", key)
+    if set(raw) != {"input", "output"}:
+        extra, missing = sorted(map(str, set(raw) - {"input", "output"})), sorted({"input", "output"} - set(raw))
+        raise bad(f"price_per_mtok needs exactly the keys input and output (missing {missing}, unknown {extra})",
+                  f"{key}.{(missing or extra)[0]}")
+    for part in ("input", "output"):
+        v = raw[part]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
+            raise bad(f"price_per_mtok.{part} must be a number of USD per million tokens >= 0, got {v!r:.40}",
+                      f"{key}.{part}")
+    return Price(float(raw["input"]), float(raw["output"]))
 
 
 def approved_baseline(models: list[ModelSpec]) -> ModelSpec:

@@ -97,8 +97,14 @@ def model_job_ops(args: argparse.Namespace) -> dict:
         gen_cfg = {"n_goldens": args.llm_goldens}
     else:
         gen_cfg.update({"seeds": args.seeds, "constrained_arm": args.constrained_arm or None})
+    budget = getattr(args, "budget_usd", None)
+    if args.study != "workflow_perturb":
+        gen_cfg["budget_usd"] = budget
     ops = {model_op: {"config": {k: v for k, v in gen_cfg.items() if v is not None}}}
-    judge = {"n_variants": args.judge_variants, "constrained": args.judge_constrained or None}
+    if args.study == "format_robustness" and budget is not None:
+        ops["format_robustness__routed_generations"] = {"config": {"budget_usd": budget}}
+    judge = {"n_variants": args.judge_variants, "constrained": args.judge_constrained or None,
+             "budget_usd": budget}
     judge = {k: v for k, v in judge.items() if v is not None}
     if args.study == "workflow_perturb" and judge:
         ops["workflow_perturb__judge_scores"] = {"config": judge}
@@ -114,7 +120,7 @@ def _positive(text: str) -> int:
 
 #: Error classes of bad input or configuration: the run exits 2 with their one-line message.
 INPUT_ERRORS = ("InputError", "ConfigError", "RegistryError", "ContextBudgetError", "ThresholdsError",
-                "SchemaViolation")
+                "SchemaViolation", "BudgetError")
 
 
 def failure_message(result) -> tuple[str, bool]:
@@ -262,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-models", action="store_true", help="only the inputs job (no model calls)")
     ap.add_argument("--max-tokens", type=int, default=None)
     ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
+    ap.add_argument("--budget-usd", type=float, default=None,
+                    help="stop before the first call of a generation step whose planned cost for a model (registry "
+                         "price_per_mtok) exceeds this many USD; `python -m metamorph.cli plan` prints the plan")
     return ap
 
 

@@ -83,6 +83,9 @@ class ModelRegistryResource(dg.ConfigurableResource):
 
     path: str = Field(description="Path of the registry YAML (METAMORPH_MODELS, default config/models.yaml).")
     n_ctx: int = Field(default=4096, description="Context window for local llama.cpp models (tokens).")
+    budget_usd: float = Field(default=-1.0, description="The most one generation step may spend for one model (USD "
+                              "at the registry's price_per_mtok), checked before its first call; -1 = no budget. "
+                              "A step's own budget_usd config also applies (the smaller wins).")
 
     def models(self) -> list[ModelSpec]:
         return load_registry(self.path)

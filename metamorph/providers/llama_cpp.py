@@ -194,6 +194,8 @@ class LlamaCppProvider:
             template. A provider serves one chat format: every request must carry the same
             value as its ``chat_format`` parameter (absent for ``None``), so the cache key
             always names the format that produced the completion.
+        vocab_only: load only the vocabulary and metadata (about 0.5 s, no weights): enough for
+            :meth:`prompt_tokens` and :meth:`count_tokens` (the cost plan), not for ``generate``.
 
     ``generate`` raises :class:`ContextBudgetError` before decoding when prompt tokens +
     ``max_tokens`` exceed ``n_ctx``, and :class:`ConfigError` for a request whose
@@ -204,7 +206,7 @@ class LlamaCppProvider:
     max_concurrency = 1
 
     def __init__(self, model_path: str | Path | None = None, n_ctx: int = 4096, n_threads: int = 1,
-                 chat_format: str | None = None):
+                 chat_format: str | None = None, vocab_only: bool = False):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self.model_path = Path(model_path) if model_path else default_gguf_path()
         if not self.model_path.exists():
@@ -212,6 +214,7 @@ class LlamaCppProvider:
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.chat_format = chat_format
+        self.vocab_only = vocab_only
         self._llm: Any = None
         self._version: str | None = None
         self._lock = threading.Lock()
@@ -236,8 +239,15 @@ class LlamaCppProvider:
             # prompt processing uses n_threads too: llama.cpp's default (every core) spins on its
             # thread barrier when another process holds a core, which stalled a busy 2-core machine
             # (completions are identical either way: rows are not split across threads' sums).
-            self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                              n_threads_batch=self.n_threads, seed=0, verbose=False, chat_format=self.chat_format)
+            from contextlib import nullcontext
+
+            from llama_cpp._utils import suppress_stdout_stderr
+
+            # a vocab-only file reports n_ctx_train 0, and llama.cpp warns about it on stderr
+            with suppress_stdout_stderr(disable=False) if self.vocab_only else nullcontext():
+                self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                                  n_threads_batch=self.n_threads, seed=0, verbose=False, chat_format=self.chat_format,
+                                  vocab_only=self.vocab_only)
         return self._llm
 
     def count_tokens(self, text: str) -> int:
@@ -281,8 +291,15 @@ class LlamaCppProvider:
             res = self._formatted(llm, self._messages(messages))
             return len(llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True))
 
+    def request_prompt_tokens(self, request: GenerationRequest) -> int:
+        """:meth:`prompt_tokens` of ``request``'s messages as :meth:`generate` formats them (system
+        folded in for ``gemma``): the prompt tokens llama.cpp will evaluate for it."""
+        return self.prompt_tokens(self._messages(list(request.messages)))
+
     def generate(self, request: GenerationRequest) -> GenerationResult:
         """One chat completion (no retries needed: nothing here is transient)."""
+        if self.vocab_only:
+            raise ConfigError(f"{self.model_name} was loaded vocab_only (for token counts); it cannot generate")
         if request.ingestion != "inline":
             raise ConfigError(f"llama_cpp supports only inline ingestion, not {request.ingestion!r}")
         if request.params.get("chat_format") != self.chat_format:

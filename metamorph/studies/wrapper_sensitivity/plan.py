@@ -179,3 +179,21 @@ def count_and_check_budget(prompts: Sequence[WrappedPrompt], count_tokens, max_t
             raise ContextBudgetError(f"{p.task}/{p.item_id} [{p.family}]: {exc}") from None
         counts[(p.task, p.item_id, p.family)] = n
     return counts
+
+
+def cost_steps(model: ModelSpec, options) -> list:
+    """The requests ``wrapper_generations`` sends for ``model`` (``metamorph plan``,
+    :mod:`metamorph.costplan`), with the assets' defaults: sources ``synthetic``, every wrapper
+    family, template v1, seeds 0–4, temperature 0.7, max_tokens 24 (``options`` overrides sources,
+    limit, seeds, max_tokens, constrained_arm). Raises the loader's ``InputError``."""
+    from metamorph.costplan import PlanStep
+    from metamorph.studies.wrapper_sensitivity.tasks import load_task
+    from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, render_token_controlled
+
+    items = [x for s in (options.sources or ["synthetic"]) for x in load_task(s, limit=options.limit)]
+    prompts = render_token_controlled(items, list(FAMILIES), "v1")
+    seeds = options.seeds if options.seeds is not None else [0, 1, 2, 3, 4]
+    planned = plan_wrapper_generations(items, prompts, model, seeds,
+                                       {"temperature": 0.7, "max_tokens": options.max_tokens or 24},
+                                       options.constrained_arm)
+    return [PlanStep.exact("wrapper_generations", [p.request for p in planned])]

@@ -1,0 +1,441 @@
+"""Cost planning and the budget guard: what a run's model calls will be, before any is made.
+
+A :class:`CostPlan` is computed from the exact requests a generation asset is about to send
+(the study's own ``plan`` module builds them) and the generation cache:
+
+* ``requests``: rows the asset will hold; ``cache_hits``: those the cache already serves (a
+  stored success for the request's key, :meth:`metamorph.cache.GenerationCache.get_many`),
+  counted per row like :class:`metamorph.runner.RunStats`; ``calls``: the distinct keys left to
+  call (duplicates are called once) — what :func:`metamorph.runner.run_requests` will call;
+* ``input_tokens`` of those calls: for a local ``llama_cpp`` model **counted** with the model's
+  own tokenizer on the exact chat-formatted prompt (the GGUF loaded ``vocab_only``, about 0.5 s,
+  or the provider already loaded), with BOS as llama.cpp adds it; for an API model **estimated**
+  as ceil(characters / 4) of the message text, plus the attached document's bytes / 4
+  (:data:`CHARS_PER_TOKEN`; real tokenizers differ — about 3–5 characters per token for English,
+  fewer for CJK text or digits). :attr:`CostPlan.token_method` says which;
+* ``output_tokens``: the sum of each call's ``max_tokens`` — an **upper bound** (a reply may stop
+  earlier); a call without ``max_tokens`` is counted in ``unbounded_calls`` and adds nothing;
+* ``cost_usd``: input and output tokens at the registry entry's ``price_per_mtok`` (USD per million
+  tokens, :class:`metamorph.models.Price`); 0 for a local model; ``None`` when an API model has
+  no price (the cost is unknown).
+
+:func:`check_budget` raises :class:`~metamorph.errors.BudgetError` when the cost exceeds a budget
+(or is unknown while a budget is set and calls remain). :func:`plan_study` enumerates a whole
+study's requests from its sources as the run would, for ``metamorph plan`` (:data:`COMMANDS`),
+through the study's own ``plan.cost_steps`` (:class:`PlanStep`). Some calls depend on outcomes:
+the document-format study's format routing re-runs every input in the best format, which is known
+only after the first generations; its part of the plan is the largest it can be over every
+choice of best format ("up to").
+
+No Dagster here: the assets call :func:`plan_requests` and :func:`check_budget`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metamorph.errors import BudgetError, ConfigError, MetamorphError
+from metamorph.models import ModelSpec, Price, load_registry
+from metamorph.providers.base import GenerationRequest
+
+#: Characters per token of the estimate used for API models (their tokenizers are not local).
+CHARS_PER_TOKEN = 4
+METHOD_TOKENIZER = "counted: the model's tokenizer on the chat-formatted prompt (llama.cpp)"
+METHOD_ESTIMATE = f"estimated: ceil(characters / {CHARS_PER_TOKEN}) of the message text (+ attached document bytes)"
+OUTPUT_NOTE = "output tokens = the sum of max_tokens over the calls (an upper bound)"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def usd(amount: float) -> str:
+    """``$1.35``, ``$0.000052``, ``$0``: up to 6 decimals, trailing zeros dropped (``$5e-07`` below that)."""
+    text = f"{amount:.6f}".rstrip("0").rstrip(".")
+    return f"${text}" if text not in ("0", "-0") or amount == 0 else f"${amount:.1g}"
+
+
+@dataclass(frozen=True)
+class CostPlan:
+    """The plan of one generation step of one model (see the module docstring for each count).
+
+    ``upper_bound``: the step's requests depend on outcomes not known yet, and the counts are the
+    most they can be (format routing). ``label`` names the step (e.g. ``workflow_generations``).
+    """
+
+    model_id: str
+    provider: str
+    requests: int
+    cache_hits: int
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    token_method: str
+    price: Price | None
+    unbounded_calls: int = 0
+    upper_bound: bool = False
+    label: str = ""
+
+    @property
+    def local(self) -> bool:
+        return self.provider == "llama_cpp"
+
+    @property
+    def cost_usd(self) -> float | None:
+        """USD of the calls: 0 for a local model or no calls, ``None`` for an unpriced API model."""
+        if self.local or self.calls == 0:
+            return 0.0
+        if self.price is None:
+            return None
+        return self.price.cost_usd(self.input_tokens, self.output_tokens)
+
+    @property
+    def method_short(self) -> str:
+        """How the input tokens were obtained, in two words (the full text: ``token_method``)."""
+        return "counted, model tokenizer" if self.token_method == METHOD_TOKENIZER else f"estimated, chars/{CHARS_PER_TOKEN}"
+
+    def cost_text(self) -> str:
+        c = self.cost_usd
+        if c is None:
+            return "unknown (no price_per_mtok in the registry)"
+        return usd(c) + (" (local model)" if self.local and self.calls else "")
+
+    def line(self) -> str:
+        """One line, e.g. ``gpt-x order_generations: 24 requests, 0 cache hits, 24 calls, 3,120
+        input tokens (estimated, chars/4), ≤ 768 output tokens (max_tokens), est. cost $0.0046``."""
+        up = "up to " if self.upper_bound else ""
+        head = f"{self.model_id} {self.label}".strip()
+        unb = f", {self.unbounded_calls} calls without max_tokens (output not bounded)" if self.unbounded_calls else ""
+        return (f"{head}: {up}{self.requests} requests, {self.cache_hits} cache hits, {up}{self.calls} calls, "
+                f"{up}{self.input_tokens:,} input tokens ({self.method_short}), ≤ {self.output_tokens:,} output "
+                f"tokens (max_tokens){unb}, est. cost {up}{self.cost_text()}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plan as JSON-able values (the generation asset's ``cost_plan`` metadata)."""
+        return {"requests": self.requests, "cache_hits": self.cache_hits, "calls": self.calls,
+                "input_tokens": self.input_tokens, "input_token_method": self.token_method,
+                "output_tokens_max": self.output_tokens, "output_token_note": OUTPUT_NOTE,
+                "unbounded_calls": self.unbounded_calls,
+                "price_per_mtok_usd": None if self.price is None else {"input": self.price.input,
+                                                                        "output": self.price.output},
+                "est_cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+                "upper_bound": self.upper_bound}
+
+
+def estimate_tokens(request: GenerationRequest) -> int:
+    """ceil(characters / :data:`CHARS_PER_TOKEN`) of every message's content, plus the attached
+    document's bytes / :data:`CHARS_PER_TOKEN` (rounded up): the estimate for API models."""
+    chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+    if request.document is not None:
+        chars += len(request.document.content)
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def local_gguf(spec: ModelSpec) -> str:
+    """The GGUF file of a llama_cpp entry: a packaged file by name, else the path in ``model``
+    (as ``resources.llm.build_provider`` resolves it). Raises :class:`ConfigError` when neither exists."""
+    from metamorph.providers.llama_cpp import PACKAGED_GGUFS, gguf_path
+
+    path = str(gguf_path(spec.model)) if spec.model in PACKAGED_GGUFS else spec.model
+    if not os.path.exists(path):
+        raise ConfigError(f"model {spec.id!r}: {spec.model!r} is neither a packaged GGUF "
+                          f"({sorted(PACKAGED_GGUFS)}) nor an existing file")
+    return path
+
+
+def token_counter(spec: ModelSpec, provider: Any = None) -> tuple[Callable[[GenerationRequest], int], str]:
+    """``(count(request) -> prompt tokens, method)`` for ``spec``.
+
+    A ``llama_cpp`` entry is counted exactly: with ``provider``'s ``request_prompt_tokens`` when
+    given (the provider the run uses), else with the GGUF loaded ``vocab_only`` (no weights).
+    Any other provider: :func:`estimate_tokens`. Raises :class:`ConfigError` when the GGUF is missing.
+    """
+    if spec.provider != "llama_cpp":
+        return estimate_tokens, METHOD_ESTIMATE
+    if provider is None or not hasattr(provider, "request_prompt_tokens"):
+        from metamorph.providers.llama_cpp import LlamaCppProvider
+
+        provider = LlamaCppProvider(model_path=local_gguf(spec), chat_format=spec.chat_format, vocab_only=True)
+    return provider.request_prompt_tokens, METHOD_TOKENIZER
+
+
+def plan_requests(requests: Sequence[GenerationRequest], spec: ModelSpec, cached: Iterable[str] = (), *,
+                  count: Callable[[GenerationRequest], int] | None = None, method: str | None = None,
+                  label: str = "", upper_bound: bool = False) -> CostPlan:
+    """The :class:`CostPlan` of sending ``requests`` for ``spec``.
+
+    ``cached``: the cache keys already served (e.g. ``cache.get_many(keys)``'s keys, plus keys an
+    earlier step of the same run will store). ``count``/``method``: the prompt-token counter
+    (default :func:`token_counter` of ``spec``; it is only called for the calls to make, so a run
+    served wholly from the cache loads no tokenizer).
+    """
+    cached = set(cached)
+    keys = [r.cache_key() for r in requests]
+    hits = sum(1 for k in keys if k in cached)
+    todo: dict[str, GenerationRequest] = {}
+    for k, r in zip(keys, requests):
+        if k not in cached and k not in todo:
+            todo[k] = r
+    if count is None and todo:
+        count, method = token_counter(spec)
+    method = method or (METHOD_TOKENIZER if spec.provider == "llama_cpp" else METHOD_ESTIMATE)
+    input_tokens = sum(count(r) for r in todo.values()) if todo else 0
+    maxes = [r.params.get("max_tokens") for r in todo.values()]
+    return CostPlan(model_id=spec.id, provider=spec.provider, requests=len(requests), cache_hits=hits,
+                    calls=len(todo), input_tokens=input_tokens, output_tokens=sum(int(m) for m in maxes if m),
+                    token_method=method, price=spec.price_per_mtok,
+                    unbounded_calls=sum(1 for m in maxes if not m), upper_bound=upper_bound, label=label)
+
+
+def cached_keys(cache: Any, requests: Sequence[GenerationRequest], stale_before: Any = None) -> set[str]:
+    """Keys of ``requests`` the cache serves (``cache``: a :class:`~metamorph.cache.GenerationCache`
+    or ``None`` for none; ``stale_before`` as in :func:`metamorph.runner.run_requests`)."""
+    if cache is None:
+        return set()
+    return set(cache.get_many([r.cache_key() for r in requests], stale_before=stale_before))
+
+
+def total(plans: Sequence[CostPlan]) -> CostPlan:
+    """The plans of one model added up (``upper_bound`` if any part is; cost unknown if any is)."""
+    first = plans[0]
+    return CostPlan(model_id=first.model_id, provider=first.provider, requests=sum(p.requests for p in plans),
+                    cache_hits=sum(p.cache_hits for p in plans), calls=sum(p.calls for p in plans),
+                    input_tokens=sum(p.input_tokens for p in plans), output_tokens=sum(p.output_tokens for p in plans),
+                    token_method=first.token_method, price=first.price,
+                    unbounded_calls=sum(p.unbounded_calls for p in plans),
+                    upper_bound=any(p.upper_bound for p in plans), label="total")
+
+
+def check_budget(plan: CostPlan, budget_usd: float | None, outcome: str = "nothing was called") -> None:
+    """Raise :class:`BudgetError` (one line, ending in ``outcome``) when ``budget_usd`` is set and the
+    plan's cost exceeds it, or is unknown (an API model without ``price_per_mtok``) while calls
+    remain. ``None``: no budget."""
+    if budget_usd is None:
+        return
+    cost = plan.cost_usd
+    step = f" ({plan.label})" if plan.label else ""
+    if cost is None:
+        raise BudgetError(f"model {plan.model_id!r}{step}: {plan.calls} calls to make but the registry entry has no "
+                          f"price_per_mtok, so the budget of {usd(budget_usd)} cannot be checked; {outcome}")
+    if cost > budget_usd:
+        raise BudgetError(f"model {plan.model_id!r}{step}: {plan.calls} calls, {plan.input_tokens:,} input + "
+                          f"≤ {plan.output_tokens:,} output tokens, est. cost {usd(cost)} exceeds the budget of "
+                          f"{usd(budget_usd)}; {outcome}")
+
+
+# ------------------------------------------------------------------------------------------
+# Whole studies, for `metamorph plan`
+
+
+@dataclass
+class StudyOptions:
+    """The run settings ``metamorph plan`` takes — the options of ``python -m pipelines.run`` that
+    shape requests (``None``: the study's default, that of its assets' config). ``k``: the format
+    study's repeats; ``seeds``/``constrained_arm``: the wrapper study's; ``settings``: OrderProbe's."""
+
+    sources: list[str] | None = None
+    limit: int | None = None
+    k: int | None = None
+    max_tokens: int | None = None
+    seeds: list[int] | None = None
+    constrained_arm: bool = False
+    settings: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One generation step of a study's run, as its ``plan.cost_steps`` gives it.
+
+    ``label``: the generation asset (e.g. ``order_generations``). ``groups``: independent parts of
+    the step, each a tuple of *alternatives* (request lists). A step known in advance is one group
+    with one alternative; a step whose requests depend on outcomes (which format turns out best)
+    lists every possible outcome of each part, and is planned as the largest (``upper_bound``).
+    A step sees the keys of the exact steps before it as cached (they are stored by then).
+    """
+
+    label: str
+    groups: tuple[tuple[tuple[GenerationRequest, ...], ...], ...]
+
+    @classmethod
+    def exact(cls, label: str, requests: Iterable[GenerationRequest]) -> "PlanStep":
+        return cls(label, ((tuple(requests),),))
+
+    @property
+    def upper_bound(self) -> bool:
+        return any(len(g) > 1 for g in self.groups)
+
+    def requests(self) -> list[GenerationRequest]:
+        """Every request of every alternative."""
+        return [r for g in self.groups for alt in g for r in alt]
+
+
+def plan_steps(steps: Sequence[PlanStep], spec: ModelSpec, cached: Iterable[str] = (), *,
+               count: Callable[[GenerationRequest], int] | None = None,
+               method: str | None = None) -> list[CostPlan]:
+    """The :class:`CostPlan` of each step, in order (see :class:`PlanStep`)."""
+    known = set(cached)
+    out = []
+    for step in steps:
+        parts = []
+        for group in step.groups:
+            options = [plan_requests(list(alt), spec, known, count=count, method=method) for alt in group]
+            parts.append(max(options, key=lambda p: (p.cost_usd or 0.0, p.calls, p.input_tokens)))
+        whole = total(parts) if parts else plan_requests([], spec, count=count, method=method)
+        out.append(CostPlan(**{**whole.__dict__, "label": step.label, "upper_bound": step.upper_bound}))
+        if not step.upper_bound:
+            known |= {r.cache_key() for r in step.requests()}
+    return out
+
+
+def plannable_studies() -> dict[str, Callable[[ModelSpec, StudyOptions], list[PlanStep]]]:
+    """study package -> its ``plan.cost_steps(spec, options)``, for every study that defines one
+    (found like :func:`metamorph.cli.commands`, without naming a study)."""
+    import importlib
+    import pkgutil
+
+    import metamorph.studies
+
+    out = {}
+    for m in pkgutil.iter_modules(metamorph.studies.__path__):
+        if m.ispkg:
+            fn = getattr(importlib.import_module(f"metamorph.studies.{m.name}.plan"), "cost_steps", None)
+            if fn is not None:
+                out[m.name] = fn
+    return out
+
+
+def plan_study(study: str, spec: ModelSpec, options: StudyOptions, cache: Any = None,
+               provider: Any = None) -> list[CostPlan]:
+    """Every generation step's :class:`CostPlan` of ``study`` for one model, from the sources as the
+    run loads them (the study's ``plan.cost_steps``: its own loaders and request builders, with the
+    assets' defaults). The requests' keys are looked up in ``cache`` (a
+    :class:`~metamorph.cache.GenerationCache`; ``None``: nothing cached) in one query; the
+    tokenizer is loaded only if some call remains.
+
+    Raises the loaders' :class:`~metamorph.errors.InputError`; :class:`ConfigError` for a study
+    without ``cost_steps``.
+    """
+    planners = plannable_studies()
+    if study not in planners:
+        raise ConfigError(f"metamorph plan: study {study!r} is not planned; choose one of {sorted(planners)}")
+    steps = planners[study](spec, options)
+    requests = [r for st in steps for r in st.requests()]
+    count, method = _lazy_counter(spec, provider)
+    return plan_steps(steps, spec, cached_keys(cache, requests), count=count, method=method)
+
+
+def _lazy_counter(spec: ModelSpec, provider: Any) -> tuple[Callable[[GenerationRequest], int], str]:
+    """A counter that loads the tokenizer on its first call (so a fully cached plan loads none)."""
+    method = METHOD_TOKENIZER if spec.provider == "llama_cpp" else METHOD_ESTIMATE
+    state: dict[str, Callable[[GenerationRequest], int]] = {}
+
+    def count(request: GenerationRequest) -> int:
+        if "f" not in state:
+            state["f"] = token_counter(spec, provider)[0]
+        return state["f"](request)
+
+    return count, method
+
+
+# ------------------------------------------------------------------------------------------
+# The `metamorph plan` command
+
+
+def default_registry() -> str:
+    """``$METAMORPH_MODELS`` or ``<repo>/config/models.yaml`` (as ``resources.paths.registry_path``)."""
+    return str(Path(os.environ.get("METAMORPH_MODELS", REPO_ROOT / "config" / "models.yaml")).resolve())
+
+
+def default_cache() -> str:
+    """``$METAMORPH_HOME/generation_cache.duckdb`` (default home ``<repo>/data``; as ``resources.paths``)."""
+    return str(Path(os.environ.get("METAMORPH_HOME", REPO_ROOT / "data")).resolve() / "generation_cache.duckdb")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("study", choices=sorted(plannable_studies()))
+    p.add_argument("--source", action="append", dest="sources",
+                   help="source spec (repeatable), as for python -m pipelines.run; default: the study's embedded one")
+    p.add_argument("--limit", type=_positive, default=None, help="N rows of each source, as pipelines.run")
+    p.add_argument("--k", type=_positive, default=None, help="format study: repeats per document (default 3)")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
+    p.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
+    p.add_argument("--settings", nargs="+", default=None, help="OrderProbe: prompt settings")
+    p.add_argument("--max-tokens", type=_positive, default=None)
+    p.add_argument("--models", nargs="+", default=None, help="registry model ids (default: all)")
+    p.add_argument("--registry", default=None, help="registry YAML (default $METAMORPH_MODELS or config/models.yaml)")
+    p.add_argument("--cache", default=None, help="generation cache DuckDB file (default "
+                   "$METAMORPH_HOME/generation_cache.duckdb; a missing file is an empty cache and is not created)")
+    p.add_argument("--budget-usd", type=float, default=None,
+                   help="exit 1 when a generation step's planned cost for a model exceeds this (or is unknown), "
+                        "as the run's budget_usd would stop that step")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print every model's plan; exit 0, 1 when a step's plan exceeds ``--budget-usd`` (as the run's
+    ``budget_usd`` is checked: per generation step and model), 2 on bad input."""
+    try:
+        specs = load_registry(args.registry or default_registry())
+        if args.models:
+            unknown = sorted(set(args.models) - {m.id for m in specs})
+            if unknown:
+                raise ConfigError(f"unknown model id(s) {unknown}; the registry has {[m.id for m in specs]}")
+            specs = [m for m in specs if m.id in args.models]
+        cache_file = args.cache or default_cache()
+        cache = None
+        if os.path.exists(cache_file):
+            from metamorph.cache import GenerationCache
+
+            cache = GenerationCache(cache_file)
+        options = StudyOptions(sources=args.sources, limit=args.limit, k=args.k, max_tokens=args.max_tokens,
+                               seeds=args.seeds, constrained_arm=args.constrained_arm, settings=args.settings)
+        over, shown = [], []
+        print(f"Plan of {args.study} (cache: {cache_file if cache is not None else 'none, ' + cache_file + ' absent'})")
+        try:
+            for spec in specs:
+                plans = plan_study(args.study, spec, options, cache)
+                shown += plans
+                for p in plans:
+                    print("  " + p.line())
+                whole = total(plans) if len(plans) > 1 else plans[0]
+                if len(plans) > 1:
+                    print("  " + whole.line())
+                for p in plans:  # the run checks each step's plan before that step's first call
+                    try:
+                        check_budget(p, args.budget_usd, "the run would stop before this step's first call")
+                    except BudgetError as exc:
+                        over.append(str(exc))
+        finally:
+            if cache is not None:
+                cache.release()
+        notes = [OUTPUT_NOTE + ".", f"Input tokens: local models {METHOD_TOKENIZER}; API models {METHOD_ESTIMATE}."]
+        if any(p.upper_bound for p in shown):
+            notes.append("'up to': the step's requests depend on outcomes (e.g. which format turns out best); its "
+                         "counts are the most over every possible outcome.")
+        print("Notes: " + " ".join(notes))
+    except MetamorphError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for line in over:
+        print(f"over budget: {line}", file=sys.stderr)
+    return 1 if over else 0
+
+
+#: ``metamorph plan`` (collected by :mod:`metamorph.cli` as a core command).
+COMMANDS = {"plan": ("print the calls, cache hits, tokens and cost a study's run will make",
+                     "Enumerate the exact requests a study's run will send for each registry model (the study's "
+                     "own loaders and plan module), look their keys up in the generation cache and print the calls "
+                     "left, their input tokens (counted with a local model's tokenizer, else estimated as "
+                     "characters / 4), the max_tokens upper bound of their output and the cost at the registry's "
+                     "price_per_mtok.", add_arguments, run)}

