@@ -35,6 +35,10 @@ Table ``generations`` columns: key, provider, model, request_json, response_text
 prompt_tokens, completion_tokens, latency_s, model_id, model_version, system_fingerprint,
 created_at (naive TIMESTAMP in UTC), error, attempts. Table ``claims``: key, owner
 (``host:pid:token``), expires_at (POSIX seconds).
+
+The same cache on PostgreSQL, for several processes or hosts at once:
+:class:`metamorph.cache_pg.PostgresGenerationCache`; :func:`open_cache` picks the backend from the
+location (a ``postgresql://`` URL or a file path).
 """
 
 from __future__ import annotations
@@ -173,7 +177,6 @@ class GenerationCache:
         self.yield_s = yield_s
         self.lease_s = lease_s
         self.owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-        self._db_lock = _file_lock(self.path)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._opened_at = self._used_at = self._reopen_at = 0.0
         self._cond = threading.Condition()
@@ -185,6 +188,11 @@ class GenerationCache:
         self._writer: threading.Thread | None = None
         self._claimed: set[str] = set()
         self._renewed_at = 0.0
+        self._init_storage()
+
+    def _init_storage(self) -> None:
+        """Backend hook: the lock serialising this process's work on the store, and the tables."""
+        self._db_lock = _file_lock(self.path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with self._use() as con:
             con.execute(_DDL)
@@ -231,7 +239,7 @@ class GenerationCache:
         with self._db_lock:
             if self._claimed:
                 with self._use() as con:
-                    con.execute("DELETE FROM claims WHERE owner = ?", [self.owner])
+                    con.execute(self._sql("DELETE FROM claims WHERE owner = ?"), [self.owner])
                 self._claimed.clear()
             self._close_connection(pause=False)
 
@@ -333,11 +341,22 @@ class GenerationCache:
         now = time.monotonic()
         if self._claimed and now - self._renewed_at >= self.lease_s / 3:
             with self._use() as con:
-                con.execute("UPDATE claims SET expires_at = ? WHERE owner = ?", [time.time() + self.lease_s, self.owner])
+                con.execute(self._sql("UPDATE claims SET expires_at = ? WHERE owner = ?"),
+                            [time.time() + self.lease_s, self.owner])
             self._renewed_at = now
         with self._db_lock:
-            if self._con is not None and (now - self._opened_at >= self.hold_s or now - self._used_at >= self.hold_s):
+            if self._con is not None and self._slice_over(now):
                 self._close_connection(pause=now - self._used_at < self.hold_s)
+
+    def _slice_over(self, now: float) -> bool:
+        """Whether the held connection is given up now: after ``hold_s`` of use or of idleness (DuckDB
+        lets one process at a time hold the file)."""
+        return now - self._opened_at >= self.hold_s or now - self._used_at >= self.hold_s
+
+    @staticmethod
+    def _sql(query: str) -> str:
+        """A query with ``?`` placeholders in this backend's parameter style (DuckDB: unchanged)."""
+        return query
 
     def _commit(self, batch: list[tuple]) -> None:
         best: dict[str, tuple] = {}
@@ -427,3 +446,14 @@ class GenerationCache:
         self.flush()
         with self._use() as con:
             return int(con.execute(f"SELECT count(*) FROM generations {where}").fetchall()[0][0])
+
+
+def open_cache(location: str | Path, **kw) -> GenerationCache:
+    """The generation cache at ``location``: a PostgreSQL URL (``postgresql://…`` or
+    ``postgres://…``) opens :class:`metamorph.cache_pg.PostgresGenerationCache`, anything else is the
+    path of a DuckDB file (:class:`GenerationCache`). Keyword arguments go to the class."""
+    from metamorph.cache_pg import PostgresGenerationCache, is_postgres_url
+
+    if is_postgres_url(str(location)):
+        return PostgresGenerationCache(str(location), **kw)
+    return GenerationCache(location, **kw)
