@@ -21,8 +21,11 @@ What differs:
   by another session (``lock_timeout``); beyond it the call (or :meth:`flush` for queued rows)
   raises ``psycopg2.OperationalError`` (a lock wait: its subclass ``psycopg2.errors.LockNotAvailable``).
 
-Driver: psycopg2 (``psycopg2-binary``), the driver dagster-postgres requires, so one PostgreSQL
-driver serves both Dagster's run storage and this cache. The URL's password, if any, is never
+Driver: psycopg2 (``psycopg2-binary``), the one dagster-postgres 0.29.27 works with, so one
+PostgreSQL driver serves both Dagster's run storage and this cache. (dagster-postgres goes through
+SQLAlchemy, whose 2.1 series maps a bare ``postgresql://`` URL to psycopg 3; with psycopg 3 its
+event log's ``NOTIFY run_events, %(notify_id)s`` fails — NOTIFY takes no bound parameter — so
+Dagster's URL names ``postgresql+psycopg2://``. This cache accepts that form too.) The URL's password, if any, is never
 logged or stored: :attr:`path` is the URL with the password replaced by ``***``.
 """
 
@@ -55,9 +58,13 @@ _RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in _RESULT_COLS[:-1]) + ",
 _LOCK_KEY = 0x6D65_7461  # "meta"
 
 
+_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg2://")
+
+
 def is_postgres_url(location: str) -> bool:
-    """Whether a cache location is a PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
-    return str(location).startswith(("postgresql://", "postgres://"))
+    """Whether a cache location is a PostgreSQL URL (``postgresql://``, ``postgres://`` or
+    SQLAlchemy's ``postgresql+psycopg2://``)."""
+    return str(location).startswith(_SCHEMES)
 
 
 def redact(url: str) -> str:
@@ -118,7 +125,8 @@ class PostgresGenerationCache(GenerationCache):
     def _connect(self) -> _Connection:
         import psycopg2
 
-        raw = psycopg2.connect(self._url, connect_timeout=max(1, int(round(self.lock_timeout_s))),
+        url = self._url.replace("postgresql+psycopg2://", "postgresql://", 1)  # libpq's form
+        raw = psycopg2.connect(url, connect_timeout=max(1, int(round(self.lock_timeout_s))),
                                application_name="metamorph-cache")
         raw.autocommit = True
         con = _Connection(raw)

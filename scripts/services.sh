@@ -51,23 +51,26 @@ install_missing() {
   fi
   echo "services: installing ${pkgs[*]} (apt-get)"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null \
-    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null; }
+    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null; } \
+    || { echo "services: apt-get install ${pkgs[*]} failed" >&2; return 1; }
   # the Debian packages may start their own servers on the default ports; ours use their own ports
 }
 
 start_pg() {
   if pg_up; then echo "services: postgresql already answering on 127.0.0.1:$PG_PORT"; return 0; fi
-  mkdir -p "$DIR"
-  chmod 755 "$DIR"
+  mkdir -p "$DIR" && chmod 755 "$DIR" || return 1
   if [ ! -f "$PG_DATA/PG_VERSION" ]; then
-    mkdir -p "$PG_DATA"
-    [ "$(id -u)" = 0 ] && chown postgres:postgres "$PG_DATA"
+    mkdir -p "$PG_DATA" || return 1
+    if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$PG_DATA" || return 1; fi
     as_pg "$(pg_bin initdb)" -D "$PG_DATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null \
-      || as_pg "$(pg_bin initdb)" -D "$PG_DATA" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
+      || as_pg "$(pg_bin initdb)" -D "$PG_DATA" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null \
+      || { echo "services: initdb failed in $PG_DATA" >&2; return 1; }
   fi
   as_pg "$(pg_bin pg_ctl)" -D "$PG_DATA" -l "$PG_DATA/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_DATA -c fsync=off -c max_connections=200" start >/dev/null
+    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_DATA -c fsync=off -c max_connections=200" start >/dev/null \
+    || { echo "services: postgresql did not start (log $PG_DATA/server.log)" >&2; return 1; }
   touch "$DIR/pg.started-by-us"
+  STARTED_PG=1
   echo "services: postgresql started on 127.0.0.1:$PG_PORT (data $PG_DATA)"
 }
 
@@ -75,19 +78,28 @@ start_redis() {
   if redis_up; then echo "services: redis already answering on 127.0.0.1:$REDIS_PORT"; return 0; fi
   mkdir -p "$REDIS_DIR"
   redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize yes --pidfile "$REDIS_DIR/redis.pid" \
-    --dir "$REDIS_DIR" --save "" --appendonly no --logfile "$REDIS_DIR/redis.log" >/dev/null
+    --dir "$REDIS_DIR" --save "" --appendonly no --logfile "$REDIS_DIR/redis.log" >/dev/null || return 1
   for _ in $(seq 1 100); do redis_up && break; sleep 0.1; done
   redis_up || { echo "services: redis did not answer on 127.0.0.1:$REDIS_PORT (log $REDIS_DIR/redis.log)" >&2; return 1; }
   touch "$DIR/redis.started-by-us"
+  STARTED_REDIS=1
   echo "services: redis started on 127.0.0.1:$REDIS_PORT"
 }
 
-stop_all() {
+stop_all() {  # what a `start` (of any invocation) started
+  stop_pg
+  stop_redis
+}
+
+stop_pg() {
   if [ -f "$DIR/pg.started-by-us" ]; then
     as_pg "$(pg_bin pg_ctl)" -D "$PG_DATA" -m fast -w stop >/dev/null || true
     rm -f "$DIR/pg.started-by-us"
     echo "services: postgresql stopped"
   fi
+}
+
+stop_redis() {
   if [ -f "$DIR/redis.started-by-us" ]; then
     if [ -f "$REDIS_DIR/redis.pid" ]; then kill "$(cat "$REDIS_DIR/redis.pid")" 2>/dev/null || true; fi
     for _ in $(seq 1 50); do redis_up || break; sleep 0.1; done
@@ -109,8 +121,10 @@ case "${1:-}" in
   status) status ;;
   run)
     shift
-    trap stop_all EXIT
-    if ( install_missing && start_pg && start_redis ); then
+    STARTED_PG=0 STARTED_REDIS=0
+    # stop only what this invocation started (services started earlier by `start` keep running)
+    trap '[ "$STARTED_PG" = 1 ] && stop_pg; [ "$STARTED_REDIS" = 1 ] && stop_redis; true' EXIT
+    if install_missing && start_pg && start_redis; then
       METAMORPH_SERVICES=1 "$@"
     else
       echo "services: PostgreSQL/Redis could not be started; the tests marked 'services' will be skipped" >&2
