@@ -141,7 +141,8 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
         # the two model partitions: two runs at once, every step a celery task
         runs = [execute("order_probe_model_job", {}, {"dagster/partition": m}) for m in ("gpt-a", "gpt-b")]
         outs = [r.communicate(timeout=600)[0] for r in runs]
-        assert [r.returncode for r in runs] == [0, 0], "\n".join(o[-4000:] for o in outs)
+        worker_logs = "\n".join((logs / f"{n}.log").read_text()[-2000:] for n in ("w1", "w2"))
+        assert [r.returncode for r in runs] == [0, 0], "\n".join(o[-3000:] for o in outs) + worker_logs
         elapsed = time.monotonic() - t0
     finally:
         for w in workers:  # the CLI and the celery worker it started: their own process group
