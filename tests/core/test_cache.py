@@ -300,3 +300,31 @@ def test_every_result_field_round_trips(cache_store):
     assert cache.get_many([req().cache_key()]) == {req().cache_key(): stored}
     assert cache.claim([req().cache_key()]).done == {req().cache_key(): stored}
     cache.release()
+
+
+def test_postgres_claims_and_commits_wait_for_the_one_advisory_lock(cache_store_pg):
+    """On PostgreSQL a claim's two look-ups (stored rows, then claims) and a commit (row + end of its
+    claim) are serialised by one advisory lock: otherwise a key committed by A between B's two
+    look-ups would be claimed, and requested, by B again. Here the lock is held by another session:
+    both wait, and give up after ``lock_timeout_s`` with nothing written."""
+    import psycopg2
+
+    from metamorph.cache_pg import _LOCK_KEY
+
+    cache = cache_store_pg.open(lock_timeout_s=0.3)
+    holder = psycopg2.connect(cache_store_pg.location)
+    holder.autocommit = True
+    holder.cursor().execute("SELECT pg_advisory_lock(%s)", [_LOCK_KEY])
+    try:
+        with pytest.raises(psycopg2.errors.LockNotAvailable):
+            cache.claim(["k"])
+        cache.put(req(), ok("later"))
+        with pytest.raises(psycopg2.errors.LockNotAvailable):
+            cache.flush()
+        assert cache_store_pg.rows("SELECT count(*) FROM claims") == [(0,)]
+        assert cache_store_pg.rows("SELECT count(*) FROM generations") == [(0,)]
+    finally:
+        holder.cursor().execute("SELECT pg_advisory_unlock(%s)", [_LOCK_KEY])
+        holder.close()
+    assert cache.claim(["k"]).claimed == ["k"] and cache.get(req().cache_key()).text == "later"
+    cache.release()
