@@ -100,13 +100,16 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
     entry = "  - {{id: {id}, provider: openai, model: {model}, base_url: '{url}/v1', max_concurrency: 2}}\n"
     registry.write_text("models:\n" + entry.format(id="gpt-a", model="gpt-test-a", url=stub.url)
                         + entry.format(id="gpt-b", model="gpt-test-b", url=stub.url))
-    redis.Redis.from_url(redis_url).flushdb()  # no task left over from an earlier run
+    # a Redis database of its own (1-15; a concurrent session on the same server most likely uses
+    # another), emptied: no task left over from an earlier run
+    broker = redis_url.rsplit("/", 1)[0] + f"/{1 + uuid.uuid4().int % 15}"
+    redis.Redis.from_url(broker).flushdb()
     home = scaleout_home(tmp_path)
     venv_bin = str(Path(sys.executable).parent)
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-CELERY", "METAMORPH_MODELS": str(registry),
            "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(home),
            "METAMORPH_DAGSTER_PG_URL": dagster_pg_url, "METAMORPH_CACHE_URL": pg_schema_url,
-           "METAMORPH_CELERY_BROKER": redis_url, "PYTHONPATH": str(REPO),
+           "METAMORPH_CELERY_BROKER": broker, "PYTHONPATH": str(REPO),
            "PATH": venv_bin + os.pathsep + os.environ.get("PATH", "")}
     logs = tmp_path / "logs"
     logs.mkdir()
