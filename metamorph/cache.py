@@ -39,6 +39,10 @@ created_at (naive TIMESTAMP in UTC), error, attempts. Table ``claims``: key, own
 = the batch's custom_ids), requests (VARCHAR[]: each key's canonical request JSON, same order),
 status (the provider's last reported status), collected (its results are in ``generations``),
 input_file_id (OpenAI), submitted_at / updated_at (naive UTC). It holds no secret.
+
+The same cache on PostgreSQL, for several processes or hosts at once:
+:class:`metamorph.cache_pg.PostgresGenerationCache`; :func:`open_cache` picks the backend from the
+location (a ``postgresql://`` URL or a file path).
 """
 
 from __future__ import annotations
@@ -215,7 +219,6 @@ class GenerationCache:
         self.yield_s = yield_s
         self.lease_s = lease_s
         self.owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-        self._db_lock = _file_lock(self.path)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._opened_at = self._used_at = self._reopen_at = 0.0
         self._cond = threading.Condition()
@@ -227,6 +230,11 @@ class GenerationCache:
         self._writer: threading.Thread | None = None
         self._claimed: set[str] = set()
         self._renewed_at = 0.0
+        self._init_storage()
+
+    def _init_storage(self) -> None:
+        """Backend hook: the lock serialising this process's work on the store, and the tables."""
+        self._db_lock = _file_lock(self.path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with self._use() as con:
             con.execute(_DDL)
@@ -273,7 +281,7 @@ class GenerationCache:
         with self._db_lock:
             if self._claimed:
                 with self._use() as con:
-                    con.execute("DELETE FROM claims WHERE owner = ?", [self.owner])
+                    con.execute(self._sql("DELETE FROM claims WHERE owner = ?"), [self.owner])
                 self._claimed.clear()
             self._close_connection(pause=False)
 
@@ -380,11 +388,22 @@ class GenerationCache:
         now = time.monotonic()
         if self._claimed and now - self._renewed_at >= self.lease_s / 3:
             with self._use() as con:
-                con.execute("UPDATE claims SET expires_at = ? WHERE owner = ?", [time.time() + self.lease_s, self.owner])
+                con.execute(self._sql("UPDATE claims SET expires_at = ? WHERE owner = ?"),
+                            [time.time() + self.lease_s, self.owner])
             self._renewed_at = now
         with self._db_lock:
-            if self._con is not None and (now - self._opened_at >= self.hold_s or now - self._used_at >= self.hold_s):
+            if self._con is not None and self._slice_over(now):
                 self._close_connection(pause=now - self._used_at < self.hold_s)
+
+    def _slice_over(self, now: float) -> bool:
+        """Whether the held connection is given up now: after ``hold_s`` of use or of idleness (DuckDB
+        lets one process at a time hold the file)."""
+        return now - self._opened_at >= self.hold_s or now - self._used_at >= self.hold_s
+
+    @staticmethod
+    def _sql(query: str) -> str:
+        """A query with ``?`` placeholders in this backend's parameter style (DuckDB: unchanged)."""
+        return query
 
     def _commit(self, batch: list[tuple]) -> None:
         best: dict[str, tuple] = {}
@@ -410,7 +429,7 @@ class GenerationCache:
         """Persist a submitted provider batch (committed at once, before any result is awaited), so a
         restarted run resumes polling it instead of submitting its keys again."""
         with self._use() as con:
-            con.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            con.execute(self._sql("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
                         [batch.batch_id, batch.provider, batch.base_url, batch.model, list(batch.keys),
                          list(batch.requests), batch.status, batch.collected, batch.input_file_id,
                          batch.submitted_at, batch.submitted_at])
@@ -420,16 +439,16 @@ class GenerationCache:
         (call :meth:`flush` first: a batch is never marked collected before its rows are stored)."""
         now = datetime.now(timezone.utc).replace(tzinfo=None)
         with self._use() as con:
-            con.execute("UPDATE batches SET status = ?, collected = ?, updated_at = ? WHERE batch_id = ?",
+            con.execute(self._sql("UPDATE batches SET status = ?, collected = ?, updated_at = ? WHERE batch_id = ?"),
                         [status, collected, now, batch_id])
 
     def open_batches(self, provider: str, base_url: str | None, model: str) -> list["BatchRecord"]:
         """Batches of (provider, base_url, model) whose results are not collected yet, oldest first."""
         with self._use() as con:
-            rows = con.execute("SELECT batch_id, provider, base_url, model, keys, requests, status, collected, "
-                               "input_file_id, submitted_at FROM batches WHERE provider = ? AND model = ? "
-                               "AND base_url IS NOT DISTINCT FROM ? AND NOT collected ORDER BY submitted_at",
-                               [provider, model, base_url]).fetchall()
+            rows = con.execute(self._sql(
+                "SELECT batch_id, provider, base_url, model, keys, requests, status, collected, input_file_id, "
+                "submitted_at FROM batches WHERE provider = ? AND model = ? AND base_url IS NOT DISTINCT FROM ? "
+                "AND NOT collected ORDER BY submitted_at"), [provider, model, base_url]).fetchall()
         return [BatchRecord(r[0], r[1], r[2], r[3], tuple(r[4]), tuple(r[5]), r[6], r[7], r[8], r[9]) for r in rows]
 
     def batches(self) -> list["BatchRecord"]:
@@ -512,3 +531,14 @@ class GenerationCache:
         self.flush()
         with self._use() as con:
             return int(con.execute(f"SELECT count(*) FROM generations {where}").fetchall()[0][0])
+
+
+def open_cache(location: str | Path, **kw) -> GenerationCache:
+    """The generation cache at ``location``: a PostgreSQL URL (``postgresql://…`` or
+    ``postgres://…``) opens :class:`metamorph.cache_pg.PostgresGenerationCache`, anything else is the
+    path of a DuckDB file (:class:`GenerationCache`). Keyword arguments go to the class."""
+    from metamorph.cache_pg import PostgresGenerationCache, is_postgres_url
+
+    if is_postgres_url(str(location)):
+        return PostgresGenerationCache(str(location), **kw)
+    return GenerationCache(location, **kw)

@@ -3,7 +3,15 @@
 ``workspace.yaml`` and ``[tool.dg]`` both load this module. All assets that touch the DuckDB
 warehouse are in the pool ``duckdb`` (limit 1, set in ``dagster.yaml`` of the instance); the
 executor is in-process (one step at a time; no process spawn per step on 2 cores).
+
+Scaling out (README "Scaling out"): with ``METAMORPH_CELERY_BROKER`` set (a Redis URL) the executor
+is dagster-celery's — every step becomes a task for celery workers (``dagster-celery worker start
+-A dagster_celery.app -y config/celery-worker.yaml``), which needs an instance in PostgreSQL
+(``config/dagster-scaleout.yaml``) and, for the generation cache shared by the workers,
+``METAMORPH_CACHE_URL=postgresql://…``.
 """
+
+import os
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -21,6 +29,17 @@ STUDIES = [format_robustness, wrapper_sensitivity, workflow_perturb, order_probe
 CROSS_STUDY = [model_upgrades]
 
 
+def executor() -> dg.ExecutorDefinition:
+    """In-process, or dagster-celery's executor when ``METAMORPH_CELERY_BROKER`` is set (broker and
+    result backend: that URL, read from the environment when a run starts)."""
+    if not os.environ.get("METAMORPH_CELERY_BROKER"):
+        return dg.in_process_executor
+    from dagster_celery import celery_executor
+
+    return celery_executor.configured({"broker": {"env": "METAMORPH_CELERY_BROKER"},
+                                       "backend": {"env": "METAMORPH_CELERY_BROKER"}}, name="celery")
+
+
 def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_modules([*STUDIES, *CROSS_STUDY]),
@@ -35,7 +54,7 @@ def build_definitions() -> dg.Definitions:
             "warehouse": DuckDBResource(database=warehouse_path()),
             "encoder": EncoderResource(),
         },
-        executor=dg.in_process_executor,
+        executor=executor(),
     )
 
 

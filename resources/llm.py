@@ -14,7 +14,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from metamorph.cache import GenerationCache
+from metamorph.cache import GenerationCache, open_cache
 from metamorph.errors import ConfigError, RegistryError
 from metamorph.models import ModelSpec, load_registry
 from metamorph.providers.base import Provider
@@ -101,12 +101,14 @@ class ModelRegistryResource(dg.ConfigurableResource):
 
 
 class GenerationCacheResource(dg.ConfigurableResource):
-    """The generation cache (its own DuckDB file, so the warehouse lock is never held during calls)."""
+    """The generation cache: its own DuckDB file (so the warehouse lock is never held during calls),
+    or a PostgreSQL database shared by many workers (:mod:`metamorph.cache_pg`)."""
 
-    path: str = Field(description="Path of the cache DuckDB file.")
+    path: str = Field(description="Path of the cache DuckDB file, or a postgresql:// URL (METAMORPH_CACHE_URL; "
+                                  "a password in the URL is better given through libpq's PGPASSWORD or ~/.pgpass).")
 
     def open(self) -> GenerationCache:
-        return GenerationCache(self.path)
+        return open_cache(self.path)
 
 
 class EncoderResource(dg.ConfigurableResource):

@@ -2,6 +2,9 @@
 
 * ``METAMORPH_HOME`` (default ``<repo>/data``): the warehouse ``metamorph.duckdb`` and the
   generation cache ``generation_cache.duckdb``;
+* ``METAMORPH_CACHE_URL`` (optional): the generation cache's location instead of that file — a
+  ``postgresql://user@host:port/dbname`` URL puts it on PostgreSQL (shared by workers on several
+  processes or hosts: README "Scaling out"), any other value is a DuckDB file path;
 * ``METAMORPH_MODELS`` (default ``<repo>/config/models.yaml``): the model registry.
 """
 
@@ -22,7 +25,9 @@ def warehouse_path() -> str:
 
 
 def cache_path() -> str:
-    return str(data_dir() / "generation_cache.duckdb")
+    """The generation cache's location: ``$METAMORPH_CACHE_URL`` when set (a PostgreSQL URL or a
+    DuckDB path), else ``<METAMORPH_HOME>/generation_cache.duckdb``."""
+    return os.environ.get("METAMORPH_CACHE_URL") or str(data_dir() / "generation_cache.duckdb")
 
 
 def registry_path() -> str:

