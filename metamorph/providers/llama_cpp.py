@@ -239,12 +239,12 @@ class LlamaCppProvider:
             # prompt processing uses n_threads too: llama.cpp's default (every core) spins on its
             # thread barrier when another process holds a core, which stalled a busy 2-core machine
             # (completions are identical either way: rows are not split across threads' sums).
-            from contextlib import nullcontext
-
             from llama_cpp._utils import suppress_stdout_stderr
 
-            # a vocab-only file reports n_ctx_train 0, and llama.cpp warns about it on stderr
-            with suppress_stdout_stderr(disable=False) if self.vocab_only else nullcontext():
+            # llama.cpp writes notes a user can do nothing about straight to stderr while it loads
+            # (gemma: "using full-size SWA cache"; a vocab-only file: n_ctx_train 0); a failed load
+            # still raises (ValueError naming the file)
+            with suppress_stdout_stderr(disable=False):
                 self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
                                   n_threads_batch=self.n_threads, seed=0, verbose=False, chat_format=self.chat_format,
                                   vocab_only=self.vocab_only)

@@ -44,3 +44,20 @@ def test_without_a_chat_format_the_missing_template_is_named():
     bare = LlamaCppProvider(gguf_path(GEMMA3_FILE), n_ctx=256)
     with pytest.raises(ConfigError, match="no chat template.*chat_format"):
         bare.prompt_tokens([{"role": "user", "content": "x"}])
+
+
+def test_loading_gemma_writes_nothing_to_stderr():
+    """llama.cpp prints "llama_kv_cache_iswa: using full-size SWA cache (ref: …)" on stderr while it
+    loads Gemma 3, past llama-cpp-python's verbose=False; a user can do nothing about it (issue #12)."""
+    import subprocess
+    import sys
+
+    code = ("from metamorph.providers.llama_cpp import GEMMA3_FILE, LlamaCppProvider, gguf_path\n"
+            "from metamorph.providers.base import GenerationRequest\n"
+            "p = LlamaCppProvider(gguf_path(GEMMA3_FILE), n_ctx=512, chat_format='gemma')\n"
+            "r = p.generate(GenerationRequest('llama_cpp', GEMMA3_FILE, ({'role': 'user', 'content': 'Hi'},),\n"
+            "               {'chat_format': 'gemma', 'max_tokens': 2, 'temperature': 0.0, 'seed': 0}))\n"
+            "print(r.completion_tokens)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stderr == "" and out.stdout.strip() in ("1", "2")
