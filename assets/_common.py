@@ -172,7 +172,7 @@ STALE_BEFORE_TAG = "metamorph/stale_before"
 
 def runner_options(context) -> dict:
     """Keyword arguments of metamorph.runner.run_requests for a generation asset: its log lines go
-    to the run's log, and a run tagged ``metamorph/stale_before`` re-calls what was cached before.
+    to the run's log, prefixed with the asset's name (a study has several generation steps), and a run tagged ``metamorph/stale_before`` re-calls what was cached before.
     Raises ConfigError when the tag is not an ISO date-time."""
     from datetime import datetime, timezone
 
@@ -186,7 +186,9 @@ def runner_options(context) -> dict:
         except ValueError:
             raise ConfigError(f"run tag {STALE_BEFORE_TAG}={tag!r}: not an ISO date-time") from None
         stale_before = (t.astimezone(timezone.utc) if t.tzinfo else t).replace(tzinfo=None)
-    return {"log": context.log.info, "warn": context.log.warning, "stale_before": stale_before}
+    step = context.asset_key.path[-1] if context.has_assets_def else context.op_def.name
+    return {"log": lambda msg: context.log.info(f"{step}: {msg}"), "warn": context.log.warning,
+            "stale_before": stale_before}
 
 
 def reported_versions_md(versions) -> dg.MetadataValue:

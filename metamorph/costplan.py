@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metamorph.errors import BudgetError, ConfigError, MetamorphError
+from metamorph.errors import BudgetError, ConfigError, MetamorphError, RegistryError
 from metamorph.models import ModelSpec, Price, load_registry
 from metamorph.providers.base import GenerationRequest
 
@@ -138,13 +138,14 @@ def estimate_tokens(request: GenerationRequest) -> int:
 
 def local_gguf(spec: ModelSpec) -> str:
     """The GGUF file of a llama_cpp entry: a packaged file by name, else the path in ``model``
-    (as ``resources.llm.build_provider`` resolves it). Raises :class:`ConfigError` when neither exists."""
+    (``resources.llm.build_provider`` loads it). Raises :class:`RegistryError` (a ConfigError)
+    naming the registry file, the entry and field ``model`` when neither exists."""
     from metamorph.providers.llama_cpp import PACKAGED_GGUFS, gguf_path
 
     path = str(gguf_path(spec.model)) if spec.model in PACKAGED_GGUFS else spec.model
     if not os.path.exists(path):
-        raise ConfigError(f"model {spec.id!r}: {spec.model!r} is neither a packaged GGUF "
-                          f"({sorted(PACKAGED_GGUFS)}) nor an existing file")
+        raise RegistryError(spec.source or "<registry>", f"model {spec.id!r}: {spec.model!r} is neither a packaged "
+                            f"GGUF ({sorted(PACKAGED_GGUFS)}) nor an existing file", row=spec.entry, field="model")
     return path
 
 

@@ -65,14 +65,12 @@ class RunStats:
     version_changes: list[str] = field(default_factory=list)
 
     def line(self) -> str:
+        """The summary logged when a run ends, e.g. ``144/144 done, 0 cache hits, 0 errors, prompt +
+        completion tokens 47802+12231 called, 0+0 from cache, 39m49s elapsed``."""
         elapsed = time.monotonic() - self.started
-        remaining = self.total - self.done
-        made = self.done - self.cache_hits
-        eta = (elapsed / made * remaining) if made > 0 and remaining else 0.0
         return (f"{self.done}/{self.total} done, {self.cache_hits} cache hits, {self.errors} errors, "
-                f"tokens {self.prompt_tokens}+{self.completion_tokens} called, "
-                f"{self.cached_prompt_tokens}+{self.cached_completion_tokens} from cache, "
-                f"elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
+                f"prompt + completion tokens {self.prompt_tokens}+{self.completion_tokens} called, "
+                f"{self.cached_prompt_tokens}+{self.cached_completion_tokens} from cache, {_duration(elapsed)} elapsed")
 
     def progress(self) -> str:
         """The line a person watches during a run, e.g. ``7/144 done, 0 from cache, 0 errors,

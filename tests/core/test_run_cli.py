@@ -162,3 +162,26 @@ def test_ctrl_c_prints_one_line_and_a_rerun_resumes(tmp_path, clean_proxy_env):
         assert sum(per_prompt.values()) - 24 <= 1
     finally:
         stub.close()
+
+
+HELP = "  (see: python -m pipelines.run --help)"
+
+
+@pytest.mark.parametrize("args, line", [
+    (["format_robustness", "--limit", "0"], "error: argument --limit: must be >= 1, got 0" + HELP),
+    (["format_robustness", "--limit", "fifty"], "error: argument --limit: must be a whole number >= 1, got 'fifty'" + HELP),
+    (["format_robustness", "--max-tokens", "-5"], "error: argument --max-tokens: must be >= 1, got -5" + HELP),
+    (["order_probe", "--settings", "zeroshot"],
+     "error: argument --settings: invalid choice: 'zeroshot' (choose from 'zero_shot', 'cot', 'few_shot')" + HELP),
+    (["format_robustness", "--models", "smollm2-135m"], "error: unknown model id(s) ['smollm2-135m']; registry has "
+     "['smollm2-135m-instruct', 'smollm2-135m-instruct-t07', 'gemma3-270m']" + HELP),
+    (["format_robustness", "--source", "medqa:no/such/sampel.jsonl"], "error: no/such/sampel.jsonl: file does not exist"),
+], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path"])
+def test_a_bad_option_is_one_line_exit_2_and_creates_nothing(tmp_path, args, line):
+    """Options are checked before anything exists: no usage block, no DAGSTER_HOME, no warehouse
+    (a --max-tokens of -5 used to run the inputs job, then fail the model job with exit 1)."""
+    env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh")}
+    out = subprocess.run([sys.executable, "-m", "pipelines.run", *args], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert (out.returncode, out.stderr, out.stdout) == (2, line + "\n", "")
+    assert not (tmp_path / "home").exists()

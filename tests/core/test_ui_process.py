@@ -91,8 +91,18 @@ def launch_rejects_limit_zero(port: int) -> None:
     assert graphql(port, "{ runsOrError { ... on Runs { results { runId } } } }") == {"runsOrError": {"results": []}}
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_ui_serves_and_a_signal_to_its_pid_stops_everything_it_started(sig, tmp_path):
+def _as_a_background_job_of_a_script() -> None:
+    """In the child before exec: what ``make ui &`` in a non-interactive shell gives — SIGINT
+    ignored (bash cannot trap it; scripts/ui.sh runs itself again with the default action)."""
+    _signals_as_from_a_terminal()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sig, start", [(signal.SIGTERM, _signals_as_from_a_terminal),
+                                        (signal.SIGINT, _signals_as_from_a_terminal),
+                                        (signal.SIGINT, _as_a_background_job_of_a_script)],
+                         ids=["SIGTERM", "SIGINT", "SIGINT-ignored-on-entry"])
+def test_ui_serves_and_a_signal_to_its_pid_stops_everything_it_started(sig, start, tmp_path):
     venv = Path(os.environ.get("METAMORPH_VENV") or Path(sys.executable).parent.parent)
     port = free_port()
     env = {**os.environ, "METAMORPH_VENV": str(venv), "PORT": str(port), "METAMORPH_HOME": str(tmp_path / "home"),
@@ -102,7 +112,7 @@ def test_ui_serves_and_a_signal_to_its_pid_stops_everything_it_started(sig, tmp_
     # background job ignores SIGINT, and a library thread may have blocked signals): the signal
     # reaches the script alone, as `kill PID` does
     ui = subprocess.Popen(["bash", "scripts/ui.sh"], cwd=REPO, env=env, stdout=out, stderr=err,
-                          start_new_session=True, preexec_fn=_signals_as_from_a_terminal)
+                          start_new_session=True, preexec_fn=start)
     try:
         deadline = time.monotonic() + 600  # ~10 s on an idle machine, ~3 min on a loaded 2-core one
         while (data := graphql(port, "{ version }")) is None:

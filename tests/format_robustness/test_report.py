@@ -34,9 +34,16 @@ def con(tmp_path):
                         "violation_pct": [100 / 3, 200 / 3, 0.0], "ci_low_pct": [0.0, 0.0, 0.0],
                         "ci_high_pct": [100.0, 100.0, 0.0], "n_groups": 3, "n_instances": 3})
     acc = fr.accuracy_by_format(gen)
+    # Table 3 as mitigations.mitigation_table writes it: per cell, with the Avg. margins (not printed)
+    mit = pd.DataFrame([(s, r, d, w, v) for s, vals in (("vote", (0.0, 33.3, 0.0)), ("routing", (100 / 3, 200 / 3, 0.0)))
+                        for r, v in zip(("MR1", "MR2", "MR3"), vals)
+                        for d, w in (("ds", "wf"), ("Avg.", "wf"), ("ds", "Avg."))],
+                       columns=["strategy", "relation", "dataset", "workflow_id", "delta_pp"])
+    route = pd.DataFrame({"workflow_id": ["wf"], "dataset": ["ds"], "best_format": ["txt"]})
     c = duckdb.connect(str(tmp_path / "w.duckdb"))
     c.execute("CREATE SCHEMA format_robustness")
-    for name, df in (("extracted_decisions", dec), ("mr_violations", mrv), ("accuracy_by_format", acc)):
+    for name, df in (("extracted_decisions", dec), ("mr_violations", mrv), ("accuracy_by_format", acc),
+                     ("mitigation_table", mit), ("routing_choice", route)):
         c.register("df", df)
         c.execute(f"CREATE TABLE format_robustness.{name} AS SELECT * FROM df")
         c.unregister("df")
@@ -56,7 +63,8 @@ def test_violation_table_puts_truncation_beside_m1_and_echoed_items_beside_m2(co
 def test_headline_defines_its_numbers_and_prints_the_majority_baseline(con):
     text = report.headline(con)
     assert report.LEGEND in text
-    assert len(report.LEGEND.splitlines()) == 7 and max(len(line) for line in report.LEGEND.splitlines()) <= 100
+    assert len(report.LEGEND.splitlines()) == 9 and max(len(line) for line in report.LEGEND.splitlines()) <= 100
+    assert "so M3 is 0 by construction" in report.LEGEND
     for term in ("M1, M2, M3 = violation rates", "MR1", "MR2", "MR3", "truncated % = replies cut at max_tokens",
                  "echoed = evidence items that copy the prompt's instructions", "majority_baseline_pct = the accuracy"):
         assert term in text
@@ -66,3 +74,8 @@ def test_headline_defines_its_numbers_and_prints_the_majority_baseline(con):
         ["txt", 66.7, 66.7, 3, 0], ["md", 33.3, 66.7, 3, 1]]
     answered = con.execute(report.SECTIONS[1][1]).df()
     assert answered[["outcome", "n"]].values.tolist() == [["refer", 5], ["⊥ (truncated)", 1]]
+    # Table 3 per workflow × dataset (margins left out), ΔM in pp rounded to 0.1; routing names its format
+    mitigations = con.execute(report.SECTIONS[2][1]).df()
+    assert mitigations.values.tolist() == [["wf", "ds", "vote", "–", 0.0, 33.3, 0.0],
+                                           ["wf", "ds", "routing", "txt", 33.3, 66.7, 0.0]]
+    assert "ΔM = M before − M after, in percentage points" in text

@@ -37,15 +37,18 @@ from metamorph.studies.format_robustness.plan import metric_input
 #: wrapped at 100 characters (a terminal line a person reads).
 LEGEND = "\n".join(textwrap.fill(paragraph, 100) for paragraph in (
     "M1, M2, M3 = violation rates (%) of the metamorphic relations MR1 (same decision in every format), "
-    "MR2 (same evidence: the evidence-category sets of two formats have Jaccard >= 0.3) and MR3 (the k "
-    "repeats agree in every format or in none), over (instance, repeat) groups (paper §4.1, §5.2, "
-    "Table 1); [bootstrap 95% CI resampling instances].",
+    "MR2 (same evidence: the evidence-category sets of every pair of formats have Jaccard >= 0.3) and MR3 "
+    "(the k repeats agree in every format or in none), over (instance, repeat) groups (paper §4.1, §5.2, "
+    "Table 1); [bootstrap 95% CI resampling instances]. At temperature 0 with a fixed seed the k repeats "
+    "are the same request answered the same way, so M3 is 0 by construction; sample (temperature > 0) to "
+    "measure stability.",
     "truncated % = replies cut at max_tokens (a cut reply keeps a readable label, else it is ⊥ = "
     "unparseable). echoed = evidence items that copy the prompt's instructions instead of the document, of "
     "all evidence items; they are left out of MR2."))
 
 SECTIONS = (
-    ("Accuracy Acc_f by format (%): correct replies among all replies with a gold label, ⊥ counted as wrong. "
+    ("Accuracy Acc_f by format (%): correct replies among all replies with a gold label, ⊥ counted as wrong; "
+     "n = those replies (instances × k repeats), n_unparseable = the ⊥ among them. "
      "Baseline: majority_baseline_pct = the accuracy of always answering the dataset's most frequent gold label.",
      "SELECT workflow_id, dataset, format, round(accuracy_pct, 1) AS accuracy_pct, "
      "round(majority_baseline_pct, 1) AS majority_baseline_pct, n, n_unparseable "
@@ -55,6 +58,16 @@ SECTIONS = (
      "gives the same answer cannot violate MR1:",
      "SELECT workflow_id, dataset, coalesce(decision, '⊥ (' || parse_reason || ')') AS outcome, count(*) AS n "
      "FROM format_robustness.extracted_decisions GROUP BY ALL ORDER BY workflow_id, dataset, n DESC, outcome"),
+    ("Mitigations (paper §5.5, Table 3): ΔM = M before − M after, in percentage points (positive = fewer "
+     "violations). vote = the majority decision over the four formats; routing = every input converted to "
+     "the workflow's best format (routed_to) and run again, so the formats can no longer disagree:",
+     "SELECT m.workflow_id, m.dataset, m.strategy, CASE m.strategy WHEN 'routing' THEN r.best_format ELSE '–' END "
+     "AS routed_to, round(max(CASE m.relation WHEN 'MR1' THEN m.delta_pp END), 1) AS \"ΔM1 pp\", "
+     "round(max(CASE m.relation WHEN 'MR2' THEN m.delta_pp END), 1) AS \"ΔM2 pp\", "
+     "round(max(CASE m.relation WHEN 'MR3' THEN m.delta_pp END), 1) AS \"ΔM3 pp\" "
+     "FROM format_robustness.mitigation_table AS m LEFT JOIN format_robustness.routing_choice AS r "
+     "USING (workflow_id, dataset) WHERE m.workflow_id <> 'Avg.' AND m.dataset <> 'Avg.' "
+     "GROUP BY ALL ORDER BY m.workflow_id, m.dataset, m.strategy DESC"),
 )
 
 
