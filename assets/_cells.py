@@ -232,7 +232,7 @@ def worst_cells_metadata(df: pd.DataFrame, cells: Cells, study: str,
                         notes.append(f"raw text not joined: {type(exc).__name__}: {str(exc).splitlines()[0]}")
                 details[f"worst cell {i}: {cell_label(cell, cells)}"] = table_value(part)
     head = (f"Worst {len(worst)} cell(s) by {cells.value} ({cells.worse}er is worse)"
-            + ("; the rows behind each (with the raw text) are in the entries 'worst cell 1', 'worst cell 2' …" if details else "."))
+            + ("; rows behind each, with the raw text: entries 'worst cell 1' …" if details else "."))
     md = head + "\n\n" + markdown_table(summary.round(cells.digits + 2))
     if notes:
         md += "\n\n" + "; ".join(sorted(set(notes)))

@@ -299,8 +299,8 @@ def _flipped(rows: pd.DataFrame, cell) -> pd.DataFrame:
     return _by_group(r1[r1["instance_id"].isin(ids)])
 
 
-def _behind(rows, pick, **kw) -> Behind:
-    return Behind(rows, pick, show=_SHOWN, table="workflow_generations", **kw)
+def _behind(rows, pick, show=_SHOWN, **kw) -> Behind:
+    return Behind(rows, pick, show=show, table="workflow_generations", **kw)
 
 
 def _trace(metric, keys=("workflow_id", "dataset")):
@@ -314,7 +314,7 @@ def _trace(metric, keys=("workflow_id", "dataset")):
 
 _PCT = (0.0, 100.0)
 MR_CELLS = Cells("violation_pct", ("workflow_id", "dataset", "relation"), ci=("ci_low_pct", "ci_high_pct"),
-                 bounds=_PCT, headline="M{relation[2]}_pct/{workflow_id}/{dataset}", behind=_behind(_flagged, _violating),
+                 bounds=_PCT, headline="M{relation[2]}_pct/{workflow_id}/{dataset}", behind=_behind(_flagged, _violating, show=(*_SHOWN, "categories_json")),
                  trace=_trace(lambda cell: f"M{cell['relation'][2]}"))
 
 
