@@ -14,7 +14,10 @@ materialization's run id); this module makes the mixed state visible instead of 
   materialization came from a run that failed. A later successful materialization clears it;
 * :data:`partial_run_sensor` marks runs launched from the UI or by the daemon when they fail;
   ``python -m pipelines.run`` marks its own failed runs (it runs jobs in-process, without the
-  daemon) and the runs of killed processes it reclaims.
+  daemon) and the runs of killed processes it reclaims;
+* in the warehouse, the ledger ``metamorph_meta.table_writes`` (written by the IO manager with
+  each table, ``resources.storage``) gets the same mark in its ``partial`` column, read by
+  :func:`warehouse_partial` (``pipelines.run`` prints it under the headline).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from dataclasses import dataclass
 
 import dagster as dg
 from dagster._core.events import DagsterEventType
+
+from resources.paths import warehouse_path
 
 #: Run tag set once a failed run's tables are marked (value: the number of (asset, partition) marked).
 MARKED_TAG = "metamorph/partial_marked"
@@ -49,8 +54,11 @@ def _events(instance: dg.DagsterInstance, run_id: str, kind: DagsterEventType) -
     return [r.event_log_entry for r in instance.get_records_for_run(run_id, of_type=kind).records]
 
 
-def mark_partial_run(instance: dg.DagsterInstance, run_id: str) -> list[PartialTable]:
-    """Mark every (asset, partition) that the failed run ``run_id`` materialized (module docstring).
+def mark_partial_run(instance: dg.DagsterInstance, run_id: str, warehouse: str | None = None) -> list[PartialTable]:
+    """Mark every (asset, partition) that the failed run ``run_id`` materialized (module docstring):
+    an observation per asset (partition) in the instance, and ``partial`` on the rows of the
+    warehouse ledger that run still holds (``warehouse``: the DuckDB file, default
+    ``resources.paths.warehouse_path()``).
 
     Returns what was marked, in materialization order; ``[]`` when the run did not fail, wrote
     nothing, or was marked already (:data:`MARKED_TAG`).
@@ -81,8 +89,62 @@ def mark_partial_run(instance: dg.DagsterInstance, run_id: str) -> list[PartialT
                       "failed_step": dg.MetadataValue.text(failed_step or ""),
                       "not_updated": dg.MetadataValue.json(not_updated)}))
         marked.append(PartialTable(asset, partition, run_id, failed_step))
+    if marked:
+        flag_warehouse(warehouse or warehouse_path(), run_id,
+                       f"run {run_id} failed {where}; the other tables of that run were not updated")
     instance.add_run_tags(run_id, {MARKED_TAG: str(len(marked))})
     return marked
+
+
+def _connect(database: str, timeout_s: float = 300.0):
+    import time
+
+    import duckdb
+
+    deadline, pause = time.monotonic() + timeout_s, 0.1
+    while True:
+        try:
+            return duckdb.connect(database)
+        except duckdb.IOException:  # another process writes the warehouse: wait for it
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.5)
+
+
+def flag_warehouse(database: str, run_id: str, note: str) -> int:
+    """Set ``partial = note`` on the ledger rows (``resources.storage.LEDGER``) still held by
+    ``run_id``; returns how many. A missing warehouse or ledger flags nothing (0)."""
+    import os
+
+    from resources.storage import LEDGER
+
+    if not os.path.exists(database):
+        return 0
+    con = _connect(database)
+    try:
+        if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'metamorph_meta' "
+                           "AND table_name = 'table_writes'").fetchall()[0][0]:
+            return 0
+        return len(con.execute(f"UPDATE {LEDGER} SET partial = ? WHERE run_id = ? RETURNING 1",
+                               [note, run_id]).fetchall())
+    finally:
+        con.close()
+
+
+def warehouse_partial(con, schema: str | None = None) -> list[tuple[str, str, str, str]]:
+    """Rows of the ledger marked partial, as (table_name, partition, run_id, note) sorted by table
+    and partition, for the tables of ``schema`` (all when ``None``); ``[]`` without a ledger.
+    ``con``: an open DuckDB connection to the warehouse."""
+    from resources.storage import LEDGER
+
+    if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'metamorph_meta' "
+                       "AND table_name = 'table_writes'").fetchall()[0][0]:
+        return []
+    rows = con.execute(f"SELECT table_name, partition, run_id, partial FROM {LEDGER} WHERE partial IS NOT NULL "
+                       "AND (? IS NULL OR table_name LIKE ? || '.%') ORDER BY table_name, partition",
+                       [schema, schema]).fetchall()
+    return [tuple(r) for r in rows]
 
 
 def partial_assets(instance: dg.DagsterInstance, asset_keys: list[dg.AssetKey]) -> list[PartialTable]:

@@ -112,13 +112,22 @@ def add_partitions(instance, name: str, keys: list[str]) -> None:
 
 
 def print_headline(study: str, database: str) -> None:
-    """Print the study's headline tables (:func:`metamorph.studies.<study>.report.headline`)."""
+    """Print the study's headline tables (:func:`metamorph.studies.<study>.report.headline`), then
+    the study's tables marked partial in the warehouse ledger, if any (:mod:`pipelines.partial`)."""
     import importlib
 
     report = importlib.import_module(f"metamorph.studies.{study}.report")
+    from pipelines.partial import warehouse_partial
+
     con = connect_read_only(database)
     try:
         print(report.headline(con))
+        partial = warehouse_partial(con, study)
+        if partial:
+            print(f"\nnote: {len(partial)} table(s) of {study} were last written by a run that failed (partial; "
+                  "SELECT * FROM metamorph_meta.table_writes WHERE partial IS NOT NULL):")
+            for table, partition, _, note in partial:
+                print(f"  {table}{f' [{partition}]' if partition else ''}: {note}")
     finally:
         con.close()
 

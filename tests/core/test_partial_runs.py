@@ -15,8 +15,9 @@ import duckdb
 import pandas as pd
 
 from pipelines.definitions import build_definitions
-from pipelines.partial import MARKED_TAG, PartialTable, mark_partial_run, partial_assets, partial_run_sensor
-from pipelines.run import run_job
+from pipelines.partial import (MARKED_TAG, PartialTable, mark_partial_run, partial_assets, partial_run_sensor,
+                               warehouse_partial)
+from pipelines.run import print_headline, run_job
 from tests.core.stub_http import Reply, chat_completion
 
 CHAT = "/v1/chat/completions"
@@ -28,6 +29,9 @@ GEN_OP = "format_robustness__workflow_generations"
 # cross-model tables computed from it.
 WRITTEN_PER_MODEL = ["workflow_generations", "extracted_decisions", "evidence_categories"]
 # routing_choice failed; these depend on it and were not run
+# lineage_views is SQL views created by its step (no IO manager write, no ledger row): they read the
+# tables live
+VIEWS = "lineage_views"
 NOT_UPDATED = ["format_routing", "mitigation_table", "routed_generations", "routed_outcomes", "routing_choice"]
 
 
@@ -51,7 +55,7 @@ def model_config(seed: int, selection: str = "all") -> dict:
                     "format_robustness__routing_choice": {"config": {"selection": selection}}}}
 
 
-def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home, tmp_path, monkeypatch):
+def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home, tmp_path, monkeypatch, capsys):
     reg = tmp_path / "models.yaml"
     reg.write_text(f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
                    f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n    status: approved\n")
@@ -111,6 +115,31 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
         for t in NOT_UPDATED:
             pd.testing.assert_frame_equal(read(db, t), before[t])
 
+        # the warehouse ledger carries the same mark for SQL readers; the tables after the failure
+        # are still those of run 1, unmarked
+        note = (f"run {second.run_id} failed at step format_robustness__routing_choice; the other tables of that "
+                "run were not updated")
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            ledger = {(t.split(".")[1], p or None): (r, n) for t, p, r, n in con.execute(
+                "SELECT table_name, partition, run_id, partial FROM metamorph_meta.table_writes").fetchall()}
+            assert warehouse_partial(con, STUDY) == sorted(
+                (f"{STUDY}.{a}", p or "", second.run_id, note) for a, p in written if a != VIEWS)
+            assert warehouse_partial(con, "order_probe") == []
+        finally:
+            con.close()
+        tables = [w for w in written if w[0] != VIEWS]
+        assert (VIEWS, None) in written and len(tables) == len(written) - 1
+        assert {w: ledger[w] for w in tables} == dict.fromkeys(tables, (second.run_id, note))
+        assert {a: ledger[(a, "stub" if a in ("routed_generations", "routed_outcomes") else None)]
+                for a in NOT_UPDATED} == dict.fromkeys(NOT_UPDATED, (first.run_id, None))
+        print_headline(STUDY, str(db))
+        out = capsys.readouterr().out.splitlines()
+        at = out.index(f"note: {len(tables)} table(s) of {STUDY} were last written by a run that failed (partial; "
+                       "SELECT * FROM metamorph_meta.table_writes WHERE partial IS NOT NULL):")
+        assert out[at + 1:] == [f"  {STUDY}.{a}{f' [{p}]' if p else ''}: {note}"
+                                for a, p in sorted(tables, key=lambda w: (w[0], w[1] or ""))]
+
         # the sensor path (runs launched from the UI): a failed run not yet marked is marked once
         third = model_job.execute_in_process(instance=instance, partition_key="stub", raise_on_error=False,
                                              run_config=model_config(seed=1, selection="bogus"))
@@ -128,4 +157,12 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
         fixed = run_job(model_job, instance, model_config(seed=1), partition="stub")
         assert fixed.success
         assert partial_assets(instance, keys) == []
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert warehouse_partial(con) == []
+        assert con.execute("SELECT DISTINCT run_id FROM metamorph_meta.table_writes WHERE table_name LIKE "
+                           "'format_robustness.%' AND table_name NOT IN ('format_robustness.source_instances', "
+                           "'format_robustness.rendered_documents')").fetchall() == [(fixed.run_id,)]
+    finally:
+        con.close()
     assert PartialTable  # exported type of partial_assets
