@@ -166,3 +166,74 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
     finally:
         con.close()
     assert PartialTable  # exported type of partial_assets
+
+
+def test_killed_run_is_marked_partial_by_the_next_pipelines_run(clean_proxy_env, tmp_path, monkeypatch):
+    """A ``pipelines.run`` killed (SIGKILL) after its model job wrote workflow_generations: the
+    reclaim done by the next invocation fails the run, frees its pool slot and marks that table."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from dagster._core.instance.ref import InstanceRef
+
+    from pipelines.run import reclaim_stale_runs
+    from tests.core.stub_http import StubServer
+
+    repo = Path(__file__).resolve().parents[2]
+    stub = StubServer(latency_s=1.0)  # 12 + 9 calls one at a time: the model job runs for > 20 s
+    stub.script("POST", CHAT, answering("refer"))
+    reg = tmp_path / "models.yaml"
+    reg.write_text(f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
+                   f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n")
+    home, dh = tmp_path / "home", tmp_path / "dh"
+    monkeypatch.setenv("METAMORPH_HOME", str(home))  # the warehouse the reclaim flags, as in pipelines.run
+    env = {**os.environ, "METAMORPH_HOME": str(home), "DAGSTER_HOME": str(dh), "METAMORPH_MODELS": str(reg),
+           "STUB_KEY": "k", "PYTHONPATH": str(repo)}
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.run", STUDY, "--models", "stub", "--limit", "3",
+                             "--k", "1"], cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    gen = dg.AssetKey([STUDY, "workflow_generations"])
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            if dh.joinpath("dagster.yaml").exists():
+                with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dh))) as instance:
+                    if instance.get_latest_materialization_event(gen) is not None:
+                        break
+            time.sleep(0.5)
+        assert proc.poll() is None, "the run ended before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stub.close()
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dh))) as instance:
+        model_run = instance.get_latest_materialization_event(gen).run_id
+        assert instance.get_run_by_id(model_run).status == dg.DagsterRunStatus.STARTED
+        assert reclaim_stale_runs(instance) == [model_run]
+        assert instance.get_run_by_id(model_run).status == dg.DagsterRunStatus.FAILURE
+        assert instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots == []
+        obs = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=gen, asset_partitions=["stub"]),
+                                          limit=1).records[0].asset_observation
+        assert obs.metadata["partial"].value.startswith(
+            f"run {model_run} (job format_robustness_model_job) failed outside a step (its process ended). "
+            "This table (partition stub) was written by that run before it failed;")
+        assert obs.metadata["failed_step"].value == ""
+        assert "format_robustness/routed_generations" in obs.metadata["not_updated"].value
+        written = {(e.asset_materialization.asset_key.path[-1], e.asset_materialization.partition or "")
+                   for e in (r.event_log_entry for r in instance.get_records_for_run(
+                       model_run, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records)}
+        assert instance.get_run_by_id(model_run).tags[MARKED_TAG] == str(len(written))
+    con = duckdb.connect(str(home / "metamorph.duckdb"), read_only=True)
+    try:
+        marks = warehouse_partial(con, STUDY)
+    finally:
+        con.close()
+    assert ("format_robustness.workflow_generations", "stub", model_run,
+            f"run {model_run} failed outside a step (its process ended); the other tables of that run were not "
+            "updated") in marks
+    assert {(t.split(".")[1], p) for t, p, *_ in marks} == {w for w in written if w[0] != VIEWS}
