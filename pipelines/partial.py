@@ -8,8 +8,8 @@ materialization's run id); this module makes the mixed state visible instead of 
 * :func:`mark_partial_run` reports one ``AssetObservation`` per (asset, partition) the failed run
   materialized, with metadata ``partial`` (one sentence: which run, which step failed, which assets
   of the run were left as they were), ``failed_run`` (a link to the run), ``failed_step`` and
-  ``not_updated``. The asset's page in the UI lists it under its events, right after the
-  materialization it qualifies. The run gets the tag :data:`MARKED_TAG`, so marking twice is a no-op;
+  ``not_updated``. The asset's page in the UI lists it among its events (observations are not
+  materializations: the asset's latest materialization stays that of the failed run). The run gets the tag :data:`MARKED_TAG`, so marking twice is a no-op;
 * :func:`partial_assets` answers "which tables are partial now": an (asset, partition) whose latest
   materialization came from a run that failed. A later successful materialization clears it;
 * :data:`partial_run_sensor` marks runs launched from the UI or by the daemon when they fail;
