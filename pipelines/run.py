@@ -55,9 +55,37 @@ def ensure_dagster_home() -> Path:
     home.mkdir(parents=True, exist_ok=True)
     cfg = home / "dagster.yaml"
     if not cfg.exists() or (cfg.read_text().startswith(DAGSTER_YAML_HEADER) and cfg.read_text() != DAGSTER_YAML):
-        cfg.write_text(DAGSTER_YAML)
+        # atomically: another pipelines.run starting at the same time may be reading it
+        tmp = cfg.with_name(f".dagster.yaml.{os.getpid()}")
+        tmp.write_text(DAGSTER_YAML)
+        os.replace(tmp, cfg)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+#: Lock file in DAGSTER_HOME held while the instance is opened (see :func:`open_instance`).
+INSTANCE_LOCK = ".metamorph-instance.lock"
+
+
+def open_instance():
+    """``DagsterInstance.get()`` (``$DAGSTER_HOME``) while holding an exclusive ``flock`` on
+    :data:`INSTANCE_LOCK` in that directory.
+
+    Opening a fresh SQLite instance creates and stamps its databases (alembic); two processes
+    doing it at once (two ``pipelines.run`` started together) stamp ``runs.db`` twice, and every
+    later open fails with "Version table 'alembic_version' has more than one head present". The
+    lock makes the second process open the instance after the first has created it.
+    """
+    import fcntl
+
+    import dagster as dg
+
+    with open(Path(os.environ["DAGSTER_HOME"]) / INSTANCE_LOCK, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            return dg.DagsterInstance.get()
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 STUDY_OPS = {
@@ -344,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     from resources.llm import build_provider
     from resources.paths import data_dir, registry_path, warehouse_path
 
-    instance = dg.DagsterInstance.get()
+    instance = open_instance()
     try:
         if args.sources:  # bad input fails here, before a run is launched or anything is written
             check_sources(args.study, args.sources, args.limit)

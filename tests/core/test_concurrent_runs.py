@@ -160,3 +160,34 @@ def test_add_partitions_adds_only_the_missing_keys():
         add_partitions(instance, "model", ["a", "b", "c"])
         add_partitions(instance, "model", ["a", "b", "c"])
         assert instance.get_dynamic_partitions("model") == ["b", "a", "c"]
+
+
+def test_open_instance_waits_for_the_lock_of_another_opener(tmp_path, monkeypatch):
+    """Two fresh openers of one DAGSTER_HOME are serialised by the lock file (the race that stamped
+    runs.db twice): while another process holds it, open_instance waits, then opens."""
+    import fcntl
+    import threading
+
+    from pipelines.run import INSTANCE_LOCK, open_instance
+
+    home = tmp_path / "dh"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               f"f = open({str(home / INSTANCE_LOCK)!r}, 'w'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True); time.sleep(2)"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    opened = {}
+    t = threading.Thread(target=lambda: opened.setdefault("instance", open_instance()))
+    t.start()
+    t.join(1.0)
+    assert "instance" not in opened and not (home / "history" / "runs.db").exists()  # still waiting
+    holder.wait(timeout=60)
+    t.join(60)
+    instance = opened["instance"]
+    try:
+        assert (home / "history" / "runs.db").exists() and instance.get_runs() == []
+    finally:
+        instance.dispose()
+    with open(home / INSTANCE_LOCK, "w") as fh:  # released after opening
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
