@@ -18,6 +18,7 @@ from dagster_duckdb import DuckDBResource
 
 from assets import format_robustness, model_upgrades, order_probe, workflow_perturb, wrapper_sensitivity
 from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, model_upgrades_job
+from pipelines.partial import partial_run_sensor
 from pipelines.schedules import WEEKLY_SCHEDULES
 from pipelines.sensors import model_registry_sensor
 from resources import (EncoderResource, GenerationCacheResource, ModelRegistryResource, SafeDuckDBPandasIOManager, cache_path,
@@ -46,7 +47,7 @@ def build_definitions() -> dg.Definitions:
         asset_checks=dg.load_asset_checks_from_modules(STUDIES),
         jobs=[*INPUT_JOBS.values(), *MODEL_JOBS.values(), model_upgrades_job],
         schedules=WEEKLY_SCHEDULES,
-        sensors=[model_registry_sensor],
+        sensors=[model_registry_sensor, partial_run_sensor],
         resources={
             "io_manager": SafeDuckDBPandasIOManager(database=warehouse_path()),
             "model_registry": ModelRegistryResource(path=registry_path()),

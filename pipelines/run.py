@@ -55,9 +55,37 @@ def ensure_dagster_home() -> Path:
     home.mkdir(parents=True, exist_ok=True)
     cfg = home / "dagster.yaml"
     if not cfg.exists() or (cfg.read_text().startswith(DAGSTER_YAML_HEADER) and cfg.read_text() != DAGSTER_YAML):
-        cfg.write_text(DAGSTER_YAML)
+        # atomically: another pipelines.run starting at the same time may be reading it
+        tmp = cfg.with_name(f".dagster.yaml.{os.getpid()}")
+        tmp.write_text(DAGSTER_YAML)
+        os.replace(tmp, cfg)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+#: Lock file in DAGSTER_HOME held while the instance is opened (see :func:`open_instance`).
+INSTANCE_LOCK = ".metamorph-instance.lock"
+
+
+def open_instance():
+    """``DagsterInstance.get()`` (``$DAGSTER_HOME``) while holding an exclusive ``flock`` on
+    :data:`INSTANCE_LOCK` in that directory.
+
+    Opening a fresh SQLite instance creates and stamps its databases (alembic); two processes
+    doing it at once (two ``pipelines.run`` started together) stamp ``runs.db`` twice, and every
+    later open fails with "Version table 'alembic_version' has more than one head present". The
+    lock makes the second process open the instance after the first has created it.
+    """
+    import fcntl
+
+    import dagster as dg
+
+    with open(Path(os.environ["DAGSTER_HOME"]) / INSTANCE_LOCK, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            return dg.DagsterInstance.get()
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 STUDY_OPS = {
@@ -69,16 +97,65 @@ STUDY_OPS = {
 }
 
 
-def print_headline(study: str, database: str) -> None:
-    """Print the study's headline tables (:func:`metamorph.studies.<study>.report.headline`)."""
-    import importlib
+def connect_read_only(database: str, timeout_s: float = 300.0):
+    """A read-only DuckDB connection to ``database``, waiting while another process writes it.
 
+    DuckDB lets one process open a file read-write, and no other process open it at all meanwhile
+    (read-only included). When two runs share the warehouse, the one that finishes first prints
+    its headline while the other's next step may be writing: this retries every 0.1–0.5 s instead
+    of failing. Raises ``duckdb.IOException`` when the file stayed locked for ``timeout_s`` seconds.
+    """
     import duckdb
 
+    deadline, pause = time.monotonic() + timeout_s, 0.1
+    while True:
+        try:
+            return duckdb.connect(database, read_only=True)
+        except duckdb.IOException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.5)
+
+
+def add_partitions(instance, name: str, keys: list[str]) -> None:
+    """Add the dynamic partitions ``keys`` of ``name`` that are missing.
+
+    Two runs started at once on a fresh instance both find a key missing; the second insert then
+    breaks the storage's unique index (``IntegrityError``): the keys are read again and only those
+    still missing are added.
+    """
+    from sqlalchemy.exc import IntegrityError
+
+    for _ in range(5):
+        missing = [k for k in keys if not instance.has_dynamic_partition(name, k)]
+        if not missing:
+            return
+        try:
+            instance.add_dynamic_partitions(name, missing)
+            return
+        except IntegrityError:
+            time.sleep(0.1)
+    instance.add_dynamic_partitions(name, [k for k in keys if not instance.has_dynamic_partition(name, k)])
+
+
+def print_headline(study: str, database: str) -> None:
+    """Print the study's headline tables (:func:`metamorph.studies.<study>.report.headline`), then
+    the study's tables marked partial in the warehouse ledger, if any (:mod:`pipelines.partial`)."""
+    import importlib
+
     report = importlib.import_module(f"metamorph.studies.{study}.report")
-    con = duckdb.connect(database, read_only=True)
+    from pipelines.partial import warehouse_partial
+
+    con = connect_read_only(database)
     try:
         print(report.headline(con))
+        partial = warehouse_partial(con, study)
+        if partial:
+            print(f"\nnote: {len(partial)} table(s) of {study} were last written by a run that failed (partial; "
+                  "SELECT * FROM metamorph_meta.table_writes WHERE partial IS NOT NULL):")
+            for table, partition, _, note in partial:
+                print(f"  {table}{f' [{partition}]' if partition else ''}: {note}")
     finally:
         con.close()
 
@@ -231,6 +308,8 @@ def reclaim_stale_runs(instance) -> list[str]:
     """
     from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
 
+    from pipelines.partial import mark_partial_run
+
     stale = []
     for r in instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING],
                                                    tags={LAUNCHER_TAG: "pipelines.run"})):
@@ -239,6 +318,7 @@ def reclaim_stale_runs(instance) -> list[str]:
         instance.report_run_failed(r, message=f"process {r.tags.get(PID_TAG)} that ran it is gone "
                                               "(reclaimed by the next pipelines.run)")
         instance.event_log_storage.free_concurrency_slots_for_run(r.run_id)
+        mark_partial_run(instance, r.run_id)
         stale.append(r.run_id)
     # a slot still claimed by a run that has ended (any launcher) is freed too
     for slot in instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots:
@@ -254,6 +334,27 @@ def pool_holders(instance) -> list[str]:
     them). A holder that no process runs any more (e.g. an untagged run of an older version,
     killed) has to be terminated in the UI or with ``dagster run delete <id>``."""
     return sorted({s.run_id for s in instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots})
+
+
+def run_job(job_def, instance, run_config: dict, partition: str | None = None, tags: dict | None = None):
+    """Execute ``job_def`` in-process on ``instance`` (errors returned, not raised); when the run
+    fails, the tables it wrote before failing are marked partial
+    (:func:`pipelines.partial.mark_partial_run`) and the note naming them goes to stderr.
+
+    Returns the ``ExecuteInProcessResult``. Raises what ``execute_in_process`` raises before a run
+    exists (a rejected config).
+    """
+    from pipelines.partial import mark_partial_run
+
+    res = job_def.execute_in_process(instance=instance, partition_key=partition, raise_on_error=False,
+                                     tags=tags or {}, run_config=run_config)
+    if not res.success:
+        marked = mark_partial_run(instance, res.run_id)
+        if marked:
+            names = ", ".join(t.asset + (f" [{t.partition}]" if t.partition else "") for t in marked)
+            print(f"note: run {res.run_id} failed after writing {len(marked)} table(s), marked partial in the UI "
+                  f"(asset metadata 'partial'): {names}", file=sys.stderr)
+    return res
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -320,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ensure_dagster_home()
-    instance = dg.DagsterInstance.get()
+    instance = open_instance()
     for run_id in reclaim_stale_runs(instance):
         print(f"note: run {run_id} was left running by a killed process or had ended holding its pool slot; "
               "the slot is freed", file=sys.stderr)
@@ -328,9 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: run {run_id} holds the duckdb pool slot; this run waits until it ends (if no process runs "
               f"it, terminate it in the UI or run: dagster run delete {run_id})", file=sys.stderr)
     # every registry entry is a partition (the UI's model jobs then offer them all, evaluated or not)
-    missing = [m for m in specs if not instance.has_dynamic_partition(model_partitions.name, m)]
-    if missing:
-        instance.add_dynamic_partitions(model_partitions.name, missing)
+    add_partitions(instance, model_partitions.name, list(specs))
 
     log_dir = data_dir() / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -339,9 +438,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(job: str, ops: dict, partition: str | None = None) -> tuple[int, str] | None:
         try:
-            res = defs.resolve_job_def(job).with_logger_defs(logger_defs).execute_in_process(
-                instance=instance, partition_key=partition, raise_on_error=False, tags=launch_tags(),
-                run_config={"ops": ops, "loggers": {"console": {}}})
+            res = run_job(defs.resolve_job_def(job).with_logger_defs(logger_defs), instance,
+                          {"ops": ops, "loggers": {"console": {}}}, partition=partition, tags=launch_tags())
         except InputsRejected as exc:  # the job's config check (pipelines.inputs), at launch
             return 2, f"{job}: {exc}"
         except dg.DagsterUserCodeExecutionError as exc:  # any other error of a config mapping

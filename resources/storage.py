@@ -16,6 +16,12 @@ load) and replaces the two pieces that write:
   for new columns and ``INSERT … BY NAME``; an empty frame still creates the table with its
   columns; categoricals are written as strings.
 
+Every write also records, in the same transaction, which run wrote which table (partition) in
+the ledger :data:`LEDGER` (``metamorph_meta.table_writes``: table_name ``schema.table``,
+partition (``''`` when unpartitioned), run_id, written_at (naive UTC), partial (NULL; set to a
+note by :func:`pipelines.partial.mark_partial_run` when that run fails later)), so SQL readers
+of the warehouse see the same partial marks as the UI.
+
 It also runs handle_output / load_input inside ``partition_loading_context`` so dynamic
 partitions resolve (the multi-partition crash of §4.1).
 """
@@ -33,6 +39,33 @@ from dagster._core.storage.db_io_manager import DbIOManager, DbTypeHandler, Tabl
 from dagster._utils.backoff import backoff
 from dagster_duckdb.io_manager import DuckDbClient, _get_cleanup_statement
 from dagster_duckdb_pandas import DuckDBPandasIOManager, DuckDBPandasTypeHandler
+
+
+#: The write ledger (module docstring): one row per (table, partition), the run that last wrote it.
+LEDGER = "metamorph_meta.table_writes"
+_LEDGER_DDL = f"""
+CREATE SCHEMA IF NOT EXISTS metamorph_meta;
+CREATE TABLE IF NOT EXISTS {LEDGER} (
+    table_name VARCHAR NOT NULL,
+    partition VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL,
+    written_at TIMESTAMP NOT NULL,
+    partial VARCHAR,
+    PRIMARY KEY (table_name, partition)
+);
+"""
+
+
+def record_write(conn: duckdb.DuckDBPyConnection, table_name: str, partitions: Sequence[str], run_id: str) -> None:
+    """Upsert the ledger rows of ``table_name`` (``schema.table``) for ``partitions`` (``['']`` when
+    unpartitioned): written by ``run_id`` now, not partial. Runs in the caller's transaction."""
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    conn.execute(_LEDGER_DDL)
+    conn.executemany(f"INSERT INTO {LEDGER} VALUES (?, ?, ?, ?, NULL) ON CONFLICT (table_name, partition) DO UPDATE "
+                     "SET run_id = excluded.run_id, written_at = excluded.written_at, partial = NULL",
+                     [[table_name, p, run_id, now] for p in partitions])
 
 
 def _table_exists(conn: duckdb.DuckDBPyConnection, schema: str, table: str) -> bool:
@@ -105,6 +138,13 @@ class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
             connection.unregister("__metamorph_out")
         # the table by its SQL name; the warehouse file as its own entry (not glued to the table name)
         name = f"{table_slice.schema}.{table_slice.table}"
+        try:
+            run_id = context.run_id
+        except Exception:  # a context built outside a run (direct IO manager tests)
+            run_id = None
+        if run_id:
+            partitions = sorted(context.asset_partition_keys) if context.has_asset_partitions else [""]
+            record_write(connection, name, partitions, run_id)
         context.add_output_metadata({
             **(TableMetadataSet(partition_row_count=len(frame), storage_kind="duckdb", table_name=name)
                if context.has_partition_key

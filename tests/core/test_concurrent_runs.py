@@ -1,0 +1,193 @@
+"""Two runs of one study started at once against one warehouse, one generation cache and one
+Dagster instance: both finish, every table has exactly the rows of one run (no duplicate keys),
+and no completion is paid twice.
+
+The runs are two real ``python -m pipelines.run`` processes (persistent DAGSTER_HOME, the
+``duckdb`` pool with limit 1 from the dagster.yaml it writes) against the local HTTP stub with a
+think time, so the first run's model step is still calling when the second arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+from tests.core.stub_http import Reply, StubServer, chat_completion
+
+REPO = Path(__file__).resolve().parents[2]
+CHAT = "/v1/chat/completions"
+N_INSTANCES, N_FORMATS = 3, 4
+
+
+def answer(rec) -> Reply:
+    """A parseable JSON answer (decision A) for every request."""
+    return Reply(200, chat_completion(json.dumps({"decision": "A", "evidence": ["patient has fever"]}),
+                                      model="stub-model", prompt_tokens=10, completion_tokens=5))
+
+
+def registry(tmp_path: Path, url: str) -> Path:
+    reg = tmp_path / "models.yaml"
+    reg.write_text(f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
+                   f"    base_url: {url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 2\n    status: approved\n")
+    return reg
+
+
+def overlapping_runs(dagster_home: Path) -> dict:
+    """How long the two model-job runs were in progress at the same time (s), and how many times a
+    step logged that it waited for the ``duckdb`` pool, read from the shared instance."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home))) as instance:
+        records = instance.get_run_records()
+        model = [r for r in records if r.dagster_run.job_name == "format_robustness_model_job"]
+        blocked = sum("blocked by limit for pool duckdb" in (e.user_message or "")
+                      for r in records for e in instance.all_logs(r.dagster_run.run_id))
+        statuses = sorted(str(r.dagster_run.status) for r in records)
+    a, b = model
+    return {"statuses": statuses, "blocked": blocked,
+            "overlap_s": min(a.end_time, b.end_time) - max(a.start_time, b.start_time)}
+
+
+def table(db: Path, name: str):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(f"SELECT * FROM format_robustness.{name}").df()
+    finally:
+        con.close()
+
+
+def test_two_runs_at_once_share_warehouse_cache_and_pool(clean_proxy_env, tmp_path):
+    stub = StubServer(latency_s=0.4)
+    stub.script("POST", CHAT, answer)
+    try:
+        env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh"),
+               "METAMORPH_MODELS": str(registry(tmp_path, stub.url)), "STUB_KEY": "k", "PYTHONPATH": str(REPO),
+               "NO_PROXY": "127.0.0.1,localhost"}
+        cmd = [sys.executable, "-m", "pipelines.run", "format_robustness", "--models", "stub",
+               "--limit", str(N_INSTANCES), "--k", "1"]
+        t0 = time.monotonic()
+        procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        outs = [p.communicate(timeout=900) for p in procs]
+        wall = time.monotonic() - t0
+    finally:
+        stub.close()
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, f"rc={p.returncode}\nstdout:\n{out}\nstderr:\n{err}"
+        assert "Done in" in out
+    print(f"two concurrent runs: {wall:.1f} s wall, {len(stub.requests_to(CHAT))} stub requests")
+
+    # The runs overlapped: both model jobs were in progress at once, and steps waited for the pool.
+    runs = overlapping_runs(tmp_path / "dh")
+    assert runs["statuses"] == ["DagsterRunStatus.SUCCESS"] * 4 and runs["blocked"] > 0 and runs["overlap_s"] > 0, runs
+
+    # Every completion was paid once. One run makes 3 x 4 = 12 planned calls (k = 1), then routing
+    # re-runs each instance's 3 other formats in the best format: 9 calls with new cache keys whose
+    # bodies are the best-format body of the instance (the routed key also names the source format).
+    # So 21 requests: 9 bodies once, 3 bodies 4 times, and 21 cache rows with distinct keys. A second
+    # run paying again would show up as 42 requests / counts of 2 and 8.
+    bodies = stub.count_by(lambda r: r.key, path=CHAT)
+    assert sorted(bodies.values()) == [1] * 9 + [4] * 3
+    con = duckdb.connect(str(tmp_path / "home" / "generation_cache.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT count(*), count(DISTINCT key), count(error) FROM generations").fetchall() == [
+            (21, 21, 0)]
+        assert con.execute("SELECT count(*) FROM claims").fetchall() == [(0,)]
+    finally:
+        con.close()
+
+    db = tmp_path / "home" / "metamorph.duckdb"
+    n_docs = N_INSTANCES * N_FORMATS
+    expected = {"source_instances": (N_INSTANCES, ["instance_id"]),
+                "rendered_documents": (n_docs, ["instance_id", "format"]),
+                "workflow_generations": (n_docs, ["model_id", "workflow_id", "instance_id", "format", "repeat"]),
+                "extracted_decisions": (n_docs, ["model_id", "workflow_id", "instance_id", "format", "repeat"]),
+                "routed_generations": (n_docs, ["model_id", "workflow_id", "instance_id", "format", "repeat"])}
+    for name, (rows, key) in expected.items():
+        df = table(db, name)
+        assert len(df) == rows, name
+        assert not df.duplicated(key).any(), name
+    routed = table(db, "routed_generations")
+    # the table holds the rows of the run that wrote it last: the pool ran the two routing steps one
+    # after the other, so the later one found all 12 of its requests in the cache
+    assert routed["cache_hit"].all()
+
+
+def test_headline_connection_waits_for_another_process_writing(tmp_path):
+    """The run that finishes first prints its headline while the other run may be writing the
+    warehouse: the read-only connection waits for the writer instead of failing."""
+    import pytest
+
+    from pipelines.run import connect_read_only
+
+    db = tmp_path / "w.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE t AS SELECT 42 AS x")
+    con.close()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\n"
+                               f"c = duckdb.connect({str(db)!r}); print('held', flush=True); time.sleep(3); c.close()"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(duckdb.IOException, match="Could not set lock on file"):
+            duckdb.connect(str(db), read_only=True)  # what print_headline did before
+        with pytest.raises(duckdb.IOException):
+            connect_read_only(str(db), timeout_s=0.3)
+        t0 = time.monotonic()
+        ro = connect_read_only(str(db))
+        waited = time.monotonic() - t0
+        assert ro.execute("SELECT x FROM t").fetchall() == [(42,)]
+        ro.close()
+        assert waited > 0.5
+    finally:
+        holder.wait(timeout=60)
+
+
+def test_add_partitions_adds_only_the_missing_keys():
+    import dagster as dg
+
+    from pipelines.run import add_partitions
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["b"])
+        add_partitions(instance, "model", ["a", "b", "c"])
+        add_partitions(instance, "model", ["a", "b", "c"])
+        assert instance.get_dynamic_partitions("model") == ["b", "a", "c"]
+
+
+def test_open_instance_waits_for_the_lock_of_another_opener(tmp_path, monkeypatch):
+    """Two fresh openers of one DAGSTER_HOME are serialised by the lock file (the race that stamped
+    runs.db twice): while another process holds it, open_instance waits, then opens."""
+    import fcntl
+    import threading
+
+    from pipelines.run import INSTANCE_LOCK, open_instance
+
+    home = tmp_path / "dh"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               f"f = open({str(home / INSTANCE_LOCK)!r}, 'w'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True); time.sleep(2)"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    opened = {}
+    t = threading.Thread(target=lambda: opened.setdefault("instance", open_instance()))
+    t.start()
+    t.join(1.0)
+    assert "instance" not in opened and not (home / "history" / "runs.db").exists()  # still waiting
+    holder.wait(timeout=60)
+    t.join(60)
+    instance = opened["instance"]
+    try:
+        assert (home / "history" / "runs.db").exists() and instance.get_runs() == []
+    finally:
+        instance.dispose()
+    with open(home / INSTANCE_LOCK, "w") as fh:  # released after opening
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
