@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
 from collections.abc import Sequence
 
@@ -47,11 +48,19 @@ def commands() -> dict[str, tuple]:
     return out
 
 
+def plain(text: str | None) -> str | None:
+    """A docstring paragraph as terminal text: reST markup (``code``, **bold**, :func:`x`) removed."""
+    if text is None:
+        return None
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "").replace("**", "")
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="metamorph", description="metamorph: metamorphic robustness studies.")
     sub = ap.add_subparsers(dest="command", required=True)
     for name, (help_text, description, add_arguments, run) in sorted(commands().items()):
-        p = sub.add_parser(name, help=help_text, description=description)
+        p = sub.add_parser(name, help=plain(help_text), description=plain(description))
         add_arguments(p)
         p.set_defaults(func=run)
     return ap

@@ -1,0 +1,29 @@
+"""The ``metamorph`` console script: every command's --help is plain terminal text."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from metamorph.cli import _parser, commands, main, plain
+
+MARKUP = re.compile(r"``|\*\*|:[a-z]+:`")
+
+
+def test_plain_drops_rest_markup():
+    assert plain("Reads ``sql/<study>``, **read-only**; see :func:`~metamorph.trace.run` and :mod:`x.y`.") == \
+        "Reads sql/<study>, read-only; see metamorph.trace.run and x.y."
+    assert plain(None) is None
+
+
+@pytest.mark.parametrize("name", sorted(commands()))
+def test_help_of_every_command_has_no_markup(name, capsys):
+    assert main([name, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"usage: metamorph {name}") and not MARKUP.search(text), text
+
+
+def test_the_commands_are_gate_plan_and_trace():
+    assert sorted(commands()) == ["gate", "plan", "trace"]
+    assert not MARKUP.search(_parser().format_help())
