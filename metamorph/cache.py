@@ -474,9 +474,31 @@ class GenerationCache:
             return {}
         self.flush()
         with self._use() as con:
-            rows = con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w USING (key) "
-                               f"WHERE {_FRESH}", [keys, stale_before]).fetchall()
-        return _results(rows)
+            return self._stored(con, keys, stale_before)
+
+    # The SQL of a claim, one method per statement (PostgresGenerationCache writes them in its dialect).
+
+    def _stored(self, con, keys: list[str], stale_before: datetime | None) -> dict[str, GenerationResult]:
+        """Stored successes of ``keys`` (at or after ``stale_before``) through ``con``."""
+        return _results(con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w USING (key) "
+                                    f"WHERE {_FRESH}", [keys, stale_before]).fetchall())
+
+    def _begin_claim(self, con) -> None:
+        """Start the transaction of a claim."""
+        con.execute("BEGIN TRANSACTION")
+
+    def _lock_claims(self, con) -> None:
+        """First statement in a claim's transaction: nothing for the DuckDB file (one writer at a
+        time); PostgreSQL takes the advisory lock that serialises claims and commits."""
+
+    def _held(self, con, keys: list[str]) -> list[tuple]:
+        """(key, owner, expires_at) of the claims on ``keys`` by other owners."""
+        return con.execute(f"SELECT c.key, c.owner, c.expires_at FROM claims c JOIN {_WANTED} w USING (key) "
+                           "WHERE c.owner <> $2", [keys, self.owner]).fetchall()
+
+    def _insert_claims(self, con, keys: list[str], expires_at: float) -> None:
+        con.execute(f"INSERT INTO claims SELECT key, $2, $3 FROM {_WANTED} ON CONFLICT (key) DO UPDATE "
+                    "SET owner = excluded.owner, expires_at = excluded.expires_at", [keys, self.owner, expires_at])
 
     def claim(self, keys: Iterable[str], stale_before: datetime | None = None) -> Claim:
         """Claim ``keys`` for this cache's owner, in one committed transaction (see :class:`Claim`).
@@ -493,19 +515,16 @@ class GenerationCache:
         out = Claim()
         now = time.time()
         with self._use() as con:
-            con.execute("BEGIN TRANSACTION")
+            self._begin_claim(con)
             try:
-                out.done = _results(con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w "
-                                                f"USING (key) WHERE {_FRESH}", [keys, stale_before]).fetchall())
-                held = con.execute(f"SELECT c.key, c.owner, c.expires_at FROM claims c JOIN {_WANTED} w USING (key) "
-                                   "WHERE c.owner <> $2", [keys, self.owner]).fetchall()
+                self._lock_claims(con)
+                out.done = self._stored(con, keys, stale_before)
+                held = self._held(con, keys)
                 busy = {k for k, owner, expires in held if expires > now and owner_alive(owner)}
                 out.busy = [k for k in keys if k in busy and k not in out.done]
                 out.claimed = [k for k in keys if k not in busy and k not in out.done]
                 if out.claimed:
-                    con.execute(f"INSERT INTO claims SELECT key, $2, $3 FROM {_WANTED} ON CONFLICT (key) DO UPDATE "
-                                "SET owner = excluded.owner, expires_at = excluded.expires_at",
-                                [out.claimed, self.owner, now + self.lease_s])
+                    self._insert_claims(con, out.claimed, now + self.lease_s)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -520,9 +539,9 @@ class GenerationCache:
         """Distinct provider-reported model versions stored for (provider, model)."""
         self.flush()
         with self._use() as con:
-            rows = con.execute(
+            rows = con.execute(self._sql(
                 "SELECT DISTINCT model_version FROM generations WHERE provider = ? AND model = ? "
-                "AND error IS NULL AND model_version IS NOT NULL", [provider, model]).fetchall()
+                "AND error IS NULL AND model_version IS NOT NULL"), [provider, model]).fetchall()
         return {r[0] for r in rows}
 
     def count(self, errors: bool | None = None) -> int:

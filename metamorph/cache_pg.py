@@ -32,10 +32,9 @@ logged or stored: :attr:`path` is the URL with the password replaced by ``***``.
 from __future__ import annotations
 
 import threading
-import time
 from urllib.parse import urlsplit, urlunsplit
 
-from metamorph.cache import _RESULT_COLS, _TYPES, Claim, GenerationCache, _results, owner_alive
+from metamorph.cache import _RESULT_COLS, _TYPES, GenerationCache, _results
 from metamorph.providers.base import GenerationResult
 
 #: DuckDB column types -> PostgreSQL
@@ -165,58 +164,23 @@ class PostgresGenerationCache(GenerationCache):
                 raise
         self._claimed.difference_update(columns[0])
 
-    def get_many(self, keys, stale_before=None) -> dict[str, GenerationResult]:
-        keys = list(dict.fromkeys(keys))
-        if not keys:
-            return {}
-        self.flush()
-        with self._use() as con:
-            rows = con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} USING (key) "
-                               f"WHERE {_FRESH}", [keys, stale_before, stale_before]).fetchall()
-        return _results(rows)
+    # the statements of GenerationCache.get_many / claim in PostgreSQL's dialect
 
-    def claim(self, keys, stale_before=None) -> Claim:
-        keys = list(dict.fromkeys(keys))
-        if not keys:
-            return Claim()
-        out = Claim()
-        now = time.time()
-        with self._use() as con:
-            con.execute("BEGIN")
-            try:
-                con.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
-                out.done = _results(con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} "
-                                                f"USING (key) WHERE {_FRESH}", [keys, stale_before, stale_before]
-                                                ).fetchall())
-                held = con.execute(f"SELECT c.key, c.owner, c.expires_at FROM claims c JOIN {_WANTED} USING (key) "
-                                   "WHERE c.owner <> %s", [keys, self.owner]).fetchall()
-                busy = {k for k, owner, expires in held if expires > now and owner_alive(owner)}
-                out.busy = [k for k in keys if k in busy and k not in out.done]
-                out.claimed = [k for k in keys if k not in busy and k not in out.done]
-                if out.claimed:
-                    con.execute("INSERT INTO claims SELECT key, %s, %s FROM unnest(%s::TEXT[]) AS w(key) "
-                                "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
-                                [self.owner, now + self.lease_s, out.claimed])
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-        if out.claimed:
-            self._claimed.update(out.claimed)
-            self._renewed_at = time.monotonic()
-            self._start_writer()
-        return out
+    def _stored(self, con, keys, stale_before) -> dict[str, GenerationResult]:
+        return _results(con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} USING (key) "
+                                    f"WHERE {_FRESH}", [keys, stale_before, stale_before]).fetchall())
 
-    def known_versions(self, provider: str, model: str) -> set[str]:
-        self.flush()
-        with self._use() as con:
-            rows = con.execute(
-                "SELECT DISTINCT model_version FROM generations WHERE provider = %s AND model = %s "
-                "AND error IS NULL AND model_version IS NOT NULL", [provider, model]).fetchall()
-        return {r[0] for r in rows}
+    def _begin_claim(self, con) -> None:
+        con.execute("BEGIN")
 
-    def count(self, errors: bool | None = None) -> int:
-        where = "" if errors is None else ("WHERE error IS NOT NULL" if errors else "WHERE error IS NULL")
-        self.flush()
-        with self._use() as con:
-            return int(con.execute(f"SELECT count(*) FROM generations {where}").fetchall()[0][0])
+    def _lock_claims(self, con) -> None:
+        con.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
+
+    def _held(self, con, keys) -> list[tuple]:
+        return con.execute(f"SELECT c.key, c.owner, c.expires_at FROM claims c JOIN {_WANTED} USING (key) "
+                           "WHERE c.owner <> %s", [keys, self.owner]).fetchall()
+
+    def _insert_claims(self, con, keys, expires_at: float) -> None:
+        con.execute("INSERT INTO claims SELECT key, %s, %s FROM unnest(%s::TEXT[]) AS w(key) "
+                    "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
+                    [self.owner, expires_at, keys])
