@@ -420,3 +420,25 @@ def test_workflow_perturb_budget_is_checked_per_asset_and_max_tokens_is_rejected
     assert code == 2
     assert err == ("error: --max-tokens does not apply to workflow_perturb (python -m pipelines.run does not pass it "
                    "to llm_perturbations or judge_scores)\n")
+
+
+def test_an_escalation_models_plan_is_added_to_the_generators_for_the_budget():
+    from metamorph.costplan import budget_steps, check_budget_sum
+
+    other = ModelSpec(id="big", provider="openai_compatible", model="m", base_url="http://x/v1",
+                      price_per_mtok=Price(input=4.0, output=16.0))
+    a = plan_requests([_req("x" * 10)], API, label="llm_perturbations")  # 4 in, 5 out: 8 + 40 = $0.000048
+    b = plan_requests([_req("y" * 10)], other, label="llm_perturbations (escalation of api)")  # 16 + 80 = $0.000096
+    assert (a.cost_usd, b.cost_usd) == (pytest.approx(48e-6), pytest.approx(96e-6))
+    check_budget_sum([a, b], 0.000144)
+    check_budget_sum([a, b], None)
+    with pytest.raises(BudgetError) as exc:
+        check_budget_sum([a, b], 0.0001)
+    assert str(exc.value) == ("models ['api', 'big'] (llm_perturbations): est. cost $0.000144 together (api $0.000048, "
+                              "big $0.000096) exceeds the budget of $0.0001; nothing was called")
+    # metamorph plan: a step's parts "<asset> <part>" are checked together, as the asset checks them
+    retries = plan_requests([_req("z" * 10)], API, label="llm_perturbations retries", upper_bound=True)
+    judge = plan_requests([_req("j" * 10)], API, label="judge_scores")
+    [gen, jud] = budget_steps([a, retries, judge])
+    assert (gen.label, gen.calls, gen.upper_bound, gen.cost_usd) == ("llm_perturbations", 2, True, pytest.approx(96e-6))
+    assert jud is judge
