@@ -100,16 +100,18 @@ def effective_budget(*budgets: float | None) -> float | None:
     return min(set_) if set_ else None
 
 
-def plan_and_guard(context, requests, spec, provider, cache, budget_usd: float | None, label: str):
+def plan_and_guard(context, requests, spec, provider, cache, budget_usd: float | None, label: str,
+                   upper_bound: bool = False):
     """The cost plan of ``requests`` (:func:`metamorph.costplan.plan_requests`: cache hits from
     ``cache``, prompt tokens from ``provider``'s tokenizer when local), logged as one line, then
     :func:`metamorph.costplan.check_budget` — raises :class:`~metamorph.errors.BudgetError` before
-    any call, so nothing is called or written. Returns the :class:`~metamorph.costplan.CostPlan`."""
+    any call, so nothing is called or written. ``upper_bound``: ``requests`` are every call the
+    step can make (some depend on replies), shown "up to". Returns the :class:`~metamorph.costplan.CostPlan`."""
     from metamorph.costplan import cached_keys, check_budget, plan_requests, token_counter
 
     count, method = token_counter(spec, provider)
     hits = cached_keys(cache, requests, stale_before=runner_options(context)["stale_before"])
-    plan = plan_requests(requests, spec, hits, count=count, method=method, label=label)
+    plan = plan_requests(requests, spec, hits, count=count, method=method, label=label, upper_bound=upper_bound)
     context.log.info("cost plan: " + plan.line())
     check_budget(plan, budget_usd)
     return plan

@@ -123,7 +123,7 @@ def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturb
         "means_by_type_severity": dg.MetadataValue.md(markdown_table(means))})
 
 
-class LLMPerturbConfig(dg.Config):
+class LLMPerturbConfig(BudgetConfig):
     n_goldens: int = Field(default=3, ge=1, description="First N valid goldens sent to the LLM generator.")
     types: list[str] = Field(default=list(PERTURBATION_TYPES), description="Perturbation types.")
     severities: list[float] = Field(default=[0.3], description="Severities p.")
@@ -149,21 +149,34 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
                       model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
                       goldens: pd.DataFrame) -> dg.Output:
     """Variants written by the partition's model through the App. A generator
-    (metamorph.studies.workflow_perturb.perturb.generate_perturbation); failing rows are kept and flagged."""
+    (metamorph.studies.workflow_perturb.perturb.generate_perturbation); failing rows are kept and flagged.
+    Before any call, the cost plan of every call the generator can make (first attempts exact;
+    retries, the per-node fallback and escalation models an upper bound:
+    metamorph.studies.workflow_perturb.plan.generator_requests) is checked against budget_usd — per
+    model and, with escalation models, their sum — and the partition model's plan is kept as metadata."""
+    from metamorph.costplan import check_budget_sum
+
     cache = generation_cache.open()
-    models = []
+    chosen = list(_valid_goldens(goldens).values())[: config.n_goldens]
+    budget = effective_budget(config.budget_usd, model_registry.budget_usd)
+    models, plans = [], []
     reported: list[str | None] = []  # model_version of every reply of the partition's own model
     for mid in [context.partition_key, *config.escalation]:
         spec = model_registry.get(mid)
-        params = {"temperature": 0.0, "max_tokens": config.max_tokens, "seed": 0,
-                  **{k: v for k, v in spec.params.items() if k != "response_format"}}
-        params = {k: v for k, v in params.items() if v is not None}
-        generate = provider_generate(model_registry.provider(spec), spec.model, cache=cache, params=params,
+        provider = model_registry.provider(spec)
+        first, more = wst.generator_requests(chosen, config.types, config.severities, spec,
+                                             max_attempts=config.max_attempts, max_tokens=config.max_tokens,
+                                             hybrid=config.hybrid)
+        label = "llm_perturbations" if mid == context.partition_key else f"llm_perturbations (escalation of {context.partition_key})"
+        plans.append(plan_and_guard(context, first + more, spec, provider, cache, budget, label,
+                                    upper_bound=bool(more) or mid != context.partition_key))
+        generate = provider_generate(provider, spec.model, cache=cache,
+                                     params=wst.generator_params(spec, config.max_tokens),
                                      base_url=spec.base_url, stale_before=runner_options(context)["stale_before"])
         if mid == context.partition_key:
             generate = _recording_versions(generate, reported)
         models.append(GeneratorModel(mid, generate))
-    chosen = list(_valid_goldens(goldens).values())[: config.n_goldens]
+    check_budget_sum(plans, budget)
     perts = []
     for w in chosen:
         for t in config.types:
@@ -176,7 +189,8 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
         "status": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
         "attempts_mean": dg.MetadataValue.float(round(float(df["attempts"].mean()), 2)),
         REPORTED_VERSIONS_KEY: reported_versions_md(reported),
-        "registry_fingerprint": dg.MetadataValue.text(model_registry.get(context.partition_key).fingerprint())})
+        "registry_fingerprint": dg.MetadataValue.text(model_registry.get(context.partition_key).fingerprint()),
+        **plan_metadata(plans[0])})
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,

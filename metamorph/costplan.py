@@ -25,7 +25,10 @@ study's requests from its sources as the run would, for ``metamorph plan`` (:dat
 through the study's own ``plan.cost_steps`` (:class:`PlanStep`). Some calls depend on outcomes:
 the document-format study's format routing re-runs every input in the best format, which is known
 only after the first generations; its part of the plan is the largest it can be over every
-choice of best format ("up to").
+choice of best format ("up to"). WorkflowPerturb's LLM generator retries a reply that fails
+validation, falls back to one step at a time for description changes and may escalate to other
+models: its first attempts are exact, the rest is planned as every call it can make, each retry
+carrying replies of ``max_tokens`` tokens ("up to", :mod:`metamorph.studies.workflow_perturb.plan`).
 
 No Dagster here: the assets call :func:`plan_requests` and :func:`check_budget`.
 """
@@ -229,6 +232,24 @@ def check_budget(plan: CostPlan, budget_usd: float | None, outcome: str = "nothi
                           f"{usd(budget_usd)}; {outcome}")
 
 
+def check_budget_sum(plans: Sequence[CostPlan], budget_usd: float | None,
+                     outcome: str = "nothing was called") -> None:
+    """Raise :class:`BudgetError` when ``budget_usd`` is set and the plans of one step for several
+    models (a generator and its escalation models) cost more than it together, or one of them with
+    calls left has an unknown cost. Each plan alone: :func:`check_budget`. ``None``: no budget."""
+    if budget_usd is None or len(plans) < 2:
+        return
+    unknown = [p.model_id for p in plans if p.cost_usd is None]
+    if unknown:
+        raise BudgetError(f"models {unknown}: calls to make but no price_per_mtok in the registry, so the budget of "
+                          f"{usd(budget_usd)} cannot be checked; {outcome}")
+    cost = sum(p.cost_usd or 0.0 for p in plans)
+    if cost > budget_usd:
+        parts = ", ".join(f"{p.model_id} {usd(p.cost_usd or 0.0)}" for p in plans)
+        raise BudgetError(f"models {[p.model_id for p in plans]} ({plans[0].label}): est. cost {usd(cost)} together "
+                          f"({parts}) exceeds the budget of {usd(budget_usd)}; {outcome}")
+
+
 # ------------------------------------------------------------------------------------------
 # Whole studies, for `metamorph plan`
 
@@ -237,7 +258,8 @@ def check_budget(plan: CostPlan, budget_usd: float | None, outcome: str = "nothi
 class StudyOptions:
     """The run settings ``metamorph plan`` takes — the options of ``python -m pipelines.run`` that
     shape requests (``None``: the study's default, that of its assets' config). ``k``: the format
-    study's repeats; ``seeds``/``constrained_arm``: the wrapper study's; ``settings``: OrderProbe's."""
+    study's repeats; ``seeds``/``constrained_arm``: the wrapper study's; ``settings``: OrderProbe's;
+    ``llm_goldens``/``judge_variants``/``judge_constrained``: WorkflowPerturb's."""
 
     sources: list[str] | None = None
     limit: int | None = None
@@ -246,6 +268,9 @@ class StudyOptions:
     seeds: list[int] | None = None
     constrained_arm: bool = False
     settings: list[str] | None = None
+    llm_goldens: int | None = None
+    judge_variants: int | None = None
+    judge_constrained: bool = False
 
 
 @dataclass(frozen=True)
@@ -330,6 +355,17 @@ def plan_study(study: str, spec: ModelSpec, options: StudyOptions, cache: Any = 
     return plan_steps(steps, spec, cached_keys(cache, requests), count=count, method=method)
 
 
+def budget_steps(plans: Sequence[CostPlan]) -> list[CostPlan]:
+    """The plans as the run's budget checks see them: one per generation asset. A step whose label
+    is ``<asset> <part>`` (``llm_perturbations retries``) is added to the asset's other parts
+    (:func:`total`, labelled ``<asset>``), since the asset checks them together before its first call."""
+    groups: dict[str, list[CostPlan]] = {}
+    for p in plans:
+        groups.setdefault(p.label.split(" ")[0], []).append(p)
+    return [ps[0] if len(ps) == 1 else CostPlan(**{**total(ps).__dict__, "label": name})
+            for name, ps in groups.items()]
+
+
 def _lazy_counter(spec: ModelSpec, provider: Any) -> tuple[Callable[[GenerationRequest], int], str]:
     """A counter that loads the tokenizer on its first call (so a fully cached plan loads none)."""
     method = METHOD_TOKENIZER if spec.provider == "llama_cpp" else METHOD_ESTIMATE
@@ -373,6 +409,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
     p.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     p.add_argument("--settings", nargs="+", default=None, help="OrderProbe: prompt settings")
+    p.add_argument("--llm-goldens", type=_positive, default=None,
+                   help="workflow study: goldens sent to the LLM generator (default 3)")
+    p.add_argument("--judge-variants", type=_positive, default=None,
+                   help="workflow study: deterministic variants judged, 3 calls each (default 9)")
+    p.add_argument("--judge-constrained", action="store_true",
+                   help="workflow study: the judge's decoding constrained to the B.6.4 JSON object")
     p.add_argument("--max-tokens", type=_positive, default=None)
     p.add_argument("--models", nargs="+", default=None, help="registry model ids (default: all)")
     p.add_argument("--registry", default=None, help="registry YAML (default $METAMORPH_MODELS or config/models.yaml)")
@@ -400,7 +442,9 @@ def run(args: argparse.Namespace) -> int:
 
             cache = GenerationCache(cache_file)
         options = StudyOptions(sources=args.sources, limit=args.limit, k=args.k, max_tokens=args.max_tokens,
-                               seeds=args.seeds, constrained_arm=args.constrained_arm, settings=args.settings)
+                               seeds=args.seeds, constrained_arm=args.constrained_arm, settings=args.settings,
+                               llm_goldens=args.llm_goldens, judge_variants=args.judge_variants,
+                               judge_constrained=args.judge_constrained)
         over, shown = [], []
         print(f"Plan of {args.study} (cache: {cache_file if cache is not None else 'none, ' + cache_file + ' absent'})")
         try:
@@ -412,7 +456,7 @@ def run(args: argparse.Namespace) -> int:
                 whole = total(plans) if len(plans) > 1 else plans[0]
                 if len(plans) > 1:
                     print("  " + whole.line())
-                for p in plans:  # the run checks each step's plan before that step's first call
+                for p in budget_steps(plans):  # the run checks each step's plan before that step's first call
                     try:
                         check_budget(p, args.budget_usd, "the run would stop before this step's first call")
                     except BudgetError as exc:
@@ -422,8 +466,9 @@ def run(args: argparse.Namespace) -> int:
                 cache.release()
         notes = [OUTPUT_NOTE + ".", f"Input tokens: local models {METHOD_TOKENIZER}; API models {METHOD_ESTIMATE}."]
         if any(p.upper_bound for p in shown):
-            notes.append("'up to': the step's requests depend on outcomes (e.g. which format turns out best); its "
-                         "counts are the most over every possible outcome.")
+            notes.append("'up to': the step's requests depend on outcomes (e.g. which format turns out best, or "
+                         "whether a generated workflow passes validation); its counts are the most over every "
+                         "possible outcome.")
         print("Notes: " + " ".join(notes))
     except MetamorphError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -162,8 +162,8 @@ def print_headline(study: str, database: str) -> None:
 
 def model_job_ops(args: argparse.Namespace) -> dict:
     """The ``ops`` run config of ``<study>_model_job`` from the command line: the model op's config
-    (only the options given) and, for the workflow study, the judge's ``n_variants`` and
-    ``constrained``."""
+    (only the options given; ``budget_usd`` reaches every generation step) and, for the workflow
+    study, the judge's ``n_variants`` and ``constrained``."""
     model_op = STUDY_OPS[args.study][1]
     gen_cfg = {"max_tokens": args.max_tokens}
     if args.study == "format_robustness":
@@ -175,8 +175,7 @@ def model_job_ops(args: argparse.Namespace) -> dict:
     else:
         gen_cfg.update({"seeds": args.seeds, "constrained_arm": args.constrained_arm or None})
     budget = getattr(args, "budget_usd", None)
-    if args.study != "workflow_perturb":
-        gen_cfg["budget_usd"] = budget
+    gen_cfg["budget_usd"] = budget
     ops = {model_op: {"config": {k: v for k, v in gen_cfg.items() if v is not None}}}
     if args.study == "format_robustness" and budget is not None:
         ops["format_robustness__routed_generations"] = {"config": {"budget_usd": budget}}

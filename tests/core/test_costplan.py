@@ -304,8 +304,9 @@ def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, 
 def test_plan_study_needs_a_known_study():
     from metamorph.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="study 'workflow_perturb' is not planned"):
-        plan_study("workflow_perturb", API, StudyOptions())
+    with pytest.raises(ConfigError, match=r"study 'nope' is not planned; choose one of \['format_robustness', "
+                                          r"'order_probe', 'workflow_perturb', 'wrapper_sensitivity'\]"):
+        plan_study("nope", API, StudyOptions())
 
 
 def test_budget_settings_reach_every_generation_step():
@@ -320,4 +321,124 @@ def test_budget_settings_reach_every_generation_step():
     assert model_job_ops(args) == {"format_robustness__workflow_generations": {"config": {"k": 2, "budget_usd": 0.5}},
                                    "format_robustness__routed_generations": {"config": {"budget_usd": 0.5}}}
     args = build_parser().parse_args(["workflow_perturb", "--budget-usd", "1"])
-    assert model_job_ops(args)["workflow_perturb__judge_scores"] == {"config": {"budget_usd": 1.0}}
+    assert model_job_ops(args) == {"workflow_perturb__llm_perturbations": {"config": {"budget_usd": 1.0}},
+                                   "workflow_perturb__judge_scores": {"config": {"budget_usd": 1.0}}}
+
+
+# ------------------------------------------------------------------------------------------ WorkflowPerturb
+
+
+def _sent_messages(sent, system: str) -> list[str]:
+    return sorted(json.dumps(r.json["messages"]) for r in sent if r.json["messages"][0]["content"] == system)
+
+
+def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(priced_stub, metamorph_home, capsys):
+    """1 golden (embedded/brew_pour_over_coffee, 5 steps) × 3 types at p 0.3 (N = ceil(1.5) = 2):
+    3 first attempts (exact). Up to: 1 retry per row (max_attempts 2) = 3, and the description
+    row's per-node fallback, 2 steps × 2 attempts = 4: up to 7 more. Judge: 2 variants × 3 = 6.
+    The stub answers every call with an empty reply, so every attempt fails: 3 first attempts, 3
+    retries, and the fallback stops at its first step after its 2 attempts — 8 generator calls
+    (≤ the bound of 10), then 6 judge calls."""
+    from metamorph.studies.workflow_perturb import generate as gen
+    from metamorph.studies.workflow_perturb.judge import JUDGE_SYSTEM_B6
+    from metamorph.studies.workflow_perturb.plan import cost_steps
+    from metamorph.models import load_registry
+    from pipelines.definitions import build_definitions
+
+    priced_stub.script("POST", "/v1/chat/completions", chat_reply(""))
+    code, out, _ = _cli(capsys, "workflow_perturb", "--llm-goldens", "1", "--judge-variants", "2")
+    assert code == 0
+    assert "stub-model llm_perturbations: 3 requests, 0 cache hits, 3 calls, " in out
+    assert "stub-model llm_perturbations retries: up to 7 requests, 0 cache hits, up to 7 calls, " in out
+    assert "≤ 2,240 output tokens (max_tokens)" in out  # 7 × 320
+    assert "stub-model judge_scores: 6 requests, 0 cache hits, 6 calls, " in out
+    assert "stub-model total: up to 16 requests, 0 cache hits, up to 16 calls, " in out
+    [spec] = load_registry(str(metamorph_home.parent / "models.yaml"))
+    first, _more, judge = cost_steps(spec, StudyOptions(llm_goldens=1, judge_variants=2))
+
+    defs = build_definitions()
+    gen_key, judge_key = ["workflow_perturb", "llm_perturbations"], ["workflow_perturb", "judge_scores"]
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["stub-model"])
+        assert defs.resolve_job_def("workflow_perturb_inputs_job").execute_in_process(
+            instance=instance, asset_selection=[dg.AssetKey(["workflow_perturb", "goldens"]),
+                                                dg.AssetKey(["workflow_perturb", "perturbations"])]).success
+        model_job = defs.resolve_job_def("workflow_perturb_model_job")
+        ops = {"workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1}},
+               "workflow_perturb__judge_scores": {"config": {"n_variants": 2}}}
+
+        # a budget below the generator's bound: stopped before its first request, nothing written
+        low = {"ops": {**ops, "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1,
+                                                                                "budget_usd": 0.001}}}}
+        res = model_job.execute_in_process(instance=instance, partition_key="stub-model", run_config=low,
+                                           asset_selection=[dg.AssetKey(gen_key)], raise_on_error=False)
+        assert not res.success
+        err = res.get_step_failure_events()[0].event_specific_data.error
+        while err.cause is not None and err.cls_name.startswith("Dagster"):
+            err = err.cause
+        assert err.cls_name == "BudgetError"
+        assert "model 'stub-model' (llm_perturbations): 10 calls, " in err.message
+        assert len(priced_stub.requests) == 0 and _materialization(instance, gen_key) is None
+        assert GenerationCache(metamorph_home / "generation_cache.duckdb").count() == 0
+
+        # without a budget: the first attempts are exactly the planned requests, and the run reaches the bound
+        assert model_job.execute_in_process(instance=instance, partition_key="stub-model", run_config={"ops": ops},
+                                            asset_selection=[dg.AssetKey(gen_key), dg.AssetKey(judge_key)]).success
+        sent = priced_stub.requests_to("/v1/chat/completions")
+        assert len(sent) == 3 + 3 + 2 + 6
+        whole = [r for r in sent if r.json["messages"][0]["content"] == gen.SYSTEM_PROMPT]
+        assert len(whole) == 6 and len(_sent_messages(sent, gen.NODE_SYSTEM_PROMPT)) == 2
+        assert sorted(json.dumps(r.json["messages"]) for r in whole if len(r.json["messages"]) == 4) == \
+            sorted(json.dumps(list(q.messages)) for q in first.requests())
+        assert _sent_messages(sent, JUDGE_SYSTEM_B6) == sorted(json.dumps(list(q.messages))
+                                                               for q in judge.requests())
+        plan = _materialization(instance, gen_key)["cost_plan"].value
+        assert (plan["requests"], plan["cache_hits"], plan["calls"], plan["upper_bound"]) == (10, 0, 10, True)
+        assert plan["output_tokens_max"] == 10 * 320
+        md = _materialization(instance, judge_key)
+        assert md["model_calls"].value == 6 and md["cost_plan"].value["calls"] == 6
+
+    # the plan's first attempts and judge calls are the run's cache keys: now all cached
+    tokens = sum(math.ceil(sum(len(m["content"]) for m in r.json["messages"]) / 4)
+                 for r in whole if len(r.json["messages"]) == 4)
+    assert f"3 calls, {tokens:,} input tokens (estimated, chars/4), ≤ 960 output tokens" in out
+    code, out, _ = _cli(capsys, "workflow_perturb", "--llm-goldens", "1", "--judge-variants", "2")
+    assert code == 0
+    assert "stub-model llm_perturbations: 3 requests, 3 cache hits, 0 calls, 0 input tokens" in out
+    assert "stub-model judge_scores: 6 requests, 6 cache hits, 0 calls, 0 input tokens" in out
+
+
+def test_workflow_perturb_budget_is_checked_per_asset_and_max_tokens_is_rejected(priced_stub, capsys):
+    # the first attempts and the retries are one asset, checked together as the run checks them
+    code, _, err = _cli(capsys, "workflow_perturb", "--llm-goldens", "1", "--judge-variants", "2", "--budget-usd", "0")
+    assert code == 1
+    lines = err.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("over budget: model 'stub-model' (llm_perturbations): 10 calls, ")
+    assert lines[1].startswith("over budget: model 'stub-model' (judge_scores): 6 calls, ")
+    code, _, err = _cli(capsys, "workflow_perturb", "--max-tokens", "64")
+    assert code == 2
+    assert err == ("error: --max-tokens does not apply to workflow_perturb (python -m pipelines.run does not pass it "
+                   "to llm_perturbations or judge_scores)\n")
+
+
+def test_an_escalation_models_plan_is_added_to_the_generators_for_the_budget():
+    from metamorph.costplan import budget_steps, check_budget_sum
+
+    other = ModelSpec(id="big", provider="openai_compatible", model="m", base_url="http://x/v1",
+                      price_per_mtok=Price(input=4.0, output=16.0))
+    a = plan_requests([_req("x" * 10)], API, label="llm_perturbations")  # 4 in, 5 out: 8 + 40 = $0.000048
+    b = plan_requests([_req("y" * 10)], other, label="llm_perturbations (escalation of api)")  # 16 + 80 = $0.000096
+    assert (a.cost_usd, b.cost_usd) == (pytest.approx(48e-6), pytest.approx(96e-6))
+    check_budget_sum([a, b], 0.000144)
+    check_budget_sum([a, b], None)
+    with pytest.raises(BudgetError) as exc:
+        check_budget_sum([a, b], 0.0001)
+    assert str(exc.value) == ("models ['api', 'big'] (llm_perturbations): est. cost $0.000144 together (api $0.000048, "
+                              "big $0.000096) exceeds the budget of $0.0001; nothing was called")
+    # metamorph plan: a step's parts "<asset> <part>" are checked together, as the asset checks them
+    retries = plan_requests([_req("z" * 10)], API, label="llm_perturbations retries", upper_bound=True)
+    judge = plan_requests([_req("j" * 10)], API, label="judge_scores")
+    [gen, jud] = budget_steps([a, retries, judge])
+    assert (gen.label, gen.calls, gen.upper_bound, gen.cost_usd) == ("llm_perturbations", 2, True, pytest.approx(96e-6))
+    assert jud is judge

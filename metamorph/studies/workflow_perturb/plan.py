@@ -114,3 +114,136 @@ def judge_row(results: Sequence[GenerationResult]) -> dict[str, Any]:
     reasons = [parse_judge_reply(r.text, r.finish_reason)[1] if r.error is None else "call_error" for r in results]
     mean, n_valid, n_invalid = judge_score(results)
     return {"judge": mean, "judge_valid": n_valid, "judge_invalid": n_invalid, "judge_reasons": json.dumps(reasons)}
+
+
+# ------------------------------------------------------------------------------------------
+# Cost plan (issue #9): the requests llm_perturbations and judge_scores send
+
+#: Defaults of the generation assets' configs (assets/workflow_perturb.py ``LLMPerturbConfig``,
+#: ``JudgeConfig``), which ``metamorph plan`` plans with.
+LLM_GOLDENS, LLM_SEVERITIES, MAX_ATTEMPTS, GENERATOR_MAX_TOKENS = 3, (0.3,), 2, 320
+JUDGE_VARIANTS, JUDGE_MAX_TOKENS = 9, 400
+#: Template text of a refinement turn's validation problem, in estimated tokens, beyond the
+#: quoted reply (the longest problem of validate.check_variant is under 160 characters).
+PROBLEM_TEMPLATE_TOKENS = 50
+
+
+def generator_params(spec: Any, max_tokens: int) -> dict[str, Any]:
+    """Decoding parameters of the LLM generator's calls for registry entry ``spec``: temperature 0,
+    ``max_tokens``, seed 0, then the entry's ``params`` without ``response_format`` (the reply is
+    Node:/Edge: text); a ``None`` value removes a parameter. Used by ``llm_perturbations``."""
+    params = {"temperature": 0.0, "max_tokens": max_tokens, "seed": 0,
+              **{k: v for k, v in spec.params.items() if k != "response_format"}}
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _reply_standin(max_tokens: int) -> str:
+    """A stand-in for a reply of ``max_tokens`` tokens: ``" abc"`` (4 characters, one token in the
+    estimate and in common BPE vocabularies) ``max_tokens`` times."""
+    return " abc" * max_tokens
+
+
+def generator_requests(goldens: Sequence[Workflow], types: Sequence[str], severities: Sequence[float], spec: Any,
+                       *, max_attempts: int, max_tokens: int, hybrid: bool,
+                       ) -> tuple[list[GenerationRequest], list[GenerationRequest]]:
+    """The LLM generator's calls to registry entry ``spec`` for every golden × type × severity
+    (:func:`~metamorph.studies.workflow_perturb.generate.generate_perturbation`, seed 0).
+
+    Returns ``(first, more)``:
+
+    * ``first``: the first attempt of every row — exact, built by
+      :func:`~metamorph.studies.workflow_perturb.generate.build_request` as the run builds it
+      (so their cache keys are the run's);
+    * ``more``: every further call the row can make with this model, an upper bound: attempts
+      2..``max_attempts`` (each carrying, per earlier attempt, a reply of ``max_tokens`` tokens
+      and the feedback turn quoting it, :func:`_reply_standin`), and for ``description`` rows with
+      ``hybrid`` the per-node fallback (A.10): for each of the N node ids the run draws, the exact
+      first node request and its retries likewise. Stand-in requests never hit the cache.
+
+    For an escalation model every call is conditional: plan ``first + more`` as its bound.
+    """
+    from metamorph.studies.workflow_perturb import generate as gen
+    from metamorph.studies.workflow_perturb.perturb import n_to_alter, row_seed
+    import random
+
+    params = generator_params(spec, max_tokens)
+    reply = _reply_standin(max_tokens)
+    feedback = gen.feedback_message(reply + _reply_standin(PROBLEM_TEMPLATE_TOKENS))
+
+    def req(messages):
+        return gen.build_request(spec.provider, spec.model, messages, params=params, base_url=spec.base_url)
+
+    def retries(base, turn):
+        return [req(base + [{"role": "assistant", "content": reply}, {"role": "user", "content": turn}] * k)
+                for k in range(1, max_attempts)]
+
+    first, more = [], []
+    for w in goldens:
+        for t in types:
+            for p in severities:
+                n = n_to_alter(p, w.n_nodes)
+                base = gen.build_messages(w, t, n)
+                first.append(req(base))
+                more += retries(base, feedback)
+                if t == "description" and hybrid:
+                    rng = random.Random(row_seed(w.workflow_id, "description", p, 0))
+                    for nid in sorted(rng.sample(list(w.node_ids), n), key=int):
+                        node = gen.build_node_messages(w, nid)
+                        more.append(req(node))
+                        more += retries(node, f"That is not usable: {reply}. Answer with the reworded step only.")
+    return first, more
+
+
+def judge_plan_requests(goldens: Sequence[Workflow], spec: Any, n_variants: int, max_tokens: int,
+                        constrained: bool = False) -> list[GenerationRequest]:
+    """The exact requests of ``judge_scores`` for registry entry ``spec``: the first ``n_variants``
+    deterministic variants (every type and severity, seed 0, as ``perturbations`` builds them),
+    read back as the asset reads its rows, 3 calls each (:func:`judge_requests`)."""
+    perts = deterministic_perturbations(goldens)
+    rows = pd.DataFrame([p.to_row() for p in perts]).head(n_variants)
+    gold = {w.workflow_id: w for w in goldens}
+    params = {"temperature": 0.0, "max_tokens": max_tokens, "seed": 0}
+    return [q for r in rows.itertuples()
+            for q in judge_requests(gold[r.golden_id], workflow_from_record(r, "variant_id"), spec.provider,
+                                    spec.model, params, spec.base_url, constrained=constrained)]
+
+
+def cost_steps(model: Any, options: Any) -> list:
+    """The run's generation steps for ``model`` (``metamorph plan``, :mod:`metamorph.costplan`):
+
+    1. ``llm_perturbations``: the first attempt of every golden × type × severity (exact);
+    2. ``llm_perturbations retries``: up to ``max_attempts − 1`` more attempts per row and the
+       per-node fallback of description rows — they happen only when replies fail validation, so
+       the step is planned "up to" (:func:`generator_requests`);
+    3. ``judge_scores``: 3 calls per judged deterministic variant (exact).
+
+    ``options``: a :class:`metamorph.costplan.StudyOptions`; the defaults are the assets' (sources
+    ``embedded``, every row, the first :data:`LLM_GOLDENS` valid goldens, the three types at p 0.3,
+    :data:`MAX_ATTEMPTS` attempts, max_tokens :data:`GENERATOR_MAX_TOKENS`, no escalation model,
+    :data:`JUDGE_VARIANTS` judged variants with max_tokens :data:`JUDGE_MAX_TOKENS`);
+    ``llm_goldens``, ``judge_variants`` and ``judge_constrained`` are pipelines.run's options.
+    Raises the loader's :class:`~metamorph.errors.InputError`; :class:`~metamorph.errors.ConfigError`
+    for ``max_tokens`` (pipelines.run does not pass --max-tokens to this study).
+    """
+    from metamorph.costplan import PlanStep
+    from metamorph.errors import ConfigError
+    from metamorph.studies.workflow_perturb.workflows import load_goldens
+
+    if options.max_tokens is not None:
+        raise ConfigError("--max-tokens does not apply to workflow_perturb (python -m pipelines.run does not pass it "
+                          "to llm_perturbations or judge_scores)")
+    rows = []
+    for spec in options.sources or ["embedded"]:
+        valid, rejected = load_goldens(spec, on_invalid="collect", limit=options.limit)
+        rows += golden_rows(valid, rejected, spec)
+    # as the assets read the goldens table: the valid rows by golden_id, in table order
+    goldens = list({r.golden_id: workflow_from_record(r) for r in pd.DataFrame(rows).itertuples() if r.valid}.values()
+                   if rows else [])
+    first, more = generator_requests(goldens[: getattr(options, "llm_goldens", None) or LLM_GOLDENS],
+                                     PERTURBATION_TYPES, LLM_SEVERITIES, model, max_attempts=MAX_ATTEMPTS,
+                                     max_tokens=GENERATOR_MAX_TOKENS, hybrid=True)
+    judge = judge_plan_requests(goldens, model, getattr(options, "judge_variants", None) or JUDGE_VARIANTS,
+                                JUDGE_MAX_TOKENS, bool(getattr(options, "judge_constrained", False)))
+    return [PlanStep.exact("llm_perturbations", first),
+            PlanStep("llm_perturbations retries", (((), tuple(more)),)),
+            PlanStep.exact("judge_scores", judge)]
