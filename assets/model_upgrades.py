@@ -18,6 +18,7 @@ from metamorph.report_card import build_card, card_markdown
 from metamorph.schemas import ReportCard
 from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.order_probe import report as op_report
+from metamorph.studies.workflow_perturb import report as wp_report
 from metamorph.studies.wrapper_sensitivity import report as ws_report
 from pipelines.sensors import evaluated_fingerprint
 
@@ -30,6 +31,7 @@ CARD_SOURCES = {
     "format_robustness": (("generation_outcomes", "mr_flags"), fmt_report.card_rows),
     "wrapper_sensitivity": (("scored_answers", "mean_fsi_psi"), ws_report.card_rows),
     "order_probe": (("recovery_rates",), op_report.card_rows),
+    "workflow_perturb": (("judge_scores",), wp_report.card_rows),
 }
 
 
@@ -43,10 +45,10 @@ def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFra
           deps=[dg.AssetKey([study, t]) for study, (tables, _) in CARD_SOURCES.items() for t in tables])
 def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBResource) -> dg.Output:
     """One row per model × study × headline metric with 95% CIs (M1/M2/M3 and accuracy; FSI, PSI,
-    accuracy and parseability; OrderProbe recovery per setting), each model's version (the registry
+    accuracy and parseability; OrderProbe recovery per setting; WorkflowPerturb: the model's mean
+    score as LLM judge of the deterministic variants), each model's version (the registry
     fingerprint its generations were made with) and the difference to the previous version of
-    the model. WorkflowPerturb has no per-model headline yet (its gate firing rates are computed
-    on the deterministic perturbations). Code: metamorph.report_card.build_card."""
+    the model. Code: metamorph.report_card.build_card."""
     with warehouse.get_connection() as con:
         inputs = {s: [_read(con, s, t) for t in tables] for s, (tables, _) in CARD_SOURCES.items()}
         previous = _read(con, GROUP, "robustness_report_card")

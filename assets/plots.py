@@ -237,7 +237,8 @@ def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
             rows = part[part["model_id"] == m].set_index("label").reindex(labels)
             low = (rows["value"] - rows["ci_low"]).clip(lower=0).fillna(0)
             high = (rows["ci_high"] - rows["value"]).clip(lower=0).fillna(0)
-            ax.bar(np.arange(len(labels)) + i * width, rows["value"], width, yerr=[low, high], capsize=2, label=m)
+            ax.bar(np.arange(len(labels)) + i * width, rows["value"].to_numpy(), width,
+                   yerr=[low.to_numpy(), high.to_numpy()], capsize=2, label=m)
         ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, fontsize=7)
         ax.set_ylabel(" / ".join(sorted(part["unit"].unique())))
         ax.set_title(study, fontsize=9)

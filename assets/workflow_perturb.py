@@ -22,12 +22,14 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, REPORTED_VERSIONS_KEY, BudgetConfig, LimitConfig, create_lineage_views,
+from assets._common import (ALL_ROWS, REPORTED_VERSIONS_KEY, BudgetConfig, ComparisonConfig, LimitConfig,
+                            comparison_output, create_lineage_views,
                             effective_budget, plan_and_guard, plan_metadata, reported_versions_md, runner_options,
                             validated_output)
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb import plan as wst
 from metamorph.studies.workflow_perturb import analysis as wp
+from metamorph.studies.workflow_perturb import report as wp_report
 from metamorph.studies.workflow_perturb.perturb import PERTURBATION_TYPES, SEVERITIES
 from metamorph.studies.workflow_perturb.generate import (
     GeneratorModel,
@@ -384,3 +386,21 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
         columns=("model_id", "variant_id", "golden_id", "type", "severity", "status", *wst.METRIC_COLUMNS,
                  "variant_text", "golden_text"),
         order=("variant_id",)))
+
+
+# ------------------------------------------------------------------------------------------
+# Model upgrades
+
+
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+          ins={"judge_scores": dg.AssetIn(key=[*PREFIX, "judge_scores"])})
+def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource,
+                     judge_scores: pd.DataFrame) -> dg.Output:
+    """One row per candidate model × metric × slice: the candidate as LLM judge against the
+    registry's approved baseline, on its score of each deterministic variant per perturbation
+    type × severity and per type, paired over variants (lower is better: the variants are
+    degraded workflows) — difference with a paired bootstrap 95% CI, paired permutation test,
+    Holm, verdict. Code: metamorph.studies.workflow_perturb.report.comparison_scores,
+    metamorph.comparison.compare_models."""
+    return comparison_output(model_registry.models(), wp_report.comparison_scores(judge_scores),
+                             wp_report.COMPARED_METRICS, config)

@@ -121,7 +121,7 @@ class ReportCard(StrictModel):
 
     model_id: Series[str] = pa.Field(description="Registry model id.")
     study: Series[str] = pa.Field(description="Study (asset group) the number comes from.")
-    metric: Series[str] = pa.Field(description="Headline metric (M1, M2, M3, accuracy, FSI, PSI, parseability, recovery).")
+    metric: Series[str] = pa.Field(description="Headline metric (M1, M2, M3, accuracy, FSI, PSI, parseability, recovery, judge).")
     slice: Series[str] = pa.Field(description="Slice of the number ('all', 'ingestion=inline', 'setting=zero_shot').")
     unit: Series[str] = pa.Field(isin=["%", "pp"], description="Unit of value, CI and delta: percent or percentage points.")
     value: Series[float] = pa.Field(nullable=True, description="The number (unit in 'unit'); null when it has no observations.")

@@ -122,7 +122,8 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
     assert base["previous_version"].isna().all() and (~card[card["model_id"] == "base"]["is_current"]).sum() == 0
     md = materialization.metadata
     assert f"(Δ -18.8 vs {fp['cand'][:8]})" in md["report_card"].value
-    assert md["studies"].value == {"included": ["format_robustness"], "missing": ["order_probe", "wrapper_sensitivity"]}
+    assert md["studies"].value == {"included": ["format_robustness"], "missing": ["order_probe", "workflow_perturb",
+                                                                                  "wrapper_sensitivity"]}
     assert md["models_with_previous_version"].value == ["cand"]
     assert md["plot"].value.startswith("![plot](data:image/png;base64,")
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from metamorph.comparison import item_scores
 from metamorph.report_card import CARD_ROW_COLUMNS
+from metamorph.schemas import require_columns
 from metamorph.sql import markdown_sections
 
 #: The chance baseline of recovery (%): one of the 4! = 24 orders of the four units picked at random.
@@ -65,3 +67,48 @@ def card_rows(recovery_rates: pd.DataFrame) -> pd.DataFrame:
                          "slice": "setting=" + r["setting"].astype(str), "unit": "%", "value": r["recovery_pct"],
                          "ci_low": r["ci_low_pct"], "ci_high": r["ci_high_pct"], "n": r["n_items"],
                          "higher_is_better": True}, columns=CARD_ROW_COLUMNS).reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------
+# Model upgrades: item scores for upgrade verdicts.
+
+#: Metrics of the upgrade verdicts, and whether a higher value is better: exact recovery (§4.1).
+COMPARED_METRICS = {"recovery": True}
+
+
+def comparison_scores(scored: pd.DataFrame) -> pd.DataFrame:
+    """Item scores (:func:`metamorph.comparison.item_scores`) of every model: ``recovery``, the
+    exact recovery (``correct``, 0/1; a parse failure or call error counts as not recovered) of
+    the scrambled inputs of a canonical expression, averaged over those inputs — per ``language,
+    setting`` and per ``setting`` (languages pooled). The item is the canonical expression
+    (``language/item_id``), not the single scrambled input.
+
+    Why the expression: its scrambled inputs are the same strings for every model (``scrambled_inputs``
+    is shared, so both models' values of an expression average the same inputs and pair exactly),
+    but they are not independent of each other — the up to 23 orders of one expression share its
+    frequency, structure and familiarity — so they are the expression's repeats, resampled and
+    tested together (as ``recovery_rates``' bootstrap CI over canonical expressions does). Per-input
+    0/1 pairs with exact McNemar would count each expression up to 23 times and overstate the
+    evidence. The per-expression values are fractions, so the test is the paired sign-flip
+    permutation test, and the means of the comparison are the average over expressions of their
+    recovery (equal to ``recovery_rates.recovery_pct`` / 100 when every expression has the same
+    number of sent inputs; an expression with a repeated unit has fewer distinct inputs).
+
+    Args:
+        scored: ``scored_replies`` rows (every model); the unperturbed inputs are left out.
+
+    Returns:
+        :data:`~metamorph.comparison.ITEM_SCORE_COLUMNS`, slices ``language=<l>, setting=<s>``
+        and ``setting=<s>``.
+
+    Raises:
+        ValueError: a missing column (``model_id``, ``language``, ``setting``, ``item_id``,
+            ``input_kind``, ``correct``) or a missing ``correct``.
+    """
+    require_columns(scored, ("model_id", "language", "setting", "item_id", "input_kind", "correct"),
+                    "order_probe comparison_scores(scored_replies)")
+    scr = scored[scored["input_kind"] == "scrambled"]
+    item = ["language", "item_id"]
+    return pd.concat([item_scores(scr, metric="recovery", value="correct", item=item, slices=["language", "setting"]),
+                      item_scores(scr, metric="recovery", value="correct", item=item, slices=["setting"])],
+                     ignore_index=True)

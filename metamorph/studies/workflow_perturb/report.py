@@ -8,6 +8,11 @@ Reads the study's tables from the DuckDB warehouse (schema ``workflow_perturb``)
 from __future__ import annotations
 
 import duckdb
+import pandas as pd
+
+from metamorph.comparison import item_scores
+from metamorph.report_card import clustered_rate_rows
+from metamorph.schemas import require_columns
 
 
 def headline(con: duckdb.DuckDBPyConnection) -> str:
@@ -58,3 +63,68 @@ def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
             replies.to_markdown(index=False),
             "\nLLM judge score by perturbation type and severity (deterministic operators; [0, 1]):",
             rows.to_markdown(index=False)]
+
+
+# ------------------------------------------------------------------------------------------
+# Model upgrades: item scores for upgrade verdicts and the report card's rows.
+#
+# The model-dependent numbers of this study are the LLM judge's scores (``judge_scores``, one
+# partition per judge model) of the deterministic variants, which are the same variants for every
+# model, so they pair. The LLM-generated perturbations (``llm_perturbations``) are different
+# variants for each generator model and do not pair; no gate result is computed per model.
+
+#: Metrics of the upgrade verdicts, and whether a higher value is better. ``judge``: the judge's
+#: score of a perturbed variant against its golden (App. B.6, in [0, 1]). Every variant is a
+#: degraded copy of its golden (≥ 10% of the steps perturbed), and the study asks how sensitive a
+#: metric is to that degradation (§5, Table 5), so a lower score of the same variant is better: a
+#: candidate judge "improved" when it scores the degraded variants lower than the baseline judge.
+COMPARED_METRICS = {"judge": False}
+STUDY = "workflow_perturb"
+_JUDGE_COLUMNS = ("model_id", "variant_id", "golden_id", "type", "severity", "judge")
+
+
+def _judged(judge_scores: pd.DataFrame, caller: str) -> pd.DataFrame:
+    require_columns(judge_scores, _JUDGE_COLUMNS, caller)
+    return judge_scores[judge_scores["judge"].notna()]
+
+
+def comparison_scores(judge_scores: pd.DataFrame) -> pd.DataFrame:
+    """Item scores (:func:`metamorph.comparison.item_scores`) of every judge model: ``judge``, the
+    judge's score of a variant (the mean of its valid replies / 5), the item being the
+    deterministic variant (``variant_id``, the same variants for every model), per ``type,
+    severity`` and per ``type``. A variant with no valid reply from a model (``judge`` null) is
+    not an item of that model; :func:`metamorph.comparison.compare_models` counts it in
+    ``n_baseline_only`` / ``n_candidate_only``. Scores are fractions, so the test is the paired
+    sign-flip permutation test.
+
+    Args:
+        judge_scores: ``judge_scores`` rows of every judge model.
+
+    Returns:
+        :data:`~metamorph.comparison.ITEM_SCORE_COLUMNS`, slices ``type=<t>, severity=<p>`` and
+        ``type=<t>``.
+
+    Raises:
+        ValueError: a missing column (``model_id``, ``variant_id``, ``golden_id``, ``type``,
+            ``severity``, ``judge``).
+    """
+    j = _judged(judge_scores, "workflow_perturb comparison_scores(judge_scores)")
+    return pd.concat([item_scores(j, metric="judge", value="judge", item=["variant_id"], slices=["type", "severity"]),
+                      item_scores(j, metric="judge", value="judge", item=["variant_id"], slices=["type"])],
+                     ignore_index=True)
+
+
+def card_rows(judge_scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Report-card rows per judge model: ``judge``, the judge's mean score of the judged
+    deterministic variants in % of the rubric's maximum (100 · mean of score / 5; variants without
+    a valid reply left out), pooled over types and severities, with a bootstrap 95% CI that
+    resamples goldens (the variants of one golden move together;
+    :func:`metamorph.report_card.clustered_rate_rows`); ``n`` = goldens; lower is better (see
+    :data:`COMPARED_METRICS`).
+
+    Raises:
+        ValueError: a missing column.
+    """
+    j = _judged(judge_scores, "workflow_perturb card_rows(judge_scores)")
+    return clustered_rate_rows(j, study=STUDY, metric="judge", value="judge", cluster=["golden_id"],
+                               higher_is_better=False, n_resamples=n_resamples, seed=seed)

@@ -1,0 +1,103 @@
+"""WorkflowPerturb upgrade verdicts and report-card rows: the LLM judge's per-variant scores of two
+judge models on synthetic paired data of a known effect, through the library and through Dagster
+in process (``judge_scores`` written to a real DuckDB warehouse; no model is called)."""
+
+import json
+
+import dagster as dg
+import duckdb
+import pandas as pd
+import pytest
+
+from metamorph.comparison import compare_models
+from metamorph.studies.workflow_perturb import report as wp_report
+
+GOLDENS = [f"g{i}" for i in range(7)]
+
+
+def synthetic_judge_scores() -> pd.DataFrame:
+    """7 goldens × type missing × severities 0.1 and 0.5. base scores every 0.1 variant 0.8 and
+    every 0.5 variant 0.6; cand scores 0.1 variants 0.8 (g6: no valid reply, null) and 0.5
+    variants 0.2 — it separates the heavily degraded variants better."""
+    rows = []
+    for model in ("base", "cand"):
+        for g in GOLDENS:
+            for p in (0.1, 0.5):
+                judge = {0.1: 0.8, 0.5: 0.6 if model == "base" else 0.2}[p]
+                null = model == "cand" and g == "g6" and p == 0.1
+                rows.append({"model_id": model, "variant_id": f"{g}-missing-{p}", "golden_id": g, "type": "missing",
+                             "severity": p, "judge": None if null else judge, "judge_valid": 0 if null else 3,
+                             "judge_invalid": 3 if null else 0,
+                             "judge_reasons": json.dumps(["no_json"] * 3 if null else ["ok"] * 3),
+                             "generation_keys": json.dumps([f"{model}{g}{p}{k}" for k in range(3)])})
+    return pd.DataFrame(rows).astype({"judge": float})
+
+
+def test_judge_verdicts_on_a_known_effect():
+    s = wp_report.comparison_scores(synthetic_judge_scores())
+    assert len(s[s["model_id"] == "cand"]) == 2 * 13  # 13 judged variants in two slices; the null one is no item
+    out = compare_models(s, "base", wp_report.COMPARED_METRICS).set_index("slice")
+    mild, severe, pooled = (out.loc[k] for k in ("type=missing, severity=0.1", "type=missing, severity=0.5",
+                                                 "type=missing"))
+    # 0.1: 6 paired variants, no difference; g6 only the baseline judged validly
+    assert (mild.n_items, mild.n_baseline_only, mild.difference, mild.test, mild.p_value) == (
+        6, 1, 0.0, "paired_permutation", 1.0)
+    # 0.5: 7 variants, each 0.6 -> 0.2: exact sign-flip p = 2 / 2**7; lower is better -> n_better 7
+    assert (severe.n_items, severe.n_better, severe.n_worse, severe.p_value) == (7, 7, 0, 2 / 128)
+    assert severe.difference == pytest.approx(-0.4) and not severe.higher_is_better
+    # pooled: 13 paired variants (2**13 = 8192 sign patterns, exact), 7 nonzero: the same p
+    assert (pooled.n_items, pooled.n_baseline_only, pooled.p_value) == (13, 1, 2 / 128)
+    assert pooled.difference == pytest.approx(-0.4 * 7 / 13)
+    # Holm over 3: 3 · 2/128 = 0.046875 < 0.05 for both -> improved (the candidate scores degraded variants lower)
+    assert out["p_holm"].tolist() == [3 * 2 / 128, 1.0, 3 * 2 / 128]  # slices: pooled, 0.1, 0.5
+    assert out["verdict"].tolist() == ["improved", "no detectable change", "improved"]
+
+
+def test_card_rows_mean_judge_score_with_a_ci_over_goldens():
+    card = wp_report.card_rows(synthetic_judge_scores()).set_index("model_id")
+    assert card.loc["base", ["study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "n"]].tolist() == [
+        "workflow_perturb", "judge", "all", "%", pytest.approx(70.0), pytest.approx(70.0), pytest.approx(70.0), 7]
+    # cand: 6 goldens at (0.8 + 0.2) and g6 at 0.2 alone: 100 · 6.2 / 13
+    assert card.loc["cand", "value"] == pytest.approx(100 * 6.2 / 13) and card.loc["cand", "n"] == 7
+    assert card.loc["cand", "ci_low"] < card.loc["cand", "value"] < card.loc["cand", "ci_high"]
+    assert not card["higher_is_better"].any()
+
+
+def test_missing_column_is_named():
+    with pytest.raises(ValueError, match="golden_id"):
+        wp_report.card_rows(synthetic_judge_scores().drop(columns=["golden_id"]))
+    with pytest.raises(ValueError, match="severity"):
+        wp_report.comparison_scores(synthetic_judge_scores().drop(columns=["severity"]))
+
+
+def test_comparison_and_card_materialize_on_a_judge_table(metamorph_home, tmp_path, monkeypatch):
+    from pipelines.definitions import build_definitions
+
+    reg = tmp_path / "models.yaml"
+    reg.write_text("models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
+                   "  - {id: cand, provider: llama_cpp, model: cand.gguf}\n")
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    db = metamorph_home / "metamorph.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE SCHEMA workflow_perturb")
+    con.register("j", synthetic_judge_scores())
+    con.execute("CREATE TABLE workflow_perturb.judge_scores AS SELECT * FROM j")
+    con.close()
+    defs = build_definitions()
+    keys = [dg.AssetKey(["workflow_perturb", "model_comparison"]), dg.AssetKey(["model_upgrades",
+                                                                                "robustness_report_card"])]
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["base", "cand"])
+        res = defs.resolve_implicit_global_asset_job_def().execute_in_process(asset_selection=keys, instance=instance)
+        assert res.success
+        studies = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata["studies"]
+    assert studies.value["included"] == ["workflow_perturb"]
+    con = duckdb.connect(str(db), read_only=True)
+    cmp = con.execute("SELECT * FROM workflow_perturb.model_comparison ORDER BY slice").df()
+    card = con.execute("SELECT * FROM model_upgrades.robustness_report_card ORDER BY model_id").df()
+    con.close()
+    assert cmp["verdict"].tolist() == ["improved", "no detectable change", "improved"]
+    assert cmp["p_holm"].tolist() == [3 * 2 / 128, 1.0, 3 * 2 / 128]
+    assert card["model_id"].tolist() == ["base", "cand"] and set(card["metric"]) == {"judge"}
+    assert card["value"].tolist() == pytest.approx([70.0, 100 * 6.2 / 13])
+    assert set(card["version"]) == {"unrecorded"}  # no llm_perturbations materialization recorded one
