@@ -173,9 +173,9 @@ def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
                                           run_key=f"{s}:{m.id}:{fp[:16]}:provider:{after}",
                                           tags={"metamorph/reason": change.reason,
                                                 # the same requests again: completions cached before now were
-                                                # made by the old version and are called again
-                                                STALE_BEFORE_TAG: datetime.now(timezone.utc).isoformat(
-                                                    timespec="seconds")}))
+                                                # made by the old version and are called again (microseconds:
+                                                # a completion stored in this second is older than the tick)
+                                                STALE_BEFORE_TAG: datetime.now(timezone.utc).isoformat()}))
     if not runs and not new_ids:
         return dg.SkipReason("every model is evaluated with its current registry entry" if studies
                              else "no study has been run with a model yet")
