@@ -31,8 +31,11 @@ CARD_SOURCES = {
     "format_robustness": (("generation_outcomes", "mr_flags"), fmt_report.card_rows),
     "wrapper_sensitivity": (("scored_answers", "mean_fsi_psi"), ws_report.card_rows),
     "order_probe": (("recovery_rates",), op_report.card_rows),
-    "workflow_perturb": (("judge_scores",), wp_report.card_rows),
+    "workflow_perturb": (("judge_scores", "llm_perturbation_scores"), wp_report.all_card_rows),
 }
+#: Tables a study's card rows can do without (passed as None or empty): WorkflowPerturb's gate row
+#: needs the models' LLM perturbations, its judge row does not.
+OPTIONAL_CARD_TABLES = {"llm_perturbation_scores"}
 
 
 def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFrame | None:
@@ -46,13 +49,15 @@ def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFra
 def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBResource) -> dg.Output:
     """One row per model × study × headline metric with 95% CIs (M1/M2/M3 and accuracy; FSI, PSI,
     accuracy and parseability; OrderProbe recovery per setting; WorkflowPerturb: the model's mean
-    score as LLM judge of the deterministic variants), each model's version (the registry
+    score as LLM judge of the deterministic variants and the CI gate's firing rate on the model's
+    own LLM perturbations per type), each model's version (the registry
     fingerprint its generations were made with) and the difference to the previous version of
     the model. Code: metamorph.report_card.build_card."""
     with warehouse.get_connection() as con:
         inputs = {s: [_read(con, s, t) for t in tables] for s, (tables, _) in CARD_SOURCES.items()}
         previous = _read(con, GROUP, "robustness_report_card")
-    present = [s for s, frames in inputs.items() if all(f is not None and len(f) for f in frames)]
+    present = [s for s, frames in inputs.items()
+               if all(f is not None and len(f) for t, f in zip(CARD_SOURCES[s][0], frames) if t not in OPTIONAL_CARD_TABLES)]
     parts = [CARD_SOURCES[s][1](*inputs[s]) for s in present]
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ReportCard.to_schema().columns)
     versions = {(m, s): evaluated_fingerprint(context.instance, s, m) or "unrecorded"

@@ -101,3 +101,28 @@ def test_comparison_and_card_materialize_on_a_judge_table(metamorph_home, tmp_pa
     assert card["model_id"].tolist() == ["base", "cand"] and set(card["metric"]) == {"judge"}
     assert card["value"].tolist() == pytest.approx([70.0, 100 * 6.2 / 13])
     assert set(card["version"]) == {"unrecorded"}  # no llm_perturbations materialization recorded one
+
+
+def test_gate_card_rows_are_the_on_target_firing_rate_of_each_generators_perturbations():
+    """Per generator and perturbation type: the % of its valid LLM perturbations on which the
+    bundle of that type fires (mode "any", so the firing cases of test_firing_matrix_any_exact
+    hold): gen-a's missing@30 variants r1, r2, r4 fire, r3 sits on the thresholds, r5 has no
+    defined primary metric (left out) → 3 of 4 = 75 %; its description variants d1, d2 both fire
+    → 100 %; gen-b's one missing variant (r3's scores) does not fire → 0 %."""
+    from metamorph.studies.workflow_perturb.report import gate_card_rows
+    from tests.workflow_perturb.test_workflow_analysis import firing_rows, row
+
+    rows = [*firing_rows(), row("b3", "missing", 0.3, graph_f1=0.75, chain_f1=0.75, kendall_tau=0.65)]
+    scores = pd.DataFrame(rows).assign(operator="llm")
+    scores["model_id"] = ["gen-b" if g == "b3" else "gen-a" for g in scores["golden_id"]]
+    card = gate_card_rows(scores, mode="any")
+    got = {(r.model_id, r.slice): (r.value, r.n, r.higher_is_better) for r in card.itertuples()}
+    assert got == {("gen-a", "type=description"): (100.0, 2, True), ("gen-a", "type=missing"): (75.0, 4, True),
+                   ("gen-b", "type=missing"): (0.0, 1, True)}
+    assert set(card["metric"]) == {"gate_firing"} and set(card["study"]) == {"workflow_perturb"}
+    desc = card[card["slice"].eq("type=description")].iloc[0]
+    assert (desc["ci_low"], desc["ci_high"]) == (100.0, 100.0)  # every golden fires: a degenerate bootstrap
+    one = card[card["model_id"].eq("gen-b")].iloc[0]
+    assert pd.isna(one["ci_low"]) and pd.isna(one["ci_high"])  # one golden: no bootstrap CI
+    miss = card[(card["model_id"] == "gen-a") & (card["slice"] == "type=missing")].iloc[0]
+    assert 0.0 <= miss["ci_low"] <= 75.0 <= miss["ci_high"] <= 100.0

@@ -128,3 +128,44 @@ def card_rows(judge_scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0
     j = _judged(judge_scores, "workflow_perturb card_rows(judge_scores)")
     return clustered_rate_rows(j, study=STUDY, metric="judge", value="judge", cluster=["golden_id"],
                                higher_is_better=False, n_resamples=n_resamples, seed=seed)
+
+
+def gate_card_rows(llm_scores: pd.DataFrame, thresholds=None, mode: str | None = None, n_resamples: int = 1000,
+                   seed: int = 0) -> pd.DataFrame:
+    """Report-card rows per generator model: ``gate_firing``, the % of the model's own valid LLM
+    perturbations (``llm_perturbation_scores``) on which the CI gate's bundle for that
+    perturbation type fires (§6: a missing-step variant checked by the missing bundle, and so on),
+    per ``type`` slice, with a bootstrap 95% CI that resamples goldens; ``n`` = goldens. Instances
+    where the bundle has no defined primary metric are left out. Higher = the gate catches more of
+    the damage the model was asked to make. (The gates on the deterministic variants are the same
+    for every model, so they are not a per-model number.)
+
+    Raises:
+        ValueError: a missing column (via :func:`~metamorph.studies.workflow_perturb.analysis.validate_scores`).
+    """
+    from metamorph.studies.workflow_perturb import gate
+    from metamorph.studies.workflow_perturb.analysis import METRICS, validate_scores
+
+    require_columns(llm_scores, ["model_id"], "workflow_perturb gate_card_rows(llm_perturbation_scores)")
+    th = thresholds if thresholds is not None else gate.default_thresholds()
+    parts = []
+    for model_id, sub in llm_scores.groupby("model_id", sort=True):
+        g = validate_scores(sub.drop(columns=["model_id"]))
+        for b in th.bundles:
+            defined, fired = gate.bundle_decisions(g[list(METRICS)], b, mode or gate.DEFAULT_MODE)
+            on = (g["type"].to_numpy() == b.failure_mode) & defined
+            parts.append(pd.DataFrame({"model_id": model_id, "golden_id": g["golden_id"].to_numpy()[on],
+                                       "type": g["type"].to_numpy()[on], "fired": fired[on]}))
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        {"model_id": [], "golden_id": [], "type": [], "fired": pd.Series([], dtype=bool)})
+    return clustered_rate_rows(frame, study=STUDY, metric="gate_firing", value="fired", cluster=["golden_id"],
+                               slices=["type"], higher_is_better=True, n_resamples=n_resamples, seed=seed)
+
+
+def all_card_rows(judge_scores: pd.DataFrame, llm_scores: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The study's report-card rows: :func:`card_rows` of ``judge_scores`` and, when the models'
+    LLM perturbations were scored (``llm_scores`` not None and not empty), :func:`gate_card_rows`."""
+    parts = [card_rows(judge_scores)]
+    if llm_scores is not None and len(llm_scores):
+        parts.append(gate_card_rows(llm_scores))
+    return pd.concat(parts, ignore_index=True)
