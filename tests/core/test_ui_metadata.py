@@ -115,8 +115,8 @@ def test_worst_cells_list_the_rows_behind_them_with_their_raw_text(tmp_path):
     md = worst_cells_metadata(CELLS, MR, "study", {"rows": ROWS}, warehouse_with_generations(tmp_path))
     assert list(md) == ["worst_cells", "worst cell 1: w · MR1 = 50", "worst cell 2: w · MR2 = 12.5"]
     assert table_cells(md["worst_cells"].value) == [
-        ["workflow_id", "relation", "violation_pct", "ci_low_pct", "ci_high_pct", "rows_behind"],
-        ["w", "MR1", "50", "20", "80", "2"], ["w", "MR2", "12.5", "0", "25", "2"]]
+        ["workflow_id", "relation", "violation_pct", "ci_low_pct", "ci_high_pct", "rows_behind", "rows_shown"],
+        ["w", "MR1", "50", "20", "80", "2", "2"], ["w", "MR2", "12.5", "0", "25", "2", "2"]]
     first = md["worst cell 1: w · MR1 = 50"].value
     # the raw text right after the columns naming the row, the long generation key last
     assert [c.name for c in first.schema.columns] == ["instance_id", "format", "finish_reason", "response_text",
@@ -126,6 +126,15 @@ def test_worst_cells_list_the_rows_behind_them_with_their_raw_text(tmp_path):
         {"instance_id": "a", "format": "md", "finish_reason": "length",
          "response_text": '{"decision": "<placeholder>"', "generation_key": "k2"}]
     assert [r.data["generation_key"] for r in md["worst cell 2: w · MR2 = 12.5"].value.records] == ["k3", "k4"]
+
+
+def test_the_summary_says_how_many_rows_each_entry_shows(tmp_path):
+    many = Cells(MR.value, MR.keys, ci=MR.ci, bounds=MR.bounds, n_worst=1,
+                 behind=Behind(lambda inputs: inputs["rows"], _flagged, show=("instance_id", "format"),
+                               table="generations", limit=1))
+    md = worst_cells_metadata(CELLS, many, "study", {"rows": ROWS}, warehouse_with_generations(tmp_path))
+    assert table_cells(md["worst_cells"].value)[1][-2:] == ["2", "1"]  # 2 rows behind MR1, the entry shows 1
+    assert len(md["worst cell 1: w · MR1 = 50"].value.records) == 1
 
 
 def test_a_cell_at_its_best_possible_value_is_not_a_worst_cell(tmp_path):
