@@ -45,13 +45,16 @@ REPO = HERE.parent
 
 #: per study: the tables written before the run (synthetic generations and their inputs), the
 #: generation tables written when their parents are done, and assets that are neither metrics
-#: nor needed by one (operators, LLM generators, the encoder scoring of workflow_scoring.py).
+#: nor needed by one (operators, LLM generators, the encoder scoring of workflow_scoring.py, and
+#: the lineage views where they join tables the benchmark does not write).
 STUDIES = {
     "format_robustness": {"prefill": ["source_instances", "rendered_documents", "workflow_generations"],
                           "lazy": ["routed_generations"], "skip": []},
-    "wrapper_sensitivity": {"prefill": ["qa_items", "wrapper_generations"], "lazy": [], "skip": ["wrapped_prompts"]},
+    "wrapper_sensitivity": {"prefill": ["qa_items", "wrapper_generations"], "lazy": [],
+                            "skip": ["wrapped_prompts", "lineage_views"]},
     "workflow_perturb": {"prefill": ["perturbation_scores", "judge_scores"], "lazy": [],
-                         "skip": ["goldens", "perturbations", "llm_perturbations", "llm_perturbation_scores"]},
+                         "skip": ["goldens", "perturbations", "llm_perturbations", "llm_perturbation_scores",
+                                  "lineage_views"]},
     "order_probe": {"prefill": ["order_items", "scrambled_inputs", "order_prompts", "order_generations"],
                     "lazy": [], "skip": []},
 }
