@@ -320,3 +320,15 @@ def test_construct_fields_map_to_one_category_each(lex):
     for x in construct_dataset(n=24, seed=0):
         for key, value in x.fields:
             assert lex["construct"].categories_for(f"{key}: {canonical_text(value)}") == (expected[key],), key
+
+
+def test_a_repeated_item_is_mapped_once():
+    """Items recur (one field quoted in every format and repeat): the second lookup is the first
+    one's result, not a new pattern search; equal lexicons stay equal whatever they have mapped."""
+    lx, other = toy(), toy()
+    first = lx.categories_for("43-year-old with chest pain, heart rate 110/min")
+    assert first == ("age", "symptom", "vital")
+    assert lx.categories_for("43-year-old with chest pain, heart rate 110/min") is first
+    assert lx == other and lx.categories_for("Age: 43") == other.categories_for("Age: 43") == ("age",)
+    with pytest.raises(TypeError, match="evidence items are strings, got list"):
+        lx.categories_for(["not", "a", "string"])

@@ -98,6 +98,9 @@ class Lexicon:
     source: str = "<memory>"
     _patterns: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = field(
         default=(), repr=False, compare=False)
+    #: item -> its categories: an evidence item recurs across formats, repeats and routed re-runs
+    #: (the same field quoted 12 times per instance), and every lookup runs every pattern
+    _memo: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_mapping(cls, data: Any, source: str = "<memory>", expected_dataset: str | None = None) -> "Lexicon":
@@ -144,8 +147,13 @@ class Lexicon:
         """Sorted unique categories whose entries occur in ``item`` (``()`` when unmapped)."""
         if not isinstance(item, str):
             raise TypeError(f"evidence items are strings, got {type(item).__name__}")
+        hit = self._memo.get(item)
+        if hit is not None:
+            return hit
         text = _normalise_item(item)
-        return tuple(sorted(cat for cat, pats in self._patterns if any(p.search(text) for p in pats)))
+        cats = tuple(sorted(cat for cat, pats in self._patterns if any(p.search(text) for p in pats)))
+        self._memo[item] = cats
+        return cats
 
     def map_items(self, items: Iterable[str]) -> list[tuple[str, ...]]:
         """:meth:`categories_for` of each item, in order."""
