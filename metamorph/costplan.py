@@ -28,7 +28,7 @@ only after the first generations; its part of the plan is the largest it can be 
 choice of best format ("up to"). WorkflowPerturb's LLM generator retries a reply that fails
 validation, falls back to one step at a time for description changes and may escalate to other
 models: its first attempts are exact, the rest is planned as every call it can make, each retry
-carrying replies of ``max_tokens`` tokens ("up to", :mod:`metamorph.studies.workflow_perturb.plan`).
+carrying replies of ``max_tokens`` tokens ("up to"; the WorkflowPerturb study's plan module says how).
 
 No Dagster here: the assets call :func:`plan_requests` and :func:`check_budget`.
 """
