@@ -199,7 +199,9 @@ def test_killed_run_is_marked_partial_by_the_next_pipelines_run(clean_proxy_env,
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
-            if dh.joinpath("dagster.yaml").exists():
+            # open the instance only once pipelines.run has created it (its log file comes after):
+            # two processes creating a fresh instance's databases at once corrupt them
+            if dh.joinpath("dagster.yaml").exists() and any((home / "logs").glob("*.log")):
                 with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dh))) as instance:
                     if instance.get_latest_materialization_event(gen) is not None:
                         break
