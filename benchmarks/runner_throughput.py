@@ -36,10 +36,10 @@ class MemoryCache:
     def __init__(self) -> None:
         self.rows: dict = {}
 
-    def get_many(self, keys):
+    def get_many(self, keys, stale_before=None):
         return {k: self.rows[k] for k in keys if k in self.rows and self.rows[k].error is None}
 
-    def claim(self, keys):
+    def claim(self, keys, stale_before=None):
         from metamorph.cache import Claim
 
         return Claim(claimed=list(keys))
