@@ -37,8 +37,14 @@ def main() -> None:
     docs = [render(x, f) for x in xs for f in DEFAULT_FORMATS]
     planned = plan_generations(xs, docs, spec, k=args.k)
 
-    # 1. bare loop: the same messages and parameters straight into llama-cpp-python
-    llm = Llama(model_path=str(default_gguf_path()), n_ctx=4096, n_threads=1, seed=0, verbose=False)
+    # 1. bare loop: the same messages and parameters straight into llama-cpp-python, with the
+    # provider's thread settings (one thread for decoding and for prompt processing: the
+    # provider's choice for shared machines; llama.cpp's default batch threads = every core)
+    from metamorph.providers.llama_cpp import LlamaCppProvider
+
+    threads = LlamaCppProvider(default_gguf_path()).n_threads
+    llm = Llama(model_path=str(default_gguf_path()), n_ctx=4096, n_threads=threads, n_threads_batch=threads,
+                seed=0, verbose=False)
     t0 = time.perf_counter()
     for p in planned:
         llm.reset()
