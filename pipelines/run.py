@@ -21,6 +21,7 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -139,9 +140,10 @@ def add_partitions(instance, name: str, keys: list[str]) -> None:
     instance.add_dynamic_partitions(name, [k for k in keys if not instance.has_dynamic_partition(name, k)])
 
 
-def print_headline(study: str, database: str) -> None:
-    """Print the study's headline tables (:func:`metamorph.studies.<study>.report.headline`), then
-    the study's tables marked partial in the warehouse ledger, if any (:mod:`pipelines.partial`)."""
+def print_headline(study: str, database: str, **options) -> None:
+    """Print the study's headline tables (:func:`metamorph.studies.<study>.report.headline`, called
+    with ``options``), then the study's tables marked partial in the warehouse ledger, if any
+    (:mod:`pipelines.partial`)."""
     import importlib
 
     report = importlib.import_module(f"metamorph.studies.{study}.report")
@@ -149,7 +151,7 @@ def print_headline(study: str, database: str) -> None:
 
     con = connect_read_only(database)
     try:
-        print(report.headline(con))
+        print(report.headline(con, **options))
         partial = warehouse_partial(con, study)
         if partial:
             print(f"\nnote: {len(partial)} table(s) of {study} were last written by a run that failed (partial; "
@@ -177,7 +179,7 @@ def model_job_ops(args: argparse.Namespace) -> dict:
     budget = getattr(args, "budget_usd", None)
     gen_cfg["budget_usd"] = budget
     ops = {model_op: {"config": {k: v for k, v in gen_cfg.items() if v is not None}}}
-    if args.study == "format_robustness" and budget is not None:
+    if args.study == "format_robustness" and budget is not None and not getattr(args, "no_routing", False):
         ops["format_robustness__routed_generations"] = {"config": {"budget_usd": budget}}
     judge = {"n_variants": args.judge_variants, "constrained": args.judge_constrained or None,
              "budget_usd": budget}
@@ -185,6 +187,22 @@ def model_job_ops(args: argparse.Namespace) -> dict:
     if args.study == "workflow_perturb" and judge:
         ops["workflow_perturb__judge_scores"] = {"config": judge}
     return ops
+
+
+#: Format routing's assets (§5.5 "Rte."): its re-run costs up to 3 calls per (instance, repeat)
+#: more; ``--no-routing`` leaves them out of the model job (voting needs no call and stays).
+ROUTING_ASSETS = ("routed_generations", "routed_outcomes", "format_routing", "mitigation_table")
+
+
+def model_job_selection(job_def, args: argparse.Namespace) -> list | None:
+    """The asset keys of ``<study>_model_job`` to run: all (None), or without :data:`ROUTING_ASSETS`
+    when ``--no-routing`` is given."""
+    import dagster as dg
+
+    if not getattr(args, "no_routing", False):
+        return None
+    skip = {dg.AssetKey([args.study, name]) for name in ROUTING_ASSETS}
+    return sorted(job_def.asset_layer.executable_asset_keys - skip, key=lambda k: k.to_user_string())
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -335,7 +353,75 @@ def pool_holders(instance) -> list[str]:
     return sorted({s.run_id for s in instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots})
 
 
-def run_job(job_def, instance, run_config: dict, partition: str | None = None, tags: dict | None = None):
+class InterruptWhileBlocked:
+    """Ctrl-C or SIGTERM of a run that waits for a ``duckdb`` pool slot stops it at once.
+
+    Dagster's in-process execution captures SIGINT/SIGTERM between steps and raises them only when
+    the next step starts; a step waiting for the slot held by another run (hours for a model step)
+    would keep this process deaf to both until that run ends. While the run executes, a watcher
+    thread looks every ``interval_s`` for an interrupt captured and not taken by a step; once it has
+    stayed so for ``grace_s`` and a step of this process's run is pending in the pool (not
+    assigned a slot), the run is reported canceled, its pending steps are removed from the pool,
+    the tables it wrote are marked partial (:func:`pipelines.partial.mark_partial_run`), the
+    one-line :data:`INTERRUPTED` message goes to stderr and the process exits with
+    :data:`EXIT_INTERRUPTED` (130). An interrupt during a step is the step's (unchanged).
+    """
+
+    def __init__(self, instance, interval_s: float = 0.5, grace_s: float = 1.0):
+        self.instance, self.interval_s, self.grace_s = instance, interval_s, grace_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="interrupt-while-blocked", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def blocked_run_ids(self) -> list[str]:
+        """This process's in-progress runs with a step pending in the ``duckdb`` pool (no slot)."""
+        from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
+
+        pending = self.instance.event_log_storage.get_concurrency_info("duckdb").pending_run_ids
+        mine = self.instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED],
+                                                         tags={PID_TAG: str(os.getpid())}))
+        return [r.run_id for r in mine if r.run_id in pending]
+
+    def _watch(self) -> None:
+        from dagster._utils.interrupts import check_captured_interrupt
+
+        since = None
+        while not self._stop.wait(self.interval_s):
+            if not check_captured_interrupt():
+                since = None
+                continue
+            since = since if since is not None else time.monotonic()
+            if time.monotonic() - since < self.grace_s:
+                continue
+            blocked = self.blocked_run_ids()
+            if blocked:
+                self._cancel(blocked)
+
+    def _cancel(self, run_ids: list[str]) -> None:
+        from pipelines.partial import mark_partial_run
+
+        holders = ", ".join(pool_holders(self.instance)) or "another run"
+        for run_id in run_ids:
+            run = self.instance.get_run_by_id(run_id)
+            self.instance.report_run_canceled(run, message=f"interrupted while waiting for the duckdb pool slot "
+                                                           f"held by {holders}")
+            self.instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+            mark_partial_run(self.instance, run_id)
+        print(f"{INTERRUPTED} (it was waiting for the duckdb pool slot held by run {holders})", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+
+def run_job(job_def, instance, run_config: dict, partition: str | None = None, tags: dict | None = None,
+            asset_selection: list | None = None):
     """Execute ``job_def`` in-process on ``instance`` (errors returned, not raised); when the run
     fails, the tables it wrote before failing are marked partial
     (:func:`pipelines.partial.mark_partial_run`) and the note naming them goes to stderr.
@@ -345,8 +431,9 @@ def run_job(job_def, instance, run_config: dict, partition: str | None = None, t
     """
     from pipelines.partial import mark_partial_run
 
-    res = job_def.execute_in_process(instance=instance, partition_key=partition, raise_on_error=False,
-                                     tags=tags or {}, run_config=run_config)
+    with InterruptWhileBlocked(instance):
+        res = job_def.execute_in_process(instance=instance, partition_key=partition, raise_on_error=False,
+                                         tags=tags or {}, run_config=run_config, asset_selection=asset_selection)
     if not res.success:
         marked = mark_partial_run(instance, res.run_id)
         if marked:
@@ -379,6 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--settings", nargs="+", default=None, choices=ORDER_PROBE_SETTINGS,
                     help="OrderProbe: prompt settings (default zero_shot cot few_shot); --limit is per language")
     ap.add_argument("--no-models", action="store_true", help="only the inputs job (no model calls)")
+    ap.add_argument("--no-routing", action="store_true",
+                    help="format study: leave out format routing's re-run (up to 3 more calls per instance and "
+                         "repeat); the mitigation table then shows voting only")
     ap.add_argument("--max-tokens", type=_positive, default=None,
                     help="completion budget per call (>= 1; default: the study's own)")
     ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
@@ -403,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     from resources.llm import build_provider
     from resources.paths import data_dir, registry_path, warehouse_path
 
+    if args.no_routing and args.study != "format_robustness":
+        ap.error("argument --no-routing: only the format_robustness study has format routing")
     try:  # bad input fails here, before DAGSTER_HOME, the warehouse or a log file is created
         if args.sources:  # bad input fails here, before a run is launched or anything is written
             check_sources(args.study, args.sources, args.limit)
@@ -435,10 +527,12 @@ def main(argv: list[str] | None = None) -> int:
     log_file = log_dir / f"{args.study}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     logger_defs = {"console": cli_logger(log_file)}
 
-    def run(job: str, ops: dict, partition: str | None = None) -> tuple[int, str] | None:
+    def run(job: str, ops: dict, partition: str | None = None, model_job: bool = False) -> tuple[int, str] | None:
+        job_def = defs.resolve_job_def(job)
         try:
-            res = run_job(defs.resolve_job_def(job).with_logger_defs(logger_defs), instance,
-                          {"ops": ops, "loggers": {"console": {}}}, partition=partition, tags=launch_tags())
+            res = run_job(job_def.with_logger_defs(logger_defs), instance,
+                          {"ops": ops, "loggers": {"console": {}}}, partition=partition, tags=launch_tags(),
+                          asset_selection=model_job_selection(job_def, args) if model_job else None)
         except InputsRejected as exc:  # the job's config check (pipelines.inputs), at launch
             return 2, f"{job}: {exc}"
         except dg.DagsterUserCodeExecutionError as exc:  # any other error of a config mapping
@@ -461,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = run(f"{args.study}_inputs_job", ops_cfg)
     model_ops = model_job_ops(args)
     for m in ([] if args.no_models or failed else models):
-        failed = run(f"{args.study}_model_job", model_ops, partition=m)
+        failed = run(f"{args.study}_model_job", model_ops, partition=m, model_job=True)
         if failed:
             failed = failed if failed[0] == EXIT_INTERRUPTED else (failed[0], f"(model {m}) {failed[1]}")
             break
@@ -472,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_models and args.study != "workflow_perturb":
         print(f"\nInputs materialized ({args.study}); no model was run, so there are no new metric tables.")
     else:
-        print_headline(args.study, warehouse_path())
+        print_headline(args.study, warehouse_path(),
+                       **({"routing": not args.no_routing} if args.study == "format_robustness" else {}))
     print(f"\nDone in {time.monotonic() - t0:.0f}s. Warehouse: {warehouse_path()}  "
           f"UI: make ui  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})  Log: {log_file}")
     return 0

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from tests.core.stub_http import Reply, StubServer, chat_completion
 
@@ -123,7 +125,6 @@ def test_two_runs_at_once_share_warehouse_cache_and_pool(clean_proxy_env, tmp_pa
 def test_headline_connection_waits_for_another_process_writing(tmp_path):
     """The run that finishes first prints its headline while the other run may be writing the
     warehouse: the read-only connection waits for the writer instead of failing."""
-    import pytest
 
     from pipelines.run import connect_read_only
 
@@ -191,3 +192,72 @@ def test_open_instance_waits_for_the_lock_of_another_opener(tmp_path, monkeypatc
         instance.dispose()
     with open(home / INSTANCE_LOCK, "w") as fh:  # released after opening
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _wait_for(pred, timeout_s: float, what: str):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _pool_state(dagster_home: Path) -> tuple[set[str], set[str], dict[str, str]]:
+    """(run ids with a pending step in the duckdb pool, run ids holding a slot, status by run id)."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home))) as instance:
+        info = instance.event_log_storage.get_concurrency_info("duckdb")
+        statuses = {r.dagster_run.run_id: str(r.dagster_run.status).split(".")[-1]
+                    for r in instance.get_run_records()}
+        return info.pending_run_ids, info.active_run_ids, statuses
+
+
+
+def test_an_interrupt_stops_a_run_waiting_for_the_pool_at_once(clean_proxy_env, tmp_path):
+    """Run B waits for the duckdb pool slot that run A's model step holds while it calls the model.
+    Dagster captures SIGINT/SIGTERM between steps and would only raise it when B's step starts, i.e.
+    after A's whole model step; B must instead stop within seconds: exit 130, the one-line
+    interrupted message naming the run it waited for, its run canceled, nothing of it left in the
+    pool; A finishes normally."""
+    stub = StubServer(latency_s=3.0)
+    stub.script("POST", CHAT, answer)
+    try:
+        env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh"),
+               "METAMORPH_MODELS": str(registry(tmp_path, stub.url)), "STUB_KEY": "k", "PYTHONPATH": str(REPO),
+               "NO_PROXY": "127.0.0.1,localhost"}
+        cmd = [sys.executable, "-m", "pipelines.run", "format_robustness", "--models", "stub",
+               "--limit", str(N_INSTANCES), "--k", "3"]
+        a = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # A's model step calls the stub: 36 requests at 3 s, 2 at a time, so it holds the slot >= 54 s
+        _wait_for(lambda: len(stub.requests_to(CHAT)) >= 1, 300, "run A's first model call")
+        b = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for(lambda: len(_pool_state(tmp_path / "dh")[0]) >= 1, 120, "run B to wait in the pool")
+        pending, holding, _ = _pool_state(tmp_path / "dh")
+        assert len(holding) == 1 and not (pending & holding)
+        b_run, a_run = next(iter(pending)), next(iter(holding))
+        t_sig = time.monotonic()
+        b.send_signal(signal.SIGTERM)  # what Dagster also does with SIGINT (one handler)
+        b_out, b_err = b.communicate(timeout=60)
+        stopped_after = time.monotonic() - t_sig
+        a_running_when_b_stopped = a.poll() is None
+        n_calls = len(stub.requests_to(CHAT))
+        # A goes on calling the model after B is gone; then A is stopped too (inside its step)
+        _wait_for(lambda: len(stub.requests_to(CHAT)) >= n_calls + 2, 60, "run A to go on after B stopped")
+        a.send_signal(signal.SIGTERM)
+        a_out, a_err = a.communicate(timeout=120)
+    finally:
+        stub.close()
+    assert b.returncode == 130, f"rc={b.returncode}\nstderr:\n{b_err}"
+    assert b_err.strip().splitlines()[-1] == (
+        "interrupted — the completions made so far are in the generation cache; rerun the same command "
+        f"to resume (it was waiting for the duckdb pool slot held by run {a_run})")
+    assert stopped_after < 15, stopped_after
+    assert a_running_when_b_stopped  # B did not wait for A's step to end
+    assert a.returncode == 130, a_err
+    pending, holding, statuses = _pool_state(tmp_path / "dh")
+    assert statuses[b_run] == "CANCELED"
+    assert not pending and not holding  # neither run left a step or a slot in the pool

@@ -120,6 +120,48 @@ def test_model_job_ops_pass_only_the_options_given():
         build_parser().parse_args(["workflow_perturb", "--judge-variants", "0"])
 
 
+def test_no_routing_runs_no_routing_calls_and_shows_voting_only(tmp_path, clean_proxy_env):
+    """``--no-routing``: the format study's model job without format routing's assets. 2 instances
+    × 4 formats × k = 2 = 16 calls reach the stub (with routing: 16 + 2 × 3 × 2 = 28), the routing
+    tables are not written, the mitigations section is voting only; the budget option (which also
+    configures routed_generations) is accepted."""
+    import duckdb
+
+    from tests.core.stub_http import StubServer
+    from tests.core.test_concurrent_runs import answer
+
+    stub = StubServer()
+    try:
+        stub.script("POST", "/v1/chat/completions", answer)
+        registry = tmp_path / "models.yaml"
+        registry.write_text("models:\n  - {id: stub, provider: openai_compatible, model: stub-model, "
+                            f"base_url: '{stub.url}/v1', api_key_env: STUB_KEY, max_concurrency: 2, "
+                            "price_per_mtok: {input: 1.0, output: 2.0}}\n")
+        env = {**os.environ, "STUB_KEY": "k", "METAMORPH_MODELS": str(registry),
+               "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh")}
+        out = subprocess.run([sys.executable, "-m", "pipelines.run", "format_robustness", "--limit", "2", "--k", "2",
+                              "--no-routing", "--budget-usd", "5"], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=600)
+        n_calls = len(stub.requests_to("/v1/chat/completions"))
+    finally:
+        stub.close()
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert n_calls == 16
+    assert ("Mitigations (paper §5.5, Table 3), voting only — format routing was not run (--no-routing)"
+            in out.stdout)
+    assert "routed_to" not in out.stdout
+    con = duckdb.connect(str(tmp_path / "home" / "metamorph.duckdb"), read_only=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                            "WHERE table_schema = 'format_robustness'").fetchall()}
+        n_generations = con.execute("SELECT count(*) FROM format_robustness.workflow_generations").fetchone()[0]
+    finally:
+        con.close()
+    assert n_generations == 16
+    assert {"vote_aggregation", "mr_violations", "routing_choice"} <= tables
+    assert not tables & {"routed_generations", "routed_outcomes", "format_routing", "mitigation_table"}
+
+
 def test_ctrl_c_prints_one_line_and_a_rerun_resumes(tmp_path, clean_proxy_env):
     """SIGINT in the middle of the generations: one line saying so (no Dagster error class, no
     traceback), exit 130; the same command again calls only what was not completed."""
@@ -176,7 +218,9 @@ HELP = "  (see: python -m pipelines.run --help)"
     (["format_robustness", "--models", "smollm2-135m"], "error: unknown model id(s) ['smollm2-135m']; registry has "
      "['smollm2-135m-instruct', 'smollm2-135m-instruct-t07', 'gemma3-270m']" + HELP),
     (["format_robustness", "--source", "medqa:no/such/sampel.jsonl"], "error: no/such/sampel.jsonl: file does not exist"),
-], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path"])
+    (["order_probe", "--no-routing"],
+     "error: argument --no-routing: only the format_robustness study has format routing" + HELP),
+], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path", "no-routing"])
 def test_a_bad_option_is_one_line_exit_2_and_creates_nothing(tmp_path, args, line):
     """Options are checked before anything exists: no usage block, no DAGSTER_HOME, no warehouse
     (a --max-tokens of -5 used to run the inputs job, then fail the model job with exit 1)."""

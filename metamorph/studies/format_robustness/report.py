@@ -59,7 +59,7 @@ SECTIONS = (
      "SELECT workflow_id, dataset, coalesce(decision, '⊥ (' || parse_reason || ')') AS outcome, count(*) AS n "
      "FROM format_robustness.extracted_decisions GROUP BY ALL ORDER BY workflow_id, dataset, n DESC, outcome"),
     ("Mitigations (paper §5.5, Table 3): ΔM = M before − M after, in percentage points (positive = fewer "
-     "violations). vote = the majority decision over the four formats; routing = every input converted to "
+     "violations). vote = the majority decision over the k repeats in each format; routing = every input converted to "
      "the workflow's best format (routed_to) and run again, so the formats can no longer disagree:",
      "SELECT m.workflow_id, m.dataset, m.strategy, CASE m.strategy WHEN 'routing' THEN r.best_format ELSE '–' END "
      "AS routed_to, round(max(CASE m.relation WHEN 'MR1' THEN m.delta_pp END), 1) AS \"ΔM1 pp\", "
@@ -107,12 +107,27 @@ def violation_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def headline(con: duckdb.DuckDBPyConnection) -> str:
-    """Markdown text: :data:`LEGEND`, :func:`violation_table`, then :data:`SECTIONS`.
+#: The mitigations section when format routing was not run (``pipelines.run --no-routing``):
+#: voting only, from ``vote_aggregation`` (a ``mitigation_table`` left by an earlier run is not shown).
+VOTE_ONLY_SECTION = (
+    "Mitigations (paper §5.5, Table 3), voting only — format routing was not run (--no-routing): ΔM = M "
+    "before − M after, in percentage points (positive = fewer violations); vote = the majority decision "
+    "over the k repeats:",
+    "SELECT workflow_id, dataset, 'vote' AS strategy, "
+    "round(max(CASE relation WHEN 'MR1' THEN delta_pp END), 1) AS \"ΔM1 pp\", "
+    "round(max(CASE relation WHEN 'MR2' THEN delta_pp END), 1) AS \"ΔM2 pp\", "
+    "round(max(CASE relation WHEN 'MR3' THEN delta_pp END), 1) AS \"ΔM3 pp\" "
+    "FROM format_robustness.vote_aggregation GROUP BY ALL ORDER BY workflow_id, dataset")
+
+
+def headline(con: duckdb.DuckDBPyConnection, routing: bool = True) -> str:
+    """Markdown text: :data:`LEGEND`, :func:`violation_table`, then :data:`SECTIONS` (with
+    ``routing=False`` the mitigations section is :data:`VOTE_ONLY_SECTION`).
 
     Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
     """
-    return "\n".join(["", LEGEND, violation_table(con).to_markdown(index=False), markdown_sections(con, SECTIONS)])
+    sections = SECTIONS if routing else (*SECTIONS[:-1], VOTE_ONLY_SECTION)
+    return "\n".join(["", LEGEND, violation_table(con).to_markdown(index=False), markdown_sections(con, sections)])
 
 
 # ------------------------------------------------------------------------------------------
