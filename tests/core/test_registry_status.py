@@ -54,11 +54,42 @@ def test_chat_format_is_a_llama_cpp_param_and_in_the_fingerprint_and_cache_key()
     (entry(params={"chat_format": 3}),
      "field 'params': params.chat_format is a llama_cpp setting (a llama.cpp chat format name)"),
     (entry(params=["temperature"]), "field 'params': params must be a mapping of decoding parameters, got list"),
+    (entry(n_threads=0), "field 'n_threads': n_threads must be an integer >= 1, got 0"),
+    (entry(n_threads="two"), "field 'n_threads': n_threads must be an integer >= 1, got 'two'"),
+    (entry(n_threads=True), "field 'n_threads': n_threads must be an integer >= 1, got True"),
+    ({"id": "g", "provider": "openai", "model": "gpt-x", "n_threads": 2},
+     "field 'n_threads': n_threads is a llama_cpp setting (CPU threads of the local model)"),
 ])
 def test_bad_entries_name_the_entry(bad, message):
     with pytest.raises(ConfigError) as e:
         parse_registry({"models": [bad]}, "reg.yaml")
     assert str(e.value) == f"reg.yaml, row 1, {message}"
+
+
+def test_n_threads_reaches_the_local_provider_and_is_not_in_the_fingerprint():
+    from resources.llm import build_provider
+
+    (one,) = parse_registry({"models": [entry()]})
+    (two,) = parse_registry({"models": [entry(n_threads=2)]})
+    assert (one.n_threads, two.n_threads) == (1, 2)
+    assert one.fingerprint() == two.fingerprint()  # more threads re-run nothing
+    assert (build_provider(one).n_threads, build_provider(two).n_threads) == (1, 2)  # not one memoised client
+
+
+@pytest.mark.llm
+def test_greedy_completions_are_the_same_with_one_or_two_threads():
+    """What lets n_threads stay out of the fingerprint and the cache key: the same request gives
+    the same completion whatever the thread count (llama.cpp splits rows, not sums, over threads)."""
+    prompt = ("Patient: 54-year-old man with crushing chest pain radiating to the left arm for 30 minutes. "
+              "Options: A) GERD B) myocardial infarction C) panic attack D) costochondritis. Answer with the letter "
+              "and one sentence of evidence.")
+    texts = []
+    for threads in (1, 2):
+        p = lc.LlamaCppProvider(n_ctx=512, n_threads=threads)
+        r = p.generate(GenerationRequest("llama_cpp", p.model_name, ({"role": "user", "content": prompt},),
+                                         {"temperature": 0.0, "max_tokens": 48, "seed": 0}))
+        texts.append(r.text)
+    assert texts[0] == texts[1] and texts[0]
 
 
 def test_approved_baseline_needs_exactly_one():
