@@ -40,6 +40,19 @@ def registry(tmp_path: Path, url: str) -> Path:
     return reg
 
 
+def run_env(tmp_path: Path, stub: StubServer) -> dict:
+    """The environment of a ``pipelines.run`` process on the stub: its own home, Dagster instance and registry."""
+    return {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh"),
+            "METAMORPH_MODELS": str(registry(tmp_path, stub.url)), "STUB_KEY": "k", "PYTHONPATH": str(REPO),
+            "NO_PROXY": "127.0.0.1,localhost"}
+
+
+def run_cmd(k: int) -> list[str]:
+    """The format study on :data:`N_INSTANCES` instances with ``k`` repeats, on the stub model."""
+    return [sys.executable, "-m", "pipelines.run", "format_robustness", "--models", "stub",
+            "--limit", str(N_INSTANCES), "--k", str(k)]
+
+
 def overlapping_runs(dagster_home: Path) -> dict:
     """How long the two model-job runs were in progress at the same time (s), and how many times a
     step logged that it waited for the ``duckdb`` pool, read from the shared instance."""
@@ -69,11 +82,7 @@ def test_two_runs_at_once_share_warehouse_cache_and_pool(clean_proxy_env, tmp_pa
     stub = StubServer(latency_s=0.4)
     stub.script("POST", CHAT, answer)
     try:
-        env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh"),
-               "METAMORPH_MODELS": str(registry(tmp_path, stub.url)), "STUB_KEY": "k", "PYTHONPATH": str(REPO),
-               "NO_PROXY": "127.0.0.1,localhost"}
-        cmd = [sys.executable, "-m", "pipelines.run", "format_robustness", "--models", "stub",
-               "--limit", str(N_INSTANCES), "--k", "1"]
+        env, cmd = run_env(tmp_path, stub), run_cmd(k=1)
         t0 = time.monotonic()
         procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for _ in range(2)]
@@ -216,39 +225,33 @@ def _pool_state(dagster_home: Path) -> tuple[set[str], set[str], dict[str, str]]
         return info.pending_run_ids, info.active_run_ids, statuses
 
 
-
 def test_an_interrupt_stops_a_run_waiting_for_the_pool_at_once(clean_proxy_env, tmp_path):
     """Run B waits for the duckdb pool slot that run A's model step holds while it calls the model.
     Dagster captures SIGINT/SIGTERM between steps and would only raise it when B's step starts, i.e.
     after A's whole model step; B must instead stop within seconds: exit 130, the one-line
     interrupted message naming the run it waited for, its run canceled, nothing of it left in the
-    pool; A finishes normally."""
-    stub = StubServer(latency_s=3.0)
+    pool; A finishes normally (both without routing, to keep the test short)."""
+    stub = StubServer(latency_s=4.0)
     stub.script("POST", CHAT, answer)
     try:
-        env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh"),
-               "METAMORPH_MODELS": str(registry(tmp_path, stub.url)), "STUB_KEY": "k", "PYTHONPATH": str(REPO),
-               "NO_PROXY": "127.0.0.1,localhost"}
-        cmd = [sys.executable, "-m", "pipelines.run", "format_robustness", "--models", "stub",
-               "--limit", str(N_INSTANCES), "--k", "3"]
+        env, cmd = run_env(tmp_path, stub), [*run_cmd(k=3), "--no-routing"]
         a = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # A's model step calls the stub: 36 requests at 3 s, 2 at a time, so it holds the slot >= 54 s
+        # A's model step calls the stub: 36 requests at 4 s, 2 at a time, so it holds the slot >= 72 s
         _wait_for(lambda: len(stub.requests_to(CHAT)) >= 1, 300, "run A's first model call")
         b = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _wait_for(lambda: len(_pool_state(tmp_path / "dh")[0]) >= 1, 120, "run B to wait in the pool")
-        pending, holding, _ = _pool_state(tmp_path / "dh")
-        assert len(holding) == 1 and not (pending & holding)
+
+        def b_waits_for_a():  # B has a step pending while A holds the slot (A's model step)
+            pending, holding, _ = _pool_state(tmp_path / "dh")
+            return (pending, holding) if len(pending) == 1 and len(holding) == 1 and pending != holding else None
+
+        pending, holding = _wait_for(b_waits_for_a, 180, "run B to wait in the pool for run A")
         b_run, a_run = next(iter(pending)), next(iter(holding))
         t_sig = time.monotonic()
         b.send_signal(signal.SIGTERM)  # what Dagster also does with SIGINT (one handler)
         b_out, b_err = b.communicate(timeout=60)
         stopped_after = time.monotonic() - t_sig
         a_running_when_b_stopped = a.poll() is None
-        n_calls = len(stub.requests_to(CHAT))
-        # A goes on calling the model after B is gone; then A is stopped too (inside its step)
-        _wait_for(lambda: len(stub.requests_to(CHAT)) >= n_calls + 2, 60, "run A to go on after B stopped")
-        a.send_signal(signal.SIGTERM)
-        a_out, a_err = a.communicate(timeout=120)
+        a_out, a_err = a.communicate(timeout=900)
     finally:
         stub.close()
     assert b.returncode == 130, f"rc={b.returncode}\nstderr:\n{b_err}"
@@ -257,7 +260,8 @@ def test_an_interrupt_stops_a_run_waiting_for_the_pool_at_once(clean_proxy_env, 
         f"to resume (it was waiting for the duckdb pool slot held by run {a_run})")
     assert stopped_after < 15, stopped_after
     assert a_running_when_b_stopped  # B did not wait for A's step to end
-    assert a.returncode == 130, a_err
+    assert a.returncode == 0 and "Done in" in a_out, a_err[-3000:]
+    assert len(stub.requests_to(CHAT)) == 36  # A's calls only (3 instances × 4 formats × k = 3)
     pending, holding, statuses = _pool_state(tmp_path / "dh")
     assert statuses[b_run] == "CANCELED"
     assert not pending and not holding  # neither run left a step or a slot in the pool
