@@ -21,7 +21,9 @@ def _warehouse(with_judge: bool) -> duckdb.DuckDBPyConnection:
                     "('m', 'g1::missing@10', 0.8, 3, 0), ('m', 'g2::missing@10', 0.4, 1, 2), "
                     "('m', 'g1::missing@30', NULL, 0, 3)) t(model_id, variant_id, judge, judge_valid, judge_invalid)")
         con.execute("CREATE TABLE workflow_perturb.judge_severity_table AS SELECT * FROM (VALUES "
-                    "('m', 'missing', 0.1, 0.6, 0.28284, 2, 0), ('m', 'missing', 0.3, NULL, NULL, 0, 1)) "
+                    "('m', 'missing', 0.1, 0.6, 0.28284, 2, 0), ('m', 'missing', 0.3, NULL, NULL, 0, 1), "
+                    "('m', 'compressed', 0.1, 0.9, 0.0, 1, 0), ('m', 'compressed', 0.3, 0.5, 0.0, 1, 0), "
+                    "('m', 'compressed', 0.5, 0.3, 0.0, 1, 0)) "
                     "t(model_id, type, severity, mean, sd, n, n_null)")
     return con
 
@@ -40,6 +42,11 @@ def test_headline_shows_the_judge_rows_when_a_judge_ran():
     assert rows[0] == ["model_id", "variants", "valid_replies", "invalid_replies", "variants_scored"]
     assert rows[1] == ["m", "3", "4", "5", "2"]
     assert rows[2] == ["model_id", "type", "severity", "mean", "sd", "n", "n_null"]
-    assert rows[3] == ["m", "missing", "0.1", "0.6", "0.283", "2", "0"]
-    assert rows[4] == ["m", "missing", "0.3", "nan", "nan", "0", "1"]  # no valid reply: null, never 0
+    assert rows[6] == ["m", "missing", "0.1", "0.6", "0.283", "2", "0"]
+    assert rows[7] == ["m", "missing", "0.3", "nan", "nan", "0", "1"]  # no valid reply: null, never 0
+    # the Δ row: compressed 2.5·(0.9 − 0.3) = 1.5, Δ¹ = 5·(0.9 − 0.5) = 2, Δ² = 5·(0.5 − 0.3) = 1;
+    # missing has no valid reply at 30% and no variant at 50%: every Δ is null
+    assert rows[8] == ["model_id", "type", "s10", "s30", "s50", "delta_avg", "Δ¹", "Δ²"]
+    assert rows[9] == ["m", "compressed", "0.9", "0.5", "0.3", "1.5", "2", "1"]
+    assert rows[10] == ["m", "missing", "0.6", "nan", "nan", "nan", "nan", "nan"]
     assert "LLM judge" not in headline(_warehouse(with_judge=False))

@@ -13,6 +13,7 @@ import pandas as pd
 from metamorph.comparison import item_scores
 from metamorph.report_card import clustered_rate_rows
 from metamorph.schemas import require_columns
+from metamorph.studies.workflow_perturb.analysis import DELTA_AVG_FACTOR, DELTA_STEP_FACTOR
 
 
 def headline(con: duckdb.DuckDBPyConnection) -> str:
@@ -59,10 +60,22 @@ def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
     rows = con.execute(
         "SELECT model_id, type, severity, round(mean, 3) AS mean, round(sd, 3) AS sd, n, n_null "
         "FROM workflow_perturb.judge_severity_table ORDER BY model_id, type, severity").df()
+    mean = "max(CASE WHEN severity = {} THEN mean END)"
+    s10, s30, s50 = mean.format(0.1), mean.format(0.3), mean.format(0.5)
+    sens = con.execute(
+        f"SELECT model_id, type, round({s10}, 3) AS s10, round({s30}, 3) AS s30, round({s50}, 3) AS s50, "
+        f"round({DELTA_AVG_FACTOR} * ({s10} - {s50}), 3) AS delta_avg, "
+        f"round({DELTA_STEP_FACTOR} * ({s10} - {s30}), 3) AS \"Δ¹\", "
+        f"round({DELTA_STEP_FACTOR} * ({s30} - {s50}), 3) AS \"Δ²\" "
+        "FROM workflow_perturb.judge_severity_table GROUP BY model_id, type ORDER BY model_id, type").df()
     return ["\nLLM judge (App. B.6): replies per judge model (3 calls per variant; invalid ones excluded):",
             replies.to_markdown(index=False),
             "\nLLM judge score by perturbation type and severity (deterministic operators; [0, 1]):",
-            rows.to_markdown(index=False)]
+            rows.to_markdown(index=False),
+            f"\nLLM judge's row of the sensitivity matrix (Δ_avg = {DELTA_AVG_FACTOR}·[s̄(10%) − s̄(50%)]; Δ¹, Δ² = "
+            f"{DELTA_STEP_FACTOR:g}·the drop from 10% to 30% and from 30% to 50%, per unit severity as §5.1; null "
+            "where a severity has no valid reply):",
+            sens.to_markdown(index=False)]
 
 
 # ------------------------------------------------------------------------------------------
