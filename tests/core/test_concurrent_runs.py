@@ -233,6 +233,7 @@ def test_an_interrupt_stops_a_run_waiting_for_the_pool_at_once(clean_proxy_env, 
     pool; A finishes normally (both without routing, to keep the test short)."""
     stub = StubServer(latency_s=4.0)
     stub.script("POST", CHAT, answer)
+    a = b = None
     try:
         env, cmd = run_env(tmp_path, stub), [*run_cmd(k=3), "--no-routing"]
         a = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -253,6 +254,10 @@ def test_an_interrupt_stops_a_run_waiting_for_the_pool_at_once(clean_proxy_env, 
         a_running_when_b_stopped = a.poll() is None
         a_out, a_err = a.communicate(timeout=900)
     finally:
+        for p in (a, b):  # a failed wait leaves no run behind
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
         stub.close()
     assert b.returncode == 130, f"rc={b.returncode}\nstderr:\n{b_err}"
     assert b_err.strip().splitlines()[-1] == (
