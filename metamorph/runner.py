@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -175,12 +176,22 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
             stats.completion_tokens += res.completion_tokens or 0
             _check_version(by_key[key], res, cache, known_versions, stats, warn)
 
-    def one(key: str, req: GenerationRequest) -> tuple[str, GenerationResult]:
+    stop = threading.Event()  # set when the run is interrupted: no new attempt, no wait between attempts
+
+    def pause(seconds: float) -> None:
+        if stop.wait(seconds):
+            raise _Stopped
+
+    def one(key: str, req: GenerationRequest) -> tuple[str, GenerationResult | None]:
         t0 = time.monotonic()
+        if stop.is_set():
+            return key, None
         try:
-            res, attempts = call_with_retries(lambda: provider.generate(req), retry)
+            res, attempts = call_with_retries(lambda: provider.generate(req), retry, sleep=pause)
             res = res.replace(attempts=attempts, latency_s=res.latency_s if res.latency_s is not None
                               else time.monotonic() - t0)
+        except _Stopped:  # interrupted between attempts: nothing is stored, the key stays a miss
+            return key, None
         except ProviderError as exc:
             res = GenerationResult(text=None, error=f"ProviderError[{exc.status}]: {exc}",
                                    attempts=getattr(exc, "attempts", 1))
@@ -209,29 +220,43 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
     queue, deferred, pending = deque(todo), [], set()
     polled = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        while queue or pending or deferred:
-            while queue and len(pending) < 2 * workers:  # claim ahead of the threads, in chunks (one query each)
-                chunk = [queue.popleft() for _ in range(min(len(queue), 4 * workers))]
-                got = cache.claim(chunk, stale_before=stale_before)
-                served(got.done)
-                deferred.extend(got.busy)
-                pending.update(pool.submit(one, k, todo[k]) for k in got.claimed)
-            if deferred and not queue and time.monotonic() - polled >= poll_s:
-                queue.extend(deferred)  # held by another runner: look again
-                deferred.clear()
-                polled = time.monotonic()
-                continue
-            if not pending:
-                time.sleep(poll_s / 5)
-                continue
-            ready, pending = wait(pending, timeout=max(0.05, min(poll_s, progress_every_s / 2)),
-                                     return_when=FIRST_COMPLETED)
-            for fut in ready:
-                finished(*fut.result())
-            if stats.done != last_done and time.monotonic() - last >= progress_every_s:
-                log("generation progress: " + stats.progress())
-                last, last_done = time.monotonic(), stats.done
+        try:
+            while queue or pending or deferred:
+                while queue and len(pending) < 2 * workers:  # claim ahead of the threads, in chunks (one query each)
+                    chunk = [queue.popleft() for _ in range(min(len(queue), 4 * workers))]
+                    got = cache.claim(chunk, stale_before=stale_before)
+                    served(got.done)
+                    deferred.extend(got.busy)
+                    pending.update(pool.submit(one, k, todo[k]) for k in got.claimed)
+                if deferred and not queue and time.monotonic() - polled >= poll_s:
+                    queue.extend(deferred)  # held by another runner: look again
+                    deferred.clear()
+                    polled = time.monotonic()
+                    continue
+                if not pending:
+                    time.sleep(poll_s / 5)
+                    continue
+                ready, pending = wait(pending, timeout=max(0.05, min(poll_s, progress_every_s / 2)),
+                                      return_when=FIRST_COMPLETED)
+                for fut in ready:
+                    finished(*fut.result())
+                if stats.done != last_done and time.monotonic() - last >= progress_every_s:
+                    log("generation progress: " + stats.progress())
+                    last, last_done = time.monotonic(), stats.done
+        except BaseException:
+            # Ctrl-C / SIGTERM (Dagster raises its interrupt here) or an error: requests not started
+            # are dropped and waits between retries end now, so the run stops once the calls in
+            # flight return (their completions are stored) instead of waiting out the retries of
+            # every queued request (up to RetryPolicy.max_total_s each); run_requests then commits
+            # and releases this runner's claims.
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return results
+
+
+class _Stopped(BaseException):
+    """Raised in a worker's wait between retries once the run is interrupted (caught in the worker)."""
 
 
 def _check_version(req: GenerationRequest, res: GenerationResult, cache: GenerationCache,

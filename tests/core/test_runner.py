@@ -103,3 +103,43 @@ def test_progress_lines_only_when_a_request_finished(stub, tmp_path):
                  progress_every_s=0.0)
     done = [int(line.split(": ")[1].split("/")[0]) for line in lines if line.startswith("generation progress: ")]
     assert done and done == sorted(set(done)) and done[-1] == 3, lines
+
+
+def test_an_interrupt_does_not_wait_out_the_retries_of_queued_requests(stub, tmp_path):
+    """Ctrl-C (KeyboardInterrupt in the main thread, as Dagster raises its interrupt) while every
+    request fails with a retryable 503: the two requests in flight are not retried again and the
+    two queued ones are never sent, so run_requests raises within a second instead of waiting
+    out 4 × 4 retry waits of 2 s; nothing is stored for the stopped requests (they stay misses,
+    not errors) and no claim is left behind."""
+    import _thread
+    import threading
+
+    import pytest
+
+    stub.script("POST", "/v1/chat/completions", Reply(503, {"error": {"message": "overloaded"}}))
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    policy = RetryPolicy(max_attempts=5, base_delay_s=2.0, max_delay_s=2.0, jitter=False)
+    interrupted_at = []
+
+    def interrupt_when_both_in_flight_failed_once():
+        deadline = time.monotonic() + 30
+        while len(stub.requests_to("/v1/chat/completions")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # both workers are in their 2 s wait, the main thread in its wait loop
+        interrupted_at.append(time.monotonic())
+        _thread.interrupt_main()
+
+    watcher = threading.Thread(target=interrupt_when_both_in_flight_failed_once)
+    watcher.start()
+    with pytest.raises(KeyboardInterrupt):
+        run_requests(reqs(4, stub), provider(stub), cache, retry=policy, log=lambda m: None)
+    stopped_after = time.monotonic() - interrupted_at[0]
+    watcher.join()
+    assert stopped_after < 1.0, stopped_after
+    assert len(stub.requests_to("/v1/chat/completions")) == 2  # the first attempt of the 2 in flight
+    assert cache.count() == 0  # no error stored for a request that was stopped
+    con = cache._connect()
+    try:
+        assert con.execute("SELECT count(*) FROM claims").fetchone() == (0,)
+    finally:
+        con.close()
