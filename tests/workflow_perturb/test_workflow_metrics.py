@@ -638,6 +638,20 @@ def test_packaged_baseline_is_read_by_bert_score_at_the_encoder_layer(minilm, tm
                                             "2,0.50000000,0.25000000,0.12500000"]
 
 
+def test_the_papers_mpnet_is_the_installed_default_with_its_packaged_baseline():
+    """App. B.1/B.4's all-mpnet-base-v2 is what `make bootstrap` installs (its five split-zip
+    packages: 386 MB, 4.1 s to install here), so the encoder resource picks it, not the MiniLM
+    fallback; its BERTScore baseline (scripts/bertscore_baseline.py --encoder mpnet) is packaged
+    and bert_score reads row 12 (the layer the scorer uses: the model's last) from it."""
+    info = emb.resolve_encoder()
+    assert (info.name, info.num_layers, info.fallback_reason) == (emb.MPNET_NAME, 12, None)
+    path = wm.packaged_baseline(emb.MPNET_NAME)
+    assert path is not None and path.name == "bertscore_baseline_all-mpnet-base-v2.tsv"
+    assert wm.baseline_for(emb.MPNET_NAME, info.path, 12)[1] == "packaged:bertscore_baseline_all-mpnet-base-v2.tsv"
+    scorer = wm.get_bert_scorer(info.path, 12, baseline_path=str(path))
+    assert scorer.baseline_vals.tolist() == pytest.approx([0.10728562, 0.10907546, 0.10753959], abs=1e-7)
+
+
 def test_rescaled_bertscore_is_bert_scores_rescaling_of_the_raw_score(minilm):
     path = str(wm.packaged_baseline(emb.MINILM_NAME))
     raw = wm.get_bert_scorer(minilm.info.path, 6)

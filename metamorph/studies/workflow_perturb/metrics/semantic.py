@@ -15,9 +15,9 @@ used here, so one is made from the project's own text — never from third-party
 (:func:`~metamorph.studies.workflow_perturb.goldens.embedded_goldens`), forms every pair of
 steps from two *different* goldens (unrelated sentences), and draws :data:`BASELINE_PAIRS` of
 them with ``random.Random(0)``; :func:`compute_baseline` scores them unrescaled at each layer
-and averages P, R and F. For MiniLM the table is packaged
-(``data/bertscore_baseline_all-MiniLM-L6-v2.tsv``, written by
-``scripts/bertscore_baseline.py``); for any other encoder the row of the layer used is computed
+and averages P, R and F. For both installed encoders the table is packaged
+(``data/bertscore_baseline_all-mpnet-base-v2.tsv``, ``data/bertscore_baseline_all-MiniLM-L6-v2.tsv``,
+written by ``scripts/bertscore_baseline.py --encoder mpnet|minilm``); for any other encoder the row of the layer used is computed
 at run time by the same function (a one-off few-second cost, cached per process). The scorer is
 then ``BERTScorer(..., lang="en", rescale_with_baseline=True, baseline_path=<table>)`` — the
 library's own rescaling code. Rescaled scores can be negative (a pair less similar than the
@@ -41,7 +41,8 @@ from typing import Any
 BASELINE_PAIRS = 2000
 #: Seed of the pair draw.
 BASELINE_SEED = 0
-_PACKAGED = {"sentence-transformers/all-MiniLM-L6-v2": "bertscore_baseline_all-MiniLM-L6-v2.tsv"}
+_PACKAGED = {"sentence-transformers/all-MiniLM-L6-v2": "bertscore_baseline_all-MiniLM-L6-v2.tsv",
+             "sentence-transformers/all-mpnet-base-v2": "bertscore_baseline_all-mpnet-base-v2.tsv"}
 
 _SCORERS: dict[tuple[str, int, str | None], Any] = {}
 _RUNTIME_BASELINES: dict[tuple[str, int], str] = {}
