@@ -112,6 +112,7 @@ def test_an_interrupt_does_not_wait_out_the_retries_of_queued_requests(stub, tmp
     out 4 × 4 retry waits of 2 s; nothing is stored for the stopped requests (they stay misses,
     not errors) and no claim is left behind."""
     import _thread
+    import signal
     import threading
 
     import pytest
@@ -129,12 +130,18 @@ def test_an_interrupt_does_not_wait_out_the_retries_of_queued_requests(stub, tmp
         interrupted_at.append(time.monotonic())
         _thread.interrupt_main()
 
+    # a process started in the background inherits SIGINT ignored (then interrupt_main does nothing):
+    # use Python's own handler, as an interactive run (and Dagster, which replaces it) has one
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     watcher = threading.Thread(target=interrupt_when_both_in_flight_failed_once)
     watcher.start()
-    with pytest.raises(KeyboardInterrupt):
-        run_requests(reqs(4, stub), provider(stub), cache, retry=policy, log=lambda m: None)
-    stopped_after = time.monotonic() - interrupted_at[0]
-    watcher.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_requests(reqs(4, stub), provider(stub), cache, retry=policy, log=lambda m: None)
+        stopped_after = time.monotonic() - interrupted_at[0]
+    finally:
+        watcher.join()
+        signal.signal(signal.SIGINT, previous)
     assert stopped_after < 1.0, stopped_after
     assert len(stub.requests_to("/v1/chat/completions")) == 2  # the first attempt of the 2 in flight
     assert cache.count() == 0  # no error stored for a request that was stopped

@@ -270,10 +270,11 @@ def test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply(stub_mod
         con.close()
     lv = meta["lineage_views"]
     assert lv["variant_lineage_rows"].value == 10
-    assert lv["worst_cell"].value == "severity_table: deterministic · kendall_tau · compressed · 0.5 = -0.359"
-    # the lowest severity cell names its command (Kendall τ of compressed@50 is negative)
+    # the lowest severity cell names its command (under all-mpnet-base-v2, the installed encoder, the
+    # Chain F1 of compressed@50 is 0; under MiniLM it was Kendall τ at -0.359)
+    assert lv["worst_cell"].value == "severity_table: deterministic · chain_f1 · compressed · 0.5 = 0"
     assert meta["severity_table"]["trace_command"].value == (
-        f"metamorph trace --warehouse {db} --study workflow_perturb --metric kendall_tau --model deterministic "
+        f"metamorph trace --warehouse {db} --study workflow_perturb --metric chain_f1 --model deterministic "
         "--where type=compressed --where severity=0.5 --where operator=deterministic")
     # missing@30 keeps 3 of 5 steps in order: Chain F1 = 2·1·0.6/1.6 = 0.75
     res = tr.trace(db, "workflow_perturb", "chain_f1", "deterministic", {"type": "missing", "severity": "0.3"})
