@@ -110,7 +110,7 @@ def plan_and_guard(context, requests, spec, provider, cache, budget_usd: float |
     from metamorph.costplan import cached_keys, check_budget, plan_requests, token_counter
 
     count, method = token_counter(spec, provider)
-    hits = cached_keys(cache, requests, stale_before=runner_options(context)["stale_before"])
+    hits = cached_keys(cache, requests, spec, stale_before=runner_options(context)["stale_before"])
     plan = plan_requests(requests, spec, hits, count=count, method=method, label=label, upper_bound=upper_bound)
     context.log.info("cost plan: " + plan.line())
     check_budget(plan, budget_usd)

@@ -103,12 +103,22 @@ def documents_from_frame(df: pd.DataFrame) -> list[RenderedDocument]:
             for r in df.itertuples()]
 
 
+def _generation_ids(planned: list[fs.PlannedGeneration], spec) -> list[dict]:
+    """The lineage ids of each planned generation's row (workflow_generations, routed_generations)."""
+    return [{"model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
+             "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
+             "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256} for p in planned]
+
+
 class GenerationConfig(BudgetConfig):
-    k: int = Field(default=3, ge=1, description="Repeats per workflow × document (r = 1..k); each is a real call.")
-    temperature: float = Field(default=0.0, description="Sampling temperature (0 = greedy, §5.1).")
+    k: int = Field(default=3, ge=1, description="Repeats per workflow × document (r = 1..k): independent draws when "
+                   "decoding samples; when a local model decodes greedily, one computation shared by the k rows.")
+    temperature: float = Field(default=0.0, description="Sampling temperature (0 = greedy, §5.1); a registry entry's "
+                               "own temperature wins (the embedded default samples at 0.7).")
     max_tokens: int = Field(default=fs.DEFAULT_PARAMS["max_tokens"], ge=1,
                             description="Completion token limit; a cut answer is 'truncated'.")
-    seed: int = Field(default=0, description="Sampling seed sent with every request.")
+    seed: int = Field(default=0, description="Base sampling seed: repeat r is sent with its own seed derived from it "
+                      "(metamorph.replicates.replicate_seed; r = 1 keeps it).")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
@@ -133,11 +143,7 @@ def workflow_generations(context: dg.AssetExecutionContext, config: GenerationCo
                           effective_budget(config.budget_usd, model_registry.budget_usd), "workflow_generations")
     outcomes, stats = run_requests([p.request for p in planned], provider, cache,
                                    **runner_options(context))
-    df = generation_frame(
-        [{"model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
-          "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
-          "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256} for p in planned],
-        outcomes)
+    df = generation_frame(_generation_ids(planned, spec), outcomes)
     return validated_output(S.WorkflowGenerations, df, "workflow_generations",
                             generation_metadata(df, stats, spec, by="format", plan=plan))
 
@@ -470,8 +476,8 @@ def routed_generations(context: dg.AssetExecutionContext, config: RoutedGenerati
     provider = model_registry.provider(spec)
     best = {(r.workflow_id, r.dataset): r.best_format for r in routing_choice.itertuples()}
     k = int(workflow_generations["repeat"].max())
-    params = {k_: v for k_, v in json.loads(workflow_generations["request_json"].iloc[0])["params"].items()
-              if k_ not in spec.params}
+    first = workflow_generations[workflow_generations["repeat"] == 1]["request_json"].iloc[0]  # the base seed
+    params = {k_: v for k_, v in json.loads(first)["params"].items() if k_ not in spec.params_for(fs.STUDY)}
     keep = set(mit.routed_instance_ids(source_instances["instance_id"], routing_choice))
     xs = [x for x in instances_from_frame(source_instances) if x.instance_id in keep]
     planned = fs.plan_routing(xs, documents_from_frame(rendered_documents), spec, best, k=k, params=params)
@@ -480,22 +486,7 @@ def routed_generations(context: dg.AssetExecutionContext, config: RoutedGenerati
                           effective_budget(config.budget_usd, model_registry.budget_usd), "routed_generations")
     outcomes, stats = run_requests([p.request for p in planned], provider, cache,
                                    **runner_options(context))
-    rows = []
-    for p, o in zip(planned, outcomes):
-        r = o.result
-        rows.append({
-            "model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
-            "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
-            "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256,
-            "generation_key": o.key, "request_json": p.request.to_json(), "response_text": r.text,
-            "finish_reason": r.finish_reason, "prompt_tokens": r.prompt_tokens,
-            "completion_tokens": r.completion_tokens, "latency_s": r.latency_s, "model_version": r.model_version,
-            "system_fingerprint": r.system_fingerprint, "cache_hit": o.cache_hit, "error": r.error,
-            "routed_format": p.routed_format,
-        })
-    df = pd.DataFrame(rows, columns=list(S.RoutedGenerations.to_schema().columns))
-    for c in ("prompt_tokens", "completion_tokens"):
-        df[c] = df[c].astype("Int64")
+    df = generation_frame(_generation_ids(planned, spec), outcomes).assign(routed_format=[p.routed_format for p in planned])
     return validated_output(S.RoutedGenerations, df, "routed_generations", {
         "model_calls": dg.MetadataValue.int(stats.calls),
         "cache_hits": dg.MetadataValue.int(stats.cache_hits),

@@ -239,7 +239,7 @@ def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_r
         outs = outcomes[i: i + len(qs)]
         i += len(qs)
         rows.append({"model_id": context.partition_key, "variant_id": r.variant_id, "golden_id": r.golden_id,
-                     "type": r.type, "severity": r.p, **wst.judge_row([o.result for o in outs]),
+                     "type": r.type, "severity": r.p, **wst.judge_row([o.result for o in outs], [o.key for o in outs]),
                      "generation_keys": json.dumps([o.key for o in outs])})
     df = pd.DataFrame(rows)
     return validated_output(S.JudgeScores, df, "judge_scores", {

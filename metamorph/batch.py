@@ -86,6 +86,12 @@ class BatchExecution:
     def generate(self, request: GenerationRequest) -> GenerationResult:
         return self.inner.generate(request)
 
+    def is_deterministic(self, request: GenerationRequest) -> bool:
+        """The inner provider's declaration (:func:`metamorph.replicates.provider_deterministic`)."""
+        from metamorph.replicates import provider_deterministic
+
+        return provider_deterministic(self.inner, request)
+
     def backend(self) -> "_OpenAIBatches | _AnthropicBatches":
         return _AnthropicBatches(self.inner) if self.kind == "anthropic" else _OpenAIBatches(self.inner)
 

@@ -47,6 +47,7 @@ from typing import Any
 from metamorph.errors import BudgetError, ConfigError, MetamorphError, RegistryError
 from metamorph.models import ModelSpec, Price, load_registry
 from metamorph.providers.base import GenerationRequest
+from metamorph.replicates import computation, entry_deterministic, is_shared
 
 #: Characters per token of the estimate used for API models (their tokenizers are not local).
 CHARS_PER_TOKEN = 4
@@ -83,6 +84,8 @@ class CostPlan:
     unbounded_calls: int = 0
     upper_bound: bool = False
     label: str = ""
+    #: requests served by another replicate's deterministic computation (:mod:`metamorph.replicates`)
+    shared: int = 0
 
     @property
     def local(self) -> bool:
@@ -114,13 +117,15 @@ class CostPlan:
         up = "up to " if self.upper_bound else ""
         head = f"{self.model_id} {self.label}".strip()
         unb = f", {self.unbounded_calls} calls without max_tokens (output not bounded)" if self.unbounded_calls else ""
-        return (f"{head}: {up}{self.requests} requests, {self.cache_hits} cache hits, {up}{self.calls} calls, "
+        shared = f" ({self.shared} replicates share a deterministic computation)" if self.shared else ""
+        return (f"{head}: {up}{self.requests} requests{shared}, {self.cache_hits} cache hits, {up}{self.calls} calls, "
                 f"{up}{self.input_tokens:,} input tokens ({self.method_short}), ≤ {self.output_tokens:,} output "
                 f"tokens (max_tokens){unb}, est. cost {up}{self.cost_text()}")
 
     def as_dict(self) -> dict[str, Any]:
         """The plan as JSON-able values (the generation asset's ``cost_plan`` metadata)."""
-        return {"requests": self.requests, "cache_hits": self.cache_hits, "calls": self.calls,
+        return {"requests": self.requests, "shared_replicates": self.shared, "cache_hits": self.cache_hits,
+                "calls": self.calls,
                 "input_tokens": self.input_tokens, "input_token_method": self.token_method,
                 "output_tokens_max": self.output_tokens, "output_token_note": OUTPUT_NOTE,
                 "unbounded_calls": self.unbounded_calls,
@@ -168,6 +173,13 @@ def token_counter(spec: ModelSpec, provider: Any = None) -> tuple[Callable[[Gene
     return provider.request_prompt_tokens, METHOD_TOKENIZER
 
 
+def computation_keys(requests: Sequence[GenerationRequest], spec: ModelSpec) -> list[str]:
+    """The cache key each request is served under for ``spec``: its own, or that of the
+    deterministic computation its replicates share (:func:`metamorph.replicates.computation`) —
+    the keys :func:`metamorph.runner.run_requests` looks up."""
+    return [computation(r, entry_deterministic(spec.provider, spec.deterministic, r)).cache_key() for r in requests]
+
+
 def plan_requests(requests: Sequence[GenerationRequest], spec: ModelSpec, cached: Iterable[str] = (), *,
                   count: Callable[[GenerationRequest], int] | None = None, method: str | None = None,
                   label: str = "", upper_bound: bool = False) -> CostPlan:
@@ -179,7 +191,8 @@ def plan_requests(requests: Sequence[GenerationRequest], spec: ModelSpec, cached
     served wholly from the cache loads no tokenizer).
     """
     cached = set(cached)
-    keys = [r.cache_key() for r in requests]
+    keys = computation_keys(requests, spec)
+    shared = sum(1 for r in requests if is_shared(r, entry_deterministic(spec.provider, spec.deterministic, r)))
     hits = sum(1 for k in keys if k in cached)
     todo: dict[str, GenerationRequest] = {}
     for k, r in zip(keys, requests):
@@ -193,15 +206,18 @@ def plan_requests(requests: Sequence[GenerationRequest], spec: ModelSpec, cached
     return CostPlan(model_id=spec.id, provider=spec.provider, requests=len(requests), cache_hits=hits,
                     calls=len(todo), input_tokens=input_tokens, output_tokens=sum(int(m) for m in maxes if m),
                     token_method=method, price=spec.price_per_mtok,
-                    unbounded_calls=sum(1 for m in maxes if not m), upper_bound=upper_bound, label=label)
+                    unbounded_calls=sum(1 for m in maxes if not m), upper_bound=upper_bound, label=label,
+                    shared=shared)
 
 
-def cached_keys(cache: Any, requests: Sequence[GenerationRequest], stale_before: Any = None) -> set[str]:
-    """Keys of ``requests`` the cache serves (``cache``: a :class:`~metamorph.cache.GenerationCache`
-    or ``None`` for none; ``stale_before`` as in :func:`metamorph.runner.run_requests`)."""
+def cached_keys(cache: Any, requests: Sequence[GenerationRequest], spec: ModelSpec,
+                stale_before: Any = None) -> set[str]:
+    """Keys of ``requests`` (:func:`computation_keys` for ``spec``) the cache serves (``cache``: a
+    :class:`~metamorph.cache.GenerationCache` or ``None`` for none; ``stale_before`` as in
+    :func:`metamorph.runner.run_requests`)."""
     if cache is None:
         return set()
-    return set(cache.get_many([r.cache_key() for r in requests], stale_before=stale_before))
+    return set(cache.get_many(computation_keys(requests, spec), stale_before=stale_before))
 
 
 def total(plans: Sequence[CostPlan]) -> CostPlan:
@@ -212,7 +228,7 @@ def total(plans: Sequence[CostPlan]) -> CostPlan:
                     input_tokens=sum(p.input_tokens for p in plans), output_tokens=sum(p.output_tokens for p in plans),
                     token_method=first.token_method, price=first.price,
                     unbounded_calls=sum(p.unbounded_calls for p in plans),
-                    upper_bound=any(p.upper_bound for p in plans), label="total")
+                    upper_bound=any(p.upper_bound for p in plans), label="total", shared=sum(p.shared for p in plans))
 
 
 def check_budget(plan: CostPlan, budget_usd: float | None, outcome: str = "nothing was called") -> None:
@@ -314,7 +330,7 @@ def plan_steps(steps: Sequence[PlanStep], spec: ModelSpec, cached: Iterable[str]
         whole = total(parts) if parts else plan_requests([], spec, count=count, method=method)
         out.append(CostPlan(**{**whole.__dict__, "label": step.label, "upper_bound": step.upper_bound}))
         if not step.upper_bound:
-            known |= {r.cache_key() for r in step.requests()}
+            known |= set(computation_keys(step.requests(), spec))
     return out
 
 
@@ -352,7 +368,7 @@ def plan_study(study: str, spec: ModelSpec, options: StudyOptions, cache: Any = 
     steps = planners[study](spec, options)
     requests = [r for st in steps for r in st.requests()]
     count, method = _lazy_counter(spec, provider)
-    return plan_steps(steps, spec, cached_keys(cache, requests), count=count, method=method)
+    return plan_steps(steps, spec, cached_keys(cache, requests, spec), count=count, method=method)
 
 
 def budget_steps(plans: Sequence[CostPlan]) -> list[CostPlan]:

@@ -63,6 +63,18 @@ prompts) took 63.7 s with one thread and 49.7 s with prompt processing on both c
 ``benchmarks/generation_overhead.py``).
 Threads change how fast, not what is generated (greedy decoding gives the same completion; tested),
 so ``n_threads`` is not part of the fingerprint either.
+``study_params`` (optional) maps a study (its package name, e.g. ``format_robustness``) to
+decoding parameters that apply in that study only, over ``params`` (:meth:`ModelSpec.params_for`):
+the embedded default samples in the document-format study (``temperature: 0.7``, so its k repeats
+are independent draws) and keeps the other studies' paper settings. It shapes outputs, so it is
+part of the fingerprint (when given).
+``deterministic`` (optional, API providers only, default false) declares that the endpoint's reply
+is a function of the request alone (e.g. a self-hosted server with greedy decoding and batch size
+one), so the replicates of a request — the format study's k repeats and routed re-runs, the judge's
+three calls — are one call (:mod:`metamorph.replicates`). API backends are not bit-reproducible even
+at temperature 0, hence the default; a ``llama_cpp`` entry takes no such setting (the provider
+decides per request: greedy or seeded decoding is deterministic). It changes what the replicates
+measure, so ``deterministic: true`` is part of the fingerprint.
 """
 
 from __future__ import annotations
@@ -76,7 +88,7 @@ import yaml
 
 from metamorph.datasets import decode_utf8
 from metamorph.errors import RegistryError
-from metamorph.providers.base import INGESTION_PATHS, canonical_json, sha256_hex
+from metamorph.providers.base import DECODING_PARAMS, INGESTION_PATHS, canonical_json, sha256_hex
 
 PROVIDERS = ("llama_cpp", "openai", "anthropic", "openai_compatible")
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
@@ -148,6 +160,8 @@ class ModelSpec:
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     price_per_mtok: Price | None = None
     n_threads: int = 1
+    deterministic: bool = False
+    study_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False, repr=False)
     entry: int | None = field(default=None, compare=False, repr=False)
 
@@ -156,6 +170,11 @@ class ModelSpec:
         """The llama.cpp chat format of a llama_cpp entry (``params.chat_format``), else None."""
         return self.params.get("chat_format")
 
+    def params_for(self, study: str) -> dict[str, Any]:
+        """The entry's decoding parameters in ``study``: ``params`` updated with
+        ``study_params[study]`` (a ``null`` there unsets the parameter, as in ``params``)."""
+        return {**self.params, **self.study_params.get(study, {})}
+
     def fingerprint(self) -> str:
         """sha256 of the entry's canonical JSON (changes when any field that shapes outputs
         changes; ``status``, ``max_concurrency``, ``execution``, ``price_per_mtok`` and
@@ -163,6 +182,8 @@ class ModelSpec:
         return sha256_hex(canonical_json({
             "id": self.id, "provider": self.provider, "model": self.model, "ingestion": list(self.ingestion),
             "base_url": self.base_url, "api_key_env": self.api_key_env, "params": self.params,
+            **({"deterministic": True} if self.deterministic else {}),
+            **({"study_params": self.study_params} if self.study_params else {}),
         }).encode())
 
     def workflow_id(self, ingestion: str) -> str:
@@ -183,7 +204,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     not a positive number (field ``execution.<key>``); ``price_per_mtok`` not a mapping of exactly
     ``input`` and ``output`` to numbers >= 0 (field ``price_per_mtok.input`` …), or given for a
     ``llama_cpp`` model (local models cost 0); ``n_threads`` not an integer >= 1 or given for a
-    provider other than ``llama_cpp``; a duplicate id.
+    provider other than ``llama_cpp``; ``deterministic`` not a boolean or given for ``llama_cpp``;
+    a duplicate id.
     """
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
         raise RegistryError(source, "expected a mapping with a 'models' list", field="models")
@@ -196,7 +218,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if not isinstance(e, dict):
             raise bad("an entry of 'models' must be a mapping")
         unknown = set(e) - {"id", "provider", "model", "ingestion", "base_url", "api_key_env", "max_concurrency",
-                            "params", "status", "execution", "price_per_mtok", "n_threads"}
+                            "params", "status", "execution", "price_per_mtok", "n_threads", "deterministic",
+                            "study_params"}
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         for k in ("id", "provider", "model"):
@@ -238,6 +261,13 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad("n_threads is a llama_cpp setting (CPU threads of the local model)", "n_threads")
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise bad(f"n_threads must be an integer >= 1, got {threads!r:.40}", "n_threads")
+        deterministic = e.get("deterministic", False)
+        if not isinstance(deterministic, bool):
+            raise bad("deterministic must be true or false", "deterministic")
+        if "deterministic" in e and e["provider"] == "llama_cpp":
+            raise bad("deterministic is an API-provider setting (a llama_cpp model is deterministic exactly when "
+                      "its decoding is greedy or seeded)", "deterministic")
+        study_params = _study_params(e.get("study_params"), bad)
         execution = _parse_execution(e.get("execution"), e["provider"], bad)
         price = _price(e.get("price_per_mtok"), e["provider"], bad)
         mid = str(e["id"])
@@ -247,8 +277,36 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         out.append(ModelSpec(id=mid, provider=e["provider"], model=str(e["model"]), ingestion=ingestion,
                              base_url=e.get("base_url"), api_key_env=key_env, max_concurrency=conc,
                              params=dict(params), status=status, execution=execution, price_per_mtok=price, n_threads=threads,
+                             deterministic=deterministic, study_params=study_params,
                              source=source, entry=i))
     return out
+
+
+def _study_params(raw: Any, bad: Any) -> dict[str, dict[str, Any]]:
+    """An entry's ``study_params``: a mapping of installed study packages to mappings of decoding
+    parameters (``bad(problem, field)`` builds the error, field ``study_params.<study>``)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise bad(f"study_params must be a mapping of study to decoding parameters, got {type(raw).__name__}",
+                  "study_params")
+    import pkgutil
+
+    import metamorph.studies
+
+    studies = sorted(m.name for m in pkgutil.iter_modules(metamorph.studies.__path__) if m.ispkg)
+    for name, params in raw.items():
+        if name not in studies:
+            raise bad(f"study_params names no study (choose from {studies})", f"study_params.{str(name)[:40]}")
+        if not isinstance(params, dict):
+            raise bad(f"study_params.{name} must be a mapping of decoding parameters", f"study_params.{name}")
+        if "chat_format" in params:
+            raise bad("chat_format belongs in params (one chat format per model)", f"study_params.{name}")
+        unknown = sorted(map(str, set(params) - set(DECODING_PARAMS)))
+        if unknown:
+            raise bad(f"unknown decoding parameter(s) {unknown}; allowed: {list(DECODING_PARAMS)}",
+                      f"study_params.{name}")
+    return {str(k): dict(v) for k, v in raw.items()}
 
 
 def _parse_execution(raw: Any, provider: str, bad: Any) -> ExecutionConfig:

@@ -14,7 +14,10 @@
    since the last one; at the end, one line with the tokens too (:meth:`RunStats.line`);
 5. when the provider reports a resolved model version the cache has not seen for the same model
    name, a warning is logged once per new version;
-6. a :class:`~metamorph.batch.BatchExecution` provider (registry ``execution: {mode: batch}``)
+6. the replicates of a request the provider declares deterministic (:mod:`metamorph.replicates`:
+   greedy or seeded local decoding) are one computation: the request as replicate 1 is called
+   (or served) once, and each replicate's :class:`Outcome` points to it (``shared``);
+7. a :class:`~metamorph.batch.BatchExecution` provider (registry ``execution: {mode: batch}``)
    sends the misses as provider batch jobs instead (:func:`metamorph.batch.run_batches`: persisted,
    polled, resumed by a rerun); the requests a batch cannot carry take steps 2-3.
 """
@@ -36,6 +39,7 @@ from metamorph.batch import BatchExecution, run_batches
 from metamorph.cache import GenerationCache
 from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
 from metamorph.providers.retry import RetryPolicy, call_with_retries
+from metamorph.replicates import computation, is_shared, provider_deterministic
 
 
 def _duration(seconds: float) -> str:
@@ -62,6 +66,8 @@ class RunStats:
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
     cached_completion_tokens: int = 0
+    #: requests served by another replicate's computation (deterministic decoding; not calls)
+    shared: int = 0
     started: float = field(default_factory=time.monotonic)
     version_changes: list[str] = field(default_factory=list)
 
@@ -69,7 +75,8 @@ class RunStats:
         """The summary logged when a run ends, e.g. ``144/144 done, 0 cache hits, 0 errors, prompt +
         completion tokens 47802+12231 called, 0+0 from cache, 39m49s elapsed``."""
         elapsed = time.monotonic() - self.started
-        return (f"{self.done}/{self.total} done, {self.cache_hits} cache hits, {self.errors} errors, "
+        shared = f" ({self.shared} replicates share a deterministic computation)" if self.shared else ""
+        return (f"{self.done}/{self.total} done{shared}, {self.cache_hits} cache hits, {self.errors} errors, "
                 f"prompt + completion tokens {self.prompt_tokens}+{self.completion_tokens} called, "
                 f"{self.cached_prompt_tokens}+{self.cached_completion_tokens} from cache, {_duration(elapsed)} elapsed")
 
@@ -91,12 +98,17 @@ class RunStats:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A request with its result and whether the cache served it."""
+    """A request with its result and whether the cache served it.
+
+    ``key`` is the cache key of the generation that answered ``request``: its own, or — when
+    ``shared`` — that of the deterministic computation its replicates share
+    (:func:`metamorph.replicates.computation`)."""
 
     request: GenerationRequest
     key: str
     result: GenerationResult
     cache_hit: bool
+    shared: bool = False
 
 
 def run_requests(
@@ -118,7 +130,9 @@ def run_requests(
     version under the same name (run tag ``metamorph/stale_before``); the request, hence the key,
     is the same, so without it the re-run would be served the old version's completions.
 
-    Duplicate requests (same key) are called once. Errors never raise: they come back as
+    Duplicate requests (same key) are called once; so are the replicates of a request the provider
+    declares deterministic (``provider.is_deterministic(request)``; :mod:`metamorph.replicates`):
+    they are served by the request as replicate 1, and their outcomes say ``shared``. Errors never raise: they come back as
     results with ``error`` set, are stored as errors, and are retried on the next run.
 
     Misses are claimed in chunks (:meth:`GenerationCache.claim`) just before they are sent; a key
@@ -130,14 +144,18 @@ def run_requests(
     retry = retry or RetryPolicy()
     warn = warn or log
     stats = RunStats(total=len(requests))
-    keys = [r.cache_key() for r in requests]
+    deterministic = [provider_deterministic(provider, r) for r in requests]
+    computed = [computation(r, d) for r, d in zip(requests, deterministic)]
+    shared = [is_shared(r, d) for r, d in zip(requests, deterministic)]
+    stats.shared = sum(shared)
+    keys = [c.cache_key() for c in computed]
     try:
-        results = _serve(keys, requests, provider, cache, retry, log, warn, progress_every_s, poll_s, stats,
+        results = _serve(keys, computed, provider, cache, retry, log, warn, progress_every_s, poll_s, stats,
                          stale_before)
     finally:
         cache.release()
     log("generation finished: " + stats.line())
-    return [Outcome(r, k, results[k][0], results[k][1]) for k, r in zip(keys, requests)], stats
+    return [Outcome(r, k, results[k][0], results[k][1], s) for k, r, s in zip(keys, requests, shared)], stats
 
 
 def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Provider, cache: GenerationCache,
@@ -283,8 +301,9 @@ def _check_version(req: GenerationRequest, res: GenerationResult, cache: Generat
 
 #: Columns :func:`generation_frame` adds to every row: the per-generation lineage, declared once
 #: (schema: :class:`metamorph.schemas.GenerationRecord`).
-GENERATION_COLUMNS = ("generation_key", "request_json", "response_text", "finish_reason", "prompt_tokens",
-                      "completion_tokens", "latency_s", "model_version", "system_fingerprint", "cache_hit", "error")
+GENERATION_COLUMNS = ("generation_key", "shared_generation", "request_json", "response_text", "finish_reason",
+                      "prompt_tokens", "completion_tokens", "latency_s", "model_version", "system_fingerprint",
+                      "cache_hit", "error")
 
 
 def generation_frame(ids: Sequence[dict[str, Any]], outcomes: Sequence[Outcome],
@@ -296,7 +315,9 @@ def generation_frame(ids: Sequence[dict[str, Any]], outcomes: Sequence[Outcome],
     (``ValueError`` otherwise). ``prompt_tokens`` overrides the provider-reported prompt tokens
     (e.g. counted with the model's tokenizer). Token columns are nullable ``Int64``;
     ``request_json`` is the canonical request (it carries no secrets: keys are never part of a
-    request).
+    request). ``generation_key`` is the generation that answered the row (:attr:`Outcome.key`);
+    ``shared_generation`` says it is another replicate's (deterministic decoding), while
+    ``request_json`` is the row's own request (its ``repeat_index``, its seed).
     """
     if len(ids) != len(outcomes) or (prompt_tokens is not None and len(prompt_tokens) != len(outcomes)):
         raise ValueError(f"generation_frame: {len(ids)} id rows, {len(outcomes)} outcomes"
@@ -305,7 +326,7 @@ def generation_frame(ids: Sequence[dict[str, Any]], outcomes: Sequence[Outcome],
     for i, (row_ids, o) in enumerate(zip(ids, outcomes)):
         r = o.result
         rows.append({**row_ids,
-                     "generation_key": o.key, "request_json": o.request.to_json(), "response_text": r.text,
+                     "generation_key": o.key, "shared_generation": o.shared, "request_json": o.request.to_json(), "response_text": r.text,
                      "finish_reason": r.finish_reason,
                      "prompt_tokens": r.prompt_tokens if prompt_tokens is None else prompt_tokens[i],
                      "completion_tokens": r.completion_tokens, "latency_s": r.latency_s,

@@ -71,8 +71,13 @@ class GenerationRecord(StrictModel):
     the exact request and the raw completion."""
 
     generation_key: Series[str] = pa.Field(str_length={"min_value": 64, "max_value": 64},
-                                           description="Generation cache key (sha256 of the canonical request).")
-    request_json: Series[str] = pa.Field(description="The exact request (messages, params, document hash); no secrets.")
+                                           description="Cache key (sha256 of the canonical request) of the generation "
+                                           "that answered this row: its own, or the one its replicates share.")
+    shared_generation: Series[bool] = pa.Field(description="True: the reply is another replicate's generation "
+                                               "(generation_key), computed once because decoding is deterministic "
+                                               "(greedy or seeded local model; metamorph.replicates).")
+    request_json: Series[str] = pa.Field(description="This row's own request (messages, params incl. its seed, "
+                                         "repeat_index, document hash); no secrets.")
     response_text: Series[str] = pa.Field(nullable=True, description="Raw completion text; null when the call failed.")
     finish_reason: Series[str] = pa.Field(nullable=True, description="stop / length / ... as reported (length = cut at max_tokens).")
     prompt_tokens: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="Prompt tokens (provider usage, or counted with the model's tokenizer).")

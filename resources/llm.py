@@ -44,7 +44,7 @@ def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
 
 def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
     ident = (spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.max_concurrency, n_ctx,
-             spec.chat_format, spec.n_threads)
+             spec.chat_format, spec.n_threads, spec.deterministic)
     with _PROVIDERS_LOCK:
         if ident in _PROVIDERS:
             return _PROVIDERS[ident]
@@ -65,11 +65,12 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
             from metamorph.providers.openai_provider import OpenAIProvider
 
             provider = OpenAIProvider(kind=spec.provider, api_key=api_key or "not-needed", base_url=spec.base_url,
-                                      max_concurrency=spec.max_concurrency)
+                                      max_concurrency=spec.max_concurrency, deterministic=spec.deterministic)
         elif spec.provider == "anthropic":
             from metamorph.providers.anthropic_provider import AnthropicProvider
 
-            provider = AnthropicProvider(api_key=api_key, base_url=spec.base_url, max_concurrency=spec.max_concurrency)
+            provider = AnthropicProvider(api_key=api_key, base_url=spec.base_url, max_concurrency=spec.max_concurrency,
+                                         deterministic=spec.deterministic)
         else:  # parse_registry rejects this earlier
             raise ConfigError(f"unknown provider {spec.provider!r}")
         _PROVIDERS[ident] = provider

@@ -75,6 +75,9 @@ class AnthropicProvider:
         anthropic_version: ``anthropic-version`` header to send (``None`` = the SDK's default,
             ``2026-10-21`` for anthropic 2.x). Versions before :data:`SAMPLING_PARAMS_REMOVED_IN`
             accept ``temperature`` / ``top_p`` / ``top_k``.
+        deterministic: declare every request's reply a function of the request alone (registry
+            ``deterministic: true``), so replicates share one call (:mod:`metamorph.replicates`);
+            default False.
 
     Raises:
         ConfigError: empty ``api_key`` or ``max_concurrency < 1``.
@@ -83,7 +86,8 @@ class AnthropicProvider:
     kind = "anthropic"
 
     def __init__(self, api_key: str, base_url: str | None = None, max_concurrency: int = 4,
-                 timeout_s: float = 120.0, use_files_api: bool = False, anthropic_version: str | None = None):
+                 timeout_s: float = 120.0, use_files_api: bool = False, anthropic_version: str | None = None,
+                 deterministic: bool = False):
         if not api_key:
             raise ConfigError("AnthropicProvider: api_key is empty; set the provider's API-key environment variable")
         if max_concurrency < 1:
@@ -91,6 +95,7 @@ class AnthropicProvider:
         self.base_url = base_url
         self.max_concurrency = int(max_concurrency)
         self.timeout_s = float(timeout_s)
+        self.deterministic = bool(deterministic)
         self.anthropic_version = anthropic_version or _SDK_API_VERSION
         self._api_key = api_key
         headers = {"anthropic-version": anthropic_version} if anthropic_version else None
@@ -104,6 +109,10 @@ class AnthropicProvider:
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._file_ids: dict[tuple[str, str, str], str] = {}
         self._upload_lock = threading.Lock()
+
+    def is_deterministic(self, request: GenerationRequest) -> bool:
+        """The registry's declaration (``deterministic``), the same for every request."""
+        return self.deterministic
 
     def __repr__(self) -> str:  # never show the key
         return (f"AnthropicProvider(base_url={self.base_url!r}, max_concurrency={self.max_concurrency}, "

@@ -19,7 +19,9 @@ is prepended to the first user turn instead, as Gemma 3's own chat template does
 
 Sampling is seeded: the request's ``seed`` parameter (when set) is passed to every call, and the
 KV cache is reset before every call, so a completion depends only on its request (not on the
-request that ran before it — prefix reuse changes the numerics).
+request that ran before it — prefix reuse changes the numerics). Greedy and seeded requests are
+therefore declared deterministic (:meth:`LlamaCppProvider.is_deterministic`): their replicates
+share one call (:mod:`metamorph.replicates`).
 ``model_version`` is the sha256 of the GGUF file, so swapping weights under the same name is
 reported as a version change. llama.cpp contexts are not thread-safe: ``max_concurrency`` is 1
 and calls are serialised with a lock.
@@ -249,6 +251,12 @@ class LlamaCppProvider:
                                   n_threads_batch=self.n_threads, seed=0, verbose=False, chat_format=self.chat_format,
                                   vocab_only=self.vocab_only)
         return self._llm
+
+    def is_deterministic(self, request: GenerationRequest) -> bool:
+        """Greedy decoding, or a seeded request: :func:`metamorph.replicates.llama_cpp_deterministic`."""
+        from metamorph.replicates import llama_cpp_deterministic
+
+        return llama_cpp_deterministic(dict(request.params))
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under this model's tokenizer (no BOS added)."""

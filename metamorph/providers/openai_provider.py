@@ -69,13 +69,17 @@ class OpenAIProvider:
             (enforced with a semaphore; the caller may also use it to size its thread pool).
         timeout_s: per-HTTP-request timeout in seconds.
         organization: optional OpenAI organization id (``OpenAI-Organization`` header).
+        deterministic: declare every request's reply a function of the request alone (registry
+            ``deterministic: true``), so replicates share one call (:mod:`metamorph.replicates`);
+            default False — an API backend is not bit-reproducible even at temperature 0.
 
     Raises:
         ConfigError: unknown ``kind``, empty ``api_key`` or ``max_concurrency < 1``.
     """
 
     def __init__(self, kind: str, api_key: str, base_url: str | None = None,
-                 max_concurrency: int = 4, timeout_s: float = 120.0, organization: str | None = None):
+                 max_concurrency: int = 4, timeout_s: float = 120.0, organization: str | None = None,
+                 deterministic: bool = False):
         if kind not in KINDS:
             raise ConfigError(f"OpenAIProvider kind must be one of {list(KINDS)}, got {kind!r}")
         if not api_key:
@@ -87,6 +91,7 @@ class OpenAIProvider:
         self.base_url = base_url
         self.max_concurrency = int(max_concurrency)
         self.timeout_s = float(timeout_s)
+        self.deterministic = bool(deterministic)
         self._api_key = api_key
         self._client = openai.OpenAI(api_key=api_key, base_url=base_url, organization=organization,
                                      max_retries=0, timeout=self.timeout_s)
@@ -94,6 +99,10 @@ class OpenAIProvider:
         self._file_ids: dict[tuple[str, str, str], str] = {}
         self._upload_lock = threading.Lock()
         self._warned_dropped: set[str] = set()
+
+    def is_deterministic(self, request: GenerationRequest) -> bool:
+        """The registry's declaration (``deterministic``), the same for every request."""
+        return self.deterministic
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIProvider(kind={self.kind!r}, base_url={self.base_url!r}, max_concurrency={self.max_concurrency})"

@@ -20,14 +20,18 @@ def entry(**kw):
 def test_project_registry_has_one_approved_baseline_and_two_candidates():
     models = {m.id: m for m in load_registry(REPO / "config" / "models.yaml")}
     assert {i: m.status for i, m in models.items()} == {
-        "smollm2-135m-instruct": "approved", "smollm2-135m-instruct-t07": "candidate", "gemma3-270m": "candidate"}
+        "smollm2-135m-instruct": "approved", "smollm2-135m-instruct-greedy": "candidate", "gemma3-270m": "candidate"}
     assert approved_baseline(list(models.values())).id == "smollm2-135m-instruct"
-    # the t07 entry is the same file with one decoding setting changed (the YAML anchor shares the rest)
-    base, t07, gemma = models["smollm2-135m-instruct"], models["smollm2-135m-instruct-t07"], models["gemma3-270m"]
-    assert t07.model == base.model and t07.params == {**base.params, "temperature": 0.7}
+    # the default samples in the format study only; the greedy entry is the same file without that
+    base, greedy, gemma = (models["smollm2-135m-instruct"], models["smollm2-135m-instruct-greedy"],
+                           models["gemma3-270m"])
+    assert base.study_params == {"format_robustness": {"temperature": 0.7}} == gemma.study_params
+    assert base.params_for("format_robustness") == {**base.params, "temperature": 0.7}
+    assert base.params_for("order_probe") == base.params == greedy.params_for("format_robustness")
+    assert greedy.model == base.model and greedy.study_params == {}
     assert gemma.chat_format == "gemma" and base.chat_format is None
     assert gemma.params["response_format"] == base.params["response_format"]
-    assert len({base.fingerprint(), t07.fingerprint(), gemma.fingerprint()}) == 3
+    assert len({base.fingerprint(), greedy.fingerprint(), gemma.fingerprint()}) == 3
 
 
 def test_status_defaults_to_candidate_and_is_not_in_the_fingerprint():

@@ -29,13 +29,15 @@ def con(tmp_path):
                                            "n_evidence", "n_echoed"])
     dec = dec.assign(workflow_id="wf", dataset="ds", repeat=1, gold=dec["instance_id"].map(GOLD))
     gen = dec.assign(is_correct=dec["decision"] == dec["gold"], categories=[[]] * len(dec), favorable=None)
-    # M1 = 1 of 3 groups (i2: refer vs ⊥); M2 and M3 as written here (hand-made CIs)
+    # M1 = 1 of 3 groups (i2: refer vs ⊥); M2 as written here (hand-made CIs); M3 not measurable
+    # (the repeats are one computation: metrics.mr_violations leaves it null with the reason)
     mrv = pd.DataFrame({"workflow_id": "wf", "dataset": "ds", "relation": ["MR1", "MR2", "MR3"],
-                        "violation_pct": [100 / 3, 200 / 3, 0.0], "ci_low_pct": [0.0, 0.0, 0.0],
-                        "ci_high_pct": [100.0, 100.0, 0.0], "n_groups": 3, "n_instances": 3})
+                        "violation_pct": [100 / 3, 200 / 3, None], "ci_low_pct": [0.0, 0.0, None],
+                        "ci_high_pct": [100.0, 100.0, None], "n_groups": 3, "n_instances": 3,
+                        "not_measurable": [None, None, fr.NOT_MEASURABLE_DETERMINISTIC]})
     acc = fr.accuracy_by_format(gen)
     # Table 3 as mitigations.mitigation_table writes it: per cell, with the Avg. margins (not printed)
-    mit = pd.DataFrame([(s, r, d, w, v) for s, vals in (("vote", (0.0, 33.3, 0.0)), ("routing", (100 / 3, 200 / 3, 0.0)))
+    mit = pd.DataFrame([(s, r, d, w, v) for s, vals in (("vote", (None, None, None)), ("routing", (100 / 3, 200 / 3, 0.0)))
                         for r, v in zip(("MR1", "MR2", "MR3"), vals)
                         for d, w in (("ds", "wf"), ("Avg.", "wf"), ("ds", "Avg."))],
                        columns=["strategy", "relation", "dataset", "workflow_id", "delta_pp"])
@@ -57,14 +59,14 @@ def test_violation_table_puts_truncation_beside_m1_and_echoed_items_beside_m2(co
                                     "M2 %", "echoed", "M3 %"]
     # truncated: 1 of 6 replies = 16.7 %; echoed: 1 + 2 = 3 of (2+1) + 1 + 1 + 0 + 1 + (1+2) = 9 items
     assert got.iloc[0].tolist() == ["wf", "ds", 3, 3, "33.3 [0.0, 100.0]", "16.7", "66.7 [0.0, 100.0]",
-                                    "3 of 9", "0.0 [0.0, 0.0]"]
+                                    "3 of 9", "not measurable"]
 
 
 def test_headline_defines_its_numbers_and_prints_the_majority_baseline(con):
     text = report.headline(con)
     assert report.LEGEND in text
-    assert len(report.LEGEND.splitlines()) == 9 and max(len(line) for line in report.LEGEND.splitlines()) <= 100
-    assert "so M3 is 0 by construction" in report.LEGEND
+    assert len(report.LEGEND.splitlines()) == 10 and max(len(line) for line in report.LEGEND.splitlines()) <= 100
+    assert "M3 and voting are printed as 'not measurable'" in report.LEGEND
     for term in ("M1, M2, M3 = violation rates", "MR1", "MR2", "MR3", "truncated % = replies cut at max_tokens",
                  "echoed = evidence items that copy the prompt's instructions", "majority_baseline_pct = the accuracy"):
         assert term in text
@@ -74,8 +76,9 @@ def test_headline_defines_its_numbers_and_prints_the_majority_baseline(con):
         ["txt", 66.7, 66.7, 3, 0], ["md", 33.3, 66.7, 3, 1]]
     answered = con.execute(report.SECTIONS[1][1]).df()
     assert answered[["outcome", "n"]].values.tolist() == [["refer", 5], ["⊥ (truncated)", 1]]
-    # Table 3 per workflow × dataset (margins left out), ΔM in pp rounded to 0.1; routing names its format
+    # Table 3 per workflow × dataset (margins left out), ΔM in pp rounded to 0.1; routing names its
+    # format; a null Δ (a vote over repeats that are one computation) reads "not measurable"
     mitigations = con.execute(report.SECTIONS[2][1]).df()
-    assert mitigations.values.tolist() == [["wf", "ds", "vote", "–", 0.0, 33.3, 0.0],
-                                           ["wf", "ds", "routing", "txt", 33.3, 66.7, 0.0]]
+    assert mitigations.values.tolist() == [["wf", "ds", "vote", "–"] + ["not measurable"] * 3,
+                                           ["wf", "ds", "routing", "txt", "33.3", "66.7", "0.0"]]
     assert "ΔM = M before − M after, in percentage points" in text

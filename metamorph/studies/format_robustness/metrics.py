@@ -183,6 +183,23 @@ def _pct(num: float, den: float) -> float:
 #: ``instance_repeat1``.
 MR_UNITS = ("group", "instance_repeat1")
 
+#: Why a quantity over the k repeats is null when they are one computation (:mod:`metamorph.replicates`).
+NOT_MEASURABLE_DETERMINISTIC = ("not measurable: deterministic decoding (the k repeats are one shared computation; "
+                                "sample, temperature > 0, to measure it)")
+
+
+def shared_repeat_workflows(gen: pd.DataFrame) -> set[tuple[str, str]]:
+    """The (workflow_id, dataset) pairs whose k ≥ 2 repeats are one computation in every (instance,
+    format): each such cell has one distinct ``generation_key`` (the runner shares the generation of
+    a deterministic request among its replicates, :mod:`metamorph.replicates`). Empty when ``gen``
+    has no ``generation_key`` column."""
+    if "generation_key" not in gen.columns or gen.empty:
+        return set()
+    cell = gen.groupby(_INST + ["format"], sort=False)["generation_key"].agg(["nunique", "size"])
+    one = ((cell["nunique"] == 1) & (cell["size"] > 1)).groupby(level=_KEYS, sort=False).all()
+    return {tuple(k) for k, v in one.items() if v}
+
+
 def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -> pd.DataFrame:
     """Metamorphic-relation flags per execution group (§4.1, unit of §5.2).
 
@@ -219,7 +236,10 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
     ``unit="instance_repeat1"`` keeps the earlier reading: one row per instance (``repeat`` =
     1), MR1/MR2 on the repeat-1 responses only; MR3 as above.
 
-    Instances with fewer than 2 formats get null flags (no pair to compare).
+    Instances with fewer than 2 formats get null flags (no pair to compare). When the k repeats of
+    a workflow × dataset are one computation (:func:`shared_repeat_workflows`: deterministic
+    decoding), MR3 compares a reply with itself: ``mr3`` is null and ``mr3_note`` says
+    :data:`NOT_MEASURABLE_DETERMINISTIC` (never a 0 that reads as perfect stability).
 
     Raises:
         ValueError: an invalid generations frame (:func:`validate_generations`), an unknown
@@ -227,11 +247,12 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.MRFlags`: ``workflow_id, dataset,
-        instance_id, repeat, mr1, mr2, mr3, n_formats, k`` (one row per group; booleans).
+        instance_id, repeat, mr1, mr2, mr3, mr3_note, n_formats, k`` (one row per group; booleans).
     """
     if unit not in MR_UNITS:
         raise ValueError(f"mr_flags: unit must be one of {MR_UNITS}, got {unit!r}")
     g = validate_generations(gen)
+    shared = shared_repeat_workflows(g)
     s_f = g.groupby(_INST + ["format"], sort=False)["_dec"].nunique().eq(1)
     k_f = g.groupby(_INST + ["format"], sort=False)["repeat"].size()
     mr3_of: dict[tuple, object] = {}
@@ -245,13 +266,16 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
         n_formats = len(grp)
         k = int(k_f.loc[inst + (grp["format"].iloc[0],)])
         if n_formats < 2:
-            rows.append((*key, pd.NA, pd.NA, pd.NA, n_formats, k))
+            rows.append((*key, pd.NA, pd.NA, pd.NA, None, n_formats, k))
             continue
         mr1 = grp["_dec"].nunique() > 1
         sets = [set(c) for c in grp["_cats"]]
         mr2 = any(stats.jaccard(a, b) < theta for a, b in itertools.combinations(sets, 2))
-        rows.append((*key, mr1, mr2, mr3_of[inst], n_formats, k))
-    out = pd.DataFrame(rows, columns=_INST + ["repeat", "mr1", "mr2", "mr3", "n_formats", "k"])
+        if tuple(key[:2]) in shared:
+            rows.append((*key, mr1, mr2, pd.NA, NOT_MEASURABLE_DETERMINISTIC, n_formats, k))
+        else:
+            rows.append((*key, mr1, mr2, mr3_of[inst], None, n_formats, k))
+    out = pd.DataFrame(rows, columns=_INST + ["repeat", "mr1", "mr2", "mr3", "mr3_note", "n_formats", "k"])
     for c in ("mr1", "mr2", "mr3"):
         out[c] = pd.array(out[c].tolist(), dtype="boolean")
     return MRFlags.validate(out)
@@ -269,7 +293,9 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
     (:func:`metamorph.stats.bootstrap_ratio_ci`, ``n_resamples``, ``seed`` — the same seed for
     every cell). All-equal flags give CI = [v, v]; a single instance gives no interval (null
     CI, ``ci_note`` says why). Instances with null flags (< 2 formats) are counted in
-    ``n_undefined`` (instances), never in a rate.
+    ``n_undefined`` (instances), never in a rate. M3 of a workflow × dataset whose flags are all
+    null by construction (``mr3_note``, deterministic decoding) is null with ``not_measurable``
+    saying why.
 
     Raises:
         ValueError: missing columns.
@@ -277,7 +303,7 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.MRViolations`: ``workflow_id,
         dataset, relation, violation_pct (%), ci_low_pct, ci_high_pct, n_groups, n_instances,
-        n_undefined, ci_note``.
+        n_undefined, ci_note, not_measurable``.
     """
     f = _validate_flags(flags)
     if "repeat" not in f.columns:
@@ -291,7 +317,8 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
             num, den = per.sum(), per.size()
             ci = stats.bootstrap_ratio_ci(num.to_numpy(), den.to_numpy(), n_resamples=n_resamples, seed=seed)
             undefined = grp[grp[col].isna()]["instance_id"].nunique()
-            rows.append(dict(
+            notes = grp["mr3_note"].dropna().unique() if col == "mr3" and "mr3_note" in grp.columns else []
+            rows.append(dict(not_measurable=notes[0] if len(defined) == 0 and len(notes) else None,
                 workflow_id=wf, dataset=ds, relation=rel,
                 violation_pct=100.0 * ci.mean,
                 ci_low_pct=None if ci.low is None else 100.0 * ci.low,
@@ -299,7 +326,7 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
                 n_groups=int(den.sum()), n_instances=ci.n, n_undefined=int(undefined), ci_note=ci.note,
             ))
     cols = ["workflow_id", "dataset", "relation", "violation_pct", "ci_low_pct", "ci_high_pct",
-            "n_groups", "n_instances", "n_undefined", "ci_note"]
+            "n_groups", "n_instances", "n_undefined", "ci_note", "not_measurable"]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("violation_pct", "ci_low_pct", "ci_high_pct"):
         out[c] = out[c].astype(float)

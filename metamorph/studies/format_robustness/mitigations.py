@@ -40,7 +40,9 @@ from metamorph.studies.format_robustness.metrics import (
     _ordered_formats,
     _pct,
     _stability,
+    NOT_MEASURABLE_DETERMINISTIC,
     mr_flags,
+    shared_repeat_workflows,
     validate_generations,
 )
 from metamorph.studies.format_robustness.analysis import with_avg
@@ -91,19 +93,22 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
 
     *Before* is :func:`~metamorph.studies.format_robustness.metrics.mr_flags` (groups). Δ =
     before − after in percentage points (> 0 = fewer violations). Instances with < 2 formats
-    are left out of both sides (no relation).
+    are left out of both sides (no relation). When the k repeats are one computation
+    (deterministic decoding, :func:`~metamorph.studies.format_robustness.metrics.shared_repeat_workflows`)
+    the vote is the one reply, so after and Δ are null with ``not_measurable`` saying why.
 
     Raises:
         ValueError: invalid generations frame, unknown ``tie``.
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.VoteAggregation`: ``workflow_id,
-        dataset, relation, before_pct, after_pct, delta_pp, n_before, n_after, n_ties``.
+        dataset, relation, before_pct, after_pct, delta_pp, n_before, n_after, n_ties, not_measurable``.
     """
     if tie not in VOTE_TIES:
         raise ValueError(f"vote_aggregation: tie must be one of {VOTE_TIES}, got {tie!r}")
     g = validate_generations(gen)
     before = _rates(mr_flags(gen))
+    shared = shared_repeat_workflows(g)
     g = g.sort_values(_INST + ["format", "repeat"])
     votes = {key: _majority(s.tolist(), tie) for key, s in g.groupby(_INST + ["format"], sort=True)["_dec"]}
     cells = pd.DataFrame([(*key, vote, t) for key, (vote, t) in votes.items()],
@@ -115,11 +120,15 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
         d = grp[grp["_nf"] >= 2]
         m1_after = _pct(int((d["_nv"] > 1).sum()), len(d))
         after = {"MR1": m1_after, "MR2": before[(wf, ds, "MR2")][0], "MR3": 0.0 if len(d) else math.nan}
+        note = NOT_MEASURABLE_DETERMINISTIC if (wf, ds) in shared else None
         for rel in ("MR1", "MR2", "MR3"):
             b, n_b = before[(wf, ds, rel)]
-            rows.append(dict(workflow_id=wf, dataset=ds, relation=rel, before_pct=b, after_pct=after[rel],
-                             delta_pp=b - after[rel], n_before=n_b, n_after=len(d), n_ties=int(grp["_ties"].sum())))
-    cols = ["workflow_id", "dataset", "relation", "before_pct", "after_pct", "delta_pp", "n_before", "n_after", "n_ties"]
+            a = math.nan if note else after[rel]
+            rows.append(dict(workflow_id=wf, dataset=ds, relation=rel, before_pct=b, after_pct=a,
+                             delta_pp=b - a, n_before=n_b, n_after=len(d), n_ties=int(grp["_ties"].sum()),
+                             not_measurable=note))
+    cols = ["workflow_id", "dataset", "relation", "before_pct", "after_pct", "delta_pp", "n_before", "n_after", "n_ties",
+            "not_measurable"]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("before_pct", "after_pct", "delta_pp"):
         out[c] = out[c].astype(float)
@@ -286,6 +295,12 @@ def routing_choice(gen: pd.DataFrame, selection: str = "all", calibration_fracti
     return RoutingChoice.validate(out)
 
 
+#: What routing's after values are when decoding is deterministic (:func:`format_routing`).
+ROUTING_DETERMINISTIC_NOTE = ("deterministic decoding: every routed input of an instance is one computation (the "
+                              "original call in the best format), so M1 and M2 after are 0 and M3 after is not "
+                              "measurable by construction")
+
+
 def format_routing(gen: pd.DataFrame, routed: pd.DataFrame, choice: pd.DataFrame) -> pd.DataFrame:
     """Mitigation 2 (§5.5, Table 3 "Rte."): ΔM1, ΔM2, ΔM3 of format routing, measured on new
     generations of the routed inputs.
@@ -297,7 +312,10 @@ def format_routing(gen: pd.DataFrame, routed: pd.DataFrame, choice: pd.DataFrame
     (:func:`metamorph.studies.format_robustness.plan.plan_routing`). M1/M2/M3 after routing
     are :func:`~metamorph.studies.format_robustness.metrics.mr_flags` of ``routed`` (groups),
     before are those of ``gen``; both over the instances in ``routed`` (all instances, or the
-    held-out ones when the choice used a calibration split). Δ = before − after (pp).
+    held-out ones when the choice used a calibration split). Δ = before − after (pp). When the
+    routed run's repeats are one computation (deterministic decoding: every routed input of an
+    instance is the original call in the best format), M1/M2 after are 0 and M3 after null by
+    construction, and ``note`` says so (:data:`ROUTING_DETERMINISTIC_NOTE`).
 
     Raises:
         ValueError: invalid frames; a routed workflow × dataset without a choice; a routed
@@ -306,10 +324,11 @@ def format_routing(gen: pd.DataFrame, routed: pd.DataFrame, choice: pd.DataFrame
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.FormatRouting`: ``workflow_id,
         dataset, relation, best_format, before_pct, after_pct, delta_pp, n_before, n_after,
-        n_instances, selection``.
+        n_instances, selection, note``.
     """
     g = validate_generations(gen)
     r = validate_generations(routed)
+    shared = shared_repeat_workflows(r)
     ch = choice.set_index(_KEYS)
     rows = []
     for (wf, ds), grp in r.groupby(_KEYS, sort=True):
@@ -326,9 +345,10 @@ def format_routing(gen: pd.DataFrame, routed: pd.DataFrame, choice: pd.DataFrame
             (b, n_b), (a, n_a) = before[(wf, ds, rel)], after[(wf, ds, rel)]
             rows.append(dict(workflow_id=wf, dataset=ds, relation=rel, best_format=ch.loc[(wf, ds), "best_format"],
                              before_pct=b, after_pct=a, delta_pp=b - a, n_before=n_b, n_after=n_a,
-                             n_instances=len(ids), selection=ch.loc[(wf, ds), "selection"]))
+                             n_instances=len(ids), selection=ch.loc[(wf, ds), "selection"],
+                             note=ROUTING_DETERMINISTIC_NOTE if (wf, ds) in shared else None))
     cols = ["workflow_id", "dataset", "relation", "best_format", "before_pct", "after_pct", "delta_pp", "n_before",
-            "n_after", "n_instances", "selection"]
+            "n_after", "n_instances", "selection", "note"]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("before_pct", "after_pct", "delta_pp"):
         out[c] = out[c].astype(float)

@@ -26,6 +26,7 @@ from metamorph.providers.base import Document, GenerationRequest
 from metamorph.studies.format_robustness.extract import Extraction, extract_decision, output_instruction
 from metamorph.studies.format_robustness.records import SourceInstance, canonical_text
 from metamorph.ordering import ordered
+from metamorph.replicates import replicate_params
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument
 
 SYSTEM_PROMPT = "You are a careful assistant that reads documents and answers only from their content."
@@ -39,6 +40,9 @@ FILE_NOTE = "The document is attached as the file {filename}."
 #: is a new cache entry *and* says so in the stored request. p2: the output instruction describes
 #: the JSON object in words, without the ``"<placeholder>"`` values a model copied as evidence.
 PROMPT_VERSION = "p2"
+
+#: This study's name: the registry's ``study_params`` key (:meth:`metamorph.models.ModelSpec.params_for`).
+STUDY = "format_robustness"
 
 #: Decoding defaults of the study (temperature 0, §5.1); every key is sent explicitly.
 #: ``max_tokens`` fits the longest reply the instruction asks for. Measured in SmolLM2's tokenizer:
@@ -110,12 +114,16 @@ def plan_generations(
 
     Precedence: :data:`DEFAULT_PARAMS` < ``params`` (the run's settings) < the model's registry
     ``params`` (model-specific knowledge wins). A registry parameter set to ``null`` removes it, so
-    it is not sent (e.g. Anthropic's 2026-10-21 API takes no ``temperature``).
+    it is not sent (e.g. Anthropic's 2026-10-21 API takes no ``temperature``). When the merged
+    parameters sample, repeat r is sent with its own seed
+    (:func:`metamorph.replicates.replicate_params`: the base seed for r = 1), so the k repeats are
+    independent draws (§4.1) that a rerun reproduces; greedy repeats keep the base seed (a local
+    model computes them once: :mod:`metamorph.replicates`).
     Raises ``ValueError`` for ``k < 1`` or a document whose instance is unknown.
     """
     if k < 1:
         raise ValueError("k (repeats) must be >= 1")
-    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params}
+    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params_for(STUDY)}
     merged = {key: value for key, value in merged.items() if value is not None}
     by_id = {(x.dataset, x.instance_id): x for x in instances}
     out: list[PlannedGeneration] = []
@@ -128,7 +136,8 @@ def plan_generations(
             attached = None if ingestion == "inline" else Document(doc.content, doc.media_type, doc.filename)
             for r in range(1, k + 1):
                 req = GenerationRequest(
-                    provider=model.provider, model=model.model, messages=tuple(messages), params=dict(merged),
+                    provider=model.provider, model=model.model, messages=tuple(messages),
+                    params=replicate_params(merged, r),
                     base_url=model.base_url, ingestion=ingestion, document=attached,
                     renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}", repeat_index=r,
                 )
@@ -156,8 +165,10 @@ def plan_routing(
     ``r + k·j`` where j is f's position in ``[b, other formats in txt, md, json, csv order]``
     — so the input that already was in b (j = 0) is the original call (the cache serves it,
     nothing is re-asked), and the other three inputs get distinct cache keys (new
-    generations through the cache) while their messages and document are exactly b's.
-    Parameters as :func:`plan_generations`.
+    generations through the cache) while their messages and document are exactly b's; when
+    decoding samples, each is a new draw with its own seed (that of replicate ``r + k·j``,
+    :func:`metamorph.replicates.replicate_params`), and when a local model decodes greedily they
+    are the original call in b, computed once. Parameters as :func:`plan_generations`.
 
     Raises:
         ValueError: ``k < 1``; an instance without a document in its best format; a
@@ -165,7 +176,7 @@ def plan_routing(
     """
     if k < 1:
         raise ValueError("k (repeats) must be >= 1")
-    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params}
+    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params_for(STUDY)}
     merged = {key: value for key, value in merged.items() if value is not None}
     docs: dict[tuple[str, str], dict[str, RenderedDocument]] = {}
     for d in documents:
@@ -188,7 +199,8 @@ def plan_routing(
             for j, src in enumerate(order):
                 for r in range(1, k + 1):
                     req = GenerationRequest(
-                        provider=model.provider, model=model.model, messages=tuple(messages), params=dict(merged),
+                        provider=model.provider, model=model.model, messages=tuple(messages),
+                        params=replicate_params(merged, r + k * j),
                         base_url=model.base_url, ingestion=ingestion, document=attached,
                         renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}", repeat_index=r + k * j,
                     )

@@ -39,12 +39,20 @@ LEGEND = "\n".join(textwrap.fill(paragraph, 100) for paragraph in (
     "M1, M2, M3 = violation rates (%) of the metamorphic relations MR1 (same decision in every format), "
     "MR2 (same evidence: the evidence-category sets of every pair of formats have Jaccard >= 0.3) and MR3 "
     "(the k repeats agree in every format or in none), over (instance, repeat) groups (paper §4.1, §5.2, "
-    "Table 1); [bootstrap 95% CI resampling instances]. At temperature 0 with a fixed seed the k repeats "
-    "are the same request answered the same way, so M3 is 0 by construction; sample (temperature > 0) to "
-    "measure stability.",
+    "Table 1); [bootstrap 95% CI resampling instances]. When decoding samples, each of the k repeats is an "
+    "independent draw with its own seed; when it is deterministic (a local model decoding greedily) the k "
+    "repeats are one computation, and M3 and voting are printed as 'not measurable' instead of a 0 that "
+    "would read as perfect stability.",
     "truncated % = replies cut at max_tokens (a cut reply keeps a readable label, else it is ⊥ = "
     "unparseable). echoed = evidence items that copy the prompt's instructions instead of the document, of "
     "all evidence items; they are left out of MR2."))
+
+def _delta_columns(alias: str) -> str:
+    """SQL of the columns ``ΔM1 pp``, ``ΔM2 pp``, ``ΔM3 pp`` (one decimal, ``not measurable`` for a
+    null Δ) from ``<alias>relation`` / ``<alias>delta_pp`` rows."""
+    return ", ".join(f"coalesce(printf('%.1f', max(CASE {alias}relation WHEN 'MR{i}' THEN {alias}delta_pp END)), "
+                     f"'not measurable') AS \"ΔM{i} pp\"" for i in (1, 2, 3))
+
 
 SECTIONS = (
     ("Accuracy Acc_f by format (%): correct replies among all replies with a gold label, ⊥ counted as wrong; "
@@ -62,9 +70,7 @@ SECTIONS = (
      "violations). vote = the majority decision over the k repeats in each format; routing = every input converted to "
      "the workflow's best format (routed_to) and run again, so the formats can no longer disagree:",
      "SELECT m.workflow_id, m.dataset, m.strategy, CASE m.strategy WHEN 'routing' THEN r.best_format ELSE '–' END "
-     "AS routed_to, round(max(CASE m.relation WHEN 'MR1' THEN m.delta_pp END), 1) AS \"ΔM1 pp\", "
-     "round(max(CASE m.relation WHEN 'MR2' THEN m.delta_pp END), 1) AS \"ΔM2 pp\", "
-     "round(max(CASE m.relation WHEN 'MR3' THEN m.delta_pp END), 1) AS \"ΔM3 pp\" "
+     "AS routed_to, " + _delta_columns("m.") + " "
      "FROM format_robustness.mitigation_table AS m LEFT JOIN format_robustness.routing_choice AS r "
      "USING (workflow_id, dataset) WHERE m.workflow_id <> 'Avg.' AND m.dataset <> 'Avg.' "
      "GROUP BY ALL ORDER BY m.workflow_id, m.dataset, m.strategy DESC"),
@@ -73,8 +79,8 @@ SECTIONS = (
 
 def violation_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """One row per workflow × dataset: ``workflow_id, dataset, n_instances, n_groups, M1 %,
-    truncated %, M2 %, echoed, M3 %`` (strings; each M with its CI in brackets; ``echoed`` as
-    ``<echoed items> of <all items>``).
+    truncated %, M2 %, echoed, M3 %`` (strings; each M with its CI in brackets, ``not measurable``
+    when ``mr_violations`` says so; ``echoed`` as ``<echoed items> of <all items>``).
 
     M1/M2/M3 come from ``mr_violations``; ``truncated %`` (one decimal) and ``echoed`` from the
     ``extracted_decisions`` rows of the same workflow and dataset. Raises
@@ -82,7 +88,7 @@ def violation_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """
     mrv = con.execute(
         "SELECT workflow_id, dataset, relation, round(violation_pct, 1) AS pct, "
-        "round(ci_low_pct, 1) AS ci_low, round(ci_high_pct, 1) AS ci_high, n_instances, n_groups "
+        "round(ci_low_pct, 1) AS ci_low, round(ci_high_pct, 1) AS ci_high, n_instances, n_groups, not_measurable "
         "FROM format_robustness.mr_violations ORDER BY workflow_id, dataset, relation").df()
     side = con.execute(
         "SELECT workflow_id, dataset, 100.0 * avg(CASE WHEN truncated THEN 1 ELSE 0 END) AS truncated_pct, "
@@ -96,7 +102,10 @@ def violation_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         cells = {}
         for r in g.itertuples():
             ci = "" if r.ci_low is None or r.ci_low != r.ci_low else f" [{r.ci_low}, {r.ci_high}]"
-            cells[r.relation] = "–" if r.pct != r.pct else f"{r.pct:.1f}{ci}"
+            if isinstance(r.not_measurable, str):
+                cells[r.relation] = "not measurable"
+            else:
+                cells[r.relation] = "–" if r.pct != r.pct else f"{r.pct:.1f}{ci}"
         s = side.get((workflow, dataset))
         row["M1 %"] = cells.get("MR1", "–")
         row["truncated %"] = "–" if s is None else f"{s.truncated_pct:.1f}"
@@ -113,10 +122,7 @@ VOTE_ONLY_SECTION = (
     "Mitigations (paper §5.5, Table 3), voting only — format routing was not run (--no-routing): ΔM = M "
     "before − M after, in percentage points (positive = fewer violations); vote = the majority decision "
     "over the k repeats:",
-    "SELECT workflow_id, dataset, 'vote' AS strategy, "
-    "round(max(CASE relation WHEN 'MR1' THEN delta_pp END), 1) AS \"ΔM1 pp\", "
-    "round(max(CASE relation WHEN 'MR2' THEN delta_pp END), 1) AS \"ΔM2 pp\", "
-    "round(max(CASE relation WHEN 'MR3' THEN delta_pp END), 1) AS \"ΔM3 pp\" "
+    "SELECT workflow_id, dataset, 'vote' AS strategy, " + _delta_columns("") + " "
     "FROM format_robustness.vote_aggregation GROUP BY ALL ORDER BY workflow_id, dataset")
 
 

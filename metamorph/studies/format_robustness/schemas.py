@@ -166,8 +166,11 @@ class MRFlags(_WorkflowDataset):
     mr3: Series[pd.BooleanDtype] = pa.Field(
         nullable=True,
         description="MR3 (execution consistency) violated by the instance (same on each of its groups): S_f "
-        "(all k repeats agree, ⊥ a value) differs between two formats. Boolean; null when n_formats < 2.",
+        "(all k repeats agree, ⊥ a value) differs between two formats. Boolean; null when n_formats < 2, or not "
+        "measurable (mr3_note).",
     )
+    mr3_note: Series[str] = pa.Field(nullable=True, description="Why mr3 is null by construction (deterministic "
+                                     "decoding: the k repeats are one shared computation); else null.")
     n_formats: Series[int] = pa.Field(ge=1, description="Number of formats the instance was rendered in (count).")
     k: Series[int] = pa.Field(ge=1, description="Repeats per format for this instance (count).")
 
@@ -192,7 +195,9 @@ class MRViolations(_WorkflowDataset):
     )
     n_groups: Series[int] = pa.Field(ge=0, description="Groups (instance, repeat) with a defined flag: the denominator of M_i (count).")
     n_instances: Series[int] = pa.Field(ge=0, description="Distinct instances among those groups; the bootstrap resamples them (count).")
-    n_undefined: Series[int] = pa.Field(ge=0, description="Instances with fewer than 2 formats, flag undefined, not in M_i (count).")
+    n_undefined: Series[int] = pa.Field(ge=0, description="Instances whose flag is undefined (fewer than 2 formats, or not measurable), not in M_i (count).")
+    not_measurable: Series[str] = pa.Field(nullable=True, description="Why M_i is null by construction (M3 under "
+                                           "deterministic decoding: the k repeats are one computation); else null.")
     ci_note: Series[str] = pa.Field(
         nullable=True, description="Why the CI is special (n=0, n=1: no interval; all values equal: CI = [v, v]); null otherwise."
     )
@@ -341,6 +346,8 @@ class VoteAggregation(_WorkflowDataset):
     n_before: Series[int] = pa.Field(ge=0, description="Units of the before rate: groups (MR1/MR2) or groups carrying the instance flag (MR3) (count).")
     n_after: Series[int] = pa.Field(ge=0, description="Instances with ≥ 2 formats after voting (count).")
     n_ties: Series[int] = pa.Field(ge=0, description="(instance, format) cells whose vote tied, resolved by the tie rule (count).")
+    not_measurable: Series[str] = pa.Field(nullable=True, description="Why after/Δ are null by construction (a vote "
+                                           "over k repeats that are one computation changes nothing); else null.")
 
     class Config:
         strict = True
@@ -359,6 +366,9 @@ class FormatRouting(_WorkflowDataset):
     n_after: Series[int] = pa.Field(ge=0, description="Groups of the after rate (count).")
     n_instances: Series[int] = pa.Field(ge=0, description="Routed instances (count).")
     selection: Series[str] = pa.Field(isin=["all", "calibration"], description="How the best format was learnt.")
+    note: Series[str] = pa.Field(nullable=True, description="What the after value is by construction (deterministic "
+                                 "decoding: every routed input is one computation, the original call in the best "
+                                 "format, so M1/M2 after are 0 and M3 after is not measurable); else null.")
 
     class Config:
         strict = True

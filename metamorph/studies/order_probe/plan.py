@@ -35,6 +35,9 @@ from metamorph.studies.order_probe.extract import is_correct, parse_reply
 from metamorph.studies.order_probe.permutations import IDENTITY, PATTERNS, apply_pattern, kept_adjacent_pairs
 from metamorph.studies.order_probe.sources import OrderItem
 
+#: This study's name: the registry's ``study_params`` key (:meth:`metamorph.models.ModelSpec.params_for`).
+STUDY = "order_probe"
+
 TEMPLATE_VERSION = "op-v1"
 SETTINGS = ("zero_shot", "cot", "few_shot")
 #: stop sequences. zero-shot / few-shot: a blank line, or a sentence-final mark — fullwidth
@@ -174,7 +177,7 @@ def plan_generations(prompts: pd.DataFrame, model: ModelSpec, params: dict[str, 
     out = []
     for r in prompts.itertuples():
         base = {**DEFAULT_PARAMS, "max_tokens": int(r.max_tokens), "stop": json.loads(r.stop_json),
-                **(params or {}), **model.params}
+                **(params or {}), **model.params_for(STUDY)}
         base.pop("response_format", None)
         base = {k: v for k, v in base.items() if v is not None}
         req = GenerationRequest(provider=model.provider, model=model.model, messages=tuple(json.loads(r.messages_json)),

@@ -19,8 +19,10 @@ from typing import Any
 import pandas as pd
 
 from metamorph.providers.base import GenerationRequest, GenerationResult
+from metamorph.replicates import replicate_params
 from metamorph.studies.workflow_perturb.judge import (
     JUDGE_REPLY_SCHEMA,
+    JUDGE_MAX_SCORE,
     JUDGE_N_CALLS,
     judge_messages,
     judge_score,
@@ -98,22 +100,41 @@ def judge_requests(golden: Workflow, variant: Workflow, provider: str, model: st
     ``constrained=True`` adds ``response_format = {"type": "json_object", "schema":``
     :data:`~metamorph.studies.workflow_perturb.judge.JUDGE_REPLY_SCHEMA` ``}`` (decoding
     constrained to the B.6.4 object; an option for small local judges, not the paper's judge);
-    the parameter is part of the cache key, so constrained and free replies never mix."""
+    the parameter is part of the cache key, so constrained and free replies never mix. Call i is
+    replicate i (:func:`metamorph.replicates.replicate_params`): its own seed when ``params``
+    sample; at the paper's temperature 0 the calls keep one seed, and a deterministic judge (a
+    local model) answers all three with one computation (App. B.6.5's calls absorb an API
+    backend's non-determinism, which a deterministic judge does not have)."""
     msgs = tuple(judge_messages(golden, variant, golden.task))  # nodes AND edges (App. B.6)
     p = dict(params)
     if constrained:
         p["response_format"] = {"type": "json_object", "schema": JUDGE_REPLY_SCHEMA}
-    return [GenerationRequest(provider=provider, model=model, messages=msgs, params=p, base_url=base_url,
-                              renderer_version="workflow-judge-b6-v2", repeat_index=i)
+    return [GenerationRequest(provider=provider, model=model, messages=msgs, params=replicate_params(p, i),
+                              base_url=base_url, renderer_version="workflow-judge-b6-v2", repeat_index=i)
             for i in range(1, JUDGE_N_CALLS + 1)]
 
 
-def judge_row(results: Sequence[GenerationResult]) -> dict[str, Any]:
+#: Why the judge's call-to-call spread is null when its calls are one computation.
+JUDGE_SPREAD_DETERMINISTIC = ("not measurable: deterministic decoding (the judge's calls are one shared "
+                              "computation)")
+
+
+def judge_row(results: Sequence[GenerationResult], keys: Sequence[str] | None = None) -> dict[str, Any]:
     """Average the judge replies of one variant: ``judge`` in [0,1] (None when every reply is
-    invalid), ``judge_valid``, ``judge_invalid`` and each reply's parse reason (JSON list)."""
+    invalid), ``judge_valid``, ``judge_invalid``, each reply's parse reason (JSON list), and
+    ``judge_spread``: max − min of the valid calls' scores / 5 (the residual call-to-call variation
+    App. B.6.5's three calls absorb; null with fewer than 2 valid replies). ``keys`` are the
+    calls' generation keys: when several calls share one (a deterministic judge, one computation,
+    :mod:`metamorph.replicates`) the spread is null and ``judge_spread_note`` says
+    :data:`JUDGE_SPREAD_DETERMINISTIC`."""
     reasons = [parse_judge_reply(r.text, r.finish_reason)[1] if r.error is None else "call_error" for r in results]
     mean, n_valid, n_invalid = judge_score(results)
-    return {"judge": mean, "judge_valid": n_valid, "judge_invalid": n_invalid, "judge_reasons": json.dumps(reasons)}
+    valid = [s for r in results if r.error is None
+             for s in [parse_judge_reply(r.text, r.finish_reason)[0]] if s is not None]
+    shared = keys is not None and len(keys) > 1 and len(set(keys)) == 1
+    spread = None if shared or len(valid) < 2 else (max(valid) - min(valid)) / JUDGE_MAX_SCORE
+    return {"judge": mean, "judge_valid": n_valid, "judge_invalid": n_invalid, "judge_reasons": json.dumps(reasons),
+            "judge_spread": spread, "judge_spread_note": JUDGE_SPREAD_DETERMINISTIC if shared else None}
 
 
 # ------------------------------------------------------------------------------------------

@@ -105,7 +105,14 @@ class JudgeScores(StrictModel):
     judge_valid: Series[int] = pa.Field(ge=0, description="Valid replies.")
     judge_invalid: Series[int] = pa.Field(ge=0, description="Invalid or truncated replies (excluded, never 0).")
     judge_reasons: Series[str] = pa.Field(description="Parse reason of each reply (JSON list).")
-    generation_keys: Series[str] = pa.Field(description="Cache keys of the three calls (JSON list).")
+    judge_spread: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="Call-to-call spread: max − min "
+                                           "of the valid calls' scores / 5; null with < 2 valid replies or when the "
+                                           "calls are one computation (judge_spread_note).")
+    judge_spread_note: Series[str] = pa.Field(nullable=True, description="Why judge_spread is null by construction "
+                                              "(deterministic decoding: the calls share one generation); else null.")
+    generation_keys: Series[str] = pa.Field(description="Cache keys of the generations that answered the three calls "
+                                            "(JSON list; one key three times when they share a deterministic "
+                                            "computation).")
 
 
 # ------------------------------------------------------------------------------------------

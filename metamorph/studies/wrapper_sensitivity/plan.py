@@ -35,6 +35,9 @@ from metamorph.studies.wrapper_sensitivity.wrappers import (
 
 CONSTRAINED = "json_constrained"
 
+#: This study's name: the registry's ``study_params`` key (:meth:`metamorph.models.ModelSpec.params_for`).
+STUDY = "wrapper_sensitivity"
+
 #: Decoding defaults (§3.4): short answers (the review warns 24 tokens truncates ``deliberate``;
 #: the truncation rate is reported per wrapper), sampling so that seeds differ.
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.7, "max_tokens": 24}
@@ -65,7 +68,7 @@ def plan_wrapper_generations(items: Sequence[QAItem], prompts: Sequence[WrappedP
     if not seeds:
         raise ValueError("at least one seed is needed")
     by_key = {(x.task, x.item_id): x for x in items}
-    base = {**DEFAULT_PARAMS, **(params or {}), **model.params}
+    base = {**DEFAULT_PARAMS, **(params or {}), **model.params_for(STUDY)}
     base.pop("response_format", None)  # the wrapper, not the registry, decides the output constraint here
     base = {k: v for k, v in base.items() if v is not None}
     out = []

@@ -1,0 +1,112 @@
+"""Replicates: an independent draw when decoding samples, one computation when it is deterministic.
+
+The studies replicate on purpose: the document-format study's k repeats (MR3 stability, vote;
+paper §4.1, §5.5) and format routing's re-runs (§5.5 "Rte."), WorkflowPerturb's three judge calls
+per case (App. B.6.5). A replicate is identified by its ``repeat_index`` (1-based) on the
+:class:`~metamorph.providers.base.GenerationRequest`; this module decides what the replicate sends
+and what it costs.
+
+**A seed per replicate** (:func:`replicate_params`). When a request samples (:func:`samples`:
+``temperature`` absent — the provider's default, which samples — or above 0, and ``top_k`` not 1),
+replicate *r* of a request whose base seed is *s* is sent with
+
+    seed(s, r) = (s + (r − 1) · 1,000,003) mod 2³¹
+
+so replicate 1 keeps the base seed (its request, hence its cache key, is the request a single run
+sends), a rerun reproduces every draw, and two replicates of one base seed never share a seed
+(1,000,003 is odd, so r ↦ seed is one-to-one on 0 ≤ r − 1 < 2³¹). Two runs whose base seeds differ
+by less than 1,000,003 share no draw either (unless r reaches 1,000,004). A request without a
+``seed`` parameter (a provider that takes none: Anthropic; or a registry ``seed: null``) stays
+without one: its replicates are plain independent calls, told apart by ``repeat_index`` in the
+cache key. A greedy request (temperature 0) keeps the base seed in every replicate.
+
+**One computation when decoding is deterministic** (:func:`computation`). A provider declares,
+per request, whether its reply is a function of the request alone (``is_deterministic``): the
+local llama.cpp provider does for greedy decoding, and for a seeded request (its KV cache is
+reset before every call; :func:`llama_cpp_deterministic`, tested on every packaged model); an API
+provider only when its registry entry says ``deterministic: true`` (default false: API backends
+are not bit-reproducible even at temperature 0 — the reason the paper runs 3 repeats at
+temperature 0). The replicates of a deterministic greedy request send the same request but for
+``repeat_index``, so they are *one* generation: the request as replicate 1 is called once and
+stored once, and every replicate row points to it (its ``generation_key``), with
+``shared_generation = True`` on the replicates r > 1 (:func:`is_shared`). Sampled replicates carry
+their own seeds, so each is a computation of its own and is called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from metamorph.providers.base import GenerationRequest
+
+__all__ = ["SEED_STRIDE", "computation", "entry_deterministic", "is_shared", "llama_cpp_deterministic", "provider_deterministic",
+           "replicate_params", "replicate_seed", "samples"]
+
+#: The odd stride between the seeds of consecutive replicates (see the module docstring).
+SEED_STRIDE = 1_000_003
+_SEED_MOD = 2**31
+
+
+def samples(params: dict[str, Any]) -> bool:
+    """Whether decoding with ``params`` draws from the model's sampling distribution: ``temperature``
+    absent (the provider's default samples) or > 0, and ``top_k`` not 1 (top-1 is greedy)."""
+    t = params.get("temperature")
+    if t is not None and float(t) <= 0:
+        return False
+    return params.get("top_k") != 1
+
+
+def replicate_seed(base_seed: int, replicate: int) -> int:
+    """The seed of replicate ``replicate`` (1-based) of base seed ``base_seed``:
+    ``(base_seed + (replicate − 1) · SEED_STRIDE) mod 2**31``. Raises ``ValueError`` for
+    ``replicate < 1``."""
+    if replicate < 1:
+        raise ValueError(f"replicate must be >= 1, got {replicate}")
+    return (int(base_seed) + (replicate - 1) * SEED_STRIDE) % _SEED_MOD
+
+
+def replicate_params(params: dict[str, Any], replicate: int) -> dict[str, Any]:
+    """``params`` as replicate ``replicate`` sends them: when :func:`samples` and a ``seed`` is set,
+    the seed becomes :func:`replicate_seed` of it; otherwise ``params`` unchanged (a copy)."""
+    out = dict(params)
+    if samples(out) and out.get("seed") is not None:
+        out["seed"] = replicate_seed(out["seed"], replicate)
+    return out
+
+
+def llama_cpp_deterministic(params: dict[str, Any]) -> bool:
+    """Whether the local llama.cpp provider's reply is a function of the request alone: greedy
+    decoding, or a seeded request (the provider resets its KV cache before every call, so no
+    earlier request shapes the numerics)."""
+    return not samples(params) or params.get("seed") is not None
+
+
+def entry_deterministic(provider_kind: str, declared: bool, request: GenerationRequest) -> bool:
+    """What a provider of kind ``provider_kind`` declares for ``request`` without building it (the
+    cost plan): ``llama_cpp`` by :func:`llama_cpp_deterministic`, any other kind the registry
+    entry's ``deterministic`` (``declared``)."""
+    return llama_cpp_deterministic(dict(request.params)) if provider_kind == "llama_cpp" else bool(declared)
+
+
+def provider_deterministic(provider: Any, request: GenerationRequest) -> bool:
+    """``provider.is_deterministic(request)`` when the provider declares it, else False (a
+    provider that says nothing is called once per replicate)."""
+    declare = getattr(provider, "is_deterministic", None)
+    return bool(declare(request)) if callable(declare) else False
+
+
+def computation(request: GenerationRequest, deterministic: bool) -> GenerationRequest:
+    """The request whose one generation serves ``request``: for a deterministic request that does
+    not sample (its replicates send the same parameters, base seed included), the same request as
+    replicate 1 (``repeat_index`` 1); otherwise ``request`` itself (a sampled replicate carries its
+    own seed, so it is a computation of its own even when the provider is deterministic)."""
+    if not deterministic or request.repeat_index == 1 or samples(dict(request.params)):
+        return request
+    return dataclasses.replace(request, repeat_index=1)
+
+
+def is_shared(request: GenerationRequest, deterministic: bool) -> bool:
+    """Whether ``request``'s reply is another replicate's generation (:func:`computation` maps it
+    to replicate 1)."""
+    return computation(request, deterministic) is not request
