@@ -654,3 +654,44 @@ def test_schemas_are_strict_and_described():
             assert c.description, f"{name}.{col} has no description"
     with pytest.raises(Exception):
         sch.MRFlags.validate(fr.mr_flags(make_gen(MAIN)).assign(extra=1))
+
+
+def _shared_keys(gen: pd.DataFrame) -> pd.DataFrame:
+    """The generation keys a run stores when every (instance, format)'s k repeats are one computation."""
+    return gen.assign(generation_key=[f"{r.instance_id}/{r.format}" for r in gen.itertuples()])
+
+
+def test_repeats_that_are_one_computation_make_m3_and_voting_not_measurable():
+    # i1: yes/yes in txt, no/no in md (MR1 violated in both groups); i2: yes everywhere
+    spec = {"i1": {"txt": [("yes", ["a"])] * 2, "md": [("no", ["a"])] * 2},
+            "i2": {"txt": [("yes", ["a"])] * 2, "md": [("yes", ["b"])] * 2}}
+    shared = _shared_keys(make_gen(spec))
+    assert fr.shared_repeat_workflows(shared) == {("wf", "ds")}
+    flags = fr.mr_flags(shared)
+    assert flags["mr1"].tolist() == [True, True, False, False] and flags["mr2"].tolist() == [False, False, True, True]
+    assert flags["mr3"].isna().all() and set(flags["mr3_note"]) == {fr.NOT_MEASURABLE_DETERMINISTIC}
+    mrv = fr.mr_violations(flags).set_index("relation")
+    assert mrv.loc["MR1", "violation_pct"] == 50.0 and pd.isna(mrv.loc["MR1", "not_measurable"])
+    assert math.isnan(mrv.loc["MR3", "violation_pct"]) and mrv.loc["MR3", "n_groups"] == 0
+    assert mrv.loc["MR3", "not_measurable"] == fr.NOT_MEASURABLE_DETERMINISTIC
+    vote = mit.vote_aggregation(shared).set_index("relation")
+    assert vote["before_pct"].tolist()[:2] == [50.0, 50.0]
+    assert vote["after_pct"].isna().all() and vote["delta_pp"].isna().all()
+    assert set(vote["not_measurable"]) == {fr.NOT_MEASURABLE_DETERMINISTIC}
+    # the same replies as k independent draws (a key per repeat): M3 is measured (0 of 2 instances)
+    distinct = shared.assign(generation_key=[f"{k}/{r}" for k, r in zip(shared["generation_key"], shared["repeat"])])
+    assert fr.shared_repeat_workflows(distinct) == set()
+    m3 = fr.mr_violations(fr.mr_flags(distinct)).set_index("relation").loc["MR3"]
+    assert m3["violation_pct"] == 0.0 and pd.isna(m3["not_measurable"])
+    assert mit.vote_aggregation(distinct)["not_measurable"].isna().all()
+
+
+def test_routing_of_one_computation_says_what_its_after_values_are():
+    spec = {"i1": {"txt": [("yes", ["a"])] * 2, "md": [("no", ["a"])] * 2}}
+    gen = make_gen(spec).assign(generation_key=lambda d: [f"{f}/{r}" for f, r in zip(d["format"], d["repeat"])])
+    # every routed input (source format txt or md, repeat 1..2) is the one txt computation
+    routed = make_gen({"i1": {"txt": [("yes", ["a"])] * 2, "md": [("yes", ["a"])] * 2}}).assign(generation_key="txt/1")
+    choice = pd.DataFrame({"workflow_id": ["wf"], "dataset": ["ds"], "best_format": ["txt"], "selection": ["all"]})
+    out = mit.format_routing(gen, routed, choice).set_index("relation")
+    assert out["after_pct"].tolist()[:2] == [0.0, 0.0] and math.isnan(out.loc["MR3", "after_pct"])
+    assert out.loc["MR1", "delta_pp"] == 100.0 and set(out["note"]) == {mit.ROUTING_DETERMINISTIC_NOTE}

@@ -150,3 +150,15 @@ def test_chain_f1_sensitivity_under_missing_steps_matches_the_paper_on_the_share
     delta = 2.5 * (mean[0.1] - mean[0.5])
     assert abs(delta - 0.72) <= 0.05
     assert [round(mean[p], 3) for p in (0.1, 0.3, 0.5)] == [0.909, 0.761, 0.608]
+
+
+def test_judge_spread_is_the_call_to_call_range_and_not_measurable_for_one_computation():
+    replies = [GenerationResult('{"final_score": 4}', "stop"), GenerationResult('{"final_score": 2}', "stop"),
+               GenerationResult("no idea", "stop")]
+    row = judge_row(replies, ["k1", "k2", "k3"])
+    assert row["judge_spread"] == (4 - 2) / 5 and row["judge_spread_note"] is None
+    same = [GenerationResult('{"final_score": 4}', "stop")] * 3
+    row = judge_row(same, ["k1", "k1", "k1"])  # a deterministic judge: the three calls are one generation
+    assert row["judge"] == 4 / 5 and row["judge_spread"] is None
+    assert row["judge_spread_note"] == "not measurable: deterministic decoding (the judge's calls are one shared computation)"
+    assert judge_row(same[:1], ["k1"])["judge_spread"] is None  # one valid reply: no spread
