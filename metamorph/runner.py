@@ -14,8 +14,8 @@
    since the last one; at the end, one line with the tokens too (:meth:`RunStats.line`);
 5. when the provider reports a resolved model version the cache has not seen for the same model
    name, a warning is logged once per new version;
-6. the replicates of a request the provider declares deterministic (:mod:`metamorph.replicates`:
-   greedy or seeded local decoding) are one computation: the request as replicate 1 is called
+6. the replicates of a greedy request the provider declares deterministic (:mod:`metamorph.replicates`:
+   e.g. a local model at temperature 0) are one computation: the request as replicate 1 is called
    (or served) once, and each replicate's :class:`Outcome` points to it (``shared``);
 7. a :class:`~metamorph.batch.BatchExecution` provider (registry ``execution: {mode: batch}``)
    sends the misses as provider batch jobs instead (:func:`metamorph.batch.run_batches`: persisted,
@@ -130,9 +130,10 @@ def run_requests(
     version under the same name (run tag ``metamorph/stale_before``); the request, hence the key,
     is the same, so without it the re-run would be served the old version's completions.
 
-    Duplicate requests (same key) are called once; so are the replicates of a request the provider
-    declares deterministic (``provider.is_deterministic(request)``; :mod:`metamorph.replicates`):
-    they are served by the request as replicate 1, and their outcomes say ``shared``. Errors never raise: they come back as
+    Duplicate requests (same key) are called once; so are the replicates of a greedy request the
+    provider declares deterministic (``provider.is_deterministic(request)``;
+    :func:`metamorph.replicates.computation`): they are served by the request as replicate 1, and
+    their outcomes say ``shared``. Errors never raise: they come back as
     results with ``error`` set, are stored as errors, and are retried on the next run.
 
     Misses are claimed in chunks (:meth:`GenerationCache.claim`) just before they are sent; a key

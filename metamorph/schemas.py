@@ -74,8 +74,8 @@ class GenerationRecord(StrictModel):
                                            description="Cache key (sha256 of the canonical request) of the generation "
                                            "that answered this row: its own, or the one its replicates share.")
     shared_generation: Series[bool] = pa.Field(description="True: the reply is another replicate's generation "
-                                               "(generation_key), computed once because decoding is deterministic "
-                                               "(greedy or seeded local model; metamorph.replicates).")
+                                               "(generation_key), computed once because decoding is deterministic and "
+                                               "greedy (e.g. a local model at temperature 0; metamorph.replicates).")
     request_json: Series[str] = pa.Field(description="This row's own request (messages, params incl. its seed, "
                                          "repeat_index, document hash); no secrets.")
     response_text: Series[str] = pa.Field(nullable=True, description="Raw completion text; null when the call failed.")
