@@ -11,7 +11,9 @@ import duckdb
 import pandas as pd
 import pytest
 
+from metamorph.cli import main
 from metamorph.models import load_registry
+from metamorph.report_card import trend_series
 from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES
 from tests.format_robustness.test_e2e_stub import chat
@@ -40,6 +42,11 @@ def table(db, name):
         con.close()
 
 
+def regression_checks(result):
+    """The no_blocking_regression evaluations of a run."""
+    return [c for c in result.get_asset_check_evaluations() if c.check_name == "no_blocking_regression"]
+
+
 @pytest.fixture
 def two_stub_models(stub, metamorph_home, tmp_path, monkeypatch):
     reg = tmp_path / "models.yaml"
@@ -49,7 +56,7 @@ def two_stub_models(stub, metamorph_home, tmp_path, monkeypatch):
     return stub, reg
 
 
-def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub_models, metamorph_home):
+def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub_models, metamorph_home, capsys):
     from pipelines.definitions import build_definitions
 
     stub, reg = two_stub_models
@@ -67,11 +74,31 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
         assert defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(instance=instance, run_config={
             "ops": {"format_robustness__source_instances": {"config": {"sources": ["construct"], "limit": 4}}}}).success
         model_job = defs.resolve_job_def("format_robustness_model_job")
-        assert model_job.execute_in_process(instance=instance, partition_key="base", run_config=cfg).success
-        # only the baseline evaluated: no verdict yet, and the table says so in its metadata
+        base_run = model_job.execute_in_process(instance=instance, partition_key="base", run_config=cfg)
+        assert base_run.success
+        # only the baseline evaluated: no verdict yet, and the table and its check say what to run
         assert table(db, "format_robustness.model_comparison").empty
-        assert model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg).success
+        todo = "candidate registered but not evaluated: cand — run `format_robustness_model_job` for its partition"
+        md = base_run.asset_materializations_for_node("format_robustness__model_comparison")[0].metadata
+        assert (md["next_step"].value, md["comparison"].value) == (todo, f"_no comparison: {todo}_")
+        [check] = regression_checks(base_run)
+        assert (check.passed, check.metadata["summary"].value) == (True, f"nothing compared: {todo}")
+        capsys.readouterr()  # Dagster's run log
+        assert main(["verdict", "--model", "cand", "--study", "format_robustness"]) == 2
+        assert capsys.readouterr().err == ("metamorph verdict: error: not evaluated in format_robustness: cand — run "
+                                           "`format_robustness_model_job` for its partition\n")
+        cand_run = model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg)
+        assert cand_run.success
         assert len(stub.requests_to("/cand/v1/chat/completions")) >= 16
+        [check] = regression_checks(cand_run)
+        assert (check.passed, check.metadata["summary"].value, check.metadata["regressed_rows"].value) == (
+            True, "no candidate regressed on a blocking metric", [])
+        assert "next_step" not in cand_run.asset_materializations_for_node(
+            "format_robustness__model_comparison")[0].metadata
+        # the verdict command agrees: nothing regressed, exit 0
+        capsys.readouterr()
+        assert main(["verdict", "--model", "cand"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == "no blocking regression"
 
         cmp = table(db, "format_robustness.model_comparison").set_index(["metric", "slice"])
         s = "ingestion=inline, dataset=construct"
@@ -126,6 +153,16 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
                                                                                   "wrapper_sensitivity"]}
     assert md["models_with_previous_version"].value == ["cand"]
     assert md["plot"].value.startswith("![plot](data:image/png;base64,")
+    # the trend: one point per registry fingerprint of cand, oldest first, with its CI; the current value as a float
+    series = trend_series(card)
+    acc = series[(series["model_id"] == "cand") & (series["study"] == "format_robustness")
+                 & (series["metric"] == "accuracy")]
+    assert acc[["version", "value", "is_current"]].values.tolist() == [[fp["cand"], 68.75, False], [new_fp, 50.0, True]]
+    assert acc["ci_low"].notna().all() and (acc["ci_low"] <= acc["value"]).all()
+    assert md["cand · format_robustness · accuracy (ingestion=inline)"].value == 50.0
+    assert md["cand · format_robustness · M1 (ingestion=inline)"].value == 0.0
+    assert md["trend"].value.startswith("![plot](data:image/png;base64,")
+    assert md["regressed_candidates"].value == []
 
 
 def synthetic_scored():
@@ -187,11 +224,11 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["base", "cand"])
         job = defs.resolve_implicit_global_asset_job_def()
-        res = job.execute_in_process(asset_selection=[cmp_key, card_key], instance=instance, raise_on_error=False)
-        # the blocking check fails the run: the verdicts are written, the card downstream is not built
-        assert not res.success
+        res = job.execute_in_process(asset_selection=[cmp_key, card_key], instance=instance)
+        # the checks fail (ERROR); the run does not, so the card downstream is built and shows the regression
+        assert res.success
         verdicts = res.asset_materializations_for_node("wrapper_sensitivity__model_comparison")[0].metadata["verdicts"]
-        [check] = res.get_asset_check_evaluations()
+        check, card_check = res.get_asset_check_evaluations()
         assert (check.asset_key, check.check_name, check.passed, check.severity) == (
             cmp_key, "no_blocking_regression", False, dg.AssetCheckSeverity.ERROR)
         rows = check.metadata["regressed_rows"].value
@@ -200,12 +237,7 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
             assert [r["difference"], r["ci_low"], r["ci_high"], r["p_holm"]] == pytest.approx([d, d, d, 12 * 2 ** -11])
         assert check.metadata["regressed_candidates"].value == ["cand"]
         assert check.metadata["summary"].value == "4 regressed row(s) on blocking metrics: cand (accuracy, parseability)"
-        assert res.asset_materializations_for_node("model_upgrades__robustness_report_card") == []
-
-        card_run = job.execute_in_process(asset_selection=[card_key], instance=instance)
-        assert card_run.success
-        card_md = card_run.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
-        [card_check] = card_run.get_asset_check_evaluations()
+        card_md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
     cmp = table(db, "wrapper_sensitivity.model_comparison").set_index(["metric", "slice"])
     assert len(cmp) == 12  # {accuracy, parseability} × (5 wrappers + the task pooled over them)
     hit = [(m, sl) for m, sl, _ in REGRESSED]
@@ -222,8 +254,8 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
     assert [c.strip() for c in verdicts.value.splitlines()[2].split("|")[1:-1]] == ["cand", "4", "0", "8", "0"]
 
     # the card's own check fails on the study's regression, and the card opens with it
-    assert (card_check.check_name, card_check.passed, card_check.severity) == (
-        "no_candidate_regressed", False, dg.AssetCheckSeverity.ERROR)
+    assert (card_check.asset_key, card_check.check_name, card_check.passed, card_check.severity) == (
+        card_key, "no_candidate_regressed", False, dg.AssetCheckSeverity.ERROR)
     assert card_check.metadata["regressed_candidates"].value == {"wrapper_sensitivity": ["cand"]}
     assert card_md["regressed_candidates"].value == ["cand"]
     assert card_md["report_card"].value.splitlines()[:2] == [
@@ -253,7 +285,7 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
 def test_metrics_that_do_not_block_pass_the_check(metamorph_home, tmp_path, monkeypatch):
     """The candidate's registry entry lets only parseability block in the wrapper study: its
     accuracy regressions are listed as not blocking, its parseability ones still fail the check;
-    with [] nothing blocks and the run succeeds."""
+    with [] nothing blocks and the check passes."""
     from pipelines.definitions import build_definitions
 
     reg = synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch,
@@ -262,9 +294,9 @@ def test_metrics_that_do_not_block_pass_the_check(metamorph_home, tmp_path, monk
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["base", "cand"])
         res = build_definitions().resolve_implicit_global_asset_job_def().execute_in_process(
-            asset_selection=[cmp_key], instance=instance, raise_on_error=False)
+            asset_selection=[cmp_key], instance=instance)
         [check] = res.get_asset_check_evaluations()
-        assert not res.success and not check.passed
+        assert res.success and not check.passed
         assert [(r["metric"], r["slice"]) for r in check.metadata["regressed_rows"].value] == [
             (m, sl) for m, sl, _ in REGRESSED[2:]]
         assert [(r["metric"], r["slice"]) for r in check.metadata["regressed_rows_not_blocking"].value] == [

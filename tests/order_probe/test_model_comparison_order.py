@@ -84,9 +84,8 @@ def test_model_comparison_asset_materializes_on_a_scored_table(metamorph_home, t
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["base", "cand", "later"])
         res = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-            asset_selection=[dg.AssetKey(["order_probe", "model_comparison"])], instance=instance,
-            raise_on_error=False)
-        assert not res.success  # cand regressed: the blocking check fails the run, the table is written
+            asset_selection=[dg.AssetKey(["order_probe", "model_comparison"])], instance=instance)
+        assert res.success  # cand regressed: the check fails (ERROR), the run does not
         md = res.asset_materializations_for_node("order_probe__model_comparison")[0].metadata
         [check] = res.get_asset_check_evaluations()
     assert md["baseline"].value == "base" and md["candidates_not_evaluated"].value == ["later"]
