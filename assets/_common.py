@@ -313,7 +313,8 @@ def comparison_output(study: str, models, scores: pd.DataFrame, directions: dict
         candidates = [m.id for m in models if m.status == "candidate" and m.id in evaluated]
         df = compare_models(scores, baseline, directions, candidates=candidates, alpha=config.alpha,
                             n_resamples=config.n_resamples, seed=config.seed)
-        md = {"baseline": dg.MetadataValue.text(baseline if baseline in evaluated else f"{baseline} (not evaluated yet)"),
+        shown = baseline if baseline in evaluated else f"{baseline} (not evaluated yet)"
+        md = {"baseline": dg.MetadataValue.text(shown),
               "candidates_not_evaluated": dg.MetadataValue.json(
                   [m.id for m in models if m.status == "candidate" and m.id not in evaluated]),
               "verdicts": dg.MetadataValue.md(markdown_table(verdict_summary(df)) if len(df) else "_none_")}

@@ -593,5 +593,6 @@ def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryReso
     baseline on accuracy and M1/M2/M3 per ingestion × dataset (× format for accuracy), paired over
     instances — difference with a paired bootstrap 95% CI, exact McNemar, Holm, verdict. Code:
     metamorph.studies.format_robustness.report.comparison_scores, metamorph.comparison.compare_models."""
-    yield from comparison_output(GROUP, model_registry.models(), fmt_report.comparison_scores(generation_outcomes, mr_flags),
+    yield from comparison_output(GROUP, model_registry.models(),
+                                 fmt_report.comparison_scores(generation_outcomes, mr_flags),
                                  fmt_report.COMPARED_METRICS, config)

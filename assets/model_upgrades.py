@@ -54,8 +54,9 @@ def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFra
           deps=[*[dg.AssetKey([study, t]) for study, (tables, _) in CARD_SOURCES.items() for t in tables],
                 *[dg.AssetKey([study, "model_comparison"]) for study in CARD_SOURCES]],
           check_specs=[dg.AssetCheckSpec(CARD_CHECK, asset=dg.AssetKey([GROUP, "robustness_report_card"]),
-                                         description="Fails (ERROR) when a candidate regressed on a blocking metric in "
-                                                     "any study's model_comparison (its no_blocking_regression check).")])
+                                         description="Fails (ERROR) when a candidate regressed on a blocking metric "
+                                                     "in any study's model_comparison (its no_blocking_regression "
+                                                     "check).")])
 def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBResource,
                            model_registry: ModelRegistryResource):
     """One row per model × study × headline metric with 95% CIs (M1/M2/M3 and accuracy; FSI, PSI,

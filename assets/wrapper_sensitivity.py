@@ -376,5 +376,6 @@ def model_comparison(config: WrapperComparisonConfig, model_registry: ModelRegis
     baseline on accuracy and parseability per task × wrapper and per task, paired over items —
     difference with a paired bootstrap 95% CI, exact McNemar, Holm, verdict. Code:
     metamorph.studies.wrapper_sensitivity.report.comparison_scores, metamorph.comparison.compare_models."""
-    yield from comparison_output(GROUP, model_registry.models(), ws_report.comparison_scores(scored_answers, config.mode),
+    yield from comparison_output(GROUP, model_registry.models(),
+                                 ws_report.comparison_scores(scored_answers, config.mode),
                                  ws_report.COMPARED_METRICS, config)

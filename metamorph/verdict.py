@@ -131,7 +131,7 @@ def regression_check(comparison: pd.DataFrame, models: Sequence, study: str) -> 
     may block for it (:func:`blocks`); ``comparison`` is a study's ``model_comparison``."""
     regressed = comparison[comparison["verdict"] == "regressed"]
     mask = blocking_mask(regressed, models, study) if len(regressed) else pd.Series(dtype=bool)
-    blocking, other = regressed[mask] if len(regressed) else regressed, regressed[~mask] if len(regressed) else regressed
+    blocking, other = (regressed[mask], regressed[~mask]) if len(regressed) else (regressed, regressed)
     if len(blocking):
         cands = sorted(set(blocking["candidate_id"]))
         summary = (f"{len(blocking)} regressed row(s) on blocking metrics: "
@@ -162,8 +162,8 @@ def comparison_next_step(study: str, models: Sequence, evaluated: set[str]) -> s
         baseline = approved_baseline(list(models)).id
     except ConfigError:
         approved = [m.id for m in models if m.status == "approved"]
-        return (f"no approved baseline ({'entries ' + ', '.join(approved) + ' are all approved' if approved else 'none'}"
-                f"): set `status: approved` on exactly one entry of {source}")
+        found = f"entries {', '.join(approved)} are all approved" if approved else "none"
+        return f"no approved baseline ({found}): set `status: approved` on exactly one entry of {source}"
     candidates = [m.id for m in models if m.status == "candidate"]
     parts = []
     if baseline not in evaluated:

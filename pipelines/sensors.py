@@ -163,7 +163,7 @@ def sensor_description(registry: str | None = None) -> str:
             f"{len(ids) * len(studies)} runs: one run of <study>_model_job per registered model ({', '.join(ids)}) "
             "in each study that has been run with a model, minus the models already evaluated with their current "
             "entry; each request names its model (tag metamorph/model, run key <study>:<model>:<fingerprint>). "
-            "The calls and cost of a model's run: `metamorph plan --study <study> --model <id>`.")
+            "The calls and cost of a model's run: `metamorph plan <study> --models <id>`.")
 
 
 def build_model_registry_sensor(registry: str | None = None) -> dg.SensorDefinition:

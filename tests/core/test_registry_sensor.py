@@ -216,7 +216,7 @@ def test_the_sensor_description_says_what_turning_it_on_launches(tmp_path):
                     "<study>_model_job per registered model (base, cand) in each study that has been run with a model, "
                     "minus the models already evaluated with their current entry; each request names its model (tag "
                     "metamorph/model, run key <study>:<model>:<fingerprint>). The calls and cost of a model's run: "
-                    "`metamorph plan --study <study> --model <id>`.")
+                    "`metamorph plan <study> --models <id>`.")
     registry.write_text("models: 3\n")
     assert sensor_description(str(registry)) == (f"{SENSOR_RULE} Registry unreadable, so it launches nothing: "
                                                  f"{registry}, field 'models': expected a mapping with a 'models' list")

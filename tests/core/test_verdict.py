@@ -99,3 +99,58 @@ def test_bad_input_exits_2_saying_what_to_run(metamorph_home, tmp_path, monkeypa
                                 NOT_RUN["workflow_perturb"].replace("cand", "later"),
                                 "not evaluated in wrapper_sensitivity: later — run `wrapper_sensitivity_model_job` "
                                 "for its partition"]) + "\n")
+
+
+def registry(tmp_path, text):
+    from metamorph.models import load_registry
+
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n" + text)
+    return path, load_registry(path)
+
+
+def test_comparison_next_step_names_the_missing_partitions_and_the_job(tmp_path):
+    from metamorph.verdict import comparison_next_step
+
+    job = "`format_robustness_model_job`"
+    path, models = registry(tmp_path, "  - {id: smollm2-135m-instruct, provider: llama_cpp, model: a.gguf, status: approved}\n"
+                                      "  - {id: gemma3-270m, provider: llama_cpp, model: b.gguf}\n"
+                                      "  - {id: smollm2-135m-instruct-t07, provider: llama_cpp, model: a.gguf}\n")
+    assert comparison_next_step("format_robustness", models, {"smollm2-135m-instruct"}) == (
+        "candidates registered but not evaluated: gemma3-270m, smollm2-135m-instruct-t07 — run "
+        f"{job} for their partitions")
+    assert comparison_next_step("format_robustness", models, {"gemma3-270m"}) == (
+        f"approved baseline not evaluated: smollm2-135m-instruct — run {job} for its partition; "
+        f"candidate registered but not evaluated: smollm2-135m-instruct-t07 — run {job} for its partition")
+    assert comparison_next_step("format_robustness", models, {m.id for m in models}) is None
+
+    path, models = registry(tmp_path, "  - {id: base, provider: llama_cpp, model: a.gguf, status: approved}\n")
+    assert comparison_next_step("order_probe", models, {"base"}) == (
+        f"no candidate registered: add an entry to {path} (status: candidate is the default), then run "
+        "`order_probe_model_job` for its partition")
+    path, models = registry(tmp_path, "  - {id: a, provider: llama_cpp, model: a.gguf, status: approved}\n"
+                                      "  - {id: b, provider: llama_cpp, model: b.gguf, status: approved}\n")
+    assert comparison_next_step("order_probe", models, {"a", "b"}) == (
+        f"no approved baseline (entries a, b are all approved): set `status: approved` on exactly one entry of {path}")
+
+
+def test_an_empty_report_card_says_which_studies_to_run(metamorph_home, tmp_path, monkeypatch):
+    import dagster as dg
+
+    from pipelines.definitions import build_definitions
+
+    path, _ = registry(tmp_path, "  - {id: base, provider: llama_cpp, model: a.gguf, status: approved}\n")
+    monkeypatch.setenv("METAMORPH_MODELS", str(path))
+    with dg.instance_for_test() as instance:
+        res = build_definitions().resolve_job_def("model_upgrades_job").execute_in_process(instance=instance)
+        md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
+        [check] = res.get_asset_check_evaluations()
+    todo = ("not in the card: format_robustness, order_probe, workflow_perturb, wrapper_sensitivity — run "
+            "`format_robustness_inputs_job` then `format_robustness_model_job`, `order_probe_inputs_job` then "
+            "`order_probe_model_job`, `workflow_perturb_inputs_job` then `workflow_perturb_model_job`, "
+            "`wrapper_sensitivity_inputs_job` then `wrapper_sensitivity_model_job` for the registered models' "
+            "partitions, then `model_upgrades_job`")
+    assert md["next_step"].value == todo
+    assert md["report_card"].value == f"_no model has been evaluated in any study yet_\n\n_{todo}_"
+    assert md["trend"].value == "_no headline numbers to plot_"
+    assert (check.check_name, check.passed, md["regressed_candidates"].value) == ("no_candidate_regressed", True, [])
