@@ -272,10 +272,26 @@ class ComparisonConfig(dg.Config):
     seed: int = Field(default=0, description="Seed of the bootstrap (and of a Monte Carlo permutation test).")
 
 
-def comparison_output(models, scores: pd.DataFrame, directions: dict, config: ComparisonConfig) -> dg.Output:
-    """``model_comparison`` of a study: every registry candidate with item scores against the
+def comparison_checks(study: str) -> list[dg.AssetCheckSpec]:
+    """The check beside a study's ``model_comparison`` (:data:`metamorph.verdict.REGRESSION_CHECK`),
+    severity ERROR when it fails. Not a Dagster ``blocking`` check: every model partition's job
+    rebuilds the verdicts of all candidates, so a blocking check would fail the run of any other
+    model (and stop ``pipelines.run`` before the models after it) once one candidate regressed; the
+    gate that fails is ``metamorph verdict`` (exit 1), and the report card's own check."""
+    from metamorph.verdict import REGRESSION_CHECK
+
+    return [dg.AssetCheckSpec(REGRESSION_CHECK, asset=dg.AssetKey([study, "model_comparison"]),
+                              description="Fails (ERROR) when a registry candidate regressed on a row after Holm on a "
+                                          "metric that may block for it (registry blocking_metrics; default every "
+                                          "compared metric); the metadata lists the regressed rows.")]
+
+
+def comparison_output(study: str, models, scores: pd.DataFrame, directions: dict, config: ComparisonConfig):
+    """``model_comparison`` of ``study``: every registry candidate with item scores against the
     approved baseline (:func:`metamorph.comparison.compare_models`), validated, with the verdict
-    counts and the regressions-first markdown table as metadata.
+    counts, the regressions-first markdown table and — when something is missing — the next step
+    (:func:`metamorph.verdict.comparison_next_step`) as metadata; then the result of the
+    :func:`comparison_checks` check (:func:`metamorph.verdict.regression_check`). Yields both.
 
     ``models``: the registry entries. Without exactly one approved entry the table is empty and
     the metadata says why (a study run with an unranked registry is not an error).
@@ -284,19 +300,35 @@ def comparison_output(models, scores: pd.DataFrame, directions: dict, config: Co
     from metamorph.errors import ConfigError
     from metamorph.models import approved_baseline
     from metamorph.schemas import ModelComparison
+    from metamorph.verdict import REGRESSION_CHECK, comparison_next_step, regression_check, regression_records
 
+    evaluated = set(scores["model_id"])
+    next_step = comparison_next_step(study, models, evaluated)
     try:
         baseline = approved_baseline(models).id
     except ConfigError as exc:
-        return validated_output(ModelComparison, pd.DataFrame(columns=COMPARISON_COLUMNS), "model_comparison",
-                                {"baseline": dg.MetadataValue.text(f"none: {exc}")})
-    evaluated = set(scores["model_id"])
-    candidates = [m.id for m in models if m.status == "candidate" and m.id in evaluated]
-    df = compare_models(scores, baseline, directions, candidates=candidates, alpha=config.alpha,
-                        n_resamples=config.n_resamples, seed=config.seed)
-    return validated_output(ModelComparison, df, "model_comparison", {
-        "baseline": dg.MetadataValue.text(baseline if baseline in evaluated else f"{baseline} (not evaluated yet)"),
-        "candidates_not_evaluated": dg.MetadataValue.json(
-            [m.id for m in models if m.status == "candidate" and m.id not in evaluated]),
-        "verdicts": dg.MetadataValue.md(markdown_table(verdict_summary(df)) if len(df) else "_none_"),
-        "comparison": dg.MetadataValue.md(comparison_markdown(df))})
+        df = pd.DataFrame(columns=COMPARISON_COLUMNS)
+        md = {"baseline": dg.MetadataValue.text(f"none: {exc}")}
+    else:
+        candidates = [m.id for m in models if m.status == "candidate" and m.id in evaluated]
+        df = compare_models(scores, baseline, directions, candidates=candidates, alpha=config.alpha,
+                            n_resamples=config.n_resamples, seed=config.seed)
+        shown = baseline if baseline in evaluated else f"{baseline} (not evaluated yet)"
+        md = {"baseline": dg.MetadataValue.text(shown),
+              "candidates_not_evaluated": dg.MetadataValue.json(
+                  [m.id for m in models if m.status == "candidate" and m.id not in evaluated]),
+              "verdicts": dg.MetadataValue.md(markdown_table(verdict_summary(df)) if len(df) else "_none_")}
+    md["comparison"] = dg.MetadataValue.md(comparison_markdown(df) if len(df) else f"_no comparison: {next_step}_")
+    if next_step:
+        md["next_step"] = dg.MetadataValue.text(next_step)
+    yield validated_output(ModelComparison, df, "model_comparison", md)
+    check = regression_check(df, models, study)
+    check_md = {"summary": dg.MetadataValue.text(check.summary if len(df) else f"nothing compared: {next_step}"),
+                "regressed_rows": dg.MetadataValue.json(regression_records(check.blocking)),
+                "regressed_candidates": dg.MetadataValue.json(sorted(set(check.blocking["candidate_id"])))}
+    if len(check.blocking):
+        check_md["regressions"] = dg.MetadataValue.md(comparison_markdown(check.blocking))
+    if len(check.not_blocking):
+        check_md["regressed_rows_not_blocking"] = dg.MetadataValue.json(regression_records(check.not_blocking))
+    yield dg.AssetCheckResult(check_name=REGRESSION_CHECK, passed=check.passed,
+                              severity=dg.AssetCheckSeverity.ERROR, metadata=check_md)

@@ -24,7 +24,7 @@ from dagster_duckdb import DuckDBResource
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_output,
+from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_checks, comparison_output,
                             create_lineage_views, effective_budget, generation_metadata, plan_and_guard,
                             plan_metadata, runner_options, table_asset, validated_output)
 from metamorph.studies.format_robustness import evidence as ev
@@ -577,12 +577,13 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
 # Model upgrades
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"})
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"}, check_specs=comparison_checks(GROUP))
 def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource,
-                     generation_outcomes: pd.DataFrame, mr_flags: pd.DataFrame) -> dg.Output:
+                     generation_outcomes: pd.DataFrame, mr_flags: pd.DataFrame):
     """One row per candidate model × metric × slice: the candidate against the registry's approved
     baseline on accuracy and M1/M2/M3 per ingestion × dataset (× format for accuracy), paired over
     instances — difference with a paired bootstrap 95% CI, exact McNemar, Holm, verdict. Code:
     metamorph.studies.format_robustness.report.comparison_scores, metamorph.comparison.compare_models."""
-    return comparison_output(model_registry.models(), fmt_report.comparison_scores(generation_outcomes, mr_flags),
-                             fmt_report.COMPARED_METRICS, config)
+    yield from comparison_output(GROUP, model_registry.models(),
+                                 fmt_report.comparison_scores(generation_outcomes, mr_flags),
+                                 fmt_report.COMPARED_METRICS, config)

@@ -4,7 +4,9 @@ The per-study upgrade verdicts are each study's ``model_comparison`` asset; this
 spans studies. The card reads the studies' metric tables from the warehouse (a study that has not
 been run is listed as missing, not an error), builds each study's headline rows with its
 ``report.card_rows`` and keeps earlier versions of every model as history
-(:mod:`metamorph.report_card`).
+(:mod:`metamorph.report_card`). It also reads the studies' ``model_comparison`` verdicts: a
+candidate that regressed on a blocking metric (the studies' ``no_blocking_regression`` checks)
+heads the card and fails the card's own check, so it shows at the top of this group.
 """
 
 import dagster as dg
@@ -14,13 +16,15 @@ from dagster_duckdb import DuckDBResource
 
 from assets import plots
 from assets._common import validated_output
-from metamorph.report_card import build_card, card_markdown
+from metamorph.report_card import (build_card, card_markdown, regressions_markdown, trend_key, trend_series)
 from metamorph.schemas import ReportCard
+from metamorph.verdict import regression_check, regression_records, studies_to_run
 from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.order_probe import report as op_report
 from metamorph.studies.workflow_perturb import report as wp_report
 from metamorph.studies.wrapper_sensitivity import report as ws_report
 from pipelines.sensors import evaluated_fingerprint
+from resources import ModelRegistryResource
 
 GROUP = "model_upgrades"
 PREFIX = [GROUP]
@@ -36,6 +40,8 @@ CARD_SOURCES = {
 #: Tables a study's card rows can do without (passed as None or empty): WorkflowPerturb's gate row
 #: needs the models' LLM perturbations, its judge row does not.
 OPTIONAL_CARD_TABLES = {"llm_perturbation_scores"}
+#: The card's check: fails when a study's verdicts hold a blocking regression.
+CARD_CHECK = "no_candidate_regressed"
 
 
 def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFrame | None:
@@ -45,17 +51,27 @@ def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFra
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          deps=[dg.AssetKey([study, t]) for study, (tables, _) in CARD_SOURCES.items() for t in tables])
-def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBResource) -> dg.Output:
+          deps=[*[dg.AssetKey([study, t]) for study, (tables, _) in CARD_SOURCES.items() for t in tables],
+                *[dg.AssetKey([study, "model_comparison"]) for study in CARD_SOURCES]],
+          check_specs=[dg.AssetCheckSpec(CARD_CHECK, asset=dg.AssetKey([GROUP, "robustness_report_card"]),
+                                         description="Fails (ERROR) when a candidate regressed on a blocking metric "
+                                                     "in any study's model_comparison (its no_blocking_regression "
+                                                     "check).")])
+def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBResource,
+                           model_registry: ModelRegistryResource):
     """One row per model × study × headline metric with 95% CIs (M1/M2/M3 and accuracy; FSI, PSI,
     accuracy and parseability; OrderProbe recovery per setting; WorkflowPerturb: the model's mean
     score as LLM judge of the deterministic variants and the CI gate's firing rate on the model's
     own LLM perturbations per type), each model's version (the registry
     fingerprint its generations were made with) and the difference to the previous version of
-    the model. Code: metamorph.report_card.build_card."""
+    the model. The metadata opens with the candidates that regressed on a blocking metric, and
+    plots every headline cell across the model's versions (``trend``; the current values are
+    also float metadata, one key per cell, for Dagster's plots across materializations). Code:
+    metamorph.report_card.build_card."""
     with warehouse.get_connection() as con:
         inputs = {s: [_read(con, s, t) for t in tables] for s, (tables, _) in CARD_SOURCES.items()}
         previous = _read(con, GROUP, "robustness_report_card")
+        comparisons = {s: _read(con, s, "model_comparison") for s in CARD_SOURCES}
     present = [s for s, frames in inputs.items()
                if all(f is not None and len(f) for t, f in zip(CARD_SOURCES[s][0], frames) if t not in OPTIONAL_CARD_TABLES)]
     parts = [CARD_SOURCES[s][1](*inputs[s]) for s in present]
@@ -64,9 +80,34 @@ def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBR
                 for m, s in zip(rows["model_id"], rows["study"])}
     now = pd.Timestamp.now(tz="UTC").tz_localize(None)
     card = build_card(rows, versions, now, previous)
-    return validated_output(ReportCard, card, "robustness_report_card", {
-        "report_card": dg.MetadataValue.md(card_markdown(card)),
-        "plot": plots.report_card_by_study(card),
-        "studies": dg.MetadataValue.json({"included": present, "missing": sorted(set(CARD_SOURCES) - set(present))}),
-        "models_with_previous_version": dg.MetadataValue.json(
-            sorted(set(card.loc[card["is_current"] & card["previous_version"].notna(), "model_id"])))})
+    models = model_registry.models()
+    blocking = [regression_check(c, models, s).blocking.assign(study=s)
+                for s, c in comparisons.items() if c is not None and len(c)]
+    regressions = pd.concat(blocking, ignore_index=True) if blocking else pd.DataFrame(
+        columns=["study", "candidate_id", "metric", "slice", "difference", "ci_low", "ci_high", "p_holm"])
+    missing = sorted(set(CARD_SOURCES) - set(present))
+    next_step = studies_to_run(missing)
+    top = regressions_markdown(regressions)
+    text = card_markdown(card)
+    if next_step:
+        text += f"\n\n_{next_step}_"
+    md = {"report_card": dg.MetadataValue.md(f"{top}\n\n{text}" if top else text),
+          "plot": plots.report_card_by_study(card),
+          "trend": plots.report_card_trends(trend_series(card)),
+          "studies": dg.MetadataValue.json({"included": present, "missing": missing}),
+          "models_with_previous_version": dg.MetadataValue.json(
+              sorted(set(card.loc[card["is_current"] & card["previous_version"].notna(), "model_id"]))),
+          "regressed_candidates": dg.MetadataValue.json(sorted(set(regressions["candidate_id"])))}
+    if next_step:
+        md["next_step"] = dg.MetadataValue.text(next_step)
+    cur = card[card["is_current"] & card["value"].notna()] if len(card) else card
+    for r in cur.itertuples():
+        md[trend_key(r.model_id, r.study, r.metric, r.slice)] = dg.MetadataValue.float(float(r.value))
+    yield validated_output(ReportCard, card, "robustness_report_card", md)
+    per_study = {s: sorted(set(g["candidate_id"])) for s, g in regressions.groupby("study")} if len(regressions) else {}
+    yield dg.AssetCheckResult(
+        check_name=CARD_CHECK, passed=regressions.empty, severity=dg.AssetCheckSeverity.ERROR,
+        metadata={"regressed_candidates": dg.MetadataValue.json(per_study),
+                  "regressed_rows": dg.MetadataValue.json(
+                      [{"study": s, **r} for s, g in regressions.groupby("study", sort=True)
+                       for r in regression_records(g)] if len(regressions) else [])})

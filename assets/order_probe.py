@@ -25,7 +25,7 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_output,
+from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_checks, comparison_output,
                             create_lineage_views, effective_budget,
                             generation_metadata, plan_and_guard, runner_options, validated_output)
 from metamorph.runner import generation_frame, run_requests
@@ -275,13 +275,14 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
 # Model upgrades
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=comparison_checks(GROUP))
 def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource,
-                     scored_replies: pd.DataFrame) -> dg.Output:
+                     scored_replies: pd.DataFrame):
     """One row per candidate model × metric × slice: the candidate against the registry's approved
     baseline on exact recovery per language × setting and per setting, paired over canonical
     expressions (each expression's recovery averaged over its scrambled inputs) — difference with a
     paired bootstrap 95% CI, paired permutation test, Holm, verdict. Code:
     metamorph.studies.order_probe.report.comparison_scores, metamorph.comparison.compare_models."""
-    return comparison_output(model_registry.models(), op_report.comparison_scores(scored_replies),
-                             op_report.COMPARED_METRICS, config)
+    yield from comparison_output(GROUP, model_registry.models(), op_report.comparison_scores(scored_replies),
+                                 op_report.COMPARED_METRICS, config)

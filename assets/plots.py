@@ -244,3 +244,33 @@ def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
         ax.set_title(study, fontsize=9)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure_md(fig)
+
+
+def report_card_trends(series: pd.DataFrame) -> dg.MetadataValue:
+    """One panel per study · metric: each model's value (per slice) across its versions, oldest
+    left, with 95% CI whiskers; points labelled with the version (registry fingerprint, 8 hex).
+    ``series``: metamorph.report_card.trend_series."""
+    if series.empty or series["value"].notna().sum() == 0:
+        return dg.MetadataValue.md("_no headline numbers to plot_")
+    panels = list(dict.fromkeys(zip(series["study"], series["metric"])))
+    cols = min(4, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.5, 2.9 * rows), squeeze=False)
+    for ax, (study, metric) in zip(axes.flat, panels):
+        part = series[(series["study"] == study) & (series["metric"] == metric)]
+        for (model, sl), g in part.groupby(["model_id", "slice"], sort=True):
+            x = np.arange(len(g))
+            low = (g["value"] - g["ci_low"]).clip(lower=0).fillna(0).to_numpy()
+            high = (g["ci_high"] - g["value"]).clip(lower=0).fillna(0).to_numpy()
+            ax.errorbar(x, g["value"].to_numpy(), yerr=[low, high], marker="o", capsize=2,
+                        label=model + ("" if sl == "all" else f" ({sl})"))
+            for xi, v, ver in zip(x, g["value"], g["version"]):
+                ax.annotate(str(ver)[:8], (xi, v), fontsize=6, textcoords="offset points", xytext=(3, 3))
+        ax.set_title(f"{study} · {metric}", fontsize=8)
+        ax.set_xlabel("version (oldest first)", fontsize=7)
+        ax.set_ylabel(" / ".join(sorted(part["unit"].unique())), fontsize=7)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return figure_md(fig)

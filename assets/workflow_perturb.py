@@ -23,7 +23,7 @@ from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
 from assets._common import (ALL_ROWS, REPORTED_VERSIONS_KEY, BudgetConfig, ComparisonConfig, LimitConfig,
-                            comparison_output, create_lineage_views,
+                            comparison_checks, comparison_output, create_lineage_views,
                             effective_budget, plan_and_guard, plan_metadata, reported_versions_md, runner_options,
                             validated_output)
 from metamorph.studies.workflow_perturb import gate
@@ -392,15 +392,15 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
 # Model upgrades
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"}, check_specs=comparison_checks(GROUP),
           ins={"judge_scores": dg.AssetIn(key=[*PREFIX, "judge_scores"])})
 def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource,
-                     judge_scores: pd.DataFrame) -> dg.Output:
+                     judge_scores: pd.DataFrame):
     """One row per candidate model × metric × slice: the candidate as LLM judge against the
     registry's approved baseline, on its score of each deterministic variant per perturbation
     type × severity and per type, paired over variants (lower is better: the variants are
     degraded workflows) — difference with a paired bootstrap 95% CI, paired permutation test,
     Holm, verdict. Code: metamorph.studies.workflow_perturb.report.comparison_scores,
     metamorph.comparison.compare_models."""
-    return comparison_output(model_registry.models(), wp_report.comparison_scores(judge_scores),
-                             wp_report.COMPARED_METRICS, config)
+    yield from comparison_output(GROUP, model_registry.models(), wp_report.comparison_scores(judge_scores),
+                                 wp_report.COMPARED_METRICS, config)

@@ -22,7 +22,7 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_output,
+from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_checks, comparison_output,
                             create_lineage_views, effective_budget, generation_metadata, plan_and_guard,
                             runner_options, validated_output)
 from metamorph.studies.wrapper_sensitivity import plan as ws
@@ -368,12 +368,14 @@ class WrapperComparisonConfig(ComparisonConfig):
                       "paper's extractor).")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
+@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
+          check_specs=comparison_checks(GROUP))
 def model_comparison(config: WrapperComparisonConfig, model_registry: ModelRegistryResource,
-                     scored_answers: pd.DataFrame) -> dg.Output:
+                     scored_answers: pd.DataFrame):
     """One row per candidate model × metric × slice: the candidate against the registry's approved
     baseline on accuracy and parseability per task × wrapper and per task, paired over items —
     difference with a paired bootstrap 95% CI, exact McNemar, Holm, verdict. Code:
     metamorph.studies.wrapper_sensitivity.report.comparison_scores, metamorph.comparison.compare_models."""
-    return comparison_output(model_registry.models(), ws_report.comparison_scores(scored_answers, config.mode),
-                             ws_report.COMPARED_METRICS, config)
+    yield from comparison_output(GROUP, model_registry.models(),
+                                 ws_report.comparison_scores(scored_answers, config.mode),
+                                 ws_report.COMPARED_METRICS, config)

@@ -36,6 +36,8 @@ The registry is a YAML file (default ``config/models.yaml``)::
           max_wait_s: 86400              # stop polling after this long (a rerun resumes the batch)
           max_requests: 10000            # requests per submitted batch (more are split)
         price_per_mtok: {input: 0.40, output: 1.20}   # USD per million tokens (cost planning)
+        blocking_metrics:                # optional: the metrics whose regression blocks (default: all)
+          format_robustness: [accuracy]  # a study not named blocks on every compared metric; [] never
 
 A *workflow* of the document-format study is a model with one ingestion path
 (``<model id>/<ingestion>``). Each entry's :meth:`ModelSpec.fingerprint` lets the registry
@@ -75,6 +77,9 @@ three calls — are one call (:mod:`metamorph.replicates`). API backends are not
 at temperature 0, hence the default; a ``llama_cpp`` entry takes no such setting (the provider
 decides per request: greedy or seeded decoding is deterministic). It changes what the replicates
 measure, so ``deterministic: true`` is part of the fingerprint.
+``blocking_metrics`` (optional; study → metric names) chooses which of a candidate's regressions fail
+its studies' ``model_comparison`` check and make ``metamorph verdict`` exit 1 (:mod:`metamorph.verdict`);
+without it every compared metric of every study blocks. It changes no output: not in the fingerprint.
 """
 
 from __future__ import annotations
@@ -162,6 +167,7 @@ class ModelSpec:
     n_threads: int = 1
     deterministic: bool = False
     study_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    blocking_metrics: dict[str, tuple[str, ...]] | None = None
     source: str | None = field(default=None, compare=False, repr=False)
     entry: int | None = field(default=None, compare=False, repr=False)
 
@@ -205,7 +211,9 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     ``input`` and ``output`` to numbers >= 0 (field ``price_per_mtok.input`` …), or given for a
     ``llama_cpp`` model (local models cost 0); ``n_threads`` not an integer >= 1 or given for a
     provider other than ``llama_cpp``; ``deterministic`` not a boolean or given for ``llama_cpp``;
-    a duplicate id.
+    ``study_params`` not a mapping of a known study to decoding parameters (field
+    ``study_params.<study>``); ``blocking_metrics`` not a mapping of a known study to a list of that
+    study's compared metrics (field ``blocking_metrics.<study>``); a duplicate id.
     """
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
         raise RegistryError(source, "expected a mapping with a 'models' list", field="models")
@@ -219,7 +227,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad("an entry of 'models' must be a mapping")
         unknown = set(e) - {"id", "provider", "model", "ingestion", "base_url", "api_key_env", "max_concurrency",
                             "params", "status", "execution", "price_per_mtok", "n_threads", "deterministic",
-                            "study_params"}
+                            "study_params", "blocking_metrics"}
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         for k in ("id", "provider", "model"):
@@ -270,6 +278,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         study_params = _study_params(e.get("study_params"), bad)
         execution = _parse_execution(e.get("execution"), e["provider"], bad)
         price = _price(e.get("price_per_mtok"), e["provider"], bad)
+        blocking = _blocking_metrics(e.get("blocking_metrics"), bad)
         mid = str(e["id"])
         if mid in seen:
             raise bad(f"duplicate model id {mid!r} (first at entry {seen[mid]})", "id")
@@ -278,7 +287,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
                              base_url=e.get("base_url"), api_key_env=key_env, max_concurrency=conc,
                              params=dict(params), status=status, execution=execution, price_per_mtok=price, n_threads=threads,
                              deterministic=deterministic, study_params=study_params,
-                             source=source, entry=i))
+                             blocking_metrics=blocking, source=source, entry=i))
     return out
 
 
@@ -356,6 +365,32 @@ def _price(raw: Any, provider: str, bad) -> Price | None:
             raise bad(f"price_per_mtok.{part} must be a number of USD per million tokens >= 0, got {v!r:.40}",
                       f"{key}.{part}")
     return Price(float(raw["input"]), float(raw["output"]))
+
+
+def _blocking_metrics(raw: Any, bad) -> dict[str, tuple[str, ...]] | None:
+    """The validated ``blocking_metrics`` of an entry (``None`` when absent: every metric blocks)."""
+    if raw is None:
+        return None
+    from metamorph.verdict import compared_metrics
+
+    known = compared_metrics()
+    key = "blocking_metrics"
+    if not isinstance(raw, dict):
+        raise bad(f"blocking_metrics must be a mapping of study to the metrics that may block its verdicts, such as "
+                  f"{{format_robustness: [accuracy]}}, got {type(raw).__name__}", key)
+    out = {}
+    for study, metrics in raw.items():
+        if study not in known:
+            raise bad(f"unknown study {study!r:.40} (studies: {', '.join(sorted(known))})", f"{key}.{str(study):.40}")
+        if not isinstance(metrics, list) or not all(isinstance(x, str) for x in metrics):
+            raise bad(f"{key}.{study} must be a list of metric names ([] = never blocks), such as "
+                      f"[{known[study][0]}]", f"{key}.{study}")
+        wrong = [x for x in metrics if x not in known[study]]
+        if wrong:
+            raise bad(f"{wrong[0]!r:.40} is not a compared metric of {study} ({', '.join(known[study])})",
+                      f"{key}.{study}")
+        out[study] = tuple(metrics)
+    return out
 
 
 def approved_baseline(models: list[ModelSpec]) -> ModelSpec:

@@ -143,3 +143,33 @@ def card_markdown(card: pd.DataFrame) -> str:
     versions = cur.groupby("model_id")["version"].agg(lambda v: ", ".join(sorted({str(x)[:8] for x in v})))
     wide.insert(0, "version(s)", versions)
     return wide.reset_index().to_markdown(index=False)
+
+
+def regressions_markdown(regressions: pd.DataFrame) -> str | None:
+    """The card's top section: one line per candidate with a blocking regression (``regressions``:
+    regressed rows of the studies' ``model_comparison`` with a ``study`` column, differences as
+    fractions), or None when there is none."""
+    if regressions.empty:
+        return None
+    lines = ["**Regressed candidates** (blocking regressions after Holm; see each study's model_comparison):"]
+    for (cand, study), g in regressions.groupby(["candidate_id", "study"], sort=True):
+        rows = "; ".join(f"{r.metric} ({r.slice}) {100 * r.difference:+.1f} pp [{100 * r.ci_low:+.1f}, "
+                         f"{100 * r.ci_high:+.1f}], p (Holm) {r.p_holm:.3g}" for r in g.itertuples())
+        lines.append(f"- **{cand}** in {study}: {rows}")
+    return "\n".join(lines)
+
+
+def trend_series(card: pd.DataFrame) -> pd.DataFrame:
+    """Every headline cell's history: one point per version (registry fingerprint) of the model,
+    oldest first — ``model_id, study, metric, slice, unit, version, recorded_at, value, ci_low,
+    ci_high, is_current`` from the card's current and history rows."""
+    cols = ["model_id", "study", "metric", "slice", "unit", "version", "recorded_at", "value", "ci_low", "ci_high",
+            "is_current"]
+    if card.empty:
+        return pd.DataFrame(columns=cols)
+    return card[cols].sort_values([*_CELL, "recorded_at"]).reset_index(drop=True)
+
+
+def trend_key(model_id: str, study: str, metric: str, slice_: str) -> str:
+    """The float metadata key of one headline cell (``cand · format_robustness · M1 (ingestion=inline)``)."""
+    return f"{model_id} · {study} · {metric}" + ("" if slice_ == "all" else f" ({slice_})")

@@ -20,7 +20,7 @@ from assets import format_robustness, model_upgrades, order_probe, workflow_pert
 from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, model_upgrades_job
 from pipelines.partial import partial_run_sensor
 from pipelines.schedules import WEEKLY_SCHEDULES
-from pipelines.sensors import model_registry_sensor
+from pipelines.sensors import build_model_registry_sensor
 from resources import (EncoderResource, GenerationCacheResource, ModelRegistryResource, SafeDuckDBPandasIOManager, cache_path,
                        registry_path, warehouse_path)
 
@@ -47,7 +47,7 @@ def build_definitions() -> dg.Definitions:
         asset_checks=dg.load_asset_checks_from_modules(STUDIES),
         jobs=[*INPUT_JOBS.values(), *MODEL_JOBS.values(), model_upgrades_job],
         schedules=WEEKLY_SCHEDULES,
-        sensors=[model_registry_sensor, partial_run_sensor],
+        sensors=[build_model_registry_sensor(registry_path()), partial_run_sensor],
         resources={
             "io_manager": SafeDuckDBPandasIOManager(database=warehouse_path()),
             "model_registry": ModelRegistryResource(path=registry_path()),

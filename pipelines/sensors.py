@@ -92,6 +92,10 @@ def evaluated_fingerprint(instance: dg.DagsterInstance, study: str, model_id: st
     return None if ev is None else ev.fingerprint
 
 
+def _names(study: str, model_id: str) -> dict[str, str]:
+    return {"metamorph/model": model_id, "metamorph/study": study}
+
+
 class _Catalogues:
     """``models.list`` per (provider, base_url, api_key_env), polled at most once per tick;
     None for an endpoint whose listing failed, was not attempted (budget spent) or has no key."""
@@ -137,16 +141,44 @@ def provider_version_change(catalogues: _Catalogues, m: ModelSpec, ev: Evaluatio
     return version_change(ev.versions, ev.timestamp, current)
 
 
-# Off by default: the shipped registry holds more models than `make demo` runs, and opening the UI
-# must not spend CPU or API money unasked (issue #12). Turning it on evaluates every entry.
-@dg.sensor(jobs=list(MODEL_JOBS.values()), minimum_interval_seconds=60,
-           default_status=dg.DefaultSensorStatus.STOPPED,
-           description="Watches the model registry (METAMORPH_MODELS). A new model id becomes a partition; a new or "
-                       "changed entry is evaluated in every study that has been run with a model, and so is an entry "
-                       "whose provider (OpenAI, Anthropic; models.list, when the key is set) now serves another "
-                       "version than the one the generations reported. Models whose latest materialization "
-                       "records the current registry entry and version are not re-run.")
-def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+SENSOR_RULE = ("Watches the model registry (METAMORPH_MODELS). A new model id becomes a partition; a new or "
+               "changed entry is evaluated in every study that has been run with a model, and so is an entry "
+               "whose provider (OpenAI, Anthropic; models.list, when the key is set) now serves another "
+               "version than the one the generations reported. Models whose latest materialization "
+               "records the current registry entry and version are not re-run.")
+
+
+def sensor_description(registry: str | None = None) -> str:
+    """The registry sensor's description: its rule, then what turning it on launches for the
+    registry at ``registry`` (default: ``METAMORPH_MODELS``): at most one run of each study's
+    model job per model (models × studies), each run named by its model partition."""
+    path = registry or registry_path()
+    try:
+        models = load_registry(path)
+    except ConfigError as exc:
+        return f"{SENSOR_RULE} Registry unreadable, so it launches nothing: {exc}"
+    studies = list(MODEL_JOBS)
+    ids = [m.id for m in models]
+    return (f"{SENSOR_RULE} Turned on, it launches at most {len(ids)} model(s) × {len(studies)} studies = "
+            f"{len(ids) * len(studies)} runs: one run of <study>_model_job per registered model ({', '.join(ids)}) "
+            "in each study that has been run with a model, minus the models already evaluated with their current "
+            "entry; each request names its model (tag metamorph/model, run key <study>:<model>:<fingerprint>). "
+            "The calls and cost of a model's run: `metamorph plan <study> --models <id>`.")
+
+
+def build_model_registry_sensor(registry: str | None = None) -> dg.SensorDefinition:
+    """The model registry sensor (:func:`evaluate_registry`), off by default, with
+    :func:`sensor_description` of ``registry``."""
+    # Off by default: the shipped registry holds more models than `make demo` runs, and opening the UI
+    # must not spend CPU or API money unasked. Turning it on evaluates every entry.
+    return dg.sensor(name="model_registry_sensor", jobs=list(MODEL_JOBS.values()), minimum_interval_seconds=60,
+                     default_status=dg.DefaultSensorStatus.STOPPED,
+                     description=sensor_description(registry))(evaluate_registry)
+
+
+def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    """One tick of the registry sensor: partitions to add and runs to request (each tagged with its
+    ``metamorph/model``, ``metamorph/study`` and ``metamorph/reason``)."""
     try:
         models = load_registry(registry_path())
     except ConfigError as exc:
@@ -163,7 +195,8 @@ def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
             if ev is None or ev.fingerprint != fp:
                 runs.append(dg.RunRequest(job_name=MODEL_JOBS[s].name, partition_key=m.id,
                                           run_key=f"{s}:{m.id}:{fp[:16]}",
-                                          tags={"metamorph/reason": "new model" if ev is None or ev.fingerprint is None
+                                          tags={**_names(s, m.id),
+                                                "metamorph/reason": "new model" if ev is None or ev.fingerprint is None
                                                 else "registry entry changed"}))
                 continue
             change = provider_version_change(catalogues, m, ev)
@@ -171,7 +204,7 @@ def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
                 after = hashlib.sha256(change.after.encode()).hexdigest()[:12]
                 runs.append(dg.RunRequest(job_name=MODEL_JOBS[s].name, partition_key=m.id,
                                           run_key=f"{s}:{m.id}:{fp[:16]}:provider:{after}",
-                                          tags={"metamorph/reason": change.reason,
+                                          tags={**_names(s, m.id), "metamorph/reason": change.reason,
                                                 # the same requests again: completions cached before now were
                                                 # made by the old version and are called again (microseconds:
                                                 # a completion stored in this second is older than the tick)
@@ -181,3 +214,6 @@ def model_registry_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
                              else "no study has been run with a model yet")
     return dg.SensorResult(run_requests=runs,
                            dynamic_partitions_requests=[model_partitions.build_add_request(new_ids)] if new_ids else [])
+
+
+model_registry_sensor = build_model_registry_sensor()

@@ -24,6 +24,6 @@ def test_help_of_every_command_has_no_markup(name, capsys):
     assert text.startswith(f"usage: metamorph {name}") and not MARKUP.search(text), text
 
 
-def test_the_commands_are_gate_plan_and_trace():
-    assert sorted(commands()) == ["gate", "plan", "trace"]
+def test_the_commands_are_gate_plan_trace_and_verdict():
+    assert sorted(commands()) == ["gate", "plan", "trace", "verdict"]
     assert not MARKUP.search(_parser().format_help())

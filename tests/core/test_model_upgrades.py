@@ -11,7 +11,9 @@ import duckdb
 import pandas as pd
 import pytest
 
+from metamorph.cli import main
 from metamorph.models import load_registry
+from metamorph.report_card import trend_series
 from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES
 from tests.format_robustness.test_e2e_stub import chat
@@ -40,6 +42,11 @@ def table(db, name):
         con.close()
 
 
+def regression_checks(result):
+    """The no_blocking_regression evaluations of a run."""
+    return [c for c in result.get_asset_check_evaluations() if c.check_name == "no_blocking_regression"]
+
+
 @pytest.fixture
 def two_stub_models(stub, metamorph_home, tmp_path, monkeypatch):
     reg = tmp_path / "models.yaml"
@@ -49,7 +56,7 @@ def two_stub_models(stub, metamorph_home, tmp_path, monkeypatch):
     return stub, reg
 
 
-def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub_models, metamorph_home):
+def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub_models, metamorph_home, capsys):
     from pipelines.definitions import build_definitions
 
     stub, reg = two_stub_models
@@ -67,11 +74,31 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
         assert defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(instance=instance, run_config={
             "ops": {"format_robustness__source_instances": {"config": {"sources": ["construct"], "limit": 4}}}}).success
         model_job = defs.resolve_job_def("format_robustness_model_job")
-        assert model_job.execute_in_process(instance=instance, partition_key="base", run_config=cfg).success
-        # only the baseline evaluated: no verdict yet, and the table says so in its metadata
+        base_run = model_job.execute_in_process(instance=instance, partition_key="base", run_config=cfg)
+        assert base_run.success
+        # only the baseline evaluated: no verdict yet, and the table and its check say what to run
         assert table(db, "format_robustness.model_comparison").empty
-        assert model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg).success
+        todo = "candidate registered but not evaluated: cand — run `format_robustness_model_job` for its partition"
+        md = base_run.asset_materializations_for_node("format_robustness__model_comparison")[0].metadata
+        assert (md["next_step"].value, md["comparison"].value) == (todo, f"_no comparison: {todo}_")
+        [check] = regression_checks(base_run)
+        assert (check.passed, check.metadata["summary"].value) == (True, f"nothing compared: {todo}")
+        capsys.readouterr()  # Dagster's run log
+        assert main(["verdict", "--model", "cand", "--study", "format_robustness"]) == 2
+        assert capsys.readouterr().err == ("metamorph verdict: error: not evaluated in format_robustness: cand — run "
+                                           "`format_robustness_model_job` for its partition\n")
+        cand_run = model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg)
+        assert cand_run.success
         assert len(stub.requests_to("/cand/v1/chat/completions")) >= 16
+        [check] = regression_checks(cand_run)
+        assert (check.passed, check.metadata["summary"].value, check.metadata["regressed_rows"].value) == (
+            True, "no candidate regressed on a blocking metric", [])
+        assert "next_step" not in cand_run.asset_materializations_for_node(
+            "format_robustness__model_comparison")[0].metadata
+        # the verdict command agrees: nothing regressed, exit 0
+        capsys.readouterr()
+        assert main(["verdict", "--model", "cand"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == "no blocking regression"
 
         cmp = table(db, "format_robustness.model_comparison").set_index(["metric", "slice"])
         s = "ingestion=inline, dataset=construct"
@@ -126,6 +153,16 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
                                                                                   "wrapper_sensitivity"]}
     assert md["models_with_previous_version"].value == ["cand"]
     assert md["plot"].value.startswith("![plot](data:image/png;base64,")
+    # the trend: one point per registry fingerprint of cand, oldest first, with its CI; the current value as a float
+    series = trend_series(card)
+    acc = series[(series["model_id"] == "cand") & (series["study"] == "format_robustness")
+                 & (series["metric"] == "accuracy")]
+    assert acc[["version", "value", "is_current"]].values.tolist() == [[fp["cand"], 68.75, False], [new_fp, 50.0, True]]
+    assert acc["ci_low"].notna().all() and (acc["ci_low"] <= acc["value"]).all()
+    assert md["cand · format_robustness · accuracy (ingestion=inline)"].value == 50.0
+    assert md["cand · format_robustness · M1 (ingestion=inline)"].value == 0.0
+    assert md["trend"].value.startswith("![plot](data:image/png;base64,")
+    assert md["regressed_candidates"].value == []
 
 
 def synthetic_scored():
@@ -147,37 +184,63 @@ def synthetic_scored():
     return df
 
 
-def test_wrapper_verdicts_and_card_on_a_synthetic_scored_table(metamorph_home, tmp_path, monkeypatch):
-    from pipelines.definitions import build_definitions
+WRAPPER_REGISTRY = ("models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
+                    "  - {id: cand, provider: llama_cpp, model: cand.gguf%s}\n")
 
+
+def synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch, cand_extra=""):
+    """The warehouse holds wrapper_sensitivity.scored_answers and mean_fsi_psi of
+    :func:`synthetic_scored` (as the study's assets write them); returns the registry path."""
     reg = tmp_path / "models.yaml"
-    reg.write_text("models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
-                   "  - {id: cand, provider: llama_cpp, model: cand.gguf}\n")
+    reg.write_text(WRAPPER_REGISTRY % cand_extra)
     monkeypatch.setenv("METAMORPH_MODELS", str(reg))
     scored = synthetic_scored()
     mean = wm.mean_indices(wm.fsi_psi(wm.cell_metrics(scored)), n_resamples=1000, seed=0)
-    db = metamorph_home / "metamorph.duckdb"
-    con = duckdb.connect(str(db))
+    con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"))
     con.execute("CREATE SCHEMA wrapper_sensitivity")
     con.register("s", scored)
     con.register("m", mean)
     con.execute("CREATE TABLE wrapper_sensitivity.scored_answers AS SELECT * FROM s")
     con.execute("CREATE TABLE wrapper_sensitivity.mean_fsi_psi AS SELECT * FROM m")
     con.close()
+    return reg
+
+
+#: The four rows cand regressed on in :func:`synthetic_scored` (metric, slice, difference = CI bounds):
+#: json: 12 of 12 items lost (exact McNemar p = 2 · 2**-12); pooled over the 5 wrappers every item
+#: drops from 1 to 0.8 (all 12 sign-flip differences equal: p = 2 / 2**12). Holm over 12 rows: 12 · 2**-11.
+REGRESSED = [("accuracy", "task=t_bool", -0.2), ("accuracy", "task=t_bool, wrapper=json", -1.0),
+             ("parseability", "task=t_bool", -0.2), ("parseability", "task=t_bool, wrapper=json", -1.0)]
+
+
+def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_home, tmp_path, monkeypatch):
+    from pipelines.definitions import build_definitions
+
+    synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch)
+    db = metamorph_home / "metamorph.duckdb"
     defs = build_definitions()  # its warehouse is METAMORPH_HOME's: the tables written above
     cmp_key = dg.AssetKey(["wrapper_sensitivity", "model_comparison"])
     card_key = dg.AssetKey(["model_upgrades", "robustness_report_card"])
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["base", "cand"])
-        res = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-            asset_selection=[cmp_key, card_key], instance=instance)
+        job = defs.resolve_implicit_global_asset_job_def()
+        res = job.execute_in_process(asset_selection=[cmp_key, card_key], instance=instance)
+        # the checks fail (ERROR); the run does not, so the card downstream is built and shows the regression
         assert res.success
         verdicts = res.asset_materializations_for_node("wrapper_sensitivity__model_comparison")[0].metadata["verdicts"]
+        check, card_check = res.get_asset_check_evaluations()
+        assert (check.asset_key, check.check_name, check.passed, check.severity) == (
+            cmp_key, "no_blocking_regression", False, dg.AssetCheckSeverity.ERROR)
+        rows = check.metadata["regressed_rows"].value
+        assert [(r["candidate_id"], r["metric"], r["slice"]) for r in rows] == [("cand", m, sl) for m, sl, _ in REGRESSED]
+        for r, (_, _, d) in zip(rows, REGRESSED):
+            assert [r["difference"], r["ci_low"], r["ci_high"], r["p_holm"]] == pytest.approx([d, d, d, 12 * 2 ** -11])
+        assert check.metadata["regressed_candidates"].value == ["cand"]
+        assert check.metadata["summary"].value == "4 regressed row(s) on blocking metrics: cand (accuracy, parseability)"
+        card_md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
     cmp = table(db, "wrapper_sensitivity.model_comparison").set_index(["metric", "slice"])
     assert len(cmp) == 12  # {accuracy, parseability} × (5 wrappers + the task pooled over them)
-    hit = [(m, sl) for m in ("accuracy", "parseability") for sl in ("task=t_bool", "task=t_bool, wrapper=json")]
-    # json: 12 of 12 lost -> exact McNemar p = 2 · 2**-12; pooled: every item 1 -> 0.8, all 12 sign-flip
-    # differences equal -> p = 2 / 2**12. Holm over the 12 rows: 12 · 2**-11 for the four.
+    hit = [(m, sl) for m, sl, _ in REGRESSED]
     for cell in hit:
         assert cmp.loc[cell, "p_value"] == pytest.approx(2 ** -11)
         assert cmp.loc[cell, "p_holm"] == pytest.approx(12 * 2 ** -11)
@@ -190,9 +253,60 @@ def test_wrapper_verdicts_and_card_on_a_synthetic_scored_table(metamorph_home, t
     assert set(rest["verdict"]) == {"no detectable change"} and set(rest["p_holm"]) == {1.0}
     assert [c.strip() for c in verdicts.value.splitlines()[2].split("|")[1:-1]] == ["cand", "4", "0", "8", "0"]
 
+    # the card's own check fails on the study's regression, and the card opens with it
+    assert (card_check.asset_key, card_check.check_name, card_check.passed, card_check.severity) == (
+        card_key, "no_candidate_regressed", False, dg.AssetCheckSeverity.ERROR)
+    assert card_check.metadata["regressed_candidates"].value == {"wrapper_sensitivity": ["cand"]}
+    assert card_md["regressed_candidates"].value == ["cand"]
+    assert card_md["report_card"].value.splitlines()[:2] == [
+        "**Regressed candidates** (blocking regressions after Holm; see each study's model_comparison):",
+        "- **cand** in wrapper_sensitivity: accuracy (task=t_bool) -20.0 pp [-20.0, -20.0], p (Holm) 0.00586; "
+        "accuracy (task=t_bool, wrapper=json) -100.0 pp [-100.0, -100.0], p (Holm) 0.00586; "
+        "parseability (task=t_bool) -20.0 pp [-20.0, -20.0], p (Holm) 0.00586; "
+        "parseability (task=t_bool, wrapper=json) -100.0 pp [-100.0, -100.0], p (Holm) 0.00586"]
+    assert card_md["next_step"].value == (
+        "not in the card: format_robustness, order_probe, workflow_perturb — run `format_robustness_inputs_job` then "
+        "`format_robustness_model_job`, `order_probe_inputs_job` then `order_probe_model_job`, "
+        "`workflow_perturb_inputs_job` then `workflow_perturb_model_job` for the registered models' partitions, "
+        "then `model_upgrades_job`")
+    # every headline cell is float metadata (Dagster plots it across materializations) and in the trend plot
+    assert card_md["cand · wrapper_sensitivity · accuracy"].value == 80.0
+    assert card_md["base · wrapper_sensitivity · FSI"].value == 0.0
+    assert card_md["trend"].value.startswith("![plot](data:image/png;base64,")
+
     card = table(db, "model_upgrades.robustness_report_card").set_index(["model_id", "metric"])
     assert card.loc[("cand", "accuracy"), ["value", "ci_low", "ci_high", "n"]].tolist() == [80.0, 80.0, 80.0, 12]
     assert card.loc[("base", "parseability"), "value"] == 100.0
     assert card.loc[("cand", "FSI"), ["value", "unit", "n"]].tolist() == [100.0, "pp", 1]
     assert math.isnan(card.loc[("cand", "FSI"), "ci_low"]) and card.loc[("base", "FSI"), "value"] == 0.0
     assert set(card["version"]) == {"unrecorded"}  # no wrapper_generations materialization recorded one
+
+
+def test_metrics_that_do_not_block_pass_the_check(metamorph_home, tmp_path, monkeypatch):
+    """The candidate's registry entry lets only parseability block in the wrapper study: its
+    accuracy regressions are listed as not blocking, its parseability ones still fail the check;
+    with [] nothing blocks and the check passes."""
+    from pipelines.definitions import build_definitions
+
+    reg = synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch,
+                                      ", blocking_metrics: {wrapper_sensitivity: [parseability]}")
+    cmp_key = dg.AssetKey(["wrapper_sensitivity", "model_comparison"])
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["base", "cand"])
+        res = build_definitions().resolve_implicit_global_asset_job_def().execute_in_process(
+            asset_selection=[cmp_key], instance=instance)
+        [check] = res.get_asset_check_evaluations()
+        assert res.success and not check.passed
+        assert [(r["metric"], r["slice"]) for r in check.metadata["regressed_rows"].value] == [
+            (m, sl) for m, sl, _ in REGRESSED[2:]]
+        assert [(r["metric"], r["slice"]) for r in check.metadata["regressed_rows_not_blocking"].value] == [
+            (m, sl) for m, sl, _ in REGRESSED[:2]]
+
+        reg.write_text(WRAPPER_REGISTRY % ", blocking_metrics: {wrapper_sensitivity: []}")
+        res = build_definitions().resolve_implicit_global_asset_job_def().execute_in_process(
+            asset_selection=[cmp_key], instance=instance)
+        [check] = res.get_asset_check_evaluations()
+    assert res.success and check.passed
+    assert check.metadata["regressed_rows"].value == []
+    assert check.metadata["summary"].value == ("no candidate regressed on a blocking metric (4 regressed row(s) on "
+                                               "metrics that do not block)")

@@ -152,6 +152,10 @@ def test_new_and_changed_registry_entries(evaluated):
     res = tick(instance)
     assert requested(res) == [("order_probe_model_job", "gpt-new", "new model")]
     assert [r.partition_keys for r in res.dynamic_partitions_requests] == [["gpt-new"]]
+    # the request names its model and study (the UI's preview lists tags and run key)
+    [rr] = res.run_requests
+    assert (rr.tags["metamorph/model"], rr.tags["metamorph/study"]) == ("gpt-new", "order_probe")
+    assert rr.run_key.startswith("order_probe:gpt-new:")
 
     # launch what was requested: the partition exists, the run records the entry, the sensor idles
     instance.add_dynamic_partitions("model", res.dynamic_partitions_requests[0].partition_keys)
@@ -199,3 +203,20 @@ def test_llm_perturbations_record_the_partition_models_reported_versions(stub, m
     assert (len(stub.requests_to("/a/v1/chat/completions")), len(stub.requests_to("/b/v1/chat/completions"))) == (1, 1)
     assert md["reported_model_versions"].value == ["gen-a-2026-01-01"]
     assert md["status"].value == {"invalid": 1}
+
+
+def test_the_sensor_description_says_what_turning_it_on_launches(tmp_path):
+    from pipelines.sensors import SENSOR_RULE, sensor_description
+
+    registry = tmp_path / "models.yaml"
+    registry.write_text("models:\n  - {id: base, provider: llama_cpp, model: b.gguf, status: approved}\n"
+                        "  - {id: cand, provider: llama_cpp, model: c.gguf}\n")
+    text = sensor_description(str(registry))
+    assert text == (f"{SENSOR_RULE} Turned on, it launches at most 2 model(s) × 4 studies = 8 runs: one run of "
+                    "<study>_model_job per registered model (base, cand) in each study that has been run with a model, "
+                    "minus the models already evaluated with their current entry; each request names its model (tag "
+                    "metamorph/model, run key <study>:<model>:<fingerprint>). The calls and cost of a model's run: "
+                    "`metamorph plan <study> --models <id>`.")
+    registry.write_text("models: 3\n")
+    assert sensor_description(str(registry)) == (f"{SENSOR_RULE} Registry unreadable, so it launches nothing: "
+                                                 f"{registry}, field 'models': expected a mapping with a 'models' list")

@@ -216,7 +216,7 @@ HELP = "  (see: python -m pipelines.run --help)"
     (["order_probe", "--settings", "zeroshot"],
      "error: argument --settings: invalid choice: 'zeroshot' (choose from 'zero_shot', 'cot', 'few_shot')" + HELP),
     (["format_robustness", "--models", "smollm2-135m"], "error: unknown model id(s) ['smollm2-135m']; registry has "
-     "['smollm2-135m-instruct', 'smollm2-135m-instruct-t07', 'gemma3-270m']" + HELP),
+     "['smollm2-135m-instruct', 'smollm2-135m-instruct-greedy', 'gemma3-270m']" + HELP),
     (["format_robustness", "--source", "medqa:no/such/sampel.jsonl"], "error: no/such/sampel.jsonl: file does not exist"),
     (["order_probe", "--no-routing"],
      "error: argument --no-routing: only the format_robustness study has format routing" + HELP),

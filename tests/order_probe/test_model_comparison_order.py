@@ -85,9 +85,15 @@ def test_model_comparison_asset_materializes_on_a_scored_table(metamorph_home, t
         instance.add_dynamic_partitions("model", ["base", "cand", "later"])
         res = defs.resolve_implicit_global_asset_job_def().execute_in_process(
             asset_selection=[dg.AssetKey(["order_probe", "model_comparison"])], instance=instance)
-        assert res.success
+        assert res.success  # cand regressed: the check fails (ERROR), the run does not
         md = res.asset_materializations_for_node("order_probe__model_comparison")[0].metadata
+        [check] = res.get_asset_check_evaluations()
     assert md["baseline"].value == "base" and md["candidates_not_evaluated"].value == ["later"]
+    assert md["next_step"].value == ("candidate registered but not evaluated: later — run `order_probe_model_job` for "
+                                     "its partition")
+    assert (check.check_name, check.passed) == ("no_blocking_regression", False)
+    assert [(r["candidate_id"], r["metric"], r["p_holm"]) for r in check.metadata["regressed_rows"].value] == [
+        ("cand", "recovery", 3 * 2 / 256)] * 2
     con = duckdb.connect(str(db), read_only=True)
     cmp = con.execute("SELECT * FROM order_probe.model_comparison ORDER BY slice").df()
     con.close()

@@ -1,0 +1,373 @@
+"""Upgrade verdicts a team acts on: which regressions block, what to run when there is nothing to
+compare, and the ``metamorph verdict`` command.
+
+``metamorph verdict --model ID [--study S] [--json] [--warehouse PATH] [--registry PATH]``
+
+Reads the study tables in the warehouse (read-only), builds every study's item scores with the
+study's own ``report.comparison_scores`` and compares the candidate with the registry's approved
+baseline (:func:`metamorph.comparison.compare_models`: paired bootstrap CI, exact McNemar or
+sign-flip permutation test, Holm over the candidate's family within a study) — the computation
+of each study's ``model_comparison`` asset, with its default settings. Exit code 0 when no row
+regressed on a blocking metric, 1 when one did, 2 for bad input (unknown model, no approved
+baseline, a study not run or a model not evaluated in it; one line on stderr saying what to run).
+
+**Blocking metrics.** A regressed row blocks (fails the ``model_comparison`` asset's check
+:data:`REGRESSION_CHECK`, and makes this command exit 1) when its metric may block for the
+candidate: its registry entry's ``blocking_metrics`` (study → metrics; a study it does not name,
+or an entry without the key, blocks on every compared metric of the study; ``[]`` never blocks).
+
+Pure library: no Dagster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from metamorph.comparison import compare_models, comparison_markdown
+from metamorph.errors import ConfigError, MetamorphError
+
+EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
+
+#: Name of the asset check on every study's ``model_comparison``.
+REGRESSION_CHECK = "no_blocking_regression"
+
+#: Columns of a regressed row as the check's metadata and ``--json`` list it.
+REGRESSION_FIELDS = ["candidate_id", "metric", "slice", "difference", "ci_low", "ci_high", "p_holm"]
+
+
+@dataclass(frozen=True)
+class VerdictSource:
+    """What a study's verdicts are computed from: the warehouse tables (``<study>.<table>``),
+    passed positionally to ``scores`` (→ item scores, :data:`metamorph.comparison.ITEM_SCORE_COLUMNS`),
+    and each compared metric's direction (True: higher is better)."""
+
+    tables: tuple[str, ...]
+    scores: Callable[..., pd.DataFrame]
+    directions: Mapping[str, bool]
+
+
+def sources() -> dict[str, VerdictSource]:
+    """Study → :class:`VerdictSource` (the studies' report modules are imported on first use)."""
+    from metamorph.studies.format_robustness import report as fmt
+    from metamorph.studies.order_probe import report as op
+    from metamorph.studies.workflow_perturb import report as wp
+    from metamorph.studies.wrapper_sensitivity import report as ws
+
+    return {
+        "format_robustness": VerdictSource(("generation_outcomes", "mr_flags"), fmt.comparison_scores,
+                                           fmt.COMPARED_METRICS),
+        "order_probe": VerdictSource(("scored_replies",), op.comparison_scores, op.COMPARED_METRICS),
+        "workflow_perturb": VerdictSource(("judge_scores",), wp.comparison_scores, wp.COMPARED_METRICS),
+        "wrapper_sensitivity": VerdictSource(("scored_answers",), ws.comparison_scores, ws.COMPARED_METRICS),
+    }
+
+
+def compared_metrics() -> dict[str, tuple[str, ...]]:
+    """Study → the headline metrics its verdicts compare (the metrics ``blocking_metrics`` may name)."""
+    return {s: tuple(src.directions) for s, src in sources().items()}
+
+
+def model_job(study: str) -> str:
+    """The job that evaluates one model partition in ``study`` (and rebuilds its verdicts)."""
+    return f"{study}_model_job"
+
+
+def _partitions(ids: Sequence[str]) -> str:
+    return f"{', '.join(ids)} — run `{{job}}` for {'its partition' if len(ids) == 1 else 'their partitions'}"
+
+
+# ------------------------------------------------------------------ blocking
+
+
+def blocks(spec, study: str, metric: str) -> bool:
+    """Whether a regression of ``metric`` in ``study`` blocks for registry entry ``spec``
+    (a :class:`~metamorph.models.ModelSpec`; None — an id no longer registered — blocks)."""
+    chosen = getattr(spec, "blocking_metrics", None)
+    if chosen is None or study not in chosen:
+        return True
+    return metric in chosen[study]
+
+
+def blocking_mask(comparison: pd.DataFrame, models: Sequence, study: str) -> pd.Series:
+    """Per row of a comparison (:data:`~metamorph.comparison.COMPARISON_COLUMNS`): True when its
+    metric may block for its candidate (:func:`blocks`)."""
+    by_id = {m.id: m for m in models}
+    return pd.Series([blocks(by_id.get(c), study, m) for c, m in zip(comparison["candidate_id"], comparison["metric"])],
+                     index=comparison.index, dtype=bool)
+
+
+def regression_records(rows: pd.DataFrame) -> list[dict]:
+    """Regressed rows as plain records of :data:`REGRESSION_FIELDS` (differences and CI as
+    fractions, candidate − baseline; a missing CI bound is None)."""
+    out = []
+    for r in rows[REGRESSION_FIELDS].itertuples(index=False):
+        out.append({k: (None if isinstance(v, float) and math.isnan(v) else (float(v) if isinstance(v, float) else v))
+                    for k, v in zip(REGRESSION_FIELDS, r)})
+    return out
+
+
+@dataclass(frozen=True)
+class RegressionCheck:
+    """The outcome of :func:`regression_check`: ``passed``, the regressed rows that block and
+    those whose metric does not block (:data:`~metamorph.comparison.COMPARISON_COLUMNS`), and a
+    one-line ``summary``."""
+
+    passed: bool
+    blocking: pd.DataFrame
+    not_blocking: pd.DataFrame
+    summary: str
+
+
+def regression_check(comparison: pd.DataFrame, models: Sequence, study: str) -> RegressionCheck:
+    """Whether any candidate regressed (verdict ``regressed``, i.e. after Holm) on a metric that
+    may block for it (:func:`blocks`); ``comparison`` is a study's ``model_comparison``."""
+    regressed = comparison[comparison["verdict"] == "regressed"]
+    mask = blocking_mask(regressed, models, study) if len(regressed) else pd.Series(dtype=bool)
+    blocking, other = (regressed[mask], regressed[~mask]) if len(regressed) else (regressed, regressed)
+    if len(blocking):
+        cands = sorted(set(blocking["candidate_id"]))
+        summary = (f"{len(blocking)} regressed row(s) on blocking metrics: "
+                   + "; ".join(f"{c} ({', '.join(sorted(set(blocking.loc[blocking['candidate_id'] == c, 'metric'])))})"
+                               for c in cands))
+    else:
+        summary = "no candidate regressed on a blocking metric"
+        if len(other):
+            summary += f" ({len(other)} regressed row(s) on metrics that do not block)"
+    return RegressionCheck(not len(blocking), blocking, other, summary)
+
+
+# ------------------------------------------------------------------ empty states
+
+
+def comparison_next_step(study: str, models: Sequence, evaluated: set[str]) -> str | None:
+    """What a study's comparison lacks, naming the job to run, or None when the approved baseline
+    and every registered candidate have been evaluated. ``evaluated``: the model ids with item
+    scores in the study.
+
+    E.g. ``candidates registered but not evaluated: gemma3-270m, smollm2-135m-instruct-greedy — run
+    `format_robustness_model_job` for their partitions``.
+    """
+    from metamorph.models import approved_baseline
+
+    source = next((m.source for m in models if m.source), "the registry")
+    try:
+        baseline = approved_baseline(list(models)).id
+    except ConfigError:
+        approved = [m.id for m in models if m.status == "approved"]
+        found = f"entries {', '.join(approved)} are all approved" if approved else "none"
+        return f"no approved baseline ({found}): set `status: approved` on exactly one entry of {source}"
+    candidates = [m.id for m in models if m.status == "candidate"]
+    parts = []
+    if baseline not in evaluated:
+        parts.append("approved baseline not evaluated: " + _partitions([baseline]).format(job=model_job(study)))
+    if not candidates:
+        parts.append(f"no candidate registered: add an entry to {source} (status: candidate is the default), then "
+                     f"run `{model_job(study)}` for its partition")
+    missing = [c for c in candidates if c not in evaluated]
+    if missing:
+        parts.append(f"candidate{'s' if len(missing) > 1 else ''} registered but not evaluated: "
+                     + _partitions(missing).format(job=model_job(study)))
+    return "; ".join(parts) or None
+
+
+def studies_to_run(missing: Sequence[str]) -> str | None:
+    """The report card's empty state: the studies without card rows and the jobs that make them
+    (None when none is missing)."""
+    if not missing:
+        return None
+    jobs = ", ".join(f"`{s}_inputs_job` then `{model_job(s)}`" for s in missing)
+    return (f"not in the card: {', '.join(missing)} — run {jobs} for the registered models' partitions, "
+            "then `model_upgrades_job`")
+
+
+# ------------------------------------------------------------------ the verdict from the warehouse
+
+
+class VerdictError(MetamorphError, ValueError):
+    """Bad input to :func:`warehouse_verdict`: one line saying what is missing and what to run."""
+
+
+@dataclass
+class Verdict:
+    """A candidate against the approved baseline across studies.
+
+    Attributes:
+        candidate, baseline: model ids.
+        comparison: :data:`~metamorph.comparison.COMPARISON_COLUMNS` plus ``study`` and ``blocks``
+            (whether the row's metric may block for the candidate), one row per study × metric × slice.
+        skipped: study → why it was not compared (what to run), for studies left out.
+    """
+
+    candidate: str
+    baseline: str
+    comparison: pd.DataFrame
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def regressions(self) -> pd.DataFrame:
+        """The rows that regressed on a blocking metric."""
+        c = self.comparison
+        return c[(c["verdict"] == "regressed") & c["blocks"]]
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a row regressed on a blocking metric, else 0."""
+        return EXIT_REGRESSED if len(self.regressions) else EXIT_OK
+
+
+def _read(con, schema: str, table: str) -> pd.DataFrame | None:
+    n = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
+                    [schema, table]).fetchall()[0][0]
+    return con.execute(f'SELECT * FROM "{schema}"."{table}"').df() if n else None
+
+
+def warehouse_verdict(warehouse: str | Path, models: Sequence, candidate: str, studies: Sequence[str] | None = None,
+                      *, alpha: float = 0.05, n_resamples: int = 2000, seed: int = 0) -> Verdict:
+    """The verdict table of ``candidate`` against the registry's approved baseline, from the
+    study tables in ``warehouse`` (opened read-only).
+
+    Args:
+        models: the registry entries (:func:`metamorph.models.load_registry`).
+        studies: studies to compare in (default: every study; those not run, or where either model
+            was not evaluated, are skipped and listed in :attr:`Verdict.skipped`).
+        alpha, n_resamples, seed: as the ``model_comparison`` assets' defaults.
+
+    Raises:
+        VerdictError: ``candidate`` not in the registry or the baseline itself; no (or more than one)
+            approved entry; no warehouse file; an unknown study; a requested study not run or a
+            model not evaluated in it; with every study, none in which both models were evaluated.
+    """
+    import duckdb
+
+    from metamorph.models import approved_baseline
+
+    source = next((m.source for m in models if m.source), "the registry")
+    ids = [m.id for m in models]
+    if candidate not in ids:
+        raise VerdictError(f"model {candidate!r} is not in the registry {source} (registered: {', '.join(ids)}); add "
+                           "its entry there, then run the studies' model jobs for its partition")
+    try:
+        baseline = approved_baseline(list(models)).id
+    except ConfigError:
+        raise VerdictError(comparison_next_step("", models, set())) from None
+    if candidate == baseline:
+        others = [m.id for m in models if m.status == "candidate"]
+        raise VerdictError(f"{candidate} is the approved baseline; name a candidate ({', '.join(others) or 'none'})")
+    known = sources()
+    wanted = list(studies) if studies else sorted(known)
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        raise VerdictError(f"unknown study {unknown[0]!r} (studies: {', '.join(sorted(known))})")
+    path = Path(warehouse)
+    if not path.exists():
+        raise VerdictError(f"no warehouse {path}: run `{model_job(wanted[0])}` for partitions {baseline}, {candidate} "
+                           f"(after `{wanted[0]}_inputs_job`)")
+    by_id = {m.id: m for m in models}
+    parts, skipped = [], {}
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        for s in wanted:
+            src = known[s]
+            frames = [_read(con, s, t) for t in src.tables]
+            if any(f is None or f.empty for f in frames):
+                skipped[s] = (f"{s} has not been run: run `{s}_inputs_job`, then `{model_job(s)}` for partitions "
+                              f"{baseline}, {candidate}")
+                continue
+            scores = src.scores(*frames)
+            evaluated = set(scores["model_id"])
+            absent = [m for m in (baseline, candidate) if m not in evaluated]
+            if absent:
+                skipped[s] = f"not evaluated in {s}: " + _partitions(absent).format(job=model_job(s))
+                continue
+            cmp = compare_models(scores, baseline, src.directions, candidates=[candidate], alpha=alpha,
+                                 n_resamples=n_resamples, seed=seed)
+            cmp.insert(0, "study", s)
+            cmp["blocks"] = [blocks(by_id[candidate], s, m) for m in cmp["metric"]]
+            parts.append(cmp)
+    finally:
+        con.close()
+    if studies and skipped:
+        raise VerdictError(next(iter(skipped.values())))
+    if not parts:
+        raise VerdictError(f"{candidate} has not been compared with {baseline} in any study: "
+                           + "; ".join(skipped.values()))
+    return Verdict(candidate, baseline, pd.concat(parts, ignore_index=True), skipped)
+
+
+def format_text(v: Verdict) -> str:
+    """The verdict as terminal text: per study the regressions-first table, then the skipped studies
+    and one last line ``REGRESSED: …`` or ``no blocking regression``."""
+    lines = [f"candidate {v.candidate} against the approved baseline {v.baseline}"]
+    for s, part in v.comparison.groupby("study", sort=True):
+        lines += ["", f"## {s}", comparison_markdown(part.drop(columns=["study", "blocks"]))]
+        quiet = sorted(set(part.loc[~part["blocks"], "metric"]))
+        if quiet:
+            lines.append(f"(metrics that do not block for {v.candidate}: {', '.join(quiet)})")
+    for s, why in v.skipped.items():
+        lines += ["", f"skipped {s}: {why}"]
+    reg = v.regressions
+    lines.append("")
+    if len(reg):
+        lines.append(f"REGRESSED: {len(reg)} row(s) on blocking metrics: " + "; ".join(
+            f"{r.study} {r.metric} ({r.slice}) {100 * r.difference:+.1f} pp, p (Holm) {r.p_holm:.3g}"
+            for r in reg.itertuples()))
+    else:
+        lines.append("no blocking regression")
+    return "\n".join(lines)
+
+
+def as_json(v: Verdict) -> dict:
+    """The verdict as one JSON-ready object: candidate, baseline, ``regressed`` (bool), the
+    blocking regressions (:data:`REGRESSION_FIELDS` + study), every row and the skipped studies."""
+    def clean(records):
+        return [{k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in r.items()} for r in records]
+
+    reg = v.regressions
+    return {"candidate": v.candidate, "baseline": v.baseline, "regressed": bool(len(reg)),
+            "blocking_regressions": clean(reg[["study", *REGRESSION_FIELDS]].to_dict("records")),
+            "rows": clean(v.comparison.to_dict("records")), "skipped": v.skipped}
+
+
+# ------------------------------------------------------------------ the command
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``metamorph verdict``."""
+    p.add_argument("--model", required=True, help="The candidate (registry id).")
+    p.add_argument("--study", action="append", default=None, choices=sorted(sources()),
+                   help="Only this study (repeatable; default: every study the two models were evaluated in).")
+    p.add_argument("--json", action="store_true", help="One JSON object on stdout.")
+    p.add_argument("--warehouse", default=None, help="The DuckDB warehouse (default: $METAMORPH_HOME/metamorph.duckdb, "
+                   "else data/metamorph.duckdb); opened read-only.")
+    p.add_argument("--registry", default=None, help="The model registry (default: $METAMORPH_MODELS, else "
+                   "config/models.yaml).")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``metamorph verdict``: exit 0 (no blocking regression), 1 (one or more), or 2 with one
+    line on stderr (:class:`VerdictError`, or an invalid registry)."""
+    from metamorph.costplan import default_registry
+    from metamorph.models import load_registry
+    from metamorph.trace import default_warehouse
+
+    try:
+        models = load_registry(args.registry or default_registry())
+        v = warehouse_verdict(args.warehouse or default_warehouse(), models, args.model, args.study)
+    except (VerdictError, ConfigError) as exc:
+        print(f"metamorph verdict: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(as_json(v), ensure_ascii=False, indent=1) if args.json else format_text(v))
+    return v.exit_code
+
+
+COMMANDS = {"verdict": (
+    "Print a candidate's upgrade verdicts against the approved baseline; exit 1 when one regressed.",
+    "\n\n".join(__doc__.split("\n\n")[1:3]) if __doc__ else None, add_arguments, run)}

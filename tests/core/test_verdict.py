@@ -1,0 +1,156 @@
+"""``metamorph verdict`` on a real DuckDB warehouse holding the wrapper study's scored table
+(tests.core.test_model_upgrades.synthetic_scored, written as the study's assets write it): exit 1
+and the regressed rows when the candidate regressed, 0 when it did not (or when its registry entry
+lets none of them block), 2 with one line naming what to run for bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from metamorph.cli import main
+from tests.core.test_model_upgrades import REGRESSED, WRAPPER_REGISTRY, synthetic_scored, synthetic_wrapper_warehouse
+
+NOT_RUN = {s: f"{s} has not been run: run `{s}_inputs_job`, then `{s}_model_job` for partitions base, cand"
+           for s in ("format_robustness", "order_probe", "workflow_perturb")}
+
+
+def verdict(capsys, *args):
+    code = main(["verdict", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_regressed_candidate_exits_1_with_its_rows(metamorph_home, tmp_path, monkeypatch, capsys):
+    synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch)
+    code, out, err = verdict(capsys, "--model", "cand", "--json")
+    assert (code, err) == (1, "")
+    v = json.loads(out)
+    assert (v["candidate"], v["baseline"], v["regressed"]) == ("cand", "base", True)
+    assert [(r["study"], r["metric"], r["slice"]) for r in v["blocking_regressions"]] == [
+        ("wrapper_sensitivity", m, sl) for m, sl, _ in REGRESSED]
+    for r, (_, _, d) in zip(v["blocking_regressions"], REGRESSED):
+        assert [r["difference"], r["ci_low"], r["ci_high"], r["p_holm"]] == pytest.approx([d, d, d, 12 * 2 ** -11])
+    assert len(v["rows"]) == 12 and {r["verdict"] for r in v["rows"]} == {"regressed", "no detectable change"}
+    assert v["skipped"] == NOT_RUN
+
+    code, out, _ = verdict(capsys, "--model", "cand", "--study", "wrapper_sensitivity")
+    assert code == 1
+    assert out.splitlines()[:3] == ["candidate cand against the approved baseline base", "", "## wrapper_sensitivity"]
+    assert out.splitlines()[-1] == (
+        "REGRESSED: 4 row(s) on blocking metrics: wrapper_sensitivity accuracy (task=t_bool) -20.0 pp, p (Holm) 0.00586; "
+        "wrapper_sensitivity accuracy (task=t_bool, wrapper=json) -100.0 pp, p (Holm) 0.00586; "
+        "wrapper_sensitivity parseability (task=t_bool) -20.0 pp, p (Holm) 0.00586; "
+        "wrapper_sensitivity parseability (task=t_bool, wrapper=json) -100.0 pp, p (Holm) 0.00586")
+
+
+def test_metrics_that_do_not_block_exit_0(metamorph_home, tmp_path, monkeypatch, capsys):
+    synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch, ", blocking_metrics: {wrapper_sensitivity: []}")
+    code, out, _ = verdict(capsys, "--model", "cand", "--study", "wrapper_sensitivity")
+    assert code == 0
+    lines = out.splitlines()
+    assert "(metrics that do not block for cand: accuracy, parseability)" in lines
+    assert lines[-1] == "no blocking regression"
+
+
+def test_no_regression_exits_0(metamorph_home, tmp_path, monkeypatch, capsys):
+    import duckdb
+
+    synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch)
+    # the candidate answers exactly as the baseline: every difference is 0
+    scored = synthetic_scored()
+    base = scored[scored["model_id"] == "base"]
+    same = base.assign(model_id="cand", generation_key=base["generation_key"].str.replace("base", "cand"))
+    con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"))
+    con.register("s", __import__("pandas").concat([base, same]))
+    con.execute("CREATE OR REPLACE TABLE wrapper_sensitivity.scored_answers AS SELECT * FROM s")
+    con.close()
+    code, out, _ = verdict(capsys, "--model", "cand", "--json")
+    v = json.loads(out)
+    assert (code, v["regressed"], v["blocking_regressions"]) == (0, False, [])
+    assert {(r["verdict"], r["difference"], r["p_holm"]) for r in v["rows"]} == {("no detectable change", 0.0, 1.0)}
+
+
+def test_bad_input_exits_2_saying_what_to_run(metamorph_home, tmp_path, monkeypatch, capsys):
+    reg = synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch)
+    cases = [
+        (["--model", "gemma"], f"model 'gemma' is not in the registry {reg} (registered: base, cand); add its entry "
+                               "there, then run the studies' model jobs for its partition"),
+        (["--model", "base"], "base is the approved baseline; name a candidate (cand)"),
+        (["--model", "cand", "--study", "order_probe"], NOT_RUN["order_probe"]),
+        (["--model", "cand", "--warehouse", str(tmp_path / "none.duckdb")],
+         f"no warehouse {tmp_path / 'none.duckdb'}: run `format_robustness_model_job` for partitions base, cand "
+         "(after `format_robustness_inputs_job`)"),
+    ]
+    for args, line in cases:
+        assert verdict(capsys, *args) == (2, "", f"metamorph verdict: error: {line}\n"), args
+
+    reg.write_text(WRAPPER_REGISTRY.replace("status: approved", "status: candidate") % "")
+    assert verdict(capsys, "--model", "cand") == (2, "", "metamorph verdict: error: no approved baseline (none): set "
+                                                         f"`status: approved` on exactly one entry of {reg}\n")
+    # evaluated in no study with the baseline: each study's next step, on one line
+    reg.write_text(WRAPPER_REGISTRY % "" + "  - {id: later, provider: llama_cpp, model: later.gguf}\n")
+    code, out, err = verdict(capsys, "--model", "later")
+    assert (code, out) == (2, "")
+    assert err == ("metamorph verdict: error: later has not been compared with base in any study: "
+                   + "; ".join([NOT_RUN["format_robustness"].replace("cand", "later"),
+                                NOT_RUN["order_probe"].replace("cand", "later"),
+                                NOT_RUN["workflow_perturb"].replace("cand", "later"),
+                                "not evaluated in wrapper_sensitivity: later — run `wrapper_sensitivity_model_job` "
+                                "for its partition"]) + "\n")
+
+
+def registry(tmp_path, text):
+    from metamorph.models import load_registry
+
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n" + text)
+    return path, load_registry(path)
+
+
+def test_comparison_next_step_names_the_missing_partitions_and_the_job(tmp_path):
+    from metamorph.verdict import comparison_next_step
+
+    job = "`format_robustness_model_job`"
+    path, models = registry(tmp_path, "  - {id: smollm2-135m-instruct, provider: llama_cpp, model: a.gguf, status: approved}\n"
+                                      "  - {id: gemma3-270m, provider: llama_cpp, model: b.gguf}\n"
+                                      "  - {id: smollm2-135m-instruct-greedy, provider: llama_cpp, model: a.gguf}\n")
+    assert comparison_next_step("format_robustness", models, {"smollm2-135m-instruct"}) == (
+        "candidates registered but not evaluated: gemma3-270m, smollm2-135m-instruct-greedy — run "
+        f"{job} for their partitions")
+    assert comparison_next_step("format_robustness", models, {"gemma3-270m"}) == (
+        f"approved baseline not evaluated: smollm2-135m-instruct — run {job} for its partition; "
+        f"candidate registered but not evaluated: smollm2-135m-instruct-greedy — run {job} for its partition")
+    assert comparison_next_step("format_robustness", models, {m.id for m in models}) is None
+
+    path, models = registry(tmp_path, "  - {id: base, provider: llama_cpp, model: a.gguf, status: approved}\n")
+    assert comparison_next_step("order_probe", models, {"base"}) == (
+        f"no candidate registered: add an entry to {path} (status: candidate is the default), then run "
+        "`order_probe_model_job` for its partition")
+    path, models = registry(tmp_path, "  - {id: a, provider: llama_cpp, model: a.gguf, status: approved}\n"
+                                      "  - {id: b, provider: llama_cpp, model: b.gguf, status: approved}\n")
+    assert comparison_next_step("order_probe", models, {"a", "b"}) == (
+        f"no approved baseline (entries a, b are all approved): set `status: approved` on exactly one entry of {path}")
+
+
+def test_an_empty_report_card_says_which_studies_to_run(metamorph_home, tmp_path, monkeypatch):
+    import dagster as dg
+
+    from pipelines.definitions import build_definitions
+
+    path, _ = registry(tmp_path, "  - {id: base, provider: llama_cpp, model: a.gguf, status: approved}\n")
+    monkeypatch.setenv("METAMORPH_MODELS", str(path))
+    with dg.instance_for_test() as instance:
+        res = build_definitions().resolve_job_def("model_upgrades_job").execute_in_process(instance=instance)
+        md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
+        [check] = res.get_asset_check_evaluations()
+    todo = ("not in the card: format_robustness, order_probe, workflow_perturb, wrapper_sensitivity — run "
+            "`format_robustness_inputs_job` then `format_robustness_model_job`, `order_probe_inputs_job` then "
+            "`order_probe_model_job`, `workflow_perturb_inputs_job` then `workflow_perturb_model_job`, "
+            "`wrapper_sensitivity_inputs_job` then `wrapper_sensitivity_model_job` for the registered models' "
+            "partitions, then `model_upgrades_job`")
+    assert md["next_step"].value == todo
+    assert md["report_card"].value == f"_no model has been evaluated in any study yet_\n\n_{todo}_"
+    assert md["trend"].value == "_no headline numbers to plot_"
+    assert (check.check_name, check.passed, md["regressed_candidates"].value) == ("no_candidate_regressed", True, [])
