@@ -132,6 +132,10 @@ def test_a_run_with_fake_keys_writes_them_nowhere(stub, tmp_path):
 
     assert leaks(tmp_path, SECRETS) == []
     assert not any(k in out.stdout or k in out.stderr for k in SECRETS)
+    # neither entry is approved: the printout says why no upgrade verdict was made
+    assert out.stdout.splitlines()[-4:-2] == [
+        "", f"note: no upgrade verdicts were made (model_comparison is empty): {registry}, field 'status': upgrade "
+            "verdicts need exactly one registry entry with status 'approved'; found none"]
 
 
 # --------------------------------------------------------------------------- a key pasted into the registry

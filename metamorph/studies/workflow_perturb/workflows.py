@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -141,6 +142,8 @@ def parse_workflow_text(text: str, source: str = "<text>", row: int | None = Non
     there (prose, blank lines, code fences) are ignored. Edges are every ``(u,v)`` pair after the
     ``Edge:`` marker, with u, v in ``START``/``END``/digits (case-insensitive, spaces allowed).
 
+    The text is NFC-normalised first (steps compare as text, not code points).
+
     Returns:
         ``nodes`` (descriptions, in id order) and ``edges`` (``(u, v)`` in text order, START/END
         upper-cased). Structural checks (DAG, endpoints...) are :func:`validate_workflow`'s job.
@@ -149,7 +152,7 @@ def parse_workflow_text(text: str, source: str = "<text>", row: int | None = Non
         InputError: no ``Edge:`` marker, no node line, node ids not exactly 1..n in order, an empty
             description, or no edge pair. ``source``/``row``/``field`` locate the text.
     """
-    lines = str(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = unicodedata.normalize("NFC", str(text)).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     edge_at = next((i for i, line in enumerate(lines) if _EDGE_MARK.match(line)), None)
     if edge_at is None:
         raise InputError(source, "no 'Edge:' line in the workflow text", row=row, field=field)
@@ -419,5 +422,5 @@ def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
 
 
 def normalize_text(t: str) -> str:
-    """Comparison form of a step: lower case, whitespace collapsed, final ``. ; : !`` dropped."""
-    return re.sub(r"\s+", " ", str(t)).strip().rstrip(".;:!").strip().lower()
+    """Comparison form of a step: NFC, lower case, whitespace collapsed, final ``. ; : !`` dropped."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFC", str(t))).strip().rstrip(".;:!").strip().lower()
