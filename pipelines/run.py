@@ -37,7 +37,10 @@ concurrency:
 python_logs:
   managed_python_loggers: [metamorph]
   python_log_level: INFO
+# No usage telemetry, and no first-visit pop-up in the UI (Dagster's "nux": the community nag).
 telemetry:
+  enabled: false
+nux:
   enabled: false
 # The code location imports torch and the studies: on a loaded 2-core machine its gRPC server
 # takes longer than Dagster's default 180 s to start.
