@@ -160,3 +160,16 @@ def test_score_generations_marks_call_errors_incorrect():
 def test_whitespace_between_single_units_is_layout_in_chinese_and_japanese(reply, language, expression, reason):
     p = parse_reply(reply, language)
     assert (p.expression, p.reason) == (expression, reason)
+
+
+def test_the_shared_sample_reads_the_same_items_from_jsonl_json_csv_and_parquet(tmp_path):
+    """``meanings`` and ``permutations`` are JSON text in CSV cells, decoded by the shared reader."""
+    from metamorph.studies.order_probe.sources import load_sources
+    from tests.formats import head_rows, same_items, write_formats
+
+    rows = head_rows(shared_sample("orderprobe"), 4)
+    paths = write_formats(rows, tmp_path, "orderprobe")
+    items = {fmt: load_sources([f"orderprobe:{p}"]) for fmt, p in paths.items()}
+    assert len(items["jsonl"]) == 4 and all(x.meanings for x in items["csv"])
+    texts = same_items(items, paths)
+    assert texts["json"] == texts["csv"] == texts["parquet"] == texts["jsonl"]

@@ -163,10 +163,15 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
     return OrderItem(rec["id"], lang, canonical, tuple(refs), structure, freq, source)
 
 
+#: The list fields of an item, with the words their errors use: JSON text in a CSV cell, decoded
+#: by :func:`metamorph.datasets.read_rows`.
+JSON_CELLS = {"meanings": "a list of strings", "permutations": "the list of the 23 variants"}
+
+
 def load_jsonl(path: str | Path, source: str | None = None) -> list[OrderItem]:
     """Items of a shared-sample JSONL file (all-or-nothing; see module doc for the errors)."""
     where = str(path)
-    recs = read_rows(where)
+    recs = read_rows(where, JSON_CELLS)
     rows = [int(rec.pop("__row__")) for rec in recs]
     items = [parse_record(rec, where, i, source or where) for rec, i in zip(recs, rows)]
     _check_unique(items, rows, where)

@@ -27,7 +27,6 @@ or an ``hf://`` URI; ``embedded`` is :func:`~metamorph.studies.workflow_perturb.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import unicodedata
@@ -306,12 +305,12 @@ class RejectedGolden:
     n_nodes: int
     workflow: Workflow
 
+#: The list fields of a golden, with the words their errors use: JSON text in a CSV cell, decoded
+#: by :func:`metamorph.datasets.read_rows`.
+JSON_CELLS = {"gold_nodes": "a list of steps", "gold_edges": "a list of [from, to] pairs"}
+
+
 def _as_list(value: Any, uri: str, row: int, field: str) -> list:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise InputError(uri, f"not a JSON list ({exc.msg})", row=row, field=field) from exc
     if hasattr(value, "tolist"):
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
@@ -394,7 +393,7 @@ def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
         ws = embedded_goldens()
         return (ws if limit is None else ws[:limit]), []
     uri = spec.removeprefix("worfbench:")
-    raw = read_rows(uri)
+    raw = read_rows(uri, JSON_CELLS)
     if limit is not None:
         raw = raw[:limit]
     parsed: list[tuple[Workflow, int, str, str]] = []
