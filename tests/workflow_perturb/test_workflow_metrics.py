@@ -686,3 +686,22 @@ def test_composed_and_decomposed_steps_score_as_the_same_text():
                                    + "\nEdge: (START,1) (1,2) (2,3) (3,4) (4,5) (5,END)")
     assert nodes == tuple(gold)
     assert normalize_text(nfd[2]) == normalize_text(gold[2]) == "leave the café"
+
+
+def test_two_metamorph_homes_use_one_assembled_copy_in_the_user_cache(tmp_path, monkeypatch):
+    parts = _split_zip(tmp_path)
+    monkeypatch.setattr(emb, "mpnet_part_files", lambda: (parts, None))
+    monkeypatch.delenv("METAMORPH_ENCODER_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    found = []
+    for home in ("home-a", "home-b"):
+        monkeypatch.setenv("METAMORPH_HOME", str(tmp_path / home))
+        path, why = emb.mpnet_path()
+        found.append(path)
+        assert why is None and not (tmp_path / home).exists()
+    root = tmp_path / "xdg" / "metamorph" / "encoders" / "all-mpnet-base-v2"
+    assert found[0] == found[1] and root in found[0].parents
+    assert len([p for p in root.iterdir()]) == 1  # one assembled copy
+    monkeypatch.setenv("METAMORPH_ENCODER_CACHE", str(tmp_path / "elsewhere"))  # the override
+    assert emb.default_cache_dir() == tmp_path / "elsewhere"
+    assert (tmp_path / "elsewhere") in emb.mpnet_path()[0].parents
