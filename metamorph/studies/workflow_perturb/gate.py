@@ -77,7 +77,6 @@ Breach and firing (exact definitions)
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
