@@ -243,15 +243,20 @@ def worst_cells_metadata(df: pd.DataFrame, cells: Cells, study: str,
 
 def trace_command_metadata(cell: Mapping[str, Any], cells: Cells, study: str, warehouse=None) -> dict:
     """``{"trace_command": text}``: the ``metamorph trace`` command of ``cell`` (built by
-    :func:`metamorph.trace.trace_command` from ``Cells.trace``), with ``--warehouse`` when the
-    asset has the warehouse resource (a DuckDBResource); ``{}`` without ``Cells.trace``."""
+    :func:`metamorph.trace.trace_command` from ``Cells.trace``); ``{}`` without ``Cells.trace``.
+    The command names no ``--warehouse`` when the asset's warehouse resource (a DuckDBResource)
+    is ``$METAMORPH_HOME/metamorph.duckdb``, the command's default, so that it stays right when
+    the data directory moves; a warehouse elsewhere is named by its absolute path."""
     if cells.trace is None:
         return {}
     from metamorph.trace import trace_command
+    from resources.paths import home_relative
 
     metric, model, where = cells.trace(cell)
-    return {"trace_command": dg.MetadataValue.text(trace_command(
-        study, metric, model, where, warehouse=getattr(warehouse, "database", None)))}
+    database = getattr(warehouse, "database", None)
+    if database is not None and home_relative(database) == "metamorph.duckdb":
+        database = None
+    return {"trace_command": dg.MetadataValue.text(trace_command(study, metric, model, where, warehouse=database))}
 
 
 def headline_metadata(df: pd.DataFrame, cells: Cells) -> dict:

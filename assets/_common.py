@@ -204,9 +204,10 @@ def create_lineage_views(warehouse, study: str, count_view: str, preview=None) -
     and report the rows of ``<study>.<count_view>`` and the SQL itself as metadata; with
     ``preview`` (an ``assets._cells.ViewPreview``) also the view's rows for a metric table's worst
     cell, so the views are queryable rows in the UI, not only SQL text."""
+    from metamorph.datasets import read_text
     from metamorph.sql import sql_path
 
-    sql = sql_path(study, "lineage_views").read_text()
+    sql = read_text(sql_path(study, "lineage_views"), "SQL file")
     with warehouse.get_connection() as con:
         con.execute(sql)
         n = con.execute(f"SELECT count(*) FROM {study}.{count_view}").fetchall()[0][0]

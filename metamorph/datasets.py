@@ -15,6 +15,7 @@ import io
 import json
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,14 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _SUFFIXES = ("jsonl", "json", "csv", "parquet")
 
 
-def read_rows(uri: str) -> list[dict[str, Any]]:
+def read_rows(uri: str, json_cells: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Read a JSONL, JSON (a list of objects), CSV or Parquet file (local path or ``hf://`` URI) into dicts.
+
+    ``json_cells`` names the fields that hold a list or an object, each with the words its error
+    uses (``{"choices": "a list of {label, text} choices"}``). A CSV cell can only hold text, so
+    in a CSV file those fields are JSON text in their cells: they are decoded here, once, for
+    every study (an empty cell is ``None``), and the rows of the four formats are equal. Other
+    formats hold lists and objects as they are.
 
     Every dict carries ``__row__``, the 1-based row its errors name: the line of a JSONL record,
     the line where a CSV record starts (the header is line 1), the element of a JSON list, the
@@ -66,7 +73,30 @@ def read_rows(uri: str) -> list[dict[str, Any]]:
         rows = {"jsonl": _parse_jsonl, "json": _parse_json, "csv": _parse_csv}[suffix](text, uri)
     if not rows:
         raise InputError(uri, "file has no rows")
+    if suffix == "csv" and json_cells:
+        for row in rows:
+            _decode_json_cells(row, json_cells, uri)
     return rows
+
+
+def _decode_json_cells(row: dict[str, Any], json_cells: Mapping[str, str], uri: str) -> None:
+    """Decode the CSV cells of ``row`` named by ``json_cells`` from JSON text, in place (an empty
+    cell becomes ``None``); :class:`InputError` naming the row and field for text that is not JSON."""
+    for key, expected in json_cells.items():
+        v = row.get(key)
+        if not isinstance(v, str):
+            continue
+        if not v.strip():
+            row[key] = None
+            continue
+        try:
+            row[key] = json.loads(v)
+        except json.JSONDecodeError as exc:
+            raise InputError(uri, f"expected {expected} as JSON text in the CSV cell, got {v!r:.80} ({exc.msg})",
+                             row=row["__row__"], field=key) from None
+        problem = _value_problem(row[key])
+        if problem is not None:
+            raise InputError(uri, problem, row=row["__row__"], field=key)
 
 
 def _read_bytes(uri: str, is_remote: bool) -> bytes:
@@ -227,20 +257,32 @@ def _kind(v: Any) -> str:
     return "a string" if isinstance(v, str) else type(v).__name__
 
 
-def read_json_file(path: str | Path, what: str = "file", error: type[InputError] = InputError) -> Any:
-    """Parse the JSON file at ``path`` (a path or an ``importlib.resources`` traversable).
+def read_text(path: str | Path, what: str = "file", error: type[InputError] = InputError) -> str:
+    """The text of the file at ``path`` (a path or an ``importlib.resources`` traversable): the one
+    way the project reads a text file, so that a leading UTF-8 byte-order mark is dropped
+    (:func:`decode_utf8`) before anyone looks at the first character to tell a format.
 
-    The file is UTF-8 (a leading byte-order mark is dropped, as in :func:`read_rows`). Raises
-    ``error`` (an :class:`InputError` subclass) naming the file when it does not exist, cannot be
-    read, is empty, is not UTF-8 (:func:`decode_utf8`), or is not valid JSON (with line and column).
-    """
+    Raises ``error`` (an :class:`InputError` subclass) naming the file when it does not exist,
+    cannot be read, or is not UTF-8 (the line and column are named)."""
     try:
         data = path.read_bytes() if hasattr(path, "read_bytes") else Path(path).read_bytes()
     except FileNotFoundError:
         raise error(str(path), f"{what} not found") from None
+    except IsADirectoryError:
+        raise error(str(path), f"the {what} is a directory") from None
     except OSError as exc:
         raise error(str(path), f"cannot read the {what}: {exc}") from exc
-    text = decode_utf8(data, str(path), error)
+    return decode_utf8(data, str(path), error)
+
+
+def read_json_file(path: str | Path, what: str = "file", error: type[InputError] = InputError) -> Any:
+    """Parse the JSON file at ``path`` (a path or an ``importlib.resources`` traversable).
+
+    The file is read by :func:`read_text` (UTF-8, a leading byte-order mark dropped, as in
+    :func:`read_rows`). Raises ``error`` (an :class:`InputError` subclass) naming the file when it
+    does not exist, cannot be read, is empty, is not UTF-8, or is not valid JSON (with line and column).
+    """
+    text = read_text(path, what, error)
     if not text.strip():
         raise error(str(path), f"the {what} is empty")
     try:

@@ -28,8 +28,9 @@ scoring run: the sentence encoder and BERTScore's copy). :func:`prepare_hf` turn
 the libraries' documented switches (``huggingface_hub.utils.disable_progress_bars``,
 ``transformers.utils.logging.disable_progress_bar``) before anything is loaded.
 
-``cache_dir`` defaults to ``$METAMORPH_ENCODER_CACHE``, else ``$METAMORPH_HOME/encoders``, else
-``~/.cache/metamorph/encoders``.
+``cache_dir`` defaults to ``$METAMORPH_ENCODER_CACHE``, else the user cache
+``$XDG_CACHE_HOME/metamorph/encoders`` (``~/.cache/metamorph/encoders``), shared by every
+``METAMORPH_HOME`` (:func:`default_cache_dir`).
 
 Embedding cache: :class:`EmbeddingCache` keys a vector by ``(encoder name, sha256(text))``
 (UTF-8 text, exactly as encoded — no normalisation). It is an in-memory dict, optionally
@@ -55,6 +56,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+from metamorph.datasets import read_json_file
 
 __all__ = [
     "MINILM_NAME",
@@ -105,12 +108,12 @@ def text_sha256(text: str) -> str:
 
 
 def default_cache_dir() -> Path:
-    """``$METAMORPH_ENCODER_CACHE`` | ``$METAMORPH_HOME/encoders`` | ``~/.cache/metamorph/encoders``."""
+    """Where model assets are assembled, once per machine: ``$METAMORPH_ENCODER_CACHE``, else the
+    user cache ``$XDG_CACHE_HOME/metamorph/encoders`` (``~/.cache/metamorph/encoders``). Not under
+    ``METAMORPH_HOME``: every data directory of the user shares the one copy (419 MB for mpnet)."""
     if os.environ.get("METAMORPH_ENCODER_CACHE"):
         return Path(os.environ["METAMORPH_ENCODER_CACHE"])
-    if os.environ.get("METAMORPH_HOME"):
-        return Path(os.environ["METAMORPH_HOME"]) / "encoders"
-    return Path.home() / ".cache" / "metamorph" / "encoders"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "metamorph" / "encoders"
 
 
 # --------------------------------------------------------------------------- model discovery
@@ -265,7 +268,7 @@ class EncoderInfo:
 
 
 def _num_layers(model_dir: Path) -> int:
-    cfg = json.loads((model_dir / "config.json").read_text())
+    cfg = read_json_file(model_dir / "config.json", "encoder config")
     return int(cfg["num_hidden_layers"])
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class MetamorphError(Exception):
     """Base class of every error metamorph raises on purpose."""
@@ -10,6 +12,34 @@ class MetamorphError(Exception):
 #: Longest ``problem`` text an :class:`InputError` keeps (characters); a longer one — usually an
 #: echoed value — is cut, so that the error stays one readable line.
 MAX_PROBLEM_CHARS = 500
+
+
+#: Text that looks like a credential: a token with a known key prefix (OpenAI ``sk-``, Anthropic
+#: ``sk-ant-``, Stripe-style ``sk_``/``rk_``, GitHub ``ghp_``/``github_pat_``, Slack ``xox?-``,
+#: Hugging Face ``hf_``, GitLab ``glpat-``, AWS ``AKIA``, Google ``AIza``), a JSON Web Token, a
+#: ``Bearer`` value, or any run of 20 or more letters and digits holding both (random key material;
+#: words, model names and version numbers are separated by ``-``, ``_``, ``.`` or ``/``).
+SECRET_PATTERN = re.compile(
+    r"(?<![A-Za-z0-9])(?:sk|rk|pk)[-_][A-Za-z0-9_\-]{8,}"
+    r"|(?<![A-Za-z0-9])(?:ghp|gho|ghu|ghs|ghr|github_pat|glpat|hf|xox[abprs])[-_][A-Za-z0-9_\-]{8,}"
+    r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{12,}"
+    r"|(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{20,}"
+    r"|(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
+    r"|(?i:bearer)\s+[A-Za-z0-9._~+/=\-]{8,}"
+    r"|(?<![A-Za-z0-9])(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{20,}")
+
+#: What a secret-looking value is shown as in an error message.
+REDACTED = "[REDACTED]"
+
+
+def looks_like_secret(text: object) -> bool:
+    """Whether ``text`` (its ``str``) holds anything matching :data:`SECRET_PATTERN`."""
+    return SECRET_PATTERN.search(str(text)) is not None
+
+
+def mask_secrets(text: object) -> str:
+    """``str(text)`` with every match of :data:`SECRET_PATTERN` replaced by :data:`REDACTED`."""
+    return SECRET_PATTERN.sub(REDACTED, str(text))
 
 
 class InputError(MetamorphError, ValueError):
@@ -51,7 +81,15 @@ class ContextBudgetError(MetamorphError, ValueError):
 
 class RegistryError(InputError, ConfigError):
     """The model registry file is invalid: names the file, the entry of ``models`` (``row``,
-    1-based) and the key (``field``). Both an :class:`InputError` and a :class:`ConfigError`."""
+    1-based) and the key (``field``). Both an :class:`InputError` and a :class:`ConfigError`.
+
+    A registry is where a key gets pasted by mistake (into ``status``, ``model``, a URL, a key
+    name...), so every part of the message that looks like a secret (:func:`looks_like_secret`) —
+    in the problem and in the field — is shown as :data:`REDACTED`, whichever field it came from."""
+
+    def __init__(self, source: str, problem: str, row: int | None = None, field: str | None = None):
+        super().__init__(source, mask_secrets(problem), row=row,
+                         field=None if field is None else mask_secrets(field))
 
 
 class BudgetError(MetamorphError, ValueError):

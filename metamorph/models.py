@@ -88,11 +88,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from metamorph.datasets import decode_utf8
-from metamorph.errors import RegistryError
+from metamorph.datasets import read_text
+from metamorph.errors import RegistryError, looks_like_secret
 from metamorph.providers.base import DECODING_PARAMS, INGESTION_PATHS, canonical_json, sha256_hex
 
 PROVIDERS = ("llama_cpp", "openai", "anthropic", "openai_compatible")
@@ -205,6 +206,9 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     or not text; an id that is not a partition key; an unknown provider; ``ingestion`` not a list
     or naming a path the provider lacks; ``openai_compatible`` without ``base_url``;
     ``api_key_env`` not an environment variable name (the value is never echoed: it may be a key);
+    any other key or text value that looks like a secret (:func:`~metamorph.errors.looks_like_secret`;
+    field: its key path, e.g. ``params.seed``); ``base_url`` not an ``http(s)`` URL, or carrying a
+    credential (``user:password@``, or a query parameter such as ``api-key``, ``token``, ``sig``);
     ``max_concurrency`` not an integer >= 1; ``params`` not a mapping; ``execution`` not a mapping of
     known keys, an unknown mode, batch mode for a provider without a batch API, or a setting that is
     not a positive number (field ``execution.<key>``); ``price_per_mtok`` not a mapping of exactly
@@ -230,6 +234,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
                             "study_params", "blocking_metrics"}
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
+        _refuse_secrets(e, bad)
         for k in ("id", "provider", "model"):
             if not e.get(k):
                 raise bad(f"'{k}' is required", k)
@@ -248,6 +253,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad(f"ingestion {wrong} not available for provider {e['provider']}", "ingestion")
         if e.get("base_url") is not None and not isinstance(e["base_url"], str):
             raise bad("base_url must be a URL string", "base_url")
+        if e.get("base_url"):
+            _check_base_url(e["base_url"], bad)
         if e["provider"] == "openai_compatible" and not e.get("base_url"):
             raise bad("openai_compatible needs base_url", "base_url")
         status = e.get("status", "candidate")
@@ -316,6 +323,51 @@ def _study_params(raw: Any, bad: Any) -> dict[str, dict[str, Any]]:
             raise bad(f"unknown decoding parameter(s) {unknown}; allowed: {list(DECODING_PARAMS)}",
                       f"study_params.{name}")
     return {str(k): dict(v) for k, v in raw.items()}
+
+
+#: Query parameter names that carry a credential (compared lowercased, ``-`` read as ``_``):
+#: ``key``, ``api_key``, ``apikey``, ``token``, ``access_token``, ``sig``, ``signature``, ``secret``,
+#: ``client_secret``, ``password``, ``auth``, ``session``...
+_CREDENTIAL_PARAM = re.compile(r"(?:^|_)(?:[a-z]*key|[a-z]*token|sig|signature|[a-z]*secret|password|passwd|pwd|"
+                               r"auth|authorization|credentials?|session|jwt|bearer)s?(?:$|_)")
+_KEY_ADVICE = "a key belongs in the environment variable that api_key_env names, never in the registry"
+
+
+def _check_base_url(url: str, bad: Any) -> None:
+    """Raise ``bad(problem, "base_url")`` when ``url`` is not an ``http(s)://host...`` URL or carries a
+    credential: userinfo (``user:password@host``) or a query parameter named like a credential
+    (:data:`_CREDENTIAL_PARAM`). The URL is part of every stored request, cache key and fingerprint,
+    so a credential in it would be persisted; the message names the parameter, never a value."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        raise bad("base_url is not a valid URL", "base_url") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise bad("base_url must be an http(s) URL such as https://host/v1", "base_url")
+    if "@" in parts.netloc:
+        raise bad(f"base_url holds credentials (user:password@ before the host); {_KEY_ADVICE}", "base_url")
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _CREDENTIAL_PARAM.search(name.lower().replace("-", "_")):
+            raise bad(f"base_url holds a credential in its query parameter {name!r}; {_KEY_ADVICE}", "base_url")
+
+
+def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
+    """Raise ``bad(problem, field)`` for the first key or text value of ``entry`` (nested mappings
+    and lists included; field ``params.<key>`` ...) that looks like a secret
+    (:func:`~metamorph.errors.looks_like_secret`): a registry value is stored, keyed and shown, a
+    key must never be. ``api_key_env`` is left to its own check (it names a variable)."""
+    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in entry.items() if k != "api_key_env"][::-1]
+    while stack:
+        path, value = stack.pop()
+        if looks_like_secret(path.rsplit(".", 1)[-1]):
+            raise bad(f"this key name looks like a secret (an API key or token); {_KEY_ADVICE}", path)
+        if isinstance(value, str) and looks_like_secret(value):
+            raise bad(f"the value looks like a secret (an API key or token); {_KEY_ADVICE}", path)
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{k}", v) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))
 
 
 def _parse_execution(raw: Any, provider: str, bad: Any) -> ExecutionConfig:
@@ -393,6 +445,41 @@ def _blocking_metrics(raw: Any, bad) -> dict[str, tuple[str, ...]] | None:
     return out
 
 
+def _refuse_duplicate_keys(root: yaml.Node | None, source: str) -> None:
+    """Raise :class:`RegistryError` for the first mapping of the composed document ``root`` that
+    holds a key twice: ``row`` is the entry of ``models`` it is in (``None`` outside the list),
+    ``field`` the key's path inside the entry (``params.temperature``) and the problem names both
+    lines. Merge keys (``<<``) are left to YAML."""
+    def walk(node: yaml.Node, path: str, row: int | None, seen_nodes: set[int]) -> None:
+        if id(node) in seen_nodes:  # an alias of a node already checked
+            return
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else None
+                if key is None or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                at = f"{path}.{key}" if path else key
+                line = key_node.start_mark.line + 1
+                if key in first:
+                    lines = f"line {line}" if line == first[key] else f"lines {first[key]} and {line}"
+                    raise RegistryError(source, f"key {key!r} is given twice ({lines}); YAML would keep the last "
+                                                "one silently", row=row, field=at)
+                first[key] = line
+                if row is None and not path and key == "models" and isinstance(value_node, yaml.SequenceNode):
+                    for i, item in enumerate(value_node.value, start=1):
+                        walk(item, "", i, seen_nodes)
+                else:
+                    walk(value_node, at, row, seen_nodes)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, f"{path}[{i}]", row, seen_nodes)
+
+    if root is not None:
+        walk(root, "", None, set())
+
+
 def approved_baseline(models: list[ModelSpec]) -> ModelSpec:
     """The registry's one ``approved`` entry: the baseline candidates are compared with.
 
@@ -409,12 +496,16 @@ def approved_baseline(models: list[ModelSpec]) -> ModelSpec:
 
 def load_registry(path: str | Path) -> list[ModelSpec]:
     """Read and validate the registry YAML at ``path`` (UTF-8; raises :class:`RegistryError`, a
-    :class:`ConfigError`, naming the file — and the entry and key, see :func:`parse_registry`)."""
+    :class:`ConfigError`, naming the file — and the entry and key, see :func:`parse_registry`).
+
+    A mapping that repeats a key is an error (:func:`_refuse_duplicate_keys`): YAML loaders keep the
+    last value silently, so a second ``status:`` line would change which entry is the baseline."""
     p = Path(path)
     if not p.exists():
         raise RegistryError(str(p), "model registry does not exist")
     try:
-        text = decode_utf8(p.read_bytes(), str(p), RegistryError)
+        text = read_text(p, "model registry", RegistryError)
+        _refuse_duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader), str(p))
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -12,6 +12,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from metamorph.datasets import read_text
+
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 
 
@@ -29,7 +31,7 @@ def run_sql(study: str, name: str, **frames: pd.DataFrame) -> pd.DataFrame:
     try:
         for table, frame in frames.items():
             con.register(table, frame)
-        return con.execute(sql_path(study, name).read_text()).df()
+        return con.execute(read_text(sql_path(study, name), "SQL file")).df()
     finally:
         con.close()
 

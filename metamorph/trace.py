@@ -245,7 +245,7 @@ def trace(warehouse: str | Path, study: str, metric: str, model: str, where: Map
             "answer": _plain(r["__answer"]), "parse_reason": r["__reason"],
             "extra": {c: _plain(r[c]) for c in extra}})
     out = {"study": study, "metric": metric, "model": model, "where": chosen, "view": f"{study}.{spec.view}",
-           "total": total, "rows": rows}
+           "warehouse": str(path.resolve()), "total": total, "rows": rows}
     if spec.cache and rows:
         out["note"] = _from_cache(rows, cache, path)
     return out
@@ -295,6 +295,8 @@ def format_text(result: Mapping[str, Any], full_input: bool = False, head: int =
     lines = [f"{result['study']} {result['metric']} model={result['model']}" + (f" {where}" if where else "")
              + f": {result['total']} row(s) behind the cell in {result['view']}"
              + (f", showing {shown}" if shown < result["total"] else "")]
+    if result.get("warehouse"):
+        lines.append(f"warehouse: {result['warehouse']}")
     if result.get("note"):
         lines.append(f"note: {result['note']}")
     for i, r in enumerate(result["rows"], 1):

@@ -37,7 +37,10 @@ concurrency:
 python_logs:
   managed_python_loggers: [metamorph]
   python_log_level: INFO
+# No usage telemetry, and no first-visit pop-up in the UI (Dagster's "nux": the community nag).
 telemetry:
+  enabled: false
+nux:
   enabled: false
 # The code location imports torch and the studies: on a loaded 2-core machine its gRPC server
 # takes longer than Dagster's default 180 s to start.
@@ -55,7 +58,10 @@ def ensure_dagster_home() -> Path:
     home = Path(os.environ.get("DAGSTER_HOME") or data_dir() / "dagster_home").resolve()
     home.mkdir(parents=True, exist_ok=True)
     cfg = home / "dagster.yaml"
-    if not cfg.exists() or (cfg.read_text().startswith(DAGSTER_YAML_HEADER) and cfg.read_text() != DAGSTER_YAML):
+    from metamorph.datasets import read_text
+
+    current = read_text(cfg, "dagster.yaml") if cfg.exists() else None
+    if current is None or (current.startswith(DAGSTER_YAML_HEADER) and current != DAGSTER_YAML):
         # atomically: another pipelines.run starting at the same time may be reading it
         tmp = cfg.with_name(f".dagster.yaml.{os.getpid()}")
         tmp.write_text(DAGSTER_YAML)
@@ -160,6 +166,19 @@ def print_headline(study: str, database: str, **options) -> None:
                 print(f"  {table}{f' [{partition}]' if partition else ''}: {note}")
     finally:
         con.close()
+
+
+def verdicts_note(models: list) -> str | None:
+    """The line the run prints when the registry ``models`` has no single ``approved`` entry: no
+    upgrade verdict was made (every ``model_comparison`` is empty) and why; ``None`` otherwise."""
+    from metamorph.errors import ConfigError
+    from metamorph.models import approved_baseline
+
+    try:
+        approved_baseline(models)
+    except ConfigError as exc:
+        return f"note: no upgrade verdicts were made (model_comparison is empty): {exc}"
+    return None
 
 
 def model_job_ops(args: argparse.Namespace) -> dict:
@@ -568,6 +587,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print_headline(args.study, warehouse_path(),
                        **({"routing": not args.no_routing} if args.study == "format_robustness" else {}))
+        note = verdicts_note(list(specs.values()))
+        if note:
+            print(f"\n{note}")
     print(f"\nDone in {time.monotonic() - t0:.0f}s. Warehouse: {warehouse_path()}  "
           f"UI: make ui  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})  Log: {log_file}")
     return 0

@@ -6,6 +6,9 @@
   ``postgresql://user@host:port/dbname`` URL puts it on PostgreSQL (shared by workers on several
   processes or hosts: README "Scaling out"), any other value is a DuckDB file path;
 * ``METAMORPH_MODELS`` (default ``<repo>/config/models.yaml``): the model registry.
+
+Metadata stores paths relative to ``METAMORPH_HOME`` (:func:`home_relative`); the command line
+prints them resolved.
 """
 
 from __future__ import annotations
@@ -18,6 +21,17 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def data_dir() -> Path:
     return Path(os.environ.get("METAMORPH_HOME", REPO_ROOT / "data")).resolve()
+
+
+def home_relative(path: str | Path) -> str:
+    """``path`` relative to ``METAMORPH_HOME`` (:func:`data_dir`) when it lies inside it (POSIX
+    form, e.g. ``metamorph.duckdb``), else absolute: what metadata stores, so that it stays right
+    when the data directory moves."""
+    p = Path(path).resolve()
+    try:
+        return p.relative_to(data_dir()).as_posix()
+    except ValueError:
+        return str(p)
 
 
 def warehouse_path() -> str:

@@ -40,6 +40,8 @@ from dagster._utils.backoff import backoff
 from dagster_duckdb.io_manager import DuckDbClient, _get_cleanup_statement
 from dagster_duckdb_pandas import DuckDBPandasIOManager, DuckDBPandasTypeHandler
 
+from resources.paths import home_relative
+
 
 #: The write ledger (module docstring): one row per (table, partition), the run that last wrote it.
 LEDGER = "metamorph_meta.table_writes"
@@ -149,7 +151,8 @@ class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
             **(TableMetadataSet(partition_row_count=len(frame), storage_kind="duckdb", table_name=name)
                if context.has_partition_key
                else TableMetadataSet(row_count=len(frame), storage_kind="duckdb", table_name=name)),
-            "warehouse": dg.MetadataValue.path(context.resource_config["database"]),
+            # relative to METAMORPH_HOME: still right after the data directory moves
+            "warehouse": dg.MetadataValue.path(home_relative(context.resource_config["database"])),
         })
 
     def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection) -> pd.DataFrame:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metamorph.datasets import read_text
 from metamorph.errors import ConfigError, ContextBudgetError
 from metamorph.providers.base import GenerationRequest, GenerationResult
 
@@ -116,7 +117,7 @@ def gguf_path(file: str) -> Path:
     if target.exists():
         return target
     sums = _package_dir(g.package, g.pip) / "data" / "SHA256SUMS"
-    expected = {line.split()[1]: line.split()[0] for line in sums.read_text().splitlines() if line.strip()}.get(g.file)
+    expected = {line.split()[1]: line.split()[0] for line in read_text(sums).splitlines() if line.strip()}.get(g.file)
     if expected is None:
         raise ConfigError(f"{sums} lists no sha256 for {g.file}")
     parts = [_package_dir(mod, g.pip) / rel for mod, rel in g.chunks]

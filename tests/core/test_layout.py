@@ -50,3 +50,22 @@ def test_no_shared_module_names_a_study():
         text = path.read_text(encoding="utf-8")
         for study in STUDIES:
             assert f"metamorph.studies.{study}" not in text and f"studies/{study}" not in text, (path.name, study)
+
+
+def test_every_text_file_is_read_through_the_shared_decoder():
+    """Only ``metamorph.datasets`` opens text files (``read_text``, ``read_json_file``,
+    ``read_rows``: UTF-8, a leading byte-order mark dropped, before a format is sniffed); no other
+    module of the product reads text itself."""
+    import re
+
+    direct = re.compile(r"\.read_text\(|\bopen\([^)]*encoding=|\.open\(\s*(?:encoding=|\"r\"|'r')|"
+                        r"\bjson\.load\(|read_csv\((?!io\.StringIO)|\bsafe_load\(open")
+    found = []
+    for folder in ("metamorph", "assets", "pipelines", "resources"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if path == REPO / "metamorph" / "datasets.py":
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if direct.search(line):
+                    found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert found == []

@@ -92,3 +92,15 @@ def test_dagster_yaml_routes_library_info_lines_and_replaces_only_its_own_older_
     cfg.write_text(foreign)
     ensure_dagster_home()
     assert cfg.read_text() == foreign
+
+
+def test_the_instance_written_by_the_run_has_telemetry_and_the_ui_pop_up_off(tmp_path, monkeypatch):
+    """Dagster reads the written dagster.yaml as: no telemetry, no first-visit ("nux") pop-up."""
+    import dagster as dg
+
+    from pipelines.run import ensure_dagster_home
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
+    ensure_dagster_home()
+    with dg.DagsterInstance.from_config(str(tmp_path / "dh")) as instance:
+        assert (instance.telemetry_enabled, instance.nux_enabled) == (False, False)

@@ -104,6 +104,17 @@ def test_approved_baseline_needs_exactly_one():
         approved_baseline(parse_registry({"models": [entry()]}))
 
 
+def test_the_run_says_when_no_upgrade_verdict_was_made():
+    from pipelines.run import verdicts_note
+
+    two = parse_registry({"models": [entry(id="a", status="approved"), entry(id="b", status="approved")]},
+                         "models.yaml")
+    assert verdicts_note(two) == (
+        "note: no upgrade verdicts were made (model_comparison is empty): models.yaml, field 'status': upgrade "
+        "verdicts need exactly one registry entry with status 'approved'; found ['a', 'b']")
+    assert verdicts_note(parse_registry({"models": [entry(id="a", status="approved"), entry(id="b")]})) is None
+
+
 def test_system_messages_fold_into_the_first_user_turn_for_gemma():
     msgs = [{"role": "system", "content": "S1"}, {"role": "user", "content": "U1"},
             {"role": "assistant", "content": "A"}, {"role": "user", "content": "U2"}]

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from tests.core.stub_http import Reply
 from tests.core.test_providers_http import anthropic_reply, chat_reply
@@ -131,3 +132,86 @@ def test_a_run_with_fake_keys_writes_them_nowhere(stub, tmp_path):
 
     assert leaks(tmp_path, SECRETS) == []
     assert not any(k in out.stdout or k in out.stderr for k in SECRETS)
+    # neither entry is approved: the printout says why no upgrade verdict was made
+    assert out.stdout.splitlines()[-4:-2] == [
+        "", f"note: no upgrade verdicts were made (model_comparison is empty): {registry}, field 'status': upgrade "
+            "verdicts need exactly one registry entry with status 'approved'; found none"]
+
+
+# --------------------------------------------------------------------------- a key pasted into the registry
+
+#: Planted credentials: a key with a provider prefix, and bare random key material.
+PREFIXED = "sk-metamorph-FAKE-registry-5a7c9e1b3d"
+RANDOM = "Zq8vR2mK9xL4pT7wN3bY6cH1"
+_ENTRY = {"id": "gpt-a", "provider": "openai_compatible", "model": "gpt-test", "base_url": "https://api.example/v1",
+          "api_key_env": "METAMORPH_SECRETS_KEY"}
+_LOCAL = {"id": "local-a", "provider": "llama_cpp", "model": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+_SECRET = ("the value looks like a secret (an API key or token); a key belongs in the environment variable "
+           "that api_key_env names, never in the registry")
+_KEY_NAME = _SECRET.replace("the value looks", "this key name looks")
+_IN_URL = "a key belongs in the environment variable that api_key_env names, never in the registry"
+
+#: (case, the registry entry with the planted value, the planted value, the error's field and problem)
+REGISTRY_CANARIES = [
+    ("id", {**_ENTRY, "id": PREFIXED.lower()}, PREFIXED.lower(), "id", _SECRET),
+    ("provider", {**_ENTRY, "provider": PREFIXED}, PREFIXED, "provider", _SECRET),
+    ("model", {**_ENTRY, "model": RANDOM}, RANDOM, "model", _SECRET),
+    ("ingestion", {**_ENTRY, "ingestion": [PREFIXED]}, PREFIXED, "ingestion[0]", _SECRET),
+    ("status", {**_ENTRY, "status": PREFIXED}, PREFIXED, "status", _SECRET),
+    ("status-random", {**_ENTRY, "status": RANDOM}, RANDOM, "status", _SECRET),
+    ("api_key_env", {**_ENTRY, "api_key_env": PREFIXED}, PREFIXED, "api_key_env",
+     "api_key_env must be an environment variable NAME, e.g. OPENAI_API_KEY"),
+    ("max_concurrency", {**_ENTRY, "max_concurrency": PREFIXED}, PREFIXED, "max_concurrency", _SECRET),
+    ("n_threads", {**_LOCAL, "n_threads": RANDOM}, RANDOM, "n_threads", _SECRET),
+    ("params-value", {**_ENTRY, "params": {"seed": PREFIXED}}, PREFIXED, "params.seed", _SECRET),
+    ("params-key", {**_ENTRY, "params": {PREFIXED: 1}}, PREFIXED, "params.[REDACTED]", _KEY_NAME),
+    ("execution.mode", {**_ENTRY, "execution": {"mode": PREFIXED}}, PREFIXED, "execution.mode", _SECRET),
+    ("execution.max_wait_s", {**_ENTRY, "execution": {"max_wait_s": RANDOM}}, RANDOM, "execution.max_wait_s", _SECRET),
+    ("price_per_mtok", {**_ENTRY, "price_per_mtok": {"input": PREFIXED, "output": 1}}, PREFIXED,
+     "price_per_mtok.input", _SECRET),
+    ("unknown-key", {**_ENTRY, PREFIXED: "x"}, PREFIXED, "[REDACTED]", "unknown key(s) ['[REDACTED]']"),
+    ("url-path", {**_ENTRY, "base_url": f"https://api.example/{RANDOM}/v1"}, RANDOM, "base_url", _SECRET),
+    ("url-userinfo", {**_ENTRY, "base_url": "https://me:hunter2@api.example/v1"}, "hunter2", "base_url",
+     f"base_url holds credentials (user:password@ before the host); {_IN_URL}"),
+    ("url-api-key", {**_ENTRY, "base_url": "https://api.example/v1?api-key=hunter2"}, "hunter2", "base_url",
+     f"base_url holds a credential in its query parameter 'api-key'; {_IN_URL}"),
+    ("url-token", {**_ENTRY, "base_url": "https://api.example/v1?api-version=1&access_token=hunter2"}, "hunter2",
+     "base_url", f"base_url holds a credential in its query parameter 'access_token'; {_IN_URL}"),
+    ("url-sig", {**_ENTRY, "base_url": "https://api.example/v1?sv=2024&sig=hunter2"}, "hunter2", "base_url",
+     f"base_url holds a credential in its query parameter 'sig'; {_IN_URL}"),
+]
+
+
+@pytest.mark.parametrize(("entry", "planted", "field", "problem"), [c[1:] for c in REGISTRY_CANARIES],
+                         ids=[c[0] for c in REGISTRY_CANARIES])
+def test_a_key_planted_in_any_registry_field_is_refused_and_written_nowhere(entry, planted, field, problem,
+                                                                           tmp_path, monkeypatch, capsys):
+    """The run refuses the registry before it writes anything (no home, no Dagster storage), with one
+    line that names the entry and the field and does not show the planted value."""
+    import yaml
+
+    from pipelines.run import main
+
+    registry = tmp_path / "registry" / "models.yaml"
+    registry.parent.mkdir()
+    registry.write_text(yaml.safe_dump({"models": [entry]}, sort_keys=False), encoding="utf-8")
+    run_root = tmp_path / "run"
+    monkeypatch.setenv("METAMORPH_MODELS", str(registry))
+    monkeypatch.setenv("METAMORPH_HOME", str(run_root / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(run_root / "dagster_home"))
+    monkeypatch.setenv("METAMORPH_SECRETS_KEY", OPENAI_KEY)
+
+    assert main(["order_probe", "--no-models"]) == 2  # without the check: the inputs run writes the registry ids
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.splitlines() == [f"error: {registry}, row 1, field '{field}': {problem}"]
+    assert planted not in out.err and not run_root.exists()
+
+
+def test_the_registry_error_masks_secret_looking_text_in_problem_and_field():
+    from metamorph.errors import RegistryError
+
+    err = RegistryError("models.yaml", f"status {PREFIXED!r:.40} not in ['approved', 'candidate'] ({RANDOM})",
+                        row=3, field=f"params.{RANDOM}")
+    assert str(err) == ("models.yaml, row 3, field 'params.[REDACTED]': status '[REDACTED]' not in "
+                        "['approved', 'candidate'] ([REDACTED])")

@@ -80,8 +80,10 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
     db = str(metamorph_home / "metamorph.duckdb")
 
     # the metric asset names the command for its worst cell (MR1 = 50 %: MR3 is undefined with k = 1)
+    # stored paths are relative to METAMORPH_HOME: the command takes the warehouse from it
+    assert meta["mr_violations"]["warehouse"].value == "metamorph.duckdb"
     command = meta["mr_violations"]["trace_command"].value
-    assert command == (f"metamorph trace --warehouse {db} --study format_robustness --metric M1 --model stub "
+    assert command == ("metamorph trace --study format_robustness --metric M1 --model stub "
                        "--where workflow_id=stub/inline --where dataset=construct")
     code, out, err = run_cli(capsys, *shlex.split(command)[2:], "--json")
     assert (code, err) == (0, "")
@@ -115,7 +117,8 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
     lines = out.splitlines()
     assert lines[0] == ("format_robustness M1 model=stub format=md: 1 row(s) behind the cell in "
                         "format_robustness.mr_violation_lineage")
-    assert lines[2] == ("== 1. construct-0-0000  workflow_id=stub/inline dataset=construct format=md repeat=1 "
+    assert lines[1] == f"warehouse: {db}"  # stored relative to METAMORPH_HOME, printed resolved
+    assert lines[3] == ("== 1. construct-0-0000  workflow_id=stub/inline dataset=construct format=md repeat=1 "
                         "instance_id=construct-0-0000")
     assert lines[lines.index("response_text:") + 1] == decision("do not refer")
     assert "answer: 'do not refer'  parse_reason: clean_json" in lines
@@ -204,7 +207,7 @@ def test_wrapper_views_and_trace_reach_the_raw_completion(stub_model, metamorph_
     # synth_choice under the paper extractor: only plain reads "The answer is A" as A (correct), the four
     # other wrappers find no answer -> FSI = 100 pp, the worst FSI cell; its command is in the metadata
     command = meta["fsi_psi"]["trace_command"].value
-    assert command == (f"metamorph trace --warehouse {db} --study wrapper_sensitivity --metric FSI --model stub "
+    assert command == ("metamorph trace --study wrapper_sensitivity --metric FSI --model stub "
                        "--where task=synth_choice")
     code, out, err = run_cli(capsys, *shlex.split(command)[2:], "--json")
     assert (code, err) == (0, "")
@@ -226,7 +229,7 @@ def test_wrapper_views_and_trace_reach_the_raw_completion(stub_model, metamorph_
     assert [(r["instance_id"], r["answer"], r["parse_reason"], r["extra"]["correct"]) for r in res["rows"]] == [
         ("synth_choice-0-0000", None, "no_answer", False)]
     command = meta["wrapper_cells"]["trace_command"].value
-    assert command.startswith(f"metamorph trace --warehouse {db} --study wrapper_sensitivity --metric accuracy "
+    assert command.startswith("metamorph trace --study wrapper_sensitivity --metric accuracy "
                               "--model stub --where task=")
     assert run_cli(capsys, *shlex.split(command)[2:])[0] == 0
     code, _, err = run_cli(capsys, "--warehouse", db, "--study", "wrapper_sensitivity", "--metric", "PSI",
@@ -274,7 +277,7 @@ def test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply(stub_mod
     # Chain F1 of compressed@50 is 0; under MiniLM it was Kendall τ at -0.359)
     assert lv["worst_cell"].value == "severity_table: deterministic · chain_f1 · compressed · 0.5 = 0"
     assert meta["severity_table"]["trace_command"].value == (
-        f"metamorph trace --warehouse {db} --study workflow_perturb --metric chain_f1 --model deterministic "
+        "metamorph trace --study workflow_perturb --metric chain_f1 --model deterministic "
         "--where type=compressed --where severity=0.5 --where operator=deterministic")
     # missing@30 keeps 3 of 5 steps in order: Chain F1 = 2·1·0.6/1.6 = 0.75
     res = tr.trace(db, "workflow_perturb", "chain_f1", "deterministic", {"type": "missing", "severity": "0.3"})
@@ -323,7 +326,7 @@ def test_order_trace_reaches_the_raw_reply_of_a_recovery_cell(stub_model, metamo
     db = str(metamorph_home / "metamorph.duckdb")
     # 22 of the 23 scrambles recovered; the pooled cell (language all) is the first worst cell
     command = meta["recovery_rates"]["trace_command"].value
-    assert command == (f"metamorph trace --warehouse {db} --study order_probe --metric recovery --model stub "
+    assert command == ("metamorph trace --study order_probe --metric recovery --model stub "
                        "--where language=all --where setting=zero_shot")
     code, out, err = run_cli(capsys, *shlex.split(command)[2:], "--json", "--limit", "0")
     assert (code, err) == (0, "")

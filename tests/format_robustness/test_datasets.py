@@ -326,3 +326,29 @@ def test_a_file_that_is_not_utf8_is_an_input_error(tmp_path):
     with pytest.raises(InputError) as e:
         load_source(f"canonical:{p}")
     assert str(e.value) == f"{p}, row 2: not valid UTF-8: byte 0xe9 at column 14 (invalid continuation byte)"
+
+
+# --------------------------------------------------------------------------- one reader, four formats
+
+_CANONICAL_ROWS = [
+    {"instance_id": "c-1", "dataset": "toy", "fields": {"age": 61, "smoker": "no"}, "task_prompt": "Decide.",
+     "answer_space": ["yes", "no"], "gold": "yes", "sensitive": {"sex": "female"}},
+    {"instance_id": "c-2", "dataset": "toy", "fields": {"age": 34, "smoker": "yes"}, "task_prompt": "Decide.",
+     "answer_space": ["yes", "no"], "gold": "no", "sensitive": {"sex": "male"}},
+]
+
+
+@pytest.mark.parametrize("adapter", ["medqa", "discrim_eval", "credit_default", "canonical"])
+def test_each_source_reads_the_same_items_from_jsonl_json_csv_and_parquet(adapter, tmp_path):
+    """List and object values (MedQA's ``options``; ``canonical``'s ``fields``, ``answer_space``,
+    ``sensitive``) are JSON text in CSV cells, decoded by the shared reader."""
+    from metamorph.studies.format_robustness.sources import load_sources
+    from tests.conftest import shared_sample
+    from tests.formats import head_rows, same_items, write_formats
+
+    rows = _CANONICAL_ROWS if adapter == "canonical" else head_rows(shared_sample(adapter), 4)
+    paths = write_formats(rows, tmp_path, adapter)
+    items = {fmt: [x for _, x in load_sources([f"{adapter}:{p}"])] for fmt, p in paths.items()}
+    assert len(items["jsonl"]) == len(rows)
+    texts = same_items(items, paths)
+    assert texts["json"] == texts["csv"] == texts["parquet"] == texts["jsonl"]

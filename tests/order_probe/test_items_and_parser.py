@@ -144,3 +144,32 @@ def test_score_generations_marks_call_errors_incorrect():
     df = op.score_generations(gens, inputs, [x])
     assert df[["pattern", "scrambled", "expression", "parse_ok", "reason", "correct", "kept_adjacent"]].values.tolist() \
         == [["ABDC", "针头脑线", "针头线脑", True, "ok", True, 1], ["DCBA", "脑线头针", None, False, "call_error", False, 0]]
+
+
+@pytest.mark.parametrize(("reply", "language", "expression", "reason"), [
+    ("画 蛇 添 足", "zh_cn", "画蛇添足", "ok"),                        # ASCII spaces between single units
+    ("成语：画　蛇　添　足\n解释：多余", "zh_cn", "画蛇添足", "ok"),      # ideographic spaces (U+3000)
+    ("成語: 畫 蛇 添 足", "zh_tw", "畫蛇添足", "ok"),
+    ("答え: 一 石 二 鳥", "ja", "一石二鳥", "ok"),
+    ("画蛇 添足", "zh_cn", None, "no_candidate"),                     # multi-unit tokens keep their space
+    ("画 蛇 添", "zh_cn", None, "no_candidate"),                      # three single units
+    ("是 画 蛇 添 足", "zh_cn", None, "no_candidate"),                 # five single units
+    ("画，蛇，添，足", "zh_cn", None, "no_candidate"),                  # punctuation still separates
+    ("사자성어: 화 사 첨 족", "ko", None, "no_candidate"),              # Korean: a space separates words
+])
+def test_whitespace_between_single_units_is_layout_in_chinese_and_japanese(reply, language, expression, reason):
+    p = parse_reply(reply, language)
+    assert (p.expression, p.reason) == (expression, reason)
+
+
+def test_the_shared_sample_reads_the_same_items_from_jsonl_json_csv_and_parquet(tmp_path):
+    """``meanings`` and ``permutations`` are JSON text in CSV cells, decoded by the shared reader."""
+    from metamorph.studies.order_probe.sources import load_sources
+    from tests.formats import head_rows, same_items, write_formats
+
+    rows = head_rows(shared_sample("orderprobe"), 4)
+    paths = write_formats(rows, tmp_path, "orderprobe")
+    items = {fmt: load_sources([f"orderprobe:{p}"]) for fmt, p in paths.items()}
+    assert len(items["jsonl"]) == 4 and all(x.meanings for x in items["csv"])
+    texts = same_items(items, paths)
+    assert texts["json"] == texts["csv"] == texts["parquet"] == texts["jsonl"]

@@ -324,3 +324,42 @@ def test_unknown_failure_mode_name_is_rejected(tmp_path):
     p.write_text(json.dumps({"failure_modes": {"missin": {"primary": {"graph_f1": 0.5}}}}))
     with pytest.raises(ThresholdsError, match="unknown failure mode 'missin'"):
         load_thresholds(p)
+
+
+def test_a_utf8_bom_workflow_file_reads_as_its_format(tmp_path):
+    """A leading UTF-8 byte-order mark is dropped before the format is told from the first
+    character: JSON, JSONL and WorFBench text with a BOM read the same as without."""
+    doc = {"id": "w1", "nodes": STEPS[:5]}
+    variants = {"w.json": json.dumps(doc), "w.jsonl": json.dumps(doc) + "\n", "w.txt": worfbench_text(STEPS[:5])}
+    for name, text in variants.items():
+        plain, bom = tmp_path / name, tmp_path / f"bom_{name}"
+        plain.write_text(text, encoding="utf-8")
+        bom.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+        [a], [b] = gate_cli.read_workflow_file(plain), gate_cli.read_workflow_file(bom)
+        assert (b.wid, b.nodes, b.edges) == (a.wid, a.nodes, a.edges)
+        assert b.nodes == tuple(STEPS[:5])
+
+
+def test_cli_gate_passes_a_utf8_bom_json_file_against_itself(tmp_path, capsys):
+    g = tmp_path / "golden.json"
+    g.write_bytes(b"\xef\xbb\xbf" + json.dumps({"nodes": STEPS}).encode("utf-8"))
+    code = cli.main(["gate", "--golden", str(g), "--candidate", str(g), "--encoder", "minilm"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "result: PASS (exit 0)" in out and "graph_f1=1.0000 < 0.75? ok" in out
+
+
+def test_cli_gate_an_nfd_candidate_of_an_nfc_golden_passes_in_any_mode(tmp_path, capsys):
+    import unicodedata
+
+    steps = ["Order a café au lait", "Pay the café bill", "Leave the café", "Walk home", "Sleep well"]
+    g, c = tmp_path / "golden.txt", tmp_path / "candidate.txt"
+    g.write_text(worfbench_text(steps), encoding="utf-8")
+    c.write_text(unicodedata.normalize("NFD", worfbench_text(steps)), encoding="utf-8")
+    assert c.read_bytes() != g.read_bytes()
+    code = cli.main(["gate", "--golden", str(g), "--candidate", str(c), "--encoder", "minilm", "--mode", "any",
+                     "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["verdict"] == "PASS"
+    m = doc["pairs"][0]["metrics"]
+    assert (m["bleu"], m["gleu"], m["chain_f1"], m["graph_f1"]) == (1.0, 1.0, 1.0, 1.0)

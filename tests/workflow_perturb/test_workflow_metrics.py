@@ -666,3 +666,42 @@ def test_rescaled_bertscore_is_bert_scores_rescaling_of_the_raw_score(minilm):
     r = wm.score_workflow(gold, pred, minilm, rescale=False)
     assert r["bertscore_f1"] == pytest.approx(sum(f_raw) / 3, abs=1e-6) and r["bertscore_rescaled"] is False
     assert r["bertscore_baseline"] is None
+
+
+def test_composed_and_decomposed_steps_score_as_the_same_text():
+    """A step in NFC and the same step in NFD are one text: every metric sees them equal."""
+    import unicodedata
+
+    from metamorph.studies.workflow_perturb.workflows import normalize_text, parse_workflow_text
+
+    gold = ["Order a café au lait", "Pay the café bill", "Leave the café", "Walk home", "Sleep well"]
+    nfd = [unicodedata.normalize("NFD", s) for s in gold]
+    assert nfd[:3] != gold[:3]
+    r = wm.score_workflow(gold, nfd, FakeEncoder(), bertscore=False)
+    assert (r["chain_f1"], r["graph_f1"], r["bleu"], r["gleu"]) == (1.0, 1.0, 1.0, 1.0)
+    assert r["kendall_tau"] == pytest.approx(1.0, abs=1e-12)  # scipy: 0.9999999999999999
+    assert wm.bleu(gold[:1], nfd[:1]) == (1.0, None) and wm.gleu(gold[:1], nfd[:1]) == (1.0, None)
+    assert wm.lexical_tokens(nfd[0]) == ["Order", "a", "café", "au", "lait"]
+    nodes, _ = parse_workflow_text("Node:\n" + "\n".join(f"{k}: {s}" for k, s in enumerate(nfd, 1))
+                                   + "\nEdge: (START,1) (1,2) (2,3) (3,4) (4,5) (5,END)")
+    assert nodes == tuple(gold)
+    assert normalize_text(nfd[2]) == normalize_text(gold[2]) == "leave the café"
+
+
+def test_two_metamorph_homes_use_one_assembled_copy_in_the_user_cache(tmp_path, monkeypatch):
+    parts = _split_zip(tmp_path)
+    monkeypatch.setattr(emb, "mpnet_part_files", lambda: (parts, None))
+    monkeypatch.delenv("METAMORPH_ENCODER_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    found = []
+    for home in ("home-a", "home-b"):
+        monkeypatch.setenv("METAMORPH_HOME", str(tmp_path / home))
+        path, why = emb.mpnet_path()
+        found.append(path)
+        assert why is None and not (tmp_path / home).exists()
+    root = tmp_path / "xdg" / "metamorph" / "encoders" / "all-mpnet-base-v2"
+    assert found[0] == found[1] and root in found[0].parents
+    assert len([p for p in root.iterdir()]) == 1  # one assembled copy
+    monkeypatch.setenv("METAMORPH_ENCODER_CACHE", str(tmp_path / "elsewhere"))  # the override
+    assert emb.default_cache_dir() == tmp_path / "elsewhere"
+    assert (tmp_path / "elsewhere") in emb.mpnet_path()[0].parents

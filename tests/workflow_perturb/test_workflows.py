@@ -234,3 +234,15 @@ def test_embedded_goldens_cover_the_size_strata_and_are_valid_dags():
         assert parse_workflow_text(format_workflow(w)) == (w.nodes, w.edges)
     valid, rejected = load_goldens("embedded")
     assert valid == ws and rejected == []
+
+
+def test_the_shared_sample_reads_the_same_goldens_from_jsonl_json_csv_and_parquet(tmp_path):
+    """``gold_nodes`` and ``gold_edges`` are JSON text in CSV cells, decoded by the shared reader."""
+    from tests.formats import head_rows, same_items, write_formats
+
+    rows = head_rows(shared_sample("worfbench"), 4)
+    paths = write_formats(rows, tmp_path, "worfbench")
+    goldens = {fmt: load_goldens(str(p), on_invalid="collect") for fmt, p in paths.items()}
+    assert sum(len(part) for part in goldens["jsonl"]) == 4
+    texts = same_items(goldens, paths)
+    assert texts["json"] == texts["csv"] == texts["parquet"] == texts["jsonl"]

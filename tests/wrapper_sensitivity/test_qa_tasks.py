@@ -346,3 +346,20 @@ def test_synthetic_tasks_are_deterministic_and_follow_their_rule():
     assert any("." in x.gold for x in a if x.task == "synth_arith")  # halves occur
     with pytest.raises(ValueError):
         synthetic_tasks(0)
+
+
+@pytest.mark.parametrize("task", ["arc_challenge", "commonsense_qa", "hellaswag", "boolq", "gsm8k", "piqa",
+                                  "winogrande"])
+def test_each_task_reads_the_same_items_from_jsonl_json_csv_and_parquet(task, tmp_path):
+    """``choices`` (ARC, CommonsenseQA) and ``endings`` (HellaSwag) are JSON text in CSV cells,
+    decoded by the shared reader."""
+    from metamorph.studies.wrapper_sensitivity.tasks import load_task
+    from tests.conftest import shared_sample
+    from tests.formats import head_rows, same_items, write_formats
+
+    rows = head_rows(shared_sample(task), 4)
+    paths = write_formats(rows, tmp_path, task)
+    items = {fmt: load_task(f"{task}:{p}") for fmt, p in paths.items()}
+    assert len(items["jsonl"]) == 4
+    texts = same_items(items, paths)
+    assert texts["json"] == texts["csv"] == texts["parquet"] == texts["jsonl"]

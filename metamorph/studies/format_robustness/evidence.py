@@ -29,7 +29,6 @@ rate is defined), never an error.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -38,6 +37,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from metamorph.datasets import read_json_file
 from metamorph.errors import InputError
 
 __all__ = ["LEXICON_PACKAGE_DIR", "Lexicon", "available_lexicons", "compile_entry", "load_lexicon"]
@@ -198,8 +198,5 @@ def load_lexicon(dataset: str, directory: str | Path | None = None) -> Lexicon:
         except OSError:
             known = []
         raise InputError(str(path), f"no lexicon for dataset {dataset!r} (available: {known})")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"not valid JSON: {exc}") from exc
+    data = read_json_file(path, "lexicon")
     return Lexicon.from_mapping(data, source=str(path), expected_dataset=dataset)

@@ -13,7 +13,6 @@ row and the field; nothing is returned for a file with a bad row (all-or-nothing
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -51,20 +50,13 @@ def _int(row: dict, key: str, uri: str, i: int) -> int:
 
 def _json_cell(row: dict, key: str, uri: str, i: int, kind: type | tuple[type, ...], expected: str,
                required: bool = True) -> Any:
-    """``row[key]`` as a JSON list / object: as is from JSONL / JSON / Parquet, decoded from its
-    JSON text in a cell of a CSV file (only there is text decoded). ``kind``: the accepted Python
+    """``row[key]`` as a JSON list / object (a CSV cell's JSON text is decoded by the shared reader:
+    :data:`JSON_CELLS`, :func:`metamorph.datasets.read_rows`). ``kind``: the accepted Python
     type(s); ``expected``: how the error names them. A missing optional value (``None``, ``""``)
-    is ``None``. Raises :class:`InputError` (file, row, field) for a CSV cell that is not JSON or a
-    value of another type."""
+    is ``None``. Raises :class:`InputError` (file, row, field) for a value of another type."""
     v = _req(row, key, uri, i) if required else row.get(key)
     if v is None or (isinstance(v, str) and not v.strip()):
         return None
-    if isinstance(v, str) and uri.lower().endswith(".csv"):
-        try:
-            v = json.loads(v)
-        except json.JSONDecodeError as exc:
-            raise InputError(uri, f"expected {expected} as JSON text in the CSV cell, got {row[key]!r:.80} "
-                             f"({exc.msg})", row=i, field=key) from exc
     if hasattr(v, "tolist"):  # a numpy array from Parquet
         v = v.tolist()
     if not isinstance(v, kind):
@@ -230,6 +222,13 @@ def adapt_generic(row: dict, uri: str, i: int) -> SourceInstance:
         sensitive={str(k): str(v) for k, v in sensitive.items() if v is not None and v != ""},
     )
 
+
+#: The list / object fields of each adapter, with the words their errors use: JSON text in a CSV
+#: cell, decoded by :func:`metamorph.datasets.read_rows`.
+JSON_CELLS: dict[str, dict[str, str]] = {
+    "medqa": {"options": "options with keys A-D"},
+    "canonical": {"fields": _PAIRS, "answer_space": "a list of labels", "sensitive": "an object {attribute: value}"},
+}
 
 ADAPTERS: dict[str, Callable[[dict, str, int], SourceInstance]] = {
     "medqa": adapt_medqa,
@@ -408,7 +407,7 @@ def load_source(spec: str, limit: int | None = None,
     assert s.location is not None
     if limit is not None and limit < 1:
         raise InputError(spec, f"limit must be >= 1, got {limit}")
-    raw = read_rows(s.location)
+    raw = read_rows(s.location, JSON_CELLS.get(s.adapter))
     kept = sample_rows(len(raw), limit, sample_seed)
     adapter = ADAPTERS[s.adapter]
     xs, rows = [], []

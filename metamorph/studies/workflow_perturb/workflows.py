@@ -27,9 +27,9 @@ or an ``hf://`` URI; ``embedded`` is :func:`~metamorph.studies.workflow_perturb.
 
 from __future__ import annotations
 
-import json
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -141,6 +141,8 @@ def parse_workflow_text(text: str, source: str = "<text>", row: int | None = Non
     there (prose, blank lines, code fences) are ignored. Edges are every ``(u,v)`` pair after the
     ``Edge:`` marker, with u, v in ``START``/``END``/digits (case-insensitive, spaces allowed).
 
+    The text is NFC-normalised first (steps compare as text, not code points).
+
     Returns:
         ``nodes`` (descriptions, in id order) and ``edges`` (``(u, v)`` in text order, START/END
         upper-cased). Structural checks (DAG, endpoints...) are :func:`validate_workflow`'s job.
@@ -149,7 +151,7 @@ def parse_workflow_text(text: str, source: str = "<text>", row: int | None = Non
         InputError: no ``Edge:`` marker, no node line, node ids not exactly 1..n in order, an empty
             description, or no edge pair. ``source``/``row``/``field`` locate the text.
     """
-    lines = str(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = unicodedata.normalize("NFC", str(text)).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     edge_at = next((i for i, line in enumerate(lines) if _EDGE_MARK.match(line)), None)
     if edge_at is None:
         raise InputError(source, "no 'Edge:' line in the workflow text", row=row, field=field)
@@ -303,12 +305,12 @@ class RejectedGolden:
     n_nodes: int
     workflow: Workflow
 
+#: The list fields of a golden, with the words their errors use: JSON text in a CSV cell, decoded
+#: by :func:`metamorph.datasets.read_rows`.
+JSON_CELLS = {"gold_nodes": "a list of steps", "gold_edges": "a list of [from, to] pairs"}
+
+
 def _as_list(value: Any, uri: str, row: int, field: str) -> list:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise InputError(uri, f"not a JSON list ({exc.msg})", row=row, field=field) from exc
     if hasattr(value, "tolist"):
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
@@ -391,7 +393,7 @@ def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
         ws = embedded_goldens()
         return (ws if limit is None else ws[:limit]), []
     uri = spec.removeprefix("worfbench:")
-    raw = read_rows(uri)
+    raw = read_rows(uri, JSON_CELLS)
     if limit is not None:
         raw = raw[:limit]
     parsed: list[tuple[Workflow, int, str, str]] = []
@@ -419,5 +421,5 @@ def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
 
 
 def normalize_text(t: str) -> str:
-    """Comparison form of a step: lower case, whitespace collapsed, final ``. ; : !`` dropped."""
-    return re.sub(r"\s+", " ", str(t)).strip().rstrip(".;:!").strip().lower()
+    """Comparison form of a step: NFC, lower case, whitespace collapsed, final ``. ; : !`` dropped."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFC", str(t))).strip().rstrip(".;:!").strip().lower()

@@ -390,6 +390,14 @@ def load_piqa_row(row: dict, uri: str, i: int) -> QAItem:
 
 
 #: Task name -> row loader ``(row, uri, 1-based row) -> QAItem``.
+#: The list / object fields of each task, with the words their errors use: JSON text in a CSV
+#: cell, decoded by :func:`metamorph.datasets.read_rows`.
+JSON_CELLS: dict[str, dict[str, str]] = {
+    "arc_challenge": {"choices": "a list of {label, text} choices"},
+    "commonsense_qa": {"choices": "a list of {label, text} choices"},
+    "hellaswag": {"endings": "a list of endings"},
+}
+
 LOADERS: dict[str, Callable[[dict, str, int], QAItem]] = {
     "boolq": load_boolq_row,
     "arc_challenge": load_arc_challenge_row,
@@ -495,7 +503,7 @@ def load_task(spec: str, limit: int | None = None) -> list[QAItem]:
         raise InputError(spec, "a task spec is 'synthetic' or '<task>:<path or hf:// URI>'")
     if task not in LOADERS:
         raise InputError(spec, f"unknown task {task!r}; known: {sorted(LOADERS)} and 'synthetic'")
-    raw = read_rows(location)
+    raw = read_rows(location, JSON_CELLS.get(task))
     if limit is not None:
         raw = raw[:limit]
     loader = LOADERS[task]

@@ -12,6 +12,7 @@ counted (``pred_invalid_edges``). Duplicate edges count once.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any, NamedTuple
@@ -39,6 +40,8 @@ def as_workflow(obj: Any) -> WorkflowGraph:
     :class:`metamorph.studies.workflow_perturb.workflows.Workflow`), ``(nodes, edges)``, ``{"nodes", "edges"}`` or a list of steps.
 
     ``edges`` of ``None`` (or a bare list of steps) means the linear chain :func:`chain_edges`.
+    Steps are NFC-normalised (``unicodedata``), so that every metric — the alignment, BLEU, GLEU,
+    BERTScore — sees one spelling of the same text.
     Edge endpoints are kept as given here; they are checked by the graph metric.
     """
     if isinstance(obj, WorkflowGraph):
@@ -53,7 +56,8 @@ def as_workflow(obj: Any) -> WorkflowGraph:
         nodes, edges = obj
     else:
         nodes, edges = obj, None
-    nodes = tuple("" if s is None else str(s) for s in (nodes or ()))
+    # NFC once, here: every metric compares text, not code points ("café" composed or decomposed)
+    nodes = tuple("" if s is None else unicodedata.normalize("NFC", str(s)) for s in (nodes or ()))
     if edges is None:
         edges = chain_edges(len(nodes))
     return WorkflowGraph(nodes, tuple(tuple(e) for e in edges))

@@ -27,6 +27,7 @@ source: App. B.3.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -67,7 +68,8 @@ def lexical_tokens(steps: Sequence[str] | str, lowercase: bool = False,
                    tokenization: str = "document") -> list[str]:
     """Tokens of a workflow's steps (module docstring): the whitespace-joined document through
     :func:`word_tokens` (default), or each step through ``NLTKWordTokenizer`` (``per_step``);
-    lower-cased only when ``lowercase``. Raises ``ValueError`` for an unknown tokenization."""
+    NFC-normalised first (a composed and a decomposed "café" are one token); lower-cased only
+    when ``lowercase``. Raises ``ValueError`` for an unknown tokenization."""
     if tokenization not in TOKENIZATIONS:
         raise ValueError(f"tokenization must be one of {TOKENIZATIONS}, not {tokenization!r}")
     return list(_cached_tokens((steps,) if isinstance(steps, str) else tuple(steps), lowercase, tokenization))
@@ -76,6 +78,7 @@ def lexical_tokens(steps: Sequence[str] | str, lowercase: bool = False,
 @lru_cache(maxsize=8192)
 def _cached_tokens(steps: tuple[str, ...], lowercase: bool, tokenization: str) -> tuple[str, ...]:
     # a golden's steps are tokenized once for all its variants and for both BLEU and GLEU
+    steps = tuple(unicodedata.normalize("NFC", s) for s in steps)  # text, not code points
     steps = tuple(s.lower() if lowercase else s for s in steps)
     if tokenization == "document":
         return tuple(word_tokens(" ".join(steps)))

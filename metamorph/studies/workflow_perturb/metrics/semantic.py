@@ -30,12 +30,15 @@ source: App. B.4.
 
 from __future__ import annotations
 
+import io
 import random
 import tempfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from metamorph.datasets import read_text
 
 #: Unrelated step pairs drawn for a baseline.
 BASELINE_PAIRS = 2000
@@ -183,7 +186,7 @@ class SharedPassBERTScore:
         self.baseline_vals = None
         if baseline_path is not None:
             self.baseline_vals = torch.from_numpy(
-                pd.read_csv(baseline_path).iloc[self.num_layers].to_numpy())[1:].float()
+                pd.read_csv(io.StringIO(read_text(baseline_path, "BERTScore baseline"))).iloc[self.num_layers].to_numpy())[1:].float()
         self._states: dict[str, tuple[Any, Any]] = {}
         self.fallback_texts = 0
 
