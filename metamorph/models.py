@@ -84,6 +84,7 @@ without it every compared metric of every study blocks. It changes no output: no
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -362,7 +363,9 @@ def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
         path, value = stack.pop()
         if looks_like_secret(path.rsplit(".", 1)[-1]):
             raise bad(f"this key name looks like a secret (an API key or token); {_KEY_ADVICE}", path)
-        if isinstance(value, str) and looks_like_secret(value):
+        if isinstance(value, str) and looks_like_secret(value) and not (path == "model" and os.path.isfile(value)):
+            # an existing local file (a GGUF under a hub snapshot directory named by its commit hash)
+            # is a path, not key material
             raise bad(f"the value looks like a secret (an API key or token); {_KEY_ADVICE}", path)
         if isinstance(value, dict):
             stack.extend((f"{path}.{k}", v) for k, v in reversed(list(value.items())))

