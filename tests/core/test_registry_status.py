@@ -63,6 +63,10 @@ def test_chat_format_is_a_llama_cpp_param_and_in_the_fingerprint_and_cache_key()
     (entry(n_threads=True), "field 'n_threads': n_threads must be an integer >= 1, got True"),
     ({"id": "g", "provider": "openai", "model": "gpt-x", "n_threads": 2},
      "field 'n_threads': n_threads is a llama_cpp setting (CPU threads of the local model)"),
+    (entry(workers=0), "field 'workers': workers must be an integer >= 1, got 0"),
+    (entry(workers=True), "field 'workers': workers must be an integer >= 1, got True"),
+    ({"id": "g", "provider": "anthropic", "model": "claude-x", "workers": 2},
+     "field 'workers': workers is a llama_cpp setting (local model contexts computing at once)"),
 ])
 def test_bad_entries_name_the_entry(bad, message):
     with pytest.raises(ConfigError) as e:
@@ -78,6 +82,22 @@ def test_n_threads_reaches_the_local_provider_and_is_not_in_the_fingerprint():
     assert (one.n_threads, two.n_threads) == (1, 2)
     assert one.fingerprint() == two.fingerprint()  # more threads re-run nothing
     assert (build_provider(one).n_threads, build_provider(two).n_threads) == (1, 2)  # not one memoised client
+
+
+def test_workers_set_the_local_providers_concurrency_and_are_not_in_the_fingerprint(monkeypatch):
+    from metamorph.providers import llama_workers
+    from resources.llm import build_provider
+
+    (default,) = parse_registry({"models": [entry()]})
+    (one,) = parse_registry({"models": [entry(workers=1)]})
+    (three,) = parse_registry({"models": [entry(workers=3)]})
+    (two_threads,) = parse_registry({"models": [entry(n_threads=2)]})
+    assert (default.workers, one.workers, three.workers) == (None, 1, 3)
+    assert default.fingerprint() == one.fingerprint() == three.fingerprint()  # more workers re-run nothing
+    monkeypatch.setattr(llama_workers, "usable_cores", lambda: 4)
+    # default: one worker per usable core, or per n_threads cores; workers: 1 is the in-process context
+    assert [build_provider(s, n_ctx=4095).max_concurrency for s in (default, one, three, two_threads)] == [4, 1, 3, 2]
+    assert build_provider(one, n_ctx=4095)._pool is None and build_provider(three, n_ctx=4095)._pool.n == 3
 
 
 @pytest.mark.llm

@@ -1,0 +1,190 @@
+"""N llama.cpp contexts in N worker processes, so N local requests are computed at once.
+
+A llama.cpp context is not thread-safe and one single-threaded context keeps one core busy, so
+:class:`LlamaWorkerPool` starts ``n`` worker processes (``spawn``: no state inherited from a
+threaded parent), each owning one :class:`~metamorph.providers.llama_cpp.LlamaCppProvider`
+(one context, ``n_threads`` threads, the KV cache reset before every call). A call is sent to an
+idle worker over its pipe and the calling thread waits for the result, so the runner's threads
+(``max_concurrency`` = ``n``) are the only scheduler: cache claims, progress, interrupts and
+crash-resume stay the runner's.
+
+Every worker computes a request exactly as the in-process provider does (same library, same
+thread count, no state carried between calls), so a completion is byte-identical whichever
+worker computes it and whatever the other workers compute meanwhile (tested on the packaged
+models: ``tests/core/test_llama_workers.py``).
+
+Signals and failures:
+
+* workers ignore SIGINT: Ctrl-C reaches the whole process group, and the runner's answer to it
+  is to let the calls in flight finish and store them; a worker stopping mid-call would lose them.
+* a worker whose parent dies sees its pipe close and exits (no orphaned model processes).
+* a worker that dies mid-call (killed, out of memory) fails that call with
+  :class:`~metamorph.providers.base.ProviderError` (not retryable) and is replaced by a new
+  worker, so the rest of the run goes on with ``n`` workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metamorph.errors import ConfigError, ContextBudgetError
+from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
+
+#: exception types a worker's call may raise that are re-raised as themselves in the caller.
+_REraised: dict[str, type[Exception]] = {"ConfigError": ConfigError, "ContextBudgetError": ContextBudgetError}
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where the
+    platform has no affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What each worker process builds its :class:`LlamaCppProvider` from (picklable)."""
+
+    model_path: str
+    n_ctx: int
+    n_threads: int
+    chat_format: str | None
+
+
+def _worker_main(spec: WorkerSpec, conn: Any) -> None:
+    """A worker process: load the model, then answer ``("generate", request)`` messages with
+    ``("ok", GenerationResult)`` or ``("error", type name, message)`` until the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from metamorph.providers.llama_cpp import LlamaCppProvider
+
+    provider = LlamaCppProvider(model_path=spec.model_path, n_ctx=spec.n_ctx, n_threads=spec.n_threads,
+                                chat_format=spec.chat_format, workers=1)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):  # the parent closed the pipe or died
+            return
+        if msg is None:
+            return
+        _, request = msg
+        try:
+            reply: tuple = ("ok", provider.generate(request))
+        except Exception as exc:  # sent back and raised in the caller's thread
+            reply = ("error", type(exc).__name__, str(exc))
+        conn.send(reply)
+
+
+class _Worker:
+    """One worker process and the parent's end of its pipe."""
+
+    def __init__(self, ctx: Any, spec: WorkerSpec):
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker_main, args=(spec, child), daemon=True,
+                                   name=f"llama-worker-{Path(spec.model_path).name}")
+        self.process.start()
+        child.close()
+
+    def call(self, request: GenerationRequest) -> tuple:
+        self.conn.send(("generate", request))
+        return self.conn.recv()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout)
+        self.conn.close()
+
+
+class LlamaWorkerPool:
+    """``n`` worker processes, each owning one single-context :class:`LlamaCppProvider`.
+
+    Args:
+        n: worker processes (>= 1); started on the first :meth:`generate`, each loading the model.
+        model_path, n_ctx, n_threads, chat_format: as :class:`LlamaCppProvider` (per worker).
+
+    :meth:`generate` is thread-safe and blocks while all ``n`` workers are busy; callers run at
+    most ``n`` calls at once to keep every worker busy and none waiting.
+    """
+
+    def __init__(self, n: int, model_path: str | Path, n_ctx: int, n_threads: int, chat_format: str | None):
+        if n < 1:
+            raise ConfigError(f"a llama.cpp worker pool needs at least 1 worker, got {n}")
+        self.n = n
+        self.spec = WorkerSpec(str(model_path), n_ctx, n_threads, chat_format)
+        self._ctx = mp.get_context("spawn")
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise ConfigError(f"the llama.cpp worker pool of {Path(self.spec.model_path).name} is closed")
+            if not self._all:
+                for _ in range(self.n):
+                    w = _Worker(self._ctx, self.spec)
+                    self._all.append(w)
+                    self._idle.put(w)
+
+    def generate(self, request: GenerationRequest) -> GenerationResult:
+        """The request's completion, computed by an idle worker.
+
+        Raises:
+            ConfigError, ContextBudgetError: as :meth:`LlamaCppProvider.generate` raised them in the worker.
+            ProviderError: the worker died during the call (it is replaced; not retryable), or
+                any other exception of the worker's call (type and message kept).
+        """
+        self._start()
+        w = self._idle.get()
+        try:
+            reply = w.call(request)
+        except (EOFError, OSError) as exc:
+            code = w.process.exitcode if not w.process.is_alive() else None
+            self._replace(w)
+            raise ProviderError(f"llama.cpp worker process died during the call (exit code {code}): "
+                                f"{type(exc).__name__}") from None
+        self._idle.put(w)
+        if reply[0] == "ok":
+            return reply[1]
+        _, name, message = reply
+        if name in _REraised:
+            raise _REraised[name](message)
+        raise ProviderError(f"{name} in llama.cpp worker: {message}")
+
+    def _replace(self, dead: _Worker) -> None:
+        dead.stop(timeout=1.0)
+        with self._lock:
+            self._all.remove(dead)
+            if self._closed:
+                return
+            w = _Worker(self._ctx, self.spec)
+            self._all.append(w)
+        self._idle.put(w)
+
+    def pids(self) -> list[int]:
+        """Process ids of the running workers (empty before the first call)."""
+        with self._lock:
+            return [w.process.pid for w in self._all if w.process.pid is not None]
+
+    def close(self) -> None:
+        """Stop every worker (each finishes the call it is computing first, up to 5 s)."""
+        with self._lock:
+            self._closed = True
+            workers, self._all = self._all, []
+        for w in workers:
+            w.stop()
