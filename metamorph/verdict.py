@@ -55,19 +55,25 @@ class VerdictSource:
 
 
 def sources() -> dict[str, VerdictSource]:
-    """Study → :class:`VerdictSource` (the studies' report modules are imported on first use)."""
-    from metamorph.studies.format_robustness import report as fmt
-    from metamorph.studies.order_probe import report as op
-    from metamorph.studies.workflow_perturb import report as wp
-    from metamorph.studies.wrapper_sensitivity import report as ws
+    """Study → :class:`VerdictSource`, for every study package whose ``report`` module declares
+    ``COMPARISON_TABLES``, ``comparison_scores`` and ``COMPARED_METRICS`` (found by walking
+    :mod:`metamorph.studies`, naming none; imported on first use)."""
+    import importlib
+    import importlib.util
+    import pkgutil
 
-    return {
-        "format_robustness": VerdictSource(("generation_outcomes", "mr_flags"), fmt.comparison_scores,
-                                           fmt.COMPARED_METRICS),
-        "order_probe": VerdictSource(("scored_replies",), op.comparison_scores, op.COMPARED_METRICS),
-        "workflow_perturb": VerdictSource(("judge_scores",), wp.comparison_scores, wp.COMPARED_METRICS),
-        "wrapper_sensitivity": VerdictSource(("scored_answers",), ws.comparison_scores, ws.COMPARED_METRICS),
-    }
+    import metamorph.studies
+
+    out = {}
+    for m in sorted(pkgutil.iter_modules(metamorph.studies.__path__), key=lambda m: m.name):
+        name = f"metamorph.studies.{m.name}.report"
+        if not m.ispkg or importlib.util.find_spec(name) is None:
+            continue
+        report = importlib.import_module(name)
+        if all(hasattr(report, a) for a in ("COMPARISON_TABLES", "comparison_scores", "COMPARED_METRICS")):
+            out[m.name] = VerdictSource(tuple(report.COMPARISON_TABLES), report.comparison_scores,
+                                        report.COMPARED_METRICS)
+    return out
 
 
 def compared_metrics() -> dict[str, tuple[str, ...]]:

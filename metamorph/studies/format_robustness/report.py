@@ -156,6 +156,11 @@ def _gold_rows(outcomes: pd.DataFrame) -> pd.DataFrame:
     return gen[gen["gold"].notna()]
 
 
+#: The warehouse tables (``format_robustness.<table>``) :func:`comparison_scores` takes, in order
+#: (:func:`metamorph.verdict.sources`).
+COMPARISON_TABLES = ("generation_outcomes", "mr_flags")
+
+
 def comparison_scores(outcomes: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFrame:
     """Item scores (:func:`metamorph.comparison.item_scores`) of every model, the item being
     the instance:

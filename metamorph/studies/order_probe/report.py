@@ -76,6 +76,11 @@ def card_rows(recovery_rates: pd.DataFrame) -> pd.DataFrame:
 COMPARED_METRICS = {"recovery": True}
 
 
+#: The warehouse tables (``order_probe.<table>``) :func:`comparison_scores` takes, in order
+#: (:func:`metamorph.verdict.sources`).
+COMPARISON_TABLES = ("scored_replies",)
+
+
 def comparison_scores(scored: pd.DataFrame) -> pd.DataFrame:
     """Item scores (:func:`metamorph.comparison.item_scores`) of every model: ``recovery``, the
     exact recovery (``correct``, 0/1; a parse failure or call error counts as not recovered) of

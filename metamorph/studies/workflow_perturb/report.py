@@ -101,6 +101,11 @@ def _judged(judge_scores: pd.DataFrame, caller: str) -> pd.DataFrame:
     return judge_scores[judge_scores["judge"].notna()]
 
 
+#: The warehouse tables (``workflow_perturb.<table>``) :func:`comparison_scores` takes, in order
+#: (:func:`metamorph.verdict.sources`).
+COMPARISON_TABLES = ("judge_scores",)
+
+
 def comparison_scores(judge_scores: pd.DataFrame) -> pd.DataFrame:
     """Item scores (:func:`metamorph.comparison.item_scores`) of every judge model: ``judge``, the
     judge's score of a variant (the mean of its valid replies / 5), the item being the

@@ -65,6 +65,11 @@ def _mode_rows(scored: pd.DataFrame, mode: str) -> pd.DataFrame:
     return s[s["mode"] == mode]
 
 
+#: The warehouse tables (``wrapper_sensitivity.<table>``) :func:`comparison_scores` takes, in order
+#: (:func:`metamorph.verdict.sources`).
+COMPARISON_TABLES = ("scored_answers",)
+
+
 def comparison_scores(scored: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
     """Item scores (:func:`metamorph.comparison.item_scores`) of every model under extraction
     ``mode`` (default: the paper's extractor), the item being ``task/item_id``: ``accuracy``
