@@ -12,8 +12,10 @@ is dagster-celery's — every step becomes a task for celery workers (``dagster-
 """
 
 import os
+from pathlib import Path
 
 import dagster as dg
+import yaml
 from dagster_duckdb import DuckDBResource
 
 from assets import format_robustness, model_upgrades, order_probe, workflow_perturb, wrapper_sensitivity
@@ -30,15 +32,26 @@ STUDIES = [format_robustness, wrapper_sensitivity, workflow_perturb, order_probe
 CROSS_STUDY = [model_upgrades]
 
 
+#: The celery workers' config (broker, backend, acknowledgement and redelivery settings), also the
+#: celery executor's: the runs that send steps and the workers that take them read one file.
+CELERY_CONFIG = Path(__file__).resolve().parents[1] / "config" / "celery-worker.yaml"
+
+
+def celery_executor_config(path: Path = CELERY_CONFIG) -> dict:
+    """The ``execution.config`` mapping of a dagster-celery worker config file (``broker``,
+    ``backend``, ``config_source``), the config of the executor built by :func:`executor`."""
+    return yaml.safe_load(path.read_text())["execution"]["config"]
+
+
 def executor() -> dg.ExecutorDefinition:
-    """In-process, or dagster-celery's executor when ``METAMORPH_CELERY_BROKER`` is set (broker and
-    result backend: that URL, read from the environment when a run starts)."""
+    """In-process, or dagster-celery's executor when ``METAMORPH_CELERY_BROKER`` is set, configured
+    from ``config/celery-worker.yaml`` (broker and result backend: that URL, read from the environment
+    when a run starts; tasks acknowledged late and redelivered after a worker's death)."""
     if not os.environ.get("METAMORPH_CELERY_BROKER"):
         return dg.in_process_executor
     from dagster_celery import celery_executor
 
-    return celery_executor.configured({"broker": {"env": "METAMORPH_CELERY_BROKER"},
-                                       "backend": {"env": "METAMORPH_CELERY_BROKER"}}, name="celery")
+    return celery_executor.configured(celery_executor_config(), name="celery")
 
 
 def build_definitions() -> dg.Definitions:

@@ -206,3 +206,148 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
         peak = max(peak, level)
     print(f"\ncelery: {n_steps} steps in the 2 model runs, by worker {by_worker}, at most {peak} at once; "
           f"{elapsed:.0f} s from the inputs job to the end")
+
+
+def worker_config_with(tmp_path: Path, visibility_timeout: int, restore_interval: int) -> Path:
+    """config/celery-worker.yaml with a shorter redelivery delay (the fault test's run lasts seconds,
+    not the shipped 900 s); every other setting as shipped."""
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "config" / "celery-worker.yaml").read_text())
+    opts = cfg["execution"]["config"]["config_source"]["broker_transport_options"]
+    assert opts == {"visibility_timeout": 900, "unacked_restore_interval": 10, "unacked_restore_throttle": 1}
+    opts.update(visibility_timeout=visibility_timeout, unacked_restore_interval=restore_interval)
+    path = tmp_path / "celery-worker.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_a_worker_killed_mid_generation_its_step_is_redelivered_to_the_other_worker_within_the_visibility_timeout(
+        stub, dagster_pg_url, pg_schema_url, redis_url, tmp_path, monkeypatch):
+    """SIGKILL of the celery worker running a model partition's generation step: the step's message,
+    acknowledged late, is delivered again to the surviving worker after the visibility timeout; the run
+    succeeds, the completions requested twice are exactly those the stub had received but the cache had
+    not committed at the kill, and no claim or pool slot is left held."""
+    import redis
+
+    from metamorph.studies.order_probe.sources import load_source
+
+    visibility, restore = 12, 2
+    [item] = load_source(SOURCE)
+    stub.latency_s = 1.0  # 24 completions, 2 at a time: about 12 s of generation
+    stub.script("POST", "/v1/chat/completions", chat_reply(f"成语：「{item.canonical}」\n解释：{item.meanings[0]}"))
+    registry = tmp_path / "models.yaml"
+    registry.write_text("models:\n  - {id: gpt-a, provider: openai, model: gpt-test-a, "
+                        f"base_url: '{stub.url}/v1', max_concurrency: 2}}\n")
+    broker = redis_url.rsplit("/", 1)[0] + f"/{1 + uuid.uuid4().int % 15}"
+    redis.Redis.from_url(broker).flushdb()
+    home = scaleout_home(tmp_path)
+    worker_cfg = worker_config_with(tmp_path, visibility, restore)
+    venv_bin = str(Path(sys.executable).parent)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-CELERY", "METAMORPH_MODELS": str(registry),
+           "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(home),
+           "METAMORPH_DAGSTER_PG_URL": dagster_pg_url, "METAMORPH_CACHE_URL": pg_schema_url,
+           "METAMORPH_CELERY_BROKER": broker, "PYTHONPATH": str(REPO),
+           "PATH": venv_bin + os.pathsep + os.environ.get("PATH", "")}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    workers = {name: subprocess.Popen([f"{venv_bin}/dagster-celery", "worker", "start", "-A", "dagster_celery.app",
+                                       "-y", str(worker_cfg), "-n", name, "--", "--pool=solo", "--without-gossip",
+                                       "--without-mingle"],
+                                      cwd=tmp_path, env=env, stdout=open(logs / f"{name}.log", "w"),
+                                      stderr=subprocess.STDOUT, start_new_session=True)
+               for name in ("w1", "w2")}
+    step = "order_probe__order_generations"
+    from tests.core.cache_backends import PostgresStore
+
+    store = PostgresStore(pg_schema_url)
+    try:
+        from pipelines.definitions import build_definitions
+
+        for var in ("METAMORPH_DAGSTER_PG_URL", "METAMORPH_HOME", "METAMORPH_MODELS", "METAMORPH_CACHE_URL"):
+            monkeypatch.setenv(var, env[var])
+        monkeypatch.delenv("METAMORPH_CELERY_BROKER", raising=False)
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            instance.add_dynamic_partitions("model", ["gpt-a"])
+            assert build_definitions().resolve_job_def("order_probe_inputs_job").execute_in_process(
+                instance=instance, run_config={"ops": {
+                    "order_probe__order_items": {"config": {"sources": [SOURCE]}},
+                    "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}}}).success
+            run = subprocess.Popen([f"{venv_bin}/dagster", "job", "execute", "-m", "pipelines.definitions", "-a", "defs",
+                                    "-j", "order_probe_model_job", "--tags", json.dumps({"dagster/partition": "gpt-a"})],
+                                   cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            # the worker running the generation step (the process group of the process that logged its
+            # start), once the stub has received 6 of its 24 requests
+            victim = None
+            deadline = time.monotonic() + 300
+            while victim is None or len(stub.requests) < 6:
+                assert time.monotonic() < deadline and run.poll() is None, run.communicate()[0][-3000:]
+                time.sleep(0.1)
+                if victim is None and run_id_of(instance):
+                    for rec in instance.all_logs(run_id_of(instance), of_type=dg.DagsterEventType.STEP_START):
+                        if rec.step_key == step:
+                            victim_pid = rec.dagster_event.pid
+                            [victim] = [name for name, w in workers.items() if w.pid == os.getpgid(victim_pid)]
+            os.killpg(workers[victim].pid, signal.SIGKILL)
+            workers[victim].wait()
+            t_kill = time.time()
+            received_at_kill = len(stub.requests)
+            [(committed_at_kill,)] = store.rows("SELECT count(*) FROM generations")
+            out = run.communicate(timeout=300)[0]
+            worker_logs = "\n".join((logs / f"{n}.log").read_text()[-2000:] for n in workers)
+            assert run.returncode == 0, out[-3000:] + worker_logs
+            run_id = run_id_of(instance)
+            starts = [rec.timestamp for rec in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+                      if rec.step_key == step]
+            starters = [rec.dagster_event.pid for rec in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+                        if rec.step_key == step]
+            survivor_group = pgid_of(starters[-1])
+            slots = instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots
+            status = instance.get_run_by_id(run_id).status
+    finally:
+        for w in workers.values():
+            if w.poll() is None:
+                os.killpg(w.pid, signal.SIGTERM)
+        for w in workers.values():
+            try:
+                w.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(w.pid, signal.SIGKILL)
+                w.wait()
+    survivor = ({"w1", "w2"} - {victim}).pop()
+    assert status == dg.DagsterRunStatus.SUCCESS and slots == []
+    # the generation step started twice: on the killed worker, then on the survivor after the message's
+    # visibility timeout (counted from its delivery to the killed worker) and at most one restore sweep
+    assert len(starts) == 2 and starters[0] == victim_pid and survivor_group == workers[survivor].pid
+    detection = starts[1] - t_kill
+    assert starts[1] > t_kill and starts[1] - starts[0] <= visibility + restore + 5, (starts, t_kill)
+    counts = stub.count_by(lambda r: r.json["messages"][-1]["content"])
+    twice = sorted(n for n in counts.values() if n > 1)
+    assert len(counts) == 24 and set(counts.values()) <= {1, 2}
+    assert len(twice) == received_at_kill - committed_at_kill, (received_at_kill, committed_at_kill, counts)
+    assert store.rows("SELECT count(*) FROM generations WHERE error IS NULL") == [(24,)]
+    assert store.rows("SELECT count(*) FROM claims") == [(0,)]
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "home" / "metamorph.duckdb"), read_only=True)
+    assert con.execute("SELECT model_id, count(*) FROM order_probe.order_generations GROUP BY ALL").fetchall() == [
+        ("gpt-a", 24)]
+    con.close()
+    print(f"\ncelery worker kill: step restarted on {survivor} {detection:.1f} s after the kill "
+          f"({starts[1] - starts[0]:.1f} s after its first start; visibility timeout {visibility} s, restore sweep "
+          f"every {restore} s); {received_at_kill} requests received and {committed_at_kill} committed at the kill, "
+          f"{len(twice)} requested twice")
+
+
+def pgid_of(pid: int) -> int | None:
+    """The process group of a running process (None once it is gone)."""
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def run_id_of(instance: dg.DagsterInstance) -> str | None:
+    """The id of the one run of ``order_probe_model_job`` in ``instance`` (None before it exists)."""
+    runs = instance.get_runs(filters=dg.RunsFilter(job_name="order_probe_model_job"))
+    return runs[0].run_id if runs else None
