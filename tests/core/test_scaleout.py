@@ -8,6 +8,7 @@ Needs PostgreSQL and Redis (scripts/services.sh): marked ``services`` through it
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -351,3 +352,27 @@ def run_id_of(instance: dg.DagsterInstance) -> str | None:
     """The id of the one run of ``order_probe_model_job`` in ``instance`` (None before it exists)."""
     runs = instance.get_runs(filters=dg.RunsFilter(job_name="order_probe_model_job"))
     return runs[0].run_id if runs else None
+
+
+def test_the_daemon_frees_the_duckdb_pool_slot_of_a_run_that_ended_holding_it(dagster_pg_url, tmp_path, monkeypatch):
+    """config/dagster-scaleout.yaml's run monitoring: one pass of the daemon's slot sweep, 1 s after a
+    run failed while holding a ``duckdb`` slot, frees it; the slot of a run in progress is kept."""
+    from types import SimpleNamespace
+
+    from dagster._daemon.monitoring.concurrency import execute_concurrency_slots_iteration
+
+    home = scaleout_home(tmp_path)
+    monkeypatch.setenv("METAMORPH_DAGSTER_PG_URL", dagster_pg_url)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.run_monitoring_enabled and instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == 1
+        storage = instance.event_log_storage
+        storage.set_concurrency_slots("duckdb", 2)
+        dead, alive = (instance.add_run(dg.DagsterRun(job_name="order_probe_model_job", run_id=str(uuid.uuid4()),
+                                                      status=dg.DagsterRunStatus.STARTED)) for _ in range(2))
+        for run in (dead, alive):
+            assert storage.claim_concurrency_slot("duckdb", run.run_id, "order_probe__order_generations").is_claimed
+        instance.report_run_failed(dead, "its worker was killed")
+        time.sleep(2.5)  # past free_slots_after_run_end_seconds (whole seconds of the run's end time)
+        # the daemon's sweep reads only the instance of its workspace context
+        list(execute_concurrency_slots_iteration(SimpleNamespace(instance=instance), logging.getLogger("test")))
+        assert [s.run_id for s in storage.get_concurrency_info("duckdb").claimed_slots] == [alive.run_id]
