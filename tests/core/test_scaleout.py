@@ -60,6 +60,35 @@ def pg_rows(url: str, sql: str, params=None) -> list[tuple]:
         con.close()
 
 
+def celery_setup(tmp_path: Path, registry: Path, redis_url: str, dagster_pg_url: str, pg_schema_url: str,
+                 worker_cfg: Path) -> tuple[Path, dict, dict[str, subprocess.Popen]]:
+    """A fresh Redis database as broker, a scale-out DAGSTER_HOME, the environment of the runs and two
+    started celery workers ``w1``, ``w2`` (each the session leader of its process group; logs in
+    ``tmp_path/logs``): ``(home, env, workers)``."""
+    import redis
+
+    # a Redis database of its own (1-15; a concurrent session on the same server most likely uses
+    # another), emptied: no task left over from an earlier run
+    broker = redis_url.rsplit("/", 1)[0] + f"/{1 + uuid.uuid4().int % 15}"
+    redis.Redis.from_url(broker).flushdb()
+    home = scaleout_home(tmp_path)
+    venv_bin = str(Path(sys.executable).parent)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-CELERY", "METAMORPH_MODELS": str(registry),
+           "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(home),
+           "METAMORPH_DAGSTER_PG_URL": dagster_pg_url, "METAMORPH_CACHE_URL": pg_schema_url,
+           "METAMORPH_CELERY_BROKER": broker, "PYTHONPATH": str(REPO),
+           "PATH": venv_bin + os.pathsep + os.environ.get("PATH", "")}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    workers = {name: subprocess.Popen([f"{venv_bin}/dagster-celery", "worker", "start", "-A", "dagster_celery.app",
+                                       "-y", str(worker_cfg), "-n", name, "--", "--pool=solo", "--without-gossip",
+                                       "--without-mingle"],
+                                      cwd=tmp_path, env=env, stdout=open(logs / f"{name}.log", "w"),
+                                      stderr=subprocess.STDOUT, start_new_session=True)
+               for name in ("w1", "w2")}
+    return home, env, workers
+
+
 def test_runs_and_events_of_a_job_are_stored_in_postgres(dagster_pg_url, tmp_path, monkeypatch):
     from pipelines.definitions import build_definitions
 
@@ -90,8 +119,6 @@ def test_runs_and_events_of_a_job_are_stored_in_postgres(dagster_pg_url, tmp_pat
 
 def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_each_completion_once(
         stub, dagster_pg_url, pg_schema_url, redis_url, tmp_path, monkeypatch):
-    import redis
-
     from metamorph.studies.order_probe.sources import load_source
 
     [item] = load_source(SOURCE)
@@ -101,25 +128,10 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
     entry = "  - {{id: {id}, provider: openai, model: {model}, base_url: '{url}/v1', max_concurrency: 2}}\n"
     registry.write_text("models:\n" + entry.format(id="gpt-a", model="gpt-test-a", url=stub.url)
                         + entry.format(id="gpt-b", model="gpt-test-b", url=stub.url))
-    # a Redis database of its own (1-15; a concurrent session on the same server most likely uses
-    # another), emptied: no task left over from an earlier run
-    broker = redis_url.rsplit("/", 1)[0] + f"/{1 + uuid.uuid4().int % 15}"
-    redis.Redis.from_url(broker).flushdb()
-    home = scaleout_home(tmp_path)
-    venv_bin = str(Path(sys.executable).parent)
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test-CELERY", "METAMORPH_MODELS": str(registry),
-           "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(home),
-           "METAMORPH_DAGSTER_PG_URL": dagster_pg_url, "METAMORPH_CACHE_URL": pg_schema_url,
-           "METAMORPH_CELERY_BROKER": broker, "PYTHONPATH": str(REPO),
-           "PATH": venv_bin + os.pathsep + os.environ.get("PATH", "")}
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    workers = [subprocess.Popen([f"{venv_bin}/dagster-celery", "worker", "start", "-A", "dagster_celery.app",
-                                 "-y", str(REPO / "config" / "celery-worker.yaml"), "-n", name, "--",
-                                 "--pool=solo", "--without-gossip", "--without-mingle"],
-                                cwd=tmp_path, env=env, stdout=open(logs / f"{name}.log", "w"),
-                                stderr=subprocess.STDOUT, start_new_session=True)
-               for name in ("w1", "w2")]
+    home, env, workers_by_name = celery_setup(tmp_path, registry, redis_url, dagster_pg_url, pg_schema_url,
+                                              REPO / "config" / "celery-worker.yaml")
+    workers = list(workers_by_name.values())
+    venv_bin, logs = str(Path(sys.executable).parent), tmp_path / "logs"
 
     def execute(job: str, config: dict, tags: dict | None = None) -> subprocess.Popen:
         cfg = tmp_path / f"{job}-{uuid.uuid4().hex[:6]}.yaml"
@@ -198,7 +210,7 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
             for rec in instance.all_logs(run.run_id, of_type={dg.DagsterEventType.STEP_START,
                                                               dg.DagsterEventType.STEP_SUCCESS}):
                 spans.setdefault((run.run_id, rec.step_key), []).append(rec.timestamp)
-    assert sum(by_worker.values()) == n_steps and set(by_worker) == {"w1", "w2"}, by_worker
+    assert n_steps == 20 and sum(by_worker.values()) == n_steps and set(by_worker) == {"w1", "w2"}, by_worker
     # how often two steps were in flight at once (reported, not asserted: it depends on the machine's load)
     edges = sorted((t, +1 if i == 0 else -1) for ts in spans.values() for i, t in enumerate(sorted(ts)[:2]))
     level = peak = 0
@@ -229,8 +241,6 @@ def test_a_worker_killed_mid_generation_its_step_is_redelivered_to_the_other_wor
     acknowledged late, is delivered again to the surviving worker after the visibility timeout; the run
     succeeds, the completions requested twice are exactly those the stub had received but the cache had
     not committed at the kill, and no claim or pool slot is left held."""
-    import redis
-
     from metamorph.studies.order_probe.sources import load_source
 
     visibility, restore = 12, 2
@@ -240,24 +250,9 @@ def test_a_worker_killed_mid_generation_its_step_is_redelivered_to_the_other_wor
     registry = tmp_path / "models.yaml"
     registry.write_text("models:\n  - {id: gpt-a, provider: openai, model: gpt-test-a, "
                         f"base_url: '{stub.url}/v1', max_concurrency: 2}}\n")
-    broker = redis_url.rsplit("/", 1)[0] + f"/{1 + uuid.uuid4().int % 15}"
-    redis.Redis.from_url(broker).flushdb()
-    home = scaleout_home(tmp_path)
-    worker_cfg = worker_config_with(tmp_path, visibility, restore)
-    venv_bin = str(Path(sys.executable).parent)
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test-CELERY", "METAMORPH_MODELS": str(registry),
-           "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(home),
-           "METAMORPH_DAGSTER_PG_URL": dagster_pg_url, "METAMORPH_CACHE_URL": pg_schema_url,
-           "METAMORPH_CELERY_BROKER": broker, "PYTHONPATH": str(REPO),
-           "PATH": venv_bin + os.pathsep + os.environ.get("PATH", "")}
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    workers = {name: subprocess.Popen([f"{venv_bin}/dagster-celery", "worker", "start", "-A", "dagster_celery.app",
-                                       "-y", str(worker_cfg), "-n", name, "--", "--pool=solo", "--without-gossip",
-                                       "--without-mingle"],
-                                      cwd=tmp_path, env=env, stdout=open(logs / f"{name}.log", "w"),
-                                      stderr=subprocess.STDOUT, start_new_session=True)
-               for name in ("w1", "w2")}
+    home, env, workers = celery_setup(tmp_path, registry, redis_url, dagster_pg_url, pg_schema_url,
+                                      worker_config_with(tmp_path, visibility, restore))
+    venv_bin, logs = str(Path(sys.executable).parent), tmp_path / "logs"
     step = "order_probe__order_generations"
     from tests.core.cache_backends import PostgresStore
 

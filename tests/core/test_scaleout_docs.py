@@ -2,7 +2,8 @@
 models, jobs and options that exist, and its numbers agree with the config files they describe.
 
 This checks the page's commands without running them (they start servers and long-running
-processes); the same steps are run by tests/core/test_scaleout.py with the local HTTP stub.
+processes); tests/core/test_scaleout.py runs the same steps (services, instance, workers, runs;
+not the daemon) with the local HTTP stub.
 """
 
 from __future__ import annotations
