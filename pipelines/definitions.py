@@ -1,19 +1,22 @@
 """The code location: every study's assets, resources, jobs, schedules and sensors.
 
 ``workspace.yaml`` and ``[tool.dg]`` both load this module. All assets that touch the DuckDB
-warehouse are in the pool ``duckdb`` (limit 1, set in ``dagster.yaml`` of the instance); the
-executor is in-process (one step at a time; no process spawn per step on 2 cores).
+warehouse are in the pool ``duckdb`` (its limit set in ``dagster.yaml`` of the instance); the
+executor is in-process by default (one step at a time, no process spawned per step).
 
-Scaling out (README "Scaling out"): with ``METAMORPH_CELERY_BROKER`` set (a Redis URL) the executor
-is dagster-celery's — every step becomes a task for celery workers (``dagster-celery worker start
+Scaling out (README "Scaling out"): the executor is chosen by ``METAMORPH_EXECUTOR`` (see
+:func:`executor`); with ``METAMORPH_CELERY_BROKER`` set (a Redis URL) it defaults to
+dagster-celery's — every step becomes a task for celery workers (``dagster-celery worker start
 -A dagster_celery.app -y config/celery-worker.yaml``), which needs an instance in PostgreSQL
 (``config/dagster-scaleout.yaml``) and, for the generation cache shared by the workers,
 ``METAMORPH_CACHE_URL=postgresql://…``.
 """
 
 import os
+from pathlib import Path
 
 import dagster as dg
+import yaml
 from dagster_duckdb import DuckDBResource
 
 from assets import format_robustness, model_upgrades, order_probe, workflow_perturb, wrapper_sensitivity
@@ -30,15 +33,49 @@ STUDIES = [format_robustness, wrapper_sensitivity, workflow_perturb, order_probe
 CROSS_STUDY = [model_upgrades]
 
 
-def executor() -> dg.ExecutorDefinition:
-    """In-process, or dagster-celery's executor when ``METAMORPH_CELERY_BROKER`` is set (broker and
-    result backend: that URL, read from the environment when a run starts)."""
-    if not os.environ.get("METAMORPH_CELERY_BROKER"):
-        return dg.in_process_executor
-    from dagster_celery import celery_executor
+#: The celery workers' config (broker, backend, acknowledgement and redelivery settings), also the
+#: celery executor's: the runs that send steps and the workers that take them read one file.
+CELERY_CONFIG = Path(__file__).resolve().parents[1] / "config" / "celery-worker.yaml"
 
-    return celery_executor.configured({"broker": {"env": "METAMORPH_CELERY_BROKER"},
-                                       "backend": {"env": "METAMORPH_CELERY_BROKER"}}, name="celery")
+
+def celery_executor_config(path: Path = CELERY_CONFIG) -> dict:
+    """The ``execution.config`` mapping of a dagster-celery worker config file (``broker``,
+    ``backend``, ``config_source``), the config of the executor built by :func:`executor`."""
+    return yaml.safe_load(path.read_text())["execution"]["config"]
+
+
+#: ``METAMORPH_EXECUTOR`` values: one process per run, a celery task per step, a Kubernetes Job per step.
+EXECUTORS = ("in_process", "celery", "k8s")
+
+
+def executor() -> dg.ExecutorDefinition:
+    """The code location's executor, chosen by ``METAMORPH_EXECUTOR`` (one of :data:`EXECUTORS`);
+    unset: ``celery`` when ``METAMORPH_CELERY_BROKER`` is set, else ``in_process``.
+
+    * ``in_process``: every step in the run's process, one at a time;
+    * ``celery``: dagster-celery's executor configured from ``config/celery-worker.yaml`` (broker and
+      result backend: ``METAMORPH_CELERY_BROKER``, read when a run starts; tasks acknowledged late and
+      redelivered after a worker's death);
+    * ``k8s``: dagster-k8s's ``k8s_job_executor`` (the optional dependency ``.[k8s]``), each step a
+      Kubernetes Job; namespace and ``max_concurrent`` come from the run config's ``execution``.
+
+    Raises :class:`metamorph.errors.ConfigError` naming the variable for any other value.
+    """
+    from metamorph.errors import ConfigError
+
+    name = os.environ.get("METAMORPH_EXECUTOR") or (
+        "celery" if os.environ.get("METAMORPH_CELERY_BROKER") else "in_process")
+    if name == "in_process":
+        return dg.in_process_executor
+    if name == "celery":
+        from dagster_celery import celery_executor
+
+        return celery_executor.configured(celery_executor_config(), name="celery")
+    if name == "k8s":
+        from dagster_k8s import k8s_job_executor
+
+        return k8s_job_executor
+    raise ConfigError(f"METAMORPH_EXECUTOR: unknown executor {name!r} (one of {', '.join(EXECUTORS)})")
 
 
 def build_definitions() -> dg.Definitions:
