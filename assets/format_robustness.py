@@ -117,8 +117,8 @@ class GenerationConfig(BudgetConfig):
                                "own temperature wins (the embedded default samples at 0.7).")
     max_tokens: int = Field(default=fs.DEFAULT_PARAMS["max_tokens"], ge=1,
                             description="Completion token limit; a cut answer is 'truncated'.")
-    seed: int = Field(default=0, description="Base sampling seed: repeat r is sent with its own seed derived from it "
-                      "(metamorph.replicates.replicate_seed; r = 1 keeps it).")
+    seed: int = Field(default=0, description="Base sampling seed: when decoding samples, repeat r of a request is sent "
+                      "with its own seed derived from it, r and the request (metamorph.replicates.seeded).")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,

@@ -6,19 +6,24 @@ per case (App. B.6.5). A replicate is identified by its ``repeat_index`` (1-base
 :class:`~metamorph.providers.base.GenerationRequest`; this module decides what the replicate sends
 and what it costs.
 
-**A seed per replicate** (:func:`replicate_params`). When a request samples (:func:`samples`:
+**A seed per replicate** (:func:`seeded`). When a request samples (:func:`samples`:
 ``temperature`` absent — the provider's default, which samples — or above 0, and ``top_k`` not 1),
 replicate *r* of a request whose base seed is *s* is sent with
 
-    seed(s, r) = (s + (r − 1) · 1,000,003) mod 2³¹
+    seed = int(sha256("<s>:<r>:<identity>")[:8 hex digits], 16) mod 2³¹
 
-so replicate 1 keeps the base seed (its request, hence its cache key, is the request a single run
-sends), a rerun reproduces every draw, and two replicates of one base seed never share a seed
-(1,000,003 is odd, so r ↦ seed is one-to-one on 0 ≤ r − 1 < 2³¹). Two runs whose base seeds differ
-by less than 1,000,003 share no draw either (unless r reaches 1,000,004). A request without a
-``seed`` parameter (a provider that takes none: Anthropic; or a registry ``seed: null``) stays
-without one: its replicates are plain independent calls, told apart by ``repeat_index`` in the
-cache key. A greedy request (temperature 0) keeps the base seed in every replicate.
+where *identity* is the sha256 of the request's canonical JSON without its seed and
+``repeat_index`` (:func:`request_identity`: provider, model, messages, the other parameters,
+document). So a rerun reproduces every draw; the replicates of one request get distinct seeds
+(two share one with probability 2⁻³¹); and two *different* requests of one replicate index do not
+share a random stream. That last point matters: a seeded sampler draws the same uniform numbers
+at every token position for every prompt, so one seed per repeat for all formats would make the
+formats of an (instance, repeat) group common-random-number draws — correlated, not the
+independent executions MR1 compares (measured: SmolLM2 at temperature 0.7 answered ``refer`` to
+all 144 construct draws under three shared seeds, and ``do not refer`` 10 times in 108 draws under
+nine others). A request without a ``seed`` parameter (a provider that takes none: Anthropic; or a
+registry ``seed: null``) stays without one: its replicates are plain independent calls, told apart
+by ``repeat_index`` in the cache key. A greedy request (temperature 0) keeps its base seed.
 
 **One computation when decoding is deterministic** (:func:`computation`). A provider declares,
 per request, whether its reply is a function of the request alone (``is_deterministic``): the
@@ -38,13 +43,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from metamorph.providers.base import GenerationRequest
+from metamorph.providers.base import GenerationRequest, canonical_json, sha256_hex
 
-__all__ = ["SEED_STRIDE", "computation", "entry_deterministic", "is_shared", "llama_cpp_deterministic", "provider_deterministic",
-           "replicate_params", "replicate_seed", "samples"]
+__all__ = ["computation", "entry_deterministic", "is_shared", "llama_cpp_deterministic", "provider_deterministic",
+           "replicate_seed", "request_identity", "samples", "seeded"]
 
-#: The odd stride between the seeds of consecutive replicates (see the module docstring).
-SEED_STRIDE = 1_000_003
 _SEED_MOD = 2**31
 
 
@@ -57,22 +60,34 @@ def samples(params: dict[str, Any]) -> bool:
     return params.get("top_k") != 1
 
 
-def replicate_seed(base_seed: int, replicate: int) -> int:
-    """The seed of replicate ``replicate`` (1-based) of base seed ``base_seed``:
-    ``(base_seed + (replicate − 1) · SEED_STRIDE) mod 2**31``. Raises ``ValueError`` for
-    ``replicate < 1``."""
+def request_identity(request: GenerationRequest) -> str:
+    """sha256 (hex) of the request's canonical JSON without ``params.seed`` and ``repeat_index``:
+    what its replicates have in common."""
+    material = request.key_material()
+    material["params"] = {k: v for k, v in material["params"].items() if k != "seed"}
+    material.pop("repeat_index")
+    return sha256_hex(canonical_json(material).encode("utf-8"))
+
+
+def replicate_seed(base_seed: int, replicate: int, identity: str) -> int:
+    """The seed of replicate ``replicate`` (1-based) of the request with :func:`request_identity`
+    ``identity`` and base seed ``base_seed``: the first 8 hex digits of
+    ``sha256("<base_seed>:<replicate>:<identity>")`` as an integer, mod 2**31. Raises ``ValueError``
+    for ``replicate < 1``."""
     if replicate < 1:
         raise ValueError(f"replicate must be >= 1, got {replicate}")
-    return (int(base_seed) + (replicate - 1) * SEED_STRIDE) % _SEED_MOD
+    return int(sha256_hex(f"{int(base_seed)}:{replicate}:{identity}".encode("utf-8"))[:8], 16) % _SEED_MOD
 
 
-def replicate_params(params: dict[str, Any], replicate: int) -> dict[str, Any]:
-    """``params`` as replicate ``replicate`` sends them: when :func:`samples` and a ``seed`` is set,
-    the seed becomes :func:`replicate_seed` of it; otherwise ``params`` unchanged (a copy)."""
-    out = dict(params)
-    if samples(out) and out.get("seed") is not None:
-        out["seed"] = replicate_seed(out["seed"], replicate)
-    return out
+def seeded(request: GenerationRequest) -> GenerationRequest:
+    """``request`` as its replicate sends it: when it :func:`samples` and carries a ``seed`` (the
+    base seed), that seed becomes :func:`replicate_seed` of it, the request's ``repeat_index`` and
+    :func:`request_identity`; otherwise ``request`` unchanged."""
+    params = dict(request.params)
+    if not samples(params) or params.get("seed") is None:
+        return request
+    params["seed"] = replicate_seed(params["seed"], request.repeat_index, request_identity(request))
+    return dataclasses.replace(request, params=params)
 
 
 def llama_cpp_deterministic(params: dict[str, Any]) -> bool:

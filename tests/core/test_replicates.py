@@ -2,6 +2,8 @@
 deterministic request — the rules by hand, and what the real SDKs send to the local stub."""
 
 import dataclasses
+import hashlib
+import json
 
 import pytest
 
@@ -12,7 +14,7 @@ from metamorph.errors import RegistryError
 from metamorph.providers.anthropic_provider import AnthropicProvider
 from metamorph.providers.base import GenerationRequest
 from metamorph.providers.openai_provider import OpenAIProvider
-from metamorph.replicates import computation, replicate_params, replicate_seed, samples
+from metamorph.replicates import computation, replicate_seed, request_identity, samples, seeded
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.format_robustness.plan import plan_generations, plan_routing
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, render
@@ -28,21 +30,39 @@ def quiet(_msg: str) -> None:
     pass
 
 
+MSG = ({"role": "user", "content": "q"},)
+
+
+def rule(base: int, r: int, identity: str) -> int:
+    """The documented rule, written out: sha256("<s>:<r>:<identity>"), first 8 hex digits, mod 2**31."""
+    return int(hashlib.sha256(f"{base}:{r}:{identity}".encode()).hexdigest()[:8], 16) % 2**31
+
+
 def test_replicate_seeds_follow_the_documented_rule():
-    # seed(s, r) = (s + (r - 1) * 1,000,003) mod 2**31
-    assert [replicate_seed(0, r) for r in (1, 2, 3)] == [0, 1_000_003, 2_000_006]
-    assert replicate_seed(5, 3) == 2_000_011
-    assert replicate_seed(2**31 - 1, 2) == 1_000_002  # wraps modulo 2**31
+    req = GenerationRequest("openai", "gpt-x", MSG, {"temperature": 0.7, "seed": 4}, repeat_index=2)
+    # the identity leaves out the seed and the repeat index: what the replicates share
+    material = {"base_url": None, "document": None, "ingestion": "inline", "messages": [dict(MSG[0])],
+                "model": "gpt-x", "params": {"temperature": 0.7}, "provider": "openai", "renderer_version": None}
+    identity = hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert request_identity(req) == identity == request_identity(dataclasses.replace(req, repeat_index=5))
+    assert seeded(req).params == {"temperature": 0.7, "seed": rule(4, 2, identity)}
+    assert replicate_seed(4, 2, identity) == rule(4, 2, identity)
+    assert len({replicate_seed(0, r, identity) for r in range(1, 1001)}) == 1000
     with pytest.raises(ValueError):
-        replicate_seed(0, 0)
+        replicate_seed(0, 0, identity)
 
 
 def test_what_samples_and_what_gets_a_replicate_seed():
     assert samples({}) and samples({"temperature": 0.7}) and not samples({"temperature": 0})
     assert not samples({"temperature": 0.7, "top_k": 1})
-    assert replicate_params({"temperature": 0.7, "seed": 4}, 2) == {"temperature": 0.7, "seed": 1_000_007}
-    assert replicate_params({"temperature": 0.0, "seed": 4}, 2) == {"temperature": 0.0, "seed": 4}  # greedy
-    assert replicate_params({"temperature": 0.7}, 3) == {"temperature": 0.7}  # no seed: plain independent calls
+    greedy = GenerationRequest("openai", "gpt-x", MSG, {"temperature": 0.0, "seed": 4}, repeat_index=2)
+    assert seeded(greedy) is greedy  # greedy: the base seed in every replicate
+    unseeded = GenerationRequest("openai", "gpt-x", MSG, {"temperature": 0.7}, repeat_index=3)
+    assert seeded(unseeded) is unseeded  # no seed: plain independent calls
+    # two prompts of one repeat index draw from different random streams
+    other = GenerationRequest("openai", "gpt-x", ({"role": "user", "content": "r"},), {"temperature": 0.7, "seed": 4},
+                              repeat_index=2)
+    assert seeded(other).params["seed"] != seeded(dataclasses.replace(other, messages=MSG)).params["seed"]
 
 
 def test_a_deterministic_replicate_is_computed_as_replicate_one():
@@ -64,9 +84,11 @@ def test_openai_sampled_repeats_send_their_own_seeds(stub, tmp_path):
     planned = _construct_requests(spec, 3, {"temperature": 0.7, "seed": 11, "max_tokens": 8})
     provider = OpenAIProvider("openai", KEY, base_url=stub.url + "/v1")
     outs, stats = run_requests([p.request for p in planned], provider, GenerationCache(tmp_path / "c.duckdb"), log=quiet)
-    sent = sorted(r.json["seed"] for r in stub.requests_to("/v1/chat/completions"))
-    # 1 instance x 4 formats, each repeat r with seed 11 + (r - 1) * 1,000,003
-    assert sent == [11] * 4 + [1_000_014] * 4 + [2_000_017] * 4
+    sent = {(r.json["messages"][-1]["content"], r.json["seed"]) for r in stub.requests_to("/v1/chat/completions")}
+    # 1 instance x 4 formats x 3 repeats: each request its own seed by the rule
+    assert sent == {(p.request.messages[-1]["content"], rule(11, p.repeat, request_identity(p.request)))
+                    for p in planned}
+    assert len({seed for _, seed in sent}) == 12
     assert stats.calls == 12 and stats.shared == 0 and not any(o.shared for o in outs)
 
 
@@ -127,7 +149,8 @@ def test_routed_reruns_of_a_deterministic_endpoint_are_the_original_calls(stub, 
 def test_judge_calls_get_seeds_when_sampling_and_share_one_when_greedy():
     w = Workflow(workflow_id="g", task="t", nodes=("a", "b"), edges=(("START", "1"), ("1", "2"), ("2", "END")))
     sampled = judge_requests(w, w, "openai", "j", {"temperature": 0.7, "seed": 2, "max_tokens": 9})
-    assert [r.params["seed"] for r in sampled] == [2, 1_000_005, 2_000_008]
+    ident = request_identity(sampled[0])
+    assert [r.params["seed"] for r in sampled] == [rule(2, i, ident) for i in (1, 2, 3)]
     greedy = judge_requests(w, w, "llama_cpp", "j.gguf", {"temperature": 0.0, "seed": 0, "max_tokens": 9})
     assert [r.params["seed"] for r in greedy] == [0, 0, 0]
     assert len({computation(r, True).cache_key() for r in greedy}) == 1

@@ -70,7 +70,7 @@ def test_sampled_repeats_are_distinct_draws_that_a_rerun_reproduces(smollm2, tmp
     xs, docs = _one_instance()
     planned = plan_generations(xs, docs, spec, k=3, params={"max_tokens": 96})
     assert {p.request.params["temperature"] for p in planned} == {0.7}
-    assert sorted({p.request.params["seed"] for p in planned}) == [0, 1_000_003, 2_000_006]
+    assert len({p.request.params["seed"] for p in planned}) == 12  # a seed per request (metamorph.replicates.seeded)
     requests = [p.request for p in planned]
     counting = Counting(smollm2)
     outs, stats = run_requests(requests, counting, GenerationCache(tmp_path / "a.duckdb"), log=quiet)

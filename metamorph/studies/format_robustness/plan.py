@@ -26,7 +26,7 @@ from metamorph.providers.base import Document, GenerationRequest
 from metamorph.studies.format_robustness.extract import Extraction, extract_decision, output_instruction
 from metamorph.studies.format_robustness.records import SourceInstance, canonical_text
 from metamorph.ordering import ordered
-from metamorph.replicates import replicate_params
+from metamorph.replicates import seeded
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument
 
 SYSTEM_PROMPT = "You are a careful assistant that reads documents and answers only from their content."
@@ -115,9 +115,9 @@ def plan_generations(
     Precedence: :data:`DEFAULT_PARAMS` < ``params`` (the run's settings) < the model's registry
     ``params`` (model-specific knowledge wins). A registry parameter set to ``null`` removes it, so
     it is not sent (e.g. Anthropic's 2026-10-21 API takes no ``temperature``). When the merged
-    parameters sample, repeat r is sent with its own seed
-    (:func:`metamorph.replicates.replicate_params`: the base seed for r = 1), so the k repeats are
-    independent draws (§4.1) that a rerun reproduces; greedy repeats keep the base seed (a local
+    parameters sample, repeat r is sent with its own seed derived from the base seed, r and the
+    request (:func:`metamorph.replicates.seeded`), so the k repeats — and the four formats of a
+    group — are independent draws (§4.1) that a rerun reproduces; greedy repeats keep the base seed (a local
     model computes them once: :mod:`metamorph.replicates`).
     Raises ``ValueError`` for ``k < 1`` or a document whose instance is unknown.
     """
@@ -135,12 +135,11 @@ def plan_generations(
             messages = build_messages(x, doc, ingestion)
             attached = None if ingestion == "inline" else Document(doc.content, doc.media_type, doc.filename)
             for r in range(1, k + 1):
-                req = GenerationRequest(
-                    provider=model.provider, model=model.model, messages=tuple(messages),
-                    params=replicate_params(merged, r),
+                req = seeded(GenerationRequest(
+                    provider=model.provider, model=model.model, messages=tuple(messages), params=dict(merged),
                     base_url=model.base_url, ingestion=ingestion, document=attached,
                     renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}", repeat_index=r,
-                )
+                ))
                 out.append(PlannedGeneration(model.workflow_id(ingestion), model.id, x.instance_id, x.dataset,
                                              doc.format, r, doc.sha256, req))
     return out
@@ -167,7 +166,7 @@ def plan_routing(
     nothing is re-asked), and the other three inputs get distinct cache keys (new
     generations through the cache) while their messages and document are exactly b's; when
     decoding samples, each is a new draw with its own seed (that of replicate ``r + k·j``,
-    :func:`metamorph.replicates.replicate_params`), and when a local model decodes greedily they
+    :func:`metamorph.replicates.seeded`), and when a local model decodes greedily they
     are the original call in b, computed once. Parameters as :func:`plan_generations`.
 
     Raises:
@@ -198,12 +197,11 @@ def plan_routing(
             attached = None if ingestion == "inline" else Document(doc.content, doc.media_type, doc.filename)
             for j, src in enumerate(order):
                 for r in range(1, k + 1):
-                    req = GenerationRequest(
-                        provider=model.provider, model=model.model, messages=tuple(messages),
-                        params=replicate_params(merged, r + k * j),
+                    req = seeded(GenerationRequest(
+                        provider=model.provider, model=model.model, messages=tuple(messages), params=dict(merged),
                         base_url=model.base_url, ingestion=ingestion, document=attached,
                         renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}", repeat_index=r + k * j,
-                    )
+                    ))
                     out.append(PlannedGeneration(wf, model.id, x.instance_id, x.dataset, src, r, doc.sha256, req,
                                                  routed_format=b))
     return out

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from metamorph.providers.base import GenerationRequest, GenerationResult
-from metamorph.replicates import replicate_params
+from metamorph.replicates import seeded
 from metamorph.studies.workflow_perturb.judge import (
     JUDGE_REPLY_SCHEMA,
     JUDGE_MAX_SCORE,
@@ -101,7 +101,7 @@ def judge_requests(golden: Workflow, variant: Workflow, provider: str, model: st
     :data:`~metamorph.studies.workflow_perturb.judge.JUDGE_REPLY_SCHEMA` ``}`` (decoding
     constrained to the B.6.4 object; an option for small local judges, not the paper's judge);
     the parameter is part of the cache key, so constrained and free replies never mix. Call i is
-    replicate i (:func:`metamorph.replicates.replicate_params`): its own seed when ``params``
+    replicate i (:func:`metamorph.replicates.seeded`): its own seed when ``params``
     sample; at the paper's temperature 0 the calls keep one seed, and a deterministic judge (a
     local model) answers all three with one computation (App. B.6.5's calls absorb an API
     backend's non-determinism, which a deterministic judge does not have)."""
@@ -109,8 +109,8 @@ def judge_requests(golden: Workflow, variant: Workflow, provider: str, model: st
     p = dict(params)
     if constrained:
         p["response_format"] = {"type": "json_object", "schema": JUDGE_REPLY_SCHEMA}
-    return [GenerationRequest(provider=provider, model=model, messages=msgs, params=replicate_params(p, i),
-                              base_url=base_url, renderer_version="workflow-judge-b6-v2", repeat_index=i)
+    return [seeded(GenerationRequest(provider=provider, model=model, messages=msgs, params=dict(p), base_url=base_url,
+                                     renderer_version="workflow-judge-b6-v2", repeat_index=i))
             for i in range(1, JUDGE_N_CALLS + 1)]
 
 
