@@ -409,6 +409,21 @@ def default_cache() -> str:
     return str(Path(os.environ.get("METAMORPH_HOME", REPO_ROOT / "data")).resolve() / "generation_cache.duckdb")
 
 
+def budget_arg(text: str) -> float | None:
+    """``--budget-usd`` of ``metamorph plan`` and ``pipelines.run``: a finite amount in USD >= 0, or
+    -1 for no budget (returned as ``None``). Raises ``argparse.ArgumentTypeError`` otherwise (NaN would
+    pass every check, a negative amount would stop every step)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an amount in USD >= 0, or -1 for no budget; got {text!r:.40}") from None
+    if value == -1:
+        return None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be an amount in USD >= 0, or -1 for no budget; got {text!r:.40}")
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -436,9 +451,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", default=None, help="registry YAML (default $METAMORPH_MODELS or config/models.yaml)")
     p.add_argument("--cache", default=None, help="generation cache DuckDB file (default "
                    "$METAMORPH_HOME/generation_cache.duckdb; a missing file is an empty cache and is not created)")
-    p.add_argument("--budget-usd", type=float, default=None,
+    p.add_argument("--budget-usd", type=budget_arg, default=None,
                    help="exit 1 when a generation step's planned cost for a model exceeds this (or is unknown), "
-                        "as the run's budget_usd would stop that step")
+                        "as the run's budget_usd would stop that step (-1 = no budget)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -445,6 +445,7 @@ def run_job(job_def, instance, run_config: dict, partition: str | None = None, t
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line's arguments."""
+    from metamorph.costplan import budget_arg
     from metamorph.studies.order_probe.plan import SETTINGS as ORDER_PROBE_SETTINGS
 
     ap = _OneLineParser(prog="python -m pipelines.run", description=__doc__,
@@ -472,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-tokens", type=_positive, default=None,
                     help="completion budget per call (>= 1; default: the study's own)")
     ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
-    ap.add_argument("--budget-usd", type=float, default=None,
+    ap.add_argument("--budget-usd", type=budget_arg, default=None,
                     help="stop before the first call of a generation step whose planned cost for a model (registry "
                          "price_per_mtok) exceeds this many USD; `python -m metamorph.cli plan` prints the plan")
     return ap

@@ -220,7 +220,11 @@ HELP = "  (see: python -m pipelines.run --help)"
     (["format_robustness", "--source", "medqa:no/such/sampel.jsonl"], "error: no/such/sampel.jsonl: file does not exist"),
     (["order_probe", "--no-routing"],
      "error: argument --no-routing: only the format_robustness study has format routing" + HELP),
-], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path", "no-routing"])
+    (["format_robustness", "--budget-usd", "nan"],
+     "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got 'nan'" + HELP),
+    (["format_robustness", "--budget-usd", "-5"],
+     "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got '-5'" + HELP),
+], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path", "no-routing", "budget-nan", "budget-negative"])
 def test_a_bad_option_is_one_line_exit_2_and_creates_nothing(tmp_path, args, line):
     """Options are checked before anything exists: no usage block, no DAGSTER_HOME, no warehouse
     (a --max-tokens of -5 used to run the inputs job, then fail the model job with exit 1)."""
