@@ -442,12 +442,19 @@ def approved_baseline(models: list[ModelSpec]) -> ModelSpec:
 
 def load_registry(path: str | Path) -> list[ModelSpec]:
     """Read and validate the registry YAML at ``path`` (UTF-8; raises :class:`RegistryError`, a
-    :class:`ConfigError`, naming the file — and the entry and key, see :func:`parse_registry`)."""
+    :class:`ConfigError`, naming the file — and the entry and key, see :func:`parse_registry` — also
+    when the path is missing, a directory or unreadable)."""
     p = Path(path)
     if not p.exists():
         raise RegistryError(str(p), "model registry does not exist")
+    if p.is_dir():
+        raise RegistryError(str(p), "is a directory, expected the model registry's YAML file")
     try:
-        text = decode_utf8(p.read_bytes(), str(p), RegistryError)
+        try:
+            raw = p.read_bytes()
+        except OSError as exc:
+            raise RegistryError(str(p), f"cannot read the model registry ({exc.strerror or exc})") from exc
+        text = decode_utf8(raw, str(p), RegistryError)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
