@@ -183,7 +183,7 @@ def _read_parquet(uri: str, is_remote: bool) -> list[dict[str, Any]]:
 
 def _checked(obj: dict[str, Any], uri: str, i: int) -> dict[str, Any]:
     """``obj`` with ``__row__ = i``; :class:`InputError` naming the field of the first value that is
-    a non-finite number or a string longer than :data:`MAX_FIELD_CHARS`."""
+    a non-finite number, a string longer than :data:`MAX_FIELD_CHARS` or one holding a lone surrogate."""
     for key, value in obj.items():
         problem = _value_problem(value)
         if problem is not None:
@@ -192,7 +192,14 @@ def _checked(obj: dict[str, Any], uri: str, i: int) -> dict[str, Any]:
     return obj
 
 
+#: A UTF-16 surrogate code point: a JSON escape such as backslash-ud800 decodes to one, but no UTF-8 text (a
+#: table, a prompt, a cache key) can hold it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _value_problem(value: Any) -> str | None:
+    """The problem of the first value inside ``value`` (depth first) that is a non-finite number, a
+    string over :data:`MAX_FIELD_CHARS` or a string with a lone surrogate; ``None`` when there is none."""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         v, path = stack.pop()
@@ -201,6 +208,10 @@ def _value_problem(value: Any) -> str | None:
             if len(v) > MAX_FIELD_CHARS:
                 return (f"holds {len(v):,} characters{at}; the limit is {MAX_FIELD_CHARS:,} per field "
                         "(no model context takes more)")
+            lone = _SURROGATE.search(v)
+            if lone is not None:
+                return (f"holds a lone surrogate \\u{ord(lone.group()):04x}{at} at character {lone.start() + 1} "
+                        "(half of a UTF-16 pair, not a character); write the character itself")
         elif isinstance(v, float):
             if not math.isfinite(v):
                 name = "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
