@@ -281,8 +281,8 @@ def test_plan_budget_minus_one_is_no_budget_and_nan_is_refused(priced_stub, caps
     for bad in ("nan", "-0.5", "inf"):
         code, out, err = _cli(capsys, "order_probe", "--budget-usd", bad)
         assert (code, out) == (2, "")
-        assert err.endswith(f"metamorph plan: error: argument --budget-usd: must be an amount in USD >= 0, or -1 "
-                            f"for no budget; got '{bad}'\n")
+        assert err == (f"metamorph plan: error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no "
+                       f"budget; got '{bad}'  (see: metamorph plan --help)\n")
 
 
 def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, metamorph_home, capsys):
