@@ -185,7 +185,7 @@ def _checked(obj: dict[str, Any], uri: str, i: int) -> dict[str, Any]:
     """``obj`` with ``__row__ = i``; :class:`InputError` naming the field of the first value that is
     a non-finite number, a string longer than :data:`MAX_FIELD_CHARS` or one holding a lone surrogate."""
     for key, value in obj.items():
-        problem = _value_problem(value)
+        problem = value_problem(value)
         if problem is not None:
             raise InputError(uri, problem, row=i, field=str(key))
     obj["__row__"] = i
@@ -197,7 +197,7 @@ def _checked(obj: dict[str, Any], uri: str, i: int) -> dict[str, Any]:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _value_problem(value: Any) -> str | None:
+def value_problem(value: Any) -> str | None:
     """The problem of the first value inside ``value`` (depth first) that is a non-finite number, a
     string over :data:`MAX_FIELD_CHARS` or a string with a lone surrogate; ``None`` when there is none."""
     stack: list[tuple[Any, str]] = [(value, "")]

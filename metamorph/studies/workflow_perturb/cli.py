@@ -77,6 +77,12 @@ def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
     from metamorph.studies.workflow_perturb.metrics import chain_edges
     from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
 
+    from metamorph.datasets import value_problem
+
+    for key, value in obj.items():
+        problem = value_problem(value)
+        if problem is not None:
+            raise InputError(source, problem, row=row, field=str(key))
     wid = obj.get("id", obj.get("workflow_id"))
     wid = None if wid is None else str(wid)
     for nf, ef in (("nodes", "edges"), ("gold_nodes", "gold_edges")):
@@ -121,8 +127,9 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
     """Every workflow of a gate input file (formats in the module docstring).
 
     Raises:
-        InputError: the file is missing, unreadable or empty; a JSON/JSONL record is not valid
-            JSON or not an object; a workflow cannot be parsed. The message names the file (and
+        InputError: the file is missing, unreadable, not UTF-8 (line and column named) or empty; a
+            JSON/JSONL record is not valid JSON or not an object, or holds a non-finite number or a
+            lone surrogate (:func:`metamorph.datasets.value_problem`); a workflow cannot be parsed. The message names the file (and
             the line/element and field when it applies).
     """
     from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
@@ -133,10 +140,13 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
         raise InputError(src, "file not found")
     if not p.is_file():
         raise InputError(src, "not a regular file")
+    from metamorph.datasets import decode_utf8
+
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(src, f"cannot read the file: {exc}") from exc
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(src, f"cannot read the file: {exc.strerror or exc}") from exc
+    text = decode_utf8(raw, src)
     stripped = text.strip()
     if not stripped:
         raise InputError(src, "the file is empty")
