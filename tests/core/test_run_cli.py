@@ -224,7 +224,12 @@ HELP = "  (see: python -m pipelines.run --help)"
      "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got 'nan'" + HELP),
     (["format_robustness", "--budget-usd", "-5"],
      "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got '-5'" + HELP),
-], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path", "no-routing", "budget-nan", "budget-negative"])
+    (["format_robustness", "--source", "construct", "--limit", "99999999999999999999", "--no-models"],  # generated all
+     "error: construct: construct needs 1 <= n <= 100,000 records, got 99999999999999999999 (from --limit / limit)"),
+    (["format_robustness", "--source", "construct?n=100001", "--no-models"],
+     "error: construct?n=100001: construct needs 1 <= n <= 100,000 records, got 100001"),
+], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path", "no-routing", "budget-nan", "budget-negative",
+        "construct-limit-huge", "construct-n-huge"])
 def test_a_bad_option_is_one_line_exit_2_and_creates_nothing(tmp_path, args, line):
     """Options are checked before anything exists: no usage block, no DAGSTER_HOME, no warehouse
     (a --max-tokens of -5 used to run the inputs job, then fail the model job with exit 1)."""
