@@ -424,6 +424,19 @@ def budget_arg(text: str) -> float | None:
     return value
 
 
+def seed_arg(text: str) -> int:
+    """A ``--seeds`` value of ``metamorph plan`` and ``pipelines.run``: an integer from 0 to 2**31 − 1
+    (the registry's seed range; llama.cpp reads a negative seed as "random"). Raises
+    ``argparse.ArgumentTypeError`` otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {2**31 - 1}, got {text!r:.40}")
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -437,7 +450,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="source spec (repeatable), as for python -m pipelines.run; default: the study's embedded one")
     p.add_argument("--limit", type=_positive, default=None, help="N rows of each source, as pipelines.run")
     p.add_argument("--k", type=_positive, default=None, help="format study: repeats per document (default 3)")
-    p.add_argument("--seeds", type=int, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
+    p.add_argument("--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
     p.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     p.add_argument("--settings", nargs="+", default=None, help="OrderProbe: prompt settings")
     p.add_argument("--llm-goldens", type=_positive, default=None,
