@@ -57,8 +57,17 @@ def plain(text: str | None) -> str | None:
     return text.replace("``", "").replace("**", "")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument error is one line on stderr (``metamorph verdict: error: argument --study: …  (see:
+    metamorph verdict --help)``) and exit 2, like a bad input file; ``--help`` still prints the usage.
+    Subcommand parsers are of the same class (argparse creates them with the parent's class)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}  (see: {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="metamorph", description="metamorph: metamorphic robustness studies.")
+    ap = OneLineParser(prog="metamorph", description="metamorph: metamorphic robustness studies.")
     sub = ap.add_subparsers(dest="command", required=True)
     for name, (help_text, description, add_arguments, run) in sorted(commands().items()):
         p = sub.add_parser(name, help=plain(help_text), description=plain(description))

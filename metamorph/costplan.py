@@ -409,6 +409,34 @@ def default_cache() -> str:
     return str(Path(os.environ.get("METAMORPH_HOME", REPO_ROOT / "data")).resolve() / "generation_cache.duckdb")
 
 
+def budget_arg(text: str) -> float | None:
+    """``--budget-usd`` of ``metamorph plan`` and ``pipelines.run``: a finite amount in USD >= 0, or
+    -1 for no budget (returned as ``None``). Raises ``argparse.ArgumentTypeError`` otherwise (NaN would
+    pass every check, a negative amount would stop every step)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an amount in USD >= 0, or -1 for no budget; got {text!r:.40}") from None
+    if value == -1:
+        return None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be an amount in USD >= 0, or -1 for no budget; got {text!r:.40}")
+    return value
+
+
+def seed_arg(text: str) -> int:
+    """A ``--seeds`` value of ``metamorph plan`` and ``pipelines.run``: an integer from 0 to 2**31 − 1
+    (the registry's seed range; llama.cpp reads a negative seed as "random"). Raises
+    ``argparse.ArgumentTypeError`` otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {2**31 - 1}, got {text!r:.40}")
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -422,7 +450,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="source spec (repeatable), as for python -m pipelines.run; default: the study's embedded one")
     p.add_argument("--limit", type=_positive, default=None, help="N rows of each source, as pipelines.run")
     p.add_argument("--k", type=_positive, default=None, help="format study: repeats per document (default 3)")
-    p.add_argument("--seeds", type=int, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
+    p.add_argument("--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
     p.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     p.add_argument("--settings", nargs="+", default=None, help="OrderProbe: prompt settings")
     p.add_argument("--llm-goldens", type=_positive, default=None,
@@ -436,9 +464,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", default=None, help="registry YAML (default $METAMORPH_MODELS or config/models.yaml)")
     p.add_argument("--cache", default=None, help="generation cache DuckDB file (default "
                    "$METAMORPH_HOME/generation_cache.duckdb; a missing file is an empty cache and is not created)")
-    p.add_argument("--budget-usd", type=float, default=None,
+    p.add_argument("--budget-usd", type=budget_arg, default=None,
                    help="exit 1 when a generation step's planned cost for a model exceeds this (or is unknown), "
-                        "as the run's budget_usd would stop that step")
+                        "as the run's budget_usd would stop that step (-1 = no budget)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -94,7 +94,7 @@ def _decode_json_cells(row: dict[str, Any], json_cells: Mapping[str, str], uri: 
         except json.JSONDecodeError as exc:
             raise InputError(uri, f"expected {expected} as JSON text in the CSV cell, got {v!r:.80} ({exc.msg})",
                              row=row["__row__"], field=key) from None
-        problem = _value_problem(row[key])
+        problem = value_problem(row[key])
         if problem is not None:
             raise InputError(uri, problem, row=row["__row__"], field=key)
 
@@ -213,16 +213,23 @@ def _read_parquet(uri: str, is_remote: bool) -> list[dict[str, Any]]:
 
 def _checked(obj: dict[str, Any], uri: str, i: int) -> dict[str, Any]:
     """``obj`` with ``__row__ = i``; :class:`InputError` naming the field of the first value that is
-    a non-finite number or a string longer than :data:`MAX_FIELD_CHARS`."""
+    a non-finite number, a string longer than :data:`MAX_FIELD_CHARS` or one holding a lone surrogate."""
     for key, value in obj.items():
-        problem = _value_problem(value)
+        problem = value_problem(value)
         if problem is not None:
             raise InputError(uri, problem, row=i, field=str(key))
     obj["__row__"] = i
     return obj
 
 
-def _value_problem(value: Any) -> str | None:
+#: A UTF-16 surrogate code point: a JSON escape such as backslash-ud800 decodes to one, but no UTF-8 text (a
+#: table, a prompt, a cache key) can hold it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def value_problem(value: Any) -> str | None:
+    """The problem of the first value inside ``value`` (depth first) that is a non-finite number, a
+    string over :data:`MAX_FIELD_CHARS` or a string with a lone surrogate; ``None`` when there is none."""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         v, path = stack.pop()
@@ -231,6 +238,10 @@ def _value_problem(value: Any) -> str | None:
             if len(v) > MAX_FIELD_CHARS:
                 return (f"holds {len(v):,} characters{at}; the limit is {MAX_FIELD_CHARS:,} per field "
                         "(no model context takes more)")
+            lone = _SURROGATE.search(v)
+            if lone is not None:
+                return (f"holds a lone surrogate \\u{ord(lone.group()):04x}{at} at character {lone.start() + 1} "
+                        "(half of a UTF-16 pair, not a character); write the character itself")
         elif isinstance(v, float):
             if not math.isfinite(v):
                 name = "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"

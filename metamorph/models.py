@@ -90,6 +90,7 @@ models), so ``workers`` is not part of the fingerprint either.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -217,13 +218,16 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     any other key or text value that looks like a secret (:func:`~metamorph.errors.looks_like_secret`;
     field: its key path, e.g. ``params.seed``); ``base_url`` not an ``http(s)`` URL, or carrying a
     credential (``user:password@``, or a query parameter such as ``api-key``, ``token``, ``sig``);
-    ``max_concurrency`` not an integer >= 1; ``params`` not a mapping; ``execution`` not a mapping of
+    ``max_concurrency`` not an integer >= 1; ``params`` not a mapping, naming a parameter outside
+    :data:`DECODING_PARAMS`, or a numeric parameter that is not a finite number in its range
+    (temperature >= 0, top_p in [0, 1], integers top_k >= 0, max_tokens >= 1, seed in [0, 2**31));
+    ``execution`` not a mapping of
     known keys, an unknown mode, batch mode for a provider without a batch API, or a setting that is
     not a positive number (field ``execution.<key>``); ``price_per_mtok`` not a mapping of exactly
     ``input`` and ``output`` to numbers >= 0 (field ``price_per_mtok.input`` …), or given for a
     ``llama_cpp`` model (local models cost 0); ``n_threads`` or ``workers`` not an integer >= 1 or
     given for a provider other than ``llama_cpp``; ``deterministic`` not a boolean or given for ``llama_cpp``;
-    ``study_params`` not a mapping of a known study to decoding parameters (field
+    ``study_params`` not a mapping of a known study to decoding parameters checked as ``params`` (field
     ``study_params.<study>``); ``blocking_metrics`` not a mapping of a known study to a list of that
     study's compared metrics (field ``blocking_metrics.<study>``); a duplicate id.
     """
@@ -279,6 +283,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad(f"params must be a mapping of decoding parameters, got {type(params).__name__}", "params")
         if "chat_format" in params and (e["provider"] != "llama_cpp" or not isinstance(params["chat_format"], str)):
             raise bad("params.chat_format is a llama_cpp setting (a llama.cpp chat format name)", "params")
+        _check_decoding_params(params, "params", bad)
         for key, what in (("n_threads", "CPU threads of the local model"),
                           ("workers", "local model contexts computing at once")):
             if key not in e:
@@ -330,10 +335,7 @@ def _study_params(raw: Any, bad: Any) -> dict[str, dict[str, Any]]:
             raise bad(f"study_params.{name} must be a mapping of decoding parameters", f"study_params.{name}")
         if "chat_format" in params:
             raise bad("chat_format belongs in params (one chat format per model)", f"study_params.{name}")
-        unknown = sorted(map(str, set(params) - set(DECODING_PARAMS)))
-        if unknown:
-            raise bad(f"unknown decoding parameter(s) {unknown}; allowed: {list(DECODING_PARAMS)}",
-                      f"study_params.{name}")
+        _check_decoding_params(params, f"study_params.{name}", bad)
     return {str(k): dict(v) for k, v in raw.items()}
 
 
@@ -382,6 +384,35 @@ def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
             stack.extend((f"{path}.{k}", v) for k, v in reversed(list(value.items())))
         elif isinstance(value, list):
             stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))
+#: Numeric decoding parameters: name -> (integer only, the allowed range in words, the range test).
+#: ``seed`` stays below 2**31 (the range of :func:`metamorph.replicates.replicate_seed`); llama.cpp
+#: reads a negative seed as "random", which would make a seeded request non-reproducible.
+_NUMERIC_PARAMS: dict[str, tuple[bool, str, Any]] = {
+    "temperature": (False, ">= 0", lambda v: v >= 0),
+    "top_p": (False, "from 0 to 1", lambda v: 0 <= v <= 1),
+    "top_k": (True, ">= 0", lambda v: v >= 0),
+    "max_tokens": (True, ">= 1", lambda v: v >= 1),
+    "seed": (True, f"from 0 to {2**31 - 1}", lambda v: 0 <= v < 2**31),
+    "frequency_penalty": (False, "that is finite", math.isfinite),
+    "presence_penalty": (False, "that is finite", math.isfinite),
+    "repeat_penalty": (False, "that is finite", math.isfinite),
+}
+
+
+def _check_decoding_params(params: dict[str, Any], key: str, bad: Any) -> None:
+    """Raise ``bad(problem, key)`` unless every key of ``params`` is one of :data:`DECODING_PARAMS`
+    and every numeric one is ``null`` (unset) or a finite number in its range (:data:`_NUMERIC_PARAMS`;
+    integers for ``top_k``, ``max_tokens`` and ``seed``)."""
+    unknown = sorted(map(str, set(params) - set(DECODING_PARAMS)))
+    if unknown:
+        raise bad(f"unknown decoding parameter(s) {unknown}; allowed: {list(DECODING_PARAMS)}", key)
+    for name, (integer, words, in_range) in _NUMERIC_PARAMS.items():
+        v = params.get(name)
+        if v is None:
+            continue
+        typed = not isinstance(v, bool) and isinstance(v, int if integer else (int, float))
+        if not typed or not math.isfinite(v) or not in_range(v):
+            raise bad(f"{name} must be {'an integer' if integer else 'a number'} {words}, got {v!r:.40}", key)
 
 
 def _parse_execution(raw: Any, provider: str, bad: Any) -> ExecutionConfig:
@@ -510,13 +541,16 @@ def approved_baseline(models: list[ModelSpec]) -> ModelSpec:
 
 def load_registry(path: str | Path) -> list[ModelSpec]:
     """Read and validate the registry YAML at ``path`` (UTF-8; raises :class:`RegistryError`, a
-    :class:`ConfigError`, naming the file — and the entry and key, see :func:`parse_registry`).
+    :class:`ConfigError`, naming the file — and the entry and key, see :func:`parse_registry` — also
+    when the path is missing, a directory or unreadable).
 
     A mapping that repeats a key is an error (:func:`_refuse_duplicate_keys`): YAML loaders keep the
     last value silently, so a second ``status:`` line would change which entry is the baseline."""
     p = Path(path)
     if not p.exists():
         raise RegistryError(str(p), "model registry does not exist")
+    if p.is_dir():
+        raise RegistryError(str(p), "is a directory, expected the model registry's YAML file")
     try:
         text = read_text(p, "model registry", RegistryError)
         _refuse_duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader), str(p))

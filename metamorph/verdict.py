@@ -168,8 +168,10 @@ def comparison_next_step(study: str, models: Sequence, evaluated: set[str]) -> s
         baseline = approved_baseline(list(models)).id
     except ConfigError:
         approved = [m.id for m in models if m.status == "approved"]
-        found = f"entries {', '.join(approved)} are all approved" if approved else "none"
-        return f"no approved baseline ({found}): set `status: approved` on exactly one entry of {source}"
+        if approved:
+            return (f"{len(approved)} approved baselines ({', '.join(approved)}): keep `status: approved` on exactly "
+                    f"one entry of {source} and make the others `status: candidate`")
+        return f"no approved baseline (no entry has `status: approved`): set it on exactly one entry of {source}"
     candidates = [m.id for m in models if m.status == "candidate"]
     parts = []
     if baseline not in evaluated:

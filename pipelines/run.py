@@ -464,6 +464,7 @@ def run_job(job_def, instance, run_config: dict, partition: str | None = None, t
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line's arguments."""
+    from metamorph.costplan import budget_arg, seed_arg
     from metamorph.studies.order_probe.plan import SETTINGS as ORDER_PROBE_SETTINGS
 
     ap = _OneLineParser(prog="python -m pipelines.run", description=__doc__,
@@ -473,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="source spec (repeatable); default: the study's embedded default")
     ap.add_argument("--limit", type=_positive, default=None, help="N rows of each source (>= 1): a seeded random sample for the format study, the first N elsewhere")
     ap.add_argument("--k", type=_positive, default=None, help="format study: repeats per document (default 3)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
+    ap.add_argument("--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
     ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     ap.add_argument("--llm-goldens", type=_positive, default=None,
                     help="workflow study: goldens sent to the LLM generator (default 3)")
@@ -491,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-tokens", type=_positive, default=None,
                     help="completion budget per call (>= 1; default: the study's own)")
     ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
-    ap.add_argument("--budget-usd", type=float, default=None,
+    ap.add_argument("--budget-usd", type=budget_arg, default=None,
                     help="stop before the first call of a generation step whose planned cost for a model (registry "
                          "price_per_mtok) exceeds this many USD; `python -m metamorph.cli plan` prints the plan")
     return ap

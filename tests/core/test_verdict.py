@@ -87,8 +87,8 @@ def test_bad_input_exits_2_saying_what_to_run(metamorph_home, tmp_path, monkeypa
         assert verdict(capsys, *args) == (2, "", f"metamorph verdict: error: {line}\n"), args
 
     reg.write_text(WRAPPER_REGISTRY.replace("status: approved", "status: candidate") % "")
-    assert verdict(capsys, "--model", "cand") == (2, "", "metamorph verdict: error: no approved baseline (none): set "
-                                                         f"`status: approved` on exactly one entry of {reg}\n")
+    assert verdict(capsys, "--model", "cand") == (2, "", "metamorph verdict: error: no approved baseline (no entry has "
+                                                         f"`status: approved`): set it on exactly one entry of {reg}\n")
     # evaluated in no study with the baseline: each study's next step, on one line
     reg.write_text(WRAPPER_REGISTRY % "" + "  - {id: later, provider: llama_cpp, model: later.gguf}\n")
     code, out, err = verdict(capsys, "--model", "later")
@@ -131,7 +131,8 @@ def test_comparison_next_step_names_the_missing_partitions_and_the_job(tmp_path)
     path, models = registry(tmp_path, "  - {id: a, provider: llama_cpp, model: a.gguf, status: approved}\n"
                                       "  - {id: b, provider: llama_cpp, model: b.gguf, status: approved}\n")
     assert comparison_next_step("order_probe", models, {"a", "b"}) == (
-        f"no approved baseline (entries a, b are all approved): set `status: approved` on exactly one entry of {path}")
+        f"2 approved baselines (a, b): keep `status: approved` on exactly one entry of {path} and make the others "
+        "`status: candidate`")
 
 
 def test_an_empty_report_card_says_which_studies_to_run(metamorph_home, tmp_path, monkeypatch):

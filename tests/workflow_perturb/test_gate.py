@@ -272,6 +272,27 @@ def test_cli_unparseable_workflow_exits_2(golden_file, tmp_path, capsys):
     assert "cand.txt: no 'Edge:' line" in capsys.readouterr().err
 
 
+def test_cli_lone_surrogate_and_bad_utf8_are_one_line_exit_2_and_a_bom_is_read(tmp_path, capsys):
+    """A JSON escape of half a UTF-16 pair used to reach the sentence encoder (a traceback); a byte
+    that is not UTF-8 is named by line and column; a UTF-8 byte-order mark before JSON is dropped."""
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps({"nodes": ["open the file", "read it"]}), encoding="utf-8")
+    sur = tmp_path / "sur.json"
+    sur.write_text('{"nodes": ["open the file", "read\\ud800 it"]}', encoding="utf-8")
+    assert cli.main(["gate", "--golden", str(sur), "--candidate", str(ok)]) == 2
+    assert capsys.readouterr().err == (f"metamorph gate: error: {sur}, field 'nodes': holds a lone surrogate \\ud800 "
+                                       "(at [1]) at character 5 (half of a UTF-16 pair, not a character); write the "
+                                       "character itself\n")
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"Node:\n1: open the file\xff\nEdge: (START,1) (1,END)\n")
+    assert cli.main(["gate", "--golden", str(latin), "--candidate", str(ok)]) == 2
+    assert capsys.readouterr().err == (f"metamorph gate: error: {latin}, row 2: not valid UTF-8: byte 0xff at column 17 "
+                                       "(invalid start byte)\n")
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + ok.read_bytes())
+    assert [w.nodes for w in gate_cli.read_workflow_file(bom)] == [("open the file", "read it")]
+
+
 def test_cli_bad_usage_exits_2(capsys):
     assert cli.main(["gate", "--golden", "x"]) == 2
     assert cli.main(["gate", "--golden", "x", "--candidate", "y", "--mode", "all"]) == 2

@@ -254,6 +254,12 @@ _CONDITIONS = ["hypertension", "type 2 diabetes", "asthma", "COPD", "chronic kid
 _ETHNICITIES = ["Asian", "Black", "Hispanic", "White"]
 
 
+#: The most records ``construct`` generates (``construct?n=``, or ``limit`` when n is not given): a
+#: mistyped limit would otherwise generate records until memory runs out. The paper's Construct
+#: set has 250 instances (§5.1).
+MAX_CONSTRUCT = 100_000
+
+
 def construct_rule(temperature_c: float, spo2_pct: int, systolic_bp_mmhg: int, heart_rate_bpm: int) -> str:
     """The stated rule behind ``construct``'s gold label (also spelled out in its task prompt)."""
     urgent = temperature_c >= 38.5 or spo2_pct < 92 or systolic_bp_mmhg >= 180 or heart_rate_bpm >= 120
@@ -399,8 +405,9 @@ def load_source(spec: str, limit: int | None = None,
             n, seed = int(s.params.get("n", limit or 12)), int(s.params.get("seed", 0))
         except ValueError as exc:
             raise InputError(spec, f"construct parameters n and seed must be integers ({exc})") from None
-        if n < 1:
-            raise InputError(spec, f"construct needs n >= 1, got {n}")
+        if not 1 <= n <= MAX_CONSTRUCT:
+            raise InputError(spec, f"construct needs 1 <= n <= {MAX_CONSTRUCT:,} records, got {n}"
+                             + (" (from --limit / limit)" if "n" not in s.params else ""))
         xs = construct_dataset(n=n, seed=seed)
         validate_instances(xs, "construct")
         return xs

@@ -78,6 +78,12 @@ def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
     from metamorph.studies.workflow_perturb.metrics import chain_edges
     from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
 
+    from metamorph.datasets import value_problem
+
+    for key, value in obj.items():
+        problem = value_problem(value)
+        if problem is not None:
+            raise InputError(source, problem, row=row, field=str(key))
     wid = obj.get("id", obj.get("workflow_id"))
     wid = None if wid is None else str(wid)
     for nf, ef in (("nodes", "edges"), ("gold_nodes", "gold_edges")):
@@ -122,8 +128,9 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
     """Every workflow of a gate input file (formats in the module docstring).
 
     Raises:
-        InputError: the file is missing, unreadable or empty; a JSON/JSONL record is not valid
-            JSON or not an object; a workflow cannot be parsed. The message names the file (and
+        InputError: the file is missing, unreadable, not UTF-8 (line and column named) or empty; a
+            JSON/JSONL record is not valid JSON or not an object, or holds a non-finite number or a
+            lone surrogate (:func:`metamorph.datasets.value_problem`); a workflow cannot be parsed. The message names the file (and
             the line/element and field when it applies).
     """
     from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
