@@ -107,7 +107,8 @@ def _generation_ids(planned: list[fs.PlannedGeneration], spec) -> list[dict]:
     """The lineage ids of each planned generation's row (workflow_generations, routed_generations)."""
     return [{"model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
              "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
-             "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256} for p in planned]
+             "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256,
+             "base_seed": p.base_seed} for p in planned]
 
 
 class GenerationConfig(BudgetConfig):
@@ -475,9 +476,7 @@ def routed_generations(context: dg.AssetExecutionContext, config: RoutedGenerati
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
     best = {(r.workflow_id, r.dataset): r.best_format for r in routing_choice.itertuples()}
-    k = int(workflow_generations["repeat"].max())
-    first = workflow_generations[workflow_generations["repeat"] == 1]["request_json"].iloc[0]  # the base seed
-    params = {k_: v for k_, v in json.loads(first)["params"].items() if k_ not in spec.params_for(fs.STUDY)}
+    k, params = fs.routing_params(workflow_generations, spec)
     keep = set(mit.routed_instance_ids(source_instances["instance_id"], routing_choice))
     xs = [x for x in instances_from_frame(source_instances) if x.instance_id in keep]
     planned = fs.plan_routing(xs, documents_from_frame(rendered_documents), spec, best, k=k, params=params)

@@ -181,3 +181,36 @@ def test_study_params_apply_in_their_study_only():
     with pytest.raises(RegistryError, match="unknown decoding parameter"):
         parse_registry({"models": [{"id": "m", "provider": "llama_cpp", "model": "x.gguf",
                                     "study_params": {"format_robustness": {"temprature": 0.7}}}]})
+
+
+def test_sampled_routing_reruns_the_original_call_for_the_input_already_in_the_best_format(stub, tmp_path):
+    """The routed slot j = 0 (the input already in the best format) is the original request, seed
+    included, so the cache serves it; the other slots are new draws with seeds of their own."""
+    spec = ModelSpec(id="gpt-x", provider="openai", model="gpt-x")
+    xs = [x for _, x in load_sources(["construct"], limit=1)]
+    docs = [render(x, f, check=True) for x in xs for f in DEFAULT_FORMATS]
+    params = {"temperature": 0.7, "seed": 3, "max_tokens": 8}
+    gen = plan_generations(xs, docs, spec, k=2, params=params)
+    routed = plan_routing(xs, docs, spec, {("gpt-x/inline", xs[0].dataset): "md"}, k=2, params=params)
+    originals = {p.request.cache_key() for p in gen if p.format == "md"}
+    keys = [p.request.cache_key() for p in routed]
+    assert [k in originals for k in keys] == [True, True] + [False] * 6  # j = 0 (md itself), r = 1, 2
+    assert len(set(keys)) == 8 and {p.base_seed for p in gen + routed} == {3}
+    assert len({p.request.params["seed"] for p in routed}) == 8
+
+
+def test_routing_takes_the_runs_base_seed_not_a_replicates_seed():
+    from metamorph.runner import Outcome
+    from metamorph.providers.base import GenerationResult
+    from metamorph.studies.format_robustness.plan import routing_params
+
+    spec = ModelSpec(id="gpt-x", provider="openai", model="gpt-x", params={"max_tokens": 8})
+    xs = [x for _, x in load_sources(["construct"], limit=1)]
+    docs = [render(x, f, check=True) for x in xs for f in DEFAULT_FORMATS]
+    gen = plan_generations(xs, docs, spec, k=2, params={"temperature": 0.7, "seed": 3})
+    outs = [Outcome(p.request, p.request.cache_key(), GenerationResult("ok"), False) for p in gen]
+    frame = generation_frame([{"repeat": p.repeat, "base_seed": p.base_seed} for p in gen], outs)
+    assert all(p.request.params["seed"] != 3 for p in gen)  # every request carries a derived seed
+    k, params = routing_params(frame, spec)
+    # the registry's max_tokens is left out (plan_routing merges it again); the seed is the base one
+    assert (k, params) == (2, {"temperature": 0.7, "seed": 3})

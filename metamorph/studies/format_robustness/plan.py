@@ -68,6 +68,8 @@ class PlannedGeneration:
     request: GenerationRequest
     #: Format the document was converted to by format routing (None: not routed).
     routed_format: str | None = None
+    #: The run's base seed, from which a sampled replicate's seed is derived (None: no seed is sent).
+    base_seed: int | None = None
 
 
 def build_messages(x: SourceInstance, doc: RenderedDocument, ingestion: str) -> list[dict[str, str]]:
@@ -141,7 +143,7 @@ def plan_generations(
                     renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}", repeat_index=r,
                 ))
                 out.append(PlannedGeneration(model.workflow_id(ingestion), model.id, x.instance_id, x.dataset,
-                                             doc.format, r, doc.sha256, req))
+                                             doc.format, r, doc.sha256, req, base_seed=merged.get("seed")))
     return out
 
 
@@ -203,8 +205,28 @@ def plan_routing(
                         renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}", repeat_index=r + k * j,
                     ))
                     out.append(PlannedGeneration(wf, model.id, x.instance_id, x.dataset, src, r, doc.sha256, req,
-                                                 routed_format=b))
+                                                 routed_format=b, base_seed=merged.get("seed")))
     return out
+
+
+def routing_params(generations: pd.DataFrame, model: ModelSpec) -> tuple[int, dict[str, Any]]:
+    """``(k, params)`` that :func:`plan_routing` needs to re-run ``model``'s inputs as its
+    ``workflow_generations`` ran them: k = the largest repeat, params = the run's parameters
+    (those of a repeat-1 request, less the registry's own, which :func:`plan_routing` merges
+    again) with ``seed`` = the run's ``base_seed`` — a request carries its replicate's derived seed
+    (:func:`metamorph.replicates.seeded`), and routing derives its replicates' seeds from the base.
+
+    ``generations``: ``workflow_generations`` rows of one model (columns ``repeat``,
+    ``request_json``, ``base_seed``). Raises ``ValueError`` when it has no repeat-1 row."""
+    first = generations[generations["repeat"] == 1]
+    if first.empty:
+        raise ValueError("routing_params: workflow_generations has no repeat-1 row")
+    row = first.iloc[0]
+    own = model.params_for(STUDY)
+    params = {key: v for key, v in json.loads(row["request_json"])["params"].items() if key not in own}
+    if "seed" in params:
+        params["seed"] = int(row["base_seed"])
+    return int(generations["repeat"].max()), params
 
 
 def _format_order(by_fmt: dict[str, RenderedDocument]) -> list[str]:

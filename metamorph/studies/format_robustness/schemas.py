@@ -76,6 +76,9 @@ class WorkflowGenerations(GenerationRecord):
     format: Series[str] = pa.Field(description="Document format.")
     repeat: Series[int] = pa.Field(ge=1, description="Repeat index r (1..k).")
     document_sha256: Series[str] = pa.Field(description="sha256 of the document given to the model.")
+    base_seed: Series[pd.Int64Dtype] = pa.Field(nullable=True, description="The run's base seed; a sampled "
+                                                "replicate's own seed (in request_json) is derived from it, the "
+                                                "repeat and the request (metamorph.replicates.seeded). Null: no seed sent.")
 
     @pa.dataframe_check(description="one row per (workflow, dataset, instance, format, repeat)")
     def unique_cells(cls, df):  # noqa: N805
