@@ -19,6 +19,8 @@ import dagster as dg
 import yaml
 from dagster_duckdb import DuckDBResource
 
+from metamorph.datasets import read_text
+
 from assets import format_robustness, model_upgrades, order_probe, workflow_perturb, wrapper_sensitivity
 from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, model_upgrades_job
 from pipelines.partial import partial_run_sensor
@@ -41,7 +43,7 @@ CELERY_CONFIG = Path(__file__).resolve().parents[1] / "config" / "celery-worker.
 def celery_executor_config(path: Path = CELERY_CONFIG) -> dict:
     """The ``execution.config`` mapping of a dagster-celery worker config file (``broker``,
     ``backend``, ``config_source``), the config of the executor built by :func:`executor`."""
-    return yaml.safe_load(path.read_text())["execution"]["config"]
+    return yaml.safe_load(read_text(path, "celery worker config"))["execution"]["config"]
 
 
 #: ``METAMORPH_EXECUTOR`` values: one process per run, a celery task per step, a Kubernetes Job per step.
