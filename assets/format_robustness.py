@@ -112,7 +112,7 @@ def _generation_ids(planned: list[fs.PlannedGeneration], spec) -> list[dict]:
 
 
 class GenerationConfig(BudgetConfig):
-    k: int = Field(default=3, ge=1, description="Repeats per workflow × document (r = 1..k): independent draws when "
+    k: int = Field(default=3, ge=1, le=100, description="Repeats per workflow × document (r = 1..k): independent draws when "
                    "decoding samples; when a local model decodes greedily, one computation shared by the k rows.")
     temperature: float = Field(default=0.0, description="Sampling temperature (0 = greedy, §5.1); a registry entry's "
                                "own temperature wins (the embedded default samples at 0.7).")

@@ -437,6 +437,23 @@ def seed_arg(text: str) -> int:
     return value
 
 
+#: The most repeats ``--k`` takes: every repeat is a call per document (the paper runs 3), and a
+#: mistyped k made ``metamorph plan`` build requests until memory ran out.
+MAX_REPEATS = 100
+
+
+def repeats_arg(text: str) -> int:
+    """A ``--k`` value of ``metamorph plan`` and ``pipelines.run``: a whole number from 1 to
+    :data:`MAX_REPEATS`. Raises ``argparse.ArgumentTypeError`` otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 1 <= value <= MAX_REPEATS:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_REPEATS}, got {text!r:.40}")
+    return value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -449,7 +466,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", action="append", dest="sources",
                    help="source spec (repeatable), as for python -m pipelines.run; default: the study's embedded one")
     p.add_argument("--limit", type=_positive, default=None, help="N rows of each source, as pipelines.run")
-    p.add_argument("--k", type=_positive, default=None, help="format study: repeats per document (default 3)")
+    p.add_argument("--k", type=repeats_arg, default=None,
+                   help=f"format study: repeats per document (default 3, at most {MAX_REPEATS})")
     p.add_argument("--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
     p.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     p.add_argument("--settings", nargs="+", default=None, help="OrderProbe: prompt settings")

@@ -464,7 +464,7 @@ def run_job(job_def, instance, run_config: dict, partition: str | None = None, t
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line's arguments."""
-    from metamorph.costplan import budget_arg, seed_arg
+    from metamorph.costplan import MAX_REPEATS, budget_arg, repeats_arg, seed_arg
     from metamorph.studies.order_probe.plan import SETTINGS as ORDER_PROBE_SETTINGS
 
     ap = _OneLineParser(prog="python -m pipelines.run", description=__doc__,
@@ -473,7 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--source", action="append", dest="sources",
                     help="source spec (repeatable); default: the study's embedded default")
     ap.add_argument("--limit", type=_positive, default=None, help="N rows of each source (>= 1): a seeded random sample for the format study, the first N elsewhere")
-    ap.add_argument("--k", type=_positive, default=None, help="format study: repeats per document (default 3)")
+    ap.add_argument("--k", type=repeats_arg, default=None,
+                    help=f"format study: repeats per document (default 3, at most {MAX_REPEATS})")
     ap.add_argument("--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
     ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     ap.add_argument("--llm-goldens", type=_positive, default=None,

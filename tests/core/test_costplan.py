@@ -285,6 +285,14 @@ def test_plan_budget_minus_one_is_no_budget_and_nan_is_refused(priced_stub, caps
                        f"budget; got '{bad}'  (see: metamorph plan --help)\n")
 
 
+def test_plan_refuses_a_k_it_could_not_hold_in_memory(capsys):
+    """A mistyped --k of 10**9 used to build requests until memory ran out; at most MAX_REPEATS."""
+    code, out, err = _cli(capsys, "format_robustness", "--k", "1000000000")
+    assert (code, out) == (2, "")
+    assert err == ("metamorph plan: error: argument --k: must be a whole number from 1 to 100, got '1000000000'  "
+                   "(see: metamorph plan --help)\n")
+
+
 def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, metamorph_home, capsys):
     """construct, 2 records × 4 formats × k=1: 8 generations; routing re-runs each input in the best
     format — 8 requests of which the 2 already in it are the originals (cache hits): up to 6 calls."""
