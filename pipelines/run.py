@@ -492,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "repeat); the mitigation table then shows voting only")
     ap.add_argument("--max-tokens", type=_positive, default=None,
                     help="completion budget per call (>= 1; default: the study's own)")
-    ap.add_argument("--models", nargs="*", default=None, help="registry model ids (default: all)")
+    ap.add_argument("--models", nargs="+", default=None, help="registry model ids (default: all)")
     ap.add_argument("--budget-usd", type=budget_arg, default=None,
                     help="stop before the first call of a generation step whose planned cost for a model (registry "
                          "price_per_mtok) exceeds this many USD; `python -m metamorph.cli plan` prints the plan")

@@ -232,8 +232,12 @@ HELP = "  (see: python -m pipelines.run --help)"
      "error: argument --seeds: must be a whole number from 0 to 2147483647, got '-1'" + HELP),
     (["format_robustness", "--k", "1000000000"],  # metamorph plan built requests until memory ran out
      "error: argument --k: must be a whole number from 1 to 100, got '1000000000'" + HELP),
+    (["format_robustness", "--models"],  # an empty list used to mean every model
+     "error: argument --models: expected at least one argument" + HELP),
+    (["format_robustness", "--source", ""],
+     "error: '': a source spec is 'construct' or '<adapter>:<path or hf:// URI>'"),
 ], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path", "no-routing", "budget-nan", "budget-negative",
-        "construct-limit-huge", "construct-n-huge", "seed-negative", "k-huge"])
+        "construct-limit-huge", "construct-n-huge", "seed-negative", "k-huge", "models-none", "source-empty"])
 def test_a_bad_option_is_one_line_exit_2_and_creates_nothing(tmp_path, args, line):
     """Options are checked before anything exists: no usage block, no DAGSTER_HOME, no warehouse
     (a --max-tokens of -5 used to run the inputs job, then fail the model job with exit 1)."""

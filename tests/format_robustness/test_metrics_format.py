@@ -695,3 +695,20 @@ def test_routing_of_one_computation_says_what_its_after_values_are():
     out = mit.format_routing(gen, routed, choice).set_index("relation")
     assert out["after_pct"].tolist()[:2] == [0.0, 0.0] and math.isnan(out.loc["MR3", "after_pct"])
     assert out.loc["MR1", "delta_pp"] == 100.0 and set(out["note"]) == {mit.ROUTING_DETERMINISTIC_NOTE}
+
+
+def test_verdict_scores_of_a_not_measurable_m3_have_no_m3_rows_and_warn_nothing():
+    import json
+    import warnings
+
+    from metamorph.studies.format_robustness import report
+
+    spec = {"i1": {"txt": [("yes", ["a"])] * 2, "md": [("no", ["a"])] * 2},
+            "i2": {"txt": [("yes", ["a"])] * 2, "md": [("yes", ["b"])] * 2}}
+    gen = _shared_keys(make_gen(spec, gold={"i1": "yes", "i2": "yes"}, wf="m/inline"))
+    flags = fr.mr_flags(gen)
+    outcomes = gen.assign(model_id="m", parse_status="ok", categories_json=[json.dumps(c) for c in gen["categories"]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pandas' FutureWarning on concatenating an empty frame
+        scores = report.comparison_scores(outcomes, flags)
+    assert sorted(scores["metric"].unique()) == ["M1", "M2", "accuracy"]

@@ -184,8 +184,9 @@ def comparison_scores(outcomes: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFra
     for rel in ("M1", "M2", "M3"):
         col = f"mr{rel[-1]}"
         defined = f[f[col].notna()]
-        parts.append(item_scores(defined.assign(**{col: defined[col].astype(bool)}), metric=rel, value=col,
-                                 item=["instance_id"], slices=["ingestion", "dataset"]))
+        if len(defined):  # none when the relation is not measurable (mr_flags' mr3_note)
+            parts.append(item_scores(defined.assign(**{col: defined[col].astype(bool)}), metric=rel, value=col,
+                                     item=["instance_id"], slices=["ingestion", "dataset"]))
     return pd.concat(parts, ignore_index=True)
 
 

@@ -330,7 +330,7 @@ class SourceSpec:
             return cls("construct", None, params)
         adapter, sep, location = head.partition(":")
         if not sep or not location:
-            raise InputError(spec, "a source spec is 'construct' or '<adapter>:<path or hf:// URI>'")
+            raise InputError(spec or "''", "a source spec is 'construct' or '<adapter>:<path or hf:// URI>'")
         if adapter not in ADAPTERS:
             raise InputError(spec, f"unknown adapter {adapter!r}; known: {sorted(ADAPTERS)} and 'construct'")
         return cls(adapter, location, params)
