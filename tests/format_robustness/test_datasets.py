@@ -140,7 +140,7 @@ def test_duplicate_across_sources(tmp_path):
 def test_bad_construct_parameters():
     with pytest.raises(InputError, match="must be integers"):
         load_source("construct?n=abc")
-    with pytest.raises(InputError, match="n >= 1"):
+    with pytest.raises(InputError, match="1 <= n <= 100,000"):
         load_source("construct?n=0")
 
 

@@ -76,7 +76,9 @@ def test_medqa_end_to_end_with_the_local_model(metamorph_home):
         lineage = read(db, "decision_lineage")
         assert len(lineage) == 40 and lineage["request_json"].notna().all()
         req = json.loads(lineage.iloc[0]["request_json"])
-        assert req["params"]["temperature"] == 0.0 and req["repeat_index"] in (1, 2)
+        # the embedded default samples in this study (registry study_params): a seed per request
+        assert req["params"]["temperature"] == 0.7 and req["repeat_index"] in (1, 2)
+        assert lineage["request_json"].map(lambda j: json.loads(j)["params"]["seed"]).nunique() == 40
 
         # a warm cache: a second materialization makes no model call
         _, again = run_study(instance, [f"medqa:{medqa}"], 5, 2)

@@ -5,6 +5,8 @@ import json
 import pandas as pd
 import pytest
 
+from metamorph.replicates import replicate_seed, request_identity
+
 from metamorph.studies.format_robustness.sources import construct_dataset
 from metamorph.errors import ConfigError
 from metamorph.studies.format_robustness.plan import (
@@ -64,9 +66,14 @@ def test_file_ingestion_attaches_the_document_and_keeps_it_out_of_the_prompt():
 
 def test_param_precedence_and_null_unsets():
     _, planned = plan(k=1, params={"temperature": 0.7, "max_tokens": 64})
-    assert planned[0].request.params == {"temperature": 0.7, "max_tokens": 64, "seed": 0}
+    # sampled: the base seed 0 becomes the request's own (metamorph.replicates.seeded)
+    req = planned[0].request
+    assert req.params == {"temperature": 0.7, "max_tokens": 64, "seed": replicate_seed(0, 1, request_identity(req))}
+    assert planned[0].base_seed == 0
     _, planned = plan(model=OPENAI, k=1, params={"temperature": 0.7})
-    assert planned[0].request.params == {"max_tokens": 512, "seed": 0, "top_p": 0}  # null removed, 0 kept
+    # null removed, 0 kept; without a temperature the provider's default samples, so the seed is derived
+    req = planned[0].request
+    assert req.params == {"max_tokens": 512, "seed": replicate_seed(0, 1, request_identity(req)), "top_p": 0}
 
 
 def test_k_must_be_positive():
