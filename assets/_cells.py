@@ -162,12 +162,15 @@ def _with_text(con, study: str, behind: Behind, rows: pd.DataFrame) -> pd.DataFr
     con.register("__metamorph_behind", keys)
     try:
         cols = ", ".join(f't."{c}"' for c in behind.text)
-        raw = con.execute(f'SELECT t."{behind.key}", {cols} FROM "{study}"."{behind.table}" AS t '
-                          f'JOIN __metamorph_behind AS k USING ("{behind.key}")').df()
+        raw = con.execute(
+            f'SELECT t."{behind.key}", {cols} FROM "{study}"."{behind.table}" AS t '
+            f'JOIN __metamorph_behind AS k USING ("{behind.key}")'
+        ).df()
     finally:
         con.unregister("__metamorph_behind")
     out = rows.drop(columns=[c for c in behind.text if c in rows.columns]).merge(
-        raw.drop_duplicates(behind.key), on=behind.key, how="left")
+        raw.drop_duplicates(behind.key), on=behind.key, how="left"
+    )
     # the raw text right after the columns naming the row; the 64-hex key last (copy it to trace)
     return out[[*(c for c in out.columns if c not in (*behind.text, behind.key)), *behind.text, behind.key]]
 
@@ -182,6 +185,7 @@ def _plain(v):
 
 def table_value(df: pd.DataFrame) -> dg.MetadataValue:
     """``df`` as Dagster table metadata: the UI shows every cell in full ("Show table")."""
+
     def kind(s: pd.Series) -> str:
         if pd.api.types.is_bool_dtype(s):
             return "bool"
@@ -190,12 +194,15 @@ def table_value(df: pd.DataFrame) -> dg.MetadataValue:
         return "float" if pd.api.types.is_float_dtype(s) else "string"
 
     schema = dg.TableSchema(columns=[dg.TableColumn(str(c), kind(df[c])) for c in df.columns])
-    return dg.MetadataValue.table(records=[dg.TableRecord({str(c): _plain(v) for c, v in r.items()})
-                                           for r in df.to_dict(orient="records")], schema=schema)
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({str(c): _plain(v) for c, v in r.items()}) for r in df.to_dict(orient="records")],
+        schema=schema,
+    )
 
 
-def worst_cells_metadata(df: pd.DataFrame, cells: Cells, study: str,
-                         inputs: Mapping[str, pd.DataFrame] | None = None, warehouse=None) -> dict:
+def worst_cells_metadata(
+    df: pd.DataFrame, cells: Cells, study: str, inputs: Mapping[str, pd.DataFrame] | None = None, warehouse=None
+) -> dict:
     """``worst_cells`` (markdown) and, with Cells.behind, one table per worst cell with
     the rows behind it and their raw text (``warehouse``: a DuckDBResource)."""
     worst = worst_cells(df, cells)
@@ -204,9 +211,13 @@ def worst_cells_metadata(df: pd.DataFrame, cells: Cells, study: str,
     if worst.empty:
         best = best_value(cells)
         defined = _selected(df, cells)[cells.value].notna().any()
-        return {"worst_cells": dg.MetadataValue.md(
-            f"_every cell is at its best possible value ({best:g}): no worst cell_" if defined and best is not None
-            else "_no cell with a defined value_")}
+        return {
+            "worst_cells": dg.MetadataValue.md(
+                f"_every cell is at its best possible value ({best:g}): no worst cell_"
+                if defined and best is not None
+                else "_no cell with a defined value_"
+            )
+        }
     shown = list(dict.fromkeys([*cells.keys, cells.value, *(cells.ci or ())]))
     summary = worst[shown].copy()
     details, notes = {}, []
@@ -232,13 +243,17 @@ def worst_cells_metadata(df: pd.DataFrame, cells: Cells, study: str,
                     except Exception as exc:  # table missing or renamed: say so, keep the rows
                         notes.append(f"raw text not joined: {type(exc).__name__}: {str(exc).splitlines()[0]}")
                 details[f"worst cell {i}: {cell_label(cell, cells)}"] = table_value(part)
-    head = (f"Worst {len(worst)} cell(s) by {cells.value} ({cells.worse}er is worse)"
-            + ("; rows behind each, with the raw text: entries 'worst cell 1' …" if details else "."))
+    head = f"Worst {len(worst)} cell(s) by {cells.value} ({cells.worse}er is worse)" + (
+        "; rows behind each, with the raw text: entries 'worst cell 1' …" if details else "."
+    )
     md = head + "\n\n" + markdown_table(summary.round(cells.digits + 2))
     if notes:
         md += "\n\n" + "; ".join(sorted(set(notes)))
-    return {"worst_cells": dg.MetadataValue.md(md), **details,
-            **trace_command_metadata(worst.iloc[0].to_dict(), cells, study, warehouse)}
+    return {
+        "worst_cells": dg.MetadataValue.md(md),
+        **details,
+        **trace_command_metadata(worst.iloc[0].to_dict(), cells, study, warehouse),
+    }
 
 
 def trace_command_metadata(cell: Mapping[str, Any], cells: Cells, study: str, warehouse=None) -> dict:
@@ -266,8 +281,10 @@ def headline_metadata(df: pd.DataFrame, cells: Cells) -> dict:
     out = {}
     for cell in _selected(df, cells).to_dict(orient="records"):
         name = cells.headline(cell) if callable(cells.headline) else cells.headline.format(**cell)
-        for suffix, col in (("", cells.value), *((("/ci_low", cells.ci[0]), ("/ci_high", cells.ci[1]))
-                                                  if cells.ci else ())):
+        for suffix, col in (
+            ("", cells.value),
+            *((("/ci_low", cells.ci[0]), ("/ci_high", cells.ci[1])) if cells.ci else ()),
+        ):
             if not _isnull(cell[col]):
                 out[name + suffix] = dg.MetadataValue.float(round(float(cell[col]), cells.digits))
     return out
@@ -279,37 +296,71 @@ def metric_checks(study: str, name: str, cells: Cells | None) -> list[dg.AssetCh
     specs = [dg.AssetCheckSpec("rows_present", asset=key, description="The table has at least one row.")]
     if cells is None:
         return specs
-    specs.append(dg.AssetCheckSpec("value_defined", asset=key,
-                                   description=f"Every cell has a {cells.value} (warns on undefined cells)."))
+    specs.append(
+        dg.AssetCheckSpec(
+            "value_defined", asset=key, description=f"Every cell has a {cells.value} (warns on undefined cells)."
+        )
+    )
     if cells.ci:
         lo, hi = cells.ci
-        specs.append(dg.AssetCheckSpec("ci_brackets_value", asset=key,
-                                       description=f"{lo} ≤ {cells.value} ≤ {hi} wherever all three are defined."))
+        specs.append(
+            dg.AssetCheckSpec(
+                "ci_brackets_value",
+                asset=key,
+                description=f"{lo} ≤ {cells.value} ≤ {hi} wherever all three are defined.",
+            )
+        )
     if cells.bounds:
-        specs.append(dg.AssetCheckSpec("value_in_range", asset=key, description=(
-            f"{cells.value}{' and its CI' if cells.ci else ''} lie in [{cells.bounds[0]:g}, {cells.bounds[1]:g}].")))
+        specs.append(
+            dg.AssetCheckSpec(
+                "value_in_range",
+                asset=key,
+                description=(
+                    f"{cells.value}{' and its CI' if cells.ci else ''} lie in [{cells.bounds[0]:g}, {cells.bounds[1]:g}]."
+                ),
+            )
+        )
     return specs
 
 
 def check_results(df: pd.DataFrame, cells: Cells | None) -> list[dg.AssetCheckResult]:
     """Results of metric_checks on the validated frame ``df``."""
-    res = [dg.AssetCheckResult(check_name="rows_present", passed=len(df) > 0,
-                               metadata={"rows": dg.MetadataValue.int(len(df))})]
+    res = [
+        dg.AssetCheckResult(
+            check_name="rows_present", passed=len(df) > 0, metadata={"rows": dg.MetadataValue.int(len(df))}
+        )
+    ]
     if cells is None:
         return res
     d = _selected(df, cells)
     undefined = d[d[cells.value].isna()]
-    res.append(dg.AssetCheckResult(
-        check_name="value_defined", passed=undefined.empty, severity=dg.AssetCheckSeverity.WARN,
-        metadata={"undefined_cells": dg.MetadataValue.int(len(undefined)), "cells": dg.MetadataValue.int(len(d)),
-                  "examples": dg.MetadataValue.md(markdown_table(undefined.head(10)))}))
+    res.append(
+        dg.AssetCheckResult(
+            check_name="value_defined",
+            passed=undefined.empty,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "undefined_cells": dg.MetadataValue.int(len(undefined)),
+                "cells": dg.MetadataValue.int(len(d)),
+                "examples": dg.MetadataValue.md(markdown_table(undefined.head(10))),
+            },
+        )
+    )
     if cells.ci:
         lo, hi = cells.ci
         full = d.dropna(subset=[lo, cells.value, hi])
         bad = full[(full[lo] > full[cells.value] + 1e-9) | (full[cells.value] > full[hi] + 1e-9)]
-        res.append(dg.AssetCheckResult(check_name="ci_brackets_value", passed=bad.empty, metadata={
-            "violations": dg.MetadataValue.int(len(bad)), "checked": dg.MetadataValue.int(len(full)),
-            "examples": dg.MetadataValue.md(markdown_table(bad.head(10)))}))
+        res.append(
+            dg.AssetCheckResult(
+                check_name="ci_brackets_value",
+                passed=bad.empty,
+                metadata={
+                    "violations": dg.MetadataValue.int(len(bad)),
+                    "checked": dg.MetadataValue.int(len(full)),
+                    "examples": dg.MetadataValue.md(markdown_table(bad.head(10))),
+                },
+            )
+        )
     if cells.bounds:
         low, high = cells.bounds
         cols = [cells.value, *(cells.ci or ())]
@@ -317,22 +368,40 @@ def check_results(df: pd.DataFrame, cells: Cells | None) -> list[dg.AssetCheckRe
         for c in cols:
             v = pd.to_numeric(d[c], errors="coerce")
             outside |= v.notna() & ((v < low) | (v > high))
-        res.append(dg.AssetCheckResult(check_name="value_in_range", passed=not outside.any(), metadata={
-            "violations": dg.MetadataValue.int(int(outside.sum())),
-            "examples": dg.MetadataValue.md(markdown_table(d[outside].head(10)))}))
+        res.append(
+            dg.AssetCheckResult(
+                check_name="value_in_range",
+                passed=not outside.any(),
+                metadata={
+                    "violations": dg.MetadataValue.int(int(outside.sum())),
+                    "examples": dg.MetadataValue.md(markdown_table(d[outside].head(10))),
+                },
+            )
+        )
     return res
 
 
-def metric_output(model: type[pa.DataFrameModel], df: pd.DataFrame, study: str, name: str,
-                  cells: Cells | None = None, *, inputs: Mapping[str, pd.DataFrame] | None = None,
-                  warehouse=None, metadata: dict | None = None) -> Iterator:
+def metric_output(
+    model: type[pa.DataFrameModel],
+    df: pd.DataFrame,
+    study: str,
+    name: str,
+    cells: Cells | None = None,
+    *,
+    inputs: Mapping[str, pd.DataFrame] | None = None,
+    warehouse=None,
+    metadata: dict | None = None,
+) -> Iterator:
     """Validate ``df`` against ``model`` (a failure raises and nothing is written) and yield its
     Output with the standard metadata, its worst cells and headline floats, then the check
     results of metric_checks (declare those in the asset's ``check_specs``)."""
     out = validated_output(model, df, name, metadata)
     extra = {}
     if cells is not None:
-        extra = {**worst_cells_metadata(out.value, cells, study, inputs, warehouse), **headline_metadata(out.value, cells)}
+        extra = {
+            **worst_cells_metadata(out.value, cells, study, inputs, warehouse),
+            **headline_metadata(out.value, cells),
+        }
     yield dg.Output(out.value, metadata={**out.metadata, **extra})
     yield from check_results(out.value, cells)
 
@@ -380,7 +449,7 @@ class ViewPreview:
         if self.where is not None:
             conds.append(self.where(cell))
         cols = ", ".join(f'"{c}"' for c in self.columns) if self.columns else "*"
-        sql = f'SELECT {cols} FROM {study}.{self.view} WHERE {" AND ".join(conds) or "TRUE"}'
+        sql = f"SELECT {cols} FROM {study}.{self.view} WHERE {' AND '.join(conds) or 'TRUE'}"
         n = con.execute(f"SELECT count(*) FROM ({sql})", params).fetchall()[0][0]
         if self.order:
             sql += " ORDER BY " + ", ".join(self.order)
@@ -388,7 +457,9 @@ class ViewPreview:
         literal = sql
         for p in params:
             literal = literal.replace("?", "'" + str(p).replace("'", "''") + "'", 1)
-        return {"worst_cell": dg.MetadataValue.text(f"{self.table}: {cell_label(cell, self.cells)}"),
-                "worst_cell_rows": dg.MetadataValue.int(int(n)),
-                "worst_cell_sql": dg.MetadataValue.md(f"```sql\n{literal};\n```"),
-                f"{self.view} (worst cell)": table_value(rows)}
+        return {
+            "worst_cell": dg.MetadataValue.text(f"{self.table}: {cell_label(cell, self.cells)}"),
+            "worst_cell_rows": dg.MetadataValue.int(int(n)),
+            "worst_cell_sql": dg.MetadataValue.md(f"```sql\n{literal};\n```"),
+            f"{self.view} (worst cell)": table_value(rows),
+        }

@@ -29,8 +29,11 @@ def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.Metadat
 
 def schema_md(model: type[pa.DataFrameModel]) -> dg.MetadataValue:
     """The table's columns with their pandera descriptions, for the UI (descriptions shown literally)."""
-    return dg.MetadataValue.table_schema(dg.TableSchema(columns=[
-        dg.TableColumn(name=n, type=t, description=md_text(d)) for n, t, d in table_schema_metadata(model)]))
+    return dg.MetadataValue.table_schema(
+        dg.TableSchema(
+            columns=[dg.TableColumn(name=n, type=t, description=md_text(d)) for n, t, d in table_schema_metadata(model)]
+        )
+    )
 
 
 def figure_md(fig) -> dg.MetadataValue:
@@ -82,9 +85,12 @@ class BudgetConfig(dg.Config):
     model (USD at the registry's ``price_per_mtok``), checked against the cost plan before the
     first call (:func:`plan_and_guard`)."""
 
-    budget_usd: float = Field(default=NO_BUDGET, description="Stop before the first call when this step's planned "
-                              "cost for the model (USD, registry price_per_mtok; output at max_tokens) exceeds it; "
-                              "-1 = no budget (the model_registry resource's budget_usd still applies).")
+    budget_usd: float = Field(
+        default=NO_BUDGET,
+        description="Stop before the first call when this step's planned "
+        "cost for the model (USD, registry price_per_mtok; output at max_tokens) exceeds it; "
+        "-1 = no budget (the model_registry resource's budget_usd still applies).",
+    )
 
     @field_validator("budget_usd")
     @classmethod
@@ -100,8 +106,9 @@ def effective_budget(*budgets: float | None) -> float | None:
     return min(set_) if set_ else None
 
 
-def plan_and_guard(context, requests, spec, provider, cache, budget_usd: float | None, label: str,
-                   upper_bound: bool = False):
+def plan_and_guard(
+    context, requests, spec, provider, cache, budget_usd: float | None, label: str, upper_bound: bool = False
+):
     """The cost plan of ``requests`` (:func:`metamorph.costplan.plan_requests`: cache hits from
     ``cache``, prompt tokens from ``provider``'s tokenizer when local), logged as one line, then
     :func:`metamorph.costplan.check_budget` — raises :class:`~metamorph.errors.BudgetError` before
@@ -126,12 +133,16 @@ def plan_metadata(plan) -> dict:
     return md
 
 
-def validated_output(model: type[pa.DataFrameModel], df: pd.DataFrame, table: str,
-                     metadata: dict | None = None) -> dg.Output:
+def validated_output(
+    model: type[pa.DataFrameModel], df: pd.DataFrame, table: str, metadata: dict | None = None
+) -> dg.Output:
     """Validate ``df`` (a failure raises and nothing is written) and wrap it with standard metadata."""
     df = validate_frame(model, df, table)
-    md = {"dagster/row_count": dg.MetadataValue.int(len(df)), "preview": preview_md(df),
-          "dagster/column_schema": schema_md(model).value}
+    md = {
+        "dagster/row_count": dg.MetadataValue.int(len(df)),
+        "preview": preview_md(df),
+        "dagster/column_schema": schema_md(model).value,
+    }
     md.update(metadata or {})
     return dg.Output(df, metadata=md)
 
@@ -149,16 +160,22 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, pl
     :class:`~metamorph.costplan.CostPlan`) also :func:`plan_metadata`.
     """
     cut = df["finish_reason"] == "length"
-    md = {"model_calls": dg.MetadataValue.int(stats.calls), "cache_hits": dg.MetadataValue.int(stats.cache_hits),
-          "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
-          "truncated_rows": dg.MetadataValue.int(int(cut.sum()))}
+    md = {
+        "model_calls": dg.MetadataValue.int(stats.calls),
+        "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+        "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
+        "truncated_rows": dg.MetadataValue.int(int(cut.sum())),
+    }
     if by is not None:
-        md[f"truncation_pct_by_{by}"] = dg.MetadataValue.json(
-            (cut.groupby(df[by]).mean() * 100).round(1).to_dict())
-    md.update({"tokens": dg.MetadataValue.json(stats.tokens()),
-               "model_version_changes": dg.MetadataValue.json(stats.version_changes),
-               REPORTED_VERSIONS_KEY: reported_versions_md(df["model_version"]),
-               "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint())})
+        md[f"truncation_pct_by_{by}"] = dg.MetadataValue.json((cut.groupby(df[by]).mean() * 100).round(1).to_dict())
+    md.update(
+        {
+            "tokens": dg.MetadataValue.json(stats.tokens()),
+            "model_version_changes": dg.MetadataValue.json(stats.version_changes),
+            REPORTED_VERSIONS_KEY: reported_versions_md(df["model_version"]),
+            "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint()),
+        }
+    )
     if plan is not None:
         md.update(plan_metadata(plan))
     return md
@@ -189,8 +206,11 @@ def runner_options(context) -> dict:
             raise ConfigError(f"run tag {STALE_BEFORE_TAG}={tag!r}: not an ISO date-time") from None
         stale_before = (t.astimezone(timezone.utc) if t.tzinfo else t).replace(tzinfo=None)
     step = context.asset_key.path[-1] if context.has_assets_def else context.op_def.name
-    return {"log": lambda msg: context.log.info(f"{step}: {msg}"), "warn": context.log.warning,
-            "stale_before": stale_before}
+    return {
+        "log": lambda msg: context.log.info(f"{step}: {msg}"),
+        "warn": context.log.warning,
+        "stale_before": stale_before,
+    }
 
 
 def reported_versions_md(versions) -> dg.MetadataValue:
@@ -212,15 +232,30 @@ def create_lineage_views(warehouse, study: str, count_view: str, preview=None) -
         con.execute(sql)
         n = con.execute(f"SELECT count(*) FROM {study}.{count_view}").fetchall()[0][0]
         shown = preview.metadata(con, study) if preview is not None else {}
-    return dg.MaterializeResult(metadata={f"{count_view}_rows": dg.MetadataValue.int(int(n)), **shown,
-                                          "sql": dg.MetadataValue.md(f"```sql\n{sql}\n```")})
+    return dg.MaterializeResult(
+        metadata={
+            f"{count_view}_rows": dg.MetadataValue.int(int(n)),
+            **shown,
+            "sql": dg.MetadataValue.md(f"```sql\n{sql}\n```"),
+        }
+    )
 
 
-def table_asset(study: str, name: str, compute: Callable[..., pd.DataFrame], model: type[pa.DataFrameModel], *,
-                ins: Sequence[str], row: str, source: str,
-                prepare: Mapping[str, Callable[[pd.DataFrame], pd.DataFrame]] | None = None,
-                metadata: Callable[[pd.DataFrame], dict] | None = None,
-                kinds: Sequence[str] = ("duckdb",), cells=None, behind_ins: Sequence[str] = ()) -> dg.AssetsDefinition:
+def table_asset(
+    study: str,
+    name: str,
+    compute: Callable[..., pd.DataFrame],
+    model: type[pa.DataFrameModel],
+    *,
+    ins: Sequence[str],
+    row: str,
+    source: str,
+    prepare: Mapping[str, Callable[[pd.DataFrame], pd.DataFrame]] | None = None,
+    metadata: Callable[[pd.DataFrame], dict] | None = None,
+    kinds: Sequence[str] = ("duckdb",),
+    cells=None,
+    behind_ins: Sequence[str] = (),
+) -> dg.AssetsDefinition:
     """A thin table asset ``<study>/<name>`` = ``compute(*inputs)`` validated against ``model``.
 
     Most of a study's analysis tables are one library call on one or two upstream tables; this
@@ -244,16 +279,30 @@ def table_asset(study: str, name: str, compute: Callable[..., pd.DataFrame], mod
     behind = getattr(cells, "behind", None)
     all_ins = list(dict.fromkeys([*ins, *behind_ins]))
 
-    @dg.asset(name=name, key_prefix=[study], group_name=study, pool="duckdb", kinds=set(kinds),
-              ins={i: dg.AssetIn(key=[study, i]) for i in all_ins},
-              required_resource_keys={"warehouse"} if behind is not None and behind.table else set(),
-              check_specs=metric_checks(study, name, cells),
-              description=f"{row} Source: {source}. Code: {code}.")
+    @dg.asset(
+        name=name,
+        key_prefix=[study],
+        group_name=study,
+        pool="duckdb",
+        kinds=set(kinds),
+        ins={i: dg.AssetIn(key=[study, i]) for i in all_ins},
+        required_resource_keys={"warehouse"} if behind is not None and behind.table else set(),
+        check_specs=metric_checks(study, name, cells),
+        description=f"{row} Source: {source}. Code: {code}.",
+    )
     def _table(context, **inputs: pd.DataFrame):
         df = compute(*[prepare.get(i, _identity)(inputs[i]) for i in ins])
         warehouse = context.resources.warehouse if behind is not None and behind.table else None
-        yield from metric_output(model, df, study, name, cells, inputs=inputs, warehouse=warehouse,
-                                 metadata=metadata(df) if metadata else None)
+        yield from metric_output(
+            model,
+            df,
+            study,
+            name,
+            cells,
+            inputs=inputs,
+            warehouse=warehouse,
+            metadata=metadata(df) if metadata else None,
+        )
 
     return _table
 
@@ -262,13 +311,15 @@ def _identity(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-
-
 class ComparisonConfig(dg.Config):
     """Settings of a study's ``model_comparison`` (upgrade verdicts)."""
 
-    alpha: float = Field(default=0.05, gt=0, lt=1, description="Family-wise level of the verdicts (Holm over "
-                         "every metric × slice of a candidate).")
+    alpha: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="Family-wise level of the verdicts (Holm over every metric × slice of a candidate).",
+    )
     n_resamples: int = Field(default=2000, ge=100, description="Paired bootstrap resamples of the difference's CI.")
     seed: int = Field(default=0, description="Seed of the bootstrap (and of a Monte Carlo permutation test).")
 
@@ -281,10 +332,15 @@ def comparison_checks(study: str) -> list[dg.AssetCheckSpec]:
     gate that fails is ``metamorph verdict`` (exit 1), and the report card's own check."""
     from metamorph.verdict import REGRESSION_CHECK
 
-    return [dg.AssetCheckSpec(REGRESSION_CHECK, asset=dg.AssetKey([study, "model_comparison"]),
-                              description="Fails (ERROR) when a registry candidate regressed on a row after Holm on a "
-                                          "metric that may block for it (registry blocking_metrics; default every "
-                                          "compared metric); the metadata lists the regressed rows.")]
+    return [
+        dg.AssetCheckSpec(
+            REGRESSION_CHECK,
+            asset=dg.AssetKey([study, "model_comparison"]),
+            description="Fails (ERROR) when a registry candidate regressed on a row after Holm on a "
+            "metric that may block for it (registry blocking_metrics; default every "
+            "compared metric); the metadata lists the regressed rows.",
+        )
+    ]
 
 
 def comparison_output(study: str, models, scores: pd.DataFrame, directions: dict, config: ComparisonConfig):
@@ -312,24 +368,37 @@ def comparison_output(study: str, models, scores: pd.DataFrame, directions: dict
         md = {"baseline": dg.MetadataValue.text(f"none: {exc}")}
     else:
         candidates = [m.id for m in models if m.status == "candidate" and m.id in evaluated]
-        df = compare_models(scores, baseline, directions, candidates=candidates, alpha=config.alpha,
-                            n_resamples=config.n_resamples, seed=config.seed)
+        df = compare_models(
+            scores,
+            baseline,
+            directions,
+            candidates=candidates,
+            alpha=config.alpha,
+            n_resamples=config.n_resamples,
+            seed=config.seed,
+        )
         shown = baseline if baseline in evaluated else f"{baseline} (not evaluated yet)"
-        md = {"baseline": dg.MetadataValue.text(shown),
-              "candidates_not_evaluated": dg.MetadataValue.json(
-                  [m.id for m in models if m.status == "candidate" and m.id not in evaluated]),
-              "verdicts": dg.MetadataValue.md(markdown_table(verdict_summary(df)) if len(df) else "_none_")}
+        md = {
+            "baseline": dg.MetadataValue.text(shown),
+            "candidates_not_evaluated": dg.MetadataValue.json(
+                [m.id for m in models if m.status == "candidate" and m.id not in evaluated]
+            ),
+            "verdicts": dg.MetadataValue.md(markdown_table(verdict_summary(df)) if len(df) else "_none_"),
+        }
     md["comparison"] = dg.MetadataValue.md(comparison_markdown(df) if len(df) else f"_no comparison: {next_step}_")
     if next_step:
         md["next_step"] = dg.MetadataValue.text(next_step)
     yield validated_output(ModelComparison, df, "model_comparison", md)
     check = regression_check(df, models, study)
-    check_md = {"summary": dg.MetadataValue.text(check.summary if len(df) else f"nothing compared: {next_step}"),
-                "regressed_rows": dg.MetadataValue.json(regression_records(check.blocking)),
-                "regressed_candidates": dg.MetadataValue.json(sorted(set(check.blocking["candidate_id"])))}
+    check_md = {
+        "summary": dg.MetadataValue.text(check.summary if len(df) else f"nothing compared: {next_step}"),
+        "regressed_rows": dg.MetadataValue.json(regression_records(check.blocking)),
+        "regressed_candidates": dg.MetadataValue.json(sorted(set(check.blocking["candidate_id"]))),
+    }
     if len(check.blocking):
         check_md["regressions"] = dg.MetadataValue.md(comparison_markdown(check.blocking))
     if len(check.not_blocking):
         check_md["regressed_rows_not_blocking"] = dg.MetadataValue.json(regression_records(check.not_blocking))
-    yield dg.AssetCheckResult(check_name=REGRESSION_CHECK, passed=check.passed,
-                              severity=dg.AssetCheckSeverity.ERROR, metadata=check_md)
+    yield dg.AssetCheckResult(
+        check_name=REGRESSION_CHECK, passed=check.passed, severity=dg.AssetCheckSeverity.ERROR, metadata=check_md
+    )

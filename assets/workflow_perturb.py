@@ -22,10 +22,22 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, REPORTED_VERSIONS_KEY, BudgetConfig, ComparisonConfig, LimitConfig,
-                            comparison_checks, comparison_output, create_lineage_views,
-                            effective_budget, plan_and_guard, plan_metadata, reported_versions_md, runner_options,
-                            validated_output)
+from assets._common import (
+    ALL_ROWS,
+    REPORTED_VERSIONS_KEY,
+    BudgetConfig,
+    ComparisonConfig,
+    LimitConfig,
+    comparison_checks,
+    comparison_output,
+    create_lineage_views,
+    effective_budget,
+    plan_and_guard,
+    plan_metadata,
+    reported_versions_md,
+    runner_options,
+    validated_output,
+)
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb import plan as wst
 from metamorph.studies.workflow_perturb import analysis as wp
@@ -53,14 +65,24 @@ def _valid_goldens(goldens: pd.DataFrame) -> dict:
 
 
 class GoldensConfig(LimitConfig):
-    sources: list[str] = Field(default=["embedded"], description="'embedded' (goldens the project writes) or a "
-                               "WorFBench-shaped JSONL / Parquet path or hf:// URI.")
+    sources: list[str] = Field(
+        default=["embedded"],
+        description="'embedded' (goldens the project writes) or a WorFBench-shaped JSONL / Parquet path or hf:// URI.",
+    )
     limit: int = Field(default=ALL_ROWS, description="Keep the first N ≥ 1 rows of each source; -1 = every row.")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"},
-          check_specs=[dg.AssetCheckSpec("rejected_goldens", asset=[*PREFIX, "goldens"],
-                                         description="Goldens that break §3.1 (kept, flagged).")])
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb", "python"},
+    check_specs=[
+        dg.AssetCheckSpec(
+            "rejected_goldens", asset=[*PREFIX, "goldens"], description="Goldens that break §3.1 (kept, flagged)."
+        )
+    ],
+)
 def goldens(config: GoldensConfig):
     """Golden workflows (metamorph.studies.workflow_perturb.workflows.load_goldens); invalid rows are kept with a reason."""
     rows = []
@@ -68,13 +90,22 @@ def goldens(config: GoldensConfig):
         valid, rejected = load_goldens(spec, on_invalid="collect", limit=config.row_limit)
         rows += wst.golden_rows(valid, rejected, spec)
     df = pd.DataFrame(rows)
-    yield validated_output(S.Goldens, df, "goldens", {
-        "valid": dg.MetadataValue.int(int(df["valid"].sum())),
-        "strata": dg.MetadataValue.json(df[df["valid"]].groupby("stratum").size().to_dict())})
+    yield validated_output(
+        S.Goldens,
+        df,
+        "goldens",
+        {
+            "valid": dg.MetadataValue.int(int(df["valid"].sum())),
+            "strata": dg.MetadataValue.json(df[df["valid"]].groupby("stratum").size().to_dict()),
+        },
+    )
     bad = df[~df["valid"]][["golden_id", "n_nodes", "rejection_reason"]]
-    yield dg.AssetCheckResult(check_name="rejected_goldens", passed=bad.empty, severity=dg.AssetCheckSeverity.WARN,
-                              metadata={"rejected": len(bad), "rows": dg.MetadataValue.md(
-                                  markdown_table(bad) if len(bad) else "_none_")})
+    yield dg.AssetCheckResult(
+        check_name="rejected_goldens",
+        passed=bad.empty,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"rejected": len(bad), "rows": dg.MetadataValue.md(markdown_table(bad) if len(bad) else "_none_")},
+    )
 
 
 class PerturbConfig(dg.Config):
@@ -96,12 +127,15 @@ def perturbations(config: PerturbConfig, goldens: pd.DataFrame) -> dg.Output:
     (metamorph.studies.workflow_perturb.plan.deterministic_perturbations)."""
     valid = list(_valid_goldens(goldens).values())
     if not valid:
-        raise dg.Failure(f"no valid golden: all {len(goldens)} were rejected (see workflow_perturb.goldens."
-                         "rejection_reason); nothing to perturb")
+        raise dg.Failure(
+            f"no valid golden: all {len(goldens)} were rejected (see workflow_perturb.goldens."
+            "rejection_reason); nothing to perturb"
+        )
     perts = wst.deterministic_perturbations(valid, config.types, config.severities, config.seed)
     df = _perturbation_frame(perts, "deterministic")
-    return validated_output(S.Perturbations, df, "perturbations",
-                            {"by_type": dg.MetadataValue.json(df.groupby("type").size().to_dict())})
+    return validated_output(
+        S.Perturbations, df, "perturbations", {"by_type": dg.MetadataValue.json(df.groupby("type").size().to_dict())}
+    )
 
 
 def _score_frame(scores: pd.DataFrame, variants: pd.DataFrame, goldens: pd.DataFrame) -> pd.DataFrame:
@@ -120,9 +154,15 @@ def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturb
     scores = wst.score_perturbations(_valid_goldens(goldens), perturbations, enc)
     df = _score_frame(scores, perturbations, goldens)
     means = df.groupby(["type", "severity"])[list(wst.METRIC_COLUMNS)].mean().round(3).reset_index()
-    return validated_output(S.PerturbationScores, df, "perturbation_scores", {
-        "encoder": dg.MetadataValue.text(str(df["encoder"].iloc[0]) if len(df) else "-"),
-        "means_by_type_severity": dg.MetadataValue.md(markdown_table(means))})
+    return validated_output(
+        S.PerturbationScores,
+        df,
+        "perturbation_scores",
+        {
+            "encoder": dg.MetadataValue.text(str(df["encoder"].iloc[0]) if len(df) else "-"),
+            "means_by_type_severity": dg.MetadataValue.md(markdown_table(means)),
+        },
+    )
 
 
 class LLMPerturbConfig(BudgetConfig):
@@ -137,6 +177,7 @@ class LLMPerturbConfig(BudgetConfig):
 
 def _recording_versions(generate, into: list):
     """``generate`` that also appends each result's ``model_version`` (None for a failed call) to ``into``."""
+
     def recorded(messages):
         res = generate(messages)
         into.append(res.model_version if res.error is None else None)
@@ -145,11 +186,21 @@ def _recording_versions(generate, into: list):
     return recorded
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb", "llm"})
-def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfig,
-                      model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
-                      goldens: pd.DataFrame) -> dg.Output:
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb", "llm"},
+)
+def llm_perturbations(
+    context: dg.AssetExecutionContext,
+    config: LLMPerturbConfig,
+    model_registry: ModelRegistryResource,
+    generation_cache: GenerationCacheResource,
+    goldens: pd.DataFrame,
+) -> dg.Output:
     """Variants written by the partition's model through the App. A generator
     (metamorph.studies.workflow_perturb.perturb.generate_perturbation); failing rows are kept and flagged.
     Before any call, the cost plan of every call the generator can make (first attempts exact;
@@ -166,15 +217,40 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
     for mid in [context.partition_key, *config.escalation]:
         spec = model_registry.get(mid)
         provider = model_registry.provider(spec)
-        first, more = wst.generator_requests(chosen, config.types, config.severities, spec,
-                                             max_attempts=config.max_attempts, max_tokens=config.max_tokens,
-                                             hybrid=config.hybrid)
-        label = "llm_perturbations" if mid == context.partition_key else f"llm_perturbations (escalation of {context.partition_key})"
-        plans.append(plan_and_guard(context, first + more, spec, provider, cache, budget, label,
-                                    upper_bound=bool(more) or mid != context.partition_key))
-        generate = provider_generate(provider, spec.model, cache=cache,
-                                     params=wst.generator_params(spec, config.max_tokens),
-                                     base_url=spec.base_url, stale_before=runner_options(context)["stale_before"])
+        first, more = wst.generator_requests(
+            chosen,
+            config.types,
+            config.severities,
+            spec,
+            max_attempts=config.max_attempts,
+            max_tokens=config.max_tokens,
+            hybrid=config.hybrid,
+        )
+        label = (
+            "llm_perturbations"
+            if mid == context.partition_key
+            else f"llm_perturbations (escalation of {context.partition_key})"
+        )
+        plans.append(
+            plan_and_guard(
+                context,
+                first + more,
+                spec,
+                provider,
+                cache,
+                budget,
+                label,
+                upper_bound=bool(more) or mid != context.partition_key,
+            )
+        )
+        generate = provider_generate(
+            provider,
+            spec.model,
+            cache=cache,
+            params=wst.generator_params(spec, config.max_tokens),
+            base_url=spec.base_url,
+            stale_before=runner_options(context)["stale_before"],
+        )
         if mid == context.partition_key:
             generate = _recording_versions(generate, reported)
         models.append(GeneratorModel(mid, generate))
@@ -183,42 +259,74 @@ def llm_perturbations(context: dg.AssetExecutionContext, config: LLMPerturbConfi
     for w in chosen:
         for t in config.types:
             for p in config.severities:
-                perts.append(generate_perturbation(w, t, p, models, max_attempts=config.max_attempts,
-                                                   hybrid=config.hybrid))
+                perts.append(
+                    generate_perturbation(w, t, p, models, max_attempts=config.max_attempts, hybrid=config.hybrid)
+                )
                 context.log.info(f"{w.workflow_id} {t}@{p}: {perts[-1].status} after {perts[-1].attempts} attempts")
     df = _perturbation_frame(perts, context.partition_key)
-    return validated_output(S.Perturbations, df, "llm_perturbations", {
-        "status": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
-        "attempts_mean": dg.MetadataValue.float(round(float(df["attempts"].mean()), 2)),
-        REPORTED_VERSIONS_KEY: reported_versions_md(reported),
-        "registry_fingerprint": dg.MetadataValue.text(model_registry.get(context.partition_key).fingerprint()),
-        **plan_metadata(plans[0])})
+    return validated_output(
+        S.Perturbations,
+        df,
+        "llm_perturbations",
+        {
+            "status": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
+            "attempts_mean": dg.MetadataValue.float(round(float(df["attempts"].mean()), 2)),
+            REPORTED_VERSIONS_KEY: reported_versions_md(reported),
+            "registry_fingerprint": dg.MetadataValue.text(model_registry.get(context.partition_key).fingerprint()),
+            **plan_metadata(plans[0]),
+        },
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb", "python"})
-def llm_perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame,
-                            llm_perturbations: pd.DataFrame) -> dg.Output:
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb", "python"},
+)
+def llm_perturbation_scores(
+    encoder: EncoderResource, goldens: pd.DataFrame, llm_perturbations: pd.DataFrame
+) -> dg.Output:
     """Non-judge metrics of every LLM variant that parsed (valid or flagged invalid; the status
     travels with the row): metamorph.studies.workflow_perturb.plan.score_perturbations."""
     scores = wst.score_perturbations(_valid_goldens(goldens), llm_perturbations, encoder.load())
     df = _score_frame(scores, llm_perturbations, goldens)
-    return validated_output(S.PerturbationScores, df, "llm_perturbation_scores", {
-        "unscored_no_workflow": dg.MetadataValue.int(int(llm_perturbations["nodes_json"].isna().sum()))})
+    return validated_output(
+        S.PerturbationScores,
+        df,
+        "llm_perturbation_scores",
+        {"unscored_no_workflow": dg.MetadataValue.int(int(llm_perturbations["nodes_json"].isna().sum()))},
+    )
 
 
 class JudgeConfig(BudgetConfig):
     n_variants: int = Field(default=9, ge=1, description="First N deterministic variants to judge (3 calls each).")
     max_tokens: int = Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object).")
-    constrained: bool = Field(default=False, description="Constrain decoding to the B.6.4 JSON object (JUDGE_REPLY_SCHEMA); "
-                              "an option for small local judges, not the paper's judge.")
+    constrained: bool = Field(
+        default=False,
+        description="Constrain decoding to the B.6.4 JSON object (JUDGE_REPLY_SCHEMA); "
+        "an option for small local judges, not the paper's judge.",
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb", "llm"})
-def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_registry: ModelRegistryResource,
-                 generation_cache: GenerationCacheResource, goldens: pd.DataFrame,
-                 perturbations: pd.DataFrame) -> dg.Output:
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb", "llm"},
+)
+def judge_scores(
+    context: dg.AssetExecutionContext,
+    config: JudgeConfig,
+    model_registry: ModelRegistryResource,
+    generation_cache: GenerationCacheResource,
+    goldens: pd.DataFrame,
+    perturbations: pd.DataFrame,
+) -> dg.Output:
     """LLM-as-judge (App. B.6 rubric, 0–5, three calls averaged, normalised to [0,1]; invalid or
     truncated replies excluded and counted): metamorph.studies.workflow_perturb.plan.judge_row."""
     spec = model_registry.get(context.partition_key)
@@ -226,25 +334,55 @@ def judge_scores(context: dg.AssetExecutionContext, config: JudgeConfig, model_r
     gold = _valid_goldens(goldens)
     chosen = perturbations.head(config.n_variants)
     params = {"temperature": 0.0, "max_tokens": config.max_tokens, "seed": 0}
-    per_variant = [wst.judge_requests(gold[r.golden_id], wst.workflow_from_record(r, "variant_id"), spec.provider,
-                                      spec.model, params, spec.base_url, constrained=config.constrained)
-                   for r in chosen.itertuples()]
+    per_variant = [
+        wst.judge_requests(
+            gold[r.golden_id],
+            wst.workflow_from_record(r, "variant_id"),
+            spec.provider,
+            spec.model,
+            params,
+            spec.base_url,
+            constrained=config.constrained,
+        )
+        for r in chosen.itertuples()
+    ]
     cache = generation_cache.open()
-    plan = plan_and_guard(context, [q for qs in per_variant for q in qs], spec, provider, cache,
-                          effective_budget(config.budget_usd, model_registry.budget_usd), "judge_scores")
-    outcomes, stats = run_requests([q for qs in per_variant for q in qs], provider, cache,
-                                   **runner_options(context))
+    plan = plan_and_guard(
+        context,
+        [q for qs in per_variant for q in qs],
+        spec,
+        provider,
+        cache,
+        effective_budget(config.budget_usd, model_registry.budget_usd),
+        "judge_scores",
+    )
+    outcomes, stats = run_requests([q for qs in per_variant for q in qs], provider, cache, **runner_options(context))
     rows, i = [], 0
     for r, qs in zip(chosen.itertuples(), per_variant):
-        outs = outcomes[i: i + len(qs)]
+        outs = outcomes[i : i + len(qs)]
         i += len(qs)
-        rows.append({"model_id": context.partition_key, "variant_id": r.variant_id, "golden_id": r.golden_id,
-                     "type": r.type, "severity": r.p, **wst.judge_row([o.result for o in outs], [o.key for o in outs]),
-                     "generation_keys": json.dumps([o.key for o in outs])})
+        rows.append(
+            {
+                "model_id": context.partition_key,
+                "variant_id": r.variant_id,
+                "golden_id": r.golden_id,
+                "type": r.type,
+                "severity": r.p,
+                **wst.judge_row([o.result for o in outs], [o.key for o in outs]),
+                "generation_keys": json.dumps([o.key for o in outs]),
+            }
+        )
     df = pd.DataFrame(rows)
-    return validated_output(S.JudgeScores, df, "judge_scores", {
-        "model_calls": dg.MetadataValue.int(stats.calls),
-        "invalid_replies": dg.MetadataValue.int(int(df["judge_invalid"].sum())), **plan_metadata(plan)})
+    return validated_output(
+        S.JudgeScores,
+        df,
+        "judge_scores",
+        {
+            "model_calls": dg.MetadataValue.int(stats.calls),
+            "invalid_replies": dg.MetadataValue.int(int(df["judge_invalid"].sum())),
+            **plan_metadata(plan),
+        },
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -266,53 +404,110 @@ def _lowest_scores(rows: pd.DataFrame, cell) -> pd.DataFrame:
     return scored.sort_values(["score", "variant_id"], kind="stable")
 
 
-SEVERITY_CELLS = Cells("mean", ("operator", "metric", "type", "severity"), worse="low", bounds=_SCORE_RANGE, digits=3,
-                       behind=Behind(lambda i: i["perturbation_scores"], _lowest_scores, limit=10,
-                                     show=("variant_id", "golden_id", "severity", "score", "n_nodes", "status"),
-                                     table="perturbations", key="variant_id", text=("method", "workflow_text")),
-                       # severity_table reads perturbation_scores: the deterministic variants
-                       trace=lambda c: (c["metric"], "deterministic", {"type": c["type"], "severity": c["severity"],
-                                                                       "operator": c["operator"]}))
+SEVERITY_CELLS = Cells(
+    "mean",
+    ("operator", "metric", "type", "severity"),
+    worse="low",
+    bounds=_SCORE_RANGE,
+    digits=3,
+    behind=Behind(
+        lambda i: i["perturbation_scores"],
+        _lowest_scores,
+        limit=10,
+        show=("variant_id", "golden_id", "severity", "score", "n_nodes", "status"),
+        table="perturbations",
+        key="variant_id",
+        text=("method", "workflow_text"),
+    ),
+    # severity_table reads perturbation_scores: the deterministic variants
+    trace=lambda c: (
+        c["metric"],
+        "deterministic",
+        {"type": c["type"], "severity": c["severity"], "operator": c["operator"]},
+    ),
+)
 SENSITIVITY_CELLS = Cells("delta_avg", ("operator", "metric", "type"), worse=None, digits=3)
-STRATA_CELLS = Cells("mean", ("operator", "metric", "type", "severity", "stratum"), worse=None,
-                     bounds=_SCORE_RANGE, digits=3)
+STRATA_CELLS = Cells(
+    "mean", ("operator", "metric", "type", "severity", "stratum"), worse=None, bounds=_SCORE_RANGE, digits=3
+)
 RECALIBRATION_CELLS = Cells("threshold", ("failure_mode", "metric", "role"), worse=None, bounds=_SCORE_RANGE, digits=3)
-FIRING_CELLS = Cells("firing_pct", ("thresholds", "mode", "failure_mode", "type", "severity", "operator"),
-                     worse=None, bounds=(0.0, 100.0),
-                     select=lambda df: df["on_target"] & (df["mode"] == gate.DEFAULT_MODE),
-                     headline="firing_pct/{thresholds}/{operator}/{failure_mode}@{severity:g}")
+FIRING_CELLS = Cells(
+    "firing_pct",
+    ("thresholds", "mode", "failure_mode", "type", "severity", "operator"),
+    worse=None,
+    bounds=(0.0, 100.0),
+    select=lambda df: df["on_target"] & (df["mode"] == gate.DEFAULT_MODE),
+    headline="firing_pct/{thresholds}/{operator}/{failure_mode}@{severity:g}",
+)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "severity_table", SEVERITY_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "severity_table", SEVERITY_CELLS),
+)
 def severity_table(warehouse: DuckDBResource, perturbation_scores: pd.DataFrame):
     """One row per operator × metric × perturbation type × severity: mean ± sd and n of the metric
     over the variants; the lowest cells list their lowest-scored variants with their steps.
     Source: Tables 2–4. Code: metamorph.studies.workflow_perturb.analysis.severity_table."""
     df = wp.severity_table(_analysis_input(perturbation_scores))
-    yield from metric_output(S.SeverityTable, df, GROUP, "severity_table", SEVERITY_CELLS, warehouse=warehouse,
-                             inputs={"perturbation_scores": perturbation_scores},
-                             metadata={"plot": plots.metric_vs_severity(df)})
+    yield from metric_output(
+        S.SeverityTable,
+        df,
+        GROUP,
+        "severity_table",
+        SEVERITY_CELLS,
+        warehouse=warehouse,
+        inputs={"perturbation_scores": perturbation_scores},
+        metadata={"plot": plots.metric_vs_severity(df)},
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "sensitivity_matrix", SENSITIVITY_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "sensitivity_matrix", SENSITIVITY_CELLS),
+)
 def sensitivity_matrix(perturbation_scores: pd.DataFrame):
     """One row per operator × metric × perturbation type: the sensitivity Δ_avg = 2.5·[s̄(10%) − s̄(50%)]
     and the steps Δ¹, Δ². Source: Table 5. Code: metamorph.studies.workflow_perturb.analysis.sensitivity_matrix."""
     df = wp.sensitivity_matrix(_analysis_input(perturbation_scores))
-    yield from metric_output(S.SensitivityMatrix, df, GROUP, "sensitivity_matrix", SENSITIVITY_CELLS,
-                             metadata={"plot": plots.sensitivity_heatmap(df)})
+    yield from metric_output(
+        S.SensitivityMatrix,
+        df,
+        GROUP,
+        "sensitivity_matrix",
+        SENSITIVITY_CELLS,
+        metadata={"plot": plots.sensitivity_heatmap(df)},
+    )
 
 
-JUDGE_CELLS = Cells("mean", ("model_id", "type", "severity"), worse=None, bounds=(0.0, 1.0), digits=3,
-                    headline="judge_mean/{model_id}/{type}@{severity:g}")
+JUDGE_CELLS = Cells(
+    "mean",
+    ("model_id", "type", "severity"),
+    worse=None,
+    bounds=(0.0, 1.0),
+    digits=3,
+    headline="judge_mean/{model_id}/{type}@{severity:g}",
+)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb"}, check_specs=metric_checks(GROUP, "judge_severity_table", JUDGE_CELLS))
-def judge_severity_table(context: dg.AssetExecutionContext, perturbation_scores: pd.DataFrame,
-                         judge_scores: pd.DataFrame):
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "judge_severity_table", JUDGE_CELLS),
+)
+def judge_severity_table(
+    context: dg.AssetExecutionContext, perturbation_scores: pd.DataFrame, judge_scores: pd.DataFrame
+):
     """One row per perturbation type × severity for one judge model: the LLM judge's mean score of
     the judged deterministic variants (null where no reply was valid, never 0); its Δ row is in the
     metadata. Source: App. B.6, the judge's rows of Tables 2–5.
@@ -322,17 +517,29 @@ def judge_severity_table(context: dg.AssetExecutionContext, perturbation_scores:
     sens = wp.sensitivity_matrix(scores)
     judge_sev = sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=context.partition_key)
     judge_sens = sens[sens["metric"] == "judge"].reset_index(drop=True)
-    yield from metric_output(S.JudgeSeverityTable, judge_sev, GROUP, "judge_severity_table", JUDGE_CELLS, metadata={
-        "judge_sensitivity": dg.MetadataValue.md(markdown_table(judge_sens))})
+    yield from metric_output(
+        S.JudgeSeverityTable,
+        judge_sev,
+        GROUP,
+        "judge_severity_table",
+        JUDGE_CELLS,
+        metadata={"judge_sensitivity": dg.MetadataValue.md(markdown_table(judge_sens))},
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "strata_table", STRATA_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "strata_table", STRATA_CELLS),
+)
 def strata_table(perturbation_scores: pd.DataFrame):
     """One row per operator × metric × type × severity × golden size stratum (5–7, 8–15, 16+ steps):
     the metric's mean ± sd. Source: Table 7. Code: metamorph.studies.workflow_perturb.analysis.strata_table."""
-    yield from metric_output(S.StrataTable, wp.strata_table(_analysis_input(perturbation_scores)), GROUP,
-                             "strata_table", STRATA_CELLS)
+    yield from metric_output(
+        S.StrataTable, wp.strata_table(_analysis_input(perturbation_scores)), GROUP, "strata_table", STRATA_CELLS
+    )
 
 
 class RecalibrationConfig(dg.Config):
@@ -340,20 +547,36 @@ class RecalibrationConfig(dg.Config):
     rule: str = Field(default="midpoint", description="'midpoint' between mild Q(q) and moderate Q(100−q), or 'mild'.")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "threshold_recalibration", RECALIBRATION_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "threshold_recalibration", RECALIBRATION_CELLS),
+)
 def threshold_recalibration(config: RecalibrationConfig, perturbation_scores: pd.DataFrame):
     """One row per failure mode × metric × role: the gate threshold recalibrated on these goldens
     between the mild (10%) and moderate (30%) severity distributions, next to Table 1's default; the
     metadata holds the thresholds file for metamorph gate --thresholds. Source: §6, Table 1.
     Code: metamorph.studies.workflow_perturb.analysis.recalibrate."""
     df = wp.recalibrate(_analysis_input(perturbation_scores), percentile=config.percentile, rule=config.rule)
-    yield from metric_output(S.Recalibration, df, GROUP, "threshold_recalibration", RECALIBRATION_CELLS, metadata={
-        "thresholds_json": dg.MetadataValue.json(wp.recalibrated_thresholds(df))})
+    yield from metric_output(
+        S.Recalibration,
+        df,
+        GROUP,
+        "threshold_recalibration",
+        RECALIBRATION_CELLS,
+        metadata={"thresholds_json": dg.MetadataValue.json(wp.recalibrated_thresholds(df))},
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "firing_matrix", FIRING_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "firing_matrix", FIRING_CELLS),
+)
 def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd.DataFrame):
     """One row per thresholds (Table 1 defaults or recalibrated) × gate mode × failure mode ×
     perturbation type × severity: the % of variants on which the failure-mode bundle fires (default
@@ -366,41 +589,87 @@ def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd
         for mode in gate.MODES:
             parts.append(wp.firing_matrix(scores, thresholds, mode).assign(thresholds=label))
     df = pd.concat(parts, ignore_index=True)
-    diag = df[df["on_target"] & (df["mode"] == gate.DEFAULT_MODE)].pivot_table(
-        index=["thresholds", "failure_mode"], columns="severity", values="firing_pct").round(1).reset_index()
-    yield from metric_output(S.FiringMatrixTable, df, GROUP, "firing_matrix", FIRING_CELLS,
-                             metadata={"on_target_firing_pct": dg.MetadataValue.md(markdown_table(diag))})
+    diag = (
+        df[df["on_target"] & (df["mode"] == gate.DEFAULT_MODE)]
+        .pivot_table(index=["thresholds", "failure_mode"], columns="severity", values="firing_pct")
+        .round(1)
+        .reset_index()
+    )
+    yield from metric_output(
+        S.FiringMatrixTable,
+        df,
+        GROUP,
+        "firing_matrix",
+        FIRING_CELLS,
+        metadata={"on_target_firing_pct": dg.MetadataValue.md(markdown_table(diag))},
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},
-          deps=[goldens, perturbations, llm_perturbations, perturbation_scores, llm_perturbation_scores, judge_scores,
-                severity_table])
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb", "sql"},
+    deps=[
+        goldens,
+        perturbations,
+        llm_perturbations,
+        perturbation_scores,
+        llm_perturbation_scores,
+        judge_scores,
+        severity_table,
+    ],
+)
 def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Views variant_lineage and judge_lineage (sql/workflow_perturb/lineage_views.sql): from a
     per-variant metric to the golden, the variant's text and the LLM generator's raw reply, and from
     a judge score to each judge call's key and parse reason (``metamorph trace --study
     workflow_perturb``). The metadata shows the variants of the worst cell of severity_table,
     lowest-scored first, and the SQL selecting them."""
-    return create_lineage_views(warehouse, GROUP, "variant_lineage", preview=ViewPreview(
-        "variant_lineage", "severity_table", SEVERITY_CELLS, where=lambda cell: '"' + cell["metric"] + '" IS NOT NULL',
-        columns=("model_id", "variant_id", "golden_id", "type", "severity", "status", *wst.METRIC_COLUMNS,
-                 "variant_text", "golden_text"),
-        order=("variant_id",)))
+    return create_lineage_views(
+        warehouse,
+        GROUP,
+        "variant_lineage",
+        preview=ViewPreview(
+            "variant_lineage",
+            "severity_table",
+            SEVERITY_CELLS,
+            where=lambda cell: '"' + cell["metric"] + '" IS NOT NULL',
+            columns=(
+                "model_id",
+                "variant_id",
+                "golden_id",
+                "type",
+                "severity",
+                "status",
+                *wst.METRIC_COLUMNS,
+                "variant_text",
+                "golden_text",
+            ),
+            order=("variant_id",),
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------------------
 # Model upgrades
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"}, check_specs=comparison_checks(GROUP),
-          ins={"judge_scores": dg.AssetIn(key=[*PREFIX, "judge_scores"])})
-def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource,
-                     judge_scores: pd.DataFrame):
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=comparison_checks(GROUP),
+    ins={"judge_scores": dg.AssetIn(key=[*PREFIX, "judge_scores"])},
+)
+def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource, judge_scores: pd.DataFrame):
     """One row per candidate model × metric × slice: the candidate as LLM judge against the
     registry's approved baseline, on its score of each deterministic variant per perturbation
     type × severity and per type, paired over variants (lower is better: the variants are
     degraded workflows) — difference with a paired bootstrap 95% CI, paired permutation test,
     Holm, verdict. Code: metamorph.studies.workflow_perturb.report.comparison_scores,
     metamorph.comparison.compare_models."""
-    yield from comparison_output(GROUP, model_registry.models(), wp_report.comparison_scores(judge_scores),
-                                 wp_report.COMPARED_METRICS, config)
+    yield from comparison_output(
+        GROUP, model_registry.models(), wp_report.comparison_scores(judge_scores), wp_report.COMPARED_METRICS, config
+    )

@@ -22,9 +22,20 @@ from pydantic import Field
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
 from metamorph.export import markdown_table
-from assets._common import (ALL_ROWS, BudgetConfig, ComparisonConfig, LimitConfig, comparison_checks, comparison_output,
-                            create_lineage_views, effective_budget, generation_metadata, plan_and_guard,
-                            runner_options, validated_output)
+from assets._common import (
+    ALL_ROWS,
+    BudgetConfig,
+    ComparisonConfig,
+    LimitConfig,
+    comparison_checks,
+    comparison_output,
+    create_lineage_views,
+    effective_budget,
+    generation_metadata,
+    plan_and_guard,
+    runner_options,
+    validated_output,
+)
 from metamorph.studies.wrapper_sensitivity import plan as ws
 from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity import diagnostics as diag
@@ -44,22 +55,42 @@ PER_MODEL = {"partition_expr": "model_id"}
 
 
 def items_from_frame(df: pd.DataFrame) -> list[QAItem]:
-    return [QAItem(item_id=r.item_id, task=r.task, answer_type=r.answer_type, question=r.question,
-                   choices=tuple(tuple(c) for c in json.loads(r.choices_json)), gold=r.gold,
-                   passage=None if pd.isna(r.passage) else r.passage) for r in df.itertuples()]
+    return [
+        QAItem(
+            item_id=r.item_id,
+            task=r.task,
+            answer_type=r.answer_type,
+            question=r.question,
+            choices=tuple(tuple(c) for c in json.loads(r.choices_json)),
+            gold=r.gold,
+            passage=None if pd.isna(r.passage) else r.passage,
+        )
+        for r in df.itertuples()
+    ]
 
 
 def prompts_from_frame(df: pd.DataFrame) -> list[WrappedPrompt]:
-    return [WrappedPrompt(item_id=r.item_id, task=r.task, family=r.wrapper, template_version=r.template_version,
-                          messages=json.loads(r.messages_json), pad_chars=int(r.pad_chars),
-                          pad_offset=int(r.pad_offset))
-            for r in df.itertuples()]
+    return [
+        WrappedPrompt(
+            item_id=r.item_id,
+            task=r.task,
+            family=r.wrapper,
+            template_version=r.template_version,
+            messages=json.loads(r.messages_json),
+            pad_chars=int(r.pad_chars),
+            pad_offset=int(r.pad_offset),
+        )
+        for r in df.itertuples()
+    ]
 
 
 class ItemsConfig(LimitConfig):
-    sources: list[str] = Field(default=["synthetic"], description="Task specs: 'synthetic' (embedded default) or "
-                               "'<task>:<path|hf:// URI>' with task boolq, arc_challenge, gsm8k, commonsense_qa, "
-                               "winogrande, hellaswag, piqa. See metamorph.studies.wrapper_sensitivity.tasks.")
+    sources: list[str] = Field(
+        default=["synthetic"],
+        description="Task specs: 'synthetic' (embedded default) or "
+        "'<task>:<path|hf:// URI>' with task boolq, arc_challenge, gsm8k, commonsense_qa, "
+        "winogrande, hellaswag, piqa. See metamorph.studies.wrapper_sensitivity.tasks.",
+    )
     limit: int = Field(default=ALL_ROWS, description="Keep the first N ≥ 1 items of each source; -1 = every item.")
 
 
@@ -69,19 +100,31 @@ def qa_items(config: ItemsConfig) -> dg.Output:
     rows = []
     for spec in config.sources:
         for x in load_task(spec, limit=config.row_limit):
-            rows.append({"task": x.task, "item_id": x.item_id, "answer_type": x.answer_type, "question": x.question,
-                         "passage": x.passage, "choices_json": json.dumps([list(c) for c in x.choices]),
-                         "n_choices": len(x.choices) if x.answer_type == "choice" else None, "gold": x.gold,
-                         "source": spec})
+            rows.append(
+                {
+                    "task": x.task,
+                    "item_id": x.item_id,
+                    "answer_type": x.answer_type,
+                    "question": x.question,
+                    "passage": x.passage,
+                    "choices_json": json.dumps([list(c) for c in x.choices]),
+                    "n_choices": len(x.choices) if x.answer_type == "choice" else None,
+                    "gold": x.gold,
+                    "source": spec,
+                }
+            )
     df = pd.DataFrame(rows)
     df["n_choices"] = df["n_choices"].astype("Int64")
-    return validated_output(S.QAItems, df, "qa_items",
-                            {"items_per_task": dg.MetadataValue.json(df.groupby("task").size().to_dict())})
+    return validated_output(
+        S.QAItems, df, "qa_items", {"items_per_task": dg.MetadataValue.json(df.groupby("task").size().to_dict())}
+    )
 
 
 class PromptsConfig(dg.Config):
     families: list[str] = Field(default=list(FAMILIES), description="Wrapper families (§3.2).")
-    template_version: str = Field(default="v1", description="Wrapper template version (metamorph/studies/wrapper_sensitivity/data/wrappers).")
+    template_version: str = Field(
+        default="v1", description="Wrapper template version (metamorph/studies/wrapper_sensitivity/data/wrappers)."
+    )
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
@@ -91,26 +134,52 @@ def wrapped_prompts(config: PromptsConfig, qa_items: pd.DataFrame) -> dg.Output:
     prompts = render_token_controlled(items_from_frame(qa_items), config.families, config.template_version)
     df = pd.DataFrame([{**p.to_record(), "wrapper": p.family} for p in prompts])
     df["char_budget"] = df.groupby("task")["prompt_chars"].transform("max")
-    df = df[["task", "item_id", "wrapper", "template_version", "pad_chars", "pad_offset", "prompt_chars",
-             "char_budget", "messages_json"]]
+    df = df[
+        [
+            "task",
+            "item_id",
+            "wrapper",
+            "template_version",
+            "pad_chars",
+            "pad_offset",
+            "prompt_chars",
+            "char_budget",
+            "messages_json",
+        ]
+    ]
     example = df.iloc[: len(config.families)]
-    sample = "\n\n".join(f"**{r.wrapper}**\n```\n{json.loads(r.messages_json)[-1]['content'][:700]}\n```"
-                         for r in example.itertuples())
+    sample = "\n\n".join(
+        f"**{r.wrapper}**\n```\n{json.loads(r.messages_json)[-1]['content'][:700]}\n```" for r in example.itertuples()
+    )
     return validated_output(S.WrappedPrompts, df, "wrapped_prompts", {"example_prompts": dg.MetadataValue.md(sample)})
 
 
 class WrapperGenerationConfig(BudgetConfig):
     seeds: list[int] = Field(default=[0, 1, 2, 3, 4], description="Sampling seeds (5 by default).")
     temperature: float = Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")
-    max_tokens: int = Field(default=24, ge=1, description="Completion limit (24 as in the paper; truncation is reported).")
+    max_tokens: int = Field(
+        default=24, ge=1, description="Completion limit (24 as in the paper; truncation is reported)."
+    )
     constrained_arm: bool = Field(default=False, description="Also run json with JSON-schema constrained decoding.")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb", "llm"}, code_version="1")
-def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenerationConfig,
-                        model_registry: ModelRegistryResource, generation_cache: GenerationCacheResource,
-                        qa_items: pd.DataFrame, wrapped_prompts: pd.DataFrame) -> dg.Output:
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb", "llm"},
+    code_version="1",
+)
+def wrapper_generations(
+    context: dg.AssetExecutionContext,
+    config: WrapperGenerationConfig,
+    model_registry: ModelRegistryResource,
+    generation_cache: GenerationCacheResource,
+    qa_items: pd.DataFrame,
+    wrapped_prompts: pd.DataFrame,
+) -> dg.Output:
     """model × task × wrapper × item × seed completions through the generation cache.
 
     For a local model every prompt is counted with its tokenizer and checked against the context
@@ -122,51 +191,105 @@ def wrapper_generations(context: dg.AssetExecutionContext, config: WrapperGenera
     counted = {}
     if hasattr(provider, "prompt_tokens"):
         counted = ws.count_and_check_budget(prompts, provider.prompt_tokens, config.max_tokens, provider.n_ctx)
-    planned = ws.plan_wrapper_generations(items, prompts, spec, config.seeds,
-                                          {"temperature": config.temperature, "max_tokens": config.max_tokens},
-                                          config.constrained_arm)
+    planned = ws.plan_wrapper_generations(
+        items,
+        prompts,
+        spec,
+        config.seeds,
+        {"temperature": config.temperature, "max_tokens": config.max_tokens},
+        config.constrained_arm,
+    )
     cache = generation_cache.open()
-    plan = plan_and_guard(context, [p.request for p in planned], spec, provider, cache,
-                          effective_budget(config.budget_usd, model_registry.budget_usd), "wrapper_generations")
-    outcomes, stats = run_requests([p.request for p in planned], provider, cache,
-                                   **runner_options(context))
+    plan = plan_and_guard(
+        context,
+        [p.request for p in planned],
+        spec,
+        provider,
+        cache,
+        effective_budget(config.budget_usd, model_registry.budget_usd),
+        "wrapper_generations",
+    )
+    outcomes, stats = run_requests([p.request for p in planned], provider, cache, **runner_options(context))
     df = generation_frame(
-        [{"model_id": p.model_id, "task": p.task, "item_id": p.item_id, "wrapper": p.wrapper, "seed": p.seed}
-         for p in planned],
+        [
+            {"model_id": p.model_id, "task": p.task, "item_id": p.item_id, "wrapper": p.wrapper, "seed": p.seed}
+            for p in planned
+        ],
         outcomes,
-        prompt_tokens=[counted.get((p.task, p.item_id, p.prompt.family), o.result.prompt_tokens)
-                       for p, o in zip(planned, outcomes)])
-    return validated_output(S.WrapperGenerations, df, "wrapper_generations",
-                            generation_metadata(df, stats, spec, by="wrapper", plan=plan))
+        prompt_tokens=[
+            counted.get((p.task, p.item_id, p.prompt.family), o.result.prompt_tokens) for p, o in zip(planned, outcomes)
+        ],
+    )
+    return validated_output(
+        S.WrapperGenerations, df, "wrapper_generations", generation_metadata(df, stats, spec, by="wrapper", plan=plan)
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb"}, check_specs=[dg.AssetCheckSpec("unparseable_share", asset=[*PREFIX, "scored_answers"],
-                                                           description="Unparseable share under the paper's extractor (the headline mode).")])
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb"},
+    check_specs=[
+        dg.AssetCheckSpec(
+            "unparseable_share",
+            asset=[*PREFIX, "scored_answers"],
+            description="Unparseable share under the paper's extractor (the headline mode).",
+        )
+    ],
+)
 def scored_answers(wrapper_generations: pd.DataFrame, qa_items: pd.DataFrame):
     """Every generation under the paper's extractor (the headline) and strict / normalized / lenient
     extraction (metamorph.studies.wrapper_sensitivity.plan.score_generations)."""
     df = ws.score_generations(wrapper_generations, items_from_frame(qa_items))
     norm = df[df["mode"] == wm.DEFAULT_MODE]
     share = float((~norm["parseable"]).mean()) if len(norm) else 0.0
-    yield validated_output(S.ScoredAnswers, df, "scored_answers", {
-        "parseable_pct_by_mode": dg.MetadataValue.json((df.groupby("mode")["parseable"].mean() * 100).round(1).to_dict()),
-        f"reasons_{wm.DEFAULT_MODE}": dg.MetadataValue.json(norm["reason"].value_counts().to_dict())})
+    yield validated_output(
+        S.ScoredAnswers,
+        df,
+        "scored_answers",
+        {
+            "parseable_pct_by_mode": dg.MetadataValue.json(
+                (df.groupby("mode")["parseable"].mean() * 100).round(1).to_dict()
+            ),
+            f"reasons_{wm.DEFAULT_MODE}": dg.MetadataValue.json(norm["reason"].value_counts().to_dict()),
+        },
+    )
     bad = norm[~norm["parseable"]][["task", "item_id", "wrapper", "seed", "reason", "generation_key"]]
-    yield dg.AssetCheckResult(check_name="unparseable_share", passed=share <= 0.5, severity=dg.AssetCheckSeverity.WARN,
-                              metadata={"unparseable_pct": round(100 * share, 2),
-                                        "examples": dg.MetadataValue.md(markdown_table(bad.head(20))
-                                                                        if len(bad) else "_none_")})
+    yield dg.AssetCheckResult(
+        check_name="unparseable_share",
+        passed=share <= 0.5,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "unparseable_pct": round(100 * share, 2),
+            "examples": dg.MetadataValue.md(markdown_table(bad.head(20)) if len(bad) else "_none_"),
+        },
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, partitions_def=model_partitions, metadata=PER_MODEL,
-          kinds={"duckdb"})
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    partitions_def=model_partitions,
+    metadata=PER_MODEL,
+    kinds={"duckdb"},
+)
 def token_balance(wrapper_generations: pd.DataFrame) -> dg.Output:
     """Δtok per item and the matched subset (§3.3): metamorph.studies.wrapper_sensitivity.plan.token_balance."""
     df = ws.token_balance(wrapper_generations)
-    return validated_output(S.TokenBalance, df, "token_balance", {
-        "matched_items": dg.MetadataValue.int(int(df["matched"].sum())), "items": dg.MetadataValue.int(len(df)),
-        "plot": plots.histogram(df["delta_tok"].dropna() * 100, "Δtok over wrappers (%)", threshold=5.0)})
+    return validated_output(
+        S.TokenBalance,
+        df,
+        "token_balance",
+        {
+            "matched_items": dg.MetadataValue.int(int(df["matched"].sum())),
+            "items": dg.MetadataValue.int(len(df)),
+            "plot": plots.histogram(df["delta_tok"].dropna() * 100, "Δtok over wrappers (%)", threshold=5.0),
+        },
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -176,8 +299,11 @@ ALL_SCORED = {"scored_answers": dg.AssetIn(key=[*PREFIX, "scored_answers"])}
 
 
 class ModeConfig(dg.Config):
-    mode: str = Field(default=wm.DEFAULT_MODE, description="Extraction variant for the headline tables: paper (the "
-                      "paper's §3.5 extractor, default), strict, normalized or lenient.")
+    mode: str = Field(
+        default=wm.DEFAULT_MODE,
+        description="Extraction variant for the headline tables: paper (the "
+        "paper's §3.5 extractor, default), strict, normalized or lenient.",
+    )
 
 
 def _not_estimated(schema, exc: Exception, **known) -> pd.DataFrame:
@@ -208,18 +334,34 @@ def _worst_wrapper_incorrect(rows: pd.DataFrame, cell) -> pd.DataFrame:
     return _incorrect(rows[rows["wrapper"].isin(str(cell.get("worst_wrapper") or "").split(", "))], cell)
 
 
-_BEHIND = Behind(_scored, _incorrect, show=("wrapper", "item_id", "seed", "mode", "value", "parseable", "reason"),
-                 table="wrapper_generations")
-CELL_CELLS = Cells("accuracy_pct", ("model_id", "task", "wrapper", "mode"), worse="low", bounds=_PCT,
-                   select=lambda df: (df["mode"] == wm.DEFAULT_MODE) & df["wrapper"].isin(FAMILIES),
-                   headline="accuracy_pct/{model_id}/{task}/{wrapper}", behind=_BEHIND,
-                   trace=lambda c: ("accuracy", c["model_id"], {"task": c["task"], "wrapper": c["wrapper"],
-                                                                "mode": c["mode"]}))
-FSI_CELLS = Cells("fsi", ("model_id", "task"), bounds=(0.0, 1.0), digits=4, headline="FSI/{model_id}/{task}",
-                  behind=replace(_BEHIND, pick=_worst_wrapper_incorrect),
-                  trace=lambda c: ("FSI", c["model_id"], {"task": c["task"]}))
-MEAN_CELLS = Cells("mean", ("model_id", "index"), worse=None, ci=("ci_low", "ci_high"), digits=4,
-                   headline="{index}/{model_id}")
+_BEHIND = Behind(
+    _scored,
+    _incorrect,
+    show=("wrapper", "item_id", "seed", "mode", "value", "parseable", "reason"),
+    table="wrapper_generations",
+)
+CELL_CELLS = Cells(
+    "accuracy_pct",
+    ("model_id", "task", "wrapper", "mode"),
+    worse="low",
+    bounds=_PCT,
+    select=lambda df: (df["mode"] == wm.DEFAULT_MODE) & df["wrapper"].isin(FAMILIES),
+    headline="accuracy_pct/{model_id}/{task}/{wrapper}",
+    behind=_BEHIND,
+    trace=lambda c: ("accuracy", c["model_id"], {"task": c["task"], "wrapper": c["wrapper"], "mode": c["mode"]}),
+)
+FSI_CELLS = Cells(
+    "fsi",
+    ("model_id", "task"),
+    bounds=(0.0, 1.0),
+    digits=4,
+    headline="FSI/{model_id}/{task}",
+    behind=replace(_BEHIND, pick=_worst_wrapper_incorrect),
+    trace=lambda c: ("FSI", c["model_id"], {"task": c["task"]}),
+)
+MEAN_CELLS = Cells(
+    "mean", ("model_id", "index"), worse=None, ci=("ci_low", "ci_high"), digits=4, headline="{index}/{model_id}"
+)
 CORRELATION_CELLS = Cells("r", ("scope", "model_id"), worse=None, bounds=(-1.0, 1.0), digits=3)
 FE_CELLS = Cells("beta", (), worse=None, ci=("ci_low", "ci_high"), digits=4)
 ITEM_CELLS = Cells("coef", ("term",), worse=None, ci=("ci_low", "ci_high"), digits=4)
@@ -232,45 +374,88 @@ def _in_mode(scored: pd.DataFrame, mode: str) -> dict:
     return {"scored_answers": scored[scored["mode"] == mode]}
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "wrapper_cells", CELL_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "wrapper_cells", CELL_CELLS),
+)
 def wrapper_cells(warehouse: DuckDBResource, scored_answers: pd.DataFrame):
     """One row per model × task × wrapper × extraction mode: accuracy A, parseability P, Acc|parse and
     the truncation rate of the cell's generations; the worst cells (paper extractor) list their
     wrong answers with the raw replies. Source: §4. Code: metamorph.studies.wrapper_sensitivity.metrics.cell_metrics."""
-    df = pd.concat([wm.cell_metrics(scored_answers, m) for m in sorted(scored_answers["mode"].unique())],
-                   ignore_index=True)
+    df = pd.concat(
+        [wm.cell_metrics(scored_answers, m) for m in sorted(scored_answers["mode"].unique())], ignore_index=True
+    )
     head = df[(df["mode"] == wm.DEFAULT_MODE) & df["wrapper"].isin(FAMILIES)]
-    yield from metric_output(S.WrapperCells, df, GROUP, "wrapper_cells", CELL_CELLS, warehouse=warehouse,
-                             inputs={"scored_answers": scored_answers}, metadata={
-        "plot": plots.scatter(head, "parseability_pct", "accuracy_pct", f"Accuracy vs parseability ({wm.DEFAULT_MODE})")})
+    yield from metric_output(
+        S.WrapperCells,
+        df,
+        GROUP,
+        "wrapper_cells",
+        CELL_CELLS,
+        warehouse=warehouse,
+        inputs={"scored_answers": scored_answers},
+        metadata={
+            "plot": plots.scatter(
+                head, "parseability_pct", "accuracy_pct", f"Accuracy vs parseability ({wm.DEFAULT_MODE})"
+            )
+        },
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "fsi_psi", FSI_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "fsi_psi", FSI_CELLS),
+)
 def fsi_psi(config: ModeConfig, warehouse: DuckDBResource, scored_answers: pd.DataFrame):
     """One row per model × task: FSI (accuracy spread over the five wrappers), PSI (parseability
     spread), nFSI and the chance-adjusted nFSI, with the best and worst wrappers; the worst cells
     list the worst wrapper's wrong answers with the raw replies. Source: §4 (FSI paper), review minor 2.
     Code: metamorph.studies.wrapper_sensitivity.metrics.fsi_psi."""
     df = wm.fsi_psi(wm.cell_metrics(_standard(scored_answers), config.mode))
-    yield from metric_output(S.WrapperFSI, df, GROUP, "fsi_psi", FSI_CELLS, warehouse=warehouse,
-                             inputs=_in_mode(_standard(scored_answers), config.mode))
+    yield from metric_output(
+        S.WrapperFSI,
+        df,
+        GROUP,
+        "fsi_psi",
+        FSI_CELLS,
+        warehouse=warehouse,
+        inputs=_in_mode(_standard(scored_answers), config.mode),
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "mean_fsi_psi", MEAN_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "mean_fsi_psi", MEAN_CELLS),
+)
 def mean_fsi_psi(fsi_psi: pd.DataFrame):
     """One row per model × index (FSI, PSI, nFSI …): its mean over the model's tasks with a percentile
     bootstrap 95% CI over tasks (10,000 resamples). Source: §4, §5.
     Code: metamorph.studies.wrapper_sensitivity.metrics.mean_indices."""
     df = wm.mean_indices(fsi_psi, n_resamples=10_000, seed=0)
-    yield from metric_output(S.WrapperMeanIndices, df, GROUP, "mean_fsi_psi", MEAN_CELLS,
-                             metadata={"plot": plots.mean_with_ci(df)})
+    yield from metric_output(
+        S.WrapperMeanIndices, df, GROUP, "mean_fsi_psi", MEAN_CELLS, metadata={"plot": plots.mean_with_ci(df)}
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "acc_parse_correlation", CORRELATION_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "acc_parse_correlation", CORRELATION_CELLS),
+)
 def acc_parse_correlation(config: ModeConfig, scored_answers: pd.DataFrame):
     """One row pooled over all cells and one per model: Pearson r between the cells' accuracy and
     parseability, with its p-value. Source: §5. Code: metamorph.studies.wrapper_sensitivity.regression.pearson_acc_parse."""
@@ -278,8 +463,14 @@ def acc_parse_correlation(config: ModeConfig, scored_answers: pd.DataFrame):
     yield from metric_output(S.WrapperCorrelation, df, GROUP, "acc_parse_correlation", CORRELATION_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "fixed_effects", FE_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "fixed_effects", FE_CELLS),
+)
 def fixed_effects(config: ModeConfig, scored_answers: pd.DataFrame):
     """One row: β of the cell-level regression A = βP + α_m + γ_t + δ_f by WLS, with its SE, CI and
     partial R² (a design that does not identify β gives a row with a note, not an error).
@@ -292,8 +483,14 @@ def fixed_effects(config: ModeConfig, scored_answers: pd.DataFrame):
     yield from metric_output(S.WrapperFERegression, df, GROUP, "fixed_effects", FE_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "item_level_model", ITEM_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "item_level_model", ITEM_CELLS),
+)
 def item_level_model(config: ModeConfig, scored_answers: pd.DataFrame):
     """One row per coefficient of the item-level linear probability model of correctness on
     parseability and wrapper, with cluster-robust SEs by item. Source: the review, major 3.
@@ -301,12 +498,20 @@ def item_level_model(config: ModeConfig, scored_answers: pd.DataFrame):
     try:
         df = reg.item_level_model(_standard(scored_answers), config.mode)
     except ValueError as exc:  # e.g. 'parseable' constant: its coefficient is not identified
-        df = _not_estimated(S.WrapperItemModel, exc, mode=config.mode, n_obs=int((scored_answers["mode"] == config.mode).sum()))
+        df = _not_estimated(
+            S.WrapperItemModel, exc, mode=config.mode, n_obs=int((scored_answers["mode"] == config.mode).sum())
+        )
     yield from metric_output(S.WrapperItemModel, df, GROUP, "item_level_model", ITEM_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "fsi_decomposition", DECOMPOSITION_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "fsi_decomposition", DECOMPOSITION_CELLS),
+)
 def fsi_decomposition(config: ModeConfig, scored_answers: pd.DataFrame):
     """One row per model × task: FSI split into a compliance part (parseability) and a
     conditional-accuracy part. Source: the review, major 1 (on §3.5, §5.2).
@@ -315,19 +520,36 @@ def fsi_decomposition(config: ModeConfig, scored_answers: pd.DataFrame):
     yield from metric_output(S.WrapperDecomposition, df, GROUP, "fsi_decomposition", DECOMPOSITION_CELLS)
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=metric_checks(GROUP, "wrapper_wins", WINS_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=metric_checks(GROUP, "wrapper_wins", WINS_CELLS),
+)
 def wrapper_wins(config: ModeConfig, scored_answers: pd.DataFrame):
     """One row per wrapper: in how many model × task combinations it has the highest accuracy
     (ties all win). Source: §5. Code: metamorph.studies.wrapper_sensitivity.diagnostics.win_counts."""
     df = diag.win_counts(wm.cell_metrics(_standard(scored_answers), config.mode))
-    yield from metric_output(S.WrapperWins, df, GROUP, "wrapper_wins", WINS_CELLS,
-                             metadata={"plot": plots.bars(df, "wrapper", "wins", "Wrapper wins over model × task")})
+    yield from metric_output(
+        S.WrapperWins,
+        df,
+        GROUP,
+        "wrapper_wins",
+        WINS_CELLS,
+        metadata={"plot": plots.bars(df, "wrapper", "wins", "Wrapper wins over model × task")},
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"},
-          ins={**ALL_SCORED, "token_balance": dg.AssetIn(key=[*PREFIX, "token_balance"])},
-          check_specs=metric_checks(GROUP, "matched_fsi", MATCHED_CELLS))
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    ins={**ALL_SCORED, "token_balance": dg.AssetIn(key=[*PREFIX, "token_balance"])},
+    check_specs=metric_checks(GROUP, "matched_fsi", MATCHED_CELLS),
+)
 def matched_fsi(config: ModeConfig, scored_answers: pd.DataFrame, token_balance: pd.DataFrame):
     """One row per model × task: FSI and PSI on the items whose prompts are token-matched (Δtok ≤ 5%)
     next to the full FSI and PSI. Source: §3.3, §5. Code: metamorph.studies.wrapper_sensitivity.diagnostics.matched_fsi."""
@@ -341,22 +563,49 @@ def constrained_falsifier(config: ModeConfig, scored_answers: pd.DataFrame) -> d
     """One row per model × task: FSI and PSI with free vs JSON-schema constrained json decoding (the
     review's falsifier; empty unless the constrained arm was run).
     Code: metamorph.studies.wrapper_sensitivity.diagnostics.constrained_falsifier."""
-    return validated_output(S.WrapperConstrainedFalsifier, diag.constrained_falsifier(scored_answers, config.mode),
-                            "constrained_falsifier")
+    return validated_output(
+        S.WrapperConstrainedFalsifier, diag.constrained_falsifier(scored_answers, config.mode), "constrained_falsifier"
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "sql"},
-          deps=[wrapper_cells, scored_answers, wrapper_generations, wrapped_prompts, qa_items])
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb", "sql"},
+    deps=[wrapper_cells, scored_answers, wrapper_generations, wrapped_prompts, qa_items],
+)
 def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Views answer_lineage, cell_lineage and spread_lineage (sql/wrapper_sensitivity/lineage_views.sql):
     from an accuracy, FSI or PSI cell to the exact request, raw completion, wrapped prompt and item
     (``metamorph trace --study wrapper_sensitivity``). The metadata shows the wrong answers of
     cell_lineage for the worst cell of wrapper_cells and the SQL selecting them."""
-    return create_lineage_views(warehouse, GROUP, "answer_lineage", preview=ViewPreview(
-        "cell_lineage", "wrapper_cells", CELL_CELLS, where=lambda cell: "NOT correct",
-        columns=("model_id", "task", "wrapper", "mode", "item_id", "seed", "value", "gold", "reason",
-                 "finish_reason", "response_text", "generation_key"),
-        order=("item_id", "seed")))
+    return create_lineage_views(
+        warehouse,
+        GROUP,
+        "answer_lineage",
+        preview=ViewPreview(
+            "cell_lineage",
+            "wrapper_cells",
+            CELL_CELLS,
+            where=lambda cell: "NOT correct",
+            columns=(
+                "model_id",
+                "task",
+                "wrapper",
+                "mode",
+                "item_id",
+                "seed",
+                "value",
+                "gold",
+                "reason",
+                "finish_reason",
+                "response_text",
+                "generation_key",
+            ),
+            order=("item_id", "seed"),
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -364,18 +613,30 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
 
 
 class WrapperComparisonConfig(ComparisonConfig):
-    mode: str = Field(default=wm.DEFAULT_MODE, description="Extraction variant the verdicts use (default: the "
-                      "paper's extractor).")
+    mode: str = Field(
+        default=wm.DEFAULT_MODE, description="Extraction variant the verdicts use (default: the paper's extractor)."
+    )
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"},
-          check_specs=comparison_checks(GROUP))
-def model_comparison(config: WrapperComparisonConfig, model_registry: ModelRegistryResource,
-                     scored_answers: pd.DataFrame):
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    ins=ALL_SCORED,
+    kinds={"duckdb"},
+    check_specs=comparison_checks(GROUP),
+)
+def model_comparison(
+    config: WrapperComparisonConfig, model_registry: ModelRegistryResource, scored_answers: pd.DataFrame
+):
     """One row per candidate model × metric × slice: the candidate against the registry's approved
     baseline on accuracy and parseability per task × wrapper and per task, paired over items —
     difference with a paired bootstrap 95% CI, exact McNemar, Holm, verdict. Code:
     metamorph.studies.wrapper_sensitivity.report.comparison_scores, metamorph.comparison.compare_models."""
-    yield from comparison_output(GROUP, model_registry.models(),
-                                 ws_report.comparison_scores(scored_answers, config.mode),
-                                 ws_report.COMPARED_METRICS, config)
+    yield from comparison_output(
+        GROUP,
+        model_registry.models(),
+        ws_report.comparison_scores(scored_answers, config.mode),
+        ws_report.COMPARED_METRICS,
+        config,
+    )

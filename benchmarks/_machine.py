@@ -10,6 +10,12 @@ def load_line() -> str:
     cores (other processes were competing for the CPU, so times are upper bounds)."""
     cores = os.cpu_count() or 1
     one, five, fifteen = os.getloadavg()
-    flag = (f"UNDER LOAD (load {one:.1f} > {cores} cores): times are upper bounds, ratios within one run "
-            "are the comparable numbers") if one > cores else "idle enough (load <= cores)"
+    flag = (
+        (
+            f"UNDER LOAD (load {one:.1f} > {cores} cores): times are upper bounds, ratios within one run "
+            "are the comparable numbers"
+        )
+        if one > cores
+        else "idle enough (load <= cores)"
+    )
     return f"machine: {cores} cores, load average {one:.2f} {five:.2f} {fifteen:.2f} — {flag}"

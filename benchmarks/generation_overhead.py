@@ -43,8 +43,14 @@ def main() -> None:
     from metamorph.providers.llama_cpp import LlamaCppProvider
 
     threads = LlamaCppProvider(default_gguf_path()).n_threads
-    llm = Llama(model_path=str(default_gguf_path()), n_ctx=4096, n_threads=threads, n_threads_batch=threads,
-                seed=0, verbose=False)
+    llm = Llama(
+        model_path=str(default_gguf_path()),
+        n_ctx=4096,
+        n_threads=threads,
+        n_threads_batch=threads,
+        seed=0,
+        verbose=False,
+    )
     t0 = time.perf_counter()
     for p in planned:
         llm.reset()
@@ -57,10 +63,14 @@ def main() -> None:
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", [spec.id])
         defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(
-            instance=instance, run_config={"ops": {"format_robustness__source_instances": {
-                "config": {"sources": [f"construct?n={args.n}"]}}}})
-        gen_job = dg.define_asset_job("bench", selection=dg.AssetSelection.assets(
-            ["format_robustness", "workflow_generations"]))
+            instance=instance,
+            run_config={
+                "ops": {"format_robustness__source_instances": {"config": {"sources": [f"construct?n={args.n}"]}}}
+            },
+        )
+        gen_job = dg.define_asset_job(
+            "bench", selection=dg.AssetSelection.assets(["format_robustness", "workflow_generations"])
+        )
         job = dg.Definitions.merge(defs, dg.Definitions(jobs=[gen_job])).resolve_job_def("bench")
         cfg = {"ops": {"format_robustness__workflow_generations": {"config": {"k": args.k}}}}
         times = []

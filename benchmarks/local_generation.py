@@ -109,8 +109,10 @@ def main() -> None:
     n_workers = args.workers or cores
     per_core, per_core_cpu = sgemm_gflops()
     roof = per_core * cores
-    print(f"sgemm fp32 (numpy, 1 thread): {per_core:.1f} GFLOP/s per core wall ({per_core_cpu:.1f} per CPU second)"
-          f" x {cores} usable cores = {roof:.1f} GFLOP/s roofline")
+    print(
+        f"sgemm fp32 (numpy, 1 thread): {per_core:.1f} GFLOP/s per core wall ({per_core_cpu:.1f} per CPU second)"
+        f" x {cores} usable cores = {roof:.1f} GFLOP/s roofline"
+    )
 
     spec = {m.id: m for m in load_registry(registry_path())}[args.model]
     path = gguf_path(spec.model)
@@ -118,8 +120,10 @@ def main() -> None:
     llm = provider._load()
     n_params = llama_cpp.llama_model_n_params(llm.model)
     flop_tok = 2 * n_params
-    print(f"model {spec.id} ({path.name}): {n_params / 1e6:.1f} M parameters -> {flop_tok / 1e9:.3f} GFLOP per token;"
-          f" roofline {per_core * 1e9 / flop_tok:.0f} tokens/s per core, {roof * 1e9 / flop_tok:.0f} on {cores} cores")
+    print(
+        f"model {spec.id} ({path.name}): {n_params / 1e6:.1f} M parameters -> {flop_tok / 1e9:.3f} GFLOP per token;"
+        f" roofline {per_core * 1e9 / flop_tok:.0f} tokens/s per core, {roof * 1e9 / flop_tok:.0f} on {cores} cores"
+    )
 
     xs = construct_dataset(args.n, seed=0)
     reqs = [p.request for p in plan_generations(xs, [render(x, f) for x in xs for f in DEFAULT_FORMATS], spec, k=1)]
@@ -140,12 +144,16 @@ def main() -> None:
     inner = [sum(v[i] for v in totals.values()) for i in (0, 1)]
     totals["llama-cpp-python (template, tokenise, detokenise)"] = [ccc[i] - inner[i] for i in (0, 1)]
     totals["our code (provider.generate around it)"] = [total[i] - ccc[i] for i in (0, 1)]
-    print(f"{len(reqs)} study calls (format_robustness, construct n={args.n} x {len(DEFAULT_FORMATS)} formats): "
-          f"{n_prompt} prompt + {n_completion} completion tokens, {total[0]:.2f} s wall, {total[1]:.2f} s CPU")
+    print(
+        f"{len(reqs)} study calls (format_robustness, construct n={args.n} x {len(DEFAULT_FORMATS)} formats): "
+        f"{n_prompt} prompt + {n_completion} completion tokens, {total[0]:.2f} s wall, {total[1]:.2f} s CPU"
+    )
     pre, dec = totals["prefill"], totals["decode"]
-    print(f"  prefill {n_prompt / pre[0]:.0f} tokens/s wall ({n_prompt / pre[1]:.0f} per CPU second)"
-          f" = {n_prompt * flop_tok / pre[1] / 1e9 / per_core_cpu:.0%} of the sgemm rate per core;"
-          f" decode {n_completion / dec[0]:.1f} tokens/s wall ({n_completion / dec[1]:.1f} per CPU second)")
+    print(
+        f"  prefill {n_prompt / pre[0]:.0f} tokens/s wall ({n_prompt / pre[1]:.0f} per CPU second)"
+        f" = {n_prompt * flop_tok / pre[1] / 1e9 / per_core_cpu:.0%} of the sgemm rate per core;"
+        f" decode {n_completion / dec[0]:.1f} tokens/s wall ({n_completion / dec[1]:.1f} per CPU second)"
+    )
     for name, (w, c) in totals.items():
         print(f"  {name:<52} {w / total[0]:6.1%} of wall  {c / total[1]:6.1%} of CPU")
 
@@ -154,9 +162,15 @@ def main() -> None:
     for n in sorted({1, n_workers}):
         p = provider if n == 1 else LlamaCppProvider(path, chat_format=spec.chat_format, workers=n)
         if n > 1:  # start the workers (model loads) before timing: n one-token calls
-            hi = {"max_tokens": 1, "temperature": 0.0, **({"chat_format": spec.chat_format} if spec.chat_format else {})}
-            warm = [GenerationRequest("llama_cpp", spec.model, ({"role": "user", "content": "hi"},), hi, repeat_index=i)
-                    for i in range(1, n + 1)]
+            hi = {
+                "max_tokens": 1,
+                "temperature": 0.0,
+                **({"chat_format": spec.chat_format} if spec.chat_format else {}),
+            }
+            warm = [
+                GenerationRequest("llama_cpp", spec.model, ({"role": "user", "content": "hi"},), hi, repeat_index=i)
+                for i in range(1, n + 1)
+            ]
             run_requests(warm, p, GenerationCache(Path(tempfile.mkdtemp()) / "w.duckdb"), log=lambda _: None)
         pids = p._pool.pids() if n > 1 else []
         c0, w0, t0 = time.process_time(), _cpu_s(pids), time.perf_counter()
@@ -164,13 +178,17 @@ def main() -> None:
         wall, cpu, wcpu = time.perf_counter() - t0, time.process_time() - c0, _cpu_s(pids) - w0
         rates[n] = stats.calls / wall * 60
         outputs[n] = [o.result.text for o in outs]
-        print(f"  run_requests, {n} worker(s): {stats.calls} calls in {wall:.2f} s wall = {rates[n]:.1f} calls/min;"
-              f" CPU {cpu + wcpu:.2f} s (this process {cpu:.2f}, workers {wcpu:.2f})")
+        print(
+            f"  run_requests, {n} worker(s): {stats.calls} calls in {wall:.2f} s wall = {rates[n]:.1f} calls/min;"
+            f" CPU {cpu + wcpu:.2f} s (this process {cpu:.2f}, workers {wcpu:.2f})"
+        )
         if n > 1:
             p.close()
     if len(rates) > 1:
-        print(f"  {n_workers} workers / 1 worker: {rates[n_workers] / rates[1]:.2f}x calls per minute; completions "
-              f"identical: {'yes' if outputs[1] == outputs[n_workers] else 'NO'}")
+        print(
+            f"  {n_workers} workers / 1 worker: {rates[n_workers] / rates[1]:.2f}x calls per minute; completions "
+            f"identical: {'yes' if outputs[1] == outputs[n_workers] else 'NO'}"
+        )
 
 
 if __name__ == "__main__":

@@ -48,26 +48,45 @@ REPO = HERE.parent
 #: nor needed by one (operators, LLM generators, the encoder scoring of workflow_scoring.py, and
 #: the lineage views where they join tables the benchmark does not write).
 STUDIES = {
-    "format_robustness": {"prefill": ["source_instances", "rendered_documents", "workflow_generations"],
-                          "lazy": ["routed_generations"], "skip": []},
-    "wrapper_sensitivity": {"prefill": ["qa_items", "wrapper_generations"], "lazy": [],
-                            "skip": ["wrapped_prompts", "lineage_views"]},
-    "workflow_perturb": {"prefill": ["perturbation_scores", "judge_scores"], "lazy": [],
-                         "skip": ["goldens", "perturbations", "llm_perturbations", "llm_perturbation_scores",
-                                  "lineage_views"]},
-    "order_probe": {"prefill": ["order_items", "scrambled_inputs", "order_prompts", "order_generations"],
-                    "lazy": [], "skip": []},
+    "format_robustness": {
+        "prefill": ["source_instances", "rendered_documents", "workflow_generations"],
+        "lazy": ["routed_generations"],
+        "skip": [],
+    },
+    "wrapper_sensitivity": {
+        "prefill": ["qa_items", "wrapper_generations"],
+        "lazy": [],
+        "skip": ["wrapped_prompts", "lineage_views"],
+    },
+    "workflow_perturb": {
+        "prefill": ["perturbation_scores", "judge_scores"],
+        "lazy": [],
+        "skip": ["goldens", "perturbations", "llm_perturbations", "llm_perturbation_scores", "lineage_views"],
+    },
+    "order_probe": {
+        "prefill": ["order_items", "scrambled_inputs", "order_prompts", "order_generations"],
+        "lazy": [],
+        "skip": [],
+    },
 }
 #: the table whose rows are "the rows" of a study (time per 10k rows)
-ROWS = {"format_robustness": "workflow_generations", "wrapper_sensitivity": "wrapper_generations",
-        "workflow_perturb": "perturbation_scores", "order_probe": "order_generations"}
+ROWS = {
+    "format_robustness": "workflow_generations",
+    "wrapper_sensitivity": "wrapper_generations",
+    "workflow_perturb": "perturbation_scores",
+    "order_probe": "order_generations",
+}
 
 
 def _models(study: str) -> list[str]:
     import synthetic_tables as st
 
-    return {"format_robustness": st.FORMAT_MODELS, "wrapper_sensitivity": list(st.WRAPPER_MODELS),
-            "workflow_perturb": ["bench-judge"], "order_probe": st.ORDER_MODELS}[study]
+    return {
+        "format_robustness": st.FORMAT_MODELS,
+        "wrapper_sensitivity": list(st.WRAPPER_MODELS),
+        "workflow_perturb": ["bench-judge"],
+        "order_probe": st.ORDER_MODELS,
+    }[study]
 
 
 def _write(db: str, study: str, tables: dict) -> None:
@@ -94,18 +113,21 @@ def prepare(study: str, fraction: float, home: str) -> dict:
     models = _models(study)
     if study == "format_robustness":
         tables = st.format_inputs(fraction)
-        tables["workflow_generations"] = pd.concat([st.format_generations(tables, m, i) for i, m in enumerate(models)],
-                                                   ignore_index=True)
+        tables["workflow_generations"] = pd.concat(
+            [st.format_generations(tables, m, i) for i, m in enumerate(models)], ignore_index=True
+        )
     elif study == "wrapper_sensitivity":
         tables, items, prompts = st.wrapper_inputs(fraction)
-        tables["wrapper_generations"] = pd.concat([st.wrapper_generations(items, prompts, m, i)
-                                                   for i, m in enumerate(models)], ignore_index=True)
+        tables["wrapper_generations"] = pd.concat(
+            [st.wrapper_generations(items, prompts, m, i) for i, m in enumerate(models)], ignore_index=True
+        )
     elif study == "workflow_perturb":
         tables = st.workflow_tables(fraction)
     else:
         tables = st.order_inputs(fraction)
-        tables["order_generations"] = pd.concat([st.order_generations(tables, m, i) for i, m in enumerate(models)],
-                                                ignore_index=True)
+        tables["order_generations"] = pd.concat(
+            [st.order_generations(tables, m, i) for i, m in enumerate(models)], ignore_index=True
+        )
     _write(db, study, tables)
     return {"rows": len(tables[ROWS[study]]), "setup_s": time.perf_counter() - t0}
 
@@ -125,8 +147,12 @@ def _lazy_tables(study: str, name: str, home: str) -> dict:
         con.close()
     assert name == "routed_generations", name
     best = {(r.workflow_id, r.dataset): r.best_format for r in choice.itertuples()}
-    return {name: pd.concat([st.format_generations(inputs, m, 100 + i, routed=best)
-                             for i, m in enumerate(_models(study))], ignore_index=True)}
+    return {
+        name: pd.concat(
+            [st.format_generations(inputs, m, 100 + i, routed=best) for i, m in enumerate(_models(study))],
+            ignore_index=True,
+        )
+    }
 
 
 def _step_times(instance, run_id: str) -> dict[str, float]:
@@ -195,7 +221,7 @@ def run(study: str, home: str) -> dict:
             part = graph.get(wave[0]).partitions_def is not None
             job = dg.define_asset_job(f"bench_{len(remaining)}", selection=dg.AssetSelection.assets(*wave))
             resolved = dg.Definitions.merge(defs, dg.Definitions(jobs=[job])).resolve_job_def(job.name)
-            for pk in (models if part else [None]):
+            for pk in models if part else [None]:
                 res = resolved.execute_in_process(instance=instance, partition_key=pk)
                 for step, s in _step_times(instance, res.run_id).items():
                     times[step] = times.get(step, 0.0) + s
@@ -203,15 +229,36 @@ def run(study: str, home: str) -> dict:
             remaining -= set(wave)
     wall = time.perf_counter() - t0 - untimed
     cpu = time.process_time() - c0 - untimed_cpu
-    return {"wall_s": wall, "cpu_s": cpu, "steps": times, "assets": sorted(k.path[-1] for k in metric),
-            "base_rss_mb": base_rss, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "steps": times,
+        "assets": sorted(k.path[-1] for k in metric),
+        "base_rss_mb": base_rss,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def _child(mode: str, study: str, fraction: float, home: str, profile: str | None = None) -> dict:
-    cmd = [sys.executable, str(Path(__file__)), "--child", mode, "--studies", study, "--fractions", str(fraction),
-           "--home", home, *(["--profile", profile] if profile and mode == "run" else [])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]),
-           "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1"}
+    cmd = [
+        sys.executable,
+        str(Path(__file__)),
+        "--child",
+        mode,
+        "--studies",
+        study,
+        "--fractions",
+        str(fraction),
+        "--home",
+        home,
+        *(["--profile", profile] if profile and mode == "run" else []),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "OMP_WAIT_POLICY": "PASSIVE",
+        "HF_HUB_OFFLINE": "1",
+    }
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{mode} {study} {fraction} failed:\n{out.stderr[-4000:]}")
@@ -247,8 +294,11 @@ def main() -> None:
         return
 
     print(load_line(), flush=True)
-    print(f"{'study':<20} {'frac':>6} {'rows':>8} {'setup s':>8} {'wall s':>8} {'s/10k rows':>10} {'cpu s':>7} "
-          f"{'cpu/10k':>8} {'base MB':>8} {'peak MB':>8}", flush=True)
+    print(
+        f"{'study':<20} {'frac':>6} {'rows':>8} {'setup s':>8} {'wall s':>8} {'s/10k rows':>10} {'cpu s':>7} "
+        f"{'cpu/10k':>8} {'base MB':>8} {'peak MB':>8}",
+        flush=True,
+    )
     results = {}
     for study in studies:
         for f in fractions:
@@ -258,21 +308,28 @@ def main() -> None:
             res["per_10k"] = res["wall_s"] / res["rows"] * 1e4
             res["cpu_10k"] = res["cpu_s"] / res["rows"] * 1e4
             results[(study, f)] = res
-            print(f"{study:<20} {f:>6.3f} {res['rows']:>8,} {res['setup_s']:>8.1f} {res['wall_s']:>8.1f} "
-                  f"{res['per_10k']:>10.2f} {res['cpu_s']:>7.1f} {res['cpu_10k']:>8.2f} {res['base_rss_mb']:>8.0f} "
-                  f"{res['peak_rss_mb']:>8.0f}", flush=True)
+            print(
+                f"{study:<20} {f:>6.3f} {res['rows']:>8,} {res['setup_s']:>8.1f} {res['wall_s']:>8.1f} "
+                f"{res['per_10k']:>10.2f} {res['cpu_s']:>7.1f} {res['cpu_10k']:>8.2f} {res['base_rss_mb']:>8.0f} "
+                f"{res['peak_rss_mb']:>8.0f}",
+                flush=True,
+            )
     lo, hi = min(fractions), max(fractions)
     print(f"\ngrowth of s/10k rows, {hi:g} vs {lo:g} of paper scale (1.0 = linear); assets at {hi:g}:")
     for study in studies:
         a, b = results[(study, lo)], results[(study, hi)]
         slow = sorted(b["steps"].items(), key=lambda kv: -kv[1])[:4]
-        print(f"  {study:<20} wall {b['per_10k'] / a['per_10k']:5.2f}, cpu {b['cpu_10k'] / a['cpu_10k']:5.2f}; "
-              f"{len(b['assets'])} metric assets; slowest: "
-              + ", ".join(f"{k.split('__', 1)[1]} {v:.1f}s" for k, v in slow))
+        print(
+            f"  {study:<20} wall {b['per_10k'] / a['per_10k']:5.2f}, cpu {b['cpu_10k'] / a['cpu_10k']:5.2f}; "
+            f"{len(b['assets'])} metric assets; slowest: "
+            + ", ".join(f"{k.split('__', 1)[1]} {v:.1f}s" for k, v in slow)
+        )
         if hi == 1.0:
-            print(f"  {'':<20} paper scale {b['rows']:,} rows: {b['wall_s']:.1f} s (target < 60 s: "
-                  f"{'met' if b['wall_s'] < 60 else 'NOT met'}), peak {b['peak_rss_mb']:.0f} MB (target < 2048 MB: "
-                  f"{'met' if b['peak_rss_mb'] < 2048 else 'NOT met'})")
+            print(
+                f"  {'':<20} paper scale {b['rows']:,} rows: {b['wall_s']:.1f} s (target < 60 s: "
+                f"{'met' if b['wall_s'] < 60 else 'NOT met'}), peak {b['peak_rss_mb']:.0f} MB (target < 2048 MB: "
+                f"{'met' if b['peak_rss_mb'] < 2048 else 'NOT met'})"
+            )
 
 
 if __name__ == "__main__":

@@ -80,8 +80,14 @@ def bare_loop(provider, reqs: list, threads: int) -> float:
 
 def start_stub(latency_s: float) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "tests.core.stub_http", "--latency-s", str(latency_s)],
-                            cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.core.stub_http", "--latency-s", str(latency_s)],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     return proc, proc.stdout.readline().strip()
 
 
@@ -101,16 +107,28 @@ def throughput(args: argparse.Namespace, home: Path) -> None:
     os.environ["NO_PROXY"] = "127.0.0.1"
     proc, url = start_stub(args.latency_s)
     try:
-        provider = OpenAIProvider(kind="openai", api_key="sk-bench", base_url=url + "/v1",
-                                  max_concurrency=args.concurrency, timeout_s=30)
+        provider = OpenAIProvider(
+            kind="openai", api_key="sk-bench", base_url=url + "/v1", max_concurrency=args.concurrency, timeout_s=30
+        )
+
         def batch(prefix: str) -> list:
-            return [GenerationRequest("openai", "gpt-x", ({"role": "user", "content": f"{prefix} {i}"},),
-                                      {"temperature": 0.0}, base_url=url + "/v1") for i in range(args.n)]
+            return [
+                GenerationRequest(
+                    "openai",
+                    "gpt-x",
+                    ({"role": "user", "content": f"{prefix} {i}"},),
+                    {"temperature": 0.0},
+                    base_url=url + "/v1",
+                )
+                for i in range(args.n)
+            ]
 
         reqs = batch("question")
         # warm the connection pool and the SDK (not timed)
-        warm = [GenerationRequest("openai", "gpt-x", ({"role": "user", "content": f"warm {i}"},), {},
-                                  base_url=url + "/v1") for i in range(args.concurrency)]
+        warm = [
+            GenerationRequest("openai", "gpt-x", ({"role": "user", "content": f"warm {i}"},), {}, base_url=url + "/v1")
+            for i in range(args.concurrency)
+        ]
         run_requests(warm, provider, GenerationCache(home / "warm.duckdb"), log=lambda m: None)
         bare = bare_loop(provider, batch("bare"), args.concurrency)
         t0 = time.perf_counter()
@@ -127,17 +145,27 @@ def throughput(args: argparse.Namespace, home: Path) -> None:
         served = stop_stub(proc)
     ideal = args.concurrency / args.latency_s
     rate = args.n / cold
-    print(f"requests: {args.n}, concurrency {args.concurrency}, stub latency {args.latency_s:g} s "
-          f"-> theoretical {ideal:.0f} requests/s")
-    print(f"cold run (all calls)   : {cold:7.2f} s  {rate:6.1f} requests/s  = {rate / ideal:.1%} of theoretical "
-          f"(target >= 90%); calls {stats.calls}, errors {stats.errors}")
-    print(f"bare SDK threads       : {bare:7.2f} s  {args.n / bare:6.1f} requests/s  = {args.n / bare / ideal:.1%} "
-          f"of theoretical")
-    print(f"in-memory stand-in     : {mem:7.2f} s  {args.n / mem:6.1f} requests/s  = {args.n / mem / ideal:.1%} "
-          f"of theoretical; stand-in / bare = {bare / mem:.1%}, real cache / stand-in = {mem / cold:.1%}")
+    print(
+        f"requests: {args.n}, concurrency {args.concurrency}, stub latency {args.latency_s:g} s "
+        f"-> theoretical {ideal:.0f} requests/s"
+    )
+    print(
+        f"cold run (all calls)   : {cold:7.2f} s  {rate:6.1f} requests/s  = {rate / ideal:.1%} of theoretical "
+        f"(target >= 90%); calls {stats.calls}, errors {stats.errors}"
+    )
+    print(
+        f"bare SDK threads       : {bare:7.2f} s  {args.n / bare:6.1f} requests/s  = {args.n / bare / ideal:.1%} "
+        f"of theoretical"
+    )
+    print(
+        f"in-memory stand-in     : {mem:7.2f} s  {args.n / mem:6.1f} requests/s  = {args.n / mem / ideal:.1%} "
+        f"of theoretical; stand-in / bare = {bare / mem:.1%}, real cache / stand-in = {mem / cold:.1%}"
+    )
     print(f"warm rerun (all hits)  : {warm_s:7.2f} s  {args.n / warm_s:8.0f} requests/s; hits {stats2.cache_hits}")
-    print(f"stub received          : {served['requests'] - args.concurrency - 2 * args.n} requests for {args.n} keys, "
-          f"{served['bodies_requested_twice_or_more']} bodies requested more than once")
+    print(
+        f"stub received          : {served['requests'] - args.concurrency - 2 * args.n} requests for {args.n} keys, "
+        f"{served['bodies_requested_twice_or_more']} bodies requested more than once"
+    )
 
 
 def lookups(args: argparse.Namespace, home: Path) -> None:
@@ -149,15 +177,19 @@ def lookups(args: argparse.Namespace, home: Path) -> None:
     cache = GenerationCache(path)
     keys = [f"{i:064x}" for i in range(args.lookup_keys)]
     con = duckdb.connect(str(path))
-    con.execute("INSERT INTO generations SELECT k, 'openai', 'gpt-x', '{}', 'answer ' || k, 'stop', 5, 1, 0.2, "
-                "'gpt-x', 'gpt-x', NULL, TIMESTAMP '2026-01-01', NULL, 1 FROM (SELECT unnest(?::VARCHAR[]) AS k)",
-                [keys])
+    con.execute(
+        "INSERT INTO generations SELECT k, 'openai', 'gpt-x', '{}', 'answer ' || k, 'stop', 5, 1, 0.2, "
+        "'gpt-x', 'gpt-x', NULL, TIMESTAMP '2026-01-01', NULL, 1 FROM (SELECT unnest(?::VARCHAR[]) AS k)",
+        [keys],
+    )
     con.close()
     t0 = time.perf_counter()
     got = cache.get_many(keys)
     dt = time.perf_counter() - t0
-    print(f"get_many               : {len(keys)} keys ({len(got)} hits) in {dt:.2f} s = "
-          f"{dt / len(keys) * 1e6:.1f} µs per key")
+    print(
+        f"get_many               : {len(keys)} keys ({len(got)} hits) in {dt:.2f} s = "
+        f"{dt / len(keys) * 1e6:.1f} µs per key"
+    )
 
 
 def main() -> None:

@@ -31,8 +31,19 @@ import pandas as pd
 from metamorph.schemas import validate_frame
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-GEN_COLUMNS = ["generation_key", "request_json", "response_text", "finish_reason", "prompt_tokens",
-               "completion_tokens", "latency_s", "model_version", "system_fingerprint", "cache_hit", "error"]
+GEN_COLUMNS = [
+    "generation_key",
+    "request_json",
+    "response_text",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "model_version",
+    "system_fingerprint",
+    "cache_hit",
+    "error",
+]
 ERROR = "RateLimitError: 429 Too Many Requests (retries exhausted)"
 
 
@@ -42,8 +53,9 @@ def _key(*parts) -> str:
 
 def _cycle(items: Sequence, n: int, rename: Callable) -> list:
     """``n`` items: the loaded ones, then copies with suffixed ids (``rename(x, j)``)."""
-    return [items[i % len(items)] if i < len(items) else rename(items[i % len(items)], i // len(items))
-            for i in range(n)]
+    return [
+        items[i % len(items)] if i < len(items) else rename(items[i % len(items)], i // len(items)) for i in range(n)
+    ]
 
 
 def _generation_frame(ids: list[dict], keys, requests, texts, finish, errors, rng) -> pd.DataFrame:
@@ -75,8 +87,15 @@ def _choose(rng, kinds: dict[str, float], n: int) -> np.ndarray:
 # ------------------------------------------------------------------------------ format_robustness
 
 FORMAT_MODELS = ["bench-a", "bench-b", "bench-c", "bench-d"]
-FORMAT_KINDS = {"json": 0.72, "fenced": 0.08, "prose": 0.06, "single_quotes": 0.03, "truncated": 0.05,
-                "no_label": 0.04, "error": 0.02}
+FORMAT_KINDS = {
+    "json": 0.72,
+    "fenced": 0.08,
+    "prose": 0.06,
+    "single_quotes": 0.03,
+    "truncated": 0.05,
+    "no_label": 0.04,
+    "error": 0.02,
+}
 
 
 def format_inputs(fraction: float) -> dict[str, pd.DataFrame]:
@@ -86,22 +105,38 @@ def format_inputs(fraction: float) -> dict[str, pd.DataFrame]:
     from metamorph.studies.format_robustness.sources import load_sources
 
     n = max(2, round(250 * fraction))
-    specs = ["construct?n=250", *(f"{d}:{SHARED / d / 'sample.jsonl'}" for d in ("medqa", "discrim_eval", "credit_default"))]
+    specs = [
+        "construct?n=250",
+        *(f"{d}:{SHARED / d / 'sample.jsonl'}" for d in ("medqa", "discrim_eval", "credit_default")),
+    ]
     by_ds: dict[str, list] = {}
     for spec, x in load_sources(specs):
         by_ds.setdefault(x.dataset, []).append((spec, x))
     rows, docs = [], []
     for pairs in by_ds.values():
-        for spec, x in _cycle(pairs, n, lambda p, j: (p[0], dataclasses.replace(p[1], instance_id=f"{p[1].instance_id}~{j}"))):
+        for spec, x in _cycle(
+            pairs, n, lambda p, j: (p[0], dataclasses.replace(p[1], instance_id=f"{p[1].instance_id}~{j}"))
+        ):
             rows.append({**x.to_row(), "source": spec, "n_fields": len(x.fields)})
             for fmt in DEFAULT_FORMATS:
                 d = render(x, fmt)
-                docs.append({"dataset": d.dataset, "instance_id": d.instance_id, "format": d.format,
-                             "media_type": d.media_type, "renderer_version": d.renderer_version,
-                             "document_text": d.text, "document_sha256": d.sha256, "n_bytes": len(d.content),
-                             "round_trip_ok": True})
-    return {"source_instances": validate_frame(S.SourceInstances, pd.DataFrame(rows)),
-            "rendered_documents": validate_frame(S.RenderedDocuments, pd.DataFrame(docs))}
+                docs.append(
+                    {
+                        "dataset": d.dataset,
+                        "instance_id": d.instance_id,
+                        "format": d.format,
+                        "media_type": d.media_type,
+                        "renderer_version": d.renderer_version,
+                        "document_text": d.text,
+                        "document_sha256": d.sha256,
+                        "n_bytes": len(d.content),
+                        "round_trip_ok": True,
+                    }
+                )
+    return {
+        "source_instances": validate_frame(S.SourceInstances, pd.DataFrame(rows)),
+        "rendered_documents": validate_frame(S.RenderedDocuments, pd.DataFrame(docs)),
+    }
 
 
 def _format_reply(kind: str, label: str, evidence: list[str], rng) -> tuple[str | None, str | None, str | None]:
@@ -123,8 +158,9 @@ def _format_reply(kind: str, label: str, evidence: list[str], rng) -> tuple[str 
     return None, None, ERROR
 
 
-def format_generations(inputs: dict[str, pd.DataFrame], model: str, seed: int, k: int = 3,
-                       routed: dict[tuple[str, str], str] | None = None) -> pd.DataFrame:
+def format_generations(
+    inputs: dict[str, pd.DataFrame], model: str, seed: int, k: int = 3, routed: dict[tuple[str, str], str] | None = None
+) -> pd.DataFrame:
     """``workflow_generations`` of one model (``routed``: ``routed_generations`` with the
     document in ``routed[(workflow_id, dataset)]``)."""
     from metamorph.studies.format_robustness import schemas as S
@@ -144,18 +180,40 @@ def format_generations(inputs: dict[str, pd.DataFrame], model: str, seed: int, k
             sent = routed[(wf, x.dataset)] if routed else f
             doc = docs[(x.dataset, x.instance_id, sent)]
             label_f = space[int(rng.integers(len(space)))] if rng.random() < flip else base
-            request = json.dumps({"model": model, "messages": [{"role": "user", "content": f"{x.task_prompt}\n\n"
-                                                                 f"<<<DOCUMENT>>>\n{doc.document_text}<<<END DOCUMENT>>>"}],
-                                  "params": {"temperature": 0.0, "max_tokens": 256, "seed": 0}})
+            request = json.dumps(
+                {
+                    "model": model,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": f"{x.task_prompt}\n\n<<<DOCUMENT>>>\n{doc.document_text}<<<END DOCUMENT>>>",
+                        }
+                    ],
+                    "params": {"temperature": 0.0, "max_tokens": 256, "seed": 0},
+                }
+            )
             for r in range(1, k + 1):
                 label = space[int(rng.integers(len(space)))] if rng.random() < 0.05 else label_f
-                ev = [fields[i] for i in rng.choice(len(fields), size=min(len(fields), int(rng.integers(1, 5))),
-                                                    replace=False)]
+                ev = [
+                    fields[i]
+                    for i in rng.choice(len(fields), size=min(len(fields), int(rng.integers(1, 5))), replace=False)
+                ]
                 kind = _choose(rng, FORMAT_KINDS, 1)[0]
                 t, fr, e = _format_reply(kind, label, ev, rng)
-                ids.append({"model_id": model, "workflow_id": wf, "provider": "openai_compatible", "ingestion": "inline",
-                            "dataset": x.dataset, "instance_id": x.instance_id, "format": f, "repeat": r,
-                            "document_sha256": doc.document_sha256, **({"routed_format": sent} if routed else {})})
+                ids.append(
+                    {
+                        "model_id": model,
+                        "workflow_id": wf,
+                        "provider": "openai_compatible",
+                        "ingestion": "inline",
+                        "dataset": x.dataset,
+                        "instance_id": x.instance_id,
+                        "format": f,
+                        "repeat": r,
+                        "document_sha256": doc.document_sha256,
+                        **({"routed_format": sent} if routed else {}),
+                    }
+                )
                 keys.append(_key(model, x.dataset, x.instance_id, f, r, sent if routed else ""))
                 reqs.append(request)
                 texts.append(t)
@@ -179,10 +237,20 @@ def wrapper_inputs(fraction: float) -> tuple[dict[str, pd.DataFrame], list, list
 
     n = max(2, round(200 * fraction))
     items = [x for t in WRAPPER_TASKS for x in load_task(f"{t}:{SHARED / t / 'sample.jsonl'}", limit=n)]
-    rows = [{"task": x.task, "item_id": x.item_id, "answer_type": x.answer_type, "question": x.question,
-             "passage": x.passage, "choices_json": json.dumps([list(c) for c in x.choices]),
-             "n_choices": len(x.choices) if x.answer_type == "choice" else None, "gold": x.gold,
-             "source": x.task} for x in items]
+    rows = [
+        {
+            "task": x.task,
+            "item_id": x.item_id,
+            "answer_type": x.answer_type,
+            "question": x.question,
+            "passage": x.passage,
+            "choices_json": json.dumps([list(c) for c in x.choices]),
+            "n_choices": len(x.choices) if x.answer_type == "choice" else None,
+            "gold": x.gold,
+            "source": x.task,
+        }
+        for x in items
+    ]
     df = pd.DataFrame(rows)
     df["n_choices"] = df["n_choices"].astype("Int64")
     return {"qa_items": validate_frame(S.QAItems, df)}, items, render_token_controlled(items)
@@ -198,14 +266,23 @@ def _wrong(x, rng) -> str:
 
 def _wrapper_reply(family: str, x, value: str, compliant: bool, rng) -> tuple[str, str]:
     if not compliant:
-        return [f"I think it is probably {value}, but the question is ambiguous.",
-                "Sorry, I can't determine the answer from the information given.", ""][int(rng.integers(3))], "stop"
+        return [
+            f"I think it is probably {value}, but the question is ambiguous.",
+            "Sorry, I can't determine the answer from the information given.",
+            "",
+        ][int(rng.integers(3))], "stop"
     lit = value if x.answer_type != "choice" else json.dumps(value)
-    return {"plain": (value, "stop"), "json": (f'{{"answer": {lit}}}', "stop"),
-            "structured": (f"Answer: {value}", "stop"), "structured_delim": (f"<answer>{value}</answer>", "stop"),
-            "deliberate": (("Let's think step by step. The question asks about the key detail, so",
-                            "length") if rng.random() < 0.25 else
-                           (f"Step 1: read the question.\nFinal answer: {value}", "stop"))}[family]
+    return {
+        "plain": (value, "stop"),
+        "json": (f'{{"answer": {lit}}}', "stop"),
+        "structured": (f"Answer: {value}", "stop"),
+        "structured_delim": (f"<answer>{value}</answer>", "stop"),
+        "deliberate": (
+            ("Let's think step by step. The question asks about the key detail, so", "length")
+            if rng.random() < 0.25
+            else (f"Step 1: read the question.\nFinal answer: {value}", "stop")
+        ),
+    }[family]
 
 
 def wrapper_generations(items: list, prompts: list, model: str, seed: int, seeds=(0, 1, 2, 3, 4)) -> pd.DataFrame:
@@ -256,31 +333,57 @@ def workflow_tables(fraction: float, seed: int = 0) -> dict[str, pd.DataFrame]:
         for t in PERTURBATION_TYPES:
             for p in SEVERITIES:
                 target = target_score(t, p)
-                m = {name: float(np.clip(target - 0.1 * i * p + rng.normal(0, 0.08), 0, 1))
-                     for i, name in enumerate(("chain_f1", "graph_f1", "bleu", "gleu"))}
+                m = {
+                    name: float(np.clip(target - 0.1 * i * p + rng.normal(0, 0.08), 0, 1))
+                    for i, name in enumerate(("chain_f1", "graph_f1", "bleu", "gleu"))
+                }
                 undefined = rng.random() < 0.02
-                rows.append({"model_id": "deterministic", "variant_id": f"g{gi}-{t}-{p}", "golden_id": f"g{gi}",
-                             "type": t, "severity": p, "n_nodes": int(n_nodes[gi]), "stratum": size_stratum(int(n_nodes[gi])),
-                             "operator": "deterministic", "status": "valid" if rng.random() > 0.01 else "invalid",
-                             "target_score": target, **m,
-                             "bertscore_f1": float(np.clip(target - 0.3 * p + rng.normal(0, 0.1), -0.5, 1)),
-                             "kendall_tau": None if undefined else float(np.clip(1 - p + rng.normal(0, 0.1), -1, 1)),
-                             "kendall_tau_reason": "constant_ranks" if undefined else None,
-                             "n_aligned": int(n_nodes[gi]), "encoder": "sentence-transformers/all-MiniLM-L6-v2",
-                             "bertscore_model": "sentence-transformers/all-MiniLM-L6-v2", "bertscore_rescaled": True,
-                             "bertscore_baseline": "packaged:bertscore_baseline_all-MiniLM-L6-v2.tsv"})
+                rows.append(
+                    {
+                        "model_id": "deterministic",
+                        "variant_id": f"g{gi}-{t}-{p}",
+                        "golden_id": f"g{gi}",
+                        "type": t,
+                        "severity": p,
+                        "n_nodes": int(n_nodes[gi]),
+                        "stratum": size_stratum(int(n_nodes[gi])),
+                        "operator": "deterministic",
+                        "status": "valid" if rng.random() > 0.01 else "invalid",
+                        "target_score": target,
+                        **m,
+                        "bertscore_f1": float(np.clip(target - 0.3 * p + rng.normal(0, 0.1), -0.5, 1)),
+                        "kendall_tau": None if undefined else float(np.clip(1 - p + rng.normal(0, 0.1), -1, 1)),
+                        "kendall_tau_reason": "constant_ranks" if undefined else None,
+                        "n_aligned": int(n_nodes[gi]),
+                        "encoder": "sentence-transformers/all-MiniLM-L6-v2",
+                        "bertscore_model": "sentence-transformers/all-MiniLM-L6-v2",
+                        "bertscore_rescaled": True,
+                        "bertscore_baseline": "packaged:bertscore_baseline_all-MiniLM-L6-v2.tsv",
+                    }
+                )
     scores = pd.DataFrame(rows)
     scores["n_aligned"] = scores["n_aligned"].astype("Int64")
     valid = rng.integers(0, 4, len(scores))
-    judge = pd.DataFrame({
-        "model_id": "bench-judge", "variant_id": scores["variant_id"], "golden_id": scores["golden_id"],
-        "type": scores["type"], "severity": scores["severity"],
-        "judge": np.where(valid > 0, np.clip(scores["target_score"] + rng.normal(0, 0.15, len(scores)), 0, 1), np.nan),
-        "judge_valid": valid, "judge_invalid": 3 - valid,
-        "judge_reasons": [json.dumps(["ok"] * v + ["truncated"] * (3 - v)) for v in valid],
-        "generation_keys": [json.dumps([_key(v, i) for i in range(3)]) for v in scores["variant_id"]]})
-    return {"perturbation_scores": validate_frame(S.PerturbationScores, scores),
-            "judge_scores": validate_frame(S.JudgeScores, judge)}
+    judge = pd.DataFrame(
+        {
+            "model_id": "bench-judge",
+            "variant_id": scores["variant_id"],
+            "golden_id": scores["golden_id"],
+            "type": scores["type"],
+            "severity": scores["severity"],
+            "judge": np.where(
+                valid > 0, np.clip(scores["target_score"] + rng.normal(0, 0.15, len(scores)), 0, 1), np.nan
+            ),
+            "judge_valid": valid,
+            "judge_invalid": 3 - valid,
+            "judge_reasons": [json.dumps(["ok"] * v + ["truncated"] * (3 - v)) for v in valid],
+            "generation_keys": [json.dumps([_key(v, i) for i in range(3)]) for v in scores["variant_id"]],
+        }
+    )
+    return {
+        "perturbation_scores": validate_frame(S.PerturbationScores, scores),
+        "judge_scores": validate_frame(S.JudgeScores, judge),
+    }
 
 
 # ------------------------------------------------------------------------------ order_probe
@@ -297,15 +400,29 @@ def order_inputs(fraction: float) -> dict[str, pd.DataFrame]:
     n = max(4, round(3543 * fraction))
     loaded = load_sources([f"orderprobe:{SHARED / 'orderprobe' / 'sample.jsonl'}"])
     items = _cycle(loaded, n, lambda x, j: dataclasses.replace(x, item_id=f"{x.item_id}~{j}"))
-    df = pd.DataFrame([{"item_id": x.item_id, "language": x.language, "canonical": x.canonical,
-                        "meanings_json": json.dumps(list(x.meanings), ensure_ascii=False), "n_meanings": len(x.meanings),
-                        "structure": x.structure, "frequency": x.frequency, "repeated_unit": len(set(x.units)) < 4,
-                        "source": x.source} for x in items])
+    df = pd.DataFrame(
+        [
+            {
+                "item_id": x.item_id,
+                "language": x.language,
+                "canonical": x.canonical,
+                "meanings_json": json.dumps(list(x.meanings), ensure_ascii=False),
+                "n_meanings": len(x.meanings),
+                "structure": x.structure,
+                "frequency": x.frequency,
+                "repeated_unit": len(set(x.units)) < 4,
+                "source": x.source,
+            }
+            for x in items
+        ]
+    )
     df["frequency"] = df["frequency"].astype(float)
     scrambled = op.scrambled_inputs(items)
-    return {"order_items": validate_frame(S.OrderItems, df),
-            "scrambled_inputs": validate_frame(S.ScrambledInputs, scrambled),
-            "order_prompts": validate_frame(S.OrderPrompts, op.prompts_frame(scrambled))}
+    return {
+        "order_items": validate_frame(S.OrderItems, df),
+        "scrambled_inputs": validate_frame(S.ScrambledInputs, scrambled),
+        "order_prompts": validate_frame(S.OrderPrompts, op.prompts_frame(scrambled)),
+    }
 
 
 def order_generations(inputs: dict[str, pd.DataFrame], model: str, seed: int) -> pd.DataFrame:
@@ -337,8 +454,16 @@ def order_generations(inputs: dict[str, pd.DataFrame], model: str, seed: int) ->
             text = f"The expression is probably {expr} or {x.canonical}."
         elif u < 0.08:
             text, fr = text[: int(rng.integers(2, 6))], "length"
-        ids.append({"model_id": model, "setting": p.setting, "item_id": p.item_id, "language": p.language,
-                    "pattern": p.pattern, "input_kind": p.input_kind})
+        ids.append(
+            {
+                "model_id": model,
+                "setting": p.setting,
+                "item_id": p.item_id,
+                "language": p.language,
+                "pattern": p.pattern,
+                "input_kind": p.input_kind,
+            }
+        )
         keys.append(_key(model, p.setting, p.item_id, p.pattern))
         reqs.append(p.messages_json)
         texts.append(text)

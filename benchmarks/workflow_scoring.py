@@ -60,8 +60,10 @@ def replicated(goldens: list, n: int) -> list:
     out, r = list(goldens), 0
     while 9 * len(out) < n:
         r += 1
-        out += [dataclasses.replace(w, workflow_id=f"{w.workflow_id}#r{r}",
-                                    nodes=tuple(f"{t} (case {r})" for t in w.nodes)) for w in goldens]
+        out += [
+            dataclasses.replace(w, workflow_id=f"{w.workflow_id}#r{r}", nodes=tuple(f"{t} (case {r})" for t in w.nodes))
+            for w in goldens
+        ]
     return out
 
 
@@ -77,8 +79,9 @@ def child(mode: str, n: int) -> dict:
     valid, _ = load_goldens(f"worfbench:{SAMPLE}")
     valid = replicated(valid, n)
     gold = {w.workflow_id: w for w in valid}
-    variants = pd.DataFrame([{**p.to_row(), "model_id": "deterministic"}
-                             for p in wst.deterministic_perturbations(valid)]).head(n)
+    variants = pd.DataFrame(
+        [{**p.to_row(), "model_id": "deterministic"} for p in wst.deterministic_perturbations(valid)]
+    ).head(n)
     enc = load_encoder()  # what EncoderResource loads: mpnet, else MiniLM
     scorer = enc if mode == "one_pass" else TwoPass(enc)
     wst.score_perturbations(gold, variants.tail(2), scorer)  # warm-up: imports, weights, baseline
@@ -91,61 +94,92 @@ def child(mode: str, n: int) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     out = wst.score_perturbations(gold, variants, scorer, counts=counts)
     score_s, score_cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"mode": mode, "encoder": enc.name, "variants": len(out), "distinct_texts": len(texts),
-            "encoded_texts": counts.encoded_texts, "bertscore_extra_texts": counts.bertscore_extra_texts,
-            "encoder_s": encoder_s, "score_s": score_s, "encoder_cpu_s": encoder_cpu, "score_cpu_s": score_cpu,
-            "dim": int(enc.encode(["x"]).shape[1]),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "mode": mode,
+        "encoder": enc.name,
+        "variants": len(out),
+        "distinct_texts": len(texts),
+        "encoded_texts": counts.encoded_texts,
+        "bertscore_extra_texts": counts.bertscore_extra_texts,
+        "encoder_s": encoder_s,
+        "score_s": score_s,
+        "encoder_cpu_s": encoder_cpu,
+        "score_cpu_s": score_cpu,
+        "dim": int(enc.encode(["x"]).shape[1]),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=1000,
-                    help="variants to score (the sample has 2,700; beyond, its goldens are copied with new texts)")
-    ap.add_argument("--paper-scale", action="store_true",
-                    help=f"--n {PAPER_VARIANTS} and the one_pass path only (two_pass would take ~35 min more)")
+    ap.add_argument(
+        "--n",
+        type=int,
+        default=1000,
+        help="variants to score (the sample has 2,700; beyond, its goldens are copied with new texts)",
+    )
+    ap.add_argument(
+        "--paper-scale",
+        action="store_true",
+        help=f"--n {PAPER_VARIANTS} and the one_pass path only (two_pass would take ~35 min more)",
+    )
     ap.add_argument("--child", choices=["two_pass", "one_pass"])
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.n)))
         return
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "OMP_WAIT_POLICY": "PASSIVE",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]),
+    }
     if args.paper_scale:
         args.n = PAPER_VARIANTS
     res = {}
-    for mode in (("one_pass",) if args.paper_scale else ("two_pass", "one_pass")):
-        out = subprocess.run([sys.executable, __file__, "--child", mode, "--n", str(args.n)], env=env,
-                             capture_output=True, text=True)
+    for mode in ("one_pass",) if args.paper_scale else ("two_pass", "one_pass"):
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", mode, "--n", str(args.n)], env=env, capture_output=True, text=True
+        )
         if out.returncode:
             raise RuntimeError(out.stderr[-4000:])
         res[mode] = json.loads(out.stdout.strip().splitlines()[-1])
     print(load_line(), flush=True)
     a = res["one_pass"]
     print(f"{a['variants']} WorFBench variants, {a['distinct_texts']} distinct step texts, encoder {a['encoder']}")
-    print(f"{'path':<9} {'variants/s':>10} {'score s':>8} {'encoder s':>9} {'score/encoder':>13} "
-          f"{'cpu ratio':>9} {'texts encoded':>13} {'+bert_score':>11} {'peak MB':>8}")
+    print(
+        f"{'path':<9} {'variants/s':>10} {'score s':>8} {'encoder s':>9} {'score/encoder':>13} "
+        f"{'cpu ratio':>9} {'texts encoded':>13} {'+bert_score':>11} {'peak MB':>8}"
+    )
     for mode, r in res.items():
-        print(f"{mode:<9} {r['variants'] / r['score_s']:>10.1f} {r['score_s']:>8.1f} {r['encoder_s']:>9.1f} "
-              f"{r['score_s'] / r['encoder_s']:>13.2f} {r['score_cpu_s'] / r['encoder_cpu_s']:>9.2f} "
-              f"{r['encoded_texts']:>13} {r['bertscore_extra_texts']:>11} "
-              f"{r['peak_rss_mb']:>8.0f}")
+        print(
+            f"{mode:<9} {r['variants'] / r['score_s']:>10.1f} {r['score_s']:>8.1f} {r['encoder_s']:>9.1f} "
+            f"{r['score_s'] / r['encoder_s']:>13.2f} {r['score_cpu_s'] / r['encoder_cpu_s']:>9.2f} "
+            f"{r['encoded_texts']:>13} {r['bertscore_extra_texts']:>11} "
+            f"{r['peak_rss_mb']:>8.0f}"
+        )
     if "two_pass" not in res:
-        print(f"measured at {a['variants']:,} variants: one_pass {a['score_s'] / 60:.1f} min, score/encoder "
-              f"{a['score_s'] / a['encoder_s']:.2f} wall, {a['score_cpu_s'] / a['encoder_cpu_s']:.2f} cpu "
-              f"(target <= 2), peak RSS {a['peak_rss_mb']:.0f} MB")
+        print(
+            f"measured at {a['variants']:,} variants: one_pass {a['score_s'] / 60:.1f} min, score/encoder "
+            f"{a['score_s'] / a['encoder_s']:.2f} wall, {a['score_cpu_s'] / a['encoder_cpu_s']:.2f} cpu "
+            f"(target <= 2), peak RSS {a['peak_rss_mb']:.0f} MB"
+        )
         return
     b = res["two_pass"]
     wall, cpu = a["score_s"] / a["encoder_s"], a["score_cpu_s"] / a["encoder_cpu_s"]
-    print(f"speed-up one_pass vs two_pass: {b['score_s'] / a['score_s']:.2f}x wall, "
-          f"{b['score_cpu_s'] / a['score_cpu_s']:.2f}x cpu (target one_pass score/encoder <= 2: wall "
-          f"{'met' if wall <= 2 else 'NOT met'}, cpu {'met' if cpu <= 2 else 'NOT met'})")
+    print(
+        f"speed-up one_pass vs two_pass: {b['score_s'] / a['score_s']:.2f}x wall, "
+        f"{b['score_cpu_s'] / a['score_cpu_s']:.2f}x cpu (target one_pass score/encoder <= 2: wall "
+        f"{'met' if wall <= 2 else 'NOT met'}, cpu {'met' if cpu <= 2 else 'NOT met'})"
+    )
     scale = PAPER_VARIANTS / a["variants"]
-    extra_mb = (scale - 1) * a["distinct_texts"] * a["dim"] * 4 / 2 ** 20
-    print(f"extrapolated to {PAPER_VARIANTS:,} variants (x{scale:.1f}): ~{a['distinct_texts'] * scale:,.0f} distinct "
-          f"texts, one_pass {a['score_s'] * scale / 60:.1f} min (two_pass {b['score_s'] * scale / 60:.1f} min), "
-          f"peak RSS ~{a['peak_rss_mb'] + extra_mb:.0f} MB (measured {a['peak_rss_mb']:.0f} MB + {extra_mb:.0f} MB of "
-          "cached sentence vectors; token vectors are held per chunk of 1,000 pairs)")
+    extra_mb = (scale - 1) * a["distinct_texts"] * a["dim"] * 4 / 2**20
+    print(
+        f"extrapolated to {PAPER_VARIANTS:,} variants (x{scale:.1f}): ~{a['distinct_texts'] * scale:,.0f} distinct "
+        f"texts, one_pass {a['score_s'] * scale / 60:.1f} min (two_pass {b['score_s'] * scale / 60:.1f} min), "
+        f"peak RSS ~{a['peak_rss_mb'] + extra_mb:.0f} MB (measured {a['peak_rss_mb']:.0f} MB + {extra_mb:.0f} MB of "
+        "cached sentence vectors; token vectors are held per chunk of 1,000 pairs)"
+    )
 
 
 if __name__ == "__main__":

@@ -119,10 +119,15 @@ class _OpenAIBatches:
 
     def submit(self, lines: list[dict[str, Any]]) -> tuple[str, str, str | None]:
         data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
-        uploaded = self.p._call(self.client.files.create, file=("metamorph-batch.jsonl", data, "application/jsonl"),
-                                purpose="batch")
-        batch = self.p._call(self.client.batches.create, input_file_id=uploaded.id, endpoint=OPENAI_BATCH_ENDPOINT,
-                             completion_window="24h")
+        uploaded = self.p._call(
+            self.client.files.create, file=("metamorph-batch.jsonl", data, "application/jsonl"), purpose="batch"
+        )
+        batch = self.p._call(
+            self.client.batches.create,
+            input_file_id=uploaded.id,
+            endpoint=OPENAI_BATCH_ENDPOINT,
+            completion_window="24h",
+        )
         return batch.id, batch.status, uploaded.id
 
     def retrieve(self, batch_id: str) -> tuple[str, bool, Any]:
@@ -147,25 +152,31 @@ class _OpenAIBatches:
                     obj = json.loads(raw)
                     key = obj["custom_id"]
                 except (ValueError, KeyError, TypeError) as exc:
-                    raise ProviderError(f"OpenAI batch {batch_id}: file {file_id} line {n} is not a result line "
-                                        f"({type(exc).__name__}: {exc})", retryable=False) from None
+                    raise ProviderError(
+                        f"OpenAI batch {batch_id}: file {file_id} line {n} is not a result line "
+                        f"({type(exc).__name__}: {exc})",
+                        retryable=False,
+                    ) from None
                 err, response = obj.get("error"), obj.get("response") or {}
                 status, body = response.get("status_code"), response.get("body") or {}
                 if err:
-                    out[key] = _error(err.get("code"), redact(f"OpenAI batch request failed: {err.get('message')}",
-                                                              self.p._api_key))
+                    out[key] = _error(
+                        err.get("code"), redact(f"OpenAI batch request failed: {err.get('message')}", self.p._api_key)
+                    )
                 elif status != 200:
                     msg = (body.get("error") or {}).get("message") if isinstance(body, dict) else None
-                    out[key] = _error(status, redact(f"OpenAI batch request failed (HTTP {status}): {msg or body}",
-                                                     self.p._api_key))
+                    out[key] = _error(
+                        status, redact(f"OpenAI batch request failed (HTTP {status}): {msg or body}", self.p._api_key)
+                    )
                 else:
                     try:
                         out[key] = self.p._chat_result(ChatCompletion.model_validate(body), None)
                     except ProviderError as exc:
                         out[key] = GenerationResult(text=None, error=f"ProviderError[{exc.status}]: {exc}")
                     except Exception as exc:  # a body that is no chat completion: recorded, never a value
-                        out[key] = _error("invalid", f"OpenAI batch result is not a chat completion: "
-                                          f"{type(exc).__name__}")
+                        out[key] = _error(
+                            "invalid", f"OpenAI batch result is not a chat completion: {type(exc).__name__}"
+                        )
         why = ""
         errors = getattr(getattr(batch, "errors", None), "data", None) or []
         if errors:
@@ -190,7 +201,8 @@ class _AnthropicBatches:
         if request.ingestion == "anthropic_document":
             doc = request.document
             params["messages"][-1]["content"].insert(
-                0, {"type": "document", "source": _inline_source(doc), "title": doc.filename})
+                0, {"type": "document", "source": _inline_source(doc), "title": doc.filename}
+            )
         params.update(params.pop("extra_body", None) or {})
         return {"custom_id": key, "params": params}
 
@@ -222,11 +234,16 @@ class _AnthropicBatches:
         return out, ""
 
 
-def run_batches(todo: dict[str, GenerationRequest], execution: BatchExecution, cache: GenerationCache, *,
-                retry: RetryPolicy | None = None, log: Callable[[str], None] = print,
-                sleep: Callable[[float], None] = time.sleep,
-                clock: Callable[[], float] = time.monotonic) -> tuple[dict[str, tuple[GenerationResult, bool]],
-                                                                      dict[str, GenerationRequest]]:
+def run_batches(
+    todo: dict[str, GenerationRequest],
+    execution: BatchExecution,
+    cache: GenerationCache,
+    *,
+    retry: RetryPolicy | None = None,
+    log: Callable[[str], None] = print,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[dict[str, tuple[GenerationResult, bool]], dict[str, GenerationRequest]]:
     """Serve the cache misses ``todo`` (key -> request) through provider batch jobs (module docstring).
 
     Returns ``(results, left)``: ``results`` maps each key handled here to ``(result, served from
@@ -255,8 +272,10 @@ def run_batches(todo: dict[str, GenerationRequest], execution: BatchExecution, c
                 tracked[rec.batch_id] = rec
     in_open = {k for rec in tracked.values() for k in rec.keys}
     if tracked:
-        log(f"batch: resuming {len(tracked)} submitted batch(es) ({sorted(tracked)}) holding "
-            f"{len(in_open & wanted.keys())} of the requests")
+        log(
+            f"batch: resuming {len(tracked)} submitted batch(es) ({sorted(tracked)}) holding "
+            f"{len(in_open & wanted.keys())} of the requests"
+        )
 
     new = [k for k in wanted if k not in in_open]
     got = cache.claim(new)
@@ -275,22 +294,31 @@ def run_batches(todo: dict[str, GenerationRequest], execution: BatchExecution, c
             results[k] = (res, False)
     for model, model_lines in lines.items():
         for i in range(0, len(model_lines), cfg.max_requests):
-            chunk = model_lines[i:i + cfg.max_requests]
+            chunk = model_lines[i : i + cfg.max_requests]
             keys = [k for k, _ in chunk]
             try:
                 (batch_id, status, file_id), _ = call_with_retries(lambda: backend.submit([x for _, x in chunk]), retry)
             except Exception as exc:  # ProviderError after retries, or an SDK surprise: recorded per key
                 for k in keys:
                     what = f"ProviderError[{exc.status}]" if isinstance(exc, ProviderError) else type(exc).__name__
-                    res = GenerationResult(text=None, error=f"{what}: batch submission failed: {exc}",
-                                           attempts=getattr(exc, "attempts", 1))
+                    res = GenerationResult(
+                        text=None, error=f"{what}: batch submission failed: {exc}", attempts=getattr(exc, "attempts", 1)
+                    )
                     cache.put(wanted[k], res)
                     results[k] = (res, False)
                 continue
-            rec = BatchRecord(batch_id=batch_id, provider=execution.kind, base_url=base_url, model=model,
-                              keys=tuple(keys), requests=tuple(wanted[k].to_json() for k in keys), status=status,
-                              collected=False, input_file_id=file_id,
-                              submitted_at=datetime.now(timezone.utc).replace(tzinfo=None))
+            rec = BatchRecord(
+                batch_id=batch_id,
+                provider=execution.kind,
+                base_url=base_url,
+                model=model,
+                keys=tuple(keys),
+                requests=tuple(wanted[k].to_json() for k in keys),
+                status=status,
+                collected=False,
+                input_file_id=file_id,
+                submitted_at=datetime.now(timezone.utc).replace(tzinfo=None),
+            )
             cache.record_batch(rec)
             tracked[batch_id] = rec
             log(f"batch: submitted {batch_id} with {len(keys)} requests ({execution.kind} {model})")
@@ -312,9 +340,14 @@ def run_batches(todo: dict[str, GenerationRequest], execution: BatchExecution, c
                 log(f"batch: polling {batch_id} failed ({type(exc).__name__}: {exc}); it stays persisted")
                 for key in rec.keys:
                     if key in wanted:
-                        results[key] = (GenerationResult(
-                            text=None, error=f"BatchPending: polling batch {batch_id} failed ({type(exc).__name__}: "
-                            f"{exc}); a rerun resumes polling it"), False)
+                        results[key] = (
+                            GenerationResult(
+                                text=None,
+                                error=f"BatchPending: polling batch {batch_id} failed ({type(exc).__name__}: "
+                                f"{exc}); a rerun resumes polling it",
+                            ),
+                            False,
+                        )
                 del tracked[batch_id]
                 continue
             if status != rec.status:
@@ -324,8 +357,9 @@ def run_batches(todo: dict[str, GenerationRequest], execution: BatchExecution, c
             if not ended:
                 continue
             for key, request_json in zip(rec.keys, rec.requests):
-                res = found.get(key) or _error(status, f"batch {batch_id} ended ({status}) without a result for "
-                                               f"this request{why}")
+                res = found.get(key) or _error(
+                    status, f"batch {batch_id} ended ({status}) without a result for this request{why}"
+                )
                 cache.put_row(key, rec.provider, rec.model, request_json, res)
                 if key in wanted:
                     results[key] = (res, False)
@@ -341,11 +375,18 @@ def run_batches(todo: dict[str, GenerationRequest], execution: BatchExecution, c
             for batch_id, rec in tracked.items():
                 for key in rec.keys:
                     if key in wanted:
-                        results[key] = (GenerationResult(
-                            text=None, error=f"BatchPending: batch {batch_id} still {rec.status} after "
-                            f"max_wait_s={cfg.max_wait_s:g}; a rerun resumes polling it"), False)
-            log(f"batch: stopped waiting after {cfg.max_wait_s:g} s; {sorted(tracked)} stay persisted "
-                "and are resumed by the next run")
+                        results[key] = (
+                            GenerationResult(
+                                text=None,
+                                error=f"BatchPending: batch {batch_id} still {rec.status} after "
+                                f"max_wait_s={cfg.max_wait_s:g}; a rerun resumes polling it",
+                            ),
+                            False,
+                        )
+            log(
+                f"batch: stopped waiting after {cfg.max_wait_s:g} s; {sorted(tracked)} stay persisted "
+                "and are resumed by the next run"
+            )
             break
         sleep(min(cfg.poll_interval_s, deadline - now))
     return results, left

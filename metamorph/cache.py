@@ -102,17 +102,42 @@ CREATE TABLE IF NOT EXISTS batches (
 """
 
 #: generations columns in table order with their SQL types (the batch upsert unnests one list per column).
-_TYPES = {"key": "VARCHAR", "provider": "VARCHAR", "model": "VARCHAR", "request_json": "VARCHAR",
-          "response_text": "VARCHAR", "finish_reason": "VARCHAR", "prompt_tokens": "BIGINT",
-          "completion_tokens": "BIGINT", "latency_s": "DOUBLE", "model_id": "VARCHAR", "model_version": "VARCHAR",
-          "system_fingerprint": "VARCHAR", "created_at": "TIMESTAMP", "error": "VARCHAR", "attempts": "INTEGER"}
-_RESULT_COLS = ("response_text", "finish_reason", "prompt_tokens", "completion_tokens", "latency_s", "model_id",
-                "model_version", "system_fingerprint", "error", "attempts")
-_UPSERT = (f"INSERT INTO generations ({', '.join(_TYPES)}) SELECT "
-           + ", ".join(f"unnest(${i + 1}::{t}[])" for i, t in enumerate(_TYPES.values()))
-           + " ON CONFLICT (key) DO UPDATE SET "
-           + ", ".join(f"{c} = excluded.{c}" for c in _TYPES if c != "key")
-           + " WHERE generations.error IS NOT NULL OR excluded.error IS NULL")
+_TYPES = {
+    "key": "VARCHAR",
+    "provider": "VARCHAR",
+    "model": "VARCHAR",
+    "request_json": "VARCHAR",
+    "response_text": "VARCHAR",
+    "finish_reason": "VARCHAR",
+    "prompt_tokens": "BIGINT",
+    "completion_tokens": "BIGINT",
+    "latency_s": "DOUBLE",
+    "model_id": "VARCHAR",
+    "model_version": "VARCHAR",
+    "system_fingerprint": "VARCHAR",
+    "created_at": "TIMESTAMP",
+    "error": "VARCHAR",
+    "attempts": "INTEGER",
+}
+_RESULT_COLS = (
+    "response_text",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "model_id",
+    "model_version",
+    "system_fingerprint",
+    "error",
+    "attempts",
+)
+_UPSERT = (
+    f"INSERT INTO generations ({', '.join(_TYPES)}) SELECT "
+    + ", ".join(f"unnest(${i + 1}::{t}[])" for i, t in enumerate(_TYPES.values()))
+    + " ON CONFLICT (key) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _TYPES if c != "key")
+    + " WHERE generations.error IS NOT NULL OR excluded.error IS NULL"
+)
 _WANTED = "(SELECT unnest($1::VARCHAR[]) AS key)"
 #: A stored row that serves a request: a success, stored at or after $2 (NULL: any time).
 _FRESH = "g.error IS NULL AND ($2::TIMESTAMP IS NULL OR g.created_at >= $2::TIMESTAMP)"
@@ -209,8 +234,17 @@ class GenerationCache:
     Thread-safe within a process.
     """
 
-    def __init__(self, path: str | Path, lock_timeout_s: float = 120.0, *, commit_interval_s: float = 0.5,
-                 commit_rows: int = 512, hold_s: float = 2.0, yield_s: float = 0.25, lease_s: float = 60.0):
+    def __init__(
+        self,
+        path: str | Path,
+        lock_timeout_s: float = 120.0,
+        *,
+        commit_interval_s: float = 0.5,
+        commit_rows: int = 512,
+        hold_s: float = 2.0,
+        yield_s: float = 0.25,
+        lease_s: float = 60.0,
+    ):
         self.path = str(path)
         self.lock_timeout_s = lock_timeout_s
         self.commit_interval_s = commit_interval_s
@@ -307,9 +341,23 @@ class GenerationCache:
         """:meth:`put` for a request known by its key and canonical JSON (e.g. a batch result whose
         request was persisted with the batch, :meth:`record_batch`)."""
         now = datetime.now(timezone.utc).replace(tzinfo=None)  # naive UTC: no ICU extension offline
-        row = (key, provider, model, request_json, result.text,
-               result.finish_reason, result.prompt_tokens, result.completion_tokens, result.latency_s,
-               result.model_id, result.model_version, result.system_fingerprint, now, result.error, result.attempts)
+        row = (
+            key,
+            provider,
+            model,
+            request_json,
+            result.text,
+            result.finish_reason,
+            result.prompt_tokens,
+            result.completion_tokens,
+            result.latency_s,
+            result.model_id,
+            result.model_version,
+            result.system_fingerprint,
+            now,
+            result.error,
+            result.attempts,
+        )
         with self._cond:
             if not self._pending:
                 self._oldest = time.monotonic()
@@ -356,8 +404,12 @@ class GenerationCache:
             with self._cond:
                 now = time.monotonic()
                 exiting = not main.is_alive()  # the interpreter is shutting down: commit now, then stop
-                if self._pending and (self._flush_now or exiting or len(self._pending) >= self.commit_rows
-                                      or now - self._oldest >= self.commit_interval_s):
+                if self._pending and (
+                    self._flush_now
+                    or exiting
+                    or len(self._pending) >= self.commit_rows
+                    or now - self._oldest >= self.commit_interval_s
+                ):
                     batch, self._pending, self._flush_now = self._pending, [], False
                 elif exiting or (self._con is None and not self._pending and not self._claimed):
                     self._writer = None
@@ -388,8 +440,10 @@ class GenerationCache:
         now = time.monotonic()
         if self._claimed and now - self._renewed_at >= self.lease_s / 3:
             with self._use() as con:
-                con.execute(self._sql("UPDATE claims SET expires_at = ? WHERE owner = ?"),
-                            [time.time() + self.lease_s, self.owner])
+                con.execute(
+                    self._sql("UPDATE claims SET expires_at = ? WHERE owner = ?"),
+                    [time.time() + self.lease_s, self.owner],
+                )
             self._renewed_at = now
         with self._db_lock:
             if self._con is not None and self._slice_over(now):
@@ -429,33 +483,53 @@ class GenerationCache:
         """Persist a submitted provider batch (committed at once, before any result is awaited), so a
         restarted run resumes polling it instead of submitting its keys again."""
         with self._use() as con:
-            con.execute(self._sql("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-                        [batch.batch_id, batch.provider, batch.base_url, batch.model, list(batch.keys),
-                         list(batch.requests), batch.status, batch.collected, batch.input_file_id,
-                         batch.submitted_at, batch.submitted_at])
+            con.execute(
+                self._sql("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                [
+                    batch.batch_id,
+                    batch.provider,
+                    batch.base_url,
+                    batch.model,
+                    list(batch.keys),
+                    list(batch.requests),
+                    batch.status,
+                    batch.collected,
+                    batch.input_file_id,
+                    batch.submitted_at,
+                    batch.submitted_at,
+                ],
+            )
 
     def update_batch(self, batch_id: str, status: str, collected: bool = False) -> None:
         """Store a batch's last seen ``status``; ``collected=True`` once its results are committed
         (call :meth:`flush` first: a batch is never marked collected before its rows are stored)."""
         now = datetime.now(timezone.utc).replace(tzinfo=None)
         with self._use() as con:
-            con.execute(self._sql("UPDATE batches SET status = ?, collected = ?, updated_at = ? WHERE batch_id = ?"),
-                        [status, collected, now, batch_id])
+            con.execute(
+                self._sql("UPDATE batches SET status = ?, collected = ?, updated_at = ? WHERE batch_id = ?"),
+                [status, collected, now, batch_id],
+            )
 
     def open_batches(self, provider: str, base_url: str | None, model: str) -> list["BatchRecord"]:
         """Batches of (provider, base_url, model) whose results are not collected yet, oldest first."""
         with self._use() as con:
-            rows = con.execute(self._sql(
-                "SELECT batch_id, provider, base_url, model, keys, requests, status, collected, input_file_id, "
-                "submitted_at FROM batches WHERE provider = ? AND model = ? AND base_url IS NOT DISTINCT FROM ? "
-                "AND NOT collected ORDER BY submitted_at"), [provider, model, base_url]).fetchall()
+            rows = con.execute(
+                self._sql(
+                    "SELECT batch_id, provider, base_url, model, keys, requests, status, collected, input_file_id, "
+                    "submitted_at FROM batches WHERE provider = ? AND model = ? AND base_url IS NOT DISTINCT FROM ? "
+                    "AND NOT collected ORDER BY submitted_at"
+                ),
+                [provider, model, base_url],
+            ).fetchall()
         return [BatchRecord(r[0], r[1], r[2], r[3], tuple(r[4]), tuple(r[5]), r[6], r[7], r[8], r[9]) for r in rows]
 
     def batches(self) -> list["BatchRecord"]:
         """Every persisted batch, oldest first."""
         with self._use() as con:
-            rows = con.execute("SELECT batch_id, provider, base_url, model, keys, requests, status, collected, "
-                               "input_file_id, submitted_at FROM batches ORDER BY submitted_at, batch_id").fetchall()
+            rows = con.execute(
+                "SELECT batch_id, provider, base_url, model, keys, requests, status, collected, "
+                "input_file_id, submitted_at FROM batches ORDER BY submitted_at, batch_id"
+            ).fetchall()
         return [BatchRecord(r[0], r[1], r[2], r[3], tuple(r[4]), tuple(r[5]), r[6], r[7], r[8], r[9]) for r in rows]
 
     # ------------------------------------------------------------------ reads
@@ -480,8 +554,12 @@ class GenerationCache:
 
     def _stored(self, con, keys: list[str], stale_before: datetime | None) -> dict[str, GenerationResult]:
         """Stored successes of ``keys`` (at or after ``stale_before``) through ``con``."""
-        return _results(con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w USING (key) "
-                                    f"WHERE {_FRESH}", [keys, stale_before]).fetchall())
+        return _results(
+            con.execute(
+                f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w USING (key) WHERE {_FRESH}",
+                [keys, stale_before],
+            ).fetchall()
+        )
 
     def _begin_claim(self, con) -> None:
         """Start the transaction of a claim."""
@@ -493,12 +571,17 @@ class GenerationCache:
 
     def _held(self, con, keys: list[str]) -> list[tuple]:
         """(key, owner, expires_at) of the claims on ``keys`` by other owners."""
-        return con.execute(f"SELECT c.key, c.owner, c.expires_at FROM claims c JOIN {_WANTED} w USING (key) "
-                           "WHERE c.owner <> $2", [keys, self.owner]).fetchall()
+        return con.execute(
+            f"SELECT c.key, c.owner, c.expires_at FROM claims c JOIN {_WANTED} w USING (key) WHERE c.owner <> $2",
+            [keys, self.owner],
+        ).fetchall()
 
     def _insert_claims(self, con, keys: list[str], expires_at: float) -> None:
-        con.execute(f"INSERT INTO claims SELECT key, $2, $3 FROM {_WANTED} ON CONFLICT (key) DO UPDATE "
-                    "SET owner = excluded.owner, expires_at = excluded.expires_at", [keys, self.owner, expires_at])
+        con.execute(
+            f"INSERT INTO claims SELECT key, $2, $3 FROM {_WANTED} ON CONFLICT (key) DO UPDATE "
+            "SET owner = excluded.owner, expires_at = excluded.expires_at",
+            [keys, self.owner, expires_at],
+        )
 
     def claim(self, keys: Iterable[str], stale_before: datetime | None = None) -> Claim:
         """Claim ``keys`` for this cache's owner, in one committed transaction (see :class:`Claim`).
@@ -539,9 +622,13 @@ class GenerationCache:
         """Distinct provider-reported model versions stored for (provider, model)."""
         self.flush()
         with self._use() as con:
-            rows = con.execute(self._sql(
-                "SELECT DISTINCT model_version FROM generations WHERE provider = ? AND model = ? "
-                "AND error IS NULL AND model_version IS NOT NULL"), [provider, model]).fetchall()
+            rows = con.execute(
+                self._sql(
+                    "SELECT DISTINCT model_version FROM generations WHERE provider = ? AND model = ? "
+                    "AND error IS NULL AND model_version IS NOT NULL"
+                ),
+                [provider, model],
+            ).fetchall()
         return {r[0] for r in rows}
 
     def count(self, errors: bool | None = None) -> int:

@@ -38,23 +38,38 @@ from metamorph.cache import _RESULT_COLS, _TYPES, GenerationCache, _results
 from metamorph.providers.base import GenerationResult
 
 #: DuckDB column types -> PostgreSQL
-_PG_TYPES = {"VARCHAR": "TEXT", "BIGINT": "BIGINT", "DOUBLE": "DOUBLE PRECISION", "TIMESTAMP": "TIMESTAMP",
-             "INTEGER": "INTEGER"}
-_NOT_NULL = {"key": " PRIMARY KEY", "provider": " NOT NULL", "model": " NOT NULL", "request_json": " NOT NULL",
-             "created_at": " NOT NULL"}
-_DDL = ("CREATE TABLE IF NOT EXISTS generations ("
-        + ", ".join(f"{c} {_PG_TYPES[t]}{_NOT_NULL.get(c, '')}" for c, t in _TYPES.items()) + ");"
-        "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL,"
-        " expires_at DOUBLE PRECISION NOT NULL);"
-        "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, provider TEXT NOT NULL, base_url TEXT,"
-        " model TEXT NOT NULL, keys TEXT[] NOT NULL, requests TEXT[] NOT NULL, status TEXT NOT NULL,"
-        " collected BOOLEAN NOT NULL, input_file_id TEXT, submitted_at TIMESTAMP NOT NULL,"
-        " updated_at TIMESTAMP NOT NULL);")
-_UPSERT = (f"INSERT INTO generations ({', '.join(_TYPES)}) SELECT * FROM unnest("
-           + ", ".join(f"%s::{_PG_TYPES[t]}[]" for t in _TYPES.values())
-           + ") ON CONFLICT (key) DO UPDATE SET "
-           + ", ".join(f"{c} = excluded.{c}" for c in _TYPES if c != "key")
-           + " WHERE generations.error IS NOT NULL OR excluded.error IS NULL")
+_PG_TYPES = {
+    "VARCHAR": "TEXT",
+    "BIGINT": "BIGINT",
+    "DOUBLE": "DOUBLE PRECISION",
+    "TIMESTAMP": "TIMESTAMP",
+    "INTEGER": "INTEGER",
+}
+_NOT_NULL = {
+    "key": " PRIMARY KEY",
+    "provider": " NOT NULL",
+    "model": " NOT NULL",
+    "request_json": " NOT NULL",
+    "created_at": " NOT NULL",
+}
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS generations ("
+    + ", ".join(f"{c} {_PG_TYPES[t]}{_NOT_NULL.get(c, '')}" for c, t in _TYPES.items())
+    + ");"
+    "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+    " expires_at DOUBLE PRECISION NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, provider TEXT NOT NULL, base_url TEXT,"
+    " model TEXT NOT NULL, keys TEXT[] NOT NULL, requests TEXT[] NOT NULL, status TEXT NOT NULL,"
+    " collected BOOLEAN NOT NULL, input_file_id TEXT, submitted_at TIMESTAMP NOT NULL,"
+    " updated_at TIMESTAMP NOT NULL);"
+)
+_UPSERT = (
+    f"INSERT INTO generations ({', '.join(_TYPES)}) SELECT * FROM unnest("
+    + ", ".join(f"%s::{_PG_TYPES[t]}[]" for t in _TYPES.values())
+    + ") ON CONFLICT (key) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _TYPES if c != "key")
+    + " WHERE generations.error IS NOT NULL OR excluded.error IS NULL"
+)
 _WANTED = "unnest(%s::TEXT[]) AS w(key)"
 #: A stored row that serves a request (metamorph.cache._FRESH): a success stored at or after the
 #: second and third parameters (the same instant; NULL: any time).
@@ -132,8 +147,9 @@ class PostgresGenerationCache(GenerationCache):
         import psycopg2
 
         url = self._url.replace("postgresql+psycopg2://", "postgresql://", 1)  # libpq's form
-        raw = psycopg2.connect(url, connect_timeout=max(1, int(round(self.lock_timeout_s))),
-                               application_name="metamorph-cache")
+        raw = psycopg2.connect(
+            url, connect_timeout=max(1, int(round(self.lock_timeout_s))), application_name="metamorph-cache"
+        )
         raw.autocommit = True
         con = _Connection(raw)
         con.execute("SET lock_timeout = %s", [f"{int(self.lock_timeout_s * 1000)}ms"])
@@ -167,8 +183,12 @@ class PostgresGenerationCache(GenerationCache):
     # the statements of GenerationCache.get_many / claim in PostgreSQL's dialect
 
     def _stored(self, con, keys, stale_before) -> dict[str, GenerationResult]:
-        return _results(con.execute(f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} USING (key) "
-                                    f"WHERE {_FRESH}", [keys, stale_before, stale_before]).fetchall())
+        return _results(
+            con.execute(
+                f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} USING (key) WHERE {_FRESH}",
+                [keys, stale_before, stale_before],
+            ).fetchall()
+        )
 
     def _begin_claim(self, con) -> None:
         con.execute("BEGIN")
@@ -177,10 +197,14 @@ class PostgresGenerationCache(GenerationCache):
         con.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
 
     def _held(self, con, keys) -> list[tuple]:
-        return con.execute(f"SELECT c.key, c.owner, c.expires_at FROM claims c JOIN {_WANTED} USING (key) "
-                           "WHERE c.owner <> %s", [keys, self.owner]).fetchall()
+        return con.execute(
+            f"SELECT c.key, c.owner, c.expires_at FROM claims c JOIN {_WANTED} USING (key) WHERE c.owner <> %s",
+            [keys, self.owner],
+        ).fetchall()
 
     def _insert_claims(self, con, keys, expires_at: float) -> None:
-        con.execute("INSERT INTO claims SELECT key, %s, %s FROM unnest(%s::TEXT[]) AS w(key) "
-                    "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
-                    [self.owner, expires_at, keys])
+        con.execute(
+            "INSERT INTO claims SELECT key, %s, %s FROM unnest(%s::TEXT[]) AS w(key) "
+            "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at",
+            [self.owner, expires_at, keys],
+        )

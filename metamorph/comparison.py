@@ -42,9 +42,28 @@ ITEM_SCORE_COLUMNS = ["model_id", "metric", "slice", "item_id", "value", "n_obs"
 VERDICTS = ("regressed", "improved", "no detectable change", "not comparable")
 
 COMPARISON_COLUMNS = [
-    "candidate_id", "baseline_id", "metric", "slice", "higher_is_better", "n_items", "n_baseline_only",
-    "n_candidate_only", "baseline_mean", "candidate_mean", "difference", "ci_low", "ci_high", "ci_note",
-    "n_better", "n_worse", "test", "statistic", "p_value", "p_holm", "alpha", "verdict",
+    "candidate_id",
+    "baseline_id",
+    "metric",
+    "slice",
+    "higher_is_better",
+    "n_items",
+    "n_baseline_only",
+    "n_candidate_only",
+    "baseline_mean",
+    "candidate_mean",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "ci_note",
+    "n_better",
+    "n_worse",
+    "test",
+    "statistic",
+    "p_value",
+    "p_holm",
+    "alpha",
+    "verdict",
 ]
 
 #: The slice label of an unsliced metric (slices read ``dataset=medqa, format=json``).
@@ -56,8 +75,15 @@ def slice_label(levels: Mapping[str, object]) -> str:
     return ", ".join(f"{k}={v}" for k, v in levels.items()) if levels else ALL
 
 
-def item_scores(frame: pd.DataFrame, *, metric: str, value: str, item: Sequence[str],
-                slices: Sequence[str] = (), model: str = "model_id") -> pd.DataFrame:
+def item_scores(
+    frame: pd.DataFrame,
+    *,
+    metric: str,
+    value: str,
+    item: Sequence[str],
+    slices: Sequence[str] = (),
+    model: str = "model_id",
+) -> pd.DataFrame:
     """Per-item values of one metric: the mean of ``value`` over the rows of each
     (model, slice, item) — repeats, seeds or groups of an item collapse into one value.
 
@@ -81,22 +107,26 @@ def item_scores(frame: pd.DataFrame, *, metric: str, value: str, item: Sequence[
     """
     require_columns(frame, [model, value, *item, *slices], f"item_scores({metric})")
     if frame[value].isna().any():
-        raise ValueError(f"item_scores({metric}): {int(frame[value].isna().sum())} row(s) with a missing "
-                         f"{value!r}; filter the rows that do not count before scoring")
+        raise ValueError(
+            f"item_scores({metric}): {int(frame[value].isna().sum())} row(s) with a missing "
+            f"{value!r}; filter the rows that do not count before scoring"
+        )
     if frame.empty:
         return pd.DataFrame(columns=ITEM_SCORE_COLUMNS)
     keys = list(dict.fromkeys([model, *slices, *item]))  # a column may be both slice and item (task)
     df = frame[keys].copy()
     df["_v"] = frame[value].astype(float)
     g = df.groupby(keys, sort=True, dropna=False)["_v"].agg(["mean", "size"]).reset_index()
-    out = pd.DataFrame({
-        "model_id": g[model].astype(str),
-        "metric": metric,
-        "slice": [slice_label({s: r[s] for s in slices}) for _, r in g.iterrows()],
-        "item_id": g[list(item)].astype(str).agg("/".join, axis=1),
-        "value": g["mean"].astype(float),
-        "n_obs": g["size"].astype(int),
-    })
+    out = pd.DataFrame(
+        {
+            "model_id": g[model].astype(str),
+            "metric": metric,
+            "slice": [slice_label({s: r[s] for s in slices}) for _, r in g.iterrows()],
+            "item_id": g[list(item)].astype(str).agg("/".join, axis=1),
+            "value": g["mean"].astype(float),
+            "n_obs": g["size"].astype(int),
+        }
+    )
     return out[ITEM_SCORE_COLUMNS]
 
 
@@ -107,12 +137,26 @@ def _binary(*arrays: np.ndarray) -> bool:
 def _compare_cell(base: pd.Series, cand: pd.Series, higher: bool, n_resamples: int, seed: int) -> dict:
     """One (metric, slice) comparison on items indexed by item_id (before Holm)."""
     common = base.index.intersection(cand.index).sort_values()
-    row = {"n_items": int(len(common)), "n_baseline_only": int(len(base.index.difference(cand.index))),
-           "n_candidate_only": int(len(cand.index.difference(base.index)))}
+    row = {
+        "n_items": int(len(common)),
+        "n_baseline_only": int(len(base.index.difference(cand.index))),
+        "n_candidate_only": int(len(cand.index.difference(base.index))),
+    }
     if len(common) == 0:
-        return {**row, "baseline_mean": math.nan, "candidate_mean": math.nan, "difference": math.nan,
-                "ci_low": math.nan, "ci_high": math.nan, "ci_note": "no item scored for both models",
-                "n_better": 0, "n_worse": 0, "test": None, "statistic": math.nan, "p_value": math.nan}
+        return {
+            **row,
+            "baseline_mean": math.nan,
+            "candidate_mean": math.nan,
+            "difference": math.nan,
+            "ci_low": math.nan,
+            "ci_high": math.nan,
+            "ci_note": "no item scored for both models",
+            "n_better": 0,
+            "n_worse": 0,
+            "test": None,
+            "statistic": math.nan,
+            "p_value": math.nan,
+        }
     b = base.loc[common].to_numpy(dtype=float)
     c = cand.loc[common].to_numpy(dtype=float)
     ci = paired_bootstrap_diff_ci(b, c, n_resamples=n_resamples, seed=seed)
@@ -125,9 +169,20 @@ def _compare_cell(base: pd.Series, cand: pd.Series, higher: bool, n_resamples: i
     else:
         _, p, _ = paired_permutation_test(b, c, seed=seed)
         stat, test = float(d.mean()), "paired_permutation"
-    return {**row, "baseline_mean": float(b.mean()), "candidate_mean": float(c.mean()), "difference": ci.mean,
-            "ci_low": math.nan if ci.low is None else ci.low, "ci_high": math.nan if ci.high is None else ci.high,
-            "ci_note": ci.note, "n_better": better, "n_worse": worse, "test": test, "statistic": stat, "p_value": p}
+    return {
+        **row,
+        "baseline_mean": float(b.mean()),
+        "candidate_mean": float(c.mean()),
+        "difference": ci.mean,
+        "ci_low": math.nan if ci.low is None else ci.low,
+        "ci_high": math.nan if ci.high is None else ci.high,
+        "ci_note": ci.note,
+        "n_better": better,
+        "n_worse": worse,
+        "test": test,
+        "statistic": stat,
+        "p_value": p,
+    }
 
 
 def verdict(difference: float, p_holm: float, higher_is_better: bool, alpha: float) -> str:
@@ -141,9 +196,16 @@ def verdict(difference: float, p_holm: float, higher_is_better: bool, alpha: flo
     return "improved" if (difference > 0) == higher_is_better else "regressed"
 
 
-def compare_models(scores: pd.DataFrame, baseline: str, higher_is_better: Mapping[str, bool], *,
-                   candidates: Sequence[str] | None = None, alpha: float = 0.05, n_resamples: int = 2000,
-                   seed: int = 0) -> pd.DataFrame:
+def compare_models(
+    scores: pd.DataFrame,
+    baseline: str,
+    higher_is_better: Mapping[str, bool],
+    *,
+    candidates: Sequence[str] | None = None,
+    alpha: float = 0.05,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Every candidate against ``baseline`` on every (metric, slice) of ``scores``.
 
     Args:
@@ -174,8 +236,10 @@ def compare_models(scores: pd.DataFrame, baseline: str, higher_is_better: Mappin
     dup = scores.duplicated(["model_id", "metric", "slice", "item_id"])
     if dup.any():
         r = scores[dup].iloc[0]
-        raise ValueError(f"compare_models: {int(dup.sum())} duplicate item score(s), e.g. model {r.model_id!r} "
-                         f"metric {r.metric!r} slice {r.slice!r} item {r.item_id!r}")
+        raise ValueError(
+            f"compare_models: {int(dup.sum())} duplicate item score(s), e.g. model {r.model_id!r} "
+            f"metric {r.metric!r} slice {r.slice!r} item {r.item_id!r}"
+        )
     unknown = sorted(set(scores["metric"]) - set(higher_is_better))
     if unknown:
         raise ValueError(f"compare_models: no direction (higher_is_better) for metric(s) {unknown}")
@@ -194,8 +258,16 @@ def compare_models(scores: pd.DataFrame, baseline: str, higher_is_better: Mappin
             if base_s.empty and cand_s.empty:
                 continue
             higher = bool(higher_is_better[metric])
-            family.append({"candidate_id": cand, "baseline_id": baseline, "metric": metric, "slice": sl,
-                           "higher_is_better": higher, **_compare_cell(base_s, cand_s, higher, n_resamples, seed)})
+            family.append(
+                {
+                    "candidate_id": cand,
+                    "baseline_id": baseline,
+                    "metric": metric,
+                    "slice": sl,
+                    "higher_is_better": higher,
+                    **_compare_cell(base_s, cand_s, higher, n_resamples, seed),
+                }
+            )
         adjusted = holm([r["p_value"] for r in family])
         for r, ph in zip(family, adjusted):
             r["p_holm"] = ph
@@ -227,11 +299,15 @@ def comparison_markdown(comparison: pd.DataFrame, scale: float = 100.0, unit: st
     def fmt(v: float) -> str:
         return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{scale * v:+.1f}"
 
-    lines = [f"| candidate | metric | slice | n | Δ ({unit}) | 95% CI | test | p (Holm) | verdict |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| candidate | metric | slice | n | Δ ({unit}) | 95% CI | test | p (Holm) | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in df.itertuples():
         ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if not math.isnan(r.ci_low) else "–"
         p = "–" if math.isnan(r.p_holm) else f"{r.p_holm:.3g}"
-        lines.append(f"| {r.candidate_id} | {r.metric} | {r.slice} | {r.n_items} | {fmt(r.difference)} | {ci} | "
-                     f"{r.test or '–'} | {p} | **{r.verdict}** |")
+        lines.append(
+            f"| {r.candidate_id} | {r.metric} | {r.slice} | {r.n_items} | {fmt(r.difference)} | {ci} | "
+            f"{r.test or '–'} | {p} | **{r.verdict}** |"
+        )
     return "\n".join(lines)

@@ -103,7 +103,11 @@ class CostPlan:
     @property
     def method_short(self) -> str:
         """How the input tokens were obtained, in two words (the full text: ``token_method``)."""
-        return "counted, model tokenizer" if self.token_method == METHOD_TOKENIZER else f"estimated, chars/{CHARS_PER_TOKEN}"
+        return (
+            "counted, model tokenizer"
+            if self.token_method == METHOD_TOKENIZER
+            else f"estimated, chars/{CHARS_PER_TOKEN}"
+        )
 
     def cost_text(self) -> str:
         c = self.cost_usd
@@ -118,21 +122,30 @@ class CostPlan:
         head = f"{self.model_id} {self.label}".strip()
         unb = f", {self.unbounded_calls} calls without max_tokens (output not bounded)" if self.unbounded_calls else ""
         shared = f" ({self.shared} replicates share a deterministic computation)" if self.shared else ""
-        return (f"{head}: {up}{self.requests} requests{shared}, {self.cache_hits} cache hits, {up}{self.calls} calls, "
-                f"{up}{self.input_tokens:,} input tokens ({self.method_short}), ≤ {self.output_tokens:,} output "
-                f"tokens (max_tokens){unb}, est. cost {up}{self.cost_text()}")
+        return (
+            f"{head}: {up}{self.requests} requests{shared}, {self.cache_hits} cache hits, {up}{self.calls} calls, "
+            f"{up}{self.input_tokens:,} input tokens ({self.method_short}), ≤ {self.output_tokens:,} output "
+            f"tokens (max_tokens){unb}, est. cost {up}{self.cost_text()}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The plan as JSON-able values (the generation asset's ``cost_plan`` metadata)."""
-        return {"requests": self.requests, "shared_replicates": self.shared, "cache_hits": self.cache_hits,
-                "calls": self.calls,
-                "input_tokens": self.input_tokens, "input_token_method": self.token_method,
-                "output_tokens_max": self.output_tokens, "output_token_note": OUTPUT_NOTE,
-                "unbounded_calls": self.unbounded_calls,
-                "price_per_mtok_usd": None if self.price is None else {"input": self.price.input,
-                                                                        "output": self.price.output},
-                "est_cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
-                "upper_bound": self.upper_bound}
+        return {
+            "requests": self.requests,
+            "shared_replicates": self.shared,
+            "cache_hits": self.cache_hits,
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "input_token_method": self.token_method,
+            "output_tokens_max": self.output_tokens,
+            "output_token_note": OUTPUT_NOTE,
+            "unbounded_calls": self.unbounded_calls,
+            "price_per_mtok_usd": None
+            if self.price is None
+            else {"input": self.price.input, "output": self.price.output},
+            "est_cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+            "upper_bound": self.upper_bound,
+        }
 
 
 def estimate_tokens(request: GenerationRequest) -> int:
@@ -152,8 +165,13 @@ def local_gguf(spec: ModelSpec) -> str:
 
     path = str(gguf_path(spec.model)) if spec.model in PACKAGED_GGUFS else spec.model
     if not os.path.exists(path):
-        raise RegistryError(spec.source or "<registry>", f"model {spec.id!r}: {spec.model!r} is neither a packaged "
-                            f"GGUF ({sorted(PACKAGED_GGUFS)}) nor an existing file", row=spec.entry, field="model")
+        raise RegistryError(
+            spec.source or "<registry>",
+            f"model {spec.id!r}: {spec.model!r} is neither a packaged "
+            f"GGUF ({sorted(PACKAGED_GGUFS)}) nor an existing file",
+            row=spec.entry,
+            field="model",
+        )
     return path
 
 
@@ -180,9 +198,16 @@ def computation_keys(requests: Sequence[GenerationRequest], spec: ModelSpec) -> 
     return [computation(r, entry_deterministic(spec.provider, spec.deterministic, r)).cache_key() for r in requests]
 
 
-def plan_requests(requests: Sequence[GenerationRequest], spec: ModelSpec, cached: Iterable[str] = (), *,
-                  count: Callable[[GenerationRequest], int] | None = None, method: str | None = None,
-                  label: str = "", upper_bound: bool = False) -> CostPlan:
+def plan_requests(
+    requests: Sequence[GenerationRequest],
+    spec: ModelSpec,
+    cached: Iterable[str] = (),
+    *,
+    count: Callable[[GenerationRequest], int] | None = None,
+    method: str | None = None,
+    label: str = "",
+    upper_bound: bool = False,
+) -> CostPlan:
     """The :class:`CostPlan` of sending ``requests`` for ``spec``.
 
     ``cached``: the cache keys already served (e.g. ``cache.get_many(keys)``'s keys, plus keys an
@@ -203,15 +228,26 @@ def plan_requests(requests: Sequence[GenerationRequest], spec: ModelSpec, cached
     method = method or (METHOD_TOKENIZER if spec.provider == "llama_cpp" else METHOD_ESTIMATE)
     input_tokens = sum(count(r) for r in todo.values()) if todo else 0
     maxes = [r.params.get("max_tokens") for r in todo.values()]
-    return CostPlan(model_id=spec.id, provider=spec.provider, requests=len(requests), cache_hits=hits,
-                    calls=len(todo), input_tokens=input_tokens, output_tokens=sum(int(m) for m in maxes if m),
-                    token_method=method, price=spec.price_per_mtok,
-                    unbounded_calls=sum(1 for m in maxes if not m), upper_bound=upper_bound, label=label,
-                    shared=shared)
+    return CostPlan(
+        model_id=spec.id,
+        provider=spec.provider,
+        requests=len(requests),
+        cache_hits=hits,
+        calls=len(todo),
+        input_tokens=input_tokens,
+        output_tokens=sum(int(m) for m in maxes if m),
+        token_method=method,
+        price=spec.price_per_mtok,
+        unbounded_calls=sum(1 for m in maxes if not m),
+        upper_bound=upper_bound,
+        label=label,
+        shared=shared,
+    )
 
 
-def cached_keys(cache: Any, requests: Sequence[GenerationRequest], spec: ModelSpec,
-                stale_before: Any = None) -> set[str]:
+def cached_keys(
+    cache: Any, requests: Sequence[GenerationRequest], spec: ModelSpec, stale_before: Any = None
+) -> set[str]:
     """Keys of ``requests`` (:func:`computation_keys` for ``spec``) the cache serves (``cache``: a
     :class:`~metamorph.cache.GenerationCache` or ``None`` for none; ``stale_before`` as in
     :func:`metamorph.runner.run_requests`)."""
@@ -223,12 +259,21 @@ def cached_keys(cache: Any, requests: Sequence[GenerationRequest], spec: ModelSp
 def total(plans: Sequence[CostPlan]) -> CostPlan:
     """The plans of one model added up (``upper_bound`` if any part is; cost unknown if any is)."""
     first = plans[0]
-    return CostPlan(model_id=first.model_id, provider=first.provider, requests=sum(p.requests for p in plans),
-                    cache_hits=sum(p.cache_hits for p in plans), calls=sum(p.calls for p in plans),
-                    input_tokens=sum(p.input_tokens for p in plans), output_tokens=sum(p.output_tokens for p in plans),
-                    token_method=first.token_method, price=first.price,
-                    unbounded_calls=sum(p.unbounded_calls for p in plans),
-                    upper_bound=any(p.upper_bound for p in plans), label="total", shared=sum(p.shared for p in plans))
+    return CostPlan(
+        model_id=first.model_id,
+        provider=first.provider,
+        requests=sum(p.requests for p in plans),
+        cache_hits=sum(p.cache_hits for p in plans),
+        calls=sum(p.calls for p in plans),
+        input_tokens=sum(p.input_tokens for p in plans),
+        output_tokens=sum(p.output_tokens for p in plans),
+        token_method=first.token_method,
+        price=first.price,
+        unbounded_calls=sum(p.unbounded_calls for p in plans),
+        upper_bound=any(p.upper_bound for p in plans),
+        label="total",
+        shared=sum(p.shared for p in plans),
+    )
 
 
 def check_budget(plan: CostPlan, budget_usd: float | None, outcome: str = "nothing was called") -> None:
@@ -240,16 +285,19 @@ def check_budget(plan: CostPlan, budget_usd: float | None, outcome: str = "nothi
     cost = plan.cost_usd
     step = f" ({plan.label})" if plan.label else ""
     if cost is None:
-        raise BudgetError(f"model {plan.model_id!r}{step}: {plan.calls} calls to make but the registry entry has no "
-                          f"price_per_mtok, so the budget of {usd(budget_usd)} cannot be checked; {outcome}")
+        raise BudgetError(
+            f"model {plan.model_id!r}{step}: {plan.calls} calls to make but the registry entry has no "
+            f"price_per_mtok, so the budget of {usd(budget_usd)} cannot be checked; {outcome}"
+        )
     if cost > budget_usd:
-        raise BudgetError(f"model {plan.model_id!r}{step}: {plan.calls} calls, {plan.input_tokens:,} input + "
-                          f"≤ {plan.output_tokens:,} output tokens, est. cost {usd(cost)} exceeds the budget of "
-                          f"{usd(budget_usd)}; {outcome}")
+        raise BudgetError(
+            f"model {plan.model_id!r}{step}: {plan.calls} calls, {plan.input_tokens:,} input + "
+            f"≤ {plan.output_tokens:,} output tokens, est. cost {usd(cost)} exceeds the budget of "
+            f"{usd(budget_usd)}; {outcome}"
+        )
 
 
-def check_budget_sum(plans: Sequence[CostPlan], budget_usd: float | None,
-                     outcome: str = "nothing was called") -> None:
+def check_budget_sum(plans: Sequence[CostPlan], budget_usd: float | None, outcome: str = "nothing was called") -> None:
     """Raise :class:`BudgetError` when ``budget_usd`` is set and the plans of one step for several
     models (a generator and its escalation models) cost more than it together, or one of them with
     calls left has an unknown cost. Each plan alone: :func:`check_budget`. ``None``: no budget."""
@@ -257,13 +305,17 @@ def check_budget_sum(plans: Sequence[CostPlan], budget_usd: float | None,
         return
     unknown = [p.model_id for p in plans if p.cost_usd is None]
     if unknown:
-        raise BudgetError(f"models {unknown}: calls to make but no price_per_mtok in the registry, so the budget of "
-                          f"{usd(budget_usd)} cannot be checked; {outcome}")
+        raise BudgetError(
+            f"models {unknown}: calls to make but no price_per_mtok in the registry, so the budget of "
+            f"{usd(budget_usd)} cannot be checked; {outcome}"
+        )
     cost = sum(p.cost_usd or 0.0 for p in plans)
     if cost > budget_usd:
         parts = ", ".join(f"{p.model_id} {usd(p.cost_usd or 0.0)}" for p in plans)
-        raise BudgetError(f"models {[p.model_id for p in plans]} ({plans[0].label}): est. cost {usd(cost)} together "
-                          f"({parts}) exceeds the budget of {usd(budget_usd)}; {outcome}")
+        raise BudgetError(
+            f"models {[p.model_id for p in plans]} ({plans[0].label}): est. cost {usd(cost)} together "
+            f"({parts}) exceeds the budget of {usd(budget_usd)}; {outcome}"
+        )
 
 
 # ------------------------------------------------------------------------------------------
@@ -316,9 +368,14 @@ class PlanStep:
         return [r for g in self.groups for alt in g for r in alt]
 
 
-def plan_steps(steps: Sequence[PlanStep], spec: ModelSpec, cached: Iterable[str] = (), *,
-               count: Callable[[GenerationRequest], int] | None = None,
-               method: str | None = None) -> list[CostPlan]:
+def plan_steps(
+    steps: Sequence[PlanStep],
+    spec: ModelSpec,
+    cached: Iterable[str] = (),
+    *,
+    count: Callable[[GenerationRequest], int] | None = None,
+    method: str | None = None,
+) -> list[CostPlan]:
     """The :class:`CostPlan` of each step, in order (see :class:`PlanStep`)."""
     known = set(cached)
     out = []
@@ -351,8 +408,9 @@ def plannable_studies() -> dict[str, Callable[[ModelSpec, StudyOptions], list[Pl
     return out
 
 
-def plan_study(study: str, spec: ModelSpec, options: StudyOptions, cache: Any = None,
-               provider: Any = None) -> list[CostPlan]:
+def plan_study(
+    study: str, spec: ModelSpec, options: StudyOptions, cache: Any = None, provider: Any = None
+) -> list[CostPlan]:
     """Every generation step's :class:`CostPlan` of ``study`` for one model, from the sources as the
     run loads them (the study's ``plan.cost_steps``: its own loaders and request builders, with the
     assets' defaults). The requests' keys are looked up in ``cache`` (a
@@ -378,8 +436,7 @@ def budget_steps(plans: Sequence[CostPlan]) -> list[CostPlan]:
     groups: dict[str, list[CostPlan]] = {}
     for p in plans:
         groups.setdefault(p.label.split(" ")[0], []).append(p)
-    return [ps[0] if len(ps) == 1 else CostPlan(**{**total(ps).__dict__, "label": name})
-            for name, ps in groups.items()]
+    return [ps[0] if len(ps) == 1 else CostPlan(**{**total(ps).__dict__, "label": name}) for name, ps in groups.items()]
 
 
 def _lazy_counter(spec: ModelSpec, provider: Any) -> tuple[Callable[[GenerationRequest], int], str]:
@@ -416,7 +473,9 @@ def budget_arg(text: str) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an amount in USD >= 0, or -1 for no budget; got {text!r:.40}") from None
+        raise argparse.ArgumentTypeError(
+            f"must be an amount in USD >= 0, or -1 for no budget; got {text!r:.40}"
+        ) from None
     if value == -1:
         return None
     if not (math.isfinite(value) and value >= 0):
@@ -463,28 +522,57 @@ def _positive(text: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("study", choices=sorted(plannable_studies()))
-    p.add_argument("--source", action="append", dest="sources",
-                   help="source spec (repeatable), as for python -m pipelines.run; default: the study's embedded one")
+    p.add_argument(
+        "--source",
+        action="append",
+        dest="sources",
+        help="source spec (repeatable), as for python -m pipelines.run; default: the study's embedded one",
+    )
     p.add_argument("--limit", type=_positive, default=None, help="N rows of each source, as pipelines.run")
-    p.add_argument("--k", type=repeats_arg, default=None,
-                   help=f"format study: repeats per document (default 3, at most {MAX_REPEATS})")
-    p.add_argument("--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
+    p.add_argument(
+        "--k",
+        type=repeats_arg,
+        default=None,
+        help=f"format study: repeats per document (default 3, at most {MAX_REPEATS})",
+    )
+    p.add_argument(
+        "--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)"
+    )
     p.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
     p.add_argument("--settings", nargs="+", default=None, help="OrderProbe: prompt settings")
-    p.add_argument("--llm-goldens", type=_positive, default=None,
-                   help="workflow study: goldens sent to the LLM generator (default 3)")
-    p.add_argument("--judge-variants", type=_positive, default=None,
-                   help="workflow study: deterministic variants judged, 3 calls each (default 9)")
-    p.add_argument("--judge-constrained", action="store_true",
-                   help="workflow study: the judge's decoding constrained to the B.6.4 JSON object")
+    p.add_argument(
+        "--llm-goldens",
+        type=_positive,
+        default=None,
+        help="workflow study: goldens sent to the LLM generator (default 3)",
+    )
+    p.add_argument(
+        "--judge-variants",
+        type=_positive,
+        default=None,
+        help="workflow study: deterministic variants judged, 3 calls each (default 9)",
+    )
+    p.add_argument(
+        "--judge-constrained",
+        action="store_true",
+        help="workflow study: the judge's decoding constrained to the B.6.4 JSON object",
+    )
     p.add_argument("--max-tokens", type=_positive, default=None)
     p.add_argument("--models", nargs="+", default=None, help="registry model ids (default: all)")
     p.add_argument("--registry", default=None, help="registry YAML (default $METAMORPH_MODELS or config/models.yaml)")
-    p.add_argument("--cache", default=None, help="generation cache DuckDB file (default "
-                   "$METAMORPH_HOME/generation_cache.duckdb; a missing file is an empty cache and is not created)")
-    p.add_argument("--budget-usd", type=budget_arg, default=None,
-                   help="exit 1 when a generation step's planned cost for a model exceeds this (or is unknown), "
-                        "as the run's budget_usd would stop that step (-1 = no budget)")
+    p.add_argument(
+        "--cache",
+        default=None,
+        help="generation cache DuckDB file (default "
+        "$METAMORPH_HOME/generation_cache.duckdb; a missing file is an empty cache and is not created)",
+    )
+    p.add_argument(
+        "--budget-usd",
+        type=budget_arg,
+        default=None,
+        help="exit 1 when a generation step's planned cost for a model exceeds this (or is unknown), "
+        "as the run's budget_usd would stop that step (-1 = no budget)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -503,10 +591,18 @@ def run(args: argparse.Namespace) -> int:
             from metamorph.cache import GenerationCache
 
             cache = GenerationCache(cache_file)
-        options = StudyOptions(sources=args.sources, limit=args.limit, k=args.k, max_tokens=args.max_tokens,
-                               seeds=args.seeds, constrained_arm=args.constrained_arm, settings=args.settings,
-                               llm_goldens=args.llm_goldens, judge_variants=args.judge_variants,
-                               judge_constrained=args.judge_constrained)
+        options = StudyOptions(
+            sources=args.sources,
+            limit=args.limit,
+            k=args.k,
+            max_tokens=args.max_tokens,
+            seeds=args.seeds,
+            constrained_arm=args.constrained_arm,
+            settings=args.settings,
+            llm_goldens=args.llm_goldens,
+            judge_variants=args.judge_variants,
+            judge_constrained=args.judge_constrained,
+        )
         over, shown = [], []
         print(f"Plan of {args.study} (cache: {cache_file if cache is not None else 'none, ' + cache_file + ' absent'})")
         try:
@@ -528,9 +624,11 @@ def run(args: argparse.Namespace) -> int:
                 cache.release()
         notes = [OUTPUT_NOTE + ".", f"Input tokens: local models {METHOD_TOKENIZER}; API models {METHOD_ESTIMATE}."]
         if any(p.upper_bound for p in shown):
-            notes.append("'up to': the step's requests depend on outcomes (e.g. which format turns out best, or "
-                         "whether a generated workflow passes validation); its counts are the most over every "
-                         "possible outcome.")
+            notes.append(
+                "'up to': the step's requests depend on outcomes (e.g. which format turns out best, or "
+                "whether a generated workflow passes validation); its counts are the most over every "
+                "possible outcome."
+            )
         print("Notes: " + " ".join(notes))
     except MetamorphError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -541,9 +639,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 #: ``metamorph plan`` (collected by :mod:`metamorph.cli` as a core command).
-COMMANDS = {"plan": ("print the calls, cache hits, tokens and cost a study's run will make",
-                     "Enumerate the exact requests a study's run will send for each registry model (the study's "
-                     "own loaders and plan module), look their keys up in the generation cache and print the calls "
-                     "left, their input tokens (counted with a local model's tokenizer, else estimated as "
-                     "characters / 4), the max_tokens upper bound of their output and the cost at the registry's "
-                     "price_per_mtok.", add_arguments, run)}
+COMMANDS = {
+    "plan": (
+        "print the calls, cache hits, tokens and cost a study's run will make",
+        "Enumerate the exact requests a study's run will send for each registry model (the study's "
+        "own loaders and plan module), look their keys up in the generation cache and print the calls "
+        "left, their input tokens (counted with a local model's tokenizer, else estimated as "
+        "characters / 4), the max_tokens upper bound of their output and the cost at the registry's "
+        "price_per_mtok.",
+        add_arguments,
+        run,
+    )
+}

@@ -92,8 +92,12 @@ def _decode_json_cells(row: dict[str, Any], json_cells: Mapping[str, str], uri: 
         try:
             row[key] = json.loads(v)
         except json.JSONDecodeError as exc:
-            raise InputError(uri, f"expected {expected} as JSON text in the CSV cell, got {v!r:.80} ({exc.msg})",
-                             row=row["__row__"], field=key) from None
+            raise InputError(
+                uri,
+                f"expected {expected} as JSON text in the CSV cell, got {v!r:.80} ({exc.msg})",
+                row=row["__row__"],
+                field=key,
+            ) from None
         problem = value_problem(row[key])
         if problem is not None:
             raise InputError(uri, problem, row=row["__row__"], field=key)
@@ -121,14 +125,16 @@ def decode_utf8(data: bytes, source: str, error: type[InputError] = InputError) 
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise error(source, f"not valid UTF-8: byte 0x{data[exc.start]:02x} at column {column} ({exc.reason})",
-                    row=line) from None
+        raise error(
+            source, f"not valid UTF-8: byte 0x{data[exc.start]:02x} at column {column} ({exc.reason})", row=line
+        ) from None
 
 
 def _json_line(line: str, uri: str, i: int) -> Any:
     if line.startswith("\ufeff"):
-        raise InputError(uri, "a byte-order mark (U+FEFF) inside the file (were two files concatenated?); "
-                              "remove it", row=i)
+        raise InputError(
+            uri, "a byte-order mark (U+FEFF) inside the file (were two files concatenated?); remove it", row=i
+        )
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
@@ -187,8 +193,12 @@ def _parse_csv(text: str, uri: str) -> list[dict[str, Any]]:
                     raise InputError(uri, "the header names this column twice", row=line, field=dup)
                 continue
             if len(values) != len(header):  # a short row names its first column without a value
-                raise InputError(uri, f"has {len(values)} values, the header has {len(header)} columns", row=line,
-                                 field=header[len(values)] if len(values) < len(header) else None)
+                raise InputError(
+                    uri,
+                    f"has {len(values)} values, the header has {len(header)} columns",
+                    row=line,
+                    field=header[len(values)] if len(values) < len(header) else None,
+                )
             rows.append(_checked(dict(zip(header, values)), uri, line))
     except csv.Error as exc:
         raise InputError(uri, f"not valid CSV ({exc})", row=reader.line_num) from None
@@ -236,12 +246,16 @@ def value_problem(value: Any) -> str | None:
         at = f" (at {path.lstrip('.')})" if path else ""
         if isinstance(v, str):
             if len(v) > MAX_FIELD_CHARS:
-                return (f"holds {len(v):,} characters{at}; the limit is {MAX_FIELD_CHARS:,} per field "
-                        "(no model context takes more)")
+                return (
+                    f"holds {len(v):,} characters{at}; the limit is {MAX_FIELD_CHARS:,} per field "
+                    "(no model context takes more)"
+                )
             lone = _SURROGATE.search(v)
             if lone is not None:
-                return (f"holds a lone surrogate \\u{ord(lone.group()):04x}{at} at character {lone.start() + 1} "
-                        "(half of a UTF-16 pair, not a character); write the character itself")
+                return (
+                    f"holds a lone surrogate \\u{ord(lone.group()):04x}{at} at character {lone.start() + 1} "
+                    "(half of a UTF-16 pair, not a character); write the character itself"
+                )
         elif isinstance(v, float):
             if not math.isfinite(v):
                 name = "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"

@@ -263,8 +263,13 @@ class EncoderInfo:
     fallback_reason: str | None = None
 
     def as_record(self) -> dict[str, Any]:
-        return {"encoder": self.name, "encoder_path": self.path, "encoder_source": self.source,
-                "encoder_num_layers": self.num_layers, "encoder_fallback_reason": self.fallback_reason}
+        return {
+            "encoder": self.name,
+            "encoder_path": self.path,
+            "encoder_source": self.source,
+            "encoder_num_layers": self.num_layers,
+            "encoder_fallback_reason": self.fallback_reason,
+        }
 
 
 def _num_layers(model_dir: Path) -> int:
@@ -280,13 +285,14 @@ def resolve_encoder(prefer: str = "mpnet", cache_dir: Path | None = None) -> Enc
     if prefer == "mpnet":
         path, why = mpnet_path(cache_dir)
         if path is not None:
-            return EncoderInfo(MPNET_NAME, str(path), "pypi:" + ",".join(MPNET_PART_DISTRIBUTIONS),
-                               _num_layers(path))
+            return EncoderInfo(MPNET_NAME, str(path), "pypi:" + ",".join(MPNET_PART_DISTRIBUTIONS), _num_layers(path))
         fallback_reason = why
     path = minilm_path()
     if path is None:
-        raise RuntimeError(f"no local encoder: {MINILM_DISTRIBUTION} is not installed"
-                           + (f" and {fallback_reason}" if fallback_reason else ""))
+        raise RuntimeError(
+            f"no local encoder: {MINILM_DISTRIBUTION} is not installed"
+            + (f" and {fallback_reason}" if fallback_reason else "")
+        )
     return EncoderInfo(MINILM_NAME, str(path), f"pypi:{MINILM_DISTRIBUTION}", _num_layers(path), fallback_reason)
 
 
@@ -327,8 +333,9 @@ class Encoder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32)
-        out = self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                normalize_embeddings=True, show_progress_bar=False)
+        out = self.model.encode(
+            texts, batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+        )
         return np.asarray(out, dtype=np.float32)
 
     def encode_with_tokens(self, texts: Sequence[str]) -> tuple[np.ndarray, list[Any], list[list[int]]]:
@@ -367,7 +374,7 @@ class Encoder:
         out: list[Any] = []
         with torch.inference_mode():
             for s in range(0, len(token_ids), self.batch_size):
-                batch = [list(x) for x in token_ids[s: s + self.batch_size]]
+                batch = [list(x) for x in token_ids[s : s + self.batch_size]]
                 width = max(len(x) for x in batch)
                 ids = torch.full((len(batch), width), pad, dtype=torch.long)
                 mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -475,11 +482,13 @@ class EmbeddingCache:
             raise ValueError("no path given and the cache was created without one")
         with self._lock:
             items = list(self._store.items())
-        table = pa.table({
-            "encoder": pa.array([k[0] for k, _ in items], pa.string()),
-            "text_sha256": pa.array([k[1] for k, _ in items], pa.string()),
-            "embedding": pa.array([v.tolist() for _, v in items], pa.list_(pa.float32())),
-        })
+        table = pa.table(
+            {
+                "encoder": pa.array([k[0] for k, _ in items], pa.string()),
+                "text_sha256": pa.array([k[1] for k, _ in items], pa.string()),
+                "embedding": pa.array([v.tolist() for _, v in items], pa.list_(pa.float32())),
+            }
+        )
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
         pq.write_table(table, tmp)
@@ -490,6 +499,9 @@ class EmbeddingCache:
         import pyarrow.parquet as pq
 
         table = pq.read_table(path)
-        for enc, sha, emb in zip(table.column("encoder").to_pylist(), table.column("text_sha256").to_pylist(),
-                                 table.column("embedding").to_pylist()):
+        for enc, sha, emb in zip(
+            table.column("encoder").to_pylist(),
+            table.column("text_sha256").to_pylist(),
+            table.column("embedding").to_pylist(),
+        ):
             self._store[(enc, sha)] = np.asarray(emb, dtype=np.float32)

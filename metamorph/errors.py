@@ -26,7 +26,8 @@ SECRET_PATTERN = re.compile(
     r"|(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{20,}"
     r"|(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
     r"|(?i:bearer)\s+[A-Za-z0-9._~+/=\-]{8,}"
-    r"|(?<![A-Za-z0-9])(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{20,}")
+    r"|(?<![A-Za-z0-9])(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{20,}"
+)
 
 #: What a secret-looking value is shown as in an error message.
 REDACTED = "[REDACTED]"
@@ -58,7 +59,7 @@ class InputError(MetamorphError, ValueError):
     def __init__(self, source: str, problem: str, row: int | None = None, field: str | None = None):
         problem = " ".join(str(problem).splitlines())
         if len(problem) > MAX_PROBLEM_CHARS:
-            problem = problem[:MAX_PROBLEM_CHARS - 1] + "…"
+            problem = problem[: MAX_PROBLEM_CHARS - 1] + "…"
         self.source = str(source)
         self.row = row
         self.field = field
@@ -88,8 +89,7 @@ class RegistryError(InputError, ConfigError):
     in the problem and in the field — is shown as :data:`REDACTED`, whichever field it came from."""
 
     def __init__(self, source: str, problem: str, row: int | None = None, field: str | None = None):
-        super().__init__(source, mask_secrets(problem), row=row,
-                         field=None if field is None else mask_secrets(field))
+        super().__init__(source, mask_secrets(problem), row=row, field=None if field is None else mask_secrets(field))
 
 
 class BudgetError(MetamorphError, ValueError):

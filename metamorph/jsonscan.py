@@ -44,7 +44,7 @@ def object_spans(s: str) -> list[str]:
     i = s.find("{")
     while i >= 0:
         j = _object_end(s, i)
-        spans.append(s[i:j + 1])
+        spans.append(s[i : j + 1])
         i = s.find("{", j + 1)
     return spans
 
@@ -77,5 +77,5 @@ def fence_bodies(text: str) -> list[str]:
             close = text.find("```", end)
         else:
             close = text.find("```", m.end())
-            bodies.append(text[m.end():] if close < 0 else text[m.end():close])
+            bodies.append(text[m.end() :] if close < 0 else text[m.end() : close])
         pos = len(text) if close < 0 else close + 3

@@ -195,12 +195,21 @@ class ModelSpec:
         """sha256 of the entry's canonical JSON (changes when any field that shapes outputs
         changes; ``status``, ``max_concurrency``, ``execution``, ``price_per_mtok``,
         ``n_threads`` and ``workers`` do not)."""
-        return sha256_hex(canonical_json({
-            "id": self.id, "provider": self.provider, "model": self.model, "ingestion": list(self.ingestion),
-            "base_url": self.base_url, "api_key_env": self.api_key_env, "params": self.params,
-            **({"deterministic": True} if self.deterministic else {}),
-            **({"study_params": self.study_params} if self.study_params else {}),
-        }).encode())
+        return sha256_hex(
+            canonical_json(
+                {
+                    "id": self.id,
+                    "provider": self.provider,
+                    "model": self.model,
+                    "ingestion": list(self.ingestion),
+                    "base_url": self.base_url,
+                    "api_key_env": self.api_key_env,
+                    "params": self.params,
+                    **({"deterministic": True} if self.deterministic else {}),
+                    **({"study_params": self.study_params} if self.study_params else {}),
+                }
+            ).encode()
+        )
 
     def workflow_id(self, ingestion: str) -> str:
         return f"{self.id}/{ingestion}"
@@ -236,14 +245,30 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     out: list[ModelSpec] = []
     seen: dict[str, int] = {}
     for i, e in enumerate(data["models"], start=1):
+
         def bad(problem: str, key: str | None = None) -> RegistryError:
             return RegistryError(source, problem, row=i, field=key)
 
         if not isinstance(e, dict):
             raise bad("an entry of 'models' must be a mapping")
-        unknown = set(e) - {"id", "provider", "model", "ingestion", "base_url", "api_key_env", "max_concurrency",
-                            "params", "status", "execution", "price_per_mtok", "n_threads", "workers", "deterministic",
-                            "study_params", "blocking_metrics"}
+        unknown = set(e) - {
+            "id",
+            "provider",
+            "model",
+            "ingestion",
+            "base_url",
+            "api_key_env",
+            "max_concurrency",
+            "params",
+            "status",
+            "execution",
+            "price_per_mtok",
+            "n_threads",
+            "workers",
+            "deterministic",
+            "study_params",
+            "blocking_metrics",
+        }
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         _refuse_secrets(e, bad)
@@ -284,8 +309,10 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if "chat_format" in params and (e["provider"] != "llama_cpp" or not isinstance(params["chat_format"], str)):
             raise bad("params.chat_format is a llama_cpp setting (a llama.cpp chat format name)", "params")
         _check_decoding_params(params, "params", bad)
-        for key, what in (("n_threads", "CPU threads of the local model"),
-                          ("workers", "local model contexts computing at once")):
+        for key, what in (
+            ("n_threads", "CPU threads of the local model"),
+            ("workers", "local model contexts computing at once"),
+        ):
             if key not in e:
                 continue
             if e["provider"] != "llama_cpp":
@@ -297,8 +324,11 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if not isinstance(deterministic, bool):
             raise bad("deterministic must be true or false", "deterministic")
         if "deterministic" in e and e["provider"] == "llama_cpp":
-            raise bad("deterministic is an API-provider setting (a llama_cpp model is deterministic exactly when "
-                      "its decoding is greedy or seeded)", "deterministic")
+            raise bad(
+                "deterministic is an API-provider setting (a llama_cpp model is deterministic exactly when "
+                "its decoding is greedy or seeded)",
+                "deterministic",
+            )
         study_params = _study_params(e.get("study_params"), bad)
         execution = _parse_execution(e.get("execution"), e["provider"], bad)
         price = _price(e.get("price_per_mtok"), e["provider"], bad)
@@ -307,11 +337,28 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if mid in seen:
             raise bad(f"duplicate model id {mid!r} (first at entry {seen[mid]})", "id")
         seen[mid] = i
-        out.append(ModelSpec(id=mid, provider=e["provider"], model=str(e["model"]), ingestion=ingestion,
-                             base_url=e.get("base_url"), api_key_env=key_env, max_concurrency=conc,
-                             params=dict(params), status=status, execution=execution, price_per_mtok=price, n_threads=threads,
-                             deterministic=deterministic, study_params=study_params, workers=e.get("workers"),
-                             blocking_metrics=blocking, source=source, entry=i))
+        out.append(
+            ModelSpec(
+                id=mid,
+                provider=e["provider"],
+                model=str(e["model"]),
+                ingestion=ingestion,
+                base_url=e.get("base_url"),
+                api_key_env=key_env,
+                max_concurrency=conc,
+                params=dict(params),
+                status=status,
+                execution=execution,
+                price_per_mtok=price,
+                n_threads=threads,
+                deterministic=deterministic,
+                study_params=study_params,
+                workers=e.get("workers"),
+                blocking_metrics=blocking,
+                source=source,
+                entry=i,
+            )
+        )
     return out
 
 
@@ -321,8 +368,9 @@ def _study_params(raw: Any, bad: Any) -> dict[str, dict[str, Any]]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise bad(f"study_params must be a mapping of study to decoding parameters, got {type(raw).__name__}",
-                  "study_params")
+        raise bad(
+            f"study_params must be a mapping of study to decoding parameters, got {type(raw).__name__}", "study_params"
+        )
     import pkgutil
 
     import metamorph.studies
@@ -342,8 +390,10 @@ def _study_params(raw: Any, bad: Any) -> dict[str, dict[str, Any]]:
 #: Query parameter names that carry a credential (compared lowercased, ``-`` read as ``_``):
 #: ``key``, ``api_key``, ``apikey``, ``token``, ``access_token``, ``sig``, ``signature``, ``secret``,
 #: ``client_secret``, ``password``, ``auth``, ``session``...
-_CREDENTIAL_PARAM = re.compile(r"(?:^|_)(?:[a-z]*key|[a-z]*token|sig|signature|[a-z]*secret|password|passwd|pwd|"
-                               r"auth|authorization|credentials?|session|jwt|bearer)s?(?:$|_)")
+_CREDENTIAL_PARAM = re.compile(
+    r"(?:^|_)(?:[a-z]*key|[a-z]*token|sig|signature|[a-z]*secret|password|passwd|pwd|"
+    r"auth|authorization|credentials?|session|jwt|bearer)s?(?:$|_)"
+)
 _KEY_ADVICE = "a key belongs in the environment variable that api_key_env names, never in the registry"
 
 
@@ -384,6 +434,8 @@ def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
             stack.extend((f"{path}.{k}", v) for k, v in reversed(list(value.items())))
         elif isinstance(value, list):
             stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))
+
+
 #: Numeric decoding parameters: name -> (integer only, the allowed range in words, the range test).
 #: ``seed`` stays below 2**31 (the range of :func:`metamorph.replicates.replicate_seed`); llama.cpp
 #: reads a negative seed as "random", which would make a seeded request non-reproducible.
@@ -428,15 +480,19 @@ def _parse_execution(raw: Any, provider: str, bad: Any) -> ExecutionConfig:
     if mode not in EXECUTION_MODES:
         raise bad(f"execution.mode {mode!r:.40} not in {list(EXECUTION_MODES)}", "execution.mode")
     if mode == "batch" and provider not in BATCH_PROVIDERS:
-        raise bad(f"execution.mode batch needs a provider with a batch API {list(BATCH_PROVIDERS)}, "
-                  f"not {provider}", "execution.mode")
+        raise bad(
+            f"execution.mode batch needs a provider with a batch API {list(BATCH_PROVIDERS)}, not {provider}",
+            "execution.mode",
+        )
     out: dict[str, Any] = {"mode": mode}
     for name, kind in (("poll_interval_s", (int, float)), ("max_wait_s", (int, float)), ("max_requests", int)):
         if name in raw:
             v = raw[name]
             if isinstance(v, bool) or not isinstance(v, kind) or v <= 0:
-                raise bad(f"execution.{name} must be a positive {'integer' if kind is int else 'number'}, "
-                          f"got {v!r:.40}", f"execution.{name}")
+                raise bad(
+                    f"execution.{name} must be a positive {'integer' if kind is int else 'number'}, got {v!r:.40}",
+                    f"execution.{name}",
+                )
             out[name] = v
     return ExecutionConfig(**out)
 
@@ -450,17 +506,23 @@ def _price(raw: Any, provider: str, bad) -> Price | None:
     if provider == "llama_cpp":
         raise bad("a llama_cpp model runs locally and costs 0; remove price_per_mtok", key)
     if not isinstance(raw, dict):
-        raise bad(f"price_per_mtok must be a mapping such as {{input: 0.15, output: 0.60}} (USD per million "
-                  f"tokens), got {type(raw).__name__}", key)
+        raise bad(
+            f"price_per_mtok must be a mapping such as {{input: 0.15, output: 0.60}} (USD per million "
+            f"tokens), got {type(raw).__name__}",
+            key,
+        )
     if set(raw) != {"input", "output"}:
         extra, missing = sorted(map(str, set(raw) - {"input", "output"})), sorted({"input", "output"} - set(raw))
-        raise bad(f"price_per_mtok needs exactly the keys input and output (missing {missing}, unknown {extra})",
-                  f"{key}.{(missing or extra)[0]}")
+        raise bad(
+            f"price_per_mtok needs exactly the keys input and output (missing {missing}, unknown {extra})",
+            f"{key}.{(missing or extra)[0]}",
+        )
     for part in ("input", "output"):
         v = raw[part]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
-            raise bad(f"price_per_mtok.{part} must be a number of USD per million tokens >= 0, got {v!r:.40}",
-                      f"{key}.{part}")
+            raise bad(
+                f"price_per_mtok.{part} must be a number of USD per million tokens >= 0, got {v!r:.40}", f"{key}.{part}"
+            )
     return Price(float(raw["input"]), float(raw["output"]))
 
 
@@ -473,19 +535,25 @@ def _blocking_metrics(raw: Any, bad) -> dict[str, tuple[str, ...]] | None:
     known = compared_metrics()
     key = "blocking_metrics"
     if not isinstance(raw, dict):
-        raise bad(f"blocking_metrics must be a mapping of study to the metrics that may block its verdicts, such as "
-                  f"{{format_robustness: [accuracy]}}, got {type(raw).__name__}", key)
+        raise bad(
+            f"blocking_metrics must be a mapping of study to the metrics that may block its verdicts, such as "
+            f"{{format_robustness: [accuracy]}}, got {type(raw).__name__}",
+            key,
+        )
     out = {}
     for study, metrics in raw.items():
         if study not in known:
             raise bad(f"unknown study {study!r:.40} (studies: {', '.join(sorted(known))})", f"{key}.{str(study):.40}")
         if not isinstance(metrics, list) or not all(isinstance(x, str) for x in metrics):
-            raise bad(f"{key}.{study} must be a list of metric names ([] = never blocks), such as "
-                      f"[{known[study][0]}]", f"{key}.{study}")
+            raise bad(
+                f"{key}.{study} must be a list of metric names ([] = never blocks), such as [{known[study][0]}]",
+                f"{key}.{study}",
+            )
         wrong = [x for x in metrics if x not in known[study]]
         if wrong:
-            raise bad(f"{wrong[0]!r:.40} is not a compared metric of {study} ({', '.join(known[study])})",
-                      f"{key}.{study}")
+            raise bad(
+                f"{wrong[0]!r:.40} is not a compared metric of {study} ({', '.join(known[study])})", f"{key}.{study}"
+            )
         out[study] = tuple(metrics)
     return out
 
@@ -495,6 +563,7 @@ def _refuse_duplicate_keys(root: yaml.Node | None, source: str) -> None:
     holds a key twice: ``row`` is the entry of ``models`` it is in (``None`` outside the list),
     ``field`` the key's path inside the entry (``params.temperature``) and the problem names both
     lines. Merge keys (``<<``) are left to YAML."""
+
     def walk(node: yaml.Node, path: str, row: int | None, seen_nodes: set[int]) -> None:
         if id(node) in seen_nodes:  # an alias of a node already checked
             return
@@ -509,8 +578,12 @@ def _refuse_duplicate_keys(root: yaml.Node | None, source: str) -> None:
                 line = key_node.start_mark.line + 1
                 if key in first:
                     lines = f"line {line}" if line == first[key] else f"lines {first[key]} and {line}"
-                    raise RegistryError(source, f"key {key!r} is given twice ({lines}); YAML would keep the last "
-                                                "one silently", row=row, field=at)
+                    raise RegistryError(
+                        source,
+                        f"key {key!r} is given twice ({lines}); YAML would keep the last one silently",
+                        row=row,
+                        field=at,
+                    )
                 first[key] = line
                 if row is None and not path and key == "models" and isinstance(value_node, yaml.SequenceNode):
                     for i, item in enumerate(value_node.value, start=1):
@@ -534,8 +607,12 @@ def approved_baseline(models: list[ModelSpec]) -> ModelSpec:
     approved = [m for m in models if m.status == "approved"]
     if len(approved) != 1:
         source = next((m.source for m in models if m.source), "<registry>")
-        raise RegistryError(source, "upgrade verdicts need exactly one registry entry with status 'approved'; "
-                            f"found {[m.id for m in approved] or 'none'}", field="status")
+        raise RegistryError(
+            source,
+            "upgrade verdicts need exactly one registry entry with status 'approved'; "
+            f"found {[m.id for m in approved] or 'none'}",
+            field="status",
+        )
     return approved[0]
 
 

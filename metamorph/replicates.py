@@ -45,8 +45,17 @@ from typing import Any
 
 from metamorph.providers.base import GenerationRequest, canonical_json, sha256_hex
 
-__all__ = ["computation", "entry_deterministic", "is_shared", "llama_cpp_deterministic", "provider_deterministic",
-           "replicate_seed", "request_identity", "samples", "seeded"]
+__all__ = [
+    "computation",
+    "entry_deterministic",
+    "is_shared",
+    "llama_cpp_deterministic",
+    "provider_deterministic",
+    "replicate_seed",
+    "request_identity",
+    "samples",
+    "seeded",
+]
 
 _SEED_MOD = 2**31
 

@@ -22,16 +22,43 @@ from metamorph.comparison import slice_label
 from metamorph.schemas import require_columns
 from metamorph.stats import bootstrap_ratio_ci
 
-CARD_ROW_COLUMNS = ["model_id", "study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "n",
-                    "higher_is_better"]
-CARD_COLUMNS = [*CARD_ROW_COLUMNS, "version", "recorded_at", "is_current", "previous_version", "previous_value",
-                "delta"]
+CARD_ROW_COLUMNS = [
+    "model_id",
+    "study",
+    "metric",
+    "slice",
+    "unit",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n",
+    "higher_is_better",
+]
+CARD_COLUMNS = [
+    *CARD_ROW_COLUMNS,
+    "version",
+    "recorded_at",
+    "is_current",
+    "previous_version",
+    "previous_value",
+    "delta",
+]
 _CELL = ["model_id", "study", "metric", "slice"]
 
 
-def clustered_rate_rows(frame: pd.DataFrame, *, study: str, metric: str, value: str, cluster: Sequence[str],
-                        slices: Sequence[str] = (), model: str = "model_id", higher_is_better: bool = True,
-                        n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+def clustered_rate_rows(
+    frame: pd.DataFrame,
+    *,
+    study: str,
+    metric: str,
+    value: str,
+    cluster: Sequence[str],
+    slices: Sequence[str] = (),
+    model: str = "model_id",
+    higher_is_better: bool = True,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Card rows of a rate in percent: ``100 · mean(value)`` per (model, slice), with a
     percentile bootstrap 95% CI that resamples clusters (items; their repeats, seeds or groups
     move together: :func:`metamorph.stats.bootstrap_ratio_ci`). ``n`` counts clusters.
@@ -47,24 +74,38 @@ def clustered_rate_rows(frame: pd.DataFrame, *, study: str, metric: str, value: 
     """
     require_columns(frame, [model, value, *cluster, *slices], f"clustered_rate_rows({metric})")
     if frame[value].isna().any():
-        raise ValueError(f"clustered_rate_rows({metric}): {int(frame[value].isna().sum())} row(s) with a missing "
-                         f"{value!r}")
+        raise ValueError(
+            f"clustered_rate_rows({metric}): {int(frame[value].isna().sum())} row(s) with a missing {value!r}"
+        )
     rows = []
     df = frame.assign(_v=frame[value].astype(float))
     for key, grp in df.groupby([model, *slices], sort=True):
         key = key if isinstance(key, tuple) else (key,)
         per = grp.groupby(list(cluster), sort=True)["_v"].agg(["sum", "size"])
         ci = bootstrap_ratio_ci(per["sum"], per["size"], n_resamples=n_resamples, seed=seed)
-        rows.append({"model_id": str(key[0]), "study": study, "metric": metric,
-                     "slice": slice_label(dict(zip(slices, key[1:]))), "unit": "%", "value": 100 * ci.mean,
-                     "ci_low": math.nan if ci.low is None else 100 * ci.low,
-                     "ci_high": math.nan if ci.high is None else 100 * ci.high, "n": ci.n,
-                     "higher_is_better": higher_is_better})
+        rows.append(
+            {
+                "model_id": str(key[0]),
+                "study": study,
+                "metric": metric,
+                "slice": slice_label(dict(zip(slices, key[1:]))),
+                "unit": "%",
+                "value": 100 * ci.mean,
+                "ci_low": math.nan if ci.low is None else 100 * ci.low,
+                "ci_high": math.nan if ci.high is None else 100 * ci.high,
+                "n": ci.n,
+                "higher_is_better": higher_is_better,
+            }
+        )
     return pd.DataFrame(rows, columns=CARD_ROW_COLUMNS)
 
 
-def build_card(rows: pd.DataFrame, versions: Mapping[tuple[str, str], str], recorded_at: pd.Timestamp,
-               previous: pd.DataFrame | None = None) -> pd.DataFrame:
+def build_card(
+    rows: pd.DataFrame,
+    versions: Mapping[tuple[str, str], str],
+    recorded_at: pd.Timestamp,
+    previous: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """The report card: the current ``rows`` with their versions and the diff against the
     previous version, followed by the history kept from ``previous``.
 
@@ -101,8 +142,10 @@ def build_card(rows: pd.DataFrame, versions: Mapping[tuple[str, str], str], reco
     if previous is not None and len(previous):
         require_columns(previous, CARD_COLUMNS, "build_card(previous)")
         current_versions = set(zip(cur["model_id"], cur["study"], cur["version"]))
-        keep = [(m, s, v) not in current_versions
-                for m, s, v in zip(previous["model_id"], previous["study"], previous["version"])]
+        keep = [
+            (m, s, v) not in current_versions
+            for m, s, v in zip(previous["model_id"], previous["study"], previous["version"])
+        ]
         hist = previous[keep].copy()
         hist["is_current"] = False
     else:
@@ -136,9 +179,13 @@ def card_markdown(card: pd.DataFrame) -> str:
     cur = card[card["is_current"]] if len(card) else card
     if cur.empty:
         return "_no model has been evaluated in any study yet_"
-    cur = cur.assign(col=[f"{s} · {m}" + ("" if sl == "all" else f" ({sl})")
-                          for s, m, sl in zip(cur["study"], cur["metric"], cur["slice"])],
-                     text=[_cell_text(r) for r in cur.itertuples()])
+    cur = cur.assign(
+        col=[
+            f"{s} · {m}" + ("" if sl == "all" else f" ({sl})")
+            for s, m, sl in zip(cur["study"], cur["metric"], cur["slice"])
+        ],
+        text=[_cell_text(r) for r in cur.itertuples()],
+    )
     wide = cur.pivot(index="model_id", columns="col", values="text").fillna("–")
     versions = cur.groupby("model_id")["version"].agg(lambda v: ", ".join(sorted({str(x)[:8] for x in v})))
     wide.insert(0, "version(s)", versions)
@@ -153,8 +200,11 @@ def regressions_markdown(regressions: pd.DataFrame) -> str | None:
         return None
     lines = ["**Regressed candidates** (blocking regressions after Holm; see each study's model_comparison):"]
     for (cand, study), g in regressions.groupby(["candidate_id", "study"], sort=True):
-        rows = "; ".join(f"{r.metric} ({r.slice}) {100 * r.difference:+.1f} pp [{100 * r.ci_low:+.1f}, "
-                         f"{100 * r.ci_high:+.1f}], p (Holm) {r.p_holm:.3g}" for r in g.itertuples())
+        rows = "; ".join(
+            f"{r.metric} ({r.slice}) {100 * r.difference:+.1f} pp [{100 * r.ci_low:+.1f}, "
+            f"{100 * r.ci_high:+.1f}], p (Holm) {r.p_holm:.3g}"
+            for r in g.itertuples()
+        )
         lines.append(f"- **{cand}** in {study}: {rows}")
     return "\n".join(lines)
 
@@ -163,8 +213,19 @@ def trend_series(card: pd.DataFrame) -> pd.DataFrame:
     """Every headline cell's history: one point per version (registry fingerprint) of the model,
     oldest first — ``model_id, study, metric, slice, unit, version, recorded_at, value, ci_low,
     ci_high, is_current`` from the card's current and history rows."""
-    cols = ["model_id", "study", "metric", "slice", "unit", "version", "recorded_at", "value", "ci_low", "ci_high",
-            "is_current"]
+    cols = [
+        "model_id",
+        "study",
+        "metric",
+        "slice",
+        "unit",
+        "version",
+        "recorded_at",
+        "value",
+        "ci_low",
+        "ci_high",
+        "is_current",
+    ]
     if card.empty:
         return pd.DataFrame(columns=cols)
     return card[cols].sort_values([*_CELL, "recorded_at"]).reset_index(drop=True)

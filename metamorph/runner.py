@@ -76,9 +76,11 @@ class RunStats:
         completion tokens 47802+12231 called, 0+0 from cache, 39m49s elapsed``."""
         elapsed = time.monotonic() - self.started
         shared = f" ({self.shared} replicates share a deterministic computation)" if self.shared else ""
-        return (f"{self.done}/{self.total} done{shared}, {self.cache_hits} cache hits, {self.errors} errors, "
-                f"prompt + completion tokens {self.prompt_tokens}+{self.completion_tokens} called, "
-                f"{self.cached_prompt_tokens}+{self.cached_completion_tokens} from cache, {_duration(elapsed)} elapsed")
+        return (
+            f"{self.done}/{self.total} done{shared}, {self.cache_hits} cache hits, {self.errors} errors, "
+            f"prompt + completion tokens {self.prompt_tokens}+{self.completion_tokens} called, "
+            f"{self.cached_prompt_tokens}+{self.cached_completion_tokens} from cache, {_duration(elapsed)} elapsed"
+        )
 
     def progress(self) -> str:
         """The line a person watches during a run, e.g. ``7/144 done, 0 from cache, 0 errors,
@@ -87,13 +89,19 @@ class RunStats:
         remaining = self.total - self.done
         made = self.done - self.cache_hits
         left = f", about {_duration(elapsed / made * remaining)} left" if made > 0 and remaining else ""
-        return (f"{self.done}/{self.total} done, {self.cache_hits} from cache, {self.errors} errors, "
-                f"{_duration(elapsed)} elapsed{left}")
+        return (
+            f"{self.done}/{self.total} done, {self.cache_hits} from cache, {self.errors} errors, "
+            f"{_duration(elapsed)} elapsed{left}"
+        )
 
     def tokens(self) -> dict[str, int]:
         """Prompt/completion tokens of this run: called now, and carried by cached completions."""
-        return {"prompt": self.prompt_tokens, "completion": self.completion_tokens,
-                "cached_prompt": self.cached_prompt_tokens, "cached_completion": self.cached_completion_tokens}
+        return {
+            "prompt": self.prompt_tokens,
+            "completion": self.completion_tokens,
+            "cached_prompt": self.cached_prompt_tokens,
+            "cached_completion": self.cached_completion_tokens,
+        }
 
 
 @dataclass(frozen=True)
@@ -151,18 +159,28 @@ def run_requests(
     stats.shared = sum(shared)
     keys = [c.cache_key() for c in computed]
     try:
-        results = _serve(keys, computed, provider, cache, retry, log, warn, progress_every_s, poll_s, stats,
-                         stale_before)
+        results = _serve(
+            keys, computed, provider, cache, retry, log, warn, progress_every_s, poll_s, stats, stale_before
+        )
     finally:
         cache.release()
     log("generation finished: " + stats.line())
     return [Outcome(r, k, results[k][0], results[k][1], s) for k, r, s in zip(keys, requests, shared)], stats
 
 
-def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Provider, cache: GenerationCache,
-           retry: RetryPolicy, log: Callable[[str], None], warn: Callable[[str], None], progress_every_s: float,
-           poll_s: float, stats: RunStats,
-           stale_before: datetime | None = None) -> dict[str, tuple[GenerationResult, bool]]:
+def _serve(
+    keys: list[str],
+    requests: Sequence[GenerationRequest],
+    provider: Provider,
+    cache: GenerationCache,
+    retry: RetryPolicy,
+    log: Callable[[str], None],
+    warn: Callable[[str], None],
+    progress_every_s: float,
+    poll_s: float,
+    stats: RunStats,
+    stale_before: datetime | None = None,
+) -> dict[str, tuple[GenerationResult, bool]]:
     """The body of :func:`run_requests`: key -> (result, served from the cache)."""
     dup_count = Counter(keys)  # duplicates of a key count as done when their key finishes
     results: dict[str, tuple[GenerationResult, bool]] = {}
@@ -207,13 +225,15 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
             return key, None
         try:
             res, attempts = call_with_retries(lambda: provider.generate(req), retry, sleep=pause)
-            res = res.replace(attempts=attempts, latency_s=res.latency_s if res.latency_s is not None
-                              else time.monotonic() - t0)
+            res = res.replace(
+                attempts=attempts, latency_s=res.latency_s if res.latency_s is not None else time.monotonic() - t0
+            )
         except _Stopped:  # interrupted between attempts: nothing is stored, the key stays a miss
             return key, None
         except ProviderError as exc:
-            res = GenerationResult(text=None, error=f"ProviderError[{exc.status}]: {exc}",
-                                   attempts=getattr(exc, "attempts", 1))
+            res = GenerationResult(
+                text=None, error=f"ProviderError[{exc.status}]: {exc}", attempts=getattr(exc, "attempts", 1)
+            )
         except Exception as exc:  # a bug or SDK surprise is recorded, never served as a completion
             res = GenerationResult(text=None, error=f"{type(exc).__name__}: {exc}")
         cache.put(req, res)
@@ -221,8 +241,10 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
 
     last, last_done = time.monotonic(), stats.done
     if isinstance(provider, BatchExecution):  # misses go to provider batch jobs; what they cannot carry, below
-        log(f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to send "
-            f"({provider.kind}, batch mode)")
+        log(
+            f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to send "
+            f"({provider.kind}, batch mode)"
+        )
         done, todo = run_batches(todo, provider, cache, retry=retry, log=log)
         served({k: res for k, (res, hit) in done.items() if hit})
         for key, (res, hit) in done.items():
@@ -231,8 +253,10 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
         provider = provider.inner
         if not todo:
             return results
-    log(f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to call "
-        f"({provider.kind}, concurrency {provider.max_concurrency})")
+    log(
+        f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to call "
+        f"({provider.kind}, concurrency {provider.max_concurrency})"
+    )
     if not todo:
         return results
     workers = max(1, provider.max_concurrency)
@@ -255,8 +279,9 @@ def _serve(keys: list[str], requests: Sequence[GenerationRequest], provider: Pro
                 if not pending:
                     time.sleep(poll_s / 5)
                     continue
-                ready, pending = wait(pending, timeout=max(0.05, min(poll_s, progress_every_s / 2)),
-                                      return_when=FIRST_COMPLETED)
+                ready, pending = wait(
+                    pending, timeout=max(0.05, min(poll_s, progress_every_s / 2)), return_when=FIRST_COMPLETED
+                )
                 for fut in ready:
                     finished(*fut.result())
                 if stats.done != last_done and time.monotonic() - last >= progress_every_s:
@@ -278,8 +303,14 @@ class _Stopped(BaseException):
     """Raised in a worker's wait between retries once the run is interrupted (caught in the worker)."""
 
 
-def _check_version(req: GenerationRequest, res: GenerationResult, cache: GenerationCache,
-                   known: dict[tuple[str, str], set[str]], stats: RunStats, warn: Callable[[str], None]) -> None:
+def _check_version(
+    req: GenerationRequest,
+    res: GenerationResult,
+    cache: GenerationCache,
+    known: dict[tuple[str, str], set[str]],
+    stats: RunStats,
+    warn: Callable[[str], None],
+) -> None:
     if not res.model_version:
         return
     ident = (req.provider, req.model)
@@ -287,14 +318,18 @@ def _check_version(req: GenerationRequest, res: GenerationResult, cache: Generat
         known[ident] = cache.known_versions(*ident) - {res.model_version}
         previously = set(known[ident])
         if previously:
-            msg = (f"model version change: {req.provider}/{req.model} now resolves to {res.model_version!r}; "
-                   f"the cache holds completions from {sorted(previously)}")
+            msg = (
+                f"model version change: {req.provider}/{req.model} now resolves to {res.model_version!r}; "
+                f"the cache holds completions from {sorted(previously)}"
+            )
             stats.version_changes.append(msg)
             warn(msg)
         known[ident].add(res.model_version)
     elif res.model_version not in known[ident]:
-        msg = (f"model version change: {req.provider}/{req.model} now resolves to {res.model_version!r} "
-               f"(seen before: {sorted(known[ident])})")
+        msg = (
+            f"model version change: {req.provider}/{req.model} now resolves to {res.model_version!r} "
+            f"(seen before: {sorted(known[ident])})"
+        )
         stats.version_changes.append(msg)
         warn(msg)
         known[ident].add(res.model_version)
@@ -302,13 +337,25 @@ def _check_version(req: GenerationRequest, res: GenerationResult, cache: Generat
 
 #: Columns :func:`generation_frame` adds to every row: the per-generation lineage, declared once
 #: (schema: :class:`metamorph.schemas.GenerationRecord`).
-GENERATION_COLUMNS = ("generation_key", "shared_generation", "request_json", "response_text", "finish_reason",
-                      "prompt_tokens", "completion_tokens", "latency_s", "model_version", "system_fingerprint",
-                      "cache_hit", "error")
+GENERATION_COLUMNS = (
+    "generation_key",
+    "shared_generation",
+    "request_json",
+    "response_text",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "model_version",
+    "system_fingerprint",
+    "cache_hit",
+    "error",
+)
 
 
-def generation_frame(ids: Sequence[dict[str, Any]], outcomes: Sequence[Outcome],
-                     prompt_tokens: Sequence[int | None] | None = None) -> pd.DataFrame:
+def generation_frame(
+    ids: Sequence[dict[str, Any]], outcomes: Sequence[Outcome], prompt_tokens: Sequence[int | None] | None = None
+) -> pd.DataFrame:
     """One row per generation: the study's id columns, then :data:`GENERATION_COLUMNS`.
 
     ``ids[i]`` (the study's lineage ids of request i, e.g. model_id, dataset, instance_id, format,
@@ -321,18 +368,30 @@ def generation_frame(ids: Sequence[dict[str, Any]], outcomes: Sequence[Outcome],
     ``request_json`` is the row's own request (its ``repeat_index``, its seed).
     """
     if len(ids) != len(outcomes) or (prompt_tokens is not None and len(prompt_tokens) != len(outcomes)):
-        raise ValueError(f"generation_frame: {len(ids)} id rows, {len(outcomes)} outcomes"
-                         + ("" if prompt_tokens is None else f", {len(prompt_tokens)} prompt_tokens"))
+        raise ValueError(
+            f"generation_frame: {len(ids)} id rows, {len(outcomes)} outcomes"
+            + ("" if prompt_tokens is None else f", {len(prompt_tokens)} prompt_tokens")
+        )
     rows = []
     for i, (row_ids, o) in enumerate(zip(ids, outcomes)):
         r = o.result
-        rows.append({**row_ids,
-                     "generation_key": o.key, "shared_generation": o.shared, "request_json": o.request.to_json(), "response_text": r.text,
-                     "finish_reason": r.finish_reason,
-                     "prompt_tokens": r.prompt_tokens if prompt_tokens is None else prompt_tokens[i],
-                     "completion_tokens": r.completion_tokens, "latency_s": r.latency_s,
-                     "model_version": r.model_version, "system_fingerprint": r.system_fingerprint,
-                     "cache_hit": o.cache_hit, "error": r.error})
+        rows.append(
+            {
+                **row_ids,
+                "generation_key": o.key,
+                "shared_generation": o.shared,
+                "request_json": o.request.to_json(),
+                "response_text": r.text,
+                "finish_reason": r.finish_reason,
+                "prompt_tokens": r.prompt_tokens if prompt_tokens is None else prompt_tokens[i],
+                "completion_tokens": r.completion_tokens,
+                "latency_s": r.latency_s,
+                "model_version": r.model_version,
+                "system_fingerprint": r.system_fingerprint,
+                "cache_hit": o.cache_hit,
+                "error": r.error,
+            }
+        )
     df = pd.DataFrame(rows, columns=[*(ids[0].keys() if ids else ()), *GENERATION_COLUMNS])
     for c in ("prompt_tokens", "completion_tokens"):
         df[c] = df[c].astype("Int64")

@@ -255,8 +255,15 @@ def paired_permutation_test(
     b, c = _paired_arrays("paired_permutation_test", baseline, candidate)
     if b.size == 0:
         raise ValueError("paired_permutation_test: no items")
-    res = _sst.permutation_test((b, c), _mean_difference, permutation_type="samples", vectorized=True,
-                                n_resamples=n_resamples, alternative="two-sided", rng=np.random.default_rng(seed))
+    res = _sst.permutation_test(
+        (b, c),
+        _mean_difference,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=n_resamples,
+        alternative="two-sided",
+        rng=np.random.default_rng(seed),
+    )
     return float(res.statistic), float(min(1.0, res.pvalue)), int(b.size)
 
 
@@ -334,9 +341,7 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> tuple[float, float, i
     y = np.asarray(b, dtype=bool)
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError("mcnemar_exact: a and b must be 1-D and of equal length")
-    table = np.array(
-        [[np.sum(x & y), np.sum(x & ~y)], [np.sum(~x & y), np.sum(~x & ~y)]], dtype=float
-    )
+    table = np.array([[np.sum(x & y), np.sum(x & ~y)], [np.sum(~x & y), np.sum(~x & ~y)]], dtype=float)
     res = _sm_mcnemar(table, exact=True)
     return float(res.statistic), float(res.pvalue), int(x.size), int(table[0, 1]), int(table[1, 0])
 
@@ -437,12 +442,35 @@ def spearman_exact(x: Sequence[float], y: Sequence[float], min_points: int = 3) 
     base = _correlation(_sst.spearmanr, "spearman", x, y, min_points)
     if base.rho is None or base.n > EXACT_PERMUTATION_MAX_N:
         return base
-    xa = np.asarray([v for v, w in zip(x, y) if v is not None and w is not None
-                     and not (isinstance(v, float) and math.isnan(v)) and not (isinstance(w, float) and math.isnan(w))], dtype=float)
-    ya = np.asarray([w for v, w in zip(x, y) if v is not None and w is not None
-                     and not (isinstance(v, float) and math.isnan(v)) and not (isinstance(w, float) and math.isnan(w))], dtype=float)
-    res = _sst.permutation_test((xa, ya), lambda a, b: _sst.spearmanr(a, b).statistic,
-                                permutation_type="pairings", n_resamples=np.inf, alternative="two-sided")
+    xa = np.asarray(
+        [
+            v
+            for v, w in zip(x, y)
+            if v is not None
+            and w is not None
+            and not (isinstance(v, float) and math.isnan(v))
+            and not (isinstance(w, float) and math.isnan(w))
+        ],
+        dtype=float,
+    )
+    ya = np.asarray(
+        [
+            w
+            for v, w in zip(x, y)
+            if v is not None
+            and w is not None
+            and not (isinstance(v, float) and math.isnan(v))
+            and not (isinstance(w, float) and math.isnan(w))
+        ],
+        dtype=float,
+    )
+    res = _sst.permutation_test(
+        (xa, ya),
+        lambda a, b: _sst.spearmanr(a, b).statistic,
+        permutation_type="pairings",
+        n_resamples=np.inf,
+        alternative="two-sided",
+    )
     return CorrelationResult(base.rho, float(min(1.0, res.pvalue)), base.n, None)
 
 

@@ -123,8 +123,9 @@ def metric_trace(study: str, metric: str) -> MetricTrace:
     return studies[study][metric]
 
 
-def trace_command(study: str, metric: str, model: str, where: Mapping[str, Any] | None = None,
-                  warehouse: str | None = None) -> str:
+def trace_command(
+    study: str, metric: str, model: str, where: Mapping[str, Any] | None = None, warehouse: str | None = None
+) -> str:
     """The ``metamorph trace`` command line (shell-quoted) for one cell: ``where`` is slice key →
     value (keys must be slices of the metric; ``TraceError`` otherwise); ``warehouse`` is left out
     when None (the command's default applies)."""
@@ -164,8 +165,15 @@ def _q(col: str) -> str:
     return '"' + col.replace('"', '""') + '"'
 
 
-def trace(warehouse: str | Path, study: str, metric: str, model: str, where: Mapping[str, str] | None = None,
-          limit: int | None = 20, cache: str | Path | None = None) -> dict[str, Any]:
+def trace(
+    warehouse: str | Path,
+    study: str,
+    metric: str,
+    model: str,
+    where: Mapping[str, str] | None = None,
+    limit: int | None = 20,
+    cache: str | Path | None = None,
+) -> dict[str, Any]:
     """The rows behind one metric cell, read through a read-only connection to ``warehouse``.
 
     Returns ``{"study", "metric", "model", "where" (defaults applied), "view", "total" (rows
@@ -197,18 +205,27 @@ def trace(warehouse: str | Path, study: str, metric: str, model: str, where: Map
         try:
             cols = {r[0] for r in con.execute(f"DESCRIBE {view}").fetchall()}
         except duckdb.CatalogException:
-            raise TraceError(f"{path} has no view {study}.{spec.view}: materialize the asset "
-                             f"{study}/lineage_views") from None
-        models = sorted(str(r[0]) for r in con.execute(
-            f"SELECT DISTINCT {_q(spec.model)} FROM {view} WHERE {_q(spec.model)} IS NOT NULL").fetchall())
+            raise TraceError(
+                f"{path} has no view {study}.{spec.view}: materialize the asset {study}/lineage_views"
+            ) from None
+        models = sorted(
+            str(r[0])
+            for r in con.execute(
+                f"SELECT DISTINCT {_q(spec.model)} FROM {view} WHERE {_q(spec.model)} IS NOT NULL"
+            ).fetchall()
+        )
         if model not in models:
             raise TraceError(f"unknown model {model!r} in {study}.{spec.view} (known: {', '.join(models) or 'none'})")
         conds, params = [f"{_q(spec.model)} = ?"], [model]
         for k, v in chosen.items():
             col = spec.slices[k]
-            known = sorted(str(r[0]) for r in con.execute(
-                f"SELECT DISTINCT CAST({_q(col)} AS VARCHAR) FROM {view} WHERE {_q(spec.model)} = ?",
-                [model]).fetchall() if r[0] is not None)
+            known = sorted(
+                str(r[0])
+                for r in con.execute(
+                    f"SELECT DISTINCT CAST({_q(col)} AS VARCHAR) FROM {view} WHERE {_q(spec.model)} = ?", [model]
+                ).fetchall()
+                if r[0] is not None
+            )
             if str(v) not in known:
                 shown = ", ".join(known[:20]) + (" …" if len(known) > 20 else "")
                 raise TraceError(f"unknown {k} {v!r} for model {model!r} in {study}.{spec.view} (known: {shown})")
@@ -219,10 +236,18 @@ def trace(warehouse: str | Path, study: str, metric: str, model: str, where: Map
         total = int(con.execute(f"SELECT count(*) FROM {view} WHERE {where_sql}", params).fetchall()[0][0])
         slice_cols = list(dict.fromkeys(spec.slices.values()))
         extra = [c for c in spec.extra if c in cols]
-        select = ", ".join([f"{_q(spec.id)} AS __id", *(_q(c) for c in slice_cols),
-                            f"({spec.input}) AS __input", f"({spec.request}) AS __request",
-                            f"({spec.response}) AS __response", f"({spec.answer}) AS __answer",
-                            f"({spec.reason}) AS __reason", *(_q(c) for c in extra)])
+        select = ", ".join(
+            [
+                f"{_q(spec.id)} AS __id",
+                *(_q(c) for c in slice_cols),
+                f"({spec.input}) AS __input",
+                f"({spec.request}) AS __request",
+                f"({spec.response}) AS __response",
+                f"({spec.answer}) AS __answer",
+                f"({spec.reason}) AS __reason",
+                *(_q(c) for c in extra),
+            ]
+        )
         sql = f"SELECT {select} FROM {view} WHERE {where_sql}"
         if spec.order:
             sql += " ORDER BY " + ", ".join(spec.order)
@@ -237,15 +262,29 @@ def trace(warehouse: str | Path, study: str, metric: str, model: str, where: Map
     rows = []
     for r in records:
         text = r["__input"]
-        rows.append({
-            "instance_id": r["__id"],
-            "slice": {back[c]: _plain(r[c]) for c in slice_cols},
-            "input": text, "input_sha256": None if text is None else hashlib.sha256(str(text).encode()).hexdigest(),
-            "request_json": r["__request"], "response_text": r["__response"],
-            "answer": _plain(r["__answer"]), "parse_reason": r["__reason"],
-            "extra": {c: _plain(r[c]) for c in extra}})
-    out = {"study": study, "metric": metric, "model": model, "where": chosen, "view": f"{study}.{spec.view}",
-           "warehouse": str(path.resolve()), "total": total, "rows": rows}
+        rows.append(
+            {
+                "instance_id": r["__id"],
+                "slice": {back[c]: _plain(r[c]) for c in slice_cols},
+                "input": text,
+                "input_sha256": None if text is None else hashlib.sha256(str(text).encode()).hexdigest(),
+                "request_json": r["__request"],
+                "response_text": r["__response"],
+                "answer": _plain(r["__answer"]),
+                "parse_reason": r["__reason"],
+                "extra": {c: _plain(r[c]) for c in extra},
+            }
+        )
+    out = {
+        "study": study,
+        "metric": metric,
+        "model": model,
+        "where": chosen,
+        "view": f"{study}.{spec.view}",
+        "warehouse": str(path.resolve()),
+        "total": total,
+        "rows": rows,
+    }
     if spec.cache and rows:
         out["note"] = _from_cache(rows, cache, path)
     return out
@@ -263,9 +302,13 @@ def _from_cache(rows: list[dict], cache: str | Path | None, warehouse: Path) -> 
     except duckdb.Error as exc:
         return f"cannot open the generation cache {p} read-only: {str(exc).splitlines()[0]}"
     try:
-        found = {k: (req, resp) for k, req, resp in con.execute(
-            "SELECT key, request_json, response_text FROM generations WHERE list_contains(?, key)",
-            [[k for k in keys if k]]).fetchall()}
+        found = {
+            k: (req, resp)
+            for k, req, resp in con.execute(
+                "SELECT key, request_json, response_text FROM generations WHERE list_contains(?, key)",
+                [[k for k in keys if k]],
+            ).fetchall()
+        }
     finally:
         con.close()
     for r, k in zip(rows, keys):
@@ -292,9 +335,12 @@ def format_text(result: Mapping[str, Any], full_input: bool = False, head: int =
     completion (untruncated), answer and parse reason."""
     where = " ".join(f"{k}={v}" for k, v in result["where"].items())
     shown = len(result["rows"])
-    lines = [f"{result['study']} {result['metric']} model={result['model']}" + (f" {where}" if where else "")
-             + f": {result['total']} row(s) behind the cell in {result['view']}"
-             + (f", showing {shown}" if shown < result["total"] else "")]
+    lines = [
+        f"{result['study']} {result['metric']} model={result['model']}"
+        + (f" {where}" if where else "")
+        + f": {result['total']} row(s) behind the cell in {result['view']}"
+        + (f", showing {shown}" if shown < result["total"] else "")
+    ]
     if result.get("warehouse"):
         lines.append(f"warehouse: {result['warehouse']}")
     if result.get("note"):
@@ -309,8 +355,11 @@ def format_text(result: Mapping[str, Any], full_input: bool = False, head: int =
             lines += _block(f"input (sha256 {r['input_sha256'][:16]}, {len(str(text))} chars)", text)
         else:
             s = str(text)
-            lines.append(f"input: sha256 {r['input_sha256'][:16]}, {len(s)} chars: "
-                         + json.dumps(s[:head], ensure_ascii=False) + ("…" if len(s) > head else ""))
+            lines.append(
+                f"input: sha256 {r['input_sha256'][:16]}, {len(s)} chars: "
+                + json.dumps(s[:head], ensure_ascii=False)
+                + ("…" if len(s) > head else "")
+            )
         lines += _block("request_json", r["request_json"])
         lines += _block("response_text", r["response_text"])
         lines.append(f"answer: {r['answer']!r}  parse_reason: {r['parse_reason']}")
@@ -324,20 +373,39 @@ def format_text(result: Mapping[str, Any], full_input: bool = False, head: int =
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``metamorph trace``."""
-    p.add_argument("--warehouse", default=None, help="The DuckDB warehouse (default: $METAMORPH_HOME/metamorph.duckdb, "
-                   "else data/metamorph.duckdb); opened read-only.")
+    p.add_argument(
+        "--warehouse",
+        default=None,
+        help="The DuckDB warehouse (default: $METAMORPH_HOME/metamorph.duckdb, "
+        "else data/metamorph.duckdb); opened read-only.",
+    )
     studies = study_traces()
     p.add_argument("--study", required=True, help=f"One of {', '.join(sorted(studies))}.")
-    p.add_argument("--metric", required=True, help="; ".join(f"{s}: {', '.join(m)}" for s, m in sorted(studies.items())))
-    p.add_argument("--model", required=True, help="Model of the cell (registry id; workflow_perturb: the generator, "
-                   "'deterministic' for the rule-based variants, or the judge for --metric judge).")
-    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                   help="A slice of the cell, e.g. dataset=medqa (repeatable).")
+    p.add_argument(
+        "--metric", required=True, help="; ".join(f"{s}: {', '.join(m)}" for s, m in sorted(studies.items()))
+    )
+    p.add_argument(
+        "--model",
+        required=True,
+        help="Model of the cell (registry id; workflow_perturb: the generator, "
+        "'deterministic' for the rule-based variants, or the judge for --metric judge).",
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A slice of the cell, e.g. dataset=medqa (repeatable).",
+    )
     p.add_argument("--limit", type=int, default=20, help="Rows printed at most (default 20; 0 = all).")
     p.add_argument("--json", action="store_true", help="One JSON object on stdout, every field in full.")
     p.add_argument("--full-input", action="store_true", help="Print the rendered input whole, not its hash and head.")
-    p.add_argument("--cache", default=None, help="Generation cache file for the judge's requests and replies "
-                   "(default: generation_cache.duckdb next to the warehouse).")
+    p.add_argument(
+        "--cache",
+        default=None,
+        help="Generation cache file for the judge's requests and replies "
+        "(default: generation_cache.duckdb next to the warehouse).",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -345,8 +413,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.limit < 0:
             raise TraceError(f"--limit must be >= 0, got {args.limit}")
-        result = trace(args.warehouse or default_warehouse(), args.study, args.metric, args.model,
-                       parse_where(args.where), limit=args.limit or None, cache=args.cache)
+        result = trace(
+            args.warehouse or default_warehouse(),
+            args.study,
+            args.metric,
+            args.model,
+            parse_where(args.where),
+            limit=args.limit or None,
+            cache=args.cache,
+        )
     except TraceError as exc:
         print(f"metamorph trace: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -357,6 +432,11 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"trace": (
-    "Trace a metric cell back to its items, prompts and raw completions.",
-    __doc__.split("\n\n")[2] if __doc__ else None, add_arguments, run)}
+COMMANDS = {
+    "trace": (
+        "Trace a metric cell back to its items, prompts and raw completions.",
+        __doc__.split("\n\n")[2] if __doc__ else None,
+        add_arguments,
+        run,
+    )
+}

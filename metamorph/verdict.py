@@ -71,8 +71,9 @@ def sources() -> dict[str, VerdictSource]:
             continue
         report = importlib.import_module(name)
         if all(hasattr(report, a) for a in ("COMPARISON_TABLES", "comparison_scores", "COMPARED_METRICS")):
-            out[m.name] = VerdictSource(tuple(report.COMPARISON_TABLES), report.comparison_scores,
-                                        report.COMPARED_METRICS)
+            out[m.name] = VerdictSource(
+                tuple(report.COMPARISON_TABLES), report.comparison_scores, report.COMPARED_METRICS
+            )
     return out
 
 
@@ -106,8 +107,11 @@ def blocking_mask(comparison: pd.DataFrame, models: Sequence, study: str) -> pd.
     """Per row of a comparison (:data:`~metamorph.comparison.COMPARISON_COLUMNS`): True when its
     metric may block for its candidate (:func:`blocks`)."""
     by_id = {m.id: m for m in models}
-    return pd.Series([blocks(by_id.get(c), study, m) for c, m in zip(comparison["candidate_id"], comparison["metric"])],
-                     index=comparison.index, dtype=bool)
+    return pd.Series(
+        [blocks(by_id.get(c), study, m) for c, m in zip(comparison["candidate_id"], comparison["metric"])],
+        index=comparison.index,
+        dtype=bool,
+    )
 
 
 def regression_records(rows: pd.DataFrame) -> list[dict]:
@@ -115,8 +119,12 @@ def regression_records(rows: pd.DataFrame) -> list[dict]:
     fractions, candidate − baseline; a missing CI bound is None)."""
     out = []
     for r in rows[REGRESSION_FIELDS].itertuples(index=False):
-        out.append({k: (None if isinstance(v, float) and math.isnan(v) else (float(v) if isinstance(v, float) else v))
-                    for k, v in zip(REGRESSION_FIELDS, r)})
+        out.append(
+            {
+                k: (None if isinstance(v, float) and math.isnan(v) else (float(v) if isinstance(v, float) else v))
+                for k, v in zip(REGRESSION_FIELDS, r)
+            }
+        )
     return out
 
 
@@ -140,9 +148,9 @@ def regression_check(comparison: pd.DataFrame, models: Sequence, study: str) -> 
     blocking, other = (regressed[mask], regressed[~mask]) if len(regressed) else (regressed, regressed)
     if len(blocking):
         cands = sorted(set(blocking["candidate_id"]))
-        summary = (f"{len(blocking)} regressed row(s) on blocking metrics: "
-                   + "; ".join(f"{c} ({', '.join(sorted(set(blocking.loc[blocking['candidate_id'] == c, 'metric'])))})"
-                               for c in cands))
+        summary = f"{len(blocking)} regressed row(s) on blocking metrics: " + "; ".join(
+            f"{c} ({', '.join(sorted(set(blocking.loc[blocking['candidate_id'] == c, 'metric'])))})" for c in cands
+        )
     else:
         summary = "no candidate regressed on a blocking metric"
         if len(other):
@@ -169,20 +177,26 @@ def comparison_next_step(study: str, models: Sequence, evaluated: set[str]) -> s
     except ConfigError:
         approved = [m.id for m in models if m.status == "approved"]
         if approved:
-            return (f"{len(approved)} approved baselines ({', '.join(approved)}): keep `status: approved` on exactly "
-                    f"one entry of {source} and make the others `status: candidate`")
+            return (
+                f"{len(approved)} approved baselines ({', '.join(approved)}): keep `status: approved` on exactly "
+                f"one entry of {source} and make the others `status: candidate`"
+            )
         return f"no approved baseline (no entry has `status: approved`): set it on exactly one entry of {source}"
     candidates = [m.id for m in models if m.status == "candidate"]
     parts = []
     if baseline not in evaluated:
         parts.append("approved baseline not evaluated: " + _partitions([baseline]).format(job=model_job(study)))
     if not candidates:
-        parts.append(f"no candidate registered: add an entry to {source} (status: candidate is the default), then "
-                     f"run `{model_job(study)}` for its partition")
+        parts.append(
+            f"no candidate registered: add an entry to {source} (status: candidate is the default), then "
+            f"run `{model_job(study)}` for its partition"
+        )
     missing = [c for c in candidates if c not in evaluated]
     if missing:
-        parts.append(f"candidate{'s' if len(missing) > 1 else ''} registered but not evaluated: "
-                     + _partitions(missing).format(job=model_job(study)))
+        parts.append(
+            f"candidate{'s' if len(missing) > 1 else ''} registered but not evaluated: "
+            + _partitions(missing).format(job=model_job(study))
+        )
     return "; ".join(parts) or None
 
 
@@ -192,8 +206,10 @@ def studies_to_run(missing: Sequence[str]) -> str | None:
     if not missing:
         return None
     jobs = ", ".join(f"`{s}_inputs_job` then `{model_job(s)}`" for s in missing)
-    return (f"not in the card: {', '.join(missing)} — run {jobs} for the registered models' partitions, "
-            "then `model_upgrades_job`")
+    return (
+        f"not in the card: {', '.join(missing)} — run {jobs} for the registered models' partitions, "
+        "then `model_upgrades_job`"
+    )
 
 
 # ------------------------------------------------------------------ the verdict from the warehouse
@@ -232,13 +248,22 @@ class Verdict:
 
 
 def _read(con, schema: str, table: str) -> pd.DataFrame | None:
-    n = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
-                    [schema, table]).fetchall()[0][0]
+    n = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, table]
+    ).fetchall()[0][0]
     return con.execute(f'SELECT * FROM "{schema}"."{table}"').df() if n else None
 
 
-def warehouse_verdict(warehouse: str | Path, models: Sequence, candidate: str, studies: Sequence[str] | None = None,
-                      *, alpha: float = 0.05, n_resamples: int = 2000, seed: int = 0) -> Verdict:
+def warehouse_verdict(
+    warehouse: str | Path,
+    models: Sequence,
+    candidate: str,
+    studies: Sequence[str] | None = None,
+    *,
+    alpha: float = 0.05,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> Verdict:
     """The verdict table of ``candidate`` against the registry's approved baseline, from the
     study tables in ``warehouse`` (opened read-only).
 
@@ -260,8 +285,10 @@ def warehouse_verdict(warehouse: str | Path, models: Sequence, candidate: str, s
     source = next((m.source for m in models if m.source), "the registry")
     ids = [m.id for m in models]
     if candidate not in ids:
-        raise VerdictError(f"model {candidate!r} is not in the registry {source} (registered: {', '.join(ids)}); add "
-                           "its entry there, then run the studies' model jobs for its partition")
+        raise VerdictError(
+            f"model {candidate!r} is not in the registry {source} (registered: {', '.join(ids)}); add "
+            "its entry there, then run the studies' model jobs for its partition"
+        )
     try:
         baseline = approved_baseline(list(models)).id
     except ConfigError:
@@ -276,8 +303,10 @@ def warehouse_verdict(warehouse: str | Path, models: Sequence, candidate: str, s
         raise VerdictError(f"unknown study {unknown[0]!r} (studies: {', '.join(sorted(known))})")
     path = Path(warehouse)
     if not path.exists():
-        raise VerdictError(f"no warehouse {path}: run `{model_job(wanted[0])}` for partitions {baseline}, {candidate} "
-                           f"(after `{wanted[0]}_inputs_job`)")
+        raise VerdictError(
+            f"no warehouse {path}: run `{model_job(wanted[0])}` for partitions {baseline}, {candidate} "
+            f"(after `{wanted[0]}_inputs_job`)"
+        )
     by_id = {m.id: m for m in models}
     parts, skipped = [], {}
     con = duckdb.connect(str(path), read_only=True)
@@ -286,8 +315,10 @@ def warehouse_verdict(warehouse: str | Path, models: Sequence, candidate: str, s
             src = known[s]
             frames = [_read(con, s, t) for t in src.tables]
             if any(f is None or f.empty for f in frames):
-                skipped[s] = (f"{s} has not been run: run `{s}_inputs_job`, then `{model_job(s)}` for partitions "
-                              f"{baseline}, {candidate}")
+                skipped[s] = (
+                    f"{s} has not been run: run `{s}_inputs_job`, then `{model_job(s)}` for partitions "
+                    f"{baseline}, {candidate}"
+                )
                 continue
             scores = src.scores(*frames)
             evaluated = set(scores["model_id"])
@@ -295,8 +326,15 @@ def warehouse_verdict(warehouse: str | Path, models: Sequence, candidate: str, s
             if absent:
                 skipped[s] = f"not evaluated in {s}: " + _partitions(absent).format(job=model_job(s))
                 continue
-            cmp = compare_models(scores, baseline, src.directions, candidates=[candidate], alpha=alpha,
-                                 n_resamples=n_resamples, seed=seed)
+            cmp = compare_models(
+                scores,
+                baseline,
+                src.directions,
+                candidates=[candidate],
+                alpha=alpha,
+                n_resamples=n_resamples,
+                seed=seed,
+            )
             cmp.insert(0, "study", s)
             cmp["blocks"] = [blocks(by_id[candidate], s, m) for m in cmp["metric"]]
             parts.append(cmp)
@@ -305,8 +343,9 @@ def warehouse_verdict(warehouse: str | Path, models: Sequence, candidate: str, s
     if studies and skipped:
         raise VerdictError(next(iter(skipped.values())))
     if not parts:
-        raise VerdictError(f"{candidate} has not been compared with {baseline} in any study: "
-                           + "; ".join(skipped.values()))
+        raise VerdictError(
+            f"{candidate} has not been compared with {baseline} in any study: " + "; ".join(skipped.values())
+        )
     return Verdict(candidate, baseline, pd.concat(parts, ignore_index=True), skipped)
 
 
@@ -324,9 +363,13 @@ def format_text(v: Verdict) -> str:
     reg = v.regressions
     lines.append("")
     if len(reg):
-        lines.append(f"REGRESSED: {len(reg)} row(s) on blocking metrics: " + "; ".join(
-            f"{r.study} {r.metric} ({r.slice}) {100 * r.difference:+.1f} pp, p (Holm) {r.p_holm:.3g}"
-            for r in reg.itertuples()))
+        lines.append(
+            f"REGRESSED: {len(reg)} row(s) on blocking metrics: "
+            + "; ".join(
+                f"{r.study} {r.metric} ({r.slice}) {100 * r.difference:+.1f} pp, p (Holm) {r.p_holm:.3g}"
+                for r in reg.itertuples()
+            )
+        )
     else:
         lines.append("no blocking regression")
     return "\n".join(lines)
@@ -335,13 +378,19 @@ def format_text(v: Verdict) -> str:
 def as_json(v: Verdict) -> dict:
     """The verdict as one JSON-ready object: candidate, baseline, ``regressed`` (bool), the
     blocking regressions (:data:`REGRESSION_FIELDS` + study), every row and the skipped studies."""
+
     def clean(records):
         return [{k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in r.items()} for r in records]
 
     reg = v.regressions
-    return {"candidate": v.candidate, "baseline": v.baseline, "regressed": bool(len(reg)),
-            "blocking_regressions": clean(reg[["study", *REGRESSION_FIELDS]].to_dict("records")),
-            "rows": clean(v.comparison.to_dict("records")), "skipped": v.skipped}
+    return {
+        "candidate": v.candidate,
+        "baseline": v.baseline,
+        "regressed": bool(len(reg)),
+        "blocking_regressions": clean(reg[["study", *REGRESSION_FIELDS]].to_dict("records")),
+        "rows": clean(v.comparison.to_dict("records")),
+        "skipped": v.skipped,
+    }
 
 
 # ------------------------------------------------------------------ the command
@@ -350,13 +399,23 @@ def as_json(v: Verdict) -> dict:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``metamorph verdict``."""
     p.add_argument("--model", required=True, help="The candidate (registry id).")
-    p.add_argument("--study", action="append", default=None, choices=sorted(sources()),
-                   help="Only this study (repeatable; default: every study the two models were evaluated in).")
+    p.add_argument(
+        "--study",
+        action="append",
+        default=None,
+        choices=sorted(sources()),
+        help="Only this study (repeatable; default: every study the two models were evaluated in).",
+    )
     p.add_argument("--json", action="store_true", help="One JSON object on stdout.")
-    p.add_argument("--warehouse", default=None, help="The DuckDB warehouse (default: $METAMORPH_HOME/metamorph.duckdb, "
-                   "else data/metamorph.duckdb); opened read-only.")
-    p.add_argument("--registry", default=None, help="The model registry (default: $METAMORPH_MODELS, else "
-                   "config/models.yaml).")
+    p.add_argument(
+        "--warehouse",
+        default=None,
+        help="The DuckDB warehouse (default: $METAMORPH_HOME/metamorph.duckdb, "
+        "else data/metamorph.duckdb); opened read-only.",
+    )
+    p.add_argument(
+        "--registry", default=None, help="The model registry (default: $METAMORPH_MODELS, else config/models.yaml)."
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -376,6 +435,11 @@ def run(args: argparse.Namespace) -> int:
     return v.exit_code
 
 
-COMMANDS = {"verdict": (
-    "Print a candidate's upgrade verdicts against the approved baseline; exit 1 when one regressed.",
-    "\n\n".join(__doc__.split("\n\n")[1:3]) if __doc__ else None, add_arguments, run)}
+COMMANDS = {
+    "verdict": (
+        "Print a candidate's upgrade verdicts against the approved baseline; exit 1 when one regressed.",
+        "\n\n".join(__doc__.split("\n\n")[1:3]) if __doc__ else None,
+        add_arguments,
+        run,
+    )
+}

@@ -26,8 +26,15 @@ from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, model_upgrades_job
 from pipelines.partial import partial_run_sensor
 from pipelines.schedules import WEEKLY_SCHEDULES
 from pipelines.sensors import build_model_registry_sensor
-from resources import (EncoderResource, GenerationCacheResource, ModelRegistryResource, SafeDuckDBPandasIOManager, cache_path,
-                       registry_path, warehouse_path)
+from resources import (
+    EncoderResource,
+    GenerationCacheResource,
+    ModelRegistryResource,
+    SafeDuckDBPandasIOManager,
+    cache_path,
+    registry_path,
+    warehouse_path,
+)
 
 
 STUDIES = [format_robustness, wrapper_sensitivity, workflow_perturb, order_probe]
@@ -66,7 +73,8 @@ def executor() -> dg.ExecutorDefinition:
     from metamorph.errors import ConfigError
 
     name = os.environ.get("METAMORPH_EXECUTOR") or (
-        "celery" if os.environ.get("METAMORPH_CELERY_BROKER") else "in_process")
+        "celery" if os.environ.get("METAMORPH_CELERY_BROKER") else "in_process"
+    )
     if name == "in_process":
         return dg.in_process_executor
     if name == "celery":

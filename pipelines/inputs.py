@@ -69,8 +69,10 @@ def config_class(op: dg.OpDefinition) -> type[dg.Config] | None:
 
 def one_line(exc: pydantic.ValidationError) -> str:
     """A pydantic error as one line: ``field: message; field: message``."""
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg'].removeprefix('Value error, ')}"
-                     for e in exc.errors())
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg'].removeprefix('Value error, ')}"
+        for e in exc.errors()
+    )
 
 
 def validate_inputs(study: str, classes: Mapping[str, type[dg.Config]], run_config: Mapping[str, Any]) -> None:
@@ -94,12 +96,20 @@ def inputs_config(study: str, assets: list[dg.AssetsDefinition]) -> dg.ConfigMap
     every field with its default), checked by :func:`validate_inputs` when the run is launched; raises
     :class:`InputsRejected`."""
     classes = {a.op.name: c for a in assets if (c := config_class(a.op)) is not None}
-    ops = dg.Shape({name: dg.Field(dg.Shape({"config": dg.Field(cls.to_config_schema().config_type, is_required=False)}), is_required=False)
-                    for name, cls in classes.items()})
-    schema = {"ops": dg.Field(ops, is_required=False),
-              "loggers": dg.Field(dg.Permissive(), is_required=False),
-              "resources": dg.Field(dg.Permissive(), is_required=False),
-              "execution": dg.Field(dg.Permissive(), is_required=False)}
+    ops = dg.Shape(
+        {
+            name: dg.Field(
+                dg.Shape({"config": dg.Field(cls.to_config_schema().config_type, is_required=False)}), is_required=False
+            )
+            for name, cls in classes.items()
+        }
+    )
+    schema = {
+        "ops": dg.Field(ops, is_required=False),
+        "loggers": dg.Field(dg.Permissive(), is_required=False),
+        "resources": dg.Field(dg.Permissive(), is_required=False),
+        "execution": dg.Field(dg.Permissive(), is_required=False),
+    }
 
     def check_then_pass(run_config: dict) -> dict:
         try:

@@ -13,8 +13,16 @@ import dagster as dg
 STUDY_INPUTS = {
     "format_robustness": ["source_instances", "rendered_documents"],
     "wrapper_sensitivity": ["qa_items", "wrapped_prompts"],
-    "workflow_perturb": ["goldens", "perturbations", "perturbation_scores", "severity_table", "sensitivity_matrix",
-                         "strata_table", "threshold_recalibration", "firing_matrix"],
+    "workflow_perturb": [
+        "goldens",
+        "perturbations",
+        "perturbation_scores",
+        "severity_table",
+        "sensitivity_matrix",
+        "strata_table",
+        "threshold_recalibration",
+        "firing_matrix",
+    ],
     "order_probe": ["order_items", "scrambled_inputs", "order_prompts"],
 }
 
@@ -40,11 +48,13 @@ def _inputs_job(study: str):
 
     module = importlib.import_module(f"assets.{study}")
     return dg.define_asset_job(
-        f"{study}_inputs_job", selection=input_selection(study),
+        f"{study}_inputs_job",
+        selection=input_selection(study),
         config=inputs_config(study, [getattr(module, name) for name in STUDY_INPUTS[study]]),
         description=f"Load the {study} study's sources and render their surface forms. The config is checked "
-                    "(sources loaded, values in range) when the run is launched: a bad value fails the launch "
-                    "with one line, no run is created.")
+        "(sources loaded, values in range) when the run is launched: a bad value fails the launch "
+        "with one line, no run is created.",
+    )
 
 
 #: The partition dialog of Dagster 1.13's UI opens with no partition selected
@@ -55,10 +65,12 @@ ALL_MODELS_LINK = "[select every registered model](?default_range=*)"
 
 def _model_job(study: str):
     return dg.define_asset_job(
-        f"{study}_model_job", selection=dg.AssetSelection.groups(study) - input_selection(study),
+        f"{study}_model_job",
+        selection=dg.AssetSelection.groups(study) - input_selection(study),
         description=f"Generate, extract and score one model partition of {study}, then rebuild its metric tables. "
-                    f"To run every registered model: {ALL_MODELS_LINK} (reopens this page so that Materialize "
-                    "starts with all model partitions selected), then Materialize all.")
+        f"To run every registered model: {ALL_MODELS_LINK} (reopens this page so that Materialize "
+        "starts with all model partitions selected), then Materialize all.",
+    )
 
 
 INPUT_JOBS = {s: _inputs_job(s) for s in STUDY_INPUTS}
@@ -75,6 +87,8 @@ order_probe_model_job = MODEL_JOBS["order_probe"]
 
 #: The cross-study report card (group ``model_upgrades``); run it after the studies' model jobs.
 model_upgrades_job = dg.define_asset_job(
-    "model_upgrades_job", selection=dg.AssetSelection.groups("model_upgrades"),
+    "model_upgrades_job",
+    selection=dg.AssetSelection.groups("model_upgrades"),
     description="Rebuild the robustness report card: every model's headline numbers across studies, with the "
-                "change since the model's previous version.")
+    "change since the model's previous version.",
+)

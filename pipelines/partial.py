@@ -72,26 +72,41 @@ def mark_partial_run(instance: dg.DagsterInstance, run_id: str, warehouse: str |
     for e in _events(instance, run_id, DagsterEventType.ASSET_MATERIALIZATION):
         mat = e.asset_materialization
         written.setdefault((mat.asset_key.to_user_string(), mat.partition), mat.asset_key)
-    planned = [e.dagster_event.asset_key.to_user_string()
-               for e in _events(instance, run_id, DagsterEventType.ASSET_MATERIALIZATION_PLANNED)]
+    planned = [
+        e.dagster_event.asset_key.to_user_string()
+        for e in _events(instance, run_id, DagsterEventType.ASSET_MATERIALIZATION_PLANNED)
+    ]
     done = {a for a, _ in written}
     not_updated = sorted(set(planned) - done)
     where = f"at step {failed_step}" if failed_step else "outside a step (its process ended)"
     marked = []
     for (asset, partition), key in written.items():
-        text = (f"run {run_id} (job {run.job_name}) failed {where}. This table"
-                f"{f' (partition {partition})' if partition else ''} was written by that run before it failed; "
-                f"{len(not_updated)} other asset(s) of the run were not updated and still hold an earlier run's "
-                f"rows: {', '.join(not_updated) or 'none'}. Re-run the job to make them consistent.")
-        instance.report_runless_asset_event(dg.AssetObservation(
-            asset_key=key, partition=partition, description=text,
-            metadata={PARTIAL_KEY: dg.MetadataValue.text(text), "failed_run": dg.MetadataValue.dagster_run(run_id),
-                      "failed_step": dg.MetadataValue.text(failed_step or ""),
-                      "not_updated": dg.MetadataValue.json(not_updated)}))
+        text = (
+            f"run {run_id} (job {run.job_name}) failed {where}. This table"
+            f"{f' (partition {partition})' if partition else ''} was written by that run before it failed; "
+            f"{len(not_updated)} other asset(s) of the run were not updated and still hold an earlier run's "
+            f"rows: {', '.join(not_updated) or 'none'}. Re-run the job to make them consistent."
+        )
+        instance.report_runless_asset_event(
+            dg.AssetObservation(
+                asset_key=key,
+                partition=partition,
+                description=text,
+                metadata={
+                    PARTIAL_KEY: dg.MetadataValue.text(text),
+                    "failed_run": dg.MetadataValue.dagster_run(run_id),
+                    "failed_step": dg.MetadataValue.text(failed_step or ""),
+                    "not_updated": dg.MetadataValue.json(not_updated),
+                },
+            )
+        )
         marked.append(PartialTable(asset, partition, run_id, failed_step))
     if marked:
-        flag_warehouse(warehouse or warehouse_path(), run_id,
-                       f"run {run_id} failed {where}; the other tables of that run were not updated")
+        flag_warehouse(
+            warehouse or warehouse_path(),
+            run_id,
+            f"run {run_id} failed {where}; the other tables of that run were not updated",
+        )
     instance.add_run_tags(run_id, {MARKED_TAG: str(len(marked))})
     return marked
 
@@ -123,11 +138,14 @@ def flag_warehouse(database: str, run_id: str, note: str) -> int:
         return 0
     con = _connect(database)
     try:
-        if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'metamorph_meta' "
-                           "AND table_name = 'table_writes'").fetchall()[0][0]:
+        if not con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'metamorph_meta' "
+            "AND table_name = 'table_writes'"
+        ).fetchall()[0][0]:
             return 0
-        return len(con.execute(f"UPDATE {LEDGER} SET partial = ? WHERE run_id = ? RETURNING 1",
-                               [note, run_id]).fetchall())
+        return len(
+            con.execute(f"UPDATE {LEDGER} SET partial = ? WHERE run_id = ? RETURNING 1", [note, run_id]).fetchall()
+        )
     finally:
         con.close()
 
@@ -138,12 +156,16 @@ def warehouse_partial(con, schema: str | None = None) -> list[tuple[str, str, st
     ``con``: an open DuckDB connection to the warehouse."""
     from resources.storage import LEDGER
 
-    if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'metamorph_meta' "
-                       "AND table_name = 'table_writes'").fetchall()[0][0]:
+    if not con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'metamorph_meta' "
+        "AND table_name = 'table_writes'"
+    ).fetchall()[0][0]:
         return []
-    rows = con.execute(f"SELECT table_name, partition, run_id, partial FROM {LEDGER} WHERE partial IS NOT NULL "
-                       "AND (? IS NULL OR table_name LIKE ? || '.%') ORDER BY table_name, partition",
-                       [schema, schema]).fetchall()
+    rows = con.execute(
+        f"SELECT table_name, partition, run_id, partial FROM {LEDGER} WHERE partial IS NOT NULL "
+        "AND (? IS NULL OR table_name LIKE ? || '.%') ORDER BY table_name, partition",
+        [schema, schema],
+    ).fetchall()
     return [tuple(r) for r in rows]
 
 
@@ -166,10 +188,13 @@ def partial_assets(instance: dg.DagsterInstance, asset_keys: list[dg.AssetKey]) 
     return out
 
 
-@dg.run_failure_sensor(default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30,
-                       description="Marks the tables a failed run wrote before it failed as partial (an asset "
-                                   "observation with metadata 'partial' naming the run and its failed step). "
-                                   "Launches nothing.")
+@dg.run_failure_sensor(
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Marks the tables a failed run wrote before it failed as partial (an asset "
+    "observation with metadata 'partial' naming the run and its failed step). "
+    "Launches nothing.",
+)
 def partial_run_sensor(context: dg.RunFailureSensorContext) -> None:
     marked = mark_partial_run(context.instance, context.dagster_run.run_id)
     if marked:

@@ -160,8 +160,10 @@ def print_headline(study: str, database: str, **options) -> None:
         print(report.headline(con, **options))
         partial = warehouse_partial(con, study)
         if partial:
-            print(f"\nnote: {len(partial)} table(s) of {study} were last written by a run that failed (partial; "
-                  "SELECT * FROM metamorph_meta.table_writes WHERE partial IS NOT NULL):")
+            print(
+                f"\nnote: {len(partial)} table(s) of {study} were last written by a run that failed (partial; "
+                "SELECT * FROM metamorph_meta.table_writes WHERE partial IS NOT NULL):"
+            )
             for table, partition, _, note in partial:
                 print(f"  {table}{f' [{partition}]' if partition else ''}: {note}")
     finally:
@@ -200,8 +202,7 @@ def model_job_ops(args: argparse.Namespace) -> dict:
     ops = {model_op: {"config": {k: v for k, v in gen_cfg.items() if v is not None}}}
     if args.study == "format_robustness" and budget is not None and not getattr(args, "no_routing", False):
         ops["format_robustness__routed_generations"] = {"config": {"budget_usd": budget}}
-    judge = {"n_variants": args.judge_variants, "constrained": args.judge_constrained or None,
-             "budget_usd": budget}
+    judge = {"n_variants": args.judge_variants, "constrained": args.judge_constrained or None, "budget_usd": budget}
     judge = {k: v for k, v in judge.items() if v is not None}
     if args.study == "workflow_perturb" and judge:
         ops["workflow_perturb__judge_scores"] = {"config": judge}
@@ -243,8 +244,15 @@ def _positive(text: str) -> int:
 
 
 #: Error classes of bad input or configuration: the run exits 2 with their one-line message.
-INPUT_ERRORS = ("InputError", "ConfigError", "RegistryError", "ContextBudgetError", "ThresholdsError",
-                "SchemaViolation", "BudgetError")
+INPUT_ERRORS = (
+    "InputError",
+    "ConfigError",
+    "RegistryError",
+    "ContextBudgetError",
+    "ThresholdsError",
+    "SchemaViolation",
+    "BudgetError",
+)
 
 
 def failure_message(result) -> tuple[str, bool]:
@@ -270,8 +278,7 @@ def failure_message(result) -> tuple[str, bool]:
 
 #: Error classes of a run stopped by Ctrl-C or SIGTERM: not a failure of the study.
 INTERRUPTS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
-INTERRUPTED = ("interrupted — the completions made so far are in the generation cache; "
-               "rerun the same command to resume")
+INTERRUPTED = "interrupted — the completions made so far are in the generation cache; rerun the same command to resume"
 #: Exit code of an interrupted run (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
 
@@ -347,12 +354,16 @@ def reclaim_stale_runs(instance) -> list[str]:
     from pipelines.partial import mark_partial_run
 
     stale = []
-    for r in instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING],
-                                                   tags={LAUNCHER_TAG: "pipelines.run"})):
+    for r in instance.get_runs(
+        filters=RunsFilter(
+            statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING], tags={LAUNCHER_TAG: "pipelines.run"}
+        )
+    ):
         if r.tags.get(HOST_TAG) != socket.gethostname() or _alive(int(r.tags.get(PID_TAG, "0") or 0)):
             continue
-        instance.report_run_failed(r, message=f"process {r.tags.get(PID_TAG)} that ran it is gone "
-                                              "(reclaimed by the next pipelines.run)")
+        instance.report_run_failed(
+            r, message=f"process {r.tags.get(PID_TAG)} that ran it is gone (reclaimed by the next pipelines.run)"
+        )
         instance.event_log_storage.free_concurrency_slots_for_run(r.run_id)
         mark_partial_run(instance, r.run_id)
         stale.append(r.run_id)
@@ -404,8 +415,9 @@ class InterruptWhileBlocked:
         from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
 
         pending = self.instance.event_log_storage.get_concurrency_info("duckdb").pending_run_ids
-        mine = self.instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED],
-                                                         tags={PID_TAG: str(os.getpid())}))
+        mine = self.instance.get_runs(
+            filters=RunsFilter(statuses=[DagsterRunStatus.STARTED], tags={PID_TAG: str(os.getpid())})
+        )
         return [r.run_id for r in mine if r.run_id in pending]
 
     def _watch(self) -> None:
@@ -429,8 +441,9 @@ class InterruptWhileBlocked:
         holders = ", ".join(pool_holders(self.instance)) or "another run"
         for run_id in run_ids:
             run = self.instance.get_run_by_id(run_id)
-            self.instance.report_run_canceled(run, message=f"interrupted while waiting for the duckdb pool slot "
-                                                           f"held by {holders}")
+            self.instance.report_run_canceled(
+                run, message=f"interrupted while waiting for the duckdb pool slot held by {holders}"
+            )
             self.instance.event_log_storage.free_concurrency_slots_for_run(run_id)
             mark_partial_run(self.instance, run_id)
         print(f"{INTERRUPTED} (it was waiting for the duckdb pool slot held by run {holders})", file=sys.stderr)
@@ -439,8 +452,14 @@ class InterruptWhileBlocked:
         os._exit(EXIT_INTERRUPTED)
 
 
-def run_job(job_def, instance, run_config: dict, partition: str | None = None, tags: dict | None = None,
-            asset_selection: list | None = None):
+def run_job(
+    job_def,
+    instance,
+    run_config: dict,
+    partition: str | None = None,
+    tags: dict | None = None,
+    asset_selection: list | None = None,
+):
     """Execute ``job_def`` in-process on ``instance`` (errors returned, not raised); when the run
     fails, the tables it wrote before failing are marked partial
     (:func:`pipelines.partial.mark_partial_run`) and the note naming them goes to stderr.
@@ -451,14 +470,23 @@ def run_job(job_def, instance, run_config: dict, partition: str | None = None, t
     from pipelines.partial import mark_partial_run
 
     with InterruptWhileBlocked(instance):
-        res = job_def.execute_in_process(instance=instance, partition_key=partition, raise_on_error=False,
-                                         tags=tags or {}, run_config=run_config, asset_selection=asset_selection)
+        res = job_def.execute_in_process(
+            instance=instance,
+            partition_key=partition,
+            raise_on_error=False,
+            tags=tags or {},
+            run_config=run_config,
+            asset_selection=asset_selection,
+        )
     if not res.success:
         marked = mark_partial_run(instance, res.run_id)
         if marked:
             names = ", ".join(t.asset + (f" [{t.partition}]" if t.partition else "") for t in marked)
-            print(f"note: run {res.run_id} failed after writing {len(marked)} table(s), marked partial in the UI "
-                  f"(asset metadata 'partial'): {names}", file=sys.stderr)
+            print(
+                f"note: run {res.run_id} failed after writing {len(marked)} table(s), marked partial in the UI "
+                f"(asset metadata 'partial'): {names}",
+                file=sys.stderr,
+            )
     return res
 
 
@@ -467,35 +495,75 @@ def build_parser() -> argparse.ArgumentParser:
     from metamorph.costplan import MAX_REPEATS, budget_arg, repeats_arg, seed_arg
     from metamorph.studies.order_probe.plan import SETTINGS as ORDER_PROBE_SETTINGS
 
-    ap = _OneLineParser(prog="python -m pipelines.run", description=__doc__,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = _OneLineParser(
+        prog="python -m pipelines.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("study", choices=sorted(STUDY_OPS))
-    ap.add_argument("--source", action="append", dest="sources",
-                    help="source spec (repeatable); default: the study's embedded default")
-    ap.add_argument("--limit", type=_positive, default=None, help="N rows of each source (>= 1): a seeded random sample for the format study, the first N elsewhere")
-    ap.add_argument("--k", type=repeats_arg, default=None,
-                    help=f"format study: repeats per document (default 3, at most {MAX_REPEATS})")
-    ap.add_argument("--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)")
+    ap.add_argument(
+        "--source",
+        action="append",
+        dest="sources",
+        help="source spec (repeatable); default: the study's embedded default",
+    )
+    ap.add_argument(
+        "--limit",
+        type=_positive,
+        default=None,
+        help="N rows of each source (>= 1): a seeded random sample for the format study, the first N elsewhere",
+    )
+    ap.add_argument(
+        "--k",
+        type=repeats_arg,
+        default=None,
+        help=f"format study: repeats per document (default 3, at most {MAX_REPEATS})",
+    )
+    ap.add_argument(
+        "--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)"
+    )
     ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
-    ap.add_argument("--llm-goldens", type=_positive, default=None,
-                    help="workflow study: goldens sent to the LLM generator (default 3)")
-    ap.add_argument("--judge-variants", type=_positive, default=None,
-                    help="workflow study: first N deterministic variants scored by the LLM judge of each model "
-                         "(App. B.6; 3 calls each; default 9; the variants run golden by golden, 9 per golden)")
-    ap.add_argument("--judge-constrained", action="store_true",
-                    help="workflow study: constrain the judge's decoding to the B.6.4 JSON object (small local judges)")
-    ap.add_argument("--settings", nargs="+", default=None, choices=ORDER_PROBE_SETTINGS,
-                    help="OrderProbe: prompt settings (default zero_shot cot few_shot); --limit is per language")
+    ap.add_argument(
+        "--llm-goldens",
+        type=_positive,
+        default=None,
+        help="workflow study: goldens sent to the LLM generator (default 3)",
+    )
+    ap.add_argument(
+        "--judge-variants",
+        type=_positive,
+        default=None,
+        help="workflow study: first N deterministic variants scored by the LLM judge of each model "
+        "(App. B.6; 3 calls each; default 9; the variants run golden by golden, 9 per golden)",
+    )
+    ap.add_argument(
+        "--judge-constrained",
+        action="store_true",
+        help="workflow study: constrain the judge's decoding to the B.6.4 JSON object (small local judges)",
+    )
+    ap.add_argument(
+        "--settings",
+        nargs="+",
+        default=None,
+        choices=ORDER_PROBE_SETTINGS,
+        help="OrderProbe: prompt settings (default zero_shot cot few_shot); --limit is per language",
+    )
     ap.add_argument("--no-models", action="store_true", help="only the inputs job (no model calls)")
-    ap.add_argument("--no-routing", action="store_true",
-                    help="format study: leave out format routing's re-run (up to 3 more calls per instance and "
-                         "repeat); the mitigation table then shows voting only")
-    ap.add_argument("--max-tokens", type=_positive, default=None,
-                    help="completion budget per call (>= 1; default: the study's own)")
+    ap.add_argument(
+        "--no-routing",
+        action="store_true",
+        help="format study: leave out format routing's re-run (up to 3 more calls per instance and "
+        "repeat); the mitigation table then shows voting only",
+    )
+    ap.add_argument(
+        "--max-tokens", type=_positive, default=None, help="completion budget per call (>= 1; default: the study's own)"
+    )
     ap.add_argument("--models", nargs="+", default=None, help="registry model ids (default: all)")
-    ap.add_argument("--budget-usd", type=budget_arg, default=None,
-                    help="stop before the first call of a generation step whose planned cost for a model (registry "
-                         "price_per_mtok) exceeds this many USD; `python -m metamorph.cli plan` prints the plan")
+    ap.add_argument(
+        "--budget-usd",
+        type=budget_arg,
+        default=None,
+        help="stop before the first call of a generation step whose planned cost for a model (registry "
+        "price_per_mtok) exceeds this many USD; `python -m metamorph.cli plan` prints the plan",
+    )
     return ap
 
 
@@ -535,11 +603,17 @@ def main(argv: list[str] | None = None) -> int:
     ensure_dagster_home()
     instance = open_instance()
     for run_id in reclaim_stale_runs(instance):
-        print(f"note: run {run_id} was left running by a killed process or had ended holding its pool slot; "
-              "the slot is freed", file=sys.stderr)
+        print(
+            f"note: run {run_id} was left running by a killed process or had ended holding its pool slot; "
+            "the slot is freed",
+            file=sys.stderr,
+        )
     for run_id in pool_holders(instance):
-        print(f"note: run {run_id} holds the duckdb pool slot; this run waits until it ends (if no process runs "
-              f"it, terminate it in the UI or run: dagster run delete {run_id})", file=sys.stderr)
+        print(
+            f"note: run {run_id} holds the duckdb pool slot; this run waits until it ends (if no process runs "
+            f"it, terminate it in the UI or run: dagster run delete {run_id})",
+            file=sys.stderr,
+        )
     # every registry entry is a partition (the UI's model jobs then offer them all, evaluated or not)
     add_partitions(instance, model_partitions.name, list(specs))
 
@@ -551,9 +625,14 @@ def main(argv: list[str] | None = None) -> int:
     def run(job: str, ops: dict, partition: str | None = None, model_job: bool = False) -> tuple[int, str] | None:
         job_def = defs.resolve_job_def(job)
         try:
-            res = run_job(job_def.with_logger_defs(logger_defs), instance,
-                          {"ops": ops, "loggers": {"console": {}}}, partition=partition, tags=launch_tags(),
-                          asset_selection=model_job_selection(job_def, args) if model_job else None)
+            res = run_job(
+                job_def.with_logger_defs(logger_defs),
+                instance,
+                {"ops": ops, "loggers": {"console": {}}},
+                partition=partition,
+                tags=launch_tags(),
+                asset_selection=model_job_selection(job_def, args) if model_job else None,
+            )
         except InputsRejected as exc:  # the job's config check (pipelines.inputs), at launch
             return 2, f"{job}: {exc}"
         except dg.DagsterUserCodeExecutionError as exc:  # any other error of a config mapping
@@ -575,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
         ops_cfg["order_probe__order_prompts"] = {"config": {"settings": args.settings}}
     failed = run(f"{args.study}_inputs_job", ops_cfg)
     model_ops = model_job_ops(args)
-    for m in ([] if args.no_models or failed else models):
+    for m in [] if args.no_models or failed else models:
         failed = run(f"{args.study}_model_job", model_ops, partition=m, model_job=True)
         if failed:
             failed = failed if failed[0] == EXIT_INTERRUPTED else (failed[0], f"(model {m}) {failed[1]}")
@@ -587,13 +666,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_models and args.study != "workflow_perturb":
         print(f"\nInputs materialized ({args.study}); no model was run, so there are no new metric tables.")
     else:
-        print_headline(args.study, warehouse_path(),
-                       **({"routing": not args.no_routing} if args.study == "format_robustness" else {}))
+        print_headline(
+            args.study,
+            warehouse_path(),
+            **({"routing": not args.no_routing} if args.study == "format_robustness" else {}),
+        )
         note = verdicts_note(list(specs.values()))
         if note:
             print(f"\n{note}")
-    print(f"\nDone in {time.monotonic() - t0:.0f}s. Warehouse: {warehouse_path()}  "
-          f"UI: make ui  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})  Log: {log_file}")
+    print(
+        f"\nDone in {time.monotonic() - t0:.0f}s. Warehouse: {warehouse_path()}  "
+        f"UI: make ui  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})  Log: {log_file}"
+    )
     return 0
 
 

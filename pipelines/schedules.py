@@ -12,9 +12,14 @@ from pipelines.sensors import studies_in_use
 def _weekly(study: str) -> dg.ScheduleDefinition:
     job = MODEL_JOBS[study]
 
-    @dg.schedule(name=f"{study}_weekly", job=job, cron_schedule="0 3 * * 1", execution_timezone="UTC",
-                 description=f"Every Monday 03:00 UTC: re-run every model partition of {study}. Cache hits make "
-                             "unchanged requests free; provider-reported model version changes are logged.")
+    @dg.schedule(
+        name=f"{study}_weekly",
+        job=job,
+        cron_schedule="0 3 * * 1",
+        execution_timezone="UTC",
+        description=f"Every Monday 03:00 UTC: re-run every model partition of {study}. Cache hits make "
+        "unchanged requests free; provider-reported model version changes are logged.",
+    )
     def weekly(context: dg.ScheduleEvaluationContext):
         keys = context.instance.get_dynamic_partitions(model_partitions.name)
         if not keys:

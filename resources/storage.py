@@ -65,15 +65,19 @@ def record_write(conn: duckdb.DuckDBPyConnection, table_name: str, partitions: S
 
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     conn.execute(_LEDGER_DDL)
-    conn.executemany(f"INSERT INTO {LEDGER} VALUES (?, ?, ?, ?, NULL) ON CONFLICT (table_name, partition) DO UPDATE "
-                     "SET run_id = excluded.run_id, written_at = excluded.written_at, partial = NULL",
-                     [[table_name, p, run_id, now] for p in partitions])
+    conn.executemany(
+        f"INSERT INTO {LEDGER} VALUES (?, ?, ?, ?, NULL) ON CONFLICT (table_name, partition) DO UPDATE "
+        "SET run_id = excluded.run_id, written_at = excluded.written_at, partial = NULL",
+        [[table_name, p, run_id, now] for p in partitions],
+    )
 
 
 def _table_exists(conn: duckdb.DuckDBPyConnection, schema: str, table: str) -> bool:
-    return bool(conn.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
-        [schema, table]).fetchall()[0][0])
+    return bool(
+        conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, table]
+        ).fetchall()[0][0]
+    )
 
 
 class TransactionalDuckDbClient(DuckDbClient):
@@ -89,9 +93,12 @@ class TransactionalDuckDbClient(DuckDbClient):
     @contextmanager
     def connect(context, _):
         config = {"custom_user_agent": "dagster", **context.resource_config["connection_config"]}
-        conn = backoff(fn=duckdb.connect, retry_on=(RuntimeError, duckdb.IOException),
-                       kwargs={"database": context.resource_config["database"], "read_only": False,
-                               "config": config}, max_retries=10)
+        conn = backoff(
+            fn=duckdb.connect,
+            retry_on=(RuntimeError, duckdb.IOException),
+            kwargs={"database": context.resource_config["database"], "read_only": False, "config": config},
+            max_retries=10,
+        )
         try:
             conn.execute("BEGIN TRANSACTION")
             yield conn
@@ -147,18 +154,24 @@ class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
         if run_id:
             partitions = sorted(context.asset_partition_keys) if context.has_asset_partitions else [""]
             record_write(connection, name, partitions, run_id)
-        context.add_output_metadata({
-            **(TableMetadataSet(partition_row_count=len(frame), storage_kind="duckdb", table_name=name)
-               if context.has_partition_key
-               else TableMetadataSet(row_count=len(frame), storage_kind="duckdb", table_name=name)),
-            # relative to METAMORPH_HOME: still right after the data directory moves
-            "warehouse": dg.MetadataValue.path(home_relative(context.resource_config["database"])),
-        })
+        context.add_output_metadata(
+            {
+                **(
+                    TableMetadataSet(partition_row_count=len(frame), storage_kind="duckdb", table_name=name)
+                    if context.has_partition_key
+                    else TableMetadataSet(row_count=len(frame), storage_kind="duckdb", table_name=name)
+                ),
+                # relative to METAMORPH_HOME: still right after the data directory moves
+                "warehouse": dg.MetadataValue.path(home_relative(context.resource_config["database"])),
+            }
+        )
 
     def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection) -> pd.DataFrame:
         if not _table_exists(connection, table_slice.schema, table_slice.table):
-            raise dg.Failure(f"table {table_slice.schema}.{table_slice.table} does not exist yet: materialize "
-                             f"{context.asset_key.to_user_string()} first")
+            raise dg.Failure(
+                f"table {table_slice.schema}.{table_slice.table} does not exist yet: materialize "
+                f"{context.asset_key.to_user_string()} first"
+            )
         return super().load_input(context, table_slice, connection)
 
 
@@ -196,7 +209,12 @@ class SafeDuckDBPandasIOManager(DuckDBPandasIOManager):
         return [ByNamePandasTypeHandler()]
 
     def create_io_manager(self, context) -> dg.IOManager:
-        inner = DbIOManager(db_client=TransactionalDuckDbClient(), database=self.database, schema=self.schema_,
-                            type_handlers=self.type_handlers(), default_load_type=pd.DataFrame,
-                            io_manager_name="SafeDuckDBPandasIOManager")
+        inner = DbIOManager(
+            db_client=TransactionalDuckDbClient(),
+            database=self.database,
+            schema=self.schema_,
+            type_handlers=self.type_handlers(),
+            default_load_type=pd.DataFrame,
+            io_manager_name="SafeDuckDBPandasIOManager",
+        )
         return _PartitionLoadingIOManager(inner)

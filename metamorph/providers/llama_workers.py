@@ -66,8 +66,9 @@ def _worker_main(spec: WorkerSpec, conn: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from metamorph.providers.llama_cpp import LlamaCppProvider
 
-    provider = LlamaCppProvider(model_path=spec.model_path, n_ctx=spec.n_ctx, n_threads=spec.n_threads,
-                                chat_format=spec.chat_format, workers=1)
+    provider = LlamaCppProvider(
+        model_path=spec.model_path, n_ctx=spec.n_ctx, n_threads=spec.n_threads, chat_format=spec.chat_format, workers=1
+    )
     while True:
         try:
             msg = conn.recv()
@@ -88,8 +89,9 @@ class _Worker:
 
     def __init__(self, ctx: Any, spec: WorkerSpec):
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(spec, child), daemon=True,
-                                   name=f"llama-worker-{Path(spec.model_path).name}")
+        self.process = ctx.Process(
+            target=_worker_main, args=(spec, child), daemon=True, name=f"llama-worker-{Path(spec.model_path).name}"
+        )
         self.process.start()
         child.close()
 
@@ -156,8 +158,9 @@ class LlamaWorkerPool:
         except (EOFError, OSError) as exc:
             code = w.process.exitcode if not w.process.is_alive() else None
             self._replace(w)
-            raise ProviderError(f"llama.cpp worker process died during the call (exit code {code}): "
-                                f"{type(exc).__name__}") from None
+            raise ProviderError(
+                f"llama.cpp worker process died during the call (exit code {code}): {type(exc).__name__}"
+            ) from None
         self._idle.put(w)
         if reply[0] == "ok":
             return reply[1]

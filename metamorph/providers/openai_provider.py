@@ -44,8 +44,7 @@ LLAMA_CPP_ONLY_PARAMS = ("top_k", "repeat_penalty", "grammar")
 #: Decoding parameters the Responses API does not accept; dropped on the ``openai_file`` path.
 RESPONSES_DROPPED_PARAMS = ("seed", "stop", "frequency_penalty", "presence_penalty")
 
-_CHAT_PASSTHROUGH = ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "stop",
-                     "response_format")
+_CHAT_PASSTHROUGH = ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "stop", "response_format")
 
 _FINISH_REASONS = {"stop": "stop", "length": "length", "max_tokens": "length", "max_output_tokens": "length"}
 
@@ -77,14 +76,23 @@ class OpenAIProvider:
         ConfigError: unknown ``kind``, empty ``api_key`` or ``max_concurrency < 1``.
     """
 
-    def __init__(self, kind: str, api_key: str, base_url: str | None = None,
-                 max_concurrency: int = 4, timeout_s: float = 120.0, organization: str | None = None,
-                 deterministic: bool = False):
+    def __init__(
+        self,
+        kind: str,
+        api_key: str,
+        base_url: str | None = None,
+        max_concurrency: int = 4,
+        timeout_s: float = 120.0,
+        organization: str | None = None,
+        deterministic: bool = False,
+    ):
         if kind not in KINDS:
             raise ConfigError(f"OpenAIProvider kind must be one of {list(KINDS)}, got {kind!r}")
         if not api_key:
-            raise ConfigError(f"OpenAIProvider ({kind}): api_key is empty; set the provider's API-key "
-                              "environment variable (a server without auth accepts any placeholder, e.g. 'none')")
+            raise ConfigError(
+                f"OpenAIProvider ({kind}): api_key is empty; set the provider's API-key "
+                "environment variable (a server without auth accepts any placeholder, e.g. 'none')"
+            )
         if max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.kind = kind
@@ -93,8 +101,9 @@ class OpenAIProvider:
         self.timeout_s = float(timeout_s)
         self.deterministic = bool(deterministic)
         self._api_key = api_key
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, organization=organization,
-                                     max_retries=0, timeout=self.timeout_s)
+        self._client = openai.OpenAI(
+            api_key=api_key, base_url=base_url, organization=organization, max_retries=0, timeout=self.timeout_s
+        )
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._file_ids: dict[tuple[str, str, str], str] = {}
         self._upload_lock = threading.Lock()
@@ -150,20 +159,26 @@ class OpenAIProvider:
 
     def _check_request(self, request: GenerationRequest) -> None:
         if request.provider != self.kind:
-            raise ConfigError(f"request for provider {request.provider!r} sent to an OpenAIProvider of kind "
-                              f"{self.kind!r}")
+            raise ConfigError(
+                f"request for provider {request.provider!r} sent to an OpenAIProvider of kind {self.kind!r}"
+            )
         if request.base_url is not None and (request.base_url.rstrip("/") != (self.base_url or "").rstrip("/")):
-            raise ConfigError(f"request base_url {request.base_url!r} differs from the provider's "
-                              f"{self.base_url!r}; the cache key would not describe the endpoint called")
+            raise ConfigError(
+                f"request base_url {request.base_url!r} differs from the provider's "
+                f"{self.base_url!r}; the cache key would not describe the endpoint called"
+            )
         if request.ingestion not in ("inline", "openai_file"):
-            raise ConfigError(f"ingestion path {request.ingestion!r} is not served by OpenAIProvider "
-                              "(use 'inline' or 'openai_file')")
+            raise ConfigError(
+                f"ingestion path {request.ingestion!r} is not served by OpenAIProvider (use 'inline' or 'openai_file')"
+            )
 
     def _split_extra(self, params: dict[str, Any]) -> dict[str, Any]:
         extra = {k: params[k] for k in LLAMA_CPP_ONLY_PARAMS if k in params}
         if extra and self.kind == "openai":
-            raise ConfigError(f"parameter(s) {sorted(extra)} are not OpenAI API parameters; they are only "
-                              "sent (in extra_body) to 'openai_compatible' servers such as llama.cpp")
+            raise ConfigError(
+                f"parameter(s) {sorted(extra)} are not OpenAI API parameters; they are only "
+                "sent (in extra_body) to 'openai_compatible' servers such as llama.cpp"
+            )
         return extra
 
     def _chat_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
@@ -185,12 +200,15 @@ class OpenAIProvider:
         extra = self._split_extra(params)
         systems = [m["content"] for m in request.messages if m["role"] in ("system", "developer")]
         if len(systems) > 1:
-            raise ConfigError("the openai_file path sends the system message as `instructions`; "
-                              f"got {len(systems)} system messages, expected at most one")
+            raise ConfigError(
+                "the openai_file path sends the system message as `instructions`; "
+                f"got {len(systems)} system messages, expected at most one"
+            )
         turns = [m for m in request.messages if m["role"] not in ("system", "developer")]
         if not turns or turns[-1]["role"] != "user":
-            raise ConfigError("the openai_file path needs the last non-system message to be the user turn "
-                              "the document is attached to")
+            raise ConfigError(
+                "the openai_file path needs the last non-system message to be the user turn the document is attached to"
+            )
         input_items: list[dict[str, Any]] = [{"role": m["role"], "content": m["content"]} for m in turns[:-1]]
         input_items.append({"role": "user", "content": [{"type": "input_text", "text": turns[-1]["content"]}]})
         kwargs: dict[str, Any] = {"model": request.model, "input": input_items}
@@ -221,8 +239,9 @@ class OpenAIProvider:
         with self._upload_lock:
             file_id = self._file_ids.get(memo)
             if file_id is None:
-                uploaded = self._call(self._client.files.create,
-                                      file=(doc.filename, doc.content, doc.media_type), purpose="user_data")
+                uploaded = self._call(
+                    self._client.files.create, file=(doc.filename, doc.content, doc.media_type), purpose="user_data"
+                )
                 file_id = uploaded.id
                 self._file_ids[memo] = file_id
             return file_id
@@ -261,9 +280,10 @@ class OpenAIProvider:
             error = getattr(response, "error", None)
             code = getattr(error, "code", None)
             message = getattr(error, "message", None) or "no message"
-            raise ProviderError(f"OpenAI response failed ({code}): {message}",
-                                retryable=code in ("server_error", "rate_limit_exceeded")
-                                or classify_status(None, message))
+            raise ProviderError(
+                f"OpenAI response failed ({code}): {message}",
+                retryable=code in ("server_error", "rate_limit_exceeded") or classify_status(None, message),
+            )
         if status == "incomplete":
             details = getattr(response, "incomplete_details", None)
             finish = _normalise_finish(getattr(details, "reason", None) or "incomplete")
@@ -284,7 +304,10 @@ class OpenAIProvider:
 
 def _responses_format(response_format: Any) -> Any:
     """Chat ``response_format`` -> Responses ``text.format`` (json_schema is flattened)."""
-    if isinstance(response_format, dict) and response_format.get("type") == "json_schema" \
-            and isinstance(response_format.get("json_schema"), dict):
+    if (
+        isinstance(response_format, dict)
+        and response_format.get("type") == "json_schema"
+        and isinstance(response_format.get("json_schema"), dict)
+    ):
         return {"type": "json_schema", **response_format["json_schema"]}
     return response_format

@@ -64,8 +64,9 @@ class RetryPolicy:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
-def backoff_delay(policy: RetryPolicy, retry_number: int, rng: random.Random,
-                  retry_after: float | None = None) -> float:
+def backoff_delay(
+    policy: RetryPolicy, retry_number: int, rng: random.Random, retry_after: float | None = None
+) -> float:
     """Seconds to wait before retry number ``retry_number`` (1 = the wait before attempt 2).
 
     The exponential delay is ``d = min(max_delay_s, base_delay_s * 2**(retry_number-1))``; with
@@ -158,8 +159,7 @@ def _parse_seconds(value: Any) -> float | None:
     return seconds
 
 
-def parse_retry_after(value: str | int | float | Mapping[str, Any] | None, *,
-                      now: float | None = None) -> float | None:
+def parse_retry_after(value: str | int | float | Mapping[str, Any] | None, *, now: float | None = None) -> float | None:
     """Seconds a server asked us to wait, or ``None`` if it did not say (or said nonsense).
 
     Args:

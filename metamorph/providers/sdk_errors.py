@@ -37,8 +37,9 @@ def body_text(err: Any) -> str | None:
 
 
 @contextmanager
-def sdk_errors(sdk: ModuleType, base_error: type[Exception], label: str, api_key: str | None,
-               timeout_s: float) -> Iterator[None]:
+def sdk_errors(
+    sdk: ModuleType, base_error: type[Exception], label: str, api_key: str | None, timeout_s: float
+) -> Iterator[None]:
     """Run an SDK call; raise :class:`ProviderError` (status, retryable, retry_after) on failure.
 
     ``sdk`` is the ``openai`` or ``anthropic`` module, ``base_error`` its root exception
@@ -51,25 +52,31 @@ def sdk_errors(sdk: ModuleType, base_error: type[Exception], label: str, api_key
         yield
     except sdk.APIStatusError as err:
         status = err.status_code
-        raise ProviderError(redact(f"{label} HTTP {status}: {err.message}", api_key), status=status,
-                            retryable=classify_status(status, body_text(err)),
-                            retry_after=parse_retry_after(err.response.headers)) from None
+        raise ProviderError(
+            redact(f"{label} HTTP {status}: {err.message}", api_key),
+            status=status,
+            retryable=classify_status(status, body_text(err)),
+            retry_after=parse_retry_after(err.response.headers),
+        ) from None
     except sdk.APITimeoutError:
         raise ProviderError(f"{label} request timed out after {timeout_s:g} s", status=None, retryable=True) from None
     except sdk.APIConnectionError as err:
-        raise ProviderError(redact(f"{label} connection error: {err.message}", api_key), status=None,
-                            retryable=True) from None
+        raise ProviderError(
+            redact(f"{label} connection error: {err.message}", api_key), status=None, retryable=True
+        ) from None
     except json.JSONDecodeError as err:  # a truncated or non-JSON body: a transport fault, worth a retry
-        raise ProviderError(f"{label} response body is not valid JSON ({err.msg}: char {err.pos})",
-                            status=None, retryable=True) from None
+        raise ProviderError(
+            f"{label} response body is not valid JSON ({err.msg}: char {err.pos})", status=None, retryable=True
+        ) from None
     except base_error as err:  # e.g. response validation: not worth retrying
         raise ProviderError(redact(f"{label} error {type(err).__name__}: {err}", api_key), retryable=False) from None
 
 
 #: Error types in a 200 body that say "try again" (OpenAI ``server_error``; Anthropic ``api_error``,
 #: ``overloaded_error``, ``rate_limit_error``).
-RETRYABLE_ERROR_TYPES = frozenset({"server_error", "api_error", "overloaded_error", "rate_limit_error",
-                                   "rate_limit_exceeded"})
+RETRYABLE_ERROR_TYPES = frozenset(
+    {"server_error", "api_error", "overloaded_error", "rate_limit_error", "rate_limit_exceeded"}
+)
 
 
 def error_in_body(response: Any, label: str) -> ProviderError | None:
@@ -86,5 +93,8 @@ def error_in_body(response: Any, label: str) -> ProviderError | None:
     get = err.get if isinstance(err, dict) else (lambda name: getattr(err, name, None))
     kind = get("type") if err is not None else None
     message = (get("message") if err is not None else None) or "no message"
-    return ProviderError(f"{label} returned HTTP 200 with an error body ({kind}): {message}", status=200,
-                         retryable=kind in RETRYABLE_ERROR_TYPES or classify_status(None, str(message)))
+    return ProviderError(
+        f"{label} returned HTTP 200 with an error body ({kind}): {message}",
+        status=200,
+        retryable=kind in RETRYABLE_ERROR_TYPES or classify_status(None, str(message)),
+    )

@@ -48,8 +48,16 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-__all__ = ["POLLED_PROVIDERS", "ListedVersion", "VersionChange", "VersionPollError", "current_version",
-           "is_dated_snapshot", "list_models", "version_change"]
+__all__ = [
+    "POLLED_PROVIDERS",
+    "ListedVersion",
+    "VersionChange",
+    "VersionPollError",
+    "current_version",
+    "is_dated_snapshot",
+    "list_models",
+    "version_change",
+]
 
 #: Providers whose ``models.list`` is polled.
 POLLED_PROVIDERS = ("openai", "anthropic")
@@ -112,17 +120,20 @@ def current_version(model: str, catalogue: dict[str, int]) -> ListedVersion | No
     """
     if _snapshot_date(model) is not None:
         return ListedVersion(model, catalogue[model]) if model in catalogue else None
-    snapshots = [i for i in catalogue
-                 if i.startswith(model + "-") and _snapshot_date(i) is not None
-                 and _DATED.sub("", i) == model]
+    snapshots = [
+        i
+        for i in catalogue
+        if i.startswith(model + "-") and _snapshot_date(i) is not None and _DATED.sub("", i) == model
+    ]
     if snapshots:
         newest = max(snapshots, key=lambda i: _snapshot_date(i))
         return ListedVersion(newest, catalogue[newest])
     return ListedVersion(model, catalogue[model]) if model in catalogue else None
 
 
-def version_change(reported: list[str] | set[str], evaluated_at: float,
-                   current: ListedVersion | None) -> VersionChange | None:
+def version_change(
+    reported: list[str] | set[str], evaluated_at: float, current: ListedVersion | None
+) -> VersionChange | None:
     """Whether an evaluation that reported ``reported`` versions at ``evaluated_at`` (Unix seconds)
     is out of date against ``current`` (:func:`current_version`); None when it is not, or when
     there is nothing to judge (no reported version, or ``current`` unknown).
@@ -142,8 +153,9 @@ def version_change(reported: list[str] | set[str], evaluated_at: float,
     return None
 
 
-def list_models(provider: str, api_key: str, base_url: str | None = None, timeout_s: float = 10.0,
-                max_models: int = 5000) -> dict[str, int]:
+def list_models(
+    provider: str, api_key: str, base_url: str | None = None, timeout_s: float = 10.0, max_models: int = 5000
+) -> dict[str, int]:
     """``models.list`` of ``provider`` as ``{id: created}`` (Unix seconds, UTC).
 
     One SDK client per call, SDK retries off; ``timeout_s`` bounds the whole listing (every page),

@@ -55,8 +55,9 @@ class DuckDBStore:
 
     @contextmanager
     def held_by_another_process(self):
-        holder = subprocess.Popen([sys.executable, "-c", self.HOLDER, self.location], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", self.HOLDER, self.location], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         try:
             assert holder.stdout.readline() == "holding\n"
             yield

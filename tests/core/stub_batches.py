@@ -30,33 +30,55 @@ from tests.core.stub_http import Recorded, Reply, StubServer, chat_completion
 OPENAI_TERMINAL = {"completed", "failed", "expired", "cancelled"}
 
 
-def openai_ok(text: str, model: str = "gpt-test-2026-01-01", prompt_tokens: int = 7,
-              completion_tokens: int = 2) -> Callable[[str, dict], dict]:
+def openai_ok(
+    text: str, model: str = "gpt-test-2026-01-01", prompt_tokens: int = 7, completion_tokens: int = 2
+) -> Callable[[str, dict], dict]:
     """An answer that puts a 200 chat completion ``text`` in the output file."""
+
     def line(custom_id: str, body: dict) -> dict:
-        completion = chat_completion(text, model=model, prompt_tokens=prompt_tokens,
-                                     completion_tokens=completion_tokens)
+        completion = chat_completion(
+            text, model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
         completion["system_fingerprint"] = "fp_batch"
-        return {"id": f"batch_req_{custom_id[:8]}", "custom_id": custom_id,
-                "response": {"status_code": 200, "request_id": "req_1", "body": completion}, "error": None}
+        return {
+            "id": f"batch_req_{custom_id[:8]}",
+            "custom_id": custom_id,
+            "response": {"status_code": 200, "request_id": "req_1", "body": completion},
+            "error": None,
+        }
+
     return line
 
 
 def openai_http_error(status: int, message: str) -> Callable[[str, dict], dict]:
     """An answer that puts an HTTP ``status`` error response in the error file."""
+
     def line(custom_id: str, body: dict) -> dict:
-        return {"id": f"batch_req_{custom_id[:8]}", "custom_id": custom_id,
-                "response": {"status_code": status, "request_id": "req_2",
-                             "body": {"error": {"message": message, "type": "invalid_request_error",
-                                                "param": None, "code": None}}}, "error": None}
+        return {
+            "id": f"batch_req_{custom_id[:8]}",
+            "custom_id": custom_id,
+            "response": {
+                "status_code": status,
+                "request_id": "req_2",
+                "body": {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}},
+            },
+            "error": None,
+        }
+
     return line
 
 
 def openai_expired(custom_id: str, body: dict) -> dict:
     """An error-file line of a request the completion window expired on."""
-    return {"id": f"batch_req_{custom_id[:8]}", "custom_id": custom_id, "response": None,
-            "error": {"code": "batch_expired",
-                      "message": "This request could not be executed before the completion window expired."}}
+    return {
+        "id": f"batch_req_{custom_id[:8]}",
+        "custom_id": custom_id,
+        "response": None,
+        "error": {
+            "code": "batch_expired",
+            "message": "This request could not be executed before the completion window expired.",
+        },
+    }
 
 
 class OpenAIBatchAPI:
@@ -67,8 +89,12 @@ class OpenAIBatchAPI:
         statuses: what the 1st, 2nd, ... poll of a batch reports (the last repeats); settable later.
     """
 
-    def __init__(self, stub: StubServer, answer: Callable[[str, dict], dict | None],
-                 statuses: tuple[str, ...] = ("in_progress", "completed")):
+    def __init__(
+        self,
+        stub: StubServer,
+        answer: Callable[[str, dict], dict | None],
+        statuses: tuple[str, ...] = ("in_progress", "completed"),
+    ):
         self.stub, self.answer, self.statuses = stub, answer, statuses
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
@@ -87,9 +113,18 @@ class OpenAIBatchAPI:
             self.uploads += 1
             file_id = f"file-in-{self.uploads}"
             self.files[file_id] = rec.parts["file"]["data"]
-        return Reply(200, {"id": file_id, "object": "file", "bytes": len(self.files[file_id]), "created_at": 1,
-                           "filename": rec.parts["file"]["filename"], "purpose": rec.parts["purpose"]["data"].decode(),
-                           "status": "processed"})
+        return Reply(
+            200,
+            {
+                "id": file_id,
+                "object": "file",
+                "bytes": len(self.files[file_id]),
+                "created_at": 1,
+                "filename": rec.parts["file"]["filename"],
+                "purpose": rec.parts["purpose"]["data"].decode(),
+                "status": "processed",
+            },
+        )
 
     def _create(self, rec: Recorded) -> Reply:
         with self._lock:
@@ -97,23 +132,36 @@ class OpenAIBatchAPI:
             batch_id = f"batch_{self.creates}"
             lines = [json.loads(x) for x in self.files[rec.json["input_file_id"]].decode().splitlines() if x.strip()]
             self.submitted[batch_id] = lines
-            self.batches[batch_id] = {"id": batch_id, "object": "batch", "endpoint": rec.json["endpoint"],
-                                      "input_file_id": rec.json["input_file_id"],
-                                      "completion_window": rec.json["completion_window"], "created_at": 1,
-                                      "status": "validating", "output_file_id": None, "error_file_id": None,
-                                      "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
+            self.batches[batch_id] = {
+                "id": batch_id,
+                "object": "batch",
+                "endpoint": rec.json["endpoint"],
+                "input_file_id": rec.json["input_file_id"],
+                "completion_window": rec.json["completion_window"],
+                "created_at": 1,
+                "status": "validating",
+                "output_file_id": None,
+                "error_file_id": None,
+                "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+            }
             return Reply(200, dict(self.batches[batch_id]))
 
     def _retrieve(self, rec: Recorded) -> Reply:
         batch_id = rec.path.split("?")[0].rsplit("/", 1)[1]
         with self._lock:
             if batch_id not in self.batches:
-                return Reply(404, {"error": {"message": f"No batch found with id '{batch_id}'.",
-                                             "type": "invalid_request_error"}})
+                return Reply(
+                    404,
+                    {"error": {"message": f"No batch found with id '{batch_id}'.", "type": "invalid_request_error"}},
+                )
             self.polls[batch_id] += 1
             batch = self.batches[batch_id]
             batch["status"] = self.statuses[min(self.polls[batch_id], len(self.statuses)) - 1]
-            if batch["status"] in OPENAI_TERMINAL and batch["output_file_id"] is None and batch["error_file_id"] is None:
+            if (
+                batch["status"] in OPENAI_TERMINAL
+                and batch["output_file_id"] is None
+                and batch["error_file_id"] is None
+            ):
                 out, err = [], []
                 for line in self.submitted[batch_id]:
                     answered = self.answer(line["custom_id"], line["body"])
@@ -125,8 +173,11 @@ class OpenAIBatchAPI:
                         file_id = f"file-{kind}-{batch_id}"
                         self.files[file_id] = "".join(json.dumps(x) + "\n" for x in lines).encode()
                         batch[f"{kind}_file_id"] = file_id
-                batch["request_counts"] = {"total": len(self.submitted[batch_id]), "completed": len(out),
-                                           "failed": len(err)}
+                batch["request_counts"] = {
+                    "total": len(self.submitted[batch_id]),
+                    "completed": len(out),
+                    "failed": len(err),
+                }
             return Reply(200, dict(batch))
 
     def _content(self, rec: Recorded) -> Reply:
@@ -138,19 +189,40 @@ class OpenAIBatchAPI:
 
 def anthropic_ok(text: str, model: str = "claude-test-20260101") -> Callable[[str, dict], dict]:
     """A succeeded result answering ``text``."""
+
     def line(custom_id: str, params: dict) -> dict:
-        return {"custom_id": custom_id, "result": {"type": "succeeded", "message": {
-            "id": "msg_b", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 30, "output_tokens": 3}}}}
+        return {
+            "custom_id": custom_id,
+            "result": {
+                "type": "succeeded",
+                "message": {
+                    "id": "msg_b",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [{"type": "text", "text": text}],
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 30, "output_tokens": 3},
+                },
+            },
+        }
+
     return line
 
 
 def anthropic_errored(error_type: str, message: str) -> Callable[[str, dict], dict]:
     """An errored result (``error_type`` e.g. ``invalid_request_error``)."""
+
     def line(custom_id: str, params: dict) -> dict:
-        return {"custom_id": custom_id, "result": {"type": "errored", "error": {
-            "type": "error", "error": {"type": error_type, "message": message}}}}
+        return {
+            "custom_id": custom_id,
+            "result": {
+                "type": "errored",
+                "error": {"type": "error", "error": {"type": error_type, "message": message}},
+            },
+        }
+
     return line
 
 
@@ -161,8 +233,12 @@ def anthropic_expired(custom_id: str, params: dict) -> dict:
 class AnthropicBatchAPI:
     """The Anthropic Message Batches endpoints on ``stub`` (see the module docstring)."""
 
-    def __init__(self, stub: StubServer, answer: Callable[[str, dict], dict | None],
-                 statuses: tuple[str, ...] = ("in_progress", "ended")):
+    def __init__(
+        self,
+        stub: StubServer,
+        answer: Callable[[str, dict], dict | None],
+        statuses: tuple[str, ...] = ("in_progress", "ended"),
+    ):
         self.stub, self.answer, self.statuses = stub, answer, statuses
         self.batches: dict[str, dict[str, Any]] = {}
         self.submitted: dict[str, list[dict]] = {}
@@ -176,12 +252,24 @@ class AnthropicBatchAPI:
 
     @staticmethod
     def _object(batch_id: str, status: str, n: int, results_url: str | None) -> dict:
-        return {"id": batch_id, "type": "message_batch", "processing_status": status,
-                "request_counts": {"processing": 0 if status == "ended" else n, "succeeded": 0, "errored": 0,
-                                   "canceled": 0, "expired": 0},
-                "created_at": "2026-12-01T00:00:00Z", "expires_at": "2026-12-02T00:00:00Z", "archived_at": None,
-                "cancel_initiated_at": None, "ended_at": "2026-12-01T01:00:00Z" if status == "ended" else None,
-                "results_url": results_url}
+        return {
+            "id": batch_id,
+            "type": "message_batch",
+            "processing_status": status,
+            "request_counts": {
+                "processing": 0 if status == "ended" else n,
+                "succeeded": 0,
+                "errored": 0,
+                "canceled": 0,
+                "expired": 0,
+            },
+            "created_at": "2026-12-01T00:00:00Z",
+            "expires_at": "2026-12-02T00:00:00Z",
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "ended_at": "2026-12-01T01:00:00Z" if status == "ended" else None,
+            "results_url": results_url,
+        }
 
     def _create(self, rec: Recorded) -> Reply:
         with self._lock:

@@ -77,10 +77,18 @@ def body_key(raw: bytes) -> str:
 
 def chat_completion(text: str, model: str = "gpt-x", prompt_tokens: int = 5, completion_tokens: int = 1) -> dict:
     """An OpenAI Chat Completions response body answering ``text``."""
-    return {"id": "c", "object": "chat.completion", "created": 1, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens}}
+    return {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
 
 
 def echo_chat(rec: Recorded) -> Reply:
@@ -116,8 +124,10 @@ class FaultPlan:
     def __post_init__(self) -> None:
         unknown = (set(self.kinds) | set(self.persistent)) - set(FAULT_KINDS)
         if unknown or not self.kinds or not 0.0 <= self.rate <= 1.0:
-            raise ValueError(f"FaultPlan: rate must be in [0, 1] and kinds among {FAULT_KINDS}, "
-                             f"got rate={self.rate!r}, kinds={self.kinds!r}")
+            raise ValueError(
+                f"FaultPlan: rate must be in [0, 1] and kinds among {FAULT_KINDS}, "
+                f"got rate={self.rate!r}, kinds={self.kinds!r}"
+            )
 
     def kind_for(self, key: str) -> str | None:
         """The fault kind for the body ``key`` (``None``: never faulted), ignoring ``times``."""
@@ -137,15 +147,26 @@ class FaultPlan:
         """The faulty reply of kind ``kind``; ``ok`` is the reply the request would have had."""
         good = ok.raw if ok.raw is not None else json.dumps(ok.body).encode()
         if kind == "429":
-            return Reply(429, {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}},
-                         {"retry-after": f"{self.retry_after_s:g}"})
+            return Reply(
+                429,
+                {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}},
+                {"retry-after": f"{self.retry_after_s:g}"},
+            )
         if kind == "500":
             return Reply(500, {"error": {"message": "The server had an error", "type": "server_error"}})
         if kind == "529":
             return Reply(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
         if kind == "error_body":
-            return Reply(200, {"error": {"message": "The server had an error processing your request",
-                                         "type": "server_error", "code": None}})
+            return Reply(
+                200,
+                {
+                    "error": {
+                        "message": "The server had an error processing your request",
+                        "type": "server_error",
+                        "code": None,
+                    }
+                },
+            )
         if kind == "truncated":
             return Reply(200, raw=good[: len(good) // 2])
         if kind == "malformed":
@@ -197,8 +218,7 @@ class StubServer:
 
         self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
 
     def script(self, method: str, path: str, *replies: Responder) -> None:
@@ -231,8 +251,7 @@ class StubServer:
         if ctype.startswith("application/json") and raw:
             rec.json = json.loads(raw)
         elif ctype.startswith("multipart/form-data"):
-            msg = BytesParser(policy=email_policy).parsebytes(
-                b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + raw)
+            msg = BytesParser(policy=email_policy).parsebytes(b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + raw)
             for part in msg.iter_parts():
                 rec.parts[part.get_param("name", header="content-disposition")] = {
                     "filename": part.get_filename(),
@@ -304,8 +323,15 @@ def main() -> None:
     print(stub.url, flush=True)
     sys.stdin.read()
     stub.close()
-    print(json.dumps({"requests": sum(stub.counts.values()),
-                      "bodies_requested_twice_or_more": sum(1 for n in stub.counts.values() if n > 1)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "requests": sum(stub.counts.values()),
+                "bodies_requested_twice_or_more": sum(1 for n in stub.counts.values() if n > 1),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

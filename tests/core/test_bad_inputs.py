@@ -77,12 +77,20 @@ def _raise(case: dict, path: Path) -> None:
 
 def test_the_corpus_covers_every_study_and_every_file_is_listed():
     listed = {c["file"] for c in CASES} | {c["file"] for c in MANIFEST["accepted"]}
-    on_disk = {p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*") if p.is_file()
-               and p.name not in ("cases.yaml", ".gitattributes")}
+    on_disk = {
+        p.relative_to(CORPUS).as_posix()
+        for p in CORPUS.rglob("*")
+        if p.is_file() and p.name not in ("cases.yaml", ".gitattributes")
+    }
     assert listed == on_disk
     assert len(CASES) + len(MANIFEST["generated"]) >= 40
-    assert {_study(c) for c in CASES} == {"format_robustness", "wrapper_sensitivity", "workflow_perturb",
-                                         "order_probe", "registry"}
+    assert {_study(c) for c in CASES} == {
+        "format_robustness",
+        "wrapper_sensitivity",
+        "workflow_perturb",
+        "order_probe",
+        "registry",
+    }
     assert max((CORPUS / f).stat().st_size for f in on_disk) < 4096  # tiny, synthetic
 
 
@@ -100,7 +108,8 @@ def test_bad_input_gives_one_error_naming_file_row_and_field(case, monkeypatch):
         check_sources("workflow_perturb", [str(path)], None)
         _, rejected = load_goldens(str(path), on_invalid="collect")
         assert [(r.source, r.row, r.field, r.reason) for r in rejected] == [
-            (str(path), case["row"], case["field"], case["problem"])]
+            (str(path), case["row"], case["field"], case["problem"])
+        ]
 
 
 def test_gate_golden_with_a_cycle_exits_2_naming_the_file(capsys, tmp_path):
@@ -118,18 +127,29 @@ def test_a_registry_path_that_is_a_directory_is_one_line_exit_2(tmp_path):
         load_registry(tmp_path)
     assert str(e.value) == f"{tmp_path}: is a directory, expected the model registry's YAML file"
     env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "METAMORPH_MODELS": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "metamorph.cli", "verdict", "--model", "m"], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "metamorph.cli", "verdict", "--model", "m"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert (out.returncode, out.stderr.splitlines()) == (
-        2, [f"metamorph verdict: error: {tmp_path}: is a directory, expected the model registry's YAML file"])
+        2,
+        [f"metamorph verdict: error: {tmp_path}: is a directory, expected the model registry's YAML file"],
+    )
     assert not (tmp_path / "home").exists()
 
 
 PLANTED = re.compile(r"[^\s:@=&/]*FAKE[^\s@&]*")  # the fake credentials planted in the registry cases
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c["via"] == "registry"
-                                  and PLANTED.search(_path(c).read_text(encoding="utf-8"))], ids=lambda c: c["file"])
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if c["via"] == "registry" and PLANTED.search(_path(c).read_text(encoding="utf-8"))],
+    ids=lambda c: c["file"],
+)
 def test_a_credential_pasted_into_the_registry_is_not_echoed(case, monkeypatch):
     monkeypatch.delenv(UNSET_KEY, raising=False)
     path = _path(case)
@@ -179,7 +199,8 @@ def test_accepted_variants_read_the_same_values():
     assert crlf[0] == "A 30-year-old has a fever. Next step?"  # no '\r' left, no BOM
     # U+2028 / U+0085 / U+2029 inside a JSON string are text, not line ends
     assert questions("ok_medqa_line_separators_in_value.jsonl")[0] == (
-        "Line one\u2028line two\u0085line three\u2029end")
+        "Line one\u2028line two\u0085line three\u2029end"
+    )
     [x] = _load(f"credit_default:{CORPUS / 'format_robustness' / 'ok_credit_bom_crlf.csv'}")
     assert x.instance_id == "c-1" and dict(x.fields)["age"] == 24
 
@@ -211,13 +232,19 @@ def _cli(case: dict, path: Path, tmp_path: Path) -> tuple[list[str], dict, str]:
     env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh")}
     env.pop(UNSET_KEY, None)
     if case["via"] in ("thresholds", "gate_golden"):
-        return ([sys.executable, "-m", "metamorph.cli", *_gate_argv(case, path, tmp_path)], env,
-                f"metamorph gate: error: {_expected(case, path)}")
+        return (
+            [sys.executable, "-m", "metamorph.cli", *_gate_argv(case, path, tmp_path)],
+            env,
+            f"metamorph gate: error: {_expected(case, path)}",
+        )
     if case["via"] == "registry":  # the models are run: the registry and the keys are checked first
         env["METAMORPH_MODELS"] = str(path)
         return [sys.executable, "-m", "pipelines.run", "wrapper_sensitivity"], env, f"error: {_expected(case, path)}"
-    return ([sys.executable, "-m", "pipelines.run", _study(case), "--source", _spec(case, path), "--no-models"], env,
-            f"error: {_expected(case, path)}")
+    return (
+        [sys.executable, "-m", "pipelines.run", _study(case), "--source", _spec(case, path), "--no-models"],
+        env,
+        f"error: {_expected(case, path)}",
+    )
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.get("cli")], ids=lambda c: c["file"])
@@ -243,16 +270,19 @@ def test_inputs_job_fails_on_the_bad_row_and_writes_no_table(case, metamorph_hom
     with dg.instance_for_test() as instance:
         with pytest.raises(InputsRejected) as e:
             build_definitions().resolve_job_def(f"{study}_inputs_job").execute_in_process(
-                instance=instance, raise_on_error=False,
-                run_config={"ops": {inputs_op: {"config": {"sources": [_spec(case, path)]}}}})
+                instance=instance,
+                raise_on_error=False,
+                run_config={"ops": {inputs_op: {"config": {"sources": [_spec(case, path)]}}}},
+            )
         assert instance.get_runs() == []
     assert str(e.value) == _expected(case, path)
     db = metamorph_home / "metamorph.duckdb"
     if db.exists():
         con = duckdb.connect(str(db), read_only=True)
         try:
-            tables = con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
-                                 [study]).fetchall()
+            tables = con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [study]
+            ).fetchall()
         finally:
             con.close()
         assert tables == []

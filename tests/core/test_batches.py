@@ -22,8 +22,16 @@ from metamorph.providers.base import GenerationRequest
 from metamorph.providers.openai_provider import OpenAIProvider
 from metamorph.providers.retry import RetryPolicy
 from metamorph.runner import run_requests
-from tests.core.stub_batches import (AnthropicBatchAPI, OpenAIBatchAPI, anthropic_errored, anthropic_expired,
-                                     anthropic_ok, openai_expired, openai_http_error, openai_ok)
+from tests.core.stub_batches import (
+    AnthropicBatchAPI,
+    OpenAIBatchAPI,
+    anthropic_errored,
+    anthropic_expired,
+    anthropic_ok,
+    openai_expired,
+    openai_http_error,
+    openai_ok,
+)
 from tests.core.stub_http import Reply, chat_completion
 
 OPENAI_KEY = "sk-test-BATCH-OPENAI-SECRET-0123456789"
@@ -37,24 +45,36 @@ def quiet(_msg: str) -> None:
 
 
 def oa_requests(n: int = 3) -> list[GenerationRequest]:
-    return [GenerationRequest(provider="openai", model="gpt-test",
-                              messages=({"role": "system", "content": "Be terse."},
-                                        {"role": "user", "content": f"question {i}"}),
-                              params={"temperature": 0, "max_tokens": 16, "seed": 0}) for i in range(1, n + 1)]
+    return [
+        GenerationRequest(
+            provider="openai",
+            model="gpt-test",
+            messages=({"role": "system", "content": "Be terse."}, {"role": "user", "content": f"question {i}"}),
+            params={"temperature": 0, "max_tokens": 16, "seed": 0},
+        )
+        for i in range(1, n + 1)
+    ]
 
 
 def an_requests(n: int = 3) -> list[GenerationRequest]:
-    return [GenerationRequest(provider="anthropic", model="claude-test",
-                              messages=({"role": "system", "content": "Be terse."},
-                                        {"role": "user", "content": f"question {i}"}),
-                              params={"max_tokens": 32, "stop": "END"}) for i in range(1, n + 1)]
+    return [
+        GenerationRequest(
+            provider="anthropic",
+            model="claude-test",
+            messages=({"role": "system", "content": "Be terse."}, {"role": "user", "content": f"question {i}"}),
+            params={"max_tokens": 32, "stop": "END"},
+        )
+        for i in range(1, n + 1)
+    ]
 
 
 def by_id(answers: dict):
     """answer(custom_id, body) from a custom_id -> answer mapping (absent: no result line)."""
+
     def answer(custom_id, body):
         fn = answers.get(custom_id)
         return None if fn is None else fn(custom_id, body)
+
     return answer
 
 
@@ -68,15 +88,19 @@ def anthropic_batch(stub, config=FAST):
 
 def stored(cache_path) -> dict[str, tuple]:
     with duckdb.connect(str(cache_path), read_only=True) as con:
-        rows = con.execute("SELECT key, response_text, error, finish_reason, prompt_tokens, completion_tokens, "
-                           "model_version, latency_s FROM generations").fetchall()
+        rows = con.execute(
+            "SELECT key, response_text, error, finish_reason, prompt_tokens, completion_tokens, "
+            "model_version, latency_s FROM generations"
+        ).fetchall()
     return {r[0]: r[1:] for r in rows}
 
 
 def batch_rows(cache_path) -> list[tuple]:
     with duckdb.connect(str(cache_path), read_only=True) as con:
-        return con.execute("SELECT batch_id, provider, base_url, model, keys, status, collected, input_file_id "
-                           "FROM batches ORDER BY submitted_at").fetchall()
+        return con.execute(
+            "SELECT batch_id, provider, base_url, model, keys, status, collected, input_file_id "
+            "FROM batches ORDER BY submitted_at"
+        ).fetchall()
 
 
 def secret_free(cache_path, *secrets) -> None:
@@ -93,8 +117,11 @@ def secret_free(cache_path, *secrets) -> None:
 def test_openai_submit_poll_results_land_under_the_sync_keys(stub, tmp_path):
     reqs = oa_requests(3)
     keys = [r.cache_key() for r in reqs]
-    api = OpenAIBatchAPI(stub, by_id({k: openai_ok(f"answer {i}") for i, k in enumerate(keys, 1)}),
-                         statuses=("validating", "in_progress", "completed"))
+    api = OpenAIBatchAPI(
+        stub,
+        by_id({k: openai_ok(f"answer {i}") for i, k in enumerate(keys, 1)}),
+        statuses=("validating", "in_progress", "completed"),
+    )
     cache = GenerationCache(tmp_path / "cache.duckdb")
     outcomes, stats = run_requests(reqs, openai_batch(stub), cache, log=quiet)
 
@@ -108,9 +135,13 @@ def test_openai_submit_poll_results_land_under_the_sync_keys(stub, tmp_path):
     lines = [json.loads(x) for x in upload.parts["file"]["data"].decode().splitlines()]
     assert [x["custom_id"] for x in lines] == keys
     assert {(x["method"], x["url"]) for x in lines} == {("POST", "/v1/chat/completions")}
-    assert lines[0]["body"] == {"model": "gpt-test", "messages": [{"role": "system", "content": "Be terse."},
-                                                                   {"role": "user", "content": "question 1"}],
-                                "temperature": 0, "seed": 0, "max_completion_tokens": 16}
+    assert lines[0]["body"] == {
+        "model": "gpt-test",
+        "messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "question 1"}],
+        "temperature": 0,
+        "seed": 0,
+        "max_completion_tokens": 16,
+    }
     [create] = stub.requests_to("/v1/batches")
     assert create.json == {"input_file_id": "file-in-1", "endpoint": "/v1/chat/completions", "completion_window": "24h"}
     assert (api.creates, dict(api.polls), dict(api.downloads)) == (1, {"batch_1": 3}, {"file-output-batch_1": 1})
@@ -122,12 +153,14 @@ def test_openai_submit_poll_results_land_under_the_sync_keys(stub, tmp_path):
     rows = stored(tmp_path / "cache.duckdb")
     assert rows[keys[0]] == ("answer 1", None, "stop", 7, 2, "gpt-test-2026-01-01", None)
     assert batch_rows(tmp_path / "cache.duckdb") == [
-        ("batch_1", "openai", stub.url + "/v1", "gpt-test", keys, "completed", True, "file-in-1")]
+        ("batch_1", "openai", stub.url + "/v1", "gpt-test", keys, "completed", True, "file-in-1")
+    ]
     secret_free(tmp_path / "cache.duckdb", OPENAI_KEY)
     # a synchronous provider is served the batch's completions from the cache: same keys, no HTTP call
     n_http = len(stub.requests)
-    again, stats2 = run_requests(reqs, OpenAIProvider("openai", OPENAI_KEY, base_url=stub.url + "/v1"), cache,
-                                 log=quiet)
+    again, stats2 = run_requests(
+        reqs, OpenAIProvider("openai", OPENAI_KEY, base_url=stub.url + "/v1"), cache, log=quiet
+    )
     assert [o.result.text for o in again] == ["answer 1", "answer 2", "answer 3"]
     assert stats2.cache_hits == 3 and len(stub.requests) == n_http
 
@@ -135,15 +168,19 @@ def test_openai_submit_poll_results_land_under_the_sync_keys(stub, tmp_path):
 def test_openai_partial_failure_is_a_recorded_error_and_only_it_is_resubmitted(stub, tmp_path):
     reqs = oa_requests(3)
     keys = [r.cache_key() for r in reqs]
-    answers = {keys[0]: openai_ok("one"), keys[1]: openai_http_error(400, "max_completion_tokens too small"),
-               keys[2]: openai_ok("three")}
+    answers = {
+        keys[0]: openai_ok("one"),
+        keys[1]: openai_http_error(400, "max_completion_tokens too small"),
+        keys[2]: openai_ok("three"),
+    }
     api = OpenAIBatchAPI(stub, by_id(answers))
     cache = GenerationCache(tmp_path / "cache.duckdb")
     outcomes, stats = run_requests(reqs, openai_batch(stub), cache, log=quiet)
 
     assert [o.result.text for o in outcomes] == ["one", None, "three"]
-    assert outcomes[1].result.error == ("BatchError[400]: OpenAI batch request failed (HTTP 400): "
-                                        "max_completion_tokens too small")
+    assert outcomes[1].result.error == (
+        "BatchError[400]: OpenAI batch request failed (HTTP 400): max_completion_tokens too small"
+    )
     assert stats.errors == 1
     assert (cache.count(errors=False), cache.count(errors=True)) == (2, 1)
     assert cache.get(keys[1]) is None  # an error is never a value
@@ -167,10 +204,13 @@ def test_openai_expired_batch_records_errors_for_unfinished_keys_and_a_rerun_res
     outcomes, _ = run_requests(reqs, openai_batch(stub), cache, log=quiet)
 
     assert outcomes[0].result.text == "done in time"
-    assert outcomes[1].result.error == ("BatchError[batch_expired]: OpenAI batch request failed: This request could "
-                                        "not be executed before the completion window expired.")
-    assert outcomes[2].result.error == ("BatchError[expired]: batch batch_1 ended (expired) without a result for "
-                                        "this request")
+    assert outcomes[1].result.error == (
+        "BatchError[batch_expired]: OpenAI batch request failed: This request could "
+        "not be executed before the completion window expired."
+    )
+    assert outcomes[2].result.error == (
+        "BatchError[expired]: batch batch_1 ended (expired) without a result for this request"
+    )
     assert batch_rows(tmp_path / "cache.duckdb")[0][5:7] == ("expired", True)
     rows = stored(tmp_path / "cache.duckdb")
     assert rows[keys[1]][0] is None and rows[keys[2]][0] is None
@@ -185,13 +225,16 @@ def test_openai_expired_batch_records_errors_for_unfinished_keys_and_a_rerun_res
 def test_restart_resumes_the_persisted_batch_without_resubmitting(stub, tmp_path):
     reqs = oa_requests(4)
     keys = [r.cache_key() for r in reqs]
-    api = OpenAIBatchAPI(stub, by_id({k: openai_ok(f"late {i}") for i, k in enumerate(keys, 1)}),
-                         statuses=("in_progress",))
+    api = OpenAIBatchAPI(
+        stub, by_id({k: openai_ok(f"late {i}") for i, k in enumerate(keys, 1)}), statuses=("in_progress",)
+    )
     path = tmp_path / "cache.duckdb"
-    first, stats = run_requests(reqs, openai_batch(stub, ExecutionConfig("batch", 0.01, 0.15)), GenerationCache(path),
-                                log=quiet)
-    assert all(o.result.error.startswith("BatchPending: batch batch_1 still in_progress after max_wait_s=0.15")
-               for o in first)
+    first, stats = run_requests(
+        reqs, openai_batch(stub, ExecutionConfig("batch", 0.01, 0.15)), GenerationCache(path), log=quiet
+    )
+    assert all(
+        o.result.error.startswith("BatchPending: batch batch_1 still in_progress after max_wait_s=0.15") for o in first
+    )
     assert stored(path) == {}  # pending is not an error to store
     assert batch_rows(path)[0][5:7] == ("in_progress", False)
     polls_before = api.polls["batch_1"]
@@ -203,7 +246,11 @@ def test_restart_resumes_the_persisted_batch_without_resubmitting(stub, tmp_path
     second, stats2 = run_requests(reqs, openai_batch(stub), GenerationCache(path), log=quiet)
     assert [o.result.text for o in second] == ["late 1", "late 2", "late 3", "late 4"]
     assert (api.creates, api.uploads, dict(api.polls), dict(api.downloads)) == (
-        1, 1, {"batch_1": 1}, {"file-output-batch_1": 1})
+        1,
+        1,
+        {"batch_1": 1},
+        {"file-output-batch_1": 1},
+    )
     assert len(stub.requests_to("/v1/batches")) == 1 and len(stub.requests_to("/v1/files")) == 1
     assert batch_rows(path)[0][5:7] == ("completed", True)
     assert stats2.calls == 4 and stats2.errors == 0
@@ -227,40 +274,86 @@ def test_failed_submission_stores_errors_and_a_lost_batch_is_abandoned(stub, tmp
     stub.script("POST", "/v1/files", Reply(400, {"error": {"message": "bad jsonl", "type": "invalid_request_error"}}))
     cache = GenerationCache(tmp_path / "cache.duckdb")
     outcomes, _ = run_requests(reqs, openai_batch(stub), cache, retry=NO_RETRY, log=quiet)
-    assert [o.result.error for o in outcomes] == ["ProviderError[400]: batch submission failed: OpenAI HTTP 400: "
-                                                  "Error code: 400 - bad jsonl"] * 2
+    assert [o.result.error for o in outcomes] == [
+        "ProviderError[400]: batch submission failed: OpenAI HTTP 400: Error code: 400 - bad jsonl"
+    ] * 2
     assert batch_rows(tmp_path / "cache.duckdb") == []
 
     # a persisted batch the provider no longer knows (404): errors stored, batch marked lost + collected
     from datetime import datetime
 
     from metamorph.cache import BatchRecord
+
     keys = [r.cache_key() for r in reqs]
-    cache.record_batch(BatchRecord("batch_gone", "openai", stub.url + "/v1", "gpt-test", tuple(keys),
-                                   tuple(r.to_json() for r in reqs), "in_progress", False, None, datetime(2026, 1, 1)))
+    cache.record_batch(
+        BatchRecord(
+            "batch_gone",
+            "openai",
+            stub.url + "/v1",
+            "gpt-test",
+            tuple(keys),
+            tuple(r.to_json() for r in reqs),
+            "in_progress",
+            False,
+            None,
+            datetime(2026, 1, 1),
+        )
+    )
     OpenAIBatchAPI(stub, by_id({}))
     outcomes, _ = run_requests(reqs, openai_batch(stub), cache, retry=NO_RETRY, log=quiet)
-    assert outcomes[0].result.error.startswith("BatchError[lost]: batch batch_gone ended (lost) without a result "
-                                               "for this request; the provider answered OpenAI HTTP 404")
+    assert outcomes[0].result.error.startswith(
+        "BatchError[lost]: batch batch_gone ended (lost) without a result "
+        "for this request; the provider answered OpenAI HTTP 404"
+    )
     assert [r[5:7] for r in batch_rows(tmp_path / "cache.duckdb")] == [("lost", True)]
 
 
 def test_requests_a_batch_cannot_carry_go_synchronously(stub, tmp_path):
     from metamorph.providers.base import Document
-    doc_req = GenerationRequest(provider="openai", model="gpt-test", messages=({"role": "user", "content": "doc?"},),
-                                ingestion="openai_file",
-                                document=Document(b"# t\n", media_type="text/markdown", filename="d.md"))
+
+    doc_req = GenerationRequest(
+        provider="openai",
+        model="gpt-test",
+        messages=({"role": "user", "content": "doc?"},),
+        ingestion="openai_file",
+        document=Document(b"# t\n", media_type="text/markdown", filename="d.md"),
+    )
     inline = oa_requests(1)[0]
     api = OpenAIBatchAPI(stub, by_id({inline.cache_key(): openai_ok("batched")}))  # serves both uploads
-    stub.script("POST", "/v1/responses", Reply(200, {
-        "id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-test-2026-01-01", "status": "completed",
-        "output": [{"type": "message", "id": "m", "role": "assistant", "status": "completed",
-                    "content": [{"type": "output_text", "text": "from the file", "annotations": []}]}],
-        "usage": {"input_tokens": 9, "output_tokens": 3, "total_tokens": 12,
-                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
-        "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}))
-    outcomes, _ = run_requests([inline, doc_req], openai_batch(stub), GenerationCache(tmp_path / "c.duckdb"),
-                               log=quiet)
+    stub.script(
+        "POST",
+        "/v1/responses",
+        Reply(
+            200,
+            {
+                "id": "resp_1",
+                "object": "response",
+                "created_at": 1,
+                "model": "gpt-test-2026-01-01",
+                "status": "completed",
+                "output": [
+                    {
+                        "type": "message",
+                        "id": "m",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": "from the file", "annotations": []}],
+                    }
+                ],
+                "usage": {
+                    "input_tokens": 9,
+                    "output_tokens": 3,
+                    "total_tokens": 12,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                },
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+                "tools": [],
+            },
+        ),
+    )
+    outcomes, _ = run_requests([inline, doc_req], openai_batch(stub), GenerationCache(tmp_path / "c.duckdb"), log=quiet)
     assert [o.result.text for o in outcomes] == ["batched", "from the file"]
     assert [x["custom_id"] for x in api.submitted["batch_1"]] == [inline.cache_key()]
     [resp] = stub.requests_to("/v1/responses")
@@ -274,23 +367,33 @@ def test_requests_a_batch_cannot_carry_go_synchronously(stub, tmp_path):
 def test_anthropic_submit_poll_results_with_errored_and_expired(stub, tmp_path):
     reqs = an_requests(4)
     keys = [r.cache_key() for r in reqs]
-    answers = {keys[0]: anthropic_ok("alpha"), keys[1]: anthropic_errored("invalid_request_error", "prompt too long"),
-               keys[2]: anthropic_expired, keys[3]: anthropic_ok("delta")}
+    answers = {
+        keys[0]: anthropic_ok("alpha"),
+        keys[1]: anthropic_errored("invalid_request_error", "prompt too long"),
+        keys[2]: anthropic_expired,
+        keys[3]: anthropic_ok("delta"),
+    }
     api = AnthropicBatchAPI(stub, by_id(answers), statuses=("in_progress", "in_progress", "ended"))
     path = tmp_path / "cache.duckdb"
     outcomes, stats = run_requests(reqs, anthropic_batch(stub), GenerationCache(path), log=quiet)
 
     assert [o.result.text for o in outcomes] == ["alpha", None, None, "delta"]
-    assert outcomes[1].result.error == ("BatchError[invalid_request_error]: Anthropic batch request errored: "
-                                        "prompt too long")
+    assert outcomes[1].result.error == (
+        "BatchError[invalid_request_error]: Anthropic batch request errored: prompt too long"
+    )
     assert outcomes[2].result.error == "BatchError[expired]: Anthropic batch msgbatch_1: request expired"
     assert stats.errors == 2
     [create] = stub.requests_to("/v1/messages/batches")
     assert create.headers["authorization"] == f"Bearer {ANTHROPIC_KEY}"
     assert [r["custom_id"] for r in create.json["requests"]] == keys
     params = create.json["requests"][0]["params"]
-    assert params == {"model": "claude-test", "max_tokens": 32, "system": "Be terse.", "stop_sequences": ["END"],
-                      "messages": [{"role": "user", "content": "question 1"}]}
+    assert params == {
+        "model": "claude-test",
+        "max_tokens": 32,
+        "system": "Be terse.",
+        "stop_sequences": ["END"],
+        "messages": [{"role": "user", "content": "question 1"}],
+    }
     # the SDK's results() retrieves the batch once more before it downloads: 3 status polls + 1
     assert (api.creates, dict(api.polls), dict(api.downloads)) == (1, {"msgbatch_1": 4}, {"msgbatch_1": 1})
     # params are exactly the synchronous Messages body
@@ -311,11 +414,13 @@ def test_anthropic_submit_poll_results_with_errored_and_expired(stub, tmp_path):
 def test_anthropic_restart_resumes_polling(stub, tmp_path):
     reqs = an_requests(2)
     keys = [r.cache_key() for r in reqs]
-    api = AnthropicBatchAPI(stub, by_id({keys[0]: anthropic_ok("a"), keys[1]: anthropic_ok("b")}),
-                            statuses=("in_progress",))
+    api = AnthropicBatchAPI(
+        stub, by_id({keys[0]: anthropic_ok("a"), keys[1]: anthropic_ok("b")}), statuses=("in_progress",)
+    )
     path = tmp_path / "cache.duckdb"
-    first, _ = run_requests(reqs, anthropic_batch(stub, ExecutionConfig("batch", 0.01, 0.05)), GenerationCache(path),
-                            log=quiet)
+    first, _ = run_requests(
+        reqs, anthropic_batch(stub, ExecutionConfig("batch", 0.01, 0.05)), GenerationCache(path), log=quiet
+    )
     assert all(o.result.error.startswith("BatchPending: batch msgbatch_1 still in_progress") for o in first)
     api.statuses = ("ended",)
     api.polls.clear()
@@ -328,26 +433,39 @@ def test_anthropic_restart_resumes_polling(stub, tmp_path):
 
 
 def test_registry_execution_field():
-    specs = parse_registry({"models": [
-        {"id": "gpt", "provider": "openai", "model": "gpt-x",
-         "execution": {"mode": "batch", "poll_interval_s": 30, "max_wait_s": 3600, "max_requests": 500}},
-        {"id": "gpt-sync", "provider": "openai", "model": "gpt-x"}]}, "models.yaml")
+    specs = parse_registry(
+        {
+            "models": [
+                {
+                    "id": "gpt",
+                    "provider": "openai",
+                    "model": "gpt-x",
+                    "execution": {"mode": "batch", "poll_interval_s": 30, "max_wait_s": 3600, "max_requests": 500},
+                },
+                {"id": "gpt-sync", "provider": "openai", "model": "gpt-x"},
+            ]
+        },
+        "models.yaml",
+    )
     assert specs[0].execution == ExecutionConfig("batch", 30, 3600, 500)
     assert specs[1].execution == ExecutionConfig("sync", 60.0, 86400.0, 10000)
     assert specs[0].fingerprint() != specs[1].fingerprint()  # ids differ; execution itself is not in it
     same = parse_registry({"models": [{"id": "gpt", "provider": "openai", "model": "gpt-x"}]})[0]
     assert same.fingerprint() == specs[0].fingerprint()
 
-    cases = [({"mode": "bulk"}, "openai", "execution.mode"),
-             ({"mode": "batch"}, "llama_cpp", "execution.mode"),
-             ({"poll_interval_s": 0}, "openai", "execution.poll_interval_s"),
-             ({"max_requests": 2.5}, "openai", "execution.max_requests"),
-             ({"every": 3}, "openai", "execution.every"),
-             ("batch", "openai", "execution")]
+    cases = [
+        ({"mode": "bulk"}, "openai", "execution.mode"),
+        ({"mode": "batch"}, "llama_cpp", "execution.mode"),
+        ({"poll_interval_s": 0}, "openai", "execution.poll_interval_s"),
+        ({"max_requests": 2.5}, "openai", "execution.max_requests"),
+        ({"every": 3}, "openai", "execution.every"),
+        ("batch", "openai", "execution"),
+    ]
     for execution, provider, field in cases:
         with pytest.raises(RegistryError) as err:
-            parse_registry({"models": [{"id": "m", "provider": provider, "model": "x", "execution": execution}]},
-                           "models.yaml")
+            parse_registry(
+                {"models": [{"id": "m", "provider": provider, "model": "x", "execution": execution}]}, "models.yaml"
+            )
         assert err.value.field == field and err.value.row == 1 and "models.yaml" in str(err.value)
 
 
@@ -355,8 +473,19 @@ def test_build_provider_wraps_batch_entries(monkeypatch, stub):
     from resources.llm import build_provider
 
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    [spec] = parse_registry({"models": [{"id": "gpt-b", "provider": "openai", "model": "gpt-x",
-                                         "base_url": stub.url + "/v1", "execution": {"mode": "batch"}}]})
+    [spec] = parse_registry(
+        {
+            "models": [
+                {
+                    "id": "gpt-b",
+                    "provider": "openai",
+                    "model": "gpt-x",
+                    "base_url": stub.url + "/v1",
+                    "execution": {"mode": "batch"},
+                }
+            ]
+        }
+    )
     provider = build_provider(spec)
     assert isinstance(provider, BatchExecution) and provider.config.mode == "batch"
     assert isinstance(provider.inner, OpenAIProvider) and OPENAI_KEY not in repr(provider)
@@ -403,13 +532,19 @@ def test_killed_run_is_resumed_by_the_next_process(stub, tmp_path):
 
     reqs = oa_requests(3)
     keys = [r.cache_key() for r in reqs]
-    api = OpenAIBatchAPI(stub, by_id({k: openai_ok(f"after kill {i}") for i, k in enumerate(keys, 1)}),
-                         statuses=("in_progress",))
+    api = OpenAIBatchAPI(
+        stub, by_id({k: openai_ok(f"after kill {i}") for i, k in enumerate(keys, 1)}), statuses=("in_progress",)
+    )
     path = tmp_path / "cache.duckdb"
     repo = str(Path(__file__).resolve().parents[2])
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, stub.url, str(path)], cwd=repo,
-                             env={**os.environ, "PYTHONPATH": repo, "NO_PROXY": "127.0.0.1"},
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, stub.url, str(path)],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": repo, "NO_PROXY": "127.0.0.1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while api.polls["batch_1"] < 3 and time.monotonic() < deadline and child.poll() is None:
@@ -436,9 +571,11 @@ def test_dagster_model_job_in_batch_mode(stub, metamorph_home, tmp_path, monkeyp
     from tests.conftest import shared_sample
 
     reg = tmp_path / "models.yaml"
-    reg.write_text(f"models:\n  - id: gpt-batch\n    provider: openai\n    model: gpt-test\n"
-                   f"    base_url: {stub.url}/v1\n    api_key_env: STUB_OPENAI_KEY\n"
-                   f"    execution: {{mode: batch, poll_interval_s: 0.01, max_wait_s: 30}}\n")
+    reg.write_text(
+        f"models:\n  - id: gpt-batch\n    provider: openai\n    model: gpt-test\n"
+        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_OPENAI_KEY\n"
+        f"    execution: {{mode: batch, poll_interval_s: 0.01, max_wait_s: 30}}\n"
+    )
     monkeypatch.setenv("METAMORPH_MODELS", str(reg))
     monkeypatch.setenv("STUB_OPENAI_KEY", OPENAI_KEY)
     decision = json.dumps({"decision": "A", "evidence": ["patient has fever"]})
@@ -447,20 +584,31 @@ def test_dagster_model_job_in_batch_mode(stub, metamorph_home, tmp_path, monkeyp
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["gpt-batch"])
         inputs = defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(
-            instance=instance, raise_on_error=False,
-            run_config={"ops": {"format_robustness__source_instances": {
-                "config": {"sources": [f"medqa:{shared_sample('medqa')}"], "limit": 3}}}})
+            instance=instance,
+            raise_on_error=False,
+            run_config={
+                "ops": {
+                    "format_robustness__source_instances": {
+                        "config": {"sources": [f"medqa:{shared_sample('medqa')}"], "limit": 3}
+                    }
+                }
+            },
+        )
         assert inputs.success
         model = defs.resolve_job_def("format_robustness_model_job").execute_in_process(
-            instance=instance, partition_key="gpt-batch", raise_on_error=False,
-            run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": 2}}}})
+            instance=instance,
+            partition_key="gpt-batch",
+            raise_on_error=False,
+            run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": 2}}}},
+        )
         assert model.success
     # 3 instances x 4 formats x k=2 planned; then the routed re-runs of the 18 inputs not already in the best format
     assert [len(api.submitted[b]) for b in sorted(api.submitted)] == [24, 18]
     assert len(stub.requests_to("/v1/chat/completions")) == 0
     with duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True) as con:
-        gens = con.execute("SELECT response_text, error, cache_hit, latency_s FROM "
-                           "format_robustness.workflow_generations").fetchall()
+        gens = con.execute(
+            "SELECT response_text, error, cache_hit, latency_s FROM format_robustness.workflow_generations"
+        ).fetchall()
     assert len(gens) == 24 and set(gens) == {(decision, None, False, None)}
     assert [r[5:7] for r in batch_rows(metamorph_home / "generation_cache.duckdb")] == [("completed", True)] * 2
     secret_free(metamorph_home / "generation_cache.duckdb", OPENAI_KEY)
@@ -471,8 +619,9 @@ def test_workflow_perturb_turns_are_called_synchronously_in_batch_mode(stub, tmp
 
     stub.script("POST", "/v1/chat/completions", Reply(200, chat_completion("turn answer", model="gpt-test")))
     api = OpenAIBatchAPI(stub, by_id({}))
-    gen = provider_generate(openai_batch(stub), "gpt-test", cache=GenerationCache(tmp_path / "c.duckdb"),
-                            params={"max_tokens": 8})
+    gen = provider_generate(
+        openai_batch(stub), "gpt-test", cache=GenerationCache(tmp_path / "c.duckdb"), params={"max_tokens": 8}
+    )
     assert gen([{"role": "user", "content": "hi"}]).text == "turn answer"
     assert api.creates == 0 and len(stub.requests_to("/v1/chat/completions")) == 1
 
@@ -481,11 +630,18 @@ def test_max_requests_splits_the_misses_into_several_batches(stub, tmp_path):
     reqs = oa_requests(5)
     keys = [r.cache_key() for r in reqs]
     api = OpenAIBatchAPI(stub, by_id({k: openai_ok(f"n{i}") for i, k in enumerate(keys, 1)}), statuses=("completed",))
-    outcomes, _ = run_requests(reqs, openai_batch(stub, ExecutionConfig("batch", 0.01, 10.0, 2)),
-                               GenerationCache(tmp_path / "c.duckdb"), log=quiet)
+    outcomes, _ = run_requests(
+        reqs,
+        openai_batch(stub, ExecutionConfig("batch", 0.01, 10.0, 2)),
+        GenerationCache(tmp_path / "c.duckdb"),
+        log=quiet,
+    )
     assert [o.result.text for o in outcomes] == ["n1", "n2", "n3", "n4", "n5"]
     assert {b: [x["custom_id"] for x in lines] for b, lines in api.submitted.items()} == {
-        "batch_1": keys[:2], "batch_2": keys[2:4], "batch_3": keys[4:]}
+        "batch_1": keys[:2],
+        "batch_2": keys[2:4],
+        "batch_3": keys[4:],
+    }
     assert dict(api.polls) == {"batch_1": 1, "batch_2": 1, "batch_3": 1}
 
 
@@ -494,10 +650,12 @@ def test_restart_resumes_the_persisted_batch_on_the_postgres_cache(stub, cache_s
     cache that stops polling, then a new process-like restart, submits once and collects once."""
     reqs = oa_requests(3)
     keys = [r.cache_key() for r in reqs]
-    api = OpenAIBatchAPI(stub, by_id({k: openai_ok(f"pg {i}") for i, k in enumerate(keys, 1)}),
-                         statuses=("in_progress",))
-    first, _ = run_requests(reqs, openai_batch(stub, ExecutionConfig("batch", 0.01, 0.15)), cache_store_pg.open(),
-                            log=quiet)
+    api = OpenAIBatchAPI(
+        stub, by_id({k: openai_ok(f"pg {i}") for i, k in enumerate(keys, 1)}), statuses=("in_progress",)
+    )
+    first, _ = run_requests(
+        reqs, openai_batch(stub, ExecutionConfig("batch", 0.01, 0.15)), cache_store_pg.open(), log=quiet
+    )
     assert all(o.result.error.startswith("BatchPending: batch batch_1") for o in first)
     [rec] = cache_store_pg.open().batches()
     assert (rec.batch_id, rec.keys, rec.status, rec.collected) == ("batch_1", tuple(keys), "in_progress", False)

@@ -32,9 +32,17 @@ def test_key_is_sha256_of_canonical_request():
     import json
 
     r = req()
-    material = {"provider": "openai", "base_url": None, "model": "m", "params": {"temperature": 0.0},
-                "messages": [{"role": "user", "content": "hello"}], "ingestion": "inline", "document": None,
-                "renderer_version": None, "repeat_index": 1}
+    material = {
+        "provider": "openai",
+        "base_url": None,
+        "model": "m",
+        "params": {"temperature": 0.0},
+        "messages": [{"role": "user", "content": "hello"}],
+        "ingestion": "inline",
+        "document": None,
+        "renderer_version": None,
+        "repeat_index": 1,
+    }
     want = hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     assert r.cache_key() == want
 
@@ -47,10 +55,16 @@ def test_explicit_zero_differs_from_unset():
 def test_every_shaping_field_changes_the_key():
     base = req().cache_key()
     doc = Document(b"a: 1\n", "text/plain", "x.txt")
-    variants = [req(model="m2"), req(provider="anthropic"), req(base_url="http://127.0.0.1:1/v1"),
-                req(messages=({"role": "user", "content": "hello!"},)), req(repeat_index=2),
-                req(renderer_version="txt-2"), req(params={"temperature": 0.0, "seed": 1}),
-                req(ingestion="openai_file", document=doc)]
+    variants = [
+        req(model="m2"),
+        req(provider="anthropic"),
+        req(base_url="http://127.0.0.1:1/v1"),
+        req(messages=({"role": "user", "content": "hello!"},)),
+        req(repeat_index=2),
+        req(renderer_version="txt-2"),
+        req(params={"temperature": 0.0, "seed": 1}),
+        req(ingestion="openai_file", document=doc),
+    ]
     keys = [v.cache_key() for v in variants]
     assert base not in keys and len(set(keys)) == len(keys)
 
@@ -74,8 +88,17 @@ def test_hit_miss_and_errors_are_not_hits(cache_store):
     cache = cache_store.open()
     r1, r2 = req(), req(repeat_index=2)
     assert cache.get(r1.cache_key()) is None
-    cache.put(r1, GenerationResult(text="hi", finish_reason="stop", prompt_tokens=3, completion_tokens=1,
-                                   model_id="m", model_version="m-2026-01-01"))
+    cache.put(
+        r1,
+        GenerationResult(
+            text="hi",
+            finish_reason="stop",
+            prompt_tokens=3,
+            completion_tokens=1,
+            model_id="m",
+            model_version="m-2026-01-01",
+        ),
+    )
     cache.put(r2, GenerationResult(text=None, error="ProviderError[503]: overloaded"))
     hit = cache.get(r1.cache_key())
     assert hit.text == "hi" and hit.finish_reason == "stop" and hit.prompt_tokens == 3
@@ -144,16 +167,19 @@ def test_killed_run_resumes_without_repeating_finished_calls(tmp_path):
     con = duckdb.connect(str(path), read_only=True)
     finished = con.execute("SELECT count(*) FROM generations WHERE error IS NULL").fetchall()[0][0]
     con.close()
-    out = subprocess.run([sys.executable, str(script), str(path)], env=env, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(script), str(path)], env=env, capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == f"calls={8 - finished} hits={finished}"
-    again = subprocess.run([sys.executable, str(script), str(path)], env=env, capture_output=True, text=True,
-                           check=True).stdout
+    again = subprocess.run(
+        [sys.executable, str(script), str(path)], env=env, capture_output=True, text=True, check=True
+    ).stdout
     assert again.strip() == "calls=0 hits=8"
 
 
 # ------------------------------------------------------------------------------------------
 # group commit, batched lookups, claims (no model needed)
+
 
 def ok(text, **kw):
     return GenerationResult(text=text, finish_reason="stop", **kw)
@@ -202,8 +228,12 @@ def test_get_many_answers_thousands_of_keys_in_one_query(cache_store):
     cache = cache_store.open()
     rs = [req(repeat_index=i) for i in range(1, 3001)]
     for i, r in enumerate(rs):
-        cache.put(r, ok(f"t{i}", prompt_tokens=i, completion_tokens=1, attempts=2) if i % 3 else
-                  GenerationResult(text=None, error="boom"))
+        cache.put(
+            r,
+            ok(f"t{i}", prompt_tokens=i, completion_tokens=1, attempts=2)
+            if i % 3
+            else GenerationResult(text=None, error="boom"),
+        )
     missing = req(repeat_index=9999).cache_key()
     got = cache.get_many([r.cache_key() for r in rs] + [missing, rs[1].cache_key()])
     assert len(got) == 2000  # 1000 errors and the unknown key are not hits
@@ -242,10 +272,12 @@ def test_claims_of_gone_or_expired_owners_are_taken_over(cache_store):
     cache = cache_store.open()
     cache.release()
     host = socket.gethostname()
-    rows = [("dead", f"{host}:{exited_pid()}:t", time.time() + 600),  # same host, process gone
-            ("expired", "elsewhere:1:t", time.time() - 1),  # another host, lease over
-            ("live", "elsewhere:1:t", time.time() + 600),  # another host, lease running
-            ("mine", f"{host}:{os.getpid()}:t", time.time() + 600)]  # this process, another cache
+    rows = [
+        ("dead", f"{host}:{exited_pid()}:t", time.time() + 600),  # same host, process gone
+        ("expired", "elsewhere:1:t", time.time() - 1),  # another host, lease over
+        ("live", "elsewhere:1:t", time.time() + 600),  # another host, lease running
+        ("mine", f"{host}:{os.getpid()}:t", time.time() + 600),
+    ]  # this process, another cache
     cache_store.executemany("INSERT INTO claims VALUES (?, ?, ?)", rows)
     got = cache.claim(["dead", "expired", "live", "mine"])
     assert (got.claimed, got.busy) == (["dead", "expired"], ["live", "mine"])
@@ -274,8 +306,13 @@ EXIT_SCRIPT = textwrap.dedent("""
 
 
 def test_a_normal_exit_commits_what_is_queued(cache_store):
-    out = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, cache_store.location],
-                         env={**os.environ, "PYTHONPATH": os.getcwd()}, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT, cache_store.location],
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.stdout == "queued\n", out.stderr
     assert cache_store.rows("SELECT count(*) FROM generations", read_only=True) == [(5,)]
 
@@ -294,8 +331,18 @@ def test_a_commit_blocked_by_another_process_raises_and_keeps_the_rows(cache_sto
 
 def test_every_result_field_round_trips(cache_store):
     cache = cache_store.open()
-    stored = GenerationResult(text="t", finish_reason="length", prompt_tokens=11, completion_tokens=7, latency_s=0.25,
-                              model_id="mid", model_version="mv", system_fingerprint="fp", error=None, attempts=3)
+    stored = GenerationResult(
+        text="t",
+        finish_reason="length",
+        prompt_tokens=11,
+        completion_tokens=7,
+        latency_s=0.25,
+        model_id="mid",
+        model_version="mv",
+        system_fingerprint="fp",
+        error=None,
+        attempts=3,
+    )
     cache.put(req(), stored)
     assert cache.get_many([req().cache_key()]) == {req().cache_key(): stored}
     assert cache.claim([req().cache_key()]).done == {req().cache_key(): stored}
@@ -325,7 +372,11 @@ def test_rows_stored_before_stale_before_are_not_served(cache_store):
     cache.put(old, GenerationResult(text="called again", model_version="v2"))
     cache.flush()
     assert {k: r.text for k, r in cache.get_many(keys, stale_before=cut).items()} == {
-        keys[0]: "called again", keys[1]: "new version"}
+        keys[0]: "called again",
+        keys[1]: "new version",
+    }
+
+
 def test_postgres_claims_and_commits_wait_for_the_one_advisory_lock(cache_store_pg):
     """On PostgreSQL a claim's two look-ups (stored rows, then claims) and a commit (row + end of its
     claim) are serialised by one advisory lock: otherwise a key committed by A between B's two

@@ -12,8 +12,10 @@ MARKUP = re.compile(r"``|\*\*|:[a-z]+:`")
 
 
 def test_plain_drops_rest_markup():
-    assert plain("Reads ``sql/<study>``, **read-only**; see :func:`~metamorph.trace.run` and :mod:`x.y`.") == \
-        "Reads sql/<study>, read-only; see metamorph.trace.run and x.y."
+    assert (
+        plain("Reads ``sql/<study>``, **read-only**; see :func:`~metamorph.trace.run` and :mod:`x.y`.")
+        == "Reads sql/<study>, read-only; see metamorph.trace.run and x.y."
+    )
     assert plain(None) is None
 
 
@@ -29,17 +31,30 @@ def test_the_commands_are_gate_plan_trace_and_verdict():
     assert not MARKUP.search(_parser().format_help())
 
 
-@pytest.mark.parametrize("argv, line", [
-    (["verdict", "--model", "m", "--study", "förmat"],
-     "metamorph verdict: error: argument --study: invalid choice: 'förmat' (choose from 'format_robustness', "
-     "'order_probe', 'workflow_perturb', 'wrapper_sensitivity')  (see: metamorph verdict --help)"),
-    (["verdict"], "metamorph verdict: error: the following arguments are required: --model  "
-     "(see: metamorph verdict --help)"),
-    (["plan", "format_robustness", "--no-routing"],
-     "metamorph: error: unrecognized arguments: --no-routing  (see: metamorph --help)"),
-    (["launch"], "metamorph: error: argument command: invalid choice: 'launch' (choose from 'gate', 'plan', "
-     "'trace', 'verdict')  (see: metamorph --help)"),
-], ids=["bad-choice", "missing-required", "unknown-option", "unknown-command"])
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["verdict", "--model", "m", "--study", "förmat"],
+            "metamorph verdict: error: argument --study: invalid choice: 'förmat' (choose from 'format_robustness', "
+            "'order_probe', 'workflow_perturb', 'wrapper_sensitivity')  (see: metamorph verdict --help)",
+        ),
+        (
+            ["verdict"],
+            "metamorph verdict: error: the following arguments are required: --model  (see: metamorph verdict --help)",
+        ),
+        (
+            ["plan", "format_robustness", "--no-routing"],
+            "metamorph: error: unrecognized arguments: --no-routing  (see: metamorph --help)",
+        ),
+        (
+            ["launch"],
+            "metamorph: error: argument command: invalid choice: 'launch' (choose from 'gate', 'plan', "
+            "'trace', 'verdict')  (see: metamorph --help)",
+        ),
+    ],
+    ids=["bad-choice", "missing-required", "unknown-option", "unknown-command"],
+)
 def test_a_usage_error_is_one_line_exit_2(argv, line, capsys):
     assert main(argv) == 2
     assert capsys.readouterr().err == line + "\n"

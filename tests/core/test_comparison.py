@@ -6,15 +6,28 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metamorph.comparison import (COMPARISON_COLUMNS, comparison_markdown, compare_models, item_scores, slice_label,
-                                  verdict_summary)
+from metamorph.comparison import (
+    COMPARISON_COLUMNS,
+    comparison_markdown,
+    compare_models,
+    item_scores,
+    slice_label,
+    verdict_summary,
+)
 from metamorph.stats import paired_bootstrap_diff_ci, paired_permutation_test
 
 
 def scores(model, metric, values, sl="all"):
-    return pd.DataFrame({"model_id": model, "metric": metric, "slice": sl,
-                         "item_id": [f"i{j}" for j in range(len(values))], "value": [float(v) for v in values],
-                         "n_obs": 1})
+    return pd.DataFrame(
+        {
+            "model_id": model,
+            "metric": metric,
+            "slice": sl,
+            "item_id": [f"i{j}" for j in range(len(values))],
+            "value": [float(v) for v in values],
+            "n_obs": 1,
+        }
+    )
 
 
 def one(df, **where):
@@ -34,11 +47,16 @@ def test_six_items_all_lost_is_a_regression_with_exact_mcnemar_p():
 
 
 def test_holm_over_the_family_turns_a_nominal_p_into_no_detectable_change():
-    s = pd.concat([
-        scores("base", "accuracy", [1] * 6, "format=csv"), scores("cand", "accuracy", [0] * 6, "format=csv"),
-        scores("base", "accuracy", [0] * 5, "format=json"), scores("cand", "accuracy", [1] * 5, "format=json"),
-        scores("base", "accuracy", [1, 0, 1], "format=txt"), scores("cand", "accuracy", [1, 0, 1], "format=txt"),
-    ])
+    s = pd.concat(
+        [
+            scores("base", "accuracy", [1] * 6, "format=csv"),
+            scores("cand", "accuracy", [0] * 6, "format=csv"),
+            scores("base", "accuracy", [0] * 5, "format=json"),
+            scores("cand", "accuracy", [1] * 5, "format=json"),
+            scores("base", "accuracy", [1, 0, 1], "format=txt"),
+            scores("cand", "accuracy", [1, 0, 1], "format=txt"),
+        ]
+    )
     out = compare_models(s, "base", {"accuracy": True}).set_index("slice")
     # raw p: 2/64, 2/32, 1 (no discordant pair) -> Holm: 3 * 0.03125, 2 * 0.0625, 1
     assert out["p_value"].tolist() == [0.03125, 0.0625, 1.0]
@@ -54,11 +72,12 @@ def test_known_effect_is_detected_and_no_effect_is_not():
     lost[[i for i in range(n) if i % 10 == 1]] = 0  # 20 correct items lost: Δ = -0.10
     swapped = lost.copy()
     swapped[[i for i in range(n) if i % 10 == 0]] = 1  # and 20 wrong items gained: Δ = 0
-    s = pd.concat([scores("base", "accuracy", base), scores("worse", "accuracy", lost),
-                   scores("same", "accuracy", swapped)])
+    s = pd.concat(
+        [scores("base", "accuracy", base), scores("worse", "accuracy", lost), scores("same", "accuracy", swapped)]
+    )
     out = compare_models(s, "base", {"accuracy": True}, n_resamples=2000, seed=0).set_index("candidate_id")
     w = out.loc["worse"]
-    assert w.difference == pytest.approx(-0.10) and w.p_value == pytest.approx(2 * 0.5 ** 20)
+    assert w.difference == pytest.approx(-0.10) and w.p_value == pytest.approx(2 * 0.5**20)
     assert w.ci_low < -0.10 < w.ci_high < 0 and w.verdict == "regressed"
     same = out.loc["same"]
     assert (same.difference, same.p_value, same.verdict) == (0.0, 1.0, "no detectable change")
@@ -68,7 +87,7 @@ def test_known_effect_is_detected_and_no_effect_is_not():
 def test_lower_is_better_metric_regresses_when_violations_rise():
     s = pd.concat([scores("base", "MR1", [0] * 8), scores("cand", "MR1", [1] * 8)])
     r = one(compare_models(s, "base", {"MR1": False}))
-    assert (r.difference, r.p_value, r.n_worse, r.verdict) == (1.0, 2 * 0.5 ** 8, 8, "regressed")
+    assert (r.difference, r.p_value, r.n_worse, r.verdict) == (1.0, 2 * 0.5**8, 8, "regressed")
     r = one(compare_models(s, "cand", {"MR1": False}))
     assert (r.candidate_id, r.difference, r.verdict) == ("base", -1.0, "improved")
 
@@ -94,15 +113,27 @@ def test_mcnemar_and_sign_flip_agree_on_binary_items():
     # the paired resample of items is a resample of their differences: the interval scipy gives
     # for bootstrap(paired=True) on (b, c) with statistic mean(c - b), computed here directly
     from scipy import stats as sst
-    res = sst.bootstrap((np.asarray(b, float), np.asarray(c, float)), lambda x, y, axis=-1: np.mean(y - x, axis=axis),
-                        paired=True, vectorized=True, n_resamples=2000, method="percentile",
-                        rng=np.random.default_rng(0))
+
+    res = sst.bootstrap(
+        (np.asarray(b, float), np.asarray(c, float)),
+        lambda x, y, axis=-1: np.mean(y - x, axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=2000,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
     assert (ci.low, ci.high) == pytest.approx((res.confidence_interval.low, res.confidence_interval.high))
 
 
 def test_unshared_items_are_counted_and_an_unshared_slice_is_not_comparable():
-    s = pd.concat([scores("base", "acc", [1, 1, 0]), scores("cand", "acc", [1, 0]).assign(item_id=["i1", "i9"]),
-                   scores("base", "acc", [1], "dataset=medqa")])
+    s = pd.concat(
+        [
+            scores("base", "acc", [1, 1, 0]),
+            scores("cand", "acc", [1, 0]).assign(item_id=["i1", "i9"]),
+            scores("base", "acc", [1], "dataset=medqa"),
+        ]
+    )
     out = compare_models(s, "base", {"acc": True}).set_index("slice")
     assert out.loc["all", ["n_items", "n_baseline_only", "n_candidate_only"]].tolist() == [1, 2, 1]
     assert out.loc["all", "ci_note"].startswith("n=1")
@@ -122,26 +153,48 @@ def test_bad_input_is_named():
 
 
 def test_item_scores_average_repeats_per_item_and_label_slices():
-    gen = pd.DataFrame({"model_id": ["m"] * 5, "dataset": ["d"] * 5, "format": ["csv", "csv", "csv", "json", "json"],
-                        "instance_id": ["x", "x", "y", "x", "x"], "is_correct": [True, False, True, True, True]})
+    gen = pd.DataFrame(
+        {
+            "model_id": ["m"] * 5,
+            "dataset": ["d"] * 5,
+            "format": ["csv", "csv", "csv", "json", "json"],
+            "instance_id": ["x", "x", "y", "x", "x"],
+            "is_correct": [True, False, True, True, True],
+        }
+    )
     out = item_scores(gen, metric="accuracy", value="is_correct", item=["instance_id"], slices=["dataset", "format"])
     assert out[["slice", "item_id", "value", "n_obs"]].values.tolist() == [
-        ["dataset=d, format=csv", "x", 0.5, 2], ["dataset=d, format=csv", "y", 1.0, 1],
-        ["dataset=d, format=json", "x", 1.0, 2]]
+        ["dataset=d, format=csv", "x", 0.5, 2],
+        ["dataset=d, format=csv", "y", 1.0, 1],
+        ["dataset=d, format=json", "x", 1.0, 2],
+    ]
     pooled = item_scores(gen, metric="accuracy", value="is_correct", item=["format", "instance_id"])
     assert pooled["slice"].unique().tolist() == ["all"] and pooled["item_id"].tolist() == ["csv/x", "csv/y", "json/x"]
     with pytest.raises(ValueError, match="1 row\\(s\\) with a missing 'is_correct'"):
-        item_scores(gen.assign(is_correct=[True, None, True, True, True]), metric="a", value="is_correct", item=["instance_id"])
+        item_scores(
+            gen.assign(is_correct=[True, None, True, True, True]), metric="a", value="is_correct", item=["instance_id"]
+        )
     assert slice_label({}) == "all"
-    by_task = item_scores(gen, metric="accuracy", value="is_correct", item=["dataset", "instance_id"], slices=["dataset"])
-    assert by_task[["slice", "item_id", "value"]].values.tolist() == [["dataset=d", "d/x", 0.75], ["dataset=d", "d/y", 1.0]]
+    by_task = item_scores(
+        gen, metric="accuracy", value="is_correct", item=["dataset", "instance_id"], slices=["dataset"]
+    )
+    assert by_task[["slice", "item_id", "value"]].values.tolist() == [
+        ["dataset=d", "d/x", 0.75],
+        ["dataset=d", "d/y", 1.0],
+    ]
 
 
 def test_summary_and_markdown_put_regressions_first():
-    s = pd.concat([scores("base", "acc", [1] * 7, "s=a"), scores("cand", "acc", [0] * 7, "s=a"),
-                   scores("base", "acc", [1, 0], "s=b"), scores("cand", "acc", [1, 0], "s=b")])
+    s = pd.concat(
+        [
+            scores("base", "acc", [1] * 7, "s=a"),
+            scores("cand", "acc", [0] * 7, "s=a"),
+            scores("base", "acc", [1, 0], "s=b"),
+            scores("cand", "acc", [1, 0], "s=b"),
+        ]
+    )
     out = compare_models(s, "base", {"acc": True})
-    assert out["p_holm"].tolist() == [2 * 2 * 0.5 ** 7, 1.0]
+    assert out["p_holm"].tolist() == [2 * 2 * 0.5**7, 1.0]
     assert verdict_summary(out).iloc[0].tolist() == ["cand", 1, 0, 1, 0]
     md = comparison_markdown(out).splitlines()
     assert md[2].startswith("| cand | acc | s=a | 7 | -100.0 | [-100.0, -100.0] | mcnemar_exact | 0.0312 |")

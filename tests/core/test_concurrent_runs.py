@@ -29,28 +29,53 @@ N_INSTANCES, N_FORMATS = 3, 4
 
 def answer(rec) -> Reply:
     """A parseable JSON answer (decision A) for every request."""
-    return Reply(200, chat_completion(json.dumps({"decision": "A", "evidence": ["patient has fever"]}),
-                                      model="stub-model", prompt_tokens=10, completion_tokens=5))
+    return Reply(
+        200,
+        chat_completion(
+            json.dumps({"decision": "A", "evidence": ["patient has fever"]}),
+            model="stub-model",
+            prompt_tokens=10,
+            completion_tokens=5,
+        ),
+    )
 
 
 def registry(tmp_path: Path, url: str) -> Path:
     reg = tmp_path / "models.yaml"
-    reg.write_text(f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
-                   f"    base_url: {url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 2\n    status: approved\n")
+    reg.write_text(
+        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
+        f"    base_url: {url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 2\n    status: approved\n"
+    )
     return reg
 
 
 def run_env(tmp_path: Path, stub: StubServer) -> dict:
     """The environment of a ``pipelines.run`` process on the stub: its own home, Dagster instance and registry."""
-    return {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh"),
-            "METAMORPH_MODELS": str(registry(tmp_path, stub.url)), "STUB_KEY": "k", "PYTHONPATH": str(REPO),
-            "NO_PROXY": "127.0.0.1,localhost"}
+    return {
+        **os.environ,
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dh"),
+        "METAMORPH_MODELS": str(registry(tmp_path, stub.url)),
+        "STUB_KEY": "k",
+        "PYTHONPATH": str(REPO),
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
 
 
 def run_cmd(k: int) -> list[str]:
     """The format study on :data:`N_INSTANCES` instances with ``k`` repeats, on the stub model."""
-    return [sys.executable, "-m", "pipelines.run", "format_robustness", "--models", "stub",
-            "--limit", str(N_INSTANCES), "--k", str(k)]
+    return [
+        sys.executable,
+        "-m",
+        "pipelines.run",
+        "format_robustness",
+        "--models",
+        "stub",
+        "--limit",
+        str(N_INSTANCES),
+        "--k",
+        str(k),
+    ]
 
 
 def overlapping_runs(dagster_home: Path) -> dict:
@@ -62,12 +87,18 @@ def overlapping_runs(dagster_home: Path) -> dict:
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home))) as instance:
         records = instance.get_run_records()
         model = [r for r in records if r.dagster_run.job_name == "format_robustness_model_job"]
-        blocked = sum("blocked by limit for pool duckdb" in (e.user_message or "")
-                      for r in records for e in instance.all_logs(r.dagster_run.run_id))
+        blocked = sum(
+            "blocked by limit for pool duckdb" in (e.user_message or "")
+            for r in records
+            for e in instance.all_logs(r.dagster_run.run_id)
+        )
         statuses = sorted(str(r.dagster_run.status) for r in records)
     a, b = model
-    return {"statuses": statuses, "blocked": blocked,
-            "overlap_s": min(a.end_time, b.end_time) - max(a.start_time, b.start_time)}
+    return {
+        "statuses": statuses,
+        "blocked": blocked,
+        "overlap_s": min(a.end_time, b.end_time) - max(a.start_time, b.start_time),
+    }
 
 
 def table(db: Path, name: str):
@@ -84,8 +115,10 @@ def test_two_runs_at_once_share_warehouse_cache_and_pool(clean_proxy_env, tmp_pa
     try:
         env, cmd = run_env(tmp_path, stub), run_cmd(k=1)
         t0 = time.monotonic()
-        procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(2)]
+        procs = [
+            subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
         outs = [p.communicate(timeout=900) for p in procs]
         wall = time.monotonic() - t0
     finally:
@@ -109,18 +142,21 @@ def test_two_runs_at_once_share_warehouse_cache_and_pool(clean_proxy_env, tmp_pa
     con = duckdb.connect(str(tmp_path / "home" / "generation_cache.duckdb"), read_only=True)
     try:
         assert con.execute("SELECT count(*), count(DISTINCT key), count(error) FROM generations").fetchall() == [
-            (21, 21, 0)]
+            (21, 21, 0)
+        ]
         assert con.execute("SELECT count(*) FROM claims").fetchall() == [(0,)]
     finally:
         con.close()
 
     db = tmp_path / "home" / "metamorph.duckdb"
     n_docs = N_INSTANCES * N_FORMATS
-    expected = {"source_instances": (N_INSTANCES, ["instance_id"]),
-                "rendered_documents": (n_docs, ["instance_id", "format"]),
-                "workflow_generations": (n_docs, ["model_id", "workflow_id", "instance_id", "format", "repeat"]),
-                "extracted_decisions": (n_docs, ["model_id", "workflow_id", "instance_id", "format", "repeat"]),
-                "routed_generations": (n_docs, ["model_id", "workflow_id", "instance_id", "format", "repeat"])}
+    expected = {
+        "source_instances": (N_INSTANCES, ["instance_id"]),
+        "rendered_documents": (n_docs, ["instance_id", "format"]),
+        "workflow_generations": (n_docs, ["model_id", "workflow_id", "instance_id", "format", "repeat"]),
+        "extracted_decisions": (n_docs, ["model_id", "workflow_id", "instance_id", "format", "repeat"]),
+        "routed_generations": (n_docs, ["model_id", "workflow_id", "instance_id", "format", "repeat"]),
+    }
     for name, (rows, key) in expected.items():
         df = table(db, name)
         assert len(df) == rows, name
@@ -141,9 +177,16 @@ def test_headline_connection_waits_for_another_process_writing(tmp_path):
     con = duckdb.connect(str(db))
     con.execute("CREATE TABLE t AS SELECT 42 AS x")
     con.close()
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\n"
-                               f"c = duckdb.connect({str(db)!r}); print('held', flush=True); time.sleep(3); c.close()"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time\n"
+            f"c = duckdb.connect({str(db)!r}); print('held', flush=True); time.sleep(3); c.close()",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(duckdb.IOException, match="Could not set lock on file"):
@@ -183,9 +226,17 @@ def test_open_instance_waits_for_the_lock_of_another_opener(tmp_path, monkeypatc
     home = tmp_path / "dh"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
-                               f"f = open({str(home / INSTANCE_LOCK)!r}, 'w'); fcntl.flock(f, fcntl.LOCK_EX)\n"
-                               "print('held', flush=True); time.sleep(2)"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time\n"
+            f"f = open({str(home / INSTANCE_LOCK)!r}, 'w'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+            "print('held', flush=True); time.sleep(2)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "held"
     opened = {}
     t = threading.Thread(target=lambda: opened.setdefault("instance", open_instance()))
@@ -220,8 +271,7 @@ def _pool_state(dagster_home: Path) -> tuple[set[str], set[str], dict[str, str]]
 
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home))) as instance:
         info = instance.event_log_storage.get_concurrency_info("duckdb")
-        statuses = {r.dagster_run.run_id: str(r.dagster_run.status).split(".")[-1]
-                    for r in instance.get_run_records()}
+        statuses = {r.dagster_run.run_id: str(r.dagster_run.status).split(".")[-1] for r in instance.get_run_records()}
         return info.pending_run_ids, info.active_run_ids, statuses
 
 
@@ -262,7 +312,8 @@ def test_an_interrupt_stops_a_run_waiting_for_the_pool_at_once(clean_proxy_env, 
     assert b.returncode == 130, f"rc={b.returncode}\nstderr:\n{b_err}"
     assert b_err.strip().splitlines()[-1] == (
         "interrupted — the completions made so far are in the generation cache; rerun the same command "
-        f"to resume (it was waiting for the duckdb pool slot held by run {a_run})")
+        f"to resume (it was waiting for the duckdb pool slot held by run {a_run})"
+    )
     assert stopped_after < 15, stopped_after
     assert a_running_when_b_stopped  # B did not wait for A's step to end
     assert a.returncode == 0 and "Done in" in a_out, a_err[-3000:]

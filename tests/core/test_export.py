@@ -9,12 +9,21 @@ import pandas as pd
 
 from metamorph.export import markdown_cell, markdown_table, spreadsheet_cell, spreadsheet_safe, write_csv
 
-HOSTILE = ["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd", "plain", "a=b", ""]
+HOSTILE = ['=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd", "plain", "a=b", ""]
 
 
 def test_every_formula_prefix_gets_an_apostrophe_and_nothing_else_changes():
     assert [spreadsheet_cell(v) for v in HOSTILE] == [
-        "'=HYPERLINK(\"http://x\",\"y\")", "'+1+1", "'-2+3", "'@SUM(A1)", "'\tcmd", "'\rcmd", "plain", "a=b", ""]
+        '\'=HYPERLINK("http://x","y")',
+        "'+1+1",
+        "'-2+3",
+        "'@SUM(A1)",
+        "'\tcmd",
+        "'\rcmd",
+        "plain",
+        "a=b",
+        "",
+    ]
     assert [spreadsheet_cell(v) for v in (-3, -0.5, None, True)] == [-3, -0.5, None, True]
 
 
@@ -42,7 +51,8 @@ def test_markdown_table_has_one_line_per_row_and_cuts_before_escaping():
     assert markdown_table(df).splitlines() == [  # the reply's newline and pipes add no row or column
         "| model\\_id   | text                                           |   n |",
         "|:------------|:-----------------------------------------------|----:|",
-        "| m           | \\<script\\>x\\</script\\> ↵ \\| injected \\| row \\| |   3 |"]
+        "| m           | \\<script\\>x\\</script\\> ↵ \\| injected \\| row \\| |   3 |",
+    ]
     assert markdown_table(pd.DataFrame({"t": ["<" * 10]}), max_chars=4).splitlines()[2] == "| \\<\\<\\<… |"
     assert markdown_table(pd.DataFrame({"t": []})) == "_(no rows)_"
 
@@ -60,8 +70,9 @@ def test_asset_previews_use_the_escaping_table():
 def test_markdown_table_shows_every_kind_of_missing_value_as_one_marker():
     import numpy as np
 
-    df = pd.DataFrame({"a": pd.array([1, None], dtype="Int64"), "b": [0.5, np.nan], "c": ["<x>", None],
-                       "d": [1.25, 2.5]})
+    df = pd.DataFrame(
+        {"a": pd.array([1, None], dtype="Int64"), "b": [0.5, np.nan], "c": ["<x>", None], "d": [1.25, 2.5]}
+    )
     assert markdown_table(df).splitlines() == [
         "| a   | b   | c     |    d |",
         "|:----|:----|:------|-----:|",

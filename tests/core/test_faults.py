@@ -35,8 +35,9 @@ EXPECTED = {
 
 def chat_body_key(text: str) -> str:
     """The stub's key of the Chat Completions body the OpenAI SDK sends for ``request(text)``."""
-    return body_key(json.dumps({"model": "gpt-x", "messages": [{"role": "user", "content": text}],
-                                "temperature": 0.0}).encode())
+    return body_key(
+        json.dumps({"model": "gpt-x", "messages": [{"role": "user", "content": text}], "temperature": 0.0}).encode()
+    )
 
 
 def request(text="hi"):
@@ -91,10 +92,13 @@ def test_a_persistent_fault_ends_as_the_last_error(stub):
     assert len(stub.requests_to(CHAT)) == 3
 
 
-@pytest.mark.parametrize("body, retryable", [
-    ({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, True),
-    ({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}, False),
-])
+@pytest.mark.parametrize(
+    "body, retryable",
+    [
+        ({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, True),
+        ({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}, False),
+    ],
+)
 def test_anthropic_200_with_an_error_body_is_an_error_not_an_empty_completion(stub, body, retryable):
     stub.script("POST", "/v1/messages", Reply(200, body))
     provider = AnthropicProvider(api_key=KEY, base_url=stub.url)

@@ -52,12 +52,14 @@ def test_loading_gemma_writes_nothing_to_stderr():
     import subprocess
     import sys
 
-    code = ("from metamorph.providers.llama_cpp import GEMMA3_FILE, LlamaCppProvider, gguf_path\n"
-            "from metamorph.providers.base import GenerationRequest\n"
-            "p = LlamaCppProvider(gguf_path(GEMMA3_FILE), n_ctx=512, chat_format='gemma')\n"
-            "r = p.generate(GenerationRequest('llama_cpp', GEMMA3_FILE, ({'role': 'user', 'content': 'Hi'},),\n"
-            "               {'chat_format': 'gemma', 'max_tokens': 2, 'temperature': 0.0, 'seed': 0}))\n"
-            "print(r.completion_tokens)\n")
+    code = (
+        "from metamorph.providers.llama_cpp import GEMMA3_FILE, LlamaCppProvider, gguf_path\n"
+        "from metamorph.providers.base import GenerationRequest\n"
+        "p = LlamaCppProvider(gguf_path(GEMMA3_FILE), n_ctx=512, chat_format='gemma')\n"
+        "r = p.generate(GenerationRequest('llama_cpp', GEMMA3_FILE, ({'role': 'user', 'content': 'Hi'},),\n"
+        "               {'chat_format': 'gemma', 'max_tokens': 2, 'temperature': 0.0, 'seed': 0}))\n"
+        "print(r.completion_tokens)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stderr == "" and out.stdout.strip() in ("1", "2")

@@ -26,7 +26,8 @@ def load(rel: str) -> dict:
 
 
 def test_the_k8s_instance_yaml_loads_and_shares_storage_pools_monitoring_and_logs_with_the_scaleout_instance(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text((REPO / "config" / "dagster-k8s.yaml").read_text())
@@ -43,67 +44,153 @@ def test_the_helm_values_use_the_charts_documented_keys_and_the_instance_setting
     """deploy/k8s/values.yaml against the Dagster chart's documented value keys (helm/dagster/values.yaml
     and its schema, chart 1.13): only these top-level keys and, for the parts set here, these fields."""
     values = load("deploy/k8s/values.yaml")
-    top = {"global", "rbacEnabled", "serviceAccount", "dagster-user-deployments", "runLauncher", "postgresql",
-           "generatePostgresqlPasswordSecret", "additionalInstanceConfig", "concurrency", "dagsterDaemon",
-           "pythonLogs", "telemetry", "dagsterWebserver", "imagePullSecrets", "computeLogManager", "scheduler",
-           "ingress", "retention", "migrate", "busybox", "rabbitmq", "redis", "flower", "generateCeleryConfigSecret"}
+    top = {
+        "global",
+        "rbacEnabled",
+        "serviceAccount",
+        "dagster-user-deployments",
+        "runLauncher",
+        "postgresql",
+        "generatePostgresqlPasswordSecret",
+        "additionalInstanceConfig",
+        "concurrency",
+        "dagsterDaemon",
+        "pythonLogs",
+        "telemetry",
+        "dagsterWebserver",
+        "imagePullSecrets",
+        "computeLogManager",
+        "scheduler",
+        "ingress",
+        "retention",
+        "migrate",
+        "busybox",
+        "rabbitmq",
+        "redis",
+        "flower",
+        "generateCeleryConfigSecret",
+    }
     assert set(values) <= top, set(values) - top
     user = values["dagster-user-deployments"]
     assert set(user) <= {"enabled", "enableSubchart", "imagePullSecrets", "deployments"}
     assert user["enabled"] is True and user["enableSubchart"] is True
     [dep] = user["deployments"]
-    deployment_keys = {"name", "image", "dagsterApiGrpcArgs", "codeServerArgs", "includeConfigInLaunchedRuns", "port",
-                       "env", "envConfigMaps", "envSecrets", "annotations", "nodeSelector", "affinity", "tolerations",
-                       "podSecurityContext", "securityContext", "resources", "livenessProbe", "readinessProbe",
-                       "startupProbe", "labels", "volumeMounts", "volumes", "schedulerName"}
+    deployment_keys = {
+        "name",
+        "image",
+        "dagsterApiGrpcArgs",
+        "codeServerArgs",
+        "includeConfigInLaunchedRuns",
+        "port",
+        "env",
+        "envConfigMaps",
+        "envSecrets",
+        "annotations",
+        "nodeSelector",
+        "affinity",
+        "tolerations",
+        "podSecurityContext",
+        "securityContext",
+        "resources",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+        "labels",
+        "volumeMounts",
+        "volumes",
+        "schedulerName",
+    }
     assert set(dep) <= deployment_keys and {"name", "image", "port"} <= set(dep)
     assert set(dep["image"]) == {"repository", "tag", "pullPolicy"} and dep["image"]["pullPolicy"] in {
-        "Always", "IfNotPresent", "Never"}
+        "Always",
+        "IfNotPresent",
+        "Never",
+    }
     assert dep["dagsterApiGrpcArgs"] == ["-m", "pipelines.definitions", "-a", "defs"]
     assert dep["env"]["METAMORPH_EXECUTOR"] == "k8s" and all(isinstance(v, str) for v in dep["env"].values())
     launcher = values["runLauncher"]
     assert set(launcher) == {"type", "config"} and launcher["type"] == "K8sRunLauncher"
     assert set(launcher["config"]) == {"k8sRunLauncher"}
-    launcher_keys = {"image", "imagePullPolicy", "jobNamespace", "loadInclusterConfig", "kubeconfigFile",
-                     "envConfigMaps", "envSecrets", "envVars", "volumeMounts", "volumes", "labels",
-                     "failPodOnRunFailure", "resources", "schedulerName", "securityContext", "runK8sConfig"}
+    launcher_keys = {
+        "image",
+        "imagePullPolicy",
+        "jobNamespace",
+        "loadInclusterConfig",
+        "kubeconfigFile",
+        "envConfigMaps",
+        "envSecrets",
+        "envVars",
+        "volumeMounts",
+        "volumes",
+        "labels",
+        "failPodOnRunFailure",
+        "resources",
+        "schedulerName",
+        "securityContext",
+        "runK8sConfig",
+    }
     k8s_launcher = launcher["config"]["k8sRunLauncher"]
     assert set(k8s_launcher) <= launcher_keys
     # required by the chart's schema
-    assert {"imagePullPolicy", "loadInclusterConfig", "envConfigMaps", "envSecrets", "envVars", "volumeMounts",
-            "volumes"} <= set(k8s_launcher)
-    assert set(values["postgresql"]) <= {"image", "enabled", "postgresqlHost", "postgresqlUsername",
-                                         "postgresqlPassword", "postgresqlDatabase", "postgresqlParams",
-                                         "postgresqlScheme", "service"}
+    assert {
+        "imagePullPolicy",
+        "loadInclusterConfig",
+        "envConfigMaps",
+        "envSecrets",
+        "envVars",
+        "volumeMounts",
+        "volumes",
+    } <= set(k8s_launcher)
+    assert set(values["postgresql"]) <= {
+        "image",
+        "enabled",
+        "postgresqlHost",
+        "postgresqlUsername",
+        "postgresqlPassword",
+        "postgresqlDatabase",
+        "postgresqlParams",
+        "postgresqlScheme",
+        "service",
+    }
     assert values["postgresql"]["enabled"] is False and set(values["postgresql"]["service"]) == {"port"}
     assert set(values["pythonLogs"]) <= {"pythonLogLevel", "managedPythonLoggers", "dagsterHandlerConfig"}
     assert set(values["concurrency"]) <= {"enabled", "pools", "runs"}
     # the chart's runMonitoring/concurrency are off; the instance gets the scale-out settings verbatim
     assert values["concurrency"]["enabled"] is False and values["dagsterDaemon"]["runMonitoring"]["enabled"] is False
     local = load("config/dagster-scaleout.yaml")
-    assert values["additionalInstanceConfig"] == {"concurrency": local["concurrency"],
-                                                  "run_monitoring": local["run_monitoring"]}
-    assert values["pythonLogs"] == {"managedPythonLoggers": local["python_logs"]["managed_python_loggers"],
-                                    "pythonLogLevel": local["python_logs"]["python_log_level"]}
+    assert values["additionalInstanceConfig"] == {
+        "concurrency": local["concurrency"],
+        "run_monitoring": local["run_monitoring"],
+    }
+    assert values["pythonLogs"] == {
+        "managedPythonLoggers": local["python_logs"]["managed_python_loggers"],
+        "pythonLogLevel": local["python_logs"]["python_log_level"],
+    }
 
 
 def test_the_containerfile_installs_offline_from_the_wheels_built_in_its_first_stage_and_serves_the_code_location():
     text = (REPO / "deploy" / "k8s" / "Containerfile").read_text()
     stages = [line.split()[-1] for line in text.splitlines() if line.startswith("FROM ")]
     assert stages == ["wheels", "runtime"]
-    runtime = text[text.index("AS runtime"):]
+    runtime = text[text.index("AS runtime") :]
     installs = [line for line in runtime.replace("\\\n", " ").splitlines() if "pip install" in line]
-    assert installs and all(part.count("--no-index") == part.count("pip install")
-                            for part in installs), installs  # nothing fetched in the runtime stage
+    assert installs and all(part.count("--no-index") == part.count("pip install") for part in installs), (
+        installs
+    )  # nothing fetched in the runtime stage
     assert "HF_HUB_OFFLINE=1" in runtime and "PIP_NO_INDEX=1" in runtime
     assert '"-m", "pipelines.definitions", "-a", "defs"' in runtime
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".venv", ".git", "data"} <= set(ignored)
 
 
-@pytest.mark.parametrize(("env", "name"), [({}, "in_process"), ({"METAMORPH_CELERY_BROKER": "redis://h:1/0"}, "celery"),
-                                           ({"METAMORPH_CELERY_BROKER": "redis://h:1/0", "METAMORPH_EXECUTOR": "in_process"},
-                                            "in_process")])
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        ({}, "in_process"),
+        ({"METAMORPH_CELERY_BROKER": "redis://h:1/0"}, "celery"),
+        ({"METAMORPH_CELERY_BROKER": "redis://h:1/0", "METAMORPH_EXECUTOR": "in_process"}, "in_process"),
+    ],
+)
 def test_the_executor_is_chosen_by_the_environment(env, name, monkeypatch):
     from pipelines.definitions import executor
 

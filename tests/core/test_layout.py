@@ -17,10 +17,12 @@ STUDIES = sorted(m.name for m in pkgutil.iter_modules(metamorph.studies.__path__
 
 def test_importing_the_library_imports_no_dagster():
     # every module of metamorph, in a fresh interpreter: none may pull Dagster in
-    code = ("import importlib, pkgutil, sys, metamorph\n"
-            "for m in pkgutil.walk_packages(metamorph.__path__, 'metamorph.'):\n"
-            "    importlib.import_module(m.name)\n"
-            "print(sorted(k for k in sys.modules if k == 'dagster' or k.startswith('dagster.')))")
+    code = (
+        "import importlib, pkgutil, sys, metamorph\n"
+        "for m in pkgutil.walk_packages(metamorph.__path__, 'metamorph.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "print(sorted(k for k in sys.modules if k == 'dagster' or k.startswith('dagster.')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -28,8 +30,11 @@ def test_importing_the_library_imports_no_dagster():
 def test_each_asset_group_is_a_study_package_with_the_same_module_names():
     groups = {spec.group_name for spec in defs.resolve_all_asset_specs()}
     # one group spans studies: model_upgrades (the report card; its logic is shared: metamorph.report_card)
-    assert groups - {"model_upgrades"} == set(STUDIES) == {"format_robustness", "wrapper_sensitivity",
-                                                           "workflow_perturb", "order_probe"}
+    assert (
+        groups - {"model_upgrades"}
+        == set(STUDIES)
+        == {"format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe"}
+    )
     assert (REPO / "assets" / "model_upgrades.py").is_file()
     for study in STUDIES:
         for module in ("plan", "metrics", "schemas", "report"):
@@ -58,8 +63,10 @@ def test_every_text_file_is_read_through_the_shared_decoder():
     module of the product reads text itself."""
     import re
 
-    direct = re.compile(r"\.read_text\(|\bopen\([^)]*encoding=|\.open\(\s*(?:encoding=|\"r\"|'r')|"
-                        r"\bjson\.load\(|read_csv\((?!io\.StringIO)|\bsafe_load\(open")
+    direct = re.compile(
+        r"\.read_text\(|\bopen\([^)]*encoding=|\.open\(\s*(?:encoding=|\"r\"|'r')|"
+        r"\bjson\.load\(|read_csv\((?!io\.StringIO)|\bsafe_load\(open"
+    )
     found = []
     for folder in ("metamorph", "assets", "pipelines", "resources"):
         for path in sorted((REPO / folder).rglob("*.py")):

@@ -40,10 +40,20 @@ def test_max_tokens_cut_is_reported_as_length(provider):
 def test_json_schema_constrained_output_is_json(provider):
     import json
 
-    schema = {"type": "object", "properties": {"decision": {"type": "string", "enum": ["yes", "no"]}},
-              "required": ["decision"]}
-    r = provider.generate(req(provider, "Is the sky blue? Answer as JSON.", temperature=0.0, max_tokens=20,
-                              response_format={"type": "json_object", "schema": schema}))
+    schema = {
+        "type": "object",
+        "properties": {"decision": {"type": "string", "enum": ["yes", "no"]}},
+        "required": ["decision"],
+    }
+    r = provider.generate(
+        req(
+            provider,
+            "Is the sky blue? Answer as JSON.",
+            temperature=0.0,
+            max_tokens=20,
+            response_format={"type": "json_object", "schema": schema},
+        )
+    )
     assert json.loads(r.text)["decision"] in ("yes", "no")
 
 
@@ -54,15 +64,25 @@ def test_context_budget_boundary(provider):
     over = GenerationRequest("llama_cpp", provider.model_name, tuple(msgs), {"max_tokens": 513 - n})
     with pytest.raises(ContextBudgetError, match=f"prompt \\({n} tokens\\)"):
         provider.generate(over)
-    assert provider.generate(GenerationRequest("llama_cpp", provider.model_name, tuple(msgs),
-                                               {"max_tokens": 1, "temperature": 0.0})).completion_tokens == 1
+    assert (
+        provider.generate(
+            GenerationRequest("llama_cpp", provider.model_name, tuple(msgs), {"max_tokens": 1, "temperature": 0.0})
+        ).completion_tokens
+        == 1
+    )
     assert fits.params["max_tokens"] + n == 512
 
 
 def test_file_ingestion_is_rejected(provider):
     from metamorph.providers.base import Document
 
-    r = GenerationRequest("llama_cpp", provider.model_name, ({"role": "user", "content": "x"},), {},
-                          ingestion="openai_file", document=Document(b"x", "text/plain", "x.txt"))
+    r = GenerationRequest(
+        "llama_cpp",
+        provider.model_name,
+        ({"role": "user", "content": "x"},),
+        {},
+        ingestion="openai_file",
+        document=Document(b"x", "text/plain", "x.txt"),
+    )
     with pytest.raises(ConfigError, match="only inline"):
         provider.generate(r)

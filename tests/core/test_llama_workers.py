@@ -76,8 +76,12 @@ def smol_pool():
 
 
 def hello(p, content="Say hello.", max_tokens=8) -> GenerationRequest:
-    return GenerationRequest("llama_cpp", p.model_name, ({"role": "user", "content": content},),
-                             {"temperature": 0.0, "max_tokens": max_tokens, "seed": 0})
+    return GenerationRequest(
+        "llama_cpp",
+        p.model_name,
+        ({"role": "user", "content": content},),
+        {"temperature": 0.0, "max_tokens": max_tokens, "seed": 0},
+    )
 
 
 def test_a_killed_worker_fails_its_call_and_is_replaced(smol_pool):
@@ -111,16 +115,24 @@ def test_ctrl_c_does_not_stop_a_call_in_flight(smol_pool):
 
 
 def test_workers_exit_when_their_parent_dies():
-    code = ("import os, sys\n"
-            "from metamorph.providers.base import GenerationRequest\n"
-            "from metamorph.providers.llama_cpp import LlamaCppProvider\n"
-            "p = LlamaCppProvider(n_ctx=256, workers=2)\n"
-            "p.generate(GenerationRequest('llama_cpp', p.model_name, ({'role': 'user', 'content': 'hi'},),"
-            " {'max_tokens': 1, 'temperature': 0.0}))\n"
-            "print(*p._pool.pids(), flush=True)\n"
-            "os._exit(0)\n")  # no cleanup: as if the parent were killed
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import os, sys\n"
+        "from metamorph.providers.base import GenerationRequest\n"
+        "from metamorph.providers.llama_cpp import LlamaCppProvider\n"
+        "p = LlamaCppProvider(n_ctx=256, workers=2)\n"
+        "p.generate(GenerationRequest('llama_cpp', p.model_name, ({'role': 'user', 'content': 'hi'},),"
+        " {'max_tokens': 1, 'temperature': 0.0}))\n"
+        "print(*p._pool.pids(), flush=True)\n"
+        "os._exit(0)\n"
+    )  # no cleanup: as if the parent were killed
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     pids = [int(x) for x in out.stdout.split()]
     assert len(pids) == 2, out.stderr
     deadline = time.monotonic() + 20

@@ -31,7 +31,8 @@ def write_registry(path, url, cand_params=""):
         f"  - id: base\n    provider: openai_compatible\n    model: base-model\n    base_url: {url}/base/v1\n"
         "    api_key_env: STUB_KEY\n    max_concurrency: 1\n    status: approved\n"
         f"  - id: cand\n    provider: openai_compatible\n    model: cand-model\n    base_url: {url}/cand/v1\n"
-        f"    api_key_env: STUB_KEY\n    max_concurrency: 1\n    status: candidate\n{cand_params}")
+        f"    api_key_env: STUB_KEY\n    max_concurrency: 1\n    status: candidate\n{cand_params}"
+    )
 
 
 def table(db, name):
@@ -64,15 +65,26 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
     # base always answers "refer". cand, per record in txt/md/json/csv order: csv flips record 0,
     # record 2 is always wrong; the routing calls that follow repeat the last reply.
     stub.script("POST", "/base/v1/chat/completions", answer(REFER))
-    stub.script("POST", "/cand/v1/chat/completions",
-                *[answer(d) for d in [REFER, REFER, REFER, NOT] + [NOT] * 4 + [NOT] * 4 + [NOT] * 4])
+    stub.script(
+        "POST",
+        "/cand/v1/chat/completions",
+        *[answer(d) for d in [REFER, REFER, REFER, NOT] + [NOT] * 4 + [NOT] * 4 + [NOT] * 4],
+    )
     defs = build_definitions()
     cfg = {"ops": {"format_robustness__workflow_generations": {"config": {"k": 1}}}}
     db = metamorph_home / "metamorph.duckdb"
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["base", "cand"])
-        assert defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(instance=instance, run_config={
-            "ops": {"format_robustness__source_instances": {"config": {"sources": ["construct"], "limit": 4}}}}).success
+        assert (
+            defs.resolve_job_def("format_robustness_inputs_job")
+            .execute_in_process(
+                instance=instance,
+                run_config={
+                    "ops": {"format_robustness__source_instances": {"config": {"sources": ["construct"], "limit": 4}}}
+                },
+            )
+            .success
+        )
         model_job = defs.resolve_job_def("format_robustness_model_job")
         base_run = model_job.execute_in_process(instance=instance, partition_key="base", run_config=cfg)
         assert base_run.success
@@ -85,16 +97,23 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
         assert (check.passed, check.metadata["summary"].value) == (True, f"nothing compared: {todo}")
         capsys.readouterr()  # Dagster's run log
         assert main(["verdict", "--model", "cand", "--study", "format_robustness"]) == 2
-        assert capsys.readouterr().err == ("metamorph verdict: error: not evaluated in format_robustness: cand — run "
-                                           "`format_robustness_model_job` for its partition\n")
+        assert capsys.readouterr().err == (
+            "metamorph verdict: error: not evaluated in format_robustness: cand — run "
+            "`format_robustness_model_job` for its partition\n"
+        )
         cand_run = model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg)
         assert cand_run.success
         assert len(stub.requests_to("/cand/v1/chat/completions")) >= 16
         [check] = regression_checks(cand_run)
         assert (check.passed, check.metadata["summary"].value, check.metadata["regressed_rows"].value) == (
-            True, "no candidate regressed on a blocking metric", [])
-        assert "next_step" not in cand_run.asset_materializations_for_node(
-            "format_robustness__model_comparison")[0].metadata
+            True,
+            "no candidate regressed on a blocking metric",
+            [],
+        )
+        assert (
+            "next_step"
+            not in cand_run.asset_materializations_for_node("format_robustness__model_comparison")[0].metadata
+        )
         # the verdict command agrees: nothing regressed, exit 0
         capsys.readouterr()
         assert main(["verdict", "--model", "cand"]) == 0
@@ -103,17 +122,29 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
         cmp = table(db, "format_robustness.model_comparison").set_index(["metric", "slice"])
         s = "ingestion=inline, dataset=construct"
         assert cmp.index.tolist() == [("M1", s), ("M2", s), ("M3", s), ("accuracy", s)] + [
-            ("accuracy", f"{s}, format={f}") for f in ("csv", "json", "md", "txt")]
+            ("accuracy", f"{s}, format={f}") for f in ("csv", "json", "md", "txt")
+        ]
         assert set(cmp["candidate_id"]) == {"cand"} and set(cmp["baseline_id"]) == {"base"}
         # per-record correctness base [1,0,1,0]; cand txt/md/json [1,1,0,1], csv [0,1,0,1]
         assert cmp.loc[("accuracy", f"{s}, format=txt"), ["difference", "n_better", "n_worse", "test"]].tolist() == [
-            0.25, 2, 1, "mcnemar_exact"]
+            0.25,
+            2,
+            1,
+            "mcnemar_exact",
+        ]
         assert cmp.loc[("accuracy", f"{s}, format=csv"), "difference"] == 0.0
         # pooled over formats, cand's record 0 is 3/4 correct: not 0/1, so the sign-flip test (p = 16/16)
-        assert cmp.loc[("accuracy", s), ["difference", "test", "p_value"]].tolist() == [0.1875, "paired_permutation",
-                                                                                           1.0]
-        assert cmp.loc[("M1", s), ["baseline_mean", "candidate_mean", "n_worse", "p_value"]].tolist() == [0.0, 0.25, 1,
-                                                                                                           1.0]
+        assert cmp.loc[("accuracy", s), ["difference", "test", "p_value"]].tolist() == [
+            0.1875,
+            "paired_permutation",
+            1.0,
+        ]
+        assert cmp.loc[("M1", s), ["baseline_mean", "candidate_mean", "n_worse", "p_value"]].tolist() == [
+            0.0,
+            0.25,
+            1,
+            1.0,
+        ]
         assert cmp.loc[("M2", s), "difference"] == 0.0 and cmp.loc[("M3", s), "difference"] == 0.0
         assert set(cmp["verdict"]) == {"no detectable change"} and set(cmp["p_holm"]) == {1.0}
 
@@ -125,7 +156,9 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
         assert fmt.loc[("base", "accuracy"), ["value", "n", "version"]].tolist() == [50.0, 4, fp["base"]]
         assert fmt.loc[("cand", "accuracy"), ["value", "version"]].tolist() == [68.75, fp["cand"]]  # 11 of 16
         assert fmt.loc[("cand", "M1"), "value"] == 25.0 and fmt.loc[("base", "M1"), ["value", "ci_low"]].tolist() == [
-            0.0, 0.0]
+            0.0,
+            0.0,
+        ]
         assert fmt["slice"].unique().tolist() == ["ingestion=inline"] and fmt["is_current"].all()
         assert fmt["previous_version"].isna().all()
 
@@ -136,12 +169,18 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
         assert upgrades.execute_in_process(instance=instance).success
         new_fp = {m.id: m.fingerprint() for m in load_registry(reg)}["cand"]
         materialization = instance.get_latest_materialization_event(
-            dg.AssetKey(["model_upgrades", "robustness_report_card"])).asset_materialization
+            dg.AssetKey(["model_upgrades", "robustness_report_card"])
+        ).asset_materialization
     card = table(db, "model_upgrades.robustness_report_card")
     cand = card[(card["study"] == "format_robustness") & (card["model_id"] == "cand")]
     now = cand[cand["is_current"]].set_index("metric")
     assert now.loc["accuracy", ["value", "version", "previous_version", "previous_value", "delta"]].tolist() == [
-        50.0, new_fp, fp["cand"], 68.75, -18.75]
+        50.0,
+        new_fp,
+        fp["cand"],
+        68.75,
+        -18.75,
+    ]
     assert now.loc["M1", ["value", "delta"]].tolist() == [0.0, -25.0]
     old = cand[~cand["is_current"]].set_index("metric")
     assert old.loc["accuracy", ["value", "version"]].tolist() == [68.75, fp["cand"]]
@@ -149,14 +188,17 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
     assert base["previous_version"].isna().all() and (~card[card["model_id"] == "base"]["is_current"]).sum() == 0
     md = materialization.metadata
     assert f"(Δ -18.8 vs {fp['cand'][:8]})" in md["report_card"].value
-    assert md["studies"].value == {"included": ["format_robustness"], "missing": ["order_probe", "workflow_perturb",
-                                                                                  "wrapper_sensitivity"]}
+    assert md["studies"].value == {
+        "included": ["format_robustness"],
+        "missing": ["order_probe", "workflow_perturb", "wrapper_sensitivity"],
+    }
     assert md["models_with_previous_version"].value == ["cand"]
     assert md["plot"].value.startswith("![plot](data:image/png;base64,")
     # the trend: one point per registry fingerprint of cand, oldest first, with its CI; the current value as a float
     series = trend_series(card)
-    acc = series[(series["model_id"] == "cand") & (series["study"] == "format_robustness")
-                 & (series["metric"] == "accuracy")]
+    acc = series[
+        (series["model_id"] == "cand") & (series["study"] == "format_robustness") & (series["metric"] == "accuracy")
+    ]
     assert acc[["version", "value", "is_current"]].values.tolist() == [[fp["cand"], 68.75, False], [new_fp, 50.0, True]]
     assert acc["ci_low"].notna().all() and (acc["ci_low"] <= acc["value"]).all()
     assert md["cand · format_robustness · accuracy (ingestion=inline)"].value == 50.0
@@ -173,19 +215,35 @@ def synthetic_scored():
         for w in FAMILIES:
             for i in range(12):
                 broken = model == "cand" and w == "json"
-                rows.append({"model_id": model, "task": "t_bool", "answer_type": "boolean", "wrapper": w,
-                             "item_id": f"q{i:02d}", "seed": 0, "mode": "paper", "value": None if broken else "yes",
-                             "parseable": not broken, "correct": not broken, "reason": "no_answer" if broken else "ok",
-                             "finish_reason": "stop", "prompt_tokens": 20, "n_choices": None,
-                             "generation_key": f"{model}{w}{i}".ljust(64, "0")})
+                rows.append(
+                    {
+                        "model_id": model,
+                        "task": "t_bool",
+                        "answer_type": "boolean",
+                        "wrapper": w,
+                        "item_id": f"q{i:02d}",
+                        "seed": 0,
+                        "mode": "paper",
+                        "value": None if broken else "yes",
+                        "parseable": not broken,
+                        "correct": not broken,
+                        "reason": "no_answer" if broken else "ok",
+                        "finish_reason": "stop",
+                        "prompt_tokens": 20,
+                        "n_choices": None,
+                        "generation_key": f"{model}{w}{i}".ljust(64, "0"),
+                    }
+                )
     df = pd.DataFrame(rows)
     df["prompt_tokens"] = df["prompt_tokens"].astype("Int64")
     df["n_choices"] = df["n_choices"].astype("Int64")
     return df
 
 
-WRAPPER_REGISTRY = ("models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
-                    "  - {id: cand, provider: llama_cpp, model: cand.gguf%s}\n")
+WRAPPER_REGISTRY = (
+    "models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
+    "  - {id: cand, provider: llama_cpp, model: cand.gguf%s}\n"
+)
 
 
 def synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch, cand_extra=""):
@@ -209,8 +267,12 @@ def synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch, cand_extr
 #: The four rows cand regressed on in :func:`synthetic_scored` (metric, slice, difference = CI bounds):
 #: json: 12 of 12 items lost (exact McNemar p = 2 · 2**-12); pooled over the 5 wrappers every item
 #: drops from 1 to 0.8 (all 12 sign-flip differences equal: p = 2 / 2**12). Holm over 12 rows: 12 · 2**-11.
-REGRESSED = [("accuracy", "task=t_bool", -0.2), ("accuracy", "task=t_bool, wrapper=json", -1.0),
-             ("parseability", "task=t_bool", -0.2), ("parseability", "task=t_bool, wrapper=json", -1.0)]
+REGRESSED = [
+    ("accuracy", "task=t_bool", -0.2),
+    ("accuracy", "task=t_bool, wrapper=json", -1.0),
+    ("parseability", "task=t_bool", -0.2),
+    ("parseability", "task=t_bool, wrapper=json", -1.0),
+]
 
 
 def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_home, tmp_path, monkeypatch):
@@ -230,32 +292,50 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
         verdicts = res.asset_materializations_for_node("wrapper_sensitivity__model_comparison")[0].metadata["verdicts"]
         check, card_check = res.get_asset_check_evaluations()
         assert (check.asset_key, check.check_name, check.passed, check.severity) == (
-            cmp_key, "no_blocking_regression", False, dg.AssetCheckSeverity.ERROR)
+            cmp_key,
+            "no_blocking_regression",
+            False,
+            dg.AssetCheckSeverity.ERROR,
+        )
         rows = check.metadata["regressed_rows"].value
-        assert [(r["candidate_id"], r["metric"], r["slice"]) for r in rows] == [("cand", m, sl) for m, sl, _ in REGRESSED]
+        assert [(r["candidate_id"], r["metric"], r["slice"]) for r in rows] == [
+            ("cand", m, sl) for m, sl, _ in REGRESSED
+        ]
         for r, (_, _, d) in zip(rows, REGRESSED):
-            assert [r["difference"], r["ci_low"], r["ci_high"], r["p_holm"]] == pytest.approx([d, d, d, 12 * 2 ** -11])
+            assert [r["difference"], r["ci_low"], r["ci_high"], r["p_holm"]] == pytest.approx([d, d, d, 12 * 2**-11])
         assert check.metadata["regressed_candidates"].value == ["cand"]
-        assert check.metadata["summary"].value == "4 regressed row(s) on blocking metrics: cand (accuracy, parseability)"
+        assert (
+            check.metadata["summary"].value == "4 regressed row(s) on blocking metrics: cand (accuracy, parseability)"
+        )
         card_md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
     cmp = table(db, "wrapper_sensitivity.model_comparison").set_index(["metric", "slice"])
     assert len(cmp) == 12  # {accuracy, parseability} × (5 wrappers + the task pooled over them)
     hit = [(m, sl) for m, sl, _ in REGRESSED]
     for cell in hit:
-        assert cmp.loc[cell, "p_value"] == pytest.approx(2 ** -11)
-        assert cmp.loc[cell, "p_holm"] == pytest.approx(12 * 2 ** -11)
+        assert cmp.loc[cell, "p_value"] == pytest.approx(2**-11)
+        assert cmp.loc[cell, "p_holm"] == pytest.approx(12 * 2**-11)
         assert cmp.loc[cell, "verdict"] == "regressed"
     assert cmp.loc[("accuracy", "task=t_bool, wrapper=json"), ["difference", "ci_low", "ci_high", "test"]].tolist() == [
-        -1.0, -1.0, -1.0, "mcnemar_exact"]
-    assert cmp.loc[("accuracy", "task=t_bool"), ["difference", "test"]].tolist() == [pytest.approx(-0.2),
-                                                                                     "paired_permutation"]
+        -1.0,
+        -1.0,
+        -1.0,
+        "mcnemar_exact",
+    ]
+    assert cmp.loc[("accuracy", "task=t_bool"), ["difference", "test"]].tolist() == [
+        pytest.approx(-0.2),
+        "paired_permutation",
+    ]
     rest = cmp.drop(index=hit)
     assert set(rest["verdict"]) == {"no detectable change"} and set(rest["p_holm"]) == {1.0}
     assert [c.strip() for c in verdicts.value.splitlines()[2].split("|")[1:-1]] == ["cand", "4", "0", "8", "0"]
 
     # the card's own check fails on the study's regression, and the card opens with it
     assert (card_check.asset_key, card_check.check_name, card_check.passed, card_check.severity) == (
-        card_key, "no_candidate_regressed", False, dg.AssetCheckSeverity.ERROR)
+        card_key,
+        "no_candidate_regressed",
+        False,
+        dg.AssetCheckSeverity.ERROR,
+    )
     assert card_check.metadata["regressed_candidates"].value == {"wrapper_sensitivity": ["cand"]}
     assert card_md["regressed_candidates"].value == ["cand"]
     assert card_md["report_card"].value.splitlines()[:2] == [
@@ -263,12 +343,14 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
         "- **cand** in wrapper_sensitivity: accuracy (task=t_bool) -20.0 pp [-20.0, -20.0], p (Holm) 0.00586; "
         "accuracy (task=t_bool, wrapper=json) -100.0 pp [-100.0, -100.0], p (Holm) 0.00586; "
         "parseability (task=t_bool) -20.0 pp [-20.0, -20.0], p (Holm) 0.00586; "
-        "parseability (task=t_bool, wrapper=json) -100.0 pp [-100.0, -100.0], p (Holm) 0.00586"]
+        "parseability (task=t_bool, wrapper=json) -100.0 pp [-100.0, -100.0], p (Holm) 0.00586",
+    ]
     assert card_md["next_step"].value == (
         "not in the card: format_robustness, order_probe, workflow_perturb — run `format_robustness_inputs_job` then "
         "`format_robustness_model_job`, `order_probe_inputs_job` then `order_probe_model_job`, "
         "`workflow_perturb_inputs_job` then `workflow_perturb_model_job` for the registered models' partitions, "
-        "then `model_upgrades_job`")
+        "then `model_upgrades_job`"
+    )
     # every headline cell is float metadata (Dagster plots it across materializations) and in the trend plot
     assert card_md["cand · wrapper_sensitivity · accuracy"].value == 80.0
     assert card_md["base · wrapper_sensitivity · FSI"].value == 0.0
@@ -288,25 +370,35 @@ def test_metrics_that_do_not_block_pass_the_check(metamorph_home, tmp_path, monk
     with [] nothing blocks and the check passes."""
     from pipelines.definitions import build_definitions
 
-    reg = synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch,
-                                      ", blocking_metrics: {wrapper_sensitivity: [parseability]}")
+    reg = synthetic_wrapper_warehouse(
+        metamorph_home, tmp_path, monkeypatch, ", blocking_metrics: {wrapper_sensitivity: [parseability]}"
+    )
     cmp_key = dg.AssetKey(["wrapper_sensitivity", "model_comparison"])
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["base", "cand"])
-        res = build_definitions().resolve_implicit_global_asset_job_def().execute_in_process(
-            asset_selection=[cmp_key], instance=instance)
+        res = (
+            build_definitions()
+            .resolve_implicit_global_asset_job_def()
+            .execute_in_process(asset_selection=[cmp_key], instance=instance)
+        )
         [check] = res.get_asset_check_evaluations()
         assert res.success and not check.passed
         assert [(r["metric"], r["slice"]) for r in check.metadata["regressed_rows"].value] == [
-            (m, sl) for m, sl, _ in REGRESSED[2:]]
+            (m, sl) for m, sl, _ in REGRESSED[2:]
+        ]
         assert [(r["metric"], r["slice"]) for r in check.metadata["regressed_rows_not_blocking"].value] == [
-            (m, sl) for m, sl, _ in REGRESSED[:2]]
+            (m, sl) for m, sl, _ in REGRESSED[:2]
+        ]
 
         reg.write_text(WRAPPER_REGISTRY % ", blocking_metrics: {wrapper_sensitivity: []}")
-        res = build_definitions().resolve_implicit_global_asset_job_def().execute_in_process(
-            asset_selection=[cmp_key], instance=instance)
+        res = (
+            build_definitions()
+            .resolve_implicit_global_asset_job_def()
+            .execute_in_process(asset_selection=[cmp_key], instance=instance)
+        )
         [check] = res.get_asset_check_evaluations()
     assert res.success and check.passed
     assert check.metadata["regressed_rows"].value == []
-    assert check.metadata["summary"].value == ("no candidate regressed on a blocking metric (4 regressed row(s) on "
-                                               "metrics that do not block)")
+    assert check.metadata["summary"].value == (
+        "no candidate regressed on a blocking metric (4 regressed row(s) on metrics that do not block)"
+    )

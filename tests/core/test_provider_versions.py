@@ -7,20 +7,41 @@ import time
 
 import pytest
 
-from metamorph.providers.versions import (ListedVersion, VersionPollError, current_version, is_dated_snapshot,
-                                          list_models, version_change)
+from metamorph.providers.versions import (
+    ListedVersion,
+    VersionPollError,
+    current_version,
+    is_dated_snapshot,
+    list_models,
+    version_change,
+)
 from tests.core.stub_http import Reply
 
 KEY = "sk-versions-secret-4711"
 
-CATALOGUE = {"gpt-x": 1_700_000_000, "gpt-x-2024-07-18": 1_721_260_800, "gpt-x-2025-01-31": 1_738_281_600,
-             "gpt-x-mini-2026-02-01": 1_769_904_000, "claude-h-20241022": 1_729_555_200, "o9": 1_750_000_000}
+CATALOGUE = {
+    "gpt-x": 1_700_000_000,
+    "gpt-x-2024-07-18": 1_721_260_800,
+    "gpt-x-2025-01-31": 1_738_281_600,
+    "gpt-x-mini-2026-02-01": 1_769_904_000,
+    "claude-h-20241022": 1_729_555_200,
+    "o9": 1_750_000_000,
+}
 
 
 def test_dated_snapshot_ids():
-    assert [is_dated_snapshot(i) for i in ("gpt-x-2024-07-18", "claude-h-20241022", "gpt-x", "o9",
-                                           "gpt-x-2024-13-01", "m-20241340", "gpt-x-0613")] == [
-        True, True, False, False, False, False, False]
+    assert [
+        is_dated_snapshot(i)
+        for i in (
+            "gpt-x-2024-07-18",
+            "claude-h-20241022",
+            "gpt-x",
+            "o9",
+            "gpt-x-2024-13-01",
+            "m-20241340",
+            "gpt-x-0613",
+        )
+    ] == [True, True, False, False, False, False, False]
 
 
 def test_current_version_cases():
@@ -44,22 +65,30 @@ def test_version_change_rule():
     # the same snapshot, published before the evaluation: unchanged; re-published after it: changed
     assert version_change(["gpt-x-2025-01-31"], evaluated_at, newer) is None
     republished = version_change(["gpt-x-2025-01-31"], evaluated_at, ListedVersion("gpt-x-2025-01-31", 1_760_000_060))
-    assert republished.reason == ("provider version changed: gpt-x-2025-01-31 → "
-                                  "gpt-x-2025-01-31 (created 2025-10-09T08:54:20Z)")
+    assert republished.reason == (
+        "provider version changed: gpt-x-2025-01-31 → gpt-x-2025-01-31 (created 2025-10-09T08:54:20Z)"
+    )
     # an undated current id is never compared with the reported ids, only by its created time
     assert version_change(["o9-2025-04-16"], evaluated_at, ListedVersion("o9", 1_750_000_000)) is None
     assert version_change(["o9-2025-04-16"], evaluated_at, ListedVersion("o9", 1_760_000_001)).after == (
-        "o9 (created 2025-10-09T08:53:21Z)")
+        "o9 (created 2025-10-09T08:53:21Z)"
+    )
     # several reported versions: the current one among them is enough; nothing to judge without any
     assert version_change(["b-2025-01-31", "a-2024-07-18"], evaluated_at, ListedVersion("x-2026-01-01", 0)).before == (
-        "a-2024-07-18, b-2025-01-31")
+        "a-2024-07-18, b-2025-01-31"
+    )
     assert version_change([], evaluated_at, newer) is None
     assert version_change(["gpt-x-2024-07-18"], evaluated_at, None) is None
 
 
 def openai_models(*entries):
-    return Reply(200, {"object": "list", "data": [{"id": i, "object": "model", "created": c, "owned_by": "system"}
-                                                  for i, c in entries]})
+    return Reply(
+        200,
+        {
+            "object": "list",
+            "data": [{"id": i, "object": "model", "created": c, "owned_by": "system"} for i, c in entries],
+        },
+    )
 
 
 def test_list_models_openai_sends_the_key_to_v1_models(stub):
@@ -72,12 +101,40 @@ def test_list_models_openai_sends_the_key_to_v1_models(stub):
 def test_list_models_anthropic_follows_pages_and_converts_created_at(stub):
     def page(rec):
         if "after_id=claude-b" in rec.path:
-            return Reply(200, {"data": [{"type": "model", "id": "claude-a-20240101", "display_name": "A",
-                                         "created_at": "2024-01-01T00:00:00Z", "lifecycle": "active"}],
-                               "has_more": False, "first_id": "claude-a-20240101", "last_id": "claude-a-20240101"})
-        return Reply(200, {"data": [{"type": "model", "id": "claude-b", "display_name": "B",
-                                     "created_at": "2025-10-09T08:53:20+00:00", "lifecycle": "active"}],
-                           "has_more": True, "first_id": "claude-b", "last_id": "claude-b"})
+            return Reply(
+                200,
+                {
+                    "data": [
+                        {
+                            "type": "model",
+                            "id": "claude-a-20240101",
+                            "display_name": "A",
+                            "created_at": "2024-01-01T00:00:00Z",
+                            "lifecycle": "active",
+                        }
+                    ],
+                    "has_more": False,
+                    "first_id": "claude-a-20240101",
+                    "last_id": "claude-a-20240101",
+                },
+            )
+        return Reply(
+            200,
+            {
+                "data": [
+                    {
+                        "type": "model",
+                        "id": "claude-b",
+                        "display_name": "B",
+                        "created_at": "2025-10-09T08:53:20+00:00",
+                        "lifecycle": "active",
+                    }
+                ],
+                "has_more": True,
+                "first_id": "claude-b",
+                "last_id": "claude-b",
+            },
+        )
 
     stub.script("GET", "/v1/models", page)
     assert list_models("anthropic", KEY, stub.url) == {"claude-b": 1_760_000_000, "claude-a-20240101": 1_704_067_200}
@@ -86,8 +143,11 @@ def test_list_models_anthropic_follows_pages_and_converts_created_at(stub):
 
 
 def test_list_models_failures_name_the_endpoint_never_the_key(stub):
-    stub.script("GET", "/v1/models", Reply(401, {"error": {"message": f"Incorrect API key provided: {KEY}",
-                                                           "type": "invalid_request_error"}}))
+    stub.script(
+        "GET",
+        "/v1/models",
+        Reply(401, {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}),
+    )
     with pytest.raises(VersionPollError) as err:
         list_models("openai", KEY, f"{stub.url}/v1")
     assert str(err.value).startswith(f"openai models.list at {stub.url}/v1 failed: AuthenticationError: ")

@@ -42,44 +42,97 @@ class FakeSleep:
 
 
 def chat_reply(text="hello", finish="stop", model="gpt-test-2026-01-01"):
-    return Reply(200, {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
-        "system_fingerprint": "fp_abc123",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
-    })
+    return Reply(
+        200,
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": model,
+            "system_fingerprint": "fp_abc123",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
+        },
+    )
 
 
 def responses_reply(text="from the file", status="completed", incomplete_reason=None):
-    return Reply(200, {
-        "id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-test-2026-01-01",
-        "status": status,
-        "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
-        "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}]}],
-        "usage": {"input_tokens": 100, "output_tokens": 3, "total_tokens": 103,
-                  "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-                  "output_tokens_details": {"reasoning_tokens": 0}},
-        "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
-    })
+    return Reply(
+        200,
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1,
+            "model": "gpt-test-2026-01-01",
+            "status": status,
+            "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ],
+            "usage": {
+                "input_tokens": 100,
+                "output_tokens": 3,
+                "total_tokens": 103,
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        },
+    )
 
 
 def openai_file_reply(file_id="file-abc123"):
-    return Reply(200, {"id": file_id, "object": "file", "bytes": 10, "created_at": 1, "filename": "doc.md",
-                       "purpose": "user_data", "status": "processed"})
+    return Reply(
+        200,
+        {
+            "id": file_id,
+            "object": "file",
+            "bytes": 10,
+            "created_at": 1,
+            "filename": "doc.md",
+            "purpose": "user_data",
+            "status": "processed",
+        },
+    )
 
 
 def anthropic_reply(text="ok", stop_reason="end_turn", model="claude-test-20260101"):
-    return Reply(200, {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": model,
-        "content": [{"type": "text", "text": text}], "stop_reason": stop_reason, "stop_sequence": None,
-        "usage": {"input_tokens": 50, "output_tokens": 4},
-    })
+    return Reply(
+        200,
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 50, "output_tokens": 4},
+        },
+    )
 
 
 def anthropic_file_reply(file_id="file_011abc"):
-    return Reply(200, {"id": file_id, "type": "file", "filename": "doc.md", "mime_type": "text/plain",
-                       "size_bytes": 10, "created_at": "2026-01-01T00:00:00Z", "downloadable": False})
+    return Reply(
+        200,
+        {
+            "id": file_id,
+            "type": "file",
+            "filename": "doc.md",
+            "mime_type": "text/plain",
+            "size_bytes": 10,
+            "created_at": "2026-01-01T00:00:00Z",
+            "downloadable": False,
+        },
+    )
 
 
 OVERLOADED = Reply(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
@@ -93,8 +146,13 @@ def openai_request(provider="openai", params=None, **kw):
 
 
 def anthropic_request(params=None, **kw):
-    return GenerationRequest(provider="anthropic", model="claude-test", messages=MESSAGES,
-                             params={"max_tokens": 64} if params is None else params, **kw)
+    return GenerationRequest(
+        provider="anthropic",
+        model="claude-test",
+        messages=MESSAGES,
+        params={"max_tokens": 64} if params is None else params,
+        **kw,
+    )
 
 
 def openai_provider(stub, kind="openai", **kw):
@@ -141,8 +199,14 @@ def test_chat_openai_sends_explicit_zero_and_omits_unset(stub):
 def test_chat_openai_compatible_sends_max_tokens_and_extra_body(stub):
     stub.script("POST", "/v1/chat/completions", chat_reply(finish="length"))
     provider = openai_provider(stub, kind="openai_compatible")
-    params = {"max_tokens": 8, "top_p": 0.9, "top_k": 40, "repeat_penalty": 1.1, "grammar": 'root ::= "x"',
-              "stop": ["\n"]}
+    params = {
+        "max_tokens": 8,
+        "top_p": 0.9,
+        "top_k": 40,
+        "repeat_penalty": 1.1,
+        "grammar": 'root ::= "x"',
+        "stop": ["\n"],
+    }
     result = provider.generate(openai_request("openai_compatible", params=params))
 
     [sent] = stub.requests_to("/v1/chat/completions")
@@ -185,8 +249,12 @@ def test_providers_implement_the_protocol(stub):
 
 def test_responses_with_uploaded_file_uploads_once(stub, caplog):
     stub.script("POST", "/v1/files", openai_file_reply("file-abc123"))
-    stub.script("POST", "/v1/responses", responses_reply("first"),
-                responses_reply("cut", status="incomplete", incomplete_reason="max_output_tokens"))
+    stub.script(
+        "POST",
+        "/v1/responses",
+        responses_reply("first"),
+        responses_reply("cut", status="incomplete", incomplete_reason="max_output_tokens"),
+    )
     provider = openai_provider(stub)
     params = {"temperature": 0, "max_tokens": 32, "seed": 1, "stop": ["x"]}
     req1 = openai_request(params=params, ingestion="openai_file", document=DOC)
@@ -208,10 +276,15 @@ def test_responses_with_uploaded_file_uploads_once(stub, caplog):
     body = calls[0].json
     assert body["model"] == "gpt-test"
     assert body["instructions"] == "You are terse."
-    assert body["input"] == [{"role": "user", "content": [
-        {"type": "input_file", "file_id": "file-abc123"},
-        {"type": "input_text", "text": "What is in the doc?"},
-    ]}]
+    assert body["input"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_file", "file_id": "file-abc123"},
+                {"type": "input_text", "text": "What is in the doc?"},
+            ],
+        }
+    ]
     assert body["temperature"] == 0 and body["max_output_tokens"] == 32
     for dropped in ("seed", "stop", "max_tokens", "max_completion_tokens", "top_p"):
         assert dropped not in body
@@ -230,8 +303,9 @@ def test_responses_maps_json_schema_response_format(stub):
     stub.script("POST", "/v1/responses", responses_reply())
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}
-    openai_provider(stub).generate(openai_request(params={"response_format": fmt}, ingestion="openai_file",
-                                                  document=DOC))
+    openai_provider(stub).generate(
+        openai_request(params={"response_format": fmt}, ingestion="openai_file", document=DOC)
+    )
     [call] = stub.requests_to("/v1/responses")
     assert call.json["text"] == {"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}}
 
@@ -242,8 +316,7 @@ def test_responses_maps_json_schema_response_format(stub):
 def test_anthropic_document_block_system_and_max_tokens(stub):
     stub.script("POST", "/v1/messages", anthropic_reply("The answer is 42.", stop_reason="max_tokens"))
     provider = anthropic_provider(stub)
-    request = anthropic_request(params={"max_tokens": 64, "stop": "END"}, ingestion="anthropic_document",
-                                document=DOC)
+    request = anthropic_request(params={"max_tokens": 64, "stop": "END"}, ingestion="anthropic_document", document=DOC)
     result = provider.generate(request)
 
     [sent] = stub.requests_to("/v1/messages")
@@ -252,11 +325,19 @@ def test_anthropic_document_block_system_and_max_tokens(stub):
     assert body["max_tokens"] == 64
     assert body["system"] == "You are terse."
     assert body["stop_sequences"] == ["END"]
-    assert body["messages"] == [{"role": "user", "content": [
-        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": DOC.content.decode()},
-         "title": "doc.md"},
-        {"type": "text", "text": "What is in the doc?"},
-    ]}]
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "document",
+                    "source": {"type": "text", "media_type": "text/plain", "data": DOC.content.decode()},
+                    "title": "doc.md",
+                },
+                {"type": "text", "text": "What is in the doc?"},
+            ],
+        }
+    ]
     for absent in ("temperature", "top_p", "top_k"):
         assert absent not in body
     # anthropic 2.x authenticates with a Bearer header (not x-api-key) and pins the API version
@@ -278,8 +359,11 @@ def test_anthropic_pdf_is_sent_base64(stub):
     result = anthropic_provider(stub).generate(anthropic_request(ingestion="anthropic_document", document=pdf))
     [sent] = stub.requests_to("/v1/messages")
     block = sent.json["messages"][0]["content"][0]
-    assert block == {"type": "document", "title": "doc.pdf", "source": {
-        "type": "base64", "media_type": "application/pdf", "data": base64.b64encode(pdf.content).decode()}}
+    assert block == {
+        "type": "document",
+        "title": "doc.pdf",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(pdf.content).decode()},
+    }
     assert result.finish_reason == "stop"
 
 
@@ -323,20 +407,27 @@ def test_anthropic_files_api_uploads_once_and_references_file_id(stub):
     for call in calls:
         assert FILES_API_BETA in call.headers["anthropic-beta"]
         assert call.json["messages"][0]["content"][0] == {
-            "type": "document", "source": {"type": "file", "file_id": "file_011abc"}, "title": "doc.md"}
+            "type": "document",
+            "source": {"type": "file", "file_id": "file_011abc"},
+            "title": "doc.md",
+        }
 
 
 # ============================================================================ errors and retries over HTTP
 
 
 def test_openai_429_retry_after_then_200(stub):
-    stub.script("POST", "/v1/chat/completions",
-                Reply(429, {"error": {"message": "Rate limit", "type": "rate_limit_exceeded"}}, {"Retry-After": "2"}),
-                chat_reply("finally"))
+    stub.script(
+        "POST",
+        "/v1/chat/completions",
+        Reply(429, {"error": {"message": "Rate limit", "type": "rate_limit_exceeded"}}, {"Retry-After": "2"}),
+        chat_reply("finally"),
+    )
     provider = openai_provider(stub)
     sleep = FakeSleep()
-    result, attempts = call_with_retries(lambda: provider.generate(openai_request(params={"temperature": 0})),
-                                         RetryPolicy(), sleep=sleep)
+    result, attempts = call_with_retries(
+        lambda: provider.generate(openai_request(params={"temperature": 0})), RetryPolicy(), sleep=sleep
+    )
     assert len(stub.requests_to("/v1/chat/completions")) == 2
     assert attempts == 2 and result.text == "finally"
     assert len(sleep.sleeps) == 1 and sleep.sleeps[0] >= 2.0
@@ -350,29 +441,36 @@ def test_anthropic_529_overloaded_then_200(stub):
     assert (info.value.status, info.value.retryable, info.value.retry_after) == (529, True, None)
 
     sleep = FakeSleep()
-    result, attempts = call_with_retries(lambda: provider.generate(anthropic_request()),
-                                         RetryPolicy(base_delay_s=0.5, jitter=False), sleep=sleep)
+    result, attempts = call_with_retries(
+        lambda: provider.generate(anthropic_request()), RetryPolicy(base_delay_s=0.5, jitter=False), sleep=sleep
+    )
     assert (result.text, attempts) == ("after overload", 1)  # the script's last reply repeats
     stub.script("POST", "/v1/messages", OVERLOADED, OVERLOADED, anthropic_reply("third time"))
     before = len(stub.requests_to("/v1/messages"))
-    result, attempts = call_with_retries(lambda: provider.generate(anthropic_request()),
-                                         RetryPolicy(base_delay_s=0.5, jitter=False), sleep=sleep)
+    result, attempts = call_with_retries(
+        lambda: provider.generate(anthropic_request()), RetryPolicy(base_delay_s=0.5, jitter=False), sleep=sleep
+    )
     assert (result.text, attempts) == ("third time", 3)
     assert len(stub.requests_to("/v1/messages")) - before == 3
     assert sleep.sleeps == [0.5, 1.0]
 
 
 def test_overloaded_body_with_other_status_is_retryable(stub):
-    stub.script("POST", "/v1/messages",
-                Reply(400, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}))
+    stub.script(
+        "POST", "/v1/messages", Reply(400, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}})
+    )
     with pytest.raises(ProviderError) as info:
         anthropic_provider(stub).generate(anthropic_request())
     assert (info.value.status, info.value.retryable) == (400, True)
 
 
 def test_400_is_not_retried(stub):
-    stub.script("POST", "/v1/chat/completions",
-                Reply(400, {"error": {"message": "bad param", "type": "invalid_request_error"}}), chat_reply())
+    stub.script(
+        "POST",
+        "/v1/chat/completions",
+        Reply(400, {"error": {"message": "bad param", "type": "invalid_request_error"}}),
+        chat_reply(),
+    )
     provider = openai_provider(stub)
     sleep = FakeSleep()
     with pytest.raises(ProviderError) as info:
@@ -383,8 +481,7 @@ def test_400_is_not_retried(stub):
 
 
 def test_bounded_total_retry_time(stub):
-    stub.script("POST", "/v1/chat/completions",
-                Reply(503, {"error": {"message": "unavailable"}}, {"Retry-After": "1"}))
+    stub.script("POST", "/v1/chat/completions", Reply(503, {"error": {"message": "unavailable"}}, {"Retry-After": "1"}))
     provider = openai_provider(stub)
     fake = FakeSleep()
     policy = RetryPolicy(max_attempts=10, base_delay_s=1.0, max_total_s=3.5, jitter=False)
@@ -397,19 +494,33 @@ def test_bounded_total_retry_time(stub):
 
 
 def test_retry_after_ms_header_is_read(stub):
-    stub.script("POST", "/v1/chat/completions",
-                Reply(429, {"error": {"message": "slow down"}}, {"retry-after-ms": "1500", "Retry-After": "9"}))
+    stub.script(
+        "POST",
+        "/v1/chat/completions",
+        Reply(429, {"error": {"message": "slow down"}}, {"retry-after-ms": "1500", "Retry-After": "9"}),
+    )
     with pytest.raises(ProviderError) as info:
         openai_provider(stub).generate(openai_request())
     assert (info.value.status, info.value.retryable, info.value.retry_after) == (429, True, 1.5)
 
 
 def test_error_message_never_contains_the_key(stub):
-    stub.script("POST", "/v1/chat/completions",
-                Reply(401, {"error": {"message": f"Incorrect API key provided: {OPENAI_KEY}", "type": "auth"}}))
-    stub.script("POST", "/v1/messages",
-                Reply(401, {"type": "error", "error": {"type": "authentication_error",
-                                                       "message": f"invalid x-api-key {ANTHROPIC_KEY}"}}))
+    stub.script(
+        "POST",
+        "/v1/chat/completions",
+        Reply(401, {"error": {"message": f"Incorrect API key provided: {OPENAI_KEY}", "type": "auth"}}),
+    )
+    stub.script(
+        "POST",
+        "/v1/messages",
+        Reply(
+            401,
+            {
+                "type": "error",
+                "error": {"type": "authentication_error", "message": f"invalid x-api-key {ANTHROPIC_KEY}"},
+            },
+        ),
+    )
     with pytest.raises(ProviderError) as info:
         openai_provider(stub).generate(openai_request())
     assert info.value.status == 401 and info.value.retryable is False
@@ -443,18 +554,31 @@ SAME_BYTES = b"age,sex\n42,female\n"
 
 
 def test_openai_upload_memo_is_keyed_on_bytes_filename_and_media_type(stub):
-    stub.script("POST", "/v1/files", openai_file_reply("file-csv"), openai_file_reply("file-json"),
-                openai_file_reply("file-txt"))
+    stub.script(
+        "POST",
+        "/v1/files",
+        openai_file_reply("file-csv"),
+        openai_file_reply("file-json"),
+        openai_file_reply("file-txt"),
+    )
     stub.script("POST", "/v1/responses", responses_reply())
     provider = openai_provider(stub)
-    docs = [Document(SAME_BYTES, "text/csv", "record.csv"), Document(SAME_BYTES, "application/json", "record.json"),
-            Document(SAME_BYTES, "text/csv", "record.csv"), Document(SAME_BYTES, "text/plain", "record.csv")]
+    docs = [
+        Document(SAME_BYTES, "text/csv", "record.csv"),
+        Document(SAME_BYTES, "application/json", "record.json"),
+        Document(SAME_BYTES, "text/csv", "record.csv"),
+        Document(SAME_BYTES, "text/plain", "record.csv"),
+    ]
     for d in docs:
         provider.generate(openai_request(params={"max_tokens": 8}, ingestion="openai_file", document=d))
     uploads = stub.requests_to("/v1/files")
-    assert [(u.parts["file"]["filename"], u.parts["file"]["content_type"], u.parts["file"]["data"]) for u in uploads] == [
-        ("record.csv", "text/csv", SAME_BYTES), ("record.json", "application/json", SAME_BYTES),
-        ("record.csv", "text/plain", SAME_BYTES)]
+    assert [
+        (u.parts["file"]["filename"], u.parts["file"]["content_type"], u.parts["file"]["data"]) for u in uploads
+    ] == [
+        ("record.csv", "text/csv", SAME_BYTES),
+        ("record.json", "application/json", SAME_BYTES),
+        ("record.csv", "text/plain", SAME_BYTES),
+    ]
     refs = [c.json["input"][0]["content"][0]["file_id"] for c in stub.requests_to("/v1/responses")]
     assert refs == ["file-csv", "file-json", "file-csv", "file-txt"]
 
@@ -463,13 +587,17 @@ def test_anthropic_upload_memo_is_keyed_on_bytes_filename_and_media_type(stub):
     stub.script("POST", "/v1/files", anthropic_file_reply("file_csv"), anthropic_file_reply("file_json"))
     stub.script("POST", "/v1/messages", anthropic_reply())
     provider = anthropic_provider(stub, use_files_api=True)
-    docs = [Document(SAME_BYTES, "text/csv", "record.csv"), Document(SAME_BYTES, "application/json", "record.json"),
-            Document(SAME_BYTES, "text/csv", "record.csv")]
+    docs = [
+        Document(SAME_BYTES, "text/csv", "record.csv"),
+        Document(SAME_BYTES, "application/json", "record.json"),
+        Document(SAME_BYTES, "text/csv", "record.csv"),
+    ]
     for d in docs:
         provider.generate(anthropic_request(ingestion="anthropic_document", document=d))
     uploads = stub.requests_to("/v1/files")
     # text-like media types are uploaded as text/plain; the filename still tells the two apart
-    assert [(u.parts["file"]["filename"], u.parts["file"]["content_type"], u.parts["file"]["data"]) for u in uploads] == [
-        ("record.csv", "text/plain", SAME_BYTES), ("record.json", "text/plain", SAME_BYTES)]
+    assert [
+        (u.parts["file"]["filename"], u.parts["file"]["content_type"], u.parts["file"]["data"]) for u in uploads
+    ] == [("record.csv", "text/plain", SAME_BYTES), ("record.json", "text/plain", SAME_BYTES)]
     refs = [c.json["messages"][0]["content"][0]["source"]["file_id"] for c in stub.requests_to("/v1/messages")]
     assert refs == ["file_csv", "file_json", "file_csv"]

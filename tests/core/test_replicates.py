@@ -41,8 +41,16 @@ def rule(base: int, r: int, identity: str) -> int:
 def test_replicate_seeds_follow_the_documented_rule():
     req = GenerationRequest("openai", "gpt-x", MSG, {"temperature": 0.7, "seed": 4}, repeat_index=2)
     # the identity leaves out the seed and the repeat index: what the replicates share
-    material = {"base_url": None, "document": None, "ingestion": "inline", "messages": [dict(MSG[0])],
-                "model": "gpt-x", "params": {"temperature": 0.7}, "provider": "openai", "renderer_version": None}
+    material = {
+        "base_url": None,
+        "document": None,
+        "ingestion": "inline",
+        "messages": [dict(MSG[0])],
+        "model": "gpt-x",
+        "params": {"temperature": 0.7},
+        "provider": "openai",
+        "renderer_version": None,
+    }
     identity = hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     assert request_identity(req) == identity == request_identity(dataclasses.replace(req, repeat_index=5))
     assert seeded(req).params == {"temperature": 0.7, "seed": rule(4, 2, identity)}
@@ -60,14 +68,16 @@ def test_what_samples_and_what_gets_a_replicate_seed():
     unseeded = GenerationRequest("openai", "gpt-x", MSG, {"temperature": 0.7}, repeat_index=3)
     assert seeded(unseeded) is unseeded  # no seed: plain independent calls
     # two prompts of one repeat index draw from different random streams
-    other = GenerationRequest("openai", "gpt-x", ({"role": "user", "content": "r"},), {"temperature": 0.7, "seed": 4},
-                              repeat_index=2)
+    other = GenerationRequest(
+        "openai", "gpt-x", ({"role": "user", "content": "r"},), {"temperature": 0.7, "seed": 4}, repeat_index=2
+    )
     assert seeded(other).params["seed"] != seeded(dataclasses.replace(other, messages=MSG)).params["seed"]
 
 
 def test_a_deterministic_replicate_is_computed_as_replicate_one():
-    r3 = GenerationRequest("llama_cpp", "m.gguf", ({"role": "user", "content": "q"},), {"temperature": 0.0},
-                           repeat_index=3)
+    r3 = GenerationRequest(
+        "llama_cpp", "m.gguf", ({"role": "user", "content": "q"},), {"temperature": 0.0}, repeat_index=3
+    )
     assert computation(r3, True) == dataclasses.replace(r3, repeat_index=1)
     assert computation(r3, False) is r3
 
@@ -83,20 +93,36 @@ def test_openai_sampled_repeats_send_their_own_seeds(stub, tmp_path):
     spec = ModelSpec(id="gpt-x", provider="openai", model="gpt-x")
     planned = _construct_requests(spec, 3, {"temperature": 0.7, "seed": 11, "max_tokens": 8})
     provider = OpenAIProvider("openai", KEY, base_url=stub.url + "/v1")
-    outs, stats = run_requests([p.request for p in planned], provider, GenerationCache(tmp_path / "c.duckdb"), log=quiet)
+    outs, stats = run_requests(
+        [p.request for p in planned], provider, GenerationCache(tmp_path / "c.duckdb"), log=quiet
+    )
     sent = {(r.json["messages"][-1]["content"], r.json["seed"]) for r in stub.requests_to("/v1/chat/completions")}
     # 1 instance x 4 formats x 3 repeats: each request its own seed by the rule
-    assert sent == {(p.request.messages[-1]["content"], rule(11, p.repeat, request_identity(p.request)))
-                    for p in planned}
+    assert sent == {
+        (p.request.messages[-1]["content"], rule(11, p.repeat, request_identity(p.request))) for p in planned
+    }
     assert len({seed for _, seed in sent}) == 12
     assert stats.calls == 12 and stats.shared == 0 and not any(o.shared for o in outs)
 
 
 def test_anthropic_repeats_without_a_seed_are_independent_calls(stub, tmp_path):
-    stub.route("POST", "/v1/messages", lambda rec: Reply(200, {
-        "id": "m", "type": "message", "role": "assistant", "model": "claude-x",
-        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
-        "usage": {"input_tokens": 5, "output_tokens": 1}}))
+    stub.route(
+        "POST",
+        "/v1/messages",
+        lambda rec: Reply(
+            200,
+            {
+                "id": "m",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-x",
+                "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 5, "output_tokens": 1},
+            },
+        ),
+    )
     # the Messages API takes no seed: the registry unsets it (seed: null) and the repeats are k calls
     spec = ModelSpec(id="claude-x", provider="anthropic", model="claude-x", params={"seed": None, "temperature": None})
     planned = _construct_requests(spec, 2, {"max_tokens": 8})
@@ -109,8 +135,7 @@ def test_anthropic_repeats_without_a_seed_are_independent_calls(stub, tmp_path):
 
 def test_a_deterministic_endpoint_answers_the_replicates_with_one_call(stub, tmp_path):
     stub.route("POST", "/v1/chat/completions", echo_chat)
-    spec = ModelSpec(id="srv", provider="openai_compatible", model="srv", base_url=stub.url + "/v1",
-                     deterministic=True)
+    spec = ModelSpec(id="srv", provider="openai_compatible", model="srv", base_url=stub.url + "/v1", deterministic=True)
     planned = _construct_requests(spec, 3, {"temperature": 0.0, "seed": 0, "max_tokens": 8})
     requests = [p.request for p in planned]
     plan = plan_requests(requests, spec, count=lambda r: 1, method="test")
@@ -130,8 +155,7 @@ def test_a_deterministic_endpoint_answers_the_replicates_with_one_call(stub, tmp
 
 def test_routed_reruns_of_a_deterministic_endpoint_are_the_original_calls(stub, tmp_path):
     stub.route("POST", "/v1/chat/completions", echo_chat)
-    spec = ModelSpec(id="srv", provider="openai_compatible", model="srv", base_url=stub.url + "/v1",
-                     deterministic=True)
+    spec = ModelSpec(id="srv", provider="openai_compatible", model="srv", base_url=stub.url + "/v1", deterministic=True)
     xs = [x for _, x in load_sources(["construct"], limit=2)]
     docs = [render(x, f, check=True) for x in xs for f in DEFAULT_FORMATS]
     params = {"temperature": 0.0, "seed": 0, "max_tokens": 8}
@@ -158,29 +182,64 @@ def test_judge_calls_get_seeds_when_sampling_and_share_one_when_greedy():
 
 def test_registry_deterministic_is_an_api_setting_and_part_of_the_fingerprint():
     base = {"id": "srv", "provider": "openai_compatible", "model": "m", "base_url": "http://127.0.0.1:1/v1"}
-    plain, declared = parse_registry({"models": [base]})[0], parse_registry({"models": [{**base, "deterministic": True}]})[0]
+    plain, declared = (
+        parse_registry({"models": [base]})[0],
+        parse_registry({"models": [{**base, "deterministic": True}]})[0],
+    )
     assert (plain.deterministic, declared.deterministic) == (False, True)
     assert plain.fingerprint() != declared.fingerprint()
     with pytest.raises(RegistryError) as err:
         parse_registry({"models": [{"id": "l", "provider": "llama_cpp", "model": "x.gguf", "deterministic": True}]})
-    assert str(err.value) == ("<registry>, row 1, field 'deterministic': deterministic is an API-provider setting (a "
-                              "llama_cpp model is deterministic exactly when its decoding is greedy or seeded)")
+    assert str(err.value) == (
+        "<registry>, row 1, field 'deterministic': deterministic is an API-provider setting (a "
+        "llama_cpp model is deterministic exactly when its decoding is greedy or seeded)"
+    )
     with pytest.raises(RegistryError, match="true or false"):
         parse_registry({"models": [{**base, "deterministic": "yes"}]})
 
 
 def test_study_params_apply_in_their_study_only():
-    spec = parse_registry({"models": [{"id": "m", "provider": "llama_cpp", "model": "x.gguf",
-                                       "params": {"max_tokens": 9},
-                                       "study_params": {"format_robustness": {"temperature": 0.7}}}]})[0]
+    spec = parse_registry(
+        {
+            "models": [
+                {
+                    "id": "m",
+                    "provider": "llama_cpp",
+                    "model": "x.gguf",
+                    "params": {"max_tokens": 9},
+                    "study_params": {"format_robustness": {"temperature": 0.7}},
+                }
+            ]
+        }
+    )[0]
     assert spec.params_for("format_robustness") == {"max_tokens": 9, "temperature": 0.7}
     assert spec.params_for("order_probe") == {"max_tokens": 9}
     with pytest.raises(RegistryError, match="study_params"):
-        parse_registry({"models": [{"id": "m", "provider": "llama_cpp", "model": "x.gguf",
-                                    "study_params": {"no_such_study": {"temperature": 0.7}}}]})
+        parse_registry(
+            {
+                "models": [
+                    {
+                        "id": "m",
+                        "provider": "llama_cpp",
+                        "model": "x.gguf",
+                        "study_params": {"no_such_study": {"temperature": 0.7}},
+                    }
+                ]
+            }
+        )
     with pytest.raises(RegistryError, match="unknown decoding parameter"):
-        parse_registry({"models": [{"id": "m", "provider": "llama_cpp", "model": "x.gguf",
-                                    "study_params": {"format_robustness": {"temprature": 0.7}}}]})
+        parse_registry(
+            {
+                "models": [
+                    {
+                        "id": "m",
+                        "provider": "llama_cpp",
+                        "model": "x.gguf",
+                        "study_params": {"format_robustness": {"temprature": 0.7}},
+                    }
+                ]
+            }
+        )
 
 
 def test_sampled_routing_reruns_the_original_call_for_the_input_already_in_the_best_format(stub, tmp_path):

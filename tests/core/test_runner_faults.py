@@ -26,8 +26,10 @@ def content(rec) -> str:
 
 
 def requests(n: int) -> list[GenerationRequest]:
-    return [GenerationRequest("openai", "gpt-x", ({"role": "user", "content": f"q{i}"},), {"temperature": 0.0})
-            for i in range(n)]
+    return [
+        GenerationRequest("openai", "gpt-x", ({"role": "user", "content": f"q{i}"},), {"temperature": 0.0})
+        for i in range(n)
+    ]
 
 
 RUNNER = textwrap.dedent("""
@@ -57,9 +59,23 @@ def provider_for(stub, **kw) -> OpenAIProvider:
 
 
 def runner(stub, store, n, hold_s=0.5, wait=False, threads=4, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", RUNNER, stub.url, store.location, str(n), str(hold_s),
-                             "wait" if wait else "go", str(threads)], env={**os.environ, "PYTHONPATH": os.getcwd()},
-                            text=True, stdout=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            RUNNER,
+            stub.url,
+            store.location,
+            str(n),
+            str(hold_s),
+            "wait" if wait else "go",
+            str(threads),
+        ],
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+        text=True,
+        stdout=subprocess.PIPE,
+        **kw,
+    )
 
 
 def count_committed(store) -> int | None:
@@ -105,18 +121,22 @@ def test_sigkill_mid_run_then_resume_requests_no_committed_key_twice_and_loses_n
     assert twice <= received - committed and max(counts.values()) == (2 if twice else 1)
     assert twice >= lost_window  # what the kill lost was requested again, nothing else was
     assert committed_contents(store, n) == set(counts)
-    print(f"\nkilled after {len(answered)} answers: {len(committed)} committed, {len(lost_window)} lost "
-          f"(the last commit window), {len(twice)} requested twice")
+    print(
+        f"\nkilled after {len(answered)} answers: {len(committed)} committed, {len(lost_window)} lost "
+        f"(the last commit window), {len(twice)} requested twice"
+    )
 
 
 def test_a_fifth_of_requests_faulted_each_ends_as_completion_or_recorded_error_and_rerun_retries_only_errors(
-        stub, cache_store):
+    stub, cache_store
+):
     persistent = ("500", "error_body", "malformed")
     plan = FaultPlan(rate=0.2, times=1, persistent=persistent, retry_after_s=0.0, hang_s=2.5)
     stub.faults = plan
     stub.script("POST", CHAT, echo_chat)
-    provider = OpenAIProvider(kind="openai", api_key="sk-test-FAULTS", base_url=stub.url + "/v1",
-                              max_concurrency=8, timeout_s=2.0)  # well above a loaded machine's latency
+    provider = OpenAIProvider(
+        kind="openai", api_key="sk-test-FAULTS", base_url=stub.url + "/v1", max_concurrency=8, timeout_s=2.0
+    )  # well above a loaded machine's latency
     policy = RetryPolicy(max_attempts=3, base_delay_s=0.0, max_delay_s=0.0, jitter=False)
     cache = cache_store.open()
     reqs = requests(150)
@@ -126,10 +146,12 @@ def test_a_fifth_of_requests_faulted_each_ends_as_completion_or_recorded_error_a
     assert len(kind) == 150 and {k for k in kind.values() if k} == set(FAULT_KINDS)  # all nine kinds occurred
     assert 0.15 < sum(k is not None for k in kind.values()) / 150 < 0.25
     failing = {c for c, k in kind.items() if k in persistent}
-    messages = {"500": "ProviderError[500]: OpenAI HTTP 500: Error code: 500 - The server had an error",
-                "error_body": "ProviderError[200]: OpenAI returned HTTP 200 with an error body (server_error): "
-                              "The server had an error processing your request",
-                "malformed": "ProviderError[None]: OpenAI response body is not valid JSON (Expecting value: char 0)"}
+    messages = {
+        "500": "ProviderError[500]: OpenAI HTTP 500: Error code: 500 - The server had an error",
+        "error_body": "ProviderError[200]: OpenAI returned HTTP 200 with an error body (server_error): "
+        "The server had an error processing your request",
+        "malformed": "ProviderError[None]: OpenAI response body is not valid JSON (Expecting value: char 0)",
+    }
     for o in outcomes:
         c = o.request.messages[-1]["content"]
         if c in failing:

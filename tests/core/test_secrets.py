@@ -27,24 +27,41 @@ SECRETS = (OPENAI_KEY, ANTHROPIC_KEY)
 
 def _echo_401(key: str) -> Reply:
     """A 401 whose body repeats the key (OpenAI's real one repeats a masked key)."""
-    return Reply(401, {"type": "error", "error": {"type": "authentication_error", "code": "invalid_api_key",
-                                                  "message": f"Incorrect API key provided: {key}."}})
+    return Reply(
+        401,
+        {
+            "type": "error",
+            "error": {
+                "type": "authentication_error",
+                "code": "invalid_api_key",
+                "message": f"Incorrect API key provided: {key}.",
+            },
+        },
+    )
 
 
 def _duckdb_hits(path: Path, needles: tuple[str, ...]) -> list[str]:
     con = duckdb.connect(str(path), read_only=True)
     try:
         out = []
-        tables = con.execute("SELECT table_catalog, table_schema, table_name FROM information_schema.tables "
-                             "WHERE table_type = 'BASE TABLE'").fetchall()
+        tables = con.execute(
+            "SELECT table_catalog, table_schema, table_name FROM information_schema.tables "
+            "WHERE table_type = 'BASE TABLE'"
+        ).fetchall()
         for cat, schema, table in tables:
-            cols = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
-                                              "table_catalog = ? AND table_schema = ? AND table_name = ?",
-                                              [cat, schema, table]).fetchall()]
+            cols = [
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE "
+                    "table_catalog = ? AND table_schema = ? AND table_name = ?",
+                    [cat, schema, table],
+                ).fetchall()
+            ]
             for needle in needles:
                 cond = " OR ".join(f'contains(CAST("{c}" AS VARCHAR), ?)' for c in cols)
-                n = con.execute(f'SELECT count(*) FROM "{cat}"."{schema}"."{table}" WHERE {cond}',
-                                [needle] * len(cols)).fetchall()[0][0]
+                n = con.execute(
+                    f'SELECT count(*) FROM "{cat}"."{schema}"."{table}" WHERE {cond}', [needle] * len(cols)
+                ).fetchall()[0][0]
                 if n:
                     out.append(f"{path}: {schema}.{table} ({n} rows)")
         return out
@@ -80,8 +97,11 @@ def leaks(root: Path, needles: tuple[str, ...]) -> list[str]:
 def test_the_search_finds_a_planted_key_in_every_store(tmp_path):
     key = "sk-metamorph-FAKE-planted-0123456789"
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
-    con.execute("CREATE SCHEMA s; CREATE TABLE s.t AS SELECT i, CASE WHEN i = 70000 THEN ? ELSE 'x' END AS v "
-                "FROM range(100000) r(i)", [key])
+    con.execute(
+        "CREATE SCHEMA s; CREATE TABLE s.t AS SELECT i, CASE WHEN i = 70000 THEN ? ELSE 'x' END AS v "
+        "FROM range(100000) r(i)",
+        [key],
+    )
     con.execute("CHECKPOINT")
     con.close()
     lite = sqlite3.connect(tmp_path / "events.db")
@@ -108,12 +128,25 @@ def test_a_run_with_fake_keys_writes_them_nowhere(stub, tmp_path):
         "models:\n"
         f"  - {{id: gpt-stub, provider: openai, model: gpt-test, base_url: '{stub.url}/v1', max_concurrency: 1}}\n"
         f"  - {{id: claude-stub, provider: anthropic, model: claude-test, base_url: '{stub.url}', max_concurrency: 1,\n"
-        "     params: {temperature: null, seed: null}}\n")
+        "     params: {temperature: null, seed: null}}\n"
+    )
     home, dagster_home = tmp_path / "home", tmp_path / "dagster_home"
-    env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY, "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
-           "METAMORPH_MODELS": str(registry), "METAMORPH_HOME": str(home), "DAGSTER_HOME": str(dagster_home)}
-    out = subprocess.run([sys.executable, "-m", "pipelines.run", "order_probe", "--source", source,
-                          "--settings", "zero_shot"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": OPENAI_KEY,
+        "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
+        "METAMORPH_MODELS": str(registry),
+        "METAMORPH_HOME": str(home),
+        "DAGSTER_HOME": str(dagster_home),
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "pipelines.run", "order_probe", "--source", source, "--settings", "zero_shot"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
 
     # the providers did send the keys (so there was something to leak)
@@ -124,8 +157,9 @@ def test_a_run_with_fake_keys_writes_them_nowhere(stub, tmp_path):
     assert {p.name for p in home.iterdir()} >= {"metamorph.duckdb", "generation_cache.duckdb", "logs"}
     assert any(p.suffix == ".db" for p in dagster_home.rglob("*"))
     con = duckdb.connect(str(home / "metamorph.duckdb"), read_only=True)
-    errors = con.execute("SELECT model_id, error FROM order_probe.order_generations WHERE error IS NOT NULL "
-                         "ORDER BY model_id").fetchall()
+    errors = con.execute(
+        "SELECT model_id, error FROM order_probe.order_generations WHERE error IS NOT NULL ORDER BY model_id"
+    ).fetchall()
     con.close()
     assert [m for m, _ in errors] == ["claude-stub", "gpt-stub"]
     assert all("Incorrect API key provided: [REDACTED]." in e for _, e in errors)
@@ -134,8 +168,10 @@ def test_a_run_with_fake_keys_writes_them_nowhere(stub, tmp_path):
     assert not any(k in out.stdout or k in out.stderr for k in SECRETS)
     # neither entry is approved: the printout says why no upgrade verdict was made
     assert out.stdout.splitlines()[-4:-2] == [
-        "", f"note: no upgrade verdicts were made (model_comparison is empty): {registry}, field 'status': upgrade "
-            "verdicts need exactly one registry entry with status 'approved'; found none"]
+        "",
+        f"note: no upgrade verdicts were made (model_comparison is empty): {registry}, field 'status': upgrade "
+        "verdicts need exactly one registry entry with status 'approved'; found none",
+    ]
 
 
 # --------------------------------------------------------------------------- a key pasted into the registry
@@ -143,11 +179,18 @@ def test_a_run_with_fake_keys_writes_them_nowhere(stub, tmp_path):
 #: Planted credentials: a key with a provider prefix, and bare random key material.
 PREFIXED = "sk-metamorph-FAKE-registry-5a7c9e1b3d"
 RANDOM = "Zq8vR2mK9xL4pT7wN3bY6cH1"
-_ENTRY = {"id": "gpt-a", "provider": "openai_compatible", "model": "gpt-test", "base_url": "https://api.example/v1",
-          "api_key_env": "METAMORPH_SECRETS_KEY"}
+_ENTRY = {
+    "id": "gpt-a",
+    "provider": "openai_compatible",
+    "model": "gpt-test",
+    "base_url": "https://api.example/v1",
+    "api_key_env": "METAMORPH_SECRETS_KEY",
+}
 _LOCAL = {"id": "local-a", "provider": "llama_cpp", "model": "SmolLM2-135M-Instruct.Q4_1.gguf"}
-_SECRET = ("the value looks like a secret (an API key or token); a key belongs in the environment variable "
-           "that api_key_env names, never in the registry")
+_SECRET = (
+    "the value looks like a secret (an API key or token); a key belongs in the environment variable "
+    "that api_key_env names, never in the registry"
+)
 _KEY_NAME = _SECRET.replace("the value looks", "this key name looks")
 _IN_URL = "a key belongs in the environment variable that api_key_env names, never in the registry"
 
@@ -159,33 +202,65 @@ REGISTRY_CANARIES = [
     ("ingestion", {**_ENTRY, "ingestion": [PREFIXED]}, PREFIXED, "ingestion[0]", _SECRET),
     ("status", {**_ENTRY, "status": PREFIXED}, PREFIXED, "status", _SECRET),
     ("status-random", {**_ENTRY, "status": RANDOM}, RANDOM, "status", _SECRET),
-    ("api_key_env", {**_ENTRY, "api_key_env": PREFIXED}, PREFIXED, "api_key_env",
-     "api_key_env must be an environment variable NAME, e.g. OPENAI_API_KEY"),
+    (
+        "api_key_env",
+        {**_ENTRY, "api_key_env": PREFIXED},
+        PREFIXED,
+        "api_key_env",
+        "api_key_env must be an environment variable NAME, e.g. OPENAI_API_KEY",
+    ),
     ("max_concurrency", {**_ENTRY, "max_concurrency": PREFIXED}, PREFIXED, "max_concurrency", _SECRET),
     ("n_threads", {**_LOCAL, "n_threads": RANDOM}, RANDOM, "n_threads", _SECRET),
     ("params-value", {**_ENTRY, "params": {"seed": PREFIXED}}, PREFIXED, "params.seed", _SECRET),
     ("params-key", {**_ENTRY, "params": {PREFIXED: 1}}, PREFIXED, "params.[REDACTED]", _KEY_NAME),
     ("execution.mode", {**_ENTRY, "execution": {"mode": PREFIXED}}, PREFIXED, "execution.mode", _SECRET),
     ("execution.max_wait_s", {**_ENTRY, "execution": {"max_wait_s": RANDOM}}, RANDOM, "execution.max_wait_s", _SECRET),
-    ("price_per_mtok", {**_ENTRY, "price_per_mtok": {"input": PREFIXED, "output": 1}}, PREFIXED,
-     "price_per_mtok.input", _SECRET),
+    (
+        "price_per_mtok",
+        {**_ENTRY, "price_per_mtok": {"input": PREFIXED, "output": 1}},
+        PREFIXED,
+        "price_per_mtok.input",
+        _SECRET,
+    ),
     ("unknown-key", {**_ENTRY, PREFIXED: "x"}, PREFIXED, "[REDACTED]", "unknown key(s) ['[REDACTED]']"),
     ("url-path", {**_ENTRY, "base_url": f"https://api.example/{RANDOM}/v1"}, RANDOM, "base_url", _SECRET),
-    ("url-userinfo", {**_ENTRY, "base_url": "https://me:hunter2@api.example/v1"}, "hunter2", "base_url",
-     f"base_url holds credentials (user:password@ before the host); {_IN_URL}"),
-    ("url-api-key", {**_ENTRY, "base_url": "https://api.example/v1?api-key=hunter2"}, "hunter2", "base_url",
-     f"base_url holds a credential in its query parameter 'api-key'; {_IN_URL}"),
-    ("url-token", {**_ENTRY, "base_url": "https://api.example/v1?api-version=1&access_token=hunter2"}, "hunter2",
-     "base_url", f"base_url holds a credential in its query parameter 'access_token'; {_IN_URL}"),
-    ("url-sig", {**_ENTRY, "base_url": "https://api.example/v1?sv=2024&sig=hunter2"}, "hunter2", "base_url",
-     f"base_url holds a credential in its query parameter 'sig'; {_IN_URL}"),
+    (
+        "url-userinfo",
+        {**_ENTRY, "base_url": "https://me:hunter2@api.example/v1"},
+        "hunter2",
+        "base_url",
+        f"base_url holds credentials (user:password@ before the host); {_IN_URL}",
+    ),
+    (
+        "url-api-key",
+        {**_ENTRY, "base_url": "https://api.example/v1?api-key=hunter2"},
+        "hunter2",
+        "base_url",
+        f"base_url holds a credential in its query parameter 'api-key'; {_IN_URL}",
+    ),
+    (
+        "url-token",
+        {**_ENTRY, "base_url": "https://api.example/v1?api-version=1&access_token=hunter2"},
+        "hunter2",
+        "base_url",
+        f"base_url holds a credential in its query parameter 'access_token'; {_IN_URL}",
+    ),
+    (
+        "url-sig",
+        {**_ENTRY, "base_url": "https://api.example/v1?sv=2024&sig=hunter2"},
+        "hunter2",
+        "base_url",
+        f"base_url holds a credential in its query parameter 'sig'; {_IN_URL}",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("entry", "planted", "field", "problem"), [c[1:] for c in REGISTRY_CANARIES],
-                         ids=[c[0] for c in REGISTRY_CANARIES])
-def test_a_key_planted_in_any_registry_field_is_refused_and_written_nowhere(entry, planted, field, problem,
-                                                                           tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("entry", "planted", "field", "problem"), [c[1:] for c in REGISTRY_CANARIES], ids=[c[0] for c in REGISTRY_CANARIES]
+)
+def test_a_key_planted_in_any_registry_field_is_refused_and_written_nowhere(
+    entry, planted, field, problem, tmp_path, monkeypatch, capsys
+):
     """The run refuses the registry before it writes anything (no home, no Dagster storage), with one
     line that names the entry and the field and does not show the planted value."""
     import yaml
@@ -211,7 +286,13 @@ def test_a_key_planted_in_any_registry_field_is_refused_and_written_nowhere(entr
 def test_the_registry_error_masks_secret_looking_text_in_problem_and_field():
     from metamorph.errors import RegistryError
 
-    err = RegistryError("models.yaml", f"status {PREFIXED!r:.40} not in ['approved', 'candidate'] ({RANDOM})",
-                        row=3, field=f"params.{RANDOM}")
-    assert str(err) == ("models.yaml, row 3, field 'params.[REDACTED]': status '[REDACTED]' not in "
-                        "['approved', 'candidate'] ([REDACTED])")
+    err = RegistryError(
+        "models.yaml",
+        f"status {PREFIXED!r:.40} not in ['approved', 'candidate'] ({RANDOM})",
+        row=3,
+        field=f"params.{RANDOM}",
+    )
+    assert str(err) == (
+        "models.yaml, row 3, field 'params.[REDACTED]': status '[REDACTED]' not in "
+        "['approved', 'candidate'] ([REDACTED])"
+    )

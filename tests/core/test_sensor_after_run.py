@@ -28,13 +28,26 @@ def test_sensor_requests_nothing_after_pipelines_run_and_only_a_new_model_after_
     entry = "  - {{id: {id}, provider: openai, model: gpt-test, base_url: '{url}/v1', max_concurrency: 1}}\n"
     registry.write_text("models:\n" + entry.format(id="gpt-stub", url=stub.url))
     dagster_home = tmp_path / "dagster_home"
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "METAMORPH_MODELS": str(registry),
-           "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(dagster_home)}
-    runs = [["order_probe", "--source", source, "--settings", "zero_shot"],
-            ["workflow_perturb", "--limit", "1", "--no-models"]]
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "sk-test",
+        "METAMORPH_MODELS": str(registry),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(dagster_home),
+    }
+    runs = [
+        ["order_probe", "--source", source, "--settings", "zero_shot"],
+        ["workflow_perturb", "--limit", "1", "--no-models"],
+    ]
     for args in runs:
-        out = subprocess.run([sys.executable, "-m", "pipelines.run", *args], cwd=REPO, env=env,
-                             capture_output=True, text=True, timeout=900)
+        out = subprocess.run(
+            [sys.executable, "-m", "pipelines.run", *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert out.returncode == 0, out.stderr[-3000:]
     assert len(stub.requests) == 24  # 23 scrambled orders + the unperturbed input
 
@@ -47,6 +60,7 @@ def test_sensor_requests_nothing_after_pipelines_run_and_only_a_new_model_after_
         registry.write_text(registry.read_text() + entry.format(id="gpt-new", url=stub.url))
         res = model_registry_sensor(dg.build_sensor_context(instance=instance))
         assert [(r.job_name, r.partition_key, r.tags["metamorph/reason"]) for r in res.run_requests] == [
-            ("order_probe_model_job", "gpt-new", "new model")]
+            ("order_probe_model_job", "gpt-new", "new model")
+        ]
         assert [r.partition_keys for r in res.dynamic_partitions_requests] == [["gpt-new"]]
     assert len(stub.requests) == 24  # evaluating the sensor called no model

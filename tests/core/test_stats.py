@@ -30,12 +30,19 @@ def test_bootstrap_seeded_reproducible_and_matches_scipy():
     # Skewed data tells the percentile interval apart from e.g. the "basic" one.
     skew = [0.0, 0.0, 0.1, 0.1, 0.2, 0.3, 0.5, 1.0, 4.0, 9.0]
     c = stats.bootstrap_mean_ci(skew, n_resamples=500, seed=7)
-    ref = sst.bootstrap((np.array(skew),), np.mean, n_resamples=500, method="percentile",
-                        confidence_level=0.95, rng=np.random.default_rng(7))
+    ref = sst.bootstrap(
+        (np.array(skew),),
+        np.mean,
+        n_resamples=500,
+        method="percentile",
+        confidence_level=0.95,
+        rng=np.random.default_rng(7),
+    )
     assert c.low == pytest.approx(float(ref.confidence_interval.low))
     assert c.high == pytest.approx(float(ref.confidence_interval.high))
-    basic = sst.bootstrap((np.array(skew),), np.mean, n_resamples=500, method="basic",
-                          confidence_level=0.95, rng=np.random.default_rng(7))
+    basic = sst.bootstrap(
+        (np.array(skew),), np.mean, n_resamples=500, method="basic", confidence_level=0.95, rng=np.random.default_rng(7)
+    )
     assert c.low != pytest.approx(float(basic.confidence_interval.low))
     # A different seed gives a (generally) different interval: the seed is really used.
     cont = [0.1, 2.3, 0.7, 5.9, 3.3, 1.4, 2.8, 0.2, 4.4, 3.1]

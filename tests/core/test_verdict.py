@@ -12,8 +12,10 @@ import pytest
 from metamorph.cli import main
 from tests.core.test_model_upgrades import REGRESSED, WRAPPER_REGISTRY, synthetic_scored, synthetic_wrapper_warehouse
 
-NOT_RUN = {s: f"{s} has not been run: run `{s}_inputs_job`, then `{s}_model_job` for partitions base, cand"
-           for s in ("format_robustness", "order_probe", "workflow_perturb")}
+NOT_RUN = {
+    s: f"{s} has not been run: run `{s}_inputs_job`, then `{s}_model_job` for partitions base, cand"
+    for s in ("format_robustness", "order_probe", "workflow_perturb")
+}
 
 
 def verdict(capsys, *args):
@@ -29,9 +31,10 @@ def test_a_regressed_candidate_exits_1_with_its_rows(metamorph_home, tmp_path, m
     v = json.loads(out)
     assert (v["candidate"], v["baseline"], v["regressed"]) == ("cand", "base", True)
     assert [(r["study"], r["metric"], r["slice"]) for r in v["blocking_regressions"]] == [
-        ("wrapper_sensitivity", m, sl) for m, sl, _ in REGRESSED]
+        ("wrapper_sensitivity", m, sl) for m, sl, _ in REGRESSED
+    ]
     for r, (_, _, d) in zip(v["blocking_regressions"], REGRESSED):
-        assert [r["difference"], r["ci_low"], r["ci_high"], r["p_holm"]] == pytest.approx([d, d, d, 12 * 2 ** -11])
+        assert [r["difference"], r["ci_low"], r["ci_high"], r["p_holm"]] == pytest.approx([d, d, d, 12 * 2**-11])
     assert len(v["rows"]) == 12 and {r["verdict"] for r in v["rows"]} == {"regressed", "no detectable change"}
     assert v["skipped"] == NOT_RUN
 
@@ -42,7 +45,8 @@ def test_a_regressed_candidate_exits_1_with_its_rows(metamorph_home, tmp_path, m
         "REGRESSED: 4 row(s) on blocking metrics: wrapper_sensitivity accuracy (task=t_bool) -20.0 pp, p (Holm) 0.00586; "
         "wrapper_sensitivity accuracy (task=t_bool, wrapper=json) -100.0 pp, p (Holm) 0.00586; "
         "wrapper_sensitivity parseability (task=t_bool) -20.0 pp, p (Holm) 0.00586; "
-        "wrapper_sensitivity parseability (task=t_bool, wrapper=json) -100.0 pp, p (Holm) 0.00586")
+        "wrapper_sensitivity parseability (task=t_bool, wrapper=json) -100.0 pp, p (Holm) 0.00586"
+    )
 
 
 def test_metrics_that_do_not_block_exit_0(metamorph_home, tmp_path, monkeypatch, capsys):
@@ -75,30 +79,45 @@ def test_no_regression_exits_0(metamorph_home, tmp_path, monkeypatch, capsys):
 def test_bad_input_exits_2_saying_what_to_run(metamorph_home, tmp_path, monkeypatch, capsys):
     reg = synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch)
     cases = [
-        (["--model", "gemma"], f"model 'gemma' is not in the registry {reg} (registered: base, cand); add its entry "
-                               "there, then run the studies' model jobs for its partition"),
+        (
+            ["--model", "gemma"],
+            f"model 'gemma' is not in the registry {reg} (registered: base, cand); add its entry "
+            "there, then run the studies' model jobs for its partition",
+        ),
         (["--model", "base"], "base is the approved baseline; name a candidate (cand)"),
         (["--model", "cand", "--study", "order_probe"], NOT_RUN["order_probe"]),
-        (["--model", "cand", "--warehouse", str(tmp_path / "none.duckdb")],
-         f"no warehouse {tmp_path / 'none.duckdb'}: run `format_robustness_model_job` for partitions base, cand "
-         "(after `format_robustness_inputs_job`)"),
+        (
+            ["--model", "cand", "--warehouse", str(tmp_path / "none.duckdb")],
+            f"no warehouse {tmp_path / 'none.duckdb'}: run `format_robustness_model_job` for partitions base, cand "
+            "(after `format_robustness_inputs_job`)",
+        ),
     ]
     for args, line in cases:
         assert verdict(capsys, *args) == (2, "", f"metamorph verdict: error: {line}\n"), args
 
     reg.write_text(WRAPPER_REGISTRY.replace("status: approved", "status: candidate") % "")
-    assert verdict(capsys, "--model", "cand") == (2, "", "metamorph verdict: error: no approved baseline (no entry has "
-                                                         f"`status: approved`): set it on exactly one entry of {reg}\n")
+    assert verdict(capsys, "--model", "cand") == (
+        2,
+        "",
+        "metamorph verdict: error: no approved baseline (no entry has "
+        f"`status: approved`): set it on exactly one entry of {reg}\n",
+    )
     # evaluated in no study with the baseline: each study's next step, on one line
     reg.write_text(WRAPPER_REGISTRY % "" + "  - {id: later, provider: llama_cpp, model: later.gguf}\n")
     code, out, err = verdict(capsys, "--model", "later")
     assert (code, out) == (2, "")
-    assert err == ("metamorph verdict: error: later has not been compared with base in any study: "
-                   + "; ".join([NOT_RUN["format_robustness"].replace("cand", "later"),
-                                NOT_RUN["order_probe"].replace("cand", "later"),
-                                NOT_RUN["workflow_perturb"].replace("cand", "later"),
-                                "not evaluated in wrapper_sensitivity: later — run `wrapper_sensitivity_model_job` "
-                                "for its partition"]) + "\n")
+    assert err == (
+        "metamorph verdict: error: later has not been compared with base in any study: "
+        + "; ".join(
+            [
+                NOT_RUN["format_robustness"].replace("cand", "later"),
+                NOT_RUN["order_probe"].replace("cand", "later"),
+                NOT_RUN["workflow_perturb"].replace("cand", "later"),
+                "not evaluated in wrapper_sensitivity: later — run `wrapper_sensitivity_model_job` for its partition",
+            ]
+        )
+        + "\n"
+    )
 
 
 def registry(tmp_path, text):
@@ -113,26 +132,36 @@ def test_comparison_next_step_names_the_missing_partitions_and_the_job(tmp_path)
     from metamorph.verdict import comparison_next_step
 
     job = "`format_robustness_model_job`"
-    path, models = registry(tmp_path, "  - {id: smollm2-135m-instruct, provider: llama_cpp, model: a.gguf, status: approved}\n"
-                                      "  - {id: gemma3-270m, provider: llama_cpp, model: b.gguf}\n"
-                                      "  - {id: smollm2-135m-instruct-greedy, provider: llama_cpp, model: a.gguf}\n")
+    path, models = registry(
+        tmp_path,
+        "  - {id: smollm2-135m-instruct, provider: llama_cpp, model: a.gguf, status: approved}\n"
+        "  - {id: gemma3-270m, provider: llama_cpp, model: b.gguf}\n"
+        "  - {id: smollm2-135m-instruct-greedy, provider: llama_cpp, model: a.gguf}\n",
+    )
     assert comparison_next_step("format_robustness", models, {"smollm2-135m-instruct"}) == (
         "candidates registered but not evaluated: gemma3-270m, smollm2-135m-instruct-greedy — run "
-        f"{job} for their partitions")
+        f"{job} for their partitions"
+    )
     assert comparison_next_step("format_robustness", models, {"gemma3-270m"}) == (
         f"approved baseline not evaluated: smollm2-135m-instruct — run {job} for its partition; "
-        f"candidate registered but not evaluated: smollm2-135m-instruct-greedy — run {job} for its partition")
+        f"candidate registered but not evaluated: smollm2-135m-instruct-greedy — run {job} for its partition"
+    )
     assert comparison_next_step("format_robustness", models, {m.id for m in models}) is None
 
     path, models = registry(tmp_path, "  - {id: base, provider: llama_cpp, model: a.gguf, status: approved}\n")
     assert comparison_next_step("order_probe", models, {"base"}) == (
         f"no candidate registered: add an entry to {path} (status: candidate is the default), then run "
-        "`order_probe_model_job` for its partition")
-    path, models = registry(tmp_path, "  - {id: a, provider: llama_cpp, model: a.gguf, status: approved}\n"
-                                      "  - {id: b, provider: llama_cpp, model: b.gguf, status: approved}\n")
+        "`order_probe_model_job` for its partition"
+    )
+    path, models = registry(
+        tmp_path,
+        "  - {id: a, provider: llama_cpp, model: a.gguf, status: approved}\n"
+        "  - {id: b, provider: llama_cpp, model: b.gguf, status: approved}\n",
+    )
     assert comparison_next_step("order_probe", models, {"a", "b"}) == (
         f"2 approved baselines (a, b): keep `status: approved` on exactly one entry of {path} and make the others "
-        "`status: candidate`")
+        "`status: candidate`"
+    )
 
 
 def test_an_empty_report_card_says_which_studies_to_run(metamorph_home, tmp_path, monkeypatch):
@@ -146,11 +175,13 @@ def test_an_empty_report_card_says_which_studies_to_run(metamorph_home, tmp_path
         res = build_definitions().resolve_job_def("model_upgrades_job").execute_in_process(instance=instance)
         md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
         [check] = res.get_asset_check_evaluations()
-    todo = ("not in the card: format_robustness, order_probe, workflow_perturb, wrapper_sensitivity — run "
-            "`format_robustness_inputs_job` then `format_robustness_model_job`, `order_probe_inputs_job` then "
-            "`order_probe_model_job`, `workflow_perturb_inputs_job` then `workflow_perturb_model_job`, "
-            "`wrapper_sensitivity_inputs_job` then `wrapper_sensitivity_model_job` for the registered models' "
-            "partitions, then `model_upgrades_job`")
+    todo = (
+        "not in the card: format_robustness, order_probe, workflow_perturb, wrapper_sensitivity — run "
+        "`format_robustness_inputs_job` then `format_robustness_model_job`, `order_probe_inputs_job` then "
+        "`order_probe_model_job`, `workflow_perturb_inputs_job` then `workflow_perturb_model_job`, "
+        "`wrapper_sensitivity_inputs_job` then `wrapper_sensitivity_model_job` for the registered models' "
+        "partitions, then `model_upgrades_job`"
+    )
     assert md["next_step"].value == todo
     assert md["report_card"].value == f"_no model has been evaluated in any study yet_\n\n_{todo}_"
     assert md["trend"].value == "_no headline numbers to plot_"

@@ -17,8 +17,12 @@ from metamorph.studies.format_robustness.sources import (
 from metamorph.errors import InputError
 from tests.conftest import shared_sample
 
-MEDQA_ROW = {"id": "m-1", "question": "A 43-year-old woman has fever. Most likely cause?",
-             "options": {"A": "w", "B": "x", "C": "y", "D": "z"}, "answer_idx": "D"}
+MEDQA_ROW = {
+    "id": "m-1",
+    "question": "A 43-year-old woman has fever. Most likely cause?",
+    "options": {"A": "w", "B": "x", "C": "y", "D": "z"},
+    "answer_idx": "D",
+}
 
 
 def write_jsonl(path, rows):
@@ -134,7 +138,10 @@ def test_duplicate_across_sources(tmp_path):
     p = write_jsonl(tmp_path / "m.jsonl", [MEDQA_ROW])
     with pytest.raises(InputError) as e:
         load_sources([f"medqa:{p}", f"medqa:{p}"])
-    assert str(e.value) == f"medqa:{p}, row 1, field 'id': instance 'm-1' of dataset 'medqa' was already loaded from medqa:{p}"
+    assert (
+        str(e.value)
+        == f"medqa:{p}, row 1, field 'id': instance 'm-1' of dataset 'medqa' was already loaded from medqa:{p}"
+    )
 
 
 def test_bad_construct_parameters():
@@ -147,10 +154,21 @@ def test_bad_construct_parameters():
 def test_csv_and_parquet_files(tmp_path):
     import pandas as pd
 
-    rows = [{"id": "c-1", "ID": 1, "LIMIT_BAL": 1000, "SEX": 2, "EDUCATION": 1, "MARRIAGE": 2, "AGE": 33,
-             **{c: 0 for c in ["PAY_0", "PAY_2", "PAY_3", "PAY_4", "PAY_5", "PAY_6"]},
-             **{f"BILL_AMT{i}": 10 * i for i in range(1, 7)}, **{f"PAY_AMT{i}": i for i in range(1, 7)},
-             "default_payment_next_month": 1}]
+    rows = [
+        {
+            "id": "c-1",
+            "ID": 1,
+            "LIMIT_BAL": 1000,
+            "SEX": 2,
+            "EDUCATION": 1,
+            "MARRIAGE": 2,
+            "AGE": 33,
+            **{c: 0 for c in ["PAY_0", "PAY_2", "PAY_3", "PAY_4", "PAY_5", "PAY_6"]},
+            **{f"BILL_AMT{i}": 10 * i for i in range(1, 7)},
+            **{f"PAY_AMT{i}": i for i in range(1, 7)},
+            "default_payment_next_month": 1,
+        }
+    ]
     pd.DataFrame(rows).to_csv(tmp_path / "c.csv", index=False)
     pd.DataFrame(rows).to_parquet(tmp_path / "c.parquet")
     a = load_source(f"credit_default:{tmp_path / 'c.csv'}")
@@ -168,7 +186,7 @@ class _LocalHub(LocalFileSystem):
     def _strip_protocol(cls, path):
         path = str(path)
         if path.startswith("hf://"):
-            path = f"{cls.root}/{path[len('hf://'):]}"
+            path = f"{cls.root}/{path[len('hf://') :]}"
         return super()._strip_protocol(path)
 
 
@@ -187,6 +205,7 @@ def test_hf_uri_goes_through_fsspec(tmp_path):
 def test_sample_rows_is_a_seeded_random_sample_in_file_order():
     from metamorph.studies.format_robustness.sources import sample_rows
     import random
+
     assert sample_rows(10, 3, 0) == sorted(random.Random(0).sample(range(10), 3)) == [0, 6, 9]
     assert sample_rows(10, 3, None) == [0, 1, 2]  # the first N rows, the named option
     assert sample_rows(10, None, 0) == list(range(10)) == sample_rows(10, 12, 0)
@@ -213,57 +232,123 @@ def test_limit_samples_rows_and_errors_name_the_file_row(tmp_path):
 
 CANON_HEADER = "instance_id,dataset,fields,task_prompt,answer_space,gold\n"
 CANON_ROW = 'r{n},toy,"{{""age"": 61, ""note"": ""a, b""}}",Decide.,"[""yes"", ""no""]",yes\n'
-CREDIT_HEADER = ("id,ID,LIMIT_BAL,SEX,EDUCATION,MARRIAGE,AGE,PAY_0,PAY_2,PAY_3,PAY_4,PAY_5,PAY_6,"
-                 + ",".join(f"BILL_AMT{i}" for i in range(1, 7)) + "," + ",".join(f"PAY_AMT{i}" for i in range(1, 7))
-                 + ",default_payment_next_month\n")
+CREDIT_HEADER = (
+    "id,ID,LIMIT_BAL,SEX,EDUCATION,MARRIAGE,AGE,PAY_0,PAY_2,PAY_3,PAY_4,PAY_5,PAY_6,"
+    + ",".join(f"BILL_AMT{i}" for i in range(1, 7))
+    + ","
+    + ",".join(f"PAY_AMT{i}" for i in range(1, 7))
+    + ",default_payment_next_month\n"
+)
 
 
 def credit_row(limit_bal="1000"):
-    return f"c-1,1,{limit_bal},2,1,2,33," + ",".join(["0"] * 6) + "," + ",".join(["10"] * 6) + "," \
-        + ",".join(["1"] * 6) + ",1\n"
+    return (
+        f"c-1,1,{limit_bal},2,1,2,33,"
+        + ",".join(["0"] * 6)
+        + ","
+        + ",".join(["10"] * 6)
+        + ","
+        + ",".join(["1"] * 6)
+        + ",1\n"
+    )
 
 
 #: (file name, adapter, file text, the error's text after the path)
 BAD_CSV = [
     # a bad row: a cell that must hold JSON does not
-    ("fields.csv", "canonical", CANON_HEADER + CANON_ROW.format(n=1)
-     + 'r2,toy,age=61,Decide.,"[""yes"", ""no""]",yes\n',
-     ", row 3, field 'fields': expected an object or a list of [name, value] pairs as JSON text "
-     "in the CSV cell, got 'age=61' (Expecting value)"),
-    ("space.csv", "canonical", CANON_HEADER + 'r1,toy,"{""a"": 1}",Decide.,yes|no,yes\n',
-     ", row 2, field 'answer_space': expected a list of labels as JSON text in the CSV cell, "
-     "got 'yes|no' (Expecting value)"),
-    ("shape.csv", "canonical", CANON_HEADER + 'r1,toy,"[[""a"", 1, 2]]",Decide.,"[""yes"", ""no""]",yes\n',
-     ", row 2, field 'fields': expected an object or a list of [name, value] pairs, got the entry ['a', 1, 2]"),
-    ("kind.csv", "canonical", CANON_HEADER + 'r1,toy,"{""a"": 1}",Decide.,"{""yes"": 1}",yes\n',
-     ", row 2, field 'answer_space': expected a list of labels, got {'yes': 1}"),
-    ("gold.csv", "canonical", CANON_HEADER + CANON_ROW.format(n=1).replace(",yes\n", ",maybe\n"),
-     ", row 2, field 'gold': gold label 'maybe' is not in the answer space ['yes', 'no']"),
+    (
+        "fields.csv",
+        "canonical",
+        CANON_HEADER + CANON_ROW.format(n=1) + 'r2,toy,age=61,Decide.,"[""yes"", ""no""]",yes\n',
+        ", row 3, field 'fields': expected an object or a list of [name, value] pairs as JSON text "
+        "in the CSV cell, got 'age=61' (Expecting value)",
+    ),
+    (
+        "space.csv",
+        "canonical",
+        CANON_HEADER + 'r1,toy,"{""a"": 1}",Decide.,yes|no,yes\n',
+        ", row 2, field 'answer_space': expected a list of labels as JSON text in the CSV cell, "
+        "got 'yes|no' (Expecting value)",
+    ),
+    (
+        "shape.csv",
+        "canonical",
+        CANON_HEADER + 'r1,toy,"[[""a"", 1, 2]]",Decide.,"[""yes"", ""no""]",yes\n',
+        ", row 2, field 'fields': expected an object or a list of [name, value] pairs, got the entry ['a', 1, 2]",
+    ),
+    (
+        "kind.csv",
+        "canonical",
+        CANON_HEADER + 'r1,toy,"{""a"": 1}",Decide.,"{""yes"": 1}",yes\n',
+        ", row 2, field 'answer_space': expected a list of labels, got {'yes': 1}",
+    ),
+    (
+        "gold.csv",
+        "canonical",
+        CANON_HEADER + CANON_ROW.format(n=1).replace(",yes\n", ",maybe\n"),
+        ", row 2, field 'gold': gold label 'maybe' is not in the answer space ['yes', 'no']",
+    ),
     # a missing column
-    ("nocol.csv", "canonical", CANON_HEADER.replace(",answer_space", "") + 'r1,toy,"{""a"": 1}",Decide.,yes\n',
-     ", row 2, field 'answer_space': missing or empty"),
+    (
+        "nocol.csv",
+        "canonical",
+        CANON_HEADER.replace(",answer_space", "") + 'r1,toy,"{""a"": 1}",Decide.,yes\n',
+        ", row 2, field 'answer_space': missing or empty",
+    ),
     # a non-numeric value
-    ("credit.csv", "credit_default", CREDIT_HEADER + credit_row("1,000"),  # unquoted separator: one value too many
-     ", row 2: has 27 values, the header has 26 columns"),
-    ("credit2.csv", "credit_default", CREDIT_HEADER + credit_row("abc"),
-     ", row 2, field 'LIMIT_BAL': expected an integer, got 'abc'"),
-    ("credit3.csv", "credit_default", CREDIT_HEADER + credit_row("1000.5"),
-     ", row 2, field 'LIMIT_BAL': expected an integer, got '1000.5'"),
+    (
+        "credit.csv",
+        "credit_default",
+        CREDIT_HEADER + credit_row("1,000"),  # unquoted separator: one value too many
+        ", row 2: has 27 values, the header has 26 columns",
+    ),
+    (
+        "credit2.csv",
+        "credit_default",
+        CREDIT_HEADER + credit_row("abc"),
+        ", row 2, field 'LIMIT_BAL': expected an integer, got 'abc'",
+    ),
+    (
+        "credit3.csv",
+        "credit_default",
+        CREDIT_HEADER + credit_row("1000.5"),
+        ", row 2, field 'LIMIT_BAL': expected an integer, got '1000.5'",
+    ),
     # ragged rows: too many values, too few (named by the first column without a value)
-    ("long.csv", "canonical", CANON_HEADER + CANON_ROW.format(n=1) + CANON_ROW.format(n=2)[:-1] + ",extra\n",
-     ", row 3: has 7 values, the header has 6 columns"),
-    ("short.csv", "canonical", CANON_HEADER + CANON_ROW.format(n=1).rsplit(",", 1)[0] + "\n",
-     ", row 2, field 'gold': has 5 values, the header has 6 columns"),
+    (
+        "long.csv",
+        "canonical",
+        CANON_HEADER + CANON_ROW.format(n=1) + CANON_ROW.format(n=2)[:-1] + ",extra\n",
+        ", row 3: has 7 values, the header has 6 columns",
+    ),
+    (
+        "short.csv",
+        "canonical",
+        CANON_HEADER + CANON_ROW.format(n=1).rsplit(",", 1)[0] + "\n",
+        ", row 2, field 'gold': has 5 values, the header has 6 columns",
+    ),
     # bad quoting, an empty file, a header without rows, a header that repeats a name
-    ("quote.csv", "canonical", CANON_HEADER + CANON_ROW.format(n=1) + 'r2,toy,"{""a"": 1}\n',
-     ", row 3: not valid CSV (unexpected end of data)"),
+    (
+        "quote.csv",
+        "canonical",
+        CANON_HEADER + CANON_ROW.format(n=1) + 'r2,toy,"{""a"": 1}\n',
+        ", row 3: not valid CSV (unexpected end of data)",
+    ),
     ("empty.csv", "canonical", "", ": file is empty"),
     ("header.csv", "canonical", CANON_HEADER, ": file has no rows"),
-    ("twice.csv", "canonical", CANON_HEADER.replace("gold", "dataset") + CANON_ROW.format(n=1),
-     ", row 1, field 'dataset': the header names this column twice"),
+    (
+        "twice.csv",
+        "canonical",
+        CANON_HEADER.replace("gold", "dataset") + CANON_ROW.format(n=1),
+        ", row 1, field 'dataset': the header names this column twice",
+    ),
     # a medqa CSV: options are JSON text
-    ("medqa.csv", "medqa", 'id,question,options,answer_idx\nm-1,Q?,"{""A"": ""w""}",D\n',
-     ", row 2, field 'options': expected options with keys A-D, got {'A': 'w'}"),
+    (
+        "medqa.csv",
+        "medqa",
+        'id,question,options,answer_idx\nm-1,Q?,"{""A"": ""w""}",D\n',
+        ", row 2, field 'options': expected options with keys A-D, got {'A': 'w'}",
+    ),
 ]
 
 
@@ -278,21 +363,31 @@ def test_malformed_csv_raises_input_error_naming_file_row_field(tmp_path, name, 
 
 def test_canonical_csv_decodes_json_cells_and_empty_optional_cells(tmp_path):
     p = tmp_path / "ok.csv"
-    p.write_text("instance_id,dataset,fields,task_prompt,answer_space,gold,favorable_label,sensitive\n"
-                 'r1,toy,"{""age"": 61, ""note"": ""a, b""}",Decide.,"[""yes"", ""no""]",yes,,"{""sex"": ""f""}"\n'
-                 '\n'  # a blank line is skipped and not counted
-                 'r2,toy,"[[""age"", 40]]",Decide.,"[""yes"", ""no""]",,no,\n', encoding="utf-8")
+    p.write_text(
+        "instance_id,dataset,fields,task_prompt,answer_space,gold,favorable_label,sensitive\n"
+        'r1,toy,"{""age"": 61, ""note"": ""a, b""}",Decide.,"[""yes"", ""no""]",yes,,"{""sex"": ""f""}"\n'
+        "\n"  # a blank line is skipped and not counted
+        'r2,toy,"[[""age"", 40]]",Decide.,"[""yes"", ""no""]",,no,\n',
+        encoding="utf-8",
+    )
     a, b = load_source(f"canonical:{p}")
-    assert (a.instance_id, a.fields, a.answer_space, a.gold, a.favorable_label, a.sensitive) == \
-        ("r1", (("age", 61), ("note", "a, b")), ("yes", "no"), "yes", None, {"sex": "f"})
-    assert (b.instance_id, b.fields, b.gold, b.favorable_label, b.sensitive) == \
-        ("r2", (("age", 40),), None, "no", {})
+    assert (a.instance_id, a.fields, a.answer_space, a.gold, a.favorable_label, a.sensitive) == (
+        "r1",
+        (("age", 61), ("note", "a, b")),
+        ("yes", "no"),
+        "yes",
+        None,
+        {"sex": "f"},
+    )
+    assert (b.instance_id, b.fields, b.gold, b.favorable_label, b.sensitive) == ("r2", (("age", 40),), None, "no", {})
 
 
 def test_medqa_csv_with_json_options_loads(tmp_path):
     p = tmp_path / "m.csv"
-    p.write_text('id,question,options,answer_idx\nm-1,Q?,"{""A"": ""w"", ""B"": ""x"", ""C"": ""y"", ""D"": ""z""}",D\n',
-                 encoding="utf-8")
+    p.write_text(
+        'id,question,options,answer_idx\nm-1,Q?,"{""A"": ""w"", ""B"": ""x"", ""C"": ""y"", ""D"": ""z""}",D\n',
+        encoding="utf-8",
+    )
     (x,) = load_source(f"medqa:{p}")
     assert x.fields == (("question", "Q?"), ("option_A", "w"), ("option_B", "x"), ("option_C", "y"), ("option_D", "z"))
     assert x.gold == "D"
@@ -301,10 +396,19 @@ def test_medqa_csv_with_json_options_loads(tmp_path):
 def test_integer_columns_accept_integral_floats_only(tmp_path):
     import pandas as pd
 
-    row = {"id": "c-1", "ID": 1, "LIMIT_BAL": 1000.0, "SEX": 2, "EDUCATION": 1, "MARRIAGE": 2, "AGE": 33,
-           **{c: 0 for c in ["PAY_0", "PAY_2", "PAY_3", "PAY_4", "PAY_5", "PAY_6"]},
-           **{f"BILL_AMT{i}": 10 for i in range(1, 7)}, **{f"PAY_AMT{i}": 1 for i in range(1, 7)},
-           "default_payment_next_month": 0}
+    row = {
+        "id": "c-1",
+        "ID": 1,
+        "LIMIT_BAL": 1000.0,
+        "SEX": 2,
+        "EDUCATION": 1,
+        "MARRIAGE": 2,
+        "AGE": 33,
+        **{c: 0 for c in ["PAY_0", "PAY_2", "PAY_3", "PAY_4", "PAY_5", "PAY_6"]},
+        **{f"BILL_AMT{i}": 10 for i in range(1, 7)},
+        **{f"PAY_AMT{i}": 1 for i in range(1, 7)},
+        "default_payment_next_month": 0,
+    }
     pd.DataFrame([row]).to_parquet(tmp_path / "ok.parquet")
     assert dict(load_source(f"credit_default:{tmp_path / 'ok.parquet'}")[0].fields)["credit_limit_ntd"] == 1000
     pd.DataFrame([{**row, "LIMIT_BAL": 1000.5}]).to_parquet(tmp_path / "bad.parquet")
@@ -315,14 +419,15 @@ def test_integer_columns_accept_integral_floats_only(tmp_path):
 
 def test_jsonl_keeps_a_unicode_line_separator_inside_a_string(tmp_path):
     p = tmp_path / "m.jsonl"
-    p.write_text(json.dumps({**MEDQA_ROW, "question": "line one\u2028line two"}, ensure_ascii=False) + "\n",
-                 encoding="utf-8")
+    p.write_text(
+        json.dumps({**MEDQA_ROW, "question": "line one\u2028line two"}, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     assert dict(load_source(f"medqa:{p}")[0].fields)["question"] == "line one\u2028line two"
 
 
 def test_a_file_that_is_not_utf8_is_an_input_error(tmp_path):
     p = tmp_path / "latin1.csv"
-    p.write_bytes(CANON_HEADER.encode() + "r1,toy,\"{}\",Décidez.,\"[]\",\n".encode("latin-1"))
+    p.write_bytes(CANON_HEADER.encode() + 'r1,toy,"{}",Décidez.,"[]",\n'.encode("latin-1"))
     with pytest.raises(InputError) as e:
         load_source(f"canonical:{p}")
     assert str(e.value) == f"{p}, row 2: not valid UTF-8: byte 0xe9 at column 14 (invalid continuation byte)"
@@ -331,10 +436,24 @@ def test_a_file_that_is_not_utf8_is_an_input_error(tmp_path):
 # --------------------------------------------------------------------------- one reader, four formats
 
 _CANONICAL_ROWS = [
-    {"instance_id": "c-1", "dataset": "toy", "fields": {"age": 61, "smoker": "no"}, "task_prompt": "Decide.",
-     "answer_space": ["yes", "no"], "gold": "yes", "sensitive": {"sex": "female"}},
-    {"instance_id": "c-2", "dataset": "toy", "fields": {"age": 34, "smoker": "yes"}, "task_prompt": "Decide.",
-     "answer_space": ["yes", "no"], "gold": "no", "sensitive": {"sex": "male"}},
+    {
+        "instance_id": "c-1",
+        "dataset": "toy",
+        "fields": {"age": 61, "smoker": "no"},
+        "task_prompt": "Decide.",
+        "answer_space": ["yes", "no"],
+        "gold": "yes",
+        "sensitive": {"sex": "female"},
+    },
+    {
+        "instance_id": "c-2",
+        "dataset": "toy",
+        "fields": {"age": 34, "smoker": "yes"},
+        "task_prompt": "Decide.",
+        "answer_space": ["yes", "no"],
+        "gold": "no",
+        "sensitive": {"sex": "male"},
+    },
 ]
 
 

@@ -17,26 +17,39 @@ from tests.conftest import shared_sample
 
 MODEL = "smollm2-135m-instruct"
 TABLES = {
-    "source_instances": S.SourceInstances, "rendered_documents": S.RenderedDocuments,
-    "workflow_generations": S.WorkflowGenerations, "extracted_decisions": S.ExtractedDecisions,
-    "evidence_categories": S.EvidenceCategories, "generation_outcomes": S.GenerationOutcomes,
-    "mr_flags": M.MRFlags, "mr_violations": M.MRViolations, "accuracy_by_format": M.AccuracyByFormat,
-    "stability_by_format": M.StabilityByFormat, "evidence_drift": M.EvidenceDrift,
-    "silent_violations": M.SilentViolations, "format_tests": M.FormatTests,
-    "vote_aggregation": M.VoteAggregation, "format_routing": M.FormatRouting,
+    "source_instances": S.SourceInstances,
+    "rendered_documents": S.RenderedDocuments,
+    "workflow_generations": S.WorkflowGenerations,
+    "extracted_decisions": S.ExtractedDecisions,
+    "evidence_categories": S.EvidenceCategories,
+    "generation_outcomes": S.GenerationOutcomes,
+    "mr_flags": M.MRFlags,
+    "mr_violations": M.MRViolations,
+    "accuracy_by_format": M.AccuracyByFormat,
+    "stability_by_format": M.StabilityByFormat,
+    "evidence_drift": M.EvidenceDrift,
+    "silent_violations": M.SilentViolations,
+    "format_tests": M.FormatTests,
+    "vote_aggregation": M.VoteAggregation,
+    "format_routing": M.FormatRouting,
 }
 
 
 def run_study(instance, sources, limit, k):
     defs = build_definitions()
     inputs = defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(
-        instance=instance, raise_on_error=False,
-        run_config={"ops": {"format_robustness__source_instances": {"config": {"sources": sources, "limit": limit}}}})
+        instance=instance,
+        raise_on_error=False,
+        run_config={"ops": {"format_robustness__source_instances": {"config": {"sources": sources, "limit": limit}}}},
+    )
     if not inputs.success:
         return inputs, None
     model = defs.resolve_job_def("format_robustness_model_job").execute_in_process(
-        instance=instance, partition_key=MODEL, raise_on_error=False,
-        run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": k}}}})
+        instance=instance,
+        partition_key=MODEL,
+        raise_on_error=False,
+        run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": k}}}},
+    )
     return inputs, model
 
 
@@ -49,8 +62,7 @@ def read(db, table):
 
 
 def generation_metadata(result):
-    mats = [e for e in result.get_asset_materialization_events()
-            if e.asset_key.path[-1] == "workflow_generations"]
+    mats = [e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "workflow_generations"]
     return {k: v.value for k, v in mats[0].materialization.metadata.items()}
 
 
@@ -88,8 +100,12 @@ def test_medqa_end_to_end_with_the_local_model(metamorph_home):
 
 def test_bad_input_fails_and_writes_nothing_downstream(metamorph_home, tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"id": "m-1", "question": "Q?", "options": {"A": "a", "B": "b", "C": "c", "D": "d"},
-                               "answer_idx": "E"}) + "\n")
+    bad.write_text(
+        json.dumps(
+            {"id": "m-1", "question": "Q?", "options": {"A": "a", "B": "b", "C": "c", "D": "d"}, "answer_idx": "E"}
+        )
+        + "\n"
+    )
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", [MODEL])
         with pytest.raises(InputsRejected) as err:  # at launch: no run is created
@@ -106,7 +122,16 @@ def test_bad_input_fails_and_writes_nothing_downstream(metamorph_home, tmp_path)
 
 def test_asset_module_has_no_metric_logic():
     # metric code is one hop away: every metric asset's docstring names its function or SQL file
-    for name in ("mr_violations", "accuracy_by_format", "stability_by_format", "evidence_drift",
-                 "fairness_disparity", "silent_violations", "format_tests", "vote_aggregation", "format_routing"):
+    for name in (
+        "mr_violations",
+        "accuracy_by_format",
+        "stability_by_format",
+        "evidence_drift",
+        "fairness_disparity",
+        "silent_violations",
+        "format_tests",
+        "vote_aggregation",
+        "format_routing",
+    ):
         doc = getattr(fr_assets, name).op.description or ""
         assert "metamorph.studies.format_robustness." in doc, name

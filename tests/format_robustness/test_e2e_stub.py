@@ -14,11 +14,17 @@ from tests.core.stub_http import Reply
 
 
 def chat(text):
-    return Reply(200, {
-        "id": "c", "object": "chat.completion", "created": 1, "model": "stub-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    })
+    return Reply(
+        200,
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "stub-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        },
+    )
 
 
 def read(db, table):
@@ -31,36 +37,60 @@ def read(db, table):
 
 def test_group_with_routing_on_a_stub_model(stub, metamorph_home, tmp_path, monkeypatch):
     reg = tmp_path / "models.yaml"
-    reg.write_text(f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
-                   f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n")
+    reg.write_text(
+        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
+        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
+    )
     monkeypatch.setenv("METAMORPH_MODELS", str(reg))
     monkeypatch.setenv("STUB_KEY", "k")
     # 24 planned calls (3 instances x 4 formats x k = 2) answered in order, then "A" for every routed call
     answers = ["A", "B", "A", "A"] * 6
-    stub.script("POST", "/v1/chat/completions",
-                *[chat(json.dumps({"decision": a, "evidence": ["patient has fever"]})) for a in answers],
-                chat(json.dumps({"decision": "A", "evidence": ["patient has fever"]})))
+    stub.script(
+        "POST",
+        "/v1/chat/completions",
+        *[chat(json.dumps({"decision": a, "evidence": ["patient has fever"]})) for a in answers],
+        chat(json.dumps({"decision": "A", "evidence": ["patient has fever"]})),
+    )
     defs = build_definitions()
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["stub"])
         inputs = defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(
-            instance=instance, raise_on_error=False,
-            run_config={"ops": {"format_robustness__source_instances": {
-                "config": {"sources": [f"medqa:{shared_sample('medqa')}"], "limit": 3}}}})
+            instance=instance,
+            raise_on_error=False,
+            run_config={
+                "ops": {
+                    "format_robustness__source_instances": {
+                        "config": {"sources": [f"medqa:{shared_sample('medqa')}"], "limit": 3}
+                    }
+                }
+            },
+        )
         assert inputs.success
         model = defs.resolve_job_def("format_robustness_model_job").execute_in_process(
-            instance=instance, partition_key="stub", raise_on_error=False,
-            run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": 2}}}})
+            instance=instance,
+            partition_key="stub",
+            raise_on_error=False,
+            run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": 2}}}},
+        )
         assert model.success
         ui_shows_the_worst_cells_and_their_replies(instance, model)
     db = metamorph_home / "metamorph.duckdb"
-    for table, schema in {"mr_flags": M.MRFlags, "mr_violations": M.MRViolations, "routing_choice": M.RoutingChoice,
-                          "routed_generations": M.RoutedGenerations, "routed_outcomes": M.RoutedOutcomes,
-                          "format_routing": M.FormatRouting, "mitigation_table": M.MitigationTable,
-                          "mr_table": M.MRTable, "vote_aggregation": M.VoteAggregation,
-                          "silent_by_dataset": M.SilentByDataset, "workflow_tests": M.WorkflowTests,
-                          "flip_errors": M.FlipErrors, "evidence_change_share": M.EvidenceChangeShare,
-                          "drift_correlation": M.DriftCorrelation}.items():
+    for table, schema in {
+        "mr_flags": M.MRFlags,
+        "mr_violations": M.MRViolations,
+        "routing_choice": M.RoutingChoice,
+        "routed_generations": M.RoutedGenerations,
+        "routed_outcomes": M.RoutedOutcomes,
+        "format_routing": M.FormatRouting,
+        "mitigation_table": M.MitigationTable,
+        "mr_table": M.MRTable,
+        "vote_aggregation": M.VoteAggregation,
+        "silent_by_dataset": M.SilentByDataset,
+        "workflow_tests": M.WorkflowTests,
+        "flip_errors": M.FlipErrors,
+        "evidence_change_share": M.EvidenceChangeShare,
+        "drift_correlation": M.DriftCorrelation,
+    }.items():
         validate_frame(schema, read(db, table), table)
     # calls go document by document, r = 1, 2: txt (A, B), md (A, A), json (A, B), csv (A, A) for every
     # instance -> group r = 1 all A, group r = 2 B/A/B/A (MR1): M1 = 3/6; txt unstable, md stable: M3 = 100
@@ -86,6 +116,7 @@ def ui_shows_the_worst_cells_and_their_replies(instance, result) -> None:
     """From mr_violations to the raw replies of a violating group in the UI's metadata, its
     headline floats and checks, and the lineage view's rows for the worst cell (scripted answers
     of the test above: MR3 = 100 %, MR1 = 50 % with the r = 2 groups B/A/B/A, MR2 = 0 %)."""
+
     def meta(name):
         key = dg.AssetKey(["format_robustness", name])
         return instance.get_latest_materialization_event(key).asset_materialization.metadata
@@ -94,21 +125,33 @@ def ui_shows_the_worst_cells_and_their_replies(instance, result) -> None:
     assert mv["dagster/table_name"].value == "format_robustness.mr_violations"
     # MR2 = 0 % is at its best possible value: not a "worst" cell
     assert [k for k in mv if k.startswith("worst cell")] == [
-        "worst cell 1: stub/inline · medqa · MR3 = 100", "worst cell 2: stub/inline · medqa · MR1 = 50"]
+        "worst cell 1: stub/inline · medqa · MR3 = 100",
+        "worst cell 2: stub/inline · medqa · MR1 = 50",
+    ]
     mr1 = [r.data for r in mv["worst cell 2: stub/inline · medqa · MR1 = 50"].value.records]
     assert len(mr1) == 12 and {r["repeat"] for r in mr1} == {2}
     assert {(r["format"], json.loads(r["response_text"])["decision"], r["decision"]) for r in mr1} == {
-        ("txt", "B", "B"), ("md", "A", "A"), ("json", "B", "B"), ("csv", "A", "A")}
+        ("txt", "B", "B"),
+        ("md", "A", "A"),
+        ("json", "B", "B"),
+        ("csv", "A", "A"),
+    }
     assert {k: mv[k].value for k in mv if k.startswith("M") and "_pct/" in k} == {
-        "M1_pct/stub/inline/medqa": 50.0, "M1_pct/stub/inline/medqa/ci_low": 50.0,
-        "M1_pct/stub/inline/medqa/ci_high": 50.0, "M2_pct/stub/inline/medqa": 0.0,
-        "M2_pct/stub/inline/medqa/ci_low": 0.0, "M2_pct/stub/inline/medqa/ci_high": 0.0,
-        "M3_pct/stub/inline/medqa": 100.0, "M3_pct/stub/inline/medqa/ci_low": 100.0,
-        "M3_pct/stub/inline/medqa/ci_high": 100.0}
+        "M1_pct/stub/inline/medqa": 50.0,
+        "M1_pct/stub/inline/medqa/ci_low": 50.0,
+        "M1_pct/stub/inline/medqa/ci_high": 50.0,
+        "M2_pct/stub/inline/medqa": 0.0,
+        "M2_pct/stub/inline/medqa/ci_low": 0.0,
+        "M2_pct/stub/inline/medqa/ci_high": 0.0,
+        "M3_pct/stub/inline/medqa": 100.0,
+        "M3_pct/stub/inline/medqa/ci_low": 100.0,
+        "M3_pct/stub/inline/medqa/ci_high": 100.0,
+    }
     checks = {(e.asset_key.path[-1], e.check_name): e.passed for e in result.get_asset_check_evaluations()}
-    assert {c: checks[("mr_violations", c)] for c in ("rows_present", "value_defined", "ci_brackets_value",
-                                                       "value_in_range")} == dict.fromkeys(
-        ("rows_present", "value_defined", "ci_brackets_value", "value_in_range"), True)
+    assert {
+        c: checks[("mr_violations", c)]
+        for c in ("rows_present", "value_defined", "ci_brackets_value", "value_in_range")
+    } == dict.fromkeys(("rows_present", "value_defined", "ci_brackets_value", "value_in_range"), True)
     assert sum(1 for (asset, name) in checks if name == "rows_present") == 18
     lv = meta("lineage_views")
     assert lv["worst_cell"].value == "mr_violations: stub/inline · medqa · MR3 = 100"

@@ -13,16 +13,18 @@ TRIAGE = ("refer", "do not refer")
 
 # 27 tokens: reply with one json object the value of evidence is a list of short quotes copied from
 # the document decide refer if temperature_c is 38.5 or higher
-INSTRUCTION = ('Reply with one JSON object. The value of "evidence" is a list of short quotes copied from the '
-               "document. Decide 'refer' if temperature_c is 38.5 or higher.")
+INSTRUCTION = (
+    'Reply with one JSON object. The value of "evidence" is a list of short quotes copied from the '
+    "document. Decide 'refer' if temperature_c is 38.5 or higher."
+)
 # tokens: age 45 temperature_c 38.5 chief_complaint chest pain
 RECORD = "age 45\ntemperature_c 38.5\nchief_complaint chest pain"
 
-COPY = "a list of short quotes copied from the document"    # 9 of 9 tokens in the instruction
-NEAR_COPY = "short quotes taken from the document"            # 5 of 6 ("taken" is not)
-GENUINE = "chest pain for 3 days"                             # 0 of 5
-RULE_COPY = "temperature_c is 38.5 or higher"                 # 5 of 5; record: 2 of 5
-GROUNDED = "temperature_c 38.5"                               # 2 of 2 in both texts
+COPY = "a list of short quotes copied from the document"  # 9 of 9 tokens in the instruction
+NEAR_COPY = "short quotes taken from the document"  # 5 of 6 ("taken" is not)
+GENUINE = "chest pain for 3 days"  # 0 of 5
+RULE_COPY = "temperature_c is 38.5 or higher"  # 5 of 5; record: 2 of 5
+GROUNDED = "temperature_c 38.5"  # 2 of 2 in both texts
 
 
 def test_tokens_are_lower_case_words_and_decimal_numbers():
@@ -44,13 +46,13 @@ def test_overlap_is_the_share_of_item_tokens_found_in_the_text():
 def test_copy_and_near_copy_are_echoed_genuine_and_grounded_items_are_not():
     assert ECHO_THRESHOLD == 0.8
     assert is_echoed(COPY, INSTRUCTION, RECORD)
-    assert is_echoed(NEAR_COPY, INSTRUCTION, RECORD)            # 0.833 >= 0.8
-    assert is_echoed(RULE_COPY, INSTRUCTION, RECORD)            # record overlap 0.4 < 0.8
-    assert is_echoed("refer", INSTRUCTION, RECORD)              # a label copied as evidence
+    assert is_echoed(NEAR_COPY, INSTRUCTION, RECORD)  # 0.833 >= 0.8
+    assert is_echoed(RULE_COPY, INSTRUCTION, RECORD)  # record overlap 0.4 < 0.8
+    assert is_echoed("refer", INSTRUCTION, RECORD)  # a label copied as evidence
     assert not is_echoed("quotes taken from the patient record", INSTRUCTION, RECORD)  # 0.5
     assert not is_echoed(GENUINE, INSTRUCTION, RECORD)
-    assert not is_echoed(GROUNDED, INSTRUCTION, RECORD)         # quotes the record too
-    assert not is_echoed("—", INSTRUCTION, RECORD)              # no token
+    assert not is_echoed(GROUNDED, INSTRUCTION, RECORD)  # quotes the record too
+    assert not is_echoed("—", INSTRUCTION, RECORD)  # no token
     assert is_echoed(NEAR_COPY, INSTRUCTION, RECORD, threshold=0.8)
     assert not is_echoed(NEAR_COPY, INSTRUCTION, RECORD, threshold=0.9)
     with pytest.raises(ValueError, match="threshold"):
@@ -64,14 +66,23 @@ def test_split_keeps_input_order():
 
 
 def test_extraction_moves_echoed_items_out_of_the_evidence():
-    text = ('{"decision": "refer", "evidence": ["' + COPY + '", "' + GENUINE + '", "' + GROUNDED + '", "'
-            + NEAR_COPY + '"]}')
+    text = (
+        '{"decision": "refer", "evidence": ["'
+        + COPY
+        + '", "'
+        + GENUINE
+        + '", "'
+        + GROUNDED
+        + '", "'
+        + NEAR_COPY
+        + '"]}'
+    )
     got = extract_decision(text, TRIAGE, instruction=INSTRUCTION, record=RECORD)
     assert got == Extraction("refer", (GENUINE, GROUNDED), "ok", "clean_json", echoed=(COPY, NEAR_COPY))
     # without the instruction nothing is echoed (the caller did not ask)
     assert extract_decision(text, TRIAGE).evidence == (COPY, GENUINE, GROUNDED, NEAR_COPY)
     # a reply cut inside its last item keeps its readable label and the echo split of the complete items
-    cut = extract_decision(text[:text.index(NEAR_COPY) + 5], TRIAGE, "length", instruction=INSTRUCTION, record=RECORD)
+    cut = extract_decision(text[: text.index(NEAR_COPY) + 5], TRIAGE, "length", instruction=INSTRUCTION, record=RECORD)
     assert (cut.decision, cut.evidence, cut.echoed, cut.truncated) == ("refer", (GENUINE, GROUNDED), (COPY,), True)
 
 
@@ -89,8 +100,11 @@ def test_the_demo_reply_that_copied_the_old_placeholder_is_all_echo():
     text = '{"decision": "refer", "evidence": ["<short quote or fact from the document>", "evidence: "]}'
     got = fs.extract_reply(x, text, "stop")
     assert overlap("<short quote or fact from the document>", fs.instruction_text(x)) == 6 / 7
-    assert (got.decision, got.evidence, got.echoed) == ("refer", (), ("<short quote or fact from the document>",
-                                                                      "evidence:"))
+    assert (got.decision, got.evidence, got.echoed) == (
+        "refer",
+        (),
+        ("<short quote or fact from the document>", "evidence:"),
+    )
     # the record's own field names are quotes of the record, not echoes, though the rule names them
     fields = '{"decision": "refer", "evidence": ["temperature_c", "spo2_pct", "do not refer"]}'
     got = fs.extract_reply(x, fields, "stop")

@@ -58,8 +58,9 @@ def test_json_in_prose_is_repaired():
 
 def test_trailing_commas_are_repaired():
     text = '{"decision": "no", "evidence": ["income below threshold", "no references",],}'
-    assert extract_decision(text, YN) == E("no", ["income below threshold", "no references"], "repaired",
-                                           "trailing_comma")
+    assert extract_decision(text, YN) == E(
+        "no", ["income below threshold", "no references"], "repaired", "trailing_comma"
+    )
 
 
 def test_single_quotes_and_python_literals_are_repaired():
@@ -69,8 +70,9 @@ def test_single_quotes_and_python_literals_are_repaired():
 
 def test_fenced_json_with_trailing_comma_lists_both_steps():
     text = '```\n{"decision": "A", "evidence": ["43-year-old woman",]}\n```'
-    assert extract_decision(text, ABCD) == E("A", ["43-year-old woman"], "repaired",
-                                             "json_in_code_fence+trailing_comma")
+    assert extract_decision(text, ABCD) == E(
+        "A", ["43-year-old woman"], "repaired", "json_in_code_fence+trailing_comma"
+    )
 
 
 def test_answer_and_label_keys_are_accepted_case_insensitively():
@@ -84,18 +86,28 @@ def T(decision, evidence, reason):  # noqa: N802 - a cut reply whose label is re
 
 def test_truncated_reply_with_a_readable_label_keeps_it_and_is_flagged():
     text = '{"decision": "yes", "evidence": ["strong credit history"]}'
-    assert extract_decision(text, YN, finish_reason="length") == T("yes", ["strong credit history"],
-                                                                   "truncated+clean_json")
+    assert extract_decision(text, YN, finish_reason="length") == T(
+        "yes", ["strong credit history"], "truncated+clean_json"
+    )
     cut = '{"decision": "yes", "evidence": ["strong credit history", "stable empl'
     assert extract_decision(cut, YN, finish_reason="max_tokens") == T(
-        "yes", ["strong credit history"], "truncated+truncated_json_closed")
+        "yes", ["strong credit history"], "truncated+truncated_json_closed"
+    )
     assert extract_decision("The answer is D.", ABCD, finish_reason="length") == T("D", [], "truncated+label_in_prose")
     # an ordinary stop is not truncated
     assert extract_decision(text, YN, finish_reason="stop") == E("yes", ["strong credit history"], "ok", "clean_json")
 
 
-@pytest.mark.parametrize("text", ['{"decision": "do not re', '{"evidence": ["spo2 88"], "decision": "do not',
-                                  "", None, "Let me think about the vitals first"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"decision": "do not re',
+        '{"evidence": ["spo2 88"], "decision": "do not',
+        "",
+        None,
+        "Let me think about the vitals first",
+    ],
+)
 def test_truncated_reply_without_a_readable_label_is_bottom_truncated(text):
     got = extract_decision(text, TRIAGE, finish_reason="length")
     assert got == Extraction(None, (), "unparseable", "truncated", truncated=True)
@@ -133,20 +145,33 @@ def test_exactly_ten_evidence_items_are_not_capped():
 
 
 def test_evidence_objects_take_a_text_field():
-    text = json.dumps({"decision": "C", "evidence": [
-        {"quote": "temperature is 39.5°C", "source": "vitals"},
-        {"Text": "blood pressure 125/90 mm Hg"},
-        {"fact": "received packed red blood cells"},
-        {"weird": "only string value"},
-        {"n": 3},          # no text -> dropped
-        "  plain string  ",
-        "",                # empty -> dropped
-        None,              # dropped
-    ]})
-    assert extract_decision(text, ABCD) == E("C", [
-        "temperature is 39.5°C", "blood pressure 125/90 mm Hg", "received packed red blood cells",
-        "only string value", "plain string",
-    ], "ok", "clean_json")
+    text = json.dumps(
+        {
+            "decision": "C",
+            "evidence": [
+                {"quote": "temperature is 39.5°C", "source": "vitals"},
+                {"Text": "blood pressure 125/90 mm Hg"},
+                {"fact": "received packed red blood cells"},
+                {"weird": "only string value"},
+                {"n": 3},  # no text -> dropped
+                "  plain string  ",
+                "",  # empty -> dropped
+                None,  # dropped
+            ],
+        }
+    )
+    assert extract_decision(text, ABCD) == E(
+        "C",
+        [
+            "temperature is 39.5°C",
+            "blood pressure 125/90 mm Hg",
+            "received packed red blood cells",
+            "only string value",
+            "plain string",
+        ],
+        "ok",
+        "clean_json",
+    )
 
 
 def test_evidence_string_instead_of_list_is_repaired():
@@ -155,7 +180,9 @@ def test_evidence_string_instead_of_list_is_repaired():
 
 
 def test_echoed_template_and_a_real_answer():
-    text = 'Format: {"decision": "<one label from the answer space>", "evidence": []}\n{"decision": "no", "evidence": []}'
+    text = (
+        'Format: {"decision": "<one label from the answer space>", "evidence": []}\n{"decision": "no", "evidence": []}'
+    )
     assert extract_decision(text, YN) == E("no", [], "repaired", "json_in_prose")
 
 
@@ -165,8 +192,9 @@ def test_two_json_answers_with_different_labels_are_ambiguous():
 
 def test_json_without_decision_key_falls_back_to_prose_outside_the_json():
     text = 'Yes.\n{"evidence": ["no criminal record", "no history of rule violations"]}'
-    assert extract_decision(text, YN) == E("yes", ["no criminal record", "no history of rule violations"],
-                                           "repaired", "label_in_prose+evidence_from_json")
+    assert extract_decision(text, YN) == E(
+        "yes", ["no criminal record", "no history of rule violations"], "repaired", "label_in_prose+evidence_from_json"
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -174,10 +202,13 @@ def test_json_without_decision_key_falls_back_to_prose_outside_the_json():
 
 
 def test_no_default_is_never_default():
-    assert extract_decision('{"decision": "no default", "evidence": []}', CREDIT) == E("no default", [], "ok", "clean_json")
+    assert extract_decision('{"decision": "no default", "evidence": []}', CREDIT) == E(
+        "no default", [], "ok", "clean_json"
+    )
     assert extract_decision("Prediction: no default.", CREDIT) == E("no default", [], "repaired", "label_in_prose")
-    assert extract_decision("The client will default next month.", CREDIT) == E("default", [], "repaired",
-                                                                               "label_in_prose")
+    assert extract_decision("The client will default next month.", CREDIT) == E(
+        "default", [], "repaired", "label_in_prose"
+    )
 
 
 def test_negated_default_maps_to_no_default():
@@ -224,7 +255,8 @@ def test_no_as_determiner_is_not_an_answer():
 
 def test_decision_value_with_extra_words_is_repaired():
     assert extract_decision('{"decision": "Yes, approve it", "evidence": []}', YN) == E(
-        "yes", [], "repaired", "label_in_value")
+        "yes", [], "repaired", "label_in_value"
+    )
 
 
 def test_unknown_label_is_no_label():
@@ -248,8 +280,9 @@ def test_match_label_direct():
 # Letter answer spaces
 
 
-@pytest.mark.parametrize("value", ["B", "b", "(B)", "B)", "B.", "Option B", "answer: B", "**B**",
-                                   "B. Malignant hyperthermia", "[B]"])
+@pytest.mark.parametrize(
+    "value", ["B", "b", "(B)", "B)", "B.", "Option B", "answer: B", "**B**", "B. Malignant hyperthermia", "[B]"]
+)
 def test_letter_values_in_json(value):
     got = extract_decision(json.dumps({"decision": value, "evidence": []}), ABCD)
     assert got.decision == "B"
@@ -258,28 +291,36 @@ def test_letter_values_in_json(value):
 
 def test_letter_value_status():
     assert extract_decision('{"decision": "(B)", "evidence": []}', ABCD) == E("B", [], "ok", "clean_json")
-    assert extract_decision('{"decision": "Option B", "evidence": []}', ABCD) == E("B", [], "repaired", "label_in_value")
+    assert extract_decision('{"decision": "Option B", "evidence": []}', ABCD) == E(
+        "B", [], "repaired", "label_in_value"
+    )
 
 
-@pytest.mark.parametrize(("text", "label"), [
-    ("(B)", "B"),
-    ("**C**", "C"),
-    ("The answer is D.", "D"),
-    ("Answer: (C)", "C"),
-    ("After weighing the findings, the correct answer is **A** because of the fever.", "A"),
-    ("Reasoning about the options...\nD\n", "D"),
-    ("Option A is incorrect. The answer is C", "C"),
-])
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        ("(B)", "B"),
+        ("**C**", "C"),
+        ("The answer is D.", "D"),
+        ("Answer: (C)", "C"),
+        ("After weighing the findings, the correct answer is **A** because of the fever.", "A"),
+        ("Reasoning about the options...\nD\n", "D"),
+        ("Option A is incorrect. The answer is C", "C"),
+    ],
+)
 def test_letters_in_prose(text, label):
     assert extract_decision(text, ABCD) == E(label, [], "repaired", "label_in_prose")
 
 
-@pytest.mark.parametrize("text", [
-    "A 43-year-old man presents with fever and chills.",
-    "A patient with fever most likely has an infection.",
-    "The answer is a transfusion reaction.",
-    "Based on the options given, I am not sure.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A 43-year-old man presents with fever and chills.",
+        "A patient with fever most likely has an infection.",
+        "The answer is a transfusion reaction.",
+        "Based on the options given, I am not sure.",
+    ],
+)
 def test_letters_are_never_taken_from_words_or_articles(text):
     assert extract_decision(text, ABCD) == U("no_label")
 
@@ -347,7 +388,7 @@ def test_output_instruction_text():
     assert got == (
         'Reply with one JSON object and nothing else. The object has two keys. The value of "decision" is exactly '
         'one of these labels: "yes", "no". The value of "evidence" is a list of at most 10 strings; each string is '
-        'a short quote of at most 12 words copied from the document that supports the decision.'
+        "a short quote of at most 12 words copied from the document that supports the decision."
     )
     assert "at most 3 strings" in output_instruction(ABCD, max_evidence=3)
     assert '"A", "B", "C", "D"' in output_instruction(ABCD)
@@ -371,10 +412,13 @@ def test_instruction_answer_round_trips():
 
 
 def test_code_fence_inside_a_json_string_does_not_cut_the_fenced_json():
-    text = ('Here it is:\n```json\n{"decision": "B", "evidence": ["the note says ```code``` here", '
-            '"a ```", "fact 2"]}\n```\nDone.')
-    assert extract_decision(text, ABCD) == E("B", ["the note says ```code``` here", "a ```", "fact 2"],
-                                             "repaired", "json_in_code_fence")
+    text = (
+        'Here it is:\n```json\n{"decision": "B", "evidence": ["the note says ```code``` here", '
+        '"a ```", "fact 2"]}\n```\nDone.'
+    )
+    assert extract_decision(text, ABCD) == E(
+        "B", ["the note says ```code``` here", "a ```", "fact 2"], "repaired", "json_in_code_fence"
+    )
     # the fence after the object still closes it: a second fenced object is found too
     two = '```\n{"decision": "refer", "evidence": ["x ```y"]}\n```\ntext\n```json\n{"decision": "do not refer"}\n```'
     assert extract_decision(two, TRIAGE) == U("ambiguous")

@@ -22,8 +22,14 @@ from metamorph.models import ModelSpec, load_registry, parse_registry
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, render
 
 LOCAL = ModelSpec(id="local", provider="llama_cpp", model="m.gguf")
-OPENAI = ModelSpec(id="gpt", provider="openai", model="gpt-x", ingestion=("inline", "openai_file"),
-                   api_key_env="OPENAI_API_KEY", params={"temperature": None, "top_p": 0})
+OPENAI = ModelSpec(
+    id="gpt",
+    provider="openai",
+    model="gpt-x",
+    ingestion=("inline", "openai_file"),
+    api_key_env="OPENAI_API_KEY",
+    params={"temperature": None, "top_p": 0},
+)
 
 
 def plan(model=LOCAL, k=3, params=None):
@@ -87,8 +93,10 @@ def test_registry_parses_and_rejects_bad_entries(tmp_path):
     bad = [
         ({"models": [{"id": "A B", "provider": "openai", "model": "x"}]}, "partition key"),
         ({"models": [{"id": "a", "provider": "nope", "model": "x"}]}, "provider 'nope'"),
-        ({"models": [{"id": "a", "provider": "llama_cpp", "model": "x", "ingestion": ["openai_file"]}]},
-         "not available for provider llama_cpp"),
+        (
+            {"models": [{"id": "a", "provider": "llama_cpp", "model": "x", "ingestion": ["openai_file"]}]},
+            "not available for provider llama_cpp",
+        ),
         ({"models": [{"id": "a", "provider": "openai_compatible", "model": "x"}]}, "needs base_url"),
         ({"models": [{"id": "a", "provider": "openai", "model": "x", "api_key_env": "sk-123"}]}, "variable NAME"),
         ({"models": [{"id": "a", "provider": "openai", "model": "x"}] * 2}, "duplicate model id"),
@@ -102,8 +110,11 @@ def test_registry_parses_and_rejects_bad_entries(tmp_path):
 
 
 def test_the_shipped_registries_load():
-    assert [m.id for m in load_registry("config/models.yaml")] == ["smollm2-135m-instruct", "smollm2-135m-instruct-greedy",
-                                                                   "gemma3-270m"]
+    assert [m.id for m in load_registry("config/models.yaml")] == [
+        "smollm2-135m-instruct",
+        "smollm2-135m-instruct-greedy",
+        "gemma3-270m",
+    ]
     assert len(load_registry("config/models.example-apis.yaml")) == 4
 
 
@@ -114,15 +125,39 @@ def test_fingerprint_changes_with_the_entry():
 
 
 def test_generation_outcomes_unions_item_categories():
-    dec = pd.DataFrame([
-        dict(model_id="m", workflow_id="m/inline", dataset="d", instance_id="i", format="txt", repeat=1,
-             generation_key="k1", decision="yes", gold=None, is_correct=None, favorable=True, parse_status="ok"),
-        dict(model_id="m", workflow_id="m/inline", dataset="d", instance_id="i", format="md", repeat=1,
-             generation_key="k2", decision=None, gold=None, is_correct=None, favorable=None,
-             parse_status="unparseable"),
-    ])
-    ev = pd.DataFrame({"generation_key": ["k1", "k1", "k1"],
-                       "categories_json": ['["age"]', '["income","age"]', "[]"]})
+    dec = pd.DataFrame(
+        [
+            dict(
+                model_id="m",
+                workflow_id="m/inline",
+                dataset="d",
+                instance_id="i",
+                format="txt",
+                repeat=1,
+                generation_key="k1",
+                decision="yes",
+                gold=None,
+                is_correct=None,
+                favorable=True,
+                parse_status="ok",
+            ),
+            dict(
+                model_id="m",
+                workflow_id="m/inline",
+                dataset="d",
+                instance_id="i",
+                format="md",
+                repeat=1,
+                generation_key="k2",
+                decision=None,
+                gold=None,
+                is_correct=None,
+                favorable=None,
+                parse_status="unparseable",
+            ),
+        ]
+    )
+    ev = pd.DataFrame({"generation_key": ["k1", "k1", "k1"], "categories_json": ['["age"]', '["income","age"]', "[]"]})
     out = generation_outcomes(dec, ev)
     assert out["categories_json"].tolist() == ['["age", "income"]', "[]"]
     gen = metric_input(out)
@@ -133,8 +168,9 @@ def test_generation_outcomes_unions_item_categories():
 
 
 def test_sensitive_frame_is_long():
-    src = pd.DataFrame({"dataset": ["d"], "instance_id": ["i"],
-                        "sensitive_json": [json.dumps({"sex": "female", "age_group": "<45"})]})
+    src = pd.DataFrame(
+        {"dataset": ["d"], "instance_id": ["i"], "sensitive_json": [json.dumps({"sex": "female", "age_group": "<45"})]}
+    )
     assert sensitive_frame(src).values.tolist() == [["d", "i", "sex", "female"], ["d", "i", "age_group", "<45"]]
 
 

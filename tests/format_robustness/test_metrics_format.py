@@ -23,18 +23,29 @@ from metamorph.studies.format_robustness import schemas as sch
 BOT = None  # ⊥: unparseable decision
 
 
-def make_gen(spec: dict, gold: dict | None = None, wf: str = "wf", ds: str = "ds", favorable: str = "yes") -> pd.DataFrame:
+def make_gen(
+    spec: dict, gold: dict | None = None, wf: str = "wf", ds: str = "ds", favorable: str = "yes"
+) -> pd.DataFrame:
     """spec: instance -> format -> list over repeats of (decision, categories)."""
     rows = []
     for iid, by_fmt in spec.items():
         g = None if gold is None else gold.get(iid)
         for fmt, reps in by_fmt.items():
             for r, (dec, cats) in enumerate(reps, start=1):
-                rows.append(dict(
-                    workflow_id=wf, dataset=ds, instance_id=iid, format=fmt, repeat=r,
-                    decision=dec, gold=g, is_correct=(dec is not None and g is not None and dec == g),
-                    categories=list(cats), favorable=None if dec is None else dec == favorable,
-                ))
+                rows.append(
+                    dict(
+                        workflow_id=wf,
+                        dataset=ds,
+                        instance_id=iid,
+                        format=fmt,
+                        repeat=r,
+                        decision=dec,
+                        gold=g,
+                        is_correct=(dec is not None and g is not None and dec == g),
+                        categories=list(cats),
+                        favorable=None if dec is None else dec == favorable,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
@@ -43,8 +54,18 @@ def make_gen(spec: dict, gold: dict | None = None, wf: str = "wf", ds: str = "ds
 #   i2: txt yes/yes, md no/yes, json yes/yes, csv yes/yes; every set {a}
 #   i3: ⊥ everywhere except json repeat 2 = "no"; every set ∅
 MAIN = {
-    "i1": {"txt": [("yes", "ab")] * 2, "md": [("yes", "ab")] * 2, "json": [("yes", "bc")] * 2, "csv": [("yes", "a")] * 2},
-    "i2": {"txt": [("yes", "a")] * 2, "md": [("no", "a"), ("yes", "a")], "json": [("yes", "a")] * 2, "csv": [("yes", "a")] * 2},
+    "i1": {
+        "txt": [("yes", "ab")] * 2,
+        "md": [("yes", "ab")] * 2,
+        "json": [("yes", "bc")] * 2,
+        "csv": [("yes", "a")] * 2,
+    },
+    "i2": {
+        "txt": [("yes", "a")] * 2,
+        "md": [("no", "a"), ("yes", "a")],
+        "json": [("yes", "a")] * 2,
+        "csv": [("yes", "a")] * 2,
+    },
     "i3": {"txt": [(BOT, "")] * 2, "md": [(BOT, "")] * 2, "json": [(BOT, ""), ("no", "")], "csv": [(BOT, "")] * 2},
 }
 MAIN_GOLD = {"i1": "yes", "i2": "yes", "i3": "no"}
@@ -95,8 +116,14 @@ def test_mr_flags_hand_computed(gen):
     # i2 r1: md says no -> MR1 yes; r2: all yes -> MR1 no. All sets {a} -> MR2 no.
     # i3 r1: ⊥ everywhere -> MR1 no; r2: json "no" vs ⊥ -> MR1 yes (a flip in repeat 2 counts).
     # MR3 is the instance's: i1 all stable -> no; i2 md (no, yes) unstable -> yes; i3 json (⊥, no) -> yes.
-    assert list(zip(flags["instance_id"], flags["repeat"])) == [("i1", 1), ("i1", 2), ("i2", 1), ("i2", 2),
-                                                                ("i3", 1), ("i3", 2)]
+    assert list(zip(flags["instance_id"], flags["repeat"])) == [
+        ("i1", 1),
+        ("i1", 2),
+        ("i2", 1),
+        ("i2", 2),
+        ("i3", 1),
+        ("i3", 2),
+    ]
     assert flags["mr1"].tolist() == [False, False, True, False, False, True]
     assert flags["mr2"].tolist() == [True, True, False, False, False, False]
     assert flags["mr3"].tolist() == [False, False, True, True, True, True]
@@ -115,8 +142,10 @@ def test_mr_flags_legacy_unit_is_repeat_one_per_instance(gen):
 
 def test_mr1_counts_a_flip_in_any_repeat_over_groups():
     # 2 instances x k = 3; only repeat 3 of x2 flips: M1 = 1/6 over groups (not 0 as on repeat 1)
-    spec = {"x1": {"txt": [("yes", "a")] * 3, "md": [("yes", "a")] * 3},
-            "x2": {"txt": [("yes", "a")] * 3, "md": [("yes", "a"), ("yes", "a"), ("no", "a")]}}
+    spec = {
+        "x1": {"txt": [("yes", "a")] * 3, "md": [("yes", "a")] * 3},
+        "x2": {"txt": [("yes", "a")] * 3, "md": [("yes", "a"), ("yes", "a"), ("no", "a")]},
+    }
     v = fr.mr_violations(fr.mr_flags(make_gen(spec))).set_index("relation")
     assert v.loc["MR1", "violation_pct"] == pytest.approx(100 / 6)
     assert (v.loc["MR1", "n_groups"], v.loc["MR1", "n_instances"]) == (6, 2)
@@ -196,8 +225,16 @@ def test_bootstrap_ratio_ci_resamples_clusters():
 
 def test_mr_violations_ci_uses_the_seed():
     n = 40  # 13 violations of MR1
-    flags = pd.DataFrame({"workflow_id": "w", "dataset": "d", "instance_id": [str(i) for i in range(n)],
-                          "mr1": [True] * 13 + [False] * 27, "mr2": False, "mr3": False})
+    flags = pd.DataFrame(
+        {
+            "workflow_id": "w",
+            "dataset": "d",
+            "instance_id": [str(i) for i in range(n)],
+            "mr1": [True] * 13 + [False] * 27,
+            "mr2": False,
+            "mr3": False,
+        }
+    )
     v0 = fr.mr_violations(flags, n_resamples=50, seed=0).set_index("relation").loc["MR1"]
     v1 = fr.mr_violations(flags, n_resamples=50, seed=1).set_index("relation").loc["MR1"]
     assert v0["violation_pct"] == pytest.approx(32.5)  # 13/40
@@ -207,8 +244,16 @@ def test_mr_violations_ci_uses_the_seed():
 
 
 def test_mr_violations_all_equal_boundary():
-    flags = pd.DataFrame({"workflow_id": ["w"] * 3, "dataset": ["d"] * 3, "instance_id": ["1", "2", "3"],
-                          "mr1": [False] * 3, "mr2": [True] * 3, "mr3": [False] * 3})
+    flags = pd.DataFrame(
+        {
+            "workflow_id": ["w"] * 3,
+            "dataset": ["d"] * 3,
+            "instance_id": ["1", "2", "3"],
+            "mr1": [False] * 3,
+            "mr2": [True] * 3,
+            "mr3": [False] * 3,
+        }
+    )
     v = fr.mr_violations(flags).set_index("relation")
     assert (v.loc["MR1", "ci_low_pct"], v.loc["MR1", "ci_high_pct"]) == (0.0, 0.0)
     assert (v.loc["MR2", "ci_low_pct"], v.loc["MR2", "ci_high_pct"]) == (100.0, 100.0)
@@ -278,7 +323,9 @@ def test_evidence_drift_hand_computed(gen):
     assert d["n_category_items_baseline"].tolist() == [6, 6, 6]
     # CI resamples instances (clusters of 2 groups): md's per-instance flips (0, 1, 0) of (2, 2, 2)
     ci = stats.bootstrap_ratio_ci([0, 1, 0], [2, 2, 2], n_resamples=1000, seed=0)
-    assert (d.loc["md", "flip_ci_low_pct"], d.loc["md", "flip_ci_high_pct"]) == pytest.approx((100 * ci.low, 100 * ci.high))
+    assert (d.loc["md", "flip_ci_low_pct"], d.loc["md", "flip_ci_high_pct"]) == pytest.approx(
+        (100 * ci.low, 100 * ci.high)
+    )
     # Resampling 3 instances, the rate is (times i2 is drawn)/6: 0 w.p. 8/27, 1/6 w.p. 12/27, 1/3 w.p. 6/27 and
     # 1/2 w.p. 1/27 = 3.7% > 2.5% -> the 95% percentile interval is [0, 1/2].
     assert (ci.low, ci.high) == (0.0, 0.5)
@@ -306,7 +353,9 @@ def test_evidence_drift_no_gold_and_missing_baseline(gen):
 # --------------------------------------------------------------------------- fairness
 
 
-MAIN_SEX = pd.DataFrame({"dataset": "ds", "instance_id": ["i1", "i2", "i3"], "attribute": "sex", "value": ["F", "M", "F"]})
+MAIN_SEX = pd.DataFrame(
+    {"dataset": "ds", "instance_id": ["i1", "i2", "i3"], "attribute": "sex", "value": ["F", "M", "F"]}
+)
 
 
 def test_fds_over_every_repeat_hand_computed(gen):
@@ -345,8 +394,9 @@ def test_fds_main_fixture_repeat_one_hand_computed(gen):
     mad = ffair.fairness_disparity(gen, sens, unit="instance_repeat1")
     assert mad["fds"].tolist() == pytest.approx([-2 / 3, 2.0, -2 / 3, -2 / 3])
     # sample sd: sqrt((3*625 + 5625)/3) = 50 -> 75/50 = 1.5
-    assert ffair.fairness_disparity(gen, sens, dispersion="sample_std", unit="instance_repeat1")["fds"].tolist() == \
-        pytest.approx([-0.5, 1.5, -0.5, -0.5])
+    assert ffair.fairness_disparity(gen, sens, dispersion="sample_std", unit="instance_repeat1")[
+        "fds"
+    ].tolist() == pytest.approx([-0.5, 1.5, -0.5, -0.5])
     with pytest.raises(ValueError, match="dispersion"):
         ffair.fairness_disparity(gen, sens, dispersion="range")
     assert f["n_groups"].tolist() == [2] * 4 and f["min_group_n"].tolist() == [1] * 4
@@ -355,17 +405,21 @@ def test_fds_main_fixture_repeat_one_hand_computed(gen):
 
 def test_fds_pairs_and_three_formats():
     # txt: y y n y ⊥ n ; md: y y y n n n ; json: y y y y y ⊥   (k = 1)
-    dec = {"txt": ["yes", "yes", "no", "yes", BOT, "no"],
-           "md": ["yes", "yes", "yes", "no", "no", "no"],
-           "json": ["yes", "yes", "yes", "yes", "yes", BOT]}
+    dec = {
+        "txt": ["yes", "yes", "no", "yes", BOT, "no"],
+        "md": ["yes", "yes", "yes", "no", "no", "no"],
+        "json": ["yes", "yes", "yes", "yes", "yes", BOT],
+    }
     ids = [f"p{i}" for i in range(1, 7)]
     spec = {iid: {fmt: [(dec[fmt][n], "a")] for fmt in dec} for n, iid in enumerate(ids)}
     sex = ["F", "F", "F", "M", "M", "M"]
     age = ["young", "old", "young", "old", "young", "old"]
-    sens = pd.concat([
-        pd.DataFrame({"dataset": "ds", "instance_id": ids, "attribute": "sex", "value": sex}),
-        pd.DataFrame({"dataset": "ds", "instance_id": ids, "attribute": "age", "value": age}),
-    ])
+    sens = pd.concat(
+        [
+            pd.DataFrame({"dataset": "ds", "instance_id": ids, "attribute": "sex", "value": sex}),
+            pd.DataFrame({"dataset": "ds", "instance_id": ids, "attribute": "age", "value": age}),
+        ]
+    )
     f = ffair.fairness_disparity(make_gen(spec), sens, dispersion="std").set_index(["factor", "format"])
     assert sorted(set(f.index.get_level_values(0))) == ["age", "age:sex", "sex"]
     # MAD: (200 + 550 + 350)/9/3 = 1100/27 -> FDS = dev * 27/1100
@@ -410,12 +464,16 @@ def test_fairness_rejects_conflicting_attribute_values(gen):
 
 
 def test_silent_violations_hand_computed(gen):
-    flags = pd.DataFrame({
-        "workflow_id": "w", "dataset": ["d"] * 5 + ["e"] * 2, "instance_id": list("1234567"),
-        "mr1": [True, False, False, True, False, True, False],
-        "mr2": [True, True, True, False, False, False, False],
-        "mr3": [False] * 7,
-    })
+    flags = pd.DataFrame(
+        {
+            "workflow_id": "w",
+            "dataset": ["d"] * 5 + ["e"] * 2,
+            "instance_id": list("1234567"),
+            "mr1": [True, False, False, True, False, True, False],
+            "mr2": [True, True, True, False, False, False, False],
+            "mr3": [False] * 7,
+        }
+    )
     s = fr.silent_violations(flags).set_index("dataset")
     sch.SilentViolations.validate(s.reset_index())
     # d: MR2 on 1, 2, 3; of those MR1 holds on 2, 3 -> 2/3 silent
@@ -468,7 +526,14 @@ def test_format_tests_repeat_one_hand_computed_and_statsmodels(gen):
     assert q["statistic"] == pytest.approx(float(sm_cochrans_q(mat).statistic))
 
     mc = t[t.test == "mcnemar"]
-    assert mc["comparison"].tolist() == ["txt vs md", "txt vs json", "txt vs csv", "md vs json", "md vs csv", "json vs csv"]
+    assert mc["comparison"].tolist() == [
+        "txt vs md",
+        "txt vs json",
+        "txt vs csv",
+        "md vs json",
+        "md vs csv",
+        "json vs csv",
+    ]
     direct = []
     for a, b in [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]:
         x, y = mat[:, a].astype(bool), mat[:, b].astype(bool)
@@ -524,7 +589,9 @@ def test_vote_aggregation_reports_delta_m1_m2_m3_with_first_seen_tie_rule():
     # M3: j1 (txt stable, md not) violates on its 3 groups -> 3/9; after voting 0 -> Δ = M3 (Table 3 Vot. ΔM3 = M3)
     assert v.loc["MR3", "before_pct"] == pytest.approx(100 / 3) and v.loc["MR3", "after_pct"] == 0.0
     assert v.loc["MR3", "delta_pp"] == pytest.approx(100 / 3)
-    assert v["n_before"].tolist() == [9, 9, 9] and v["n_after"].tolist() == [3, 3, 3] and v["n_ties"].tolist() == [1] * 3
+    assert (
+        v["n_before"].tolist() == [9, 9, 9] and v["n_after"].tolist() == [3, 3, 3] and v["n_ties"].tolist() == [1] * 3
+    )
 
 
 def test_vote_tie_rules():
@@ -644,8 +711,11 @@ def test_format_routing_simulated_is_kept_as_an_option():
 def test_schemas_are_strict_and_described():
     import pandera.pandas as pa
 
-    models = {n: m for n, m in vars(sch).items()
-              if isinstance(m, type) and issubclass(m, pa.DataFrameModel) and not n.startswith("_")}
+    models = {
+        n: m
+        for n, m in vars(sch).items()
+        if isinstance(m, type) and issubclass(m, pa.DataFrameModel) and not n.startswith("_")
+    }
     assert {"MRFlags", "MRViolations", "FormatRouting", "SourceInstances", "GenerationOutcomes"} <= set(models)
     for name, model in models.items():
         schema = model.to_schema()
@@ -663,8 +733,10 @@ def _shared_keys(gen: pd.DataFrame) -> pd.DataFrame:
 
 def test_repeats_that_are_one_computation_make_m3_and_voting_not_measurable():
     # i1: yes/yes in txt, no/no in md (MR1 violated in both groups); i2: yes everywhere
-    spec = {"i1": {"txt": [("yes", ["a"])] * 2, "md": [("no", ["a"])] * 2},
-            "i2": {"txt": [("yes", ["a"])] * 2, "md": [("yes", ["b"])] * 2}}
+    spec = {
+        "i1": {"txt": [("yes", ["a"])] * 2, "md": [("no", ["a"])] * 2},
+        "i2": {"txt": [("yes", ["a"])] * 2, "md": [("yes", ["b"])] * 2},
+    }
     shared = _shared_keys(make_gen(spec))
     assert fr.shared_repeat_workflows(shared) == {("wf", "ds")}
     flags = fr.mr_flags(shared)
@@ -703,8 +775,10 @@ def test_verdict_scores_of_a_not_measurable_m3_have_no_m3_rows_and_warn_nothing(
 
     from metamorph.studies.format_robustness import report
 
-    spec = {"i1": {"txt": [("yes", ["a"])] * 2, "md": [("no", ["a"])] * 2},
-            "i2": {"txt": [("yes", ["a"])] * 2, "md": [("yes", ["b"])] * 2}}
+    spec = {
+        "i1": {"txt": [("yes", ["a"])] * 2, "md": [("no", ["a"])] * 2},
+        "i2": {"txt": [("yes", ["a"])] * 2, "md": [("yes", ["b"])] * 2},
+    }
     gen = _shared_keys(make_gen(spec, gold={"i1": "yes", "i2": "yes"}, wf="m/inline"))
     flags = fr.mr_flags(gen)
     outcomes = gen.assign(model_id="m", parse_status="ok", categories_json=[json.dumps(c) for c in gen["categories"]])

@@ -26,21 +26,50 @@ DS = ["MedQA", "Construct", "DiscrimEval", "Credit Card"]
 
 # Table 1 of the paper, cells only (M1, M2, M3 per dataset; columns OpenAI, Anthropic, Google, Alibaba)
 TABLE1 = {
-    "MedQA": {"MR1": [65.86, 76.44, 17.40, 41.96], "MR2": [16.80, 12.00, 19.70, 17.20], "MR3": [71.37, 88.80, 15.73, 31.85]},
-    "Construct": {"MR1": [29.47, 44.53, 21.47, 57.20], "MR2": [7.60, 64.90, 6.40, 1.20], "MR3": [86.40, 64.80, 4.80, 63.20]},
-    "DiscrimEval": {"MR1": [17.07, 8.80, 12.27, 21.73], "MR2": [37.60, 16.90, 53.10, 34.50], "MR3": [35.20, 0.40, 11.60, 21.20]},
-    "Credit Card": {"MR1": [52.93, 25.47, 91.60, 77.07], "MR2": [53.60, 0.00, 14.40, 46.40], "MR3": [78.80, 30.80, 36.00, 84.40]},
+    "MedQA": {
+        "MR1": [65.86, 76.44, 17.40, 41.96],
+        "MR2": [16.80, 12.00, 19.70, 17.20],
+        "MR3": [71.37, 88.80, 15.73, 31.85],
+    },
+    "Construct": {
+        "MR1": [29.47, 44.53, 21.47, 57.20],
+        "MR2": [7.60, 64.90, 6.40, 1.20],
+        "MR3": [86.40, 64.80, 4.80, 63.20],
+    },
+    "DiscrimEval": {
+        "MR1": [17.07, 8.80, 12.27, 21.73],
+        "MR2": [37.60, 16.90, 53.10, 34.50],
+        "MR3": [35.20, 0.40, 11.60, 21.20],
+    },
+    "Credit Card": {
+        "MR1": [52.93, 25.47, 91.60, 77.07],
+        "MR2": [53.60, 0.00, 14.40, 46.40],
+        "MR3": [78.80, 30.80, 36.00, 84.40],
+    },
 }
 # Table 1's printed margins: Avg. column per dataset, Avg. row per workflow + corner
-TABLE1_AVG_COL = {"MedQA": [50.42, 16.43, 51.94], "Construct": [38.17, 20.03, 54.80],
-                  "DiscrimEval": [14.97, 35.52, 17.10], "Credit Card": [61.77, 28.60, 57.50]}
-TABLE1_AVG_ROW = {"MR1": [41.33, 38.81, 35.69, 49.49, 41.33], "MR2": [28.90, 23.45, 23.40, 24.83, 25.14],
-                  "MR3": [67.94, 46.20, 17.03, 50.16, 45.33]}
+TABLE1_AVG_COL = {
+    "MedQA": [50.42, 16.43, 51.94],
+    "Construct": [38.17, 20.03, 54.80],
+    "DiscrimEval": [14.97, 35.52, 17.10],
+    "Credit Card": [61.77, 28.60, 57.50],
+}
+TABLE1_AVG_ROW = {
+    "MR1": [41.33, 38.81, 35.69, 49.49, 41.33],
+    "MR2": [28.90, 23.45, 23.40, 24.83, 25.14],
+    "MR3": [67.94, 46.20, 17.03, 50.16, 45.33],
+}
 
 
 def _table1_cells() -> pd.DataFrame:
-    return pd.DataFrame([dict(workflow_id=w, dataset=d, relation=rel, violation_pct=v)
-                         for d, by in TABLE1.items() for rel, vals in by.items() for w, v in zip(WF, vals)])
+    return pd.DataFrame(
+        [
+            dict(workflow_id=w, dataset=d, relation=rel, violation_pct=v)
+            for d, by in TABLE1.items()
+            for rel, vals in by.items()
+            for w, v in zip(WF, vals)
+        ]
+    )
 
 
 def test_table1_avg_row_and_column_are_unweighted_means_of_the_papers_cells():
@@ -70,8 +99,13 @@ def test_with_avg_rejects_duplicates_and_reserved_key():
     # incomplete table: margins skip the missing cell
     t = fan.with_avg(pd.DataFrame({"r": ["a", "a", "b"], "c": ["x", "y", "x"], "v": [1.0, 3.0, 5.0]}), "r", "c", "v")
     got = {(r, c): v for r, c, v in t.itertuples(index=False)}
-    assert (got[("a", fan.AVG)], got[("b", fan.AVG)], got[(fan.AVG, "x")], got[(fan.AVG, "y")], got[(fan.AVG, fan.AVG)]) == (
-        2.0, 5.0, 3.0, 3.0, 3.0)
+    assert (
+        got[("a", fan.AVG)],
+        got[("b", fan.AVG)],
+        got[(fan.AVG, "x")],
+        got[(fan.AVG, "y")],
+        got[(fan.AVG, fan.AVG)],
+    ) == (2.0, 5.0, 3.0, 3.0, 3.0)
 
 
 # Table 3 (ΔMRV, pp): per dataset, relation -> [(Vot, Rte) for OpenAI, Anthropic, Google, Alibaba], printed Avg.
@@ -86,7 +120,10 @@ TABLE3 = {
 
 def _table3(medqa_m1_alibaba_vote: float) -> pd.DataFrame:
     t = dict(TABLE3)
-    t[("MedQA", "MR1")] = ([(2.80, 65.20), (21.71, 76.67), (4.93, 17.38), (medqa_m1_alibaba_vote, 41.87)], (8.43, 50.28))
+    t[("MedQA", "MR1")] = (
+        [(2.80, 65.20), (21.71, 76.67), (4.93, 17.38), (medqa_m1_alibaba_vote, 41.87)],
+        (8.43, 50.28),
+    )
     vote, rte = [], []
     for (d, rel), (cells, _) in t.items():
         for w, (v, r) in zip(WF, cells):
@@ -142,13 +179,18 @@ def test_table1_denominators_of_the_papers_cells():
     not_750 = {(d, rel, w): v for d, rel, w, v in cells if not _fits(v, 750)}
     assert not_750 == {
         # MedQA M1: no cell fits 250 or 750 (e.g. 65.86 x 7.5 = 493.95; 494/750 = 65.87)
-        ("MedQA", "MR1", "OpenAI"): 65.86, ("MedQA", "MR1", "Anthropic"): 76.44,
-        ("MedQA", "MR1", "Google"): 17.40, ("MedQA", "MR1", "Alibaba"): 41.96,
+        ("MedQA", "MR1", "OpenAI"): 65.86,
+        ("MedQA", "MR1", "Anthropic"): 76.44,
+        ("MedQA", "MR1", "Google"): 17.40,
+        ("MedQA", "MR1", "Alibaba"): 41.96,
         # MedQA M3: two cells fit neither 250 nor 750 nor 1000
-        ("MedQA", "MR3", "OpenAI"): 71.37, ("MedQA", "MR3", "Alibaba"): 31.85,
+        ("MedQA", "MR3", "OpenAI"): 71.37,
+        ("MedQA", "MR3", "Alibaba"): 31.85,
         # five M2 cells are multiples of 1/1000 only
-        ("MedQA", "MR2", "Google"): 19.70, ("Construct", "MR2", "Anthropic"): 64.90,
-        ("DiscrimEval", "MR2", "Anthropic"): 16.90, ("DiscrimEval", "MR2", "Google"): 53.10,
+        ("MedQA", "MR2", "Google"): 19.70,
+        ("Construct", "MR2", "Anthropic"): 64.90,
+        ("DiscrimEval", "MR2", "Anthropic"): 16.90,
+        ("DiscrimEval", "MR2", "Google"): 53.10,
         ("DiscrimEval", "MR2", "Alibaba"): 34.50,
     }
     assert not any(_fits(v, 250) for v in TABLE1["MedQA"]["MR1"])
@@ -191,16 +233,43 @@ def test_spearman_exact_small_n_is_never_zero():
 
 # Table 2 (JS, ΔAcc) of the paper: MedQA then Construct; rows JSON, MD, CSV; workflows in WF order
 TABLE2 = {
-    "MedQA": [(0.18, 0.27), (0.18, 1.47), (0.14, -0.13), (0.15, -16.56), (0.10, 0.80), (0.13, -0.41), (0.10, -0.81),
-              (0.14, -0.53), (0.52, -52.34), (0.68, -25.20), (0.19, -1.21), (0.32, 1.60)],
-    "Construct": [(0.15, -7.88), (0.19, 6.94), (0.16, -4.95), (0.17, -1.20), (0.12, 0.00), (0.63, -3.07),
-                  (0.16, 4.97), (0.09, -3.33), (0.32, -28.76), (0.21, -11.63), (0.19, -3.75), (0.33, -56.00)],
+    "MedQA": [
+        (0.18, 0.27),
+        (0.18, 1.47),
+        (0.14, -0.13),
+        (0.15, -16.56),
+        (0.10, 0.80),
+        (0.13, -0.41),
+        (0.10, -0.81),
+        (0.14, -0.53),
+        (0.52, -52.34),
+        (0.68, -25.20),
+        (0.19, -1.21),
+        (0.32, 1.60),
+    ],
+    "Construct": [
+        (0.15, -7.88),
+        (0.19, 6.94),
+        (0.16, -4.95),
+        (0.17, -1.20),
+        (0.12, 0.00),
+        (0.63, -3.07),
+        (0.16, 4.97),
+        (0.09, -3.33),
+        (0.32, -28.76),
+        (0.21, -11.63),
+        (0.19, -3.75),
+        (0.33, -56.00),
+    ],
 }
 
 
 def test_drift_correlation_pools_every_setting():
-    rows = [dict(workflow_id=WF[i % 4], dataset=d, format=("json", "md", "csv")[i // 4], js_divergence=js,
-                 delta_acc_pct=da) for d, pts in TABLE2.items() for i, (js, da) in enumerate(pts)]
+    rows = [
+        dict(workflow_id=WF[i % 4], dataset=d, format=("json", "md", "csv")[i // 4], js_divergence=js, delta_acc_pct=da)
+        for d, pts in TABLE2.items()
+        for i, (js, da) in enumerate(pts)
+    ]
     rows.append(dict(workflow_id="OpenAI", dataset="DiscrimEval", format="csv", js_divergence=0.2, delta_acc_pct=None))
     c = fan.drift_correlation(pd.DataFrame(rows)).set_index("scope")
     sch.DriftCorrelation.validate(c.reset_index())
@@ -235,15 +304,21 @@ def test_format_tests_per_setting_spearman_has_the_exact_p():
 
 
 def _two_workflows():
-    a = {"i1": {"txt": [("yes", "a")] * 2, "md": [("no", "a")] * 2},
-         "i2": {"txt": [("yes", "a")] * 2, "md": [("yes", "")] * 2},
-         "i3": {"txt": [("yes", "a")] * 2, "md": [("yes", "a"), ("no", "a")]}}
-    b = {"i1": {"txt": [("yes", "a")] * 2, "md": [("yes", "a")] * 2},
-         "i2": {"txt": [("yes", "a")] * 2, "md": [("yes", "a")] * 2},
-         "i3": {"txt": [("yes", "a")] * 2, "md": [("yes", "a")] * 2}}
-    c = {"i1": {"txt": [("yes", "a")] * 2, "md": [("no", "a"), ("yes", "a")]},
-         "i2": {"txt": [("yes", "")] * 2, "md": [("yes", "a")] * 2},
-         "i3": {"txt": [("yes", "a")] * 2, "md": [("yes", "a")] * 2}}
+    a = {
+        "i1": {"txt": [("yes", "a")] * 2, "md": [("no", "a")] * 2},
+        "i2": {"txt": [("yes", "a")] * 2, "md": [("yes", "")] * 2},
+        "i3": {"txt": [("yes", "a")] * 2, "md": [("yes", "a"), ("no", "a")]},
+    }
+    b = {
+        "i1": {"txt": [("yes", "a")] * 2, "md": [("yes", "a")] * 2},
+        "i2": {"txt": [("yes", "a")] * 2, "md": [("yes", "a")] * 2},
+        "i3": {"txt": [("yes", "a")] * 2, "md": [("yes", "a")] * 2},
+    }
+    c = {
+        "i1": {"txt": [("yes", "a")] * 2, "md": [("no", "a"), ("yes", "a")]},
+        "i2": {"txt": [("yes", "")] * 2, "md": [("yes", "a")] * 2},
+        "i3": {"txt": [("yes", "a")] * 2, "md": [("yes", "a")] * 2},
+    }
     return pd.concat([make_gen(a, wf="A"), make_gen(b, wf="B"), make_gen(c, wf="C")], ignore_index=True)
 
 
@@ -283,7 +358,11 @@ def test_silent_violations_by_dataset_pools_workflows():
 
 def test_flip_error_distribution_counts_errors_of_flip_groups_by_format():
     spec = {
-        "f1": {"txt": [("yes", "")] * 2, "md": [("yes", "")] * 2, "csv": [("no", ""), ("yes", "")]},  # r1 flip: csv wrong
+        "f1": {
+            "txt": [("yes", "")] * 2,
+            "md": [("yes", "")] * 2,
+            "csv": [("no", ""), ("yes", "")],
+        },  # r1 flip: csv wrong
         "f2": {"txt": [("no", "")] * 2, "md": [("yes", "")] * 2, "csv": [(BOT, "")] * 2},  # r1, r2 flips: txt, csv
         "f3": {"txt": [("no", "")] * 2, "md": [("no", "")] * 2, "csv": [("no", "")] * 2},  # all wrong: no flip
     }
@@ -308,7 +387,9 @@ def test_evidence_change_share_by_format():
     assert cell["n_changes"].tolist() == [0, 1, 2] and cell["n_groups"].tolist() == [2, 2, 2]
     assert cell["share_pct"].tolist() == pytest.approx([0.0, 100 / 3, 200 / 3])
     pooled = out[(out["workflow_id"] == "*") & (out["dataset"] == "*")].set_index("format")
-    assert pooled["n_changes"].tolist() == [0, 2, 4] and pooled["share_pct"].tolist() == pytest.approx([0, 100 / 3, 200 / 3])
+    assert pooled["n_changes"].tolist() == [0, 2, 4] and pooled["share_pct"].tolist() == pytest.approx(
+        [0, 100 / 3, 200 / 3]
+    )
 
 
 # --------------------------------------------------------------------------- routing requests
@@ -326,8 +407,15 @@ def test_plan_routing_converts_every_input_and_makes_new_calls():
     # every routed request carries the md document and the md prompt
     assert {p.document_sha256 for p in x0} == {md_doc.sha256} and {p.routed_format for p in x0} == {"md"}
     assert [(p.format, p.repeat, p.request.repeat_index) for p in x0] == [
-        ("md", 1, 1), ("md", 2, 2), ("txt", 1, 3), ("txt", 2, 4), ("json", 1, 5), ("json", 2, 6),
-        ("csv", 1, 7), ("csv", 2, 8)]
+        ("md", 1, 1),
+        ("md", 2, 2),
+        ("txt", 1, 3),
+        ("txt", 2, 4),
+        ("json", 1, 5),
+        ("json", 2, 6),
+        ("csv", 1, 7),
+        ("csv", 2, 8),
+    ]
     # the md input is the original md call (same cache key); the others are new calls
     orig_md = {p.repeat: p.request.cache_key() for p in orig if p.instance_id == xs[0].instance_id and p.format == "md"}
     assert [p.request.cache_key() for p in x0[:2]] == [orig_md[1], orig_md[2]]

@@ -21,32 +21,34 @@ from metamorph.studies.format_robustness.renderers import (
 from tests.conftest import shared_sample
 
 X = SourceInstance(
-    instance_id="t-1", dataset="toy",
-    fields=(("age", 58), ("note", "a|b, \"quoted\"\nsecond line"), ("temp", 38.5), ("flag", True), ("empty", None)),
-    task_prompt="Decide.", answer_space=("yes", "no"), gold="yes",
+    instance_id="t-1",
+    dataset="toy",
+    fields=(("age", 58), ("note", 'a|b, "quoted"\nsecond line'), ("temp", 38.5), ("flag", True), ("empty", None)),
+    task_prompt="Decide.",
+    answer_space=("yes", "no"),
+    gold="yes",
 )
 
 
 def test_txt_exact():
-    assert render(X, "txt").text == (
-        "age: 58\nnote: a|b, \"quoted\"\\nsecond line\ntemp: 38.5\nflag: true\nempty: \n")
+    assert render(X, "txt").text == ('age: 58\nnote: a|b, "quoted"\\nsecond line\ntemp: 38.5\nflag: true\nempty: \n')
 
 
 def test_md_exact_two_column_table():
     assert render(X, "md").text == (
-        "| Field | Value |\n| --- | --- |\n| age | 58 |\n| note | a\\|b, \"quoted\"\\nsecond line |\n"
-        "| temp | 38.5 |\n| flag | true |\n| empty |  |\n")
+        '| Field | Value |\n| --- | --- |\n| age | 58 |\n| note | a\\|b, "quoted"\\nsecond line |\n'
+        "| temp | 38.5 |\n| flag | true |\n| empty |  |\n"
+    )
 
 
 def test_json_is_one_object_with_native_types():
     obj = json.loads(render(X, "json").text)
-    assert obj == {"age": 58, "note": "a|b, \"quoted\"\nsecond line", "temp": 38.5, "flag": True, "empty": None}
+    assert obj == {"age": 58, "note": 'a|b, "quoted"\nsecond line', "temp": 38.5, "flag": True, "empty": None}
 
 
 def test_csv_each_field_in_its_own_cell():
     rows = list(csv.reader(io.StringIO(render(X, "csv").text)))
-    assert rows == [["age", "note", "temp", "flag", "empty"],
-                    ["58", "a|b, \"quoted\"\nsecond line", "38.5", "true", ""]]
+    assert rows == [["age", "note", "temp", "flag", "empty"], ["58", 'a|b, "quoted"\nsecond line', "38.5", "true", ""]]
 
 
 def test_documents_differ_but_carry_the_same_pairs():
@@ -54,8 +56,13 @@ def test_documents_differ_but_carry_the_same_pairs():
     assert len({d.sha256 for d in docs.values()}) == 4
     assert {d.media_type for d in docs.values()} == {"text/plain", "text/markdown", "application/json", "text/csv"}
     for f, d in docs.items():
-        assert RENDERERS[f].parse(d.text) == [("age", "58"), ("note", "a|b, \"quoted\"\nsecond line"),
-                                              ("temp", "38.5"), ("flag", "true"), ("empty", "")]
+        assert RENDERERS[f].parse(d.text) == [
+            ("age", "58"),
+            ("note", 'a|b, "quoted"\nsecond line'),
+            ("temp", "38.5"),
+            ("flag", "true"),
+            ("empty", ""),
+        ]
 
 
 def test_instruction_isolation_is_enforced():
@@ -100,8 +107,19 @@ from metamorph.studies.format_robustness.renderers import LINE_BREAKS, RENDERERS
 from metamorph.studies.format_robustness.renderers import render as _render
 from metamorph.studies.format_robustness.records import SourceInstance as _SI
 
-_BREAKS = {"LF": "\n", "CR": "\r", "CRLF": "\r\n", "VT": "\x0b", "FF": "\x0c", "FS": "\x1c", "GS": "\x1d",
-           "RS": "\x1e", "NEL": "\x85", "LS": "\u2028", "PS": "\u2029"}
+_BREAKS = {
+    "LF": "\n",
+    "CR": "\r",
+    "CRLF": "\r\n",
+    "VT": "\x0b",
+    "FF": "\x0c",
+    "FS": "\x1c",
+    "GS": "\x1d",
+    "RS": "\x1e",
+    "NEL": "\x85",
+    "LS": "\u2028",
+    "PS": "\u2029",
+}
 
 
 def test_line_breaks_cover_every_splitlines_boundary():
@@ -114,7 +132,7 @@ def test_line_breaks_cover_every_splitlines_boundary():
 @pytest.mark.parametrize("name", sorted(_BREAKS))
 def test_every_line_break_round_trips_in_every_format(fmt, name):
     b = _BREAKS[name]
-    values = [f"x{b}y", b, f"z{b}", f"{b}{b}lead and trail{b}", f"a\\u2028 literal | , \" {b} end"]
+    values = [f"x{b}y", b, f"z{b}", f"{b}{b}lead and trail{b}", f'a\\u2028 literal | , " {b} end']
     x = _SI("i1", "d", tuple((f"f{j}", v) for j, v in enumerate(values)), "P", ("yes", "no"))
     doc = _render(x, fmt, check=True)
     assert _RENDERERS[fmt].parse(doc.text) == [(f"f{j}", v) for j, v in enumerate(values)]
@@ -133,21 +151,34 @@ def test_txt_escapes_are_exact():
 # Renderer output is part of the cache key only through renderer_version (file uploads) and the
 # document text: a change of a renderer's output without a version bump must fail here.
 _PINNED = {
-    "txt": "txt-2", "md": "md-2", "json": "json-2", "csv": "csv-2",
+    "txt": "txt-2",
+    "md": "md-2",
+    "json": "json-2",
+    "csv": "csv-2",
 }
 
 
 def _fixture():
-    return _SI("pin-1", "d", (("age", 42), ("note", "a|b, \"c\"\r\nd\u2028e\\f"), ("ok", True), ("t", 37.5),
-                              ("empty", None)), "P", ("yes", "no"))
+    return _SI(
+        "pin-1",
+        "d",
+        (("age", 42), ("note", 'a|b, "c"\r\nd\u2028e\\f'), ("ok", True), ("t", 37.5), ("empty", None)),
+        "P",
+        ("yes", "no"),
+    )
 
 
 def test_renderer_versions_pin_their_output():
     got = {f: (_RENDERERS[f].version, _render(_fixture(), f).sha256[:16]) for f in _PINNED}
     assert {f: v for f, (v, _) in got.items()} == _PINNED
     assert {f: h for f, (_, h) in got.items()} == PINNED_SHA, (
-        "a renderer's output changed: bump its version in RENDERERS and update the pin")
+        "a renderer's output changed: bump its version in RENDERERS and update the pin"
+    )
 
 
-PINNED_SHA = {"txt": "f24cb5202f12417a", "md": "344a305dde1eca37", "json": "85fb637be92b8725",
-              "csv": "6f1006597b2d5145"}
+PINNED_SHA = {
+    "txt": "f24cb5202f12417a",
+    "md": "344a305dde1eca37",
+    "json": "85fb637be92b8725",
+    "csv": "6f1006597b2d5145",
+}

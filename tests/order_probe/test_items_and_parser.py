@@ -31,8 +31,12 @@ def test_the_23_patterns_in_lexicographic_order():
 def test_shared_sample_loads_and_its_permutations_follow_the_rule():
     items = load_jsonl(shared_sample("orderprobe"))
     assert len(items) == 480
-    assert {lang: sum(x.language == lang for x in items) for lang in ("zh_cn", "zh_tw", "ja", "ko")} == \
-        {"zh_cn": 120, "zh_tw": 120, "ja": 120, "ko": 120}
+    assert {lang: sum(x.language == lang for x in items) for lang in ("zh_cn", "zh_tw", "ja", "ko")} == {
+        "zh_cn": 120,
+        "zh_tw": 120,
+        "ja": 120,
+        "ko": 120,
+    }
     assert all(not x.meanings for x in items if x.language == "ja")
     first10 = load_source(str(shared_sample("orderprobe")), limit_per_language=10)
     assert len(first10) == 40 and first10[0].canonical == "针头线脑"
@@ -41,9 +45,15 @@ def test_shared_sample_loads_and_its_permutations_follow_the_rule():
 def test_bad_rows_name_file_row_and_field(tmp_path):
     good = {"id": "a", "language": "zh_cn", "canonical": "针头线脑", "meanings": [], "structure": "Subject-Predicate"}
     p = tmp_path / "x.jsonl"
-    p.write_text(json.dumps(good, ensure_ascii=False) + "\n"
-                 + json.dumps({**good, "id": "b", "canonical": "神妙不可思"}, ensure_ascii=False) + "\n")
-    with pytest.raises(InputError, match=r"x.jsonl, row 2, field 'canonical': expression '神妙不可思' is not exactly four"):
+    p.write_text(
+        json.dumps(good, ensure_ascii=False)
+        + "\n"
+        + json.dumps({**good, "id": "b", "canonical": "神妙不可思"}, ensure_ascii=False)
+        + "\n"
+    )
+    with pytest.raises(
+        InputError, match=r"x.jsonl, row 2, field 'canonical': expression '神妙不可思' is not exactly four"
+    ):
         load_jsonl(p)
     p.write_text(json.dumps({**good, "language": "ko", "canonical": "순풍에 돛"}, ensure_ascii=False) + "\n")
     with pytest.raises(InputError, match=r"row 1, field 'canonical'.*non-unit characters \[' '\]"):
@@ -79,10 +89,13 @@ def test_repeated_unit_expression_drops_equal_and_duplicate_variants():
     assert df.loc[df["pattern"] == "ADCB", "status"].item() == "equals_canonical"
     # 服心服口 comes from BADC and DABC: the first in lexicographic order is scored, the other points at it
     same = df[df["scrambled"] == "服心服口"]
-    assert same[["pattern", "status", "duplicate_of"]].values.tolist() == [["BADC", "scored", None],
-                                                                          ["DABC", "duplicate", "BADC"]]
-    assert df[df["input_kind"] == "unperturbed"][["pattern", "scrambled", "sent"]].values.tolist() == \
-        [["ABCD", "心服口服", True]]
+    assert same[["pattern", "status", "duplicate_of"]].values.tolist() == [
+        ["BADC", "scored", None],
+        ["DABC", "duplicate", "BADC"],
+    ]
+    assert df[df["input_kind"] == "unperturbed"][["pattern", "scrambled", "sent"]].values.tolist() == [
+        ["ABCD", "心服口服", True]
+    ]
 
 
 def test_prompts_and_requests():
@@ -93,11 +106,20 @@ def test_prompts_and_requests():
     assert [m["role"] for m in few] == ["system", "user", "assistant", "user", "assistant", "user", "assistant", "user"]
     assert few[1]["content"] == "뒤섞인 사자성어: 이조일석" and few[2]["content"].startswith("사자성어: 일석이조\n뜻: ")
     assert few[-1]["content"] == "뒤섞인 사자성어: 일석조이"  # ABDC of 일석이조
-    spec = ModelSpec(id="m", provider="llama_cpp", model="x.gguf", ingestion=("inline",),
-                     params={"response_format": {"type": "json_object"}, "seed": None, "top_k": 1})
+    spec = ModelSpec(
+        id="m",
+        provider="llama_cpp",
+        model="x.gguf",
+        ingestion=("inline",),
+        params={"response_format": {"type": "json_object"}, "seed": None, "top_k": 1},
+    )
     planned = op.plan_generations(prompts[prompts.setting == "cot"].head(1), spec)
-    assert planned[0].request.params == {"temperature": 0.0, "max_tokens": 64, "stop": ["\n\n", "\n\u3000\n"],
-                                         "top_k": 1}
+    assert planned[0].request.params == {
+        "temperature": 0.0,
+        "max_tokens": 64,
+        "stop": ["\n\n", "\n\u3000\n"],
+        "top_k": 1,
+    }
     assert planned[0].request.renderer_version == "order_probe-op-v1"
     with pytest.raises(ValueError, match="unknown template version"):
         op.prompts_frame(inputs, template_version="v0")
@@ -108,7 +130,7 @@ def test_parser_fullwidth_punctuation_and_ideographic_space():
     assert (p.expression, p.explanation, p.reason) == ("画蛇添足", "比喻做了多余的事。", "ok")
     p = parse_reply("ＡＮＳＷＥＲ：（画蛇添足）\n比喻多余", "zh_cn")  # fullwidth Latin label + brackets
     assert (p.expression, p.explanation) == ("画蛇添足", "比喻多余")
-    p = parse_reply("분석: 순서를 바꾼다.\n사자성어: \"동문서답\"\n뜻: 엉뚱한 대답", "ko")
+    p = parse_reply('분석: 순서를 바꾼다.\n사자성어: "동문서답"\n뜻: 엉뚱한 대답', "ko")
     assert (p.expression, p.explanation) == ("동문서답", "엉뚱한 대답")
     assert parse_reply("四字熟語：一石二鳥です\n意味：x", "ja").expression == "一石二鳥"
 
@@ -136,27 +158,55 @@ def test_traditional_and_simplified_are_not_equated_without_a_mapping():
 def test_score_generations_marks_call_errors_incorrect():
     x = item("针头线脑", structure="Subject-Predicate")
     inputs = op.scrambled_inputs([x])
-    gens = pd.DataFrame([
-        {"model_id": "m", "setting": "zero_shot", "item_id": x.item_id, "pattern": "ABDC", "input_kind": "scrambled",
-         "generation_key": "k1", "response_text": "成语：针头线脑\n解释：细微", "finish_reason": "stop", "error": None},
-        {"model_id": "m", "setting": "zero_shot", "item_id": x.item_id, "pattern": "DCBA", "input_kind": "scrambled",
-         "generation_key": "k2", "response_text": None, "finish_reason": None, "error": "timeout"}])
+    gens = pd.DataFrame(
+        [
+            {
+                "model_id": "m",
+                "setting": "zero_shot",
+                "item_id": x.item_id,
+                "pattern": "ABDC",
+                "input_kind": "scrambled",
+                "generation_key": "k1",
+                "response_text": "成语：针头线脑\n解释：细微",
+                "finish_reason": "stop",
+                "error": None,
+            },
+            {
+                "model_id": "m",
+                "setting": "zero_shot",
+                "item_id": x.item_id,
+                "pattern": "DCBA",
+                "input_kind": "scrambled",
+                "generation_key": "k2",
+                "response_text": None,
+                "finish_reason": None,
+                "error": "timeout",
+            },
+        ]
+    )
     df = op.score_generations(gens, inputs, [x])
-    assert df[["pattern", "scrambled", "expression", "parse_ok", "reason", "correct", "kept_adjacent"]].values.tolist() \
-        == [["ABDC", "针头脑线", "针头线脑", True, "ok", True, 1], ["DCBA", "脑线头针", None, False, "call_error", False, 0]]
+    assert df[
+        ["pattern", "scrambled", "expression", "parse_ok", "reason", "correct", "kept_adjacent"]
+    ].values.tolist() == [
+        ["ABDC", "针头脑线", "针头线脑", True, "ok", True, 1],
+        ["DCBA", "脑线头针", None, False, "call_error", False, 0],
+    ]
 
 
-@pytest.mark.parametrize(("reply", "language", "expression", "reason"), [
-    ("画 蛇 添 足", "zh_cn", "画蛇添足", "ok"),                        # ASCII spaces between single units
-    ("成语：画　蛇　添　足\n解释：多余", "zh_cn", "画蛇添足", "ok"),      # ideographic spaces (U+3000)
-    ("成語: 畫 蛇 添 足", "zh_tw", "畫蛇添足", "ok"),
-    ("答え: 一 石 二 鳥", "ja", "一石二鳥", "ok"),
-    ("画蛇 添足", "zh_cn", None, "no_candidate"),                     # multi-unit tokens keep their space
-    ("画 蛇 添", "zh_cn", None, "no_candidate"),                      # three single units
-    ("是 画 蛇 添 足", "zh_cn", None, "no_candidate"),                 # five single units
-    ("画，蛇，添，足", "zh_cn", None, "no_candidate"),                  # punctuation still separates
-    ("사자성어: 화 사 첨 족", "ko", None, "no_candidate"),              # Korean: a space separates words
-])
+@pytest.mark.parametrize(
+    ("reply", "language", "expression", "reason"),
+    [
+        ("画 蛇 添 足", "zh_cn", "画蛇添足", "ok"),  # ASCII spaces between single units
+        ("成语：画　蛇　添　足\n解释：多余", "zh_cn", "画蛇添足", "ok"),  # ideographic spaces (U+3000)
+        ("成語: 畫 蛇 添 足", "zh_tw", "畫蛇添足", "ok"),
+        ("答え: 一 石 二 鳥", "ja", "一石二鳥", "ok"),
+        ("画蛇 添足", "zh_cn", None, "no_candidate"),  # multi-unit tokens keep their space
+        ("画 蛇 添", "zh_cn", None, "no_candidate"),  # three single units
+        ("是 画 蛇 添 足", "zh_cn", None, "no_candidate"),  # five single units
+        ("画，蛇，添，足", "zh_cn", None, "no_candidate"),  # punctuation still separates
+        ("사자성어: 화 사 첨 족", "ko", None, "no_candidate"),  # Korean: a space separates words
+    ],
+)
 def test_whitespace_between_single_units_is_layout_in_chinese_and_japanese(reply, language, expression, reason):
     p = parse_reply(reply, language)
     assert (p.expression, p.reason) == (expression, reason)

@@ -27,9 +27,20 @@ def test_one_few_shot_call_is_cached_parsed_and_scored(tmp_path):
     cache = GenerationCache(tmp_path / "cache.duckdb")
     outcomes, stats = run_requests([p.request for p in planned], build_provider(spec), cache, log=lambda m: None)
     assert stats.calls == 1 and outcomes[0].result.error is None
-    gens = generation_frame([{"model_id": p.model_id, "setting": p.setting, "item_id": p.item_id,
-                              "language": p.language, "pattern": p.pattern, "input_kind": p.input_kind}
-                             for p in planned], outcomes)
+    gens = generation_frame(
+        [
+            {
+                "model_id": p.model_id,
+                "setting": p.setting,
+                "item_id": p.item_id,
+                "language": p.language,
+                "pattern": p.pattern,
+                "input_kind": p.input_kind,
+            }
+            for p in planned
+        ],
+        outcomes,
+    )
     validate_frame(OrderGenerations, gens)
     assert outcomes[0].result.completion_tokens <= op.MAX_TOKENS["few_shot"] + 1
     scored = validate_frame(ScoredReplies, op.score_generations(gens, inputs, [x]))

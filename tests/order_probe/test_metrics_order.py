@@ -13,12 +13,36 @@ from metamorph.studies.order_probe.regression import recovery_logit
 from metamorph.studies.order_probe.sources import OrderItem
 
 
-def row(item_id, pattern="ABDC", correct=False, parse_ok=True, expression=None, language="zh_cn", setting="zero_shot",
-        canonical="针头线脑", structure="Subject-Predicate", frequency=None, kept=1, kind="scrambled"):
-    return {"model_id": "m", "setting": setting, "language": language, "item_id": item_id, "pattern": pattern,
-            "input_kind": kind, "canonical": canonical, "structure": structure, "frequency": frequency,
-            "kept_adjacent": kept, "expression": expression, "parse_ok": parse_ok,
-            "reason": "ok" if parse_ok else "no_candidate", "correct": correct}
+def row(
+    item_id,
+    pattern="ABDC",
+    correct=False,
+    parse_ok=True,
+    expression=None,
+    language="zh_cn",
+    setting="zero_shot",
+    canonical="针头线脑",
+    structure="Subject-Predicate",
+    frequency=None,
+    kept=1,
+    kind="scrambled",
+):
+    return {
+        "model_id": "m",
+        "setting": setting,
+        "language": language,
+        "item_id": item_id,
+        "pattern": pattern,
+        "input_kind": kind,
+        "canonical": canonical,
+        "structure": structure,
+        "frequency": frequency,
+        "kept_adjacent": kept,
+        "expression": expression,
+        "parse_ok": parse_ok,
+        "reason": "ok" if parse_ok else "no_candidate",
+        "correct": correct,
+    }
 
 
 def test_cluster_bootstrap_resamples_items():
@@ -34,9 +58,13 @@ def test_cluster_bootstrap_resamples_items():
 
 
 def test_recovery_rates_exact():
-    rows = [row("a", "ABDC", True, expression="针头线脑"), row("a", "DCBA", False, expression="线针头脑"),
-            row("b", "ABDC", False, parse_ok=False), row("b", "ABCD", True, kind="unperturbed", kept=3),
-            row("c", "ABDC", False, expression="一二三四", language="ko")]
+    rows = [
+        row("a", "ABDC", True, expression="针头线脑"),
+        row("a", "DCBA", False, expression="线针头脑"),
+        row("b", "ABDC", False, parse_ok=False),
+        row("b", "ABCD", True, kind="unperturbed", kept=3),
+        row("c", "ABDC", False, expression="一二三四", language="ko"),
+    ]
     df = om.recovery_rates(pd.DataFrame(rows))
     zh = df[df.language == "zh_cn"].iloc[0]
     assert (zh.n_items, zh.n_inputs, zh.n_correct) == (2, 3, 1)
@@ -47,9 +75,16 @@ def test_recovery_rates_exact():
 
 
 def test_breakdowns_and_frequency_bins():
-    rows = [row(i, p, c, frequency=f, kept=k) for i, p, c, f, k in
-            [("a", "ABDC", True, 30.0, 1), ("a", "DCBA", False, 30.0, 0), ("b", "ABDC", False, 20.0, 1),
-             ("c", "ABDC", False, 10.0, 1), ("d", "ABDC", True, None, 1)]]
+    rows = [
+        row(i, p, c, frequency=f, kept=k)
+        for i, p, c, f, k in [
+            ("a", "ABDC", True, 30.0, 1),
+            ("a", "DCBA", False, 30.0, 0),
+            ("b", "ABDC", False, 20.0, 1),
+            ("c", "ABDC", False, 10.0, 1),
+            ("d", "ABDC", True, None, 1),
+        ]
+    ]
     scored = pd.DataFrame(rows)
     assert om.frequency_bins(scored).tolist() == ["high", "high", "mid", "low", "unknown"]
     df = om.recovery_breakdown(scored)
@@ -71,8 +106,14 @@ def test_error_categories_rules():
     assert om.categorize("一鸣惊头", c, True, lex) == "other"  # shares one unit, not in the lexicon
     df = om.error_categories(pd.DataFrame([row("a", correct=True, expression=c), row("b", parse_ok=False)]), lex)
     got = df[df.language == "zh_cn"].set_index("category")["pct"].to_dict()
-    assert got == {"exact": 50.0, "malformed": 50.0, "literal_recombination": 0.0, "related_non_canonical": 0.0,
-                   "valid_unrelated": 0.0, "other": 0.0}
+    assert got == {
+        "exact": 50.0,
+        "malformed": 50.0,
+        "literal_recombination": 0.0,
+        "related_non_canonical": 0.0,
+        "valid_unrelated": 0.0,
+        "other": 0.0,
+    }
 
 
 def test_content_fbeta_rouge_and_verbosity_by_hand():
@@ -92,22 +133,33 @@ def test_content_fbeta_rouge_and_verbosity_by_hand():
 
 def test_cross_encoder_logit_goes_through_one_sigmoid_and_nli_direction():
     seen = []
-    scorers = sem.Scorers(cross_encoder=lambda pairs: [0.0 for _ in pairs],
-                          nli=lambda premise, hyp: seen.append((premise, hyp)) or 0.25,
-                          names={"cross_encoder": "ce", "nli": "nli"})
+    scorers = sem.Scorers(
+        cross_encoder=lambda pairs: [0.0 for _ in pairs],
+        nli=lambda premise, hyp: seen.append((premise, hyp)) or 0.25,
+        names={"cross_encoder": "ce", "nli": "nli"},
+    )
     out = sem.score_explanation("做了多余的事情", ["做了多余的事情", "别的"], "zh_cn", scorers)
     # weights 0.5 (ce) and 0.2 (F-beta) renormalized: (0.5·sigmoid(0) + 0.2·1) / 0.7
     assert out["s_acc"] == pytest.approx((0.5 * 0.5 + 0.2) / 0.7)
     assert out["s_logic"] == 0.25 and seen == [("做了多余的事情", "做了多余的事情"), ("做了多余的事情", "别的")]
     plain = sem.score_explanation("多余的事", ["做了多余的事情"], "zh_cn", sem.Scorers())
-    assert plain["s_acc"] == pytest.approx(3 / 4.6) and plain["s_logic"] is None and "no local NLI" in plain["s_logic_note"]
+    assert (
+        plain["s_acc"] == pytest.approx(3 / 4.6)
+        and plain["s_logic"] is None
+        and "no local NLI" in plain["s_logic_note"]
+    )
 
 
 def test_s_cons_mdr_mda_s_struct_s_rob_by_hand():
     # item 1: max 1, E = (0 + .5 + .5)/3, R = .5 -> (2/3)(1/2); item 2: constant -> 1
     assert sem.s_cons({"a": [1.0, 0.5, 0.5], "b": [0.8, 0.8]}) == pytest.approx((1 / 3 + 1) / 2)
-    scr = pd.DataFrame({"item_id": ["a", "a", "b", "b", "c"], "pattern": ["P1", "P2", "P1", "P2", "P1"],
-                        "s_acc": [0.4, 0.8, 0.5, 0.0, 0.3]})
+    scr = pd.DataFrame(
+        {
+            "item_id": ["a", "a", "b", "b", "c"],
+            "pattern": ["P1", "P2", "P1", "P2", "P1"],
+            "s_acc": [0.4, 0.8, 0.5, 0.0, 0.3],
+        }
+    )
     # drops: a: .5, 0; b: 0, 1; c excluded (S_orig = 0). d_P1 = .25, d_P2 = .5
     mdr, mda, excluded = sem.mdr_mda({"a": 0.8, "b": 0.5, "c": 0.0}, scr)
     assert (mdr, mda, excluded) == (pytest.approx(0.375), pytest.approx(0.5), 1)
@@ -122,15 +174,41 @@ def test_s_cons_mdr_mda_s_struct_s_rob_by_hand():
 
 
 def test_diagnostics_use_the_unperturbed_reply_as_s_orig():
-    items = [OrderItem("a", "zh_cn", "针头线脑", ("做了多余的事情",), "Subject-Predicate", None, "t"),
-             OrderItem("j", "ja", "一石二鳥", (), "Parallel (Coordinate)", None, "t")]
-    scored = pd.DataFrame([
-        {"model_id": "m", "setting": "cot", "language": "zh_cn", "item_id": "a", "pattern": "ABCD",
-         "explanation": "做了多余的事情", "reason": "ok"},
-        {"model_id": "m", "setting": "cot", "language": "zh_cn", "item_id": "a", "pattern": "ABDC",
-         "explanation": "多余的事", "reason": "ok"},
-        {"model_id": "m", "setting": "cot", "language": "ja", "item_id": "j", "pattern": "ABDC",
-         "explanation": "x", "reason": "ok"}])
+    items = [
+        OrderItem("a", "zh_cn", "针头线脑", ("做了多余的事情",), "Subject-Predicate", None, "t"),
+        OrderItem("j", "ja", "一石二鳥", (), "Parallel (Coordinate)", None, "t"),
+    ]
+    scored = pd.DataFrame(
+        [
+            {
+                "model_id": "m",
+                "setting": "cot",
+                "language": "zh_cn",
+                "item_id": "a",
+                "pattern": "ABCD",
+                "explanation": "做了多余的事情",
+                "reason": "ok",
+            },
+            {
+                "model_id": "m",
+                "setting": "cot",
+                "language": "zh_cn",
+                "item_id": "a",
+                "pattern": "ABDC",
+                "explanation": "多余的事",
+                "reason": "ok",
+            },
+            {
+                "model_id": "m",
+                "setting": "cot",
+                "language": "ja",
+                "item_id": "j",
+                "pattern": "ABDC",
+                "explanation": "x",
+                "reason": "ok",
+            },
+        ]
+    )
     s = sem.semantic_scores(scored, items, sem.Scorers())
     assert s["s_acc"].tolist()[:2] == [1.0, pytest.approx(3 / 4.6)] and pd.isna(s["s_acc"].iloc[2])
     assert s["note"].iloc[2] == "no reference meanings"
@@ -149,8 +227,9 @@ def test_diagnostics_use_the_unperturbed_reply_as_s_orig():
 
 
 def test_logit_coefficient_is_the_log_odds_ratio():
-    rows = [row(f"z{i}", correct=i < 2, language="zh_cn") for i in range(4)] + \
-           [row(f"k{i}", correct=i < 1, language="ko") for i in range(4)]
+    rows = [row(f"z{i}", correct=i < 2, language="zh_cn") for i in range(4)] + [
+        row(f"k{i}", correct=i < 1, language="ko") for i in range(4)
+    ]
     df = recovery_logit(pd.DataFrame(rows)).set_index("term")
     # zh_cn odds 2/2 = 1 -> intercept 0; ko odds 1/3 -> coefficient log(1/3)
     assert df.loc["Intercept", "coef"] == pytest.approx(0.0, abs=1e-6)

@@ -26,17 +26,38 @@ def synthetic_scored() -> pd.DataFrame:
                 continue
             for p in PATTERNS:
                 correct = not (model == "cand" and lang == "zh_cn" and p == PATTERNS[0])
-                rows.append({"model_id": model, "setting": "zero_shot", "language": lang, "item_id": item,
-                             "pattern": p, "input_kind": "scrambled", "correct": correct})
-            rows.append({"model_id": model, "setting": "zero_shot", "language": lang, "item_id": item,
-                         "pattern": "ABCD", "input_kind": "unperturbed", "correct": model == "cand"})
+                rows.append(
+                    {
+                        "model_id": model,
+                        "setting": "zero_shot",
+                        "language": lang,
+                        "item_id": item,
+                        "pattern": p,
+                        "input_kind": "scrambled",
+                        "correct": correct,
+                    }
+                )
+            rows.append(
+                {
+                    "model_id": model,
+                    "setting": "zero_shot",
+                    "language": lang,
+                    "item_id": item,
+                    "pattern": "ABCD",
+                    "input_kind": "unperturbed",
+                    "correct": model == "cand",
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_item_is_the_expression_averaged_over_its_scrambled_inputs():
     s = op_report.comparison_scores(synthetic_scored())
-    assert sorted(set(s["slice"])) == ["language=ja, setting=zero_shot", "language=zh_cn, setting=zero_shot",
-                                       "setting=zero_shot"]
+    assert sorted(set(s["slice"])) == [
+        "language=ja, setting=zero_shot",
+        "language=zh_cn, setting=zero_shot",
+        "setting=zero_shot",
+    ]
     z0 = s[(s["model_id"] == "cand") & (s["slice"] == "setting=zero_shot") & (s["item_id"] == "zh_cn/z0")]
     assert z0[["value", "n_obs"]].values.tolist() == [[0.75, 4]]  # the unperturbed row is left out
     assert len(s[(s["model_id"] == "base") & (s["slice"] == "setting=zero_shot")]) == 13
@@ -45,8 +66,9 @@ def test_item_is_the_expression_averaged_over_its_scrambled_inputs():
 def test_known_effect_gives_hand_computed_p_values_and_a_regression():
     out = compare_models(op_report.comparison_scores(synthetic_scored()), "base", op_report.COMPARED_METRICS)
     out = out.set_index("slice")
-    zh, ja, pooled = (out.loc[k] for k in ("language=zh_cn, setting=zero_shot", "language=ja, setting=zero_shot",
-                                           "setting=zero_shot"))
+    zh, ja, pooled = (
+        out.loc[k] for k in ("language=zh_cn, setting=zero_shot", "language=ja, setting=zero_shot", "setting=zero_shot")
+    )
     # zh_cn: 8 paired expressions, each 1 -> 0.75: exact sign-flip p = 2 / 2**8
     assert (zh.n_items, zh.n_baseline_only, zh.n_worse, zh.test) == (8, 1, 8, "paired_permutation")
     assert (zh.difference, zh.ci_low, zh.ci_high, zh.p_value) == (-0.25, -0.25, -0.25, 2 / 256)
@@ -70,9 +92,11 @@ def test_model_comparison_asset_materializes_on_a_scored_table(metamorph_home, t
     from pipelines.definitions import build_definitions
 
     reg = tmp_path / "models.yaml"
-    reg.write_text("models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
-                   "  - {id: cand, provider: llama_cpp, model: cand.gguf}\n"
-                   "  - {id: later, provider: llama_cpp, model: later.gguf}\n")
+    reg.write_text(
+        "models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
+        "  - {id: cand, provider: llama_cpp, model: cand.gguf}\n"
+        "  - {id: later, provider: llama_cpp, model: later.gguf}\n"
+    )
     monkeypatch.setenv("METAMORPH_MODELS", str(reg))
     db = metamorph_home / "metamorph.duckdb"
     con = duckdb.connect(str(db))
@@ -84,16 +108,19 @@ def test_model_comparison_asset_materializes_on_a_scored_table(metamorph_home, t
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["base", "cand", "later"])
         res = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-            asset_selection=[dg.AssetKey(["order_probe", "model_comparison"])], instance=instance)
+            asset_selection=[dg.AssetKey(["order_probe", "model_comparison"])], instance=instance
+        )
         assert res.success  # cand regressed: the check fails (ERROR), the run does not
         md = res.asset_materializations_for_node("order_probe__model_comparison")[0].metadata
         [check] = res.get_asset_check_evaluations()
     assert md["baseline"].value == "base" and md["candidates_not_evaluated"].value == ["later"]
-    assert md["next_step"].value == ("candidate registered but not evaluated: later — run `order_probe_model_job` for "
-                                     "its partition")
+    assert md["next_step"].value == (
+        "candidate registered but not evaluated: later — run `order_probe_model_job` for its partition"
+    )
     assert (check.check_name, check.passed) == ("no_blocking_regression", False)
     assert [(r["candidate_id"], r["metric"], r["p_holm"]) for r in check.metadata["regressed_rows"].value] == [
-        ("cand", "recovery", 3 * 2 / 256)] * 2
+        ("cand", "recovery", 3 * 2 / 256)
+    ] * 2
     con = duckdb.connect(str(db), read_only=True)
     cmp = con.execute("SELECT * FROM order_probe.model_comparison ORDER BY slice").df()
     con.close()

@@ -18,8 +18,15 @@ from metamorph import cli
 from metamorph.studies.workflow_perturb import cli as gate_cli
 from metamorph.studies.workflow_perturb import gate
 
-AT_THRESHOLD = {"graph_f1": 0.75, "chain_f1": 0.75, "kendall_tau": 0.65, "bleu": 0.70, "gleu": 0.70,
-                "bertscore_f1": 0.9, "judge": None}
+AT_THRESHOLD = {
+    "graph_f1": 0.75,
+    "chain_f1": 0.75,
+    "kendall_tau": 0.65,
+    "bleu": 0.70,
+    "gleu": 0.70,
+    "bertscore_f1": 0.9,
+    "judge": None,
+}
 
 
 # --------------------------------------------------------------------------- defaults
@@ -85,7 +92,7 @@ def test_primary_and_secondary_must_both_breach_by_default():
     assert (r.verdict, r.secondary_evaluated) == ("FAIL", False)
     assert r.to_dict()["secondary_evaluated"] is False
     # a breaching secondary alone never fires
-    m = dict(AT_THRESHOLD, graph_f1=0.1, chain_f1=0.1, kendall_tau=0.9)   # compressed's secondaries breach
+    m = dict(AT_THRESHOLD, graph_f1=0.1, chain_f1=0.1, kendall_tau=0.9)  # compressed's secondaries breach
     for mode in gate.MODES:
         b = gate.evaluate_gate(m, mode=mode).bundle("compressed")
         assert b.verdict == "PASS" and all(c.breached for c in b.secondary)
@@ -125,11 +132,11 @@ def test_vectorised_bundle_decisions_equal_bundle_decision_row_by_row():
     cols = {}
     for m in metrics:
         v = rng.uniform(-0.2, 1.0, 400)
-        v[rng.random(400) < 0.15] = np.nan                          # undefined
-        pick = rng.random(400) < 0.3                                # on, and within 1e-11 / 1e-9 of, a threshold
+        v[rng.random(400) < 0.15] = np.nan  # undefined
+        pick = rng.random(400) < 0.3  # on, and within 1e-11 / 1e-9 of, a threshold
         v[pick] = rng.choice(cut, pick.sum()) + rng.choice([0.0, 1e-11, -1e-11, 2e-9, -2e-9], pick.sum())
         cols[m] = v
-    frame = pd.DataFrame(cols).drop(columns=["judge"])             # an absent metric is undefined
+    frame = pd.DataFrame(cols).drop(columns=["judge"])  # an absent metric is undefined
     rows = frame.to_dict("records")
     for thresholds in (th, gate.thresholds_from_dict({"failure_modes": {"missing": {"primary": {"chain_f1": 0.7}}}})):
         for b in thresholds.bundles:
@@ -161,19 +168,25 @@ def test_gate_report_missing_candidate_fails():
 # --------------------------------------------------------------------------- thresholds format
 
 
-@pytest.mark.parametrize("doc,msg", [
-    ({"failure_modes": {"missing": {"primary": {"graph_f2": 0.7}}}}, "unknown metric 'graph_f2'"),
-    ({"failure_modes": {"missing": {"primary": {"graph_f1": 1.5}}}}, "outside the range"),
-    ({"failure_modes": {"missing": {"primary": {"kendall_tau": -1.5}}}}, "outside the range"),
-    ({"failure_modes": {"missing": {"primary": {"graph_f1": None}}}}, "must be a number"),
-    ({"failure_modes": {"missing": {"primary": {"graph_f1": True}}}}, "must be a number"),
-    ({"failure_modes": {"missing": {"primary": {}}}}, "at least one primary"),
-    ({"failure_modes": {"missing": {"primay": {"graph_f1": 0.7}}}}, "unknown key"),
-    ({"failure_modes": {"missing": {"primary": {"bleu": 0.7}, "secondary": {"bleu": 0.5}}}}, "both primary and secondary"),
-    ({"failure_modes": {}}, "non-empty object 'failure_modes'"),
-    ({"comparison": "<=", "failure_modes": {"missing": {"primary": {"bleu": 0.7}}}}, "comparison"),
-    ([1, 2], "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "doc,msg",
+    [
+        ({"failure_modes": {"missing": {"primary": {"graph_f2": 0.7}}}}, "unknown metric 'graph_f2'"),
+        ({"failure_modes": {"missing": {"primary": {"graph_f1": 1.5}}}}, "outside the range"),
+        ({"failure_modes": {"missing": {"primary": {"kendall_tau": -1.5}}}}, "outside the range"),
+        ({"failure_modes": {"missing": {"primary": {"graph_f1": None}}}}, "must be a number"),
+        ({"failure_modes": {"missing": {"primary": {"graph_f1": True}}}}, "must be a number"),
+        ({"failure_modes": {"missing": {"primary": {}}}}, "at least one primary"),
+        ({"failure_modes": {"missing": {"primay": {"graph_f1": 0.7}}}}, "unknown key"),
+        (
+            {"failure_modes": {"missing": {"primary": {"bleu": 0.7}, "secondary": {"bleu": 0.5}}}},
+            "both primary and secondary",
+        ),
+        ({"failure_modes": {}}, "non-empty object 'failure_modes'"),
+        ({"comparison": "<=", "failure_modes": {"missing": {"primary": {"bleu": 0.7}}}}, "comparison"),
+        ([1, 2], "must be a JSON object"),
+    ],
+)
 def test_thresholds_format_errors(doc, msg):
     with pytest.raises(gate.ThresholdsError, match=msg):
         gate.thresholds_from_dict(doc, "t.json")
@@ -208,8 +221,10 @@ STEPS = [
 
 def worfbench_text(steps: list[str]) -> str:
     body = "\n".join(f"{i}: {s}" for i, s in enumerate(steps, start=1))
-    edges = " ".join(f"({u},{v})" for u, v in zip(["START", *map(str, range(1, len(steps) + 1))],
-                                                   [*map(str, range(1, len(steps) + 1)), "END"]))
+    edges = " ".join(
+        f"({u},{v})"
+        for u, v in zip(["START", *map(str, range(1, len(steps) + 1))], [*map(str, range(1, len(steps) + 1)), "END"])
+    )
     return f"Node:\n{body}\nEdge: {edges}\n"
 
 
@@ -230,11 +245,10 @@ def test_cli_identical_passes(golden_file, tmp_path, capsys):
 
 
 def test_cli_half_the_steps_removed_fails(golden_file, tmp_path, capsys):
-    kept = [STEPS[0], STEPS[2], STEPS[4]]                       # steps 2, 4, 6 removed
+    kept = [STEPS[0], STEPS[2], STEPS[4]]  # steps 2, 4, 6 removed
     cand = tmp_path / "candidate.json"
     cand.write_text(json.dumps({"nodes": kept, "edges": [["START", 1], [1, 2], [2, 3], [3, "END"]]}))
-    code = cli.main(["gate", "--golden", str(golden_file), "--candidate", str(cand), "--encoder", "minilm",
-                     "--json"])
+    code = cli.main(["gate", "--golden", str(golden_file), "--candidate", str(cand), "--encoder", "minilm", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1 and doc["exit_code"] == 1 and doc["verdict"] == "FAIL"
     modes = {s["failure_mode"]: s for s in doc["failure_modes"]}
@@ -260,14 +274,15 @@ def test_cli_malformed_thresholds_exits_2(golden_file, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "thresholds.json" in err and "must be a number" in err
     th.write_text("not json")
-    assert cli.main(["gate", "--golden", str(golden_file), "--candidate", str(golden_file),
-                     "--thresholds", str(th)]) == 2
+    assert (
+        cli.main(["gate", "--golden", str(golden_file), "--candidate", str(golden_file), "--thresholds", str(th)]) == 2
+    )
     assert "not valid JSON" in capsys.readouterr().err
 
 
 def test_cli_unparseable_workflow_exits_2(golden_file, tmp_path, capsys):
     cand = tmp_path / "cand.txt"
-    cand.write_text("Node:\n1: do something\n")                 # no Edge: line
+    cand.write_text("Node:\n1: do something\n")  # no Edge: line
     assert cli.main(["gate", "--golden", str(golden_file), "--candidate", str(cand)]) == 2
     assert "cand.txt: no 'Edge:' line" in capsys.readouterr().err
 
@@ -280,14 +295,17 @@ def test_cli_lone_surrogate_and_bad_utf8_are_one_line_exit_2_and_a_bom_is_read(t
     sur = tmp_path / "sur.json"
     sur.write_text('{"nodes": ["open the file", "read\\ud800 it"]}', encoding="utf-8")
     assert cli.main(["gate", "--golden", str(sur), "--candidate", str(ok)]) == 2
-    assert capsys.readouterr().err == (f"metamorph gate: error: {sur}, field 'nodes': holds a lone surrogate \\ud800 "
-                                       "(at [1]) at character 5 (half of a UTF-16 pair, not a character); write the "
-                                       "character itself\n")
+    assert capsys.readouterr().err == (
+        f"metamorph gate: error: {sur}, field 'nodes': holds a lone surrogate \\ud800 "
+        "(at [1]) at character 5 (half of a UTF-16 pair, not a character); write the "
+        "character itself\n"
+    )
     latin = tmp_path / "latin.txt"
     latin.write_bytes(b"Node:\n1: open the file\xff\nEdge: (START,1) (1,END)\n")
     assert cli.main(["gate", "--golden", str(latin), "--candidate", str(ok)]) == 2
-    assert capsys.readouterr().err == (f"metamorph gate: error: {latin}, row 2: not valid UTF-8: byte 0xff at column 17 "
-                                       "(invalid start byte)\n")
+    assert capsys.readouterr().err == (
+        f"metamorph gate: error: {latin}, row 2: not valid UTF-8: byte 0xff at column 17 (invalid start byte)\n"
+    )
     bom = tmp_path / "bom.json"
     bom.write_bytes(b"\xef\xbb\xbf" + ok.read_bytes())
     assert [w.nodes for w in gate_cli.read_workflow_file(bom)] == [("open the file", "read it")]
@@ -317,11 +335,18 @@ def test_cli_duplicate_ids_exit_2(tmp_path, capsys):
 
 def test_read_workflow_file_formats(tmp_path):
     p = tmp_path / "w.json"
-    p.write_text(json.dumps({"id": "w1", "nodes": [{"id": 1, "text": "a"}, {"id": 2, "text": "b"}],
-                             "edges": [["start", 1], [1, 2], [2, "End"]]}))
+    p.write_text(
+        json.dumps(
+            {
+                "id": "w1",
+                "nodes": [{"id": 1, "text": "a"}, {"id": 2, "text": "b"}],
+                "edges": [["start", 1], [1, 2], [2, "End"]],
+            }
+        )
+    )
     (w,) = gate_cli.read_workflow_file(p)
     assert w.wid == "w1" and w.nodes == ("a", "b") and w.edges == (("START", "1"), ("1", "2"), ("2", "END"))
-    p.write_text(json.dumps({"nodes": ["a", "b"]}))            # no edges -> linear chain
+    p.write_text(json.dumps({"nodes": ["a", "b"]}))  # no edges -> linear chain
     assert gate_cli.read_workflow_file(p)[0].edges == (("START", "1"), ("1", "2"), ("2", "END"))
 
 
@@ -335,7 +360,8 @@ def test_partial_thresholds_file_keeps_the_other_defaults(tmp_path):
     assert set(modes) == {"missing", "compressed", "description"}
     assert dict(modes["missing"].primary) == {"graph_f1": 0.1}
     assert dict(modes["description"].primary) == dict(
-        {b.failure_mode: b for b in load_thresholds(None).bundles}["description"].primary)
+        {b.failure_mode: b for b in load_thresholds(None).bundles}["description"].primary
+    )
 
 
 def test_unknown_failure_mode_name_is_rejected(tmp_path):
@@ -378,8 +404,9 @@ def test_cli_gate_an_nfd_candidate_of_an_nfc_golden_passes_in_any_mode(tmp_path,
     g.write_text(worfbench_text(steps), encoding="utf-8")
     c.write_text(unicodedata.normalize("NFD", worfbench_text(steps)), encoding="utf-8")
     assert c.read_bytes() != g.read_bytes()
-    code = cli.main(["gate", "--golden", str(g), "--candidate", str(c), "--encoder", "minilm", "--mode", "any",
-                     "--json"])
+    code = cli.main(
+        ["gate", "--golden", str(g), "--candidate", str(c), "--encoder", "minilm", "--mode", "any", "--json"]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["verdict"] == "PASS"
     m = doc["pairs"][0]["metrics"]

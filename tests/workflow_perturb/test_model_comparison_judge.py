@@ -25,11 +25,20 @@ def synthetic_judge_scores() -> pd.DataFrame:
             for p in (0.1, 0.5):
                 judge = {0.1: 0.8, 0.5: 0.6 if model == "base" else 0.2}[p]
                 null = model == "cand" and g == "g6" and p == 0.1
-                rows.append({"model_id": model, "variant_id": f"{g}-missing-{p}", "golden_id": g, "type": "missing",
-                             "severity": p, "judge": None if null else judge, "judge_valid": 0 if null else 3,
-                             "judge_invalid": 3 if null else 0,
-                             "judge_reasons": json.dumps(["no_json"] * 3 if null else ["ok"] * 3),
-                             "generation_keys": json.dumps([f"{model}{g}{p}{k}" for k in range(3)])})
+                rows.append(
+                    {
+                        "model_id": model,
+                        "variant_id": f"{g}-missing-{p}",
+                        "golden_id": g,
+                        "type": "missing",
+                        "severity": p,
+                        "judge": None if null else judge,
+                        "judge_valid": 0 if null else 3,
+                        "judge_invalid": 3 if null else 0,
+                        "judge_reasons": json.dumps(["no_json"] * 3 if null else ["ok"] * 3),
+                        "generation_keys": json.dumps([f"{model}{g}{p}{k}" for k in range(3)]),
+                    }
+                )
     return pd.DataFrame(rows).astype({"judge": float})
 
 
@@ -37,11 +46,17 @@ def test_judge_verdicts_on_a_known_effect():
     s = wp_report.comparison_scores(synthetic_judge_scores())
     assert len(s[s["model_id"] == "cand"]) == 2 * 13  # 13 judged variants in two slices; the null one is no item
     out = compare_models(s, "base", wp_report.COMPARED_METRICS).set_index("slice")
-    mild, severe, pooled = (out.loc[k] for k in ("type=missing, severity=0.1", "type=missing, severity=0.5",
-                                                 "type=missing"))
+    mild, severe, pooled = (
+        out.loc[k] for k in ("type=missing, severity=0.1", "type=missing, severity=0.5", "type=missing")
+    )
     # 0.1: 6 paired variants, no difference; g6 only the baseline judged validly
     assert (mild.n_items, mild.n_baseline_only, mild.difference, mild.test, mild.p_value) == (
-        6, 1, 0.0, "paired_permutation", 1.0)
+        6,
+        1,
+        0.0,
+        "paired_permutation",
+        1.0,
+    )
     # 0.5: 7 variants, each 0.6 -> 0.2: exact sign-flip p = 2 / 2**7; lower is better -> n_better 7
     assert (severe.n_items, severe.n_better, severe.n_worse, severe.p_value) == (7, 7, 0, 2 / 128)
     assert severe.difference == pytest.approx(-0.4) and not severe.higher_is_better
@@ -56,7 +71,15 @@ def test_judge_verdicts_on_a_known_effect():
 def test_card_rows_mean_judge_score_with_a_ci_over_goldens():
     card = wp_report.card_rows(synthetic_judge_scores()).set_index("model_id")
     assert card.loc["base", ["study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "n"]].tolist() == [
-        "workflow_perturb", "judge", "all", "%", pytest.approx(70.0), pytest.approx(70.0), pytest.approx(70.0), 7]
+        "workflow_perturb",
+        "judge",
+        "all",
+        "%",
+        pytest.approx(70.0),
+        pytest.approx(70.0),
+        pytest.approx(70.0),
+        7,
+    ]
     # cand: 6 goldens at (0.8 + 0.2) and g6 at 0.2 alone: 100 · 6.2 / 13
     assert card.loc["cand", "value"] == pytest.approx(100 * 6.2 / 13) and card.loc["cand", "n"] == 7
     assert card.loc["cand", "ci_low"] < card.loc["cand", "value"] < card.loc["cand", "ci_high"]
@@ -74,8 +97,10 @@ def test_comparison_and_card_materialize_on_a_judge_table(metamorph_home, tmp_pa
     from pipelines.definitions import build_definitions
 
     reg = tmp_path / "models.yaml"
-    reg.write_text("models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
-                   "  - {id: cand, provider: llama_cpp, model: cand.gguf}\n")
+    reg.write_text(
+        "models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
+        "  - {id: cand, provider: llama_cpp, model: cand.gguf}\n"
+    )
     monkeypatch.setenv("METAMORPH_MODELS", str(reg))
     db = metamorph_home / "metamorph.duckdb"
     con = duckdb.connect(str(db))
@@ -84,8 +109,10 @@ def test_comparison_and_card_materialize_on_a_judge_table(metamorph_home, tmp_pa
     con.execute("CREATE TABLE workflow_perturb.judge_scores AS SELECT * FROM j")
     con.close()
     defs = build_definitions()
-    keys = [dg.AssetKey(["workflow_perturb", "model_comparison"]), dg.AssetKey(["model_upgrades",
-                                                                                "robustness_report_card"])]
+    keys = [
+        dg.AssetKey(["workflow_perturb", "model_comparison"]),
+        dg.AssetKey(["model_upgrades", "robustness_report_card"]),
+    ]
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["base", "cand"])
         res = defs.resolve_implicit_global_asset_job_def().execute_in_process(asset_selection=keys, instance=instance)
@@ -117,8 +144,11 @@ def test_gate_card_rows_are_the_on_target_firing_rate_of_each_generators_perturb
     scores["model_id"] = ["gen-b" if g == "b3" else "gen-a" for g in scores["golden_id"]]
     card = gate_card_rows(scores, mode="any")
     got = {(r.model_id, r.slice): (r.value, r.n, r.higher_is_better) for r in card.itertuples()}
-    assert got == {("gen-a", "type=description"): (100.0, 2, True), ("gen-a", "type=missing"): (75.0, 4, True),
-                   ("gen-b", "type=missing"): (0.0, 1, True)}
+    assert got == {
+        ("gen-a", "type=description"): (100.0, 2, True),
+        ("gen-a", "type=missing"): (75.0, 4, True),
+        ("gen-b", "type=missing"): (0.0, 1, True),
+    }
     assert set(card["metric"]) == {"gate_firing"} and set(card["study"]) == {"workflow_perturb"}
     desc = card[card["slice"].eq("type=description")].iloc[0]
     assert (desc["ci_low"], desc["ci_high"]) == (100.0, 100.0)  # every golden fires: a degenerate bootstrap

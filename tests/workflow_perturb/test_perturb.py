@@ -46,15 +46,24 @@ S = [f"step {i}" for i in range(1, 21)]
 
 
 def chain(n):
-    return Workflow("chain", "a chain", S[:n], [(START, "1"), *((str(i), str(i + 1)) for i in range(1, n)),
-                                                 (str(n), END)])
+    return Workflow(
+        "chain", "a chain", S[:n], [(START, "1"), *((str(i), str(i + 1)) for i in range(1, n)), (str(n), END)]
+    )
 
 
 # 1 -> {2, 3} -> 4 -> 5
-DIAMOND = Workflow("diamond", "a diamond", S[:5], [(START, "1"), ("1", "2"), ("1", "3"), ("2", "4"), ("3", "4"),
-                                                   ("4", "5"), ("5", END)])
-PARALLEL = Workflow("parallel", "independent steps", S[:5],
-                    [*((START, str(i)) for i in range(1, 6)), *((str(i), END) for i in range(1, 6))])
+DIAMOND = Workflow(
+    "diamond",
+    "a diamond",
+    S[:5],
+    [(START, "1"), ("1", "2"), ("1", "3"), ("2", "4"), ("3", "4"), ("4", "5"), ("5", END)],
+)
+PARALLEL = Workflow(
+    "parallel",
+    "independent steps",
+    S[:5],
+    [*((START, str(i)) for i in range(1, 6)), *((str(i), END) for i in range(1, 6))],
+)
 
 
 class ScriptedRng(random.Random):
@@ -74,8 +83,9 @@ class ScriptedRng(random.Random):
 # N and target score
 
 
-@pytest.mark.parametrize("n, expected", [(5, [1, 2, 3]), (6, [1, 2, 3]), (7, [1, 3, 4]), (8, [1, 3, 4]),
-                                         (16, [2, 5, 8])])
+@pytest.mark.parametrize(
+    "n, expected", [(5, [1, 2, 3]), (6, [1, 2, 3]), (7, [1, 3, 4]), (8, [1, 3, 4]), (16, [2, 5, 8])]
+)
 def test_n_to_alter_table(n, expected):
     assert [n_to_alter(p, n) for p in SEVERITIES] == expected
 
@@ -141,8 +151,16 @@ def test_remove_nodes_on_a_diamond():
 def test_remove_nodes_drops_a_redundant_start_end_edge():
     nodes, edges = remove_nodes(PARALLEL, ["3"])
     assert nodes == ("step 1", "step 2", "step 4", "step 5") and (START, END) not in edges
-    assert edges == ((START, "1"), (START, "2"), (START, "3"), (START, "4"), ("1", END), ("2", END), ("3", END),
-                     ("4", END))
+    assert edges == (
+        (START, "1"),
+        (START, "2"),
+        (START, "3"),
+        (START, "4"),
+        ("1", END),
+        ("2", END),
+        ("3", END),
+        ("4", END),
+    )
 
 
 def test_remove_steps_removes_a_contiguous_run():
@@ -177,8 +195,13 @@ def test_remove_steps_is_seeded_and_matches_remove_nodes():
     assert a == b
     assert len(a.altered_node_ids) == 2 and a.n_altered == 2
     assert (a.workflow.nodes, a.workflow.edges) == remove_nodes(DIAMOND, a.altered_node_ids)
-    assert (a.type, a.operator, a.method, a.status, a.golden_id) == ("missing", "deterministic", "remove_steps",
-                                                                     "valid", "diamond")
+    assert (a.type, a.operator, a.method, a.status, a.golden_id) == (
+        "missing",
+        "deterministic",
+        "remove_steps",
+        "valid",
+        "diamond",
+    )
     assert a.workflow.workflow_id == "diamond::missing@30" and a.target_score == 0.7
     picks = {remove_steps(DIAMOND, 2, random.Random(s)).altered_node_ids for s in range(20)}
     assert len(picks) > 1
@@ -233,10 +256,20 @@ def test_compress_steps_on_a_diamond_prefers_chain_edges_then_safe_edges():
     got = compress_steps(DIAMOND, 2, ScriptedRng([0, 0]), selection="scattered")  # then no chain pair: contract 1 -> 2
     assert got.workflow.nodes == ("step 1; then step 2", "step 3", "step 4; then step 5")
     assert got.workflow.edges == ((START, "1"), ("1", "2"), ("1", "3"), ("2", "3"), ("3", END))
-    got = compress_steps(PARALLEL, 1, ScriptedRng([0]), selection="scattered")  # no step-to-step edge: merge parallel siblings
+    got = compress_steps(
+        PARALLEL, 1, ScriptedRng([0]), selection="scattered"
+    )  # no step-to-step edge: merge parallel siblings
     assert got.workflow.nodes == ("step 1; also step 2", "step 3", "step 4", "step 5")
-    assert got.workflow.edges == ((START, "1"), (START, "2"), (START, "3"), (START, "4"), ("1", END), ("2", END),
-                                  ("3", END), ("4", END))
+    assert got.workflow.edges == (
+        (START, "1"),
+        (START, "2"),
+        (START, "3"),
+        (START, "4"),
+        ("1", END),
+        ("2", END),
+        ("3", END),
+        ("4", END),
+    )
 
 
 def test_merge_text():
@@ -248,17 +281,22 @@ def test_merge_text():
 # Description Changes
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("take pillow 1 from sofa 1", "grab pillow 1 from sofa 1"),
-    ("Click File.", "Press File."),
-    ("Remove the lug nuts", "Take out the lug nuts"),
-    ("In Jewish Law, precedence is always given to the dominant hand.",
-     "Precedence is always given to the dominant hand in Jewish Law."),
-    ("If the water boils, add the pasta", "Add the pasta if the water boils"),
-    ("Boil fresh water", "Next, boil fresh water"),
-    ("VLC records the audio", "Next, VLC records the audio"),
-    ("search[red shoes]", "Next, search[red shoes]"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("take pillow 1 from sofa 1", "grab pillow 1 from sofa 1"),
+        ("Click File.", "Press File."),
+        ("Remove the lug nuts", "Take out the lug nuts"),
+        (
+            "In Jewish Law, precedence is always given to the dominant hand.",
+            "Precedence is always given to the dominant hand in Jewish Law.",
+        ),
+        ("If the water boils, add the pasta", "Add the pasta if the water boils"),
+        ("Boil fresh water", "Next, boil fresh water"),
+        ("VLC records the audio", "Next, VLC records the audio"),
+        ("search[red shoes]", "Next, search[red shoes]"),
+    ],
+)
 def test_paraphrase_text_rules(text, expected):
     assert paraphrase_text(text) == expected
 
@@ -309,22 +347,47 @@ def test_worked_examples_pass_their_own_validation():
         assert check_output(EXAMPLE_GOLDEN, t, EXAMPLE_N, out)[1] is None
 
 
-@pytest.mark.parametrize("ptype, nodes, edges, problem", [
-    ("missing", S[:5], [(START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", END)],
-     "expected 3 nodes (5 golden steps minus 2 removed), got 5"),
-    ("compressed", ["a", "b"], [(START, "1"), ("1", "2"), ("2", END)],
-     "expected 3 nodes (5 golden steps minus 2 merged), got 2"),
-    ("description", ["a"] * 5, [(START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", END)],
-     "the edges differ from the golden workflow's; description changes must keep every edge"),
-    ("missing", ["Boil fresh water in a kettle", "Serve the coffee", "Serve the coffee in a warm mug"],
-     [(START, "1"), ("1", "2"), ("2", "3"), ("3", END)],
-     "node 2 ('Serve the coffee') is not one of the golden steps; the remaining steps must keep their text unchanged"),
-    ("compressed", ["Boil fresh water in a kettle", "Grind the coffee beans to a medium-fine texture", "Dance"],
-     [(START, "1"), ("1", "2"), ("2", "3"), ("3", END)],
-     "node 3 ('Dance') is neither a golden step nor a merge of two golden steps"),
-    ("missing", ["a", "b", "c"], [(START, "1"), ("1", "2"), ("2", "1"), ("2", "3"), ("3", END)],
-     "invalid graph: edges form a cycle: 1 -> 2 -> 1"),
-])
+@pytest.mark.parametrize(
+    "ptype, nodes, edges, problem",
+    [
+        (
+            "missing",
+            S[:5],
+            [(START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", END)],
+            "expected 3 nodes (5 golden steps minus 2 removed), got 5",
+        ),
+        (
+            "compressed",
+            ["a", "b"],
+            [(START, "1"), ("1", "2"), ("2", END)],
+            "expected 3 nodes (5 golden steps minus 2 merged), got 2",
+        ),
+        (
+            "description",
+            ["a"] * 5,
+            [(START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", END)],
+            "the edges differ from the golden workflow's; description changes must keep every edge",
+        ),
+        (
+            "missing",
+            ["Boil fresh water in a kettle", "Serve the coffee", "Serve the coffee in a warm mug"],
+            [(START, "1"), ("1", "2"), ("2", "3"), ("3", END)],
+            "node 2 ('Serve the coffee') is not one of the golden steps; the remaining steps must keep their text unchanged",
+        ),
+        (
+            "compressed",
+            ["Boil fresh water in a kettle", "Grind the coffee beans to a medium-fine texture", "Dance"],
+            [(START, "1"), ("1", "2"), ("2", "3"), ("3", END)],
+            "node 3 ('Dance') is neither a golden step nor a merge of two golden steps",
+        ),
+        (
+            "missing",
+            ["a", "b", "c"],
+            [(START, "1"), ("1", "2"), ("2", "1"), ("2", "3"), ("3", END)],
+            "invalid graph: edges form a cycle: 1 -> 2 -> 1",
+        ),
+    ],
+)
 def test_check_variant_problems_are_exact(ptype, nodes, edges, problem):
     assert check_variant(G, ptype, 2, nodes, edges) == problem
 
@@ -333,26 +396,37 @@ def test_description_change_count_is_verified():
     nodes = list(G.nodes)
     nodes[0] = "Heat fresh water in a kettle"
     assert check_variant(G, "description", 2, nodes, G.edges) == (
-        "expected exactly 2 changed step descriptions, found 1 (changed: 1)")
+        "expected exactly 2 changed step descriptions, found 1 (changed: 1)"
+    )
     nodes[2] = nodes[2].upper() + "."  # case and final punctuation are not a change
     assert check_variant(G, "description", 2, nodes, G.edges) == (
-        "expected exactly 2 changed step descriptions, found 1 (changed: 1)")
+        "expected exactly 2 changed step descriptions, found 1 (changed: 1)"
+    )
     nodes[3] = "Slowly pour the water over the grounds in circles"
     assert check_variant(G, "description", 2, nodes, G.edges) is None
 
 
 def test_unreadable_reply_is_a_problem_not_an_exception():
     assert check_output(G, "missing", 1, "Sure! Here you go.") == (
-        None, "could not read the workflow: no 'Edge:' line in the workflow text")
+        None,
+        "could not read the workflow: no 'Edge:' line in the workflow text",
+    )
 
 
 def test_node_reply_check():
     assert check_node_reply("Boil the water", "Step: Heat the water until it boils\nmore") == (
-        "Heat the water until it boils", None)
+        "Heat the water until it boils",
+        None,
+    )
     assert check_node_reply("Boil the water", "  boil the water. ") == (
-        None, "the reworded step is identical to the original; use different words")
+        None,
+        "the reworded step is identical to the original; use different words",
+    )
     assert check_node_reply("Boil the water", "") == (None, "the reply is empty; answer with the reworded step")
-    assert check_node_reply("Boil", "Node:\n1: x") == (None, "the reply is a workflow; answer with the reworded step only")
+    assert check_node_reply("Boil", "Node:\n1: x") == (
+        None,
+        "the reply is a workflow; answer with the reworded step only",
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -372,8 +446,9 @@ class Script:
         return r if isinstance(r, GenerationResult) else GenerationResult(text=r, finish_reason="stop")
 
 
-VALID_MISSING = _text(G.nodes[:4], [(START, "1"), (START, "2"), (START, "3"), ("1", "4"), ("2", "4"),
-                                    ("3", "4"), ("4", END)])  # step 5 removed
+VALID_MISSING = _text(
+    G.nodes[:4], [(START, "1"), (START, "2"), (START, "3"), ("1", "4"), ("2", "4"), ("3", "4"), ("4", END)]
+)  # step 5 removed
 
 
 def test_messages_hold_the_worked_example_and_the_row_instruction():
@@ -393,11 +468,19 @@ def test_refinement_loop_reinjects_the_exact_validation_error():
     assert check_output(G, "missing", 1, format_workflow(G))[1] == error
     assert len(model.calls) == 2
     assert model.calls[0] == build_messages(G, "missing", 1)
-    assert model.calls[1] == model.calls[0] + [{"role": "assistant", "content": format_workflow(G)},
-                                               {"role": "user", "content": feedback_message(error)}]
+    assert model.calls[1] == model.calls[0] + [
+        {"role": "assistant", "content": format_workflow(G)},
+        {"role": "user", "content": feedback_message(error)},
+    ]
     assert error in model.calls[1][-1]["content"]
     assert (got.status, got.failure, got.attempts, got.model, got.method, got.operator) == (
-        "valid", None, 2, "m1", "llm", "llm")
+        "valid",
+        None,
+        2,
+        "m1",
+        "llm",
+        "llm",
+    )
     assert got.altered_node_ids == ("5",) and got.workflow.nodes == G.nodes[:4]
     assert got.workflow.workflow_id == f"{G.workflow_id}::missing@10"
 
@@ -408,7 +491,8 @@ def test_escalation_to_the_next_model_after_the_attempts_are_used():
     got = generate_perturbation(G, "missing", 0.1, [("weak", weak), ("strong", strong)], max_attempts=2)
     assert len(weak.calls) == 2 and len(strong.calls) == 1
     assert weak.calls[1][-1]["content"] == feedback_message(
-        "could not read the workflow: no 'Edge:' line in the workflow text")
+        "could not read the workflow: no 'Edge:' line in the workflow text"
+    )
     assert strong.calls[0] == build_messages(G, "missing", 1)  # the stronger model starts afresh
     assert (got.status, got.attempts, got.model, got.models_tried) == ("valid", 3, "strong", ("weak", "strong"))
 
@@ -422,7 +506,8 @@ def test_failing_rows_are_kept_and_flagged():
     assert got.raw_output == "garbage"
     assert got.workflow.nodes == G.nodes  # the last reply that parsed is kept for inspection
     assert model.calls[1][-1]["content"] == feedback_message(
-        "expected 3 nodes (5 golden steps minus 2 merged), got 5 (the reply was cut off at the token limit)")
+        "expected 3 nodes (5 golden steps minus 2 merged), got 5 (the reply was cut off at the token limit)"
+    )
     assert model.calls[2] == model.calls[1]  # a failed call is retried with the same messages
     row = got.to_row()
     assert (row["status"], row["target_score"], row["n_altered"], row["attempts"]) == ("invalid", 0.7, 2, 3)
@@ -444,11 +529,14 @@ def test_hybrid_fallback_rewords_one_node_at_a_time_for_description_changes():
     got = generate_perturbation(G, "description", 0.1, [("m", stubborn)], max_attempts=2)
     assert (got.status, got.method, got.attempts) == ("invalid", "llm_hybrid", 4)
     assert got.workflow.nodes == G.nodes  # the last whole-workflow reply that parsed is kept
-    assert stubborn.calls[3][-1]["content"] == ("That is not usable: the reworded step is identical to the original; "
-                                                "use different words. Answer with the reworded step only.")
+    assert stubborn.calls[3][-1]["content"] == (
+        "That is not usable: the reworded step is identical to the original; "
+        "use different words. Answer with the reworded step only."
+    )
     assert got.failure.startswith("whole workflow: expected exactly 1 changed step description, found 0")
-    assert got.failure.endswith(f"per-node fallback, step {nid}: the reworded step is identical to the original; "
-                                "use different words")
+    assert got.failure.endswith(
+        f"per-node fallback, step {nid}: the reworded step is identical to the original; use different words"
+    )
 
 
 def test_requests_are_cacheable_generation_requests():
@@ -458,7 +546,9 @@ def test_requests_are_cacheable_generation_requests():
     assert a.cache_key() == b.cache_key()
     assert a.renderer_version == PROMPT_VERSION and a.params == DEFAULT_PARAMS
     assert build_request("llama_cpp", "m.gguf", msgs, params={"max_tokens": 64, "seed": None}).params == {
-        "temperature": 0.0, "max_tokens": 64}
+        "temperature": 0.0,
+        "max_tokens": 64,
+    }
     assert build_request("llama_cpp", "m.gguf", build_messages(G, "missing", 2)).cache_key() != a.cache_key()
 
 

@@ -10,33 +10,44 @@ from metamorph.studies.workflow_perturb.report import headline
 def _warehouse(with_judge: bool) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("CREATE SCHEMA workflow_perturb")
-    con.execute("CREATE TABLE workflow_perturb.goldens AS SELECT * FROM (VALUES ('g1', true, NULL), ('g2', true, NULL)) "
-                "t(golden_id, valid, rejection_reason)")
-    con.execute("CREATE TABLE workflow_perturb.perturbation_scores AS SELECT * FROM (VALUES "
-                "('missing', 0.1, 0.9, 0.8, 0.7, 0.6, 0.95, 0.5)) "
-                "t(type, severity, chain_f1, graph_f1, bleu, gleu, bertscore_f1, kendall_tau)")
+    con.execute(
+        "CREATE TABLE workflow_perturb.goldens AS SELECT * FROM (VALUES ('g1', true, NULL), ('g2', true, NULL)) "
+        "t(golden_id, valid, rejection_reason)"
+    )
+    con.execute(
+        "CREATE TABLE workflow_perturb.perturbation_scores AS SELECT * FROM (VALUES "
+        "('missing', 0.1, 0.9, 0.8, 0.7, 0.6, 0.95, 0.5)) "
+        "t(type, severity, chain_f1, graph_f1, bleu, gleu, bertscore_f1, kendall_tau)"
+    )
     if with_judge:
         # two variants judged: 3 valid replies (mean 0.8), and 1 valid + 2 invalid; a third with none valid
-        con.execute("CREATE TABLE workflow_perturb.judge_scores AS SELECT * FROM (VALUES "
-                    "('m', 'g1::missing@10', 0.8, 3, 0), ('m', 'g2::missing@10', 0.4, 1, 2), "
-                    "('m', 'g1::missing@30', NULL, 0, 3)) t(model_id, variant_id, judge, judge_valid, judge_invalid)")
-        con.execute("CREATE TABLE workflow_perturb.judge_severity_table AS SELECT * FROM (VALUES "
-                    "('m', 'missing', 0.1, 0.6, 0.28284, 2, 0), ('m', 'missing', 0.3, NULL, NULL, 0, 1), "
-                    "('m', 'compressed', 0.1, 0.9, 0.0, 1, 0), ('m', 'compressed', 0.3, 0.5, 0.0, 1, 0), "
-                    "('m', 'compressed', 0.5, 0.3, 0.0, 1, 0)) "
-                    "t(model_id, type, severity, mean, sd, n, n_null)")
+        con.execute(
+            "CREATE TABLE workflow_perturb.judge_scores AS SELECT * FROM (VALUES "
+            "('m', 'g1::missing@10', 0.8, 3, 0), ('m', 'g2::missing@10', 0.4, 1, 2), "
+            "('m', 'g1::missing@30', NULL, 0, 3)) t(model_id, variant_id, judge, judge_valid, judge_invalid)"
+        )
+        con.execute(
+            "CREATE TABLE workflow_perturb.judge_severity_table AS SELECT * FROM (VALUES "
+            "('m', 'missing', 0.1, 0.6, 0.28284, 2, 0), ('m', 'missing', 0.3, NULL, NULL, 0, 1), "
+            "('m', 'compressed', 0.1, 0.9, 0.0, 1, 0), ('m', 'compressed', 0.3, 0.5, 0.0, 1, 0), "
+            "('m', 'compressed', 0.5, 0.3, 0.0, 1, 0)) "
+            "t(model_id, type, severity, mean, sd, n, n_null)"
+        )
     return con
 
 
 def _rows(text: str) -> list[list[str]]:
     """The cells of every markdown table row of ``text`` (separator rows dropped)."""
-    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
-            if line.startswith("|") and not set(line) <= set("|-: ")]
+    return [
+        [c.strip() for c in line.strip().strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("|") and not set(line) <= set("|-: ")
+    ]
 
 
 def test_headline_shows_the_judge_rows_when_a_judge_ran():
     text = headline(_warehouse(with_judge=True))
-    judge = text[text.index("LLM judge (App. B.6)"):]
+    judge = text[text.index("LLM judge (App. B.6)") :]
     rows = _rows(judge)
     # replies: 3 variants, 3 + 1 + 0 = 4 valid, 0 + 2 + 3 = 5 invalid, 2 variants with a score
     assert rows[0] == ["model_id", "variants", "valid_replies", "invalid_replies", "variants_scored"]

@@ -67,8 +67,9 @@ def _bert_score(minilm, cands, refs, baseline):
     emb.prepare_hf()
     kw = {"rescale_with_baseline": True, "baseline_path": baseline, "lang": "en"} if baseline else {}
     assert minilm.info.num_layers == 6
-    return bert_score.score(cands, refs, model_type=str(minilm.info.path), num_layers=6, idf=False,
-                            batch_size=64, device="cpu", **kw)
+    return bert_score.score(
+        cands, refs, model_type=str(minilm.info.path), num_layers=6, idf=False, batch_size=64, device="cpu", **kw
+    )
 
 
 @pytest.mark.parametrize("rescaled", [False, True])

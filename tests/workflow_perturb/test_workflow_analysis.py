@@ -18,11 +18,20 @@ from metamorph.studies.workflow_perturb.workflows import size_stratum
 EPS = 1e-12
 
 
-def row(gid: str, ptype: str, p: float, *, n_nodes: int = 6, op: str = "deterministic", status: str = "valid",
-        **metrics) -> dict:
-    r = {"golden_id": gid, "variant_id": f"{gid}::{ptype}@{round(p * 100)}", "type": ptype, "severity": p,
-         "n_nodes": n_nodes, "stratum": size_stratum(n_nodes), "operator": op, "status": status,
-         "target_score": target_score(ptype, p)}
+def row(
+    gid: str, ptype: str, p: float, *, n_nodes: int = 6, op: str = "deterministic", status: str = "valid", **metrics
+) -> dict:
+    r = {
+        "golden_id": gid,
+        "variant_id": f"{gid}::{ptype}@{round(p * 100)}",
+        "type": ptype,
+        "severity": p,
+        "n_nodes": n_nodes,
+        "stratum": size_stratum(n_nodes),
+        "operator": op,
+        "status": status,
+        "target_score": target_score(ptype, p),
+    }
     r.update({m: metrics.get(m) for m in wp.METRICS})
     return r
 
@@ -49,14 +58,17 @@ def test_validate_names_missing_columns():
         wp.severity_table(df)
 
 
-@pytest.mark.parametrize("col,value,msg", [
-    ("kendall_tau", 1.5, "kendall_tau' must be in \\[-1, 1\\]"),
-    ("bleu", -0.1, "bleu' must be in \\[0, 1\\]"),
-    ("severity", 0.2, "severity' must be one of"),
-    ("stratum", "16+", "stratum' must be size_stratum"),
-    ("target_score", 1.0, "target_score' must be target_score"),
-    ("graph_f1", "high", "graph_f1' must be numeric"),
-])
+@pytest.mark.parametrize(
+    "col,value,msg",
+    [
+        ("kendall_tau", 1.5, "kendall_tau' must be in \\[-1, 1\\]"),
+        ("bleu", -0.1, "bleu' must be in \\[0, 1\\]"),
+        ("severity", 0.2, "severity' must be one of"),
+        ("stratum", "16+", "stratum' must be size_stratum"),
+        ("target_score", 1.0, "target_score' must be target_score"),
+        ("graph_f1", "high", "graph_f1' must be numeric"),
+    ],
+)
 def test_validate_rejects_bad_values(col, value, msg):
     df = frame([row("g1", "missing", 0.1, chain_f1=0.9)])
     df[col] = df[col].astype(object)
@@ -129,16 +141,18 @@ def test_severity_table_keeps_operators_apart():
 
 def test_sensitivity_deltas_exact():
     rows = [
-        row("g1", "missing", 0.1, graph_f1=0.9), row("g2", "missing", 0.1, graph_f1=0.8),   # s10 = 0.85
-        row("g1", "missing", 0.3, graph_f1=0.6),                                             # s30 = 0.6
-        row("g1", "missing", 0.5, graph_f1=0.5), row("g2", "missing", 0.5, graph_f1=0.3),
-        row("g3", "missing", 0.5, graph_f1=None),                                            # s50 = 0.4 (n 2)
+        row("g1", "missing", 0.1, graph_f1=0.9),
+        row("g2", "missing", 0.1, graph_f1=0.8),  # s10 = 0.85
+        row("g1", "missing", 0.3, graph_f1=0.6),  # s30 = 0.6
+        row("g1", "missing", 0.5, graph_f1=0.5),
+        row("g2", "missing", 0.5, graph_f1=0.3),
+        row("g3", "missing", 0.5, graph_f1=None),  # s50 = 0.4 (n 2)
     ]
     s = wp.sensitivity_matrix(frame(rows))
     c = cell(s, metric="graph_f1", type="missing")
-    assert c["delta_avg"] == pytest.approx(2.5 * (0.85 - 0.4), abs=EPS)   # 1.125
-    assert c["delta_1"] == pytest.approx(0.25, abs=EPS)                   # 0.85 - 0.6
-    assert c["delta_2"] == pytest.approx(0.2, abs=EPS)                    # 0.6 - 0.4
+    assert c["delta_avg"] == pytest.approx(2.5 * (0.85 - 0.4), abs=EPS)  # 1.125
+    assert c["delta_1"] == pytest.approx(0.25, abs=EPS)  # 0.85 - 0.6
+    assert c["delta_2"] == pytest.approx(0.2, abs=EPS)  # 0.6 - 0.4
     assert c["delta_1_per_unit"] == pytest.approx(1.25, abs=EPS)
     assert c["delta_2_per_unit"] == pytest.approx(1.0, abs=EPS)
     assert c["delta_avg"] == pytest.approx((c["delta_1_per_unit"] + c["delta_2_per_unit"]) / 2, abs=EPS)
@@ -152,7 +166,7 @@ def test_sensitivity_deltas_exact():
 def test_sensitivity_missing_severity_gives_null_and_description_target():
     rows = [row("g1", "description", 0.1, bleu=0.8), row("g1", "description", 0.5, bleu=0.4)]
     c = cell(wp.sensitivity_matrix(frame(rows)), metric="bleu", type="description")
-    assert c["delta_avg"] == pytest.approx(1.0, abs=EPS)      # 2.5 * 0.4
+    assert c["delta_avg"] == pytest.approx(1.0, abs=EPS)  # 2.5 * 0.4
     assert pd.isna(c["delta_1"]) and pd.isna(c["delta_2"]) and c["n_30"] == 0
     assert c["target_delta_avg"] == 0.0
 
@@ -184,8 +198,9 @@ def test_strata_table_exact():
 def recal_rows() -> list[dict]:
     mild = [0.9, 0.8, 0.7, 0.6, 1.0]
     moderate = [0.5, 0.4, 0.3, 0.2, 0.6]
-    return ([row(f"g{i}", "missing", 0.1, graph_f1=v, chain_f1=1.0) for i, v in enumerate(mild)]
-            + [row(f"g{i}", "missing", 0.3, graph_f1=v, chain_f1=None) for i, v in enumerate(moderate)])
+    return [row(f"g{i}", "missing", 0.1, graph_f1=v, chain_f1=1.0) for i, v in enumerate(mild)] + [
+        row(f"g{i}", "missing", 0.3, graph_f1=v, chain_f1=None) for i, v in enumerate(moderate)
+    ]
 
 
 def test_recalibrate_midpoint_exact():
@@ -222,7 +237,7 @@ def test_recalibrated_thresholds_round_trip(tmp_path):
     table = wp.recalibrate(frame(recal_rows()), percentile=10)
     doc = wp.recalibrated_thresholds(table)
     assert doc["failure_modes"]["missing"]["primary"]["graph_f1"] == pytest.approx(0.60, abs=EPS)
-    assert doc["failure_modes"]["missing"]["primary"]["chain_f1"] == 0.75          # kept (undefined)
+    assert doc["failure_modes"]["missing"]["primary"]["chain_f1"] == 0.75  # kept (undefined)
     assert doc["calibration"]["rule"] == "midpoint" and doc["calibration"]["percentile"] == 10.0
     kept = {(k["failure_mode"], k["metric"]) for k in doc["calibration"]["kept_default"]}
     assert ("missing", "chain_f1") in kept
@@ -247,9 +262,9 @@ def firing_rows() -> list[dict]:
         # missing @ 30 %
         row("r1", "missing", 0.3, graph_f1=0.7, chain_f1=0.8, kendall_tau=1.0, bleu=0.9, gleu=0.6),
         row("r2", "missing", 0.3, graph_f1=0.6, chain_f1=0.6, kendall_tau=0.5),
-        row("r3", "missing", 0.3, graph_f1=0.75, chain_f1=0.75, kendall_tau=0.65),   # exactly at thresholds
+        row("r3", "missing", 0.3, graph_f1=0.75, chain_f1=0.75, kendall_tau=0.65),  # exactly at thresholds
         row("r4", "missing", 0.3, graph_f1=None, chain_f1=0.5),
-        row("r5", "missing", 0.3),                                                     # nothing defined
+        row("r5", "missing", 0.3),  # nothing defined
         # description @ 10 %
         row("d1", "description", 0.1, graph_f1=1.0, chain_f1=1.0, kendall_tau=1.0, bleu=0.69, gleu=0.71),
         row("d2", "description", 0.1, graph_f1=1.0, chain_f1=1.0, kendall_tau=1.0, bleu=0.5, gleu=0.5),
@@ -267,7 +282,7 @@ def test_firing_matrix_any_exact():
     assert (c["n_evaluable"], c["n_fired"]) == (3, 1)
     assert c["firing_pct"] == pytest.approx(100 / 3, abs=EPS) and not bool(c["on_target"])
     d = cell(f, failure_mode="description", type="missing", severity=0.3)
-    assert (d["n_evaluable"], d["n_fired"]) == (1, 1)           # r1: gleu 0.6 breaches
+    assert (d["n_evaluable"], d["n_fired"]) == (1, 1)  # r1: gleu 0.6 breaches
     dd = cell(f, failure_mode="description", type="description", severity=0.1)
     assert (dd["n_evaluable"], dd["n_fired"], dd["firing_pct"]) == (2, 2, 100.0)
     md = cell(f, failure_mode="missing", type="description", severity=0.1)
@@ -281,11 +296,11 @@ def test_firing_matrix_joint_exact():
     # r2 (both below) and r4 (the only defined primary breaches) fire; r1 has chain 0.8
     assert (m["n_evaluable"], m["n_fired"]) == (4, 2) and m["firing_pct"] == pytest.approx(50.0, abs=EPS)
     d = cell(f, failure_mode="description", type="missing", severity=0.3)
-    assert d["n_fired"] == 0                                      # r1: bleu 0.9 does not breach
+    assert d["n_fired"] == 0  # r1: bleu 0.9 does not breach
     dd = cell(f, failure_mode="description", type="description", severity=0.1)
-    assert (dd["n_fired"], dd["firing_pct"]) == (1, 50.0)         # only d2 has both below
+    assert (dd["n_fired"], dd["firing_pct"]) == (1, 50.0)  # only d2 has both below
     c = cell(f, failure_mode="compressed", type="missing", severity=0.3)
-    assert c["n_fired"] == 1                                      # one primary: joint == any
+    assert c["n_fired"] == 1  # one primary: joint == any
 
 
 def test_firing_matrix_not_evaluable_is_null():
@@ -298,9 +313,9 @@ def test_firing_matrix_uses_given_thresholds():
     th = gate.thresholds_from_dict({"failure_modes": {"missing": {"primary": {"graph_f1": 0.95}}}})
     f = wp.firing_matrix(frame(firing_rows()), th)
     m = cell(f, failure_mode="missing", type="description", severity=0.1)
-    assert m["n_fired"] == 0                                      # graph 1.0 is not < 0.95
+    assert m["n_fired"] == 0  # graph 1.0 is not < 0.95
     mm = cell(f, failure_mode="missing", type="missing", severity=0.3)
-    assert (mm["n_evaluable"], mm["n_fired"]) == (3, 3)           # r1 0.7, r2 0.6, r3 0.75 < 0.95
+    assert (mm["n_evaluable"], mm["n_fired"]) == (3, 3)  # r1 0.7, r2 0.6, r3 0.75 < 0.95
     assert set(f["failure_mode"]) == {"missing"}
 
 
@@ -308,10 +323,17 @@ def test_firing_matrix_uses_given_thresholds():
 
 
 def test_attach_judge_gives_the_judge_row_null_never_zero():
-    scores = frame([row("g1", "missing", 0.1, chain_f1=0.9), row("g2", "missing", 0.1, chain_f1=0.8),
-                    row("g1", "missing", 0.5, chain_f1=0.6), row("g2", "missing", 0.5, chain_f1=0.5)])
-    judged = pd.DataFrame({"variant_id": ["g1::missing@10", "g2::missing@10", "g1::missing@50"],
-                           "judge": [0.8, None, 0.4]})   # g2@10: no valid reply; g2@50: not judged
+    scores = frame(
+        [
+            row("g1", "missing", 0.1, chain_f1=0.9),
+            row("g2", "missing", 0.1, chain_f1=0.8),
+            row("g1", "missing", 0.5, chain_f1=0.6),
+            row("g2", "missing", 0.5, chain_f1=0.5),
+        ]
+    )
+    judged = pd.DataFrame(
+        {"variant_id": ["g1::missing@10", "g2::missing@10", "g1::missing@50"], "judge": [0.8, None, 0.4]}
+    )  # g2@10: no valid reply; g2@50: not judged
     s = wp.attach_judge(scores, judged)
     assert s["judge"].isna().tolist() == [False, True, False, True]
     sev = wp.severity_table(s)

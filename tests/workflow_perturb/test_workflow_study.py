@@ -22,9 +22,13 @@ from metamorph.studies.workflow_perturb.workflows import Workflow, load_goldens
 from pipelines.definitions import build_definitions
 from tests.conftest import shared_sample
 
-CHAIN = Workflow("w1", "make tea", ("Boil water", "Put a tea bag in a mug", "Pour the water into the mug",
-                                    "Wait three minutes", "Remove the tea bag"),
-                 (("START", "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", "END")), "test")
+CHAIN = Workflow(
+    "w1",
+    "make tea",
+    ("Boil water", "Put a tea bag in a mug", "Pour the water into the mug", "Wait three minutes", "Remove the tea bag"),
+    (("START", "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", "END")),
+    "test",
+)
 
 
 def test_golden_rows_round_trip_and_keep_rejections(tmp_path):
@@ -35,8 +39,17 @@ def test_golden_rows_round_trip_and_keep_rejections(tmp_path):
     back = workflow_from_record(next(pd.DataFrame(rows).itertuples()))
     assert back.nodes == CHAIN.nodes and back.edges == CHAIN.edges
     bad = tmp_path / "g.jsonl"
-    bad.write_text(json.dumps({"id": "tiny", "task": "t", "gold_nodes": [{"id": "1", "text": "a"}],
-                               "gold_edges": [["START", "1"], ["1", "END"]]}) + "\n")
+    bad.write_text(
+        json.dumps(
+            {
+                "id": "tiny",
+                "task": "t",
+                "gold_nodes": [{"id": "1", "text": "a"}],
+                "gold_edges": [["START", "1"], ["1", "END"]],
+            }
+        )
+        + "\n"
+    )
     valid, rejected = load_goldens(str(bad), on_invalid="collect")
     rows = golden_rows(valid, rejected, str(bad))
     assert [(r["golden_id"], r["valid"]) for r in rows] == [("tiny", False)]
@@ -61,21 +74,27 @@ def test_deterministic_variants_and_exact_scores_of_identity_like_cases():
 
 
 def test_judge_row_excludes_invalid_replies():
-    row = judge_row([GenerationResult('{"final_score": 4}', "stop"), GenerationResult('{"final_score": 5}', "length"),
-                     GenerationResult(None, error="ProviderError[500]: x"), GenerationResult("Score: 5", "stop")])
+    row = judge_row(
+        [
+            GenerationResult('{"final_score": 4}', "stop"),
+            GenerationResult('{"final_score": 5}', "length"),
+            GenerationResult(None, error="ProviderError[500]: x"),
+            GenerationResult("Score: 5", "stop"),
+        ]
+    )
     assert row["judge"] == pytest.approx(4 / 5) and (row["judge_valid"], row["judge_invalid"]) == (1, 3)
     assert json.loads(row["judge_reasons"]) == ["ok", "truncated", "call_error", "not_json"]
     assert judge_row([GenerationResult("no idea", "stop")])["judge"] is None
 
 
 def test_judge_requests_send_the_dag_edges():
-    dag = Workflow("d", "a task", ("a", "b", "c"), (("START", "1"), ("START", "2"), ("1", "3"), ("2", "3"),
-                                                    ("3", "END")))
+    dag = Workflow(
+        "d", "a task", ("a", "b", "c"), (("START", "1"), ("START", "2"), ("1", "3"), ("2", "3"), ("3", "END"))
+    )
     reqs = judge_requests(dag, dag, "stub", "m", {"temperature": 0.0})
     assert len(reqs) == 3 and [r.repeat_index for r in reqs] == [1, 2, 3]
     user = reqs[0].messages[1]["content"]
     assert user.count("Edges: (START, 1) (START, 2) (1, 3) (2, 3) (3, END)") == 2
-
 
 
 def test_constrained_judge_requests_carry_the_b64_schema():
@@ -84,20 +103,26 @@ def test_constrained_judge_requests_carry_the_b64_schema():
     w = Workflow("w", "a task", ("a", "b"), (("START", "1"), ("1", "2"), ("2", "END")))
     free = judge_requests(w, w, "stub", "m", {"temperature": 0.0})
     reqs = judge_requests(w, w, "stub", "m", {"temperature": 0.0}, constrained=True)
-    assert reqs[0].params == {"temperature": 0.0, "response_format": {"type": "json_object", "schema": JUDGE_REPLY_SCHEMA}}
+    assert reqs[0].params == {
+        "temperature": 0.0,
+        "response_format": {"type": "json_object", "schema": JUDGE_REPLY_SCHEMA},
+    }
     assert "response_format" not in free[0].params
     assert reqs[0].messages == free[0].messages
     # every field the B.6 prompt asks for is required by the schema, and a conforming reply parses
     for field in JUDGE_REPLY_SCHEMA["required"]:
         assert f'"{field}"' in JUDGE_SYSTEM_B6
-    reply = ('{"missing_steps": ["b"], "extra_steps": [], "reordered_steps": [], "initial_score": 4, '
-             '"self_check": "one minor step is missing", "final_score": 4}')
+    reply = (
+        '{"missing_steps": ["b"], "extra_steps": [], "reordered_steps": [], "initial_score": 4, '
+        '"self_check": "one minor step is missing", "final_score": 4}'
+    )
     assert parse_judge_json(reply, "stop") == (4, "ok")
     # llama.cpp turns the schema into a grammar (what the local provider does with response_format)
     from llama_cpp import llama_grammar
 
     gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(JUDGE_REPLY_SCHEMA))
     assert '"\\"final_score\\""' in gbnf and "root ::=" in gbnf
+
 
 @pytest.mark.llm
 def test_workflow_study_end_to_end(metamorph_home):
@@ -106,19 +131,31 @@ def test_workflow_study_end_to_end(metamorph_home):
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["smollm2-135m-instruct"])
         r1 = defs.resolve_job_def("workflow_perturb_inputs_job").execute_in_process(
-            instance=instance, run_config={"ops": {"workflow_perturb__goldens": {
-                "config": {"sources": ["embedded", str(worf)], "limit": 4}}}})
+            instance=instance,
+            run_config={
+                "ops": {"workflow_perturb__goldens": {"config": {"sources": ["embedded", str(worf)], "limit": 4}}}
+            },
+        )
         assert r1.success
         r2 = defs.resolve_job_def("workflow_perturb_model_job").execute_in_process(
-            instance=instance, partition_key="smollm2-135m-instruct", run_config={"ops": {
-                "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1, "types": ["missing"],
-                                                                   "max_attempts": 1, "max_tokens": 64}},
-                "workflow_perturb__judge_scores": {"config": {"n_variants": 1, "max_tokens": 24}}}})
+            instance=instance,
+            partition_key="smollm2-135m-instruct",
+            run_config={
+                "ops": {
+                    "workflow_perturb__llm_perturbations": {
+                        "config": {"n_goldens": 1, "types": ["missing"], "max_attempts": 1, "max_tokens": 64}
+                    },
+                    "workflow_perturb__judge_scores": {"config": {"n_variants": 1, "max_tokens": 24}},
+                }
+            },
+        )
         assert r2.success
     con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True)
     try:
+
         def read(t):
             return con.execute(f"SELECT * FROM workflow_perturb.{t}").df()
+
         goldens = validate_frame(S.Goldens, read("goldens"), "goldens")
         assert len(goldens) == 4 + 4  # 4 embedded (limit applies per source) + 4 WorFBench
         perts = validate_frame(S.Perturbations, read("perturbations"), "perturbations")
@@ -143,8 +180,9 @@ def test_chain_f1_sensitivity_under_missing_steps_matches_the_paper_on_the_share
     perts = deterministic_perturbations(goldens, types=["missing"])
     assert len(perts) == 900 and all(p.status == "valid" for p in perts)
     variants = pd.DataFrame([p.to_row() for p in perts])
-    scores = score_perturbations({w.workflow_id: w for w in goldens}, variants, load_encoder(prefer="minilm"),
-                                 bertscore=False)
+    scores = score_perturbations(
+        {w.workflow_id: w for w in goldens}, variants, load_encoder(prefer="minilm"), bertscore=False
+    )
     assert len(scores) == 900 and scores["chain_f1"].notna().all()
     mean = scores.assign(p=variants["p"].to_numpy()).groupby("p")["chain_f1"].mean()
     delta = 2.5 * (mean[0.1] - mean[0.5])
@@ -153,12 +191,18 @@ def test_chain_f1_sensitivity_under_missing_steps_matches_the_paper_on_the_share
 
 
 def test_judge_spread_is_the_call_to_call_range_and_not_measurable_for_one_computation():
-    replies = [GenerationResult('{"final_score": 4}', "stop"), GenerationResult('{"final_score": 2}', "stop"),
-               GenerationResult("no idea", "stop")]
+    replies = [
+        GenerationResult('{"final_score": 4}', "stop"),
+        GenerationResult('{"final_score": 2}', "stop"),
+        GenerationResult("no idea", "stop"),
+    ]
     row = judge_row(replies, ["k1", "k2", "k3"])
     assert row["judge_spread"] == (4 - 2) / 5 and row["judge_spread_note"] is None
     same = [GenerationResult('{"final_score": 4}', "stop")] * 3
     row = judge_row(same, ["k1", "k1", "k1"])  # a deterministic judge: the three calls are one generation
     assert row["judge"] == 4 / 5 and row["judge_spread"] is None
-    assert row["judge_spread_note"] == "not measurable: deterministic decoding (the judge's calls are one shared computation)"
+    assert (
+        row["judge_spread_note"]
+        == "not measurable: deterministic decoding (the judge's calls are one shared computation)"
+    )
     assert judge_row(same[:1], ["k1"])["judge_spread"] is None  # one valid reply: no spread

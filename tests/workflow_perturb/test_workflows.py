@@ -59,12 +59,24 @@ def test_shared_sample_validation_counts():
     assert (len(valid), len(rejected)) == (300, 0)
     assert load_goldens(str(path))[0] == valid
     assert Counter(w.size_stratum for w in valid) == {"5-7": 231, "8-15": 69}
-    assert Counter(w.source for w in valid) == {"alfworld": 157, "wikihow": 100, "lumos": 20, "webshop": 15,
-                                                "os": 5, "toolalpaca": 2, "toolbench": 1}
+    assert Counter(w.source for w in valid) == {
+        "alfworld": 157,
+        "wikihow": 100,
+        "lumos": 20,
+        "webshop": 15,
+        "os": 5,
+        "toolalpaca": 2,
+        "toolbench": 1,
+    }
     off = {w.workflow_id: off_path_nodes(w) for w in valid if off_path_nodes(w)}
-    assert off == {"wikihow_117": ("1",), "lumos_21358": ("3", "4", "5"),
-                   "wikihow_105": ("2", "3", "8", "9", "10", "11"), "wikihow_136": ("4",), "wikihow_48": ("4",),
-                   "wikihow_141": ("1", "2")}
+    assert off == {
+        "wikihow_117": ("1",),
+        "lumos_21358": ("3", "4", "5"),
+        "wikihow_105": ("2", "3", "8", "9", "10", "11"),
+        "wikihow_136": ("4",),
+        "wikihow_48": ("4",),
+        "wikihow_141": ("1", "2"),
+    }
     first = valid[0]
     assert first.workflow_id == "alfworld_1613" and first.task == "put two pillow in ottoman."
     assert first.nodes[:2] == ("go to sofa 1", "take pillow 1 from sofa 1") and first.edges[0] == (START, "1")
@@ -75,29 +87,38 @@ def test_shared_sample_validation_counts():
 
 
 def test_parser_tolerates_whitespace_and_decoration_variants():
-    text = ("Here is the workflow:\r\n```\r\n**Node:**\r\n1:  Open VLC. \r\n\r\n2:Click File.\r\n- 3) Click Open\r\n"
-            "4. Pick a source\r\nSome explanation line.\r\n5: Click Record\r\n**Edge:**\r\n- (START, 1): start here\r\n"
-            "- (1 ,2), (2,3)\r\n(3,4) (4, 5)\r\n(5,end)\r\n```\r\nThis ends the plan.")
+    text = (
+        "Here is the workflow:\r\n```\r\n**Node:**\r\n1:  Open VLC. \r\n\r\n2:Click File.\r\n- 3) Click Open\r\n"
+        "4. Pick a source\r\nSome explanation line.\r\n5: Click Record\r\n**Edge:**\r\n- (START, 1): start here\r\n"
+        "- (1 ,2), (2,3)\r\n(3,4) (4, 5)\r\n(5,end)\r\n```\r\nThis ends the plan."
+    )
     nodes, edges = parse_workflow_text(text)
     assert nodes == ("Open VLC.", "Click File.", "Click Open", "Pick a source", "Click Record")
     assert edges == ((START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", END))
 
 
 def test_format_is_the_canonical_text():
-    w = Workflow("w", "t", ("a", "b", "c", "d", "e"),
-                 ((START, "1"), ("1", "2"), ("1", "3"), ("2", "4"), ("3", "4"), ("4", "5"), ("5", END)))
+    w = Workflow(
+        "w",
+        "t",
+        ("a", "b", "c", "d", "e"),
+        ((START, "1"), ("1", "2"), ("1", "3"), ("2", "4"), ("3", "4"), ("4", "5"), ("5", END)),
+    )
     text = format_workflow(w)
     assert text == "Node:\n1: a\n2: b\n3: c\n4: d\n5: e\nEdge: (START,1) (1,2) (1,3) (2,4) (3,4) (4,5) (5,END)"
     assert parse_workflow_text(text) == (w.nodes, w.edges) and w.to_text() == text
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("Node:\n1: a\n2: b", "no 'Edge:' line in the workflow text"),
-    ("Node:\nnothing numbered\nEdge: (START,END)", "no node lines ('<k>: <step>') before 'Edge:'"),
-    ("Node:\n1: a\n3: b\nEdge: (START,1)", "node ids must be 1..2 in order, got [1, 3]"),
-    ("Node:\n1: a\n2:\nEdge: (START,1)", "node 2 has an empty description"),
-    ("Node:\n1: a\nEdge: none", "no '(u,v)' edge after 'Edge:'"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("Node:\n1: a\n2: b", "no 'Edge:' line in the workflow text"),
+        ("Node:\nnothing numbered\nEdge: (START,END)", "no node lines ('<k>: <step>') before 'Edge:'"),
+        ("Node:\n1: a\n3: b\nEdge: (START,1)", "node ids must be 1..2 in order, got [1, 3]"),
+        ("Node:\n1: a\n2:\nEdge: (START,1)", "node 2 has an empty description"),
+        ("Node:\n1: a\nEdge: none", "no '(u,v)' edge after 'Edge:'"),
+    ],
+)
 def test_parse_errors_are_exact(text, problem):
     with pytest.raises(InputError) as exc:
         parse_workflow_text(text, "f.jsonl", row=3, field="gold_raw")
@@ -115,20 +136,31 @@ def _w(n, edges, wid="bad"):
 CHAIN5 = ((START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", END))
 
 
-@pytest.mark.parametrize("w, field, problem", [
-    (_w(5, ((START, "1"), ("1", "2"), ("2", "3"), ("3", "2"), ("3", "4"), ("4", "5"), ("5", END))),
-     "edges", "edges form a cycle: 2 -> 3 -> 2"),
-    (_w(5, ((START, "1"), ("1", "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", END))),
-     "edges", "edges form a cycle: 1 -> 1"),
-    (_w(4, ((START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", END))),
-     "nodes", "has 4 nodes; at least 5 are required (§3.1)"),
-    (_w(5, CHAIN5 + (("3", "7"),)),
-     "edges", "edge (3,7) names node '7', which does not exist (nodes are 1..5)"),
-    (_w(5, CHAIN5[1:]), "edges", "START has no outgoing edge"),
-    (_w(5, CHAIN5[:-1]), "edges", "END has no incoming edge"),
-    (_w(5, CHAIN5 + (("2", START),)), "edges", "edge (2,START) points into START"),
-    (_w(5, CHAIN5 + ((END, "2"),)), "edges", "edge (END,2) leaves END"),
-])
+@pytest.mark.parametrize(
+    "w, field, problem",
+    [
+        (
+            _w(5, ((START, "1"), ("1", "2"), ("2", "3"), ("3", "2"), ("3", "4"), ("4", "5"), ("5", END))),
+            "edges",
+            "edges form a cycle: 2 -> 3 -> 2",
+        ),
+        (
+            _w(5, ((START, "1"), ("1", "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", "5"), ("5", END))),
+            "edges",
+            "edges form a cycle: 1 -> 1",
+        ),
+        (
+            _w(4, ((START, "1"), ("1", "2"), ("2", "3"), ("3", "4"), ("4", END))),
+            "nodes",
+            "has 4 nodes; at least 5 are required (§3.1)",
+        ),
+        (_w(5, CHAIN5 + (("3", "7"),)), "edges", "edge (3,7) names node '7', which does not exist (nodes are 1..5)"),
+        (_w(5, CHAIN5[1:]), "edges", "START has no outgoing edge"),
+        (_w(5, CHAIN5[:-1]), "edges", "END has no incoming edge"),
+        (_w(5, CHAIN5 + (("2", START),)), "edges", "edge (2,START) points into START"),
+        (_w(5, CHAIN5 + ((END, "2"),)), "edges", "edge (END,2) leaves END"),
+    ],
+)
 def test_invalid_graphs_give_the_exact_error(w, field, problem):
     with pytest.raises(InputError) as exc:
         validate_workflow(w, "goldens.jsonl", row=7, nodes_field="gold_nodes", edges_field="gold_edges")
@@ -150,10 +182,15 @@ def test_size_strata():
 
 
 def _row(wid, n=5, edges=None, **extra):
-    row = {"id": wid, "task": f"task {wid}", "source": "test",
-           "gold_nodes": [{"id": str(i), "text": f"step {i}"} for i in range(1, n + 1)],
-           "gold_edges": [list(e) for e in (edges or [(START, "1"), *((str(i), str(i + 1)) for i in range(1, n)),
-                                                      (str(n), END)])]}
+    row = {
+        "id": wid,
+        "task": f"task {wid}",
+        "source": "test",
+        "gold_nodes": [{"id": str(i), "text": f"step {i}"} for i in range(1, n + 1)],
+        "gold_edges": [
+            list(e) for e in (edges or [(START, "1"), *((str(i), str(i + 1)) for i in range(1, n)), (str(n), END)])
+        ],
+    }
     row.update(extra)
     return row
 
@@ -168,8 +205,9 @@ def test_load_goldens_rejects_invalid_rows_or_collects_them(tmp_path):
     path = _write(tmp_path, [_row("a"), _row("small", n=4), _row("b", n=6)])
     with pytest.raises(InputError) as exc:
         load_goldens(path)
-    assert str(exc.value) == (f"{path}, row 2, field 'gold_nodes': workflow 'small': has 4 nodes; at least 5 are "
-                              "required (§3.1)")
+    assert str(exc.value) == (
+        f"{path}, row 2, field 'gold_nodes': workflow 'small': has 4 nodes; at least 5 are required (§3.1)"
+    )
     valid, rejected = load_goldens(path, on_invalid="collect")
     assert [w.workflow_id for w in valid] == ["a", "b"]
     assert len(rejected) == 1
@@ -187,7 +225,9 @@ def test_load_goldens_is_all_or_nothing_on_malformed_rows(tmp_path):
     with pytest.raises(InputError, match=r"row 2, field 'task': missing or empty"):
         load_goldens(no_task, on_invalid="collect")
     no_graph = _write(tmp_path, [{"id": "x", "task": "t"}], "graph.jsonl")
-    with pytest.raises(InputError, match=r"row 1, field 'gold_nodes': a golden needs gold_nodes \+ gold_edges or gold_raw"):
+    with pytest.raises(
+        InputError, match=r"row 1, field 'gold_nodes': a golden needs gold_nodes \+ gold_edges or gold_raw"
+    ):
         load_goldens(no_graph)
     with pytest.raises(InputError, match="file does not exist"):
         load_goldens(str(tmp_path / "missing.jsonl"))

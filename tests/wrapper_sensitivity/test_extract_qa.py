@@ -86,8 +86,9 @@ def test_every_family_has_a_clean_case():
         assert {c[1] for c in CLEAN if c[0] == fam} == {"choice", "boolean", "numeric"}
 
 
-@pytest.mark.parametrize(("text", "value"), [("18.0", "18"), ("18.50", "18.5"), ("007", "7"), ("-0", "0"),
-                                             ("0.500", "0.5")])
+@pytest.mark.parametrize(
+    ("text", "value"), [("18.0", "18"), ("18.50", "18.5"), ("007", "7"), ("-0", "0"), ("0.500", "0.5")]
+)
 def test_plain_numbers_are_canonicalised_even_in_strict(text, value):
     assert x(text, "numeric", family="plain", mode="strict") == V(value, "ok")
 
@@ -148,8 +149,7 @@ NORMALIZED = [
     ("structured_delim", "choice", ABCDE, "<ANSWER>C</ANSWER>", "C", "normalized_slot", "no_answer"),
     ("structured_delim", "numeric", (), "<answer>[18]</answer>", "18", "normalized_markup", "not_a_number"),
     ("deliberate", "numeric", (), SCRATCH + "Final answer: \\boxed{18}", "18", "normalized_markup", "not_a_number"),
-    ("deliberate", "numeric", (), SCRATCH + "Final answer: 18\nHope this helps.", "18", "normalized_slot",
-     "no_answer"),
+    ("deliberate", "numeric", (), SCRATCH + "Final answer: 18\nHope this helps.", "18", "normalized_slot", "no_answer"),
     ("deliberate", "numeric", (), SCRATCH + "**Final Answer:** 18", "18", "normalized_slot", "no_answer"),
     ("deliberate", "choice", ABCDE, SCRATCH + "Final answer: _B_", "B", "normalized_markup", "not_a_label"),
     ("deliberate", "boolean", (), SCRATCH + "Final answer: No", "false", "normalized_yes_no", "not_a_boolean"),
@@ -161,8 +161,7 @@ NORMALIZED = [
 ]
 
 
-@pytest.mark.parametrize(("family", "answer_type", "labels", "text", "value", "reason", "strict_reason"),
-                         NORMALIZED)
+@pytest.mark.parametrize(("family", "answer_type", "labels", "text", "value", "reason", "strict_reason"), NORMALIZED)
 def test_normalisation(family, answer_type, labels, text, value, reason, strict_reason):
     assert x(text, answer_type, labels, family, "strict") == U(strict_reason)
     assert x(text, answer_type, labels, family, "normalized") == V(value, reason)
@@ -197,7 +196,7 @@ def test_json_location(text, strict, normalized):
 
 
 def test_json_number_in_fence():
-    text = "```json\n{\"answer\": 1234.50}\n```"
+    text = '```json\n{"answer": 1234.50}\n```'
     assert x(text, "numeric", family="json", mode="normalized") == V("1234.5", "json_in_code_fence")
 
 
@@ -205,21 +204,19 @@ def test_json_number_in_fence():
 #: scanner, metamorph.jsonscan.fence_bodies): (text, answer_type, expected in paper / normalized /
 #: lenient). strict needs the whole reply to be one object, so every one is invalid_json there.
 FENCE_IN_STRING = [
-    ('```json\n{"answer": "B", "why": "use ```code``` here"}\n```', "choice",
-     V("B", "json_in_code_fence")),
+    ('```json\n{"answer": "B", "why": "use ```code``` here"}\n```', "choice", V("B", "json_in_code_fence")),
     # the cut fence used to leave the prose object as the "fenced" one: C instead of B
-    ('Sure.\n```json\n{"why": "see ```", "answer": "B"}\n```\nAlso {"answer": "C"}', "choice",
-     V("B", "json_in_code_fence")),
+    (
+        'Sure.\n```json\n{"why": "see ```", "answer": "B"}\n```\nAlso {"answer": "C"}',
+        "choice",
+        V("B", "json_in_code_fence"),
+    ),
     # the fence after the object closes it; the second fenced object is read too -> two answers
-    ('```\n{"answer": "B", "why": "a ``` b"}\n``` and ```json\n{"answer": "C"}\n```', "choice",
-     U("ambiguous")),
+    ('```\n{"answer": "B", "why": "a ``` b"}\n``` and ```json\n{"answer": "C"}\n```', "choice", U("ambiguous")),
     # an escaped JSON object inside the string is not a second answer
-    ('```json\n{"answer": "B", "why": "```{\\"answer\\": \\"C\\"}```"}\n```', "choice",
-     V("B", "json_in_code_fence")),
-    ('```json\n{"answer": 18, "work": "```python\\nprint(3*6)\\n```"}\n```', "numeric",
-     V("18", "json_in_code_fence")),
-    ('```json\n{"note": "``` true ```", "answer": false}\n```', "boolean",
-     V("false", "json_in_code_fence")),
+    ('```json\n{"answer": "B", "why": "```{\\"answer\\": \\"C\\"}```"}\n```', "choice", V("B", "json_in_code_fence")),
+    ('```json\n{"answer": 18, "work": "```python\\nprint(3*6)\\n```"}\n```', "numeric", V("18", "json_in_code_fence")),
+    ('```json\n{"note": "``` true ```", "answer": false}\n```', "boolean", V("false", "json_in_code_fence")),
 ]
 
 
@@ -254,15 +251,18 @@ def test_json_boolean_value_is_not_a_number():
     assert x('{"answer": true}', "numeric", family="json", mode="lenient") == U("not_a_number")
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("{'answer': 'B'}", V("B", "lenient_json_repaired")),          # Python literal
-    ('{"answer": "B",}', V("B", "lenient_json_repaired")),          # trailing comma
-    ('{"answer": "B", "why": "cut', V("B", "lenient_answer_phrase")),  # unclosed, phrase search
-    ("B", V("B", "lenient_label_line")),                            # no JSON at all: a line that is just B
-    ('{"answer": "B) Paris"}', V("B", "lenient_label_in_slot")),     # slot present, read inside it
-    ('{"answer": "B or C"}', U("ambiguous")),
-    ('{"answer": "not sure"}', U("not_a_label")),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{'answer': 'B'}", V("B", "lenient_json_repaired")),  # Python literal
+        ('{"answer": "B",}', V("B", "lenient_json_repaired")),  # trailing comma
+        ('{"answer": "B", "why": "cut', V("B", "lenient_answer_phrase")),  # unclosed, phrase search
+        ("B", V("B", "lenient_label_line")),  # no JSON at all: a line that is just B
+        ('{"answer": "B) Paris"}', V("B", "lenient_label_in_slot")),  # slot present, read inside it
+        ('{"answer": "B or C"}', U("ambiguous")),
+        ('{"answer": "not sure"}', U("not_a_label")),
+    ],
+)
 def test_json_lenient(text, expected):
     assert x(text, "choice", ABCDE, "json", "lenient") == expected
 
@@ -277,12 +277,12 @@ NUMBERS = [
     ("\u00a30.50", "0.5"),
     ("18 \u20ac", "18"),
     ("1,234,567", "1234567"),
-    ("\u22125", "-5"),          # unicode minus
+    ("\u22125", "-5"),  # unicode minus
     ("\u2212$5", "-5"),
     ("$-5", "-5"),
     ("+7", "7"),
-    ("\uff11\uff18", "18"),     # fullwidth digits
-    ("\uff0d\uff13", "-3"),     # fullwidth minus and digit
+    ("\uff11\uff18", "18"),  # fullwidth digits
+    ("\uff0d\uff13", "-3"),  # fullwidth minus and digit
     ("18 dollars", "18"),
     ("18 km/h", "18"),
     ("18 miles per hour", "18"),
@@ -301,16 +301,41 @@ def test_number_normalisation(text, value):
     assert x(f"Answer: {text}", "numeric", family="structured", mode="normalized") == V(value, "normalized_number")
 
 
-@pytest.mark.parametrize("text", ["18 million", "18 thousand", "5k", "18M", "1/2", "18 or 20", "x = 18",
-                                  "1,23", "12B", "3rd", "18 and a half", "about 18", "1e5", "18?"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "18 million",
+        "18 thousand",
+        "5k",
+        "18M",
+        "1/2",
+        "18 or 20",
+        "x = 18",
+        "1,23",
+        "12B",
+        "3rd",
+        "18 and a half",
+        "about 18",
+        "1e5",
+        "18?",
+    ],
+)
 def test_not_a_number_under_normalized(text):
     assert x(text, "numeric", family="plain", mode="normalized") == U("not_a_number")
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("$1,234.50", "1234.5"), ("18.0", "18"), ("\u22120.50", "-0.5"), ("\uff11\uff18", "18"), ("42 apples", "42"),
-    ("-0", "0"), ("1000000", "1000000"),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("$1,234.50", "1234.5"),
+        ("18.0", "18"),
+        ("\u22120.50", "-0.5"),
+        ("\uff11\uff18", "18"),
+        ("42 apples", "42"),
+        ("-0", "0"),
+        ("1000000", "1000000"),
+    ],
+)
 def test_canonical_number(text, value):
     assert canonical_number(text) == value
 
@@ -323,8 +348,7 @@ def test_canonical_number_none(text):
 # ------------------------------------------------------------------------------------------
 # Lenient: the last number of a scratchpad
 
-EGGS = ("Tom has 3 bags of 6 apples: 3 * 6 = 18 apples.\n"
-        "He eats 2, so 18 - 2 = 16 apples remain.")
+EGGS = "Tom has 3 bags of 6 apples: 3 * 6 = 18 apples.\nHe eats 2, so 18 - 2 = 16 apples remain."
 
 
 def test_lenient_last_number_in_deliberate_scratchpad_without_final_line():
@@ -337,22 +361,30 @@ def test_truncated_scratchpad_is_truncated_not_last_number():
     assert x(EGGS, "numeric", family="deliberate", mode="lenient", finish_reason="length") == U("truncated")
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    # identifiers and compounds are skipped: #42, B12, v2.0, COVID-19, 2024-01-05, 1/2, x^2, x_3, 12B, 3rd
-    (("She sells 18 eggs at $2 each: 18 * 2 = $36.\nSee ticket #42, item B12, v2.0, COVID-19, "
-      "2024-01-05, 1/2, x^2, x_3, room 12B, the 3rd."), "36"),
-    ("The temperature drops to \u22125 degrees.", "-5"),
-    ("The total is $1,234.50 in all.", "1234.5"),
-    ("\u5408\u8a08\u306f\uff11\uff18\u500b\u3067\u3059\u3002", "18"),  # CJK text glued to fullwidth 18
-    ("She is an 18-year-old student.", "18"),
-    ("It weighs 18kg.", "18"),
-    ("Half of it: \\frac{1}{2} of 30 is 15, so 15 remain. \\frac{3}{4}", "15"),
-    ("The answer is 18. Check: 18 - 3 = 15.", "18"),   # an explicit phrase beats the last number
-    ("So far 18 - 2", "2"),                            # a subtraction, not the number -2
-    ("(4 + 5) - 3", "3"),
-    ("It drops to -5", "-5"),
-    ("Total: 20 = -5 + 25, final -5", "-5"),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # identifiers and compounds are skipped: #42, B12, v2.0, COVID-19, 2024-01-05, 1/2, x^2, x_3, 12B, 3rd
+        (
+            (
+                "She sells 18 eggs at $2 each: 18 * 2 = $36.\nSee ticket #42, item B12, v2.0, COVID-19, "
+                "2024-01-05, 1/2, x^2, x_3, room 12B, the 3rd."
+            ),
+            "36",
+        ),
+        ("The temperature drops to \u22125 degrees.", "-5"),
+        ("The total is $1,234.50 in all.", "1234.5"),
+        ("\u5408\u8a08\u306f\uff11\uff18\u500b\u3067\u3059\u3002", "18"),  # CJK text glued to fullwidth 18
+        ("She is an 18-year-old student.", "18"),
+        ("It weighs 18kg.", "18"),
+        ("Half of it: \\frac{1}{2} of 30 is 15, so 15 remain. \\frac{3}{4}", "15"),
+        ("The answer is 18. Check: 18 - 3 = 15.", "18"),  # an explicit phrase beats the last number
+        ("So far 18 - 2", "2"),  # a subtraction, not the number -2
+        ("(4 + 5) - 3", "3"),
+        ("It drops to -5", "-5"),
+        ("Total: 20 = -5 + 25, final -5", "-5"),
+    ],
+)
 def test_lenient_number_search(text, value):
     got = x(text, "numeric", family="deliberate", mode="lenient")
     assert got.value == value and got.parseable
@@ -382,63 +414,75 @@ VIGNETTE = "A 43-year-old man presents with fever and a cough."
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("family", "text", "expected"), [
-    ("plain", VIGNETTE, U("not_a_label")),
-    ("plain", "Apple", U("not_a_label")),
-    ("plain", "Apples are red.", U("not_a_label")),
-    ("deliberate", VIGNETTE + "\nAll five diagnoses are plausible.", U("no_answer")),
-    ("structured", "Answer: A 43-year-old man", U("not_a_label")),
-    ("structured_delim", "<answer>Apple</answer>", U("not_a_label")),
-])
+@pytest.mark.parametrize(
+    ("family", "text", "expected"),
+    [
+        ("plain", VIGNETTE, U("not_a_label")),
+        ("plain", "Apple", U("not_a_label")),
+        ("plain", "Apples are red.", U("not_a_label")),
+        ("deliberate", VIGNETTE + "\nAll five diagnoses are plausible.", U("no_answer")),
+        ("structured", "Answer: A 43-year-old man", U("not_a_label")),
+        ("structured_delim", "<answer>Apple</answer>", U("not_a_label")),
+    ],
+)
 def test_no_letter_out_of_a_word(family, text, expected, mode):
     assert x(text, "choice", ABCDE, family, mode) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("The answer is A.", V("A", "lenient_answer_phrase")),
-    ("The answer is A because of the rash.", V("A", "lenient_answer_phrase")),
-    ("The answer is a bit unclear.", U("no_answer")),
-    ("Option A is incorrect; the answer is D.", V("D", "lenient_answer_phrase")),
-    ("Option A is wrong.\nOption B is right.", V("B", "lenient_answer_phrase")),
-    (VIGNETTE + "\nThe best answer is (C).", V("C", "lenient_answer_phrase")),
-    (VIGNETTE + "\nAnswer: **E**", V("E", "lenient_answer_phrase")),
-    (VIGNETTE + "\n\nC", V("C", "lenient_label_line")),
-    (VIGNETTE + "\n**(C)**", V("C", "lenient_label_line")),
-    ("Apple is a fruit. Final answer is B", V("B", "lenient_answer_phrase")),
-    ("I think it's A because the patient is 43.", U("no_answer")),
-    ("The answer is B. On reflection, the answer is C.", U("ambiguous")),
-    ("The answer is B or C.", U("ambiguous")),
-    ("Option C describes a different disease.", U("no_answer")),  # a verb-less mention is no answer
-    ("\\boxed{D}", V("D", "lenient_answer_phrase")),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is A.", V("A", "lenient_answer_phrase")),
+        ("The answer is A because of the rash.", V("A", "lenient_answer_phrase")),
+        ("The answer is a bit unclear.", U("no_answer")),
+        ("Option A is incorrect; the answer is D.", V("D", "lenient_answer_phrase")),
+        ("Option A is wrong.\nOption B is right.", V("B", "lenient_answer_phrase")),
+        (VIGNETTE + "\nThe best answer is (C).", V("C", "lenient_answer_phrase")),
+        (VIGNETTE + "\nAnswer: **E**", V("E", "lenient_answer_phrase")),
+        (VIGNETTE + "\n\nC", V("C", "lenient_label_line")),
+        (VIGNETTE + "\n**(C)**", V("C", "lenient_label_line")),
+        ("Apple is a fruit. Final answer is B", V("B", "lenient_answer_phrase")),
+        ("I think it's A because the patient is 43.", U("no_answer")),
+        ("The answer is B. On reflection, the answer is C.", U("ambiguous")),
+        ("The answer is B or C.", U("ambiguous")),
+        ("Option C describes a different disease.", U("no_answer")),  # a verb-less mention is no answer
+        ("\\boxed{D}", V("D", "lenient_answer_phrase")),
+    ],
+)
 def test_lenient_choice_search_in_a_deliberate_scratchpad(text, expected):
     assert x(text, "choice", ABCDE, "deliberate", "lenient") == expected
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("family", "text"), [
-    ("plain", "12"),
-    ("plain", "12."),
-    ("plain", "1.5"),
-    ("plain", "21"),
-    ("json", '{"answer": 12}'),
-    ("json", '{"answer": "12"}'),
-    ("structured", "Answer: 12"),
-    ("structured_delim", "<answer>12</answer>"),
-    ("deliberate", "It takes 12 minutes.\nFinal answer: 12"),
-])
+@pytest.mark.parametrize(
+    ("family", "text"),
+    [
+        ("plain", "12"),
+        ("plain", "12."),
+        ("plain", "1.5"),
+        ("plain", "21"),
+        ("json", '{"answer": 12}'),
+        ("json", '{"answer": "12"}'),
+        ("structured", "Answer: 12"),
+        ("structured_delim", "<answer>12</answer>"),
+        ("deliberate", "It takes 12 minutes.\nFinal answer: 12"),
+    ],
+)
 def test_no_option_number_out_of_a_larger_number(family, text, mode):
     assert x(text, "choice", OPT12, family, mode) == U("not_a_label")
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("The answer is 12.", U("no_answer")),
-    ("The answer is 1.5", U("no_answer")),
-    ("Option 1 takes 12 minutes and option 2 takes 21.\nSo the answer is 1.", V("1", "lenient_answer_phrase")),
-    ("The answer is 2.", V("2", "lenient_answer_phrase")),
-    ("It takes 12 minutes.\n2", V("2", "lenient_label_line")),
-    ("It takes 12 minutes, or 21.", U("no_answer")),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is 12.", U("no_answer")),
+        ("The answer is 1.5", U("no_answer")),
+        ("Option 1 takes 12 minutes and option 2 takes 21.\nSo the answer is 1.", V("1", "lenient_answer_phrase")),
+        ("The answer is 2.", V("2", "lenient_answer_phrase")),
+        ("It takes 12 minutes.\n2", V("2", "lenient_label_line")),
+        ("It takes 12 minutes, or 21.", U("no_answer")),
+    ],
+)
 def test_lenient_option_numbers(text, expected):
     assert x(text, "choice", OPT12, "deliberate", "lenient") == expected
 
@@ -447,20 +491,27 @@ def test_lenient_option_numbers(text, expected):
 # Lenient inside a present slot: the slot is searched, never the rest of the output
 
 
-@pytest.mark.parametrize(("family", "text", "normalized", "lenient"), [
-    ("deliberate", SCRATCH + "Final answer: B. Paris", U("not_a_label"), V("B", "lenient_label_in_slot")),
-    ("deliberate", SCRATCH + "Final answer: C, because D is wrong", U("not_a_label"),
-     V("C", "lenient_label_in_slot")),
-    ("structured_delim", "<answer>Paris (B)</answer>", U("not_a_label"), V("B", "lenient_label_in_slot")),
-    ("structured", "Answer: the answer is D", U("not_a_label"), V("D", "lenient_answer_phrase")),
-    ("structured", "Answer: I'm not sure\nActually the answer is B.", U("not_a_label"), U("not_a_label")),
-    ("structured", "Answer: B or C", U("not_a_label"), U("ambiguous")),
-    ("plain", "B. Paris", U("not_a_label"), V("B", "lenient_label_in_slot")),
-    ("plain", "B\n\nParis is the capital of France.", U("not_a_label"), V("B", "lenient_label_line")),
-    ("plain", "Paris (B) is the capital.", U("not_a_label"), V("B", "lenient_label_in_slot")),
-    ("structured_delim", "<answer>B", U("no_answer"), V("B", "lenient_unclosed_tag")),
-    ("structured_delim", "<answer>B) Paris", U("no_answer"), V("B", "lenient_unclosed_tag")),
-])
+@pytest.mark.parametrize(
+    ("family", "text", "normalized", "lenient"),
+    [
+        ("deliberate", SCRATCH + "Final answer: B. Paris", U("not_a_label"), V("B", "lenient_label_in_slot")),
+        (
+            "deliberate",
+            SCRATCH + "Final answer: C, because D is wrong",
+            U("not_a_label"),
+            V("C", "lenient_label_in_slot"),
+        ),
+        ("structured_delim", "<answer>Paris (B)</answer>", U("not_a_label"), V("B", "lenient_label_in_slot")),
+        ("structured", "Answer: the answer is D", U("not_a_label"), V("D", "lenient_answer_phrase")),
+        ("structured", "Answer: I'm not sure\nActually the answer is B.", U("not_a_label"), U("not_a_label")),
+        ("structured", "Answer: B or C", U("not_a_label"), U("ambiguous")),
+        ("plain", "B. Paris", U("not_a_label"), V("B", "lenient_label_in_slot")),
+        ("plain", "B\n\nParis is the capital of France.", U("not_a_label"), V("B", "lenient_label_line")),
+        ("plain", "Paris (B) is the capital.", U("not_a_label"), V("B", "lenient_label_in_slot")),
+        ("structured_delim", "<answer>B", U("no_answer"), V("B", "lenient_unclosed_tag")),
+        ("structured_delim", "<answer>B) Paris", U("no_answer"), V("B", "lenient_unclosed_tag")),
+    ],
+)
 def test_lenient_in_slot(family, text, normalized, lenient):
     assert x(text, "choice", ABCDE, family, "normalized") == normalized
     assert x(text, "choice", ABCDE, family, "lenient") == lenient
@@ -476,17 +527,25 @@ def test_lenient_numeric_in_slot_takes_the_slots_last_number_not_the_scratchpad(
 # Ambiguity
 
 
-@pytest.mark.parametrize(("family", "text", "answer_type", "labels", "modes"), [
-    ("structured", "Answer: B\nAnswer: C", "choice", ABCDE, MODES),
-    ("structured_delim", "<answer>B</answer> or maybe <answer>C</answer>", "choice", ABCDE, MODES),
-    ("deliberate", "Final answer: 18\nWait, I made an error.\nFinal answer: 20", "numeric", (), MODES),
-    ("json", '```json\n{"answer": true}\n```\n```json\n{"answer": false}\n```', "boolean", (),
-     ("normalized", "lenient")),
-    ("structured", "Answer: B\nanswer: C", "choice", ABCDE, ("normalized", "lenient")),
-    ("plain", "Yes. No.", "boolean", (), ("lenient",)),
-    ("plain", "B or C", "choice", ABCDE, ("lenient",)),
-    ("plain", "B/C", "choice", ABCDE, ("lenient",)),
-])
+@pytest.mark.parametrize(
+    ("family", "text", "answer_type", "labels", "modes"),
+    [
+        ("structured", "Answer: B\nAnswer: C", "choice", ABCDE, MODES),
+        ("structured_delim", "<answer>B</answer> or maybe <answer>C</answer>", "choice", ABCDE, MODES),
+        ("deliberate", "Final answer: 18\nWait, I made an error.\nFinal answer: 20", "numeric", (), MODES),
+        (
+            "json",
+            '```json\n{"answer": true}\n```\n```json\n{"answer": false}\n```',
+            "boolean",
+            (),
+            ("normalized", "lenient"),
+        ),
+        ("structured", "Answer: B\nanswer: C", "choice", ABCDE, ("normalized", "lenient")),
+        ("plain", "Yes. No.", "boolean", (), ("lenient",)),
+        ("plain", "B or C", "choice", ABCDE, ("lenient",)),
+        ("plain", "B/C", "choice", ABCDE, ("lenient",)),
+    ],
+)
 def test_two_different_committed_answers_are_ambiguous(family, text, answer_type, labels, modes):
     for mode in modes:
         assert x(text, answer_type, labels, family, mode) == U("ambiguous"), mode
@@ -498,12 +557,15 @@ def test_normalisation_can_reveal_a_conflicting_second_slot():
     assert x(text, "choice", ABCDE, "structured", "normalized") == U("ambiguous")
 
 
-@pytest.mark.parametrize(("family", "text", "value", "reason"), [
-    ("structured", "Answer: B\nAnswer: B", "B", "ok"),
-    ("structured", "Answer: B\nanswer: b", "B", "normalized_slot"),
-    ("structured", "Answer: not sure yet\nAnswer: B", "B", "ok"),
-    ("deliberate", "Final answer: B\nChecking again.\nFinal answer: B", "B", "ok"),
-])
+@pytest.mark.parametrize(
+    ("family", "text", "value", "reason"),
+    [
+        ("structured", "Answer: B\nAnswer: B", "B", "ok"),
+        ("structured", "Answer: B\nanswer: b", "B", "normalized_slot"),
+        ("structured", "Answer: not sure yet\nAnswer: B", "B", "ok"),
+        ("deliberate", "Final answer: B\nChecking again.\nFinal answer: B", "B", "ok"),
+    ],
+)
 def test_agreeing_or_unreadable_extra_slots_are_not_ambiguous(family, text, value, reason):
     assert x(text, "choice", ABCDE, family, "normalized") == V(value, reason)
 
@@ -519,8 +581,13 @@ def test_empty(text, family, mode):
     assert x(text, "choice", ABCDE, family, mode) == U("empty")
 
 
-CLEAN_BY_FAMILY = {"plain": "B", "json": '{"answer": "B"}', "structured": "Answer: B",
-                   "structured_delim": "<answer>B</answer>", "deliberate": SCRATCH + "Final answer: B"}
+CLEAN_BY_FAMILY = {
+    "plain": "B",
+    "json": '{"answer": "B"}',
+    "structured": "Answer: B",
+    "structured_delim": "<answer>B</answer>",
+    "deliberate": SCRATCH + "Final answer: B",
+}
 
 
 @pytest.mark.parametrize("mode", CLASSIC)
@@ -549,47 +616,56 @@ def test_truncated_deliberate_at_24_tokens():
 # Booleans
 
 
-@pytest.mark.parametrize(("text", "strict", "normalized"), [
-    ("true", V("true", "ok"), V("true", "ok")),
-    ("false", V("false", "ok"), V("false", "ok")),
-    ("yes", U("not_a_boolean"), V("true", "normalized_yes_no")),
-    ("no", U("not_a_boolean"), V("false", "normalized_yes_no")),
-    ("Yes", U("not_a_boolean"), V("true", "normalized_yes_no")),
-    ("NO", U("not_a_boolean"), V("false", "normalized_yes_no")),
-    ("True", U("not_a_boolean"), V("true", "normalized_markup")),
-    ("FALSE", U("not_a_boolean"), V("false", "normalized_markup")),
-    ("'true'", U("not_a_boolean"), V("true", "normalized_markup")),
-    ("maybe", U("not_a_boolean"), U("not_a_boolean")),
-    ("1", U("not_a_boolean"), U("not_a_boolean")),
-])
+@pytest.mark.parametrize(
+    ("text", "strict", "normalized"),
+    [
+        ("true", V("true", "ok"), V("true", "ok")),
+        ("false", V("false", "ok"), V("false", "ok")),
+        ("yes", U("not_a_boolean"), V("true", "normalized_yes_no")),
+        ("no", U("not_a_boolean"), V("false", "normalized_yes_no")),
+        ("Yes", U("not_a_boolean"), V("true", "normalized_yes_no")),
+        ("NO", U("not_a_boolean"), V("false", "normalized_yes_no")),
+        ("True", U("not_a_boolean"), V("true", "normalized_markup")),
+        ("FALSE", U("not_a_boolean"), V("false", "normalized_markup")),
+        ("'true'", U("not_a_boolean"), V("true", "normalized_markup")),
+        ("maybe", U("not_a_boolean"), U("not_a_boolean")),
+        ("1", U("not_a_boolean"), U("not_a_boolean")),
+    ],
+)
 def test_boolean_values(text, strict, normalized):
     assert x(text, "boolean", family="plain", mode="strict") == strict
     assert x(text, "boolean", family="plain", mode="normalized") == normalized
     assert x(f"<answer>{text}</answer>", "boolean", family="structured_delim", mode="strict") == strict
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ('{"answer": true}', V("true", "ok")),
-    ('{"answer": false}', V("false", "ok")),
-    ('{"answer": "True"}', V("true", "normalized_markup")),
-    ('{"answer": "No"}', V("false", "normalized_yes_no")),
-    ('{"answer": 1}', U("not_a_boolean")),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"answer": true}', V("true", "ok")),
+        ('{"answer": false}', V("false", "ok")),
+        ('{"answer": "True"}', V("true", "normalized_markup")),
+        ('{"answer": "No"}', V("false", "normalized_yes_no")),
+        ('{"answer": 1}', U("not_a_boolean")),
+    ],
+)
 def test_boolean_json(text, expected):
     assert x(text, "boolean", family="json", mode="normalized") == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("Yes, it is.", V("true", "lenient_boolean_word")),
-    ("No, there is no evidence of that.", V("false", "lenient_boolean_word")),
-    ("It is not true.", U("not_a_boolean")),
-    ("That would be a false positive. Yes.", V("true", "lenient_boolean_word")),
-    ("Yes. No.", U("ambiguous")),
-    ("The answer is no because the dates differ. Yes, I am sure.", V("false", "lenient_answer_phrase")),
-    ("Answer: TRUE", V("true", "lenient_answer_phrase")),
-    ("I cannot say.", U("not_a_boolean")),
-    ("yesterday nobody came", U("not_a_boolean")),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Yes, it is.", V("true", "lenient_boolean_word")),
+        ("No, there is no evidence of that.", V("false", "lenient_boolean_word")),
+        ("It is not true.", U("not_a_boolean")),
+        ("That would be a false positive. Yes.", V("true", "lenient_boolean_word")),
+        ("Yes. No.", U("ambiguous")),
+        ("The answer is no because the dates differ. Yes, I am sure.", V("false", "lenient_answer_phrase")),
+        ("Answer: TRUE", V("true", "lenient_answer_phrase")),
+        ("I cannot say.", U("not_a_boolean")),
+        ("yesterday nobody came", U("not_a_boolean")),
+    ],
+)
 def test_boolean_lenient_plain(text, expected):
     assert x(text, "boolean", family="plain", mode="normalized").parseable is False
     assert x(text, "boolean", family="plain", mode="lenient") == expected
@@ -605,10 +681,13 @@ def test_boolean_lenient_deliberate_without_final_line():
 # Modes are nested: what strict reads, normalized reads the same (barring a revealed conflict);
 # what normalized reads, lenient reads the same.
 
-CORPUS = ([(c[0], c[1], c[2], c[3]) for c in CLEAN] + [(c[0], c[1], c[2], c[3]) for c in NORMALIZED]
-          + [("json", "choice", ABCDE, c[0]) for c in JSON_CASES]
-          + [("plain", "numeric", (), t) for t, _ in NUMBERS]
-          + [("deliberate", "numeric", (), EGGS), ("plain", "choice", ABCDE, VIGNETTE)])
+CORPUS = (
+    [(c[0], c[1], c[2], c[3]) for c in CLEAN]
+    + [(c[0], c[1], c[2], c[3]) for c in NORMALIZED]
+    + [("json", "choice", ABCDE, c[0]) for c in JSON_CASES]
+    + [("plain", "numeric", (), t) for t, _ in NUMBERS]
+    + [("deliberate", "numeric", (), EGGS), ("plain", "choice", ABCDE, VIGNETTE)]
+)
 
 
 @pytest.mark.parametrize(("family", "answer_type", "labels", "text"), CORPUS)
@@ -641,18 +720,21 @@ def test_extraction_invariants_and_is_correct():
     assert not U("empty").is_correct("18")
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"answer_type": "letters"},
-    {"answer_type": "choice", "labels": ()},
-    {"answer_type": "choice", "labels": ("A",)},
-    {"answer_type": "choice", "labels": ("A", "1")},
-    {"answer_type": "choice", "labels": ("AB", "C")},
-    {"answer_type": "choice", "labels": ("A", "a")},
-    {"answer_type": "choice", "labels": "AB"},
-    {"answer_type": "choice", "labels": (1, 2)},
-    {"answer_type": "numeric", "family": "xml"},
-    {"answer_type": "numeric", "mode": "loose"},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"answer_type": "letters"},
+        {"answer_type": "choice", "labels": ()},
+        {"answer_type": "choice", "labels": ("A",)},
+        {"answer_type": "choice", "labels": ("A", "1")},
+        {"answer_type": "choice", "labels": ("AB", "C")},
+        {"answer_type": "choice", "labels": ("A", "a")},
+        {"answer_type": "choice", "labels": "AB"},
+        {"answer_type": "choice", "labels": (1, 2)},
+        {"answer_type": "numeric", "family": "xml"},
+        {"answer_type": "numeric", "mode": "loose"},
+    ],
+)
 def test_config_errors(kwargs):
     args = {"text": "B", "labels": (), "family": None, "mode": "normalized", **kwargs}
     with pytest.raises(ConfigError):
@@ -669,46 +751,55 @@ def test_labels_are_ignored_for_other_answer_types():
 
 
 @pytest.mark.parametrize("family", ["plain", "deliberate"])
-@pytest.mark.parametrize(("text", "value"), [
-    ("The answer is $\\boxed{C}$.", "C"),
-    ("The answer is \\(B\\).", "B"),
-    ("The answer is \\[B\\]", "B"),
-    ("The answer is $B$", "B"),
-    ("The answer is $$ B $$.", "B"),
-    ("The answer is \\textbf{D}.", "D"),
-    ("The correct option is \\text{D}", "D"),
-    ("Answer: \\(\\textbf{B}\\)", "B"),  # nested marks
-    ("Answer: $\\mathrm{E}$ because it fits.", "E"),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The answer is $\\boxed{C}$.", "C"),
+        ("The answer is \\(B\\).", "B"),
+        ("The answer is \\[B\\]", "B"),
+        ("The answer is $B$", "B"),
+        ("The answer is $$ B $$.", "B"),
+        ("The answer is \\textbf{D}.", "D"),
+        ("The correct option is \\text{D}", "D"),
+        ("Answer: \\(\\textbf{B}\\)", "B"),  # nested marks
+        ("Answer: $\\mathrm{E}$ because it fits.", "E"),
+    ],
+)
 def test_lenient_latex_marks_around_a_label(text, value, family):
     reply = text if family == "plain" else "Let me compare the options.\n" + text
     assert x(reply, "choice", ABCDE, family, "lenient") == V(value, "lenient_answer_phrase")
     assert not x(reply, "choice", ABCDE, family, "normalized").parseable
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("The answer is 9{,}500.", "9500"),
-    ("The answer is 1\\,234 apples", "1234"),
-    ("So the answer is $9{,}500$ dollars", "9500"),
-    ("Answer: \\$1\\,234\\,567", "1234567"),
-    ("The final answer is 12{,}000{,}000, I think", "12000000"),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The answer is 9{,}500.", "9500"),
+        ("The answer is 1\\,234 apples", "1234"),
+        ("So the answer is $9{,}500$ dollars", "9500"),
+        ("Answer: \\$1\\,234\\,567", "1234567"),
+        ("The final answer is 12{,}000{,}000, I think", "12000000"),
+    ],
+)
 def test_lenient_latex_thousands_separators_after_an_answer_phrase(text, value):
     assert x(text, "numeric", family="deliberate", mode="lenient") == V(value, "lenient_answer_phrase")
     assert x(text, "numeric", family="plain", mode="lenient") == V(value, "lenient_answer_phrase")
 
 
-@pytest.mark.parametrize(("family", "text", "expected"), [
-    ("plain", "Not (A). Answer: D", V("D", "lenient_answer_phrase")),
-    ("plain", "It is not A.\nThe answer is D.", V("D", "lenient_answer_phrase")),
-    ("plain", "B is tempting, but the answer is C.", V("C", "lenient_answer_phrase")),
-    ("plain", "(A) rather than (D)", V("A", "lenient_label_in_slot")),   # no phrase: the rejected D is skipped
-    ("plain", "Not (A), but (D)", V("D", "lenient_label_in_slot")),
-    ("plain", "Not (A).", U("not_a_label")),                               # only a rejection: no answer
-    ("deliberate", "Not (A).\nAnswer: D", V("D", "lenient_answer_phrase")),
-    ("structured_delim", "<answer>not (A) but (D)</answer>", V("D", "lenient_label_in_slot")),
-    # two explicit answers still disagree
-    ("plain", "Not (A). Answer: D. On reflection the answer is B.", U("ambiguous")),
-])
+@pytest.mark.parametrize(
+    ("family", "text", "expected"),
+    [
+        ("plain", "Not (A). Answer: D", V("D", "lenient_answer_phrase")),
+        ("plain", "It is not A.\nThe answer is D.", V("D", "lenient_answer_phrase")),
+        ("plain", "B is tempting, but the answer is C.", V("C", "lenient_answer_phrase")),
+        ("plain", "(A) rather than (D)", V("A", "lenient_label_in_slot")),  # no phrase: the rejected D is skipped
+        ("plain", "Not (A), but (D)", V("D", "lenient_label_in_slot")),
+        ("plain", "Not (A).", U("not_a_label")),  # only a rejection: no answer
+        ("deliberate", "Not (A).\nAnswer: D", V("D", "lenient_answer_phrase")),
+        ("structured_delim", "<answer>not (A) but (D)</answer>", V("D", "lenient_label_in_slot")),
+        # two explicit answers still disagree
+        ("plain", "Not (A). Answer: D. On reflection the answer is B.", U("ambiguous")),
+    ],
+)
 def test_lenient_a_rejected_option_before_the_answer(family, text, expected):
     assert x(text, "choice", ABCDE, family, "lenient") == expected

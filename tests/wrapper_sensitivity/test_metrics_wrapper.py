@@ -25,12 +25,22 @@ def gens(model, task, answer_type, wrapper, parse, correct, *, n_choices=None, f
     k = 0
     for i in range(n_items):
         for sd in seeds:
-            rows.append(dict(
-                model_id=model, task=task, answer_type=answer_type, wrapper=wrapper, item_id=f"i{i + 1}", seed=sd,
-                mode=mode, parseable=parse[k], correct=correct[k],
-                finish_reason=None if finish is None else finish[k], prompt_tokens=100,
-                n_choices=n_choices if answer_type == "choice" else None,
-            ))
+            rows.append(
+                dict(
+                    model_id=model,
+                    task=task,
+                    answer_type=answer_type,
+                    wrapper=wrapper,
+                    item_id=f"i{i + 1}",
+                    seed=sd,
+                    mode=mode,
+                    parseable=parse[k],
+                    correct=correct[k],
+                    finish_reason=None if finish is None else finish[k],
+                    prompt_tokens=100,
+                    n_choices=n_choices if answer_type == "choice" else None,
+                )
+            )
             k += 1
     return rows
 
@@ -43,7 +53,9 @@ def tiny() -> pd.DataFrame:
     #   deliberate P = 3/4 = 75,  A = 2/4 = 50, C = 2/3; item 4 truncated (finish 'length') -> 25%
     rows += gens("m1", "t_bool", "boolean", "plain", [T, T, T, T], [T, T, T, F], finish=["stop"] * 4)
     rows += gens("m1", "t_bool", "boolean", "json", [T, T, F, F], [T, F, F, F], finish=["stop"] * 4)
-    rows += gens("m1", "t_bool", "boolean", "deliberate", [T, T, T, F], [T, T, F, F], finish=["stop", "stop", None, "length"])
+    rows += gens(
+        "m1", "t_bool", "boolean", "deliberate", [T, T, T, F], [T, T, F, F], finish=["stop", "stop", None, "length"]
+    )
     # m1 / t_mc (choice, 4 options, chance 25), 2 items x 2 seeds:
     #   plain P = 100, A = 100;  json P = 0, A = 0, Acc|parse undefined
     rows += gens("m1", "t_mc", "choice", "plain", [T] * 4, [T] * 4, n_choices=4, seeds=(0, 1))
@@ -113,7 +125,14 @@ def test_cell_metrics_hand_values(cells):
     assert d["parseability_pct"] == pytest.approx(75.0)
     assert d["acc_given_parse_pct"] == pytest.approx(200 / 3)  # 2 correct of 3 parseable
     assert d["truncation_rate_pct"] == pytest.approx(25.0)  # 1 'length' of 4; None is not truncated
-    assert (d["n"], d["n_correct"], d["n_parseable"], d["n_truncated"], d["n_items"], d["n_seeds"]) == (4, 2, 3, 1, 4, 1)
+    assert (d["n"], d["n_correct"], d["n_parseable"], d["n_truncated"], d["n_items"], d["n_seeds"]) == (
+        4,
+        2,
+        3,
+        1,
+        4,
+        1,
+    )
     assert d["chance_pct"] == 50.0 and d["mode"] == "paper"
     j = _row(cells, model_id="m1", task="t_mc", wrapper="json")
     assert j["accuracy_pct"] == 0.0 and j["parseability_pct"] == 0.0
@@ -121,7 +140,11 @@ def test_cell_metrics_hand_values(cells):
     assert j["chance_pct"] == 25.0 and j["n"] == 4 and j["n_seeds"] == 2
     assert _row(cells, model_id="m1", task="t_bool", wrapper="plain")["truncation_rate_pct"] == 0.0
     # canonical wrapper order within a (model, task)
-    assert cells[(cells.model_id == "m1") & (cells.task == "t_bool")]["wrapper"].tolist() == ["plain", "json", "deliberate"]
+    assert cells[(cells.model_id == "m1") & (cells.task == "t_bool")]["wrapper"].tolist() == [
+        "plain",
+        "json",
+        "deliberate",
+    ]
 
 
 def test_mode_slice(scored):
@@ -227,18 +250,45 @@ def test_mean_indices_values_seeded_and_matching_stats(cells):
     assert fr["mean"] == pytest.approx(0.75) and fr["unit"] == "fraction"
     assert (fr["ci_low"], fr["ci_high"]) == (pytest.approx(ref.low / 100), pytest.approx(ref.high / 100))
     assert _row(a, model_id="m2", index="PSI_fraction")["mean"] == 0.0
-    assert a[a.model_id == "m1"]["index"].tolist() == ["FSI", "PSI", "nFSI", "nFSI_chance", "FSI_fraction", "PSI_fraction"]
+    assert a[a.model_id == "m1"]["index"].tolist() == [
+        "FSI",
+        "PSI",
+        "nFSI",
+        "nFSI_chance",
+        "FSI_fraction",
+        "PSI_fraction",
+    ]
     assert len(a) == 12
 
 
 def test_mean_indices_single_task_note_and_all_equal_boundary():
-    one = pd.DataFrame(dict(model_id=["m"], task=["t"], fsi_pp=[10.0], psi_pp=[4.0], nfsi=[0.2], nfsi_chance=[0.1],
-                            fsi=[0.1], psi=[0.04]))
+    one = pd.DataFrame(
+        dict(
+            model_id=["m"],
+            task=["t"],
+            fsi_pp=[10.0],
+            psi_pp=[4.0],
+            nfsi=[0.2],
+            nfsi_chance=[0.1],
+            fsi=[0.1],
+            psi=[0.04],
+        )
+    )
     r = _row(ws.mean_indices(one, n_resamples=100), index="FSI")
     assert r["mean"] == 10.0 and math.isnan(r["ci_low"])
     assert math.isnan(r["ci_high"]) and r["ci_note"].startswith("n=1") and r["n_tasks"] == 1
-    eq = pd.DataFrame(dict(model_id=["m"] * 3, task=["a", "b", "c"], fsi_pp=[7.0] * 3, psi_pp=[0.0] * 3,
-                           nfsi=[0.5] * 3, nfsi_chance=[None, 0.2, 0.2], fsi=[0.07] * 3, psi=[0.0] * 3))
+    eq = pd.DataFrame(
+        dict(
+            model_id=["m"] * 3,
+            task=["a", "b", "c"],
+            fsi_pp=[7.0] * 3,
+            psi_pp=[0.0] * 3,
+            nfsi=[0.5] * 3,
+            nfsi_chance=[None, 0.2, 0.2],
+            fsi=[0.07] * 3,
+            psi=[0.0] * 3,
+        )
+    )
     out = ws.mean_indices(eq, n_resamples=100)
     r = _row(out, index="FSI")
     assert (r["mean"], r["ci_low"], r["ci_high"]) == (7.0, 7.0, 7.0)
@@ -278,8 +328,11 @@ def synthetic_cells(seed=0, beta=0.8, noise=0.5):
             for w in wrappers:
                 p = rng.uniform(30, 95)
                 a = beta * p + alpha[m] + gamma[t] + delta[w] + rng.normal(0, noise)
-                rows.append(dict(model_id=m, task=t, wrapper=w, accuracy_pct=a, parseability_pct=p,
-                                 n=int(rng.integers(20, 200))))
+                rows.append(
+                    dict(
+                        model_id=m, task=t, wrapper=w, accuracy_pct=a, parseability_pct=p, n=int(rng.integers(20, 200))
+                    )
+                )
     return pd.DataFrame(rows)
 
 
@@ -336,9 +389,22 @@ def clustered_scored(seed=1):
                     for sd in (0, 1):
                         parse = rng.random() < 1 / (1 + math.exp(-(3 * comp[w] - 1 + pz)))
                         corr = parse and rng.random() < 1 / (1 + math.exp(-(0.5 + diff)))
-                        rows.append(dict(model_id=m, task=task, answer_type="numeric", wrapper=w, item_id=f"q{i}",
-                                         seed=sd, mode="paper", parseable=parse, correct=corr,
-                                         finish_reason="stop", prompt_tokens=50, n_choices=None))
+                        rows.append(
+                            dict(
+                                model_id=m,
+                                task=task,
+                                answer_type="numeric",
+                                wrapper=w,
+                                item_id=f"q{i}",
+                                seed=sd,
+                                mode="paper",
+                                parseable=parse,
+                                correct=corr,
+                                finish_reason="stop",
+                                prompt_tokens=50,
+                                n_choices=None,
+                            )
+                        )
     return pd.DataFrame(rows)
 
 
@@ -395,11 +461,18 @@ def test_decomposition_hand_values_sum_to_fsi(cells):
     # m1/t_mc: json has no parseable generation -> Acc|parse undefined -> parts null (not 0), with the reason
     u = _row(d, model_id="m1", task="t_mc")
     assert u["fsi_pp"] == 100.0 and u["delta_parse_pp"] == 100.0 and u["mean_parse_pct"] == 50.0
-    for col in ("delta_acc_given_parse_pp", "mean_acc_given_parse_pct", "compliance_pp", "conditional_pp",
-                "compliance_share"):
+    for col in (
+        "delta_acc_given_parse_pp",
+        "mean_acc_given_parse_pct",
+        "compliance_pp",
+        "conditional_pp",
+        "compliance_share",
+    ):
         assert math.isnan(u[col]), col
-    assert u["note"] == ("worst wrapper 'json' has no parseable generation: Acc|parse undefined, "
-                         "so ΔC, C̄ and the compliance / conditional split are undefined (null)")
+    assert u["note"] == (
+        "worst wrapper 'json' has no parseable generation: Acc|parse undefined, "
+        "so ΔC, C̄ and the compliance / conditional split are undefined (null)"
+    )
     full = d.dropna(subset=["compliance_pp"])
     assert len(full) == 3
     np.testing.assert_allclose(full["compliance_pp"] + full["conditional_pp"], full["fsi_pp"], atol=1e-12)
@@ -412,7 +485,12 @@ def test_decomposition_ties_at_one_end_use_the_first_canonical_wrapper_and_say_s
     rows += gens("m", "t", "boolean", "structured", [T, F], [F, F])
     cells = ws.cell_metrics(pd.DataFrame(rows))
     f = _row(ws.fsi_psi(cells), task="t")
-    assert (f["best_wrapper"], f["worst_wrapper"], f["n_best"], f["all_tied"]) == ("plain, json", "structured", 2, False)
+    assert (f["best_wrapper"], f["worst_wrapper"], f["n_best"], f["all_tied"]) == (
+        "plain, json",
+        "structured",
+        2,
+        False,
+    )
     assert (f["fsi"], f["psi"]) == (0.5, 0.5)
     d = _row(diag.decomposition(cells), task="t")
     # plain (P 1, C .5) vs structured (P .5, C 0): compliance = .5 * .25 = .125, conditional = .5 * .75 = .375
@@ -512,10 +590,12 @@ def test_fe_regression_partial_r2_is_t2_over_t2_plus_df_on_the_paper_design():
     cells = pd.DataFrame([dict(model_id=m, task=t, wrapper=w) for m in models for t in tasks for w in ws.WRAPPER_ORDER])
     cells["parseability_pct"] = rng.uniform(20, 80, len(cells))
     cells["n"] = 100  # equal weights: WLS = OLS
-    X = np.column_stack([np.ones(len(cells)), cells["parseability_pct"]]
-                        + [(cells["model_id"] == m).astype(float) for m in models[1:]]
-                        + [(cells["task"] == t).astype(float) for t in tasks[1:]]
-                        + [(cells["wrapper"] == w).astype(float) for w in ws.WRAPPER_ORDER[1:]])
+    X = np.column_stack(
+        [np.ones(len(cells)), cells["parseability_pct"]]
+        + [(cells["model_id"] == m).astype(float) for m in models[1:]]
+        + [(cells["task"] == t).astype(float) for t in tasks[1:]]
+        + [(cells["wrapper"] == w).astype(float) for w in ws.WRAPPER_ORDER[1:]]
+    )
     assert X.shape == (140, 15)
     e = rng.normal(size=140)
     e -= X @ np.linalg.lstsq(X, e, rcond=None)[0]  # residual of e on the design: orthogonal to every column

@@ -55,20 +55,20 @@ CHOICE = [
     ("plain", "B or C, probably B.", V("B", "paper_first_label")),  # the paper's rule: first letter
     ("plain", "The answer is $\\boxed{C}$", V("C", "paper_first_label")),
     ("plain", "\\textbf{D} is correct", V("D", "paper_first_label")),
-    ("plain", "B", V("B", "ok")),                                   # whole value: normalized, same reason
+    ("plain", "B", V("B", "ok")),  # whole value: normalized, same reason
     ("plain", "**(C)**", V("C", "normalized_markup")),
     ("plain", "Apples and bananas are fruits.", U("not_a_label")),  # no letter out of a word
     ("json", '{"answer": "B"}', V("B", "ok")),
     ("json", '{"answer": "B) Paris"}', V("B", "paper_first_label")),
-    ("json", "The answer is B.", U("no_answer")),                   # no object: JSON compliance failure
-    ("json", "{'answer': 'B'}", U("invalid_json")),                 # a Python literal is not JSON
+    ("json", "The answer is B.", U("no_answer")),  # no object: JSON compliance failure
+    ("json", "{'answer': 'B'}", U("invalid_json")),  # a Python literal is not JSON
     ("structured", "Answer: C. Respiration releases energy.", V("C", "paper_first_label")),
     ("structured", "C. Respiration releases energy.", U("no_answer")),  # no Answer: line
     ("structured_delim", "<answer>The answer is A.</answer>", V("A", "paper_first_label")),
     ("structured_delim", "<answer>B</answer> and <answer>C</answer>", U("ambiguous")),  # two slots
-    ("structured_delim", "<answer>B", U("no_answer")),              # unclosed, not cut: not repaired
+    ("structured_delim", "<answer>B", U("no_answer")),  # unclosed, not cut: not repaired
     ("deliberate", "A and B are wrong.\nFinal answer: D, the mitochondria", V("D", "paper_first_label")),
-    ("deliberate", "B looks right. D is wrong.", U("no_answer")),   # the scratchpad is never read
+    ("deliberate", "B looks right. D is wrong.", U("no_answer")),  # the scratchpad is never read
 ]
 
 
@@ -77,11 +77,14 @@ def test_choice_first_label(family, text, expected):
     assert paper(text, "choice", ABCD, family) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("2. The second option, because ice floats.", V("2", "paper_first_label")),
-    ("Option 1 takes 12 minutes.", V("1", "paper_first_label")),
-    ("It takes 12 minutes or 1.5 hours.", U("not_a_label")),  # never 1 or 2 out of 12 / 1.5
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2. The second option, because ice floats.", V("2", "paper_first_label")),
+        ("Option 1 takes 12 minutes.", V("1", "paper_first_label")),
+        ("It takes 12 minutes or 1.5 hours.", U("not_a_label")),  # never 1 or 2 out of 12 / 1.5
+    ],
+)
 def test_choice_option_numbers(text, expected):
     assert paper(text, "choice", OPT12) == expected
 
@@ -114,7 +117,7 @@ NUMERIC = [
     ("plain", "The total is 9{,}500 dollars.", V("9500", "paper_last_number")),
     ("plain", "It costs $1,234.50 in 2024-01-05 prices.", V("1234.5", "paper_last_number")),  # the date is skipped
     ("plain", "18, because 3 x 6", V("6", "paper_last_number")),  # the paper's rule: the LAST number
-    ("plain", "Half of it: \\frac{1}{2}", U("not_a_number")),      # a fraction is not a number here
+    ("plain", "Half of it: \\frac{1}{2}", U("not_a_number")),  # a fraction is not a number here
     ("plain", "18", V("18", "ok")),
     ("json", '{"answer": 18}', V("18", "ok")),
     ("json", '{"answer": "18 eggs, 2 left over"}', V("2", "paper_last_number")),
@@ -156,11 +159,11 @@ TRUNCATED = [
     ("plain", "choice", ABCD, "Let me think about the", U("truncated")),
     ("plain", "boolean", (), "The passage says that the dam was", U("truncated")),
     ("plain", "numeric", (), "Janet has 16 eggs and eats 3", U("truncated")),  # the last number is not settled
-    ("plain", "numeric", (), "The answer is 1", U("truncated")),               # could be 18
-    ("plain", "numeric", (), "The answer is 18.", U("truncated")),             # could be 18.5
+    ("plain", "numeric", (), "The answer is 1", U("truncated")),  # could be 18
+    ("plain", "numeric", (), "The answer is 18.", U("truncated")),  # could be 18.5
     ("json", "choice", ABCD, '{"reasoning": "Plants need light, so the ans', U("truncated")),
-    ("json", "numeric", (), '{"answer": 7', U("truncated")),                   # could be 72
-    ("structured", "choice", ABCD, "Answer: C", U("truncated")),                # the line may go on
+    ("json", "numeric", (), '{"answer": 7', U("truncated")),  # could be 72
+    ("structured", "choice", ABCD, "Answer: C", U("truncated")),  # the line may go on
     ("structured_delim", "choice", ABCD, "<answer>", U("truncated")),
     ("deliberate", "numeric", (), "Step 1: 48 / 2 = 24.\nStep 2: 48 + 24 =", U("truncated")),
     ("deliberate", "choice", ABCD, "Option A is wrong because", U("truncated")),  # scratchpad never read
@@ -173,8 +176,9 @@ def test_truncated_reply_read_only_when_the_answer_is_visible(family, answer_typ
     assert paper(text, answer_type, labels, family, finish_reason="length") == expected
     # the three reported variants never read a cut reply
     for mode in ("strict", "normalized", "lenient"):
-        assert extract_answer(text, answer_type, labels, family=family, mode=mode, finish_reason="length") \
-            == U("truncated")
+        assert extract_answer(text, answer_type, labels, family=family, mode=mode, finish_reason="length") == U(
+            "truncated"
+        )
 
 
 def test_same_reply_stop_vs_length():

@@ -70,8 +70,12 @@ def test_arc_challenge_sample_keeps_numeric_labels():
     assert len(xs) == 200 and {x.answer_type for x in xs} == {"choice"}
     x = xs[0]
     assert (x.item_id, x.gold, x.passage) == ("Mercury_SC_413549", "B", None)
-    assert x.choices == (("A", "8:05 in the morning"), ("B", "12:05 in the afternoon"),
-                         ("C", "4:05 in the afternoon"), ("D", "7:05 in the evening"))
+    assert x.choices == (
+        ("A", "8:05 in the morning"),
+        ("B", "12:05 in the afternoon"),
+        ("C", "4:05 in the afternoon"),
+        ("D", "7:05 in the evening"),
+    )
     numbered = {x.item_id: x for x in xs if x.labels == ("1", "2", "3", "4")}
     assert sorted(numbered) == ["NYSEDREGENTS_2010_8_16", "NYSEDREGENTS_2015_8_29"]
     assert numbered["NYSEDREGENTS_2010_8_16"].gold == "2" and numbered["NYSEDREGENTS_2015_8_29"].gold == "3"
@@ -98,7 +102,10 @@ def test_commonsense_qa_sample():
     assert len(xs) == 200 and {x.labels for x in xs} == {("A", "B", "C", "D", "E")}
     x = xs[0]
     assert (x.item_id, x.gold) == ("30a8cfd186f1aae5acd425a52d058863", "B")
-    assert x.choices[1] == ("B", "homes") and x.question == "Humans need shelter to survive.  They usually find shelter where?"
+    assert (
+        x.choices[1] == ("B", "homes")
+        and x.question == "Humans need shelter to survive.  They usually find shelter where?"
+    )
     assert Counter(x.gold for x in xs) == {"B": 48, "A": 43, "D": 39, "E": 36, "C": 34}
     assert_valid_golds(xs)
 
@@ -108,8 +115,10 @@ def test_winogrande_sample():
     assert len(xs) == 200 and {x.labels for x in xs} == {("1", "2")}
     x = xs[0]
     assert (x.item_id, x.gold, x.choices) == ("winogrande-1233", "2", (("1", "Leslie"), ("2", "Kenneth")))
-    assert x.question == ("Which option correctly fills the blank (_) in this sentence?\n"
-                          "The girl broke Leslie's heart but not Kenneth's because _ was never in love with her.")
+    assert x.question == (
+        "Which option correctly fills the blank (_) in this sentence?\n"
+        "The girl broke Leslie's heart but not Kenneth's because _ was never in love with her."
+    )
     assert Counter(x.gold for x in xs) == {"1": 105, "2": 95}
     assert_valid_golds(xs)
 
@@ -131,8 +140,10 @@ def test_piqa_sample_gold_is_label_plus_one():
     assert len(xs) == 200 and {x.labels for x in xs} == {("1", "2")}
     x = xs[0]
     assert (x.item_id, x.gold) == ("piqa-729", "2")  # label 1
-    assert x.choices == (("1", "place a wall mirror on the floor of the cabinet"),
-                         ("2", "hold a hand mirror under the garbage disposable machine"))
+    assert x.choices == (
+        ("1", "place a wall mirror on the floor of the cabinet"),
+        ("2", "hold a hand mirror under the garbage disposable machine"),
+    )
     assert x.question.startswith("Goal: to make it easier to push the reset button")
     assert Counter(x.gold for x in xs) == {"1": 98, "2": 102}
     assert_valid_golds(xs)
@@ -156,18 +167,25 @@ class _LocalHub(LocalFileSystem):
     def _strip_protocol(cls, path):
         path = str(path)
         if path.startswith("hf://"):
-            path = f"{cls.root}/{path[len('hf://'):]}"
+            path = f"{cls.root}/{path[len('hf://') :]}"
         return super()._strip_protocol(path)
 
 
 def test_hf_uri_with_hf_layout_choices_and_positional_ids(tmp_path):
     d = tmp_path / "datasets" / "allenai" / "ai2_arc"
     d.mkdir(parents=True)
-    write_jsonl(d / "test.jsonl", [
-        {"id": "q1", "question": "Q one?", "choices": {"text": ["x", "y", "z"], "label": ["A", "B", "C"]},
-         "answerKey": "C"},
-        {"id": "q2", "question": "Q two?", "choices": {"text": ["u", "v"], "label": ["1", "2"]}, "answerKey": "1"},
-    ])
+    write_jsonl(
+        d / "test.jsonl",
+        [
+            {
+                "id": "q1",
+                "question": "Q one?",
+                "choices": {"text": ["x", "y", "z"], "label": ["A", "B", "C"]},
+                "answerKey": "C",
+            },
+            {"id": "q2", "question": "Q two?", "choices": {"text": ["u", "v"], "label": ["1", "2"]}, "answerKey": "1"},
+        ],
+    )
     _LocalHub.root = str(tmp_path)
     fsspec.register_implementation("hf", _LocalHub, clobber=True)
     try:
@@ -175,32 +193,55 @@ def test_hf_uri_with_hf_layout_choices_and_positional_ids(tmp_path):
     finally:
         fsspec.register_implementation("hf", "huggingface_hub.HfFileSystem", clobber=True)
     assert [(x.item_id, x.choices, x.gold) for x in xs] == [
-        ("q1", (("A", "x"), ("B", "y"), ("C", "z")), "C"), ("q2", (("1", "u"), ("2", "v")), "1")]
+        ("q1", (("A", "x"), ("B", "y"), ("C", "z")), "C"),
+        ("q2", (("1", "u"), ("2", "v")), "1"),
+    ]
 
 
 def test_parquet_hellaswag_and_gsm8k_without_ids(tmp_path):
     import pandas as pd
 
     hs = tmp_path / "hs.parquet"
-    pd.DataFrame([{"ind": 7, "activity_label": "Baking", "ctx_a": "She mixes flour.", "ctx_b": "she",
-                   "endings": ["bakes.", "swims.", "flies.", "sings."], "label": "0"}]).to_parquet(hs)
-    x, = load_task(f"hellaswag:{hs}")
+    pd.DataFrame(
+        [
+            {
+                "ind": 7,
+                "activity_label": "Baking",
+                "ctx_a": "She mixes flour.",
+                "ctx_b": "she",
+                "endings": ["bakes.", "swims.", "flies.", "sings."],
+                "label": "0",
+            }
+        ]
+    ).to_parquet(hs)
+    (x,) = load_task(f"hellaswag:{hs}")
     assert (x.item_id, x.gold, x.passage) == ("hellaswag-7", "A", "Baking: She mixes flour. she")
     assert x.labels == ("A", "B", "C", "D")
-    gs = write_jsonl(tmp_path / "gsm.jsonl", [{"question": "How many?", "answer": "2+2=4\n#### 1,250.50"},
-                                              {"question": "And now?", "answer": "#### -3"}])
+    gs = write_jsonl(
+        tmp_path / "gsm.jsonl",
+        [{"question": "How many?", "answer": "2+2=4\n#### 1,250.50"}, {"question": "And now?", "answer": "#### -3"}],
+    )
     assert [(x.item_id, x.gold) for x in load_task(f"gsm8k:{gs}")] == [("gsm8k-row1", "1250.5"), ("gsm8k-row2", "-3")]
 
 
 # --- bad input: exact messages, all-or-nothing ------------------------------------------------
 
-ARC_ROW = {"id": "a1", "question": "Which?", "choices": [{"label": k, "text": t} for k, t in zip("ABCD", "wxyz")],
-           "answerKey": "B"}
+ARC_ROW = {
+    "id": "a1",
+    "question": "Which?",
+    "choices": [{"label": k, "text": t} for k, t in zip("ABCD", "wxyz")],
+    "answerKey": "B",
+}
 
 
 def test_missing_question_names_file_row_and_field(tmp_path):
-    p = write_jsonl(tmp_path / "b.jsonl", [{"id": "b1", "question": "is it?", "passage": "P.", "answer": True},
-                                           {"id": "b2", "question": "  ", "passage": "P.", "answer": False}])
+    p = write_jsonl(
+        tmp_path / "b.jsonl",
+        [
+            {"id": "b1", "question": "is it?", "passage": "P.", "answer": True},
+            {"id": "b2", "question": "  ", "passage": "P.", "answer": False},
+        ],
+    )
     with pytest.raises(InputError) as e:
         load_task(f"boolq:{p}")
     assert str(e.value) == f"{p}, row 2, field 'question': missing or empty"
@@ -218,8 +259,9 @@ def test_gold_outside_choices_is_rejected(tmp_path):
     p = write_jsonl(tmp_path / "a.jsonl", [dict(ARC_ROW, answerKey="E")])
     with pytest.raises(InputError) as e:
         load_task(f"arc_challenge:{p}")
-    assert str(e.value) == (f"{p}, row 1, field 'answerKey': gold label 'E' is not one of the choice labels "
-                            "['A', 'B', 'C', 'D']")
+    assert str(e.value) == (
+        f"{p}, row 1, field 'answerKey': gold label 'E' is not one of the choice labels ['A', 'B', 'C', 'D']"
+    )
     q = write_jsonl(tmp_path / "p.jsonl", [{"id": "p1", "goal": "g", "sol1": "a", "sol2": "b", "label": 2}])
     with pytest.raises(InputError) as e:
         load_task(f"piqa:{q}")
@@ -245,20 +287,38 @@ def test_empty_file_and_missing_path(tmp_path):
     assert str(e.value) == f"{missing}: file does not exist"
 
 
-@pytest.mark.parametrize("task,row,message", [
-    ("gsm8k", {"id": "g1", "question": "Q?", "answer": "it is 4"}, "field 'answer': no '####' final-answer marker"),
-    ("gsm8k", {"id": "g1", "question": "Q?", "answer": "#### four"},
-     "field 'answer': the text after '####' is not a number: 'four'"),
-    ("boolq", {"id": "b1", "question": "q", "passage": "p", "answer": "maybe"},
-     "field 'answer': expected a boolean answer (true/false, yes/no, 1/0), got 'maybe'"),
-    ("winogrande", {"id": "w1", "sentence": "A _ and _.", "option1": "x", "option2": "y", "answer": "1"},
-     "field 'sentence': expected exactly one blank '_', found 2"),
-    ("hellaswag", {"id": "h1", "ctx": "c", "endings": ["a", "b", "c", "d"], "label": 4},
-     "field 'label': gold label 'E' is not one of the choice labels ['A', 'B', 'C', 'D']"),
-    ("commonsense_qa", dict(ARC_ROW, choices=[{"label": "A", "text": "x"}, {"label": "A", "text": "y"}]),
-     "field 'choices': duplicate choice labels ['A', 'A']"),
-    ("piqa", {"id": "p1", "goal": "g", "sol1": "a", "sol2": "", "label": 0}, "field 'sol2': missing or empty"),
-])
+@pytest.mark.parametrize(
+    "task,row,message",
+    [
+        ("gsm8k", {"id": "g1", "question": "Q?", "answer": "it is 4"}, "field 'answer': no '####' final-answer marker"),
+        (
+            "gsm8k",
+            {"id": "g1", "question": "Q?", "answer": "#### four"},
+            "field 'answer': the text after '####' is not a number: 'four'",
+        ),
+        (
+            "boolq",
+            {"id": "b1", "question": "q", "passage": "p", "answer": "maybe"},
+            "field 'answer': expected a boolean answer (true/false, yes/no, 1/0), got 'maybe'",
+        ),
+        (
+            "winogrande",
+            {"id": "w1", "sentence": "A _ and _.", "option1": "x", "option2": "y", "answer": "1"},
+            "field 'sentence': expected exactly one blank '_', found 2",
+        ),
+        (
+            "hellaswag",
+            {"id": "h1", "ctx": "c", "endings": ["a", "b", "c", "d"], "label": 4},
+            "field 'label': gold label 'E' is not one of the choice labels ['A', 'B', 'C', 'D']",
+        ),
+        (
+            "commonsense_qa",
+            dict(ARC_ROW, choices=[{"label": "A", "text": "x"}, {"label": "A", "text": "y"}]),
+            "field 'choices': duplicate choice labels ['A', 'A']",
+        ),
+        ("piqa", {"id": "p1", "goal": "g", "sol1": "a", "sol2": "", "label": 0}, "field 'sol2': missing or empty"),
+    ],
+)
 def test_bad_rows(tmp_path, task, row, message):
     p = write_jsonl(tmp_path / "x.jsonl", [row])
     with pytest.raises(InputError) as e:
@@ -275,8 +335,10 @@ def test_one_bad_row_loads_nothing(tmp_path):
 def test_bad_specs():
     with pytest.raises(InputError) as e:
         load_task("mmlu:/x.jsonl")
-    assert str(e.value) == ("mmlu:/x.jsonl: unknown task 'mmlu'; known: ['arc_challenge', 'boolq', 'commonsense_qa', "
-                            "'gsm8k', 'hellaswag', 'piqa', 'winogrande'] and 'synthetic'")
+    assert str(e.value) == (
+        "mmlu:/x.jsonl: unknown task 'mmlu'; known: ['arc_challenge', 'boolq', 'commonsense_qa', "
+        "'gsm8k', 'hellaswag', 'piqa', 'winogrande'] and 'synthetic'"
+    )
     with pytest.raises(InputError, match="a task spec is 'synthetic' or"):
         load_task("boolq")
     assert set(LOADERS) == {"boolq", "arc_challenge", "gsm8k", "commonsense_qa", "winogrande", "hellaswag", "piqa"}
@@ -285,10 +347,20 @@ def test_bad_specs():
 # --- canonical values -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw,expected", [
-    ("1,250.00", "1250"), ("0.50", "0.5"), (" 18 ", "18"), (18, "18"), (2.5, "2.5"), ("-0", "0"), ("-3.10", "-3.1"),
-    ("1e3", "1000"), ("0.125", "0.125"),
-])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("1,250.00", "1250"),
+        ("0.50", "0.5"),
+        (" 18 ", "18"),
+        (18, "18"),
+        (2.5, "2.5"),
+        ("-0", "0"),
+        ("-3.10", "-3.1"),
+        ("1e3", "1000"),
+        ("0.125", "0.125"),
+    ],
+)
 def test_normalize_number(raw, expected):
     assert normalize_number(raw) == expected
 
@@ -325,18 +397,24 @@ def test_synthetic_tasks_are_deterministic_and_follow_their_rule():
     assert a == synthetic_tasks(8, seed=0) and a != synthetic_tasks(8, seed=1)
     assert load_task("synthetic") == a and load_task("synthetic?n_per_task=3&seed=1") == synthetic_tasks(3, 1)
     assert [x.task for x in a] == [t for t in SYNTHETIC_TASKS for _ in range(8)]
-    assert {x.task: x.answer_type for x in a} == {"synth_arith": "numeric", "synth_compare": "boolean",
-                                                  "synth_choice": "choice"}
+    assert {x.task: x.answer_type for x in a} == {
+        "synth_arith": "numeric",
+        "synth_compare": "boolean",
+        "synth_choice": "choice",
+    }
     assert a[0].item_id == "synth_arith-0-0000" and a[-1].item_id == "synth_choice-0-0007"
     assert_valid_golds(a)
     for x in a:
         if x.task == "synth_arith":
-            s, k, c = map(int, re.match(r"A mill fills (\d+) sacks with (\d+) kg of flour each, sells (\d+) kg",
-                                        x.question).groups())
+            s, k, c = map(
+                int,
+                re.match(r"A mill fills (\d+) sacks with (\d+) kg of flour each, sells (\d+) kg", x.question).groups(),
+            )
             assert x.gold == synth_arith_rule(s, k, c)
         elif x.task == "synth_compare":
-            name_a, x_age, name_b, y_age = re.match(r"(\w+) is (\d+) years old\. (\w+) is (\d+) years old\.",
-                                                    x.passage).groups()
+            name_a, x_age, name_b, y_age = re.match(
+                r"(\w+) is (\d+) years old\. (\w+) is (\d+) years old\.", x.passage
+            ).groups()
             assert x.question == f"Is {name_a} older than {name_b}?"
             assert x.gold == ("true" if int(x_age) > int(y_age) else "false")
         else:
@@ -348,8 +426,9 @@ def test_synthetic_tasks_are_deterministic_and_follow_their_rule():
         synthetic_tasks(0)
 
 
-@pytest.mark.parametrize("task", ["arc_challenge", "commonsense_qa", "hellaswag", "boolq", "gsm8k", "piqa",
-                                  "winogrande"])
+@pytest.mark.parametrize(
+    "task", ["arc_challenge", "commonsense_qa", "hellaswag", "boolq", "gsm8k", "piqa", "winogrande"]
+)
 def test_each_task_reads_the_same_items_from_jsonl_json_csv_and_parquet(task, tmp_path):
     """``choices`` (ARC, CommonsenseQA) and ``endings`` (HellaSwag) are JSON text in CSV cells,
     decoded by the shared reader."""

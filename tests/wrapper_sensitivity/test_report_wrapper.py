@@ -13,13 +13,35 @@ from metamorph.studies.wrapper_sensitivity import report
 def test_wrapper_section_prints_chance_and_truncated_share(tmp_path):
     # (wrapper, correct, parseable, finish_reason) for 4 items of a 4-option choice task, mode paper;
     # plain: 3 right, 1 cut -> A 75, trunc 25; json: 1 right, 2 cut -> A 25, trunc 50; chance 100/4 = 25
-    rows = [("plain", True, True, "stop"), ("plain", True, True, "stop"), ("plain", True, True, "stop"),
-            ("plain", False, False, "length"),
-            ("json", True, True, "stop"), ("json", False, False, "length"), ("json", False, False, "length"),
-            ("json", False, True, "stop")]
-    scored = pd.DataFrame([{"model_id": "m", "task": "t", "answer_type": "choice", "n_choices": 4, "wrapper": w,
-                            "mode": "paper", "item_id": f"i{i % 4}", "seed": 0, "correct": c, "parseable": p,
-                            "finish_reason": f, "prompt_tokens": 10} for i, (w, c, p, f) in enumerate(rows)])
+    rows = [
+        ("plain", True, True, "stop"),
+        ("plain", True, True, "stop"),
+        ("plain", True, True, "stop"),
+        ("plain", False, False, "length"),
+        ("json", True, True, "stop"),
+        ("json", False, False, "length"),
+        ("json", False, False, "length"),
+        ("json", False, True, "stop"),
+    ]
+    scored = pd.DataFrame(
+        [
+            {
+                "model_id": "m",
+                "task": "t",
+                "answer_type": "choice",
+                "n_choices": 4,
+                "wrapper": w,
+                "mode": "paper",
+                "item_id": f"i{i % 4}",
+                "seed": 0,
+                "correct": c,
+                "parseable": p,
+                "finish_reason": f,
+                "prompt_tokens": 10,
+            }
+            for i, (w, c, p, f) in enumerate(rows)
+        ]
+    )
     cells = wm.cell_metrics(scored, "paper")
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
     con.execute("CREATE SCHEMA wrapper_sensitivity")
@@ -29,5 +51,7 @@ def test_wrapper_section_prints_chance_and_truncated_share(tmp_path):
     assert "chance_pct (the accuracy of guessing" in title and "truncated_pct (replies cut at max_tokens)" in title
     got = con.execute(query).df()
     assert got[["wrapper", "accuracy_pct", "chance_pct", "parseability_pct", "truncated_pct", "n"]].values.tolist() == [
-        ["json", 25.0, 25.0, 50.0, 50.0, 4], ["plain", 75.0, 25.0, 75.0, 25.0, 4]]
+        ["json", 25.0, 25.0, 50.0, 50.0, 4],
+        ["plain", 75.0, 25.0, 75.0, 25.0, 4],
+    ]
     con.close()

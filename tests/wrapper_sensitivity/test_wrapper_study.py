@@ -24,8 +24,7 @@ from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, render_toke
 from pipelines.definitions import build_definitions
 from tests.conftest import shared_sample
 
-LOCAL = ModelSpec(id="local", provider="llama_cpp", model="m.gguf",
-                  params={"response_format": {"type": "json_object"}})
+LOCAL = ModelSpec(id="local", provider="llama_cpp", model="m.gguf", params={"response_format": {"type": "json_object"}})
 TASKS = ["boolq", "arc_challenge", "gsm8k", "commonsense_qa", "winogrande", "hellaswag", "piqa"]
 
 
@@ -40,27 +39,47 @@ def test_plan_counts_seeds_and_the_constrained_arm():
     assert plain.request.params == {"temperature": 0.7, "max_tokens": 24, "seed": 0}  # registry response_format dropped
     arm = [p for p in planned if p.wrapper == CONSTRAINED][0]
     assert arm.request.params["response_format"]["type"] == "json_object"
-    assert arm.request.messages == [p for p in planned if p.wrapper == "json" and p.item_id == arm.item_id][0].request.messages
+    assert (
+        arm.request.messages
+        == [p for p in planned if p.wrapper == "json" and p.item_id == arm.item_id][0].request.messages
+    )
     with pytest.raises(ValueError, match="seed"):
         plan_wrapper_generations(items, prompts, LOCAL, seeds=[])
 
 
 def gen_rows(item, rows):
-    return pd.DataFrame([{"model_id": "m", "task": item.task, "item_id": item.item_id, "wrapper": w, "seed": 0,
-                          "generation_key": f"k{i}", "response_text": t, "finish_reason": f, "prompt_tokens": n,
-                          "error": e} for i, (w, t, f, n, e) in enumerate(rows)])
+    return pd.DataFrame(
+        [
+            {
+                "model_id": "m",
+                "task": item.task,
+                "item_id": item.item_id,
+                "wrapper": w,
+                "seed": 0,
+                "generation_key": f"k{i}",
+                "response_text": t,
+                "finish_reason": f,
+                "prompt_tokens": n,
+                "error": e,
+            }
+            for i, (w, t, f, n, e) in enumerate(rows)
+        ]
+    )
 
 
 def test_scoring_in_four_modes_is_exact():
     item = [x for x in synthetic_tasks(1, seed=0) if x.answer_type == "choice"][0]
     wrong = next(lbl for lbl in item.labels if lbl != item.gold)
-    gens = gen_rows(item, [
-        ("json", json.dumps({"answer": item.gold}), "stop", 100, None),
-        ("structured", f"**Answer:** {item.gold}", "stop", 101, None),
-        ("deliberate", f"Let me think. The answer is {wrong}.", "stop", 102, None),
-        ("plain", item.gold, "length", 100, None),
-        ("structured_delim", None, None, 100, "ProviderError[500]: boom"),
-    ])
+    gens = gen_rows(
+        item,
+        [
+            ("json", json.dumps({"answer": item.gold}), "stop", 100, None),
+            ("structured", f"**Answer:** {item.gold}", "stop", 101, None),
+            ("deliberate", f"Let me think. The answer is {wrong}.", "stop", 102, None),
+            ("plain", item.gold, "length", 100, None),
+            ("structured_delim", None, None, 100, "ProviderError[500]: boom"),
+        ],
+    )
     scored = score_generations(gens, [item])
     assert len(scored) == 5 * 4 and scored["mode"].tolist()[:4] == ["paper", "strict", "normalized", "lenient"]
     out = scored.set_index(["wrapper", "mode"])
@@ -84,8 +103,15 @@ def test_scoring_in_four_modes_is_exact():
 
 def test_token_balance_exact():
     item = synthetic_tasks(1, seed=0)[0]
-    gens = gen_rows(item, [("plain", "x", "stop", 100, None), ("json", "x", "stop", 105, None),
-                           ("structured", "x", "stop", 95, None), (CONSTRAINED, "x", "stop", 500, None)])
+    gens = gen_rows(
+        item,
+        [
+            ("plain", "x", "stop", 100, None),
+            ("json", "x", "stop", 105, None),
+            ("structured", "x", "stop", 95, None),
+            (CONSTRAINED, "x", "stop", 500, None),
+        ],
+    )
     row = token_balance(gens).iloc[0]
     assert row["delta_tok"] == pytest.approx(10 / 100) and not row["matched"]  # (105-95)/mean(100,105,95)
     assert json.loads(row["tokens_json"]) == {"json": 105, "plain": 100, "structured": 95}
@@ -112,24 +138,35 @@ def test_seven_real_tasks_end_to_end_with_the_local_model(metamorph_home):
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["smollm2-135m-instruct"])
         r1 = defs.resolve_job_def("wrapper_sensitivity_inputs_job").execute_in_process(
-            instance=instance, run_config={"ops": {"wrapper_sensitivity__qa_items": {
-                "config": {"sources": sources, "limit": 1}}}})
+            instance=instance,
+            run_config={"ops": {"wrapper_sensitivity__qa_items": {"config": {"sources": sources, "limit": 1}}}},
+        )
         r2 = defs.resolve_job_def("wrapper_sensitivity_model_job").execute_in_process(
-            instance=instance, partition_key="smollm2-135m-instruct", run_config={"ops": {
-                "wrapper_sensitivity__wrapper_generations": {"config": {"seeds": [0], "constrained_arm": True}}}})
+            instance=instance,
+            partition_key="smollm2-135m-instruct",
+            run_config={
+                "ops": {"wrapper_sensitivity__wrapper_generations": {"config": {"seeds": [0], "constrained_arm": True}}}
+            },
+        )
         assert r1.success and r2.success
     con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True)
     try:
+
         def read(t):
             return con.execute(f"SELECT * FROM wrapper_sensitivity.{t}").df()
+
         assert len(read("qa_items")) == 7
         assert len(read("wrapper_generations")) == 7 * 6  # 5 wrappers + the constrained arm
         assert len(read("scored_answers")) == 7 * 6 * 4  # paper, strict, normalized, lenient
         fsi = validate_frame(M.WrapperFSI, read("fsi_psi"), "fsi_psi")
         assert sorted(fsi["task"]) == sorted(TASKS)
-        for t, schema in [("wrapper_cells", M.WrapperCells), ("mean_fsi_psi", M.WrapperMeanIndices),
-                          ("fsi_decomposition", M.WrapperDecomposition), ("token_balance", S.TokenBalance),
-                          ("constrained_falsifier", M.WrapperConstrainedFalsifier)]:
+        for t, schema in [
+            ("wrapper_cells", M.WrapperCells),
+            ("mean_fsi_psi", M.WrapperMeanIndices),
+            ("fsi_decomposition", M.WrapperDecomposition),
+            ("token_balance", S.TokenBalance),
+            ("constrained_falsifier", M.WrapperConstrainedFalsifier),
+        ]:
             df = read(t)
             assert len(df) > 0, t
             validate_frame(schema, df, t)
@@ -151,11 +188,27 @@ def test_headline_from_scored_replies_paper_vs_normalized():
     assert len(items) == 2
     rows = []
     for k, x in enumerate(items):
-        rows += [("plain", f"{x.gold}. It is the only option that fits.", x),
-                 ("json", json.dumps({"answer": x.gold}) if k == 0 else f"The answer is {x.gold}.", x)]
-    gens = pd.DataFrame([{"model_id": "m", "task": x.task, "item_id": x.item_id, "wrapper": w, "seed": 0,
-                          "generation_key": f"k{i}", "response_text": t, "finish_reason": "stop", "prompt_tokens": 100,
-                          "error": None} for i, (w, t, x) in enumerate(rows)])
+        rows += [
+            ("plain", f"{x.gold}. It is the only option that fits.", x),
+            ("json", json.dumps({"answer": x.gold}) if k == 0 else f"The answer is {x.gold}.", x),
+        ]
+    gens = pd.DataFrame(
+        [
+            {
+                "model_id": "m",
+                "task": x.task,
+                "item_id": x.item_id,
+                "wrapper": w,
+                "seed": 0,
+                "generation_key": f"k{i}",
+                "response_text": t,
+                "finish_reason": "stop",
+                "prompt_tokens": 100,
+                "error": None,
+            }
+            for i, (w, t, x) in enumerate(rows)
+        ]
+    )
     scored = score_generations(gens, items)
     paper = wm.fsi_psi(wm.cell_metrics(scored)).iloc[0]  # default mode: paper
     # paper: plain A = P = 2/2 = 1; json A = P = 1/2 -> FSI = 0.5, PSI = 0.5, best plain

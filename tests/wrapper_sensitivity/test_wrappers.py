@@ -35,15 +35,23 @@ NUMERIC = QAItem("n-1", "n", "numeric", "How many?", (), "18")
 # The exact user messages of v1 for CHOICE: this pins the output contract of every family.
 CHOICE_USER = {
     "plain": "Which is red?\n\nA. sky\nB. blood\n\nReply with only the label of the correct option (A, B).",
-    "json": ('Which is red?\n\nA. sky\nB. blood\n\nReply with only a JSON object of the form {"answer": "<label>"}, '
-             "where <label> is the label of the correct option (A, B) as a JSON string."),
-    "structured": ("Task: answer the question\nQuestion: Which is red?\nOptions:\nA) sky\nB) blood\n"
-                   'Output: exactly one line "Answer: <label>", where <label> is the label of the correct option (A, B)'),
-    "structured_delim": ("### Question\nWhich is red?\n\n### Options\nA. sky\nB. blood\n\n### Answer\n"
-                         "Write only the label of the correct option (A, B) between <answer> and </answer>."),
-    "deliberate": ("Which is red?\n\nA. sky\nB. blood\n\nThink step by step in a scratchpad first. Then end with a "
-                   "final line of the form\nFinal answer: <label>\nwhere <label> is the label of the correct option "
-                   "(A, B)."),
+    "json": (
+        'Which is red?\n\nA. sky\nB. blood\n\nReply with only a JSON object of the form {"answer": "<label>"}, '
+        "where <label> is the label of the correct option (A, B) as a JSON string."
+    ),
+    "structured": (
+        "Task: answer the question\nQuestion: Which is red?\nOptions:\nA) sky\nB) blood\n"
+        'Output: exactly one line "Answer: <label>", where <label> is the label of the correct option (A, B)'
+    ),
+    "structured_delim": (
+        "### Question\nWhich is red?\n\n### Options\nA. sky\nB. blood\n\n### Answer\n"
+        "Write only the label of the correct option (A, B) between <answer> and </answer>."
+    ),
+    "deliberate": (
+        "Which is red?\n\nA. sky\nB. blood\n\nThink step by step in a scratchpad first. Then end with a "
+        "final line of the form\nFinal answer: <label>\nwhere <label> is the label of the correct option "
+        "(A, B)."
+    ),
 }
 # Where the padding goes: right after the item content and its separator, before the instruction.
 CHOICE_PREFIX = {
@@ -69,22 +77,30 @@ def test_exact_render_of_a_choice_item(family):
 
 def test_exact_render_of_boolean_and_numeric_items():
     assert render_prompt(BOOLEAN, "structured_delim").user == (
-        "### Passage\nP.\n\n### Question\nIs it?\n\n### Answer\nWrite only true or false between <answer> and </answer>.")
+        "### Passage\nP.\n\n### Question\nIs it?\n\n### Answer\nWrite only true or false between <answer> and </answer>."
+    )
     assert render_prompt(BOOLEAN, "plain").user == "P.\n\nIs it?\n\nReply with only true or false."
     assert render_prompt(NUMERIC, "json").user == (
         'How many?\n\nReply with only a JSON object of the form {"answer": <number>}, where <number> is the final '
-        "answer as a JSON number.")
+        "answer as a JSON number."
+    )
     assert render_prompt(NUMERIC, "structured").user == (
         'Task: answer the question\nQuestion: How many?\nOutput: exactly one line "Answer: <number>", where <number> '
-        "is the final number, written in digits")
-    assert render_prompt(NUMERIC, "deliberate").user.endswith("Final answer: <number>\nwhere <number> is the final "
-                                                              "number, written in digits.")
+        "is the final number, written in digits"
+    )
+    assert render_prompt(NUMERIC, "deliberate").user.endswith(
+        "Final answer: <number>\nwhere <number> is the final number, written in digits."
+    )
 
 
 @pytest.mark.parametrize("item", [CHOICE, BOOLEAN, NUMERIC] + synthetic_tasks(1), ids=lambda x: x.item_id)
 def test_every_family_renders_its_output_contract(item):
-    markers = {"json": '{"answer": ', "structured": '"Answer: <', "structured_delim": "between <answer> and </answer>",
-               "deliberate": "\nFinal answer: <"}
+    markers = {
+        "json": '{"answer": ',
+        "structured": '"Answer: <',
+        "structured_delim": "between <answer> and </answer>",
+        "deliberate": "\nFinal answer: <",
+    }
     for family in FAMILIES:
         p = render_prompt(item, family)
         assert p.messages[0] == {"role": "system", "content": SYSTEM} and p.messages[1]["role"] == "user"
@@ -97,7 +113,9 @@ def test_every_family_renders_its_output_contract(item):
         # the output instruction is the last block of the user message
         answer = load_templates("v1")["families"][family]["blocks"][-1]
         assert answer["name"] == "answer"
-        assert p.user.endswith(string.Template(answer["text"][item.answer_type]).substitute(labels=", ".join(item.labels)))
+        assert p.user.endswith(
+            string.Template(answer["text"][item.answer_type]).substitute(labels=", ".join(item.labels))
+        )
 
 
 def _skeleton(item: QAItem, family: str) -> str:
@@ -111,8 +129,12 @@ def _skeleton(item: QAItem, family: str) -> str:
 
 
 def _marker_item(item: QAItem) -> QAItem:
-    return dataclasses.replace(item, question="<QUESTION>", passage="<PASSAGE>" if item.passage else None,
-                               choices=tuple((lab, f"<OPTION{k}>") for k, (lab, _) in enumerate(item.choices)))
+    return dataclasses.replace(
+        item,
+        question="<QUESTION>",
+        passage="<PASSAGE>" if item.passage else None,
+        choices=tuple((lab, f"<OPTION{k}>") for k, (lab, _) in enumerate(item.choices)),
+    )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -146,8 +168,12 @@ def test_record_stores_the_exact_prompt():
 def test_answer_json_schema():
     assert answer_json_schema(CHOICE)["properties"]["answer"] == {"type": "string", "enum": ["A", "B"]}
     assert answer_json_schema(BOOLEAN)["properties"]["answer"] == {"type": "boolean"}
-    assert answer_json_schema(NUMERIC) == {"type": "object", "properties": {"answer": {"type": "number"}},
-                                           "required": ["answer"], "additionalProperties": False}
+    assert answer_json_schema(NUMERIC) == {
+        "type": "object",
+        "properties": {"answer": {"type": "number"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
 
 
 # --- templates as versioned data ------------------------------------------------------------------
@@ -167,23 +193,36 @@ def _write_variant(tmp_path, mutate, version="v1"):
     return path
 
 
-@pytest.mark.parametrize("mutate,problem", [
-    (lambda d: d["families"]["plain"]["blocks"][1].update(text="$question $answer"),
-     "family 'plain' block 'question': unknown placeholder(s) ['answer']; allowed: "
-     "['labels', 'options', 'passage', 'question']"),
-    (lambda d: d["families"].pop("deliberate"),
-     "families must be exactly ['plain', 'json', 'structured', 'structured_delim', 'deliberate'], got "
-     "['json', 'plain', 'structured', 'structured_delim']"),
-    (lambda d: d["families"]["json"]["blocks"][3]["text"].pop("numeric"),
-     "family 'json' block 'answer': text must give one string per answer type ['choice', 'boolean', 'numeric'] "
-     "and the block cannot have 'when'"),
-    (lambda d: d["families"]["structured"]["blocks"][1].pop("when"),
-     "family 'structured' block 'passage': $passage needs \"when\": \"passage\""),
-    (lambda d: d["families"]["plain"].update(pad_before="passage"),
-     "family 'plain': pad_before 'passage' must name a block that is always present"),
-    (lambda d: d.update(pad_char="x"), "pad_char must be one whitespace character, got 'x'"),
-    (lambda d: d.update(version="v2"), "file declares version 'v2', expected 'v1'"),
-])
+@pytest.mark.parametrize(
+    "mutate,problem",
+    [
+        (
+            lambda d: d["families"]["plain"]["blocks"][1].update(text="$question $answer"),
+            "family 'plain' block 'question': unknown placeholder(s) ['answer']; allowed: "
+            "['labels', 'options', 'passage', 'question']",
+        ),
+        (
+            lambda d: d["families"].pop("deliberate"),
+            "families must be exactly ['plain', 'json', 'structured', 'structured_delim', 'deliberate'], got "
+            "['json', 'plain', 'structured', 'structured_delim']",
+        ),
+        (
+            lambda d: d["families"]["json"]["blocks"][3]["text"].pop("numeric"),
+            "family 'json' block 'answer': text must give one string per answer type ['choice', 'boolean', 'numeric'] "
+            "and the block cannot have 'when'",
+        ),
+        (
+            lambda d: d["families"]["structured"]["blocks"][1].pop("when"),
+            "family 'structured' block 'passage': $passage needs \"when\": \"passage\"",
+        ),
+        (
+            lambda d: d["families"]["plain"].update(pad_before="passage"),
+            "family 'plain': pad_before 'passage' must name a block that is always present",
+        ),
+        (lambda d: d.update(pad_char="x"), "pad_char must be one whitespace character, got 'x'"),
+        (lambda d: d.update(version="v2"), "file declares version 'v2', expected 'v1'"),
+    ],
+)
 def test_invalid_template_files_name_the_file(tmp_path, mutate, problem):
     path = _write_variant(tmp_path, mutate)
     with pytest.raises(InputError) as e:
@@ -197,11 +236,11 @@ def test_invalid_template_files_name_the_file(tmp_path, mutate, problem):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_padding_goes_between_content_and_instruction(family):
     p = render_prompt(CHOICE, family)
-    padded, = pad_to_budget([p], p.chars + 5)
-    assert padded.user == CHOICE_PREFIX[family] + "\n" * 5 + CHOICE_USER[family][len(CHOICE_PREFIX[family]):]
+    (padded,) = pad_to_budget([p], p.chars + 5)
+    assert padded.user == CHOICE_PREFIX[family] + "\n" * 5 + CHOICE_USER[family][len(CHOICE_PREFIX[family]) :]
     assert (padded.pad_chars, padded.chars, padded.messages[0]) == (5, p.chars + 5, p.messages[0])
     assert p.pad_chars == 0 and p.user == CHOICE_USER[family]  # input untouched
-    again, = pad_to_budget([padded], p.chars + 2)  # re-padding replaces the padding
+    (again,) = pad_to_budget([padded], p.chars + 2)  # re-padding replaces the padding
     assert again.pad_chars == 2 and again.unpadded() == p
 
 
@@ -230,7 +269,7 @@ def test_every_prompt_of_a_task_is_exactly_the_budget(task):
         by_task.setdefault(p.task, set()).add(p.chars)
         base = render_prompt(next(x for x in items if x.item_id == p.item_id), p.family)
         assert p.unpadded() == base  # padding is the only change
-        assert p.user[p.pad_offset:p.pad_offset + p.pad_chars] == "\n" * p.pad_chars
+        assert p.user[p.pad_offset : p.pad_offset + p.pad_chars] == "\n" * p.pad_chars
         assert p.chars == base.chars + p.pad_chars
     for t, sizes in by_task.items():
         xs = [x for x in items if x.task == t]
@@ -267,8 +306,12 @@ def test_matched_subset_boundary():
 def test_measure_prompt_tokens_with_a_counter():
     prompts = [render_prompt(CHOICE, f) for f in ("plain", "json")]
     counts = measure_prompt_tokens(prompts, lambda msgs: sum(len(m["content"]) for m in msgs) // 4)
-    assert counts == {"t-1": {"plain": (len(SYSTEM) + len(CHOICE_USER["plain"])) // 4,
-                              "json": (len(SYSTEM) + len(CHOICE_USER["json"])) // 4}}
+    assert counts == {
+        "t-1": {
+            "plain": (len(SYSTEM) + len(CHOICE_USER["plain"])) // 4,
+            "json": (len(SYSTEM) + len(CHOICE_USER["json"])) // 4,
+        }
+    }
     with pytest.raises(ValueError, match="appears twice"):
         measure_prompt_tokens(prompts + prompts[:1], lambda msgs: 1)
     with pytest.raises(ValueError, match="expected an int >= 0"):
@@ -312,7 +355,9 @@ def test_context_budget_boundary_with_the_real_tokenizer(provider):
     assert str(e.value) == "prompt (106 tokens) + max_tokens (407) = 513 exceeds n_ctx=512 by 1"
     # the provider agrees (it refuses before decoding anything)
     with pytest.raises(ContextBudgetError):
-        provider.generate(GenerationRequest("llama_cpp", provider.model_name, tuple(p.messages), {"max_tokens": 513 - n}))
+        provider.generate(
+            GenerationRequest("llama_cpp", provider.model_name, tuple(p.messages), {"max_tokens": 513 - n})
+        )
 
 
 @pytest.mark.llm
@@ -320,14 +365,34 @@ def test_delta_tok_on_synthetic_items_with_the_real_tokenizer(provider):
     items = synthetic_tasks(2)
     padded = measure_prompt_tokens(render_token_controlled(items), provider.prompt_tokens)
     unpadded = measure_prompt_tokens([render_prompt(x, f) for x in items for f in FAMILIES], provider.prompt_tokens)
-    assert padded["synth_arith-0-0000"] == {"plain": 106, "json": 108, "structured": 105, "structured_delim": 106,
-                                            "deliberate": 108}
-    assert unpadded["synth_arith-0-0000"] == {"plain": 80, "json": 98, "structured": 98, "structured_delim": 91,
-                                              "deliberate": 108}
-    assert padded["synth_compare-0-0000"] == {"plain": 87, "json": 86, "structured": 86, "structured_delim": 85,
-                                              "deliberate": 89}
-    assert padded["synth_choice-0-0000"] == {"plain": 105, "json": 107, "structured": 105, "structured_delim": 104,
-                                             "deliberate": 107}
+    assert padded["synth_arith-0-0000"] == {
+        "plain": 106,
+        "json": 108,
+        "structured": 105,
+        "structured_delim": 106,
+        "deliberate": 108,
+    }
+    assert unpadded["synth_arith-0-0000"] == {
+        "plain": 80,
+        "json": 98,
+        "structured": 98,
+        "structured_delim": 91,
+        "deliberate": 108,
+    }
+    assert padded["synth_compare-0-0000"] == {
+        "plain": 87,
+        "json": 86,
+        "structured": 86,
+        "structured_delim": 85,
+        "deliberate": 89,
+    }
+    assert padded["synth_choice-0-0000"] == {
+        "plain": 105,
+        "json": 107,
+        "structured": 105,
+        "structured_delim": 104,
+        "deliberate": 107,
+    }
     assert delta_tok(padded["synth_arith-0-0000"]) == 3 / 106.6  # 0.0281
     assert delta_tok(padded["synth_compare-0-0000"]) == 4 / 86.6  # 0.0462
     assert delta_tok(unpadded["synth_arith-0-0000"]) == 28 / 95.0  # 0.2947 before padding

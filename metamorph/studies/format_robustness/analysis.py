@@ -84,24 +84,68 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str =
         mat = correct.pivot(index=["instance_id", "repeat"], columns="format", values="_c")[fmts]
         complete = mat.dropna()
         q = stats.cochrans_q(complete.to_numpy())
-        rows.append(dict(workflow_id=wf, dataset=ds, test="cochran_q", comparison=",".join(fmts),
-                         statistic=q.statistic, p_value=q.p_value, p_holm=None, n=q.n,
-                         n_instances=_n_instances(complete), note=q.note))
+        rows.append(
+            dict(
+                workflow_id=wf,
+                dataset=ds,
+                test="cochran_q",
+                comparison=",".join(fmts),
+                statistic=q.statistic,
+                p_value=q.p_value,
+                p_holm=None,
+                n=q.n,
+                n_instances=_n_instances(complete),
+                note=q.note,
+            )
+        )
         mc = stats.mcnemar_holm(mat)
         for r in mc.itertuples(index=False):
-            rows.append(dict(workflow_id=wf, dataset=ds, test="mcnemar", comparison=f"{r.a} vs {r.b}",
-                             statistic=r.statistic, p_value=r.p_value, p_holm=r.p_holm, n=r.n,
-                             n_instances=_n_instances(mat[[r.a, r.b]].dropna()),
-                             note=None if r.n else "no instance rendered in both formats"))
+            rows.append(
+                dict(
+                    workflow_id=wf,
+                    dataset=ds,
+                    test="mcnemar",
+                    comparison=f"{r.a} vs {r.b}",
+                    statistic=r.statistic,
+                    p_value=r.p_value,
+                    p_holm=r.p_holm,
+                    n=r.n,
+                    n_instances=_n_instances(mat[[r.a, r.b]].dropna()),
+                    note=None if r.n else "no instance rendered in both formats",
+                )
+            )
         wd = g[(g["workflow_id"] == wf) & (g["dataset"] == ds)]
         if baseline in set(wd["format"]):
             drift = _drift(wd, baseline)
             sp = stats.spearman_exact(drift["js_divergence"].tolist(), drift["delta_acc_pct"].tolist())
         else:
             sp = stats.CorrelationResult(None, None, 0, f"no baseline format {baseline!r}")
-        rows.append(dict(workflow_id=wf, dataset=ds, test="spearman", comparison="js_divergence~delta_acc_pct",
-                         statistic=sp.rho, p_value=sp.p_value, p_holm=None, n=sp.n, n_instances=None, note=sp.note))
-    cols = ["workflow_id", "dataset", "test", "comparison", "statistic", "p_value", "p_holm", "n", "n_instances", "note"]
+        rows.append(
+            dict(
+                workflow_id=wf,
+                dataset=ds,
+                test="spearman",
+                comparison="js_divergence~delta_acc_pct",
+                statistic=sp.rho,
+                p_value=sp.p_value,
+                p_holm=None,
+                n=sp.n,
+                n_instances=None,
+                note=sp.note,
+            )
+        )
+    cols = [
+        "workflow_id",
+        "dataset",
+        "test",
+        "comparison",
+        "statistic",
+        "p_value",
+        "p_holm",
+        "n",
+        "n_instances",
+        "note",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("statistic", "p_value", "p_holm"):
         out[c] = out[c].astype(float)
@@ -112,6 +156,7 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str =
 def _n_instances(blocks: pd.DataFrame) -> int:
     """Distinct instances of a frame indexed by (instance_id, repeat)."""
     return int(blocks.index.get_level_values("instance_id").nunique())
+
 
 def silent_violations_by_dataset(flags: pd.DataFrame) -> pd.DataFrame:
     """Silent-violation rate per dataset, pooled over workflows (§5.3: "from 11.11% on MedQA to
@@ -134,14 +179,24 @@ def silent_violations_by_dataset(flags: pd.DataFrame) -> pd.DataFrame:
     for ds, grp in list(per.groupby("dataset", sort=True)) + [("*", per)]:
         n_mr2, n_silent = int(grp["n_mr2"].sum()), int(grp["n_silent"].sum())
         silent = _pct(n_silent, n_mr2)
-        rows.append(dict(dataset=ds, silent_pct=silent, cooccur_pct=100.0 - silent if n_mr2 else math.nan,
-                         n_silent=n_silent, n_mr2=n_mr2, n_groups=int(grp["n_groups"].sum()),
-                         n_workflows=int(grp["workflow_id"].nunique())))
-    out = pd.DataFrame(rows, columns=["dataset", "silent_pct", "cooccur_pct", "n_silent", "n_mr2", "n_groups",
-                                      "n_workflows"])
+        rows.append(
+            dict(
+                dataset=ds,
+                silent_pct=silent,
+                cooccur_pct=100.0 - silent if n_mr2 else math.nan,
+                n_silent=n_silent,
+                n_mr2=n_mr2,
+                n_groups=int(grp["n_groups"].sum()),
+                n_workflows=int(grp["workflow_id"].nunique()),
+            )
+        )
+    out = pd.DataFrame(
+        rows, columns=["dataset", "silent_pct", "cooccur_pct", "n_silent", "n_mr2", "n_groups", "n_workflows"]
+    )
     for c in ("silent_pct", "cooccur_pct"):
         out[c] = out[c].astype(float)
     return SilentByDataset.validate(out)
+
 
 def workflow_tests(flags: pd.DataFrame) -> pd.DataFrame:
     """Cochran's Q across workflows per dataset and relation (§5.3 on M2, §5.4 on M3: "Cochran's
@@ -174,13 +229,23 @@ def workflow_tests(flags: pd.DataFrame) -> pd.DataFrame:
             vals = sub.assign(_v=[math.nan if pd.isna(v) else float(bool(v)) for v in sub[col]])
             mat = vals.pivot(index=unit, columns="workflow_id", values="_v").reindex(columns=wfs).dropna()
             q = stats.cochrans_q(mat.to_numpy())
-            rows.append(dict(dataset=ds, relation=rel, unit="instance" if rel == "MR3" else "group",
-                             workflows=",".join(wfs), statistic=q.statistic, p_value=q.p_value, n=int(len(mat)),
-                             note=q.note))
+            rows.append(
+                dict(
+                    dataset=ds,
+                    relation=rel,
+                    unit="instance" if rel == "MR3" else "group",
+                    workflows=",".join(wfs),
+                    statistic=q.statistic,
+                    p_value=q.p_value,
+                    n=int(len(mat)),
+                    note=q.note,
+                )
+            )
     out = pd.DataFrame(rows, columns=["dataset", "relation", "unit", "workflows", "statistic", "p_value", "n", "note"])
     for c in ("statistic", "p_value"):
         out[c] = out[c].astype(float)
     return WorkflowTests.validate(out)
+
 
 def flip_error_distribution(gen: pd.DataFrame) -> pd.DataFrame:
     """Where the errors of correctness flips fall, by format (§5.2, Figure 3).
@@ -212,11 +277,20 @@ def flip_error_distribution(gen: pd.DataFrame) -> pd.DataFrame:
         n_flip = len(flips)
         for f in fmts:
             n_err = int(flips[f].eq(False).sum()) if f in flips.columns else 0
-            rows.append(dict(workflow_id=wf, dataset=ds, format=f, n_errors=n_err, n_flip_groups=n_flip,
-                             error_pct=_pct(n_err, n_flip)))
+            rows.append(
+                dict(
+                    workflow_id=wf,
+                    dataset=ds,
+                    format=f,
+                    n_errors=n_err,
+                    n_flip_groups=n_flip,
+                    error_pct=_pct(n_err, n_flip),
+                )
+            )
     out = pd.DataFrame(rows, columns=["workflow_id", "dataset", "format", "n_errors", "n_flip_groups", "error_pct"])
     out["error_pct"] = out["error_pct"].astype(float)
     return FlipErrors.validate(_sort(out, _KEYS + ["format"]))
+
 
 def evidence_change_share(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, theta: float = MR2_THETA) -> pd.DataFrame:
     """Share of evidence changes by format against the baseline (§5.3: "52.21% and 24.35% of
@@ -240,8 +314,10 @@ def evidence_change_share(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, th
     for (wf, ds), grp in g.groupby(_KEYS, sort=True):
         fmts = _ordered_formats(grp["format"])
         if baseline not in fmts:
-            raise ValueError(f"evidence_change_share: workflow {wf!r}, dataset {ds!r} has no baseline format "
-                             f"{baseline!r} (formats {fmts})")
+            raise ValueError(
+                f"evidence_change_share: workflow {wf!r}, dataset {ds!r} has no baseline format "
+                f"{baseline!r} (formats {fmts})"
+            )
         cats = grp.set_index(["instance_id", "repeat", "format"])["_cats"]
         base = cats.xs(baseline, level="format")
         for f in fmts:
@@ -250,8 +326,9 @@ def evidence_change_share(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, th
             other = cats.xs(f, level="format")
             both = base.index.intersection(other.index)
             n = sum(stats.jaccard(set(base[i]), set(other[i])) < theta for i in both)
-            counts.append(dict(workflow_id=wf, dataset=ds, format=f, baseline=baseline, n_changes=int(n),
-                               n_groups=len(both)))
+            counts.append(
+                dict(workflow_id=wf, dataset=ds, format=f, baseline=baseline, n_changes=int(n), n_groups=len(both))
+            )
     c = pd.DataFrame(counts, columns=["workflow_id", "dataset", "format", "baseline", "n_changes", "n_groups"])
     pooled_ds = c.groupby(["dataset", "format", "baseline"], sort=False)[["n_changes", "n_groups"]].sum().reset_index()
     pooled_ds["workflow_id"] = "*"
@@ -262,6 +339,7 @@ def evidence_change_share(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, th
     out["share_pct"] = [(_pct(n, t)) for n, t in zip(out["n_changes"], tot)]
     out["share_pct"] = out["share_pct"].astype(float)
     return EvidenceChangeShare.validate(_sort(out, _KEYS + ["format"]))
+
 
 def drift_correlation(drift: pd.DataFrame) -> pd.DataFrame:
     """Spearman ρ(JS, ΔAcc) pooled over settings (§5.3: "ρ(JS, ΔAcc) = −0.470, p < 0.05 across all
@@ -288,15 +366,18 @@ def drift_correlation(drift: pd.DataFrame) -> pd.DataFrame:
     for scope, grp in scopes:
         ok = grp[grp["delta_acc_pct"].notna() & grp["js_divergence"].notna()]
         sp = stats.spearman_exact(ok["js_divergence"].tolist(), ok["delta_acc_pct"].tolist())
-        rows.append(dict(scope=scope, rho=sp.rho, p_value=sp.p_value, n=sp.n, n_left_out=len(grp) - len(ok),
-                         note=sp.note))
+        rows.append(
+            dict(scope=scope, rho=sp.rho, p_value=sp.p_value, n=sp.n, n_left_out=len(grp) - len(ok), note=sp.note)
+        )
     out = pd.DataFrame(rows, columns=["scope", "rho", "p_value", "n", "n_left_out", "note"])
     for c in ("rho", "p_value"):
         out[c] = out[c].astype(float)
     return DriftCorrelation.validate(out)
 
+
 #: Label of the average row / column of the paper's tables.
 AVG = "Avg."
+
 
 def with_avg(cells: pd.DataFrame, row: str, col: str, value: str, by: Sequence[str] = ()) -> pd.DataFrame:
     """Add the paper's ``Avg.`` row and column to a long table of cells (Tables 1–3).
@@ -326,10 +407,14 @@ def with_avg(cells: pd.DataFrame, row: str, col: str, value: str, by: Sequence[s
     parts = [c]
     row_avg = c.groupby([*grp_by, row], sort=False)[value].mean().reset_index().assign(**{col: AVG})
     col_avg = c.groupby([*grp_by, col], sort=False)[value].mean().reset_index().assign(**{row: AVG})
-    corner = (c.groupby(grp_by, sort=False)[value].mean().reset_index() if grp_by
-              else pd.DataFrame({value: [c[value].mean()]})).assign(**{row: AVG, col: AVG})
+    corner = (
+        c.groupby(grp_by, sort=False)[value].mean().reset_index()
+        if grp_by
+        else pd.DataFrame({value: [c[value].mean()]})
+    ).assign(**{row: AVG, col: AVG})
     parts += [row_avg, col_avg, corner]
     return pd.concat(parts, ignore_index=True)[[*keys, value]]
+
 
 def mr_table(violations: pd.DataFrame) -> pd.DataFrame:
     """Table 1: M1/M2/M3 (%) per dataset × workflow with the ``Avg.`` row and column

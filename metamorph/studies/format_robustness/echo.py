@@ -59,8 +59,9 @@ def overlap(item: str, text: str | set[str]) -> float | None:
     return sum(t in vocab for t in item_tokens) / len(item_tokens)
 
 
-def is_echoed(item: str, instruction: str | set[str], record: str | set[str] = "",
-              threshold: float = ECHO_THRESHOLD) -> bool:
+def is_echoed(
+    item: str, instruction: str | set[str], record: str | set[str] = "", threshold: float = ECHO_THRESHOLD
+) -> bool:
     """Whether ``item`` is echoed: ``overlap(item, instruction) >= threshold`` and
     ``overlap(item, record) < threshold`` (module docstring). Raises ``ValueError`` unless
     ``0 < threshold <= 1``."""
@@ -72,8 +73,9 @@ def is_echoed(item: str, instruction: str | set[str], record: str | set[str] = "
     return (overlap(item, record) or 0.0) < threshold
 
 
-def split_echoed(items: Iterable[str], instruction: str, record: str = "",
-                 threshold: float = ECHO_THRESHOLD) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def split_echoed(
+    items: Iterable[str], instruction: str, record: str = "", threshold: float = ECHO_THRESHOLD
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(evidence, echoed)``: ``items`` split by :func:`is_echoed`, each part in input order."""
     vocab_i, vocab_r = set(tokens(instruction)), set(tokens(record))
     kept: list[str] = []

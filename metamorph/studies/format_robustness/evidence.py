@@ -62,7 +62,7 @@ def compile_entry(entry: str) -> re.Pattern[str]:
     Raises ``re.error`` for an invalid regex and ``ValueError`` for an empty entry.
     """
     if entry.startswith(_REGEX_PREFIX):
-        body = entry[len(_REGEX_PREFIX):]
+        body = entry[len(_REGEX_PREFIX) :]
         if not body.strip():
             raise ValueError("empty regex entry")
     else:
@@ -96,8 +96,7 @@ class Lexicon:
     version: str
     categories: Mapping[str, tuple[str, ...]]
     source: str = "<memory>"
-    _patterns: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = field(
-        default=(), repr=False, compare=False)
+    _patterns: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = field(default=(), repr=False, compare=False)
     #: item -> its categories: an evidence item recurs across formats, repeats and routed re-runs
     #: (the same field quoted 12 times per instance), and every lookup runs every pattern
     _memo: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
@@ -117,8 +116,9 @@ class Lexicon:
         if not isinstance(dataset, str) or not dataset:
             raise InputError(source, f"expected a non-empty string, got {dataset!r}", field="dataset")
         if expected_dataset is not None and dataset != expected_dataset:
-            raise InputError(source, f"lexicon is for dataset {dataset!r}, expected {expected_dataset!r}",
-                             field="dataset")
+            raise InputError(
+                source, f"lexicon is for dataset {dataset!r}, expected {expected_dataset!r}", field="dataset"
+            )
         if not isinstance(version, str) or not version:
             raise InputError(source, f"expected a non-empty string, got {version!r}", field="version")
         if not isinstance(cats, dict) or not cats:

@@ -134,8 +134,19 @@ BOTTOM = "⊥"
 UNPARSEABLE_REASONS = ("truncated", "empty", "no_label", "negated_label", "ambiguous")
 
 #: Keys of an evidence *object* read as its text, in order of preference.
-_EVIDENCE_TEXT_KEYS = ("text", "quote", "evidence", "fact", "item", "content", "value", "snippet",
-                       "description", "detail", "source")
+_EVIDENCE_TEXT_KEYS = (
+    "text",
+    "quote",
+    "evidence",
+    "fact",
+    "item",
+    "content",
+    "value",
+    "snippet",
+    "description",
+    "detail",
+    "source",
+)
 
 #: Finish reasons that mean the output was cut by the token limit (providers normalise to "length").
 _TRUNCATED_FINISH = frozenset({"length", "max_tokens", "max_output_tokens"})
@@ -144,8 +155,8 @@ _TRUNCATED_FINISH = frozenset({"length", "max_tokens", "max_output_tokens"})
 #: by :func:`output_instruction`. Nothing in it depends on the document format, and it holds no
 #: example value a model could copy into its reply (no ``"<placeholder>"``, no sample quote).
 ANSWER_INSTRUCTION = (
-    "Reply with one JSON object and nothing else. The object has two keys. The value of \"decision\" "
-    "is exactly one of these labels: {labels}. The value of \"evidence\" is a list of at most "
+    'Reply with one JSON object and nothing else. The object has two keys. The value of "decision" '
+    'is exactly one of these labels: {labels}. The value of "evidence" is a list of at most '
     "{max_evidence} strings; each string is a short quote of at most {max_words} words copied from the "
     "document that supports the decision."
 )
@@ -218,7 +229,7 @@ def _decision_from_value(v: Any, space: _Space) -> tuple[str | None, str]:
     if v is None:
         return None, "no_label"
     if isinstance(v, bool):
-        for cand in (("yes", "true") if v else ("no", "false")):
+        for cand in ("yes", "true") if v else ("no", "false"):
             if cand in space.by_norm:
                 return space.labels[space.by_norm[cand]], "label_in_value"
         return None, "no_label"
@@ -237,8 +248,9 @@ def _decision_from_value(v: Any, space: _Space) -> tuple[str | None, str]:
         if len(labels) > 1:
             return None, "ambiguous"
         reasons = [r for _, r in results]
-        return None, ("negated_label" if "negated_label" in reasons else
-                      "ambiguous" if "ambiguous" in reasons else "no_label")
+        return None, (
+            "negated_label" if "negated_label" in reasons else "ambiguous" if "ambiguous" in reasons else "no_label"
+        )
     if isinstance(v, dict):
         inner = _lower_keys(v)
         for k in (*DECISION_KEYS, "value"):
@@ -303,14 +315,19 @@ def _from_record(d: dict, steps: list[str], space: _Space) -> Extraction:
     if how != "exact":
         steps.append("label_in_value")
     evidence = _evidence(d, steps)
-    status: ParseStatus = "ok" if not [s for s in steps if s not in ("no_evidence_field",)
-                                       and not s.startswith("evidence_capped_")] else "repaired"
+    status: ParseStatus = (
+        "ok"
+        if not [s for s in steps if s not in ("no_evidence_field",) and not s.startswith("evidence_capped_")]
+        else "repaired"
+    )
     reason = "+".join(["clean_json", *steps] if status == "ok" else steps)
     return Extraction(label, evidence, status, reason)
 
+
 _MARKER_RE = re.compile(
     r"(?i)\b(?:final\s+)?(?:decision|answer|label|verdict|recommendation)\b\s*"
-    r"(?:is|would\s+be|will\s+be|should\s+be|:|=|-)\s*[*_`\"']*(?P<seg>[^\n.;]{0,80})")
+    r"(?:is|would\s+be|will\s+be|should\s+be|:|=|-)\s*[*_`\"']*(?P<seg>[^\n.;]{0,80})"
+)
 
 
 def _from_prose(text: str, space: _Space) -> Extraction:
@@ -335,9 +352,14 @@ def _from_prose(text: str, space: _Space) -> Extraction:
     return Extraction(space.labels[idx], (), "repaired", "label_in_prose")
 
 
-def extract_decision(text: str | None, answer_space: Sequence[str],
-                     finish_reason: str | None = None, *, instruction: str | None = None,
-                     record: str = "") -> Extraction:
+def extract_decision(
+    text: str | None,
+    answer_space: Sequence[str],
+    finish_reason: str | None = None,
+    *,
+    instruction: str | None = None,
+    record: str = "",
+) -> Extraction:
     """Recover the decision and evidence of one model output; see the module docstring.
 
     Args:

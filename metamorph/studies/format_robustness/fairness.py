@@ -44,8 +44,10 @@ def _validate_sensitive(sensitive: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"sensitive: an (instance, attribute) has several values, e.g. {first}")
     return s
 
+
 #: Dispersions σ_g of the FDS normalisation (:func:`fairness_disparity`).
 FDS_DISPERSIONS = ("mad", "std", "sample_std")
+
 
 def _dispersion(values: np.ndarray, how: str) -> float:
     if how == "mad":
@@ -54,8 +56,10 @@ def _dispersion(values: np.ndarray, how: str) -> float:
         return float(values.std(ddof=0))
     return float(values.std(ddof=1)) if values.size > 1 else math.nan
 
-def fairness_disparity(gen: pd.DataFrame, sensitive: pd.DataFrame, eps: float = 1e-9,
-                       dispersion: str = "mad", unit: str = "group") -> pd.DataFrame:
+
+def fairness_disparity(
+    gen: pd.DataFrame, sensitive: pd.DataFrame, eps: float = 1e-9, dispersion: str = "mad", unit: str = "group"
+) -> pd.DataFrame:
     """Format sensitivity Sen_f(g) and format disparity score FDS_f(g) (§5.1 'Fairness', §5.3,
     Figure 5).
 
@@ -122,20 +126,51 @@ def fairness_disparity(gen: pd.DataFrame, sensitive: pd.DataFrame, eps: float = 
                     grp_stats = sub.groupby(fac_cols, sort=True)["_fav"].agg(["mean", "size"])
                     n_groups = len(grp_stats)
                     sen = 100.0 * (grp_stats["mean"].max() - grp_stats["mean"].min()) if n_groups >= 2 else math.nan
-                    cells.append([wf, ds, ":".join(factor), f, sen, n_groups,
-                                  int(grp_stats["size"].min()) if n_groups else 0, len(sub),
-                                  int(sub["instance_id"].nunique())])
+                    cells.append(
+                        [
+                            wf,
+                            ds,
+                            ":".join(factor),
+                            f,
+                            sen,
+                            n_groups,
+                            int(grp_stats["size"].min()) if n_groups else 0,
+                            len(sub),
+                            int(sub["instance_id"].nunique()),
+                        ]
+                    )
                 sens = np.array([c[4] for c in cells], dtype=float)
                 ok = ~np.isnan(sens)
                 mu = float(sens[ok].mean()) if ok.any() else math.nan
                 sigma = _dispersion(sens[ok], dispersion) if ok.any() else math.nan
                 for c, sv in zip(cells, sens):
                     fds = math.nan if math.isnan(sv) else (sv - mu) / (sigma + eps)
-                    rows.append(dict(workflow_id=c[0], dataset=c[1], factor=c[2], format=c[3],
-                                     sen_pp=sv, fds=fds, n_groups=c[5], min_group_n=c[6], n_responses=c[7],
-                                     n_instances=c[8]))
-    cols = ["workflow_id", "dataset", "factor", "format", "sen_pp", "fds", "n_groups", "min_group_n", "n_responses",
-            "n_instances"]
+                    rows.append(
+                        dict(
+                            workflow_id=c[0],
+                            dataset=c[1],
+                            factor=c[2],
+                            format=c[3],
+                            sen_pp=sv,
+                            fds=fds,
+                            n_groups=c[5],
+                            min_group_n=c[6],
+                            n_responses=c[7],
+                            n_instances=c[8],
+                        )
+                    )
+    cols = [
+        "workflow_id",
+        "dataset",
+        "factor",
+        "format",
+        "sen_pp",
+        "fds",
+        "n_groups",
+        "min_group_n",
+        "n_responses",
+        "n_instances",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("sen_pp", "fds"):
         out[c] = out[c].astype(float)

@@ -22,7 +22,6 @@ DECISION_KEYS = ("decision", "answer", "label")
 EVIDENCE_KEYS = ("evidence", "evidence_items")
 
 
-
 _MAX_CLOSE_ATTEMPTS = 60
 
 

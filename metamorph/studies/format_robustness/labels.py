@@ -26,8 +26,25 @@ _NEGATORS = frozenset({"not", "no", "never", "neither", "nor", "without", "non",
 _NEGATOR_BIGRAMS = frozenset({("rather", "than"), ("instead", "of")})
 
 #: Words that end a clause for the negation window (punctuation tokens end it too).
-_CLAUSE_WORDS = frozenset({"but", "however", "although", "though", "whereas", "while", "yet", "so",
-                           "therefore", "thus", "hence", "because", "since", "and", "or"})
+_CLAUSE_WORDS = frozenset(
+    {
+        "but",
+        "however",
+        "although",
+        "though",
+        "whereas",
+        "while",
+        "yet",
+        "so",
+        "therefore",
+        "thus",
+        "hence",
+        "because",
+        "since",
+        "and",
+        "or",
+    }
+)
 
 _NEGATION_WINDOW = 4
 
@@ -61,8 +78,9 @@ class _Space:
     labels: tuple[str, ...]
     tokens: tuple[tuple[str, ...], ...]
     by_norm: dict[str, int]
-    partner: dict[int, int]      # negating label i gives label partner[i]
+    partner: dict[int, int]  # negating label i gives label partner[i]
     option_ids: dict[str, int] | None  # upper-cased id -> index, for letter/number spaces
+
 
 _SPACE_CACHE: dict[tuple[str, ...], _Space] = {}
 
@@ -86,8 +104,9 @@ def _compile_space(answer_space: Sequence[str]) -> _Space:
             raise ConfigError(f"answer-space label {label!r} has no letters or digits")
         key = " ".join(t)
         if key in by_norm:
-            raise ConfigError(f"answer-space labels {answer_space[by_norm[key]]!r} and {label!r} are "
-                              "the same up to case/punctuation")
+            raise ConfigError(
+                f"answer-space labels {answer_space[by_norm[key]]!r} and {label!r} are the same up to case/punctuation"
+            )
         by_norm[key] = i
         toks.append(t)
     partner: dict[int, int] = {}
@@ -96,13 +115,18 @@ def _compile_space(answer_space: Sequence[str]) -> _Space:
             if i == j:
                 continue
             # tj = <negation prefix> + ti  -> negated ti is tj; and the reverse.
-            if len(tj) > len(ti) and tj[-len(ti):] == ti and len(tj) - len(ti) <= 3 and \
-                    _NEGATORS.intersection(tj[: len(tj) - len(ti)]):
+            if (
+                len(tj) > len(ti)
+                and tj[-len(ti) :] == ti
+                and len(tj) - len(ti) <= 3
+                and _NEGATORS.intersection(tj[: len(tj) - len(ti)])
+            ):
                 partner.setdefault(i, j)
                 partner.setdefault(j, i)
     option_ids = None
-    if all(re.fullmatch(r"[A-Za-z]", a.strip()) for a in answer_space) or \
-            all(re.fullmatch(r"\d{1,2}", a.strip()) for a in answer_space):
+    if all(re.fullmatch(r"[A-Za-z]", a.strip()) for a in answer_space) or all(
+        re.fullmatch(r"\d{1,2}", a.strip()) for a in answer_space
+    ):
         option_ids = {a.strip().upper(): i for i, a in enumerate(answer_space)}
     space = _Space(tuple(answer_space), tuple(toks), by_norm, partner, option_ids)
     _SPACE_CACHE[answer_space] = space
@@ -133,17 +157,15 @@ def _search_labels(text: str, space: _Space) -> tuple[str, int | None]:
     for li, lt in enumerate(space.tokens):
         n = len(lt)
         for s in range(len(tokens) - n + 1):
-            if tuple(tokens[s:s + n]) == lt:
+            if tuple(tokens[s : s + n]) == lt:
                 occ.append((s, s + n, li))
     # The complete label wins: drop occurrences inside a strictly longer occurrence.
-    kept = [a for a in occ
-            if not any(b[0] <= a[0] and a[1] <= b[1] and (b[1] - b[0]) > (a[1] - a[0]) for b in occ)]
+    kept = [a for a in occ if not any(b[0] <= a[0] and a[1] <= b[1] and (b[1] - b[0]) > (a[1] - a[0]) for b in occ)]
     asserted: set[int] = set()
     negated_any = False
     for s, e, li in kept:
         # "no" followed by a word in the same clause is a determiner ("no evidence"), not an answer.
-        if space.tokens[li] == ("no",) and e < len(tokens) and _is_word(tokens[e]) \
-                and tokens[e] not in _CLAUSE_WORDS:
+        if space.tokens[li] == ("no",) and e < len(tokens) and _is_word(tokens[e]) and tokens[e] not in _CLAUSE_WORDS:
             continue
         if _negated(tokens, s):
             if li in space.partner:
@@ -157,6 +179,7 @@ def _search_labels(text: str, space: _Space) -> tuple[str, int | None]:
     if len(asserted) > 1:
         return "ambiguous", None
     return ("negated_label" if negated_any else "no_label"), None
+
 
 # Letter / option-number answer spaces.
 _MD = "*_`#"
@@ -177,14 +200,19 @@ _OPT_PROSE_RE = re.compile(
     re.DOTALL,
 )
 
-_OPT_LINE_RE = re.compile(r"^[ \t>*_`#-]*(?P<br>[\(\[])?[*_`]*(?P<id>[A-Z]|\d{1,2})[*_`]*(?(br)[\)\]])"
-                          r"[ \t]*[.:]?[*_`]*[ \t]*$", re.MULTILINE)
+_OPT_LINE_RE = re.compile(
+    r"^[ \t>*_`#-]*(?P<br>[\(\[])?[*_`]*(?P<id>[A-Z]|\d{1,2})[*_`]*(?(br)[\)\]])"
+    r"[ \t]*[.:]?[*_`]*[ \t]*$",
+    re.MULTILINE,
+)
 
 _ARTICLE_OK_AFTER = re.compile(
-    r"^\s*(?:$|[.,;:!?)\]*_`\"'\n]|(?:because|since|as|given|due|which|with)\b)", re.IGNORECASE)
+    r"^\s*(?:$|[.,;:!?)\]*_`\"'\n]|(?:because|since|as|given|due|which|with)\b)", re.IGNORECASE
+)
 
-_NEGATIVE_AFTER = re.compile(r"^[\s)\]*_`]*(?:is|was|would\s+be)?\s*(?:not|incorrect|wrong|false|unlikely)\b",
-                             re.IGNORECASE)
+_NEGATIVE_AFTER = re.compile(
+    r"^[\s)\]*_`]*(?:is|was|would\s+be)?\s*(?:not|incorrect|wrong|false|unlikely)\b", re.IGNORECASE
+)
 
 
 def _option_from_value(value: str, space: _Space) -> int | None:

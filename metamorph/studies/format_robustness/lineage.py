@@ -15,13 +15,31 @@ from __future__ import annotations
 from metamorph.trace import MetricTrace
 
 _SLICES = {k: k for k in ("workflow_id", "dataset", "format", "repeat", "instance_id")}
-_COMMON = dict(model="model_id", id="instance_id", slices=_SLICES, input="document_text", answer="decision",
-               reason="parse_reason", extra=("parse_status", "gold", "is_correct", "finish_reason", "generation_key"))
+_COMMON = dict(
+    model="model_id",
+    id="instance_id",
+    slices=_SLICES,
+    input="document_text",
+    answer="decision",
+    reason="parse_reason",
+    extra=("parse_status", "gold", "is_correct", "finish_reason", "generation_key"),
+)
 
 #: metric → how its cells are traced.
 TRACES = {
-    **{f"M{i}": MetricTrace("mr_violation_lineage", filter=f"mr{i}", **_COMMON,
-                            order=("workflow_id", "dataset", "instance_id", "repeat", "format")) for i in (1, 2, 3)},
-    "accuracy": MetricTrace("decision_lineage", filter="gold IS NOT NULL", **_COMMON,
-                            order=("is_correct", "workflow_id", "dataset", "format", "instance_id", "repeat")),
+    **{
+        f"M{i}": MetricTrace(
+            "mr_violation_lineage",
+            filter=f"mr{i}",
+            **_COMMON,
+            order=("workflow_id", "dataset", "instance_id", "repeat", "format"),
+        )
+        for i in (1, 2, 3)
+    },
+    "accuracy": MetricTrace(
+        "decision_lineage",
+        filter="gold IS NOT NULL",
+        **_COMMON,
+        order=("is_correct", "workflow_id", "dataset", "format", "instance_id", "repeat"),
+    ),
 }

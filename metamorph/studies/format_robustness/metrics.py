@@ -75,8 +75,16 @@ __all__ = [
 
 #: Columns of the generations frame (the input contract).
 GENERATION_COLUMNS = (
-    "workflow_id", "dataset", "instance_id", "format", "repeat",
-    "decision", "gold", "is_correct", "categories", "favorable",
+    "workflow_id",
+    "dataset",
+    "instance_id",
+    "format",
+    "repeat",
+    "decision",
+    "gold",
+    "is_correct",
+    "categories",
+    "favorable",
 )
 
 #: Baseline-first format order, used for sorting and for routing ties.
@@ -99,6 +107,7 @@ _RELATIONS = ("MR1", "MR2", "MR3")
 #: Internal stand-in for ⊥ so that ⊥ compares as its own value (never a real label).
 _BOTTOM = "\u22a5\x00unparseable"
 
+
 def _as_categories(value: object, row: int) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -110,6 +119,7 @@ def _as_categories(value: object, row: int) -> tuple[str, ...]:
         return tuple(str(c) for c in value)
     raise ValueError(f"generations: row {row}: 'categories' must be a list of strings, got {type(value).__name__}")
 
+
 _LEVELS = LevelOrder("format", FORMAT_ORDER)
 
 _format_key = _LEVELS.key
@@ -117,6 +127,7 @@ _format_key = _LEVELS.key
 _ordered_formats = _LEVELS.ordered
 
 _sort = _LEVELS.sort
+
 
 def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:
     """Check the generations frame and return a normalised copy (the input is not modified).
@@ -169,6 +180,7 @@ def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:
     g["_cats"] = [_as_categories(v, i) for i, v in enumerate(g["categories"].tolist())]
     return g
 
+
 def _validate_flags(flags: pd.DataFrame) -> pd.DataFrame:
     require_columns(flags, ["workflow_id", "dataset", "instance_id", "mr1", "mr2", "mr3"], "flags")
     f = flags.copy()
@@ -176,16 +188,20 @@ def _validate_flags(flags: pd.DataFrame) -> pd.DataFrame:
         f[c] = pd.array(f[c].tolist(), dtype="boolean")
     return f
 
+
 def _pct(num: float, den: float) -> float:
     return math.nan if den == 0 else 100.0 * num / den
+
 
 #: Units of the MR flags (:func:`mr_flags`): ``group`` (default, §5.2) or the legacy
 #: ``instance_repeat1``.
 MR_UNITS = ("group", "instance_repeat1")
 
 #: Why a quantity over the k repeats is null when they are one computation (:mod:`metamorph.replicates`).
-NOT_MEASURABLE_DETERMINISTIC = ("not measurable: deterministic decoding (the k repeats are one shared computation; "
-                                "sample, temperature > 0, to measure it)")
+NOT_MEASURABLE_DETERMINISTIC = (
+    "not measurable: deterministic decoding (the k repeats are one shared computation; "
+    "sample, temperature > 0, to measure it)"
+)
 
 
 def shared_repeat_workflows(gen: pd.DataFrame) -> set[tuple[str, str]]:
@@ -280,6 +296,7 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
         out[c] = pd.array(out[c].tolist(), dtype="boolean")
     return MRFlags.validate(out)
 
+
 def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Violation rates M1, M2, M3 (§5.1 MRV, Table 1) with cluster-bootstrap 95% CIs.
 
@@ -318,25 +335,46 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
             ci = stats.bootstrap_ratio_ci(num.to_numpy(), den.to_numpy(), n_resamples=n_resamples, seed=seed)
             undefined = grp[grp[col].isna()]["instance_id"].nunique()
             notes = grp["mr3_note"].dropna().unique() if col == "mr3" and "mr3_note" in grp.columns else []
-            rows.append(dict(not_measurable=notes[0] if len(defined) == 0 and len(notes) else None,
-                workflow_id=wf, dataset=ds, relation=rel,
-                violation_pct=100.0 * ci.mean,
-                ci_low_pct=None if ci.low is None else 100.0 * ci.low,
-                ci_high_pct=None if ci.high is None else 100.0 * ci.high,
-                n_groups=int(den.sum()), n_instances=ci.n, n_undefined=int(undefined), ci_note=ci.note,
-            ))
-    cols = ["workflow_id", "dataset", "relation", "violation_pct", "ci_low_pct", "ci_high_pct",
-            "n_groups", "n_instances", "n_undefined", "ci_note", "not_measurable"]
+            rows.append(
+                dict(
+                    not_measurable=notes[0] if len(defined) == 0 and len(notes) else None,
+                    workflow_id=wf,
+                    dataset=ds,
+                    relation=rel,
+                    violation_pct=100.0 * ci.mean,
+                    ci_low_pct=None if ci.low is None else 100.0 * ci.low,
+                    ci_high_pct=None if ci.high is None else 100.0 * ci.high,
+                    n_groups=int(den.sum()),
+                    n_instances=ci.n,
+                    n_undefined=int(undefined),
+                    ci_note=ci.note,
+                )
+            )
+    cols = [
+        "workflow_id",
+        "dataset",
+        "relation",
+        "violation_pct",
+        "ci_low_pct",
+        "ci_high_pct",
+        "n_groups",
+        "n_instances",
+        "n_undefined",
+        "ci_note",
+        "not_measurable",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("violation_pct", "ci_low_pct", "ci_high_pct"):
         out[c] = out[c].astype(float)
     return MRViolations.validate(out)
+
 
 def _accuracy(g: pd.DataFrame) -> pd.DataFrame:
     # Set-based: sql/format_robustness/accuracy_by_format.sql is the one implementation.
     cols = _GEN_KEY + ["decision", "gold", "is_correct"]
     frame = g[cols].assign(is_correct=g["is_correct"].astype("boolean"))
     return run_sql("format_robustness", "accuracy_by_format", gen=frame)
+
 
 def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
     """Acc_f per workflow × dataset × format (§5.1, Table 2).
@@ -356,9 +394,11 @@ def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
     g = validate_generations(gen)
     return AccuracyByFormat.validate(_sort(_accuracy(g), _KEYS + ["format"]))
 
+
 def _stability(g: pd.DataFrame) -> pd.DataFrame:
     # Set-based: sql/format_robustness/stability_by_format.sql is the one implementation.
     return run_sql("format_robustness", "stability_by_format", gen=g[_GEN_KEY + ["decision"]])
+
 
 def stability_by_format(gen: pd.DataFrame) -> pd.DataFrame:
     """Stb_f per workflow × dataset × format (§5.1, Table 2).
@@ -375,6 +415,7 @@ def stability_by_format(gen: pd.DataFrame) -> pd.DataFrame:
     g = validate_generations(gen)
     return StabilityByFormat.validate(_sort(_stability(g), _KEYS + ["format"]))
 
+
 def _unit_rows(g: pd.DataFrame, unit: str, fn: str) -> pd.DataFrame:
     """The generations of ``unit``: every repeat (``"group"``) or repeat 1 only (``"instance_repeat1"``)."""
     if unit not in MR_UNITS:
@@ -382,15 +423,16 @@ def _unit_rows(g: pd.DataFrame, unit: str, fn: str) -> pd.DataFrame:
     return g if unit == "group" else g[g["repeat"] == 1]
 
 
-def _drift(g: pd.DataFrame, baseline: str, unit: str = "group", n_resamples: int = 1000,
-           seed: int = 0) -> pd.DataFrame:
+def _drift(g: pd.DataFrame, baseline: str, unit: str = "group", n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     acc = _accuracy(g).set_index(_KEYS + ["format"])["accuracy_pct"]
     paired = _unit_rows(g, unit, "evidence_drift")
     rows = []
     for (wf, ds), grp in g.groupby(_KEYS, sort=True):
         fmts = _ordered_formats(grp["format"])
         if baseline not in fmts:
-            raise ValueError(f"evidence_drift: workflow {wf!r}, dataset {ds!r} has no baseline format {baseline!r} (formats {fmts})")
+            raise ValueError(
+                f"evidence_drift: workflow {wf!r}, dataset {ds!r} has no baseline format {baseline!r} (formats {fmts})"
+            )
         counts = {f: stats.category_counts(grp.loc[grp["format"] == f, "_cats"]) for f in fmts}
         sub = paired[(paired["workflow_id"] == wf) & (paired["dataset"] == ds)]
         dec = sub.pivot(index=["instance_id", "repeat"], columns="format", values="_dec")
@@ -403,29 +445,49 @@ def _drift(g: pd.DataFrame, baseline: str, unit: str = "group", n_resamples: int
             num, den = flips.sum(), flips.size()
             ci = stats.bootstrap_ratio_ci(num.to_numpy(), den.to_numpy(), n_resamples=n_resamples, seed=seed)
             acc_f = acc.get((wf, ds, f), math.nan)
-            rows.append(dict(
-                workflow_id=wf, dataset=ds, format=f, baseline=baseline,
-                js_divergence=stats.js_divergence(counts[f], counts[baseline]),
-                delta_acc_pct=acc_f - acc_b,
-                flip_rate_pct=_pct(float(num.sum()), len(both)),
-                flip_ci_low_pct=None if ci.low is None else 100.0 * ci.low,
-                flip_ci_high_pct=None if ci.high is None else 100.0 * ci.high,
-                flip_ci_note=ci.note,
-                n_groups=len(both),
-                n_instances=int(len(den)),
-                n_category_items=int(sum(counts[f].values())),
-                n_category_items_baseline=int(sum(counts[baseline].values())),
-            ))
-    cols = ["workflow_id", "dataset", "format", "baseline", "js_divergence", "delta_acc_pct", "flip_rate_pct",
-            "flip_ci_low_pct", "flip_ci_high_pct", "flip_ci_note", "n_groups", "n_instances", "n_category_items",
-            "n_category_items_baseline"]
+            rows.append(
+                dict(
+                    workflow_id=wf,
+                    dataset=ds,
+                    format=f,
+                    baseline=baseline,
+                    js_divergence=stats.js_divergence(counts[f], counts[baseline]),
+                    delta_acc_pct=acc_f - acc_b,
+                    flip_rate_pct=_pct(float(num.sum()), len(both)),
+                    flip_ci_low_pct=None if ci.low is None else 100.0 * ci.low,
+                    flip_ci_high_pct=None if ci.high is None else 100.0 * ci.high,
+                    flip_ci_note=ci.note,
+                    n_groups=len(both),
+                    n_instances=int(len(den)),
+                    n_category_items=int(sum(counts[f].values())),
+                    n_category_items_baseline=int(sum(counts[baseline].values())),
+                )
+            )
+    cols = [
+        "workflow_id",
+        "dataset",
+        "format",
+        "baseline",
+        "js_divergence",
+        "delta_acc_pct",
+        "flip_rate_pct",
+        "flip_ci_low_pct",
+        "flip_ci_high_pct",
+        "flip_ci_note",
+        "n_groups",
+        "n_instances",
+        "n_category_items",
+        "n_category_items_baseline",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("js_divergence", "delta_acc_pct", "flip_rate_pct", "flip_ci_low_pct", "flip_ci_high_pct"):
         out[c] = out[c].astype(float)
     return out
 
-def evidence_drift(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str = "group",
-                   n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+
+def evidence_drift(
+    gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str = "group", n_resamples: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """Evidence drift, accuracy change and flip rate of each format against the baseline
     (§5.3, Table 2: 'JS', 'ΔAcc', 'Flip').
 
@@ -460,6 +522,7 @@ def evidence_drift(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str
     """
     g = validate_generations(gen)
     return EvidenceDrift.validate(_sort(_drift(g, baseline, unit, n_resamples, seed), _KEYS + ["format"]))
+
 
 def silent_violations(flags: pd.DataFrame) -> pd.DataFrame:
     """Silent violations (§5.3): MR2 violated (evidence changed) while MR1 holds (same decision).

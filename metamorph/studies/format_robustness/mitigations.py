@@ -111,10 +111,14 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
     shared = shared_repeat_workflows(g)
     g = g.sort_values(_INST + ["format", "repeat"])
     votes = {key: _majority(s.tolist(), tie) for key, s in g.groupby(_INST + ["format"], sort=True)["_dec"]}
-    cells = pd.DataFrame([(*key, vote, t) for key, (vote, t) in votes.items()],
-                         columns=_INST + ["format", "_vote", "_tie"])
-    inst = cells.groupby(_INST, sort=True).agg(_nf=("_vote", "size"), _nv=("_vote", "nunique"),
-                                                _ties=("_tie", "sum")).reset_index()
+    cells = pd.DataFrame(
+        [(*key, vote, t) for key, (vote, t) in votes.items()], columns=_INST + ["format", "_vote", "_tie"]
+    )
+    inst = (
+        cells.groupby(_INST, sort=True)
+        .agg(_nf=("_vote", "size"), _nv=("_vote", "nunique"), _ties=("_tie", "sum"))
+        .reset_index()
+    )
     rows = []
     for (wf, ds), grp in inst.groupby(_KEYS, sort=True):
         d = grp[grp["_nf"] >= 2]
@@ -124,11 +128,32 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
         for rel in ("MR1", "MR2", "MR3"):
             b, n_b = before[(wf, ds, rel)]
             a = math.nan if note else after[rel]
-            rows.append(dict(workflow_id=wf, dataset=ds, relation=rel, before_pct=b, after_pct=a,
-                             delta_pp=b - a, n_before=n_b, n_after=len(d), n_ties=int(grp["_ties"].sum()),
-                             not_measurable=note))
-    cols = ["workflow_id", "dataset", "relation", "before_pct", "after_pct", "delta_pp", "n_before", "n_after", "n_ties",
-            "not_measurable"]
+            rows.append(
+                dict(
+                    workflow_id=wf,
+                    dataset=ds,
+                    relation=rel,
+                    before_pct=b,
+                    after_pct=a,
+                    delta_pp=b - a,
+                    n_before=n_b,
+                    n_after=len(d),
+                    n_ties=int(grp["_ties"].sum()),
+                    not_measurable=note,
+                )
+            )
+    cols = [
+        "workflow_id",
+        "dataset",
+        "relation",
+        "before_pct",
+        "after_pct",
+        "delta_pp",
+        "n_before",
+        "n_after",
+        "n_ties",
+        "not_measurable",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("before_pct", "after_pct", "delta_pp"):
         out[c] = out[c].astype(float)
@@ -214,12 +239,34 @@ def format_routing_simulated(gen: pd.DataFrame, calibration_fraction: float = 0.
             notes.append(f"{len(held_ids) - len(routed)} held-out instance(s) lack {best!r}: left out of mrv_after_pct")
         unstable = sum(not bool(cell_stable.loc[(wf, ds, i, best)]) for i in routed)
         after = _pct(unstable, len(routed))
-        rows.append(dict(workflow_id=wf, dataset=ds, best_format=best, criterion=criterion,
-                         calibration_score_pct=score, mrv_before_pct=before, mrv_after_pct=after,
-                         delta_mrv_pp=before - after, n_calibration=int(cal["instance_id"].nunique()),
-                         n_heldout=len(held_ids), note="; ".join(notes) or None))
-    cols = ["workflow_id", "dataset", "best_format", "criterion", "calibration_score_pct", "mrv_before_pct",
-            "mrv_after_pct", "delta_mrv_pp", "n_calibration", "n_heldout", "note"]
+        rows.append(
+            dict(
+                workflow_id=wf,
+                dataset=ds,
+                best_format=best,
+                criterion=criterion,
+                calibration_score_pct=score,
+                mrv_before_pct=before,
+                mrv_after_pct=after,
+                delta_mrv_pp=before - after,
+                n_calibration=int(cal["instance_id"].nunique()),
+                n_heldout=len(held_ids),
+                note="; ".join(notes) or None,
+            )
+        )
+    cols = [
+        "workflow_id",
+        "dataset",
+        "best_format",
+        "criterion",
+        "calibration_score_pct",
+        "mrv_before_pct",
+        "mrv_after_pct",
+        "delta_mrv_pp",
+        "n_calibration",
+        "n_heldout",
+        "note",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for c in cols[4:8]:
         out[c] = out[c].astype(float)
@@ -236,8 +283,9 @@ def _best(table: pd.Series, fmts: list[str]) -> tuple[str, float]:
     return candidates[0], float(table[candidates[0]])
 
 
-def routing_choice(gen: pd.DataFrame, selection: str = "all", calibration_fraction: float = 0.3,
-                   seed: int = 0) -> pd.DataFrame:
+def routing_choice(
+    gen: pd.DataFrame, selection: str = "all", calibration_fraction: float = 0.3, seed: int = 0
+) -> pd.DataFrame:
     """The empirically best format of every workflow × dataset (§5.5 format routing).
 
     "This layer maps the input task domain to the optimal format for the current workflow
@@ -283,11 +331,30 @@ def routing_choice(gen: pd.DataFrame, selection: str = "all", calibration_fracti
             criterion = "stability"
             best, score = _best(_stability(grp).set_index("format")["stability_pct"], fmts)
         cal = selection == "calibration"
-        rows.append(dict(workflow_id=wf, dataset=ds, best_format=best, criterion=criterion, score_pct=score,
-                         n_instances=int(grp["instance_id"].nunique()), selection=selection,
-                         calibration_fraction=calibration_fraction if cal else None, split_seed=seed if cal else None))
-    cols = ["workflow_id", "dataset", "best_format", "criterion", "score_pct", "n_instances", "selection",
-            "calibration_fraction", "split_seed"]
+        rows.append(
+            dict(
+                workflow_id=wf,
+                dataset=ds,
+                best_format=best,
+                criterion=criterion,
+                score_pct=score,
+                n_instances=int(grp["instance_id"].nunique()),
+                selection=selection,
+                calibration_fraction=calibration_fraction if cal else None,
+                split_seed=seed if cal else None,
+            )
+        )
+    cols = [
+        "workflow_id",
+        "dataset",
+        "best_format",
+        "criterion",
+        "score_pct",
+        "n_instances",
+        "selection",
+        "calibration_fraction",
+        "split_seed",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     out["score_pct"] = out["score_pct"].astype(float)
     out["calibration_fraction"] = out["calibration_fraction"].astype(float)
@@ -296,9 +363,11 @@ def routing_choice(gen: pd.DataFrame, selection: str = "all", calibration_fracti
 
 
 #: What routing's after values are when decoding is deterministic (:func:`format_routing`).
-ROUTING_DETERMINISTIC_NOTE = ("deterministic decoding: every routed input of an instance is one computation (the "
-                              "original call in the best format), so M1 and M2 after are 0 and M3 after is not "
-                              "measurable by construction")
+ROUTING_DETERMINISTIC_NOTE = (
+    "deterministic decoding: every routed input of an instance is one computation (the "
+    "original call in the best format), so M1 and M2 after are 0 and M3 after is not "
+    "measurable by construction"
+)
 
 
 def format_routing(gen: pd.DataFrame, routed: pd.DataFrame, choice: pd.DataFrame) -> pd.DataFrame:
@@ -338,17 +407,43 @@ def format_routing(gen: pd.DataFrame, routed: pd.DataFrame, choice: pd.DataFrame
         orig = g[(g["workflow_id"] == wf) & (g["dataset"] == ds) & g["instance_id"].isin(ids)]
         missing = ids - set(orig["instance_id"])
         if missing:
-            raise ValueError(f"format_routing: routed instance(s) {sorted(missing)[:3]} of {wf!r}/{ds!r} are not in gen")
+            raise ValueError(
+                f"format_routing: routed instance(s) {sorted(missing)[:3]} of {wf!r}/{ds!r} are not in gen"
+            )
         before = _rates(mr_flags(orig.drop(columns=["_dec", "_cats"])))
         after = _rates(mr_flags(grp.drop(columns=["_dec", "_cats"])))
         for rel in ("MR1", "MR2", "MR3"):
             (b, n_b), (a, n_a) = before[(wf, ds, rel)], after[(wf, ds, rel)]
-            rows.append(dict(workflow_id=wf, dataset=ds, relation=rel, best_format=ch.loc[(wf, ds), "best_format"],
-                             before_pct=b, after_pct=a, delta_pp=b - a, n_before=n_b, n_after=n_a,
-                             n_instances=len(ids), selection=ch.loc[(wf, ds), "selection"],
-                             note=ROUTING_DETERMINISTIC_NOTE if (wf, ds) in shared else None))
-    cols = ["workflow_id", "dataset", "relation", "best_format", "before_pct", "after_pct", "delta_pp", "n_before",
-            "n_after", "n_instances", "selection", "note"]
+            rows.append(
+                dict(
+                    workflow_id=wf,
+                    dataset=ds,
+                    relation=rel,
+                    best_format=ch.loc[(wf, ds), "best_format"],
+                    before_pct=b,
+                    after_pct=a,
+                    delta_pp=b - a,
+                    n_before=n_b,
+                    n_after=n_a,
+                    n_instances=len(ids),
+                    selection=ch.loc[(wf, ds), "selection"],
+                    note=ROUTING_DETERMINISTIC_NOTE if (wf, ds) in shared else None,
+                )
+            )
+    cols = [
+        "workflow_id",
+        "dataset",
+        "relation",
+        "best_format",
+        "before_pct",
+        "after_pct",
+        "delta_pp",
+        "n_before",
+        "n_after",
+        "n_instances",
+        "selection",
+        "note",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for c in ("before_pct", "after_pct", "delta_pp"):
         out[c] = out[c].astype(float)
@@ -369,8 +464,10 @@ def mitigation_table(vote: pd.DataFrame, routing: pd.DataFrame) -> pd.DataFrame:
         :class:`~metamorph.studies.format_robustness.schemas.MitigationTable`: ``strategy,
         relation, dataset, workflow_id, delta_pp``.
     """
-    parts = [vote[["workflow_id", "dataset", "relation", "delta_pp"]].assign(strategy="vote"),
-             routing[["workflow_id", "dataset", "relation", "delta_pp"]].assign(strategy="routing")]
+    parts = [
+        vote[["workflow_id", "dataset", "relation", "delta_pp"]].assign(strategy="vote"),
+        routing[["workflow_id", "dataset", "relation", "delta_pp"]].assign(strategy="routing"),
+    ]
     cells = pd.concat(parts, ignore_index=True)
     out = with_avg(cells, "dataset", "workflow_id", "delta_pp", by=["strategy", "relation"])
     return MitigationTable.validate(out[["strategy", "relation", "dataset", "workflow_id", "delta_pp"]])

@@ -86,8 +86,16 @@ def instruction_text(x: SourceInstance) -> str:
     """Everything the model is told for ``x`` besides the document: the system prompt, the task
     prompt P, the output instruction, the delimiters and the file note (without the file name).
     Evidence items that copy it are *echoed* (:mod:`metamorph.studies.format_robustness.echo`)."""
-    return "\n".join([SYSTEM_PROMPT, x.task_prompt, output_instruction(list(x.answer_space)), DOC_BEGIN, DOC_END,
-                      FILE_NOTE.format(filename="")])
+    return "\n".join(
+        [
+            SYSTEM_PROMPT,
+            x.task_prompt,
+            output_instruction(list(x.answer_space)),
+            DOC_BEGIN,
+            DOC_END,
+            FILE_NOTE.format(filename=""),
+        ]
+    )
 
 
 def record_text(x: SourceInstance) -> str:
@@ -100,8 +108,9 @@ def extract_reply(x: SourceInstance, text: str | None, finish_reason: str | None
     """:func:`~metamorph.studies.format_robustness.extract.extract_decision` of a reply to ``x``
     with its answer space, and echoed evidence split off against :func:`instruction_text` and
     :func:`record_text` — the one extraction call of ``extracted_decisions`` and ``routed_outcomes``."""
-    return extract_decision(text, list(x.answer_space), finish_reason, instruction=instruction_text(x),
-                            record=record_text(x))
+    return extract_decision(
+        text, list(x.answer_space), finish_reason, instruction=instruction_text(x), record=record_text(x)
+    )
 
 
 def plan_generations(
@@ -137,13 +146,32 @@ def plan_generations(
             messages = build_messages(x, doc, ingestion)
             attached = None if ingestion == "inline" else Document(doc.content, doc.media_type, doc.filename)
             for r in range(1, k + 1):
-                req = seeded(GenerationRequest(
-                    provider=model.provider, model=model.model, messages=tuple(messages), params=dict(merged),
-                    base_url=model.base_url, ingestion=ingestion, document=attached,
-                    renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}", repeat_index=r,
-                ))
-                out.append(PlannedGeneration(model.workflow_id(ingestion), model.id, x.instance_id, x.dataset,
-                                             doc.format, r, doc.sha256, req, base_seed=merged.get("seed")))
+                req = seeded(
+                    GenerationRequest(
+                        provider=model.provider,
+                        model=model.model,
+                        messages=tuple(messages),
+                        params=dict(merged),
+                        base_url=model.base_url,
+                        ingestion=ingestion,
+                        document=attached,
+                        renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}",
+                        repeat_index=r,
+                    )
+                )
+                out.append(
+                    PlannedGeneration(
+                        model.workflow_id(ingestion),
+                        model.id,
+                        x.instance_id,
+                        x.dataset,
+                        doc.format,
+                        r,
+                        doc.sha256,
+                        req,
+                        base_seed=merged.get("seed"),
+                    )
+                )
     return out
 
 
@@ -191,21 +219,43 @@ def plan_routing(
                 raise ValueError(f"plan_routing: no best format for workflow {wf!r}, dataset {x.dataset!r}")
             b = best_format[(wf, x.dataset)]
             if b not in by_fmt:
-                raise ValueError(f"plan_routing: instance {x.dataset}/{x.instance_id} has no {b!r} document "
-                                 f"(formats {sorted(by_fmt)})")
+                raise ValueError(
+                    f"plan_routing: instance {x.dataset}/{x.instance_id} has no {b!r} document "
+                    f"(formats {sorted(by_fmt)})"
+                )
             doc = by_fmt[b]
             order = [b] + [f for f in _format_order(by_fmt) if f != b]
             messages = build_messages(x, doc, ingestion)
             attached = None if ingestion == "inline" else Document(doc.content, doc.media_type, doc.filename)
             for j, src in enumerate(order):
                 for r in range(1, k + 1):
-                    req = seeded(GenerationRequest(
-                        provider=model.provider, model=model.model, messages=tuple(messages), params=dict(merged),
-                        base_url=model.base_url, ingestion=ingestion, document=attached,
-                        renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}", repeat_index=r + k * j,
-                    ))
-                    out.append(PlannedGeneration(wf, model.id, x.instance_id, x.dataset, src, r, doc.sha256, req,
-                                                 routed_format=b, base_seed=merged.get("seed")))
+                    req = seeded(
+                        GenerationRequest(
+                            provider=model.provider,
+                            model=model.model,
+                            messages=tuple(messages),
+                            params=dict(merged),
+                            base_url=model.base_url,
+                            ingestion=ingestion,
+                            document=attached,
+                            renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}",
+                            repeat_index=r + k * j,
+                        )
+                    )
+                    out.append(
+                        PlannedGeneration(
+                            wf,
+                            model.id,
+                            x.instance_id,
+                            x.dataset,
+                            src,
+                            r,
+                            doc.sha256,
+                            req,
+                            routed_format=b,
+                            base_seed=merged.get("seed"),
+                        )
+                    )
     return out
 
 
@@ -252,10 +302,12 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
         cats.setdefault(key, set()).update(json.loads(cj))
     unknown = set(cats) - set(decisions["generation_key"])
     if unknown:
-        raise ValueError(f"{len(unknown)} evidence rows name generations not in extracted_decisions, "
-                         f"e.g. {sorted(unknown)[:3]}")
-    out = decisions[["model_id", *keys, "generation_key", "decision", "gold", "is_correct", "favorable",
-                     "parse_status"]].copy()
+        raise ValueError(
+            f"{len(unknown)} evidence rows name generations not in extracted_decisions, e.g. {sorted(unknown)[:3]}"
+        )
+    out = decisions[
+        ["model_id", *keys, "generation_key", "decision", "gold", "is_correct", "favorable", "parse_status"]
+    ].copy()
     out["categories_json"] = [json.dumps(sorted(cats.get(k, set()))) for k in out["generation_key"]]
     return out.reset_index(drop=True)
 
@@ -275,8 +327,11 @@ def metric_input(outcomes: pd.DataFrame) -> pd.DataFrame:
 
 def sensitive_frame(source_instances: pd.DataFrame) -> pd.DataFrame:
     """Long frame ``dataset, instance_id, attribute, value`` from ``source_instances.sensitive_json``."""
-    rows = [(r.dataset, r.instance_id, a, str(v))
-            for r in source_instances.itertuples() for a, v in json.loads(r.sensitive_json).items()]
+    rows = [
+        (r.dataset, r.instance_id, a, str(v))
+        for r in source_instances.itertuples()
+        for a, v in json.loads(r.sensitive_json).items()
+    ]
     return pd.DataFrame(rows, columns=["dataset", "instance_id", "attribute", "value"])
 
 
@@ -297,15 +352,21 @@ def cost_steps(model: ModelSpec, options) -> list:
     docs = [render(x, f, check=True) for x in xs for f in DEFAULT_FORMATS]
     k = options.k or 3
     params = {**DEFAULT_PARAMS, **({"max_tokens": options.max_tokens} if options.max_tokens else {})}
-    gen = PlanStep.exact("workflow_generations",
-                         [p.request for p in plan_generations(xs, docs, model, k=k, params=params)])
+    gen = PlanStep.exact(
+        "workflow_generations", [p.request for p in plan_generations(xs, docs, model, k=k, params=params)]
+    )
     groups = []  # the best format is chosen per workflow (model × ingestion) and dataset
     for ingestion in model.ingestion:
         one = dataclasses.replace(model, ingestion=(ingestion,))
         for ds in dict.fromkeys(x.dataset for x in xs):
             sub = [x for x in xs if x.dataset == ds]
-            groups.append(tuple(
-                tuple(p.request for p in plan_routing(sub, docs, one, {(one.workflow_id(ingestion), ds): b},
-                                                      k=k, params=params))
-                for b in DEFAULT_FORMATS))
+            groups.append(
+                tuple(
+                    tuple(
+                        p.request
+                        for p in plan_routing(sub, docs, one, {(one.workflow_id(ingestion), ds): b}, k=k, params=params)
+                    )
+                    for b in DEFAULT_FORMATS
+                )
+            )
     return [gen, PlanStep("routed_generations", tuple(groups))]

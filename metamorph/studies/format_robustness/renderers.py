@@ -94,9 +94,12 @@ def _undo_one_line(value: str) -> str:
         c = value[i]
         if c == "\\" and i + 1 < len(value):
             nxt = value[i + 1]
-            if nxt == "u" and re.fullmatch(r"[0-9a-f]{4}", value[i + 2:i + 6]) \
-                    and chr(int(value[i + 2:i + 6], 16)) in LINE_BREAKS:
-                out.append(chr(int(value[i + 2:i + 6], 16)))
+            if (
+                nxt == "u"
+                and re.fullmatch(r"[0-9a-f]{4}", value[i + 2 : i + 6])
+                and chr(int(value[i + 2 : i + 6], 16)) in LINE_BREAKS
+            ):
+                out.append(chr(int(value[i + 2 : i + 6], 16)))
                 i += 6
                 continue
             out.append({"n": "\n", "r": "\r", "\\": "\\", "|": "|"}.get(nxt, "\\" + nxt))
@@ -155,8 +158,10 @@ def _split_md_row(line: str) -> list[str]:
         i += 1
     cells.append("".join(cur))
     # one space of padding each side is part of the syntax, not of the value
-    return [_undo_one_line(cell[1:-1] if cell.startswith(" ") and cell.endswith(" ") and len(cell) >= 2 else cell.strip())
-            for cell in cells]
+    return [
+        _undo_one_line(cell[1:-1] if cell.startswith(" ") and cell.endswith(" ") and len(cell) >= 2 else cell.strip())
+        for cell in cells
+    ]
 
 
 def parse_md(text: str) -> list[tuple[str, str]]:
@@ -247,16 +252,21 @@ def check_semantic_invariance(x: SourceInstance, doc: RenderedDocument) -> None:
     try:
         got = r.parse(doc.text)
     except Exception as exc:  # a parser failure is an invariance failure
-        raise InputError(x.dataset, f"{doc.format} parser failed on the rendered document: {exc}",
-                         field=f"instance {x.instance_id}") from exc
+        raise InputError(
+            x.dataset, f"{doc.format} parser failed on the rendered document: {exc}", field=f"instance {x.instance_id}"
+        ) from exc
     want = expected_pairs(x)
     if got != want:
         diff = next(((i, w, g) for i, (w, g) in enumerate(zip(want, got)) if w != g), (len(got), None, None))
-        raise InputError(x.dataset, f"{doc.format} round trip changed the record at pair {diff[0]}: "
-                         f"expected {diff[1]!r}, parsed {diff[2]!r}", field=f"instance {x.instance_id}")
+        raise InputError(
+            x.dataset,
+            f"{doc.format} round trip changed the record at pair {diff[0]}: expected {diff[1]!r}, parsed {diff[2]!r}",
+            field=f"instance {x.instance_id}",
+        )
     if x.task_prompt and x.task_prompt.strip() and x.task_prompt.strip() in doc.text:
-        raise InputError(x.dataset, "task prompt leaked into the document (instruction isolation)",
-                         field=f"instance {x.instance_id}")
+        raise InputError(
+            x.dataset, "task prompt leaked into the document (instruction isolation)", field=f"instance {x.instance_id}"
+        )
 
 
 def render(x: SourceInstance, fmt: str, *, check: bool = True) -> RenderedDocument:

@@ -35,45 +35,59 @@ from metamorph.studies.format_robustness.plan import metric_input
 
 #: The legend printed above the violation table: every number it shows, defined; two paragraphs
 #: wrapped at 100 characters (a terminal line a person reads).
-LEGEND = "\n".join(textwrap.fill(paragraph, 100) for paragraph in (
-    "M1, M2, M3 = violation rates (%) of the metamorphic relations MR1 (same decision in every format), "
-    "MR2 (same evidence: the evidence-category sets of every pair of formats have Jaccard >= 0.3) and MR3 "
-    "(the k repeats agree in every format or in none), over (instance, repeat) groups (paper §4.1, §5.2, "
-    "Table 1); [bootstrap 95% CI resampling instances]. When decoding samples, each of the k repeats is an "
-    "independent draw with its own seed; when it is deterministic (a local model decoding greedily) the k "
-    "repeats are one computation, and M3 and voting are printed as 'not measurable' instead of a 0 that "
-    "would read as perfect stability.",
-    "truncated % = replies cut at max_tokens (a cut reply keeps a readable label, else it is ⊥ = "
-    "unparseable). echoed = evidence items that copy the prompt's instructions instead of the document, of "
-    "all evidence items; they are left out of MR2."))
+LEGEND = "\n".join(
+    textwrap.fill(paragraph, 100)
+    for paragraph in (
+        "M1, M2, M3 = violation rates (%) of the metamorphic relations MR1 (same decision in every format), "
+        "MR2 (same evidence: the evidence-category sets of every pair of formats have Jaccard >= 0.3) and MR3 "
+        "(the k repeats agree in every format or in none), over (instance, repeat) groups (paper §4.1, §5.2, "
+        "Table 1); [bootstrap 95% CI resampling instances]. When decoding samples, each of the k repeats is an "
+        "independent draw with its own seed; when it is deterministic (a local model decoding greedily) the k "
+        "repeats are one computation, and M3 and voting are printed as 'not measurable' instead of a 0 that "
+        "would read as perfect stability.",
+        "truncated % = replies cut at max_tokens (a cut reply keeps a readable label, else it is ⊥ = "
+        "unparseable). echoed = evidence items that copy the prompt's instructions instead of the document, of "
+        "all evidence items; they are left out of MR2.",
+    )
+)
+
 
 def _delta_columns(alias: str) -> str:
     """SQL of the columns ``ΔM1 pp``, ``ΔM2 pp``, ``ΔM3 pp`` (one decimal, ``not measurable`` for a
     null Δ) from ``<alias>relation`` / ``<alias>delta_pp`` rows."""
-    return ", ".join(f"coalesce(printf('%.1f', max(CASE {alias}relation WHEN 'MR{i}' THEN {alias}delta_pp END)), "
-                     f"'not measurable') AS \"ΔM{i} pp\"" for i in (1, 2, 3))
+    return ", ".join(
+        f"coalesce(printf('%.1f', max(CASE {alias}relation WHEN 'MR{i}' THEN {alias}delta_pp END)), "
+        f"'not measurable') AS \"ΔM{i} pp\""
+        for i in (1, 2, 3)
+    )
 
 
 SECTIONS = (
-    ("Accuracy Acc_f by format (%): correct replies among all replies with a gold label, ⊥ counted as wrong; "
-     "n = those replies (instances × k repeats), n_unparseable = the ⊥ among them. "
-     "Baseline: majority_baseline_pct = the accuracy of always answering the dataset's most frequent gold label.",
-     "SELECT workflow_id, dataset, format, round(accuracy_pct, 1) AS accuracy_pct, "
-     "round(majority_baseline_pct, 1) AS majority_baseline_pct, n, n_unparseable "
-     "FROM format_robustness.accuracy_by_format ORDER BY workflow_id, dataset, "
-     "CASE format WHEN 'txt' THEN 0 WHEN 'md' THEN 1 WHEN 'json' THEN 2 WHEN 'csv' THEN 3 ELSE 4 END, format"),
-    ("What the model answered (all formats and repeats; ⊥ = unparseable, with the reason). A model that always "
-     "gives the same answer cannot violate MR1:",
-     "SELECT workflow_id, dataset, coalesce(decision, '⊥ (' || parse_reason || ')') AS outcome, count(*) AS n "
-     "FROM format_robustness.extracted_decisions GROUP BY ALL ORDER BY workflow_id, dataset, n DESC, outcome"),
-    ("Mitigations (paper §5.5, Table 3): ΔM = M before − M after, in percentage points (positive = fewer "
-     "violations). vote = the majority decision over the k repeats in each format; routing = every input converted to "
-     "the workflow's best format (routed_to) and run again, so the formats can no longer disagree:",
-     "SELECT m.workflow_id, m.dataset, m.strategy, CASE m.strategy WHEN 'routing' THEN r.best_format ELSE '–' END "
-     "AS routed_to, " + _delta_columns("m.") + " "
-     "FROM format_robustness.mitigation_table AS m LEFT JOIN format_robustness.routing_choice AS r "
-     "USING (workflow_id, dataset) WHERE m.workflow_id <> 'Avg.' AND m.dataset <> 'Avg.' "
-     "GROUP BY ALL ORDER BY m.workflow_id, m.dataset, m.strategy DESC"),
+    (
+        "Accuracy Acc_f by format (%): correct replies among all replies with a gold label, ⊥ counted as wrong; "
+        "n = those replies (instances × k repeats), n_unparseable = the ⊥ among them. "
+        "Baseline: majority_baseline_pct = the accuracy of always answering the dataset's most frequent gold label.",
+        "SELECT workflow_id, dataset, format, round(accuracy_pct, 1) AS accuracy_pct, "
+        "round(majority_baseline_pct, 1) AS majority_baseline_pct, n, n_unparseable "
+        "FROM format_robustness.accuracy_by_format ORDER BY workflow_id, dataset, "
+        "CASE format WHEN 'txt' THEN 0 WHEN 'md' THEN 1 WHEN 'json' THEN 2 WHEN 'csv' THEN 3 ELSE 4 END, format",
+    ),
+    (
+        "What the model answered (all formats and repeats; ⊥ = unparseable, with the reason). A model that always "
+        "gives the same answer cannot violate MR1:",
+        "SELECT workflow_id, dataset, coalesce(decision, '⊥ (' || parse_reason || ')') AS outcome, count(*) AS n "
+        "FROM format_robustness.extracted_decisions GROUP BY ALL ORDER BY workflow_id, dataset, n DESC, outcome",
+    ),
+    (
+        "Mitigations (paper §5.5, Table 3): ΔM = M before − M after, in percentage points (positive = fewer "
+        "violations). vote = the majority decision over the k repeats in each format; routing = every input converted to "
+        "the workflow's best format (routed_to) and run again, so the formats can no longer disagree:",
+        "SELECT m.workflow_id, m.dataset, m.strategy, CASE m.strategy WHEN 'routing' THEN r.best_format ELSE '–' END "
+        "AS routed_to, " + _delta_columns("m.") + " "
+        "FROM format_robustness.mitigation_table AS m LEFT JOIN format_robustness.routing_choice AS r "
+        "USING (workflow_id, dataset) WHERE m.workflow_id <> 'Avg.' AND m.dataset <> 'Avg.' "
+        "GROUP BY ALL ORDER BY m.workflow_id, m.dataset, m.strategy DESC",
+    ),
 )
 
 
@@ -89,16 +103,22 @@ def violation_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     mrv = con.execute(
         "SELECT workflow_id, dataset, relation, round(violation_pct, 1) AS pct, "
         "round(ci_low_pct, 1) AS ci_low, round(ci_high_pct, 1) AS ci_high, n_instances, n_groups, not_measurable "
-        "FROM format_robustness.mr_violations ORDER BY workflow_id, dataset, relation").df()
+        "FROM format_robustness.mr_violations ORDER BY workflow_id, dataset, relation"
+    ).df()
     side = con.execute(
         "SELECT workflow_id, dataset, 100.0 * avg(CASE WHEN truncated THEN 1 ELSE 0 END) AS truncated_pct, "
         "sum(n_echoed) AS n_echoed, sum(n_echoed + n_evidence) AS n_items "
-        "FROM format_robustness.extracted_decisions GROUP BY workflow_id, dataset").df()
+        "FROM format_robustness.extracted_decisions GROUP BY workflow_id, dataset"
+    ).df()
     side = {(r.workflow_id, r.dataset): r for r in side.itertuples()}
     rows = []
     for (workflow, dataset), g in mrv.groupby(["workflow_id", "dataset"], sort=True):
-        row = {"workflow_id": workflow, "dataset": dataset, "n_instances": int(g["n_instances"].iloc[0]),
-               "n_groups": int(g["n_groups"].iloc[0])}
+        row = {
+            "workflow_id": workflow,
+            "dataset": dataset,
+            "n_instances": int(g["n_instances"].iloc[0]),
+            "n_groups": int(g["n_groups"].iloc[0]),
+        }
         cells = {}
         for r in g.itertuples():
             ci = "" if r.ci_low is None or r.ci_low != r.ci_low else f" [{r.ci_low}, {r.ci_high}]"
@@ -123,7 +143,8 @@ VOTE_ONLY_SECTION = (
     "before − M after, in percentage points (positive = fewer violations); vote = the majority decision "
     "over the k repeats:",
     "SELECT workflow_id, dataset, 'vote' AS strategy, " + _delta_columns("") + " "
-    "FROM format_robustness.vote_aggregation GROUP BY ALL ORDER BY workflow_id, dataset")
+    "FROM format_robustness.vote_aggregation GROUP BY ALL ORDER BY workflow_id, dataset",
+)
 
 
 def headline(con: duckdb.DuckDBPyConnection, routing: bool = True) -> str:
@@ -176,17 +197,26 @@ def comparison_scores(outcomes: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFra
         outcomes: ``generation_outcomes`` rows. flags: ``mr_flags`` rows.
     """
     gold = _gold_rows(outcomes)
-    parts = [item_scores(gold, metric="accuracy", value="is_correct", item=["instance_id"],
-                         slices=["ingestion", "dataset", "format"]),
-             item_scores(gold, metric="accuracy", value="is_correct", item=["instance_id"],
-                         slices=["ingestion", "dataset"])]
+    parts = [
+        item_scores(
+            gold, metric="accuracy", value="is_correct", item=["instance_id"], slices=["ingestion", "dataset", "format"]
+        ),
+        item_scores(gold, metric="accuracy", value="is_correct", item=["instance_id"], slices=["ingestion", "dataset"]),
+    ]
     f = _by_model(flags)
     for rel in ("M1", "M2", "M3"):
         col = f"mr{rel[-1]}"
         defined = f[f[col].notna()]
         if len(defined):  # none when the relation is not measurable (mr_flags' mr3_note)
-            parts.append(item_scores(defined.assign(**{col: defined[col].astype(bool)}), metric=rel, value=col,
-                                     item=["instance_id"], slices=["ingestion", "dataset"]))
+            parts.append(
+                item_scores(
+                    defined.assign(**{col: defined[col].astype(bool)}),
+                    metric=rel,
+                    value=col,
+                    item=["instance_id"],
+                    slices=["ingestion", "dataset"],
+                )
+            )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -200,11 +230,29 @@ def card_rows(outcomes: pd.DataFrame, flags: pd.DataFrame, n_resamples: int = 10
     for rel in ("M1", "M2", "M3"):
         col = f"mr{rel[-1]}"
         defined = f[f[col].notna()]
-        parts.append(clustered_rate_rows(defined.assign(**{col: defined[col].astype(bool)}), study=STUDY,
-                                         metric=rel, value=col, cluster=["dataset", "instance_id"],
-                                         slices=["ingestion"], higher_is_better=False, n_resamples=n_resamples,
-                                         seed=seed))
-    parts.append(clustered_rate_rows(_gold_rows(outcomes), study=STUDY, metric="accuracy", value="is_correct",
-                                     cluster=["dataset", "instance_id"], slices=["ingestion"],
-                                     n_resamples=n_resamples, seed=seed))
+        parts.append(
+            clustered_rate_rows(
+                defined.assign(**{col: defined[col].astype(bool)}),
+                study=STUDY,
+                metric=rel,
+                value=col,
+                cluster=["dataset", "instance_id"],
+                slices=["ingestion"],
+                higher_is_better=False,
+                n_resamples=n_resamples,
+                seed=seed,
+            )
+        )
+    parts.append(
+        clustered_rate_rows(
+            _gold_rows(outcomes),
+            study=STUDY,
+            metric="accuracy",
+            value="is_correct",
+            cluster=["dataset", "instance_id"],
+            slices=["ingestion"],
+            n_resamples=n_resamples,
+            seed=seed,
+        )
+    )
     return pd.concat(parts, ignore_index=True)

@@ -48,8 +48,9 @@ def _int(row: dict, key: str, uri: str, i: int) -> int:
         raise InputError(uri, f"expected an integer, got {v!r:.60}", row=i, field=key) from exc
 
 
-def _json_cell(row: dict, key: str, uri: str, i: int, kind: type | tuple[type, ...], expected: str,
-               required: bool = True) -> Any:
+def _json_cell(
+    row: dict, key: str, uri: str, i: int, kind: type | tuple[type, ...], expected: str, required: bool = True
+) -> Any:
     """``row[key]`` as a JSON list / object (a CSV cell's JSON text is decoded by the shared reader:
     :data:`JSON_CELLS`, :func:`metamorph.datasets.read_rows`). ``kind``: the accepted Python
     type(s); ``expected``: how the error names them. A missing optional value (``None``, ``""``)
@@ -88,17 +89,26 @@ def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
         raise InputError(uri, f"every option must be non-empty text, got {options!r:.80}", row=i, field="options")
     gold_field = "answer_idx" if row.get("answer_idx") not in (None, "") else "gold"
     gold = row.get(gold_field)
-    if row.get("answer_idx") not in (None, "") and row.get("gold") not in (None, "") \
-            and str(row["answer_idx"]) != str(row["gold"]):
-        raise InputError(uri, f"answer_idx {row['answer_idx']!r} disagrees with gold {row['gold']!r}", row=i,
-                         field="answer_idx")
+    if (
+        row.get("answer_idx") not in (None, "")
+        and row.get("gold") not in (None, "")
+        and str(row["answer_idx"]) != str(row["gold"])
+    ):
+        raise InputError(
+            uri, f"answer_idx {row['answer_idx']!r} disagrees with gold {row['gold']!r}", row=i, field="answer_idx"
+        )
     if gold is not None and str(gold) not in ("A", "B", "C", "D"):
         raise InputError(uri, f"gold label {gold!r} is not one of A, B, C, D", row=i, field=gold_field)
     fields = [("question", question)] + [(f"option_{k}", str(options[k])) for k in "ABCD"]
     return SourceInstance(
-        instance_id=required_text(row, "id", uri, i), dataset="medqa", fields=tuple(fields),
-        task_prompt=MEDQA_PROMPT, answer_space=("A", "B", "C", "D"),
-        gold=None if gold is None else str(gold), favorable_label=None, sensitive={},
+        instance_id=required_text(row, "id", uri, i),
+        dataset="medqa",
+        fields=tuple(fields),
+        task_prompt=MEDQA_PROMPT,
+        answer_space=("A", "B", "C", "D"),
+        gold=None if gold is None else str(gold),
+        favorable_label=None,
+        sensitive={},
     )
 
 
@@ -119,9 +129,14 @@ def adapt_discrim_eval(row: dict, uri: str, i: int) -> SourceInstance:
         ("scenario", required_text(row, "filled_template", uri, i)),
     ]
     return SourceInstance(
-        instance_id=required_text(row, "id", uri, i), dataset="discrim_eval", fields=tuple(fields),
-        task_prompt=DISCRIM_PROMPT, answer_space=("yes", "no"), gold=None,
-        favorable_label=str(row.get("favorable_answer") or "yes"), sensitive=sensitive,
+        instance_id=required_text(row, "id", uri, i),
+        dataset="discrim_eval",
+        fields=tuple(fields),
+        task_prompt=DISCRIM_PROMPT,
+        answer_space=("yes", "no"),
+        gold=None,
+        favorable_label=str(row.get("favorable_answer") or "yes"),
+        sensitive=sensitive,
     )
 
 
@@ -172,15 +187,24 @@ def adapt_credit_default(row: dict, uri: str, i: int) -> SourceInstance:
         try:
             gold = {1: "default", 0: "no default"}[int(label)]
         except (KeyError, ValueError, TypeError) as exc:
-            raise InputError(uri, f"gold label {label!r} is not 0 or 1", row=i,
-                             field="default_payment_next_month") from exc
+            raise InputError(
+                uri, f"gold label {label!r} is not 0 or 1", row=i, field="default_payment_next_month"
+            ) from exc
     age_group = "<30" if age < 30 else "30-44" if age < 45 else "45+"
     return SourceInstance(
-        instance_id=str(row.get("id") or f"credit_default-{_int(row, 'ID', uri, i)}"), dataset="credit_default",
-        fields=tuple(fields), task_prompt=CREDIT_PROMPT, answer_space=("default", "no default"), gold=gold,
+        instance_id=str(row.get("id") or f"credit_default-{_int(row, 'ID', uri, i)}"),
+        dataset="credit_default",
+        fields=tuple(fields),
+        task_prompt=CREDIT_PROMPT,
+        answer_space=("default", "no default"),
+        gold=gold,
         favorable_label="no default",
-        sensitive={"sex": fields[1][1], "education": fields[2][1], "marital_status": fields[3][1],
-                   "age_group": age_group},
+        sensitive={
+            "sex": fields[1][1],
+            "education": fields[2][1],
+            "marital_status": fields[3][1],
+            "age_group": age_group,
+        },
     )
 
 
@@ -208,16 +232,20 @@ def adapt_generic(row: dict, uri: str, i: int) -> SourceInstance:
         raise InputError(uri, f"expected a list of labels, got {space!r:.60}", row=i, field="answer_space")
     sensitive = _json_cell(row, "sensitive", uri, i, dict, "an object {attribute: value}", required=False) or {}
     if any(isinstance(v, (list, dict)) for v in sensitive.values()):
-        raise InputError(uri, f"expected an object {{attribute: value}} of scalars, got {sensitive!r:.60}", row=i,
-                         field="sensitive")
+        raise InputError(
+            uri, f"expected an object {{attribute: value}} of scalars, got {sensitive!r:.60}", row=i, field="sensitive"
+        )
     for key in ("gold", "favorable_label"):
         v = row.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (str, int))):
             raise InputError(uri, f"expected a label, got {v!r:.60}", row=i, field=key)
     return SourceInstance(
-        instance_id=required_text(row, "instance_id", uri, i), dataset=required_text(row, "dataset", uri, i),
-        fields=tuple((str(k), v) for k, v in fields), task_prompt=required_text(row, "task_prompt", uri, i),
-        answer_space=tuple(str(a) for a in space), gold=_optional_text(row, "gold"),
+        instance_id=required_text(row, "instance_id", uri, i),
+        dataset=required_text(row, "dataset", uri, i),
+        fields=tuple((str(k), v) for k, v in fields),
+        task_prompt=required_text(row, "task_prompt", uri, i),
+        answer_space=tuple(str(a) for a in space),
+        gold=_optional_text(row, "gold"),
         favorable_label=_optional_text(row, "favorable_label"),
         sensitive={str(k): str(v) for k, v in sensitive.items() if v is not None and v != ""},
     )
@@ -248,8 +276,16 @@ CONSTRUCT_PROMPT = (
     "systolic_bp_mmhg is 180 or higher, or heart_rate_bpm is 120 or higher. Otherwise the patient "
     "is not referred. Decide 'refer' or 'do not refer'."
 )
-_COMPLAINTS = ["chest pain", "shortness of breath", "headache", "abdominal pain", "cough", "dizziness",
-               "back pain", "fatigue"]
+_COMPLAINTS = [
+    "chest pain",
+    "shortness of breath",
+    "headache",
+    "abdominal pain",
+    "cough",
+    "dizziness",
+    "back pain",
+    "fatigue",
+]
 _CONDITIONS = ["hypertension", "type 2 diabetes", "asthma", "COPD", "chronic kidney disease"]
 _ETHNICITIES = ["Asian", "Black", "Hispanic", "White"]
 
@@ -282,7 +318,12 @@ def construct_dataset(n: int = 12, seed: int = 0) -> list[SourceInstance]:
         age = rng.randint(18, 90)
         sex = rng.choice(["female", "male"])
         eth = rng.choice(_ETHNICITIES)
-        temp, spo2, sbp, hr = round(rng.uniform(36.1, 37.9), 1), rng.randint(94, 99), rng.randint(100, 160), rng.randint(55, 105)
+        temp, spo2, sbp, hr = (
+            round(rng.uniform(36.1, 37.9), 1),
+            rng.randint(94, 99),
+            rng.randint(100, 160),
+            rng.randint(55, 105),
+        )
         if i % 2 == 0:  # make exactly one vital abnormal
             which = rng.randrange(4)
             if which == 0:
@@ -295,18 +336,34 @@ def construct_dataset(n: int = 12, seed: int = 0) -> list[SourceInstance]:
                 hr = rng.randint(120, 150)
         conds = sorted(rng.sample(_CONDITIONS, rng.randint(0, 2)))
         fields = (
-            ("age", age), ("sex", sex), ("ethnicity", eth),
-            ("chief_complaint", rng.choice(_COMPLAINTS)), ("symptom_duration_days", rng.randint(1, 14)),
-            ("temperature_c", temp), ("spo2_pct", spo2), ("systolic_bp_mmhg", sbp), ("heart_rate_bpm", hr),
+            ("age", age),
+            ("sex", sex),
+            ("ethnicity", eth),
+            ("chief_complaint", rng.choice(_COMPLAINTS)),
+            ("symptom_duration_days", rng.randint(1, 14)),
+            ("temperature_c", temp),
+            ("spo2_pct", spo2),
+            ("systolic_bp_mmhg", sbp),
+            ("heart_rate_bpm", hr),
             ("chronic_conditions", "; ".join(conds) if conds else "none"),
             ("smoker", rng.choice(["yes", "no"])),
         )
-        out.append(SourceInstance(
-            instance_id=f"construct-{seed}-{i:04d}", dataset="construct", fields=fields,
-            task_prompt=CONSTRUCT_PROMPT, answer_space=("refer", "do not refer"),
-            gold=construct_rule(temp, spo2, sbp, hr), favorable_label="refer",
-            sensitive={"sex": sex, "ethnicity": eth, "age_group": "<45" if age < 45 else "45-64" if age < 65 else "65+"},
-        ))
+        out.append(
+            SourceInstance(
+                instance_id=f"construct-{seed}-{i:04d}",
+                dataset="construct",
+                fields=fields,
+                task_prompt=CONSTRUCT_PROMPT,
+                answer_space=("refer", "do not refer"),
+                gold=construct_rule(temp, spo2, sbp, hr),
+                favorable_label="refer",
+                sensitive={
+                    "sex": sex,
+                    "ethnicity": eth,
+                    "age_group": "<45" if age < 45 else "45-64" if age < 65 else "65+",
+                },
+            )
+        )
     return out
 
 
@@ -336,8 +393,7 @@ class SourceSpec:
         return cls(adapter, location, params)
 
 
-def validate_instances(instances: Sequence[SourceInstance], source: str,
-                       rows: Sequence[int] | None = None) -> None:
+def validate_instances(instances: Sequence[SourceInstance], source: str, rows: Sequence[int] | None = None) -> None:
     """Check a loaded dataset: unique ids, >= 1 field, unique field names without ':', '|' or any
     Unicode line break (values may hold any text),
     >= 2 distinct labels, gold in the answer space, favourable label in it. Raises InputError."""
@@ -345,8 +401,12 @@ def validate_instances(instances: Sequence[SourceInstance], source: str,
     for j, x in enumerate(instances):
         row = rows[j] if rows is not None else j + 1
         if x.instance_id in seen:
-            raise InputError(source, f"duplicate instance_id {x.instance_id!r} (first at row {seen[x.instance_id]})",
-                             row=row, field="id")
+            raise InputError(
+                source,
+                f"duplicate instance_id {x.instance_id!r} (first at row {seen[x.instance_id]})",
+                row=row,
+                field="id",
+            )
         seen[x.instance_id] = row
         if not x.fields:
             raise InputError(source, "record has no fields", row=row, field="fields")
@@ -359,11 +419,19 @@ def validate_instances(instances: Sequence[SourceInstance], source: str,
         if len(set(x.answer_space)) < 2:
             raise InputError(source, "answer space needs at least two distinct labels", row=row, field="answer_space")
         if x.gold is not None and x.gold not in x.answer_space:
-            raise InputError(source, f"gold label {x.gold!r} is not in the answer space {list(x.answer_space)}",
-                             row=row, field="gold")
+            raise InputError(
+                source,
+                f"gold label {x.gold!r} is not in the answer space {list(x.answer_space)}",
+                row=row,
+                field="gold",
+            )
         if x.favorable_label is not None and x.favorable_label not in x.answer_space:
-            raise InputError(source, f"favourable label {x.favorable_label!r} is not in the answer space",
-                             row=row, field="favorable_label")
+            raise InputError(
+                source,
+                f"favourable label {x.favorable_label!r} is not in the answer space",
+                row=row,
+                field="favorable_label",
+            )
 
 
 #: Default seed of the instance sample (``limit`` rows drawn at random, §5.1 "randomly sampling").
@@ -388,8 +456,9 @@ def sample_rows(n_rows: int, limit: int | None, sample_seed: int | None) -> list
     return sorted(random.Random(sample_seed).sample(range(n_rows), limit))
 
 
-def load_source(spec: str, limit: int | None = None,
-                sample_seed: int | None = DEFAULT_SAMPLE_SEED) -> list[SourceInstance]:
+def load_source(
+    spec: str, limit: int | None = None, sample_seed: int | None = DEFAULT_SAMPLE_SEED
+) -> list[SourceInstance]:
     """Load one source spec (see module docstring) into validated instances.
 
     ``limit`` keeps ``limit`` rows of the file chosen by :func:`sample_rows`: a seeded random
@@ -406,8 +475,11 @@ def load_source(spec: str, limit: int | None = None,
         except ValueError as exc:
             raise InputError(spec, f"construct parameters n and seed must be integers ({exc})") from None
         if not 1 <= n <= MAX_CONSTRUCT:
-            raise InputError(spec, f"construct needs 1 <= n <= {MAX_CONSTRUCT:,} records, got {n}"
-                             + (" (from --limit / limit)" if "n" not in s.params else ""))
+            raise InputError(
+                spec,
+                f"construct needs 1 <= n <= {MAX_CONSTRUCT:,} records, got {n}"
+                + (" (from --limit / limit)" if "n" not in s.params else ""),
+            )
         xs = construct_dataset(n=n, seed=seed)
         validate_instances(xs, "construct")
         return xs
@@ -427,8 +499,9 @@ def load_source(spec: str, limit: int | None = None,
     return xs
 
 
-def load_sources(specs: Iterable[str], limit: int | None = None,
-                 sample_seed: int | None = DEFAULT_SAMPLE_SEED) -> list[tuple[str, SourceInstance]]:
+def load_sources(
+    specs: Iterable[str], limit: int | None = None, sample_seed: int | None = DEFAULT_SAMPLE_SEED
+) -> list[tuple[str, SourceInstance]]:
     """Load several specs (each with :func:`load_source`, same ``limit`` and ``sample_seed``) into
     ``(spec, instance)`` pairs; ``(dataset, instance_id)`` must be unique across them
     (:class:`InputError` otherwise)."""
@@ -438,8 +511,12 @@ def load_sources(specs: Iterable[str], limit: int | None = None,
         for j, x in enumerate(load_source(spec, limit=limit, sample_seed=sample_seed), start=1):
             key = (x.dataset, x.instance_id)
             if key in seen:
-                raise InputError(spec, f"instance {x.instance_id!r} of dataset {x.dataset!r} was already loaded "
-                                 f"from {seen[key]}", row=j, field="id")
+                raise InputError(
+                    spec,
+                    f"instance {x.instance_id!r} of dataset {x.dataset!r} was already loaded from {seen[key]}",
+                    row=j,
+                    field="id",
+                )
             seen[key] = spec
             out.append((spec, x))
     return out

@@ -42,8 +42,21 @@ from dataclasses import dataclass
 from metamorph.studies.order_probe.sources import is_unit
 
 #: labels of the expression line (NFKC forms; compared case-insensitively, colon optional)
-EXPRESSION_LABELS = ("成语", "成語", "四字熟語", "熟語", "四字成語", "사자성어", "성어", "答案", "答え", "정답",
-                     "answer", "expression", "idiom")
+EXPRESSION_LABELS = (
+    "成语",
+    "成語",
+    "四字熟語",
+    "熟語",
+    "四字成語",
+    "사자성어",
+    "성어",
+    "答案",
+    "答え",
+    "정답",
+    "answer",
+    "expression",
+    "idiom",
+)
 #: labels of the explanation line
 EXPLANATION_LABELS = ("解释", "解釋", "含义", "含義", "意味", "説明", "뜻", "의미", "설명", "explanation", "meaning")
 #: labels of a reasoning line (chain-of-thought), never the answer line
@@ -58,7 +71,11 @@ def _label_re(labels) -> re.Pattern:
 
 
 _LABEL_WORDS = {w.lower() for w in (*EXPRESSION_LABELS, *EXPLANATION_LABELS, *REASONING_LABELS)}
-_EXPR_RE, _EXPL_RE, _REASON_RE = _label_re(EXPRESSION_LABELS), _label_re(EXPLANATION_LABELS), _label_re(REASONING_LABELS)
+_EXPR_RE, _EXPL_RE, _REASON_RE = (
+    _label_re(EXPRESSION_LABELS),
+    _label_re(EXPLANATION_LABELS),
+    _label_re(REASONING_LABELS),
+)
 
 
 @dataclass(frozen=True)
@@ -111,7 +128,7 @@ def join_spaced_units(text: str, language: str) -> str:
     singles = [(a, b) for a, b in spans if b - a == 1 and is_unit(text[a], language)]
     out, runs, run = [], [], []
     for a, b in singles:  # group single units whose gap is whitespace only
-        if run and text[run[-1][1]:a].strip() == "" and text[run[-1][1]:a] != "":
+        if run and text[run[-1][1] : a].strip() == "" and text[run[-1][1] : a] != "":
             run.append((a, b))
         else:
             runs.append(run)
@@ -121,7 +138,7 @@ def join_spaced_units(text: str, language: str) -> str:
     for r in runs:
         if len(r) != 4:
             continue
-        out.append(text[pos:r[0][0]])
+        out.append(text[pos : r[0][0]])
         out.append("".join(text[a] for a, _ in r))
         pos = r[-1][1]
     out.append(text[pos:])
@@ -135,19 +152,20 @@ def parse_reply(text: str | None, language: str) -> Parsed:
     lines = [ln for ln in normalize(text).split("\n")]
     idx = next((i for i, ln in enumerate(lines) if _EXPR_RE.match(ln)), None)
     if idx is None:
-        idx = next((i for i, ln in enumerate(lines) if ln and not _REASON_RE.match(ln) and not _EXPL_RE.match(ln)),
-                   None)
+        idx = next(
+            (i for i, ln in enumerate(lines) if ln and not _REASON_RE.match(ln) and not _EXPL_RE.match(ln)), None
+        )
     if idx is None:  # only reasoning / explanation lines
         answer, idx = "", -1
     else:
         answer = _EXPR_RE.sub("", lines[idx], count=1)
     explanation = ""
-    for ln in lines[idx + 1:]:
+    for ln in lines[idx + 1 :]:
         if _EXPL_RE.match(ln):
             explanation = _EXPL_RE.sub("", ln, count=1).strip()
             break
     else:
-        rest = [ln for ln in lines[idx + 1:] if ln and not _REASON_RE.match(ln)]
+        rest = [ln for ln in lines[idx + 1 :] if ln and not _REASON_RE.match(ln)]
         explanation = rest[0] if rest else ""
     toks = tokens(join_spaced_units(answer, language), language)
     cands = tuple(dict.fromkeys(t for t in toks if len(t) == 4 and t.lower() not in _LABEL_WORDS))

@@ -14,9 +14,17 @@ from __future__ import annotations
 from metamorph.trace import MetricTrace
 
 #: metric → how its cells are traced.
-TRACES = {"recovery": MetricTrace(
-    "recovery_cell_lineage", model="model_id", id="item_id",
-    slices={"language": "cell_language", "setting": "setting", "pattern": "pattern", "item_id": "item_id"},
-    input="messages_json", answer="expression", reason="reason", defaults={"language": "all"},
-    order=("correct", "setting", "language", "item_id", "pattern"),
-    extra=("language", "scrambled", "canonical", "correct", "finish_reason", "generation_key"))}
+TRACES = {
+    "recovery": MetricTrace(
+        "recovery_cell_lineage",
+        model="model_id",
+        id="item_id",
+        slices={"language": "cell_language", "setting": "setting", "pattern": "pattern", "item_id": "item_id"},
+        input="messages_json",
+        answer="expression",
+        reason="reason",
+        defaults={"language": "all"},
+        order=("correct", "setting", "language", "item_id", "pattern"),
+        extra=("language", "scrambled", "canonical", "correct", "finish_reason", "generation_key"),
+    )
+}

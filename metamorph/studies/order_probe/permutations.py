@@ -33,4 +33,4 @@ def apply_pattern(units: Sequence[str], pattern: str) -> str:
 def kept_adjacent_pairs(pattern: str) -> int:
     """How many of the canonical adjacent pairs (AB, BC, CD) the pattern keeps adjacent and in
     order (0–3; 3 only for the identity). Paper App. Table 23 ("retained local adjacency")."""
-    return sum(1 for i in range(3) if pattern[i:i + 2] in CANONICAL_PAIRS)
+    return sum(1 for i in range(3) if pattern[i : i + 2] in CANONICAL_PAIRS)

@@ -71,7 +71,8 @@ _PROMPTS = read_json_file(Path(__file__).parent / "data" / f"prompts_{TEMPLATE_V
 TEMPLATES: dict[str, dict[str, str]] = _PROMPTS["templates"]
 #: three solved examples per language: (canonical, pattern shown, explanation); not in the sample
 FEW_SHOT: dict[str, tuple[tuple[str, str, str], ...]] = {
-    lang: tuple((c, p, e) for c, p, e in rows) for lang, rows in _PROMPTS["few_shot"].items()}
+    lang: tuple((c, p, e) for c, p, e in rows) for lang, rows in _PROMPTS["few_shot"].items()
+}
 
 
 def _sep(language: str) -> str:
@@ -96,9 +97,15 @@ def render_prompt(language: str, setting: str, scrambled: str) -> list[dict[str,
     msgs = [{"role": "system", "content": f"{t['system']}\n{fmt}"}]
     if setting == "few_shot":
         for canonical, pattern, meaning in FEW_SHOT[language]:
-            msgs.append({"role": "user", "content": t["user"].format(scrambled=apply_pattern(tuple(canonical), pattern))})
-            msgs.append({"role": "assistant", "content": f"{expr_label}{_sep(language)}{canonical}\n"
-                                                         f"{expl_label}{_sep(language)}{meaning}"})
+            msgs.append(
+                {"role": "user", "content": t["user"].format(scrambled=apply_pattern(tuple(canonical), pattern))}
+            )
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": f"{expr_label}{_sep(language)}{canonical}\n{expl_label}{_sep(language)}{meaning}",
+                }
+            )
     msgs.append({"role": "user", "content": t["user"].format(scrambled=scrambled)})
     return msgs
 
@@ -124,18 +131,42 @@ def scrambled_inputs(items: Sequence[OrderItem]) -> pd.DataFrame:
             else:
                 status, dup = "scored", None
                 first_seen[s] = p
-            rows.append({"item_id": x.item_id, "language": x.language, "canonical": x.canonical, "pattern": p,
-                         "pattern_index": k, "input_kind": "scrambled", "scrambled": s,
-                         "kept_adjacent": kept_adjacent_pairs(p), "status": status, "duplicate_of": dup,
-                         "sent": status == "scored"})
-        rows.append({"item_id": x.item_id, "language": x.language, "canonical": x.canonical, "pattern": IDENTITY,
-                     "pattern_index": len(PATTERNS), "input_kind": "unperturbed", "scrambled": x.canonical,
-                     "kept_adjacent": 3, "status": "scored", "duplicate_of": None, "sent": True})
+            rows.append(
+                {
+                    "item_id": x.item_id,
+                    "language": x.language,
+                    "canonical": x.canonical,
+                    "pattern": p,
+                    "pattern_index": k,
+                    "input_kind": "scrambled",
+                    "scrambled": s,
+                    "kept_adjacent": kept_adjacent_pairs(p),
+                    "status": status,
+                    "duplicate_of": dup,
+                    "sent": status == "scored",
+                }
+            )
+        rows.append(
+            {
+                "item_id": x.item_id,
+                "language": x.language,
+                "canonical": x.canonical,
+                "pattern": IDENTITY,
+                "pattern_index": len(PATTERNS),
+                "input_kind": "unperturbed",
+                "scrambled": x.canonical,
+                "kept_adjacent": 3,
+                "status": "scored",
+                "duplicate_of": None,
+                "sent": True,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def prompts_frame(inputs: pd.DataFrame, settings: Sequence[str] = SETTINGS,
-                  template_version: str = TEMPLATE_VERSION) -> pd.DataFrame:
+def prompts_frame(
+    inputs: pd.DataFrame, settings: Sequence[str] = SETTINGS, template_version: str = TEMPLATE_VERSION
+) -> pd.DataFrame:
     """Rendered prompts for every sent input × setting.
 
     Columns: item_id, language, pattern, input_kind, setting, template_version, messages_json
@@ -148,12 +179,19 @@ def prompts_frame(inputs: pd.DataFrame, settings: Sequence[str] = SETTINGS,
     sent = inputs[inputs["sent"]]
     for setting in settings:
         for r in sent.itertuples():
-            rows.append({"item_id": r.item_id, "language": r.language, "pattern": r.pattern,
-                         "input_kind": r.input_kind, "setting": setting, "template_version": template_version,
-                         "messages_json": json.dumps(render_prompt(r.language, setting, r.scrambled),
-                                                     ensure_ascii=False),
-                         "stop_json": json.dumps(list(STOP[setting]), ensure_ascii=False),
-                         "max_tokens": MAX_TOKENS[setting]})
+            rows.append(
+                {
+                    "item_id": r.item_id,
+                    "language": r.language,
+                    "pattern": r.pattern,
+                    "input_kind": r.input_kind,
+                    "setting": setting,
+                    "template_version": template_version,
+                    "messages_json": json.dumps(render_prompt(r.language, setting, r.scrambled), ensure_ascii=False),
+                    "stop_json": json.dumps(list(STOP[setting]), ensure_ascii=False),
+                    "max_tokens": MAX_TOKENS[setting],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -170,25 +208,41 @@ class PlannedGeneration:
     request: GenerationRequest
 
 
-def plan_generations(prompts: pd.DataFrame, model: ModelSpec, params: dict[str, Any] | None = None
-                     ) -> list[PlannedGeneration]:
+def plan_generations(
+    prompts: pd.DataFrame, model: ModelSpec, params: dict[str, Any] | None = None
+) -> list[PlannedGeneration]:
     """model × prompt requests. Parameter precedence: :data:`DEFAULT_PARAMS` < the prompt's
     ``max_tokens`` and stop sequences < ``params`` < registry params (a registry ``null``
     unsets); the registry's ``response_format`` is dropped (the reply is free text here)."""
     out = []
     for r in prompts.itertuples():
-        base = {**DEFAULT_PARAMS, "max_tokens": int(r.max_tokens), "stop": json.loads(r.stop_json),
-                **(params or {}), **model.params_for(STUDY)}
+        base = {
+            **DEFAULT_PARAMS,
+            "max_tokens": int(r.max_tokens),
+            "stop": json.loads(r.stop_json),
+            **(params or {}),
+            **model.params_for(STUDY),
+        }
         base.pop("response_format", None)
         base = {k: v for k, v in base.items() if v is not None}
-        req = GenerationRequest(provider=model.provider, model=model.model, messages=tuple(json.loads(r.messages_json)),
-                                params=base, base_url=model.base_url, renderer_version=f"order_probe-{r.template_version}")
+        req = GenerationRequest(
+            provider=model.provider,
+            model=model.model,
+            messages=tuple(json.loads(r.messages_json)),
+            params=base,
+            base_url=model.base_url,
+            renderer_version=f"order_probe-{r.template_version}",
+        )
         out.append(PlannedGeneration(model.id, r.setting, r.item_id, r.language, r.pattern, r.input_kind, req))
     return out
 
 
-def score_generations(generations: pd.DataFrame, inputs: pd.DataFrame, items: Sequence[OrderItem],
-                      script_map: dict[str, str] | None = None) -> pd.DataFrame:
+def score_generations(
+    generations: pd.DataFrame,
+    inputs: pd.DataFrame,
+    items: Sequence[OrderItem],
+    script_map: dict[str, str] | None = None,
+) -> pd.DataFrame:
     """Parse and score every generation.
 
     Args:
@@ -215,17 +269,28 @@ def score_generations(generations: pd.DataFrame, inputs: pd.DataFrame, items: Se
             raise ValueError(f"score_generations: generation for unknown item/input {g.item_id}/{g.pattern}")
         failed = isinstance(g.error, str)
         p = None if failed else parse_reply(g.response_text, x.language)
-        rows.append({"model_id": g.model_id, "setting": g.setting, "language": x.language, "item_id": x.item_id,
-                     "pattern": g.pattern, "input_kind": g.input_kind, "scrambled": i.scrambled,
-                     "canonical": x.canonical, "structure": x.structure, "frequency": x.frequency,
-                     "kept_adjacent": int(i.kept_adjacent),
-                     "expression": None if p is None else p.expression,
-                     "explanation": None if p is None else p.explanation,
-                     "parse_ok": bool(p is not None and p.reason == "ok"),
-                     "reason": "call_error" if p is None else p.reason,
-                     "correct": bool(p is not None and is_correct(p.expression, x.canonical, script_map)),
-                     "finish_reason": None if pd.isna(g.finish_reason) else g.finish_reason,
-                     "generation_key": g.generation_key})
+        rows.append(
+            {
+                "model_id": g.model_id,
+                "setting": g.setting,
+                "language": x.language,
+                "item_id": x.item_id,
+                "pattern": g.pattern,
+                "input_kind": g.input_kind,
+                "scrambled": i.scrambled,
+                "canonical": x.canonical,
+                "structure": x.structure,
+                "frequency": x.frequency,
+                "kept_adjacent": int(i.kept_adjacent),
+                "expression": None if p is None else p.expression,
+                "explanation": None if p is None else p.explanation,
+                "parse_ok": bool(p is not None and p.reason == "ok"),
+                "reason": "call_error" if p is None else p.reason,
+                "correct": bool(p is not None and is_correct(p.expression, x.canonical, script_map)),
+                "finish_reason": None if pd.isna(g.finish_reason) else g.finish_reason,
+                "generation_key": g.generation_key,
+            }
+        )
     df = pd.DataFrame(rows)
     if len(df):
         df["frequency"] = df["frequency"].astype(float)

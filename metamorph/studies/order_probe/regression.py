@@ -66,8 +66,9 @@ def fit_logit(df: pd.DataFrame) -> tuple[pd.DataFrame, float | None, list[str]]:
             res = smf.logit(formula, data=d).fit(disp=0, maxiter=200, cov_type="cluster", cov_kwds={"groups": groups})
         except Exception as exc:  # noqa: BLE001 — separation, singular matrix, convergence
             raise ValueError(f"Logit not estimable: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}") from None
-    out = pd.DataFrame({"term": res.params.index, "coef": res.params.values, "std_err": res.bse.values,
-                        "p_value": res.pvalues.values})
+    out = pd.DataFrame(
+        {"term": res.params.index, "coef": res.params.values, "std_err": res.bse.values, "p_value": res.pvalues.values}
+    )
     if not np.all(np.isfinite(out[["coef", "std_err", "p_value"]].to_numpy(dtype=float))):
         raise ValueError("Logit not estimable: non-finite estimates (separation)")
     return out, float(res.prsquared), notes
@@ -76,18 +77,43 @@ def fit_logit(df: pd.DataFrame) -> tuple[pd.DataFrame, float | None, list[str]]:
 def recovery_logit(scored: pd.DataFrame) -> pd.DataFrame:
     """One block of term rows per model × setting (scrambled inputs), or one null row with the
     reason. Columns: :data:`COLUMNS` (:class:`~.schemas.RecoveryRegression`)."""
-    require_columns(scored, ("model_id", "setting", "item_id", "language", "structure", "frequency", "correct",
-                             "input_kind"), "recovery_logit(scored)")
+    require_columns(
+        scored,
+        ("model_id", "setting", "item_id", "language", "structure", "frequency", "correct", "input_kind"),
+        "recovery_logit(scored)",
+    )
     rows = []
     scr = scored[scored["input_kind"] == "scrambled"]
     for (m, setting), part in scr.groupby(["model_id", "setting"], sort=True):
         try:
             terms, r2, notes = fit_logit(part)
         except ValueError as exc:
-            rows.append({"model_id": m, "setting": setting, "term": None, "coef": None, "std_err": None,
-                         "p_value": None, "n_obs": len(part), "pseudo_r2": None, "note": str(exc)})
+            rows.append(
+                {
+                    "model_id": m,
+                    "setting": setting,
+                    "term": None,
+                    "coef": None,
+                    "std_err": None,
+                    "p_value": None,
+                    "n_obs": len(part),
+                    "pseudo_r2": None,
+                    "note": str(exc),
+                }
+            )
             continue
         for t in terms.itertuples():
-            rows.append({"model_id": m, "setting": setting, "term": t.term, "coef": t.coef, "std_err": t.std_err,
-                         "p_value": t.p_value, "n_obs": len(part), "pseudo_r2": r2, "note": "; ".join(notes) or None})
+            rows.append(
+                {
+                    "model_id": m,
+                    "setting": setting,
+                    "term": t.term,
+                    "coef": t.coef,
+                    "std_err": t.std_err,
+                    "p_value": t.p_value,
+                    "n_obs": len(part),
+                    "pseudo_r2": r2,
+                    "note": "; ".join(notes) or None,
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -19,34 +19,41 @@ from metamorph.sql import markdown_sections
 CHANCE_RECOVERY_PCT = 100 / 24
 
 SECTIONS = (
-    (f"Recovery (%) per model × language × setting: replies that restore the canonical expression exactly, "
-     f"bootstrap 95% CI over canonical expressions. Baseline: chance = {CHANCE_RECOVERY_PCT:.2f}% (a random "
-     f"order of the four units); unperturbed_pct = recovery when the input is already canonical; "
-     f"truncated_pct = replies cut at max_tokens:",
-     "SELECT r.model_id, r.language, r.setting, r.n_items, r.n_inputs, round(r.recovery_pct, 2) AS recovery_pct, "
-     "round(r.ci_low_pct, 2) AS ci_low, round(r.ci_high_pct, 2) AS ci_high, "
-     "round(r.unperturbed_recovery_pct, 1) AS unperturbed_pct, round(r.parse_failure_pct, 1) AS parse_fail_pct, "
-     "round(t.truncated_pct, 1) AS truncated_pct, r.n_dropped_equal, r.n_dropped_duplicate "
-     "FROM order_probe.recovery_rates AS r LEFT JOIN ("
-     "  SELECT model_id, coalesce(language, 'all') AS language, setting, "
-     "         100.0 * avg(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS truncated_pct "
-     "  FROM order_probe.scored_replies WHERE input_kind = 'scrambled' "
-     "  GROUP BY GROUPING SETS ((model_id, language, setting), (model_id, setting))) AS t "
-     "USING (model_id, language, setting) ORDER BY r.model_id, r.setting, r.language"),
-    ("Diagnostics (S_* in [0, 1]; S_Logic null without a local NLI model):",
-     "SELECT model_id, language, setting, n_items, round(s_acc_mean, 3) AS s_acc, round(s_logic, 3) AS s_logic, "
-     "round(s_info, 3) AS s_info, round(s_cons, 3) AS s_cons, round(mdr, 3) AS mdr, round(mda, 3) AS mda, "
-     "round(s_seq, 3) AS s_seq, round(s_struct, 3) AS s_struct, round(s_rob, 3) AS s_rob, note "
-     "FROM order_probe.diagnostics ORDER BY model_id, setting, language"),
-    ("S_Acc components used:",
-     "SELECT DISTINCT components FROM order_probe.diagnostics"),
-    ("Recovery (%) by kept canonical adjacent pairs (all languages):",
-     "SELECT model_id, setting, level AS kept_adjacent, n_inputs, round(recovery_pct, 2) AS recovery_pct, "
-     "round(ci_low_pct, 2) AS ci_low, round(ci_high_pct, 2) AS ci_high FROM order_probe.recovery_breakdown "
-     "WHERE dimension = 'kept_adjacent' AND language = 'all' ORDER BY model_id, setting, level"),
-    ("Error categories (%, all languages):",
-     "SELECT model_id, setting, category, n, round(pct, 1) AS pct FROM order_probe.error_categories "
-     "WHERE language = 'all' ORDER BY model_id, setting, category"),
+    (
+        f"Recovery (%) per model × language × setting: replies that restore the canonical expression exactly, "
+        f"bootstrap 95% CI over canonical expressions. Baseline: chance = {CHANCE_RECOVERY_PCT:.2f}% (a random "
+        f"order of the four units); unperturbed_pct = recovery when the input is already canonical; "
+        f"truncated_pct = replies cut at max_tokens:",
+        "SELECT r.model_id, r.language, r.setting, r.n_items, r.n_inputs, round(r.recovery_pct, 2) AS recovery_pct, "
+        "round(r.ci_low_pct, 2) AS ci_low, round(r.ci_high_pct, 2) AS ci_high, "
+        "round(r.unperturbed_recovery_pct, 1) AS unperturbed_pct, round(r.parse_failure_pct, 1) AS parse_fail_pct, "
+        "round(t.truncated_pct, 1) AS truncated_pct, r.n_dropped_equal, r.n_dropped_duplicate "
+        "FROM order_probe.recovery_rates AS r LEFT JOIN ("
+        "  SELECT model_id, coalesce(language, 'all') AS language, setting, "
+        "         100.0 * avg(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS truncated_pct "
+        "  FROM order_probe.scored_replies WHERE input_kind = 'scrambled' "
+        "  GROUP BY GROUPING SETS ((model_id, language, setting), (model_id, setting))) AS t "
+        "USING (model_id, language, setting) ORDER BY r.model_id, r.setting, r.language",
+    ),
+    (
+        "Diagnostics (S_* in [0, 1]; S_Logic null without a local NLI model):",
+        "SELECT model_id, language, setting, n_items, round(s_acc_mean, 3) AS s_acc, round(s_logic, 3) AS s_logic, "
+        "round(s_info, 3) AS s_info, round(s_cons, 3) AS s_cons, round(mdr, 3) AS mdr, round(mda, 3) AS mda, "
+        "round(s_seq, 3) AS s_seq, round(s_struct, 3) AS s_struct, round(s_rob, 3) AS s_rob, note "
+        "FROM order_probe.diagnostics ORDER BY model_id, setting, language",
+    ),
+    ("S_Acc components used:", "SELECT DISTINCT components FROM order_probe.diagnostics"),
+    (
+        "Recovery (%) by kept canonical adjacent pairs (all languages):",
+        "SELECT model_id, setting, level AS kept_adjacent, n_inputs, round(recovery_pct, 2) AS recovery_pct, "
+        "round(ci_low_pct, 2) AS ci_low, round(ci_high_pct, 2) AS ci_high FROM order_probe.recovery_breakdown "
+        "WHERE dimension = 'kept_adjacent' AND language = 'all' ORDER BY model_id, setting, level",
+    ),
+    (
+        "Error categories (%, all languages):",
+        "SELECT model_id, setting, category, n, round(pct, 1) AS pct FROM order_probe.error_categories "
+        "WHERE language = 'all' ORDER BY model_id, setting, category",
+    ),
 )
 
 
@@ -63,10 +70,21 @@ def card_rows(recovery_rates: pd.DataFrame) -> pd.DataFrame:
     setting, with its bootstrap 95% CI over canonical expressions (``recovery_rates`` rows with
     language ``all``; ``n`` = canonical expressions)."""
     r = recovery_rates[recovery_rates["language"] == "all"]
-    return pd.DataFrame({"model_id": r["model_id"], "study": "order_probe", "metric": "recovery",
-                         "slice": "setting=" + r["setting"].astype(str), "unit": "%", "value": r["recovery_pct"],
-                         "ci_low": r["ci_low_pct"], "ci_high": r["ci_high_pct"], "n": r["n_items"],
-                         "higher_is_better": True}, columns=CARD_ROW_COLUMNS).reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "model_id": r["model_id"],
+            "study": "order_probe",
+            "metric": "recovery",
+            "slice": "setting=" + r["setting"].astype(str),
+            "unit": "%",
+            "value": r["recovery_pct"],
+            "ci_low": r["ci_low_pct"],
+            "ci_high": r["ci_high_pct"],
+            "n": r["n_items"],
+            "higher_is_better": True,
+        },
+        columns=CARD_ROW_COLUMNS,
+    ).reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------------
@@ -110,10 +128,17 @@ def comparison_scores(scored: pd.DataFrame) -> pd.DataFrame:
         ValueError: a missing column (``model_id``, ``language``, ``setting``, ``item_id``,
             ``input_kind``, ``correct``) or a missing ``correct``.
     """
-    require_columns(scored, ("model_id", "language", "setting", "item_id", "input_kind", "correct"),
-                    "order_probe comparison_scores(scored_replies)")
+    require_columns(
+        scored,
+        ("model_id", "language", "setting", "item_id", "input_kind", "correct"),
+        "order_probe comparison_scores(scored_replies)",
+    )
     scr = scored[scored["input_kind"] == "scrambled"]
     item = ["language", "item_id"]
-    return pd.concat([item_scores(scr, metric="recovery", value="correct", item=item, slices=["language", "setting"]),
-                      item_scores(scr, metric="recovery", value="correct", item=item, slices=["setting"])],
-                     ignore_index=True)
+    return pd.concat(
+        [
+            item_scores(scr, metric="recovery", value="correct", item=item, slices=["language", "setting"]),
+            item_scores(scr, metric="recovery", value="correct", item=item, slices=["setting"]),
+        ],
+        ignore_index=True,
+    )

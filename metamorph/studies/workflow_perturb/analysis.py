@@ -123,8 +123,18 @@ __all__ = [
 #: Metric columns of the scores frame, in table order.
 METRICS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau", "judge")
 #: Columns of the scores frame (the input contract).
-SCORE_COLUMNS = ("golden_id", "variant_id", "type", "severity", "n_nodes", "stratum", "operator", "status",
-                 "target_score", *METRICS)
+SCORE_COLUMNS = (
+    "golden_id",
+    "variant_id",
+    "type",
+    "severity",
+    "n_nodes",
+    "stratum",
+    "operator",
+    "status",
+    "target_score",
+    *METRICS,
+)
 #: Unique key of a scores row.
 KEY_COLUMNS = ("golden_id", "variant_id", "operator")
 OPERATORS = ("deterministic", "llm")
@@ -167,15 +177,28 @@ def validate_scores(scores: pd.DataFrame, *, include_invalid: bool = False) -> p
     """
     require_columns(scores, SCORE_COLUMNS, "scores")
     g = scores.loc[:, list(SCORE_COLUMNS)].copy().reset_index(drop=True)
-    for col in ("golden_id", "variant_id", "type", "severity", "n_nodes", "stratum", "operator", "status",
-                "target_score"):
+    for col in (
+        "golden_id",
+        "variant_id",
+        "type",
+        "severity",
+        "n_nodes",
+        "stratum",
+        "operator",
+        "status",
+        "target_score",
+    ):
         n_null = int(g[col].isna().sum())
         if n_null:
             raise ValueError(f"scores: column '{col}' has {n_null} null value(s)")
     for col in ("golden_id", "variant_id", "type", "stratum", "operator", "status"):
         g[col] = g[col].astype(str)
-    for col, allowed in (("type", PERTURBATION_TYPES), ("operator", OPERATORS), ("status", STATUSES),
-                         ("stratum", STRATA)):
+    for col, allowed in (
+        ("type", PERTURBATION_TYPES),
+        ("operator", OPERATORS),
+        ("status", STATUSES),
+        ("stratum", STRATA),
+    ):
         bad = ~g[col].isin(allowed)
         if bad.any():
             raise ValueError(f"scores: column '{col}' must be one of {list(allowed)}; {_bad_rows(bad, g, col)}")
@@ -188,21 +211,26 @@ def validate_scores(scores: pd.DataFrame, *, include_invalid: bool = False) -> p
     g["severity"] = g["severity"].round(10)
     bad = ~g["severity"].isin(SEVERITIES)
     if bad.any():
-        raise ValueError(f"scores: column 'severity' must be one of {list(SEVERITIES)} (fractions); "
-                         f"{_bad_rows(bad, g, 'severity')}")
+        raise ValueError(
+            f"scores: column 'severity' must be one of {list(SEVERITIES)} (fractions); {_bad_rows(bad, g, 'severity')}"
+        )
     bad = (g["n_nodes"] != np.floor(g["n_nodes"])) | (g["n_nodes"] < 1)
     if bad.any():
         raise ValueError(f"scores: column 'n_nodes' must be integers >= 1; {_bad_rows(bad, g, 'n_nodes')}")
     g["n_nodes"] = g["n_nodes"].astype(int)
     bad = g["stratum"] != g["n_nodes"].map(size_stratum)
     if bad.any():
-        raise ValueError(f"scores: column 'stratum' must be size_stratum(n_nodes) (5-7, 8-15, 16+); "
-                         f"{_bad_rows(bad, g, 'stratum')} with n_nodes={g['n_nodes'][bad].iloc[0]}")
+        raise ValueError(
+            f"scores: column 'stratum' must be size_stratum(n_nodes) (5-7, 8-15, 16+); "
+            f"{_bad_rows(bad, g, 'stratum')} with n_nodes={g['n_nodes'][bad].iloc[0]}"
+        )
     want = [target_score(t, p) for t, p in zip(g["type"], g["severity"])]
     bad = (g["target_score"] - np.asarray(want, dtype=float)).abs() > 1e-9
     if bad.any():
-        raise ValueError("scores: column 'target_score' must be target_score(type, severity) (1 - p for "
-                         f"missing/compressed, 1.0 for description); {_bad_rows(bad, g, 'target_score')}")
+        raise ValueError(
+            "scores: column 'target_score' must be target_score(type, severity) (1 - p for "
+            f"missing/compressed, 1.0 for description); {_bad_rows(bad, g, 'target_score')}"
+        )
     for m in METRICS:
         lo, hi = _RANGES[m]
         v = g[m]
@@ -265,7 +293,18 @@ def _empty(model, columns: Sequence[str]) -> pd.DataFrame:
 # =========================================================================== tables
 
 
-_SEVERITY_COLUMNS = ["operator", "metric", "type", "severity", "target_score", "mean", "sd", "n", "n_null", "mean_residual"]
+_SEVERITY_COLUMNS = [
+    "operator",
+    "metric",
+    "type",
+    "severity",
+    "target_score",
+    "mean",
+    "sd",
+    "n",
+    "n_null",
+    "mean_residual",
+]
 
 
 def attach_judge(scores: pd.DataFrame, judge_scores: pd.DataFrame) -> pd.DataFrame:
@@ -315,8 +354,23 @@ def severity_table(scores: pd.DataFrame, *, include_invalid: bool = False) -> pd
     return SeverityTable.validate(out)
 
 
-_SENSITIVITY_COLUMNS = ["operator", "metric", "type", "mean_10", "mean_30", "mean_50", "n_10", "n_30", "n_50",
-                        "delta_avg", "delta_1", "delta_2", "delta_1_per_unit", "delta_2_per_unit", "target_delta_avg"]
+_SENSITIVITY_COLUMNS = [
+    "operator",
+    "metric",
+    "type",
+    "mean_10",
+    "mean_30",
+    "mean_50",
+    "n_10",
+    "n_30",
+    "n_50",
+    "delta_avg",
+    "delta_1",
+    "delta_2",
+    "delta_1_per_unit",
+    "delta_2_per_unit",
+    "target_delta_avg",
+]
 
 
 def sensitivity_matrix(scores: pd.DataFrame, *, include_invalid: bool = False) -> pd.DataFrame:
@@ -345,14 +399,25 @@ def sensitivity_matrix(scores: pd.DataFrame, *, include_invalid: bool = False) -
         m10, m30, m50 = (stat(p, "mean") for p in SEVERITIES)
         d1, d2 = m10 - m30, m30 - m50
         t = [target_score(ptype, p) for p in SEVERITIES]
-        rows.append({
-            "operator": op, "metric": metric, "type": ptype,
-            "mean_10": m10, "mean_30": m30, "mean_50": m50,
-            "n_10": stat(MILD, "n"), "n_30": stat(MODERATE, "n"), "n_50": stat(SEVERE, "n"),
-            "delta_avg": DELTA_AVG_FACTOR * (m10 - m50), "delta_1": d1, "delta_2": d2,
-            "delta_1_per_unit": DELTA_STEP_FACTOR * d1, "delta_2_per_unit": DELTA_STEP_FACTOR * d2,
-            "target_delta_avg": DELTA_AVG_FACTOR * (t[0] - t[2]),
-        })
+        rows.append(
+            {
+                "operator": op,
+                "metric": metric,
+                "type": ptype,
+                "mean_10": m10,
+                "mean_30": m30,
+                "mean_50": m50,
+                "n_10": stat(MILD, "n"),
+                "n_30": stat(MODERATE, "n"),
+                "n_50": stat(SEVERE, "n"),
+                "delta_avg": DELTA_AVG_FACTOR * (m10 - m50),
+                "delta_1": d1,
+                "delta_2": d2,
+                "delta_1_per_unit": DELTA_STEP_FACTOR * d1,
+                "delta_2_per_unit": DELTA_STEP_FACTOR * d2,
+                "target_delta_avg": DELTA_AVG_FACTOR * (t[0] - t[2]),
+            }
+        )
     out = _sort(pd.DataFrame(rows, columns=_SENSITIVITY_COLUMNS), ["operator", "metric", "type"])
     return SensitivityMatrix.validate(out)
 
@@ -370,8 +435,9 @@ def strata_table(scores: pd.DataFrame, *, include_invalid: bool = False) -> pd.D
     g = validate_scores(scores, include_invalid=include_invalid)
     if g.empty:
         return _empty(StrataTable, _STRATA_COLUMNS)
-    out = _cell_stats(_long(g, ["operator", "type", "severity", "stratum"]),
-                      ["operator", "metric", "type", "severity", "stratum"])
+    out = _cell_stats(
+        _long(g, ["operator", "type", "severity", "stratum"]), ["operator", "metric", "type", "severity", "stratum"]
+    )
     out = _sort(out[_STRATA_COLUMNS], ["operator", "metric", "type", "severity", "stratum"])
     return StrataTable.validate(out)
 
@@ -379,17 +445,39 @@ def strata_table(scores: pd.DataFrame, *, include_invalid: bool = False) -> pd.D
 # =========================================================================== recalibration
 
 
-_RECAL_COLUMNS = ["failure_mode", "metric", "role", "rule", "percentile", "operators", "mild_quantile",
-                  "moderate_quantile", "threshold", "default_threshold", "separated", "n_mild", "n_moderate",
-                  "mild_breach_pct", "moderate_breach_pct", "note"]
+_RECAL_COLUMNS = [
+    "failure_mode",
+    "metric",
+    "role",
+    "rule",
+    "percentile",
+    "operators",
+    "mild_quantile",
+    "moderate_quantile",
+    "threshold",
+    "default_threshold",
+    "separated",
+    "n_mild",
+    "n_moderate",
+    "mild_breach_pct",
+    "moderate_breach_pct",
+    "note",
+]
 
 
 def _pct_below(values: np.ndarray, threshold: float) -> float:
     return float(100.0 * np.mean(values < threshold)) if len(values) and not math.isnan(threshold) else np.nan
 
 
-def recalibrate(scores: pd.DataFrame, thresholds: gate.Thresholds | None = None, *, percentile: float = 10.0,
-                rule: str = "midpoint", operator: str | None = None, include_invalid: bool = False) -> pd.DataFrame:
+def recalibrate(
+    scores: pd.DataFrame,
+    thresholds: gate.Thresholds | None = None,
+    *,
+    percentile: float = 10.0,
+    rule: str = "midpoint",
+    operator: str | None = None,
+    include_invalid: bool = False,
+) -> pd.DataFrame:
     """Recalibrate each bundle metric's threshold on the user's own goldens (§6).
 
     For each failure mode of ``thresholds`` (default: the Table-1 defaults) and each metric of
@@ -419,8 +507,10 @@ def recalibrate(scores: pd.DataFrame, thresholds: gate.Thresholds | None = None,
     th = thresholds if thresholds is not None else gate.default_thresholds()
     for b in th.bundles:
         if b.failure_mode not in PERTURBATION_TYPES:
-            raise ValueError(f"failure mode {b.failure_mode!r} is not a perturbation type {list(PERTURBATION_TYPES)}; "
-                             "its scores cannot be recalibrated")
+            raise ValueError(
+                f"failure mode {b.failure_mode!r} is not a perturbation type {list(PERTURBATION_TYPES)}; "
+                "its scores cannot be recalibrated"
+            )
     g = validate_scores(scores, include_invalid=include_invalid)
     if operator is not None:
         g = g[g["operator"] == operator]
@@ -433,7 +523,9 @@ def recalibrate(scores: pd.DataFrame, thresholds: gate.Thresholds | None = None,
                 x = sub.loc[sub["severity"] == MILD, metric].dropna().to_numpy(dtype=float)
                 y = sub.loc[sub["severity"] == MODERATE, metric].dropna().to_numpy(dtype=float)
                 qx = round(float(np.percentile(x, q, method="linear")), THRESHOLD_DECIMALS) if len(x) else np.nan
-                qy = round(float(np.percentile(y, 100.0 - q, method="linear")), THRESHOLD_DECIMALS) if len(y) else np.nan
+                qy = (
+                    round(float(np.percentile(y, 100.0 - q, method="linear")), THRESHOLD_DECIMALS) if len(y) else np.nan
+                )
                 notes = []
                 if not len(x):
                     notes.append("no defined mild (p=0.1) score")
@@ -443,14 +535,26 @@ def recalibrate(scores: pd.DataFrame, thresholds: gate.Thresholds | None = None,
                 separated = pd.NA if math.isnan(qx) or math.isnan(qy) else bool(qx > qy)
                 if separated is False:
                     notes.append("mild and moderate tails overlap")
-                rows.append({
-                    "failure_mode": b.failure_mode, "metric": metric, "role": role, "rule": rule, "percentile": q,
-                    "operators": ops, "mild_quantile": qx, "moderate_quantile": qy, "threshold": thr,
-                    "default_threshold": np.nan if default is None else default, "separated": separated,
-                    "n_mild": len(x), "n_moderate": len(y),
-                    "mild_breach_pct": _pct_below(x, thr), "moderate_breach_pct": _pct_below(y, thr),
-                    "note": "; ".join(notes) or None,
-                })
+                rows.append(
+                    {
+                        "failure_mode": b.failure_mode,
+                        "metric": metric,
+                        "role": role,
+                        "rule": rule,
+                        "percentile": q,
+                        "operators": ops,
+                        "mild_quantile": qx,
+                        "moderate_quantile": qy,
+                        "threshold": thr,
+                        "default_threshold": np.nan if default is None else default,
+                        "separated": separated,
+                        "n_mild": len(x),
+                        "n_moderate": len(y),
+                        "mild_breach_pct": _pct_below(x, thr),
+                        "moderate_breach_pct": _pct_below(y, thr),
+                        "note": "; ".join(notes) or None,
+                    }
+                )
     out = pd.DataFrame(rows, columns=_RECAL_COLUMNS)
     out["separated"] = pd.array(out["separated"].tolist(), dtype="boolean")
     return Recalibration.validate(out)
@@ -473,28 +577,41 @@ def recalibrated_thresholds(table: pd.DataFrame, base: gate.Thresholds | None = 
     for r in table.itertuples(index=False):
         bundle = modes.get(r.failure_mode)
         if bundle is None or r.metric not in bundle.get(r.role, {}):
-            raise ValueError(f"recalibration row ({r.failure_mode}, {r.role}, {r.metric}) is not in the base thresholds")
+            raise ValueError(
+                f"recalibration row ({r.failure_mode}, {r.role}, {r.metric}) is not in the base thresholds"
+            )
         if pd.isna(r.threshold):
             kept.append({"failure_mode": r.failure_mode, "role": r.role, "metric": r.metric, "reason": r.note})
             continue
         bundle[r.role][r.metric] = float(r.threshold)
-        values.append({"failure_mode": r.failure_mode, "role": r.role, "metric": r.metric,
-                       "threshold": float(r.threshold),
-                       "default_threshold": None if pd.isna(r.default_threshold) else float(r.default_threshold),
-                       "mild_quantile": None if pd.isna(r.mild_quantile) else float(r.mild_quantile),
-                       "moderate_quantile": None if pd.isna(r.moderate_quantile) else float(r.moderate_quantile),
-                       "n_mild": int(r.n_mild), "n_moderate": int(r.n_moderate),
-                       "mild_breach_pct": None if pd.isna(r.mild_breach_pct) else float(r.mild_breach_pct),
-                       "moderate_breach_pct": None if pd.isna(r.moderate_breach_pct) else float(r.moderate_breach_pct)})
+        values.append(
+            {
+                "failure_mode": r.failure_mode,
+                "role": r.role,
+                "metric": r.metric,
+                "threshold": float(r.threshold),
+                "default_threshold": None if pd.isna(r.default_threshold) else float(r.default_threshold),
+                "mild_quantile": None if pd.isna(r.mild_quantile) else float(r.mild_quantile),
+                "moderate_quantile": None if pd.isna(r.moderate_quantile) else float(r.moderate_quantile),
+                "n_mild": int(r.n_mild),
+                "n_moderate": int(r.n_moderate),
+                "mild_breach_pct": None if pd.isna(r.mild_breach_pct) else float(r.mild_breach_pct),
+                "moderate_breach_pct": None if pd.isna(r.moderate_breach_pct) else float(r.moderate_breach_pct),
+            }
+        )
     rules = sorted(set(table["rule"]))
     pcts = sorted({float(p) for p in table["percentile"]})
-    out["description"] = ("Thresholds recalibrated on the user's goldens by metamorph.studies.workflow_perturb.analysis.recalibrate "
-                          "(breach iff value < threshold).")
+    out["description"] = (
+        "Thresholds recalibrated on the user's goldens by metamorph.studies.workflow_perturb.analysis.recalibrate "
+        "(breach iff value < threshold)."
+    )
     out["source"] = f"recalibrated from {th.source}"
     out["calibration"] = {
         "rule": rules[0] if len(rules) == 1 else rules,
-        "definition": ("midpoint: (Q_mild(q) + Q_moderate(100-q)) / 2; mild: Q_mild(q); Q = numpy linear percentile; "
-                       "mild = p 0.1 scores, moderate = p 0.3 scores of the failure mode's perturbation type"),
+        "definition": (
+            "midpoint: (Q_mild(q) + Q_moderate(100-q)) / 2; mild: Q_mild(q); Q = numpy linear percentile; "
+            "mild = p 0.1 scores, moderate = p 0.3 scores of the failure mode's perturbation type"
+        ),
         "percentile": pcts[0] if len(pcts) == 1 else pcts,
         "operators": sorted(set(table["operators"])),
         "values": values,
@@ -507,12 +624,27 @@ def recalibrated_thresholds(table: pd.DataFrame, base: gate.Thresholds | None = 
 # =========================================================================== firing
 
 
-_FIRING_COLUMNS = ["operator", "mode", "failure_mode", "type", "severity", "on_target", "n_instances", "n_evaluable",
-                   "n_fired", "firing_pct"]
+_FIRING_COLUMNS = [
+    "operator",
+    "mode",
+    "failure_mode",
+    "type",
+    "severity",
+    "on_target",
+    "n_instances",
+    "n_evaluable",
+    "n_fired",
+    "firing_pct",
+]
 
 
-def firing_matrix(scores: pd.DataFrame, thresholds: gate.Thresholds | None = None, mode: str = gate.DEFAULT_MODE, *,
-                  include_invalid: bool = False) -> pd.DataFrame:
+def firing_matrix(
+    scores: pd.DataFrame,
+    thresholds: gate.Thresholds | None = None,
+    mode: str = gate.DEFAULT_MODE,
+    *,
+    include_invalid: bool = False,
+) -> pd.DataFrame:
     """Instance-level firing rate of every failure-mode bundle by type × severity (§6, Table 8).
 
     Each instance (scores row) is evaluated with :func:`metamorph.studies.workflow_perturb.gate.bundle_decision`
@@ -535,14 +667,18 @@ def firing_matrix(scores: pd.DataFrame, thresholds: gate.Thresholds | None = Non
     for b in th.bundles:
         defined, fired = gate.bundle_decisions(g[list(METRICS)], b, mode)
         f = g[["operator", "type", "severity"]].assign(_defined=defined, _fired=fired)
-        agg = f.groupby(["operator", "type", "severity"], sort=False).agg(
-            n_instances=("_defined", "size"), n_evaluable=("_defined", "sum"), n_fired=("_fired", "sum")).reset_index()
+        agg = (
+            f.groupby(["operator", "type", "severity"], sort=False)
+            .agg(n_instances=("_defined", "size"), n_evaluable=("_defined", "sum"), n_fired=("_fired", "sum"))
+            .reset_index()
+        )
         agg["failure_mode"] = b.failure_mode
         parts.append(agg)
     out = pd.concat(parts, ignore_index=True)
     out["mode"] = mode
     out["on_target"] = out["failure_mode"] == out["type"]
-    out["firing_pct"] = np.where(out["n_evaluable"] > 0, 100.0 * out["n_fired"] / out["n_evaluable"].clip(lower=1),
-                                 np.nan)
+    out["firing_pct"] = np.where(
+        out["n_evaluable"] > 0, 100.0 * out["n_fired"] / out["n_evaluable"].clip(lower=1), np.nan
+    )
     out = _sort(out[_FIRING_COLUMNS], ["operator", "failure_mode", "type", "severity"])
     return FiringMatrix.validate(out)

@@ -93,8 +93,12 @@ def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
     else:
         text_field = next((f for f in _TEXT_FIELDS if isinstance(obj.get(f), str)), None)
         if text_field is None:
-            raise InputError(source, "a workflow object needs 'nodes' (+ 'edges'), 'gold_nodes' (+ 'gold_edges') "
-                                     f"or a WorFBench text field {list(_TEXT_FIELDS)}; has {sorted(obj)}", row=row)
+            raise InputError(
+                source,
+                "a workflow object needs 'nodes' (+ 'edges'), 'gold_nodes' (+ 'gold_edges') "
+                f"or a WorFBench text field {list(_TEXT_FIELDS)}; has {sorted(obj)}",
+                row=row,
+            )
         nodes, edges = parse_workflow_text(obj[text_field], source, row, text_field)
         return GateWorkflow(wid, nodes, edges, source, row)
     if not isinstance(raw_nodes, list):
@@ -105,17 +109,21 @@ def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
             nodes.append(node)
         elif isinstance(node, dict) and isinstance(node.get("text"), str):
             if "id" in node and str(node["id"]).strip() != str(k):
-                raise InputError(source, f"node ids must be 1..n in list order; node {k} has id {node['id']!r}",
-                                 row=row, field=nf)
+                raise InputError(
+                    source, f"node ids must be 1..n in list order; node {k} has id {node['id']!r}", row=row, field=nf
+                )
             nodes.append(node["text"])
         else:
-            raise InputError(source, f"node {k} must be a string or {{'id', 'text'}}, got {node!r:.60}", row=row, field=nf)
+            raise InputError(
+                source, f"node {k} must be a string or {{'id', 'text'}}, got {node!r:.60}", row=row, field=nf
+            )
     if raw_edges is None:
         edges = chain_edges(len(nodes))
     else:
         if not isinstance(raw_edges, list):
-            raise InputError(source, f"must be a list of [from, to] pairs, got {type(raw_edges).__name__}",
-                             row=row, field=ef)
+            raise InputError(
+                source, f"must be a list of [from, to] pairs, got {type(raw_edges).__name__}", row=row, field=ef
+            )
         edges = []
         for e in raw_edges:
             if not isinstance(e, (list, tuple)) or len(e) != 2:
@@ -159,8 +167,9 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InputError(src, f"neither one JSON document nor JSONL: line {i} is not valid JSON ({exc.msg})",
-                                 row=i) from exc
+                raise InputError(
+                    src, f"neither one JSON document nor JSONL: line {i} is not valid JSON ({exc.msg})", row=i
+                ) from exc
             if not isinstance(obj, dict):
                 raise InputError(src, f"a JSONL line must be a workflow object, got {type(obj).__name__}", row=i)
             out.append(_graph(obj, src, i))
@@ -191,16 +200,22 @@ def _ids(ws: list[GateWorkflow], role: str) -> dict[str, GateWorkflow]:
     out: dict[str, GateWorkflow] = {}
     for w in ws:
         if w.wid is None:
-            raise InputError(w.source, f"every {role} workflow needs an 'id' when pairs are matched by id "
-                                       "(a file holds more than one workflow)", row=w.row, field="id")
+            raise InputError(
+                w.source,
+                f"every {role} workflow needs an 'id' when pairs are matched by id "
+                "(a file holds more than one workflow)",
+                row=w.row,
+                field="id",
+            )
         if w.wid in out:
             raise InputError(w.source, f"duplicate {role} id {w.wid!r}", row=w.row, field="id")
         out[w.wid] = w
     return out
 
 
-def pair_workflows(golden: list[GateWorkflow], candidate: list[GateWorkflow]
-                   ) -> tuple[list[tuple[str, GateWorkflow, GateWorkflow]], list[str], list[str]]:
+def pair_workflows(
+    golden: list[GateWorkflow], candidate: list[GateWorkflow]
+) -> tuple[list[tuple[str, GateWorkflow, GateWorkflow]], list[str], list[str]]:
     """``(pairs, missing candidate ids, extra candidate ids)``: one-to-one files are paired
     directly; otherwise by id (see the module docstring). Raises :class:`InputError` for missing
     or duplicate ids."""
@@ -226,25 +241,38 @@ def _check_text(c: gate.MetricCheck) -> str:
     return f"{c.metric}={_fmt(c.value)} {gate.COMPARISON} {c.threshold:g}? {mark}"
 
 
-def _print_text(report: gate.GateReport, th: gate.Thresholds, metrics: dict[str, dict], encoder: str | None,
-                out) -> None:
-    rule = {"any": "ANY defined primary metric breaches (secondary metrics reported only)",
-            "joint": "EVERY defined primary metric breaches (secondary metrics reported only)"}.get(
-        report.mode, "a defined primary AND a defined secondary metric breach (the primary alone when no "
-                     "secondary is defined)")
-    print(f"metamorph gate — thresholds: {th.source}; mode {report.mode}: a failure mode fires when {rule} "
-          f"(breach = value {gate.COMPARISON} threshold)", file=out)
+def _print_text(
+    report: gate.GateReport, th: gate.Thresholds, metrics: dict[str, dict], encoder: str | None, out
+) -> None:
+    rule = {
+        "any": "ANY defined primary metric breaches (secondary metrics reported only)",
+        "joint": "EVERY defined primary metric breaches (secondary metrics reported only)",
+    }.get(
+        report.mode,
+        "a defined primary AND a defined secondary metric breach (the primary alone when no secondary is defined)",
+    )
+    print(
+        f"metamorph gate — thresholds: {th.source}; mode {report.mode}: a failure mode fires when {rule} "
+        f"(breach = value {gate.COMPARISON} threshold)",
+        file=out,
+    )
     if encoder:
         print(f"encoder: {encoder}", file=out)
     for pid, res in report.pairs:
         m = metrics.get(pid, {})
-        print(f"\npair {pid}: {m.get('n_gold_steps')} golden steps, {m.get('n_pred_steps')} candidate steps, "
-              f"{m.get('n_aligned')} aligned", file=out)
+        print(
+            f"\npair {pid}: {m.get('n_gold_steps')} golden steps, {m.get('n_pred_steps')} candidate steps, "
+            f"{m.get('n_aligned')} aligned",
+            file=out,
+        )
         for b in res.bundles:
             prim = "; ".join(_check_text(c) for c in b.primary)
             sec = "; ".join(_check_text(c) for c in b.secondary) or "none"
-            note = ("" if b.secondary_evaluated or report.mode != "primary_and_secondary"
-                    else "  (no secondary defined: decided by the primary alone)")
+            note = (
+                ""
+                if b.secondary_evaluated or report.mode != "primary_and_secondary"
+                else "  (no secondary defined: decided by the primary alone)"
+            )
             print(f"  {b.verdict:<9} {b.name} [{b.failure_mode}]  primary: {prim}  |  secondary: {sec}{note}", file=out)
     for k in report.missing_candidates:
         print(f"\nFAIL      golden {k!r} has no candidate workflow", file=out)
@@ -252,8 +280,11 @@ def _print_text(report: gate.GateReport, th: gate.Thresholds, metrics: dict[str,
         print(f"\nnote: candidate {k!r} has no golden workflow; ignored", file=out)
     print("\nsummary:", file=out)
     for s in report.mode_summary():
-        print(f"  {s['verdict']:<9} {s['name']} [{s['failure_mode']}]: fired on {s['n_fired']} of {s['n_pairs']} "
-              f"pair(s)" + (f" ({', '.join(s['fired_pairs'])})" if s["fired_pairs"] else ""), file=out)
+        print(
+            f"  {s['verdict']:<9} {s['name']} [{s['failure_mode']}]: fired on {s['n_fired']} of {s['n_pairs']} "
+            f"pair(s)" + (f" ({', '.join(s['fired_pairs'])})" if s["fired_pairs"] else ""),
+            file=out,
+        )
     if report.missing_candidates:
         print(f"  FAIL      {len(report.missing_candidates)} golden workflow(s) without a candidate", file=out)
     print(f"result: {report.verdict} (exit {report.exit_code})", file=out)
@@ -296,8 +327,9 @@ def _run_gate(args: argparse.Namespace) -> int:
         except ValueError as exc:  # a golden edge the metric rejects
             return _bad_input(args, f"{args.golden}: {exc}")
         metrics = {pid: s for (pid, _, _), s in zip(pairs, scored)}
-    report = gate.gate_report(((pid, metrics[pid]) for pid, _, _ in pairs), th, args.mode,
-                              missing_candidates=missing, extra_candidates=extra)
+    report = gate.gate_report(
+        ((pid, metrics[pid]) for pid, _, _ in pairs), th, args.mode, missing_candidates=missing, extra_candidates=extra
+    )
     if args.json:
         doc = report.to_dict()
         doc["thresholds_source"] = th.source
@@ -306,8 +338,11 @@ def _run_gate(args: argparse.Namespace) -> int:
         for entry in doc["pairs"]:
             m = metrics.get(entry["id"], {})
             entry["metrics"] = {k: m.get(k) for k in _REPORTED}
-            entry["reasons"] = {k: m.get(f"{k}_reason") for k in ("chain", "graph", "bleu", "gleu", "bertscore",
-                                                                      "kendall_tau") if m.get(f"{k}_reason")}
+            entry["reasons"] = {
+                k: m.get(f"{k}_reason")
+                for k in ("chain", "graph", "bleu", "gleu", "bertscore", "kendall_tau")
+                if m.get(f"{k}_reason")
+            }
         print(json.dumps(doc, indent=2))
     else:
         _print_text(report, th, metrics, encoder_name, sys.stdout)
@@ -316,25 +351,41 @@ def _run_gate(args: argparse.Namespace) -> int:
 
 def add_gate_arguments(g: argparse.ArgumentParser) -> None:
     """The arguments of ``metamorph gate`` (see the module docstring)."""
-    g.add_argument("--golden", required=True, help="golden workflow(s): WorFBench text, JSON object, JSON array or JSONL")
+    g.add_argument(
+        "--golden", required=True, help="golden workflow(s): WorFBench text, JSON object, JSON array or JSONL"
+    )
     g.add_argument("--candidate", required=True, help="candidate workflow(s), same formats; matched to goldens by id")
-    g.add_argument("--thresholds", default=None,
-                   help="thresholds JSON (format of metamorph/studies/workflow_perturb/data/gate_thresholds.json, e.g. a recalibration); "
-                        "default: the packaged Table-1 defaults")
-    g.add_argument("--mode", choices=gate.MODES, default=gate.DEFAULT_MODE,
-                   help="primary_and_secondary (default, Table 1): a failure mode fires when a primary and a "
-                        "secondary metric breach (the primary alone when no secondary is defined); "
-                        "any: when any primary metric breaches; joint: when every primary metric breaches")
-    g.add_argument("--encoder", choices=("mpnet", "minilm"), default="mpnet",
-                   help="sentence encoder for alignment and BERTScore (mpnet falls back to MiniLM)")
+    g.add_argument(
+        "--thresholds",
+        default=None,
+        help="thresholds JSON (format of metamorph/studies/workflow_perturb/data/gate_thresholds.json, e.g. a recalibration); "
+        "default: the packaged Table-1 defaults",
+    )
+    g.add_argument(
+        "--mode",
+        choices=gate.MODES,
+        default=gate.DEFAULT_MODE,
+        help="primary_and_secondary (default, Table 1): a failure mode fires when a primary and a "
+        "secondary metric breach (the primary alone when no secondary is defined); "
+        "any: when any primary metric breaches; joint: when every primary metric breaches",
+    )
+    g.add_argument(
+        "--encoder",
+        choices=("mpnet", "minilm"),
+        default="mpnet",
+        help="sentence encoder for alignment and BERTScore (mpnet falls back to MiniLM)",
+    )
     g.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
 #: Subcommands this study adds to the ``metamorph`` console script (see :mod:`metamorph.cli`):
 #: name -> (help, description, add_arguments, run(args) -> exit code).
 COMMANDS = {
-    "gate": ("CI/CD regression gate on workflow metric bundles (WorkflowPerturb Table 1).",
-             "Score candidate workflows against golden ones and fail on a regression. "
-             "Exit 0 = pass, 1 = regression, 2 = bad input.",
-             add_gate_arguments, _run_gate),
+    "gate": (
+        "CI/CD regression gate on workflow metric bundles (WorkflowPerturb Table 1).",
+        "Score candidate workflows against golden ones and fail on a regression. "
+        "Exit 0 = pass, 1 = regression, 2 = bad input.",
+        add_gate_arguments,
+        _run_gate,
+    ),
 }

@@ -125,7 +125,9 @@ FAILURE_MODES = ("missing", "compressed", "description")
 GATE_METRICS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau", "judge")
 #: Closed range of each metric (a threshold must lie in it).
 METRIC_RANGES: dict[str, tuple[float, float]] = {m: (0.0, 1.0) for m in GATE_METRICS} | {
-    "kendall_tau": (-1.0, 1.0), "bertscore_f1": (-1.0, 1.0)}  # rescaled BERTScore can be negative
+    "kendall_tau": (-1.0, 1.0),
+    "bertscore_f1": (-1.0, 1.0),
+}  # rescaled BERTScore can be negative
 #: Bundle firing modes (the first is the default; see the module docstring).
 MODES = ("primary_and_secondary", "any", "joint")
 DEFAULT_MODE = MODES[0]
@@ -209,8 +211,9 @@ def _threshold(value: Any, metric: str, source: str, where: str, *, nullable: bo
     if not math.isfinite(v):
         raise ThresholdsError(source, f"threshold must be a finite number, got {value!r}", field=where)
     if not lo <= v <= hi:
-        raise ThresholdsError(source, f"threshold {value!r} is outside the range [{lo:g}, {hi:g}] of {metric}",
-                              field=where)
+        raise ThresholdsError(
+            source, f"threshold {value!r} is outside the range [{lo:g}, {hi:g}] of {metric}", field=where
+        )
     return v
 
 
@@ -220,8 +223,9 @@ def _metric_map(obj: Any, source: str, where: str, *, nullable: bool) -> tuple[t
     out = []
     for metric, value in obj.items():
         if metric not in GATE_METRICS:
-            raise ThresholdsError(source, f"unknown metric {metric!r}; known: {list(GATE_METRICS)}",
-                                  field=f"{where}.{metric}")
+            raise ThresholdsError(
+                source, f"unknown metric {metric!r}; known: {list(GATE_METRICS)}", field=f"{where}.{metric}"
+            )
         out.append((metric, _threshold(value, metric, source, f"{where}.{metric}", nullable=nullable)))
     return tuple(out)
 
@@ -238,20 +242,26 @@ def thresholds_from_dict(data: Any, source: str = "<dict>") -> Thresholds:
     if not isinstance(data, Mapping):
         raise ThresholdsError(source, f"the thresholds must be a JSON object, got {type(data).__name__}")
     if data.get("comparison", COMPARISON) != COMPARISON:
-        raise ThresholdsError(source, f"only the comparison {COMPARISON!r} (breach iff value < threshold) is supported, "
-                                      f"got {data['comparison']!r}", field="comparison")
+        raise ThresholdsError(
+            source,
+            f"only the comparison {COMPARISON!r} (breach iff value < threshold) is supported, "
+            f"got {data['comparison']!r}",
+            field="comparison",
+        )
     modes = data.get("failure_modes")
     if not isinstance(modes, Mapping) or not modes:
-        raise ThresholdsError(source, "needs a non-empty object 'failure_modes' {mode: {primary, secondary}}",
-                              field="failure_modes")
+        raise ThresholdsError(
+            source, "needs a non-empty object 'failure_modes' {mode: {primary, secondary}}", field="failure_modes"
+        )
     bundles = []
     for fm, spec in modes.items():
         where = f"failure_modes.{fm}"
         if fm not in FAILURE_MODES:
             raise ThresholdsError(source, f"unknown failure mode {fm!r}; known: {list(FAILURE_MODES)}", field=where)
         if not isinstance(spec, Mapping):
-            raise ThresholdsError(source, f"must be an object with 'primary' (and 'secondary'), got {type(spec).__name__}",
-                                  field=where)
+            raise ThresholdsError(
+                source, f"must be an object with 'primary' (and 'secondary'), got {type(spec).__name__}", field=where
+            )
         unknown = sorted(set(spec) - _BUNDLE_KEYS)
         if unknown:
             raise ThresholdsError(source, f"unknown key(s) {unknown}; allowed: {sorted(_BUNDLE_KEYS)}", field=where)
@@ -290,7 +300,10 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
     """
     if path is None:
         res = default_thresholds_path()
-        return thresholds_from_dict(read_json_file(res, "thresholds file", ThresholdsError), "metamorph/studies/workflow_perturb/data/gate_thresholds.json")
+        return thresholds_from_dict(
+            read_json_file(res, "thresholds file", ThresholdsError),
+            "metamorph/studies/workflow_perturb/data/gate_thresholds.json",
+        )
     p = Path(path)
     if not p.is_file():
         raise ThresholdsError(str(p), "thresholds file not found" if not p.exists() else "not a regular file")
@@ -417,8 +430,14 @@ class MetricCheck:
     breached: bool | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "role": self.role, "value": self.value, "threshold": self.threshold,
-                "comparison": COMPARISON, "breached": self.breached}
+        return {
+            "metric": self.metric,
+            "role": self.role,
+            "value": self.value,
+            "threshold": self.threshold,
+            "comparison": COMPARISON,
+            "breached": self.breached,
+        }
 
 
 @dataclass(frozen=True)
@@ -438,10 +457,16 @@ class BundleResult:
         return self.verdict == FAIL
 
     def to_dict(self) -> dict[str, Any]:
-        return {"failure_mode": self.failure_mode, "name": self.name, "mode": self.mode, "verdict": self.verdict,
-                "fired": self.fired, "secondary_evaluated": self.secondary_evaluated,
-                "primary": [c.to_dict() for c in self.primary],
-                "secondary": [c.to_dict() for c in self.secondary]}
+        return {
+            "failure_mode": self.failure_mode,
+            "name": self.name,
+            "mode": self.mode,
+            "verdict": self.verdict,
+            "fired": self.fired,
+            "secondary_evaluated": self.secondary_evaluated,
+            "primary": [c.to_dict() for c in self.primary],
+            "secondary": [c.to_dict() for c in self.secondary],
+        }
 
 
 def evaluate_bundle(metrics: Mapping[str, Any], bundle: Bundle, mode: str = DEFAULT_MODE) -> BundleResult:
@@ -453,10 +478,15 @@ def evaluate_bundle(metrics: Mapping[str, Any], bundle: Bundle, mode: str = DEFA
         return MetricCheck(metric, role, v, threshold, breaches(v, threshold))
 
     verdict = FAIL if fired else PASS if defined else UNDEFINED
-    return BundleResult(bundle.failure_mode, bundle.name, mode, verdict,
-                        tuple(check(m, t, "primary") for m, t in bundle.primary),
-                        tuple(check(m, t, "secondary") for m, t in bundle.secondary),
-                        secondary_evaluated(metrics, bundle))
+    return BundleResult(
+        bundle.failure_mode,
+        bundle.name,
+        mode,
+        verdict,
+        tuple(check(m, t, "primary") for m, t in bundle.primary),
+        tuple(check(m, t, "secondary") for m, t in bundle.secondary),
+        secondary_evaluated(metrics, bundle),
+    )
 
 
 @dataclass(frozen=True)
@@ -481,12 +511,17 @@ class GateResult:
         raise KeyError(failure_mode)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "mode": self.mode, "fired": list(self.fired_modes),
-                "failure_modes": [b.to_dict() for b in self.bundles]}
+        return {
+            "verdict": self.verdict,
+            "mode": self.mode,
+            "fired": list(self.fired_modes),
+            "failure_modes": [b.to_dict() for b in self.bundles],
+        }
 
 
-def evaluate_gate(metrics: Mapping[str, Any], thresholds: Thresholds | None = None,
-                  mode: str = DEFAULT_MODE) -> GateResult:
+def evaluate_gate(
+    metrics: Mapping[str, Any], thresholds: Thresholds | None = None, mode: str = DEFAULT_MODE
+) -> GateResult:
     """Every bundle of ``thresholds`` (default: :func:`default_thresholds`) on one candidate.
 
     ``metrics`` maps metric names to values (e.g. the dict of
@@ -525,8 +560,17 @@ class GateReport:
             fired = [pid for pid, b in res if b.fired]
             defined = sum(b.verdict != UNDEFINED for _, b in res)
             verdict = FAIL if fired else PASS if defined else UNDEFINED
-            out.append({"failure_mode": fm, "name": name, "verdict": verdict, "n_fired": len(fired),
-                        "n_defined": defined, "n_pairs": len(res), "fired_pairs": fired})
+            out.append(
+                {
+                    "failure_mode": fm,
+                    "name": name,
+                    "verdict": verdict,
+                    "n_fired": len(fired),
+                    "n_defined": defined,
+                    "n_pairs": len(res),
+                    "fired_pairs": fired,
+                }
+            )
         return out
 
     @property
@@ -539,19 +583,33 @@ class GateReport:
         return EXIT_REGRESSION if self.verdict == FAIL else EXIT_PASS
 
     def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "exit_code": self.exit_code, "mode": self.mode,
-                "comparison": f"value {COMPARISON} threshold breaches",
-                "failure_modes": self.mode_summary(),
-                "missing_candidates": list(self.missing_candidates),
-                "extra_candidates": list(self.extra_candidates),
-                "pairs": [{"id": pid, **g.to_dict()} for pid, g in self.pairs]}
+        return {
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "mode": self.mode,
+            "comparison": f"value {COMPARISON} threshold breaches",
+            "failure_modes": self.mode_summary(),
+            "missing_candidates": list(self.missing_candidates),
+            "extra_candidates": list(self.extra_candidates),
+            "pairs": [{"id": pid, **g.to_dict()} for pid, g in self.pairs],
+        }
 
 
-def gate_report(pair_metrics: Iterable[tuple[str, Mapping[str, Any]]], thresholds: Thresholds | None = None,
-                mode: str = DEFAULT_MODE, *, missing_candidates: Sequence[str] = (),
-                extra_candidates: Sequence[str] = ()) -> GateReport:
+def gate_report(
+    pair_metrics: Iterable[tuple[str, Mapping[str, Any]]],
+    thresholds: Thresholds | None = None,
+    mode: str = DEFAULT_MODE,
+    *,
+    missing_candidates: Sequence[str] = (),
+    extra_candidates: Sequence[str] = (),
+) -> GateReport:
     """:func:`evaluate_gate` on each ``(pair id, metrics)``, collected in a :class:`GateReport`."""
     th = thresholds if thresholds is not None else default_thresholds()
     pairs = tuple((str(pid), evaluate_gate(m, th, mode)) for pid, m in pair_metrics)
-    return GateReport(mode, pairs, tuple(missing_candidates), tuple(extra_candidates),
-                      tuple((b.failure_mode, b.name) for b in th.bundles))
+    return GateReport(
+        mode,
+        pairs,
+        tuple(missing_candidates),
+        tuple(extra_candidates),
+        tuple((b.failure_mode, b.name) for b in th.bundles),
+    )

@@ -58,10 +58,16 @@ SYSTEM_PROMPT = (
 
 #: The fixed worked example (A.2): one golden workflow and one perturbed version per type, N = 2.
 EXAMPLE_GOLDEN = Workflow(
-    "example/make_tea", "Make a cup of tea.",
-    ("Fill the kettle with water", "Boil the water", "Put a tea bag in a mug",
-     "Pour the boiling water into the mug", "Let the tea steep for three minutes",
-     "Remove the tea bag and serve the tea"),
+    "example/make_tea",
+    "Make a cup of tea.",
+    (
+        "Fill the kettle with water",
+        "Boil the water",
+        "Put a tea bag in a mug",
+        "Pour the boiling water into the mug",
+        "Let the tea steep for three minutes",
+        "Remove the tea bag and serve the tea",
+    ),
     (("START", "1"), ("START", "3"), ("1", "2"), ("2", "4"), ("3", "4"), ("4", "5"), ("5", "6"), ("6", "END")),
     "embedded",
 )
@@ -71,17 +77,20 @@ EXAMPLE_N = 2
 EXAMPLE_OUTPUTS: dict[str, str] = {
     "missing": (  # steps 2 and 5 removed; 1 -> 4 and 4 -> 6 reconnect the graph
         "Node:\n1: Fill the kettle with water\n2: Put a tea bag in a mug\n3: Pour the boiling water into the mug\n"
-        "4: Remove the tea bag and serve the tea\nEdge: (START,1) (START,2) (1,3) (2,3) (3,4) (4,END)"),
+        "4: Remove the tea bag and serve the tea\nEdge: (START,1) (START,2) (1,3) (2,3) (3,4) (4,END)"
+    ),
     "compressed": (  # step 2 merged into 1, step 6 merged into 5
         "Node:\n1: Fill the kettle with water and boil it\n2: Put a tea bag in a mug\n"
         "3: Pour the boiling water into the mug\n"
         "4: Let the tea steep for three minutes, then remove the tea bag and serve the tea\n"
-        "Edge: (START,1) (START,2) (1,3) (2,3) (3,4) (4,END)"),
+        "Edge: (START,1) (START,2) (1,3) (2,3) (3,4) (4,END)"
+    ),
     "description": (  # steps 3 and 5 reworded
         "Node:\n1: Fill the kettle with water\n2: Boil the water\n3: Drop a tea bag into a mug\n"
         "4: Pour the boiling water into the mug\n5: Leave the tea to brew for three minutes\n"
         "6: Remove the tea bag and serve the tea\n"
-        "Edge: (START,1) (START,3) (1,2) (2,4) (3,4) (4,5) (5,6) (6,END)"),
+        "Edge: (START,1) (START,3) (1,2) (2,4) (3,4) (4,5) (5,6) (6,END)"
+    ),
 }
 
 
@@ -97,18 +106,24 @@ def row_instruction(golden: Workflow, ptype: str, n: int) -> str:
     want = expected_nodes(ptype, total, n)
     head = f"Task: {golden.task}\nGolden workflow ({_plural(total, 'step')}):\n{format_workflow(golden)}\n\n"
     if ptype == "missing":
-        body = (f"Remove exactly {_plural(n, 'step')} from this workflow. Copy every other step's text unchanged, "
-                f"renumber the remaining steps 1 to {want}, and reconnect the edges so that each removed step's "
-                f"predecessors lead to its successors. The answer must have exactly {_plural(want, 'step')}.")
+        body = (
+            f"Remove exactly {_plural(n, 'step')} from this workflow. Copy every other step's text unchanged, "
+            f"renumber the remaining steps 1 to {want}, and reconnect the edges so that each removed step's "
+            f"predecessors lead to its successors. The answer must have exactly {_plural(want, 'step')}."
+        )
     elif ptype == "compressed":
-        body = (f"Compress this workflow by merging exactly {_plural(n, 'step')} into a neighbouring step: each "
-                f"merged node describes both steps in one sentence. Copy the other steps unchanged, renumber the "
-                f"steps 1 to {want}, and keep the order of the edges. The answer must have exactly "
-                f"{_plural(want, 'step')}.")
+        body = (
+            f"Compress this workflow by merging exactly {_plural(n, 'step')} into a neighbouring step: each "
+            f"merged node describes both steps in one sentence. Copy the other steps unchanged, renumber the "
+            f"steps 1 to {want}, and keep the order of the edges. The answer must have exactly "
+            f"{_plural(want, 'step')}."
+        )
     else:
-        body = (f"Reword exactly {_plural(n, 'step')} of this workflow: say the same thing with different words. "
-                f"Copy all other steps unchanged, keep all {total} steps with their numbers and keep every edge "
-                f"exactly as it is.")
+        body = (
+            f"Reword exactly {_plural(n, 'step')} of this workflow: say the same thing with different words. "
+            f"Copy all other steps unchanged, keep all {total} steps with their numbers and keep every edge "
+            f"exactly as it is."
+        )
     return head + body + "\nAnswer with the workflow only, in the Node:/Edge: format."
 
 
@@ -126,11 +141,16 @@ def build_messages(golden: Workflow, ptype: str, n: int) -> list[dict[str, str]]
 
 def feedback_message(problem: str) -> str:
     """The refinement turn (A.6): the exact validation error, and the request to answer again."""
-    return (f"Your workflow is not valid: {problem}\n"
-            "Fix this and answer again with the complete workflow in the Node:/Edge: format, and nothing else.")
+    return (
+        f"Your workflow is not valid: {problem}\n"
+        "Fix this and answer again with the complete workflow in the Node:/Edge: format, and nothing else."
+    )
 
-NODE_SYSTEM_PROMPT = ("You reword single steps of workflows. Keep the meaning, change the wording. "
-                      "Answer with the reworded step only, on one line.")
+
+NODE_SYSTEM_PROMPT = (
+    "You reword single steps of workflows. Keep the meaning, change the wording. "
+    "Answer with the reworded step only, on one line."
+)
 
 NODE_EXAMPLE = ("Put a tea bag in a mug", "Drop a tea bag into a mug")
 
@@ -149,8 +169,10 @@ def build_node_messages(golden: Workflow, node_id: str) -> list[dict[str, str]]:
         {"role": "user", "content": node_instruction(golden, node_id)},
     ]
 
-_NODE_PREFIX = re.compile(r"^(?:[-*>\s]*)(?:(?:reworded|rewritten|new)?\s*step\s*\d*\s*[:.-]\s*|\d+\s*[:.)]\s*)",
-                          re.IGNORECASE)
+
+_NODE_PREFIX = re.compile(
+    r"^(?:[-*>\s]*)(?:(?:reworded|rewritten|new)?\s*step\s*\d*\s*[:.-]\s*|\d+\s*[:.)]\s*)", re.IGNORECASE
+)
 
 
 def check_node_reply(original: str, reply: str | None) -> tuple[str | None, str | None]:
@@ -160,7 +182,7 @@ def check_node_reply(original: str, reply: str | None) -> tuple[str | None, str 
     lines = [x.strip() for x in (reply or "").replace("\r", "\n").split("\n") if x.strip()]
     if not lines:
         return None, "the reply is empty; answer with the reworded step"
-    text = _NODE_PREFIX.sub("", lines[0]).strip().strip('"\'`').strip()
+    text = _NODE_PREFIX.sub("", lines[0]).strip().strip("\"'`").strip()
     if not text:
         return None, "the reply is empty; answer with the reworded step"
     if re.match(r"^(node|edge)s?\s*:", text, re.IGNORECASE):
@@ -170,6 +192,7 @@ def check_node_reply(original: str, reply: str | None) -> tuple[str | None, str 
     if normalize_text(text) == normalize_text(original):
         return None, "the reworded step is identical to the original; use different words"
     return text, None
+
 
 GenerateFn = Callable[[list[dict[str, str]]], GenerationResult]
 
@@ -182,18 +205,38 @@ class GeneratorModel:
     generate: GenerateFn
 
 
-def build_request(provider: str, model: str, messages: Sequence[dict[str, str]], *,
-                  params: dict[str, Any] | None = None, base_url: str | None = None) -> GenerationRequest:
+def build_request(
+    provider: str,
+    model: str,
+    messages: Sequence[dict[str, str]],
+    *,
+    params: dict[str, Any] | None = None,
+    base_url: str | None = None,
+) -> GenerationRequest:
     """The cacheable request of one generator call: :data:`DEFAULT_PARAMS` updated with ``params``
     (a ``None`` value removes a parameter), ``renderer_version`` = :data:`PROMPT_VERSION`."""
     merged = {k: v for k, v in {**DEFAULT_PARAMS, **(params or {})}.items() if v is not None}
-    return GenerationRequest(provider=provider, model=model, messages=tuple(dict(m) for m in messages),
-                             params=merged, base_url=base_url, renderer_version=PROMPT_VERSION)
+    return GenerationRequest(
+        provider=provider,
+        model=model,
+        messages=tuple(dict(m) for m in messages),
+        params=merged,
+        base_url=base_url,
+        renderer_version=PROMPT_VERSION,
+    )
 
 
-def provider_generate(provider: Provider, model: str, *, cache: Any = None, params: dict[str, Any] | None = None,
-                      base_url: str | None = None, retry: Any = None,
-                      log: Callable[[str], None] | None = None, stale_before: Any = None) -> GenerateFn:
+def provider_generate(
+    provider: Provider,
+    model: str,
+    *,
+    cache: Any = None,
+    params: dict[str, Any] | None = None,
+    base_url: str | None = None,
+    retry: Any = None,
+    log: Callable[[str], None] | None = None,
+    stale_before: Any = None,
+) -> GenerateFn:
     """A ``generate`` callable for :class:`GeneratorModel` backed by a provider.
 
     Each call builds :func:`build_request`; with a :class:`~metamorph.cache.GenerationCache` it goes
@@ -259,10 +302,17 @@ class _Tally:
         return m.generate([dict(x) for x in messages])
 
 
-def generate_perturbation(golden: Workflow, ptype: str, p: float,
-                          models: Sequence[GeneratorModel | tuple[str, GenerateFn]], *,
-                          max_attempts: int = 3, hybrid: bool = True, seed: int = 0,
-                          n: int | None = None) -> Perturbation:
+def generate_perturbation(
+    golden: Workflow,
+    ptype: str,
+    p: float,
+    models: Sequence[GeneratorModel | tuple[str, GenerateFn]],
+    *,
+    max_attempts: int = 3,
+    hybrid: bool = True,
+    seed: int = 0,
+    n: int | None = None,
+) -> Perturbation:
     """The LLM generator of App. A for one (golden, type, severity) row.
 
     1. Messages = :func:`build_messages` (worked example of the type + the row instruction with
@@ -295,14 +345,27 @@ def generate_perturbation(golden: Workflow, ptype: str, p: float,
     raw: str | None = None
     last: tuple[tuple[str, ...], tuple[Edge, ...]] | None = None
 
-    def record(status: str, method: str, graph: tuple[tuple[str, ...], tuple[Edge, ...]] | None,
-               problem: str | None) -> Perturbation:
+    def record(
+        status: str, method: str, graph: tuple[tuple[str, ...], tuple[Edge, ...]] | None, problem: str | None
+    ) -> Perturbation:
         wf = None if graph is None else _variant(golden, ptype, p, n, *graph)
         altered = () if graph is None else altered_from_output(golden, ptype, graph[0])
-        return Perturbation(workflow=wf, type=ptype, p=p, n_altered=n, altered_node_ids=altered, operator="llm",
-                            golden_id=golden.workflow_id, method=method, model=tally.model,
-                            models_tried=tuple(tally.tried), attempts=tally.attempts, status=status,
-                            failure=problem, raw_output=raw)
+        return Perturbation(
+            workflow=wf,
+            type=ptype,
+            p=p,
+            n_altered=n,
+            altered_node_ids=altered,
+            operator="llm",
+            golden_id=golden.workflow_id,
+            method=method,
+            model=tally.model,
+            models_tried=tuple(tally.tried),
+            attempts=tally.attempts,
+            status=status,
+            failure=problem,
+            raw_output=raw,
+        )
 
     for m in ms:
         messages = list(base)
@@ -318,16 +381,27 @@ def generate_perturbation(golden: Workflow, ptype: str, p: float,
             if problem is None:
                 return record("valid", "llm", graph, None)
             failure = problem + _cut_note(res)
-            messages = messages + [{"role": "assistant", "content": res.text or ""},
-                                   {"role": "user", "content": feedback_message(failure)}]
+            messages = messages + [
+                {"role": "assistant", "content": res.text or ""},
+                {"role": "user", "content": feedback_message(failure)},
+            ]
     if ptype == "description" and hybrid:
         return _hybrid(golden, p, n, ms, max_attempts, seed, tally, record, failure, last)
     return record("invalid", "llm", last, failure)
 
 
-def _hybrid(golden: Workflow, p: float, n: int, ms: list[GeneratorModel], max_attempts: int, seed: int,
-            tally: _Tally, record: Callable[..., Perturbation], whole_failure: str | None,
-            last: tuple[tuple[str, ...], tuple[Edge, ...]] | None) -> Perturbation:
+def _hybrid(
+    golden: Workflow,
+    p: float,
+    n: int,
+    ms: list[GeneratorModel],
+    max_attempts: int,
+    seed: int,
+    tally: _Tally,
+    record: Callable[..., Perturbation],
+    whole_failure: str | None,
+    last: tuple[tuple[str, ...], tuple[Edge, ...]] | None,
+) -> Perturbation:
     """Per-node fallback (A.10) of description changes; see :func:`generate_perturbation`."""
     rng = random.Random(row_seed(golden.workflow_id, "description", p, seed))
     ids = sorted(rng.sample(list(golden.node_ids), n), key=int)
@@ -345,14 +419,19 @@ def _hybrid(golden: Workflow, p: float, n: int, ms: list[GeneratorModel], max_at
                 new, problem = check_node_reply(original, res.text)
                 if new is not None:
                     break
-                messages = messages + [{"role": "assistant", "content": res.text or ""},
-                                       {"role": "user", "content": f"That is not usable: {problem}. "
-                                                                   "Answer with the reworded step only."}]
+                messages = messages + [
+                    {"role": "assistant", "content": res.text or ""},
+                    {"role": "user", "content": f"That is not usable: {problem}. Answer with the reworded step only."},
+                ]
             if new is not None:
                 break
         if new is None:
-            return record("invalid", "llm_hybrid", last,
-                          f"whole workflow: {whole_failure}; per-node fallback, step {nid}: {problem}")
+            return record(
+                "invalid",
+                "llm_hybrid",
+                last,
+                f"whole workflow: {whole_failure}; per-node fallback, step {nid}: {problem}",
+            )
         texts[int(nid) - 1] = new
     graph = (tuple(texts), golden.edges)
     problem = check_variant(golden, "description", n, *graph)

@@ -153,15 +153,19 @@ def judge_messages(gold: Any, pred: Any, task: str, style: str = "b6") -> list[d
         raise ValueError(f"style must be one of {JUDGE_STYLES}, not {style!r}")
     g, p = as_workflow(gold), as_workflow(pred)
     if style == "b6":
-        user = (f"Task:\n{task.strip()}\n\n"
-                f"Gold workflow:\n{render_workflow(g)}\n\n"
-                f"Generated workflow:\n{render_workflow(p)}\n\n"
-                "Follow the procedure and return the JSON object.")
+        user = (
+            f"Task:\n{task.strip()}\n\n"
+            f"Gold workflow:\n{render_workflow(g)}\n\n"
+            f"Generated workflow:\n{render_workflow(p)}\n\n"
+            "Follow the procedure and return the JSON object."
+        )
         return [{"role": "system", "content": JUDGE_SYSTEM_B6}, {"role": "user", "content": user}]
-    user = (f"Task:\n{task.strip()}\n\n"
-            f"Reference workflow:\n{_render_workflow(g)}\n\n"
-            f"Candidate workflow:\n{_render_workflow(p)}\n\n"
-            "Grade the candidate with the rubric. End with the line 'Score: N'.")
+    user = (
+        f"Task:\n{task.strip()}\n\n"
+        f"Reference workflow:\n{_render_workflow(g)}\n\n"
+        f"Candidate workflow:\n{_render_workflow(p)}\n\n"
+        "Grade the candidate with the rubric. End with the line 'Score: N'."
+    )
     return [{"role": "system", "content": JUDGE_RUBRIC}, {"role": "user", "content": user}]
 
 

@@ -27,14 +27,34 @@ _JUDGE_SLICES = {k: k for k in ("type", "severity", "golden_id", "stratum", "var
 
 #: metric → how its cells are traced.
 TRACES = {
-    **{m: MetricTrace("variant_lineage", model="model_id", id="variant_id", slices=_SLICES, input="variant_text",
-                      answer=m, reason="kendall_tau_reason" if m == "kendall_tau" else "coalesce(failure, status)",
-                      request="NULL", response="response_text", order=(f"{m} NULLS FIRST", "variant_id"),
-                      extra=("target_score", "method", "golden_text"))
-       for m in METRICS},
-    "judge": MetricTrace("judge_lineage", model="judge_model_id", id="variant_id", slices=_JUDGE_SLICES,
-                         input="variant_text", answer="judge", reason="parse_reason", request="NULL", response="NULL",
-                         order=("judge NULLS FIRST", "variant_id", "call_index"),
-                         extra=("call_index", "judge_valid", "judge_invalid", "generation_key", "golden_text"),
-                         cache=True),
+    **{
+        m: MetricTrace(
+            "variant_lineage",
+            model="model_id",
+            id="variant_id",
+            slices=_SLICES,
+            input="variant_text",
+            answer=m,
+            reason="kendall_tau_reason" if m == "kendall_tau" else "coalesce(failure, status)",
+            request="NULL",
+            response="response_text",
+            order=(f"{m} NULLS FIRST", "variant_id"),
+            extra=("target_score", "method", "golden_text"),
+        )
+        for m in METRICS
+    },
+    "judge": MetricTrace(
+        "judge_lineage",
+        model="judge_model_id",
+        id="variant_id",
+        slices=_JUDGE_SLICES,
+        input="variant_text",
+        answer="judge",
+        reason="parse_reason",
+        request="NULL",
+        response="NULL",
+        order=("judge NULLS FIRST", "variant_id", "call_index"),
+        extra=("call_index", "judge_valid", "judge_invalid", "generation_key", "golden_text"),
+        cache=True,
+    ),
 }

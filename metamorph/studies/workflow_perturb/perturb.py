@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metamorph.studies.workflow_perturb.paraphrase import paraphrase_text
+
 # the perturbation vocabulary is defined with the validation and re-exported here, where readers look for it
 from metamorph.studies.workflow_perturb.validate import PERTURBATION_TYPES, TYPE_NAMES, check_type, check_variant  # noqa: F401
 from metamorph.studies.workflow_perturb.workflows import (
@@ -124,7 +125,7 @@ def contiguous_run(w: Workflow, length: int, rng: random.Random) -> list[str]:
     if not 1 <= length <= len(order):
         raise ValueError(f"run length must be in 1..{len(order)}, got {length}")
     start = rng.randrange(len(order) - length + 1)
-    return order[start:start + length]
+    return order[start : start + length]
 
 
 def target_score(ptype: str, p: float) -> float:
@@ -196,11 +197,20 @@ class Perturbation:
         """A flat dict for a DataFrame: lineage, record fields, and the variant as JSON/text."""
         w = self.workflow
         return {
-            "variant_id": self.variant_id, "golden_id": self.golden_id, "type": self.type, "p": self.p,
-            "n_altered": self.n_altered, "altered_node_ids": json.dumps(list(self.altered_node_ids)),
-            "target_score": self.target_score, "operator": self.operator, "method": self.method,
-            "model": self.model, "models_tried": json.dumps(list(self.models_tried)), "attempts": self.attempts,
-            "status": self.status, "failure": self.failure,
+            "variant_id": self.variant_id,
+            "golden_id": self.golden_id,
+            "type": self.type,
+            "p": self.p,
+            "n_altered": self.n_altered,
+            "altered_node_ids": json.dumps(list(self.altered_node_ids)),
+            "target_score": self.target_score,
+            "operator": self.operator,
+            "method": self.method,
+            "model": self.model,
+            "models_tried": json.dumps(list(self.models_tried)),
+            "attempts": self.attempts,
+            "status": self.status,
+            "failure": self.failure,
             "n_nodes": None if w is None else w.n_nodes,
             "nodes_json": None if w is None else json.dumps(list(w.nodes), ensure_ascii=False),
             "edges_json": None if w is None else json.dumps([list(e) for e in w.edges]),
@@ -224,7 +234,9 @@ def _edge_set(succ: dict[str, set[str]]) -> set[Edge]:
     return {(u, v) for u, vs in succ.items() for v in vs}
 
 
-def _renumber(order: Sequence[str], texts: dict[str, str], edges: set[Edge]) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
+def _renumber(
+    order: Sequence[str], texts: dict[str, str], edges: set[Edge]
+) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
     """Nodes kept in ``order`` become 1..m; edges are remapped, deduplicated and sorted
     (:func:`~metamorph.studies.workflow_perturb.workflows.edge_sort_key`: START first, ids numerically, END last)."""
     new = {old: str(i) for i, old in enumerate(order, start=1)}
@@ -243,8 +255,9 @@ def _drop_start_end(edges: set[Edge]) -> set[Edge]:
     return edges
 
 
-def _variant(w: Workflow, ptype: str, p: float | None, n: int, nodes: tuple[str, ...],
-             edges: tuple[Edge, ...]) -> Workflow:
+def _variant(
+    w: Workflow, ptype: str, p: float | None, n: int, nodes: tuple[str, ...], edges: tuple[Edge, ...]
+) -> Workflow:
     return Workflow(variant_id(w.workflow_id, ptype, p, n), w.task, nodes, edges, w.source)
 
 
@@ -303,8 +316,9 @@ def _chosen_ids(w: Workflow, n: int, rng: random.Random, selection: str) -> tupl
     return tuple(sorted(chosen, key=int))
 
 
-def remove_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None,
-                 selection: str = "contiguous") -> Perturbation:
+def remove_steps(
+    w: Workflow, n: int, rng: random.Random, *, p: float | None = None, selection: str = "contiguous"
+) -> Perturbation:
     """Missing Steps (§3.1): remove ``n`` steps and reconnect predecessors to successors
     (:func:`remove_nodes`).
 
@@ -352,13 +366,14 @@ def compression_groups(run: Sequence[str], n: int) -> list[list[str]]:
     out, i = [], 0
     for g in range(k):
         size = base + (1 if g < extra else 0)
-        out.append(list(run[i:i + size]))
+        out.append(list(run[i : i + size]))
         i += size
     return out
 
 
-def compress_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None,
-                   selection: str = "contiguous") -> Perturbation:
+def compress_steps(
+    w: Workflow, n: int, rng: random.Random, *, p: float | None = None, selection: str = "contiguous"
+) -> Perturbation:
     """Compressed Steps (§3.1): merge steps so that the workflow has ``n`` fewer nodes.
 
     ``selection="contiguous"`` (default, App. B.4 and the A.1 few-shot example, which merges
@@ -431,6 +446,7 @@ def compress_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None =
     altered = tuple(sorted((g for k in order if len(members[k]) > 1 for g in members[k]), key=int))
     return _deterministic(w, "compressed", p, n, altered, "compress_steps", nodes, edges)
 
+
 def _compress_contiguous(w: Workflow, n: int, rng: random.Random, p: float | None) -> Perturbation:
     run = contiguous_run(w, min(w.n_nodes, 2 * n), rng)
     groups = compression_groups(run, n)
@@ -452,8 +468,9 @@ def _compress_contiguous(w: Workflow, n: int, rng: random.Random, p: float | Non
     return _deterministic(w, "compressed", p, n, altered, "compress_steps", nodes, new_edges)
 
 
-def paraphrase_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None = None,
-                     selection: str = "contiguous") -> Perturbation:
+def paraphrase_steps(
+    w: Workflow, n: int, rng: random.Random, *, p: float | None = None, selection: str = "contiguous"
+) -> Perturbation:
     """Description Changes (§3.1): reword ``n`` steps with :func:`paraphrase_text`; the graph
     and every other step are unchanged. ``selection="contiguous"`` (default, App. B.4): the run
     :func:`contiguous_run`; ``"scattered"``: ``rng.sample`` of the ids.
@@ -466,20 +483,39 @@ def paraphrase_steps(w: Workflow, n: int, rng: random.Random, *, p: float | None
     nodes = tuple(paraphrase_text(t) if k in ids else t for k, t in zip(w.node_ids, w.nodes))
     return _deterministic(w, "description", p, n, ids, "paraphrase_steps", nodes, w.edges)
 
+
 _OPERATORS = {"missing": remove_steps, "compressed": compress_steps, "description": paraphrase_steps}
 
 
-def _deterministic(w: Workflow, ptype: str, p: float | None, n: int, altered: tuple[str, ...], method: str,
-                   nodes: tuple[str, ...], edges: tuple[Edge, ...]) -> Perturbation:
+def _deterministic(
+    w: Workflow,
+    ptype: str,
+    p: float | None,
+    n: int,
+    altered: tuple[str, ...],
+    method: str,
+    nodes: tuple[str, ...],
+    edges: tuple[Edge, ...],
+) -> Perturbation:
     """Wrap an operator's output, running the same static validation as for LLM replies."""
     problem = check_variant(w, ptype, n, nodes, edges)
-    return Perturbation(workflow=_variant(w, ptype, p, n, nodes, edges), type=ptype, p=p, n_altered=n,
-                        altered_node_ids=altered, operator="deterministic", golden_id=w.workflow_id,
-                        method=method, status="valid" if problem is None else "invalid", failure=problem)
+    return Perturbation(
+        workflow=_variant(w, ptype, p, n, nodes, edges),
+        type=ptype,
+        p=p,
+        n_altered=n,
+        altered_node_ids=altered,
+        operator="deterministic",
+        golden_id=w.workflow_id,
+        method=method,
+        status="valid" if problem is None else "invalid",
+        failure=problem,
+    )
 
 
-def perturb_deterministic(w: Workflow, ptype: str, p: float, seed: int = 0, *, selection: str = "contiguous",
-                          rounding: str = "ceil") -> Perturbation:
+def perturb_deterministic(
+    w: Workflow, ptype: str, p: float, seed: int = 0, *, selection: str = "contiguous", rounding: str = "ceil"
+) -> Perturbation:
     """Apply the deterministic operator of ``ptype`` at severity ``p``: N = :func:`n_to_alter`
     (``rounding``), rng = ``random.Random(row_seed(w.workflow_id, ptype, p, seed))`` — the same
     row always gives the same variant, independent of which other rows are generated.

@@ -49,29 +49,48 @@ def golden_rows(valid: Iterable[Workflow], rejected: Iterable[RejectedGolden], s
     """Rows of the ``goldens`` table: every loaded golden, valid or rejected (with its reason)."""
     rows = []
     for w, reason in [(w, None) for w in valid] + [(r.workflow, r.reason) for r in rejected]:
-        rows.append({"golden_id": w.workflow_id, "task": w.task, "origin": w.source, "source_spec": spec,
-                     "n_nodes": w.n_nodes, "stratum": size_stratum(w.n_nodes),
-                     "nodes_json": json.dumps(list(w.nodes), ensure_ascii=False),
-                     "edges_json": json.dumps([list(e) for e in w.edges]), "workflow_text": format_workflow(w),
-                     "valid": reason is None, "rejection_reason": reason})
+        rows.append(
+            {
+                "golden_id": w.workflow_id,
+                "task": w.task,
+                "origin": w.source,
+                "source_spec": spec,
+                "n_nodes": w.n_nodes,
+                "stratum": size_stratum(w.n_nodes),
+                "nodes_json": json.dumps(list(w.nodes), ensure_ascii=False),
+                "edges_json": json.dumps([list(e) for e in w.edges]),
+                "workflow_text": format_workflow(w),
+                "valid": reason is None,
+                "rejection_reason": reason,
+            }
+        )
     return rows
 
 
 def workflow_from_record(r: Any, id_field: str = "golden_id") -> Workflow:
     """A :class:`Workflow` from a ``goldens`` / ``perturbations`` row (``nodes_json``, ``edges_json``)."""
-    return Workflow(workflow_id=str(getattr(r, id_field)), task=str(getattr(r, "task", "") or ""),
-                    nodes=tuple(json.loads(r.nodes_json)), edges=tuple(tuple(e) for e in json.loads(r.edges_json)),
-                    source=str(getattr(r, "origin", "") or ""))
+    return Workflow(
+        workflow_id=str(getattr(r, id_field)),
+        task=str(getattr(r, "task", "") or ""),
+        nodes=tuple(json.loads(r.nodes_json)),
+        edges=tuple(tuple(e) for e in json.loads(r.edges_json)),
+        source=str(getattr(r, "origin", "") or ""),
+    )
 
 
-def deterministic_perturbations(goldens: Sequence[Workflow], types: Sequence[str] = PERTURBATION_TYPES,
-                                severities: Sequence[float] = SEVERITIES, seed: int = 0) -> list[Perturbation]:
+def deterministic_perturbations(
+    goldens: Sequence[Workflow],
+    types: Sequence[str] = PERTURBATION_TYPES,
+    severities: Sequence[float] = SEVERITIES,
+    seed: int = 0,
+) -> list[Perturbation]:
     """Every golden × type × severity with the deterministic operators (§3.1, no LLM)."""
     return [perturb_deterministic(w, t, p, seed=seed) for w in goldens for t in types for p in severities]
 
 
-def score_perturbations(goldens: dict[str, Workflow], variants: pd.DataFrame, encoder: Any,
-                        bertscore: bool = True, counts: Any = None) -> pd.DataFrame:
+def score_perturbations(
+    goldens: dict[str, Workflow], variants: pd.DataFrame, encoder: Any, bertscore: bool = True, counts: Any = None
+) -> pd.DataFrame:
     """Score each variant (a ``perturbations`` row with a workflow) against its golden
     (:func:`~metamorph.studies.workflow_perturb.metrics.score_workflows`: each distinct step text
     through the encoder once; ``counts``, an ``EncodingCounts``, receives how many).
@@ -83,18 +102,35 @@ def score_perturbations(goldens: dict[str, Workflow], variants: pd.DataFrame, en
     have = variants[variants["nodes_json"].notna()]
     pairs = [(goldens[r.golden_id], workflow_from_record(r, "variant_id")) for r in have.itertuples()]
     scored = score_workflows(pairs, encoder, bertscore=bertscore, counts=counts) if pairs else []
-    keep = [*METRIC_COLUMNS, *(f"{m}_reason" for m in METRIC_COLUMNS), "n_aligned", "encoder",
-            "bertscore_model", "bertscore_num_layers", "bertscore_rescaled", "bertscore_baseline"]
-    rows = [{"variant_id": r.variant_id, "golden_id": r.golden_id, **{k: s.get(k) for k in keep}}
-            for r, s in zip(have.itertuples(), scored)]
+    keep = [
+        *METRIC_COLUMNS,
+        *(f"{m}_reason" for m in METRIC_COLUMNS),
+        "n_aligned",
+        "encoder",
+        "bertscore_model",
+        "bertscore_num_layers",
+        "bertscore_rescaled",
+        "bertscore_baseline",
+    ]
+    rows = [
+        {"variant_id": r.variant_id, "golden_id": r.golden_id, **{k: s.get(k) for k in keep}}
+        for r, s in zip(have.itertuples(), scored)
+    ]
     out = pd.DataFrame(rows, columns=["variant_id", "golden_id", *keep])
     for m in METRIC_COLUMNS:
         out[m] = out[m].astype(float)
     return out
 
 
-def judge_requests(golden: Workflow, variant: Workflow, provider: str, model: str, params: dict[str, Any],
-                   base_url: str | None = None, constrained: bool = False) -> list[GenerationRequest]:
+def judge_requests(
+    golden: Workflow,
+    variant: Workflow,
+    provider: str,
+    model: str,
+    params: dict[str, Any],
+    base_url: str | None = None,
+    constrained: bool = False,
+) -> list[GenerationRequest]:
     """The :data:`JUDGE_N_CALLS` judge calls for one variant (repeat index 1..3 in the cache key).
 
     ``constrained=True`` adds ``response_format = {"type": "json_object", "schema":``
@@ -109,14 +145,24 @@ def judge_requests(golden: Workflow, variant: Workflow, provider: str, model: st
     p = dict(params)
     if constrained:
         p["response_format"] = {"type": "json_object", "schema": JUDGE_REPLY_SCHEMA}
-    return [seeded(GenerationRequest(provider=provider, model=model, messages=msgs, params=dict(p), base_url=base_url,
-                                     renderer_version="workflow-judge-b6-v2", repeat_index=i))
-            for i in range(1, JUDGE_N_CALLS + 1)]
+    return [
+        seeded(
+            GenerationRequest(
+                provider=provider,
+                model=model,
+                messages=msgs,
+                params=dict(p),
+                base_url=base_url,
+                renderer_version="workflow-judge-b6-v2",
+                repeat_index=i,
+            )
+        )
+        for i in range(1, JUDGE_N_CALLS + 1)
+    ]
 
 
 #: Why the judge's call-to-call spread is null when its calls are one computation.
-JUDGE_SPREAD_DETERMINISTIC = ("not measurable: deterministic decoding (the judge's calls are one shared "
-                              "computation)")
+JUDGE_SPREAD_DETERMINISTIC = "not measurable: deterministic decoding (the judge's calls are one shared computation)"
 
 
 def judge_row(results: Sequence[GenerationResult], keys: Sequence[str] | None = None) -> dict[str, Any]:
@@ -129,12 +175,19 @@ def judge_row(results: Sequence[GenerationResult], keys: Sequence[str] | None = 
     :data:`JUDGE_SPREAD_DETERMINISTIC`."""
     reasons = [parse_judge_reply(r.text, r.finish_reason)[1] if r.error is None else "call_error" for r in results]
     mean, n_valid, n_invalid = judge_score(results)
-    valid = [s for r in results if r.error is None
-             for s in [parse_judge_reply(r.text, r.finish_reason)[0]] if s is not None]
+    valid = [
+        s for r in results if r.error is None for s in [parse_judge_reply(r.text, r.finish_reason)[0]] if s is not None
+    ]
     shared = keys is not None and len(keys) > 1 and len(set(keys)) == 1
     spread = None if shared or len(valid) < 2 else (max(valid) - min(valid)) / JUDGE_MAX_SCORE
-    return {"judge": mean, "judge_valid": n_valid, "judge_invalid": n_invalid, "judge_reasons": json.dumps(reasons),
-            "judge_spread": spread, "judge_spread_note": JUDGE_SPREAD_DETERMINISTIC if shared else None}
+    return {
+        "judge": mean,
+        "judge_valid": n_valid,
+        "judge_invalid": n_invalid,
+        "judge_reasons": json.dumps(reasons),
+        "judge_spread": spread,
+        "judge_spread_note": JUDGE_SPREAD_DETERMINISTIC if shared else None,
+    }
 
 
 # ------------------------------------------------------------------------------------------
@@ -153,8 +206,12 @@ def generator_params(spec: Any, max_tokens: int) -> dict[str, Any]:
     """Decoding parameters of the LLM generator's calls for registry entry ``spec``: temperature 0,
     ``max_tokens``, seed 0, then the entry's ``params`` without ``response_format`` (the reply is
     Node:/Edge: text); a ``None`` value removes a parameter. Used by ``llm_perturbations``."""
-    params = {"temperature": 0.0, "max_tokens": max_tokens, "seed": 0,
-              **{k: v for k, v in spec.params.items() if k != "response_format"}}
+    params = {
+        "temperature": 0.0,
+        "max_tokens": max_tokens,
+        "seed": 0,
+        **{k: v for k, v in spec.params.items() if k != "response_format"},
+    }
     return {k: v for k, v in params.items() if v is not None}
 
 
@@ -164,9 +221,16 @@ def _reply_standin(max_tokens: int) -> str:
     return " abc" * max_tokens
 
 
-def generator_requests(goldens: Sequence[Workflow], types: Sequence[str], severities: Sequence[float], spec: Any,
-                       *, max_attempts: int, max_tokens: int, hybrid: bool,
-                       ) -> tuple[list[GenerationRequest], list[GenerationRequest]]:
+def generator_requests(
+    goldens: Sequence[Workflow],
+    types: Sequence[str],
+    severities: Sequence[float],
+    spec: Any,
+    *,
+    max_attempts: int,
+    max_tokens: int,
+    hybrid: bool,
+) -> tuple[list[GenerationRequest], list[GenerationRequest]]:
     """The LLM generator's calls to registry entry ``spec`` for every golden × type × severity
     (:func:`~metamorph.studies.workflow_perturb.generate.generate_perturbation`, seed 0).
 
@@ -195,8 +259,10 @@ def generator_requests(goldens: Sequence[Workflow], types: Sequence[str], severi
         return gen.build_request(spec.provider, spec.model, messages, params=params, base_url=spec.base_url)
 
     def retries(base, turn):
-        return [req(base + [{"role": "assistant", "content": reply}, {"role": "user", "content": turn}] * k)
-                for k in range(1, max_attempts)]
+        return [
+            req(base + [{"role": "assistant", "content": reply}, {"role": "user", "content": turn}] * k)
+            for k in range(1, max_attempts)
+        ]
 
     first, more = [], []
     for w in goldens:
@@ -215,8 +281,9 @@ def generator_requests(goldens: Sequence[Workflow], types: Sequence[str], severi
     return first, more
 
 
-def judge_plan_requests(goldens: Sequence[Workflow], spec: Any, n_variants: int, max_tokens: int,
-                        constrained: bool = False) -> list[GenerationRequest]:
+def judge_plan_requests(
+    goldens: Sequence[Workflow], spec: Any, n_variants: int, max_tokens: int, constrained: bool = False
+) -> list[GenerationRequest]:
     """The exact requests of ``judge_scores`` for registry entry ``spec``: the first ``n_variants``
     deterministic variants (every type and severity, seed 0, as ``perturbations`` builds them),
     read back as the asset reads its rows, 3 calls each (:func:`judge_requests`)."""
@@ -224,9 +291,19 @@ def judge_plan_requests(goldens: Sequence[Workflow], spec: Any, n_variants: int,
     rows = pd.DataFrame([p.to_row() for p in perts]).head(n_variants)
     gold = {w.workflow_id: w for w in goldens}
     params = {"temperature": 0.0, "max_tokens": max_tokens, "seed": 0}
-    return [q for r in rows.itertuples()
-            for q in judge_requests(gold[r.golden_id], workflow_from_record(r, "variant_id"), spec.provider,
-                                    spec.model, params, spec.base_url, constrained=constrained)]
+    return [
+        q
+        for r in rows.itertuples()
+        for q in judge_requests(
+            gold[r.golden_id],
+            workflow_from_record(r, "variant_id"),
+            spec.provider,
+            spec.model,
+            params,
+            spec.base_url,
+            constrained=constrained,
+        )
+    ]
 
 
 def cost_steps(model: Any, options: Any) -> list:
@@ -251,20 +328,38 @@ def cost_steps(model: Any, options: Any) -> list:
     from metamorph.studies.workflow_perturb.workflows import load_goldens
 
     if options.max_tokens is not None:
-        raise ConfigError("--max-tokens does not apply to workflow_perturb (python -m pipelines.run does not pass it "
-                          "to llm_perturbations or judge_scores)")
+        raise ConfigError(
+            "--max-tokens does not apply to workflow_perturb (python -m pipelines.run does not pass it "
+            "to llm_perturbations or judge_scores)"
+        )
     rows = []
     for spec in options.sources or ["embedded"]:
         valid, rejected = load_goldens(spec, on_invalid="collect", limit=options.limit)
         rows += golden_rows(valid, rejected, spec)
     # as the assets read the goldens table: the valid rows by golden_id, in table order
-    goldens = list({r.golden_id: workflow_from_record(r) for r in pd.DataFrame(rows).itertuples() if r.valid}.values()
-                   if rows else [])
-    first, more = generator_requests(goldens[: getattr(options, "llm_goldens", None) or LLM_GOLDENS],
-                                     PERTURBATION_TYPES, LLM_SEVERITIES, model, max_attempts=MAX_ATTEMPTS,
-                                     max_tokens=GENERATOR_MAX_TOKENS, hybrid=True)
-    judge = judge_plan_requests(goldens, model, getattr(options, "judge_variants", None) or JUDGE_VARIANTS,
-                                JUDGE_MAX_TOKENS, bool(getattr(options, "judge_constrained", False)))
-    return [PlanStep.exact("llm_perturbations", first),
-            PlanStep("llm_perturbations retries", (((), tuple(more)),)),
-            PlanStep.exact("judge_scores", judge)]
+    goldens = list(
+        {r.golden_id: workflow_from_record(r) for r in pd.DataFrame(rows).itertuples() if r.valid}.values()
+        if rows
+        else []
+    )
+    first, more = generator_requests(
+        goldens[: getattr(options, "llm_goldens", None) or LLM_GOLDENS],
+        PERTURBATION_TYPES,
+        LLM_SEVERITIES,
+        model,
+        max_attempts=MAX_ATTEMPTS,
+        max_tokens=GENERATOR_MAX_TOKENS,
+        hybrid=True,
+    )
+    judge = judge_plan_requests(
+        goldens,
+        model,
+        getattr(options, "judge_variants", None) or JUDGE_VARIANTS,
+        JUDGE_MAX_TOKENS,
+        bool(getattr(options, "judge_constrained", False)),
+    )
+    return [
+        PlanStep.exact("llm_perturbations", first),
+        PlanStep("llm_perturbations retries", (((), tuple(more)),)),
+        PlanStep.exact("judge_scores", judge),
+    ]

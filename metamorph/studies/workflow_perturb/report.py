@@ -22,22 +22,35 @@ def headline(con: duckdb.DuckDBPyConnection) -> str:
     Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
     """
     out: list[str] = []
-    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
-                                        "WHERE table_schema = 'workflow_perturb'").fetchall()}
-    rejected = con.execute("SELECT golden_id, rejection_reason FROM workflow_perturb.goldens "
-                           "WHERE NOT valid ORDER BY golden_id").df()
+    tables = {
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'workflow_perturb'"
+        ).fetchall()
+    }
+    rejected = con.execute(
+        "SELECT golden_id, rejection_reason FROM workflow_perturb.goldens WHERE NOT valid ORDER BY golden_id"
+    ).df()
     n_goldens = con.execute("SELECT count(*) FROM workflow_perturb.goldens").fetchall()[0][0]
     means = con.execute(
         "SELECT type, severity, count(*) AS n, round(avg(chain_f1), 3) AS chain_f1, round(avg(graph_f1), 3) "
         "AS graph_f1, round(avg(bleu), 3) AS bleu, round(avg(gleu), 3) AS gleu, round(avg(bertscore_f1), 3) "
         "AS bertscore_f1, round(avg(kendall_tau), 3) AS kendall_tau "
-        "FROM workflow_perturb.perturbation_scores GROUP BY ALL ORDER BY type, severity").df()
-    sens = con.execute("SELECT metric, type, round(mean_10, 3) AS s10, round(mean_30, 3) AS s30, "
-                       "round(mean_50, 3) AS s50, round(delta_avg, 3) AS delta_avg, round(delta_1, 3) AS delta_1, "
-                       "round(delta_2, 3) AS delta_2, n_10 FROM workflow_perturb.sensitivity_matrix "
-                       "WHERE operator = 'deterministic' AND n_10 > 0 ORDER BY type, metric").df() \
-        if "sensitivity_matrix" in tables else None
-    out.append(f"\nGoldens: {n_goldens - len(rejected)} valid, {len(rejected)} rejected (kept in workflow_perturb.goldens)")
+        "FROM workflow_perturb.perturbation_scores GROUP BY ALL ORDER BY type, severity"
+    ).df()
+    sens = (
+        con.execute(
+            "SELECT metric, type, round(mean_10, 3) AS s10, round(mean_30, 3) AS s30, "
+            "round(mean_50, 3) AS s50, round(delta_avg, 3) AS delta_avg, round(delta_1, 3) AS delta_1, "
+            "round(delta_2, 3) AS delta_2, n_10 FROM workflow_perturb.sensitivity_matrix "
+            "WHERE operator = 'deterministic' AND n_10 > 0 ORDER BY type, metric"
+        ).df()
+        if "sensitivity_matrix" in tables
+        else None
+    )
+    out.append(
+        f"\nGoldens: {n_goldens - len(rejected)} valid, {len(rejected)} rejected (kept in workflow_perturb.goldens)"
+    )
     if len(rejected):
         out.append(rejected.head(20).to_markdown(index=False))
     out.append("\nMean metric by perturbation type and severity (deterministic operators):")
@@ -56,26 +69,31 @@ def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
     replies = con.execute(
         "SELECT model_id, count(*) AS variants, sum(judge_valid) AS valid_replies, "
         "sum(judge_invalid) AS invalid_replies, count(judge) AS variants_scored "
-        "FROM workflow_perturb.judge_scores GROUP BY model_id ORDER BY model_id").df()
+        "FROM workflow_perturb.judge_scores GROUP BY model_id ORDER BY model_id"
+    ).df()
     rows = con.execute(
         "SELECT model_id, type, severity, round(mean, 3) AS mean, round(sd, 3) AS sd, n, n_null "
-        "FROM workflow_perturb.judge_severity_table ORDER BY model_id, type, severity").df()
+        "FROM workflow_perturb.judge_severity_table ORDER BY model_id, type, severity"
+    ).df()
     mean = "max(CASE WHEN severity = {} THEN mean END)"
     s10, s30, s50 = mean.format(0.1), mean.format(0.3), mean.format(0.5)
     sens = con.execute(
         f"SELECT model_id, type, round({s10}, 3) AS s10, round({s30}, 3) AS s30, round({s50}, 3) AS s50, "
         f"round({DELTA_AVG_FACTOR} * ({s10} - {s50}), 3) AS delta_avg, "
-        f"round({DELTA_STEP_FACTOR} * ({s10} - {s30}), 3) AS \"Δ¹\", "
-        f"round({DELTA_STEP_FACTOR} * ({s30} - {s50}), 3) AS \"Δ²\" "
-        "FROM workflow_perturb.judge_severity_table GROUP BY model_id, type ORDER BY model_id, type").df()
-    return ["\nLLM judge (App. B.6): replies per judge model (3 calls per variant; invalid ones excluded):",
-            replies.to_markdown(index=False),
-            "\nLLM judge score by perturbation type and severity (deterministic operators; [0, 1]):",
-            rows.to_markdown(index=False),
-            f"\nLLM judge's row of the sensitivity matrix (Δ_avg = {DELTA_AVG_FACTOR}·[s̄(10%) − s̄(50%)]; Δ¹, Δ² = "
-            f"{DELTA_STEP_FACTOR:g}·the drop from 10% to 30% and from 30% to 50%, per unit severity as §5.1; null "
-            "where a severity has no valid reply):",
-            sens.to_markdown(index=False)]
+        f'round({DELTA_STEP_FACTOR} * ({s10} - {s30}), 3) AS "Δ¹", '
+        f'round({DELTA_STEP_FACTOR} * ({s30} - {s50}), 3) AS "Δ²" '
+        "FROM workflow_perturb.judge_severity_table GROUP BY model_id, type ORDER BY model_id, type"
+    ).df()
+    return [
+        "\nLLM judge (App. B.6): replies per judge model (3 calls per variant; invalid ones excluded):",
+        replies.to_markdown(index=False),
+        "\nLLM judge score by perturbation type and severity (deterministic operators; [0, 1]):",
+        rows.to_markdown(index=False),
+        f"\nLLM judge's row of the sensitivity matrix (Δ_avg = {DELTA_AVG_FACTOR}·[s̄(10%) − s̄(50%)]; Δ¹, Δ² = "
+        f"{DELTA_STEP_FACTOR:g}·the drop from 10% to 30% and from 30% to 50%, per unit severity as §5.1; null "
+        "where a severity has no valid reply):",
+        sens.to_markdown(index=False),
+    ]
 
 
 # ------------------------------------------------------------------------------------------
@@ -127,9 +145,13 @@ def comparison_scores(judge_scores: pd.DataFrame) -> pd.DataFrame:
             ``severity``, ``judge``).
     """
     j = _judged(judge_scores, "workflow_perturb comparison_scores(judge_scores)")
-    return pd.concat([item_scores(j, metric="judge", value="judge", item=["variant_id"], slices=["type", "severity"]),
-                      item_scores(j, metric="judge", value="judge", item=["variant_id"], slices=["type"])],
-                     ignore_index=True)
+    return pd.concat(
+        [
+            item_scores(j, metric="judge", value="judge", item=["variant_id"], slices=["type", "severity"]),
+            item_scores(j, metric="judge", value="judge", item=["variant_id"], slices=["type"]),
+        ],
+        ignore_index=True,
+    )
 
 
 def card_rows(judge_scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
@@ -144,12 +166,21 @@ def card_rows(judge_scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0
         ValueError: a missing column.
     """
     j = _judged(judge_scores, "workflow_perturb card_rows(judge_scores)")
-    return clustered_rate_rows(j, study=STUDY, metric="judge", value="judge", cluster=["golden_id"],
-                               higher_is_better=False, n_resamples=n_resamples, seed=seed)
+    return clustered_rate_rows(
+        j,
+        study=STUDY,
+        metric="judge",
+        value="judge",
+        cluster=["golden_id"],
+        higher_is_better=False,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
 
 
-def gate_card_rows(llm_scores: pd.DataFrame, thresholds=None, mode: str | None = None, n_resamples: int = 1000,
-                   seed: int = 0) -> pd.DataFrame:
+def gate_card_rows(
+    llm_scores: pd.DataFrame, thresholds=None, mode: str | None = None, n_resamples: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """Report-card rows per generator model: ``gate_firing``, the % of the model's own valid LLM
     perturbations (``llm_perturbation_scores``) on which the CI gate's bundle for that
     perturbation type fires (§6: a missing-step variant checked by the missing bundle, and so on),
@@ -172,12 +203,32 @@ def gate_card_rows(llm_scores: pd.DataFrame, thresholds=None, mode: str | None =
         for b in th.bundles:
             defined, fired = gate.bundle_decisions(g[list(METRICS)], b, mode or gate.DEFAULT_MODE)
             on = (g["type"].to_numpy() == b.failure_mode) & defined
-            parts.append(pd.DataFrame({"model_id": model_id, "golden_id": g["golden_id"].to_numpy()[on],
-                                       "type": g["type"].to_numpy()[on], "fired": fired[on]}))
-    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        {"model_id": [], "golden_id": [], "type": [], "fired": pd.Series([], dtype=bool)})
-    return clustered_rate_rows(frame, study=STUDY, metric="gate_firing", value="fired", cluster=["golden_id"],
-                               slices=["type"], higher_is_better=True, n_resamples=n_resamples, seed=seed)
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "model_id": model_id,
+                        "golden_id": g["golden_id"].to_numpy()[on],
+                        "type": g["type"].to_numpy()[on],
+                        "fired": fired[on],
+                    }
+                )
+            )
+    frame = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame({"model_id": [], "golden_id": [], "type": [], "fired": pd.Series([], dtype=bool)})
+    )
+    return clustered_rate_rows(
+        frame,
+        study=STUDY,
+        metric="gate_firing",
+        value="fired",
+        cluster=["golden_id"],
+        slices=["type"],
+        higher_is_better=True,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
 
 
 def all_card_rows(judge_scores: pd.DataFrame, llm_scores: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -13,7 +13,13 @@ import re
 from collections.abc import Sequence
 
 from metamorph.errors import InputError
-from metamorph.studies.workflow_perturb.workflows import Edge, Workflow, graph_problem, normalize_text, parse_workflow_text
+from metamorph.studies.workflow_perturb.workflows import (
+    Edge,
+    Workflow,
+    graph_problem,
+    normalize_text,
+    parse_workflow_text,
+)
 
 #: Perturbation types (§3.1) in the paper's order, with the paper's names.
 PERTURBATION_TYPES = ("missing", "compressed", "description")
@@ -26,10 +32,42 @@ def check_type(ptype: str) -> None:
     if ptype not in PERTURBATION_TYPES:
         raise ValueError(f"unknown perturbation type {ptype!r}; known: {list(PERTURBATION_TYPES)}")
 
-_STOP = frozenset({
-    "a", "an", "the", "to", "of", "and", "or", "in", "on", "at", "for", "with", "from", "into", "onto", "by", "it",
-    "its", "your", "you", "then", "also", "is", "are", "be", "this", "that", "these", "those", "as", "if",
-})
+
+_STOP = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "to",
+        "of",
+        "and",
+        "or",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "from",
+        "into",
+        "onto",
+        "by",
+        "it",
+        "its",
+        "your",
+        "you",
+        "then",
+        "also",
+        "is",
+        "are",
+        "be",
+        "this",
+        "that",
+        "these",
+        "those",
+        "as",
+        "if",
+    }
+)
 
 
 def _content_tokens(t: str) -> set[str]:
@@ -85,25 +123,34 @@ def check_variant(golden: Workflow, ptype: str, n: int, nodes: Sequence[str], ed
         return f"invalid graph: {problem[1]}"
     want = expected_nodes(ptype, golden.n_nodes, n)
     if len(nodes) != want:
-        how = ("unchanged" if ptype == "description"
-               else f"{golden.n_nodes} golden steps minus {n} {'removed' if ptype == 'missing' else 'merged'}")
+        how = (
+            "unchanged"
+            if ptype == "description"
+            else f"{golden.n_nodes} golden steps minus {n} {'removed' if ptype == 'missing' else 'merged'}"
+        )
         return f"expected {want} nodes ({how}), got {len(nodes)}"
     if ptype == "description":
         if set(edges) != set(golden.edges):
             return "the edges differ from the golden workflow's; description changes must keep every edge"
-        changed = [str(i) for i, (a, b) in enumerate(zip(golden.nodes, nodes), start=1)
-                   if normalize_text(a) != normalize_text(b)]
+        changed = [
+            str(i)
+            for i, (a, b) in enumerate(zip(golden.nodes, nodes), start=1)
+            if normalize_text(a) != normalize_text(b)
+        ]
         if len(changed) != n:
-            return (f"expected exactly {n} changed step description{'s' if n != 1 else ''}, found {len(changed)}"
-                    + (f" (changed: {', '.join(changed)})" if changed else ""))
+            return f"expected exactly {n} changed step description{'s' if n != 1 else ''}, found {len(changed)}" + (
+                f" (changed: {', '.join(changed)})" if changed else ""
+            )
         return None
     matched, free = _match_kept(golden, nodes)
     others = [i for i in range(len(nodes)) if i not in matched]
     if ptype == "missing":
         if others:
             i = others[0]
-            return (f"node {i + 1} ({nodes[i]!r}) is not one of the golden steps; the remaining steps must keep "
-                    "their text unchanged")
+            return (
+                f"node {i + 1} ({nodes[i]!r}) is not one of the golden steps; the remaining steps must keep "
+                "their text unchanged"
+            )
         return None
     for i in others:
         covered = [g for g in free if _covers(nodes[i], golden.text(g))]
@@ -119,12 +166,17 @@ def altered_from_output(golden: Workflow, ptype: str, nodes: Sequence[str]) -> t
     """The golden step ids a checked variant altered: reworded ids (description) or golden steps
     not kept unchanged (missing, compressed)."""
     if ptype == "description":
-        return tuple(str(i) for i, (a, b) in enumerate(zip(golden.nodes, nodes), start=1)
-                     if normalize_text(a) != normalize_text(b))
+        return tuple(
+            str(i)
+            for i, (a, b) in enumerate(zip(golden.nodes, nodes), start=1)
+            if normalize_text(a) != normalize_text(b)
+        )
     return tuple(_match_kept(golden, nodes)[1])
 
 
-def check_output(golden: Workflow, ptype: str, n: int, text: str) -> tuple[tuple[tuple[str, ...], tuple[Edge, ...]] | None, str | None]:
+def check_output(
+    golden: Workflow, ptype: str, n: int, text: str
+) -> tuple[tuple[tuple[str, ...], tuple[Edge, ...]] | None, str | None]:
     """Parse a model reply and :func:`check_variant` it: ``((nodes, edges) or None, problem or None)``.
     A parse failure is the problem ``could not read the workflow: <reason>``."""
     try:

@@ -49,6 +49,7 @@ SIZE_STRATA: dict[str, tuple[int, float]] = {"5-7": (5, 7), "8-15": (8, 15), "16
 
 Edge = tuple[str, str]
 
+
 @dataclass(frozen=True)
 class Workflow:
     """One workflow graph.
@@ -111,6 +112,7 @@ class Workflow:
         """:func:`size_stratum` of the node count."""
         return size_stratum(self.n_nodes)
 
+
 def size_stratum(n_nodes: int) -> str:
     """The Table-7 size stratum ``5-7``, ``8-15`` or ``16+``; ``<5`` below the §3.1 minimum."""
     for label, (lo, hi) in SIZE_STRATA.items():
@@ -118,11 +120,15 @@ def size_stratum(n_nodes: int) -> str:
             return label
     return "<5"
 
+
 def edge_sort_key(edge: Edge) -> tuple[float, float]:
     """Sort key putting START first, node ids numerically, END last."""
+
     def rank(x: str) -> float:
         return -1.0 if x == START else math.inf if x == END else float(int(x))
+
     return rank(edge[0]), rank(edge[1])
+
 
 _NODE_MARK = re.compile(r"^[\s*#`>_-]*nodes?[\s*_]*:[\s*_]*(.*)$", re.IGNORECASE)
 
@@ -132,8 +138,10 @@ _NODE_LINE = re.compile(r"^[\s*>-]*(?:node\s*)?(\d+)\s*[:.)]\s*(.*?)\s*$", re.IG
 
 _EDGE_PAIR = re.compile(r"\(\s*(START|END|\d+)\s*,\s*(START|END|\d+)\s*\)", re.IGNORECASE)
 
-def parse_workflow_text(text: str, source: str = "<text>", row: int | None = None,
-                        field: str | None = None) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
+
+def parse_workflow_text(
+    text: str, source: str = "<text>", row: int | None = None, field: str | None = None
+) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
     """Parse the WorFBench ``Node:`` / ``Edge:`` text into ``(nodes, edges)``.
 
     Node lines are ``<k>: <description>`` (``<k>.`` and ``<k>)`` also accepted, optionally
@@ -156,7 +164,7 @@ def parse_workflow_text(text: str, source: str = "<text>", row: int | None = Non
     if edge_at is None:
         raise InputError(source, "no 'Edge:' line in the workflow text", row=row, field=field)
     node_at = next((i for i, line in enumerate(lines[:edge_at]) if _NODE_MARK.match(line)), None)
-    node_lines = lines[(node_at + 1 if node_at is not None else 0):edge_at]
+    node_lines = lines[(node_at + 1 if node_at is not None else 0) : edge_at]
     if node_at is not None:
         rest = _NODE_MARK.match(lines[node_at]).group(1)  # type: ignore[union-attr]
         if rest.strip():
@@ -174,15 +182,17 @@ def parse_workflow_text(text: str, source: str = "<text>", row: int | None = Non
     for k, t in zip(ids, nodes):
         if not t.strip():
             raise InputError(source, f"node {k} has an empty description", row=row, field=field)
-    edge_text = "\n".join([_EDGE_MARK.match(lines[edge_at]).group(1), *lines[edge_at + 1:]])  # type: ignore[union-attr]
+    edge_text = "\n".join([_EDGE_MARK.match(lines[edge_at]).group(1), *lines[edge_at + 1 :]])  # type: ignore[union-attr]
     edges = tuple((_norm_end(u), _norm_end(v)) for u, v in _EDGE_PAIR.findall(edge_text))
     if not edges:
         raise InputError(source, "no '(u,v)' edge after 'Edge:'", row=row, field=field)
     return tuple(nodes), edges
 
+
 def _norm_end(x: str) -> str:
     up = x.upper()
     return up if up in (START, END) else str(int(x))
+
 
 def format_workflow(w: Workflow | tuple[Sequence[str], Sequence[Edge]]) -> str:
     """Canonical WorFBench text: ``Node:`` then ``k: text`` lines, then ``Edge: (u,v) (u,v) ...``
@@ -190,6 +200,7 @@ def format_workflow(w: Workflow | tuple[Sequence[str], Sequence[Edge]]) -> str:
     nodes, edges = (w.nodes, w.edges) if isinstance(w, Workflow) else w
     body = "\n".join(f"{i}: {t}" for i, t in enumerate(nodes, start=1))
     return f"Node:\n{body}\nEdge: " + " ".join(f"({u},{v})" for u, v in edges)
+
 
 def graph_problem(nodes: Sequence[str], edges: Sequence[Edge], min_nodes: int = MIN_NODES) -> tuple[str, str] | None:
     """The first §3.1 violation of a graph as ``(field, problem)``, or ``None`` when it is valid.
@@ -224,6 +235,7 @@ def graph_problem(nodes: Sequence[str], edges: Sequence[Edge], min_nodes: int = 
         return "edges", "edges form a cycle: " + " -> ".join(cycle)
     return None
 
+
 def find_cycle(edges: Iterable[Edge], order: Sequence[str] | None = None) -> list[str] | None:
     """A directed cycle as a node list closing on its first node (``["2", "3", "2"]``), or ``None``.
 
@@ -246,7 +258,7 @@ def find_cycle(edges: Iterable[Edge], order: Sequence[str] | None = None) -> lis
                 stack[-1] = (node, i + 1)
                 w = nxt[i]
                 if state.get(w) == 1:
-                    return path[path.index(w):] + [w]
+                    return path[path.index(w) :] + [w]
                 if not state.get(w):
                     state[w] = 1
                     stack.append((w, 0))
@@ -257,12 +269,14 @@ def find_cycle(edges: Iterable[Edge], order: Sequence[str] | None = None) -> lis
                 path.pop()
     return None
 
+
 def off_path_nodes(w: Workflow) -> tuple[str, ...]:
     """Node ids not on any START → END path (unreachable from START, or not reaching END).
 
     Informational, not a §3.1 violation: WorFBench goldens often leave a final side step without an
     edge into END (6 of the 300 shared rows have such nodes; ``lumos_21358`` has 3 nodes without
     any edge)."""
+
     def reach(root: str, adj: dict[str, list[str]]) -> set[str]:
         seen, stack = {root}, [root]
         while stack:
@@ -275,9 +289,15 @@ def off_path_nodes(w: Workflow) -> tuple[str, ...]:
     on = reach(START, w.successors()) & reach(END, w.predecessors())
     return tuple(k for k in w.node_ids if k not in on)
 
-def validate_workflow(w: Workflow, source: str | None = None, row: int | None = None,
-                      nodes_field: str = "nodes", edges_field: str = "edges",
-                      min_nodes: int = MIN_NODES) -> None:
+
+def validate_workflow(
+    w: Workflow,
+    source: str | None = None,
+    row: int | None = None,
+    nodes_field: str = "nodes",
+    edges_field: str = "edges",
+    min_nodes: int = MIN_NODES,
+) -> None:
     """Raise :class:`InputError` on the first :func:`graph_problem` of ``w``.
 
     The error names ``source`` (default ``w.source``), ``row``, the field (``nodes_field`` or
@@ -286,8 +306,13 @@ def validate_workflow(w: Workflow, source: str | None = None, row: int | None = 
     problem = graph_problem(w.nodes, w.edges, min_nodes=min_nodes)
     if problem is not None:
         field, text = problem
-        raise InputError(source or w.source, f"workflow {w.workflow_id!r}: {text}", row=row,
-                         field=nodes_field if field == "nodes" else edges_field)
+        raise InputError(
+            source or w.source,
+            f"workflow {w.workflow_id!r}: {text}",
+            row=row,
+            field=nodes_field if field == "nodes" else edges_field,
+        )
+
 
 @dataclass(frozen=True)
 class RejectedGolden:
@@ -305,6 +330,7 @@ class RejectedGolden:
     n_nodes: int
     workflow: Workflow
 
+
 #: The list fields of a golden, with the words their errors use: JSON text in a CSV cell, decoded
 #: by :func:`metamorph.datasets.read_rows`.
 JSON_CELLS = {"gold_nodes": "a list of steps", "gold_edges": "a list of [from, to] pairs"}
@@ -317,6 +343,7 @@ def _as_list(value: Any, uri: str, row: int, field: str) -> list:
         raise InputError(uri, f"expected a list, got {type(value).__name__}", row=row, field=field)
     return [v.tolist() if hasattr(v, "tolist") else v for v in value]
 
+
 def _structured(row: dict, uri: str, i: int) -> tuple[tuple[str, ...], tuple[Edge, ...]]:
     raw_nodes = _as_list(row["gold_nodes"], uri, i, "gold_nodes")
     ids, texts = [], []
@@ -328,8 +355,12 @@ def _structured(row: dict, uri: str, i: int) -> tuple[tuple[str, ...], tuple[Edg
             ids.append(str(k))
             texts.append(node)
         else:
-            raise InputError(uri, f"node {k} must be {{'id', 'text'}} with a text or a string, got {node!r:.60}",
-                             row=i, field="gold_nodes")
+            raise InputError(
+                uri,
+                f"node {k} must be {{'id', 'text'}} with a text or a string, got {node!r:.60}",
+                row=i,
+                field="gold_nodes",
+            )
     if ids != [str(k) for k in range(1, len(ids) + 1)]:
         raise InputError(uri, f"node ids must be 1..{len(ids)} in order, got {ids}", row=i, field="gold_nodes")
     edges = []
@@ -339,9 +370,11 @@ def _structured(row: dict, uri: str, i: int) -> tuple[tuple[str, ...], tuple[Edg
         edges.append((_norm_endpoint(e[0]), _norm_endpoint(e[1])))
     return tuple(texts), tuple(edges)
 
+
 def _norm_endpoint(x: Any) -> str:
     s = str(x).strip()
     return s.upper() if s.upper() in (START, END) else s
+
 
 def workflow_from_row(row: dict, uri: str, i: int) -> tuple[Workflow, str, str]:
     """Build the (unvalidated) workflow of one WorFBench-shaped row.
@@ -361,12 +394,13 @@ def workflow_from_row(row: dict, uri: str, i: int) -> tuple[Workflow, str, str]:
     else:
         raise InputError(uri, "a golden needs gold_nodes + gold_edges or gold_raw", row=i, field="gold_nodes")
     src = row.get("source")
-    w = Workflow(wid, task, nodes, edges,
-                 str(src) if isinstance(src, str) and src.strip() else uri)
+    w = Workflow(wid, task, nodes, edges, str(src) if isinstance(src, str) and src.strip() else uri)
     return w, fields[0], fields[1]
 
-def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
-                 limit: int | None = None) -> tuple[list[Workflow], list[RejectedGolden]]:
+
+def load_goldens(
+    spec: str, on_invalid: Literal["error", "collect"] = "error", limit: int | None = None
+) -> tuple[list[Workflow], list[RejectedGolden]]:
     """Load golden workflows.
 
     Args:
@@ -402,8 +436,9 @@ def load_goldens(spec: str, on_invalid: Literal["error", "collect"] = "error",
         i = int(r.get("__row__", j))
         w, nodes_field, edges_field = workflow_from_row(r, uri, i)
         if w.workflow_id in seen:
-            raise InputError(uri, f"duplicate workflow id {w.workflow_id!r} (first at row {seen[w.workflow_id]})",
-                             row=i, field="id")
+            raise InputError(
+                uri, f"duplicate workflow id {w.workflow_id!r} (first at row {seen[w.workflow_id]})", row=i, field="id"
+            )
         seen[w.workflow_id] = i
         parsed.append((w, i, nodes_field, edges_field))
     valid: list[Workflow] = []

@@ -32,6 +32,7 @@ class _Spec:
     digits: bool
     fail: str
 
+
 _SPEC_CACHE: dict[tuple[str, tuple[str, ...]], _Spec] = {}
 
 _FAIL = {"choice": "not_a_label", "boolean": "not_a_boolean", "numeric": "not_a_number"}
@@ -74,16 +75,55 @@ _PLAIN_NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 
 _MINUS_RE = re.compile("[\u2212\u2012\u2013\ufe63\uff0d]")  # − ‒ – ﹣ －
 
-_SCALE_WORDS = frozenset({
-    "k", "bn", "mn", "mil", "and", "or", "plus", "minus", "times", "to", "point", "half", "halves",
-    "third", "thirds", "quarter", "quarters", "hundred", "hundreds", "thousand", "thousands",
-    "million", "millions", "billion", "billions", "trillion", "trillions", "dozen", "dozens",
-    "lakh", "crore", "e", "x", "over", "divided", "st", "nd", "rd", "th"})
+_SCALE_WORDS = frozenset(
+    {
+        "k",
+        "bn",
+        "mn",
+        "mil",
+        "and",
+        "or",
+        "plus",
+        "minus",
+        "times",
+        "to",
+        "point",
+        "half",
+        "halves",
+        "third",
+        "thirds",
+        "quarter",
+        "quarters",
+        "hundred",
+        "hundreds",
+        "thousand",
+        "thousands",
+        "million",
+        "millions",
+        "billion",
+        "billions",
+        "trillion",
+        "trillions",
+        "dozen",
+        "dozens",
+        "lakh",
+        "crore",
+        "e",
+        "x",
+        "over",
+        "divided",
+        "st",
+        "nd",
+        "rd",
+        "th",
+    }
+)
 
 _VALUE_NUMBER_RE = re.compile(
     r"(?P<s1>[-+]?)[ \t]*(?P<cur>[$€£¥]?)[ \t]*(?P<s2>[-+]?)"
     r"(?P<num>[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
-    r"(?:[ \t]*(?P<unit>%|[$€£¥]|[^\W\d_]+(?:[ \t/-][^\W\d_]+){0,3}))?")
+    r"(?:[ \t]*(?P<unit>%|[$€£¥]|[^\W\d_]+(?:[ \t/-][^\W\d_]+){0,3}))?"
+)
 
 #: A number in free text, never out of an identifier or a compound (see the module docstring).
 _NUM_TOKEN_RE = re.compile(
@@ -91,7 +131,8 @@ _NUM_TOKEN_RE = re.compile(
     r"(?P<s1>-)?(?P<cur>[$€£¥])?(?P<s2>-)?"
     r"(?P<num>[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?)"
     r"(?:%|(?:kg|km|cm|mm|ml|mg|lbs|lb|oz|ft|hrs|hr|mins|min|mph|sec|g|m|s|h|l)\b"
-    r"|(?![A-Za-z0-9_]|[.,/:-][0-9]))")
+    r"|(?![A-Za-z0-9_]|[.,/:-][0-9]))"
+)
 
 _FRAC_RE = re.compile(r"\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}")
 
@@ -145,13 +186,25 @@ def canonical_number(text: str) -> str | None:
     s = _MINUS_RE.sub("-", unicodedata.normalize("NFKC", str(text))).strip()
     return _parse_number_value(s)[0]
 
-_WRAP_RES = tuple(re.compile(p, re.DOTALL) for p in (
-    r"\\boxed\s*\{(.*)\}",
-    r"\\(?:text|textbf|textrm|mathrm|mathbf|fbox|emph)\s*\{(.*)\}",
-    r"\$\$(.*)\$\$", r"\$(.*)\$", r"\\\((.*)\\\)", r"\\\[(.*)\\\]",
-    r"\((.*)\)", r"\[(.*)\]", r"\{(.*)\}",
-    r'"(.*)"', r"'(.*)'", "\u201c(.*)\u201d", "\u2018(.*)\u2019",
-))
+
+_WRAP_RES = tuple(
+    re.compile(p, re.DOTALL)
+    for p in (
+        r"\\boxed\s*\{(.*)\}",
+        r"\\(?:text|textbf|textrm|mathrm|mathbf|fbox|emph)\s*\{(.*)\}",
+        r"\$\$(.*)\$\$",
+        r"\$(.*)\$",
+        r"\\\((.*)\\\)",
+        r"\\\[(.*)\\\]",
+        r"\((.*)\)",
+        r"\[(.*)\]",
+        r"\{(.*)\}",
+        r'"(.*)"',
+        r"'(.*)'",
+        "\u201c(.*)\u201d",
+        "\u2018(.*)\u2019",
+    )
+)
 
 _OPTION_PREFIX_RE = re.compile(r"(?:option|choice)\s*[:#.]?\s*(\S.*)", re.IGNORECASE | re.DOTALL)
 

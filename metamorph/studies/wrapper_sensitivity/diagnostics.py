@@ -78,8 +78,9 @@ def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> p
         percent).
     """
     if undefined_conditional not in ("null", "zero", "match"):
-        raise ValueError("decomposition: undefined_conditional must be 'null', 'zero' or 'match', "
-                         f"got {undefined_conditional!r}")
+        raise ValueError(
+            f"decomposition: undefined_conditional must be 'null', 'zero' or 'match', got {undefined_conditional!r}"
+        )
     c = _validate_cells(cells, ["accuracy_pct", "n", "n_correct", "n_parseable"], "cells")
     n = c["n"].astype(float)
     if (n < 1).any():
@@ -117,8 +118,13 @@ def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> p
                 notes.append(f"{what}, set to 0")
         fsi = float(b["accuracy_pct"]) - float(w["accuracy_pct"])
         dp, pbar = pb - pw, (pb + pw) / 2.0
-        row.update(best_wrapper=b["wrapper"], worst_wrapper=w["wrapper"], fsi_pp=fsi,
-                   delta_parse_pp=100.0 * dp, mean_parse_pct=100.0 * pbar)
+        row.update(
+            best_wrapper=b["wrapper"],
+            worst_wrapper=w["wrapper"],
+            fsi_pp=fsi,
+            delta_parse_pp=100.0 * dp,
+            mean_parse_pct=100.0 * pbar,
+        )
         if undefined_conditional == "match":
             cb, cw = (cw if cb is None else cb), (cb if cw is None else cw)
         if undefined_conditional != "null":
@@ -127,13 +133,30 @@ def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> p
         if cb is not None and cw is not None:
             dc, cbar = cb - cw, (cb + cw) / 2.0
             comp, cond = 100.0 * dp * cbar, 100.0 * dc * pbar
-            row.update(delta_acc_given_parse_pp=100.0 * dc, mean_acc_given_parse_pct=100.0 * cbar,
-                       compliance_pp=comp, conditional_pp=cond,
-                       compliance_share=comp / fsi if fsi > TIE_TOL else math.nan)
+            row.update(
+                delta_acc_given_parse_pp=100.0 * dc,
+                mean_acc_given_parse_pct=100.0 * cbar,
+                compliance_pp=comp,
+                conditional_pp=cond,
+                compliance_share=comp / fsi if fsi > TIE_TOL else math.nan,
+            )
         row["note"] = "; ".join(notes) or None
         rows.append(row)
-    cols = ["model_id", "task", "best_wrapper", "worst_wrapper", "fsi_pp", "delta_parse_pp", "delta_acc_given_parse_pp",
-            "mean_parse_pct", "mean_acc_given_parse_pct", "compliance_pp", "conditional_pp", "compliance_share", "note"]
+    cols = [
+        "model_id",
+        "task",
+        "best_wrapper",
+        "worst_wrapper",
+        "fsi_pp",
+        "delta_parse_pp",
+        "delta_acc_given_parse_pp",
+        "mean_parse_pct",
+        "mean_acc_given_parse_pct",
+        "compliance_pp",
+        "conditional_pp",
+        "compliance_share",
+        "note",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for col in cols[4:12]:
         out[col] = out[col].astype(float)
@@ -169,8 +192,16 @@ def win_counts(cells: pd.DataFrame) -> pd.DataFrame:
             if len(top) > 1:
                 tied[wr] += 1
     out = pd.DataFrame(
-        [dict(wrapper=wr, wins=wins[wr], tied_wins=tied[wr], n_combinations=combos[wr],
-              win_pct=_pct(wins[wr], combos[wr])) for wr in wrappers],
+        [
+            dict(
+                wrapper=wr,
+                wins=wins[wr],
+                tied_wins=tied[wr],
+                n_combinations=combos[wr],
+                win_pct=_pct(wins[wr], combos[wr]),
+            )
+            for wr in wrappers
+        ],
         columns=["wrapper", "wins", "tied_wins", "n_combinations", "win_pct"],
     )
     out["win_pct"] = out["win_pct"].astype(float)
@@ -186,14 +217,17 @@ def _matched_keys(matched_items: pd.DataFrame | Iterable[tuple]) -> tuple[pd.Dat
         tuples = [tuple(t) for t in matched_items]
         lengths = {len(t) for t in tuples}
         if len(lengths) > 1 or (lengths and lengths.pop() not in (2, 3)):
-            raise ValueError("matched_items: give (task, item_id) or (model_id, task, item_id) tuples, all of one length")
+            raise ValueError(
+                "matched_items: give (task, item_id) or (model_id, task, item_id) tuples, all of one length"
+            )
         keys = ["model_id", "task", "item_id"] if tuples and len(tuples[0]) == 3 else ["task", "item_id"]
         m = pd.DataFrame(tuples, columns=keys).astype(str).drop_duplicates()
     return m, keys
 
 
-def matched_fsi(scored: pd.DataFrame, matched_items: pd.DataFrame | Iterable[tuple],
-                mode: str = DEFAULT_MODE) -> pd.DataFrame:
+def matched_fsi(
+    scored: pd.DataFrame, matched_items: pd.DataFrame | Iterable[tuple], mode: str = DEFAULT_MODE
+) -> pd.DataFrame:
     """FSI / PSI on the token-matched subset next to the full FSI / PSI (§3.3, §5).
 
     ``matched_items`` are the items whose prompt-token spread over wrappers is small
@@ -220,9 +254,16 @@ def matched_fsi(scored: pd.DataFrame, matched_items: pd.DataFrame | Iterable[tup
     rows = []
     for key, fr in full.iterrows():
         nm = int(n_matched.get(key, 0))
-        row = dict(model_id=key[0], task=key[1], fsi_full_pp=fr["fsi_pp"], psi_full_pp=fr["psi_pp"],
-                   fsi_matched_pp=math.nan, psi_matched_pp=math.nan,
-                   n_items_full=int(n_full[key]), n_items_matched=nm)
+        row = dict(
+            model_id=key[0],
+            task=key[1],
+            fsi_full_pp=fr["fsi_pp"],
+            psi_full_pp=fr["psi_pp"],
+            fsi_matched_pp=math.nan,
+            psi_matched_pp=math.nan,
+            n_items_full=int(n_full[key]),
+            n_items_matched=nm,
+        )
         notes = []
         if fr["n_wrappers"] < 2:
             notes.append(f"full: {fr['note']}")
@@ -236,8 +277,18 @@ def matched_fsi(scored: pd.DataFrame, matched_items: pd.DataFrame | Iterable[tup
         row["delta_fsi_pp"] = row["fsi_matched_pp"] - row["fsi_full_pp"]
         row["note"] = "; ".join(notes) or None
         rows.append(row)
-    cols = ["model_id", "task", "fsi_full_pp", "fsi_matched_pp", "delta_fsi_pp", "psi_full_pp", "psi_matched_pp",
-            "n_items_full", "n_items_matched", "note"]
+    cols = [
+        "model_id",
+        "task",
+        "fsi_full_pp",
+        "fsi_matched_pp",
+        "delta_fsi_pp",
+        "psi_full_pp",
+        "psi_matched_pp",
+        "n_items_full",
+        "n_items_matched",
+        "note",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for col in cols[2:7]:
         out[col] = out[col].astype(float)
@@ -255,27 +306,42 @@ def constrained_falsifier(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.
         ``model_id, task, fsi_free_pp, fsi_constrained_pp, delta_fsi_pp, psi_free_pp,
         psi_constrained_pp, json_parse_free_pct, json_parse_constrained_pct`` (pp / %).
     """
-    cols = ["model_id", "task", "fsi_free_pp", "fsi_constrained_pp", "delta_fsi_pp", "psi_free_pp",
-            "psi_constrained_pp", "json_parse_free_pct", "json_parse_constrained_pct"]
+    cols = [
+        "model_id",
+        "task",
+        "fsi_free_pp",
+        "fsi_constrained_pp",
+        "delta_fsi_pp",
+        "psi_free_pp",
+        "psi_constrained_pp",
+        "json_parse_free_pct",
+        "json_parse_constrained_pct",
+    ]
     arm = scored[scored["wrapper"] == "json_constrained"]
     if arm.empty:
         return pd.DataFrame(columns=cols)
     pairs = arm[["model_id", "task"]].drop_duplicates()
     sub = scored.merge(pairs, on=["model_id", "task"])
     free = sub[sub["wrapper"] != "json_constrained"]
-    forced = sub[sub["wrapper"] != "json"].assign(
-        wrapper=lambda d: d["wrapper"].replace({"json_constrained": "json"}))
+    forced = sub[sub["wrapper"] != "json"].assign(wrapper=lambda d: d["wrapper"].replace({"json_constrained": "json"}))
     cf, cc = cell_metrics(free, mode), cell_metrics(forced, mode)
     ff, fc = fsi_psi(cf), fsi_psi(cc)
     out = ff[["model_id", "task", "fsi_pp", "psi_pp"]].merge(
-        fc[["model_id", "task", "fsi_pp", "psi_pp"]], on=["model_id", "task"], suffixes=("_free", "_c"))
+        fc[["model_id", "task", "fsi_pp", "psi_pp"]], on=["model_id", "task"], suffixes=("_free", "_c")
+    )
     jf = cf[cf["wrapper"] == "json"].set_index(["model_id", "task"])["parseability_pct"]
     jc = cc[cc["wrapper"] == "json"].set_index(["model_id", "task"])["parseability_pct"]
-    out = pd.DataFrame({
-        "model_id": out["model_id"], "task": out["task"], "fsi_free_pp": out["fsi_pp_free"],
-        "fsi_constrained_pp": out["fsi_pp_c"], "delta_fsi_pp": out["fsi_pp_c"] - out["fsi_pp_free"],
-        "psi_free_pp": out["psi_pp_free"], "psi_constrained_pp": out["psi_pp_c"],
-        "json_parse_free_pct": [jf.get((m, t)) for m, t in zip(out["model_id"], out["task"])],
-        "json_parse_constrained_pct": [jc.get((m, t)) for m, t in zip(out["model_id"], out["task"])],
-    })
+    out = pd.DataFrame(
+        {
+            "model_id": out["model_id"],
+            "task": out["task"],
+            "fsi_free_pp": out["fsi_pp_free"],
+            "fsi_constrained_pp": out["fsi_pp_c"],
+            "delta_fsi_pp": out["fsi_pp_c"] - out["fsi_pp_free"],
+            "psi_free_pp": out["psi_pp_free"],
+            "psi_constrained_pp": out["psi_pp_c"],
+            "json_parse_free_pct": [jf.get((m, t)) for m, t in zip(out["model_id"], out["task"])],
+            "json_parse_constrained_pct": [jc.get((m, t)) for m, t in zip(out["model_id"], out["task"])],
+        }
+    )
     return out[cols].reset_index(drop=True)

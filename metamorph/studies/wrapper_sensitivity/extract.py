@@ -200,17 +200,37 @@ DEFAULT_MODE = "paper"
 
 #: Reasons of a parseable extraction.
 PARSEABLE_REASONS: tuple[str, ...] = (
-    "ok", "json_in_code_fence", "json_in_prose", "normalized_slot", "normalized_markup",
-    "normalized_number", "normalized_yes_no", "lenient_json_repaired", "lenient_unclosed_tag",
-    "lenient_answer_phrase", "lenient_label_line", "lenient_label_in_slot", "lenient_boolean_word",
-    "lenient_last_number", "paper_first_label", "paper_boolean_word", "paper_last_number",
-    "paper_answer_phrase", "paper_cut_slot",
+    "ok",
+    "json_in_code_fence",
+    "json_in_prose",
+    "normalized_slot",
+    "normalized_markup",
+    "normalized_number",
+    "normalized_yes_no",
+    "lenient_json_repaired",
+    "lenient_unclosed_tag",
+    "lenient_answer_phrase",
+    "lenient_label_line",
+    "lenient_label_in_slot",
+    "lenient_boolean_word",
+    "lenient_last_number",
+    "paper_first_label",
+    "paper_boolean_word",
+    "paper_last_number",
+    "paper_answer_phrase",
+    "paper_cut_slot",
 )
 
 #: Reasons of an unparseable extraction.
 UNPARSEABLE_REASONS: tuple[str, ...] = (
-    "truncated", "empty", "no_answer", "invalid_json", "not_a_label", "not_a_boolean",
-    "not_a_number", "ambiguous",
+    "truncated",
+    "empty",
+    "no_answer",
+    "invalid_json",
+    "not_a_label",
+    "not_a_boolean",
+    "not_a_number",
+    "ambiguous",
 )
 
 #: Finish reasons that mean the output was cut by the token limit.
@@ -249,7 +269,6 @@ def _p(value: str, reason: str) -> QAExtraction:
     return QAExtraction(value, True, reason)
 
 
-
 def _loads(s: str) -> tuple[bool, Any]:
     try:
         return True, json.loads(s, parse_float=Decimal)
@@ -286,8 +305,7 @@ def _json_slots(text: str, strict: bool) -> tuple[list[Any], str | None, str]:
         found, v, exact = _answer_key(obj, exact=False)
         if found:
             return [v], (None if exact else "normalized_slot"), ""
-    for where, bodies in (("json_in_code_fence", fence_bodies(text)),
-                          ("json_in_prose", [text])):
+    for where, bodies in (("json_in_code_fence", fence_bodies(text)), ("json_in_prose", [text])):
         values = []
         for body in bodies:
             for span in object_spans(body):
@@ -316,15 +334,16 @@ def _literal_json_values(text: str) -> list[Any]:
             values.append(v)
     return values
 
+
 _STRUCT_STRICT_RE = re.compile(r"^Answer:[ \t]*(.*?)[ \t]*\r?$", re.MULTILINE)
 
-_STRUCT_NORM_RE = re.compile(r"^[ \t>#*_-]*answer[ \t*_]*[:\uff1a][ \t]*(.*?)[ \t]*\r?$",
-                             re.MULTILINE | re.IGNORECASE)
+_STRUCT_NORM_RE = re.compile(r"^[ \t>#*_-]*answer[ \t*_]*[:\uff1a][ \t]*(.*?)[ \t]*\r?$", re.MULTILINE | re.IGNORECASE)
 
 _FINAL_STRICT_RE = re.compile(r"Final answer:[ \t]*(.*?)[ \t]*")
 
-_FINAL_NORM_RE = re.compile(r"^[ \t>#*_-]*final[ \t]+answer[ \t*_]*[:\uff1a][ \t]*(.*?)[ \t]*\r?$",
-                            re.MULTILINE | re.IGNORECASE)
+_FINAL_NORM_RE = re.compile(
+    r"^[ \t>#*_-]*final[ \t]+answer[ \t*_]*[:\uff1a][ \t]*(.*?)[ \t]*\r?$", re.MULTILINE | re.IGNORECASE
+)
 
 _TAG_STRICT_RE = re.compile(r"<(/?)answer>")
 
@@ -345,7 +364,7 @@ def _tag_values(text: str, rx: re.Pattern[str]) -> tuple[list[str], int | None]:
         if not m.group(1):
             open_end = m.end()
         elif open_end is not None:
-            values.append(text[open_end:m.start()])
+            values.append(text[open_end : m.start()])
             open_end = None
     return values, open_end
 
@@ -372,8 +391,9 @@ def _find_slots(text: str, family: str, strict: bool) -> tuple[list[Any], str | 
     if family == "json":
         return _json_slots(text, strict)
     if family == "structured":
-        values = [m.group(1) for m in _STRUCT_STRICT_RE.finditer(text)] if strict \
-            else _line_values(text, _STRUCT_NORM_RE)
+        values = (
+            [m.group(1) for m in _STRUCT_STRICT_RE.finditer(text)] if strict else _line_values(text, _STRUCT_NORM_RE)
+        )
     elif family == "structured_delim":
         values = _tag_values(text, _TAG_STRICT_RE if strict else _TAG_NORM_RE)[0]
     else:  # deliberate
@@ -406,9 +426,14 @@ def _read(text: str, family: str, spec: _Spec, strict: bool) -> QAExtraction:
     return _p(value, "ok" if strict else (where or step or "ok"))
 
 
-def extract_answer(text: str | None, answer_type: AnswerType, labels: Sequence[str] = (),
-                   family: Family | None = None, mode: Mode = DEFAULT_MODE,
-                   finish_reason: str | None = None) -> QAExtraction:
+def extract_answer(
+    text: str | None,
+    answer_type: AnswerType,
+    labels: Sequence[str] = (),
+    family: Family | None = None,
+    mode: Mode = DEFAULT_MODE,
+    finish_reason: str | None = None,
+) -> QAExtraction:
     """Read the answer of one model output; see the module docstring for every rule.
 
     Args:

@@ -34,26 +34,29 @@ from metamorph.studies.wrapper_sensitivity.extract import (
 _PHRASE_RE = re.compile(
     r"(?i:\b(?:the\s+)?(?:(?:correct|final|best|right|most\s+likely)\s+)?"
     r"(?P<kw>answer|option|choice)\b)"
-    + MARKS +
-    r"(?P<verb>(?i:is|would\s+be|will\s+be|should\s+be)\b|[:=\uff1a]|[-\u2013](?=\s))?"
+    + MARKS
+    + r"(?P<verb>(?i:is|would\s+be|will\s+be|should\s+be)\b|[:=\uff1a]|[-\u2013](?=\s))?"
     r"[ \t*_`\"':]*"
-    r"(?=(?P<tail>[^\n]{0,200}))")
+    r"(?=(?P<tail>[^\n]{0,200}))"
+)
 
 _BOXED_RE = re.compile(r"\\boxed\s*\{(?P<body>[^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 
 _LEAD_LABEL_RE = re.compile(
     MARKS + r"(?:(?i:option|choice)[ \t]*)?(?P<open>[(\[])?[ \t*_`]*"
-    r"(?P<id>[A-Za-z]|[0-9]{1,2})[*_`]*(?(open)[ \t]*[)\]][*_`]*)")
+    r"(?P<id>[A-Za-z]|[0-9]{1,2})[*_`]*(?(open)[ \t]*[)\]][*_`]*)"
+)
 
 _PAREN_LABEL_RE = re.compile(r"(?<!\w)[(\[][ \t]*(?P<id>[A-Za-z]|[0-9]{1,2})[ \t]*[)\]]")
 
 _ARTICLE_OK_AFTER = re.compile(
-    r"\s*(?:$|[.,;:!?)\]*_`\"'\n]|(?:because|since|as|given|due|which|with|is|was|would|seems|looks)\b)",
-    re.IGNORECASE)
+    r"\s*(?:$|[.,;:!?)\]*_`\"'\n]|(?:because|since|as|given|due|which|with|is|was|would|seems|looks)\b)", re.IGNORECASE
+)
 
 _NEGATIVE_AFTER = re.compile(
     r"[\s)\]*_`]*(?:is|was|would\s+be|seems)?\s*(?:not|incorrect|wrong|false|unlikely|eliminated|ruled\s+out)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _BOOL_LEAD_RE = re.compile(r"[ \t*_`\"'(\[]*(?P<w>true|false|yes|no)(?![\w'\u2019-])", re.IGNORECASE)
 
@@ -63,8 +66,8 @@ _NEGATED_BEFORE = re.compile(r"(?:\bnot|n['\u2019]t)[ \t]*$", re.IGNORECASE)
 
 #: A boolean word followed by one of these is still an answer ("no, because", "yes it is").
 _MODIFIER_OK_NEXT = re.compile(
-    r"[ \t]+(?:because|since|as|so|but|it|this|that|i|we|they|he|she|and|or|then|therefore|for|given)\b",
-    re.IGNORECASE)
+    r"[ \t]+(?:because|since|as|so|but|it|this|that|i|we|they|he|she|and|or|then|therefore|for|given)\b", re.IGNORECASE
+)
 
 _MODIFIER_NEXT = re.compile(r"[ \t]+[a-z]")
 
@@ -84,7 +87,9 @@ _MATH_MARK_RES = (
 #: A label mention the text itself rejects before it: ``Not (A)``, ``isn't B``, ``rather than C``.
 _REJECTED_BEFORE = re.compile(
     r"(?:\bnot|n['\u2019]t|\bnever|\brather[ \t]+than|\binstead[ \t]+of|\bexcept)[ \t]*(?:(?i:option|choice)[ \t]*)?"
-    r"[(\[*_`\"']*[ \t]*$", re.IGNORECASE)
+    r"[(\[*_`\"']*[ \t]*$",
+    re.IGNORECASE,
+)
 
 
 def _unwrap_math(scope: str) -> str:
@@ -103,7 +108,7 @@ def _unwrap_math(scope: str) -> str:
 
 def _label_at(text: str, m: re.Match[str], spec: _Spec, bracketed: bool) -> str | None:
     """The label of an id match, unless it is part of a word/number, an article or negated."""
-    oid, after = m.group("id"), text[m.end():m.end() + _AFTER_WINDOW]
+    oid, after = m.group("id"), text[m.end() : m.end() + _AFTER_WINDOW]
     if oid.isdigit():
         if re.match(r"[0-9]|[.,][0-9]", after):
             return None
@@ -114,9 +119,10 @@ def _label_at(text: str, m: re.Match[str], spec: _Spec, bracketed: bool) -> str 
             return None
     if _NEGATIVE_AFTER.match(after):
         return None
-    if _REJECTED_BEFORE.search(text[max(0, m.start("id") - 40):m.start("id")]):
+    if _REJECTED_BEFORE.search(text[max(0, m.start("id") - 40) : m.start("id")]):
         return None
     return spec.by_key.get(oid.casefold())
+
 
 _ALTERNATIVE_RE = re.compile(r"[ \t]*(?:/|&|,|(?i:or|and)\b)[ \t]*")
 
@@ -133,7 +139,7 @@ def _lead_labels(tail: str, spec: _Spec, bare: bool = False) -> list[str]:
     label = _label_at(tail, m, spec, bracketed=bool(m.group("open")))
     if label is None:
         return []
-    after = tail[m.end():]
+    after = tail[m.end() :]
     alt = _ALTERNATIVE_RE.match(after)
     if alt:
         m2 = _LEAD_LABEL_RE.match(after, alt.end())
@@ -147,7 +153,7 @@ def _lead_labels(tail: str, spec: _Spec, bare: bool = False) -> list[str]:
 
 
 def _is_modifier(text: str, end: int) -> bool:
-    after = text[end:end + _AFTER_WINDOW]
+    after = text[end : end + _AFTER_WINDOW]
     return bool(_MODIFIER_NEXT.match(after)) and not _MODIFIER_OK_NEXT.match(after)
 
 
@@ -160,12 +166,13 @@ def _lead_boolean(tail: str) -> str | None:
         return None
     return "true" if w in ("true", "yes") else "false"
 
+
 _BINARY_MINUS_BEFORE = re.compile(r"[0-9)\]}%][ \t]*$")
 
 
 def _number_of(m: re.Match[str]) -> str | None:
     neg = "-" in (m.group("s1"), m.group("s2"))
-    if m.group("s1") and _BINARY_MINUS_BEFORE.search(m.string[max(0, m.start() - 8):m.start()]):
+    if m.group("s1") and _BINARY_MINUS_BEFORE.search(m.string[max(0, m.start() - 8) : m.start()]):
         neg = m.group("s2") == "-"  # "18 - 2": a subtraction, the number is 2
     return _signed(neg, m.group("num"))
 
@@ -223,7 +230,7 @@ def _search(scope: str, spec: _Spec, in_slot: bool) -> list[tuple[str, str]]:
     if spec.kind == "boolean":
         for m in _BOOL_WORD_RE.finditer(scope):
             w = m.group("w").casefold()
-            if _NEGATED_BEFORE.search(scope[max(0, m.start() - 16):m.start()]):
+            if _NEGATED_BEFORE.search(scope[max(0, m.start() - 16) : m.start()]):
                 continue
             if w != "yes" and _is_modifier(scope, m.end()):
                 continue

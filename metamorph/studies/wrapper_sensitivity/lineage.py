@@ -17,15 +17,29 @@ from __future__ import annotations
 from metamorph.trace import MetricTrace
 
 _SLICES = {k: k for k in ("task", "wrapper", "mode", "item_id", "seed")}
-_COMMON = dict(model="model_id", id="item_id", input="coalesce(messages_json, request_json)", answer="value",
-               reason="reason", defaults={"mode": "paper"},
-               extra=("gold", "correct", "parseable", "finish_reason", "generation_key"))
+_COMMON = dict(
+    model="model_id",
+    id="item_id",
+    input="coalesce(messages_json, request_json)",
+    answer="value",
+    reason="reason",
+    defaults={"mode": "paper"},
+    extra=("gold", "correct", "parseable", "finish_reason", "generation_key"),
+)
 
 #: metric → how its cells are traced.
 TRACES = {
-    "accuracy": MetricTrace("cell_lineage", slices=_SLICES, **_COMMON,
-                            order=("correct", "task", "wrapper", "item_id", "seed")),
-    **{m: MetricTrace("spread_lineage", slices={**_SLICES, "role": "role"}, filter=f"metric = '{m}'", **_COMMON,
-                      order=("task", "role", "wrapper", "correct" if m == "FSI" else "parseable", "item_id", "seed"))
-       for m in ("FSI", "PSI")},
+    "accuracy": MetricTrace(
+        "cell_lineage", slices=_SLICES, **_COMMON, order=("correct", "task", "wrapper", "item_id", "seed")
+    ),
+    **{
+        m: MetricTrace(
+            "spread_lineage",
+            slices={**_SLICES, "role": "role"},
+            filter=f"metric = '{m}'",
+            **_COMMON,
+            order=("task", "role", "wrapper", "correct" if m == "FSI" else "parseable", "item_id", "seed"),
+        )
+        for m in ("FSI", "PSI")
+    },
 }

@@ -69,8 +69,18 @@ __all__ = [
 
 #: Columns of the scored-generations frame (the input contract).
 SCORED_COLUMNS = (
-    "model_id", "task", "answer_type", "wrapper", "item_id", "seed", "mode",
-    "parseable", "correct", "finish_reason", "prompt_tokens", "n_choices",
+    "model_id",
+    "task",
+    "answer_type",
+    "wrapper",
+    "item_id",
+    "seed",
+    "mode",
+    "parseable",
+    "correct",
+    "finish_reason",
+    "prompt_tokens",
+    "n_choices",
 )
 
 #: Canonical wrapper order (paper §3.2): sorting, tie-breaking, reference level (plain).
@@ -114,6 +124,7 @@ def _as_bool(series: pd.Series, col: str) -> pd.Series:
         if isinstance(v, (int, np.integer, float, np.floating)) and v in (0, 1):
             return bool(v)
         raise ValueError(f"scored: column '{col}' must be boolean, found {v!r}")
+
     return series.map(conv).astype(bool)
 
 
@@ -157,7 +168,9 @@ def validate_scored(scored: pd.DataFrame, mode: str | None = None) -> pd.DataFra
     s["correct"] = _as_bool(s["correct"], "correct")
     bad = s["correct"] & ~s["parseable"]
     if bad.any():
-        raise ValueError(f"scored: {int(bad.sum())} row(s) are correct but not parseable (correct must be False when unparseable)")
+        raise ValueError(
+            f"scored: {int(bad.sum())} row(s) are correct but not parseable (correct must be False when unparseable)"
+        )
     dup = s.duplicated(_GEN_KEY, keep=False)
     if dup.any():
         first = s.loc[dup, _GEN_KEY].iloc[0].to_dict()
@@ -186,23 +199,42 @@ def _pct(num: float, den: float) -> float:
 
 
 def _cells(s: pd.DataFrame, mode: str) -> pd.DataFrame:
-    cols = ["model_id", "task", "answer_type", "wrapper", "mode", "accuracy_pct", "parseability_pct",
-            "acc_given_parse_pct", "truncation_rate_pct", "chance_pct", "n", "n_correct", "n_parseable",
-            "n_truncated", "n_items", "n_seeds"]
+    cols = [
+        "model_id",
+        "task",
+        "answer_type",
+        "wrapper",
+        "mode",
+        "accuracy_pct",
+        "parseability_pct",
+        "acc_given_parse_pct",
+        "truncation_rate_pct",
+        "chance_pct",
+        "n",
+        "n_correct",
+        "n_parseable",
+        "n_truncated",
+        "n_items",
+        "n_seeds",
+    ]
     if len(s) == 0:
         return pd.DataFrame(columns=cols)
     s = s.assign(_trunc=s["finish_reason"].eq("length").fillna(False).astype(bool))
-    agg = s.groupby(_CELL, sort=False).agg(
-        answer_type=("answer_type", "first"),
-        n=("correct", "size"),
-        n_correct=("correct", "sum"),
-        n_parseable=("parseable", "sum"),
-        n_truncated=("_trunc", "sum"),
-        n_items=("item_id", "nunique"),
-        n_seeds=("seed", "nunique"),
-        chance_pct=("_chance", "mean"),
-        _chance_missing=("_chance", lambda x: bool(x.isna().any())),
-    ).reset_index()
+    agg = (
+        s.groupby(_CELL, sort=False)
+        .agg(
+            answer_type=("answer_type", "first"),
+            n=("correct", "size"),
+            n_correct=("correct", "sum"),
+            n_parseable=("parseable", "sum"),
+            n_truncated=("_trunc", "sum"),
+            n_items=("item_id", "nunique"),
+            n_seeds=("seed", "nunique"),
+            chance_pct=("_chance", "mean"),
+            _chance_missing=("_chance", lambda x: bool(x.isna().any())),
+        )
+        .reset_index()
+    )
     agg["mode"] = mode
     agg["accuracy_pct"] = 100.0 * agg["n_correct"] / agg["n"]
     agg["parseability_pct"] = 100.0 * agg["n_parseable"] / agg["n"]
@@ -251,8 +283,10 @@ def _validate_cells(cells: pd.DataFrame, columns: Sequence[str], what: str) -> p
     dup = c.duplicated(_CELL, keep=False)
     if dup.any():
         first = c.loc[dup, _CELL].iloc[0].to_dict()
-        raise ValueError(f"{what}: several rows for one (model_id, task, wrapper) cell, e.g. {first} "
-                         "(pass the cells of a single extraction mode)")
+        raise ValueError(
+            f"{what}: several rows for one (model_id, task, wrapper) cell, e.g. {first} "
+            "(pass the cells of a single extraction mode)"
+        )
     return c
 
 
@@ -329,21 +363,47 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
         mean_acc = float(acc.mean())
         chance = math.nan if np.isnan(ch).any() else float(np.average(ch, weights=w))
         notes = []
-        row = dict(model_id=m, task=t, n_wrappers=k, mean_accuracy_pct=mean_acc, chance_pct=chance,
-                   fsi=math.nan, psi=math.nan, fsi_pp=math.nan, psi_pp=math.nan, nfsi=math.nan, nfsi_chance=math.nan,
-                   n_below_chance=int(0 if math.isnan(chance) else (acc < chance - TIE_TOL).sum()),
-                   best_wrapper=None, worst_wrapper=None, n_best=None, n_worst=None, all_tied=None,
-                   best_accuracy_pct=math.nan, worst_accuracy_pct=math.nan)
+        row = dict(
+            model_id=m,
+            task=t,
+            n_wrappers=k,
+            mean_accuracy_pct=mean_acc,
+            chance_pct=chance,
+            fsi=math.nan,
+            psi=math.nan,
+            fsi_pp=math.nan,
+            psi_pp=math.nan,
+            nfsi=math.nan,
+            nfsi_chance=math.nan,
+            n_below_chance=int(0 if math.isnan(chance) else (acc < chance - TIE_TOL).sum()),
+            best_wrapper=None,
+            worst_wrapper=None,
+            n_best=None,
+            n_worst=None,
+            all_tied=None,
+            best_accuracy_pct=math.nan,
+            worst_accuracy_pct=math.nan,
+        )
         if k < 2:
             notes.append(f"1 wrapper ({grp['wrapper'].iloc[0]}): no pair, indices undefined")
         else:
             fsi = float(acc.max() - acc.min())
             psi = float(par.max() - par.min())
             best, worst = _tied(grp)
-            row.update(fsi=fsi / 100.0, psi=psi / 100.0, fsi_pp=fsi, psi_pp=psi, nfsi=fsi / (mean_acc + eps),
-                       best_wrapper=", ".join(best), worst_wrapper=", ".join(worst),
-                       n_best=len(best), n_worst=len(worst), all_tied=len(best) == k,
-                       best_accuracy_pct=float(acc.max()), worst_accuracy_pct=float(acc.min()))
+            row.update(
+                fsi=fsi / 100.0,
+                psi=psi / 100.0,
+                fsi_pp=fsi,
+                psi_pp=psi,
+                nfsi=fsi / (mean_acc + eps),
+                best_wrapper=", ".join(best),
+                worst_wrapper=", ".join(worst),
+                n_best=len(best),
+                n_worst=len(worst),
+                all_tied=len(best) == k,
+                best_accuracy_pct=float(acc.max()),
+                worst_accuracy_pct=float(acc.min()),
+            )
             if math.isnan(chance):
                 notes.append("chance level unknown (a choice item lacks n_choices): nfsi_chance undefined")
             else:
@@ -351,20 +411,56 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
                 row["nfsi_chance"] = float(kappa.max() - kappa.min())
         row["note"] = "; ".join(notes) or None
         rows.append(row)
-    cols = ["model_id", "task", "n_wrappers", "fsi", "psi", "fsi_pp", "psi_pp", "mean_accuracy_pct", "nfsi",
-            "chance_pct", "nfsi_chance", "n_below_chance", "best_wrapper", "worst_wrapper", "n_best", "n_worst",
-            "all_tied", "best_accuracy_pct", "worst_accuracy_pct", "note"]
+    cols = [
+        "model_id",
+        "task",
+        "n_wrappers",
+        "fsi",
+        "psi",
+        "fsi_pp",
+        "psi_pp",
+        "mean_accuracy_pct",
+        "nfsi",
+        "chance_pct",
+        "nfsi_chance",
+        "n_below_chance",
+        "best_wrapper",
+        "worst_wrapper",
+        "n_best",
+        "n_worst",
+        "all_tied",
+        "best_accuracy_pct",
+        "worst_accuracy_pct",
+        "note",
+    ]
     out = pd.DataFrame(rows, columns=cols)
-    for col in ("fsi", "psi", "fsi_pp", "psi_pp", "mean_accuracy_pct", "nfsi", "chance_pct", "nfsi_chance",
-                "best_accuracy_pct", "worst_accuracy_pct"):
+    for col in (
+        "fsi",
+        "psi",
+        "fsi_pp",
+        "psi_pp",
+        "mean_accuracy_pct",
+        "nfsi",
+        "chance_pct",
+        "nfsi_chance",
+        "best_accuracy_pct",
+        "worst_accuracy_pct",
+    ):
         out[col] = out[col].astype(float)
     for col in ("n_best", "n_worst"):
         out[col] = out[col].astype("Int64")
     out["all_tied"] = out["all_tied"].astype("boolean")
     return WrapperFSI.validate(out)
 
-_INDICES = (("FSI", "fsi_pp", "pp"), ("PSI", "psi_pp", "pp"), ("nFSI", "nfsi", "ratio"), ("nFSI_chance", "nfsi_chance", "ratio"),
-            ("FSI_fraction", "fsi", "fraction"), ("PSI_fraction", "psi", "fraction"))
+
+_INDICES = (
+    ("FSI", "fsi_pp", "pp"),
+    ("PSI", "psi_pp", "pp"),
+    ("nFSI", "nfsi", "ratio"),
+    ("nFSI_chance", "nfsi_chance", "ratio"),
+    ("FSI_fraction", "fsi", "fraction"),
+    ("PSI_fraction", "psi", "fraction"),
+)
 
 
 def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
@@ -396,10 +492,34 @@ def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) ->
         for name, col, unit in _INDICES:
             vals = pd.to_numeric(grp[col], errors="coerce")
             ci = stats.bootstrap_mean_ci(vals.dropna().to_numpy(dtype=float), n_resamples=n_resamples, seed=seed)
-            rows.append(dict(model_id=str(m), index=name, unit=unit, mean=ci.mean, ci_low=ci.low, ci_high=ci.high,
-                             n_tasks=ci.n, n_undefined=int(vals.isna().sum()), n_resamples=n_resamples, seed=seed,
-                             ci_note=ci.note))
-    cols = ["model_id", "index", "unit", "mean", "ci_low", "ci_high", "n_tasks", "n_undefined", "n_resamples", "seed", "ci_note"]
+            rows.append(
+                dict(
+                    model_id=str(m),
+                    index=name,
+                    unit=unit,
+                    mean=ci.mean,
+                    ci_low=ci.low,
+                    ci_high=ci.high,
+                    n_tasks=ci.n,
+                    n_undefined=int(vals.isna().sum()),
+                    n_resamples=n_resamples,
+                    seed=seed,
+                    ci_note=ci.note,
+                )
+            )
+    cols = [
+        "model_id",
+        "index",
+        "unit",
+        "mean",
+        "ci_low",
+        "ci_high",
+        "n_tasks",
+        "n_undefined",
+        "n_resamples",
+        "seed",
+        "ci_note",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for col in ("mean", "ci_low", "ci_high"):
         out[col] = out[col].astype(float)

@@ -114,7 +114,8 @@ _CLAUSE_END_RE = re.compile(r"[^\n.,;:!?)\]<]*[\n.,;:!?)\]<]")
 #: Explicit answer patterns before a number (read in a cut scope only).
 _NUM_PHRASE_RE = re.compile(
     r"(?i:\banswer\b(?:\s+to\s+(?:this|the)\s+(?:question|problem))?" + MARKS + COPULA + r"|####)"
-    r"[ \t*_`\"'$\\(]*")
+    r"[ \t*_`\"'$\\(]*"
+)
 
 #: After a number in a cut scope: settled unless a digit or a decimal mark + digit could follow.
 _NUM_SETTLED_RE = re.compile(r"[.,]?[^\d.,]")
@@ -123,7 +124,8 @@ _NUM_SETTLED_RE = re.compile(r"[.,]?[^\d.,]")
 _PARTIAL_JSON_RE = re.compile(
     r"""(?P<q>["'])answer(?P=q)\s*:\s*(?:"(?P<dq>[^"\\\n]*)"|'(?P<sq>[^'\\\n]*)'"""
     r"""|(?P<lit>true|false|True|False)\b|(?P<num>-?[0-9][0-9,]*(?:\.[0-9]+)?)(?=\s*[,}\s]))""",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _prep_scope(scope: str) -> str:
@@ -148,7 +150,7 @@ def _first_boolean(scope: str, complete: bool) -> str | None:
     s = _prep_scope(scope)
     for m in _BOOL_WORD_RE.finditer(s):
         w = m.group("w").casefold()
-        if _NEGATED_BEFORE.search(s[max(0, m.start() - 16):m.start()]):
+        if _NEGATED_BEFORE.search(s[max(0, m.start() - 16) : m.start()]):
             continue
         if not complete and not _CLAUSE_END_RE.match(s, m.end()):
             return None
@@ -203,7 +205,7 @@ def _line_slots(text: str, rx: re.Pattern[str], truncated: bool) -> list[tuple[s
             nxt = nm.group("line").strip() if nm else ""
             if nxt and not rx.match(nxt):
                 v, end = nxt, nm.end()
-        out.append((v, not truncated or text[end:end + 2].lstrip("\r").startswith("\n")))
+        out.append((v, not truncated or text[end : end + 2].lstrip("\r").startswith("\n")))
     return out
 
 

@@ -56,9 +56,14 @@ class PlannedWrapperGeneration:
     request: GenerationRequest
 
 
-def plan_wrapper_generations(items: Sequence[QAItem], prompts: Sequence[WrappedPrompt], model: ModelSpec,
-                             seeds: Sequence[int], params: dict[str, Any] | None = None,
-                             constrained_arm: bool = False) -> list[PlannedWrapperGeneration]:
+def plan_wrapper_generations(
+    items: Sequence[QAItem],
+    prompts: Sequence[WrappedPrompt],
+    model: ModelSpec,
+    seeds: Sequence[int],
+    params: dict[str, Any] | None = None,
+    constrained_arm: bool = False,
+) -> list[PlannedWrapperGeneration]:
     """Requests for every prompt × seed (plus the constrained ``json`` arm when asked).
 
     Parameter precedence as in the format study: defaults < ``params`` < registry params; a
@@ -78,13 +83,17 @@ def plan_wrapper_generations(items: Sequence[QAItem], prompts: Sequence[WrappedP
             raise ValueError(f"prompt for unknown item {p.task}/{p.item_id}")
         arms = [(p.family, {})]
         if constrained_arm and p.family == "json":
-            arms.append((CONSTRAINED, {"response_format": {"type": "json_object",
-                                                           "schema": answer_json_schema(item)}}))
+            arms.append((CONSTRAINED, {"response_format": {"type": "json_object", "schema": answer_json_schema(item)}}))
         for wrapper, extra in arms:
             for s in seeds:
-                req = GenerationRequest(provider=model.provider, model=model.model, messages=tuple(p.messages),
-                                        params={**base, **extra, "seed": int(s)}, base_url=model.base_url,
-                                        renderer_version=f"wrapper-{p.template_version}")
+                req = GenerationRequest(
+                    provider=model.provider,
+                    model=model.model,
+                    messages=tuple(p.messages),
+                    params={**base, **extra, "seed": int(s)},
+                    base_url=model.base_url,
+                    renderer_version=f"wrapper-{p.template_version}",
+                )
                 out.append(PlannedWrapperGeneration(model.id, p.task, p.item_id, wrapper, int(s), p, req))
     return out
 
@@ -115,18 +124,29 @@ def score_generations(generations: pd.DataFrame, items: Sequence[QAItem]) -> pd.
             if failed:
                 value, parseable, reason = None, False, "call_error"
             else:
-                e = extract_answer(g.response_text, x.answer_type, x.labels, family=family, mode=mode,
-                                   finish_reason=g.finish_reason)
+                e = extract_answer(
+                    g.response_text, x.answer_type, x.labels, family=family, mode=mode, finish_reason=g.finish_reason
+                )
                 value, parseable, reason = e.value, e.parseable, e.reason
-            rows.append({
-                "model_id": g.model_id, "task": g.task, "answer_type": x.answer_type, "wrapper": g.wrapper,
-                "item_id": g.item_id, "seed": int(g.seed), "mode": mode, "value": value,
-                "parseable": bool(parseable), "correct": bool(parseable and value == x.gold), "reason": reason,
-                "finish_reason": None if pd.isna(g.finish_reason) else g.finish_reason,
-                "prompt_tokens": None if pd.isna(g.prompt_tokens) else int(g.prompt_tokens),
-                "n_choices": len(x.choices) if x.answer_type == "choice" else None,
-                "generation_key": g.generation_key,
-            })
+            rows.append(
+                {
+                    "model_id": g.model_id,
+                    "task": g.task,
+                    "answer_type": x.answer_type,
+                    "wrapper": g.wrapper,
+                    "item_id": g.item_id,
+                    "seed": int(g.seed),
+                    "mode": mode,
+                    "value": value,
+                    "parseable": bool(parseable),
+                    "correct": bool(parseable and value == x.gold),
+                    "reason": reason,
+                    "finish_reason": None if pd.isna(g.finish_reason) else g.finish_reason,
+                    "prompt_tokens": None if pd.isna(g.prompt_tokens) else int(g.prompt_tokens),
+                    "n_choices": len(x.choices) if x.answer_type == "choice" else None,
+                    "generation_key": g.generation_key,
+                }
+            )
     out = pd.DataFrame(rows)
     out["prompt_tokens"] = out["prompt_tokens"].astype("Int64")
     out["n_choices"] = out["n_choices"].astype("Int64")
@@ -149,21 +169,42 @@ def token_balance(generations: pd.DataFrame, threshold: float = MATCH_THRESHOLD)
         counts = {w: int(v) for w, v in known.items()}
         complete = len(known) == len(per) and len(per) >= 2
         d = delta_tok(counts) if complete else None
-        rows.append({"model_id": model, "task": task, "item_id": item, "n_wrappers": int(len(per)),
-                     "min_tokens": int(known.min()) if len(known) else None,
-                     "max_tokens": int(known.max()) if len(known) else None,
-                     "tokens_json": json.dumps({w: int(v) for w, v in known.items()}, sort_keys=True),
-                     "delta_tok": d, "matched": complete and item in matched_subset({item: counts}, threshold)})
-    out = pd.DataFrame(rows, columns=["model_id", "task", "item_id", "n_wrappers", "min_tokens", "max_tokens",
-                                      "tokens_json", "delta_tok", "matched"])
+        rows.append(
+            {
+                "model_id": model,
+                "task": task,
+                "item_id": item,
+                "n_wrappers": int(len(per)),
+                "min_tokens": int(known.min()) if len(known) else None,
+                "max_tokens": int(known.max()) if len(known) else None,
+                "tokens_json": json.dumps({w: int(v) for w, v in known.items()}, sort_keys=True),
+                "delta_tok": d,
+                "matched": complete and item in matched_subset({item: counts}, threshold),
+            }
+        )
+    out = pd.DataFrame(
+        rows,
+        columns=[
+            "model_id",
+            "task",
+            "item_id",
+            "n_wrappers",
+            "min_tokens",
+            "max_tokens",
+            "tokens_json",
+            "delta_tok",
+            "matched",
+        ],
+    )
     for c in ("min_tokens", "max_tokens"):
         out[c] = out[c].astype("Int64")
     out["delta_tok"] = out["delta_tok"].astype(float)
     return out
 
 
-def count_and_check_budget(prompts: Sequence[WrappedPrompt], count_tokens, max_tokens: int,
-                           n_ctx: int) -> dict[tuple[str, str, str], int]:
+def count_and_check_budget(
+    prompts: Sequence[WrappedPrompt], count_tokens, max_tokens: int, n_ctx: int
+) -> dict[tuple[str, str, str], int]:
     """Count every prompt with the target model's tokenizer and check the context budget for ALL of
     them before any call (§3.3): raises :class:`~metamorph.errors.ContextBudgetError` (via
     :func:`metamorph.studies.wrapper_sensitivity.wrappers.check_context_budget`) naming the first prompt that does not fit.
@@ -196,7 +237,12 @@ def cost_steps(model: ModelSpec, options) -> list:
     items = [x for s in (options.sources or ["synthetic"]) for x in load_task(s, limit=options.limit)]
     prompts = render_token_controlled(items, list(FAMILIES), "v1")
     seeds = options.seeds if options.seeds is not None else [0, 1, 2, 3, 4]
-    planned = plan_wrapper_generations(items, prompts, model, seeds,
-                                       {"temperature": 0.7, "max_tokens": options.max_tokens or 24},
-                                       options.constrained_arm)
+    planned = plan_wrapper_generations(
+        items,
+        prompts,
+        model,
+        seeds,
+        {"temperature": 0.7, "max_tokens": options.max_tokens or 24},
+        options.constrained_arm,
+    )
     return [PlanStep.exact("wrapper_generations", [p.request for p in planned])]

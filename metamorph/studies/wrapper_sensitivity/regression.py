@@ -90,12 +90,18 @@ def _check_design(X: pd.DataFrame, sqrt_w: np.ndarray, regressor: str, what: str
             raise ValueError(
                 f"{what}: rank-deficient design (rank {rank} < {X.shape[1]} columns): '{regressor}' is a linear "
                 "combination of the fixed effects (e.g. it varies only between models, tasks or wrappers), "
-                "so its coefficient is not identified")
-        raise ValueError(f"{what}: rank-deficient design (rank {rank} < {X.shape[1]} columns): the fixed effects "
-                         "are collinear (e.g. a wrapper present for one model only); the coefficients are not identified")
+                "so its coefficient is not identified"
+            )
+        raise ValueError(
+            f"{what}: rank-deficient design (rank {rank} < {X.shape[1]} columns): the fixed effects "
+            "are collinear (e.g. a wrapper present for one model only); the coefficients are not identified"
+        )
     if X.shape[0] - X.shape[1] < 1:
-        raise ValueError(f"{what}: no residual degrees of freedom ({X.shape[0]} observations, {X.shape[1]} "
-                         "coefficients): the design is saturated, no standard error")
+        raise ValueError(
+            f"{what}: no residual degrees of freedom ({X.shape[0]} observations, {X.shape[1]} "
+            "coefficients): the design is saturated, no standard error"
+        )
+
 
 def partial_r2_from_t(t: float, df_resid: float) -> float:
     """Partial R² of one regressor from its t statistic: t² / (t² + df_resid) (unitless, [0, 1]).
@@ -114,7 +120,10 @@ def partial_r2_from_t(t: float, df_resid: float) -> float:
         raise ValueError(f"partial_r2_from_t: need a finite t and df_resid >= 1, got t={t!r}, df_resid={df_resid!r}")
     return t * t / (t * t + df_resid)
 
-_FE_WEIGHTS = "n: generations per cell (inverse-variance weights for a mean of n Bernoulli outcomes, assuming equal p(1-p))"
+
+_FE_WEIGHTS = (
+    "n: generations per cell (inverse-variance weights for a mean of n Bernoulli outcomes, assuming equal p(1-p))"
+)
 
 
 def fixed_effects_regression(cells: pd.DataFrame, cov_type: str = "nonrobust") -> pd.DataFrame:
@@ -174,12 +183,26 @@ def fixed_effects_regression(cells: pd.DataFrame, cov_type: str = "nonrobust") -
     p = float(full.pvalues["P"]) if se > 0 else math.nan
     if se == 0:
         notes.append("perfect fit: SE = 0, no test")
-    row = dict(beta=float(full.params["P"]), se=se, t_value=t, p_value=p,
-               ci_low=float(ci.iloc[0]), ci_high=float(ci.iloc[1]), partial_r2=partial,
-               r2=float(full.rsquared) if math.isfinite(float(full.rsquared)) else math.nan,
-               n_cells=len(c), n_params=X.shape[1], df_resid=int(round(full.df_resid)),
-               weights=_FE_WEIGHTS, weight_min=float(w.min()), weight_max=float(w.max()), weight_sum=float(w.sum()),
-               cov_type=cov_type, effects=", ".join(used) if used else "(none)", note="; ".join(notes) or None)
+    row = dict(
+        beta=float(full.params["P"]),
+        se=se,
+        t_value=t,
+        p_value=p,
+        ci_low=float(ci.iloc[0]),
+        ci_high=float(ci.iloc[1]),
+        partial_r2=partial,
+        r2=float(full.rsquared) if math.isfinite(float(full.rsquared)) else math.nan,
+        n_cells=len(c),
+        n_params=X.shape[1],
+        df_resid=int(round(full.df_resid)),
+        weights=_FE_WEIGHTS,
+        weight_min=float(w.min()),
+        weight_max=float(w.max()),
+        weight_sum=float(w.sum()),
+        cov_type=cov_type,
+        effects=", ".join(used) if used else "(none)",
+        note="; ".join(notes) or None,
+    )
     return WrapperFERegression.validate(pd.DataFrame([row]))
 
 
@@ -221,7 +244,9 @@ def item_level_model(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataF
         raise ValueError(f"{what}: no generation in mode {mode!r}")
     y = s["correct"].astype(float)
     dummies, _used, dropped, refs = _fe_dummies(s, ["model_id", "task", "wrapper"])
-    X = pd.concat([pd.Series(1.0, index=s.index, name="const"), s["parseable"].astype(float).rename("parseable"), dummies], axis=1)
+    X = pd.concat(
+        [pd.Series(1.0, index=s.index, name="const"), s["parseable"].astype(float).rename("parseable"), dummies], axis=1
+    )
     groups = pd.factorize(pd.MultiIndex.from_frame(s[["task", "item_id"]]))[0]
     n_clusters = int(groups.max()) + 1
     if n_clusters < 2:
@@ -236,14 +261,40 @@ def item_level_model(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataF
     rows = []
     for term in terms:
         se = float(robust.bse[term])
-        rows.append(dict(term=term, coef=float(robust.params[term]), se=se, se_nonrobust=float(classical.bse[term]),
-                         t_value=float(robust.tvalues[term]) if se > 0 else math.nan,
-                         p_value=float(robust.pvalues[term]) if se > 0 else math.nan,
-                         ci_low=float(ci.loc[term].iloc[0]), ci_high=float(ci.loc[term].iloc[1]),
-                         n_obs=len(s), n_clusters=n_clusters, df_inference=n_clusters - 1,
-                         reference_wrapper=refs.get("wrapper"), mode=mode, note="; ".join(notes) or None))
-    cols = ["term", "coef", "se", "se_nonrobust", "t_value", "p_value", "ci_low", "ci_high", "n_obs", "n_clusters",
-            "df_inference", "reference_wrapper", "mode", "note"]
+        rows.append(
+            dict(
+                term=term,
+                coef=float(robust.params[term]),
+                se=se,
+                se_nonrobust=float(classical.bse[term]),
+                t_value=float(robust.tvalues[term]) if se > 0 else math.nan,
+                p_value=float(robust.pvalues[term]) if se > 0 else math.nan,
+                ci_low=float(ci.loc[term].iloc[0]),
+                ci_high=float(ci.loc[term].iloc[1]),
+                n_obs=len(s),
+                n_clusters=n_clusters,
+                df_inference=n_clusters - 1,
+                reference_wrapper=refs.get("wrapper"),
+                mode=mode,
+                note="; ".join(notes) or None,
+            )
+        )
+    cols = [
+        "term",
+        "coef",
+        "se",
+        "se_nonrobust",
+        "t_value",
+        "p_value",
+        "ci_low",
+        "ci_high",
+        "n_obs",
+        "n_clusters",
+        "df_inference",
+        "reference_wrapper",
+        "mode",
+        "note",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for col in ("t_value", "p_value"):
         out[col] = out[col].astype(float)

@@ -19,27 +19,35 @@ from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES
 
 
 SECTIONS = (
-    ("Accuracy A per wrapper (%, the paper's extractor; an unparseable reply is wrong) beside its baseline "
-     "chance_pct (the accuracy of guessing: 100/options for choice tasks, 50 for yes/no, 0 for numbers), the "
-     "parseability P and truncated_pct (replies cut at max_tokens):",
-     "SELECT model_id, task, wrapper, round(accuracy_pct, 1) AS accuracy_pct, round(chance_pct, 1) AS chance_pct, "
-     "round(parseability_pct, 1) AS parseability_pct, round(truncation_rate_pct, 1) AS truncated_pct, n "
-     "FROM wrapper_sensitivity.wrapper_cells WHERE mode = 'paper' ORDER BY model_id, task, wrapper"),
-    ("FSI = max − min accuracy over the wrappers, PSI = max − min parseability (the paper's extractor, §3.5; "
-     "fractions 0–1; tied wrappers all listed); nFSI = FSI / mean accuracy; nFSI_chance = the same range of "
-     "chance-adjusted accuracies (A − chance)/(100 − chance):",
-     "SELECT model_id, task, round(fsi, 3) AS FSI, round(psi, 3) AS PSI, round(nfsi, 3) AS nFSI, "
-     "round(nfsi_chance, 3) AS nFSI_chance, best_wrapper, worst_wrapper, all_tied "
-     "FROM wrapper_sensitivity.fsi_psi ORDER BY model_id, task"),
-    ("Mean indices per model, bootstrap 95% CI over tasks (10,000 resamples):",
-     "SELECT model_id, \"index\", round(mean, 2) AS mean, round(ci_low, 2) AS ci_low, "
-     "round(ci_high, 2) AS ci_high, n_tasks, ci_note FROM wrapper_sensitivity.mean_fsi_psi "
-     "ORDER BY model_id, \"index\""),
-    ("FSI decomposition (compliance vs conditional accuracy; null where a wrapper has no parseable reply, "
-     "see note):",
-     "SELECT model_id, task, round(fsi_pp, 1) AS FSI_pp, round(compliance_pp, 1) AS compliance_pp, "
-     "round(conditional_pp, 1) AS conditional_pp, note FROM wrapper_sensitivity.fsi_decomposition "
-     "ORDER BY model_id, task"),
+    (
+        "Accuracy A per wrapper (%, the paper's extractor; an unparseable reply is wrong) beside its baseline "
+        "chance_pct (the accuracy of guessing: 100/options for choice tasks, 50 for yes/no, 0 for numbers), the "
+        "parseability P and truncated_pct (replies cut at max_tokens):",
+        "SELECT model_id, task, wrapper, round(accuracy_pct, 1) AS accuracy_pct, round(chance_pct, 1) AS chance_pct, "
+        "round(parseability_pct, 1) AS parseability_pct, round(truncation_rate_pct, 1) AS truncated_pct, n "
+        "FROM wrapper_sensitivity.wrapper_cells WHERE mode = 'paper' ORDER BY model_id, task, wrapper",
+    ),
+    (
+        "FSI = max − min accuracy over the wrappers, PSI = max − min parseability (the paper's extractor, §3.5; "
+        "fractions 0–1; tied wrappers all listed); nFSI = FSI / mean accuracy; nFSI_chance = the same range of "
+        "chance-adjusted accuracies (A − chance)/(100 − chance):",
+        "SELECT model_id, task, round(fsi, 3) AS FSI, round(psi, 3) AS PSI, round(nfsi, 3) AS nFSI, "
+        "round(nfsi_chance, 3) AS nFSI_chance, best_wrapper, worst_wrapper, all_tied "
+        "FROM wrapper_sensitivity.fsi_psi ORDER BY model_id, task",
+    ),
+    (
+        "Mean indices per model, bootstrap 95% CI over tasks (10,000 resamples):",
+        'SELECT model_id, "index", round(mean, 2) AS mean, round(ci_low, 2) AS ci_low, '
+        "round(ci_high, 2) AS ci_high, n_tasks, ci_note FROM wrapper_sensitivity.mean_fsi_psi "
+        'ORDER BY model_id, "index"',
+    ),
+    (
+        "FSI decomposition (compliance vs conditional accuracy; null where a wrapper has no parseable reply, "
+        "see note):",
+        "SELECT model_id, task, round(fsi_pp, 1) AS FSI_pp, round(compliance_pp, 1) AS compliance_pp, "
+        "round(conditional_pp, 1) AS conditional_pp, note FROM wrapper_sensitivity.fsi_decomposition "
+        "ORDER BY model_id, task",
+    ),
 )
 
 
@@ -87,18 +95,36 @@ def comparison_scores(scored: pd.DataFrame, mode: str | None = None) -> pd.DataF
     return pd.concat(parts, ignore_index=True)
 
 
-def card_rows(scored: pd.DataFrame, mean_indices: pd.DataFrame, mode: str | None = None, n_resamples: int = 1000,
-              seed: int = 0) -> pd.DataFrame:
+def card_rows(
+    scored: pd.DataFrame, mean_indices: pd.DataFrame, mode: str | None = None, n_resamples: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """Report-card rows per model: accuracy and parseability (%, five standard wrappers, all
     tasks and seeds; bootstrap 95% CI resampling items) and mean FSI / PSI (pp, with their
     bootstrap CIs over tasks from ``mean_fsi_psi``; lower is better)."""
     s = _mode_rows(scored, mode or DEFAULT_MODE)
     std = s[s["wrapper"].isin(FAMILIES)]
-    parts = [clustered_rate_rows(std, study=STUDY, metric=metric, value=col, cluster=["task", "item_id"],
-                                 n_resamples=n_resamples, seed=seed)
-             for metric, col in (("accuracy", "correct"), ("parseability", "parseable"))]
+    parts = [
+        clustered_rate_rows(
+            std, study=STUDY, metric=metric, value=col, cluster=["task", "item_id"], n_resamples=n_resamples, seed=seed
+        )
+        for metric, col in (("accuracy", "correct"), ("parseability", "parseable"))
+    ]
     idx = mean_indices[mean_indices["index"].isin(["FSI", "PSI"])]
-    parts.append(pd.DataFrame({"model_id": idx["model_id"], "study": STUDY, "metric": idx["index"], "slice": "all",
-                               "unit": "pp", "value": idx["mean"], "ci_low": idx["ci_low"], "ci_high": idx["ci_high"],
-                               "n": idx["n_tasks"], "higher_is_better": False}, columns=CARD_ROW_COLUMNS))
+    parts.append(
+        pd.DataFrame(
+            {
+                "model_id": idx["model_id"],
+                "study": STUDY,
+                "metric": idx["index"],
+                "slice": "all",
+                "unit": "pp",
+                "value": idx["mean"],
+                "ci_low": idx["ci_low"],
+                "ci_high": idx["ci_high"],
+                "n": idx["n_tasks"],
+                "higher_is_better": False,
+            },
+            columns=CARD_ROW_COLUMNS,
+        )
+    )
     return pd.concat(parts, ignore_index=True)

@@ -65,8 +65,17 @@ from metamorph.datasets import read_rows, required, required_text
 from metamorph.errors import InputError
 
 __all__ = [
-    "ANSWER_TYPES", "LOADERS", "QUESTION_TEMPLATES", "SYNTHETIC_TASKS", "QAItem", "load_task",
-    "normalize_number", "synthetic_tasks", "synth_arith_rule", "synth_choice_rule", "synth_compare_rule",
+    "ANSWER_TYPES",
+    "LOADERS",
+    "QUESTION_TEMPLATES",
+    "SYNTHETIC_TASKS",
+    "QAItem",
+    "load_task",
+    "normalize_number",
+    "synthetic_tasks",
+    "synth_arith_rule",
+    "synth_choice_rule",
+    "synth_compare_rule",
 ]
 
 #: The three answer types of the study.
@@ -212,14 +221,16 @@ def _choices_field(row: dict, uri: str, i: int) -> tuple[tuple[str, str], ...]:
     if isinstance(raw, dict) and "label" in raw and "text" in raw:
         labels, texts = _listish(raw["label"]), _listish(raw["text"])
         if labels is None or texts is None or len(labels) != len(texts):
-            raise InputError(uri, "choices.label and choices.text must be lists of equal length", row=i,
-                             field="choices")
+            raise InputError(
+                uri, "choices.label and choices.text must be lists of equal length", row=i, field="choices"
+            )
         pairs = list(zip(labels, texts))
     elif (lst := _listish(raw)) is not None:
         for c in lst:
             if not isinstance(c, dict) or "label" not in c or "text" not in c:
-                raise InputError(uri, f"each choice must be an object with label and text, got {c!r:.60}", row=i,
-                                 field="choices")
+                raise InputError(
+                    uri, f"each choice must be an object with label and text, got {c!r:.60}", row=i, field="choices"
+                )
             pairs.append((c["label"], c["text"]))
     else:
         raise InputError(uri, f"expected a list of {{label, text}} choices, got {raw!r:.60}", row=i, field="choices")
@@ -230,8 +241,9 @@ def _check_choices(pairs: Sequence[tuple[Any, Any]], field: str, uri: str, i: in
     out = []
     for label, text in pairs:
         if any(isinstance(v, (bool, dict, list, tuple)) for v in (label, text)):
-            raise InputError(uri, f"choice ({label!r:.30}, {text!r:.30}) must be a text label and a text", row=i,
-                             field=field)
+            raise InputError(
+                uri, f"choice ({label!r:.30}, {text!r:.30}) must be a text label and a text", row=i, field=field
+            )
         label, text = str(label).strip(), "" if text is None else str(text).strip()
         if not label or not text:
             raise InputError(uri, f"choice {label!r} has an empty label or text", row=i, field=field)
@@ -244,16 +256,21 @@ def _check_choices(pairs: Sequence[tuple[Any, Any]], field: str, uri: str, i: in
     return tuple(out)
 
 
-def _choice_gold(row: dict, key: str, labels: Sequence[str], uri: str, i: int,
-                 convert: Callable[[Any], str] = lambda v: str(v).strip()) -> str:
+def _choice_gold(
+    row: dict,
+    key: str,
+    labels: Sequence[str],
+    uri: str,
+    i: int,
+    convert: Callable[[Any], str] = lambda v: str(v).strip(),
+) -> str:
     field, raw = _gold_raw(row, key, uri, i)
     try:
         gold = convert(raw)
     except ValueError as exc:
         raise InputError(uri, str(exc), row=i, field=field) from exc
     if gold not in labels:
-        raise InputError(uri, f"gold label {gold!r} is not one of the choice labels {list(labels)}", row=i,
-                         field=field)
+        raise InputError(uri, f"gold label {gold!r} is not one of the choice labels {list(labels)}", row=i, field=field)
     _agree(row, field, gold, convert, uri, i)
     return gold
 
@@ -351,8 +368,9 @@ def load_winogrande_row(row: dict, uri: str, i: int) -> QAItem:
     sentence = _text(row, "sentence", uri, i)
     if sentence.count("_") != 1:
         raise InputError(uri, f"expected exactly one blank '_', found {sentence.count('_')}", row=i, field="sentence")
-    choices = _check_choices([("1", _text(row, "option1", uri, i)), ("2", _text(row, "option2", uri, i))],
-                             "option1", uri, i)
+    choices = _check_choices(
+        [("1", _text(row, "option1", uri, i)), ("2", _text(row, "option2", uri, i))], "option1", uri, i
+    )
     gold = _choice_gold(row, "answer", ("1", "2"), uri, i)
     question = QUESTION_TEMPLATES["winogrande"].format(sentence=sentence)
     return QAItem(_item_id(row, "winogrande", uri, i, ("qID",)), "winogrande", "choice", question, choices, gold)
@@ -375,15 +393,21 @@ def load_hellaswag_row(row: dict, uri: str, i: int) -> QAItem:
     choices = _check_choices([(chr(ord("A") + k), e) for k, e in enumerate(endings)], "endings", uri, i)
     gold = _choice_gold(row, "label", [lab for lab, _ in choices], uri, i, _index_to_letter)
     passage = f"{activity}: {ctx}" if activity else ctx
-    return QAItem(_item_id(row, "hellaswag", uri, i, ("ind",)), "hellaswag", "choice",
-                  QUESTION_TEMPLATES["hellaswag"], choices, gold, passage)
+    return QAItem(
+        _item_id(row, "hellaswag", uri, i, ("ind",)),
+        "hellaswag",
+        "choice",
+        QUESTION_TEMPLATES["hellaswag"],
+        choices,
+        gold,
+        passage,
+    )
 
 
 def load_piqa_row(row: dict, uri: str, i: int) -> QAItem:
     """PIQA: which of two solutions (``"1"``, ``"2"``) achieves the goal (choice); gold = label + 1."""
     goal = _text(row, "goal", uri, i)
-    choices = _check_choices([("1", _text(row, "sol1", uri, i)), ("2", _text(row, "sol2", uri, i))],
-                             "sol1", uri, i)
+    choices = _check_choices([("1", _text(row, "sol1", uri, i)), ("2", _text(row, "sol2", uri, i))], "sol1", uri, i)
     gold = _choice_gold(row, "label", ("1", "2"), uri, i, _index_plus_one)
     question = QUESTION_TEMPLATES["piqa"].format(goal=goal)
     return QAItem(_item_id(row, "piqa", uri, i), "piqa", "choice", question, choices, gold)
@@ -455,8 +479,10 @@ def synthetic_tasks(n_per_task: int = 8, seed: int = 0) -> list[QAItem]:
     for j in range(n_per_task):
         s, k = rng.randint(2, 9), rng.randint(5, 25)
         c = rng.randint(1, s * k - 1)
-        q = (f"A mill fills {s} sacks with {k} kg of flour each, sells {c} kg and splits the rest equally "
-             "between 2 bins. How many kilograms of flour go in each bin?")
+        q = (
+            f"A mill fills {s} sacks with {k} kg of flour each, sells {c} kg and splits the rest equally "
+            "between 2 bins. How many kilograms of flour go in each bin?"
+        )
         out.append(QAItem(f"synth_arith-{seed}-{j:04d}", "synth_arith", "numeric", q, (), synth_arith_rule(s, k, c)))
     for j in range(n_per_task):
         a, b = rng.sample(_NAMES, 2)
@@ -464,8 +490,17 @@ def synthetic_tasks(n_per_task: int = 8, seed: int = 0) -> list[QAItem]:
         if (x > y) != (j % 2 == 0):
             x, y = y, x
         passage = f"{a} is {x} years old. {b} is {y} years old."
-        out.append(QAItem(f"synth_compare-{seed}-{j:04d}", "synth_compare", "boolean", f"Is {a} older than {b}?",
-                          (), synth_compare_rule(x, y), passage))
+        out.append(
+            QAItem(
+                f"synth_compare-{seed}-{j:04d}",
+                "synth_compare",
+                "boolean",
+                f"Is {a} older than {b}?",
+                (),
+                synth_compare_rule(x, y),
+                passage,
+            )
+        )
     for j in range(n_per_task):
         nums = rng.sample(range(10, 100), 4)
         nums.sort()
@@ -473,8 +508,16 @@ def synthetic_tasks(n_per_task: int = 8, seed: int = 0) -> list[QAItem]:
         rng.shuffle(nums)
         nums.insert(j % 4, largest)
         choices = tuple((lab, str(n)) for lab, n in zip("ABCD", nums))
-        out.append(QAItem(f"synth_choice-{seed}-{j:04d}", "synth_choice", "choice",
-                          "Which of these numbers is the largest?", choices, synth_choice_rule(choices)))
+        out.append(
+            QAItem(
+                f"synth_choice-{seed}-{j:04d}",
+                "synth_choice",
+                "choice",
+                "Which of these numbers is the largest?",
+                choices,
+                synth_choice_rule(choices),
+            )
+        )
     return out
 
 
@@ -514,8 +557,9 @@ def load_task(spec: str, limit: int | None = None) -> list[QAItem]:
         i = int(r.pop("__row__", j))
         x = loader(r, location, i)
         if x.item_id in seen:
-            raise InputError(location, f"duplicate item_id {x.item_id!r} (first at row {seen[x.item_id]})", row=i,
-                             field="id")
+            raise InputError(
+                location, f"duplicate item_id {x.item_id!r} (first at row {seen[x.item_id]})", row=i, field="id"
+            )
         seen[x.item_id] = i
         items.append(x)
     return items

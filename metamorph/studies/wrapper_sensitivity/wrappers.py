@@ -82,9 +82,21 @@ from metamorph.errors import ConfigError, ContextBudgetError, InputError
 from metamorph.studies.wrapper_sensitivity.tasks import ANSWER_TYPES, QAItem
 
 __all__ = [
-    "FAMILIES", "MATCH_THRESHOLD", "WRAPPER_PACKAGE_DIR", "WrappedPrompt", "answer_json_schema",
-    "available_template_versions", "check_context_budget", "delta_tok", "load_templates", "matched_subset",
-    "measure_prompt_tokens", "pad_to_budget", "render_prompt", "render_token_controlled", "task_char_budget",
+    "FAMILIES",
+    "MATCH_THRESHOLD",
+    "WRAPPER_PACKAGE_DIR",
+    "WrappedPrompt",
+    "answer_json_schema",
+    "available_template_versions",
+    "check_context_budget",
+    "delta_tok",
+    "load_templates",
+    "matched_subset",
+    "measure_prompt_tokens",
+    "pad_to_budget",
+    "render_prompt",
+    "render_token_controlled",
+    "task_char_budget",
     "validate_templates",
 ]
 
@@ -180,8 +192,11 @@ def validate_templates(data: Any, path: str, expected_version: str | None = None
             texts = b["text"]
             if b["name"] == "answer":
                 if not isinstance(texts, dict) or set(texts) != set(ANSWER_TYPES) or when is not None:
-                    raise InputError(path, f"{bw}: text must give one string per answer type {list(ANSWER_TYPES)} "
-                                     "and the block cannot have 'when'")
+                    raise InputError(
+                        path,
+                        f"{bw}: text must give one string per answer type {list(ANSWER_TYPES)} "
+                        "and the block cannot have 'when'",
+                    )
                 items = [(f"{bw} ({t})", texts[t], t) for t in ANSWER_TYPES]
             elif isinstance(texts, str):
                 items = [(bw, texts, None)]
@@ -192,9 +207,9 @@ def validate_templates(data: Any, path: str, expected_version: str | None = None
                     raise InputError(path, f"{w}: text must be a non-empty string")
                 ids = _identifiers(text, w, path, _SLOTS)
                 if "passage" in ids and when != "passage":
-                    raise InputError(path, f"{w}: $passage needs \"when\": \"passage\"")
+                    raise InputError(path, f'{w}: $passage needs "when": "passage"')
                 if "options" in ids and when != "options":
-                    raise InputError(path, f"{w}: $options needs \"when\": \"options\"")
+                    raise InputError(path, f'{w}: $options needs "when": "options"')
                 if "labels" in ids and when != "options" and atype != "choice":
                     raise InputError(path, f"{w}: $labels only in an options block or the choice answer text")
             names.append(b["name"])
@@ -202,7 +217,9 @@ def validate_templates(data: Any, path: str, expected_version: str | None = None
             raise InputError(path, f"{where}: block names must be unique with exactly one 'answer' block")
         target = next((b for b in blocks if b["name"] == fam["pad_before"]), None)
         if target is None or target.get("when") is not None:
-            raise InputError(path, f"{where}: pad_before {fam['pad_before']!r} must name a block that is always present")
+            raise InputError(
+                path, f"{where}: pad_before {fam['pad_before']!r} must name a block that is always present"
+            )
     return data
 
 
@@ -279,16 +296,20 @@ class WrappedPrompt:
             raise ValueError(f"padding must be >= 0 characters, got {n}")
         pad_char = load_templates(self.template_version)["pad_char"]
         u, off = self.user, self.pad_offset
-        content = u[:off] + pad_char * n + u[off + self.pad_chars:]
+        content = u[:off] + pad_char * n + u[off + self.pad_chars :]
         msgs = [dict(m) for m in self.messages[:-1]] + [{**self.messages[-1], "content": content}]
         return replace(self, messages=msgs, pad_chars=n)
 
     def to_record(self) -> dict[str, Any]:
         """Flat row for storage: ids, family, version, padding and the messages as JSON."""
         return {
-            "item_id": self.item_id, "task": self.task, "family": self.family,
-            "template_version": self.template_version, "pad_chars": self.pad_chars,
-            "pad_offset": self.pad_offset, "prompt_chars": self.chars,
+            "item_id": self.item_id,
+            "task": self.task,
+            "family": self.family,
+            "template_version": self.template_version,
+            "pad_chars": self.pad_chars,
+            "pad_offset": self.pad_offset,
+            "prompt_chars": self.chars,
             "messages_json": json.dumps(self.messages, ensure_ascii=False),
         }
 
@@ -382,14 +403,17 @@ def pad_to_budget(prompts: Sequence[WrappedPrompt], budget_chars: int) -> list[W
     for p in prompts:
         base = p.chars - p.pad_chars
         if base > budget_chars:
-            raise ConfigError(f"prompt {p.task}/{p.item_id}/{p.family} is {base} characters unpadded, over the "
-                              f"budget of {budget_chars}")
+            raise ConfigError(
+                f"prompt {p.task}/{p.item_id}/{p.family} is {base} characters unpadded, over the "
+                f"budget of {budget_chars}"
+            )
         out.append(p.with_pad(budget_chars - base))
     return out
 
 
-def render_token_controlled(items: Sequence[QAItem], families: Sequence[str] = FAMILIES,
-                            version: str = "v1") -> list[WrappedPrompt]:
+def render_token_controlled(
+    items: Sequence[QAItem], families: Sequence[str] = FAMILIES, version: str = "v1"
+) -> list[WrappedPrompt]:
     """Every item × family, padded to its task's :func:`task_char_budget` (items may mix tasks).
 
     Order: items as given, families as given within an item.
@@ -424,8 +448,11 @@ def measure_prompt_tokens(prompts: Iterable[WrappedPrompt], count_tokens: TokenC
 
 
 def _counts(token_counts_by_wrapper: Mapping[str, int] | Sequence[int]) -> list[int]:
-    vals = list(token_counts_by_wrapper.values()) if isinstance(token_counts_by_wrapper, Mapping) \
+    vals = (
+        list(token_counts_by_wrapper.values())
+        if isinstance(token_counts_by_wrapper, Mapping)
         else list(token_counts_by_wrapper)
+    )
     if not vals:
         raise ValueError("delta_tok needs at least one token count")
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in vals) or sum(vals) <= 0:
@@ -476,6 +503,8 @@ def check_context_budget(prompt_tokens: int, max_tokens: int, n_ctx: int) -> int
         raise ValueError(f"n_ctx must be >= 1, got {n_ctx}")
     total = prompt_tokens + max_tokens
     if total > n_ctx:
-        raise ContextBudgetError(f"prompt ({prompt_tokens} tokens) + max_tokens ({max_tokens}) = {total} exceeds "
-                                 f"n_ctx={n_ctx} by {total - n_ctx}")
+        raise ContextBudgetError(
+            f"prompt ({prompt_tokens} tokens) + max_tokens ({max_tokens}) = {total} exceeds "
+            f"n_ctx={n_ctx} by {total - n_ctx}"
+        )
     return n_ctx - total

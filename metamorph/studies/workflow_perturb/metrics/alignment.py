@@ -86,6 +86,5 @@ def align(sim: Any, tau: float | None = TAU_ALIGN, *, prefilter: bool = False) -
     pj = np.arange(n_pred)[None, :] / n_pred
     weights = weights - _TIE_EPS * np.abs(gi - pj)
     rows, cols = linear_sum_assignment(weights, maximize=True)
-    pairs = sorted(((int(g), int(p), float(s[g, p])) for g, p in zip(rows, cols) if eligible[g, p]),
-                   key=lambda t: t[1])
+    pairs = sorted(((int(g), int(p), float(s[g, p])) for g, p in zip(rows, cols) if eligible[g, p]), key=lambda t: t[1])
     return Alignment(tuple(pairs), n_gold, n_pred, tau if tau is not None else float("-inf"))

@@ -64,8 +64,7 @@ def word_tokens(text: str) -> list[str]:
     return [t for s in sentences(text) for t in tok.tokenize(s)]
 
 
-def lexical_tokens(steps: Sequence[str] | str, lowercase: bool = False,
-                   tokenization: str = "document") -> list[str]:
+def lexical_tokens(steps: Sequence[str] | str, lowercase: bool = False, tokenization: str = "document") -> list[str]:
     """Tokens of a workflow's steps (module docstring): the whitespace-joined document through
     :func:`word_tokens` (default), or each step through ``NLTKWordTokenizer`` (``per_step``);
     NFC-normalised first (a composed and a decomposed "café" are one token); lower-cased only
@@ -108,15 +107,20 @@ def _lexical(kind: str, gold_steps, pred_steps, lowercase: bool, tokenization: s
         from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
         k = bleu_max_order(len(ref))
-        return float(sentence_bleu([ref], hyp, weights=tuple([1.0 / k] * k),
-                                   smoothing_function=SmoothingFunction().method1)), None
+        return float(
+            sentence_bleu([ref], hyp, weights=tuple([1.0 / k] * k), smoothing_function=SmoothingFunction().method1)
+        ), None
     from nltk.translate.gleu_score import sentence_gleu
 
     return float(sentence_gleu([ref], hyp)), None
 
 
-def bleu(gold_steps: Sequence[str] | str, pred_steps: Sequence[str] | str, lowercase: bool = False,
-         tokenization: str = "document") -> tuple[float | None, str | None]:
+def bleu(
+    gold_steps: Sequence[str] | str,
+    pred_steps: Sequence[str] | str,
+    lowercase: bool = False,
+    tokenization: str = "document",
+) -> tuple[float | None, str | None]:
     """Sentence BLEU (method1 smoothing, order :func:`bleu_max_order`) of the candidate's tokens
     against the gold's; ``(score in [0, 1], None)`` or ``(0.0 / None, reason)``:
     ``gold_without_tokens`` (None), ``empty_candidate`` / ``candidate_without_tokens`` (0.0).
@@ -124,8 +128,12 @@ def bleu(gold_steps: Sequence[str] | str, pred_steps: Sequence[str] | str, lower
     return _lexical("bleu", gold_steps, pred_steps, lowercase, tokenization)
 
 
-def gleu(gold_steps: Sequence[str] | str, pred_steps: Sequence[str] | str, lowercase: bool = False,
-         tokenization: str = "document") -> tuple[float | None, str | None]:
+def gleu(
+    gold_steps: Sequence[str] | str,
+    pred_steps: Sequence[str] | str,
+    lowercase: bool = False,
+    tokenization: str = "document",
+) -> tuple[float | None, str | None]:
     """Sentence GLEU (1..4-grams) of the candidate's tokens against the gold's; ``(score, reason)``
     as :func:`bleu`. source: App. B.3."""
     return _lexical("gleu", gold_steps, pred_steps, lowercase, tokenization)

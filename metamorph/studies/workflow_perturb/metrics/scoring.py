@@ -67,8 +67,10 @@ def _resolve_scorer_spec(encoder: Any, bertscore: bool | tuple[str, int]) -> tup
         return (str(bertscore[0]), int(bertscore[1]))
     info = getattr(encoder, "info", None)
     if info is None:
-        raise ValueError("BERTScore needs the encoder's local model path: pass an embeddings.Encoder, "
-                         "bertscore=(path, num_layers), or bertscore=False")
+        raise ValueError(
+            "BERTScore needs the encoder's local model path: pass an embeddings.Encoder, "
+            "bertscore=(path, num_layers), or bertscore=False"
+        )
     return (info.path, info.num_layers)
 
 
@@ -93,11 +95,22 @@ class EncodingCounts:
     bertscore_extra_texts: int = 0
 
 
-def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: Any = None,
-                    tau_align: float = TAU_ALIGN, prefilter: bool = False, graph_method: str = "induced",
-                    kendall_method: str = "gold_order", lowercase: bool = False, tokenization: str = "document",
-                    bertscore: bool | tuple[str, int] = True, rescale: bool = True,
-                    counts: EncodingCounts | None = None, chunk_pairs: int = CHUNK_PAIRS) -> list[dict[str, Any]]:
+def score_workflows(
+    pairs: Iterable[tuple[Any, Any]],
+    encoder: Any,
+    *,
+    cache: Any = None,
+    tau_align: float = TAU_ALIGN,
+    prefilter: bool = False,
+    graph_method: str = "induced",
+    kendall_method: str = "gold_order",
+    lowercase: bool = False,
+    tokenization: str = "document",
+    bertscore: bool | tuple[str, int] = True,
+    rescale: bool = True,
+    counts: EncodingCounts | None = None,
+    chunk_pairs: int = CHUNK_PAIRS,
+) -> list[dict[str, Any]]:
     """Every non-judge metric for each ``(gold, pred)`` pair (anything :func:`as_workflow` accepts).
 
     Each distinct step text of the batch goes through the encoder once: with the default
@@ -161,14 +174,27 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
         counts.bertscore_extra_texts += len({t for pair in bs_pairs for t in pair})
 
     provenance = {
-        **(encoder.info.as_record() if hasattr(encoder, "info") else
-           {"encoder": encoder.name, "encoder_path": None, "encoder_source": None, "encoder_num_layers": None,
-            "encoder_fallback_reason": None}),
-        "tau_align": tau_align, "align_prefilter": prefilter, "graph_method": graph_method,
+        **(
+            encoder.info.as_record()
+            if hasattr(encoder, "info")
+            else {
+                "encoder": encoder.name,
+                "encoder_path": None,
+                "encoder_source": None,
+                "encoder_num_layers": None,
+                "encoder_fallback_reason": None,
+            }
+        ),
+        "tau_align": tau_align,
+        "align_prefilter": prefilter,
+        "graph_method": graph_method,
         "kendall_method": kendall_method,
         "lexical_lowercase": lowercase,
-        "lexical_tokenizer": ("nltk punkt (untrained) + NLTKWordTokenizer on the joined steps" if tokenization == "document"
-                              else "nltk.NLTKWordTokenizer per step"),
+        "lexical_tokenizer": (
+            "nltk punkt (untrained) + NLTKWordTokenizer on the joined steps"
+            if tokenization == "document"
+            else "nltk.NLTKWordTokenizer per step"
+        ),
         **_scorer_record(encoder, scorer_spec, baseline),
     }
     results = []
@@ -193,8 +219,23 @@ def score_workflows(pairs: Iterable[tuple[Any, Any]], encoder: Any, *, cache: An
         row = {t: i for i, t in enumerate(texts)}
         a, b = spans[ci]
         for (g, p), (x, y) in zip(wfs[a:b], bs_slices[a:b]):
-            results.append(_score_pair(g, p, vecs, row, bs_f[x:y], scorer_spec, tau_align, prefilter,
-                                       graph_method, kendall_method, lowercase, tokenization, provenance))
+            results.append(
+                _score_pair(
+                    g,
+                    p,
+                    vecs,
+                    row,
+                    bs_f[x:y],
+                    scorer_spec,
+                    tau_align,
+                    prefilter,
+                    graph_method,
+                    kendall_method,
+                    lowercase,
+                    tokenization,
+                    provenance,
+                )
+            )
     if shared is not None:
         counts.bertscore_extra_texts += shared.fallback_texts
     return results
@@ -205,8 +246,21 @@ def _clip(f) -> np.ndarray:
     return np.minimum(f.detach().cpu().numpy().astype(np.float64), 1.0)
 
 
-def _score_pair(g, p, vecs, row, bs_f, scorer_spec, tau_align, prefilter, graph_method, kendall_method,
-                lowercase, tokenization, provenance) -> dict[str, Any]:
+def _score_pair(
+    g,
+    p,
+    vecs,
+    row,
+    bs_f,
+    scorer_spec,
+    tau_align,
+    prefilter,
+    graph_method,
+    kendall_method,
+    lowercase,
+    tokenization,
+    provenance,
+) -> dict[str, Any]:
     if g.nodes and p.nodes:
         sim = similarity_matrix(vecs[[row[t] for t in g.nodes]], vecs[[row[t] for t in p.nodes]])
     else:
@@ -234,15 +288,30 @@ def _score_pair(g, p, vecs, row, bs_f, scorer_spec, tau_align, prefilter, graph_
     else:
         bs, bs_reason = float(np.mean(bs_f)), None
     return {
-        "n_gold_steps": len(g.nodes), "n_pred_steps": len(p.nodes), "n_aligned": len(al),
-        "chain_precision": ch["precision"], "chain_recall": ch["recall"], "chain_f1": ch["f1"],
-        "chain_lis": ch["lis"], "chain_reason": ch["reason"],
-        "graph_precision": gr["precision"], "graph_recall": gr["recall"], "graph_f1": gr["f1"],
-        "graph_common_nodes": gr["common_nodes"], "graph_common_edges": gr["common_edges"],
-        "graph_reason": gr["reason"], "pred_invalid_edges": gr["pred_invalid_edges"],
-        "bleu": bl, "bleu_reason": bl_reason, "gleu": gl, "gleu_reason": gl_reason,
-        "bertscore_f1": bs, "bertscore_reason": bs_reason, "bertscore_pairs": len(bs_f),
-        "kendall_tau": tau, "kendall_tau_reason": tau_reason,
+        "n_gold_steps": len(g.nodes),
+        "n_pred_steps": len(p.nodes),
+        "n_aligned": len(al),
+        "chain_precision": ch["precision"],
+        "chain_recall": ch["recall"],
+        "chain_f1": ch["f1"],
+        "chain_lis": ch["lis"],
+        "chain_reason": ch["reason"],
+        "graph_precision": gr["precision"],
+        "graph_recall": gr["recall"],
+        "graph_f1": gr["f1"],
+        "graph_common_nodes": gr["common_nodes"],
+        "graph_common_edges": gr["common_edges"],
+        "graph_reason": gr["reason"],
+        "pred_invalid_edges": gr["pred_invalid_edges"],
+        "bleu": bl,
+        "bleu_reason": bl_reason,
+        "gleu": gl,
+        "gleu_reason": gl_reason,
+        "bertscore_f1": bs,
+        "bertscore_reason": bs_reason,
+        "bertscore_pairs": len(bs_f),
+        "kendall_tau": tau,
+        "kendall_tau_reason": tau_reason,
         "aligned_pairs": [[gi, pj, round(s, 6)] for gi, pj, s in al.pairs],
         **provenance,
     }

@@ -44,8 +44,10 @@ from metamorph.datasets import read_text
 BASELINE_PAIRS = 2000
 #: Seed of the pair draw.
 BASELINE_SEED = 0
-_PACKAGED = {"sentence-transformers/all-MiniLM-L6-v2": "bertscore_baseline_all-MiniLM-L6-v2.tsv",
-             "sentence-transformers/all-mpnet-base-v2": "bertscore_baseline_all-mpnet-base-v2.tsv"}
+_PACKAGED = {
+    "sentence-transformers/all-MiniLM-L6-v2": "bertscore_baseline_all-MiniLM-L6-v2.tsv",
+    "sentence-transformers/all-mpnet-base-v2": "bertscore_baseline_all-mpnet-base-v2.tsv",
+}
 
 _SCORERS: dict[tuple[str, int, str | None], Any] = {}
 _RUNTIME_BASELINES: dict[tuple[str, int], str] = {}
@@ -58,14 +60,15 @@ def baseline_pairs(n_pairs: int = BASELINE_PAIRS, seed: int = BASELINE_SEED) -> 
     from metamorph.studies.workflow_perturb.goldens import embedded_goldens
 
     gs = embedded_goldens()
-    pool = [(a, b) for i, g in enumerate(gs) for h in gs[i + 1:] for a in g.nodes for b in h.nodes]
+    pool = [(a, b) for i, g in enumerate(gs) for h in gs[i + 1 :] for a in g.nodes for b in h.nodes]
     if len(pool) <= n_pairs:
         return pool
     return random.Random(seed).sample(pool, n_pairs)
 
 
-def compute_baseline(model_path: str, layers: Sequence[int], pairs: Sequence[tuple[str, str]] | None = None,
-                     batch_size: int = 64) -> list[tuple[int, float, float, float]]:
+def compute_baseline(
+    model_path: str, layers: Sequence[int], pairs: Sequence[tuple[str, str]] | None = None, batch_size: int = 64
+) -> list[tuple[int, float, float, float]]:
     """Mean unrescaled BERTScore ``(layer, P, R, F)`` of ``pairs`` (default :func:`baseline_pairs`)
     at each layer of ``layers`` (bert_score's baseline definition, App. B.4)."""
     from metamorph.embeddings import prepare_hf
@@ -76,8 +79,14 @@ def compute_baseline(model_path: str, layers: Sequence[int], pairs: Sequence[tup
     pairs = list(pairs) if pairs is not None else baseline_pairs()
     out = []
     for layer in layers:
-        sc = BERTScorer(model_type=str(model_path), num_layers=int(layer), batch_size=batch_size, idf=False,
-                        rescale_with_baseline=False, device="cpu")
+        sc = BERTScorer(
+            model_type=str(model_path),
+            num_layers=int(layer),
+            batch_size=batch_size,
+            idf=False,
+            rescale_with_baseline=False,
+            device="cpu",
+        )
         p, r, f = sc.score([a for a, _ in pairs], [b for _, b in pairs])
         out.append((int(layer), float(p.mean()), float(r.mean()), float(f.mean())))
     return out
@@ -133,8 +142,9 @@ def get_bert_scorer(model_path: str, num_layers: int, batch_size: int = 64, base
         kw: dict[str, Any] = {"rescale_with_baseline": False}
         if baseline_path is not None:
             kw = {"rescale_with_baseline": True, "baseline_path": str(baseline_path), "lang": "en"}
-        _SCORERS[key] = BERTScorer(model_type=str(model_path), num_layers=int(num_layers), batch_size=batch_size,
-                                   idf=False, device="cpu", **kw)
+        _SCORERS[key] = BERTScorer(
+            model_type=str(model_path), num_layers=int(num_layers), batch_size=batch_size, idf=False, device="cpu", **kw
+        )
     return _SCORERS[key]
 
 
@@ -143,8 +153,12 @@ def shares_encoder(encoder: Any, scorer_spec: tuple[str, int] | None) -> bool:
     encoder's directory at its last layer (the default) and the encoder can return token vectors
     (:meth:`metamorph.embeddings.Encoder.encode_with_tokens`)."""
     info = getattr(encoder, "info", None)
-    return (scorer_spec is not None and info is not None and hasattr(encoder, "encode_with_tokens")
-            and (str(info.path), int(info.num_layers)) == (str(scorer_spec[0]), int(scorer_spec[1])))
+    return (
+        scorer_spec is not None
+        and info is not None
+        and hasattr(encoder, "encode_with_tokens")
+        and (str(info.path), int(info.num_layers)) == (str(scorer_spec[0]), int(scorer_spec[1]))
+    )
 
 
 class SharedPassBERTScore:
@@ -186,7 +200,10 @@ class SharedPassBERTScore:
         self.baseline_vals = None
         if baseline_path is not None:
             self.baseline_vals = torch.from_numpy(
-                pd.read_csv(io.StringIO(read_text(baseline_path, "BERTScore baseline"))).iloc[self.num_layers].to_numpy())[1:].float()
+                pd.read_csv(io.StringIO(read_text(baseline_path, "BERTScore baseline")))
+                .iloc[self.num_layers]
+                .to_numpy()
+            )[1:].float()
         self._states: dict[str, tuple[Any, Any]] = {}
         self.fallback_texts = 0
 
@@ -236,8 +253,9 @@ class SharedPassBERTScore:
         preds = []
         with torch.no_grad():
             for s in range(0, len(refs), self.batch_size):
-                p, r, f = greedy_cos_idf(*self._padded(refs[s: s + self.batch_size]),
-                                         *self._padded(cands[s: s + self.batch_size]))
+                p, r, f = greedy_cos_idf(
+                    *self._padded(refs[s : s + self.batch_size]), *self._padded(cands[s : s + self.batch_size])
+                )
                 preds.append(torch.stack((p, r, f), dim=-1))
         out = torch.cat(preds, dim=0) if preds else torch.zeros((0, 3))
         if self.baseline_vals is not None:
@@ -267,8 +285,19 @@ def bertscore_f1(gold_steps: Sequence[str], pred_steps: Sequence[str], scorer) -
 def _scorer_record(encoder: Any, scorer_spec: tuple[str, int] | None, baseline: str | None = None) -> dict[str, Any]:
     info = getattr(encoder, "info", None)
     if scorer_spec is None:
-        return {"bertscore_model": None, "bertscore_model_path": None, "bertscore_num_layers": None,
-                "bertscore_rescaled": False, "bertscore_baseline": None, "bertscore_idf": False}
-    return {"bertscore_model": getattr(info, "name", None) or scorer_spec[0], "bertscore_model_path": scorer_spec[0],
-            "bertscore_num_layers": scorer_spec[1], "bertscore_rescaled": baseline is not None,
-            "bertscore_baseline": baseline, "bertscore_idf": False}
+        return {
+            "bertscore_model": None,
+            "bertscore_model_path": None,
+            "bertscore_num_layers": None,
+            "bertscore_rescaled": False,
+            "bertscore_baseline": None,
+            "bertscore_idf": False,
+        }
+    return {
+        "bertscore_model": getattr(info, "name", None) or scorer_spec[0],
+        "bertscore_model_path": scorer_spec[0],
+        "bertscore_num_layers": scorer_spec[1],
+        "bertscore_rescaled": baseline is not None,
+        "bertscore_baseline": baseline,
+        "bertscore_idf": False,
+    }

@@ -149,8 +149,12 @@ def _neighbours(nodes: set[str], edges: set[tuple[str, str]]) -> tuple[dict[str,
     return inn, out
 
 
-def prune_to_common_induced(nodes: Iterable[str], gold_edges: Iterable[tuple[str, str]],
-                            pred_edges: Iterable[tuple[str, str]], simultaneous: bool = False) -> set[str]:
+def prune_to_common_induced(
+    nodes: Iterable[str],
+    gold_edges: Iterable[tuple[str, str]],
+    pred_edges: Iterable[tuple[str, str]],
+    simultaneous: bool = False,
+) -> set[str]:
     """App. B.2 step 3: prune ``nodes`` (gold ids) until every node has the same in- and
     out-neighbours within the set under ``gold_edges`` and ``pred_edges`` (predicted edges already
     mapped to gold ids). One node per round (most disagreeing neighbours, ties → larger id,
@@ -175,9 +179,14 @@ def prune_to_common_induced(nodes: Iterable[str], gold_edges: Iterable[tuple[str
     return keep
 
 
-def graph_f1(gold_edges: Iterable[Sequence[Any]], pred_edges: Iterable[Sequence[Any]],
-             pred_to_gold: Mapping[int, int], n_gold: int, n_pred: int,
-             method: str = "induced") -> dict[str, Any]:
+def graph_f1(
+    gold_edges: Iterable[Sequence[Any]],
+    pred_edges: Iterable[Sequence[Any]],
+    pred_to_gold: Mapping[int, int],
+    n_gold: int,
+    n_pred: int,
+    method: str = "induced",
+) -> dict[str, Any]:
     """Graph F1 (module docstring) from edges and a step alignment.
 
     ``pred_to_gold`` maps 0-based predicted step index → 0-based gold step index (node ids are
@@ -196,14 +205,35 @@ def graph_f1(gold_edges: Iterable[Sequence[Any]], pred_edges: Iterable[Sequence[
     p_set, n_bad = _clean_edges(pred_edges, n_pred, strict=False)
     base = {"pred_invalid_edges": n_bad}
     if n_gold == 0:
-        return {"precision": None, "recall": None, "f1": None, "common_nodes": None, "common_edges": None,
-                "reason": "empty_gold", **base}
+        return {
+            "precision": None,
+            "recall": None,
+            "f1": None,
+            "common_nodes": None,
+            "common_edges": None,
+            "reason": "empty_gold",
+            **base,
+        }
     if n_pred == 0:
-        return {"precision": 0.0, "recall": 0.0, "f1": 0.0, "common_nodes": 0, "common_edges": 0,
-                "reason": "empty_candidate", **base}
+        return {
+            "precision": 0.0,
+            "recall": 0.0,
+            "f1": 0.0,
+            "common_nodes": 0,
+            "common_edges": 0,
+            "reason": "empty_candidate",
+            **base,
+        }
     if not pred_to_gold:
-        return {"precision": 0.0, "recall": 0.0, "f1": 0.0, "common_nodes": 0, "common_edges": 0,
-                "reason": "no_aligned_steps", **base}
+        return {
+            "precision": 0.0,
+            "recall": 0.0,
+            "f1": 0.0,
+            "common_nodes": 0,
+            "common_edges": 0,
+            "reason": "no_aligned_steps",
+            **base,
+        }
     if len(set(pred_to_gold.values())) != len(pred_to_gold):
         raise ValueError("a gold step is aligned to two predicted steps")
     node_map: dict[str, str] = {}
@@ -220,17 +250,35 @@ def graph_f1(gold_edges: Iterable[Sequence[Any]], pred_edges: Iterable[Sequence[
         common = mapped_pred & gold_in
         k = _largest_component(matched, common)
         p, r, f = _prf(k, n_pred + 2, k, n_gold + 2)
-        return {"precision": p, "recall": r, "f1": f, "common_nodes": k, "common_edges": len(common),
-                "reason": None, **base}
+        return {
+            "precision": p,
+            "recall": r,
+            "f1": f,
+            "common_nodes": k,
+            "common_edges": len(common),
+            "reason": None,
+            **base,
+        }
     keep = prune_to_common_induced(matched, gold_in, mapped_pred, simultaneous=(method == "induced_simultaneous"))
     k = len(keep)
     common = {(u, v) for u, v in gold_in if u in keep and v in keep}
     p, r, f = _prf(k, n_pred, k, n_gold)
-    return {"precision": p, "recall": r, "f1": f, "common_nodes": k, "common_edges": len(common),
-            "reason": None if k else "no_common_subgraph", **base}
+    return {
+        "precision": p,
+        "recall": r,
+        "f1": f,
+        "common_nodes": k,
+        "common_edges": len(common),
+        "reason": None if k else "no_common_subgraph",
+        **base,
+    }
 
 
-def graph_f1_from_alignment(gold_edges: Iterable[Sequence[Any]], pred_edges: Iterable[Sequence[Any]],
-                            alignment: Alignment, method: str = "induced") -> dict[str, Any]:
+def graph_f1_from_alignment(
+    gold_edges: Iterable[Sequence[Any]],
+    pred_edges: Iterable[Sequence[Any]],
+    alignment: Alignment,
+    method: str = "induced",
+) -> dict[str, Any]:
     """:func:`graph_f1` of an :class:`~metamorph.studies.workflow_perturb.metrics.alignment.Alignment`."""
     return graph_f1(gold_edges, pred_edges, alignment.pred_to_gold, alignment.n_gold, alignment.n_pred, method)
