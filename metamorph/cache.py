@@ -225,10 +225,12 @@ class GenerationCache:
         path: the cache's DuckDB file (its own file, never the warehouse).
         lock_timeout_s: how long to wait for another process's hold on the file before
             ``duckdb.IOException`` is raised (by the call, or by :meth:`flush` for queued writes).
-        commit_interval_s / commit_rows: a commit happens when the oldest queued row has waited
+        commit_interval_s: a commit happens when the oldest queued row has waited
             ``commit_interval_s`` seconds or ``commit_rows`` rows are queued, whichever is first.
-        hold_s / yield_s: the connection is closed after ``hold_s`` seconds of use (or idleness) and
+        commit_rows: see ``commit_interval_s``.
+        hold_s: the connection is closed after ``hold_s`` seconds of use (or idleness) and
             not reopened for ``yield_s`` seconds, so other processes get the file.
+        yield_s: see ``hold_s``.
         lease_s: how long a claim stays valid without renewal.
 
     Thread-safe within a process.

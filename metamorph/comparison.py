@@ -216,7 +216,8 @@ def compare_models(
             violation rates: False). Every metric of ``scores`` needs an entry.
         candidates: model ids to compare (default: every model in ``scores`` but the baseline).
         alpha: family-wise level of the verdicts (Holm).
-        n_resamples, seed: bootstrap (and Monte Carlo permutation) settings; seeded.
+        n_resamples: bootstrap (and Monte Carlo permutation) resamples.
+        seed: seed of the bootstrap (and Monte Carlo permutation) draws.
 
     Returns:
         :data:`COMPARISON_COLUMNS`, one row per candidate × (metric, slice) present for either

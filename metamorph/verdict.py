@@ -271,7 +271,9 @@ def warehouse_verdict(
         models: the registry entries (:func:`metamorph.models.load_registry`).
         studies: studies to compare in (default: every study; those not run, or where either model
             was not evaluated, are skipped and listed in :attr:`Verdict.skipped`).
-        alpha, n_resamples, seed: as the ``model_comparison`` assets' defaults.
+        alpha: as the ``model_comparison`` assets' default.
+        n_resamples: as the ``model_comparison`` assets' default.
+        seed: as the ``model_comparison`` assets' default.
 
     Raises:
         VerdictError: ``candidate`` not in the registry or the baseline itself; no (or more than one)
