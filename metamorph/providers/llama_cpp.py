@@ -63,7 +63,7 @@ class PackagedGGUF:
             ``data/SHA256SUMS`` (``chunks`` given).
         chunks: ``(import name, path inside it)`` of the byte chunks, in order; empty when the
             file ships whole as ``<package>/<file>``.
-        licence: the weights' licence, for the README.
+        licence: the weights' licence, for the documentation (docs/models.md).
     """
 
     file: str

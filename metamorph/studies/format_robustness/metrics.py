@@ -243,7 +243,7 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
       86.40 = 216/250, 0.40 = 1/250) and not of 1/750, and §5.4's "groups (k = 3) of repeated
       execution results".
 
-    Not reproduced (README "Paper cells that do not reproduce"): Table 1's MedQA M1 cells (65.86,
+    Not reproduced (docs/definitions.md, "Paper cells that do not reproduce"): Table 1's MedQA M1 cells (65.86,
     76.44, 17.40, 41.96) fit no denominator of 250 or 750, nor one common denominator up to 1,000,
     and MedQA M3's 71.37 and 31.85 fit none of 250, 750, 1,000; five M2 cells (19.70, 64.90,
     16.90, 53.10, 34.50) are multiples of 1/1000, not of 1/750 — M2 is kept on groups here, like
