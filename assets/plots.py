@@ -11,9 +11,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from assets._common import figure_md  # noqa: E402
+from metamorph.studies.format_robustness.vocab import FORMATS  # noqa: E402
 from metamorph.studies.wrapper_sensitivity.vocab import HEADLINE_INDICES  # noqa: E402
 
-FORMAT_ORDER = ["txt", "md", "json", "csv"]
+FORMAT_ORDER = list(FORMATS)
 
 
 def _formats(df: pd.DataFrame) -> list[str]:
