@@ -28,8 +28,8 @@ from typing import Any
 from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
 from metamorph.studies.workflow_perturb.perturb import (
     Perturbation,
-    _check_n,
-    _variant,
+    check_n_altered,
+    variant_workflow,
     n_to_alter,
     row_seed,
 )
@@ -338,7 +338,7 @@ def generate_perturbation(
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
     n = n_to_alter(p, golden.n_nodes) if n is None else n
-    _check_n(golden, n)
+    check_n_altered(golden, n)
     tally = _Tally()
     base = build_messages(golden, ptype, n)
     failure: str | None = None
@@ -348,7 +348,7 @@ def generate_perturbation(
     def record(
         status: str, method: str, graph: tuple[tuple[str, ...], tuple[Edge, ...]] | None, problem: str | None
     ) -> Perturbation:
-        wf = None if graph is None else _variant(golden, ptype, p, n, *graph)
+        wf = None if graph is None else variant_workflow(golden, ptype, p, n, *graph)
         altered = () if graph is None else altered_from_output(golden, ptype, graph[0])
         return Perturbation(
             workflow=wf,

@@ -29,12 +29,8 @@ from metamorph.studies.workflow_perturb.judge import (
     parse_judge_reply,
 )
 from metamorph.studies.workflow_perturb.metrics import score_workflows
-from metamorph.studies.workflow_perturb.perturb import (
-    PERTURBATION_TYPES,
-    SEVERITIES,
-    Perturbation,
-    perturb_deterministic,
-)
+from metamorph.studies.workflow_perturb.perturb import Perturbation, perturb_deterministic
+from metamorph.studies.workflow_perturb.vocab import PERTURBATION_TYPES, SEVERITIES, VARIANT_METRICS
 from metamorph.studies.workflow_perturb.workflows import (
     RejectedGolden,
     Workflow,
@@ -42,7 +38,8 @@ from metamorph.studies.workflow_perturb.workflows import (
     size_stratum,
 )
 
-METRIC_COLUMNS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau")
+#: The per-variant metric columns of the score rows (:data:`.vocab.VARIANT_METRICS`).
+METRIC_COLUMNS = VARIANT_METRICS
 
 
 def golden_rows(valid: Iterable[Workflow], rejected: Iterable[RejectedGolden], spec: str) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from metamorph.errors import InputError
+from metamorph.studies.workflow_perturb.vocab import PERTURBATION_TYPES
 from metamorph.studies.workflow_perturb.workflows import (
     Edge,
     Workflow,
@@ -20,11 +21,6 @@ from metamorph.studies.workflow_perturb.workflows import (
     normalize_text,
     parse_workflow_text,
 )
-
-#: Perturbation types (§3.1) in the paper's order, with the paper's names.
-PERTURBATION_TYPES = ("missing", "compressed", "description")
-
-TYPE_NAMES = {"missing": "Missing Steps", "compressed": "Compressed Steps", "description": "Description Changes"}
 
 
 def check_type(ptype: str) -> None:

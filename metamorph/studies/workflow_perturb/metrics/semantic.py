@@ -263,7 +263,8 @@ class SharedPassBERTScore:
         return out[..., 0], out[..., 1], out[..., 2]
 
 
-def _truncated_pairs(gold: Sequence[str], pred: Sequence[str]) -> list[tuple[str, str]]:
+def truncated_pairs(gold: Sequence[str], pred: Sequence[str]) -> list[tuple[str, str]]:
+    """The order-preserving pairs ``(gold[i], pred[i])``, ``i < min(|gold|, |pred|)`` (BERTScore's pairs)."""
     n = min(len(gold), len(pred))
     return [(gold[i], pred[i]) for i in range(n)]
 
@@ -277,12 +278,15 @@ def bertscore_f1(gold_steps: Sequence[str], pred_steps: Sequence[str], scorer) -
         return None, "empty_gold"
     if not pred_steps:
         return 0.0, "empty_candidate"
-    pairs = _truncated_pairs(gold_steps, pred_steps)
+    pairs = truncated_pairs(gold_steps, pred_steps)
     _, _, f = scorer.score([p for _, p in pairs], [g for g, _ in pairs])
     return min(float(f.mean().item()), 1.0), None
 
 
-def _scorer_record(encoder: Any, scorer_spec: tuple[str, int] | None, baseline: str | None = None) -> dict[str, Any]:
+def scorer_record(encoder: Any, scorer_spec: tuple[str, int] | None, baseline: str | None = None) -> dict[str, Any]:
+    """The ``bertscore_*`` provenance columns of a score row: model name and path, layer count,
+    whether (and against which baseline) scores are rescaled, idf; all null / false when
+    ``scorer_spec`` is ``None`` (BERTScore not computed)."""
     info = getattr(encoder, "info", None)
     if scorer_spec is None:
         return {
