@@ -11,6 +11,7 @@ parsed expression (null when the parse failed); parse reason: ``reason``.
 
 from __future__ import annotations
 
+from metamorph.studies.order_probe.vocab import POOLED_LANGUAGE
 from metamorph.trace import MetricTrace
 
 #: metric → how its cells are traced.
@@ -23,7 +24,7 @@ TRACES = {
         input="messages_json",
         answer="expression",
         reason="reason",
-        defaults={"language": "all"},
+        defaults={"language": POOLED_LANGUAGE},
         order=("correct", "setting", "language", "item_id", "pattern"),
         extra=("language", "scrambled", "canonical", "correct", "finish_reason", "generation_key"),
     )
