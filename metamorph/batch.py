@@ -195,13 +195,13 @@ class _AnthropicBatches:
         return request.ingestion == "inline" or not self.p.use_files_api
 
     def line(self, key: str, request: GenerationRequest) -> dict[str, Any]:
-        from metamorph.providers.anthropic_provider import _inline_source
+        from metamorph.providers.anthropic_provider import inline_source
 
         params = self.p._message_kwargs(request)
         if request.ingestion == "anthropic_document":
             doc = request.document
             params["messages"][-1]["content"].insert(
-                0, {"type": "document", "source": _inline_source(doc), "title": doc.filename}
+                0, {"type": "document", "source": inline_source(doc), "title": doc.filename}
             )
         params.update(params.pop("extra_body", None) or {})
         return {"custom_id": key, "params": params}
@@ -215,7 +215,7 @@ class _AnthropicBatches:
         return batch.processing_status, batch.processing_status == "ended", batch
 
     def collect(self, batch_id: str, batch: Any) -> tuple[dict[str, GenerationResult], str]:
-        from metamorph.providers.anthropic_provider import _result
+        from metamorph.providers.anthropic_provider import message_result
 
         items = self.p._call(lambda: list(self.client.messages.batches.results(batch_id)))
         out: dict[str, GenerationResult] = {}
@@ -223,7 +223,7 @@ class _AnthropicBatches:
             result = item.result
             if result.type == "succeeded":
                 try:
-                    out[item.custom_id] = _result(result.message, None)
+                    out[item.custom_id] = message_result(result.message, None)
                 except ProviderError as exc:
                     out[item.custom_id] = GenerationResult(text=None, error=f"ProviderError[{exc.status}]: {exc}")
             elif result.type == "errored":

@@ -175,7 +175,7 @@ class AnthropicProvider:
         document = request.document if request.ingestion == "anthropic_document" else None
         with self._slots:
             if document is not None:
-                source = self._file_source(document) if self.use_files_api else _inline_source(document)
+                source = self._file_source(document) if self.use_files_api else inline_source(document)
                 block = {"type": "document", "source": source, "title": document.filename}
                 kwargs["messages"][-1]["content"].insert(0, block)
             if document is not None and self.use_files_api:
@@ -186,7 +186,7 @@ class AnthropicProvider:
             start = time.perf_counter()
             message = self._call(method, **kwargs)
             latency = time.perf_counter() - start
-        return _result(message, latency)
+        return message_result(message, latency)
 
     # ----------------------------------------------------------------- helpers
 
@@ -282,7 +282,12 @@ def _check_media_type(doc: Document) -> None:
         )
 
 
-def _inline_source(doc: Document) -> dict[str, Any]:
+def inline_source(doc: Document) -> dict[str, Any]:
+    """The Messages API ``source`` of a document sent inline: UTF-8 text, or a base64 PDF.
+
+    Raises:
+        ConfigError: a media type the API does not read, or text that is not valid UTF-8.
+    """
     _check_media_type(doc)
     if is_text_media_type(doc.media_type):
         try:
@@ -293,7 +298,13 @@ def _inline_source(doc: Document) -> dict[str, Any]:
     return {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(doc.content).decode("ascii")}
 
 
-def _result(message: Any, latency: float) -> GenerationResult:
+def message_result(message: Any, latency: float) -> GenerationResult:
+    """The :class:`GenerationResult` of a Messages API reply (text blocks joined; prompt tokens
+    include cache reads and writes); ``latency`` in seconds, ``None`` for a batch item.
+
+    Raises:
+        ProviderError: an error carried in the reply body.
+    """
     failed = error_in_body(message, "Anthropic")
     if failed is not None:
         raise failed
