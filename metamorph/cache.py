@@ -63,6 +63,17 @@ import duckdb
 
 from metamorph.providers.base import GenerationRequest, GenerationResult
 
+__all__ = [
+    "COLUMN_TYPES",
+    "RESULT_COLUMNS",
+    "BatchRecord",
+    "Claim",
+    "GenerationCache",
+    "open_cache",
+    "owner_alive",
+    "results_from_rows",
+]
+
 _DDL = """
 CREATE TABLE IF NOT EXISTS generations (
     key VARCHAR PRIMARY KEY,

@@ -37,6 +37,12 @@ from urllib.parse import urlsplit, urlunsplit
 from metamorph.cache import RESULT_COLUMNS, COLUMN_TYPES, GenerationCache, results_from_rows
 from metamorph.providers.base import GenerationResult
 
+__all__ = [
+    "PostgresGenerationCache",
+    "is_postgres_url",
+    "redact",
+]
+
 #: DuckDB column types -> PostgreSQL
 _PG_TYPES = {
     "VARCHAR": "TEXT",

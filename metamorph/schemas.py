@@ -12,6 +12,17 @@ import pandera.errors as pa_errors
 import pandera.pandas as pa
 from pandera.typing.pandas import Series
 
+__all__ = [
+    "GenerationRecord",
+    "ModelComparison",
+    "ReportCard",
+    "SchemaViolation",
+    "StrictModel",
+    "require_columns",
+    "table_schema_metadata",
+    "validate_frame",
+]
+
 
 class SchemaViolation(ValueError):
     """A frame failed its schema; the message names the table, the columns and failing rows."""

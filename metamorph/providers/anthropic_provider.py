@@ -28,7 +28,14 @@ from metamorph.errors import ConfigError
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
 from metamorph.providers.sdk_errors import error_in_body, sdk_errors
 
-__all__ = ["AnthropicProvider", "TEXT_MEDIA_TYPES", "FILES_API_BETA", "SAMPLING_PARAMS_REMOVED_IN"]
+__all__ = [
+    "AnthropicProvider",
+    "TEXT_MEDIA_TYPES",
+    "FILES_API_BETA",
+    "SAMPLING_PARAMS_REMOVED_IN",
+    "inline_source",
+    "message_result",
+]
 
 log = logging.getLogger(__name__)
 

@@ -11,3 +11,5 @@ to look in the next:
 
 plus the study's own concepts (renderers, wrappers, perturbation operators ...).
 """
+
+__all__: list[str] = []

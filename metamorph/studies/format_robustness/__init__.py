@@ -6,3 +6,5 @@ Data path: ``sources`` (dataset adapters → :class:`records.SourceInstance`) �
 and evidence) → ``evidence`` (evidence categories from per-dataset lexicons) → ``metrics``
 (M1/M2/M3, Acc_f, Stb_f, drift, FDS, tests, mitigations); ``schemas`` for every table.
 """
+
+__all__: list[str] = []

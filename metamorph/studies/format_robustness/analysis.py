@@ -39,6 +39,18 @@ from metamorph.studies.format_robustness.metrics import (
 )
 from metamorph.studies.format_robustness.vocab import BASELINE_FORMAT, RELATIONS
 
+__all__ = [
+    "AVG",
+    "drift_correlation",
+    "evidence_change_share",
+    "flip_error_distribution",
+    "format_tests",
+    "mr_table",
+    "silent_violations_by_dataset",
+    "with_avg",
+    "workflow_tests",
+]
+
 
 def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str = "group") -> pd.DataFrame:
     """Significance tests of format effects per workflow × dataset (§5.2: "Cochran's Q-tests

@@ -82,6 +82,8 @@ __all__ = [
     "stability_rows",
     "unit_rows",
     "validate_flags",
+    "NOT_MEASURABLE_DETERMINISTIC",
+    "shared_repeat_workflows",
 ]
 
 #: Columns of the generations frame (the input contract).

@@ -47,6 +47,17 @@ from metamorph.studies.format_robustness.metrics import (
 )
 from metamorph.studies.format_robustness.vocab import BASELINE_FORMAT, RELATIONS, ROUTING_SELECTIONS
 
+__all__ = [
+    "ROUTING_DETERMINISTIC_NOTE",
+    "VOTE_TIES",
+    "calibration_split",
+    "format_routing",
+    "format_routing_simulated",
+    "mitigation_table",
+    "routed_instance_ids",
+    "routing_choice",
+    "vote_aggregation",
+]
 
 #: Tie rules of the majority vote (:func:`vote_aggregation`).
 VOTE_TIES = ("first", "bottom")

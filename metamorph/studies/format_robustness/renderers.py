@@ -37,6 +37,26 @@ from metamorph.providers.base import sha256_hex
 from metamorph.studies.format_robustness.records import SourceInstance, canonical_text
 from metamorph.studies.format_robustness.vocab import FORMATS
 
+__all__ = [
+    "DEFAULT_FORMATS",
+    "LINE_BREAKS",
+    "RENDERERS",
+    "RenderedDocument",
+    "Renderer",
+    "check_semantic_invariance",
+    "expected_pairs",
+    "parse_csv",
+    "parse_json",
+    "parse_md",
+    "parse_txt",
+    "register_renderer",
+    "render",
+    "render_csv",
+    "render_json",
+    "render_md",
+    "render_txt",
+]
+
 
 @dataclass(frozen=True)
 class Renderer:

@@ -33,6 +33,36 @@ from metamorph.studies.format_robustness.vocab import (
     ROUTING_SELECTIONS,
 )
 
+__all__ = [
+    "AccuracyByFormat",
+    "DriftCorrelation",
+    "EvidenceCategories",
+    "EvidenceChangeShare",
+    "EvidenceDrift",
+    "ExtractedDecisions",
+    "FairnessDisparity",
+    "FlipErrors",
+    "FormatRouting",
+    "FormatRoutingSimulated",
+    "FormatTests",
+    "GenerationOutcomes",
+    "MRFlags",
+    "MRTable",
+    "MRViolations",
+    "MitigationTable",
+    "RenderedDocuments",
+    "RoutedGenerations",
+    "RoutedOutcomes",
+    "RoutingChoice",
+    "SilentByDataset",
+    "SilentViolations",
+    "SourceInstances",
+    "StabilityByFormat",
+    "VoteAggregation",
+    "WorkflowGenerations",
+    "WorkflowTests",
+]
+
 
 class SourceInstances(StrictModel):
     """``source_instances``: the canonical representation C_x (§4.2), one row per record."""

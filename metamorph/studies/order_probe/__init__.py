@@ -9,3 +9,5 @@ pattern / structure / frequency bin / adjacency, error categories) and ``semanti
 S_Logic, S_Info, S_Cons, S_Rob), ``regression`` (Logit of exact recovery); ``schemas`` for every
 table, ``report`` for the headline.
 """
+
+__all__: list[str] = []

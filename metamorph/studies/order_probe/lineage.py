@@ -14,6 +14,10 @@ from __future__ import annotations
 from metamorph.studies.order_probe.vocab import POOLED_LANGUAGE
 from metamorph.trace import MetricTrace
 
+__all__ = [
+    "TRACES",
+]
+
 #: metric → how its cells are traced.
 TRACES = {
     "recovery": MetricTrace(

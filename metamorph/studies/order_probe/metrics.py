@@ -27,6 +27,23 @@ from metamorph.datasets import read_text
 from metamorph.schemas import require_columns
 from metamorph.studies.order_probe.vocab import BREAKDOWN_DIMENSIONS, FREQUENCY_BINS, POOLED_LANGUAGE
 
+__all__ = [
+    "ERROR_RULES",
+    "NOTE_EMPTY",
+    "NOTE_EQUAL",
+    "NOTE_SINGLE",
+    "N_RESAMPLES",
+    "SCORED_COLUMNS",
+    "categorize",
+    "cluster_bootstrap_ci",
+    "error_categories",
+    "frequency_bins",
+    "lexicon",
+    "rate_cell",
+    "recovery_breakdown",
+    "recovery_rates",
+]
+
 N_RESAMPLES = 2000
 SCORED_COLUMNS = (
     "model_id",

@@ -37,6 +37,24 @@ from metamorph.studies.order_probe.permutations import IDENTITY, PATTERNS, apply
 from metamorph.studies.order_probe.sources import OrderItem
 from metamorph.studies.order_probe.vocab import SETTINGS
 
+__all__ = [
+    "DEFAULT_PARAMS",
+    "FEW_SHOT",
+    "MAX_TOKENS",
+    "SETTINGS",
+    "STOP",
+    "STUDY",
+    "TEMPLATES",
+    "TEMPLATE_VERSION",
+    "PlannedGeneration",
+    "cost_steps",
+    "plan_generations",
+    "prompts_frame",
+    "render_prompt",
+    "score_generations",
+    "scrambled_inputs",
+]
+
 #: This study's name: the registry's ``study_params`` key (:meth:`metamorph.models.ModelSpec.params_for`).
 STUDY = "order_probe"
 

@@ -16,6 +16,16 @@ from metamorph.schemas import require_columns
 from metamorph.sql import markdown_sections
 from metamorph.studies.order_probe.vocab import POOLED_LANGUAGE
 
+__all__ = [
+    "CHANCE_RECOVERY_PCT",
+    "COMPARED_METRICS",
+    "COMPARISON_TABLES",
+    "SECTIONS",
+    "card_rows",
+    "comparison_scores",
+    "headline",
+]
+
 #: The chance baseline of recovery (%): one of the 4! = 24 orders of the four units picked at random.
 CHANCE_RECOVERY_PCT = 100 / 24
 

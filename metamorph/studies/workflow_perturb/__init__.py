@@ -7,3 +7,5 @@ BLEU, GLEU, BERTScore, Kendall τ) and ``judge`` (LLM judge) → ``analysis`` (s
 sensitivity, strata, recalibration, firing tables) → ``gate`` (calibrated CI gates);
 ``schemas`` for every table.
 """
+
+__all__: list[str] = []

@@ -127,6 +127,7 @@ __all__ = [
     "severity_table",
     "strata_table",
     "validate_scores",
+    "SEVERITIES",
 ]
 
 #: Columns of the scores frame (the input contract).

@@ -117,6 +117,7 @@ __all__ = [
     "metric_value",
     "secondary_evaluated",
     "thresholds_from_dict",
+    "bundle_decisions",
 ]
 
 #: Metrics a bundle may name (the judge is never computed by the gate itself; it is reported

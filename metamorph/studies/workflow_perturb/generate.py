@@ -42,6 +42,28 @@ from metamorph.studies.workflow_perturb.validate import (
 )
 from metamorph.studies.workflow_perturb.workflows import Edge, Workflow, format_workflow, normalize_text
 
+__all__ = [
+    "DEFAULT_PARAMS",
+    "EXAMPLE_GOLDEN",
+    "EXAMPLE_N",
+    "EXAMPLE_OUTPUTS",
+    "NODE_EXAMPLE",
+    "NODE_SYSTEM_PROMPT",
+    "PROMPT_VERSION",
+    "SYSTEM_PROMPT",
+    "GenerateFn",
+    "GeneratorModel",
+    "build_messages",
+    "build_node_messages",
+    "build_request",
+    "check_node_reply",
+    "feedback_message",
+    "generate_perturbation",
+    "node_instruction",
+    "provider_generate",
+    "row_instruction",
+]
+
 #: Version of the prompts below; part of every request (``renderer_version``), so the generation
 #: cache never serves a reply to an older prompt.
 PROMPT_VERSION = "workflowperturb-prompts-v1"

@@ -19,7 +19,10 @@ from __future__ import annotations
 from metamorph.studies.workflow_perturb.vocab import VARIANT_METRICS as METRICS
 from metamorph.trace import MetricTrace
 
-__all__ = ["TRACES"]
+__all__ = [
+    "TRACES",
+    "METRICS",
+]
 
 _SLICES = {k: k for k in ("type", "severity", "operator", "golden_id", "stratum", "status", "variant_id")}
 _JUDGE_SLICES = {k: k for k in ("type", "severity", "golden_id", "stratum", "variant_id", "call_index")}

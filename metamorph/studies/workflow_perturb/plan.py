@@ -38,6 +38,28 @@ from metamorph.studies.workflow_perturb.workflows import (
     size_stratum,
 )
 
+__all__ = [
+    "GENERATOR_MAX_TOKENS",
+    "JUDGE_MAX_TOKENS",
+    "JUDGE_SPREAD_DETERMINISTIC",
+    "JUDGE_VARIANTS",
+    "LLM_GOLDENS",
+    "LLM_SEVERITIES",
+    "MAX_ATTEMPTS",
+    "METRIC_COLUMNS",
+    "PROBLEM_TEMPLATE_TOKENS",
+    "cost_steps",
+    "deterministic_perturbations",
+    "generator_params",
+    "generator_requests",
+    "golden_rows",
+    "judge_plan_requests",
+    "judge_requests",
+    "judge_row",
+    "score_perturbations",
+    "workflow_from_record",
+]
+
 #: The per-variant metric columns of the score rows (:data:`.vocab.VARIANT_METRICS`).
 METRIC_COLUMNS = VARIANT_METRICS
 

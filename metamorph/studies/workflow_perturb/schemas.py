@@ -36,6 +36,21 @@ from metamorph.studies.workflow_perturb.vocab import (
     THRESHOLD_SETS,
 )
 
+__all__ = [
+    "FiringMatrix",
+    "FiringMatrixTable",
+    "Goldens",
+    "JudgeScores",
+    "JudgeSeverityTable",
+    "PerturbationScores",
+    "Perturbations",
+    "Recalibration",
+    "SensitivityMatrix",
+    "SeverityTable",
+    "StrataTable",
+    "WorkflowScores",
+]
+
 
 class Goldens(StrictModel):
     """``goldens``: every loaded golden workflow; rows breaking a §3.1 rule are kept and flagged."""

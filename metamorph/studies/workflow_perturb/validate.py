@@ -22,6 +22,14 @@ from metamorph.studies.workflow_perturb.workflows import (
     parse_workflow_text,
 )
 
+__all__ = [
+    "altered_from_output",
+    "check_output",
+    "check_type",
+    "check_variant",
+    "expected_nodes",
+]
+
 
 def check_type(ptype: str) -> None:
     """Raise ``ValueError`` unless ``ptype`` is one of :data:`PERTURBATION_TYPES`."""

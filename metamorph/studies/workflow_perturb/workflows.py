@@ -38,6 +38,27 @@ from metamorph.datasets import read_rows, required_text
 from metamorph.errors import InputError
 from metamorph.studies.workflow_perturb.vocab import SIZE_STRATA
 
+__all__ = [
+    "END",
+    "JSON_CELLS",
+    "MIN_NODES",
+    "START",
+    "Edge",
+    "RejectedGolden",
+    "Workflow",
+    "edge_sort_key",
+    "find_cycle",
+    "format_workflow",
+    "graph_problem",
+    "load_goldens",
+    "normalize_text",
+    "off_path_nodes",
+    "parse_workflow_text",
+    "size_stratum",
+    "validate_workflow",
+    "workflow_from_row",
+]
+
 START = "START"
 
 END = "END"

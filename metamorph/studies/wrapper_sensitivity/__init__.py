@@ -6,3 +6,5 @@ counts) → ``plan`` (requests, budget check, scored rows) → ``extract`` (stri
 lenient answer extraction) → ``metrics`` (cells, FSI/PSI/nFSI, regressions, decomposition);
 ``schemas`` for every table.
 """
+
+__all__: list[str] = []

@@ -29,6 +29,13 @@ from metamorph.studies.wrapper_sensitivity.metrics import (
 from metamorph.studies.wrapper_sensitivity.schemas import WrapperDecomposition, WrapperMatchedFSI, WrapperWins
 from metamorph.studies.wrapper_sensitivity.vocab import CONSTRAINED_ARM
 
+__all__ = [
+    "constrained_falsifier",
+    "decomposition",
+    "matched_fsi",
+    "win_counts",
+]
+
 
 def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> pd.DataFrame:
     """Split each FSI into a compliance-driven and a conditional-accuracy-driven part (review major 1).

@@ -34,6 +34,18 @@ from metamorph.studies.wrapper_sensitivity.wrappers import (
     matched_subset,
 )
 
+__all__ = [
+    "CONSTRAINED",
+    "DEFAULT_PARAMS",
+    "STUDY",
+    "PlannedWrapperGeneration",
+    "cost_steps",
+    "count_and_check_budget",
+    "plan_wrapper_generations",
+    "score_generations",
+    "token_balance",
+]
+
 #: The constrained-decoding arm's wrapper name (:data:`.vocab.CONSTRAINED_ARM`).
 CONSTRAINED = CONSTRAINED_ARM
 

@@ -30,6 +30,13 @@ from metamorph.studies.wrapper_sensitivity.schemas import (
     WrapperItemModel,
 )
 
+__all__ = [
+    "fixed_effects_regression",
+    "item_level_model",
+    "partial_r2_from_t",
+    "pearson_acc_parse",
+]
+
 
 def pearson_acc_parse(cells: pd.DataFrame) -> pd.DataFrame:
     """Pearson r(accuracy, parseability) over cells (§5), pooled and per model.

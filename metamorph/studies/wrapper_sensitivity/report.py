@@ -17,6 +17,15 @@ from metamorph.sql import markdown_sections
 from metamorph.studies.wrapper_sensitivity.metrics import validate_scored
 from metamorph.studies.wrapper_sensitivity.vocab import DEFAULT_MODE, FAMILIES, HEADLINE_INDICES
 
+__all__ = [
+    "COMPARED_METRICS",
+    "COMPARISON_TABLES",
+    "SECTIONS",
+    "STUDY",
+    "card_rows",
+    "comparison_scores",
+    "headline",
+]
 
 SECTIONS = (
     (

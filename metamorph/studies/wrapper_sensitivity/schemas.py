@@ -33,6 +33,24 @@ from metamorph.studies.wrapper_sensitivity.vocab import (
     WRAPPERS,
 )
 
+__all__ = [
+    "QAItems",
+    "ScoredAnswers",
+    "TokenBalance",
+    "WrappedPrompts",
+    "WrapperCells",
+    "WrapperConstrainedFalsifier",
+    "WrapperCorrelation",
+    "WrapperDecomposition",
+    "WrapperFERegression",
+    "WrapperFSI",
+    "WrapperGenerations",
+    "WrapperItemModel",
+    "WrapperMatchedFSI",
+    "WrapperMeanIndices",
+    "WrapperWins",
+]
+
 
 class QAItems(StrictModel):
     """``qa_items``: the canonical items (item_id, task, answer_type, question, choices, gold)."""

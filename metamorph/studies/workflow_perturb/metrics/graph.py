@@ -19,6 +19,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+__all__ = [
+    "END",
+    "START",
+    "WorkflowGraph",
+    "as_workflow",
+    "chain_edges",
+    "clean_edges",
+]
+
 START, END = "START", "END"
 
 

@@ -59,6 +59,13 @@ from metamorph.studies.workflow_perturb.metrics.structural import (
     graph_f1_from_alignment,
 )
 
+__all__ = [
+    "CHUNK_PAIRS",
+    "EncodingCounts",
+    "score_workflow",
+    "score_workflows",
+]
+
 
 def _resolve_scorer_spec(encoder: Any, bertscore: bool | tuple[str, int]) -> tuple[str, int] | None:
     if bertscore is False or bertscore is None:

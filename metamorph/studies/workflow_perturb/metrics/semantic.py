@@ -40,6 +40,22 @@ from typing import Any
 
 from metamorph.datasets import read_text
 
+__all__ = [
+    "BASELINE_PAIRS",
+    "BASELINE_SEED",
+    "SharedPassBERTScore",
+    "baseline_for",
+    "baseline_pairs",
+    "bertscore_f1",
+    "compute_baseline",
+    "get_bert_scorer",
+    "packaged_baseline",
+    "scorer_record",
+    "shares_encoder",
+    "truncated_pairs",
+    "write_baseline",
+]
+
 #: Unrelated step pairs drawn for a baseline.
 BASELINE_PAIRS = 2000
 #: Seed of the pair draw.

@@ -61,6 +61,16 @@ from typing import Any
 from metamorph.studies.workflow_perturb.metrics.alignment import Alignment
 from metamorph.studies.workflow_perturb.metrics.graph import END, START, clean_edges
 
+__all__ = [
+    "GRAPH_METHODS",
+    "chain_f1",
+    "chain_f1_from_alignment",
+    "graph_f1",
+    "graph_f1_from_alignment",
+    "longest_increasing_subsequence",
+    "prune_to_common_induced",
+]
+
 #: Graph F1 variants (the first is the default; see the module docstring).
 GRAPH_METHODS = ("induced", "induced_simultaneous", "worfbench")
 
