@@ -31,6 +31,7 @@ from metamorph.studies.format_robustness.vocab import (
     RELATIONS,
     ROUTING_CRITERIA,
     ROUTING_SELECTIONS,
+    TEST_BLOCKS,
 )
 
 __all__ = [
@@ -594,7 +595,7 @@ class WorkflowTests(pa.DataFrameModel):
     dataset: Series[str] = pa.Field(description="Dataset name.")
     relation: Series[str] = pa.Field(isin=list(RELATIONS), description="Relation whose flags are compared.")
     unit: Series[str] = pa.Field(
-        isin=["group", "instance"], description="Blocks: groups (instance, repeat) for MR1/MR2, instances for MR3."
+        isin=list(TEST_BLOCKS), description="Blocks: groups (instance, repeat) for MR1/MR2, instances for MR3."
     )
     workflows: Series[str] = pa.Field(description="Workflows compared (treatments), comma-separated.")
     statistic: Series[float] = pa.Field(

@@ -24,6 +24,7 @@ __all__ = [
     "BASELINE_FORMAT",
     "FORMATS",
     "FORMAT_TESTS",
+    "TEST_BLOCKS",
     "MITIGATION_STRATEGIES",
     "MR_UNITS",
     "PARSE_STATUSES",
@@ -67,3 +68,6 @@ MITIGATION_STRATEGIES: tuple[str, ...] = ("vote", "routing")
 
 #: Significance tests of the format effect: Cochran's Q, McNemar per format pair, Spearman.
 FORMAT_TESTS: tuple[str, ...] = ("cochran_q", "mcnemar", "spearman")
+
+#: The blocks of a per-workflow test: (instance, repeat) groups for MR1/MR2, instances for MR3.
+TEST_BLOCKS: tuple[str, ...] = ("group", "instance")

@@ -29,6 +29,7 @@ from metamorph.studies.wrapper_sensitivity.schemas import (
     WrapperFERegression,
     WrapperItemModel,
 )
+from metamorph.studies.wrapper_sensitivity.vocab import CORRELATION_SCOPES
 
 __all__ = [
     "fixed_effects_regression",
@@ -53,7 +54,8 @@ def pearson_acc_parse(cells: pd.DataFrame) -> pd.DataFrame:
     """
     c = validate_cells(cells, ["accuracy_pct", "parseability_pct"], "cells")
     rows = []
-    scopes = [("pooled", None, c)] + [("model", str(m), g) for m, g in c.groupby("model_id", sort=True)]
+    pooled, per_model = CORRELATION_SCOPES
+    scopes = [(pooled, None, c)] + [(per_model, str(m), g) for m, g in c.groupby("model_id", sort=True)]
     for scope, m, g in scopes:
         res = stats.pearson(g["accuracy_pct"].astype(float).tolist(), g["parseability_pct"].astype(float).tolist())
         rows.append(dict(scope=scope, model_id=m, r=res.rho, p_value=res.p_value, n=res.n, note=res.note))

@@ -26,6 +26,7 @@ from pandera.typing.pandas import Series
 from metamorph.schemas import GenerationRecord, StrictModel
 from metamorph.studies.wrapper_sensitivity.vocab import (
     ANSWER_TYPES,
+    CORRELATION_SCOPES,
     FAMILIES,
     INDEX_NAMES,
     INDEX_UNITS,
@@ -318,7 +319,7 @@ class WrapperCorrelation(StrictModel):
     """Pearson r(accuracy, parseability) over cells, pooled and per model (§5)."""
 
     scope: Series[str] = pa.Field(
-        isin=["pooled", "model"], description="pooled = all cells; model = the cells of model_id."
+        isin=list(CORRELATION_SCOPES), description="pooled = all cells; model = the cells of model_id."
     )
     model_id: Series[str] = pa.Field(nullable=True, description="Model of the cells (null for pooled).")
     r: Series[float] = pa.Field(

@@ -33,6 +33,7 @@ __all__ = [
     "PARSEABLE_REASONS",
     "UNPARSEABLE_REASONS",
     "WRAPPERS",
+    "CORRELATION_SCOPES",
     "AnswerType",
     "Family",
     "Mode",
@@ -113,6 +114,9 @@ INDICES: tuple[tuple[str, str, str], ...] = (
     ("FSI_fraction", "fsi", "fraction"),
     ("PSI_fraction", "psi", "fraction"),
 )
+
+#: Scopes of the accuracy–parseability correlation (§5): every cell pooled, or one model's cells.
+CORRELATION_SCOPES: tuple[str, ...] = ("pooled", "model")
 
 #: Index names, in :data:`INDICES` order.
 INDEX_NAMES: tuple[str, ...] = tuple(name for name, _, _ in INDICES)
