@@ -208,3 +208,38 @@ def test_what_the_product_imports_from_the_library_is_in_the_modules_all():
                     if not is_submodule and alias.name not in module.__all__:
                         outside.append(f"{path.relative_to(REPO)}:{node.lineno}: {target}.{alias.name}")
     assert outside == []
+
+
+def repeated_vocabulary(study: str) -> list[str]:
+    """Literal lists of a study's vocabulary outside its ``vocab`` module: a tuple, list or set of
+    two or more strings, in the study's package or its assets module, all of them names of one
+    ``vocab`` tuple (a partial list included)."""
+    import ast
+
+    vocab = importlib.import_module(f"metamorph.studies.{study}.vocab")
+    tuples = {
+        name: set(value)
+        for name, value in vars(vocab).items()
+        if name in vocab.__all__ and isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+    }
+    paths = [*sorted((REPO / "metamorph" / "studies" / study).rglob("*.py")), REPO / "assets" / f"{study}.py"]
+    found = []
+    for path in paths:
+        if path.name == "vocab.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, (ast.Tuple, ast.List, ast.Set)) or len(node.elts) < 2:
+                continue
+            if not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+                continue
+            values = {e.value for e in node.elts}
+            for name, names in tuples.items():
+                if len(values) >= 2 and values <= names:
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {sorted(values)} ⊆ vocab.{name}")
+    return found
+
+
+def test_each_study_declares_its_vocabulary_once_in_its_vocab_module():
+    for study in STUDIES:
+        assert importlib.import_module(f"metamorph.studies.{study}.vocab").__all__, study
+    assert [hit for study in STUDIES for hit in repeated_vocabulary(study)] == []
