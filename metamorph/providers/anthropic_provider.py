@@ -122,10 +122,10 @@ class AnthropicProvider:
         self.anthropic_version = anthropic_version or _SDK_API_VERSION
         self._api_key = api_key
         headers = {"anthropic-version": anthropic_version} if anthropic_version else None
-        self._client = anthropic.Anthropic(
+        self.client = anthropic.Anthropic(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=self.timeout_s, default_headers=headers
         )
-        files = getattr(getattr(self._client, "beta", None), "files", None)
+        files = getattr(getattr(self.client, "beta", None), "files", None)
         self.use_files_api = bool(use_files_api) and callable(getattr(files, "upload", None))
         if use_files_api and not self.use_files_api:
             log.warning(
@@ -178,7 +178,7 @@ class AnthropicProvider:
                 :func:`~metamorph.providers.retry.classify_status` (so 429, 5xx, 529 and
                 ``overloaded_error`` bodies are retryable), ``retry_after`` from the headers.
         """
-        kwargs = self._message_kwargs(request)
+        kwargs = self.message_kwargs(request)
         document = request.document if request.ingestion == "anthropic_document" else None
         with self._slots:
             if document is not None:
@@ -186,18 +186,23 @@ class AnthropicProvider:
                 block = {"type": "document", "source": source, "title": document.filename}
                 kwargs["messages"][-1]["content"].insert(0, block)
             if document is not None and self.use_files_api:
-                method = self._client.beta.messages.create
+                method = self.client.beta.messages.create
                 kwargs["betas"] = [FILES_API_BETA]
             else:
-                method = self._client.messages.create
+                method = self.client.messages.create
             start = time.perf_counter()
-            message = self._call(method, **kwargs)
+            message = self.call(method, **kwargs)
             latency = time.perf_counter() - start
         return message_result(message, latency)
 
     # ----------------------------------------------------------------- helpers
 
-    def _message_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+    def message_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+        """The Messages API request body of ``request`` (also one Message Batches item's params).
+
+        Raises:
+            ConfigError: a request for another provider or endpoint.
+        """
         if request.provider != self.kind:
             raise ConfigError(f"request for provider {request.provider!r} sent to AnthropicProvider")
         if request.base_url is not None and request.base_url.rstrip("/") != (self.base_url or "").rstrip("/"):
@@ -268,14 +273,16 @@ class AnthropicProvider:
         with self._upload_lock:
             file_id = self._file_ids.get(memo)
             if file_id is None:
-                uploaded = self._call(
-                    self._client.beta.files.upload, file=(doc.filename, doc.content, media_type), betas=[FILES_API_BETA]
+                uploaded = self.call(
+                    self.client.beta.files.upload, file=(doc.filename, doc.content, media_type), betas=[FILES_API_BETA]
                 )
                 file_id = uploaded.id
                 self._file_ids[memo] = file_id
         return {"type": "file", "file_id": file_id}
 
-    def _call(self, method: Any, **kwargs: Any) -> Any:
+    def call(self, method: Any, **kwargs: Any) -> Any:
+        """``method(**kwargs)`` on :attr:`client` with SDK errors mapped to :class:`ProviderError`
+        (retryable or not, the API key redacted from the message)."""
         with sdk_errors(anthropic, anthropic.AnthropicError, "Anthropic", self._api_key, self.timeout_s):
             return method(**kwargs)
 
