@@ -34,12 +34,24 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from metamorph.schemas import require_columns
+from metamorph.schemas import VERDICTS, require_columns
 from metamorph.stats import holm, mcnemar_exact, paired_bootstrap_diff_ci, paired_permutation_test
+
+__all__ = [
+    "ALL",
+    "COMPARISON_COLUMNS",
+    "ITEM_SCORE_COLUMNS",
+    "VERDICTS",
+    "compare_models",
+    "comparison_markdown",
+    "item_scores",
+    "slice_label",
+    "verdict",
+    "verdict_summary",
+]
 
 ITEM_SCORE_COLUMNS = ["model_id", "metric", "slice", "item_id", "value", "n_obs"]
 
-VERDICTS = ("regressed", "improved", "no detectable change", "not comparable")
 
 COMPARISON_COLUMNS = [
     "candidate_id",

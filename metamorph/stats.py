@@ -46,6 +46,7 @@ __all__ = [
     "jaccard",
     "js_divergence",
     "category_counts",
+    "NOTE_ALL_EQUAL",
 ]
 
 

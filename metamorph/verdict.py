@@ -34,6 +34,33 @@ import pandas as pd
 from metamorph.comparison import compare_models, comparison_markdown
 from metamorph.errors import ConfigError, MetamorphError
 
+__all__ = [
+    "COMMANDS",
+    "EXIT_OK",
+    "EXIT_REGRESSED",
+    "EXIT_USAGE",
+    "REGRESSION_CHECK",
+    "REGRESSION_FIELDS",
+    "RegressionCheck",
+    "Verdict",
+    "VerdictError",
+    "VerdictSource",
+    "add_arguments",
+    "as_json",
+    "blocking_mask",
+    "blocks",
+    "compared_metrics",
+    "comparison_next_step",
+    "format_text",
+    "model_job",
+    "regression_check",
+    "regression_records",
+    "run",
+    "sources",
+    "studies_to_run",
+    "warehouse_verdict",
+]
+
 EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
 
 #: Name of the asset check on every study's ``model_comparison``.

@@ -37,6 +37,12 @@ from typing import Any
 from metamorph.errors import ConfigError, ContextBudgetError
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
 
+__all__ = [
+    "LlamaWorkerPool",
+    "WorkerSpec",
+    "usable_cores",
+]
+
 #: exception types a worker's call may raise that are re-raised as themselves in the caller.
 _REraised: dict[str, type[Exception]] = {"ConfigError": ConfigError, "ContextBudgetError": ContextBudgetError}
 
