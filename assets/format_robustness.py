@@ -53,7 +53,7 @@ from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.format_robustness import schemas as S
-from pipelines.partitions import model_partitions
+from assets.partitions import model_partitions
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "format_robustness"

@@ -46,7 +46,7 @@ from metamorph.studies.order_probe import report as op_report
 from metamorph.studies.order_probe import schemas as S
 from metamorph.studies.order_probe import semantic as sem
 from metamorph.studies.order_probe.sources import OrderItem, load_sources
-from pipelines.partitions import model_partitions
+from assets.partitions import model_partitions
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "order_probe"

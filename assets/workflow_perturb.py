@@ -51,7 +51,7 @@ from metamorph.studies.workflow_perturb.generate import (
 from metamorph.runner import run_requests
 from metamorph.studies.workflow_perturb import schemas as S
 from metamorph.studies.workflow_perturb.workflows import load_goldens
-from pipelines.partitions import model_partitions
+from assets.partitions import model_partitions
 from resources.llm import EncoderResource, GenerationCacheResource, ModelRegistryResource
 
 GROUP = "workflow_perturb"

@@ -45,7 +45,7 @@ from metamorph.studies.wrapper_sensitivity.tasks import QAItem, load_task
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
-from pipelines.partitions import model_partitions
+from assets.partitions import model_partitions
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "wrapper_sensitivity"

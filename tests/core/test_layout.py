@@ -76,3 +76,25 @@ def test_every_text_file_is_read_through_the_shared_decoder():
                 if direct.search(line):
                     found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert found == []
+
+
+def test_no_asset_module_imports_pipelines():
+    """``pipelines`` (jobs, sensors, schedules, the code location) wires the assets, never the
+    reverse: what both need — the model partitions (``assets.partitions``), what a study's
+    generation asset recorded (``assets.evaluations``) — lives in ``assets/``."""
+    import ast
+
+    found = []
+    for path in sorted((REPO / "assets").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            if any(n == "pipelines" or n.startswith("pipelines.") for n in names):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {', '.join(names)}")
+    assert len(list((REPO / "assets").glob("*.py"))) >= 8
+    assert found == []
