@@ -68,6 +68,8 @@ __all__ = [
     "mr_violations",
     "accuracy_by_format",
     "stability_by_format",
+    "instance_stability",
+    "STABILITY_COLUMNS",
     "evidence_drift",
     "silent_violations",
     "MR_UNITS",
@@ -396,8 +398,35 @@ def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
 
 
 def _stability(g: pd.DataFrame) -> pd.DataFrame:
-    # Set-based: sql/format_robustness/stability_by_format.sql is the one implementation.
-    return run_sql("format_robustness", "stability_by_format", gen=g[_GEN_KEY + ["decision"]])
+    # Set-based: sql/format_robustness/instance_stability.sql decides each instance, stability_by_format.sql averages.
+    return run_sql("format_robustness", "stability_by_format", cell=instance_stability(g))
+
+
+#: Columns :func:`instance_stability` reads.
+STABILITY_COLUMNS = ("workflow_id", "dataset", "instance_id", "format", "decision")
+
+
+def instance_stability(gen: pd.DataFrame) -> pd.DataFrame:
+    """The instance unit of Stb_f (§5.1, Table 2): whether an instance's k repeats of a format all agree.
+
+    Computed in DuckDB by ``sql/format_robustness/instance_stability.sql`` (set-based), the one
+    definition of "stable" that :func:`stability_by_format` averages and the UI's unstable
+    instances are read from. ⊥ (decision None) is a value: k ⊥s agree, ⊥ next to a label
+    disagrees; k = 1 is trivially stable.
+
+    Args:
+        gen: one row per generation with at least :data:`STABILITY_COLUMNS` (other columns are
+            ignored; the frame is not validated as a whole, so a subset of generations works).
+
+    Raises:
+        ValueError: a column of :data:`STABILITY_COLUMNS` is missing.
+
+    Returns:
+        One row per ``workflow_id, dataset, instance_id, format`` present: ``stable`` (bool) and
+        ``k`` (the number of its generations); row order unspecified.
+    """
+    require_columns(gen, STABILITY_COLUMNS, "instance_stability")
+    return run_sql("format_robustness", "instance_stability", gen=gen[list(STABILITY_COLUMNS)])
 
 
 def stability_by_format(gen: pd.DataFrame) -> pd.DataFrame:
