@@ -295,7 +295,7 @@ def metric_table(
             ``note = "not estimated: <error>"``; this hook gives that row's known columns, called as
             ``not_estimated(args, inputs, config)`` (``compute``'s positional arguments, the
             loaded inputs, the config or None). Without it the error propagates.
-        metadata: extra materialization metadata from the validated frame (plots, pivots, …).
+        metadata: extra materialization metadata from the computed frame (plots, pivots, …).
         inputs_metadata: extra materialization metadata from the loaded inputs.
         cells: how the table's cells are read in the UI (``assets._cells.Cells``): worst cells
             with the rows behind them, headline floats, value checks.
