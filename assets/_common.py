@@ -263,6 +263,7 @@ def metric_table(
     checks: bool = True,
     behind_ins: Sequence[str] = (),
     kinds: Sequence[str] = ("duckdb",),
+    sql: Sequence[str] = (),
     partition_arg: str | None = None,
 ) -> dg.AssetsDefinition:
     """The one declaration of a metric table: asset ``<study>/<name>`` = ``compute(*inputs)``
@@ -273,8 +274,9 @@ def metric_table(
     and hand the frame to :func:`assets._cells.metric_output` (or :func:`validated_output`)
     with its metadata. This declares it in one call, with a uniform plain-text description: what
     a row is (``row``), the paper section it reproduces (``source``) and the function that
-    computes it — ``Code: <compute.__module__>.<compute.__qualname__>``, derived, never typed, so
-    the path from the asset to its code is one hop and cannot drift.
+    computes it — ``Code: <compute.__module__>.<compute.__qualname__>`` and, for a set-based
+    table, the SQL files it runs — derived, never typed, so the path from the asset to its code is
+    one hop and cannot drift.
 
     Args:
         ins: upstream asset names in the same study; after ``prepare`` they are ``compute``'s
@@ -302,7 +304,9 @@ def metric_table(
         checks: False = no asset checks (the frame is only validated: :func:`validated_output`);
             True = ``assets._cells.metric_checks`` of ``cells``.
         behind_ins: further upstream assets loaded only to find the rows behind the worst cells.
-        kinds: the asset's kinds ("sql" when ``compute`` runs a SQL file).
+        kinds: the asset's kinds ("sql" is added with ``sql``).
+        sql: names of the files of ``sql/<study>/`` that ``compute`` runs (each must exist,
+            else FileNotFoundError at declaration); the Code pointer lists them after the function.
         partition_arg: the table is per model (the model partitions, stored by ``model_id``) and
             ``compute`` receives the run's model partition key as this keyword argument.
 
@@ -313,7 +317,11 @@ def metric_table(
     from assets.partitions import PER_MODEL, model_partitions
 
     prepare, rows, fixed = dict(prepare or {}), dict(rows or {}), dict(kwargs or {})
+    from metamorph.sql import sql_path
+
     code = f"{compute.__module__}.{compute.__qualname__}"
+    if sql:
+        code += f" ({', '.join(f'sql/{study}/{sql_path(study, n).name}' for n in sql)})"
     behind = getattr(cells, "behind", None)
     uses_warehouse = behind is not None and behind.table is not None
     all_ins = list(dict.fromkeys([*ins, *behind_ins]))
@@ -370,7 +378,7 @@ def metric_table(
         key_prefix=[study],
         group_name=study,
         pool="duckdb",
-        kinds=set(kinds),
+        kinds={*kinds, *(["sql"] if sql else [])},
         ins={i: dg.AssetIn(key=[study, i]) for i in all_ins},
         required_resource_keys={"warehouse"} if uses_warehouse else set(),
         check_specs=metric_checks(study, name, cells) if checks else None,

@@ -518,7 +518,7 @@ accuracy_by_format = metric_table(
     S.AccuracyByFormat,
     ins=["generation_outcomes"],
     prepare=_GEN,
-    kinds=("duckdb", "sql"),
+    sql=["accuracy_by_format"],
     metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")},
     cells=Cells(
         "accuracy_pct",
@@ -530,7 +530,7 @@ accuracy_by_format = metric_table(
         trace=_trace("accuracy", ("workflow_id", "dataset", "format")),
     ),
     row="One row per workflow × dataset × format: accuracy Acc_f in % over all generations with a gold label "
-    "(an unparseable reply counts as wrong); SQL in sql/format_robustness/accuracy_by_format.sql.",
+    "(an unparseable reply counts as wrong).",
     source="§5.1",
 )
 stability_by_format = metric_table(
@@ -540,7 +540,7 @@ stability_by_format = metric_table(
     S.StabilityByFormat,
     ins=["generation_outcomes"],
     prepare=_GEN,
-    kinds=("duckdb", "sql"),
+    sql=["instance_stability", "stability_by_format"],
     metadata=lambda df: {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)")},
     cells=Cells(
         "stability_pct",
@@ -550,8 +550,7 @@ stability_by_format = metric_table(
         headline="stability_pct/{workflow_id}/{dataset}/{format}",
         behind=_behind(_generations, _unstable),
     ),
-    row="One row per workflow × dataset × format: Stb_f, the % of instances whose k repeats all agree; SQL in "
-    "sql/format_robustness/stability_by_format.sql.",
+    row="One row per workflow × dataset × format: Stb_f, the % of instances whose k repeats all agree.",
     source="§5.1",
 )
 evidence_drift = metric_table(
@@ -576,11 +575,10 @@ silent_violations = metric_table(
     fr.silent_violations,
     S.SilentViolations,
     ins=["mr_flags"],
-    kinds=("duckdb", "sql"),
+    sql=["silent_violations"],
     behind_ins=["generation_outcomes"],
     cells=Cells("silent_pct", ("workflow_id", "dataset"), bounds=_PCT, behind=_behind(_flagged, _silent)),
-    row="One row per workflow × dataset: how many MR2 violations hold MR1 (silent violations) and their share; "
-    "SQL in sql/format_robustness/silent_violations.sql.",
+    row="One row per workflow × dataset: how many MR2 violations hold MR1 (silent violations) and their share.",
     source="§5.1",
 )
 format_tests = metric_table(

@@ -84,3 +84,18 @@ def test_a_value_error_is_one_row_with_the_reason():
     assert table["group"].tolist() == ["*"] and table["share_pct"].isna().all()
     assert table["note"].tolist() == ["not estimated: threshold must be >= 0, got -1"]
     assert checks == {"rows_present": True, "value_defined": False, "value_in_range": True}
+
+
+def test_the_sql_files_it_runs_are_named_after_the_function_and_must_exist():
+    import pytest
+
+    declared = metric_table(
+        "format_robustness", "t", share_above, Shares, ins=["rows"], row="One row per group.", sql=["silent_violations"]
+    )
+    assert declared.op.description == (
+        "One row per group. Code: tests.core.test_metric_table.share_above "
+        "(sql/format_robustness/silent_violations.sql)."
+    )
+    assert declared.specs_by_key[dg.AssetKey(["format_robustness", "t"])].kinds == {"duckdb", "sql"}
+    with pytest.raises(FileNotFoundError, match="no SQL file"):
+        metric_table("format_robustness", "t", share_above, Shares, ins=["rows"], row="One row.", sql=["nope"])
