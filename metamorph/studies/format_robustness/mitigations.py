@@ -41,6 +41,7 @@ from metamorph.studies.format_robustness.metrics import (
     _pct,
     _stability,
     NOT_MEASURABLE_DETERMINISTIC,
+    instance_stability,
     mr_flags,
     shared_repeat_workflows,
     validate_generations,
@@ -209,7 +210,7 @@ def format_routing_simulated(gen: pd.DataFrame, calibration_fraction: float = 0.
     split = calibration_split(g["instance_id"].unique(), calibration_fraction, seed)
     g["_calib"] = g["instance_id"].map(split).astype(bool)
     flags = mr_flags(gen, unit="instance_repeat1").set_index(_INST)
-    cell_stable = g.groupby(_INST + ["format"], sort=False)["_dec"].nunique().eq(1)
+    cell_stable = instance_stability(g).set_index(_INST + ["format"])["stable"].astype(bool)
     rows = []
     for (wf, ds), grp in g.groupby(_KEYS, sort=True):
         fmts = _ordered_formats(grp["format"])
