@@ -243,3 +243,25 @@ def test_each_study_declares_its_vocabulary_once_in_its_vocab_module():
     for study in STUDIES:
         assert importlib.import_module(f"metamorph.studies.{study}.vocab").__all__, study
     assert [hit for study in STUDIES for hit in repeated_vocabulary(study)] == []
+
+
+def test_no_asset_module_imports_pipelines():
+    """``pipelines`` (jobs, sensors, schedules, the code location) wires the assets, never the
+    reverse: what both need — the model partitions (``assets.partitions``), what a study's
+    generation asset recorded (``assets.evaluations``) — lives in ``assets/``."""
+    import ast
+
+    found = []
+    for path in sorted((REPO / "assets").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            if any(n == "pipelines" or n.startswith("pipelines.") for n in names):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {', '.join(names)}")
+    assert len(list((REPO / "assets").glob("*.py"))) >= 8
+    assert found == []

@@ -786,3 +786,28 @@ def test_verdict_scores_of_a_not_measurable_m3_have_no_m3_rows_and_warn_nothing(
         warnings.simplefilter("error")  # pandas' FutureWarning on concatenating an empty frame
         scores = report.comparison_scores(outcomes, flags)
     assert sorted(scores["metric"].unique()) == ["M1", "M2", "accuracy"]
+
+
+def test_instance_stability_is_the_unit_of_stb_f_with_bottom_as_a_value():
+    # i: A A A (stable); j: A ⊥ A (unstable); b: ⊥ ⊥ ⊥ (k ⊥s agree); one: a single repeat (trivially stable)
+    gen = pd.DataFrame(
+        {
+            "workflow_id": ["w"] * 10,
+            "dataset": ["d"] * 10,
+            "instance_id": ["i", "i", "i", "j", "j", "j", "b", "b", "b", "one"],
+            "format": ["txt"] * 10,
+            "decision": ["A", "A", "A", "A", None, "A", None, None, None, "B"],
+        }
+    )
+    got = fr.instance_stability(gen).sort_values("instance_id").reset_index(drop=True)
+    assert got[["instance_id", "stable", "k"]].values.tolist() == [
+        ["b", True, 3],
+        ["i", True, 3],
+        ["j", False, 3],
+        ["one", True, 1],
+    ]
+    # an all-⊥ column read as floats (NaN) is the same three ⊥s
+    nan = gen[gen["instance_id"] == "b"].assign(decision=[float("nan")] * 3)
+    assert fr.instance_stability(nan)[["instance_id", "stable", "k"]].values.tolist() == [["b", True, 3]]
+    with pytest.raises(ValueError, match="instance_stability: missing required column"):
+        fr.instance_stability(gen.drop(columns=["decision"]))

@@ -68,6 +68,8 @@ __all__ = [
     "mr_violations",
     "accuracy_by_format",
     "stability_by_format",
+    "instance_stability",
+    "STABILITY_COLUMNS",
     "evidence_drift",
     "silent_violations",
     "MR_UNITS",
@@ -283,7 +285,7 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
         raise ValueError(f"mr_flags: unit must be one of {MR_UNITS}, got {unit!r}")
     g = validate_generations(gen)
     shared = shared_repeat_workflows(g)
-    s_f = g.groupby(INSTANCE_KEYS + ["format"], sort=False)["_dec"].nunique().eq(1)
+    s_f = _stable_cells(g)
     k_f = g.groupby(INSTANCE_KEYS + ["format"], sort=False)["repeat"].size()
     mr3_of: dict[tuple, object] = {}
     for key, grp in g[g["repeat"] == 1].groupby(INSTANCE_KEYS, sort=False):
@@ -412,8 +414,44 @@ def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
 
 def stability_rows(g: pd.DataFrame) -> pd.DataFrame:
     """Stb_f rows of already validated generations ``g`` (:func:`stability_by_format` unsorted)."""
-    # Set-based: sql/format_robustness/stability_by_format.sql is the one implementation.
-    return run_sql("format_robustness", "stability_by_format", gen=g[_GEN_KEY + ["decision"]])
+    # Set-based: sql/format_robustness/instance_stability.sql decides each instance, stability_by_format.sql averages.
+    return run_sql("format_robustness", "stability_by_format", cell=instance_stability(g))
+
+
+#: Columns :func:`instance_stability` reads.
+STABILITY_COLUMNS = ("workflow_id", "dataset", "instance_id", "format", "decision")
+
+
+def instance_stability(gen: pd.DataFrame) -> pd.DataFrame:
+    """The instance unit of Stb_f (§5.1, Table 2): whether an instance's k repeats of a format all agree.
+
+    Computed in DuckDB by ``sql/format_robustness/instance_stability.sql`` (set-based), the one
+    definition of "stable" (S_f of an instance): :func:`stability_by_format` averages it,
+    :func:`mr_flags` compares it across formats (MR3), the simulated format routing reads it
+    for the routed format, and the UI lists the unstable instances from it. ⊥ (decision None or
+    NaN) is a value: k ⊥s agree, ⊥ next to a label disagrees; k = 1 is trivially stable.
+
+    Args:
+        gen: one row per generation with at least :data:`STABILITY_COLUMNS` (other columns are
+            ignored; the frame is not validated as a whole, so a subset of generations works).
+
+    Raises:
+        ValueError: a column of :data:`STABILITY_COLUMNS` is missing.
+
+    Returns:
+        One row per ``workflow_id, dataset, instance_id, format`` present: ``stable`` (bool) and
+        ``k`` (the number of its generations); row order unspecified.
+    """
+    require_columns(gen, STABILITY_COLUMNS, "instance_stability")
+    # decisions as text or NULL (⊥), whatever the frame's dtype (an all-NaN float column included)
+    decisions = [None if pd.isna(d) else str(d) for d in gen["decision"]]
+    frame = gen[list(STABILITY_COLUMNS)].assign(decision=pd.Series(decisions, index=gen.index, dtype=object))
+    return run_sql("format_robustness", "instance_stability", gen=frame)
+
+
+def _stable_cells(g: pd.DataFrame) -> pd.Series:
+    """:func:`instance_stability`'s ``stable`` indexed by workflow_id, dataset, instance_id, format."""
+    return instance_stability(g).set_index(INSTANCE_KEYS + ["format"])["stable"].astype(bool)
 
 
 def stability_by_format(gen: pd.DataFrame) -> pd.DataFrame:

@@ -38,6 +38,7 @@ from metamorph.studies.format_robustness.metrics import (
     NOT_MEASURABLE_DETERMINISTIC,
     WORKFLOW_KEYS,
     accuracy_rows,
+    instance_stability,
     mr_flags,
     ordered_formats,
     pct_or_nan,
@@ -220,7 +221,7 @@ def format_routing_simulated(gen: pd.DataFrame, calibration_fraction: float = 0.
     split = calibration_split(g["instance_id"].unique(), calibration_fraction, seed)
     g["_calib"] = g["instance_id"].map(split).astype(bool)
     flags = mr_flags(gen, unit="instance_repeat1").set_index(INSTANCE_KEYS)
-    cell_stable = g.groupby(INSTANCE_KEYS + ["format"], sort=False)["_dec"].nunique().eq(1)
+    cell_stable = instance_stability(g).set_index(INSTANCE_KEYS + ["format"])["stable"].astype(bool)
     rows = []
     for (wf, ds), grp in g.groupby(WORKFLOW_KEYS, sort=True):
         fmts = ordered_formats(grp["format"])

@@ -314,9 +314,10 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
 
     Returns:
         ``decisions``' lineage columns + ``decision, gold, is_correct, favorable, parse_status``
-        and ``categories_json``: the sorted union of the generation's item categories (JSON
-        list; ``[]`` when it has no mapped item or is unparseable). Row count equals
-        ``len(decisions)``; raises ``ValueError`` if an evidence row names an unknown generation.
+        (``is_correct`` and ``favorable`` nullable booleans) and ``categories_json``: the sorted
+        union of the generation's item categories (JSON list; ``[]`` when it has no mapped item
+        or is unparseable). Row count equals ``len(decisions)``; raises ``ValueError`` if an
+        evidence row names an unknown generation.
     """
     keys = ["workflow_id", "dataset", "instance_id", "format", "repeat"]
     cats: dict[str, set[str]] = {}
@@ -331,6 +332,8 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
         ["model_id", *keys, "generation_key", "decision", "gold", "is_correct", "favorable", "parse_status"]
     ].copy()
     out["categories_json"] = [json.dumps(sorted(cats.get(k, set()))) for k in out["generation_key"]]
+    out["is_correct"] = out["is_correct"].astype("boolean")
+    out["favorable"] = out["favorable"].astype("boolean")
     return out.reset_index(drop=True)
 
 

@@ -121,6 +121,9 @@ __all__ = [
     "THRESHOLD_DECIMALS",
     "attach_judge",
     "firing_matrix",
+    "firing_matrix_table",
+    "judge_sensitivity",
+    "judge_severity_table",
     "recalibrate",
     "recalibrated_thresholds",
     "sensitivity_matrix",
@@ -686,3 +689,52 @@ def firing_matrix(
     )
     out = _sort(out[_FIRING_COLUMNS], ["operator", "failure_mode", "type", "severity"])
     return FiringMatrix.validate(out)
+
+
+def firing_matrix_table(scores: pd.DataFrame, recalibration: pd.DataFrame) -> pd.DataFrame:
+    """Table 8 for both threshold sets and every gate mode (§6): :func:`firing_matrix` with the
+    Table-1 defaults (``thresholds = "table1_default"``) and with the thresholds recalibrated in
+    ``recalibration`` (a :func:`recalibrate` table, read through :func:`recalibrated_thresholds`;
+    ``thresholds = "recalibrated"``), each in every mode of
+    :data:`~metamorph.studies.workflow_perturb.gate.MODES`, stacked in that order.
+
+    Raises:
+        ValueError: as :func:`firing_matrix` and :func:`recalibrated_thresholds`.
+
+    Returns:
+        :class:`~metamorph.studies.workflow_perturb.schemas.FiringMatrix` rows with the extra
+        column ``thresholds``.
+    """
+    recalibrated = gate.thresholds_from_dict(recalibrated_thresholds(recalibration))
+    parts = []
+    for label, thresholds in (("table1_default", None), ("recalibrated", recalibrated)):
+        for mode in gate.MODES:
+            parts.append(firing_matrix(scores, thresholds, mode).assign(thresholds=label))
+    return pd.concat(parts, ignore_index=True)
+
+
+def judge_severity_table(scores: pd.DataFrame, judge_scores: pd.DataFrame, *, model_id: str) -> pd.DataFrame:
+    """The judge's rows of Tables 2–4 for one judge model (App. B.6): :func:`severity_table` of
+    ``scores`` with the judge's scores attached (:func:`attach_judge`), its ``metric == "judge"``
+    rows only, with ``model_id`` (the judge) added. A variant without a valid reply has a null
+    judge score (never 0), so a cell with no valid reply has a null mean.
+
+    Raises:
+        ValueError: as :func:`attach_judge` and :func:`severity_table`.
+
+    Returns:
+        :func:`severity_table` rows (``metric = "judge"``) and ``model_id``.
+    """
+    sev = severity_table(attach_judge(scores, judge_scores))
+    return sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=model_id)
+
+
+def judge_sensitivity(scores: pd.DataFrame, judge_scores: pd.DataFrame) -> pd.DataFrame:
+    """The judge's rows of Table 5 (App. B.6): :func:`sensitivity_matrix` of ``scores`` with the
+    judge's scores attached (:func:`attach_judge`), its ``metric == "judge"`` rows only.
+
+    Raises:
+        ValueError: as :func:`attach_judge` and :func:`sensitivity_matrix`.
+    """
+    sens = sensitivity_matrix(attach_judge(scores, judge_scores))
+    return sens[sens["metric"] == "judge"].reset_index(drop=True)

@@ -72,6 +72,7 @@ __all__ = [
     "validate_cells",
     "validate_scored",
     "cell_metrics",
+    "cell_metrics_by_mode",
     "fsi_psi",
     "mean_indices",
 ]
@@ -277,6 +278,20 @@ def cell_metrics(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataFrame
     """
     s = validate_scored(scored, mode)
     return WrapperCells.validate(_sort(cell_rows(s, mode), CELL_KEYS))
+
+
+def cell_metrics_by_mode(scored: pd.DataFrame) -> pd.DataFrame:
+    """:func:`cell_metrics` in every extraction mode present in ``scored``, stacked (modes in
+    sorted order): the ``wrapper_cells`` table (§4), one row per model × task × wrapper × mode.
+
+    Raises:
+        ValueError: as :func:`validate_scored` (for each mode).
+
+    Returns:
+        :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperCells` rows of every mode.
+    """
+    require_columns(scored, ["mode"], "scored")
+    return pd.concat([cell_metrics(scored, m) for m in sorted(scored["mode"].unique())], ignore_index=True)
 
 
 def validate_cells(cells: pd.DataFrame, columns: Sequence[str], what: str) -> pd.DataFrame:
