@@ -460,15 +460,11 @@ def _unstable(rows: pd.DataFrame, cell) -> pd.DataFrame:
 
 
 def _flipped(rows: pd.DataFrame, cell) -> pd.DataFrame:
-    """Repeat-1 generations of the instances whose decision in the cell's format differs from the baseline's."""
-    r1 = rows[(rows["repeat"] == 1) & rows["format"].isin([cell["format"], cell["baseline"]])]
-    dec = r1.assign(d=r1["decision"].fillna("⊥")).pivot_table(
-        index="instance_id", columns="format", values="d", aggfunc="first"
-    )
-    if cell["format"] not in dec or cell["baseline"] not in dec:
-        return r1.head(0)
-    ids = dec.index[dec[cell["format"]] != dec[cell["baseline"]]]
-    return _by_group(r1[r1["instance_id"].isin(ids)])
+    """The cell's format and baseline generations of the (instance, repeat) groups that flip
+    (:func:`metamorph.studies.format_robustness.metrics.flipped_groups`, the flip rate's numerator)."""
+    groups = fr.flipped_groups(fs.metric_input(rows), cell["format"], cell["baseline"])
+    both = rows[rows["format"].isin([cell["format"], cell["baseline"]])]
+    return _by_group(both.merge(groups, on=[*groups.columns]))
 
 
 def _behind(rows, pick, show=_SHOWN, **kw) -> Behind:

@@ -334,6 +334,19 @@ def test_evidence_drift_hand_computed(gen):
     assert d.loc["csv", "flip_ci_note"] == stats.NOTE_ALL_EQUAL
 
 
+def test_flipped_groups_are_the_flip_rates_numerator(gen):
+    """The groups behind a flip cell (the UI's rows): md flips in i2 r1, json in i3 r2 (a flip in
+    repeat 2, unseen on repeat 1 only), csv never — the 1 of 6 groups of each flip rate above."""
+    cols = ["workflow_id", "dataset", "instance_id", "repeat"]
+    assert fr.flipped_groups(gen, "md").values.tolist() == [["wf", "ds", "i2", 1]]
+    assert fr.flipped_groups(gen, "json").values.tolist() == [["wf", "ds", "i3", 2]]
+    assert fr.flipped_groups(gen, "json", unit="instance_repeat1").empty
+    csv = fr.flipped_groups(gen, "csv")
+    assert csv.empty and csv.columns.tolist() == cols
+    # an instance missing the format is not a flip (no pair), as in n_groups
+    assert fr.flipped_groups(gen[~((gen.instance_id == "i2") & (gen.format == "md"))], "md").empty
+
+
 def test_evidence_drift_repeat_one_option(gen):
     d = fr.evidence_drift(gen, unit="instance_repeat1").set_index("format")
     # repeat 1 vs txt (yes, yes, ⊥): md (yes, no, ⊥) -> 1/3; json (yes, yes, ⊥) -> 0: i3's repeat-2 flip unseen
@@ -811,3 +824,21 @@ def test_instance_stability_is_the_unit_of_stb_f_with_bottom_as_a_value():
     assert fr.instance_stability(nan)[["instance_id", "stable", "k"]].values.tolist() == [["b", True, 3]]
     with pytest.raises(ValueError, match="instance_stability: missing required column"):
         fr.instance_stability(gen.drop(columns=["decision"]))
+
+
+def test_the_rows_behind_a_flip_cell_are_the_flipped_groups_of_every_repeat(gen):
+    """The UI's rows behind an ``evidence_drift`` flip cell (assets.format_robustness): the format's
+    and the baseline's generations of the flipped groups — json's flip is in repeat 2 (the earlier
+    pick read repeat 1 only and showed none), and an instance missing the format is no flip."""
+    import json
+
+    from assets.format_robustness import _flipped
+
+    outcomes = gen.assign(categories_json=[json.dumps(c) for c in gen["categories"]]).drop(columns=["categories"])
+    rows = _flipped(outcomes, {"format": "json", "baseline": "txt"})
+    assert rows[["instance_id", "repeat", "format", "decision"]].values.tolist() == [
+        ["i3", 2, "json", "no"],
+        ["i3", 2, "txt", None],
+    ]
+    no_md_i2 = outcomes[~((outcomes.instance_id == "i2") & (outcomes.format == "md"))]
+    assert _flipped(no_md_i2, {"format": "md", "baseline": "txt"}).empty

@@ -71,6 +71,8 @@ __all__ = [
     "instance_stability",
     "STABILITY_COLUMNS",
     "evidence_drift",
+    "flip_pairs",
+    "flipped_groups",
     "silent_violations",
     "MR_UNITS",
     "BOTTOM",
@@ -477,6 +479,44 @@ def unit_rows(g: pd.DataFrame, unit: str, fn: str) -> pd.DataFrame:
     return g if unit == "group" else g[g["repeat"] == 1]
 
 
+def flip_pairs(dec: pd.DataFrame, fmt: str, baseline: str) -> pd.Series:
+    """Whether the decision in ``fmt`` differs from the ``baseline``'s, per paired group: ``dec`` has
+    one row per (instance_id, repeat) and one column of decisions per format (⊥ as its own value);
+    the groups rendered in both formats are compared. The flip of :func:`evidence_drift` (§5.3).
+
+    Returns:
+        A bool Series indexed like ``dec`` (the groups with both decisions).
+    """
+    both = dec[[baseline, fmt]].dropna()
+    return both[fmt] != both[baseline]
+
+
+def flipped_groups(gen: pd.DataFrame, fmt: str, baseline: str = BASELINE_FORMAT, unit: str = "group") -> pd.DataFrame:
+    """The (instance, repeat) groups whose decision in ``fmt`` flips against ``baseline`` — the
+    numerator of :func:`evidence_drift`'s ``flip_rate_pct``, in the same ``unit`` (every repeat, or
+    repeat 1 only), for every workflow × dataset of ``gen``.
+
+    Raises:
+        ValueError: as :func:`evidence_drift` (a generation table that does not validate; an
+            unknown ``unit``).
+
+    Returns:
+        Columns ``workflow_id, dataset, instance_id, repeat``, one row per flipped group (sorted).
+    """
+    paired = unit_rows(validate_generations(gen), unit, "flipped_groups")
+    parts = []
+    for (wf, ds), sub in paired.groupby(WORKFLOW_KEYS, sort=True):
+        dec = sub.pivot(index=["instance_id", "repeat"], columns="format", values="_dec")
+        if fmt not in dec or baseline not in dec:
+            continue
+        flips = flip_pairs(dec, fmt, baseline)
+        parts.append(flips[flips].index.to_frame(index=False).assign(workflow_id=wf, dataset=ds))
+    cols = [*WORKFLOW_KEYS, "instance_id", "repeat"]
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype=object if c != "repeat" else int) for c in cols})
+    return pd.concat(parts, ignore_index=True)[cols].sort_values(cols, kind="stable", ignore_index=True)
+
+
 def drift_rows(
     g: pd.DataFrame, baseline: str, unit: str = "group", n_resamples: int = 1000, seed: int = 0
 ) -> pd.DataFrame:
@@ -502,7 +542,7 @@ def drift_rows(
             if f == baseline:
                 continue
             both = dec[[baseline, f]].dropna()
-            flips = (both[f] != both[baseline]).astype(float).groupby(level="instance_id", sort=False)
+            flips = flip_pairs(dec, f, baseline).astype(float).groupby(level="instance_id", sort=False)
             num, den = flips.sum(), flips.size()
             ci = stats.bootstrap_ratio_ci(num.to_numpy(), den.to_numpy(), n_resamples=n_resamples, seed=seed)
             acc_f = acc.get((wf, ds, f), math.nan)
