@@ -1,6 +1,6 @@
 # The two commands of the README (make demo, make test), the UI and the documentation site. Each
 # installs what it needs first (scripts/bootstrap.sh).
-.PHONY: demo test bootstrap ui docs
+.PHONY: demo test test-fast bootstrap ui docs
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -20,6 +20,12 @@ test: bootstrap
 	else \
 	  bash scripts/services.sh run env OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q; \
 	fi
+
+# The inner loop: unit and in-process tests without the local models, the UI process, PostgreSQL /
+# Redis, or the tests that start metamorph run or materialize a whole study (marker `slow`,
+# tests/conftest.py). Under 3 minutes on 2 cores; `make test` stays the whole suite, what CI runs.
+test-fast: bootstrap
+	@OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q -m "not llm and not ui and not services and not slow"
 
 # Opens the Dagster UI on http://127.0.0.1:3000 with the same instance the demo used (dg dev;
 # Ctrl-C stops it and everything it started: scripts/ui.sh).
