@@ -42,7 +42,8 @@ from metamorph.providers.versions import (
     list_models,
     version_change,
 )
-from pipelines.jobs import MODEL_JOBS, STUDY_GENERATIONS, STUDY_INPUTS
+from metamorph.study import studies
+from pipelines.jobs import MODEL_JOBS
 from pipelines.partitions import model_partitions
 from resources.paths import registry_path
 
@@ -59,9 +60,9 @@ VERSION_POLL_BUDGET_S = 30.0
 def studies_with_inputs(instance: dg.DagsterInstance) -> list[str]:
     """Studies whose input assets have been materialized (a model job needs them)."""
     return [
-        s
-        for s, names in STUDY_INPUTS.items()
-        if all(instance.get_latest_materialization_event(dg.AssetKey([s, n])) is not None for n in names)
+        name
+        for name, study in studies().items()
+        if all(instance.get_latest_materialization_event(dg.AssetKey([name, n])) is not None for n in study.inputs)
     ]
 
 
@@ -70,7 +71,7 @@ def studies_in_use(instance: dg.DagsterInstance) -> list[str]:
     return [
         s
         for s in studies_with_inputs(instance)
-        if instance.get_latest_materialization_event(dg.AssetKey([s, STUDY_GENERATIONS[s]])) is not None
+        if instance.get_latest_materialization_event(dg.AssetKey([s, studies()[s].generations])) is not None
     ]
 
 
@@ -85,7 +86,7 @@ class Evaluation(NamedTuple):
 def latest_evaluation(instance: dg.DagsterInstance, study: str, model_id: str) -> Evaluation | None:
     """The latest materialization of ``study``'s generation asset for partition ``model_id``
     (None: never materialized)."""
-    key = dg.AssetKey([study, STUDY_GENERATIONS[study]])
+    key = dg.AssetKey([study, studies()[study].generations])
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=key, asset_partitions=[model_id]), limit=1
     ).records
