@@ -50,6 +50,8 @@ from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
+from metamorph.studies.format_robustness.study import STUDY
+from assets._common import checked_by
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.format_robustness import schemas as S
@@ -160,10 +162,11 @@ def _generation_ids(planned: list[fs.PlannedGeneration], spec) -> list[dict]:
 
 
 class GenerationConfig(BudgetConfig):
+    """Settings of workflow_generations; ``k`` and ``max_tokens`` take the values of ``--k`` and
+    ``--max-tokens`` (checked by the same :class:`metamorph.study.Option`)."""
+
     k: int = Field(
-        default=3,
-        ge=1,
-        le=100,
+        default=STUDY.option("k").default,
         description="Repeats per workflow × document (r = 1..k): independent draws when "
         "decoding samples; when a local model decodes greedily, one computation shared by the k rows.",
     )
@@ -174,7 +177,6 @@ class GenerationConfig(BudgetConfig):
     )
     max_tokens: int = Field(
         default=fs.DEFAULT_PARAMS["max_tokens"],
-        ge=1,
         description="Completion token limit; a cut answer is 'truncated'.",
     )
     seed: int = Field(
@@ -182,6 +184,9 @@ class GenerationConfig(BudgetConfig):
         description="Base sampling seed: when decoding samples, repeat r of a request is sent "
         "with its own seed derived from it, r and the request (metamorph.replicates.seeded).",
     )
+
+    _k = checked_by(STUDY.option("k").check, "k")
+    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
 
 
 @dg.asset(

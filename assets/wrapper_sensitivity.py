@@ -45,6 +45,8 @@ from metamorph.studies.wrapper_sensitivity.tasks import QAItem, load_task
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
+from metamorph.studies.wrapper_sensitivity.study import STUDY
+from assets._common import checked_by
 from pipelines.partitions import model_partitions
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
@@ -155,12 +157,16 @@ def wrapped_prompts(config: PromptsConfig, qa_items: pd.DataFrame) -> dg.Output:
 
 
 class WrapperGenerationConfig(BudgetConfig):
-    seeds: list[int] = Field(default=[0, 1, 2, 3, 4], description="Sampling seeds (5 by default).")
+    """Settings of wrapper_generations; ``seeds``, ``max_tokens`` and ``constrained_arm`` take the
+    values of the command line's options (checked by the same :class:`metamorph.study.Option`)."""
+
+    seeds: list[int] = Field(default=list(STUDY.option("seeds").default), description="Sampling seeds (5 by default).")
     temperature: float = Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")
-    max_tokens: int = Field(
-        default=24, ge=1, description="Completion limit (24 as in the paper; truncation is reported)."
-    )
+    max_tokens: int = Field(default=24, description="Completion limit (24 as in the paper; truncation is reported).")
     constrained_arm: bool = Field(default=False, description="Also run json with JSON-schema constrained decoding.")
+
+    _seeds = checked_by(STUDY.option("seeds").check, "seeds")
+    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
 
 
 @dg.asset(

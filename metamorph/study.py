@@ -131,18 +131,9 @@ class Option:
         return self.cli or "--" + self.name.replace("_", "-")
 
     def check(self, value: Any) -> Any:
-        """``value`` (a config value: int, float, list …) validated through :attr:`parse` — each
-        element of a list, as text — and returned unchanged. Raises ``ValueError`` with the parser's
-        one-line message (pydantic shows it as ``Value error, <message>``)."""
-        values = value if isinstance(value, (list, tuple)) else [value]
-        for v in values:
-            if self.choices is not None and v not in self.choices:
-                raise ValueError(f"invalid choice: {v!r} (choose from {', '.join(map(repr, self.choices))})")
-            try:
-                self.parse(str(v))
-            except argparse.ArgumentTypeError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+        """``value`` (a config value: int, float, list …) validated as :func:`check_value` does with
+        this option's parser and choices, and returned unchanged."""
+        return check_value(self.parse, value, self.choices)
 
     def help_text(self) -> str:
         """The help line: :attr:`help`, then the default when it is not said already."""
@@ -171,6 +162,22 @@ class Option:
         if self.choices is not None:
             kwargs["choices"], kwargs["metavar"] = self.choices, None
         group.add_argument(self.flag_name, **kwargs)
+
+
+def check_value(parse: Callable[[str], Any], value: Any, choices: Sequence[str] | None = None) -> Any:
+    """``value`` (a config value: int, float, list …) validated through ``parse`` — each element of a
+    list, as text — and ``choices``; returned unchanged. Raises ``ValueError`` with the parser's
+    one-line message (pydantic shows it as ``Value error, <message>``), the words the command line
+    prints for the same value."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if choices is not None and v not in choices:
+            raise ValueError(f"invalid choice: {v!r} (choose from {', '.join(map(repr, choices))})")
+        try:
+            parse(str(v))
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(str(exc)) from None
+    return value
 
 
 def common_options(study: Study) -> tuple[Option, ...]:
@@ -462,6 +469,7 @@ __all__ = [
     "Study",
     "add_study_commands",
     "budget",
+    "check_value",
     "chosen_models",
     "common_options",
     "get",

@@ -434,7 +434,7 @@ def test_budget_settings_reach_every_generation_step():
 
     assert effective_budget(NO_BUDGET, NO_BUDGET) is None and effective_budget(None, 0.3) == 0.3
     assert effective_budget(0.5, 0.2) == 0.2 and effective_budget(0.0, NO_BUDGET) == 0.0
-    with pytest.raises(ValueError, match="must be an amount in USD >= 0, or -1 for no budget; got -2.0"):
+    with pytest.raises(ValueError, match="must be an amount in USD >= 0, or -1 for no budget; got '-2.0'"):
         BudgetConfig(budget_usd=-2.0)
 
     def model_job_ops(args):
