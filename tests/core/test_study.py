@@ -228,3 +228,149 @@ def test_options_are_the_defaults_unless_given():
     with pytest.raises(TypeError, match=r"format_robustness has no option\(s\) \['seeds'\]"):
         study.values(seeds=[0])
     assert Option("llm_goldens", "").flag_name == "--llm-goldens"
+
+
+TOY_STUDY = """
+from metamorph.study import Option, Study, positive
+
+
+def _load_sources(specs, limit):
+    items = [f"{spec}-{i}" for spec in specs for i in range(3)]
+    return items[:limit] if limit else items
+
+
+def _cost_steps(spec, options):
+    from metamorph.costplan import PlanStep
+
+    return [PlanStep.exact("toy_generations", [])]
+
+
+STUDY = Study(
+    name="toy_study",
+    title="Toy study",
+    inputs=("toy_items",),
+    source_asset="toy_items",
+    generations="toy_generations",
+    default_sources=("toy",),
+    load_sources=_load_sources,
+    cost_steps=_cost_steps,
+    headline=lambda con, options: "toy headline",
+    card=(("toy_generations",), lambda frame: frame),
+    options=(Option("width", "items per prompt", positive, default=2, targets=(("toy_generations", "width"),)),),
+)
+"""
+
+TOY_ASSETS = """
+import dagster as dg
+import pandas as pd
+from pydantic import Field
+
+from assets._common import BudgetConfig, LimitConfig, checked_by
+from metamorph.studies.toy_study.study import STUDY
+from pipelines.partitions import model_partitions
+
+
+class ItemsConfig(LimitConfig):
+    sources: list[str] = Field(default=list(STUDY.default_sources))
+
+
+@dg.asset(key_prefix=["toy_study"], group_name="toy_study", pool="duckdb")
+def toy_items(config: ItemsConfig) -> pd.DataFrame:
+    return pd.DataFrame({"item": STUDY.load_sources(config.sources, config.row_limit)})
+
+
+class GenerationConfig(BudgetConfig):
+    max_tokens: int = 8
+    width: int = STUDY.option("width").default
+
+    _width = checked_by(STUDY.option("width").check, "width")
+
+
+@dg.asset(
+    key_prefix=["toy_study"],
+    group_name="toy_study",
+    pool="duckdb",
+    partitions_def=model_partitions,
+    metadata={"partition_expr": "model_id"},
+)
+def toy_generations(context, config: GenerationConfig, toy_items: pd.DataFrame) -> pd.DataFrame:
+    return toy_items.assign(model_id=context.partition_key)
+"""
+
+TOY_CHECK = """
+import sys
+from pathlib import Path
+
+import assets
+import metamorph.studies
+
+root = Path(sys.argv[1])
+metamorph.studies.__path__.append(str(root / "studies"))
+assets.__path__.append(str(root / "assets"))
+
+from metamorph.cli import main
+from metamorph.study import studies
+
+assert "toy_study" in studies()
+from assets.model_upgrades import CARD_SOURCES
+from pipelines.definitions import defs
+
+assert "toy_study" in CARD_SOURCES
+print(sorted(k.to_user_string() for k in defs.resolve_job_def("toy_study_inputs_job").asset_layer.executable_asset_keys))
+print(sorted(k.to_user_string() for k in defs.resolve_job_def("toy_study_model_job").asset_layer.executable_asset_keys))
+print("toy_study_model_job" in {j.name for j in defs.resolve_sensor_def("model_registry_sensor").jobs})
+print(defs.resolve_schedule_def("toy_study_weekly").job_name)
+assert main(["plan", "toy_study", "--models", "smollm2-135m-instruct", "--width", "3"]) == 0
+assert main(["run", "toy_study", "--width", "0"]) == 2
+sys.exit(main(["run", "toy_study", "--limit", "2", "--no-models"]))
+"""
+
+
+def test_a_throwaway_study_is_picked_up_everywhere(tmp_path):
+    """docs/adding-a-study.md's checklist and nothing else: a study package with its ``study.py``
+    and an ``assets/<name>.py`` (here in a temporary directory added to the two packages' paths)
+    has its two jobs, the registry sensor's target, a weekly schedule, a report-card entry, a
+    ``metamorph plan`` and a ``metamorph run`` sub-command with its own option, and runs."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "studies" / "toy_study").mkdir(parents=True)
+    (tmp_path / "studies" / "toy_study" / "__init__.py").write_text("")
+    (tmp_path / "studies" / "toy_study" / "study.py").write_text(TOY_STUDY)
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "toy_study.py").write_text(TOY_ASSETS)
+    (tmp_path / "check.py").write_text(TOY_CHECK)
+    repo = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(repo),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dh"),
+    }
+    out = subprocess.run(
+        [sys.executable, str(tmp_path / "check.py"), str(tmp_path)],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[:4] == ["['toy_study/toy_items']", "['toy_study/toy_generations']", "True", "toy_study_model_job"]
+    assert "Plan of toy_study" in lines[4]
+    assert "  smollm2-135m-instruct toy_generations: 0 requests, 0 cache hits, 0 calls, " in out.stdout
+    assert out.stderr.splitlines()[0] == (
+        "metamorph run toy_study: error: argument --width: must be a whole number >= 1, got '0'  "
+        "(see: metamorph run toy_study --help)"
+    )
+    assert "Inputs materialized (toy_study); no model was run, so there are no new metric tables." in out.stdout
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "home" / "metamorph.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT item FROM toy_study.toy_items").fetchall() == [("toy-0",), ("toy-1",)]
+    finally:
+        con.close()
