@@ -432,11 +432,11 @@ def run_job(
 def build_parser() -> argparse.ArgumentParser:
     """The command line: ``metamorph run``'s, one sub-command per study
     (:func:`metamorph.study.add_study_commands`), under the name ``python -m pipelines.run``."""
-    from metamorph.cli import OneLineParser
+    from metamorph.cli import OneLineParser, plain
     from metamorph.study import add_study_commands
 
     ap = OneLineParser(
-        prog="python -m pipelines.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m pipelines.run", description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_study_commands(ap)
     return ap
