@@ -375,7 +375,9 @@ def plan_steps(
 def plan_study(study: str, spec: ModelSpec, options: Any, cache: Any = None, provider: Any = None) -> list[CostPlan]:
     """Every generation step's :class:`CostPlan` of ``study`` for one model, from the sources as the
     run loads them (:attr:`metamorph.study.Study.cost_steps`: the study's own loaders and request
-    builders, with the assets' defaults; ``options``: the study's :class:`metamorph.study.Options`).
+    builders, with the assets' defaults; ``options``: the study's :class:`metamorph.study.Options`;
+    the steps of assets the options leave out of the run, :meth:`metamorph.study.Study.dropped_assets`,
+    are not planned).
     The requests' keys are looked up in ``cache`` (a :class:`~metamorph.cache.GenerationCache`;
     ``None``: nothing cached) in one query; the tokenizer is loaded only if some call remains.
 
@@ -386,7 +388,8 @@ def plan_study(study: str, spec: ModelSpec, options: Any, cache: Any = None, pro
     found = studies()
     if study not in found:
         raise ConfigError(f"metamorph plan: study {study!r} is not planned; choose one of {sorted(found)}")
-    steps = found[study].cost_steps(spec, options)
+    dropped = found[study].dropped_assets(options)  # e.g. --no-routing: the run leaves these assets out
+    steps = [st for st in found[study].cost_steps(spec, options) if st.label.split(" ")[0] not in dropped]
     requests = [r for st in steps for r in st.requests()]
     count, method = _lazy_counter(spec, provider)
     return plan_steps(steps, spec, cached_keys(cache, requests, spec), count=count, method=method)

@@ -45,9 +45,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def whole_number(lo: int, hi: int | None = None) -> Callable[[str], int]:
     """A parser of a whole number ``lo <= n`` (``<= hi`` when given). Raises
-    ``argparse.ArgumentTypeError`` (a ``ValueError`` for pydantic is not needed: :meth:`Option.check`
-    turns it into one) with ``must be a whole number >= 1, got '0'`` or ``must be a whole number from
-    1 to 100, got '1000000000'``."""
+    ``argparse.ArgumentTypeError`` with ``must be a whole number >= 1, got '0'`` or ``must be a whole
+    number from 1 to 100, got '1000000000'`` (:func:`check_value` gives pydantic the same words)."""
     rule = f">= {lo}" if hi is None else f"from {lo} to {hi}"
 
     def parse(text: str) -> int:

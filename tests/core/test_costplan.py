@@ -417,6 +417,14 @@ def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, 
     assert routed["upper_bound"] is False  # at run time the best format is known
 
 
+def test_no_routing_leaves_routing_out_of_the_plan_as_out_of_the_run(priced_stub, capsys):
+    """``--no-routing`` (run and plan take the same options): the plan holds the 8 generations only."""
+    code, out, _ = _cli(capsys, "format_robustness", "--limit", "2", "--k", "1", "--no-routing")
+    assert code == 0
+    assert "stub-model workflow_generations: 8 requests, 0 cache hits, 8 calls, " in out
+    assert "routed_generations" not in out and "stub-model total" not in out
+
+
 def test_plan_study_needs_a_known_study():
     from metamorph.errors import ConfigError
 
