@@ -1,5 +1,6 @@
-# The two commands of the README. Both install what they need first (scripts/bootstrap.sh).
-.PHONY: demo test bootstrap ui
+# The two commands of the README (make demo, make test), the UI and the documentation site. Each
+# installs what it needs first (scripts/bootstrap.sh).
+.PHONY: demo test bootstrap ui docs
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -24,3 +25,9 @@ test: bootstrap
 # Ctrl-C stops it and everything it started: scripts/ui.sh).
 ui: bootstrap
 	@bash scripts/ui.sh
+
+# Builds the documentation site (mkdocs.yml, docs/) into site/ with warnings as errors; the API pages
+# come from the library's docstrings (mkdocstrings, static analysis). NO_MKDOCS_2_WARNING silences
+# mkdocs-material's end-of-life banner.
+docs: bootstrap
+	@NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict

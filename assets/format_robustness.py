@@ -51,6 +51,7 @@ from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.study import STUDY
+from metamorph.studies.format_robustness.vocab import FORMATS
 from assets._common import checked_by
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
 from metamorph.runner import generation_frame, run_requests
@@ -532,7 +533,7 @@ accuracy_by_format = table_asset(
     ins=["generation_outcomes"],
     prepare=_GEN,
     kinds=("duckdb", "sql"),
-    metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")},
+    metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)", FORMATS)},
     cells=Cells(
         "accuracy_pct",
         ("workflow_id", "dataset", "format"),
@@ -554,7 +555,7 @@ stability_by_format = table_asset(
     ins=["generation_outcomes"],
     prepare=_GEN,
     kinds=("duckdb", "sql"),
-    metadata=lambda df: {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)")},
+    metadata=lambda df: {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)", FORMATS)},
     cells=Cells(
         "stability_pct",
         ("workflow_id", "dataset", "format"),
@@ -726,7 +727,12 @@ def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.D
     Source: §5.1, §5.3. Code: metamorph.studies.format_robustness.fairness.fairness_disparity."""
     df = ffair.fairness_disparity(fs.metric_input(generation_outcomes), fs.sensitive_frame(source_instances))
     yield from metric_output(
-        S.FairnessDisparity, df, GROUP, "fairness_disparity", FAIRNESS_CELLS, metadata={"plot": plots.fds_heatmap(df)}
+        S.FairnessDisparity,
+        df,
+        GROUP,
+        "fairness_disparity",
+        FAIRNESS_CELLS,
+        metadata={"plot": plots.fds_heatmap(df, FORMATS)},
     )
 
 

@@ -46,6 +46,7 @@ from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
 from metamorph.studies.wrapper_sensitivity.study import STUDY
+from metamorph.studies.wrapper_sensitivity.vocab import HEADLINE_INDICES
 from assets._common import checked_by
 from pipelines.partitions import model_partitions
 from resources.llm import GenerationCacheResource, ModelRegistryResource
@@ -450,7 +451,12 @@ def mean_fsi_psi(fsi_psi: pd.DataFrame):
     Code: metamorph.studies.wrapper_sensitivity.metrics.mean_indices."""
     df = wm.mean_indices(fsi_psi, n_resamples=10_000, seed=0)
     yield from metric_output(
-        S.WrapperMeanIndices, df, GROUP, "mean_fsi_psi", MEAN_CELLS, metadata={"plot": plots.mean_with_ci(df)}
+        S.WrapperMeanIndices,
+        df,
+        GROUP,
+        "mean_fsi_psi",
+        MEAN_CELLS,
+        metadata={"plot": plots.mean_with_ci(df, HEADLINE_INDICES)},
     )
 
 

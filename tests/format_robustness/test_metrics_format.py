@@ -597,7 +597,7 @@ def test_vote_aggregation_reports_delta_m1_m2_m3_with_first_seen_tie_rule():
 def test_vote_tie_rules():
     assert mit._majority(["yes", "no", "maybe"]) == ("yes", True)
     assert mit._majority(["no", "yes", "yes"]) == ("yes", False)
-    assert mit._majority(["no", "yes"], tie="bottom") == (mit._BOTTOM, True)
+    assert mit._majority(["no", "yes"], tie="bottom") == (fr.BOTTOM, True)
     v = mit.vote_aggregation(make_gen(VOTE), tie="bottom").set_index("relation")
     # j2 txt tie -> ⊥ = md's ⊥ -> agree; only j3 -> 1/3
     assert v.loc["MR1", "after_pct"] == pytest.approx(100 / 3)

@@ -29,6 +29,28 @@ from metamorph.ordering import ordered
 from metamorph.replicates import seeded
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument
 
+__all__ = [
+    "DEFAULT_PARAMS",
+    "DOC_BEGIN",
+    "DOC_END",
+    "FILE_NOTE",
+    "PROMPT_VERSION",
+    "STUDY",
+    "SYSTEM_PROMPT",
+    "PlannedGeneration",
+    "build_messages",
+    "cost_steps",
+    "extract_reply",
+    "generation_outcomes",
+    "instruction_text",
+    "metric_input",
+    "plan_generations",
+    "plan_routing",
+    "record_text",
+    "routing_params",
+    "sensitive_frame",
+]
+
 SYSTEM_PROMPT = "You are a careful assistant that reads documents and answers only from their content."
 DOC_BEGIN = "<<<DOCUMENT>>>"
 DOC_END = "<<<END DOCUMENT>>>"

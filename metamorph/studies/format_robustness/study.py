@@ -70,3 +70,5 @@ STUDY = Study(
     card=(("generation_outcomes", "mr_flags"), _card_rows),
     options=(K, NO_ROUTING),
 )
+
+__all__ = ["K", "MAX_REPEATS", "NO_ROUTING", "ROUTING_ASSETS", "STUDY"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from metamorph.study import Option, Study
-from metamorph.studies.order_probe.plan import SETTINGS
+from metamorph.studies.order_probe.vocab import SETTINGS
 
 
 def _load_sources(specs, limit):
@@ -57,3 +57,5 @@ STUDY = Study(
     card=(("recovery_rates",), _card_rows),
     options=(SETTINGS_OPTION,),
 )
+
+__all__ = ["SETTINGS_OPTION", "STUDY"]

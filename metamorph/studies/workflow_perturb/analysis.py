@@ -89,7 +89,7 @@ import pandas as pd
 
 from metamorph.schemas import require_columns
 from metamorph.studies.workflow_perturb import gate
-from metamorph.studies.workflow_perturb.perturb import PERTURBATION_TYPES, SEVERITIES, target_score
+from metamorph.studies.workflow_perturb.perturb import target_score
 from metamorph.studies.workflow_perturb.schemas import (
     FiringMatrix,
     Recalibration,
@@ -98,7 +98,16 @@ from metamorph.studies.workflow_perturb.schemas import (
     StrataTable,
     WorkflowScores,
 )
-from metamorph.studies.workflow_perturb.workflows import SIZE_STRATA, size_stratum
+from metamorph.studies.workflow_perturb.vocab import (
+    METRICS,
+    OPERATORS,
+    PERTURBATION_TYPES,
+    RECALIBRATION_RULES,
+    SEVERITIES,
+    STATUSES,
+    STRATA,
+)
+from metamorph.studies.workflow_perturb.workflows import size_stratum
 
 __all__ = [
     "DELTA_AVG_FACTOR",
@@ -118,10 +127,9 @@ __all__ = [
     "severity_table",
     "strata_table",
     "validate_scores",
+    "SEVERITIES",
 ]
 
-#: Metric columns of the scores frame, in table order.
-METRICS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau", "judge")
 #: Columns of the scores frame (the input contract).
 SCORE_COLUMNS = (
     "golden_id",
@@ -137,14 +145,10 @@ SCORE_COLUMNS = (
 )
 #: Unique key of a scores row.
 KEY_COLUMNS = ("golden_id", "variant_id", "operator")
-OPERATORS = ("deterministic", "llm")
-STRATA = tuple(SIZE_STRATA)
-STATUSES = ("valid", "invalid")
 #: Δ_avg = DELTA_AVG_FACTOR · [s̄(10%) − s̄(50%)] (40 pp → per unit severity).
 DELTA_AVG_FACTOR = 2.5
 #: Δ¹, Δ² on the per-unit scale = DELTA_STEP_FACTOR · raw step drop (20 pp → per unit severity).
 DELTA_STEP_FACTOR = 5.0
-RECALIBRATION_RULES = ("midpoint", "mild")
 #: Recalibrated quantiles and thresholds are rounded to this many decimals (removes float noise
 #: such as (0.64 + 0.56)/2 = 0.6000000000000001, which would make a score of 0.6 breach).
 THRESHOLD_DECIMALS = 10

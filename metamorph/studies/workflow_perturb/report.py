@@ -15,6 +15,17 @@ from metamorph.report_card import clustered_rate_rows
 from metamorph.schemas import require_columns
 from metamorph.studies.workflow_perturb.analysis import DELTA_AVG_FACTOR, DELTA_STEP_FACTOR
 
+__all__ = [
+    "COMPARED_METRICS",
+    "COMPARISON_TABLES",
+    "STUDY",
+    "all_card_rows",
+    "card_rows",
+    "comparison_scores",
+    "gate_card_rows",
+    "headline",
+]
+
 
 def headline(con: duckdb.DuckDBPyConnection) -> str:
     """Markdown text of the study's headline tables, read through ``con`` (the warehouse).

@@ -87,3 +87,5 @@ STUDY = Study(
     card_optional=("llm_perturbation_scores",),
     options=(LLM_GOLDENS, JUDGE_VARIANTS, JUDGE_CONSTRAINED, MAX_TOKENS),
 )
+
+__all__ = ["JUDGE_CONSTRAINED", "JUDGE_VARIANTS", "LLM_GOLDENS", "MAX_TOKENS", "STUDY"]

@@ -62,3 +62,5 @@ STUDY = Study(
     card=(("scored_answers", "mean_fsi_psi"), _card_rows),
     options=(SEEDS, CONSTRAINED_ARM),
 )
+
+__all__ = ["CONSTRAINED_ARM", "SEEDS", "STUDY"]
