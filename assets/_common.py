@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 
 from metamorph.export import markdown_cell, markdown_table
 from metamorph.schemas import table_schema_metadata, validate_frame
+from metamorph.study import budget, check_value, positive
 
 
 def md_text(value) -> str:
@@ -53,22 +54,38 @@ def figure_md(fig) -> dg.MetadataValue:
 ALL_ROWS = -1
 
 
+def checked_by(check: Callable[[object], object], *fields: str, unless: tuple = ()):
+    """A pydantic validator of ``fields`` calling ``check(value)`` — an option's
+    :meth:`metamorph.study.Option.check`, or :func:`metamorph.study.check_value` with a parser —
+    so the launchpad rejects a value with the words the command line uses (values in ``unless``,
+    the config's own sentinels such as -1 = every row, pass). Assign it to a name in the class body."""
+
+    def _check(cls, value):
+        return value if value in unless else check(value)
+
+    return field_validator(*fields)(classmethod(_check))
+
+
+def _limit(value):
+    return check_value(positive, value)
+
+
+def _budget(value):
+    return check_value(budget, value)
+
+
 class LimitConfig(dg.Config):
     """Base of a study's inputs config: ``limit`` rows of each source, -1 = every row.
 
     A subclass redefines ``limit`` with its own description (sampling rule); the check below
-    still applies. Any value other than -1 or N ≥ 1 fails when the step builds its config, and
-    at launch for the study's inputs job (``pipelines.jobs``).
+    still applies: any value other than -1 or N ≥ 1 fails (as ``--limit``, through the same
+    parser :func:`metamorph.study.positive`) when the step builds its config, and at launch for the
+    study's inputs job (``pipelines.jobs``).
     """
 
     limit: int = Field(default=ALL_ROWS, description="Keep N ≥ 1 rows of each source; -1 = every row.")
 
-    @field_validator("limit")
-    @classmethod
-    def _rows_or_all(cls, value: int) -> int:
-        if value != ALL_ROWS and value < 1:
-            raise ValueError(f"must be a number of rows >= 1, or -1 for every row; got {value}")
-        return value
+    _rows_or_all = checked_by(_limit, "limit", unless=(ALL_ROWS,))
 
     @property
     def row_limit(self) -> int | None:
@@ -84,7 +101,8 @@ NO_BUDGET = -1.0
 class BudgetConfig(dg.Config):
     """Base of a generation asset's config: ``budget_usd``, the most this step may spend for one
     model (USD at the registry's ``price_per_mtok``), checked against the cost plan before the
-    first call (:func:`plan_and_guard`)."""
+    first call (:func:`plan_and_guard`); its values are those of ``--budget-usd``
+    (:func:`metamorph.study.budget`)."""
 
     budget_usd: float = Field(
         default=NO_BUDGET,
@@ -93,12 +111,7 @@ class BudgetConfig(dg.Config):
         "-1 = no budget (the model_registry resource's budget_usd still applies).",
     )
 
-    @field_validator("budget_usd")
-    @classmethod
-    def _usd_or_none(cls, value: float) -> float:
-        if value != NO_BUDGET and not value >= 0:
-            raise ValueError(f"must be an amount in USD >= 0, or -1 for no budget; got {value}")
-        return value
+    _usd_or_none = checked_by(_budget, "budget_usd", unless=(NO_BUDGET,))
 
 
 def effective_budget(*budgets: float | None) -> float | None:

@@ -1,6 +1,6 @@
 """What "this model was evaluated in this study" means, read from the Dagster instance.
 
-Every study's per-model generation asset (:data:`STUDY_GENERATIONS`) records in its
+Every study's per-model generation asset (:attr:`metamorph.study.Study.generations`) records in its
 materialization metadata the registry entry's fingerprint (:data:`FINGERPRINT_KEY`) and the model
 versions the provider reported (:data:`assets._common.REPORTED_VERSIONS_KEY`), whoever launched
 the run. The registry sensor (``pipelines.sensors``) decides what to re-run from them; the
@@ -14,16 +14,7 @@ from typing import NamedTuple
 import dagster as dg
 
 from assets._common import REPORTED_VERSIONS_KEY
-
-#: study group -> its per-model generation asset: a materialization of it for a model partition is
-#: what "this model was evaluated in this study" means (its metadata carries the registry entry's
-#: fingerprint, ``registry_fingerprint``).
-STUDY_GENERATIONS = {
-    "format_robustness": "workflow_generations",
-    "wrapper_sensitivity": "wrapper_generations",
-    "workflow_perturb": "llm_perturbations",
-    "order_probe": "order_generations",
-}
+from metamorph.study import studies
 
 #: Materialization metadata key of the registry entry's fingerprint (written by the generation assets).
 FINGERPRINT_KEY = "registry_fingerprint"
@@ -41,8 +32,8 @@ class Evaluation(NamedTuple):
 
 def latest_evaluation(instance: dg.DagsterInstance, study: str, model_id: str) -> Evaluation | None:
     """The latest materialization of ``study``'s generation asset for partition ``model_id``
-    (None: never materialized). Raises KeyError for a study not in :data:`STUDY_GENERATIONS`."""
-    key = dg.AssetKey([study, STUDY_GENERATIONS[study]])
+    (None: never materialized). Raises KeyError for a study not declared (:func:`metamorph.study.studies`)."""
+    key = dg.AssetKey([study, studies()[study].generations])
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=key, asset_partitions=[model_id]), limit=1
     ).records

@@ -50,6 +50,9 @@ from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
+from metamorph.studies.format_robustness.study import STUDY
+from metamorph.studies.format_robustness.vocab import FORMATS
+from assets._common import checked_by
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.format_robustness import schemas as S
@@ -158,10 +161,11 @@ def _generation_ids(planned: list[fs.PlannedGeneration], spec) -> list[dict]:
 
 
 class GenerationConfig(BudgetConfig):
+    """Settings of workflow_generations; ``k`` and ``max_tokens`` take the values of ``--k`` and
+    ``--max-tokens`` (checked by the same :class:`metamorph.study.Option`)."""
+
     k: int = Field(
-        default=3,
-        ge=1,
-        le=100,
+        default=STUDY.option("k").default,
         description="Repeats per workflow × document (r = 1..k): independent draws when "
         "decoding samples; when a local model decodes greedily, one computation shared by the k rows.",
     )
@@ -172,7 +176,6 @@ class GenerationConfig(BudgetConfig):
     )
     max_tokens: int = Field(
         default=fs.DEFAULT_PARAMS["max_tokens"],
-        ge=1,
         description="Completion token limit; a cut answer is 'truncated'.",
     )
     seed: int = Field(
@@ -180,6 +183,9 @@ class GenerationConfig(BudgetConfig):
         description="Base sampling seed: when decoding samples, repeat r of a request is sent "
         "with its own seed derived from it, r and the request (metamorph.replicates.seeded).",
     )
+
+    _k = checked_by(STUDY.option("k").check, "k")
+    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
 
 
 @dg.asset(
@@ -515,7 +521,7 @@ accuracy_by_format = metric_table(
     ins=["generation_outcomes"],
     prepare=_GEN,
     sql=["accuracy_by_format"],
-    metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")},
+    metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)", FORMATS)},
     cells=Cells(
         "accuracy_pct",
         ("workflow_id", "dataset", "format"),
@@ -537,7 +543,7 @@ stability_by_format = metric_table(
     ins=["generation_outcomes"],
     prepare=_GEN,
     sql=["instance_stability", "stability_by_format"],
-    metadata=lambda df: {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)")},
+    metadata=lambda df: {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)", FORMATS)},
     cells=Cells(
         "stability_pct",
         ("workflow_id", "dataset", "format"),
@@ -699,7 +705,7 @@ fairness_disparity = metric_table(
     ins=["generation_outcomes", "source_instances"],
     prepare={"generation_outcomes": fs.metric_input, "source_instances": fs.sensitive_frame},
     cells=FAIRNESS_CELLS,
-    metadata=lambda df: {"plot": plots.fds_heatmap(df)},
+    metadata=lambda df: {"plot": plots.fds_heatmap(df, FORMATS)},
     row="One row per workflow × dataset × sensitive factor (an attribute or a pair) × format: Sen_f(g), the spread "
     "of affirmative rates over the factor's groups, and its disparity score FDS_f(g).",
     source="§5.1, §5.3",

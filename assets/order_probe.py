@@ -48,6 +48,8 @@ from metamorph.studies.order_probe import schemas as S
 from metamorph.studies.order_probe import semantic as sem
 from metamorph.studies.order_probe.sources import OrderItem, load_sources
 from assets.partitions import PER_MODEL, model_partitions
+from metamorph.studies.order_probe.study import STUDY
+from assets._common import checked_by
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "order_probe"
@@ -129,8 +131,15 @@ def scrambled_inputs(order_items: pd.DataFrame) -> dg.Output:
 
 
 class PromptsConfig(dg.Config):
-    settings: list[str] = Field(default=list(op.SETTINGS), description="Prompt settings (zero_shot, cot, few_shot).")
+    """Settings of order_prompts; ``settings`` takes the values of ``--settings`` (checked by the same
+    :class:`metamorph.study.Option`)."""
+
+    settings: list[str] = Field(
+        default=list(STUDY.option("settings").default), description="Prompt settings (zero_shot, cot, few_shot)."
+    )
     template_version: str = Field(default=op.TEMPLATE_VERSION, description="Prompt template version.")
+
+    _settings = checked_by(STUDY.option("settings").check, "settings")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
@@ -145,10 +154,11 @@ def order_prompts(config: PromptsConfig, scrambled_inputs: pd.DataFrame) -> dg.O
 class GenerationConfig(BudgetConfig):
     max_tokens: int = Field(
         default=0,
-        ge=0,
-        description="Completion budget of every setting; 0 = the per-setting "
+        description="Completion budget of every setting (>= 1, as --max-tokens); 0 = the per-setting "
         "budgets of plan.MAX_TOKENS (zero_shot 32, cot 64, few_shot 32).",
     )
+
+    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens", unless=(0,))
 
 
 @dg.asset(

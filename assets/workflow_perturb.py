@@ -53,6 +53,8 @@ from metamorph.runner import run_requests
 from metamorph.studies.workflow_perturb import schemas as S
 from metamorph.studies.workflow_perturb.workflows import load_goldens
 from assets.partitions import PER_MODEL, model_partitions
+from metamorph.studies.workflow_perturb.study import STUDY
+from assets._common import checked_by
 from resources.llm import EncoderResource, GenerationCacheResource, ModelRegistryResource
 
 GROUP = "workflow_perturb"
@@ -166,13 +168,21 @@ def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturb
 
 
 class LLMPerturbConfig(BudgetConfig):
-    n_goldens: int = Field(default=3, ge=1, description="First N valid goldens sent to the LLM generator.")
+    """Settings of llm_perturbations; ``n_goldens`` and ``max_tokens`` take the values of
+    ``--llm-goldens`` and ``--max-tokens`` (checked by the same :class:`metamorph.study.Option`)."""
+
+    n_goldens: int = Field(
+        default=STUDY.option("llm_goldens").default, description="First N valid goldens sent to the LLM generator."
+    )
     types: list[str] = Field(default=list(PERTURBATION_TYPES), description="Perturbation types.")
     severities: list[float] = Field(default=[0.3], description="Severities p.")
     max_attempts: int = Field(default=2, ge=1, description="Attempts per model (refinement loop, App. A.6).")
     escalation: list[str] = Field(default=[], description="Registry ids of stronger models to escalate to, in order.")
-    max_tokens: int = Field(default=320, ge=16, description="Completion limit of a generator call.")
+    max_tokens: int = Field(default=320, description="Completion limit of a generator call (>= 16).")
     hybrid: bool = Field(default=True, description="Per-node hybrid fallback for description changes (A.10).")
+
+    _n_goldens = checked_by(STUDY.option("llm_goldens").check, "n_goldens")
+    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
 
 
 def _recording_versions(generate, into: list):
@@ -302,13 +312,21 @@ def llm_perturbation_scores(
 
 
 class JudgeConfig(BudgetConfig):
-    n_variants: int = Field(default=9, ge=1, description="First N deterministic variants to judge (3 calls each).")
+    """Settings of judge_scores; ``n_variants`` and ``constrained`` take the values of
+    ``--judge-variants`` and ``--judge-constrained`` (checked by the same :class:`metamorph.study.Option`)."""
+
+    n_variants: int = Field(
+        default=STUDY.option("judge_variants").default,
+        description="First N deterministic variants to judge (3 calls each).",
+    )
     max_tokens: int = Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object).")
     constrained: bool = Field(
         default=False,
         description="Constrain decoding to the B.6.4 JSON object (JUDGE_REPLY_SCHEMA); "
         "an option for small local judges, not the paper's judge.",
     )
+
+    _n_variants = checked_by(STUDY.option("judge_variants").check, "n_variants")
 
 
 @dg.asset(

@@ -47,6 +47,9 @@ from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
 from assets.partitions import PER_MODEL, model_partitions
+from metamorph.studies.wrapper_sensitivity.study import STUDY
+from metamorph.studies.wrapper_sensitivity.vocab import HEADLINE_INDICES
+from assets._common import checked_by
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "wrapper_sensitivity"
@@ -155,12 +158,16 @@ def wrapped_prompts(config: PromptsConfig, qa_items: pd.DataFrame) -> dg.Output:
 
 
 class WrapperGenerationConfig(BudgetConfig):
-    seeds: list[int] = Field(default=[0, 1, 2, 3, 4], description="Sampling seeds (5 by default).")
+    """Settings of wrapper_generations; ``seeds``, ``max_tokens`` and ``constrained_arm`` take the
+    values of the command line's options (checked by the same :class:`metamorph.study.Option`)."""
+
+    seeds: list[int] = Field(default=list(STUDY.option("seeds").default), description="Sampling seeds (5 by default).")
     temperature: float = Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")
-    max_tokens: int = Field(
-        default=24, ge=1, description="Completion limit (24 as in the paper; truncation is reported)."
-    )
+    max_tokens: int = Field(default=24, description="Completion limit (24 as in the paper; truncation is reported).")
     constrained_arm: bool = Field(default=False, description="Also run json with JSON-schema constrained decoding.")
+
+    _seeds = checked_by(STUDY.option("seeds").check, "seeds")
+    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
 
 
 @dg.asset(
@@ -425,7 +432,7 @@ mean_fsi_psi = metric_table(
     ins=["fsi_psi"],
     kwargs={"n_resamples": 10_000, "seed": 0},
     cells=MEAN_CELLS,
-    metadata=lambda df: {"plot": plots.mean_with_ci(df)},
+    metadata=lambda df: {"plot": plots.mean_with_ci(df, HEADLINE_INDICES)},
     row="One row per model × index (FSI, PSI, nFSI …): its mean over the model's tasks with a percentile bootstrap "
     "95% CI over tasks (10,000 resamples).",
     source="§4, §5",

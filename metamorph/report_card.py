@@ -243,5 +243,5 @@ def trend_series(card: pd.DataFrame) -> pd.DataFrame:
 
 
 def trend_key(model_id: str, study: str, metric: str, slice_: str) -> str:
-    """The float metadata key of one headline cell (``cand · format_robustness · M1 (ingestion=inline)``)."""
+    """The float metadata key of one headline cell (``cand · <study> · M1 (ingestion=inline)``)."""
     return f"{model_id} · {study} · {metric}" + ("" if slice_ == "all" else f" ({slice_})")

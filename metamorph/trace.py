@@ -404,7 +404,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         required=True,
-        help="Model of the cell (registry id; workflow_perturb: the generator, "
+        help="Model of the cell (registry id; for cells of generated variants: the generator, "
         "'deterministic' for the rule-based variants, or the judge for --metric judge).",
     )
     p.add_argument(

@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from assets._common import STALE_BEFORE_TAG
-from assets.evaluations import STUDY_GENERATIONS, Evaluation, latest_evaluation
+from assets.evaluations import Evaluation, latest_evaluation
 from assets.partitions import model_partitions
 from metamorph.errors import ConfigError
 from metamorph.models import ModelSpec, load_registry
@@ -43,7 +43,8 @@ from metamorph.providers.versions import (
     list_models,
     version_change,
 )
-from pipelines.jobs import MODEL_JOBS, STUDY_INPUTS
+from metamorph.study import studies
+from pipelines.jobs import MODEL_JOBS
 from resources.paths import registry_path
 
 #: Seconds one ``models.list`` poll may take (all its pages) before the sensor gives up on it.
@@ -56,9 +57,9 @@ VERSION_POLL_BUDGET_S = 30.0
 def studies_with_inputs(instance: dg.DagsterInstance) -> list[str]:
     """Studies whose input assets have been materialized (a model job needs them)."""
     return [
-        s
-        for s, names in STUDY_INPUTS.items()
-        if all(instance.get_latest_materialization_event(dg.AssetKey([s, n])) is not None for n in names)
+        name
+        for name, study in studies().items()
+        if all(instance.get_latest_materialization_event(dg.AssetKey([name, n])) is not None for n in study.inputs)
     ]
 
 
@@ -67,7 +68,7 @@ def studies_in_use(instance: dg.DagsterInstance) -> list[str]:
     return [
         s
         for s in studies_with_inputs(instance)
-        if instance.get_latest_materialization_event(dg.AssetKey([s, STUDY_GENERATIONS[s]])) is not None
+        if instance.get_latest_materialization_event(dg.AssetKey([s, studies()[s].generations])) is not None
     ]
 
 

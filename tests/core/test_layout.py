@@ -78,6 +78,25 @@ def test_every_text_file_is_read_through_the_shared_decoder():
     assert found == []
 
 
+def test_only_a_studys_own_files_name_it():
+    """A study's package name (as a word) appears only in its own files — ``metamorph/studies/<s>/``,
+    ``assets/<s>.py`` (and ``sql/<s>/``, ``tests/<s>/``): every other product module reaches the
+    studies through :func:`metamorph.study.studies`, so adding a study touches nothing shared."""
+    import re
+
+    found = []
+    for folder in ("metamorph", "assets", "pipelines", "resources"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            rel = path.relative_to(REPO)
+            lines = path.read_text(encoding="utf-8").splitlines()
+            for study in STUDIES:
+                if rel.parts[:3] == ("metamorph", "studies", study) or rel == Path("assets", f"{study}.py"):
+                    continue
+                word = re.compile(rf"\b{study}\b")
+                found += [f"{rel}:{n}: {study}" for n, line in enumerate(lines, start=1) if word.search(line)]
+    assert found == []
+
+
 # ------------------------------------------------------------------------------------------
 # Private means private: a leading underscore is a module's own business
 

@@ -365,7 +365,7 @@ def cost_steps(model: ModelSpec, options) -> list:
     the requests ``workflow_generations`` sends, then those of ``routed_generations`` for every
     possible best format per dataset (the best format is known only after the generations).
 
-    ``options``: a :class:`metamorph.costplan.StudyOptions`; the defaults are the assets' (sources
+    ``options``: the study's :class:`metamorph.study.Options`; the defaults are the assets' (sources
     ``construct``, every row, sample seed 0, the four formats, k 3, :data:`DEFAULT_PARAMS`).
     Raises the loaders' :class:`~metamorph.errors.InputError`.
     """
