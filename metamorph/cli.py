@@ -24,6 +24,15 @@ from collections.abc import Sequence
 
 import metamorph.studies
 
+__all__ = [
+    "CORE_MODULES",
+    "EXIT_USAGE",
+    "OneLineParser",
+    "commands",
+    "main",
+    "plain",
+]
+
 EXIT_USAGE = 2
 
 #: Modules of the core commands, each with a ``COMMANDS`` dict like a study's.

@@ -49,6 +49,34 @@ from metamorph.models import ModelSpec, Price, load_registry
 from metamorph.providers.base import GenerationRequest
 from metamorph.replicates import computation, entry_deterministic, is_shared
 
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "COMMANDS",
+    "CostPlan",
+    "METHOD_ESTIMATE",
+    "METHOD_TOKENIZER",
+    "OUTPUT_NOTE",
+    "PlanStep",
+    "REPO_ROOT",
+    "add_arguments",
+    "budget_steps",
+    "cached_keys",
+    "check_budget",
+    "check_budget_sum",
+    "computation_keys",
+    "default_cache",
+    "default_registry",
+    "estimate_tokens",
+    "local_gguf",
+    "plan_requests",
+    "plan_steps",
+    "plan_study",
+    "run",
+    "token_counter",
+    "total",
+    "usd",
+]
+
 #: Characters per token of the estimate used for API models (their tokenizers are not local).
 CHARS_PER_TOKEN = 4
 METHOD_TOKENIZER = "counted: the model's tokenizer on the chat-formatted prompt (llama.cpp)"
