@@ -8,9 +8,12 @@ direction is worse, where the CI is and (:class:`Behind`) which upstream rows a 
 and where their raw text lives in the warehouse. From that one declaration every metric asset of
 every study gets (:func:`metric_output`, :func:`metric_checks`):
 
-* ``worst_cells`` (markdown): the worst cells with their number and CI;
-* ``worst cell <i>: <cell>`` (a table, untruncated): the rows behind each of them with their raw
-  completions — "why is M1 16.7 %?" answered in the UI without SQL;
+* ``worst_cells`` (markdown): the worst cells with their number and CI (key values shared by
+  every worst cell in its heading, so that the table fits the metadata pane);
+* ``worst cell <i>: <cell>`` (a table): the rows behind each of them with their raw completions —
+  "why is M1 16.7 %?" answered in the UI without SQL. The columns a reader reads come first
+  (Behind.first), long strings are cut and the key shortened, so that they fit the pane;
+  ``worst cell <i>: <cell> (rows in full)`` (JSON) holds the same rows, every value whole;
 * one float per cell under ``Cells.headline`` (e.g. ``M1_pct/<workflow>/<dataset>``, with
   ``…/ci_low`` and ``…/ci_high``): what Dagster's Plots tab draws across materializations,
   rounded for display;
@@ -39,6 +42,10 @@ from assets._common import validated_output
 #: Cell values that pool every level of their column ('all' languages, '*' datasets, 'Avg.' margins).
 POOLED = ("all", "*", "Avg.")
 
+#: Characters of a row key (a 64-hex generation key) shown in a worst cell's table ("…" included);
+#: the whole key is in the rows' JSON entry.
+KEY_CHARS = 9
+
 
 @dataclass(frozen=True)
 class Behind:
@@ -57,6 +64,10 @@ class Behind:
             by ``key``; None = the rows carry everything shown.
         text: columns of ``table`` shown after ``show`` (untruncated).
         limit: rows shown per cell (the total is in the cell's summary row).
+        first: the columns a reader reads (ids, decision, gold, raw reply), put first in the table
+            so that they fit the metadata pane; the other columns follow, the key last.
+        cut: characters of a string cell in the table (longer ones end in "…"); the key is cut to
+            :data:`KEY_CHARS`. The rows in full are in the ``… rows`` JSON entry next to the table.
     """
 
     rows: Callable[[Mapping[str, pd.DataFrame]], pd.DataFrame]
@@ -67,6 +78,8 @@ class Behind:
     text: tuple[str, ...] = ("finish_reason", "response_text")
     match: tuple[tuple[str, str], ...] = ()
     limit: int = 24
+    first: tuple[str, ...] = ()
+    cut: int = 32
 
 
 @dataclass(frozen=True)
@@ -136,10 +149,33 @@ def worst_cells(df: pd.DataFrame, cells: Cells) -> pd.DataFrame:
     return d.sort_values(cells.value, ascending=cells.worse == "low", kind="stable").head(cells.n_worst)
 
 
-def cell_label(cell: Mapping[str, Any], cells: Cells) -> str:
-    """``a · b · c = 16.67`` for a cell: its key values and its number (rounded)."""
+def cell_label(cell: Mapping[str, Any], cells: Cells, keys: tuple[str, ...] | None = None) -> str:
+    """``a · b · c = 16.67`` for a cell: its key values (those of ``keys``, default every key of
+    Cells.keys) and its number (rounded); ``= 16.67`` alone when ``keys`` is empty."""
     v = cell[cells.value]
-    return " · ".join(str(cell[k]) for k in cells.keys) + f" = {round(float(v), cells.digits):g}"
+    names = " · ".join(str(cell[k]) for k in (cells.keys if keys is None else keys))
+    return (names + " " if names else "") + f"= {round(float(v), cells.digits):g}"
+
+
+def _cut(v, n: int):
+    """A string longer than ``n`` characters as its first ``n - 1`` and "…"; other values as they are."""
+    return v[: n - 1] + "…" if isinstance(v, str) and len(v) > n else v
+
+
+def brief_rows(part: pd.DataFrame, behind: Behind) -> pd.DataFrame:
+    """The rows behind a cell as its table shows them: Behind.first columns first, the others in
+    their order, the key last; strings cut to Behind.cut characters and the key to KEY_CHARS."""
+    first = [c for c in behind.first if c in part.columns]
+    order = [*first, *(c for c in part.columns if c not in first and c != behind.key)]
+    out = part[order].map(lambda v: _cut(v, behind.cut)) if order else part[[]].copy()
+    if behind.key in part.columns:
+        out[behind.key] = part[behind.key].map(lambda v: _cut(v, KEY_CHARS))
+    return out
+
+
+def rows_json(part: pd.DataFrame) -> dg.MetadataValue:
+    """Every row behind a cell, every column whole (the key, the raw reply), as JSON metadata."""
+    return dg.MetadataValue.json([{str(c): _plain(v) for c, v in r.items()} for r in part.to_dict(orient="records")])
 
 
 def rows_behind(cell: Mapping[str, Any], rows: pd.DataFrame, cells: Cells) -> pd.DataFrame:
@@ -218,8 +254,17 @@ def worst_cells_metadata(
                 else "_no cell with a defined value_"
             )
         }
-    shown = list(dict.fromkeys([*cells.keys, cells.value, *(cells.ci or ())]))
-    summary = worst[shown].copy()
+    # key values shared by every worst cell go in the heading, not in each row and entry name
+    common = tuple(k for k in cells.keys if len(worst) > 1 and worst[k].astype(str).nunique() == 1)
+    varying = tuple(k for k in cells.keys if k not in common)
+    if len(worst) == 1:
+        common, varying = cells.keys, ()
+    summary = worst[list(dict.fromkeys([*varying, cells.value]))].round(cells.digits + 2).copy()
+    if cells.ci:
+        lo, hi = (worst[c].round(cells.digits + 2) for c in cells.ci)
+        summary["95% CI"] = [
+            "" if _isnull(a) or _isnull(b) else f"[{float(a):g}, {float(b):g}]" for a, b in zip(lo, hi)
+        ]
     details, notes = {}, []
     if cells.behind is not None and inputs is not None:
         behind = cells.behind
@@ -230,8 +275,7 @@ def worst_cells_metadata(
             part = rows_behind(cell, rows, cells)
             counts.append(len(part))
             picked[i] = (cell, part.head(behind.limit))
-        summary["rows_behind"] = counts
-        summary["rows_shown"] = [min(n, behind.limit) for n in counts]  # the entry's table: the first ones
+        summary["rows shown"] = [f"{min(n, behind.limit)} of {n}" for n in counts]  # the entry's table: the first ones
         joined = behind.table is not None and warehouse is not None
         with warehouse.get_connection() if joined else nullcontext() as con:
             for i, (cell, part) in picked.items():
@@ -242,11 +286,17 @@ def worst_cells_metadata(
                         part = _with_text(con, study, behind, part)
                     except Exception as exc:  # table missing or renamed: say so, keep the rows
                         notes.append(f"raw text not joined: {type(exc).__name__}: {str(exc).splitlines()[0]}")
-                details[f"worst cell {i}: {cell_label(cell, cells)}"] = table_value(part)
-    head = f"Worst {len(worst)} cell(s) by {cells.value} ({cells.worse}er is worse)" + (
-        "; rows behind each, with the raw text: entries 'worst cell 1' …" if details else "."
+                label = cell_label(cell, cells, varying)
+                name = f"worst cell {i}: {label}" if varying else f"worst cell {i} {label}"
+                details[name] = table_value(brief_rows(part, behind))
+                details[f"{name} (rows in full)"] = rows_json(part)
+    where = "; ".join(f"{k} = {worst.iloc[0][k]}" for k in common)
+    head = (
+        f"Worst {len(worst)} cell(s) by {cells.value} ({cells.worse}er is worse)"
+        + (f", {where}" if where else "")
+        + ("; rows behind each, with the raw text: entries 'worst cell 1' …" if details else ".")
     )
-    md = head + "\n\n" + markdown_table(summary.round(cells.digits + 2))
+    md = head + "\n\n" + markdown_table(summary)
     if notes:
         md += "\n\n" + "; ".join(sorted(set(notes)))
     return {

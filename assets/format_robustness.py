@@ -473,8 +473,12 @@ def _flipped(rows: pd.DataFrame, cell) -> pd.DataFrame:
     return _by_group(both.merge(groups, on=[*groups.columns]))
 
 
+#: what a reader of a worst cell's rows reads first: the row's ids, its decision, the gold label, the raw reply
+_FIRST = ("instance_id", "format", "repeat", "decision", "gold", "response_text")
+
+
 def _behind(rows, pick, show=_SHOWN, **kw) -> Behind:
-    return Behind(rows, pick, show=show, table="workflow_generations", **kw)
+    return Behind(rows, pick, show=show, table="workflow_generations", first=_FIRST, **kw)
 
 
 def _trace(metric, keys=("workflow_id", "dataset")):

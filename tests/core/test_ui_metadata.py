@@ -151,14 +151,22 @@ def warehouse_with_generations(tmp_path) -> DuckDBResource:
 
 def test_worst_cells_list_the_rows_behind_them_with_their_raw_text(tmp_path):
     md = worst_cells_metadata(CELLS, MR, "study", {"rows": ROWS}, warehouse_with_generations(tmp_path))
-    assert list(md) == ["worst_cells", "worst cell 1: w · MR1 = 50", "worst cell 2: w · MR2 = 12.5"]
-    assert table_cells(md["worst_cells"].value) == [
-        ["workflow_id", "relation", "violation_pct", "ci_low_pct", "ci_high_pct", "rows_behind", "rows_shown"],
-        ["w", "MR1", "50", "20", "80", "2", "2"],
-        ["w", "MR2", "12.5", "0", "25", "2", "2"],
+    # workflow_id is "w" in both worst cells: said once in the heading, not in each row and entry name
+    assert list(md) == [
+        "worst_cells",
+        "worst cell 1: MR1 = 50",
+        "worst cell 1: MR1 = 50 (rows in full)",
+        "worst cell 2: MR2 = 12.5",
+        "worst cell 2: MR2 = 12.5 (rows in full)",
     ]
-    first = md["worst cell 1: w · MR1 = 50"].value
-    # the raw text right after the columns naming the row, the long generation key last
+    assert md["worst_cells"].value.startswith("Worst 2 cell(s) by violation_pct (higher is worse), workflow_id = w;")
+    assert table_cells(md["worst_cells"].value) == [
+        ["relation", "violation_pct", "95% CI", "rows shown"],
+        ["MR1", "50", "[20, 80]", "2 of 2"],
+        ["MR2", "12.5", "[0, 25]", "2 of 2"],
+    ]
+    first = md["worst cell 1: MR1 = 50"].value
+    # the raw text right after the columns naming the row, the generation key last
     assert [c.name for c in first.schema.columns] == [
         "instance_id",
         "format",
@@ -176,7 +184,89 @@ def test_worst_cells_list_the_rows_behind_them_with_their_raw_text(tmp_path):
             "generation_key": "k2",
         },
     ]
-    assert [r.data["generation_key"] for r in md["worst cell 2: w · MR2 = 12.5"].value.records] == ["k3", "k4"]
+    assert md["worst cell 1: MR1 = 50 (rows in full)"].value == [r.data for r in first.records]
+    assert [r.data["generation_key"] for r in md["worst cell 2: MR2 = 12.5"].value.records] == ["k3", "k4"]
+
+
+def test_a_worst_cell_table_puts_the_read_columns_first_and_cuts_long_values(tmp_path):
+    """The pane next to a metadata key is ~480 px at 1440 px: the table has the columns a reader
+    reads first, strings of at most Behind.cut characters and a 9-character key; the JSON entry
+    has every row whole."""
+    key = "a3f9" * 16  # a 64-hex generation key
+    reply = '{"decision": "refer", "evidence": ["the applicant\'s income is below the threshold"]}'
+    db = str(tmp_path / "w.duckdb")
+    con = duckdb.connect(db)
+    con.execute("CREATE SCHEMA study")
+    con.execute("CREATE TABLE study.generations (generation_key TEXT, finish_reason TEXT, response_text TEXT)")
+    con.execute("INSERT INTO study.generations VALUES (?, 'stop', ?)", [key, reply])
+    con.close()
+    rows = pd.DataFrame(
+        {
+            "workflow_id": ["w"],
+            "instance_id": ["construct-0-0000"],
+            "format": ["txt"],
+            "parse_status": ["ok"],
+            "decision": ["refer"],
+            "gold": ["approve"],
+            "mr1": [True],
+            "mr2": [False],
+            "generation_key": [key],
+        }
+    )
+    cells = Cells(
+        MR.value,
+        MR.keys,
+        ci=MR.ci,
+        n_worst=1,
+        behind=Behind(
+            lambda inputs: inputs["rows"],
+            _flagged,
+            show=("instance_id", "format", "parse_status", "decision", "gold"),
+            table="generations",
+            first=("instance_id", "decision", "gold", "response_text"),
+            cut=20,
+        ),
+    )
+    md = worst_cells_metadata(CELLS, cells, "study", {"rows": rows}, DuckDBResource(database=db))
+    # one worst cell: all its key values in the heading, none in the entry name
+    assert list(md) == ["worst_cells", "worst cell 1 = 50", "worst cell 1 = 50 (rows in full)"]
+    assert table_cells(md["worst_cells"].value) == [
+        ["violation_pct", "95% CI", "rows shown"],
+        ["50", "[20, 80]", "1 of 1"],
+    ]
+    table = md["worst cell 1 = 50"].value
+    assert [c.name for c in table.schema.columns] == [
+        "instance_id",
+        "decision",
+        "gold",
+        "response_text",
+        "format",
+        "parse_status",
+        "finish_reason",
+        "generation_key",
+    ]
+    assert table.records[0].data == {
+        "instance_id": "construct-0-0000",
+        "decision": "refer",
+        "gold": "approve",
+        "response_text": '{"decision": "refer…',  # 19 characters and the cut mark
+        "format": "txt",
+        "parse_status": "ok",
+        "finish_reason": "stop",
+        "generation_key": "a3f9a3f9…",
+    }
+    assert md["worst cell 1 = 50 (rows in full)"].value == [
+        {
+            "instance_id": "construct-0-0000",
+            "format": "txt",
+            "parse_status": "ok",
+            "decision": "refer",
+            "gold": "approve",
+            "finish_reason": "stop",
+            "response_text": reply,
+            "generation_key": key,
+        }
+    ]
 
 
 def test_the_summary_says_how_many_rows_each_entry_shows(tmp_path):
@@ -191,15 +281,15 @@ def test_the_summary_says_how_many_rows_each_entry_shows(tmp_path):
         ),
     )
     md = worst_cells_metadata(CELLS, many, "study", {"rows": ROWS}, warehouse_with_generations(tmp_path))
-    assert table_cells(md["worst_cells"].value)[1][-2:] == ["2", "1"]  # 2 rows behind MR1, the entry shows 1
-    assert len(md["worst cell 1: w · MR1 = 50"].value.records) == 1
+    assert table_cells(md["worst_cells"].value)[1][-1] == "1 of 2"  # 2 rows behind MR1, the entry shows 1
+    assert len(md["worst cell 1 = 50"].value.records) == 1
 
 
 def test_a_cell_at_its_best_possible_value_is_not_a_worst_cell(tmp_path):
     # MR2 at 0 violations is not "worst" although it is the second highest defined cell
     zero = CELLS.assign(violation_pct=[50.0, 0.0, None], ci_low_pct=[20.0, 0.0, None])
     md = worst_cells_metadata(zero, MR, "study", {"rows": ROWS}, warehouse_with_generations(tmp_path))
-    assert list(md) == ["worst_cells", "worst cell 1: w · MR1 = 50"]
+    assert list(md) == ["worst_cells", "worst cell 1 = 50", "worst cell 1 = 50 (rows in full)"]
     none_bad = CELLS.assign(violation_pct=[0.0, 0.0, None])
     assert (
         worst_cells_metadata(none_bad, MR, "study").get("worst_cells").value
@@ -216,7 +306,7 @@ def test_a_missing_raw_table_is_said_not_hidden(tmp_path):
     duckdb.connect(db).close()
     md = worst_cells_metadata(CELLS, MR, "study", {"rows": ROWS}, DuckDBResource(database=db))
     assert "raw text not joined: CatalogException" in md["worst_cells"].value
-    assert [r.data for r in md["worst cell 1: w · MR1 = 50"].value.records][0] == {
+    assert [r.data for r in md["worst cell 1: MR1 = 50"].value.records][0] == {
         "instance_id": "a",
         "format": "txt",
         "generation_key": "k1",

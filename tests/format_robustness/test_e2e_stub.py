@@ -124,11 +124,15 @@ def ui_shows_the_worst_cells_and_their_replies(instance, result) -> None:
     mv = meta("mr_violations")
     assert mv["dagster/table_name"].value == "format_robustness.mr_violations"
     # MR2 = 0 % is at its best possible value: not a "worst" cell
+    # (both worst cells are stub/inline · medqa: the summary's heading says so once)
     assert [k for k in mv if k.startswith("worst cell")] == [
-        "worst cell 1: stub/inline · medqa · MR3 = 100",
-        "worst cell 2: stub/inline · medqa · MR1 = 50",
+        "worst cell 1: MR3 = 100",
+        "worst cell 1: MR3 = 100 (rows in full)",
+        "worst cell 2: MR1 = 50",
+        "worst cell 2: MR1 = 50 (rows in full)",
     ]
-    mr1 = [r.data for r in mv["worst cell 2: stub/inline · medqa · MR1 = 50"].value.records]
+    assert [len(r.data["generation_key"]) for r in mv["worst cell 2: MR1 = 50"].value.records] == [9] * 12
+    mr1 = mv["worst cell 2: MR1 = 50 (rows in full)"].value
     assert len(mr1) == 12 and {r["repeat"] for r in mr1} == {2}
     assert {(r["format"], json.loads(r["response_text"])["decision"], r["decision"]) for r in mr1} == {
         ("txt", "B", "B"),
