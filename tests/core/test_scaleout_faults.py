@@ -365,3 +365,51 @@ def check_the_end_state(study: Study, model: str) -> None:
         assert [r.status for r in runs][:1] == [dg.DagsterRunStatus.SUCCESS]
         assert all(r.status in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE) for r in runs)
         assert instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots == []
+
+
+def test_redis_stopped_for_a_few_seconds_mid_generation_the_run_completes_each_completion_requested_once(
+    stub, own_services, tmp_path, monkeypatch
+):
+    """Redis (broker and result backend, no persistence) stopped for 5 s while the generation step runs
+    on a worker, then started again, empty. The step itself needs no Redis; the run's process polling its
+    result and the worker storing it retry their lost connections (config/celery-worker.yaml), so the run
+    succeeds and every completion is requested exactly once."""
+    down_s = 5.0
+    study = prepare_study(stub, own_services, tmp_path, monkeypatch, "redis")
+    run = None
+    try:
+        run = study.execute()
+        wait_until(lambda: generation_step_started(study.home), 300, "the generation step", run, poll=0.5)
+        wait_until(lambda: cache_rows(study.cache_url) >= 4, 120, "4 committed completions", run)
+        committed_before = cache_rows(study.cache_url)
+        received_before = len(stub.requests)
+        t_stop = time.time()
+        own_services.run("stop", "redis")
+        time.sleep(down_s)
+        own_services.run("start", "redis")
+        t_up = time.time()
+        out = run.communicate(timeout=600)[0]
+        assert run.returncode == 0, out[-3000:] + study.logs()
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+            print("the run, still running at the end:\n", run.communicate()[0][-5000:])
+        study.stop_workers()
+    assert 4 <= committed_before < received_before < 24
+    counts = stub.count_by(lambda r: r.json["messages"][-1]["content"])
+    assert len(counts) == 24 and set(counts.values()) == {1}, counts
+    check_the_end_state(study, "gpt-a")
+    # the generation step's result, stored once Redis was back, was read and the run went on
+    with dg.DagsterInstance.from_config(str(study.home)) as instance:
+        recs = instance.all_logs(run_id_of(instance))
+    [done] = [
+        r.timestamp for r in recs if r.step_key == STEP and r.dagster_event_type == dg.DagsterEventType.STEP_SUCCESS
+    ]
+    after = min(
+        r.timestamp for r in recs if r.timestamp > done and r.user_message.startswith("Submitting celery task for step")
+    )
+    print(
+        f"\nredis stop: down {t_up - t_stop:.1f} s; the generation step ended {done - t_up:.1f} s after Redis "
+        f"answered again and its next step was sent {after - done:.1f} s later; {received_before} requests "
+        f"received and {committed_before} committed at the stop, each of the 24 completions requested once"
+    )
