@@ -25,7 +25,7 @@ What differs:
   new connection every 0.5 s until the server answers, for at most ``lock_timeout_s`` counted from the
   first failure of the outage. Queued rows stay queued meanwhile (nothing received is lost, nothing is
   requested again), claims are kept, and the outage and the reconnection are logged (logger
-  ``metamorph.cache_pg``: a warning when it starts, an info line with its length when it ends). A
+  ``metamorph.cache_pg``: a warning when it starts, an info line with its length and cause when it ends). A
   transaction cut at its COMMIT is run again whole, which is harmless: an upsert of the same rows, the
   same claims by the same owner. Beyond ``lock_timeout_s`` the call raises ``psycopg2.OperationalError``
   whose message starts ``generation cache <url>: PostgreSQL unreachable for <n> s``; rows queued then
@@ -153,6 +153,7 @@ class PostgresGenerationCache(GenerationCache):
         self._url = str(url)
         self._outage_lock = threading.Lock()
         self._down_since: float | None = None  # monotonic time of the first failure of the current outage
+        self._down_cause = ""  # the first line of the error that began it
         self._connected_at = 0.0  # monotonic time of the last connection made
         super().__init__(redact(self._url), lock_timeout_s, **kw)
 
@@ -191,7 +192,7 @@ class PostgresGenerationCache(GenerationCache):
                 now = time.monotonic()
                 with self._outage_lock:
                     if self._down_since is None:
-                        self._down_since = now
+                        self._down_since, self._down_cause = now, _first_line(exc)
                         log.warning(
                             "generation cache %s: PostgreSQL connection lost (%s); reconnecting every %.1f s for up "
                             "to %.0f s, queued completions are kept",
@@ -215,10 +216,11 @@ class PostgresGenerationCache(GenerationCache):
         """The current outage (if any) is over once a connection was made after it began."""
         with self._outage_lock:
             if self._down_since is not None and self._connected_at > self._down_since:
-                log.info(
-                    "generation cache %s: reconnected to PostgreSQL after %.1f s",
+                log.info(  # the cause again: the warning may not have reached a log stored on the lost server
+                    "generation cache %s: reconnected to PostgreSQL after %.1f s (lost: %s)",
                     self.path,
                     self._connected_at - self._down_since,
+                    self._down_cause,
                 )
                 self._down_since = None
 
