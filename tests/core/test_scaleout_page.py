@@ -4,7 +4,8 @@ the shipped registry (the local models), ``PATH`` as the test process has it (th
 venv itself) and no variable set but those the page tells the reader to set (the ports and data folder
 of the local services, chosen here so that the servers of the other tests are left alone).
 
-Needs PostgreSQL and Redis installable or installed (scripts/services.sh): marked ``services``.
+Needs PostgreSQL and Redis installable or installed (scripts/services.sh) and runs the local models: marked
+``services`` and ``llm``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tests.core.test_scaleout_faults import free_port
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "scaling-out.md"
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.llm]  # the page runs the shipped local models
 
 
 def page_blocks() -> list[str]:
