@@ -16,6 +16,7 @@ from dagster_duckdb import DuckDBResource
 
 from assets import plots
 from assets._common import validated_output
+from assets.evaluations import evaluated_fingerprint
 from metamorph.report_card import build_card, card_markdown, regressions_markdown, trend_key, trend_series
 from metamorph.schemas import ReportCard
 from metamorph.verdict import regression_check, regression_records, studies_to_run
@@ -23,7 +24,6 @@ from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.order_probe import report as op_report
 from metamorph.studies.workflow_perturb import report as wp_report
 from metamorph.studies.wrapper_sensitivity import report as ws_report
-from pipelines.sensors import evaluated_fingerprint
 from resources import ModelRegistryResource
 
 GROUP = "model_upgrades"

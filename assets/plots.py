@@ -11,8 +11,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from assets._common import figure_md  # noqa: E402
+from metamorph.studies.format_robustness.vocab import FORMATS  # noqa: E402
+from metamorph.studies.wrapper_sensitivity.vocab import HEADLINE_INDICES  # noqa: E402
 
-FORMAT_ORDER = ["txt", "md", "json", "csv"]
+FORMAT_ORDER = list(FORMATS)
 
 
 def _formats(df: pd.DataFrame) -> list[str]:
@@ -107,12 +109,12 @@ def bars(df: pd.DataFrame, label: str, value: str, title: str) -> dg.MetadataVal
 
 def mean_with_ci(df: pd.DataFrame) -> dg.MetadataValue:
     """Mean FSI and PSI per model with their 95% CIs (error bars; none when n_tasks < 2)."""
-    d = df[df["index"].isin(["FSI", "PSI"])].dropna(subset=["mean"])
+    d = df[df["index"].isin(HEADLINE_INDICES)].dropna(subset=["mean"])
     if d.empty:
         return dg.MetadataValue.md("_no indices to plot_")
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     models = sorted(d["model_id"].unique())
-    for j, idx in enumerate(["FSI", "PSI"]):
+    for j, idx in enumerate(HEADLINE_INDICES):
         part = d[d["index"] == idx].set_index("model_id")
         xs = np.arange(len(models)) + (j - 0.5) * 0.3
         means = [part["mean"].get(m, np.nan) for m in models]

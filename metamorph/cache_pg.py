@@ -46,8 +46,14 @@ import threading
 import time
 from urllib.parse import urlsplit, urlunsplit
 
-from metamorph.cache import _RESULT_COLS, _TYPES, GenerationCache, _results
+from metamorph.cache import RESULT_COLUMNS, COLUMN_TYPES, GenerationCache, results_from_rows
 from metamorph.providers.base import GenerationResult
+
+__all__ = [
+    "PostgresGenerationCache",
+    "is_postgres_url",
+    "redact",
+]
 
 #: DuckDB column types -> PostgreSQL
 _PG_TYPES = {
@@ -66,7 +72,7 @@ _NOT_NULL = {
 }
 _DDL = (
     "CREATE TABLE IF NOT EXISTS generations ("
-    + ", ".join(f"{c} {_PG_TYPES[t]}{_NOT_NULL.get(c, '')}" for c, t in _TYPES.items())
+    + ", ".join(f"{c} {_PG_TYPES[t]}{_NOT_NULL.get(c, '')}" for c, t in COLUMN_TYPES.items())
     + ");"
     "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL,"
     " expires_at DOUBLE PRECISION NOT NULL);"
@@ -76,17 +82,17 @@ _DDL = (
     " updated_at TIMESTAMP NOT NULL);"
 )
 _UPSERT = (
-    f"INSERT INTO generations ({', '.join(_TYPES)}) SELECT * FROM unnest("
-    + ", ".join(f"%s::{_PG_TYPES[t]}[]" for t in _TYPES.values())
+    f"INSERT INTO generations ({', '.join(COLUMN_TYPES)}) SELECT * FROM unnest("
+    + ", ".join(f"%s::{_PG_TYPES[t]}[]" for t in COLUMN_TYPES.values())
     + ") ON CONFLICT (key) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _TYPES if c != "key")
+    + ", ".join(f"{c} = excluded.{c}" for c in COLUMN_TYPES if c != "key")
     + " WHERE generations.error IS NOT NULL OR excluded.error IS NULL"
 )
 _WANTED = "unnest(%s::TEXT[]) AS w(key)"
 #: A stored row that serves a request (metamorph.cache._FRESH): a success stored at or after the
 #: second and third parameters (the same instant; NULL: any time).
 _FRESH = "g.error IS NULL AND (%s::timestamp IS NULL OR g.created_at >= %s::timestamp)"
-_RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in _RESULT_COLS[:-1]) + ", coalesce(g.attempts, 1)"
+_RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in RESULT_COLUMNS[:-1]) + ", coalesce(g.attempts, 1)"
 #: the advisory lock that serialises claims and commits of every process (an arbitrary constant)
 _LOCK_KEY = 0x6D65_7461  # "meta"
 
@@ -227,36 +233,41 @@ class PostgresGenerationCache(GenerationCache):
     # every operation on the store, waiting out a lost server
 
     def release(self) -> None:
-        self._reconnecting(lambda: GenerationCache.release(self))
+        self._reconnecting(super().release)
 
     def _housekeep(self) -> None:
-        self._reconnecting(lambda: GenerationCache._housekeep(self))
+        self._reconnecting(super()._housekeep)
 
     def record_batch(self, batch) -> None:
-        self._reconnecting(lambda: GenerationCache.record_batch(self, batch))
+        parent = super().record_batch
+        self._reconnecting(lambda: parent(batch))
 
     def update_batch(self, batch_id: str, status: str, collected: bool = False) -> None:
-        self._reconnecting(lambda: GenerationCache.update_batch(self, batch_id, status, collected))
+        parent = super().update_batch
+        self._reconnecting(lambda: parent(batch_id, status, collected))
 
     def open_batches(self, provider: str, base_url: str | None, model: str):
-        return self._reconnecting(lambda: GenerationCache.open_batches(self, provider, base_url, model))
+        parent = super().open_batches
+        return self._reconnecting(lambda: parent(provider, base_url, model))
 
     def batches(self):
-        return self._reconnecting(lambda: GenerationCache.batches(self))
+        return self._reconnecting(super().batches)
 
     def get_many(self, keys, stale_before=None) -> dict[str, GenerationResult]:
-        keys = list(keys)
-        return self._reconnecting(lambda: GenerationCache.get_many(self, keys, stale_before))
+        keys, parent = list(keys), super().get_many
+        return self._reconnecting(lambda: parent(keys, stale_before))
 
     def claim(self, keys, stale_before=None):
-        keys = list(keys)
-        return self._reconnecting(lambda: GenerationCache.claim(self, keys, stale_before))
+        keys, parent = list(keys), super().claim
+        return self._reconnecting(lambda: parent(keys, stale_before))
 
     def known_versions(self, provider: str, model: str) -> set[str]:
-        return self._reconnecting(lambda: GenerationCache.known_versions(self, provider, model))
+        parent = super().known_versions
+        return self._reconnecting(lambda: parent(provider, model))
 
     def count(self, errors: bool | None = None) -> int:
-        return self._reconnecting(lambda: GenerationCache.count(self, errors))
+        parent = super().count
+        return self._reconnecting(lambda: parent(errors))
 
     # ------------------------------------------------------------------ the backend hooks
 
@@ -319,7 +330,7 @@ class PostgresGenerationCache(GenerationCache):
     # the statements of GenerationCache.get_many / claim in PostgreSQL's dialect
 
     def _stored(self, con, keys, stale_before) -> dict[str, GenerationResult]:
-        return _results(
+        return results_from_rows(
             con.execute(
                 f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} USING (key) WHERE {_FRESH}",
                 [keys, stale_before, stale_before],

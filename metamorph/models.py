@@ -104,6 +104,19 @@ from metamorph.datasets import read_text
 from metamorph.errors import RegistryError, looks_like_secret
 from metamorph.providers.base import DECODING_PARAMS, INGESTION_PATHS, canonical_json, sha256_hex
 
+__all__ = [
+    "BATCH_PROVIDERS",
+    "EXECUTION_MODES",
+    "PROVIDERS",
+    "STATUSES",
+    "ExecutionConfig",
+    "ModelSpec",
+    "Price",
+    "approved_baseline",
+    "load_registry",
+    "parse_registry",
+]
+
 PROVIDERS = ("llama_cpp", "openai", "anthropic", "openai_compatible")
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 _DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

@@ -22,6 +22,17 @@ from metamorph.comparison import slice_label
 from metamorph.schemas import require_columns
 from metamorph.stats import bootstrap_ratio_ci
 
+__all__ = [
+    "CARD_COLUMNS",
+    "CARD_ROW_COLUMNS",
+    "build_card",
+    "card_markdown",
+    "clustered_rate_rows",
+    "regressions_markdown",
+    "trend_key",
+    "trend_series",
+]
+
 CARD_ROW_COLUMNS = [
     "model_id",
     "study",

@@ -41,6 +41,23 @@ import duckdb
 
 import metamorph.studies
 
+__all__ = [
+    "COMMANDS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "MetricTrace",
+    "TraceError",
+    "add_arguments",
+    "default_warehouse",
+    "format_text",
+    "metric_trace",
+    "parse_where",
+    "run",
+    "study_traces",
+    "trace",
+    "trace_command",
+]
+
 EXIT_OK, EXIT_USAGE = 0, 2
 
 #: ``--warehouse`` default: ``$METAMORPH_HOME/metamorph.duckdb``, else ``<repo>/data/metamorph.duckdb``

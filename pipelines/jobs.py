@@ -26,16 +26,6 @@ STUDY_INPUTS = {
     "order_probe": ["order_items", "scrambled_inputs", "order_prompts"],
 }
 
-#: study group -> its per-model generation asset: a materialization of it for a model partition is
-#: what "this model was evaluated in this study" means (its metadata carries the registry entry's
-#: fingerprint, ``registry_fingerprint``).
-STUDY_GENERATIONS = {
-    "format_robustness": "workflow_generations",
-    "wrapper_sensitivity": "wrapper_generations",
-    "workflow_perturb": "llm_perturbations",
-    "order_probe": "order_generations",
-}
-
 
 def input_selection(study: str) -> dg.AssetSelection:
     return dg.AssetSelection.assets(*[[study, name] for name in STUDY_INPUTS[study]])

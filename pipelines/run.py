@@ -578,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.inputs import InputsRejected, check_sources
     from metamorph.models import load_registry
     from pipelines.definitions import defs
-    from pipelines.partitions import model_partitions
+    from assets.partitions import model_partitions
     from resources.llm import build_provider
     from resources.paths import data_dir, registry_path, warehouse_path
 

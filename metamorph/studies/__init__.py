@@ -8,6 +8,10 @@ to look in the next:
 * ``extract`` — reading an answer out of a raw completion, with a reason when it cannot;
 * ``metrics`` — the paper's metric tables from the extracted rows;
 * ``schemas`` — the pandera schema of every intermediate and metric table;
+* ``vocab`` — the study's vocabulary (formats, modes, types, languages ...) declared once, which
+  every other module, schema check and report refers to;
 
 plus the study's own concepts (renderers, wrappers, perturbation operators ...).
 """
+
+__all__: list[str] = []

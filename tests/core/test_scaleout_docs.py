@@ -61,9 +61,9 @@ def test_the_page_activates_the_venv_before_any_project_program_and_every_progra
     assert cmds[0] == [".", ".venv/bin/activate"]  # dagster-celery starts `celery` from PATH
     programs = {c[0] for c in cmds}
     venv = Path(sys.executable).parent  # the venv running the tests, the page's .venv
-    for prog in ("dagster", "dagster-daemon", "dagster-celery", "celery", "python"):
+    for prog in ("dagster", "dagster-daemon", "dagster-celery", "celery", "metamorph"):
         assert (venv / prog).exists(), prog
-    assert {"dagster", "dagster-daemon", "dagster-celery", "python"} <= programs
+    assert {"dagster", "dagster-daemon", "dagster-celery", "metamorph"} <= programs
     assert not any(c[0].startswith(".venv/bin/") for c in cmds[1:])  # one way to name them: PATH
 
 
@@ -96,8 +96,8 @@ def test_the_models_jobs_and_run_options_of_the_page_exist():
     assert loop[3:] == ["smollm2-135m-instruct", "gemma3-270m"] and set(loop[3:]) <= shipped
     [execute] = [c for c in commands() if c[:3] == ["dagster", "job", "execute"]]
     defs.resolve_job_def(execute[execute.index("-j") + 1])
-    [inputs] = [c for c in commands() if c[:3] == ["python", "-m", "pipelines.run"]]
-    args = build_parser().parse_args(inputs[3:])
+    [inputs] = [c for c in commands() if c[:2] == ["metamorph", "run"]]
+    args = build_parser().parse_args(inputs[2:])  # `metamorph run` takes pipelines.run's arguments
     assert (args.study, args.no_models, args.sources, args.settings) == (
         "order_probe",
         True,

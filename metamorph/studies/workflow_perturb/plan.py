@@ -29,12 +29,8 @@ from metamorph.studies.workflow_perturb.judge import (
     parse_judge_reply,
 )
 from metamorph.studies.workflow_perturb.metrics import score_workflows
-from metamorph.studies.workflow_perturb.perturb import (
-    PERTURBATION_TYPES,
-    SEVERITIES,
-    Perturbation,
-    perturb_deterministic,
-)
+from metamorph.studies.workflow_perturb.perturb import Perturbation, perturb_deterministic
+from metamorph.studies.workflow_perturb.vocab import PERTURBATION_TYPES, SEVERITIES, VARIANT_METRICS
 from metamorph.studies.workflow_perturb.workflows import (
     RejectedGolden,
     Workflow,
@@ -42,7 +38,30 @@ from metamorph.studies.workflow_perturb.workflows import (
     size_stratum,
 )
 
-METRIC_COLUMNS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau")
+__all__ = [
+    "GENERATOR_MAX_TOKENS",
+    "JUDGE_MAX_TOKENS",
+    "JUDGE_SPREAD_DETERMINISTIC",
+    "JUDGE_VARIANTS",
+    "LLM_GOLDENS",
+    "LLM_SEVERITIES",
+    "MAX_ATTEMPTS",
+    "METRIC_COLUMNS",
+    "PROBLEM_TEMPLATE_TOKENS",
+    "cost_steps",
+    "deterministic_perturbations",
+    "generator_params",
+    "generator_requests",
+    "golden_rows",
+    "judge_plan_requests",
+    "judge_requests",
+    "judge_row",
+    "score_perturbations",
+    "workflow_from_record",
+]
+
+#: The per-variant metric columns of the score rows (:data:`.vocab.VARIANT_METRICS`).
+METRIC_COLUMNS = VARIANT_METRICS
 
 
 def golden_rows(valid: Iterable[Workflow], rejected: Iterable[RejectedGolden], spec: str) -> list[dict[str, Any]]:

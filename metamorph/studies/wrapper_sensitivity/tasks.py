@@ -63,6 +63,7 @@ from urllib.parse import parse_qsl
 
 from metamorph.datasets import read_rows, required, required_text
 from metamorph.errors import InputError
+from metamorph.studies.wrapper_sensitivity.vocab import ANSWER_TYPES
 
 __all__ = [
     "ANSWER_TYPES",
@@ -78,8 +79,6 @@ __all__ = [
     "synth_compare_rule",
 ]
 
-#: The three answer types of the study.
-ANSWER_TYPES = ("choice", "boolean", "numeric")
 
 #: Fixed per-task question framing (``{...}`` filled from the row).
 QUESTION_TEMPLATES = {
