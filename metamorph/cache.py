@@ -446,7 +446,15 @@ class GenerationCache:
                 with self._cond:
                     self._committed += len(batch)
                     self._cond.notify_all()
-            self._housekeep()
+            try:
+                self._housekeep()
+            except BaseException as exc:  # a flush waiting on this thread must not wait for ever: it reports it
+                with self._cond:
+                    self._error = exc
+                    self._writer = None
+                    self._cond.notify_all()
+                self._close_connection(pause=False)
+                return
         if exiting:
             self._close_connection(pause=False)
 

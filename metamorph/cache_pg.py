@@ -19,7 +19,17 @@ What differs:
   of claims would be claimed and requested again by B;
 * ``lock_timeout_s`` bounds the wait for the connection (``connect_timeout``) and for a lock held
   by another session (``lock_timeout``); beyond it the call (or :meth:`flush` for queued rows)
-  raises ``psycopg2.OperationalError`` (a lock wait: its subclass ``psycopg2.errors.LockNotAvailable``).
+  raises ``psycopg2.OperationalError`` (a lock wait: its subclass ``psycopg2.errors.LockNotAvailable``);
+* a lost server (a restart, a failover, a dropped connection: refused or broken connections, SQLSTATE
+  classes 08 and 57P) is waited out: every statement or transaction that failed on it is run again on a
+  new connection every 0.5 s until the server answers, for at most ``lock_timeout_s`` counted from the
+  first failure of the outage. Queued rows stay queued meanwhile (nothing received is lost, nothing is
+  requested again), claims are kept, and the outage and the reconnection are logged (logger
+  ``metamorph.cache_pg``: a warning when it starts, an info line with its length and cause when it ends). A
+  transaction cut at its COMMIT is run again whole, which is harmless: an upsert of the same rows, the
+  same claims by the same owner. Beyond ``lock_timeout_s`` the call raises ``psycopg2.OperationalError``
+  whose message starts ``generation cache <url>: PostgreSQL unreachable for <n> s``; rows queued then
+  stay queued, and later calls try once each until the server is back.
 
 Driver: psycopg2 (``psycopg2-binary``), the one dagster-postgres 0.29.27 works with, so one
 PostgreSQL driver serves both Dagster's run storage and this cache. (dagster-postgres goes through
@@ -31,7 +41,9 @@ logged or stored: :attr:`path` is the URL with the password replaced by ``***``.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 from metamorph.cache import RESULT_COLUMNS, COLUMN_TYPES, GenerationCache, results_from_rows
@@ -85,6 +97,10 @@ _RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in RESULT_COLUMNS[:-1]) + 
 _LOCK_KEY = 0x6D65_7461  # "meta"
 
 
+#: seconds between two attempts to reach a lost server
+_RECONNECT_EVERY_S = 0.5
+log = logging.getLogger(__name__)
+
 _SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg2://")
 
 
@@ -104,6 +120,10 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 class _Connection:
     """A psycopg2 connection in autocommit mode with DuckDB's ``execute(...).fetchall()`` shape."""
 
@@ -112,6 +132,8 @@ class _Connection:
         self.cur = raw.cursor()
 
     def execute(self, query: str, params=None):
+        if query == "ROLLBACK" and self.raw.closed:  # nothing to roll back on a lost connection
+            return self.cur
         self.cur.execute(query, params)
         return self.cur
 
@@ -135,10 +157,125 @@ class PostgresGenerationCache(GenerationCache):
 
     def __init__(self, url: str, lock_timeout_s: float = 120.0, **kw):
         self._url = str(url)
+        self._outage_lock = threading.Lock()
+        self._down_since: float | None = None  # monotonic time of the first failure of the current outage
+        self._down_cause = ""  # the first line of the error that began it
+        self._connected_at = 0.0  # monotonic time of the last connection made
         super().__init__(redact(self._url), lock_timeout_s, **kw)
+
+    # ------------------------------------------------------------------ a lost server
+
+    def _lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the server is out of reach (not a lock wait, a cancelled statement or an
+        error of the statement itself)."""
+        import psycopg2
+
+        if not isinstance(exc, (psycopg2.OperationalError, psycopg2.InterfaceError)):
+            return False
+        if isinstance(exc, (psycopg2.errors.LockNotAvailable, psycopg2.errors.QueryCanceled)):
+            return False
+        code = getattr(exc, "pgcode", None) or ""
+        con = self._con
+        return con is None or bool(con.raw.closed) or code.startswith(("08", "57P"))
+
+    def _reconnecting(self, fn):
+        """``fn()``, run again on a new connection while the server is lost (module docstring), for at
+        most ``lock_timeout_s`` from the first failure of the outage.
+
+        Raises:
+            psycopg2.OperationalError: the server did not answer within ``lock_timeout_s``.
+        """
+        import psycopg2
+
+        while True:
+            try:
+                out = fn()
+            except (psycopg2.OperationalError, psycopg2.InterfaceError) as exc:
+                if str(exc).startswith(f"generation cache {self.path}: ") or not self._lost(exc):
+                    raise
+                self._close_connection(pause=False)  # a connection to a lost server is of no further use
+                self._end_outage()
+                now = time.monotonic()
+                with self._outage_lock:
+                    if self._down_since is None:
+                        self._down_since, self._down_cause = now, _first_line(exc)
+                        log.warning(
+                            "generation cache %s: PostgreSQL connection lost (%s); reconnecting every %.1f s for up "
+                            "to %.0f s, queued completions are kept",
+                            self.path,
+                            _first_line(exc),
+                            _RECONNECT_EVERY_S,
+                            self.lock_timeout_s,
+                        )
+                    down = now - self._down_since
+                if down >= self.lock_timeout_s:
+                    raise psycopg2.OperationalError(
+                        f"generation cache {self.path}: PostgreSQL unreachable for {down:.0f} s "
+                        f"(lock_timeout_s {self.lock_timeout_s:.0f} s): {_first_line(exc)}"
+                    ) from exc
+                time.sleep(min(_RECONNECT_EVERY_S, self.lock_timeout_s - down))
+                continue
+            self._end_outage()
+            return out
+
+    def _end_outage(self) -> None:
+        """The current outage (if any) is over once a connection was made after it began."""
+        with self._outage_lock:
+            if self._down_since is not None and self._connected_at > self._down_since:
+                log.info(  # the cause again: the warning may not have reached a log stored on the lost server
+                    "generation cache %s: reconnected to PostgreSQL after %.1f s (lost: %s)",
+                    self.path,
+                    self._connected_at - self._down_since,
+                    self._down_cause,
+                )
+                self._down_since = None
+
+    # every operation on the store, waiting out a lost server
+
+    def release(self) -> None:
+        self._reconnecting(super().release)
+
+    def _housekeep(self) -> None:
+        self._reconnecting(super()._housekeep)
+
+    def record_batch(self, batch) -> None:
+        parent = super().record_batch
+        self._reconnecting(lambda: parent(batch))
+
+    def update_batch(self, batch_id: str, status: str, collected: bool = False) -> None:
+        parent = super().update_batch
+        self._reconnecting(lambda: parent(batch_id, status, collected))
+
+    def open_batches(self, provider: str, base_url: str | None, model: str):
+        parent = super().open_batches
+        return self._reconnecting(lambda: parent(provider, base_url, model))
+
+    def batches(self):
+        return self._reconnecting(super().batches)
+
+    def get_many(self, keys, stale_before=None) -> dict[str, GenerationResult]:
+        keys, parent = list(keys), super().get_many
+        return self._reconnecting(lambda: parent(keys, stale_before))
+
+    def claim(self, keys, stale_before=None):
+        keys, parent = list(keys), super().claim
+        return self._reconnecting(lambda: parent(keys, stale_before))
+
+    def known_versions(self, provider: str, model: str) -> set[str]:
+        parent = super().known_versions
+        return self._reconnecting(lambda: parent(provider, model))
+
+    def count(self, errors: bool | None = None) -> int:
+        parent = super().count
+        return self._reconnecting(lambda: parent(errors))
+
+    # ------------------------------------------------------------------ the backend hooks
 
     def _init_storage(self) -> None:
         self._db_lock = threading.RLock()
+        self._reconnecting(self._create_tables)
+
+    def _create_tables(self) -> None:
         with self._use() as con:
             con.execute("BEGIN")
             try:  # concurrent CREATE TABLE IF NOT EXISTS can collide in the catalog: serialise it
@@ -159,6 +296,7 @@ class PostgresGenerationCache(GenerationCache):
         raw.autocommit = True
         con = _Connection(raw)
         con.execute("SET lock_timeout = %s", [f"{int(self.lock_timeout_s * 1000)}ms"])
+        self._connected_at = time.monotonic()
         return con
 
     def _slice_over(self, now: float) -> bool:
@@ -169,6 +307,9 @@ class PostgresGenerationCache(GenerationCache):
         return query.replace("?", "%s")
 
     def _commit(self, batch: list[tuple]) -> None:
+        self._reconnecting(lambda: self._commit_once(batch))
+
+    def _commit_once(self, batch: list[tuple]) -> None:
         best: dict[str, tuple] = {}
         for row in batch:  # one row per key: the last success, else the last error
             if row[0] not in best or row[13] is None or best[row[0]][13] is not None:

@@ -4,7 +4,7 @@
 warehouse are in the pool ``duckdb`` (its limit set in ``dagster.yaml`` of the instance); the
 executor is in-process by default (one step at a time, no process spawned per step).
 
-Scaling out (README "Scaling out"): the executor is chosen by ``METAMORPH_EXECUTOR`` (see
+Scaling out (docs/scaling-out.md): the executor is chosen by ``METAMORPH_EXECUTOR`` (see
 :func:`executor`); with ``METAMORPH_CELERY_BROKER`` set (a Redis URL) it defaults to
 dagster-celery's — every step becomes a task for celery workers (``dagster-celery worker start
 -A dagster_celery.app -y config/celery-worker.yaml``), which needs an instance in PostgreSQL

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # PostgreSQL and Redis for the scale-out setup and its tests, on loopback ports of our own.
 #
-#   scripts/services.sh start    # install (apt-get, when missing and root) and start what is not running
-#   scripts/services.sh stop     # stop only what `start` started (a server that was already up is left alone)
+#   scripts/services.sh start [postgresql|redis]  # install (apt-get, when missing and root) and start what is
+#                                                 # not running (both, or the one named)
+#   scripts/services.sh stop [postgresql|redis]   # stop only what `start` started (a server that was already up
+#                                                 # is left alone); both, or the one named
 #   scripts/services.sh status   # one line per service; exit 0 when both answer
 #   scripts/services.sh run CMD  # start, run CMD with METAMORPH_SERVICES=1 (services reachable), stop;
 #                                # when they cannot be started CMD runs without METAMORPH_SERVICES
@@ -115,11 +117,15 @@ status() {
   return $rc
 }
 
-case "${1:-}" in
-  start) install_missing; start_pg; start_redis ;;
-  stop) stop_all ;;
-  status) status ;;
-  run)
+case "${1:-} ${2:-}" in
+  "start ") install_missing; start_pg; start_redis ;;
+  "start postgresql") install_missing; start_pg ;;
+  "start redis") install_missing; start_redis ;;
+  "stop ") stop_all ;;
+  "stop postgresql") stop_pg ;;
+  "stop redis") stop_redis ;;
+  "status "*) status ;;
+  "run "*)
     shift
     STARTED_PG=0 STARTED_REDIS=0
     # stop only what this invocation started (services started earlier by `start` keep running)
@@ -130,5 +136,5 @@ case "${1:-}" in
       echo "services: PostgreSQL/Redis could not be started; the tests marked 'services' will be skipped" >&2
       "$@"
     fi ;;
-  *) echo "usage: $0 start|stop|status|run CMD..." >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop [postgresql|redis] | status | run CMD..." >&2; exit 2 ;;
 esac

@@ -1,10 +1,9 @@
-"""The documentation page "Scaling out" (docs/scaling-out.md) against the repository: the commands of
-its shell block name files, programs, models, jobs and options that exist, and its numbers agree with
-the config files they describe.
+"""docs/scaling-out.md (and docs/kubernetes.md) against the repository: the commands of its shell blocks
+name files, programs, models, jobs and options that exist, and its numbers agree with the config files
+they describe.
 
-This checks the page's commands without running them (they start servers and long-running
-processes); tests/core/test_scaleout.py runs the same steps (services, instance, workers, runs;
-not the daemon) with the local HTTP stub.
+These checks are quick and need no services; tests/core/test_scaleout_page.py runs the page's commands
+verbatim, and tests/core/test_scaleout.py the same steps with the local HTTP stub.
 """
 
 from __future__ import annotations
@@ -20,7 +19,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def section() -> str:
+    """The scaling-out page."""
     return (REPO / "docs" / "scaling-out.md").read_text()
+
+
+def kubernetes_page() -> str:
+    return (REPO / "docs" / "kubernetes.md").read_text()
 
 
 def shell_blocks() -> list[str]:
@@ -65,7 +69,7 @@ def test_the_page_activates_the_venv_before_any_project_program_and_every_progra
 
 def test_the_files_the_page_names_exist_and_the_worker_and_instance_configs_are_the_shipped_ones():
     block = shell_block()
-    named = re.findall(r"(?:config|scripts|deploy)/[\w./-]+", "\n".join(shell_blocks()) + section())
+    named = re.findall(r"(?:config|scripts|deploy)/[\w./-]+", section() + kubernetes_page())
     assert "deploy/k8s/values.yaml" in named and "deploy/k8s/Containerfile" in named
     for rel in named:
         assert (REPO / rel).exists(), rel
