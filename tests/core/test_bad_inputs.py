@@ -293,3 +293,21 @@ def test_error_classes_of_the_corpus_are_bad_input_for_the_run_cli():
 
     assert {c.get("error", "InputError") for c in CASES} <= set(INPUT_ERRORS)
     assert issubclass(InputError, MetamorphError)
+
+
+def test_a_gate_workflow_giving_a_key_twice_exits_2_naming_the_key(capsys, tmp_path):
+    """``{"nodes": [...], "nodes": [...]}``: json.loads would keep the second list silently."""
+    from metamorph.cli import main
+
+    golden = tmp_path / "golden.json"
+    golden.write_text('{"nodes": ["Step one", "Step two"], "nodes": ["Other"]}', encoding="utf-8")
+    assert main(["gate", "--golden", str(golden), "--candidate", str(golden)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"metamorph gate: error: {golden}, field 'nodes': key 'nodes' is given twice; JSON would keep the last one silently"
+    ]
+    jsonl = tmp_path / "goldens.jsonl"
+    jsonl.write_text('{"id": "a", "nodes": ["x"]}\n{"id": "b", "nodes": ["y"], "id": "c"}\n', encoding="utf-8")
+    assert main(["gate", "--golden", str(jsonl), "--candidate", str(jsonl)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"metamorph gate: error: {jsonl}, row 2, field 'id': key 'id' is given twice; JSON would keep the last one silently"
+    ]
