@@ -79,8 +79,9 @@ MEDQA_PROMPT = (
 
 def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
     """MedQA (USMLE, 4 options A–D): input ``question``, ``options`` ({"A": ..., "D": ...}) and the
-    gold letter in ``answer_idx`` (or ``gold``; both present must agree). The record's fields are
-    question, option_A..option_D."""
+    gold letter in ``answer_idx`` (or ``gold``; both present must agree; one is required: a MedQA
+    question always has its answer, and a row without one would leave accuracy silently). The
+    record's fields are question, option_A..option_D."""
     question = required_text(row, "question", uri, i)
     options = _json_cell(row, "options", uri, i, dict, "options with keys A-D")
     if not isinstance(options, dict) or sorted(options) != ["A", "B", "C", "D"]:
@@ -89,6 +90,8 @@ def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
         raise InputError(uri, f"every option must be non-empty text, got {options!r:.80}", row=i, field="options")
     gold_field = "answer_idx" if row.get("answer_idx") not in (None, "") else "gold"
     gold = row.get(gold_field)
+    if gold is None or (isinstance(gold, str) and not gold.strip()):
+        raise InputError(uri, "missing or empty (the gold letter A-D; or give it as 'gold')", row=i, field="answer_idx")
     if (
         row.get("answer_idx") not in (None, "")
         and row.get("gold") not in (None, "")
@@ -106,7 +109,7 @@ def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
         fields=tuple(fields),
         task_prompt=MEDQA_PROMPT,
         answer_space=("A", "B", "C", "D"),
-        gold=None if gold is None else str(gold),
+        gold=str(gold),
         favorable_label=None,
         sensitive={},
     )
@@ -164,8 +167,10 @@ def _pay_status(code: int) -> str:
 def adapt_credit_default(row: dict, uri: str, i: int) -> SourceInstance:
     """UCI default of credit card clients: 23 features decoded to readable fields.
 
-    Gold: ``default`` if ``default_payment_next_month`` == 1 else ``no default``. Favourable
-    label ``no default``. Sensitive: sex, education, marital status, age group.
+    Gold: ``default`` if ``default_payment_next_month`` (or ``gold`` when that column is absent)
+    is 1, ``no default`` if 0; required, and an integer (a fraction such as 0.7 or a boolean is an
+    :class:`InputError`, never rounded into a label). Favourable label ``no default``. Sensitive:
+    sex, education, marital status, age group.
     """
     sex, edu, mar, age = (_int(row, k, uri, i) for k in ("SEX", "EDUCATION", "MARRIAGE", "AGE"))
     fields: list[tuple[str, Any]] = [
@@ -181,15 +186,11 @@ def adapt_credit_default(row: dict, uri: str, i: int) -> SourceInstance:
         fields.append((f"bill_amount_{month.lower()}_ntd", _int(row, f"BILL_AMT{j}", uri, i)))
     for j, month in enumerate(_MONTHS, start=1):
         fields.append((f"payment_amount_{month.lower()}_ntd", _int(row, f"PAY_AMT{j}", uri, i)))
-    label = row.get("default_payment_next_month", row.get("gold"))
-    gold = None
-    if label is not None and label != "":
-        try:
-            gold = {1: "default", 0: "no default"}[int(label)]
-        except (KeyError, ValueError, TypeError) as exc:
-            raise InputError(
-                uri, f"gold label {label!r} is not 0 or 1", row=i, field="default_payment_next_month"
-            ) from exc
+    label_field = "default_payment_next_month" if "default_payment_next_month" in row or "gold" not in row else "gold"
+    label = _int(row, label_field, uri, i)
+    if label not in (0, 1):
+        raise InputError(uri, f"gold label {label!r} is not 0 or 1", row=i, field=label_field)
+    gold = {1: "default", 0: "no default"}[label]
     age_group = "<30" if age < 30 else "30-44" if age < 45 else "45+"
     return SourceInstance(
         instance_id=str(row.get("id") or f"credit_default-{_int(row, 'ID', uri, i)}"),
