@@ -311,3 +311,10 @@ def test_a_gate_workflow_giving_a_key_twice_exits_2_naming_the_key(capsys, tmp_p
     assert capsys.readouterr().err.splitlines() == [
         f"metamorph gate: error: {jsonl}, row 2, field 'id': key 'id' is given twice; JSON would keep the last one silently"
     ]
+
+
+def test_orderprobe_csv_reads_frequency_text_and_empty_optional_cells_as_absent():
+    """A CSV cell holds text: frequency '12' is 12.0; an empty gold, structure or frequency cell is absent."""
+    a, b = _load(f"orderprobe:{CORPUS / 'order_probe' / 'ok_items_optional_cells.csv'}")
+    assert (a.item_id, a.structure, a.frequency) == ("op-1", None, 12.0)
+    assert (b.item_id, b.structure, b.frequency) == ("op-2", "Serial Verb", None)
