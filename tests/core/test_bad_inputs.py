@@ -318,3 +318,57 @@ def test_orderprobe_csv_reads_frequency_text_and_empty_optional_cells_as_absent(
     a, b = _load(f"orderprobe:{CORPUS / 'order_probe' / 'ok_items_optional_cells.csv'}")
     assert (a.item_id, a.structure, a.frequency) == ("op-1", None, 12.0)
     assert (b.item_id, b.structure, b.frequency) == ("op-2", "Serial Verb", None)
+
+
+KEY = "sk-proj-FAKE0a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6"  # planted in a data file's mistyped field
+
+
+@pytest.mark.parametrize(
+    ("study", "adapter", "row", "field", "problem"),
+    [
+        (
+            "format_robustness",
+            "credit_default",
+            {"AGE": KEY},
+            "AGE",
+            "expected an integer, got '[REDACTED]'",
+        ),
+        (
+            "format_robustness",
+            "medqa",
+            {"answer_idx": KEY},
+            "answer_idx",
+            "gold label '[REDACTED]' is not one of A, B, C, D",
+        ),
+        (
+            "wrapper_sensitivity",
+            "gsm8k",
+            {"answer": f"so #### {KEY}"},
+            "answer",
+            "the text after '####' is not a number: '[REDACTED]",
+        ),
+        (
+            "order_probe",
+            "orderprobe",
+            {"frequency": KEY},
+            "frequency",
+            "frequency must be a positive number, got '[REDACTED]'",
+        ),
+    ],
+)
+def test_a_key_pasted_into_a_data_field_is_not_echoed_by_its_error(study, adapter, row, field, problem, tmp_path):
+    """The error line reaches stderr, the run log and Dagster's event log: a secret-looking value
+    it quotes is [REDACTED], as in registry errors."""
+    base = {
+        "credit_default": json.loads((CORPUS / "format_robustness" / "credit_gold_outside.jsonl").read_text())
+        | {"default_payment_next_month": 0},
+        "medqa": {"id": "m-1", "question": "Fever?", "options": {k: k for k in "ABCD"}, "answer_idx": "A"},
+        "gsm8k": {"id": "g-1", "question": "How many?", "answer": "#### 3"},
+        "orderprobe": {"id": "op-1", "language": "zh_cn", "canonical": "画蛇添足"},
+    }[adapter]
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(base | row, ensure_ascii=False) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        check_sources(study, [f"{adapter}:{path}"], None)
+    assert str(e.value) == f"{path}, row 1, field '{field}': {problem}"
+    assert "FAKE" not in str(e.value)
