@@ -295,8 +295,12 @@ def _index(v: Any, what: str) -> int:
 
 
 def _index_plus_one(v: Any) -> str:
-    """PIQA: 0-based ``label`` -> option label ``"1"`` / ``"2"``."""
-    return str(_index(v, "solution") + 1)
+    """PIQA: 0-based ``label`` (0 or 1) -> option label ``"1"`` / ``"2"``; ``ValueError`` naming the
+    index as given otherwise (not the shifted label, which would read as a different value)."""
+    k = _index(v, "solution")
+    if k not in (0, 1):
+        raise ValueError(f"solution index {k} is out of range (PIQA's label is 0 for sol1 or 1 for sol2)")
+    return str(k + 1)
 
 
 def _index_to_letter(v: Any) -> str:
