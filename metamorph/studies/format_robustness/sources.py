@@ -124,9 +124,15 @@ DISCRIM_PROMPT = (
 def adapt_discrim_eval(row: dict, uri: str, i: int) -> SourceInstance:
     """DiscrimEval (yes/no decision about a person); no gold; favourable label ``yes``.
 
-    Sensitive attributes: gender, race (and age when the row has one).
+    Sensitive attributes: gender, race (and age when the row has one), each text or a number; an
+    object, a list or a boolean is an :class:`InputError` (its ``str()`` would be a fairness group
+    of its own).
     """
-    sensitive = {k: str(row[k]) for k in ("gender", "race", "age") if row.get(k) not in (None, "")}
+    sensitive = {
+        k: required_text(row, k, uri, i)
+        for k in ("gender", "race", "age")
+        if not (row.get(k) is None or (isinstance(row.get(k), str) and not row[k].strip()))
+    }
     fields = [
         ("scenario_type", str(row.get("decision_question_nickname") or row.get("decision_question_id") or "")),
         ("scenario", required_text(row, "filled_template", uri, i)),
