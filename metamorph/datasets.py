@@ -15,9 +15,10 @@ import io
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from metamorph.errors import InputError
 
@@ -373,6 +374,23 @@ def refuse_duplicate_keys(
             stack.extend((x, [*path, str(k)]) for k, x in reversed(list(v.items())))
         elif isinstance(v, list):
             stack.extend((x, [*path, f"[{k}]"]) for k, x in reversed(list(enumerate(v))))
+
+
+def spec_params(spec: str, query: str, allowed: Sequence[str]) -> dict[str, str]:
+    """The ``k=v&...`` parameters (``query``) of the source spec ``spec``, such as ``construct?n=40&seed=7``.
+
+    Raises :class:`InputError` naming ``spec`` for a parameter not in ``allowed`` (a typo such as
+    ``sed=7`` would otherwise leave the default in place silently) or given twice (one value
+    would be dropped silently)."""
+    params: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in allowed:
+            takes = f"allowed: {', '.join(allowed)}" if allowed else "this source takes no parameters"
+            raise InputError(spec, f"unknown parameter {key!r}; {takes}")
+        if key in params:
+            raise InputError(spec, f"parameter {key!r} is given twice")
+        params[key] = value
+    return params
 
 
 def required(row: dict[str, Any], key: str, source: str, row_no: int) -> Any:

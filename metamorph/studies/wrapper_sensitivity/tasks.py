@@ -59,9 +59,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
-from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows, required, required_text
+from metamorph.datasets import read_rows, required, required_text, spec_params
 from metamorph.errors import InputError
 
 __all__ = [
@@ -538,7 +537,7 @@ def load_task(spec: str, limit: int | None = None) -> list[QAItem]:
     """
     head, _, query = spec.partition("?")
     if head == "synthetic":
-        params = dict(parse_qsl(query))
+        params = spec_params(spec, query, ("n_per_task", "seed"))
         try:
             n = int(params.get("n_per_task", limit or 8))
             seed = int(params.get("seed", 0))
