@@ -393,3 +393,22 @@ def test_a_source_parameter_that_is_unknown_or_repeated_is_refused(study, spec, 
     with pytest.raises(InputError) as e:
         check_sources(study, [spec], None)
     assert str(e.value) == f"{spec}: {problem}"
+
+
+def test_the_same_wrapper_or_workflow_file_given_twice_is_one_line_naming_the_second():
+    """Two --source values sharing ids passed the launch check and failed the run's table check
+    later ("qa_items: 32 schema failure(s)"); the library loaders of several specs refuse them."""
+    from metamorph.studies.workflow_perturb.workflows import load_all_goldens
+    from metamorph.studies.wrapper_sensitivity.tasks import load_tasks
+
+    piqa = f"piqa:{CORPUS / 'wrapper_sensitivity' / 'piqa_label_out_of_range.jsonl'}"
+    assert [x.item_id for _, x in load_tasks([piqa], limit=1)] == ["p-1"]
+    with pytest.raises(InputError) as e:
+        load_tasks([piqa, piqa], limit=1)
+    assert str(e.value) == f"{piqa}, row 1, field 'id': item 'p-1' of task 'piqa' was already loaded from {piqa}"
+    wf = str(CORPUS / "workflow_perturb" / "four_nodes.jsonl")
+    valid, rejected = load_all_goldens([wf], on_invalid="collect")
+    assert ([w.workflow_id for w in valid], [r.workflow_id for r in rejected]) == ([], ["wf-small"])
+    with pytest.raises(InputError) as e:
+        load_all_goldens([wf, wf], on_invalid="collect")
+    assert str(e.value) == f"{wf}, row 1, field 'id': workflow 'wf-small' was already loaded from {wf}"

@@ -566,3 +566,25 @@ def load_task(spec: str, limit: int | None = None) -> list[QAItem]:
         seen[x.item_id] = i
         items.append(x)
     return items
+
+
+def load_tasks(specs: Sequence[str], limit: int | None = None) -> list[tuple[str, QAItem]]:
+    """Every item of ``specs`` (each loaded by :func:`load_task` with ``limit``) as ``(spec, item)``
+    pairs; ``(task, item_id)`` must be unique across them — the same file given twice, or two files
+    sharing ids, raise :class:`InputError` naming the later spec, the item's position in it (``row``)
+    and ``id``, before anything runs (the items table's uniqueness check would fail the run later)."""
+    out: list[tuple[str, QAItem]] = []
+    seen: dict[tuple[str, str], str] = {}
+    for spec in specs:
+        for j, x in enumerate(load_task(spec, limit=limit), start=1):
+            key = (x.task, x.item_id)
+            if key in seen:
+                raise InputError(
+                    spec,
+                    f"item {x.item_id!r} of task {x.task!r} was already loaded from {seen[key]}",
+                    row=j,
+                    field="id",
+                )
+            seen[key] = spec
+            out.append((spec, x))
+    return out
