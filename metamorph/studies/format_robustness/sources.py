@@ -400,8 +400,12 @@ class SourceSpec:
 
 def validate_instances(instances: Sequence[SourceInstance], source: str, rows: Sequence[int] | None = None) -> None:
     """Check a loaded dataset: unique ids, >= 1 field, unique field names without ':', '|' or any
-    Unicode line break (values may hold any text),
+    Unicode line break (values may hold any text but the prompt's document delimiters
+    ``<<<DOCUMENT>>>`` / ``<<<END DOCUMENT>>>``: a value holding one would end the document early
+    and the text after it would reach the model as instructions), a task prompt without them,
     >= 2 distinct labels, gold in the answer space, favourable label in it. Raises InputError."""
+    from metamorph.studies.format_robustness.plan import DOC_BEGIN, DOC_END
+
     seen: dict[str, int] = {}
     for j, x in enumerate(instances):
         row = rows[j] if rows is not None else j + 1
@@ -421,6 +425,16 @@ def validate_instances(instances: Sequence[SourceInstance], source: str, rows: S
                 raise InputError(source, f"invalid field name {name!r}", row=row, field="fields")
         if len(set(names)) != len(names):
             raise InputError(source, "duplicate field names", row=row, field="fields")
+        for name, text in [*((n, v) for n, v in x.fields if isinstance(v, str)), ("task_prompt", x.task_prompt)]:
+            marker = next((m for m in (DOC_END, DOC_BEGIN) if m in text), None)
+            if marker is not None:
+                raise InputError(
+                    source,
+                    f"holds the prompt's document delimiter {marker!r}; the model would read the text after it "
+                    "as instructions, outside the document",
+                    row=row,
+                    field=name,
+                )
         if len(set(x.answer_space)) < 2:
             raise InputError(source, "answer space needs at least two distinct labels", row=row, field="answer_space")
         if x.gold is not None and x.gold not in x.answer_space:
