@@ -142,8 +142,17 @@ def _read_bytes(uri: str, is_remote: bool) -> bytes:
         return Path(uri).read_bytes()
     import fsspec  # installed with huggingface_hub / pandas extras
 
-    with fsspec.open(uri, "rb") as fh:
-        return fh.read()
+    try:
+        with fsspec.open(uri, "rb") as fh:
+            return fh.read()
+    except Exception as exc:  # offline mode, no such repository or file, no network: each its own type
+        raise InputError(uri, f"cannot read it: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    """``<type>: <first line of the message>`` of an exception from a file system or reader."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def decode_utf8(data: bytes, source: str, error: type[InputError] = InputError) -> str:
@@ -250,8 +259,8 @@ def _read_parquet(uri: str, is_remote: bool) -> list[dict[str, Any]]:
                 table = pq.read_table(fh)
         else:
             table = pq.read_table(uri)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise InputError(uri, f"cannot read parquet file: {exc}") from exc
+    except Exception as exc:  # pyarrow (a damaged file) and fsspec (an unreachable URI) raise several types
+        raise InputError(uri, f"cannot read parquet file: {_first_line(exc) if is_remote else exc}") from exc
     return [_checked(obj, uri, i) for i, obj in enumerate(table.to_pylist(), start=1)]
 
 

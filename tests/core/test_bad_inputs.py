@@ -412,3 +412,15 @@ def test_the_same_wrapper_or_workflow_file_given_twice_is_one_line_naming_the_se
     with pytest.raises(InputError) as e:
         load_all_goldens([wf, wf], on_invalid="collect")
     assert str(e.value) == f"{wf}, row 1, field 'id': workflow 'wf-small' was already loaded from {wf}"
+
+
+@pytest.mark.parametrize("name", ["x.jsonl", "x.parquet"])
+def test_an_hf_uri_that_cannot_be_read_is_one_line_naming_it(name):
+    """Offline (HF_HUB_OFFLINE=1, as the tests run), or no such repository: an InputError naming the
+    URI, not huggingface_hub's OfflineModeIsEnabled / RepositoryNotFoundError traceback."""
+    uri = f"hf://datasets/metamorph-tests/no-such-repo/{name}"
+    with pytest.raises(InputError) as e:
+        check_sources("format_robustness", [f"medqa:{uri}"], None)
+    assert e.value.source == uri and (e.value.row, e.value.field) == (None, None)
+    assert e.value.problem.startswith(("cannot read it: ", "cannot read parquet file: "))
+    assert "\n" not in str(e.value)
