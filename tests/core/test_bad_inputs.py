@@ -424,3 +424,18 @@ def test_an_hf_uri_that_cannot_be_read_is_one_line_naming_it(name):
     assert e.value.source == uri and (e.value.row, e.value.field) == (None, None)
     assert e.value.problem.startswith(("cannot read it: ", "cannot read parquet file: "))
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "limit", "problem"),
+    [
+        ("synthetic?n_per_task=0", None, "synthetic needs 1 <= n_per_task <= 100,000 items, got 0"),
+        ("synthetic?n_per_task=100000000", None, "synthetic needs 1 <= n_per_task <= 100,000 items, got 100000000"),
+        ("synthetic", 10**9, "synthetic needs 1 <= n_per_task <= 100,000 items (from --limit / limit), got 1000000000"),
+    ],
+)
+def test_synthetic_wrapper_tasks_out_of_range_is_one_line(spec, limit, problem):
+    """n_per_task=0 raised a bare ValueError (a traceback); 10**8 generated items until memory ran out."""
+    with pytest.raises(InputError) as e:
+        check_sources("wrapper_sensitivity", [spec], limit)
+    assert str(e.value) == f"{spec}: {problem}"

@@ -528,12 +528,18 @@ def synthetic_tasks(n_per_task: int = 8, seed: int = 0) -> list[QAItem]:
 # Specs
 
 
+#: The most items per task ``synthetic`` generates (``n_per_task``, or ``limit`` when it is not
+#: given): a mistyped value would otherwise generate items until memory runs out.
+MAX_SYNTHETIC = 100_000
+
+
 def load_task(spec: str, limit: int | None = None) -> list[QAItem]:
     """Load one task spec (see the module docstring) into items.
 
     ``limit`` keeps the first ``limit`` rows of the file. All-or-nothing: any bad row raises
     :class:`InputError` (file, 1-based row, field) and nothing is returned; duplicate item ids
-    raise too. ``synthetic`` takes ``n_per_task`` (default 8, or ``limit``) and ``seed`` (default 0).
+    raise too. ``synthetic`` takes ``n_per_task`` (default 8, or ``limit``; 1 to
+    :data:`MAX_SYNTHETIC`, else :class:`InputError`) and ``seed`` (default 0).
     """
     head, _, query = spec.partition("?")
     if head == "synthetic":
@@ -543,6 +549,13 @@ def load_task(spec: str, limit: int | None = None) -> list[QAItem]:
             seed = int(params.get("seed", 0))
         except ValueError as exc:
             raise InputError(spec, f"n_per_task and seed must be integers ({exc})") from exc
+        if not 1 <= n <= MAX_SYNTHETIC:
+            raise InputError(
+                spec,
+                f"synthetic needs 1 <= n_per_task <= {MAX_SYNTHETIC:,} items"
+                + (" (from --limit / limit)" if "n_per_task" not in params else "")
+                + f", got {n}",
+            )
         return synthetic_tasks(n_per_task=n, seed=seed)
     task, sep, location = spec.partition(":")
     if not sep or not location:
