@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -13,6 +14,7 @@ from pydantic import Field, field_validator
 
 from metamorph.export import markdown_cell, markdown_table
 from metamorph.schemas import table_schema_metadata, validate_frame
+from metamorph.study import budget, check_value, positive
 
 
 def md_text(value) -> str:
@@ -52,22 +54,38 @@ def figure_md(fig) -> dg.MetadataValue:
 ALL_ROWS = -1
 
 
+def checked_by(check: Callable[[object], object], *fields: str, unless: tuple = ()):
+    """A pydantic validator of ``fields`` calling ``check(value)`` — an option's
+    :meth:`metamorph.study.Option.check`, or :func:`metamorph.study.check_value` with a parser —
+    so the launchpad rejects a value with the words the command line uses (values in ``unless``,
+    the config's own sentinels such as -1 = every row, pass). Assign it to a name in the class body."""
+
+    def _check(cls, value):
+        return value if value in unless else check(value)
+
+    return field_validator(*fields)(classmethod(_check))
+
+
+def _limit(value):
+    return check_value(positive, value)
+
+
+def _budget(value):
+    return check_value(budget, value)
+
+
 class LimitConfig(dg.Config):
     """Base of a study's inputs config: ``limit`` rows of each source, -1 = every row.
 
     A subclass redefines ``limit`` with its own description (sampling rule); the check below
-    still applies. Any value other than -1 or N ≥ 1 fails when the step builds its config, and
-    at launch for the study's inputs job (``pipelines.jobs``).
+    still applies: any value other than -1 or N ≥ 1 fails (as ``--limit``, through the same
+    parser :func:`metamorph.study.positive`) when the step builds its config, and at launch for the
+    study's inputs job (``pipelines.jobs``).
     """
 
     limit: int = Field(default=ALL_ROWS, description="Keep N ≥ 1 rows of each source; -1 = every row.")
 
-    @field_validator("limit")
-    @classmethod
-    def _rows_or_all(cls, value: int) -> int:
-        if value != ALL_ROWS and value < 1:
-            raise ValueError(f"must be a number of rows >= 1, or -1 for every row; got {value}")
-        return value
+    _rows_or_all = checked_by(_limit, "limit", unless=(ALL_ROWS,))
 
     @property
     def row_limit(self) -> int | None:
@@ -83,7 +101,8 @@ NO_BUDGET = -1.0
 class BudgetConfig(dg.Config):
     """Base of a generation asset's config: ``budget_usd``, the most this step may spend for one
     model (USD at the registry's ``price_per_mtok``), checked against the cost plan before the
-    first call (:func:`plan_and_guard`)."""
+    first call (:func:`plan_and_guard`); its values are those of ``--budget-usd``
+    (:func:`metamorph.study.budget`)."""
 
     budget_usd: float = Field(
         default=NO_BUDGET,
@@ -92,12 +111,7 @@ class BudgetConfig(dg.Config):
         "-1 = no budget (the model_registry resource's budget_usd still applies).",
     )
 
-    @field_validator("budget_usd")
-    @classmethod
-    def _usd_or_none(cls, value: float) -> float:
-        if value != NO_BUDGET and not value >= 0:
-            raise ValueError(f"must be an amount in USD >= 0, or -1 for no budget; got {value}")
-        return value
+    _usd_or_none = checked_by(_budget, "budget_usd", unless=(NO_BUDGET,))
 
 
 def effective_budget(*budgets: float | None) -> float | None:
@@ -241,7 +255,7 @@ def create_lineage_views(warehouse, study: str, count_view: str, preview=None) -
     )
 
 
-def table_asset(
+def metric_table(
     study: str,
     name: str,
     compute: Callable[..., pd.DataFrame],
@@ -249,66 +263,148 @@ def table_asset(
     *,
     ins: Sequence[str],
     row: str,
-    source: str,
-    prepare: Mapping[str, Callable[[pd.DataFrame], pd.DataFrame]] | None = None,
+    source: str | None = None,
+    config: type[dg.Config] | None = None,
+    config_args: Sequence[str] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    prepare: Mapping[str, Callable[..., Any]] | None = None,
+    rows: Mapping[str, Callable[..., pd.DataFrame]] | None = None,
+    not_estimated: Callable[..., Mapping[str, Any]] | None = None,
     metadata: Callable[[pd.DataFrame], dict] | None = None,
-    kinds: Sequence[str] = ("duckdb",),
+    inputs_metadata: Callable[[Mapping[str, pd.DataFrame]], dict] | None = None,
     cells=None,
+    checks: bool = True,
     behind_ins: Sequence[str] = (),
+    kinds: Sequence[str] = ("duckdb",),
+    sql: Sequence[str] = (),
+    partition_arg: str | None = None,
 ) -> dg.AssetsDefinition:
-    """A thin table asset ``<study>/<name>`` = ``compute(*inputs)`` validated against ``model``.
+    """The one declaration of a metric table: asset ``<study>/<name>`` = ``compute(*inputs)``
+    validated against ``model``.
 
-    Most of a study's analysis tables are one library call on one or two upstream tables; this
-    declares them in one line each, with a uniform plain-text description: what a row is
-    (``row``), the paper section it reproduces (``source``) and the function that computes it, so
-    the path from the asset to its code is one hop. Every such table carries the checks of
-    ``assets._cells.metric_checks``.
+    A metric table's body is always the same: load its upstream tables, make one library call
+    (a function of ``metamorph.studies.<study>``, or one that runs a SQL file of ``sql/<study>/``)
+    and hand the frame to :func:`assets._cells.metric_output` (or :func:`validated_output`)
+    with its metadata. This declares it in one call, with a uniform plain-text description: what
+    a row is (``row``), the paper section it reproduces (``source``) and the function that
+    computes it — ``Code: <compute.__module__>.<compute.__qualname__>`` and, for a set-based
+    table, the SQL files it runs — derived, never typed, so the path from the asset to its code is
+    one hop and cannot drift.
 
     Args:
-        ins: upstream asset names in the same study, passed positionally to ``compute`` in this
-            order (after ``prepare[name]`` where given, e.g. the study's metric-input projection).
-        metadata: extra materialization metadata computed from the validated frame (plots, …).
-        cells: how the table's cells are read in the UI (``assets._cells.Cells``): worst cells with
-            the rows behind them, headline floats, value checks.
+        ins: upstream asset names in the same study; after ``prepare`` they are ``compute``'s
+            positional arguments, in this order. An upstream per-model table is read whole (every
+            model partition).
+        row, source: the description's first sentence (what a row is, ending in ".") and the
+            paper section ("§5.1", "Table 3", …); ``source=None`` leaves the Source clause out.
+        config: a Dagster config class (launchpad settings of the table, e.g. the extraction
+            mode); with it, every ``prepare`` and ``rows`` hook is called as ``hook(frame, config)``.
+        config_args: fields of ``config`` passed to ``compute`` as keyword arguments of the same name.
+        kwargs: fixed keyword arguments of ``compute`` (e.g. ``n_resamples=1000, seed=0``).
+        prepare: input name → its projection into ``compute``'s argument (e.g. the study's
+            metric-input projection, the cells of one extraction mode).
+        rows: input name → the frame the worst cells' rows behind (``cells.behind``) read instead
+            of the input as loaded (e.g. the answers of the mode the table was computed in).
+        not_estimated: when ``compute`` raises ValueError (a design that does not identify the
+            estimate), the table is one row of ``model`` with every estimate null and
+            ``note = "not estimated: <error>"``; this hook gives that row's known columns, called as
+            ``not_estimated(args, inputs, config)`` (``compute``'s positional arguments, the
+            loaded inputs, the config or None). Without it the error propagates.
+        metadata: extra materialization metadata from the computed frame (plots, pivots, …).
+        inputs_metadata: extra materialization metadata from the loaded inputs.
+        cells: how the table's cells are read in the UI (``assets._cells.Cells``): worst cells
+            with the rows behind them, headline floats, value checks.
+        checks: False = no asset checks (the frame is only validated: :func:`validated_output`);
+            True = ``assets._cells.metric_checks`` of ``cells``.
         behind_ins: further upstream assets loaded only to find the rows behind the worst cells.
+        kinds: the asset's kinds ("sql" is added with ``sql``).
+        sql: names of the files of ``sql/<study>/`` that ``compute`` runs (each must exist,
+            else FileNotFoundError at declaration); the Code pointer lists them after the function.
+        partition_arg: the table is per model (the model partitions, stored by ``model_id``) and
+            ``compute`` receives the run's model partition key as this keyword argument.
+
+    Raises (when the run executes): whatever ``compute`` raises (ValueError with the file, row or
+    column it names), pandera's SchemaError when the frame breaks ``model`` — nothing is written.
     """
     from assets._cells import metric_checks, metric_output
+    from assets.partitions import PER_MODEL, model_partitions
 
-    prepare = dict(prepare or {})
+    prepare, rows, fixed = dict(prepare or {}), dict(rows or {}), dict(kwargs or {})
+    from metamorph.sql import sql_path
+
     code = f"{compute.__module__}.{compute.__qualname__}"
+    if sql:
+        code += f" ({', '.join(f'sql/{study}/{sql_path(study, n).name}' for n in sql)})"
     behind = getattr(cells, "behind", None)
+    uses_warehouse = behind is not None and behind.table is not None
     all_ins = list(dict.fromkeys([*ins, *behind_ins]))
+    if config is None and config_args:
+        raise TypeError(f"{study}/{name}: config_args need a config class")
+    unknown = set(prepare) - set(ins) | set(rows) - set(all_ins)
+    if unknown:
+        raise TypeError(f"{study}/{name}: hooks name inputs it does not read: {sorted(unknown)}")
 
-    @dg.asset(
-        name=name,
-        key_prefix=[study],
-        group_name=study,
-        pool="duckdb",
-        kinds=set(kinds),
-        ins={i: dg.AssetIn(key=[study, i]) for i in all_ins},
-        required_resource_keys={"warehouse"} if behind is not None and behind.table else set(),
-        check_specs=metric_checks(study, name, cells),
-        description=f"{row} Source: {source}. Code: {code}.",
-    )
-    def _table(context, **inputs: pd.DataFrame):
-        df = compute(*[prepare.get(i, _identity)(inputs[i]) for i in ins])
-        warehouse = context.resources.warehouse if behind is not None and behind.table else None
+    def hook(fn, frame, cfg):
+        return fn(frame, cfg) if config is not None else fn(frame)
+
+    def body(context, cfg, inputs: dict[str, pd.DataFrame]):
+        args = tuple(hook(prepare[i], inputs[i], cfg) if i in prepare else inputs[i] for i in ins)
+        keywords = {**fixed, **{f: getattr(cfg, f) for f in config_args}}
+        if partition_arg is not None:
+            keywords[partition_arg] = context.partition_key
+        try:
+            df = compute(*args, **keywords)
+        except ValueError as exc:
+            if not_estimated is None:
+                raise
+            df = _not_estimated(model, exc, **not_estimated(args, inputs, cfg))
+        md = {**(metadata(df) if metadata else {}), **(inputs_metadata(inputs) if inputs_metadata else {})}
+        if not checks:
+            yield validated_output(model, df, name, md or None)
+            return
+        behind_rows = {i: hook(rows[i], inputs[i], cfg) if i in rows else inputs[i] for i in all_ins}
         yield from metric_output(
             model,
             df,
             study,
             name,
             cells,
-            inputs=inputs,
-            warehouse=warehouse,
-            metadata=metadata(df) if metadata else None,
+            inputs=behind_rows,
+            warehouse=context.resources.warehouse if uses_warehouse else None,
+            metadata=md or None,
         )
 
-    return _table
+    if config is None:
+
+        def _table(context, **inputs: pd.DataFrame):
+            yield from body(context, None, inputs)
+
+    else:
+
+        def _table(context, config, **inputs: pd.DataFrame):
+            yield from body(context, config, inputs)
+
+        _table.__annotations__["config"] = config
+
+    return dg.asset(
+        name=name,
+        key_prefix=[study],
+        group_name=study,
+        pool="duckdb",
+        kinds={*kinds, *(["sql"] if sql else [])},
+        ins={i: dg.AssetIn(key=[study, i]) for i in all_ins},
+        required_resource_keys={"warehouse"} if uses_warehouse else set(),
+        check_specs=metric_checks(study, name, cells) if checks else None,
+        partitions_def=model_partitions if partition_arg is not None else None,
+        metadata=PER_MODEL if partition_arg is not None else None,
+        description=f"{row}{f' Source: {source}.' if source else ''} Code: {code}.",
+    )(_table)
 
 
-def _identity(df: pd.DataFrame) -> pd.DataFrame:
-    return df
+def _not_estimated(model: type[pa.DataFrameModel], exc: Exception, **known) -> pd.DataFrame:
+    """One row of ``model`` with the ``known`` columns, every other column null and the reason in ``note``."""
+    df = pd.DataFrame([{**known, "note": f"not estimated: {exc}"}])
+    return df.reindex(columns=list(model.to_schema().columns))
 
 
 class ComparisonConfig(dg.Config):

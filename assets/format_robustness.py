@@ -22,7 +22,7 @@ from pydantic import Field
 from dagster_duckdb import DuckDBResource
 
 from assets import plots
-from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
+from assets._cells import Behind, Cells, ViewPreview
 from metamorph.export import markdown_table
 from assets._common import (
     ALL_ROWS,
@@ -36,8 +36,8 @@ from assets._common import (
     generation_metadata,
     plan_and_guard,
     plan_metadata,
+    metric_table,
     runner_options,
-    table_asset,
     validated_output,
 )
 from metamorph.studies.format_robustness import evidence as ev
@@ -50,17 +50,18 @@ from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
+from metamorph.studies.format_robustness.study import STUDY
+from metamorph.studies.format_robustness.vocab import FORMATS
+from assets._common import checked_by
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.format_robustness import schemas as S
-from pipelines.partitions import model_partitions
+from assets.partitions import PER_MODEL, model_partitions
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "format_robustness"
 PREFIX = [GROUP]
 POOL = "duckdb"
-#: Per-model tables store the partition key in model_id (the IO manager deletes/loads by it).
-PER_MODEL = {"partition_expr": "model_id"}
 
 
 def instances_from_frame(df: pd.DataFrame) -> list[SourceInstance]:
@@ -160,10 +161,11 @@ def _generation_ids(planned: list[fs.PlannedGeneration], spec) -> list[dict]:
 
 
 class GenerationConfig(BudgetConfig):
+    """Settings of workflow_generations; ``k`` and ``max_tokens`` take the values of ``--k`` and
+    ``--max-tokens`` (checked by the same :class:`metamorph.study.Option`)."""
+
     k: int = Field(
-        default=3,
-        ge=1,
-        le=100,
+        default=STUDY.option("k").default,
         description="Repeats per workflow × document (r = 1..k): independent draws when "
         "decoding samples; when a local model decodes greedily, one computation shared by the k rows.",
     )
@@ -174,7 +176,6 @@ class GenerationConfig(BudgetConfig):
     )
     max_tokens: int = Field(
         default=fs.DEFAULT_PARAMS["max_tokens"],
-        ge=1,
         description="Completion token limit; a cut answer is 'truncated'.",
     )
     seed: int = Field(
@@ -182,6 +183,9 @@ class GenerationConfig(BudgetConfig):
         description="Base sampling seed: when decoding samples, repeat r of a request is sent "
         "with its own seed derived from it, r and the request (metamorph.replicates.seeded).",
     )
+
+    _k = checked_by(STUDY.option("k").check, "k")
+    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
 
 
 @dg.asset(
@@ -409,25 +413,18 @@ def evidence_categories(extracted_decisions: pd.DataFrame):
 # ------------------------------------------------------------------------------------------
 # Cross-model tables: read every model partition.
 
-ALL_MODELS = {
-    "extracted_decisions": dg.AssetIn(key=[*PREFIX, "extracted_decisions"]),
-    "evidence_categories": dg.AssetIn(key=[*PREFIX, "evidence_categories"]),
-}
-
-
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_MODELS, kinds={"duckdb"})
-def generation_outcomes(extracted_decisions: pd.DataFrame, evidence_categories: pd.DataFrame) -> dg.Output:
-    """One row per generation of every model with its decision, correctness and evidence-category
-    set: the input of every metric table. Source: §4.1. Code: metamorph.studies.format_robustness.plan.generation_outcomes."""
-    df = fs.generation_outcomes(extracted_decisions, evidence_categories)
-    df["is_correct"] = df["is_correct"].astype("boolean")
-    df["favorable"] = df["favorable"].astype("boolean")
-    return validated_output(
-        S.GenerationOutcomes,
-        df,
-        "generation_outcomes",
-        {"workflows": dg.MetadataValue.json(sorted(df["workflow_id"].unique().tolist()))},
-    )
+generation_outcomes = metric_table(
+    GROUP,
+    "generation_outcomes",
+    fs.generation_outcomes,
+    S.GenerationOutcomes,
+    ins=["extracted_decisions", "evidence_categories"],
+    checks=False,
+    metadata=lambda df: {"workflows": dg.MetadataValue.json(sorted(df["workflow_id"].unique().tolist()))},
+    row="One row per generation of every model with its decision, correctness and evidence-category set: the "
+    "input of every metric table.",
+    source="§4.1",
+)
 
 
 # How the metric tables read in the UI (assets._cells): the rows behind a cell are generations of
@@ -462,21 +459,18 @@ def _wrong(rows: pd.DataFrame, cell) -> pd.DataFrame:
 
 
 def _unstable(rows: pd.DataFrame, cell) -> pd.DataFrame:
-    """Instances whose k repeats disagree in the cell's format (⊥ is a value)."""
-    n = rows["decision"].fillna("⊥").groupby(rows["instance_id"]).transform("nunique")
-    return _by_group(rows[n > 1])
+    """Instances whose k repeats disagree in the cell's format (the unstable ones of fr.instance_stability)."""
+    stability = fr.instance_stability(rows)
+    unstable = stability.loc[~stability["stable"].astype(bool), ["workflow_id", "dataset", "instance_id", "format"]]
+    return _by_group(rows.merge(unstable, on=["workflow_id", "dataset", "instance_id", "format"]))
 
 
 def _flipped(rows: pd.DataFrame, cell) -> pd.DataFrame:
-    """Repeat-1 generations of the instances whose decision in the cell's format differs from the baseline's."""
-    r1 = rows[(rows["repeat"] == 1) & rows["format"].isin([cell["format"], cell["baseline"]])]
-    dec = r1.assign(d=r1["decision"].fillna("⊥")).pivot_table(
-        index="instance_id", columns="format", values="d", aggfunc="first"
-    )
-    if cell["format"] not in dec or cell["baseline"] not in dec:
-        return r1.head(0)
-    ids = dec.index[dec[cell["format"]] != dec[cell["baseline"]]]
-    return _by_group(r1[r1["instance_id"].isin(ids)])
+    """The cell's format and baseline generations of the (instance, repeat) groups that flip
+    (:func:`metamorph.studies.format_robustness.metrics.flipped_groups`, the flip rate's numerator)."""
+    groups = fr.flipped_groups(fs.metric_input(rows), cell["format"], cell["baseline"])
+    both = rows[rows["format"].isin([cell["format"], cell["baseline"]])]
+    return _by_group(both.merge(groups, on=[*groups.columns]))
 
 
 def _behind(rows, pick, show=_SHOWN, **kw) -> Behind:
@@ -508,7 +502,7 @@ MR_CELLS = Cells(
 
 # Metric tables that are one library call each: what a row is, the paper section, the function.
 _GEN = {"generation_outcomes": fs.metric_input}
-mr_flags = table_asset(
+mr_flags = metric_table(
     GROUP,
     "mr_flags",
     fr.mr_flags,
@@ -519,15 +513,15 @@ mr_flags = table_asset(
     "MR3 (stability) violation flags.",
     source="§4.1; the group unit of §5.2",
 )
-accuracy_by_format = table_asset(
+accuracy_by_format = metric_table(
     GROUP,
     "accuracy_by_format",
     fr.accuracy_by_format,
     S.AccuracyByFormat,
     ins=["generation_outcomes"],
     prepare=_GEN,
-    kinds=("duckdb", "sql"),
-    metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)")},
+    sql=["accuracy_by_format"],
+    metadata=lambda df: {"plot": plots.bars_by_format(df, "accuracy_pct", "Accuracy by format (%)", FORMATS)},
     cells=Cells(
         "accuracy_pct",
         ("workflow_id", "dataset", "format"),
@@ -538,18 +532,18 @@ accuracy_by_format = table_asset(
         trace=_trace("accuracy", ("workflow_id", "dataset", "format")),
     ),
     row="One row per workflow × dataset × format: accuracy Acc_f in % over all generations with a gold label "
-    "(an unparseable reply counts as wrong); SQL in sql/format_robustness/accuracy_by_format.sql.",
+    "(an unparseable reply counts as wrong).",
     source="§5.1",
 )
-stability_by_format = table_asset(
+stability_by_format = metric_table(
     GROUP,
     "stability_by_format",
     fr.stability_by_format,
     S.StabilityByFormat,
     ins=["generation_outcomes"],
     prepare=_GEN,
-    kinds=("duckdb", "sql"),
-    metadata=lambda df: {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)")},
+    sql=["instance_stability", "stability_by_format"],
+    metadata=lambda df: {"plot": plots.bars_by_format(df, "stability_pct", "Stability Stb_f by format (%)", FORMATS)},
     cells=Cells(
         "stability_pct",
         ("workflow_id", "dataset", "format"),
@@ -558,11 +552,10 @@ stability_by_format = table_asset(
         headline="stability_pct/{workflow_id}/{dataset}/{format}",
         behind=_behind(_generations, _unstable),
     ),
-    row="One row per workflow × dataset × format: Stb_f, the % of instances whose k repeats all agree; SQL in "
-    "sql/format_robustness/stability_by_format.sql.",
+    row="One row per workflow × dataset × format: Stb_f, the % of instances whose k repeats all agree.",
     source="§5.1",
 )
-evidence_drift = table_asset(
+evidence_drift = metric_table(
     GROUP,
     "evidence_drift",
     fr.evidence_drift,
@@ -578,20 +571,19 @@ evidence_drift = table_asset(
     row="One row per workflow × dataset × non-TXT format: evidence drift JS, ΔAcc and flip rate against TXT.",
     source="§5.1, Table 2",
 )
-silent_violations = table_asset(
+silent_violations = metric_table(
     GROUP,
     "silent_violations",
     fr.silent_violations,
     S.SilentViolations,
     ins=["mr_flags"],
-    kinds=("duckdb", "sql"),
+    sql=["silent_violations"],
     behind_ins=["generation_outcomes"],
     cells=Cells("silent_pct", ("workflow_id", "dataset"), bounds=_PCT, behind=_behind(_flagged, _silent)),
-    row="One row per workflow × dataset: how many MR2 violations hold MR1 (silent violations) and their share; "
-    "SQL in sql/format_robustness/silent_violations.sql.",
+    row="One row per workflow × dataset: how many MR2 violations hold MR1 (silent violations) and their share.",
     source="§5.1",
 )
-format_tests = table_asset(
+format_tests = metric_table(
     GROUP,
     "format_tests",
     fan.format_tests,
@@ -603,7 +595,7 @@ format_tests = table_asset(
     "Spearman ρ(JS, ΔAcc) per setting.",
     source="§5.3",
 )
-vote_aggregation = table_asset(
+vote_aggregation = metric_table(
     GROUP,
     "vote_aggregation",
     mit.vote_aggregation,
@@ -615,7 +607,7 @@ vote_aggregation = table_asset(
     "ΔM (tie rule in the function's docstring).",
     source="§5.5 'Vot.', Table 3",
 )
-mr_table = table_asset(
+mr_table = metric_table(
     GROUP,
     "mr_table",
     fan.mr_table,
@@ -625,7 +617,7 @@ mr_table = table_asset(
     row="Table 1's layout: one row per dataset × workflow (and the Avg. margins) with M1/M2/M3 in %.",
     source="Table 1",
 )
-silent_by_dataset = table_asset(
+silent_by_dataset = metric_table(
     GROUP,
     "silent_by_dataset",
     fan.silent_violations_by_dataset,
@@ -635,7 +627,7 @@ silent_by_dataset = table_asset(
     row='One row per dataset ("*" pools all): the silent-violation rate pooled over workflows.',
     source="§5.3",
 )
-workflow_tests = table_asset(
+workflow_tests = metric_table(
     GROUP,
     "workflow_tests",
     fan.workflow_tests,
@@ -645,7 +637,7 @@ workflow_tests = table_asset(
     row="One row per dataset × relation: Cochran's Q across workflows (M1/M2 over groups, M3 over instances).",
     source="§5.3, §5.4",
 )
-flip_errors = table_asset(
+flip_errors = metric_table(
     GROUP,
     "flip_errors",
     fan.flip_error_distribution,
@@ -656,7 +648,7 @@ flip_errors = table_asset(
     row="One row per format × error kind: how the replies of correctness-flip groups err.",
     source="§5.2, Figure 3",
 )
-evidence_change_share = table_asset(
+evidence_change_share = metric_table(
     GROUP,
     "evidence_change_share",
     fan.evidence_change_share,
@@ -667,7 +659,7 @@ evidence_change_share = table_asset(
     row='One row per format ("*" pools): the share of groups whose evidence changed against TXT (Jaccard below θ).',
     source="§5.3",
 )
-drift_correlation = table_asset(
+drift_correlation = metric_table(
     GROUP,
     "drift_correlation",
     fan.drift_correlation,
@@ -679,50 +671,45 @@ drift_correlation = table_asset(
 )
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "mr_violations", MR_CELLS),
-)
-def mr_violations(warehouse: DuckDBResource, mr_flags: pd.DataFrame, generation_outcomes: pd.DataFrame):
-    """One row per workflow × dataset × relation: M1, M2 or M3, the % of (instance, repeat) groups
-    violating MR1 (decision), MR2 (evidence) or MR3 (stability), with a bootstrap 95% CI that
-    resamples instances. The worst cells list the generations behind them with their raw replies.
-    Source: §5.1, Table 1. Code: metamorph.studies.format_robustness.metrics.mr_violations."""
-    df = fr.mr_violations(mr_flags, n_resamples=1000, seed=0)
+def _mr_wide(df: pd.DataFrame) -> dict:
+    """M1/M2/M3 side by side per workflow × dataset (metadata)."""
     wide = df.pivot_table(index=["workflow_id", "dataset"], columns="relation", values="violation_pct").reset_index()
-    yield from metric_output(
-        S.MRViolations,
-        df,
-        GROUP,
-        "mr_violations",
-        MR_CELLS,
-        warehouse=warehouse,
-        inputs={"mr_flags": mr_flags, "generation_outcomes": generation_outcomes},
-        metadata={"M1_M2_M3_pct": dg.MetadataValue.md(markdown_table(wide.round(1)))},
-    )
+    return {"M1_M2_M3_pct": dg.MetadataValue.md(markdown_table(wide.round(1)))}
+
+
+mr_violations = metric_table(
+    GROUP,
+    "mr_violations",
+    fr.mr_violations,
+    S.MRViolations,
+    ins=["mr_flags"],
+    behind_ins=["generation_outcomes"],
+    kwargs={"n_resamples": 1000, "seed": 0},
+    cells=MR_CELLS,
+    metadata=_mr_wide,
+    row="One row per workflow × dataset × relation: M1, M2 or M3, the % of (instance, repeat) groups violating MR1 "
+    "(decision), MR2 (evidence) or MR3 (stability), with a bootstrap 95% CI that resamples instances. The worst "
+    "cells list the generations behind them with their raw replies.",
+    source="§5.1, Table 1",
+)
 
 
 FAIRNESS_CELLS = Cells("sen_pp", ("workflow_id", "dataset", "factor", "format"), bounds=_PCT)
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "fairness_disparity", FAIRNESS_CELLS),
+fairness_disparity = metric_table(
+    GROUP,
+    "fairness_disparity",
+    ffair.fairness_disparity,
+    S.FairnessDisparity,
+    ins=["generation_outcomes", "source_instances"],
+    prepare={"generation_outcomes": fs.metric_input, "source_instances": fs.sensitive_frame},
+    cells=FAIRNESS_CELLS,
+    metadata=lambda df: {"plot": plots.fds_heatmap(df, FORMATS)},
+    row="One row per workflow × dataset × sensitive factor (an attribute or a pair) × format: Sen_f(g), the spread "
+    "of affirmative rates over the factor's groups, and its disparity score FDS_f(g).",
+    source="§5.1, §5.3",
 )
-def fairness_disparity(generation_outcomes: pd.DataFrame, source_instances: pd.DataFrame):
-    """One row per workflow × dataset × sensitive factor (an attribute or a pair) × format: Sen_f(g),
-    the spread of affirmative rates over the factor's groups, and its disparity score FDS_f(g).
-    Source: §5.1, §5.3. Code: metamorph.studies.format_robustness.fairness.fairness_disparity."""
-    df = ffair.fairness_disparity(fs.metric_input(generation_outcomes), fs.sensitive_frame(source_instances))
-    yield from metric_output(
-        S.FairnessDisparity, df, GROUP, "fairness_disparity", FAIRNESS_CELLS, metadata={"plot": plots.fds_heatmap(df)}
-    )
 
 
 class RoutingConfig(dg.Config):
@@ -740,21 +727,20 @@ class RoutingConfig(dg.Config):
 ROUTING_CHOICE_CELLS = Cells("score_pct", ("workflow_id", "dataset"), worse=None, bounds=_PCT)
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "routing_choice", ROUTING_CHOICE_CELLS),
+routing_choice = metric_table(
+    GROUP,
+    "routing_choice",
+    mit.routing_choice,
+    S.RoutingChoice,
+    ins=["generation_outcomes"],
+    config=RoutingConfig,
+    config_args=("selection", "calibration_fraction", "seed"),
+    prepare={"generation_outcomes": lambda outcomes, _config: fs.metric_input(outcomes)},
+    cells=ROUTING_CHOICE_CELLS,
+    row="One row per workflow × dataset: the format every input is converted to by format routing (the most "
+    "accurate one, or the most stable without gold).",
+    source='§5.5 "Rte."',
 )
-def routing_choice(config: RoutingConfig, generation_outcomes: pd.DataFrame):
-    """One row per workflow × dataset: the format every input is converted to by format routing
-    (the most accurate one, or the most stable without gold). Source: §5.5 "Rte.".
-    Code: metamorph.studies.format_robustness.mitigations.routing_choice."""
-    df = mit.routing_choice(
-        fs.metric_input(generation_outcomes), config.selection, config.calibration_fraction, config.seed
-    )
-    yield from metric_output(S.RoutingChoice, df, GROUP, "routing_choice", ROUTING_CHOICE_CELLS)
 
 
 class RoutedGenerationConfig(BudgetConfig):
@@ -830,7 +816,7 @@ def routed_generations(
 def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataFrame) -> dg.Output:
     """One row per routed generation: its decision, evidence categories and parse status, with the
     same extraction and lexicons as extracted_decisions and evidence_categories. Source: §5.5
-    'Rte.'. Code: metamorph.studies.format_robustness.extract.extract_decision."""
+    'Rte.'. Code: metamorph.studies.format_robustness.plan.extract_reply."""
     inst = {(x.dataset, x.instance_id): x for x in instances_from_frame(source_instances)}
     lexicons: dict[str, ev.Lexicon] = {}
     rows = []
@@ -873,26 +859,20 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
 ROUTING_CELLS = Cells("after_pct", ("workflow_id", "dataset", "relation"), bounds=_PCT)
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    ins={
-        "routed_outcomes": dg.AssetIn(key=[*PREFIX, "routed_outcomes"]),
-        "generation_outcomes": dg.AssetIn(key=[*PREFIX, "generation_outcomes"]),
-        "routing_choice": dg.AssetIn(key=[*PREFIX, "routing_choice"]),
-    },
-    check_specs=metric_checks(GROUP, "format_routing", ROUTING_CELLS),
+format_routing = metric_table(
+    GROUP,
+    "format_routing",
+    mit.format_routing,
+    S.FormatRouting,
+    ins=["generation_outcomes", "routed_outcomes", "routing_choice"],
+    prepare={"generation_outcomes": fs.metric_input, "routed_outcomes": fs.metric_input},
+    cells=ROUTING_CELLS,
+    row="One row per workflow × dataset × relation: M before and after format routing on the re-run inputs and ΔM.",
+    source='§5.5 "Rte.", Table 3',
 )
-def format_routing(routed_outcomes: pd.DataFrame, generation_outcomes: pd.DataFrame, routing_choice: pd.DataFrame):
-    """One row per workflow × dataset × relation: M before and after format routing on the re-run
-    inputs and ΔM. Source: §5.5 "Rte.", Table 3. Code: metamorph.studies.format_robustness.mitigations.format_routing."""
-    df = mit.format_routing(fs.metric_input(generation_outcomes), fs.metric_input(routed_outcomes), routing_choice)
-    yield from metric_output(S.FormatRouting, df, GROUP, "format_routing", ROUTING_CELLS)
 
 
-mitigation_table = table_asset(
+mitigation_table = metric_table(
     GROUP,
     "mitigation_table",
     mit.mitigation_table,

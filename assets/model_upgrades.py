@@ -16,30 +16,21 @@ from dagster_duckdb import DuckDBResource
 
 from assets import plots
 from assets._common import validated_output
+from assets.evaluations import evaluated_fingerprint
 from metamorph.report_card import build_card, card_markdown, regressions_markdown, trend_key, trend_series
 from metamorph.schemas import ReportCard
 from metamorph.verdict import regression_check, regression_records, studies_to_run
-from metamorph.studies.format_robustness import report as fmt_report
-from metamorph.studies.order_probe import report as op_report
-from metamorph.studies.workflow_perturb import report as wp_report
-from metamorph.studies.wrapper_sensitivity import report as ws_report
-from pipelines.sensors import evaluated_fingerprint
+from metamorph.study import studies
 from resources import ModelRegistryResource
 
 GROUP = "model_upgrades"
 PREFIX = [GROUP]
 POOL = "duckdb"
 
-#: study -> the warehouse tables its card rows are built from, and the builder.
-CARD_SOURCES = {
-    "format_robustness": (("generation_outcomes", "mr_flags"), fmt_report.card_rows),
-    "wrapper_sensitivity": (("scored_answers", "mean_fsi_psi"), ws_report.card_rows),
-    "order_probe": (("recovery_rates",), op_report.card_rows),
-    "workflow_perturb": (("judge_scores", "llm_perturbation_scores"), wp_report.all_card_rows),
-}
-#: Tables a study's card rows can do without (passed as None or empty): WorkflowPerturb's gate row
-#: needs the models' LLM perturbations, its judge row does not.
-OPTIONAL_CARD_TABLES = {"llm_perturbation_scores"}
+#: study -> the warehouse tables its card rows are built from, and the builder (:attr:`metamorph.study.Study.card`).
+CARD_SOURCES = {name: study.card for name, study in studies().items()}
+#: Tables a study's card rows can do without (passed as None or empty; :attr:`metamorph.study.Study.card_optional`).
+OPTIONAL_CARD_TABLES = {t for study in studies().values() for t in study.card_optional}
 #: The card's check: fails when a study's verdicts hold a blocking regression.
 CARD_CHECK = "no_candidate_regressed"
 

@@ -22,7 +22,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets import plots
-from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
+from assets._cells import Behind, Cells, ViewPreview
 from metamorph.export import markdown_table
 from assets._common import (
     ALL_ROWS,
@@ -34,6 +34,7 @@ from assets._common import (
     create_lineage_views,
     effective_budget,
     generation_metadata,
+    metric_table,
     plan_and_guard,
     runner_options,
     validated_output,
@@ -46,13 +47,14 @@ from metamorph.studies.order_probe import report as op_report
 from metamorph.studies.order_probe import schemas as S
 from metamorph.studies.order_probe import semantic as sem
 from metamorph.studies.order_probe.sources import OrderItem, load_sources
-from pipelines.partitions import model_partitions
+from assets.partitions import PER_MODEL, model_partitions
+from metamorph.studies.order_probe.study import STUDY
+from assets._common import checked_by
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "order_probe"
 PREFIX = [GROUP]
 POOL = "duckdb"
-PER_MODEL = {"partition_expr": "model_id"}
 
 
 def items_from_frame(df: pd.DataFrame) -> list[OrderItem]:
@@ -129,8 +131,15 @@ def scrambled_inputs(order_items: pd.DataFrame) -> dg.Output:
 
 
 class PromptsConfig(dg.Config):
-    settings: list[str] = Field(default=list(op.SETTINGS), description="Prompt settings (zero_shot, cot, few_shot).")
+    """Settings of order_prompts; ``settings`` takes the values of ``--settings`` (checked by the same
+    :class:`metamorph.study.Option`)."""
+
+    settings: list[str] = Field(
+        default=list(STUDY.option("settings").default), description="Prompt settings (zero_shot, cot, few_shot)."
+    )
     template_version: str = Field(default=op.TEMPLATE_VERSION, description="Prompt template version.")
+
+    _settings = checked_by(STUDY.option("settings").check, "settings")
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
@@ -145,10 +154,11 @@ def order_prompts(config: PromptsConfig, scrambled_inputs: pd.DataFrame) -> dg.O
 class GenerationConfig(BudgetConfig):
     max_tokens: int = Field(
         default=0,
-        ge=0,
-        description="Completion budget of every setting; 0 = the per-setting "
+        description="Completion budget of every setting (>= 1, as --max-tokens); 0 = the per-setting "
         "budgets of plan.MAX_TOKENS (zero_shot 32, cot 64, few_shot 32).",
     )
+
+    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens", unless=(0,))
 
 
 @dg.asset(
@@ -286,98 +296,70 @@ REGRESSION_CELLS = Cells("p_value", ("model_id", "setting", "term"), worse=None,
 DIAGNOSTICS_CELLS = Cells("s_rob", ("model_id", "language", "setting"), worse="low", bounds=(0.0, 1.0), digits=3)
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "recovery_rates", RECOVERY_CELLS),
-)
-def recovery_rates(warehouse: DuckDBResource, scored_replies: pd.DataFrame, scrambled_inputs: pd.DataFrame):
-    """One row per model × language ('all' pools them) × setting: the recovery rate, the % of
-    scrambled inputs whose canonical expression is exactly reconstructed, with a bootstrap 95% CI
-    over canonical expressions, the parse-failure rate and the unperturbed run; the worst cells
-    list their unrecovered inputs with the raw replies. Source: §4.1, App. Table 13.
-    Code: metamorph.studies.order_probe.metrics.recovery_rates."""
-    df = om.recovery_rates(scored_replies, scrambled_inputs)
-    yield from metric_output(
-        S.RecoveryRates,
-        df,
-        GROUP,
-        "recovery_rates",
-        RECOVERY_CELLS,
-        warehouse=warehouse,
-        inputs={"scored_replies": scored_replies},
-        metadata={
-            "plot": plots.order_recovery_by(
-                df[df["language"] != "all"], "language", "Recovery by language × setting (%, 95% CI)"
-            )
-        },
-    )
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "recovery_breakdown", BREAKDOWN_CELLS),
-)
-def recovery_breakdown(scored_replies: pd.DataFrame):
-    """One row per model × language × setting × level of one dimension (the 23 patterns, structure,
-    frequency bin, kept adjacent pairs): the recovery rate with its bootstrap 95% CI.
-    Source: App. Tables 18–20, 23. Code: metamorph.studies.order_probe.metrics.recovery_breakdown."""
-    df = om.recovery_breakdown(scored_replies)
+def _breakdown_plots(df: pd.DataFrame) -> dict:
     pooled = df[df["language"] == "all"]
-    yield from metric_output(
-        S.RecoveryBreakdown,
-        df,
-        GROUP,
-        "recovery_breakdown",
-        BREAKDOWN_CELLS,
-        metadata={
-            "plot_patterns": plots.order_recovery_by_pattern(pooled[pooled["dimension"] == "pattern"]),
-            "plot_structure": plots.order_recovery_by(
-                pooled[pooled["dimension"] == "structure"].rename(columns={"level": "structure"}),
-                "structure",
-                "Recovery by structure × setting (%, 95% CI)",
-            ),
-        },
-    )
+    return {
+        "plot_patterns": plots.order_recovery_by_pattern(pooled[pooled["dimension"] == "pattern"]),
+        "plot_structure": plots.order_recovery_by(
+            pooled[pooled["dimension"] == "structure"].rename(columns={"level": "structure"}),
+            "structure",
+            "Recovery by structure × setting (%, 95% CI)",
+        ),
+    }
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "error_categories", CATEGORY_CELLS),
+recovery_rates = metric_table(
+    GROUP,
+    "recovery_rates",
+    om.recovery_rates,
+    S.RecoveryRates,
+    ins=["scored_replies", "scrambled_inputs"],
+    cells=RECOVERY_CELLS,
+    metadata=lambda df: {
+        "plot": plots.order_recovery_by(
+            df[df["language"] != "all"], "language", "Recovery by language × setting (%, 95% CI)"
+        )
+    },
+    row="One row per model × language ('all' pools them) × setting: the recovery rate, the % of scrambled inputs "
+    "whose canonical expression is exactly reconstructed, with a bootstrap 95% CI over canonical expressions, the "
+    "parse-failure rate and the unperturbed run; the worst cells list their unrecovered inputs with the raw replies.",
+    source="§4.1, App. Table 13",
 )
-def error_categories(scored_replies: pd.DataFrame, order_items: pd.DataFrame):
-    """One row per model × language × setting × outcome category (exact, related non-canonical, valid
-    unrelated, …; mutually exclusive): its share of the scored inputs and the rule deciding it.
-    Source: App. Table 26. Code: metamorph.studies.order_probe.metrics.error_categories."""
-    df = om.error_categories(scored_replies, om.lexicon(order_items["canonical"]))
-    yield from metric_output(S.ErrorCategories, df, GROUP, "error_categories", CATEGORY_CELLS)
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "recovery_regression", REGRESSION_CELLS),
+recovery_breakdown = metric_table(
+    GROUP,
+    "recovery_breakdown",
+    om.recovery_breakdown,
+    S.RecoveryBreakdown,
+    ins=["scored_replies"],
+    cells=BREAKDOWN_CELLS,
+    metadata=_breakdown_plots,
+    row="One row per model × language × setting × level of one dimension (the 23 patterns, structure, frequency "
+    "bin, kept adjacent pairs): the recovery rate with its bootstrap 95% CI.",
+    source="App. Tables 18–20, 23",
 )
-def recovery_regression(scored_replies: pd.DataFrame):
-    """One row per model × setting × predictor: the log-odds coefficient of a logit of exact recovery
-    on log frequency, language and structure, with its SE and Wald p-value.
-    Source: App. Table 21. Code: metamorph.studies.order_probe.regression.recovery_logit."""
-    df = reg.recovery_logit(scored_replies)
-    yield from metric_output(S.RecoveryRegression, df, GROUP, "recovery_regression", REGRESSION_CELLS)
+error_categories = metric_table(
+    GROUP,
+    "error_categories",
+    om.error_categories,
+    S.ErrorCategories,
+    ins=["scored_replies", "order_items"],
+    prepare={"order_items": lambda items: om.lexicon(items["canonical"])},
+    cells=CATEGORY_CELLS,
+    row="One row per model × language × setting × outcome category (exact, related non-canonical, valid unrelated, "
+    "…; mutually exclusive): its share of the scored inputs and the rule deciding it.",
+    source="App. Table 26",
+)
+recovery_regression = metric_table(
+    GROUP,
+    "recovery_regression",
+    reg.recovery_logit,
+    S.RecoveryRegression,
+    ins=["scored_replies"],
+    cells=REGRESSION_CELLS,
+    row="One row per model × setting × predictor: the log-odds coefficient of a logit of exact recovery on log "
+    "frequency, language and structure, with its SE and Wald p-value.",
+    source="App. Table 21",
+)
 
 
 class SemanticConfig(dg.Config):
@@ -421,19 +403,17 @@ def semantic_scores(config: SemanticConfig, scored_replies: pd.DataFrame, order_
     )
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "diagnostics", DIAGNOSTICS_CELLS),
+diagnostics = metric_table(
+    GROUP,
+    "diagnostics",
+    sem.diagnostics,
+    S.Diagnostics,
+    ins=["semantic_scores"],
+    cells=DIAGNOSTICS_CELLS,
+    row="One row per model × language × setting: the diagnostic scores S_Acc, S_Logic, S_Info, S_Cons, MDR, MDA, "
+    "S_seq, S_struct and S_Rob of the explanations.",
+    source="§4.2, Table 2",
 )
-def diagnostics(semantic_scores: pd.DataFrame):
-    """One row per model × language × setting: the diagnostic scores S_Acc, S_Logic, S_Info, S_Cons,
-    MDR, MDA, S_seq, S_struct and S_Rob of the explanations. Source: §4.2, Table 2.
-    Code: metamorph.studies.order_probe.semantic.diagnostics."""
-    df = sem.diagnostics(semantic_scores)
-    yield from metric_output(S.Diagnostics, df, GROUP, "diagnostics", DIAGNOSTICS_CELLS)
 
 
 @dg.asset(

@@ -10,21 +10,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from collections.abc import Sequence  # noqa: E402
+
 from assets._common import figure_md  # noqa: E402
 
-FORMAT_ORDER = ["txt", "md", "json", "csv"]
 
-
-def _formats(df: pd.DataFrame) -> list[str]:
+def _formats(df: pd.DataFrame, order: Sequence[str]) -> list[str]:
     present = list(dict.fromkeys(df["format"]))
-    return [f for f in FORMAT_ORDER if f in present] + sorted(f for f in present if f not in FORMAT_ORDER)
+    return [f for f in order if f in present] + sorted(f for f in present if f not in order)
 
 
-def bars_by_format(df: pd.DataFrame, value: str, title: str) -> dg.MetadataValue:
-    """Grouped bars: one group per format, one bar per workflow × dataset, ``value`` on y (0–100 %)."""
+def bars_by_format(df: pd.DataFrame, value: str, title: str, order: Sequence[str]) -> dg.MetadataValue:
+    """Grouped bars: one group per format (in ``order``, the study's vocabulary; others after, sorted),
+    one bar per workflow × dataset, ``value`` on y (0–100 %)."""
     if df.empty:
         return dg.MetadataValue.md("_no rows to plot_")
-    fmts = _formats(df)
+    fmts = _formats(df, order)
     series = sorted({(r.workflow_id, r.dataset) for r in df.itertuples()})
     fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(fmts), 3.4))
     width = 0.8 / len(series)
@@ -44,13 +45,13 @@ def _grouped_bars_md(fig, ax, levels: list, width: float, ylabel: str, title: st
     return figure_md(fig)
 
 
-def fds_heatmap(df: pd.DataFrame) -> dg.MetadataValue:
-    """FDS_f(g) heatmap: rows = workflow · dataset · factor, columns = formats."""
+def fds_heatmap(df: pd.DataFrame, order: Sequence[str]) -> dg.MetadataValue:
+    """FDS_f(g) heatmap: rows = workflow · dataset · factor, columns = formats (in ``order``)."""
     d = df.dropna(subset=["fds"]) if not df.empty else df
     if d.empty:
         return dg.MetadataValue.md("_no sensitive factors with ≥ 2 groups: nothing to plot_")
     d = d.assign(row=d.workflow_id + " · " + d.dataset + " · " + d.factor)
-    mat = d.pivot_table(index="row", columns="format", values="fds")[_formats(d)]
+    mat = d.pivot_table(index="row", columns="format", values="fds")[_formats(d, order)]
     fig, ax = plt.subplots(figsize=(2.5 + 1.0 * mat.shape[1], 0.9 + 0.32 * mat.shape[0]))
     lim = max(1.0, float(np.nanmax(np.abs(mat.values))))
     im = ax.imshow(mat.values, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
@@ -105,14 +106,15 @@ def bars(df: pd.DataFrame, label: str, value: str, title: str) -> dg.MetadataVal
     return figure_md(fig)
 
 
-def mean_with_ci(df: pd.DataFrame) -> dg.MetadataValue:
-    """Mean FSI and PSI per model with their 95% CIs (error bars; none when n_tasks < 2)."""
-    d = df[df["index"].isin(["FSI", "PSI"])].dropna(subset=["mean"])
+def mean_with_ci(df: pd.DataFrame, indices: Sequence[str]) -> dg.MetadataValue:
+    """The mean of each of ``indices`` (the wrapper study's FSI and PSI) per model with their 95% CIs
+    (error bars; none when n_tasks < 2)."""
+    d = df[df["index"].isin(indices)].dropna(subset=["mean"])
     if d.empty:
         return dg.MetadataValue.md("_no indices to plot_")
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     models = sorted(d["model_id"].unique())
-    for j, idx in enumerate(["FSI", "PSI"]):
+    for j, idx in enumerate(indices):
         part = d[d["index"] == idx].set_index("model_id")
         xs = np.arange(len(models)) + (j - 0.5) * 0.3
         means = [part["mean"].get(m, np.nan) for m in models]

@@ -20,7 +20,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets import plots
-from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
+from assets._cells import Behind, Cells, ViewPreview
 from metamorph.export import markdown_table
 from assets._common import (
     ALL_ROWS,
@@ -32,6 +32,7 @@ from assets._common import (
     comparison_output,
     create_lineage_views,
     effective_budget,
+    metric_table,
     plan_and_guard,
     plan_metadata,
     reported_versions_md,
@@ -51,13 +52,14 @@ from metamorph.studies.workflow_perturb.generate import (
 from metamorph.runner import run_requests
 from metamorph.studies.workflow_perturb import schemas as S
 from metamorph.studies.workflow_perturb.workflows import load_goldens
-from pipelines.partitions import model_partitions
+from assets.partitions import PER_MODEL, model_partitions
+from metamorph.studies.workflow_perturb.study import STUDY
+from assets._common import checked_by
 from resources.llm import EncoderResource, GenerationCacheResource, ModelRegistryResource
 
 GROUP = "workflow_perturb"
 PREFIX = [GROUP]
 POOL = "duckdb"
-PER_MODEL = {"partition_expr": "model_id"}
 
 
 def _valid_goldens(goldens: pd.DataFrame) -> dict:
@@ -166,13 +168,21 @@ def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturb
 
 
 class LLMPerturbConfig(BudgetConfig):
-    n_goldens: int = Field(default=3, ge=1, description="First N valid goldens sent to the LLM generator.")
+    """Settings of llm_perturbations; ``n_goldens`` and ``max_tokens`` take the values of
+    ``--llm-goldens`` and ``--max-tokens`` (checked by the same :class:`metamorph.study.Option`)."""
+
+    n_goldens: int = Field(
+        default=STUDY.option("llm_goldens").default, description="First N valid goldens sent to the LLM generator."
+    )
     types: list[str] = Field(default=list(PERTURBATION_TYPES), description="Perturbation types.")
     severities: list[float] = Field(default=[0.3], description="Severities p.")
     max_attempts: int = Field(default=2, ge=1, description="Attempts per model (refinement loop, App. A.6).")
     escalation: list[str] = Field(default=[], description="Registry ids of stronger models to escalate to, in order.")
-    max_tokens: int = Field(default=320, ge=16, description="Completion limit of a generator call.")
+    max_tokens: int = Field(default=320, description="Completion limit of a generator call (>= 16).")
     hybrid: bool = Field(default=True, description="Per-node hybrid fallback for description changes (A.10).")
+
+    _n_goldens = checked_by(STUDY.option("llm_goldens").check, "n_goldens")
+    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
 
 
 def _recording_versions(generate, into: list):
@@ -202,7 +212,7 @@ def llm_perturbations(
     goldens: pd.DataFrame,
 ) -> dg.Output:
     """Variants written by the partition's model through the App. A generator
-    (metamorph.studies.workflow_perturb.perturb.generate_perturbation); failing rows are kept and flagged.
+    (metamorph.studies.workflow_perturb.generate.generate_perturbation); failing rows are kept and flagged.
     Before any call, the cost plan of every call the generator can make (first attempts exact;
     retries, the per-node fallback and escalation models an upper bound:
     metamorph.studies.workflow_perturb.plan.generator_requests) is checked against budget_usd — per
@@ -302,13 +312,21 @@ def llm_perturbation_scores(
 
 
 class JudgeConfig(BudgetConfig):
-    n_variants: int = Field(default=9, ge=1, description="First N deterministic variants to judge (3 calls each).")
+    """Settings of judge_scores; ``n_variants`` and ``constrained`` take the values of
+    ``--judge-variants`` and ``--judge-constrained`` (checked by the same :class:`metamorph.study.Option`)."""
+
+    n_variants: int = Field(
+        default=STUDY.option("judge_variants").default,
+        description="First N deterministic variants to judge (3 calls each).",
+    )
     max_tokens: int = Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object).")
     constrained: bool = Field(
         default=False,
         description="Constrain decoding to the B.6.4 JSON object (JUDGE_REPLY_SCHEMA); "
         "an option for small local judges, not the paper's judge.",
     )
+
+    _n_variants = checked_by(STUDY.option("judge_variants").check, "n_variants")
 
 
 @dg.asset(
@@ -441,49 +459,33 @@ FIRING_CELLS = Cells(
 )
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "severity_table", SEVERITY_CELLS),
+_ANALYSIS = {"perturbation_scores": _analysis_input}
+severity_table = metric_table(
+    GROUP,
+    "severity_table",
+    wp.severity_table,
+    S.SeverityTable,
+    ins=["perturbation_scores"],
+    prepare=_ANALYSIS,
+    cells=SEVERITY_CELLS,
+    metadata=lambda df: {"plot": plots.metric_vs_severity(df)},
+    row="One row per operator × metric × perturbation type × severity: mean ± sd and n of the metric over the "
+    "variants; the lowest cells list their lowest-scored variants with their steps.",
+    source="Tables 2–4",
 )
-def severity_table(warehouse: DuckDBResource, perturbation_scores: pd.DataFrame):
-    """One row per operator × metric × perturbation type × severity: mean ± sd and n of the metric
-    over the variants; the lowest cells list their lowest-scored variants with their steps.
-    Source: Tables 2–4. Code: metamorph.studies.workflow_perturb.analysis.severity_table."""
-    df = wp.severity_table(_analysis_input(perturbation_scores))
-    yield from metric_output(
-        S.SeverityTable,
-        df,
-        GROUP,
-        "severity_table",
-        SEVERITY_CELLS,
-        warehouse=warehouse,
-        inputs={"perturbation_scores": perturbation_scores},
-        metadata={"plot": plots.metric_vs_severity(df)},
-    )
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "sensitivity_matrix", SENSITIVITY_CELLS),
+sensitivity_matrix = metric_table(
+    GROUP,
+    "sensitivity_matrix",
+    wp.sensitivity_matrix,
+    S.SensitivityMatrix,
+    ins=["perturbation_scores"],
+    prepare=_ANALYSIS,
+    cells=SENSITIVITY_CELLS,
+    metadata=lambda df: {"plot": plots.sensitivity_heatmap(df)},
+    row="One row per operator × metric × perturbation type: the sensitivity Δ_avg = 2.5·[s̄(10%) − s̄(50%)] and the "
+    "steps Δ¹, Δ².",
+    source="Table 5",
 )
-def sensitivity_matrix(perturbation_scores: pd.DataFrame):
-    """One row per operator × metric × perturbation type: the sensitivity Δ_avg = 2.5·[s̄(10%) − s̄(50%)]
-    and the steps Δ¹, Δ². Source: Table 5. Code: metamorph.studies.workflow_perturb.analysis.sensitivity_matrix."""
-    df = wp.sensitivity_matrix(_analysis_input(perturbation_scores))
-    yield from metric_output(
-        S.SensitivityMatrix,
-        df,
-        GROUP,
-        "sensitivity_matrix",
-        SENSITIVITY_CELLS,
-        metadata={"plot": plots.sensitivity_heatmap(df)},
-    )
 
 
 JUDGE_CELLS = Cells(
@@ -496,50 +498,37 @@ JUDGE_CELLS = Cells(
 )
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    partitions_def=model_partitions,
-    metadata=PER_MODEL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "judge_severity_table", JUDGE_CELLS),
-)
-def judge_severity_table(
-    context: dg.AssetExecutionContext, perturbation_scores: pd.DataFrame, judge_scores: pd.DataFrame
-):
-    """One row per perturbation type × severity for one judge model: the LLM judge's mean score of
-    the judged deterministic variants (null where no reply was valid, never 0); its Δ row is in the
-    metadata. Source: App. B.6, the judge's rows of Tables 2–5.
-    Code: metamorph.studies.workflow_perturb.analysis.attach_judge, severity_table."""
-    scores = wp.attach_judge(perturbation_scores, judge_scores)
-    sev = wp.severity_table(scores)
-    sens = wp.sensitivity_matrix(scores)
-    judge_sev = sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=context.partition_key)
-    judge_sens = sens[sens["metric"] == "judge"].reset_index(drop=True)
-    yield from metric_output(
-        S.JudgeSeverityTable,
-        judge_sev,
-        GROUP,
-        "judge_severity_table",
-        JUDGE_CELLS,
-        metadata={"judge_sensitivity": dg.MetadataValue.md(markdown_table(judge_sens))},
-    )
+def _judge_sensitivity(inputs: dict) -> dict:
+    """The judge's Δ row (Table 5) as metadata."""
+    sens = wp.judge_sensitivity(inputs["perturbation_scores"], inputs["judge_scores"])
+    return {"judge_sensitivity": dg.MetadataValue.md(markdown_table(sens))}
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "strata_table", STRATA_CELLS),
+judge_severity_table = metric_table(
+    GROUP,
+    "judge_severity_table",
+    wp.judge_severity_table,
+    S.JudgeSeverityTable,
+    ins=["perturbation_scores", "judge_scores"],
+    partition_arg="model_id",
+    cells=JUDGE_CELLS,
+    inputs_metadata=_judge_sensitivity,
+    row="One row per perturbation type × severity for one judge model: the LLM judge's mean score of the judged "
+    "deterministic variants (null where no reply was valid, never 0); its Δ row is in the metadata.",
+    source="App. B.6, the judge's rows of Tables 2–5",
 )
-def strata_table(perturbation_scores: pd.DataFrame):
-    """One row per operator × metric × type × severity × golden size stratum (5–7, 8–15, 16+ steps):
-    the metric's mean ± sd. Source: Table 7. Code: metamorph.studies.workflow_perturb.analysis.strata_table."""
-    yield from metric_output(
-        S.StrataTable, wp.strata_table(_analysis_input(perturbation_scores)), GROUP, "strata_table", STRATA_CELLS
-    )
+strata_table = metric_table(
+    GROUP,
+    "strata_table",
+    wp.strata_table,
+    S.StrataTable,
+    ins=["perturbation_scores"],
+    prepare=_ANALYSIS,
+    cells=STRATA_CELLS,
+    row="One row per operator × metric × type × severity × golden size stratum (5–7, 8–15, 16+ steps): the metric's "
+    "mean ± sd.",
+    source="Table 7",
+)
 
 
 class RecalibrationConfig(dg.Config):
@@ -547,62 +536,49 @@ class RecalibrationConfig(dg.Config):
     rule: str = Field(default="midpoint", description="'midpoint' between mild Q(q) and moderate Q(100−q), or 'mild'.")
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "threshold_recalibration", RECALIBRATION_CELLS),
+threshold_recalibration = metric_table(
+    GROUP,
+    "threshold_recalibration",
+    wp.recalibrate,
+    S.Recalibration,
+    ins=["perturbation_scores"],
+    config=RecalibrationConfig,
+    config_args=("percentile", "rule"),
+    prepare={"perturbation_scores": lambda scores, _config: _analysis_input(scores)},
+    cells=RECALIBRATION_CELLS,
+    metadata=lambda df: {"thresholds_json": dg.MetadataValue.json(wp.recalibrated_thresholds(df))},
+    row="One row per failure mode × metric × role: the gate threshold recalibrated on these goldens between the "
+    "mild (10%) and moderate (30%) severity distributions, next to Table 1's default; the metadata holds the "
+    "thresholds file for metamorph gate --thresholds.",
+    source="§6, Table 1",
 )
-def threshold_recalibration(config: RecalibrationConfig, perturbation_scores: pd.DataFrame):
-    """One row per failure mode × metric × role: the gate threshold recalibrated on these goldens
-    between the mild (10%) and moderate (30%) severity distributions, next to Table 1's default; the
-    metadata holds the thresholds file for metamorph gate --thresholds. Source: §6, Table 1.
-    Code: metamorph.studies.workflow_perturb.analysis.recalibrate."""
-    df = wp.recalibrate(_analysis_input(perturbation_scores), percentile=config.percentile, rule=config.rule)
-    yield from metric_output(
-        S.Recalibration,
-        df,
-        GROUP,
-        "threshold_recalibration",
-        RECALIBRATION_CELLS,
-        metadata={"thresholds_json": dg.MetadataValue.json(wp.recalibrated_thresholds(df))},
-    )
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "firing_matrix", FIRING_CELLS),
-)
-def firing_matrix(perturbation_scores: pd.DataFrame, threshold_recalibration: pd.DataFrame):
-    """One row per thresholds (Table 1 defaults or recalibrated) × gate mode × failure mode ×
-    perturbation type × severity: the % of variants on which the failure-mode bundle fires (default
-    mode primary_and_secondary; any and joint are primary-only); the on-target rates are float
-    metadata. Source: Table 8. Code: metamorph.studies.workflow_perturb.analysis.firing_matrix."""
-    scores = _analysis_input(perturbation_scores)
-    recal = gate.thresholds_from_dict(wp.recalibrated_thresholds(threshold_recalibration))
-    parts = []
-    for label, thresholds in (("table1_default", None), ("recalibrated", recal)):
-        for mode in gate.MODES:
-            parts.append(wp.firing_matrix(scores, thresholds, mode).assign(thresholds=label))
-    df = pd.concat(parts, ignore_index=True)
+def _on_target_firing(df: pd.DataFrame) -> dict:
+    """The on-target firing rates of the default mode, severities side by side (metadata)."""
     diag = (
         df[df["on_target"] & (df["mode"] == gate.DEFAULT_MODE)]
         .pivot_table(index=["thresholds", "failure_mode"], columns="severity", values="firing_pct")
         .round(1)
         .reset_index()
     )
-    yield from metric_output(
-        S.FiringMatrixTable,
-        df,
-        GROUP,
-        "firing_matrix",
-        FIRING_CELLS,
-        metadata={"on_target_firing_pct": dg.MetadataValue.md(markdown_table(diag))},
-    )
+    return {"on_target_firing_pct": dg.MetadataValue.md(markdown_table(diag))}
+
+
+firing_matrix = metric_table(
+    GROUP,
+    "firing_matrix",
+    wp.firing_matrix_table,
+    S.FiringMatrixTable,
+    ins=["perturbation_scores", "threshold_recalibration"],
+    prepare=_ANALYSIS,
+    cells=FIRING_CELLS,
+    metadata=_on_target_firing,
+    row="One row per thresholds (Table 1 defaults or recalibrated) × gate mode × failure mode × perturbation type × "
+    "severity: the % of variants on which the failure-mode bundle fires (default mode primary_and_secondary; any "
+    "and joint are primary-only); the on-target rates are float metadata.",
+    source="Table 8",
+)
 
 
 @dg.asset(

@@ -20,7 +20,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from assets import plots
-from assets._cells import Behind, Cells, ViewPreview, metric_checks, metric_output
+from assets._cells import Behind, Cells, ViewPreview
 from metamorph.export import markdown_table
 from assets._common import (
     ALL_ROWS,
@@ -32,6 +32,7 @@ from assets._common import (
     create_lineage_views,
     effective_budget,
     generation_metadata,
+    metric_table,
     plan_and_guard,
     runner_options,
     validated_output,
@@ -45,13 +46,15 @@ from metamorph.studies.wrapper_sensitivity.tasks import QAItem, load_task
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
-from pipelines.partitions import model_partitions
+from assets.partitions import PER_MODEL, model_partitions
+from metamorph.studies.wrapper_sensitivity.study import STUDY
+from metamorph.studies.wrapper_sensitivity.vocab import HEADLINE_INDICES
+from assets._common import checked_by
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "wrapper_sensitivity"
 PREFIX = [GROUP]
 POOL = "duckdb"
-PER_MODEL = {"partition_expr": "model_id"}
 
 
 def items_from_frame(df: pd.DataFrame) -> list[QAItem]:
@@ -155,12 +158,16 @@ def wrapped_prompts(config: PromptsConfig, qa_items: pd.DataFrame) -> dg.Output:
 
 
 class WrapperGenerationConfig(BudgetConfig):
-    seeds: list[int] = Field(default=[0, 1, 2, 3, 4], description="Sampling seeds (5 by default).")
+    """Settings of wrapper_generations; ``seeds``, ``max_tokens`` and ``constrained_arm`` take the
+    values of the command line's options (checked by the same :class:`metamorph.study.Option`)."""
+
+    seeds: list[int] = Field(default=list(STUDY.option("seeds").default), description="Sampling seeds (5 by default).")
     temperature: float = Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")
-    max_tokens: int = Field(
-        default=24, ge=1, description="Completion limit (24 as in the paper; truncation is reported)."
-    )
+    max_tokens: int = Field(default=24, description="Completion limit (24 as in the paper; truncation is reported).")
     constrained_arm: bool = Field(default=False, description="Also run json with JSON-schema constrained decoding.")
+
+    _seeds = checked_by(STUDY.option("seeds").check, "seeds")
+    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
 
 
 @dg.asset(
@@ -306,14 +313,25 @@ class ModeConfig(dg.Config):
     )
 
 
-def _not_estimated(schema, exc: Exception, **known) -> pd.DataFrame:
-    """One row of ``schema`` with every estimate null and the reason in ``note``."""
-    df = pd.DataFrame([{**known, "note": f"not estimated: {exc}"}])
-    return df.reindex(columns=list(schema.to_schema().columns))
-
-
-def _standard(scored: pd.DataFrame) -> pd.DataFrame:
+def _standard(scored: pd.DataFrame, config=None) -> pd.DataFrame:
+    """The answers of the five standard wrappers (the constrained arm left out)."""
     return scored[scored["wrapper"].isin(FAMILIES)]
+
+
+def _mode_cells(scored: pd.DataFrame, config: ModeConfig) -> pd.DataFrame:
+    """The cells of the five standard wrappers in the config's extraction mode (wm.cell_metrics)."""
+    return wm.cell_metrics(_standard(scored), config.mode)
+
+
+def _mode_answers(scored: pd.DataFrame, config: ModeConfig) -> pd.DataFrame:
+    """The answers behind those cells: the five standard wrappers in the config's mode."""
+    standard = _standard(scored)
+    return standard[standard["mode"] == config.mode]
+
+
+def _matched_items(token_balance: pd.DataFrame, config=None) -> pd.DataFrame:
+    """The token-matched items (Δtok ≤ 5%) of token_balance."""
+    return token_balance[token_balance["matched"]][["model_id", "task", "item_id"]]
 
 
 # How the metric tables read in the UI (assets._cells): the rows behind a cell are scored answers
@@ -370,202 +388,153 @@ WINS_CELLS = Cells("win_pct", ("wrapper",), worse=None, bounds=_PCT)
 MATCHED_CELLS = Cells("fsi_matched_pp", ("model_id", "task"), worse=None, bounds=_PCT)
 
 
-def _in_mode(scored: pd.DataFrame, mode: str) -> dict:
-    return {"scored_answers": scored[scored["mode"] == mode]}
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "wrapper_cells", CELL_CELLS),
-)
-def wrapper_cells(warehouse: DuckDBResource, scored_answers: pd.DataFrame):
-    """One row per model × task × wrapper × extraction mode: accuracy A, parseability P, Acc|parse and
-    the truncation rate of the cell's generations; the worst cells (paper extractor) list their
-    wrong answers with the raw replies. Source: §4. Code: metamorph.studies.wrapper_sensitivity.metrics.cell_metrics."""
-    df = pd.concat(
-        [wm.cell_metrics(scored_answers, m) for m in sorted(scored_answers["mode"].unique())], ignore_index=True
-    )
+def _headline_plot(df: pd.DataFrame) -> dict:
     head = df[(df["mode"] == wm.DEFAULT_MODE) & df["wrapper"].isin(FAMILIES)]
-    yield from metric_output(
-        S.WrapperCells,
-        df,
-        GROUP,
-        "wrapper_cells",
-        CELL_CELLS,
-        warehouse=warehouse,
-        inputs={"scored_answers": scored_answers},
-        metadata={
-            "plot": plots.scatter(
-                head, "parseability_pct", "accuracy_pct", f"Accuracy vs parseability ({wm.DEFAULT_MODE})"
-            )
-        },
-    )
+    return {
+        "plot": plots.scatter(head, "parseability_pct", "accuracy_pct", f"Accuracy vs parseability ({wm.DEFAULT_MODE})")
+    }
 
 
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "fsi_psi", FSI_CELLS),
+SCORED = ["scored_answers"]
+wrapper_cells = metric_table(
+    GROUP,
+    "wrapper_cells",
+    wm.cell_metrics_by_mode,
+    S.WrapperCells,
+    ins=SCORED,
+    cells=CELL_CELLS,
+    metadata=_headline_plot,
+    row="One row per model × task × wrapper × extraction mode: accuracy A, parseability P, Acc|parse and the "
+    "truncation rate of the cell's generations; the worst cells (paper extractor) list their wrong answers with "
+    "the raw replies.",
+    source="§4",
 )
-def fsi_psi(config: ModeConfig, warehouse: DuckDBResource, scored_answers: pd.DataFrame):
-    """One row per model × task: FSI (accuracy spread over the five wrappers), PSI (parseability
-    spread), nFSI and the chance-adjusted nFSI, with the best and worst wrappers; the worst cells
-    list the worst wrapper's wrong answers with the raw replies. Source: §4 (FSI paper), review minor 2.
-    Code: metamorph.studies.wrapper_sensitivity.metrics.fsi_psi."""
-    df = wm.fsi_psi(wm.cell_metrics(_standard(scored_answers), config.mode))
-    yield from metric_output(
-        S.WrapperFSI,
-        df,
-        GROUP,
-        "fsi_psi",
-        FSI_CELLS,
-        warehouse=warehouse,
-        inputs=_in_mode(_standard(scored_answers), config.mode),
-    )
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "mean_fsi_psi", MEAN_CELLS),
+fsi_psi = metric_table(
+    GROUP,
+    "fsi_psi",
+    wm.fsi_psi,
+    S.WrapperFSI,
+    ins=SCORED,
+    config=ModeConfig,
+    prepare={"scored_answers": _mode_cells},
+    rows={"scored_answers": _mode_answers},
+    cells=FSI_CELLS,
+    row="One row per model × task: FSI (accuracy spread over the five wrappers), PSI (parseability spread), nFSI "
+    "and the chance-adjusted nFSI, with the best and worst wrappers; the worst cells list the worst wrapper's "
+    "wrong answers with the raw replies.",
+    source="§4 (FSI paper), review minor 2",
 )
-def mean_fsi_psi(fsi_psi: pd.DataFrame):
-    """One row per model × index (FSI, PSI, nFSI …): its mean over the model's tasks with a percentile
-    bootstrap 95% CI over tasks (10,000 resamples). Source: §4, §5.
-    Code: metamorph.studies.wrapper_sensitivity.metrics.mean_indices."""
-    df = wm.mean_indices(fsi_psi, n_resamples=10_000, seed=0)
-    yield from metric_output(
-        S.WrapperMeanIndices, df, GROUP, "mean_fsi_psi", MEAN_CELLS, metadata={"plot": plots.mean_with_ci(df)}
-    )
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "acc_parse_correlation", CORRELATION_CELLS),
+mean_fsi_psi = metric_table(
+    GROUP,
+    "mean_fsi_psi",
+    wm.mean_indices,
+    S.WrapperMeanIndices,
+    ins=["fsi_psi"],
+    kwargs={"n_resamples": 10_000, "seed": 0},
+    cells=MEAN_CELLS,
+    metadata=lambda df: {"plot": plots.mean_with_ci(df, HEADLINE_INDICES)},
+    row="One row per model × index (FSI, PSI, nFSI …): its mean over the model's tasks with a percentile bootstrap "
+    "95% CI over tasks (10,000 resamples).",
+    source="§4, §5",
 )
-def acc_parse_correlation(config: ModeConfig, scored_answers: pd.DataFrame):
-    """One row pooled over all cells and one per model: Pearson r between the cells' accuracy and
-    parseability, with its p-value. Source: §5. Code: metamorph.studies.wrapper_sensitivity.regression.pearson_acc_parse."""
-    df = reg.pearson_acc_parse(wm.cell_metrics(_standard(scored_answers), config.mode))
-    yield from metric_output(S.WrapperCorrelation, df, GROUP, "acc_parse_correlation", CORRELATION_CELLS)
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "fixed_effects", FE_CELLS),
+acc_parse_correlation = metric_table(
+    GROUP,
+    "acc_parse_correlation",
+    reg.pearson_acc_parse,
+    S.WrapperCorrelation,
+    ins=SCORED,
+    config=ModeConfig,
+    prepare={"scored_answers": _mode_cells},
+    cells=CORRELATION_CELLS,
+    row="One row pooled over all cells and one per model: Pearson r between the cells' accuracy and parseability, "
+    "with its p-value.",
+    source="§5",
 )
-def fixed_effects(config: ModeConfig, scored_answers: pd.DataFrame):
-    """One row: β of the cell-level regression A = βP + α_m + γ_t + δ_f by WLS, with its SE, CI and
-    partial R² (a design that does not identify β gives a row with a note, not an error).
-    Source: §5.2. Code: metamorph.studies.wrapper_sensitivity.regression.fixed_effects_regression."""
-    cells = wm.cell_metrics(_standard(scored_answers), config.mode)
-    try:
-        df = reg.fixed_effects_regression(cells)
-    except ValueError as exc:  # the design does not identify β (e.g. one model, one task)
-        df = _not_estimated(S.WrapperFERegression, exc, n_cells=len(cells))
-    yield from metric_output(S.WrapperFERegression, df, GROUP, "fixed_effects", FE_CELLS)
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "item_level_model", ITEM_CELLS),
+fixed_effects = metric_table(
+    GROUP,
+    "fixed_effects",
+    reg.fixed_effects_regression,
+    S.WrapperFERegression,
+    ins=SCORED,
+    config=ModeConfig,
+    prepare={"scored_answers": _mode_cells},
+    # the design does not identify β (e.g. one model, one task): a row with the reason
+    not_estimated=lambda args, inputs, config: {"n_cells": len(args[0])},
+    cells=FE_CELLS,
+    row="One row: β of the cell-level regression A = βP + α_m + γ_t + δ_f by WLS, with its SE, CI and partial R² "
+    "(a design that does not identify β gives a row with a note, not an error).",
+    source="§5.2",
 )
-def item_level_model(config: ModeConfig, scored_answers: pd.DataFrame):
-    """One row per coefficient of the item-level linear probability model of correctness on
-    parseability and wrapper, with cluster-robust SEs by item. Source: the review, major 3.
-    Code: metamorph.studies.wrapper_sensitivity.regression.item_level_model."""
-    try:
-        df = reg.item_level_model(_standard(scored_answers), config.mode)
-    except ValueError as exc:  # e.g. 'parseable' constant: its coefficient is not identified
-        df = _not_estimated(
-            S.WrapperItemModel, exc, mode=config.mode, n_obs=int((scored_answers["mode"] == config.mode).sum())
-        )
-    yield from metric_output(S.WrapperItemModel, df, GROUP, "item_level_model", ITEM_CELLS)
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "fsi_decomposition", DECOMPOSITION_CELLS),
+item_level_model = metric_table(
+    GROUP,
+    "item_level_model",
+    reg.item_level_model,
+    S.WrapperItemModel,
+    ins=SCORED,
+    config=ModeConfig,
+    config_args=("mode",),
+    prepare={"scored_answers": _standard},
+    # e.g. 'parseable' constant: its coefficient is not identified
+    not_estimated=lambda args, inputs, config: {
+        "mode": config.mode,
+        "n_obs": int((inputs["scored_answers"]["mode"] == config.mode).sum()),
+    },
+    cells=ITEM_CELLS,
+    row="One row per coefficient of the item-level linear probability model of correctness on parseability and "
+    "wrapper, with cluster-robust SEs by item.",
+    source="the review, major 3",
 )
-def fsi_decomposition(config: ModeConfig, scored_answers: pd.DataFrame):
-    """One row per model × task: FSI split into a compliance part (parseability) and a
-    conditional-accuracy part. Source: the review, major 1 (on §3.5, §5.2).
-    Code: metamorph.studies.wrapper_sensitivity.diagnostics.decomposition."""
-    df = diag.decomposition(wm.cell_metrics(_standard(scored_answers), config.mode))
-    yield from metric_output(S.WrapperDecomposition, df, GROUP, "fsi_decomposition", DECOMPOSITION_CELLS)
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    ins=ALL_SCORED,
-    kinds={"duckdb"},
-    check_specs=metric_checks(GROUP, "wrapper_wins", WINS_CELLS),
+fsi_decomposition = metric_table(
+    GROUP,
+    "fsi_decomposition",
+    diag.decomposition,
+    S.WrapperDecomposition,
+    ins=SCORED,
+    config=ModeConfig,
+    prepare={"scored_answers": _mode_cells},
+    cells=DECOMPOSITION_CELLS,
+    row="One row per model × task: FSI split into a compliance part (parseability) and a conditional-accuracy part.",
+    source="the review, major 1 (on §3.5, §5.2)",
 )
-def wrapper_wins(config: ModeConfig, scored_answers: pd.DataFrame):
-    """One row per wrapper: in how many model × task combinations it has the highest accuracy
-    (ties all win). Source: §5. Code: metamorph.studies.wrapper_sensitivity.diagnostics.win_counts."""
-    df = diag.win_counts(wm.cell_metrics(_standard(scored_answers), config.mode))
-    yield from metric_output(
-        S.WrapperWins,
-        df,
-        GROUP,
-        "wrapper_wins",
-        WINS_CELLS,
-        metadata={"plot": plots.bars(df, "wrapper", "wins", "Wrapper wins over model × task")},
-    )
-
-
-@dg.asset(
-    key_prefix=PREFIX,
-    group_name=GROUP,
-    pool=POOL,
-    kinds={"duckdb"},
-    ins={**ALL_SCORED, "token_balance": dg.AssetIn(key=[*PREFIX, "token_balance"])},
-    check_specs=metric_checks(GROUP, "matched_fsi", MATCHED_CELLS),
+wrapper_wins = metric_table(
+    GROUP,
+    "wrapper_wins",
+    diag.win_counts,
+    S.WrapperWins,
+    ins=SCORED,
+    config=ModeConfig,
+    prepare={"scored_answers": _mode_cells},
+    cells=WINS_CELLS,
+    metadata=lambda df: {"plot": plots.bars(df, "wrapper", "wins", "Wrapper wins over model × task")},
+    row="One row per wrapper: in how many model × task combinations it has the highest accuracy (ties all win).",
+    source="§5",
 )
-def matched_fsi(config: ModeConfig, scored_answers: pd.DataFrame, token_balance: pd.DataFrame):
-    """One row per model × task: FSI and PSI on the items whose prompts are token-matched (Δtok ≤ 5%)
-    next to the full FSI and PSI. Source: §3.3, §5. Code: metamorph.studies.wrapper_sensitivity.diagnostics.matched_fsi."""
-    matched = token_balance[token_balance["matched"]][["model_id", "task", "item_id"]]
-    df = diag.matched_fsi(_standard(scored_answers), matched, config.mode)
-    yield from metric_output(S.WrapperMatchedFSI, df, GROUP, "matched_fsi", MATCHED_CELLS)
-
-
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, ins=ALL_SCORED, kinds={"duckdb"})
-def constrained_falsifier(config: ModeConfig, scored_answers: pd.DataFrame) -> dg.Output:
-    """One row per model × task: FSI and PSI with free vs JSON-schema constrained json decoding (the
-    review's falsifier; empty unless the constrained arm was run).
-    Code: metamorph.studies.wrapper_sensitivity.diagnostics.constrained_falsifier."""
-    return validated_output(
-        S.WrapperConstrainedFalsifier, diag.constrained_falsifier(scored_answers, config.mode), "constrained_falsifier"
-    )
+matched_fsi = metric_table(
+    GROUP,
+    "matched_fsi",
+    diag.matched_fsi,
+    S.WrapperMatchedFSI,
+    ins=["scored_answers", "token_balance"],
+    config=ModeConfig,
+    config_args=("mode",),
+    prepare={"scored_answers": _standard, "token_balance": _matched_items},
+    cells=MATCHED_CELLS,
+    row="One row per model × task: FSI and PSI on the items whose prompts are token-matched (Δtok ≤ 5%) next to the "
+    "full FSI and PSI.",
+    source="§3.3, §5",
+)
+constrained_falsifier = metric_table(
+    GROUP,
+    "constrained_falsifier",
+    diag.constrained_falsifier,
+    S.WrapperConstrainedFalsifier,
+    ins=SCORED,
+    config=ModeConfig,
+    config_args=("mode",),
+    checks=False,
+    row="One row per model × task: FSI and PSI with free vs JSON-schema constrained json decoding (the review's "
+    "falsifier; empty unless the constrained arm was run).",
+)
 
 
 @dg.asset(

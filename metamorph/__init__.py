@@ -6,4 +6,6 @@ generation cache, extractors, metrics and statistics, and pandera schemas for ev
 intermediate table. The Dagster assets in ``assets/`` are thin wrappers around it.
 """
 
+__all__: list[str] = []
+
 __version__ = "0.1.0"

@@ -105,24 +105,24 @@ class _OpenAIBatches:
 
     def __init__(self, provider: Any):
         self.p = provider
-        self.client = provider._client
+        self.client = provider.client
 
     def batchable(self, request: GenerationRequest) -> bool:
         return request.ingestion == "inline"
 
     def line(self, key: str, request: GenerationRequest) -> dict[str, Any]:
         """The JSONL line of ``request`` (raises ConfigError like the synchronous call would)."""
-        self.p._check_request(request)
-        body = self.p._chat_kwargs(request)
+        self.p.check_request(request)
+        body = self.p.chat_kwargs(request)
         body.update(body.pop("extra_body", None) or {})
         return {"custom_id": key, "method": "POST", "url": OPENAI_BATCH_ENDPOINT, "body": body}
 
     def submit(self, lines: list[dict[str, Any]]) -> tuple[str, str, str | None]:
         data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
-        uploaded = self.p._call(
+        uploaded = self.p.call(
             self.client.files.create, file=("metamorph-batch.jsonl", data, "application/jsonl"), purpose="batch"
         )
-        batch = self.p._call(
+        batch = self.p.call(
             self.client.batches.create,
             input_file_id=uploaded.id,
             endpoint=OPENAI_BATCH_ENDPOINT,
@@ -131,20 +131,18 @@ class _OpenAIBatches:
         return batch.id, batch.status, uploaded.id
 
     def retrieve(self, batch_id: str) -> tuple[str, bool, Any]:
-        batch = self.p._call(self.client.batches.retrieve, batch_id=batch_id)
+        batch = self.p.call(self.client.batches.retrieve, batch_id=batch_id)
         return batch.status, batch.status in OPENAI_TERMINAL, batch
 
     def collect(self, batch_id: str, batch: Any) -> tuple[dict[str, GenerationResult], str]:
         """Results per custom_id from the output and error files, and what to say about keys without one."""
         from openai.types.chat import ChatCompletion
 
-        from metamorph.providers.sdk_errors import redact
-
         out: dict[str, GenerationResult] = {}
         for file_id in (batch.output_file_id, batch.error_file_id):
             if not file_id:
                 continue
-            text = self.p._call(lambda: self.client.files.content(file_id).text)
+            text = self.p.call(lambda: self.client.files.content(file_id).text)
             for n, raw in enumerate(text.splitlines(), start=1):
                 if not raw.strip():
                     continue
@@ -161,16 +159,16 @@ class _OpenAIBatches:
                 status, body = response.get("status_code"), response.get("body") or {}
                 if err:
                     out[key] = _error(
-                        err.get("code"), redact(f"OpenAI batch request failed: {err.get('message')}", self.p._api_key)
+                        err.get("code"), self.p.redact(f"OpenAI batch request failed: {err.get('message')}")
                     )
                 elif status != 200:
                     msg = (body.get("error") or {}).get("message") if isinstance(body, dict) else None
                     out[key] = _error(
-                        status, redact(f"OpenAI batch request failed (HTTP {status}): {msg or body}", self.p._api_key)
+                        status, self.p.redact(f"OpenAI batch request failed (HTTP {status}): {msg or body}")
                     )
                 else:
                     try:
-                        out[key] = self.p._chat_result(ChatCompletion.model_validate(body), None)
+                        out[key] = self.p.chat_result(ChatCompletion.model_validate(body), None)
                     except ProviderError as exc:
                         out[key] = GenerationResult(text=None, error=f"ProviderError[{exc.status}]: {exc}")
                     except Exception as exc:  # a body that is no chat completion: recorded, never a value
@@ -189,41 +187,41 @@ class _AnthropicBatches:
 
     def __init__(self, provider: Any):
         self.p = provider
-        self.client = provider._client
+        self.client = provider.client
 
     def batchable(self, request: GenerationRequest) -> bool:
         return request.ingestion == "inline" or not self.p.use_files_api
 
     def line(self, key: str, request: GenerationRequest) -> dict[str, Any]:
-        from metamorph.providers.anthropic_provider import _inline_source
+        from metamorph.providers.anthropic_provider import inline_source
 
-        params = self.p._message_kwargs(request)
+        params = self.p.message_kwargs(request)
         if request.ingestion == "anthropic_document":
             doc = request.document
             params["messages"][-1]["content"].insert(
-                0, {"type": "document", "source": _inline_source(doc), "title": doc.filename}
+                0, {"type": "document", "source": inline_source(doc), "title": doc.filename}
             )
         params.update(params.pop("extra_body", None) or {})
         return {"custom_id": key, "params": params}
 
     def submit(self, lines: list[dict[str, Any]]) -> tuple[str, str, str | None]:
-        batch = self.p._call(self.client.messages.batches.create, requests=lines)
+        batch = self.p.call(self.client.messages.batches.create, requests=lines)
         return batch.id, batch.processing_status, None
 
     def retrieve(self, batch_id: str) -> tuple[str, bool, Any]:
-        batch = self.p._call(self.client.messages.batches.retrieve, message_batch_id=batch_id)
+        batch = self.p.call(self.client.messages.batches.retrieve, message_batch_id=batch_id)
         return batch.processing_status, batch.processing_status == "ended", batch
 
     def collect(self, batch_id: str, batch: Any) -> tuple[dict[str, GenerationResult], str]:
-        from metamorph.providers.anthropic_provider import _result
+        from metamorph.providers.anthropic_provider import message_result
 
-        items = self.p._call(lambda: list(self.client.messages.batches.results(batch_id)))
+        items = self.p.call(lambda: list(self.client.messages.batches.results(batch_id)))
         out: dict[str, GenerationResult] = {}
         for item in items:
             result = item.result
             if result.type == "succeeded":
                 try:
-                    out[item.custom_id] = _result(result.message, None)
+                    out[item.custom_id] = message_result(result.message, None)
                 except ProviderError as exc:
                     out[item.custom_id] = GenerationResult(text=None, error=f"ProviderError[{exc.status}]: {exc}")
             elif result.type == "errored":

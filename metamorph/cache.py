@@ -64,6 +64,17 @@ import duckdb
 from metamorph.errors import InputError
 from metamorph.providers.base import GenerationRequest, GenerationResult
 
+__all__ = [
+    "COLUMN_TYPES",
+    "RESULT_COLUMNS",
+    "BatchRecord",
+    "Claim",
+    "GenerationCache",
+    "open_cache",
+    "owner_alive",
+    "results_from_rows",
+]
+
 _DDL = """
 CREATE TABLE IF NOT EXISTS generations (
     key VARCHAR PRIMARY KEY,
@@ -103,7 +114,7 @@ CREATE TABLE IF NOT EXISTS batches (
 """
 
 #: generations columns in table order with their SQL types (the batch upsert unnests one list per column).
-_TYPES = {
+COLUMN_TYPES = {
     "key": "VARCHAR",
     "provider": "VARCHAR",
     "model": "VARCHAR",
@@ -120,7 +131,8 @@ _TYPES = {
     "error": "VARCHAR",
     "attempts": "INTEGER",
 }
-_RESULT_COLS = (
+#: generations columns read back into a :class:`GenerationResult`, in its field order.
+RESULT_COLUMNS = (
     "response_text",
     "finish_reason",
     "prompt_tokens",
@@ -133,10 +145,10 @@ _RESULT_COLS = (
     "attempts",
 )
 _UPSERT = (
-    f"INSERT INTO generations ({', '.join(_TYPES)}) SELECT "
-    + ", ".join(f"unnest(${i + 1}::{t}[])" for i, t in enumerate(_TYPES.values()))
+    f"INSERT INTO generations ({', '.join(COLUMN_TYPES)}) SELECT "
+    + ", ".join(f"unnest(${i + 1}::{t}[])" for i, t in enumerate(COLUMN_TYPES.values()))
     + " ON CONFLICT (key) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _TYPES if c != "key")
+    + ", ".join(f"{c} = excluded.{c}" for c in COLUMN_TYPES if c != "key")
     + " WHERE generations.error IS NOT NULL OR excluded.error IS NULL"
 )
 _WANTED = "(SELECT unnest($1::VARCHAR[]) AS key)"
@@ -156,11 +168,12 @@ def _file_lock(path: str) -> threading.RLock:
 
 
 #: SELECT list of a stored result: the key, then GenerationResult's fields in its own order.
-_RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in _RESULT_COLS[:-1]) + ", coalesce(g.attempts, 1)"
+_RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in RESULT_COLUMNS[:-1]) + ", coalesce(g.attempts, 1)"
 
 
-def _results(rows: list[tuple]) -> dict[str, GenerationResult]:
-    """key -> result for rows selected with :data:`_RESULT_SELECT` (positional: ~35% faster than keywords)."""
+def results_from_rows(rows: list[tuple]) -> dict[str, GenerationResult]:
+    """key -> result for rows ``(key, *RESULT_COLUMNS)`` as selected by the cache backends
+    (positional: ~35% faster than keywords)."""
     return {r[0]: GenerationResult(*r[1:]) for r in rows}
 
 
@@ -226,10 +239,12 @@ class GenerationCache:
         path: the cache's DuckDB file (its own file, never the warehouse).
         lock_timeout_s: how long to wait for another process's hold on the file before
             ``duckdb.IOException`` is raised (by the call, or by :meth:`flush` for queued writes).
-        commit_interval_s / commit_rows: a commit happens when the oldest queued row has waited
+        commit_interval_s: a commit happens when the oldest queued row has waited
             ``commit_interval_s`` seconds or ``commit_rows`` rows are queued, whichever is first.
-        hold_s / yield_s: the connection is closed after ``hold_s`` seconds of use (or idleness) and
+        commit_rows: see ``commit_interval_s``.
+        hold_s: the connection is closed after ``hold_s`` seconds of use (or idleness) and
             not reopened for ``yield_s`` seconds, so other processes get the file.
+        yield_s: see ``hold_s``.
         lease_s: how long a claim stays valid without renewal.
 
     Raises:
@@ -565,7 +580,7 @@ class GenerationCache:
 
     def _stored(self, con, keys: list[str], stale_before: datetime | None) -> dict[str, GenerationResult]:
         """Stored successes of ``keys`` (at or after ``stale_before``) through ``con``."""
-        return _results(
+        return results_from_rows(
             con.execute(
                 f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w USING (key) WHERE {_FRESH}",
                 [keys, stale_before],

@@ -34,8 +34,14 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlsplit, urlunsplit
 
-from metamorph.cache import _RESULT_COLS, _TYPES, GenerationCache, _results
+from metamorph.cache import RESULT_COLUMNS, COLUMN_TYPES, GenerationCache, results_from_rows
 from metamorph.providers.base import GenerationResult
+
+__all__ = [
+    "PostgresGenerationCache",
+    "is_postgres_url",
+    "redact",
+]
 
 #: DuckDB column types -> PostgreSQL
 _PG_TYPES = {
@@ -54,7 +60,7 @@ _NOT_NULL = {
 }
 _DDL = (
     "CREATE TABLE IF NOT EXISTS generations ("
-    + ", ".join(f"{c} {_PG_TYPES[t]}{_NOT_NULL.get(c, '')}" for c, t in _TYPES.items())
+    + ", ".join(f"{c} {_PG_TYPES[t]}{_NOT_NULL.get(c, '')}" for c, t in COLUMN_TYPES.items())
     + ");"
     "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL,"
     " expires_at DOUBLE PRECISION NOT NULL);"
@@ -64,17 +70,17 @@ _DDL = (
     " updated_at TIMESTAMP NOT NULL);"
 )
 _UPSERT = (
-    f"INSERT INTO generations ({', '.join(_TYPES)}) SELECT * FROM unnest("
-    + ", ".join(f"%s::{_PG_TYPES[t]}[]" for t in _TYPES.values())
+    f"INSERT INTO generations ({', '.join(COLUMN_TYPES)}) SELECT * FROM unnest("
+    + ", ".join(f"%s::{_PG_TYPES[t]}[]" for t in COLUMN_TYPES.values())
     + ") ON CONFLICT (key) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _TYPES if c != "key")
+    + ", ".join(f"{c} = excluded.{c}" for c in COLUMN_TYPES if c != "key")
     + " WHERE generations.error IS NOT NULL OR excluded.error IS NULL"
 )
 _WANTED = "unnest(%s::TEXT[]) AS w(key)"
 #: A stored row that serves a request (metamorph.cache._FRESH): a success stored at or after the
 #: second and third parameters (the same instant; NULL: any time).
 _FRESH = "g.error IS NULL AND (%s::timestamp IS NULL OR g.created_at >= %s::timestamp)"
-_RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in _RESULT_COLS[:-1]) + ", coalesce(g.attempts, 1)"
+_RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in RESULT_COLUMNS[:-1]) + ", coalesce(g.attempts, 1)"
 #: the advisory lock that serialises claims and commits of every process (an arbitrary constant)
 _LOCK_KEY = 0x6D65_7461  # "meta"
 
@@ -183,7 +189,7 @@ class PostgresGenerationCache(GenerationCache):
     # the statements of GenerationCache.get_many / claim in PostgreSQL's dialect
 
     def _stored(self, con, keys, stale_before) -> dict[str, GenerationResult]:
-        return _results(
+        return results_from_rows(
             con.execute(
                 f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} USING (key) WHERE {_FRESH}",
                 [keys, stale_before, stale_before],

@@ -6,7 +6,8 @@ description, add_arguments(parser), run(args) → exit code); this module only c
 entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate),
 ``metamorph trace`` (a metric cell back to its raw completions, :mod:`metamorph.trace`) and
 ``metamorph plan`` (calls, cache hits, tokens and cost of a study's run before it is made,
-:mod:`metamorph.costplan`) and ``metamorph verdict`` (a candidate's upgrade verdicts from the
+:mod:`metamorph.costplan`), ``metamorph run`` (a study's run on the Dagster instance,
+:mod:`metamorph.study`, the handler in ``pipelines.run``) and ``metamorph verdict`` (a candidate's upgrade verdicts from the
 warehouse, exit 1 on a blocking regression: :mod:`metamorph.verdict`).
 
 Exit codes follow the commands; a usage error is 2 and ``--help`` is 0.
@@ -23,10 +24,19 @@ from collections.abc import Sequence
 
 import metamorph.studies
 
+__all__ = [
+    "CORE_MODULES",
+    "EXIT_USAGE",
+    "OneLineParser",
+    "commands",
+    "main",
+    "plain",
+]
+
 EXIT_USAGE = 2
 
 #: Modules of the core commands, each with a ``COMMANDS`` dict like a study's.
-CORE_MODULES = ("metamorph.trace", "metamorph.costplan", "metamorph.verdict")
+CORE_MODULES = ("metamorph.trace", "metamorph.costplan", "metamorph.verdict", "metamorph.study")
 
 
 def commands() -> dict[str, tuple]:

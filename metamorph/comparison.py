@@ -34,12 +34,24 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from metamorph.schemas import require_columns
+from metamorph.schemas import VERDICTS, require_columns
 from metamorph.stats import holm, mcnemar_exact, paired_bootstrap_diff_ci, paired_permutation_test
+
+__all__ = [
+    "ALL",
+    "COMPARISON_COLUMNS",
+    "ITEM_SCORE_COLUMNS",
+    "VERDICTS",
+    "compare_models",
+    "comparison_markdown",
+    "item_scores",
+    "slice_label",
+    "verdict",
+    "verdict_summary",
+]
 
 ITEM_SCORE_COLUMNS = ["model_id", "metric", "slice", "item_id", "value", "n_obs"]
 
-VERDICTS = ("regressed", "improved", "no detectable change", "not comparable")
 
 COMPARISON_COLUMNS = [
     "candidate_id",
@@ -216,7 +228,8 @@ def compare_models(
             violation rates: False). Every metric of ``scores`` needs an entry.
         candidates: model ids to compare (default: every model in ``scores`` but the baseline).
         alpha: family-wise level of the verdicts (Holm).
-        n_resamples, seed: bootstrap (and Monte Carlo permutation) settings; seeded.
+        n_resamples: bootstrap (and Monte Carlo permutation) resamples.
+        seed: seed of the bootstrap (and Monte Carlo permutation) draws.
 
     Returns:
         :data:`COMPARISON_COLUMNS`, one row per candidate × (metric, slice) present for either

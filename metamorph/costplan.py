@@ -49,6 +49,34 @@ from metamorph.models import ModelSpec, Price, load_registry
 from metamorph.providers.base import GenerationRequest
 from metamorph.replicates import computation, entry_deterministic, is_shared
 
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "COMMANDS",
+    "CostPlan",
+    "METHOD_ESTIMATE",
+    "METHOD_TOKENIZER",
+    "OUTPUT_NOTE",
+    "PlanStep",
+    "REPO_ROOT",
+    "add_arguments",
+    "budget_steps",
+    "cached_keys",
+    "check_budget",
+    "check_budget_sum",
+    "computation_keys",
+    "default_cache",
+    "default_registry",
+    "estimate_tokens",
+    "local_gguf",
+    "plan_requests",
+    "plan_steps",
+    "plan_study",
+    "run",
+    "token_counter",
+    "total",
+    "usd",
+]
+
 #: Characters per token of the estimate used for API models (their tokenizers are not local).
 CHARS_PER_TOKEN = 4
 METHOD_TOKENIZER = "counted: the model's tokenizer on the chat-formatted prompt (llama.cpp)"
@@ -322,25 +350,6 @@ def check_budget_sum(plans: Sequence[CostPlan], budget_usd: float | None, outcom
 # Whole studies, for `metamorph plan`
 
 
-@dataclass
-class StudyOptions:
-    """The run settings ``metamorph plan`` takes — the options of ``python -m pipelines.run`` that
-    shape requests (``None``: the study's default, that of its assets' config). ``k``: the format
-    study's repeats; ``seeds``/``constrained_arm``: the wrapper study's; ``settings``: OrderProbe's;
-    ``llm_goldens``/``judge_variants``/``judge_constrained``: WorkflowPerturb's."""
-
-    sources: list[str] | None = None
-    limit: int | None = None
-    k: int | None = None
-    max_tokens: int | None = None
-    seeds: list[int] | None = None
-    constrained_arm: bool = False
-    settings: list[str] | None = None
-    llm_goldens: int | None = None
-    judge_variants: int | None = None
-    judge_constrained: bool = False
-
-
 @dataclass(frozen=True)
 class PlanStep:
     """One generation step of a study's run, as its ``plan.cost_steps`` gives it.
@@ -391,39 +400,24 @@ def plan_steps(
     return out
 
 
-def plannable_studies() -> dict[str, Callable[[ModelSpec, StudyOptions], list[PlanStep]]]:
-    """study package -> its ``plan.cost_steps(spec, options)``, for every study that defines one
-    (found like :func:`metamorph.cli.commands`, without naming a study)."""
-    import importlib
-    import pkgutil
-
-    import metamorph.studies
-
-    out = {}
-    for m in pkgutil.iter_modules(metamorph.studies.__path__):
-        if m.ispkg:
-            fn = getattr(importlib.import_module(f"metamorph.studies.{m.name}.plan"), "cost_steps", None)
-            if fn is not None:
-                out[m.name] = fn
-    return out
-
-
-def plan_study(
-    study: str, spec: ModelSpec, options: StudyOptions, cache: Any = None, provider: Any = None
-) -> list[CostPlan]:
+def plan_study(study: str, spec: ModelSpec, options: Any, cache: Any = None, provider: Any = None) -> list[CostPlan]:
     """Every generation step's :class:`CostPlan` of ``study`` for one model, from the sources as the
-    run loads them (the study's ``plan.cost_steps``: its own loaders and request builders, with the
-    assets' defaults). The requests' keys are looked up in ``cache`` (a
-    :class:`~metamorph.cache.GenerationCache`; ``None``: nothing cached) in one query; the
-    tokenizer is loaded only if some call remains.
+    run loads them (:attr:`metamorph.study.Study.cost_steps`: the study's own loaders and request
+    builders, with the assets' defaults; ``options``: the study's :class:`metamorph.study.Options`;
+    the steps of assets the options leave out of the run, :meth:`metamorph.study.Study.dropped_assets`,
+    are not planned).
+    The requests' keys are looked up in ``cache`` (a :class:`~metamorph.cache.GenerationCache`;
+    ``None``: nothing cached) in one query; the tokenizer is loaded only if some call remains.
 
-    Raises the loaders' :class:`~metamorph.errors.InputError`; :class:`ConfigError` for a study
-    without ``cost_steps``.
+    Raises the loaders' :class:`~metamorph.errors.InputError`; :class:`ConfigError` for an unknown study.
     """
-    planners = plannable_studies()
-    if study not in planners:
-        raise ConfigError(f"metamorph plan: study {study!r} is not planned; choose one of {sorted(planners)}")
-    steps = planners[study](spec, options)
+    from metamorph.study import studies
+
+    found = studies()
+    if study not in found:
+        raise ConfigError(f"metamorph plan: study {study!r} is not planned; choose one of {sorted(found)}")
+    dropped = found[study].dropped_assets(options)  # e.g. --no-routing: the run leaves these assets out
+    steps = [st for st in found[study].cost_steps(spec, options) if st.label.split(" ")[0] not in dropped]
     requests = [r for st in steps for r in st.requests()]
     count, method = _lazy_counter(spec, provider)
     return plan_steps(steps, spec, cached_keys(cache, requests, spec), count=count, method=method)
@@ -466,143 +460,41 @@ def default_cache() -> str:
     return str(Path(os.environ.get("METAMORPH_HOME", REPO_ROOT / "data")).resolve() / "generation_cache.duckdb")
 
 
-def budget_arg(text: str) -> float | None:
-    """``--budget-usd`` of ``metamorph plan`` and ``pipelines.run``: a finite amount in USD >= 0, or
-    -1 for no budget (returned as ``None``). Raises ``argparse.ArgumentTypeError`` otherwise (NaN would
-    pass every check, a negative amount would stop every step)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be an amount in USD >= 0, or -1 for no budget; got {text!r:.40}"
-        ) from None
-    if value == -1:
-        return None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be an amount in USD >= 0, or -1 for no budget; got {text!r:.40}")
-    return value
-
-
-def seed_arg(text: str) -> int:
-    """A ``--seeds`` value of ``metamorph plan`` and ``pipelines.run``: an integer from 0 to 2**31 − 1
-    (the registry's seed range; llama.cpp reads a negative seed as "random"). Raises
-    ``argparse.ArgumentTypeError`` otherwise."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or not 0 <= value < 2**31:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {2**31 - 1}, got {text!r:.40}")
-    return value
-
-
-#: The most repeats ``--k`` takes: every repeat is a call per document (the paper runs 3), and a
-#: mistyped k made ``metamorph plan`` build requests until memory ran out.
-MAX_REPEATS = 100
-
-
-def repeats_arg(text: str) -> int:
-    """A ``--k`` value of ``metamorph plan`` and ``pipelines.run``: a whole number from 1 to
-    :data:`MAX_REPEATS`. Raises ``argparse.ArgumentTypeError`` otherwise."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or not 1 <= value <= MAX_REPEATS:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_REPEATS}, got {text!r:.40}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("study", choices=sorted(plannable_studies()))
-    p.add_argument(
-        "--source",
-        action="append",
-        dest="sources",
-        help="source spec (repeatable), as for python -m pipelines.run; default: the study's embedded one",
-    )
-    p.add_argument("--limit", type=_positive, default=None, help="N rows of each source, as pipelines.run")
-    p.add_argument(
-        "--k",
-        type=repeats_arg,
-        default=None,
-        help=f"format study: repeats per document (default 3, at most {MAX_REPEATS})",
-    )
-    p.add_argument(
-        "--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)"
-    )
-    p.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
-    p.add_argument("--settings", nargs="+", default=None, help="OrderProbe: prompt settings")
-    p.add_argument(
-        "--llm-goldens",
-        type=_positive,
-        default=None,
-        help="workflow study: goldens sent to the LLM generator (default 3)",
-    )
-    p.add_argument(
-        "--judge-variants",
-        type=_positive,
-        default=None,
-        help="workflow study: deterministic variants judged, 3 calls each (default 9)",
-    )
-    p.add_argument(
-        "--judge-constrained",
-        action="store_true",
-        help="workflow study: the judge's decoding constrained to the B.6.4 JSON object",
-    )
-    p.add_argument("--max-tokens", type=_positive, default=None)
-    p.add_argument("--models", nargs="+", default=None, help="registry model ids (default: all)")
-    p.add_argument("--registry", default=None, help="registry YAML (default $METAMORPH_MODELS or config/models.yaml)")
-    p.add_argument(
-        "--cache",
-        default=None,
-        help="generation cache DuckDB file (default "
-        "$METAMORPH_HOME/generation_cache.duckdb; a missing file is an empty cache and is not created)",
-    )
-    p.add_argument(
-        "--budget-usd",
-        type=budget_arg,
-        default=None,
-        help="exit 1 when a generation step's planned cost for a model exceeds this (or is unknown), "
-        "as the run's budget_usd would stop that step (-1 = no budget)",
-    )
+    """``metamorph plan <study>``: the study's options (those of ``metamorph run <study>``,
+    :func:`metamorph.study.add_study_commands`) plus ``--registry`` and ``--cache``."""
+    from metamorph.study import add_study_commands
+
+    def plan_options(sub: argparse.ArgumentParser) -> None:
+        own = sub.add_argument_group("plan")
+        own.add_argument(
+            "--registry", default=None, help="registry YAML (default $METAMORPH_MODELS or config/models.yaml)"
+        )
+        own.add_argument(
+            "--cache",
+            default=None,
+            help="generation cache DuckDB file (default "
+            "$METAMORPH_HOME/generation_cache.duckdb; a missing file is an empty cache and is not created)",
+        )
+
+    add_study_commands(p, plan_options)
 
 
 def run(args: argparse.Namespace) -> int:
     """Print every model's plan; exit 0, 1 when a step's plan exceeds ``--budget-usd`` (as the run's
     ``budget_usd`` is checked: per generation step and model), 2 on bad input."""
+    from metamorph.study import chosen_models, get
+
+    study = get(args.study)
+    options = study.from_args(args)
     try:
-        specs = load_registry(args.registry or default_registry())
-        if args.models:
-            unknown = sorted(set(args.models) - {m.id for m in specs})
-            if unknown:
-                raise ConfigError(f"unknown model id(s) {unknown}; the registry has {[m.id for m in specs]}")
-            specs = [m for m in specs if m.id in args.models]
+        specs = chosen_models(load_registry(args.registry or default_registry()), options.models)
         cache_file = args.cache or default_cache()
         cache = None
         if os.path.exists(cache_file):
             from metamorph.cache import GenerationCache
 
             cache = GenerationCache(cache_file)
-        options = StudyOptions(
-            sources=args.sources,
-            limit=args.limit,
-            k=args.k,
-            max_tokens=args.max_tokens,
-            seeds=args.seeds,
-            constrained_arm=args.constrained_arm,
-            settings=args.settings,
-            llm_goldens=args.llm_goldens,
-            judge_variants=args.judge_variants,
-            judge_constrained=args.judge_constrained,
-        )
         over, shown = [], []
         print(f"Plan of {args.study} (cache: {cache_file if cache is not None else 'none, ' + cache_file + ' absent'})")
         try:
@@ -616,7 +508,7 @@ def run(args: argparse.Namespace) -> int:
                     print("  " + whole.line())
                 for p in budget_steps(plans):  # the run checks each step's plan before that step's first call
                     try:
-                        check_budget(p, args.budget_usd, "the run would stop before this step's first call")
+                        check_budget(p, options.budget_usd, "the run would stop before this step's first call")
                     except BudgetError as exc:
                         over.append(str(exc))
         finally:

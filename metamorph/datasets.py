@@ -22,6 +22,20 @@ from urllib.parse import parse_qsl
 
 from metamorph.errors import InputError
 
+__all__ = [
+    "MAX_FIELD_CHARS",
+    "decode_utf8",
+    "read_json_file",
+    "read_rows",
+    "read_text",
+    "required",
+    "required_text",
+    "value_problem",
+    "loads",
+    "refuse_duplicate_keys",
+    "spec_params",
+]
+
 #: Longest string a field may hold (characters). No model context takes more (the largest hold about
 #: 10^6 tokens), so a longer field is a broken file — e.g. a missing closing quote — not data.
 MAX_FIELD_CHARS = 1_000_000

@@ -4,6 +4,20 @@ from __future__ import annotations
 
 import re
 
+__all__ = [
+    "MAX_PROBLEM_CHARS",
+    "REDACTED",
+    "SECRET_PATTERN",
+    "BudgetError",
+    "ConfigError",
+    "ContextBudgetError",
+    "InputError",
+    "MetamorphError",
+    "RegistryError",
+    "looks_like_secret",
+    "mask_secrets",
+]
+
 
 class MetamorphError(Exception):
     """Base class of every error metamorph raises on purpose."""

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import re
 
+__all__ = [
+    "fence_bodies",
+    "object_spans",
+]
+
 
 def _object_end(s: str, i: int) -> int:
     """Index of the ``}`` closing the object that opens at ``s[i] == "{"`` (string-aware), or

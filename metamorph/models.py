@@ -37,7 +37,7 @@ The registry is a YAML file (default ``config/models.yaml``)::
           max_requests: 10000            # requests per submitted batch (more are split)
         price_per_mtok: {input: 0.40, output: 1.20}   # USD per million tokens (cost planning)
         blocking_metrics:                # optional: the metrics whose regression blocks (default: all)
-          format_robustness: [accuracy]  # a study not named blocks on every compared metric; [] never
+          <study>: [accuracy]            # per study package; a study not named blocks on every compared metric; [] never
 
 A *workflow* of the document-format study is a model with one ingestion path
 (``<model id>/<ingestion>``). Each entry's :meth:`ModelSpec.fingerprint` lets the registry
@@ -65,7 +65,7 @@ prompts) took 63.7 s with one thread and 49.7 s with prompt processing on both c
 ``benchmarks/generation_overhead.py``).
 Threads change how fast, not what is generated (greedy decoding gives the same completion; tested),
 so ``n_threads`` is not part of the fingerprint either.
-``study_params`` (optional) maps a study (its package name, e.g. ``format_robustness``) to
+``study_params`` (optional) maps a study (its package name under ``metamorph/studies/``) to
 decoding parameters that apply in that study only, over ``params`` (:meth:`ModelSpec.params_for`):
 the embedded default samples in the document-format study (``temperature: 0.7``, so its k repeats
 are independent draws) and keeps the other studies' paper settings. It shapes outputs, so it is
@@ -103,6 +103,19 @@ import yaml
 from metamorph.datasets import read_text
 from metamorph.errors import RegistryError, looks_like_secret
 from metamorph.providers.base import DECODING_PARAMS, INGESTION_PATHS, canonical_json, sha256_hex
+
+__all__ = [
+    "BATCH_PROVIDERS",
+    "EXECUTION_MODES",
+    "PROVIDERS",
+    "STATUSES",
+    "ExecutionConfig",
+    "ModelSpec",
+    "Price",
+    "approved_baseline",
+    "load_registry",
+    "parse_registry",
+]
 
 PROVIDERS = ("llama_cpp", "openai", "anthropic", "openai_compatible")
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
@@ -551,7 +564,7 @@ def _blocking_metrics(raw: Any, bad) -> dict[str, tuple[str, ...]] | None:
     if not isinstance(raw, dict):
         raise bad(
             f"blocking_metrics must be a mapping of study to the metrics that may block its verdicts, such as "
-            f"{{format_robustness: [accuracy]}}, got {type(raw).__name__}",
+            f"{{<study>: [<metric>, ...]}}, got {type(raw).__name__}",
             key,
         )
     out = {}

@@ -11,6 +11,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+__all__ = [
+    "LevelOrder",
+    "canonical_key",
+    "ordered",
+    "sort_frame",
+]
+
 
 def canonical_key(value: str, order: Sequence[str]) -> tuple[int, str]:
     """Sort key: position in ``order``, unknown values after it alphabetically."""

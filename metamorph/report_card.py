@@ -22,6 +22,17 @@ from metamorph.comparison import slice_label
 from metamorph.schemas import require_columns
 from metamorph.stats import bootstrap_ratio_ci
 
+__all__ = [
+    "CARD_COLUMNS",
+    "CARD_ROW_COLUMNS",
+    "build_card",
+    "card_markdown",
+    "clustered_rate_rows",
+    "regressions_markdown",
+    "trend_key",
+    "trend_series",
+]
+
 CARD_ROW_COLUMNS = [
     "model_id",
     "study",
@@ -232,5 +243,5 @@ def trend_series(card: pd.DataFrame) -> pd.DataFrame:
 
 
 def trend_key(model_id: str, study: str, metric: str, slice_: str) -> str:
-    """The float metadata key of one headline cell (``cand · format_robustness · M1 (ingestion=inline)``)."""
+    """The float metadata key of one headline cell (``cand · <study> · M1 (ingestion=inline)``)."""
     return f"{model_id} · {study} · {metric}" + ("" if slice_ == "all" else f" ({slice_})")

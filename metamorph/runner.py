@@ -41,6 +41,14 @@ from metamorph.providers.base import GenerationRequest, GenerationResult, Provid
 from metamorph.providers.retry import RetryPolicy, call_with_retries
 from metamorph.replicates import computation, is_shared, provider_deterministic
 
+__all__ = [
+    "GENERATION_COLUMNS",
+    "Outcome",
+    "RunStats",
+    "generation_frame",
+    "run_requests",
+]
+
 
 def _duration(seconds: float) -> str:
     """``42s``, ``9m47s``, ``3h15m``."""

@@ -12,6 +12,19 @@ import pandera.errors as pa_errors
 import pandera.pandas as pa
 from pandera.typing.pandas import Series
 
+__all__ = [
+    "PAIRED_TESTS",
+    "VERDICTS",
+    "GenerationRecord",
+    "ModelComparison",
+    "ReportCard",
+    "SchemaViolation",
+    "StrictModel",
+    "require_columns",
+    "table_schema_metadata",
+    "validate_frame",
+]
+
 
 class SchemaViolation(ValueError):
     """A frame failed its schema; the message names the table, the columns and failing rows."""
@@ -104,6 +117,13 @@ class GenerationRecord(StrictModel):
     error: Series[str] = pa.Field(nullable=True, description="Error of the call (never a completion).")
 
 
+#: Verdict of one (metric, slice) row of a model comparison (:mod:`metamorph.comparison`).
+VERDICTS: tuple[str, ...] = ("regressed", "improved", "no detectable change", "not comparable")
+
+#: The paired test of a comparison row: exact McNemar on 0/1 values, else a sign-flip permutation test.
+PAIRED_TESTS: tuple[str, ...] = ("mcnemar_exact", "paired_permutation")
+
+
 class ModelComparison(StrictModel):
     """``model_comparison`` (every study that has one): a candidate against the approved baseline
     per metric and slice (:func:`metamorph.comparison.compare_models`). Values in the metric's
@@ -145,7 +165,7 @@ class ModelComparison(StrictModel):
     n_worse: Series[int] = pa.Field(ge=0, description="Items on which the candidate is worse (count).")
     test: Series[str] = pa.Field(
         nullable=True,
-        isin=["mcnemar_exact", "paired_permutation"],
+        isin=list(PAIRED_TESTS),
         description="mcnemar_exact when every paired value is 0/1, else the paired sign-flip permutation test; null when n_items = 0.",
     )
     statistic: Series[float] = pa.Field(
@@ -159,7 +179,7 @@ class ModelComparison(StrictModel):
     )
     alpha: Series[float] = pa.Field(gt=0, lt=1, description="Family-wise level of the verdict.")
     verdict: Series[str] = pa.Field(
-        isin=["regressed", "improved", "no detectable change", "not comparable"],
+        isin=list(VERDICTS),
         description="regressed / improved when p_holm < alpha (direction by sign and higher_is_better); not comparable without shared items.",
     )
 

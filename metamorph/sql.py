@@ -14,6 +14,13 @@ import pandas as pd
 
 from metamorph.datasets import read_text
 
+__all__ = [
+    "SQL_DIR",
+    "markdown_sections",
+    "run_sql",
+    "sql_path",
+]
+
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "jaccard",
     "js_divergence",
     "category_counts",
+    "NOTE_ALL_EQUAL",
 ]
 
 
@@ -530,8 +531,9 @@ def js_divergence(
     *distance*, the square root). Counts are normalised to probabilities by scipy.
 
     Args:
-        p_counts, q_counts: two mappings category -> count (aligned on the union of keys,
-            missing = 0; e.g. :class:`collections.Counter`) or two aligned count sequences.
+        p_counts: a mapping category -> count (aligned with ``q_counts`` on the union of keys,
+            missing = 0; e.g. :class:`collections.Counter`) or a count sequence aligned with ``q_counts``.
+        q_counts: the other distribution, of the same kind as ``p_counts``.
 
     Conventions: identical distributions -> 0; disjoint supports -> 1. Both distributions
     empty (total count 0) -> 0.0 (nothing to disagree on, as for :func:`jaccard`); exactly

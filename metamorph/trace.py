@@ -41,6 +41,23 @@ import duckdb
 
 import metamorph.studies
 
+__all__ = [
+    "COMMANDS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "MetricTrace",
+    "TraceError",
+    "add_arguments",
+    "default_warehouse",
+    "format_text",
+    "metric_trace",
+    "parse_where",
+    "run",
+    "study_traces",
+    "trace",
+    "trace_command",
+]
+
 EXIT_OK, EXIT_USAGE = 0, 2
 
 #: ``--warehouse`` default: ``$METAMORPH_HOME/metamorph.duckdb``, else ``<repo>/data/metamorph.duckdb``
@@ -403,7 +420,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         required=True,
-        help="Model of the cell (registry id; workflow_perturb: the generator, "
+        help="Model of the cell (registry id; for cells of generated variants: the generator, "
         "'deterministic' for the rule-based variants, or the judge for --metric judge).",
     )
     p.add_argument(

@@ -34,6 +34,33 @@ import pandas as pd
 from metamorph.comparison import compare_models, comparison_markdown
 from metamorph.errors import ConfigError, MetamorphError
 
+__all__ = [
+    "COMMANDS",
+    "EXIT_OK",
+    "EXIT_REGRESSED",
+    "EXIT_USAGE",
+    "REGRESSION_CHECK",
+    "REGRESSION_FIELDS",
+    "RegressionCheck",
+    "Verdict",
+    "VerdictError",
+    "VerdictSource",
+    "add_arguments",
+    "as_json",
+    "blocking_mask",
+    "blocks",
+    "compared_metrics",
+    "comparison_next_step",
+    "format_text",
+    "model_job",
+    "regression_check",
+    "regression_records",
+    "run",
+    "sources",
+    "studies_to_run",
+    "warehouse_verdict",
+]
+
 EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
 
 #: Name of the asset check on every study's ``model_comparison``.
@@ -271,7 +298,9 @@ def warehouse_verdict(
         models: the registry entries (:func:`metamorph.models.load_registry`).
         studies: studies to compare in (default: every study; those not run, or where either model
             was not evaluated, are skipped and listed in :attr:`Verdict.skipped`).
-        alpha, n_resamples, seed: as the ``model_comparison`` assets' defaults.
+        alpha: as the ``model_comparison`` assets' default.
+        n_resamples: as the ``model_comparison`` assets' default.
+        seed: as the ``model_comparison`` assets' default.
 
     Raises:
         VerdictError: ``candidate`` not in the registry or the baseline itself; no (or more than one)

@@ -12,6 +12,7 @@ dagster-celery's — every step becomes a task for celery workers (``dagster-cel
 ``METAMORPH_CACHE_URL=postgresql://…``.
 """
 
+import importlib
 import os
 from pathlib import Path
 
@@ -20,8 +21,9 @@ import yaml
 from dagster_duckdb import DuckDBResource
 
 from metamorph.datasets import read_text
+from metamorph.study import studies
 
-from assets import format_robustness, model_upgrades, order_probe, workflow_perturb, wrapper_sensitivity
+from assets import model_upgrades
 from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, model_upgrades_job
 from pipelines.partial import partial_run_sensor
 from pipelines.schedules import WEEKLY_SCHEDULES
@@ -37,7 +39,8 @@ from resources import (
 )
 
 
-STUDIES = [format_robustness, wrapper_sensitivity, workflow_perturb, order_probe]
+#: Each study's asset module ``assets.<name>`` (:func:`metamorph.study.studies`).
+STUDIES = [importlib.import_module(f"assets.{name}") for name in studies()]
 #: Asset modules that span studies (group model_upgrades: the robustness report card).
 CROSS_STUDY = [model_upgrades]
 

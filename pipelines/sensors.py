@@ -27,11 +27,12 @@ import hashlib
 import os
 import time
 from datetime import datetime, timezone
-from typing import NamedTuple
 
 import dagster as dg
 
-from assets._common import REPORTED_VERSIONS_KEY, STALE_BEFORE_TAG
+from assets._common import STALE_BEFORE_TAG
+from assets.evaluations import Evaluation, latest_evaluation
+from assets.partitions import model_partitions
 from metamorph.errors import ConfigError
 from metamorph.models import ModelSpec, load_registry
 from metamorph.providers.versions import (
@@ -42,13 +43,10 @@ from metamorph.providers.versions import (
     list_models,
     version_change,
 )
-from pipelines.jobs import MODEL_JOBS, STUDY_GENERATIONS, STUDY_INPUTS
-from pipelines.partitions import model_partitions
+from metamorph.study import studies
+from pipelines.jobs import MODEL_JOBS
 from resources.paths import registry_path
 
-FINGERPRINT_KEY = "registry_fingerprint"
-#: Materialization metadata key of the provider-reported versions (written by assets._common).
-VERSIONS_KEY = REPORTED_VERSIONS_KEY
 #: Seconds one ``models.list`` poll may take (all its pages) before the sensor gives up on it.
 VERSION_POLL_TIMEOUT_S = 10.0
 #: Seconds of polling per tick; endpoints left when it is spent are skipped until the next tick
@@ -59,9 +57,9 @@ VERSION_POLL_BUDGET_S = 30.0
 def studies_with_inputs(instance: dg.DagsterInstance) -> list[str]:
     """Studies whose input assets have been materialized (a model job needs them)."""
     return [
-        s
-        for s, names in STUDY_INPUTS.items()
-        if all(instance.get_latest_materialization_event(dg.AssetKey([s, n])) is not None for n in names)
+        name
+        for name, study in studies().items()
+        if all(instance.get_latest_materialization_event(dg.AssetKey([name, n])) is not None for n in study.inputs)
     ]
 
 
@@ -70,41 +68,8 @@ def studies_in_use(instance: dg.DagsterInstance) -> list[str]:
     return [
         s
         for s in studies_with_inputs(instance)
-        if instance.get_latest_materialization_event(dg.AssetKey([s, STUDY_GENERATIONS[s]])) is not None
+        if instance.get_latest_materialization_event(dg.AssetKey([s, studies()[s].generations])) is not None
     ]
-
-
-class Evaluation(NamedTuple):
-    """What the latest materialization of a study's generation asset for one model recorded."""
-
-    fingerprint: str | None  #: registry entry fingerprint (None: recorded none)
-    versions: list[str]  #: provider-reported model versions (empty: recorded none)
-    timestamp: float  #: when it was materialized (Unix seconds)
-
-
-def latest_evaluation(instance: dg.DagsterInstance, study: str, model_id: str) -> Evaluation | None:
-    """The latest materialization of ``study``'s generation asset for partition ``model_id``
-    (None: never materialized)."""
-    key = dg.AssetKey([study, STUDY_GENERATIONS[study]])
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[model_id]), limit=1
-    ).records
-    if not records:
-        return None
-    md = records[0].asset_materialization.metadata
-    fp, versions = md.get(FINGERPRINT_KEY), md.get(VERSIONS_KEY)
-    return Evaluation(
-        None if fp is None else str(fp.value),
-        [str(v) for v in versions.value] if versions is not None and isinstance(versions.value, list) else [],
-        float(records[0].timestamp),
-    )
-
-
-def evaluated_fingerprint(instance: dg.DagsterInstance, study: str, model_id: str) -> str | None:
-    """The registry fingerprint recorded by the latest materialization of ``study``'s generation
-    asset for partition ``model_id``; None when it was never materialized (or recorded none)."""
-    ev = latest_evaluation(instance, study, model_id)
-    return None if ev is None else ev.fingerprint
 
 
 def _names(study: str, model_id: str) -> dict[str, str]:

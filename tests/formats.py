@@ -13,7 +13,7 @@ FORMATS = ("jsonl", "json", "csv", "parquet")
 
 
 def _cell(v: Any) -> str:
-    """A CSV cell: a list or an object as JSON text (the README's rule), null as an empty cell."""
+    """A CSV cell: a list or an object as JSON text (docs/running.md), null as an empty cell."""
     if v is None:
         return ""
     if isinstance(v, (list, dict)):

@@ -10,3 +10,5 @@
 Import the adapter modules directly; this package imports nothing so that importing
 ``metamorph.providers.base`` stays cheap and needs no SDK.
 """
+
+__all__: list[str] = []

@@ -28,7 +28,14 @@ from metamorph.errors import ConfigError
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
 from metamorph.providers.sdk_errors import error_in_body, sdk_errors
 
-__all__ = ["AnthropicProvider", "TEXT_MEDIA_TYPES", "FILES_API_BETA", "SAMPLING_PARAMS_REMOVED_IN"]
+__all__ = [
+    "AnthropicProvider",
+    "TEXT_MEDIA_TYPES",
+    "FILES_API_BETA",
+    "SAMPLING_PARAMS_REMOVED_IN",
+    "inline_source",
+    "message_result",
+]
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +122,10 @@ class AnthropicProvider:
         self.anthropic_version = anthropic_version or _SDK_API_VERSION
         self._api_key = api_key
         headers = {"anthropic-version": anthropic_version} if anthropic_version else None
-        self._client = anthropic.Anthropic(
+        self.client = anthropic.Anthropic(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=self.timeout_s, default_headers=headers
         )
-        files = getattr(getattr(self._client, "beta", None), "files", None)
+        files = getattr(getattr(self.client, "beta", None), "files", None)
         self.use_files_api = bool(use_files_api) and callable(getattr(files, "upload", None))
         if use_files_api and not self.use_files_api:
             log.warning(
@@ -171,26 +178,31 @@ class AnthropicProvider:
                 :func:`~metamorph.providers.retry.classify_status` (so 429, 5xx, 529 and
                 ``overloaded_error`` bodies are retryable), ``retry_after`` from the headers.
         """
-        kwargs = self._message_kwargs(request)
+        kwargs = self.message_kwargs(request)
         document = request.document if request.ingestion == "anthropic_document" else None
         with self._slots:
             if document is not None:
-                source = self._file_source(document) if self.use_files_api else _inline_source(document)
+                source = self._file_source(document) if self.use_files_api else inline_source(document)
                 block = {"type": "document", "source": source, "title": document.filename}
                 kwargs["messages"][-1]["content"].insert(0, block)
             if document is not None and self.use_files_api:
-                method = self._client.beta.messages.create
+                method = self.client.beta.messages.create
                 kwargs["betas"] = [FILES_API_BETA]
             else:
-                method = self._client.messages.create
+                method = self.client.messages.create
             start = time.perf_counter()
-            message = self._call(method, **kwargs)
+            message = self.call(method, **kwargs)
             latency = time.perf_counter() - start
-        return _result(message, latency)
+        return message_result(message, latency)
 
     # ----------------------------------------------------------------- helpers
 
-    def _message_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+    def message_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+        """The Messages API request body of ``request`` (also one Message Batches item's params).
+
+        Raises:
+            ConfigError: a request for another provider or endpoint.
+        """
         if request.provider != self.kind:
             raise ConfigError(f"request for provider {request.provider!r} sent to AnthropicProvider")
         if request.base_url is not None and request.base_url.rstrip("/") != (self.base_url or "").rstrip("/"):
@@ -261,14 +273,16 @@ class AnthropicProvider:
         with self._upload_lock:
             file_id = self._file_ids.get(memo)
             if file_id is None:
-                uploaded = self._call(
-                    self._client.beta.files.upload, file=(doc.filename, doc.content, media_type), betas=[FILES_API_BETA]
+                uploaded = self.call(
+                    self.client.beta.files.upload, file=(doc.filename, doc.content, media_type), betas=[FILES_API_BETA]
                 )
                 file_id = uploaded.id
                 self._file_ids[memo] = file_id
         return {"type": "file", "file_id": file_id}
 
-    def _call(self, method: Any, **kwargs: Any) -> Any:
+    def call(self, method: Any, **kwargs: Any) -> Any:
+        """``method(**kwargs)`` on :attr:`client` with SDK errors mapped to :class:`ProviderError`
+        (retryable or not, the API key redacted from the message)."""
         with sdk_errors(anthropic, anthropic.AnthropicError, "Anthropic", self._api_key, self.timeout_s):
             return method(**kwargs)
 
@@ -282,7 +296,12 @@ def _check_media_type(doc: Document) -> None:
         )
 
 
-def _inline_source(doc: Document) -> dict[str, Any]:
+def inline_source(doc: Document) -> dict[str, Any]:
+    """The Messages API ``source`` of a document sent inline: UTF-8 text, or a base64 PDF.
+
+    Raises:
+        ConfigError: a media type the API does not read, or text that is not valid UTF-8.
+    """
     _check_media_type(doc)
     if is_text_media_type(doc.media_type):
         try:
@@ -293,7 +312,13 @@ def _inline_source(doc: Document) -> dict[str, Any]:
     return {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(doc.content).decode("ascii")}
 
 
-def _result(message: Any, latency: float) -> GenerationResult:
+def message_result(message: Any, latency: float) -> GenerationResult:
+    """The :class:`GenerationResult` of a Messages API reply (text blocks joined; prompt tokens
+    include cache reads and writes); ``latency`` in seconds, ``None`` for a batch item.
+
+    Raises:
+        ProviderError: an error carried in the reply body.
+    """
     failed = error_in_body(message, "Anthropic")
     if failed is not None:
         raise failed

@@ -17,6 +17,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+__all__ = [
+    "DECODING_PARAMS",
+    "INGESTION_PATHS",
+    "Document",
+    "GenerationRequest",
+    "GenerationResult",
+    "Provider",
+    "ProviderError",
+    "canonical_json",
+    "sha256_hex",
+]
+
 #: Ingestion paths of the document-format study (§3 of issue #2).
 INGESTION_PATHS = ("inline", "openai_file", "anthropic_document")
 

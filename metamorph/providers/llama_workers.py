@@ -37,6 +37,12 @@ from typing import Any
 from metamorph.errors import ConfigError, ContextBudgetError
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
 
+__all__ = [
+    "LlamaWorkerPool",
+    "WorkerSpec",
+    "usable_cores",
+]
+
 #: exception types a worker's call may raise that are re-raised as themselves in the caller.
 _REraised: dict[str, type[Exception]] = {"ConfigError": ConfigError, "ContextBudgetError": ContextBudgetError}
 
@@ -116,7 +122,10 @@ class LlamaWorkerPool:
 
     Args:
         n: worker processes (>= 1); started on the first :meth:`generate`, each loading the model.
-        model_path, n_ctx, n_threads, chat_format: as :class:`LlamaCppProvider` (per worker).
+        model_path: as :class:`LlamaCppProvider` (per worker).
+        n_ctx: as :class:`LlamaCppProvider` (per worker).
+        n_threads: as :class:`LlamaCppProvider` (per worker).
+        chat_format: as :class:`LlamaCppProvider` (per worker).
 
     :meth:`generate` is thread-safe and blocks while all ``n`` workers are busy; callers run at
     most ``n`` calls at once to keep every worker busy and none waiting.

@@ -29,7 +29,7 @@ import openai
 from metamorph.errors import ConfigError
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
 from metamorph.providers.retry import classify_status
-from metamorph.providers.sdk_errors import error_in_body, sdk_errors
+from metamorph.providers.sdk_errors import error_in_body, redact, sdk_errors
 
 __all__ = ["OpenAIProvider", "RESPONSES_DROPPED_PARAMS", "LLAMA_CPP_ONLY_PARAMS"]
 
@@ -101,7 +101,7 @@ class OpenAIProvider:
         self.timeout_s = float(timeout_s)
         self.deterministic = bool(deterministic)
         self._api_key = api_key
-        self._client = openai.OpenAI(
+        self.client = openai.OpenAI(
             api_key=api_key, base_url=base_url, organization=organization, max_retries=0, timeout=self.timeout_s
         )
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
@@ -136,14 +136,14 @@ class OpenAIProvider:
                 :func:`~metamorph.providers.retry.classify_status`; ``retry_after`` comes from the
                 ``retry-after-ms`` / ``Retry-After`` response headers.
         """
-        self._check_request(request)
+        self.check_request(request)
         if request.ingestion == "inline":
-            kwargs = self._chat_kwargs(request)
+            kwargs = self.chat_kwargs(request)
             with self._slots:
                 start = time.perf_counter()
-                response = self._call(self._client.chat.completions.create, **kwargs)
+                response = self.call(self.client.chat.completions.create, **kwargs)
                 latency = time.perf_counter() - start
-            return self._chat_result(response, latency)
+            return self.chat_result(response, latency)
         # openai_file
         kwargs = self._responses_kwargs(request)  # validates params before uploading
         with self._slots:
@@ -151,13 +151,19 @@ class OpenAIProvider:
             content = kwargs["input"][-1]["content"]
             content.insert(0, {"type": "input_file", "file_id": file_id})
             start = time.perf_counter()
-            response = self._call(self._client.responses.create, **kwargs)
+            response = self.call(self.client.responses.create, **kwargs)
             latency = time.perf_counter() - start
         return self._responses_result(response, latency)
 
     # ----------------------------------------------------------------- helpers
 
-    def _check_request(self, request: GenerationRequest) -> None:
+    def redact(self, text: str) -> str:
+        """``text`` with this provider's API key masked."""
+        return redact(text, self._api_key)
+
+    def check_request(self, request: GenerationRequest) -> None:
+        """Raise ``ConfigError`` for a request this provider cannot send as asked (another
+        provider kind or endpoint, an ingestion path it does not support)."""
         if request.provider != self.kind:
             raise ConfigError(
                 f"request for provider {request.provider!r} sent to an OpenAIProvider of kind {self.kind!r}"
@@ -181,7 +187,8 @@ class OpenAIProvider:
             )
         return extra
 
-    def _chat_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+    def chat_kwargs(self, request: GenerationRequest) -> dict[str, Any]:
+        """The Chat Completions request body of ``request`` (also one Batch API line's body)."""
         params = request.params
         kwargs: dict[str, Any] = {"model": request.model, "messages": [dict(m) for m in request.messages]}
         for name in _CHAT_PASSTHROUGH:
@@ -239,19 +246,27 @@ class OpenAIProvider:
         with self._upload_lock:
             file_id = self._file_ids.get(memo)
             if file_id is None:
-                uploaded = self._call(
-                    self._client.files.create, file=(doc.filename, doc.content, doc.media_type), purpose="user_data"
+                uploaded = self.call(
+                    self.client.files.create, file=(doc.filename, doc.content, doc.media_type), purpose="user_data"
                 )
                 file_id = uploaded.id
                 self._file_ids[memo] = file_id
             return file_id
 
-    def _call(self, method: Any, **kwargs: Any) -> Any:
+    def call(self, method: Any, **kwargs: Any) -> Any:
+        """``method(**kwargs)`` on :attr:`client` with SDK errors mapped to :class:`ProviderError`
+        (retryable or not, the API key redacted from the message)."""
         with sdk_errors(openai, openai.OpenAIError, "OpenAI", self._api_key, self.timeout_s):
             return method(**kwargs)
 
     @staticmethod
-    def _chat_result(response: Any, latency: float) -> GenerationResult:
+    def chat_result(response: Any, latency: float) -> GenerationResult:
+        """The :class:`GenerationResult` of a chat completion; ``latency`` in seconds, ``None``
+        for a batch item.
+
+        Raises:
+            ProviderError: an error carried in the response body.
+        """
         failed = error_in_body(response, "OpenAI")
         if failed is not None:
             raise failed

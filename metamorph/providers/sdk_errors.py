@@ -16,6 +16,14 @@ from typing import Any, Iterator
 from metamorph.providers.base import ProviderError
 from metamorph.providers.retry import classify_status, parse_retry_after
 
+__all__ = [
+    "RETRYABLE_ERROR_TYPES",
+    "body_text",
+    "error_in_body",
+    "redact",
+    "sdk_errors",
+]
+
 
 def redact(text: str, secret: str | None) -> str:
     """``text`` with every occurrence of ``secret`` replaced by ``[REDACTED]``."""

@@ -8,6 +8,13 @@ to look in the next:
 * ``extract`` — reading an answer out of a raw completion, with a reason when it cannot;
 * ``metrics`` — the paper's metric tables from the extracted rows;
 * ``schemas`` — the pandera schema of every intermediate and metric table;
+* ``study`` — ``STUDY``, the package as one :class:`metamorph.study.Study` (its assets, options,
+  loader, plan, headline and report card), which is how the jobs, sensors, report card and the
+  ``metamorph run`` / ``metamorph plan`` commands find it (:func:`metamorph.study.studies`);
+* ``vocab`` — the study's vocabulary (formats, modes, types, languages ...) declared once, which
+  every other module, schema check and report refers to;
 
 plus the study's own concepts (renderers, wrappers, perturbation operators ...).
 """
+
+__all__: list[str] = []

@@ -1,13 +1,6 @@
 -- Stb_f: % of instances whose k repeats of format f all give the same decision (paper §5.1, Table 2).
--- Input  gen: one row per generation. An unparseable output (decision NULL) is its own outcome ⊥:
---             k ⊥s agree, ⊥ next to a label disagrees. k = 1 is trivially stable (k_min/k_max show k).
-WITH cell AS (
-    SELECT workflow_id, dataset, instance_id, format,
-           count(DISTINCT coalesce(decision, '⊥ unparseable')) = 1 AS stable,
-           count(*)                                               AS k
-    FROM gen
-    GROUP BY workflow_id, dataset, instance_id, format
-)
+-- Input  cell: one row per workflow × dataset × instance × format with `stable` and its `k`
+--              (instance_stability.sql; ⊥ is a value there). k_min/k_max show k.
 SELECT
     workflow_id,
     dataset,

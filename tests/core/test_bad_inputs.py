@@ -1,7 +1,7 @@
 """The bad-input corpus (``tests/bad_inputs/cases.yaml``): every malformed file yields one error
 naming file, row and field, and nothing is written; the accepted variants (BOM, CRLF, CR) load.
 
-Most cases call the validation the product runs in-process (``pipelines.inputs.check_sources``, the
+Most cases call the validation the product runs in-process (``metamorph.study.Study.load_sources``, the
 loaders, the registry); the ``cli: true`` cases also run the command line as a subprocess, and the
 ``asset: true`` cases the study's inputs job in-process on a real Dagster instance and warehouse.
 """
@@ -24,8 +24,7 @@ from metamorph.errors import InputError, MetamorphError
 from metamorph.models import load_registry
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb.workflows import load_goldens
-from pipelines.inputs import check_sources
-from pipelines.run import STUDY_OPS
+from metamorph.study import studies
 from resources.llm import build_provider
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +36,11 @@ UNSET_KEY = "METAMORPH_BADINPUT_UNSET_KEY"  # named by registry/unset_key_env.ya
 
 def _study(case: dict) -> str:
     return case.get("study") or case["file"].split("/")[0]
+
+
+def check_sources(study: str, specs: list[str], limit: int | None) -> None:
+    """The study's own loader, as its inputs asset, ``pipelines.run`` and ``metamorph plan`` call it."""
+    studies()[study].load_sources(specs, limit)
 
 
 def _path(case: dict) -> Path:
@@ -266,7 +270,7 @@ def test_inputs_job_fails_on_the_bad_row_and_writes_no_table(case, metamorph_hom
     from pipelines.inputs import InputsRejected
 
     study, path = _study(case), _path(case)
-    inputs_op = STUDY_OPS[study][0]
+    inputs_op = f"{study}__{studies()[study].source_asset}"
     with dg.instance_for_test() as instance:
         with pytest.raises(InputsRejected) as e:
             build_definitions().resolve_job_def(f"{study}_inputs_job").execute_in_process(

@@ -26,8 +26,8 @@ def test_help_of_every_command_has_no_markup(name, capsys):
     assert text.startswith(f"usage: metamorph {name}") and not MARKUP.search(text), text
 
 
-def test_the_commands_are_gate_plan_trace_and_verdict():
-    assert sorted(commands()) == ["gate", "plan", "trace", "verdict"]
+def test_the_commands_are_gate_plan_run_trace_and_verdict():
+    assert sorted(commands()) == ["gate", "plan", "run", "trace", "verdict"]
     assert not MARKUP.search(_parser().format_help())
 
 
@@ -44,13 +44,13 @@ def test_the_commands_are_gate_plan_trace_and_verdict():
             "metamorph verdict: error: the following arguments are required: --model  (see: metamorph verdict --help)",
         ),
         (
-            ["plan", "format_robustness", "--no-routing"],
+            ["plan", "order_probe", "--no-routing"],  # format routing is the format study's
             "metamorph: error: unrecognized arguments: --no-routing  (see: metamorph --help)",
         ),
         (
             ["launch"],
             "metamorph: error: argument command: invalid choice: 'launch' (choose from 'gate', 'plan', "
-            "'trace', 'verdict')  (see: metamorph --help)",
+            "'run', 'trace', 'verdict')  (see: metamorph --help)",
         ),
     ],
     ids=["bad-choice", "missing-required", "unknown-option", "unknown-command"],

@@ -15,7 +15,6 @@ from metamorph.cache import GenerationCache
 from metamorph.costplan import (
     METHOD_ESTIMATE,
     METHOD_TOKENIZER,
-    StudyOptions,
     check_budget,
     estimate_tokens,
     plan_requests,
@@ -25,6 +24,7 @@ from metamorph.costplan import (
 from metamorph.errors import BudgetError, RegistryError
 from metamorph.models import ModelSpec, Price, parse_registry
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
+from metamorph.study import studies
 from tests.core.test_providers_http import chat_reply
 
 # ------------------------------------------------------------------------------------------ registry prices
@@ -366,8 +366,8 @@ def test_plan_budget_minus_one_is_no_budget_and_nan_is_refused(priced_stub, caps
         code, out, err = _cli(capsys, "order_probe", "--budget-usd", bad)
         assert (code, out) == (2, "")
         assert err == (
-            f"metamorph plan: error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no "
-            f"budget; got '{bad}'  (see: metamorph plan --help)\n"
+            f"metamorph plan order_probe: error: argument --budget-usd: must be an amount in USD >= 0, or -1 "
+            f"for no budget; got '{bad}'  (see: metamorph plan order_probe --help)\n"
         )
 
 
@@ -376,8 +376,8 @@ def test_plan_refuses_a_k_it_could_not_hold_in_memory(capsys):
     code, out, err = _cli(capsys, "format_robustness", "--k", "1000000000")
     assert (code, out) == (2, "")
     assert err == (
-        "metamorph plan: error: argument --k: must be a whole number from 1 to 100, got '1000000000'  "
-        "(see: metamorph plan --help)\n"
+        "metamorph plan format_robustness: error: argument --k: must be a whole number from 1 to 100, got "
+        "'1000000000'  (see: metamorph plan format_robustness --help)\n"
     )
 
 
@@ -417,6 +417,14 @@ def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, 
     assert routed["upper_bound"] is False  # at run time the best format is known
 
 
+def test_no_routing_leaves_routing_out_of_the_plan_as_out_of_the_run(priced_stub, capsys):
+    """``--no-routing`` (run and plan take the same options): the plan holds the 8 generations only."""
+    code, out, _ = _cli(capsys, "format_robustness", "--limit", "2", "--k", "1", "--no-routing")
+    assert code == 0
+    assert "stub-model workflow_generations: 8 requests, 0 cache hits, 8 calls, " in out
+    assert "routed_generations" not in out and "stub-model total" not in out
+
+
 def test_plan_study_needs_a_known_study():
     from metamorph.errors import ConfigError
 
@@ -425,17 +433,22 @@ def test_plan_study_needs_a_known_study():
         match=r"study 'nope' is not planned; choose one of \['format_robustness', "
         r"'order_probe', 'workflow_perturb', 'wrapper_sensitivity'\]",
     ):
-        plan_study("nope", API, StudyOptions())
+        plan_study("nope", API, studies()["order_probe"].values())
 
 
 def test_budget_settings_reach_every_generation_step():
     from assets._common import NO_BUDGET, BudgetConfig, effective_budget
-    from pipelines.run import build_parser, model_job_ops
+    from pipelines.run import build_parser
 
     assert effective_budget(NO_BUDGET, NO_BUDGET) is None and effective_budget(None, 0.3) == 0.3
     assert effective_budget(0.5, 0.2) == 0.2 and effective_budget(0.0, NO_BUDGET) == 0.0
-    with pytest.raises(ValueError, match="must be an amount in USD >= 0, or -1 for no budget; got -2.0"):
+    with pytest.raises(ValueError, match="must be an amount in USD >= 0, or -1 for no budget; got '-2.0'"):
         BudgetConfig(budget_usd=-2.0)
+
+    def model_job_ops(args):
+        study = studies()[args.study]
+        return study.model_ops(study.from_args(args))
+
     args = build_parser().parse_args(["format_robustness", "--k", "2", "--budget-usd", "0.5"])
     assert model_job_ops(args) == {
         "format_robustness__workflow_generations": {"config": {"k": 2, "budget_usd": 0.5}},
@@ -477,7 +490,7 @@ def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(p
     assert "stub-model judge_scores: 6 requests, 0 cache hits, 6 calls, " in out
     assert "stub-model total: up to 16 requests, 0 cache hits, up to 16 calls, " in out
     [spec] = load_registry(str(metamorph_home.parent / "models.yaml"))
-    first, _more, judge = cost_steps(spec, StudyOptions(llm_goldens=1, judge_variants=2))
+    first, _more, judge = cost_steps(spec, studies()["workflow_perturb"].values(llm_goldens=1, judge_variants=2))
 
     defs = build_definitions()
     gen_key, judge_key = ["workflow_perturb", "llm_perturbations"], ["workflow_perturb", "judge_scores"]
@@ -550,7 +563,7 @@ def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(p
     assert "stub-model judge_scores: 6 requests, 6 cache hits, 0 calls, 0 input tokens" in out
 
 
-def test_workflow_perturb_budget_is_checked_per_asset_and_max_tokens_is_rejected(priced_stub, capsys):
+def test_workflow_perturb_budget_is_checked_per_asset_and_max_tokens_limits_the_generator(priced_stub, capsys):
     # the first attempts and the retries are one asset, checked together as the run checks them
     code, _, err = _cli(capsys, "workflow_perturb", "--llm-goldens", "1", "--judge-variants", "2", "--budget-usd", "0")
     assert code == 1
@@ -558,11 +571,21 @@ def test_workflow_perturb_budget_is_checked_per_asset_and_max_tokens_is_rejected
     assert len(lines) == 2
     assert lines[0].startswith("over budget: model 'stub-model' (llm_perturbations): 10 calls, ")
     assert lines[1].startswith("over budget: model 'stub-model' (judge_scores): 6 calls, ")
-    code, _, err = _cli(capsys, "workflow_perturb", "--max-tokens", "64")
-    assert code == 2
+    # --max-tokens is the generator's completion limit (as the run passes it to llm_perturbations);
+    # the judge keeps its 400: 3 first attempts × 64, 7 retries × 64, 6 judge calls × 400
+    code, out, err = _cli(
+        capsys, "workflow_perturb", "--llm-goldens", "1", "--judge-variants", "2", "--max-tokens", "64"
+    )
+    assert (code, err) == (0, "")
+    [first, retries, judge] = [line for line in out.splitlines() if line.startswith("  stub-model ")][:3]
+    assert first.startswith("  stub-model llm_perturbations: 3 requests,") and "≤ 192 output tokens" in first
+    assert retries.startswith("  stub-model llm_perturbations retries:") and "≤ 448 output tokens" in retries
+    assert judge.startswith("  stub-model judge_scores: 6 requests,") and "≤ 2,400 output tokens" in judge
+    code, out, err = _cli(capsys, "workflow_perturb", "--max-tokens", "8")
+    assert (code, out) == (2, "")
     assert err == (
-        "error: --max-tokens does not apply to workflow_perturb (python -m pipelines.run does not pass it "
-        "to llm_perturbations or judge_scores)\n"
+        "metamorph plan workflow_perturb: error: argument --max-tokens: must be a whole number >= 16, got '8'  "
+        "(see: metamorph plan workflow_perturb --help)\n"
     )
 
 

@@ -1,4 +1,4 @@
-"""Kubernetes configuration checked without a cluster (README "Scaling out", Kubernetes):
+"""Kubernetes configuration checked without a cluster (docs/scaling-out.md, Kubernetes):
 config/dagster-k8s.yaml (the instance), deploy/k8s/values.yaml (Dagster Helm chart values),
 deploy/k8s/Containerfile (the code location's image) and the executor chosen by METAMORPH_EXECUTOR.
 

@@ -62,7 +62,7 @@ def test_bad_inputs_fail_the_launch_with_one_line_and_no_run(study, tmp_path, mo
     job = defs.resolve_job_def(f"{study}_inputs_job")
     with dg.instance_for_test() as instance:
         for cfg, kind, message in (
-            ({"limit": 0}, "ConfigError", f"{op}: limit: must be a number of rows >= 1, or -1 for every row; got 0"),
+            ({"limit": 0}, "ConfigError", f"{op}: limit: must be a whole number >= 1, got '0'"),
             ({"sources": [spec.format(missing=missing)]}, "InputError", f"{missing}: file does not exist"),
         ):
             with pytest.raises(InputsRejected) as err:
@@ -96,6 +96,5 @@ def test_a_step_outside_the_inputs_job_still_rejects_a_bad_limit(tmp_path, monke
     assert err.message.splitlines()[:3] == [
         "pydantic_core._pydantic_core.ValidationError: 1 validation error for ItemsConfig",
         "limit",
-        "  Value error, must be a number of rows >= 1, or -1 for every row; got 0 [type=value_error, input_value=0, "
-        "input_type=int]",
+        "  Value error, must be a whole number >= 1, got '0' [type=value_error, input_value=0, input_type=int]",
     ]

@@ -23,6 +23,7 @@ from pipelines.partial import (
     partial_run_sensor,
     warehouse_partial,
 )
+from metamorph.study import studies
 from pipelines.run import print_headline, run_job
 from tests.core.stub_http import Reply, chat_completion
 
@@ -171,7 +172,8 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
         assert {
             a: ledger[(a, "stub" if a in ("routed_generations", "routed_outcomes") else None)] for a in NOT_UPDATED
         } == dict.fromkeys(NOT_UPDATED, (first.run_id, None))
-        print_headline(STUDY, str(db))
+        study = studies()[STUDY]
+        print_headline(study, str(db), study.values())
         out = capsys.readouterr().out.splitlines()
         at = out.index(
             f"note: {len(tables)} table(s) of {STUDY} were last written by a run that failed (partial; "

@@ -141,25 +141,66 @@ def test_malformed_csv_source_gives_one_line_and_exit_2(tmp_path, name, kind, te
     assert not (tmp_path / "home" / "metamorph.duckdb").exists()
 
 
-def test_model_job_ops_pass_only_the_options_given():
-    from pipelines.run import build_parser, model_job_ops
+def _model_ops(argv: list[str]) -> dict:
+    from metamorph.study import studies
+    from pipelines.run import build_parser
 
-    ops = model_job_ops(build_parser().parse_args(["workflow_perturb", "--llm-goldens", "1", "--judge-variants", "45"]))
-    assert ops == {
+    args = build_parser().parse_args(argv)
+    study = studies()[args.study]
+    return study.model_ops(study.from_args(args))
+
+
+def test_model_job_ops_pass_only_the_options_given():
+    from pipelines.run import build_parser
+
+    assert _model_ops(["workflow_perturb", "--llm-goldens", "1", "--judge-variants", "45"]) == {
         "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1}},
         "workflow_perturb__judge_scores": {"config": {"n_variants": 45}},
     }
-    assert model_job_ops(build_parser().parse_args(["workflow_perturb"])) == {
-        "workflow_perturb__llm_perturbations": {"config": {}}
+    assert _model_ops(["workflow_perturb"]) == {"workflow_perturb__llm_perturbations": {"config": {}}}
+    assert _model_ops(["workflow_perturb", "--judge-constrained"])["workflow_perturb__judge_scores"] == {
+        "config": {"constrained": True}
     }
-    assert model_job_ops(build_parser().parse_args(["workflow_perturb", "--judge-constrained"]))[
-        "workflow_perturb__judge_scores"
-    ] == {"config": {"constrained": True}}
-    assert model_job_ops(build_parser().parse_args(["format_robustness", "--k", "2"])) == {
+    assert _model_ops(["format_robustness", "--k", "2"]) == {
         "format_robustness__workflow_generations": {"config": {"k": 2}}
     }
+    # --budget-usd -1 is "no budget": nothing passed (the assets' default, -1, applies)
+    assert _model_ops(["order_probe", "--budget-usd", "-1"]) == {"order_probe__order_generations": {"config": {}}}
     with pytest.raises(SystemExit):  # 0 judge variants is refused, not read as the default
         build_parser().parse_args(["workflow_perturb", "--judge-variants", "0"])
+
+
+def test_max_tokens_reaches_the_workflow_studys_generator():
+    """``--max-tokens`` used to be dropped from the workflow study's run (its generator config
+    replaced the common one) while ``metamorph plan`` refused it; it is the generator's limit now."""
+    assert _model_ops(["workflow_perturb", "--max-tokens", "64", "--llm-goldens", "2"]) == {
+        "workflow_perturb__llm_perturbations": {"config": {"max_tokens": 64, "n_goldens": 2}}
+    }
+    assert _model_ops(["wrapper_sensitivity", "--max-tokens", "30", "--seeds", "0", "1", "--constrained-arm"]) == {
+        "wrapper_sensitivity__wrapper_generations": {
+            "config": {"max_tokens": 30, "seeds": [0, 1], "constrained_arm": True}
+        }
+    }
+
+
+def test_no_routing_drops_routings_assets_and_their_config():
+    from metamorph.study import studies
+
+    study = studies()["format_robustness"]
+    options = study.values(no_routing=True, budget_usd=0.5)
+    assert study.dropped_assets(options) == {
+        "routed_generations",
+        "routed_outcomes",
+        "format_routing",
+        "mitigation_table",
+    }
+    assert study.model_ops(options) == {"format_robustness__workflow_generations": {"config": {"budget_usd": 0.5}}}
+    # order_probe's --settings goes to the inputs job
+    op = studies()["order_probe"]
+    assert op.inputs_ops(op.values(settings=["cot"], limit=2)) == {
+        "order_probe__order_items": {"config": {"limit": 2}},
+        "order_probe__order_prompts": {"config": {"settings": ["cot"]}},
+    }
 
 
 def test_no_routing_runs_no_routing_calls_and_shows_voting_only(tmp_path, clean_proxy_env):
@@ -292,27 +333,37 @@ def test_ctrl_c_prints_one_line_and_a_rerun_resumes(tmp_path, clean_proxy_env):
         stub.close()
 
 
-HELP = "  (see: python -m pipelines.run --help)"
+def usage(study: str, message: str, prog: str = "python -m pipelines.run") -> str:
+    """A usage error of ``<prog> <study>``: one line naming the sub-command."""
+    return f"{prog} {study}: error: {message}  (see: {prog} {study} --help)"
 
 
 @pytest.mark.parametrize(
     "args, line",
     [
-        (["format_robustness", "--limit", "0"], "error: argument --limit: must be >= 1, got 0" + HELP),
+        (
+            ["format_robustness", "--limit", "0"],
+            usage("format_robustness", "argument --limit: must be a whole number >= 1, got '0'"),
+        ),
         (
             ["format_robustness", "--limit", "fifty"],
-            "error: argument --limit: must be a whole number >= 1, got 'fifty'" + HELP,
+            usage("format_robustness", "argument --limit: must be a whole number >= 1, got 'fifty'"),
         ),
-        (["format_robustness", "--max-tokens", "-5"], "error: argument --max-tokens: must be >= 1, got -5" + HELP),
+        (
+            ["format_robustness", "--max-tokens", "-5"],
+            usage("format_robustness", "argument --max-tokens: must be a whole number >= 1, got '-5'"),
+        ),
         (
             ["order_probe", "--settings", "zeroshot"],
-            "error: argument --settings: invalid choice: 'zeroshot' (choose from 'zero_shot', 'cot', 'few_shot')"
-            + HELP,
+            usage(
+                "order_probe",
+                "argument --settings: invalid choice: 'zeroshot' (choose from 'zero_shot', 'cot', 'few_shot')",
+            ),
         ),
         (
             ["format_robustness", "--models", "smollm2-135m"],
-            "error: unknown model id(s) ['smollm2-135m']; registry has "
-            "['smollm2-135m-instruct', 'smollm2-135m-instruct-greedy', 'gemma3-270m']" + HELP,
+            "error: unknown model id(s) ['smollm2-135m']; the registry has "
+            "['smollm2-135m-instruct', 'smollm2-135m-instruct-greedy', 'gemma3-270m']",
         ),
         (
             ["format_robustness", "--source", "medqa:no/such/sampel.jsonl"],
@@ -320,15 +371,21 @@ HELP = "  (see: python -m pipelines.run --help)"
         ),
         (
             ["order_probe", "--no-routing"],
-            "error: argument --no-routing: only the format_robustness study has format routing" + HELP,
+            "python -m pipelines.run: error: unrecognized arguments: --no-routing  (see: python -m pipelines.run --help)",
         ),
         (
             ["format_robustness", "--budget-usd", "nan"],
-            "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got 'nan'" + HELP,
+            usage(
+                "format_robustness",
+                "argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got 'nan'",
+            ),
         ),
         (
             ["format_robustness", "--budget-usd", "-5"],
-            "error: argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got '-5'" + HELP,
+            usage(
+                "format_robustness",
+                "argument --budget-usd: must be an amount in USD >= 0, or -1 for no budget; got '-5'",
+            ),
         ),
         (
             [
@@ -347,15 +404,15 @@ HELP = "  (see: python -m pipelines.run --help)"
         ),
         (
             ["wrapper_sensitivity", "--seeds", "0", "-1"],  # llama.cpp reads -1 as a random seed
-            "error: argument --seeds: must be a whole number from 0 to 2147483647, got '-1'" + HELP,
+            usage("wrapper_sensitivity", "argument --seeds: must be a whole number from 0 to 2147483647, got '-1'"),
         ),
         (
             ["format_robustness", "--k", "1000000000"],  # metamorph plan built requests until memory ran out
-            "error: argument --k: must be a whole number from 1 to 100, got '1000000000'" + HELP,
+            usage("format_robustness", "argument --k: must be a whole number from 1 to 100, got '1000000000'"),
         ),
         (
             ["format_robustness", "--models"],  # an empty list used to mean every model
-            "error: argument --models: expected at least one argument" + HELP,
+            usage("format_robustness", "argument --models: expected at least one argument"),
         ),
         (
             ["format_robustness", "--source", ""],

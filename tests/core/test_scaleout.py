@@ -1,4 +1,4 @@
-"""Scaling out (README "Scaling out"): Dagster's run and event storage in PostgreSQL
+"""Scaling out (docs/scaling-out.md): Dagster's run and event storage in PostgreSQL
 (config/dagster-scaleout.yaml), and the celery executor with two real worker processes sharing the
 PostgreSQL generation cache, counted at the local HTTP stub.
 

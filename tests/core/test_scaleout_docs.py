@@ -1,5 +1,6 @@
-"""README "Scaling out" against the repository: the commands of its shell block name files, programs,
-models, jobs and options that exist, and its numbers agree with the config files they describe.
+"""The documentation page "Scaling out" (docs/scaling-out.md) against the repository: the commands of
+its shell block name files, programs, models, jobs and options that exist, and its numbers agree with
+the config files they describe.
 
 This checks the page's commands without running them (they start servers and long-running
 processes); tests/core/test_scaleout.py runs the same steps (services, instance, workers, runs;
@@ -19,8 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def section() -> str:
-    text = (REPO / "README.md").read_text()
-    return text[text.index("<!-- scaling-out:begin") : text.index("<!-- scaling-out:end -->")]
+    return (REPO / "docs" / "scaling-out.md").read_text()
 
 
 def shell_blocks() -> list[str]:
@@ -57,9 +57,9 @@ def test_the_page_activates_the_venv_before_any_project_program_and_every_progra
     assert cmds[0] == [".", ".venv/bin/activate"]  # dagster-celery starts `celery` from PATH
     programs = {c[0] for c in cmds}
     venv = Path(sys.executable).parent  # the venv running the tests, the page's .venv
-    for prog in ("dagster", "dagster-daemon", "dagster-celery", "celery", "python"):
+    for prog in ("dagster", "dagster-daemon", "dagster-celery", "celery", "metamorph"):
         assert (venv / prog).exists(), prog
-    assert {"dagster", "dagster-daemon", "dagster-celery", "python"} <= programs
+    assert {"dagster", "dagster-daemon", "dagster-celery", "metamorph"} <= programs
     assert not any(c[0].startswith(".venv/bin/") for c in cmds[1:])  # one way to name them: PATH
 
 
@@ -92,8 +92,8 @@ def test_the_models_jobs_and_run_options_of_the_page_exist():
     assert loop[3:] == ["smollm2-135m-instruct", "gemma3-270m"] and set(loop[3:]) <= shipped
     [execute] = [c for c in commands() if c[:3] == ["dagster", "job", "execute"]]
     defs.resolve_job_def(execute[execute.index("-j") + 1])
-    [inputs] = [c for c in commands() if c[:3] == ["python", "-m", "pipelines.run"]]
-    args = build_parser().parse_args(inputs[3:])
+    [inputs] = [c for c in commands() if c[:2] == ["metamorph", "run"]]
+    args = build_parser().parse_args(inputs[2:])  # `metamorph run` takes pipelines.run's arguments
     assert (args.study, args.no_models, args.sources, args.settings) == (
         "order_probe",
         True,

@@ -289,3 +289,36 @@ def test_the_lineage_view_preview_selects_the_worst_cells_rows(tmp_path):
         {"instance_id": "a", "format": "txt", "response_text": "A"},
         {"instance_id": "a", "format": "md", "response_text": '{"decision": "<placeholder>"'},
     ]
+
+
+def _defined_at(path: str):
+    """The object named by the dotted ``path`` when it is defined there (a module, or a function or
+    class whose ``__module__.__qualname__`` is ``path``), else None (missing, or imported from elsewhere)."""
+    import importlib
+
+    parts = path.split(".")
+    for n in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:n]))
+        except ImportError:
+            continue
+        for attr in parts[n:]:
+            obj = getattr(obj, attr, None)
+        if obj is None:
+            return None
+        if n == len(parts):
+            return obj
+        own = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
+        return obj if own == path else None
+    return None
+
+
+def test_every_code_pointer_names_the_function_where_it_is_defined():
+    # metric tables derive theirs (assets._common.metric_table); the hand-written assets' typed ones must not drift
+    graph = defs.resolve_asset_graph()
+    named = {}
+    for key in graph.get_all_asset_keys():
+        for path in re.findall(r"\bmetamorph(?:\.\w+)+", graph.get(key).description or ""):
+            named.setdefault(path.rstrip("."), key.to_user_string())
+    assert len(named) > 60
+    assert sorted(p for p in named if _defined_at(p) is None) == []

@@ -334,6 +334,19 @@ def test_evidence_drift_hand_computed(gen):
     assert d.loc["csv", "flip_ci_note"] == stats.NOTE_ALL_EQUAL
 
 
+def test_flipped_groups_are_the_flip_rates_numerator(gen):
+    """The groups behind a flip cell (the UI's rows): md flips in i2 r1, json in i3 r2 (a flip in
+    repeat 2, unseen on repeat 1 only), csv never — the 1 of 6 groups of each flip rate above."""
+    cols = ["workflow_id", "dataset", "instance_id", "repeat"]
+    assert fr.flipped_groups(gen, "md").values.tolist() == [["wf", "ds", "i2", 1]]
+    assert fr.flipped_groups(gen, "json").values.tolist() == [["wf", "ds", "i3", 2]]
+    assert fr.flipped_groups(gen, "json", unit="instance_repeat1").empty
+    csv = fr.flipped_groups(gen, "csv")
+    assert csv.empty and csv.columns.tolist() == cols
+    # an instance missing the format is not a flip (no pair), as in n_groups
+    assert fr.flipped_groups(gen[~((gen.instance_id == "i2") & (gen.format == "md"))], "md").empty
+
+
 def test_evidence_drift_repeat_one_option(gen):
     d = fr.evidence_drift(gen, unit="instance_repeat1").set_index("format")
     # repeat 1 vs txt (yes, yes, ⊥): md (yes, no, ⊥) -> 1/3; json (yes, yes, ⊥) -> 0: i3's repeat-2 flip unseen
@@ -597,7 +610,7 @@ def test_vote_aggregation_reports_delta_m1_m2_m3_with_first_seen_tie_rule():
 def test_vote_tie_rules():
     assert mit._majority(["yes", "no", "maybe"]) == ("yes", True)
     assert mit._majority(["no", "yes", "yes"]) == ("yes", False)
-    assert mit._majority(["no", "yes"], tie="bottom") == (mit._BOTTOM, True)
+    assert mit._majority(["no", "yes"], tie="bottom") == (fr.BOTTOM, True)
     v = mit.vote_aggregation(make_gen(VOTE), tie="bottom").set_index("relation")
     # j2 txt tie -> ⊥ = md's ⊥ -> agree; only j3 -> 1/3
     assert v.loc["MR1", "after_pct"] == pytest.approx(100 / 3)
@@ -786,3 +799,46 @@ def test_verdict_scores_of_a_not_measurable_m3_have_no_m3_rows_and_warn_nothing(
         warnings.simplefilter("error")  # pandas' FutureWarning on concatenating an empty frame
         scores = report.comparison_scores(outcomes, flags)
     assert sorted(scores["metric"].unique()) == ["M1", "M2", "accuracy"]
+
+
+def test_instance_stability_is_the_unit_of_stb_f_with_bottom_as_a_value():
+    # i: A A A (stable); j: A ⊥ A (unstable); b: ⊥ ⊥ ⊥ (k ⊥s agree); one: a single repeat (trivially stable)
+    gen = pd.DataFrame(
+        {
+            "workflow_id": ["w"] * 10,
+            "dataset": ["d"] * 10,
+            "instance_id": ["i", "i", "i", "j", "j", "j", "b", "b", "b", "one"],
+            "format": ["txt"] * 10,
+            "decision": ["A", "A", "A", "A", None, "A", None, None, None, "B"],
+        }
+    )
+    got = fr.instance_stability(gen).sort_values("instance_id").reset_index(drop=True)
+    assert got[["instance_id", "stable", "k"]].values.tolist() == [
+        ["b", True, 3],
+        ["i", True, 3],
+        ["j", False, 3],
+        ["one", True, 1],
+    ]
+    # an all-⊥ column read as floats (NaN) is the same three ⊥s
+    nan = gen[gen["instance_id"] == "b"].assign(decision=[float("nan")] * 3)
+    assert fr.instance_stability(nan)[["instance_id", "stable", "k"]].values.tolist() == [["b", True, 3]]
+    with pytest.raises(ValueError, match="instance_stability: missing required column"):
+        fr.instance_stability(gen.drop(columns=["decision"]))
+
+
+def test_the_rows_behind_a_flip_cell_are_the_flipped_groups_of_every_repeat(gen):
+    """The UI's rows behind an ``evidence_drift`` flip cell (assets.format_robustness): the format's
+    and the baseline's generations of the flipped groups — json's flip is in repeat 2 (the earlier
+    pick read repeat 1 only and showed none), and an instance missing the format is no flip."""
+    import json
+
+    from assets.format_robustness import _flipped
+
+    outcomes = gen.assign(categories_json=[json.dumps(c) for c in gen["categories"]]).drop(columns=["categories"])
+    rows = _flipped(outcomes, {"format": "json", "baseline": "txt"})
+    assert rows[["instance_id", "repeat", "format", "decision"]].values.tolist() == [
+        ["i3", 2, "json", "no"],
+        ["i3", 2, "txt", None],
+    ]
+    no_md_i2 = outcomes[~((outcomes.instance_id == "i2") & (outcomes.format == "md"))]
+    assert _flipped(no_md_i2, {"format": "md", "baseline": "txt"}).empty

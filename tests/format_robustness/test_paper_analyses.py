@@ -174,7 +174,7 @@ def _fits(value: float, n: int) -> bool:
 
 def test_table1_denominators_of_the_papers_cells():
     """Which printed cells of Table 1 are k/750 (250 instances x k = 3 groups, §5.2), k/250 or k/1000
-    (README "Paper cells that do not reproduce")."""
+    (docs/definitions.md, "Paper cells that do not reproduce")."""
     cells = [(d, rel, w, v) for d, by in TABLE1.items() for rel, vals in by.items() for w, v in zip(WF, vals)]
     not_750 = {(d, rel, w): v for d, rel, w, v in cells if not _fits(v, 750)}
     assert not_750 == {

@@ -156,3 +156,25 @@ def test_gate_card_rows_are_the_on_target_firing_rate_of_each_generators_perturb
     assert pd.isna(one["ci_low"]) and pd.isna(one["ci_high"])  # one golden: no bootstrap CI
     miss = card[(card["model_id"] == "gen-a") & (card["slice"] == "type=missing")].iloc[0]
     assert 0.0 <= miss["ci_low"] <= 75.0 <= miss["ci_high"] <= 100.0
+
+
+def test_gate_card_rows_read_the_stored_llm_perturbation_scores_which_have_no_judge_column():
+    """``llm_perturbation_scores`` as the asset stores it carries the non-judge metrics only (the
+    judge is its own partitioned table): the card is built from it, the judge read as not measured.
+    With the judge column dropped from the rows above, the firing rates are the same (no bundle's
+    primary metric is the judge); the report card failed with "missing required column(s) ['judge']"."""
+    from metamorph.studies.workflow_perturb.report import gate_card_rows
+    from metamorph.studies.workflow_perturb.schemas import PerturbationScores
+    from tests.workflow_perturb.test_workflow_analysis import firing_rows, row
+
+    rows = [*firing_rows(), row("b3", "missing", 0.3, graph_f1=0.75, chain_f1=0.75, kendall_tau=0.65)]
+    scores = pd.DataFrame(rows).assign(operator="llm").drop(columns=["judge"])
+    scores["model_id"] = ["gen-b" if g == "b3" else "gen-a" for g in scores["golden_id"]]
+    assert "judge" not in PerturbationScores.to_schema().columns
+    card = gate_card_rows(scores, mode="any")
+    got = {(r.model_id, r.slice): (r.value, r.n) for r in card.itertuples()}
+    assert got == {
+        ("gen-a", "type=description"): (100.0, 2),
+        ("gen-a", "type=missing"): (75.0, 4),
+        ("gen-b", "type=missing"): (0.0, 1),
+    }

@@ -26,19 +26,30 @@ from metamorph.studies.format_robustness.schemas import (
     WorkflowTests,
 )
 from metamorph.studies.format_robustness.metrics import (
-    BASELINE_FORMAT,
     MR2_THETA,
-    _KEYS,
-    _RELATIONS,
-    _drift,
-    _ordered_formats,
-    _pct,
-    _sort,
-    _unit_rows,
-    _validate_flags,
+    WORKFLOW_KEYS,
+    drift_rows,
+    ordered_formats,
+    pct_or_nan,
     silent_violations,
+    sort_rows,
+    unit_rows,
+    validate_flags,
     validate_generations,
 )
+from metamorph.studies.format_robustness.vocab import BASELINE_FORMAT, RELATIONS
+
+__all__ = [
+    "AVG",
+    "drift_correlation",
+    "evidence_change_share",
+    "flip_error_distribution",
+    "format_tests",
+    "mr_table",
+    "silent_violations_by_dataset",
+    "with_avg",
+    "workflow_tests",
+]
 
 
 def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str = "group") -> pd.DataFrame:
@@ -76,10 +87,10 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str =
         test, comparison, statistic, p_value, p_holm, n, n_instances, note``.
     """
     g = validate_generations(gen)
-    used = _unit_rows(g, unit, "format_tests")
+    used = unit_rows(g, unit, "format_tests")
     rows = []
-    for (wf, ds), grp in used[used["gold"].notna()].groupby(_KEYS, sort=True):
-        fmts = _ordered_formats(grp["format"])
+    for (wf, ds), grp in used[used["gold"].notna()].groupby(WORKFLOW_KEYS, sort=True):
+        fmts = ordered_formats(grp["format"])
         correct = grp.assign(_c=(grp["is_correct"].astype(bool) & grp["decision"].notna()).astype(float))
         mat = correct.pivot(index=["instance_id", "repeat"], columns="format", values="_c")[fmts]
         complete = mat.dropna()
@@ -116,7 +127,7 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str =
             )
         wd = g[(g["workflow_id"] == wf) & (g["dataset"] == ds)]
         if baseline in set(wd["format"]):
-            drift = _drift(wd, baseline)
+            drift = drift_rows(wd, baseline)
             sp = stats.spearman_exact(drift["js_divergence"].tolist(), drift["delta_acc_pct"].tolist())
         else:
             sp = stats.CorrelationResult(None, None, 0, f"no baseline format {baseline!r}")
@@ -178,7 +189,7 @@ def silent_violations_by_dataset(flags: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for ds, grp in list(per.groupby("dataset", sort=True)) + [("*", per)]:
         n_mr2, n_silent = int(grp["n_mr2"].sum()), int(grp["n_silent"].sum())
-        silent = _pct(n_silent, n_mr2)
+        silent = pct_or_nan(n_silent, n_mr2)
         rows.append(
             dict(
                 dataset=ds,
@@ -216,13 +227,13 @@ def workflow_tests(flags: pd.DataFrame) -> pd.DataFrame:
         :class:`~metamorph.studies.format_robustness.schemas.WorkflowTests`: ``dataset,
         relation, unit, workflows, statistic (Q), p_value, n, note``.
     """
-    f = _validate_flags(flags)
+    f = validate_flags(flags)
     if "repeat" not in f.columns:
         f = f.assign(repeat=1)
     rows = []
     for ds, grp in f.groupby("dataset", sort=True):
         wfs = sorted(grp["workflow_id"].unique())
-        for rel in _RELATIONS:
+        for rel in RELATIONS:
             col = rel.lower()
             unit = ["instance_id"] if rel == "MR3" else ["instance_id", "repeat"]
             sub = grp.drop_duplicates(["workflow_id"] + unit) if rel == "MR3" else grp
@@ -268,8 +279,8 @@ def flip_error_distribution(gen: pd.DataFrame) -> pd.DataFrame:
     gg = g[g["gold"].notna()]
     gg = gg.assign(_ok=gg["is_correct"].astype(bool) & gg["decision"].notna())
     rows = []
-    for (wf, ds), grp in gg.groupby(_KEYS, sort=True):
-        fmts = _ordered_formats(grp["format"])
+    for (wf, ds), grp in gg.groupby(WORKFLOW_KEYS, sort=True):
+        fmts = ordered_formats(grp["format"])
         mat = grp.pivot_table(index=["instance_id", "repeat"], columns="format", values="_ok", aggfunc="first")
         ok_any = mat.eq(True).any(axis=1)
         bad_any = mat.eq(False).any(axis=1)
@@ -284,12 +295,12 @@ def flip_error_distribution(gen: pd.DataFrame) -> pd.DataFrame:
                     format=f,
                     n_errors=n_err,
                     n_flip_groups=n_flip,
-                    error_pct=_pct(n_err, n_flip),
+                    error_pct=pct_or_nan(n_err, n_flip),
                 )
             )
     out = pd.DataFrame(rows, columns=["workflow_id", "dataset", "format", "n_errors", "n_flip_groups", "error_pct"])
     out["error_pct"] = out["error_pct"].astype(float)
-    return FlipErrors.validate(_sort(out, _KEYS + ["format"]))
+    return FlipErrors.validate(sort_rows(out, WORKFLOW_KEYS + ["format"]))
 
 
 def evidence_change_share(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, theta: float = MR2_THETA) -> pd.DataFrame:
@@ -311,8 +322,8 @@ def evidence_change_share(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, th
     """
     g = validate_generations(gen)
     counts: list[dict] = []
-    for (wf, ds), grp in g.groupby(_KEYS, sort=True):
-        fmts = _ordered_formats(grp["format"])
+    for (wf, ds), grp in g.groupby(WORKFLOW_KEYS, sort=True):
+        fmts = ordered_formats(grp["format"])
         if baseline not in fmts:
             raise ValueError(
                 f"evidence_change_share: workflow {wf!r}, dataset {ds!r} has no baseline format "
@@ -336,9 +347,9 @@ def evidence_change_share(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, th
     pooled_all["workflow_id"], pooled_all["dataset"] = "*", "*"
     out = pd.concat([c, pooled_ds, pooled_all], ignore_index=True)[list(c.columns)]
     tot = out.groupby(["workflow_id", "dataset"], sort=False)["n_changes"].transform("sum")
-    out["share_pct"] = [(_pct(n, t)) for n, t in zip(out["n_changes"], tot)]
+    out["share_pct"] = [(pct_or_nan(n, t)) for n, t in zip(out["n_changes"], tot)]
     out["share_pct"] = out["share_pct"].astype(float)
-    return EvidenceChangeShare.validate(_sort(out, _KEYS + ["format"]))
+    return EvidenceChangeShare.validate(sort_rows(out, WORKFLOW_KEYS + ["format"]))
 
 
 def drift_correlation(drift: pd.DataFrame) -> pd.DataFrame:

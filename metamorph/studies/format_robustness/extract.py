@@ -83,7 +83,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from metamorph.errors import ConfigError
 from metamorph.jsonscan import object_spans
@@ -91,19 +91,20 @@ from metamorph.studies.format_robustness.echo import split_echoed
 from metamorph.studies.format_robustness.json_recovery import (
     DECISION_KEYS,
     EVIDENCE_KEYS,
-    _json_candidates,
-    _lower_keys,
+    json_candidates,
+    lower_keys,
     repeated_values,
 )
 from metamorph.studies.format_robustness.labels import (
-    _compile_space,
-    _match_value,
-    _option_value_or_prose,
-    _options_in_prose,
-    _search_labels,
-    _Space,
+    AnswerSpace,
+    compile_space,
     match_label,
+    match_value,
+    option_value_or_prose,
+    options_in_prose,
+    search_labels,
 )
+from metamorph.studies.format_robustness.vocab import PARSE_STATUSES, ParseStatus
 
 __all__ = [
     "ANSWER_INSTRUCTION",
@@ -119,8 +120,6 @@ __all__ = [
     "match_label",
     "output_instruction",
 ]
-
-ParseStatus = Literal["ok", "repaired", "unparseable"]
 
 #: At most this many evidence items are kept; the instruction asks for at most this many
 #: ("up to 10 source-grounded evidence items per decision", §5.1).
@@ -171,7 +170,7 @@ def output_instruction(answer_space: Sequence[str], max_evidence: int = MAX_EVID
     Labels are listed as JSON strings in the given order. Raises ``ConfigError`` for an invalid
     answer space (see :func:`extract_decision`) or ``max_evidence < 1``.
     """
-    _compile_space(answer_space)
+    compile_space(answer_space)
     if isinstance(max_evidence, bool) or not isinstance(max_evidence, int) or max_evidence < 1:
         raise ConfigError(f"max_evidence must be an integer >= 1, got {max_evidence!r}")
     labels = ", ".join(json.dumps(str(a), ensure_ascii=False) for a in answer_space)
@@ -197,7 +196,7 @@ class Extraction:
     echoed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.parse_status not in ("ok", "repaired", "unparseable"):
+        if self.parse_status not in PARSE_STATUSES:
             raise ValueError(f"unknown parse_status {self.parse_status!r}")
         if (self.parse_status == "unparseable") != (self.decision is None):
             raise ValueError("decision must be None exactly when parse_status is 'unparseable'")
@@ -228,7 +227,7 @@ def _unparseable(reason: str) -> Extraction:
     return Extraction(None, (), "unparseable", reason)
 
 
-def _decision_from_value(v: Any, space: _Space) -> tuple[str | None, str]:
+def _decision_from_value(v: Any, space: AnswerSpace) -> tuple[str | None, str]:
     if v is None:
         return None, "no_label"
     if isinstance(v, bool):
@@ -239,10 +238,10 @@ def _decision_from_value(v: Any, space: _Space) -> tuple[str | None, str]:
     if isinstance(v, (int, float)):
         if isinstance(v, float) and v.is_integer():
             v = int(v)
-        lab, how = _match_value(str(v), space)  # a number where the instruction asks for a string
+        lab, how = match_value(str(v), space)  # a number where the instruction asks for a string
         return lab, ("label_in_value" if lab is not None else how)
     if isinstance(v, str):
-        return _match_value(v, space)
+        return match_value(v, space)
     if isinstance(v, list):
         results = [_decision_from_value(x, space) for x in v]
         labels = {lab for lab, _ in results if lab is not None}
@@ -255,7 +254,7 @@ def _decision_from_value(v: Any, space: _Space) -> tuple[str | None, str]:
             "negated_label" if "negated_label" in reasons else "ambiguous" if "ambiguous" in reasons else "no_label"
         )
     if isinstance(v, dict):
-        inner = _lower_keys(v)
+        inner = lower_keys(v)
         for k in (*DECISION_KEYS, "value"):
             if k in inner:
                 lab, how = _decision_from_value(inner[k], space)
@@ -273,7 +272,7 @@ def _evidence_text(item: Any) -> str | None:
     if isinstance(item, (int, float)):
         return str(item)
     if isinstance(item, dict):
-        lk = _lower_keys(item)
+        lk = lower_keys(item)
         for k in _EVIDENCE_TEXT_KEYS:
             if isinstance(lk.get(k), (str, int, float)) and not isinstance(lk.get(k), bool):
                 return _evidence_text(lk[k])
@@ -288,7 +287,7 @@ def _evidence_text(item: Any) -> str | None:
 
 
 def _evidence(d: dict, steps: list[str]) -> tuple[str, ...]:
-    lk = _lower_keys(d)
+    lk = lower_keys(d)
     raw = next((lk[k] for k in EVIDENCE_KEYS if k in lk), None)
     if raw is None:
         steps.append("no_evidence_field")
@@ -306,8 +305,8 @@ def _evidence(d: dict, steps: list[str]) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _from_record(d: dict, steps: list[str], space: _Space) -> Extraction:
-    lk = _lower_keys(d)
+def _from_record(d: dict, steps: list[str], space: AnswerSpace) -> Extraction:
+    lk = lower_keys(d)
     key = next((k for k in DECISION_KEYS if k in lk), None)
     if key is None:
         return _unparseable("no_label")
@@ -336,23 +335,23 @@ _MARKER_RE = re.compile(
 )
 
 
-def _from_prose(text: str, space: _Space) -> Extraction:
+def _from_prose(text: str, space: AnswerSpace) -> Extraction:
     if space.option_ids is not None:
         stripped = text.strip()
         if "\n" in stripped:
-            how, idx = _options_in_prose(text, space)
+            how, idx = options_in_prose(text, space)
         else:  # a one-line answer is read like a JSON value ("B", "(B)", "B. <option text>")
-            how, idx = _option_value_or_prose(stripped, space)
+            how, idx = option_value_or_prose(stripped, space)
     else:
         idx, how = None, "no_label"
-        marked = [_search_labels(m.group("seg"), space) for m in _MARKER_RE.finditer(text)]
+        marked = [search_labels(m.group("seg"), space) for m in _MARKER_RE.finditer(text)]
         hits = {i for h, i in marked if i is not None}
         if len(hits) == 1:
             idx, how = hits.pop(), "found"
         elif len(hits) > 1:
             how = "ambiguous"
         else:
-            how, idx = _search_labels(text, space)
+            how, idx = search_labels(text, space)
     if idx is None:
         return _unparseable(how)
     return Extraction(space.labels[idx], (), "repaired", "label_in_prose")
@@ -390,7 +389,7 @@ def extract_decision(
         ConfigError: the answer space has fewer than two labels, a non-string label, a label
             without letters or digits, or two labels equal up to case and punctuation.
     """
-    space = _compile_space(answer_space)
+    space = compile_space(answer_space)
     got = _extract(text, space)
     if finish_reason is not None and str(finish_reason).strip().lower() in _TRUNCATED_FINISH:
         if got.decision is None:
@@ -402,12 +401,12 @@ def extract_decision(
     return replace(got, evidence=evidence, echoed=echoed)
 
 
-def _extract(text: str | None, space: _Space) -> Extraction:
+def _extract(text: str | None, space: AnswerSpace) -> Extraction:
     if text is None or not str(text).strip():
         return _unparseable("empty")
     text = str(text)
-    candidates = _json_candidates(text)
-    with_decision = [(d, s) for d, s in candidates if any(k in _lower_keys(d) for k in DECISION_KEYS)]
+    candidates = json_candidates(text)
+    with_decision = [(d, s) for d, s in candidates if any(k in lower_keys(d) for k in DECISION_KEYS)]
     if with_decision:
         results = [_from_record(d, s, space) for d, s in with_decision]
         labels = {r.decision for r in results if r.decision is not None}

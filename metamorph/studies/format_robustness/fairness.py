@@ -16,9 +16,9 @@ import pandas as pd
 
 from metamorph.schemas import require_columns
 from metamorph.studies.format_robustness.metrics import (
-    _ordered_formats,
-    _sort,
-    _unit_rows,
+    ordered_formats,
+    sort_rows,
+    unit_rows,
     validate_generations,
 )
 from metamorph.studies.format_robustness.schemas import FairnessDisparity
@@ -106,7 +106,7 @@ def fairness_disparity(
         raise ValueError(f"fairness_disparity: dispersion must be one of {FDS_DISPERSIONS}, got {dispersion!r}")
     g = validate_generations(gen)
     s = _validate_sensitive(sensitive)
-    used = _unit_rows(g, unit, "fairness_disparity")
+    used = unit_rows(g, unit, "fairness_disparity")
     rows = []
     for ds, s_ds in s.groupby("dataset", sort=True):
         wide = s_ds.pivot(index="instance_id", columns="attribute", values="value")
@@ -114,7 +114,7 @@ def fairness_disparity(
         wide.columns = [f"_attr:{a}" for a in wide.columns]  # never collide with generation columns
         factors = [(a,) for a in attrs] + list(itertools.combinations(attrs, 2))
         for wf, grp_wf in used[used["dataset"] == ds].groupby("workflow_id", sort=True):
-            fmts = _ordered_formats(grp_wf["format"])
+            fmts = ordered_formats(grp_wf["format"])
             parse = grp_wf[grp_wf["favorable"].notna()]
             parse = parse.assign(_fav=parse["favorable"].astype(bool).astype(int)).join(wide, on="instance_id")
             for factor in factors:
@@ -174,4 +174,4 @@ def fairness_disparity(
     out = pd.DataFrame(rows, columns=cols)
     for c in ("sen_pp", "fds"):
         out[c] = out[c].astype(float)
-    return FairnessDisparity.validate(_sort(out, ["workflow_id", "dataset", "factor", "format"]))
+    return FairnessDisparity.validate(sort_rows(out, ["workflow_id", "dataset", "factor", "format"]))

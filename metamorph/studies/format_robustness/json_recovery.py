@@ -1,6 +1,6 @@
 """Recovering a JSON answer object from a reply, for the document-format study's extraction.
 
-Finds candidate objects in code fences, in prose and in lists (:func:`_json_candidates`), and
+Finds candidate objects in code fences, in prose and in lists (:func:`json_candidates`), and
 parses them leniently (:func:`_loads_lenient`): trailing commas, single or smart quotes, Python
 literals, unquoted keys, control characters, and an object cut off at ``max_tokens`` (closed,
 its unfinished last string dropped). Each repair is reported by name so that the extraction's
@@ -14,6 +14,8 @@ import json
 from typing import Any
 
 from metamorph.jsonscan import fence_bodies, object_spans
+
+__all__ = ["DECISION_KEYS", "EVIDENCE_KEYS", "json_candidates", "lower_keys", "repeated_values"]
 
 #: JSON keys (case-insensitive) read as the decision, in order of preference.
 DECISION_KEYS = ("decision", "answer", "label")
@@ -151,7 +153,7 @@ def _closings(s: str) -> list[str]:
 
 class _Repeats(dict):
     """A JSON object giving a key more than once (compared stripped and lower-cased, as
-    :func:`_lower_keys` reads keys): ``values`` maps each such key to all its values, in order.
+    :func:`lower_keys` reads keys): ``values`` maps each such key to all its values, in order.
     A plain dict would keep one of them silently (the last, or the first spelling)."""
 
     values: dict[str, list[Any]]
@@ -210,7 +212,9 @@ def _loads_lenient(s: str) -> tuple[Any, list[str]] | None:
     return None
 
 
-def _lower_keys(d: dict) -> dict[str, Any]:
+def lower_keys(d: dict) -> dict[str, Any]:
+    """``d`` with its string keys stripped and lower-cased (the first of colliding keys kept;
+    non-string keys dropped)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(k, str):
@@ -219,7 +223,7 @@ def _lower_keys(d: dict) -> dict[str, Any]:
 
 
 def _has_keys(d: dict) -> bool:
-    lk = _lower_keys(d)
+    lk = lower_keys(d)
     return any(k in lk for k in DECISION_KEYS + EVIDENCE_KEYS)
 
 
@@ -237,7 +241,7 @@ def _records(obj: Any) -> list[tuple[dict, list[str]]]:
     return []
 
 
-def _json_candidates(text: str) -> list[tuple[dict, list[str]]]:
+def json_candidates(text: str) -> list[tuple[dict, list[str]]]:
     """Answer objects recovered from ``text`` with the steps taken (``[]`` = clean JSON)."""
     stripped = text.strip()
     if stripped[:1] in "{[":

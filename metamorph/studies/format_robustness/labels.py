@@ -5,8 +5,8 @@ The rules (case-, whitespace- and punctuation-insensitive) are listed in
 :mod:`metamorph.studies.format_robustness.extract` under "Label matching rules": whole-value
 match first; the complete (longest) label wins; negations never map to the affirmative label;
 "no" before a word is a determiner; letter / option-number answer spaces accept only explicit
-patterns. :func:`match_label` is the public entry; the private helpers are shared with the
-extractor.
+patterns. :func:`match_label` is the entry for one value; :func:`compile_space` and the matchers on a
+compiled :class:`AnswerSpace` are shared with the extractor.
 """
 
 from __future__ import annotations
@@ -17,6 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from metamorph.errors import ConfigError
+
+__all__ = [
+    "AnswerSpace",
+    "compile_space",
+    "match_label",
+    "match_value",
+    "option_value_or_prose",
+    "options_in_prose",
+    "search_labels",
+]
 
 _TOKEN_RE = re.compile(r"[^\W_]+|[.,;:!?()\[\]{}|/\n]")
 
@@ -74,7 +84,11 @@ def _norm(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Space:
+class AnswerSpace:
+    """A compiled answer space: the labels, their tokens, the normalised label -> index map, the
+    negation partners (negating label i asserts label ``partner[i]``), and for letter /
+    option-number spaces the upper-cased option id -> index map. Built by :func:`compile_space`."""
+
     labels: tuple[str, ...]
     tokens: tuple[tuple[str, ...], ...]
     by_norm: dict[str, int]
@@ -82,10 +96,16 @@ class _Space:
     option_ids: dict[str, int] | None  # upper-cased id -> index, for letter/number spaces
 
 
-_SPACE_CACHE: dict[tuple[str, ...], _Space] = {}
+_SPACE_CACHE: dict[tuple[str, ...], AnswerSpace] = {}
 
 
-def _compile_space(answer_space: Sequence[str]) -> _Space:
+def compile_space(answer_space: Sequence[str]) -> AnswerSpace:
+    """The (cached) compiled form of ``answer_space``.
+
+    Raises:
+        ConfigError: a string instead of a sequence, non-string or empty labels, fewer than two
+            labels, or labels equal after normalisation.
+    """
     if isinstance(answer_space, str):
         raise ConfigError(f"answer space must be a sequence of labels, not the string {answer_space!r}")
     answer_space = tuple(answer_space)
@@ -128,7 +148,7 @@ def _compile_space(answer_space: Sequence[str]) -> _Space:
         re.fullmatch(r"\d{1,2}", a.strip()) for a in answer_space
     ):
         option_ids = {a.strip().upper(): i for i, a in enumerate(answer_space)}
-    space = _Space(tuple(answer_space), tuple(toks), by_norm, partner, option_ids)
+    space = AnswerSpace(tuple(answer_space), tuple(toks), by_norm, partner, option_ids)
     _SPACE_CACHE[answer_space] = space
     return space
 
@@ -150,7 +170,7 @@ def _negated(tokens: list[str], start: int) -> bool:
     return False
 
 
-def _search_labels(text: str, space: _Space) -> tuple[str, int | None]:
+def search_labels(text: str, space: AnswerSpace) -> tuple[str, int | None]:
     """Search the labels in free text: ``("found", i)`` or ``(reason, None)``."""
     tokens = _tokens(text)
     occ: list[tuple[int, int, int]] = []
@@ -215,7 +235,7 @@ _NEGATIVE_AFTER = re.compile(
 )
 
 
-def _option_from_value(value: str, space: _Space) -> int | None:
+def _option_from_value(value: str, space: AnswerSpace) -> int | None:
     assert space.option_ids is not None
     v = value.strip().strip(_MD).strip()
     m = _OPT_VALUE_RE.match(v)
@@ -225,11 +245,11 @@ def _option_from_value(value: str, space: _Space) -> int | None:
     return space.option_ids.get(oid)
 
 
-def _option_value_or_prose(value: str, space: _Space) -> tuple[str, int | None]:
+def option_value_or_prose(value: str, space: AnswerSpace) -> tuple[str, int | None]:
     """An option id read from a whole value ("B", "(B)", "Option B", "B. <text>"), checked
     against the explicit prose patterns inside it (a second, different id -> ambiguous)."""
     idx = _option_from_value(value, space)
-    how, pidx = _options_in_prose(value, space)
+    how, pidx = options_in_prose(value, space)
     if idx is None:
         return how, pidx
     if how == "ambiguous" or (pidx is not None and pidx != idx):
@@ -237,7 +257,10 @@ def _option_value_or_prose(value: str, space: _Space) -> tuple[str, int | None]:
     return "found", idx
 
 
-def _options_in_prose(text: str, space: _Space) -> tuple[str, int | None]:
+def options_in_prose(text: str, space: AnswerSpace) -> tuple[str, int | None]:
+    """Explicit option ids asserted in free text (``the answer is B``, a line ``(B)``) of a
+    letter / option-number space: ``("found", i)``, ``("ambiguous", None)`` or
+    ``("no_label", None)``."""
     assert space.option_ids is not None
     found: set[int] = set()
     for m in _OPT_PROSE_RE.finditer(text):
@@ -273,18 +296,19 @@ def match_label(value: str, answer_space: Sequence[str]) -> tuple[str | None, st
     found inside the value, or ``(None, reason)`` with reason ``no_label`` / ``negated_label`` /
     ``ambiguous``. See the module docstring for the rules.
     """
-    space = _compile_space(answer_space)
-    return _match_value(value, space)
+    space = compile_space(answer_space)
+    return match_value(value, space)
 
 
-def _match_value(value: str, space: _Space) -> tuple[str | None, str]:
+def match_value(value: str, space: AnswerSpace) -> tuple[str | None, str]:
+    """:func:`match_label` on an already compiled space."""
     key = _norm(value)
     if key in space.by_norm:
         return space.labels[space.by_norm[key]], "exact"
     if space.option_ids is not None:
-        how, idx = _option_value_or_prose(value, space)
+        how, idx = option_value_or_prose(value, space)
     else:
-        how, idx = _search_labels(value, space)
+        how, idx = search_labels(value, space)
     if idx is not None:
         return space.labels[idx], "label_in_value"
     return None, how

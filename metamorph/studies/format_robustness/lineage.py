@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from metamorph.trace import MetricTrace
 
+__all__ = [
+    "TRACES",
+]
+
 _SLICES = {k: k for k in ("workflow_id", "dataset", "format", "repeat", "instance_id")}
 _COMMON = dict(
     model="model_id",

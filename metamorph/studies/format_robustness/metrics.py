@@ -56,7 +56,7 @@ from metamorph.studies.format_robustness.schemas import (
     SilentViolations,
     StabilityByFormat,
 )
-
+from metamorph.studies.format_robustness.vocab import BASELINE_FORMAT, FORMATS, MR_UNITS, RELATIONS
 
 __all__ = [
     "GENERATION_COLUMNS",
@@ -68,9 +68,26 @@ __all__ = [
     "mr_violations",
     "accuracy_by_format",
     "stability_by_format",
+    "instance_stability",
+    "STABILITY_COLUMNS",
     "evidence_drift",
+    "flip_pairs",
+    "flipped_groups",
     "silent_violations",
     "MR_UNITS",
+    "BOTTOM",
+    "INSTANCE_KEYS",
+    "WORKFLOW_KEYS",
+    "accuracy_rows",
+    "drift_rows",
+    "ordered_formats",
+    "pct_or_nan",
+    "sort_rows",
+    "stability_rows",
+    "unit_rows",
+    "validate_flags",
+    "NOT_MEASURABLE_DETERMINISTIC",
+    "shared_repeat_workflows",
 ]
 
 #: Columns of the generations frame (the input contract).
@@ -87,25 +104,22 @@ GENERATION_COLUMNS = (
     "favorable",
 )
 
-#: Baseline-first format order, used for sorting and for routing ties.
-FORMAT_ORDER = ("txt", "md", "json", "csv")
-
-#: The baseline format (§4.1).
-BASELINE_FORMAT = "txt"
+#: Baseline-first format order, used for sorting and for routing ties (:data:`.vocab.FORMATS`).
+FORMAT_ORDER = FORMATS
 
 #: MR2 threshold θ on the Jaccard similarity of evidence-category sets (§4.1).
 MR2_THETA = 0.3
 
-_KEYS = ["workflow_id", "dataset"]
+#: The key of one evaluated series: a workflow on a dataset.
+WORKFLOW_KEYS = ["workflow_id", "dataset"]
 
-_INST = ["workflow_id", "dataset", "instance_id"]
+#: The key of one instance of a series.
+INSTANCE_KEYS = ["workflow_id", "dataset", "instance_id"]
 
 _GEN_KEY = ["workflow_id", "dataset", "instance_id", "format", "repeat"]
 
-_RELATIONS = ("MR1", "MR2", "MR3")
-
-#: Internal stand-in for ⊥ so that ⊥ compares as its own value (never a real label).
-_BOTTOM = "\u22a5\x00unparseable"
+#: Stand-in for ⊥ in the ``_dec`` column so that ⊥ compares as its own value (never a real label).
+BOTTOM = "\u22a5\x00unparseable"
 
 
 def _as_categories(value: object, row: int) -> tuple[str, ...]:
@@ -124,9 +138,11 @@ _LEVELS = LevelOrder("format", FORMAT_ORDER)
 
 _format_key = _LEVELS.key
 
-_ordered_formats = _LEVELS.ordered
+#: The given formats in canonical order (:data:`FORMAT_ORDER`, then any other format alphabetically).
+ordered_formats = _LEVELS.ordered
 
-_sort = _LEVELS.sort
+#: Rows sorted by the given key columns, ``format`` in canonical order.
+sort_rows = _LEVELS.sort
 
 
 def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:
@@ -159,29 +175,34 @@ def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:
         first = g.loc[dup, _GEN_KEY].iloc[0].to_dict()
         raise ValueError(f"generations: {int(dup.sum())} rows share a generation key, e.g. {first}")
     if len(g):
-        cell = g.groupby(_INST + ["format"], sort=False)["repeat"].agg(["size", "min", "max"])
+        cell = g.groupby(INSTANCE_KEYS + ["format"], sort=False)["repeat"].agg(["size", "min", "max"])
         bad = cell[(cell["min"] != 1) | (cell["max"] != cell["size"])]
         if len(bad):
             raise ValueError(
                 f"generations: repeats must be exactly 1..k per (instance, format); "
-                f"{len(bad)} cell(s) are not, e.g. {dict(zip(_INST + ['format'], bad.index[0]))}"
+                f"{len(bad)} cell(s) are not, e.g. {dict(zip(INSTANCE_KEYS + ['format'], bad.index[0]))}"
             )
-        ks = cell["size"].groupby(level=_INST, sort=False).nunique()
+        ks = cell["size"].groupby(level=INSTANCE_KEYS, sort=False).nunique()
         if (ks > 1).any():
             raise ValueError(
                 "generations: the formats of an instance must have the same number of repeats k; "
-                f"{int((ks > 1).sum())} instance(s) do not, e.g. {dict(zip(_INST, ks[ks > 1].index[0]))}"
+                f"{int((ks > 1).sum())} instance(s) do not, e.g. {dict(zip(INSTANCE_KEYS, ks[ks > 1].index[0]))}"
             )
     has_gold = g["gold"].notna()
     if g.loc[has_gold, "is_correct"].isna().any():
         raise ValueError("generations: 'is_correct' is null on rows that have gold")
     parseable = g["decision"].notna()
-    g["_dec"] = g["decision"].where(parseable, _BOTTOM).map(lambda d: d if d == _BOTTOM else str(d))
+    g["_dec"] = g["decision"].where(parseable, BOTTOM).map(lambda d: d if d == BOTTOM else str(d))
     g["_cats"] = [_as_categories(v, i) for i, v in enumerate(g["categories"].tolist())]
     return g
 
 
-def _validate_flags(flags: pd.DataFrame) -> pd.DataFrame:
+def validate_flags(flags: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the MR flags with ``mr1`` / ``mr2`` / ``mr3`` as nullable booleans.
+
+    Raises:
+        ValueError: a missing column (named).
+    """
     require_columns(flags, ["workflow_id", "dataset", "instance_id", "mr1", "mr2", "mr3"], "flags")
     f = flags.copy()
     for c in ("mr1", "mr2", "mr3"):
@@ -189,13 +210,10 @@ def _validate_flags(flags: pd.DataFrame) -> pd.DataFrame:
     return f
 
 
-def _pct(num: float, den: float) -> float:
+def pct_or_nan(num: float, den: float) -> float:
+    """``100 · num / den`` in percent, NaN when ``den`` is 0."""
     return math.nan if den == 0 else 100.0 * num / den
 
-
-#: Units of the MR flags (:func:`mr_flags`): ``group`` (default, §5.2) or the legacy
-#: ``instance_repeat1``.
-MR_UNITS = ("group", "instance_repeat1")
 
 #: Why a quantity over the k repeats is null when they are one computation (:mod:`metamorph.replicates`).
 NOT_MEASURABLE_DETERMINISTIC = (
@@ -211,8 +229,8 @@ def shared_repeat_workflows(gen: pd.DataFrame) -> set[tuple[str, str]]:
     has no ``generation_key`` column."""
     if "generation_key" not in gen.columns or gen.empty:
         return set()
-    cell = gen.groupby(_INST + ["format"], sort=False)["generation_key"].agg(["nunique", "size"])
-    one = ((cell["nunique"] == 1) & (cell["size"] > 1)).groupby(level=_KEYS, sort=False).all()
+    cell = gen.groupby(INSTANCE_KEYS + ["format"], sort=False)["generation_key"].agg(["nunique", "size"])
+    one = ((cell["nunique"] == 1) & (cell["size"] > 1)).groupby(level=WORKFLOW_KEYS, sort=False).all()
     return {tuple(k) for k, v in one.items() if v}
 
 
@@ -243,7 +261,7 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
       86.40 = 216/250, 0.40 = 1/250) and not of 1/750, and §5.4's "groups (k = 3) of repeated
       execution results".
 
-    Not reproduced (README "Paper cells that do not reproduce"): Table 1's MedQA M1 cells (65.86,
+    Not reproduced (docs/definitions.md, "Paper cells that do not reproduce"): Table 1's MedQA M1 cells (65.86,
     76.44, 17.40, 41.96) fit no denominator of 250 or 750, nor one common denominator up to 1,000,
     and MedQA M3's 71.37 and 31.85 fit none of 250, 750, 1,000; five M2 cells (19.70, 64.90,
     16.90, 53.10, 34.50) are multiples of 1/1000, not of 1/750 — M2 is kept on groups here, like
@@ -269,15 +287,15 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
         raise ValueError(f"mr_flags: unit must be one of {MR_UNITS}, got {unit!r}")
     g = validate_generations(gen)
     shared = shared_repeat_workflows(g)
-    s_f = g.groupby(_INST + ["format"], sort=False)["_dec"].nunique().eq(1)
-    k_f = g.groupby(_INST + ["format"], sort=False)["repeat"].size()
+    s_f = _stable_cells(g)
+    k_f = g.groupby(INSTANCE_KEYS + ["format"], sort=False)["repeat"].size()
     mr3_of: dict[tuple, object] = {}
-    for key, grp in g[g["repeat"] == 1].groupby(_INST, sort=False):
+    for key, grp in g[g["repeat"] == 1].groupby(INSTANCE_KEYS, sort=False):
         fmts = grp["format"].tolist()
         mr3_of[key] = pd.NA if len(fmts) < 2 else len({bool(s_f.loc[key + (f,)]) for f in fmts}) > 1
     rows = []
     sub = g if unit == "group" else g[g["repeat"] == 1]
-    for key, grp in sub.groupby(_INST + ["repeat"], sort=True):
+    for key, grp in sub.groupby(INSTANCE_KEYS + ["repeat"], sort=True):
         inst = key[:3]
         n_formats = len(grp)
         k = int(k_f.loc[inst + (grp["format"].iloc[0],)])
@@ -291,7 +309,7 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
             rows.append((*key, mr1, mr2, pd.NA, NOT_MEASURABLE_DETERMINISTIC, n_formats, k))
         else:
             rows.append((*key, mr1, mr2, mr3_of[inst], None, n_formats, k))
-    out = pd.DataFrame(rows, columns=_INST + ["repeat", "mr1", "mr2", "mr3", "mr3_note", "n_formats", "k"])
+    out = pd.DataFrame(rows, columns=INSTANCE_KEYS + ["repeat", "mr1", "mr2", "mr3", "mr3_note", "n_formats", "k"])
     for c in ("mr1", "mr2", "mr3"):
         out[c] = pd.array(out[c].tolist(), dtype="boolean")
     return MRFlags.validate(out)
@@ -322,12 +340,12 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
         dataset, relation, violation_pct (%), ci_low_pct, ci_high_pct, n_groups, n_instances,
         n_undefined, ci_note, not_measurable``.
     """
-    f = _validate_flags(flags)
+    f = validate_flags(flags)
     if "repeat" not in f.columns:
         f = f.assign(repeat=1)
     rows = []
-    for (wf, ds), grp in f.groupby(_KEYS, sort=True):
-        for rel in _RELATIONS:
+    for (wf, ds), grp in f.groupby(WORKFLOW_KEYS, sort=True):
+        for rel in RELATIONS:
             col = rel.lower()
             defined = grp[grp[col].notna()]
             per = defined.assign(_v=defined[col].astype(bool).astype(float)).groupby("instance_id", sort=False)["_v"]
@@ -369,7 +387,8 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
     return MRViolations.validate(out)
 
 
-def _accuracy(g: pd.DataFrame) -> pd.DataFrame:
+def accuracy_rows(g: pd.DataFrame) -> pd.DataFrame:
+    """Acc_f rows of already validated generations ``g`` (:func:`accuracy_by_format` unsorted)."""
     # Set-based: sql/format_robustness/accuracy_by_format.sql is the one implementation.
     cols = _GEN_KEY + ["decision", "gold", "is_correct"]
     frame = g[cols].assign(is_correct=g["is_correct"].astype("boolean"))
@@ -392,12 +411,49 @@ def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
         dataset, format, accuracy_pct, majority_baseline_pct, n, n_correct, n_unparseable``.
     """
     g = validate_generations(gen)
-    return AccuracyByFormat.validate(_sort(_accuracy(g), _KEYS + ["format"]))
+    return AccuracyByFormat.validate(sort_rows(accuracy_rows(g), WORKFLOW_KEYS + ["format"]))
 
 
-def _stability(g: pd.DataFrame) -> pd.DataFrame:
-    # Set-based: sql/format_robustness/stability_by_format.sql is the one implementation.
-    return run_sql("format_robustness", "stability_by_format", gen=g[_GEN_KEY + ["decision"]])
+def stability_rows(g: pd.DataFrame) -> pd.DataFrame:
+    """Stb_f rows of already validated generations ``g`` (:func:`stability_by_format` unsorted)."""
+    # Set-based: sql/format_robustness/instance_stability.sql decides each instance, stability_by_format.sql averages.
+    return run_sql("format_robustness", "stability_by_format", cell=instance_stability(g))
+
+
+#: Columns :func:`instance_stability` reads.
+STABILITY_COLUMNS = ("workflow_id", "dataset", "instance_id", "format", "decision")
+
+
+def instance_stability(gen: pd.DataFrame) -> pd.DataFrame:
+    """The instance unit of Stb_f (§5.1, Table 2): whether an instance's k repeats of a format all agree.
+
+    Computed in DuckDB by ``sql/format_robustness/instance_stability.sql`` (set-based), the one
+    definition of "stable" (S_f of an instance): :func:`stability_by_format` averages it,
+    :func:`mr_flags` compares it across formats (MR3), the simulated format routing reads it
+    for the routed format, and the UI lists the unstable instances from it. ⊥ (decision None or
+    NaN) is a value: k ⊥s agree, ⊥ next to a label disagrees; k = 1 is trivially stable.
+
+    Args:
+        gen: one row per generation with at least :data:`STABILITY_COLUMNS` (other columns are
+            ignored; the frame is not validated as a whole, so a subset of generations works).
+
+    Raises:
+        ValueError: a column of :data:`STABILITY_COLUMNS` is missing.
+
+    Returns:
+        One row per ``workflow_id, dataset, instance_id, format`` present: ``stable`` (bool) and
+        ``k`` (the number of its generations); row order unspecified.
+    """
+    require_columns(gen, STABILITY_COLUMNS, "instance_stability")
+    # decisions as text or NULL (⊥), whatever the frame's dtype (an all-NaN float column included)
+    decisions = [None if pd.isna(d) else str(d) for d in gen["decision"]]
+    frame = gen[list(STABILITY_COLUMNS)].assign(decision=pd.Series(decisions, index=gen.index, dtype=object))
+    return run_sql("format_robustness", "instance_stability", gen=frame)
+
+
+def _stable_cells(g: pd.DataFrame) -> pd.Series:
+    """:func:`instance_stability`'s ``stable`` indexed by workflow_id, dataset, instance_id, format."""
+    return instance_stability(g).set_index(INSTANCE_KEYS + ["format"])["stable"].astype(bool)
 
 
 def stability_by_format(gen: pd.DataFrame) -> pd.DataFrame:
@@ -413,22 +469,67 @@ def stability_by_format(gen: pd.DataFrame) -> pd.DataFrame:
         dataset, format, stability_pct, n_instances, k_min, k_max``.
     """
     g = validate_generations(gen)
-    return StabilityByFormat.validate(_sort(_stability(g), _KEYS + ["format"]))
+    return StabilityByFormat.validate(sort_rows(stability_rows(g), WORKFLOW_KEYS + ["format"]))
 
 
-def _unit_rows(g: pd.DataFrame, unit: str, fn: str) -> pd.DataFrame:
+def unit_rows(g: pd.DataFrame, unit: str, fn: str) -> pd.DataFrame:
     """The generations of ``unit``: every repeat (``"group"``) or repeat 1 only (``"instance_repeat1"``)."""
     if unit not in MR_UNITS:
         raise ValueError(f"{fn}: unit must be one of {MR_UNITS}, got {unit!r}")
     return g if unit == "group" else g[g["repeat"] == 1]
 
 
-def _drift(g: pd.DataFrame, baseline: str, unit: str = "group", n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    acc = _accuracy(g).set_index(_KEYS + ["format"])["accuracy_pct"]
-    paired = _unit_rows(g, unit, "evidence_drift")
+def flip_pairs(dec: pd.DataFrame, fmt: str, baseline: str) -> pd.Series:
+    """Whether the decision in ``fmt`` differs from the ``baseline``'s, per paired group: ``dec`` has
+    one row per (instance_id, repeat) and one column of decisions per format (⊥ as its own value);
+    the groups rendered in both formats are compared. The flip of :func:`evidence_drift` (§5.3).
+
+    Returns:
+        A bool Series indexed like ``dec`` (the groups with both decisions).
+    """
+    both = dec[[baseline, fmt]].dropna()
+    return both[fmt] != both[baseline]
+
+
+def flipped_groups(gen: pd.DataFrame, fmt: str, baseline: str = BASELINE_FORMAT, unit: str = "group") -> pd.DataFrame:
+    """The (instance, repeat) groups whose decision in ``fmt`` flips against ``baseline`` — the
+    numerator of :func:`evidence_drift`'s ``flip_rate_pct``, in the same ``unit`` (every repeat, or
+    repeat 1 only), for every workflow × dataset of ``gen``.
+
+    Raises:
+        ValueError: as :func:`evidence_drift` (a generation table that does not validate; an
+            unknown ``unit``).
+
+    Returns:
+        Columns ``workflow_id, dataset, instance_id, repeat``, one row per flipped group (sorted).
+    """
+    paired = unit_rows(validate_generations(gen), unit, "flipped_groups")
+    parts = []
+    for (wf, ds), sub in paired.groupby(WORKFLOW_KEYS, sort=True):
+        dec = sub.pivot(index=["instance_id", "repeat"], columns="format", values="_dec")
+        if fmt not in dec or baseline not in dec:
+            continue
+        flips = flip_pairs(dec, fmt, baseline)
+        parts.append(flips[flips].index.to_frame(index=False).assign(workflow_id=wf, dataset=ds))
+    cols = [*WORKFLOW_KEYS, "instance_id", "repeat"]
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype=object if c != "repeat" else int) for c in cols})
+    return pd.concat(parts, ignore_index=True)[cols].sort_values(cols, kind="stable", ignore_index=True)
+
+
+def drift_rows(
+    g: pd.DataFrame, baseline: str, unit: str = "group", n_resamples: int = 1000, seed: int = 0
+) -> pd.DataFrame:
+    """The rows of :func:`evidence_drift` from already validated generations ``g``.
+
+    Raises:
+        ValueError: a series without the ``baseline`` format; an unknown ``unit``.
+    """
+    acc = accuracy_rows(g).set_index(WORKFLOW_KEYS + ["format"])["accuracy_pct"]
+    paired = unit_rows(g, unit, "evidence_drift")
     rows = []
-    for (wf, ds), grp in g.groupby(_KEYS, sort=True):
-        fmts = _ordered_formats(grp["format"])
+    for (wf, ds), grp in g.groupby(WORKFLOW_KEYS, sort=True):
+        fmts = ordered_formats(grp["format"])
         if baseline not in fmts:
             raise ValueError(
                 f"evidence_drift: workflow {wf!r}, dataset {ds!r} has no baseline format {baseline!r} (formats {fmts})"
@@ -441,7 +542,7 @@ def _drift(g: pd.DataFrame, baseline: str, unit: str = "group", n_resamples: int
             if f == baseline:
                 continue
             both = dec[[baseline, f]].dropna()
-            flips = (both[f] != both[baseline]).astype(float).groupby(level="instance_id", sort=False)
+            flips = flip_pairs(dec, f, baseline).astype(float).groupby(level="instance_id", sort=False)
             num, den = flips.sum(), flips.size()
             ci = stats.bootstrap_ratio_ci(num.to_numpy(), den.to_numpy(), n_resamples=n_resamples, seed=seed)
             acc_f = acc.get((wf, ds, f), math.nan)
@@ -453,7 +554,7 @@ def _drift(g: pd.DataFrame, baseline: str, unit: str = "group", n_resamples: int
                     baseline=baseline,
                     js_divergence=stats.js_divergence(counts[f], counts[baseline]),
                     delta_acc_pct=acc_f - acc_b,
-                    flip_rate_pct=_pct(float(num.sum()), len(both)),
+                    flip_rate_pct=pct_or_nan(float(num.sum()), len(both)),
                     flip_ci_low_pct=None if ci.low is None else 100.0 * ci.low,
                     flip_ci_high_pct=None if ci.high is None else 100.0 * ci.high,
                     flip_ci_note=ci.note,
@@ -521,7 +622,9 @@ def evidence_drift(
         :class:`~metamorph.studies.format_robustness.schemas.EvidenceDrift`.
     """
     g = validate_generations(gen)
-    return EvidenceDrift.validate(_sort(_drift(g, baseline, unit, n_resamples, seed), _KEYS + ["format"]))
+    return EvidenceDrift.validate(
+        sort_rows(drift_rows(g, baseline, unit, n_resamples, seed), WORKFLOW_KEYS + ["format"])
+    )
 
 
 def silent_violations(flags: pd.DataFrame) -> pd.DataFrame:
@@ -541,8 +644,8 @@ def silent_violations(flags: pd.DataFrame) -> pd.DataFrame:
         :class:`~metamorph.studies.format_robustness.schemas.SilentViolations`: ``workflow_id,
         dataset, silent_pct (%), n_silent, n_mr2, n_groups, n_instances``.
     """
-    f = _validate_flags(flags)
-    frame = f[_INST + ["mr1", "mr2"]].astype({"mr1": "boolean", "mr2": "boolean"})
+    f = validate_flags(flags)
+    frame = f[INSTANCE_KEYS + ["mr1", "mr2"]].astype({"mr1": "boolean", "mr2": "boolean"})
     out = run_sql("format_robustness", "silent_violations", flags=frame)
     out["silent_pct"] = out["silent_pct"].astype(float)
     return SilentViolations.validate(out)

@@ -31,22 +31,34 @@ from metamorph.studies.format_robustness.schemas import (
     RoutingChoice,
     VoteAggregation,
 )
+from metamorph.studies.format_robustness.analysis import with_avg
 from metamorph.studies.format_robustness.metrics import (
-    _BOTTOM,
-    _INST,
-    _KEYS,
-    BASELINE_FORMAT,
-    _accuracy,
-    _ordered_formats,
-    _pct,
-    _stability,
+    BOTTOM,
+    INSTANCE_KEYS,
     NOT_MEASURABLE_DETERMINISTIC,
+    WORKFLOW_KEYS,
+    accuracy_rows,
+    instance_stability,
     mr_flags,
+    ordered_formats,
+    pct_or_nan,
     shared_repeat_workflows,
+    stability_rows,
     validate_generations,
 )
-from metamorph.studies.format_robustness.analysis import with_avg
+from metamorph.studies.format_robustness.vocab import BASELINE_FORMAT, RELATIONS, ROUTING_SELECTIONS
 
+__all__ = [
+    "ROUTING_DETERMINISTIC_NOTE",
+    "VOTE_TIES",
+    "calibration_split",
+    "format_routing",
+    "format_routing_simulated",
+    "mitigation_table",
+    "routed_instance_ids",
+    "routing_choice",
+    "vote_aggregation",
+]
 
 #: Tie rules of the majority vote (:func:`vote_aggregation`).
 VOTE_TIES = ("first", "bottom")
@@ -63,17 +75,17 @@ def _majority(decisions: Sequence[str], tie: str = "first") -> tuple[str, bool]:
     """
     counts = Counter(decisions).most_common()  # equal counts keep first-occurrence order
     if len(counts) > 1 and counts[0][1] == counts[1][1]:
-        return (counts[0][0] if tie == "first" else _BOTTOM), True
+        return (counts[0][0] if tie == "first" else BOTTOM), True
     return counts[0][0], False
 
 
 def _rates(flags: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, int]]:
     """(workflow, dataset, relation) -> (violation % over defined units, n units)."""
     out = {}
-    for (wf, ds), grp in flags.groupby(_KEYS, sort=True):
-        for rel in ("MR1", "MR2", "MR3"):
+    for (wf, ds), grp in flags.groupby(WORKFLOW_KEYS, sort=True):
+        for rel in RELATIONS:
             col = grp[rel.lower()].dropna()
-            out[(wf, ds, rel)] = (_pct(int(col.astype(bool).sum()), len(col)), int(len(col)))
+            out[(wf, ds, rel)] = (pct_or_nan(int(col.astype(bool).sum()), len(col)), int(len(col)))
     return out
 
 
@@ -109,23 +121,23 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
     g = validate_generations(gen)
     before = _rates(mr_flags(gen))
     shared = shared_repeat_workflows(g)
-    g = g.sort_values(_INST + ["format", "repeat"])
-    votes = {key: _majority(s.tolist(), tie) for key, s in g.groupby(_INST + ["format"], sort=True)["_dec"]}
+    g = g.sort_values(INSTANCE_KEYS + ["format", "repeat"])
+    votes = {key: _majority(s.tolist(), tie) for key, s in g.groupby(INSTANCE_KEYS + ["format"], sort=True)["_dec"]}
     cells = pd.DataFrame(
-        [(*key, vote, t) for key, (vote, t) in votes.items()], columns=_INST + ["format", "_vote", "_tie"]
+        [(*key, vote, t) for key, (vote, t) in votes.items()], columns=INSTANCE_KEYS + ["format", "_vote", "_tie"]
     )
     inst = (
-        cells.groupby(_INST, sort=True)
+        cells.groupby(INSTANCE_KEYS, sort=True)
         .agg(_nf=("_vote", "size"), _nv=("_vote", "nunique"), _ties=("_tie", "sum"))
         .reset_index()
     )
     rows = []
-    for (wf, ds), grp in inst.groupby(_KEYS, sort=True):
+    for (wf, ds), grp in inst.groupby(WORKFLOW_KEYS, sort=True):
         d = grp[grp["_nf"] >= 2]
-        m1_after = _pct(int((d["_nv"] > 1).sum()), len(d))
+        m1_after = pct_or_nan(int((d["_nv"] > 1).sum()), len(d))
         after = {"MR1": m1_after, "MR2": before[(wf, ds, "MR2")][0], "MR3": 0.0 if len(d) else math.nan}
         note = NOT_MEASURABLE_DETERMINISTIC if (wf, ds) in shared else None
-        for rel in ("MR1", "MR2", "MR3"):
+        for rel in RELATIONS:
             b, n_b = before[(wf, ds, rel)]
             a = math.nan if note else after[rel]
             rows.append(
@@ -208,11 +220,11 @@ def format_routing_simulated(gen: pd.DataFrame, calibration_fraction: float = 0.
     g = validate_generations(gen)
     split = calibration_split(g["instance_id"].unique(), calibration_fraction, seed)
     g["_calib"] = g["instance_id"].map(split).astype(bool)
-    flags = mr_flags(gen, unit="instance_repeat1").set_index(_INST)
-    cell_stable = g.groupby(_INST + ["format"], sort=False)["_dec"].nunique().eq(1)
+    flags = mr_flags(gen, unit="instance_repeat1").set_index(INSTANCE_KEYS)
+    cell_stable = instance_stability(g).set_index(INSTANCE_KEYS + ["format"])["stable"].astype(bool)
     rows = []
-    for (wf, ds), grp in g.groupby(_KEYS, sort=True):
-        fmts = _ordered_formats(grp["format"])
+    for (wf, ds), grp in g.groupby(WORKFLOW_KEYS, sort=True):
+        fmts = ordered_formats(grp["format"])
         cal = grp[grp["_calib"]]
         held = grp[~grp["_calib"]]
         notes = []
@@ -223,22 +235,22 @@ def format_routing_simulated(gen: pd.DataFrame, calibration_fraction: float = 0.
         else:
             if cal["gold"].notna().any():
                 criterion = "accuracy"
-                table = _accuracy(cal).set_index("format")["accuracy_pct"]
+                table = accuracy_rows(cal).set_index("format")["accuracy_pct"]
             else:
                 criterion = "stability"
-                table = _stability(cal).set_index("format")["stability_pct"]
+                table = stability_rows(cal).set_index("format")["stability_pct"]
             top = table.max()
             candidates = [f for f in fmts if f in table.index and table[f] >= top - 1e-9]
             best, score = candidates[0], float(table[candidates[0]])
         held_ids = sorted(held["instance_id"].unique())
         fl = flags.loc[[(wf, ds, i) for i in held_ids]] if held_ids else flags.iloc[0:0]
         fl = fl.dropna(subset=["mr1"])
-        before = _pct(int(fl["mr1"].astype(bool).sum()), len(fl))
+        before = pct_or_nan(int(fl["mr1"].astype(bool).sum()), len(fl))
         routed = [i for i in held_ids if (wf, ds, i, best) in cell_stable.index]
         if len(routed) < len(held_ids):
             notes.append(f"{len(held_ids) - len(routed)} held-out instance(s) lack {best!r}: left out of mrv_after_pct")
         unstable = sum(not bool(cell_stable.loc[(wf, ds, i, best)]) for i in routed)
-        after = _pct(unstable, len(routed))
+        after = pct_or_nan(unstable, len(routed))
         rows.append(
             dict(
                 workflow_id=wf,
@@ -271,10 +283,6 @@ def format_routing_simulated(gen: pd.DataFrame, calibration_fraction: float = 0.
     for c in cols[4:8]:
         out[c] = out[c].astype(float)
     return FormatRoutingSimulated.validate(out)
-
-
-#: How :func:`routing_choice` picks the instances it learns the best format from.
-ROUTING_SELECTIONS = ("all", "calibration")
 
 
 def _best(table: pd.Series, fmts: list[str]) -> tuple[str, float]:
@@ -318,18 +326,18 @@ def routing_choice(
         g = g[g["instance_id"].map(split).astype(bool)]
     rows = []
     full = validate_generations(gen)
-    for (wf, ds), grp_all in full.groupby(_KEYS, sort=True):
-        fmts = _ordered_formats(grp_all["format"])
+    for (wf, ds), grp_all in full.groupby(WORKFLOW_KEYS, sort=True):
+        fmts = ordered_formats(grp_all["format"])
         grp = g[(g["workflow_id"] == wf) & (g["dataset"] == ds)]
         if len(grp) == 0:
             best = BASELINE_FORMAT if BASELINE_FORMAT in fmts else fmts[0]
             criterion, score = "default", math.nan
         elif grp["gold"].notna().any():
             criterion = "accuracy"
-            best, score = _best(_accuracy(grp).set_index("format")["accuracy_pct"], fmts)
+            best, score = _best(accuracy_rows(grp).set_index("format")["accuracy_pct"], fmts)
         else:
             criterion = "stability"
-            best, score = _best(_stability(grp).set_index("format")["stability_pct"], fmts)
+            best, score = _best(stability_rows(grp).set_index("format")["stability_pct"], fmts)
         cal = selection == "calibration"
         rows.append(
             dict(
@@ -398,9 +406,9 @@ def format_routing(gen: pd.DataFrame, routed: pd.DataFrame, choice: pd.DataFrame
     g = validate_generations(gen)
     r = validate_generations(routed)
     shared = shared_repeat_workflows(r)
-    ch = choice.set_index(_KEYS)
+    ch = choice.set_index(WORKFLOW_KEYS)
     rows = []
-    for (wf, ds), grp in r.groupby(_KEYS, sort=True):
+    for (wf, ds), grp in r.groupby(WORKFLOW_KEYS, sort=True):
         if (wf, ds) not in ch.index:
             raise ValueError(f"format_routing: no routing choice for workflow {wf!r}, dataset {ds!r}")
         ids = set(grp["instance_id"])
@@ -412,7 +420,7 @@ def format_routing(gen: pd.DataFrame, routed: pd.DataFrame, choice: pd.DataFrame
             )
         before = _rates(mr_flags(orig.drop(columns=["_dec", "_cats"])))
         after = _rates(mr_flags(grp.drop(columns=["_dec", "_cats"])))
-        for rel in ("MR1", "MR2", "MR3"):
+        for rel in RELATIONS:
             (b, n_b), (a, n_a) = before[(wf, ds, rel)], after[(wf, ds, rel)]
             rows.append(
                 dict(

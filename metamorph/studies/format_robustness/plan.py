@@ -29,6 +29,28 @@ from metamorph.ordering import ordered
 from metamorph.replicates import seeded
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument
 
+__all__ = [
+    "DEFAULT_PARAMS",
+    "DOC_BEGIN",
+    "DOC_END",
+    "FILE_NOTE",
+    "PROMPT_VERSION",
+    "STUDY",
+    "SYSTEM_PROMPT",
+    "PlannedGeneration",
+    "build_messages",
+    "cost_steps",
+    "extract_reply",
+    "generation_outcomes",
+    "instruction_text",
+    "metric_input",
+    "plan_generations",
+    "plan_routing",
+    "record_text",
+    "routing_params",
+    "sensitive_frame",
+]
+
 SYSTEM_PROMPT = "You are a careful assistant that reads documents and answers only from their content."
 DOC_BEGIN = "<<<DOCUMENT>>>"
 DOC_END = "<<<END DOCUMENT>>>"
@@ -292,9 +314,10 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
 
     Returns:
         ``decisions``' lineage columns + ``decision, gold, is_correct, favorable, parse_status``
-        and ``categories_json``: the sorted union of the generation's item categories (JSON
-        list; ``[]`` when it has no mapped item or is unparseable). Row count equals
-        ``len(decisions)``; raises ``ValueError`` if an evidence row names an unknown generation.
+        (``is_correct`` and ``favorable`` nullable booleans) and ``categories_json``: the sorted
+        union of the generation's item categories (JSON list; ``[]`` when it has no mapped item
+        or is unparseable). Row count equals ``len(decisions)``; raises ``ValueError`` if an
+        evidence row names an unknown generation.
     """
     keys = ["workflow_id", "dataset", "instance_id", "format", "repeat"]
     cats: dict[str, set[str]] = {}
@@ -309,6 +332,8 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
         ["model_id", *keys, "generation_key", "decision", "gold", "is_correct", "favorable", "parse_status"]
     ].copy()
     out["categories_json"] = [json.dumps(sorted(cats.get(k, set()))) for k in out["generation_key"]]
+    out["is_correct"] = out["is_correct"].astype("boolean")
+    out["favorable"] = out["favorable"].astype("boolean")
     return out.reset_index(drop=True)
 
 
@@ -340,7 +365,7 @@ def cost_steps(model: ModelSpec, options) -> list:
     the requests ``workflow_generations`` sends, then those of ``routed_generations`` for every
     possible best format per dataset (the best format is known only after the generations).
 
-    ``options``: a :class:`metamorph.costplan.StudyOptions`; the defaults are the assets' (sources
+    ``options``: the study's :class:`metamorph.study.Options`; the defaults are the assets' (sources
     ``construct``, every row, sample seed 0, the four formats, k 3, :data:`DEFAULT_PARAMS`).
     Raises the loaders' :class:`~metamorph.errors.InputError`.
     """

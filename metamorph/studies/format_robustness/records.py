@@ -13,6 +13,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = [
+    "Scalar",
+    "SourceInstance",
+    "canonical_text",
+]
+
 Scalar = str | int | float | bool | None
 
 

@@ -35,6 +35,27 @@ from typing import Callable
 from metamorph.errors import InputError
 from metamorph.providers.base import sha256_hex
 from metamorph.studies.format_robustness.records import SourceInstance, canonical_text
+from metamorph.studies.format_robustness.vocab import FORMATS
+
+__all__ = [
+    "DEFAULT_FORMATS",
+    "LINE_BREAKS",
+    "RENDERERS",
+    "RenderedDocument",
+    "Renderer",
+    "check_semantic_invariance",
+    "expected_pairs",
+    "parse_csv",
+    "parse_json",
+    "parse_md",
+    "parse_txt",
+    "register_renderer",
+    "render",
+    "render_csv",
+    "render_json",
+    "render_md",
+    "render_txt",
+]
 
 
 @dataclass(frozen=True)
@@ -235,8 +256,8 @@ for _r in (
 ):
     register_renderer(_r)
 
-#: The study's formats in baseline-first order (TXT is the baseline of Table 2).
-DEFAULT_FORMATS = ("txt", "md", "json", "csv")
+#: The study's formats in baseline-first order (TXT is the baseline of Table 2; :data:`.vocab.FORMATS`).
+DEFAULT_FORMATS = FORMATS
 
 
 def expected_pairs(x: SourceInstance) -> list[tuple[str, str]]:

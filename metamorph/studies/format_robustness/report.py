@@ -33,6 +33,19 @@ from metamorph.report_card import clustered_rate_rows
 from metamorph.sql import markdown_sections
 from metamorph.studies.format_robustness.plan import metric_input
 
+__all__ = [
+    "COMPARED_METRICS",
+    "COMPARISON_TABLES",
+    "LEGEND",
+    "SECTIONS",
+    "STUDY",
+    "VOTE_ONLY_SECTION",
+    "card_rows",
+    "comparison_scores",
+    "headline",
+    "violation_table",
+]
+
 #: The legend printed above the violation table: every number it shows, defined; two paragraphs
 #: wrapped at 100 characters (a terminal line a person reads).
 LEGEND = "\n".join(

@@ -22,9 +22,47 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing.pandas import Series
 
+from metamorph.providers.base import INGESTION_PATHS
 from metamorph.schemas import GenerationRecord, StrictModel
+from metamorph.studies.format_robustness.vocab import (
+    FORMAT_TESTS,
+    MITIGATION_STRATEGIES,
+    PARSE_STATUSES,
+    RELATIONS,
+    ROUTING_CRITERIA,
+    ROUTING_SELECTIONS,
+    TEST_BLOCKS,
+)
 
-FORMATS = ["txt", "md", "json", "csv"]
+__all__ = [
+    "AccuracyByFormat",
+    "DriftCorrelation",
+    "EvidenceCategories",
+    "EvidenceChangeShare",
+    "EvidenceDrift",
+    "ExtractedDecisions",
+    "FairnessDisparity",
+    "FlipErrors",
+    "FormatRouting",
+    "FormatRoutingSimulated",
+    "FormatTests",
+    "GenerationOutcomes",
+    "MRFlags",
+    "MRTable",
+    "MRViolations",
+    "MitigationTable",
+    "RenderedDocuments",
+    "RoutedGenerations",
+    "RoutedOutcomes",
+    "RoutingChoice",
+    "SilentByDataset",
+    "SilentViolations",
+    "SourceInstances",
+    "StabilityByFormat",
+    "VoteAggregation",
+    "WorkflowGenerations",
+    "WorkflowTests",
+]
 
 
 class SourceInstances(StrictModel):
@@ -78,9 +116,7 @@ class WorkflowGenerations(GenerationRecord):
     model_id: Series[str] = pa.Field(description="Registry model id (the dynamic partition key).")
     workflow_id: Series[str] = pa.Field(description="<model_id>/<ingestion path>.")
     provider: Series[str] = pa.Field(description="Provider kind.")
-    ingestion: Series[str] = pa.Field(
-        isin=["inline", "openai_file", "anthropic_document"], description="Ingestion path."
-    )
+    ingestion: Series[str] = pa.Field(isin=list(INGESTION_PATHS), description="Ingestion path.")
     dataset: Series[str] = pa.Field(description="Dataset of the record.")
     instance_id: Series[str] = pa.Field(description="Record id.")
     format: Series[str] = pa.Field(description="Document format.")
@@ -127,9 +163,7 @@ class ExtractedDecisions(_PerGeneration):
         "(JSON list; rule in metamorph.studies.format_robustness.echo); not used by MR2."
     )
     n_echoed: Series[int] = pa.Field(ge=0, le=10, description="Number of echoed items (count).")
-    parse_status: Series[str] = pa.Field(
-        isin=["ok", "repaired", "unparseable"], description="ok / repaired / unparseable."
-    )
+    parse_status: Series[str] = pa.Field(isin=list(PARSE_STATUSES), description="ok / repaired / unparseable.")
     parse_reason: Series[str] = pa.Field(description="Why the status (e.g. json_in_code_fence, truncated, call_error).")
     truncated: Series[bool] = pa.Field(
         description="The reply was cut at max_tokens (finish_reason length); scored with its "
@@ -167,7 +201,7 @@ class GenerationOutcomes(_PerGeneration):
     favorable: Series[pd.BooleanDtype] = pa.Field(
         nullable=True, description="decision == favourable label; null when unparseable."
     )
-    parse_status: Series[str] = pa.Field(isin=["ok", "repaired", "unparseable"], description="Extraction status.")
+    parse_status: Series[str] = pa.Field(isin=list(PARSE_STATUSES), description="Extraction status.")
     categories_json: Series[str] = pa.Field(
         description="Sorted union of the generation's evidence categories (JSON list)."
     )
@@ -224,7 +258,7 @@ class MRViolations(_WorkflowDataset):
     """Violation rates M1/M2/M3 (§5.1, Table 1) over groups (instance, repeat), with percentile
     bootstrap 95% CIs that resample instances (clusters)."""
 
-    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Metamorphic relation: MR1, MR2 or MR3.")
+    relation: Series[str] = pa.Field(isin=list(RELATIONS), description="Metamorphic relation: MR1, MR2 or MR3.")
     violation_pct: Series[float] = pa.Field(
         nullable=True,
         **_PCT,
@@ -409,7 +443,7 @@ class FormatTests(_WorkflowDataset):
     """Significance tests across formats (long format): Cochran's Q, pairwise exact McNemar with
     Holm correction, Spearman ρ(JS, ΔAcc)."""
 
-    test: Series[str] = pa.Field(isin=["cochran_q", "mcnemar", "spearman"], description="Test name.")
+    test: Series[str] = pa.Field(isin=list(FORMAT_TESTS), description="Test name.")
     comparison: Series[str] = pa.Field(
         description="What is compared: 'txt,md,json,csv' (Q), 'txt vs md' (McNemar), 'js_divergence~delta_acc_pct' (Spearman)."
     )
@@ -441,7 +475,7 @@ class FormatTests(_WorkflowDataset):
 class VoteAggregation(_WorkflowDataset):
     """Mitigation (§5.5 "Vot."): majority vote over the k repeats; one row per relation."""
 
-    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Relation.")
+    relation: Series[str] = pa.Field(isin=list(RELATIONS), description="Relation.")
     before_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="M_i before, over groups (percent).")
     after_pct: Series[float] = pa.Field(
         nullable=True,
@@ -473,7 +507,7 @@ class VoteAggregation(_WorkflowDataset):
 class FormatRouting(_WorkflowDataset):
     """Mitigation (§5.5 "Rte."): every input converted to the best format and re-run; one row per relation."""
 
-    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Relation.")
+    relation: Series[str] = pa.Field(isin=list(RELATIONS), description="Relation.")
     best_format: Series[str] = pa.Field(description="Format the inputs were converted to.")
     before_pct: Series[float] = pa.Field(
         nullable=True, **_PCT, description="M_i of the original run over the routed instances (percent)."
@@ -485,7 +519,7 @@ class FormatRouting(_WorkflowDataset):
     n_before: Series[int] = pa.Field(ge=0, description="Groups of the before rate (count).")
     n_after: Series[int] = pa.Field(ge=0, description="Groups of the after rate (count).")
     n_instances: Series[int] = pa.Field(ge=0, description="Routed instances (count).")
-    selection: Series[str] = pa.Field(isin=["all", "calibration"], description="How the best format was learnt.")
+    selection: Series[str] = pa.Field(isin=list(ROUTING_SELECTIONS), description="How the best format was learnt.")
     note: Series[str] = pa.Field(
         nullable=True,
         description="What the after value is by construction (deterministic "
@@ -503,7 +537,7 @@ class FormatRoutingSimulated(_WorkflowDataset):
 
     best_format: Series[str] = pa.Field(description="Format chosen on the calibration split.")
     criterion: Series[str] = pa.Field(
-        isin=["accuracy", "stability", "default"],
+        isin=list(ROUTING_CRITERIA),
         description="How best_format was chosen: accuracy (gold), stability (Stb_f) or default (no calibration data → baseline).",
     )
     calibration_score_pct: Series[float] = pa.Field(
@@ -559,9 +593,9 @@ class WorkflowTests(pa.DataFrameModel):
     """Cochran's Q across workflows per dataset × relation (§5.3 M2, §5.4 M3)."""
 
     dataset: Series[str] = pa.Field(description="Dataset name.")
-    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Relation whose flags are compared.")
+    relation: Series[str] = pa.Field(isin=list(RELATIONS), description="Relation whose flags are compared.")
     unit: Series[str] = pa.Field(
-        isin=["group", "instance"], description="Blocks: groups (instance, repeat) for MR1/MR2, instances for MR3."
+        isin=list(TEST_BLOCKS), description="Blocks: groups (instance, repeat) for MR1/MR2, instances for MR3."
     )
     workflows: Series[str] = pa.Field(description="Workflows compared (treatments), comma-separated.")
     statistic: Series[float] = pa.Field(
@@ -637,7 +671,7 @@ class DriftCorrelation(pa.DataFrameModel):
 class MRTable(pa.DataFrameModel):
     """Table 1 layout: M1/M2/M3 per dataset × workflow, with 'Avg.' margins (unweighted means)."""
 
-    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Relation.")
+    relation: Series[str] = pa.Field(isin=list(RELATIONS), description="Relation.")
     dataset: Series[str] = pa.Field(description="Dataset, or 'Avg.' (mean over datasets).")
     workflow_id: Series[str] = pa.Field(description="Workflow, or 'Avg.' (mean over workflows).")
     violation_pct: Series[float] = pa.Field(nullable=True, **_PCT, description="M_i or its unweighted mean (percent).")
@@ -652,7 +686,7 @@ class RoutingChoice(_WorkflowDataset):
 
     best_format: Series[str] = pa.Field(description="Format every input is converted to.")
     criterion: Series[str] = pa.Field(
-        isin=["accuracy", "stability", "default"],
+        isin=list(ROUTING_CRITERIA),
         description="accuracy (gold), stability (Stb_f) or default (no data -> baseline).",
     )
     score_pct: Series[float] = pa.Field(
@@ -660,7 +694,7 @@ class RoutingChoice(_WorkflowDataset):
     )
     n_instances: Series[int] = pa.Field(ge=0, description="Instances the choice was learnt from (count).")
     selection: Series[str] = pa.Field(
-        isin=["all", "calibration"], description="all instances (paper) or a calibration split."
+        isin=list(ROUTING_SELECTIONS), description="all instances (paper) or a calibration split."
     )
     calibration_fraction: Series[float] = pa.Field(
         nullable=True,
@@ -680,8 +714,8 @@ class RoutingChoice(_WorkflowDataset):
 class MitigationTable(pa.DataFrameModel):
     """Table 3 layout: Δ per strategy × relation × dataset × workflow with 'Avg.' margins."""
 
-    strategy: Series[str] = pa.Field(isin=["vote", "routing"], description="Vot. or Rte.")
-    relation: Series[str] = pa.Field(isin=["MR1", "MR2", "MR3"], description="Relation.")
+    strategy: Series[str] = pa.Field(isin=list(MITIGATION_STRATEGIES), description="Vot. or Rte.")
+    relation: Series[str] = pa.Field(isin=list(RELATIONS), description="Relation.")
     dataset: Series[str] = pa.Field(description="Dataset, or 'Avg.'.")
     workflow_id: Series[str] = pa.Field(description="Workflow, or 'Avg.'.")
     delta_pp: Series[float] = pa.Field(

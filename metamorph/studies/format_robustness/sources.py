@@ -23,6 +23,28 @@ from metamorph.errors import InputError
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import LINE_BREAKS as _LINE_BREAKS
 
+__all__ = [
+    "ADAPTERS",
+    "CONSTRUCT_PROMPT",
+    "CREDIT_PROMPT",
+    "DEFAULT_SAMPLE_SEED",
+    "DISCRIM_PROMPT",
+    "JSON_CELLS",
+    "MAX_CONSTRUCT",
+    "MEDQA_PROMPT",
+    "SourceSpec",
+    "adapt_credit_default",
+    "adapt_discrim_eval",
+    "adapt_generic",
+    "adapt_medqa",
+    "construct_dataset",
+    "construct_rule",
+    "load_source",
+    "load_sources",
+    "sample_rows",
+    "validate_instances",
+]
+
 # ------------------------------------------------------------------------------------------
 # Adapters: raw row -> SourceInstance
 

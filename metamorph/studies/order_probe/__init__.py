@@ -7,5 +7,7 @@ unperturbed run) → ``plan`` (versioned prompts per language × setting, reques
 ``extract`` (the four-unit parser) → ``metrics`` (recovery with item-level bootstrap CIs, per
 pattern / structure / frequency bin / adjacency, error categories) and ``semantic`` (S_Acc,
 S_Logic, S_Info, S_Cons, S_Rob), ``regression`` (Logit of exact recovery); ``schemas`` for every
-table, ``report`` for the headline.
+table, ``report`` for the headline, ``vocab`` for the study's names.
 """
+
+__all__: list[str] = []

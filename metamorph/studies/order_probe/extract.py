@@ -40,6 +40,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from metamorph.studies.order_probe.sources import is_unit
+from metamorph.studies.order_probe.vocab import PARSE_REASONS, SPACELESS
+
+__all__ = [
+    "EXPLANATION_LABELS",
+    "EXPRESSION_LABELS",
+    "PARSE_REASONS",
+    "REASONING_LABELS",
+    "SPACELESS",
+    "Parsed",
+    "is_correct",
+    "join_spaced_units",
+    "normalize",
+    "parse_reply",
+    "tokens",
+]
 
 #: labels of the expression line (NFKC forms; compared case-insensitively, colon optional)
 EXPRESSION_LABELS = (
@@ -61,8 +76,6 @@ EXPRESSION_LABELS = (
 EXPLANATION_LABELS = ("解释", "解釋", "含义", "含義", "意味", "説明", "뜻", "의미", "설명", "explanation", "meaning")
 #: labels of a reasoning line (chain-of-thought), never the answer line
 REASONING_LABELS = ("分析", "思考", "推理", "분석", "생각", "analysis", "reasoning", "thinking process")
-
-PARSE_REASONS = ("ok", "empty_reply", "no_candidate", "several_candidates", "malformed")
 
 
 def _label_re(labels) -> re.Pattern:
@@ -112,10 +125,6 @@ def tokens(text: str, language: str) -> list[str]:
     if cur:
         out.append("".join(cur))
     return out
-
-
-#: Languages whose script writes no spaces between words (whitespace between single units is layout).
-SPACELESS = ("zh_cn", "zh_tw", "ja")
 
 
 def join_spaced_units(text: str, language: str) -> str:

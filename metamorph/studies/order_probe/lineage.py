@@ -11,7 +11,12 @@ parsed expression (null when the parse failed); parse reason: ``reason``.
 
 from __future__ import annotations
 
+from metamorph.studies.order_probe.vocab import POOLED_LANGUAGE
 from metamorph.trace import MetricTrace
+
+__all__ = [
+    "TRACES",
+]
 
 #: metric → how its cells are traced.
 TRACES = {
@@ -23,7 +28,7 @@ TRACES = {
         input="messages_json",
         answer="expression",
         reason="reason",
-        defaults={"language": "all"},
+        defaults={"language": POOLED_LANGUAGE},
         order=("correct", "setting", "language", "item_id", "pattern"),
         extra=("language", "scrambled", "canonical", "correct", "finish_reason", "generation_key"),
     )

@@ -25,6 +25,24 @@ import pandas as pd
 
 from metamorph.datasets import read_text
 from metamorph.schemas import require_columns
+from metamorph.studies.order_probe.vocab import BREAKDOWN_DIMENSIONS, FREQUENCY_BINS, POOLED_LANGUAGE
+
+__all__ = [
+    "ERROR_RULES",
+    "NOTE_EMPTY",
+    "NOTE_EQUAL",
+    "NOTE_SINGLE",
+    "N_RESAMPLES",
+    "SCORED_COLUMNS",
+    "categorize",
+    "cluster_bootstrap_ci",
+    "error_categories",
+    "frequency_bins",
+    "lexicon",
+    "rate_cell",
+    "recovery_breakdown",
+    "recovery_rates",
+]
 
 N_RESAMPLES = 2000
 SCORED_COLUMNS = (
@@ -106,7 +124,7 @@ def rate_cell(rows: pd.DataFrame, seed: int = 0) -> dict:
 
 def _with_pooled(scored: pd.DataFrame) -> pd.DataFrame:
     """The rows once per language and once more under language 'all'."""
-    return pd.concat([scored, scored.assign(language="all")], ignore_index=True)
+    return pd.concat([scored, scored.assign(language=POOLED_LANGUAGE)], ignore_index=True)
 
 
 def recovery_rates(scored: pd.DataFrame, inputs: pd.DataFrame | None = None, seed: int = 0) -> pd.DataFrame:
@@ -153,7 +171,7 @@ def frequency_bins(scored: pd.DataFrame) -> pd.Series:
         known = part[part["frequency"].notna()].sort_values(["frequency", "item_id"], ascending=[False, True])
         m = len(known)
         for rank, iid in enumerate(known["item_id"]):
-            out[iid] = ("high", "mid", "low")[min(2, rank * 3 // m)]
+            out[iid] = FREQUENCY_BINS[min(2, rank * 3 // m)]
     return scored["item_id"].map(out).fillna("unknown")
 
 
@@ -169,7 +187,7 @@ def recovery_breakdown(scored: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     scr["kept_adjacent"] = scr["kept_adjacent"].astype(int).astype(str)
     rows = []
     pooled = _with_pooled(scr)
-    for dim in ("pattern", "structure", "frequency_bin", "kept_adjacent"):
+    for dim in BREAKDOWN_DIMENSIONS:
         for (m, lang, setting, level), part in pooled.groupby(["model_id", "language", "setting", dim], sort=True):
             rows.append(
                 {

@@ -12,6 +12,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+__all__ = [
+    "CANONICAL_PAIRS",
+    "IDENTITY",
+    "PATTERNS",
+    "apply_pattern",
+    "kept_adjacent_pairs",
+]
+
 IDENTITY = "ABCD"
 #: the 23 non-identity permutations of ABCD, lexicographic (index 0 = ABDC, 22 = DCBA)
 PATTERNS: tuple[str, ...] = tuple("".join(p) for p in itertools.permutations(IDENTITY) if "".join(p) != IDENTITY)

@@ -35,12 +35,30 @@ from metamorph.providers.base import GenerationRequest
 from metamorph.studies.order_probe.extract import is_correct, parse_reply
 from metamorph.studies.order_probe.permutations import IDENTITY, PATTERNS, apply_pattern, kept_adjacent_pairs
 from metamorph.studies.order_probe.sources import OrderItem
+from metamorph.studies.order_probe.vocab import SETTINGS
+
+__all__ = [
+    "DEFAULT_PARAMS",
+    "FEW_SHOT",
+    "MAX_TOKENS",
+    "SETTINGS",
+    "STOP",
+    "STUDY",
+    "TEMPLATES",
+    "TEMPLATE_VERSION",
+    "PlannedGeneration",
+    "cost_steps",
+    "plan_generations",
+    "prompts_frame",
+    "render_prompt",
+    "score_generations",
+    "scrambled_inputs",
+]
 
 #: This study's name: the registry's ``study_params`` key (:meth:`metamorph.models.ModelSpec.params_for`).
 STUDY = "order_probe"
 
 TEMPLATE_VERSION = "op-v1"
-SETTINGS = ("zero_shot", "cot", "few_shot")
 #: stop sequences. zero-shot / few-shot: a blank line, or a sentence-final mark — fullwidth
 #: 。．！？ anywhere, ASCII . ! ? at a line end (and ". ") — since the one-sentence explanation
 #: is the last thing asked for (the expression line carries no sentence mark). CoT's reasoning

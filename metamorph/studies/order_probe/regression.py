@@ -19,6 +19,12 @@ import pandas as pd
 
 from metamorph.schemas import require_columns
 
+__all__ = [
+    "COLUMNS",
+    "fit_logit",
+    "recovery_logit",
+]
+
 COLUMNS = ["model_id", "setting", "term", "coef", "std_err", "p_value", "n_obs", "pseudo_r2", "note"]
 
 

@@ -14,6 +14,17 @@ from metamorph.comparison import item_scores
 from metamorph.report_card import CARD_ROW_COLUMNS
 from metamorph.schemas import require_columns
 from metamorph.sql import markdown_sections
+from metamorph.studies.order_probe.vocab import POOLED_LANGUAGE
+
+__all__ = [
+    "CHANCE_RECOVERY_PCT",
+    "COMPARED_METRICS",
+    "COMPARISON_TABLES",
+    "SECTIONS",
+    "card_rows",
+    "comparison_scores",
+    "headline",
+]
 
 #: The chance baseline of recovery (%): one of the 4! = 24 orders of the four units picked at random.
 CHANCE_RECOVERY_PCT = 100 / 24
@@ -69,7 +80,7 @@ def card_rows(recovery_rates: pd.DataFrame) -> pd.DataFrame:
     """Report-card rows per model: the recovery rate (%) pooled over languages, per prompt
     setting, with its bootstrap 95% CI over canonical expressions (``recovery_rates`` rows with
     language ``all``; ``n`` = canonical expressions)."""
-    r = recovery_rates[recovery_rates["language"] == "all"]
+    r = recovery_rates[recovery_rates["language"] == POOLED_LANGUAGE]
     return pd.DataFrame(
         {
             "model_id": r["model_id"],

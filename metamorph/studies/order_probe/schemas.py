@@ -12,11 +12,34 @@ import pandera.pandas as pa
 from pandera.typing.pandas import Series
 
 from metamorph.schemas import GenerationRecord, StrictModel
-from metamorph.studies.order_probe.extract import PARSE_REASONS
-from metamorph.studies.order_probe.plan import SETTINGS
-from metamorph.studies.order_probe.sources import LANGUAGES, STRUCTURES
+from metamorph.studies.order_probe.vocab import (
+    BREAKDOWN_DIMENSIONS,
+    INPUT_KINDS,
+    ITEM_STATUSES,
+    LANGUAGES,
+    PARSE_REASONS,
+    POOLED_LANGUAGE,
+    SETTINGS,
+    STRUCTURES,
+)
 
-LANGS_ALL = [*LANGUAGES, "all"]
+__all__ = [
+    "LANGS_ALL",
+    "PATTERN_RE",
+    "Diagnostics",
+    "ErrorCategories",
+    "OrderGenerations",
+    "OrderItems",
+    "OrderPrompts",
+    "RecoveryBreakdown",
+    "RecoveryRates",
+    "RecoveryRegression",
+    "ScoredReplies",
+    "ScrambledInputs",
+    "SemanticScores",
+]
+
+LANGS_ALL = [*LANGUAGES, POOLED_LANGUAGE]
 PATTERN_RE = r"^[ABCD]{4}$"
 
 
@@ -48,13 +71,13 @@ class ScrambledInputs(StrictModel):
         str_matches=PATTERN_RE, description="Pattern name (ABDC … DCBA; ABCD = unperturbed)."
     )
     pattern_index: Series[int] = pa.Field(ge=0, le=23, description="0–22 lexicographic; 23 = unperturbed.")
-    input_kind: Series[str] = pa.Field(isin=["scrambled", "unperturbed"], description="Scrambled or unperturbed run.")
+    input_kind: Series[str] = pa.Field(isin=list(INPUT_KINDS), description="Scrambled or unperturbed run.")
     scrambled: Series[str] = pa.Field(description="The input string shown to the model.")
     kept_adjacent: Series[int] = pa.Field(
         ge=0, le=3, description="Canonical adjacent pairs (AB, BC, CD) kept in order."
     )
     status: Series[str] = pa.Field(
-        isin=["scored", "equals_canonical", "duplicate"],
+        isin=list(ITEM_STATUSES),
         description="scored; equals_canonical (dropped: already solved); duplicate "
         "(dropped: same string as an earlier pattern of the item).",
     )
@@ -72,7 +95,7 @@ class OrderPrompts(StrictModel):
     item_id: Series[str] = pa.Field(description="Item id.")
     language: Series[str] = pa.Field(isin=list(LANGUAGES), description="Language.")
     pattern: Series[str] = pa.Field(str_matches=PATTERN_RE, description="Pattern name.")
-    input_kind: Series[str] = pa.Field(isin=["scrambled", "unperturbed"], description="Scrambled or unperturbed.")
+    input_kind: Series[str] = pa.Field(isin=list(INPUT_KINDS), description="Scrambled or unperturbed.")
     setting: Series[str] = pa.Field(isin=list(SETTINGS), description="zero_shot, cot or few_shot.")
     template_version: Series[str] = pa.Field(description="Prompt template version (plan.TEMPLATE_VERSION).")
     messages_json: Series[str] = pa.Field(description="The exact chat messages (JSON).")
@@ -88,7 +111,7 @@ class OrderGenerations(GenerationRecord):
     item_id: Series[str] = pa.Field(description="Item id.")
     language: Series[str] = pa.Field(isin=list(LANGUAGES), description="Language.")
     pattern: Series[str] = pa.Field(str_matches=PATTERN_RE, description="Pattern name.")
-    input_kind: Series[str] = pa.Field(isin=["scrambled", "unperturbed"], description="Scrambled or unperturbed.")
+    input_kind: Series[str] = pa.Field(isin=list(INPUT_KINDS), description="Scrambled or unperturbed.")
 
 
 class ScoredReplies(StrictModel):
@@ -99,7 +122,7 @@ class ScoredReplies(StrictModel):
     language: Series[str] = pa.Field(isin=list(LANGUAGES), description="Language.")
     item_id: Series[str] = pa.Field(description="Item id.")
     pattern: Series[str] = pa.Field(str_matches=PATTERN_RE, description="Pattern name.")
-    input_kind: Series[str] = pa.Field(isin=["scrambled", "unperturbed"], description="Scrambled or unperturbed.")
+    input_kind: Series[str] = pa.Field(isin=list(INPUT_KINDS), description="Scrambled or unperturbed.")
     scrambled: Series[str] = pa.Field(description="Input string.")
     canonical: Series[str] = pa.Field(description="Gold expression.")
     structure: Series[str] = pa.Field(nullable=True, description="Structure label or null.")
@@ -152,9 +175,7 @@ class RecoveryBreakdown(_Rate):
     model_id: Series[str] = pa.Field(description="Registry model id.")
     language: Series[str] = pa.Field(isin=LANGS_ALL, description="Language or 'all'.")
     setting: Series[str] = pa.Field(isin=list(SETTINGS), description="Prompt setting.")
-    dimension: Series[str] = pa.Field(
-        isin=["pattern", "structure", "frequency_bin", "kept_adjacent"], description="Breakdown dimension."
-    )
+    dimension: Series[str] = pa.Field(isin=list(BREAKDOWN_DIMENSIONS), description="Breakdown dimension.")
     level: Series[str] = pa.Field(
         description="Pattern name, structure label, frequency bin (high/mid/low) or number of kept adjacent pairs."
     )

@@ -50,6 +50,29 @@ import pandas as pd
 from metamorph.schemas import require_columns
 from metamorph.studies.order_probe.sources import OrderItem
 
+__all__ = [
+    "BETA",
+    "FLOOR",
+    "NO_NLI",
+    "STOP_TOKENS",
+    "WEIGHTS",
+    "Scorers",
+    "content_fbeta",
+    "diagnostics",
+    "harmonic",
+    "lang_tokens",
+    "load_scorers",
+    "mdr_mda",
+    "rouge_l_precision",
+    "s_cons",
+    "s_info",
+    "s_struct",
+    "score_explanation",
+    "semantic_scores",
+    "sigmoid",
+    "verbosity_penalty",
+]
+
 BETA = 2.0
 #: below this maximum S_Acc, S_Cons and S_struct are flagged as degenerate in the note
 FLOOR = 0.05

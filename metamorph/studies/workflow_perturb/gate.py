@@ -86,6 +86,7 @@ from typing import Any
 
 from metamorph.datasets import read_json_file
 from metamorph.errors import InputError
+from metamorph.studies.workflow_perturb.vocab import DEFAULT_GATE_MODE, FAILURE_MODES, GATE_MODES, METRICS
 
 __all__ = [
     "BREACH_DECIMALS",
@@ -116,21 +117,20 @@ __all__ = [
     "metric_value",
     "secondary_evaluated",
     "thresholds_from_dict",
+    "bundle_decisions",
 ]
 
-#: The paper's three failure modes (= perturbation types), in the paper's order.
-FAILURE_MODES = ("missing", "compressed", "description")
 #: Metrics a bundle may name (the judge is never computed by the gate itself; it is reported
 #: as undefined unless the metrics dict carries it).
-GATE_METRICS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau", "judge")
+GATE_METRICS = METRICS
 #: Closed range of each metric (a threshold must lie in it).
 METRIC_RANGES: dict[str, tuple[float, float]] = {m: (0.0, 1.0) for m in GATE_METRICS} | {
     "kendall_tau": (-1.0, 1.0),
     "bertscore_f1": (-1.0, 1.0),
 }  # rescaled BERTScore can be negative
 #: Bundle firing modes (the first is the default; see the module docstring).
-MODES = ("primary_and_secondary", "any", "joint")
-DEFAULT_MODE = MODES[0]
+MODES = GATE_MODES
+DEFAULT_MODE = DEFAULT_GATE_MODE
 #: Values and thresholds are rounded to this many decimals before ``<`` (no float artefacts).
 BREACH_DECIMALS = 10
 #: The only comparison: a metric breaches when ``value < threshold``.

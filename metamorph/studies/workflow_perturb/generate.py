@@ -28,8 +28,8 @@ from typing import Any
 from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
 from metamorph.studies.workflow_perturb.perturb import (
     Perturbation,
-    _check_n,
-    _variant,
+    check_n_altered,
+    variant_workflow,
     n_to_alter,
     row_seed,
 )
@@ -41,6 +41,28 @@ from metamorph.studies.workflow_perturb.validate import (
     expected_nodes,
 )
 from metamorph.studies.workflow_perturb.workflows import Edge, Workflow, format_workflow, normalize_text
+
+__all__ = [
+    "DEFAULT_PARAMS",
+    "EXAMPLE_GOLDEN",
+    "EXAMPLE_N",
+    "EXAMPLE_OUTPUTS",
+    "NODE_EXAMPLE",
+    "NODE_SYSTEM_PROMPT",
+    "PROMPT_VERSION",
+    "SYSTEM_PROMPT",
+    "GenerateFn",
+    "GeneratorModel",
+    "build_messages",
+    "build_node_messages",
+    "build_request",
+    "check_node_reply",
+    "feedback_message",
+    "generate_perturbation",
+    "node_instruction",
+    "provider_generate",
+    "row_instruction",
+]
 
 #: Version of the prompts below; part of every request (``renderer_version``), so the generation
 #: cache never serves a reply to an older prompt.
@@ -338,7 +360,7 @@ def generate_perturbation(
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
     n = n_to_alter(p, golden.n_nodes) if n is None else n
-    _check_n(golden, n)
+    check_n_altered(golden, n)
     tally = _Tally()
     base = build_messages(golden, ptype, n)
     failure: str | None = None
@@ -348,7 +370,7 @@ def generate_perturbation(
     def record(
         status: str, method: str, graph: tuple[tuple[str, ...], tuple[Edge, ...]] | None, problem: str | None
     ) -> Perturbation:
-        wf = None if graph is None else _variant(golden, ptype, p, n, *graph)
+        wf = None if graph is None else variant_workflow(golden, ptype, p, n, *graph)
         altered = () if graph is None else altered_from_output(golden, ptype, graph[0])
         return Perturbation(
             workflow=wf,

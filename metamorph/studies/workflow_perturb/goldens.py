@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from metamorph.studies.workflow_perturb.workflows import END, START, Edge, Workflow, validate_workflow
 
+__all__ = [
+    "embedded_goldens",
+]
+
 
 def _chain(n: int) -> str:
     return " ".join(["S-1", *(f"{i}-{i + 1}" for i in range(1, n)), f"{n}-E"])

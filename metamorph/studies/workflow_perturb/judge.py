@@ -31,6 +31,21 @@ from typing import Any
 
 from metamorph.studies.workflow_perturb.metrics.graph import WorkflowGraph, as_workflow
 
+__all__ = [
+    "JUDGE_MAX_SCORE",
+    "JUDGE_N_CALLS",
+    "JUDGE_REPLY_SCHEMA",
+    "JUDGE_RUBRIC",
+    "JUDGE_STYLES",
+    "JUDGE_SYSTEM_B6",
+    "judge_messages",
+    "judge_score",
+    "parse_judge_json",
+    "parse_judge_reply",
+    "parse_judge_score",
+    "render_workflow",
+]
+
 #: Judge prompt/reply styles (the first is the default).
 JUDGE_STYLES = ("b6", "score_line")
 

@@ -16,11 +16,13 @@ golden_id, stratum, variant_id, call_index). Rendered input: the variant's workf
 
 from __future__ import annotations
 
+from metamorph.studies.workflow_perturb.vocab import VARIANT_METRICS as METRICS
 from metamorph.trace import MetricTrace
 
-#: The per-variant metric columns (= metamorph.studies.workflow_perturb.plan.METRIC_COLUMNS, not
-#: imported: the command line stays light).
-METRICS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau")
+__all__ = [
+    "TRACES",
+    "METRICS",
+]
 
 _SLICES = {k: k for k in ("type", "severity", "operator", "golden_id", "stratum", "status", "variant_id")}
 _JUDGE_SLICES = {k: k for k in ("type", "severity", "golden_id", "stratum", "variant_id", "call_index")}

@@ -8,6 +8,10 @@ import re
 
 from metamorph.studies.workflow_perturb.workflows import normalize_text
 
+__all__ = [
+    "VERB_SYNONYMS",
+    "paraphrase_text",
+]
 
 #: Leading imperative verbs and their replacements (lower case; the original capitalisation is kept).
 VERB_SYNONYMS: dict[str, str] = {

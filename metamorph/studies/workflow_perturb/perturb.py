@@ -45,8 +45,10 @@ from typing import Any
 
 from metamorph.studies.workflow_perturb.paraphrase import paraphrase_text
 
-# the perturbation vocabulary is defined with the validation and re-exported here, where readers look for it
-from metamorph.studies.workflow_perturb.validate import PERTURBATION_TYPES, TYPE_NAMES, check_type, check_variant  # noqa: F401
+from metamorph.studies.workflow_perturb.validate import check_type, check_variant
+
+# the perturbation vocabulary (declared in .vocab) is re-exported here, where readers look for it
+from metamorph.studies.workflow_perturb.vocab import PERTURBATION_TYPES, SEVERITIES, TYPE_NAMES
 from metamorph.studies.workflow_perturb.workflows import (
     END,
     START,
@@ -56,8 +58,29 @@ from metamorph.studies.workflow_perturb.workflows import (
     format_workflow,
 )
 
-#: Severity levels p (§3.1): the fraction of steps altered.
-SEVERITIES = (0.1, 0.3, 0.5)
+__all__ = [
+    "N_ROUNDING",
+    "PERTURBATION_TYPES",
+    "SELECTIONS",
+    "SEVERITIES",
+    "TYPE_NAMES",
+    "Perturbation",
+    "check_n_altered",
+    "compress_steps",
+    "compression_groups",
+    "contiguous_run",
+    "merge_text",
+    "n_to_alter",
+    "paraphrase_steps",
+    "perturb_deterministic",
+    "remove_nodes",
+    "remove_steps",
+    "row_seed",
+    "step_order",
+    "target_score",
+    "variant_id",
+    "variant_workflow",
+]
 
 
 #: Rounding rules of p·n in :func:`n_to_alter` (the first is the default).
@@ -255,13 +278,15 @@ def _drop_start_end(edges: set[Edge]) -> set[Edge]:
     return edges
 
 
-def _variant(
+def variant_workflow(
     w: Workflow, ptype: str, p: float | None, n: int, nodes: tuple[str, ...], edges: tuple[Edge, ...]
 ) -> Workflow:
+    """The variant of golden ``w`` with ``nodes`` and ``edges``, named by :func:`variant_id`."""
     return Workflow(variant_id(w.workflow_id, ptype, p, n), w.task, nodes, edges, w.source)
 
 
-def _check_n(w: Workflow, n: int) -> None:
+def check_n_altered(w: Workflow, n: int) -> None:
+    """Raise ``ValueError`` unless ``1 <= n <= |V| - 1`` steps of ``w`` can be altered."""
     if not 1 <= n <= w.n_nodes - 1:
         raise ValueError(f"workflow {w.workflow_id!r} has {w.n_nodes} steps; N must be in 1..{w.n_nodes - 1}, got {n}")
 
@@ -310,7 +335,7 @@ def _check_selection(selection: str) -> None:
 def _chosen_ids(w: Workflow, n: int, rng: random.Random, selection: str) -> tuple[str, ...]:
     """The ``n`` step ids an operator alters, in id order: :func:`contiguous_run` or a
     ``rng.sample`` (``selection="scattered"``); checks ``n`` and ``selection``."""
-    _check_n(w, n)
+    check_n_altered(w, n)
     _check_selection(selection)
     chosen = contiguous_run(w, n, rng) if selection == "contiguous" else rng.sample(list(w.node_ids), n)
     return tuple(sorted(chosen, key=int))
@@ -405,7 +430,7 @@ def compress_steps(
 
     source: §3.1, A.1 (example), App. B.4 (contiguity).
     """
-    _check_n(w, n)
+    check_n_altered(w, n)
     _check_selection(selection)
     if selection == "contiguous":
         return _compress_contiguous(w, n, rng, p)
@@ -500,7 +525,7 @@ def _deterministic(
     """Wrap an operator's output, running the same static validation as for LLM replies."""
     problem = check_variant(w, ptype, n, nodes, edges)
     return Perturbation(
-        workflow=_variant(w, ptype, p, n, nodes, edges),
+        workflow=variant_workflow(w, ptype, p, n, nodes, edges),
         type=ptype,
         p=p,
         n_altered=n,

@@ -29,12 +29,8 @@ from metamorph.studies.workflow_perturb.judge import (
     parse_judge_reply,
 )
 from metamorph.studies.workflow_perturb.metrics import score_workflows
-from metamorph.studies.workflow_perturb.perturb import (
-    PERTURBATION_TYPES,
-    SEVERITIES,
-    Perturbation,
-    perturb_deterministic,
-)
+from metamorph.studies.workflow_perturb.perturb import Perturbation, perturb_deterministic
+from metamorph.studies.workflow_perturb.vocab import PERTURBATION_TYPES, SEVERITIES, VARIANT_METRICS
 from metamorph.studies.workflow_perturb.workflows import (
     RejectedGolden,
     Workflow,
@@ -42,7 +38,30 @@ from metamorph.studies.workflow_perturb.workflows import (
     size_stratum,
 )
 
-METRIC_COLUMNS = ("chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau")
+__all__ = [
+    "GENERATOR_MAX_TOKENS",
+    "JUDGE_MAX_TOKENS",
+    "JUDGE_SPREAD_DETERMINISTIC",
+    "JUDGE_VARIANTS",
+    "LLM_GOLDENS",
+    "LLM_SEVERITIES",
+    "MAX_ATTEMPTS",
+    "METRIC_COLUMNS",
+    "PROBLEM_TEMPLATE_TOKENS",
+    "cost_steps",
+    "deterministic_perturbations",
+    "generator_params",
+    "generator_requests",
+    "golden_rows",
+    "judge_plan_requests",
+    "judge_requests",
+    "judge_row",
+    "score_perturbations",
+    "workflow_from_record",
+]
+
+#: The per-variant metric columns of the score rows (:data:`.vocab.VARIANT_METRICS`).
+METRIC_COLUMNS = VARIANT_METRICS
 
 
 def golden_rows(valid: Iterable[Workflow], rejected: Iterable[RejectedGolden], spec: str) -> list[dict[str, Any]]:
@@ -315,23 +334,16 @@ def cost_steps(model: Any, options: Any) -> list:
        the step is planned "up to" (:func:`generator_requests`);
     3. ``judge_scores``: 3 calls per judged deterministic variant (exact).
 
-    ``options``: a :class:`metamorph.costplan.StudyOptions`; the defaults are the assets' (sources
-    ``embedded``, every row, the first :data:`LLM_GOLDENS` valid goldens, the three types at p 0.3,
-    :data:`MAX_ATTEMPTS` attempts, max_tokens :data:`GENERATOR_MAX_TOKENS`, no escalation model,
-    :data:`JUDGE_VARIANTS` judged variants with max_tokens :data:`JUDGE_MAX_TOKENS`);
-    ``llm_goldens``, ``judge_variants`` and ``judge_constrained`` are pipelines.run's options.
-    Raises the loader's :class:`~metamorph.errors.InputError`; :class:`~metamorph.errors.ConfigError`
-    for ``max_tokens`` (pipelines.run does not pass --max-tokens to this study).
+    ``options``: the study's :class:`metamorph.study.Options` (``STUDY.values(...)``); the defaults
+    are the assets' (sources ``embedded``, every row, the first :data:`LLM_GOLDENS` valid goldens, the
+    three types at p 0.3, :data:`MAX_ATTEMPTS` attempts, generator max_tokens
+    :data:`GENERATOR_MAX_TOKENS` unless ``max_tokens``, no escalation model, :data:`JUDGE_VARIANTS`
+    judged variants with max_tokens :data:`JUDGE_MAX_TOKENS`). Raises the loader's
+    :class:`~metamorph.errors.InputError`.
     """
     from metamorph.costplan import PlanStep
-    from metamorph.errors import ConfigError
     from metamorph.studies.workflow_perturb.workflows import load_goldens
 
-    if options.max_tokens is not None:
-        raise ConfigError(
-            "--max-tokens does not apply to workflow_perturb (python -m pipelines.run does not pass it "
-            "to llm_perturbations or judge_scores)"
-        )
     rows = []
     for spec in options.sources or ["embedded"]:
         valid, rejected = load_goldens(spec, on_invalid="collect", limit=options.limit)
@@ -343,20 +355,20 @@ def cost_steps(model: Any, options: Any) -> list:
         else []
     )
     first, more = generator_requests(
-        goldens[: getattr(options, "llm_goldens", None) or LLM_GOLDENS],
+        goldens[: options.llm_goldens or LLM_GOLDENS],
         PERTURBATION_TYPES,
         LLM_SEVERITIES,
         model,
         max_attempts=MAX_ATTEMPTS,
-        max_tokens=GENERATOR_MAX_TOKENS,
+        max_tokens=options.max_tokens or GENERATOR_MAX_TOKENS,
         hybrid=True,
     )
     judge = judge_plan_requests(
         goldens,
         model,
-        getattr(options, "judge_variants", None) or JUDGE_VARIANTS,
+        options.judge_variants or JUDGE_VARIANTS,
         JUDGE_MAX_TOKENS,
-        bool(getattr(options, "judge_constrained", False)),
+        bool(options.judge_constrained),
     )
     return [
         PlanStep.exact("llm_perturbations", first),

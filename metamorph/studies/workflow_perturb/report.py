@@ -15,6 +15,17 @@ from metamorph.report_card import clustered_rate_rows
 from metamorph.schemas import require_columns
 from metamorph.studies.workflow_perturb.analysis import DELTA_AVG_FACTOR, DELTA_STEP_FACTOR
 
+__all__ = [
+    "COMPARED_METRICS",
+    "COMPARISON_TABLES",
+    "STUDY",
+    "all_card_rows",
+    "card_rows",
+    "comparison_scores",
+    "gate_card_rows",
+    "headline",
+]
+
 
 def headline(con: duckdb.DuckDBPyConnection) -> str:
     """Markdown text of the study's headline tables, read through ``con`` (the warehouse).
@@ -189,6 +200,10 @@ def gate_card_rows(
     the damage the model was asked to make. (The gates on the deterministic variants are the same
     for every model, so they are not a per-model number.)
 
+    ``llm_scores`` without a ``judge`` column (the table ``llm_perturbation_scores`` as stored: its
+    metrics are the non-judge ones) is read with the judge not measured (NaN): a bundle whose
+    primary metric is the judge is then undefined and its variants are left out.
+
     Raises:
         ValueError: a missing column (via :func:`~metamorph.studies.workflow_perturb.analysis.validate_scores`).
     """
@@ -198,6 +213,9 @@ def gate_card_rows(
     require_columns(llm_scores, ["model_id"], "workflow_perturb gate_card_rows(llm_perturbation_scores)")
     th = thresholds if thresholds is not None else gate.default_thresholds()
     parts = []
+    if "judge" not in llm_scores.columns:
+        # llm_perturbation_scores holds the non-judge metrics only: the judge is not measured there
+        llm_scores = llm_scores.assign(judge=float("nan"))
     for model_id, sub in llm_scores.groupby("model_id", sort=True):
         g = validate_scores(sub.drop(columns=["model_id"]))
         for b in th.bundles:

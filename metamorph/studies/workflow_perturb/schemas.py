@@ -23,6 +23,33 @@ import pandera.pandas as pa
 from pandera.typing.pandas import Series
 
 from metamorph.schemas import StrictModel
+from metamorph.studies.workflow_perturb.vocab import (
+    BUNDLE_ROLES,
+    GATE_MODES,
+    METRICS,
+    OPERATORS,
+    PERTURBATION_TYPES,
+    RECALIBRATION_RULES,
+    SEVERITIES,
+    STATUSES,
+    STRATA,
+    THRESHOLD_SETS,
+)
+
+__all__ = [
+    "FiringMatrix",
+    "FiringMatrixTable",
+    "Goldens",
+    "JudgeScores",
+    "JudgeSeverityTable",
+    "PerturbationScores",
+    "Perturbations",
+    "Recalibration",
+    "SensitivityMatrix",
+    "SeverityTable",
+    "StrataTable",
+    "WorkflowScores",
+]
 
 
 class Goldens(StrictModel):
@@ -46,8 +73,8 @@ class Perturbations(StrictModel):
 
     variant_id: Series[str] = pa.Field(description="<golden>::<type>@<pct>.")
     golden_id: Series[str] = pa.Field(description="The golden it perturbs.")
-    type: Series[str] = pa.Field(isin=["missing", "compressed", "description"], description="Perturbation type (§3.1).")
-    p: Series[float] = pa.Field(isin=[0.1, 0.3, 0.5], description="Severity p (fraction of nodes).")
+    type: Series[str] = pa.Field(isin=list(PERTURBATION_TYPES), description="Perturbation type (§3.1).")
+    p: Series[float] = pa.Field(isin=list(SEVERITIES), description="Severity p (fraction of nodes).")
     n_altered: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, ge=1, description="N nodes altered (N = max(1, round-half-up(p·|V|)), capped at |V|−1)."
     )
@@ -55,12 +82,12 @@ class Perturbations(StrictModel):
     target_score: Series[float] = pa.Field(
         ge=0, le=1, description="1 − p for missing/compressed, 1.0 for description (§3.1)."
     )
-    operator: Series[str] = pa.Field(isin=["deterministic", "llm"], description="Who made the variant.")
+    operator: Series[str] = pa.Field(isin=list(OPERATORS), description="Who made the variant.")
     method: Series[str] = pa.Field(nullable=True, description="Operator detail (remove/merge/paraphrase, llm, hybrid).")
     model: Series[str] = pa.Field(nullable=True, description="Generator model (llm rows).")
     models_tried: Series[str] = pa.Field(description="Escalation list actually used (JSON list).")
     attempts: Series[int] = pa.Field(ge=0, description="Generator attempts (0 for deterministic).")
-    status: Series[str] = pa.Field(isin=["valid", "invalid"], description="Static validation result (App. A).")
+    status: Series[str] = pa.Field(isin=list(STATUSES), description="Static validation result (App. A).")
     failure: Series[str] = pa.Field(nullable=True, description="Residual validation failure, else null.")
     n_nodes: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, description="Steps of the variant; null when no reply parsed."
@@ -152,11 +179,6 @@ class JudgeScores(StrictModel):
 
 # ------------------------------------------------------------------------------------------
 # Metric tables
-METRIC_NAMES = ["chain_f1", "graph_f1", "bleu", "gleu", "bertscore_f1", "kendall_tau", "judge"]
-TYPES = ["missing", "compressed", "description"]
-SEVERITY_LEVELS = [0.1, 0.3, 0.5]
-STRATA = ["5-7", "8-15", "16+"]
-OPERATORS = ["deterministic", "llm"]
 
 _UNIT = {"ge": 0.0, "le": 1.0}
 _SIGNED = {"ge": -1.0, "le": 1.0}
@@ -170,19 +192,19 @@ class WorkflowScores(StrictModel):
     golden_id: Series[str] = pa.Field(description="Id of the golden workflow.")
     variant_id: Series[str] = pa.Field(description="Id of the perturbed variant (<golden>::<type>@<percent>).")
     type: Series[str] = pa.Field(
-        isin=TYPES, description="Perturbation type: missing, compressed or description (§3.1)."
+        isin=list(PERTURBATION_TYPES), description="Perturbation type: missing, compressed or description (§3.1)."
     )
     severity: Series[float] = pa.Field(
-        isin=SEVERITY_LEVELS, description="Severity p: fraction of steps altered (0.1, 0.3, 0.5)."
+        isin=list(SEVERITIES), description="Severity p: fraction of steps altered (0.1, 0.3, 0.5)."
     )
     n_nodes: Series[int] = pa.Field(ge=1, description="Steps of the golden workflow (count).")
     stratum: Series[str] = pa.Field(
-        isin=STRATA, description="Size stratum of the golden: 5-7, 8-15 or 16+ steps (App. C)."
+        isin=list(STRATA), description="Size stratum of the golden: 5-7, 8-15 or 16+ steps (App. C)."
     )
     operator: Series[str] = pa.Field(
-        isin=OPERATORS, description="Perturbation generator: deterministic operators or the LLM (App. A)."
+        isin=list(OPERATORS), description="Perturbation generator: deterministic operators or the LLM (App. A)."
     )
-    status: Series[str] = pa.Field(isin=["valid", "invalid"], description="Whether the variant passed validation.")
+    status: Series[str] = pa.Field(isin=list(STATUSES), description="Whether the variant passed validation.")
     target_score: Series[float] = pa.Field(
         **_UNIT, description="§3.1 target: 1 − p for missing/compressed, 1.0 for description (unitless)."
     )
@@ -216,9 +238,9 @@ class WorkflowScores(StrictModel):
 
 
 class _Cell(StrictModel):
-    operator: Series[str] = pa.Field(isin=OPERATORS, description="Perturbation generator the rows come from.")
-    metric: Series[str] = pa.Field(isin=METRIC_NAMES, description="Metric name.")
-    type: Series[str] = pa.Field(isin=TYPES, description="Perturbation type.")
+    operator: Series[str] = pa.Field(isin=list(OPERATORS), description="Perturbation generator the rows come from.")
+    metric: Series[str] = pa.Field(isin=list(METRICS), description="Metric name.")
+    type: Series[str] = pa.Field(isin=list(PERTURBATION_TYPES), description="Perturbation type.")
 
 
 class _Stats(pa.DataFrameModel):
@@ -241,7 +263,7 @@ class _Stats(pa.DataFrameModel):
 class SeverityTable(_Cell, _Stats):
     """Mean ± sd of each metric per perturbation type and severity (§5, Tables 2–4), long format."""
 
-    severity: Series[float] = pa.Field(isin=SEVERITY_LEVELS, description="Severity p (fraction of steps altered).")
+    severity: Series[float] = pa.Field(isin=list(SEVERITIES), description="Severity p (fraction of steps altered).")
     target_score: Series[float] = pa.Field(**_UNIT, description="§3.1 target score of the cell (unitless).")
     mean_residual: Series[float] = pa.Field(
         nullable=True,
@@ -300,8 +322,8 @@ class SensitivityMatrix(_Cell):
 class StrataTable(_Cell, _Stats):
     """Mean ± sd per metric × type × severity × golden size stratum (App. C, Table 7)."""
 
-    severity: Series[float] = pa.Field(isin=SEVERITY_LEVELS, description="Severity p (fraction of steps altered).")
-    stratum: Series[str] = pa.Field(isin=STRATA, description="Golden size stratum: 5-7, 8-15 or 16+ steps.")
+    severity: Series[float] = pa.Field(isin=list(SEVERITIES), description="Severity p (fraction of steps altered).")
+    stratum: Series[str] = pa.Field(isin=list(STRATA), description="Golden size stratum: 5-7, 8-15 or 16+ steps.")
 
 
 class Recalibration(StrictModel):
@@ -309,10 +331,10 @@ class Recalibration(StrictModel):
     the mild (p = 0.1) and moderate (p = 0.3) score distributions of that perturbation type (§6)."""
 
     failure_mode: Series[str] = pa.Field(description="Failure mode (= perturbation type whose scores are used).")
-    metric: Series[str] = pa.Field(isin=METRIC_NAMES, description="Metric of the bundle.")
-    role: Series[str] = pa.Field(isin=["primary", "secondary"], description="Role of the metric in the bundle.")
+    metric: Series[str] = pa.Field(isin=list(METRICS), description="Metric of the bundle.")
+    role: Series[str] = pa.Field(isin=list(BUNDLE_ROLES), description="Role of the metric in the bundle.")
     rule: Series[str] = pa.Field(
-        isin=["midpoint", "mild"],
+        isin=list(RECALIBRATION_RULES),
         description="midpoint: (Q_mild(q) + Q_moderate(100 − q))/2; mild: Q_mild(q). Q = linear-interpolated percentile.",
     )
     percentile: Series[float] = pa.Field(
@@ -358,14 +380,14 @@ class FiringMatrix(StrictModel):
     """Instance-level firing rate of each failure-mode bundle by perturbation type × severity
     (§6, Table 8); rows with failure_mode ≠ type are the cross-firing (off-diagonal) cells."""
 
-    operator: Series[str] = pa.Field(isin=OPERATORS, description="Perturbation generator the rows come from.")
+    operator: Series[str] = pa.Field(isin=list(OPERATORS), description="Perturbation generator the rows come from.")
     mode: Series[str] = pa.Field(
-        isin=["primary_and_secondary", "any", "joint"],
+        isin=list(GATE_MODES),
         description="Bundle firing mode: primary_and_secondary = some primary and some secondary breach (primary alone when no secondary is defined); any = some primary breaches; joint = every defined primary breaches.",
     )
     failure_mode: Series[str] = pa.Field(description="Bundle (failure mode) evaluated.")
-    type: Series[str] = pa.Field(isin=TYPES, description="Perturbation type of the instances.")
-    severity: Series[float] = pa.Field(isin=SEVERITY_LEVELS, description="Severity p of the instances.")
+    type: Series[str] = pa.Field(isin=list(PERTURBATION_TYPES), description="Perturbation type of the instances.")
+    severity: Series[float] = pa.Field(isin=list(SEVERITIES), description="Severity p of the instances.")
     on_target: Series[bool] = pa.Field(description="failure_mode == type (diagonal cell).")
     n_instances: Series[int] = pa.Field(ge=0, description="Instances (rows) of the cell (count).")
     n_evaluable: Series[int] = pa.Field(
@@ -381,6 +403,4 @@ class FiringMatrixTable(FiringMatrix):
     """``firing_matrix``: :class:`FiringMatrix` rows for each threshold set (Table 1 defaults and
     the recalibrated ones)."""
 
-    thresholds: Series[str] = pa.Field(
-        isin=["table1_default", "recalibrated"], description="Which thresholds the bundles used."
-    )
+    thresholds: Series[str] = pa.Field(isin=list(THRESHOLD_SETS), description="Which thresholds the bundles used.")

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from metamorph.errors import InputError
+from metamorph.studies.workflow_perturb.vocab import PERTURBATION_TYPES
 from metamorph.studies.workflow_perturb.workflows import (
     Edge,
     Workflow,
@@ -21,10 +22,13 @@ from metamorph.studies.workflow_perturb.workflows import (
     parse_workflow_text,
 )
 
-#: Perturbation types (§3.1) in the paper's order, with the paper's names.
-PERTURBATION_TYPES = ("missing", "compressed", "description")
-
-TYPE_NAMES = {"missing": "Missing Steps", "compressed": "Compressed Steps", "description": "Description Changes"}
+__all__ = [
+    "altered_from_output",
+    "check_output",
+    "check_type",
+    "check_variant",
+    "expected_nodes",
+]
 
 
 def check_type(ptype: str) -> None:

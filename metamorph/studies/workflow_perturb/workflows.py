@@ -36,6 +36,29 @@ from typing import Any, Literal
 
 from metamorph.datasets import read_rows, required_text
 from metamorph.errors import InputError
+from metamorph.studies.workflow_perturb.vocab import SIZE_STRATA
+
+__all__ = [
+    "END",
+    "JSON_CELLS",
+    "MIN_NODES",
+    "START",
+    "Edge",
+    "RejectedGolden",
+    "Workflow",
+    "edge_sort_key",
+    "find_cycle",
+    "format_workflow",
+    "graph_problem",
+    "load_goldens",
+    "normalize_text",
+    "off_path_nodes",
+    "parse_workflow_text",
+    "size_stratum",
+    "validate_workflow",
+    "workflow_from_row",
+    "load_all_goldens",
+]
 
 START = "START"
 
@@ -44,8 +67,6 @@ END = "END"
 #: §3.1: goldens have at least five steps.
 MIN_NODES = 5
 
-#: Size strata of the paper's per-size analysis (App. C, Table 7): label -> inclusive node range.
-SIZE_STRATA: dict[str, tuple[int, float]] = {"5-7": (5, 7), "8-15": (8, 15), "16+": (16, math.inf)}
 
 Edge = tuple[str, str]
 

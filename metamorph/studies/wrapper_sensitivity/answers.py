@@ -16,16 +16,34 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from metamorph.errors import ConfigError
+from metamorph.studies.wrapper_sensitivity.vocab import ANSWER_TYPES
 
-#: Answer types of a QA item.
-ANSWER_TYPES: tuple[str, ...] = ("choice", "boolean", "numeric")
+__all__ = [
+    "COPULA",
+    "FRAC_RE",
+    "MARKS",
+    "NUM_TOKEN_RE",
+    "AnswerSpec",
+    "answer_spec",
+    "canonical_number",
+    "latex_number_cleanup",
+    "normalized_value",
+    "prep_text",
+    "signed_number",
+    "strict_value",
+]
 
 #: Longest value that is normalised; a longer slot is never a single label or number.
 _MAX_VALUE_CHARS = 1000
 
 
 @dataclass(frozen=True)
-class _Spec:
+class AnswerSpec:
+    """A task's compiled answer space: its answer type (``kind``), the choice labels as given and
+    by casefolded key, whether the labels are option numbers (``digits``), and the failure reason
+    of a value outside the space (``not_a_label`` / ``not_a_boolean`` / ``not_a_number``). Built
+    by :func:`answer_spec`."""
+
     kind: str
     labels: tuple[str, ...]
     by_key: dict[str, str]  # casefolded label -> label as given
@@ -33,12 +51,18 @@ class _Spec:
     fail: str
 
 
-_SPEC_CACHE: dict[tuple[str, tuple[str, ...]], _Spec] = {}
+_SPEC_CACHE: dict[tuple[str, tuple[str, ...]], AnswerSpec] = {}
 
 _FAIL = {"choice": "not_a_label", "boolean": "not_a_boolean", "numeric": "not_a_number"}
 
 
-def _spec(answer_type: str, labels: Sequence[str]) -> _Spec:
+def answer_spec(answer_type: str, labels: Sequence[str]) -> AnswerSpec:
+    """The (cached) answer space of ``answer_type`` with ``labels`` (ignored unless ``choice``).
+
+    Raises:
+        ConfigError: unknown answer type; choice labels that are a string, fewer than two, not
+            all single letters / all option numbers, or not distinct up to case.
+    """
     if answer_type not in ANSWER_TYPES:
         raise ConfigError(f"answer_type must be one of {ANSWER_TYPES}, got {answer_type!r}")
     if answer_type != "choice":
@@ -60,7 +84,7 @@ def _spec(answer_type: str, labels: Sequence[str]) -> _Spec:
             raise ConfigError(f"choice labels must all be single letters or all option numbers, got {labs!r}")
         if len({a.casefold() for a in labs}) != len(labs):
             raise ConfigError(f"choice labels must be distinct up to case, got {labs!r}")
-    spec = _Spec(answer_type, labs, {a.casefold(): a for a in labs}, digits, _FAIL[answer_type])
+    spec = AnswerSpec(answer_type, labs, {a.casefold(): a for a in labs}, digits, _FAIL[answer_type])
     _SPEC_CACHE[key] = spec
     return spec
 
@@ -126,7 +150,7 @@ _VALUE_NUMBER_RE = re.compile(
 )
 
 #: A number in free text, never out of an identifier or a compound (see the module docstring).
-_NUM_TOKEN_RE = re.compile(
+NUM_TOKEN_RE = re.compile(
     r"(?<![A-Za-z0-9_.,/:#@^])(?<![A-Za-z0-9_]-)"
     r"(?P<s1>-)?(?P<cur>[$€£¥])?(?P<s2>-)?"
     r"(?P<num>[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?)"
@@ -134,7 +158,8 @@ _NUM_TOKEN_RE = re.compile(
     r"|(?![A-Za-z0-9_]|[.,/:-][0-9]))"
 )
 
-_FRAC_RE = re.compile(r"\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}")
+#: A LaTeX fraction ``\\frac{..}{..}`` (not a number here: gold answers are decimals).
+FRAC_RE = re.compile(r"\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}")
 
 
 def _canon(d: Decimal) -> str | None:
@@ -146,7 +171,9 @@ def _canon(d: Decimal) -> str | None:
     return format(d, "f")
 
 
-def _signed(sign_neg: bool, num: str) -> str | None:
+def signed_number(sign_neg: bool, num: str) -> str | None:
+    """The canonical decimal string of the digits ``num`` (``,`` separators allowed), negated when
+    ``sign_neg``; ``None`` when ``num`` is not a finite number."""
     try:
         d = Decimal(num.replace(",", ""))
     except InvalidOperation:
@@ -154,7 +181,9 @@ def _signed(sign_neg: bool, num: str) -> str | None:
     return _canon(-d if sign_neg else d)
 
 
-def _latex_number_cleanup(s: str) -> str:
+def latex_number_cleanup(s: str) -> str:
+    """``s`` with LaTeX number spacing undone: ``9{,}500`` -> ``9,500``, ``1\\,234`` -> ``1234``,
+    ``\\%`` -> ``%``, ``\\$`` -> ``$``."""
     s = s.replace("{,}", ",").replace("\\%", "%").replace("\\$", "$")
     return re.sub(r"\\[,;:! ]", "", s)
 
@@ -162,8 +191,8 @@ def _latex_number_cleanup(s: str) -> str:
 def _parse_number_value(s: str) -> tuple[str | None, bool]:
     """A whole normalised value read as a number: ``(canonical, plain)`` or ``(None, False)``."""
     if _PLAIN_NUMBER_RE.fullmatch(s):
-        return _signed(False, s), True
-    s = _latex_number_cleanup(s)
+        return signed_number(False, s), True
+    s = latex_number_cleanup(s)
     m = _VALUE_NUMBER_RE.fullmatch(s.strip())
     if not m or (m.group("s1") and m.group("s2")):
         return None, False
@@ -173,7 +202,7 @@ def _parse_number_value(s: str) -> tuple[str | None, bool]:
         if unit in ("K", "M", "B") or any(w.casefold() in _SCALE_WORDS for w in words):
             return None, False
     neg = "-" in (m.group("s1"), m.group("s2"))
-    return _signed(neg, m.group("num")), False
+    return signed_number(neg, m.group("num")), False
 
 
 def canonical_number(text: str) -> str | None:
@@ -211,12 +240,12 @@ _OPTION_PREFIX_RE = re.compile(r"(?:option|choice)\s*[:#.]?\s*(\S.*)", re.IGNORE
 _TRAIL_PUNCT_RE = re.compile(r"[\s.,;:!]+$")
 
 
-def _prep(s: str) -> str:
+def prep_text(s: str) -> str:
     """NFKC (fullwidth -> ASCII, NBSP -> space) and Unicode minus signs -> ``-``."""
     return _MINUS_RE.sub("-", unicodedata.normalize("NFKC", s))
 
 
-def _strip_markup(s: str, spec: _Spec) -> str:
+def _strip_markup(s: str, spec: AnswerSpec) -> str:
     prev = None
     while s != prev:
         prev = s
@@ -237,7 +266,7 @@ def _strip_markup(s: str, spec: _Spec) -> str:
     return s
 
 
-def _strict_value(v: Any, spec: _Spec) -> tuple[str | None, str]:
+def strict_value(v: Any, spec: AnswerSpec) -> tuple[str | None, str]:
     """The value of a slot under the strict contract: ``(value, "")`` or ``(None, failure)``."""
     if spec.kind == "choice":
         if isinstance(v, str) and v in spec.labels:
@@ -255,20 +284,20 @@ def _strict_value(v: Any, spec: _Spec) -> tuple[str | None, str]:
             if c is not None:
                 return c, ""
         if isinstance(v, str) and _PLAIN_NUMBER_RE.fullmatch(v):
-            return _signed(False, v), ""
+            return signed_number(False, v), ""
     return None, spec.fail
 
 
-def _normalized_value(v: Any, spec: _Spec) -> tuple[str | None, str]:
+def normalized_value(v: Any, spec: AnswerSpec) -> tuple[str | None, str]:
     """The value of a slot after normalisation: ``(value, step)`` with step ``""`` (nothing to
     normalise), ``normalized_markup``, ``normalized_number`` or ``normalized_yes_no``; or
     ``(None, failure)``."""
     if not isinstance(v, str):
         if isinstance(v, bool):
-            return _strict_value(v, spec)
+            return strict_value(v, spec)
         if isinstance(v, (int, Decimal)):
             if spec.kind == "numeric":
-                return _strict_value(v, spec)
+                return strict_value(v, spec)
             if spec.kind == "choice" and spec.digits:
                 c = _canon(Decimal(v))
                 if c in spec.labels:
@@ -276,7 +305,7 @@ def _normalized_value(v: Any, spec: _Spec) -> tuple[str | None, str]:
         return None, spec.fail
     if len(v) > _MAX_VALUE_CHARS:
         return None, spec.fail
-    p = _prep(v)
+    p = prep_text(v)
     prepped = p != v
     t = _strip_markup(p, spec)
     marked = t != p  # surrounding whitespace, markup, brackets, punctuation

@@ -13,20 +13,28 @@ import pandas as pd
 
 from metamorph.schemas import require_columns
 from metamorph.studies.wrapper_sensitivity.metrics import (
-    _MT,
+    COMBINATION_KEYS,
     DEFAULT_MODE,
     TIE_TOL,
-    _best_worst,
-    _cells,
-    _tied,
-    _ordered_wrappers,
-    _pct,
-    _validate_cells,
+    best_worst,
+    cell_rows,
+    tied_wrappers,
+    ordered_wrappers,
+    pct_or_nan,
+    validate_cells,
     cell_metrics,
     fsi_psi,
     validate_scored,
 )
 from metamorph.studies.wrapper_sensitivity.schemas import WrapperDecomposition, WrapperMatchedFSI, WrapperWins
+from metamorph.studies.wrapper_sensitivity.vocab import CONSTRAINED_ARM
+
+__all__ = [
+    "constrained_falsifier",
+    "decomposition",
+    "matched_fsi",
+    "win_counts",
+]
 
 
 def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> pd.DataFrame:
@@ -81,21 +89,21 @@ def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> p
         raise ValueError(
             f"decomposition: undefined_conditional must be 'null', 'zero' or 'match', got {undefined_conditional!r}"
         )
-    c = _validate_cells(cells, ["accuracy_pct", "n", "n_correct", "n_parseable"], "cells")
+    c = validate_cells(cells, ["accuracy_pct", "n", "n_correct", "n_parseable"], "cells")
     n = c["n"].astype(float)
     if (n < 1).any():
         raise ValueError("decomposition: every cell needs n >= 1")
     if (np.abs(100.0 * c["n_correct"].astype(float) / n - c["accuracy_pct"].astype(float)) > 1e-6).any():
         raise ValueError("decomposition: accuracy_pct differs from 100 * n_correct / n in some cell")
     rows = []
-    for (m, t), grp in c.groupby(_MT, sort=True):
+    for (m, t), grp in c.groupby(COMBINATION_KEYS, sort=True):
         row = dict(model_id=m, task=t)
         if len(grp) < 2:
             row["note"] = f"1 wrapper ({grp['wrapper'].iloc[0]}): no pair, FSI undefined"
             rows.append(row)
             continue
-        tied_best, tied_worst = _tied(grp)
-        b, w = _best_worst(grp)
+        tied_best, tied_worst = tied_wrappers(grp)
+        b, w = best_worst(grp)
         notes = []
         if len(tied_best) == len(grp):
             notes.append(f"all {len(grp)} wrappers tie (FSI = 0): split of {b['wrapper']!r} vs {w['wrapper']!r}")
@@ -175,12 +183,12 @@ def win_counts(cells: pd.DataFrame) -> pd.DataFrame:
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperWins`: ``wrapper, wins,
         tied_wins, n_combinations, win_pct`` (every wrapper seen, canonical order).
     """
-    c = _validate_cells(cells, ["accuracy_pct"], "cells")
-    wrappers = _ordered_wrappers(c["wrapper"])
+    c = validate_cells(cells, ["accuracy_pct"], "cells")
+    wrappers = ordered_wrappers(c["wrapper"])
     wins = dict.fromkeys(wrappers, 0)
     tied = dict.fromkeys(wrappers, 0)
     combos = dict.fromkeys(wrappers, 0)
-    for _, grp in c.groupby(_MT, sort=True):
+    for _, grp in c.groupby(COMBINATION_KEYS, sort=True):
         if len(grp) < 2:
             continue
         acc = grp["accuracy_pct"].astype(float)
@@ -198,7 +206,7 @@ def win_counts(cells: pd.DataFrame) -> pd.DataFrame:
                 wins=wins[wr],
                 tied_wins=tied[wr],
                 n_combinations=combos[wr],
-                win_pct=_pct(wins[wr], combos[wr]),
+                win_pct=pct_or_nan(wins[wr], combos[wr]),
             )
             for wr in wrappers
         ],
@@ -247,10 +255,10 @@ def matched_fsi(
     s = validate_scored(scored, mode)
     m, keys = _matched_keys(matched_items)
     sub = s.merge(m, on=keys, how="inner")
-    full = fsi_psi(_cells(s, mode)).set_index(_MT)
-    matched = fsi_psi(_cells(sub, mode)).set_index(_MT) if len(sub) else None
-    n_full = s.groupby(_MT)["item_id"].nunique()
-    n_matched = sub.groupby(_MT)["item_id"].nunique()
+    full = fsi_psi(cell_rows(s, mode)).set_index(COMBINATION_KEYS)
+    matched = fsi_psi(cell_rows(sub, mode)).set_index(COMBINATION_KEYS) if len(sub) else None
+    n_full = s.groupby(COMBINATION_KEYS)["item_id"].nunique()
+    n_matched = sub.groupby(COMBINATION_KEYS)["item_id"].nunique()
     rows = []
     for key, fr in full.iterrows():
         nm = int(n_matched.get(key, 0))
@@ -317,13 +325,13 @@ def constrained_falsifier(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.
         "json_parse_free_pct",
         "json_parse_constrained_pct",
     ]
-    arm = scored[scored["wrapper"] == "json_constrained"]
+    arm = scored[scored["wrapper"] == CONSTRAINED_ARM]
     if arm.empty:
         return pd.DataFrame(columns=cols)
     pairs = arm[["model_id", "task"]].drop_duplicates()
     sub = scored.merge(pairs, on=["model_id", "task"])
-    free = sub[sub["wrapper"] != "json_constrained"]
-    forced = sub[sub["wrapper"] != "json"].assign(wrapper=lambda d: d["wrapper"].replace({"json_constrained": "json"}))
+    free = sub[sub["wrapper"] != CONSTRAINED_ARM]
+    forced = sub[sub["wrapper"] != "json"].assign(wrapper=lambda d: d["wrapper"].replace({CONSTRAINED_ARM: "json"}))
     cf, cc = cell_metrics(free, mode), cell_metrics(forced, mode)
     ff, fc = fsi_psi(cf), fsi_psi(cc)
     out = ff[["model_id", "task", "fsi_pp", "psi_pp"]].merge(

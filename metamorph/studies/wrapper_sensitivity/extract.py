@@ -149,24 +149,24 @@ answer is not visible is ``truncated`` in every mode.
 
 from __future__ import annotations
 
-import ast
-import json
 import math
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any, Literal
 
 from metamorph.errors import ConfigError
-from metamorph.jsonscan import fence_bodies, object_spans
-from metamorph.studies.wrapper_sensitivity.answers import (
+from metamorph.studies.wrapper_sensitivity.answers import answer_spec, canonical_number
+from metamorph.studies.wrapper_sensitivity.lenient import lenient_extract
+from metamorph.studies.wrapper_sensitivity.paper import paper_extract
+from metamorph.studies.wrapper_sensitivity.slots import QAExtraction, read_slots, unparseable
+from metamorph.studies.wrapper_sensitivity.vocab import (
     ANSWER_TYPES,
-    _normalized_value,
-    _Spec,
-    _spec,
-    _strict_value,
-    canonical_number,
+    DEFAULT_MODE,
+    FAMILIES,
+    MODES,
+    PARSEABLE_REASONS,
+    UNPARSEABLE_REASONS,
+    AnswerType,
+    Family,
+    Mode,
 )
 
 __all__ = [
@@ -184,266 +184,8 @@ __all__ = [
     "extract_answer",
 ]
 
-AnswerType = Literal["choice", "boolean", "numeric"]
-
-Mode = Literal["paper", "strict", "normalized", "lenient"]
-
-Family = Literal["plain", "json", "structured", "structured_delim", "deliberate"]
-
-FAMILIES: tuple[str, ...] = ("plain", "json", "structured", "structured_delim", "deliberate")
-
-#: Extraction modes: the paper's extractor (the headline, :data:`DEFAULT_MODE`) and the three
-#: reported variants.
-MODES: tuple[str, ...] = ("paper", "strict", "normalized", "lenient")
-
-#: The mode of the headline FSI / PSI: the paper's extractor (§3.5, :mod:`.paper`).
-DEFAULT_MODE = "paper"
-
-#: Reasons of a parseable extraction.
-PARSEABLE_REASONS: tuple[str, ...] = (
-    "ok",
-    "json_in_code_fence",
-    "json_in_prose",
-    "normalized_slot",
-    "normalized_markup",
-    "normalized_number",
-    "normalized_yes_no",
-    "lenient_json_repaired",
-    "lenient_unclosed_tag",
-    "lenient_answer_phrase",
-    "lenient_label_line",
-    "lenient_label_in_slot",
-    "lenient_boolean_word",
-    "lenient_last_number",
-    "paper_first_label",
-    "paper_boolean_word",
-    "paper_last_number",
-    "paper_answer_phrase",
-    "paper_cut_slot",
-)
-
-#: Reasons of an unparseable extraction.
-UNPARSEABLE_REASONS: tuple[str, ...] = (
-    "truncated",
-    "empty",
-    "no_answer",
-    "invalid_json",
-    "not_a_label",
-    "not_a_boolean",
-    "not_a_number",
-    "ambiguous",
-)
-
 #: Finish reasons that mean the output was cut by the token limit.
 _TRUNCATED_FINISH = frozenset({"length", "max_tokens", "max_output_tokens"})
-
-
-@dataclass(frozen=True)
-class QAExtraction:
-    """The answer read from one model output.
-
-    Invariants (checked): ``parseable`` <=> ``value is not None``; the reason is one of
-    :data:`PARSEABLE_REASONS` / :data:`UNPARSEABLE_REASONS` accordingly.
-    """
-
-    value: str | None
-    parseable: bool
-    reason: str
-
-    def __post_init__(self) -> None:
-        if self.parseable != (self.value is not None):
-            raise ValueError("value must be None exactly when the answer is unparseable")
-        allowed = PARSEABLE_REASONS if self.parseable else UNPARSEABLE_REASONS
-        if self.reason not in allowed:
-            raise ValueError(f"reason must be one of {allowed}, got {self.reason!r}")
-
-    def is_correct(self, gold: str) -> bool:
-        """``parseable and value == gold`` (gold in canonical form)."""
-        return self.parseable and self.value == gold
-
-
-def _u(reason: str) -> QAExtraction:
-    return QAExtraction(None, False, reason)
-
-
-def _p(value: str, reason: str) -> QAExtraction:
-    return QAExtraction(value, True, reason)
-
-
-class _Pairs(dict):
-    """A JSON object as written: ``pairs`` keeps every (key, value), so a key given twice
-    (``{"answer": "A", "answer": "B"}``) is two answer slots, not the last value kept silently."""
-
-    pairs: list[tuple[Any, Any]]
-
-
-def _object(pairs: list[tuple[Any, Any]]) -> dict:
-    obj = _Pairs(pairs)
-    obj.pairs = pairs
-    return obj
-
-
-def _loads(s: str) -> tuple[bool, Any]:
-    try:
-        return True, json.loads(s, parse_float=Decimal, object_pairs_hook=_object)
-    except (ValueError, RecursionError):
-        return False, None
-
-
-def _answer_key(d: Any, exact: bool) -> tuple[bool, list[Any], bool]:
-    """``(found, values, key_exact)`` for the ``answer`` key of a dict: every value given to it
-    (one, unless the object repeats the key); not ``exact``: the first key equal to ``answer`` up
-    to case and surrounding space, with its repeats in any spelling."""
-    if not isinstance(d, dict):
-        return False, [], False
-    pairs = d.pairs if isinstance(d, _Pairs) else list(d.items())
-    if "answer" in d:
-        same = [v for k, v in pairs if k == "answer"] if exact else [v for k, v in pairs if _is_answer(k)]
-        return True, same, True
-    if exact:
-        return False, [], False
-    values = [v for k, v in pairs if _is_answer(k)]
-    return (True, values, False) if values else (False, [], False)
-
-
-def _is_answer(k: Any) -> bool:
-    return isinstance(k, str) and k.strip().casefold() == "answer"
-
-
-def _json_slots(text: str, strict: bool) -> tuple[list[Any], str | None, str]:
-    if strict:
-        ok, obj = _loads(text.strip())
-        if not ok:
-            return [], None, "invalid_json"
-        found, vs, _ = _answer_key(obj, exact=True)
-        return (vs, None, "") if found else ([], None, "no_answer")
-    failed = False
-    stripped = text.strip()
-    if stripped.startswith("{"):
-        ok, obj = _loads(stripped)
-        failed = not ok
-        found, vs, exact = _answer_key(obj, exact=False)
-        if found:
-            return vs, (None if exact and vs == _answer_key(obj, exact=True)[1] else "normalized_slot"), ""
-    for where, bodies in (("json_in_code_fence", fence_bodies(text)), ("json_in_prose", [text])):
-        values = []
-        for body in bodies:
-            for span in object_spans(body):
-                ok, obj = _loads(span)
-                failed = failed or not ok
-                found, vs, _ = _answer_key(obj, exact=False)
-                if found:
-                    values += vs
-        if values:
-            return values, where, ""
-    return [], None, ("invalid_json" if failed else "no_answer")
-
-
-def _literal_json_values(text: str) -> list[Any]:
-    """``answer`` values of Python-literal objects (single quotes, True/False/None)."""
-    values = []
-    for span in object_spans(text):
-        if len(span) > 100_000:
-            continue
-        try:
-            obj = ast.literal_eval(span)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        found, vs, _ = _answer_key(obj, exact=False)
-        if found:
-            values += vs
-    return values
-
-
-_STRUCT_STRICT_RE = re.compile(r"^Answer:[ \t]*(.*?)[ \t]*\r?$", re.MULTILINE)
-
-_STRUCT_NORM_RE = re.compile(r"^[ \t>#*_-]*answer[ \t*_]*[:\uff1a][ \t]*(.*?)[ \t]*\r?$", re.MULTILINE | re.IGNORECASE)
-
-_FINAL_STRICT_RE = re.compile(r"Final answer:[ \t]*(.*?)[ \t]*")
-
-_FINAL_NORM_RE = re.compile(
-    r"^[ \t>#*_-]*final[ \t]+answer[ \t*_]*[:\uff1a][ \t]*(.*?)[ \t]*\r?$", re.MULTILINE | re.IGNORECASE
-)
-
-_TAG_STRICT_RE = re.compile(r"<(/?)answer>")
-
-_TAG_NORM_RE = re.compile(r"<\s*(/?)\s*answer\s*>", re.IGNORECASE)
-
-_NEXT_LINE_RE = re.compile(r"[ \t]*\r?\n(?:[ \t]*\r?\n)*(?P<line>[^\n]*)")
-
-#: How far after a label / boolean word the context rules look.
-_AFTER_WINDOW = 200
-
-
-def _tag_values(text: str, rx: re.Pattern[str]) -> tuple[list[str], int | None]:
-    """Texts between an opening tag and the next closing tag (one linear scan), and the end of
-    the last opening tag left unclosed (``None`` if every opening tag is closed)."""
-    values: list[str] = []
-    open_end: int | None = None
-    for m in rx.finditer(text):
-        if not m.group(1):
-            open_end = m.end()
-        elif open_end is not None:
-            values.append(text[open_end : m.start()])
-            open_end = None
-    return values, open_end
-
-
-def _line_values(text: str, rx: re.Pattern[str]) -> list[str]:
-    """Values of key lines; a bare key takes the next non-empty line."""
-    values = []
-    for m in rx.finditer(text):
-        v = m.group(1)
-        if not v.strip(" \t*_`"):
-            nm = _NEXT_LINE_RE.match(text, m.end())
-            nxt = nm.group("line").strip() if nm else ""
-            if nxt and not rx.match(nxt):
-                v = nxt
-        values.append(v)
-    return values
-
-
-def _find_slots(text: str, family: str, strict: bool) -> tuple[list[Any], str | None, str]:
-    """``(slot values, where, missing_reason)``; ``where`` is ``None`` when the slots are the
-    strict contract's, else a parseable reason code."""
-    if family == "plain":
-        return [text.strip()], None, ""
-    if family == "json":
-        return _json_slots(text, strict)
-    if family == "structured":
-        values = (
-            [m.group(1) for m in _STRUCT_STRICT_RE.finditer(text)] if strict else _line_values(text, _STRUCT_NORM_RE)
-        )
-    elif family == "structured_delim":
-        values = _tag_values(text, _TAG_STRICT_RE if strict else _TAG_NORM_RE)[0]
-    else:  # deliberate
-        if strict:
-            lines = [ln.rstrip("\r") for ln in text.strip().splitlines()]
-            if not _FINAL_STRICT_RE.fullmatch(lines[-1]):
-                return [], None, "no_answer"
-            values = [m.group(1) for m in map(_FINAL_STRICT_RE.fullmatch, lines) if m]
-        else:
-            values = _line_values(text, _FINAL_NORM_RE)
-    if not values:
-        return [], None, "no_answer"
-    if strict:
-        return values, None, ""
-    return values, (None if values == _find_slots(text, family, True)[0] else "normalized_slot"), ""
-
-
-def _read(text: str, family: str, spec: _Spec, strict: bool) -> QAExtraction:
-    values, where, missing = _find_slots(text, family, strict)
-    if not values:
-        return _u(missing)
-    read = _strict_value if strict else _normalized_value
-    results = [read(v, spec) for v in values]
-    found = [(v, step) for v, step in results if v is not None]
-    if len({v for v, _ in found}) > 1:
-        return _u("ambiguous")
-    if not found:
-        return _u(results[0][1])
-    value, step = found[0]
-    return _p(value, "ok" if strict else (where or step or "ok"))
 
 
 def extract_answer(
@@ -472,7 +214,7 @@ def extract_answer(
         ConfigError: unknown answer type, family or mode; choice labels that are fewer than two,
             not all single letters / all option numbers, or not distinct up to case.
     """
-    spec = _spec(answer_type, labels)
+    spec = answer_spec(answer_type, labels)
     fam = "plain" if family is None else family
     if fam not in FAMILIES:
         raise ConfigError(f"family must be one of {FAMILIES} or None, got {family!r}")
@@ -480,20 +222,16 @@ def extract_answer(
         raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
     truncated = finish_reason is not None and str(finish_reason).strip().lower() in _TRUNCATED_FINISH
     if truncated and mode != "paper":
-        return _u("truncated")
+        return unparseable("truncated")
     if text is None or (isinstance(text, float) and math.isnan(text)) or not str(text).strip():
         # None, a pandas NaN for a missing text, or only whitespace
-        return _u("truncated" if truncated else "empty")
+        return unparseable("truncated" if truncated else "empty")
     text = str(text)
     if mode == "paper":
-        from metamorph.studies.wrapper_sensitivity.paper import paper_extract
-
         return paper_extract(text, fam, spec, truncated)
     if mode == "strict":
-        return _read(text, fam, spec, strict=True)
-    normalized = _read(text, fam, spec, strict=False)
+        return read_slots(text, fam, spec, strict=True)
+    normalized = read_slots(text, fam, spec, strict=False)
     if mode == "normalized" or normalized.parseable or normalized.reason == "ambiguous":
         return normalized
-    from metamorph.studies.wrapper_sensitivity.lenient import _lenient
-
-    return _lenient(text, fam, spec, normalized)
+    return lenient_extract(text, fam, spec, normalized)

@@ -11,25 +11,37 @@ from decimal import Decimal
 from typing import Any
 
 from metamorph.studies.wrapper_sensitivity.answers import (
+    FRAC_RE,
     MARKS,
-    _FRAC_RE,
-    _NUM_TOKEN_RE,
-    _latex_number_cleanup,
-    _normalized_value,
-    _prep,
-    _signed,
-    _Spec,
+    NUM_TOKEN_RE,
+    AnswerSpec,
+    latex_number_cleanup,
+    normalized_value,
+    prep_text,
+    signed_number,
 )
-from metamorph.studies.wrapper_sensitivity.extract import (
-    _AFTER_WINDOW,
-    _TAG_NORM_RE,
+from metamorph.studies.wrapper_sensitivity.slots import (
+    AFTER_WINDOW,
+    TAG_NORM_RE,
     QAExtraction,
-    _find_slots,
-    _literal_json_values,
-    _p,
-    _tag_values,
-    _u,
+    find_slots,
+    literal_json_values,
+    parsed,
+    tag_values,
+    unparseable,
 )
+
+__all__ = [
+    "BOOL_WORD_RE",
+    "BOXED_RE",
+    "NEGATED_BEFORE",
+    "is_modifier",
+    "label_at",
+    "lenient_extract",
+    "number_of",
+    "slot_text",
+    "unwrap_math",
+]
 
 _PHRASE_RE = re.compile(
     r"(?i:\b(?:the\s+)?(?:(?:correct|final|best|right|most\s+likely)\s+)?"
@@ -40,7 +52,8 @@ _PHRASE_RE = re.compile(
     r"(?=(?P<tail>[^\n]{0,200}))"
 )
 
-_BOXED_RE = re.compile(r"\\boxed\s*\{(?P<body>[^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
+#: An explicit ``\\boxed{...}`` answer marker (group ``body``; one level of nested braces).
+BOXED_RE = re.compile(r"\\boxed\s*\{(?P<body>[^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 
 _LEAD_LABEL_RE = re.compile(
     MARKS + r"(?:(?i:option|choice)[ \t]*)?(?P<open>[(\[])?[ \t*_`]*"
@@ -60,9 +73,11 @@ _NEGATIVE_AFTER = re.compile(
 
 _BOOL_LEAD_RE = re.compile(r"[ \t*_`\"'(\[]*(?P<w>true|false|yes|no)(?![\w'\u2019-])", re.IGNORECASE)
 
-_BOOL_WORD_RE = re.compile(r"(?<![\w'\u2019-])(?P<w>true|false|yes|no)(?![\w'\u2019-])", re.IGNORECASE)
+#: A boolean word standing alone (not inside a word or a contraction); group ``w``.
+BOOL_WORD_RE = re.compile(r"(?<![\w'\u2019-])(?P<w>true|false|yes|no)(?![\w'\u2019-])", re.IGNORECASE)
 
-_NEGATED_BEFORE = re.compile(r"(?:\bnot|n['\u2019]t)[ \t]*$", re.IGNORECASE)
+#: A negation right before a word (``not``, ``n't``): searched at the end of the preceding text.
+NEGATED_BEFORE = re.compile(r"(?:\bnot|n['\u2019]t)[ \t]*$", re.IGNORECASE)
 
 #: A boolean word followed by one of these is still an answer ("no, because", "yes it is").
 _MODIFIER_OK_NEXT = re.compile(
@@ -75,7 +90,7 @@ _LIST_MARK_RE = re.compile(r"^[>#\-\u2022\s]+")
 
 #: LaTeX math / text marks around one short token (no whitespace inside): ``$B$``, ``$$B$$``,
 #: ``\(B\)``, ``\[B\]``, ``\textbf{D}``, ``\text{D}``, ``\mathrm{D}``, ``$9{,}500$``. ``\boxed`` is
-#: kept: it is an explicit answer marker of its own (:data:`_BOXED_RE`).
+#: kept: it is an explicit answer marker of its own (:data:`BOXED_RE`).
 _MATH_MARK_RES = (
     re.compile(r"\$\$[ \t]*([^$\s]{1,40}?)[ \t]*\$\$"),
     re.compile(r"\$[ \t]*([^$\s]{1,40}?)[ \t]*\$"),
@@ -92,13 +107,13 @@ _REJECTED_BEFORE = re.compile(
 )
 
 
-def _unwrap_math(scope: str) -> str:
+def unwrap_math(scope: str) -> str:
     """``scope`` with LaTeX math / text marks around short tokens removed (repeatedly, so
     ``\\(\\textbf{B}\\)`` is ``B``) and LaTeX number spacing undone (``9{,}500`` -> ``9,500``,
     ``1\\,234`` -> ``1234``). Each pass shortens the text, so this is at most linear passes of
     linear regexes; in practice one or two."""
     prev = None
-    s = _latex_number_cleanup(scope)
+    s = latex_number_cleanup(scope)
     while s != prev:
         prev = s
         for rx in _MATH_MARK_RES:
@@ -106,9 +121,9 @@ def _unwrap_math(scope: str) -> str:
     return s
 
 
-def _label_at(text: str, m: re.Match[str], spec: _Spec, bracketed: bool) -> str | None:
+def label_at(text: str, m: re.Match[str], spec: AnswerSpec, bracketed: bool) -> str | None:
     """The label of an id match, unless it is part of a word/number, an article or negated."""
-    oid, after = m.group("id"), text[m.end() : m.end() + _AFTER_WINDOW]
+    oid, after = m.group("id"), text[m.end() : m.end() + AFTER_WINDOW]
     if oid.isdigit():
         if re.match(r"[0-9]|[.,][0-9]", after):
             return None
@@ -130,13 +145,13 @@ _ALTERNATIVE_RE = re.compile(r"[ \t]*(?:/|&|,|(?i:or|and)\b)[ \t]*")
 _BARE_OK_AFTER = re.compile(r"[*_`\"')\]]*[ \t]*(?:$|[.,;:!?\n]|(?i:is|was|would|because|since|as)\b)")
 
 
-def _lead_labels(tail: str, spec: _Spec, bare: bool = False) -> list[str]:
+def _lead_labels(tail: str, spec: AnswerSpec, bare: bool = False) -> list[str]:
     """The label at the start of ``tail`` (``[]`` if none); an alternative listed right after it
     ("B or C", "B/C", "B and C") is returned too, so two different labels are ambiguous."""
     m = _LEAD_LABEL_RE.match(tail)
     if not m:
         return []
-    label = _label_at(tail, m, spec, bracketed=bool(m.group("open")))
+    label = label_at(tail, m, spec, bracketed=bool(m.group("open")))
     if label is None:
         return []
     after = tail[m.end() :]
@@ -144,7 +159,7 @@ def _lead_labels(tail: str, spec: _Spec, bare: bool = False) -> list[str]:
     if alt:
         m2 = _LEAD_LABEL_RE.match(after, alt.end())
         if m2:
-            other = _label_at(after, m2, spec, bracketed=bool(m2.group("open")))
+            other = label_at(after, m2, spec, bracketed=bool(m2.group("open")))
             if other is not None:
                 return [label, other]
     if bare and not _BARE_OK_AFTER.match(after):
@@ -152,8 +167,10 @@ def _lead_labels(tail: str, spec: _Spec, bare: bool = False) -> list[str]:
     return [label]
 
 
-def _is_modifier(text: str, end: int) -> bool:
-    after = text[end : end + _AFTER_WINDOW]
+def is_modifier(text: str, end: int) -> bool:
+    """Whether the boolean word ending at ``end`` modifies a following word (``no evidence``,
+    ``false positive``) rather than answering (``no, because``, ``yes it is``)."""
+    after = text[end : end + AFTER_WINDOW]
     return bool(_MODIFIER_NEXT.match(after)) and not _MODIFIER_OK_NEXT.match(after)
 
 
@@ -162,7 +179,7 @@ def _lead_boolean(tail: str) -> str | None:
     if not m:
         return None
     w = m.group("w").casefold()
-    if w != "yes" and _is_modifier(tail, m.end()):
+    if w != "yes" and is_modifier(tail, m.end()):
         return None
     return "true" if w in ("true", "yes") else "false"
 
@@ -170,23 +187,25 @@ def _lead_boolean(tail: str) -> str | None:
 _BINARY_MINUS_BEFORE = re.compile(r"[0-9)\]}%][ \t]*$")
 
 
-def _number_of(m: re.Match[str]) -> str | None:
+def number_of(m: re.Match[str]) -> str | None:
+    """The canonical number of a :data:`NUM_TOKEN_RE` match; a ``-`` after a digit or a closing
+    bracket is a subtraction, not a sign (``18 - 2`` is 2)."""
     neg = "-" in (m.group("s1"), m.group("s2"))
     if m.group("s1") and _BINARY_MINUS_BEFORE.search(m.string[max(0, m.start() - 8) : m.start()]):
         neg = m.group("s2") == "-"  # "18 - 2": a subtraction, the number is 2
-    return _signed(neg, m.group("num"))
+    return signed_number(neg, m.group("num"))
 
 
 def _lead_number(tail: str) -> str | None:
     t = tail.lstrip(" \t*_`\"'([{$\\")
-    m = _NUM_TOKEN_RE.match(t)
-    return _number_of(m) if m else None
+    m = NUM_TOKEN_RE.match(t)
+    return number_of(m) if m else None
 
 
-def _phrase_values(scope: str, spec: _Spec) -> list[str]:
+def _phrase_values(scope: str, spec: AnswerSpec) -> list[str]:
     found = []
-    for m in _BOXED_RE.finditer(scope):
-        v, _ = _normalized_value(m.group("body"), spec)
+    for m in BOXED_RE.finditer(scope):
+        v, _ = normalized_value(m.group("body"), spec)
         if v is not None:
             found.append(v)
     for m in _PHRASE_RE.finditer(scope):
@@ -205,9 +224,9 @@ def _phrase_values(scope: str, spec: _Spec) -> list[str]:
     return found
 
 
-def _search(scope: str, spec: _Spec, in_slot: bool) -> list[tuple[str, str]]:
+def _search(scope: str, spec: AnswerSpec, in_slot: bool) -> list[tuple[str, str]]:
     """Lenient hits ``(value, reason)`` in ``scope``, in order of preference."""
-    scope = _unwrap_math(_prep(scope))
+    scope = unwrap_math(prep_text(scope))
     hits = [(v, "lenient_answer_phrase") for v in _phrase_values(scope, spec)]
     if spec.kind == "choice":
         if hits:  # an explicit answer wins over labels merely mentioned ("Not (A). Answer: D")
@@ -215,29 +234,29 @@ def _search(scope: str, spec: _Spec, in_slot: bool) -> list[tuple[str, str]]:
         for line in scope.splitlines():
             s = _LIST_MARK_RE.sub("", line).strip()
             if s and len(s) <= 30:
-                v, _ = _normalized_value(s, spec)
+                v, _ = normalized_value(s, spec)
                 if v is not None:
                     hits.append((v, "lenient_label_line"))
         if in_slot:
             hits += [(v, "lenient_label_in_slot") for v in _lead_labels(scope, spec)]
             for m in _PAREN_LABEL_RE.finditer(scope):
-                v = _label_at(scope, m, spec, bracketed=True)
+                v = label_at(scope, m, spec, bracketed=True)
                 if v is not None:
                     hits.append((v, "lenient_label_in_slot"))
         return hits
     if hits:
         return hits
     if spec.kind == "boolean":
-        for m in _BOOL_WORD_RE.finditer(scope):
+        for m in BOOL_WORD_RE.finditer(scope):
             w = m.group("w").casefold()
-            if _NEGATED_BEFORE.search(scope[max(0, m.start() - 16) : m.start()]):
+            if NEGATED_BEFORE.search(scope[max(0, m.start() - 16) : m.start()]):
                 continue
-            if w != "yes" and _is_modifier(scope, m.end()):
+            if w != "yes" and is_modifier(scope, m.end()):
                 continue
             hits.append(("true" if w in ("true", "yes") else "false", "lenient_boolean_word"))
         return hits
-    cleaned = _FRAC_RE.sub(" ", _latex_number_cleanup(scope))
-    numbers = [v for v in map(_number_of, _NUM_TOKEN_RE.finditer(cleaned)) if v is not None]
+    cleaned = FRAC_RE.sub(" ", latex_number_cleanup(scope))
+    numbers = [v for v in map(number_of, NUM_TOKEN_RE.finditer(cleaned)) if v is not None]
     return [(numbers[-1], "lenient_last_number")] if numbers else []
 
 
@@ -245,11 +264,13 @@ def _decide(hits: list[tuple[str, str]], reason: str | None = None) -> QAExtract
     if not hits:
         return None
     if len({v for v, _ in hits}) > 1:
-        return _u("ambiguous")
-    return _p(hits[0][0], reason or hits[0][1])
+        return unparseable("ambiguous")
+    return parsed(hits[0][0], reason or hits[0][1])
 
 
-def _slot_text(v: Any) -> str:
+def slot_text(v: Any) -> str:
+    """A slot value as text: strings as they are, JSON values (numbers, booleans, objects) in
+    JSON spelling."""
     if isinstance(v, str):
         return v
     if isinstance(v, Decimal):
@@ -260,34 +281,38 @@ def _slot_text(v: Any) -> str:
         return str(v)
 
 
-def _search_slots(values: list[Any], spec: _Spec, reason: str | None = None) -> QAExtraction | None:
+def _search_slots(values: list[Any], spec: AnswerSpec, reason: str | None = None) -> QAExtraction | None:
     hits: list[tuple[str, str]] = []
     for v in values:
-        hits += _search(_slot_text(v), spec, in_slot=True)
+        hits += _search(slot_text(v), spec, in_slot=True)
     return _decide(hits, reason)
 
 
-def _lenient(text: str, family: str, spec: _Spec, normalized: QAExtraction) -> QAExtraction:
-    values, _, _ = _find_slots(text, family, strict=False)
+def lenient_extract(text: str, family: str, spec: AnswerSpec, normalized: QAExtraction) -> QAExtraction:
+    """Mode ``lenient`` after the ``normalized`` extraction ``normalized`` read nothing: a slot
+    that is present is searched inside only; a missing slot lets the whole reply be searched
+    (a Python-literal object for ``json``, an unclosed tag for ``structured_delim``). Returns
+    ``normalized`` when the search finds nothing (rules: :mod:`.extract`)."""
+    values, _, _ = find_slots(text, family, strict=False)
     if values:  # a committed slot whose value did not normalise: search only inside it
         return _search_slots(values, spec) or normalized
     if family == "json":
-        repaired = _literal_json_values(text)
+        repaired = literal_json_values(text)
         if repaired:
-            results = [_normalized_value(v, spec) for v in repaired]
+            results = [normalized_value(v, spec) for v in repaired]
             found = {v for v, _ in results if v is not None}
             if len(found) > 1:
-                return _u("ambiguous")
+                return unparseable("ambiguous")
             if found:
-                return _p(found.pop(), "lenient_json_repaired")
-            return _search_slots(repaired, spec) or _u(results[0][1])
+                return parsed(found.pop(), "lenient_json_repaired")
+            return _search_slots(repaired, spec) or unparseable(results[0][1])
     if family == "structured_delim":
-        open_end = _tag_values(text, _TAG_NORM_RE)[1]
+        open_end = tag_values(text, TAG_NORM_RE)[1]
         if open_end is not None:
             rest = text[open_end:]
-            v, _ = _normalized_value(rest, spec)
+            v, _ = normalized_value(rest, spec)
             if v is not None:
-                return _p(v, "lenient_unclosed_tag")
+                return parsed(v, "lenient_unclosed_tag")
             got = _search_slots([rest], spec, reason="lenient_unclosed_tag")
             if got is not None:
                 return got

@@ -14,7 +14,10 @@ answer: the extracted value (null when unparseable); parse reason: ``reason``.
 
 from __future__ import annotations
 
+from metamorph.studies.wrapper_sensitivity.vocab import DEFAULT_MODE, HEADLINE_INDICES
 from metamorph.trace import MetricTrace
+
+__all__ = ["TRACES"]
 
 _SLICES = {k: k for k in ("task", "wrapper", "mode", "item_id", "seed")}
 _COMMON = dict(
@@ -23,7 +26,7 @@ _COMMON = dict(
     input="coalesce(messages_json, request_json)",
     answer="value",
     reason="reason",
-    defaults={"mode": "paper"},
+    defaults={"mode": DEFAULT_MODE},
     extra=("gold", "correct", "parseable", "finish_reason", "generation_key"),
 )
 
@@ -40,6 +43,6 @@ TRACES = {
             **_COMMON,
             order=("task", "role", "wrapper", "correct" if m == "FSI" else "parseable", "item_id", "seed"),
         )
-        for m in ("FSI", "PSI")
+        for m in HEADLINE_INDICES
     },
 }

@@ -52,6 +52,7 @@ from metamorph import stats
 from metamorph.ordering import LevelOrder
 from metamorph.schemas import require_columns
 from metamorph.studies.wrapper_sensitivity.schemas import WrapperCells, WrapperFSI, WrapperMeanIndices
+from metamorph.studies.wrapper_sensitivity.vocab import ANSWER_TYPES, DEFAULT_MODE, FAMILIES, INDICES, MODES
 
 __all__ = [
     "SCORED_COLUMNS",
@@ -61,8 +62,17 @@ __all__ = [
     "DEFAULT_MODE",
     "NFSI_EPS",
     "TIE_TOL",
+    "CELL_KEYS",
+    "COMBINATION_KEYS",
+    "best_worst",
+    "cell_rows",
+    "ordered_wrappers",
+    "pct_or_nan",
+    "tied_wrappers",
+    "validate_cells",
     "validate_scored",
     "cell_metrics",
+    "cell_metrics_by_mode",
     "fsi_psi",
     "mean_indices",
 ]
@@ -84,17 +94,7 @@ SCORED_COLUMNS = (
 )
 
 #: Canonical wrapper order (paper §3.2): sorting, tie-breaking, reference level (plain).
-WRAPPER_ORDER = ("plain", "json", "structured", "structured_delim", "deliberate")
-
-#: Extraction modes: the paper's extractor (§3.5 as the review reports it) and the reported
-#: variants (appendix B strict / normalized, plus lenient).
-MODES = ("paper", "strict", "normalized", "lenient")
-
-#: Answer types and their chance level (percent; choice = 100 / n_choices).
-ANSWER_TYPES = ("choice", "boolean", "numeric")
-
-#: The headline mode: the paper's extractor.
-DEFAULT_MODE = "paper"
+WRAPPER_ORDER = FAMILIES
 
 #: ε of nFSI = FSI / (mean accuracy + ε) (§4).
 NFSI_EPS = 1e-6
@@ -102,18 +102,22 @@ NFSI_EPS = 1e-6
 #: Two accuracies closer than this (pp) are a tie (best/worst wrapper, win counts).
 TIE_TOL = 1e-9
 
-_MT = ["model_id", "task"]
+#: The key of a combination: one (model, task).
+COMBINATION_KEYS = ["model_id", "task"]
 
-_CELL = ["model_id", "task", "wrapper"]
+#: The key of a cell: one (model, task, wrapper).
+CELL_KEYS = ["model_id", "task", "wrapper"]
 
 _GEN_KEY = ["model_id", "task", "wrapper", "item_id", "seed", "mode"]
 
+#: Chance accuracy (percent) of the non-choice answer types; a choice item's is 100 / n_choices.
 _CHANCE_FIXED = {"boolean": 50.0, "numeric": 0.0}
 
 
 _LEVELS = LevelOrder("wrapper", WRAPPER_ORDER)
 _wrapper_key = _LEVELS.key
-_ordered_wrappers = _LEVELS.ordered
+#: The given wrappers in canonical order (:data:`WRAPPER_ORDER`; unknown ones after, sorted).
+ordered_wrappers = _LEVELS.ordered
 _sort = _LEVELS.sort
 
 
@@ -194,11 +198,14 @@ def validate_scored(scored: pd.DataFrame, mode: str | None = None) -> pd.DataFra
     return s
 
 
-def _pct(num: float, den: float) -> float:
+def pct_or_nan(num: float, den: float) -> float:
+    """``100 · num / den`` in percent, NaN when ``den`` is 0."""
     return math.nan if den == 0 else 100.0 * num / den
 
 
-def _cells(s: pd.DataFrame, mode: str) -> pd.DataFrame:
+def cell_rows(s: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """The cell table of :func:`cell_metrics` from an already validated frame ``s`` of one mode,
+    unsorted and not schema-validated (the matched-subset diagnostics reuse it)."""
     cols = [
         "model_id",
         "task",
@@ -221,7 +228,7 @@ def _cells(s: pd.DataFrame, mode: str) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     s = s.assign(_trunc=s["finish_reason"].eq("length").fillna(False).astype(bool))
     agg = (
-        s.groupby(_CELL, sort=False)
+        s.groupby(CELL_KEYS, sort=False)
         .agg(
             answer_type=("answer_type", "first"),
             n=("correct", "size"),
@@ -238,7 +245,7 @@ def _cells(s: pd.DataFrame, mode: str) -> pd.DataFrame:
     agg["mode"] = mode
     agg["accuracy_pct"] = 100.0 * agg["n_correct"] / agg["n"]
     agg["parseability_pct"] = 100.0 * agg["n_parseable"] / agg["n"]
-    agg["acc_given_parse_pct"] = [_pct(c, p) for c, p in zip(agg["n_correct"], agg["n_parseable"])]
+    agg["acc_given_parse_pct"] = [pct_or_nan(c, p) for c, p in zip(agg["n_correct"], agg["n_parseable"])]
     agg["truncation_rate_pct"] = 100.0 * agg["n_truncated"] / agg["n"]
     agg["chance_pct"] = agg["chance_pct"].where(~agg["_chance_missing"], math.nan)
     out = agg[cols].copy()
@@ -270,19 +277,39 @@ def cell_metrics(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataFrame
         n_seeds``.
     """
     s = validate_scored(scored, mode)
-    return WrapperCells.validate(_sort(_cells(s, mode), _CELL))
+    return WrapperCells.validate(_sort(cell_rows(s, mode), CELL_KEYS))
 
 
-def _validate_cells(cells: pd.DataFrame, columns: Sequence[str], what: str) -> pd.DataFrame:
-    require_columns(cells, list(_CELL) + list(columns), what)
+def cell_metrics_by_mode(scored: pd.DataFrame) -> pd.DataFrame:
+    """:func:`cell_metrics` in every extraction mode present in ``scored``, stacked (modes in
+    sorted order): the ``wrapper_cells`` table (§4), one row per model × task × wrapper × mode.
+
+    Raises:
+        ValueError: as :func:`validate_scored` (for each mode).
+
+    Returns:
+        :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperCells` rows of every mode.
+    """
+    require_columns(scored, ["mode"], "scored")
+    return pd.concat([cell_metrics(scored, m) for m in sorted(scored["mode"].unique())], ignore_index=True)
+
+
+def validate_cells(cells: pd.DataFrame, columns: Sequence[str], what: str) -> pd.DataFrame:
+    """A copy of ``cells`` with string ids, after checking it has the cell key and ``columns``.
+
+    Raises:
+        ValueError: a missing column, a null id, or several rows for one (model_id, task,
+            wrapper) cell (cells of several extraction modes); the message starts with ``what``.
+    """
+    require_columns(cells, list(CELL_KEYS) + list(columns), what)
     c = cells.copy()
-    for col in _CELL:
+    for col in CELL_KEYS:
         if c[col].isna().any():
             raise ValueError(f"{what}: column '{col}' has null value(s)")
         c[col] = c[col].astype(str)
-    dup = c.duplicated(_CELL, keep=False)
+    dup = c.duplicated(CELL_KEYS, keep=False)
     if dup.any():
-        first = c.loc[dup, _CELL].iloc[0].to_dict()
+        first = c.loc[dup, CELL_KEYS].iloc[0].to_dict()
         raise ValueError(
             f"{what}: several rows for one (model_id, task, wrapper) cell, e.g. {first} "
             "(pass the cells of a single extraction mode)"
@@ -290,7 +317,7 @@ def _validate_cells(cells: pd.DataFrame, columns: Sequence[str], what: str) -> p
     return c
 
 
-def _tied(grp: pd.DataFrame, col: str = "accuracy_pct") -> tuple[list[str], list[str]]:
+def tied_wrappers(grp: pd.DataFrame, col: str = "accuracy_pct") -> tuple[list[str], list[str]]:
     """The wrappers tied at the highest and at the lowest ``col`` (within :data:`TIE_TOL`) of one
     (model, task), each list in canonical order."""
     g = grp.assign(_wk=grp["wrapper"].map(_wrapper_key)).sort_values("_wk", kind="mergesort")
@@ -298,10 +325,10 @@ def _tied(grp: pd.DataFrame, col: str = "accuracy_pct") -> tuple[list[str], list
     return g.loc[v >= v.max() - TIE_TOL, "wrapper"].tolist(), g.loc[v <= v.min() + TIE_TOL, "wrapper"].tolist()
 
 
-def _best_worst(grp: pd.DataFrame, col: str = "accuracy_pct") -> tuple[pd.Series, pd.Series]:
+def best_worst(grp: pd.DataFrame, col: str = "accuracy_pct") -> tuple[pd.Series, pd.Series]:
     """Rows of one best and one worst wrapper of a (model, task): among tied ones the first in
     canonical order (callers that show the result say so when there is a tie)."""
-    best, worst = _tied(grp, col)
+    best, worst = tied_wrappers(grp, col)
     by = grp.set_index("wrapper", drop=False)
     return by.loc[best[0]], by.loc[worst[0]]
 
@@ -352,9 +379,9 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
         n_below_chance, best_wrapper, worst_wrapper, n_best, n_worst, all_tied,
         best_accuracy_pct, worst_accuracy_pct, note``.
     """
-    c = _validate_cells(cells, ["accuracy_pct", "parseability_pct", "chance_pct", "n"], "cells")
+    c = validate_cells(cells, ["accuracy_pct", "parseability_pct", "chance_pct", "n"], "cells")
     rows = []
-    for (m, t), grp in c.groupby(_MT, sort=True):
+    for (m, t), grp in c.groupby(COMBINATION_KEYS, sort=True):
         k = len(grp)
         acc = grp["accuracy_pct"].astype(float).to_numpy()
         par = grp["parseability_pct"].astype(float).to_numpy()
@@ -389,7 +416,7 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
         else:
             fsi = float(acc.max() - acc.min())
             psi = float(par.max() - par.min())
-            best, worst = _tied(grp)
+            best, worst = tied_wrappers(grp)
             row.update(
                 fsi=fsi / 100.0,
                 psi=psi / 100.0,
@@ -453,16 +480,6 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
     return WrapperFSI.validate(out)
 
 
-_INDICES = (
-    ("FSI", "fsi_pp", "pp"),
-    ("PSI", "psi_pp", "pp"),
-    ("nFSI", "nfsi", "ratio"),
-    ("nFSI_chance", "nfsi_chance", "ratio"),
-    ("FSI_fraction", "fsi", "fraction"),
-    ("PSI_fraction", "psi", "fraction"),
-)
-
-
 def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
     """Mean FSI / PSI / nFSI / nFSI_chance per model with percentile bootstrap 95% CIs over tasks.
 
@@ -486,10 +503,10 @@ def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) ->
         (one row per model × index, indices in the order FSI, PSI, nFSI, nFSI_chance,
         FSI_fraction, PSI_fraction).
     """
-    require_columns(fsi, ["model_id", "task"] + [col for _, col, _ in _INDICES], "fsi")
+    require_columns(fsi, ["model_id", "task"] + [col for _, col, _ in INDICES], "fsi")
     rows = []
     for m, grp in fsi.groupby("model_id", sort=True):
-        for name, col, unit in _INDICES:
+        for name, col, unit in INDICES:
             vals = pd.to_numeric(grp[col], errors="coerce")
             ci = stats.bootstrap_mean_ci(vals.dropna().to_numpy(dtype=float), n_resamples=n_resamples, seed=seed)
             rows.append(

@@ -75,35 +75,37 @@ from typing import Any
 
 from metamorph.studies.wrapper_sensitivity.answers import (
     COPULA,
+    FRAC_RE,
     MARKS,
-    _FRAC_RE,
-    _NUM_TOKEN_RE,
-    _Spec,
-    _normalized_value,
-    _prep,
-)
-from metamorph.studies.wrapper_sensitivity.extract import (
-    _FINAL_NORM_RE,
-    _NEXT_LINE_RE,
-    _STRUCT_NORM_RE,
-    _TAG_NORM_RE,
-    QAExtraction,
-    _json_slots,
-    _p,
-    _read,
-    _tag_values,
-    _u,
+    NUM_TOKEN_RE,
+    AnswerSpec,
+    normalized_value,
+    prep_text,
 )
 from metamorph.studies.wrapper_sensitivity.lenient import (
-    _BOOL_WORD_RE,
-    _BOXED_RE,
-    _NEGATED_BEFORE,
-    _is_modifier,
-    _label_at,
-    _number_of,
-    _slot_text,
-    _unwrap_math,
+    BOOL_WORD_RE,
+    BOXED_RE,
+    NEGATED_BEFORE,
+    is_modifier,
+    label_at,
+    number_of,
+    slot_text,
+    unwrap_math,
 )
+from metamorph.studies.wrapper_sensitivity.slots import (
+    FINAL_NORM_RE,
+    NEXT_LINE_RE,
+    STRUCT_NORM_RE,
+    TAG_NORM_RE,
+    QAExtraction,
+    json_slots,
+    parsed,
+    read_slots,
+    tag_values,
+    unparseable,
+)
+
+__all__ = ["paper_extract"]
 
 #: A candidate choice label: a single letter or a one/two-digit option number standing alone.
 _LABEL_TOKEN_RE = re.compile(r"(?<![\w'\u2019])(?P<id>[A-Za-z]|[0-9]{1,2})(?![\w'\u2019])")
@@ -129,15 +131,15 @@ _PARTIAL_JSON_RE = re.compile(
 
 
 def _prep_scope(scope: str) -> str:
-    return _unwrap_math(_prep(scope))
+    return unwrap_math(prep_text(scope))
 
 
-def _first_label(scope: str, spec: _Spec, complete: bool) -> str | None:
+def _first_label(scope: str, spec: AnswerSpec, complete: bool) -> str | None:
     s = _prep_scope(scope)
     for m in _LABEL_TOKEN_RE.finditer(s):
         start = m.start("id")
         bracketed = start > 0 and s[start - 1] in "(["
-        label = _label_at(s, m, spec, bracketed=bracketed)
+        label = label_at(s, m, spec, bracketed=bracketed)
         if label is None:
             continue
         if not complete and not _CLAUSE_END_RE.match(s, m.end()):
@@ -148,28 +150,28 @@ def _first_label(scope: str, spec: _Spec, complete: bool) -> str | None:
 
 def _first_boolean(scope: str, complete: bool) -> str | None:
     s = _prep_scope(scope)
-    for m in _BOOL_WORD_RE.finditer(s):
+    for m in BOOL_WORD_RE.finditer(s):
         w = m.group("w").casefold()
-        if _NEGATED_BEFORE.search(s[max(0, m.start() - 16) : m.start()]):
+        if NEGATED_BEFORE.search(s[max(0, m.start() - 16) : m.start()]):
             continue
         if not complete and not _CLAUSE_END_RE.match(s, m.end()):
             return None
-        if w != "yes" and _is_modifier(s, m.end()):
+        if w != "yes" and is_modifier(s, m.end()):
             continue
         return "true" if w in ("true", "yes") else "false"
     return None
 
 
 def _last_number(scope: str) -> str | None:
-    cleaned = _FRAC_RE.sub(" ", _prep_scope(scope))
-    numbers = [v for v in map(_number_of, _NUM_TOKEN_RE.finditer(cleaned)) if v is not None]
+    cleaned = FRAC_RE.sub(" ", _prep_scope(scope))
+    numbers = [v for v in map(number_of, NUM_TOKEN_RE.finditer(cleaned)) if v is not None]
     return numbers[-1] if numbers else None
 
 
 def _phrase_number(scope: str) -> str | None:
     """The number after the first explicit answer pattern whose number is settled (cut scope)."""
     s = _prep_scope(scope)
-    boxed = [(m.start(), m.group("body")) for m in _BOXED_RE.finditer(s)]
+    boxed = [(m.start(), m.group("body")) for m in BOXED_RE.finditer(s)]
     phrases = [(m.end(), None) for m in _NUM_PHRASE_RE.finditer(s)]
     for pos, body in sorted(boxed + phrases, key=lambda t: t[0]):
         if body is not None:
@@ -177,13 +179,13 @@ def _phrase_number(scope: str) -> str | None:
             if v is not None:
                 return v
             continue
-        n = _NUM_TOKEN_RE.match(s, pos)
+        n = NUM_TOKEN_RE.match(s, pos)
         if n and _NUM_SETTLED_RE.match(s, n.end()):
-            return _number_of(n)
+            return number_of(n)
     return None
 
 
-def _rule(scope: str, spec: _Spec, complete: bool) -> tuple[str | None, str]:
+def _rule(scope: str, spec: AnswerSpec, complete: bool) -> tuple[str | None, str]:
     """The task-aware rule on a scope: ``(value, reason)`` or ``(None, "")``."""
     if spec.kind == "choice":
         return _first_label(scope, spec, complete), "paper_first_label"
@@ -201,7 +203,7 @@ def _line_slots(text: str, rx: re.Pattern[str], truncated: bool) -> list[tuple[s
     for m in rx.finditer(text):
         v, end = m.group(1), m.end()
         if not v.strip(" \t*_`"):
-            nm = _NEXT_LINE_RE.match(text, m.end())
+            nm = NEXT_LINE_RE.match(text, m.end())
             nxt = nm.group("line").strip() if nm else ""
             if nxt and not rx.match(nxt):
                 v, end = nxt, nm.end()
@@ -214,7 +216,7 @@ def _slots(text: str, family: str, truncated: bool) -> tuple[list[tuple[Any, boo
     if family == "plain":
         return [(text.strip(), not truncated, False)], ""
     if family == "json":
-        values, _, missing = _json_slots(text, strict=False)
+        values, _, missing = json_slots(text, strict=False)
         if values:
             return [(v, True, False) for v in values], ""
         if truncated:
@@ -224,22 +226,22 @@ def _slots(text: str, family: str, truncated: bool) -> tuple[list[tuple[Any, boo
                 return [(v, True, True)], ""
         return [], missing
     if family == "structured_delim":
-        values, open_end = _tag_values(text, _TAG_NORM_RE)
+        values, open_end = tag_values(text, TAG_NORM_RE)
         if values:
             return [(v, True, False) for v in values], ""
         if truncated and open_end is not None:
             return [(text[open_end:], False, True)], ""
         return [], "no_answer"
-    rx = _STRUCT_NORM_RE if family == "structured" else _FINAL_NORM_RE
+    rx = STRUCT_NORM_RE if family == "structured" else FINAL_NORM_RE
     found = _line_slots(text, rx, truncated)
     return [(v, c, False) for v, c in found], ("" if found else "no_answer")
 
 
-def paper_extract(text: str, family: str, spec: _Spec, truncated: bool) -> QAExtraction:
+def paper_extract(text: str, family: str, spec: AnswerSpec, truncated: bool) -> QAExtraction:
     """Mode ``paper`` on a non-empty reply (see the module docstring). ``truncated``: the reply
     was cut by the token limit."""
     if not truncated:
-        normalized = _read(text, family, spec, strict=False)
+        normalized = read_slots(text, family, spec, strict=False)
         if normalized.parseable or normalized.reason == "ambiguous":
             return normalized
         fail = normalized.reason
@@ -247,19 +249,19 @@ def paper_extract(text: str, family: str, spec: _Spec, truncated: bool) -> QAExt
         fail = "truncated"
     slots, missing = _slots(text, family, truncated)
     if not slots:
-        return _u(fail if truncated else missing)
+        return unparseable(fail if truncated else missing)
     hits: list[tuple[str, str]] = []
     for v, complete, cut in slots:
         if complete:
-            value, step = _normalized_value(v, spec)
+            value, step = normalized_value(v, spec)
             if value is not None:
                 hits.append((value, "paper_cut_slot" if cut else (step or "ok")))
                 continue
-        value, reason = _rule(_slot_text(v), spec, complete)
+        value, reason = _rule(slot_text(v), spec, complete)
         if value is not None:
             hits.append((value, "paper_cut_slot" if cut else reason))
     if not hits:
-        return _u(fail)
+        return unparseable(fail)
     if len({v for v, _ in hits}) > 1:
-        return _u("ambiguous")
-    return _p(hits[0][0], hits[0][1])
+        return unparseable("ambiguous")
+    return parsed(hits[0][0], hits[0][1])

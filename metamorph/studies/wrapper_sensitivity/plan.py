@@ -23,8 +23,9 @@ import pandas as pd
 
 from metamorph.models import ModelSpec
 from metamorph.providers.base import GenerationRequest
-from metamorph.studies.wrapper_sensitivity.extract import MODES, extract_answer
+from metamorph.studies.wrapper_sensitivity.extract import extract_answer
 from metamorph.studies.wrapper_sensitivity.tasks import QAItem
+from metamorph.studies.wrapper_sensitivity.vocab import CONSTRAINED_ARM, MODES
 from metamorph.studies.wrapper_sensitivity.wrappers import (
     MATCH_THRESHOLD,
     WrappedPrompt,
@@ -33,7 +34,20 @@ from metamorph.studies.wrapper_sensitivity.wrappers import (
     matched_subset,
 )
 
-CONSTRAINED = "json_constrained"
+__all__ = [
+    "CONSTRAINED",
+    "DEFAULT_PARAMS",
+    "STUDY",
+    "PlannedWrapperGeneration",
+    "cost_steps",
+    "count_and_check_budget",
+    "plan_wrapper_generations",
+    "score_generations",
+    "token_balance",
+]
+
+#: The constrained-decoding arm's wrapper name (:data:`.vocab.CONSTRAINED_ARM`).
+CONSTRAINED = CONSTRAINED_ARM
 
 #: This study's name: the registry's ``study_params`` key (:meth:`metamorph.models.ModelSpec.params_for`).
 STUDY = "wrapper_sensitivity"

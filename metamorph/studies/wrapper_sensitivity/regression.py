@@ -20,8 +20,8 @@ import statsmodels.api as sm
 from metamorph import stats
 from metamorph.studies.wrapper_sensitivity.metrics import (
     DEFAULT_MODE,
-    _ordered_wrappers,
-    _validate_cells,
+    ordered_wrappers,
+    validate_cells,
     validate_scored,
 )
 from metamorph.studies.wrapper_sensitivity.schemas import (
@@ -29,6 +29,14 @@ from metamorph.studies.wrapper_sensitivity.schemas import (
     WrapperFERegression,
     WrapperItemModel,
 )
+from metamorph.studies.wrapper_sensitivity.vocab import CORRELATION_SCOPES
+
+__all__ = [
+    "fixed_effects_regression",
+    "item_level_model",
+    "partial_r2_from_t",
+    "pearson_acc_parse",
+]
 
 
 def pearson_acc_parse(cells: pd.DataFrame) -> pd.DataFrame:
@@ -44,9 +52,10 @@ def pearson_acc_parse(cells: pd.DataFrame) -> pd.DataFrame:
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperCorrelation`: ``scope, model_id,
         r, p_value, n, note`` (pooled first, then models in sorted order).
     """
-    c = _validate_cells(cells, ["accuracy_pct", "parseability_pct"], "cells")
+    c = validate_cells(cells, ["accuracy_pct", "parseability_pct"], "cells")
     rows = []
-    scopes = [("pooled", None, c)] + [("model", str(m), g) for m, g in c.groupby("model_id", sort=True)]
+    pooled, per_model = CORRELATION_SCOPES
+    scopes = [(pooled, None, c)] + [(per_model, str(m), g) for m, g in c.groupby("model_id", sort=True)]
     for scope, m, g in scopes:
         res = stats.pearson(g["accuracy_pct"].astype(float).tolist(), g["parseability_pct"].astype(float).tolist())
         rows.append(dict(scope=scope, model_id=m, r=res.rho, p_value=res.p_value, n=res.n, note=res.note))
@@ -64,7 +73,7 @@ def _fe_dummies(df: pd.DataFrame, factors: Sequence[str]) -> tuple[pd.DataFrame,
     """
     parts, used, dropped, refs = [], [], [], {}
     for f in factors:
-        levels = _ordered_wrappers(df[f]) if f == "wrapper" else sorted(set(df[f]))
+        levels = ordered_wrappers(df[f]) if f == "wrapper" else sorted(set(df[f]))
         if len(levels) < 2:
             dropped.append(f)
             continue
@@ -157,7 +166,7 @@ def fixed_effects_regression(cells: pd.DataFrame, cov_type: str = "nonrobust") -
         df_resid, weights, weight_min, weight_max, weight_sum, cov_type, effects, note``.
     """
     what = "fixed_effects_regression"
-    c = _validate_cells(cells, ["accuracy_pct", "parseability_pct", "n"], "cells").reset_index(drop=True)
+    c = validate_cells(cells, ["accuracy_pct", "parseability_pct", "n"], "cells").reset_index(drop=True)
     if len(c) == 0:
         raise ValueError(f"{what}: no cells")
     w = pd.to_numeric(c["n"], errors="coerce").astype(float).to_numpy()

@@ -14,9 +14,18 @@ import pandas as pd
 from metamorph.comparison import item_scores
 from metamorph.report_card import CARD_ROW_COLUMNS, clustered_rate_rows
 from metamorph.sql import markdown_sections
-from metamorph.studies.wrapper_sensitivity.metrics import DEFAULT_MODE, validate_scored
-from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES
+from metamorph.studies.wrapper_sensitivity.metrics import validate_scored
+from metamorph.studies.wrapper_sensitivity.vocab import DEFAULT_MODE, FAMILIES, HEADLINE_INDICES
 
+__all__ = [
+    "COMPARED_METRICS",
+    "COMPARISON_TABLES",
+    "SECTIONS",
+    "STUDY",
+    "card_rows",
+    "comparison_scores",
+    "headline",
+]
 
 SECTIONS = (
     (
@@ -109,7 +118,7 @@ def card_rows(
         )
         for metric, col in (("accuracy", "correct"), ("parseability", "parseable"))
     ]
-    idx = mean_indices[mean_indices["index"].isin(["FSI", "PSI"])]
+    idx = mean_indices[mean_indices["index"].isin(HEADLINE_INDICES)]
     parts.append(
         pd.DataFrame(
             {

@@ -24,11 +24,33 @@ import pandera.pandas as pa
 from pandera.typing.pandas import Series
 
 from metamorph.schemas import GenerationRecord, StrictModel
+from metamorph.studies.wrapper_sensitivity.vocab import (
+    ANSWER_TYPES,
+    CORRELATION_SCOPES,
+    FAMILIES,
+    INDEX_NAMES,
+    INDEX_UNITS,
+    MODES,
+    WRAPPERS,
+)
 
-#: Extraction modes (:data:`metamorph.studies.wrapper_sensitivity.extract.MODES`).
-MODES = ["paper", "strict", "normalized", "lenient"]
-
-WRAPPERS = ["plain", "json", "structured", "structured_delim", "deliberate", "json_constrained"]
+__all__ = [
+    "QAItems",
+    "ScoredAnswers",
+    "TokenBalance",
+    "WrappedPrompts",
+    "WrapperCells",
+    "WrapperConstrainedFalsifier",
+    "WrapperCorrelation",
+    "WrapperDecomposition",
+    "WrapperFERegression",
+    "WrapperFSI",
+    "WrapperGenerations",
+    "WrapperItemModel",
+    "WrapperMatchedFSI",
+    "WrapperMeanIndices",
+    "WrapperWins",
+]
 
 
 class QAItems(StrictModel):
@@ -36,7 +58,7 @@ class QAItems(StrictModel):
 
     task: Series[str] = pa.Field(description="Task name (boolq, arc_challenge, gsm8k, ..., synth_*).")
     item_id: Series[str] = pa.Field(description="Item id, unique within its task.")
-    answer_type: Series[str] = pa.Field(isin=["choice", "boolean", "numeric"], description="Answer type.")
+    answer_type: Series[str] = pa.Field(isin=list(ANSWER_TYPES), description="Answer type.")
     question: Series[str] = pa.Field(description="Question text (task framing included).")
     passage: Series[str] = pa.Field(nullable=True, description="Reading passage / context, or null.")
     choices_json: Series[str] = pa.Field(description="[[label, text], ...] as JSON; [] for boolean/numeric.")
@@ -54,7 +76,7 @@ class WrappedPrompts(StrictModel):
 
     task: Series[str] = pa.Field(description="Task name.")
     item_id: Series[str] = pa.Field(description="Item id.")
-    wrapper: Series[str] = pa.Field(isin=WRAPPERS[:5], description="Wrapper family (§3.2).")
+    wrapper: Series[str] = pa.Field(isin=list(FAMILIES), description="Wrapper family (§3.2).")
     template_version: Series[str] = pa.Field(description="Version of the wrapper templates.")
     pad_chars: Series[int] = pa.Field(ge=0, description="Newline characters of padding inserted (§3.3).")
     pad_offset: Series[int] = pa.Field(ge=0, description="Character offset of the padding in the user message.")
@@ -74,7 +96,7 @@ class WrapperGenerations(GenerationRecord):
     task: Series[str] = pa.Field(description="Task name.")
     item_id: Series[str] = pa.Field(description="Item id.")
     wrapper: Series[str] = pa.Field(
-        isin=WRAPPERS, description="Wrapper family, or json_constrained (constrained-decoding arm)."
+        isin=list(WRAPPERS), description="Wrapper family, or json_constrained (constrained-decoding arm)."
     )
     seed: Series[int] = pa.Field(description="Sampling seed (part of the cache key).")
 
@@ -89,12 +111,12 @@ class ScoredAnswers(StrictModel):
 
     model_id: Series[str] = pa.Field(description="Registry model id (partition key).")
     task: Series[str] = pa.Field(description="Task name.")
-    answer_type: Series[str] = pa.Field(isin=["choice", "boolean", "numeric"], description="Answer type.")
-    wrapper: Series[str] = pa.Field(isin=WRAPPERS, description="Wrapper family / arm.")
+    answer_type: Series[str] = pa.Field(isin=list(ANSWER_TYPES), description="Answer type.")
+    wrapper: Series[str] = pa.Field(isin=list(WRAPPERS), description="Wrapper family / arm.")
     item_id: Series[str] = pa.Field(description="Item id.")
     seed: Series[int] = pa.Field(description="Sampling seed.")
     mode: Series[str] = pa.Field(
-        isin=MODES,
+        isin=list(MODES),
         description="Extraction variant: paper (the paper's §3.5 extractor, headline), strict, normalized, lenient.",
     )
     value: Series[str] = pa.Field(
@@ -145,12 +167,12 @@ class WrapperCells(_ModelTask):
     """Per (model, task, wrapper) cell metrics on one extraction mode (§4; review major 1 for
     Acc | parseable)."""
 
-    answer_type: Series[str] = pa.Field(isin=["choice", "boolean", "numeric"], description="Answer type of the task.")
+    answer_type: Series[str] = pa.Field(isin=list(ANSWER_TYPES), description="Answer type of the task.")
     wrapper: Series[str] = pa.Field(
         description="Prompt wrapper family (plain, json, structured, structured_delim, deliberate, ...)."
     )
     mode: Series[str] = pa.Field(
-        isin=MODES, description="Extraction mode the cell was computed on (paper = the headline)."
+        isin=list(MODES), description="Extraction mode the cell was computed on (paper = the headline)."
     )
     accuracy_pct: Series[float] = pa.Field(
         **_PCT, description="A: % of generations correct (unparseable counts as incorrect) (percent)."
@@ -259,11 +281,11 @@ class WrapperMeanIndices(StrictModel):
 
     model_id: Series[str] = pa.Field(description="Registry model id.")
     index: Series[str] = pa.Field(
-        isin=["FSI", "PSI", "nFSI", "nFSI_chance", "FSI_fraction", "PSI_fraction"],
+        isin=list(INDEX_NAMES),
         description="Which per-task index is averaged (FSI_fraction / PSI_fraction: FSI / PSI as fractions, as the paper reports them).",
     )
     unit: Series[str] = pa.Field(
-        isin=["pp", "ratio", "fraction"],
+        isin=list(INDEX_UNITS),
         description="Unit of mean/ci_low/ci_high: percentage points (FSI, PSI), fraction 0–1 (FSI_fraction, PSI_fraction) or unitless ratio (nFSI, nFSI_chance).",
     )
     mean: Series[float] = pa.Field(
@@ -297,7 +319,7 @@ class WrapperCorrelation(StrictModel):
     """Pearson r(accuracy, parseability) over cells, pooled and per model (§5)."""
 
     scope: Series[str] = pa.Field(
-        isin=["pooled", "model"], description="pooled = all cells; model = the cells of model_id."
+        isin=list(CORRELATION_SCOPES), description="pooled = all cells; model = the cells of model_id."
     )
     model_id: Series[str] = pa.Field(nullable=True, description="Model of the cells (null for pooled).")
     r: Series[float] = pa.Field(
@@ -390,7 +412,7 @@ class WrapperItemModel(StrictModel):
     reference_wrapper: Series[str] = pa.Field(
         nullable=True, description="Baseline level of the wrapper effect (null when one wrapper)."
     )
-    mode: Series[str] = pa.Field(isin=MODES, description="Extraction mode (paper = the headline).")
+    mode: Series[str] = pa.Field(isin=list(MODES), description="Extraction mode (paper = the headline).")
     note: Series[str] = pa.Field(nullable=True, description="Dropped effects and other caveats, else null.")
 
 

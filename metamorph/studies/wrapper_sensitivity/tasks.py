@@ -62,6 +62,7 @@ from typing import Any
 
 from metamorph.datasets import read_rows, required, required_text, spec_params
 from metamorph.errors import InputError
+from metamorph.studies.wrapper_sensitivity.vocab import ANSWER_TYPES
 
 __all__ = [
     "ANSWER_TYPES",
@@ -75,10 +76,10 @@ __all__ = [
     "synth_arith_rule",
     "synth_choice_rule",
     "synth_compare_rule",
+    "MAX_SYNTHETIC",
+    "load_tasks",
 ]
 
-#: The three answer types of the study.
-ANSWER_TYPES = ("choice", "boolean", "numeric")
 
 #: Fixed per-task question framing (``{...}`` filled from the row).
 QUESTION_TEMPLATES = {

@@ -79,7 +79,8 @@ from typing import Any
 
 from metamorph.datasets import read_json_file
 from metamorph.errors import ConfigError, ContextBudgetError, InputError
-from metamorph.studies.wrapper_sensitivity.tasks import ANSWER_TYPES, QAItem
+from metamorph.studies.wrapper_sensitivity.tasks import QAItem
+from metamorph.studies.wrapper_sensitivity.vocab import ANSWER_TYPES, FAMILIES
 
 __all__ = [
     "FAMILIES",
@@ -99,9 +100,6 @@ __all__ = [
     "task_char_budget",
     "validate_templates",
 ]
-
-#: The five wrapper families (§3.2), in report order.
-FAMILIES = ("plain", "json", "structured", "structured_delim", "deliberate")
 
 #: Δtok at or below which an item counts as token-matched (§3.3).
 MATCH_THRESHOLD = 0.05

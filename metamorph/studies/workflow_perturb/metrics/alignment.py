@@ -26,6 +26,13 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "TAU_ALIGN",
+    "Alignment",
+    "align",
+    "similarity_matrix",
+]
+
 TAU_ALIGN = 0.8
 _TIE_EPS = 1e-9
 

@@ -19,6 +19,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+__all__ = [
+    "END",
+    "START",
+    "WorkflowGraph",
+    "as_workflow",
+    "chain_edges",
+    "clean_edges",
+]
+
 START, END = "START", "END"
 
 
@@ -77,7 +86,7 @@ def _norm_id(x: Any, n: int) -> str | None:
     return None
 
 
-def _clean_edges(edges: Iterable[Sequence[Any]], n: int, *, strict: bool) -> tuple[set[tuple[str, str]], int]:
+def clean_edges(edges: Iterable[Sequence[Any]], n: int, *, strict: bool) -> tuple[set[tuple[str, str]], int]:
     """Normalised edge set and the number of invalid edges (raise instead when ``strict``)."""
     out: set[tuple[str, str]] = set()
     bad = 0

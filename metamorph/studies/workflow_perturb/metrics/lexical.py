@@ -31,6 +31,17 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
+__all__ = [
+    "BLEU_MAX_ORDER",
+    "TOKENIZATIONS",
+    "bleu",
+    "bleu_max_order",
+    "gleu",
+    "lexical_tokens",
+    "sentences",
+    "word_tokens",
+]
+
 #: Tokenisation variants (the first is the default; module docstring).
 TOKENIZATIONS = ("document", "per_step")
 #: BLEU's n-gram order (lowered for shorter goldens).

@@ -48,6 +48,14 @@ import numpy as np
 
 from metamorph.studies.workflow_perturb.metrics.alignment import Alignment, align
 
+__all__ = [
+    "KENDALL_METHODS",
+    "gold_order_ranks",
+    "kendall_tau",
+    "kendall_tau_from_alignment",
+    "kendall_tau_gold_order",
+]
+
 #: Kendall's τ variants (the first is the default; see the module docstring).
 KENDALL_METHODS = ("gold_order", "aligned")
 

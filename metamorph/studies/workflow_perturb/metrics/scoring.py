@@ -47,8 +47,8 @@ from metamorph.studies.workflow_perturb.metrics.order import (
 )
 from metamorph.studies.workflow_perturb.metrics.semantic import (
     SharedPassBERTScore,
-    _scorer_record,
-    _truncated_pairs,
+    scorer_record,
+    truncated_pairs,
     baseline_for,
     get_bert_scorer,
     shares_encoder,
@@ -58,6 +58,13 @@ from metamorph.studies.workflow_perturb.metrics.structural import (
     chain_f1_from_alignment,
     graph_f1_from_alignment,
 )
+
+__all__ = [
+    "CHUNK_PAIRS",
+    "EncodingCounts",
+    "score_workflow",
+    "score_workflows",
+]
 
 
 def _resolve_scorer_spec(encoder: Any, bertscore: bool | tuple[str, int]) -> tuple[str, int] | None:
@@ -154,7 +161,7 @@ def score_workflows(
     for g, p in wfs:
         start = len(bs_pairs)
         if scorer_spec is not None and g.nodes and p.nodes:
-            bs_pairs.extend(_truncated_pairs(g.nodes, p.nodes))
+            bs_pairs.extend(truncated_pairs(g.nodes, p.nodes))
         bs_slices.append((start, len(bs_pairs)))
     bs_f = np.zeros(len(bs_pairs))
     baseline = baseline_path = None  # resolved only when some pair is scored
@@ -195,7 +202,7 @@ def score_workflows(
             if tokenization == "document"
             else "nltk.NLTKWordTokenizer per step"
         ),
-        **_scorer_record(encoder, scorer_spec, baseline),
+        **scorer_record(encoder, scorer_spec, baseline),
     }
     results = []
     for ci, ((lo, hi), texts) in enumerate(zip(chunk_bs, chunk_texts)):

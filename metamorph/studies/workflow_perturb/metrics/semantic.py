@@ -40,6 +40,22 @@ from typing import Any
 
 from metamorph.datasets import read_text
 
+__all__ = [
+    "BASELINE_PAIRS",
+    "BASELINE_SEED",
+    "SharedPassBERTScore",
+    "baseline_for",
+    "baseline_pairs",
+    "bertscore_f1",
+    "compute_baseline",
+    "get_bert_scorer",
+    "packaged_baseline",
+    "scorer_record",
+    "shares_encoder",
+    "truncated_pairs",
+    "write_baseline",
+]
+
 #: Unrelated step pairs drawn for a baseline.
 BASELINE_PAIRS = 2000
 #: Seed of the pair draw.
@@ -263,7 +279,8 @@ class SharedPassBERTScore:
         return out[..., 0], out[..., 1], out[..., 2]
 
 
-def _truncated_pairs(gold: Sequence[str], pred: Sequence[str]) -> list[tuple[str, str]]:
+def truncated_pairs(gold: Sequence[str], pred: Sequence[str]) -> list[tuple[str, str]]:
+    """The order-preserving pairs ``(gold[i], pred[i])``, ``i < min(|gold|, |pred|)`` (BERTScore's pairs)."""
     n = min(len(gold), len(pred))
     return [(gold[i], pred[i]) for i in range(n)]
 
@@ -277,12 +294,15 @@ def bertscore_f1(gold_steps: Sequence[str], pred_steps: Sequence[str], scorer) -
         return None, "empty_gold"
     if not pred_steps:
         return 0.0, "empty_candidate"
-    pairs = _truncated_pairs(gold_steps, pred_steps)
+    pairs = truncated_pairs(gold_steps, pred_steps)
     _, _, f = scorer.score([p for _, p in pairs], [g for g, _ in pairs])
     return min(float(f.mean().item()), 1.0), None
 
 
-def _scorer_record(encoder: Any, scorer_spec: tuple[str, int] | None, baseline: str | None = None) -> dict[str, Any]:
+def scorer_record(encoder: Any, scorer_spec: tuple[str, int] | None, baseline: str | None = None) -> dict[str, Any]:
+    """The ``bertscore_*`` provenance columns of a score row: model name and path, layer count,
+    whether (and against which baseline) scores are rescaled, idf; all null / false when
+    ``scorer_spec`` is ``None`` (BERTScore not computed)."""
     info = getattr(encoder, "info", None)
     if scorer_spec is None:
         return {

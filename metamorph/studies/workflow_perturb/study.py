@@ -1,0 +1,91 @@
+"""WorkflowPerturb as a :class:`metamorph.study.Study`: its assets, options, loader, plan, headline and card."""
+
+from __future__ import annotations
+
+from metamorph.study import Option, Study, positive, whole_number
+
+
+def _load_sources(specs, limit):
+    from metamorph.studies.workflow_perturb.workflows import load_goldens
+
+    return [load_goldens(spec, on_invalid="collect", limit=limit) for spec in specs]
+
+
+def _cost_steps(spec, options):
+    from metamorph.studies.workflow_perturb.plan import cost_steps
+
+    return cost_steps(spec, options)
+
+
+def _headline(con, options) -> str:
+    from metamorph.studies.workflow_perturb.report import headline
+
+    return headline(con)
+
+
+def _card_rows(judge_scores, llm_perturbation_scores=None):
+    from metamorph.studies.workflow_perturb.report import all_card_rows
+
+    return all_card_rows(judge_scores, llm_perturbation_scores)
+
+
+LLM_GOLDENS = Option(
+    "llm_goldens",
+    "goldens sent to the LLM generator (first N valid ones)",
+    positive,
+    default=3,
+    targets=(("llm_perturbations", "n_goldens"),),
+)
+JUDGE_VARIANTS = Option(
+    "judge_variants",
+    "first N deterministic variants scored by the LLM judge of each model (App. B.6; 3 calls each; "
+    "default 9; the variants run golden by golden, 9 per golden)",
+    positive,
+    default=9,
+    targets=(("judge_scores", "n_variants"),),
+)
+JUDGE_CONSTRAINED = Option(
+    "judge_constrained",
+    "constrain the judge's decoding to the B.6.4 JSON object (small local judges)",
+    flag=True,
+    targets=(("judge_scores", "constrained"),),
+)
+#: The generator's completion limit (App. A): a reply holds a whole workflow, so at least 16 tokens.
+MAX_TOKENS = Option(
+    "max_tokens",
+    "completion limit of an LLM generator call (llm_perturbations; >= 16; default 320); the judge keeps "
+    "its own (400, the B.6.4 JSON object)",
+    whole_number(16),
+    targets=(("llm_perturbations", "max_tokens"),),
+)
+
+STUDY = Study(
+    name="workflow_perturb",
+    title="WorkflowPerturb (perturbed workflows, CI gate)",
+    description="WorkflowPerturb: golden workflows perturbed by deterministic operators and an LLM generator, "
+    "scored by structural, lexical and semantic metrics and an LLM judge; the CI gate's thresholds.",
+    inputs=(
+        "goldens",
+        "perturbations",
+        "perturbation_scores",
+        "severity_table",
+        "sensitivity_matrix",
+        "strata_table",
+        "threshold_recalibration",
+        "firing_matrix",
+    ),
+    source_asset="goldens",
+    generations="llm_perturbations",
+    budget_assets=("llm_perturbations", "judge_scores"),
+    default_sources=("embedded",),
+    limit_rule="the first N rows",
+    load_sources=_load_sources,
+    cost_steps=_cost_steps,
+    headline=_headline,
+    headline_without_models=True,
+    card=(("judge_scores", "llm_perturbation_scores"), _card_rows),
+    card_optional=("llm_perturbation_scores",),
+    options=(LLM_GOLDENS, JUDGE_VARIANTS, JUDGE_CONSTRAINED, MAX_TOKENS),
+)
+
+__all__ = ["JUDGE_CONSTRAINED", "JUDGE_VARIANTS", "LLM_GOLDENS", "MAX_TOKENS", "STUDY"]

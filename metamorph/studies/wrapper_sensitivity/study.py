@@ -1,0 +1,66 @@
+"""The wrapper-sensitivity study as a :class:`metamorph.study.Study`: its assets, options, loader,
+plan, headline and card."""
+
+from __future__ import annotations
+
+from metamorph.study import Option, Study, seed
+
+
+def _load_sources(specs, limit):
+    from metamorph.studies.wrapper_sensitivity.tasks import load_task
+
+    return [x for spec in specs for x in load_task(spec, limit=limit)]
+
+
+def _cost_steps(spec, options):
+    from metamorph.studies.wrapper_sensitivity.plan import cost_steps
+
+    return cost_steps(spec, options)
+
+
+def _headline(con, options) -> str:
+    from metamorph.studies.wrapper_sensitivity.report import headline
+
+    return headline(con)
+
+
+def _card_rows(scored_answers, mean_fsi_psi):
+    from metamorph.studies.wrapper_sensitivity.report import card_rows
+
+    return card_rows(scored_answers, mean_fsi_psi)
+
+
+#: Sampling seeds of ``wrapper_generations`` (0 to 2**31 - 1).
+SEEDS = Option(
+    "seeds",
+    "sampling seeds",
+    seed,
+    default=[0, 1, 2, 3, 4],
+    nargs="+",
+    targets=(("wrapper_generations", "seeds"),),
+)
+CONSTRAINED_ARM = Option(
+    "constrained_arm",
+    "add constrained json decoding (the json wrapper decoded under its JSON schema)",
+    flag=True,
+    targets=(("wrapper_generations", "constrained_arm"),),
+)
+
+STUDY = Study(
+    name="wrapper_sensitivity",
+    title="Wrapper sensitivity (prompt wrappers, FSI / PSI)",
+    description="Wrapper sensitivity: the same QA items in five prompt wrappers (plain, chat, markdown, json, "
+    "xml), padded to one character budget; accuracy, parseability, FSI and PSI per wrapper.",
+    inputs=("qa_items", "wrapped_prompts"),
+    source_asset="qa_items",
+    generations="wrapper_generations",
+    default_sources=("synthetic",),
+    limit_rule="the first N items",
+    load_sources=_load_sources,
+    cost_steps=_cost_steps,
+    headline=_headline,
+    card=(("scored_answers", "mean_fsi_psi"), _card_rows),
+    options=(SEEDS, CONSTRAINED_ARM),
+)
+
+__all__ = ["CONSTRAINED_ARM", "SEEDS", "STUDY"]

@@ -1,0 +1,480 @@
+"""A study as one value: its assets, its options, its loaders, its plan, its headline and card.
+
+Each study package declares ``STUDY = Study(...)`` in ``metamorph/studies/<name>/study.py``;
+:func:`studies` discovers them (nothing lists the studies by hand). Everything that used to repeat
+the studies — the jobs, the inputs check, the code location, the sensors and schedules, the report
+card, ``metamorph run`` / ``metamorph plan`` — iterates :func:`studies`.
+
+* :class:`Option` — one command-line / run-config option of a study: its parser (the one place its
+  range or choices are written), its documented default and where its value goes in the Dagster run
+  config (``targets``: ``(asset, config field)`` pairs). The assets' config classes validate the same
+  fields through :meth:`Option.check`, so the launchpad and the command line reject the same values
+  with the same words.
+* :func:`common_options` — the options every study has (``--source``, ``--limit``, ``--max-tokens``,
+  ``--models``, ``--budget-usd``, ``--no-models``), their targets taken from the :class:`Study`.
+* :class:`Options` — the value of every option of one study (the documented default unless given),
+  what ``cost_steps``, ``headline`` and the run config read.
+* :class:`Study` — the study's assets (``inputs``, ``source_asset``, ``generations``), its own
+  :class:`Option` table and the functions the shared machinery calls.
+
+The command line (``metamorph run <study>``, ``metamorph plan <study>``, ``python -m pipelines.run
+<study>``) is one sub-command per study built by :func:`add_study_commands` from the study's options:
+both commands parse and validate every option the same way. No Dagster here: ``metamorph run``'s
+handler imports :mod:`pipelines.run` when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import math
+import pkgutil
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metamorph.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# ------------------------------------------------------------------------------------------
+# Parsers: a value as text -> the value, or ArgumentTypeError with one line
+
+
+def whole_number(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """A parser of a whole number ``lo <= n`` (``<= hi`` when given). Raises
+    ``argparse.ArgumentTypeError`` with ``must be a whole number >= 1, got '0'`` or ``must be a whole
+    number from 1 to 100, got '1000000000'`` (:func:`check_value` gives pydantic the same words)."""
+    rule = f">= {lo}" if hi is None else f"from {lo} to {hi}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(str(text))
+        except ValueError:
+            value = None
+        if value is None or value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"must be a whole number {rule}, got {str(text)!r:.40}")
+        return value
+
+    parse.__name__ = f"whole_number_{rule.replace(' ', '_')}"
+    return parse
+
+
+#: A positive count (rows, goldens, variants, tokens).
+positive = whole_number(1)
+#: A sampling seed: 0 to 2**31 - 1 (the registry's seed range; llama.cpp reads a negative seed as "random").
+seed = whole_number(0, 2**31 - 1)
+
+
+def budget(text: str) -> float | None:
+    """``--budget-usd``: a finite amount in USD >= 0, or -1 for no budget (returned as ``None``).
+    Raises ``argparse.ArgumentTypeError`` otherwise (NaN would pass every check, a negative amount
+    would stop every step)."""
+    message = f"must be an amount in USD >= 0, or -1 for no budget; got {str(text)!r:.40}"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(message) from None
+    if value == -1:
+        return None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(message)
+    return value
+
+
+def source_spec(text: str) -> str:
+    """A ``--source`` spec as given (each study's loader checks it, naming the spec)."""
+    return text
+
+
+# ------------------------------------------------------------------------------------------
+# Option
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a study, as the command line and the Dagster run config see it.
+
+    ``name``: the value's name (``k`` → ``--k``, ``llm_goldens`` → ``--llm-goldens``; the attribute of
+    :class:`Options`). ``parse(text)``: the validator of one value (raises
+    ``argparse.ArgumentTypeError`` / ``ValueError`` with a one-line message); ``default``: the
+    documented default (shown in ``--help``; ``None`` = the study's own, as the help says);
+    ``nargs``: ``"+"`` for a list; ``flag``: a ``store_true`` switch; ``repeat``: given once per value
+    (``--source a --source b``); ``choices``: the allowed values; ``cli``: the option's spelling
+    when it is not ``--<name>``.
+
+    ``targets``: ``(asset, config field)`` pairs the value is written to in the run config (in the
+    inputs job when the asset is one of :attr:`Study.inputs`, else in the model job); an option with
+    none (``--models``) shapes the run itself. ``drops_assets``: a flag that, when set, leaves these
+    assets (names in the study's group) out of the model job (the format study's ``--no-routing``).
+    """
+
+    name: str
+    help: str
+    parse: Callable[[str], Any] = str
+    default: Any = None
+    nargs: str | None = None
+    flag: bool = False
+    repeat: bool = False
+    choices: tuple[str, ...] | None = None
+    targets: tuple[tuple[str, str], ...] = ()
+    drops_assets: tuple[str, ...] = ()
+    cli: str = ""
+
+    @property
+    def flag_name(self) -> str:
+        """The option on the command line: :attr:`cli` when set (``sources`` is ``--source``, given
+        once per spec), else ``--<name>`` with dashes."""
+        return self.cli or "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any) -> Any:
+        """``value`` (a config value: int, float, list …) validated as :func:`check_value` does with
+        this option's parser and choices, and returned unchanged."""
+        return check_value(self.parse, value, self.choices)
+
+    def help_text(self) -> str:
+        """The help line: :attr:`help`, then the default when it is not said already."""
+        if self.flag or self.default is None or "default" in self.help:
+            return self.help
+        shown = " ".join(map(str, self.default)) if isinstance(self.default, (list, tuple)) else self.default
+        return f"{self.help} (default: {shown})"
+
+    def add_to(self, group: Any) -> None:
+        """Add the option to an argparse parser or argument group. Every option's argparse default
+        is ``None`` (``False`` for a flag), so "given" is told from "not given"."""
+        if self.flag:
+            group.add_argument(self.flag_name, dest=self.name, action="store_true", help=self.help_text())
+            return
+        kwargs: dict[str, Any] = {
+            "dest": self.name,
+            "type": self.parse,
+            "default": None,
+            "help": self.help_text(),
+            "metavar": self.flag_name.lstrip("-").replace("-", "_").upper(),
+        }
+        if self.repeat:
+            kwargs["action"] = "append"
+        if self.nargs:
+            kwargs["nargs"] = self.nargs
+        if self.choices is not None:
+            kwargs["choices"], kwargs["metavar"] = self.choices, None
+        group.add_argument(self.flag_name, **kwargs)
+
+
+def check_value(parse: Callable[[str], Any], value: Any, choices: Sequence[str] | None = None) -> Any:
+    """``value`` (a config value: int, float, list …) validated through ``parse`` — each element of a
+    list, as text — and ``choices``; returned unchanged. Raises ``ValueError`` with the parser's
+    one-line message (pydantic shows it as ``Value error, <message>``), the words the command line
+    prints for the same value."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if choices is not None and v not in choices:
+            raise ValueError(f"invalid choice: {v!r} (choose from {', '.join(map(repr, choices))})")
+        try:
+            parse(str(v))
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+def common_options(study: Study) -> tuple[Option, ...]:
+    """The options every study has, their targets taken from ``study``: ``--source`` and ``--limit``
+    go to :attr:`Study.source_asset`, ``--max-tokens`` to :attr:`Study.generations`, ``--budget-usd``
+    to every asset of :attr:`Study.budget_assets`; ``--models`` and ``--no-models`` choose what runs."""
+    return (
+        Option(
+            "sources",
+            "source spec (repeatable)",
+            source_spec,
+            default=list(study.default_sources),
+            repeat=True,
+            cli="--source",
+            targets=((study.source_asset, "sources"),),
+        ),
+        Option(
+            "limit",
+            f"N rows of each source (>= 1): {study.limit_rule}; default every row",
+            positive,
+            targets=((study.source_asset, "limit"),),
+        ),
+        Option(
+            "max_tokens",
+            f"completion budget per call of {study.generations} (>= 1; default: the study's own)",
+            positive,
+            targets=((study.generations, "max_tokens"),),
+        ),
+        Option("models", "registry model ids (default: all)", nargs="+"),
+        Option(
+            "budget_usd",
+            f"stop before the first call of a generation step ({', '.join(study.budget_assets)}) whose planned "
+            "cost for a model (registry price_per_mtok) exceeds this many USD; -1 = no budget (default); "
+            f"`metamorph plan {study.name}` prints the plan",
+            budget,
+            targets=tuple((a, "budget_usd") for a in study.budget_assets),
+        ),
+        Option("no_models", "only the inputs job (no model calls)", flag=True),
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Options: every option's value
+
+
+class Options:
+    """The values of every option of one study: the given ones, the others at their documented
+    :attr:`Option.default`. Read as attributes (``options.k``); :attr:`given` holds the names given.
+    Built by :meth:`Study.values` or :meth:`Study.from_args`."""
+
+    def __init__(self, study: Study, given: dict[str, Any]):
+        names = {o.name: o for o in study.all_options()}
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise TypeError(f"{study.name} has no option(s) {unknown}; it has {sorted(names)}")
+        self._study = study
+        self._values = {n: (False if o.flag else o.default) for n, o in names.items()}
+        self._values.update(given)
+        self.given = frozenset(given)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        return f"Options({self._study.name}, {', '.join(f'{k}={self._values[k]!r}' for k in sorted(self.given))})"
+
+
+# ------------------------------------------------------------------------------------------
+# Study
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study: everything the shared machinery needs, declared in its package's ``study.py``.
+
+    * ``name``: the package under ``metamorph/studies/``, the Dagster asset group, the asset key
+      prefix, ``assets/<name>.py`` and ``sql/<name>/``; ``title``: the paper's name (help groups);
+    * ``inputs``: the unpartitioned input assets (the ``<name>_inputs_job``); ``source_asset``: the
+      one that loads the sources (``--source``/``--limit``); ``generations``: the per-model
+      generation asset whose materialization means "this model was evaluated" (it records the
+      registry fingerprint); ``budget_assets``: the generation assets taking ``budget_usd``
+      (default: ``generations``);
+    * ``default_sources``: the sources when none is given; ``limit_rule``: how ``--limit`` picks rows;
+    * ``options``: the study's own :class:`Option` table (an option named like a common one replaces
+      it, e.g. a tighter ``max_tokens`` range);
+    * ``load_sources(specs, limit)``: the loader the source asset calls (raises
+      :class:`~metamorph.errors.InputError` naming file, row, field; ``limit`` None = every row);
+    * ``cost_steps(spec, options)``: the run's generation steps (:class:`metamorph.costplan.PlanStep`)
+      for one model, for ``metamorph plan``;
+    * ``headline(con, options) -> str``: the headline tables printed after a run (markdown);
+      ``headline_without_models``: print them after ``--no-models`` too (deterministic tables);
+    * ``card``: ``(tables, card_rows)`` — the warehouse tables of the study's report-card rows and
+      the builder called with them; ``card_optional``: those of them it can do without.
+    """
+
+    name: str
+    title: str
+    inputs: tuple[str, ...]
+    source_asset: str
+    generations: str
+    default_sources: tuple[str, ...]
+    load_sources: Callable[[Sequence[str], int | None], Any]
+    cost_steps: Callable[[Any, Options], list]
+    headline: Callable[[Any, Options], str]
+    card: tuple[tuple[str, ...], Callable[..., Any]]
+    options: tuple[Option, ...] = ()
+    budget_assets: tuple[str, ...] = ()
+    limit_rule: str = "the first N"
+    headline_without_models: bool = False
+    card_optional: tuple[str, ...] = ()
+    description: str = ""
+
+    def __post_init__(self):
+        if not self.budget_assets:
+            object.__setattr__(self, "budget_assets", (self.generations,))
+
+    @property
+    def sql_dir(self) -> Path:
+        """``sql/<name>/``: the study's SQL (:mod:`metamorph.sql`)."""
+        return REPO_ROOT / "sql" / self.name
+
+    def common(self) -> tuple[Option, ...]:
+        """:func:`common_options` of this study, minus those its own table replaces."""
+        own = {o.name for o in self.options}
+        return tuple(o for o in common_options(self) if o.name not in own)
+
+    def all_options(self) -> tuple[Option, ...]:
+        """The common options, then the study's own."""
+        return (*self.common(), *self.options)
+
+    def option(self, name: str) -> Option:
+        """The option called ``name``; ``KeyError`` when there is none."""
+        for o in self.all_options():
+            if o.name == name:
+                return o
+        raise KeyError(f"{self.name} has no option {name!r}")
+
+    def values(self, **given: Any) -> Options:
+        """:class:`Options` with ``given`` and every other option at its default
+        (``STUDY.values(k=2)``); ``TypeError`` for a name the study has no option for."""
+        return Options(self, given)
+
+    def from_args(self, args: argparse.Namespace) -> Options:
+        """:class:`Options` of a parsed command line: the options given (not ``None``, not a flag left off)."""
+        given = {o.name: getattr(args, o.name) for o in self.all_options()}
+        return Options(self, {k: v for k, v in given.items() if v is not None and v is not False})
+
+    def dropped_assets(self, options: Options) -> set[str]:
+        """Assets left out of the model job by the flags set in ``options`` (:attr:`Option.drops_assets`)."""
+        return {a for o in self.all_options() if o.drops_assets and getattr(options, o.name) for a in o.drops_assets}
+
+    def ops_config(self, options: Options, assets: Collection[str]) -> dict[str, dict]:
+        """The run config's ``ops`` for the given options, restricted to ``assets`` (names in the
+        study's group) minus :meth:`dropped_assets`: ``{"<name>__<asset>": {"config": {field:
+        value}}}``, only for options given (``None`` values left out: the asset's config default
+        applies, which is the option's default)."""
+        keep = set(assets) - self.dropped_assets(options)
+        ops: dict[str, dict] = {}
+        for o in self.all_options():
+            if o.name not in options.given:
+                continue
+            value = getattr(options, o.name)
+            if value is None:
+                continue
+            for asset, fld in o.targets:
+                if asset in keep:
+                    ops.setdefault(f"{self.name}__{asset}", {"config": {}})["config"][fld] = value
+        return ops
+
+    def target_assets(self) -> set[str]:
+        """Every asset an option writes config to."""
+        return {a for o in self.all_options() for a, _ in o.targets}
+
+    def model_ops(self, options: Options) -> dict[str, dict]:
+        """:meth:`ops_config` of the model job: the targets that are not :attr:`inputs`; the
+        generation asset is always present (``{"config": {}}`` when no option reaches it)."""
+        ops = self.ops_config(options, self.target_assets() - set(self.inputs))
+        ops.setdefault(f"{self.name}__{self.generations}", {"config": {}})
+        return ops
+
+    def inputs_ops(self, options: Options) -> dict[str, dict]:
+        """:meth:`ops_config` of the inputs job; the source asset always present."""
+        ops = self.ops_config(options, self.inputs)
+        ops.setdefault(f"{self.name}__{self.source_asset}", {"config": {}})
+        return ops
+
+
+def _check(study: Study, module: str) -> Study:
+    if not isinstance(study, Study):
+        raise RuntimeError(f"{module}.STUDY is not a metamorph.study.Study")
+    if study.name != module.split(".")[-2]:
+        raise RuntimeError(f"{module}.STUDY is named {study.name!r}: a study is named like its package")
+    return study
+
+
+@functools.cache
+def studies() -> dict[str, Study]:
+    """Every study, by name: ``STUDY`` of each ``metamorph/studies/<pkg>/study.py``, sorted by name
+    (a package without ``study.py`` is not a study). ``RuntimeError`` when a ``STUDY`` is not a
+    :class:`Study` or is named unlike its package."""
+    import metamorph.studies
+
+    out = {}
+    for m in sorted(pkgutil.iter_modules(metamorph.studies.__path__), key=lambda m: m.name):
+        if not m.ispkg:
+            continue
+        module = f"metamorph.studies.{m.name}.study"
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        out[m.name] = _check(mod.STUDY, module)
+    return out
+
+
+def get(name: str) -> Study:
+    """The study called ``name``; :class:`ConfigError` naming the studies there are otherwise."""
+    found = studies()
+    if name not in found:
+        raise ConfigError(f"no study {name!r}; the studies are {sorted(found)}")
+    return found[name]
+
+
+def chosen_models(specs: Sequence[Any], ids: Iterable[str] | None) -> list[Any]:
+    """The registry entries ``ids`` names (all when ``None``), in registry order. Raises
+    :class:`ConfigError` naming the unknown ids and the registry's."""
+    if ids is None:
+        return list(specs)
+    ids = list(ids)
+    unknown = sorted(set(ids) - {m.id for m in specs})
+    if unknown:
+        raise ConfigError(f"unknown model id(s) {unknown}; the registry has {[m.id for m in specs]}")
+    return [m for m in specs if m.id in ids]
+
+
+# ------------------------------------------------------------------------------------------
+# The command line: one sub-command per study
+
+
+def add_study_commands(
+    parser: argparse.ArgumentParser, extra: Callable[[argparse.ArgumentParser], None] | None = None
+) -> None:
+    """One sub-command of ``parser`` per study (positional ``study``), with the study's options in
+    two groups: "common" and the study's title; ``extra(sub)`` adds a command's own options (those
+    of ``metamorph plan``: ``--registry``, ``--cache``). Each sub-command's parser is of the class of
+    ``parser`` (argparse's default), so a bad value is one line and exit 2 there too."""
+    sub = parser.add_subparsers(dest="study", required=True, metavar="study")
+    for name, study in studies().items():
+        p = sub.add_parser(name, help=study.title, description=study.description or study.title)
+        common = p.add_argument_group("common")
+        for o in study.common():
+            o.add_to(common)
+        if study.options:
+            own = p.add_argument_group(study.title)
+            for o in study.options:
+                o.add_to(own)
+        if extra is not None:
+            extra(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    return importlib.import_module("pipelines.run").run(args)
+
+
+#: ``metamorph run`` (collected by :mod:`metamorph.cli` as a core command; Dagster is imported by
+#: :mod:`pipelines.run` when the command runs).
+COMMANDS = {
+    "run": (
+        "materialize a study on the persistent Dagster instance and print its headline tables",
+        "Load the study's sources, run its inputs job and then its model job for every registry model "
+        "(or --models), on the instance in DAGSTER_HOME (default data/dagster_home; the UI shows the "
+        "runs: make ui), then print the study's headline tables. `metamorph run <study> --help` lists "
+        "the study's options.",
+        add_study_commands,
+        _run,
+    )
+}
+
+
+__all__ = [
+    "COMMANDS",
+    "Option",
+    "Options",
+    "Study",
+    "add_study_commands",
+    "budget",
+    "check_value",
+    "chosen_models",
+    "common_options",
+    "get",
+    "positive",
+    "seed",
+    "source_spec",
+    "studies",
+    "whole_number",
+]

@@ -1,0 +1,85 @@
+"""The documentation site (mkdocs.yml, docs/) against the repository, without building it (`make docs`
+builds it with warnings as errors): every library module has an API page, every page is in the nav
+and every nav entry is a page, and the README stays a front door whose links into docs/ exist.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs"
+
+
+def nav_pages(entries) -> list[str]:
+    """The page paths of a mkdocs nav (nested lists of {title: path-or-list})."""
+    out: list[str] = []
+    for entry in entries:
+        for value in entry.values() if isinstance(entry, dict) else [entry]:
+            out.extend(nav_pages(value) if isinstance(value, list) else [value])
+    return out
+
+
+def api_directives() -> dict[str, bool]:
+    """``::: module`` directives of the API pages -> whether they render the module's submodules."""
+    found: dict[str, bool] = {}
+    for page in sorted((DOCS / "api").glob("*.md")):
+        text = page.read_text()
+        for m in re.finditer(r"^::: ([\w.]+)\n((?:    .*\n)*)", text, flags=re.M):
+            found[m.group(1)] = found.get(m.group(1), False) or "show_submodules: true" in m.group(2)
+    return found
+
+
+def library_modules() -> list[str]:
+    """Every module and package of ``metamorph`` (private modules ``_x.py`` left out, as on the pages)."""
+    out = []
+    for path in sorted((REPO / "metamorph").rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("")
+        parts = list(rel.parts[:-1]) if rel.name == "__init__" else list(rel.parts)
+        if not any(p.startswith("_") for p in parts):
+            out.append(".".join(parts))
+    return out
+
+
+def test_every_library_module_is_on_an_api_page():
+    directives = api_directives()
+    with_submodules = [name for name, sub in directives.items() if sub]
+
+    def covered(module: str) -> bool:
+        return module in directives or any(module.startswith(name + ".") for name in with_submodules)
+
+    assert "metamorph.studies.format_robustness" in with_submodules  # a study page renders its package
+    missing = [m for m in library_modules() if not covered(m)]
+    # metamorph.studies is only the namespace of the study packages
+    assert missing == ["metamorph.studies"], f"add a '::: <module>' line to a page of docs/api/: {missing}"
+
+
+def test_every_study_package_has_its_own_api_page():
+    studies = sorted(p.name for p in (REPO / "metamorph" / "studies").iterdir() if (p / "__init__.py").exists())
+    assert len(studies) >= 4
+    for study in studies:
+        text = (DOCS / "api" / f"{study}.md").read_text()
+        assert f"::: metamorph.studies.{study}\n    options:\n      show_submodules: true" in text, study
+
+
+def test_the_nav_names_every_page_and_only_pages_that_exist():
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    nav = nav_pages(config["nav"])
+    assert len(nav) == len(set(nav))
+    pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
+    assert sorted(nav) == pages
+    assert config["strict"] is True
+
+
+def test_the_readme_is_a_front_door_whose_links_into_docs_exist():
+    text = (REPO / "README.md").read_text()
+    assert len(text.encode()) <= 15 * 1024
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", text)
+    assert "docs/running.md" in links and "docs/scaling-out.md" in links
+    for link in links:
+        assert (REPO / link).is_file(), link
+    for command in ("make demo", "make test", "metamorph run", "metamorph plan", "--source", "make ui"):
+        assert command in text, command
