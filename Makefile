@@ -6,7 +6,7 @@ bootstrap:
 	@bash scripts/bootstrap.sh
 
 # Runs the document-format study on the embedded default (local SmolLM2 + the construct dataset);
-# the registry's other local models (gemma3-270m, smollm2-135m-instruct-t07) are left out here.
+# the registry's other local models (smollm2-135m-instruct-greedy, gemma3-270m) are left out here.
 demo: bootstrap
 	@OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m pipelines.run format_robustness --models smollm2-135m-instruct
 

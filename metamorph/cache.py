@@ -61,6 +61,7 @@ from pathlib import Path
 
 import duckdb
 
+from metamorph.errors import InputError
 from metamorph.providers.base import GenerationRequest, GenerationResult
 
 __all__ = [
@@ -246,6 +247,10 @@ class GenerationCache:
         yield_s: see ``hold_s``.
         lease_s: how long a claim stays valid without renewal.
 
+    Raises:
+        InputError: ``path`` is a directory, or a file that is not a DuckDB database (named at
+            once: only another process's lock on the file is waited for).
+
     Thread-safe within a process.
     """
 
@@ -283,6 +288,8 @@ class GenerationCache:
 
     def _init_storage(self) -> None:
         """Backend hook: the lock serialising this process's work on the store, and the tables."""
+        if Path(self.path).is_dir():
+            raise InputError(self.path, "is a directory, expected the generation cache's DuckDB file")
         self._db_lock = _file_lock(self.path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with self._use() as con:
@@ -295,7 +302,11 @@ class GenerationCache:
         while True:
             try:
                 return duckdb.connect(self.path)
-            except duckdb.IOException:
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower():  # not another process's hold: waiting cannot help
+                    raise InputError(
+                        self.path, f"cannot open the generation cache: {str(exc).splitlines()[0]}"
+                    ) from None
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.03 + random.random() * 0.05)  # short polls: holders yield for `yield_s`

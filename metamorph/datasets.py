@@ -15,9 +15,10 @@ import io
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from metamorph.errors import InputError
 
@@ -30,6 +31,9 @@ __all__ = [
     "required",
     "required_text",
     "value_problem",
+    "loads",
+    "refuse_duplicate_keys",
+    "spec_params",
 ]
 
 #: Longest string a field may hold (characters). No model context takes more (the largest hold about
@@ -41,6 +45,36 @@ MAX_FIELD_CHARS = 1_000_000
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 _SUFFIXES = ("jsonl", "json", "csv", "parquet")
+
+
+class _Duplicated(dict):
+    """A JSON object in which a key occurs twice (``key``: the first such key). ``json.loads``
+    would keep the last value silently; :func:`value_problem` and :func:`_checked` report it."""
+
+    key: str = ""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` of every JSON parse here: a plain dict, or a :class:`_Duplicated`
+    naming the first repeated key."""
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    seen: set[str] = set()
+    dup = _Duplicated(obj)
+    dup.key = next(k for k, _ in pairs if k in seen or seen.add(k))
+    return dup
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` that marks every object giving a key twice (:class:`_Duplicated`; plain
+    ``json.loads`` keeps the last value silently), for :func:`refuse_duplicate_keys`. Raises
+    ``json.JSONDecodeError`` as ``json.loads`` does."""
+    return json.loads(text, object_pairs_hook=_object)
+
+
+def _twice(key: str, at: str = "") -> str:
+    return f"key {key!r} is given twice{at}; JSON would keep the last one silently"
 
 
 def read_rows(uri: str, json_cells: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
@@ -61,8 +95,11 @@ def read_rows(uri: str, json_cells: Mapping[str, str] | None = None) -> list[dic
     unknown extension, bytes that are not UTF-8 (the line is named; a UTF-16 file is named as
     such), a JSONL line that is not a JSON object, a byte-order mark inside the file, a CSV
     record with more or fewer values than the header or a repeated header name, a file with no
-    rows, and — in any format — a number that is not finite (``NaN``, ``Infinity``, ``1e999``) or a
-    string longer than :data:`MAX_FIELD_CHARS` (the field is named). ``hf://`` URIs are read
+    rows, and — in any format — a number that is not finite (``NaN``, ``Infinity``, ``1e999``), a
+    string longer than :data:`MAX_FIELD_CHARS`, or a JSON object giving a key twice (a row's own key
+    is the field; a key repeated inside a field's object or a CSV cell's JSON names that field and
+    where in it), which ``json.loads`` would resolve silently to the last value (the field is
+    named). ``hf://`` URIs are read
     through ``fsspec`` (``huggingface_hub``'s file system).
     """
     is_remote = uri.startswith("hf://")
@@ -101,7 +138,7 @@ def _decode_json_cells(row: dict[str, Any], json_cells: Mapping[str, str], uri: 
             row[key] = None
             continue
         try:
-            row[key] = json.loads(v)
+            row[key] = loads(v)
         except json.JSONDecodeError as exc:
             raise InputError(
                 uri,
@@ -119,8 +156,17 @@ def _read_bytes(uri: str, is_remote: bool) -> bytes:
         return Path(uri).read_bytes()
     import fsspec  # installed with huggingface_hub / pandas extras
 
-    with fsspec.open(uri, "rb") as fh:
-        return fh.read()
+    try:
+        with fsspec.open(uri, "rb") as fh:
+            return fh.read()
+    except Exception as exc:  # offline mode, no such repository or file, no network: each its own type
+        raise InputError(uri, f"cannot read it: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    """``<type>: <first line of the message>`` of an exception from a file system or reader."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def decode_utf8(data: bytes, source: str, error: type[InputError] = InputError) -> str:
@@ -147,7 +193,7 @@ def _json_line(line: str, uri: str, i: int) -> Any:
             uri, "a byte-order mark (U+FEFF) inside the file (were two files concatenated?); remove it", row=i
         )
     try:
-        return json.loads(line)
+        return loads(line)
     except json.JSONDecodeError as exc:
         sep = " " if exc.msg.endswith(" at") else "; "  # "Unterminated string starting at column 31"
         raise InputError(uri, f"not valid JSON ({exc.msg}{sep}column {exc.colno})", row=i) from exc
@@ -169,7 +215,7 @@ def _parse_json(text: str, uri: str) -> list[dict[str, Any]]:
     if not text.strip():
         raise InputError(uri, "file has no rows")
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         raise InputError(uri, f"not valid JSON ({exc.msg}{' ' if exc.msg.endswith(' at') else '; '}{where})") from exc
@@ -227,14 +273,17 @@ def _read_parquet(uri: str, is_remote: bool) -> list[dict[str, Any]]:
                 table = pq.read_table(fh)
         else:
             table = pq.read_table(uri)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise InputError(uri, f"cannot read parquet file: {exc}") from exc
+    except Exception as exc:  # pyarrow (a damaged file) and fsspec (an unreachable URI) raise several types
+        raise InputError(uri, f"cannot read parquet file: {_first_line(exc) if is_remote else exc}") from exc
     return [_checked(obj, uri, i) for i, obj in enumerate(table.to_pylist(), start=1)]
 
 
 def _checked(obj: dict[str, Any], uri: str, i: int) -> dict[str, Any]:
     """``obj`` with ``__row__ = i``; :class:`InputError` naming the field of the first value that is
-    a non-finite number, a string longer than :data:`MAX_FIELD_CHARS` or one holding a lone surrogate."""
+    a non-finite number, a string longer than :data:`MAX_FIELD_CHARS` or one holding a lone surrogate,
+    or naming a key the row (or an object inside a field) gives twice."""
+    if isinstance(obj, _Duplicated):
+        raise InputError(uri, _twice(obj.key), row=i, field=obj.key)
     for key, value in obj.items():
         problem = value_problem(value)
         if problem is not None:
@@ -250,7 +299,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def value_problem(value: Any) -> str | None:
     """The problem of the first value inside ``value`` (depth first) that is a non-finite number, a
-    string over :data:`MAX_FIELD_CHARS` or a string with a lone surrogate; ``None`` when there is none."""
+    string over :data:`MAX_FIELD_CHARS`, a string with a lone surrogate or a JSON object that gives a
+    key twice; ``None`` when there is none."""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         v, path = stack.pop()
@@ -272,6 +322,8 @@ def value_problem(value: Any) -> str | None:
                 name = "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
                 return f"{name}{at} is not a finite number (write null for a missing value)"
         elif isinstance(v, dict):
+            if isinstance(v, _Duplicated):
+                return _twice(v.key, at)
             stack.extend((x, f"{path}.{k}") for k, x in reversed(list(v.items())))
         elif isinstance(v, (list, tuple)):
             stack.extend((x, f"{path}[{k}]") for k, x in reversed(list(enumerate(v))))
@@ -316,15 +368,52 @@ def read_json_file(path: str | Path, what: str = "file", error: type[InputError]
 
     The file is read by :func:`read_text` (UTF-8, a leading byte-order mark dropped, as in
     :func:`read_rows`). Raises ``error`` (an :class:`InputError` subclass) naming the file when it
-    does not exist, cannot be read, is empty, is not UTF-8, or is not valid JSON (with line and column).
+    does not exist, cannot be read, is empty, is not UTF-8, or is not valid JSON (with line and column),
+    or when an object in it gives a key twice (``field``: the dotted path to that key).
     """
     text = read_text(path, what, error)
     if not text.strip():
         raise error(str(path), f"the {what} is empty")
     try:
-        return json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as exc:
         raise error(str(path), f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
+    refuse_duplicate_keys(data, str(path), error=error)
+    return data
+
+
+def refuse_duplicate_keys(
+    value: Any, source: str, row: int | None = None, error: type[InputError] = InputError
+) -> None:
+    """Raise ``error`` naming ``source``, ``row`` and the dotted path of the key (``field``, e.g.
+    ``failure_modes.missing``) when an object inside ``value`` (parsed by :func:`loads`) gives a key
+    twice; the first such key, depth first."""
+    stack: list[tuple[Any, list[str]]] = [(value, [])]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, _Duplicated):
+            raise error(source, _twice(v.key), row=row, field=".".join([*path, v.key]).replace(".[", "["))
+        if isinstance(v, dict):
+            stack.extend((x, [*path, str(k)]) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list):
+            stack.extend((x, [*path, f"[{k}]"]) for k, x in reversed(list(enumerate(v))))
+
+
+def spec_params(spec: str, query: str, allowed: Sequence[str]) -> dict[str, str]:
+    """The ``k=v&...`` parameters (``query``) of the source spec ``spec``, such as ``construct?n=40&seed=7``.
+
+    Raises :class:`InputError` naming ``spec`` for a parameter not in ``allowed`` (a typo such as
+    ``sed=7`` would otherwise leave the default in place silently) or given twice (one value
+    would be dropped silently)."""
+    params: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in allowed:
+            takes = f"allowed: {', '.join(allowed)}" if allowed else "this source takes no parameters"
+            raise InputError(spec, f"unknown parameter {key!r}; {takes}")
+        if key in params:
+            raise InputError(spec, f"parameter {key!r} is given twice")
+        params[key] = value
+    return params
 
 
 def required(row: dict[str, Any], key: str, source: str, row_no: int) -> Any:

@@ -61,7 +61,10 @@ class InputError(MetamorphError, ValueError):
     """Bad input data: names the file, the row (1-based line/record number) and the field.
 
     The message is one line, ``<source>[, row <row>][, field '<field>']: <problem>``: line breaks
-    in ``problem`` become spaces and a problem longer than :data:`MAX_PROBLEM_CHARS` is cut.
+    in ``problem`` become spaces, a problem longer than :data:`MAX_PROBLEM_CHARS` is cut, and
+    secret-looking text in ``problem`` and ``field`` (:func:`looks_like_secret`: a value echoed
+    from a data file can be a pasted key) is shown as :data:`REDACTED` — the message reaches
+    stderr, the run log and Dagster's event log.
 
     Attributes:
         source: file path or URI the record came from.
@@ -71,7 +74,8 @@ class InputError(MetamorphError, ValueError):
     """
 
     def __init__(self, source: str, problem: str, row: int | None = None, field: str | None = None):
-        problem = " ".join(str(problem).splitlines())
+        problem = mask_secrets(" ".join(str(problem).splitlines()))
+        field = None if field is None else mask_secrets(field)
         if len(problem) > MAX_PROBLEM_CHARS:
             problem = problem[: MAX_PROBLEM_CHARS - 1] + "…"
         self.source = str(source)

@@ -467,7 +467,9 @@ _NUMERIC_PARAMS: dict[str, tuple[bool, str, Any]] = {
 def _check_decoding_params(params: dict[str, Any], key: str, bad: Any) -> None:
     """Raise ``bad(problem, key)`` unless every key of ``params`` is one of :data:`DECODING_PARAMS`
     and every numeric one is ``null`` (unset) or a finite number in its range (:data:`_NUMERIC_PARAMS`;
-    integers for ``top_k``, ``max_tokens`` and ``seed``)."""
+    integers for ``top_k``, ``max_tokens`` and ``seed``); ``stop`` is a string or a list of strings,
+    ``response_format`` a mapping, ``grammar`` and ``chat_format`` strings (each provider would
+    otherwise reject every call, stored as an error per request)."""
     unknown = sorted(map(str, set(params) - set(DECODING_PARAMS)))
     if unknown:
         raise bad(f"unknown decoding parameter(s) {unknown}; allowed: {list(DECODING_PARAMS)}", key)
@@ -478,6 +480,18 @@ def _check_decoding_params(params: dict[str, Any], key: str, bad: Any) -> None:
         typed = not isinstance(v, bool) and isinstance(v, int if integer else (int, float))
         if not typed or not math.isfinite(v) or not in_range(v):
             raise bad(f"{name} must be {'an integer' if integer else 'a number'} {words}, got {v!r:.40}", key)
+    stop = params.get("stop")
+    if stop is not None and not (
+        isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(x, str) and x for x in stop))
+    ):
+        raise bad(f"stop must be a string or a list of non-empty strings, got {stop!r:.40}", key)
+    fmt = params.get("response_format")
+    if fmt is not None and not isinstance(fmt, dict):
+        raise bad(f"response_format must be a mapping such as {{type: json_object}}, got {fmt!r:.40}", key)
+    for name in ("grammar", "chat_format"):
+        v = params.get(name)
+        if v is not None and not (isinstance(v, str) and v.strip()):
+            raise bad(f"{name} must be a non-empty string, got {v!r:.40}", key)
 
 
 def _parse_execution(raw: Any, provider: str, bad: Any) -> ExecutionConfig:

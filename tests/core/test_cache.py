@@ -403,3 +403,24 @@ def test_postgres_claims_and_commits_wait_for_the_one_advisory_lock(cache_store_
         holder.close()
     assert cache.claim(["k"]).claimed == ["k"] and cache.get(req().cache_key()).text == "later"
     cache.release()
+
+
+def test_a_cache_path_that_is_a_directory_or_not_duckdb_is_one_error_at_once(tmp_path):
+    """Only another process's lock is waited for (lock_timeout_s, 120 s by default); a directory or a
+    file that is not DuckDB is named at once instead of a 2-minute wait and a duckdb.IOException."""
+    from metamorph.cache import GenerationCache
+    from metamorph.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        GenerationCache(tmp_path, lock_timeout_s=30)
+    assert str(e.value) == f"{tmp_path}: is a directory, expected the generation cache's DuckDB file"
+    junk = tmp_path / "cache.duckdb"
+    junk.write_text("not a database\n")
+    start = time.monotonic()
+    with pytest.raises(InputError) as e:
+        GenerationCache(junk, lock_timeout_s=30)
+    assert time.monotonic() - start < 10
+    assert str(e.value) == (
+        f'{junk}: cannot open the generation cache: IO Error: The file "{junk}" exists, but it is not a valid '
+        "DuckDB database file!"
+    )

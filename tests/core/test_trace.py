@@ -162,7 +162,7 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
         ("--metric", "M1", "--where", "wrapper=json"): "unknown slice 'wrapper' for format_robustness M1 (known: "
         "workflow_id, dataset, format, repeat, instance_id)",
         ("--metric", "M1", "--where", "dataset=medqa"): "unknown dataset 'medqa' for model 'stub' in "
-        "format_robustness.mr_violation_lineage (known: construct)",
+        "format_robustness.decision_lineage (known: construct)",
         ("--metric", "M1", "--where", "dataset"): "--where 'dataset': expected KEY=VALUE",
     }
     for extra, message in cases.items():
@@ -173,7 +173,7 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
     )
     assert (code, err) == (
         2,
-        "metamorph trace: error: unknown model 'gpt-x' in format_robustness.mr_violation_lineage (known: stub)\n",
+        "metamorph trace: error: unknown model 'gpt-x' in format_robustness.decision_lineage (known: stub)\n",
     )
     code, _, err = run_cli(capsys, "--warehouse", db, "--study", "format", "--metric", "M1", "--model", "stub")
     assert (code, err) == (
@@ -477,3 +477,67 @@ def test_order_trace_reaches_the_raw_reply_of_a_recovery_cell(stub_model, metamo
         "metamorph trace: error: unknown setting 'cot' for model 'stub' in "
         "order_probe.recovery_cell_lineage (known: zero_shot)\n",
     )
+
+
+def _format_lineage_warehouse(path) -> None:
+    """A warehouse holding the format study's two lineage relations by hand: model ``a`` with one
+    violating MR1 group, model ``b`` evaluated (two decisions) with none."""
+    con = duckdb.connect(str(path))
+    cols = (
+        "model_id VARCHAR, workflow_id VARCHAR, dataset VARCHAR, instance_id VARCHAR, format VARCHAR, "
+        '"repeat" INTEGER, decision VARCHAR, parse_status VARCHAR, parse_reason VARCHAR, gold VARCHAR, '
+        "is_correct BOOLEAN, finish_reason VARCHAR, generation_key VARCHAR, document_text VARCHAR, "
+        "request_json VARCHAR, response_text VARCHAR"
+    )
+    con.execute("CREATE SCHEMA format_robustness")
+    con.execute(f"CREATE TABLE format_robustness.decision_lineage ({cols})")
+    rows = [
+        ("a", "a/inline", "medqa", "m-1", "txt", 1, "A", "ok", "clean_json", "A", True, "stop", "k1", "d", "{}", "r"),
+        ("a", "a/inline", "medqa", "m-1", "json", 1, "B", "ok", "clean_json", "A", False, "stop", "k2", "d", "{}", "r"),
+        ("b", "b/inline", "medqa", "m-1", "txt", 1, "A", "ok", "clean_json", "A", True, "stop", "k3", "d", "{}", "r"),
+        ("b", "b/inline", "medqa", "m-1", "json", 1, "A", "ok", "clean_json", "A", True, "stop", "k4", "d", "{}", "r"),
+    ]
+    con.executemany(f"INSERT INTO format_robustness.decision_lineage VALUES ({', '.join('?' * 16)})", rows)
+    con.execute(
+        "CREATE TABLE format_robustness.mr_violation_lineage AS SELECT TRUE AS mr1, FALSE AS mr2, FALSE AS mr3, * "
+        "FROM format_robustness.decision_lineage WHERE model_id = 'a'"
+    )
+    con.close()
+
+
+def test_a_model_with_no_violating_group_has_an_empty_m1_cell_not_an_unknown_model(tmp_path, capsys):
+    """M1 = 0 for model b: it is in the warehouse (decision_lineage) but has no row in the
+    violations view; the cell has nothing behind it (exit 0), it is not "unknown model (known: none)"."""
+    wh = tmp_path / "w.duckdb"
+    _format_lineage_warehouse(wh)
+    common = ("--warehouse", str(wh), "--study", "format_robustness", "--metric", "M1")
+    code, out, err = run_cli(capsys, *common, "--model", "b", "--where", "dataset=medqa")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "format_robustness M1 model=b dataset=medqa: 0 row(s) behind the cell in format_robustness.mr_violation_lineage",
+        f"warehouse: {wh.resolve()}",
+    ]
+    assert tr.trace(wh, "format_robustness", "M1", "a")["total"] == 2
+    code, out, err = run_cli(capsys, *common, "--model", "c")
+    assert (code, out) == (2, "")
+    assert err == "metamorph trace: error: unknown model 'c' in format_robustness.decision_lineage (known: a, b)\n"
+    code, out, err = run_cli(capsys, *common, "--model", "b", "--where", "dataset=gsm8k")
+    assert (code, err) == (
+        2,
+        "metamorph trace: error: unknown dataset 'gsm8k' for model 'b' in "
+        "format_robustness.decision_lineage (known: medqa)\n",
+    )
+
+
+def test_a_limit_above_every_row_prints_them_all(tmp_path, capsys):
+    """--limit 10**23 (above DuckDB's BIGINT): every row, not a ConversionException traceback."""
+    wh = tmp_path / "w.duckdb"
+    _format_lineage_warehouse(wh)
+    argv = ("--warehouse", str(wh), "--study", "format_robustness", "--metric", "accuracy", "--model", "a")
+    code, out, err = run_cli(capsys, *argv, "--limit", str(10**23))
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == (
+        "format_robustness accuracy model=a: 2 row(s) behind the cell in format_robustness.decision_lineage"
+    )
+    code, out, _ = run_cli(capsys, *argv, "--limit", "1")
+    assert code == 0 and out.splitlines()[0].endswith("decision_lineage, showing 1")

@@ -190,6 +190,20 @@ def test_two_json_answers_with_different_labels_are_ambiguous():
     assert extract_decision('{"decision": "yes"} or maybe {"decision": "no"}', YN) == U("ambiguous")
 
 
+def test_one_object_giving_the_decision_key_twice_with_two_labels_is_ambiguous():
+    """json.loads keeps the last value ("no"), _lower_keys the first spelling ("yes"): either is a guess."""
+    assert extract_decision('{"decision": "yes", "decision": "no", "evidence": []}', YN) == U("ambiguous")
+    assert extract_decision('{"decision": "yes", "Decision": "no"}', YN) == U("ambiguous")
+    assert extract_decision('```json\n{"answer": "no", "answer": "yes"}\n```', YN) == U("ambiguous")
+    # the same label twice, or a second value that is no label, asserts one label
+    assert extract_decision('{"decision": "yes", "decision": "yes", "evidence": []}', YN) == E(
+        "yes", [], "ok", "clean_json"
+    )
+    assert extract_decision('{"decision": "maybe", "decision": "no", "evidence": []}', YN) == E(
+        "no", [], "ok", "clean_json"
+    )
+
+
 def test_json_without_decision_key_falls_back_to_prose_outside_the_json():
     text = 'Yes.\n{"evidence": ["no criminal record", "no history of rule violations"]}'
     assert extract_decision(text, YN) == E(

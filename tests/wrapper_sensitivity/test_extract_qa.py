@@ -803,3 +803,21 @@ def test_lenient_latex_thousands_separators_after_an_answer_phrase(text, value):
 )
 def test_lenient_a_rejected_option_before_the_answer(family, text, expected):
     assert x(text, "choice", ABCDE, family, "lenient") == expected
+
+
+@pytest.mark.parametrize("mode", ["paper", "strict", "normalized", "lenient"])
+def test_a_json_answer_key_given_twice_with_two_values_is_two_slots(mode):
+    """json.loads would keep the last value ("B") silently; the object asserts two answers."""
+    from metamorph.studies.wrapper_sensitivity.extract import QAExtraction, extract_answer
+
+    abcd = ["A", "B", "C", "D"]
+    two = extract_answer('{"answer": "A", "answer": "B"}', "choice", abcd, family="json", mode=mode)
+    assert two == QAExtraction(None, False, "ambiguous")
+    assert extract_answer('{"answer": 3, "answer": 5}', "numeric", family="json", mode=mode) == QAExtraction(
+        None, False, "ambiguous"
+    )
+    same = extract_answer('{"answer": "C", "answer": "C"}', "choice", abcd, family="json", mode=mode)
+    assert same == QAExtraction("C", True, "ok")
+    # a second spelling is a slot of the normalized reading only (as "Answer: B" plus "answer: C")
+    spelled = extract_answer('{"answer": "A", "Answer": "B"}', "choice", abcd, family="json", mode=mode)
+    assert spelled == (QAExtraction("A", True, "ok") if mode == "strict" else QAExtraction(None, False, "ambiguous"))

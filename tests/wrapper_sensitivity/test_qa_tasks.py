@@ -265,7 +265,10 @@ def test_gold_outside_choices_is_rejected(tmp_path):
     q = write_jsonl(tmp_path / "p.jsonl", [{"id": "p1", "goal": "g", "sol1": "a", "sol2": "b", "label": 2}])
     with pytest.raises(InputError) as e:
         load_task(f"piqa:{q}")
-    assert str(e.value) == f"{q}, row 1, field 'label': gold label '3' is not one of the choice labels ['1', '2']"
+    assert (
+        str(e.value)
+        == f"{q}, row 1, field 'label': solution index 2 is out of range (PIQA's label is 0 for sol1 or 1 for sol2)"
+    )
 
 
 def test_gold_copy_must_agree_with_the_source_field(tmp_path):

@@ -35,7 +35,9 @@ keys or quote letters inside sentences. :func:`extract_decision` recovers what c
   :data:`UNPARSEABLE_REASONS`: ``truncated`` (the provider reports ``finish_reason ==
   "length"`` and no label is readable in what was written), ``empty``, ``no_label``,
   ``negated_label`` (only negated labels, e.g. "not eligible" when "not eligible" is no label),
-  ``ambiguous`` (two different labels asserted).
+  ``ambiguous`` (two different labels asserted — in two objects, or as two values of the decision
+  key in one object, ``{"decision": "A", "decision": "B"}``, which a JSON parser would silently
+  resolve to one of them).
 
 Label matching rules (all case/whitespace/punctuation-insensitive):
 
@@ -91,6 +93,7 @@ from metamorph.studies.format_robustness.json_recovery import (
     EVIDENCE_KEYS,
     json_candidates,
     lower_keys,
+    repeated_values,
 )
 from metamorph.studies.format_robustness.labels import (
     AnswerSpace,
@@ -310,6 +313,9 @@ def _from_record(d: dict, steps: list[str], space: AnswerSpace) -> Extraction:
     label, how = _decision_from_value(lk[key], space)
     if label is None:
         return _unparseable(how)
+    given = {_decision_from_value(v, space)[0] for v in repeated_values(d, key)} - {None}
+    if len(given) > 1:  # {"decision": "A", "decision": "B"}: two labels asserted in one object
+        return _unparseable("ambiguous")
     steps = list(steps)
     if how != "exact":
         steps.append("label_in_value")

@@ -15,7 +15,7 @@ from typing import Any
 
 from metamorph.jsonscan import fence_bodies, object_spans
 
-__all__ = ["DECISION_KEYS", "EVIDENCE_KEYS", "json_candidates", "lower_keys"]
+__all__ = ["DECISION_KEYS", "EVIDENCE_KEYS", "json_candidates", "lower_keys", "repeated_values"]
 
 #: JSON keys (case-insensitive) read as the decision, in order of preference.
 DECISION_KEYS = ("decision", "answer", "label")
@@ -151,17 +151,50 @@ def _closings(s: str) -> list[str]:
     return at_commas + at_end if in_str else at_end + at_commas
 
 
+class _Repeats(dict):
+    """A JSON object giving a key more than once (compared stripped and lower-cased, as
+    :func:`lower_keys` reads keys): ``values`` maps each such key to all its values, in order.
+    A plain dict would keep one of them silently (the last, or the first spelling)."""
+
+    values: dict[str, list[Any]]
+
+
+def _pairs(pairs: list[tuple[Any, Any]]) -> dict:
+    """``object_pairs_hook`` of :func:`_loads_lenient`: a dict, or a :class:`_Repeats` when a key repeats."""
+    obj = dict(pairs)
+    seen: dict[str, list[Any]] = {}
+    for k, v in pairs:
+        if isinstance(k, str):
+            seen.setdefault(k.strip().lower(), []).append(v)
+    if all(len(vs) == 1 for vs in seen.values()):
+        return obj
+    out = _Repeats(obj)
+    out.values = {k: vs for k, vs in seen.items() if len(vs) > 1}
+    return out
+
+
+def repeated_values(d: dict, key: str) -> list[Any]:
+    """Every value ``d`` gave the (lower-case) ``key`` when the reply's object gave it more than
+    once (``{"decision": "A", "decision": "B"}``, or ``"decision"`` and ``"Decision"``); ``[]``
+    when it gave it once."""
+    return list(d.values.get(key, [])) if isinstance(d, _Repeats) else []
+
+
+def _loads(s: str) -> Any:
+    return json.loads(s, object_pairs_hook=_pairs)
+
+
 def _loads_lenient(s: str) -> tuple[Any, list[str]] | None:
     """Parse ``s`` as JSON: strictly, then with lenient repairs, then as a Python literal, then by
     closing a truncated object. Returns ``(value, repairs)`` (``[]`` = strict JSON) or ``None``."""
     try:
-        return json.loads(s), []
+        return _loads(s), []
     except (ValueError, RecursionError):
         pass
     fixed, repairs = _lenient_transform(s)
     if repairs:
         try:
-            return json.loads(fixed), repairs
+            return _loads(fixed), repairs
         except (ValueError, RecursionError):
             pass
     if len(s) < 100_000:
@@ -173,7 +206,7 @@ def _loads_lenient(s: str) -> tuple[Any, list[str]] | None:
             pass
     for cand in _closings(fixed):
         try:
-            return json.loads(cand), [*repairs, "truncated_json_closed"]
+            return _loads(cand), [*repairs, "truncated_json_closed"]
         except (ValueError, RecursionError):
             continue
     return None

@@ -2,7 +2,8 @@
 ``sql/format_robustness/lineage_views.sql``).
 
 * ``M1`` / ``M2`` / ``M3``: the generations of the (instance, repeat) groups violating MR1 / MR2 /
-  MR3 — every format of the group (view ``mr_violation_lineage``);
+  MR3 — every format of the group (view ``mr_violation_lineage``; the models and slices are those
+  of ``decision_lineage``, so a model with no violating group has 0 rows behind its cell);
 * ``accuracy``: every generation with a gold label, wrong ones first (``decision_lineage``).
 
 ``--model`` is the registry id (``model_id``; a cell's ``workflow_id`` is ``<model id>/<ingestion>``).
@@ -35,6 +36,7 @@ TRACES = {
         f"M{i}": MetricTrace(
             "mr_violation_lineage",
             filter=f"mr{i}",
+            cells="decision_lineage",
             **_COMMON,
             order=("workflow_id", "dataset", "instance_id", "repeat", "format"),
         )

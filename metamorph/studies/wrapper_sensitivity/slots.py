@@ -71,25 +71,44 @@ def parsed(value: str, reason: str) -> QAExtraction:
     return QAExtraction(value, True, reason)
 
 
+class _Pairs(dict):
+    """A JSON object as written: ``pairs`` keeps every (key, value), so a key given twice
+    (``{"answer": "A", "answer": "B"}``) is two answer slots, not the last value kept silently."""
+
+    pairs: list[tuple[Any, Any]]
+
+
+def _object(pairs: list[tuple[Any, Any]]) -> dict:
+    obj = _Pairs(pairs)
+    obj.pairs = pairs
+    return obj
+
+
 def _loads(s: str) -> tuple[bool, Any]:
     try:
-        return True, json.loads(s, parse_float=Decimal)
+        return True, json.loads(s, parse_float=Decimal, object_pairs_hook=_object)
     except (ValueError, RecursionError):
         return False, None
 
 
-def _answer_key(d: Any, exact: bool) -> tuple[bool, Any, bool]:
-    """``(found, value, key_exact)`` for the ``answer`` key of a dict."""
+def _answer_key(d: Any, exact: bool) -> tuple[bool, list[Any], bool]:
+    """``(found, values, key_exact)`` for the ``answer`` key of a dict: every value given to it
+    (one, unless the object repeats the key); not ``exact``: the first key equal to ``answer`` up
+    to case and surrounding space, with its repeats in any spelling."""
     if not isinstance(d, dict):
-        return False, None, False
+        return False, [], False
+    pairs = d.pairs if isinstance(d, _Pairs) else list(d.items())
     if "answer" in d:
-        return True, d["answer"], True
+        same = [v for k, v in pairs if k == "answer"] if exact else [v for k, v in pairs if _is_answer(k)]
+        return True, same, True
     if exact:
-        return False, None, False
-    for k, v in d.items():
-        if isinstance(k, str) and k.strip().casefold() == "answer":
-            return True, v, False
-    return False, None, False
+        return False, [], False
+    values = [v for k, v in pairs if _is_answer(k)]
+    return (True, values, False) if values else (False, [], False)
+
+
+def _is_answer(k: Any) -> bool:
+    return isinstance(k, str) and k.strip().casefold() == "answer"
 
 
 def json_slots(text: str, strict: bool) -> tuple[list[Any], str | None, str]:
@@ -101,25 +120,25 @@ def json_slots(text: str, strict: bool) -> tuple[list[Any], str | None, str]:
         ok, obj = _loads(text.strip())
         if not ok:
             return [], None, "invalid_json"
-        found, v, _ = _answer_key(obj, exact=True)
-        return ([v], None, "") if found else ([], None, "no_answer")
+        found, vs, _ = _answer_key(obj, exact=True)
+        return (vs, None, "") if found else ([], None, "no_answer")
     failed = False
     stripped = text.strip()
     if stripped.startswith("{"):
         ok, obj = _loads(stripped)
         failed = not ok
-        found, v, exact = _answer_key(obj, exact=False)
+        found, vs, exact = _answer_key(obj, exact=False)
         if found:
-            return [v], (None if exact else "normalized_slot"), ""
+            return vs, (None if exact and vs == _answer_key(obj, exact=True)[1] else "normalized_slot"), ""
     for where, bodies in (("json_in_code_fence", fence_bodies(text)), ("json_in_prose", [text])):
         values = []
         for body in bodies:
             for span in object_spans(body):
                 ok, obj = _loads(span)
                 failed = failed or not ok
-                found, v, _ = _answer_key(obj, exact=False)
+                found, vs, _ = _answer_key(obj, exact=False)
                 if found:
-                    values.append(v)
+                    values += vs
         if values:
             return values, where, ""
     return [], None, ("invalid_json" if failed else "no_answer")
@@ -136,9 +155,9 @@ def literal_json_values(text: str) -> list[Any]:
             obj = ast.literal_eval(span)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
-        found, v, _ = _answer_key(obj, exact=False)
+        found, vs, _ = _answer_key(obj, exact=False)
         if found:
-            values.append(v)
+            values += vs
     return values
 
 

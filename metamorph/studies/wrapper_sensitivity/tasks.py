@@ -59,9 +59,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
-from urllib.parse import parse_qsl
 
-from metamorph.datasets import read_rows, required, required_text
+from metamorph.datasets import read_rows, required, required_text, spec_params
 from metamorph.errors import InputError
 from metamorph.studies.wrapper_sensitivity.vocab import ANSWER_TYPES
 
@@ -77,6 +76,8 @@ __all__ = [
     "synth_arith_rule",
     "synth_choice_rule",
     "synth_compare_rule",
+    "MAX_SYNTHETIC",
+    "load_tasks",
 ]
 
 
@@ -294,8 +295,12 @@ def _index(v: Any, what: str) -> int:
 
 
 def _index_plus_one(v: Any) -> str:
-    """PIQA: 0-based ``label`` -> option label ``"1"`` / ``"2"``."""
-    return str(_index(v, "solution") + 1)
+    """PIQA: 0-based ``label`` (0 or 1) -> option label ``"1"`` / ``"2"``; ``ValueError`` naming the
+    index as given otherwise (not the shifted label, which would read as a different value)."""
+    k = _index(v, "solution")
+    if k not in (0, 1):
+        raise ValueError(f"solution index {k} is out of range (PIQA's label is 0 for sol1 or 1 for sol2)")
+    return str(k + 1)
 
 
 def _index_to_letter(v: Any) -> str:
@@ -524,21 +529,34 @@ def synthetic_tasks(n_per_task: int = 8, seed: int = 0) -> list[QAItem]:
 # Specs
 
 
+#: The most items per task ``synthetic`` generates (``n_per_task``, or ``limit`` when it is not
+#: given): a mistyped value would otherwise generate items until memory runs out.
+MAX_SYNTHETIC = 100_000
+
+
 def load_task(spec: str, limit: int | None = None) -> list[QAItem]:
     """Load one task spec (see the module docstring) into items.
 
     ``limit`` keeps the first ``limit`` rows of the file. All-or-nothing: any bad row raises
     :class:`InputError` (file, 1-based row, field) and nothing is returned; duplicate item ids
-    raise too. ``synthetic`` takes ``n_per_task`` (default 8, or ``limit``) and ``seed`` (default 0).
+    raise too. ``synthetic`` takes ``n_per_task`` (default 8, or ``limit``; 1 to
+    :data:`MAX_SYNTHETIC`, else :class:`InputError`) and ``seed`` (default 0).
     """
     head, _, query = spec.partition("?")
     if head == "synthetic":
-        params = dict(parse_qsl(query))
+        params = spec_params(spec, query, ("n_per_task", "seed"))
         try:
             n = int(params.get("n_per_task", limit or 8))
             seed = int(params.get("seed", 0))
         except ValueError as exc:
             raise InputError(spec, f"n_per_task and seed must be integers ({exc})") from exc
+        if not 1 <= n <= MAX_SYNTHETIC:
+            raise InputError(
+                spec,
+                f"synthetic needs 1 <= n_per_task <= {MAX_SYNTHETIC:,} items"
+                + (" (from --limit / limit)" if "n_per_task" not in params else "")
+                + f", got {n}",
+            )
         return synthetic_tasks(n_per_task=n, seed=seed)
     task, sep, location = spec.partition(":")
     if not sep or not location:
@@ -562,3 +580,25 @@ def load_task(spec: str, limit: int | None = None) -> list[QAItem]:
         seen[x.item_id] = i
         items.append(x)
     return items
+
+
+def load_tasks(specs: Sequence[str], limit: int | None = None) -> list[tuple[str, QAItem]]:
+    """Every item of ``specs`` (each loaded by :func:`load_task` with ``limit``) as ``(spec, item)``
+    pairs; ``(task, item_id)`` must be unique across them — the same file given twice, or two files
+    sharing ids, raise :class:`InputError` naming the later spec, the item's position in it (``row``)
+    and ``id``, before anything runs (the items table's uniqueness check would fail the run later)."""
+    out: list[tuple[str, QAItem]] = []
+    seen: dict[tuple[str, str], str] = {}
+    for spec in specs:
+        for j, x in enumerate(load_task(spec, limit=limit), start=1):
+            key = (x.task, x.item_id)
+            if key in seen:
+                raise InputError(
+                    spec,
+                    f"item {x.item_id!r} of task {x.task!r} was already loaded from {seen[key]}",
+                    row=j,
+                    field="id",
+                )
+            seen[key] = spec
+            out.append((spec, x))
+    return out
