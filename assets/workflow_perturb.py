@@ -51,7 +51,7 @@ from metamorph.studies.workflow_perturb.generate import (
 )
 from metamorph.runner import run_requests
 from metamorph.studies.workflow_perturb import schemas as S
-from metamorph.studies.workflow_perturb.workflows import load_goldens
+from metamorph.studies.workflow_perturb.workflows import load_goldens_by_source
 from assets.partitions import PER_MODEL, model_partitions
 from metamorph.studies.workflow_perturb.study import STUDY
 from assets._common import checked_by
@@ -86,10 +86,10 @@ class GoldensConfig(LimitConfig):
     ],
 )
 def goldens(config: GoldensConfig):
-    """Golden workflows (metamorph.studies.workflow_perturb.workflows.load_goldens); invalid rows are kept with a reason."""
+    """Golden workflows (metamorph.studies.workflow_perturb.workflows.load_goldens_by_source); invalid rows are kept
+    with a reason."""
     rows = []
-    for spec in config.sources:
-        valid, rejected = load_goldens(spec, on_invalid="collect", limit=config.row_limit)
+    for spec, valid, rejected in load_goldens_by_source(config.sources, on_invalid="collect", limit=config.row_limit):
         rows += wst.golden_rows(valid, rejected, spec)
     df = pd.DataFrame(rows)
     yield validated_output(

@@ -42,7 +42,7 @@ from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity import diagnostics as diag
 from metamorph.studies.wrapper_sensitivity import regression as reg
 from metamorph.studies.wrapper_sensitivity import report as ws_report
-from metamorph.studies.wrapper_sensitivity.tasks import QAItem, load_task
+from metamorph.studies.wrapper_sensitivity.tasks import QAItem, load_tasks
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
@@ -99,23 +99,22 @@ class ItemsConfig(LimitConfig):
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def qa_items(config: ItemsConfig) -> dg.Output:
-    """The canonical QA items of every source (metamorph.studies.wrapper_sensitivity.tasks.load_task)."""
+    """The canonical QA items of every source (metamorph.studies.wrapper_sensitivity.tasks.load_tasks)."""
     rows = []
-    for spec in config.sources:
-        for x in load_task(spec, limit=config.row_limit):
-            rows.append(
-                {
-                    "task": x.task,
-                    "item_id": x.item_id,
-                    "answer_type": x.answer_type,
-                    "question": x.question,
-                    "passage": x.passage,
-                    "choices_json": json.dumps([list(c) for c in x.choices]),
-                    "n_choices": len(x.choices) if x.answer_type == "choice" else None,
-                    "gold": x.gold,
-                    "source": spec,
-                }
-            )
+    for spec, x in load_tasks(config.sources, limit=config.row_limit):
+        rows.append(
+            {
+                "task": x.task,
+                "item_id": x.item_id,
+                "answer_type": x.answer_type,
+                "question": x.question,
+                "passage": x.passage,
+                "choices_json": json.dumps([list(c) for c in x.choices]),
+                "n_choices": len(x.choices) if x.answer_type == "choice" else None,
+                "gold": x.gold,
+                "source": spec,
+            }
+        )
     df = pd.DataFrame(rows)
     df["n_choices"] = df["n_choices"].astype("Int64")
     return validated_output(

@@ -374,3 +374,32 @@ def test_a_throwaway_study_is_picked_up_everywhere(tmp_path):
         assert con.execute("SELECT item FROM toy_study.toy_items").fetchall() == [("toy-0",), ("toy-1",)]
     finally:
         con.close()
+
+
+@pytest.mark.parametrize(
+    ("study", "sample", "spec", "message"),
+    [
+        (
+            "wrapper_sensitivity",
+            "boolq",
+            "boolq:{path}",
+            "item 'boolq-45' of task 'boolq' was already loaded from boolq:",
+        ),
+        ("workflow_perturb", "worfbench", "{path}", "workflow 'alfworld_1613' was already loaded from "),
+    ],
+)
+def test_the_same_source_twice_is_one_line_exit_2_before_anything_is_written(
+    study, sample, spec, message, tmp_path, monkeypatch, capsys
+):
+    """The study's launch check (``Study.load_sources``: the command line and the inputs job's
+    config mapping) refuses a source given twice, naming the second spec, its row and field ``id``;
+    it passed the check and the run then failed on the items table's uniqueness check."""
+    from tests.conftest import shared_sample
+
+    src = spec.format(path=shared_sample(sample))
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path / "home"))
+    code = main(["run", study, "--source", src, "--source", src, "--limit", "2", "--no-models"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert message in err[0] and "row 1" in err[0] and "field 'id'" in err[0], err[0]
+    assert not (tmp_path / "home").exists()

@@ -6,9 +6,9 @@ from metamorph.study import Option, Study, positive, whole_number
 
 
 def _load_sources(specs, limit):
-    from metamorph.studies.workflow_perturb.workflows import load_goldens
+    from metamorph.studies.workflow_perturb.workflows import load_goldens_by_source
 
-    return [load_goldens(spec, on_invalid="collect", limit=limit) for spec in specs]
+    return load_goldens_by_source(specs, on_invalid="collect", limit=limit)
 
 
 def _cost_steps(spec, options):

@@ -58,6 +58,7 @@ __all__ = [
     "validate_workflow",
     "workflow_from_row",
     "load_all_goldens",
+    "load_goldens_by_source",
 ]
 
 START = "START"
@@ -481,16 +482,15 @@ def normalize_text(t: str) -> str:
     return re.sub(r"\s+", " ", unicodedata.normalize("NFC", str(t))).strip().rstrip(".;:!").strip().lower()
 
 
-def load_all_goldens(
+def load_goldens_by_source(
     specs: Sequence[str], on_invalid: Literal["error", "collect"] = "error", limit: int | None = None
-) -> tuple[list[Workflow], list[RejectedGolden]]:
-    """:func:`load_goldens` of every spec, concatenated; a workflow id must be unique across them
-    (valid and rejected rows alike) — the same file given twice, or two files sharing ids, raise
-    :class:`InputError` naming the later spec, the row (a valid workflow's position among the
-    valid ones, a rejected one's file row) and ``id``, before anything runs (the goldens table's
-    uniqueness check would fail the run later)."""
-    valid: list[Workflow] = []
-    rejected: list[RejectedGolden] = []
+) -> list[tuple[str, list[Workflow], list[RejectedGolden]]]:
+    """:func:`load_goldens` of every spec, as ``(spec, valid, rejected)`` in the order given; a
+    workflow id must be unique across them (valid and rejected rows alike) — the same file given
+    twice, or two files sharing ids, raise :class:`InputError` naming the later spec, the row (a
+    valid workflow's position among the valid ones, a rejected one's file row) and ``id``, before
+    anything runs (the goldens table's uniqueness check would fail the run later)."""
+    out: list[tuple[str, list[Workflow], list[RejectedGolden]]] = []
     seen: dict[str, str] = {}
     for spec in specs:
         ws, rs = load_goldens(spec, on_invalid=on_invalid, limit=limit)
@@ -499,6 +499,14 @@ def load_all_goldens(
             if wid in seen:
                 raise InputError(spec, f"workflow {wid!r} was already loaded from {seen[wid]}", row=j, field="id")
             seen[wid] = spec
-        valid += ws
-        rejected += rs
-    return valid, rejected
+        out.append((spec, ws, rs))
+    return out
+
+
+def load_all_goldens(
+    specs: Sequence[str], on_invalid: Literal["error", "collect"] = "error", limit: int | None = None
+) -> tuple[list[Workflow], list[RejectedGolden]]:
+    """:func:`load_goldens_by_source` concatenated: every valid workflow and every rejected row
+    of ``specs``. Raises as :func:`load_goldens_by_source`."""
+    parts = load_goldens_by_source(specs, on_invalid=on_invalid, limit=limit)
+    return [w for _, ws, _ in parts for w in ws], [r for _, _, rs in parts for r in rs]

@@ -7,9 +7,9 @@ from metamorph.study import Option, Study, seed
 
 
 def _load_sources(specs, limit):
-    from metamorph.studies.wrapper_sensitivity.tasks import load_task
+    from metamorph.studies.wrapper_sensitivity.tasks import load_tasks
 
-    return [x for spec in specs for x in load_task(spec, limit=limit)]
+    return [x for _, x in load_tasks(specs, limit=limit)]
 
 
 def _cost_steps(spec, options):
