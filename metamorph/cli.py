@@ -16,6 +16,7 @@ Exit codes follow the commands; a usage error is 2 and ``--help`` is 0.
 from __future__ import annotations
 
 import argparse
+import os
 import importlib
 import pkgutil
 import re
@@ -26,6 +27,7 @@ import metamorph.studies
 
 __all__ = [
     "CORE_MODULES",
+    "EXIT_BROKEN_PIPE",
     "EXIT_USAGE",
     "OneLineParser",
     "commands",
@@ -34,6 +36,8 @@ __all__ = [
 ]
 
 EXIT_USAGE = 2
+#: Exit code when standard output is closed by its reader (128 + SIGPIPE, as a shell reports it).
+EXIT_BROKEN_PIPE = 141
 
 #: Modules of the core commands, each with a ``COMMANDS`` dict like a study's.
 CORE_MODULES = ("metamorph.trace", "metamorph.costplan", "metamorph.verdict", "metamorph.study")
@@ -70,7 +74,14 @@ def plain(text: str | None) -> str | None:
 class OneLineParser(argparse.ArgumentParser):
     """An argument error is one line on stderr (``metamorph verdict: error: argument --study: …  (see:
     metamorph verdict --help)``) and exit 2, like a bad input file; ``--help`` still prints the usage.
-    Subcommand parsers are of the same class (argparse creates them with the parent's class)."""
+    Subcommand parsers are of the same class (argparse creates them with the parent's class).
+
+    Options are matched by their whole name only (``allow_abbrev`` off): ``--seed -1`` is an
+    unrecognized argument, not ``--seeds -1``."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}  (see: {self.prog} --help)\n")
@@ -93,7 +104,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = ap.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-    return int(args.func(args))
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not as "Exception ignored" at exit
+        return code
+    except BrokenPipeError:
+        # the reader went away (``metamorph trace … | head``): stop quietly, as a Unix filter does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

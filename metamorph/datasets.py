@@ -91,7 +91,7 @@ def read_rows(uri: str, json_cells: Mapping[str, str] | None = None) -> list[dic
     record of a Parquet file. Text files are UTF-8 (a leading byte-order mark is dropped); JSONL
     lines may end in LF, CRLF or CR. CSV values are strings; Parquet nulls are ``None``.
 
-    Raises :class:`InputError` for: a path that does not exist, a directory, an empty file, an
+    Raises :class:`InputError` for: no path (an empty string), a path that does not exist, a directory, an empty file, an
     unknown extension, bytes that are not UTF-8 (the line is named; a UTF-16 file is named as
     such), a JSONL line that is not a JSON object, a byte-order mark inside the file, a CSV
     record with more or fewer values than the header or a repeated header name, a file with no
@@ -102,6 +102,8 @@ def read_rows(uri: str, json_cells: Mapping[str, str] | None = None) -> list[dic
     named). ``hf://`` URIs are read
     through ``fsspec`` (``huggingface_hub``'s file system).
     """
+    if not uri.strip():  # '<adapter>:' with nothing after it: Path('') would be the working directory
+        raise InputError(repr(uri), "no path given")
     is_remote = uri.startswith("hf://")
     if not is_remote:
         p = Path(uri)

@@ -58,3 +58,37 @@ def test_the_commands_are_gate_plan_run_trace_and_verdict():
 def test_a_usage_error_is_one_line_exit_2(argv, line, capsys):
     assert main(argv) == 2
     assert capsys.readouterr().err == line + "\n"
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
+    """``metamorph … | head``: the reader closes the pipe before the command writes (here ``true``,
+    which reads nothing and exits while Python starts); the command stops with exit 141
+    (128 + SIGPIPE) and nothing on stderr — it ended in a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from metamorph.cli import main; "
+        "sys.exit(main(['plan', 'order_probe', '--models', 'smollm2-135m-instruct', '--cache', sys.argv[1]]))"
+    )
+    proc = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'"{sys.executable}" -c "{script}" "$1" | true; echo "${{PIPESTATUS[0]}}"',
+            "_",
+            str(tmp_path / "absent.duckdb"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.stderr == "" and proc.stdout.strip() == "141", (proc.stdout, proc.stderr)
+
+
+def test_an_abbreviated_option_is_not_taken_for_the_whole_one(capsys):
+    from metamorph.cli import main
+
+    assert main(["plan", "wrapper_sensitivity", "--seed", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --seed 1" in err and len(err.strip().splitlines()) == 1

@@ -471,3 +471,14 @@ def test_each_source_reads_the_same_items_from_jsonl_json_csv_and_parquet(adapte
     assert len(items["jsonl"]) == len(rows)
     texts = same_items(items, paths)
     assert texts["json"] == texts["csv"] == texts["parquet"] == texts["jsonl"]
+
+
+@pytest.mark.parametrize("uri", ["", "  "])
+def test_an_empty_path_is_no_path_given_not_the_working_directory(uri):
+    # '--source worfbench:' / 'orderprobe:' left an empty path, read as '.' ("is a directory")
+    from metamorph.datasets import read_rows
+    from metamorph.errors import InputError
+
+    with pytest.raises(InputError, match="no path given") as exc:
+        read_rows(uri)
+    assert str(exc.value).startswith(repr(uri))
