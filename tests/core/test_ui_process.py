@@ -97,8 +97,7 @@ def launch_rejects_limit_zero(port: int) -> None:
     error = answer["launchPipelineExecution"]
     assert (error["__typename"], error["message"]) == (
         "PythonError",
-        "pipelines.inputs.InputsRejected: order_probe__order_items: limit: must be a number of "
-        "rows >= 1, or -1 for every row; got 0\n",
+        "pipelines.inputs.InputsRejected: order_probe__order_items: limit: must be a whole number >= 1, got '0'\n",
     )
     assert graphql(port, "{ runsOrError { ... on Runs { results { runId } } } }") == {"runsOrError": {"results": []}}
 

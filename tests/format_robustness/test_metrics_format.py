@@ -167,7 +167,8 @@ def test_mr1_bottom_vs_label_and_mr2_threshold():
     flags = fr.mr_flags(make_gen(spec)).set_index("instance_id")
     assert flags["mr1"].tolist() == [True, False, False, False, False, False]
     assert flags["mr2"].tolist() == [False, False, True, True, False, False]
-    assert flags["mr3"].tolist() == [False] * 6  # k = 1: every S_f is True
+    # k = 1: MR3 would compare each reply with itself; not measurable (never 0)
+    assert flags["mr3"].isna().all() and set(flags["mr3_note"]) == {fr.NOT_MEASURABLE_ONE_REPEAT}
 
 
 def test_mr3_compares_consistency_not_stability():
@@ -769,6 +770,32 @@ def test_repeats_that_are_one_computation_make_m3_and_voting_not_measurable():
     m3 = fr.mr_violations(fr.mr_flags(distinct)).set_index("relation").loc["MR3"]
     assert m3["violation_pct"] == 0.0 and pd.isna(m3["not_measurable"])
     assert mit.vote_aggregation(distinct)["not_measurable"].isna().all()
+
+
+def test_one_repeat_makes_m3_and_voting_not_measurable():
+    """k = 1: MR3 would compare each reply with itself (M3 0.0 [0.0, 0.0], read as perfect
+    stability) and the vote of one draw is that draw (ΔM = 0 by construction): both are null with
+    the reason; MR1 and MR2 are measured as usual (i1 flips between txt and md, i2 does not)."""
+    spec = {
+        "i1": {"txt": [("yes", ["a"])], "md": [("no", ["a"])]},
+        "i2": {"txt": [("yes", ["a"])], "md": [("yes", ["b"])]},
+    }
+    gen = make_gen(spec).assign(generation_key=lambda d: [f"{i}/{f}" for i, f in zip(d["instance_id"], d["format"])])
+    assert fr.single_repeat_workflows(gen) == {("wf", "ds")} and fr.shared_repeat_workflows(gen) == set()
+    assert fr.repeats_not_measurable(gen) == {("wf", "ds"): fr.NOT_MEASURABLE_ONE_REPEAT}
+    flags = fr.mr_flags(gen)
+    assert flags["mr1"].tolist() == [True, False] and flags["mr2"].tolist() == [False, True]
+    assert flags["mr3"].isna().all() and set(flags["mr3_note"]) == {fr.NOT_MEASURABLE_ONE_REPEAT}
+    mrv = fr.mr_violations(flags).set_index("relation")
+    assert mrv.loc["MR1", "violation_pct"] == 50.0 and mrv.loc["MR2", "violation_pct"] == 50.0
+    assert (
+        math.isnan(mrv.loc["MR3", "violation_pct"]) and mrv.loc["MR3", "not_measurable"] == fr.NOT_MEASURABLE_ONE_REPEAT
+    )
+    vote = mit.vote_aggregation(gen)
+    assert vote["after_pct"].isna().all() and set(vote["not_measurable"]) == {fr.NOT_MEASURABLE_ONE_REPEAT}
+    # one instance with k = 2 in a format makes the series measurable again
+    more = pd.concat([gen, gen[(gen.instance_id == "i1") & (gen.format == "txt")].assign(repeat=2)], ignore_index=True)
+    assert fr.single_repeat_workflows(more) == set()
 
 
 def test_routing_of_one_computation_says_what_its_after_values_are():

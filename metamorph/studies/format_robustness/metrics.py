@@ -87,6 +87,9 @@ __all__ = [
     "unit_rows",
     "validate_flags",
     "NOT_MEASURABLE_DETERMINISTIC",
+    "NOT_MEASURABLE_ONE_REPEAT",
+    "repeats_not_measurable",
+    "single_repeat_workflows",
     "shared_repeat_workflows",
 ]
 
@@ -234,6 +237,32 @@ def shared_repeat_workflows(gen: pd.DataFrame) -> set[tuple[str, str]]:
     return {tuple(k) for k, v in one.items() if v}
 
 
+#: Why a quantity over the k repeats is null when there is one repeat per format.
+NOT_MEASURABLE_ONE_REPEAT = (
+    "not measurable: k = 1 (one draw per format; MR3 and voting compare the k repeats, run k >= 2 to measure them)"
+)
+
+
+def single_repeat_workflows(gen: pd.DataFrame) -> set[tuple[str, str]]:
+    """The (workflow_id, dataset) pairs with one repeat in every (instance, format) cell (k = 1):
+    there MR3 would compare each reply with itself and read as perfect stability."""
+    if gen.empty:
+        return set()
+    cell = gen.groupby(INSTANCE_KEYS + ["format"], sort=False)["repeat"].size()
+    one = (cell == 1).groupby(level=WORKFLOW_KEYS, sort=False).all()
+    return {tuple(k) for k, v in one.items() if v}
+
+
+def repeats_not_measurable(gen: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(workflow_id, dataset) -> why what compares the k repeats (MR3, voting) is not measurable
+    there: :data:`NOT_MEASURABLE_ONE_REPEAT` (k = 1, :func:`single_repeat_workflows`) or
+    :data:`NOT_MEASURABLE_DETERMINISTIC` (one shared computation, :func:`shared_repeat_workflows`);
+    absent = measurable."""
+    notes = {key: NOT_MEASURABLE_DETERMINISTIC for key in shared_repeat_workflows(gen)}
+    notes.update({key: NOT_MEASURABLE_ONE_REPEAT for key in single_repeat_workflows(gen)})
+    return notes
+
+
 def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -> pd.DataFrame:
     """Metamorphic-relation flags per execution group (§4.1, unit of §5.2).
 
@@ -272,8 +301,9 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
 
     Instances with fewer than 2 formats get null flags (no pair to compare). When the k repeats of
     a workflow × dataset are one computation (:func:`shared_repeat_workflows`: deterministic
-    decoding), MR3 compares a reply with itself: ``mr3`` is null and ``mr3_note`` says
-    :data:`NOT_MEASURABLE_DETERMINISTIC` (never a 0 that reads as perfect stability).
+    decoding), or there is one repeat (k = 1), MR3 compares a reply with itself: ``mr3`` is null
+    and ``mr3_note`` says why (:func:`repeats_not_measurable`; never a 0 that reads as perfect
+    stability).
 
     Raises:
         ValueError: an invalid generations frame (:func:`validate_generations`), an unknown
@@ -286,7 +316,7 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
     if unit not in MR_UNITS:
         raise ValueError(f"mr_flags: unit must be one of {MR_UNITS}, got {unit!r}")
     g = validate_generations(gen)
-    shared = shared_repeat_workflows(g)
+    not_measurable = repeats_not_measurable(g)
     s_f = _stable_cells(g)
     k_f = g.groupby(INSTANCE_KEYS + ["format"], sort=False)["repeat"].size()
     mr3_of: dict[tuple, object] = {}
@@ -305,8 +335,8 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
         mr1 = grp["_dec"].nunique() > 1
         sets = [set(c) for c in grp["_cats"]]
         mr2 = any(stats.jaccard(a, b) < theta for a, b in itertools.combinations(sets, 2))
-        if tuple(key[:2]) in shared:
-            rows.append((*key, mr1, mr2, pd.NA, NOT_MEASURABLE_DETERMINISTIC, n_formats, k))
+        if tuple(key[:2]) in not_measurable:
+            rows.append((*key, mr1, mr2, pd.NA, not_measurable[tuple(key[:2])], n_formats, k))
         else:
             rows.append((*key, mr1, mr2, mr3_of[inst], None, n_formats, k))
     out = pd.DataFrame(rows, columns=INSTANCE_KEYS + ["repeat", "mr1", "mr2", "mr3", "mr3_note", "n_formats", "k"])

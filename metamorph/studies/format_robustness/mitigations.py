@@ -35,13 +35,13 @@ from metamorph.studies.format_robustness.analysis import with_avg
 from metamorph.studies.format_robustness.metrics import (
     BOTTOM,
     INSTANCE_KEYS,
-    NOT_MEASURABLE_DETERMINISTIC,
     WORKFLOW_KEYS,
     accuracy_rows,
     instance_stability,
     mr_flags,
     ordered_formats,
     pct_or_nan,
+    repeats_not_measurable,
     shared_repeat_workflows,
     stability_rows,
     validate_generations,
@@ -107,7 +107,8 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
     before − after in percentage points (> 0 = fewer violations). Instances with < 2 formats
     are left out of both sides (no relation). When the k repeats are one computation
     (deterministic decoding, :func:`~metamorph.studies.format_robustness.metrics.shared_repeat_workflows`)
-    the vote is the one reply, so after and Δ are null with ``not_measurable`` saying why.
+    or there is one repeat (k = 1), the vote is the one reply, so after and Δ are null with
+    ``not_measurable`` saying why (:func:`~metamorph.studies.format_robustness.metrics.repeats_not_measurable`).
 
     Raises:
         ValueError: invalid generations frame, unknown ``tie``.
@@ -120,7 +121,7 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
         raise ValueError(f"vote_aggregation: tie must be one of {VOTE_TIES}, got {tie!r}")
     g = validate_generations(gen)
     before = _rates(mr_flags(gen))
-    shared = shared_repeat_workflows(g)
+    not_measurable = repeats_not_measurable(g)
     g = g.sort_values(INSTANCE_KEYS + ["format", "repeat"])
     votes = {key: _majority(s.tolist(), tie) for key, s in g.groupby(INSTANCE_KEYS + ["format"], sort=True)["_dec"]}
     cells = pd.DataFrame(
@@ -136,7 +137,7 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
         d = grp[grp["_nf"] >= 2]
         m1_after = pct_or_nan(int((d["_nv"] > 1).sum()), len(d))
         after = {"MR1": m1_after, "MR2": before[(wf, ds, "MR2")][0], "MR3": 0.0 if len(d) else math.nan}
-        note = NOT_MEASURABLE_DETERMINISTIC if (wf, ds) in shared else None
+        note = not_measurable.get((wf, ds))
         for rel in RELATIONS:
             b, n_b = before[(wf, ds, rel)]
             a = math.nan if note else after[rel]

@@ -243,6 +243,8 @@ def card_rows(outcomes: pd.DataFrame, flags: pd.DataFrame, n_resamples: int = 10
     for rel in ("M1", "M2", "M3"):
         col = f"mr{rel[-1]}"
         defined = f[f[col].notna()]
+        if defined.empty:  # not measurable (mr_flags' mr3_note): no card row
+            continue
         parts.append(
             clustered_rate_rows(
                 defined.assign(**{col: defined[col].astype(bool)}),
