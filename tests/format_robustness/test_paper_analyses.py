@@ -231,6 +231,14 @@ def test_spearman_exact_small_n_is_never_zero():
     assert stats.spearman_exact(x, y).p_value == pytest.approx(sst.spearmanr(x, y).pvalue)
 
 
+def test_spearman_exact_enumerates_n_factorial_pairings_at_the_limit():
+    # n = 9 (EXACT_PERMUTATION_MAX_N), reversed order: rho = -1 is reached by 1 of the 9! = 362,880
+    # pairings (and +1 by 1), so the two-sided p is 2 / 9!. Enumerating (9!)^2 arrangements of both
+    # samples instead would not finish.
+    r = stats.spearman_exact(list(range(9)), list(range(9, 0, -1)))
+    assert (r.rho, r.n) == (-1.0, 9) and r.p_value == pytest.approx(2 / 362_880)
+
+
 # Table 2 (JS, ΔAcc) of the paper: MedQA then Construct; rows JSON, MD, CSV; workflows in WF order
 TABLE2 = {
     "MedQA": [
