@@ -107,8 +107,8 @@ class BudgetConfig(dg.Config):
     budget_usd: float = Field(
         default=NO_BUDGET,
         description="Stop before the first call when this step's planned "
-        "cost for the model (USD, registry price_per_mtok; output at max_tokens) exceeds it; "
-        "-1 = no budget (the model_registry resource's budget_usd still applies).",
+        "cost for the model (USD, registry price_per_mtok; output at max_tokens) exceeds it: an amount in USD ≥ 0, "
+        "or -1 = no budget (the model_registry resource's budget_usd still applies).",
     )
 
     _usd_or_none = checked_by(_budget, "budget_usd", unless=(NO_BUDGET,))
@@ -414,9 +414,11 @@ class ComparisonConfig(dg.Config):
         default=0.05,
         gt=0,
         lt=1,
-        description="Family-wise level of the verdicts (Holm over every metric × slice of a candidate).",
+        description="Family-wise level of the verdicts (Holm over every metric × slice of a candidate); 0 < alpha < 1.",
     )
-    n_resamples: int = Field(default=2000, ge=100, description="Paired bootstrap resamples of the difference's CI.")
+    n_resamples: int = Field(
+        default=2000, ge=100, description="Paired bootstrap resamples of the difference's CI (N ≥ 100)."
+    )
     seed: int = Field(default=0, description="Seed of the bootstrap (and of a Monte Carlo permutation test).")
 
 
