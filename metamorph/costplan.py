@@ -8,8 +8,9 @@ A :class:`CostPlan` is computed from the exact requests a generation asset is ab
   counted per row like :class:`metamorph.runner.RunStats`; ``calls``: the distinct keys left to
   call (duplicates are called once) — what :func:`metamorph.runner.run_requests` will call;
 * ``input_tokens`` of those calls: for a local ``llama_cpp`` model **counted** with the model's
-  own tokenizer on the exact chat-formatted prompt (the GGUF loaded ``vocab_only``, about 0.5 s,
-  or the provider already loaded), with BOS as llama.cpp adds it; for an API model **estimated**
+  own tokenizer on the exact chat-formatted prompt, by the entry's engine (a token-counting
+  provider, about 1 s to load, or the provider already loaded), with BOS as the engine adds it
+  (what the call's ``prompt_tokens`` reports); for an API model **estimated**
   as ceil(characters / 4) of the message text, plus the attached document's bytes / 4
   (:data:`CHARS_PER_TOKEN`; real tokenizers differ — about 3–5 characters per token for English,
   fewer for CJK text or digits). :attr:`CostPlan.token_method` says which;
@@ -207,7 +208,8 @@ def token_counter(spec: ModelSpec, provider: Any = None) -> tuple[Callable[[Gene
     """``(count(request) -> prompt tokens, method)`` for ``spec``.
 
     A ``llama_cpp`` entry is counted exactly: with ``provider``'s ``request_prompt_tokens`` when
-    given (the provider the run uses), else with the GGUF loaded ``vocab_only`` (no weights).
+    given (the provider the run uses), else with a token-counting provider of the entry's engine
+    (``vocab_only``: llama-cpp-python loads no weights, xllamacpp loads the model without computing).
     Any other provider: :func:`estimate_tokens`. Raises :class:`ConfigError` when the GGUF is missing.
     """
     if spec.provider != "llama_cpp":
@@ -215,7 +217,9 @@ def token_counter(spec: ModelSpec, provider: Any = None) -> tuple[Callable[[Gene
     if provider is None or not hasattr(provider, "request_prompt_tokens"):
         from metamorph.providers.llama_cpp import LlamaCppProvider
 
-        provider = LlamaCppProvider(model_path=local_gguf(spec), chat_format=spec.chat_format, vocab_only=True)
+        provider = LlamaCppProvider(
+            model_path=local_gguf(spec), chat_format=spec.chat_format, vocab_only=True, engine=spec.params.get("engine")
+        )
     return provider.request_prompt_tokens, METHOD_TOKENIZER
 
 

@@ -193,7 +193,7 @@ def test_an_unpriced_api_model_cannot_pass_a_budget_but_a_cached_run_can():
 
 
 def test_local_count_is_the_tokenizer_on_the_chat_formatted_prompt():
-    """SmolLM2's GGUF loaded vocab_only (no weights). Its chat template gives the literal prompt
+    """SmolLM2's GGUF through the default engine's tokenizer. Its chat template gives the literal prompt
     below; 23 tokens = <|im_start|> system \\n | You are terse . (5) | <|im_end|> \\n |
     <|im_start|> user \\n | Hello , world ! (4) | <|im_end|> \\n | <|im_start|> assistant (2) \\n.
     The real model reports the same 23 prompt tokens (test_local_count_matches_the_usage_llama_reports)."""
@@ -210,13 +210,13 @@ def test_local_count_is_the_tokenizer_on_the_chat_formatted_prompt():
     from metamorph.costplan import token_counter
 
     count, _ = token_counter(spec)
-    llm = count.__self__._load()
+    provider = count.__self__
     literal = (
         "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHello, world!<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
-    assert len(llm.tokenize(literal.encode(), add_bos=False, special=True)) == 23
-    assert llm.tokenize(b"Hello, world!", add_bos=False, special=True) == [19556, 28, 905, 17]
+    assert provider.count_tokens(literal) == 23
+    assert provider.count_tokens("Hello, world!") == 4
 
 
 @pytest.mark.llm
