@@ -259,11 +259,17 @@ def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
 
 
 def report_card_trends(series: pd.DataFrame) -> dg.MetadataValue:
+    """:func:`report_card_trends_figure` as a PNG, or a note when there is nothing to plot."""
+    fig = report_card_trends_figure(series)
+    return dg.MetadataValue.md("_no headline numbers to plot_") if fig is None else figure_md(fig)
+
+
+def report_card_trends_figure(series: pd.DataFrame):
     """One panel per study · metric: each model's value (per slice) across its versions, oldest
     left, with 95% CI whiskers; points labelled with the version (registry fingerprint, 8 hex).
-    ``series``: metamorph.report_card.trend_series."""
+    ``series``: metamorph.report_card.trend_series. None when no value is there to plot."""
     if series.empty or series["value"].notna().sum() == 0:
-        return dg.MetadataValue.md("_no headline numbers to plot_")
+        return None
     panels = list(dict.fromkeys(zip(series["study"], series["metric"])))
     cols = min(4, len(panels))
     rows = -(-len(panels) // cols)
@@ -291,4 +297,4 @@ def report_card_trends(series: pd.DataFrame) -> dg.MetadataValue:
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()
-    return figure_md(fig)
+    return fig
