@@ -10,11 +10,13 @@ bootstrap:
 demo: bootstrap
 	@OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m pipelines.run format_robustness --models smollm2-135m-instruct
 
-# Runs the whole test suite (includes the real local model end to end). PostgreSQL and Redis for the
+# Runs the whole test suite (includes the real local models end to end, with both engines: the
+# bootstrap also builds llama-cpp-python, the fallback engine). PostgreSQL and Redis for the
 # scale-out tests: scripts/services.sh starts them (installing them when missing and root) and stops
 # what it started; when they cannot be started the tests marked `services` are skipped (they fail
 # instead when METAMORPH_SERVICES=1 is set, as .ci/run does after starting the services itself).
-test: bootstrap
+test:
+	@bash scripts/bootstrap.sh --fallback-engine
 	@if [ "$${METAMORPH_SERVICES:-}" = 1 ]; then \
 	  OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q; \
 	else \

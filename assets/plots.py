@@ -260,19 +260,30 @@ def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
 
 
 def report_card_trends(series: pd.DataFrame) -> dg.MetadataValue:
+    """:func:`report_card_trends_figure` as a PNG, or a note when there is nothing to plot."""
+    fig = report_card_trends_figure(series)
+    if fig is None:
+        return dg.MetadataValue.md("_no headline numbers to plot_")
+    return figure_md(fig, "Headline metrics across each model's versions (95% CI)")
+
+
+def report_card_trends_figure(series: pd.DataFrame):
     """One panel per study · metric: each model's value (per slice) across its versions, oldest
     left, with 95% CI whiskers; points labelled with the version (registry fingerprint, 8 hex).
-    ``series``: metamorph.report_card.trend_series."""
+    x is the version's ordinal within its model (1 = the oldest), one tick per ordinal.
+    ``series``: metamorph.report_card.trend_series. None when no value is there to plot."""
     if series.empty or series["value"].notna().sum() == 0:
-        return dg.MetadataValue.md("_no headline numbers to plot_")
+        return None
     panels = list(dict.fromkeys(zip(series["study"], series["metric"])))
     cols = min(4, len(panels))
     rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.5, 2.9 * rows), squeeze=False)
     for ax, (study, metric) in zip(axes.flat, panels):
         part = series[(series["study"] == study) & (series["metric"] == metric)]
+        versions = 1
         for (model, sl), g in part.groupby(["model_id", "slice"], sort=True):
-            x = np.arange(len(g))
+            x = np.arange(1, len(g) + 1)
+            versions = max(versions, len(g))
             low = (g["value"] - g["ci_low"]).clip(lower=0).fillna(0).to_numpy()
             high = (g["ci_high"] - g["value"]).clip(lower=0).fillna(0).to_numpy()
             ax.errorbar(
@@ -285,11 +296,13 @@ def report_card_trends(series: pd.DataFrame) -> dg.MetadataValue:
             )
             for xi, v, ver in zip(x, g["value"], g["version"]):
                 ax.annotate(str(ver)[:8], (xi, v), fontsize=6, textcoords="offset points", xytext=(3, 3))
+        ax.set_xticks(range(1, versions + 1), [str(v) for v in range(1, versions + 1)], fontsize=7)
+        ax.set_xlim(0.5, versions + 0.5)
         ax.set_title(f"{study} · {metric}", fontsize=8)
-        ax.set_xlabel("version (oldest first)", fontsize=7)
+        ax.set_xlabel("version (1 = oldest)", fontsize=7)
         ax.set_ylabel(" / ".join(sorted(part["unit"].unique())), fontsize=7)
         ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()
-    return figure_md(fig, "Headline metrics across each model's versions (95% CI)")
+    return fig

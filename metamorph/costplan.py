@@ -8,8 +8,9 @@ A :class:`CostPlan` is computed from the exact requests a generation asset is ab
   counted per row like :class:`metamorph.runner.RunStats`; ``calls``: the distinct keys left to
   call (duplicates are called once) — what :func:`metamorph.runner.run_requests` will call;
 * ``input_tokens`` of those calls: for a local ``llama_cpp`` model **counted** with the model's
-  own tokenizer on the exact chat-formatted prompt (the GGUF loaded ``vocab_only``, about 0.5 s,
-  or the provider already loaded), with BOS as llama.cpp adds it; for an API model **estimated**
+  own tokenizer on the exact chat-formatted prompt, by the entry's engine (a token-counting
+  provider, about 1 s to load, or the provider already loaded), with BOS as the engine adds it
+  (what the call's ``prompt_tokens`` reports); for an API model **estimated**
   as ceil(characters / 4) of the message text, plus the attached document's bytes / 4
   (:data:`CHARS_PER_TOKEN`; real tokenizers differ — about 3–5 characters per token for English,
   fewer for CJK text or digits). :attr:`CostPlan.token_method` says which;
@@ -68,6 +69,7 @@ __all__ = [
     "default_registry",
     "estimate_tokens",
     "local_gguf",
+    "plan_calls",
     "plan_requests",
     "plan_steps",
     "plan_study",
@@ -207,7 +209,8 @@ def token_counter(spec: ModelSpec, provider: Any = None) -> tuple[Callable[[Gene
     """``(count(request) -> prompt tokens, method)`` for ``spec``.
 
     A ``llama_cpp`` entry is counted exactly: with ``provider``'s ``request_prompt_tokens`` when
-    given (the provider the run uses), else with the GGUF loaded ``vocab_only`` (no weights).
+    given (the provider the run uses), else with a token-counting provider of the entry's engine
+    (``vocab_only``: llama-cpp-python loads no weights, xllamacpp loads the model without computing).
     Any other provider: :func:`estimate_tokens`. Raises :class:`ConfigError` when the GGUF is missing.
     """
     if spec.provider != "llama_cpp":
@@ -215,7 +218,9 @@ def token_counter(spec: ModelSpec, provider: Any = None) -> tuple[Callable[[Gene
     if provider is None or not hasattr(provider, "request_prompt_tokens"):
         from metamorph.providers.llama_cpp import LlamaCppProvider
 
-        provider = LlamaCppProvider(model_path=local_gguf(spec), chat_format=spec.chat_format, vocab_only=True)
+        provider = LlamaCppProvider(
+            model_path=local_gguf(spec), chat_format=spec.chat_format, vocab_only=True, engine=spec.params.get("engine")
+        )
     return provider.request_prompt_tokens, METHOD_TOKENIZER
 
 
@@ -411,16 +416,43 @@ def plan_study(study: str, spec: ModelSpec, options: Any, cache: Any = None, pro
 
     Raises the loaders' :class:`~metamorph.errors.InputError`; :class:`ConfigError` for an unknown study.
     """
+    steps = _study_steps(study, spec, options)
+    requests = [r for st in steps for r in st.requests()]
+    count, method = _lazy_counter(spec, provider)
+    return plan_steps(steps, spec, cached_keys(cache, requests, spec), count=count, method=method)
+
+
+def plan_calls(study: str, spec: ModelSpec, options: Any) -> tuple[int, bool]:
+    """``(calls, upper_bound)`` of :func:`plan_study` with nothing cached: the calls ``metamorph plan
+    <study> --models <id>`` prints for ``spec`` and ``options`` on an empty generation cache ("up to"
+    when ``upper_bound``), without counting tokens.
+
+    The same steps and the same choice of the largest alternative as :func:`plan_study`: an API
+    model's prompts are estimated as there (characters / 4, no tokenizer), and a ``llama_cpp`` model
+    is planned with its prompts counted as 0 tokens — its cost is 0, so the largest alternative is
+    the one with the most calls whatever the token counts, and no GGUF is loaded. About 20–500 ms
+    per study and model on 2 cores (the sources are loaded and every request is built and keyed).
+    Raises what :func:`plan_study` raises.
+    """
+    steps = _study_steps(study, spec, options)
+    if spec.provider == "llama_cpp":
+        count, method = (lambda request: 0), METHOD_TOKENIZER
+    else:
+        count, method = estimate_tokens, METHOD_ESTIMATE
+    whole = total(plan_steps(steps, spec, count=count, method=method) or [plan_requests([], spec, count=count)])
+    return whole.calls, whole.upper_bound
+
+
+def _study_steps(study: str, spec: ModelSpec, options: Any) -> list[PlanStep]:
+    """The steps of ``study``'s run for ``spec`` (``Study.cost_steps``) minus those of the assets
+    ``options`` leave out. Raises :class:`ConfigError` for an unknown study, the loaders' errors."""
     from metamorph.study import studies
 
     found = studies()
     if study not in found:
         raise ConfigError(f"metamorph plan: study {study!r} is not planned; choose one of {sorted(found)}")
     dropped = found[study].dropped_assets(options)  # e.g. --no-routing: the run leaves these assets out
-    steps = [st for st in found[study].cost_steps(spec, options) if st.label.split(" ")[0] not in dropped]
-    requests = [r for st in steps for r in st.requests()]
-    count, method = _lazy_counter(spec, provider)
-    return plan_steps(steps, spec, cached_keys(cache, requests, spec), count=count, method=method)
+    return [st for st in found[study].cost_steps(spec, options) if st.label.split(" ")[0] not in dropped]
 
 
 def budget_steps(plans: Sequence[CostPlan]) -> list[CostPlan]:

@@ -80,6 +80,15 @@ measure, so ``deterministic: true`` is part of the fingerprint.
 ``blocking_metrics`` (optional; study → metric names) chooses which of a candidate's regressions fail
 its studies' ``model_comparison`` check and make ``metamorph verdict`` exit 1 (:mod:`metamorph.verdict`);
 without it every compared metric of every study blocks. It changes no output: not in the fingerprint.
+``params.engine`` (optional, ``llama_cpp`` only) names the engine that runs the GGUF:
+``xllamacpp`` (the default; a prebuilt wheel) or ``llama-cpp-python`` (built from source; the
+fallback) — :mod:`metamorph.providers.engines`. Each engine version gives its own completions, so
+the engine and its installed version are part of every request's cache key and of the entry's
+fingerprint (upgrading xllamacpp re-evaluates the entry). ``params.prefix_reuse: true`` (optional,
+``llama_cpp`` only, default false) lets the engine keep the KV state of the leading tokens a prompt
+shares with the one computed before it (the study's system prompt and instructions) instead of
+computing every prompt from scratch: less CPU, but a completion may then depend on the request
+before it (measured: docs/benchmarks.md), so it is opt-in and part of the cache key.
 ``workers`` (optional, ``llama_cpp`` only, default: the cores this process may use divided by
 ``n_threads``, at least 1) is the number of
 model contexts computing requests at once, each in its own worker process with ``n_threads``
@@ -101,8 +110,9 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 
 from metamorph.datasets import read_text
-from metamorph.errors import RegistryError, looks_like_secret
+from metamorph.errors import ConfigError, RegistryError, looks_like_secret
 from metamorph.providers.base import DECODING_PARAMS, INGESTION_PATHS, canonical_json, sha256_hex
+from metamorph.providers.engines import ENGINES, engine_identity, engine_name
 
 __all__ = [
     "BATCH_PROVIDERS",
@@ -114,6 +124,7 @@ __all__ = [
     "Price",
     "approved_baseline",
     "load_registry",
+    "local_engine",
     "parse_registry",
 ]
 
@@ -207,10 +218,14 @@ class ModelSpec:
     def fingerprint(self) -> str:
         """sha256 of the entry's canonical JSON (changes when any field that shapes outputs
         changes; ``status``, ``max_concurrency``, ``execution``, ``price_per_mtok``,
-        ``n_threads`` and ``workers`` do not)."""
+        ``n_threads`` and ``workers`` do not). A ``llama_cpp`` entry adds the engine that computes
+        it and the engine's installed version (:func:`local_engine`), so an engine upgrade is a
+        changed entry to the registry sensor."""
+        engine = {"engine": local_engine(self.params)} if self.provider == "llama_cpp" else {}
         return sha256_hex(
             canonical_json(
                 {
+                    **engine,
                     "id": self.id,
                     "provider": self.provider,
                     "model": self.model,
@@ -226,6 +241,18 @@ class ModelSpec:
 
     def workflow_id(self, ingestion: str) -> str:
         return f"{self.id}/{ingestion}"
+
+
+def local_engine(params: dict[str, Any]) -> str:
+    """The engine of a ``llama_cpp`` entry with ``params`` and its installed version
+    (:func:`metamorph.providers.engines.engine_identity`), or ``"<engine> (not installed)"``: the
+    fingerprint of an entry stays computable on a machine without its engine (its run fails, saying
+    what to install)."""
+    name = engine_name(params)
+    try:
+        return engine_identity(name)
+    except ConfigError:
+        return f"{name} (not installed)"
 
 
 def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
@@ -321,6 +348,13 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad(f"params must be a mapping of decoding parameters, got {type(params).__name__}", "params")
         if "chat_format" in params and (e["provider"] != "llama_cpp" or not isinstance(params["chat_format"], str)):
             raise bad("params.chat_format is a llama_cpp setting (a llama.cpp chat format name)", "params")
+        for name, what in (("engine", "the local engine"), ("prefix_reuse", "the local engine's prompt cache")):
+            if name in params and e["provider"] != "llama_cpp":
+                raise bad(f"params.{name} is a llama_cpp setting ({what})", "params")
+        if "engine" in params and params["engine"] not in ENGINES:
+            raise bad(f"params.engine must be one of {list(ENGINES)}, got {params['engine']!r:.40}", "params")
+        if "prefix_reuse" in params and not isinstance(params["prefix_reuse"], bool):
+            raise bad(f"params.prefix_reuse must be true or false, got {params['prefix_reuse']!r:.40}", "params")
         _check_decoding_params(params, "params", bad)
         for key, what in (
             ("n_threads", "CPU threads of the local model"),
@@ -394,8 +428,9 @@ def _study_params(raw: Any, bad: Any) -> dict[str, dict[str, Any]]:
             raise bad(f"study_params names no study (choose from {studies})", f"study_params.{str(name)[:40]}")
         if not isinstance(params, dict):
             raise bad(f"study_params.{name} must be a mapping of decoding parameters", f"study_params.{name}")
-        if "chat_format" in params:
-            raise bad("chat_format belongs in params (one chat format per model)", f"study_params.{name}")
+        for setting in ("chat_format", "engine", "prefix_reuse"):
+            if setting in params:
+                raise bad(f"{setting} belongs in params (one per model)", f"study_params.{name}")
         _check_decoding_params(params, f"study_params.{name}", bad)
     return {str(k): dict(v) for k, v in raw.items()}
 

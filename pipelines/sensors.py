@@ -19,21 +19,34 @@ entry is skipped for this tick. The run's ``metamorph/reason`` tag says
 The request to a model name is the same before and after such a change, so the run also carries
 ``metamorph/stale_before`` (the sensor's UTC time): completions cached before it are called again
 and replaced (metamorph.runner.run_requests), otherwise the re-run would re-read the old version.
+
+Every request carries its cost plan's call count (tag ``metamorph/planned_calls``, e.g. ``288`` or
+``up to 252``) and the ``metamorph plan`` command that prints the same number (tag
+``metamorph/plan_command``), and the tick's log lists them with their total. The plan is that of
+the study's inputs as they were last materialized (the options read back from that run's config,
+:func:`input_options`) and the model job's defaults, with nothing cached
+(:func:`metamorph.costplan.plan_calls`): cache hits make a new or changed entry's run call fewer;
+a provider-version re-run calls them all. It is computed at tick time, not when the definitions
+load (every run process loads them, and planning the shipped registry takes about 1.5 s), and
+once per study, entry and inputs per process.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shlex
 import time
 from datetime import datetime, timezone
 
 import dagster as dg
 
-from assets._common import STALE_BEFORE_TAG
+from assets._common import ALL_ROWS, STALE_BEFORE_TAG
 from assets.evaluations import Evaluation, latest_evaluation
 from assets.partitions import model_partitions
-from metamorph.errors import ConfigError
+from metamorph.costplan import plan_calls
+from metamorph.errors import ConfigError, MetamorphError
 from metamorph.models import ModelSpec, load_registry
 from metamorph.providers.versions import (
     POLLED_PROVIDERS,
@@ -43,7 +56,7 @@ from metamorph.providers.versions import (
     list_models,
     version_change,
 )
-from metamorph.study import studies
+from metamorph.study import Options, Study, studies
 from pipelines.jobs import MODEL_JOBS
 from resources.paths import registry_path
 
@@ -70,6 +83,64 @@ def studies_in_use(instance: dg.DagsterInstance) -> list[str]:
         for s in studies_with_inputs(instance)
         if instance.get_latest_materialization_event(dg.AssetKey([s, studies()[s].generations])) is not None
     ]
+
+
+#: The run tags holding a request's planned calls and the command that prints them.
+PLANNED_CALLS_TAG = "metamorph/planned_calls"
+PLAN_COMMAND_TAG = "metamorph/plan_command"
+
+
+def input_options(instance: dg.DagsterInstance, study: Study) -> Options:
+    """The options ``study``'s inputs were materialized with: each input asset's config in the run
+    of its latest materialization, read back through the options' targets (``limit`` -1, every
+    row, is the default); every other option at its default (the sensor's runs carry no config)."""
+    by_target = {(a, f): o for o in study.all_options() for a, f in o.targets if a in study.inputs}
+    given: dict = {}
+    for asset in study.inputs:
+        event = instance.get_latest_materialization_event(dg.AssetKey([study.name, asset]))
+        run = instance.get_run_by_id(event.run_id) if event is not None else None
+        if run is None:
+            continue
+        op = ((run.run_config or {}).get("ops") or {}).get(f"{study.name}__{asset}") or {}
+        for field, value in (op.get("config") or {}).items():
+            option = by_target.get((asset, field))
+            if option is None or value is None or (option.name == "limit" and value == ALL_ROWS):
+                continue
+            given[option.name] = value
+    return study.values(**given)
+
+
+def plan_command(study: Study, model_id: str, options: Options) -> str:
+    """``metamorph plan <study> --models <id>`` with the given ``options`` spelled as its flags."""
+    words = ["metamorph", "plan", study.name, "--models", model_id]
+    for o in study.all_options():
+        if o.name not in options.given or o.name == "models":
+            continue
+        value = getattr(options, o.name)
+        if o.flag:
+            words += [o.flag_name] if value else []
+        elif o.repeat:
+            for v in value:
+                words += [o.flag_name, str(v)]
+        elif isinstance(value, (list, tuple)):
+            words += [o.flag_name, *map(str, value)]
+        else:
+            words += [o.flag_name, str(value)]
+    return shlex.join(words)
+
+
+#: ``plan_calls`` per (study, registry entry, options) in this process: the plan is a function of them.
+_PLANNED: dict[tuple[str, str, str], tuple[int, bool]] = {}
+
+
+def planned_calls(study: Study, m: ModelSpec, options: Options) -> tuple[int, bool]:
+    """:func:`metamorph.costplan.plan_calls` of ``study`` for entry ``m``, remembered per process."""
+    key = (study.name, repr(m), json.dumps({n: getattr(options, n) for n in sorted(options.given)}, default=str))
+    if key not in _PLANNED:
+        if len(_PLANNED) > 512:
+            _PLANNED.clear()
+        _PLANNED[key] = plan_calls(study.name, m, options)
+    return _PLANNED[key]
 
 
 def _names(study: str, model_id: str) -> dict[str, str]:
@@ -136,7 +207,8 @@ SENSOR_RULE = (
 def sensor_description(registry: str | None = None) -> str:
     """The registry sensor's description: its rule, then what turning it on launches for the
     registry at ``registry`` (default: ``METAMORPH_MODELS``): at most one run of each study's
-    model job per model (models × studies), each run named by its model partition."""
+    model job per model (models × studies), each run named by its model partition, and where each
+    run's planned calls are (its tags and the tick's log: :func:`evaluate_registry`)."""
     path = registry or registry_path()
     try:
         models = load_registry(path)
@@ -148,8 +220,12 @@ def sensor_description(registry: str | None = None) -> str:
         f"{SENSOR_RULE} Turned on, it launches at most {len(ids)} model(s) × {len(studies)} studies = "
         f"{len(ids) * len(studies)} runs: one run of <study>_model_job per registered model ({', '.join(ids)}) "
         "in each study that has been run with a model, minus the models already evaluated with their current "
-        "entry; each request names its model (tag metamorph/model, run key <study>:<model>:<fingerprint>). "
-        "The calls and cost of a model's run: `metamorph plan <study> --models <id>`."
+        "entry; each request names its model (partition, tag metamorph/model, run key "
+        "<study>:<model>:<fingerprint>). Each request also carries its cost plan's call count (tag "
+        f"{PLANNED_CALLS_TAG}: the calls of the study's inputs as last materialized, nothing cached) and the "
+        f"command printing the same number with tokens and cost (tag {PLAN_COMMAND_TAG}, `metamorph plan <study> "
+        "--models <id>` with the inputs' options); the tick's log lists them with their total. They are "
+        "planned when the sensor ticks, not here: the definitions load in every run process."
     )
 
 
@@ -176,25 +252,38 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
         return dg.SkipReason(f"registry unreadable: {exc}")
     existing = set(context.instance.get_dynamic_partitions(model_partitions.name))
     new_ids = [m.id for m in models if m.id not in existing]
-    studies = studies_in_use(context.instance)
+    in_use = studies_in_use(context.instance)
     runs = []
     catalogues = _Catalogues(context.log)
-    for s in studies:
+    plans: list[int | None] = []  # each request's planned calls (None: not planned)
+
+    def plan_tags(study: Study, m: ModelSpec, options: Options, reason: str) -> dict[str, str]:
+        command = plan_command(study, m.id, options)
+        try:
+            calls, upper = planned_calls(study, m, options)
+        except (MetamorphError, ValueError) as exc:  # a loader's error names file, row, field
+            context.log.warning(f"{study.name} × {m.id}: calls not planned: {exc}")
+            plans.append(None)
+            return {PLAN_COMMAND_TAG: command}
+        plans.append(calls)
+        up = "up to " if upper else ""
+        context.log.info(f"{study.name} × {m.id} ({reason}): {up}{calls:,} calls with nothing cached (`{command}`)")
+        return {PLANNED_CALLS_TAG: f"{up}{calls}", PLAN_COMMAND_TAG: command}
+
+    for s in in_use:
+        study = studies()[s]
+        options = input_options(context.instance, study)
         for m in models:
             fp = m.fingerprint()
             ev = latest_evaluation(context.instance, s, m.id)
             if ev is None or ev.fingerprint != fp:
+                reason = "new model" if ev is None or ev.fingerprint is None else "registry entry changed"
                 runs.append(
                     dg.RunRequest(
                         job_name=MODEL_JOBS[s].name,
                         partition_key=m.id,
                         run_key=f"{s}:{m.id}:{fp[:16]}",
-                        tags={
-                            **_names(s, m.id),
-                            "metamorph/reason": "new model"
-                            if ev is None or ev.fingerprint is None
-                            else "registry entry changed",
-                        },
+                        tags={**_names(s, m.id), "metamorph/reason": reason, **plan_tags(study, m, options, reason)},
                     )
                 )
                 continue
@@ -209,6 +298,7 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
                         tags={
                             **_names(s, m.id),
                             "metamorph/reason": change.reason,
+                            **plan_tags(study, m, options, change.reason),
                             # the same requests again: completions cached before now were
                             # made by the old version and are called again (microseconds:
                             # a completion stored in this second is older than the tick)
@@ -216,10 +306,17 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
                         },
                     )
                 )
+    if plans:
+        known = [c for c in plans if c is not None]
+        context.log.info(
+            f"{len(plans)} run(s) requested, {sum(known):,} planned calls in all"
+            + (f" ({len(plans) - len(known)} not planned)" if len(known) < len(plans) else "")
+            + " (Dagster launches each run key once)"
+        )
     if not runs and not new_ids:
         return dg.SkipReason(
             "every model is evaluated with its current registry entry"
-            if studies
+            if in_use
             else "no study has been run with a model yet"
         )
     return dg.SensorResult(

@@ -82,6 +82,7 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
                 chat_format=spec.chat_format,
                 n_threads=spec.n_threads,
                 workers=workers,
+                engine=spec.params.get("engine"),
             )
         elif spec.provider in ("openai", "openai_compatible"):
             from metamorph.providers.openai_provider import OpenAIProvider

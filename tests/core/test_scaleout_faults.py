@@ -8,7 +8,6 @@ the ones the other ``services`` tests share: the faults stop them.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -16,7 +15,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -28,7 +26,7 @@ import pytest
 
 from tests.conftest import _unreachable
 from tests.core.test_providers_http import chat_reply
-from tests.core.test_scaleout import SOURCE, celery_setup, pg_rows, run_id_of
+from tests.core.test_scaleout import SOURCE, celery_setup, execute_model_job, pg_rows, run_id_of
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = REPO / "scripts" / "services.sh"
@@ -190,27 +188,7 @@ class Study:
 
     def execute(self) -> subprocess.Popen:
         """``dagster job execute`` of the model partition's run (a process of its own; output piped)."""
-        venv_bin = str(Path(sys.executable).parent)
-        return subprocess.Popen(
-            [
-                f"{venv_bin}/dagster",
-                "job",
-                "execute",
-                "-m",
-                "pipelines.definitions",
-                "-a",
-                "defs",
-                "-j",
-                "order_probe_model_job",
-                "--tags",
-                json.dumps({"dagster/partition": "gpt-a"}),
-            ],
-            cwd=REPO,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        return execute_model_job(self.env)
 
     def logs(self) -> str:
         return "\n".join((self.tmp_path / "logs" / f"{n}.log").read_text()[-3000:] for n in self.workers)

@@ -136,6 +136,7 @@ JUDGE_REPLY_SCHEMA: dict[str, Any] = {
         "final_score": {"type": "integer", "enum": list(range(JUDGE_MAX_SCORE + 1))},
     },
     "required": ["missing_steps", "extra_steps", "reordered_steps", "initial_score", "self_check", "final_score"],
+    "additionalProperties": False,
 }
 
 

@@ -1,0 +1,73 @@
+"""The engines that run a local GGUF model, and the identity each puts into a request's cache key.
+
+Two engines compute ``llama_cpp`` registry entries (the registry's ``params.engine``):
+
+* ``xllamacpp`` (the default): PyPI ``xllamacpp``, a prebuilt wheel embedding llama.cpp's server
+  (:class:`xllamacpp.Server`, in-process calls; one slot, no prompt cache unless the request opts in);
+* ``llama-cpp-python``: PyPI ``llama-cpp-python``, built from source (``scripts/bootstrap.sh``
+  builds it for the test suite; the fallback where no xllamacpp wheel installs).
+
+The two are different llama.cpp versions with different JSON-schema-to-grammar converters, so the
+same request gets a different completion from each (measured: docs/benchmarks.md). A completion
+is therefore keyed by the engine *and its installed version* (:func:`engine_identity`, part of
+:meth:`metamorph.providers.base.GenerationRequest.key_material` for ``llama_cpp`` requests and of
+the registry fingerprint of ``llama_cpp`` entries): upgrading an engine re-computes instead of
+serving the old engine's completions as the new one's, and the registry sensor re-evaluates the
+entry. No import of either engine happens here (only package metadata is read).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import metadata
+
+from metamorph.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "engine_identity",
+    "engine_name",
+]
+
+#: engine name -> the PyPI distribution that provides it.
+ENGINES: dict[str, str] = {"xllamacpp": "xllamacpp", "llama-cpp-python": "llama-cpp-python"}
+
+#: the engine of a ``llama_cpp`` entry without ``params.engine``.
+DEFAULT_ENGINE = "xllamacpp"
+
+#: the version bootstrap installs, for the error that says how to install an engine.
+_PINS = {"xllamacpp": "xllamacpp==2026.10.11549", "llama-cpp-python": "llama-cpp-python==0.3.36"}
+
+
+def engine_name(params: dict) -> str:
+    """The engine a ``llama_cpp`` request or entry names (``params['engine']``), else
+    :data:`DEFAULT_ENGINE`.
+
+    Raises:
+        ConfigError: the name is not one of :data:`ENGINES`.
+    """
+    name = params.get("engine") or DEFAULT_ENGINE
+    if name not in ENGINES:
+        raise ConfigError(f"unknown local engine {name!r:.40}; known: {', '.join(ENGINES)}")
+    return name
+
+
+@lru_cache(maxsize=None)
+def engine_identity(name: str) -> str:
+    """``"<engine> <installed version>"``, e.g. ``"xllamacpp 2026.10.11549"``.
+
+    Raises:
+        ConfigError: unknown engine, or its package is not installed (the line says what to install).
+    """
+    if name not in ENGINES:
+        raise ConfigError(f"unknown local engine {name!r:.40}; known: {', '.join(ENGINES)}")
+    try:
+        return f"{name} {metadata.version(ENGINES[name])}"
+    except metadata.PackageNotFoundError:
+        hint = (
+            "bash scripts/bootstrap.sh --fallback-engine" if name == "llama-cpp-python" else "bash scripts/bootstrap.sh"
+        )
+        raise ConfigError(
+            f"the local engine {name} is not installed (pip install {_PINS[name]}; {hint} does it)"
+        ) from None

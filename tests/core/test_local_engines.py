@@ -1,0 +1,201 @@
+"""The two local engines (xllamacpp, the default; llama-cpp-python, the fallback): each one
+deterministic per request on the packaged models and every study's real prompts, its prompt token
+count equal to what the call reports, its identity in the cache key, the registry fingerprint and
+the result; the registry's ``engine`` / ``prefix_reuse`` settings checked; a missing chat template
+read from the GGUF metadata."""
+
+from importlib import metadata
+
+import pytest
+
+from metamorph.errors import ConfigError, RegistryError
+from metamorph.models import ModelSpec, load_registry, parse_registry
+from metamorph.providers import engines
+from metamorph.providers.base import GenerationRequest, canonical_json, sha256_hex
+from metamorph.providers.llama_cpp import (
+    GEMMA3_FILE,
+    LlamaCppProvider,
+    default_gguf_path,
+    gguf_chat_template,
+    gguf_path,
+)
+from tests.conftest import REPO
+
+ENGINES = tuple(engines.ENGINES)
+
+
+def registry() -> dict[str, ModelSpec]:
+    return {m.id: m for m in load_registry(REPO / "config" / "models.yaml")}
+
+
+def with_engine(request: GenerationRequest, engine: str) -> GenerationRequest:
+    """``request`` computed by ``engine`` (the registry's params.engine; absent = the default)."""
+    params = {k: v for k, v in request.params.items() if k != "engine"}
+    if engine != engines.DEFAULT_ENGINE:
+        params["engine"] = engine
+    return GenerationRequest(
+        request.provider, request.model, request.messages, params, renderer_version=request.renderer_version
+    )
+
+
+def study_requests(spec: ModelSpec) -> list[GenerationRequest]:
+    """The first real request of each study's first generation step for ``spec`` at the default options
+    (what ``metamorph plan`` plans: the format study's construct documents with the entry's
+    constrained decoding, the wrapper study's BoolQ prompts, OrderProbe's free-text prompts,
+    WorkflowPerturb's generator), each study's decoding parameters as its run sends them."""
+    from metamorph.study import studies
+
+    out = []
+    for study in studies().values():
+        steps = study.cost_steps(spec, study.values())
+        out += steps[0].requests()[:1]
+    return out
+
+
+def texts(results) -> list[tuple]:
+    return [(r.text, r.finish_reason, r.prompt_tokens, r.completion_tokens) for r in results]
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("model_id", ["smollm2-135m-instruct", "gemma3-270m"])
+def test_each_engine_is_deterministic_per_request_on_every_studys_prompts(engine, model_id):
+    spec = registry()[model_id]
+    reqs = [with_engine(r, engine) for r in study_requests(spec)]
+    assert len(reqs) == 4
+    first = LlamaCppProvider(gguf_path(spec.model), chat_format=spec.chat_format, engine=engine)
+    try:
+        forward = texts(first.generate(r) for r in reqs)
+        counted = [first.request_prompt_tokens(r) for r in reqs]
+    finally:
+        first.close()
+    assert all(t[0] for t in forward)
+    # the count the cost plan and the context check use is the count the engine reports
+    assert counted == [t[2] for t in forward]
+    again = LlamaCppProvider(gguf_path(spec.model), chat_format=spec.chat_format, engine=engine)
+    try:  # a fresh engine, the requests in reverse order: each completion depends on its request only
+        results = [again.generate(r) for r in reversed(reqs)][::-1]
+    finally:
+        again.close()
+    assert texts(results) == forward
+    assert {r.system_fingerprint for r in results} == {f"{engine} {metadata.version(engines.ENGINES[engine])}"}
+
+
+def test_the_engine_and_its_version_are_in_a_local_requests_key_only():
+    msgs = ({"role": "user", "content": "hi"},)
+    local = GenerationRequest("llama_cpp", "m.gguf", msgs, {"temperature": 0.0})
+    fallback = GenerationRequest("llama_cpp", "m.gguf", msgs, {"temperature": 0.0, "engine": "llama-cpp-python"})
+    # the versions scripts/bootstrap.sh installs (pyproject.toml pins them)
+    assert local.key_material()["engine"] == "xllamacpp 2026.10.11549"
+    assert fallback.key_material()["engine"] == "llama-cpp-python 0.3.36"
+    assert local.cache_key() != fallback.cache_key()
+    api = GenerationRequest("openai", "gpt-4o-mini", msgs, {"temperature": 0.0})
+    assert "engine" not in api.key_material()
+    literal = {
+        "provider": "openai",
+        "base_url": None,
+        "model": "gpt-4o-mini",
+        "params": {"temperature": 0.0},
+        "messages": [{"role": "user", "content": "hi"}],
+        "ingestion": "inline",
+        "document": None,
+        "renderer_version": None,
+        "repeat_index": 1,
+    }
+    assert api.cache_key() == sha256_hex(canonical_json(literal).encode())
+
+
+def test_a_missing_engine_is_one_line_saying_what_to_install(monkeypatch):
+    monkeypatch.setitem(engines.ENGINES, "xllamacpp", "metamorph-no-such-distribution")
+    engines.engine_identity.cache_clear()
+    try:
+        req = GenerationRequest("llama_cpp", "m.gguf", ({"role": "user", "content": "hi"},), {})
+        with pytest.raises(ConfigError) as e:
+            req.cache_key()
+        assert str(e.value) == (
+            "the local engine xllamacpp is not installed "
+            "(pip install xllamacpp==2026.10.11549; bash scripts/bootstrap.sh does it)"
+        )
+        spec = ModelSpec(id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf")
+        assert len(spec.fingerprint()) == 64  # the registry still loads and fingerprints
+    finally:
+        engines.engine_identity.cache_clear()
+
+
+def test_the_fingerprint_of_a_local_entry_names_its_engine_and_version():
+    smol = ModelSpec(id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf")
+    material = {
+        "engine": "xllamacpp 2026.10.11549",
+        "id": "smol",
+        "provider": "llama_cpp",
+        "model": "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "ingestion": ["inline"],
+        "base_url": None,
+        "api_key_env": None,
+        "params": {},
+    }
+    assert smol.fingerprint() == sha256_hex(canonical_json(material).encode())
+    fallback = ModelSpec(
+        id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf", params={"engine": "llama-cpp-python"}
+    )
+    material.update(engine="llama-cpp-python 0.3.36", params={"engine": "llama-cpp-python"})
+    assert fallback.fingerprint() == sha256_hex(canonical_json(material).encode())
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ({"params": {"engine": "vllm"}}, "params.engine must be one of ['xllamacpp', 'llama-cpp-python'], got 'vllm'"),
+        ({"params": {"prefix_reuse": "yes"}}, "params.prefix_reuse must be true or false, got 'yes'"),
+        (
+            {"provider": "openai", "model": "gpt-4o-mini", "params": {"engine": "xllamacpp"}},
+            "params.engine is a llama_cpp setting (the local engine)",
+        ),
+        (
+            {"provider": "openai", "model": "gpt-4o-mini", "params": {"prefix_reuse": True}},
+            "params.prefix_reuse is a llama_cpp setting (the local engine's prompt cache)",
+        ),
+        (
+            {"study_params": {"format_robustness": {"engine": "llama-cpp-python"}}},
+            "engine belongs in params (one per model)",
+        ),
+    ],
+)
+def test_bad_engine_settings_are_refused_at_load(entry, problem):
+    base = {"id": "m", "provider": "llama_cpp", "model": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+    with pytest.raises(RegistryError) as e:
+        parse_registry({"models": [{**base, **entry}]}, source="models.yaml")
+    assert problem in str(e.value)
+
+
+def test_the_chat_template_is_read_from_the_gguf_metadata(tmp_path):
+    smol = gguf_chat_template(default_gguf_path())
+    assert smol.startswith("{% for message in messages %}") and "<|im_start|>" in smol
+    assert gguf_chat_template(gguf_path(GEMMA3_FILE)) is None  # Gemma 3 270M ships none
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(default_gguf_path().read_bytes()[:4096])
+    with pytest.raises(ConfigError, match="cut.gguf is not a readable GGUF file"):
+        gguf_chat_template(cut)
+    text = tmp_path / "model.gguf"
+    text.write_text("not a model, just text that is long enough")
+    with pytest.raises(ConfigError, match=r"model.gguf is not a GGUF file \(version 2 or 3\)"):
+        gguf_chat_template(text)
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_file_without_a_template_needs_a_chat_format_with_either_engine(engine):
+    bare = LlamaCppProvider(gguf_path(GEMMA3_FILE), n_ctx=256, engine=engine)
+    with pytest.raises(ConfigError, match=r"gemma-3-270m-q4_k_m.gguf has no chat template.*params.chat_format"):
+        bare.prompt_tokens([{"role": "user", "content": "hi"}])
+    bare.close()
+
+
+@pytest.mark.llm
+def test_a_request_for_another_engine_is_refused():
+    p = LlamaCppProvider(n_ctx=256)
+    req = GenerationRequest(
+        "llama_cpp", p.model_name, ({"role": "user", "content": "hi"},), {"engine": "llama-cpp-python"}
+    )
+    with pytest.raises(ConfigError, match="request engine 'llama-cpp-python' differs from the provider's 'xllamacpp'"):
+        p.generate(req)
