@@ -61,12 +61,14 @@ stop() {
     sleep 0.5
     waited=$(( waited + 1 ))
   done
+  wait "$figures" 2>/dev/null
   exit 0
 }
 trap stop INT TERM
 wait "$server"
 status=$?
 kill -TERM "$figures" 2>/dev/null
+wait "$figures" 2>/dev/null
 # the server ended by itself: wait for what it started (its code server exits on its own)
 trap - INT TERM
 while kill -0 -- "-$server" 2>/dev/null; do sleep 0.5; done
