@@ -40,6 +40,7 @@ from metamorph.providers.base import GenerationRequest, GenerationResult, Provid
 __all__ = [
     "LlamaWorkerPool",
     "WorkerSpec",
+    "in_worker",
     "usable_cores",
 ]
 
@@ -65,11 +66,24 @@ class WorkerSpec:
     n_threads: int
     chat_format: str | None
     engine: str | None = None
+    vocab_only: bool = False
+
+
+_IN_WORKER = False
+
+
+def in_worker() -> bool:
+    """Whether this process is a worker of a :class:`LlamaWorkerPool` (its provider then computes
+    in-process; it never starts workers of its own)."""
+    return _IN_WORKER
 
 
 def _worker_main(spec: WorkerSpec, conn: Any) -> None:
-    """A worker process: load the model, then answer ``("generate", request)`` messages with
-    ``("ok", GenerationResult)`` or ``("error", type name, message)`` until the pipe closes."""
+    """A worker process: load the model, then answer ``("generate", request)``,
+    ``("prompt_tokens", messages)`` and ``("count_tokens", text)`` messages with ``("ok", value)``
+    or ``("error", type name, message)`` until the pipe closes."""
+    global _IN_WORKER
+    _IN_WORKER = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from metamorph.providers.llama_cpp import LlamaCppProvider
 
@@ -80,7 +94,13 @@ def _worker_main(spec: WorkerSpec, conn: Any) -> None:
         chat_format=spec.chat_format,
         workers=1,
         engine=spec.engine,
+        vocab_only=spec.vocab_only,
     )
+    calls = {
+        "generate": provider.generate,
+        "prompt_tokens": provider.prompt_tokens,
+        "count_tokens": provider.count_tokens,
+    }
     while True:
         try:
             msg = conn.recv()
@@ -88,9 +108,9 @@ def _worker_main(spec: WorkerSpec, conn: Any) -> None:
             return
         if msg is None:
             return
-        _, request = msg
+        kind, payload = msg
         try:
-            reply: tuple = ("ok", provider.generate(request))
+            reply: tuple = ("ok", calls[kind](payload))
         except Exception as exc:  # sent back and raised in the caller's thread
             reply = ("error", type(exc).__name__, str(exc))
         conn.send(reply)
@@ -107,8 +127,8 @@ class _Worker:
         self.process.start()
         child.close()
 
-    def call(self, request: GenerationRequest) -> tuple:
-        self.conn.send(("generate", request))
+    def call(self, kind: str, payload: Any) -> tuple:
+        self.conn.send((kind, payload))
         return self.conn.recv()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -133,6 +153,7 @@ class LlamaWorkerPool:
         n_threads: as :class:`LlamaCppProvider` (per worker).
         chat_format: as :class:`LlamaCppProvider` (per worker).
         engine: as :class:`LlamaCppProvider` (per worker).
+        vocab_only: as :class:`LlamaCppProvider` (per worker): the workers only count tokens.
 
     :meth:`generate` is thread-safe and blocks while all ``n`` workers are busy; callers run at
     most ``n`` calls at once to keep every worker busy and none waiting.
@@ -146,11 +167,12 @@ class LlamaWorkerPool:
         n_threads: int,
         chat_format: str | None,
         engine: str | None = None,
+        vocab_only: bool = False,
     ):
         if n < 1:
             raise ConfigError(f"a llama.cpp worker pool needs at least 1 worker, got {n}")
         self.n = n
-        self.spec = WorkerSpec(str(model_path), n_ctx, n_threads, chat_format, engine)
+        self.spec = WorkerSpec(str(model_path), n_ctx, n_threads, chat_format, engine, vocab_only)
         self._ctx = mp.get_context("spawn")
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []
@@ -175,10 +197,21 @@ class LlamaWorkerPool:
             ProviderError: the worker died during the call (it is replaced; not retryable), or
                 any other exception of the worker's call (type and message kept).
         """
+        return self._call("generate", request)
+
+    def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
+        """:meth:`LlamaCppProvider.prompt_tokens` computed by an idle worker (errors as :meth:`generate`)."""
+        return self._call("prompt_tokens", [dict(m) for m in messages])
+
+    def count_tokens(self, text: str) -> int:
+        """:meth:`LlamaCppProvider.count_tokens` computed by an idle worker (errors as :meth:`generate`)."""
+        return self._call("count_tokens", text)
+
+    def _call(self, kind: str, payload: Any) -> Any:
         self._start()
         w = self._idle.get()
         try:
-            reply = w.call(request)
+            reply = w.call(kind, payload)
         except (EOFError, OSError) as exc:
             code = w.process.exitcode if not w.process.is_alive() else None
             self._replace(w)

@@ -44,6 +44,7 @@ def test_json_schema_constrained_output_is_json(provider):
         "type": "object",
         "properties": {"decision": {"type": "string", "enum": ["yes", "no"]}},
         "required": ["decision"],
+        "additionalProperties": False,  # JSON Schema allows other keys unless told not to
     }
     r = provider.generate(
         req(

@@ -15,6 +15,7 @@ from metamorph.providers.base import GenerationRequest, canonical_json, sha256_h
 from metamorph.providers.llama_cpp import (
     GEMMA3_FILE,
     LlamaCppProvider,
+    compact_json_grammar,
     default_gguf_path,
     gguf_chat_template,
     gguf_path,
@@ -199,3 +200,46 @@ def test_a_request_for_another_engine_is_refused():
     )
     with pytest.raises(ConfigError, match="request engine 'llama-cpp-python' differs from the provider's 'xllamacpp'"):
         p.generate(req)
+
+
+def test_a_response_format_becomes_a_compact_llguidance_grammar():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    expected = (
+        "%llguidance {}\nstart: %json "
+        '{"properties": {"a": {"type": "string"}}, "required": ["a"], "type": "object", '
+        '"x-guidance": {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": false}}'
+    )
+    assert compact_json_grammar({"type": "json_object", "schema": schema}) == expected
+    assert compact_json_grammar({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}) == expected
+    assert compact_json_grammar({"type": "json_object"}) == (
+        "%llguidance {}\nstart: %json "
+        '{"type": "object", "x-guidance": {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": false}}'
+    )
+    with pytest.raises(ConfigError, match="response_format type 'text' is not json_object or json_schema"):
+        compact_json_grammar({"type": "text"})
+    with pytest.raises(ConfigError, match="schema must be a mapping"):
+        compact_json_grammar({"type": "json_schema", "json_schema": {}})
+
+
+@pytest.mark.llm
+def test_xllamacpp_json_replies_are_compact_on_both_packaged_models():
+    """The same constrained request: one spelling of the JSON (", " and ": ", no newlines)."""
+    schema = {
+        "type": "object",
+        "properties": {"decision": {"type": "string", "maxLength": 40}},
+        "required": ["decision"],
+        "additionalProperties": False,
+    }
+    msgs = ({"role": "user", "content": "Is the sky blue? Reply in JSON with a decision, yes or no."},)
+    for path, chat_format in ((default_gguf_path(), None), (gguf_path(GEMMA3_FILE), "gemma")):
+        p = LlamaCppProvider(path, n_ctx=512, chat_format=chat_format)
+        params = {"temperature": 0.0, "max_tokens": 24, "response_format": {"type": "json_object", "schema": schema}}
+        try:
+            text = p.generate(
+                GenerationRequest(
+                    "llama_cpp", p.model_name, msgs, {**params, **({"chat_format": chat_format} if chat_format else {})}
+                )
+            ).text
+        finally:
+            p.close()
+        assert text.startswith('{"decision": "') and text.endswith('"}') and "\n" not in text, text

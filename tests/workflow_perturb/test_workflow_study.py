@@ -117,11 +117,12 @@ def test_constrained_judge_requests_carry_the_b64_schema():
         '"self_check": "one minor step is missing", "final_score": 4}'
     )
     assert parse_judge_json(reply, "stop") == (4, "ok")
-    # llama.cpp turns the schema into a grammar (what the local provider does with response_format)
-    from llama_cpp import llama_grammar
+    # the grammar the local engine decodes with (what xllamacpp does with response_format)
+    from metamorph.providers.llama_cpp import compact_json_grammar
 
-    gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(JUDGE_REPLY_SCHEMA))
-    assert '"\\"final_score\\""' in gbnf and "root ::=" in gbnf
+    grammar = compact_json_grammar({"type": "json_object", "schema": JUDGE_REPLY_SCHEMA})
+    assert grammar.startswith("%llguidance {}\nstart: %json ")
+    assert json.loads(grammar.split("%json ", 1)[1])["required"][-1] == "final_score"
 
 
 @pytest.mark.llm
