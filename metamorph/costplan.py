@@ -189,18 +189,30 @@ def estimate_tokens(request: GenerationRequest) -> int:
 
 def local_gguf(spec: ModelSpec) -> str:
     """The GGUF file of a llama_cpp entry: a packaged file by name, else the path in ``model``
-    (``resources.llm.build_provider`` loads it). Raises :class:`RegistryError` (a ConfigError)
-    naming the registry file, the entry and field ``model`` when neither exists."""
-    from metamorph.providers.llama_cpp import PACKAGED_GGUFS, gguf_path
+    (``resources.llm.build_provider`` loads it), checked before any engine loads it
+    (:func:`metamorph.providers.llama_cpp.check_gguf`: a GGUF file, whole, with a chat template
+    unless the entry sets ``params.chat_format``). Raises :class:`RegistryError` (a ConfigError)
+    naming the registry file, the entry and field ``model`` when neither exists or the file is
+    not a whole GGUF file, or field ``params`` when it has no chat template and the entry no
+    ``params.chat_format``."""
+    from metamorph.providers.llama_cpp import PACKAGED_GGUFS, check_gguf, gguf_path
 
     path = str(gguf_path(spec.model)) if spec.model in PACKAGED_GGUFS else spec.model
-    if not os.path.exists(path):
-        raise RegistryError(
-            spec.source or "<registry>",
-            f"model {spec.id!r}: {spec.model!r} is neither a packaged "
-            f"GGUF ({sorted(PACKAGED_GGUFS)}) nor an existing file",
-            row=spec.entry,
-            field="model",
+
+    def bad(problem: str, field: str = "model") -> RegistryError:
+        return RegistryError(spec.source or "<registry>", f"model {spec.id!r}: {problem}", row=spec.entry, field=field)
+
+    if not os.path.isfile(path):
+        raise bad(f"{spec.model!r} is neither a packaged GGUF ({sorted(PACKAGED_GGUFS)}) nor an existing file")
+    try:
+        template = check_gguf(path)
+    except ConfigError as exc:
+        raise bad(str(exc)) from None
+    if not template and spec.chat_format is None:
+        raise bad(
+            f"{os.path.basename(path)} has no chat template in its metadata; set params.chat_format "
+            "(a llama.cpp chat format, e.g. gemma)",
+            "params",
         )
     return path
 
