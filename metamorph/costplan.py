@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metamorph.errors import BudgetError, ConfigError, MetamorphError, RegistryError
+from metamorph.errors import BudgetError, ConfigError, ContextBudgetError, MetamorphError, RegistryError
 from metamorph.models import ModelSpec, Price, load_registry
 from metamorph.providers.base import GenerationRequest
 from metamorph.replicates import computation, entry_deterministic, is_shared
@@ -64,6 +64,7 @@ __all__ = [
     "cached_keys",
     "check_budget",
     "check_budget_sum",
+    "check_max_tokens",
     "computation_keys",
     "default_cache",
     "default_registry",
@@ -215,6 +216,23 @@ def local_gguf(spec: ModelSpec) -> str:
             "params",
         )
     return path
+
+
+def check_max_tokens(spec: ModelSpec, max_tokens: int | None, n_ctx: int) -> None:
+    """Refuse a completion budget that leaves a local model no room for any prompt: ``max_tokens``
+    (``--max-tokens``) of ``n_ctx`` or more, the context window that prompt and completion share.
+    Every call would otherwise fail before decoding and be stored as an error, and the run would
+    report ⊥ for every reply. ``None`` (the study's own budget) and API models are not checked
+    (an API states no context window here).
+
+    Raises:
+        ContextBudgetError: ``spec`` is ``llama_cpp`` and ``max_tokens >= n_ctx``.
+    """
+    if spec.provider == "llama_cpp" and max_tokens is not None and max_tokens >= n_ctx:
+        raise ContextBudgetError(
+            f"--max-tokens {max_tokens:,} leaves no room for a prompt: model {spec.id!r} has a context of "
+            f"n_ctx={n_ctx:,} tokens for prompt and completion together (give less than {n_ctx:,})"
+        )
 
 
 def token_counter(spec: ModelSpec, provider: Any = None) -> tuple[Callable[[GenerationRequest], int], str]:

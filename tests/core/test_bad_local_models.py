@@ -1,7 +1,8 @@
 """A registry entry whose local model file is no whole GGUF file (text, empty, cut in its metadata
 or in its tensors) or has no chat template while the entry sets no ``params.chat_format``: one line
 naming the registry file, the entry and the field, before any engine loads the file — so
-``metamorph run`` exits 2 before the inputs job writes anything, and ``metamorph plan`` exits 2."""
+``metamorph run`` exits 2 before the inputs job writes anything, and ``metamorph plan`` exits 2.
+Likewise a ``--max-tokens`` that fills a local model's whole context (no prompt could fit)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from metamorph.costplan import token_counter
-from metamorph.errors import RegistryError
-from metamorph.models import load_registry
+from metamorph.costplan import check_max_tokens, token_counter
+from metamorph.errors import ContextBudgetError, RegistryError
+from metamorph.models import ModelSpec, load_registry
 from metamorph.providers.llama_cpp import check_gguf, default_gguf_path
 from resources.llm import build_provider
 from tests.conftest import REPO
@@ -108,4 +109,41 @@ def test_the_cli_exits_2_with_one_line_and_writes_nothing(kind, command, tmp_pat
     argv = [sys.executable, "-m", "metamorph.cli", command, "format_robustness", "--limit", "1", "--k", "1"]
     out = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert (out.returncode, out.stderr.strip().splitlines()) == (2, [line])
+    assert not home.exists()
+
+
+def test_a_completion_budget_that_fills_a_local_context_is_refused():
+    (smol,) = [m for m in load_registry(REPO / "config" / "models.yaml") if m.id == "smollm2-135m-instruct"]
+    check_max_tokens(smol, 4095, 4096)  # a 1-token prompt still fits
+    check_max_tokens(smol, None, 4096)  # the study's own budget
+    with pytest.raises(ContextBudgetError) as e:
+        check_max_tokens(smol, 4096, 4096)
+    assert str(e.value) == (
+        "--max-tokens 4,096 leaves no room for a prompt: model 'smollm2-135m-instruct' has a context of "
+        "n_ctx=4,096 tokens for prompt and completion together (give less than 4,096)"
+    )
+    api = ModelSpec(id="gpt", provider="openai", model="gpt-4o-mini")
+    check_max_tokens(api, 10**20, 4096)  # an API model's window is not known here
+
+
+def test_run_with_max_tokens_past_the_local_context_exits_2_before_writing(tmp_path):
+    home = tmp_path / "home"
+    env = {**os.environ, "METAMORPH_HOME": str(home), "PYTHONPATH": str(REPO)}
+    env.pop("METAMORPH_MODELS", None)
+    argv = [sys.executable, "-m", "metamorph.cli", "run", "format_robustness", "--models", "smollm2-135m-instruct"]
+    out = subprocess.run(
+        [*argv, "--limit", "1", "--k", "1", "--max-tokens", "100000"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (out.returncode, out.stderr.strip().splitlines()) == (
+        2,
+        [
+            "error: --max-tokens 100,000 leaves no room for a prompt: model 'smollm2-135m-instruct' has a "
+            "context of n_ctx=4,096 tokens for prompt and completion together (give less than 4,096)"
+        ],
+    )
     assert not home.exists()
