@@ -192,10 +192,11 @@ def local_gguf(spec: ModelSpec) -> str:
     """The GGUF file of a llama_cpp entry: a packaged file by name, else the path in ``model``
     (``resources.llm.build_provider`` loads it), checked before any engine loads it
     (:func:`metamorph.providers.llama_cpp.check_gguf`: a GGUF file, whole, with a chat template
-    unless the entry sets ``params.chat_format``). Raises :class:`RegistryError` (a ConfigError)
-    naming the registry file, the entry and field ``model`` when neither exists or the file is
-    not a whole GGUF file, or field ``params`` when it has no chat template and the entry no
-    ``params.chat_format``."""
+    unless the entry sets ``params.chat_format``), and the entry's engine installed. Raises
+    :class:`RegistryError` (a ConfigError) naming the registry file, the entry and field ``model``
+    when neither exists or the file is not a whole GGUF file, or field ``params`` when it has no
+    chat template and the entry no ``params.chat_format``, or when ``params.engine`` is not installed."""
+    from metamorph.providers.engines import engine_identity, engine_name
     from metamorph.providers.llama_cpp import PACKAGED_GGUFS, check_gguf, gguf_path
 
     path = str(gguf_path(spec.model)) if spec.model in PACKAGED_GGUFS else spec.model
@@ -215,6 +216,10 @@ def local_gguf(spec: ModelSpec) -> str:
             "(a llama.cpp chat format, e.g. gemma)",
             "params",
         )
+    try:
+        engine_identity(engine_name(spec.params))
+    except ConfigError as exc:
+        raise bad(str(exc), "params") from None
     return path
 
 

@@ -147,3 +147,27 @@ def test_run_with_max_tokens_past_the_local_context_exits_2_before_writing(tmp_p
         ],
     )
     assert not home.exists()
+
+
+def test_an_engine_that_is_not_installed_is_one_line_naming_entry_and_field(tmp_path, monkeypatch):
+    from metamorph.providers import engines
+
+    monkeypatch.setitem(engines.ENGINES, "llama-cpp-python", "metamorph-no-such-distribution")
+    engines.engine_identity.cache_clear()
+    try:
+        reg = tmp_path / "models.yaml"
+        reg.write_text(
+            "models:\n  - {id: fallback, provider: llama_cpp, model: SmolLM2-135M-Instruct.Q4_1.gguf,"
+            " params: {engine: llama-cpp-python}}\n",
+            encoding="utf-8",
+        )
+        (spec,) = load_registry(reg)
+        for check in (build_provider, token_counter):
+            with pytest.raises(RegistryError) as e:
+                check(spec)
+            assert str(e.value) == (
+                f"{reg}, row 1, field 'params': model 'fallback': the local engine llama-cpp-python is not "
+                "installed (pip install llama-cpp-python==0.3.36; bash scripts/bootstrap.sh --fallback-engine does it)"
+            )
+    finally:
+        engines.engine_identity.cache_clear()
