@@ -6,6 +6,7 @@ Likewise a ``--max-tokens`` that fills a local model's whole context (no prompt 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -171,3 +172,19 @@ def test_an_engine_that_is_not_installed_is_one_line_naming_entry_and_field(tmp_
             )
     finally:
         engines.engine_identity.cache_clear()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None, reason="the fallback engine is not installed (make test installs it)"
+)
+def test_two_entries_of_one_file_with_two_engines_get_a_provider_each(tmp_path):
+    reg = tmp_path / "models.yaml"
+    reg.write_text(
+        "models:\n"
+        "  - {id: smol-x, provider: llama_cpp, model: SmolLM2-135M-Instruct.Q4_1.gguf, status: approved}\n"
+        "  - {id: smol-fallback, provider: llama_cpp, model: SmolLM2-135M-Instruct.Q4_1.gguf,"
+        " params: {engine: llama-cpp-python}}\n",
+        encoding="utf-8",
+    )
+    x, fallback = load_registry(reg)
+    assert (build_provider(x).engine, build_provider(fallback).engine) == ("xllamacpp", "llama-cpp-python")
