@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import io
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -38,14 +37,42 @@ def schema_md(model: type[pa.DataFrameModel]) -> dg.MetadataValue:
     )
 
 
-def figure_md(fig) -> dg.MetadataValue:
-    """A matplotlib figure embedded as a base64 PNG (the plot-in-the-UI idiom)."""
+#: Resolution of a figure's full-size PNG (the one its inline image links to).
+FIGURE_DPI = 110
+#: Widest inline figure (px): the asset page's metadata table at a 1,440 px wide window leaves the
+#: value column about this much beside its key and timestamp columns (an image is shown at its
+#: pixel size, never scaled to the column: a wider one is cut at the pane's edge).
+INLINE_MAX_PX = 540
+#: Lowest resolution a figure is shrunk to to fit :data:`INLINE_MAX_PX` (10 pt text is 10 px).
+INLINE_MIN_DPI = 72
+
+
+def figure_md(fig, title: str | None = None) -> dg.MetadataValue:
+    """A matplotlib figure as PNG files the UI shows inline on the asset's page:
+    :func:`resources.figures.figure_markdown` — ``[![<title>](<inline PNG>)](<full PNG>)`` under
+    ``$METAMORPH_FIGURES_URL``, shorter than the 1,000 characters up to which Dagster's UI renders
+    markdown metadata in place (a base64-embedded PNG is always longer, so it sat behind
+    "[Show Markdown]"). The inline PNG is the figure at :data:`FIGURE_DPI`, or at the resolution
+    (not below :data:`INLINE_MIN_DPI`) that makes it at most :data:`INLINE_MAX_PX` wide; the full
+    one is at :data:`FIGURE_DPI`. The alt text is ``title``, else the figure's (the first axes'
+    title, else its suptitle)."""
     import matplotlib.pyplot as plt
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    from resources.figures import figure_markdown
+
+    def png(dpi: float) -> tuple[bytes, int]:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+        data = buf.getvalue()
+        return data, int.from_bytes(data[16:20], "big")  # the IHDR width
+
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    title = title or (titles[0] if titles else (fig.get_suptitle() or "figure"))
+    full, width = png(FIGURE_DPI)
+    dpi = max(INLINE_MIN_DPI, FIGURE_DPI * INLINE_MAX_PX / width)
+    inline = png(dpi)[0] if dpi < FIGURE_DPI else full
     plt.close(fig)
-    return dg.MetadataValue.md(f"![plot](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})")
+    return dg.MetadataValue.md(figure_markdown(inline, title, full=full))
 
 
 #: ``limit`` value meaning "every row". Dagster's launchpad leaves a field whose default is null out
@@ -107,8 +134,8 @@ class BudgetConfig(dg.Config):
     budget_usd: float = Field(
         default=NO_BUDGET,
         description="Stop before the first call when this step's planned "
-        "cost for the model (USD, registry price_per_mtok; output at max_tokens) exceeds it; "
-        "-1 = no budget (the model_registry resource's budget_usd still applies).",
+        "cost for the model (USD, registry price_per_mtok; output at max_tokens) exceeds it: an amount in USD ≥ 0, "
+        "or -1 = no budget (the model_registry resource's budget_usd still applies).",
     )
 
     _usd_or_none = checked_by(_budget, "budget_usd", unless=(NO_BUDGET,))
@@ -414,9 +441,11 @@ class ComparisonConfig(dg.Config):
         default=0.05,
         gt=0,
         lt=1,
-        description="Family-wise level of the verdicts (Holm over every metric × slice of a candidate).",
+        description="Family-wise level of the verdicts (Holm over every metric × slice of a candidate); 0 < alpha < 1.",
     )
-    n_resamples: int = Field(default=2000, ge=100, description="Paired bootstrap resamples of the difference's CI.")
+    n_resamples: int = Field(
+        default=2000, ge=100, description="Paired bootstrap resamples of the difference's CI (N ≥ 100)."
+    )
     seed: int = Field(default=0, description="Seed of the bootstrap (and of a Monte Carlo permutation test).")
 
 

@@ -50,7 +50,7 @@ from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
-from metamorph.studies.format_robustness.study import STUDY
+from metamorph.studies.format_robustness.study import MAX_REPEATS, STUDY
 from metamorph.studies.format_robustness.vocab import FORMATS
 from assets._common import checked_by
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
@@ -166,8 +166,8 @@ class GenerationConfig(BudgetConfig):
 
     k: int = Field(
         default=STUDY.option("k").default,
-        description="Repeats per workflow × document (r = 1..k): independent draws when "
-        "decoding samples; when a local model decodes greedily, one computation shared by the k rows.",
+        description=f"Repeats per workflow × document (r = 1..k), a whole number 1 to {MAX_REPEATS}: independent "
+        "draws when decoding samples; when a local model decodes greedily, one computation shared by the k rows.",
     )
     temperature: float = Field(
         default=0.0,
@@ -176,7 +176,7 @@ class GenerationConfig(BudgetConfig):
     )
     max_tokens: int = Field(
         default=fs.DEFAULT_PARAMS["max_tokens"],
-        description="Completion token limit; a cut answer is 'truncated'.",
+        description="Completion token limit (N ≥ 1); a cut answer is 'truncated'.",
     )
     seed: int = Field(
         default=0,
@@ -723,7 +723,7 @@ class RoutingConfig(dg.Config):
         "offline results) or 'calibration' (a seeded split; the metric is then on the rest).",
     )
     calibration_fraction: float = Field(
-        default=0.3, gt=0, lt=1, description="Share of instances in the calibration split."
+        default=0.3, gt=0, lt=1, description="Share of instances in the calibration split (0 < fraction < 1)."
     )
     seed: int = Field(default=0, description="Seed of the instance split.")
 

@@ -135,7 +135,8 @@ class PromptsConfig(dg.Config):
     :class:`metamorph.study.Option`)."""
 
     settings: list[str] = Field(
-        default=list(STUDY.option("settings").default), description="Prompt settings (zero_shot, cot, few_shot)."
+        default=list(STUDY.option("settings").default),
+        description="Prompt settings: one or more of zero_shot, cot, few_shot.",
     )
     template_version: str = Field(default=op.TEMPLATE_VERSION, description="Prompt template version.")
 
@@ -154,7 +155,7 @@ def order_prompts(config: PromptsConfig, scrambled_inputs: pd.DataFrame) -> dg.O
 class GenerationConfig(BudgetConfig):
     max_tokens: int = Field(
         default=0,
-        description="Completion budget of every setting (>= 1, as --max-tokens); 0 = the per-setting "
+        description="Completion budget of every setting (N ≥ 1, as --max-tokens); 0 = the per-setting "
         "budgets of plan.MAX_TOKENS (zero_shot 32, cot 64, few_shot 32).",
     )
 

@@ -1,4 +1,4 @@
-"""matplotlib figures shown in the Dagster UI (embedded as base64 PNG metadata)."""
+"""matplotlib figures shown in the Dagster UI (PNG files linked from short markdown metadata: assets._common.figure_md)."""
 
 from __future__ import annotations
 
@@ -36,12 +36,13 @@ def bars_by_format(df: pd.DataFrame, value: str, title: str, order: Sequence[str
 
 
 def _grouped_bars_md(fig, ax, levels: list, width: float, ylabel: str, title: str, **tick_style) -> dg.MetadataValue:
-    """Finish a grouped bar chart on a 0–100 scale (ticks under each group, legend outside)."""
+    """Finish a grouped bar chart on a 0–100 scale (ticks under each group, the legend below the
+    axes: beside them it would make the figure too wide to show inline)."""
     ax.set_xticks(np.arange(len(levels)) + 0.4 - width / 2, levels, **tick_style)
     ax.set_ylim(0, 100)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14 if not tick_style else -0.3))
     return figure_md(fig)
 
 
@@ -155,7 +156,7 @@ def metric_vs_severity(table: pd.DataFrame) -> dg.MetadataValue:
         ax.set_xlabel("severity (%)")
     axes[0][0].set_ylabel("mean score")
     axes[0][-1].legend(fontsize=7, loc="lower left")
-    return figure_md(fig)
+    return figure_md(fig, "Mean score against severity, per perturbation type")
 
 
 def sensitivity_heatmap(matrix: pd.DataFrame) -> dg.MetadataValue:
@@ -219,7 +220,7 @@ def order_recovery_by_pattern(df: pd.DataFrame) -> dg.MetadataValue:
     ax.set_ylim(0, 100)
     ax.set_ylabel("recovery %")
     ax.set_title("Recovery by permutation pattern (all languages)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.25))  # below: narrow enough to show inline
     return figure_md(fig)
 
 
@@ -255,13 +256,15 @@ def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
         ax.set_ylabel(" / ".join(sorted(part["unit"].unique())))
         ax.set_title(study, fontsize=9)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return figure_md(fig)
+    return figure_md(fig, "Headline metrics per study and model (current versions, 95% CI)")
 
 
 def report_card_trends(series: pd.DataFrame) -> dg.MetadataValue:
     """:func:`report_card_trends_figure` as a PNG, or a note when there is nothing to plot."""
     fig = report_card_trends_figure(series)
-    return dg.MetadataValue.md("_no headline numbers to plot_") if fig is None else figure_md(fig)
+    if fig is None:
+        return dg.MetadataValue.md("_no headline numbers to plot_")
+    return figure_md(fig, "Headline metrics across each model's versions (95% CI)")
 
 
 def report_card_trends_figure(series: pd.DataFrame):

@@ -172,13 +172,14 @@ class LLMPerturbConfig(BudgetConfig):
     ``--llm-goldens`` and ``--max-tokens`` (checked by the same :class:`metamorph.study.Option`)."""
 
     n_goldens: int = Field(
-        default=STUDY.option("llm_goldens").default, description="First N valid goldens sent to the LLM generator."
+        default=STUDY.option("llm_goldens").default,
+        description="First N valid goldens sent to the LLM generator (N ≥ 1).",
     )
     types: list[str] = Field(default=list(PERTURBATION_TYPES), description="Perturbation types.")
     severities: list[float] = Field(default=[0.3], description="Severities p.")
-    max_attempts: int = Field(default=2, ge=1, description="Attempts per model (refinement loop, App. A.6).")
+    max_attempts: int = Field(default=2, ge=1, description="Attempts per model (refinement loop, App. A.6; N ≥ 1).")
     escalation: list[str] = Field(default=[], description="Registry ids of stronger models to escalate to, in order.")
-    max_tokens: int = Field(default=320, description="Completion limit of a generator call (>= 16).")
+    max_tokens: int = Field(default=320, description="Completion limit of a generator call (N ≥ 16).")
     hybrid: bool = Field(default=True, description="Per-node hybrid fallback for description changes (A.10).")
 
     _n_goldens = checked_by(STUDY.option("llm_goldens").check, "n_goldens")
@@ -317,9 +318,11 @@ class JudgeConfig(BudgetConfig):
 
     n_variants: int = Field(
         default=STUDY.option("judge_variants").default,
-        description="First N deterministic variants to judge (3 calls each).",
+        description="First N deterministic variants to judge (N ≥ 1; 3 calls each).",
     )
-    max_tokens: int = Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object).")
+    max_tokens: int = Field(
+        default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object; N ≥ 8)."
+    )
     constrained: bool = Field(
         default=False,
         description="Constrain decoding to the B.6.4 JSON object (JUDGE_REPLY_SCHEMA); "
@@ -532,7 +535,9 @@ strata_table = metric_table(
 
 
 class RecalibrationConfig(dg.Config):
-    percentile: float = Field(default=10.0, ge=0, le=50, description="q: lower percentile of the mild (10%) scores.")
+    percentile: float = Field(
+        default=10.0, ge=0, le=50, description="q: lower percentile of the mild (10%) scores, 0 to 50."
+    )
     rule: str = Field(default="midpoint", description="'midpoint' between mild Q(q) and moderate Q(100−q), or 'mild'.")
 
 

@@ -160,9 +160,14 @@ class WrapperGenerationConfig(BudgetConfig):
     """Settings of wrapper_generations; ``seeds``, ``max_tokens`` and ``constrained_arm`` take the
     values of the command line's options (checked by the same :class:`metamorph.study.Option`)."""
 
-    seeds: list[int] = Field(default=list(STUDY.option("seeds").default), description="Sampling seeds (5 by default).")
+    seeds: list[int] = Field(
+        default=list(STUDY.option("seeds").default),
+        description="Sampling seeds, each 0 to 2147483647 (2^31 - 1; 5 by default).",
+    )
     temperature: float = Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")
-    max_tokens: int = Field(default=24, description="Completion limit (24 as in the paper; truncation is reported).")
+    max_tokens: int = Field(
+        default=24, description="Completion limit (N ≥ 1; 24 as in the paper; truncation is reported)."
+    )
     constrained_arm: bool = Field(default=False, description="Also run json with JSON-schema constrained decoding.")
 
     _seeds = checked_by(STUDY.option("seeds").check, "seeds")

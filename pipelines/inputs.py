@@ -8,6 +8,23 @@ one line naming the op, field or file, row and field, instead of a run that mark
 "Failed"; the UI shows that line as the error's message (:class:`InputsRejected`). (Materializing single assets from the asset graph uses Dagster's implicit asset job,
 which has no config mapping: there the same checks fail the first step — the config class's
 validator, then the loader's InputError.)
+
+What the launchpad shows (Dagster 1.13.27). The webserver checks a run config against the job's
+config *schema* first (dagster_graphql ``implementation/external.py`` ``ensure_valid_config``);
+a schema error (a text for a number, an unknown field) is a ``RunConfigValidationInvalid``, shown
+as one line in the launchpad's error panel before Launch. A schema holds types only — no range,
+no file — so these checks run in the code server, when it builds the execution plan: every
+exception there (``dagster/_grpc/server.py`` ``ExecutionPlanSnapshot``, ``except Exception``) is
+sent back as its SerializableErrorInfo, re-raised as ``DagsterUserCodeProcessError``
+(``dagster/_api/snapshot_execution_plan.py``) and returned as a ``PythonError``
+(``dagster_graphql/implementation/utils.py`` ``capture_error``; HTTP 500), which the UI's error
+dialog renders with its stack (ui-core ``runs/RunUtils.tsx`` ``handleLaunchResult`` →
+``app/PythonErrorInfo.tsx``, stack always shown). So the dialog opens with this module's line,
+then the code server's six frames. The one setting that drops them,
+``DAGSTER_REDACT_USER_CODE_ERRORS=1`` on the code location, adds "Error ID … masked" to this line
+and replaces the message of every other user-code error (a failed step's, the ones
+``pipelines.run`` prints) with an error id, so it is not set. Each field's description therefore
+states the values it takes (``limit``: N ≥ 1, -1 = every row).
 """
 
 from __future__ import annotations

@@ -40,10 +40,16 @@ fi
 set -m  # the server gets its own process group
 env --default-signal=INT,TERM "${cmd[@]}" &
 server=$!
+# the figure server: $METAMORPH_HOME/figures at $METAMORPH_FIGURES_URL (default
+# http://127.0.0.1:3001), where the assets' figure metadata links its PNGs (resources/figures.py);
+# a taken port is one line on stderr, and the UI runs without inline figures
+env --default-signal=INT,TERM "$VENV/bin/python" -m resources.figures &
+figures=$!
 set +m
 echo "ui: ${cmd[*]} (pid $server); stop with Ctrl-C or: kill $$"
 
 stop() {
+  kill -TERM "$figures" 2>/dev/null
   kill -INT -- "-$server" 2>/dev/null
   local waited=0
   while kill -0 -- "-$server" 2>/dev/null; do
@@ -55,11 +61,14 @@ stop() {
     sleep 0.5
     waited=$(( waited + 1 ))
   done
+  wait "$figures" 2>/dev/null
   exit 0
 }
 trap stop INT TERM
 wait "$server"
 status=$?
+kill -TERM "$figures" 2>/dev/null
+wait "$figures" 2>/dev/null
 # the server ended by itself: wait for what it started (its code server exits on its own)
 trap - INT TERM
 while kill -0 -- "-$server" 2>/dev/null; do sleep 0.5; done

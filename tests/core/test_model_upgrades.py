@@ -5,6 +5,7 @@ study's verdicts on a synthetic scored table (no model at all)."""
 
 import json
 import math
+import re
 
 import dagster as dg
 import duckdb
@@ -17,6 +18,12 @@ from metamorph.report_card import trend_series
 from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES
 from tests.format_robustness.test_e2e_stub import chat
+
+#: a figure's metadata (assets._common.figure_md): its title, its inline PNG and the full-size one it
+#: links to, on the default figure server
+FIGURE = re.compile(
+    r"\[!\[(.+)\]\(http://127\.0\.0\.1:3001/[0-9a-f]{16}\.png\)\]\(http://127\.0\.0\.1:3001/[0-9a-f]{16}\.png\)"
+)
 
 REFER, NOT = "refer", "do not refer"
 
@@ -194,7 +201,9 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
         "missing": ["order_probe", "workflow_perturb", "wrapper_sensitivity"],
     }
     assert md["models_with_previous_version"].value == ["cand"]
-    assert md["plot"].value.startswith("![plot](data:image/png;base64,")
+    assert (
+        FIGURE.fullmatch(md["plot"].value).group(1) == "Headline metrics per study and model (current versions, 95% CI)"
+    )
     # the trend: one point per registry fingerprint of cand, oldest first, with its CI; the current value as a float
     series = trend_series(card)
     acc = series[
@@ -204,7 +213,7 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
     assert acc["ci_low"].notna().all() and (acc["ci_low"] <= acc["value"]).all()
     assert md["cand · format_robustness · accuracy (ingestion=inline)"].value == 50.0
     assert md["cand · format_robustness · M1 (ingestion=inline)"].value == 0.0
-    assert md["trend"].value.startswith("![plot](data:image/png;base64,")
+    assert FIGURE.fullmatch(md["trend"].value).group(1) == "Headline metrics across each model's versions (95% CI)"
     assert md["regressed_candidates"].value == []
 
 
@@ -355,7 +364,7 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
     # every headline cell is float metadata (Dagster plots it across materializations) and in the trend plot
     assert card_md["cand · wrapper_sensitivity · accuracy"].value == 80.0
     assert card_md["base · wrapper_sensitivity · FSI"].value == 0.0
-    assert card_md["trend"].value.startswith("![plot](data:image/png;base64,")
+    assert FIGURE.fullmatch(card_md["trend"].value).group(1) == "Headline metrics across each model's versions (95% CI)"
 
     card = table(db, "model_upgrades.robustness_report_card").set_index(["model_id", "metric"])
     assert card.loc[("cand", "accuracy"), ["value", "ci_low", "ci_high", "n"]].tolist() == [80.0, 80.0, 80.0, 12]
