@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metamorph.errors import BudgetError, ConfigError, MetamorphError, RegistryError
+from metamorph.errors import BudgetError, ConfigError, ContextBudgetError, MetamorphError, RegistryError
 from metamorph.models import ModelSpec, Price, load_registry
 from metamorph.providers.base import GenerationRequest
 from metamorph.replicates import computation, entry_deterministic, is_shared
@@ -64,6 +64,7 @@ __all__ = [
     "cached_keys",
     "check_budget",
     "check_budget_sum",
+    "check_max_tokens",
     "computation_keys",
     "default_cache",
     "default_registry",
@@ -189,20 +190,54 @@ def estimate_tokens(request: GenerationRequest) -> int:
 
 def local_gguf(spec: ModelSpec) -> str:
     """The GGUF file of a llama_cpp entry: a packaged file by name, else the path in ``model``
-    (``resources.llm.build_provider`` loads it). Raises :class:`RegistryError` (a ConfigError)
-    naming the registry file, the entry and field ``model`` when neither exists."""
-    from metamorph.providers.llama_cpp import PACKAGED_GGUFS, gguf_path
+    (``resources.llm.build_provider`` loads it), checked before any engine loads it
+    (:func:`metamorph.providers.llama_cpp.check_gguf`: a GGUF file, whole, with a chat template
+    unless the entry sets ``params.chat_format``), and the entry's engine installed. Raises
+    :class:`RegistryError` (a ConfigError) naming the registry file, the entry and field ``model``
+    when neither exists or the file is not a whole GGUF file, or field ``params`` when it has no
+    chat template and the entry no ``params.chat_format``, or when ``params.engine`` is not installed."""
+    from metamorph.providers.engines import engine_identity, engine_name
+    from metamorph.providers.llama_cpp import PACKAGED_GGUFS, check_gguf, gguf_path
 
     path = str(gguf_path(spec.model)) if spec.model in PACKAGED_GGUFS else spec.model
-    if not os.path.exists(path):
-        raise RegistryError(
-            spec.source or "<registry>",
-            f"model {spec.id!r}: {spec.model!r} is neither a packaged "
-            f"GGUF ({sorted(PACKAGED_GGUFS)}) nor an existing file",
-            row=spec.entry,
-            field="model",
+
+    def bad(problem: str, field: str = "model") -> RegistryError:
+        return RegistryError(spec.source or "<registry>", f"model {spec.id!r}: {problem}", row=spec.entry, field=field)
+
+    if not os.path.isfile(path):
+        raise bad(f"{spec.model!r} is neither a packaged GGUF ({sorted(PACKAGED_GGUFS)}) nor an existing file")
+    try:
+        template = check_gguf(path)
+    except ConfigError as exc:
+        raise bad(str(exc)) from None
+    if not template and spec.chat_format is None:
+        raise bad(
+            f"{os.path.basename(path)} has no chat template in its metadata; set params.chat_format "
+            "(a llama.cpp chat format, e.g. gemma)",
+            "params",
         )
+    try:
+        engine_identity(engine_name(spec.params))
+    except ConfigError as exc:
+        raise bad(str(exc), "params") from None
     return path
+
+
+def check_max_tokens(spec: ModelSpec, max_tokens: int | None, n_ctx: int) -> None:
+    """Refuse a completion budget that leaves a local model no room for any prompt: ``max_tokens``
+    (``--max-tokens``) of ``n_ctx`` or more, the context window that prompt and completion share.
+    Every call would otherwise fail before decoding and be stored as an error, and the run would
+    report ⊥ for every reply. ``None`` (the study's own budget) and API models are not checked
+    (an API states no context window here).
+
+    Raises:
+        ContextBudgetError: ``spec`` is ``llama_cpp`` and ``max_tokens >= n_ctx``.
+    """
+    if spec.provider == "llama_cpp" and max_tokens is not None and max_tokens >= n_ctx:
+        raise ContextBudgetError(
+            f"--max-tokens {max_tokens:,} leaves no room for a prompt: model {spec.id!r} has a context of "
+            f"n_ctx={n_ctx:,} tokens for prompt and completion together (give less than {n_ctx:,})"
+        )
 
 
 def token_counter(spec: ModelSpec, provider: Any = None) -> tuple[Callable[[GenerationRequest], int], str]:

@@ -351,7 +351,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         for name, what in (("engine", "the local engine"), ("prefix_reuse", "the local engine's prompt cache")):
             if name in params and e["provider"] != "llama_cpp":
                 raise bad(f"params.{name} is a llama_cpp setting ({what})", "params")
-        if "engine" in params and params["engine"] not in ENGINES:
+        if "engine" in params and not (isinstance(params["engine"], str) and params["engine"] in ENGINES):
             raise bad(f"params.engine must be one of {list(ENGINES)}, got {params['engine']!r:.40}", "params")
         if "prefix_reuse" in params and not isinstance(params["prefix_reuse"], bool):
             raise bad(f"params.prefix_reuse must be true or false, got {params['prefix_reuse']!r:.40}", "params")

@@ -455,6 +455,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import dagster as dg
 
+    from metamorph.costplan import check_max_tokens
     from metamorph.errors import MetamorphError
     from metamorph.models import load_registry
     from metamorph.study import chosen_models, get
@@ -473,7 +474,8 @@ def run(args: argparse.Namespace) -> int:
         models = [m.id for m in chosen_models(list(specs.values()), options.models)]
         if not options.no_models:  # fail before anything is written: keys present, model files found
             for m in models:
-                build_provider(specs[m])
+                provider = build_provider(specs[m])
+                check_max_tokens(specs[m], options.max_tokens, getattr(provider, "n_ctx", 0))
     except MetamorphError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ from metamorph.cache import GenerationCache, open_cache
 from metamorph.errors import ConfigError, RegistryError
 from metamorph.models import ModelSpec, load_registry
 from metamorph.providers.base import Provider
+from metamorph.providers.engines import engine_name
 
 _PROVIDERS: dict[tuple, Provider] = {}
 _PROVIDERS_LOCK = threading.Lock()
@@ -25,7 +26,7 @@ _PROVIDERS_LOCK = threading.Lock()
 
 def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
     """The provider client for a registry entry (memoised per process; llama weights load once
-    per file and chat format).
+    per file, chat format and engine).
 
     Raises :class:`RegistryError` (a :class:`ConfigError`) naming the registry file, the entry and
     ``api_key_env`` when the entry's API key variable is not set, or ``model`` when a llama_cpp
@@ -54,6 +55,7 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
         spec.n_threads,
         spec.deterministic,
         spec.workers,
+        engine_name(spec.params) if spec.provider == "llama_cpp" else None,
     )
     with _PROVIDERS_LOCK:
         if ident in _PROVIDERS:

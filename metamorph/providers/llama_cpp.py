@@ -63,6 +63,7 @@ __all__ = [
     "LlamaCppProvider",
     "PackagedGGUF",
     "assembled_dir",
+    "check_gguf",
     "default_gguf_path",
     "compact_json_grammar",
     "fold_system_into_first_user",
@@ -212,25 +213,31 @@ _FOLD_SYSTEM = {"gemma"}
 #: GGUF metadata value types (ggml's GGUF spec, gguf_type): fixed sizes in bytes; 8 = string, 9 = array.
 _GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
+#: ggml tensor types (ggml.h, ggml_type) -> (elements per block, bytes per block), as gguf-py's
+#: GGML_QUANT_SIZES lists them: the size of a tensor's data is elements / block * bytes.
+_GGML_BLOCKS = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 40),
+    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
+    16: (256, 66), 17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110),
+    22: (256, 82), 23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8),
+    29: (256, 56), 30: (1, 2), 34: (256, 54), 35: (256, 66), 39: (32, 17),
+}  # fmt: skip
 
-def gguf_chat_template(path: str | Path) -> str | None:
-    """The chat template stored in the GGUF file's metadata (``tokenizer.chat_template``), or
-    ``None`` when it has none. Reads the metadata key/value section only (ggml's GGUF format,
-    versions 2 and 3), skipping the other values by their sizes: about 0.1 s for the packaged
-    models, where ggml's ``gguf.GGUFReader``, which decodes every field and tensor, took 14 s.
 
-    Raises:
-        ConfigError: the file is not a GGUF file (magic, version) or ends inside its metadata.
-    """
+def _scan_gguf(path: str | Path, whole: bool) -> str | None:
+    """The chat template of a GGUF file (None: none); ``whole`` also reads the tensor directory
+    and checks that the file holds every tensor's data (else it stops at the template)."""
     import mmap
     import struct
 
     with open(path, "rb") as fh:
-        if os.fstat(fh.fileno()).st_size < 24:
+        size = os.fstat(fh.fileno()).st_size
+        if size < 24:
             raise ConfigError(f"{path} is not a GGUF file (version 2 or 3)")
         buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        template, alignment = None, 32
         try:
-            magic, version, _tensors, n_kv = struct.unpack_from("<4sIQQ", buf, 0)
+            magic, version, n_tensors, n_kv = struct.unpack_from("<4sIQQ", buf, 0)
             if magic != b"GGUF" or version not in (2, 3):
                 raise ConfigError(f"{path} is not a GGUF file (version 2 or 3)")
             pos = 24
@@ -239,6 +246,8 @@ def gguf_chat_template(path: str | Path) -> str | None:
                 nonlocal pos
                 (n,) = struct.unpack_from("<Q", buf, pos)
                 pos += 8 + n
+                if pos > size:
+                    raise struct.error("string past the end of the file")
                 return bytes(buf[pos - n : pos]).decode("utf-8", "replace")
 
             for _ in range(n_kv):
@@ -246,8 +255,13 @@ def gguf_chat_template(path: str | Path) -> str | None:
                 (kind,) = struct.unpack_from("<I", buf, pos)
                 pos += 4
                 if key == "tokenizer.chat_template" and kind == 8:
-                    return string()
-                if kind == 8:
+                    template = string()
+                    if not whole:
+                        return template
+                elif key == "general.alignment" and kind == 4:
+                    (alignment,) = struct.unpack_from("<I", buf, pos)
+                    pos += 4
+                elif kind == 8:
                     (n,) = struct.unpack_from("<Q", buf, pos)
                     pos += 8 + n
                 elif kind == 9:
@@ -261,11 +275,57 @@ def gguf_chat_template(path: str | Path) -> str | None:
                         pos += _GGUF_FIXED[elem] * count
                 else:
                     pos += _GGUF_FIXED[kind]
+            if not whole:
+                return None
+            end = 0  # of the tensor data, counted from the start of the data section
+            for _ in range(n_tensors):
+                string()
+                (n_dims,) = struct.unpack_from("<I", buf, pos)
+                dims = struct.unpack_from(f"<{n_dims}Q", buf, pos + 4)
+                kind, offset = struct.unpack_from("<IQ", buf, pos + 4 + 8 * n_dims)
+                pos += 4 + 8 * n_dims + 12
+                n = 1
+                for d in dims:
+                    n *= d
+                per_block, nbytes = _GGML_BLOCKS.get(kind, (1, 0))  # a type not listed: its offset only
+                end = max(end, offset + n // per_block * nbytes)
+            data_start = -(-pos // alignment) * alignment if alignment else pos
         except (struct.error, KeyError):
             raise ConfigError(f"{path} is not a readable GGUF file (its metadata is cut or malformed)") from None
         finally:
             buf.close()
-    return None
+    if data_start + end > size:
+        raise ConfigError(
+            f"{path} is cut: its tensors need {data_start + end:,} bytes, the file has {size:,} "
+            "(an interrupted download or copy?)"
+        )
+    return template
+
+
+def gguf_chat_template(path: str | Path) -> str | None:
+    """The chat template stored in the GGUF file's metadata (``tokenizer.chat_template``), or
+    ``None`` when it has none. Reads the metadata key/value section only (ggml's GGUF format,
+    versions 2 and 3), skipping the other values by their sizes: about 0.1 s for the packaged
+    models, where ggml's ``gguf.GGUFReader``, which decodes every field and tensor, took 14 s.
+
+    Raises:
+        ConfigError: the file is not a GGUF file (magic, version) or ends inside its metadata.
+    """
+    return _scan_gguf(path, whole=False)
+
+
+def check_gguf(path: str | Path) -> str | None:
+    """:func:`gguf_chat_template` of a GGUF file after checking the whole file's layout: its
+    metadata, its tensor directory (name, shape, type, offset) and that the file is long enough
+    for every tensor's data (shape and ggml type give its size). Reads no tensor data, so a
+    corrupted weight is not found, but an empty, text, or cut file is — before an engine
+    loads it (xllamacpp reports only "Failed to init server").
+
+    Raises:
+        ConfigError: not a GGUF file; metadata or tensor directory cut or malformed; the file
+            shorter than its tensors need.
+    """
+    return _scan_gguf(path, whole=True)
 
 
 def _file_sha256(path: Path) -> str:

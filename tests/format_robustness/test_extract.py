@@ -204,6 +204,17 @@ def test_one_object_giving_the_decision_key_twice_with_two_labels_is_ambiguous()
     )
 
 
+def test_an_object_repeating_a_key_that_is_no_answer_key_is_read_like_any_other_object():
+    """SmolLM2 without constrained decoding echoes the record as JSON, giving one key many times:
+    no answer (⊥ no_label), not a crash of the whole extraction step; an answer nested in such an
+    object is still found."""
+    echoed = 'The record is:\n\n```json\n{"id": 1, "religion": "Hindu", "religion": "Hindu"}\n```'
+    assert extract_decision(echoed, TRIAGE) == U("no_label")
+    assert extract_decision('{"id": 1, "note": "a", "note": "b"}', TRIAGE) == U("no_label")
+    nested = '{"result": {"decision": "refer", "evidence": ["spo2_pct: 88"]}, "note": "a", "note": "b"}'
+    assert extract_decision(nested, TRIAGE) == E("refer", ["spo2_pct: 88"], "repaired", "nested_json")
+
+
 def test_json_without_decision_key_falls_back_to_prose_outside_the_json():
     text = 'Yes.\n{"evidence": ["no criminal record", "no history of rule violations"]}'
     assert extract_decision(text, YN) == E(

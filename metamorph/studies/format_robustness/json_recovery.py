@@ -153,10 +153,11 @@ def _closings(s: str) -> list[str]:
 
 class _Repeats(dict):
     """A JSON object giving a key more than once (compared stripped and lower-cased, as
-    :func:`lower_keys` reads keys): ``values`` maps each such key to all its values, in order.
-    A plain dict would keep one of them silently (the last, or the first spelling)."""
+    :func:`lower_keys` reads keys): ``repeats`` maps each such key to all its values, in order.
+    A plain dict would keep one of them silently (the last, or the first spelling). (Not named
+    ``values``: that would hide :meth:`dict.values` of the object.)"""
 
-    values: dict[str, list[Any]]
+    repeats: dict[str, list[Any]]
 
 
 def _pairs(pairs: list[tuple[Any, Any]]) -> dict:
@@ -169,7 +170,7 @@ def _pairs(pairs: list[tuple[Any, Any]]) -> dict:
     if all(len(vs) == 1 for vs in seen.values()):
         return obj
     out = _Repeats(obj)
-    out.values = {k: vs for k, vs in seen.items() if len(vs) > 1}
+    out.repeats = {k: vs for k, vs in seen.items() if len(vs) > 1}
     return out
 
 
@@ -177,7 +178,7 @@ def repeated_values(d: dict, key: str) -> list[Any]:
     """Every value ``d`` gave the (lower-case) ``key`` when the reply's object gave it more than
     once (``{"decision": "A", "decision": "B"}``, or ``"decision"`` and ``"Decision"``); ``[]``
     when it gave it once."""
-    return list(d.values.get(key, [])) if isinstance(d, _Repeats) else []
+    return list(d.repeats.get(key, [])) if isinstance(d, _Repeats) else []
 
 
 def _loads(s: str) -> Any:
