@@ -26,7 +26,8 @@ test:
 # The inner loop: unit and in-process tests without the local models, the UI process, PostgreSQL /
 # Redis, or the tests that start metamorph run or materialize a whole study (marker `slow`,
 # tests/conftest.py). Under 3 minutes on 2 cores; `make test` stays the whole suite, what CI runs.
-test-fast: bootstrap
+test-fast:
+	@bash scripts/bootstrap.sh --fallback-engine
 	@OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q -m "not llm and not ui and not services and not slow"
 
 # Opens the Dagster UI on http://127.0.0.1:3000 with the same instance the demo used (dg dev;

@@ -112,7 +112,7 @@ import yaml
 from metamorph.datasets import read_text
 from metamorph.errors import ConfigError, RegistryError, looks_like_secret
 from metamorph.providers.base import DECODING_PARAMS, INGESTION_PATHS, canonical_json, sha256_hex
-from metamorph.providers.engines import ENGINES, engine_identity, engine_name
+from metamorph.providers.engines import ENGINES, engine_identity, engine_name, local_params
 
 __all__ = [
     "BATCH_PROVIDERS",
@@ -221,7 +221,8 @@ class ModelSpec:
         ``n_threads`` and ``workers`` do not). A ``llama_cpp`` entry adds the engine that computes
         it and the engine's installed version (:func:`local_engine`), so an engine upgrade is a
         changed entry to the registry sensor."""
-        engine = {"engine": local_engine(self.params)} if self.provider == "llama_cpp" else {}
+        local = self.provider == "llama_cpp"
+        engine = {"engine": local_engine(self.params)} if local else {}
         return sha256_hex(
             canonical_json(
                 {
@@ -232,7 +233,7 @@ class ModelSpec:
                     "ingestion": list(self.ingestion),
                     "base_url": self.base_url,
                     "api_key_env": self.api_key_env,
-                    "params": self.params,
+                    "params": local_params(self.params) if local else self.params,
                     **({"deterministic": True} if self.deterministic else {}),
                     **({"study_params": self.study_params} if self.study_params else {}),
                 }

@@ -128,22 +128,26 @@ class GenerationRequest:
 
         A ``llama_cpp`` request adds ``engine``: the engine that computes it and its installed
         version (:func:`metamorph.providers.engines.engine_identity`), since each engine version
-        gives its own completions; other providers' keys carry no such field.
+        gives its own completions; its ``params`` then leave out what that field and the defaults
+        already say (:func:`~metamorph.providers.engines.local_params`), so ``engine: xllamacpp``
+        or ``prefix_reuse: false`` written out gives the key of the entry without them. Other
+        providers' keys carry no such field.
 
         Raises:
             ConfigError: a ``llama_cpp`` request whose engine is unknown or not installed.
         """
-        engine = {}
+        engine, params = {}, dict(self.params)
         if self.provider == "llama_cpp":
-            from metamorph.providers.engines import engine_identity, engine_name
+            from metamorph.providers.engines import engine_identity, engine_name, local_params
 
             engine = {"engine": engine_identity(engine_name(self.params))}
+            params = local_params(params)
         return {
             **engine,
             "provider": self.provider,
             "base_url": self.base_url,
             "model": self.model,
-            "params": dict(self.params),
+            "params": params,
             "messages": [dict(m) for m in self.messages],
             "ingestion": self.ingestion,
             "document": None

@@ -28,6 +28,7 @@ __all__ = [
     "ENGINES",
     "engine_identity",
     "engine_name",
+    "local_params",
 ]
 
 #: engine name -> the PyPI distribution that provides it.
@@ -71,3 +72,10 @@ def engine_identity(name: str) -> str:
         raise ConfigError(
             f"the local engine {name} is not installed (pip install {_PINS[name]}; {hint} does it)"
         ) from None
+
+
+def local_params(params: dict) -> dict:
+    """``params`` of a ``llama_cpp`` request or entry as its cache key and fingerprint hold them:
+    without ``engine`` (the key's own ``engine`` field names it, with its version) and without
+    ``prefix_reuse: false`` (the default), so writing a default out changes no key."""
+    return {k: v for k, v in params.items() if k != "engine" and not (k == "prefix_reuse" and v is False)}

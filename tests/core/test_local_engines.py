@@ -90,6 +90,13 @@ def test_the_engine_and_its_version_are_in_a_local_requests_key_only():
     assert local.key_material()["engine"] == "xllamacpp 2026.10.11549"
     assert fallback.key_material()["engine"] == "llama-cpp-python 0.3.36"
     assert local.cache_key() != fallback.cache_key()
+    assert fallback.key_material()["params"] == {"temperature": 0.0}
+    spelled_out = GenerationRequest(
+        "llama_cpp", "m.gguf", msgs, {"temperature": 0.0, "engine": "xllamacpp", "prefix_reuse": False}
+    )
+    assert spelled_out.cache_key() == local.cache_key()
+    reuse = GenerationRequest("llama_cpp", "m.gguf", msgs, {"temperature": 0.0, "prefix_reuse": True})
+    assert reuse.key_material()["params"] == {"temperature": 0.0, "prefix_reuse": True}
     api = GenerationRequest("openai", "gpt-4o-mini", msgs, {"temperature": 0.0})
     assert "engine" not in api.key_material()
     literal = {
@@ -139,8 +146,15 @@ def test_the_fingerprint_of_a_local_entry_names_its_engine_and_version():
     fallback = ModelSpec(
         id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf", params={"engine": "llama-cpp-python"}
     )
-    material.update(engine="llama-cpp-python 0.3.36", params={"engine": "llama-cpp-python"})
+    material.update(engine="llama-cpp-python 0.3.36")  # params.engine is said by the engine field
     assert fallback.fingerprint() == sha256_hex(canonical_json(material).encode())
+    spelled_out = ModelSpec(
+        id="smol",
+        provider="llama_cpp",
+        model="SmolLM2-135M-Instruct.Q4_1.gguf",
+        params={"engine": "xllamacpp", "prefix_reuse": False},
+    )
+    assert spelled_out.fingerprint() == smol.fingerprint()  # the defaults written out: the same entry
 
 
 @pytest.mark.parametrize(
