@@ -6,9 +6,9 @@ bootstrap:
 	@bash scripts/bootstrap.sh
 
 # Runs the document-format study on the embedded default (local SmolLM2 + the construct dataset);
-# the registry's other local models (smollm2-135m-instruct-greedy, gemma3-270m) are left out here.
+# the registry's other local models (smollm2-greedy, gemma3-270m) are left out here.
 demo: bootstrap
-	@OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m pipelines.run format_robustness --models smollm2-135m-instruct
+	@OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m pipelines.run format_robustness --models smollm2
 
 # Runs the whole test suite (includes the real local models end to end, with both engines: the
 # bootstrap also builds llama-cpp-python, the fallback engine). PostgreSQL and Redis for the

@@ -1,6 +1,6 @@
 """Where a local model's time goes, next to what this machine could do.
 
-    .venv/bin/python benchmarks/local_generation.py [--model smollm2-135m-instruct] [--n 2] [--workers N]
+    .venv/bin/python benchmarks/local_generation.py [--model smollm2] [--n 2] [--workers N]
         [--engine xllamacpp|llama-cpp-python] [--prefix-reuse]
 
 Prints, in one run (machine load first):
@@ -103,7 +103,7 @@ def _with(request, **params):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="smollm2-135m-instruct", help="registry id of a llama_cpp entry")
+    ap.add_argument("--model", default="smollm2", help="registry id of a llama_cpp entry")
     ap.add_argument("--n", type=int, default=2, help="construct instances (x 4 formats) per measurement")
     ap.add_argument("--workers", type=int, default=0, help="N for the worker comparison (0 = usable cores)")
     ap.add_argument("--engine", default=None, help="xllamacpp or llama-cpp-python (default: the entry's)")

@@ -3,7 +3,7 @@
 The registry is a YAML file (default ``config/models.yaml``)::
 
     models:
-      - id: smollm2-135m-instruct        # the partition key: [a-z0-9._-]+
+      - id: smollm2        # the partition key: [a-z0-9._-]+
         provider: llama_cpp              # llama_cpp | openai | anthropic | openai_compatible
         model: SmolLM2-135M-Instruct.Q4_1.gguf
         ingestion: [inline]              # document-format study ingestion paths

@@ -114,8 +114,13 @@ def model_job(study: str) -> str:
     return f"{study}_model_job"
 
 
-def _partitions(ids: Sequence[str]) -> str:
-    return f"{', '.join(ids)} — run `{{job}}` for {'its partition' if len(ids) == 1 else 'their partitions'}"
+def _partitions(ids: Sequence[str], study: str) -> str:
+    """``ids`` and the job that evaluates them, with the same run on the command line."""
+    where = "its partition" if len(ids) == 1 else "their partitions"
+    return (
+        f"{', '.join(ids)} — run `{model_job(study)}` for {where} "
+        f"(command line: `metamorph run {study} --models {' '.join(ids)}`)"
+    )
 
 
 # ------------------------------------------------------------------ blocking
@@ -193,8 +198,9 @@ def comparison_next_step(study: str, models: Sequence, evaluated: set[str]) -> s
     and every registered candidate have been evaluated. ``evaluated``: the model ids with item
     scores in the study.
 
-    E.g. ``candidates registered but not evaluated: gemma3-270m, smollm2-135m-instruct-greedy — run
-    `format_robustness_model_job` for their partitions``.
+    E.g. ``candidates registered but not evaluated: gemma3-270m, smollm2-greedy — run
+    `<study>_model_job` for their partitions (command line: `metamorph run <study> --models
+    gemma3-270m smollm2-greedy`)``.
     """
     from metamorph.models import approved_baseline
 
@@ -212,7 +218,7 @@ def comparison_next_step(study: str, models: Sequence, evaluated: set[str]) -> s
     candidates = [m.id for m in models if m.status == "candidate"]
     parts = []
     if baseline not in evaluated:
-        parts.append("approved baseline not evaluated: " + _partitions([baseline]).format(job=model_job(study)))
+        parts.append("approved baseline not evaluated: " + _partitions([baseline], study))
     if not candidates:
         parts.append(
             f"no candidate registered: add an entry to {source} (status: candidate is the default), then "
@@ -221,8 +227,7 @@ def comparison_next_step(study: str, models: Sequence, evaluated: set[str]) -> s
     missing = [c for c in candidates if c not in evaluated]
     if missing:
         parts.append(
-            f"candidate{'s' if len(missing) > 1 else ''} registered but not evaluated: "
-            + _partitions(missing).format(job=model_job(study))
+            f"candidate{'s' if len(missing) > 1 else ''} registered but not evaluated: " + _partitions(missing, study)
         )
     return "; ".join(parts) or None
 
@@ -353,7 +358,7 @@ def warehouse_verdict(
             evaluated = set(scores["model_id"])
             absent = [m for m in (baseline, candidate) if m not in evaluated]
             if absent:
-                skipped[s] = f"not evaluated in {s}: " + _partitions(absent).format(job=model_job(s))
+                skipped[s] = f"not evaluated in {s}: " + _partitions(absent, s)
                 continue
             cmp = compare_models(
                 scores,

@@ -114,13 +114,13 @@ def test_the_cli_exits_2_with_one_line_and_writes_nothing(kind, command, tmp_pat
 
 
 def test_a_completion_budget_that_fills_a_local_context_is_refused():
-    (smol,) = [m for m in load_registry(REPO / "config" / "models.yaml") if m.id == "smollm2-135m-instruct"]
+    (smol,) = [m for m in load_registry(REPO / "config" / "models.yaml") if m.id == "smollm2"]
     check_max_tokens(smol, 4095, 4096)  # a 1-token prompt still fits
     check_max_tokens(smol, None, 4096)  # the study's own budget
     with pytest.raises(ContextBudgetError) as e:
         check_max_tokens(smol, 4096, 4096)
     assert str(e.value) == (
-        "--max-tokens 4,096 leaves no room for a prompt: model 'smollm2-135m-instruct' has a context of "
+        "--max-tokens 4,096 leaves no room for a prompt: model 'smollm2' has a context of "
         "n_ctx=4,096 tokens for prompt and completion together (give less than 4,096)"
     )
     api = ModelSpec(id="gpt", provider="openai", model="gpt-4o-mini")
@@ -131,7 +131,7 @@ def test_run_with_max_tokens_past_the_local_context_exits_2_before_writing(tmp_p
     home = tmp_path / "home"
     env = {**os.environ, "METAMORPH_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("METAMORPH_MODELS", None)
-    argv = [sys.executable, "-m", "metamorph.cli", "run", "format_robustness", "--models", "smollm2-135m-instruct"]
+    argv = [sys.executable, "-m", "metamorph.cli", "run", "format_robustness", "--models", "smollm2"]
     out = subprocess.run(
         [*argv, "--limit", "1", "--k", "1", "--max-tokens", "100000"],
         cwd=REPO,
@@ -143,7 +143,7 @@ def test_run_with_max_tokens_past_the_local_context_exits_2_before_writing(tmp_p
     assert (out.returncode, out.stderr.strip().splitlines()) == (
         2,
         [
-            "error: --max-tokens 100,000 leaves no room for a prompt: model 'smollm2-135m-instruct' has a "
+            "error: --max-tokens 100,000 leaves no room for a prompt: model 'smollm2' has a "
             "context of n_ctx=4,096 tokens for prompt and completion together (give less than 4,096)"
         ],
     )

@@ -69,7 +69,7 @@ def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
 
     script = (
         "import sys; from metamorph.cli import main; "
-        "sys.exit(main(['plan', 'order_probe', '--models', 'smollm2-135m-instruct', '--cache', sys.argv[1]]))"
+        "sys.exit(main(['plan', 'order_probe', '--models', 'smollm2', '--cache', sys.argv[1]]))"
     )
     proc = subprocess.run(
         [

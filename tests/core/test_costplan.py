@@ -631,7 +631,7 @@ SHIPPED_REGISTRY = str(REPO_ROOT / "config" / "models.yaml")
         # the best format, the 36 already in it being the originals: up to 108 more
         (
             "format_robustness",
-            "smollm2-135m-instruct",
+            "smollm2",
             252,
             True,
             "total: up to 288 requests, 36 cache hits, up to 252 calls",
@@ -639,7 +639,7 @@ SHIPPED_REGISTRY = str(REPO_ROOT / "config" / "models.yaml")
         # greedy on llama.cpp: the 3 repeats are one computation (48), every routed re-run is an original (0)
         (
             "format_robustness",
-            "smollm2-135m-instruct-greedy",
+            "smollm2-greedy",
             48,
             True,
             "total: up to 288 requests (228 replicates share a deterministic computation), 144 cache hits, up to 48 calls",

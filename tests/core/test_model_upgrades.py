@@ -97,7 +97,10 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
         assert base_run.success
         # only the baseline evaluated: no verdict yet, and the table and its check say what to run
         assert table(db, "format_robustness.model_comparison").empty
-        todo = "candidate registered but not evaluated: cand — run `format_robustness_model_job` for its partition"
+        todo = (
+            "candidate registered but not evaluated: cand — run `format_robustness_model_job` for its partition "
+            "(command line: `metamorph run format_robustness --models cand`)"
+        )
         md = base_run.asset_materializations_for_node("format_robustness__model_comparison")[0].metadata
         assert (md["next_step"].value, md["comparison"].value) == (todo, f"_no comparison: {todo}_")
         [check] = regression_checks(base_run)
@@ -106,7 +109,8 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
         assert main(["verdict", "--model", "cand", "--study", "format_robustness"]) == 2
         assert capsys.readouterr().err == (
             "metamorph verdict: error: not evaluated in format_robustness: cand — run "
-            "`format_robustness_model_job` for its partition\n"
+            "`format_robustness_model_job` for its partition (command line: `metamorph run format_robustness "
+            "--models cand`)\n"
         )
         cand_run = model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg)
         assert cand_run.success

@@ -20,15 +20,15 @@ def entry(**kw):
 def test_project_registry_has_one_approved_baseline_and_two_candidates():
     models = {m.id: m for m in load_registry(REPO / "config" / "models.yaml")}
     assert {i: m.status for i, m in models.items()} == {
-        "smollm2-135m-instruct": "approved",
-        "smollm2-135m-instruct-greedy": "candidate",
+        "smollm2": "approved",
+        "smollm2-greedy": "candidate",
         "gemma3-270m": "candidate",
     }
-    assert approved_baseline(list(models.values())).id == "smollm2-135m-instruct"
+    assert approved_baseline(list(models.values())).id == "smollm2"
     # the default samples in the format study only; the greedy entry is the same file without that
     base, greedy, gemma = (
-        models["smollm2-135m-instruct"],
-        models["smollm2-135m-instruct-greedy"],
+        models["smollm2"],
+        models["smollm2-greedy"],
         models["gemma3-270m"],
     )
     assert base.study_params == {"format_robustness": {"temperature": 0.7}} == gemma.study_params

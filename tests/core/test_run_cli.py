@@ -363,7 +363,7 @@ def usage(study: str, message: str, prog: str = "python -m pipelines.run") -> st
         (
             ["format_robustness", "--models", "smollm2-135m"],
             "error: unknown model id(s) ['smollm2-135m']; the registry has "
-            "['smollm2-135m-instruct', 'smollm2-135m-instruct-greedy', 'gemma3-270m']",
+            "['smollm2', 'smollm2-greedy', 'gemma3-270m']",
         ),
         (
             ["format_robustness", "--source", "medqa:no/such/sampel.jsonl"],

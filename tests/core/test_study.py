@@ -320,7 +320,7 @@ print(sorted(k.to_user_string() for k in defs.resolve_job_def("toy_study_inputs_
 print(sorted(k.to_user_string() for k in defs.resolve_job_def("toy_study_model_job").asset_layer.executable_asset_keys))
 print("toy_study_model_job" in {j.name for j in defs.resolve_sensor_def("model_registry_sensor").jobs})
 print(defs.resolve_schedule_def("toy_study_weekly").job_name)
-assert main(["plan", "toy_study", "--models", "smollm2-135m-instruct", "--width", "3"]) == 0
+assert main(["plan", "toy_study", "--models", "smollm2", "--width", "3"]) == 0
 assert main(["run", "toy_study", "--width", "0"]) == 2
 sys.exit(main(["run", "toy_study", "--limit", "2", "--no-models"]))
 """
@@ -361,7 +361,7 @@ def test_a_throwaway_study_is_picked_up_everywhere(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[:4] == ["['toy_study/toy_items']", "['toy_study/toy_generations']", "True", "toy_study_model_job"]
     assert "Plan of toy_study" in lines[4]
-    assert "  smollm2-135m-instruct toy_generations: 0 requests, 0 cache hits, 0 calls, " in out.stdout
+    assert "  smollm2 toy_generations: 0 requests, 0 cache hits, 0 calls, " in out.stdout
     assert out.stderr.splitlines()[0] == (
         "metamorph run toy_study: error: argument --width: must be a whole number >= 1, got '0'  "
         "(see: metamorph run toy_study --help)"

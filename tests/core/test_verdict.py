@@ -113,7 +113,8 @@ def test_bad_input_exits_2_saying_what_to_run(metamorph_home, tmp_path, monkeypa
                 NOT_RUN["format_robustness"].replace("cand", "later"),
                 NOT_RUN["order_probe"].replace("cand", "later"),
                 NOT_RUN["workflow_perturb"].replace("cand", "later"),
-                "not evaluated in wrapper_sensitivity: later — run `wrapper_sensitivity_model_job` for its partition",
+                "not evaluated in wrapper_sensitivity: later — run `wrapper_sensitivity_model_job` for its partition "
+                "(command line: `metamorph run wrapper_sensitivity --models later`)",
             ]
         )
         + "\n"
@@ -134,17 +135,20 @@ def test_comparison_next_step_names_the_missing_partitions_and_the_job(tmp_path)
     job = "`format_robustness_model_job`"
     path, models = registry(
         tmp_path,
-        "  - {id: smollm2-135m-instruct, provider: llama_cpp, model: a.gguf, status: approved}\n"
+        "  - {id: smollm2, provider: llama_cpp, model: a.gguf, status: approved}\n"
         "  - {id: gemma3-270m, provider: llama_cpp, model: b.gguf}\n"
-        "  - {id: smollm2-135m-instruct-greedy, provider: llama_cpp, model: a.gguf}\n",
+        "  - {id: smollm2-greedy, provider: llama_cpp, model: a.gguf}\n",
     )
-    assert comparison_next_step("format_robustness", models, {"smollm2-135m-instruct"}) == (
-        "candidates registered but not evaluated: gemma3-270m, smollm2-135m-instruct-greedy — run "
-        f"{job} for their partitions"
+    assert comparison_next_step("format_robustness", models, {"smollm2"}) == (
+        "candidates registered but not evaluated: gemma3-270m, smollm2-greedy — run "
+        f"{job} for their partitions (command line: `metamorph run format_robustness --models gemma3-270m "
+        "smollm2-greedy`)"
     )
     assert comparison_next_step("format_robustness", models, {"gemma3-270m"}) == (
-        f"approved baseline not evaluated: smollm2-135m-instruct — run {job} for its partition; "
-        f"candidate registered but not evaluated: smollm2-135m-instruct-greedy — run {job} for its partition"
+        f"approved baseline not evaluated: smollm2 — run {job} for its partition (command line: "
+        "`metamorph run format_robustness --models smollm2`); "
+        f"candidate registered but not evaluated: smollm2-greedy — run {job} for its partition "
+        "(command line: `metamorph run format_robustness --models smollm2-greedy`)"
     )
     assert comparison_next_step("format_robustness", models, {m.id for m in models}) is None
 

@@ -15,7 +15,7 @@ from pipelines.definitions import build_definitions
 from pipelines.inputs import InputsRejected
 from tests.conftest import shared_sample
 
-MODEL = "smollm2-135m-instruct"
+MODEL = "smollm2"
 TABLES = {
     "source_instances": S.SourceInstances,
     "rendered_documents": S.RenderedDocuments,

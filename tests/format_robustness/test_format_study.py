@@ -111,8 +111,8 @@ def test_registry_parses_and_rejects_bad_entries(tmp_path):
 
 def test_the_shipped_registries_load():
     assert [m.id for m in load_registry("config/models.yaml")] == [
-        "smollm2-135m-instruct",
-        "smollm2-135m-instruct-greedy",
+        "smollm2",
+        "smollm2-greedy",
         "gemma3-270m",
     ]
     assert len(load_registry("config/models.example-apis.yaml")) == 4

@@ -115,7 +115,8 @@ def test_model_comparison_asset_materializes_on_a_scored_table(metamorph_home, t
         [check] = res.get_asset_check_evaluations()
     assert md["baseline"].value == "base" and md["candidates_not_evaluated"].value == ["later"]
     assert md["next_step"].value == (
-        "candidate registered but not evaluated: later — run `order_probe_model_job` for its partition"
+        "candidate registered but not evaluated: later — run `order_probe_model_job` for its partition "
+        "(command line: `metamorph run order_probe --models later`)"
     )
     assert (check.check_name, check.passed) == ("no_blocking_regression", False)
     assert [(r["candidate_id"], r["metric"], r["p_holm"]) for r in check.metadata["regressed_rows"].value] == [

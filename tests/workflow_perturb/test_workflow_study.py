@@ -130,7 +130,7 @@ def test_workflow_study_end_to_end(metamorph_home):
     worf = shared_sample("worfbench")
     defs = build_definitions()
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("model", ["smollm2-135m-instruct"])
+        instance.add_dynamic_partitions("model", ["smollm2"])
         r1 = defs.resolve_job_def("workflow_perturb_inputs_job").execute_in_process(
             instance=instance,
             run_config={
@@ -140,7 +140,7 @@ def test_workflow_study_end_to_end(metamorph_home):
         assert r1.success
         r2 = defs.resolve_job_def("workflow_perturb_model_job").execute_in_process(
             instance=instance,
-            partition_key="smollm2-135m-instruct",
+            partition_key="smollm2",
             run_config={
                 "ops": {
                     "workflow_perturb__llm_perturbations": {

@@ -136,14 +136,14 @@ def test_seven_real_tasks_end_to_end_with_the_local_model(metamorph_home):
     sources = [f"{t}:{shared_sample(t)}" for t in TASKS]
     defs = build_definitions()
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("model", ["smollm2-135m-instruct"])
+        instance.add_dynamic_partitions("model", ["smollm2"])
         r1 = defs.resolve_job_def("wrapper_sensitivity_inputs_job").execute_in_process(
             instance=instance,
             run_config={"ops": {"wrapper_sensitivity__qa_items": {"config": {"sources": sources, "limit": 1}}}},
         )
         r2 = defs.resolve_job_def("wrapper_sensitivity_model_job").execute_in_process(
             instance=instance,
-            partition_key="smollm2-135m-instruct",
+            partition_key="smollm2",
             run_config={
                 "ops": {"wrapper_sensitivity__wrapper_generations": {"config": {"seeds": [0], "constrained_arm": True}}}
             },
