@@ -66,9 +66,7 @@ def engine_identity(name: str) -> str:
     try:
         return f"{name} {metadata.version(ENGINES[name])}"
     except metadata.PackageNotFoundError:
-        hint = (
-            "bash scripts/bootstrap.sh --dev" if name == "llama-cpp-python" else "bash scripts/bootstrap.sh"
-        )
+        hint = "bash scripts/bootstrap.sh --dev" if name == "llama-cpp-python" else "bash scripts/bootstrap.sh"
         raise ConfigError(
             f"the local engine {name} is not installed (pip install {_PINS[name]}; {hint} does it)"
         ) from None
