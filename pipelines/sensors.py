@@ -225,7 +225,8 @@ def sensor_description(registry: str | None = None) -> str:
         f"{PLANNED_CALLS_TAG}: the calls of the study's inputs as last materialized, nothing cached) and the "
         f"command printing the same number with tokens and cost (tag {PLAN_COMMAND_TAG}, `metamorph plan <study> "
         "--models <id>` with the inputs' options); the tick's log lists them with their total. They are "
-        "planned when the sensor ticks, not here: the definitions load in every run process."
+        "planned when the sensor ticks, not here: the definitions load in every run process. To see them "
+        "before turning it on: Preview tick result on this page evaluates a tick without launching."
     )
 
 

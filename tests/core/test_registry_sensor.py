@@ -310,7 +310,8 @@ def test_the_sensor_description_says_what_turning_it_on_launches(tmp_path):
         "call count (tag metamorph/planned_calls: the calls of the study's inputs as last materialized, nothing "
         "cached) and the command printing the same number with tokens and cost (tag metamorph/plan_command, "
         "`metamorph plan <study> --models <id>` with the inputs' options); the tick's log lists them with their "
-        "total. They are planned when the sensor ticks, not here: the definitions load in every run process."
+        "total. They are planned when the sensor ticks, not here: the definitions load in every run process. "
+        "To see them before turning it on: Preview tick result on this page evaluates a tick without launching."
     )
     registry.write_text("models: 3\n")
     assert sensor_description(str(registry)) == (
