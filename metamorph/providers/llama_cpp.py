@@ -350,6 +350,17 @@ _PASS_THROUGH = (
 )
 
 
+def _completion(out: dict[str, Any]) -> dict[str, Any]:
+    """Text, finish reason and token counts of an OpenAI-shaped chat completion (both engines return one)."""
+    choice, usage = out["choices"][0], out.get("usage") or {}
+    return {
+        "text": choice["message"].get("content") or "",
+        "finish_reason": choice.get("finish_reason"),
+        "prompt_tokens": usage.get("prompt_tokens"),
+        "completion_tokens": usage.get("completion_tokens"),
+    }
+
+
 class _LlamaCppPython:
     """The ``llama-cpp-python`` engine: one :class:`llama_cpp.Llama` context."""
 
@@ -430,14 +441,7 @@ class _LlamaCppPython:
             # Forget the previous prompt: llama-cpp-python otherwise reuses the matching KV prefix, and
             # evaluating fewer tokens changes the float results, so a repeat would depend on what ran before.
             llm.reset()
-        out = llm.create_chat_completion(messages=messages, **kwargs)
-        choice, usage = out["choices"][0], out.get("usage") or {}
-        return {
-            "text": choice["message"].get("content") or "",
-            "finish_reason": choice.get("finish_reason"),
-            "prompt_tokens": usage.get("prompt_tokens"),
-            "completion_tokens": usage.get("completion_tokens"),
-        }
+        return _completion(llm.create_chat_completion(messages=messages, **kwargs))
 
     def close(self) -> None:
         self._llm = None
@@ -541,15 +545,8 @@ class _XLlamaCpp:
             if "context" in str(message).lower() and "exceed" in str(message).lower():
                 raise ContextBudgetError(f"xllamacpp: {str(message)[:300]}")
             raise ProviderError(f"xllamacpp refused the request: {str(message)[:300]}")
-        choice, usage = out["choices"][0], out.get("usage") or {}
-        return {
-            "text": choice["message"].get("content") or "",
-            "finish_reason": choice.get("finish_reason"),
-            "prompt_tokens": usage.get("prompt_tokens"),
-            "completion_tokens": usage.get("completion_tokens"),
-            # the server's own split (prompt_ms, predicted_ms, cache_n ...): benchmarks read it
-            "timings": out.get("timings") or {},
-        }
+        # the server's own split (prompt_ms, predicted_ms, cache_n ...): benchmarks read it
+        return {**_completion(out), "timings": out.get("timings") or {}}
 
     def n_params(self) -> int:
         """Parameters of the loaded model (the server's ``/v1/models`` ``meta.n_params``)."""
