@@ -4,7 +4,7 @@
 
 The bare loop sends the same messages and parameters straight to the engine with the provider's
 settings (one context, one thread, every prompt from scratch): xllamacpp's
-``Server.handle_chat_completions``, or llama-cpp-python's ``create_chat_completion`` after a KV
+``Server.handle_chat_completions`` (``response_format`` as the provider's compact grammar), or llama-cpp-python's ``create_chat_completion`` after a KV
 reset. The asset runs with one worker (``workers: 1``, a temporary registry), so both compute one
 request at a time. Prints three wall times and two ratios (targets: cold/bare <= 1.05, warm/cold
 <= 0.05). A measurement, not a test: nothing here asserts on time.
@@ -32,7 +32,7 @@ def main() -> None:
     from resources.paths import registry_path
 
     # the shipped default entry with one worker and the chosen engine, as a temporary registry
-    entry = dict(yaml.safe_load(registry_path().read_text())["models"][0], workers=1)
+    entry = dict(yaml.safe_load(Path(registry_path()).read_text())["models"][0], workers=1)
     if args.engine != "xllamacpp":
         entry["params"] = {**entry.get("params", {}), "engine": args.engine}
     entry.pop("study_params", None)
@@ -43,7 +43,7 @@ def main() -> None:
     import dagster as dg
 
     from metamorph.models import load_registry
-    from metamorph.providers.llama_cpp import LlamaCppProvider, default_gguf_path
+    from metamorph.providers.llama_cpp import LlamaCppProvider, compact_json_grammar, default_gguf_path
     from metamorph.studies.format_robustness.plan import plan_generations
     from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, render
     from metamorph.studies.format_robustness.sources import construct_dataset
@@ -64,8 +64,10 @@ def main() -> None:
     ]
     t0 = time.perf_counter()
     for body in bodies:
-        if args.engine == "xllamacpp":
-            engine.handle_chat_completions({**body, "cache_prompt": False})
+        if args.engine == "xllamacpp":  # the provider sends response_format as its compact grammar
+            fmt = body.pop("response_format", None)
+            grammar = {"grammar": compact_json_grammar(fmt)} if fmt else {}
+            engine.handle_chat_completions({**body, **grammar, "cache_prompt": False})
         else:
             engine.reset()
             engine.create_chat_completion(**body)
