@@ -176,25 +176,12 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
         tmp_path, registry, redis_url, dagster_pg_url, pg_schema_url, REPO / "config" / "celery-worker.yaml"
     )
     workers = list(workers_by_name.values())
-    venv_bin, logs = str(Path(sys.executable).parent), tmp_path / "logs"
+    logs = tmp_path / "logs"
 
     def execute(job: str, config: dict, tags: dict | None = None) -> subprocess.Popen:
         cfg = tmp_path / f"{job}-{uuid.uuid4().hex[:6]}.yaml"
         cfg.write_text(json.dumps(config))
-        cmd = [
-            f"{venv_bin}/dagster",
-            "job",
-            "execute",
-            "-m",
-            "pipelines.definitions",
-            "-a",
-            "defs",
-            "-j",
-            job,
-            "-c",
-            str(cfg),
-        ] + (["--tags", json.dumps(tags)] if tags else [])
-        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return execute_job(env, job, cfg, tags)
 
     try:
         # the unpartitioned inputs in this process (in-process executor) while the workers start
@@ -439,30 +426,17 @@ def pgid_of(pid: int) -> int | None:
         return None
 
 
+def execute_job(env: dict, job: str, config: Path | None = None, tags: dict | None = None) -> subprocess.Popen:
+    """``dagster job execute`` of ``job`` (run config file ``config``, run ``tags``), as an operator
+    launches it: a process of its own with ``env``, stdout and stderr piped together, as text."""
+    cmd = [f"{Path(sys.executable).parent}/dagster", "job", "execute", "-m", "pipelines.definitions", "-a", "defs"]
+    cmd += ["-j", job] + (["-c", str(config)] if config else []) + (["--tags", json.dumps(tags)] if tags else [])
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def execute_model_job(env: dict, partition: str = "gpt-a") -> subprocess.Popen:
-    """``dagster job execute`` of ``order_probe_model_job`` for ``partition``, as an operator launches
-    it (a process of its own with ``env``; stdout and stderr piped together, as text)."""
-    venv_bin = str(Path(sys.executable).parent)
-    return subprocess.Popen(
-        [
-            f"{venv_bin}/dagster",
-            "job",
-            "execute",
-            "-m",
-            "pipelines.definitions",
-            "-a",
-            "defs",
-            "-j",
-            "order_probe_model_job",
-            "--tags",
-            json.dumps({"dagster/partition": partition}),
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    """:func:`execute_job` of ``order_probe_model_job`` for ``partition``."""
+    return execute_job(env, "order_probe_model_job", tags={"dagster/partition": partition})
 
 
 def run_id_of(instance: dg.DagsterInstance) -> str | None:
