@@ -13,18 +13,15 @@ What the launchpad shows (Dagster 1.13.27). The webserver checks a run config ag
 config *schema* first (dagster_graphql ``implementation/external.py`` ``ensure_valid_config``);
 a schema error (a text for a number, an unknown field) is a ``RunConfigValidationInvalid``, shown
 as one line in the launchpad's error panel before Launch. A schema holds types only — no range,
-no file — so these checks run in the code server, when it builds the execution plan: every
-exception there (``dagster/_grpc/server.py`` ``ExecutionPlanSnapshot``, ``except Exception``) is
-sent back as its SerializableErrorInfo, re-raised as ``DagsterUserCodeProcessError``
-(``dagster/_api/snapshot_execution_plan.py``) and returned as a ``PythonError``
-(``dagster_graphql/implementation/utils.py`` ``capture_error``; HTTP 500), which the UI's error
-dialog renders with its stack (ui-core ``runs/RunUtils.tsx`` ``handleLaunchResult`` →
-``app/PythonErrorInfo.tsx``, stack always shown). So the dialog opens with this module's line,
-then the code server's six frames. The one setting that drops them,
-``DAGSTER_REDACT_USER_CODE_ERRORS=1`` on the code location, adds "Error ID … masked" to this line
-and replaces the message of every other user-code error (a failed step's, the ones
-``pipelines.run`` prints) with an error id, so it is not set. Each field's description therefore
-states the values it takes (``limit``: N ≥ 1, -1 = every row).
+no file — so these checks run in the code server, when it builds the execution plan: an exception
+there (``dagster/_grpc/server.py`` ``ExecutionPlanSnapshot``) is sent back as its
+``SerializableErrorInfo`` and returned to the UI as a ``PythonError`` (HTTP 500), whose message and
+stack the launch dialog shows (ui-core ``app/PythonErrorInfo.tsx``). Dagster serialises a
+``DagsterUserCodeProcessError`` that carries one error info as that info itself
+(``dagster/_utils/error.py`` ``serializable_error_info_from_exc_info``, the way it forwards an
+error from a user-code process), so :class:`InputsRejected` is one, carrying the line with no
+stack: the dialog shows the line and nothing else. Each field's description also states the
+values it takes (``limit``: N ≥ 1, -1 = every row).
 """
 
 from __future__ import annotations
@@ -35,22 +32,26 @@ from typing import Any
 
 import dagster as dg
 import pydantic
+from dagster._core.errors import DagsterUserCodeProcessError
+from dagster_shared.error import SerializableErrorInfo
 
 from metamorph.errors import ConfigError, MetamorphError
 from metamorph.study import get
 
 
-class InputsRejected(dg.DagsterError):
+class InputsRejected(DagsterUserCodeProcessError):
     """An inputs job's config or sources, rejected when the run is launched (before a run exists).
 
     Its message is the one line of the :class:`~metamorph.errors.MetamorphError` behind it
-    (``cause``). Being a DagsterError, Dagster's user-code boundary passes it on unwrapped, so the
-    launchpad's error dialog opens with this line rather than "The config mapping function on job …
-    has thrown an unexpected error".
+    (``cause``), and so is its only error info (class name ``InputsRejected``, an empty stack): a
+    DagsterError, so Dagster's user-code boundary passes it on unwrapped, and a
+    ``DagsterUserCodeProcessError``, so the code server sends that info as the error and the
+    launch dialog shows the line without stack frames.
     """
 
     def __init__(self, cause: MetamorphError):
-        super().__init__(str(cause))
+        info = SerializableErrorInfo(message=str(cause), stack=[], cls_name=type(self).__name__)
+        super().__init__(str(cause), user_code_process_error_infos=[info])
         self.cause = cause
 
 

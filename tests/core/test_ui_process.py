@@ -77,7 +77,7 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict | None
 
 def launch_rejects_limit_zero(port: int) -> None:
     """What the launchpad's Launch button sends, with ``limit: 0``: the answer is an error whose
-    message is the one line of pipelines.inputs, and no run exists afterwards."""
+    message is the one line of pipelines.inputs with no stack frames, and no run exists afterwards."""
     selector = {
         "repositoryLocationName": "metamorph",
         "repositoryName": "__repository__",
@@ -94,11 +94,14 @@ def launch_rejects_limit_zero(port: int) -> None:
             }
         },
     )
-    error = answer["launchPipelineExecution"]
-    assert (error["__typename"], error["message"]) == (
-        "PythonError",
-        "pipelines.inputs.InputsRejected: order_probe__order_items: limit: must be a whole number >= 1, got '0'\n",
-    )
+    # everything the launch dialog renders (ui-core PythonErrorInfo: message, stack, causes)
+    assert answer["launchPipelineExecution"] == {
+        "__typename": "PythonError",
+        "message": "order_probe__order_items: limit: must be a whole number >= 1, got '0'",
+        "className": "InputsRejected",
+        "stack": [],
+        "cause": None,
+    }
     assert graphql(port, "{ runsOrError { ... on Runs { results { runId } } } }") == {"runsOrError": {"results": []}}
 
 
