@@ -36,8 +36,9 @@ def test_the_k8s_instance_yaml_loads_and_shares_storage_pools_monitoring_and_log
     assert config["run_launcher"]["module"] == "dagster_k8s.launcher"
     assert config["run_launcher"]["class"] == "K8sRunLauncher"
     k8s, local = load("config/dagster-k8s.yaml"), load("config/dagster-scaleout.yaml")
-    for key in ("storage", "concurrency", "run_monitoring", "python_logs", "telemetry"):
+    for key in ("storage", "concurrency", "run_monitoring", "python_logs", "telemetry", "nux"):
         assert k8s[key] == local[key], key
+    assert (config["telemetry"], config["nux"]) == ({"enabled": False}, {"enabled": False})
 
 
 def test_the_helm_values_use_the_charts_documented_keys_and_the_instance_settings_of_the_scaleout_yaml():
@@ -161,7 +162,9 @@ def test_the_helm_values_use_the_charts_documented_keys_and_the_instance_setting
     assert values["additionalInstanceConfig"] == {
         "concurrency": local["concurrency"],
         "run_monitoring": local["run_monitoring"],
+        "nux": local["nux"],
     }
+    assert values["telemetry"] == local["telemetry"] == {"enabled": False}
     assert values["pythonLogs"] == {
         "managedPythonLoggers": local["python_logs"]["managed_python_loggers"],
         "pythonLogLevel": local["python_logs"]["python_log_level"],
