@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 
 import metamorph.studies
+from metamorph.errors import mask_secrets
 
 __all__ = [
     "CORE_MODULES",
@@ -84,7 +85,8 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}  (see: {self.prog} --help)\n")
+        # an option's value is echoed ("got 'X'"): a key typed there is shown as [REDACTED]
+        self.exit(2, f"{self.prog}: error: {mask_secrets(message)}  (see: {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:

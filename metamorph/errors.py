@@ -20,7 +20,15 @@ __all__ = [
 
 
 class MetamorphError(Exception):
-    """Base class of every error metamorph raises on purpose."""
+    """Base class of every error metamorph raises on purpose.
+
+    Its message (``str``) shows secret-looking text (:func:`looks_like_secret`) as
+    :data:`REDACTED`: an error can echo a value the user typed (a model id, a source path, a
+    command-line option), and a pasted key must not reach stderr, a run log or Dagster's event log.
+    """
+
+    def __str__(self) -> str:
+        return mask_secrets(super().__str__())
 
 
 #: Longest ``problem`` text an :class:`InputError` keeps (characters); a longer one — usually an

@@ -40,6 +40,7 @@ from typing import Any
 import duckdb
 
 import metamorph.studies
+from metamorph.errors import MetamorphError
 
 __all__ = [
     "COMMANDS",
@@ -131,8 +132,9 @@ def study_traces() -> dict[str, dict[str, MetricTrace]]:
     return out
 
 
-class TraceError(Exception):
-    """Bad input to :func:`trace` (unknown study / metric / slice / model, no warehouse or view); one line."""
+class TraceError(MetamorphError):
+    """Bad input to :func:`trace` (unknown study / metric / slice / model, no warehouse or view); one line
+    (secret-looking text masked, as in every :class:`~metamorph.errors.MetamorphError`)."""
 
 
 def metric_trace(study: str, metric: str) -> MetricTrace:

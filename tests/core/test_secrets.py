@@ -296,3 +296,42 @@ def test_the_registry_error_masks_secret_looking_text_in_problem_and_field():
         "models.yaml, row 3, field 'params.[REDACTED]': status '[REDACTED]' not in "
         "['approved', 'candidate'] ([REDACTED])"
     )
+
+
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["plan", "format_robustness", "--k", OPENAI_KEY],
+            "metamorph plan format_robustness: error: argument --k: must be a whole number from 1 to 100, "
+            "got '[REDACTED]'  (see: metamorph plan format_robustness --help)",
+        ),
+        (
+            ["plan", "format_robustness", "--models", OPENAI_KEY],
+            "error: unknown model id(s) ['[REDACTED]']; the registry has ['smollm2', 'smollm2-greedy', 'gemma3-270m']",
+        ),
+        (
+            ["verdict", "--model", ANTHROPIC_KEY],
+            "metamorph verdict: error: model '[REDACTED]' is not in the registry {registry} (registered: smollm2, "
+            "smollm2-greedy, gemma3-270m); add its entry there, then run the studies' model jobs for its partition",
+        ),
+        (
+            ["trace", "--study", OPENAI_KEY, "--metric", "M1", "--model", "smollm2"],
+            "metamorph trace: error: unknown study '[REDACTED]' (known: format_robustness, order_probe, "
+            "workflow_perturb, wrapper_sensitivity)",
+        ),
+    ],
+    ids=["option-value", "model-id", "verdict-model", "trace-study"],
+)
+def test_a_key_typed_on_the_command_line_is_not_echoed_by_its_error(argv, line, capsys, tmp_path, monkeypatch):
+    """Every error of the CLI that echoes what was typed (an option's value, a model id, a study)
+    shows a key typed there as [REDACTED]; exit 2, nothing written."""
+    from metamorph.cli import main
+
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("METAMORPH_MODELS", raising=False)
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    assert out.err.splitlines()[-1] == line.format(registry=REPO / "config" / "models.yaml")
+    assert not any(s in out.out + out.err for s in SECRETS)
+    assert not (tmp_path / "home").exists()
