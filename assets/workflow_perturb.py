@@ -1,7 +1,7 @@
 """Study 3 — WorkflowPerturb (asset group ``workflow_perturb``).
 
 goldens → perturbations (deterministic operators) → perturbation_scores → analysis tables;
-per model: llm_perturbations (App. A generator) → llm_perturbation_scores, and judge_scores.
+per model: perturbations_llm (App. A generator) → perturbation_scores_llm, and judge_scores.
 
 Where the logic lives (one hop):
 
@@ -168,7 +168,7 @@ def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturb
 
 
 class LLMPerturbConfig(BudgetConfig):
-    """Settings of llm_perturbations; ``n_goldens`` and ``max_tokens`` take the values of
+    """Settings of perturbations_llm; ``n_goldens`` and ``max_tokens`` take the values of
     ``--llm-goldens`` and ``--max-tokens`` (checked by the same :class:`metamorph.study.Option`)."""
 
     n_goldens: int = Field(
@@ -205,7 +205,7 @@ def _recording_versions(generate, into: list):
     metadata=PER_MODEL,
     kinds={"duckdb", "llm"},
 )
-def llm_perturbations(
+def perturbations_llm(
     context: dg.AssetExecutionContext,
     config: LLMPerturbConfig,
     model_registry: ModelRegistryResource,
@@ -238,9 +238,9 @@ def llm_perturbations(
             hybrid=config.hybrid,
         )
         label = (
-            "llm_perturbations"
+            "perturbations_llm"
             if mid == context.partition_key
-            else f"llm_perturbations (escalation of {context.partition_key})"
+            else f"perturbations_llm (escalation of {context.partition_key})"
         )
         plans.append(
             plan_and_guard(
@@ -278,7 +278,7 @@ def llm_perturbations(
     return validated_output(
         S.Perturbations,
         df,
-        "llm_perturbations",
+        "perturbations_llm",
         {
             "status": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
             "attempts_mean": dg.MetadataValue.float(round(float(df["attempts"].mean()), 2)),
@@ -297,18 +297,18 @@ def llm_perturbations(
     metadata=PER_MODEL,
     kinds={"duckdb", "python"},
 )
-def llm_perturbation_scores(
-    encoder: EncoderResource, goldens: pd.DataFrame, llm_perturbations: pd.DataFrame
+def perturbation_scores_llm(
+    encoder: EncoderResource, goldens: pd.DataFrame, perturbations_llm: pd.DataFrame
 ) -> dg.Output:
     """Non-judge metrics of every LLM variant that parsed (valid or flagged invalid; the status
     travels with the row): metamorph.studies.workflow_perturb.plan.score_perturbations."""
-    scores = wst.score_perturbations(_valid_goldens(goldens), llm_perturbations, encoder.load())
-    df = _score_frame(scores, llm_perturbations, goldens)
+    scores = wst.score_perturbations(_valid_goldens(goldens), perturbations_llm, encoder.load())
+    df = _score_frame(scores, perturbations_llm, goldens)
     return validated_output(
         S.PerturbationScores,
         df,
-        "llm_perturbation_scores",
-        {"unscored_no_workflow": dg.MetadataValue.int(int(llm_perturbations["nodes_json"].isna().sum()))},
+        "perturbation_scores_llm",
+        {"unscored_no_workflow": dg.MetadataValue.int(int(perturbations_llm["nodes_json"].isna().sum()))},
     )
 
 
@@ -507,9 +507,9 @@ def _judge_sensitivity(inputs: dict) -> dict:
     return {"judge_sensitivity": dg.MetadataValue.md(markdown_table(sens))}
 
 
-judge_severity_table = metric_table(
+severity_table_judge = metric_table(
     GROUP,
-    "judge_severity_table",
+    "severity_table_judge",
     wp.judge_severity_table,
     S.JudgeSeverityTable,
     ins=["perturbation_scores", "judge_scores"],
@@ -594,9 +594,9 @@ firing_matrix = metric_table(
     deps=[
         goldens,
         perturbations,
-        llm_perturbations,
+        perturbations_llm,
         perturbation_scores,
-        llm_perturbation_scores,
+        perturbation_scores_llm,
         judge_scores,
         severity_table,
     ],

@@ -61,7 +61,7 @@ STUDIES = {
     "workflow_perturb": {
         "prefill": ["perturbation_scores", "judge_scores"],
         "lazy": [],
-        "skip": ["goldens", "perturbations", "llm_perturbations", "llm_perturbation_scores", "lineage_views"],
+        "skip": ["goldens", "perturbations", "perturbations_llm", "perturbation_scores_llm", "lineage_views"],
     },
     "order_probe": {
         "prefill": ["order_items", "scrambled_inputs", "order_prompts", "order_generations"],

@@ -492,7 +492,7 @@ def _study_steps(study: str, spec: ModelSpec, options: Any) -> list[PlanStep]:
 
 def budget_steps(plans: Sequence[CostPlan]) -> list[CostPlan]:
     """The plans as the run's budget checks see them: one per generation asset. A step whose label
-    is ``<asset> <part>`` (``llm_perturbations retries``) is added to the asset's other parts
+    is ``<asset> <part>`` (``perturbations_llm retries``) is added to the asset's other parts
     (:func:`total`, labelled ``<asset>``), since the asset checks them together before its first call."""
     groups: dict[str, list[CostPlan]] = {}
     for p in plans:

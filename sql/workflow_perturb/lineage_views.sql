@@ -8,11 +8,11 @@ CREATE OR REPLACE VIEW workflow_perturb.variant_lineage AS
 WITH variants AS (
     SELECT * FROM workflow_perturb.perturbations
     UNION ALL BY NAME
-    SELECT * FROM workflow_perturb.llm_perturbations
+    SELECT * FROM workflow_perturb.perturbations_llm
 ), scores AS (
     SELECT * FROM workflow_perturb.perturbation_scores
     UNION ALL BY NAME
-    SELECT * FROM workflow_perturb.llm_perturbation_scores
+    SELECT * FROM workflow_perturb.perturbation_scores_llm
 )
 SELECT
     v.model_id, v.variant_id, v.golden_id, v.type, v.p AS severity, v.operator, v.status, v.target_score,

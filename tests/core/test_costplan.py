@@ -457,7 +457,7 @@ def test_budget_settings_reach_every_generation_step():
     }
     args = build_parser().parse_args(["workflow_perturb", "--budget-usd", "1"])
     assert model_job_ops(args) == {
-        "workflow_perturb__llm_perturbations": {"config": {"budget_usd": 1.0}},
+        "workflow_perturb__perturbations_llm": {"config": {"budget_usd": 1.0}},
         "workflow_perturb__judge_scores": {"config": {"budget_usd": 1.0}},
     }
 
@@ -485,8 +485,8 @@ def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(p
     priced_stub.script("POST", "/v1/chat/completions", chat_reply(""))
     code, out, _ = _cli(capsys, "workflow_perturb", "--llm-goldens", "1", "--judge-variants", "2")
     assert code == 0
-    assert "stub-model llm_perturbations: 3 requests, 0 cache hits, 3 calls, " in out
-    assert "stub-model llm_perturbations retries: up to 7 requests, 0 cache hits, up to 7 calls, " in out
+    assert "stub-model perturbations_llm: 3 requests, 0 cache hits, 3 calls, " in out
+    assert "stub-model perturbations_llm retries: up to 7 requests, 0 cache hits, up to 7 calls, " in out
     assert "≤ 2,240 output tokens (max_tokens)" in out  # 7 × 320
     assert "stub-model judge_scores: 6 requests, 0 cache hits, 6 calls, " in out
     assert "stub-model total: up to 16 requests, 0 cache hits, up to 16 calls, " in out
@@ -494,7 +494,7 @@ def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(p
     first, _more, judge = cost_steps(spec, studies()["workflow_perturb"].values(llm_goldens=1, judge_variants=2))
 
     defs = build_definitions()
-    gen_key, judge_key = ["workflow_perturb", "llm_perturbations"], ["workflow_perturb", "judge_scores"]
+    gen_key, judge_key = ["workflow_perturb", "perturbations_llm"], ["workflow_perturb", "judge_scores"]
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["stub-model"])
         assert (
@@ -510,12 +510,12 @@ def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(p
         )
         model_job = defs.resolve_job_def("workflow_perturb_model_job")
         ops = {
-            "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1}},
+            "workflow_perturb__perturbations_llm": {"config": {"n_goldens": 1}},
             "workflow_perturb__judge_scores": {"config": {"n_variants": 2}},
         }
 
         # a budget below the generator's bound: stopped before its first request, nothing written
-        low = {"ops": {**ops, "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1, "budget_usd": 0.001}}}}
+        low = {"ops": {**ops, "workflow_perturb__perturbations_llm": {"config": {"n_goldens": 1, "budget_usd": 0.001}}}}
         res = model_job.execute_in_process(
             instance=instance,
             partition_key="stub-model",
@@ -528,7 +528,7 @@ def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(p
         while err.cause is not None and err.cls_name.startswith("Dagster"):
             err = err.cause
         assert err.cls_name == "BudgetError"
-        assert "model 'stub-model' (llm_perturbations): 10 calls, " in err.message
+        assert "model 'stub-model' (perturbations_llm): 10 calls, " in err.message
         assert len(priced_stub.requests) == 0 and _materialization(instance, gen_key) is None
         assert GenerationCache(metamorph_home / "generation_cache.duckdb").count() == 0
 
@@ -560,7 +560,7 @@ def test_workflow_perturb_plan_equals_the_run_and_a_budget_stops_the_generator(p
     assert f"3 calls, {tokens:,} input tokens (estimated, chars/4), ≤ 960 output tokens" in out
     code, out, _ = _cli(capsys, "workflow_perturb", "--llm-goldens", "1", "--judge-variants", "2")
     assert code == 0
-    assert "stub-model llm_perturbations: 3 requests, 3 cache hits, 0 calls, 0 input tokens" in out
+    assert "stub-model perturbations_llm: 3 requests, 3 cache hits, 0 calls, 0 input tokens" in out
     assert "stub-model judge_scores: 6 requests, 6 cache hits, 0 calls, 0 input tokens" in out
 
 
@@ -570,17 +570,17 @@ def test_workflow_perturb_budget_is_checked_per_asset_and_max_tokens_limits_the_
     assert code == 1
     lines = err.splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith("over budget: model 'stub-model' (llm_perturbations): 10 calls, ")
+    assert lines[0].startswith("over budget: model 'stub-model' (perturbations_llm): 10 calls, ")
     assert lines[1].startswith("over budget: model 'stub-model' (judge_scores): 6 calls, ")
-    # --max-tokens is the generator's completion limit (as the run passes it to llm_perturbations);
+    # --max-tokens is the generator's completion limit (as the run passes it to perturbations_llm);
     # the judge keeps its 400: 3 first attempts × 64, 7 retries × 64, 6 judge calls × 400
     code, out, err = _cli(
         capsys, "workflow_perturb", "--llm-goldens", "1", "--judge-variants", "2", "--max-tokens", "64"
     )
     assert (code, err) == (0, "")
     [first, retries, judge] = [line for line in out.splitlines() if line.startswith("  stub-model ")][:3]
-    assert first.startswith("  stub-model llm_perturbations: 3 requests,") and "≤ 192 output tokens" in first
-    assert retries.startswith("  stub-model llm_perturbations retries:") and "≤ 448 output tokens" in retries
+    assert first.startswith("  stub-model perturbations_llm: 3 requests,") and "≤ 192 output tokens" in first
+    assert retries.startswith("  stub-model perturbations_llm retries:") and "≤ 448 output tokens" in retries
     assert judge.startswith("  stub-model judge_scores: 6 requests,") and "≤ 2,400 output tokens" in judge
     code, out, err = _cli(capsys, "workflow_perturb", "--max-tokens", "8")
     assert (code, out) == (2, "")
@@ -600,22 +600,22 @@ def test_an_escalation_models_plan_is_added_to_the_generators_for_the_budget():
         base_url="http://x/v1",
         price_per_mtok=Price(input=4.0, output=16.0),
     )
-    a = plan_requests([_req("x" * 10)], API, label="llm_perturbations")  # 4 in, 5 out: 8 + 40 = $0.000048
-    b = plan_requests([_req("y" * 10)], other, label="llm_perturbations (escalation of api)")  # 16 + 80 = $0.000096
+    a = plan_requests([_req("x" * 10)], API, label="perturbations_llm")  # 4 in, 5 out: 8 + 40 = $0.000048
+    b = plan_requests([_req("y" * 10)], other, label="perturbations_llm (escalation of api)")  # 16 + 80 = $0.000096
     assert (a.cost_usd, b.cost_usd) == (pytest.approx(48e-6), pytest.approx(96e-6))
     check_budget_sum([a, b], 0.000144)
     check_budget_sum([a, b], None)
     with pytest.raises(BudgetError) as exc:
         check_budget_sum([a, b], 0.0001)
     assert str(exc.value) == (
-        "models ['api', 'big'] (llm_perturbations): est. cost $0.000144 together (api $0.000048, "
+        "models ['api', 'big'] (perturbations_llm): est. cost $0.000144 together (api $0.000048, "
         "big $0.000096) exceeds the budget of $0.0001; nothing was called"
     )
     # metamorph plan: a step's parts "<asset> <part>" are checked together, as the asset checks them
-    retries = plan_requests([_req("z" * 10)], API, label="llm_perturbations retries", upper_bound=True)
+    retries = plan_requests([_req("z" * 10)], API, label="perturbations_llm retries", upper_bound=True)
     judge = plan_requests([_req("j" * 10)], API, label="judge_scores")
     [gen, jud] = budget_steps([a, retries, judge])
-    assert (gen.label, gen.calls, gen.upper_bound, gen.cost_usd) == ("llm_perturbations", 2, True, pytest.approx(96e-6))
+    assert (gen.label, gen.calls, gen.upper_bound, gen.cost_usd) == ("perturbations_llm", 2, True, pytest.approx(96e-6))
     assert jud is judge
 
 

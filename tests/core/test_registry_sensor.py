@@ -234,7 +234,7 @@ def test_new_and_changed_registry_entries(evaluated, capfd, tmp_path):
     assert res.dynamic_partitions_requests == []
 
 
-def test_llm_perturbations_record_the_partition_models_reported_versions(stub, metamorph_home, tmp_path, monkeypatch):
+def test_perturbations_llm_record_the_partition_models_reported_versions(stub, metamorph_home, tmp_path, monkeypatch):
     """workflow_perturb's generator: the partition's own model's replies are recorded, not those of
     the escalation model it fell back to (each model on its own stub route)."""
     from pipelines.definitions import build_definitions
@@ -253,7 +253,7 @@ def test_llm_perturbations_record_the_partition_models_reported_versions(stub, m
     stub.script("POST", "/a/v1/chat/completions", chat_reply("no workflow here", model="gen-a-2026-01-01"))
     stub.script("POST", "/b/v1/chat/completions", chat_reply("nor here", model="gen-b-2026-02-02"))
     defs = build_definitions()
-    llm = dg.AssetKey(["workflow_perturb", "llm_perturbations"])
+    llm = dg.AssetKey(["workflow_perturb", "perturbations_llm"])
     with dg.instance_for_test() as instance:
         assert (
             defs.resolve_job_def("workflow_perturb_inputs_job")
@@ -273,7 +273,7 @@ def test_llm_perturbations_record_the_partition_models_reported_versions(stub, m
                 asset_selection=[llm],
                 run_config={
                     "ops": {
-                        "workflow_perturb__llm_perturbations": {
+                        "workflow_perturb__perturbations_llm": {
                             "config": {
                                 "n_goldens": 1,
                                 "types": ["missing"],

@@ -154,10 +154,10 @@ def test_model_job_ops_pass_only_the_options_given():
     from pipelines.run import build_parser
 
     assert _model_ops(["workflow_perturb", "--llm-goldens", "1", "--judge-variants", "45"]) == {
-        "workflow_perturb__llm_perturbations": {"config": {"n_goldens": 1}},
+        "workflow_perturb__perturbations_llm": {"config": {"n_goldens": 1}},
         "workflow_perturb__judge_scores": {"config": {"n_variants": 45}},
     }
-    assert _model_ops(["workflow_perturb"]) == {"workflow_perturb__llm_perturbations": {"config": {}}}
+    assert _model_ops(["workflow_perturb"]) == {"workflow_perturb__perturbations_llm": {"config": {}}}
     assert _model_ops(["workflow_perturb", "--judge-constrained"])["workflow_perturb__judge_scores"] == {
         "config": {"constrained": True}
     }
@@ -174,7 +174,7 @@ def test_max_tokens_reaches_the_workflow_studys_generator():
     """``--max-tokens`` used to be dropped from the workflow study's run (its generator config
     replaced the common one) while ``metamorph plan`` refused it; it is the generator's limit now."""
     assert _model_ops(["workflow_perturb", "--max-tokens", "64", "--llm-goldens", "2"]) == {
-        "workflow_perturb__llm_perturbations": {"config": {"max_tokens": 64, "n_goldens": 2}}
+        "workflow_perturb__perturbations_llm": {"config": {"max_tokens": 64, "n_goldens": 2}}
     }
     assert _model_ops(["wrapper_sensitivity", "--max-tokens", "30", "--seeds", "0", "1", "--constrained-arm"]) == {
         "wrapper_sensitivity__wrapper_generations": {

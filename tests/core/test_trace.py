@@ -342,7 +342,7 @@ def test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply(stub_mod
         "workflow_perturb",
         {"workflow_perturb__goldens": {"config": {"limit": 1}}},
         {
-            "workflow_perturb__llm_perturbations": {
+            "workflow_perturb__perturbations_llm": {
                 "config": {"n_goldens": 1, "types": ["missing"], "severities": [0.3], "max_attempts": 1}
             },
             "workflow_perturb__judge_scores": {"config": {"n_variants": 1}},

@@ -127,7 +127,7 @@ def test_comparison_and_card_materialize_on_a_judge_table(metamorph_home, tmp_pa
     assert cmp["p_holm"].tolist() == [3 * 2 / 128, 1.0, 3 * 2 / 128]
     assert card["model_id"].tolist() == ["base", "cand"] and set(card["metric"]) == {"judge"}
     assert card["value"].tolist() == pytest.approx([70.0, 100 * 6.2 / 13])
-    assert set(card["version"]) == {"unrecorded"}  # no llm_perturbations materialization recorded one
+    assert set(card["version"]) == {"unrecorded"}  # no perturbations_llm materialization recorded one
 
 
 def test_gate_card_rows_are_the_on_target_firing_rate_of_each_generators_perturbations():
@@ -158,8 +158,8 @@ def test_gate_card_rows_are_the_on_target_firing_rate_of_each_generators_perturb
     assert 0.0 <= miss["ci_low"] <= 75.0 <= miss["ci_high"] <= 100.0
 
 
-def test_gate_card_rows_read_the_stored_llm_perturbation_scores_which_have_no_judge_column():
-    """``llm_perturbation_scores`` as the asset stores it carries the non-judge metrics only (the
+def test_gate_card_rows_read_the_stored_perturbation_scores_llm_which_have_no_judge_column():
+    """``perturbation_scores_llm`` as the asset stores it carries the non-judge metrics only (the
     judge is its own partitioned table): the card is built from it, the judge read as not measured.
     With the judge column dropped from the rows above, the firing rates are the same (no bundle's
     primary metric is the judge); the report card failed with "missing required column(s) ['judge']"."""

@@ -27,7 +27,7 @@ def _warehouse(with_judge: bool) -> duckdb.DuckDBPyConnection:
             "('m', 'g1::missing@30', NULL, 0, 3)) t(model_id, variant_id, judge, judge_valid, judge_invalid)"
         )
         con.execute(
-            "CREATE TABLE workflow_perturb.judge_severity_table AS SELECT * FROM (VALUES "
+            "CREATE TABLE workflow_perturb.severity_table_judge AS SELECT * FROM (VALUES "
             "('m', 'missing', 0.1, 0.6, 0.28284, 2, 0), ('m', 'missing', 0.3, NULL, NULL, 0, 1), "
             "('m', 'compressed', 0.1, 0.9, 0.0, 1, 0), ('m', 'compressed', 0.3, 0.5, 0.0, 1, 0), "
             "('m', 'compressed', 0.5, 0.3, 0.0, 1, 0)) "

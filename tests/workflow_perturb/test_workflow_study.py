@@ -143,7 +143,7 @@ def test_workflow_study_end_to_end(metamorph_home):
             partition_key="smollm2",
             run_config={
                 "ops": {
-                    "workflow_perturb__llm_perturbations": {
+                    "workflow_perturb__perturbations_llm": {
                         "config": {"n_goldens": 1, "types": ["missing"], "max_attempts": 1, "max_tokens": 64}
                     },
                     "workflow_perturb__judge_scores": {"config": {"n_variants": 1, "max_tokens": 24}},
@@ -163,7 +163,7 @@ def test_workflow_study_end_to_end(metamorph_home):
         assert len(perts) == goldens["valid"].sum() * 9
         scores = validate_frame(S.PerturbationScores, read("perturbation_scores"), "perturbation_scores")
         assert len(scores) == len(perts) and scores["chain_f1"].notna().all()
-        llm = validate_frame(S.Perturbations, read("llm_perturbations"), "llm_perturbations")
+        llm = validate_frame(S.Perturbations, read("perturbations_llm"), "perturbations_llm")
         assert len(llm) == 1 and llm["operator"].iloc[0] == "llm" and llm["attempts"].iloc[0] >= 1
         judge = validate_frame(S.JudgeScores, read("judge_scores"), "judge_scores")
         assert len(judge) == 1 and judge["judge_valid"].iloc[0] + judge["judge_invalid"].iloc[0] == 3

@@ -210,7 +210,7 @@ def judge_row(results: Sequence[GenerationResult], keys: Sequence[str] | None = 
 
 
 # ------------------------------------------------------------------------------------------
-# Cost plan (issue #9): the requests llm_perturbations and judge_scores send
+# Cost plan: the requests perturbations_llm and judge_scores send
 
 #: Defaults of the generation assets' configs (assets/workflow_perturb.py ``LLMPerturbConfig``,
 #: ``JudgeConfig``), which ``metamorph plan`` plans with.
@@ -224,7 +224,7 @@ PROBLEM_TEMPLATE_TOKENS = 50
 def generator_params(spec: Any, max_tokens: int) -> dict[str, Any]:
     """Decoding parameters of the LLM generator's calls for registry entry ``spec``: temperature 0,
     ``max_tokens``, seed 0, then the entry's ``params`` without ``response_format`` (the reply is
-    Node:/Edge: text); a ``None`` value removes a parameter. Used by ``llm_perturbations``."""
+    Node:/Edge: text); a ``None`` value removes a parameter. Used by ``perturbations_llm``."""
     params = {
         "temperature": 0.0,
         "max_tokens": max_tokens,
@@ -328,8 +328,8 @@ def judge_plan_requests(
 def cost_steps(model: Any, options: Any) -> list:
     """The run's generation steps for ``model`` (``metamorph plan``, :mod:`metamorph.costplan`):
 
-    1. ``llm_perturbations``: the first attempt of every golden × type × severity (exact);
-    2. ``llm_perturbations retries``: up to ``max_attempts − 1`` more attempts per row and the
+    1. ``perturbations_llm``: the first attempt of every golden × type × severity (exact);
+    2. ``perturbations_llm retries``: up to ``max_attempts − 1`` more attempts per row and the
        per-node fallback of description rows — they happen only when replies fail validation, so
        the step is planned "up to" (:func:`generator_requests`);
     3. ``judge_scores``: 3 calls per judged deterministic variant (exact).
@@ -371,7 +371,7 @@ def cost_steps(model: Any, options: Any) -> list:
         bool(options.judge_constrained),
     )
     return [
-        PlanStep.exact("llm_perturbations", first),
-        PlanStep("llm_perturbations retries", (((), tuple(more)),)),
+        PlanStep.exact("perturbations_llm", first),
+        PlanStep("perturbations_llm retries", (((), tuple(more)),)),
         PlanStep.exact("judge_scores", judge),
     ]

@@ -69,7 +69,7 @@ def headline(con: duckdb.DuckDBPyConnection) -> str:
     if sens is not None:
         out.append("\nSensitivity matrix (Δ_avg = 2.5·[s̄(10%) − s̄(50%)]):")
         out.append(sens.to_markdown(index=False))
-    if {"judge_scores", "judge_severity_table"} <= tables:
+    if {"judge_scores", "severity_table_judge"} <= tables:
         out += _judge_lines(con)
     return "\n".join(out)
 
@@ -84,7 +84,7 @@ def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
     ).df()
     rows = con.execute(
         "SELECT model_id, type, severity, round(mean, 3) AS mean, round(sd, 3) AS sd, n, n_null "
-        "FROM workflow_perturb.judge_severity_table ORDER BY model_id, type, severity"
+        "FROM workflow_perturb.severity_table_judge ORDER BY model_id, type, severity"
     ).df()
     mean = "max(CASE WHEN severity = {} THEN mean END)"
     s10, s30, s50 = mean.format(0.1), mean.format(0.3), mean.format(0.5)
@@ -93,7 +93,7 @@ def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
         f"round({DELTA_AVG_FACTOR} * ({s10} - {s50}), 3) AS delta_avg, "
         f'round({DELTA_STEP_FACTOR} * ({s10} - {s30}), 3) AS "Δ¹", '
         f'round({DELTA_STEP_FACTOR} * ({s30} - {s50}), 3) AS "Δ²" '
-        "FROM workflow_perturb.judge_severity_table GROUP BY model_id, type ORDER BY model_id, type"
+        "FROM workflow_perturb.severity_table_judge GROUP BY model_id, type ORDER BY model_id, type"
     ).df()
     return [
         "\nLLM judge (App. B.6): replies per judge model (3 calls per variant; invalid ones excluded):",
@@ -112,7 +112,7 @@ def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
 #
 # The model-dependent numbers of this study are the LLM judge's scores (``judge_scores``, one
 # partition per judge model) of the deterministic variants, which are the same variants for every
-# model, so they pair. The LLM-generated perturbations (``llm_perturbations``) are different
+# model, so they pair. The LLM-generated perturbations (``perturbations_llm``) are different
 # variants for each generator model and do not pair; no gate result is computed per model.
 
 #: Metrics of the upgrade verdicts, and whether a higher value is better. ``judge``: the judge's
@@ -193,14 +193,14 @@ def gate_card_rows(
     llm_scores: pd.DataFrame, thresholds=None, mode: str | None = None, n_resamples: int = 1000, seed: int = 0
 ) -> pd.DataFrame:
     """Report-card rows per generator model: ``gate_firing``, the % of the model's own valid LLM
-    perturbations (``llm_perturbation_scores``) on which the CI gate's bundle for that
+    perturbations (``perturbation_scores_llm``) on which the CI gate's bundle for that
     perturbation type fires (§6: a missing-step variant checked by the missing bundle, and so on),
     per ``type`` slice, with a bootstrap 95% CI that resamples goldens; ``n`` = goldens. Instances
     where the bundle has no defined primary metric are left out. Higher = the gate catches more of
     the damage the model was asked to make. (The gates on the deterministic variants are the same
     for every model, so they are not a per-model number.)
 
-    ``llm_scores`` without a ``judge`` column (the table ``llm_perturbation_scores`` as stored: its
+    ``llm_scores`` without a ``judge`` column (the table ``perturbation_scores_llm`` as stored: its
     metrics are the non-judge ones) is read with the judge not measured (NaN): a bundle whose
     primary metric is the judge is then undefined and its variants are left out.
 
@@ -210,11 +210,11 @@ def gate_card_rows(
     from metamorph.studies.workflow_perturb import gate
     from metamorph.studies.workflow_perturb.analysis import METRICS, validate_scores
 
-    require_columns(llm_scores, ["model_id"], "workflow_perturb gate_card_rows(llm_perturbation_scores)")
+    require_columns(llm_scores, ["model_id"], "workflow_perturb gate_card_rows(perturbation_scores_llm)")
     th = thresholds if thresholds is not None else gate.default_thresholds()
     parts = []
     if "judge" not in llm_scores.columns:
-        # llm_perturbation_scores holds the non-judge metrics only: the judge is not measured there
+        # perturbation_scores_llm holds the non-judge metrics only: the judge is not measured there
         llm_scores = llm_scores.assign(judge=float("nan"))
     for model_id, sub in llm_scores.groupby("model_id", sort=True):
         g = validate_scores(sub.drop(columns=["model_id"]))

@@ -69,7 +69,7 @@ class Goldens(StrictModel):
 
 
 class Perturbations(StrictModel):
-    """``perturbations`` / ``llm_perturbations``: one row per golden × type × severity variant."""
+    """``perturbations`` / ``perturbations_llm``: one row per golden × type × severity variant."""
 
     variant_id: Series[str] = pa.Field(description="<golden>::<type>@<pct>.")
     golden_id: Series[str] = pa.Field(description="The golden it perturbs.")
@@ -274,7 +274,7 @@ class SeverityTable(_Cell, _Stats):
 
 
 class JudgeSeverityTable(SeverityTable):
-    """``judge_severity_table``: the LLM judge's rows of :class:`SeverityTable` (metric = judge)
+    """``severity_table_judge``: the LLM judge's rows of :class:`SeverityTable` (metric = judge)
     for one judge model (App. B.6); null judge values (no valid reply) are excluded, never 0."""
 
     model_id: Series[str] = pa.Field(description="Judge model (registry id; the partition).")

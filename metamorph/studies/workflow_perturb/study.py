@@ -23,10 +23,10 @@ def _headline(con, options) -> str:
     return headline(con)
 
 
-def _card_rows(judge_scores, llm_perturbation_scores=None):
+def _card_rows(judge_scores, perturbation_scores_llm=None):
     from metamorph.studies.workflow_perturb.report import all_card_rows
 
-    return all_card_rows(judge_scores, llm_perturbation_scores)
+    return all_card_rows(judge_scores, perturbation_scores_llm)
 
 
 LLM_GOLDENS = Option(
@@ -34,7 +34,7 @@ LLM_GOLDENS = Option(
     "goldens sent to the LLM generator (first N valid ones)",
     positive,
     default=3,
-    targets=(("llm_perturbations", "n_goldens"),),
+    targets=(("perturbations_llm", "n_goldens"),),
 )
 JUDGE_VARIANTS = Option(
     "judge_variants",
@@ -53,10 +53,10 @@ JUDGE_CONSTRAINED = Option(
 #: The generator's completion limit (App. A): a reply holds a whole workflow, so at least 16 tokens.
 MAX_TOKENS = Option(
     "max_tokens",
-    "completion limit of an LLM generator call (llm_perturbations; >= 16; default 320); the judge keeps "
+    "completion limit of an LLM generator call (perturbations_llm; >= 16; default 320); the judge keeps "
     "its own (400, the B.6.4 JSON object)",
     whole_number(16),
-    targets=(("llm_perturbations", "max_tokens"),),
+    targets=(("perturbations_llm", "max_tokens"),),
 )
 
 STUDY = Study(
@@ -75,16 +75,16 @@ STUDY = Study(
         "firing_matrix",
     ),
     source_asset="goldens",
-    generations="llm_perturbations",
-    budget_assets=("llm_perturbations", "judge_scores"),
+    generations="perturbations_llm",
+    budget_assets=("perturbations_llm", "judge_scores"),
     default_sources=("embedded",),
     limit_rule="the first N rows",
     load_sources=_load_sources,
     cost_steps=_cost_steps,
     headline=_headline,
     headline_without_models=True,
-    card=(("judge_scores", "llm_perturbation_scores"), _card_rows),
-    card_optional=("llm_perturbation_scores",),
+    card=(("judge_scores", "perturbation_scores_llm"), _card_rows),
+    card_optional=("perturbation_scores_llm",),
     options=(LLM_GOLDENS, JUDGE_VARIANTS, JUDGE_CONSTRAINED, MAX_TOKENS),
 )
 
