@@ -282,6 +282,7 @@ RECOVERY_CELLS = Cells(
         _not_recovered,
         table="order_generations",
         show=("language", "item_id", "pattern", "scrambled", "canonical", "expression", "reason"),
+        first=("item_id", "pattern", "scrambled", "expression", "canonical", "response_text"),
     ),
     trace=lambda c: ("recovery", c["model_id"], {"language": c["language"], "setting": c["setting"]}),
 )

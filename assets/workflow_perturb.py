@@ -439,6 +439,7 @@ SEVERITY_CELLS = Cells(
         table="perturbations",
         key="variant_id",
         text=("method", "workflow_text"),
+        first=("variant_id", "golden_id", "severity", "score", "workflow_text"),
     ),
     # severity_table reads perturbation_scores: the deterministic variants
     trace=lambda c: (

@@ -359,8 +359,9 @@ def _worst_wrapper_incorrect(rows: pd.DataFrame, cell) -> pd.DataFrame:
 _BEHIND = Behind(
     _scored,
     _incorrect,
-    show=("wrapper", "item_id", "seed", "mode", "value", "parseable", "reason"),
+    show=("wrapper", "item_id", "seed", "mode", "value", "gold", "parseable", "reason"),
     table="wrapper_generations",
+    first=("item_id", "wrapper", "seed", "value", "gold", "response_text"),
 )
 CELL_CELLS = Cells(
     "accuracy_pct",

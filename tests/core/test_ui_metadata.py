@@ -412,3 +412,34 @@ def test_every_code_pointer_names_the_function_where_it_is_defined():
             named.setdefault(path.rstrip("."), key.to_user_string())
     assert len(named) > 60
     assert sorted(p for p in named if _defined_at(p) is None) == []
+
+
+def _declared_behinds() -> dict[str, Behind]:
+    """Every worst-cell table the studies declare: ``<module>.<Cells name>`` -> its Behind."""
+    import importlib
+
+    found = {}
+    for study in ("format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe"):
+        module = importlib.import_module(f"assets.{study}")
+        for name, value in vars(module).items():
+            if isinstance(value, Cells) and value.behind is not None:
+                found[f"{study}.{name}"] = value.behind
+    return found
+
+
+def test_every_studys_worst_cell_tables_put_ids_answer_gold_and_raw_reply_first():
+    """Each study's rows behind a worst cell open with the columns a reader reads: its ids, the
+    extracted answer, the gold and the raw reply (the variant's text in WorkflowPerturb), each of
+    them a column the table really shows."""
+    expected = {
+        "format_robustness": ("instance_id", "format", "repeat", "decision", "gold", "response_text"),
+        "wrapper_sensitivity": ("item_id", "wrapper", "seed", "value", "gold", "response_text"),
+        "order_probe": ("item_id", "pattern", "scrambled", "expression", "canonical", "response_text"),
+        "workflow_perturb": ("variant_id", "golden_id", "severity", "score", "workflow_text"),
+    }
+    behinds = _declared_behinds()
+    assert {name.split(".")[0] for name in behinds} == set(expected)
+    for name, behind in behinds.items():
+        assert behind.first == expected[name.split(".")[0]], name
+        shown = {*behind.show, *behind.text} if behind.table else set(behind.show)
+        assert [c for c in behind.first if c not in shown] == [], name

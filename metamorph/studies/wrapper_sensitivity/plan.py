@@ -122,7 +122,7 @@ def score_generations(generations: pd.DataFrame, items: Sequence[QAItem]) -> pd.
 
     Returns:
         One row per generation × mode: model_id, task, answer_type, wrapper, item_id, seed, mode,
-        value, parseable, correct, reason, finish_reason, prompt_tokens, n_choices,
+        value, gold (the item's canonical gold), parseable, correct, reason, finish_reason, prompt_tokens, n_choices,
         generation_key (modes in the order of
         :data:`metamorph.studies.wrapper_sensitivity.extract.MODES`). A call error is unparseable
         with reason ``call_error`` in every mode.
@@ -152,6 +152,7 @@ def score_generations(generations: pd.DataFrame, items: Sequence[QAItem]) -> pd.
                     "seed": int(g.seed),
                     "mode": mode,
                     "value": value,
+                    "gold": x.gold,
                     "parseable": bool(parseable),
                     "correct": bool(parseable and value == x.gold),
                     "reason": reason,

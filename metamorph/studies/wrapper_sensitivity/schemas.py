@@ -122,6 +122,7 @@ class ScoredAnswers(StrictModel):
     value: Series[str] = pa.Field(
         nullable=True, description="Extracted canonical answer; null when unparseable (never guessed)."
     )
+    gold: Series[str] = pa.Field(description="The item's canonical gold (qa_items.gold).")
     parseable: Series[bool] = pa.Field(description="An answer was extracted under this mode.")
     correct: Series[bool] = pa.Field(description="parseable and value == gold.")
     reason: Series[str] = pa.Field(description="Extraction reason code (ok, truncated, no_answer, call_error, ...).")
