@@ -448,8 +448,8 @@ _KEY_ADVICE = "a key belongs in the environment variable that api_key_env names,
 
 def _check_base_url(url: str, bad: Any) -> None:
     """Raise ``bad(problem, "base_url")`` when ``url`` is not an ``http(s)://host...`` URL or carries a
-    credential: userinfo (``user:password@host``) or a query parameter named like a credential
-    (:data:`_CREDENTIAL_PARAM`). The URL is part of every stored request, cache key and fingerprint,
+    credential: userinfo (``user:password@host``), a query or path (``;name=``) parameter named like
+    a credential (:data:`_CREDENTIAL_PARAM`), or has a fragment (``#access_token=…``). The URL is part of every stored request, cache key and fingerprint,
     so a credential in it would be persisted; the message names the parameter, never a value."""
     try:
         parts = urlsplit(url)
@@ -460,9 +460,16 @@ def _check_base_url(url: str, bad: Any) -> None:
         raise bad("base_url must be an http(s) URL such as https://host/v1", "base_url")
     if "@" in parts.netloc:
         raise bad(f"base_url holds credentials (user:password@ before the host); {_KEY_ADVICE}", "base_url")
+    if parts.fragment:
+        raise bad("base_url has a fragment (#…), which an API URL never has; remove it", "base_url")
     for name, _ in parse_qsl(parts.query, keep_blank_values=True):
         if _CREDENTIAL_PARAM.search(name.lower().replace("-", "_")):
             raise bad(f"base_url holds a credential in its query parameter {name!r}; {_KEY_ADVICE}", "base_url")
+    for segment in parts.path.split("/"):  # path parameters: /v1;token=…
+        for param in segment.split(";")[1:]:
+            name = param.split("=", 1)[0]
+            if _CREDENTIAL_PARAM.search(name.lower().replace("-", "_")):
+                raise bad(f"base_url holds a credential in its path parameter {name!r}; {_KEY_ADVICE}", "base_url")
 
 
 def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
