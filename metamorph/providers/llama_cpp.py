@@ -455,7 +455,8 @@ class _XLlamaCpp:
     use the server's ``/apply-template`` and ``/tokenize`` routes on its loopback listener, locked
     with a random API key made for this process (nothing else on the machine can use the model).
     The prompt cache is off unless a request sets ``prefix_reuse`` (``cache_prompt``), so every
-    prompt is computed from scratch and a completion depends only on its request. A
+    prompt is computed from scratch and a completion depends only on its request; the server's
+    host-memory prompt store (``cache_ram_mib``) is off, so a worker's memory stays flat over a run. A
     ``response_format`` is sent as an LLGuidance grammar with fixed JSON separators
     (:func:`compact_json_grammar`). A file without
     a chat template needs ``chat_format`` (a llama.cpp built-in template name such as ``gemma``;
@@ -481,6 +482,9 @@ class _XLlamaCpp:
             params.cpuparams.n_threads = self.p.n_threads
             params.cpuparams_batch.n_threads = self.p.n_threads
             params.cache_prompt = False
+            # no host-memory store of prompt states (llama.cpp's server keeps up to 8 GiB of them
+            # per server by default: ~9 MB per SmolLM2 request, never read back here)
+            params.cache_ram_mib = 0
             params.ctx_shift = False  # a prompt that does not fit is an error, never silently cut
             params.warmup = False
             params.verbosity = -1  # llama.cpp's load and per-request notes stay off stderr
