@@ -92,9 +92,9 @@ before it (measured: docs/benchmarks.md), so it is opt-in and part of the cache 
 ``workers`` (optional, ``llama_cpp`` only, default: the cores this process may use divided by
 ``n_threads``, at least 1) is the number of
 model contexts computing requests at once, each in its own worker process with ``n_threads``
-threads (:mod:`metamorph.providers.llama_workers`); ``workers: 1`` keeps the single in-process
-context. A completion is byte-identical whichever worker computes it (tested on the packaged
-models), so ``workers`` is not part of the fingerprint either.
+threads (:mod:`metamorph.providers.llama_workers`); ``workers: 1`` is one such process (a model
+is never computed in the calling process). A completion is byte-identical whichever worker
+computes it (tested on the packaged models), so ``workers`` is not part of the fingerprint either.
 """
 
 from __future__ import annotations

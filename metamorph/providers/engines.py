@@ -3,7 +3,8 @@
 Two engines compute ``llama_cpp`` registry entries (the registry's ``params.engine``):
 
 * ``xllamacpp`` (the default): PyPI ``xllamacpp``, a prebuilt wheel embedding llama.cpp's server
-  (:class:`xllamacpp.Server`, in-process calls; one slot, no prompt cache unless the request opts in);
+  (:class:`xllamacpp.Server`, called in the worker's process, no HTTP; one slot, no prompt cache
+  unless the request opts in);
 * ``llama-cpp-python``: PyPI ``llama-cpp-python``, built from source (``scripts/bootstrap.sh``
   builds it for the test suite; the fallback where no xllamacpp wheel installs).
 

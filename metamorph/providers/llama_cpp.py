@@ -12,7 +12,7 @@ Local models come from PyPI packages (:data:`PACKAGED_GGUFS`), located with
 
 Two engines compute a request (:mod:`metamorph.providers.engines`; the registry's
 ``params.engine``): ``xllamacpp`` (the default: llama.cpp's server embedded in a prebuilt wheel,
-called in-process) and ``llama-cpp-python`` (built from source; the fallback). The engine and its
+called in the worker's process, no HTTP) and ``llama-cpp-python`` (built from source; the fallback). The engine and its
 version are part of the cache key and every result's ``system_fingerprint``.
 
 The chat template is the one stored in the GGUF metadata unless the request carries a
@@ -30,12 +30,19 @@ therefore declared deterministic (:meth:`LlamaCppProvider.is_deterministic`): th
 share one call (:mod:`metamorph.replicates`). A request with ``prefix_reuse: true`` (opt-in)
 keeps the matching KV prefix of the request before it instead.
 ``model_version`` is the sha256 of the GGUF file, so swapping weights under the same name is
-reported as a version change. A llama.cpp context is not thread-safe: with ``workers=1`` the
-provider owns one context, ``max_concurrency`` is 1 and calls are serialised with a lock; with
-``workers=N > 1`` each call goes to one of N worker processes, each owning its own context
-(:mod:`metamorph.providers.llama_workers`), and ``max_concurrency`` is N. A completion is the same
-either way (each worker runs this module's single-context path), so ``workers`` is not part of
-the cache key.
+reported as a version change.
+
+Every model is computed in a worker process that loads that one model for its whole life
+(:mod:`metamorph.providers.llama_workers`), never in the calling process, with either engine and
+any ``workers``: llama.cpp's LLGuidance sampler (xllamacpp's constrained decoding) caches the
+tokenizer of the last vocabulary it saw in a process-wide static keyed by the vocabulary's
+address, so a process that frees one model and loads another at the same address constrains the
+second model's replies with the first model's tokens (or aborts, when the sizes differ: seen with
+SmolLM2 then Gemma 3 in one test process), and llama-cpp-python's libraries (loaded with
+``RTLD_GLOBAL``) and xllamacpp's llama.cpp build must not share a process. ``workers=N`` starts N
+such processes; each call goes to an idle one, each with its own single-threaded context, and
+``max_concurrency`` is N. A completion is the same whichever worker computes it (each runs this
+module's single-context path), so ``workers`` is not part of the cache key.
 """
 
 from __future__ import annotations
@@ -619,12 +626,12 @@ class LlamaCppProvider:
             plan), never ``generate``. llama-cpp-python then loads the vocabulary and metadata
             alone (about 0.5 s); xllamacpp has no such mode and loads the model (about 1 s for
             the packaged models).
-        workers: contexts computing calls at once. 1 (the default): one context in this process.
-            N > 1: N worker processes (:class:`~metamorph.providers.llama_workers.LlamaWorkerPool`,
-            started on the first ``generate``), each with one context of ``n_threads`` threads;
-            this process then only counts tokens. The ``llama-cpp-python`` engine always runs in
-            worker processes (``workers`` of them, counting tokens too): its libraries and
-            xllamacpp's must not share a process.
+        workers: contexts computing calls at once (default 1), each in a worker process of its
+            own (:class:`~metamorph.providers.llama_workers.LlamaWorkerPool`, started on the first
+            call) with one context of ``n_threads`` threads; token counts are computed there too.
+            Never in this process, with either engine (the module docstring says why). The
+            workers are started with ``spawn``, so a script that builds a provider at import
+            time needs Python's ``if __name__ == "__main__":`` guard.
         engine: ``xllamacpp`` or ``llama-cpp-python`` (:mod:`metamorph.providers.engines`);
             ``None`` = :data:`~metamorph.providers.engines.DEFAULT_ENGINE`. A provider serves one
             engine: every request must name the same one (its ``engine`` parameter, absent for
@@ -665,11 +672,10 @@ class LlamaCppProvider:
         self._pool: Any = None
         from metamorph.providers.llama_workers import LlamaWorkerPool, in_worker
 
-        # llama-cpp-python never runs in the calling process: it loads its llama.cpp libraries
-        # with RTLD_GLOBAL, and a process holding them and xllamacpp's own llama.cpp build aborted
-        # inside xllamacpp (seen in the test suite), so its contexts and token counts live in workers.
-        self._isolated = self.engine == "llama-cpp-python" and not in_worker()
-        if self.workers > 1 or self._isolated:
+        # outside a worker, the model lives in worker processes of its own (the module docstring
+        # says why): this process holds no llama.cpp context, and counts tokens through them too
+        self._isolated = not in_worker()
+        if self._isolated:
             self._pool = LlamaWorkerPool(
                 self.workers,
                 self.model_path,
@@ -679,8 +685,7 @@ class LlamaCppProvider:
                 engine=self.engine,
                 vocab_only=vocab_only,
             )
-        # with workers, this process's context only counts tokens (or none at all, when isolated)
-        self.vocab_only = vocab_only or self.workers > 1
+        self.vocab_only = vocab_only
         self._backend: Any = _ENGINE_CLASSES[self.engine](self)
         self._version: str | None = None
         self._lock = threading.Lock()
@@ -757,8 +762,8 @@ class LlamaCppProvider:
             self._backend.close()
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
-        """One chat completion (no retries needed: nothing here is transient), computed in this
-        process (``workers=1``) or by an idle worker process."""
+        """One chat completion (no retries needed: nothing here is transient), computed by an idle
+        worker process (in this process only when this process is that worker)."""
         if self._pool is not None:
             self._check(request)
             return self._pool.generate(request)

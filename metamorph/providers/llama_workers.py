@@ -1,6 +1,9 @@
 """N llama.cpp contexts in N worker processes, so N local requests are computed at once.
 
-A llama.cpp context is not thread-safe and one single-threaded context keeps one core busy, so
+Every local model is computed here, ``n = 1`` included: a worker loads one model for its whole
+life, so no process ever holds two models or two llama.cpp builds
+(:mod:`metamorph.providers.llama_cpp` says why that matters). A llama.cpp context is not
+thread-safe and one single-threaded context keeps one core busy, so
 :class:`LlamaWorkerPool` starts ``n`` worker processes (``spawn``: no state inherited from a
 threaded parent), each owning one :class:`~metamorph.providers.llama_cpp.LlamaCppProvider`
 (one context, ``n_threads`` threads, the KV cache reset before every call). A call is sent to an
@@ -8,7 +11,7 @@ idle worker over its pipe and the calling thread waits for the result, so the ru
 (``max_concurrency`` = ``n``) are the only scheduler: cache claims, progress, interrupts and
 crash-resume stay the runner's.
 
-Every worker computes a request exactly as the in-process provider does (same library, same
+Every worker computes a request through the provider's single-context path (same library, same
 thread count, no state carried between calls), so a completion is byte-identical whichever
 worker computes it and whatever the other workers compute meanwhile (tested on the packaged
 models: ``tests/core/test_llama_workers.py``).
@@ -74,7 +77,7 @@ _IN_WORKER = False
 
 def in_worker() -> bool:
     """Whether this process is a worker of a :class:`LlamaWorkerPool` (its provider then computes
-    in-process; it never starts workers of its own)."""
+    in this process; it never starts workers of its own)."""
     return _IN_WORKER
 
 

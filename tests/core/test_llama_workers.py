@@ -1,4 +1,4 @@
-"""N llama.cpp worker processes: the same completions as one in-process context, on the packaged
+"""N llama.cpp worker processes: the same completions as one worker, on the packaged
 models and a study's real prompts, through the runner; a dead worker is replaced; Ctrl-C does not
 stop a call in flight; workers exit with their parent."""
 
@@ -17,6 +17,7 @@ from metamorph.providers.base import GenerationRequest, ProviderError
 from metamorph.providers.llama_cpp import LlamaCppProvider, gguf_path
 from metamorph.runner import run_requests
 from tests.conftest import REPO
+from tests.core.test_local_engines import mapped_ggufs
 
 pytestmark = pytest.mark.llm
 
@@ -42,11 +43,15 @@ def test_two_workers_give_the_in_process_completions_byte_for_byte(model_id, tmp
     spec, reqs = study_requests(model_id)
     path = gguf_path(spec.model)
     one = LlamaCppProvider(path, chat_format=spec.chat_format)
-    expected = texts(one.generate(r) for r in reqs)
+    try:
+        expected = texts(one.generate(r) for r in reqs)
+        version, one_count = one.model_version, one.prompt_tokens(list(reqs[0].messages))
+    finally:
+        one.close()
     assert len(expected) == 2 and all(t[0] for t in expected)
     pooled = LlamaCppProvider(path, chat_format=spec.chat_format, workers=2)
     try:
-        assert pooled.max_concurrency == 2 and pooled.vocab_only  # the parent loads no weights
+        assert pooled.max_concurrency == 2
         # through the runner (two threads, one call per worker at a time), then in reverse order
         # with no cache, so each request runs beside another one and on the other worker
         outs, stats = run_requests(reqs, pooled, GenerationCache(tmp_path / "c.duckdb"), log=lambda _: None)
@@ -62,8 +67,10 @@ def test_two_workers_give_the_in_process_completions_byte_for_byte(model_id, tmp
         for t in threads:
             t.join()
         assert texts(results[i] for i in range(2)) == expected
-        assert {r.model_version for r in results.values()} == {one.model_version}
-        assert pooled.prompt_tokens(list(reqs[0].messages)) == one.prompt_tokens(list(reqs[0].messages))
+        assert {r.model_version for r in results.values()} == {version}
+        assert pooled.prompt_tokens(list(reqs[0].messages)) == one_count
+        assert mapped_ggufs(os.getpid()) == set()  # the parent loads no weights
+        assert [mapped_ggufs(pid) for pid in pooled._pool.pids()] == [{str(path)}] * 2
     finally:
         pooled.close()
 

@@ -260,8 +260,8 @@ def test_xllamacpp_json_replies_are_compact_on_both_packaged_models():
         assert text.startswith('{"decision": "') and text.endswith('"}') and "\n" not in text, text
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
         return int(f.read().split("VmRSS:")[1].split()[0]) / 1024
 
 
@@ -269,18 +269,52 @@ def _rss_mb() -> float:
 def test_xllamacpps_memory_stays_flat_over_many_distinct_prompts():
     """llama.cpp's server stores each prompt's state in host memory by default (up to 8 GiB; about
     9 MB per 130-token SmolLM2 prompt, 270 MB after 30 calls measured): with that store off, 30
-    distinct prompts grow the process by well under the size of five stored states."""
+    distinct prompts grow the worker process by well under the size of five stored states."""
     p = LlamaCppProvider(gguf_path(SMOLLM2_FILE), n_ctx=512)
     try:
         p.generate(
             GenerationRequest("llama_cpp", SMOLLM2_FILE, ({"role": "user", "content": "hi"},), {"max_tokens": 2})
         )
-        before = _rss_mb()
+        (worker,) = p._pool.pids()
+        before = _rss_mb(worker)
         for i in range(30):
             text = f"Document {i}: " + " ".join(f"word{j}" for j in range(120))
             msgs = ({"role": "user", "content": text},)
             p.generate(GenerationRequest("llama_cpp", SMOLLM2_FILE, msgs, {"max_tokens": 4, "temperature": 0.0}))
-        grown = _rss_mb() - before
+        grown = _rss_mb(worker) - before
     finally:
         p.close()
     assert grown < 45, f"{grown:.0f} MB"
+
+
+def mapped_ggufs(pid: int) -> set[str]:
+    """The GGUF files process ``pid`` has mapped (llama.cpp maps the model file it loads)."""
+    with open(f"/proc/{pid}/maps") as f:
+        return {line.split(maxsplit=5)[5].strip() for line in f if line.rstrip().endswith(".gguf")}
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_model_is_computed_in_a_process_that_loads_no_other(engine):
+    """llama.cpp's LLGuidance sampler caches the last tokenizer it built in a process-wide static
+    keyed by the vocabulary's address: a process that closed SmolLM2 and loaded Gemma 3 at the same
+    address aborted in the engine test (about one run in three) and could constrain a model with
+    another's tokens. So no model is loaded in the calling process, whatever ``workers`` says:
+    each provider's model lives in a worker process of its own, for that process's life."""
+    import os
+
+    spec = registry()
+    seen = []
+    for model_id in ("smollm2", "gemma3-270m", "smollm2"):
+        s = spec[model_id]
+        (req,) = [with_engine(r, engine) for r in study_requests(s)[:1]]  # the format study's JSON reply
+        p = LlamaCppProvider(gguf_path(s.model), chat_format=s.chat_format, engine=engine, workers=1)
+        try:
+            assert p.generate(req).text.startswith('{"')
+            assert mapped_ggufs(os.getpid()) == set()
+            (worker,) = p._pool.pids()
+            assert mapped_ggufs(worker) == {str(gguf_path(s.model))}
+            seen.append(worker)
+        finally:
+            p.close()
+    assert len(set(seen)) == 3

@@ -112,9 +112,9 @@ def test_workers_set_the_local_providers_concurrency_and_are_not_in_the_fingerpr
     assert (default.workers, one.workers, three.workers) == (None, 1, 3)
     assert default.fingerprint() == one.fingerprint() == three.fingerprint()  # more workers re-run nothing
     monkeypatch.setattr(llama_workers, "usable_cores", lambda: 4)
-    # default: one worker per usable core, or per n_threads cores; workers: 1 is the in-process context
+    # default: one worker per usable core, or per n_threads cores; workers: 1 is one worker process
     assert [build_provider(s, n_ctx=4095).max_concurrency for s in (default, one, three, two_threads)] == [4, 1, 3, 2]
-    assert build_provider(one, n_ctx=4095)._pool is None and build_provider(three, n_ctx=4095)._pool.n == 3
+    assert build_provider(one, n_ctx=4095)._pool.n == 1 and build_provider(three, n_ctx=4095)._pool.n == 3
 
 
 @pytest.mark.llm
