@@ -629,9 +629,7 @@ class LlamaCppProvider:
         workers: contexts computing calls at once (default 1), each in a worker process of its
             own (:class:`~metamorph.providers.llama_workers.LlamaWorkerPool`, started on the first
             call) with one context of ``n_threads`` threads; token counts are computed there too.
-            Never in this process, with either engine (the module docstring says why). The
-            workers are started with ``spawn``, so a script that builds a provider at import
-            time needs Python's ``if __name__ == "__main__":`` guard.
+            Never in this process, with either engine (the module docstring says why).
         engine: ``xllamacpp`` or ``llama-cpp-python`` (:mod:`metamorph.providers.engines`);
             ``None`` = :data:`~metamorph.providers.engines.DEFAULT_ENGINE`. A provider serves one
             engine: every request must name the same one (its ``engine`` parameter, absent for

@@ -4,8 +4,9 @@ Every local model is computed here, ``n = 1`` included: a worker loads one model
 life, so no process ever holds two models or two llama.cpp builds
 (:mod:`metamorph.providers.llama_cpp` says why that matters). A llama.cpp context is not
 thread-safe and one single-threaded context keeps one core busy, so
-:class:`LlamaWorkerPool` starts ``n`` worker processes (``spawn``: no state inherited from a
-threaded parent), each owning one :class:`~metamorph.providers.llama_cpp.LlamaCppProvider`
+:class:`LlamaWorkerPool` starts ``n`` worker processes (``python -m metamorph.providers.llama_workers``, a fresh
+interpreter: no state inherited from a threaded parent, and unlike ``multiprocessing``'s spawn the
+caller's main module is not re-imported, so a script needs no ``__main__`` guard), each owning one :class:`~metamorph.providers.llama_cpp.LlamaCppProvider`
 (one context, ``n_threads`` threads, the KV cache reset before every call). A call is sent to an
 idle worker over its pipe and the calling thread waits for the result, so the runner's threads
 (``max_concurrency`` = ``n``) are the only scheduler: cache claims, progress, interrupts and
@@ -28,12 +29,15 @@ Signals and failures:
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import queue
 import signal
+import socket
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -120,29 +124,38 @@ def _worker_main(spec: WorkerSpec, conn: Any) -> None:
 
 
 class _Worker:
-    """One worker process and the parent's end of its pipe."""
+    """One worker process and the parent's end of its socket (pickled messages,
+    :class:`multiprocessing.connection.Connection`)."""
 
-    def __init__(self, ctx: Any, spec: WorkerSpec):
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(
-            target=_worker_main, args=(spec, child), daemon=True, name=f"llama-worker-{Path(spec.model_path).name}"
-        )
-        self.process.start()
+    def __init__(self, spec: WorkerSpec):
+        parent, child = socket.socketpair()
+        # the child imports this package as the caller does (the caller's sys.path, in order)
+        path = os.pathsep.join(p for p in sys.path if p)
+        env = {**os.environ, "PYTHONPATH": path}
+        cmd = [sys.executable, "-m", __name__, str(child.fileno()), Path(spec.model_path).name]
+        self.process = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, env=env)
         child.close()
+        self.conn = Connection(parent.detach())
+        self.conn.send(spec)
 
     def call(self, kind: str, payload: Any) -> tuple:
         self.conn.send((kind, payload))
         return self.conn.recv()
+
+    def exitcode(self) -> int | None:
+        """The process's exit code (negative: the signal that ended it); None while it runs."""
+        return self.process.poll()
 
     def stop(self, timeout: float = 5.0) -> None:
         try:
             self.conn.send(None)
         except (OSError, ValueError):
             pass
-        self.process.join(timeout)
-        if self.process.is_alive():
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.join(timeout)
+            self.process.wait(timeout)
         self.conn.close()
 
 
@@ -176,7 +189,6 @@ class LlamaWorkerPool:
             raise ConfigError(f"a llama.cpp worker pool needs at least 1 worker, got {n}")
         self.n = n
         self.spec = WorkerSpec(str(model_path), n_ctx, n_threads, chat_format, engine, vocab_only)
-        self._ctx = mp.get_context("spawn")
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
@@ -188,7 +200,7 @@ class LlamaWorkerPool:
                 raise ConfigError(f"the llama.cpp worker pool of {Path(self.spec.model_path).name} is closed")
             if not self._all:
                 for _ in range(self.n):
-                    w = _Worker(self._ctx, self.spec)
+                    w = _Worker(self.spec)
                     self._all.append(w)
                     self._idle.put(w)
 
@@ -216,7 +228,7 @@ class LlamaWorkerPool:
         try:
             reply = w.call(kind, payload)
         except (EOFError, OSError) as exc:
-            code = w.process.exitcode if not w.process.is_alive() else None
+            code = w.exitcode()
             self._replace(w)
             raise ProviderError(
                 f"llama.cpp worker process died during the call (exit code {code}): {type(exc).__name__}"
@@ -235,14 +247,14 @@ class LlamaWorkerPool:
             self._all.remove(dead)
             if self._closed:
                 return
-            w = _Worker(self._ctx, self.spec)
+            w = _Worker(self.spec)
             self._all.append(w)
         self._idle.put(w)
 
     def pids(self) -> list[int]:
         """Process ids of the running workers (empty before the first call)."""
         with self._lock:
-            return [w.process.pid for w in self._all if w.process.pid is not None]
+            return [w.process.pid for w in self._all]
 
     def close(self) -> None:
         """Stop every worker (each finishes the call it is computing first, up to 5 s)."""
@@ -251,3 +263,21 @@ class LlamaWorkerPool:
             workers, self._all = self._all, []
         for w in workers:
             w.stop()
+
+
+def _child_main(fd: int) -> None:
+    """A worker process's entry point (``python -m metamorph.providers.llama_workers FD MODEL``):
+    read the :class:`WorkerSpec` from the socket ``FD``, then serve it (:func:`_worker_main`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn = Connection(fd)
+    try:
+        spec = conn.recv()
+    except (EOFError, OSError):
+        return
+    _worker_main(spec, conn)
+
+
+if __name__ == "__main__":  # run as a script: serve from the package's own module, whose flags the provider reads
+    from metamorph.providers import llama_workers
+
+    llama_workers._child_main(int(sys.argv[1]))

@@ -126,6 +126,8 @@ def test_a_postgres_url_password_is_redacted_from_the_cache_name():
     assert redact("postgresql://u@db/x") == "postgresql://u@db/x"
 
 
+# a plain script with no ``__main__`` guard, as a user writes one: the provider's worker processes
+# must not re-import it
 KILL_SCRIPT = textwrap.dedent("""
     import sys
     from metamorph.cache import GenerationCache
