@@ -129,10 +129,11 @@ class _Worker:
 
     def __init__(self, spec: WorkerSpec):
         parent, child = socket.socketpair()
-        # the child imports this package as the caller does (the caller's sys.path, in order)
-        path = os.pathsep.join(p for p in sys.path if p)
+        # the child imports this package as the caller does: the caller's sys.path, in order, and
+        # nothing before it (-P: not the working directory, whose own metamorph/ would win)
+        path = os.pathsep.join(p or os.getcwd() for p in sys.path)  # "" is the caller's working directory
         env = {**os.environ, "PYTHONPATH": path}
-        cmd = [sys.executable, "-m", __name__, str(child.fileno()), Path(spec.model_path).name]
+        cmd = [sys.executable, "-P", "-m", __name__, str(child.fileno()), Path(spec.model_path).name]
         self.process = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, env=env)
         child.close()
         self.conn = Connection(parent.detach())

@@ -156,3 +156,29 @@ def _alive(pid: int) -> bool:
             return fh.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_worker_imports_the_callers_package_not_one_in_the_working_directory(tmp_path):
+    """A worker runs ``python -m metamorph.providers.llama_workers``; ``-m`` alone would put the
+    working directory first on its path, so a ``metamorph/`` folder there (an older checkout, say)
+    would be the worker's package. Here that folder's package exits at import: the count must come
+    from the caller's package all the same."""
+    decoy = tmp_path / "elsewhere" / "metamorph"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("raise SystemExit(3)\n")
+    script = tmp_path / "count.py"
+    script.write_text(
+        "from metamorph.providers.llama_cpp import LlamaCppProvider\n"
+        "p = LlamaCppProvider(vocab_only=True)\n"
+        "print(p.count_tokens('Say hello.'))\n"
+        "p.close()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=decoy.parent,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert (out.returncode, out.stdout) == (0, "3\n"), out.stderr[-2000:]  # Say, " hello", "."
