@@ -1,7 +1,9 @@
-"""Run the project's DuckDB SQL (``sql/<study>/<name>.sql``) over pandas frames.
+"""Run the project's DuckDB SQL (``sql/<study>/<name>.sql``) over pandas frames, and open a
+warehouse file read-only.
 
 Set-based metric tables are written as SQL; :func:`run_sql` registers the given frames as
 tables of an in-memory DuckDB connection (no warehouse lock is taken) and returns the result.
+:func:`open_read_only` is how the CLI's readers (trace, verdict) open a warehouse the user names.
 """
 
 from __future__ import annotations
@@ -17,11 +19,39 @@ from metamorph.datasets import read_text
 __all__ = [
     "SQL_DIR",
     "markdown_sections",
+    "open_read_only",
     "run_sql",
     "sql_path",
 ]
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+
+
+#: bytes 8-11 of every DuckDB database file.
+_DUCKDB_MAGIC = b"DUCK"
+
+
+def open_read_only(path: str | Path, error: type[Exception]) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the DuckDB file ``path``.
+
+    Raises:
+        error: (the caller's one-line error class) ``path`` does not exist, is a directory, is not
+            a DuckDB database file (checked by its header, before DuckDB reads it), or DuckDB
+            cannot open it (locked, another version); the line names the path and the reason.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise error(f"{p} is a directory, not a warehouse file")
+    if not p.is_file():
+        raise error(f"no warehouse file {p}")
+    with open(p, "rb") as f:
+        head = f.read(12)
+    if head[8:12] != _DUCKDB_MAGIC:
+        raise error(f"{p} is not a DuckDB database file (a warehouse is the .duckdb file a run writes)")
+    try:
+        return duckdb.connect(str(p), read_only=True)
+    except duckdb.Error as exc:
+        raise error(f"cannot open {p} read-only: {str(exc).splitlines()[0]}") from None
 
 
 def sql_path(study: str, name: str) -> Path:

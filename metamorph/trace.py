@@ -41,6 +41,7 @@ import duckdb
 
 import metamorph.studies
 from metamorph.errors import MetamorphError
+from metamorph.sql import open_read_only
 
 __all__ = [
     "COMMANDS",
@@ -220,12 +221,7 @@ def trace(
             raise TraceError(f"unknown slice {k!r} for {study} {metric} (known: {', '.join(spec.slices)})")
     chosen = {**spec.defaults, **given}
     path = Path(warehouse)
-    if not path.is_file():
-        raise TraceError(f"no warehouse file {path}")
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        raise TraceError(f"cannot open {path} read-only: {str(exc).splitlines()[0]}") from None
+    con = open_read_only(path, TraceError)
     try:
         view = f"{_q(study)}.{_q(spec.view)}"
         try:

@@ -33,6 +33,7 @@ import pandas as pd
 
 from metamorph.comparison import compare_models, comparison_markdown
 from metamorph.errors import ConfigError, MetamorphError
+from metamorph.sql import open_read_only
 
 __all__ = [
     "COMMANDS",
@@ -312,7 +313,6 @@ def warehouse_verdict(
             approved entry; no warehouse file; an unknown study; a requested study not run or a
             model not evaluated in it; with every study, none in which both models were evaluated.
     """
-    import duckdb
 
     from metamorph.models import approved_baseline
 
@@ -343,7 +343,7 @@ def warehouse_verdict(
         )
     by_id = {m.id: m for m in models}
     parts, skipped = [], {}
-    con = duckdb.connect(str(path), read_only=True)
+    con = open_read_only(path, VerdictError)
     try:
         for s in wanted:
             src = known[s]

@@ -198,6 +198,24 @@ def test_missing_warehouse_and_bad_limit_exit_2(tmp_path, capsys):
         capsys, "--warehouse", str(missing), "--study", "order_probe", "--metric", "recovery", "--model", "m"
     )
     assert (code, out, err) == (2, "", f"metamorph trace: error: no warehouse file {missing}\n")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "rows.jsonl").write_text('{"id": "a"}\n')
+    for name, why in (
+        ("adir", "is a directory, not a warehouse file"),
+        ("rows.jsonl", "is not a DuckDB database file"),
+    ):
+        code, out, err = run_cli(
+            capsys,
+            "--warehouse",
+            str(tmp_path / name),
+            "--study",
+            "order_probe",
+            "--metric",
+            "recovery",
+            "--model",
+            "m",
+        )
+        assert (code, out) == (2, "") and err.startswith(f"metamorph trace: error: {tmp_path / name} {why}"), err
     code, _, err = run_cli(
         capsys,
         "--warehouse",

@@ -92,6 +92,23 @@ def test_bad_input_exits_2_saying_what_to_run(metamorph_home, tmp_path, monkeypa
             "(after `format_robustness_inputs_job`)",
         ),
     ]
+    # a path that is not a warehouse: a directory, an empty file, a JSONL file
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "empty.duckdb").write_bytes(b"")
+    (tmp_path / "rows.jsonl").write_text('{"id": "a"}\n')
+    cases += [
+        (
+            ["--model", "cand", "--warehouse", str(tmp_path / "adir")],
+            f"{tmp_path / 'adir'} is a directory, not a warehouse file",
+        ),
+        *(
+            (
+                ["--model", "cand", "--warehouse", str(tmp_path / name)],
+                f"{tmp_path / name} is not a DuckDB database file (a warehouse is the .duckdb file a run writes)",
+            )
+            for name in ("empty.duckdb", "rows.jsonl")
+        ),
+    ]
     for args, line in cases:
         assert verdict(capsys, *args) == (2, "", f"metamorph verdict: error: {line}\n"), args
 
