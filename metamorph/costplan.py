@@ -552,10 +552,15 @@ def run(args: argparse.Namespace) -> int:
     ``budget_usd`` is checked: per generation step and model), 2 on bad input."""
     from metamorph.study import chosen_models, get
 
+    from metamorph.providers.llama_cpp import DEFAULT_N_CTX
+
     study = get(args.study)
     options = study.from_args(args)
+    out: list[str] = []  # printed once the whole plan is made: bad input prints its one line only
     try:
         specs = chosen_models(load_registry(args.registry or default_registry()), options.models)
+        for spec in specs:  # as the run refuses it, before anything is counted
+            check_max_tokens(spec, options.max_tokens, DEFAULT_N_CTX)
         cache_file = args.cache or default_cache()
         cache = None
         if os.path.exists(cache_file):
@@ -563,16 +568,17 @@ def run(args: argparse.Namespace) -> int:
 
             cache = GenerationCache(cache_file)
         over, shown = [], []
-        print(f"Plan of {args.study} (cache: {cache_file if cache is not None else 'none, ' + cache_file + ' absent'})")
+        out.append(
+            f"Plan of {args.study} (cache: {cache_file if cache is not None else 'none, ' + cache_file + ' absent'})"
+        )
         try:
             for spec in specs:
                 plans = plan_study(args.study, spec, options, cache)
                 shown += plans
-                for p in plans:
-                    print("  " + p.line())
+                out += ["  " + p.line() for p in plans]
                 whole = total(plans) if len(plans) > 1 else plans[0]
                 if len(plans) > 1:
-                    print("  " + whole.line())
+                    out.append("  " + whole.line())
                 for p in budget_steps(plans):  # the run checks each step's plan before that step's first call
                     try:
                         check_budget(p, options.budget_usd, "the run would stop before this step's first call")
@@ -588,10 +594,11 @@ def run(args: argparse.Namespace) -> int:
                 "whether a generated workflow passes validation); its counts are the most over every "
                 "possible outcome."
             )
-        print("Notes: " + " ".join(notes))
+        out.append("Notes: " + " ".join(notes))
     except MetamorphError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    print("\n".join(out))
     for line in over:
         print(f"over budget: {line}", file=sys.stderr)
     return 1 if over else 0

@@ -18,13 +18,14 @@ from metamorph.cache import GenerationCache, open_cache
 from metamorph.errors import ConfigError, RegistryError
 from metamorph.models import ModelSpec, load_registry
 from metamorph.providers.base import Provider
+from metamorph.providers.llama_cpp import DEFAULT_N_CTX
 from metamorph.providers.engines import engine_name
 
 _PROVIDERS: dict[tuple, Provider] = {}
 _PROVIDERS_LOCK = threading.Lock()
 
 
-def build_provider(spec: ModelSpec, n_ctx: int = 4096) -> Provider:
+def build_provider(spec: ModelSpec, n_ctx: int = DEFAULT_N_CTX) -> Provider:
     """The provider client for a registry entry (memoised per process; llama weights load once
     per file, chat format and engine).
 
@@ -115,7 +116,7 @@ class ModelRegistryResource(dg.ConfigurableResource):
     """The model registry YAML (see :mod:`metamorph.models`) and provider clients for its entries."""
 
     path: str = Field(description="Path of the registry YAML (METAMORPH_MODELS, default config/models.yaml).")
-    n_ctx: int = Field(default=4096, description="Context window for local llama.cpp models (tokens).")
+    n_ctx: int = Field(default=DEFAULT_N_CTX, description="Context window for local llama.cpp models (tokens).")
     budget_usd: float = Field(
         default=-1.0,
         description="The most one generation step may spend for one model (USD "

@@ -63,6 +63,7 @@ from metamorph.providers.base import GenerationRequest, GenerationResult, Provid
 from metamorph.providers.engines import engine_identity, engine_name
 
 __all__ = [
+    "DEFAULT_N_CTX",
     "GEMMA3_FILE",
     "PACKAGED_GGUFS",
     "SMOLLM2_FILE",
@@ -607,6 +608,9 @@ def compact_json_grammar(response_format: dict[str, Any]) -> str:
     return "%llguidance {}\nstart: %json " + json.dumps({**schema, "x-guidance": _COMPACT_JSON}, sort_keys=True)
 
 
+#: the context window (tokens, prompt and completion together) of a local model unless configured.
+DEFAULT_N_CTX = 4096
+
 _ENGINE_CLASSES = {"llama-cpp-python": _LlamaCppPython, "xllamacpp": _XLlamaCpp}
 
 
@@ -648,7 +652,7 @@ class LlamaCppProvider:
     def __init__(
         self,
         model_path: str | Path | None = None,
-        n_ctx: int = 4096,
+        n_ctx: int = DEFAULT_N_CTX,
         n_threads: int = 1,
         chat_format: str | None = None,
         vocab_only: bool = False,

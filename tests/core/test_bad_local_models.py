@@ -109,7 +109,7 @@ def test_the_cli_exits_2_with_one_line_and_writes_nothing(kind, command, tmp_pat
     env = {**os.environ, "METAMORPH_MODELS": str(reg), "METAMORPH_HOME": str(home), "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "metamorph.cli", command, "format_robustness", "--limit", "1", "--k", "1"]
     out = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert (out.returncode, out.stderr.strip().splitlines()) == (2, [line])
+    assert (out.returncode, out.stdout, out.stderr.strip().splitlines()) == (2, "", [line])
     assert not home.exists()
 
 
@@ -127,11 +127,12 @@ def test_a_completion_budget_that_fills_a_local_context_is_refused():
     check_max_tokens(api, 10**20, 4096)  # an API model's window is not known here
 
 
-def test_run_with_max_tokens_past_the_local_context_exits_2_before_writing(tmp_path):
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_max_tokens_past_the_local_context_exits_2_before_writing(command, tmp_path):
     home = tmp_path / "home"
     env = {**os.environ, "METAMORPH_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("METAMORPH_MODELS", None)
-    argv = [sys.executable, "-m", "metamorph.cli", "run", "format_robustness", "--models", "smollm2"]
+    argv = [sys.executable, "-m", "metamorph.cli", command, "format_robustness", "--models", "smollm2"]
     out = subprocess.run(
         [*argv, "--limit", "1", "--k", "1", "--max-tokens", "100000"],
         cwd=REPO,
@@ -140,8 +141,9 @@ def test_run_with_max_tokens_past_the_local_context_exits_2_before_writing(tmp_p
         text=True,
         timeout=300,
     )
-    assert (out.returncode, out.stderr.strip().splitlines()) == (
+    assert (out.returncode, out.stdout, out.stderr.strip().splitlines()) == (
         2,
+        "",
         [
             "error: --max-tokens 100,000 leaves no room for a prompt: model 'smollm2' has a "
             "context of n_ctx=4,096 tokens for prompt and completion together (give less than 4,096)"
