@@ -279,10 +279,14 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     given for a provider other than ``llama_cpp``; ``deterministic`` not a boolean or given for ``llama_cpp``;
     ``study_params`` not a mapping of a known study to decoding parameters checked as ``params`` (field
     ``study_params.<study>``); ``blocking_metrics`` not a mapping of a known study to a list of that
-    study's compared metrics (field ``blocking_metrics.<study>``); a duplicate id.
+    study's compared metrics (field ``blocking_metrics.<study>``); a duplicate id; a top-level key
+    other than ``models`` (field: the key, masked when it looks like a secret).
     """
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
         raise RegistryError(source, "expected a mapping with a 'models' list", field="models")
+    for key in data:
+        if key != "models":  # a stray line (a pasted key, a typo of models) is never ignored
+            raise RegistryError(source, "unknown top-level key (a registry holds one key, models)", field=str(key))
     out: list[ModelSpec] = []
     seen: dict[str, int] = {}
     for i, e in enumerate(data["models"], start=1):
