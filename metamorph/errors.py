@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 __all__ = [
@@ -60,9 +61,35 @@ def looks_like_secret(text: object) -> bool:
     return SECRET_PATTERN.search(str(text)) is not None
 
 
+#: Characters that end the token a secret-looking match is part of (see :func:`mask_secrets`).
+_TOKEN_ENDS = set(" \t\n'\"`,=()[]<>")
+
+
+def _in_existing_path(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` lies inside a token (delimited by :data:`_TOKEN_ENDS`) that
+    names a file or directory that exists (it has a ``/``), e.g. the registry file the message
+    names."""
+    i, j = start, end
+    while i > 0 and text[i - 1] not in _TOKEN_ENDS:
+        i -= 1
+    while j < len(text) and text[j] not in _TOKEN_ENDS:
+        j += 1
+    token = text[i:j].rstrip(":;.")
+    if "/" not in token:
+        return False
+    try:
+        return os.path.exists(token)
+    except (OSError, ValueError):  # a name too long or with a NUL is no path here
+        return False
+
+
 def mask_secrets(text: object) -> str:
-    """``str(text)`` with every match of :data:`SECRET_PATTERN` replaced by :data:`REDACTED`."""
-    return SECRET_PATTERN.sub(REDACTED, str(text))
+    """``str(text)`` with every match of :data:`SECRET_PATTERN` replaced by :data:`REDACTED`,
+    except inside the path of a file or directory that exists: a message names the user's own
+    file (``/data/sk_models.yaml``, a cache folder named by a hash) as it is, so the user can
+    find it; a key is never a path on the disk."""
+    s = str(text)
+    return SECRET_PATTERN.sub(lambda m: m.group(0) if _in_existing_path(s, m.start(), m.end()) else REDACTED, s)
 
 
 class InputError(MetamorphError, ValueError):

@@ -335,3 +335,23 @@ def test_a_key_typed_on_the_command_line_is_not_echoed_by_its_error(argv, line, 
     assert out.err.splitlines()[-1] == line.format(registry=REPO / "config" / "models.yaml")
     assert not any(s in out.out + out.err for s in SECRETS)
     assert not (tmp_path / "home").exists()
+
+
+def test_an_existing_file_is_named_whole_even_when_its_name_looks_like_a_key(tmp_path):
+    """The mask hides secret-looking text, not the user's own file: a registry named
+    ``sk_in_models.yaml`` is named as it is (the user must find it), while the key pasted into it
+    and a path that does not exist stay masked."""
+    from metamorph.errors import ConfigError, RegistryError
+    from metamorph.models import load_registry
+
+    reg = tmp_path / "sk_in_models.yaml"
+    reg.write_text(f"models:\n  - {{id: a, provider: llama_cpp, model: m.gguf, status: {PREFIXED}}}\n")
+    with pytest.raises(RegistryError) as e:
+        load_registry(reg)
+    assert str(e.value).startswith(f"{reg}, row 1, field 'status': the value looks like a secret")
+    assert PREFIXED not in str(e.value)
+    gone = tmp_path / "sk_not_there_abcdef.gguf"
+    assert str(ConfigError(f"GGUF model file not found: {gone}")) == (
+        f"GGUF model file not found: {tmp_path}/[REDACTED].gguf"
+    )
+    assert str(ConfigError(f"cannot read {reg}: {PREFIXED}")) == f"cannot read {reg}: [REDACTED]"
