@@ -427,11 +427,13 @@ def required(row: dict[str, Any], key: str, source: str, row_no: int) -> Any:
     return v
 
 
-def required_text(row: dict[str, Any], key: str, source: str, row_no: int) -> str:
-    """``row[key]`` as stripped text (:func:`required`); a number is taken as its decimal text. An
-    object, a list or a boolean raises :class:`InputError` naming ``source``, the row and the field
-    (``str()`` of it would be silently wrong text)."""
+def required_text(row: dict[str, Any], key: str, source: str, row_no: int, numbers: bool = False) -> str:
+    """``row[key]`` as stripped text (:func:`required`). ``numbers=True`` (an id, an age) takes a
+    number as its decimal text; otherwise (prose: a question, a passage) a number is an error, as
+    an object, a list or a boolean always is: :class:`InputError` naming ``source``, the row and
+    the field (``str()`` of it would be silently wrong text)."""
     v = required(row, key, source, row_no)
-    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+    kinds = (str, int, float) if numbers else str
+    if isinstance(v, bool) or not isinstance(v, kinds):
         raise InputError(source, f"expected text, got {_kind(v)}", row=row_no, field=key)
     return str(v).strip()

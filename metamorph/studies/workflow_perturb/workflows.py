@@ -406,7 +406,7 @@ def workflow_from_row(row: dict, uri: str, i: int) -> tuple[Workflow, str, str]:
     optional. Returns the workflow and the names of the fields its nodes and edges came from.
     Raises :class:`InputError` for a missing field or an unparseable graph.
     """
-    wid, task = required_text(row, "id", uri, i), required_text(row, "task", uri, i)
+    wid, task = required_text(row, "id", uri, i, numbers=True), required_text(row, "task", uri, i)
     if row.get("gold_nodes") is not None and row.get("gold_edges") is not None:
         nodes, edges = _structured(row, uri, i)
         fields = ("gold_nodes", "gold_edges")

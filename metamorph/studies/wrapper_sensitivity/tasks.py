@@ -197,7 +197,7 @@ def _agree(row: dict, field: str, value: str, convert: Callable[[Any], str], uri
 
 def _item_id(row: dict, task: str, uri: str, i: int, index_keys: Sequence[str] = ()) -> str:
     if _present(row.get("id")):
-        return _text(row, "id", uri, i)
+        return _text(row, "id", uri, i, numbers=True)
     for k in index_keys:
         if _present(row.get(k)):
             return f"{task}-{row[k]}"
