@@ -117,6 +117,8 @@ from metamorph.providers.engines import ENGINES, engine_identity, engine_name, l
 __all__ = [
     "BATCH_PROVIDERS",
     "EXECUTION_MODES",
+    "MAX_LOCAL_PARALLEL",
+    "MAX_NAME_CHARS",
     "PROVIDERS",
     "STATUSES",
     "ExecutionConfig",
@@ -256,15 +258,31 @@ def local_engine(params: dict[str, Any]) -> str:
         return f"{name} (not installed)"
 
 
+#: Longest ``id``, ``provider`` or ``model`` value (characters): a model path fits (PATH_MAX).
+MAX_NAME_CHARS = 4096
+
+#: Most ``workers`` (processes, each holding the model) or ``n_threads`` a local entry may ask for.
+MAX_LOCAL_PARALLEL = 256
+
+
+def _yaml_kind(v: Any) -> str:
+    """How YAML read a value that should have been text: ``the number 493``, ``a list`` ..."""
+    if isinstance(v, bool):
+        return f"the boolean {str(v).lower()}"
+    if isinstance(v, (int, float)):
+        return f"the number {v!r}"
+    return {dict: "a mapping", list: "a list"}.get(type(v), type(v).__name__)
+
+
 def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     """Validate a parsed registry document.
 
     Raises :class:`RegistryError` (a :class:`ConfigError`) naming ``source``, the entry of
     ``models`` (``row``, 1-based) and the key (``field``): not a mapping with a ``models`` list; an
-    entry that is not a mapping or has an unknown key; ``id``, ``provider`` or ``model`` missing
-    or not text; an id that is not a partition key; an unknown provider; ``ingestion`` not a list
+    entry that is not a mapping or has an unknown key; ``id``, ``provider`` or ``model`` missing,
+    not a YAML string (``id: 0755`` is the number 493) or longer than :data:`MAX_NAME_CHARS`; an id that is not a partition key; an unknown provider; ``ingestion`` not a list
     or naming a path the provider lacks; ``openai_compatible`` without ``base_url``;
-    ``api_key_env`` not an environment variable name (the value is never echoed: it may be a key);
+    ``api_key_env`` (when given, even empty) not an environment variable name (the value is never echoed: it may be a key);
     any other key or text value that looks like a secret (:func:`~metamorph.errors.looks_like_secret`;
     field: its key path, e.g. ``params.seed``); ``base_url`` not an ``http(s)`` URL, or carrying a
     credential (``user:password@``, or a query parameter such as ``api-key``, ``token``, ``sig``);
@@ -275,8 +293,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     known keys, an unknown mode, batch mode for a provider without a batch API, or a setting that is
     not a positive number (field ``execution.<key>``); ``price_per_mtok`` not a mapping of exactly
     ``input`` and ``output`` to numbers >= 0 (field ``price_per_mtok.input`` …), or given for a
-    ``llama_cpp`` model (local models cost 0); ``n_threads`` or ``workers`` not an integer >= 1 or
-    given for a provider other than ``llama_cpp``; ``deterministic`` not a boolean or given for ``llama_cpp``;
+    ``llama_cpp`` model (local models cost 0); ``n_threads`` or ``workers`` not an integer from 1 to
+    :data:`MAX_LOCAL_PARALLEL` or given for a provider other than ``llama_cpp``; ``deterministic`` not a boolean or given for ``llama_cpp``;
     ``study_params`` not a mapping of a known study to decoding parameters checked as ``params`` (field
     ``study_params.<study>``); ``blocking_metrics`` not a mapping of a known study to a list of that
     study's compared metrics (field ``blocking_metrics.<study>``); a duplicate id; a top-level key
@@ -318,10 +336,12 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         _refuse_secrets(e, bad)
         for k in ("id", "provider", "model"):
-            if not e.get(k):
+            if e.get(k) is None or e.get(k) == "":
                 raise bad(f"'{k}' is required", k)
-            if isinstance(e[k], bool) or not isinstance(e[k], (str, int, float)):
-                raise bad(f"'{k}' must be text", k)
+            if not isinstance(e[k], str):  # YAML reads 0755 as 493 and 1e3 as 1000.0: never what was typed
+                raise bad(f"'{k}' must be text (quote it: YAML read {_yaml_kind(e[k])})", k)
+            if len(e[k]) > MAX_NAME_CHARS:
+                raise bad(f"'{k}' is {len(e[k]):,} characters long; at most {MAX_NAME_CHARS:,}", k)
         if not _ID.match(str(e["id"])):
             raise bad(f"id {e['id']!r} must match {_ID.pattern} (it is a partition key)", "id")
         if e["provider"] not in PROVIDERS:
@@ -342,7 +362,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         status = e.get("status", "candidate")
         if status not in STATUSES:
             raise bad(f"status {status!r:.40} not in {list(STATUSES)}", "status")
-        key_env = e.get("api_key_env") or _DEFAULT_KEY_ENV.get(e["provider"])
+        key_env = e["api_key_env"] if e.get("api_key_env") is not None else _DEFAULT_KEY_ENV.get(e["provider"])
         if key_env is not None and not (isinstance(key_env, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key_env)):
             raise bad("api_key_env must be an environment variable NAME, e.g. OPENAI_API_KEY", "api_key_env")
         conc = e.get("max_concurrency", 1 if e["provider"] == "llama_cpp" else 4)
@@ -369,8 +389,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
                 continue
             if e["provider"] != "llama_cpp":
                 raise bad(f"{key} is a llama_cpp setting ({what})", key)
-            if isinstance(e[key], bool) or not isinstance(e[key], int) or e[key] < 1:
-                raise bad(f"{key} must be an integer >= 1, got {e[key]!r:.40}", key)
+            if isinstance(e[key], bool) or not isinstance(e[key], int) or not 1 <= e[key] <= MAX_LOCAL_PARALLEL:
+                raise bad(f"{key} must be an integer from 1 to {MAX_LOCAL_PARALLEL}, got {e[key]!r:.40}", key)
         threads = e.get("n_threads", 1)
         deterministic = e.get("deterministic", False)
         if not isinstance(deterministic, bool):
