@@ -10,14 +10,16 @@ Prints, in one run (machine load first):
 2. the model's FLOP per token (2 x its parameters, as llama.cpp counts them from the GGUF) and the
    tokens/s the roofline would allow;
 3. real format-robustness study calls (construct instances x the default formats, the registry
-   entry's parameters) in one in-process context: prefill and decode tokens/s and each call's
+   entry's parameters) in one context in this process (instrumented; the benchmark loads this one
+   model only, so no other model shares the process): prefill and decode tokens/s and each call's
    time split. llama-cpp-python: prefill / decode / grammar-constrained sampling /
    llama-cpp-python (chat template, tokenising, detokenising) / our code, CPU and wall, from
    instrumenting its Python layer. xllamacpp: prefill and decode (constrained sampling included)
    from the server's own per-request timings, the rest (template, tokenising, our code) by
    difference, wall;
 4. calls per minute of the same requests through ``run_requests`` with 1 and N worker processes
-   (fresh cache each), and whether their completions are identical.
+   (the path every run takes; fresh cache and workers started before timing, each), and whether
+   their completions are identical.
 
 ``--prefix-reuse`` sends the requests with ``prefix_reuse: true`` (the engine keeps the KV state
 of the leading tokens shared with the previous prompt) and prints how many completions equal
@@ -136,7 +138,7 @@ def main() -> None:
     spec = {m.id: m for m in load_registry(registry_path())}[args.model]
     engine = args.engine or engine_name(spec.params)
     path = gguf_path(spec.model)
-    provider = LlamaCppProvider(path, chat_format=spec.chat_format, workers=1, engine=engine)
+    provider = LlamaCppProvider(path, chat_format=spec.chat_format, engine=engine, in_process=True)
     backend = provider._backend
     if engine == "llama-cpp-python":
         import llama_cpp
@@ -227,23 +229,25 @@ def main() -> None:
             f" {wall:.2f} s wall, {cpu:.2f} s CPU (from scratch {total[0]:.2f} s, {total[1]:.2f} s CPU)"
         )
 
+    provider.close()
+
     # 4. calls per minute through the runner, 1 and N workers, each with a fresh cache
     rates, outputs = {}, {}
     for n in sorted({1, n_workers}):
-        p = provider if n == 1 else LlamaCppProvider(path, chat_format=spec.chat_format, workers=n, engine=engine)
-        if n > 1:  # start the workers (model loads) before timing: n one-token calls
-            hi = {
-                "max_tokens": 1,
-                "temperature": 0.0,
-                **({"chat_format": spec.chat_format} if spec.chat_format else {}),
-                **({"engine": engine_param} if engine_param else {}),
-            }
-            warm = [
-                GenerationRequest("llama_cpp", spec.model, ({"role": "user", "content": "hi"},), hi, repeat_index=i)
-                for i in range(1, n + 1)
-            ]
-            run_requests(warm, p, GenerationCache(Path(tempfile.mkdtemp()) / "w.duckdb"), log=lambda _: None)
-        pids = p._pool.pids() if n > 1 else []
+        p = LlamaCppProvider(path, chat_format=spec.chat_format, workers=n, engine=engine)
+        # start the workers (model loads) before timing: n one-token calls
+        hi = {
+            "max_tokens": 1,
+            "temperature": 0.0,
+            **({"chat_format": spec.chat_format} if spec.chat_format else {}),
+            **({"engine": engine_param} if engine_param else {}),
+        }
+        warm = [
+            GenerationRequest("llama_cpp", spec.model, ({"role": "user", "content": "hi"},), hi, repeat_index=i)
+            for i in range(1, n + 1)
+        ]
+        run_requests(warm, p, GenerationCache(Path(tempfile.mkdtemp()) / "w.duckdb"), log=lambda _: None)
+        pids = p._pool.pids()
         c0, w0, t0 = time.process_time(), _cpu_s(pids), time.perf_counter()
         outs, stats = run_requests(reqs, p, GenerationCache(Path(tempfile.mkdtemp()) / "c.duckdb"), log=lambda _: None)
         wall, cpu, wcpu = time.perf_counter() - t0, time.process_time() - c0, _cpu_s(pids) - w0
@@ -253,8 +257,7 @@ def main() -> None:
             f"  run_requests, {n} worker(s): {stats.calls} calls in {wall:.2f} s wall = {rates[n]:.1f} calls/min;"
             f" CPU {cpu + wcpu:.2f} s (this process {cpu:.2f}, workers {wcpu:.2f})"
         )
-        if n > 1:
-            p.close()
+        p.close()
     if len(rates) > 1:
         print(
             f"  {n_workers} workers / 1 worker: {rates[n_workers] / rates[1]:.2f}x calls per minute; completions "

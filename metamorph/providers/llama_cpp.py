@@ -633,7 +633,11 @@ class LlamaCppProvider:
         workers: contexts computing calls at once (default 1), each in a worker process of its
             own (:class:`~metamorph.providers.llama_workers.LlamaWorkerPool`, started on the first
             call) with one context of ``n_threads`` threads; token counts are computed there too.
-            Never in this process, with either engine (the module docstring says why).
+            Never in this process, with either engine (the module docstring says why), unless
+            ``in_process``.
+        in_process: compute in this process, one context, no workers (``workers`` must be 1): for
+            instrumenting the engine (``benchmarks/local_generation.py``). The caller keeps the
+            rule the workers keep for it: this process loads no other model, ever.
         engine: ``xllamacpp`` or ``llama-cpp-python`` (:mod:`metamorph.providers.engines`);
             ``None`` = :data:`~metamorph.providers.engines.DEFAULT_ENGINE`. A provider serves one
             engine: every request must name the same one (its ``engine`` parameter, absent for
@@ -658,6 +662,7 @@ class LlamaCppProvider:
         vocab_only: bool = False,
         workers: int = 1,
         engine: str | None = None,
+        in_process: bool = False,
     ):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self.model_path = Path(model_path) if model_path else default_gguf_path()
@@ -676,7 +681,9 @@ class LlamaCppProvider:
 
         # outside a worker, the model lives in worker processes of its own (the module docstring
         # says why): this process holds no llama.cpp context, and counts tokens through them too
-        self._isolated = not in_worker()
+        if in_process and self.workers != 1:
+            raise ConfigError(f"in_process computes in one context; workers must be 1, got {workers}")
+        self._isolated = not in_worker() and not in_process
         if self._isolated:
             self._pool = LlamaWorkerPool(
                 self.workers,
@@ -757,7 +764,7 @@ class LlamaCppProvider:
             )
 
     def close(self) -> None:
-        """Stop the worker processes (``workers > 1``) and release the engine."""
+        """Stop the worker processes and release the engine."""
         if self._pool is not None:
             self._pool.close()
         with self._lock:
