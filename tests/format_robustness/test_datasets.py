@@ -132,6 +132,12 @@ def test_unknown_adapter_and_bad_spec():
         load_source("nosuch:/tmp/x.jsonl")
     with pytest.raises(InputError, match="a source spec is"):
         load_source("medqa")
+    with pytest.raises(InputError) as e:  # construct is generated: a location is a mistake, said as such
+        load_source("construct:foo")
+    assert (
+        str(e.value)
+        == "construct:foo: 'construct' is generated, not read from a file: give it alone (construct?n=40&seed=7)"
+    )
 
 
 def test_duplicate_across_sources(tmp_path):

@@ -415,6 +415,10 @@ class SourceSpec:
         adapter, sep, location = head.partition(":")
         if not sep or not location:
             raise InputError(spec or "''", "a source spec is 'construct' or '<adapter>:<path or hf:// URI>'")
+        if adapter == "construct":  # construct is generated, not read: it takes no location
+            raise InputError(
+                spec, "'construct' is generated, not read from a file: give it alone (construct?n=40&seed=7)"
+            )
         if adapter not in ADAPTERS:
             raise InputError(spec, f"unknown adapter {adapter!r}; known: {sorted(ADAPTERS)} and 'construct'")
         return cls(adapter, location, spec_params(spec, query, ()))
