@@ -15,6 +15,7 @@ import io
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,9 @@ __all__ = [
     "read_json_file",
     "read_rows",
     "read_text",
+    "check_id_text",
     "required",
+    "required_id",
     "required_text",
     "value_problem",
     "loads",
@@ -425,6 +428,23 @@ def required(row: dict[str, Any], key: str, source: str, row_no: int) -> Any:
     if v is None or (isinstance(v, str) and not v.strip()):
         raise InputError(source, "missing or empty", row=row_no, field=key)
     return v
+
+
+def check_id_text(value: str, source: str, row_no: int, key: str) -> str:
+    """``value``, an id as read; :class:`InputError` naming ``source``, the row and the field when
+    it holds a control character (NUL, a tab, a line break, U+0000-U+001F, U+007F-U+009F): an id
+    is a key in tables, file names and one-line messages, where such a character is invisible or
+    breaks the line."""
+    bad = next((c for c in value if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise InputError(source, f"an id must not hold a control character (U+{ord(bad):04X})", row=row_no, field=key)
+    return value
+
+
+def required_id(row: dict[str, Any], key: str, source: str, row_no: int) -> str:
+    """``row[key]`` as an id: :func:`required_text` with ``numbers=True`` (``17`` is the id
+    ``"17"``), then :func:`check_id_text`."""
+    return check_id_text(required_text(row, key, source, row_no, numbers=True), source, row_no, key)
 
 
 def required_text(row: dict[str, Any], key: str, source: str, row_no: int, numbers: bool = False) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from metamorph.datasets import read_rows, required, required_text, spec_params
+from metamorph.datasets import read_rows, required, required_id, required_text, spec_params
 from metamorph.errors import InputError
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import LINE_BREAKS as _LINE_BREAKS
@@ -125,7 +125,7 @@ def adapt_medqa(row: dict, uri: str, i: int) -> SourceInstance:
         raise InputError(uri, f"gold label {gold!r} is not one of A, B, C, D", row=i, field=gold_field)
     fields = [("question", question)] + [(f"option_{k}", str(options[k])) for k in "ABCD"]
     return SourceInstance(
-        instance_id=required_text(row, "id", uri, i, numbers=True),
+        instance_id=required_id(row, "id", uri, i),
         dataset="medqa",
         fields=tuple(fields),
         task_prompt=MEDQA_PROMPT,
@@ -159,7 +159,7 @@ def adapt_discrim_eval(row: dict, uri: str, i: int) -> SourceInstance:
         ("scenario", required_text(row, "filled_template", uri, i)),
     ]
     return SourceInstance(
-        instance_id=required_text(row, "id", uri, i, numbers=True),
+        instance_id=required_id(row, "id", uri, i),
         dataset="discrim_eval",
         fields=tuple(fields),
         task_prompt=DISCRIM_PROMPT,
@@ -268,7 +268,7 @@ def adapt_generic(row: dict, uri: str, i: int) -> SourceInstance:
         if v is not None and (isinstance(v, bool) or not isinstance(v, (str, int))):
             raise InputError(uri, f"expected a label, got {v!r:.60}", row=i, field=key)
     return SourceInstance(
-        instance_id=required_text(row, "instance_id", uri, i, numbers=True),
+        instance_id=required_id(row, "instance_id", uri, i),
         dataset=required_text(row, "dataset", uri, i),
         fields=tuple((str(k), v) for k, v in fields),
         task_prompt=required_text(row, "task_prompt", uri, i),

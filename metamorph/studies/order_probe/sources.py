@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from metamorph.datasets import read_rows, read_text, spec_params
+from metamorph.datasets import check_id_text, read_rows, read_text, spec_params
 from metamorph.errors import InputError
 from metamorph.studies.order_probe.permutations import PATTERNS, apply_pattern
 from metamorph.studies.order_probe.vocab import CHINESE, LANGUAGES, STRUCTURES
@@ -173,6 +173,7 @@ def parse_record(rec: dict, where: str, row: int, source: str) -> OrderItem:
             raise InputError(where, "missing or empty", row=row, field=f)
         if not isinstance(v, str):
             raise InputError(where, f"expected a string, got {v!r:.40}", row=row, field=f)
+    check_id_text(rec["id"], where, row, "id")
     lang = rec["language"]
     if lang not in LANGUAGES:
         raise InputError(

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from metamorph.datasets import read_rows, required_text
+from metamorph.datasets import read_rows, required_id, required_text
 from metamorph.errors import InputError
 from metamorph.studies.workflow_perturb.vocab import SIZE_STRATA
 
@@ -406,7 +406,7 @@ def workflow_from_row(row: dict, uri: str, i: int) -> tuple[Workflow, str, str]:
     optional. Returns the workflow and the names of the fields its nodes and edges came from.
     Raises :class:`InputError` for a missing field or an unparseable graph.
     """
-    wid, task = required_text(row, "id", uri, i, numbers=True), required_text(row, "task", uri, i)
+    wid, task = required_id(row, "id", uri, i), required_text(row, "task", uri, i)
     if row.get("gold_nodes") is not None and row.get("gold_edges") is not None:
         nodes, edges = _structured(row, uri, i)
         fields = ("gold_nodes", "gold_edges")

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from metamorph.datasets import read_rows, required, required_text, spec_params
+from metamorph.datasets import check_id_text, read_rows, required, required_id, required_text, spec_params
 from metamorph.errors import InputError
 from metamorph.studies.wrapper_sensitivity.vocab import ANSWER_TYPES
 
@@ -197,10 +197,10 @@ def _agree(row: dict, field: str, value: str, convert: Callable[[Any], str], uri
 
 def _item_id(row: dict, task: str, uri: str, i: int, index_keys: Sequence[str] = ()) -> str:
     if _present(row.get("id")):
-        return _text(row, "id", uri, i, numbers=True)
+        return required_id(row, "id", uri, i)
     for k in index_keys:
         if _present(row.get(k)):
-            return f"{task}-{row[k]}"
+            return check_id_text(f"{task}-{row[k]}", uri, i, k)
     return f"{task}-row{i}"
 
 
