@@ -144,7 +144,7 @@ class CostPlan:
         c = self.cost_usd
         if c is None:
             return "unknown (no price_per_mtok in the registry)"
-        return usd(c) + (" (local model)" if self.local and self.calls else "")
+        return usd(c) + (" (local model)" if self.local else "")
 
     def line(self) -> str:
         """One line, e.g. ``gpt-x order_generations: 24 requests, 0 cache hits, 24 calls, 3,120
@@ -152,7 +152,7 @@ class CostPlan:
         up = "up to " if self.upper_bound else ""
         head = f"{self.model_id} {self.label}".strip()
         unb = f", {self.unbounded_calls} calls without max_tokens (output not bounded)" if self.unbounded_calls else ""
-        shared = f" ({self.shared} replicates share a deterministic computation)" if self.shared else ""
+        shared = f" ({self.shared} of them replicates sharing a deterministic computation)" if self.shared else ""
         return (
             f"{head}: {up}{self.requests} requests{shared}, {self.cache_hits} cache hits, {up}{self.calls} calls, "
             f"{up}{self.input_tokens:,} input tokens ({self.method_short}), ≤ {self.output_tokens:,} output "

@@ -642,7 +642,7 @@ SHIPPED_REGISTRY = str(REPO_ROOT / "config" / "models.yaml")
             "smollm2-greedy",
             48,
             True,
-            "total: up to 288 requests (228 replicates share a deterministic computation), 144 cache hits, up to 48 calls",
+            "total: up to 288 requests (228 of them replicates sharing a deterministic computation), 144 cache hits, up to 48 calls",
         ),
         # 4 idioms × (23 distinct scrambles + the unperturbed input) × 3 settings
         ("order_probe", "gemma3-270m", 288, False, "order_generations: 288 requests, 0 cache hits, 288 calls"),
