@@ -194,9 +194,8 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
 
 def test_missing_warehouse_and_bad_limit_exit_2(tmp_path, capsys):
     missing = tmp_path / "none.duckdb"
-    code, out, err = run_cli(
-        capsys, "--warehouse", str(missing), "--study", "order_probe", "--metric", "recovery", "--model", "m"
-    )
+    recovery = ("--study", "order_probe", "--metric", "recovery", "--model", "m")
+    code, out, err = run_cli(capsys, "--warehouse", str(missing), *recovery)
     assert (code, out, err) == (2, "", f"metamorph trace: error: no warehouse file {missing}\n")
     (tmp_path / "adir").mkdir()
     (tmp_path / "rows.jsonl").write_text('{"id": "a"}\n')
@@ -204,31 +203,9 @@ def test_missing_warehouse_and_bad_limit_exit_2(tmp_path, capsys):
         ("adir", "is a directory, not a warehouse file"),
         ("rows.jsonl", "is not a DuckDB database file"),
     ):
-        code, out, err = run_cli(
-            capsys,
-            "--warehouse",
-            str(tmp_path / name),
-            "--study",
-            "order_probe",
-            "--metric",
-            "recovery",
-            "--model",
-            "m",
-        )
+        code, out, err = run_cli(capsys, "--warehouse", str(tmp_path / name), *recovery)
         assert (code, out) == (2, "") and err.startswith(f"metamorph trace: error: {tmp_path / name} {why}"), err
-    code, _, err = run_cli(
-        capsys,
-        "--warehouse",
-        str(missing),
-        "--study",
-        "order_probe",
-        "--metric",
-        "recovery",
-        "--model",
-        "m",
-        "--limit",
-        "-1",
-    )
+    code, _, err = run_cli(capsys, "--warehouse", str(missing), *recovery, "--limit", "-1")
     assert (code, err) == (2, "metamorph trace: error: --limit must be >= 0, got -1\n")
 
 
