@@ -12,8 +12,9 @@ Local models come from PyPI packages (:data:`PACKAGED_GGUFS`), located with
 
 Two engines compute a request (:mod:`metamorph.providers.engines`; the registry's
 ``params.engine``): ``xllamacpp`` (the default: llama.cpp's server embedded in a prebuilt wheel,
-called in the worker's process, no HTTP) and ``llama-cpp-python`` (built from source; the fallback). The engine and its
-version are part of the cache key and every result's ``system_fingerprint``.
+called in the worker's process, no HTTP) and ``llama-cpp-python`` (built from source; the
+fallback). The engine and its version are part of the cache key and every result's
+``system_fingerprint``.
 
 The chat template is the one stored in the GGUF metadata unless the request carries a
 ``chat_format`` parameter (a registry ``params`` entry of llama_cpp models, so it is part of the

@@ -3,14 +3,16 @@
 Every local model is computed here, ``n = 1`` included: a worker loads one model for its whole
 life, so no process ever holds two models or two llama.cpp builds
 (:mod:`metamorph.providers.llama_cpp` says why that matters). A llama.cpp context is not
-thread-safe and one single-threaded context keeps one core busy, so
-:class:`LlamaWorkerPool` starts ``n`` worker processes (``python -m metamorph.providers.llama_workers``, a fresh
-interpreter: no state inherited from a threaded parent, and unlike ``multiprocessing``'s spawn the
-caller's main module is not re-imported, so a script needs no ``__main__`` guard), each owning one :class:`~metamorph.providers.llama_cpp.LlamaCppProvider`
-(one context, ``n_threads`` threads, the KV cache reset before every call). A call is sent to an
-idle worker over its pipe and the calling thread waits for the result, so the runner's threads
-(``max_concurrency`` = ``n``) are the only scheduler: cache claims, progress, interrupts and
-crash-resume stay the runner's.
+thread-safe and one single-threaded context keeps one core busy, so :class:`LlamaWorkerPool`
+starts ``n`` worker processes, each owning one
+:class:`~metamorph.providers.llama_cpp.LlamaCppProvider` (one context, ``n_threads`` threads, the
+KV cache reset before every call). A worker is a fresh interpreter,
+``python -P -m metamorph.providers.llama_workers``: no state inherited from a threaded parent, the
+caller's ``sys.path`` (not the working directory's packages), and, unlike ``multiprocessing``'s
+spawn, the caller's main module is not re-imported (a script needs no ``__main__`` guard). A call
+is sent to an idle worker over its socket and the calling thread waits for the result, so the
+runner's threads (``max_concurrency`` = ``n``) are the only scheduler: cache claims, progress,
+interrupts and crash-resume stay the runner's.
 
 Every worker computes a request through the provider's single-context path (same library, same
 thread count, no state carried between calls), so a completion is byte-identical whichever
@@ -21,7 +23,7 @@ Signals and failures:
 
 * workers ignore SIGINT: Ctrl-C reaches the whole process group, and the runner's answer to it
   is to let the calls in flight finish and store them; a worker stopping mid-call would lose them.
-* a worker whose parent dies sees its pipe close and exits (no orphaned model processes).
+* a worker whose parent dies sees its socket close and exits (no orphaned model processes).
 * a worker that dies mid-call (killed, out of memory) fails that call with
   :class:`~metamorph.providers.base.ProviderError` (not retryable) and is replaced by a new
   worker, so the rest of the run goes on with ``n`` workers.
@@ -88,7 +90,7 @@ def in_worker() -> bool:
 def _worker_main(spec: WorkerSpec, conn: Any) -> None:
     """A worker process: load the model, then answer ``("generate", request)``,
     ``("prompt_tokens", messages)`` and ``("count_tokens", text)`` messages with ``("ok", value)``
-    or ``("error", type name, message)`` until the pipe closes."""
+    or ``("error", type name, message)`` until the socket closes."""
     global _IN_WORKER
     _IN_WORKER = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -111,7 +113,7 @@ def _worker_main(spec: WorkerSpec, conn: Any) -> None:
     while True:
         try:
             msg = conn.recv()
-        except (EOFError, OSError):  # the parent closed the pipe or died
+        except (EOFError, OSError):  # the parent closed the socket or died
             return
         if msg is None:
             return
