@@ -295,7 +295,7 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
                 "parse_reason": reason,
                 "truncated": truncated,
                 "gold": x.gold,
-                "is_correct": None if x.gold is None else decision == x.gold,
+                "is_correct": None if x.gold is None or reason == "call_error" else decision == x.gold,
                 "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
             }
         )
@@ -460,7 +460,8 @@ def _wrong(rows: pd.DataFrame, cell) -> pd.DataFrame:
 
 def _unstable(rows: pd.DataFrame, cell) -> pd.DataFrame:
     """Instances whose k repeats disagree in the cell's format (the unstable ones of fr.instance_stability)."""
-    stability = fr.instance_stability(rows)
+    replies = rows[~rows["call_error"].astype(bool)] if "call_error" in rows.columns else rows
+    stability = fr.instance_stability(replies)
     unstable = stability.loc[~stability["stable"].astype(bool), ["workflow_id", "dataset", "instance_id", "format"]]
     return _by_group(rows.merge(unstable, on=["workflow_id", "dataset", "instance_id", "format"]))
 
@@ -826,7 +827,8 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
     rows = []
     for g in routed_generations.itertuples():
         x = inst[(g.dataset, g.instance_id)]
-        if g.error is not None and not pd.isna(g.error):
+        failed = g.error is not None and not pd.isna(g.error)
+        if failed:
             decision, evidence, status, truncated = None, (), "unparseable", False
         else:
             e = fs.extract_reply(x, g.response_text, g.finish_reason)
@@ -846,10 +848,11 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
                 "generation_key": g.generation_key,
                 "decision": decision,
                 "gold": x.gold,
-                "is_correct": None if x.gold is None else decision == x.gold,
+                "is_correct": None if x.gold is None or failed else decision == x.gold,
                 "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
                 "parse_status": status,
                 "categories_json": json.dumps(cats),
+                "call_error": failed,
                 "routed_format": g.routed_format,
                 "truncated": truncated,
             }

@@ -179,6 +179,8 @@ SLOW = (
     "tests/core/test_trace.py::test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply",
     "tests/core/test_trace.py::test_wrapper_views_and_trace_reach_the_raw_completion",
     "tests/core/test_ui_process.py::test_ui_serves_and_a_signal_to_its_pid_stops_everything_it_started",
+    "tests/format_robustness/test_call_errors.py::test_a_run_with_failed_calls_scores_only_the_replies_says_so_and_exits_3",
+    "tests/format_robustness/test_call_errors.py::test_a_run_whose_every_call_failed_prints_not_measurable_never_a_rate",
     "tests/format_robustness/test_e2e_stub.py::test_group_with_routing_on_a_stub_model",
     "tests/order_probe/test_model_comparison_order.py::test_model_comparison_asset_materializes_on_a_scored_table",
     "tests/order_probe/test_order_probe_e2e.py::test_embedded_default_materializes_the_group",

@@ -314,9 +314,10 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
 
     Returns:
         ``decisions``' lineage columns + ``decision, gold, is_correct, favorable, parse_status``
-        (``is_correct`` and ``favorable`` nullable booleans) and ``categories_json``: the sorted
+        (``is_correct`` and ``favorable`` nullable booleans), ``categories_json``: the sorted
         union of the generation's item categories (JSON list; ``[]`` when it has no mapped item
-        or is unparseable). Row count equals ``len(decisions)``; raises ``ValueError`` if an
+        or is unparseable), and ``call_error`` (parse reason ``call_error``: the call failed, so
+        the row is not a reply and the metrics leave it out). Row count equals ``len(decisions)``; raises ``ValueError`` if an
         evidence row names an unknown generation.
     """
     keys = ["workflow_id", "dataset", "instance_id", "format", "repeat"]
@@ -332,6 +333,7 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
         ["model_id", *keys, "generation_key", "decision", "gold", "is_correct", "favorable", "parse_status"]
     ].copy()
     out["categories_json"] = [json.dumps(sorted(cats.get(k, set()))) for k in out["generation_key"]]
+    out["call_error"] = decisions["parse_reason"].eq("call_error").to_numpy()
     out["is_correct"] = out["is_correct"].astype("boolean")
     out["favorable"] = out["favorable"].astype("boolean")
     return out.reset_index(drop=True)
@@ -339,14 +341,16 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
 
 def metric_input(outcomes: pd.DataFrame) -> pd.DataFrame:
     """``generation_outcomes`` with ``categories`` as Python lists and ``is_correct`` filled
-    (False where gold exists but the row is null) — the generations frame the metrics take."""
+    (False where gold exists but the row is null, except on a failed call, which has no
+    correctness) — the generations frame the metrics take."""
     gen = outcomes.copy()
     gen["categories"] = [json.loads(c) for c in gen["categories_json"]]
     gen["decision"] = gen["decision"].astype(object).where(gen["decision"].notna(), None)
     gen["gold"] = gen["gold"].astype(object).where(gen["gold"].notna(), None)
     has_gold = gen["gold"].notna()
+    failed = gen["call_error"].astype(bool) if "call_error" in gen.columns else False
     gen["is_correct"] = gen["is_correct"].astype("boolean")
-    gen.loc[has_gold & gen["is_correct"].isna(), "is_correct"] = False
+    gen.loc[has_gold & gen["is_correct"].isna() & ~failed, "is_correct"] = False
     return gen
 
 

@@ -171,7 +171,8 @@ class ExtractedDecisions(_PerGeneration):
     )
     gold: Series[str] = pa.Field(nullable=True, description="Gold label of the record, null if none.")
     is_correct: Series[bool] = pa.Field(
-        nullable=True, description="decision == gold (unparseable = incorrect); null without gold."
+        nullable=True,
+        description="decision == gold (unparseable = incorrect); null without gold or when the call failed.",
     )
     favorable: Series[bool] = pa.Field(
         nullable=True, description="decision == favourable label; null when unparseable or no favourable label."
@@ -204,6 +205,10 @@ class GenerationOutcomes(_PerGeneration):
     parse_status: Series[str] = pa.Field(isin=list(PARSE_STATUSES), description="Extraction status.")
     categories_json: Series[str] = pa.Field(
         description="Sorted union of the generation's evidence categories (JSON list)."
+    )
+    call_error: Series[bool] = pa.Field(
+        description="The call failed at the provider (parse_reason call_error): not a reply, left out of every "
+        "metric and its n."
     )
 
 
@@ -248,6 +253,15 @@ class MRFlags(_WorkflowDataset):
     )
     n_formats: Series[int] = pa.Field(ge=1, description="Number of formats the instance was rendered in (count).")
     k: Series[int] = pa.Field(ge=1, description="Repeats per format for this instance (count).")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the group whose call failed (count); a group with one has null mr1/mr2 and an "
+        "instance with one a null mr3 (a failed call is not a reply).",
+    )
+    n_parsed: Series[int] = pa.Field(ge=0, description="Generations of the group with a parseable decision (count).")
+    n_with_evidence: Series[int] = pa.Field(
+        ge=0, description="Generations of the group with at least one evidence category (count)."
+    )
 
     class Config:
         strict = True
@@ -284,10 +298,16 @@ class MRViolations(_WorkflowDataset):
         ge=0,
         description="Instances whose flag is undefined (fewer than 2 formats, or not measurable), not in M_i (count).",
     )
+    n_calls: Series[int] = pa.Field(ge=0, description="Generations of the series in the relation's unit (count).")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Of n_calls, calls that failed at the provider (count): not replies; their groups (MR1, MR2) or "
+        "instances (MR3) are not in M_i.",
+    )
     not_measurable: Series[str] = pa.Field(
         nullable=True,
-        description="Why M_i is null by construction (M3 under "
-        "deterministic decoding: the k repeats are one computation); else null.",
+        description="Why M_i is null: every call failed, no reply parsed, no reply gave evidence (M2), or M3 "
+        "under deterministic decoding (the k repeats are one computation); else null.",
     )
     ci_note: Series[str] = pa.Field(
         nullable=True,
@@ -304,15 +324,22 @@ class AccuracyByFormat(_WorkflowDataset):
 
     format: Series[str] = pa.Field(description="Document format (txt, md, json, csv).")
     accuracy_pct: Series[float] = pa.Field(
-        **_PCT, description="Acc_f: % correct generations among those with gold (percent)."
+        nullable=True,
+        **_PCT,
+        description="Acc_f: % correct generations among those with gold (percent); null when not measurable.",
     )
     majority_baseline_pct: Series[float] = pa.Field(
+        nullable=True,
         **_PCT,
         description="Accuracy of always answering the most frequent gold label of the same generations (percent).",
     )
-    n: Series[int] = pa.Field(ge=1, description="Generations with gold, all repeats (count).")
+    n: Series[int] = pa.Field(ge=0, description="Replies with gold, all repeats; failed calls not counted (count).")
     n_correct: Series[int] = pa.Field(ge=0, description="Correct generations (count).")
     n_unparseable: Series[int] = pa.Field(ge=0, description="Unparseable (⊥) generations among the n (count).")
+    n_call_errors: Series[int] = pa.Field(ge=0, description="Calls with gold that failed at the provider, not in n.")
+    not_measurable: Series[str] = pa.Field(
+        nullable=True, description="Why accuracy_pct is null (every call failed); else null."
+    )
 
     class Config:
         strict = True
@@ -324,9 +351,19 @@ class StabilityByFormat(_WorkflowDataset):
 
     format: Series[str] = pa.Field(description="Document format (txt, md, json, csv).")
     stability_pct: Series[float] = pa.Field(
-        **_PCT, description="Stb_f: % of instances whose k repeats all agree (percent)."
+        nullable=True,
+        **_PCT,
+        description="Stb_f: % of instances whose k repeats all agree (percent); null when not measurable.",
     )
-    n_instances: Series[int] = pa.Field(ge=1, description="Instances rendered in this format (count).")
+    n_instances: Series[int] = pa.Field(
+        ge=0, description="Instances rendered in this format whose k calls all returned a reply (count)."
+    )
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Instances left out because one of their k calls in this format failed (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True, description="Why stability_pct is null (every call failed); else null."
+    )
     k_min: Series[int] = pa.Field(
         ge=1, description="Smallest number of repeats of an instance (count); k = 1 is trivially stable."
     )
