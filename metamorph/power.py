@@ -1,0 +1,291 @@
+"""What a paired comparison could have seen: minimum detectable effects and sample sizes.
+
+A model comparison (:mod:`metamorph.comparison`) tests every (metric, slice) with a two-sided
+paired test and Holm over the candidate's family of ``m`` cells. This module answers, for the
+same design, how large a change has to be for the test to find it with a given power, and how
+many items a run needs to find a given change.
+
+**Level.** A cell is tested at ``α_cell = α / m``: Holm rejects the hypothesis with the smallest
+p-value when it is below α/m and every other one at a level between α/m and α, so α/m is the one
+level every cell is guaranteed (Bonferroni, Holm's first step; Holm 1979, Scand. J. Statist.
+6:65–70). An MDE at α/m is therefore an upper bound of what the run can detect.
+
+**Floor.** With ``n`` paired items both tests reach at best ``p = 2 · 2^-n`` (every item moved
+in the same direction: the exact binomial tail of McNemar's discordant pairs, or the one sign
+pattern of the sign-flip test and its mirror). When ``2 · 2^-n ≥ α`` no verdict is possible at
+all (:func:`min_p`, :func:`min_items`): 4 items give 0.125, so no α = 0.05 verdict.
+
+**McNemar** (0/1 item values; :func:`mcnemar_power`, :func:`mcnemar_mde`,
+:func:`mcnemar_sample_size`) — computed exactly, no simulation. Items are independent; an item is
+*discordant* (the two models differ on it) with probability ψ, and a discordant item moved in the
+change's direction with probability ``q = (ψ + δ) / (2ψ)``, so the difference of the means is δ.
+Power is the exact sum ``Σ_d Binom(d; n, ψ) · P(reject | d)`` over the number ``d`` of
+discordant items, where ``P(reject | d)`` is the probability that the exact two-sided binomial
+test on the ``d`` discordant pairs (:func:`metamorph.stats.mcnemar_exact`) gives ``p < α_cell``
+when the pairs split ``Binom(d, q)``. The discordance is ``ψ = max(ψ0, δ)``: ``ψ0`` is assumed
+(default 0: every discordant item moved in the change's direction — the most favourable case,
+so the MDE is the smallest any run of ``n`` items can have) or taken from the data (the observed
+fraction of discordant items).
+
+**Sign-flip permutation test** (item values that are not all 0/1: rates over repeats, scores;
+:func:`permutation_mde`, :func:`permutation_sample_size`) — a normal approximation of the
+permutation distribution, in closed form. The differences are a *shift model*: ``δ`` plus
+independent noise of standard deviation σ (taken from the data: the standard deviation of the
+observed differences). Conditional on the differences the sign-flip statistic ``Σ d_i`` has mean 0
+and variance ``Σ d_i² ≈ n (σ² + δ²)``, so the test rejects when
+``|Σ d_i| ≥ z_{1−α/2} · sqrt(n (σ² + δ²))``, and power ``1 − β`` needs
+``√n δ − z_{1−α/2} sqrt(σ² + δ²) = z_{1−β} σ``, whose root is
+``δ = σ (√n z_{1−β} + z_{1−α/2} sqrt(n + z_{1−β}² − z_{1−α/2}²)) / (n − z_{1−α/2}²)``.
+Below the floor the answer is "no verdict possible" whatever σ. The tests of this module check
+both forms against a seeded simulation of the paired design.
+
+Effects and MDEs are in the metric's unit (fractions for rates: 0.19 = 19 pp). Pure library.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _sst
+
+__all__ = [
+    "DEFAULT_POWER",
+    "Detectable",
+    "detectable",
+    "mcnemar_mde",
+    "mcnemar_power",
+    "mcnemar_sample_size",
+    "min_items",
+    "min_p",
+    "no_verdict_text",
+    "permutation_mde",
+    "permutation_power",
+    "permutation_sample_size",
+]
+
+#: The power of an MDE unless one is given (80 %).
+DEFAULT_POWER = 0.8
+
+_TOL = 1e-4  # resolution of the MDE search (0.01 pp)
+_MAX_ITEMS = 10_000_000
+
+
+def _check(alpha: float, power: float) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), got {power}")
+
+
+def min_p(n: int) -> float:
+    """The smallest two-sided p-value exact McNemar or the sign-flip test can give with ``n``
+    paired items: ``min(1, 2 · 2^-n)`` (1 for ``n = 0``)."""
+    return 1.0 if n <= 0 else min(1.0, 2.0 * 0.5**n)
+
+
+def min_items(alpha: float) -> int:
+    """The fewest paired items with which a p-value below ``alpha`` is possible: the smallest
+    ``n`` with ``2 · 2^-n < alpha`` (6 for 0.05, 7 for 0.025)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    n = 1
+    while min_p(n) >= alpha:
+        n += 1
+    return n
+
+
+def no_verdict_text(n: int, alpha: float, alpha_cell: float | None = None) -> str | None:
+    """Why no verdict is possible with ``n`` items, or None when one is: ``no α = 0.05 verdict is
+    possible with 4 items (smallest two-sided p 0.125)``; with a Holm family (``alpha_cell`` =
+    α/m below α) also when the floor is between α/m and α."""
+    p = min_p(n)
+    if p >= alpha:
+        return (
+            f"no α = {alpha:g} verdict is possible with {n} item{'s' if n != 1 else ''} (smallest two-sided p {p:.3g})"
+        )
+    if alpha_cell is not None and p >= alpha_cell:
+        return (
+            f"no verdict at Holm's guaranteed level α/m = {alpha_cell:.3g} is possible with {n} items "
+            f"(smallest two-sided p {p:.3g})"
+        )
+    return None
+
+
+# ------------------------------------------------------------------ McNemar (exact)
+
+
+def _reject_k(d: np.ndarray, alpha: float) -> np.ndarray:
+    """Per number of discordant pairs ``d``: the largest ``k`` with ``2 · P(Binom(d, ½) ≤ k) < alpha``
+    (the exact two-sided test rejects when the smaller side has ``k`` or fewer pairs), −1 if none:
+    one less than the ½-binomial quantile of ``alpha / 2``."""
+    return _sst.binom.ppf(alpha / 2, d, 0.5).astype(int) - 1
+
+
+def mcnemar_power(n: int, delta: float, alpha: float, discordance: float = 0.0) -> float:
+    """Exact power of the two-sided exact McNemar test at level ``alpha`` (reject when ``p <
+    alpha``) with ``n`` independent paired 0/1 items, when the difference of the two models' means
+    is ``delta`` (either sign) and a fraction ``ψ = max(discordance, |delta|)`` of items is
+    discordant (module docstring). Raises ``ValueError`` for ``|delta| > 1`` or a discordance
+    outside [0, 1]."""
+    delta = abs(float(delta))
+    if delta > 1.0 or not 0.0 <= discordance <= 1.0:
+        raise ValueError(f"mcnemar_power: need |delta| <= 1 and 0 <= discordance <= 1, got {delta}, {discordance}")
+    if n <= 0:
+        return 0.0
+    psi = max(float(discordance), delta)
+    if psi == 0.0:
+        return 0.0
+    q = min(1.0, (psi + delta) / (2.0 * psi))
+    d = np.arange(n + 1)
+    k = _reject_k(d, alpha)
+    # P(reject | d): the moved-in-direction count X ~ Binom(d, q) has X <= k or X >= d - k
+    low = np.where(k >= 0, _sst.binom.cdf(k, d, q), 0.0)
+    high = np.where(k >= 0, _sst.binom.sf(d - k - 1, d, q), 0.0)
+    return float(np.sum(_sst.binom.pmf(d, n, psi) * (low + high)))
+
+
+def mcnemar_mde(n: int, alpha: float, power: float = DEFAULT_POWER, discordance: float = 0.0) -> float:
+    """The smallest difference δ in (0, 1] that exact McNemar on ``n`` items detects at level
+    ``alpha`` with probability at least ``power`` (:func:`mcnemar_power`, bisection to 1e-4,
+    rounded up); NaN when none does (``n`` below :func:`min_items`)."""
+    _check(alpha, power)
+    if min_p(n) >= alpha or mcnemar_power(n, 1.0, alpha, discordance) < power:
+        return math.nan
+    lo, hi = 0.0, 1.0
+    while hi - lo > _TOL:
+        mid = (lo + hi) / 2
+        if mcnemar_power(n, mid, alpha, discordance) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _search_n(ok, start: int) -> int | None:
+    """Smallest n >= start with ok(n), by doubling then bisection (ok taken as monotone)."""
+    hi = start
+    while not ok(hi):
+        if hi >= _MAX_ITEMS:
+            return None
+        hi = min(_MAX_ITEMS, hi * 2)
+    lo = max(start, hi // 2)
+    if ok(lo):
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def mcnemar_sample_size(
+    delta: float, alpha: float, power: float = DEFAULT_POWER, discordance: float = 0.0
+) -> int | None:
+    """The fewest items with which exact McNemar at level ``alpha`` detects a difference
+    ``delta`` with probability ``power`` (:func:`mcnemar_power`; found by doubling and bisection:
+    the exact power has small saw-teeth in ``n``, so a count a few items smaller may also reach
+    it). None when no count up to 10 000 000 does."""
+    _check(alpha, power)
+    if not 0.0 < abs(delta) <= 1.0:
+        raise ValueError(f"mcnemar_sample_size: delta must be in (0, 1], got {delta}")
+    return _search_n(lambda n: mcnemar_power(n, delta, alpha, discordance) >= power, min_items(alpha))
+
+
+# ------------------------------------------------------------------ sign-flip permutation (normal approximation)
+
+
+def permutation_power(n: int, delta: float, sd: float, alpha: float) -> float:
+    """Approximate power of the two-sided sign-flip permutation test at level ``alpha`` with
+    ``n`` items whose differences are ``delta`` plus noise of standard deviation ``sd`` (module
+    docstring): ``Φ((√n |δ| − z_{1−α/2} sqrt(sd² + δ²)) / sd)``; 0 below the floor."""
+    if min_p(n) >= alpha:
+        return 0.0
+    delta = abs(float(delta))
+    za = _sst.norm.ppf(1 - alpha / 2)
+    if sd == 0.0:
+        return 1.0 if delta > 0 else 0.0
+    return float(_sst.norm.cdf((math.sqrt(n) * delta - za * math.sqrt(sd**2 + delta**2)) / sd))
+
+
+def permutation_mde(n: int, sd: float, alpha: float, power: float = DEFAULT_POWER) -> float:
+    """The difference the sign-flip test detects with ``power`` at ``alpha`` with ``n`` items of
+    difference spread ``sd`` (closed form, module docstring); NaN below the floor, when ``n ≤
+    z_{1−α/2}²``, or when ``sd`` is 0 or not finite (the shift model gives no effect size)."""
+    _check(alpha, power)
+    if min_p(n) >= alpha or not math.isfinite(sd) or sd <= 0.0:
+        return math.nan
+    za, zb = _sst.norm.ppf(1 - alpha / 2), _sst.norm.ppf(power)
+    if n <= za**2:
+        return math.nan
+    return float(sd * (math.sqrt(n) * zb + za * math.sqrt(n + zb**2 - za**2)) / (n - za**2))
+
+
+def permutation_sample_size(delta: float, sd: float, alpha: float, power: float = DEFAULT_POWER) -> int:
+    """The fewest items with which the sign-flip test detects ``delta`` with ``power`` at ``alpha``
+    when the differences spread with ``sd`` (the closed form solved for ``n``:
+    ``ceil(((z_{1−β} sd + z_{1−α/2} sqrt(sd² + δ²)) / δ)²)``, and at least :func:`min_items`)."""
+    _check(alpha, power)
+    if delta == 0 or not math.isfinite(sd) or sd < 0:
+        raise ValueError(f"permutation_sample_size: need delta != 0 and a finite sd >= 0, got {delta}, {sd}")
+    za, zb = _sst.norm.ppf(1 - alpha / 2), _sst.norm.ppf(power)
+    n = math.ceil(((zb * sd + za * math.sqrt(sd**2 + delta**2)) / abs(delta)) ** 2 - 1e-9)
+    return max(n, min_items(alpha))
+
+
+# ------------------------------------------------------------------ one comparison cell
+
+
+@dataclass(frozen=True)
+class Detectable:
+    """What one comparison cell could detect.
+
+    Attributes:
+        mde: the minimum detectable difference (metric's unit); NaN when none (see ``note``).
+        alpha_cell: the level it was computed at (α / m).
+        note: how it was computed, or why there is no MDE.
+    """
+
+    mde: float
+    alpha_cell: float
+    note: str
+
+
+def detectable(
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    test: str,
+    alpha: float,
+    family: int,
+    power: float = DEFAULT_POWER,
+) -> Detectable:
+    """The MDE of one compared cell from its paired values, for the test the comparison used
+    (``mcnemar_exact``: exact power with the observed discordance; ``paired_permutation``: the
+    closed form with the observed standard deviation of the differences), at ``alpha / family``
+    and ``power``."""
+    _check(alpha, power)
+    n = int(len(baseline))
+    a = alpha / max(1, family)
+    why = no_verdict_text(n, alpha, a)
+    if why:
+        return Detectable(math.nan, a, why)
+    d = np.asarray(candidate, dtype=float) - np.asarray(baseline, dtype=float)
+    if test == "mcnemar_exact":
+        psi = float(np.mean(d != 0))
+        return Detectable(
+            mcnemar_mde(n, a, power, psi),
+            a,
+            f"exact McNemar power {power:g} at α/m = {a:.3g} (m = {family}), observed discordance {psi:.3g}",
+        )
+    sd = float(np.std(d, ddof=1)) if n > 1 else math.nan
+    if not sd > 0:
+        return Detectable(math.nan, a, "every difference equal: no spread, no effect size under the shift model")
+    return Detectable(
+        permutation_mde(n, sd, a, power),
+        a,
+        f"sign-flip test, normal approximation, power {power:g} at α/m = {a:.3g} (m = {family}), "
+        f"observed sd of differences {sd:.3g}",
+    )

@@ -1,0 +1,124 @@
+"""Minimum detectable effects and sample sizes (metamorph.power), checked by hand and against a
+seeded simulation of the paired design with the project's own tests (metamorph.stats)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from metamorph import power, stats
+from metamorph.comparison import compare_models, comparison_markdown
+
+
+def test_floor_of_the_paired_tests():
+    assert power.min_p(4) == 0.125 and power.min_p(6) == 2 / 64 and power.min_p(0) == 1.0
+    assert power.min_items(0.05) == 6  # 2/32 = 0.0625 is not below 0.05, 2/64 is
+    assert power.min_items(0.025) == 7
+    assert power.no_verdict_text(4, 0.05) == "no α = 0.05 verdict is possible with 4 items (smallest two-sided p 0.125)"
+    assert power.no_verdict_text(6, 0.05) is None
+    assert power.no_verdict_text(6, 0.05, 0.025) == (
+        "no verdict at Holm's guaranteed level α/m = 0.025 is possible with 6 items (smallest two-sided p 0.0312)"
+    )
+
+
+def test_mcnemar_power_and_mde_by_hand():
+    # 6 items, alpha 0.05: only 6 discordant pairs all one way reject (2/64); with discordance = delta
+    # every discordant item moved the same way, so power = P(all 6 discordant) = delta**6
+    assert power.mcnemar_power(6, 0.5, 0.05) == pytest.approx(0.5**6, abs=1e-12)
+    assert power.mcnemar_power(6, 1.0, 0.05) == pytest.approx(1.0, abs=1e-12)
+    assert power.mcnemar_power(5, 1.0, 0.05) == 0.0
+    mde = power.mcnemar_mde(6, 0.05, 0.8)
+    assert 0.8 ** (1 / 6) <= mde <= 0.8 ** (1 / 6) + 1e-4  # 0.96349…
+    assert math.isnan(power.mcnemar_mde(4, 0.05))
+    assert math.isnan(power.mcnemar_mde(6, 0.025))  # 6 items cannot go below 2/64 = 0.03125
+
+
+def _simulated_mcnemar_power(n, delta, psi, alpha, reps, seed):
+    """Share of `reps` seeded replays of n paired 0/1 items where exact McNemar gives p < alpha:
+    each item is worse for the candidate with probability (psi + delta)/2, better with (psi - delta)/2."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(reps):
+        kind = rng.choice(3, size=n, p=[(psi + delta) / 2, (psi - delta) / 2, 1 - psi])
+        base = (kind == 0).astype(bool)  # baseline right, candidate wrong
+        cand = (kind == 1).astype(bool)
+        hits += stats.mcnemar_exact(base, cand)[1] < alpha
+    return hits / reps
+
+
+def test_mcnemar_closed_form_matches_simulation():
+    # 2000 replays: Monte Carlo SE <= 0.011; tolerance 0.03 (about 3 SE)
+    exact = power.mcnemar_power(40, 0.15, 0.05, discordance=0.3)
+    assert _simulated_mcnemar_power(40, 0.15, 0.3, 0.05, 2000, seed=1) == pytest.approx(exact, abs=0.03)
+    mde = power.mcnemar_mde(40, 0.05, 0.8, discordance=0.3)
+    assert _simulated_mcnemar_power(40, mde, max(0.3, mde), 0.05, 2000, seed=2) == pytest.approx(0.8, abs=0.03)
+
+
+def _simulated_permutation_power(n, delta, sd, alpha, reps, seed):
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for r in range(reps):
+        d = delta + sd * rng.standard_normal(n)
+        hits += stats.paired_permutation_test(np.zeros(n), d, n_resamples=999, seed=r)[1] < alpha
+    return hits / reps
+
+
+def test_permutation_closed_form_matches_simulation():
+    # 400 replays of 30 items, differences mde + N(0, 0.4): Monte Carlo SE 0.02; tolerance 0.06
+    # (3 SE, the normal approximation's error and the 999-resample p-values included)
+    mde = power.permutation_mde(30, 0.4, 0.05, 0.8)
+    assert mde == pytest.approx(
+        0.4 * (math.sqrt(30) * 0.841621 + 1.959964 * math.sqrt(30 + 0.708326 - 3.841459)) / (30 - 3.841459), rel=1e-5
+    )
+    assert _simulated_permutation_power(30, mde, 0.4, 0.05, 400, seed=3) == pytest.approx(0.8, abs=0.06)
+    assert math.isnan(power.permutation_mde(5, 0.4, 0.05))
+
+
+def test_sample_sizes_confirmed_by_simulation():
+    # McNemar: 10 pp with 30 % of items discordant at alpha 0.05; simulated power at the count is
+    # at least 0.8 - 0.03 (2000 replays) and at 80 % of the count it is clearly lower
+    n = power.mcnemar_sample_size(0.10, 0.05, 0.8, discordance=0.3)
+    assert power.mcnemar_power(n, 0.10, 0.05, 0.3) >= 0.8 > power.mcnemar_power(n - 10, 0.10, 0.05, 0.3)
+    assert _simulated_mcnemar_power(n, 0.10, 0.3, 0.05, 2000, seed=4) == pytest.approx(0.8, abs=0.03)
+    assert _simulated_mcnemar_power(int(0.8 * n), 0.10, 0.3, 0.05, 2000, seed=5) < 0.77
+    # sign-flip: 10 pp with differences of sd 0.3: ceil(((0.8416*0.3 + 1.96*sqrt(0.09+0.01))/0.1)^2) = 77
+    assert power.permutation_sample_size(0.10, 0.3, 0.05, 0.8) == 77
+    assert _simulated_permutation_power(77, 0.10, 0.3, 0.05, 400, seed=6) == pytest.approx(0.8, abs=0.06)
+
+
+def _scores(values: dict) -> pd.DataFrame:
+    rows = [
+        {"model_id": m, "metric": metric, "slice": "all", "item_id": f"i{k}", "value": float(v), "n_obs": 1}
+        for (m, metric), vs in values.items()
+        for k, v in enumerate(vs)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_comparison_rows_say_what_they_could_detect():
+    s = _scores({("base", "acc"): [1, 1, 1, 1], ("cand", "acc"): [0, 0, 0, 0]})
+    r = compare_models(s, "base", {"acc": True}).iloc[0]
+    assert r.verdict == "no detectable change" and math.isnan(r.mde)
+    assert r.mde_note == "no α = 0.05 verdict is possible with 4 items (smallest two-sided p 0.125)"
+    assert "**no detectable change** (no α = 0.05 verdict is possible with 4 items" in comparison_markdown(
+        compare_models(s, "base", {"acc": True})
+    )
+    # 6 items, one metric: alpha/m = 0.05; no discordant item observed -> discordance 0 -> MDE 0.8**(1/6)
+    s = _scores({("base", "acc"): [1, 1, 0, 0, 1, 0], ("cand", "acc"): [1, 1, 0, 0, 1, 0]})
+    out = compare_models(s, "base", {"acc": True})
+    assert 0.8 ** (1 / 6) <= out.loc[0, "mde"] <= 0.8 ** (1 / 6) + 1e-4
+    assert out.loc[0, "mde_note"].startswith("exact McNemar power 0.8 at α/m = 0.05 (m = 1)")
+    assert "(this run could detect a regression of ≥ 96.4 pp)" in comparison_markdown(out)
+    # two metrics: Holm's guaranteed level is 0.025, which 6 items cannot reach
+    s = _scores(
+        {
+            **{("base", m): [1, 1, 0, 0, 1, 0] for m in ("acc", "parse")},
+            **{("cand", m): [1, 1, 0, 0, 1, 0] for m in ("acc", "parse")},
+        }
+    )
+    out = compare_models(s, "base", {"acc": True, "parse": True})
+    assert out["mde"].isna().all()
+    assert set(out["mde_note"]) == {
+        "no verdict at Holm's guaranteed level α/m = 0.025 is possible with 6 items (smallest two-sided p 0.0312)"
+    }
