@@ -44,6 +44,7 @@ Effects and MDEs are in the metric's unit (fractions for rates: 0.19 = 19 pp). P
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
 
@@ -52,6 +53,9 @@ from scipy import stats as _sst
 
 __all__ = [
     "DEFAULT_POWER",
+    "add_plan_arguments",
+    "plan_lines",
+    "plan_text",
     "Detectable",
     "detectable",
     "mcnemar_mde",
@@ -288,4 +292,193 @@ def detectable(
         a,
         f"sign-flip test, normal approximation, power {power:g} at α/m = {a:.3g} (m = {family}), "
         f"observed sd of differences {sd:.3g}",
+    )
+
+
+# ------------------------------------------------------------------ before any call: `metamorph plan`
+
+
+def _effect(text: str) -> float:
+    """``3pp`` / ``3`` -> 0.03 (percentage points, above 0 and at most 100)."""
+    body = text.strip().removesuffix("pp").strip()
+    try:
+        value = float(body)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected percentage points such as 3pp, got {text!r}") from None
+    if not 0.0 < value <= 100.0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected percentage points in (0, 100], got {text!r}")
+    return value / 100.0
+
+
+def _open_unit(name: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number in (0, 1), got {text!r}") from None
+        if not 0.0 < value < 1.0:
+            raise argparse.ArgumentTypeError(f"{name} must be a number in (0, 1), got {text!r}")
+        return value
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"discordance must be a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"discordance must be a number in [0, 1], got {text!r}")
+    return value
+
+
+def add_plan_arguments(group) -> None:
+    """``metamorph plan``'s options of the detectable effects: ``--detect``, ``--alpha``,
+    ``--power``, ``--discordance`` (added to ``group``, an argparse group)."""
+    group.add_argument(
+        "--detect",
+        type=_effect,
+        default=None,
+        metavar="PP",
+        help="print the items (and requests and cost) needed to detect a change of PP percentage points "
+        "(e.g. 3pp) on every compared metric",
+    )
+    group.add_argument(
+        "--alpha", type=_open_unit("alpha"), default=0.05, help="family-wise level of the verdicts (default 0.05)"
+    )
+    group.add_argument(
+        "--power", type=_open_unit("power"), default=DEFAULT_POWER, help="power of the detectable effects (default 0.8)"
+    )
+    group.add_argument(
+        "--discordance",
+        type=_fraction,
+        default=0.0,
+        help="assumed fraction of items on which the two models differ (default 0: every item that changes "
+        "moves the same way, the most favourable case)",
+    )
+
+
+def _pp(x: float) -> str:
+    return f"{100 * x:.1f} pp"
+
+
+def plan_text(
+    cells,
+    plans: dict,
+    *,
+    alpha: float = 0.05,
+    power: float = DEFAULT_POWER,
+    discordance: float = 0.0,
+    detect: float | None = None,
+) -> list[str]:
+    """The lines ``metamorph plan`` prints about what the run's verdicts can detect, before any call.
+
+    Args:
+        cells: the (metric, slice) cells the study's comparison will hold: a DataFrame ``metric,
+            slice, n_items`` (the study report's ``planned_cells``).
+        plans: model id -> that model's :class:`~metamorph.costplan.CostPlan` steps (for the
+            requests and cost that ``detect`` needs).
+        alpha, power: the verdicts' family-wise level and the power; each cell at α/m, m = len(cells).
+        discordance: the assumed fraction ψ0 of items the two models differ on (0: every changed
+            item moved in the change's direction, the most favourable case).
+        detect: a change (fraction) to size the run for, or None.
+
+    Per metric and distinct item count of its slices: the MDE of exact McNemar on 0/1 item values
+    (:func:`mcnemar_mde`; a rate over repeats is tested with the sign-flip test, which equals exact
+    McNemar on 0/1 values and needs a spread the plan cannot know), or why no verdict is possible;
+    with ``detect``, the items per slice :func:`mcnemar_sample_size` needs, and each model's requests
+    and cost scaled linearly from its plan (requests per item of the metric's smallest slice; cost per
+    call of the calls left).
+    """
+    _check(alpha, power)
+    if len(cells) == 0:
+        return ["Detectable effects: no compared cell (the sources give no item)."]
+    m = len(cells)
+    a = alpha / m
+    assumed = (
+        "every item that changes moves the same way (the most favourable case)"
+        if discordance == 0
+        else f"{discordance:g} of items differ between the models"
+    )
+    out = [
+        f"Detectable effects (before any call): two-sided paired tests on 0/1 item values, Holm over the {m} "
+        f"compared cells of a candidate (guaranteed level α/m = {alpha:g}/{m} = {a:.3g}), power {power:g}, "
+        f"assuming {assumed}:"
+    ]
+    for metric, g in cells.groupby("metric", sort=False):
+        for n, gg in g.groupby("n_items", sort=True):
+            n = int(n)
+            where = f"{len(gg)} slice{'s' if len(gg) > 1 else ''}, e.g. {gg['slice'].iloc[0]}"
+            why = no_verdict_text(n, alpha, a)
+            if why:
+                out.append(f"  {metric}: {why} ({where})")
+            else:
+                mde = mcnemar_mde(n, a, power, discordance)
+                out.append(
+                    f"  {metric}: with {n} items the smallest regression of {metric} this run can detect is "
+                    f"{_pp(mde)} ({where})"
+                )
+        if detect is not None:
+            need = mcnemar_sample_size(detect, a, power, discordance)
+            n_min = int(g["n_items"].min())
+            if need is None:
+                out.append(f"  {metric}: no count of items up to {_MAX_ITEMS:,} detects {_pp(detect)}")
+                continue
+            costs = "; ".join(_scaled(p, need, n_min) for p in plans.items())
+            have = f"this plan has {n_min}" if n_min else "this plan has none"
+            out.append(
+                f"  {metric}: detecting a change of {_pp(detect)} needs {need:,} items per slice ({have}): {costs}"
+            )
+    if detect is not None:
+        out.append(
+            "  (requests and cost scaled linearly from this plan: its requests per item of the metric's "
+            "smallest slice, its cost per call left to make)"
+        )
+    return out
+
+
+def _scaled(item, need: int, n_min: int) -> str:
+    model_id, steps = item
+    if not steps or n_min == 0:
+        return f"{model_id} not estimable (no item planned)"
+    requests = sum(p.requests for p in steps)
+    calls = sum(p.calls for p in steps)
+    up = "up to " if any(p.upper_bound for p in steps) else ""
+    n_req = math.ceil(requests * need / n_min)
+    if all(p.local for p in steps):
+        cost = "$0 (local model)"
+    elif any(p.cost_usd is None for p in steps):
+        cost = "cost unknown (no price_per_mtok)"
+    elif calls == 0:
+        cost = "cost not estimable (every request of this plan is cached)"
+    else:
+        from metamorph.costplan import usd
+
+        cost = f"est. cost {up}{usd(sum(p.cost_usd for p in steps) / calls * n_req)}"
+    return f"{model_id} ≈ {up}{n_req:,} requests, {cost}"
+
+
+def plan_lines(study: str, args, options, specs, plans) -> list[str]:
+    """:func:`plan_text` for ``metamorph plan <study>``: the cells from the study report's
+    ``planned_cells(options, specs)``, ``plans`` the :class:`~metamorph.costplan.CostPlan` steps of
+    every model (grouped by ``model_id``) and the settings ``--alpha``, ``--power``,
+    ``--discordance``, ``--detect`` of ``args``; no lines for a study whose report declares no
+    ``planned_cells``. Raises the loaders' :class:`~metamorph.errors.InputError`."""
+    import importlib
+
+    by_model: dict = {}
+    for p in plans:
+        by_model.setdefault(p.model_id, []).append(p)
+
+    report = importlib.import_module(f"metamorph.studies.{study}.report")
+    if not hasattr(report, "planned_cells"):
+        return []
+    return plan_text(
+        report.planned_cells(options, list(specs)),
+        by_model,
+        alpha=getattr(args, "alpha", 0.05),
+        power=getattr(args, "power", DEFAULT_POWER),
+        discordance=getattr(args, "discordance", 0.0),
+        detect=getattr(args, "detect", None),
     )

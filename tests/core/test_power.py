@@ -122,3 +122,83 @@ def test_comparison_rows_say_what_they_could_detect():
     assert set(out["mde_note"]) == {
         "no verdict at Holm's guaranteed level α/m = 0.025 is possible with 6 items (smallest two-sided p 0.0312)"
     }
+
+
+# ------------------------------------------------------------------ before any call: metamorph plan
+
+
+def _best_case_simulated_power(n, delta, alpha, reps, seed):
+    """Seeded replays of the plan's assumption: each item is discordant with probability delta and
+    every discordant item is worse for the candidate; exact McNemar p < alpha."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(reps):
+        worse = rng.random(n) < delta
+        hits += stats.mcnemar_exact(worse, np.zeros(n, dtype=bool))[1] < alpha
+    return hits / reps
+
+
+def test_plan_sample_size_is_confirmed_by_simulation():
+    # 3 pp at alpha 0.05 (one cell): reject needs >= 6 discordant pairs, all one way (2/64 < 0.05),
+    # so power = P(Binom(n, 0.03) >= 6): 0.8027 at n = 263, 0.7998 at 262
+    assert power.mcnemar_sample_size(0.03, 0.05) == 263
+    # 2000 replays: SE 0.009; tolerance 0.03
+    assert _best_case_simulated_power(263, 0.03, 0.05, 2000, seed=7) == pytest.approx(0.8, abs=0.03)
+    assert _best_case_simulated_power(210, 0.03, 0.05, 2000, seed=8) < 0.7
+    # 36 cells: alpha/m = 0.00139 needs >= 11 pairs (2/2048); P(Binom(454, 0.03) >= 11) = 0.8018, 0.7996 at 453
+    assert power.mcnemar_sample_size(0.03, 0.05 / 36) == 454
+    assert _best_case_simulated_power(454, 0.03, 0.05 / 36, 2000, seed=9) == pytest.approx(0.8, abs=0.03)
+
+
+@pytest.fixture
+def api_registry(tmp_path, monkeypatch):
+    reg = tmp_path / "models.yaml"
+    reg.write_text(
+        "models:\n  - id: api-a\n    provider: openai_compatible\n    base_url: http://127.0.0.1:9/v1\n"
+        "    model: stub\n    api_key_env: STUB_KEY\n    price_per_mtok: {input: 1.0, output: 2.0}\n"
+    )
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path / "home"))
+    return str(reg)
+
+
+def _plan(capsys, *argv):
+    from metamorph.cli import main
+
+    code = main(["plan", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_plan_prints_what_the_run_can_detect_and_what_a_change_needs(api_registry, capsys):
+    code, out, _ = _plan(
+        capsys, "wrapper_sensitivity", "--registry", api_registry, "--limit", "48", "--seeds", "0", "--detect", "3pp"
+    )
+    assert code == 0
+    # 3 synthetic tasks x 48 items x 5 wrappers x 1 seed = 720 requests; 2 metrics x 3 tasks x (5 wrappers + pooled)
+    assert "api-a wrapper_generations: 720 requests, 0 cache hits, 720 calls" in out
+    assert "Holm over the 36 compared cells of a candidate (guaranteed level α/m = 0.05/36 = 0.00139), power 0.8" in out
+    assert (
+        "  accuracy: with 48 items the smallest regression of accuracy this run can detect is 27.3 pp "
+        "(18 slices, e.g. task=synth_arith, wrapper=plain)" in out
+    )
+    # 454 items per slice (test above); 720 requests / 48 items x 454 = 6,810 requests
+    assert (
+        "  parseability: detecting a change of 3.0 pp needs 454 items per slice (this plan has 48): api-a ≈ 6,810 requests"
+        in out
+    )
+    # 4 MedQA-sized instances: no verdict whatever happens
+    code, out, _ = _plan(
+        capsys, "format_robustness", "--registry", api_registry, "--limit", "4", "--k", "2", "--no-routing"
+    )
+    assert code == 0
+    assert "  M1: no α = 0.05 verdict is possible with 4 items (smallest two-sided p 0.125)" in out
+
+
+def test_plan_refuses_a_bad_effect_or_level(api_registry, capsys):
+    for flag, value, msg in (
+        ("--detect", "0pp", "expected percentage points in (0, 100], got '0pp'"),
+        ("--detect", "three", "expected percentage points such as 3pp, got 'three'"),
+        ("--power", "1", "power must be a number in (0, 1), got '1'"),
+    ):
+        code, out, err = _plan(capsys, "wrapper_sensitivity", "--registry", api_registry, flag, value)
+        assert code == 2 and out == "" and msg in err and len(err.strip().splitlines()) == 1
