@@ -202,3 +202,23 @@ def test_plan_refuses_a_bad_effect_or_level(api_registry, capsys):
     ):
         code, out, err = _plan(capsys, "wrapper_sensitivity", "--registry", api_registry, flag, value)
         assert code == 2 and out == "" and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_card_says_what_no_detectable_change_could_have_seen():
+    from metamorph.report_card import detectable_markdown
+
+    four = _scores({("base", "acc"): [1, 1, 1, 1], ("cand", "acc"): [0, 0, 0, 0]})
+    six = _scores({("base", "acc"): [1, 1, 0, 0, 1, 0], ("cand", "acc"): [1, 1, 0, 0, 1, 0]})
+    rows = pd.concat(
+        [
+            compare_models(four, "base", {"acc": True}).assign(study="s1"),
+            compare_models(six, "base", {"acc": True}).assign(study="s2"),
+        ],
+        ignore_index=True,
+    )
+    assert detectable_markdown(rows).splitlines()[1:] == [
+        "- **cand** in s1: 1 row(s) with no detectable change; 1 could give no verdict at all "
+        "(no α = 0.05 verdict is possible with 4 items (smallest two-sided p 0.125))",
+        "- **cand** in s2: 1 row(s) with no detectable change; 1 could detect a regression of ≥ 96.4 pp (acc, all)",
+    ]
+    assert detectable_markdown(rows.drop(columns=["mde", "mde_note"])) is None  # a table from before mde
