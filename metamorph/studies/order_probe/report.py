@@ -114,8 +114,10 @@ COMPARISON_TABLES = ("scored_replies",)
 def planned_cells(options, specs=()) -> pd.DataFrame:
     """The (metric, slice) cells :func:`comparison_scores` will compare, with the items each will
     have, from the sources a run with ``options`` loads (``metamorph plan``'s detectable effects,
-    :func:`metamorph.power.plan_text`): ``metric, slice, n_items`` — per ``language, setting`` the
-    language's canonical expressions, per ``setting`` all of them. Raises the loader's ``InputError``."""
+    :func:`metamorph.power.plan_text`): ``metric, slice, n_items, outcomes`` — per ``language,
+    setting`` the language's canonical expressions, per ``setting`` all of them; ``outcomes``: the
+    0/1 outcomes an item's value averages (its scrambled inputs, up to 23; 23 here). Raises the
+    loader's ``InputError``."""
     from metamorph.comparison import slice_label
     from metamorph.studies.order_probe.sources import load_sources
     from metamorph.studies.order_probe.vocab import SETTINGS
@@ -125,10 +127,10 @@ def planned_cells(options, specs=()) -> pd.DataFrame:
     rows = []
     for setting in options.settings or list(SETTINGS):
         rows += [
-            ("recovery", slice_label({"language": lang, "setting": setting}), int(n)) for lang, n in by_lang.items()
+            ("recovery", slice_label({"language": lang, "setting": setting}), int(n), 23) for lang, n in by_lang.items()
         ]
-        rows.append(("recovery", slice_label({"setting": setting}), len(items)))
-    return pd.DataFrame(rows, columns=["metric", "slice", "n_items"])
+        rows.append(("recovery", slice_label({"setting": setting}), len(items), 23))
+    return pd.DataFrame(rows, columns=["metric", "slice", "n_items", "outcomes"])
 
 
 def comparison_scores(scored: pd.DataFrame) -> pd.DataFrame:
