@@ -484,15 +484,20 @@ def plan_lines(study: str, args, options, specs, plans) -> list[str]:
     """:func:`plan_text` for ``metamorph plan <study>``: the cells from the study report's
     ``planned_cells(options, specs)``, ``plans`` the :class:`~metamorph.costplan.CostPlan` steps of
     every model (grouped by ``model_id``) and the settings ``--alpha``, ``--power``,
-    ``--discordance``, ``--detect`` of ``args``; no lines for a study whose report declares no
-    ``planned_cells``. Raises the loaders' :class:`~metamorph.errors.InputError`."""
+    ``--discordance``, ``--detect`` of ``args``; no lines for a study without a ``report`` module
+    declaring ``planned_cells``. Raises the loaders' :class:`~metamorph.errors.InputError`."""
     import importlib
 
     by_model: dict = {}
     for p in plans:
         by_model.setdefault(p.model_id, []).append(p)
 
-    report = importlib.import_module(f"metamorph.studies.{study}.report")
+    import importlib.util
+
+    name = f"metamorph.studies.{study}.report"
+    if importlib.util.find_spec(name) is None:
+        return []
+    report = importlib.import_module(name)
     if not hasattr(report, "planned_cells"):
         return []
     return plan_text(
