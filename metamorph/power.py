@@ -54,6 +54,7 @@ from scipy import stats as _sst
 
 __all__ = [
     "DEFAULT_POWER",
+    "PERMUTATION_RESAMPLES",
     "add_plan_arguments",
     "plan_lines",
     "plan_text",
@@ -72,6 +73,10 @@ __all__ = [
 
 #: The power of an MDE unless one is given (80 %).
 DEFAULT_POWER = 0.8
+
+#: Resamples of the comparison's sign-flip test (:func:`metamorph.stats.paired_permutation_test`'s
+#: default): exact up to 2^n = 9999 sign patterns, else Monte Carlo, whose p is at least 1/10000.
+PERMUTATION_RESAMPLES = 9999
 
 _TOL = 1e-4  # resolution of the MDE search (0.01 pp)
 _MAX_ITEMS = 10_000_000
@@ -270,7 +275,9 @@ def detectable(
     """The MDE of one compared cell from its paired values, for the test the comparison used
     (``mcnemar_exact``: exact power with the observed discordance; ``paired_permutation``: the
     closed form with the observed standard deviation of the differences), at ``alpha / family``
-    and ``power``."""
+    and ``power``. NaN with a note when no verdict is possible: too few items for the floor
+    (:func:`no_verdict_text`), or a Monte Carlo sign-flip test (more than 13 items) whose smallest
+    p, 1/10000, is not below α/m; or when every difference is equal (no spread)."""
     _check(alpha, power)
     n = int(len(baseline))
     a = alpha / max(1, family)
@@ -284,6 +291,13 @@ def detectable(
             mcnemar_mde(n, a, power, psi),
             a,
             f"exact McNemar power {power:g} at α/m = {a:.3g} (m = {family}), observed discordance {psi:.3g}",
+        )
+    if 2**n > PERMUTATION_RESAMPLES and 1 / (PERMUTATION_RESAMPLES + 1) >= a:
+        return Detectable(
+            math.nan,
+            a,
+            f"no verdict at α/m = {a:.3g} is possible: the Monte Carlo sign-flip test's smallest p is "
+            f"1/{PERMUTATION_RESAMPLES + 1}",
         )
     sd = float(np.std(d, ddof=1)) if n > 1 else math.nan
     if not sd > 0:

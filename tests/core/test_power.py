@@ -247,3 +247,19 @@ def test_every_study_declares_the_cells_its_comparison_will_hold():
         ["recovery", "language=zh_cn, setting=zero_shot", 3, 23],
         ["recovery", "setting=zero_shot", 3, 23],
     ]
+
+
+def test_a_monte_carlo_sign_flip_test_cannot_go_below_its_resolution():
+    base = np.zeros(20)
+    cand = np.linspace(0, 0.5, 20)  # averaged values: the sign-flip test, Monte Carlo for 20 items (2^20 > 9999)
+    det = power.detectable(base, cand, "paired_permutation", 0.05, 600)  # alpha/m = 8.3e-05 < 1/10000
+    assert math.isnan(det.mde)
+    assert (
+        det.note == "no verdict at α/m = 8.33e-05 is possible: the Monte Carlo sign-flip test's smallest p is 1/10000"
+    )
+    det = power.detectable(base, cand, "paired_permutation", 0.05, 1)
+    sd = float(np.std(cand, ddof=1))
+    assert det.mde == power.permutation_mde(20, sd, 0.05, 0.8)
+    assert det.note == (
+        f"sign-flip test, normal approximation, power 0.8 at α/m = 0.05 (m = 1), observed sd of differences {sd:.3g}"
+    )
