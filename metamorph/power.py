@@ -379,7 +379,7 @@ def _pp(x: float) -> str:
 
 
 def plan_text(
-    cells,
+    cells: pd.DataFrame,
     plans: dict,
     *,
     alpha: float = 0.05,
@@ -395,7 +395,8 @@ def plan_text(
             outcomes an item's value averages, 0 for a score; without the column every value is 0/1).
         plans: model id -> that model's :class:`~metamorph.costplan.CostPlan` steps (for the
             requests and cost that ``detect`` needs).
-        alpha, power: the verdicts' family-wise level and the power; each cell at α/m, m = len(cells).
+        alpha: the verdicts' family-wise level; each cell is taken at α/m, m = len(cells).
+        power: the power of the detectable effects.
         discordance: the assumed fraction ψ0 of items the two models differ on (0: every changed
             item moved in the change's direction, the most favourable case).
         detect: a change (fraction) to size the run for, or None.
