@@ -529,7 +529,8 @@ def default_cache() -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``metamorph plan <study>``: the study's options (those of ``metamorph run <study>``,
-    :func:`metamorph.study.add_study_commands`) plus ``--registry`` and ``--cache``."""
+    :func:`metamorph.study.add_study_commands`) plus ``--registry``, ``--cache`` and the detectable
+    effects' ``--detect``, ``--alpha``, ``--power``, ``--discordance`` (:func:`metamorph.power.add_plan_arguments`)."""
     from metamorph.study import add_study_commands
 
     def plan_options(sub: argparse.ArgumentParser) -> None:
@@ -543,6 +544,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             help="generation cache DuckDB file (default "
             "$METAMORPH_HOME/generation_cache.duckdb; a missing file is an empty cache and is not created)",
         )
+        from metamorph.power import add_plan_arguments
+
+        add_plan_arguments(own)
 
     add_study_commands(p, plan_options)
 
@@ -587,6 +591,9 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if cache is not None:
                 cache.release()
+        from metamorph.power import plan_lines
+
+        out += plan_lines(args.study, args, options, specs, shown)
         notes = [OUTPUT_NOTE + ".", f"Input tokens: local models {METHOD_TOKENIZER}; API models {METHOD_ESTIMATE}."]
         if any(p.upper_bound for p in shown):
             notes.append(

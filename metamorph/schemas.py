@@ -182,6 +182,16 @@ class ModelComparison(StrictModel):
         isin=list(VERDICTS),
         description="regressed / improved when p_holm < alpha (direction by sign and higher_is_better); not comparable without shared items.",
     )
+    mde: Series[float] = pa.Field(
+        nullable=True,
+        ge=0,
+        description="Minimum detectable effect: the smallest |difference| (metric's unit) the row's test finds with the "
+        "run's power at alpha/m (m = the candidate's family; metamorph.power.detectable); null when none is possible.",
+    )
+    mde_note: Series[str] = pa.Field(
+        nullable=True,
+        description="How mde was computed (test, level, observed discordance or spread), or why no verdict is possible.",
+    )
 
 
 class ReportCard(StrictModel):

@@ -37,7 +37,14 @@ def test_run_and_plan_take_the_same_options_for_every_study():
     run, plan = _subparsers(_command("run")), _subparsers(_command("plan"))
     assert sorted(run) == sorted(plan) == STUDIES
     for name in STUDIES:
-        assert _option_strings(plan[name]) == _option_strings(run[name]) | {"--registry", "--cache"}, name
+        assert _option_strings(plan[name]) == _option_strings(run[name]) | {
+            "--registry",
+            "--cache",
+            "--detect",
+            "--alpha",
+            "--power",
+            "--discordance",
+        }, name
     assert _option_strings(run["format_robustness"]) == {
         "--source",
         "--limit",

@@ -37,6 +37,7 @@ from metamorph.studies.format_robustness.plan import metric_input
 __all__ = [
     "COMPARED_METRICS",
     "COMPARISON_TABLES",
+    "planned_cells",
     "LEGEND",
     "SECTIONS",
     "STUDY",
@@ -226,6 +227,35 @@ def _gold_rows(outcomes: pd.DataFrame) -> pd.DataFrame:
 #: The warehouse tables (``format_robustness.<table>``) :func:`comparison_scores` takes, in order
 #: (:func:`metamorph.verdict.sources`).
 COMPARISON_TABLES = ("generation_outcomes", "mr_flags")
+
+
+def planned_cells(options, specs=()) -> pd.DataFrame:
+    """The (metric, slice) cells :func:`comparison_scores` will compare, with the items each will
+    have, from the sources a run with ``options`` loads and the ingestion paths every model of
+    ``specs`` has (``metamorph plan``'s detectable effects, :func:`metamorph.power.plan_text`):
+    ``metric, slice, n_items, outcomes`` — accuracy per ``ingestion, dataset, format`` and per
+    ``ingestion, dataset`` over the instances with a gold label, M1/M2/M3 per ``ingestion, dataset``
+    over every instance (M3 is left out by the run when it is not measurable); ``outcomes``: the 0/1
+    outcomes an item's value averages (k repeats, times the four formats when pooled; M1/M2: its k
+    groups; M3: one flag per instance). Raises the loaders' ``InputError``."""
+    from metamorph.comparison import slice_label
+    from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
+    ingestions = [i for i in (specs[0].ingestion if specs else ("inline",)) if all(i in s.ingestion for s in specs)]
+    datasets = list(dict.fromkeys(x.dataset for x in xs))
+    k = options.k or 3
+    rows = []
+    for ing in ingestions:
+        for ds in datasets:
+            n_all = sum(1 for x in xs if x.dataset == ds)
+            n_gold = sum(1 for x in xs if x.dataset == ds and x.gold is not None)
+            here = {"ingestion": ing, "dataset": ds}
+            rows += [("accuracy", slice_label({**here, "format": f}), n_gold, k) for f in DEFAULT_FORMATS]
+            rows.append(("accuracy", slice_label(here), n_gold, k * len(DEFAULT_FORMATS)))
+            rows += [(m, slice_label(here), n_all, 1 if m == "M3" else k) for m in ("M1", "M2", "M3")]
+    return pd.DataFrame(rows, columns=["metric", "slice", "n_items", "outcomes"])
 
 
 def comparison_scores(outcomes: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFrame:

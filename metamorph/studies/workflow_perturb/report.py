@@ -18,6 +18,7 @@ from metamorph.studies.workflow_perturb.analysis import DELTA_AVG_FACTOR, DELTA_
 __all__ = [
     "COMPARED_METRICS",
     "COMPARISON_TABLES",
+    "planned_cells",
     "STUDY",
     "all_card_rows",
     "card_rows",
@@ -133,6 +134,29 @@ def _judged(judge_scores: pd.DataFrame, caller: str) -> pd.DataFrame:
 #: The warehouse tables (``workflow_perturb.<table>``) :func:`comparison_scores` takes, in order
 #: (:func:`metamorph.verdict.sources`).
 COMPARISON_TABLES = ("judge_scores",)
+
+
+def planned_cells(options, specs=()) -> pd.DataFrame:
+    """The (metric, slice) cells :func:`comparison_scores` will compare, with the items each will
+    have, from the goldens a run with ``options`` loads (``metamorph plan``'s detectable effects,
+    :func:`metamorph.power.plan_text`): ``metric, slice, n_items, outcomes`` — ``judge`` per ``type,
+    severity`` and per ``type`` over the judged deterministic variants (the first
+    ``judge_variants``, as ``judge_scores`` judges them; a variant without a valid reply will not
+    be an item); ``outcomes`` 0: an item's value is a score (valid replies / 5), not a rate of 0/1
+    outcomes. Raises the loader's ``InputError``."""
+    from metamorph.comparison import slice_label
+    from metamorph.studies.workflow_perturb.plan import deterministic_perturbations
+    from metamorph.studies.workflow_perturb.plan import JUDGE_VARIANTS, planned_goldens
+
+    perts = deterministic_perturbations(planned_goldens(options))
+    rows = pd.DataFrame([p.to_row() for p in perts]).head(options.judge_variants or JUDGE_VARIANTS)
+    out = []
+    if len(rows):
+        for (t, p), g in rows.groupby(["type", "p"], sort=True):
+            out.append(("judge", slice_label({"type": t, "severity": p}), len(g), 0))
+        for t, g in rows.groupby("type", sort=True):
+            out.append(("judge", slice_label({"type": t}), len(g), 0))
+    return pd.DataFrame(out, columns=["metric", "slice", "n_items", "outcomes"])
 
 
 def comparison_scores(judge_scores: pd.DataFrame) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from metamorph.studies.wrapper_sensitivity.vocab import DEFAULT_MODE, FAMILIES, 
 __all__ = [
     "COMPARED_METRICS",
     "COMPARISON_TABLES",
+    "planned_cells",
     "SECTIONS",
     "STUDY",
     "card_rows",
@@ -85,6 +86,30 @@ def _mode_rows(scored: pd.DataFrame, mode: str) -> pd.DataFrame:
 #: The warehouse tables (``wrapper_sensitivity.<table>``) :func:`comparison_scores` takes, in order
 #: (:func:`metamorph.verdict.sources`).
 COMPARISON_TABLES = ("scored_answers",)
+
+
+def planned_cells(options, specs=()) -> pd.DataFrame:
+    """The (metric, slice) cells :func:`comparison_scores` will compare, with the items each will
+    have, from the tasks a run with ``options`` loads (``metamorph plan``'s detectable effects,
+    :func:`metamorph.power.plan_text`): ``metric, slice, n_items, outcomes`` — accuracy and
+    parseability per ``task, wrapper`` (the five families, and the constrained arm when
+    ``options.constrained_arm``) and per ``task``, each with the task's items; ``outcomes``: the 0/1
+    outcomes an item's value averages (its seeds, times the five wrappers per task). Raises the
+    loader's ``InputError``."""
+    from metamorph.comparison import slice_label
+    from metamorph.studies.wrapper_sensitivity.tasks import load_task
+    from metamorph.studies.wrapper_sensitivity.vocab import CONSTRAINED_ARM
+
+    items = [x for s in (options.sources or ["synthetic"]) for x in load_task(s, limit=options.limit)]
+    by_task = pd.Series([x.task for x in items]).value_counts().sort_index()
+    wrappers = [*FAMILIES, *([CONSTRAINED_ARM] if options.constrained_arm else [])]
+    k = len(options.seeds) if options.seeds is not None else 5
+    rows = []
+    for metric in COMPARED_METRICS:
+        for task, n in by_task.items():
+            rows += [(metric, slice_label({"task": task, "wrapper": w}), int(n), k) for w in wrappers]
+            rows.append((metric, slice_label({"task": task}), int(n), k * len(FAMILIES)))
+    return pd.DataFrame(rows, columns=["metric", "slice", "n_items", "outcomes"])
 
 
 def comparison_scores(scored: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
