@@ -26,6 +26,7 @@ import anthropic
 
 from metamorph.errors import ConfigError
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
+from metamorph.providers.retry import attempt_timeout
 from metamorph.providers.sdk_errors import error_in_body, no_text_error, sdk_errors
 
 __all__ = [
@@ -282,10 +283,14 @@ class AnthropicProvider:
         return {"type": "file", "file_id": file_id}
 
     def call(self, method: Any, **kwargs: Any) -> Any:
-        """``method(**kwargs)`` on :attr:`client` with SDK errors mapped to :class:`ProviderError`
-        (retryable or not, the API key redacted from the message)."""
-        with sdk_errors(anthropic, anthropic.AnthropicError, "Anthropic", self._api_key, self.timeout_s):
-            return method(**kwargs)
+        """``method(**kwargs, timeout=t)`` on :attr:`client` with SDK errors mapped to
+        :class:`ProviderError` (retryable or not, the API key redacted from the message). ``t`` is
+        :func:`~metamorph.providers.retry.attempt_timeout` of ``timeout_s``: inside a retry loop, no
+        more than what is left of its budget. ``method`` takes ``timeout`` (an SDK method, or a
+        function passing it on)."""
+        timeout = attempt_timeout(self.timeout_s)
+        with sdk_errors(anthropic, anthropic.AnthropicError, "Anthropic", self._api_key, timeout):
+            return method(**kwargs, timeout=timeout)
 
 
 def _check_media_type(doc: Document) -> None:

@@ -28,7 +28,7 @@ import openai
 
 from metamorph.errors import ConfigError
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
-from metamorph.providers.retry import classify_status
+from metamorph.providers.retry import attempt_timeout, classify_status
 from metamorph.providers.sdk_errors import error_in_body, no_text_error, redact, sdk_errors
 
 __all__ = ["OpenAIProvider", "RESPONSES_DROPPED_PARAMS", "LLAMA_CPP_ONLY_PARAMS"]
@@ -256,10 +256,14 @@ class OpenAIProvider:
             return file_id
 
     def call(self, method: Any, **kwargs: Any) -> Any:
-        """``method(**kwargs)`` on :attr:`client` with SDK errors mapped to :class:`ProviderError`
-        (retryable or not, the API key redacted from the message)."""
-        with sdk_errors(openai, openai.OpenAIError, "OpenAI", self._api_key, self.timeout_s):
-            return method(**kwargs)
+        """``method(**kwargs, timeout=t)`` on :attr:`client` with SDK errors mapped to
+        :class:`ProviderError` (retryable or not, the API key redacted from the message). ``t`` is
+        :func:`~metamorph.providers.retry.attempt_timeout` of ``timeout_s``: inside a retry loop, no
+        more than what is left of its budget. ``method`` takes ``timeout`` (an SDK method, or a
+        function passing it on)."""
+        timeout = attempt_timeout(self.timeout_s)
+        with sdk_errors(openai, openai.OpenAIError, "OpenAI", self._api_key, timeout):
+            return method(**kwargs, timeout=timeout)
 
     @staticmethod
     def chat_result(response: Any, latency: float) -> GenerationResult:
