@@ -136,7 +136,9 @@ class OpenAIProvider:
                 :func:`~metamorph.providers.retry.classify_status`; ``retry_after`` comes from the
                 ``retry-after-ms`` / ``Retry-After`` response headers. Also (not retryable) when
                 the reply carries no completion text: ``content: null`` (a refusal, a tool call)
-                or a Responses reply without an ``output_text`` part.
+                or a Responses reply without an ``output_text`` part (unless it was cut at
+                ``max_tokens``: that is an empty completion with finish reason ``length``, as on
+                Chat Completions).
         """
         self.check_request(request)
         if request.ingestion == "inline":
@@ -311,7 +313,7 @@ class OpenAIProvider:
             finish = _normalise_finish(getattr(details, "reason", None) or "incomplete")
         else:
             finish = "stop" if status in (None, "completed") else str(status)
-        if not _has_output_text(response):  # only a refusal or tool calls: no completion text
+        if not _has_output_text(response) and finish != "length":  # a refusal or tool calls only
             raise no_text_error("OpenAI", finish, _refusal(response))
         usage = response.usage
         return GenerationResult(

@@ -298,6 +298,25 @@ def test_responses_with_uploaded_file_uploads_once(stub, caplog):
     assert any("'seed'" in m for m in dropped_warnings) and any("'stop'" in m for m in dropped_warnings)
 
 
+def test_a_responses_reply_without_output_text_is_an_error_unless_cut(stub):
+    refused = responses_reply()
+    refused.body["output"][0]["content"] = [{"type": "refusal", "refusal": "I can't help with that."}]
+    cut = responses_reply(status="incomplete", incomplete_reason="max_output_tokens")
+    cut.body["output"] = []  # the token limit was spent before any text
+    stub.script("POST", "/v1/files", openai_file_reply())
+    stub.script("POST", "/v1/responses", refused, cut)
+    provider = openai_provider(stub)
+    request = openai_request(params={"max_tokens": 8}, ingestion="openai_file", document=DOC)
+    with pytest.raises(ProviderError) as info:
+        provider.generate(request)
+    assert (str(info.value), info.value.retryable) == (
+        'OpenAI reply has no text (finish_reason stop; refusal: "I can\'t help with that.")',
+        False,
+    )
+    res = provider.generate(request)
+    assert (res.text, res.finish_reason, res.error) == ("", "length", None)
+
+
 def test_responses_maps_json_schema_response_format(stub):
     stub.script("POST", "/v1/files", openai_file_reply())
     stub.script("POST", "/v1/responses", responses_reply())
