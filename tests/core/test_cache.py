@@ -463,13 +463,14 @@ def _run(stub, cache_store, questions, reply, provider=None):
 
 def test_a_reply_with_a_lone_surrogate_is_stored_as_u_fffd_with_its_neighbours(stub, cache_store):
     """The stub's JSON escapes ``\\ud800`` (the SDK decodes it to a str UTF-8 cannot encode): the
-    reply is stored with U+FFFD in its place, and the group commit keeps the other two replies."""
-    replies = {"q1": "fine", "q2": "bad \ud800 reply", "q3": "also fine"}
+    reply is stored with U+FFFD in its place, and the group commit keeps the other replies."""
+    replies = {"q1": "fine", "q2": "bad \ud800 reply", "q3": "also fine", "q4": "nul \x00 here"}
     got, stored = _run(stub, cache_store, list(replies), lambda q: _stub_chat(replies[q]))
-    want = [("fine", None), ("bad \ufffd reply", None), ("also fine", None)]
+    # a NUL (JSON "\u0000") too: PostgreSQL's TEXT cannot hold it, and both backends store the same text
+    want = [("fine", None), ("bad \ufffd reply", None), ("also fine", None), ("nul \ufffd here", None)]
     assert got == want and stored == want
     again, _ = _run(stub, cache_store, list(replies), lambda q: _stub_chat("never asked"))
-    assert again == want and len(stub.requests_to("/v1/chat/completions")) == 3  # all three served from the cache
+    assert again == want and len(stub.requests_to("/v1/chat/completions")) == 4  # all four served from the cache
 
 
 def test_a_row_the_store_refuses_is_stored_as_an_error_alone(stub, cache_store):
