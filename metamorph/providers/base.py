@@ -27,6 +27,7 @@ __all__ = [
     "ProviderError",
     "canonical_json",
     "sha256_hex",
+    "storable_text",
 ]
 
 #: Ingestion paths of the document-format study (§3 of issue #2).
@@ -166,6 +167,22 @@ class GenerationRequest:
         return canonical_json(self.key_material())
 
 
+def storable_text(text: str | None) -> str | None:
+    """``text`` as every store of the project can hold it (UTF-8 in DuckDB and PostgreSQL, Arrow,
+    JSON): a surrogate pair left as two code points is joined into its character, every other
+    (lone) surrogate — e.g. a reply whose JSON escapes ``"\\ud800"``, which the SDKs decode to
+    an unencodable str — and every NUL (PostgreSQL's TEXT cannot hold it) becomes U+FFFD
+    (REPLACEMENT CHARACTER). Any other text, and ``None``, is returned unchanged."""
+    if text is None:
+        return None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 @dataclass(frozen=True)
 class GenerationResult:
     """What a provider returned for one request (or the error it raised).
@@ -180,6 +197,9 @@ class GenerationResult:
         system_fingerprint: OpenAI ``system_fingerprint`` where given.
         error: ``"<ErrorType>: message"`` when the call failed, else ``None``.
         attempts: how many attempts were made (1 = no retry).
+
+    Every text field is made storable on construction (:func:`storable_text`: lone surrogates and
+    NUL become U+FFFD), so what a run reads, the cache stores and the warehouse holds is the same text.
     """
 
     text: str | None
@@ -192,6 +212,14 @@ class GenerationResult:
     system_fingerprint: str | None = None
     error: str | None = None
     attempts: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("text", "finish_reason", "model_id", "model_version", "system_fingerprint", "error"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                fixed = storable_text(value)
+                if fixed is not value:
+                    object.__setattr__(self, name, fixed)
 
     @property
     def ok(self) -> bool:
