@@ -526,12 +526,35 @@ def render_html(x: SourceInstance) -> str:
 
 
 # --- YAML: PyYAML, one mapping ---------------------------------------------------------------------
-def render_yaml(x: SourceInstance) -> str:
-    """One YAML mapping in field order with native scalars (PyYAML ``safe_dump``, Unicode kept,
-    lines not folded); a string that YAML would read as another type is quoted by PyYAML."""
+#: Characters a YAML reader takes as a line break (NEL, LS, PS) or that it cannot read raw (other
+#: controls): a string holding one is written double-quoted, where PyYAML escapes them (``\\N`` …).
+_YAML_QUOTE = frozenset("\x85\u2028\u2029")
+
+
+@functools.cache
+def _yaml_dumper():
     import yaml
 
-    return yaml.safe_dump(dict(x.fields), allow_unicode=True, sort_keys=False, width=2**31 - 1)
+    class Dumper(yaml.SafeDumper):
+        """``SafeDumper`` writing a string with a NEL, LS, PS or control character double-quoted."""
+
+    def represent_str(dumper, value: str):
+        quote = any(c in _YAML_QUOTE or (unicodedata.category(c) == "Cc" and c not in "\n") for c in value)
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if quote else None)
+
+    Dumper.add_representer(str, represent_str)
+    return Dumper
+
+
+def render_yaml(x: SourceInstance) -> str:
+    """One YAML mapping in field order with native scalars (PyYAML ``safe_dump``, Unicode kept,
+    lines not folded); a string that YAML would read as another type is quoted by PyYAML, one with
+    a NEL, LS, PS or a control character other than LF is double-quoted (escaped)."""
+    import yaml
+
+    return yaml.dump(
+        dict(x.fields), Dumper=_yaml_dumper(), allow_unicode=True, sort_keys=False, width=2**31 - 1
+    )
 
 
 def _reader(fmt: str) -> Callable[[str | bytes], list[tuple[str, str]]]:
