@@ -12,6 +12,7 @@ import sys
 
 import dagster as dg
 import duckdb
+import pandas as pd
 import pytest
 import yaml
 
@@ -129,10 +130,12 @@ def test_xlsx_cells_as_openpyxl_reads_them_numbers_native():
 def test_xlsx_text_that_looks_like_a_formula_and_numbers_a_cell_cannot_hold_are_text():
     from openpyxl import load_workbook
 
-    x = SourceInstance("f-1", "toy", (("f", "=1+1"), ("big", 2**53 + 1), ("third", 0.1 + 0.2)), "P", ("a", "b"))
+    x = SourceInstance(
+        "f-1", "toy", (("f", "=1+1"), ("big", 2**53 + 1), ("third", 0.1 + 0.2), ("whole", 37.0), ("n", 2**53)), "P", ("a", "b")
+    )
     ws = load_workbook(io.BytesIO(render(x, "xlsx").data)).worksheets[0]
-    assert [c.value for c in ws[2]] == ["=1+1", "9007199254740993", "0.30000000000000004"]
-    assert [c.data_type for c in ws[2]] == ["s", "s", "s"]
+    assert [c.value for c in ws[2]] == ["=1+1", "9007199254740993", "0.30000000000000004", "37.0", 2**53]
+    assert [c.data_type for c in ws[2]] == ["s", "s", "s", "s", "n"]
 
 
 @pytest.mark.parametrize("fmt", BINARY)
@@ -422,7 +425,7 @@ def test_rendered_documents_stores_bytes_and_an_error_row_names_the_character(me
         "toy, field 'instance emoji': pdf: the font DejaVuSans has no glyph for U+1F912 FACE WITH THERMOMETER "
         "('🤒') in field 'note'"
     )
-    assert err.document_bytes is None and err.n_bytes == 0 and not err.round_trip_ok
+    assert pd.isna(err.document_bytes) and err.n_bytes == 0 and not err.round_trip_ok
     ok_pdf = df.iloc[3]
     data = bytes(ok_pdf.document_bytes)
     assert ok_pdf.extraction == "extract:pypdf" and ok_pdf.n_bytes == len(data)
@@ -431,4 +434,4 @@ def test_rendered_documents_stores_bytes_and_an_error_row_names_the_character(me
     assert ok_pdf.document_sha256 == hashlib.sha256(data).hexdigest()
     page = PdfReader(io.BytesIO(data)).pages[0]
     assert page.extract_text(extraction_mode="layout", layout_mode_space_vertically=False) == "age: 58\nnote: שלום"
-    assert df.iloc[4].document_bytes is None and df.iloc[4].extraction is None
+    assert pd.isna(df.iloc[4].document_bytes) and pd.isna(df.iloc[4].extraction)

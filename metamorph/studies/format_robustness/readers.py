@@ -4,15 +4,13 @@ Every format's document is read back here with a library other than the one that
 semantic-invariance check (:func:`metamorph.studies.format_robustness.renderers.check_semantic_invariance`)
 does not trust a renderer's own code:
 
-========  =========================  ======================================  ===========================
-format    written by                 read back by                            extraction (:data:`EXTRACTIONS`)
-========  =========================  ======================================  ===========================
-``pdf``   reportlab                  pypdf (``extract_text``, layout mode)   ``extract:pypdf``
-``docx``  python-docx (writer)       python-docx (a new ``Document`` read)   ``extract:docx``
-``xlsx``  openpyxl (writer)          openpyxl (``load_workbook``)            ``extract:openpyxl``
-``html``  the standard library       ``html.parser.HTMLParser``              — (HTML is text)
-``yaml``  PyYAML ``safe_dump``       PyYAML ``safe_load``                    — (YAML is text)
-========  =========================  ======================================  ===========================
+| format | written by | read back by | extraction (:data:`EXTRACTIONS`) |
+| --- | --- | --- | --- |
+| ``pdf`` | reportlab | pypdf (``extract_text``, layout mode) | ``extract:pypdf`` |
+| ``docx`` | python-docx (writer) | python-docx (a new ``Document`` read) | ``extract:docx`` |
+| ``xlsx`` | openpyxl (writer) | openpyxl (``load_workbook``) | ``extract:openpyxl`` |
+| ``html`` | the standard library | ``html.parser.HTMLParser`` | none (HTML is text) |
+| ``yaml`` | PyYAML ``safe_dump`` | PyYAML ``safe_load`` | none (YAML is text) |
 
 Two functions per format:
 

@@ -465,12 +465,12 @@ def render_docx(x: SourceInstance) -> bytes:
 def _xlsx_exact(v) -> bool:
     """Whether a spreadsheet number cell holds ``v`` exactly: booleans and ``None`` always, a whole
     number within ±2**53 (binary64), a float that 15 significant digits (what a spreadsheet shows
-    and keeps) give back."""
+    and keeps) give back and that is not whole (a cell does not tell 37.0 from 37)."""
     if v is None or isinstance(v, bool):
         return True
     if isinstance(v, int):
         return abs(v) <= 2**53
-    return float(f"{v:.15g}") == v
+    return not v.is_integer() and float(f"{v:.15g}") == v
 
 
 # --- XLSX: openpyxl, a header row and one data row ---------------------------------------------------
