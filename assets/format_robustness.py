@@ -189,7 +189,9 @@ def rendered_documents(config: RenderConfig, source_instances: pd.DataFrame):
     )
     example = df.iloc[0]
     sample = "\n\n".join(
-        f"**{r.format}**" + (f" (text read back by {r.extraction})" if r.extraction else "") + f"\n```\n{r.document_text[:600]}\n```"
+        f"**{r.format}**"
+        + (f" (text read back by {r.extraction})" if r.extraction else "")
+        + f"\n```\n{r.document_text[:600]}\n```"
         for r in shown[shown.instance_id == example.instance_id].itertuples()
     )
     errors = df[df["error"].notna()]
@@ -211,7 +213,9 @@ def rendered_documents(config: RenderConfig, source_instances: pd.DataFrame):
         metadata={
             "error_rows": len(errors),
             "errors": dg.MetadataValue.md(
-                markdown_table(errors[["dataset", "instance_id", "format", "error"]].head(30)) if len(errors) else "_none_"
+                markdown_table(errors[["dataset", "instance_id", "format", "error"]].head(30))
+                if len(errors)
+                else "_none_"
             ),
         },
     )

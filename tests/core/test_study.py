@@ -47,6 +47,7 @@ def test_run_and_plan_take_the_same_options_for_every_study():
         "--no-models",
         "--k",
         "--no-routing",
+        "--formats",
     }
     assert _option_strings(run["workflow_perturb"]) - _option_strings(run["format_robustness"]) == {
         "--llm-goldens",
@@ -60,6 +61,12 @@ BAD = [
     ("format_robustness", ["--k", "0"], "argument --k: must be a whole number from 1 to 100, got '0'"),
     ("format_robustness", ["--limit", "0"], "argument --limit: must be a whole number >= 1, got '0'"),
     ("format_robustness", ["--max-tokens", "-5"], "argument --max-tokens: must be a whole number >= 1, got '-5'"),
+    (
+        "format_robustness",
+        ["--formats", "txt,odt"],
+        "argument --formats: unknown format 'odt'; the known formats are txt, md, json, csv, html, yaml, pdf, docx, "
+        "xlsx",
+    ),
     (
         "format_robustness",
         ["--budget-usd", "nan"],

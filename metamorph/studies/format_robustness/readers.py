@@ -93,9 +93,7 @@ def _pdf_text(data: bytes) -> str:
 
     reader = PdfReader(io.BytesIO(data))
     # layout mode keeps the writing order of right-to-left runs (the plain mode reverses them)
-    return "\n".join(
-        p.extract_text(extraction_mode="layout", layout_mode_space_vertically=False) for p in reader.pages
-    )
+    return "\n".join(p.extract_text(extraction_mode="layout", layout_mode_space_vertically=False) for p in reader.pages)
 
 
 def _pdf_pairs(data: bytes) -> list[tuple[str, str]]:

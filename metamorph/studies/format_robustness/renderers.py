@@ -287,9 +287,7 @@ def _escaped(value: str) -> str:
     """:func:`_one_line` and every other control character (Unicode category Cc: tab, NUL …) as
     ``\\uXXXX``: the text holds no character without a glyph or that XML 1.0 cannot carry.
     :func:`metamorph.studies.format_robustness.readers.unescape` inverts it."""
-    return "".join(
-        _ESCAPES.get(c) or (f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cc" else c) for c in value
-    )
+    return "".join(_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cc" else c) for c in value)
 
 
 #: The date written into every docx / xlsx / pdf (documents do not depend on when they were made).
@@ -519,8 +517,7 @@ def render_html(x: SourceInstance) -> str:
     """An HTML5 page holding one table: ``<th>`` the field name, ``<td>`` the value, every text
     :func:`html.escape`-d (CR as ``&#13;``); cells keep their line breaks (``white-space: pre-wrap``)."""
     rows = "".join(
-        f'<tr><th scope="row">{_html_text(k)}</th><td>{_html_text(canonical_text(v))}</td></tr>\n'
-        for k, v in x.fields
+        f'<tr><th scope="row">{_html_text(k)}</th><td>{_html_text(canonical_text(v))}</td></tr>\n' for k, v in x.fields
     )
     return f"{_HTML_HEAD}{rows}</tbody>\n</table>\n</body>\n</html>\n"
 
@@ -552,9 +549,7 @@ def render_yaml(x: SourceInstance) -> str:
     a NEL, LS, PS or a control character other than LF is double-quoted (escaped)."""
     import yaml
 
-    return yaml.dump(
-        dict(x.fields), Dumper=_yaml_dumper(), allow_unicode=True, sort_keys=False, width=2**31 - 1
-    )
+    return yaml.dump(dict(x.fields), Dumper=_yaml_dumper(), allow_unicode=True, sort_keys=False, width=2**31 - 1)
 
 
 def _reader(fmt: str) -> Callable[[str | bytes], list[tuple[str, str]]]:

@@ -140,7 +140,9 @@ class RenderedDocuments(StrictModel):
     @pa.dataframe_check(description="a row is a document (text, sha256, bytes ≥ 1, round trip ok) or an error")
     def document_or_error(cls, df):  # noqa: N805
         ok = df["error"].isna()
-        is_doc = df["document_text"].notna() & df["document_sha256"].notna() & (df["n_bytes"] >= 1) & df["round_trip_ok"]
+        is_doc = (
+            df["document_text"].notna() & df["document_sha256"].notna() & (df["n_bytes"] >= 1) & df["round_trip_ok"]
+        )
         is_err = df["document_text"].isna() & df["document_bytes"].isna() & (df["n_bytes"] == 0) & ~df["round_trip_ok"]
         return (ok & is_doc) | (~ok & is_err)
 

@@ -52,7 +52,9 @@ def format_list(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"must be formats separated by commas (e.g. txt,md,pdf), got {text!r:.60}")
     unknown = [n for n in names if n not in RENDERERS]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown format {unknown[0]!r:.40}; the known formats are {', '.join(RENDERERS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown format {unknown[0]!r:.40}; the known formats are {', '.join(RENDERERS)}"
+        )
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise argparse.ArgumentTypeError(f"format {repeated[0]!r} is given twice")
