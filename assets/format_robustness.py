@@ -51,7 +51,7 @@ from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
-from metamorph.studies.format_robustness.study import MAX_REPEATS, STUDY
+from metamorph.studies.format_robustness.study import MAX_REPEATS, STUDY, check_formats
 from metamorph.studies.format_robustness.vocab import FORMATS
 from assets._common import checked_by
 from metamorph.studies.format_robustness.renderers import (
@@ -109,11 +109,11 @@ def source_instances(config: SourceConfig) -> dg.Output:
 class RenderConfig(dg.Config):
     formats: list[str] = Field(
         default=list(DEFAULT_FORMATS),
-        description="Formats to render (registry keys): the paper's txt, md, json, csv (default), and html, yaml, "
-        "pdf, docx, xlsx. Same values as `--formats`.",
+        description="Formats to render (registry keys), the baseline txt among them: the paper's txt, md, json, csv "
+        "(default), and html, yaml, pdf, docx, xlsx. Same values as `--formats`.",
     )
 
-    _formats = checked_by(STUDY.option("formats").check, "formats")
+    _formats = checked_by(check_formats, "formats")
 
 
 def _preview_value(r) -> str:

@@ -160,6 +160,7 @@ BAD_VALUES = {
     "llm_goldens": ("0", 0),
     "judge_variants": ("0", 0),
     "settings": ("bogus", ["bogus"]),
+    "formats": ("txt,odt", ["txt", "odt"]),
 }
 
 
@@ -191,8 +192,8 @@ def test_every_option_target_is_a_config_field_that_rejects_what_the_command_lin
                 assert one_line(cfg.value) == f"{fld}: {cli.value}", (name, asset, fld)
                 checked += 1
     assert (
-        checked == 19
-    )  # limit, max_tokens, budget_usd (× its assets) of the four studies, k, settings, seeds, goldens, variants
+        checked == 20
+    )  # limit, max_tokens, budget_usd (× its assets) of the four studies, k, settings, seeds, goldens, variants, formats
 
 
 def test_every_study_has_its_jobs_sensor_schedule_card_and_plan():

@@ -286,6 +286,11 @@ def test_formats_option_parses_a_comma_list_and_names_the_known_ones():
         format_list("pdf,txt,pdf")
     with pytest.raises(argparse.ArgumentTypeError, match="must be formats separated by commas"):
         format_list("txt,,md")
+    with pytest.raises(argparse.ArgumentTypeError) as err:
+        format_list("pdf,docx")
+    assert str(err.value) == (
+        "must include the baseline format txt (every metric compares a format with it): txt,pdf,docx"
+    )
 
 
 def test_formats_go_to_rendered_documents_in_the_inputs_job():
@@ -310,6 +315,9 @@ def test_the_launchpad_rejects_an_unknown_format_with_the_same_words():
     assert RenderConfig().formats == ["txt", "md", "json", "csv"]
     with pytest.raises(Exception, match="unknown format 'odt'; the known formats are txt, md, json, csv, html"):
         RenderConfig(formats=["txt", "odt"])
+    with pytest.raises(Exception, match="must include the baseline format txt"):
+        RenderConfig(formats=["pdf"])
+    assert RenderConfig(formats=["txt", "pdf"]).formats == ["txt", "pdf"]
 
 
 # --------------------------------------------------------------------------- what the model reads
@@ -339,9 +347,10 @@ def test_plan_counts_the_formats_of_the_run():
     from metamorph.studies.format_robustness.study import STUDY
 
     spec = ModelSpec(id="m", provider="openai_compatible", model="m", base_url="http://127.0.0.1:1/v1")
-    steps = cost_steps(spec, STUDY.values(sources=["construct"], limit=2, k=1, formats=["pdf", "docx"]))
-    assert len(steps[0].requests()) == 2 * 2 * 1
+    steps = cost_steps(spec, STUDY.values(sources=["construct"], limit=2, k=1, formats=["txt", "pdf", "docx"]))
+    assert len(steps[0].requests()) == 2 * 3 * 1
     assert {json.loads(r.to_json())["renderer_version"] for r in steps[0].requests()} == {
+        "txt-2+p2",
         "pdf-1+extract:pypdf+p2",
         "docx-1+extract:docx+p2",
     }
@@ -421,3 +430,90 @@ def test_rendered_documents_stores_bytes_and_an_error_row_names_the_character(me
     page = PdfReader(io.BytesIO(data)).pages[0]
     assert page.extract_text(extraction_mode="layout", layout_mode_space_vertically=False) == "age: 58\nnote: שלום"
     assert pd.isna(df.iloc[4].document_bytes) and pd.isna(df.iloc[4].extraction)
+
+
+# --------------------------------------------------------------------------- the study, end to end
+
+
+def test_the_study_runs_on_txt_and_binary_formats_and_the_model_reads_their_extracted_text(
+    stub, metamorph_home, tmp_path, monkeypatch
+):
+    """``--formats txt,pdf,docx,xlsx`` through the whole group (routing included) on a scripted
+    model: every request of a binary document carries the extracted text of its file, named by its
+    extraction."""
+    from metamorph.schemas import validate_frame
+    from metamorph.studies.format_robustness import schemas as M
+    from pipelines.definitions import build_definitions
+    from tests.core.stub_http import Reply
+
+    reg = tmp_path / "models.yaml"
+    reg.write_text(
+        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
+        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
+    )
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    monkeypatch.setenv("STUB_KEY", "k")
+    reply = {"decision": "A", "evidence": ["patient has fever"]}
+    stub.script(
+        "POST",
+        "/v1/chat/completions",
+        Reply(
+            200,
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "stub-model",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": json.dumps(reply)},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            },
+        ),
+    )
+    defs = build_definitions()
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["stub"])
+        inputs = defs.resolve_job_def("format_robustness_inputs_job").execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config={
+                "ops": {
+                    "format_robustness__source_instances": {
+                        "config": {"sources": [f"medqa:{shared_sample('medqa')}"], "limit": 2}
+                    },
+                    "format_robustness__rendered_documents": {"config": {"formats": ["txt", "pdf", "docx", "xlsx"]}},
+                }
+            },
+        )
+        assert inputs.success
+        model = defs.resolve_job_def("format_robustness_model_job").execute_in_process(
+            instance=instance,
+            partition_key="stub",
+            raise_on_error=False,
+            run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": 1}}}},
+        )
+        assert model.success
+    con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True)
+    try:
+        gens = con.execute("SELECT * FROM format_robustness.workflow_generations").df()
+        docs = con.execute("SELECT * FROM format_robustness.rendered_documents").df()
+        flags = con.execute("SELECT * FROM format_robustness.mr_flags").df()
+    finally:
+        con.close()
+    validate_frame(M.WorkflowGenerations, gens, "workflow_generations")
+    assert sorted(gens["format"]) == ["docx", "docx", "pdf", "pdf", "txt", "txt", "xlsx", "xlsx"]
+    assert gens["error"].isna().all() and len(flags) == 2
+    calls = stub.requests_to("/v1/chat/completions")[: len(gens)]
+    users = [r.json["messages"][1]["content"] for r in calls]
+    texts = {(d.instance_id, d.format): d.document_text for d in docs.itertuples()}
+    for (iid, fmt), text in texts.items():
+        if fmt == "txt":
+            continue
+        name = {"pdf": "extract:pypdf", "docx": "extract:docx", "xlsx": "extract:openpyxl"}[fmt]
+        note = f"The document is the file {iid}.{fmt}; its text, extracted by {name}, follows."
+        assert sum(note in u and text in u for u in users) == 1, (iid, fmt)
