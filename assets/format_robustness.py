@@ -190,7 +190,7 @@ def rendered_documents(config: RenderConfig, source_instances: pd.DataFrame):
     example = df.iloc[0]
     sample = "\n\n".join(
         f"**{r.format}**"
-        + (f" (text read back by {r.extraction})" if r.extraction else "")
+        + (f" (text read back by {r.extraction})" if isinstance(r.extraction, str) else "")
         + f"\n```\n{r.document_text[:600]}\n```"
         for r in shown[shown.instance_id == example.instance_id].itertuples()
     )
