@@ -18,6 +18,9 @@ RULES = {
     ("format_robustness__model_comparison", "alpha"): ["0 < alpha < 1"],
     ("format_robustness__model_comparison", "n_resamples"): ["N ≥ 100"],
     ("format_robustness__model_comparison", "power"): ["0 < power < 1"],
+    ("format_robustness__rendered_documents", "formats"): [
+        "txt, md, json, csv (default), and html, yaml, pdf, docx, xlsx"
+    ],
     ("format_robustness__routed_generations", "budget_usd"): ["USD ≥ 0", "-1 = no budget"],
     ("format_robustness__routing_choice", "calibration_fraction"): ["0 < fraction < 1"],
     ("format_robustness__source_instances", "limit"): ["N ≥ 1", "-1 = every row"],

@@ -6,7 +6,10 @@ is built so that **only the document differs across formats**:
 * the system message is fixed;
 * the user message is P (the task prompt) + the fixed JSON output instruction
   (:func:`metamorph.studies.format_robustness.extract.output_instruction`), identical for every format;
-* ``inline``: the document text follows between fixed delimiters in the same user message;
+* ``inline``: the document text follows between fixed delimiters in the same user message; for a
+  binary format (pdf, docx, xlsx) that text is what the format's named extraction read back from
+  the file (``extract:pypdf``, ``extract:docx``, ``extract:openpyxl``), announced by
+  :data:`EXTRACT_NOTE`, and the extraction is part of the request's ``renderer_version``;
   ``openai_file`` / ``anthropic_document``: the document is attached as a file of its own media
   type and the user message carries P and the instruction only.
 """
@@ -33,6 +36,7 @@ __all__ = [
     "DEFAULT_PARAMS",
     "DOC_BEGIN",
     "DOC_END",
+    "EXTRACT_NOTE",
     "FILE_NOTE",
     "PROMPT_VERSION",
     "STUDY",
@@ -47,6 +51,7 @@ __all__ = [
     "plan_generations",
     "plan_routing",
     "record_text",
+    "request_renderer_version",
     "routing_params",
     "sensitive_frame",
 ]
@@ -56,6 +61,8 @@ DOC_BEGIN = "<<<DOCUMENT>>>"
 DOC_END = "<<<END DOCUMENT>>>"
 #: The user message's last line when the document is attached as a file (``{filename}`` filled in).
 FILE_NOTE = "The document is attached as the file {filename}."
+#: The line before the delimiters when an inline document is the text extracted from a binary file.
+EXTRACT_NOTE = "The document is the file {filename}; its text, extracted by {extraction}, follows."
 
 #: Version of the prompt text (system prompt, instruction, delimiters). It is part of every
 #: request's ``renderer_version`` (``<renderer version>+<PROMPT_VERSION>``), so a reworded prompt
@@ -98,10 +105,21 @@ def build_messages(x: SourceInstance, doc: RenderedDocument, ingestion: str) -> 
     """System + user messages for one (instance, document) pair; see the module docstring."""
     instruction = f"{x.task_prompt}\n\n{output_instruction(list(x.answer_space))}"
     if ingestion == "inline":
+        if doc.extraction:
+            instruction += "\n\n" + EXTRACT_NOTE.format(filename=doc.filename, extraction=doc.extraction)
         user = f"{instruction}\n\n{DOC_BEGIN}\n{doc.text}{'' if doc.text.endswith(chr(10)) else chr(10)}{DOC_END}"
     else:
         user = f"{instruction}\n\n{FILE_NOTE.format(filename=doc.filename)}"
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def request_renderer_version(doc: RenderedDocument, ingestion: str) -> str:
+    """A request's ``renderer_version``: ``<renderer version>+<PROMPT_VERSION>``, with the named
+    extraction between them when the model reads a binary document's extracted text inline
+    (``pdf-1+extract:pypdf+p2``): a new extraction is a new cache entry and says so in the request."""
+    if ingestion == "inline" and doc.extraction:
+        return f"{doc.renderer_version}+{doc.extraction}+{PROMPT_VERSION}"
+    return f"{doc.renderer_version}+{PROMPT_VERSION}"
 
 
 def instruction_text(x: SourceInstance) -> str:
@@ -177,7 +195,7 @@ def plan_generations(
                         base_url=model.base_url,
                         ingestion=ingestion,
                         document=attached,
-                        renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}",
+                        renderer_version=request_renderer_version(doc, ingestion),
                         repeat_index=r,
                     )
                 )
@@ -260,7 +278,7 @@ def plan_routing(
                             base_url=model.base_url,
                             ingestion=ingestion,
                             document=attached,
-                            renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}",
+                            renderer_version=request_renderer_version(doc, ingestion),
                             repeat_index=r + k * j,
                         )
                     )
@@ -370,15 +388,25 @@ def cost_steps(model: ModelSpec, options) -> list:
     possible best format per dataset (the best format is known only after the generations).
 
     ``options``: the study's :class:`metamorph.study.Options`; the defaults are the assets' (sources
-    ``construct``, every row, sample seed 0, the four formats, k 3, :data:`DEFAULT_PARAMS`).
-    Raises the loaders' :class:`~metamorph.errors.InputError`.
+    ``construct``, every row, sample seed 0, the formats of ``--formats`` (the paper's four), k 3,
+    :data:`DEFAULT_PARAMS`). A document its format cannot write
+    (:class:`~metamorph.studies.format_robustness.renderers.UnwritableCharacter`) is not planned, as
+    ``rendered_documents`` leaves it out of the generations. Raises the loaders'
+    :class:`~metamorph.errors.InputError`.
     """
     from metamorph.costplan import PlanStep
-    from metamorph.studies.format_robustness.renderers import render
+    from metamorph.studies.format_robustness.renderers import UnwritableCharacter, render
     from metamorph.studies.format_robustness.sources import load_sources
 
     xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
-    docs = [render(x, f, check=True) for x in xs for f in DEFAULT_FORMATS]
+    formats = list(getattr(options, "formats", None) or DEFAULT_FORMATS)
+    docs = []
+    for x in xs:
+        for f in formats:
+            try:
+                docs.append(render(x, f, check=True))
+            except UnwritableCharacter:
+                continue
     k = options.k or 3
     params = {**DEFAULT_PARAMS, **({"max_tokens": options.max_tokens} if options.max_tokens else {})}
     gen = PlanStep.exact(
@@ -389,13 +417,16 @@ def cost_steps(model: ModelSpec, options) -> list:
         one = dataclasses.replace(model, ingestion=(ingestion,))
         for ds in dict.fromkeys(x.dataset for x in xs):
             sub = [x for x in xs if x.dataset == ds]
+            written = {(d.instance_id, d.format) for d in docs if d.dataset == ds}
+            # a best format is one every instance of the dataset has a document in
+            candidates = [b for b in formats if all((x.instance_id, b) in written for x in sub)]
             groups.append(
                 tuple(
                     tuple(
                         p.request
                         for p in plan_routing(sub, docs, one, {(one.workflow_id(ingestion), ds): b}, k=k, params=params)
                     )
-                    for b in DEFAULT_FORMATS
+                    for b in candidates
                 )
             )
     return [gen, PlanStep("routed_generations", tuple(groups))]

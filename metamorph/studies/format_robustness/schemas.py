@@ -24,6 +24,7 @@ from pandera.typing.pandas import Series
 
 from metamorph.providers.base import INGESTION_PATHS
 from metamorph.schemas import GenerationRecord, StrictModel
+from metamorph.studies.format_robustness.readers import BINARY_FORMATS
 from metamorph.studies.format_robustness.vocab import (
     FORMAT_TESTS,
     MITIGATION_STRATEGIES,
@@ -91,23 +92,64 @@ class SourceInstances(StrictModel):
 
 
 class RenderedDocuments(StrictModel):
-    """``rendered_documents``: T(C_x, f) for every record and format."""
+    """``rendered_documents``: T(C_x, f) for every record and format (one row per record × format).
+
+    A text format (txt, md, json, csv, html, yaml) keeps its document in ``document_text``; a binary
+    format (pdf, docx, xlsx) keeps its file in ``document_bytes`` and, in ``document_text``, the text
+    its named ``extraction`` reads back (what a text-only model reads). A document that could not
+    be written (a character the PDF font has no glyph for) is an error row: ``error`` names the
+    character, the document columns are null and ``round_trip_ok`` is false."""
 
     dataset: Series[str] = pa.Field(description="Dataset of the record.")
     instance_id: Series[str] = pa.Field(description="Record id.")
-    format: Series[str] = pa.Field(description="Document format (txt, md, json, csv, or a registered extension).")
+    format: Series[str] = pa.Field(
+        description="Document format (txt, md, json, csv, html, yaml, pdf, docx, xlsx, or a registered one)."
+    )
     media_type: Series[str] = pa.Field(description="IANA media type of the document bytes.")
     renderer_version: Series[str] = pa.Field(description="Renderer version; part of every cache key.")
-    document_text: Series[str] = pa.Field(description="The document (UTF-8 text of the bytes sent).")
-    document_sha256: Series[str] = pa.Field(
-        str_length={"min_value": 64, "max_value": 64}, description="sha256 of the document bytes."
+    document_text: Series[str] = pa.Field(
+        nullable=True,
+        description="The document (UTF-8 text of the bytes sent), or for a binary format the text its extraction "
+        "reads back; null on an error row.",
     )
-    n_bytes: Series[int] = pa.Field(ge=1, description="Size of the document in bytes.")
-    round_trip_ok: Series[bool] = pa.Field(description="The format's parser recovered exactly the record's pairs.")
+    document_bytes: Series[object] = pa.Field(
+        nullable=True, description="The file of a binary format (pdf, docx, xlsx); null for a text format."
+    )
+    extraction: Series[str] = pa.Field(
+        nullable=True,
+        description="Named extraction of a binary format's text (extract:pypdf, extract:docx, extract:openpyxl); "
+        "null for a text format.",
+    )
+    document_sha256: Series[str] = pa.Field(
+        nullable=True,
+        str_length={"min_value": 64, "max_value": 64},
+        description="sha256 of the document bytes; null on an error row.",
+    )
+    n_bytes: Series[int] = pa.Field(ge=0, description="Size of the document in bytes (0 on an error row).")
+    round_trip_ok: Series[bool] = pa.Field(
+        description="The format's independent reader recovered exactly the record's pairs (false on an error row)."
+    )
+    error: Series[str] = pa.Field(
+        nullable=True, description="Why the document could not be written (names the character); null otherwise."
+    )
 
     @pa.dataframe_check(description="one document per (dataset, instance_id, format)")
     def unique_docs(cls, df):  # noqa: N805
         return ~df.duplicated(["dataset", "instance_id", "format"], keep=False)
+
+    @pa.dataframe_check(description="a row is a document (text, sha256, bytes ≥ 1, round trip ok) or an error")
+    def document_or_error(cls, df):  # noqa: N805
+        ok = df["error"].isna()
+        is_doc = (
+            df["document_text"].notna() & df["document_sha256"].notna() & (df["n_bytes"] >= 1) & df["round_trip_ok"]
+        )
+        is_err = df["document_text"].isna() & df["document_bytes"].isna() & (df["n_bytes"] == 0) & ~df["round_trip_ok"]
+        return (ok & is_doc) | (~ok & is_err)
+
+    @pa.dataframe_check(description="bytes and an extraction exactly for the documents of a binary format")
+    def binary_has_bytes(cls, df):  # noqa: N805
+        has = df["document_bytes"].notna()
+        return df["error"].notna() | ((has == df["extraction"].notna()) & (has == df["format"].isin(BINARY_FORMATS)))
 
 
 class WorkflowGenerations(GenerationRecord):
