@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from metamorph.errors import BudgetError, ConfigError, ContextBudgetError, MetamorphError, RegistryError
-from metamorph.models import ModelSpec, Price, load_registry
+from metamorph.models import ModelSpec, Price, check_study_kinds, load_registry
 from metamorph.providers.base import GenerationRequest
 from metamorph.replicates import computation, entry_deterministic, is_shared
 
@@ -129,7 +129,7 @@ class CostPlan:
             return 0.0
         if self.price is None:
             return None
-        return self.price.cost_usd(self.input_tokens, self.output_tokens)
+        return self.price.cost_usd(self.input_tokens, self.output_tokens, self.calls)
 
     @property
     def method_short(self) -> str:
@@ -305,7 +305,7 @@ def plan_requests(
         input_tokens=input_tokens,
         output_tokens=sum(int(m) for m in maxes if m),
         token_method=method,
-        price=spec.price_per_mtok,
+        price=spec.price,
         unbounded_calls=sum(1 for m in maxes if not m),
         upper_bound=upper_bound,
         label=label,
@@ -559,6 +559,7 @@ def run(args: argparse.Namespace) -> int:
     out: list[str] = []  # printed once the whole plan is made: bad input prints its one line only
     try:
         specs = chosen_models(load_registry(args.registry or default_registry()), options.models)
+        check_study_kinds(study.name, study.takes_documents, specs)
         for spec in specs:  # as the run refuses it, before anything is counted
             check_max_tokens(spec, options.max_tokens, DEFAULT_N_CTX)
         cache_file = args.cache or default_cache()

@@ -69,6 +69,7 @@ STUDY = Study(
     headline=_headline,
     card=(("generation_outcomes", "mr_flags"), _card_rows),
     options=(K, NO_ROUTING),
+    takes_documents=True,
 )
 
 __all__ = ["K", "MAX_REPEATS", "NO_ROUTING", "ROUTING_ASSETS", "STUDY"]
