@@ -777,12 +777,12 @@ def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
     stack: list[tuple[str, Any]] = [(str(k), v) for k, v in entry.items() if k != "api_key_env"][::-1]
     while stack:
         path, value = stack.pop()
+        advice = _HEADER_ADVICE if path.split(".")[0].split("[")[0] in _WORKFLOW_KEYS else _KEY_ADVICE
         if looks_like_secret(path.rsplit(".", 1)[-1]):
-            raise bad(f"this key name looks like a secret (an API key or token); {_KEY_ADVICE}", path)
+            raise bad(f"this key name looks like a secret (an API key or token); {advice}", path)
         if isinstance(value, str) and looks_like_secret(value) and not (path == "model" and os.path.isfile(value)):
             # an existing local file (a GGUF under a hub snapshot directory named by its commit hash)
             # is a path, not key material
-            advice = _HEADER_ADVICE if path.split(".")[0].split("[")[0] in _WORKFLOW_KEYS else _KEY_ADVICE
             raise bad(f"the value looks like a secret (an API key or token); {advice}", path)
         if isinstance(value, dict):
             stack.extend((f"{path}.{k}", v) for k, v in reversed(list(value.items())))

@@ -7,7 +7,7 @@ Extraction (:data:`EXTRACTORS`) is chosen by the upload's media type: one functi
 
 Answering (:data:`ANSWERERS`, chosen by ``DOC_SERVICE_ANSWERER``):
 
-* ``rule`` (default): no model. The decision is the first label of the question's answer space
+* ``rule`` (default): no model. The decision is the longest label of the question's answer space
   that occurs in the document (case-insensitive), else the first label; the evidence is the
   document's first non-empty line, cut to 12 words. Deterministic and instant: the tests' choice.
 * ``model``: the packaged SmolLM2 (``SmolLM2-135M-Instruct.Q4_1.gguf``) through metamorph's
@@ -90,7 +90,8 @@ def answer_labels(prompt: str) -> list[str]:
 def _rule(text: str, prompt: str, seed: int | None) -> str:
     labels = answer_labels(prompt)
     lowered = text.lower()
-    decision = next((a for a in labels if a.lower() in lowered), labels[0] if labels else "")
+    longest_first = sorted(labels, key=len, reverse=True)  # "do not refer" holds "refer"
+    decision = next((a for a in longest_first if a.lower() in lowered), labels[0] if labels else "")
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return json.dumps({"decision": decision, "evidence": [" ".join(first.split()[:12])] if first else []})
 
