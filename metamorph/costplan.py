@@ -306,7 +306,7 @@ def plan_requests(
         output_tokens=sum(int(m) for m in maxes if m),
         token_method=method,
         price=spec.price,
-        unbounded_calls=sum(1 for m in maxes if not m),
+        unbounded_calls=0 if spec.workflow else sum(1 for m in maxes if not m),  # a workflow takes no max_tokens
         upper_bound=upper_bound,
         label=label,
         shared=shared,

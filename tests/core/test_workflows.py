@@ -505,3 +505,26 @@ def test_the_format_study_through_the_example_service_makes_the_planned_calls_an
     first_line = row["input"].splitlines()[0]
     assert reply["evidence"] == [" ".join(first_line.split()[:12])]  # the rule quotes the extracted text
     assert leaks(tmp_path, (token,)) == []
+
+
+@pytest.mark.llm
+def test_the_example_service_answers_with_the_packaged_local_model_on_two_construct_records(tmp_path, clean_proxy_env):
+    """DOC_SERVICE_ANSWERER=model: SmolLM2 through metamorph's local engine answers two construct records
+    (csv uploads) in the answer's JSON shape, greedily, so the same request gets the same reply."""
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+    from metamorph.studies.format_robustness.plan import plan_generations
+    from metamorph.studies.format_robustness.renderers import render
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    proc, url = start_doc_service(tmp_path / "log.jsonl", {"DOC_SERVICE_ANSWERER": "model"})
+    try:
+        spec = http_spec(url, seeded=True, deterministic=True)
+        xs = [x for _, x in load_sources(["construct"], limit=2)]
+        planned = plan_generations(xs, [render(x, "csv", check=True) for x in xs], spec, k=1)
+        provider = HttpWorkflowProvider(url, spec.workflow, max_concurrency=1)
+        replies = [provider.generate(p.request).text for p in planned]
+        assert [set(json.loads(r)) for r in replies] == [{"decision", "evidence"}] * 2
+        assert provider.generate(planned[0].request).text == replies[0]
+    finally:
+        proc.terminate()
+        proc.wait(10)
