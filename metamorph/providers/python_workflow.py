@@ -29,7 +29,7 @@ from metamorph.providers.base import GenerationRequest, GenerationResult
 from metamorph.providers.http_workflow import task_prompt
 from metamorph.providers.llama_workers import WorkerPool
 
-__all__ = ["FunctionSpec", "PythonWorkflowProvider"]
+__all__ = ["FunctionSpec", "PythonWorkflowProvider", "WorkflowReplyError"]
 
 
 class WorkflowReplyError(Exception):

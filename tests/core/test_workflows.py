@@ -25,6 +25,7 @@ from metamorph.errors import RegistryError
 from metamorph.models import parse_registry
 from metamorph.providers.base import Document, GenerationRequest, ProviderError
 from tests.core.stub_http import Reply
+from tests.core.test_registry_sensor import evaluated  # noqa: F401  (a fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPT = (
@@ -528,3 +529,24 @@ def test_the_example_service_answers_with_the_packaged_local_model_on_two_constr
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_registry_sensor_adds_a_workflow_as_a_partition_and_launches_no_study_that_sends_prompts(
+    evaluated,  # noqa: F811  (the fixture imported above)
+    tmp_path,
+):
+    """order_probe has been run: a new http workflow becomes a partition, and no order_probe run is
+    requested for it (that study sends prompts; its run would refuse the entry)."""
+    import dagster as dg
+
+    from tests.core.test_registry_sensor import tick
+
+    instance, _, stub, registry, _ = evaluated
+    stub.script("GET", "/v1/models", Reply(200, {"object": "list", "data": []}))
+    registry.write_text(
+        registry.read_text() + f"  - {{id: svc, provider: http, url: '{stub.url}/ask', version: '1'}}\n"
+    )
+    res = tick(instance)
+    assert isinstance(res, dg.SensorResult)
+    assert res.run_requests == []
+    assert [r.partition_keys for r in res.dynamic_partitions_requests] == [["svc"]]
