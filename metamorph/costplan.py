@@ -140,10 +140,15 @@ class CostPlan:
             else f"estimated, chars/{CHARS_PER_TOKEN}"
         )
 
+    @property
+    def price_key(self) -> str:
+        """The registry key that prices this plan's calls: ``price_per_call`` for a workflow under test."""
+        return "price_per_call" if self.provider in ("http", "python") else "price_per_mtok"
+
     def cost_text(self) -> str:
         c = self.cost_usd
         if c is None:
-            return "unknown (no price_per_mtok in the registry)"
+            return f"unknown (no {self.price_key} in the registry)"
         return usd(c) + (" (local model)" if self.local else "")
 
     def line(self) -> str:
@@ -355,7 +360,7 @@ def check_budget(plan: CostPlan, budget_usd: float | None, outcome: str = "nothi
     if cost is None:
         raise BudgetError(
             f"model {plan.model_id!r}{step}: {plan.calls} calls to make but the registry entry has no "
-            f"price_per_mtok, so the budget of {usd(budget_usd)} cannot be checked; {outcome}"
+            f"{plan.price_key}, so the budget of {usd(budget_usd)} cannot be checked; {outcome}"
         )
     if cost > budget_usd:
         raise BudgetError(

@@ -416,6 +416,48 @@ def test_a_python_workflow_calls_the_example_function_in_a_worker_process():
         provider.close()
 
 
+def test_a_python_workflow_through_the_runner_one_call_serves_the_replicates_of_an_unseeded_deterministic_entry(
+    tmp_path,
+):
+    from metamorph.cache import GenerationCache
+    from metamorph.runner import run_requests
+    from metamorph.studies.format_robustness.plan import plan_generations
+    from metamorph.studies.format_robustness.renderers import render
+    from metamorph.studies.format_robustness.sources import load_sources
+    from resources.llm import build_provider
+
+    entry = {"id": "fn", "provider": "python", "function": "examples.doc_service.qa:answer_document"}
+    spec = parse_registry({"models": [{**entry, "version": "1", "deterministic": True}]}, "models.yaml")[0]
+    [(_, x)] = load_sources(["construct"], limit=1)
+    planned = plan_generations([x], [render(x, "md", check=True)], spec, k=3)
+    provider = build_provider(spec)
+    try:
+        outcomes, stats = run_requests(
+            [p.request for p in planned], provider, GenerationCache(tmp_path / "c.duckdb"), log=lambda line: None
+        )
+    finally:
+        provider.close()
+    assert [(o.cache_hit, o.shared) for o in outcomes] == [(False, False), (False, True), (False, True)]
+    assert len({o.key for o in outcomes}) == 1 and stats.calls == 1
+    assert json.loads(outcomes[0].result.text)["decision"] in ("refer", "do not refer")
+
+
+def test_an_unpriced_workflow_says_which_price_is_missing_when_a_budget_is_set():
+    from metamorph.costplan import check_budget, plan_requests
+    from metamorph.errors import BudgetError
+
+    plan = plan_requests([upload_request()], http_spec("http://127.0.0.1:9/ask"), label="workflow_generations")
+    assert plan.cost_text() == "unknown (no price_per_call in the registry)"
+    with pytest.raises(BudgetError) as err:
+        check_budget(plan, 1.0)
+    assert str(err.value) == (
+        "model 'svc' (workflow_generations): 1 calls to make but the registry entry has no price_per_call, "
+        "so the budget of $1 cannot be checked; nothing was called"
+    )
+    priced = plan_requests([upload_request()], http_spec("http://127.0.0.1:9/ask", price_per_call=0.25))
+    assert (priced.cost_usd, priced.unbounded_calls) == (0.25, 0)
+
+
 # --------------------------------------------------------------------------- the format study through the service
 
 
