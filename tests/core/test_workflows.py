@@ -592,3 +592,19 @@ def test_the_registry_sensor_adds_a_workflow_as_a_partition_and_launches_no_stud
     assert isinstance(res, dg.SensorResult)
     assert res.run_requests == []
     assert [r.partition_keys for r in res.dynamic_partitions_requests] == [["svc"]]
+    # launched by hand (the UI's launchpad), the study's generation step refuses the entry in one line
+    from pipelines.run import failure_message
+    from tests.core.test_registry_sensor import GEN
+
+    _, defs, _, _, _ = evaluated
+    instance.add_dynamic_partitions("model", ["svc"])
+    result = defs.resolve_job_def("order_probe_model_job").execute_in_process(
+        instance=instance, partition_key="svc", asset_selection=[GEN], raise_on_error=False
+    )
+    assert not result.success and len(stub.requests_to("/ask")) == 0
+    assert failure_message(result) == (
+        f"order_probe__order_generations: {registry}, row 2, field 'provider': 'svc' is a http workflow, which "
+        "answers an uploaded document; the study order_probe sends prompts, not documents (choose its models "
+        "with --models)",
+        True,
+    )
