@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,3 +54,4 @@ def test_every_command_of_the_workflow_page_runs_verbatim_and_the_service_gets_t
     reply = lines[lines.index("response_text:") + 1]
     assert json.loads(reply)["decision"] in ("refer", "do not refer")
     assert leaks(work / "workflow-demo", ("demo-token",)) == []  # the header's value is stored nowhere
+    shutil.rmtree(work, ignore_errors=True)
