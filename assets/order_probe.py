@@ -23,6 +23,7 @@ from pydantic import Field
 
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview
+from metamorph.models import check_study_kinds
 from metamorph.export import markdown_table
 from assets._common import (
     ALL_ROWS,
@@ -181,6 +182,7 @@ def order_generations(
     """model × setting × item × input completions through the generation cache, greedy decoding
     (metamorph.studies.order_probe.plan.plan_generations)."""
     spec = model_registry.get(context.partition_key)
+    check_study_kinds("order_probe", False, [spec])  # a workflow under test answers documents
     provider = model_registry.provider(spec)
     planned = op.plan_generations(order_prompts, spec, {"max_tokens": config.max_tokens} if config.max_tokens else None)
     cache = generation_cache.open()

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview
+from metamorph.models import check_study_kinds
 from metamorph.export import markdown_table
 from assets._common import (
     ALL_ROWS,
@@ -197,6 +198,7 @@ def wrapper_generations(
     budget before any call (metamorph.studies.wrapper_sensitivity.plan.count_and_check_budget).
     """
     spec = model_registry.get(context.partition_key)
+    check_study_kinds("wrapper_sensitivity", False, [spec])  # a workflow under test answers documents
     provider = model_registry.provider(spec)
     items, prompts = items_from_frame(qa_items), prompts_from_frame(wrapped_prompts)
     counted = {}

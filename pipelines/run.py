@@ -506,7 +506,7 @@ def run(args: argparse.Namespace) -> int:
 
     from metamorph.costplan import check_max_tokens
     from metamorph.errors import MetamorphError
-    from metamorph.models import load_registry
+    from metamorph.models import check_study_kinds, load_registry
     from metamorph.study import chosen_models, get
     from pipelines.inputs import InputsRejected
     from pipelines.definitions import defs
@@ -521,6 +521,7 @@ def run(args: argparse.Namespace) -> int:
             study.load_sources(options.sources, options.limit)
         specs = {m.id: m for m in load_registry(registry_path())}
         models = [m.id for m in chosen_models(list(specs.values()), options.models)]
+        check_study_kinds(study.name, study.takes_documents, [specs[m] for m in models])
         if not options.no_models:  # fail before anything is written: keys present, model files found
             for m in models:
                 provider = build_provider(specs[m])

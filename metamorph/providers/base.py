@@ -30,8 +30,11 @@ __all__ = [
     "storable_text",
 ]
 
-#: Ingestion paths of the document-format study (§3 of issue #2).
-INGESTION_PATHS = ("inline", "openai_file", "anthropic_document")
+#: Ingestion paths of the document-format study: the document in the message text (``inline``), as
+#: an OpenAI file input or an Anthropic document block, or uploaded as a file to a workflow under test
+#: (``upload``: an ``http`` service or a ``python`` function receives the rendered document's bytes,
+#: file name and media type; the message carries only the task prompt).
+INGESTION_PATHS = ("inline", "openai_file", "anthropic_document", "upload")
 
 #: Decoding parameters a request may carry; anything else is a configuration error.
 #: ``chat_format`` (llama_cpp only) names the llama.cpp chat format that turns the messages into
@@ -70,9 +73,10 @@ def canonical_json(obj: Any) -> str:
 
 @dataclass(frozen=True)
 class Document:
-    """A file attached to a request (for the ``openai_file`` / ``anthropic_document`` paths).
+    """A file attached to a request (for the ``openai_file`` / ``anthropic_document`` / ``upload`` paths).
 
-    Only ``sha256`` and ``media_type`` enter the cache key; the bytes are sent to the provider.
+    ``sha256`` and ``media_type`` enter the cache key (on the ``upload`` path also ``filename``: a
+    workflow under test sees the upload's name); the bytes are sent to the provider.
     """
 
     content: bytes
@@ -89,7 +93,8 @@ class GenerationRequest:
     """One model call.
 
     Attributes:
-        provider: provider kind (``llama_cpp``, ``openai``, ``anthropic``, ``openai_compatible``).
+        provider: provider kind (``llama_cpp``, ``openai``, ``anthropic``, ``openai_compatible``, or a
+            workflow under test: ``http``, ``python``).
         model: the model name sent to the provider (for llama_cpp: the GGUF file name).
         messages: chat messages ``[{"role": ..., "content": ...}, ...]`` in order.
         params: decoding parameters actually sent (keys from :data:`DECODING_PARAMS`).
@@ -99,6 +104,8 @@ class GenerationRequest:
         document: attached file, if the ingestion path uploads one.
         renderer_version: version of the renderer that produced the document/prompt.
         repeat_index: r in 1..k; k repeats are k distinct cache entries and k real calls.
+        workflow_version: the ``version`` a workflow under test (``http`` / ``python`` entry)
+            declares; part of the cache key when set, so a new version of the service is new calls.
     """
 
     provider: str
@@ -110,6 +117,7 @@ class GenerationRequest:
     document: Document | None = None
     renderer_version: str | None = None
     repeat_index: int = 1
+    workflow_version: str | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.params) - set(DECODING_PARAMS))
@@ -151,12 +159,18 @@ class GenerationRequest:
             "params": params,
             "messages": [dict(m) for m in self.messages],
             "ingestion": self.ingestion,
-            "document": None
-            if self.document is None
-            else {"sha256": self.document.sha256, "media_type": self.document.media_type},
+            "document": None if self.document is None else self._document_key(),
             "renderer_version": self.renderer_version,
             "repeat_index": self.repeat_index,
+            **({} if self.workflow_version is None else {"workflow_version": self.workflow_version}),
         }
+
+    def _document_key(self) -> dict[str, str]:
+        assert self.document is not None
+        key = {"sha256": self.document.sha256, "media_type": self.document.media_type}
+        if self.ingestion == "upload":
+            key["filename"] = self.document.filename
+        return key
 
     def cache_key(self) -> str:
         """sha256 (hex) of :func:`canonical_json` of :meth:`key_material`."""

@@ -11,7 +11,11 @@ is built so that **only the document differs across formats**:
   the file (``extract:pypdf``, ``extract:docx``, ``extract:openpyxl``), announced by
   :data:`EXTRACT_NOTE`, and the extraction is part of the request's ``renderer_version``;
   ``openai_file`` / ``anthropic_document``: the document is attached as a file of its own media
-  type and the user message carries P and the instruction only.
+  type and the user message carries P and the instruction only;
+* ``upload`` (a workflow under test, ``http`` / ``python``): the document is the uploaded file
+  and the request is one user message, P and the instruction — the task prompt the workflow is
+  sent. A workflow takes no decoding parameters: its request carries only the seed (``seeded``
+  entries; each replicate its own) and the workflow's ``version``.
 """
 
 from __future__ import annotations
@@ -104,6 +108,8 @@ class PlannedGeneration:
 def build_messages(x: SourceInstance, doc: RenderedDocument, ingestion: str) -> list[dict[str, str]]:
     """System + user messages for one (instance, document) pair; see the module docstring."""
     instruction = f"{x.task_prompt}\n\n{output_instruction(list(x.answer_space))}"
+    if ingestion == "upload":
+        return [{"role": "user", "content": instruction}]
     if ingestion == "inline":
         if doc.extraction:
             instruction += "\n\n" + EXTRACT_NOTE.format(filename=doc.filename, extraction=doc.extraction)
@@ -174,8 +180,7 @@ def plan_generations(
     """
     if k < 1:
         raise ValueError("k (repeats) must be >= 1")
-    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params_for(STUDY)}
-    merged = {key: value for key, value in merged.items() if value is not None}
+    merged = _request_params(model, params)
     by_id = {(x.dataset, x.instance_id): x for x in instances}
     out: list[PlannedGeneration] = []
     for doc in documents:
@@ -197,6 +202,7 @@ def plan_generations(
                         document=attached,
                         renderer_version=request_renderer_version(doc, ingestion),
                         repeat_index=r,
+                        workflow_version=model.version,
                     )
                 )
                 out.append(
@@ -245,8 +251,7 @@ def plan_routing(
     """
     if k < 1:
         raise ValueError("k (repeats) must be >= 1")
-    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params_for(STUDY)}
-    merged = {key: value for key, value in merged.items() if value is not None}
+    merged = _request_params(model, params)
     docs: dict[tuple[str, str], dict[str, RenderedDocument]] = {}
     for d in documents:
         docs.setdefault((d.dataset, d.instance_id), {})[d.format] = d
@@ -280,6 +285,7 @@ def plan_routing(
                             document=attached,
                             renderer_version=request_renderer_version(doc, ingestion),
                             repeat_index=r + k * j,
+                            workflow_version=model.version,
                         )
                     )
                     out.append(
@@ -297,6 +303,16 @@ def plan_routing(
                         )
                     )
     return out
+
+
+def _request_params(model: ModelSpec, params: dict[str, Any] | None) -> dict[str, Any]:
+    """The parameters a request of ``model`` carries: :data:`DEFAULT_PARAMS` < ``params`` < the
+    registry's (a ``null`` unsets); for a workflow under test only the seed, when it is ``seeded``."""
+    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params_for(STUDY)}
+    merged = {key: value for key, value in merged.items() if value is not None}
+    if model.workflow is not None:
+        return {"seed": merged["seed"]} if model.workflow.seeded and "seed" in merged else {}
+    return merged
 
 
 def routing_params(generations: pd.DataFrame, model: ModelSpec) -> tuple[int, dict[str, Any]]:

@@ -114,6 +114,7 @@ STUDY = Study(
     headline=_headline,
     card=(("generation_outcomes", "mr_flags"), _card_rows),
     options=(K, NO_ROUTING, FORMATS_OPTION),
+    takes_documents=True,
 )
 
 __all__ = [
