@@ -107,13 +107,12 @@ def test_a_failed_judge_call_is_no_reply_and_a_variant_whose_calls_all_failed_is
             "ORDER BY n_call_errors",
             [t0, p0, t1, p1],
         ).fetchall()
-        if (t0, p0) == (t1, p1):  # both variants in one cell: the valid one is its mean
-            assert cells == [(t0, p0, 0.8, 1, 1, 4, None)]
-        else:
-            assert cells == [
-                (t0, p0, 0.8, 1, 0, 1, None),
-                (t1, p1, None, 0, 1, 3, "not measurable: every call failed (3 of 3)"),
-            ]
+        # the first two deterministic variants: missing@10 and missing@30 of the golden
+        assert [(t0, p0), (t1, p1)] == [("missing", 0.1), ("missing", 0.3)]
+        assert cells == [
+            ("missing", 0.1, 0.8, 1, 0, 1, None),
+            ("missing", 0.3, None, 0, 1, 3, "not measurable: every call failed (3 of 3)"),
+        ]
         assert con.execute("SELECT count(*) FROM workflow_perturb.severity_table_judge WHERE mean = 0").fetchall() == [
             (0,)
         ]
