@@ -76,15 +76,18 @@ def headline(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The LLM judge (App. B.6) per judge model: its replies (valid / invalid of 3 per variant) and
-    its rows of the severity table (variants without a valid reply excluded, counted in n_null)."""
+    """The LLM judge (App. B.6) per judge model: its replies (valid / invalid of 3 per variant, and
+    the calls that failed at the provider, which are no reply) and its rows of the severity table
+    (variants without a valid reply excluded, counted in n_null; a cell with nothing measured
+    prints its ``not_measurable`` text, e.g. "not measurable: every call failed (N of N)")."""
     replies = con.execute(
         "SELECT model_id, count(*) AS variants, sum(judge_valid) AS valid_replies, "
-        "sum(judge_invalid) AS invalid_replies, count(judge) AS variants_scored "
+        "sum(judge_invalid) AS invalid_replies, sum(n_call_errors) AS call_errors, count(judge) AS variants_scored "
         "FROM workflow_perturb.judge_scores GROUP BY model_id ORDER BY model_id"
     ).df()
     rows = con.execute(
-        "SELECT model_id, type, severity, round(mean, 3) AS mean, round(sd, 3) AS sd, n, n_null "
+        "SELECT model_id, type, severity, coalesce(CAST(round(mean, 3) AS VARCHAR), not_measurable) AS mean, "
+        "round(sd, 3) AS sd, n, n_null, n_call_errors AS call_errors "
         "FROM workflow_perturb.severity_table_judge ORDER BY model_id, type, severity"
     ).df()
     mean = "max(CASE WHEN severity = {} THEN mean END)"
@@ -97,7 +100,8 @@ def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
         "FROM workflow_perturb.severity_table_judge GROUP BY model_id, type ORDER BY model_id, type"
     ).df()
     return [
-        "\nLLM judge (App. B.6): replies per judge model (3 calls per variant; invalid ones excluded):",
+        "\nLLM judge (App. B.6): replies per judge model (3 calls per variant; invalid replies and calls that "
+        "failed at the provider excluded):",
         replies.to_markdown(index=False),
         "\nLLM judge score by perturbation type and severity (deterministic operators; [0, 1]):",
         rows.to_markdown(index=False),

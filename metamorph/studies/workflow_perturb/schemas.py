@@ -155,7 +155,17 @@ class JudgeScores(StrictModel):
         nullable=True, ge=0, le=1, description="Mean valid score / 5; null when no reply was valid."
     )
     judge_valid: Series[int] = pa.Field(ge=0, description="Valid replies.")
-    judge_invalid: Series[int] = pa.Field(ge=0, description="Invalid or truncated replies (excluded, never 0).")
+    judge_invalid: Series[int] = pa.Field(
+        ge=0, description="Invalid or truncated replies (excluded, never 0); a failed call is no reply (count)."
+    )
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Judge calls that failed at the provider: no reply, left out of judge (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why judge is null: 'not measurable: every call failed (N of N)' or 'not measurable: no reply "
+        "parsed (N of N unparseable)'; null when judged.",
+    )
     judge_reasons: Series[str] = pa.Field(description="Parse reason of each reply (JSON list).")
     judge_spread: Series[float] = pa.Field(
         nullable=True,
@@ -278,6 +288,14 @@ class JudgeSeverityTable(SeverityTable):
     for one judge model (App. B.6); null judge values (no valid reply) are excluded, never 0."""
 
     model_id: Series[str] = pa.Field(description="Judge model (registry id; the partition).")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Judge calls of the cell's judged variants that failed at the provider, left out (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why mean is null: 'not measurable: every call failed (N of N)', 'not measurable: no reply "
+        "parsed (N of N unparseable)' or 'not measurable: no variant of the cell judged'; null when measured.",
+    )
 
 
 class SensitivityMatrix(_Cell):
