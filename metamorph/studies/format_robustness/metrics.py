@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from metamorph import stats
+from metamorph.measurability import every_call_failed, no_reply_parsed
 from metamorph.ordering import LevelOrder
 from metamorph.schemas import require_columns
 from metamorph.sql import run_sql
@@ -236,10 +237,9 @@ def not_measurable_reason(n_calls: int, n_call_errors: int, n_parsed: int | None
     if n_calls == 0:
         return "not measurable: no generation"
     if n_call_errors >= n_calls:
-        return f"not measurable: every call failed ({n_call_errors} of {n_calls})"
-    replies = n_calls - n_call_errors
+        return every_call_failed(n_calls)
     if n_parsed is not None and n_parsed == 0:
-        return f"not measurable: no reply parsed ({replies} of {replies} unparseable)"
+        return no_reply_parsed(n_calls - n_call_errors)
     return None
 
 

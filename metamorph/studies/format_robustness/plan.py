@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from metamorph.measurability import is_call_error
 from metamorph.models import ModelSpec
 from metamorph.providers.base import Document, GenerationRequest
 from metamorph.studies.format_robustness.extract import Extraction, extract_decision, output_instruction
@@ -367,7 +368,7 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
         ["model_id", *keys, "generation_key", "decision", "gold", "is_correct", "favorable", "parse_status"]
     ].copy()
     out["categories_json"] = [json.dumps(sorted(cats.get(k, set()))) for k in out["generation_key"]]
-    out["call_error"] = decisions["parse_reason"].eq("call_error").to_numpy()
+    out["call_error"] = is_call_error(decisions["parse_reason"]).to_numpy()
     out["is_correct"] = out["is_correct"].astype("boolean")
     out["favorable"] = out["favorable"].astype("boolean")
     return out.reset_index(drop=True)
