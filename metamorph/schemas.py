@@ -67,9 +67,14 @@ def require_columns(df: pd.DataFrame, columns, what: str) -> None:
 
 
 def table_schema_metadata(model: type[pa.DataFrameModel]):
-    """Columns + descriptions of ``model`` as ``(name, dtype, description)`` triples (for the UI)."""
+    """Columns + descriptions of ``model`` as ``(name, dtype, description)`` triples (for the UI and
+    the warehouse's column types). A field whose pandas dtype is ``object`` names what it holds in
+    ``metadata={"column_type": ...}`` (``"bytes"`` for a file's bytes); that name is its dtype here."""
     schema = model.to_schema()
-    return [(name, str(col.dtype), col.description or "") for name, col in schema.columns.items()]
+    return [
+        (name, (col.metadata or {}).get("column_type", str(col.dtype)), col.description or "")
+        for name, col in schema.columns.items()
+    ]
 
 
 class StrictModel(pa.DataFrameModel):

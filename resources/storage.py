@@ -18,7 +18,7 @@ load) and replaces the two pieces that write:
 
 Column types come from the table's declared schema, never from the values of the first write:
 :func:`assets._common.validated_output` attaches every output's pandera schema as
-``dagster/column_schema`` (pandera dtype names), and :data:`DECLARED_TYPES` maps each to its
+``dagster/column_schema`` (pandera dtype names, or a field's ``column_type`` such as ``bytes``), and :data:`DECLARED_TYPES` maps each to its
 DuckDB type. A table is created with those types (a column that is all null in the first write —
 a model with no failed call, an all-unparseable first run, a provider that reports no
 ``system_fingerprint`` — is still ``VARCHAR``, not DuckDB's ``"NULL"``, which no later value fits);
@@ -140,6 +140,7 @@ DECLARED_TYPES = {
     "bool": "BOOLEAN",
     "boolean": "BOOLEAN",
     "datetime64[ns]": "TIMESTAMP_NS",
+    "bytes": "BLOB",
 }
 
 #: The type DuckDB gives a column whose values are all null (no later value can be inserted).

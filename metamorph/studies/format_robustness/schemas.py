@@ -113,7 +113,9 @@ class RenderedDocuments(StrictModel):
         "reads back; null on an error row.",
     )
     document_bytes: Series[object] = pa.Field(
-        nullable=True, description="The file of a binary format (pdf, docx, xlsx); null for a text format."
+        nullable=True,
+        metadata={"column_type": "bytes"},
+        description="The file of a binary format (pdf, docx, xlsx); null for a text format."
     )
     extraction: Series[str] = pa.Field(
         nullable=True,
