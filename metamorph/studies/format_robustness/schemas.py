@@ -115,7 +115,7 @@ class RenderedDocuments(StrictModel):
     document_bytes: Series[object] = pa.Field(
         nullable=True,
         metadata={"column_type": "bytes"},
-        description="The file of a binary format (pdf, docx, xlsx); null for a text format."
+        description="The file of a binary format (pdf, docx, xlsx); null for a text format.",
     )
     extraction: Series[str] = pa.Field(
         nullable=True,
