@@ -163,9 +163,10 @@ EXIT_CALL_ERRORS = 3
 
 def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int, int]]:
     """Per generation table of ``study`` (:attr:`metamorph.study.Study.budget_assets`): ``(failed,
-    calls)`` of the rows of ``models`` in the warehouse, a failed call being a row whose ``error`` is
-    set (the provider failed after its retries; never a reply). Tables not written, or without an
-    ``error`` column, are left out."""
+    calls)`` of the rows of ``models`` in the warehouse. A table of one row per call counts a row
+    whose ``error`` is set (the provider failed after its retries; never a reply); a table of one
+    row per item sums its ``n_call_errors`` over its calls (``n_calls``, or ``attempts`` for a
+    generator's retries). Tables not written, or with neither shape, are left out."""
     con = connect_read_only(database)
     try:
         out = {}
@@ -177,11 +178,17 @@ def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int
                     [study.name, table],
                 ).fetchall()
             }
-            if not {"error", "model_id"} <= cols or not models:
+            if "model_id" not in cols or not models:
+                continue
+            if "error" in cols:
+                counts = "count(error), count(*)"
+            elif "n_call_errors" in cols and {"n_calls", "attempts"} & cols:
+                counts = f"sum(n_call_errors), sum({'n_calls' if 'n_calls' in cols else 'attempts'})"
+            else:
                 continue
             marks = ", ".join("?" for _ in models)
             failed, calls = con.execute(
-                f'SELECT count(error), count(*) FROM "{study.name}"."{table}" WHERE model_id IN ({marks})', models
+                f'SELECT {counts} FROM "{study.name}"."{table}" WHERE model_id IN ({marks})', models
             ).fetchone()
             if calls:
                 out[table] = (int(failed), int(calls))

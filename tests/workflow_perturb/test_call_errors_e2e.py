@@ -122,6 +122,7 @@ def test_a_failed_judge_call_is_no_reply_and_a_variant_whose_calls_all_failed_is
 
 def test_every_call_failed_prints_not_measurable(stub_model, metamorph_home):
     from metamorph.studies.workflow_perturb.study import STUDY
+    from pipelines.run import call_errors_line, failed_calls
 
     run(stub_model, lambda variant, call: NO_CHOICES, NO_CHOICES, n_variants=1)
     con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True)
@@ -137,9 +138,18 @@ def test_every_call_failed_prints_not_measurable(stub_model, metamorph_home):
         assert con.execute(
             "SELECT count(*) FROM workflow_perturb.severity_table_judge WHERE mean IS NOT NULL"
         ).fetchall() == [(0,)]
+        # the generator was never heard: its row is a call error, not an invalid perturbation
+        assert con.execute(
+            "SELECT status, attempts, n_call_errors, nodes_json FROM workflow_perturb.perturbations_llm"
+        ).fetchall() == [("call_error", 1, 1, None)]
         text = STUDY.headline(con, None)
     finally:
         con.close()
+    counts = failed_calls(str(metamorph_home / "metamorph.duckdb"), STUDY, ["stub"])
+    assert counts == {"perturbations_llm": (1, 1), "judge_scores": (3, 3)}
+    assert call_errors_line(counts).startswith(
+        "4 of 4 calls failed at the provider (perturbations_llm 1 of 1, judge_scores 3 of 3)"
+    )
     judge = text[text.index("LLM judge (App. B.6)") :]
     lines = [line for line in judge.splitlines() if line.startswith("|")]
     # replies: 1 variant, no reply at all, 3 failed calls, no variant scored

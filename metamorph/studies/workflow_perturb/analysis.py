@@ -26,6 +26,7 @@ Conventions shared by all functions
   (``n_null``).
 * **Invalid variants** (``status == "invalid"``) are excluded by default
   (``include_invalid=False``): their scores describe a failed perturbation, not the intended one.
+  ``call_error`` rows (every generator call failed at the provider) are never scored.
 * **Operators are never pooled in the tables**: every table has an ``operator`` column;
   :func:`recalibrate` pools the operators it is given (``operator=None`` = all) and says which.
 * sd is the sample standard deviation (ddof = 1), null when n < 2.
@@ -174,7 +175,8 @@ def validate_scores(scores: pd.DataFrame, *, include_invalid: bool = False) -> p
     """Check the scores frame; return a normalised copy of its contract columns.
 
     ``severity`` is rounded to 10 decimals, metric columns become float with NaN for null,
-    ``n_nodes`` int. Rows with ``status == "invalid"`` are dropped unless ``include_invalid``.
+    ``n_nodes`` int. Rows with ``status == "invalid"`` are dropped unless ``include_invalid``;
+    ``call_error`` rows (the generator was never heard) are always dropped.
 
     Raises:
         ValueError: not a DataFrame; missing columns (named); a null key/label; an unknown
@@ -250,9 +252,8 @@ def validate_scores(scores: pd.DataFrame, *, include_invalid: bool = False) -> p
         first = g.loc[dup, list(KEY_COLUMNS)].iloc[0].to_dict()
         raise ValueError(f"scores: {int(dup.sum())} rows share a (golden_id, variant_id, operator) key, e.g. {first}")
     g = WorkflowScores.validate(g)
-    if not include_invalid:
-        g = g[g["status"] == "valid"].reset_index(drop=True)
-    return g
+    keep = ("valid", "invalid") if include_invalid else ("valid",)
+    return g[g["status"].isin(keep)].reset_index(drop=True)
 
 
 # =========================================================================== helpers

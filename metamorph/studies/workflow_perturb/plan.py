@@ -188,7 +188,7 @@ JUDGE_SPREAD_DETERMINISTIC = "not measurable: deterministic decoding (the judge'
 
 def judge_row(results: Sequence[GenerationResult], keys: Sequence[str] | None = None) -> dict[str, Any]:
     """Average the judge replies of one variant: ``judge`` in [0,1] (None when no reply is valid),
-    ``judge_valid``, ``judge_invalid`` (replies that did not parse), ``n_call_errors`` (calls
+    ``n_calls`` (the calls made), ``judge_valid``, ``judge_invalid`` (replies that did not parse), ``n_call_errors`` (calls
     that failed at the provider: no reply, in neither count), ``not_measurable`` (why ``judge``
     is null: "not measurable: every call failed (N of N)" or "not measurable: no reply parsed (N
     of N unparseable)"), each call's parse reason (JSON list, ``call_error`` for a failed call), and
@@ -208,6 +208,7 @@ def judge_row(results: Sequence[GenerationResult], keys: Sequence[str] | None = 
     spread = None if shared or len(valid) < 2 else (max(valid) - min(valid)) / JUDGE_MAX_SCORE
     return {
         "judge": mean,
+        "n_calls": len(results),
         "judge_valid": n_valid,
         "judge_invalid": n_invalid,
         "n_call_errors": n_errors,

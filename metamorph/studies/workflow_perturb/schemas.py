@@ -87,7 +87,14 @@ class Perturbations(StrictModel):
     model: Series[str] = pa.Field(nullable=True, description="Generator model (llm rows).")
     models_tried: Series[str] = pa.Field(description="Escalation list actually used (JSON list).")
     attempts: Series[int] = pa.Field(ge=0, description="Generator attempts (0 for deterministic).")
-    status: Series[str] = pa.Field(isin=list(STATUSES), description="Static validation result (App. A).")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Attempts that failed at the provider (no reply; 0 for deterministic)."
+    )
+    status: Series[str] = pa.Field(
+        isin=list(STATUSES),
+        description="Static validation result (App. A): valid, invalid, or call_error (every attempt failed "
+        "at the provider: the generator was never heard).",
+    )
     failure: Series[str] = pa.Field(nullable=True, description="Residual validation failure, else null.")
     n_nodes: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, description="Steps of the variant; null when no reply parsed."
@@ -153,6 +160,9 @@ class JudgeScores(StrictModel):
     severity: Series[float] = pa.Field(description="Severity p.")
     judge: Series[float] = pa.Field(
         nullable=True, ge=0, le=1, description="Mean valid score / 5; null when no reply was valid."
+    )
+    n_calls: Series[int] = pa.Field(
+        ge=0, description="Judge calls made for the variant (judge_valid + judge_invalid + n_call_errors)."
     )
     judge_valid: Series[int] = pa.Field(ge=0, description="Valid replies.")
     judge_invalid: Series[int] = pa.Field(
