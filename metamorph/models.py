@@ -393,7 +393,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     :data:`MAX_LOCAL_PARALLEL` or given for a provider other than ``llama_cpp``; ``deterministic`` not a boolean or given for ``llama_cpp``;
     ``study_params`` not a mapping of a known study to decoding parameters checked as ``params`` (field
     ``study_params.<study>``); ``blocking_metrics`` not a mapping of a known study to a list of that
-    study's compared metrics (field ``blocking_metrics.<study>``); a duplicate id; a top-level key
+    study's compared metrics (field ``blocking_metrics.<study>``), or given on the approved entry; a
+    second ``status: approved`` entry (field ``status``); a duplicate id; a top-level key
     other than ``models`` (field: the key, masked when it looks like a secret).
     """
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
@@ -403,6 +404,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise RegistryError(source, "unknown top-level key (a registry holds one key, models)", field=str(key))
     out: list[ModelSpec] = []
     seen: dict[str, int] = {}
+    approved_at: int | None = None
     for i, e in enumerate(data["models"], start=1):
 
         def bad(problem: str, key: str | None = None) -> RegistryError:
@@ -535,9 +537,23 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
                     f"price_per_call must be a number of USD per call >= 0, got {per_call!r:.40}", "price_per_call"
                 )
         blocking = _blocking_metrics(e.get("blocking_metrics"), bad)
+        if blocking is not None and status == "approved":
+            raise bad(
+                "blocking_metrics choose which of a candidate's regressions block; the approved entry is the "
+                "baseline and is never judged (remove the key, or keep it on status: candidate)",
+                "blocking_metrics",
+            )
         mid = str(e["id"])
         if mid in seen:
             raise bad(f"duplicate model id {mid!r} (first at entry {seen[mid]})", "id")
+        if status == "approved" and approved_at is not None:
+            raise bad(
+                f"a second entry with status 'approved' (the first is row {approved_at}): upgrade verdicts "
+                "compare every candidate with exactly one approved baseline",
+                "status",
+            )
+        if status == "approved":
+            approved_at = i
         seen[mid] = i
         out.append(
             ModelSpec(

@@ -208,13 +208,7 @@ def comparison_next_step(study: str, models: Sequence, evaluated: set[str]) -> s
     source = next((m.source for m in models if m.source), "the registry")
     try:
         baseline = approved_baseline(list(models)).id
-    except ConfigError:
-        approved = [m.id for m in models if m.status == "approved"]
-        if approved:
-            return (
-                f"{len(approved)} approved baselines ({', '.join(approved)}): keep `status: approved` on exactly "
-                f"one entry of {source} and make the others `status: candidate`"
-            )
+    except ConfigError:  # the registry refuses a second approved entry: none is approved
         return f"no approved baseline (no entry has `status: approved`): set it on exactly one entry of {source}"
     candidates = [m.id for m in models if m.status == "candidate"]
     parts = []

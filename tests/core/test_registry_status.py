@@ -151,22 +151,28 @@ def test_greedy_completions_are_the_same_with_one_or_two_threads():
 
 
 def test_approved_baseline_needs_exactly_one():
-    two = parse_registry({"models": [entry(id="a", status="approved"), entry(id="b", status="approved")]})
-    with pytest.raises(ConfigError, match=r"\['a', 'b'\]"):
-        approved_baseline(two)
+    with pytest.raises(
+        RegistryError,
+        match=r"models\.yaml, row 2, field 'status': a second entry with status 'approved' \(the first is row 1\)",
+    ):
+        parse_registry({"models": [entry(id="a", status="approved"), entry(id="b", status="approved")]}, "models.yaml")
     with pytest.raises(ConfigError, match="found none"):
         approved_baseline(parse_registry({"models": [entry()]}))
+    assert approved_baseline(parse_registry({"models": [entry(id="a"), entry(id="b", status="approved")]})).id == "b"
+
+
+def test_blocking_metrics_belong_on_a_candidate_not_on_the_approved_baseline():
+    with pytest.raises(RegistryError, match=r"row 1, field 'blocking_metrics': .* the approved entry is the baseline"):
+        parse_registry({"models": [entry(id="a", status="approved", blocking_metrics={"order_probe": ["recovery"]})]})
 
 
 def test_the_run_says_when_no_upgrade_verdict_was_made():
     from pipelines.run import verdicts_note
 
-    two = parse_registry(
-        {"models": [entry(id="a", status="approved"), entry(id="b", status="approved")]}, "models.yaml"
-    )
-    assert verdicts_note(two) == (
+    none = parse_registry({"models": [entry(id="a"), entry(id="b", status="candidate")]}, "models.yaml")
+    assert verdicts_note(none) == (
         "note: no upgrade verdicts were made (model_comparison is empty): models.yaml, field 'status': upgrade "
-        "verdicts need exactly one registry entry with status 'approved'; found ['a', 'b']"
+        "verdicts need exactly one registry entry with status 'approved'; found none"
     )
     assert verdicts_note(parse_registry({"models": [entry(id="a", status="approved"), entry(id="b")]})) is None
 

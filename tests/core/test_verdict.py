@@ -174,15 +174,6 @@ def test_comparison_next_step_names_the_missing_partitions_and_the_job(tmp_path)
         f"no candidate registered: add an entry to {path} (status: candidate is the default), then run "
         "`order_probe_model_job` for its partition"
     )
-    path, models = registry(
-        tmp_path,
-        "  - {id: a, provider: llama_cpp, model: a.gguf, status: approved}\n"
-        "  - {id: b, provider: llama_cpp, model: b.gguf, status: approved}\n",
-    )
-    assert comparison_next_step("order_probe", models, {"a", "b"}) == (
-        f"2 approved baselines (a, b): keep `status: approved` on exactly one entry of {path} and make the others "
-        "`status: candidate`"
-    )
 
 
 def test_an_empty_report_card_says_which_studies_to_run(metamorph_home, tmp_path, monkeypatch):

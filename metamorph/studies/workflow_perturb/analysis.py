@@ -252,7 +252,8 @@ def validate_scores(scores: pd.DataFrame, *, include_invalid: bool = False) -> p
         first = g.loc[dup, list(KEY_COLUMNS)].iloc[0].to_dict()
         raise ValueError(f"scores: {int(dup.sum())} rows share a (golden_id, variant_id, operator) key, e.g. {first}")
     g = WorkflowScores.validate(g)
-    keep = ("valid", "invalid") if include_invalid else ("valid",)
+    # STATUSES is (valid, invalid, call_error): a call_error row is never scored
+    keep = STATUSES[:2] if include_invalid else STATUSES[:1]
     return g[g["status"].isin(keep)].reset_index(drop=True)
 
 
