@@ -566,7 +566,7 @@ def run(args: argparse.Namespace) -> int:
         if os.path.exists(cache_file):
             from metamorph.cache import GenerationCache
 
-            cache = GenerationCache(cache_file)
+            cache = GenerationCache(cache_file, read_only=True)  # plan writes nothing: a read-only home serves
         over, shown = [], []
         out.append(
             f"Plan of {args.study} (cache: {cache_file if cache is not None else 'none, ' + cache_file + ' absent'})"

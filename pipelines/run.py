@@ -457,6 +457,7 @@ def run(args: argparse.Namespace) -> int:
 
     from metamorph.costplan import check_max_tokens
     from metamorph.errors import MetamorphError
+    from metamorph.home import check_home
     from metamorph.models import load_registry
     from metamorph.study import chosen_models, get
     from pipelines.inputs import InputsRejected
@@ -476,6 +477,9 @@ def run(args: argparse.Namespace) -> int:
             for m in models:
                 provider = build_provider(specs[m])
                 check_max_tokens(specs[m], options.max_tokens, getattr(provider, "n_ctx", 0))
+        check_home(data_dir())  # writable, with room: else every write below fails in turn
+        if os.environ.get("DAGSTER_HOME"):
+            check_home(os.environ["DAGSTER_HOME"], "DAGSTER_HOME")
     except MetamorphError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
