@@ -174,7 +174,7 @@ _RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in RESULT_COLUMNS[:-1]) + 
 
 #: Words of DuckDB's errors that mean the file itself is damaged (cut short, overwritten), not a
 #: lock, a full disk or a bad query.
-_DAMAGE = ("could not read enough bytes", "not a valid duckdb database", "corrupt", "checksum")
+_DAMAGE = ("could not read enough bytes", "corrupt", "checksum")
 
 
 def damaged_cache(path: str, exc: BaseException) -> InputError | None:
@@ -182,6 +182,12 @@ def damaged_cache(path: str, exc: BaseException) -> InputError | None:
     ``path`` is damaged (truncated or corrupt, :data:`_DAMAGE`), naming the file and what to do;
     ``None`` for any other error."""
     first = (str(exc).splitlines() or [""])[0]
+    if "not a valid duckdb database" in first.lower():  # maybe another file given as the cache: not "delete it"
+        return InputError(
+            path,
+            f"cannot open the generation cache: {first} If it is the generation cache, it is damaged: move it "
+            "away and run again (the replies it held are requested again)",
+        )
     if not any(w in first.lower() for w in _DAMAGE):
         return None
     return _damaged(path, first)

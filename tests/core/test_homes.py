@@ -102,8 +102,9 @@ def test_a_file_that_is_not_duckdb_is_one_line(tmp_path):
     with pytest.raises(InputError) as e:
         GenerationCache(path, read_only=True)
     assert str(e.value) == (
-        f'{path}: the generation cache is damaged (truncated or corrupt: IO Error: The file "{path}" exists, but it '
-        f"is not a valid DuckDB database file!){WHAT_TO_DO}"
+        f'{path}: cannot open the generation cache: IO Error: The file "{path}" exists, but it is not a valid DuckDB '
+        "database file! If it is the generation cache, it is damaged: move it away and run again (the replies it "
+        "held are requested again)"
     )
 
 

@@ -365,33 +365,47 @@ def cost_steps(model: ModelSpec, options) -> list:
     the requests ``workflow_generations`` sends, then those of ``routed_generations`` for every
     possible best format per dataset (the best format is known only after the generations).
 
+    Streamed (:meth:`metamorph.costplan.PlanStep.streamed`): an instance's documents are rendered
+    and its requests built when the planner reaches it, and dropped once counted, so the plan
+    holds the source instances and the keys, not every rendered request. Each instance's four
+    documents are checked (:func:`~metamorph.studies.format_robustness.renderers.render` with
+    ``check=True``) as ``workflow_generations`` plans it; routing renders the best format again.
+
     ``options``: the study's :class:`metamorph.study.Options`; the defaults are the assets' (sources
     ``construct``, every row, sample seed 0, the four formats, k 3, :data:`DEFAULT_PARAMS`).
-    Raises the loaders' :class:`~metamorph.errors.InputError`.
+    Raises the loaders' :class:`~metamorph.errors.InputError` (the renderers' when the plan is made).
     """
     from metamorph.costplan import PlanStep
     from metamorph.studies.format_robustness.renderers import render
     from metamorph.studies.format_robustness.sources import load_sources
 
     xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
-    docs = [render(x, f, check=True) for x in xs for f in DEFAULT_FORMATS]
     k = options.k or 3
     params = {**DEFAULT_PARAMS, **({"max_tokens": options.max_tokens} if options.max_tokens else {})}
-    gen = PlanStep.exact(
-        "workflow_generations", [p.request for p in plan_generations(xs, docs, model, k=k, params=params)]
-    )
-    groups = []  # the best format is chosen per workflow (model × ingestion) and dataset
-    for ingestion in model.ingestion:
-        one = dataclasses.replace(model, ingestion=(ingestion,))
-        for ds in dict.fromkeys(x.dataset for x in xs):
-            sub = [x for x in xs if x.dataset == ds]
-            groups.append(
-                tuple(
-                    tuple(
-                        p.request
-                        for p in plan_routing(sub, docs, one, {(one.workflow_id(ingestion), ds): b}, k=k, params=params)
-                    )
-                    for b in DEFAULT_FORMATS
-                )
-            )
-    return [gen, PlanStep("routed_generations", tuple(groups))]
+
+    def generations():
+        for x in xs:
+            docs = [render(x, f, check=True) for f in DEFAULT_FORMATS]
+            yield from (p.request for p in plan_generations([x], docs, model, k=k, params=params))
+
+    def routed(one: ModelSpec, ingestion: str, ds: str, b: str):
+        best = {(one.workflow_id(ingestion), ds): b}
+        for x in xs:
+            if x.dataset == ds:
+                # routing sends the best format's document for every source format: the others are
+                # only named (their position in the format order), so only b is rendered here
+                doc = render(x, b, check=False)
+                named = [doc if f == b else dataclasses.replace(doc, format=f) for f in DEFAULT_FORMATS]
+                yield from (p.request for p in plan_routing([x], named, one, best, k=k, params=params))
+
+    def routing_groups():
+        # the best format is chosen per workflow (model × ingestion) and dataset
+        for ingestion in model.ingestion:
+            one = dataclasses.replace(model, ingestion=(ingestion,))
+            for ds in dict.fromkeys(x.dataset for x in xs):
+                yield tuple(routed(one, ingestion, ds, b) for b in DEFAULT_FORMATS)
+
+    return [
+        PlanStep.streamed("workflow_generations", lambda: iter([(generations(),)])),
+        PlanStep.streamed("routed_generations", routing_groups, outcomes=True),
+    ]
