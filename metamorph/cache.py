@@ -70,6 +70,7 @@ __all__ = [
     "BatchRecord",
     "Claim",
     "GenerationCache",
+    "check_cache_file",
     "damaged_cache",
     "open_cache",
     "owner_alive",
@@ -749,6 +750,26 @@ class GenerationCache:
         self.flush()
         with self._use() as con:
             return int(con.execute(f"SELECT count(*) FROM generations {where}").fetchall()[0][0])
+
+
+def check_cache_file(location: str | Path) -> None:
+    """Refuse a generation cache file that is damaged before a run writes anything: opened
+    read-only, briefly (:class:`GenerationCache` with ``read_only=True``). Nothing is checked for a
+    PostgreSQL URL, a file that does not exist yet (the run creates it), or a file another process
+    holds for longer than 5 s (the run waits for it as usual).
+
+    Raises:
+        InputError: the file is a directory, not DuckDB, truncated or corrupt (one line naming it
+            and what to do), or has no table ``generations``.
+    """
+    from metamorph.cache_pg import is_postgres_url
+
+    if is_postgres_url(str(location)) or not Path(location).exists():
+        return
+    try:
+        GenerationCache(location, lock_timeout_s=5.0, read_only=True).release()
+    except (duckdb.IOException, duckdb.ConnectionException):  # held by another process, or open here: not damage
+        return
 
 
 def open_cache(location: str | Path, **kw) -> GenerationCache:

@@ -201,3 +201,22 @@ def test_a_read_only_home_refuses_the_run_in_one_line_and_plan_works_on_it(tmp_p
         assert (code, err) == (0, "")
         assert out.splitlines()[0] == f"Plan of format_robustness (cache: {cache})"
         assert out.splitlines()[1].startswith("  stub-api workflow_generations: 24 requests, 0 cache hits, 24 calls")
+
+
+def test_a_run_on_a_truncated_cache_is_one_line_exit_2_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    """The run met the cut file in its model step, after the inputs were written, as a bare DuckDB
+    error; it is now refused up front (pipelines.run: metamorph.cache.check_cache_file)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("METAMORPH_HOME", str(home))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("METAMORPH_CACHE_URL", raising=False)
+    path = filled_cache(home / "generation_cache.duckdb")
+    truncate(path, 0.5)
+    assert _run(["format_robustness", "--no-models"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        f"error: {path}: the generation cache is damaged (truncated or corrupt: the file has {path.stat().st_size:,} bytes"
+    )
+    assert line.endswith(WHAT_TO_DO)
+    assert sorted(p.name for p in home.iterdir()) == ["generation_cache.duckdb"]
