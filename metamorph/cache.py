@@ -385,6 +385,12 @@ class GenerationCache:
         while True:
             try:
                 return duckdb.connect(self.path, read_only=self.read_only)
+            except duckdb.ConnectionException as exc:
+                # this process already holds the file read-write (a run's cache not yet released): DuckDB
+                # shares one configuration per file and process, so share it; writes stay refused (_writable)
+                if not self.read_only or "different configuration" not in str(exc):
+                    raise
+                return duckdb.connect(self.path)
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower():  # not another process's hold: waiting cannot help
                     raise damaged_cache(self.path, exc) or InputError(
