@@ -76,6 +76,8 @@ __all__ = [
     "BatchRecord",
     "Claim",
     "GenerationCache",
+    "check_cache_file",
+    "damaged_cache",
     "open_cache",
     "owner_alive",
     "results_from_rows",
@@ -178,6 +180,49 @@ def _file_lock(path: str) -> threading.RLock:
 _RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in RESULT_COLUMNS[:-1]) + ", coalesce(g.attempts, 1)"
 
 
+#: Words of DuckDB's errors that mean the file itself is damaged (cut short, overwritten), not a
+#: lock, a full disk or a bad query.
+_DAMAGE = ("could not read enough bytes", "corrupt", "checksum")
+
+
+def damaged_cache(path: str, exc: BaseException) -> InputError | None:
+    """The one-line :class:`InputError` for a DuckDB error that says the generation cache file at
+    ``path`` is damaged (truncated or corrupt, :data:`_DAMAGE`), naming the file and what to do;
+    ``None`` for any other error."""
+    first = (str(exc).splitlines() or [""])[0]
+    if "not a valid duckdb database" in first.lower():  # maybe another file given as the cache: not "delete it"
+        return InputError(
+            path,
+            f"cannot open the generation cache: {first} If it is the generation cache, it is damaged: move it "
+            "away and run again (the replies it held are requested again)",
+        )
+    if not any(w in first.lower() for w in _DAMAGE):
+        return None
+    return _damaged(path, first)
+
+
+def _damaged(path: str, detail: str) -> InputError:
+    return InputError(
+        path,
+        f"the generation cache is damaged (truncated or corrupt: {detail}); move it away or delete it and "
+        "run again (the replies it held are requested again)",
+    )
+
+
+#: Bytes of a DuckDB file before its first block (three 4 KiB headers).
+_DUCKDB_HEADER_BYTES = 3 * 4096
+
+
+def _check_whole(path: str, con: duckdb.DuckDBPyConnection) -> None:
+    """Raise the :func:`damaged_cache` error when the file is shorter than the blocks its header
+    lists: a file cut short opens, and only the reads that reach a missing block would fail."""
+    block_size, total_blocks = con.execute("SELECT block_size, total_blocks FROM pragma_database_size()").fetchall()[0]
+    need = _DUCKDB_HEADER_BYTES + int(block_size) * int(total_blocks)
+    have = os.path.getsize(path)
+    if have < need:
+        raise _damaged(path, f"the file has {have:,} bytes, the {total_blocks} blocks it lists need {need:,}")
+
+
 def results_from_rows(rows: list[tuple]) -> dict[str, GenerationResult]:
     """key -> result for rows ``(key, *RESULT_COLUMNS)`` as selected by the cache backends
     (positional: ~35% faster than keywords)."""
@@ -262,10 +307,16 @@ class GenerationCache:
             not reopened for ``yield_s`` seconds, so other processes get the file.
         yield_s: see ``hold_s``.
         lease_s: how long a claim stays valid without renewal.
+        read_only: open the file read-only (``metamorph plan``, which writes nothing): it must
+            exist and hold the table ``generations``; nothing is created, so a read-only
+            ``METAMORPH_HOME`` serves lookups. :meth:`put` and :meth:`claim` raise ``RuntimeError``.
 
     Raises:
-        InputError: ``path`` is a directory, or a file that is not a DuckDB database (named at
-            once: only another process's lock on the file is waited for).
+        InputError: ``path`` is a directory, or a file that is not a DuckDB database, or one that
+            is damaged (truncated or corrupt: when it is opened or when a read finds it), one line
+            naming the file and what to do (:func:`damaged_cache`); read-only: a missing file or
+            one without the table ``generations``. Named at once: only another process's lock on
+            the file is waited for.
 
     Thread-safe within a process.
     """
@@ -280,8 +331,10 @@ class GenerationCache:
         hold_s: float = 2.0,
         yield_s: float = 0.25,
         lease_s: float = 60.0,
+        read_only: bool = False,
     ):
         self.path = str(path)
+        self.read_only = read_only
         self.lock_timeout_s = lock_timeout_s
         self.commit_interval_s = commit_interval_s
         self.commit_rows = commit_rows
@@ -307,8 +360,22 @@ class GenerationCache:
         if Path(self.path).is_dir():
             raise InputError(self.path, "is a directory, expected the generation cache's DuckDB file")
         self._db_lock = _file_lock(self.path)
+        if self.read_only:
+            if not Path(self.path).is_file():
+                raise InputError(self.path, "the generation cache does not exist")
+            with self._use() as con:
+                _check_whole(self.path, con)
+                tables = con.execute(
+                    "SELECT count(*) FROM information_schema.tables WHERE table_name = 'generations'"
+                ).fetchall()
+            if not tables[0][0]:
+                raise InputError(
+                    self.path, "is a DuckDB file without the table 'generations'; it is not a generation cache"
+                )
+            return
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with self._use() as con:
+            _check_whole(self.path, con)
             con.execute(_DDL)
 
     # ------------------------------------------------------------------ connection
@@ -317,10 +384,16 @@ class GenerationCache:
         deadline = time.monotonic() + self.lock_timeout_s
         while True:
             try:
+                return duckdb.connect(self.path, read_only=self.read_only)
+            except duckdb.ConnectionException as exc:
+                # this process already holds the file read-write (a run's cache not yet released): DuckDB
+                # shares one configuration per file and process, so share it; writes stay refused (_writable)
+                if not self.read_only or "different configuration" not in str(exc):
+                    raise
                 return duckdb.connect(self.path)
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower():  # not another process's hold: waiting cannot help
-                    raise InputError(
+                    raise damaged_cache(self.path, exc) or InputError(
                         self.path, f"cannot open the generation cache: {str(exc).splitlines()[0]}"
                     ) from None
                 if time.monotonic() > deadline:
@@ -340,6 +413,12 @@ class GenerationCache:
                 self._start_writer()
             try:
                 yield self._con
+            except duckdb.Error as exc:  # a read that finds the file truncated or corrupt: one line, what to do
+                damaged = damaged_cache(self.path, exc)
+                if damaged is None:
+                    raise
+                self._close_connection(pause=False)
+                raise damaged from None
             finally:
                 self._used_at = time.monotonic()
 
@@ -371,6 +450,10 @@ class GenerationCache:
 
     # ------------------------------------------------------------------ writes
 
+    def _writable(self) -> None:
+        if self.read_only:
+            raise RuntimeError(f"the generation cache {self.path} was opened read-only")
+
     def put(self, request: GenerationRequest, result: GenerationResult) -> None:
         """Queue ``result`` for ``request`` (upsert by key); committed within one commit window.
 
@@ -382,6 +465,7 @@ class GenerationCache:
     def put_row(self, key: str, provider: str, model: str, request_json: str, result: GenerationResult) -> None:
         """:meth:`put` for a request known by its key and canonical JSON (e.g. a batch result whose
         request was persisted with the batch, :meth:`record_batch`)."""
+        self._writable()
         now = datetime.now(timezone.utc).replace(tzinfo=None)  # naive UTC: no ICU extension offline
         row = (
             key,
@@ -666,6 +750,7 @@ class GenerationCache:
         is claimed with a lease of ``lease_s`` seconds. Rows this cache has queued but not committed
         yet are not looked at (a runner claims a key before it calls it, never after).
         """
+        self._writable()
         keys = list(dict.fromkeys(keys))
         if not keys:
             return Claim()
@@ -711,6 +796,26 @@ class GenerationCache:
         self.flush()
         with self._use() as con:
             return int(con.execute(f"SELECT count(*) FROM generations {where}").fetchall()[0][0])
+
+
+def check_cache_file(location: str | Path) -> None:
+    """Refuse a generation cache file that is damaged before a run writes anything: opened
+    read-only, briefly (:class:`GenerationCache` with ``read_only=True``). Nothing is checked for a
+    PostgreSQL URL, a file that does not exist yet (the run creates it), or a file another process
+    holds for longer than 5 s (the run waits for it as usual).
+
+    Raises:
+        InputError: the file is a directory, not DuckDB, truncated or corrupt (one line naming it
+            and what to do), or has no table ``generations``.
+    """
+    from metamorph.cache_pg import is_postgres_url
+
+    if is_postgres_url(str(location)) or not Path(location).exists():
+        return
+    try:
+        GenerationCache(location, lock_timeout_s=5.0, read_only=True).release()
+    except (duckdb.IOException, duckdb.ConnectionException):  # held by another process, or open here: not damage
+        return
 
 
 def open_cache(location: str | Path, **kw) -> GenerationCache:

@@ -31,16 +31,23 @@ validation, falls back to one step at a time for description changes and may esc
 models: its first attempts are exact, the rest is planned as every call it can make, each retry
 carrying replies of ``max_tokens`` tokens ("up to"; the WorkflowPerturb study's plan module says how).
 
+Planning streams: a step's requests are produced one instance at a time (a :class:`PlanStep`
+may hold a function that yields its groups), keyed, looked up in the cache :data:`PLAN_CHUNK` at a
+time and counted, and then dropped; what is kept is each distinct key (to count a call once and
+to see an earlier step's keys as cached) and running totals — never the rendered requests, which
+held about 58 KB per MedQA row (docs/benchmarks.md has the figures).
+
 No Dagster here: the assets call :func:`plan_requests` and :func:`check_budget`.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +64,7 @@ __all__ = [
     "METHOD_ESTIMATE",
     "METHOD_TOKENIZER",
     "OUTPUT_NOTE",
+    "PLAN_CHUNK",
     "PlanStep",
     "REPO_ROOT",
     "add_arguments",
@@ -87,6 +95,9 @@ METHOD_ESTIMATE = f"estimated: ceil(characters / {CHARS_PER_TOKEN}) of the messa
 OUTPUT_NOTE = "output tokens = the sum of max_tokens over the calls (an upper bound)"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: Requests keyed and looked up in the cache at a time while a plan streams (one cache query each).
+PLAN_CHUNK = 1024
 
 
 def usd(amount: float) -> str:
@@ -272,7 +283,7 @@ def computation_keys(requests: Sequence[GenerationRequest], spec: ModelSpec) -> 
 
 
 def plan_requests(
-    requests: Sequence[GenerationRequest],
+    requests: Iterable[GenerationRequest],
     spec: ModelSpec,
     cached: Iterable[str] = (),
     *,
@@ -280,38 +291,56 @@ def plan_requests(
     method: str | None = None,
     label: str = "",
     upper_bound: bool = False,
+    lookup: Callable[[list[str]], Iterable[str]] | None = None,
+    seen: set[str] | None = None,
 ) -> CostPlan:
-    """The :class:`CostPlan` of sending ``requests`` for ``spec``.
+    """The :class:`CostPlan` of sending ``requests`` for ``spec``, streamed: ``requests`` may be
+    any iterable (a generator is consumed once, :data:`PLAN_CHUNK` requests at a time, and no
+    request is kept once it is counted).
 
     ``cached``: the cache keys already served (e.g. ``cache.get_many(keys)``'s keys, plus keys an
-    earlier step of the same run will store). ``count``/``method``: the prompt-token counter
-    (default :func:`token_counter` of ``spec``; it is only called for the calls to make, so a run
-    served wholly from the cache loads no tokenizer).
+    earlier step of the same run will store). ``lookup``: called with each chunk's keys that are
+    not in ``cached``, returns those the cache serves (one query per chunk; ``None``: no cache).
+    ``count``/``method``: the prompt-token counter (default :func:`token_counter` of ``spec``; it
+    is only called for the calls to make, so a run served wholly from the cache loads no tokenizer).
+    ``seen``: a set that receives every key of ``requests`` (a later step sees them as cached).
     """
-    cached = set(cached)
-    keys = computation_keys(requests, spec)
-    shared = sum(1 for r in requests if is_shared(r, entry_deterministic(spec.provider, spec.deterministic, r)))
-    hits = sum(1 for k in keys if k in cached)
-    todo: dict[str, GenerationRequest] = {}
-    for k, r in zip(keys, requests):
-        if k not in cached and k not in todo:
-            todo[k] = r
-    if count is None and todo:
-        count, method = token_counter(spec)
+    cached = cached if isinstance(cached, (set, frozenset)) else set(cached)
+    n = shared = hits = input_tokens = output_tokens = unbounded = 0
+    todo: set[str] = set()
+    it = iter(requests)
+    while chunk := list(itertools.islice(it, PLAN_CHUNK)):
+        keys = computation_keys(chunk, spec)
+        unknown = [k for k in keys if k not in cached]
+        stored = set(lookup(unknown)) if lookup is not None and unknown else set()
+        for k, r in zip(keys, chunk):
+            n += 1
+            shared += is_shared(r, entry_deterministic(spec.provider, spec.deterministic, r))
+            if k in cached or k in stored:
+                hits += 1
+            elif k not in todo:
+                todo.add(k)
+                if count is None:
+                    count, method = token_counter(spec)
+                input_tokens += count(r)
+                m = r.params.get("max_tokens")
+                output_tokens += int(m) if m else 0
+                unbounded += not m
+        if seen is not None:
+            seen.update(keys)
+        del chunk, keys, unknown, stored
     method = method or (METHOD_TOKENIZER if spec.provider == "llama_cpp" else METHOD_ESTIMATE)
-    input_tokens = sum(count(r) for r in todo.values()) if todo else 0
-    maxes = [r.params.get("max_tokens") for r in todo.values()]
     return CostPlan(
         model_id=spec.id,
         provider=spec.provider,
-        requests=len(requests),
+        requests=n,
         cache_hits=hits,
         calls=len(todo),
         input_tokens=input_tokens,
-        output_tokens=sum(int(m) for m in maxes if m),
+        output_tokens=output_tokens,
         token_method=method,
         price=spec.price,
-        unbounded_calls=0 if spec.workflow else sum(1 for m in maxes if not m),  # a workflow takes no max_tokens
+        unbounded_calls=0 if spec.workflow else unbounded,  # a workflow takes no max_tokens
         upper_bound=upper_bound,
         label=label,
         shared=shared,
@@ -395,31 +424,56 @@ def check_budget_sum(plans: Sequence[CostPlan], budget_usd: float | None, outcom
 # Whole studies, for `metamorph plan`
 
 
+#: A part of a :class:`PlanStep`: its alternatives, each an iterable of requests.
+Group = tuple[Iterable[GenerationRequest], ...]
+
+
 @dataclass(frozen=True)
 class PlanStep:
     """One generation step of a study's run, as its ``plan.cost_steps`` gives it.
 
     ``label``: the generation asset (e.g. ``order_generations``). ``groups``: independent parts of
-    the step, each a tuple of *alternatives* (request lists). A step known in advance is one group
-    with one alternative; a step whose requests depend on outcomes (which format turns out best)
-    lists every possible outcome of each part, and is planned as the largest (``upper_bound``).
+    the step, each a tuple of *alternatives* (request iterables). A step known in advance is one
+    group with one alternative; a step whose requests depend on outcomes (which format turns out
+    best) lists every possible outcome of each part, and is planned as the largest (``upper_bound``).
     A step sees the keys of the exact steps before it as cached (they are stored by then).
+
+    ``groups`` is either the groups themselves (a tuple) or, to stream, a function that returns
+    an iterator of them whose alternatives are generators (:meth:`streamed`): the requests are then
+    made while they are planned and never held together. ``outcomes``: whether the step depends on
+    outcomes (``upper_bound``); needed with a function, which cannot be looked into without
+    running it.
     """
 
     label: str
-    groups: tuple[tuple[tuple[GenerationRequest, ...], ...], ...]
+    groups: tuple[Group, ...] | Callable[[], Iterable[Group]]
+    outcomes: bool | None = None
 
     @classmethod
     def exact(cls, label: str, requests: Iterable[GenerationRequest]) -> "PlanStep":
         return cls(label, ((tuple(requests),),))
 
+    @classmethod
+    def streamed(cls, label: str, groups: Callable[[], Iterable[Group]], *, outcomes: bool = False) -> "PlanStep":
+        """A step whose groups ``groups()`` makes on demand (each alternative a generator)."""
+        return cls(label, groups, outcomes)
+
+    def iter_groups(self) -> Iterator[Group]:
+        """The groups, made now when ``groups`` is a function."""
+        return iter(self.groups() if callable(self.groups) else self.groups)
+
     @property
     def upper_bound(self) -> bool:
+        if self.outcomes is not None:
+            return self.outcomes
+        if callable(self.groups):
+            raise ValueError(f"plan step {self.label!r}: a streamed step states `outcomes`")
         return any(len(g) > 1 for g in self.groups)
 
     def requests(self) -> list[GenerationRequest]:
-        """Every request of every alternative."""
-        return [r for g in self.groups for alt in g for r in alt]
+        """Every request of every alternative, in one list (for tests and small steps; planning
+        streams them instead)."""
+        return [r for g in self.iter_groups() for alt in g for r in alt]
 
 
 def plan_steps(
@@ -429,19 +483,25 @@ def plan_steps(
     *,
     count: Callable[[GenerationRequest], int] | None = None,
     method: str | None = None,
+    lookup: Callable[[list[str]], Iterable[str]] | None = None,
 ) -> list[CostPlan]:
-    """The :class:`CostPlan` of each step, in order (see :class:`PlanStep`)."""
+    """The :class:`CostPlan` of each step, in order (see :class:`PlanStep`), streamed through
+    :func:`plan_requests` (``lookup``: the cache, as there)."""
     known = set(cached)
     out = []
     for step in steps:
         parts = []
-        for group in step.groups:
-            options = [plan_requests(list(alt), spec, known, count=count, method=method) for alt in group]
+        step_keys: set[str] | None = None if step.upper_bound else set()
+        for group in step.iter_groups():
+            options = [
+                plan_requests(alt, spec, known, count=count, method=method, lookup=lookup, seen=step_keys)
+                for alt in group
+            ]
             parts.append(max(options, key=lambda p: (p.cost_usd or 0.0, p.calls, p.input_tokens)))
         whole = total(parts) if parts else plan_requests([], spec, count=count, method=method)
         out.append(CostPlan(**{**whole.__dict__, "label": step.label, "upper_bound": step.upper_bound}))
-        if not step.upper_bound:
-            known |= set(computation_keys(step.requests(), spec))
+        if step_keys is not None:
+            known |= step_keys
     return out
 
 
@@ -452,14 +512,15 @@ def plan_study(study: str, spec: ModelSpec, options: Any, cache: Any = None, pro
     the steps of assets the options leave out of the run, :meth:`metamorph.study.Study.dropped_assets`,
     are not planned).
     The requests' keys are looked up in ``cache`` (a :class:`~metamorph.cache.GenerationCache`;
-    ``None``: nothing cached) in one query; the tokenizer is loaded only if some call remains.
+    ``None``: nothing cached) :data:`PLAN_CHUNK` at a time as the requests stream; the tokenizer
+    is loaded only if some call remains.
 
     Raises the loaders' :class:`~metamorph.errors.InputError`; :class:`ConfigError` for an unknown study.
     """
     steps = _study_steps(study, spec, options)
-    requests = [r for st in steps for r in st.requests()]
     count, method = _lazy_counter(spec, provider)
-    return plan_steps(steps, spec, cached_keys(cache, requests, spec), count=count, method=method)
+    lookup = None if cache is None else (lambda keys: cache.get_many(keys).keys())
+    return plan_steps(steps, spec, count=count, method=method, lookup=lookup)
 
 
 def plan_calls(study: str, spec: ModelSpec, options: Any) -> tuple[int, bool]:
@@ -576,7 +637,7 @@ def run(args: argparse.Namespace) -> int:
         if os.path.exists(cache_file):
             from metamorph.cache import GenerationCache
 
-            cache = GenerationCache(cache_file)
+            cache = GenerationCache(cache_file, read_only=True)  # plan writes nothing: a read-only home serves
         over, shown = [], []
         out.append(
             f"Plan of {args.study} (cache: {cache_file if cache is not None else 'none, ' + cache_file + ' absent'})"

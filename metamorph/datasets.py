@@ -24,7 +24,11 @@ from urllib.parse import parse_qsl
 from metamorph.errors import InputError
 
 __all__ = [
+    "CSV_FIELD_LIMIT",
     "MAX_FIELD_CHARS",
+    "TOO_DEEP",
+    "csv_reader",
+    "JSONTooDeep",
     "decode_utf8",
     "read_json_file",
     "read_rows",
@@ -42,6 +46,13 @@ __all__ = [
 #: Longest string a field may hold (characters). No model context takes more (the largest hold about
 #: 10^6 tokens), so a longer field is a broken file — e.g. a missing closing quote — not data.
 MAX_FIELD_CHARS = 1_000_000
+
+#: What Python's ``csv`` module may read in one field: every CSV parse of the project (a source
+#: file, the re-parse of a rendered CSV document) sets it through :func:`csv_reader`, so the only
+#: bound a field meets is :data:`MAX_FIELD_CHARS`, checked when the rows are read, before anything
+#: is written (``csv``'s own default, 131,072 characters, would refuse a valid field later, after
+#: a table was written, with an error that names no field).
+CSV_FIELD_LIMIT = 2**31 - 1
 
 #: JSON Lines are separated by LF (CRLF and a lone CR are accepted too). Not ``str.splitlines``:
 #: it also splits at U+0085, U+2028 and U+2029, which JSON strings may hold unescaped.
@@ -69,11 +80,25 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dup
 
 
+class JSONTooDeep(json.JSONDecodeError):
+    """JSON nested deeper than Python's parser can follow (its recursion limit, about 1,000 arrays
+    or objects inside each other): a ``JSONDecodeError`` (``msg``: :data:`TOO_DEEP`), so every
+    caller that reports invalid JSON reports it the same way, never as a ``RecursionError``."""
+
+
+#: ``msg`` of :class:`JSONTooDeep`.
+TOO_DEEP = "arrays or objects nested too deeply (more than about 1,000 levels)"
+
+
 def loads(text: str) -> Any:
     """``json.loads`` that marks every object giving a key twice (:class:`_Duplicated`; plain
     ``json.loads`` keeps the last value silently), for :func:`refuse_duplicate_keys`. Raises
-    ``json.JSONDecodeError`` as ``json.loads`` does."""
-    return json.loads(text, object_pairs_hook=_object)
+    ``json.JSONDecodeError`` as ``json.loads`` does, and :class:`JSONTooDeep` (a subclass, at
+    line 1, column 1) for nesting deeper than the parser can follow."""
+    try:
+        return json.loads(text, object_pairs_hook=_object)
+    except RecursionError:
+        raise JSONTooDeep(TOO_DEEP, text, 0) from None
 
 
 def _twice(key: str, at: str = "") -> str:
@@ -234,9 +259,18 @@ def _parse_json(text: str, uri: str) -> list[dict[str, Any]]:
     return rows
 
 
+def csv_reader(text: str, **kwargs: Any):
+    """``csv.reader`` over ``text`` (``newline=""``, so quoted line breaks stay in their cell),
+    with ``csv``'s field limit at :data:`CSV_FIELD_LIMIT`: the one way the project parses CSV text.
+    A field's length is checked by :func:`value_problem` against :data:`MAX_FIELD_CHARS`, which
+    names the field."""
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)
+    return csv.reader(io.StringIO(text, newline=""), **kwargs)
+
+
 def _parse_csv(text: str, uri: str) -> list[dict[str, Any]]:
-    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # the length check below names the field
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    reader = csv_reader(text, strict=True)  # the length check below names the field
     header: list[str] | None = None
     rows = []
     start = 1

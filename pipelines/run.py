@@ -513,13 +513,15 @@ def run(args: argparse.Namespace) -> int:
 
     from metamorph.costplan import check_max_tokens
     from metamorph.errors import MetamorphError
+    from metamorph.cache import check_cache_file
+    from metamorph.home import check_home
     from metamorph.models import check_study_kinds, load_registry
     from metamorph.study import chosen_models, get
     from pipelines.inputs import InputsRejected
     from pipelines.definitions import defs
     from assets.partitions import model_partitions
     from resources.llm import build_provider
-    from resources.paths import data_dir, registry_path, warehouse_path
+    from resources.paths import cache_path, data_dir, registry_path, warehouse_path
 
     study = get(args.study)
     options = study.from_args(args)
@@ -533,6 +535,10 @@ def run(args: argparse.Namespace) -> int:
             for m in models:
                 provider = build_provider(specs[m])
                 check_max_tokens(specs[m], options.max_tokens, getattr(provider, "n_ctx", 0))
+        check_home(data_dir())  # writable, with room: else every write below fails in turn
+        check_cache_file(cache_path())  # a truncated or corrupt cache file, before the inputs are written
+        if os.environ.get("DAGSTER_HOME"):
+            check_home(os.environ["DAGSTER_HOME"], "DAGSTER_HOME")
     except MetamorphError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

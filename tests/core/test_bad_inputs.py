@@ -116,10 +116,10 @@ def test_bad_input_gives_one_error_naming_file_row_and_field(case, monkeypatch):
         ]
 
 
-def test_gate_golden_with_a_cycle_exits_2_naming_the_file(capsys, tmp_path):
+@pytest.mark.parametrize("case", [c for c in CASES if c["via"] == "gate_golden"], ids=lambda c: c["file"])
+def test_a_bad_gate_golden_exits_2_naming_the_file(case, capsys, tmp_path):
     from metamorph.cli import main
 
-    [case] = [c for c in CASES if c["via"] == "gate_golden"]
     path = _path(case)
     assert main(_gate_argv(case, path, tmp_path)) == 2
     assert capsys.readouterr().err.splitlines() == [f"metamorph gate: error: {_expected(case, path)}"]

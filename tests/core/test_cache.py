@@ -424,7 +424,8 @@ def test_a_cache_path_that_is_a_directory_or_not_duckdb_is_one_error_at_once(tmp
     assert time.monotonic() - start < 10
     assert str(e.value) == (
         f'{junk}: cannot open the generation cache: IO Error: The file "{junk}" exists, but it is not a valid '
-        "DuckDB database file!"
+        "DuckDB database file! If it is the generation cache, it is damaged: move it away and run again (the "
+        "replies it held are requested again)"
     )
 
 

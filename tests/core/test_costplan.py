@@ -670,6 +670,49 @@ def test_plan_calls_is_the_count_metamorph_plan_prints(study, model_id, calls, u
     assert not (metamorph_home / "generation_cache.duckdb").exists()
 
 
+def test_the_format_plan_streams_its_requests_and_keeps_none_of_them(tmp_path):
+    """`metamorph plan` held every rendered request (about 58 KB per MedQA row: 20,000 rows took
+    1.7 GB). Now a request lives from when it is built until it is counted: while the planner
+    counts, at most one chunk of requests (PLAN_CHUNK) plus one instance's are alive, never the
+    step's 3,000 — and the counts are those of the requests listed one by one."""
+    import weakref
+
+    from metamorph.costplan import PLAN_CHUNK, plan_steps
+    from metamorph.studies.format_robustness.plan import cost_steps
+
+    rows = tmp_path / "medqa.jsonl"
+    row = {"question": "A 40-year-old has a fever. Next step?", "options": {k: f"option {k}" for k in "ABCD"}}
+    rows.write_text(
+        "".join(
+            json.dumps(dict(row, id=f"m-{i}", question=f"({i}) {row['question']}", answer_idx="A")) + "\n"
+            for i in range(250)
+        ),
+        encoding="utf-8",
+    )
+    options = studies()["format_robustness"].values(sources=[f"medqa:{rows}"])
+    steps = cost_steps(API, options)
+    assert [s.upper_bound for s in steps] == [False, True]
+    refs: list[weakref.ref] = []
+    live = most = 0
+
+    def gone(_ref: weakref.ref) -> None:
+        nonlocal live
+        live -= 1
+
+    def count(request: GenerationRequest) -> int:
+        nonlocal live, most
+        refs.append(weakref.ref(request, gone))
+        live += 1
+        most = max(most, live)
+        return 1
+
+    gen, routed = plan_steps(steps, API, count=count, method="test")
+    assert (gen.requests, gen.calls, routed.requests, routed.calls) == (3_000, 3_000, 3_000, 2_250)
+    assert gen.requests > 2 * PLAN_CHUNK and 0 < most <= PLAN_CHUNK + 12  # one chunk, and one instance's 4 × k 3
+    listed = [s.requests() for s in steps]  # the same steps held in lists: what the plan used to keep
+    assert len(listed[0]) == 3_000 and len(listed[1]) == 4 * 3_000
+
+
 def _quoted_plan_lines(page: str, command: str, model_id: str) -> list[str]:
     """The lines of ``model_id`` in the ``text`` block of ``page`` that starts with ``$ <command>``."""
     text = (REPO_ROOT / page).read_text(encoding="utf-8")

@@ -517,3 +517,34 @@ def test_the_study_runs_on_txt_and_binary_formats_and_the_model_reads_their_extr
         name = {"pdf": "extract:pypdf", "docx": "extract:docx", "xlsx": "extract:openpyxl"}[fmt]
         note = f"The document is the file {iid}.{fmt}; its text, extracted by {name}, follows."
         assert sum(note in u and text in u for u in users) == 1, (iid, fmt)
+
+
+def test_plan_leaves_out_a_document_its_format_cannot_write_and_routes_only_to_a_format_every_instance_has(tmp_path):
+    """The plan streams the requests and leaves out what ``rendered_documents`` leaves out: the
+    emoji instance has no pdf (no glyph), so it is planned in txt only, and pdf cannot be the best
+    format of the dataset (the emoji instance has no pdf document), so routing has one outcome, txt."""
+    from metamorph.models import ModelSpec
+    from metamorph.studies.format_robustness.plan import cost_steps
+    from metamorph.studies.format_robustness.study import STUDY
+
+    src = tmp_path / "canon.jsonl"
+    rows = [
+        {"instance_id": "ok", "dataset": "toy", "fields": [["age", 58]], "task_prompt": "Decide.",
+         "answer_space": ["yes", "no"]},
+        {"instance_id": "emoji", "dataset": "toy", "fields": [["note", "fever 🤒"]], "task_prompt": "Decide.",
+         "answer_space": ["yes", "no"]},
+    ]  # fmt: skip
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    spec = ModelSpec(id="m", provider="openai_compatible", model="m", base_url="http://127.0.0.1:1/v1")
+    gen, routed = cost_steps(spec, STUDY.values(sources=[f"canonical:{src}"], k=1, formats=["txt", "pdf"]))
+
+    def which(r) -> tuple[str, str]:  # (instance, renderer version): the emoji instance's note says "fever"
+        return ("emoji" if "fever" in r.to_json() else "ok", json.loads(r.to_json())["renderer_version"])
+
+    seen = sorted(which(r) for r in gen.requests())
+    assert seen == [("emoji", "txt-2+p2"), ("ok", "pdf-1+extract:pypdf+p2"), ("ok", "txt-2+p2")]
+    assert routed.upper_bound is False
+    groups = list(routed.iter_groups())
+    assert len(groups) == 1 and len(groups[0]) == 1  # one dataset, one ingestion, one candidate: txt
+    sent = sorted(which(r) for r in routed.requests())
+    assert sent == [("emoji", "txt-2+p2"), ("ok", "txt-2+p2"), ("ok", "txt-2+p2")]

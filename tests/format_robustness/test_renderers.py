@@ -182,3 +182,40 @@ PINNED_SHA = {
     "json": "85fb637be92b8725",
     "csv": "6f1006597b2d5145",
 }
+
+
+@pytest.fixture
+def csv_default_limit():
+    """``csv``'s field limit as a fresh process has it (131,072 characters), restored afterwards:
+    an earlier CSV source read in the same process must not hide a parse that would fail alone."""
+    before = csv.field_size_limit(131_072)
+    yield
+    csv.field_size_limit(before)
+
+
+def test_a_field_up_to_max_field_chars_round_trips_in_every_format(tmp_path, csv_default_limit):
+    """A 200,000-character question (under the documented 1,000,000) was refused by the CSV
+    re-parse of the rendered document (csv's default 131,072), after source_instances was written;
+    one character over MAX_FIELD_CHARS is refused by the loader, naming row and field."""
+    from metamorph.datasets import CSV_FIELD_LIMIT, MAX_FIELD_CHARS
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    assert (MAX_FIELD_CHARS, CSV_FIELD_LIMIT) == (1_000_000, 2**31 - 1)
+    row = {"id": "m-1", "question": "Fever? " + "x" * 200_000, "options": {k: k for k in "ABCD"}, "answer_idx": "A"}
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    [(_, x)] = load_sources([f"medqa:{path}"])
+    docs = {f: render(x, f, check=True) for f in DEFAULT_FORMATS}
+    assert dict(RENDERERS["csv"].parse(docs["csv"].text))["question"] == row["question"]
+    for size, problem in ((MAX_FIELD_CHARS, None), (MAX_FIELD_CHARS + 1, "holds 1,000,001 characters")):
+        path.write_text(json.dumps(dict(row, question="q" * size)) + "\n", encoding="utf-8")
+        if problem is None:
+            [(_, x)] = load_sources([f"medqa:{path}"])
+            assert len(render(x, "csv", check=True).text) > MAX_FIELD_CHARS
+        else:
+            with pytest.raises(InputError) as e:
+                load_sources([f"medqa:{path}"])
+            assert str(e.value) == (
+                f"{path}, row 1, field 'question': holds 1,000,001 characters; the limit is 1,000,000 per field "
+                "(no model context takes more)"
+            )

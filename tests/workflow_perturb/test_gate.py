@@ -411,3 +411,124 @@ def test_cli_gate_an_nfd_candidate_of_an_nfc_golden_passes_in_any_mode(tmp_path,
     assert code == 0 and doc["verdict"] == "PASS"
     m = doc["pairs"][0]["metrics"]
     assert (m["bleu"], m["gleu"], m["chain_f1"], m["graph_f1"]) == (1.0, 1.0, 1.0, 1.0)
+
+
+# --------------------------------------------------------------------------- one validation, size bound, exit 3
+
+OK_DOC = {"nodes": STEPS[:5]}
+BLANK = [*STEPS[:2], " \t ", *STEPS[3:5]]  # node 3 is only whitespace
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "where"),
+    [
+        ("object.json", json.dumps({"nodes": BLANK}), ", field 'nodes'"),
+        ("empty.json", json.dumps({"nodes": [*STEPS[:2], "", *STEPS[3:5]]}), ", field 'nodes'"),
+        (
+            "node_objects.json",
+            json.dumps({"nodes": [{"id": k, "text": t} for k, t in enumerate(BLANK, start=1)]}),
+            ", field 'nodes'",
+        ),
+        ("gold.json", json.dumps({"gold_nodes": BLANK}), ", field 'gold_nodes'"),
+        (
+            "lines.jsonl",
+            json.dumps({"id": "a", **OK_DOC}) + "\n" + json.dumps({"id": "b", "nodes": BLANK}),
+            ", row 2, field 'nodes'",
+        ),
+        ("array.json", json.dumps([{"id": "a", **OK_DOC}, {"id": "b", "nodes": BLANK}]), ", row 2, field 'nodes'"),
+        ("text_field.json", json.dumps({"workflow": worfbench_text(BLANK)}), ", field 'workflow'"),
+        ("worfbench.txt", worfbench_text(BLANK), ""),
+    ],
+)
+@pytest.mark.parametrize("role", ["golden", "candidate"])
+def test_an_empty_or_blank_step_is_one_line_exit_2_in_every_format(name, text, where, role, tmp_path, capsys):
+    """A blank step of a JSON workflow reached BERTScore (a traceback, exit 1 — "regression");
+    the same step in WorFBench text was one line, exit 2. Every format now passes one check."""
+    bad, ok = tmp_path / name, tmp_path / "ok.json"
+    bad.write_text(text, encoding="utf-8")
+    ok.write_text(json.dumps(OK_DOC), encoding="utf-8")
+    files = {"golden": ok, "candidate": ok, role: bad}
+    code = cli.main(["gate", "--golden", str(files["golden"]), "--candidate", str(files["candidate"])])
+    assert (code, capsys.readouterr().err) == (
+        2,
+        f"metamorph gate: error: {bad}{where}: node 3 has an empty description\n",
+    )
+
+
+def test_json_nested_5000_levels_is_one_line_exit_2(tmp_path, capsys):
+    """A RecursionError traceback (exit 1) before; the shared JSON reader now names the file."""
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps(OK_DOC), encoding="utf-8")
+    for name, text in (("deep.json", "[" * 5000 + "]" * 5000), ("deep_obj.json", '{"a":' * 5000 + "1" + "}" * 5000)):
+        deep = tmp_path / name
+        deep.write_text(text, encoding="utf-8")
+        assert cli.main(["gate", "--golden", str(deep), "--candidate", str(ok)]) == 2
+        assert capsys.readouterr().err == (
+            f"metamorph gate: error: {deep}: not valid JSON: arrays or objects nested too deeply "
+            "(more than about 1,000 levels)\n"
+        )
+    lines = tmp_path / "deep.jsonl"
+    lines.write_text(
+        json.dumps({"id": "a", **OK_DOC}) + "\n" + '{"id": "b", "nodes": ' + "[" * 5000 + "]" * 5000 + "}\n"
+    )
+    assert cli.main(["gate", "--golden", str(lines), "--candidate", str(lines)]) == 2
+    assert capsys.readouterr().err == (
+        f"metamorph gate: error: {lines}, row 2: neither one JSON document nor JSONL: line 2 is not valid JSON "
+        "(arrays or objects nested too deeply (more than about 1,000 levels))\n"
+    )
+
+
+def test_the_step_bound_is_200_steps_in_every_format_and_checked_when_the_file_is_read(tmp_path, capsys):
+    """1,000 steps took 14 s and 745 MB, 10,000 more than 400 s and 4.3 GB: the bound is checked as
+    the file is read, so the second file is not even opened and no encoder is loaded."""
+    assert (gate.MAX_GATE_STEPS, gate.MAX_GATE_EDGES) == (200, 20_300)  # 200·199/2 + 2·200
+    steps = [f"step number {k}" for k in range(1, 202)]
+    most, over = tmp_path / "most.json", tmp_path / "over.json"
+    most.write_text(json.dumps({"nodes": steps[:200]}), encoding="utf-8")
+    over.write_text(json.dumps({"nodes": steps}), encoding="utf-8")
+    assert len(gate_cli.read_workflow_file(most)[0].nodes) == 200
+    text = tmp_path / "over.txt"
+    text.write_text(worfbench_text(steps), encoding="utf-8")
+    lines = tmp_path / "over.jsonl"
+    lines.write_text(json.dumps({"id": "a", **OK_DOC}) + "\n" + json.dumps({"id": "b", "nodes": steps}) + "\n")
+    never_read = tmp_path / "does_not_exist.json"
+    for path, where in ((over, ", field 'nodes'"), (text, ""), (lines, ", row 2, field 'nodes'")):
+        assert cli.main(["gate", "--golden", str(path), "--candidate", str(never_read)]) == 2
+        assert capsys.readouterr().err == (
+            f"metamorph gate: error: {path}{where}: has 201 steps; the gate scores at most 200 per workflow "
+            "(its metrics grow with the square of the steps)\n"
+        )
+
+
+def test_the_edge_bound_is_one_line_exit_2(tmp_path, capsys):
+    many = tmp_path / "edges.json"
+    many.write_text(json.dumps({"nodes": STEPS[:5], "edges": [["START", 1]] * 20_301}), encoding="utf-8")
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps(OK_DOC), encoding="utf-8")
+    assert cli.main(["gate", "--golden", str(ok), "--candidate", str(many)]) == 2
+    assert capsys.readouterr().err == (
+        f"metamorph gate: error: {many}, field 'edges': has 20,301 edges; the gate scores at most 20,300 per "
+        "workflow (a DAG on 200 steps has no more without repeating one)\n"
+    )
+
+
+def test_an_unexpected_failure_exits_3_never_1(tmp_path, capsys, monkeypatch):
+    """Exit 1 is what CI reads as a regression: a failure of the gate itself (here the assignment
+    solver of the alignment raising) is exit 3 with one last line saying so, and --json says ERROR."""
+    import scipy.optimize
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("solver exploded")
+
+    monkeypatch.setattr(scipy.optimize, "linear_sum_assignment", broken)
+    g = tmp_path / "golden.json"
+    g.write_text(json.dumps({"nodes": STEPS}), encoding="utf-8")
+    assert gate.EXIT_INTERNAL == 3
+    assert cli.main(["gate", "--golden", str(g), "--candidate", str(g), "--encoder", "minilm", "--json"]) == 3
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"verdict": "ERROR", "exit_code": 3, "error": "RuntimeError: solver exploded"}
+    assert err.splitlines()[0] == "Traceback (most recent call last):"
+    assert err.splitlines()[-1] == (
+        "metamorph gate: internal error: RuntimeError: solver exploded (the gate failed and reached no verdict; "
+        "this is not a regression of the candidate) — exit 3"
+    )

@@ -404,12 +404,19 @@ def cost_steps(model: ModelSpec, options) -> list:
     the requests ``workflow_generations`` sends, then those of ``routed_generations`` for every
     possible best format per dataset (the best format is known only after the generations).
 
+    Streamed (:meth:`metamorph.costplan.PlanStep.streamed`): an instance's documents are rendered
+    and its requests built when the planner reaches it, and dropped once counted, so the plan
+    holds the source instances and the keys, not every rendered request. Each instance's four
+    documents are checked (:func:`~metamorph.studies.format_robustness.renderers.render` with
+    ``check=True``) as ``workflow_generations`` plans it; routing renders the best format again.
+
     ``options``: the study's :class:`metamorph.study.Options`; the defaults are the assets' (sources
     ``construct``, every row, sample seed 0, the formats of ``--formats`` (the paper's four), k 3,
     :data:`DEFAULT_PARAMS`). A document its format cannot write
     (:class:`~metamorph.studies.format_robustness.renderers.UnwritableCharacter`) is not planned, as
-    ``rendered_documents`` leaves it out of the generations. Raises the loaders'
-    :class:`~metamorph.errors.InputError`.
+    ``rendered_documents`` leaves it out of the generations. Raises the loaders' and the renderers'
+    :class:`~metamorph.errors.InputError` (the renderers' when the steps are made: every document is
+    rendered and checked once up front, keeping only which formats each instance can be written in).
     """
     from metamorph.costplan import PlanStep
     from metamorph.studies.format_robustness.renderers import UnwritableCharacter, render
@@ -417,33 +424,50 @@ def cost_steps(model: ModelSpec, options) -> list:
 
     xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
     formats = list(getattr(options, "formats", None) or DEFAULT_FORMATS)
-    docs = []
-    for x in xs:
-        for f in formats:
-            try:
-                docs.append(render(x, f, check=True))
-            except UnwritableCharacter:
-                continue
     k = options.k or 3
     params = {**DEFAULT_PARAMS, **({"max_tokens": options.max_tokens} if options.max_tokens else {})}
-    gen = PlanStep.exact(
-        "workflow_generations", [p.request for p in plan_generations(xs, docs, model, k=k, params=params)]
-    )
+
+    def writable(x: SourceInstance) -> tuple[str, ...]:
+        out = []
+        for f in formats:
+            try:
+                render(x, f, check=True)
+            except UnwritableCharacter:
+                continue
+            out.append(f)
+        return tuple(out)
+
+    # the formats each instance has a document in (names only: the documents are rendered again when planned)
+    written = {(x.dataset, x.instance_id): writable(x) for x in xs}
+
+    def generations():
+        for x in xs:
+            docs = [render(x, f, check=False) for f in written[(x.dataset, x.instance_id)]]
+            yield from (p.request for p in plan_generations([x], docs, model, k=k, params=params))
+
+    def routed(one: ModelSpec, ingestion: str, ds: str, sub: list[SourceInstance], b: str):
+        best = {(one.workflow_id(ingestion), ds): b}
+        for x in sub:
+            # routing sends the best format's document for every format the instance was written in:
+            # the others are only named (their position in the format order), so only b is rendered here
+            doc = render(x, b, check=False)
+            named = [doc if f == b else dataclasses.replace(doc, format=f) for f in written[(x.dataset, x.instance_id)]]
+            yield from (p.request for p in plan_routing([x], named, one, best, k=k, params=params))
+
     groups = []  # the best format is chosen per workflow (model × ingestion) and dataset
     for ingestion in model.ingestion:
         one = dataclasses.replace(model, ingestion=(ingestion,))
         for ds in dict.fromkeys(x.dataset for x in xs):
             sub = [x for x in xs if x.dataset == ds]
-            written = {(d.instance_id, d.format) for d in docs if d.dataset == ds}
             # a best format is one every instance of the dataset has a document in
-            candidates = [b for b in formats if all((x.instance_id, b) in written for x in sub)]
-            groups.append(
-                tuple(
-                    tuple(
-                        p.request
-                        for p in plan_routing(sub, docs, one, {(one.workflow_id(ingestion), ds): b}, k=k, params=params)
-                    )
-                    for b in candidates
-                )
-            )
-    return [gen, PlanStep("routed_generations", tuple(groups))]
+            candidates = [b for b in formats if all(b in written[(x.dataset, x.instance_id)] for x in sub)]
+            groups.append((one, ingestion, ds, sub, candidates))
+
+    def routing_groups():
+        for one, ingestion, ds, sub, candidates in groups:
+            yield tuple(routed(one, ingestion, ds, sub, b) for b in candidates)
+
+    return [
+        PlanStep.streamed("workflow_generations", lambda: iter([(generations(),)]), outcomes=False),
+        PlanStep.streamed("routed_generations", routing_groups, outcomes=any(len(g[4]) > 1 for g in groups)),
+    ]

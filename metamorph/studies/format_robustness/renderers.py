@@ -46,7 +46,6 @@ each version on a fixture).
 
 from __future__ import annotations
 
-import csv
 import datetime
 import functools
 import html
@@ -60,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from metamorph.datasets import csv_reader
 from metamorph.errors import InputError
 from metamorph.providers.base import sha256_hex
 from metamorph.studies.format_robustness import readers
@@ -276,7 +276,7 @@ def render_csv(x: SourceInstance) -> str:
 
 
 def parse_csv(text: str) -> list[tuple[str, str]]:
-    rows = list(csv.reader(io.StringIO(text, newline="")))
+    rows = list(csv_reader(text))  # a cell may hold up to MAX_FIELD_CHARS (csv's own limit is 131,072)
     if len(rows) != 2 or len(rows[0]) != len(rows[1]):
         raise ValueError("CSV document must have one header row and one data row of equal width")
     return list(zip(rows[0], rows[1]))

@@ -13,8 +13,12 @@
 
     Exit codes: **0** nothing fires; **1** regression (a bundle fired on some pair, or a golden
     id has no candidate); **2** bad input — a missing or unreadable file, an unparseable
-    workflow, a golden with a broken graph, a bad thresholds file, ids missing or duplicated
-    where pairs are matched by id, or no encoder available. The message names the file.
+    workflow, an empty step, a workflow over the size bound (:data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_STEPS`
+    steps or :data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_EDGES` edges), a golden with a broken graph, a bad
+    thresholds file, ids missing or duplicated where pairs are matched by id, or no encoder
+    available; one line naming the file (and row and field); **3** the gate itself failed (an
+    unexpected error, a bug: no verdict was reached; one line naming the error, after its
+    traceback).
 
 Workflow files (``--golden``, ``--candidate``)
 ----------------------------------------------
@@ -26,6 +30,11 @@ Workflow files (``--golden``, ``--candidate``)
   or a text field ``workflow``/``gold_raw`` (WorFBench text) are accepted instead;
 * JSONL (one such object per line) or a JSON array of them, each with an ``"id"`` (or
   ``"workflow_id"``).
+
+Every workflow, whatever its format, passes the same checks when its file is read, before any
+metric (:func:`check_workflow`): at most :data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_STEPS` steps and
+:data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_EDGES` edges, no step empty or only whitespace, no step over
+:data:`metamorph.datasets.MAX_FIELD_CHARS` characters.
 
 When both files hold exactly one workflow they are paired whatever their ids; otherwise pairs are
 matched by id (every workflow needs a unique id). A golden without a candidate is a failure; a
@@ -43,11 +52,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metamorph.datasets import loads, read_text, refuse_duplicate_keys
-from metamorph.errors import InputError
+from metamorph.datasets import JSONTooDeep, loads, read_text, refuse_duplicate_keys, value_problem
+from metamorph.errors import InputError, mask_secrets
 from metamorph.studies.workflow_perturb import gate
 
-__all__ = ["COMMANDS", "GateWorkflow", "add_gate_arguments", "pair_workflows", "read_workflow_file"]
+__all__ = ["COMMANDS", "GateWorkflow", "add_gate_arguments", "check_workflow", "pair_workflows", "read_workflow_file"]
 
 _TEXT_FIELDS = ("workflow", "gold_raw", "text")
 _REPORTED = ("n_gold_steps", "n_pred_steps", "n_aligned", *gate.GATE_METRICS)
@@ -56,13 +65,53 @@ _REPORTED = ("n_gold_steps", "n_pred_steps", "n_aligned", *gate.GATE_METRICS)
 @dataclass(frozen=True)
 class GateWorkflow:
     """One workflow read from a gate input file: ``wid`` (None without an id), steps, edges, and
-    where it came from (``row`` is the 1-based line/element, None for a whole-file workflow)."""
+    where it came from (``row`` is the 1-based line/element, None for a whole-file workflow;
+    ``nodes_field``/``edges_field`` the JSON keys they were read from, None for WorFBench text
+    that is the whole file)."""
 
     wid: str | None
     nodes: tuple[str, ...]
     edges: tuple[tuple[str, str], ...]
     source: str
     row: int | None = None
+    nodes_field: str | None = None
+    edges_field: str | None = None
+
+
+def _size_problem(n_steps: int, n_edges: int) -> tuple[str, str] | None:
+    """``(which, problem)`` when a workflow is over the gate's size bound, else None."""
+    if n_steps > gate.MAX_GATE_STEPS:
+        return "nodes", (
+            f"has {n_steps:,} steps; the gate scores at most {gate.MAX_GATE_STEPS:,} per workflow "
+            "(its metrics grow with the square of the steps)"
+        )
+    if n_edges > gate.MAX_GATE_EDGES:
+        return "edges", (
+            f"has {n_edges:,} edges; the gate scores at most {gate.MAX_GATE_EDGES:,} per workflow "
+            f"(a DAG on {gate.MAX_GATE_STEPS:,} steps has no more without repeating one)"
+        )
+    return None
+
+
+def check_workflow(w: GateWorkflow) -> GateWorkflow:
+    """The checks every workflow of a gate input passes, whatever its format (JSON object, JSONL,
+    JSON array, WorFBench text), before any metric: at most :data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_STEPS`
+    steps and :data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_EDGES` edges, no step empty or only
+    whitespace, no step over :data:`metamorph.datasets.MAX_FIELD_CHARS` characters. Returns ``w``.
+
+    Raises:
+        InputError: naming ``w.source``, its row and the field of the steps or edges.
+    """
+    size = _size_problem(len(w.nodes), len(w.edges))
+    if size is not None:
+        raise InputError(w.source, size[1], row=w.row, field=w.nodes_field if size[0] == "nodes" else w.edges_field)
+    for k, text in enumerate(w.nodes, start=1):
+        if not text.strip():
+            raise InputError(w.source, f"node {k} has an empty description", row=w.row, field=w.nodes_field)
+        problem = value_problem(text)
+        if problem is not None:
+            raise InputError(w.source, f"node {k} {problem}", row=w.row, field=w.nodes_field)
+    return w
 
 
 def _endpoint(x: Any, source: str, row: int | None, field: str) -> str:
@@ -100,9 +149,12 @@ def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
                 row=row,
             )
         nodes, edges = parse_workflow_text(obj[text_field], source, row, text_field)
-        return GateWorkflow(wid, nodes, edges, source, row)
+        return check_workflow(GateWorkflow(wid, nodes, edges, source, row, text_field, text_field))
     if not isinstance(raw_nodes, list):
         raise InputError(source, f"must be a list of steps, got {type(raw_nodes).__name__}", row=row, field=nf)
+    size = _size_problem(len(raw_nodes), len(raw_edges) if isinstance(raw_edges, list) else 0)
+    if size is not None:  # before any step or edge is looked at
+        raise InputError(source, size[1], row=row, field=nf if size[0] == "nodes" else ef)
     nodes = []
     for k, node in enumerate(raw_nodes, start=1):
         if isinstance(node, str):
@@ -129,7 +181,7 @@ def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
             if not isinstance(e, (list, tuple)) or len(e) != 2:
                 raise InputError(source, f"an edge must be a [from, to] pair, got {e!r:.60}", row=row, field=ef)
             edges.append((_endpoint(e[0], source, row, ef), _endpoint(e[1], source, row, ef)))
-    return GateWorkflow(wid, tuple(nodes), tuple(edges), source, row)
+    return check_workflow(GateWorkflow(wid, tuple(nodes), tuple(edges), source, row, nf, ef))
 
 
 def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
@@ -138,8 +190,10 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
     Raises:
         InputError: the file is missing, unreadable, not UTF-8 (line and column named) or empty; a
             JSON/JSONL record is not valid JSON or not an object, or holds a non-finite number or a
-            lone surrogate (:func:`metamorph.datasets.value_problem`), or gives a key twice; a workflow cannot be parsed. The message names the file (and
-            the line/element and field when it applies).
+            lone surrogate (:func:`metamorph.datasets.value_problem`), or gives a key twice, or is nested
+            deeper than the JSON parser follows; a workflow cannot be parsed or fails
+            :func:`check_workflow`. The message names the file (and the line/element and field
+            when it applies).
     """
     from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
 
@@ -155,9 +209,11 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
         raise InputError(src, "the file is empty")
     if stripped[0] not in "{[":
         nodes, edges = parse_workflow_text(text, src)
-        return [GateWorkflow(None, nodes, edges, src)]
+        return [check_workflow(GateWorkflow(None, nodes, edges, src))]
     try:
         data = loads(stripped)
+    except JSONTooDeep as exc:
+        raise InputError(src, f"not valid JSON: {exc.msg}") from None
     except json.JSONDecodeError:
         data = None
         out = []
@@ -169,7 +225,7 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
             except json.JSONDecodeError as exc:
                 raise InputError(
                     src, f"neither one JSON document nor JSONL: line {i} is not valid JSON ({exc.msg})", row=i
-                ) from exc
+                ) from None
             if not isinstance(obj, dict):
                 raise InputError(src, f"a JSONL line must be a workflow object, got {type(obj).__name__}", row=i)
             refuse_duplicate_keys(obj, src, row=i)
@@ -304,6 +360,29 @@ def _bad_input(args: argparse.Namespace, message: str) -> int:
 
 
 def _run_gate(args: argparse.Namespace) -> int:
+    """``metamorph gate``: :func:`_gate`, with an unexpected failure given its own exit code
+    (:data:`~metamorph.studies.workflow_perturb.gate.EXIT_INTERNAL`, 3) — never 1, which CI reads as a
+    regression of the candidate. The traceback goes to stderr, then one line naming the error."""
+    try:
+        return _gate(args)
+    except (BrokenPipeError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - every unexpected failure is reported as such, with exit 3
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        message = mask_secrets(" ".join(f"{type(exc).__name__}: {exc}".split()))[:500]
+        print(
+            f"metamorph gate: internal error: {message} (the gate failed and reached no verdict; "
+            f"this is not a regression of the candidate) — exit {gate.EXIT_INTERNAL}",
+            file=sys.stderr,
+        )
+        if getattr(args, "json", False):
+            print(json.dumps({"verdict": "ERROR", "exit_code": gate.EXIT_INTERNAL, "error": message}))
+        return gate.EXIT_INTERNAL
+
+
+def _gate(args: argparse.Namespace) -> int:
     try:
         th = gate.load_thresholds(args.thresholds)
         golden = read_workflow_file(args.golden)
@@ -387,7 +466,7 @@ COMMANDS = {
     "gate": (
         "CI/CD regression gate on workflow metric bundles (WorkflowPerturb Table 1).",
         "Score candidate workflows against golden ones and fail on a regression. "
-        "Exit 0 = pass, 1 = regression, 2 = bad input.",
+        "Exit 0 = pass, 1 = regression, 2 = bad input, 3 = the gate itself failed (no verdict).",
         add_gate_arguments,
         _run_gate,
     ),

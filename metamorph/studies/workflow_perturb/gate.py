@@ -71,8 +71,23 @@ Breach and firing (exact definitions)
   bundle fires. Several candidates (:func:`gate_report`): a failure mode is ``FAIL`` iff it fires
   on at least one pair; the gate fails iff some failure mode fails or a golden workflow has no
   candidate.
-* **Exit codes** (:data:`EXIT_PASS`, :data:`EXIT_REGRESSION`, :data:`EXIT_BAD_INPUT`): 0 when
-  nothing fires, 1 on a regression (a bundle fired, or a candidate is missing), 2 on bad input.
+* **Exit codes** (:data:`EXIT_PASS`, :data:`EXIT_REGRESSION`, :data:`EXIT_BAD_INPUT`,
+  :data:`EXIT_INTERNAL`): 0 when nothing fires, 1 on a regression (a bundle fired, or a candidate
+  is missing), 2 on bad input, 3 when the gate itself failed (an unexpected error: no verdict was
+  reached, so CI must not read it as a regression of the candidate, nor as a pass).
+
+Size bound
+----------
+A workflow (golden or candidate) may have at most :data:`MAX_GATE_STEPS` (200) steps and
+:data:`MAX_GATE_EDGES` edges; a larger one is bad input, refused when the file is read, before
+any metric. The metrics align every golden step with every candidate step (an n × m similarity
+matrix and an assignment over it, plus BERTScore over the aligned pairs), so time and memory
+grow with the square of the steps: 1,000 steps took 14 s and 745 MB, 10,000 steps more than
+400 s and 4.3 GB. WorFBench's goldens have 5 to 13 steps (the shared sample's largest: 13 steps,
+19 edges), so 200 is about 15 times the largest real workflow, and a 200-step pair costs little
+more than a small one: 37 s and 1.0 GB peak for the whole command against 34 s and 0.96 GB for
+6 steps (mpnet encoder, 2 cores; loading the encoder is most of both). :data:`MAX_GATE_EDGES` is the most edges a DAG on 200 steps has without repeating
+one (every pair of steps once, plus an edge from START and one into END per step).
 """
 
 from __future__ import annotations
@@ -93,10 +108,13 @@ __all__ = [
     "COMPARISON",
     "DEFAULT_MODE",
     "EXIT_BAD_INPUT",
+    "EXIT_INTERNAL",
     "EXIT_PASS",
     "EXIT_REGRESSION",
     "FAILURE_MODES",
     "GATE_METRICS",
+    "MAX_GATE_EDGES",
+    "MAX_GATE_STEPS",
     "METRIC_RANGES",
     "MODES",
     "Bundle",
@@ -136,6 +154,13 @@ BREACH_DECIMALS = 10
 #: The only comparison: a metric breaches when ``value < threshold``.
 COMPARISON = "<"
 EXIT_PASS, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
+#: The gate itself failed (an unexpected error, not the input and not the candidate): no verdict.
+EXIT_INTERNAL = 3
+#: Most steps of one workflow the gate scores (module docstring, "Size bound").
+MAX_GATE_STEPS = 200
+#: Most edges of one workflow: a DAG on MAX_GATE_STEPS steps with every pair of steps joined once,
+#: plus START -> step and step -> END for every step.
+MAX_GATE_EDGES = MAX_GATE_STEPS * (MAX_GATE_STEPS - 1) // 2 + 2 * MAX_GATE_STEPS
 PASS, FAIL, UNDEFINED = "PASS", "FAIL", "UNDEFINED"
 
 _PACKAGE_FILE = ("data", "gate_thresholds.json")
