@@ -416,3 +416,23 @@ def test_metrics_that_do_not_block_pass_the_check(metamorph_home, tmp_path, monk
     assert check.metadata["summary"].value == (
         "no candidate regressed on a blocking metric (4 regressed row(s) on metrics that do not block)"
     )
+
+
+def test_the_card_has_no_upstream_study_tables_and_builds_when_no_study_was_run(metamorph_home):
+    """The card reads the studies' tables from the warehouse when present: none of them is an
+    upstream asset (the UI would warn at Materialize about every study not run), its description
+    says how it is rebuilt, and with no study run it is built and names every study as missing."""
+    from metamorph.study import studies
+    from pipelines.definitions import build_definitions
+
+    defs = build_definitions()
+    key = dg.AssetKey(["model_upgrades", "robustness_report_card"])
+    assert defs.resolve_asset_graph().get(key).parent_keys == set()
+    description = defs.resolve_assets_def(key).specs_by_key[key].description
+    assert "Built at the end of every `metamorph run`; rebuild it with `model_upgrades_job`" in description
+    with dg.instance_for_test() as instance:
+        res = defs.resolve_job_def("model_upgrades_job").execute_in_process(instance=instance)
+    assert res.success
+    md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
+    assert md["studies"].value == {"included": [], "missing": sorted(studies())}
+    assert md["next_step"].value.startswith("not in the card: " + ", ".join(sorted(studies())) + " — run ")
