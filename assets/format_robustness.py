@@ -501,6 +501,7 @@ MR_CELLS = Cells(
     headline="M{relation[2]}_pct/{workflow_id}/{dataset}",
     behind=_behind(_flagged, _violating, show=(*_SHOWN, "categories_json")),
     trace=_trace(lambda cell: f"M{cell['relation'][2]}"),
+    trace_each="relation",
 )
 
 
@@ -555,6 +556,7 @@ stability_by_format = metric_table(
         bounds=_PCT,
         headline="stability_pct/{workflow_id}/{dataset}/{format}",
         behind=_behind(_generations, _unstable),
+        trace=_trace("stability", ("workflow_id", "dataset", "format")),
     ),
     row="One row per workflow × dataset × format: Stb_f, the % of instances whose k repeats all agree.",
     source="§5.1",
@@ -571,6 +573,7 @@ evidence_drift = metric_table(
         ("workflow_id", "dataset", "format"),
         bounds=_PCT,
         behind=_behind(_generations, _flipped, match=(("format", ""),)),
+        trace=_trace("flip", ("workflow_id", "dataset", "format")),
     ),
     row="One row per workflow × dataset × non-TXT format: evidence drift JS, ΔAcc and flip rate against TXT.",
     source="§5.1, Table 2",

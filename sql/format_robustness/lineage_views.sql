@@ -21,3 +21,26 @@ SELECT f.mr1, f.mr2, f.mr3, l.*
 FROM format_robustness.mr_flags AS f
 JOIN format_robustness.decision_lineage AS l USING (workflow_id, dataset, instance_id, repeat)
 WHERE f.mr1 OR f.mr2 OR f.mr3;
+
+-- Instances behind a stability rate Stb_f: every generation with whether the k repeats of its
+-- (workflow, dataset, instance, format) agree (⊥, an unparseable output, is its own outcome).
+CREATE OR REPLACE VIEW format_robustness.stability_lineage AS
+SELECT s.stable, l.*
+FROM format_robustness.decision_lineage AS l
+JOIN (
+    SELECT workflow_id, dataset, instance_id, format,
+           count(DISTINCT coalesce(decision, '⊥ unparseable')) = 1 AS stable
+    FROM format_robustness.decision_lineage
+    GROUP BY workflow_id, dataset, instance_id, format
+) AS s USING (workflow_id, dataset, instance_id, format);
+
+-- Groups behind an evidence-drift flip rate: each generation in a format other than TXT next to
+-- the TXT generation of its (instance, repeat) group, flipped when the two decisions differ (⊥ its own value).
+CREATE OR REPLACE VIEW format_robustness.flip_lineage AS
+SELECT coalesce(l.decision, '⊥ unparseable') <> coalesce(b.decision, '⊥ unparseable') AS flipped,
+       b.decision AS baseline_decision, b.response_text AS baseline_response_text, l.*
+FROM format_robustness.decision_lineage AS l
+JOIN format_robustness.decision_lineage AS b
+  ON b.model_id = l.model_id AND b.workflow_id = l.workflow_id AND b.dataset = l.dataset
+ AND b.instance_id = l.instance_id AND b.repeat = l.repeat AND b.format = 'txt'
+WHERE l.format <> 'txt';

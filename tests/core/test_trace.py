@@ -92,11 +92,35 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
     # the metric asset names the command for its worst cell (MR1 = 50 %: MR3 is undefined with k = 1)
     # stored paths are relative to METAMORPH_HOME: the command takes the warehouse from it
     assert meta["mr_violations"]["warehouse"].value == "metamorph.duckdb"
-    command = meta["mr_violations"]["trace_command"].value
+    # one command per relation the table reports (M3 is undefined with k = 1), M1 first
+    assert [k for k in meta["mr_violations"] if k.startswith("trace_command")] == [
+        "trace_command MR1",
+        "trace_command MR2",
+    ]
+    assert meta["mr_violations"]["trace_command MR2"].value == (
+        "metamorph trace --study format_robustness --metric M2 --model stub "
+        "--where workflow_id=stub/inline --where dataset=construct"
+    )
+    command = meta["mr_violations"]["trace_command MR1"].value
     assert command == (
         "metamorph trace --study format_robustness --metric M1 --model stub "
         "--where workflow_id=stub/inline --where dataset=construct"
     )
+    # evidence drift's worst cell (md flips instance 0 against txt: 1 of 2 groups) has its command too
+    flip = meta["evidence_drift"]["trace_command"].value
+    assert flip == (
+        "metamorph trace --study format_robustness --metric flip --model stub "
+        "--where workflow_id=stub/inline --where dataset=construct --where format=md"
+    )
+    code, out, err = run_cli(capsys, *shlex.split(flip)[2:], "--json")
+    assert (code, err) == (0, "")
+    flipped = json.loads(out)
+    assert [
+        (r["instance_id"], r["slice"]["format"], r["answer"], r["extra"]["baseline_decision"]) for r in flipped["rows"]
+    ] == [("construct-0-0000", "md", "do not refer", "refer")]
+    # k = 1: every instance is stable, no worst cell; the stability trace finds no unstable row
+    assert "trace_command" not in meta["stability_by_format"]
+    assert tr.trace(db, "format_robustness", "stability", "stub", {"format": "md"})["total"] == 0
     code, out, err = run_cli(capsys, *shlex.split(command)[2:], "--json")
     assert (code, err) == (0, "")
     res = json.loads(out)
@@ -158,7 +182,7 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
 
     # bad input: one line on stderr, exit 2
     cases = {
-        ("--metric", "M4"): "unknown metric 'M4' for format_robustness (known: M1, M2, M3, accuracy)",
+        ("--metric", "M4"): "unknown metric 'M4' for format_robustness (known: M1, M2, M3, stability, flip, accuracy)",
         ("--metric", "M1", "--where", "wrapper=json"): "unknown slice 'wrapper' for format_robustness M1 (known: "
         "workflow_id, dataset, format, repeat, instance_id)",
         ("--metric", "M1", "--where", "dataset=medqa"): "unknown dataset 'medqa' for model 'stub' in "
