@@ -586,7 +586,9 @@ silent_violations = metric_table(
     ins=["mr_flags"],
     sql=["silent_violations"],
     behind_ins=["generation_outcomes"],
-    cells=Cells("silent_pct", ("workflow_id", "dataset"), bounds=_PCT, behind=_behind(_flagged, _silent)),
+    cells=Cells(
+        "silent_pct", ("workflow_id", "dataset"), bounds=_PCT, behind=_behind(_flagged, _silent), trace=_trace("silent")
+    ),
     row="One row per workflow × dataset: how many MR2 violations hold MR1 (silent violations) and their share.",
     source="§5.1",
 )

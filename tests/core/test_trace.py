@@ -121,6 +121,9 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
     # k = 1: every instance is stable, no worst cell; the stability trace finds no unstable row
     assert "trace_command" not in meta["stability_by_format"]
     assert tr.trace(db, "format_robustness", "stability", "stub", {"format": "md"})["total"] == 0
+    # no group violates MR2 without MR1: silent_violations has no worst cell, its trace no row
+    assert "trace_command" not in meta["silent_violations"]
+    assert tr.trace(db, "format_robustness", "silent", "stub")["total"] == 0
     code, out, err = run_cli(capsys, *shlex.split(command)[2:], "--json")
     assert (code, err) == (0, "")
     res = json.loads(out)
@@ -182,7 +185,10 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
 
     # bad input: one line on stderr, exit 2
     cases = {
-        ("--metric", "M4"): "unknown metric 'M4' for format_robustness (known: M1, M2, M3, stability, flip, accuracy)",
+        (
+            "--metric",
+            "M4",
+        ): "unknown metric 'M4' for format_robustness (known: M1, M2, M3, silent, stability, flip, accuracy)",
         ("--metric", "M1", "--where", "wrapper=json"): "unknown slice 'wrapper' for format_robustness M1 (known: "
         "workflow_id, dataset, format, repeat, instance_id)",
         ("--metric", "M1", "--where", "dataset=medqa"): "unknown dataset 'medqa' for model 'stub' in "
@@ -252,7 +258,7 @@ def test_every_study_defines_its_traces():
 
     assert METRICS == METRIC_COLUMNS
     assert {s: list(m) for s, m in tr.study_traces().items()} == {
-        "format_robustness": ["M1", "M2", "M3", "accuracy"],
+        "format_robustness": ["M1", "M2", "M3", "silent", "stability", "flip", "accuracy"],
         "order_probe": ["recovery"],
         "workflow_perturb": [*METRIC_COLUMNS, "judge"],
         "wrapper_sensitivity": ["accuracy", "FSI", "PSI"],

@@ -5,6 +5,8 @@
   MR3 — every format of the group (view ``mr_violation_lineage``; the models and slices are those
   of ``decision_lineage``, so a model with no violating group has 0 rows behind its cell);
 * ``accuracy``: every generation with a gold label, wrong ones first (``decision_lineage``);
+* ``silent``: the generations of the groups violating MR2 but not MR1 (silent violations; view
+  ``mr_violation_lineage``);
 * ``stability``: the generations of the instances whose k repeats disagree in a format (Stb_f's
   unstable instances; view ``stability_lineage``);
 * ``flip``: the generations in a format other than TXT whose decision differs from the TXT one of
@@ -47,6 +49,13 @@ TRACES = {
         )
         for i in (1, 2, 3)
     },
+    "silent": MetricTrace(
+        "mr_violation_lineage",
+        filter="mr2 AND NOT mr1",
+        cells="decision_lineage",
+        **_COMMON,
+        order=("workflow_id", "dataset", "instance_id", "repeat", "format"),
+    ),
     "stability": MetricTrace(
         "stability_lineage",
         filter="NOT stable",
