@@ -35,7 +35,8 @@ OPTIONAL_CARD_TABLES = {t for study in studies().values() for t in study.card_op
 CARD_DESCRIPTION = (
     "One row per model × study × headline metric with 95% CIs, each model's version and the change since its "
     "previous version. Built at the end of every `metamorph run`; rebuild it with `model_upgrades_job` (or "
-    "Materialize here) after runs launched in the UI. It reads, when present: "
+    "Materialize here) after runs launched in the UI — in a run of its own: not being downstream of the studies' "
+    "tables, it is not ordered after them within one run. It reads, when present: "
     + "; ".join(f"{s}: {', '.join([*tables, 'model_comparison'])}" for s, (tables, _) in CARD_SOURCES.items())
     + ". A study without its tables is listed under 'not in the card' — never an error or a warning."
 )

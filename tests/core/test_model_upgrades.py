@@ -300,11 +300,15 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["base", "cand"])
         job = defs.resolve_implicit_global_asset_job_def()
-        res = job.execute_in_process(asset_selection=[cmp_key, card_key], instance=instance)
-        # the checks fail (ERROR); the run does not, so the card downstream is built and shows the regression
+        res = job.execute_in_process(asset_selection=[cmp_key], instance=instance)
+        # the check fails (ERROR); the run does not. The card (it reads the verdicts from the
+        # warehouse: no upstream asset, so it runs after them in its own run) shows the regression
         assert res.success
         verdicts = res.asset_materializations_for_node("wrapper_sensitivity__model_comparison")[0].metadata["verdicts"]
-        check, card_check = res.get_asset_check_evaluations()
+        [check] = res.get_asset_check_evaluations()
+        card_run = job.execute_in_process(asset_selection=[card_key], instance=instance)
+        assert card_run.success
+        [card_check] = card_run.get_asset_check_evaluations()
         assert (check.asset_key, check.check_name, check.passed, check.severity) == (
             cmp_key,
             "no_blocking_regression",
@@ -321,7 +325,7 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
         assert (
             check.metadata["summary"].value == "4 regressed row(s) on blocking metrics: cand (accuracy, parseability)"
         )
-        card_md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
+        card_md = card_run.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
     cmp = table(db, "wrapper_sensitivity.model_comparison").set_index(["metric", "slice"])
     assert len(cmp) == 12  # {accuracy, parseability} × (5 wrappers + the task pooled over them)
     hit = [(m, sl) for m, sl, _ in REGRESSED]
