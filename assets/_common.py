@@ -482,6 +482,12 @@ class ComparisonConfig(dg.Config):
         default=2000, ge=100, description="Paired bootstrap resamples of the difference's CI (N ≥ 100)."
     )
     seed: int = Field(default=0, description="Seed of the bootstrap (and of a Monte Carlo permutation test).")
+    power: float = Field(
+        default=0.8,
+        gt=0,
+        lt=1,
+        description="Power of the minimum detectable effect (mde) of every row; 0 < power < 1.",
+    )
 
 
 def comparison_checks(study: str) -> list[dg.AssetCheckSpec]:
@@ -536,6 +542,7 @@ def comparison_output(study: str, models, scores: pd.DataFrame, directions: dict
             alpha=config.alpha,
             n_resamples=config.n_resamples,
             seed=config.seed,
+            power=config.power,
         )
         shown = baseline if baseline in evaluated else f"{baseline} (not evaluated yet)"
         md = {

@@ -26,6 +26,7 @@ from assets._cells import Behind, Cells, ViewPreview
 from metamorph.export import markdown_table
 from assets._common import (
     ALL_ROWS,
+    preview_md,
     BudgetConfig,
     ComparisonConfig,
     LimitConfig,
@@ -50,10 +51,16 @@ from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
-from metamorph.studies.format_robustness.study import MAX_REPEATS, STUDY
+from metamorph.studies.format_robustness.study import MAX_REPEATS, STUDY, check_formats
 from metamorph.studies.format_robustness.vocab import FORMATS
 from assets._common import checked_by
-from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument, render
+from metamorph.studies.format_robustness.renderers import (
+    DEFAULT_FORMATS,
+    RENDERERS,
+    RenderedDocument,
+    UnwritableCharacter,
+    render,
+)
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.format_robustness import schemas as S
 from assets.partitions import PER_MODEL, model_partitions
@@ -100,16 +107,65 @@ def source_instances(config: SourceConfig) -> dg.Output:
 
 
 class RenderConfig(dg.Config):
-    formats: list[str] = Field(default=list(DEFAULT_FORMATS), description="Formats to render (registry keys).")
+    formats: list[str] = Field(
+        default=list(DEFAULT_FORMATS),
+        description="Formats to render (registry keys), the baseline txt among them: the paper's txt, md, json, csv "
+        "(default), and html, yaml, pdf, docx, xlsx. Same values as `--formats`.",
+    )
+
+    _formats = checked_by(check_formats, "formats")
 
 
-@dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
-def rendered_documents(config: RenderConfig, source_instances: pd.DataFrame) -> dg.Output:
-    """T(C_x, f) for every record and format; every document passes the round-trip check."""
+def _preview_value(r) -> str:
+    """A document as the preview shows it: its text, or for a binary format what its extraction read back."""
+    if isinstance(r.error, str):
+        return f"(not written: {r.error})"
+    return r.document_text
+
+
+@dg.asset(
+    key_prefix=PREFIX,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb", "python"},
+    check_specs=[
+        dg.AssetCheckSpec(
+            "unwritable_documents",
+            asset=[*PREFIX, "rendered_documents"],
+            description="Documents that could not be written in their format (a character the PDF font has no "
+            "glyph for): error rows, not generated.",
+        )
+    ],
+)
+def rendered_documents(config: RenderConfig, source_instances: pd.DataFrame):
+    """T(C_x, f) for every record and format; every document passes the round-trip check of its
+    format's independent reader (metamorph.studies.format_robustness.readers). Binary formats
+    (pdf, docx, xlsx) are stored as bytes with their media type, sha256 and the text their named
+    extraction reads back; a document with a character its format cannot write is an error row
+    naming it. Code: metamorph.studies.format_robustness.renderers.render."""
     rows = []
     for x in instances_from_frame(source_instances):
         for fmt in config.formats:
-            d = render(x, fmt, check=True)  # raises InputError naming the instance on failure
+            try:
+                d = render(x, fmt, check=True)  # raises InputError naming the instance on failure
+            except UnwritableCharacter as exc:
+                rows.append(
+                    {
+                        "dataset": x.dataset,
+                        "instance_id": x.instance_id,
+                        "format": fmt,
+                        "media_type": RENDERERS[fmt].media_type,
+                        "renderer_version": RENDERERS[fmt].version,
+                        "document_text": None,
+                        "document_bytes": None,
+                        "extraction": RENDERERS[fmt].extraction,
+                        "document_sha256": None,
+                        "n_bytes": 0,
+                        "round_trip_ok": False,
+                        "error": str(exc),
+                    }
+                )
+                continue
             rows.append(
                 {
                     "dataset": d.dataset,
@@ -118,26 +174,69 @@ def rendered_documents(config: RenderConfig, source_instances: pd.DataFrame) -> 
                     "media_type": d.media_type,
                     "renderer_version": d.renderer_version,
                     "document_text": d.text,
+                    "document_bytes": d.data,
+                    "extraction": d.extraction,
                     "document_sha256": d.sha256,
                     "n_bytes": len(d.content),
                     "round_trip_ok": True,
+                    "error": None,
                 }
             )
     df = pd.DataFrame(rows)
+    shown = df.assign(
+        document_text=[_preview_value(r) for r in df.itertuples()],
+        document_bytes=[None if b is None else f"({len(b)} bytes)" for b in df["document_bytes"]],
+    )
     example = df.iloc[0]
     sample = "\n\n".join(
-        f"**{r.format}**\n```\n{r.document_text[:600]}\n```"
-        for r in df[df.instance_id == example.instance_id].itertuples()
+        f"**{r.format}**"
+        + (f" (text read back by {r.extraction})" if isinstance(r.extraction, str) else "")
+        + f"\n```\n{r.document_text[:600]}\n```"
+        for r in shown[shown.instance_id == example.instance_id].itertuples()
     )
-    return validated_output(
-        S.RenderedDocuments, df, "rendered_documents", {"example_documents": dg.MetadataValue.md(sample)}
+    errors = df[df["error"].notna()]
+    yield validated_output(
+        S.RenderedDocuments,
+        df,
+        "rendered_documents",
+        {
+            "preview": preview_md(shown),
+            "example_documents": dg.MetadataValue.md(sample),
+            "documents_by_format": dg.MetadataValue.json(df.groupby("format").size().to_dict()),
+            "unwritable_documents": dg.MetadataValue.int(len(errors)),
+        },
+    )
+    yield dg.AssetCheckResult(
+        check_name="unwritable_documents",
+        passed=errors.empty,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "error_rows": len(errors),
+            "errors": dg.MetadataValue.md(
+                markdown_table(errors[["dataset", "instance_id", "format", "error"]].head(30))
+                if len(errors)
+                else "_none_"
+            ),
+        },
     )
 
 
 def documents_from_frame(df: pd.DataFrame) -> list[RenderedDocument]:
+    """The written documents of ``rendered_documents`` (its error rows have no document to send:
+    they stay in that table and its ``unwritable_documents`` check)."""
     return [
-        RenderedDocument(r.instance_id, r.dataset, r.format, r.media_type, r.renderer_version, r.document_text)
+        RenderedDocument(
+            r.instance_id,
+            r.dataset,
+            r.format,
+            r.media_type,
+            r.renderer_version,
+            r.document_text,
+            None if r.document_bytes is None or pd.isna(r.document_bytes) else bytes(r.document_bytes),
+            None if r.extraction is None or pd.isna(r.extraction) else r.extraction,
+        )
         for r in df.itertuples()
+        if r.error is None or pd.isna(r.error)
     ]
 
 
@@ -295,7 +394,7 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
                 "parse_reason": reason,
                 "truncated": truncated,
                 "gold": x.gold,
-                "is_correct": None if x.gold is None else decision == x.gold,
+                "is_correct": None if x.gold is None or reason == "call_error" else decision == x.gold,
                 "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
             }
         )
@@ -460,7 +559,8 @@ def _wrong(rows: pd.DataFrame, cell) -> pd.DataFrame:
 
 def _unstable(rows: pd.DataFrame, cell) -> pd.DataFrame:
     """Instances whose k repeats disagree in the cell's format (the unstable ones of fr.instance_stability)."""
-    stability = fr.instance_stability(rows)
+    replies = rows[~rows["call_error"].astype(bool)] if "call_error" in rows.columns else rows
+    stability = fr.instance_stability(replies)
     unstable = stability.loc[~stability["stable"].astype(bool), ["workflow_id", "dataset", "instance_id", "format"]]
     return _by_group(rows.merge(unstable, on=["workflow_id", "dataset", "instance_id", "format"]))
 
@@ -831,7 +931,8 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
     rows = []
     for g in routed_generations.itertuples():
         x = inst[(g.dataset, g.instance_id)]
-        if g.error is not None and not pd.isna(g.error):
+        failed = g.error is not None and not pd.isna(g.error)
+        if failed:
             decision, evidence, status, truncated = None, (), "unparseable", False
         else:
             e = fs.extract_reply(x, g.response_text, g.finish_reason)
@@ -851,10 +952,11 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
                 "generation_key": g.generation_key,
                 "decision": decision,
                 "gold": x.gold,
-                "is_correct": None if x.gold is None else decision == x.gold,
+                "is_correct": None if x.gold is None or failed else decision == x.gold,
                 "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
                 "parse_status": status,
                 "categories_json": json.dumps(cats),
+                "call_error": failed,
                 "routed_format": g.routed_format,
                 "truncated": truncated,
             }

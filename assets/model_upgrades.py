@@ -17,7 +17,14 @@ from dagster_duckdb import DuckDBResource
 from assets import plots
 from assets._common import display_float, validated_output
 from assets.evaluations import evaluated_fingerprint
-from metamorph.report_card import build_card, card_markdown, regressions_markdown, trend_key, trend_series
+from metamorph.report_card import (
+    build_card,
+    card_markdown,
+    detectable_markdown,
+    regressions_markdown,
+    trend_key,
+    trend_series,
+)
 from metamorph.schemas import ReportCard
 from metamorph.verdict import regression_check, regression_records, studies_to_run
 from metamorph.study import studies
@@ -115,6 +122,10 @@ def robustness_report_card(
     next_step = studies_to_run(missing)
     top = regressions_markdown(regressions)
     text = card_markdown(card)
+    compared = [c.assign(study=s) for s, c in comparisons.items() if c is not None and len(c)]
+    seen = detectable_markdown(pd.concat(compared, ignore_index=True)) if compared else None
+    if seen:
+        text += f"\n\n{seen}"
     if next_step:
         text += f"\n\n_{next_step}_"
     md = {

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview
+from metamorph.models import check_study_kinds
 from metamorph.export import markdown_table
 from assets._common import (
     ALL_ROWS,
@@ -39,6 +40,7 @@ from assets._common import (
     runner_options,
     validated_output,
 )
+from metamorph.measurability import is_call_error
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.order_probe import metrics as om
 from metamorph.studies.order_probe import plan as op
@@ -181,6 +183,7 @@ def order_generations(
     """model × setting × item × input completions through the generation cache, greedy decoding
     (metamorph.studies.order_probe.plan.plan_generations)."""
     spec = model_registry.get(context.partition_key)
+    check_study_kinds("order_probe", False, [spec])  # a workflow under test answers documents
     provider = model_registry.provider(spec)
     planned = op.plan_generations(order_prompts, spec, {"max_tokens": config.max_tokens} if config.max_tokens else None)
     cache = generation_cache.open()
@@ -224,7 +227,7 @@ def order_generations(
         dg.AssetCheckSpec(
             "parse_failure_share",
             asset=[*PREFIX, "scored_replies"],
-            description="Share of replies without a unique candidate.",
+            description="Share of replies without a unique candidate (calls that failed are no replies).",
         )
     ],
 )
@@ -232,17 +235,22 @@ def scored_replies(order_generations: pd.DataFrame, scrambled_inputs: pd.DataFra
     """Every reply parsed and scored by exact match
     (metamorph.studies.order_probe.plan.score_generations)."""
     df = op.score_generations(order_generations, scrambled_inputs, items_from_frame(order_items))
-    share = float((~df["parse_ok"]).mean()) if len(df) else 0.0
+    failed = is_call_error(df["reason"])
+    replies = df[~failed]  # a call error is no reply: in no share below
+    share = float((~replies["parse_ok"]).mean()) if len(replies) else 0.0
     yield validated_output(
         S.ScoredReplies,
         df,
         "scored_replies",
         {
             "reasons": dg.MetadataValue.json(df["reason"].value_counts().to_dict()),
-            "correct_pct": dg.MetadataValue.float(round(100 * float(df["correct"].mean()), 2) if len(df) else 0.0),
+            "correct_pct": dg.MetadataValue.float(
+                round(100 * float(replies["correct"].mean()), 2) if len(replies) else None
+            ),
+            "n_call_errors": dg.MetadataValue.int(int(failed.sum())),
         },
     )
-    bad = df[~df["parse_ok"]][["setting", "item_id", "pattern", "reason", "generation_key"]]
+    bad = replies[~replies["parse_ok"]][["setting", "item_id", "pattern", "reason", "generation_key"]]
     yield dg.AssetCheckResult(
         check_name="parse_failure_share",
         passed=share <= 0.5,
@@ -266,7 +274,7 @@ _PCT = (0.0, 100.0)
 
 
 def _not_recovered(rows: pd.DataFrame, cell) -> pd.DataFrame:
-    rows = rows[(rows["input_kind"] == "scrambled") & ~rows["correct"].astype(bool)]
+    rows = rows[(rows["input_kind"] == "scrambled") & ~rows["correct"].astype(bool) & ~is_call_error(rows["reason"])]
     return rows.sort_values(["language", "item_id", "pattern"], kind="stable")
 
 
@@ -438,7 +446,7 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
             "recovery_rates",
             RECOVERY_CELLS,
             rename=(("language", "cell_language"),),
-            where=lambda cell: "NOT correct",
+            where=lambda cell: "NOT correct AND reason <> 'call_error'",
             columns=(
                 "model_id",
                 "setting",

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview
+from metamorph.models import check_study_kinds
 from metamorph.export import markdown_table
 from assets._common import (
     ALL_ROWS,
@@ -227,6 +228,7 @@ def perturbations_llm(
     reported: list[str | None] = []  # model_version of every reply of the partition's own model
     for mid in [context.partition_key, *config.escalation]:
         spec = model_registry.get(mid)
+        check_study_kinds("workflow_perturb", False, [spec])  # a workflow under test answers documents
         provider = model_registry.provider(spec)
         first, more = wst.generator_requests(
             chosen,
@@ -351,6 +353,7 @@ def judge_scores(
     """LLM-as-judge (App. B.6 rubric, 0–5, three calls averaged, normalised to [0,1]; invalid or
     truncated replies excluded and counted): metamorph.studies.workflow_perturb.plan.judge_row."""
     spec = model_registry.get(context.partition_key)
+    check_study_kinds("workflow_perturb", False, [spec])  # a workflow under test answers documents
     provider = model_registry.provider(spec)
     gold = _valid_goldens(goldens)
     chosen = perturbations.head(config.n_variants)

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from assets import plots
 from assets._cells import Behind, Cells, ViewPreview
+from metamorph.models import check_study_kinds
 from metamorph.export import markdown_table
 from assets._common import (
     ALL_ROWS,
@@ -43,6 +44,7 @@ from metamorph.studies.wrapper_sensitivity import diagnostics as diag
 from metamorph.studies.wrapper_sensitivity import regression as reg
 from metamorph.studies.wrapper_sensitivity import report as ws_report
 from metamorph.studies.wrapper_sensitivity.tasks import QAItem, load_tasks
+from metamorph.measurability import is_call_error
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
@@ -197,6 +199,7 @@ def wrapper_generations(
     budget before any call (metamorph.studies.wrapper_sensitivity.plan.count_and_check_budget).
     """
     spec = model_registry.get(context.partition_key)
+    check_study_kinds("wrapper_sensitivity", False, [spec])  # a workflow under test answers documents
     provider = model_registry.provider(spec)
     items, prompts = items_from_frame(qa_items), prompts_from_frame(wrapped_prompts)
     counted = {}
@@ -247,7 +250,8 @@ def wrapper_generations(
         dg.AssetCheckSpec(
             "unparseable_share",
             asset=[*PREFIX, "scored_answers"],
-            description="Unparseable share under the paper's extractor (the headline mode).",
+            description="Unparseable share of the replies under the paper's extractor (the headline mode); "
+            "calls that failed are no replies.",
         )
     ],
 )
@@ -255,7 +259,8 @@ def scored_answers(wrapper_generations: pd.DataFrame, qa_items: pd.DataFrame):
     """Every generation under the paper's extractor (the headline) and strict / normalized / lenient
     extraction (metamorph.studies.wrapper_sensitivity.plan.score_generations)."""
     df = ws.score_generations(wrapper_generations, items_from_frame(qa_items))
-    norm = df[df["mode"] == wm.DEFAULT_MODE]
+    failed = is_call_error(df["reason"])
+    norm = df[(df["mode"] == wm.DEFAULT_MODE) & ~failed]  # a failed call is no reply: in no share
     share = float((~norm["parseable"]).mean()) if len(norm) else 0.0
     yield validated_output(
         S.ScoredAnswers,
@@ -263,8 +268,9 @@ def scored_answers(wrapper_generations: pd.DataFrame, qa_items: pd.DataFrame):
         "scored_answers",
         {
             "parseable_pct_by_mode": dg.MetadataValue.json(
-                (df.groupby("mode")["parseable"].mean() * 100).round(1).to_dict()
+                (df[~failed].groupby("mode")["parseable"].mean() * 100).round(1).to_dict()
             ),
+            "n_call_errors": dg.MetadataValue.int(int((failed & (df["mode"] == wm.DEFAULT_MODE)).sum())),
             f"reasons_{wm.DEFAULT_MODE}": dg.MetadataValue.json(norm["reason"].value_counts().to_dict()),
         },
     )
@@ -323,8 +329,10 @@ def _standard(scored: pd.DataFrame, config=None) -> pd.DataFrame:
 
 
 def _mode_cells(scored: pd.DataFrame, config: ModeConfig) -> pd.DataFrame:
-    """The cells of the five standard wrappers in the config's extraction mode (wm.cell_metrics)."""
-    return wm.cell_metrics(_standard(scored), config.mode)
+    """The paired cells of the five standard wrappers in the config's extraction mode
+    (wm.cell_metrics with paired=True: an item × seed whose call failed under any wrapper is left
+    out of every wrapper, so the wrappers are compared on the same replies)."""
+    return wm.cell_metrics(_standard(scored), config.mode, paired=True)
 
 
 def _mode_answers(scored: pd.DataFrame, config: ModeConfig) -> pd.DataFrame:
@@ -348,7 +356,9 @@ def _scored(inputs: dict) -> pd.DataFrame:
 
 
 def _incorrect(rows: pd.DataFrame, cell) -> pd.DataFrame:
-    return rows[~rows["correct"].astype(bool)].sort_values(["wrapper", "item_id", "seed"], kind="stable")
+    """The wrong replies behind a cell (a failed call is no reply: not listed)."""
+    wrong = rows[~rows["correct"].astype(bool) & ~is_call_error(rows["reason"])]
+    return wrong.sort_values(["wrapper", "item_id", "seed"], kind="stable")
 
 
 def _worst_wrapper_incorrect(rows: pd.DataFrame, cell) -> pd.DataFrame:
@@ -464,7 +474,10 @@ fixed_effects = metric_table(
     config=ModeConfig,
     prepare={"scored_answers": _mode_cells},
     # the design does not identify β (e.g. one model, one task): a row with the reason
-    not_estimated=lambda args, inputs, config: {"n_cells": len(args[0])},
+    not_estimated=lambda args, inputs, config: {
+        "n_cells": int((args[0]["n"] > 0).sum()),
+        "n_call_errors": int(args[0]["n_call_errors"].sum()),
+    },
     cells=FE_CELLS,
     row="One row: β of the cell-level regression A = βP + α_m + γ_t + δ_f by WLS, with its SE, CI and partial R² "
     "(a design that does not identify β gives a row with a note, not an error).",
@@ -482,7 +495,8 @@ item_level_model = metric_table(
     # e.g. 'parseable' constant: its coefficient is not identified
     not_estimated=lambda args, inputs, config: {
         "mode": config.mode,
-        "n_obs": int((inputs["scored_answers"]["mode"] == config.mode).sum()),
+        "n_obs": int(((args[0]["mode"] == config.mode) & ~is_call_error(args[0]["reason"])).sum()),
+        "n_call_errors": int(((args[0]["mode"] == config.mode) & is_call_error(args[0]["reason"])).sum()),
     },
     cells=ITEM_CELLS,
     row="One row per coefficient of the item-level linear probability model of correctness on parseability and "

@@ -142,7 +142,7 @@ class _OpenAIBatches:
         for file_id in (batch.output_file_id, batch.error_file_id):
             if not file_id:
                 continue
-            text = self.p.call(lambda: self.client.files.content(file_id).text)
+            text = self.p.call(lambda timeout: self.client.files.content(file_id, timeout=timeout).text)
             for n, raw in enumerate(text.splitlines(), start=1):
                 if not raw.strip():
                     continue
@@ -215,7 +215,7 @@ class _AnthropicBatches:
     def collect(self, batch_id: str, batch: Any) -> tuple[dict[str, GenerationResult], str]:
         from metamorph.providers.anthropic_provider import message_result
 
-        items = self.p.call(lambda: list(self.client.messages.batches.results(batch_id)))
+        items = self.p.call(lambda timeout: list(self.client.messages.batches.results(batch_id, timeout=timeout)))
         out: dict[str, GenerationResult] = {}
         for item in items:
             result = item.result

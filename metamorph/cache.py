@@ -16,6 +16,11 @@ Semantics:
   last commit (one window). :meth:`~GenerationCache.flush` commits at once and waits; every read
   flushes first, so a process always reads its own writes; a normal interpreter exit commits
   what is queued (the writer is not a daemon thread);
+* **one bad row never costs its neighbours**: the text of every result is storable by
+  construction (:func:`metamorph.providers.base.storable_text`: lone surrogates and NUL become
+  U+FFFD); should the store still refuse a value of a group (a token count out of BIGINT's
+  range), the group is committed row by row and the refused row is stored as an error
+  (``CacheError: the reply could not be stored (...)``), to be called again by the next run;
 * **one connection, time-sliced**: the cache holds one DuckDB connection for lookups, claims and
   commits (opening one costs ~20 ms). DuckDB lets one process at a time open a file read-write,
   so the connection is given up after ``hold_s`` seconds of use (then not reopened for
@@ -47,6 +52,7 @@ location (a ``postgresql://`` URL or a file path).
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import socket
@@ -62,7 +68,7 @@ from pathlib import Path
 import duckdb
 
 from metamorph.errors import InputError
-from metamorph.providers.base import GenerationRequest, GenerationResult
+from metamorph.providers.base import GenerationRequest, GenerationResult, storable_text
 
 __all__ = [
     "COLUMN_TYPES",
@@ -155,6 +161,7 @@ _WANTED = "(SELECT unnest($1::VARCHAR[]) AS key)"
 #: A stored row that serves a request: a success, stored at or after $2 (NULL: any time).
 _FRESH = "g.error IS NULL AND ($2::TIMESTAMP IS NULL OR g.created_at >= $2::TIMESTAMP)"
 _HOST = socket.gethostname()
+log = logging.getLogger(__name__)
 
 # One lock per cache file and process: every instance on the file serialises its DuckDB work on it
 # (DuckDB shares one database instance per file within a process).
@@ -175,6 +182,15 @@ def results_from_rows(rows: list[tuple]) -> dict[str, GenerationResult]:
     """key -> result for rows ``(key, *RESULT_COLUMNS)`` as selected by the cache backends
     (positional: ~35% faster than keywords)."""
     return {r[0]: GenerationResult(*r[1:]) for r in rows}
+
+
+def _unstorable(row: tuple, exc: BaseException) -> tuple:
+    """The error row stored in place of a generations row the store refused: the request's
+    columns and ``created_at`` kept, the reply's columns null, ``error`` saying why."""
+    why = storable_text((str(exc).strip().splitlines() or [""])[0])[:300]
+    error = f"CacheError: the reply could not be stored ({type(exc).__name__}: {why})"
+    log.warning("generation cache: key %s: %s; stored as an error, the next run calls it again", row[0], error)
+    return (*row[:4], *(None,) * 8, row[12], error, row[14])
 
 
 def owner_alive(owner: str) -> bool:
@@ -493,12 +509,36 @@ class GenerationCache:
         """A query with ``?`` placeholders in this backend's parameter style (DuckDB: unchanged)."""
         return query
 
+    def _row_errors(self) -> tuple[type[BaseException], ...]:
+        """Errors that lie in a row's values, not in the store (the file, the lock, the server):
+        Python's conversion of a value (an unencodable str, an int out of range) and DuckDB's."""
+        return (ValueError, OverflowError, duckdb.DataError, duckdb.InvalidInputException)
+
     def _commit(self, batch: list[tuple]) -> None:
+        """Commit the queued rows ``batch`` (one per key: the last success, else the last error) in
+        one transaction. When the store refuses a value of the group (:meth:`_row_errors`), each row
+        is committed on its own, and a row refused alone is stored as an error in its place (its key
+        is called again by the next run), so one bad row never costs its neighbours."""
         best: dict[str, tuple] = {}
         for row in batch:  # one row per key: the last success, else the last error
             if row[0] not in best or row[13] is None or best[row[0]][13] is not None:
                 best[row[0]] = row
         rows = list(best.values())
+        try:
+            self._commit_rows(rows)
+            return
+        except self._row_errors() as exc:
+            if len(rows) == 1:
+                self._commit_rows([_unstorable(rows[0], exc)])
+                return
+        for row in rows:
+            try:
+                self._commit_rows([row])
+            except self._row_errors() as exc:
+                self._commit_rows([_unstorable(row, exc)])
+
+    def _commit_rows(self, rows: list[tuple]) -> None:
+        """Upsert ``rows`` (one per key) and end their claims, in one transaction."""
         columns = [list(col) for col in zip(*rows)]
         with self._use() as con:
             con.execute("BEGIN TRANSACTION")

@@ -306,15 +306,18 @@ class PostgresGenerationCache(GenerationCache):
     def _sql(query: str) -> str:
         return query.replace("?", "%s")
 
-    def _commit(self, batch: list[tuple]) -> None:
-        self._reconnecting(lambda: self._commit_once(batch))
+    def _row_errors(self) -> tuple[type[BaseException], ...]:
+        """psycopg2's conversion of a value (a NUL in a str: ValueError; an unencodable str) and
+        PostgreSQL's data errors (SQLSTATE class 22: a number out of range, an invalid character)."""
+        import psycopg2
 
-    def _commit_once(self, batch: list[tuple]) -> None:
-        best: dict[str, tuple] = {}
-        for row in batch:  # one row per key: the last success, else the last error
-            if row[0] not in best or row[13] is None or best[row[0]][13] is not None:
-                best[row[0]] = row
-        columns = [list(col) for col in zip(*best.values())]
+        return (ValueError, OverflowError, psycopg2.DataError)
+
+    def _commit_rows(self, rows: list[tuple]) -> None:
+        self._reconnecting(lambda: self._commit_rows_once(rows))
+
+    def _commit_rows_once(self, rows: list[tuple]) -> None:
+        columns = [list(col) for col in zip(*rows)]
         with self._use() as con:
             con.execute("BEGIN")
             try:

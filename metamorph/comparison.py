@@ -19,7 +19,10 @@ dropped silently) and reports, per (metric, slice):
   a candidate's verdicts do not depend on how many other candidates are registered;
 * a **verdict** at level α on the Holm-adjusted p-value: ``regressed`` / ``improved`` (by the
   sign of the difference and whether higher is better for the metric) or ``no detectable
-  change``; ``not comparable`` when the two models share no item in the slice.
+  change``; ``not comparable`` when the two models share no item in the slice;
+* the **minimum detectable effect** of the row's test at Holm's guaranteed level α/m (m = the
+  family's size) and a stated power (:func:`metamorph.power.detectable`): how large a change
+  this run could have found, or why no verdict was possible at all (too few items).
 
 The unit of resampling and testing is the item, so repeats/seeds of an item are never treated as
 independent (Miller 2024, "Adding Error Bars to Evals", arXiv 2411.00640, §2.2 clustered
@@ -34,6 +37,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from metamorph.power import DEFAULT_POWER, detectable
 from metamorph.schemas import VERDICTS, require_columns
 from metamorph.stats import holm, mcnemar_exact, paired_bootstrap_diff_ci, paired_permutation_test
 
@@ -76,6 +80,8 @@ COMPARISON_COLUMNS = [
     "p_holm",
     "alpha",
     "verdict",
+    "mde",
+    "mde_note",
 ]
 
 #: The slice label of an unsliced metric (slices read ``dataset=medqa, format=json``).
@@ -168,6 +174,7 @@ def _compare_cell(base: pd.Series, cand: pd.Series, higher: bool, n_resamples: i
             "test": None,
             "statistic": math.nan,
             "p_value": math.nan,
+            "_pairs": None,
         }
     b = base.loc[common].to_numpy(dtype=float)
     c = cand.loc[common].to_numpy(dtype=float)
@@ -194,6 +201,7 @@ def _compare_cell(base: pd.Series, cand: pd.Series, higher: bool, n_resamples: i
         "test": test,
         "statistic": stat,
         "p_value": p,
+        "_pairs": (b, c),
     }
 
 
@@ -217,6 +225,7 @@ def compare_models(
     alpha: float = 0.05,
     n_resamples: int = 2000,
     seed: int = 0,
+    power: float = DEFAULT_POWER,
 ) -> pd.DataFrame:
     """Every candidate against ``baseline`` on every (metric, slice) of ``scores``.
 
@@ -230,6 +239,7 @@ def compare_models(
         alpha: family-wise level of the verdicts (Holm).
         n_resamples: bootstrap (and Monte Carlo permutation) resamples.
         seed: seed of the bootstrap (and Monte Carlo permutation) draws.
+        power: the power of the ``mde`` column (0 < power < 1).
 
     Returns:
         :data:`COMPARISON_COLUMNS`, one row per candidate × (metric, slice) present for either
@@ -238,14 +248,22 @@ def compare_models(
         ``statistic`` is McNemar's min(n01, n10) or the mean difference; ``p_holm`` is
         adjusted within the candidate's family. A model with no row in ``scores`` gets
         ``not comparable`` rows (the baseline missing makes every row not comparable).
+        ``mde``: the smallest difference (either sign, metric's unit) the row's test detects with
+        probability ``power`` at α/m, m the candidate's family size (:func:`metamorph.power.detectable`:
+        exact McNemar power with the observed discordance, or the sign-flip test's normal
+        approximation with the observed spread of the differences); NaN when there is none, and
+        ``mde_note`` says how it was computed or why there is none (e.g. ``no α = 0.05 verdict is
+        possible with 4 items``).
 
     Raises:
-        ValueError: missing columns, duplicate items, a metric without a direction, ``alpha``
-            not in (0, 1).
+        ValueError: missing columns, duplicate items, a metric without a direction, ``alpha`` or
+            ``power`` not in (0, 1).
     """
     require_columns(scores, ITEM_SCORE_COLUMNS, "compare_models")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"compare_models: alpha must be in (0, 1), got {alpha}")
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"compare_models: power must be in (0, 1), got {power}")
     dup = scores.duplicated(["model_id", "metric", "slice", "item_id"])
     if dup.any():
         r = scores[dup].iloc[0]
@@ -282,10 +300,17 @@ def compare_models(
                 }
             )
         adjusted = holm([r["p_value"] for r in family])
+        m = sum(1 for r in family if r["_pairs"] is not None)
         for r, ph in zip(family, adjusted):
             r["p_holm"] = ph
             r["alpha"] = alpha
             r["verdict"] = verdict(r["difference"], ph, r["higher_is_better"], alpha)
+            pairs = r.pop("_pairs")
+            if pairs is None:
+                r["mde"], r["mde_note"] = math.nan, "no item scored for both models"
+            else:
+                det = detectable(*pairs, r["test"], alpha, m, power)
+                r["mde"], r["mde_note"] = det.mde, det.note
         rows.extend(family)
     out = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
     for c in ("n_items", "n_baseline_only", "n_candidate_only", "n_better", "n_worse"):
@@ -303,7 +328,9 @@ def verdict_summary(comparison: pd.DataFrame) -> pd.DataFrame:
 
 def comparison_markdown(comparison: pd.DataFrame, scale: float = 100.0, unit: str = "pp") -> str:
     """The comparison as a markdown table (regressions first, then improvements), with the
-    difference and its CI multiplied by ``scale`` (default: fractions shown as percentage points)."""
+    difference, its CI and the MDE multiplied by ``scale`` (default: fractions shown as percentage
+    points). A ``no detectable change`` verdict says what the run could have detected (``mde``) or
+    why no verdict was possible (``mde_note``)."""
     if comparison.empty:
         return "_no comparison: no candidate or no approved baseline_"
     order = {v: i for i, v in enumerate(VERDICTS)}
@@ -311,6 +338,15 @@ def comparison_markdown(comparison: pd.DataFrame, scale: float = 100.0, unit: st
 
     def fmt(v: float) -> str:
         return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{scale * v:+.1f}"
+
+    def said(r) -> str:
+        text = f"**{r.verdict}**"
+        if r.verdict != "no detectable change":
+            return text
+        mde, note = getattr(r, "mde", math.nan), getattr(r, "mde_note", None)
+        if mde is not None and not math.isnan(mde):
+            return f"{text} (this run could detect a regression of ≥ {scale * mde:.1f} {unit})"
+        return f"{text} ({note})" if note else text
 
     lines = [
         f"| candidate | metric | slice | n | Δ ({unit}) | 95% CI | test | p (Holm) | verdict |",
@@ -321,6 +357,6 @@ def comparison_markdown(comparison: pd.DataFrame, scale: float = 100.0, unit: st
         p = "–" if math.isnan(r.p_holm) else f"{r.p_holm:.3g}"
         lines.append(
             f"| {r.candidate_id} | {r.metric} | {r.slice} | {r.n_items} | {fmt(r.difference)} | {ci} | "
-            f"{r.test or '–'} | {p} | **{r.verdict}** |"
+            f"{r.test or '–'} | {p} | {said(r)} |"
         )
     return "\n".join(lines)

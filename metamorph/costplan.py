@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from metamorph.errors import BudgetError, ConfigError, ContextBudgetError, MetamorphError, RegistryError
-from metamorph.models import ModelSpec, Price, load_registry
+from metamorph.models import ModelSpec, Price, check_study_kinds, load_registry
 from metamorph.providers.base import GenerationRequest
 from metamorph.replicates import computation, entry_deterministic, is_shared
 
@@ -129,7 +129,7 @@ class CostPlan:
             return 0.0
         if self.price is None:
             return None
-        return self.price.cost_usd(self.input_tokens, self.output_tokens)
+        return self.price.cost_usd(self.input_tokens, self.output_tokens, self.calls)
 
     @property
     def method_short(self) -> str:
@@ -140,10 +140,15 @@ class CostPlan:
             else f"estimated, chars/{CHARS_PER_TOKEN}"
         )
 
+    @property
+    def price_key(self) -> str:
+        """The registry key that prices this plan's calls: ``price_per_call`` for a workflow under test."""
+        return "price_per_call" if self.provider in ("http", "python") else "price_per_mtok"
+
     def cost_text(self) -> str:
         c = self.cost_usd
         if c is None:
-            return "unknown (no price_per_mtok in the registry)"
+            return f"unknown (no {self.price_key} in the registry)"
         return usd(c) + (" (local model)" if self.local else "")
 
     def line(self) -> str:
@@ -305,8 +310,8 @@ def plan_requests(
         input_tokens=input_tokens,
         output_tokens=sum(int(m) for m in maxes if m),
         token_method=method,
-        price=spec.price_per_mtok,
-        unbounded_calls=sum(1 for m in maxes if not m),
+        price=spec.price,
+        unbounded_calls=0 if spec.workflow else sum(1 for m in maxes if not m),  # a workflow takes no max_tokens
         upper_bound=upper_bound,
         label=label,
         shared=shared,
@@ -355,7 +360,7 @@ def check_budget(plan: CostPlan, budget_usd: float | None, outcome: str = "nothi
     if cost is None:
         raise BudgetError(
             f"model {plan.model_id!r}{step}: {plan.calls} calls to make but the registry entry has no "
-            f"price_per_mtok, so the budget of {usd(budget_usd)} cannot be checked; {outcome}"
+            f"{plan.price_key}, so the budget of {usd(budget_usd)} cannot be checked; {outcome}"
         )
     if cost > budget_usd:
         raise BudgetError(
@@ -529,7 +534,8 @@ def default_cache() -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``metamorph plan <study>``: the study's options (those of ``metamorph run <study>``,
-    :func:`metamorph.study.add_study_commands`) plus ``--registry`` and ``--cache``."""
+    :func:`metamorph.study.add_study_commands`) plus ``--registry``, ``--cache`` and the detectable
+    effects' ``--detect``, ``--alpha``, ``--power``, ``--discordance`` (:func:`metamorph.power.add_plan_arguments`)."""
     from metamorph.study import add_study_commands
 
     def plan_options(sub: argparse.ArgumentParser) -> None:
@@ -543,6 +549,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             help="generation cache DuckDB file (default "
             "$METAMORPH_HOME/generation_cache.duckdb; a missing file is an empty cache and is not created)",
         )
+        from metamorph.power import add_plan_arguments
+
+        add_plan_arguments(own)
 
     add_study_commands(p, plan_options)
 
@@ -559,6 +568,7 @@ def run(args: argparse.Namespace) -> int:
     out: list[str] = []  # printed once the whole plan is made: bad input prints its one line only
     try:
         specs = chosen_models(load_registry(args.registry or default_registry()), options.models)
+        check_study_kinds(study.name, study.takes_documents, specs)
         for spec in specs:  # as the run refuses it, before anything is counted
             check_max_tokens(spec, options.max_tokens, DEFAULT_N_CTX)
         cache_file = args.cache or default_cache()
@@ -587,6 +597,9 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if cache is not None:
                 cache.release()
+        from metamorph.power import plan_lines
+
+        out += plan_lines(args.study, args, options, specs, shown)
         notes = [OUTPUT_NOTE + ".", f"Input tokens: local models {METHOD_TOKENIZER}; API models {METHOD_ESTIMATE}."]
         if any(p.upper_bound for p in shown):
             notes.append(

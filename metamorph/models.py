@@ -36,11 +36,33 @@ The registry is a YAML file (default ``config/models.yaml``)::
           max_wait_s: 86400              # stop polling after this long (a rerun resumes the batch)
           max_requests: 10000            # requests per submitted batch (more are split)
         price_per_mtok: {input: 0.40, output: 1.20}   # USD per million tokens (cost planning)
+      - id: my-doc-service               # a workflow under test: your own HTTP service
+        provider: http
+        url: http://127.0.0.1:8000/ask   # no credential in it: headers come from the environment
+        version: "1.4.0"                 # part of the fingerprint and every cache key
+        send: multipart                  # multipart (a file upload) | json (the document base64 in a field)
+        fields: {document: file, prompt: prompt, seed: seed}   # the request's field names (these are the defaults)
+        reply_pointer: /answer           # RFC 6901 pointer to the reply text in the JSON response
+        headers_env: {Authorization: DOC_SERVICE_TOKEN}        # header -> the NAME of its variable
+        timeout_s: 120
+        seeded: true                     # the service takes a seed (replicates then get theirs)
+        deterministic: true              # its reply is a function of the request alone
+        price_per_call: 0.002            # USD per call (cost planning, budget)
+      - id: my-pipeline                  # a workflow under test: a Python function
+        provider: python
+        function: mypackage.pipeline:answer   # called with (document, prompt, seed) -> reply text
+        version: "7"
+        workers: 2                       # worker processes calling it at once (default 1)
         blocking_metrics:                # optional: the metrics whose regression blocks (default: all)
           <study>: [accuracy]            # per study package; a study not named blocks on every compared metric; [] never
 
 A *workflow* of the document-format study is a model with one ingestion path
-(``<model id>/<ingestion>``). Each entry's :meth:`ModelSpec.fingerprint` lets the registry
+(``<model id>/<ingestion>``). An ``http`` or ``python`` entry is the user's own workflow as the
+system under test (:data:`WORKFLOW_PROVIDERS`, :class:`WorkflowConfig`): it receives the rendered
+document as a file (ingestion ``upload``, its only path) with the task prompt and, when ``seeded``,
+the replicate's seed, and returns the reply text. Only a study that sends documents can use one
+(:func:`check_study_kinds`). ``model`` defaults to the ``url`` / ``function``; ``version`` (required)
+is part of the fingerprint and every cache key, so a new version of the service is a new candidate. Each entry's :meth:`ModelSpec.fingerprint` lets the registry
 sensor notice a changed entry (e.g. a new model snapshot) and re-evaluate that partition.
 
 ``status`` says which entry upgrade verdicts compare against: the one ``approved`` entry is the
@@ -116,21 +138,32 @@ from metamorph.providers.engines import ENGINES, engine_identity, engine_name, l
 
 __all__ = [
     "BATCH_PROVIDERS",
+    "DEFAULT_FIELDS",
     "EXECUTION_MODES",
     "MAX_LOCAL_PARALLEL",
     "MAX_NAME_CHARS",
     "PROVIDERS",
+    "SEND_MODES",
     "STATUSES",
+    "WORKFLOW_PROVIDERS",
     "ExecutionConfig",
     "ModelSpec",
     "Price",
+    "WorkflowConfig",
     "approved_baseline",
+    "check_study_kinds",
     "load_registry",
     "local_engine",
     "parse_registry",
 ]
 
-PROVIDERS = ("llama_cpp", "openai", "anthropic", "openai_compatible")
+PROVIDERS = ("llama_cpp", "openai", "anthropic", "openai_compatible", "http", "python")
+#: Providers that are a user's own workflow under test rather than a model endpoint.
+WORKFLOW_PROVIDERS = ("http", "python")
+#: How an ``http`` workflow receives the document: a multipart file upload or a JSON field (base64).
+SEND_MODES = ("multipart", "json")
+#: The request fields of an ``http`` workflow and their default names (registry ``fields``).
+DEFAULT_FIELDS = {"document": "file", "prompt": "prompt", "seed": "seed"}
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 _DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 STATUSES = ("approved", "candidate")
@@ -139,6 +172,8 @@ _INGESTION_OK = {
     "openai": {"inline", "openai_file"},
     "anthropic": {"inline", "anthropic_document"},
     "openai_compatible": {"inline"},
+    "http": {"upload"},
+    "python": {"upload"},
 }
 
 
@@ -169,14 +204,60 @@ class ExecutionConfig:
 
 @dataclass(frozen=True)
 class Price:
-    """A model's price in USD per million tokens: ``input`` (prompt) and ``output`` (completion)."""
+    """A model's price in USD per million tokens: ``input`` (prompt) and ``output`` (completion);
+    ``per_call``: USD per call (a workflow's ``price_per_call``; its token prices are 0)."""
 
     input: float
     output: float
+    per_call: float = 0.0
 
-    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
-        """USD for ``input_tokens`` prompt and ``output_tokens`` completion tokens."""
-        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+    def cost_usd(self, input_tokens: int, output_tokens: int, calls: int = 0) -> float:
+        """USD for ``input_tokens`` prompt and ``output_tokens`` completion tokens and ``calls`` calls."""
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000 + calls * self.per_call
+
+
+@dataclass(frozen=True)
+class WorkflowConfig:
+    """How an ``http`` or ``python`` workflow under test is called (registry keys of the same names).
+
+    Attributes:
+        version: the workflow's version (text); part of the fingerprint and of every cache key.
+        seeded: the workflow takes a seed; each replicate is then sent its own
+            (:func:`metamorph.replicates.seeded`). Unseeded, no seed is sent.
+        send: ``http``: ``multipart`` (the document as a file upload with its file name and media
+            type) or ``json`` (a JSON body; the document as ``{"filename", "media_type",
+            "content_base64"}`` in its field).
+        fields: ``http``: request field names of ``document``, ``prompt`` and ``seed``.
+        reply_pointer: ``http``: RFC 6901 JSON pointer to the reply text in the response body.
+        headers_env: ``http``: header name -> the NAME of the environment variable holding its value.
+        timeout_s: ``http``: seconds per call (connect, read, write).
+        function: ``python``: ``package.module:function``.
+    """
+
+    version: str
+    seeded: bool = False
+    send: str = "multipart"
+    fields: tuple[tuple[str, str], ...] = tuple(DEFAULT_FIELDS.items())
+    reply_pointer: str = "/answer"
+    headers_env: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = 120.0
+    function: str | None = None
+
+    def field(self, name: str) -> str:
+        """The request field name of ``document``, ``prompt`` or ``seed``."""
+        return dict(self.fields)[name]
+
+    def identity(self) -> dict[str, Any]:
+        """What shapes the workflow's replies (the fingerprint's part): everything but ``timeout_s``."""
+        return {
+            "version": self.version,
+            "seeded": self.seeded,
+            "send": self.send,
+            "fields": dict(self.fields),
+            "reply_pointer": self.reply_pointer,
+            "headers_env": dict(self.headers_env),
+            "function": self.function,
+        }
 
 
 @dataclass(frozen=True)
@@ -204,8 +285,22 @@ class ModelSpec:
     study_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     blocking_metrics: dict[str, tuple[str, ...]] | None = None
     workers: int | None = None
+    workflow: WorkflowConfig | None = None
+    price_per_call: float | None = None
     source: str | None = field(default=None, compare=False, repr=False)
     entry: int | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def price(self) -> Price | None:
+        """The cost plan's price: ``price_per_mtok``, or a workflow's ``price_per_call`` (``None``: not given)."""
+        if self.price_per_call is not None:
+            return Price(0.0, 0.0, self.price_per_call)
+        return self.price_per_mtok
+
+    @property
+    def version(self) -> str | None:
+        """A workflow's declared ``version`` (``None`` for a model endpoint)."""
+        return self.workflow.version if self.workflow else None
 
     @property
     def chat_format(self) -> str | None:
@@ -238,6 +333,7 @@ class ModelSpec:
                     "params": local_params(self.params) if local else self.params,
                     **({"deterministic": True} if self.deterministic else {}),
                     **({"study_params": self.study_params} if self.study_params else {}),
+                    **({"workflow": self.workflow.identity()} if self.workflow else {}),
                 }
             ).encode()
         )
@@ -331,10 +427,15 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             "deterministic",
             "study_params",
             "blocking_metrics",
+            *_WORKFLOW_KEYS,
         }
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         _refuse_secrets(e, bad)
+        if e.get("provider") in WORKFLOW_PROVIDERS and e.get("model") in (None, ""):
+            e = {**e, "model": e.get("url") if e["provider"] == "http" else e.get("function")}
+            if e["model"] in (None, ""):
+                raise bad(f"'{'url' if e['provider'] == 'http' else 'function'}' is required", "model")
         for k in ("id", "provider", "model"):
             if e.get(k) is None or e.get(k) == "":
                 raise bad(f"'{k}' is required", k)
@@ -346,29 +447,45 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad(f"id {e['id']!r} must match {_ID.pattern} (it is a partition key)", "id")
         if e["provider"] not in PROVIDERS:
             raise bad(f"provider {e['provider']!r} not in {list(PROVIDERS)}", "provider")
-        raw_ingestion = e.get("ingestion") or ["inline"]
+        workflow = _parse_workflow(e, bad)
+        raw_ingestion = e.get("ingestion") or (["upload"] if workflow else ["inline"])
         if not isinstance(raw_ingestion, list):
             raise bad(f"ingestion must be a list such as [inline], got {type(raw_ingestion).__name__}", "ingestion")
         ingestion = tuple(raw_ingestion)
         wrong = [p for p in ingestion if p not in INGESTION_PATHS or p not in _INGESTION_OK[e["provider"]]]
         if wrong:
             raise bad(f"ingestion {wrong} not available for provider {e['provider']}", "ingestion")
+        if workflow and "base_url" in e:
+            raise bad(f"a {e['provider']} workflow takes no base_url (an http workflow's address is url)", "base_url")
         if e.get("base_url") is not None and not isinstance(e["base_url"], str):
             raise bad("base_url must be a URL string", "base_url")
         if e.get("base_url"):
             _check_base_url(e["base_url"], bad)
+        if e["provider"] == "http":
+            e = {**e, "base_url": e["url"]}
         if e["provider"] == "openai_compatible" and not e.get("base_url"):
             raise bad("openai_compatible needs base_url", "base_url")
         status = e.get("status", "candidate")
         if status not in STATUSES:
             raise bad(f"status {status!r:.40} not in {list(STATUSES)}", "status")
+        if workflow and "api_key_env" in e:
+            raise bad(
+                f"a {e['provider']} workflow takes no api_key_env (an http workflow's headers_env names its variables)",
+                "api_key_env",
+            )
         key_env = e["api_key_env"] if e.get("api_key_env") is not None else _DEFAULT_KEY_ENV.get(e["provider"])
         if key_env is not None and not (isinstance(key_env, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key_env)):
             raise bad("api_key_env must be an environment variable NAME, e.g. OPENAI_API_KEY", "api_key_env")
-        conc = e.get("max_concurrency", 1 if e["provider"] == "llama_cpp" else 4)
+        conc = e.get("max_concurrency", 1 if e["provider"] in ("llama_cpp", "python") else 4)
         if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
             raise bad(f"max_concurrency must be an integer >= 1, got {conc!r:.40}", "max_concurrency")
         params = e.get("params") or {}
+        if workflow and (params or e.get("study_params")):
+            key = "params" if params else "study_params"
+            raise bad(
+                f"a {e['provider']} workflow takes no decoding parameters ({key}); it is sent the prompt, the document and its seed",
+                key,
+            )
         if not isinstance(params, dict):
             raise bad(f"params must be a mapping of decoding parameters, got {type(params).__name__}", "params")
         if "chat_format" in params and (e["provider"] != "llama_cpp" or not isinstance(params["chat_format"], str)):
@@ -387,7 +504,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         ):
             if key not in e:
                 continue
-            if e["provider"] != "llama_cpp":
+            if e["provider"] != "llama_cpp" and not (key == "workers" and e["provider"] == "python"):
                 raise bad(f"{key} is a llama_cpp setting ({what})", key)
             if isinstance(e[key], bool) or not isinstance(e[key], int) or not 1 <= e[key] <= MAX_LOCAL_PARALLEL:
                 raise bad(f"{key} must be an integer from 1 to {MAX_LOCAL_PARALLEL}, got {e[key]!r:.40}", key)
@@ -395,7 +512,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         deterministic = e.get("deterministic", False)
         if not isinstance(deterministic, bool):
             raise bad("deterministic must be true or false", "deterministic")
-        if "deterministic" in e and e["provider"] == "llama_cpp":
+        if "deterministic" in e and e["provider"] == "llama_cpp":  # workflows declare it as API models do
             raise bad(
                 "deterministic is an API-provider setting (a llama_cpp model is deterministic exactly when "
                 "its decoding is greedy or seeded)",
@@ -403,7 +520,20 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             )
         study_params = _study_params(e.get("study_params"), bad)
         execution = _parse_execution(e.get("execution"), e["provider"], bad)
+        if workflow and "price_per_mtok" in e:
+            raise bad("a workflow is priced per call: use price_per_call (USD per call)", "price_per_mtok")
         price = _price(e.get("price_per_mtok"), e["provider"], bad)
+        per_call = e.get("price_per_call")
+        if per_call is not None:
+            if not workflow:
+                raise bad(
+                    "price_per_call is a workflow (http, python) setting; a model takes price_per_mtok",
+                    "price_per_call",
+                )
+            if isinstance(per_call, bool) or not isinstance(per_call, (int, float)) or not 0 <= per_call < math.inf:
+                raise bad(
+                    f"price_per_call must be a number of USD per call >= 0, got {per_call!r:.40}", "price_per_call"
+                )
         blocking = _blocking_metrics(e.get("blocking_metrics"), bad)
         mid = str(e["id"])
         if mid in seen:
@@ -427,11 +557,157 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
                 study_params=study_params,
                 workers=e.get("workers"),
                 blocking_metrics=blocking,
+                workflow=workflow,
+                price_per_call=None if per_call is None else float(per_call),
                 source=source,
                 entry=i,
             )
         )
     return out
+
+
+#: Registry keys of a workflow entry (``http`` / ``python``), besides the common ones.
+_WORKFLOW_KEYS = (
+    "url",
+    "version",
+    "seeded",
+    "send",
+    "fields",
+    "reply_pointer",
+    "headers_env",
+    "timeout_s",
+    "function",
+    "price_per_call",
+)
+_HTTP_ONLY = ("url", "send", "fields", "reply_pointer", "headers_env", "timeout_s")
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
+_FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _parse_workflow(e: dict[str, Any], bad: Any) -> WorkflowConfig | None:
+    """The :class:`WorkflowConfig` of an ``http`` / ``python`` entry (``None`` for a model endpoint).
+
+    Raises ``bad(problem, field)`` for a workflow key on a model endpoint (or an ``http`` key on a
+    ``python`` entry); ``version`` missing or not text; ``seeded`` not a boolean; ``url`` missing,
+    not an ``http(s)`` URL or carrying a credential (:func:`_check_base_url`); ``send`` not
+    ``multipart`` / ``json``; ``fields`` not a mapping of ``document`` / ``prompt`` / ``seed`` to
+    distinct names; a pointer that is not an RFC 6901 JSON pointer (``""`` or starting with ``/``);
+    ``headers_env`` not a mapping of header names to environment variable NAMES (a value is never
+    echoed: it may be the secret itself); ``timeout_s`` not a positive number; ``function`` not
+    ``package.module:function`` or naming a module or function that cannot be imported."""
+    provider = e.get("provider")
+    if provider not in WORKFLOW_PROVIDERS:
+        given = [k for k in _WORKFLOW_KEYS if k in e and k != "price_per_call"]
+        if given:
+            raise bad(f"{given[0]} is a workflow (http, python) setting", given[0])
+        return None
+    if provider == "python":
+        given = [k for k in _HTTP_ONLY if k in e]
+        if given:
+            raise bad(f"{given[0]} is an http workflow setting", given[0])
+    elif "function" in e:
+        raise bad("function is a python workflow setting", "function")
+    version = e.get("version")
+    if version is None or version == "":
+        raise bad(
+            f'a {provider} workflow declares its version (e.g. version: "1.0"); it is part of every cache key',
+            "version",
+        )
+    if not isinstance(version, str):
+        raise bad(f"'version' must be text (quote it: YAML read {_yaml_kind(version)})", "version")
+    out: dict[str, Any] = {"version": version}
+    for key in ("seeded",):
+        if key in e and not isinstance(e[key], bool):
+            raise bad(f"{key} must be true or false", key)
+    out["seeded"] = bool(e.get("seeded", False))
+    if provider == "python":
+        fn = e.get("function")
+        if not isinstance(fn, str) or not _FUNCTION.fullmatch(fn):
+            raise bad("function must be package.module:function (a module path, a colon, a function name)", "function")
+        _check_importable(fn, bad)
+        out["function"] = fn
+        return WorkflowConfig(**out)
+    url = e.get("url")
+    if not isinstance(url, str) or not url:
+        raise bad("an http workflow needs url (the address your service listens on)", "url")
+    _check_base_url(url, bad, key="url")
+    send = e.get("send", "multipart")
+    if send not in SEND_MODES:
+        raise bad(f"send {send!r:.40} not in {list(SEND_MODES)}", "send")
+    out["send"] = send
+    fields = e.get("fields") or {}
+    if not isinstance(fields, dict):
+        raise bad("fields must be a mapping such as {document: file, prompt: prompt, seed: seed}", "fields")
+    unknown = sorted(map(str, set(fields) - set(DEFAULT_FIELDS)))
+    if unknown:
+        raise bad(f"unknown field(s) {unknown}; fields names {list(DEFAULT_FIELDS)}", f"fields.{unknown[0]}")
+    names = {**DEFAULT_FIELDS, **fields}
+    for k, v in names.items():
+        if not isinstance(v, str) or not v.strip():
+            raise bad(f"fields.{k} must be a non-empty field name", f"fields.{k}")
+    if len(set(names.values())) != len(names):
+        raise bad(f"fields must name three distinct request fields, got {names}", "fields")
+    out["fields"] = tuple(names.items())
+    if "reply_pointer" in e:
+        ptr = e["reply_pointer"]
+        if not isinstance(ptr, str) or not (ptr == "" or ptr.startswith("/")):
+            raise bad(
+                f"reply_pointer must be a JSON pointer (RFC 6901) such as /answer, got {ptr!r:.40}", "reply_pointer"
+            )
+        out["reply_pointer"] = ptr
+    headers = e.get("headers_env") or {}
+    if not isinstance(headers, dict):
+        raise bad("headers_env must be a mapping of header name to environment variable NAME", "headers_env")
+    for name, env in headers.items():
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise bad("headers_env has a key that is not an HTTP header name", "headers_env")
+        if not isinstance(env, str) or not _ENV_NAME.fullmatch(env):
+            raise bad(
+                f"headers_env.{name} must be the NAME of an environment variable (e.g. DOC_SERVICE_TOKEN); "
+                "the header's value is read from it, never written in the registry",
+                f"headers_env.{name}",
+            )
+    out["headers_env"] = tuple((str(k), str(v)) for k, v in headers.items())
+    if "timeout_s" in e:
+        t = e["timeout_s"]
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
+            raise bad(f"timeout_s must be a positive number of seconds, got {t!r:.40}", "timeout_s")
+        out["timeout_s"] = float(t)
+    return WorkflowConfig(**out)
+
+
+def _check_importable(fn: str, bad: Any) -> None:
+    """Raise ``bad(problem, "function")`` unless ``package.module:function`` imports and is callable
+    (the module is imported: its import errors are named by type, not echoed)."""
+    import importlib
+
+    module, name = fn.split(":")
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise bad(f"module {module!r} of function cannot be found ({exc.name} is not importable)", "function") from None
+    except Exception as exc:  # the module itself fails to import
+        raise bad(f"module {module!r} of function fails to import: {type(exc).__name__}", "function") from None
+    if not callable(getattr(mod, name, None)):
+        raise bad(f"module {module!r} has no function {name!r}", "function")
+
+
+def check_study_kinds(study: str, takes_documents: bool, specs: list[ModelSpec]) -> None:
+    """Raise :class:`RegistryError` naming the first of ``specs`` that is a workflow (``http`` /
+    ``python``) when ``study`` does not send documents (``takes_documents`` false): a workflow
+    under test answers an uploaded document, while such a study sends prompts."""
+    if takes_documents:
+        return
+    for m in specs:
+        if m.provider in WORKFLOW_PROVIDERS:
+            raise RegistryError(
+                m.source or "<registry>",
+                f"{m.id!r} is a {m.provider} workflow, which answers an uploaded document; the study {study} "
+                "sends prompts, not documents (choose its models with --models)",
+                row=m.entry,
+                field="provider",
+            )
 
 
 def _study_params(raw: Any, bad: Any) -> dict[str, dict[str, Any]]:
@@ -468,32 +744,34 @@ _CREDENTIAL_PARAM = re.compile(
     r"auth|authorization|credentials?|session|jwt|bearer)s?(?:$|_)"
 )
 _KEY_ADVICE = "a key belongs in the environment variable that api_key_env names, never in the registry"
+_HEADER_ADVICE = "a credential belongs in an environment variable that headers_env names, never in the registry"
 
 
-def _check_base_url(url: str, bad: Any) -> None:
-    """Raise ``bad(problem, "base_url")`` when ``url`` is not an ``http(s)://host...`` URL or carries a
+def _check_base_url(url: str, bad: Any, key: str = "base_url") -> None:
+    """Raise ``bad(problem, key)`` when ``url`` is not an ``http(s)://host...`` URL or carries a
     credential: userinfo (``user:password@host``), a query or path (``;name=``) parameter named like
     a credential (:data:`_CREDENTIAL_PARAM`), or has a fragment (``#access_token=…``). The URL is part of every stored request, cache key and fingerprint,
     so a credential in it would be persisted; the message names the parameter, never a value."""
+    advice = _KEY_ADVICE if key == "base_url" else _HEADER_ADVICE
     try:
         parts = urlsplit(url)
         host = parts.hostname
     except ValueError:
-        raise bad("base_url is not a valid URL", "base_url") from None
+        raise bad(f"{key} is not a valid URL", key) from None
     if parts.scheme not in ("http", "https") or not host:
-        raise bad("base_url must be an http(s) URL such as https://host/v1", "base_url")
+        raise bad(f"{key} must be an http(s) URL such as https://host/v1", key)
     if "@" in parts.netloc:
-        raise bad(f"base_url holds credentials (user:password@ before the host); {_KEY_ADVICE}", "base_url")
+        raise bad(f"{key} holds credentials (user:password@ before the host); {advice}", key)
     if parts.fragment:
-        raise bad("base_url has a fragment (#…), which an API URL never has; remove it", "base_url")
+        raise bad(f"{key} has a fragment (#…), which an API URL never has; remove it", key)
     for name, _ in parse_qsl(parts.query, keep_blank_values=True):
         if _CREDENTIAL_PARAM.search(name.lower().replace("-", "_")):
-            raise bad(f"base_url holds a credential in its query parameter {name!r}; {_KEY_ADVICE}", "base_url")
+            raise bad(f"{key} holds a credential in its query parameter {name!r}; {advice}", key)
     for segment in parts.path.split("/"):  # path parameters: /v1;token=…
         for param in segment.split(";")[1:]:
             name = param.split("=", 1)[0]
             if _CREDENTIAL_PARAM.search(name.lower().replace("-", "_")):
-                raise bad(f"base_url holds a credential in its path parameter {name!r}; {_KEY_ADVICE}", "base_url")
+                raise bad(f"{key} holds a credential in its path parameter {name!r}; {advice}", key)
 
 
 def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
@@ -504,12 +782,13 @@ def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
     stack: list[tuple[str, Any]] = [(str(k), v) for k, v in entry.items() if k != "api_key_env"][::-1]
     while stack:
         path, value = stack.pop()
+        advice = _HEADER_ADVICE if path.split(".")[0].split("[")[0] in _WORKFLOW_KEYS else _KEY_ADVICE
         if looks_like_secret(path.rsplit(".", 1)[-1]):
-            raise bad(f"this key name looks like a secret (an API key or token); {_KEY_ADVICE}", path)
+            raise bad(f"this key name looks like a secret (an API key or token); {advice}", path)
         if isinstance(value, str) and looks_like_secret(value) and not (path == "model" and os.path.isfile(value)):
             # an existing local file (a GGUF under a hub snapshot directory named by its commit hash)
             # is a path, not key material
-            raise bad(f"the value looks like a secret (an API key or token); {_KEY_ADVICE}", path)
+            raise bad(f"the value looks like a secret (an API key or token); {advice}", path)
         if isinstance(value, dict):
             stack.extend((f"{path}.{k}", v) for k, v in reversed(list(value.items())))
         elif isinstance(value, list):

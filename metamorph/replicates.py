@@ -124,10 +124,20 @@ def computation(request: GenerationRequest, deterministic: bool) -> GenerationRe
     """The request whose one generation serves ``request``: for a deterministic request that does
     not sample (its replicates send the same parameters, base seed included), the same request as
     replicate 1 (``repeat_index`` 1); otherwise ``request`` itself (a sampled replicate carries its
-    own seed, so it is a computation of its own even when the provider is deterministic)."""
-    if not deterministic or request.repeat_index == 1 or samples(dict(request.params)):
+    own seed, so it is a computation of its own even when the provider is deterministic). A
+    workflow under test (``http`` / ``python``) takes no decoding parameters: a deterministic one
+    is one computation unless it is sent a seed (``seeded: true``), whose replicates differ."""
+    if not deterministic or request.repeat_index == 1:
+        return request
+    if samples(dict(request.params)) and not _unseeded_workflow(request):
         return request
     return dataclasses.replace(request, repeat_index=1)
+
+
+def _unseeded_workflow(request: GenerationRequest) -> bool:
+    """A workflow under test (``http`` / ``python``) sent no seed: it is given no decoding
+    parameters, so a deterministic one answers its replicates alike."""
+    return request.provider in ("http", "python") and "seed" not in request.params
 
 
 def is_shared(request: GenerationRequest, deterministic: bool) -> bool:

@@ -28,6 +28,7 @@ __all__ = [
     "build_card",
     "card_markdown",
     "clustered_rate_rows",
+    "detectable_markdown",
     "regressions_markdown",
     "trend_key",
     "trend_series",
@@ -217,6 +218,37 @@ def regressions_markdown(regressions: pd.DataFrame) -> str | None:
             for r in g.itertuples()
         )
         lines.append(f"- **{cand}** in {study}: {rows}")
+    return "\n".join(lines)
+
+
+def detectable_markdown(comparison: pd.DataFrame) -> str | None:
+    """The card's section on what the verdicts could have seen: per candidate and study, its
+    ``no detectable change`` rows (``comparison``: the studies' ``model_comparison`` rows with a
+    ``study`` column, ``mde`` as fractions) — the range of regressions they could have detected
+    (``mde``, smallest and largest, with their slices) and how many could give no verdict at all
+    (``mde_note``). None when no row says ``no detectable change`` (or the rows predate ``mde``)."""
+    if comparison.empty or "mde" not in comparison.columns:
+        return None
+    quiet = comparison[comparison["verdict"] == "no detectable change"]
+    if quiet.empty:
+        return None
+    lines = [
+        "**What the verdicts could have seen** (rows with no detectable change: the smallest regression each "
+        "could detect, at Holm's guaranteed level α/m and the comparison's power):"
+    ]
+    for (cand, study), g in quiet.groupby(["candidate_id", "study"], sort=True):
+        sized = g[g["mde"].notna()].sort_values("mde")
+        parts = [f"{len(g)} row(s) with no detectable change"]
+        if len(sized):
+            lo, hi = sized.iloc[0], sized.iloc[-1]
+            span = f"≥ {100 * lo.mde:.1f} pp ({lo.metric}, {lo.slice})"
+            if len(sized) > 1:
+                span += f" to ≥ {100 * hi.mde:.1f} pp ({hi.metric}, {hi.slice})"
+            parts.append(f"{len(sized)} could detect a regression of {span}")
+        none = g[g["mde"].isna()]
+        if len(none):
+            parts.append(f"{len(none)} could give no verdict at all ({none['mde_note'].iloc[0]})")
+        lines.append(f"- **{cand}** in {study}: " + "; ".join(parts))
     return "\n".join(lines)
 
 

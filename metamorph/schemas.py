@@ -67,9 +67,14 @@ def require_columns(df: pd.DataFrame, columns, what: str) -> None:
 
 
 def table_schema_metadata(model: type[pa.DataFrameModel]):
-    """Columns + descriptions of ``model`` as ``(name, dtype, description)`` triples (for the UI)."""
+    """Columns + descriptions of ``model`` as ``(name, dtype, description)`` triples (for the UI and
+    the warehouse's column types). A field whose pandas dtype is ``object`` names what it holds in
+    ``metadata={"column_type": ...}`` (``"bytes"`` for a file's bytes); that name is its dtype here."""
     schema = model.to_schema()
-    return [(name, str(col.dtype), col.description or "") for name, col in schema.columns.items()]
+    return [
+        (name, (col.metadata or {}).get("column_type", str(col.dtype)), col.description or "")
+        for name, col in schema.columns.items()
+    ]
 
 
 class StrictModel(pa.DataFrameModel):
@@ -181,6 +186,16 @@ class ModelComparison(StrictModel):
     verdict: Series[str] = pa.Field(
         isin=list(VERDICTS),
         description="regressed / improved when p_holm < alpha (direction by sign and higher_is_better); not comparable without shared items.",
+    )
+    mde: Series[float] = pa.Field(
+        nullable=True,
+        ge=0,
+        description="Minimum detectable effect: the smallest |difference| (metric's unit) the row's test finds with the "
+        "run's power at alpha/m (m = the candidate's family; metamorph.power.detectable); null when none is possible.",
+    )
+    mde_note: Series[str] = pa.Field(
+        nullable=True,
+        description="How mde was computed (test, level, observed discordance or spread), or why no verdict is possible.",
     )
 
 

@@ -289,6 +289,9 @@ class Study:
     budget_assets: tuple[str, ...] = ()
     limit_rule: str = "the first N"
     headline_without_models: bool = False
+    #: The study sends documents (ingestion paths), so a workflow under test (``http`` / ``python``
+    #: registry entry) can take it; a study that sends prompts refuses such an entry at load.
+    takes_documents: bool = False
     card_optional: tuple[str, ...] = ()
     description: str = ""
 

@@ -296,6 +296,7 @@ def warehouse_verdict(
     alpha: float = 0.05,
     n_resamples: int = 2000,
     seed: int = 0,
+    power: float = 0.8,
 ) -> Verdict:
     """The verdict table of ``candidate`` against the registry's approved baseline, from the
     study tables in ``warehouse`` (opened read-only).
@@ -307,6 +308,7 @@ def warehouse_verdict(
         alpha: as the ``model_comparison`` assets' default.
         n_resamples: as the ``model_comparison`` assets' default.
         seed: as the ``model_comparison`` assets' default.
+        power: the power of each row's minimum detectable effect, as the assets' default.
 
     Raises:
         VerdictError: ``candidate`` not in the registry or the baseline itself; no (or more than one)
@@ -368,6 +370,7 @@ def warehouse_verdict(
                 alpha=alpha,
                 n_resamples=n_resamples,
                 seed=seed,
+                power=power,
             )
             cmp.insert(0, "study", s)
             cmp["blocks"] = [blocks(by_id[candidate], s, m) for m in cmp["metric"]]

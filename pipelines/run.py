@@ -156,6 +156,62 @@ def print_headline(study, database: str, options) -> None:
         con.close()
 
 
+#: Exit code of a run that finished with calls that failed at the provider (after their retries):
+#: the tables were written without them; rerunning the same command retries only those calls.
+EXIT_CALL_ERRORS = 3
+
+
+def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int, int]]:
+    """Per generation table of ``study`` (:attr:`metamorph.study.Study.budget_assets`): ``(failed,
+    calls)`` of the rows of ``models`` in the warehouse. A table of one row per call counts a row
+    whose ``error`` is set (the provider failed after its retries; never a reply); a table of one
+    row per item sums its ``n_call_errors`` over its calls (``n_calls``, or ``attempts`` for a
+    generator's retries). Tables not written, or with neither shape, are left out."""
+    con = connect_read_only(database)
+    try:
+        out = {}
+        for table in study.budget_assets:
+            cols = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
+                    [study.name, table],
+                ).fetchall()
+            }
+            if "model_id" not in cols or not models:
+                continue
+            if "error" in cols:
+                counts = "count(error), count(*)"
+            elif "n_call_errors" in cols and {"n_calls", "attempts"} & cols:
+                counts = f"sum(n_call_errors), sum({'n_calls' if 'n_calls' in cols else 'attempts'})"
+            else:
+                continue
+            marks = ", ".join("?" for _ in models)
+            failed, calls = con.execute(
+                f'SELECT {counts} FROM "{study.name}"."{table}" WHERE model_id IN ({marks})', models
+            ).fetchone()
+            if calls:
+                out[table] = (int(failed), int(calls))
+        return out
+    finally:
+        con.close()
+
+
+def call_errors_line(counts: dict[str, tuple[int, int]]) -> str | None:
+    """The line a run prints when calls failed, e.g. ``8 of 24 calls failed at the provider
+    (workflow_generations 8 of 24) …``; None when none did."""
+    failed = sum(f for f, _ in counts.values())
+    if not failed:
+        return None
+    calls = sum(c for _, c in counts.values())
+    parts = ", ".join(f"{t} {f} of {c}" for t, (f, c) in counts.items() if f)
+    return (
+        f"{failed} of {calls} calls failed at the provider ({parts}): they are not answers and every table "
+        "leaves them out (n_call_errors); rerun the same command to retry only them "
+        "(the replies are served from the generation cache)"
+    )
+
+
 def verdicts_note(models: list) -> str | None:
     """The line the run prints when the registry ``models`` has no single ``approved`` entry: no
     upgrade verdict was made (every ``model_comparison`` is empty) and why; ``None`` otherwise."""
@@ -457,7 +513,7 @@ def run(args: argparse.Namespace) -> int:
 
     from metamorph.costplan import check_max_tokens
     from metamorph.errors import MetamorphError
-    from metamorph.models import load_registry
+    from metamorph.models import check_study_kinds, load_registry
     from metamorph.study import chosen_models, get
     from pipelines.inputs import InputsRejected
     from pipelines.definitions import defs
@@ -472,6 +528,7 @@ def run(args: argparse.Namespace) -> int:
             study.load_sources(options.sources, options.limit)
         specs = {m.id: m for m in load_registry(registry_path())}
         models = [m.id for m in chosen_models(list(specs.values()), options.models)]
+        check_study_kinds(study.name, study.takes_documents, [specs[m] for m in models])
         if not options.no_models:  # fail before anything is written: keys present, model files found
             for m in models:
                 provider = build_provider(specs[m])
@@ -539,9 +596,13 @@ def run(args: argparse.Namespace) -> int:
         label = "" if failed[0] == EXIT_INTERRUPTED else "error: "
         print(f"{label}{failed[1]}  [full log: {log_file}]", file=sys.stderr)
         return failed[0]
+    errors = None
     if options.no_models and not study.headline_without_models:
         print(f"\nInputs materialized ({study.name}); no model was run, so there are no new metric tables.")
     else:
+        errors = None if options.no_models else call_errors_line(failed_calls(warehouse_path(), study, models))
+        if errors:
+            print(f"\nwarning: {errors}.")
         print_headline(study, warehouse_path(), options)
         note = verdicts_note(list(specs.values()))
         if note:
@@ -550,6 +611,9 @@ def run(args: argparse.Namespace) -> int:
         f"\nDone in {time.monotonic() - t0:.0f}s. Warehouse: {warehouse_path()}  "
         f"UI: make ui  (DAGSTER_HOME={os.environ['DAGSTER_HOME']})  Log: {log_file}"
     )
+    if errors:
+        print(f"Finished with failed calls (exit {EXIT_CALL_ERRORS}): {errors.split(':')[0]}.")
+        return EXIT_CALL_ERRORS
     return 0
 
 

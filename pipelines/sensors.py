@@ -47,7 +47,7 @@ from assets.evaluations import Evaluation, latest_evaluation
 from assets.partitions import model_partitions
 from metamorph.costplan import plan_calls
 from metamorph.errors import ConfigError, MetamorphError
-from metamorph.models import ModelSpec, load_registry
+from metamorph.models import WORKFLOW_PROVIDERS, ModelSpec, load_registry
 from metamorph.providers.versions import (
     POLLED_PROVIDERS,
     VersionChange,
@@ -275,6 +275,8 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
         study = studies()[s]
         options = input_options(context.instance, study)
         for m in models:
+            if m.provider in WORKFLOW_PROVIDERS and not study.takes_documents:
+                continue  # a workflow under test answers documents; this study sends prompts
             fp = m.fingerprint()
             ev = latest_evaluation(context.instance, s, m.id)
             if ev is None or ev.fingerprint != fp:

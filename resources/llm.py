@@ -30,8 +30,9 @@ def build_provider(spec: ModelSpec, n_ctx: int = DEFAULT_N_CTX) -> Provider:
     per file, chat format and engine).
 
     Raises :class:`RegistryError` (a :class:`ConfigError`) naming the registry file, the entry and
-    ``api_key_env`` when the entry's API key variable is not set, or ``model`` when a llama_cpp
-    entry's model is neither a packaged GGUF nor an existing file.
+    ``api_key_env`` when the entry's API key variable is not set, ``headers_env.<header>`` when an
+    ``http`` workflow's header variable is not set, or ``model`` when a llama_cpp entry's model is
+    neither a packaged GGUF nor an existing file.
 
     An entry with ``execution: {mode: batch}`` gets its provider wrapped in
     :class:`metamorph.batch.BatchExecution`, so ``run_requests`` sends its misses as provider batch jobs.
@@ -57,6 +58,7 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
         spec.deterministic,
         spec.workers,
         engine_name(spec.params) if spec.provider == "llama_cpp" else None,
+        spec.workflow,
     )
     with _PROVIDERS_LOCK:
         if ident in _PROVIDERS:
@@ -104,6 +106,37 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
                 api_key=api_key,
                 base_url=spec.base_url,
                 max_concurrency=spec.max_concurrency,
+                deterministic=spec.deterministic,
+            )
+        elif spec.provider == "http":
+            from metamorph.providers.http_workflow import HttpWorkflowProvider
+
+            headers = {}
+            for header, env in spec.workflow.headers_env:
+                value = os.environ.get(env)
+                if not value:
+                    raise RegistryError(
+                        spec.source or "<registry>",
+                        f"workflow {spec.id!r} needs the environment variable {env} (its {header} header), "
+                        "which is not set",
+                        row=spec.entry,
+                        field=f"headers_env.{header}",
+                    )
+                headers[header] = value
+            provider = HttpWorkflowProvider(
+                url=spec.base_url,
+                workflow=spec.workflow,
+                headers=headers,
+                max_concurrency=spec.max_concurrency,
+                deterministic=spec.deterministic,
+            )
+        elif spec.provider == "python":
+            from metamorph.providers.python_workflow import PythonWorkflowProvider
+
+            provider = PythonWorkflowProvider(
+                function=spec.workflow.function,
+                version=spec.workflow.version,
+                workers=spec.workers or 1,
                 deterministic=spec.deterministic,
             )
         else:  # parse_registry rejects this earlier

@@ -16,6 +16,18 @@ load) and replaces the two pieces that write:
   for new columns and ``INSERT … BY NAME``; an empty frame still creates the table with its
   columns; categoricals are written as strings.
 
+Column types come from the table's declared schema, never from the values of the first write:
+:func:`assets._common.validated_output` attaches every output's pandera schema as
+``dagster/column_schema`` (pandera dtype names, or a field's ``column_type`` such as ``bytes``), and :data:`DECLARED_TYPES` maps each to its
+DuckDB type. A table is created with those types (a column that is all null in the first write —
+a model with no failed call, an all-unparseable first run, a provider that reports no
+``system_fingerprint`` — is still ``VARCHAR``, not DuckDB's ``"NULL"``, which no later value fits);
+a column an older write left typed ``"NULL"`` is altered to its declared type before the insert.
+An output without a declared schema takes DuckDB's types of its values, except that a column
+with only nulls is refused (:class:`WarehouseWriteError`). A write that fails raises
+:class:`WarehouseWriteError`, one line naming the table, the partition, the column and DuckDB's
+first error (not the error of a statement run after it in the aborted transaction).
+
 Every write also records, in the same transaction, which run wrote which table (partition) in
 the ledger :data:`LEDGER` (``metamorph_meta.table_writes``: table_name ``schema.table``,
 partition (``''`` when unpartitioned), run_id, written_at (naive UTC), partial (NULL; set to a
@@ -29,7 +41,7 @@ partitions resolve (the multi-partition crash of §4.1).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import dagster as dg
 import duckdb
@@ -113,6 +125,32 @@ class TransactionalDuckDbClient(DuckDbClient):
             conn.close()
 
 
+class WarehouseWriteError(Exception):
+    """A frame could not be written to its warehouse table. The message is one line: the table
+    (``schema.table``), the partition(s) when partitioned, the column and the first error."""
+
+
+#: DuckDB type of each column type a declared table schema names (pandera's dtype names, as
+#: ``dagster/column_schema`` carries them; see the module docstring).
+DECLARED_TYPES = {
+    "str": "VARCHAR",
+    "int64": "BIGINT",
+    "Int64": "BIGINT",
+    "float64": "DOUBLE",
+    "bool": "BOOLEAN",
+    "boolean": "BOOLEAN",
+    "datetime64[ns]": "TIMESTAMP_NS",
+    "bytes": "BLOB",
+}
+
+#: The type DuckDB gives a column whose values are all null (no later value can be inserted).
+_NULL_TYPE = '"NULL"'
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def _duckdb_types(conn: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> dict[str, str]:
     conn.register("__metamorph_probe", frame.head(0) if len(frame) == 0 else frame)
     try:
@@ -122,31 +160,110 @@ def _duckdb_types(conn: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> dict[
     return {r[0]: r[1] for r in rows}
 
 
+def declared_types(context: dg.OutputContext) -> dict[str, str]:
+    """Column -> declared type name of the output's ``dagster/column_schema`` ({} when it has none)."""
+    try:
+        value = (context.output_metadata or {}).get("dagster/column_schema")
+    except Exception:  # a context built outside a run (direct IO manager tests)
+        value = None
+    schema = getattr(value, "schema", value)
+    if not isinstance(schema, dg.TableSchema):
+        return {}
+    return {c.name: c.type for c in schema.columns}
+
+
+def _column_types(name: str, conn: duckdb.DuckDBPyConnection, frame: pd.DataFrame, declared: dict[str, str]):
+    """DuckDB type of each column of ``frame``: its declared type, else the type of its values.
+
+    Raises:
+        WarehouseWriteError: a declared type with no DuckDB type, or an undeclared column of nulls only.
+    """
+    inferred = _duckdb_types(conn, frame)
+    out = {}
+    for col in frame.columns:
+        if col in declared:
+            if declared[col] not in DECLARED_TYPES:
+                raise WarehouseWriteError(
+                    f"{name}: column {col!r} is declared {declared[col]!r}, which has no DuckDB type "
+                    f"(known: {sorted(DECLARED_TYPES)})"
+                )
+            out[col] = DECLARED_TYPES[declared[col]]
+        elif inferred[col] == _NULL_TYPE:
+            raise WarehouseWriteError(
+                f"{name}: column {col!r} holds only nulls and its type is not declared "
+                "(write the frame with its table schema: validated_output)"
+            )
+        else:
+            out[col] = inferred[col]
+    return out
+
+
+def _failing_column(frame: pd.DataFrame, types: dict[str, str]) -> str | None:
+    """``column "c" (TYPE): <why>`` for the first column of ``frame`` whose values DuckDB cannot
+    store as its type ``types[c]`` (checked on a connection of its own), else None."""
+    con = duckdb.connect(":memory:")
+    try:
+        for col in frame.columns:
+            typ = types.get(col)
+            if typ is None or typ == _NULL_TYPE:
+                continue
+            con.register("__metamorph_col", frame[[col]])
+            try:
+                bad = con.execute(
+                    f'SELECT "{col}" FROM __metamorph_col WHERE "{col}" IS NOT NULL AND TRY_CAST("{col}" AS {typ}) IS NULL '
+                    "LIMIT 1"
+                ).fetchall()
+            except duckdb.Error as exc:
+                return f'column "{col}" ({typ}): {_first_line(exc)}'
+            finally:
+                con.unregister("__metamorph_col")
+            if bad:
+                return f'column "{col}" ({typ}): value {str(bad[0][0])[:80]!r} is not a {typ}'
+        return None
+    finally:
+        con.close()
+
+
 class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
-    """Writes by column name; see the module docstring."""
+    """Writes by column name, with the declared column types; see the module docstring."""
 
     def handle_output(self, context: dg.OutputContext, table_slice: TableSlice, obj: pd.DataFrame, connection):
         frame = obj.copy()
         for col in frame.columns:
             if isinstance(frame[col].dtype, pd.CategoricalDtype):
                 frame[col] = frame[col].astype("string")
+        name = f"{table_slice.schema}.{table_slice.table}"
+        where = name
+        if context.has_asset_partitions:
+            where += f" (partition {', '.join(sorted(context.asset_partition_keys))})"
         full = f'"{table_slice.schema}"."{table_slice.table}"'
+        types: dict[str, str] = {}
         connection.register("__metamorph_out", frame)
         try:
+            types = _column_types(where, connection, frame, declared_types(context))
             exists = _table_exists(connection, table_slice.schema, table_slice.table)
             if not exists or not table_slice.partition_dimensions:
-                connection.execute(f"CREATE OR REPLACE TABLE {full} AS SELECT * FROM __metamorph_out")
+                columns = ", ".join(f'"{col}" {typ}' for col, typ in types.items())
+                connection.execute(f"CREATE OR REPLACE TABLE {full} ({columns})")
             else:
-                have = {r[0] for r in connection.execute(f"DESCRIBE {full}").fetchall()}
-                for col, typ in _duckdb_types(connection, frame).items():
+                have = {r[0]: r[1] for r in connection.execute(f"DESCRIBE {full}").fetchall()}
+                for col, typ in types.items():
                     if col not in have:
                         connection.execute(f'ALTER TABLE {full} ADD COLUMN "{col}" {typ}')
-                if len(frame):
-                    connection.execute(f"INSERT INTO {full} BY NAME SELECT * FROM __metamorph_out")
+                    elif have[col] == _NULL_TYPE and typ != _NULL_TYPE:
+                        connection.execute(f'ALTER TABLE {full} ALTER COLUMN "{col}" SET DATA TYPE {typ}')
+                    else:
+                        types[col] = have[col]
+            if len(frame):
+                connection.execute(f"INSERT INTO {full} BY NAME SELECT * FROM __metamorph_out")
+        except duckdb.Error as exc:
+            # the transaction is aborted now: any further statement would fail with "Current transaction
+            # is aborted" and hide this error; the column is found on a connection of its own
+            why = _failing_column(frame, types) or _first_line(exc)
+            raise WarehouseWriteError(f"writing {where}: {why}") from exc
         finally:
-            connection.unregister("__metamorph_out")
-        # the table by its SQL name; the warehouse file as its own entry (not glued to the table name)
-        name = f"{table_slice.schema}.{table_slice.table}"
+            with suppress(duckdb.Error):  # fails in an aborted transaction; the connection is closed after
+                connection.unregister("__metamorph_out")
         try:
             run_id = context.run_id
         except Exception:  # a context built outside a run (direct IO manager tests)
@@ -154,6 +271,7 @@ class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
         if run_id:
             partitions = sorted(context.asset_partition_keys) if context.has_asset_partitions else [""]
             record_write(connection, name, partitions, run_id)
+        # the table by its SQL name; the warehouse file as its own entry (not glued to the table name)
         context.add_output_metadata(
             {
                 **(

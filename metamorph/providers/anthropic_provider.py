@@ -26,7 +26,8 @@ import anthropic
 
 from metamorph.errors import ConfigError
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
-from metamorph.providers.sdk_errors import error_in_body, sdk_errors
+from metamorph.providers.retry import attempt_timeout
+from metamorph.providers.sdk_errors import error_in_body, no_text_error, sdk_errors
 
 __all__ = [
     "AnthropicProvider",
@@ -176,7 +177,8 @@ class AnthropicProvider:
             ProviderError: the HTTP call failed: ``status`` (``None`` for connection errors and
                 timeouts, which are retryable), ``retryable`` per
                 :func:`~metamorph.providers.retry.classify_status` (so 429, 5xx, 529 and
-                ``overloaded_error`` bodies are retryable), ``retry_after`` from the headers.
+                ``overloaded_error`` bodies are retryable), ``retry_after`` from the headers; or
+                the reply has no text block (:func:`message_result`).
         """
         kwargs = self.message_kwargs(request)
         document = request.document if request.ingestion == "anthropic_document" else None
@@ -281,10 +283,14 @@ class AnthropicProvider:
         return {"type": "file", "file_id": file_id}
 
     def call(self, method: Any, **kwargs: Any) -> Any:
-        """``method(**kwargs)`` on :attr:`client` with SDK errors mapped to :class:`ProviderError`
-        (retryable or not, the API key redacted from the message)."""
-        with sdk_errors(anthropic, anthropic.AnthropicError, "Anthropic", self._api_key, self.timeout_s):
-            return method(**kwargs)
+        """``method(**kwargs, timeout=t)`` on :attr:`client` with SDK errors mapped to
+        :class:`ProviderError` (retryable or not, the API key redacted from the message). ``t`` is
+        :func:`~metamorph.providers.retry.attempt_timeout` of ``timeout_s``: inside a retry loop, no
+        more than what is left of its budget. ``method`` takes ``timeout`` (an SDK method, or a
+        function passing it on)."""
+        timeout = attempt_timeout(self.timeout_s)
+        with sdk_errors(anthropic, anthropic.AnthropicError, "Anthropic", self._api_key, timeout):
+            return method(**kwargs, timeout=timeout)
 
 
 def _check_media_type(doc: Document) -> None:
@@ -317,12 +323,16 @@ def message_result(message: Any, latency: float) -> GenerationResult:
     include cache reads and writes); ``latency`` in seconds, ``None`` for a batch item.
 
     Raises:
-        ProviderError: an error carried in the reply body.
+        ProviderError: an error carried in the reply body, or a reply with no text block (not
+            retryable; stored as an error, never as an empty completion).
     """
     failed = error_in_body(message, "Anthropic")
     if failed is not None:
         raise failed
-    text = "".join(block.text for block in (message.content or []) if getattr(block, "type", None) == "text")
+    blocks = [block for block in (message.content or []) if getattr(block, "type", None) == "text"]
+    if not blocks:  # e.g. only tool_use blocks: no completion text, never stored as ""
+        raise no_text_error("Anthropic", message.stop_reason)
+    text = "".join(block.text for block in blocks)
     usage = message.usage
     prompt_tokens = None
     if usage is not None and getattr(usage, "input_tokens", None) is not None:

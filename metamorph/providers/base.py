@@ -27,10 +27,14 @@ __all__ = [
     "ProviderError",
     "canonical_json",
     "sha256_hex",
+    "storable_text",
 ]
 
-#: Ingestion paths of the document-format study (§3 of issue #2).
-INGESTION_PATHS = ("inline", "openai_file", "anthropic_document")
+#: Ingestion paths of the document-format study: the document in the message text (``inline``), as
+#: an OpenAI file input or an Anthropic document block, or uploaded as a file to a workflow under test
+#: (``upload``: an ``http`` service or a ``python`` function receives the rendered document's bytes,
+#: file name and media type; the message carries only the task prompt).
+INGESTION_PATHS = ("inline", "openai_file", "anthropic_document", "upload")
 
 #: Decoding parameters a request may carry; anything else is a configuration error.
 #: ``chat_format`` (llama_cpp only) names the llama.cpp chat format that turns the messages into
@@ -69,9 +73,10 @@ def canonical_json(obj: Any) -> str:
 
 @dataclass(frozen=True)
 class Document:
-    """A file attached to a request (for the ``openai_file`` / ``anthropic_document`` paths).
+    """A file attached to a request (for the ``openai_file`` / ``anthropic_document`` / ``upload`` paths).
 
-    Only ``sha256`` and ``media_type`` enter the cache key; the bytes are sent to the provider.
+    ``sha256`` and ``media_type`` enter the cache key (on the ``upload`` path also ``filename``: a
+    workflow under test sees the upload's name); the bytes are sent to the provider.
     """
 
     content: bytes
@@ -88,7 +93,8 @@ class GenerationRequest:
     """One model call.
 
     Attributes:
-        provider: provider kind (``llama_cpp``, ``openai``, ``anthropic``, ``openai_compatible``).
+        provider: provider kind (``llama_cpp``, ``openai``, ``anthropic``, ``openai_compatible``, or a
+            workflow under test: ``http``, ``python``).
         model: the model name sent to the provider (for llama_cpp: the GGUF file name).
         messages: chat messages ``[{"role": ..., "content": ...}, ...]`` in order.
         params: decoding parameters actually sent (keys from :data:`DECODING_PARAMS`).
@@ -98,6 +104,8 @@ class GenerationRequest:
         document: attached file, if the ingestion path uploads one.
         renderer_version: version of the renderer that produced the document/prompt.
         repeat_index: r in 1..k; k repeats are k distinct cache entries and k real calls.
+        workflow_version: the ``version`` a workflow under test (``http`` / ``python`` entry)
+            declares; part of the cache key when set, so a new version of the service is new calls.
     """
 
     provider: str
@@ -109,6 +117,7 @@ class GenerationRequest:
     document: Document | None = None
     renderer_version: str | None = None
     repeat_index: int = 1
+    workflow_version: str | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.params) - set(DECODING_PARAMS))
@@ -150,12 +159,18 @@ class GenerationRequest:
             "params": params,
             "messages": [dict(m) for m in self.messages],
             "ingestion": self.ingestion,
-            "document": None
-            if self.document is None
-            else {"sha256": self.document.sha256, "media_type": self.document.media_type},
+            "document": None if self.document is None else self._document_key(),
             "renderer_version": self.renderer_version,
             "repeat_index": self.repeat_index,
+            **({} if self.workflow_version is None else {"workflow_version": self.workflow_version}),
         }
+
+    def _document_key(self) -> dict[str, str]:
+        assert self.document is not None
+        key = {"sha256": self.document.sha256, "media_type": self.document.media_type}
+        if self.ingestion == "upload":
+            key["filename"] = self.document.filename
+        return key
 
     def cache_key(self) -> str:
         """sha256 (hex) of :func:`canonical_json` of :meth:`key_material`."""
@@ -164,6 +179,22 @@ class GenerationRequest:
     def to_json(self) -> str:
         """The request as stored with the generation (same content as the key material)."""
         return canonical_json(self.key_material())
+
+
+def storable_text(text: str | None) -> str | None:
+    """``text`` as every store of the project can hold it (UTF-8 in DuckDB and PostgreSQL, Arrow,
+    JSON): a surrogate pair left as two code points is joined into its character, every other
+    (lone) surrogate — e.g. a reply whose JSON escapes ``"\\ud800"``, which the SDKs decode to
+    an unencodable str — and every NUL (PostgreSQL's TEXT cannot hold it) becomes U+FFFD
+    (REPLACEMENT CHARACTER). Any other text, and ``None``, is returned unchanged."""
+    if text is None:
+        return None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 @dataclass(frozen=True)
@@ -180,6 +211,9 @@ class GenerationResult:
         system_fingerprint: OpenAI ``system_fingerprint`` where given.
         error: ``"<ErrorType>: message"`` when the call failed, else ``None``.
         attempts: how many attempts were made (1 = no retry).
+
+    Every text field is made storable on construction (:func:`storable_text`: lone surrogates and
+    NUL become U+FFFD), so what a run reads, the cache stores and the warehouse holds is the same text.
     """
 
     text: str | None
@@ -192,6 +226,14 @@ class GenerationResult:
     system_fingerprint: str | None = None
     error: str | None = None
     attempts: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("text", "finish_reason", "model_id", "model_version", "system_fingerprint", "error"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                fixed = storable_text(value)
+                if fixed is not value:
+                    object.__setattr__(self, name, fixed)
 
     @property
     def ok(self) -> bool:

@@ -48,6 +48,7 @@ from metamorph.providers.base import GenerationRequest, GenerationResult, Provid
 
 __all__ = [
     "LlamaWorkerPool",
+    "WorkerPool",
     "WorkerSpec",
     "in_worker",
     "usable_cores",
@@ -77,6 +78,34 @@ class WorkerSpec:
     engine: str | None = None
     vocab_only: bool = False
 
+    @property
+    def label(self) -> str:
+        """The worker's name in messages and in its command line (the model file)."""
+        return Path(self.model_path).name
+
+    #: What the pool's messages call its workers.
+    kind = "llama.cpp worker"
+
+    def calls(self) -> dict[str, Any]:
+        """In the worker: load the model; the calls the worker answers (``generate``,
+        ``prompt_tokens``, ``count_tokens``)."""
+        from metamorph.providers.llama_cpp import LlamaCppProvider
+
+        provider = LlamaCppProvider(
+            model_path=self.model_path,
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
+            chat_format=self.chat_format,
+            workers=1,
+            engine=self.engine,
+            vocab_only=self.vocab_only,
+        )
+        return {
+            "generate": provider.generate,
+            "prompt_tokens": provider.prompt_tokens,
+            "count_tokens": provider.count_tokens,
+        }
+
 
 _IN_WORKER = False
 
@@ -87,29 +116,15 @@ def in_worker() -> bool:
     return _IN_WORKER
 
 
-def _worker_main(spec: WorkerSpec, conn: Any) -> None:
-    """A worker process: load the model, then answer ``("generate", request)``,
-    ``("prompt_tokens", messages)`` and ``("count_tokens", text)`` messages with ``("ok", value)``
-    or ``("error", type name, message)`` until the socket closes."""
+def _worker_main(spec: Any, conn: Any) -> None:
+    """A worker process: build what ``spec`` serves (``spec.calls()``: for a :class:`WorkerSpec`
+    the model, answering ``("generate", request)``, ``("prompt_tokens", messages)`` and
+    ``("count_tokens", text)``), then answer each message with ``("ok", value)`` or ``("error",
+    type name, message)`` until the socket closes."""
     global _IN_WORKER
     _IN_WORKER = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from metamorph.providers.llama_cpp import LlamaCppProvider
-
-    provider = LlamaCppProvider(
-        model_path=spec.model_path,
-        n_ctx=spec.n_ctx,
-        n_threads=spec.n_threads,
-        chat_format=spec.chat_format,
-        workers=1,
-        engine=spec.engine,
-        vocab_only=spec.vocab_only,
-    )
-    calls = {
-        "generate": provider.generate,
-        "prompt_tokens": provider.prompt_tokens,
-        "count_tokens": provider.count_tokens,
-    }
+    calls = spec.calls()
     while True:
         try:
             msg = conn.recv()
@@ -129,13 +144,13 @@ class _Worker:
     """One worker process and the parent's end of its socket (pickled messages,
     :class:`multiprocessing.connection.Connection`)."""
 
-    def __init__(self, spec: WorkerSpec):
+    def __init__(self, spec: Any):
         parent, child = socket.socketpair()
         # the child imports this package as the caller does: the caller's sys.path, in order, and
         # nothing before it (-P: not the working directory, whose own metamorph/ would win)
         path = os.pathsep.join(p or os.getcwd() for p in sys.path)  # "" is the caller's working directory
         env = {**os.environ, "PYTHONPATH": path}
-        cmd = [sys.executable, "-P", "-m", __name__, str(child.fileno()), Path(spec.model_path).name]
+        cmd = [sys.executable, "-P", "-m", __name__, str(child.fileno()), spec.label]
         self.process = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, env=env)
         child.close()
         self.conn = Connection(parent.detach())
@@ -162,7 +177,90 @@ class _Worker:
         self.conn.close()
 
 
-class LlamaWorkerPool:
+class WorkerPool:
+    """``n`` worker processes, each serving the calls ``spec.calls()`` builds in it (picklable
+    ``spec`` with a ``label`` and a ``kind`` for messages): a local model (:class:`LlamaWorkerPool`)
+    or a workflow's Python function (:mod:`metamorph.providers.python_workflow`). Started on the
+    first call; :meth:`call` is thread-safe and blocks while all ``n`` workers are busy.
+
+    Raises:
+        ConfigError: ``n < 1``.
+    """
+
+    def __init__(self, n: int, spec: Any):
+        if n < 1:
+            raise ConfigError(f"a {spec.kind} pool needs at least 1 worker, got {n}")
+        self.n = n
+        self.spec = spec
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise ConfigError(f"the {self.spec.kind} pool of {self.spec.label} is closed")
+            if not self._all:
+                for _ in range(self.n):
+                    w = _Worker(self.spec)
+                    self._all.append(w)
+                    self._idle.put(w)
+
+    def call(self, kind: str, payload: Any) -> Any:
+        """``kind``'s call of ``payload`` computed by an idle worker.
+
+        Raises:
+            ConfigError, ContextBudgetError: as the worker's call raised them.
+            ProviderError: the worker died during the call (it is replaced; not retryable), or
+                any other exception of the worker's call (type and message kept).
+        """
+        return self._call(kind, payload)
+
+    def _call(self, kind: str, payload: Any) -> Any:
+        self._start()
+        w = self._idle.get()
+        try:
+            reply = w.call(kind, payload)
+        except (EOFError, OSError) as exc:
+            code = w.exitcode()
+            self._replace(w)
+            raise ProviderError(
+                f"{self.spec.kind} process died during the call (exit code {code}): {type(exc).__name__}"
+            ) from None
+        self._idle.put(w)
+        if reply[0] == "ok":
+            return reply[1]
+        _, name, message = reply
+        if name in _REraised:
+            raise _REraised[name](message)
+        raise ProviderError(f"{name} in {self.spec.kind}: {message}")
+
+    def _replace(self, dead: _Worker) -> None:
+        dead.stop(timeout=1.0)
+        with self._lock:
+            self._all.remove(dead)
+            if self._closed:
+                return
+            w = _Worker(self.spec)
+            self._all.append(w)
+        self._idle.put(w)
+
+    def pids(self) -> list[int]:
+        """Process ids of the running workers (empty before the first call)."""
+        with self._lock:
+            return [w.process.pid for w in self._all]
+
+    def close(self) -> None:
+        """Stop every worker (each finishes the call it is computing first, up to 5 s)."""
+        with self._lock:
+            self._closed = True
+            workers, self._all = self._all, []
+        for w in workers:
+            w.stop()
+
+
+class LlamaWorkerPool(WorkerPool):
     """``n`` worker processes, each owning one single-context :class:`LlamaCppProvider`.
 
     Args:
@@ -188,24 +286,7 @@ class LlamaWorkerPool:
         engine: str | None = None,
         vocab_only: bool = False,
     ):
-        if n < 1:
-            raise ConfigError(f"a llama.cpp worker pool needs at least 1 worker, got {n}")
-        self.n = n
-        self.spec = WorkerSpec(str(model_path), n_ctx, n_threads, chat_format, engine, vocab_only)
-        self._idle: queue.Queue[_Worker] = queue.Queue()
-        self._all: list[_Worker] = []
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def _start(self) -> None:
-        with self._lock:
-            if self._closed:
-                raise ConfigError(f"the llama.cpp worker pool of {Path(self.spec.model_path).name} is closed")
-            if not self._all:
-                for _ in range(self.n):
-                    w = _Worker(self.spec)
-                    self._all.append(w)
-                    self._idle.put(w)
+        super().__init__(n, WorkerSpec(str(model_path), n_ctx, n_threads, chat_format, engine, vocab_only))
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
         """The request's completion, computed by an idle worker.
@@ -224,48 +305,6 @@ class LlamaWorkerPool:
     def count_tokens(self, text: str) -> int:
         """:meth:`LlamaCppProvider.count_tokens` computed by an idle worker (errors as :meth:`generate`)."""
         return self._call("count_tokens", text)
-
-    def _call(self, kind: str, payload: Any) -> Any:
-        self._start()
-        w = self._idle.get()
-        try:
-            reply = w.call(kind, payload)
-        except (EOFError, OSError) as exc:
-            code = w.exitcode()
-            self._replace(w)
-            raise ProviderError(
-                f"llama.cpp worker process died during the call (exit code {code}): {type(exc).__name__}"
-            ) from None
-        self._idle.put(w)
-        if reply[0] == "ok":
-            return reply[1]
-        _, name, message = reply
-        if name in _REraised:
-            raise _REraised[name](message)
-        raise ProviderError(f"{name} in llama.cpp worker: {message}")
-
-    def _replace(self, dead: _Worker) -> None:
-        dead.stop(timeout=1.0)
-        with self._lock:
-            self._all.remove(dead)
-            if self._closed:
-                return
-            w = _Worker(self.spec)
-            self._all.append(w)
-        self._idle.put(w)
-
-    def pids(self) -> list[int]:
-        """Process ids of the running workers (empty before the first call)."""
-        with self._lock:
-            return [w.process.pid for w in self._all]
-
-    def close(self) -> None:
-        """Stop every worker (each finishes the call it is computing first, up to 5 s)."""
-        with self._lock:
-            self._closed = True
-            workers, self._all = self._all, []
-        for w in workers:
-            w.stop()
 
 
 def _child_main(fd: int) -> None:

@@ -28,8 +28,8 @@ import openai
 
 from metamorph.errors import ConfigError
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
-from metamorph.providers.retry import classify_status
-from metamorph.providers.sdk_errors import error_in_body, redact, sdk_errors
+from metamorph.providers.retry import attempt_timeout, classify_status
+from metamorph.providers.sdk_errors import error_in_body, no_text_error, redact, sdk_errors
 
 __all__ = ["OpenAIProvider", "RESPONSES_DROPPED_PARAMS", "LLAMA_CPP_ONLY_PARAMS"]
 
@@ -134,7 +134,11 @@ class OpenAIProvider:
             ProviderError: the HTTP call failed. ``status`` is the HTTP status (``None`` for a
                 connection error or timeout, which are retryable); ``retryable`` follows
                 :func:`~metamorph.providers.retry.classify_status`; ``retry_after`` comes from the
-                ``retry-after-ms`` / ``Retry-After`` response headers.
+                ``retry-after-ms`` / ``Retry-After`` response headers. Also (not retryable) when
+                the reply carries no completion text: ``content: null`` (a refusal, a tool call)
+                or a Responses reply without an ``output_text`` part (unless it was cut at
+                ``max_tokens``: that is an empty completion with finish reason ``length``, as on
+                Chat Completions).
         """
         self.check_request(request)
         if request.ingestion == "inline":
@@ -254,10 +258,14 @@ class OpenAIProvider:
             return file_id
 
     def call(self, method: Any, **kwargs: Any) -> Any:
-        """``method(**kwargs)`` on :attr:`client` with SDK errors mapped to :class:`ProviderError`
-        (retryable or not, the API key redacted from the message)."""
-        with sdk_errors(openai, openai.OpenAIError, "OpenAI", self._api_key, self.timeout_s):
-            return method(**kwargs)
+        """``method(**kwargs, timeout=t)`` on :attr:`client` with SDK errors mapped to
+        :class:`ProviderError` (retryable or not, the API key redacted from the message). ``t`` is
+        :func:`~metamorph.providers.retry.attempt_timeout` of ``timeout_s``: inside a retry loop, no
+        more than what is left of its budget. ``method`` takes ``timeout`` (an SDK method, or a
+        function passing it on)."""
+        timeout = attempt_timeout(self.timeout_s)
+        with sdk_errors(openai, openai.OpenAIError, "OpenAI", self._api_key, timeout):
+            return method(**kwargs, timeout=timeout)
 
     @staticmethod
     def chat_result(response: Any, latency: float) -> GenerationResult:
@@ -265,7 +273,8 @@ class OpenAIProvider:
         for a batch item.
 
         Raises:
-            ProviderError: an error carried in the response body.
+            ProviderError: an error carried in the response body, no choices, or ``content: null``
+                (a refusal or a tool call; not retryable, stored as an error so the next run asks again).
         """
         failed = error_in_body(response, "OpenAI")
         if failed is not None:
@@ -274,8 +283,8 @@ class OpenAIProvider:
             raise ProviderError("OpenAI returned no choices", retryable=False)
         choice = response.choices[0]
         text = choice.message.content
-        if text is None:  # refusal or tool call: keep an empty text, the finish reason tells why
-            text = getattr(choice.message, "refusal", None) or ""
+        if text is None:  # a refusal or a tool call: no completion text, never stored as ""
+            raise no_text_error("OpenAI", choice.finish_reason, getattr(choice.message, "refusal", None))
         usage = response.usage
         return GenerationResult(
             text=text,
@@ -304,6 +313,8 @@ class OpenAIProvider:
             finish = _normalise_finish(getattr(details, "reason", None) or "incomplete")
         else:
             finish = "stop" if status in (None, "completed") else str(status)
+        if not _has_output_text(response) and finish != "length":  # a refusal or tool calls only
+            raise no_text_error("OpenAI", finish, _refusal(response))
         usage = response.usage
         return GenerationResult(
             text=response.output_text,
@@ -315,6 +326,24 @@ class OpenAIProvider:
             model_version=response.model,
             system_fingerprint=None,
         )
+
+
+def _message_parts(response: Any) -> list[Any]:
+    return [
+        part
+        for item in (getattr(response, "output", None) or [])
+        if getattr(item, "type", None) == "message"
+        for part in (getattr(item, "content", None) or [])
+    ]
+
+
+def _has_output_text(response: Any) -> bool:
+    """Whether a Responses API reply holds an ``output_text`` part (else ``output_text`` is "")."""
+    return any(getattr(part, "type", None) == "output_text" for part in _message_parts(response))
+
+
+def _refusal(response: Any) -> str | None:
+    return next((p.refusal for p in _message_parts(response) if getattr(p, "type", None) == "refusal"), None)
 
 
 def _responses_format(response_format: Any) -> Any:

@@ -4,6 +4,9 @@ A provider's ``generate`` makes exactly one attempt and raises
 :class:`~metamorph.providers.base.ProviderError` on failure. :func:`call_with_retries` retries
 the errors marked ``retryable`` with capped exponential backoff and jitter, honours a server's
 ``Retry-After`` and stops once the time budget :attr:`RetryPolicy.max_total_s` would be exceeded.
+The budget bounds the whole request, attempts included: while an attempt runs,
+:func:`attempt_timeout` gives the provider the time left of it, and the provider hands the SDK the
+smaller of that and its own per-request timeout, so a server that hangs is cut when the budget ends.
 
 :func:`classify_status` decides which HTTP failures are retryable and :func:`parse_retry_after`
 reads the server's requested delay; both are used by the provider adapters to build the
@@ -16,13 +19,21 @@ import math
 import random
 import time
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable, TypeVar
 
 from metamorph.providers.base import ProviderError
 
-__all__ = ["RetryPolicy", "call_with_retries", "classify_status", "parse_retry_after", "backoff_delay"]
+__all__ = [
+    "RetryPolicy",
+    "attempt_timeout",
+    "backoff_delay",
+    "call_with_retries",
+    "classify_status",
+    "parse_retry_after",
+]
 
 T = TypeVar("T")
 
@@ -39,9 +50,10 @@ class RetryPolicy:
         base_delay_s: backoff before the 2nd attempt, in seconds; doubles at each retry.
         max_delay_s: cap on the exponential backoff, in seconds (a server's ``Retry-After``
             may ask for longer and is honoured).
-        max_total_s: time budget in seconds, measured with ``clock`` from the start of the first
-            attempt: a wait that would end after ``max_total_s`` is not started and the last error
-            is re-raised instead. Total waiting therefore never exceeds ``max_total_s``.
+        max_total_s: time budget in seconds of the whole request, measured with ``clock`` from the
+            start of the first attempt: an attempt is given at most what is left of it as its
+            timeout (:func:`attempt_timeout`), and a wait that would end after ``max_total_s`` is not
+            started (the last error is re-raised instead).
         jitter: if ``True``, "equal jitter": each backoff is drawn uniformly from
             ``[d/2, d]`` where ``d`` is the capped exponential delay; if ``False`` it is ``d``.
 
@@ -62,6 +74,21 @@ class RetryPolicy:
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+#: Seconds left of the budget of the :func:`call_with_retries` running in this context (a function
+#: of no argument), ``None`` outside one. A context variable: each thread of a runner has its own.
+_BUDGET_LEFT: ContextVar[Callable[[], float] | None] = ContextVar("metamorph_retry_budget_left", default=None)
+
+
+def attempt_timeout(own_s: float) -> float:
+    """The timeout (seconds) to give the attempt that starts now: ``own_s`` (the provider's
+    per-request timeout), or, inside :func:`call_with_retries`, what is left of its
+    ``max_total_s`` budget when that is less (never below 1 ms)."""
+    left = _BUDGET_LEFT.get()
+    if left is None:
+        return own_s
+    return min(own_s, max(0.001, left()))
 
 
 def backoff_delay(
@@ -91,7 +118,8 @@ def call_with_retries(
     """Call ``fn()`` until it succeeds, retrying retryable :class:`ProviderError` s.
 
     Args:
-        fn: zero-argument callable making ONE attempt (e.g. ``lambda: provider.generate(req)``).
+        fn: zero-argument callable making ONE attempt (e.g. ``lambda: provider.generate(req)``);
+            while it runs, :func:`attempt_timeout` reads what is left of the budget.
         policy: the :class:`RetryPolicy`.
         sleep: called with the wait in seconds between attempts (inject a fake in tests).
         clock: monotonic clock in seconds, used for the ``max_total_s`` budget.
@@ -108,19 +136,23 @@ def call_with_retries(
     """
     rng = rng if rng is not None else random.Random()
     start = clock()
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return fn(), attempt
-        except ProviderError as err:
-            err.attempts = attempt  # type: ignore[attr-defined]
-            if not err.retryable or attempt >= policy.max_attempts:
-                raise
-            wait = backoff_delay(policy, attempt, rng, err.retry_after)
-            if (clock() - start) + wait > policy.max_total_s:
-                raise
-            sleep(wait)
+    token = _BUDGET_LEFT.set(lambda: policy.max_total_s - (clock() - start))
+    try:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return fn(), attempt
+            except ProviderError as err:
+                err.attempts = attempt  # type: ignore[attr-defined]
+                if not err.retryable or attempt >= policy.max_attempts:
+                    raise
+                wait = backoff_delay(policy, attempt, rng, err.retry_after)
+                if (clock() - start) + wait >= policy.max_total_s:
+                    raise
+                sleep(wait)
+    finally:
+        _BUDGET_LEFT.reset(token)
 
 
 def classify_status(status: int | None, body: str | None) -> bool:

@@ -20,6 +20,7 @@ __all__ = [
     "RETRYABLE_ERROR_TYPES",
     "body_text",
     "error_in_body",
+    "no_text_error",
     "redact",
     "sdk_errors",
 ]
@@ -106,3 +107,13 @@ def error_in_body(response: Any, label: str) -> ProviderError | None:
         status=200,
         retryable=kind in RETRYABLE_ERROR_TYPES or classify_status(None, str(message)),
     )
+
+
+def no_text_error(label: str, finish_reason: str | None, refusal: str | None = None) -> ProviderError:
+    """The error of a reply that carries no completion text: OpenAI's ``content: null`` (a refusal,
+    a tool call) or an Anthropic reply without a text block. Not retryable (the same request
+    would likely get the same reply); the runner stores it as an error, so it is never served as an
+    empty completion and the next run asks again. The refusal's text, if any, is quoted (first 200
+    characters)."""
+    why = f"; refusal: {refusal[:200]!r}" if refusal else ""
+    return ProviderError(f"{label} reply has no text (finish_reason {finish_reason}{why})", retryable=False)

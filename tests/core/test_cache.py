@@ -426,3 +426,119 @@ def test_a_cache_path_that_is_a_directory_or_not_duckdb_is_one_error_at_once(tmp
         f'{junk}: cannot open the generation cache: IO Error: The file "{junk}" exists, but it is not a valid '
         "DuckDB database file!"
     )
+
+
+# ------------------------------------------------------------------------------------------
+# Replies the store cannot hold as they came: made storable, or stored as an error, alone
+
+
+def _stub_chat(text, usage=None, **message):
+    from tests.core.stub_http import Reply, chat_completion
+
+    body = chat_completion("x")
+    body["choices"][0]["message"] = {"role": "assistant", "content": text, **message}
+    if usage is not None:
+        body["usage"] = usage
+    return Reply(200, body)
+
+
+def _run(stub, cache_store, questions, reply, provider=None):
+    """``questions`` through run_requests (real OpenAI SDK, real cache on ``cache_store``), the stub
+    answering each by ``reply(question)``; returns (outcome text/error per question, stored rows)."""
+    from metamorph.providers.openai_provider import OpenAIProvider
+    from metamorph.runner import run_requests
+
+    stub.script("POST", "/v1/chat/completions", lambda rec: reply(rec.json["messages"][-1]["content"]))
+    provider = provider or OpenAIProvider("openai", "sk-test-CACHE", base_url=stub.url + "/v1", max_concurrency=1)
+    requests = [
+        GenerationRequest("openai", "gpt-x", ({"role": "user", "content": q},), {"temperature": 0.0}) for q in questions
+    ]
+    cache = cache_store.open(commit_interval_s=60)  # one group commit for the whole run (at release)
+    outcomes, _ = run_requests(requests, provider, cache, log=lambda m: None)
+    stored = {
+        key: (text, error) for key, text, error in cache_store.rows("SELECT key, response_text, error FROM generations")
+    }
+    return [(o.result.text, o.result.error) for o in outcomes], [stored.get(r.cache_key()) for r in requests]
+
+
+def test_a_reply_with_a_lone_surrogate_is_stored_as_u_fffd_with_its_neighbours(stub, cache_store):
+    """The stub's JSON escapes ``\\ud800`` (the SDK decodes it to a str UTF-8 cannot encode): the
+    reply is stored with U+FFFD in its place, and the group commit keeps the other replies."""
+    replies = {"q1": "fine", "q2": "bad \ud800 reply", "q3": "also fine", "q4": "nul \x00 here"}
+    got, stored = _run(stub, cache_store, list(replies), lambda q: _stub_chat(replies[q]))
+    # a NUL (JSON "\u0000") too: PostgreSQL's TEXT cannot hold it, and both backends store the same text
+    want = [("fine", None), ("bad \ufffd reply", None), ("also fine", None), ("nul \ufffd here", None)]
+    assert got == want and stored == want
+    again, _ = _run(stub, cache_store, list(replies), lambda q: _stub_chat("never asked"))
+    assert again == want and len(stub.requests_to("/v1/chat/completions")) == 4  # all four served from the cache
+
+
+def test_a_row_the_store_refuses_is_stored_as_an_error_alone(stub, cache_store):
+    """A reply whose usage the store cannot hold (a token count beyond BIGINT) fails the group commit:
+    its neighbours are committed one by one and it is stored as an error, called again next run."""
+    huge = {"prompt_tokens": 2**64, "completion_tokens": 1, "total_tokens": 2**64 + 1}
+    got, stored = _run(
+        stub, cache_store, ["q1", "q2", "q3"], lambda q: _stub_chat(f"a {q}", huge if q == "q2" else None)
+    )
+    assert got == [("a q1", None), ("a q2", None), ("a q3", None)]  # this run keeps every reply it got
+    assert stored[0] == ("a q1", None) and stored[2] == ("a q3", None)
+    text, error = stored[1]
+    assert text is None and error.startswith("CacheError: the reply could not be stored (")
+    again, stored = _run(stub, cache_store, ["q1", "q2", "q3"], lambda q: _stub_chat(f"b {q}"))
+    assert again == [("a q1", None), ("b q2", None), ("a q3", None)]  # only q2 is asked again
+    assert stored == again and len(stub.requests_to("/v1/chat/completions")) == 4
+
+
+def test_a_reply_with_content_null_is_an_error_to_retry_never_an_empty_completion(stub, cache_store):
+    """``content: null`` — a refusal, a tool call — is stored as an error (not ""), so the next run asks again."""
+    replies = {
+        "refused": _stub_chat(None, refusal="I can't help with that."),
+        "tool": _stub_chat(
+            None,
+            tool_calls=[{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        ),
+        "empty": _stub_chat(""),
+    }
+    replies["tool"].body["choices"][0]["finish_reason"] = "tool_calls"
+    got, stored = _run(stub, cache_store, list(replies), replies.get)
+    want = [
+        (
+            None,
+            'ProviderError[None]: OpenAI reply has no text (finish_reason stop; refusal: "I can\'t help with that.")',
+        ),
+        (None, "ProviderError[None]: OpenAI reply has no text (finish_reason tool_calls)"),
+        ("", None),  # an empty text is a completion (the model said nothing)
+    ]
+    assert got == want and stored == want
+    again, _ = _run(stub, cache_store, list(replies), lambda q: _stub_chat(f"now {q}"))
+    assert again == [("now refused", None), ("now tool", None), ("", None)]
+    assert len(stub.requests_to("/v1/chat/completions")) == 5
+
+
+def test_an_anthropic_reply_without_a_text_block_is_an_error(stub):
+    from metamorph.providers.anthropic_provider import AnthropicProvider
+    from metamorph.providers.base import ProviderError
+    from tests.core.stub_http import Reply
+
+    stub.script(
+        "POST",
+        "/v1/messages",
+        Reply(
+            200,
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-test",
+                "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}],
+                "stop_reason": "tool_use",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 5, "output_tokens": 1},
+            },
+        ),
+    )
+    provider = AnthropicProvider("sk-ant-test-CACHE", base_url=stub.url)
+    request = GenerationRequest("anthropic", "claude-test", MSG, {"max_tokens": 8})
+    with pytest.raises(ProviderError) as info:
+        provider.generate(request)
+    assert (str(info.value), info.value.retryable) == ("Anthropic reply has no text (finish_reason tool_use)", False)

@@ -17,6 +17,10 @@ from pipelines.inputs import config_class
 RULES = {
     ("format_robustness__model_comparison", "alpha"): ["0 < alpha < 1"],
     ("format_robustness__model_comparison", "n_resamples"): ["N ≥ 100"],
+    ("format_robustness__model_comparison", "power"): ["0 < power < 1"],
+    ("format_robustness__rendered_documents", "formats"): [
+        "txt, md, json, csv (default), and html, yaml, pdf, docx, xlsx"
+    ],
     ("format_robustness__routed_generations", "budget_usd"): ["USD ≥ 0", "-1 = no budget"],
     ("format_robustness__routing_choice", "calibration_fraction"): ["0 < fraction < 1"],
     ("format_robustness__source_instances", "limit"): ["N ≥ 1", "-1 = every row"],
@@ -25,6 +29,7 @@ RULES = {
     ("format_robustness__workflow_generations", "max_tokens"): ["N ≥ 1"],
     ("order_probe__model_comparison", "alpha"): ["0 < alpha < 1"],
     ("order_probe__model_comparison", "n_resamples"): ["N ≥ 100"],
+    ("order_probe__model_comparison", "power"): ["0 < power < 1"],
     ("order_probe__order_generations", "budget_usd"): ["USD ≥ 0", "-1 = no budget"],
     ("order_probe__order_generations", "max_tokens"): ["N ≥ 1", "0 = the per-setting budgets"],
     ("order_probe__order_items", "limit"): ["N ≥ 1", "-1 = every item"],
@@ -40,9 +45,11 @@ RULES = {
     ("workflow_perturb__perturbations_llm", "n_goldens"): ["N ≥ 1"],
     ("workflow_perturb__model_comparison", "alpha"): ["0 < alpha < 1"],
     ("workflow_perturb__model_comparison", "n_resamples"): ["N ≥ 100"],
+    ("workflow_perturb__model_comparison", "power"): ["0 < power < 1"],
     ("workflow_perturb__threshold_recalibration", "percentile"): ["0 to 50"],
     ("wrapper_sensitivity__model_comparison", "alpha"): ["0 < alpha < 1"],
     ("wrapper_sensitivity__model_comparison", "n_resamples"): ["N ≥ 100"],
+    ("wrapper_sensitivity__model_comparison", "power"): ["0 < power < 1"],
     ("wrapper_sensitivity__qa_items", "limit"): ["N ≥ 1", "-1 = every item"],
     ("wrapper_sensitivity__wrapper_generations", "budget_usd"): ["USD ≥ 0", "-1 = no budget"],
     ("wrapper_sensitivity__wrapper_generations", "max_tokens"): ["N ≥ 1"],

@@ -668,3 +668,30 @@ def test_plan_calls_is_the_count_metamorph_plan_prints(study, model_id, calls, u
     assert code == 0
     assert f"  {model_id} {printed}, " in out
     assert not (metamorph_home / "generation_cache.duckdb").exists()
+
+
+def _quoted_plan_lines(page: str, command: str, model_id: str) -> list[str]:
+    """The lines of ``model_id`` in the ``text`` block of ``page`` that starts with ``$ <command>``."""
+    text = (REPO_ROOT / page).read_text(encoding="utf-8")
+    block = text.split(f"$ {command}\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.startswith(f"  {model_id} ")]
+
+
+def test_the_cost_page_prints_what_metamorph_plan_prints_for_the_local_model(tmp_path, metamorph_home, capsys):
+    """docs/cost-plan.md's ``metamorph plan workflow_perturb`` example, registry of SmolLM2 and a
+    priced gpt-4o-mini as the page says, empty cache: each quoted SmolLM2 line is printed verbatim
+    (the judge is greedy on llama.cpp, so its 3 calls per variant are one computation)."""
+    registry = tmp_path / "models.yaml"
+    registry.write_text(
+        "models:\n"
+        "  - {id: smollm2, provider: llama_cpp, model: SmolLM2-135M-Instruct.Q4_1.gguf, ingestion: [inline]}\n"
+        "  - {id: gpt-4o-mini, provider: openai, model: gpt-4o-mini, ingestion: [inline, openai_file],\n"
+        "     api_key_env: OPENAI_API_KEY, price_per_mtok: {input: 0.15, output: 0.60}}\n",
+        encoding="utf-8",
+    )
+    quoted = _quoted_plan_lines("docs/cost-plan.md", "metamorph plan workflow_perturb", "smollm2")
+    assert len(quoted) == 4
+    code, out, _ = _cli(capsys, "workflow_perturb", "--registry", str(registry))
+    assert code == 0
+    printed = [line for line in out.splitlines() if line.startswith("  smollm2 ")]
+    assert printed == quoted

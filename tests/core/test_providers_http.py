@@ -298,6 +298,25 @@ def test_responses_with_uploaded_file_uploads_once(stub, caplog):
     assert any("'seed'" in m for m in dropped_warnings) and any("'stop'" in m for m in dropped_warnings)
 
 
+def test_a_responses_reply_without_output_text_is_an_error_unless_cut(stub):
+    refused = responses_reply()
+    refused.body["output"][0]["content"] = [{"type": "refusal", "refusal": "I can't help with that."}]
+    cut = responses_reply(status="incomplete", incomplete_reason="max_output_tokens")
+    cut.body["output"] = []  # the token limit was spent before any text
+    stub.script("POST", "/v1/files", openai_file_reply())
+    stub.script("POST", "/v1/responses", refused, cut)
+    provider = openai_provider(stub)
+    request = openai_request(params={"max_tokens": 8}, ingestion="openai_file", document=DOC)
+    with pytest.raises(ProviderError) as info:
+        provider.generate(request)
+    assert (str(info.value), info.value.retryable) == (
+        'OpenAI reply has no text (finish_reason stop; refusal: "I can\'t help with that.")',
+        False,
+    )
+    res = provider.generate(request)
+    assert (res.text, res.finish_reason, res.error) == ("", "length", None)
+
+
 def test_responses_maps_json_schema_response_format(stub):
     stub.script("POST", "/v1/files", openai_file_reply())
     stub.script("POST", "/v1/responses", responses_reply())
@@ -601,3 +620,37 @@ def test_anthropic_upload_memo_is_keyed_on_bytes_filename_and_media_type(stub):
     ] == [("record.csv", "text/plain", SAME_BYTES), ("record.json", "text/plain", SAME_BYTES)]
     refs = [c.json["messages"][0]["content"][0]["source"]["file_id"] for c in stub.requests_to("/v1/messages")]
     assert refs == ["file_csv", "file_json", "file_csv"]
+
+
+# ============================================================================ the retry budget bounds the request
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_hanging_server_is_cut_when_the_retry_budget_ends(stub, tmp_path, kind):
+    """A 503, then a server that holds the request 8 s without answering. With a 2 s budget the
+    second attempt (after a 0.2 s wait) is given what is left of it as its timeout, not the
+    provider's 120 s: the request ends as an error row after about 2 s."""
+    import time
+
+    from metamorph.cache import GenerationCache
+    from metamorph.runner import run_requests
+
+    path, label = ("/v1/chat/completions", "OpenAI") if kind == "openai" else ("/v1/messages", "Anthropic")
+    stub.script("POST", path, Reply(503, {"error": {"message": "unavailable"}}), Reply(drop="hang", delay_s=8.0))
+    provider = openai_provider(stub) if kind == "openai" else anthropic_provider(stub)
+    assert provider.timeout_s == 120.0
+    request = openai_request() if kind == "openai" else anthropic_request()
+    policy = RetryPolicy(max_attempts=5, base_delay_s=0.2, max_total_s=2.0, jitter=False)
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    start = time.monotonic()
+    [outcome], stats = run_requests([request], provider, cache, retry=policy, log=lambda m: None)
+    elapsed = time.monotonic() - start
+    # the per-attempt timeout each request told the server (the SDK's x-stainless-read-timeout header)
+    given = [float(r.headers["x-stainless-read-timeout"]) for r in stub.requests_to(path)]
+    # the first: the 2 s budget less the moments before its call; the second: less the first and the 0.2 s wait
+    assert len(given) == 2 and 1.0 < given[0] <= 2.0 and 0.5 < given[1] <= given[0] - 0.2
+    res = outcome.result
+    assert (res.text, res.attempts, stats.errors) == (None, 2, 1)
+    assert res.error == f"ProviderError[None]: {label} request timed out after {given[1]:g} s"
+    assert 1.9 < elapsed < 6.0  # the budget and a generous margin (not the 8 s hang and more)
+    assert cache.count(errors=True) == 1 and cache.count(errors=False) == 0

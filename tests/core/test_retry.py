@@ -12,6 +12,7 @@ from metamorph.errors import ConfigError
 from metamorph.providers.base import ProviderError
 from metamorph.providers.retry import (
     RetryPolicy,
+    attempt_timeout,
     backoff_delay,
     call_with_retries,
     classify_status,
@@ -234,6 +235,28 @@ def test_budget_counts_time_spent_in_attempts():
     with pytest.raises(ProviderError) as info:
         call_with_retries(slow_failure, RetryPolicy(max_total_s=10.5, jitter=False), sleep=t.sleep, clock=t.clock)
     assert info.value.attempts == 1 and t.sleeps == []
+
+
+def test_each_attempt_is_given_what_is_left_of_the_budget_as_its_timeout():
+    """A server that hangs: every attempt runs until its timeout (at most 3 s here). Attempts start
+    at t = 0, 4 (after a 1 s wait) and 9 (after 2 s); with a 10 s budget they get 10, 6 and 1 s, so
+    the request ends at t = 10, not at 9 + 3 = 12 (the next wait, 4 s, is not started)."""
+    t = FakeTime()
+    given = []
+
+    def hangs():
+        given.append(attempt_timeout(3.0 if len(given) == 0 else 120.0))
+        t.now += min(3.0, given[-1])
+        raise retryable()
+
+    policy = RetryPolicy(max_attempts=10, base_delay_s=1.0, max_total_s=10.0, jitter=False)
+    start = t.now
+    with pytest.raises(ProviderError) as info:
+        call_with_retries(hangs, policy, sleep=t.sleep, clock=t.clock)
+    # the first attempt's own timeout (3 s) is the smaller; then what is left of the budget
+    assert given == [3.0, 6.0, 1.0] and t.sleeps == [1.0, 2.0] and info.value.attempts == 3
+    assert t.now - start == 10.0
+    assert attempt_timeout(120.0) == 120.0  # outside a retry loop: the provider's own timeout
 
 
 def test_other_exceptions_are_not_retried():

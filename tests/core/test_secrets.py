@@ -187,12 +187,16 @@ _ENTRY = {
     "api_key_env": "METAMORPH_SECRETS_KEY",
 }
 _LOCAL = {"id": "local-a", "provider": "llama_cpp", "model": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+_HTTP = {"id": "svc-a", "provider": "http", "url": "https://svc.example/ask", "version": "1"}
+_PYTHON = {"id": "fn-a", "provider": "python", "function": "examples.doc_service.qa:answer_document", "version": "1"}
 _SECRET = (
     "the value looks like a secret (an API key or token); a key belongs in the environment variable "
     "that api_key_env names, never in the registry"
 )
 _KEY_NAME = _SECRET.replace("the value looks", "this key name looks")
 _IN_URL = "a key belongs in the environment variable that api_key_env names, never in the registry"
+_HEADER_ADVICE = "a credential belongs in an environment variable that headers_env names, never in the registry"
+_WF_SECRET = f"the value looks like a secret (an API key or token); {_HEADER_ADVICE}"
 
 #: (case, the registry entry with the planted value, the planted value, the error's field and problem)
 REGISTRY_CANARIES = [
@@ -251,6 +255,55 @@ REGISTRY_CANARIES = [
         "hunter2",
         "base_url",
         f"base_url holds a credential in its query parameter 'sig'; {_IN_URL}",
+    ),
+    # a workflow under test (http, python): every field of its own
+    ("http-url-path", {**_HTTP, "url": f"https://svc.example/{RANDOM}/ask"}, RANDOM, "url", _WF_SECRET),
+    (
+        "http-url-token",
+        {**_HTTP, "url": "https://svc.example/ask?token=hunter2"},
+        "hunter2",
+        "url",
+        f"url holds a credential in its query parameter 'token'; {_HEADER_ADVICE}",
+    ),
+    (
+        "http-url-userinfo",
+        {**_HTTP, "url": "https://me:hunter2@svc.example/ask"},
+        "hunter2",
+        "url",
+        f"url holds credentials (user:password@ before the host); {_HEADER_ADVICE}",
+    ),
+    (
+        "http-header-value",
+        {**_HTTP, "headers_env": {"Authorization": f"Bearer {PREFIXED}"}},
+        PREFIXED,
+        "headers_env.Authorization",
+        _WF_SECRET,
+    ),
+    (
+        "http-header-value-plain",
+        {**_HTTP, "headers_env": {"X-Token": "hunter2"}},
+        "hunter2",
+        "headers_env.X-Token",
+        "headers_env.X-Token must be the NAME of an environment variable (e.g. DOC_SERVICE_TOKEN); the header's "
+        "value is read from it, never written in the registry",
+    ),
+    (
+        "http-header-name",
+        {**_HTTP, "headers_env": {PREFIXED: "TOKEN"}},
+        PREFIXED,
+        "headers_env.[REDACTED]",
+        _KEY_NAME.replace(_IN_URL, _HEADER_ADVICE),
+    ),
+    ("http-version", {**_HTTP, "version": RANDOM}, RANDOM, "version", _WF_SECRET),
+    ("http-reply-pointer", {**_HTTP, "reply_pointer": f"/{PREFIXED}"}, PREFIXED, "reply_pointer", _WF_SECRET),
+    ("http-field-name", {**_HTTP, "fields": {"prompt": RANDOM}}, RANDOM, "fields.prompt", _WF_SECRET),
+    ("python-module-path", {**_PYTHON, "function": f"pkg.{RANDOM}:answer"}, RANDOM, "function", _WF_SECRET),
+    (
+        "python-function",
+        {**_PYTHON, "function": f"examples.doc_service.qa:{PREFIXED}"},
+        PREFIXED,
+        "function",
+        _WF_SECRET,
     ),
 ]
 

@@ -37,7 +37,14 @@ def test_run_and_plan_take_the_same_options_for_every_study():
     run, plan = _subparsers(_command("run")), _subparsers(_command("plan"))
     assert sorted(run) == sorted(plan) == STUDIES
     for name in STUDIES:
-        assert _option_strings(plan[name]) == _option_strings(run[name]) | {"--registry", "--cache"}, name
+        assert _option_strings(plan[name]) == _option_strings(run[name]) | {
+            "--registry",
+            "--cache",
+            "--detect",
+            "--alpha",
+            "--power",
+            "--discordance",
+        }, name
     assert _option_strings(run["format_robustness"]) == {
         "--source",
         "--limit",
@@ -47,6 +54,7 @@ def test_run_and_plan_take_the_same_options_for_every_study():
         "--no-models",
         "--k",
         "--no-routing",
+        "--formats",
     }
     assert _option_strings(run["workflow_perturb"]) - _option_strings(run["format_robustness"]) == {
         "--llm-goldens",
@@ -60,6 +68,12 @@ BAD = [
     ("format_robustness", ["--k", "0"], "argument --k: must be a whole number from 1 to 100, got '0'"),
     ("format_robustness", ["--limit", "0"], "argument --limit: must be a whole number >= 1, got '0'"),
     ("format_robustness", ["--max-tokens", "-5"], "argument --max-tokens: must be a whole number >= 1, got '-5'"),
+    (
+        "format_robustness",
+        ["--formats", "txt,odt"],
+        "argument --formats: unknown format 'odt'; the known formats are txt, md, json, csv, html, yaml, pdf, docx, "
+        "xlsx",
+    ),
     (
         "format_robustness",
         ["--budget-usd", "nan"],
@@ -153,6 +167,7 @@ BAD_VALUES = {
     "llm_goldens": ("0", 0),
     "judge_variants": ("0", 0),
     "settings": ("bogus", ["bogus"]),
+    "formats": ("txt,odt", ["txt", "odt"]),
 }
 
 
@@ -184,8 +199,8 @@ def test_every_option_target_is_a_config_field_that_rejects_what_the_command_lin
                 assert one_line(cfg.value) == f"{fld}: {cli.value}", (name, asset, fld)
                 checked += 1
     assert (
-        checked == 19
-    )  # limit, max_tokens, budget_usd (× its assets) of the four studies, k, settings, seeds, goldens, variants
+        checked == 20
+    )  # limit, max_tokens, budget_usd (× its assets) of the four studies, k, settings, seeds, goldens, variants, formats
 
 
 def test_every_study_has_its_jobs_sensor_schedule_card_and_plan():

@@ -140,6 +140,7 @@ def test_generation_outcomes_unions_item_categories():
                 is_correct=None,
                 favorable=True,
                 parse_status="ok",
+                parse_reason="ok",
             ),
             dict(
                 model_id="m",
@@ -154,6 +155,7 @@ def test_generation_outcomes_unions_item_categories():
                 is_correct=None,
                 favorable=None,
                 parse_status="unparseable",
+                parse_reason="call_error",
             ),
         ]
     )
@@ -163,6 +165,7 @@ def test_generation_outcomes_unions_item_categories():
     gen = metric_input(out)
     assert gen["categories"].tolist() == [["age", "income"], []]
     assert gen["decision"].tolist() == ["yes", None]
+    assert out["call_error"].tolist() == [False, True]
     with pytest.raises(ValueError, match="not in extracted_decisions"):
         generation_outcomes(dec, pd.DataFrame({"generation_key": ["zz"], "categories_json": ["[]"]}))
 

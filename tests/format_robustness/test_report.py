@@ -99,7 +99,7 @@ def test_violation_table_puts_truncation_beside_m1_and_echoed_items_beside_m2(co
         "16.7",
         "66.7 [0.0, 100.0]",
         "3 of 9",
-        "not measurable",
+        "not measurable: deterministic decoding",
     ]
 
 

@@ -245,3 +245,121 @@ def test_configured_model_that_is_not_installed_is_an_error_not_a_zero(tmp_path)
     with pytest.raises(ValueError, match="needs bertscore_num_layers"):
         sem.load_scorers(bertscore_model_path=str(tmp_path / "bert"))
     assert sem.load_scorers().describe().startswith("S_Acc: fbeta(beta=2")
+
+
+# ------------------------------------------------------------------------------------------
+# Call errors (the provider failed, no reply) are not replies: left out of every n
+
+
+def failed(item_id, pattern="ABDC", language="zh_cn", kind="scrambled", kept=1, setting="zero_shot"):
+    """A scored row of a call that failed at the provider (score_generations' shape)."""
+    return {
+        **row(item_id, pattern, False, parse_ok=False, language=language, kind=kind, kept=kept, setting=setting),
+        "reason": "call_error",
+    }
+
+
+def test_recovery_rates_leave_call_errors_out_of_numerator_and_denominator():
+    rows = [
+        row("a", "ABDC", True, expression="针头线脑"),
+        row("a", "DCBA", False, parse_ok=False),
+        failed("a", "BADC"),
+        failed("b", "ABDC"),
+        row("b", "ABCD", True, kind="unperturbed", kept=3),
+        failed("a", "ABCD", kind="unperturbed", kept=3),
+        # ko: every call failed
+        failed("k", "ABDC", language="ko"),
+        failed("k", "DCBA", language="ko"),
+        failed("k", "ABCD", language="ko", kind="unperturbed", kept=3),
+    ]
+    df = om.recovery_rates(pd.DataFrame(rows)).set_index("language")
+    zh = df.loc["zh_cn"]
+    # 2 replies of 1 item (b's only scrambled call failed): 1 of 2 recovered, 1 of 2 unparseable
+    assert (zh.n_items, zh.n_inputs, zh.n_correct, zh.recovery_pct) == (1, 2, 1, 50.0)
+    assert (zh.parse_failure_pct, zh.unperturbed_recovery_pct) == (50.0, 100.0)
+    assert (zh.n_call_errors, zh.not_measurable) == (3, None)
+    ko = df.loc["ko"]
+    assert (ko.n_items, ko.n_inputs, ko.n_correct, ko.n_call_errors) == (0, 0, 0, 3)
+    assert pd.isna(ko.recovery_pct) and pd.isna(ko.parse_failure_pct) and pd.isna(ko.unperturbed_recovery_pct)
+    assert ko.not_measurable == "not measurable: every call failed (3 of 3)"
+    pooled = df.loc["all"]
+    assert (pooled.n_inputs, pooled.n_correct, pooled.recovery_pct, pooled.n_call_errors) == (2, 1, 50.0, 6)
+    assert pooled.not_measurable is None
+
+
+def test_breakdown_cell_of_failed_calls_is_not_measurable():
+    rows = [row("a", "ABDC", True, expression="针头线脑"), failed("a", "DCBA", kept=0), failed("b", "ABDC")]
+    df = om.recovery_breakdown(pd.DataFrame(rows))
+    zh = df[df.language == "zh_cn"].set_index(["dimension", "level"])
+    dcba = zh.loc[("pattern", "DCBA")]
+    assert (dcba.n_inputs, dcba.n_call_errors, dcba.not_measurable) == (
+        0,
+        1,
+        "not measurable: every call failed (1 of 1)",
+    )
+    assert pd.isna(dcba.recovery_pct)
+    abdc = zh.loc[("pattern", "ABDC")]
+    assert (abdc.n_inputs, abdc.recovery_pct, abdc.n_call_errors, abdc.not_measurable) == (1, 100.0, 1, None)
+
+
+def test_error_categories_put_a_call_error_in_no_category():
+    c = "针头线脑"
+    rows = [row("a", correct=True, expression=c), row("b", parse_ok=False), failed("c"), failed("d")]
+    rows += [failed("k", language="ko"), failed("k", "DCBA", language="ko")]
+    df = om.error_categories(pd.DataFrame(rows), set())
+    zh = df[df.language == "zh_cn"].set_index("category")
+    assert zh["n"].to_dict() == {
+        "exact": 1,
+        "malformed": 1,
+        "literal_recombination": 0,
+        "related_non_canonical": 0,
+        "valid_unrelated": 0,
+        "other": 0,
+    }
+    assert zh.loc["exact", "pct"] == 50.0 and zh.loc["malformed", "pct"] == 50.0
+    assert set(zh["n_call_errors"]) == {2} and zh["not_measurable"].isna().all()
+    ko = df[df.language == "ko"]
+    assert ko["n"].sum() == 0 and ko["pct"].isna().all() and set(ko["n_call_errors"]) == {2}
+    assert set(ko["not_measurable"]) == {"not measurable: every call failed (2 of 2)"}
+
+
+def test_logit_leaves_call_errors_out_and_says_when_every_call_failed():
+    rows = [row(f"z{i}", correct=i < 2, language="zh_cn") for i in range(4)] + [
+        row(f"k{i}", correct=i < 1, language="ko") for i in range(4)
+    ]
+    rows += [failed("z9"), failed("k9", language="ko")]
+    df = recovery_logit(pd.DataFrame(rows)).set_index("term")
+    assert df.loc["C(language, Treatment('zh_cn'))[T.ko]", "coef"] == pytest.approx(math.log(1 / 3), abs=1e-6)
+    assert set(df["n_obs"]) == {8} and set(df["n_call_errors"]) == {2} and df["not_measurable"].isna().all()
+    none = recovery_logit(pd.DataFrame([failed("a"), failed("b", language="ko")]))
+    assert none[["term", "n_obs", "n_call_errors"]].values.tolist() == [[None, 0, 2]]
+    assert none["not_measurable"].tolist() == ["not measurable: every call failed (2 of 2)"]
+
+
+def test_diagnostics_count_call_errors_apart_from_unparsed_replies():
+    items = [OrderItem("a", "zh_cn", "针头线脑", ("做了多余的事情",), "Subject-Predicate", None, "t")]
+    base = {"model_id": "m", "language": "zh_cn", "item_id": "a"}
+    scored = pd.DataFrame(
+        [
+            {**base, "setting": "cot", "pattern": "ABCD", "explanation": "做了多余的事情", "reason": "ok"},
+            {**base, "setting": "cot", "pattern": "ABDC", "explanation": "多余的事", "reason": "ok"},
+            {**base, "setting": "cot", "pattern": "DCBA", "explanation": None, "reason": "call_error"},
+            {**base, "setting": "zero_shot", "pattern": "ABDC", "explanation": None, "reason": "call_error"},
+            {**base, "setting": "zero_shot", "pattern": "DCBA", "explanation": None, "reason": "call_error"},
+            {**base, "setting": "few_shot", "pattern": "ABDC", "explanation": None, "reason": "no_candidate"},
+            {**base, "setting": "few_shot", "pattern": "DCBA", "explanation": None, "reason": "call_error"},
+        ]
+    )
+    s = sem.semantic_scores(scored, items, sem.Scorers())
+    assert s["note"].tolist() == [None, None, sem.CALL_ERROR_NOTE, sem.CALL_ERROR_NOTE, sem.CALL_ERROR_NOTE] + [
+        sem.NO_EXPLANATION_NOTE,
+        sem.CALL_ERROR_NOTE,
+    ]
+    d = sem.diagnostics(s)
+    d = d[d.language == "zh_cn"].set_index("setting")
+    assert (d.loc["cot", "s_acc_mean"], d.loc["cot", "n_call_errors"]) == (pytest.approx(3 / 4.6), 1)
+    assert d.loc["cot", "not_measurable"] is None
+    assert pd.isna(d.loc["zero_shot", "s_acc_mean"]) and d.loc["zero_shot", "n_call_errors"] == 2
+    assert d.loc["zero_shot", "not_measurable"] == "not measurable: every call failed (2 of 2)"
+    assert pd.isna(d.loc["few_shot", "s_acc_mean"]) and d.loc["few_shot", "n_call_errors"] == 1
+    assert d.loc["few_shot", "not_measurable"] == "not measurable: no reply parsed (1 of 1 unparseable)"

@@ -48,7 +48,7 @@ def synthetic_scored() -> pd.DataFrame:
                     "correct": model == "cand",
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).assign(reason="ok")
 
 
 def test_item_is_the_expression_averaged_over_its_scrambled_inputs():
@@ -61,6 +61,17 @@ def test_item_is_the_expression_averaged_over_its_scrambled_inputs():
     z0 = s[(s["model_id"] == "cand") & (s["slice"] == "setting=zero_shot") & (s["item_id"] == "zh_cn/z0")]
     assert z0[["value", "n_obs"]].values.tolist() == [[0.75, 4]]  # the unperturbed row is left out
     assert len(s[(s["model_id"] == "base") & (s["slice"] == "setting=zero_shot")]) == 13
+
+
+def test_a_call_error_is_left_out_of_the_item_score_not_scored_as_not_recovered():
+    # cand's z0: its first pattern (the only wrong reply) failed at the provider instead: the expression's
+    # value is the mean of its 3 replies (1.0, not 0.75) and n_obs 3
+    scored = synthetic_scored()
+    first = (scored["model_id"] == "cand") & (scored["item_id"] == "z0") & (scored["pattern"] == PATTERNS[0])
+    scored.loc[first, "reason"] = "call_error"
+    s = op_report.comparison_scores(scored)
+    z0 = s[(s["model_id"] == "cand") & (s["slice"] == "setting=zero_shot") & (s["item_id"] == "zh_cn/z0")]
+    assert z0[["value", "n_obs"]].values.tolist() == [[1.0, 3]]
 
 
 def test_known_effect_gives_hand_computed_p_values_and_a_regression():

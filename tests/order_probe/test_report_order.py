@@ -19,6 +19,7 @@ def test_recovery_section_prints_chance_and_the_truncated_share(tmp_path):
             "language": ["zh_cn"] * 4 + ["ja"] * 2 + ["ja"],
             "input_kind": ["scrambled"] * 6 + ["unperturbed"],
             "finish_reason": ["length", "stop", "stop", None, "length", "stop", "length"],
+            "reason": "ok",
         }
     )
     rates = pd.DataFrame(
@@ -35,6 +36,8 @@ def test_recovery_section_prints_chance_and_the_truncated_share(tmp_path):
             "parse_failure_pct": [0.0, 0.0, 0.0],
             "n_dropped_equal": 0,
             "n_dropped_duplicate": 0,
+            "n_call_errors": 0,
+            "not_measurable": None,
         }
     )
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
@@ -47,8 +50,8 @@ def test_recovery_section_prints_chance_and_the_truncated_share(tmp_path):
     assert "chance = 4.17%" in title and "truncated_pct = replies cut at max_tokens" in title
     got = con.execute(query).df()
     assert got[["language", "recovery_pct", "truncated_pct"]].values.tolist() == [
-        ["all", 16.67, 33.3],
-        ["ja", 50.0, 50.0],
-        ["zh_cn", 0.0, 25.0],
+        ["all", "16.67", 33.3],
+        ["ja", "50.0", 50.0],
+        ["zh_cn", "0.0", 25.0],
     ]
     con.close()

@@ -510,10 +510,37 @@ def test_failing_rows_are_kept_and_flagged():
     )
     assert model.calls[2] == model.calls[1]  # a failed call is retried with the same messages
     row = got.to_row()
-    assert (row["status"], row["target_score"], row["n_altered"], row["attempts"]) == ("invalid", 0.7, 2, 3)
+    assert (row["status"], row["target_score"], row["n_altered"], row["attempts"], row["n_call_errors"]) == (
+        "invalid",
+        0.7,
+        2,
+        3,
+        1,
+    )
+
+
+def test_a_row_whose_every_generator_call_failed_is_a_call_error_not_an_invalid_perturbation():
     only_errors = Script(GenerationResult(text=None, error="TimeoutError: slow"))
     got = generate_perturbation(G, "missing", 0.1, [("m", only_errors)], max_attempts=1)
-    assert (got.status, got.workflow, got.failure) == ("invalid", None, "the model call failed: TimeoutError: slow")
+    assert (got.status, got.workflow, got.failure, got.attempts, got.call_errors) == (
+        "call_error",
+        None,
+        "the model call failed: TimeoutError: slow",
+        1,
+        1,
+    )
+    # two models, two attempts each, every call failed: still no reply was ever received
+    errors = [GenerationResult(text=None, error="ProviderError[503]: overloaded")] * 4
+    got = generate_perturbation(
+        G, "missing", 0.3, [("a", Script(*errors[:2])), ("b", Script(*errors[2:]))], max_attempts=2
+    )
+    assert (got.status, got.attempts, got.call_errors, got.models_tried) == ("call_error", 4, 4, ("a", "b"))
+    # description rows: the per-node fallback's calls fail too
+    got = generate_perturbation(G, "description", 0.1, [("m", Script(*[errors[0]] * 2))], max_attempts=1)
+    assert (got.status, got.method, got.attempts, got.call_errors) == ("call_error", "llm_hybrid", 2, 2)
+    # one reply that did not validate among failed calls: the model was heard, the row is invalid
+    got = generate_perturbation(G, "missing", 0.1, [("m", Script(errors[0], "garbage"))], max_attempts=2)
+    assert (got.status, got.attempts, got.call_errors) == ("invalid", 2, 1)
 
 
 def test_hybrid_fallback_rewords_one_node_at_a_time_for_description_changes():

@@ -322,6 +322,47 @@ def test_firing_matrix_uses_given_thresholds():
 # --------------------------------------------------------------------------- the judge's rows
 
 
+def test_judge_severity_table_leaves_failed_calls_out_and_says_why_a_cell_is_null():
+    scores = frame(
+        [
+            row("g1", "missing", 0.1, chain_f1=0.9),
+            row("g2", "missing", 0.1, chain_f1=0.8),
+            row("g1", "missing", 0.3, chain_f1=0.7),
+            row("g2", "missing", 0.3, chain_f1=0.6),
+            row("g1", "missing", 0.5, chain_f1=0.6),
+        ]
+    )
+    # g1@10: 2 valid replies, 1 failed call; g2@10: every call failed; @30: every call failed for both;
+    # g1@50 not judged
+    judged = pd.DataFrame(
+        {
+            "variant_id": ["g1::missing@10", "g2::missing@10", "g1::missing@30", "g2::missing@30"],
+            "judge": [0.8, None, None, None],
+            "judge_valid": [2, 0, 0, 0],
+            "judge_invalid": [0, 0, 0, 0],
+            "n_call_errors": [1, 3, 3, 3],
+        }
+    )
+    t = wp.judge_severity_table(scores, judged, model_id="j")
+    c10 = cell(t, type="missing", severity=0.1)
+    assert (c10["mean"], c10["n"], c10["n_null"], c10["n_call_errors"], c10["not_measurable"]) == (
+        pytest.approx(0.8),
+        1,
+        1,
+        4,
+        None,
+    )
+    c30 = cell(t, type="missing", severity=0.3)
+    assert pd.isna(c30["mean"]) and (c30["n"], c30["n_call_errors"]) == (0, 6)
+    assert c30["not_measurable"] == "not measurable: every call failed (6 of 6)"
+    c50 = cell(t, type="missing", severity=0.5)
+    assert pd.isna(c50["mean"]) and c50["n_call_errors"] == 0
+    assert c50["not_measurable"] == "not measurable: no variant of the cell judged"
+    invalid = judged.assign(judge_invalid=[0, 0, 1, 0], n_call_errors=[1, 3, 2, 3])
+    c30 = cell(wp.judge_severity_table(scores, invalid, model_id="j"), type="missing", severity=0.3)
+    assert c30["not_measurable"] == "not measurable: no reply parsed (1 of 1 unparseable)"
+
+
 def test_attach_judge_gives_the_judge_row_null_never_zero():
     scores = frame(
         [

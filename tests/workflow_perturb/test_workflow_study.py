@@ -82,9 +82,21 @@ def test_judge_row_excludes_invalid_replies():
             GenerationResult("Score: 5", "stop"),
         ]
     )
-    assert row["judge"] == pytest.approx(4 / 5) and (row["judge_valid"], row["judge_invalid"]) == (1, 3)
+    assert row["judge"] == pytest.approx(4 / 5) and (row["judge_valid"], row["judge_invalid"]) == (1, 2)
+    assert (row["n_call_errors"], row["not_measurable"]) == (1, None)  # the failed call is no invalid reply
     assert json.loads(row["judge_reasons"]) == ["ok", "truncated", "call_error", "not_json"]
-    assert judge_row([GenerationResult("no idea", "stop")])["judge"] is None
+    none = judge_row([GenerationResult("no idea", "stop")])
+    assert none["judge"] is None and none["not_measurable"] == "not measurable: no reply parsed (1 of 1 unparseable)"
+
+
+def test_judge_row_of_failed_calls_is_not_measurable_not_invalid():
+    failed = [GenerationResult(None, error="ProviderError: OpenAI returned no choices")] * 3
+    row = judge_row(failed)
+    assert (row["judge"], row["judge_valid"], row["judge_invalid"], row["n_call_errors"]) == (None, 0, 0, 3)
+    assert row["not_measurable"] == "not measurable: every call failed (3 of 3)"
+    mixed = judge_row([*failed[:2], GenerationResult("Score: 5", "stop")])
+    assert (mixed["judge"], mixed["judge_invalid"], mixed["n_call_errors"]) == (None, 1, 2)
+    assert mixed["not_measurable"] == "not measurable: no reply parsed (1 of 1 unparseable)"
 
 
 def test_judge_requests_send_the_dag_edges():

@@ -39,6 +39,7 @@ def gens(model, task, answer_type, wrapper, parse, correct, *, n_choices=None, f
                     finish_reason=None if finish is None else finish[k],
                     prompt_tokens=100,
                     n_choices=n_choices if answer_type == "choice" else None,
+                    reason="ok" if parse[k] else "no_answer",
                 )
             )
             k += 1
@@ -272,6 +273,8 @@ def test_mean_indices_single_task_note_and_all_equal_boundary():
             nfsi_chance=[0.1],
             fsi=[0.1],
             psi=[0.04],
+            n_call_errors=[0],
+            n_generations=[10],
         )
     )
     r = _row(ws.mean_indices(one, n_resamples=100), index="FSI")
@@ -287,6 +290,8 @@ def test_mean_indices_single_task_note_and_all_equal_boundary():
             nfsi_chance=[None, 0.2, 0.2],
             fsi=[0.07] * 3,
             psi=[0.0] * 3,
+            n_call_errors=[0] * 3,
+            n_generations=[10] * 3,
         )
     )
     out = ws.mean_indices(eq, n_resamples=100)
@@ -330,7 +335,13 @@ def synthetic_cells(seed=0, beta=0.8, noise=0.5):
                 a = beta * p + alpha[m] + gamma[t] + delta[w] + rng.normal(0, noise)
                 rows.append(
                     dict(
-                        model_id=m, task=t, wrapper=w, accuracy_pct=a, parseability_pct=p, n=int(rng.integers(20, 200))
+                        model_id=m,
+                        task=t,
+                        wrapper=w,
+                        accuracy_pct=a,
+                        parseability_pct=p,
+                        n=int(rng.integers(20, 200)),
+                        n_call_errors=0,
                     )
                 )
     return pd.DataFrame(rows)
@@ -403,6 +414,7 @@ def clustered_scored(seed=1):
                                 finish_reason="stop",
                                 prompt_tokens=50,
                                 n_choices=None,
+                                reason="ok" if parse else "no_answer",
                             )
                         )
     return pd.DataFrame(rows)
@@ -590,6 +602,7 @@ def test_fe_regression_partial_r2_is_t2_over_t2_plus_df_on_the_paper_design():
     cells = pd.DataFrame([dict(model_id=m, task=t, wrapper=w) for m in models for t in tasks for w in ws.WRAPPER_ORDER])
     cells["parseability_pct"] = rng.uniform(20, 80, len(cells))
     cells["n"] = 100  # equal weights: WLS = OLS
+    cells["n_call_errors"] = 0
     X = np.column_stack(
         [np.ones(len(cells)), cells["parseability_pct"]]
         + [(cells["model_id"] == m).astype(float) for m in models[1:]]
@@ -609,3 +622,129 @@ def test_fe_regression_partial_r2_is_t2_over_t2_plus_df_on_the_paper_design():
     assert r["t_value"] == pytest.approx(0.819 / 0.034, rel=1e-9)
     assert r["partial_r2"] == pytest.approx(reg.partial_r2_from_t(r["t_value"], r["df_resid"]), abs=1e-10)
     assert r["partial_r2"] == pytest.approx(0.8227561, abs=1e-7) and round(r["partial_r2"], 2) == 0.82
+
+
+# --------------------------------------------------------------------------- call errors
+
+
+def with_errors(rows, failed):
+    """``rows`` (from :func:`gens`) with the generations of ``failed`` {(wrapper, item_id, seed)} turned into call
+    errors: no reply (unparseable, not correct, no finish_reason), reason call_error."""
+    out = []
+    for r in rows:
+        if (r["wrapper"], r["item_id"], r["seed"]) in failed:
+            r = dict(r, parseable=False, correct=False, finish_reason=None, reason="call_error")
+        out.append(r)
+    return out
+
+
+def call_error_frame() -> pd.DataFrame:
+    # m / t (boolean), 4 items, 1 seed, every reply parseable:
+    #   plain      replies i1 T, i2 T, i3 T, i4 F; the call of i4 failed      -> A = 3/3 = 100 on 3 replies
+    #   json       replies i1 T, i2 F, i3 F, i4 F; the call of i2 failed      -> A = 1/3 on 3 replies
+    #   deliberate every call failed                                          -> not measurable
+    # m / u (boolean): plain i1 T, i2 F; json i1 F, i2 F; the json call of i2 failed
+    #   unpaired cells: plain 1/2 = 50, json 0/1 = 0; paired (i2 left out of both): plain 1/1, json 0/1 -> FSI 100
+    rows = gens("m", "t", "boolean", "plain", [T] * 4, [T, T, T, F])
+    rows += gens("m", "t", "boolean", "json", [T] * 4, [T, F, F, F])
+    rows += gens("m", "t", "boolean", "deliberate", [T] * 4, [T] * 4)
+    rows += gens("m", "u", "boolean", "plain", [T, T], [T, F])
+    rows += gens("m", "u", "boolean", "json", [T, T], [F, F])
+    failed = {("plain", "i4", 0), ("json", "i2", 0), ("json", "i2", 0)} | {
+        ("deliberate", f"i{i}", 0) for i in range(1, 5)
+    }
+    out = pd.DataFrame(with_errors(rows, failed))
+    # task u's failed json call of i2 (gens names items i1, i2 per task)
+    return out
+
+
+def test_cells_leave_call_errors_out_of_every_count():
+    c = ws.cell_metrics(call_error_frame()).set_index(["task", "wrapper"])
+    plain = c.loc[("t", "plain")]
+    assert (plain["n"], plain["n_correct"], plain["n_parseable"], plain["n_items"], plain["n_call_errors"]) == (
+        3,
+        3,
+        3,
+        3,
+        1,
+    )
+    assert (plain["accuracy_pct"], plain["parseability_pct"], plain["truncation_rate_pct"]) == (100.0, 100.0, 0.0)
+    assert plain["not_measurable"] is None
+    js = c.loc[("t", "json")]
+    assert (js["n"], js["n_correct"], js["n_call_errors"]) == (3, 1, 1)
+    assert js["accuracy_pct"] == pytest.approx(100 / 3)
+    dl = c.loc[("t", "deliberate")]
+    assert (dl["n"], dl["n_correct"], dl["n_items"], dl["n_call_errors"]) == (0, 0, 0, 4)
+    assert all(math.isnan(dl[k]) for k in ("accuracy_pct", "parseability_pct", "acc_given_parse_pct", "chance_pct"))
+    assert dl["not_measurable"] == "not measurable: every call failed (4 of 4)"
+    # a cell whose replies all failed to parse: A = 0 is measured, Acc|parse is not
+    none = ws.cell_metrics(pd.DataFrame(gens("m", "t", "boolean", "plain", [F, F], [F, F]))).iloc[0]
+    assert none["accuracy_pct"] == 0.0 and math.isnan(none["acc_given_parse_pct"])
+    assert none["not_measurable"] == "not measurable: no reply parsed (2 of 2 unparseable)"
+
+
+def test_fsi_compares_wrappers_on_the_items_answered_under_every_wrapper():
+    # task u: i2's json call failed, so i2 leaves plain's paired cell too: plain 1/1 = 100, json 0/1 = 0
+    rows = gens("m", "u", "boolean", "plain", [T, T], [T, F]) + gens("m", "u", "boolean", "json", [T, T], [F, F])
+    scored = pd.DataFrame(with_errors(rows, {("json", "i2", 0)}))
+    paired = ws.cell_metrics(scored, paired=True).set_index("wrapper")
+    assert paired.loc["plain", ["n", "n_correct", "n_unpaired", "n_call_errors"]].tolist() == [1, 1, 1, 0]
+    assert paired.loc["json", ["n", "n_correct", "n_unpaired", "n_call_errors"]].tolist() == [1, 0, 0, 1]
+    f = ws.fsi_psi(ws.cell_metrics(scored, paired=True)).iloc[0]
+    assert (f["fsi_pp"], f["psi_pp"], f["n_call_errors"], f["n_generations"]) == (100.0, 0.0, 1, 4)
+    assert f["not_measurable"] is None and (f["best_wrapper"], f["worst_wrapper"]) == ("plain", "json")
+
+
+def test_fsi_of_a_task_whose_every_call_failed_is_not_measurable_and_left_out_of_the_mean():
+    scored = call_error_frame()
+    f = ws.fsi_psi(ws.cell_metrics(scored, paired=True)).set_index("task")
+    # t: deliberate failed on every item, so no item is answered under every wrapper
+    t = f.loc["t"]
+    assert math.isnan(t["fsi"]) and math.isnan(t["psi"]) and math.isnan(t["mean_accuracy_pct"])
+    assert (t["n_call_errors"], t["n_generations"]) == (6, 12)
+    assert t["not_measurable"] == "not measurable: every call of wrapper 'deliberate' failed (4 of 4)"
+    assert pd.isna(t["best_wrapper"])
+    allfail = pd.DataFrame(
+        with_errors(
+            gens("m", "t", "boolean", "plain", [T, T], [T, T]) + gens("m", "t", "boolean", "json", [T, T], [T, F]),
+            {(w, i, 0) for w in ("plain", "json") for i in ("i1", "i2")},
+        )
+    )
+    a = ws.fsi_psi(ws.cell_metrics(allfail, paired=True)).iloc[0]
+    assert math.isnan(a["fsi"]) and a["not_measurable"] == "not measurable: every call failed (4 of 4)"
+    mean = ws.mean_indices(ws.fsi_psi(ws.cell_metrics(allfail, paired=True)), n_resamples=100)
+    assert mean["mean"].isna().all() and set(mean["n_call_errors"]) == {4}
+    assert set(mean["not_measurable"]) == {"not measurable: every call failed (4 of 4)"}
+    # one measurable task of two: the mean is that task's, the failed calls of both counted
+    both = ws.mean_indices(ws.fsi_psi(ws.cell_metrics(scored, paired=True)), n_resamples=100)
+    fsi = _row(both, index="FSI")
+    assert (fsi["mean"], fsi["n_tasks"], fsi["n_undefined"], fsi["n_call_errors"]) == (100.0, 1, 1, 7)
+    assert fsi["not_measurable"] is None
+
+
+def test_decomposition_and_wins_skip_a_combination_with_no_reply():
+    scored = call_error_frame()
+    cells = ws.cell_metrics(scored, paired=True)
+    d = diag.decomposition(cells).set_index("task")
+    assert math.isnan(d.loc["t", "fsi_pp"]) and d.loc["t", "n_call_errors"] == 6
+    assert d.loc["t", "not_measurable"] == "not measurable: every call of wrapper 'deliberate' failed (4 of 4)"
+    assert d.loc["u", "fsi_pp"] == 100.0 and d.loc["u", "n_call_errors"] == 1 and d.loc["u", "not_measurable"] is None
+    w = diag.win_counts(cells).set_index("wrapper")
+    # only task u is compared: plain wins it
+    assert w.loc["plain", ["wins", "n_combinations", "n_call_errors"]].tolist() == [1, 1, 1]
+    assert w.loc["json", ["wins", "n_combinations", "n_call_errors"]].tolist() == [0, 1, 2]
+    assert w.loc["deliberate", ["wins", "n_combinations", "n_call_errors"]].tolist() == [0, 0, 4]
+
+
+def test_item_level_model_leaves_call_errors_out():
+    s = clustered_scored()
+    first = s.index[:7]
+    s.loc[first, ["parseable", "correct", "reason"]] = [False, False, "call_error"]
+    out = reg.item_level_model(s)
+    assert set(out["n_obs"]) == {len(s) - 7} and set(out["n_call_errors"]) == {7}
+    ref = reg.item_level_model(clustered_scored().drop(index=first))
+    assert out["coef"].tolist() == pytest.approx(ref["coef"].tolist(), rel=1e-12)
+    with pytest.raises(
+        ValueError, match=r"no reply in mode 'paper' \(not measurable: every call failed \(720 of 720\)\)"
+    ):
+        reg.item_level_model(s.assign(parseable=False, correct=False, reason="call_error"))

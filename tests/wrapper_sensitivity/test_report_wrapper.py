@@ -12,7 +12,8 @@ from metamorph.studies.wrapper_sensitivity import report
 
 def test_wrapper_section_prints_chance_and_truncated_share(tmp_path):
     # (wrapper, correct, parseable, finish_reason) for 4 items of a 4-option choice task, mode paper;
-    # plain: 3 right, 1 cut -> A 75, trunc 25; json: 1 right, 2 cut -> A 25, trunc 50; chance 100/4 = 25
+    # plain: 3 right, 1 cut -> A 75, trunc 25; json: 1 right, 2 cut -> A 25, trunc 50; chance 100/4 = 25;
+    # deliberate: every call failed at the provider -> no number, the reason
     rows = [
         ("plain", True, True, "stop"),
         ("plain", True, True, "stop"),
@@ -22,7 +23,7 @@ def test_wrapper_section_prints_chance_and_truncated_share(tmp_path):
         ("json", False, False, "length"),
         ("json", False, False, "length"),
         ("json", False, True, "stop"),
-    ]
+    ] + [("deliberate", False, False, None)] * 4
     scored = pd.DataFrame(
         [
             {
@@ -38,6 +39,7 @@ def test_wrapper_section_prints_chance_and_truncated_share(tmp_path):
                 "parseable": p,
                 "finish_reason": f,
                 "prompt_tokens": 10,
+                "reason": "call_error" if w == "deliberate" else "ok" if p else "no_answer",
             }
             for i, (w, c, p, f) in enumerate(rows)
         ]
@@ -50,8 +52,10 @@ def test_wrapper_section_prints_chance_and_truncated_share(tmp_path):
     title, query = report.SECTIONS[0]
     assert "chance_pct (the accuracy of guessing" in title and "truncated_pct (replies cut at max_tokens)" in title
     got = con.execute(query).df()
-    assert got[["wrapper", "accuracy_pct", "chance_pct", "parseability_pct", "truncated_pct", "n"]].values.tolist() == [
-        ["json", 25.0, 25.0, 50.0, 50.0, 4],
-        ["plain", 75.0, 25.0, 75.0, 25.0, 4],
+    got = got[["wrapper", "accuracy_pct", "chance_pct", "parseability_pct", "truncated_pct", "n", "call_errors"]]
+    assert got.astype(object).where(got.notna(), None).values.tolist() == [
+        ["deliberate", "not measurable: every call failed (4 of 4)", None, None, None, 0, 4],
+        ["json", "25.0", 25.0, 50.0, 50.0, 4, 0],
+        ["plain", "75.0", 25.0, 75.0, 25.0, 4, 0],
     ]
     con.close()

@@ -87,7 +87,7 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str =
         test, comparison, statistic, p_value, p_holm, n, n_instances, note``.
     """
     g = validate_generations(gen)
-    used = unit_rows(g, unit, "format_tests")
+    used = unit_rows(g[~g["_err"]], unit, "format_tests")  # a failed call is no outcome: its blocks are incomplete
     rows = []
     for (wf, ds), grp in used[used["gold"].notna()].groupby(WORKFLOW_KEYS, sort=True):
         fmts = ordered_formats(grp["format"])
@@ -276,7 +276,7 @@ def flip_error_distribution(gen: pd.DataFrame) -> pd.DataFrame:
         dataset, format, n_errors, n_flip_groups, error_pct (%)``.
     """
     g = validate_generations(gen)
-    gg = g[g["gold"].notna()]
+    gg = g[g["gold"].notna() & ~g["_err"]]  # a failed call is neither correct nor incorrect
     gg = gg.assign(_ok=gg["is_correct"].astype(bool) & gg["decision"].notna())
     rows = []
     for (wf, ds), grp in gg.groupby(WORKFLOW_KEYS, sort=True):
@@ -329,12 +329,13 @@ def evidence_change_share(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, th
                 f"evidence_change_share: workflow {wf!r}, dataset {ds!r} has no baseline format "
                 f"{baseline!r} (formats {fmts})"
             )
-        cats = grp.set_index(["instance_id", "repeat", "format"])["_cats"]
-        base = cats.xs(baseline, level="format")
+        cats = grp[~grp["_err"]].set_index(["instance_id", "repeat", "format"])["_cats"]  # replies only
+        fmt_of = cats.index.get_level_values("format")
+        base = cats[fmt_of == baseline].droplevel("format")
         for f in fmts:
             if f == baseline:
                 continue
-            other = cats.xs(f, level="format")
+            other = cats[fmt_of == f].droplevel("format")
             both = base.index.intersection(other.index)
             n = sum(stats.jaccard(set(base[i]), set(other[i])) < theta for i in both)
             counts.append(

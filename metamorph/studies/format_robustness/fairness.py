@@ -106,7 +106,7 @@ def fairness_disparity(
         raise ValueError(f"fairness_disparity: dispersion must be one of {FDS_DISPERSIONS}, got {dispersion!r}")
     g = validate_generations(gen)
     s = _validate_sensitive(sensitive)
-    used = unit_rows(g, unit, "fairness_disparity")
+    used = unit_rows(g[~g["_err"]], unit, "fairness_disparity")  # a failed call has no decision rate
     rows = []
     for ds, s_ds in s.groupby("dataset", sort=True):
         wide = s_ds.pivot(index="instance_id", columns="attribute", values="value")

@@ -17,7 +17,8 @@ One row per generation, columns :data:`GENERATION_COLUMNS`:
 (1..k), ``decision`` str or None (None = unparseable, written ⊥), ``gold`` str or None,
 ``is_correct`` bool (meaningless when gold is None), ``categories`` list[str] (evidence
 categories of the generation; may be empty; ``None`` is read as empty), ``favorable`` bool
-or None (decision == the dataset's favourable label; None when unparseable).
+or None (decision == the dataset's favourable label; None when unparseable). Optional:
+``call_error`` bool (the call failed at the provider; absent = False).
 
 :func:`validate_generations` checks it (every public function calls it): missing columns,
 missing keys, duplicate ``(workflow_id, dataset, instance_id, format, repeat)``, repeats
@@ -31,6 +32,11 @@ Conventions shared by all functions
   agree) — MR1, MR3/S_f, Stb_f, flip rate, vote aggregation.
 * A relation needs a pair: an instance rendered in fewer than 2 formats has null MR flags
   and is counted in ``n_undefined``, never in a violation rate.
+* A failed call (``call_error``) is not a reply: it is never ⊥, never a decision. Every metric
+  leaves it out of its numerator and its denominator, with the unit that needs it: the generation
+  (accuracy), the (instance, format) cell (Stb_f), the group (MR1, MR2, flip rate) or the instance
+  (MR3). Each table counts what it left out (``n_call_errors``) and a value with nothing left to
+  measure is null with ``not_measurable`` saying why (:func:`not_measurable_reason`).
 * Percentages are in percent (0–100); differences of percentages in percentage points.
 * Output rows are sorted by workflow_id, dataset, (instance_id), then format in the
   order txt, md, json, csv, then any other format alphabetically (:data:`FORMAT_ORDER`).
@@ -45,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from metamorph import stats
+from metamorph.measurability import every_call_failed, no_reply_parsed
 from metamorph.ordering import LevelOrder
 from metamorph.schemas import require_columns
 from metamorph.sql import run_sql
@@ -87,6 +94,7 @@ __all__ = [
     "unit_rows",
     "validate_flags",
     "NOT_MEASURABLE_DETERMINISTIC",
+    "not_measurable_reason",
     "NOT_MEASURABLE_ONE_REPEAT",
     "repeats_not_measurable",
     "single_repeat_workflows",
@@ -151,9 +159,11 @@ sort_rows = _LEVELS.sort
 def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:
     """Check the generations frame and return a normalised copy (the input is not modified).
 
-    Adds two internal columns: ``_dec`` (decision with ⊥ replaced by a private sentinel, so
-    ⊥ compares as its own value) and ``_cats`` (tuple of category strings; ``None``/NaN ->
-    empty). ``repeat`` becomes int, ``is_correct`` bool where gold exists.
+    Adds three internal columns: ``_dec`` (decision with ⊥ replaced by a private sentinel, so
+    ⊥ compares as its own value), ``_cats`` (tuple of category strings; ``None``/NaN ->
+    empty) and ``_err`` (the call failed: the optional ``call_error`` column, False when absent;
+    such a row's ``_dec`` is None: no outcome, so a comparison that needs it is not made). ``repeat`` becomes int,
+    ``is_correct`` bool where gold exists.
 
     Raises:
         ValueError: missing columns (named); null keys; non-integer or < 1 repeats;
@@ -192,10 +202,14 @@ def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:
                 f"{int((ks > 1).sum())} instance(s) do not, e.g. {dict(zip(INSTANCE_KEYS, ks[ks > 1].index[0]))}"
             )
     has_gold = g["gold"].notna()
-    if g.loc[has_gold, "is_correct"].isna().any():
+    g["_err"] = g["call_error"].fillna(False).astype(bool) if "call_error" in g.columns else False
+    if g.loc[has_gold & ~g["_err"], "is_correct"].isna().any():
         raise ValueError("generations: 'is_correct' is null on rows that have gold")
+    if (g["_err"] & g["decision"].notna()).any():
+        raise ValueError("generations: a row with call_error has a decision")
     parseable = g["decision"].notna()
     g["_dec"] = g["decision"].where(parseable, BOTTOM).map(lambda d: d if d == BOTTOM else str(d))
+    g.loc[g["_err"], "_dec"] = None  # a failed call: no outcome at all, never ⊥
     g["_cats"] = [_as_categories(v, i) for i, v in enumerate(g["categories"].tolist())]
     return g
 
@@ -211,6 +225,22 @@ def validate_flags(flags: pd.DataFrame) -> pd.DataFrame:
     for c in ("mr1", "mr2", "mr3"):
         f[c] = pd.array(f[c].tolist(), dtype="boolean")
     return f
+
+
+def not_measurable_reason(n_calls: int, n_call_errors: int, n_parsed: int | None = None) -> str | None:
+    """Why a quantity over ``n_calls`` generations has nothing to measure, or None when it has.
+
+    ``"not measurable: every call failed (N of N)"`` when every call failed; with ``n_parsed``
+    given, ``"not measurable: no reply parsed (M of M unparseable)"`` when replies came back and
+    none parsed (a relation between decisions would compare ⊥ with ⊥ only). ``n_calls = 0`` gives
+    ``"not measurable: no generation"``."""
+    if n_calls == 0:
+        return "not measurable: no generation"
+    if n_call_errors >= n_calls:
+        return every_call_failed(n_calls)
+    if n_parsed is not None and n_parsed == 0:
+        return no_reply_parsed(n_calls - n_call_errors)
+    return None
 
 
 def pct_or_nan(num: float, den: float) -> float:
@@ -235,6 +265,10 @@ def shared_repeat_workflows(gen: pd.DataFrame) -> set[tuple[str, str]]:
     cell = gen.groupby(INSTANCE_KEYS + ["format"], sort=False)["generation_key"].agg(["nunique", "size"])
     one = ((cell["nunique"] == 1) & (cell["size"] > 1)).groupby(level=WORKFLOW_KEYS, sort=False).all()
     return {tuple(k) for k, v in one.items() if v}
+
+
+#: ``mr3_note`` of an instance one of whose calls failed: its S_f is unknown in that format.
+NOT_MEASURABLE_CALL_FAILED = "not measurable: a call of the instance failed (not a reply)"
 
 
 #: Why a quantity over the k repeats is null when there is one repeat per format.
@@ -299,6 +333,11 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
     ``unit="instance_repeat1"`` keeps the earlier reading: one row per instance (``repeat`` =
     1), MR1/MR2 on the repeat-1 responses only; MR3 as above.
 
+    A failed call (``call_error``) is not a reply: a group holding one has null ``mr1``/``mr2`` and
+    an instance holding one has null ``mr3`` (``mr3_note`` = :data:`NOT_MEASURABLE_CALL_FAILED`);
+    ``n_call_errors``, ``n_parsed`` and ``n_with_evidence`` count the group's failed calls, parsed
+    replies and replies with evidence, so :func:`mr_violations` can say why a rate is not measurable.
+
     Instances with fewer than 2 formats get null flags (no pair to compare). When the k repeats of
     a workflow × dataset are one computation (:func:`shared_repeat_workflows`: deterministic
     decoding), or there is one repeat (k = 1), MR3 compares a reply with itself: ``mr3`` is null
@@ -311,35 +350,52 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.MRFlags`: ``workflow_id, dataset,
-        instance_id, repeat, mr1, mr2, mr3, mr3_note, n_formats, k`` (one row per group; booleans).
+        instance_id, repeat, mr1, mr2, mr3, mr3_note, n_formats, k, n_call_errors, n_parsed,
+        n_with_evidence`` (one row per group; booleans).
     """
     if unit not in MR_UNITS:
         raise ValueError(f"mr_flags: unit must be one of {MR_UNITS}, got {unit!r}")
     g = validate_generations(gen)
     not_measurable = repeats_not_measurable(g)
-    s_f = _stable_cells(g)
+    replies = g[~g["_err"]]
+    s_f = _stable_cells(replies) if len(replies) else pd.Series(dtype=bool)
     k_f = g.groupby(INSTANCE_KEYS + ["format"], sort=False)["repeat"].size()
+    failed = set(map(tuple, g.loc[g["_err"], INSTANCE_KEYS].drop_duplicates().itertuples(index=False)))
     mr3_of: dict[tuple, object] = {}
     for key, grp in g[g["repeat"] == 1].groupby(INSTANCE_KEYS, sort=False):
         fmts = grp["format"].tolist()
-        mr3_of[key] = pd.NA if len(fmts) < 2 else len({bool(s_f.loc[key + (f,)]) for f in fmts}) > 1
+        if len(fmts) < 2 or key in failed:
+            mr3_of[key] = pd.NA
+        else:
+            mr3_of[key] = len({bool(s_f.loc[key + (f,)]) for f in fmts}) > 1
     rows = []
     sub = g if unit == "group" else g[g["repeat"] == 1]
     for key, grp in sub.groupby(INSTANCE_KEYS + ["repeat"], sort=True):
         inst = key[:3]
         n_formats = len(grp)
         k = int(k_f.loc[inst + (grp["format"].iloc[0],)])
+        err = grp["_err"].to_numpy(dtype=bool)
+        counts = (
+            int(err.sum()),
+            int((~err & grp["decision"].notna().to_numpy()).sum()),
+            int(sum(1 for e, c in zip(err, grp["_cats"]) if not e and c)),
+        )
+        note = NOT_MEASURABLE_CALL_FAILED if inst in failed else None
         if n_formats < 2:
-            rows.append((*key, pd.NA, pd.NA, pd.NA, None, n_formats, k))
+            rows.append((*key, pd.NA, pd.NA, pd.NA, None, n_formats, k, *counts))
+            continue
+        if counts[0]:
+            rows.append((*key, pd.NA, pd.NA, pd.NA, note, n_formats, k, *counts))
             continue
         mr1 = grp["_dec"].nunique() > 1
         sets = [set(c) for c in grp["_cats"]]
         mr2 = any(stats.jaccard(a, b) < theta for a, b in itertools.combinations(sets, 2))
         if tuple(key[:2]) in not_measurable:
-            rows.append((*key, mr1, mr2, pd.NA, not_measurable[tuple(key[:2])], n_formats, k))
+            rows.append((*key, mr1, mr2, pd.NA, not_measurable[tuple(key[:2])], n_formats, k, *counts))
         else:
-            rows.append((*key, mr1, mr2, mr3_of[inst], None, n_formats, k))
-    out = pd.DataFrame(rows, columns=INSTANCE_KEYS + ["repeat", "mr1", "mr2", "mr3", "mr3_note", "n_formats", "k"])
+            rows.append((*key, mr1, mr2, mr3_of[inst], note, n_formats, k, *counts))
+    cols = ["repeat", "mr1", "mr2", "mr3", "mr3_note", "n_formats", "k", "n_call_errors", "n_parsed", "n_with_evidence"]
+    out = pd.DataFrame(rows, columns=INSTANCE_KEYS + cols)
     for c in ("mr1", "mr2", "mr3"):
         out[c] = pd.array(out[c].tolist(), dtype="boolean")
     return MRFlags.validate(out)
@@ -368,34 +424,59 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.MRViolations`: ``workflow_id,
         dataset, relation, violation_pct (%), ci_low_pct, ci_high_pct, n_groups, n_instances,
-        n_undefined, ci_note, not_measurable``.
+        n_undefined, n_calls, n_call_errors, ci_note, not_measurable``.
     """
     f = validate_flags(flags)
     if "repeat" not in f.columns:
         f = f.assign(repeat=1)
+    for c, default in (("n_call_errors", 0), ("n_parsed", None), ("n_with_evidence", None)):
+        if c not in f.columns:  # a flags frame from before these counts: nothing is known of them
+            f[c] = default
     rows = []
     for (wf, ds), grp in f.groupby(WORKFLOW_KEYS, sort=True):
+        n_calls = int(grp["n_formats"].sum()) if "n_formats" in grp.columns else len(grp)
+        n_errors = int(grp["n_call_errors"].sum())
         for rel in RELATIONS:
             col = rel.lower()
-            defined = grp[grp[col].notna()]
+            if rel == "MR2":
+                reason = not_measurable_reason(n_calls, n_errors)
+                evidence = grp["n_with_evidence"]
+                if reason is None and evidence.notna().all() and int(evidence.sum()) == 0:
+                    reason = f"not measurable: no reply gave evidence (0 of {n_calls - n_errors} replies)"
+            else:
+                parsed = grp["n_parsed"]
+                reason = not_measurable_reason(n_calls, n_errors, int(parsed.sum()) if parsed.notna().all() else None)
+            failed_inst = set(grp.loc[grp["n_call_errors"] > 0, "instance_id"])
+            if col == "mr3" and "mr3_note" in grp.columns:
+                failed_inst |= set(grp.loc[grp["mr3_note"].eq(NOT_MEASURABLE_CALL_FAILED), "instance_id"])
+            defined = grp[grp[col].notna()] if reason is None else grp.iloc[0:0]
             per = defined.assign(_v=defined[col].astype(bool).astype(float)).groupby("instance_id", sort=False)["_v"]
             num, den = per.sum(), per.size()
             ci = stats.bootstrap_ratio_ci(num.to_numpy(), den.to_numpy(), n_resamples=n_resamples, seed=seed)
-            undefined = grp[grp[col].isna()]["instance_id"].nunique()
+            null = grp[grp[col].isna()]["instance_id"]
+            undefined = null[~null.isin(failed_inst)].nunique()
             notes = grp["mr3_note"].dropna().unique() if col == "mr3" and "mr3_note" in grp.columns else []
+            notes = [n for n in notes if n != NOT_MEASURABLE_CALL_FAILED]
+            if reason is None and len(defined) == 0 and len(notes):
+                reason = notes[0]
+            elif reason is None and len(defined) == 0 and n_errors:
+                reason = f"not measurable: every group has a failed call ({n_errors} of {n_calls} calls failed)"
+            measured = reason is None
             rows.append(
                 dict(
-                    not_measurable=notes[0] if len(defined) == 0 and len(notes) else None,
+                    not_measurable=reason,
                     workflow_id=wf,
                     dataset=ds,
                     relation=rel,
-                    violation_pct=100.0 * ci.mean,
-                    ci_low_pct=None if ci.low is None else 100.0 * ci.low,
-                    ci_high_pct=None if ci.high is None else 100.0 * ci.high,
+                    violation_pct=100.0 * ci.mean if measured else math.nan,
+                    ci_low_pct=None if ci.low is None or not measured else 100.0 * ci.low,
+                    ci_high_pct=None if ci.high is None or not measured else 100.0 * ci.high,
                     n_groups=int(den.sum()),
                     n_instances=ci.n,
                     n_undefined=int(undefined),
-                    ci_note=ci.note,
+                    n_calls=n_calls,
+                    n_call_errors=n_errors,
+                    ci_note=ci.note if measured else None,
                 )
             )
     cols = [
@@ -408,6 +489,8 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
         "n_groups",
         "n_instances",
         "n_undefined",
+        "n_calls",
+        "n_call_errors",
         "ci_note",
         "not_measurable",
     ]
@@ -421,8 +504,13 @@ def accuracy_rows(g: pd.DataFrame) -> pd.DataFrame:
     """Acc_f rows of already validated generations ``g`` (:func:`accuracy_by_format` unsorted)."""
     # Set-based: sql/format_robustness/accuracy_by_format.sql is the one implementation.
     cols = _GEN_KEY + ["decision", "gold", "is_correct"]
-    frame = g[cols].assign(is_correct=g["is_correct"].astype("boolean"))
-    return run_sql("format_robustness", "accuracy_by_format", gen=frame)
+    frame = g[cols].assign(is_correct=g["is_correct"].astype("boolean"), call_error=g["_err"].astype(bool))
+    out = run_sql("format_robustness", "accuracy_by_format", gen=frame)
+    out["not_measurable"] = [
+        not_measurable_reason(int(n + e), int(e)) if n == 0 else None for n, e in zip(out["n"], out["n_call_errors"])
+    ]
+    out["not_measurable"] = out["not_measurable"].astype(object)
+    return out
 
 
 def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
@@ -431,14 +519,18 @@ def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
     Computed in DuckDB by ``sql/format_robustness/accuracy_by_format.sql`` (set-based).
 
     Over **all** generations (all repeats) that have gold; unparseable (⊥) counts as
-    incorrect (a row is correct iff ``is_correct`` and the decision is parseable).
+    incorrect (a row is correct iff ``is_correct`` and the decision is parseable). A failed call
+    is not a reply: it is in neither ``n`` nor the baseline's rows, and is counted in
+    ``n_call_errors``; a format whose every call failed has null ``accuracy_pct`` and
+    ``majority_baseline_pct`` and ``not_measurable`` saying so.
     Generations without gold are not part of accuracy; datasets without gold therefore give
     no rows. ``majority_baseline_pct`` is the accuracy of always answering the most frequent
     gold label of the same rows (the majority-label baseline: 50 on a balanced yes/no dataset).
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.AccuracyByFormat`: ``workflow_id,
-        dataset, format, accuracy_pct, majority_baseline_pct, n, n_correct, n_unparseable``.
+        dataset, format, accuracy_pct, majority_baseline_pct, n, n_correct, n_unparseable,
+        n_call_errors, not_measurable``.
     """
     g = validate_generations(gen)
     return AccuracyByFormat.validate(sort_rows(accuracy_rows(g), WORKFLOW_KEYS + ["format"]))
@@ -447,7 +539,38 @@ def accuracy_by_format(gen: pd.DataFrame) -> pd.DataFrame:
 def stability_rows(g: pd.DataFrame) -> pd.DataFrame:
     """Stb_f rows of already validated generations ``g`` (:func:`stability_by_format` unsorted)."""
     # Set-based: sql/format_robustness/instance_stability.sql decides each instance, stability_by_format.sql averages.
-    return run_sql("format_robustness", "stability_by_format", cell=instance_stability(g))
+    # A cell (instance, format) with a failed call is left out: its k replies are not all known.
+    cell_keys = INSTANCE_KEYS + ["format"]
+    err = g.groupby(cell_keys, sort=False)["_err"].agg(["any", "size", "sum"]).reset_index()
+    failed = err.loc[err["any"], cell_keys]
+    replies = g.merge(failed.assign(_failed=True), on=cell_keys, how="left")
+    replies = replies[replies["_failed"].isna()]
+    cols = [*WORKFLOW_KEYS, "format", "stability_pct", "n_instances", "k_min", "k_max"]
+    out = (
+        run_sql("format_robustness", "stability_by_format", cell=instance_stability(replies))
+        if len(replies)
+        else pd.DataFrame(columns=cols)
+    )
+    per = err.groupby([*WORKFLOW_KEYS, "format"], sort=False).agg(
+        n_call_errors=("any", "sum"),
+        k_min=("size", "min"),
+        k_max=("size", "max"),
+        _calls=("size", "sum"),
+        _failed=("sum", "sum"),
+    )
+    out = per.reset_index().merge(out.drop(columns=["k_min", "k_max"]), on=[*WORKFLOW_KEYS, "format"], how="left")
+    out["n_instances"] = pd.to_numeric(out["n_instances"]).fillna(0).astype(int)
+    out["n_call_errors"] = out["n_call_errors"].astype(int)
+    out["stability_pct"] = out["stability_pct"].astype(float)
+    out["not_measurable"] = [
+        None
+        if n
+        else not_measurable_reason(int(calls), int(failed))
+        or f"not measurable: every instance has a failed call ({e} of {e} instances)"
+        for n, e, calls, failed in zip(out["n_instances"], out["n_call_errors"], out["_calls"], out["_failed"])
+    ]
+    out["not_measurable"] = out["not_measurable"].astype(object)
+    return out[[*cols, "n_call_errors", "not_measurable"]]
 
 
 #: Columns :func:`instance_stability` reads.
@@ -492,11 +615,14 @@ def stability_by_format(gen: pd.DataFrame) -> pd.DataFrame:
     Computed in DuckDB by ``sql/format_robustness/stability_by_format.sql`` (set-based).
 
     Stb_f = % of instances whose k repeats of format f all agree (⊥ is a value, so k ⊥s
-    agree). An instance with k = 1 is trivially stable; ``k_min``/``k_max`` show k.
+    agree). An instance with k = 1 is trivially stable; ``k_min``/``k_max`` show k. An instance
+    one of whose k calls in f failed is left out (``n_call_errors`` counts such instances; a failed
+    call is not a reply); when every instance is, ``stability_pct`` is null and ``not_measurable``
+    says so.
 
     Returns:
         :class:`~metamorph.studies.format_robustness.schemas.StabilityByFormat`: ``workflow_id,
-        dataset, format, stability_pct, n_instances, k_min, k_max``.
+        dataset, format, stability_pct, n_instances, k_min, k_max, n_call_errors, not_measurable``.
     """
     g = validate_generations(gen)
     return StabilityByFormat.validate(sort_rows(stability_rows(g), WORKFLOW_KEYS + ["format"]))

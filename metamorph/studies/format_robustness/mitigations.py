@@ -41,6 +41,7 @@ from metamorph.studies.format_robustness.metrics import (
     mr_flags,
     ordered_formats,
     pct_or_nan,
+    not_measurable_reason,
     repeats_not_measurable,
     shared_repeat_workflows,
     stability_rows,
@@ -105,7 +106,8 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
 
     *Before* is :func:`~metamorph.studies.format_robustness.metrics.mr_flags` (groups). Δ =
     before − after in percentage points (> 0 = fewer violations). Instances with < 2 formats
-    are left out of both sides (no relation). When the k repeats are one computation
+    are left out of both sides (no relation); an instance with a failed call is left out of the
+    vote (its k replies are not all known) and *before* leaves out its failed groups. When the k repeats are one computation
     (deterministic decoding, :func:`~metamorph.studies.format_robustness.metrics.shared_repeat_workflows`)
     or there is one repeat (k = 1), the vote is the one reply, so after and Δ are null with
     ``not_measurable`` saying why (:func:`~metamorph.studies.format_robustness.metrics.repeats_not_measurable`).
@@ -122,7 +124,10 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
     g = validate_generations(gen)
     before = _rates(mr_flags(gen))
     not_measurable = repeats_not_measurable(g)
-    g = g.sort_values(INSTANCE_KEYS + ["format", "repeat"])
+    series = g.groupby(WORKFLOW_KEYS, sort=True)["_err"].agg(["size", "sum"])
+    failed = g.loc[g["_err"], INSTANCE_KEYS].drop_duplicates().assign(_failed=True)
+    g = g.merge(failed, on=INSTANCE_KEYS, how="left")
+    g = g[g["_failed"].isna()].sort_values(INSTANCE_KEYS + ["format", "repeat"])
     votes = {key: _majority(s.tolist(), tie) for key, s in g.groupby(INSTANCE_KEYS + ["format"], sort=True)["_dec"]}
     cells = pd.DataFrame(
         [(*key, vote, t) for key, (vote, t) in votes.items()], columns=INSTANCE_KEYS + ["format", "_vote", "_tie"]
@@ -133,11 +138,16 @@ def vote_aggregation(gen: pd.DataFrame, tie: str = "first") -> pd.DataFrame:
         .reset_index()
     )
     rows = []
-    for (wf, ds), grp in inst.groupby(WORKFLOW_KEYS, sort=True):
+    for (wf, ds), (n_calls, n_failed) in series.iterrows():
+        grp = inst[(inst["workflow_id"] == wf) & (inst["dataset"] == ds)]
         d = grp[grp["_nf"] >= 2]
         m1_after = pct_or_nan(int((d["_nv"] > 1).sum()), len(d))
         after = {"MR1": m1_after, "MR2": before[(wf, ds, "MR2")][0], "MR3": 0.0 if len(d) else math.nan}
         note = not_measurable.get((wf, ds))
+        if note is None and len(d) == 0 and n_failed:
+            note = not_measurable_reason(int(n_calls), int(n_failed)) or (
+                f"not measurable: every instance has a failed call ({int(n_failed)} of {int(n_calls)} calls failed)"
+            )
         for rel in RELATIONS:
             b, n_b = before[(wf, ds, rel)]
             a = math.nan if note else after[rel]
@@ -286,7 +296,11 @@ def format_routing_simulated(gen: pd.DataFrame, calibration_fraction: float = 0.
     return FormatRoutingSimulated.validate(out)
 
 
-def _best(table: pd.Series, fmts: list[str]) -> tuple[str, float]:
+def _best(table: pd.Series, fmts: list[str]) -> tuple[str, float] | None:
+    """The format with the highest score (ties in ``fmts`` order); None when no score is measurable."""
+    table = table.dropna()
+    if table.empty:
+        return None
     top = table.max()
     candidates = [f for f in fmts if f in table.index and table[f] >= top - 1e-9]
     return candidates[0], float(table[candidates[0]])
@@ -307,7 +321,8 @@ def routing_choice(
     from every instance; ``selection="calibration"`` learns from the calibration split of
     :func:`calibration_split` only (``calibration_fraction``, ``seed``), so that the routed
     metric can be measured on held-out instances; with no calibration instance the baseline
-    is used (``criterion = "default"``).
+    is used (``criterion = "default"``), as it is when no format has a measurable score (every
+    call failed).
 
     Raises:
         ValueError: invalid generations frame, unknown ``selection``, fraction outside [0, 1].
@@ -333,12 +348,17 @@ def routing_choice(
         if len(grp) == 0:
             best = BASELINE_FORMAT if BASELINE_FORMAT in fmts else fmts[0]
             criterion, score = "default", math.nan
-        elif grp["gold"].notna().any():
-            criterion = "accuracy"
-            best, score = _best(accuracy_rows(grp).set_index("format")["accuracy_pct"], fmts)
         else:
-            criterion = "stability"
-            best, score = _best(stability_rows(grp).set_index("format")["stability_pct"], fmts)
+            if grp["gold"].notna().any():
+                criterion, scores = "accuracy", accuracy_rows(grp).set_index("format")["accuracy_pct"]
+            else:
+                criterion, scores = "stability", stability_rows(grp).set_index("format")["stability_pct"]
+            found = _best(scores, fmts)
+            if found is None:  # every call failed: no format has a measurable score
+                best = BASELINE_FORMAT if BASELINE_FORMAT in fmts else fmts[0]
+                criterion, score = "default", math.nan
+            else:
+                best, score = found
         cal = selection == "calibration"
         rows.append(
             dict(
@@ -419,8 +439,8 @@ def format_routing(gen: pd.DataFrame, routed: pd.DataFrame, choice: pd.DataFrame
             raise ValueError(
                 f"format_routing: routed instance(s) {sorted(missing)[:3]} of {wf!r}/{ds!r} are not in gen"
             )
-        before = _rates(mr_flags(orig.drop(columns=["_dec", "_cats"])))
-        after = _rates(mr_flags(grp.drop(columns=["_dec", "_cats"])))
+        before = _rates(mr_flags(orig.drop(columns=["_dec", "_cats", "_err"])))
+        after = _rates(mr_flags(grp.drop(columns=["_dec", "_cats", "_err"])))
         for rel in RELATIONS:
             (b, n_b), (a, n_a) = before[(wf, ds, rel)], after[(wf, ds, rel)]
             rows.append(

@@ -6,9 +6,16 @@ is built so that **only the document differs across formats**:
 * the system message is fixed;
 * the user message is P (the task prompt) + the fixed JSON output instruction
   (:func:`metamorph.studies.format_robustness.extract.output_instruction`), identical for every format;
-* ``inline``: the document text follows between fixed delimiters in the same user message;
+* ``inline``: the document text follows between fixed delimiters in the same user message; for a
+  binary format (pdf, docx, xlsx) that text is what the format's named extraction read back from
+  the file (``extract:pypdf``, ``extract:docx``, ``extract:openpyxl``), announced by
+  :data:`EXTRACT_NOTE`, and the extraction is part of the request's ``renderer_version``;
   ``openai_file`` / ``anthropic_document``: the document is attached as a file of its own media
-  type and the user message carries P and the instruction only.
+  type and the user message carries P and the instruction only;
+* ``upload`` (a workflow under test, ``http`` / ``python``): the document is the uploaded file
+  and the request is one user message, P and the instruction — the task prompt the workflow is
+  sent. A workflow takes no decoding parameters: its request carries only the seed (``seeded``
+  entries; each replicate its own) and the workflow's ``version``.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from metamorph.measurability import is_call_error
 from metamorph.models import ModelSpec
 from metamorph.providers.base import Document, GenerationRequest
 from metamorph.studies.format_robustness.extract import Extraction, extract_decision, output_instruction
@@ -33,6 +41,7 @@ __all__ = [
     "DEFAULT_PARAMS",
     "DOC_BEGIN",
     "DOC_END",
+    "EXTRACT_NOTE",
     "FILE_NOTE",
     "PROMPT_VERSION",
     "STUDY",
@@ -47,6 +56,7 @@ __all__ = [
     "plan_generations",
     "plan_routing",
     "record_text",
+    "request_renderer_version",
     "routing_params",
     "sensitive_frame",
 ]
@@ -56,6 +66,8 @@ DOC_BEGIN = "<<<DOCUMENT>>>"
 DOC_END = "<<<END DOCUMENT>>>"
 #: The user message's last line when the document is attached as a file (``{filename}`` filled in).
 FILE_NOTE = "The document is attached as the file {filename}."
+#: The line before the delimiters when an inline document is the text extracted from a binary file.
+EXTRACT_NOTE = "The document is the file {filename}; its text, extracted by {extraction}, follows."
 
 #: Version of the prompt text (system prompt, instruction, delimiters). It is part of every
 #: request's ``renderer_version`` (``<renderer version>+<PROMPT_VERSION>``), so a reworded prompt
@@ -97,11 +109,24 @@ class PlannedGeneration:
 def build_messages(x: SourceInstance, doc: RenderedDocument, ingestion: str) -> list[dict[str, str]]:
     """System + user messages for one (instance, document) pair; see the module docstring."""
     instruction = f"{x.task_prompt}\n\n{output_instruction(list(x.answer_space))}"
+    if ingestion == "upload":
+        return [{"role": "user", "content": instruction}]
     if ingestion == "inline":
+        if doc.extraction:
+            instruction += "\n\n" + EXTRACT_NOTE.format(filename=doc.filename, extraction=doc.extraction)
         user = f"{instruction}\n\n{DOC_BEGIN}\n{doc.text}{'' if doc.text.endswith(chr(10)) else chr(10)}{DOC_END}"
     else:
         user = f"{instruction}\n\n{FILE_NOTE.format(filename=doc.filename)}"
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def request_renderer_version(doc: RenderedDocument, ingestion: str) -> str:
+    """A request's ``renderer_version``: ``<renderer version>+<PROMPT_VERSION>``, with the named
+    extraction between them when the model reads a binary document's extracted text inline
+    (``pdf-1+extract:pypdf+p2``): a new extraction is a new cache entry and says so in the request."""
+    if ingestion == "inline" and doc.extraction:
+        return f"{doc.renderer_version}+{doc.extraction}+{PROMPT_VERSION}"
+    return f"{doc.renderer_version}+{PROMPT_VERSION}"
 
 
 def instruction_text(x: SourceInstance) -> str:
@@ -156,8 +181,7 @@ def plan_generations(
     """
     if k < 1:
         raise ValueError("k (repeats) must be >= 1")
-    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params_for(STUDY)}
-    merged = {key: value for key, value in merged.items() if value is not None}
+    merged = _request_params(model, params)
     by_id = {(x.dataset, x.instance_id): x for x in instances}
     out: list[PlannedGeneration] = []
     for doc in documents:
@@ -177,8 +201,9 @@ def plan_generations(
                         base_url=model.base_url,
                         ingestion=ingestion,
                         document=attached,
-                        renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}",
+                        renderer_version=request_renderer_version(doc, ingestion),
                         repeat_index=r,
+                        workflow_version=model.version,
                     )
                 )
                 out.append(
@@ -227,8 +252,7 @@ def plan_routing(
     """
     if k < 1:
         raise ValueError("k (repeats) must be >= 1")
-    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params_for(STUDY)}
-    merged = {key: value for key, value in merged.items() if value is not None}
+    merged = _request_params(model, params)
     docs: dict[tuple[str, str], dict[str, RenderedDocument]] = {}
     for d in documents:
         docs.setdefault((d.dataset, d.instance_id), {})[d.format] = d
@@ -260,8 +284,9 @@ def plan_routing(
                             base_url=model.base_url,
                             ingestion=ingestion,
                             document=attached,
-                            renderer_version=f"{doc.renderer_version}+{PROMPT_VERSION}",
+                            renderer_version=request_renderer_version(doc, ingestion),
                             repeat_index=r + k * j,
+                            workflow_version=model.version,
                         )
                     )
                     out.append(
@@ -279,6 +304,16 @@ def plan_routing(
                         )
                     )
     return out
+
+
+def _request_params(model: ModelSpec, params: dict[str, Any] | None) -> dict[str, Any]:
+    """The parameters a request of ``model`` carries: :data:`DEFAULT_PARAMS` < ``params`` < the
+    registry's (a ``null`` unsets); for a workflow under test only the seed, when it is ``seeded``."""
+    merged = {**DEFAULT_PARAMS, **(params or {}), **model.params_for(STUDY)}
+    merged = {key: value for key, value in merged.items() if value is not None}
+    if model.workflow is not None:
+        return {"seed": merged["seed"]} if model.workflow.seeded and "seed" in merged else {}
+    return merged
 
 
 def routing_params(generations: pd.DataFrame, model: ModelSpec) -> tuple[int, dict[str, Any]]:
@@ -314,9 +349,10 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
 
     Returns:
         ``decisions``' lineage columns + ``decision, gold, is_correct, favorable, parse_status``
-        (``is_correct`` and ``favorable`` nullable booleans) and ``categories_json``: the sorted
+        (``is_correct`` and ``favorable`` nullable booleans), ``categories_json``: the sorted
         union of the generation's item categories (JSON list; ``[]`` when it has no mapped item
-        or is unparseable). Row count equals ``len(decisions)``; raises ``ValueError`` if an
+        or is unparseable), and ``call_error`` (parse reason ``call_error``: the call failed, so
+        the row is not a reply and the metrics leave it out). Row count equals ``len(decisions)``; raises ``ValueError`` if an
         evidence row names an unknown generation.
     """
     keys = ["workflow_id", "dataset", "instance_id", "format", "repeat"]
@@ -332,6 +368,7 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
         ["model_id", *keys, "generation_key", "decision", "gold", "is_correct", "favorable", "parse_status"]
     ].copy()
     out["categories_json"] = [json.dumps(sorted(cats.get(k, set()))) for k in out["generation_key"]]
+    out["call_error"] = is_call_error(decisions["parse_reason"]).to_numpy()
     out["is_correct"] = out["is_correct"].astype("boolean")
     out["favorable"] = out["favorable"].astype("boolean")
     return out.reset_index(drop=True)
@@ -339,14 +376,16 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
 
 def metric_input(outcomes: pd.DataFrame) -> pd.DataFrame:
     """``generation_outcomes`` with ``categories`` as Python lists and ``is_correct`` filled
-    (False where gold exists but the row is null) — the generations frame the metrics take."""
+    (False where gold exists but the row is null, except on a failed call, which has no
+    correctness) — the generations frame the metrics take."""
     gen = outcomes.copy()
     gen["categories"] = [json.loads(c) for c in gen["categories_json"]]
     gen["decision"] = gen["decision"].astype(object).where(gen["decision"].notna(), None)
     gen["gold"] = gen["gold"].astype(object).where(gen["gold"].notna(), None)
     has_gold = gen["gold"].notna()
+    failed = gen["call_error"].astype(bool) if "call_error" in gen.columns else False
     gen["is_correct"] = gen["is_correct"].astype("boolean")
-    gen.loc[has_gold & gen["is_correct"].isna(), "is_correct"] = False
+    gen.loc[has_gold & gen["is_correct"].isna() & ~failed, "is_correct"] = False
     return gen
 
 
@@ -366,15 +405,25 @@ def cost_steps(model: ModelSpec, options) -> list:
     possible best format per dataset (the best format is known only after the generations).
 
     ``options``: the study's :class:`metamorph.study.Options`; the defaults are the assets' (sources
-    ``construct``, every row, sample seed 0, the four formats, k 3, :data:`DEFAULT_PARAMS`).
-    Raises the loaders' :class:`~metamorph.errors.InputError`.
+    ``construct``, every row, sample seed 0, the formats of ``--formats`` (the paper's four), k 3,
+    :data:`DEFAULT_PARAMS`). A document its format cannot write
+    (:class:`~metamorph.studies.format_robustness.renderers.UnwritableCharacter`) is not planned, as
+    ``rendered_documents`` leaves it out of the generations. Raises the loaders'
+    :class:`~metamorph.errors.InputError`.
     """
     from metamorph.costplan import PlanStep
-    from metamorph.studies.format_robustness.renderers import render
+    from metamorph.studies.format_robustness.renderers import UnwritableCharacter, render
     from metamorph.studies.format_robustness.sources import load_sources
 
     xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
-    docs = [render(x, f, check=True) for x in xs for f in DEFAULT_FORMATS]
+    formats = list(getattr(options, "formats", None) or DEFAULT_FORMATS)
+    docs = []
+    for x in xs:
+        for f in formats:
+            try:
+                docs.append(render(x, f, check=True))
+            except UnwritableCharacter:
+                continue
     k = options.k or 3
     params = {**DEFAULT_PARAMS, **({"max_tokens": options.max_tokens} if options.max_tokens else {})}
     gen = PlanStep.exact(
@@ -385,13 +434,16 @@ def cost_steps(model: ModelSpec, options) -> list:
         one = dataclasses.replace(model, ingestion=(ingestion,))
         for ds in dict.fromkeys(x.dataset for x in xs):
             sub = [x for x in xs if x.dataset == ds]
+            written = {(d.instance_id, d.format) for d in docs if d.dataset == ds}
+            # a best format is one every instance of the dataset has a document in
+            candidates = [b for b in formats if all((x.instance_id, b) in written for x in sub)]
             groups.append(
                 tuple(
                     tuple(
                         p.request
                         for p in plan_routing(sub, docs, one, {(one.workflow_id(ingestion), ds): b}, k=k, params=params)
                     )
-                    for b in DEFAULT_FORMATS
+                    for b in candidates
                 )
             )
     return [gen, PlanStep("routed_generations", tuple(groups))]

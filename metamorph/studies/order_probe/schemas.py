@@ -141,7 +141,7 @@ class ScoredReplies(StrictModel):
 
 class _Rate(StrictModel):
     n_items: Series[int] = pa.Field(ge=0, description="Canonical expressions in the cell.")
-    n_inputs: Series[int] = pa.Field(ge=0, description="Scored scrambled inputs in the cell.")
+    n_inputs: Series[int] = pa.Field(ge=0, description="Scored scrambled inputs in the cell (call errors left out).")
     n_correct: Series[int] = pa.Field(ge=0, description="Exactly recovered inputs.")
     recovery_pct: Series[float] = pa.Field(
         nullable=True, ge=0, le=100, description="Recovery rate (%), n_correct/n_inputs."
@@ -151,6 +151,14 @@ class _Rate(StrictModel):
     )
     ci_high_pct: Series[float] = pa.Field(nullable=True, ge=0, le=100, description="Bootstrap 95% CI high (%).")
     ci_note: Series[str] = pa.Field(nullable=True, description="Why the CI is degenerate or absent, else null.")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Generations of the row's slice left out because the call failed at the provider (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why the row's metric is null: 'not measurable: every call failed (N of N)' or "
+        "'not measurable: no reply parsed (N of N unparseable)'; null when measured.",
+    )
 
 
 class RecoveryRates(_Rate):
@@ -191,8 +199,18 @@ class ErrorCategories(StrictModel):
         description="exact, related_non_canonical, valid_unrelated, literal_recombination, malformed, other."
     )
     n: Series[int] = pa.Field(ge=0, description="Inputs in the category.")
-    pct: Series[float] = pa.Field(ge=0, le=100, description="Share of the cell's scored inputs (%).")
+    pct: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, description="Share of the cell's replies (%), call errors left out."
+    )
     rule: Series[str] = pa.Field(description="The mechanical rule deciding the category.")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Generations of the row's slice left out because the call failed at the provider (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why the row's metric is null: 'not measurable: every call failed (N of N)' or "
+        "'not measurable: no reply parsed (N of N unparseable)'; null when measured.",
+    )
 
 
 class SemanticScores(StrictModel):
@@ -244,6 +262,14 @@ class Diagnostics(StrictModel):
     s_rob: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="Harmonic mean of clip(S_seq) and S_struct.")
     components: Series[str] = pa.Field(description="S_Acc components used (and S_Logic model, if any).")
     note: Series[str] = pa.Field(nullable=True, description="Why any score is null.")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Generations of the row's slice left out because the call failed at the provider (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why the row's metric is null: 'not measurable: every call failed (N of N)' or "
+        "'not measurable: no reply parsed (N of N unparseable)'; null when measured.",
+    )
 
 
 class RecoveryRegression(StrictModel):
@@ -255,6 +281,14 @@ class RecoveryRegression(StrictModel):
     coef: Series[float] = pa.Field(nullable=True, description="Log-odds coefficient.")
     std_err: Series[float] = pa.Field(nullable=True, ge=0, description="Standard error.")
     p_value: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="Wald p-value.")
-    n_obs: Series[int] = pa.Field(ge=0, description="Scored inputs in the fit.")
+    n_obs: Series[int] = pa.Field(ge=0, description="Scored inputs in the fit (call errors left out).")
     pseudo_r2: Series[float] = pa.Field(nullable=True, description="McFadden pseudo-R².")
     note: Series[str] = pa.Field(nullable=True, description="Dropped predictors or why no fit.")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Generations of the row's slice left out because the call failed at the provider (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why the row's metric is null: 'not measurable: every call failed (N of N)' or "
+        "'not measurable: no reply parsed (N of N unparseable)'; null when measured.",
+    )

@@ -47,12 +47,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from metamorph.measurability import CALL_ERROR, every_call_failed, no_reply_parsed
 from metamorph.schemas import require_columns
 from metamorph.studies.order_probe.sources import OrderItem
 
 __all__ = [
     "BETA",
+    "CALL_ERROR_NOTE",
     "FLOOR",
+    "NO_EXPLANATION_NOTE",
     "NO_NLI",
     "STOP_TOKENS",
     "WEIGHTS",
@@ -76,6 +79,10 @@ __all__ = [
 BETA = 2.0
 #: below this maximum S_Acc, S_Cons and S_struct are flagged as degenerate in the note
 FLOOR = 0.05
+#: ``semantic_scores.note`` of a generation whose call failed (no reply, no score)
+CALL_ERROR_NOTE = "call error: no reply"
+#: ``semantic_scores.note`` of a reply from which no explanation was parsed
+NO_EXPLANATION_NOTE = "no explanation parsed"
 WEIGHTS = {"cross_encoder": 0.5, "representation": 0.3, "fbeta": 0.2}
 #: function tokens removed before content F-β (characters for zh/ja, words for ko)
 STOP_TOKENS = {
@@ -322,8 +329,10 @@ def semantic_scores(scored: pd.DataFrame, items: Sequence[OrderItem], scorers: S
         }
         if not x.meanings:
             rows.append({**base, **null, "s_logic_note": "no reference meanings", "note": "no reference meanings"})
-        elif r.reason == "call_error" or not isinstance(r.explanation, str):
-            rows.append({**base, **null, "s_logic_note": "call error", "note": "call error: no reply"})
+        elif r.reason == CALL_ERROR:
+            rows.append({**base, **null, "s_logic_note": "call error", "note": CALL_ERROR_NOTE})
+        elif not isinstance(r.explanation, str):
+            rows.append({**base, **null, "s_logic_note": NO_EXPLANATION_NOTE, "note": NO_EXPLANATION_NOTE})
         else:
             rows.append({**base, **score_explanation(r.explanation, x.meanings, x.language, scorers), "note": None})
     cols = [
@@ -394,8 +403,10 @@ def harmonic(a: float | None, b: float | None) -> float | None:
 
 
 def diagnostics(sem: pd.DataFrame) -> pd.DataFrame:
-    """S_* per model × language (incl. ``all``) × setting (module doc). Columns:
-    :class:`~.schemas.Diagnostics`."""
+    """S_* per model × language (incl. ``all``) × setting (module doc). A call error has no
+    explanation and no score (:func:`semantic_scores`): it is in no mean, ``n_call_errors`` counts
+    it, and a cell whose every call failed has null scores with ``not_measurable`` = "not
+    measurable: every call failed (N of N)". Columns: :class:`~.schemas.Diagnostics`."""
     require_columns(
         sem,
         (
@@ -410,6 +421,7 @@ def diagnostics(sem: pd.DataFrame) -> pd.DataFrame:
             "s_logic_note",
             "s_info",
             "s_acc_components",
+            "note",
         ),
         "diagnostics(semantic_scores)",
     )
@@ -441,11 +453,22 @@ def diagnostics(sem: pd.DataFrame) -> pd.DataFrame:
             notes.append(
                 f"S_Logic: {part['s_logic_note'].dropna().iloc[0] if part['s_logic_note'].notna().any() else 'none'}"
             )
+        n_errors = int(part["note"].eq(CALL_ERROR_NOTE).sum())
+        n_unparsed = int(part["note"].eq(NO_EXPLANATION_NOTE).sum())
+        unmeasurable = (
+            every_call_failed(n_errors)
+            if n_errors == len(part)
+            else no_reply_parsed(n_unparsed)
+            if n_errors + n_unparsed == len(part)
+            else None
+        )
         rows.append(
             {
                 "model_id": m,
                 "language": lang,
                 "setting": setting,
+                "n_call_errors": n_errors,
+                "not_measurable": unmeasurable,
                 "n_items": int(scr["item_id"].nunique()),
                 "s_acc_mean": float(scr["s_acc"].mean()) if len(scr) else None,
                 "s_logic": float(scr_logic.mean()) if len(scr_logic) else None,

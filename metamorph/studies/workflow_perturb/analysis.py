@@ -26,6 +26,7 @@ Conventions shared by all functions
   (``n_null``).
 * **Invalid variants** (``status == "invalid"``) are excluded by default
   (``include_invalid=False``): their scores describe a failed perturbation, not the intended one.
+  ``call_error`` rows (every generator call failed at the provider) are never scored.
 * **Operators are never pooled in the tables**: every table has an ``operator`` column;
   :func:`recalibrate` pools the operators it is given (``operator=None`` = all) and says which.
 * sd is the sample standard deviation (ddof = 1), null when n < 2.
@@ -87,6 +88,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from metamorph.measurability import every_call_failed, no_reply_parsed
 from metamorph.schemas import require_columns
 from metamorph.studies.workflow_perturb import gate
 from metamorph.studies.workflow_perturb.perturb import target_score
@@ -173,7 +175,8 @@ def validate_scores(scores: pd.DataFrame, *, include_invalid: bool = False) -> p
     """Check the scores frame; return a normalised copy of its contract columns.
 
     ``severity`` is rounded to 10 decimals, metric columns become float with NaN for null,
-    ``n_nodes`` int. Rows with ``status == "invalid"`` are dropped unless ``include_invalid``.
+    ``n_nodes`` int. Rows with ``status == "invalid"`` are dropped unless ``include_invalid``;
+    ``call_error`` rows (the generator was never heard) are always dropped.
 
     Raises:
         ValueError: not a DataFrame; missing columns (named); a null key/label; an unknown
@@ -249,9 +252,8 @@ def validate_scores(scores: pd.DataFrame, *, include_invalid: bool = False) -> p
         first = g.loc[dup, list(KEY_COLUMNS)].iloc[0].to_dict()
         raise ValueError(f"scores: {int(dup.sum())} rows share a (golden_id, variant_id, operator) key, e.g. {first}")
     g = WorkflowScores.validate(g)
-    if not include_invalid:
-        g = g[g["status"] == "valid"].reset_index(drop=True)
-    return g
+    keep = ("valid", "invalid") if include_invalid else ("valid",)
+    return g[g["status"].isin(keep)].reset_index(drop=True)
 
 
 # =========================================================================== helpers
@@ -717,16 +719,47 @@ def judge_severity_table(scores: pd.DataFrame, judge_scores: pd.DataFrame, *, mo
     """The judge's rows of Tables 2–4 for one judge model (App. B.6): :func:`severity_table` of
     ``scores`` with the judge's scores attached (:func:`attach_judge`), its ``metric == "judge"``
     rows only, with ``model_id`` (the judge) added. A variant without a valid reply has a null
-    judge score (never 0), so a cell with no valid reply has a null mean.
+    judge score (never 0), so a cell with no valid reply has a null mean. A judge call that failed
+    at the provider is no reply: ``n_call_errors`` counts those of the cell's judged variants
+    (``judge_scores.n_call_errors``), and a null mean says why in ``not_measurable`` ("not
+    measurable: every call failed (N of N)" when every call of the cell failed, "not measurable:
+    no reply parsed (N of N unparseable)" when replies came and none parsed, "not measurable: no
+    variant of the cell judged").
 
     Raises:
         ValueError: as :func:`attach_judge` and :func:`severity_table`.
 
     Returns:
-        :func:`severity_table` rows (``metric = "judge"``) and ``model_id``.
+        :func:`severity_table` rows (``metric = "judge"``), ``model_id``, ``n_call_errors`` and
+        ``not_measurable``.
     """
-    sev = severity_table(attach_judge(scores, judge_scores))
-    return sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=model_id)
+    for col in ("judge_valid", "judge_invalid", "n_call_errors"):
+        if col not in judge_scores.columns:
+            raise ValueError(f"judge_scores: missing column {col!r}")
+    attached = attach_judge(scores, judge_scores)
+    sev = severity_table(attached)
+    sev = sev[sev["metric"] == "judge"].reset_index(drop=True).assign(model_id=model_id)
+    g = validate_scores(attached)[["variant_id", "operator", "type", "severity"]]
+    calls = g.merge(judge_scores[["variant_id", "judge_valid", "judge_invalid", "n_call_errors"]], on="variant_id")
+    per_cell = calls.groupby(["operator", "type", "severity"])[["judge_valid", "judge_invalid", "n_call_errors"]].sum()
+    errors, reasons = [], []
+    for r in sev.itertuples():
+        c = (
+            per_cell.loc[(r.operator, r.type, r.severity)]
+            if (r.operator, r.type, r.severity) in per_cell.index
+            else None
+        )
+        n_err = 0 if c is None else int(c["n_call_errors"])
+        errors.append(n_err)
+        if not pd.isna(r.mean):
+            reasons.append(None)
+        elif c is None:
+            reasons.append("not measurable: no variant of the cell judged")
+        elif int(c["judge_valid"]) + int(c["judge_invalid"]) == 0:
+            reasons.append(every_call_failed(n_err))
+        else:
+            reasons.append(no_reply_parsed(int(c["judge_invalid"])))
+    return sev.assign(n_call_errors=errors, not_measurable=reasons)
 
 
 def judge_sensitivity(scores: pd.DataFrame, judge_scores: pd.DataFrame) -> pd.DataFrame:

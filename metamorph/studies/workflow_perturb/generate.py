@@ -9,7 +9,9 @@ change count); an invalid reply is answered with the validation error as a new u
 refinement loop of A.6) up to ``max_attempts`` times per model; then the next, stronger model of
 the configured list is tried (escalation); for description changes the per-node hybrid fallback
 of A.10 finally asks for one step at a time and splices the results into the golden graph. A row
-that still fails is returned with ``status="invalid"`` and the residual failure — never dropped.
+that still fails is returned with ``status="invalid"`` and the residual failure — never dropped; a
+row for which no call of any model returned a reply (each failed at the provider) is
+``status="call_error"``: the generator was never heard, so the row is not a failed perturbation.
 
 Model calls are plain callables ``messages -> GenerationResult`` (:class:`GeneratorModel`), so the
 study can route them through :func:`metamorph.runner.run_requests` and the generation cache; use
@@ -313,6 +315,7 @@ def _cut_note(res: GenerationResult) -> str:
 @dataclass
 class _Tally:
     attempts: int = 0
+    call_errors: int = 0
     tried: list[str] = field(default_factory=list)
     model: str | None = None
 
@@ -321,7 +324,10 @@ class _Tally:
         self.model = m.name
         if m.name not in self.tried:
             self.tried.append(m.name)
-        return m.generate([dict(x) for x in messages])
+        res = m.generate([dict(x) for x in messages])
+        if _reply_problem(res) is not None:
+            self.call_errors += 1
+        return res
 
 
 def generate_perturbation(
@@ -350,9 +356,10 @@ def generate_perturbation(
        the reworded steps are spliced into the golden graph.
 
     Returns a :class:`Perturbation` with ``operator="llm"``, ``method`` ``llm`` or ``llm_hybrid``,
-    ``attempts`` (all calls), ``model`` (the last one called), ``models_tried``, ``status``
-    ``valid``/``invalid`` and ``failure`` (the last problem) — an invalid row keeps the last
-    parsed variant (or ``workflow=None``) and the raw reply. Raises ``ValueError`` for an unknown
+    ``attempts`` (all calls), ``call_errors`` (those that failed at the provider), ``model`` (the
+    last one called), ``models_tried``, ``status`` ``valid``/``invalid``/``call_error`` (no call
+    returned a reply) and ``failure`` (the last problem) — an invalid row keeps the last parsed
+    variant (or ``workflow=None``) and the raw reply. Raises ``ValueError`` for an unknown
     type, an empty model list or ``max_attempts < 1``.
     """
     check_type(ptype)
@@ -370,6 +377,8 @@ def generate_perturbation(
     def record(
         status: str, method: str, graph: tuple[tuple[str, ...], tuple[Edge, ...]] | None, problem: str | None
     ) -> Perturbation:
+        if status == "invalid" and tally.call_errors == tally.attempts:
+            status = "call_error"
         wf = None if graph is None else variant_workflow(golden, ptype, p, n, *graph)
         altered = () if graph is None else altered_from_output(golden, ptype, graph[0])
         return Perturbation(
@@ -384,6 +393,7 @@ def generate_perturbation(
             model=tally.model,
             models_tried=tuple(tally.tried),
             attempts=tally.attempts,
+            call_errors=tally.call_errors,
             status=status,
             failure=problem,
             raw_output=raw,

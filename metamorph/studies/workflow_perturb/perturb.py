@@ -187,7 +187,9 @@ class Perturbation:
         model: the model of the last call (``None`` for deterministic rows).
         models_tried: models called, in escalation order.
         attempts: model calls made for this row (0 for deterministic rows).
-        status: ``valid`` or ``invalid`` (static validation, :func:`check_variant`).
+        call_errors: those of ``attempts`` that failed at the provider (no reply).
+        status: ``valid`` or ``invalid`` (static validation, :func:`check_variant`), or
+            ``call_error`` when every attempt failed at the provider.
         failure: the residual validation failure of an invalid row, else ``None``.
         raw_output: the last model reply (LLM rows).
     """
@@ -203,6 +205,7 @@ class Perturbation:
     model: str | None = None
     models_tried: tuple[str, ...] = ()
     attempts: int = 0
+    call_errors: int = 0
     status: str = "valid"
     failure: str | None = None
     raw_output: str | None = None
@@ -232,6 +235,7 @@ class Perturbation:
             "model": self.model,
             "models_tried": json.dumps(list(self.models_tried)),
             "attempts": self.attempts,
+            "n_call_errors": self.call_errors,
             "status": self.status,
             "failure": self.failure,
             "n_nodes": None if w is None else w.n_nodes,

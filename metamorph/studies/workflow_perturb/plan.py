@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from metamorph.measurability import every_call_failed, no_reply_parsed
 from metamorph.providers.base import GenerationRequest, GenerationResult
 from metamorph.replicates import seeded
 from metamorph.studies.workflow_perturb.judge import (
@@ -50,6 +51,7 @@ __all__ = [
     "PROBLEM_TEMPLATE_TOKENS",
     "cost_steps",
     "deterministic_perturbations",
+    "planned_goldens",
     "generator_params",
     "generator_requests",
     "golden_rows",
@@ -185,8 +187,11 @@ JUDGE_SPREAD_DETERMINISTIC = "not measurable: deterministic decoding (the judge'
 
 
 def judge_row(results: Sequence[GenerationResult], keys: Sequence[str] | None = None) -> dict[str, Any]:
-    """Average the judge replies of one variant: ``judge`` in [0,1] (None when every reply is
-    invalid), ``judge_valid``, ``judge_invalid``, each reply's parse reason (JSON list), and
+    """Average the judge replies of one variant: ``judge`` in [0,1] (None when no reply is valid),
+    ``n_calls`` (the calls made), ``judge_valid``, ``judge_invalid`` (replies that did not parse), ``n_call_errors`` (calls
+    that failed at the provider: no reply, in neither count), ``not_measurable`` (why ``judge``
+    is null: "not measurable: every call failed (N of N)" or "not measurable: no reply parsed (N
+    of N unparseable)"), each call's parse reason (JSON list, ``call_error`` for a failed call), and
     ``judge_spread``: max − min of the valid calls' scores / 5 (the residual call-to-call variation
     App. B.6.5's three calls absorb; null with fewer than 2 valid replies). ``keys`` are the
     calls' generation keys: when several calls share one (a deterministic judge, one computation,
@@ -194,6 +199,8 @@ def judge_row(results: Sequence[GenerationResult], keys: Sequence[str] | None = 
     :data:`JUDGE_SPREAD_DETERMINISTIC`."""
     reasons = [parse_judge_reply(r.text, r.finish_reason)[1] if r.error is None else "call_error" for r in results]
     mean, n_valid, n_invalid = judge_score(results)
+    n_errors = sum(r.error is not None for r in results)
+    n_invalid -= n_errors  # judge_score counts a failed call as invalid: it is no reply
     valid = [
         s for r in results if r.error is None for s in [parse_judge_reply(r.text, r.finish_reason)[0]] if s is not None
     ]
@@ -201,8 +208,15 @@ def judge_row(results: Sequence[GenerationResult], keys: Sequence[str] | None = 
     spread = None if shared or len(valid) < 2 else (max(valid) - min(valid)) / JUDGE_MAX_SCORE
     return {
         "judge": mean,
+        "n_calls": len(results),
         "judge_valid": n_valid,
         "judge_invalid": n_invalid,
+        "n_call_errors": n_errors,
+        "not_measurable": None
+        if mean is not None
+        else every_call_failed(n_errors)
+        if n_errors == len(results)
+        else no_reply_parsed(n_invalid),
         "judge_reasons": json.dumps(reasons),
         "judge_spread": spread,
         "judge_spread_note": JUDGE_SPREAD_DETERMINISTIC if shared else None,
@@ -325,6 +339,22 @@ def judge_plan_requests(
     ]
 
 
+def planned_goldens(options: Any) -> list:
+    """The valid goldens a run with ``options`` (sources, limit) loads, as the assets read the
+    goldens table: by ``golden_id``, in table order. Raises the loader's :class:`~metamorph.errors.InputError`."""
+    from metamorph.studies.workflow_perturb.workflows import load_goldens
+
+    rows = []
+    for spec in options.sources or ["embedded"]:
+        valid, rejected = load_goldens(spec, on_invalid="collect", limit=options.limit)
+        rows += golden_rows(valid, rejected, spec)
+    return list(
+        {r.golden_id: workflow_from_record(r) for r in pd.DataFrame(rows).itertuples() if r.valid}.values()
+        if rows
+        else []
+    )
+
+
 def cost_steps(model: Any, options: Any) -> list:
     """The run's generation steps for ``model`` (``metamorph plan``, :mod:`metamorph.costplan`):
 
@@ -342,18 +372,8 @@ def cost_steps(model: Any, options: Any) -> list:
     :class:`~metamorph.errors.InputError`.
     """
     from metamorph.costplan import PlanStep
-    from metamorph.studies.workflow_perturb.workflows import load_goldens
 
-    rows = []
-    for spec in options.sources or ["embedded"]:
-        valid, rejected = load_goldens(spec, on_invalid="collect", limit=options.limit)
-        rows += golden_rows(valid, rejected, spec)
-    # as the assets read the goldens table: the valid rows by golden_id, in table order
-    goldens = list(
-        {r.golden_id: workflow_from_record(r) for r in pd.DataFrame(rows).itertuples() if r.valid}.values()
-        if rows
-        else []
-    )
+    goldens = planned_goldens(options)
     first, more = generator_requests(
         goldens[: options.llm_goldens or LLM_GOLDENS],
         PERTURBATION_TYPES,

@@ -18,6 +18,7 @@ from metamorph.studies.workflow_perturb.analysis import DELTA_AVG_FACTOR, DELTA_
 __all__ = [
     "COMPARED_METRICS",
     "COMPARISON_TABLES",
+    "planned_cells",
     "STUDY",
     "all_card_rows",
     "card_rows",
@@ -75,15 +76,18 @@ def headline(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The LLM judge (App. B.6) per judge model: its replies (valid / invalid of 3 per variant) and
-    its rows of the severity table (variants without a valid reply excluded, counted in n_null)."""
+    """The LLM judge (App. B.6) per judge model: its replies (valid / invalid of 3 per variant, and
+    the calls that failed at the provider, which are no reply) and its rows of the severity table
+    (variants without a valid reply excluded, counted in n_null; a cell with nothing measured
+    prints its ``not_measurable`` text, e.g. "not measurable: every call failed (N of N)")."""
     replies = con.execute(
         "SELECT model_id, count(*) AS variants, sum(judge_valid) AS valid_replies, "
-        "sum(judge_invalid) AS invalid_replies, count(judge) AS variants_scored "
+        "sum(judge_invalid) AS invalid_replies, sum(n_call_errors) AS call_errors, count(judge) AS variants_scored "
         "FROM workflow_perturb.judge_scores GROUP BY model_id ORDER BY model_id"
     ).df()
     rows = con.execute(
-        "SELECT model_id, type, severity, round(mean, 3) AS mean, round(sd, 3) AS sd, n, n_null "
+        "SELECT model_id, type, severity, coalesce(CAST(round(mean, 3) AS VARCHAR), not_measurable) AS mean, "
+        "round(sd, 3) AS sd, n, n_null, n_call_errors AS call_errors "
         "FROM workflow_perturb.severity_table_judge ORDER BY model_id, type, severity"
     ).df()
     mean = "max(CASE WHEN severity = {} THEN mean END)"
@@ -96,7 +100,8 @@ def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
         "FROM workflow_perturb.severity_table_judge GROUP BY model_id, type ORDER BY model_id, type"
     ).df()
     return [
-        "\nLLM judge (App. B.6): replies per judge model (3 calls per variant; invalid ones excluded):",
+        "\nLLM judge (App. B.6): replies per judge model (3 calls per variant; invalid replies and calls that "
+        "failed at the provider excluded):",
         replies.to_markdown(index=False),
         "\nLLM judge score by perturbation type and severity (deterministic operators; [0, 1]):",
         rows.to_markdown(index=False),
@@ -133,6 +138,29 @@ def _judged(judge_scores: pd.DataFrame, caller: str) -> pd.DataFrame:
 #: The warehouse tables (``workflow_perturb.<table>``) :func:`comparison_scores` takes, in order
 #: (:func:`metamorph.verdict.sources`).
 COMPARISON_TABLES = ("judge_scores",)
+
+
+def planned_cells(options, specs=()) -> pd.DataFrame:
+    """The (metric, slice) cells :func:`comparison_scores` will compare, with the items each will
+    have, from the goldens a run with ``options`` loads (``metamorph plan``'s detectable effects,
+    :func:`metamorph.power.plan_text`): ``metric, slice, n_items, outcomes`` — ``judge`` per ``type,
+    severity`` and per ``type`` over the judged deterministic variants (the first
+    ``judge_variants``, as ``judge_scores`` judges them; a variant without a valid reply will not
+    be an item); ``outcomes`` 0: an item's value is a score (valid replies / 5), not a rate of 0/1
+    outcomes. Raises the loader's ``InputError``."""
+    from metamorph.comparison import slice_label
+    from metamorph.studies.workflow_perturb.plan import deterministic_perturbations
+    from metamorph.studies.workflow_perturb.plan import JUDGE_VARIANTS, planned_goldens
+
+    perts = deterministic_perturbations(planned_goldens(options))
+    rows = pd.DataFrame([p.to_row() for p in perts]).head(options.judge_variants or JUDGE_VARIANTS)
+    out = []
+    if len(rows):
+        for (t, p), g in rows.groupby(["type", "p"], sort=True):
+            out.append(("judge", slice_label({"type": t, "severity": p}), len(g), 0))
+        for t, g in rows.groupby("type", sort=True):
+            out.append(("judge", slice_label({"type": t}), len(g), 0))
+    return pd.DataFrame(out, columns=["metric", "slice", "n_items", "outcomes"])
 
 
 def comparison_scores(judge_scores: pd.DataFrame) -> pd.DataFrame:

@@ -87,7 +87,14 @@ class Perturbations(StrictModel):
     model: Series[str] = pa.Field(nullable=True, description="Generator model (llm rows).")
     models_tried: Series[str] = pa.Field(description="Escalation list actually used (JSON list).")
     attempts: Series[int] = pa.Field(ge=0, description="Generator attempts (0 for deterministic).")
-    status: Series[str] = pa.Field(isin=list(STATUSES), description="Static validation result (App. A).")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Attempts that failed at the provider (no reply; 0 for deterministic)."
+    )
+    status: Series[str] = pa.Field(
+        isin=list(STATUSES),
+        description="Static validation result (App. A): valid, invalid, or call_error (every attempt failed "
+        "at the provider: the generator was never heard).",
+    )
     failure: Series[str] = pa.Field(nullable=True, description="Residual validation failure, else null.")
     n_nodes: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, description="Steps of the variant; null when no reply parsed."
@@ -154,8 +161,21 @@ class JudgeScores(StrictModel):
     judge: Series[float] = pa.Field(
         nullable=True, ge=0, le=1, description="Mean valid score / 5; null when no reply was valid."
     )
+    n_calls: Series[int] = pa.Field(
+        ge=0, description="Judge calls made for the variant (judge_valid + judge_invalid + n_call_errors)."
+    )
     judge_valid: Series[int] = pa.Field(ge=0, description="Valid replies.")
-    judge_invalid: Series[int] = pa.Field(ge=0, description="Invalid or truncated replies (excluded, never 0).")
+    judge_invalid: Series[int] = pa.Field(
+        ge=0, description="Invalid or truncated replies (excluded, never 0); a failed call is no reply (count)."
+    )
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Judge calls that failed at the provider: no reply, left out of judge (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why judge is null: 'not measurable: every call failed (N of N)' or 'not measurable: no reply "
+        "parsed (N of N unparseable)'; null when judged.",
+    )
     judge_reasons: Series[str] = pa.Field(description="Parse reason of each reply (JSON list).")
     judge_spread: Series[float] = pa.Field(
         nullable=True,
@@ -278,6 +298,14 @@ class JudgeSeverityTable(SeverityTable):
     for one judge model (App. B.6); null judge values (no valid reply) are excluded, never 0."""
 
     model_id: Series[str] = pa.Field(description="Judge model (registry id; the partition).")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0, description="Judge calls of the cell's judged variants that failed at the provider, left out (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why mean is null: 'not measurable: every call failed (N of N)', 'not measurable: no reply "
+        "parsed (N of N unparseable)' or 'not measurable: no variant of the cell judged'; null when measured.",
+    )
 
 
 class SensitivityMatrix(_Cell):

@@ -64,8 +64,10 @@ METRICS: tuple[str, ...] = (*VARIANT_METRICS, "judge")
 #: Who made a variant: the deterministic operators or the LLM (App. A).
 OPERATORS: tuple[str, ...] = ("deterministic", "llm")
 
-#: Static validation result of a variant (App. A).
-STATUSES: tuple[str, ...] = ("valid", "invalid")
+#: Result of a variant: passed static validation (App. A), failed it, or ``call_error`` — no call of
+#: any generator model returned a reply (every attempt failed at the provider), so the model never
+#: made the variant and nothing about its ability to is measured.
+STATUSES: tuple[str, ...] = ("valid", "invalid", "call_error")
 
 #: Size strata of the paper's per-size analysis (App. C, Table 7): label -> inclusive step range.
 SIZE_STRATA: dict[str, tuple[int, float]] = {"5-7": (5, 7), "8-15": (8, 15), "16+": (16, math.inf)}

@@ -18,6 +18,7 @@ from metamorph.studies.wrapper_sensitivity.metrics import (
     TIE_TOL,
     best_worst,
     cell_rows,
+    combination_not_measurable,
     tied_wrappers,
     ordered_wrappers,
     pct_or_nan,
@@ -74,6 +75,11 @@ def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> p
 
     A (model, task) with a single wrapper has null values and a note.
 
+    Call errors: pass the paired cells FSI compares (``cell_metrics(..., paired=True)``);
+    ``n_call_errors`` sums the cells' failed calls, and a (model, task) where a wrapper has no
+    reply left has null values with that cell's ``not_measurable`` text ("not measurable: every
+    call failed (N of N)" when every call of the model × task failed).
+
     Raises:
         ValueError: missing columns; an unknown ``undefined_conditional``; counts that do
             not reproduce ``accuracy_pct`` (cells of another computation).
@@ -82,22 +88,31 @@ def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> p
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperDecomposition`: ``model_id,
         task, best_wrapper, worst_wrapper, fsi_pp, delta_parse_pp,
         delta_acc_given_parse_pp, mean_parse_pct, mean_acc_given_parse_pct,
-        compliance_pp, conditional_pp, compliance_share, note`` (pp = percentage points, pct =
-        percent).
+        compliance_pp, conditional_pp, compliance_share, note, n_call_errors, not_measurable`` (pp =
+        percentage points, pct = percent).
     """
     if undefined_conditional not in ("null", "zero", "match"):
         raise ValueError(
             f"decomposition: undefined_conditional must be 'null', 'zero' or 'match', got {undefined_conditional!r}"
         )
-    c = validate_cells(cells, ["accuracy_pct", "n", "n_correct", "n_parseable"], "cells")
+    c = validate_cells(
+        cells,
+        ["accuracy_pct", "n", "n_correct", "n_parseable", "n_call_errors", "n_unpaired", "not_measurable"],
+        "cells",
+    )
     n = c["n"].astype(float)
-    if (n < 1).any():
-        raise ValueError("decomposition: every cell needs n >= 1")
-    if (np.abs(100.0 * c["n_correct"].astype(float) / n - c["accuracy_pct"].astype(float)) > 1e-6).any():
+    replied = n >= 1
+    if (np.abs(100.0 * c["n_correct"].astype(float) / n - c["accuracy_pct"].astype(float)) > 1e-6)[replied].any():
         raise ValueError("decomposition: accuracy_pct differs from 100 * n_correct / n in some cell")
     rows = []
     for (m, t), grp in c.groupby(COMBINATION_KEYS, sort=True):
-        row = dict(model_id=m, task=t)
+        n_errors = int(grp["n_call_errors"].sum())
+        row = dict(model_id=m, task=t, n_call_errors=n_errors, not_measurable=None)
+        unmeasurable = combination_not_measurable(grp)
+        if unmeasurable:
+            row["not_measurable"] = unmeasurable
+            rows.append(row)
+            continue
         if len(grp) < 2:
             row["note"] = f"1 wrapper ({grp['wrapper'].iloc[0]}): no pair, FSI undefined"
             rows.append(row)
@@ -164,6 +179,8 @@ def decomposition(cells: pd.DataFrame, undefined_conditional: str = "null") -> p
         "conditional_pp",
         "compliance_share",
         "note",
+        "n_call_errors",
+        "not_measurable",
     ]
     out = pd.DataFrame(rows, columns=cols)
     for col in cols[4:12]:
@@ -178,18 +195,22 @@ def win_counts(cells: pd.DataFrame) -> pd.DataFrame:
     a win, so the wins can sum to more than the number of combinations; ``tied_wins``
     counts the shared ones. Only combinations with ≥ 2 wrappers count (a lone wrapper wins
     nothing by default). ``win_pct`` = wins / combinations in which the wrapper has a cell.
+    A combination where a wrapper has no reply (every call failed; cells of
+    ``cell_metrics(..., paired=True)``) is not compared; ``n_call_errors`` counts the wrapper's
+    failed calls over every combination.
 
     Returns:
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperWins`: ``wrapper, wins,
-        tied_wins, n_combinations, win_pct`` (every wrapper seen, canonical order).
+        tied_wins, n_combinations, win_pct, n_call_errors`` (every wrapper seen, canonical order).
     """
-    c = validate_cells(cells, ["accuracy_pct"], "cells")
+    c = validate_cells(cells, ["accuracy_pct", "n", "n_call_errors"], "cells")
     wrappers = ordered_wrappers(c["wrapper"])
     wins = dict.fromkeys(wrappers, 0)
     tied = dict.fromkeys(wrappers, 0)
     combos = dict.fromkeys(wrappers, 0)
+    errors = c.groupby("wrapper")["n_call_errors"].sum()
     for _, grp in c.groupby(COMBINATION_KEYS, sort=True):
-        if len(grp) < 2:
+        if len(grp) < 2 or (grp["n"] == 0).any():
             continue
         acc = grp["accuracy_pct"].astype(float)
         top = grp.loc[acc >= acc.max() - TIE_TOL, "wrapper"].tolist()
@@ -207,10 +228,11 @@ def win_counts(cells: pd.DataFrame) -> pd.DataFrame:
                 tied_wins=tied[wr],
                 n_combinations=combos[wr],
                 win_pct=pct_or_nan(wins[wr], combos[wr]),
+                n_call_errors=int(errors.get(wr, 0)),
             )
             for wr in wrappers
         ],
-        columns=["wrapper", "wins", "tied_wins", "n_combinations", "win_pct"],
+        columns=["wrapper", "wins", "tied_wins", "n_combinations", "win_pct", "n_call_errors"],
     )
     out["win_pct"] = out["win_pct"].astype(float)
     return WrapperWins.validate(out)
@@ -245,18 +267,20 @@ def matched_fsi(
     recomputes :func:`cell_metrics` and :func:`fsi_psi` on the generations of the matched
     items only (every wrapper and seed of a matched item is kept). ``delta_fsi_pp`` =
     matched − full; a (model, task) without a matched item has null matched indices and a
-    note.
+    note. Both are computed on paired cells (an item × seed whose call failed under any wrapper
+    is left out); ``n_call_errors`` counts the failed calls of the model × task and
+    ``not_measurable`` is the full FSI's (:func:`fsi_psi`).
 
     Returns:
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperMatchedFSI`: ``model_id, task,
         fsi_full_pp, fsi_matched_pp, delta_fsi_pp, psi_full_pp, psi_matched_pp,
-        n_items_full, n_items_matched, note``.
+        n_items_full, n_items_matched, note, n_call_errors, not_measurable``.
     """
     s = validate_scored(scored, mode)
     m, keys = _matched_keys(matched_items)
     sub = s.merge(m, on=keys, how="inner")
-    full = fsi_psi(cell_rows(s, mode)).set_index(COMBINATION_KEYS)
-    matched = fsi_psi(cell_rows(sub, mode)).set_index(COMBINATION_KEYS) if len(sub) else None
+    full = fsi_psi(cell_rows(s, mode, paired=True)).set_index(COMBINATION_KEYS)
+    matched = fsi_psi(cell_rows(sub, mode, paired=True)).set_index(COMBINATION_KEYS) if len(sub) else None
     n_full = s.groupby(COMBINATION_KEYS)["item_id"].nunique()
     n_matched = sub.groupby(COMBINATION_KEYS)["item_id"].nunique()
     rows = []
@@ -271,6 +295,8 @@ def matched_fsi(
             psi_matched_pp=math.nan,
             n_items_full=int(n_full[key]),
             n_items_matched=nm,
+            n_call_errors=int(fr["n_call_errors"]),
+            not_measurable=fr["not_measurable"],
         )
         notes = []
         if fr["n_wrappers"] < 2:
@@ -296,6 +322,8 @@ def matched_fsi(
         "n_items_full",
         "n_items_matched",
         "note",
+        "n_call_errors",
+        "not_measurable",
     ]
     out = pd.DataFrame(rows, columns=cols)
     for col in cols[2:7]:
@@ -332,7 +360,7 @@ def constrained_falsifier(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.
     sub = scored.merge(pairs, on=["model_id", "task"])
     free = sub[sub["wrapper"] != CONSTRAINED_ARM]
     forced = sub[sub["wrapper"] != "json"].assign(wrapper=lambda d: d["wrapper"].replace({CONSTRAINED_ARM: "json"}))
-    cf, cc = cell_metrics(free, mode), cell_metrics(forced, mode)
+    cf, cc = cell_metrics(free, mode, paired=True), cell_metrics(forced, mode, paired=True)
     ff, fc = fsi_psi(cf), fsi_psi(cc)
     out = ff[["model_id", "task", "fsi_pp", "psi_pp"]].merge(
         fc[["model_id", "task", "fsi_pp", "psi_pp"]], on=["model_id", "task"], suffixes=("_free", "_c")

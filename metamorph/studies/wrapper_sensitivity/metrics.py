@@ -38,6 +38,12 @@ Conventions shared by all functions
 * FSI / PSI are reported as fractions in [0, 1] like the paper (``fsi``, ``psi``; e.g. 0.763)
   and in percentage points (``fsi_pp``, ``psi_pp`` = 100 × the fraction).
 * Every output is validated by its schema in :mod:`metamorph.studies.wrapper_sensitivity.schemas`.
+* A call that failed at the provider (``reason`` = ``call_error``) is no reply: it is in no
+  numerator and no denominator (n, accuracy, parseability, Acc|parse, truncation), and each
+  table counts it in ``n_call_errors``. A cell whose every call failed keeps its row with null
+  metrics and ``not_measurable`` = "not measurable: every call failed (N of N)". FSI / PSI
+  compare the wrappers on the same item × seed, so an item × seed whose call failed under any
+  wrapper is left out of that comparison (``paired`` cells, ``n_unpaired``), never filled in.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from metamorph import stats
+from metamorph.measurability import every_call_failed, is_call_error, no_reply_parsed
 from metamorph.ordering import LevelOrder
 from metamorph.schemas import require_columns
 from metamorph.studies.wrapper_sensitivity.schemas import WrapperCells, WrapperFSI, WrapperMeanIndices
@@ -66,9 +73,11 @@ __all__ = [
     "COMBINATION_KEYS",
     "best_worst",
     "cell_rows",
+    "combination_not_measurable",
     "ordered_wrappers",
     "pct_or_nan",
     "tied_wrappers",
+    "unpaired",
     "validate_cells",
     "validate_scored",
     "cell_metrics",
@@ -91,6 +100,7 @@ SCORED_COLUMNS = (
     "finish_reason",
     "prompt_tokens",
     "n_choices",
+    "reason",
 )
 
 #: Canonical wrapper order (paper §3.2): sorting, tie-breaking, reference level (plain).
@@ -138,13 +148,15 @@ def validate_scored(scored: pd.DataFrame, mode: str | None = None) -> pd.DataFra
     With ``mode`` given, only that extraction mode's rows are returned (after validating
     the whole frame). Ids become ``str``, ``seed`` int, ``parseable``/``correct`` bool,
     ``n_choices`` a nullable integer; an internal column ``_chance`` holds each
-    generation's chance accuracy in percent (NaN when a choice row lacks ``n_choices``).
+    generation's chance accuracy in percent (NaN when a choice row lacks ``n_choices``) and
+    ``_call_error`` whether the call failed at the provider (``reason`` = ``call_error``).
 
     Raises:
         ValueError: missing columns (named); null ``model_id, task, answer_type, wrapper,
             item_id, seed, mode, parseable, correct``; non-integer seeds; an unknown mode or
             answer type; non-boolean ``parseable``/``correct``; ``correct`` True on an
-            unparseable row; duplicate ``(model_id, task, wrapper, item_id, seed, mode)``;
+            unparseable row; a parseable ``call_error`` row;
+            duplicate ``(model_id, task, wrapper, item_id, seed, mode)``;
             a task with several answer types; ``n_choices`` < 2 or non-integer on a
             choice row; ``mode`` not in :data:`MODES` or absent from the frame.
     """
@@ -189,6 +201,9 @@ def validate_scored(scored: pd.DataFrame, mode: str | None = None) -> pd.DataFra
     if ((nc != np.floor(nc)) & nc.notna()).any() or (choice & nc.notna() & (nc < 2)).any():
         raise ValueError("scored: 'n_choices' must be an integer >= 2 on choice rows")
     s["n_choices"] = nc.astype("Int64")
+    s["_call_error"] = is_call_error(s["reason"])
+    if (s["_call_error"] & s["parseable"]).any():
+        raise ValueError("scored: a call_error row is parseable (a failed call has no reply)")
     chance = s["answer_type"].map(_CHANCE_FIXED).astype(float)
     s["_chance"] = chance.where(~choice, 100.0 / nc.astype(float))
     if mode is not None:
@@ -203,9 +218,21 @@ def pct_or_nan(num: float, den: float) -> float:
     return math.nan if den == 0 else 100.0 * num / den
 
 
-def cell_rows(s: pd.DataFrame, mode: str) -> pd.DataFrame:
+def unpaired(s: pd.DataFrame) -> pd.Series:
+    """Per row of a validated one-mode frame, whether its item × seed had a failed call under some
+    wrapper of its (model, task): the rows a comparison across wrappers leaves out."""
+    key = [*COMBINATION_KEYS, "item_id", "seed"]
+    return s.groupby(key, sort=False)["_call_error"].transform("any").astype(bool)
+
+
+def cell_rows(s: pd.DataFrame, mode: str, paired: bool = False) -> pd.DataFrame:
     """The cell table of :func:`cell_metrics` from an already validated frame ``s`` of one mode,
-    unsorted and not schema-validated (the matched-subset diagnostics reuse it)."""
+    unsorted and not schema-validated (the matched-subset diagnostics reuse it).
+
+    Call errors are counted in ``n_call_errors`` and in nothing else; with ``paired``, the other
+    replies of an item × seed whose call failed under any wrapper are left out too
+    (``n_unpaired``), so every wrapper of a (model, task) is measured on the same item × seeds.
+    """
     cols = [
         "model_id",
         "task",
@@ -223,41 +250,105 @@ def cell_rows(s: pd.DataFrame, mode: str) -> pd.DataFrame:
         "n_truncated",
         "n_items",
         "n_seeds",
+        "n_call_errors",
+        "n_unpaired",
+        "not_measurable",
     ]
     if len(s) == 0:
         return pd.DataFrame(columns=cols)
-    s = s.assign(_trunc=s["finish_reason"].eq("length").fillna(False).astype(bool))
+    out_pair = unpaired(s) & ~s["_call_error"] if paired else pd.Series(False, index=s.index)
+    kept = ~s["_call_error"] & ~out_pair
+    s = s.assign(
+        _trunc=s["finish_reason"].eq("length").fillna(False).astype(bool) & kept,
+        _kept=kept,
+        _unpaired=out_pair,
+        _correct=s["correct"] & kept,
+        _parseable=s["parseable"] & kept,
+        _item=s["item_id"].where(kept),
+        _seed=s["seed"].where(kept),
+        _chance_kept=s["_chance"].where(kept),
+        _chance_missing=s["_chance"].isna() & kept,
+    )
     agg = (
         s.groupby(CELL_KEYS, sort=False)
         .agg(
             answer_type=("answer_type", "first"),
-            n=("correct", "size"),
-            n_correct=("correct", "sum"),
-            n_parseable=("parseable", "sum"),
+            n=("_kept", "sum"),
+            n_correct=("_correct", "sum"),
+            n_parseable=("_parseable", "sum"),
             n_truncated=("_trunc", "sum"),
-            n_items=("item_id", "nunique"),
-            n_seeds=("seed", "nunique"),
-            chance_pct=("_chance", "mean"),
-            _chance_missing=("_chance", lambda x: bool(x.isna().any())),
+            n_items=("_item", "nunique"),
+            n_seeds=("_seed", "nunique"),
+            chance_pct=("_chance_kept", "mean"),
+            _chance_missing=("_chance_missing", "any"),
+            n_call_errors=("_call_error", "sum"),
+            n_unpaired=("_unpaired", "sum"),
+            _total=("_call_error", "size"),
         )
         .reset_index()
     )
+    for c in ("n", "n_correct", "n_parseable", "n_truncated", "n_call_errors", "n_unpaired"):
+        agg[c] = agg[c].astype(int)
     agg["mode"] = mode
-    agg["accuracy_pct"] = 100.0 * agg["n_correct"] / agg["n"]
-    agg["parseability_pct"] = 100.0 * agg["n_parseable"] / agg["n"]
+    agg["accuracy_pct"] = [pct_or_nan(c, n) for c, n in zip(agg["n_correct"], agg["n"])]
+    agg["parseability_pct"] = [pct_or_nan(p, n) for p, n in zip(agg["n_parseable"], agg["n"])]
     agg["acc_given_parse_pct"] = [pct_or_nan(c, p) for c, p in zip(agg["n_correct"], agg["n_parseable"])]
-    agg["truncation_rate_pct"] = 100.0 * agg["n_truncated"] / agg["n"]
+    agg["truncation_rate_pct"] = [pct_or_nan(t, n) for t, n in zip(agg["n_truncated"], agg["n"])]
     agg["chance_pct"] = agg["chance_pct"].where(~agg["_chance_missing"], math.nan)
+    agg["not_measurable"] = [
+        _cell_not_measurable(n, e, u, p, t)
+        for n, e, u, p, t in zip(agg["n"], agg["n_call_errors"], agg["n_unpaired"], agg["n_parseable"], agg["_total"])
+    ]
     out = agg[cols].copy()
     for c in ("accuracy_pct", "parseability_pct", "acc_given_parse_pct", "truncation_rate_pct", "chance_pct"):
         out[c] = out[c].astype(float)
     return out
 
 
-def cell_metrics(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataFrame:
+def combination_not_measurable(grp: pd.DataFrame) -> str | None:
+    """Why the comparison of a (model, task)'s paired cells ``grp`` cannot be made, or None when
+    every cell has a reply: "not measurable: every call failed (N of N)" when every generation
+    failed, else the first wrapper whose every call failed, else no item × seed answered under
+    every wrapper."""
+    empty = grp[grp["n"] == 0]
+    if empty.empty:
+        return None
+    n_errors = int(grp["n_call_errors"].sum())
+    total = int((grp["n"] + grp["n_call_errors"] + grp["n_unpaired"]).sum())
+    if n_errors == total:
+        return every_call_failed(total)
+    dead = empty[empty["n_unpaired"] == 0]
+    if len(dead):
+        w = dead.assign(_k=dead["wrapper"].map(_wrapper_key)).sort_values("_k").iloc[0]
+        return f"not measurable: every call of wrapper {w['wrapper']!r} failed ({w['n_call_errors']} of {w['n_call_errors']})"
+    return empty["not_measurable"].iloc[0]
+
+
+def _cell_not_measurable(n: int, n_errors: int, n_unpaired: int, n_parseable: int, total: int) -> str | None:
+    """Why a cell's null metrics are null: every call failed; every reply left out of a paired
+    comparison; or (Acc | parse only) no reply parsed."""
+    if n == 0 and n_errors == total:
+        return every_call_failed(total)
+    if n == 0:
+        return (
+            f"not measurable: no item x seed answered under every wrapper ({n_errors} of {total} calls failed, "
+            f"{n_unpaired} replies left out with their failed pair)"
+        )
+    if n_parseable == 0:
+        return no_reply_parsed(n)
+    return None
+
+
+def cell_metrics(scored: pd.DataFrame, mode: str = DEFAULT_MODE, paired: bool = False) -> pd.DataFrame:
     """Per (model, task, wrapper) cell: A, P, Acc | parseable and the truncation rate (§4).
 
-    Over all generations of the cell (all items × seeds) in extraction mode ``mode``:
+    Over the replies of the cell (all items × seeds) in extraction mode ``mode``; a call that
+    failed at the provider is no reply (counted in ``n_call_errors`` only). With ``paired`` (the
+    cells FSI / PSI compare), an item × seed whose call failed under any wrapper of the (model,
+    task) is left out of every wrapper's cell (``n_unpaired``). A cell with no reply left has
+    null A, P, C and truncation rate and says why in ``not_measurable`` ("not measurable: every
+    call failed (N of N)"); a cell with no parseable reply has a null C and "not measurable: no
+    reply parsed (N of N unparseable)".
 
     * ``accuracy_pct`` A = 100 · #correct / n (an unparseable generation is incorrect);
     * ``parseability_pct`` P = 100 · #parseable / n;
@@ -274,10 +365,10 @@ def cell_metrics(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataFrame
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperCells`: ``model_id, task,
         answer_type, wrapper, mode, accuracy_pct, parseability_pct, acc_given_parse_pct,
         truncation_rate_pct, chance_pct, n, n_correct, n_parseable, n_truncated, n_items,
-        n_seeds``.
+        n_seeds, n_call_errors, n_unpaired, not_measurable``.
     """
     s = validate_scored(scored, mode)
-    return WrapperCells.validate(_sort(cell_rows(s, mode), CELL_KEYS))
+    return WrapperCells.validate(_sort(cell_rows(s, mode, paired), CELL_KEYS))
 
 
 def cell_metrics_by_mode(scored: pd.DataFrame) -> pd.DataFrame:
@@ -373,16 +464,44 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
     A (model, task) with a single wrapper has null indices and best/worst and a note; an
     unknown chance level gives a null ``nfsi_chance`` and a note.
 
+    Call errors: pass the *paired* cells (``cell_metrics(..., paired=True)``), so every wrapper
+    is measured on the same item × seeds. ``n_call_errors`` sums the cells' call errors and
+    ``n_generations`` every generation of the cells (call errors and unpaired replies
+    included). A (model, task) where a wrapper's cell has no reply left has null indices,
+    means and best/worst, with the cell's ``not_measurable`` text ("not measurable: every call
+    failed (N of N)" with N = ``n_generations`` when every call failed).
+
     Returns:
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperFSI`: ``model_id, task,
         n_wrappers, fsi, psi, fsi_pp, psi_pp, mean_accuracy_pct, nfsi, chance_pct, nfsi_chance,
         n_below_chance, best_wrapper, worst_wrapper, n_best, n_worst, all_tied,
-        best_accuracy_pct, worst_accuracy_pct, note``.
+        best_accuracy_pct, worst_accuracy_pct, note, n_call_errors, n_generations, not_measurable``.
     """
-    c = validate_cells(cells, ["accuracy_pct", "parseability_pct", "chance_pct", "n"], "cells")
+    c = validate_cells(
+        cells,
+        ["accuracy_pct", "parseability_pct", "chance_pct", "n", "n_call_errors", "n_unpaired", "not_measurable"],
+        "cells",
+    )
     rows = []
     for (m, t), grp in c.groupby(COMBINATION_KEYS, sort=True):
         k = len(grp)
+        n_errors = int(grp["n_call_errors"].sum())
+        n_generations = int((grp["n"] + grp["n_call_errors"] + grp["n_unpaired"]).sum())
+        empty = grp[grp["n"] == 0]
+        if len(empty):
+            rows.append(
+                dict(
+                    model_id=m,
+                    task=t,
+                    n_wrappers=k,
+                    n_below_chance=0,
+                    n_call_errors=n_errors,
+                    n_generations=n_generations,
+                    not_measurable=combination_not_measurable(grp),
+                    note=None,
+                )
+            )
+            continue
         acc = grp["accuracy_pct"].astype(float).to_numpy()
         par = grp["parseability_pct"].astype(float).to_numpy()
         ch = grp["chance_pct"].astype(float).to_numpy()
@@ -437,6 +556,7 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
                 kappa = np.clip((acc - chance) / (100.0 - chance), 0.0, 1.0)
                 row["nfsi_chance"] = float(kappa.max() - kappa.min())
         row["note"] = "; ".join(notes) or None
+        row.update(n_call_errors=n_errors, n_generations=n_generations, not_measurable=None)
         rows.append(row)
     cols = [
         "model_id",
@@ -459,6 +579,9 @@ def fsi_psi(cells: pd.DataFrame, eps: float = NFSI_EPS) -> pd.DataFrame:
         "best_accuracy_pct",
         "worst_accuracy_pct",
         "note",
+        "n_call_errors",
+        "n_generations",
+        "not_measurable",
     ]
     out = pd.DataFrame(rows, columns=cols)
     for col in (
@@ -499,13 +622,16 @@ def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) ->
 
     Returns:
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperMeanIndices`: ``model_id, index,
-        unit, mean, ci_low, ci_high, n_tasks, n_undefined, n_resamples, seed, ci_note``
+        unit, mean, ci_low, ci_high, n_tasks, n_undefined, n_resamples, seed, ci_note, n_call_errors,
+        not_measurable`` (``n_call_errors`` sums the tasks' call errors; a model whose every call
+        failed has a null mean and "not measurable: every call failed (N of N)")
         (one row per model × index, indices in the order FSI, PSI, nFSI, nFSI_chance,
         FSI_fraction, PSI_fraction).
     """
-    require_columns(fsi, ["model_id", "task"] + [col for _, col, _ in INDICES], "fsi")
+    require_columns(fsi, ["model_id", "task", "n_call_errors", "n_generations"] + [col for _, col, _ in INDICES], "fsi")
     rows = []
     for m, grp in fsi.groupby("model_id", sort=True):
+        n_errors, n_generations = int(grp["n_call_errors"].sum()), int(grp["n_generations"].sum())
         for name, col, unit in INDICES:
             vals = pd.to_numeric(grp[col], errors="coerce")
             ci = stats.bootstrap_mean_ci(vals.dropna().to_numpy(dtype=float), n_resamples=n_resamples, seed=seed)
@@ -522,6 +648,10 @@ def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) ->
                     n_resamples=n_resamples,
                     seed=seed,
                     ci_note=ci.note,
+                    n_call_errors=n_errors,
+                    not_measurable=every_call_failed(n_generations)
+                    if ci.n == 0 and n_generations and n_errors == n_generations
+                    else None,
                 )
             )
     cols = [
@@ -536,6 +666,8 @@ def mean_indices(fsi: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) ->
         "n_resamples",
         "seed",
         "ci_note",
+        "n_call_errors",
+        "not_measurable",
     ]
     out = pd.DataFrame(rows, columns=cols)
     for col in ("mean", "ci_low", "ci_high"):

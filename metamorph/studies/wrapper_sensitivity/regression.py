@@ -18,6 +18,7 @@ import pandas as pd
 import statsmodels.api as sm
 
 from metamorph import stats
+from metamorph.measurability import every_call_failed
 from metamorph.studies.wrapper_sensitivity.metrics import (
     DEFAULT_MODE,
     ordered_wrappers,
@@ -48,18 +49,25 @@ def pearson_acc_parse(cells: pd.DataFrame) -> pd.DataFrame:
     correlation) and is partly mechanical (A = P · C); :func:`fixed_effects_regression`
     and :func:`item_level_model` are the adjusted analyses.
 
+    A cell with no reply (every call failed: null A and P) is not a point; ``n_call_errors``
+    sums the failed calls of the scope's cells.
+
     Returns:
         :class:`~metamorph.studies.wrapper_sensitivity.schemas.WrapperCorrelation`: ``scope, model_id,
-        r, p_value, n, note`` (pooled first, then models in sorted order).
+        r, p_value, n, note, n_call_errors`` (pooled first, then models in sorted order).
     """
-    c = validate_cells(cells, ["accuracy_pct", "parseability_pct"], "cells")
+    c = validate_cells(cells, ["accuracy_pct", "parseability_pct", "n_call_errors"], "cells")
     rows = []
     pooled, per_model = CORRELATION_SCOPES
     scopes = [(pooled, None, c)] + [(per_model, str(m), g) for m, g in c.groupby("model_id", sort=True)]
     for scope, m, g in scopes:
+        errors = int(g["n_call_errors"].sum())
+        g = g[g["accuracy_pct"].notna()]
         res = stats.pearson(g["accuracy_pct"].astype(float).tolist(), g["parseability_pct"].astype(float).tolist())
-        rows.append(dict(scope=scope, model_id=m, r=res.rho, p_value=res.p_value, n=res.n, note=res.note))
-    out = pd.DataFrame(rows, columns=["scope", "model_id", "r", "p_value", "n", "note"])
+        rows.append(
+            dict(scope=scope, model_id=m, r=res.rho, p_value=res.p_value, n=res.n, note=res.note, n_call_errors=errors)
+        )
+    out = pd.DataFrame(rows, columns=["scope", "model_id", "r", "p_value", "n", "note", "n_call_errors"])
     for col in ("r", "p_value"):
         out[col] = out[col].astype(float)
     return WrapperCorrelation.validate(out)
@@ -166,7 +174,9 @@ def fixed_effects_regression(cells: pd.DataFrame, cov_type: str = "nonrobust") -
         df_resid, weights, weight_min, weight_max, weight_sum, cov_type, effects, note``.
     """
     what = "fixed_effects_regression"
-    c = validate_cells(cells, ["accuracy_pct", "parseability_pct", "n"], "cells").reset_index(drop=True)
+    c = validate_cells(cells, ["accuracy_pct", "parseability_pct", "n", "n_call_errors"], "cells")
+    n_errors = int(c["n_call_errors"].sum())
+    c = c[c["n"] > 0].reset_index(drop=True)  # a cell with no reply (every call failed) is no observation
     if len(c) == 0:
         raise ValueError(f"{what}: no cells")
     w = pd.to_numeric(c["n"], errors="coerce").astype(float).to_numpy()
@@ -211,6 +221,7 @@ def fixed_effects_regression(cells: pd.DataFrame, cov_type: str = "nonrobust") -
         cov_type=cov_type,
         effects=", ".join(used) if used else "(none)",
         note="; ".join(notes) or None,
+        n_call_errors=n_errors,
     )
     return WrapperFERegression.validate(pd.DataFrame([row]))
 
@@ -249,8 +260,12 @@ def item_level_model(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataF
     """
     what = "item_level_model"
     s = validate_scored(scored, mode)
+    n_errors = int(s["_call_error"].sum())
+    s = s[~s["_call_error"]].reset_index(drop=True)  # a failed call is no observation
     if len(s) == 0:
-        raise ValueError(f"{what}: no generation in mode {mode!r}")
+        raise ValueError(
+            f"{what}: no reply in mode {mode!r}" + (f" ({every_call_failed(n_errors)})" if n_errors else "")
+        )
     y = s["correct"].astype(float)
     dummies, _used, dropped, refs = _fe_dummies(s, ["model_id", "task", "wrapper"])
     X = pd.concat(
@@ -286,6 +301,7 @@ def item_level_model(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataF
                 reference_wrapper=refs.get("wrapper"),
                 mode=mode,
                 note="; ".join(notes) or None,
+                n_call_errors=n_errors,
             )
         )
     cols = [
@@ -303,6 +319,7 @@ def item_level_model(scored: pd.DataFrame, mode: str = DEFAULT_MODE) -> pd.DataF
         "reference_wrapper",
         "mode",
         "note",
+        "n_call_errors",
     ]
     out = pd.DataFrame(rows, columns=cols)
     for col in ("t_value", "p_value"):

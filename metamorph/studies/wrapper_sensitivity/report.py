@@ -20,6 +20,7 @@ from metamorph.studies.wrapper_sensitivity.vocab import DEFAULT_MODE, FAMILIES, 
 __all__ = [
     "COMPARED_METRICS",
     "COMPARISON_TABLES",
+    "planned_cells",
     "SECTIONS",
     "STUDY",
     "card_rows",
@@ -31,29 +32,36 @@ SECTIONS = (
     (
         "Accuracy A per wrapper (%, the paper's extractor; an unparseable reply is wrong) beside its baseline "
         "chance_pct (the accuracy of guessing: 100/options for choice tasks, 50 for yes/no, 0 for numbers), the "
-        "parseability P and truncated_pct (replies cut at max_tokens):",
-        "SELECT model_id, task, wrapper, round(accuracy_pct, 1) AS accuracy_pct, round(chance_pct, 1) AS chance_pct, "
-        "round(parseability_pct, 1) AS parseability_pct, round(truncation_rate_pct, 1) AS truncated_pct, n "
+        "parseability P and truncated_pct (replies cut at max_tokens); call_errors = calls that failed at the provider, "
+        "left out of every figure (a cell with no reply says 'not measurable'):",
+        "SELECT model_id, task, wrapper, coalesce(CAST(round(accuracy_pct, 1) AS VARCHAR), not_measurable) AS "
+        "accuracy_pct, round(chance_pct, 1) AS chance_pct, "
+        "round(parseability_pct, 1) AS parseability_pct, round(truncation_rate_pct, 1) AS truncated_pct, n, "
+        "n_call_errors AS call_errors "
         "FROM wrapper_sensitivity.wrapper_cells WHERE mode = 'paper' ORDER BY model_id, task, wrapper",
     ),
     (
         "FSI = max − min accuracy over the wrappers, PSI = max − min parseability (the paper's extractor, §3.5; "
         "fractions 0–1; tied wrappers all listed); nFSI = FSI / mean accuracy; nFSI_chance = the same range of "
-        "chance-adjusted accuracies (A − chance)/(100 − chance):",
-        "SELECT model_id, task, round(fsi, 3) AS FSI, round(psi, 3) AS PSI, round(nfsi, 3) AS nFSI, "
-        "round(nfsi_chance, 3) AS nFSI_chance, best_wrapper, worst_wrapper, all_tied "
+        "chance-adjusted accuracies (A − chance)/(100 − chance); the wrappers are compared on the items × seeds "
+        "answered under every wrapper (an item whose call failed under one wrapper is left out of all):",
+        "SELECT model_id, task, coalesce(CAST(round(fsi, 3) AS VARCHAR), not_measurable) AS FSI, "
+        "coalesce(CAST(round(psi, 3) AS VARCHAR), not_measurable) AS PSI, round(nfsi, 3) AS nFSI, "
+        "round(nfsi_chance, 3) AS nFSI_chance, best_wrapper, worst_wrapper, all_tied, n_call_errors AS call_errors "
         "FROM wrapper_sensitivity.fsi_psi ORDER BY model_id, task",
     ),
     (
         "Mean indices per model, bootstrap 95% CI over tasks (10,000 resamples):",
-        'SELECT model_id, "index", round(mean, 2) AS mean, round(ci_low, 2) AS ci_low, '
-        "round(ci_high, 2) AS ci_high, n_tasks, ci_note FROM wrapper_sensitivity.mean_fsi_psi "
+        'SELECT model_id, "index", coalesce(CAST(round(mean, 2) AS VARCHAR), not_measurable) AS mean, '
+        "round(ci_low, 2) AS ci_low, round(ci_high, 2) AS ci_high, n_tasks, ci_note, n_call_errors AS call_errors "
+        "FROM wrapper_sensitivity.mean_fsi_psi "
         'ORDER BY model_id, "index"',
     ),
     (
         "FSI decomposition (compliance vs conditional accuracy; null where a wrapper has no parseable reply, "
         "see note):",
-        "SELECT model_id, task, round(fsi_pp, 1) AS FSI_pp, round(compliance_pp, 1) AS compliance_pp, "
+        "SELECT model_id, task, coalesce(CAST(round(fsi_pp, 1) AS VARCHAR), not_measurable) AS FSI_pp, "
+        "round(compliance_pp, 1) AS compliance_pp, "
         "round(conditional_pp, 1) AS conditional_pp, note FROM wrapper_sensitivity.fsi_decomposition "
         "ORDER BY model_id, task",
     ),
@@ -61,7 +69,9 @@ SECTIONS = (
 
 
 def headline(con: duckdb.DuckDBPyConnection) -> str:
-    """Markdown text of :data:`SECTIONS`, read through ``con`` (the warehouse).
+    """Markdown text of :data:`SECTIONS`, read through ``con`` (the warehouse). A cell with nothing
+    measurable prints its ``not_measurable`` text ("not measurable: every call failed (N of N)")
+    in place of the number.
 
     Raises ``duckdb.CatalogException`` when the study's tables have not been materialized.
     """
@@ -78,13 +88,38 @@ STUDY = "wrapper_sensitivity"
 
 
 def _mode_rows(scored: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """The replies of extraction ``mode`` (a call that failed at the provider is no reply: left out)."""
     s = validate_scored(scored, mode)
-    return s[s["mode"] == mode]
+    return s[(s["mode"] == mode) & ~s["_call_error"]]
 
 
 #: The warehouse tables (``wrapper_sensitivity.<table>``) :func:`comparison_scores` takes, in order
 #: (:func:`metamorph.verdict.sources`).
 COMPARISON_TABLES = ("scored_answers",)
+
+
+def planned_cells(options, specs=()) -> pd.DataFrame:
+    """The (metric, slice) cells :func:`comparison_scores` will compare, with the items each will
+    have, from the tasks a run with ``options`` loads (``metamorph plan``'s detectable effects,
+    :func:`metamorph.power.plan_text`): ``metric, slice, n_items, outcomes`` — accuracy and
+    parseability per ``task, wrapper`` (the five families, and the constrained arm when
+    ``options.constrained_arm``) and per ``task``, each with the task's items; ``outcomes``: the 0/1
+    outcomes an item's value averages (its seeds, times the five wrappers per task). Raises the
+    loader's ``InputError``."""
+    from metamorph.comparison import slice_label
+    from metamorph.studies.wrapper_sensitivity.tasks import load_task
+    from metamorph.studies.wrapper_sensitivity.vocab import CONSTRAINED_ARM
+
+    items = [x for s in (options.sources or ["synthetic"]) for x in load_task(s, limit=options.limit)]
+    by_task = pd.Series([x.task for x in items]).value_counts().sort_index()
+    wrappers = [*FAMILIES, *([CONSTRAINED_ARM] if options.constrained_arm else [])]
+    k = len(options.seeds) if options.seeds is not None else 5
+    rows = []
+    for metric in COMPARED_METRICS:
+        for task, n in by_task.items():
+            rows += [(metric, slice_label({"task": task, "wrapper": w}), int(n), k) for w in wrappers]
+            rows.append((metric, slice_label({"task": task}), int(n), k * len(FAMILIES)))
+    return pd.DataFrame(rows, columns=["metric", "slice", "n_items", "outcomes"])
 
 
 def comparison_scores(scored: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:

@@ -176,15 +176,21 @@ class WrapperCells(_ModelTask):
         isin=list(MODES), description="Extraction mode the cell was computed on (paper = the headline)."
     )
     accuracy_pct: Series[float] = pa.Field(
-        **_PCT, description="A: % of generations correct (unparseable counts as incorrect) (percent)."
+        nullable=True,
+        **_PCT,
+        description="A: % of replies correct (unparseable counts as incorrect; a failed call is no reply) (percent); "
+        "null when the cell has no reply (see not_measurable).",
     )
-    parseability_pct: Series[float] = pa.Field(**_PCT, description="P: % of generations parseable (percent).")
+    parseability_pct: Series[float] = pa.Field(
+        nullable=True, **_PCT, description="P: % of replies parseable (percent); null when the cell has no reply."
+    )
     acc_given_parse_pct: Series[float] = pa.Field(
         nullable=True,
         **_PCT,
         description="Acc | parseable: % correct among parseable generations (percent); null when none is parseable. A = P × Acc|parse.",
     )
     truncation_rate_pct: Series[float] = pa.Field(
+        nullable=True,
         **_PCT,
         description="% of generations with finish_reason == 'length' (percent; a null finish_reason counts as not truncated).",
     )
@@ -194,12 +200,29 @@ class WrapperCells(_ModelTask):
         description="Chance accuracy of a uniform guesser: mean over generations of 100/n_choices (choice), 50 (boolean), "
         "0 (numeric) (percent); null when a choice generation lacks n_choices.",
     )
-    n: Series[int] = pa.Field(ge=1, description="Generations in the cell, all items × seeds (count).")
+    n: Series[int] = pa.Field(
+        ge=0, description="Replies in the cell, all items × seeds, failed calls left out (count)."
+    )
     n_correct: Series[int] = pa.Field(ge=0, description="Correct generations (count).")
     n_parseable: Series[int] = pa.Field(ge=0, description="Parseable generations (count).")
     n_truncated: Series[int] = pa.Field(ge=0, description="Generations with finish_reason == 'length' (count).")
-    n_items: Series[int] = pa.Field(ge=1, description="Distinct items in the cell (count).")
-    n_seeds: Series[int] = pa.Field(ge=1, description="Distinct seeds in the cell (count).")
+    n_items: Series[int] = pa.Field(ge=0, description="Distinct items with a reply in the cell (count).")
+    n_seeds: Series[int] = pa.Field(ge=0, description="Distinct seeds with a reply in the cell (count).")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the row's slice left out because the call failed at the provider (count).",
+    )
+    n_unpaired: Series[int] = pa.Field(
+        ge=0,
+        description="Replies left out because the same item × seed failed under another wrapper (count; only in "
+        "the paired cells FSI / PSI compare, 0 in wrapper_cells).",
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why the row's null metrics are null: 'not measurable: every call failed (N of N)', "
+        "'not measurable: no reply parsed (N of N unparseable)' or no item answered under every wrapper; "
+        "null when measured.",
+    )
 
 
 class WrapperFSI(_ModelTask):
@@ -227,7 +250,9 @@ class WrapperFSI(_ModelTask):
         description="PSI = max − min parseability over wrappers (percentage points); null when n_wrappers < 2.",
     )
     mean_accuracy_pct: Series[float] = pa.Field(
-        **_PCT, description="Unweighted mean accuracy over the wrappers (percent)."
+        nullable=True,
+        **_PCT,
+        description="Unweighted mean accuracy over the wrappers (percent); null when not measurable.",
     )
     nfsi: Series[float] = pa.Field(
         nullable=True,
@@ -275,6 +300,19 @@ class WrapperFSI(_ModelTask):
     note: Series[str] = pa.Field(
         nullable=True, description="Why an index is null (single wrapper, unknown chance), else null."
     )
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the row's slice left out because the call failed at the provider (count).",
+    )
+    n_generations: Series[int] = pa.Field(
+        ge=0, description="Generations of the model × task over its wrappers, failed calls included (count)."
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why the row's null metrics are null: 'not measurable: every call failed (N of N)', "
+        "'not measurable: no reply parsed (N of N unparseable)' or no item answered under every wrapper; "
+        "null when measured.",
+    )
 
 
 class WrapperMeanIndices(StrictModel):
@@ -314,6 +352,16 @@ class WrapperMeanIndices(StrictModel):
         nullable=True,
         description="Why the CI is special (n=0, n=1: no interval; all values equal: CI = [v, v]); null otherwise.",
     )
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the row's slice left out because the call failed at the provider (count).",
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why the row's null metrics are null: 'not measurable: every call failed (N of N)', "
+        "'not measurable: no reply parsed (N of N unparseable)' or no item answered under every wrapper; "
+        "null when measured.",
+    )
 
 
 class WrapperCorrelation(StrictModel):
@@ -335,6 +383,10 @@ class WrapperCorrelation(StrictModel):
     n: Series[int] = pa.Field(ge=0, description="Cells used (count).")
     note: Series[str] = pa.Field(
         nullable=True, description="Why r is null (fewer than 3 cells, constant input), else null."
+    )
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the row's slice left out because the call failed at the provider (count).",
     )
 
 
@@ -358,7 +410,9 @@ class WrapperFERegression(StrictModel):
         description="Partial R² of P: (SSR_reduced − SSR_full)/SSR_reduced, weighted, reduced = fixed effects only (unitless).",
     )
     r2: Series[float] = pa.Field(nullable=True, description="Weighted R² of the full model (unitless).")
-    n_cells: Series[int] = pa.Field(ge=1, description="Cells (observations) (count).")
+    n_cells: Series[int] = pa.Field(
+        ge=0, description="Cells with a reply (observations; a cell whose every call failed is none) (count)."
+    )
     n_params: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, ge=2, description="Estimated coefficients incl. intercept and P (count)."
     )
@@ -375,6 +429,10 @@ class WrapperFERegression(StrictModel):
         description="Fixed effects in the design (model_id, task, wrapper; those with one level are not identified and dropped).",
     )
     note: Series[str] = pa.Field(nullable=True, description="Dropped effects and other caveats, else null.")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the row's slice left out because the call failed at the provider (count).",
+    )
 
 
 class WrapperItemModel(StrictModel):
@@ -403,7 +461,7 @@ class WrapperItemModel(StrictModel):
         nullable=True, description="Lower bound of the 95% CI (cluster-robust, t with n_clusters − 1 df)."
     )
     ci_high: Series[float] = pa.Field(nullable=True, description="Upper bound of the 95% CI.")
-    n_obs: Series[int] = pa.Field(ge=1, description="Generations (observations) (count).")
+    n_obs: Series[int] = pa.Field(ge=0, description="Replies (observations; failed calls left out) (count).")
     n_clusters: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, ge=2, description="Clusters = distinct (task, item_id) (count)."
     )
@@ -415,6 +473,10 @@ class WrapperItemModel(StrictModel):
     )
     mode: Series[str] = pa.Field(isin=list(MODES), description="Extraction mode (paper = the headline).")
     note: Series[str] = pa.Field(nullable=True, description="Dropped effects and other caveats, else null.")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the row's slice left out because the call failed at the provider (count).",
+    )
 
 
 class WrapperDecomposition(_ModelTask):
@@ -457,6 +519,16 @@ class WrapperDecomposition(_ModelTask):
         nullable=True,
         description="Single wrapper, ties (which wrapper the split uses), a wrapper with no parseable generation (why the parts are null, or the convention used), else null.",
     )
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the row's slice left out because the call failed at the provider (count).",
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why the row's null metrics are null: 'not measurable: every call failed (N of N)', "
+        "'not measurable: no reply parsed (N of N unparseable)' or no item answered under every wrapper; "
+        "null when measured.",
+    )
 
 
 class WrapperWins(StrictModel):
@@ -473,6 +545,10 @@ class WrapperWins(StrictModel):
     )
     win_pct: Series[float] = pa.Field(
         nullable=True, **_PCT, description="wins / n_combinations (percent); null when n_combinations = 0."
+    )
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the row's slice left out because the call failed at the provider (count).",
     )
 
 
@@ -495,6 +571,16 @@ class WrapperMatchedFSI(_ModelTask):
     n_items_full: Series[int] = pa.Field(ge=1, description="Distinct items of the model × task (count).")
     n_items_matched: Series[int] = pa.Field(ge=0, description="Distinct matched items of the model × task (count).")
     note: Series[str] = pa.Field(nullable=True, description="Why a matched index is null, else null.")
+    n_call_errors: Series[int] = pa.Field(
+        ge=0,
+        description="Generations of the row's slice left out because the call failed at the provider (count).",
+    )
+    not_measurable: Series[str] = pa.Field(
+        nullable=True,
+        description="Why the row's null metrics are null: 'not measurable: every call failed (N of N)', "
+        "'not measurable: no reply parsed (N of N unparseable)' or no item answered under every wrapper; "
+        "null when measured.",
+    )
 
 
 class WrapperConstrainedFalsifier(StrictModel):

@@ -1,0 +1,1 @@
+"""Examples of workflows metamorph tests as the system under test."""

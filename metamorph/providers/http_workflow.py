@@ -1,0 +1,193 @@
+"""A user's own HTTP service as the system under test (registry ``provider: http``).
+
+One :meth:`HttpWorkflowProvider.generate` call is ONE ``POST`` to the entry's ``url`` (httpx);
+retries belong to :func:`metamorph.providers.retry.call_with_retries`, with the same classifier as
+the model providers (:func:`~metamorph.providers.retry.classify_status`: 408, 409, 429 and every
+5xx are retried, honouring ``Retry-After``; timeouts and connection failures are retried too).
+
+The request carries (field names from the entry's ``fields``, :class:`~metamorph.models.WorkflowConfig`):
+
+* ``send: multipart`` — a ``multipart/form-data`` body: the document as a file part (its file
+  name and media type), the task prompt and, for a ``seeded`` entry, the seed as text fields;
+* ``send: json`` — a JSON body ``{<document>: {"filename", "media_type", "content_base64"},
+  <prompt>: "...", <seed>: 123}``.
+
+The task prompt is the request's user message (the ``upload`` ingestion path puts only the task
+prompt there). The reply is the string the entry's ``reply_pointer`` (RFC 6901) selects in the JSON
+response body; a body that is not JSON, a pointer that selects nothing or a value that is not a
+string is a failed call (:class:`~metamorph.providers.base.ProviderError`, not retried), never a reply.
+
+Headers are read from the environment variables ``headers_env`` names when the provider is built;
+their values are sent and never enter a request record, a result, a log line or an error message
+(every message is redacted of them; a response body is quoted at most 200 characters, redacted).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from typing import Any
+
+import httpx
+import jsonpointer
+
+from metamorph.errors import ConfigError, mask_secrets
+from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
+from metamorph.providers.retry import classify_status, parse_retry_after
+
+__all__ = ["HttpWorkflowProvider", "task_prompt"]
+
+#: Characters of a failed response's body quoted in the error (redacted).
+BODY_CHARS = 200
+
+
+def task_prompt(request: GenerationRequest) -> str:
+    """The task prompt a workflow is sent: the request's user messages' text (one on the ``upload`` path)."""
+    return "\n\n".join(m["content"] for m in request.messages if m["role"] == "user")
+
+
+class HttpWorkflowProvider:
+    """An ``http`` registry entry's service.
+
+    Args:
+        url: the address the service listens on (checked by the registry: no credential in it).
+        workflow: the entry's :class:`~metamorph.models.WorkflowConfig` (send mode, fields, pointer, timeout).
+        headers: header name -> value (read from the environment by the caller; secret).
+        max_concurrency: at most this many calls at once (a semaphore; the runner sizes its threads by it).
+        deterministic: the registry's declaration (replicates of an unseeded request share one call).
+        transport: an httpx transport (tests); ``None`` = a real connection pool.
+
+    Raises:
+        ConfigError: ``max_concurrency < 1``.
+    """
+
+    kind = "http"
+
+    def __init__(
+        self,
+        url: str,
+        workflow: Any,
+        headers: dict[str, str] | None = None,
+        max_concurrency: int = 4,
+        deterministic: bool = False,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        if max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        self.url = url
+        self.workflow = workflow
+        self.max_concurrency = int(max_concurrency)
+        self.deterministic = bool(deterministic)
+        self._secrets = [v for v in (headers or {}).values() if v]
+        self._pointer = jsonpointer.JsonPointer(workflow.reply_pointer)
+        self._client = httpx.Client(
+            headers=dict(headers or {}),
+            timeout=httpx.Timeout(workflow.timeout_s),
+            limits=httpx.Limits(max_connections=self.max_concurrency),
+            transport=transport,
+            follow_redirects=False,
+        )
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+
+    def __repr__(self) -> str:  # never show a header value
+        return f"HttpWorkflowProvider(url={self.url!r}, version={self.workflow.version!r})"
+
+    def is_deterministic(self, request: GenerationRequest) -> bool:
+        """The registry's declaration (``deterministic``), the same for every request."""
+        return self.deterministic
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "[REDACTED]")
+        return mask_secrets(text)
+
+    def _body(self, request: GenerationRequest) -> dict[str, Any]:
+        """httpx keyword arguments of the call (``files`` + ``data``, or ``json``)."""
+        doc = request.document
+        if doc is None:
+            raise ConfigError("an http workflow is sent a document (ingestion upload); the request has none")
+        wf = self.workflow
+        prompt, seed = task_prompt(request), request.params.get("seed")
+        if wf.send == "json":
+            body: dict[str, Any] = {
+                wf.field("document"): {
+                    "filename": doc.filename,
+                    "media_type": doc.media_type,
+                    "content_base64": base64.b64encode(doc.content).decode("ascii"),
+                },
+                wf.field("prompt"): prompt,
+            }
+            if seed is not None:
+                body[wf.field("seed")] = seed
+            return {"json": body}
+        data = {wf.field("prompt"): prompt}
+        if seed is not None:
+            data[wf.field("seed")] = str(seed)
+        return {"files": {wf.field("document"): (doc.filename, doc.content, doc.media_type)}, "data": data}
+
+    def generate(self, request: GenerationRequest) -> GenerationResult:
+        """One POST; the reply at ``reply_pointer``.
+
+        Raises:
+            ProviderError: HTTP status >= 400 (retryable per :func:`classify_status`, with
+                ``Retry-After``); a timeout or connection failure (retryable); a body that is not
+                JSON, or whose ``reply_pointer`` selects nothing or a non-string (not retryable).
+        """
+        kwargs = self._body(request)
+        label = f"http workflow {self.url}"
+        with self._slots:
+            t0 = time.monotonic()
+            try:
+                resp = self._client.post(self.url, **kwargs)
+            except httpx.TimeoutException:
+                raise ProviderError(f"{label}: timed out after {self.workflow.timeout_s:g} s", retryable=True) from None
+            except httpx.TransportError as exc:
+                raise ProviderError(
+                    self._redact(f"{label}: connection failed ({type(exc).__name__}: {exc})"), retryable=True
+                ) from None
+            latency = time.monotonic() - t0
+        if resp.status_code >= 400:
+            body = resp.text
+            raise ProviderError(
+                self._redact(f"{label} HTTP {resp.status_code}: {body[:BODY_CHARS]}"),
+                status=resp.status_code,
+                retryable=classify_status(resp.status_code, body),
+                retry_after=parse_retry_after(resp.headers),
+            )
+        try:
+            payload = resp.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ProviderError(
+                self._redact(
+                    f"{label} HTTP {resp.status_code}: the body is not JSON "
+                    f"({resp.headers.get('content-type', 'no content-type')}): {resp.text[:BODY_CHARS]}"
+                ),
+                status=resp.status_code,
+            ) from None
+        try:
+            reply = self._pointer.resolve(payload)
+        except jsonpointer.JsonPointerException:
+            raise ProviderError(
+                f"{label} HTTP {resp.status_code}: reply_pointer {self.workflow.reply_pointer!r} selects nothing "
+                "in the response",
+                status=resp.status_code,
+            ) from None
+        if not isinstance(reply, str):
+            raise ProviderError(
+                f"{label} HTTP {resp.status_code}: reply_pointer {self.workflow.reply_pointer!r} selects "
+                f"{'null' if reply is None else type(reply).__name__}, not text",
+                status=resp.status_code,
+            )
+        return GenerationResult(
+            text=reply,
+            finish_reason="stop",
+            latency_s=latency,
+            model_id=self.url,
+            model_version=self.workflow.version,
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()

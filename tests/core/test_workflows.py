@@ -1,0 +1,610 @@
+"""A user's own workflow as the system under test: ``http`` and ``python`` registry entries.
+
+The ``http`` kind is tested against the example service (``examples/doc_service``: Starlette on a real
+uvicorn server on 127.0.0.1, started in its own process) and against the project's HTTP stub for what the
+example does not do (a JSON body, failures); the ``python`` kind calls the example's function in worker
+processes. No project code is mocked.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from metamorph.errors import RegistryError
+from metamorph.models import parse_registry
+from metamorph.providers.base import Document, GenerationRequest, ProviderError
+from tests.core.stub_http import Reply
+from tests.core.test_registry_sensor import evaluated  # noqa: F401  (a fixture)
+
+REPO = Path(__file__).resolve().parents[2]
+PROMPT = (
+    'Decide.\n\nReply with one JSON object and nothing else. The object has two keys. The value of "decision" '
+    'is exactly one of these labels: "refer", "do not refer". The value of "evidence" is a list.'
+)
+CSV = b"name,temperature_c\nAda,39.1\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_doc_service(log: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """The example service on a free port of 127.0.0.1 (uvicorn in its own process), every request
+    appended to ``log``; returns the process and the ``/ask`` URL once it accepts connections."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "examples.doc_service.app:app", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO,
+        env={**os.environ, "DOC_SERVICE_LOG": str(log), **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc, f"http://127.0.0.1:{port}/ask"
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the doc service exited: {proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the doc service did not start within 60 s")
+
+
+@pytest.fixture
+def doc_service(tmp_path, clean_proxy_env):
+    log = tmp_path / "service-requests.jsonl"
+    proc, url = start_doc_service(log)
+    yield url, log
+    proc.terminate()
+    proc.wait(10)
+
+
+def http_spec(url: str, **extra):
+    entry = {"id": "svc", "provider": "http", "url": url, "version": "1.0", **extra}
+    return parse_registry({"models": [entry]}, "models.yaml")[0]
+
+
+def upload_request(content: bytes = CSV, seed: int | None = 7, filename: str = "r-1.csv", media: str = "text/csv"):
+    return GenerationRequest(
+        provider="http",
+        model="svc",
+        messages=({"role": "user", "content": PROMPT},),
+        params={} if seed is None else {"seed": seed},
+        ingestion="upload",
+        document=Document(content, media, filename),
+        workflow_version="1.0",
+    )
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_an_http_entry_reads_its_defaults_and_its_version_and_send_mode_shape_the_fingerprint():
+    spec = http_spec("http://127.0.0.1:9/ask", seeded=True, deterministic=True, price_per_call=0.002)
+    assert (spec.model, spec.base_url, spec.ingestion) == ("http://127.0.0.1:9/ask",) * 2 + (("upload",),)
+    assert dict(spec.workflow.fields) == {"document": "file", "prompt": "prompt", "seed": "seed"}
+    assert (spec.workflow.reply_pointer, spec.workflow.send, spec.workflow.seeded) == ("/answer", "multipart", True)
+    assert spec.price.cost_usd(1000, 1000, calls=3) == pytest.approx(0.006)
+    fp = spec.fingerprint()
+    assert http_spec("http://127.0.0.1:9/ask", seeded=True, deterministic=True, timeout_s=5).fingerprint() == fp
+    assert http_spec("http://127.0.0.1:9/ask", seeded=True, deterministic=True, version="1.1").fingerprint() != fp
+    assert http_spec("http://127.0.0.1:9/ask", seeded=True, deterministic=True, send="json").fingerprint() != fp
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "problem"),
+    [
+        (
+            {"version": None},
+            "version",
+            'a http workflow declares its version (e.g. version: "1.0"); it is part of every cache key',
+        ),
+        ({"version": 2}, "version", "'version' must be text (quote it: YAML read the number 2)"),
+        ({"send": "xml"}, "send", "send 'xml' not in ['multipart', 'json']"),
+        (
+            {"reply_pointer": "answer"},
+            "reply_pointer",
+            "reply_pointer must be a JSON pointer (RFC 6901) such as /answer, got 'answer'",
+        ),
+        (
+            {"fields": {"doc": "f"}},
+            "fields.doc",
+            "unknown field(s) ['doc']; fields names ['document', 'prompt', 'seed']",
+        ),
+        ({"seeded": "yes"}, "seeded", "seeded must be true or false"),
+        ({"timeout_s": 0}, "timeout_s", "timeout_s must be a positive number of seconds, got 0"),
+        (
+            {"params": {"temperature": 0}},
+            "params",
+            "a http workflow takes no decoding parameters (params); it is sent the prompt, the document and its seed",
+        ),
+        (
+            {"price_per_mtok": {"input": 1, "output": 1}},
+            "price_per_mtok",
+            "a workflow is priced per call: use price_per_call (USD per call)",
+        ),
+        ({"function": "json:dumps"}, "function", "function is a python workflow setting"),
+    ],
+)
+def test_a_bad_http_entry_is_one_line_naming_its_field(extra, field, problem):
+    entry = {"id": "svc", "provider": "http", "url": "http://127.0.0.1:9/ask", "version": "1", **extra}
+    entry = {k: v for k, v in entry.items() if v is not None}
+    with pytest.raises(RegistryError) as err:
+        parse_registry({"models": [entry]}, "models.yaml")
+    assert str(err.value) == f"models.yaml, row 1, field '{field}': {problem}"
+
+
+def test_a_workflow_key_on_a_model_endpoint_is_refused():
+    with pytest.raises(RegistryError, match=r"field 'version': version is a workflow \(http, python\) setting"):
+        parse_registry({"models": [{"id": "m", "provider": "openai", "model": "gpt", "version": "1"}]}, "models.yaml")
+
+
+def test_a_python_entry_whose_module_or_function_does_not_exist_is_one_line_at_load_and_the_run_exits_2(
+    tmp_path, monkeypatch, capsys
+):
+    from pipelines.run import main
+
+    registry = tmp_path / "models.yaml"
+    run_root = tmp_path / "run"
+    monkeypatch.setenv("METAMORPH_MODELS", str(registry))
+    monkeypatch.setenv("METAMORPH_HOME", str(run_root / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(run_root / "dagster_home"))
+    for function, problem in [
+        (
+            "examples.doc_service.nowhere:answer",
+            "module 'examples.doc_service.nowhere' of function cannot be found "
+            "(examples.doc_service.nowhere is not importable)",
+        ),
+        (
+            "examples.doc_service.qa:no_such_function",
+            "module 'examples.doc_service.qa' has no function 'no_such_function'",
+        ),
+        (
+            "examples.doc_service.qa",
+            "function must be package.module:function (a module path, a colon, a function name)",
+        ),
+    ]:
+        registry.write_text(
+            yaml.safe_dump({"models": [{"id": "fn", "provider": "python", "function": function, "version": "1"}]})
+        )
+        assert main(["format_robustness", "--no-models"]) == 2
+        out = capsys.readouterr()
+        assert out.err.splitlines() == [f"error: {registry}, row 1, field 'function': {problem}"]
+        assert not run_root.exists()
+
+
+def test_a_study_that_sends_prompts_refuses_a_workflow_at_load_in_one_line(tmp_path, monkeypatch, capsys):
+    from metamorph.cli import main as cli
+
+    registry = tmp_path / "models.yaml"
+    registry.write_text(
+        yaml.safe_dump({"models": [{"id": "svc", "provider": "http", "url": "http://127.0.0.1:9/ask", "version": "1"}]})
+    )
+    problem = (
+        f"error: {registry}, row 1, field 'provider': 'svc' is a http workflow, which answers an uploaded "
+        "document; the study {study} sends prompts, not documents (choose its models with --models)"
+    )
+    for study in ("wrapper_sensitivity", "order_probe", "workflow_perturb"):
+        assert cli(["plan", study, "--registry", str(registry), "--cache", str(tmp_path / "none.duckdb")]) == 2
+        assert capsys.readouterr().err.splitlines() == [problem.format(study=study)]
+    monkeypatch.setenv("METAMORPH_MODELS", str(registry))
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path / "run" / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "run" / "dagster_home"))
+    from pipelines.run import main
+
+    assert main(["order_probe", "--no-models"]) == 2
+    assert capsys.readouterr().err.splitlines() == [problem.format(study="order_probe")]
+    assert not (tmp_path / "run").exists()
+
+
+# --------------------------------------------------------------------------- replicates and the plan
+
+
+def test_replicates_of_a_workflow_get_their_own_seeds_when_seeded_and_share_one_call_when_not():
+    from metamorph.costplan import computation_keys
+    from metamorph.studies.format_robustness.plan import plan_generations
+    from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, render
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    [(_, x)] = load_sources(["construct"], limit=1)
+    docs = [render(x, f, check=True) for f in DEFAULT_FORMATS]
+    seeded = http_spec("http://127.0.0.1:9/ask", seeded=True, deterministic=True)
+    planned = plan_generations([x], docs, seeded, k=3)
+    assert len(planned) == 12
+    assert len({p.request.params["seed"] for p in planned}) == 12  # each replicate its own seed
+    assert all(set(p.request.params) == {"seed"} for p in planned)
+    assert len(set(computation_keys([p.request for p in planned], seeded))) == 12
+    assert planned[0].request.messages == (
+        {"role": "user", "content": planned[0].request.messages[0]["content"]},
+    )  # the task prompt only: no system prompt, no document text
+    assert docs[0].text not in planned[0].request.messages[0]["content"]
+
+    unseeded = http_spec("http://127.0.0.1:9/ask", deterministic=True)
+    planned = plan_generations([x], docs, unseeded, k=3)
+    assert all(p.request.params == {} for p in planned)
+    assert len(set(computation_keys([p.request for p in planned], unseeded))) == 4  # one call per document
+    nondeterministic = http_spec("http://127.0.0.1:9/ask")
+    assert len(set(computation_keys([p.request for p in planned], nondeterministic))) == 12
+
+
+def test_the_version_and_the_upload_name_are_part_of_the_cache_key():
+    key = upload_request().cache_key()
+    assert upload_request(filename="r-2.csv").cache_key() != key
+    assert GenerationRequest(**{**upload_request().__dict__, "workflow_version": "1.1"}).cache_key() != key
+    assert upload_request().key_material()["document"] == {
+        "sha256": hashlib.sha256(CSV).hexdigest(),
+        "media_type": "text/csv",
+        "filename": "r-1.csv",
+    }
+    inline = GenerationRequest(provider="openai", model="m", messages=({"role": "user", "content": "x"},))
+    assert "workflow_version" not in inline.key_material()  # model endpoints' keys are unchanged
+
+
+# --------------------------------------------------------------------------- the http provider
+
+
+def test_the_example_service_receives_the_upload_prompt_and_seed_and_the_reply_is_read_by_the_pointer(doc_service):
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+
+    url, log = doc_service
+    spec = http_spec(url, seeded=True)
+    provider = HttpWorkflowProvider(url, spec.workflow)
+    result = provider.generate(upload_request())
+    assert json.loads(result.text) == {"decision": "refer", "evidence": ["name,temperature_c"]}
+    assert (result.finish_reason, result.model_version, result.model_id) == ("stop", "1.0", url)
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [
+        {"filename": "r-1.csv", "media_type": "text/csv", "sha256": hashlib.sha256(CSV).hexdigest(), "seed": 7}
+    ]
+    # a pointer into the service's reply that selects no text is a failed call, never a reply
+    for pointer, what in [("/extracted_text", None), ("/seed", "int"), ("/nothing", "nothing")]:
+        p = HttpWorkflowProvider(url, http_spec(url, reply_pointer=pointer).workflow)
+        if what is None:
+            assert p.generate(upload_request()).text == CSV.decode()
+            continue
+        with pytest.raises(ProviderError) as err:
+            p.generate(upload_request())
+        assert not err.value.retryable
+        tail = "selects nothing in the response" if what == "nothing" else f"selects {what}, not text"
+        assert str(err.value) == f"http workflow {url} HTTP 200: reply_pointer {pointer!r} {tail}"
+    # the service refuses a media type it cannot read: an error with the status, not retried
+    with pytest.raises(ProviderError) as err:
+        provider.generate(upload_request(media="application/pdf", filename="r-1.pdf"))
+    assert (err.value.status, err.value.retryable) == (415, False)
+    assert "unsupported media type 'application/pdf'" in str(err.value)
+
+
+def test_a_json_body_carries_the_document_base64_and_headers_come_from_the_environment(stub, monkeypatch):
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+
+    token = "wf-FAKE-header-token-93e1"
+    stub.script("POST", "/v2/qa", Reply(200, {"out": {"text": "the reply"}}))
+    spec = http_spec(
+        f"{stub.url}/v2/qa",
+        send="json",
+        seeded=True,
+        fields={"document": "upload", "prompt": "question", "seed": "rng"},
+        reply_pointer="/out/text",
+        headers_env={"X-Api-Token": "WF_TEST_TOKEN"},
+    )
+    monkeypatch.setenv("WF_TEST_TOKEN", token)
+    from resources.llm import build_provider
+
+    provider = build_provider(spec)
+    assert isinstance(provider, HttpWorkflowProvider)
+    assert provider.generate(upload_request(seed=11)).text == "the reply"
+    [rec] = stub.requests
+    assert rec.headers["x-api-token"] == token
+    assert rec.json == {
+        "upload": {"filename": "r-1.csv", "media_type": "text/csv", "content_base64": base64.b64encode(CSV).decode()},
+        "question": PROMPT,
+        "rng": 11,
+    }
+    assert token not in repr(provider)
+
+
+def test_a_missing_header_variable_is_one_line_naming_the_header(monkeypatch):
+    from resources.llm import build_provider
+
+    monkeypatch.delenv("WF_ABSENT_TOKEN", raising=False)
+    spec = http_spec("http://127.0.0.1:9/x", headers_env={"Authorization": "WF_ABSENT_TOKEN"})
+    with pytest.raises(RegistryError) as err:
+        build_provider(spec)
+    assert str(err.value) == (
+        "models.yaml, row 1, field 'headers_env.Authorization': workflow 'svc' needs the environment variable "
+        "WF_ABSENT_TOKEN (its Authorization header), which is not set"
+    )
+
+
+def test_failures_are_classified_for_the_runner_and_a_header_echoed_in_a_body_is_redacted(stub, monkeypatch):
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+
+    token = "Bearer wf-FAKE-echoed-7c2d"
+    url = f"{stub.url}/ask"
+    wf = http_spec(url).workflow
+    provider = HttpWorkflowProvider(url, wf, headers={"Authorization": token})
+    cases = [
+        (Reply(429, {"error": "slow down"}, headers={"Retry-After": "3"}), 429, True, 3.0),
+        (Reply(503, {"error": "down"}), 503, True, None),
+        (Reply(400, {"error": f"bad token {token}"}), 400, False, None),
+        (Reply(200, raw=b"<html>oops</html>"), 200, False, None),
+    ]
+    for reply, status, retryable, after in cases:
+        stub.script("POST", "/ask", reply)
+        with pytest.raises(ProviderError) as err:
+            provider.generate(upload_request())
+        assert (err.value.status, err.value.retryable, err.value.retry_after) == (status, retryable, after)
+        assert token not in str(err.value) and "wf-FAKE-echoed" not in str(err.value)
+    assert str(err.value) == f"http workflow {url} HTTP 200: the body is not JSON (application/json): <html>oops</html>"
+    # nothing listens: a connection failure, retryable
+    closed = f"http://127.0.0.1:{free_port()}/ask"
+    with pytest.raises(ProviderError) as err:
+        HttpWorkflowProvider(closed, wf).generate(upload_request())
+    assert err.value.retryable and str(err.value).startswith(f"http workflow {closed}: connection failed (ConnectError")
+
+
+def test_an_unreachable_workflow_is_an_error_row_with_its_status_never_an_answer(stub, tmp_path):
+    from metamorph.cache import GenerationCache
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+    from metamorph.providers.retry import RetryPolicy
+    from metamorph.runner import run_requests
+
+    stub.script("POST", "/ask", Reply(503, {"error": "down"}))
+    url = f"{stub.url}/ask"
+    provider = HttpWorkflowProvider(url, http_spec(url).workflow)
+    cache = GenerationCache(tmp_path / "cache.duckdb")
+    policy = RetryPolicy(max_attempts=2, base_delay_s=0.0, max_delay_s=0.0, jitter=False)
+    [outcome], _ = run_requests([upload_request()], provider, cache, retry=policy, log=lambda line: None)
+    assert outcome.result.text is None
+    assert outcome.result.error == f'ProviderError[503]: http workflow {url} HTTP 503: {{"error": "down"}}'
+    assert outcome.result.attempts == 2 and len(stub.requests) == 2
+
+
+# --------------------------------------------------------------------------- the python kind
+
+
+def test_a_python_workflow_calls_the_example_function_in_a_worker_process():
+    from metamorph.providers.python_workflow import PythonWorkflowProvider
+
+    spec = parse_registry(
+        {
+            "models": [
+                {
+                    "id": "fn",
+                    "provider": "python",
+                    "function": "examples.doc_service.qa:answer_document",
+                    "version": "3",
+                    "workers": 2,
+                }
+            ]
+        },
+        "models.yaml",
+    )[0]
+    assert (spec.ingestion, spec.max_concurrency, spec.workers) == (("upload",), 1, 2)
+    from resources.llm import build_provider
+
+    provider = build_provider(spec)
+    assert isinstance(provider, PythonWorkflowProvider) and provider.max_concurrency == 2
+    try:
+        result = provider.generate(upload_request(content=b"name,temperature_c\nAda,do not refer\n", seed=None))
+        assert json.loads(result.text) == {"decision": "do not refer", "evidence": ["name,temperature_c"]}
+        assert (result.model_id, result.model_version) == ("examples.doc_service.qa:answer_document", "3")
+        [pid] = provider.pool.pids()[:1]
+        assert pid != os.getpid()
+        # the function raises for a media type it cannot read: a failed call with the type and message
+        with pytest.raises(ProviderError) as err:
+            provider.generate(upload_request(media="application/pdf", filename="x.pdf"))
+        assert str(err.value) == (
+            "ExtractionError in python workflow worker: x.pdf: unsupported media type 'application/pdf' "
+            "(supported: ['application/json', 'text/csv', 'text/markdown', 'text/plain'])"
+        )
+    finally:
+        provider.close()
+
+
+def test_a_python_workflow_through_the_runner_one_call_serves_the_replicates_of_an_unseeded_deterministic_entry(
+    tmp_path,
+):
+    from metamorph.cache import GenerationCache
+    from metamorph.runner import run_requests
+    from metamorph.studies.format_robustness.plan import plan_generations
+    from metamorph.studies.format_robustness.renderers import render
+    from metamorph.studies.format_robustness.sources import load_sources
+    from resources.llm import build_provider
+
+    entry = {"id": "fn", "provider": "python", "function": "examples.doc_service.qa:answer_document"}
+    spec = parse_registry({"models": [{**entry, "version": "1", "deterministic": True}]}, "models.yaml")[0]
+    [(_, x)] = load_sources(["construct"], limit=1)
+    planned = plan_generations([x], [render(x, "md", check=True)], spec, k=3)
+    provider = build_provider(spec)
+    try:
+        outcomes, stats = run_requests(
+            [p.request for p in planned], provider, GenerationCache(tmp_path / "c.duckdb"), log=lambda line: None
+        )
+    finally:
+        provider.close()
+    assert [(o.cache_hit, o.shared) for o in outcomes] == [(False, False), (False, True), (False, True)]
+    assert len({o.key for o in outcomes}) == 1 and stats.calls == 1
+    assert json.loads(outcomes[0].result.text)["decision"] in ("refer", "do not refer")
+
+
+def test_an_unpriced_workflow_says_which_price_is_missing_when_a_budget_is_set():
+    from metamorph.costplan import check_budget, plan_requests
+    from metamorph.errors import BudgetError
+
+    plan = plan_requests([upload_request()], http_spec("http://127.0.0.1:9/ask"), label="workflow_generations")
+    assert plan.cost_text() == "unknown (no price_per_call in the registry)"
+    with pytest.raises(BudgetError) as err:
+        check_budget(plan, 1.0)
+    assert str(err.value) == (
+        "model 'svc' (workflow_generations): 1 calls to make but the registry entry has no price_per_call, "
+        "so the budget of $1 cannot be checked; nothing was called"
+    )
+    priced = plan_requests([upload_request()], http_spec("http://127.0.0.1:9/ask", price_per_call=0.25))
+    assert (priced.cost_usd, priced.unbounded_calls) == (0.25, 0)
+
+
+# --------------------------------------------------------------------------- the format study through the service
+
+
+def test_the_format_study_through_the_example_service_makes_the_planned_calls_and_trace_shows_upload_and_reply(
+    tmp_path, clean_proxy_env
+):
+    from tests.core.test_secrets import leaks
+
+    token = "wf-FAKE-service-token-5d1e"
+    log = tmp_path / "service-requests.jsonl"
+    proc, url = start_doc_service(log, {"DOC_SERVICE_TOKEN": token})
+    try:
+        registry = tmp_path / "models.yaml"
+        registry.write_text(
+            yaml.safe_dump(
+                {
+                    "models": [
+                        {
+                            "id": "doc-service",
+                            "provider": "http",
+                            "url": url,
+                            "version": "1",
+                            "seeded": True,
+                            "deterministic": True,
+                            "price_per_call": 0.001,
+                            "headers_env": {"Authorization": "DOC_SERVICE_AUTH"},
+                        }
+                    ]
+                }
+            )
+        )
+        home = tmp_path / "home"
+        env = {
+            **os.environ,
+            "METAMORPH_MODELS": str(registry),
+            "METAMORPH_HOME": str(home),
+            "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+            "DOC_SERVICE_AUTH": f"Bearer {token}",
+        }
+        args = ["format_robustness", "--source", "construct", "--limit", "2"]
+        cmd = [sys.executable, "-m", "metamorph.cli"]
+        plan = subprocess.run([*cmd, "plan", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert plan.returncode == 0, plan.stderr
+        lines = plan.stdout.splitlines()
+        assert lines[1].startswith("  doc-service workflow_generations: 24 requests, 0 cache hits, 24 calls, ")
+        assert lines[1].endswith("est. cost $0.024")
+        assert lines[3].startswith("  doc-service total: up to 48 requests, 6 cache hits, up to 42 calls, ")
+        run = subprocess.run([*cmd, "run", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    received = [json.loads(line) for line in log.read_text().splitlines()]
+    # every format's routing alternative has the same size, so the upper bound is what was sent
+    assert len(received) == 42
+    import duckdb
+
+    con = duckdb.connect(str(home / "metamorph.duckdb"), read_only=True)
+    docs = con.execute(
+        "SELECT instance_id, format, media_type FROM format_robustness.rendered_documents ORDER BY ALL"
+    ).fetchall()
+    gens = con.execute(
+        "SELECT count(*), count(response_text), count(DISTINCT generation_key) FROM format_robustness.workflow_generations"
+    ).fetchone()
+    ingestion = con.execute("SELECT DISTINCT ingestion FROM format_robustness.workflow_generations").fetchall()
+    con.close()
+    assert gens == (24, 24, 24) and ingestion == [("upload",)]
+    ext = {"txt": "txt", "md": "md", "json": "json", "csv": "csv"}
+    uploaded = {(r["filename"], r["media_type"]) for r in received}
+    assert uploaded == {(f"{i}.{ext[f]}", m) for i, f, m in docs}
+    assert len({r["seed"] for r in received[:24]}) == 24  # each replicate its own seed
+
+    trace = subprocess.run(
+        [*cmd, "trace", "--warehouse", str(home / "metamorph.duckdb"), "--study", "format_robustness"]
+        + ["--metric", "accuracy", "--model", "doc-service", "--where", "format=csv", "--limit", "1", "--json"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert trace.returncode == 0, trace.stderr
+    [row] = json.loads(trace.stdout)["rows"]
+    request = json.loads(row["request_json"])
+    assert request["document"]["filename"] == f"{row['instance_id']}.csv"
+    assert (request["ingestion"], request["workflow_version"]) == ("upload", "1")
+    reply = json.loads(row["response_text"])
+    first_line = row["input"].splitlines()[0]
+    assert reply["evidence"] == [" ".join(first_line.split()[:12])]  # the rule quotes the extracted text
+    assert leaks(tmp_path, (token,)) == []
+
+
+@pytest.mark.llm
+def test_the_example_service_answers_with_the_packaged_local_model_on_two_construct_records(tmp_path, clean_proxy_env):
+    """DOC_SERVICE_ANSWERER=model: SmolLM2 through metamorph's local engine answers two construct records
+    (csv uploads) in the answer's JSON shape, greedily, so the same request gets the same reply."""
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+    from metamorph.studies.format_robustness.plan import plan_generations
+    from metamorph.studies.format_robustness.renderers import render
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    proc, url = start_doc_service(tmp_path / "log.jsonl", {"DOC_SERVICE_ANSWERER": "model"})
+    try:
+        spec = http_spec(url, seeded=True, deterministic=True)
+        xs = [x for _, x in load_sources(["construct"], limit=2)]
+        planned = plan_generations(xs, [render(x, "csv", check=True) for x in xs], spec, k=1)
+        provider = HttpWorkflowProvider(url, spec.workflow, max_concurrency=1)
+        replies = [provider.generate(p.request).text for p in planned]
+        assert [set(json.loads(r)) for r in replies] == [{"decision", "evidence"}] * 2
+        assert provider.generate(planned[0].request).text == replies[0]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_the_registry_sensor_adds_a_workflow_as_a_partition_and_launches_no_study_that_sends_prompts(
+    evaluated,  # noqa: F811  (the fixture imported above)
+    tmp_path,
+):
+    """order_probe has been run: a new http workflow becomes a partition, and no order_probe run is
+    requested for it (that study sends prompts; its run would refuse the entry)."""
+    import dagster as dg
+
+    from tests.core.test_registry_sensor import tick
+
+    instance, _, stub, registry, _ = evaluated
+    stub.script("GET", "/v1/models", Reply(200, {"object": "list", "data": []}))
+    registry.write_text(
+        registry.read_text() + f"  - {{id: svc, provider: http, url: '{stub.url}/ask', version: '1'}}\n"
+    )
+    res = tick(instance)
+    assert isinstance(res, dg.SensorResult)
+    assert res.run_requests == []
+    assert [r.partition_keys for r in res.dynamic_partitions_requests] == [["svc"]]
+    # launched by hand (the UI's launchpad), the study's generation step refuses the entry in one line
+    from pipelines.run import failure_message
+    from tests.core.test_registry_sensor import GEN
+
+    _, defs, _, _, _ = evaluated
+    instance.add_dynamic_partitions("model", ["svc"])
+    result = defs.resolve_job_def("order_probe_model_job").execute_in_process(
+        instance=instance, partition_key="svc", asset_selection=[GEN], raise_on_error=False
+    )
+    assert not result.success and len(stub.requests_to("/ask")) == 0
+    assert failure_message(result) == (
+        f"order_probe__order_generations: {registry}, row 2, field 'provider': 'svc' is a http workflow, which "
+        "answers an uploaded document; the study order_probe sends prompts, not documents (choose its models "
+        "with --models)",
+        True,
+    )
