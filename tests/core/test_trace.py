@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -566,3 +567,59 @@ def test_a_limit_above_every_row_prints_them_all(tmp_path, capsys):
     )
     code, out, _ = run_cli(capsys, *argv, "--limit", "1")
     assert code == 0 and out.splitlines()[0].endswith("decision_lineage, showing 1")
+
+
+def test_a_failed_call_is_behind_no_stability_flip_or_accuracy_cell(tmp_path):
+    """A call that failed at the provider (parse_reason call_error) is not an answer: the instance
+    holding it is not measured for Stb_f (stable NULL), its group makes no TXT comparison (flipped
+    NULL), and it is not among the accuracy rows; the views themselves are those of the study's SQL.
+
+    Model a, instance m-1: TXT repeat 1 "A"; JSON repeat 1 a failed call, JSON repeat 2 "A". Read as
+    ⊥ it would make JSON unstable (2 rows) and flip against TXT (1 row)."""
+    wh = tmp_path / "w.duckdb"
+    con = duckdb.connect(str(wh))
+    cols = (
+        "model_id VARCHAR, workflow_id VARCHAR, dataset VARCHAR, instance_id VARCHAR, format VARCHAR, "
+        '"repeat" INTEGER, decision VARCHAR, parse_status VARCHAR, parse_reason VARCHAR, gold VARCHAR, '
+        "is_correct BOOLEAN, finish_reason VARCHAR, generation_key VARCHAR, document_text VARCHAR, "
+        "request_json VARCHAR, response_text VARCHAR"
+    )
+    con.execute("CREATE SCHEMA format_robustness")
+    con.execute(f"CREATE TABLE format_robustness.decision_lineage ({cols})")
+    rows = [
+        ("a", "a/inline", "medqa", "m-1", "txt", 1, "A", "ok", "clean_json", "A", True, "stop", "k1", "d", "{}", "r"),
+        (
+            "a",
+            "a/inline",
+            "medqa",
+            "m-1",
+            "json",
+            1,
+            None,
+            "error",
+            "call_error",
+            "A",
+            False,
+            None,
+            "k2",
+            "d",
+            "{}",
+            "",
+        ),
+        ("a", "a/inline", "medqa", "m-1", "json", 2, "A", "ok", "clean_json", "A", True, "stop", "k3", "d", "{}", "r"),
+    ]
+    con.executemany(f"INSERT INTO format_robustness.decision_lineage VALUES ({', '.join('?' * 16)})", rows)
+    sql = (Path(__file__).parents[2] / "sql" / "format_robustness" / "lineage_views.sql").read_text()
+    for stmt in sql.split(";"):
+        if "VIEW format_robustness.stability_lineage" in stmt or "VIEW format_robustness.flip_lineage" in stmt:
+            con.execute(stmt)
+    assert con.execute(
+        'SELECT format, "repeat", stable FROM format_robustness.stability_lineage ORDER BY format, "repeat"'
+    ).fetchall() == [("json", 1, None), ("json", 2, None), ("txt", 1, True)]
+    assert con.execute('SELECT format, "repeat", flipped FROM format_robustness.flip_lineage').fetchall() == [
+        ("json", 1, None)
+    ]
+    con.close()
+    assert tr.trace(wh, "format_robustness", "stability", "a")["total"] == 0
+    assert tr.trace(wh, "format_robustness", "flip", "a")["total"] == 0
+    assert tr.trace(wh, "format_robustness", "accuracy", "a")["total"] == 2

@@ -4,7 +4,8 @@
 * ``M1`` / ``M2`` / ``M3``: the generations of the (instance, repeat) groups violating MR1 / MR2 /
   MR3 — every format of the group (view ``mr_violation_lineage``; the models and slices are those
   of ``decision_lineage``, so a model with no violating group has 0 rows behind its cell);
-* ``accuracy``: every generation with a gold label, wrong ones first (``decision_lineage``);
+* ``accuracy``: every generation with a gold label whose call did not fail, wrong ones first
+  (``decision_lineage``);
 * ``silent``: the generations of the groups violating MR2 but not MR1 (silent violations; view
   ``mr_violation_lineage``);
 * ``stability``: the generations of the instances whose k repeats disagree in a format (Stb_f's
@@ -72,7 +73,7 @@ TRACES = {
     ),
     "accuracy": MetricTrace(
         "decision_lineage",
-        filter="gold IS NOT NULL",
+        filter="gold IS NOT NULL AND parse_reason IS DISTINCT FROM 'call_error'",
         **_COMMON,
         order=("is_correct", "workflow_id", "dataset", "format", "instance_id", "repeat"),
     ),
