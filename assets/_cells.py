@@ -121,6 +121,10 @@ class Cells:
     trace_each: str | None = None
 
 
+#: Every metric table's Cells by asset key, filled as the tables are declared (metric_table).
+DECLARED: dict[dg.AssetKey, Cells] = {}
+
+
 def _isnull(v) -> bool:
     try:
         return bool(pd.isna(v))

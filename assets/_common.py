@@ -391,6 +391,11 @@ def metric_table(
     from assets._cells import metric_checks, metric_output
     from assets.partitions import PER_MODEL, model_partitions
 
+    from assets._cells import DECLARED
+
+    if cells is not None:
+        DECLARED[dg.AssetKey([study, name])] = cells
+
     prepare, rows, fixed = dict(prepare or {}), dict(rows or {}), dict(kwargs or {})
     from metamorph.sql import sql_path
 

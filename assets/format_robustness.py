@@ -711,7 +711,13 @@ vote_aggregation = metric_table(
     S.VoteAggregation,
     ins=["generation_outcomes"],
     prepare=_GEN,
-    cells=Cells("after_pct", ("workflow_id", "dataset", "relation"), bounds=_PCT),
+    cells=Cells(
+        "after_pct",
+        ("workflow_id", "dataset", "relation"),
+        bounds=_PCT,
+        trace=_trace(lambda cell: f"M{cell['relation'][2]}"),
+        trace_each="relation",
+    ),
     row="One row per workflow × dataset × relation: M before and after a majority vote over the k repeats and "
     "ΔM (tie rule in the function's docstring).",
     source="§5.5 'Vot.', Table 3",
@@ -753,7 +759,12 @@ flip_errors = metric_table(
     S.FlipErrors,
     ins=["generation_outcomes"],
     prepare=_GEN,
-    cells=Cells("error_pct", ("workflow_id", "dataset", "format"), bounds=_PCT),
+    cells=Cells(
+        "error_pct",
+        ("workflow_id", "dataset", "format"),
+        bounds=_PCT,
+        trace=_trace("flip", ("workflow_id", "dataset", "format")),
+    ),
     row="One row per format × error kind: how the replies of correctness-flip groups err.",
     source="§5.2, Figure 3",
 )
@@ -803,7 +814,12 @@ mr_violations = metric_table(
 )
 
 
-FAIRNESS_CELLS = Cells("sen_pp", ("workflow_id", "dataset", "factor", "format"), bounds=_PCT)
+FAIRNESS_CELLS = Cells(
+    "sen_pp",
+    ("workflow_id", "dataset", "factor", "format"),
+    bounds=_PCT,
+    trace=_trace("accuracy", ("workflow_id", "dataset", "format")),
+)
 
 
 fairness_disparity = metric_table(
@@ -967,7 +983,13 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
     return validated_output(S.RoutedOutcomes, df, "routed_outcomes")
 
 
-ROUTING_CELLS = Cells("after_pct", ("workflow_id", "dataset", "relation"), bounds=_PCT)
+ROUTING_CELLS = Cells(
+    "after_pct",
+    ("workflow_id", "dataset", "relation"),
+    bounds=_PCT,
+    trace=_trace(lambda cell: f"M{cell['relation'][2]}"),
+    trace_each="relation",
+)
 
 
 format_routing = metric_table(

@@ -623,3 +623,28 @@ def test_a_failed_call_is_behind_no_stability_flip_or_accuracy_cell(tmp_path):
     assert tr.trace(wh, "format_robustness", "stability", "a")["total"] == 0
     assert tr.trace(wh, "format_robustness", "flip", "a")["total"] == 0
     assert tr.trace(wh, "format_robustness", "accuracy", "a")["total"] == 2
+
+
+def test_every_metric_table_with_a_worst_cell_has_a_trace_command():
+    """Every metric asset of the Definitions whose cells have a bad direction (a worst cell) declares
+    its ``metamorph trace`` command (Cells.trace), and the command it builds for a cell names a metric
+    and slices the study's trace knows (trace_command raises TraceError otherwise); a table reporting
+    several relations side by side has one command per relation (Cells.trace_each)."""
+    from assets._cells import DECLARED
+    from pipelines.definitions import defs
+
+    keys = set(defs.resolve_asset_graph().get_all_asset_keys())
+    worst = {k: c for k, c in DECLARED.items() if k in keys and c.worse is not None}
+    assert len(worst) == 15
+    missing = sorted(k.to_user_string() for k, c in worst.items() if c.trace is None)
+    assert missing == []
+    for key, cells in worst.items():
+        study = key.path[0]
+        cell = {k: "stub/inline" if k == "workflow_id" else "stub" for k in cells.keys}
+        if "metric" in cells.keys:  # workflow_perturb: the cell's metric is the trace's
+            cell["metric"] = "graph_f1"
+        if "relation" in cells.keys:
+            cell["relation"] = "MR1"
+            assert cells.trace_each == "relation", key
+        metric, model, where = cells.trace(cell)
+        assert tr.trace_command(study, metric, model, where).startswith(f"metamorph trace --study {study} "), key
