@@ -147,7 +147,9 @@ def test_a_run_with_fake_keys_writes_them_nowhere(stub, tmp_path):
         text=True,
         timeout=600,
     )
-    assert out.returncode == 0, out.stderr[-3000:]
+    # one 401 per model is a failed call: the run finishes with exit 3 (EXIT_CALL_ERRORS) and says so
+    assert out.returncode == 3, out.stderr[-3000:]
+    assert "Finished with failed calls (exit 3)" in out.stdout
 
     # the providers did send the keys (so there was something to leak)
     sent = {(r.path, r.headers.get("authorization")) for r in stub.requests}
@@ -167,7 +169,7 @@ def test_a_run_with_fake_keys_writes_them_nowhere(stub, tmp_path):
     assert leaks(tmp_path, SECRETS) == []
     assert not any(k in out.stdout or k in out.stderr for k in SECRETS)
     # neither entry is approved: the printout says why no upgrade verdict was made
-    assert out.stdout.splitlines()[-4:-2] == [
+    assert out.stdout.splitlines()[-5:-3] == [
         "",
         f"note: no upgrade verdicts were made (model_comparison is empty): {registry}, field 'status': upgrade "
         "verdicts need exactly one registry entry with status 'approved'; found none",
