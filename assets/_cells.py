@@ -19,6 +19,7 @@ every study gets (:func:`metric_output`, :func:`metric_checks`):
   rounded for display;
 * ``trace_command`` (text): the ``metamorph trace`` command printing the worst cell's rows with
   their exact requests and raw completions (:func:`trace_command_metadata`, with ``Cells.trace``);
+  ``trace_command M1`` … for each relation of a table reporting several (``Cells.trace_each``);
 * asset checks: ``rows_present``, ``value_defined``, ``ci_brackets_value``, ``value_in_range``.
 
 :class:`ViewPreview` does the same for a study's lineage views: the rows of a view for the worst
@@ -37,7 +38,7 @@ import pandas as pd
 import pandera.pandas as pa
 
 from metamorph.export import markdown_table
-from assets._common import validated_output
+from assets._common import display_float, validated_output
 
 #: Cell values that pool every level of their column ('all' languages, '*' datasets, 'Avg.' margins).
 POOLED = ("all", "*", "Avg.")
@@ -101,6 +102,9 @@ class Cells:
         digits: decimals of the float metadata.
         trace: the cell (metric row as a dict) → ``(metric, model, where)`` of ``metamorph trace``
             (:mod:`metamorph.trace`; ``where``: slice key → value); None = no trace_command.
+        trace_each: a key column whose values the table reports side by side (e.g. ``relation``:
+            M1, M2, M3): one ``trace_command <value>`` per value, for that value's worst cell,
+            instead of one ``trace_command`` for the worst cell overall.
     """
 
     value: str
@@ -114,6 +118,11 @@ class Cells:
     n_worst: int = 3
     digits: int = 2
     trace: Callable[[Mapping[str, Any]], tuple[str, str, Mapping[str, Any]]] | None = None
+    trace_each: str | None = None
+
+
+#: Every metric table's Cells by asset key, filled as the tables are declared (metric_table).
+DECLARED: dict[dg.AssetKey, Cells] = {}
 
 
 def _isnull(v) -> bool:
@@ -302,8 +311,27 @@ def worst_cells_metadata(
     return {
         "worst_cells": dg.MetadataValue.md(md),
         **details,
-        **trace_command_metadata(worst.iloc[0].to_dict(), cells, study, warehouse),
+        **traces_metadata(df, worst, cells, study, warehouse),
     }
+
+
+def traces_metadata(df: pd.DataFrame, worst: pd.DataFrame, cells: Cells, study: str, warehouse=None) -> dict:
+    """The trace commands of a metric table: ``trace_command`` for its worst cell (``worst``'s
+    first row) or, with Cells.trace_each, ``trace_command <value>`` for each value of that column
+    among the selected cells with a defined number, in sorted order, each for its worst cell (the
+    first in table order when every cell of the value is at its best)."""
+    if cells.trace is None:
+        return {}
+    if cells.trace_each is None:
+        return trace_command_metadata(worst.iloc[0].to_dict(), cells, study, warehouse)
+    d = _selected(df, cells)
+    d = d[d[cells.value].notna()]
+    out = {}
+    for value, part in sorted(d.groupby(cells.trace_each, sort=False), key=lambda kv: str(kv[0])):
+        bad = worst_cells(part, cells)
+        cell = (bad if len(bad) else part).iloc[0].to_dict()
+        out[f"trace_command {value}"] = trace_command_metadata(cell, cells, study, warehouse)["trace_command"]
+    return out
 
 
 def trace_command_metadata(cell: Mapping[str, Any], cells: Cells, study: str, warehouse=None) -> dict:
@@ -325,10 +353,12 @@ def trace_command_metadata(cell: Mapping[str, Any], cells: Cells, study: str, wa
 
 
 def headline_metadata(df: pd.DataFrame, cells: Cells) -> dict:
-    """One float per selected cell (and its CI bounds) under Cells.headline, rounded."""
+    """One float per selected cell (and its CI bounds) under Cells.headline, rounded to Cells.digits
+    and for display (:func:`assets._common.display_float`: one decimal for a percentage)."""
     if cells.headline is None:
         return {}
     out = {}
+    pct = cells.bounds in ((0.0, 100.0), (-100.0, 100.0))  # a percentage: one decimal (display_float)
     for cell in _selected(df, cells).to_dict(orient="records"):
         name = cells.headline(cell) if callable(cells.headline) else cells.headline.format(**cell)
         for suffix, col in (
@@ -336,7 +366,7 @@ def headline_metadata(df: pd.DataFrame, cells: Cells) -> dict:
             *((("/ci_low", cells.ci[0]), ("/ci_high", cells.ci[1])) if cells.ci else ()),
         ):
             if not _isnull(cell[col]):
-                out[name + suffix] = dg.MetadataValue.float(round(float(cell[col]), cells.digits))
+                out[name + suffix] = dg.MetadataValue.float(display_float(round(float(cell[col]), cells.digits), pct))
     return out
 
 

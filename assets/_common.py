@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -174,10 +175,44 @@ def plan_metadata(plan) -> dict:
     return md
 
 
+#: Decimals of a percentage (or percentage points) shown as float metadata.
+PCT_DECIMALS = 1
+#: Significant digits of any other float shown as metadata (p-values, correlations, USD).
+FLOAT_DIGITS = 4
+#: A metadata key naming a percentage: a ``pct`` or ``pp`` word (``M1_pct/…``, ``sen_pp``) or a ``%``.
+_PERCENT_KEY = re.compile(r"(^|[^a-z0-9])(pct|pp)([^a-z0-9]|$)|%", re.IGNORECASE)
+
+
+def display_float(value: float, percent: bool) -> float:
+    """``value`` as float metadata shows it: :data:`PCT_DECIMALS` decimals for a percentage, else
+    :data:`FLOAT_DIGITS` significant digits (30.555555555555554 % → 30.6; 0.0123456 → 0.01235)."""
+    v = float(value)
+    if v != v or v in (float("inf"), float("-inf")):
+        return v
+    return round(v, PCT_DECIMALS) if percent else float(f"{v:.{FLOAT_DIGITS}g}")
+
+
+def is_percent_key(key: str) -> bool:
+    """Whether a metadata key names a percentage (:data:`_PERCENT_KEY`)."""
+    return bool(_PERCENT_KEY.search(str(key)))
+
+
+def rounded_metadata(md: Mapping[str, Any]) -> dict:
+    """``md`` with every float metadata value rounded by :func:`display_float` (a percentage when
+    :func:`is_percent_key`); every other value as it is."""
+    return {
+        k: dg.MetadataValue.float(display_float(v.value, is_percent_key(k)))
+        if isinstance(v, dg.FloatMetadataValue) and v.value is not None
+        else v
+        for k, v in md.items()
+    }
+
+
 def validated_output(
     model: type[pa.DataFrameModel], df: pd.DataFrame, table: str, metadata: dict | None = None
 ) -> dg.Output:
-    """Validate ``df`` (a failure raises and nothing is written) and wrap it with standard metadata."""
+    """Validate ``df`` (a failure raises and nothing is written) and wrap it with standard metadata;
+    float metadata is rounded for display (:func:`rounded_metadata`)."""
     df = validate_frame(model, df, table)
     md = {
         "dagster/row_count": dg.MetadataValue.int(len(df)),
@@ -185,7 +220,7 @@ def validated_output(
         "dagster/column_schema": schema_md(model).value,
     }
     md.update(metadata or {})
-    return dg.Output(df, metadata=md)
+    return dg.Output(df, metadata=rounded_metadata(md))
 
 
 def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, plan=None) -> dict:
@@ -355,6 +390,11 @@ def metric_table(
     """
     from assets._cells import metric_checks, metric_output
     from assets.partitions import PER_MODEL, model_partitions
+
+    from assets._cells import DECLARED
+
+    if cells is not None:
+        DECLARED[dg.AssetKey([study, name])] = cells
 
     prepare, rows, fixed = dict(prepare or {}), dict(rows or {}), dict(kwargs or {})
     from metamorph.sql import sql_path

@@ -601,6 +601,7 @@ MR_CELLS = Cells(
     headline="M{relation[2]}_pct/{workflow_id}/{dataset}",
     behind=_behind(_flagged, _violating, show=(*_SHOWN, "categories_json")),
     trace=_trace(lambda cell: f"M{cell['relation'][2]}"),
+    trace_each="relation",
 )
 
 
@@ -655,6 +656,7 @@ stability_by_format = metric_table(
         bounds=_PCT,
         headline="stability_pct/{workflow_id}/{dataset}/{format}",
         behind=_behind(_generations, _unstable),
+        trace=_trace("stability", ("workflow_id", "dataset", "format")),
     ),
     row="One row per workflow × dataset × format: Stb_f, the % of instances whose k repeats all agree.",
     source="§5.1",
@@ -671,6 +673,7 @@ evidence_drift = metric_table(
         ("workflow_id", "dataset", "format"),
         bounds=_PCT,
         behind=_behind(_generations, _flipped, match=(("format", ""),)),
+        trace=_trace("flip", ("workflow_id", "dataset", "format")),
     ),
     row="One row per workflow × dataset × non-TXT format: evidence drift JS, ΔAcc and flip rate against TXT.",
     source="§5.1, Table 2",
@@ -683,7 +686,9 @@ silent_violations = metric_table(
     ins=["mr_flags"],
     sql=["silent_violations"],
     behind_ins=["generation_outcomes"],
-    cells=Cells("silent_pct", ("workflow_id", "dataset"), bounds=_PCT, behind=_behind(_flagged, _silent)),
+    cells=Cells(
+        "silent_pct", ("workflow_id", "dataset"), bounds=_PCT, behind=_behind(_flagged, _silent), trace=_trace("silent")
+    ),
     row="One row per workflow × dataset: how many MR2 violations hold MR1 (silent violations) and their share.",
     source="§5.1",
 )
@@ -706,7 +711,13 @@ vote_aggregation = metric_table(
     S.VoteAggregation,
     ins=["generation_outcomes"],
     prepare=_GEN,
-    cells=Cells("after_pct", ("workflow_id", "dataset", "relation"), bounds=_PCT),
+    cells=Cells(
+        "after_pct",
+        ("workflow_id", "dataset", "relation"),
+        bounds=_PCT,
+        trace=_trace(lambda cell: f"M{cell['relation'][2]}"),
+        trace_each="relation",
+    ),
     row="One row per workflow × dataset × relation: M before and after a majority vote over the k repeats and "
     "ΔM (tie rule in the function's docstring).",
     source="§5.5 'Vot.', Table 3",
@@ -748,7 +759,12 @@ flip_errors = metric_table(
     S.FlipErrors,
     ins=["generation_outcomes"],
     prepare=_GEN,
-    cells=Cells("error_pct", ("workflow_id", "dataset", "format"), bounds=_PCT),
+    cells=Cells(
+        "error_pct",
+        ("workflow_id", "dataset", "format"),
+        bounds=_PCT,
+        trace=_trace("flip", ("workflow_id", "dataset", "format")),
+    ),
     row="One row per format × error kind: how the replies of correctness-flip groups err.",
     source="§5.2, Figure 3",
 )
@@ -798,7 +814,12 @@ mr_violations = metric_table(
 )
 
 
-FAIRNESS_CELLS = Cells("sen_pp", ("workflow_id", "dataset", "factor", "format"), bounds=_PCT)
+FAIRNESS_CELLS = Cells(
+    "sen_pp",
+    ("workflow_id", "dataset", "factor", "format"),
+    bounds=_PCT,
+    trace=_trace("accuracy", ("workflow_id", "dataset", "format")),
+)
 
 
 fairness_disparity = metric_table(
@@ -962,7 +983,13 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
     return validated_output(S.RoutedOutcomes, df, "routed_outcomes")
 
 
-ROUTING_CELLS = Cells("after_pct", ("workflow_id", "dataset", "relation"), bounds=_PCT)
+ROUTING_CELLS = Cells(
+    "after_pct",
+    ("workflow_id", "dataset", "relation"),
+    bounds=_PCT,
+    trace=_trace(lambda cell: f"M{cell['relation'][2]}"),
+    trace_each="relation",
+)
 
 
 format_routing = metric_table(

@@ -15,7 +15,7 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from assets import plots
-from assets._common import validated_output
+from assets._common import display_float, validated_output
 from assets.evaluations import evaluated_fingerprint
 from metamorph.report_card import (
     build_card,
@@ -38,6 +38,15 @@ POOL = "duckdb"
 CARD_SOURCES = {name: study.card for name, study in studies().items()}
 #: Tables a study's card rows can do without (passed as None or empty; :attr:`metamorph.study.Study.card_optional`).
 OPTIONAL_CARD_TABLES = {t for study in studies().values() for t in study.card_optional}
+#: The card's description in the UI: what it reads, when it is built and how to rebuild it.
+CARD_DESCRIPTION = (
+    "One row per model × study × headline metric with 95% CIs, each model's version and the change since its "
+    "previous version. Built at the end of every `metamorph run`; rebuild it with `model_upgrades_job` (or "
+    "Materialize here) after runs launched in the UI — in a run of its own: not being downstream of the studies' "
+    "tables, it is not ordered after them within one run. It reads, when present: "
+    + "; ".join(f"{s}: {', '.join([*tables, 'model_comparison'])}" for s, (tables, _) in CARD_SOURCES.items())
+    + ". A study without its tables is listed under 'not in the card' — never an error or a warning."
+)
 #: The card's check: fails when a study's verdicts hold a blocking regression.
 CARD_CHECK = "no_candidate_regressed"
 
@@ -54,10 +63,9 @@ def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFra
     group_name=GROUP,
     pool=POOL,
     kinds={"duckdb"},
-    deps=[
-        *[dg.AssetKey([study, t]) for study, (tables, _) in CARD_SOURCES.items() for t in tables],
-        *[dg.AssetKey([study, "model_comparison"]) for study in CARD_SOURCES],
-    ],
+    # No deps on the studies' tables: they are read from the warehouse when present, so a study that
+    # was not run is listed as missing — not an upstream asset that blocks or warns at Materialize.
+    description=CARD_DESCRIPTION,
     check_specs=[
         dg.AssetCheckSpec(
             CARD_CHECK,
@@ -134,7 +142,8 @@ def robustness_report_card(
         md["next_step"] = dg.MetadataValue.text(next_step)
     cur = card[card["is_current"] & card["value"].notna()] if len(card) else card
     for r in cur.itertuples():
-        md[trend_key(r.model_id, r.study, r.metric, r.slice)] = dg.MetadataValue.float(float(r.value))
+        # every card unit is % or pp: one decimal
+        md[trend_key(r.model_id, r.study, r.metric, r.slice)] = dg.MetadataValue.float(display_float(r.value, True))
     yield validated_output(ReportCard, card, "robustness_report_card", md)
     per_study = {s: sorted(set(g["candidate_id"])) for s, g in regressions.groupby("study")} if len(regressions) else {}
     yield dg.AssetCheckResult(

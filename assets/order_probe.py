@@ -278,6 +278,11 @@ def _not_recovered(rows: pd.DataFrame, cell) -> pd.DataFrame:
     return rows.sort_values(["language", "item_id", "pattern"], kind="stable")
 
 
+def _recovery_trace(cell) -> tuple[str, str, dict]:
+    """``metamorph trace``'s recovery metric, model and slice (language, setting) for one cell."""
+    return "recovery", cell["model_id"], {"language": cell["language"], "setting": cell["setting"]}
+
+
 RECOVERY_CELLS = Cells(
     "recovery_pct",
     ("model_id", "language", "setting"),
@@ -292,7 +297,7 @@ RECOVERY_CELLS = Cells(
         show=("language", "item_id", "pattern", "scrambled", "canonical", "expression", "reason"),
         first=("item_id", "pattern", "scrambled", "expression", "canonical", "response_text"),
     ),
-    trace=lambda c: ("recovery", c["model_id"], {"language": c["language"], "setting": c["setting"]}),
+    trace=_recovery_trace,
 )
 BREAKDOWN_CELLS = Cells(
     "recovery_pct",
@@ -300,10 +305,13 @@ BREAKDOWN_CELLS = Cells(
     worse="low",
     ci=("ci_low_pct", "ci_high_pct"),
     bounds=_PCT,
+    trace=_recovery_trace,
 )
 CATEGORY_CELLS = Cells("pct", ("model_id", "language", "setting", "category"), worse=None, bounds=_PCT)
 REGRESSION_CELLS = Cells("p_value", ("model_id", "setting", "term"), worse=None, bounds=(0.0, 1.0), digits=4)
-DIAGNOSTICS_CELLS = Cells("s_rob", ("model_id", "language", "setting"), worse="low", bounds=(0.0, 1.0), digits=3)
+DIAGNOSTICS_CELLS = Cells(
+    "s_rob", ("model_id", "language", "setting"), worse="low", bounds=(0.0, 1.0), digits=3, trace=_recovery_trace
+)
 
 
 def _breakdown_plots(df: pd.DataFrame) -> dict:

@@ -460,7 +460,15 @@ COMMANDS = {
         "the study's options.",
         add_study_commands,
         _run,
-    )
+    ),
+    "partitions": (
+        "list the model partitions of the Dagster instance; remove one that is not a registry model",
+        "One line per model partition of the instance in DAGSTER_HOME (default data/dagster_home) and whether it is "
+        "a registry model. --remove ID... deletes partitions that are not (e.g. a typo added in the UI's 'Add a "
+        "partition'); warehouse rows and run history are kept.",
+        lambda p: importlib.import_module("pipelines.partitions").add_arguments(p),
+        lambda args: importlib.import_module("pipelines.partitions").run(args),
+    ),
 }
 
 

@@ -24,6 +24,7 @@ from metamorph.datasets import read_text
 from metamorph.study import studies
 
 from assets import model_upgrades
+from pipelines.inputs import checked_at_launch
 from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, model_upgrades_job
 from pipelines.partial import partial_run_sensor
 from pipelines.schedules import WEEKLY_SCHEDULES
@@ -93,7 +94,8 @@ def executor() -> dg.ExecutorDefinition:
 
 def build_definitions() -> dg.Definitions:
     return dg.Definitions(
-        assets=dg.load_assets_from_modules([*STUDIES, *CROSS_STUDY]),
+        # every config class is checked when a run is launched, whatever job launches it
+        assets=[checked_at_launch(a) for a in dg.load_assets_from_modules([*STUDIES, *CROSS_STUDY])],
         asset_checks=dg.load_asset_checks_from_modules(STUDIES),
         jobs=[*INPUT_JOBS.values(), *MODEL_JOBS.values(), model_upgrades_job],
         schedules=WEEKLY_SCHEDULES,

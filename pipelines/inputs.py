@@ -1,13 +1,19 @@
-"""Validation of a study's inputs before anything runs: the sources load, the config values hold.
+"""Checks of a run's config and partition when the run is launched, before a run exists.
 
-Used twice with the same messages: by ``python -m pipelines.run`` before it launches a run, and
-by every ``<study>_inputs_job`` as a config mapping (:func:`inputs_config`), which Dagster calls
-when it builds the run's execution plan — at launch, before a run exists. A bad value (``limit:
-0``, a source path that does not exist, a malformed JSONL line) therefore fails the launch with
-one line naming the op, field or file, row and field, instead of a run that marks an asset
-"Failed"; the UI shows that line as the error's message (:class:`InputsRejected`). (Materializing single assets from the asset graph uses Dagster's implicit asset job,
-which has no config mapping: there the same checks fail the first step — the config class's
-validator, then the loader's InputError.)
+Config: every asset whose op takes a pythonic config class is given, in the code location, an op
+whose config mapping builds that class and, for an inputs asset (a config with ``sources``), loads
+its sources with the study's loader (:func:`checked_at_launch`). Dagster applies an op's config
+mapping when it builds the run's execution plan, for every job the asset is in — the study's
+jobs, and Dagster's implicit asset job behind an asset's own "Materialize" and "Open launchpad".
+A bad value (``limit: 0``, a source path that does not exist, a malformed JSONL line, ``k: 0``)
+therefore fails the launch with one line naming the op and field, or the file, row and field,
+instead of a run that marks an asset "Failed" (:class:`InputsRejected`). ``python -m
+pipelines.run`` checks the same values with the same messages before it launches anything.
+
+Partition: the model jobs' partition is a registry model id (:func:`model_partition_config`): a
+partition key that is not one (a typo added in the UI's "Add a partition") is refused when the
+UI asks for the partition's run config and tags, which it does before launching a run, and by
+``execute_in_process`` before the run is created (:class:`PartitionRejected`).
 
 What the launchpad shows (Dagster 1.13.27). The webserver checks a run config against the job's
 config *schema* first (dagster_graphql ``implementation/external.py`` ``ensure_valid_config``);
@@ -19,7 +25,7 @@ there (``dagster/_grpc/server.py`` ``ExecutionPlanSnapshot``) is sent back as it
 stack the launch dialog shows (ui-core ``app/PythonErrorInfo.tsx``). Dagster serialises a
 ``DagsterUserCodeProcessError`` that carries one error info as that info itself
 (``dagster/_utils/error.py`` ``serializable_error_info_from_exc_info``, the way it forwards an
-error from a user-code process), so :class:`InputsRejected` is one, carrying the line with no
+error from a user-code process), so :class:`LaunchRejected` is one, carrying the line with no
 stack: the dialog shows the line and nothing else. Each field's description also states the
 values it takes (``limit``: N ≥ 1, -1 = every row).
 """
@@ -39,20 +45,26 @@ from metamorph.errors import ConfigError, MetamorphError
 from metamorph.study import get
 
 
-class InputsRejected(DagsterUserCodeProcessError):
-    """An inputs job's config or sources, rejected when the run is launched (before a run exists).
-
-    Its message is the one line of the :class:`~metamorph.errors.MetamorphError` behind it
-    (``cause``), and so is its only error info (class name ``InputsRejected``, an empty stack): a
-    DagsterError, so Dagster's user-code boundary passes it on unwrapped, and a
-    ``DagsterUserCodeProcessError``, so the code server sends that info as the error and the
-    launch dialog shows the line without stack frames.
+class LaunchRejected(DagsterUserCodeProcessError):
+    """A launch refused before a run exists: its message is the one line of the
+    :class:`~metamorph.errors.MetamorphError` behind it (``cause``), and so is its only error info
+    (the class name, an empty stack): a DagsterError, so Dagster's user-code boundary passes it on
+    unwrapped, and a ``DagsterUserCodeProcessError``, so the code server sends that info as the
+    error and the launch dialog shows the line without stack frames.
     """
 
     def __init__(self, cause: MetamorphError):
         info = SerializableErrorInfo(message=str(cause), stack=[], cls_name=type(self).__name__)
         super().__init__(str(cause), user_code_process_error_infos=[info])
         self.cause = cause
+
+
+class InputsRejected(LaunchRejected):
+    """An op's config or an inputs asset's sources, rejected when the run is launched."""
+
+
+class PartitionRejected(LaunchRejected):
+    """A model job's partition that is not a registry model id, rejected when the run is launched."""
 
 
 def config_class(op: dg.OpDefinition) -> type[dg.Config] | None:
@@ -71,48 +83,81 @@ def one_line(exc: pydantic.ValidationError) -> str:
     )
 
 
-def validate_inputs(study: str, classes: Mapping[str, type[dg.Config]], run_config: Mapping[str, Any]) -> None:
-    """Build every op's config class from ``run_config`` (raises :class:`ConfigError` naming the op
-    and field) and load the inputs asset's sources with the study's loader
+def validate_config(study: str, op_name: str, cls: type[dg.Config], values: Mapping[str, Any]) -> None:
+    """Build ``cls`` from ``values`` (raises :class:`ConfigError` naming the op and field) and, for a
+    config with ``sources``, load them with the study's loader
     (:attr:`metamorph.study.Study.load_sources`; raises their InputError)."""
-    ops = run_config.get("ops") or {}
-    built = {}
-    for op_name, cls in classes.items():
-        values = (ops.get(op_name) or {}).get("config") or {}
+    try:
+        cfg = cls(**values)
+    except pydantic.ValidationError as exc:
+        raise ConfigError(f"{op_name}: {one_line(exc)}") from None
+    if hasattr(cfg, "sources"):
+        get(study).load_sources(list(cfg.sources), getattr(cfg, "row_limit", None))
+
+
+def checked_at_launch(asset: dg.AssetsDefinition) -> dg.AssetsDefinition:
+    """``asset`` with an op whose config mapping runs :func:`validate_config` (study: the first part
+    of the asset key) and passes the config on unchanged; raises :class:`InputsRejected`. The
+    config schema (fields, defaults, descriptions) is the config class's, as before. An asset
+    without a config class is returned as it is."""
+    if (
+        not isinstance(asset, dg.AssetsDefinition)
+        or not asset.is_executable
+        or not isinstance(asset.node_def, dg.OpDefinition)
+    ):
+        return asset
+    op = asset.op
+    cls = config_class(op)
+    if cls is None:
+        return asset
+    study = asset.keys_by_output_name[next(iter(asset.keys_by_output_name))].path[0]
+
+    def check_then_pass(values: dict) -> dict:
         try:
-            built[op_name] = cls(**values)
-        except pydantic.ValidationError as exc:
-            raise ConfigError(f"{op_name}: {one_line(exc)}") from None
-    for cfg in built.values():
-        if hasattr(cfg, "sources"):
-            get(study).load_sources(list(cfg.sources), getattr(cfg, "row_limit", None))
-
-
-def inputs_config(study: str, assets: list[dg.AssetsDefinition]) -> dg.ConfigMapping:
-    """A config mapping for ``<study>_inputs_job``: the usual run config shape (``ops: <op>: config:``,
-    every field with its default), checked by :func:`validate_inputs` when the run is launched; raises
-    :class:`InputsRejected`."""
-    classes = {a.op.name: c for a in assets if (c := config_class(a.op)) is not None}
-    ops = dg.Shape(
-        {
-            name: dg.Field(
-                dg.Shape({"config": dg.Field(cls.to_config_schema().config_type, is_required=False)}), is_required=False
-            )
-            for name, cls in classes.items()
-        }
-    )
-    schema = {
-        "ops": dg.Field(ops, is_required=False),
-        "loggers": dg.Field(dg.Permissive(), is_required=False),
-        "resources": dg.Field(dg.Permissive(), is_required=False),
-        "execution": dg.Field(dg.Permissive(), is_required=False),
-    }
-
-    def check_then_pass(run_config: dict) -> dict:
-        try:
-            validate_inputs(study, classes, run_config)
+            validate_config(study, op.name, cls, values)
         except MetamorphError as exc:
             raise InputsRejected(exc) from None
-        return {k: v for k, v in run_config.items() if v}
+        return values
 
-    return dg.ConfigMapping(config_fn=check_then_pass, config_schema=schema)
+    checked = op.configured(check_then_pass, name=op.name, config_schema=cls.to_config_schema())
+    return dg.AssetsDefinition.dagster_internal_init(**{**asset.get_attributes_dict(), "node_def": checked})
+
+
+def check_model_partition(key: str) -> None:
+    """Raise :class:`PartitionRejected` unless ``key`` is a model id of the registry
+    (``resources.paths.registry_path``); a registry that does not load is rejected with its own line."""
+    from metamorph.models import load_registry
+    from resources.paths import registry_path
+
+    path = registry_path()
+    try:
+        ids = [m.id for m in load_registry(path)]
+    except MetamorphError as exc:
+        raise PartitionRejected(exc) from None
+    if key not in ids:
+        raise PartitionRejected(
+            ConfigError(
+                f"partition {key!r} is not a model of the registry {path} (models: {', '.join(ids) or 'none'}); "
+                "launch a registered model, or register it first. To remove the partition: "
+                f"metamorph partitions --remove {key}"
+            )
+        )
+
+
+def model_partition_config(partitions_def: dg.PartitionsDefinition) -> dg.PartitionedConfig:
+    """The model jobs' config: no run config of its own (``{}``); the partition key is checked by
+    :func:`check_model_partition` when Dagster asks for a partition's run config or tags — the UI
+    before it launches a partition, a sensor or schedule when it resolves a run request,
+    ``execute_in_process`` before it creates the run."""
+
+    def run_config(key: str) -> dict:
+        check_model_partition(key)
+        return {}
+
+    def tags(key: str) -> dict:
+        check_model_partition(key)
+        return {}
+
+    return dg.PartitionedConfig(
+        partitions_def=partitions_def, run_config_for_partition_key_fn=run_config, tags_for_partition_key_fn=tags
+    )

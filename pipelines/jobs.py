@@ -9,6 +9,7 @@
 
 import dagster as dg
 
+from assets.partitions import model_partitions
 from metamorph.study import Study, studies
 
 
@@ -18,18 +19,12 @@ def input_selection(study: Study) -> dg.AssetSelection:
 
 
 def _inputs_job(study: Study):
-    import importlib
-
-    from pipelines.inputs import inputs_config
-
-    module = importlib.import_module(f"assets.{study.name}")
     return dg.define_asset_job(
         f"{study.name}_inputs_job",
         selection=input_selection(study),
-        config=inputs_config(study.name, [getattr(module, name) for name in study.inputs]),
         description=f"Load the {study.name} study's sources and render their surface forms. The config is checked "
         "(sources loaded, values in range) when the run is launched: a bad value fails the launch "
-        "with one line, no run is created.",
+        "with one line, no run is created (pipelines.inputs).",
     )
 
 
@@ -40,12 +35,16 @@ ALL_MODELS_LINK = "[select every registered model](?default_range=*)"
 
 
 def _model_job(study: Study):
+    from pipelines.inputs import model_partition_config
+
     return dg.define_asset_job(
         f"{study.name}_model_job",
         selection=dg.AssetSelection.groups(study.name) - input_selection(study),
+        config=model_partition_config(model_partitions),
         description=f"Generate, extract and score one model partition of {study.name}, then rebuild its metric tables. "
         f"To run every registered model: {ALL_MODELS_LINK} (reopens this page so that Materialize "
-        "starts with all model partitions selected), then Materialize all.",
+        "starts with all model partitions selected), then Materialize all. A partition that is not a "
+        "registry model id is refused at launch; `metamorph partitions --remove <id>` removes it.",
     )
 
 

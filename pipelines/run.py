@@ -505,8 +505,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the study ``args.study`` with the parsed options (:func:`build_parser`, ``metamorph run``):
-    bad input exits 2 before anything is written, then the inputs job, the model job per model and
-    the headline. Returns the exit code."""
+    bad input exits 2 before anything is written, then the inputs job, the model job per model, the
+    report card (``model_upgrades_job``) and the headline. Returns the exit code."""
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import dagster as dg
@@ -596,6 +596,8 @@ def run(args: argparse.Namespace) -> int:
         if failed:
             failed = failed if failed[0] == EXIT_INTERRUPTED else (failed[0], f"(model {m}) {failed[1]}")
             break
+    if not failed and not options.no_models:  # the cross-study report card, over the studies run so far (~3 s)
+        failed = run_one("model_upgrades_job", {})
     if failed:
         label = "" if failed[0] == EXIT_INTERRUPTED else "error: "
         print(f"{label}{failed[1]}  [full log: {log_file}]", file=sys.stderr)

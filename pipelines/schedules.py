@@ -1,10 +1,12 @@
-"""Schedules: a weekly re-evaluation of every registered model partition in every study."""
+"""Schedules: a weekly re-evaluation of every registered model partition (a registry model id) in every study."""
 
 from __future__ import annotations
 
 import dagster as dg
 
+from metamorph.models import load_registry
 from pipelines.jobs import MODEL_JOBS
+from resources.paths import registry_path
 from assets.partitions import model_partitions
 from pipelines.sensors import studies_in_use
 
@@ -21,7 +23,9 @@ def _weekly(study: str) -> dg.ScheduleDefinition:
         "unchanged requests free; provider-reported model version changes are logged.",
     )
     def weekly(context: dg.ScheduleEvaluationContext):
-        keys = context.instance.get_dynamic_partitions(model_partitions.name)
+        # a partition that is not a registry id (added by hand) is left out: its launch is refused
+        registered = {m.id for m in load_registry(registry_path())}
+        keys = [k for k in context.instance.get_dynamic_partitions(model_partitions.name) if k in registered]
         if not keys:
             return dg.SkipReason("no model partitions registered yet")
         if study not in studies_in_use(context.instance):

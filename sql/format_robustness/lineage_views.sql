@@ -21,3 +21,31 @@ SELECT f.mr1, f.mr2, f.mr3, l.*
 FROM format_robustness.mr_flags AS f
 JOIN format_robustness.decision_lineage AS l USING (workflow_id, dataset, instance_id, repeat)
 WHERE f.mr1 OR f.mr2 OR f.mr3;
+
+-- Instances behind a stability rate Stb_f: every generation with whether the k repeats of its
+-- (workflow, dataset, instance, format) agree (⊥, an unparseable output, is its own outcome). A failed
+-- call (parse_reason call_error) is not an answer: an instance with one has stable NULL (not measured).
+CREATE OR REPLACE VIEW format_robustness.stability_lineage AS
+SELECT s.stable, l.*
+FROM format_robustness.decision_lineage AS l
+JOIN (
+    SELECT workflow_id, dataset, instance_id, format,
+           CASE WHEN bool_or(parse_reason IS NOT DISTINCT FROM 'call_error') THEN NULL
+                ELSE count(DISTINCT coalesce(decision, '⊥ unparseable')) = 1 END AS stable
+    FROM format_robustness.decision_lineage
+    GROUP BY workflow_id, dataset, instance_id, format
+) AS s USING (workflow_id, dataset, instance_id, format);
+
+-- Groups behind an evidence-drift flip rate: each generation in a format other than TXT next to
+-- the TXT generation of its (instance, repeat) group, flipped when the two decisions differ (⊥ its own value);
+-- flipped is NULL (no comparison) when either call failed at the provider (parse_reason call_error).
+CREATE OR REPLACE VIEW format_robustness.flip_lineage AS
+SELECT CASE WHEN l.parse_reason IS NOT DISTINCT FROM 'call_error' OR b.parse_reason IS NOT DISTINCT FROM 'call_error'
+            THEN NULL
+            ELSE coalesce(l.decision, '⊥ unparseable') <> coalesce(b.decision, '⊥ unparseable') END AS flipped,
+       b.decision AS baseline_decision, b.response_text AS baseline_response_text, l.*
+FROM format_robustness.decision_lineage AS l
+JOIN format_robustness.decision_lineage AS b
+  ON b.model_id = l.model_id AND b.workflow_id = l.workflow_id AND b.dataset = l.dataset
+ AND b.instance_id = l.instance_id AND b.repeat = l.repeat AND b.format = 'txt'
+WHERE l.format <> 'txt';

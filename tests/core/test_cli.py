@@ -26,8 +26,8 @@ def test_help_of_every_command_has_no_markup(name, capsys):
     assert text.startswith(f"usage: metamorph {name}") and not MARKUP.search(text), text
 
 
-def test_the_commands_are_gate_plan_run_trace_and_verdict():
-    assert sorted(commands()) == ["gate", "plan", "run", "trace", "verdict"]
+def test_the_commands_are_gate_partitions_plan_run_trace_and_verdict():
+    assert sorted(commands()) == ["gate", "partitions", "plan", "run", "trace", "verdict"]
     assert not MARKUP.search(_parser().format_help())
 
 
@@ -49,8 +49,8 @@ def test_the_commands_are_gate_plan_run_trace_and_verdict():
         ),
         (
             ["launch"],
-            "metamorph: error: argument command: invalid choice: 'launch' (choose from 'gate', 'plan', "
-            "'run', 'trace', 'verdict')  (see: metamorph --help)",
+            "metamorph: error: argument command: invalid choice: 'launch' (choose from 'gate', "
+            "'partitions', 'plan', 'run', 'trace', 'verdict')  (see: metamorph --help)",
         ),
     ],
     ids=["bad-choice", "missing-required", "unknown-option", "unknown-command"],

@@ -187,16 +187,27 @@ def test_registry_sensor_decides_from_materializations(tmp_path, monkeypatch):
         assert sorted(r.partition_key for r in stale.run_requests) == ["m-a", "m-b"]
 
 
-def test_weekly_schedule_fans_out_over_partitions():
+def test_weekly_schedule_fans_out_over_partitions(tmp_path, monkeypatch):
+    """One request per model partition that is a registry model; a partition added by hand that
+    is not one (its launch would be refused) is left out."""
     from datetime import datetime, timezone
 
+    registry = tmp_path / "models.yaml"
+    registry.write_text(
+        "models:\n"
+        + "".join(
+            f"  - {{id: {m}, provider: openai_compatible, model: x, base_url: 'http://127.0.0.1:9/v1'}}\n"
+            for m in ("m-a", "m-b")
+        )
+    )
+    monkeypatch.setenv("METAMORPH_MODELS", str(registry))
     weekly = {s.name: s for s in WEEKLY_SCHEDULES}["format_robustness_weekly"]
     with dg.instance_for_test() as instance:
         ctx = dg.build_schedule_context(
             instance=instance, scheduled_execution_time=datetime(2026, 11, 30, 3, tzinfo=timezone.utc)
         )
         assert isinstance(weekly(ctx), dg.SkipReason)
-        instance.add_dynamic_partitions("model", ["m-a", "m-b"])
+        instance.add_dynamic_partitions("model", ["m-a", "typo", "m-b"])
         assert isinstance(weekly(ctx), dg.SkipReason)  # inputs not materialized yet
         for name in ("source_instances", "rendered_documents"):
             instance.report_runless_asset_event(dg.AssetMaterialization(["format_robustness", name]))

@@ -9,7 +9,7 @@ import yaml
 from dagster._core.snap.snap_to_yaml import default_values_yaml_from_type_snap
 
 from pipelines.definitions import defs
-from pipelines.inputs import InputsRejected, config_class
+from pipelines.inputs import InputsRejected, PartitionRejected, config_class
 
 INPUT_OPS = {
     "format_robustness": ("format_robustness__source_instances", "medqa:{missing}"),
@@ -73,28 +73,93 @@ def test_bad_inputs_fail_the_launch_with_one_line_and_no_run(study, tmp_path, mo
     assert not (tmp_path / "metamorph.duckdb").exists()
 
 
-def test_a_step_outside_the_inputs_job_still_rejects_a_bad_limit(tmp_path, monkeypatch):
-    """Materializing the asset alone (Dagster's implicit asset job, no config mapping) fails its
-    first step, before anything is loaded, with pydantic's message for the same rule."""
+@pytest.mark.parametrize("study", sorted(INPUT_OPS))
+def test_the_assets_own_launch_rejects_a_bad_limit_with_one_line_and_no_run(study, tmp_path, monkeypatch):
+    """Materializing the inputs asset alone (Dagster's implicit asset job, the asset's own
+    launchpad) checks its config at launch as the inputs job does: one line, no run, no table."""
     monkeypatch.setenv("METAMORPH_HOME", str(tmp_path))
-    from pipelines.definitions import build_definitions
-
-    local = build_definitions()
+    op, _ = INPUT_OPS[study]
+    key = dg.AssetKey(op.split("__"))
+    job = defs.resolve_implicit_job_def_def_for_assets([key])
     with dg.instance_for_test() as instance:
-        res = dg.materialize(
-            [local.resolve_assets_def(dg.AssetKey(["order_probe", "order_items"]))],
-            instance=instance,
-            raise_on_error=False,
-            resources=local.resources,
-            run_config={"ops": {"order_probe__order_items": {"config": {"limit": 0}}}},
+        with pytest.raises(InputsRejected) as err:
+            job.execute_in_process(
+                instance=instance, asset_selection=[key], run_config={"ops": {op: {"config": {"limit": 0}}}}
+            )
+        assert str(err.value) == f"{op}: limit: must be a whole number >= 1, got '0'"
+        assert instance.get_runs() == []
+    assert not (tmp_path / "metamorph.duckdb").exists()
+
+
+def test_a_model_jobs_config_is_checked_at_launch_too(tmp_path, monkeypatch):
+    """A bad value of a model job's config (``k: 0``) is refused at launch with one line, no run."""
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path))
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["smollm2"])
+        with pytest.raises(InputsRejected) as err:
+            defs.resolve_job_def("format_robustness_model_job").execute_in_process(
+                instance=instance,
+                partition_key="smollm2",
+                run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": 0}}}},
+            )
+        assert str(err.value).startswith("format_robustness__workflow_generations: k: ")
+        assert "\n" not in str(err.value)
+        assert instance.get_runs() == []
+
+
+@pytest.mark.parametrize("study", sorted(INPUT_OPS))
+def test_a_partition_that_is_not_a_registry_model_is_refused_before_a_run(study, tmp_path, monkeypatch):
+    """A model job's partition added by hand (a typo) is refused with one line naming the registry
+    and how to remove it; no run exists, no table is written."""
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path))
+    registry = tmp_path / "models.yaml"
+    registry.write_text(
+        "models:\n  - {id: m1, provider: openai_compatible, model: x, base_url: 'http://127.0.0.1:9/v1'}\n"
+    )
+    monkeypatch.setenv("METAMORPH_MODELS", str(registry))
+    job = defs.resolve_job_def(f"{study}_model_job")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["nosuchmodel"])
+        with pytest.raises(PartitionRejected) as err:
+            job.execute_in_process(instance=instance, partition_key="nosuchmodel")
+        assert str(err.value) == (
+            f"partition 'nosuchmodel' is not a model of the registry {registry} (models: m1); launch a registered "
+            "model, or register it first. To remove the partition: metamorph partitions --remove nosuchmodel"
         )
-    assert not res.success and res.get_asset_materialization_events() == []
-    err = res.get_step_failure_events()[0].event_specific_data.error
-    while err.cause is not None:
-        err = err.cause
-    assert err.cls_name == "ValidationError"  # pydantic's, raised when the step builds its config
-    assert err.message.splitlines()[:3] == [
-        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ItemsConfig",
-        "limit",
-        "  Value error, must be a whole number >= 1, got '0' [type=value_error, input_value=0, input_type=int]",
+        assert err.value.user_code_process_error_infos[0].stack == []
+        assert instance.get_runs() == []
+        # what the UI asks for before it launches one partition: the same refusal
+        with pytest.raises(PartitionRejected):
+            job.get_run_config_for_partition_key("nosuchmodel")
+        assert job.get_run_config_for_partition_key("m1") == {}
+    assert not (tmp_path / "metamorph.duckdb").exists()
+
+
+def test_a_stray_partition_is_listed_and_removed_by_metamorph_partitions(tmp_path, monkeypatch, capsys):
+    from metamorph.cli import main
+
+    registry = tmp_path / "models.yaml"
+    registry.write_text(
+        "models:\n  - {id: m1, provider: openai_compatible, model: x, base_url: 'http://127.0.0.1:9/v1'}\n"
+    )
+    monkeypatch.setenv("METAMORPH_MODELS", str(registry))
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
+    from pipelines.run import ensure_dagster_home, open_instance
+
+    ensure_dagster_home()
+    open_instance().add_dynamic_partitions("model", ["m1", "nosuchmodel"])
+    assert main(["partitions"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "m1\tregistry",
+        "nosuchmodel\tnot in the registry (remove: metamorph partitions --remove nosuchmodel)",
     ]
+    assert main(["partitions", "--remove", "m1"]) == 2
+    assert (
+        capsys.readouterr().err == "error: --remove 'm1': a model of the registry; remove it from the registry first\n"
+    )
+    assert main(["partitions", "--remove", "nosuchmodel", "typo2"]) == 2
+    assert capsys.readouterr().err == "error: --remove 'typo2': not a model partition of the instance\n"
+    assert main(["partitions", "--remove", "nosuchmodel"]) == 0
+    assert capsys.readouterr().out == "removed 1 partition(s): nosuchmodel\n"
+    assert open_instance().get_dynamic_partitions("model") == ["m1"]

@@ -300,11 +300,15 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["base", "cand"])
         job = defs.resolve_implicit_global_asset_job_def()
-        res = job.execute_in_process(asset_selection=[cmp_key, card_key], instance=instance)
-        # the checks fail (ERROR); the run does not, so the card downstream is built and shows the regression
+        res = job.execute_in_process(asset_selection=[cmp_key], instance=instance)
+        # the check fails (ERROR); the run does not. The card (it reads the verdicts from the
+        # warehouse: no upstream asset, so it runs after them in its own run) shows the regression
         assert res.success
         verdicts = res.asset_materializations_for_node("wrapper_sensitivity__model_comparison")[0].metadata["verdicts"]
-        check, card_check = res.get_asset_check_evaluations()
+        [check] = res.get_asset_check_evaluations()
+        card_run = job.execute_in_process(asset_selection=[card_key], instance=instance)
+        assert card_run.success
+        [card_check] = card_run.get_asset_check_evaluations()
         assert (check.asset_key, check.check_name, check.passed, check.severity) == (
             cmp_key,
             "no_blocking_regression",
@@ -321,7 +325,7 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
         assert (
             check.metadata["summary"].value == "4 regressed row(s) on blocking metrics: cand (accuracy, parseability)"
         )
-        card_md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
+        card_md = card_run.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
     cmp = table(db, "wrapper_sensitivity.model_comparison").set_index(["metric", "slice"])
     assert len(cmp) == 12  # {accuracy, parseability} × (5 wrappers + the task pooled over them)
     hit = [(m, sl) for m, sl, _ in REGRESSED]
@@ -416,3 +420,23 @@ def test_metrics_that_do_not_block_pass_the_check(metamorph_home, tmp_path, monk
     assert check.metadata["summary"].value == (
         "no candidate regressed on a blocking metric (4 regressed row(s) on metrics that do not block)"
     )
+
+
+def test_the_card_has_no_upstream_study_tables_and_builds_when_no_study_was_run(metamorph_home):
+    """The card reads the studies' tables from the warehouse when present: none of them is an
+    upstream asset (the UI would warn at Materialize about every study not run), its description
+    says how it is rebuilt, and with no study run it is built and names every study as missing."""
+    from metamorph.study import studies
+    from pipelines.definitions import build_definitions
+
+    defs = build_definitions()
+    key = dg.AssetKey(["model_upgrades", "robustness_report_card"])
+    assert defs.resolve_asset_graph().get(key).parent_keys == set()
+    description = defs.resolve_assets_def(key).specs_by_key[key].description
+    assert "Built at the end of every `metamorph run`; rebuild it with `model_upgrades_job`" in description
+    with dg.instance_for_test() as instance:
+        res = defs.resolve_job_def("model_upgrades_job").execute_in_process(instance=instance)
+    assert res.success
+    md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
+    assert md["studies"].value == {"included": [], "missing": sorted(studies())}
+    assert md["next_step"].value.startswith("not in the card: " + ", ".join(sorted(studies())) + " — run ")

@@ -265,9 +265,20 @@ def test_no_routing_runs_no_routing_calls_and_shows_voting_only(tmp_path, clean_
             ).fetchall()
         }
         n_generations = con.execute("SELECT count(*) FROM format_robustness.workflow_generations").fetchone()[0]
+        # the run ends by building the report card: the study that was run, nothing else
+        card_studies = con.execute("SELECT DISTINCT study FROM model_upgrades.robustness_report_card").fetchall()
     finally:
         con.close()
     assert n_generations == 16
+    assert card_studies == [("format_robustness",)]
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(tmp_path / "dh")) as instance:
+        card = instance.get_latest_materialization_event(dg.AssetKey(["model_upgrades", "robustness_report_card"]))
+    assert card.asset_materialization.metadata["studies"].value == {
+        "included": ["format_robustness"],
+        "missing": ["order_probe", "workflow_perturb", "wrapper_sensitivity"],
+    }
     assert {"vote_aggregation", "mr_violations", "routing_choice"} <= tables
     assert not tables & {"routed_generations", "routed_outcomes", "format_routing", "mitigation_table"}
 

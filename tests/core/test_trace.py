@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -92,11 +93,38 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
     # the metric asset names the command for its worst cell (MR1 = 50 %: MR3 is undefined with k = 1)
     # stored paths are relative to METAMORPH_HOME: the command takes the warehouse from it
     assert meta["mr_violations"]["warehouse"].value == "metamorph.duckdb"
-    command = meta["mr_violations"]["trace_command"].value
+    # one command per relation the table reports (M3 is undefined with k = 1), M1 first
+    assert [k for k in meta["mr_violations"] if k.startswith("trace_command")] == [
+        "trace_command MR1",
+        "trace_command MR2",
+    ]
+    assert meta["mr_violations"]["trace_command MR2"].value == (
+        "metamorph trace --study format_robustness --metric M2 --model stub "
+        "--where workflow_id=stub/inline --where dataset=construct"
+    )
+    command = meta["mr_violations"]["trace_command MR1"].value
     assert command == (
         "metamorph trace --study format_robustness --metric M1 --model stub "
         "--where workflow_id=stub/inline --where dataset=construct"
     )
+    # evidence drift's worst cell (md flips instance 0 against txt: 1 of 2 groups) has its command too
+    flip = meta["evidence_drift"]["trace_command"].value
+    assert flip == (
+        "metamorph trace --study format_robustness --metric flip --model stub "
+        "--where workflow_id=stub/inline --where dataset=construct --where format=md"
+    )
+    code, out, err = run_cli(capsys, *shlex.split(flip)[2:], "--json")
+    assert (code, err) == (0, "")
+    flipped = json.loads(out)
+    assert [
+        (r["instance_id"], r["slice"]["format"], r["answer"], r["extra"]["baseline_decision"]) for r in flipped["rows"]
+    ] == [("construct-0-0000", "md", "do not refer", "refer")]
+    # k = 1: every instance is stable, no worst cell; the stability trace finds no unstable row
+    assert "trace_command" not in meta["stability_by_format"]
+    assert tr.trace(db, "format_robustness", "stability", "stub", {"format": "md"})["total"] == 0
+    # no group violates MR2 without MR1: silent_violations has no worst cell, its trace no row
+    assert "trace_command" not in meta["silent_violations"]
+    assert tr.trace(db, "format_robustness", "silent", "stub")["total"] == 0
     code, out, err = run_cli(capsys, *shlex.split(command)[2:], "--json")
     assert (code, err) == (0, "")
     res = json.loads(out)
@@ -158,7 +186,10 @@ def test_format_trace_prints_the_raw_completions_of_an_m1_cell(stub_model, metam
 
     # bad input: one line on stderr, exit 2
     cases = {
-        ("--metric", "M4"): "unknown metric 'M4' for format_robustness (known: M1, M2, M3, accuracy)",
+        (
+            "--metric",
+            "M4",
+        ): "unknown metric 'M4' for format_robustness (known: M1, M2, M3, silent, stability, flip, accuracy)",
         ("--metric", "M1", "--where", "wrapper=json"): "unknown slice 'wrapper' for format_robustness M1 (known: "
         "workflow_id, dataset, format, repeat, instance_id)",
         ("--metric", "M1", "--where", "dataset=medqa"): "unknown dataset 'medqa' for model 'stub' in "
@@ -228,7 +259,7 @@ def test_every_study_defines_its_traces():
 
     assert METRICS == METRIC_COLUMNS
     assert {s: list(m) for s, m in tr.study_traces().items()} == {
-        "format_robustness": ["M1", "M2", "M3", "accuracy"],
+        "format_robustness": ["M1", "M2", "M3", "silent", "stability", "flip", "accuracy"],
         "order_probe": ["recovery"],
         "workflow_perturb": [*METRIC_COLUMNS, "judge"],
         "wrapper_sensitivity": ["accuracy", "FSI", "PSI"],
@@ -536,3 +567,84 @@ def test_a_limit_above_every_row_prints_them_all(tmp_path, capsys):
     )
     code, out, _ = run_cli(capsys, *argv, "--limit", "1")
     assert code == 0 and out.splitlines()[0].endswith("decision_lineage, showing 1")
+
+
+def test_a_failed_call_is_behind_no_stability_flip_or_accuracy_cell(tmp_path):
+    """A call that failed at the provider (parse_reason call_error) is not an answer: the instance
+    holding it is not measured for Stb_f (stable NULL), its group makes no TXT comparison (flipped
+    NULL), and it is not among the accuracy rows; the views themselves are those of the study's SQL.
+
+    Model a, instance m-1: TXT repeat 1 "A"; JSON repeat 1 a failed call, JSON repeat 2 "A". Read as
+    ⊥ it would make JSON unstable (2 rows) and flip against TXT (1 row)."""
+    wh = tmp_path / "w.duckdb"
+    con = duckdb.connect(str(wh))
+    cols = (
+        "model_id VARCHAR, workflow_id VARCHAR, dataset VARCHAR, instance_id VARCHAR, format VARCHAR, "
+        '"repeat" INTEGER, decision VARCHAR, parse_status VARCHAR, parse_reason VARCHAR, gold VARCHAR, '
+        "is_correct BOOLEAN, finish_reason VARCHAR, generation_key VARCHAR, document_text VARCHAR, "
+        "request_json VARCHAR, response_text VARCHAR"
+    )
+    con.execute("CREATE SCHEMA format_robustness")
+    con.execute(f"CREATE TABLE format_robustness.decision_lineage ({cols})")
+    rows = [
+        ("a", "a/inline", "medqa", "m-1", "txt", 1, "A", "ok", "clean_json", "A", True, "stop", "k1", "d", "{}", "r"),
+        (
+            "a",
+            "a/inline",
+            "medqa",
+            "m-1",
+            "json",
+            1,
+            None,
+            "error",
+            "call_error",
+            "A",
+            False,
+            None,
+            "k2",
+            "d",
+            "{}",
+            "",
+        ),
+        ("a", "a/inline", "medqa", "m-1", "json", 2, "A", "ok", "clean_json", "A", True, "stop", "k3", "d", "{}", "r"),
+    ]
+    con.executemany(f"INSERT INTO format_robustness.decision_lineage VALUES ({', '.join('?' * 16)})", rows)
+    sql = (Path(__file__).parents[2] / "sql" / "format_robustness" / "lineage_views.sql").read_text()
+    for stmt in sql.split(";"):
+        if "VIEW format_robustness.stability_lineage" in stmt or "VIEW format_robustness.flip_lineage" in stmt:
+            con.execute(stmt)
+    assert con.execute(
+        'SELECT format, "repeat", stable FROM format_robustness.stability_lineage ORDER BY format, "repeat"'
+    ).fetchall() == [("json", 1, None), ("json", 2, None), ("txt", 1, True)]
+    assert con.execute('SELECT format, "repeat", flipped FROM format_robustness.flip_lineage').fetchall() == [
+        ("json", 1, None)
+    ]
+    con.close()
+    assert tr.trace(wh, "format_robustness", "stability", "a")["total"] == 0
+    assert tr.trace(wh, "format_robustness", "flip", "a")["total"] == 0
+    assert tr.trace(wh, "format_robustness", "accuracy", "a")["total"] == 2
+
+
+def test_every_metric_table_with_a_worst_cell_has_a_trace_command():
+    """Every metric asset of the Definitions whose cells have a bad direction (a worst cell) declares
+    its ``metamorph trace`` command (Cells.trace), and the command it builds for a cell names a metric
+    and slices the study's trace knows (trace_command raises TraceError otherwise); a table reporting
+    several relations side by side has one command per relation (Cells.trace_each)."""
+    from assets._cells import DECLARED
+    from pipelines.definitions import defs
+
+    keys = set(defs.resolve_asset_graph().get_all_asset_keys())
+    worst = {k: c for k, c in DECLARED.items() if k in keys and c.worse is not None}
+    assert len(worst) == 15
+    missing = sorted(k.to_user_string() for k, c in worst.items() if c.trace is None)
+    assert missing == []
+    for key, cells in worst.items():
+        study = key.path[0]
+        cell = {k: "stub/inline" if k == "workflow_id" else "stub" for k in cells.keys}
+        if "metric" in cells.keys:  # workflow_perturb: the cell's metric is the trace's
+            cell["metric"] = "graph_f1"
+        if "relation" in cells.keys:
+            cell["relation"] = "MR1"
+            assert cells.trace_each == "relation", key
+        metric, model, where = cells.trace(cell)
+        assert tr.trace_command(study, metric, model, where).startswith(f"metamorph trace --study {study} "), key

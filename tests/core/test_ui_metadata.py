@@ -24,7 +24,7 @@ from assets._cells import (
     metric_checks,
     worst_cells_metadata,
 )
-from assets._common import md_text, preview_md, schema_md
+from assets._common import md_text, preview_md, rounded_metadata, schema_md, validated_output
 from pipelines.definitions import defs
 
 SPHINX_ROLE = re.compile(r":[a-z]+:`")
@@ -318,7 +318,7 @@ def test_headline_floats_name_each_cell_and_its_ci():
         "M1_pct/w": dg.MetadataValue.float(50.0),
         "M1_pct/w/ci_low": dg.MetadataValue.float(20.0),
         "M1_pct/w/ci_high": dg.MetadataValue.float(80.0),
-        "M2_pct/w": dg.MetadataValue.float(12.35),
+        "M2_pct/w": dg.MetadataValue.float(12.3),
         "M2_pct/w/ci_low": dg.MetadataValue.float(0.0),
         "M2_pct/w/ci_high": dg.MetadataValue.float(25.0),
     }
@@ -443,3 +443,37 @@ def test_every_studys_worst_cell_tables_put_ids_answer_gold_and_raw_reply_first(
         assert behind.first == expected[name.split(".")[0]], name
         shown = {*behind.show, *behind.text} if behind.table else set(behind.show)
         assert [c for c in behind.first if c not in shown] == [], name
+
+
+def test_float_metadata_is_rounded_for_display_one_decimal_for_percentages():
+    """Every float shown as metadata goes through validated_output: a percentage (a ``pct``/``pp``
+    word or ``%`` in its key, as every report card cell is) with one decimal, any other float with
+    4 significant digits; ints, text and NaN are left as they are."""
+
+    class T(pa.DataFrameModel):
+        x: Series[int]
+
+    md = {
+        "M1_pct/smollm2/inline/construct": dg.MetadataValue.float(30.555555555555554),
+        "sen_pp": dg.MetadataValue.float(-2.25001),
+        "share %": dg.MetadataValue.float(99.96),
+        "p_value": dg.MetadataValue.float(0.012345678),
+        "rho": dg.MetadataValue.float(1 / 3),
+        "est_cost_usd": dg.MetadataValue.float(0.000123456),
+        "step": dg.MetadataValue.float(float("nan")),
+        "calls": dg.MetadataValue.int(7),
+        "note": dg.MetadataValue.text("30.555555555555554"),
+    }
+    out = validated_output(T, pd.DataFrame({"x": [1]}), "t", md).metadata
+    assert {k: out[k].value for k in ("M1_pct/smollm2/inline/construct", "sen_pp", "share %", "p_value", "rho")} == {
+        "M1_pct/smollm2/inline/construct": 30.6,
+        "sen_pp": -2.3,
+        "share %": 100.0,
+        "p_value": 0.01235,
+        "rho": 0.3333,
+    }
+    assert out["est_cost_usd"].value == 0.0001235 and out["step"].value != out["step"].value
+    assert (out["calls"], out["note"]) == (md["calls"], md["note"])
+    assert rounded_metadata({"cand · format_robustness · M1": dg.MetadataValue.float(1 / 3)}) == {
+        "cand · format_robustness · M1": dg.MetadataValue.float(0.3333)
+    }

@@ -4,7 +4,15 @@
 * ``M1`` / ``M2`` / ``M3``: the generations of the (instance, repeat) groups violating MR1 / MR2 /
   MR3 — every format of the group (view ``mr_violation_lineage``; the models and slices are those
   of ``decision_lineage``, so a model with no violating group has 0 rows behind its cell);
-* ``accuracy``: every generation with a gold label, wrong ones first (``decision_lineage``).
+* ``accuracy``: every generation with a gold label whose call did not fail, wrong ones first
+  (``decision_lineage``);
+* ``silent``: the generations of the groups violating MR2 but not MR1 (silent violations; view
+  ``mr_violation_lineage``);
+* ``stability``: the generations of the instances whose k repeats disagree in a format (Stb_f's
+  unstable instances; view ``stability_lineage``);
+* ``flip``: the generations in a format other than TXT whose decision differs from the TXT one of
+  their (instance, repeat) group (evidence drift's flip rate; view ``flip_lineage``, with the TXT
+  decision and raw reply next to each).
 
 ``--model`` is the registry id (``model_id``; a cell's ``workflow_id`` is ``<model id>/<ingestion>``).
 Slices: workflow_id, dataset, format, repeat, instance_id. Rendered input: the document; answer:
@@ -42,9 +50,30 @@ TRACES = {
         )
         for i in (1, 2, 3)
     },
+    "silent": MetricTrace(
+        "mr_violation_lineage",
+        filter="mr2 AND NOT mr1",
+        cells="decision_lineage",
+        **_COMMON,
+        order=("workflow_id", "dataset", "instance_id", "repeat", "format"),
+    ),
+    "stability": MetricTrace(
+        "stability_lineage",
+        filter="NOT stable",
+        cells="decision_lineage",
+        **_COMMON,
+        order=("workflow_id", "dataset", "format", "instance_id", "repeat"),
+    ),
+    "flip": MetricTrace(
+        "flip_lineage",
+        filter="flipped",
+        cells="decision_lineage",
+        **{**_COMMON, "extra": (*_COMMON["extra"], "baseline_decision", "baseline_response_text")},
+        order=("workflow_id", "dataset", "format", "instance_id", "repeat"),
+    ),
     "accuracy": MetricTrace(
         "decision_lineage",
-        filter="gold IS NOT NULL",
+        filter="gold IS NOT NULL AND parse_reason IS DISTINCT FROM 'call_error'",
         **_COMMON,
         order=("is_correct", "workflow_id", "dataset", "format", "instance_id", "repeat"),
     ),
