@@ -165,12 +165,16 @@ def planned_cells(options, specs=()) -> pd.DataFrame:
 
 def comparison_scores(judge_scores: pd.DataFrame) -> pd.DataFrame:
     """Item scores (:func:`metamorph.comparison.item_scores`) of every judge model: ``judge``, the
-    judge's score of a variant (the mean of its valid replies / 5), the item being the
-    deterministic variant (``variant_id``, the same variants for every model), per ``type,
-    severity`` and per ``type``. A variant with no valid reply from a model (``judge`` null) is
-    not an item of that model; :func:`metamorph.comparison.compare_models` counts it in
-    ``n_baseline_only`` / ``n_candidate_only``. Scores are fractions, so the test is the paired
-    sign-flip permutation test.
+    judge's score of a variant (the mean of its valid replies / 5), per ``type, severity`` and per
+    ``type``. The item is the cluster the slice repeats
+    (:data:`~metamorph.studies.workflow_perturb.study.RESAMPLING_UNITS`): per ``type, severity``
+    the deterministic variant (``variant_id``; one per golden there, the same variants for every
+    model); per ``type`` the golden (``golden_id``), its value the mean of its judged variants of
+    that type — the severities of one golden are not independent items. A variant with no valid
+    reply from a model (``judge`` null) is not part of that model's items; an item with none is
+    counted by :func:`metamorph.comparison.compare_models` in ``n_baseline_only`` /
+    ``n_candidate_only``. Scores are fractions, so the test is the paired sign-flip permutation
+    test.
 
     Args:
         judge_scores: ``judge_scores`` rows of every judge model.
@@ -187,7 +191,7 @@ def comparison_scores(judge_scores: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(
         [
             item_scores(j, metric="judge", value="judge", item=["variant_id"], slices=["type", "severity"]),
-            item_scores(j, metric="judge", value="judge", item=["variant_id"], slices=["type"]),
+            item_scores(j, metric="judge", value="judge", item=["golden_id"], slices=["type"]),
         ],
         ignore_index=True,
     )
