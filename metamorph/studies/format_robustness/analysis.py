@@ -59,7 +59,7 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str =
     On correctness of the generations with gold (⊥ = incorrect), paired per group (instance,
     repeat r) — the unit of §5.2, as in :func:`~metamorph.studies.format_robustness.metrics.mr_flags`:
     a block holds the r-th response of every format, so a flip in repeat 2 counts. The cluster is
-    the instance (:data:`~metamorph.studies.format_robustness.study.RESAMPLING_UNITS`): its k
+    the instance (:data:`~metamorph.studies.format_robustness.report.RESAMPLING_UNITS`): its k
     blocks are not independent, so where an instance has more than one block the p-values come
     from tests that move an instance's blocks together — :func:`metamorph.stats.clustered_cochrans_q`
     (formats permuted within the instance) and :func:`metamorph.stats.mcnemar_holm` with
