@@ -48,6 +48,8 @@ __all__ = [
     "js_divergence",
     "category_counts",
     "NOTE_ALL_EQUAL",
+    "MIN_RELIABLE_CLUSTERS",
+    "few_clusters_note",
 ]
 
 
@@ -77,6 +79,21 @@ NOTE_EMPTY = "n=0: no values, no estimate"
 NOTE_SINGLE = "n=1: a single value gives no bootstrap interval"
 NOTE_ALL_EQUAL = "all values equal: degenerate bootstrap distribution, CI = [v, v]"
 
+#: Fewest clusters (resampled units) behind a bootstrap interval that is not flagged: with fewer,
+#: the percentile bootstrap is too narrow (it cannot see the between-cluster spread it has no
+#: draws of; Cameron, Gelbach & Miller 2008, *Rev. Econ. Stat.* 90:414, on few clusters).
+MIN_RELIABLE_CLUSTERS = 20
+
+
+def few_clusters_note(n: int) -> str | None:
+    """The note of an interval that rests on ``n`` clusters: ``None`` from
+    :data:`MIN_RELIABLE_CLUSTERS` on, otherwise ``"n=<n> clusters (< 20): interval unreliable"``.
+
+    The interval is still shown, with this note: it is the right computation on the right unit,
+    and a reader comparing runs needs the number; leaving it out would hide the estimate's spread
+    altogether, while the note keeps it from reading as a reliable bound."""
+    return None if n >= MIN_RELIABLE_CLUSTERS else f"n={n} clusters (< {MIN_RELIABLE_CLUSTERS}): interval unreliable"
+
 
 def bootstrap_mean_ci(
     values: Iterable[float],
@@ -96,6 +113,8 @@ def bootstrap_mean_ci(
           note :data:`NOTE_SINGLE`.
         * all values equal to ``v``: every resample has mean ``v``, so the interval is
           ``[v, v]`` (not ``NaN``), note :data:`NOTE_ALL_EQUAL`.
+        * otherwise fewer than :data:`MIN_RELIABLE_CLUSTERS` values (each value being a
+          cluster): the interval with the note of :func:`few_clusters_note`.
 
     Raises:
         ValueError: a value is not finite, ``n_resamples < 1`` or ``confidence`` not in (0, 1).
@@ -137,7 +156,7 @@ def bootstrap_mean_ci(
         means = arr[idx].mean(axis=1)
         alpha = (1.0 - confidence) / 2.0
         low, high = (float(x) for x in np.percentile(means, [100 * alpha, 100 * (1 - alpha)]))
-    return BootstrapCI(mean, low, high, n, None)
+    return BootstrapCI(mean, low, high, n, few_clusters_note(n))
 
 
 def bootstrap_ratio_ci(
@@ -183,7 +202,7 @@ def bootstrap_ratio_ci(
     ratios = num[idx].sum(axis=1) / den[idx].sum(axis=1)
     alpha = (1.0 - confidence) / 2.0
     low, high = (float(x) for x in np.percentile(ratios, [100 * alpha, 100 * (1 - alpha)]))
-    return BootstrapCI(ratio, low, high, n, None)
+    return BootstrapCI(ratio, low, high, n, few_clusters_note(n))
 
 
 def _paired_arrays(name: str, baseline: Iterable[float], candidate: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ def test_bootstrap_seeded_reproducible_and_matches_scipy():
     b = stats.bootstrap_mean_ci(vals, n_resamples=500, seed=7)
     assert a == b
     assert a.mean == pytest.approx(0.6)
-    assert a.n == 10 and a.note is None
+    assert a.n == 10 and a.note == "n=10 clusters (< 20): interval unreliable"
     assert a.low <= a.mean <= a.high
     assert a.low < a.high
     # Skewed data tells the percentile interval apart from e.g. the "basic" one.
@@ -238,3 +238,14 @@ def test_mcnemar_holm_clustered_flips_an_instance_discordant_rows_together():
     out = stats.mcnemar_holm(mat, cluster_level="instance_id")
     assert out["p_value"].tolist() == pytest.approx([0.25]) and out["statistic"].tolist() == [0.0]
     assert out["n"].tolist() == [9]
+
+
+def test_an_interval_on_fewer_than_20_clusters_keeps_its_bounds_and_says_it_is_unreliable():
+    # 19 clusters: the interval is printed with the note; 20: no note. Ratio and paired forms alike.
+    few = stats.bootstrap_mean_ci([0, 1] * 9 + [1], seed=0)
+    assert few.low is not None and few.low < few.mean < few.high
+    assert few.note == "n=19 clusters (< 20): interval unreliable"
+    assert stats.bootstrap_mean_ci([0, 1] * 10, seed=0).note is None
+    assert stats.bootstrap_ratio_ci([0, 1, 2], [1, 2, 2]).note == "n=3 clusters (< 20): interval unreliable"
+    assert stats.paired_bootstrap_diff_ci([0, 0, 1], [1, 0, 0]).note == "n=3 clusters (< 20): interval unreliable"
+    assert stats.few_clusters_note(20) is None
