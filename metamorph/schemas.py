@@ -164,7 +164,9 @@ class ModelComparison(StrictModel):
         nullable=True, description="Paired percentile bootstrap 95% CI of the difference, high; null when n_items < 2."
     )
     ci_note: Series[str] = pa.Field(
-        nullable=True, description="Why the CI is special (no items, one item, all differences equal), else null."
+        nullable=True,
+        description="Why the CI is special (no items, one item, all differences equal, fewer than 20 items = clusters: "
+        "interval unreliable), else null.",
     )
     n_better: Series[int] = pa.Field(ge=0, description="Items on which the candidate is better (count).")
     n_worse: Series[int] = pa.Field(ge=0, description="Items on which the candidate is worse (count).")

@@ -36,6 +36,7 @@ __all__ = [
     "bootstrap_ratio_ci",
     "paired_bootstrap_diff_ci",
     "paired_permutation_test",
+    "clustered_cochrans_q",
     "cochrans_q",
     "mcnemar_exact",
     "mcnemar_holm",
@@ -47,6 +48,8 @@ __all__ = [
     "js_divergence",
     "category_counts",
     "NOTE_ALL_EQUAL",
+    "MIN_RELIABLE_CLUSTERS",
+    "few_clusters_note",
 ]
 
 
@@ -76,6 +79,21 @@ NOTE_EMPTY = "n=0: no values, no estimate"
 NOTE_SINGLE = "n=1: a single value gives no bootstrap interval"
 NOTE_ALL_EQUAL = "all values equal: degenerate bootstrap distribution, CI = [v, v]"
 
+#: Fewest clusters (resampled units) behind a bootstrap interval that is not flagged: with fewer,
+#: the percentile bootstrap is too narrow (it cannot see the between-cluster spread it has no
+#: draws of; Cameron, Gelbach & Miller 2008, *Rev. Econ. Stat.* 90:414, on few clusters).
+MIN_RELIABLE_CLUSTERS = 20
+
+
+def few_clusters_note(n: int) -> str | None:
+    """The note of an interval that rests on ``n`` clusters: ``None`` from
+    :data:`MIN_RELIABLE_CLUSTERS` on, otherwise ``"n=<n> clusters (< 20): interval unreliable"``.
+
+    The interval is still shown, with this note: it is the right computation on the right unit,
+    and a reader comparing runs needs the number; leaving it out would hide the estimate's spread
+    altogether, while the note keeps it from reading as a reliable bound."""
+    return None if n >= MIN_RELIABLE_CLUSTERS else f"n={n} clusters (< {MIN_RELIABLE_CLUSTERS}): interval unreliable"
+
 
 def bootstrap_mean_ci(
     values: Iterable[float],
@@ -95,6 +113,8 @@ def bootstrap_mean_ci(
           note :data:`NOTE_SINGLE`.
         * all values equal to ``v``: every resample has mean ``v``, so the interval is
           ``[v, v]`` (not ``NaN``), note :data:`NOTE_ALL_EQUAL`.
+        * otherwise fewer than :data:`MIN_RELIABLE_CLUSTERS` values (each value being a
+          cluster): the interval with the note of :func:`few_clusters_note`.
 
     Raises:
         ValueError: a value is not finite, ``n_resamples < 1`` or ``confidence`` not in (0, 1).
@@ -136,7 +156,7 @@ def bootstrap_mean_ci(
         means = arr[idx].mean(axis=1)
         alpha = (1.0 - confidence) / 2.0
         low, high = (float(x) for x in np.percentile(means, [100 * alpha, 100 * (1 - alpha)]))
-    return BootstrapCI(mean, low, high, n, None)
+    return BootstrapCI(mean, low, high, n, few_clusters_note(n))
 
 
 def bootstrap_ratio_ci(
@@ -182,7 +202,7 @@ def bootstrap_ratio_ci(
     ratios = num[idx].sum(axis=1) / den[idx].sum(axis=1)
     alpha = (1.0 - confidence) / 2.0
     low, high = (float(x) for x in np.percentile(ratios, [100 * alpha, 100 * (1 - alpha)]))
-    return BootstrapCI(ratio, low, high, n, None)
+    return BootstrapCI(ratio, low, high, n, few_clusters_note(n))
 
 
 def _paired_arrays(name: str, baseline: Iterable[float], candidate: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -324,6 +344,71 @@ def cochrans_q(matrix: Sequence[Sequence[float]] | np.ndarray | pd.DataFrame) ->
     return CochranQResult(float(res.statistic), float(res.pvalue), int(res.df), n, None)
 
 
+def clustered_cochrans_q(
+    matrix: Sequence[Sequence[float]] | np.ndarray | pd.DataFrame,
+    clusters: Sequence[object],
+    n_resamples: int = 9999,
+    seed: int = 0,
+    max_exact: int = 200_000,
+) -> CochranQResult:
+    """Cochran's Q over blocks that are clustered (e.g. the k repeats of one instance, each a block
+    of its formats), with the p-value of a within-cluster permutation test.
+
+    The statistic is :func:`cochrans_q`'s Q over all the blocks. Under H0 (treatments
+    exchangeable) the treatment labels of one cluster are permuted together — one permutation of
+    the columns applied to every block of the cluster — so the blocks of a cluster count as one
+    unit of evidence, not as independent blocks. Row sums and the grand total do not move, so Q
+    of a permutation needs only its column sums. The p-value is the share of permutations with
+    Q* >= Q: exact over all ``(k!) ** n_clusters`` permutations when that is at most
+    ``max_exact``, otherwise ``(1 + #{Q* >= Q}) / (1 + n_resamples)`` over seeded random
+    permutations. Undefined cases return :func:`cochrans_q`'s null result and note.
+
+    Raises:
+        ValueError: as :func:`cochrans_q`; ``clusters`` not one label per block.
+    """
+    base = cochrans_q(matrix)
+    arr = np.asarray(matrix, dtype=float)
+    labels = list(clusters)
+    if len(labels) != arr.shape[0]:
+        raise ValueError(f"clustered_cochrans_q: {len(labels)} cluster labels for {arr.shape[0]} blocks")
+    if base.statistic is None:
+        return base
+    n, k = arr.shape
+    ids = pd.factorize(pd.Series(labels, dtype=object))[0]
+    n_cl = int(ids.max()) + 1
+    sums = np.zeros((n_cl, k))
+    np.add.at(sums, ids, arr)
+    total = arr.sum()
+    denom = k * total - float((arr.sum(axis=1) ** 2).sum())
+
+    def q_of(colsums: np.ndarray) -> np.ndarray:
+        return (k - 1) * (k * (colsums**2).sum(axis=-1) - total**2) / denom
+
+    observed = float(q_of(arr.sum(axis=0)))
+    tol = 1e-9 * max(1.0, abs(observed))
+    orders = np.array(list(itertools.permutations(range(k))))
+    if len(orders) ** n_cl <= max_exact:
+        hits = 0
+        count = 0
+        for combo in itertools.product(range(len(orders)), repeat=n_cl):
+            perm = sums[np.arange(n_cl)[:, None], orders[list(combo)]]
+            hits += int(q_of(perm.sum(axis=0)) >= observed - tol)
+            count += 1
+        p = hits / count
+    else:
+        rng = np.random.default_rng(seed)
+        hits = 0
+        done = 0
+        while done < n_resamples:
+            b = min(1000, n_resamples - done)
+            idx = rng.permuted(np.tile(np.arange(k), (b, n_cl, 1)), axis=-1)
+            perm = np.take_along_axis(np.broadcast_to(sums, (b, n_cl, k)), idx, axis=-1).sum(axis=1)
+            hits += int((q_of(perm) >= observed - tol).sum())
+            done += b
+        p = (1 + hits) / (1 + n_resamples)
+    return CochranQResult(observed, float(min(1.0, p)), base.df, n, None)
+
+
 # --------------------------------------------------------------------------- McNemar + Holm
 
 
@@ -358,13 +443,21 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return [float(v) for v in out]
 
 
-def mcnemar_holm(matrix: pd.DataFrame) -> pd.DataFrame:
+def mcnemar_holm(matrix: pd.DataFrame, cluster_level: str | None = None, seed: int = 0) -> pd.DataFrame:
     """Pairwise exact McNemar tests between the columns of a boolean matrix, Holm-corrected.
 
     Args:
         matrix: rows = paired units (instances), columns = conditions (formats), values
             True/False or missing. Each pair of columns uses the rows where both are present
             (pairwise-complete). Pairs follow column order (``itertools.combinations``).
+        cluster_level: an index level of ``matrix`` naming the cluster of each row (e.g.
+            ``instance_id`` when rows are (instance, repeat) groups). Where a pair's rows put
+            more than one row in some cluster, its p-value is the clustered McNemar test: the
+            paired sign-flip test (:func:`paired_permutation_test`, ``seed``) on each cluster's
+            counts of correct rows in the two columns, so a cluster's discordant rows flip
+            together (Durkalski et al. 2003, *Stat. Med.* 22:2417, with an exact/permutation
+            reference). With one row per cluster it is the exact McNemar test unchanged.
+            ``statistic`` stays min(b, c) over the rows.
 
     Returns:
         DataFrame with columns ``a, b, statistic, p_value, p_holm, n, n_a_only, n_b_only``;
@@ -379,6 +472,11 @@ def mcnemar_holm(matrix: pd.DataFrame) -> pd.DataFrame:
             rows.append(dict(a=ca, b=cb, statistic=math.nan, p_value=math.nan, n=0, n_a_only=0, n_b_only=0))
             continue
         stat, p, n, na, nb = mcnemar_exact(both[ca].astype(bool).to_numpy(), both[cb].astype(bool).to_numpy())
+        if cluster_level is not None:
+            cl = both.index.get_level_values(cluster_level)
+            if cl.nunique() < len(both):
+                per = both.astype(bool).astype(float).groupby(cl, sort=True).sum()
+                p = paired_permutation_test(per[ca].to_numpy(), per[cb].to_numpy(), seed=seed)[1]
         rows.append(dict(a=ca, b=cb, statistic=stat, p_value=p, n=n, n_a_only=na, n_b_only=nb))
     out = pd.DataFrame(rows, columns=["a", "b", "statistic", "p_value", "n", "n_a_only", "n_b_only"])
     out.insert(4, "p_holm", holm(out["p_value"].tolist()) if len(out) else [])

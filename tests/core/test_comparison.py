@@ -199,3 +199,14 @@ def test_summary_and_markdown_put_regressions_first():
     md = comparison_markdown(out).splitlines()
     assert md[2].startswith("| cand | acc | s=a | 7 | -100.0 | [-100.0, -100.0] | mcnemar_exact | 0.0312 |")
     assert md[2].endswith("**regressed** |") and "**no detectable change**" in md[3]
+
+
+def test_a_row_on_fewer_than_20_items_says_its_interval_is_unreliable():
+    # 4 items (each the cluster of its repeats): base (1, 1, 0, 1), cand (0, 1, 1, 0) -> the interval is
+    # printed, with the note; 20 items of the same pattern -> no note.
+    s = pd.concat([scores("base", "acc", [1, 1, 0, 1]), scores("cand", "acc", [0, 1, 1, 0])])
+    r = one(compare_models(s, "base", {"acc": True}))
+    assert r.n_items == 4 and not math.isnan(r.ci_low) and r.ci_low < r.ci_high
+    assert r.ci_note == "n=4 clusters (< 20): interval unreliable"
+    s20 = pd.concat([scores("base", "acc", [1, 1, 0, 1] * 5), scores("cand", "acc", [0, 1, 1, 0] * 5)])
+    assert one(compare_models(s20, "base", {"acc": True})).ci_note is None

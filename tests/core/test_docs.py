@@ -83,3 +83,28 @@ def test_the_readme_is_a_front_door_whose_links_into_docs_exist():
         assert (REPO / link).is_file(), link
     for command in ("make demo", "make test", "metamorph run", "metamorph plan", "--source", "make ui"):
         assert command in text, command
+
+
+def test_definitions_lists_every_declared_resampling_unit():
+    from metamorph.studies.format_robustness import report as fr
+    from metamorph.studies.order_probe import report as op
+    from metamorph.studies.workflow_perturb import report as wp
+    from metamorph.studies.wrapper_sensitivity import report as ws
+
+    declared = {
+        (study, metric, tuple(cols))
+        for study, mod in (
+            ("format_robustness", fr),
+            ("wrapper_sensitivity", ws),
+            ("order_probe", op),
+            ("workflow_perturb", wp),
+        )
+        for metric, cols in mod.RESAMPLING_UNITS.items()
+    }
+    text = (Path(__file__).resolve().parents[2] / "docs" / "definitions.md").read_text()
+    table = text.split("| study | metric | resampling unit (columns of one cluster) |", 1)[1].split("\n\n", 1)[0]
+    listed = set()
+    for line in table.strip().splitlines()[1:]:
+        study, metric, cols = (c.strip() for c in line.strip("|").split("|"))
+        listed.add((study, metric, tuple(c.strip().strip("`") for c in cols.split(","))))
+    assert listed == declared

@@ -24,7 +24,7 @@ def test_bootstrap_seeded_reproducible_and_matches_scipy():
     b = stats.bootstrap_mean_ci(vals, n_resamples=500, seed=7)
     assert a == b
     assert a.mean == pytest.approx(0.6)
-    assert a.n == 10 and a.note is None
+    assert a.n == 10 and a.note == "n=10 clusters (< 20): interval unreliable"
     assert a.low <= a.mean <= a.high
     assert a.low < a.high
     # Skewed data tells the percentile interval apart from e.g. the "basic" one.
@@ -210,3 +210,42 @@ def test_js_divergence_empty_conventions_and_errors():
         stats.js_divergence({"a": -1}, {"a": 1})
     with pytest.raises(ValueError):
         stats.js_divergence([1, 2], [1])
+
+
+def test_clustered_cochrans_q_moves_an_instance_blocks_together():
+    # 2 instances x 3 repeats, formats (4): every block correct in format 0 only.
+    # Q over the 6 blocks: C = (6,0,0,0), N = 6, R_i = 1: Q = 3 * (4*36 - 36) / (4*6 - 6) = 18.
+    # Blocks as independent: chi2.sf(18, 3) = 0.00044. Clustered: each instance's sum (3,0,0,0)
+    # lands on one of 4 formats; Q* >= 18 only when both land on the same one -> p = 4/16 = 0.25.
+    mat = [[1, 0, 0, 0]] * 6
+    res = stats.clustered_cochrans_q(mat, ["a", "a", "a", "b", "b", "b"])
+    assert (res.statistic, res.p_value, res.df, res.n) == (pytest.approx(18.0), pytest.approx(0.25), 3, 6)
+    # one block per cluster: the statistic is Cochran's Q, the p-value the exact permutation one
+    one = stats.clustered_cochrans_q([[1, 0], [1, 0], [0, 0]], ["a", "b", "c"])
+    assert (one.statistic, one.p_value) == (pytest.approx(2.0), pytest.approx(0.5))
+    with pytest.raises(ValueError, match="2 cluster labels for 3 blocks"):
+        stats.clustered_cochrans_q([[1, 0], [1, 0], [0, 0]], ["a", "b"])
+    assert stats.clustered_cochrans_q([[1, 1]], ["a"]).statistic is None
+
+
+def test_mcnemar_holm_clustered_flips_an_instance_discordant_rows_together():
+    # 3 instances x 3 repeats; format x right and y wrong in every block: b = 9, c = 0.
+    # Rows as independent: exact p = 2 * 0.5^9 = 0.00390625. Clustered: instance differences (3, 3, 3),
+    # 8 sign patterns, |sum| >= 9 only for all-plus and all-minus -> p = 2/8 = 0.25.
+    idx = pd.MultiIndex.from_product([["i1", "i2", "i3"], [1, 2, 3]], names=["instance_id", "repeat"])
+    mat = pd.DataFrame({"x": [True] * 9, "y": [False] * 9}, index=idx)
+    assert stats.mcnemar_holm(mat)["p_value"].tolist() == pytest.approx([0.00390625])
+    out = stats.mcnemar_holm(mat, cluster_level="instance_id")
+    assert out["p_value"].tolist() == pytest.approx([0.25]) and out["statistic"].tolist() == [0.0]
+    assert out["n"].tolist() == [9]
+
+
+def test_an_interval_on_fewer_than_20_clusters_keeps_its_bounds_and_says_it_is_unreliable():
+    # 19 clusters: the interval is printed with the note; 20: no note. Ratio and paired forms alike.
+    few = stats.bootstrap_mean_ci([0, 1] * 9 + [1], seed=0)
+    assert few.low is not None and few.low < few.mean < few.high
+    assert few.note == "n=19 clusters (< 20): interval unreliable"
+    assert stats.bootstrap_mean_ci([0, 1] * 10, seed=0).note is None
+    assert stats.bootstrap_ratio_ci([0, 1, 2], [1, 2, 2]).note == "n=3 clusters (< 20): interval unreliable"
+    assert stats.paired_bootstrap_diff_ci([0, 0, 1], [1, 0, 0]).note == "n=3 clusters (< 20): interval unreliable"
+    assert stats.few_clusters_note(20) is None

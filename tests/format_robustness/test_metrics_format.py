@@ -510,7 +510,11 @@ def test_format_tests_over_every_repeat_hand_computed(gen):
     # Q = 3 * (4*66 - 256)/(4*16 - 58) = 3 * 8/6 = 4 (repeat 1 only: 3), df 3
     q = t[t.test == "cochran_q"].iloc[0]
     assert (q["statistic"], q["n"], q["n_instances"]) == (pytest.approx(4.0), 6, 3)
-    assert q["p_value"] == pytest.approx(sst.chi2.sf(4.0, 3))
+    # The instance is the cluster: its two blocks permute their formats together. Instance sums
+    # i1 (2,2,2,2) fixed; i2 (2,1,2,2) puts its missing 1 on any format a, i3 (0,0,1,0) its 1 on any b:
+    # C = (4,4,4,4) - e_a + e_b, sum C^2 = 64 if a = b else 66 = observed -> p = P(a != b) = 12/16 = 0.75
+    # (blocks as independent: chi2.sf(4, 3) = 0.26).
+    assert q["p_value"] == pytest.approx(0.75)
     mat = np.array([[1, 1, 1, 1], [1, 1, 1, 1], [1, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 1, 0]])
     assert q["statistic"] == pytest.approx(float(sm_cochrans_q(mat).statistic))
     # McNemar md vs json: md wrong & json right in i2 r1 and i3 r2 (b = 0, c = 2) -> exact p = 2 * 0.5^2 = 0.5

@@ -44,7 +44,8 @@ def synthetic_judge_scores() -> pd.DataFrame:
 
 def test_judge_verdicts_on_a_known_effect():
     s = wp_report.comparison_scores(synthetic_judge_scores())
-    assert len(s[s["model_id"] == "cand"]) == 2 * 13  # 13 judged variants in two slices; the null one is no item
+    # 13 judged variants per (type, severity), 7 goldens per type; the null variant is no item
+    assert len(s[s["model_id"] == "cand"]) == 13 + 7
     out = compare_models(s, "base", wp_report.COMPARED_METRICS).set_index("slice")
     mild, severe, pooled = (
         out.loc[k] for k in ("type=missing, severity=0.1", "type=missing, severity=0.5", "type=missing")
@@ -60,12 +61,35 @@ def test_judge_verdicts_on_a_known_effect():
     # 0.5: 7 variants, each 0.6 -> 0.2: exact sign-flip p = 2 / 2**7; lower is better -> n_better 7
     assert (severe.n_items, severe.n_better, severe.n_worse, severe.p_value) == (7, 7, 0, 2 / 128)
     assert severe.difference == pytest.approx(-0.4) and not severe.higher_is_better
-    # pooled: 13 paired variants (2**13 = 8192 sign patterns, exact), 7 nonzero: the same p
-    assert (pooled.n_items, pooled.n_baseline_only, pooled.p_value) == (13, 1, 2 / 128)
-    assert pooled.difference == pytest.approx(-0.4 * 7 / 13)
+    # per type the item is the golden (mean of its judged variants): base 0.7 each; cand 0.5 for g0..g5
+    # and 0.2 for g6 (its 0.1 variant has no valid reply) -> 7 paired goldens, all lower: p = 2/128
+    assert (pooled.n_items, pooled.n_baseline_only, pooled.p_value) == (7, 0, 2 / 128)
+    assert pooled.difference == pytest.approx((6 * -0.2 - 0.5) / 7)
     # Holm over 3: 3 · 2/128 = 0.046875 < 0.05 for both -> improved (the candidate scores degraded variants lower)
     assert out["p_holm"].tolist() == [3 * 2 / 128, 1.0, 3 * 2 / 128]  # slices: pooled, 0.1, 0.5
     assert out["verdict"].tolist() == ["improved", "no detectable change", "improved"]
+
+
+def test_per_type_comparison_pairs_goldens_not_their_severities():
+    # 3 goldens x 3 severities; cand scores every variant 0.2 lower. Variants as items: 9 nonzero
+    # differences, exact p = 2/512; the golden is the cluster: 3 items, p = 2/8 = 0.25.
+    rows = [
+        {
+            "model_id": m,
+            "variant_id": f"{g}-missing-{p}",
+            "golden_id": g,
+            "type": "missing",
+            "severity": p,
+            "judge": 0.8 - (0.2 if m == "cand" else 0.0),
+        }
+        for m in ("base", "cand")
+        for g in ("g0", "g1", "g2")
+        for p in (0.1, 0.3, 0.5)
+    ]
+    out = compare_models(wp_report.comparison_scores(pd.DataFrame(rows)), "base", wp_report.COMPARED_METRICS)
+    per_type = out.set_index("slice").loc["type=missing"]
+    assert (per_type.n_items, per_type.p_value) == (3, pytest.approx(0.25))
+    assert per_type.difference == pytest.approx(-0.2)
 
 
 def test_card_rows_mean_judge_score_with_a_ci_over_goldens():

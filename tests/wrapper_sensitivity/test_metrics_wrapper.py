@@ -300,6 +300,11 @@ def test_mean_indices_single_task_note_and_all_equal_boundary():
     assert r["ci_note"] == stats.NOTE_ALL_EQUAL
     p = _row(out, index="PSI")
     assert (p["ci_low"], p["ci_high"]) == (0.0, 0.0)  # zero boundary, not NaN
+    # 3 tasks of different FSI: an interval over 3 clusters, printed with the note that it is unreliable
+    three = eq.assign(fsi_pp=[2.0, 7.0, 12.0])
+    f3 = _row(ws.mean_indices(three, n_resamples=100), index="FSI")
+    assert f3["mean"] == 7.0 and f3["ci_low"] < 7.0 < f3["ci_high"] and f3["n_tasks"] == 3
+    assert f3["ci_note"] == "n=3 clusters (< 20): interval unreliable"
     c = _row(out, index="nFSI_chance")
     assert c["n_tasks"] == 2 and c["n_undefined"] == 1 and c["ci_low"] == 0.2
 

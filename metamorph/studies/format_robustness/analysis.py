@@ -58,11 +58,15 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str =
 
     On correctness of the generations with gold (⊥ = incorrect), paired per group (instance,
     repeat r) — the unit of §5.2, as in :func:`~metamorph.studies.format_robustness.metrics.mr_flags`:
-    a block holds the r-th response of every format, so a flip in repeat 2 counts. The k blocks
-    of an instance enter as separate blocks, as the paper counts its groups; the tests take them
-    as independent, which overstates the evidence when repeats agree (``n_instances`` shows how
-    many instances stand behind ``n`` blocks). ``unit="instance_repeat1"`` keeps the earlier
-    reading (repeat-1 correctness, one block per instance).
+    a block holds the r-th response of every format, so a flip in repeat 2 counts. The cluster is
+    the instance (:data:`~metamorph.studies.format_robustness.report.RESAMPLING_UNITS`): its k
+    blocks are not independent, so where an instance has more than one block the p-values come
+    from tests that move an instance's blocks together — :func:`metamorph.stats.clustered_cochrans_q`
+    (formats permuted within the instance) and :func:`metamorph.stats.mcnemar_holm` with
+    ``cluster_level="instance_id"`` (sign flips of the instance's discordant counts). With one
+    block per instance (k = 1) they are the plain Cochran's Q and exact McNemar tests.
+    ``n`` counts blocks and ``n_instances`` the clusters behind them. ``unit="instance_repeat1"``
+    keeps the earlier reading (repeat-1 correctness, one block per instance).
 
     * ``cochran_q`` — Cochran's Q across all formats over the groups rendered in every format
       (complete blocks; ``n``). Null with a note when undefined (no discordant block, < 2
@@ -94,7 +98,11 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str =
         correct = grp.assign(_c=(grp["is_correct"].astype(bool) & grp["decision"].notna()).astype(float))
         mat = correct.pivot(index=["instance_id", "repeat"], columns="format", values="_c")[fmts]
         complete = mat.dropna()
-        q = stats.cochrans_q(complete.to_numpy())
+        inst = complete.index.get_level_values("instance_id")
+        if inst.nunique() < len(complete):
+            q = stats.clustered_cochrans_q(complete.to_numpy(), list(inst))
+        else:
+            q = stats.cochrans_q(complete.to_numpy())
         rows.append(
             dict(
                 workflow_id=wf,
@@ -109,7 +117,7 @@ def format_tests(gen: pd.DataFrame, baseline: str = BASELINE_FORMAT, unit: str =
                 note=q.note,
             )
         )
-        mc = stats.mcnemar_holm(mat)
+        mc = stats.mcnemar_holm(mat, cluster_level="instance_id")
         for r in mc.itertuples(index=False):
             rows.append(
                 dict(

@@ -36,6 +36,7 @@ from metamorph.studies.format_robustness.plan import metric_input
 
 __all__ = [
     "COMPARED_METRICS",
+    "RESAMPLING_UNITS",
     "COMPARISON_TABLES",
     "planned_cells",
     "LEGEND",
@@ -208,6 +209,13 @@ def headline(con: duckdb.DuckDBPyConnection, routing: bool = True) -> str:
 #: Metrics of the upgrade verdicts, and whether a higher value is better: Acc (§5.2) and the
 #: violation rates M1/M2/M3 of MR1–MR3 (§4.1, §5.1; a violation is worse).
 COMPARED_METRICS = {"accuracy": True, "M1": False, "M2": False, "M3": False}
+
+#: The resampling unit of each compared / card metric: the columns naming the cluster the design
+#: repeats, which every bootstrap interval and paired test of the metric resamples or pairs as one
+#: unit (``item`` of :func:`metamorph.comparison.item_scores`, ``cluster`` of
+#: :func:`metamorph.report_card.clustered_rate_rows`). docs/definitions.md lists these.
+#: An instance: its k repeats and its four formats move together (every slice is within a dataset).
+RESAMPLING_UNITS: dict[str, tuple[str, ...]] = {m: ("dataset", "instance_id") for m in COMPARED_METRICS}
 STUDY = "format_robustness"
 
 
@@ -275,9 +283,15 @@ def comparison_scores(outcomes: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFra
     gold = _gold_rows(outcomes)
     parts = [
         item_scores(
-            gold, metric="accuracy", value="is_correct", item=["instance_id"], slices=["ingestion", "dataset", "format"]
+            gold,
+            metric="accuracy",
+            value="is_correct",
+            item=_item("accuracy"),
+            slices=["ingestion", "dataset", "format"],
         ),
-        item_scores(gold, metric="accuracy", value="is_correct", item=["instance_id"], slices=["ingestion", "dataset"]),
+        item_scores(
+            gold, metric="accuracy", value="is_correct", item=_item("accuracy"), slices=["ingestion", "dataset"]
+        ),
     ]
     f = _by_model(flags)
     for rel in ("M1", "M2", "M3"):
@@ -289,11 +303,17 @@ def comparison_scores(outcomes: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFra
                     defined.assign(**{col: defined[col].astype(bool)}),
                     metric=rel,
                     value=col,
-                    item=["instance_id"],
+                    item=_item(rel),
                     slices=["ingestion", "dataset"],
                 )
             )
     return pd.concat(parts, ignore_index=True)
+
+
+def _item(metric: str) -> list[str]:
+    """The item columns of ``metric`` within a slice: its resampling unit without ``dataset``,
+    which every compared slice fixes."""
+    return [c for c in RESAMPLING_UNITS[metric] if c != "dataset"]
 
 
 def card_rows(outcomes: pd.DataFrame, flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
@@ -314,7 +334,7 @@ def card_rows(outcomes: pd.DataFrame, flags: pd.DataFrame, n_resamples: int = 10
                 study=STUDY,
                 metric=rel,
                 value=col,
-                cluster=["dataset", "instance_id"],
+                cluster=list(RESAMPLING_UNITS[rel]),
                 slices=["ingestion"],
                 higher_is_better=False,
                 n_resamples=n_resamples,
@@ -327,7 +347,7 @@ def card_rows(outcomes: pd.DataFrame, flags: pd.DataFrame, n_resamples: int = 10
             study=STUDY,
             metric="accuracy",
             value="is_correct",
-            cluster=["dataset", "instance_id"],
+            cluster=list(RESAMPLING_UNITS["accuracy"]),
             slices=["ingestion"],
             n_resamples=n_resamples,
             seed=seed,

@@ -20,6 +20,7 @@ from metamorph.studies.order_probe.vocab import POOLED_LANGUAGE
 __all__ = [
     "CHANCE_RECOVERY_PCT",
     "COMPARED_METRICS",
+    "RESAMPLING_UNITS",
     "COMPARISON_TABLES",
     "planned_cells",
     "SECTIONS",
@@ -114,6 +115,13 @@ def card_rows(recovery_rates: pd.DataFrame) -> pd.DataFrame:
 #: Metrics of the upgrade verdicts, and whether a higher value is better: exact recovery (§4.1).
 COMPARED_METRICS = {"recovery": True}
 
+#: The resampling unit of each compared / card metric: the columns naming the cluster the design
+#: repeats, which every bootstrap interval and paired test of the metric resamples or pairs as one
+#: unit (``item`` of :func:`metamorph.comparison.item_scores`, ``cluster`` of
+#: :func:`metamorph.report_card.clustered_rate_rows`). docs/definitions.md lists these.
+#: The canonical expression of a language: its up to 23 scrambled inputs move together.
+RESAMPLING_UNITS: dict[str, tuple[str, ...]] = {"recovery": ("language", "item_id")}
+
 
 #: The warehouse tables (``order_probe.<table>``) :func:`comparison_scores` takes, in order
 #: (:func:`metamorph.verdict.sources`).
@@ -177,7 +185,7 @@ def comparison_scores(scored: pd.DataFrame) -> pd.DataFrame:
         "order_probe comparison_scores(scored_replies)",
     )
     scr = scored[(scored["input_kind"] == "scrambled") & ~is_call_error(scored["reason"])]
-    item = ["language", "item_id"]
+    item = list(RESAMPLING_UNITS["recovery"])
     return pd.concat(
         [
             item_scores(scr, metric="recovery", value="correct", item=item, slices=["language", "setting"]),

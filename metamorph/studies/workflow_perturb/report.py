@@ -17,6 +17,7 @@ from metamorph.studies.workflow_perturb.analysis import DELTA_AVG_FACTOR, DELTA_
 
 __all__ = [
     "COMPARED_METRICS",
+    "RESAMPLING_UNITS",
     "COMPARISON_TABLES",
     "planned_cells",
     "STUDY",
@@ -126,6 +127,13 @@ def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
 #: metric is to that degradation (§5, Table 5), so a lower score of the same variant is better: a
 #: candidate judge "improved" when it scores the degraded variants lower than the baseline judge.
 COMPARED_METRICS = {"judge": False}
+
+#: The resampling unit of each compared / card metric: the columns naming the cluster the design
+#: repeats, which every bootstrap interval and paired test of the metric resamples or pairs as one
+#: unit (``item`` of :func:`metamorph.comparison.item_scores`, ``cluster`` of
+#: :func:`metamorph.report_card.clustered_rate_rows`). docs/definitions.md lists these.
+#: The golden: its variants (types, severities) and their judge replies move together.
+RESAMPLING_UNITS: dict[str, tuple[str, ...]] = {"judge": ("golden_id",)}
 STUDY = "workflow_perturb"
 _JUDGE_COLUMNS = ("model_id", "variant_id", "golden_id", "type", "severity", "judge")
 
@@ -165,12 +173,14 @@ def planned_cells(options, specs=()) -> pd.DataFrame:
 
 def comparison_scores(judge_scores: pd.DataFrame) -> pd.DataFrame:
     """Item scores (:func:`metamorph.comparison.item_scores`) of every judge model: ``judge``, the
-    judge's score of a variant (the mean of its valid replies / 5), the item being the
-    deterministic variant (``variant_id``, the same variants for every model), per ``type,
-    severity`` and per ``type``. A variant with no valid reply from a model (``judge`` null) is
-    not an item of that model; :func:`metamorph.comparison.compare_models` counts it in
-    ``n_baseline_only`` / ``n_candidate_only``. Scores are fractions, so the test is the paired
-    sign-flip permutation test.
+    judge's score of a variant (the mean of its valid replies / 5), per ``type, severity`` and per
+    ``type``. The item is the golden (:data:`RESAMPLING_UNITS`), its value the mean of its judged
+    deterministic variants in the slice (the same variants for every model): one variant per
+    ``type, severity``; per ``type`` its severities, which are not independent items. A variant with no valid
+    reply from a model (``judge`` null) is not part of that model's items; an item with none is
+    counted by :func:`metamorph.comparison.compare_models` in ``n_baseline_only`` /
+    ``n_candidate_only``. Scores are fractions, so the test is the paired sign-flip permutation
+    test.
 
     Args:
         judge_scores: ``judge_scores`` rows of every judge model.
@@ -184,10 +194,11 @@ def comparison_scores(judge_scores: pd.DataFrame) -> pd.DataFrame:
             ``severity``, ``judge``).
     """
     j = _judged(judge_scores, "workflow_perturb comparison_scores(judge_scores)")
+    unit = list(RESAMPLING_UNITS["judge"])
     return pd.concat(
         [
-            item_scores(j, metric="judge", value="judge", item=["variant_id"], slices=["type", "severity"]),
-            item_scores(j, metric="judge", value="judge", item=["variant_id"], slices=["type"]),
+            item_scores(j, metric="judge", value="judge", item=unit, slices=["type", "severity"]),
+            item_scores(j, metric="judge", value="judge", item=unit, slices=["type"]),
         ],
         ignore_index=True,
     )
@@ -210,7 +221,7 @@ def card_rows(judge_scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0
         study=STUDY,
         metric="judge",
         value="judge",
-        cluster=["golden_id"],
+        cluster=list(RESAMPLING_UNITS["judge"]),
         higher_is_better=False,
         n_resamples=n_resamples,
         seed=seed,

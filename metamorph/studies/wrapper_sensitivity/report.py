@@ -19,6 +19,7 @@ from metamorph.studies.wrapper_sensitivity.vocab import DEFAULT_MODE, FAMILIES, 
 
 __all__ = [
     "COMPARED_METRICS",
+    "RESAMPLING_UNITS",
     "COMPARISON_TABLES",
     "planned_cells",
     "SECTIONS",
@@ -84,6 +85,19 @@ def headline(con: duckdb.DuckDBPyConnection) -> str:
 #: Metrics of the upgrade verdicts (higher is better for both): accuracy and parseability under
 #: the headline extractor (§3.5), the two quantities whose ranges over wrappers are FSI and PSI (§4).
 COMPARED_METRICS = {"accuracy": True, "parseability": True}
+
+#: The resampling unit of each compared / card metric: the columns naming the cluster the design
+#: repeats, which every bootstrap interval and paired test of the metric resamples or pairs as one
+#: unit (``item`` of :func:`metamorph.comparison.item_scores`, ``cluster`` of
+#: :func:`metamorph.report_card.clustered_rate_rows`). docs/definitions.md lists these.
+#: accuracy, parseability: an item of a task (its seeds and wrappers move together); FSI, PSI
+#: (card only, from ``mean_fsi_psi``): the task.
+RESAMPLING_UNITS: dict[str, tuple[str, ...]] = {
+    "accuracy": ("task", "item_id"),
+    "parseability": ("task", "item_id"),
+    "FSI": ("task",),
+    "PSI": ("task",),
+}
 STUDY = "wrapper_sensitivity"
 
 
@@ -134,8 +148,9 @@ def comparison_scores(scored: pd.DataFrame, mode: str | None = None) -> pd.DataF
     std = s[s["wrapper"].isin(FAMILIES)]
     parts = []
     for metric, col in (("accuracy", "correct"), ("parseability", "parseable")):
-        parts.append(item_scores(s, metric=metric, value=col, item=["task", "item_id"], slices=["task", "wrapper"]))
-        parts.append(item_scores(std, metric=metric, value=col, item=["task", "item_id"], slices=["task"]))
+        unit = list(RESAMPLING_UNITS[metric])
+        parts.append(item_scores(s, metric=metric, value=col, item=unit, slices=["task", "wrapper"]))
+        parts.append(item_scores(std, metric=metric, value=col, item=unit, slices=["task"]))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -149,7 +164,13 @@ def card_rows(
     std = s[s["wrapper"].isin(FAMILIES)]
     parts = [
         clustered_rate_rows(
-            std, study=STUDY, metric=metric, value=col, cluster=["task", "item_id"], n_resamples=n_resamples, seed=seed
+            std,
+            study=STUDY,
+            metric=metric,
+            value=col,
+            cluster=list(RESAMPLING_UNITS[metric]),
+            n_resamples=n_resamples,
+            seed=seed,
         )
         for metric, col in (("accuracy", "correct"), ("parseability", "parseable"))
     ]
