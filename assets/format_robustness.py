@@ -320,18 +320,20 @@ def workflow_generations(
         k=config.k,
         params={"temperature": config.temperature, "max_tokens": config.max_tokens, "seed": config.seed},
     )
+    # a document the ingestion path cannot send as a file is not sent: its row is an error (not measurable)
+    sent = [p.request for p in planned if not p.not_sent]
     cache = generation_cache.open()
     plan = plan_and_guard(
         context,
-        [p.request for p in planned],
+        sent,
         spec,
         provider,
         cache,
         effective_budget(config.budget_usd, model_registry.budget_usd),
         "workflow_generations",
     )
-    outcomes, stats = run_requests([p.request for p in planned], provider, cache, **runner_options(context))
-    df = generation_frame(_generation_ids(planned, spec), outcomes)
+    outcomes, stats = run_requests(sent, provider, cache, **runner_options(context))
+    df = generation_frame(_generation_ids(planned, spec), fs.with_not_sent(planned, outcomes))
     return validated_output(
         S.WorkflowGenerations, df, "workflow_generations", generation_metadata(df, stats, spec, by="format", plan=plan)
     )

@@ -164,9 +164,13 @@ EXIT_CALL_ERRORS = 3
 def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int, int]]:
     """Per generation table of ``study`` (:attr:`metamorph.study.Study.budget_assets`): ``(failed,
     calls)`` of the rows of ``models`` in the warehouse. A table of one row per call counts a row
-    whose ``error`` is set (the provider failed after its retries; never a reply); a table of one
+    whose ``error`` is set (the provider failed after its retries; never a reply) — a row that was
+    not sent (its ingestion path cannot take the document: :data:`metamorph.measurability.NOT_SENT`)
+    is neither a call nor a failed one; a table of one
     row per item sums its ``n_call_errors`` over its calls (``n_calls``, or ``attempts`` for a
     generator's retries). Tables not written, or with neither shape, are left out."""
+    from metamorph.measurability import NOT_SENT
+
     con = connect_read_only(database)
     try:
         out = {}
@@ -180,8 +184,9 @@ def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int
             }
             if "model_id" not in cols or not models:
                 continue
-            if "error" in cols:
-                counts = "count(error), count(*)"
+            if "error" in cols:  # a request that was not sent (measurability.NOT_SENT) is no call
+                sent = f"(error IS NULL OR NOT starts_with(error, '{NOT_SENT}'))"
+                counts = f"count(error) FILTER (WHERE {sent}), count(*) FILTER (WHERE {sent})"
             elif "n_call_errors" in cols and {"n_calls", "attempts"} & cols:
                 counts = f"sum(n_call_errors), sum({'n_calls' if 'n_calls' in cols else 'attempts'})"
             else:
