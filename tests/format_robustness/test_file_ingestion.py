@@ -161,3 +161,13 @@ def test_plan_names_what_each_file_path_cannot_take_and_the_run_never_sends_it(t
     ]
     assert all(r == ANSWER for _, _, e, r in rows if e is None) and len(rows) == 8
     assert reasons == [("claude-docs", "docx", "call_error"), ("gpt-files", "yaml", "call_error")]
+
+    # metamorph trace of the pdf cell sent as a file: the name, media type and sha256 the path sent
+    from metamorph import trace as tr
+
+    db = str(tmp_path / "home" / "metamorph.duckdb")
+    [row] = tr.trace(db, "format_robustness", "accuracy", "gpt-files", {"format": "pdf"})["rows"]
+    assert row["sent"] == f"openai_file: the file {x.instance_id}.pdf (application/pdf, sha256 {pdf_sha})"
+    assert (row["extracted_text"], row["response_text"]) == (None, ANSWER)
+    [row] = tr.trace(db, "format_robustness", "accuracy", "claude-docs", {"format": "pdf"})["rows"]
+    assert row["sent"] == f"anthropic_document: the file {x.instance_id}.pdf (application/pdf, sha256 {pdf_sha})"
