@@ -126,6 +126,7 @@ def format_inputs(fraction: float) -> dict[str, pd.DataFrame]:
                         "instance_id": d.instance_id,
                         "format": d.format,
                         "media_type": d.media_type,
+                        "filename": d.filename,
                         "renderer_version": d.renderer_version,
                         "document_text": d.text,
                         "document_sha256": d.sha256,

@@ -644,6 +644,8 @@ def run(args: argparse.Namespace) -> int:
         )
         try:
             for spec in specs:
+                if study.plan_notes is not None:  # what the run will not send, before its counts
+                    out += ["  " + line for line in study.plan_notes(spec, options)]
                 plans = plan_study(args.study, spec, options, cache)
                 shown += plans
                 out += ["  " + p.line() for p in plans]

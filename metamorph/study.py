@@ -268,7 +268,8 @@ class Study:
     * ``load_sources(specs, limit)``: the loader the source asset calls (raises
       :class:`~metamorph.errors.InputError` naming file, row, field; ``limit`` None = every row);
     * ``cost_steps(spec, options)``: the run's generation steps (:class:`metamorph.costplan.PlanStep`)
-      for one model, for ``metamorph plan``;
+      for one model, for ``metamorph plan``; ``plan_notes(spec, options)`` (optional): lines
+      ``metamorph plan`` prints before that model's counts (e.g. the requests an ingestion path cannot send);
     * ``headline(con, options) -> str``: the headline tables printed after a run (markdown);
       ``headline_without_models``: print them after ``--no-models`` too (deterministic tables);
     * ``card``: ``(tables, card_rows)`` — the warehouse tables of the study's report-card rows and
@@ -294,6 +295,7 @@ class Study:
     takes_documents: bool = False
     card_optional: tuple[str, ...] = ()
     description: str = ""
+    plan_notes: Callable[[Any, Options], list[str]] | None = None
 
     def __post_init__(self):
         if not self.budget_assets:

@@ -96,6 +96,12 @@ class MetricTrace:
             values are the known ones); None = ``view``. Needed when ``view`` keeps only some rows
             (the violating groups): a model evaluated with none of them is then known, and its cell
             has 0 rows behind it instead of being an unknown model.
+        sent: SQL expression of one line saying how the input reached the model (e.g. the file name,
+            media type and sha256 a file path sent), printed as ``sent:``; None = not printed.
+        extracted: SQL expression of the text a named extraction step read from a binary file and
+            the model read (NULL when the row had none), printed whole beside the raw completion.
+        requires: view columns ``sent`` and ``extracted`` read; when the view lacks one (a warehouse
+            whose views predate them), neither is printed.
     """
 
     view: str
@@ -113,6 +119,9 @@ class MetricTrace:
     extra: tuple[str, ...] = ()
     cache: bool = False
     cells: str | None = None
+    sent: str | None = None
+    extracted: str | None = None
+    requires: tuple[str, ...] = ()
 
 
 def study_traces() -> dict[str, dict[str, MetricTrace]]:
@@ -204,7 +213,9 @@ def trace(
     Returns ``{"study", "metric", "model", "where" (defaults applied), "view", "total" (rows
     behind the cell), "rows"}``; each row has ``instance_id``, ``slice`` (key → value), ``input``
     (full text), ``input_sha256``, ``request_json``, ``response_text`` (untruncated), ``answer``,
-    ``parse_reason`` and ``extra`` (the metric's further columns). ``limit`` rows at most (None =
+    ``parse_reason``, ``sent`` (how the input reached the model; None when the metric does not say),
+    ``extracted_text`` (the text an extraction step read from a binary file; None when none) and
+    ``extra`` (the metric's further columns). ``limit`` rows at most (None =
     all). ``cache``: the generation cache file for metrics whose request and reply live there
     (``judge``); None = ``generation_cache.duckdb`` next to the warehouse when it exists. A cache
     that cannot be read leaves those fields null and says why in ``note``.
@@ -267,6 +278,7 @@ def trace(
         total = int(con.execute(f"SELECT count(*) FROM {view} WHERE {where_sql}", params).fetchall()[0][0])
         slice_cols = list(dict.fromkeys(spec.slices.values()))
         extra = [c for c in spec.extra if c in cols]
+        delivery = set(spec.requires) <= cols
         select = ", ".join(
             [
                 f"{_q(spec.id)} AS __id",
@@ -276,6 +288,8 @@ def trace(
                 f"({spec.response}) AS __response",
                 f"({spec.answer}) AS __answer",
                 f"({spec.reason}) AS __reason",
+                f"({spec.sent if spec.sent and delivery else 'NULL'}) AS __sent",
+                f"({spec.extracted if spec.extracted and delivery else 'NULL'}) AS __extracted",
                 *(_q(c) for c in extra),
             ]
         )
@@ -303,6 +317,8 @@ def trace(
                 "response_text": r["__response"],
                 "answer": _plain(r["__answer"]),
                 "parse_reason": r["__reason"],
+                "sent": r["__sent"],
+                "extracted_text": r["__extracted"],
                 "extra": {c: _plain(r[c]) for c in extra},
             }
         )
@@ -362,8 +378,9 @@ def _block(label: str, text: Any) -> list[str]:
 
 def format_text(result: Mapping[str, Any], full_input: bool = False, head: int = 200) -> str:
     """The plain-text printout of :func:`trace`'s result: a header, then per row its id, slice,
-    input (sha256, length and the first ``head`` characters unless ``full_input``), request, raw
-    completion (untruncated), answer and parse reason."""
+    input (sha256, length and the first ``head`` characters unless ``full_input``), how it was
+    sent (``sent:``, when the metric says), request, the extracted text the model read (whole, when
+    an extraction step made it), raw completion (untruncated), answer and parse reason."""
     where = " ".join(f"{k}={v}" for k, v in result["where"].items())
     shown = len(result["rows"])
     lines = [
@@ -391,7 +408,11 @@ def format_text(result: Mapping[str, Any], full_input: bool = False, head: int =
                 + json.dumps(s[:head], ensure_ascii=False)
                 + ("…" if len(s) > head else "")
             )
+        if r.get("sent") is not None:
+            lines.append(f"sent: {r['sent']}")
         lines += _block("request_json", r["request_json"])
+        if r.get("extracted_text") is not None:  # the text the model read, beside what it replied
+            lines += _block("extracted_text", r["extracted_text"])
         lines += _block("response_text", r["response_text"])
         lines.append(f"answer: {r['answer']!r}  parse_reason: {r['parse_reason']}")
         if r["extra"]:

@@ -164,9 +164,13 @@ EXIT_CALL_ERRORS = 3
 def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int, int]]:
     """Per generation table of ``study`` (:attr:`metamorph.study.Study.budget_assets`): ``(failed,
     calls)`` of the rows of ``models`` in the warehouse. A table of one row per call counts a row
-    whose ``error`` is set (the provider failed after its retries; never a reply); a table of one
+    whose ``error`` is set (the provider failed after its retries; never a reply) — a row that was
+    not sent (its ingestion path cannot take the document: :data:`metamorph.measurability.NOT_SENT`)
+    is neither a call nor a failed one; a table of one
     row per item sums its ``n_call_errors`` over its calls (``n_calls``, or ``attempts`` for a
     generator's retries). Tables not written, or with neither shape, are left out."""
+    from metamorph.measurability import NOT_SENT
+
     con = connect_read_only(database)
     try:
         out = {}
@@ -180,8 +184,9 @@ def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int
             }
             if "model_id" not in cols or not models:
                 continue
-            if "error" in cols:
-                counts = "count(error), count(*)"
+            if "error" in cols:  # a request that was not sent (measurability.NOT_SENT) is no call
+                sent = f"(error IS NULL OR NOT starts_with(error, '{NOT_SENT}'))"
+                counts = f"count(error) FILTER (WHERE {sent}), count(*) FILTER (WHERE {sent})"
             elif "n_call_errors" in cols and {"n_calls", "attempts"} & cols:
                 counts = f"sum(n_call_errors), sum({'n_calls' if 'n_calls' in cols else 'attempts'})"
             else:
@@ -195,6 +200,45 @@ def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int
         return out
     finally:
         con.close()
+
+
+def not_sent_line(database: str, study, models: list[str]) -> str | None:
+    """The note a run prints when some requests were not sent because their ingestion path cannot
+    take the document's format (rows whose ``error`` begins :data:`metamorph.measurability.NOT_SENT`,
+    in the generation tables of ``study`` for ``models``), e.g. ``2 requests were not sent
+    (workflow_generations 2): …``; None when every request was sent."""
+    from metamorph.measurability import NOT_SENT
+
+    con = connect_read_only(database)
+    try:
+        counts = {}
+        for table in study.budget_assets:
+            cols = {
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
+                    [study.name, table],
+                ).fetchall()
+            }
+            if not {"model_id", "error"} <= cols or not models:
+                continue
+            marks = ", ".join("?" for _ in models)
+            (n,) = con.execute(
+                f'SELECT count(*) FROM "{study.name}"."{table}" WHERE model_id IN ({marks}) AND starts_with(error, ?)',
+                [*models, NOT_SENT],
+            ).fetchone()
+            if n:
+                counts[table] = int(n)
+    finally:
+        con.close()
+    if not counts:
+        return None
+    total = sum(counts.values())
+    parts = ", ".join(f"{t} {n}" for t, n in counts.items())
+    return (
+        f"{total} request{' was' if total == 1 else 's were'} not sent ({parts}): an ingestion path cannot take "
+        "their document's format (metamorph plan names them); those cells are not measurable"
+    )
 
 
 def call_errors_line(counts: dict[str, tuple[int, int]]) -> str | None:
@@ -609,6 +653,9 @@ def run(args: argparse.Namespace) -> int:
         errors = None if options.no_models else call_errors_line(failed_calls(warehouse_path(), study, models))
         if errors:
             print(f"\nwarning: {errors}.")
+        unsent = None if options.no_models else not_sent_line(warehouse_path(), study, models)
+        if unsent:
+            print(f"\nnote: {unsent}.")
         print_headline(study, warehouse_path(), options)
         note = verdicts_note(list(specs.values()))
         if note:

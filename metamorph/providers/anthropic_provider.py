@@ -26,6 +26,7 @@ import anthropic
 
 from metamorph.errors import ConfigError
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
+from metamorph.providers.file_inputs import FILE_INPUTS, TEXT_MEDIA_TYPES, is_text_media_type
 from metamorph.providers.retry import attempt_timeout
 from metamorph.providers.sdk_errors import error_in_body, no_text_error, sdk_errors
 
@@ -46,21 +47,6 @@ FILES_API_BETA = "files-api-2025-04-14"
 #: First ``anthropic-version`` that rejects ``temperature`` / ``top_p`` / ``top_k``.
 SAMPLING_PARAMS_REMOVED_IN = "2026-10-21"
 
-#: Media types (besides ``text/*``) whose bytes are UTF-8 text and are sent as a text source.
-TEXT_MEDIA_TYPES = frozenset(
-    {
-        "application/json",
-        "application/ld+json",
-        "application/xml",
-        "application/yaml",
-        "application/x-yaml",
-        "application/x-ndjson",
-        "application/jsonl",
-        "application/toml",
-        "application/csv",
-    }
-)
-
 _SAMPLING = ("temperature", "top_p", "top_k")
 _UNSUPPORTED = ("seed", "frequency_penalty", "presence_penalty", "repeat_penalty", "response_format", "grammar")
 _FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
@@ -69,12 +55,6 @@ try:  # the SDK's default API version (private constant; only used to decide abo
     from anthropic._constants import ANTHROPIC_API_VERSION as _SDK_API_VERSION
 except Exception:  # pragma: no cover - other SDK layouts
     _SDK_API_VERSION = None
-
-
-def is_text_media_type(media_type: str) -> bool:
-    """Whether a document of ``media_type`` is UTF-8 text (``text/*`` or :data:`TEXT_MEDIA_TYPES`)."""
-    base = media_type.split(";", 1)[0].strip().lower()
-    return base.startswith("text/") or base in TEXT_MEDIA_TYPES or base.endswith("+json") or base.endswith("+xml")
 
 
 class AnthropicProvider:
@@ -294,8 +274,9 @@ class AnthropicProvider:
 
 
 def _check_media_type(doc: Document) -> None:
-    base = doc.media_type.split(";", 1)[0].strip().lower()
-    if not (is_text_media_type(base) or base == "application/pdf"):
+    """Raise ``ConfigError`` for a document the ``anthropic_document`` path does not send
+    (:data:`~metamorph.providers.file_inputs.FILE_INPUTS`: PDF or text)."""
+    if not FILE_INPUTS["anthropic_document"].accepts(doc.media_type):
         raise ConfigError(
             f"document {doc.filename!r}: media type {doc.media_type!r} cannot be sent as an "
             "Anthropic document block (text-like or application/pdf only)"

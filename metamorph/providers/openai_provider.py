@@ -10,6 +10,8 @@ Ingestion paths:
 * ``openai_file``: the document is uploaded once per (sha256, filename, media type) — what the
   upload carries — (``POST /files``,
   ``purpose="user_data"``), then ``POST /responses`` references it with an ``input_file`` block.
+  Only the media types the Responses API documents for ``input_file`` are sent
+  (:data:`metamorph.providers.file_inputs.FILE_INPUTS`); another is a ``ConfigError`` before any call.
   The Responses API has no ``seed``, ``stop``, ``frequency_penalty`` or ``presence_penalty``:
   those are **dropped** (listed in :data:`RESPONSES_DROPPED_PARAMS`, logged once per provider).
 
@@ -28,6 +30,7 @@ import openai
 
 from metamorph.errors import ConfigError
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
+from metamorph.providers.file_inputs import FILE_INPUTS
 from metamorph.providers.retry import attempt_timeout, classify_status
 from metamorph.providers.sdk_errors import error_in_body, no_text_error, redact, sdk_errors
 
@@ -128,7 +131,8 @@ class OpenAIProvider:
 
         Raises:
             ConfigError: before any HTTP request, for a request this provider cannot serve
-                (wrong provider kind or base_url, ingestion ``anthropic_document``, ``top_k`` /
+                (wrong provider kind or base_url, ingestion ``anthropic_document``, an ``openai_file``
+                document of a media type ``input_file`` does not take, ``top_k`` /
                 ``repeat_penalty`` / ``grammar`` with kind ``openai``, several system messages
                 on the Responses path, no user message).
             ProviderError: the HTTP call failed. ``status`` is the HTTP status (``None`` for a
@@ -180,6 +184,16 @@ class OpenAIProvider:
         if request.ingestion not in ("inline", "openai_file"):
             raise ConfigError(
                 f"ingestion path {request.ingestion!r} is not served by OpenAIProvider (use 'inline' or 'openai_file')"
+            )
+        doc = request.document
+        if (
+            request.ingestion == "openai_file"
+            and doc is not None
+            and not FILE_INPUTS["openai_file"].accepts(doc.media_type)
+        ):
+            raise ConfigError(
+                f"document {doc.filename!r}: media type {doc.media_type!r} is not a file type the Responses API "
+                "documents for input_file (metamorph.providers.file_inputs.FILE_INPUTS)"
             )
 
     def _split_extra(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -386,6 +386,40 @@ def test_anthropic_pdf_is_sent_base64(stub):
     assert result.finish_reason == "stop"
 
 
+def test_a_document_the_file_path_cannot_take_is_refused_before_any_request(stub):
+    """The declarations of metamorph.providers.file_inputs: openai_file takes docx but not yaml;
+    anthropic_document takes yaml (as plain text) but not docx. A refused one sends nothing."""
+    docx_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    yaml_doc = Document(b"a: 1\n", "application/yaml", "r.yaml")
+    docx_doc = Document(b"PK\x03\x04", docx_type, "r.docx")
+    with pytest.raises(ConfigError) as err:
+        openai_provider(stub).generate(openai_request(ingestion="openai_file", document=yaml_doc))
+    assert str(err.value) == (
+        "document 'r.yaml': media type 'application/yaml' is not a file type the Responses API documents for "
+        "input_file (metamorph.providers.file_inputs.FILE_INPUTS)"
+    )
+    with pytest.raises(ConfigError) as err:
+        anthropic_provider(stub).generate(anthropic_request(ingestion="anthropic_document", document=docx_doc))
+    assert str(err.value) == (
+        f"document 'r.docx': media type '{docx_type}' cannot be sent as an Anthropic document block "
+        "(text-like or application/pdf only)"
+    )
+    assert stub.requests == []
+    stub.script("POST", "/v1/files", openai_file_reply())
+    stub.script("POST", "/v1/responses", responses_reply())
+    stub.script("POST", "/v1/messages", anthropic_reply())
+    openai_provider(stub).generate(openai_request(ingestion="openai_file", document=docx_doc))
+    anthropic_provider(stub).generate(anthropic_request(ingestion="anthropic_document", document=yaml_doc))
+    [upload] = stub.requests_to("/v1/files")
+    assert (upload.parts["file"]["content_type"], upload.parts["file"]["data"]) == (docx_type, b"PK\x03\x04")
+    [message] = stub.requests_to("/v1/messages")
+    assert message.json["messages"][-1]["content"][0]["source"] == {
+        "type": "text",
+        "media_type": "text/plain",
+        "data": "a: 1\n",
+    }
+
+
 def test_anthropic_missing_max_tokens_is_config_error_before_any_request(stub):
     provider = anthropic_provider(stub)
     with pytest.raises(ConfigError, match="max_tokens"):

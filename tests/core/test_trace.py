@@ -648,3 +648,49 @@ def test_every_metric_table_with_a_worst_cell_has_a_trace_command():
             assert cells.trace_each == "relation", key
         metric, model, where = cells.trace(cell)
         assert tr.trace_command(study, metric, model, where).startswith(f"metamorph trace --study {study} "), key
+
+
+def test_format_trace_shows_the_extracted_text_an_inline_model_read_from_a_pdf(stub_model, metamorph_home, capsys):
+    """A pdf read inline through extract:pypdf: the trace says which extraction read which file
+    (name, media type, sha256) and prints the extracted text whole — the text the SDK sent between
+    the document delimiters — beside the raw reply."""
+    from metamorph.studies.format_robustness.plan import DOC_BEGIN, DOC_END
+
+    stub_model.script("POST", "/v1/chat/completions", chat(decision("refer")), chat(decision("do not refer")))
+    materialize(
+        "format_robustness",
+        {
+            "format_robustness__source_instances": {"config": {"sources": ["construct"], "limit": 1}},
+            "format_robustness__rendered_documents": {"config": {"formats": ["txt", "pdf"]}},
+        },
+        {"format_robustness__workflow_generations": {"config": {"k": 1}}},
+    )
+    db = str(metamorph_home / "metamorph.duckdb")
+    con = duckdb.connect(db, read_only=True)
+    text, sha = con.execute(
+        "SELECT document_text, document_sha256 FROM format_robustness.rendered_documents WHERE format = 'pdf'"
+    ).fetchone()
+    con.close()
+    pdf_call = stub_model.requests_to("/v1/chat/completions")[1].json["messages"][1]["content"]
+    assert f"{DOC_BEGIN}\n{text}\n{DOC_END}" in pdf_call or f"{DOC_BEGIN}\n{text}{DOC_END}" in pdf_call
+
+    [row] = tr.trace(db, "format_robustness", "accuracy", "stub", {"format": "pdf"})["rows"]
+    assert (
+        row["sent"]
+        == f"inline: the text extract:pypdf extracted from construct-0-0000.pdf (application/pdf, sha256 {sha})"
+    )
+    assert row["extracted_text"] == text and row["response_text"] == decision("do not refer")
+    [txt] = tr.trace(db, "format_robustness", "accuracy", "stub", {"format": "txt"})["rows"]
+    assert (txt["sent"], txt["extracted_text"]) == ("inline: the document text in the message (text/plain)", None)
+
+    code, out, _ = run_cli(
+        capsys, "--warehouse", db, "--study", "format_robustness", "--metric", "accuracy", "--model", "stub",
+        "--where", "format=pdf",
+    )  # fmt: skip
+    assert code == 0
+    lines = out.splitlines()
+    at = lines.index("extracted_text:")
+    assert lines[at - 3] == f"sent: {row['sent']}"
+    n = len(text.rstrip("\n").split("\n"))
+    assert "\n".join(lines[at + 1 : at + 1 + n]) == text.rstrip("\n")
+    assert lines[at + 1 + n : at + 3 + n] == ["response_text:", decision("do not refer")]

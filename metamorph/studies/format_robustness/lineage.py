@@ -16,7 +16,11 @@
 
 ``--model`` is the registry id (``model_id``; a cell's ``workflow_id`` is ``<model id>/<ingestion>``).
 Slices: workflow_id, dataset, format, repeat, instance_id. Rendered input: the document; answer:
-the extracted decision; parse reason: ``parse_reason`` (``call_error`` for a failed call).
+the extracted decision; parse reason: ``parse_reason`` (``call_error`` for a failed call, or a
+request that was not sent). Every row also says how the document was sent (``sent:``: the file
+name, media type and sha256 a file path sent; the extraction and file an inline model's text came
+from; or why it was not sent) and, when the model read a binary file's extracted text inline,
+prints that text whole beside the raw reply (``extracted_text``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,19 @@ __all__ = [
 ]
 
 _SLICES = {k: k for k in ("workflow_id", "dataset", "format", "repeat", "instance_id")}
+
+#: How the document reached the model: not sent (the path cannot take its format); inline, as the
+#: text a named extraction read from the file, or as the document's own text; or as a file, with
+#: the name, media type and sha256 the path sent.
+_SENT = """CASE
+    WHEN starts_with(coalesce(error, ''), 'not sent: ') THEN error
+    WHEN ingestion = 'inline' AND extraction IS NOT NULL
+        THEN 'inline: the text ' || extraction || ' extracted from ' || filename || ' (' || media_type
+             || ', sha256 ' || document_sha256 || ')'
+    WHEN ingestion = 'inline' THEN 'inline: the document text in the message (' || media_type || ')'
+    ELSE ingestion || ': the file ' || filename || ' (' || media_type || ', sha256 ' || document_sha256 || ')'
+END"""
+
 _COMMON = dict(
     model="model_id",
     id="instance_id",
@@ -36,6 +53,9 @@ _COMMON = dict(
     answer="decision",
     reason="parse_reason",
     extra=("parse_status", "gold", "is_correct", "finish_reason", "generation_key"),
+    sent=_SENT,
+    extracted="CASE WHEN ingestion = 'inline' AND extraction IS NOT NULL THEN document_text END",
+    requires=("ingestion", "extraction", "filename", "media_type", "document_sha256", "error", "document_text"),
 )
 
 #: metric → how its cells are traced.

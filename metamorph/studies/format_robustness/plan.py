@@ -28,9 +28,10 @@ from typing import Any
 
 import pandas as pd
 
-from metamorph.measurability import is_call_error
+from metamorph.measurability import is_call_error, not_sent
 from metamorph.models import ModelSpec
-from metamorph.providers.base import Document, GenerationRequest
+from metamorph.providers.base import Document, GenerationRequest, GenerationResult
+from metamorph.providers.file_inputs import accepts
 from metamorph.studies.format_robustness.extract import Extraction, extract_decision, output_instruction
 from metamorph.studies.format_robustness.records import SourceInstance, canonical_text
 from metamorph.ordering import ordered
@@ -53,6 +54,8 @@ __all__ = [
     "generation_outcomes",
     "instruction_text",
     "metric_input",
+    "not_sent_notes",
+    "with_not_sent",
     "plan_generations",
     "plan_routing",
     "record_text",
@@ -104,6 +107,9 @@ class PlannedGeneration:
     routed_format: str | None = None
     #: The run's base seed, from which a sampled replicate's seed is derived (None: no seed is sent).
     base_seed: int | None = None
+    #: Why the request is not sent (:func:`metamorph.measurability.not_sent`: the ingestion path
+    #: cannot take the document's format); None: it is sent.
+    not_sent: str | None = None
 
 
 def build_messages(x: SourceInstance, doc: RenderedDocument, ingestion: str) -> list[dict[str, str]]:
@@ -170,6 +176,10 @@ def plan_generations(
 ) -> list[PlannedGeneration]:
     """All requests of one model: ingestion path × document × repeat r = 1..k.
 
+    A document whose media type the ingestion path cannot send as a file
+    (:func:`metamorph.providers.file_inputs.accepts`; e.g. docx on ``anthropic_document``) is
+    planned with ``not_sent`` set: the run does not send it and records the row as not measurable.
+
     Precedence: :data:`DEFAULT_PARAMS` < ``params`` (the run's settings) < the model's registry
     ``params`` (model-specific knowledge wins). A registry parameter set to ``null`` removes it, so
     it is not sent (e.g. Anthropic's 2026-10-21 API takes no ``temperature``). When the merged
@@ -217,6 +227,9 @@ def plan_generations(
                         doc.sha256,
                         req,
                         base_seed=merged.get("seed"),
+                        not_sent=None
+                        if accepts(ingestion, doc.media_type)
+                        else not_sent(ingestion, doc.format, doc.media_type),
                     )
                 )
     return out
@@ -417,9 +430,11 @@ def cost_steps(model: ModelSpec, options) -> list:
     ``rendered_documents`` leaves it out of the generations. Raises the loaders' and the renderers'
     :class:`~metamorph.errors.InputError` (the renderers' when the steps are made: every document is
     rendered and checked once up front, keeping only which formats each instance can be written in).
+    A request its ingestion path cannot send (:func:`not_sent_notes`) is not counted, and routing's
+    best format is one the path can send.
     """
     from metamorph.costplan import PlanStep
-    from metamorph.studies.format_robustness.renderers import UnwritableCharacter, render
+    from metamorph.studies.format_robustness.renderers import RENDERERS, UnwritableCharacter, render
     from metamorph.studies.format_robustness.sources import load_sources
 
     xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
@@ -443,7 +458,7 @@ def cost_steps(model: ModelSpec, options) -> list:
     def generations():
         for x in xs:
             docs = [render(x, f, check=False) for f in written[(x.dataset, x.instance_id)]]
-            yield from (p.request for p in plan_generations([x], docs, model, k=k, params=params))
+            yield from (p.request for p in plan_generations([x], docs, model, k=k, params=params) if not p.not_sent)
 
     def routed(one: ModelSpec, ingestion: str, ds: str, sub: list[SourceInstance], b: str):
         best = {(one.workflow_id(ingestion), ds): b}
@@ -459,8 +474,13 @@ def cost_steps(model: ModelSpec, options) -> list:
         one = dataclasses.replace(model, ingestion=(ingestion,))
         for ds in dict.fromkeys(x.dataset for x in xs):
             sub = [x for x in xs if x.dataset == ds]
-            # a best format is one every instance of the dataset has a document in
-            candidates = [b for b in formats if all(b in written[(x.dataset, x.instance_id)] for x in sub)]
+            # a best format is one every instance of the dataset has a document in, and one the path can send
+            candidates = [
+                b
+                for b in formats
+                if accepts(ingestion, RENDERERS[b].media_type)
+                and all(b in written[(x.dataset, x.instance_id)] for x in sub)
+            ]
             groups.append((one, ingestion, ds, sub, candidates))
 
     def routing_groups():
@@ -470,4 +490,60 @@ def cost_steps(model: ModelSpec, options) -> list:
     return [
         PlanStep.streamed("workflow_generations", lambda: iter([(generations(),)]), outcomes=False),
         PlanStep.streamed("routed_generations", routing_groups, outcomes=any(len(g[4]) > 1 for g in groups)),
+    ]
+
+
+def not_sent_notes(model: ModelSpec, options) -> list[str]:
+    """The lines ``metamorph plan`` prints for ``model`` before its counts: per ingestion path that
+    cannot take some of the run's formats (:func:`metamorph.providers.file_inputs.accepts`), e.g.
+    ``claude-x anthropic_document: cannot take docx, xlsx (6 requests not sent; those cells are not
+    measurable)``. The count is k × the documents of those formats ``rendered_documents`` writes
+    (a document its format cannot write is not counted: it has no request). ``[]`` when every path
+    takes every format. ``options`` as :func:`cost_steps`; raises the loaders' and renderers'
+    :class:`~metamorph.errors.InputError`."""
+    from metamorph.studies.format_robustness.renderers import RENDERERS, UnwritableCharacter, render
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    formats = list(getattr(options, "formats", None) or DEFAULT_FORMATS)
+    refused = {ing: [f for f in formats if not accepts(ing, RENDERERS[f].media_type)] for ing in model.ingestion}
+    refused = {ing: fs for ing, fs in refused.items() if fs}
+    if not refused:
+        return []
+    xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
+    k = options.k or 3
+
+    def writable(x: SourceInstance, f: str) -> bool:
+        try:
+            render(x, f, check=True)
+        except UnwritableCharacter:
+            return False
+        return True
+
+    lines = []
+    for ing, fs in refused.items():
+        n = k * sum(writable(x, f) for x in xs for f in fs)
+        lines.append(
+            f"{model.id} {ing}: cannot take {', '.join(fs)} ({n} request{'' if n == 1 else 's'} not sent; "
+            "those cells are not measurable)"
+        )
+    return lines
+
+
+def with_not_sent(planned: list[PlannedGeneration], sent_outcomes: list) -> list:
+    """The outcome of every planned generation, in ``planned``'s order: those of the requests that were
+    sent (``sent_outcomes``, :func:`metamorph.runner.run_requests` of the planned generations without
+    ``not_sent``, same order), and for each one that was not, an outcome with no text and ``error`` =
+    its ``not_sent`` reason (0 attempts, not from the cache, keyed by its request's cache key; nothing
+    is stored in the cache). Raises ``ValueError`` when the counts differ."""
+    from metamorph.runner import Outcome
+
+    sent = iter(sent_outcomes)
+    n_sent = sum(1 for p in planned if not p.not_sent)
+    if n_sent != len(sent_outcomes):
+        raise ValueError(f"with_not_sent: {n_sent} planned requests are sent, {len(sent_outcomes)} outcomes")
+    return [
+        next(sent)
+        if not p.not_sent
+        else Outcome(p.request, p.request.cache_key(), GenerationResult(None, error=p.not_sent, attempts=0), False)
+        for p in planned
     ]

@@ -106,6 +106,10 @@ class RenderedDocuments(StrictModel):
         description="Document format (txt, md, json, csv, html, yaml, pdf, docx, xlsx, or a registered one)."
     )
     media_type: Series[str] = pa.Field(description="IANA media type of the document bytes.")
+    filename: Series[str] = pa.Field(
+        description="The document's file name, <instance_id>.<extension>: the name a file-ingestion path "
+        "(openai_file, anthropic_document, upload) sends it under."
+    )
     renderer_version: Series[str] = pa.Field(description="Renderer version; part of every cache key.")
     document_text: Series[str] = pa.Field(
         nullable=True,

@@ -29,6 +29,12 @@ def _cost_steps(spec, options):
     return cost_steps(spec, options)
 
 
+def _plan_notes(spec, options):
+    from metamorph.studies.format_robustness.plan import not_sent_notes
+
+    return not_sent_notes(spec, options)
+
+
 def _headline(con, options) -> str:
     from metamorph.studies.format_robustness.report import headline
 
@@ -111,6 +117,7 @@ STUDY = Study(
     limit_rule="a seeded random sample of N rows (construct: N records)",
     load_sources=_load_sources,
     cost_steps=_cost_steps,
+    plan_notes=_plan_notes,
     headline=_headline,
     card=(("generation_outcomes", "mr_flags"), _card_rows),
     options=(K, NO_ROUTING, FORMATS_OPTION),
