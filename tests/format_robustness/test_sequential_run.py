@@ -164,10 +164,10 @@ def test_a_regressing_candidate_stops_early_and_saves_calls(tmp_path, clean_prox
         con.close()
     e10 = 2**10 / 11
     assert [r[:4] for r in runs] == [
-        ("accuracy", "dataset=construct, format=md, ingestion=inline", 20, "mixture_mcnemar"),
-        ("accuracy", "dataset=construct, format=txt, ingestion=inline", 20, "mixture_mcnemar"),
-        ("accuracy", "dataset=construct, ingestion=inline", 20, "mixture_mcnemar"),
-    ] or [r[1] for r in runs]
+        ("accuracy", "ingestion=inline, dataset=construct", 20, "mixture_mcnemar"),
+        ("accuracy", "ingestion=inline, dataset=construct, format=md", 20, "mixture_mcnemar"),
+        ("accuracy", "ingestion=inline, dataset=construct, format=txt", 20, "mixture_mcnemar"),
+    ]
     for r in runs:
         assert r[4] == pytest.approx(e10) and r[5] == pytest.approx(11 / 1024)
         assert r[6:] == (True, "regressed", 20, 80)
