@@ -104,7 +104,7 @@ def check_prefixes(study, options) -> int:
             raise SequentialError(
                 f"--sequential: the sources ({', '.join(options.sources)}) at --limit {limit} drop items of --limit "
                 f"{limit - batch}, so the batches would not grow; use a source whose larger samples keep the smaller "
-                "ones (construct, or a file source with --batch 6 or more)"
+                "ones (construct does; a file source's seeded sample does only for some sizes)"
             )
         before = now
     return plan_items

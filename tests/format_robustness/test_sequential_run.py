@@ -187,3 +187,46 @@ def test_a_regressing_candidate_stops_early_and_saves_calls(tmp_path, clean_prox
         "sequential run: stopped after 20 of 60 items (anytime-valid test, α = 0.05, Holm over the blocking rows); "
         "3 of 3 blocking rows decided; 80 of 120 calls saved"
     ) in verdict.stdout
+
+
+@pytest.mark.parametrize(
+    "case, extra, line",
+    [
+        (
+            "no limit",
+            [],
+            "error: --sequential needs --limit N: the most items per source the run may generate (the plan)",
+        ),
+        (
+            "no candidate",
+            ["--limit", "20", "--models", "base"],
+            "error: --sequential needs a candidate (status: candidate) among --models",
+        ),
+    ],
+)
+def test_a_sequential_run_without_what_it_needs_is_one_line_exit_2_and_writes_nothing(tmp_path, case, extra, line):
+    registry = tmp_path / "models.yaml"
+    registry.write_text(
+        "models:\n"
+        "  - {id: base, provider: openai_compatible, model: m, base_url: 'http://127.0.0.1:9/v1', "
+        "api_key_env: STUB_KEY, status: approved}\n"
+        "  - {id: other, provider: openai_compatible, model: m, base_url: 'http://127.0.0.1:9/v1', "
+        "api_key_env: STUB_KEY, status: candidate}\n"
+    )
+    env = {
+        **os.environ,
+        "STUB_KEY": "k",
+        "METAMORPH_MODELS": str(registry),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dh"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "pipelines.run", "format_robustness", "--sequential", *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2 and out.stderr.strip() == line
+    assert not (tmp_path / "home").exists() and not (tmp_path / "dh").exists()
