@@ -58,6 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy.special import gammaln as _gammaln
 
 __all__ = [
@@ -79,7 +80,7 @@ __all__ = [
 DEFAULT_BETS: tuple[float, ...] = (0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8)
 
 
-def _pairs(baseline, candidate) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(baseline: ArrayLike, candidate: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     b = np.asarray(baseline, dtype=float)
     c = np.asarray(candidate, dtype=float)
     if b.shape != c.shape or b.ndim < 1:
@@ -91,12 +92,13 @@ def _pairs(baseline, candidate) -> tuple[np.ndarray, np.ndarray]:
     return b, c
 
 
-def binary_e_values(baseline, candidate) -> np.ndarray:
+def binary_e_values(baseline: ArrayLike, candidate: ArrayLike) -> np.ndarray:
     """Running e-values of the mixture SPRT on discordant pairs (module docstring), item by item.
 
     Args:
-        baseline, candidate: 0/1 values of the two models, shape ``(..., n)`` (the last axis is the
-            items in their order; leading axes are independent replays, vectorised).
+        baseline: 0/1 values of the baseline, shape ``(..., n)`` (the last axis is the items in
+            their order; leading axes are independent replays, vectorised).
+        candidate: 0/1 values of the candidate, same shape.
 
     Returns:
         ``K_1 … K_n``, shape ``(..., n)``: ``2^D · k! (D − k)! / (D + 1)!`` after each item, ``D``
@@ -117,14 +119,16 @@ def binary_e_values(baseline, candidate) -> np.ndarray:
 
 
 def betting_e_values(
-    baseline, candidate, low: float = 0.0, high: float = 1.0, bets: Sequence[float] = DEFAULT_BETS
+    baseline: ArrayLike, candidate: ArrayLike, low: float = 0.0, high: float = 1.0, bets: Sequence[float] = DEFAULT_BETS
 ) -> np.ndarray:
     """Running e-values of the two-sided betting e-process on paired differences (module docstring).
 
     Args:
-        baseline, candidate: the two models' item values, shape ``(..., n)``, each in
-            ``[low, high]`` (the metric's range: ``[0, 1]`` for rates; fractions, not percent).
-        low, high: the range of one item value; differences lie in ``[−w, w]``, ``w = high − low``.
+        baseline: the baseline's item values, shape ``(..., n)``, each in ``[low, high]`` (the
+            metric's range: ``[0, 1]`` for rates; fractions, not percent).
+        candidate: the candidate's item values, same shape and range.
+        low: the smallest value an item can take; differences lie in ``[−w, w]``, ``w = high − low``.
+        high: the largest value an item can take.
         bets: the bet fractions ``g``, each in (0, 1), each bet both ways.
 
     Returns:
@@ -152,7 +156,7 @@ def betting_e_values(
     return np.exp(top[..., 0, :]) * np.mean(np.exp(log_cap - top), axis=-2)
 
 
-def e_values(baseline, candidate, low: float = 0.0, high: float = 1.0) -> tuple[np.ndarray, str]:
+def e_values(baseline: ArrayLike, candidate: ArrayLike, low: float = 0.0, high: float = 1.0) -> tuple[np.ndarray, str]:
     """The e-process the comparison's design calls for, as the fixed-sample comparison picks its test:
     :func:`binary_e_values` (``"mixture_mcnemar"``) when every value is 0/1, else
     :func:`betting_e_values` (``"betting"``, values in ``[low, high]``). Returns ``(K_1 … K_n,
@@ -294,7 +298,8 @@ def sequential_family(
 
     Args:
         scores: item scores (:data:`metamorph.comparison.ITEM_SCORE_COLUMNS`) of both models.
-        baseline, candidate: model ids.
+        baseline: the approved model's id.
+        candidate: the candidate's id.
         higher_is_better: per metric, whether larger is better (the direction of a decided row).
         order: every item id (``item_id``) of the two models, in the sequence the test takes them
             (:func:`extend_order`); a cell's path is its shared items in this order.
