@@ -215,6 +215,20 @@ def common_options(study: Study) -> tuple[Option, ...]:
             targets=tuple((a, "budget_usd") for a in study.budget_assets),
         ),
         Option("no_models", "only the inputs job (no model calls)", flag=True),
+    ) + (sequential_options() if study.sequential else ())
+
+
+def sequential_options() -> tuple[Option, ...]:
+    """``--sequential`` and ``--batch``: the options of a study that can stop a candidate once its
+    verdict is certain (:attr:`Study.sequential`; :mod:`pipelines.sequential`)."""
+    return (
+        Option(
+            "sequential",
+            "generate in batches of --batch items (the sources' seeded order, up to --limit) and stop a "
+            "candidate once an anytime-valid test has decided every blocking metric (docs/running.md)",
+            flag=True,
+        ),
+        Option("batch", "items per batch of --sequential (>= 1; default 20)", positive),
     )
 
 
@@ -274,6 +288,7 @@ class Study:
       ``headline_without_models``: print them after ``--no-models`` too (deterministic tables);
     * ``card``: ``(tables, card_rows)`` — the warehouse tables of the study's report-card rows and
       the builder called with them; ``card_optional``: those of them it can do without.
+    * ``sequential``: ``--sequential`` / ``--batch`` are offered (:func:`sequential_options`).
     """
 
     name: str
@@ -296,6 +311,10 @@ class Study:
     card_optional: tuple[str, ...] = ()
     description: str = ""
     plan_notes: Callable[[Any, Options], list[str]] | None = None
+    #: ``metamorph run <study> --sequential`` is supported: a growing ``--limit`` keeps the earlier
+    #: items (the generation cache serves their calls again) and the report declares
+    #: ``COMPARED_METRICS`` (:func:`sequential_options`).
+    sequential: bool = False
 
     def __post_init__(self):
         if not self.budget_assets:
@@ -487,6 +506,7 @@ __all__ = [
     "get",
     "positive",
     "seed",
+    "sequential_options",
     "source_spec",
     "studies",
     "whole_number",

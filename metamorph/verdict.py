@@ -43,6 +43,7 @@ __all__ = [
     "REGRESSION_CHECK",
     "REGRESSION_FIELDS",
     "RegressionCheck",
+    "SEQUENTIAL_RUNS",
     "Verdict",
     "VerdictError",
     "VerdictSource",
@@ -57,6 +58,8 @@ __all__ = [
     "regression_check",
     "regression_records",
     "run",
+    "sequential_line",
+    "sequential_summary",
     "sources",
     "studies_to_run",
     "warehouse_verdict",
@@ -255,12 +258,15 @@ class Verdict:
         comparison: :data:`~metamorph.comparison.COMPARISON_COLUMNS` plus ``study`` and ``blocks``
             (whether the row's metric may block for the candidate), one row per study × metric × slice.
         skipped: study → why it was not compared (what to run), for studies left out.
+        sequential: study → the candidate's last ``metamorph run <study> --sequential``
+            (:func:`sequential_summary`), for studies whose compared items are those of that run.
     """
 
     candidate: str
     baseline: str
     comparison: pd.DataFrame
     skipped: dict[str, str] = field(default_factory=dict)
+    sequential: dict[str, dict] = field(default_factory=dict)
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -338,7 +344,7 @@ def warehouse_verdict(
             f"(after `{wanted[0]}_inputs_job`)"
         )
     by_id = {m.id: m for m in models}
-    parts, skipped = [], {}
+    parts, skipped, sequential = [], {}, {}
     con = open_read_only(path, VerdictError)
     try:
         for s in wanted:
@@ -369,6 +375,9 @@ def warehouse_verdict(
             cmp.insert(0, "study", s)
             cmp["blocks"] = [blocks(by_id[candidate], s, m) for m in cmp["metric"]]
             parts.append(cmp)
+            seq = sequential_summary(con, s, candidate, cmp)
+            if seq is not None:
+                sequential[s] = seq
     finally:
         con.close()
     if studies and skipped:
@@ -377,7 +386,68 @@ def warehouse_verdict(
         raise VerdictError(
             f"{candidate} has not been compared with {baseline} in any study: " + "; ".join(skipped.values())
         )
-    return Verdict(candidate, baseline, pd.concat(parts, ignore_index=True), skipped)
+    return Verdict(candidate, baseline, pd.concat(parts, ignore_index=True), skipped, sequential)
+
+
+#: The warehouse table of the sequential runs (written by ``metamorph run <study> --sequential``).
+SEQUENTIAL_RUNS = ("metamorph_meta", "sequential_runs")
+
+
+def sequential_summary(con, study: str, candidate: str, comparison: pd.DataFrame) -> dict | None:
+    """The candidate's last sequential run of ``study`` (rows of :data:`SEQUENTIAL_RUNS`), or None
+    when there is none or its items are not those compared now (a later run changed them): every
+    (metric, slice) of the sequential rows has the same ``n_items`` in ``comparison``.
+
+    Returns ``{"stopped_after": int | None, "plan_items", "alpha", "blocking_rows", "decided",
+    "calls_planned", "calls_saved", "rows": [{metric, slice, test, e_max, p_anytime, verdict}]}``."""
+    rows = _read(con, *SEQUENTIAL_RUNS)
+    if rows is None:
+        return None
+    rows = rows[(rows["study"] == study) & (rows["candidate_id"] == candidate)]
+    if rows.empty:
+        return None
+    now = comparison.set_index(["metric", "slice"])["n_items"]
+    for r in rows.itertuples():
+        if (r.metric, r.slice) not in now.index or int(now.loc[(r.metric, r.slice)]) != int(r.n_items):
+            return None
+    first = rows.iloc[0]
+    block = rows[rows["blocks"].astype(bool)]
+    stopped = first["stopped_after"]
+    return {
+        "stopped_after": None if pd.isna(stopped) else int(stopped),
+        "plan_items": int(first["plan_items"]),
+        "alpha": float(first["alpha"]),
+        "blocking_rows": int(len(block)),
+        "decided": int(block["decided"].astype(bool).sum()),
+        "calls_planned": int(first["calls_planned"]),
+        "calls_saved": int(first["calls_saved"]),
+        "rows": [
+            {
+                "metric": r.metric,
+                "slice": r.slice,
+                "test": r.test,
+                "e_max": float(r.e_max),
+                "p_anytime": float(r.p_anytime),
+                "verdict": r.verdict,
+            }
+            for r in rows.itertuples()
+        ],
+    }
+
+
+def sequential_line(seq: dict) -> str:
+    """``sequential run: stopped after 20 of 60 items (anytime-valid test, α = 0.05, Holm over the
+    blocking rows); 3 of 3 blocking rows decided; 80 of 120 calls saved``."""
+    where = (
+        f"stopped after {seq['stopped_after']} of {seq['plan_items']} items"
+        if seq["stopped_after"] is not None
+        else f"ran the whole plan of {seq['plan_items']} items"
+    )
+    return (
+        f"sequential run: {where} (anytime-valid test, α = {seq['alpha']:g}, Holm over the blocking rows); "
+        f"{seq['decided']} of {seq['blocking_rows']} blocking rows decided; "
+        f"{seq['calls_saved']} of {seq['calls_planned']} calls saved"
+    )
 
 
 def format_text(v: Verdict) -> str:
@@ -386,6 +456,8 @@ def format_text(v: Verdict) -> str:
     lines = [f"candidate {v.candidate} against the approved baseline {v.baseline}"]
     for s, part in v.comparison.groupby("study", sort=True):
         lines += ["", f"## {s}", comparison_markdown(part.drop(columns=["study", "blocks"]))]
+        if s in v.sequential:
+            lines.append(sequential_line(v.sequential[s]))
         quiet = sorted(set(part.loc[~part["blocks"], "metric"]))
         if quiet:
             lines.append(f"(metrics that do not block for {v.candidate}: {', '.join(quiet)})")
@@ -408,7 +480,8 @@ def format_text(v: Verdict) -> str:
 
 def as_json(v: Verdict) -> dict:
     """The verdict as one JSON-ready object: candidate, baseline, ``regressed`` (bool), the
-    blocking regressions (:data:`REGRESSION_FIELDS` + study), every row and the skipped studies."""
+    blocking regressions (:data:`REGRESSION_FIELDS` + study), every row, the skipped studies and the sequential runs
+    (:func:`sequential_summary`, per study)."""
 
     def clean(records):
         return [{k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in r.items()} for r in records]
@@ -421,6 +494,7 @@ def as_json(v: Verdict) -> dict:
         "blocking_regressions": clean(reg[["study", *REGRESSION_FIELDS]].to_dict("records")),
         "rows": clean(v.comparison.to_dict("records")),
         "skipped": v.skipped,
+        "sequential": v.sequential,
     }
 
 

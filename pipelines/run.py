@@ -575,6 +575,15 @@ def run(args: argparse.Namespace) -> int:
         specs = {m.id: m for m in load_registry(registry_path())}
         models = [m.id for m in chosen_models(list(specs.values()), options.models)]
         check_study_kinds(study.name, study.takes_documents, [specs[m] for m in models])
+        if getattr(options, "sequential", False) and not options.no_models:
+            from pipelines.sequential import SequentialError, check_prefixes, sequential_parties
+
+            try:
+                sequential_parties(list(specs.values()), models)
+                check_prefixes(study, options)
+            except SequentialError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
         if not options.no_models:  # fail before anything is written: keys present, model files found
             for m in models:
                 provider = build_provider(specs[m])
@@ -633,13 +642,36 @@ def run(args: argparse.Namespace) -> int:
         return (2 if bad_input else 1), message
 
     t0 = time.monotonic()
-    failed = run_one(f"{study.name}_inputs_job", study.inputs_ops(options))
-    model_ops = study.model_ops(options)
-    for m in [] if options.no_models or failed else models:
-        failed = run_one(f"{study.name}_model_job", model_ops, partition=m, model_job=True)
-        if failed:
-            failed = failed if failed[0] == EXIT_INTERRUPTED else (failed[0], f"(model {m}) {failed[1]}")
-            break
+    sequential_rows = None
+    if getattr(options, "sequential", False) and not options.no_models:
+        from pipelines.sequential import SequentialError, run_sequential, write_runs
+
+        try:
+            failed, sequential_rows = run_sequential(
+                study,
+                options,
+                specs,
+                models,
+                lambda job, ops, partition, mj: run_one(job, ops, partition=partition, model_job=mj),
+                str(warehouse_path()),
+            )
+        except SequentialError as exc:
+            print(f"error: {exc}  [full log: {log_file}]", file=sys.stderr)
+            return 2
+        if sequential_rows is not None:
+            write_runs(str(warehouse_path()), study.name, sequential_rows)
+    else:
+        failed = run_one(f"{study.name}_inputs_job", study.inputs_ops(options))
+        model_ops = study.model_ops(options)
+        for m in [] if options.no_models or failed else models:
+            failed = run_one(f"{study.name}_model_job", model_ops, partition=m, model_job=True)
+            if failed:
+                failed = failed if failed[0] == EXIT_INTERRUPTED else (failed[0], f"(model {m}) {failed[1]}")
+                break
+        if not failed and not options.no_models and study.sequential:
+            from pipelines.sequential import clear_runs
+
+            clear_runs(str(warehouse_path()), study.name)  # its items are no longer those compared
     if not failed and not options.no_models:  # the cross-study report card, over the studies run so far (~3 s)
         failed = run_one("model_upgrades_job", {})
     if failed:
@@ -657,6 +689,10 @@ def run(args: argparse.Namespace) -> int:
         if unsent:
             print(f"\nnote: {unsent}.")
         print_headline(study, warehouse_path(), options)
+        if sequential_rows is not None:
+            from pipelines.sequential import summary_lines
+
+            print("\n" + "\n".join(summary_lines(sequential_rows)))
         note = verdicts_note(list(specs.values()))
         if note:
             print(f"\n{note}")

@@ -220,3 +220,29 @@ def test_a_run_on_a_truncated_cache_is_one_line_exit_2_before_anything_is_writte
     )
     assert line.endswith(WHAT_TO_DO)
     assert sorted(p.name for p in home.iterdir()) == ["generation_cache.duckdb"]
+
+
+def test_a_cache_file_whose_free_blocks_at_the_end_were_cut_is_not_damaged(tmp_path):
+    """Three runs of 20 calls each on one cache file (claim, store, release — what a model job
+    does): after the third, DuckDB has cut the 2 free blocks at the end of the file (3 blocks of
+    256 KiB on disk, 798,720 bytes) while its header counts 5. The file is whole: the next run opens
+    it and reads all 60 rows."""
+    from metamorph.providers.base import GenerationResult
+
+    path = tmp_path / "generation_cache.duckdb"
+    for r in range(3):
+        cache = GenerationCache(path)
+        for k in cache.claim([f"k{r}_{i}" for i in range(20)]).claimed:
+            cache.put_row(k, "p", "m", '{"x": "%s"}' % ("y" * 2000), GenerationResult("reply " * 50, "stop", 10, 5))
+        cache.release()
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        sizes = con.execute("SELECT total_blocks, used_blocks, free_blocks FROM pragma_database_size()").fetchone()
+    finally:
+        con.close()
+    assert sizes == (5, 3, 2) and path.stat().st_size == 3 * 4096 + 3 * 262144
+    cache = GenerationCache(path)
+    try:
+        assert len(cache.get_many([f"k{r}_{i}" for r in range(3) for i in range(20)])) == 60
+    finally:
+        cache.release()

@@ -55,6 +55,8 @@ def test_run_and_plan_take_the_same_options_for_every_study():
         "--k",
         "--no-routing",
         "--formats",
+        "--sequential",
+        "--batch",
     }
     assert _option_strings(run["workflow_perturb"]) - _option_strings(run["format_robustness"]) == {
         "--llm-goldens",

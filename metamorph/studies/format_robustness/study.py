@@ -122,6 +122,7 @@ STUDY = Study(
     card=(("generation_outcomes", "mr_flags"), _card_rows),
     options=(K, NO_ROUTING, FORMATS_OPTION),
     takes_documents=True,
+    sequential=True,
 )
 
 __all__ = [
