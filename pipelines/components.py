@@ -115,6 +115,8 @@ def _suite_options(component: StudySuite, study) -> dict[str, Any]:
         if option.repeat or option.nargs:
             if not isinstance(value, list) or not value:
                 raise ConfigError(f"{where}: must be a non-empty list, got {value!r:.60}")
+        elif isinstance(value, list):
+            continue  # a list option parsed from one text (--formats a,b): its config class checks it
         try:
             option.check(value)
         except ValueError as exc:
@@ -193,7 +195,8 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
                 checked_at_launch(ad, study=study.name, op_name=f"{suite}__{name}", defaults=defaults.get(name))
             )
         except ConfigError as exc:
-            raise ConfigError(f"options: {exc}") from None
+            # the config class's own check of a default: "<field>: <message>"
+            raise ConfigError(f"{'' if str(exc).startswith('sources:') else 'options.'}{exc}") from None
     suite_checks = [
         c if suite == study.name else _rekeyed(c, study.name, suite, names)
         for c in checks

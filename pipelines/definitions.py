@@ -109,11 +109,12 @@ def suites_definitions(project_root: Path = PROJECT_ROOT) -> dg.Definitions:
     return dg.Definitions.merge(found, *implicit)
 
 
-def build_definitions() -> dg.Definitions:
-    """The code location's definitions: :func:`suites_definitions`, the report card, the sensors,
-    the resources and the executor. Every asset config class is checked when a run is launched,
-    whatever job launches it (:func:`pipelines.inputs.checked_at_launch`)."""
-    suites = suites_definitions()
+def build_definitions(project_root: Path = PROJECT_ROOT) -> dg.Definitions:
+    """The code location's definitions: :func:`suites_definitions` of the dg project at
+    ``project_root`` (default: this one), the report card, the sensors, the resources and the
+    executor. Every asset config class is checked when a run is launched, whatever job launches it
+    (:func:`pipelines.inputs.checked_at_launch`)."""
+    suites = suites_definitions(project_root)
     # the registry sensor launches the default suites' model jobs, as the suites' definitions hold them
     model_jobs = [j for j in suites.jobs or () if j.name in {f"{s}_model_job" for s in studies()}]
     return dg.Definitions.merge(suites, _shared_definitions(model_jobs))

@@ -108,12 +108,11 @@ def config_with_defaults(cls: type[dg.Config], defaults: Mapping[str, Any]) -> t
         name: (cls.model_fields[name].annotation, pydantic.Field(value, description=cls.model_fields[name].description))
         for name, value in defaults.items()
     }
-    sub = pydantic.create_model(cls.__name__, __base__=cls, __module__=cls.__module__, **fields)
     try:
-        sub()
+        cls(**defaults)  # given values, so that the class's field checks run
     except pydantic.ValidationError as exc:
         raise ConfigError(one_line(exc)) from None
-    return sub
+    return pydantic.create_model(cls.__name__, __base__=cls, __module__=cls.__module__, **fields)
 
 
 def checked_at_launch(

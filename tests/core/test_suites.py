@@ -1,0 +1,204 @@
+"""Suites (pipelines.components.StudySuite): a second suite of a study, declared in a defs.yaml beside
+the study's default suite, has its own asset keys, group, jobs, config defaults and warehouse tables;
+both run against a scripted model on the local HTTP stub. A bad suite is one line naming the file
+and the attribute. `dg list defs` and `dg check defs` work from the project root."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from tests.conftest import shared_sample
+from tests.core.stub_http import Reply
+
+REPO = Path(__file__).resolve().parents[2]
+DG = Path(sys.executable).with_name("dg")
+
+
+def chat(text):
+    return Reply(
+        200,
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "stub-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        },
+    )
+
+
+def dg_project(root: Path, package: str, suites: dict[str, str], monkeypatch) -> Path:
+    """A dg project at ``root`` whose defs folder ``<package>/defs/`` holds one ``defs.yaml`` per suite;
+    the package importable (``sys.path``)."""
+    root.mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        f'[tool.dg]\ndirectory_type = "project"\n\n[tool.dg.project]\nroot_module = "{package}"\n'
+        f'defs_module = "{package}.defs"\n'
+    )
+    (root / package / "defs").mkdir(parents=True)
+    (root / package / "__init__.py").write_text("")
+    (root / package / "defs" / "__init__.py").write_text("")
+    for name, text in suites.items():
+        (root / package / "defs" / name).mkdir()
+        (root / package / "defs" / name / "defs.yaml").write_text(text)
+    monkeypatch.syspath_prepend(str(root))
+    return root
+
+
+def medqa_weekly(sample: Path, options: str = "{limit: 3, k: 2}") -> str:
+    return (
+        "type: pipelines.components.StudySuite\n"
+        "attributes:\n"
+        "  study: format_robustness\n"
+        "  suite: medqa_weekly\n"
+        f'  sources: ["medqa:{sample}"]\n'
+        f"  options: {options}\n"
+        "  models: [stub]\n"
+        '  schedule: {cron_schedule: "0 4 * * 1"}\n'
+    )
+
+
+def counts(db: Path, schema: str, tables: list[str]) -> dict[str, int]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: con.execute(f'SELECT count(*) FROM "{schema}"."{t}"').fetchall()[0][0] for t in tables}
+    finally:
+        con.close()
+
+
+TABLES = ["source_instances", "rendered_documents", "workflow_generations", "extracted_decisions", "routed_generations"]
+
+
+def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_home, tmp_path, monkeypatch):
+    from pipelines.definitions import build_definitions
+
+    sample = shared_sample("medqa")
+    default_yaml = (REPO / "pipelines" / "defs" / "format_robustness" / "defs.yaml").read_text()
+    project = dg_project(
+        tmp_path / "proj",
+        "suites_two",
+        {"format_robustness": default_yaml, "medqa_weekly": medqa_weekly(sample)},
+        monkeypatch,
+    )
+    reg = tmp_path / "models.yaml"
+    reg.write_text(
+        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
+        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
+    )
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    monkeypatch.setenv("STUB_KEY", "k")
+    stub.script("POST", "/v1/chat/completions", chat(json.dumps({"decision": "A", "evidence": ["fever"]})))
+
+    defs = build_definitions(project)
+    dg.Definitions.validate_loadable(defs)
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"format_robustness/source_instances", "medqa_weekly/source_instances"} <= keys
+    assert defs.resolve_asset_graph().get(dg.AssetKey(["medqa_weekly", "mr_flags"])).group_name == "medqa_weekly"
+    assert defs.resolve_schedule_def("medqa_weekly_schedule").job_name == "medqa_weekly_model_job"
+    assert defs.resolve_schedule_def("format_robustness_weekly").job_name == "format_robustness_model_job"
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("model", ["stub"])
+        # the default suite as before: its run config names the ops <study>__<asset>
+        for job, run_config, partition in (
+            (
+                "format_robustness_inputs_job",
+                {"ops": {"format_robustness__source_instances": {"config": {"sources": ["construct"], "limit": 2}}}},
+                None,
+            ),
+            (
+                "format_robustness_model_job",
+                {"ops": {"format_robustness__workflow_generations": {"config": {"k": 1}}}},
+                "stub",
+            ),
+            # the suite's jobs with no run config: the defs.yaml's sources, limit and k are the defaults
+            ("medqa_weekly_inputs_job", {}, None),
+            ("medqa_weekly_model_job", {}, "stub"),
+        ):
+            res = defs.resolve_job_def(job).execute_in_process(
+                instance=instance, run_config=run_config, partition_key=partition, raise_on_error=False
+            )
+            assert res.success, job
+        # each suite's history is its own
+        suite_gen = instance.fetch_materializations(dg.AssetKey(["medqa_weekly", "workflow_generations"]), limit=5)
+        default_gen = instance.fetch_materializations(dg.AssetKey(["format_robustness", "workflow_generations"]), limit=5)
+        assert (len(suite_gen.records), len(default_gen.records)) == (1, 1)
+    db = metamorph_home / "metamorph.duckdb"
+    # default: 2 construct records x 4 formats x k = 1; suite: 3 MedQA rows x 4 formats x k = 2
+    assert counts(db, "format_robustness", TABLES) == dict(zip(TABLES, [2, 8, 8, 8, 8]))
+    assert counts(db, "medqa_weekly", TABLES) == dict(zip(TABLES, [3, 12, 24, 24, 24]))
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT DISTINCT source FROM medqa_weekly.source_instances").fetchall() == [
+            (f"medqa:{sample}",)
+        ]
+        assert con.execute("SELECT DISTINCT source FROM format_robustness.source_instances").fetchall() == [
+            ("construct",)
+        ]
+        # the suite's lineage views read the suite's tables (24 generations), the default's its own (8)
+        assert con.execute("SELECT count(*) FROM medqa_weekly.decision_lineage").fetchall() == [(24,)]
+        assert con.execute("SELECT count(*) FROM format_robustness.decision_lineage").fetchall() == [(8,)]
+    finally:
+        con.close()
+    # 8 calls of the default suite, then 24 new ones of the suite (other documents); routing: no new
+    # call where every answer is A in every format
+    assert len(stub.requests_to("/v1/chat/completions")) == 8 + 24
+
+
+@pytest.mark.parametrize(
+    "options, line",
+    [
+        ("{limit: 3, k: 0}", "options.k: must be a whole number from 1 to 100, got '0'"),
+        (
+            "{limit: 3, kk: 2}",
+            "options.kk: format_robustness has no option 'kk'; it has ['budget_usd', 'formats', 'k', 'limit', "
+            "'max_tokens', 'no_routing', 'sources']",
+        ),
+        ("{formats: [md]}", "options.formats: must include the baseline format txt (every metric compares a format "
+         "with it): txt,md"),
+        ("{limit: 0}", "options.limit: must be a whole number >= 1, got '0'"),
+    ],
+)
+def test_a_bad_suite_is_one_line_naming_the_file_and_the_attribute(tmp_path, monkeypatch, options, line):
+    """The component's error (the cause of Dagster's ComponentTreeException, which shows the tree)."""
+    from metamorph.errors import ConfigError
+    from pipelines.definitions import build_definitions
+
+    package = "suites_" + tmp_path.name.rsplit("_", 1)[-1]  # one package per case (sys.modules keeps it)
+    project = dg_project(tmp_path / "proj", package, {"medqa_weekly": medqa_weekly(tmp_path, options)}, monkeypatch)
+    with pytest.raises(Exception) as info:
+        build_definitions(project)
+    exc = info.value
+    while exc is not None and not isinstance(exc, ConfigError):
+        exc = exc.__cause__ or exc.__context__
+    assert str(exc) == f"{project / package / 'defs' / 'medqa_weekly' / 'defs.yaml'}: {line}"
+
+
+def test_dg_lists_and_checks_the_suites_from_the_project_root():
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "400"}
+    listed = subprocess.run(
+        [str(DG), "list", "defs", "--json"], cwd=REPO, capture_output=True, text=True, timeout=300, env=env
+    )
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    found = json.loads(listed.stdout)
+    jobs = {j["name"] for j in found["jobs"]}
+    assert {f"{s}_{kind}_job" for s in ("format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe") for kind in ("inputs", "model")} <= jobs
+    assert {s["name"] for s in found["schedules"]} == {
+        "format_robustness_weekly",
+        "wrapper_sensitivity_weekly",
+        "workflow_perturb_weekly",
+        "order_probe_weekly",
+    }
+    checked = subprocess.run(
+        [str(DG), "check", "defs"], cwd=REPO, capture_output=True, text=True, timeout=300, env=env
+    )
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    assert "All definitions loaded successfully" in checked.stdout + checked.stderr
