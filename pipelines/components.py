@@ -220,3 +220,40 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
             )
         )
     return dg.Definitions(assets=built, asset_checks=suite_checks, jobs=jobs, schedules=schedules)
+
+
+def project_suites(project_root=None) -> dict[str, StudySuite]:
+    """Every suite declared in the defs folder of the dg project at ``project_root`` (default: this
+    project), by name."""
+    from pipelines.definitions import PROJECT_ROOT
+
+    tree = dg.ComponentTree.for_project(path_within_project=project_root or PROJECT_ROOT)
+    return {c.name: c for c in tree.get_all_components(of_type=StudySuite)}
+
+
+def chosen_suite(study, name: str | None, project_root=None) -> StudySuite | None:
+    """The suite ``name`` of ``study`` (``None`` for the study's default suite: no name, or the
+    study's own). Raises :class:`ConfigError` naming the study's suites when there is no such suite
+    or it is a suite of another study."""
+    if name is None or name == study.name:
+        return None
+    suites = project_suites(project_root)
+    found = suites.get(name)
+    if found is None or found.study != study.name:
+        own = sorted(n for n, s in suites.items() if s.study == study.name and n != study.name)
+        why = f"{study.name} has no suite {name!r}" if found is None else f"a suite of {found.study}, not of {study.name}"
+        raise ConfigError(
+            f"--suite {name!r}: {why}; the suites of {study.name} are {[study.name, *own]} "
+            "(pipelines/defs/<suite>/defs.yaml)"
+        )
+    return found
+
+
+def suite_values(study, suite: StudySuite | None, given: Mapping[str, Any]):
+    """The :class:`metamorph.study.Options` of a run of ``suite`` (``None``: the default suite):
+    the suite's sources and options, then the options ``given`` on the command line over them;
+    ``--models`` defaults to the suite's model ids (``models: registry``: every registry model)."""
+    values = {} if suite is None else _suite_options(suite, study)
+    if suite is not None and isinstance(suite.models, list):
+        values["models"] = list(suite.models)
+    return study.values(**{**values, **given})

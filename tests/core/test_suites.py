@@ -54,7 +54,7 @@ def dg_project(root: Path, package: str, suites: dict[str, str], monkeypatch) ->
     return root
 
 
-def medqa_weekly(sample: Path, options: str = "{limit: 3, k: 2}") -> str:
+def medqa_weekly(sample: Path, options: str = "{limit: 3, k: 2, no_routing: true}") -> str:
     return (
         "type: pipelines.components.StudySuite\n"
         "attributes:\n"
@@ -75,7 +75,7 @@ def counts(db: Path, schema: str, tables: list[str]) -> dict[str, int]:
         con.close()
 
 
-TABLES = ["source_instances", "rendered_documents", "workflow_generations", "extracted_decisions", "routed_generations"]
+TABLES = ["source_instances", "rendered_documents", "workflow_generations", "extracted_decisions", "mr_flags"]
 
 
 def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_home, tmp_path, monkeypatch):
@@ -132,9 +132,12 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
         default_gen = instance.fetch_materializations(dg.AssetKey(["format_robustness", "workflow_generations"]), limit=5)
         assert (len(suite_gen.records), len(default_gen.records)) == (1, 1)
     db = metamorph_home / "metamorph.duckdb"
-    # default: 2 construct records x 4 formats x k = 1; suite: 3 MedQA rows x 4 formats x k = 2
-    assert counts(db, "format_robustness", TABLES) == dict(zip(TABLES, [2, 8, 8, 8, 8]))
-    assert counts(db, "medqa_weekly", TABLES) == dict(zip(TABLES, [3, 12, 24, 24, 24]))
+    # default: 2 construct records x 4 formats x k = 1 (mr_flags: one row per record and repeat, and
+    # routing re-ran); suite: 3 MedQA rows x 4 formats x k = 2, routing left out (no_routing)
+    assert counts(db, "format_robustness", [*TABLES, "routed_generations"]) == dict(
+        zip([*TABLES, "routed_generations"], [2, 8, 8, 8, 2, 8])
+    )
+    assert counts(db, "medqa_weekly", TABLES) == dict(zip(TABLES, [3, 12, 24, 24, 6]))
     con = duckdb.connect(str(db), read_only=True)
     try:
         assert con.execute("SELECT DISTINCT source FROM medqa_weekly.source_instances").fetchall() == [
@@ -146,11 +149,13 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
         # the suite's lineage views read the suite's tables (24 generations), the default's its own (8)
         assert con.execute("SELECT count(*) FROM medqa_weekly.decision_lineage").fetchall() == [(24,)]
         assert con.execute("SELECT count(*) FROM format_robustness.decision_lineage").fetchall() == [(8,)]
+        suite_tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'medqa_weekly'").fetchall()}
+        assert "routed_generations" not in suite_tables and "workflow_generations" in suite_tables
     finally:
         con.close()
-    # 8 calls of the default suite, then 24 new ones of the suite (other documents); routing: no new
-    # call where every answer is A in every format
-    assert len(stub.requests_to("/v1/chat/completions")) == 8 + 24
+    # the default suite: 8 calls, then routing's 8 rows (each document sent again in the best format)
+    # of which the 2 already in that format are cache hits; the suite: 24 calls (other documents)
+    assert len(stub.requests_to("/v1/chat/completions")) == 8 + 6 + 24
 
 
 @pytest.mark.parametrize(
