@@ -167,7 +167,9 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
     study = found[component.study]
     suite = component.name
     if not SUITE_NAME.match(suite):
-        raise ConfigError(f"suite: {suite!r:.70} is not a suite name (lower case letters, digits and _, a letter first)")
+        raise ConfigError(
+            f"suite: {suite!r:.70} is not a suite name (lower case letters, digits and _, a letter first)"
+        )
     if suite != study.name and suite in found:
         raise ConfigError(f"suite: {suite!r} is the name of a study; name the suite otherwise")
     if isinstance(component.models, list) and not component.models:
@@ -241,7 +243,9 @@ def chosen_suite(study, name: str | None, project_root=None) -> StudySuite | Non
     found = suites.get(name)
     if found is None or found.study != study.name:
         own = sorted(n for n, s in suites.items() if s.study == study.name and n != study.name)
-        why = f"{study.name} has no suite {name!r}" if found is None else f"a suite of {found.study}, not of {study.name}"
+        why = (
+            f"{study.name} has no suite {name!r}" if found is None else f"a suite of {found.study}, not of {study.name}"
+        )
         raise ConfigError(
             f"--suite {name!r}: {why}; the suites of {study.name} are {[study.name, *own]} "
             "(pipelines/defs/<suite>/defs.yaml)"

@@ -622,6 +622,7 @@ def run(args: argparse.Namespace) -> int:
         return (2 if bad_input else 1), message
 
     t0 = time.monotonic()
+
     def suite_ops(ops: dict) -> dict:  # the suite's ops are <suite>__<asset>
         return {f"{suite}__{k.split('__', 1)[1]}": v for k, v in ops.items()}
 

@@ -129,7 +129,9 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
             assert res.success, job
         # each suite's history is its own
         suite_gen = instance.fetch_materializations(dg.AssetKey(["medqa_weekly", "workflow_generations"]), limit=5)
-        default_gen = instance.fetch_materializations(dg.AssetKey(["format_robustness", "workflow_generations"]), limit=5)
+        default_gen = instance.fetch_materializations(
+            dg.AssetKey(["format_robustness", "workflow_generations"]), limit=5
+        )
         assert (len(suite_gen.records), len(default_gen.records)) == (1, 1)
     db = metamorph_home / "metamorph.duckdb"
     # default: 2 construct records x 4 formats x k = 1 (mr_flags: one row per record and repeat, and
@@ -149,7 +151,10 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
         # the suite's lineage views read the suite's tables (24 generations), the default's its own (8)
         assert con.execute("SELECT count(*) FROM medqa_weekly.decision_lineage").fetchall() == [(24,)]
         assert con.execute("SELECT count(*) FROM format_robustness.decision_lineage").fetchall() == [(8,)]
-        suite_tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'medqa_weekly'").fetchall()}
+        suite_tables = {
+            r[0]
+            for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'medqa_weekly'").fetchall()
+        }
         assert "routed_generations" not in suite_tables and "workflow_generations" in suite_tables
     finally:
         con.close()
@@ -167,8 +172,10 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
             "options.kk: format_robustness has no option 'kk'; it has ['budget_usd', 'formats', 'k', 'limit', "
             "'max_tokens', 'no_routing', 'sources']",
         ),
-        ("{formats: [md]}", "options.formats: must include the baseline format txt (every metric compares a format "
-         "with it): txt,md"),
+        (
+            "{formats: [md]}",
+            "options.formats: must include the baseline format txt (every metric compares a format with it): txt,md",
+        ),
         ("{limit: 0}", "options.limit: must be a whole number >= 1, got '0'"),
     ],
 )
@@ -195,15 +202,69 @@ def test_dg_lists_and_checks_the_suites_from_the_project_root():
     assert listed.returncode == 0, listed.stderr[-2000:]
     found = json.loads(listed.stdout)
     jobs = {j["name"] for j in found["jobs"]}
-    assert {f"{s}_{kind}_job" for s in ("format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe") for kind in ("inputs", "model")} <= jobs
+    assert {
+        f"{s}_{kind}_job"
+        for s in ("format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe")
+        for kind in ("inputs", "model")
+    } <= jobs
     assert {s["name"] for s in found["schedules"]} == {
         "format_robustness_weekly",
         "wrapper_sensitivity_weekly",
         "workflow_perturb_weekly",
         "order_probe_weekly",
     }
-    checked = subprocess.run(
-        [str(DG), "check", "defs"], cwd=REPO, capture_output=True, text=True, timeout=300, env=env
-    )
+    checked = subprocess.run([str(DG), "check", "defs"], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert checked.returncode == 0, checked.stderr[-2000:]
     assert "All definitions loaded successfully" in checked.stdout + checked.stderr
+
+
+def test_every_command_of_the_suites_page_runs_verbatim(tmp_path):
+    """docs/suites.md's ```bash block in one ``bash -e`` from the root of a copy of the project (its
+    files as git lists them), the virtualenv's ``bin`` on ``PATH`` (the page says it is active) and the
+    copy first on ``PYTHONPATH`` (the editable install points at this checkout): the suite is
+    scaffolded, checked, listed and planned, its inputs written to its own tables, nothing else."""
+    import re
+    import shutil
+
+    block = re.findall(r"```bash\n(.*?)```", (REPO / "docs" / "suites.md").read_text(), flags=re.S)
+    assert len(block) == 1
+    copy = tmp_path / "project"
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    for f in files:
+        if (REPO / f).is_file() and not f.startswith(("data/", "pipelines/defs/medqa_weekly")):
+            (copy / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, copy / f)
+    env = {
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": str(copy),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "OMP_WAIT_POLICY": "PASSIVE",
+        "HF_HUB_OFFLINE": "1",
+    }
+    out = subprocess.run(["bash", "-e", "-c", block[0]], cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-6000:]
+    lines = out.stdout.splitlines()
+    assert "All definitions loaded successfully." in lines
+    assert "['medqa_weekly_inputs_job', 'medqa_weekly_model_job']" in lines
+    [plan] = [line for line in lines if line.startswith("  smollm2 workflow_generations:")]
+    assert plan.startswith("  smollm2 workflow_generations: 16 requests, 0 cache hits, 16 calls, ")
+    assert "Inputs materialized (medqa_weekly); no model was run, so there are no new metric tables." in lines
+    con = duckdb.connect(str(tmp_path / "home" / "metamorph.duckdb"), read_only=True)
+    try:
+        tables = con.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE schema_name <> 'metamorph_meta'"
+        ).fetchall()
+        assert sorted(tables) == [("medqa_weekly", "rendered_documents"), ("medqa_weekly", "source_instances")]
+        assert counts(
+            tmp_path / "home" / "metamorph.duckdb", "medqa_weekly", ["source_instances", "rendered_documents"]
+        ) == {
+            "source_instances": 2,
+            "rendered_documents": 8,
+        }
+    finally:
+        con.close()
