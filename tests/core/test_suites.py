@@ -78,8 +78,10 @@ def counts(db: Path, schema: str, tables: list[str]) -> dict[str, int]:
 TABLES = ["source_instances", "rendered_documents", "workflow_generations", "extracted_decisions", "mr_flags"]
 
 
-def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_home, tmp_path, monkeypatch):
+def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_home, tmp_path, monkeypatch, capsys):
+    from metamorph.study import studies
     from pipelines.definitions import build_definitions
+    from pipelines.run import print_headline
 
     sample = shared_sample("medqa")
     default_yaml = (REPO / "pipelines" / "defs" / "format_robustness" / "defs.yaml").read_text()
@@ -158,6 +160,18 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
         assert "routed_generations" not in suite_tables and "workflow_generations" in suite_tables
     finally:
         con.close()
+    # `metamorph run --suite`'s headline reads the suite's tables, the default's its own
+    study = studies()["format_robustness"]
+    capsys.readouterr()
+    print_headline(study, str(db), study.values(no_routing=True), "medqa_weekly")
+    suite_lines = capsys.readouterr().out.splitlines()
+    print_headline(study, str(db), study.values(), None)
+    default_lines = capsys.readouterr().out.splitlines()
+    answered = [line.split("|")[1:5] for line in suite_lines if line.startswith("| stub/inline ")]
+    assert [c.strip() for c in answered[0]] == ["stub/inline", "medqa", "3", "6"]  # instances, groups
+    assert "| stub/inline   | medqa     | A         |  24 |" in suite_lines  # 3 rows x 4 formats x k = 2
+    assert not any("construct" in line for line in suite_lines)
+    assert not any("medqa" in line for line in default_lines) and any("construct" in line for line in default_lines)
     # the default suite: 8 calls, then routing's 8 rows (each document sent again in the best format)
     # of which the 2 already in that format are cache hits; the suite: 24 calls (other documents)
     assert len(stub.requests_to("/v1/chat/completions")) == 8 + 6 + 24
@@ -268,3 +282,27 @@ def test_every_command_of_the_suites_page_runs_verbatim(tmp_path):
         }
     finally:
         con.close()
+
+
+def test_a_suite_that_is_not_one_of_the_study_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """`metamorph plan|run <study> --suite <name>` with a name that is no suite of the study: one line
+    naming the study's suites, exit 2, nothing written (no DAGSTER_HOME, no warehouse)."""
+    from metamorph.cli import main
+
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    line = (
+        "error: --suite 'nosuch': format_robustness has no suite 'nosuch'; the suites of format_robustness are "
+        "['format_robustness'] (pipelines/defs/<suite>/defs.yaml)"
+    )
+    for command in ("plan", "run"):
+        capsys.readouterr()
+        assert main([command, "format_robustness", "--suite", "nosuch", "--no-models"]) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [line]
+    # a suite of another study
+    assert main(["plan", "order_probe", "--suite", "format_robustness"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --suite 'format_robustness': a suite of format_robustness, not of order_probe; the suites of "
+        "order_probe are ['order_probe'] (pipelines/defs/<suite>/defs.yaml)"
+    )
+    assert not (tmp_path / "home").exists() and not (tmp_path / "dagster_home").exists()
