@@ -44,6 +44,12 @@ from metamorph.errors import ConfigError
 
 #: A suite's name: a Dagster asset key part, group, job-name prefix and DuckDB schema.
 SUITE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+#: Names a suite cannot take, and what holds them.
+RESERVED = {
+    "model_upgrades": "the report card's asset group and schema",
+    "metamorph_meta": "the warehouse's write ledger",
+    "main": "DuckDB's default schema",
+}
 
 
 class SuiteSchedule(dg.Model):
@@ -172,6 +178,8 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
         )
     if suite != study.name and suite in found:
         raise ConfigError(f"suite: {suite!r} is the name of a study; name the suite otherwise")
+    if suite in RESERVED:
+        raise ConfigError(f"suite: {suite!r} is taken ({RESERVED[suite]}); name the suite otherwise")
     if isinstance(component.models, list) and not component.models:
         raise ConfigError("models: an empty list; give registry model ids, or 'registry'")
 

@@ -55,11 +55,13 @@ def dg_project(root: Path, package: str, suites: dict[str, str], monkeypatch) ->
 
 
 def medqa_weekly(sample: Path, options: str = "{limit: 3, k: 2, no_routing: true}") -> str:
+    """The suite's defs.yaml; ``options`` ending in ``# <name>`` names the suite <name> instead."""
+    suite = options.split("# ")[1] if "# " in options else "medqa_weekly"
     return (
         "type: pipelines.components.StudySuite\n"
         "attributes:\n"
         "  study: format_robustness\n"
-        "  suite: medqa_weekly\n"
+        f"  suite: {suite}\n"
         f'  sources: ["medqa:{sample}"]\n'
         f"  options: {options}\n"
         "  models: [stub]\n"
@@ -191,6 +193,11 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
             "options.formats: must include the baseline format txt (every metric compares a format with it): txt,md",
         ),
         ("{limit: 0}", "options.limit: must be a whole number >= 1, got '0'"),
+        (
+            "{} # metamorph_meta",
+            "suite: 'metamorph_meta' is taken (the warehouse's write ledger); name the suite otherwise",
+        ),
+        ("{} # order_probe", "suite: 'order_probe' is the name of a study; name the suite otherwise"),
     ],
 )
 def test_a_bad_suite_is_one_line_naming_the_file_and_the_attribute(tmp_path, monkeypatch, options, line):
