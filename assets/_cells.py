@@ -201,6 +201,16 @@ def rows_behind(cell: Mapping[str, Any], rows: pd.DataFrame, cells: Cells) -> pd
     return behind.pick(picked, cell) if behind.pick is not None else picked
 
 
+def warehouse_schema(study: str) -> str:
+    """The warehouse schema of the asset being materialized: its key prefix — the study's name for
+    the study's default suite, the suite's name for another suite (:mod:`pipelines.components`);
+    ``study`` when no asset is being materialized."""
+    try:
+        return dg.AssetExecutionContext.get().asset_key.path[0]
+    except dg.DagsterInvariantViolationError:
+        return study
+
+
 def _with_text(con, study: str, behind: Behind, rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with ``behind.text`` from ``<study>.<behind.table>``, joined on ``behind.key``."""
     keys = rows[[behind.key]].drop_duplicates()
@@ -292,7 +302,7 @@ def worst_cells_metadata(
                 part = part[[c for c in dict.fromkeys((*behind.show, behind.key)) if c in part.columns]]
                 if joined and len(part):
                     try:
-                        part = _with_text(con, study, behind, part)
+                        part = _with_text(con, warehouse_schema(study), behind, part)
                     except Exception as exc:  # table missing or renamed: say so, keep the rows
                         notes.append(f"raw text not joined: {type(exc).__name__}: {str(exc).splitlines()[0]}")
                 label = cell_label(cell, cells, varying)

@@ -297,17 +297,28 @@ def reported_versions_md(versions) -> dg.MetadataValue:
 
 def create_lineage_views(warehouse, study: str, count_view: str, preview=None) -> dg.MaterializeResult:
     """Run ``sql/<study>/lineage_views.sql`` on the warehouse (``warehouse``: a DuckDBResource)
-    and report the rows of ``<study>.<count_view>`` and the SQL itself as metadata; with
+    and report the rows of ``<schema>.<count_view>`` and the SQL itself as metadata; with
     ``preview`` (an ``assets._cells.ViewPreview``) also the view's rows for a metric table's worst
-    cell, so the views are queryable rows in the UI, not only SQL text."""
+    cell, so the views are queryable rows in the UI, not only SQL text.
+
+    ``<schema>`` is the running asset's key prefix: the study's name for its default suite, the
+    suite's name for another suite (:mod:`pipelines.components`), whose tables are in that schema;
+    the SQL's ``<study>.`` qualifiers then read ``<suite>.``."""
+    import re
+
     from metamorph.datasets import read_text
     from metamorph.sql import sql_path
 
+    from assets._cells import warehouse_schema
+
+    schema = warehouse_schema(study)
     sql = read_text(sql_path(study, "lineage_views"), "SQL file")
+    if schema != study:
+        sql = re.sub(rf"\b{re.escape(study)}\.", f"{schema}.", sql)
     with warehouse.get_connection() as con:
         con.execute(sql)
-        n = con.execute(f"SELECT count(*) FROM {study}.{count_view}").fetchall()[0][0]
-        shown = preview.metadata(con, study) if preview is not None else {}
+        n = con.execute(f'SELECT count(*) FROM "{schema}"."{count_view}"').fetchall()[0][0]
+        shown = preview.metadata(con, schema) if preview is not None else {}
     return dg.MaterializeResult(
         metadata={
             f"{count_view}_rows": dg.MetadataValue.int(int(n)),

@@ -628,6 +628,14 @@ def run(args: argparse.Namespace) -> int:
     options = study.from_args(args)
     out: list[str] = []  # printed once the whole plan is made: bad input prints its one line only
     try:
+        if getattr(args, "suite", None) not in (None, study.name):
+            # a suite's sources, options and models (pipelines/defs/<suite>/defs.yaml) under the given
+            # ones; the suites are Dagster components, read by the code location's package
+            import importlib
+
+            suites = importlib.import_module("pipelines.components")
+            given = {n: getattr(options, n) for n in options.given}
+            options = suites.suite_values(study, suites.chosen_suite(study, args.suite), given)
         specs = chosen_models(load_registry(args.registry or default_registry()), options.models)
         check_study_kinds(study.name, study.takes_documents, specs)
         for spec in specs:  # as the run refuses it, before anything is counted

@@ -456,6 +456,12 @@ def add_study_commands(
     for name, study in studies().items():
         p = sub.add_parser(name, help=study.title, description=study.description or study.title)
         common = p.add_argument_group("common")
+        common.add_argument(
+            "--suite",
+            default=None,
+            help=f"a suite of {name} declared in pipelines/defs/<suite>/defs.yaml: its sources, options and "
+            "models are the defaults, its own tables and jobs are used (default: the study's default suite)",
+        )
         for o in study.common():
             o.add_to(common)
         if study.options:

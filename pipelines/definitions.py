@@ -1,6 +1,9 @@
-"""The code location: every study's assets, resources, jobs, schedules and sensors.
+"""The code location: every suite's assets, checks, jobs and schedules, and the resources and sensors.
 
-``workspace.yaml`` and ``[tool.dg]`` both load this module. All assets that touch the DuckDB
+``workspace.yaml`` and ``[tool.dg]`` both load this module. The suites are the components of the
+defs folder ``pipelines/defs/`` (``[tool.dg.project] defs_module``), one ``defs.yaml`` each
+(:class:`pipelines.components.StudySuite`), loaded with ``dg.load_from_defs_folder``; a study with
+no ``defs.yaml`` for its default suite (a study just added) gets its default suite all the same. All assets that touch the DuckDB
 warehouse are in the pool ``duckdb`` (its limit set in ``dagster.yaml`` of the instance); the
 executor is in-process by default (one step at a time, no process spawned per step).
 
@@ -12,7 +15,6 @@ dagster-celery's — every step becomes a task for celery workers (``dagster-cel
 ``METAMORPH_CACHE_URL=postgresql://…``.
 """
 
-import importlib
 import os
 from pathlib import Path
 
@@ -24,10 +26,11 @@ from metamorph.datasets import read_text
 from metamorph.study import studies
 
 from assets import model_upgrades
+from pipelines.components import StudySuite, suite_definitions
 from pipelines.inputs import checked_at_launch
-from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, model_upgrades_job
+from pipelines.jobs import model_upgrades_job
 from pipelines.partial import partial_run_sensor
-from pipelines.schedules import WEEKLY_SCHEDULES
+from pipelines.schedules import WEEKLY_CRON
 from pipelines.sensors import build_model_registry_sensor
 from resources import (
     EncoderResource,
@@ -40,10 +43,10 @@ from resources import (
 )
 
 
-#: Each study's asset module ``assets.<name>`` (:func:`metamorph.study.studies`).
-STUDIES = [importlib.import_module(f"assets.{name}") for name in studies()]
 #: Asset modules that span studies (group model_upgrades: the robustness report card).
 CROSS_STUDY = [model_upgrades]
+#: The project's folder (``pyproject.toml``): ``dg.load_from_defs_folder`` reads its ``[tool.dg]``.
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 #: The celery workers' config (broker, backend, acknowledgement and redelivery settings), also the
@@ -92,14 +95,36 @@ def executor() -> dg.ExecutorDefinition:
     raise ConfigError(f"METAMORPH_EXECUTOR: unknown executor {name!r} (one of {', '.join(EXECUTORS)})")
 
 
-def build_definitions() -> dg.Definitions:
+def suites_definitions(project_root: Path = PROJECT_ROOT) -> dg.Definitions:
+    """Every suite: the components of the project's defs folder, plus the default suite
+    (:class:`StudySuite` of the study alone, weekly schedule) of each study the folder has no
+    ``<study>_inputs_job`` for."""
+    found = dg.load_from_defs_folder(path_within_project=project_root)
+    declared = {j.name for j in found.jobs or ()}
+    implicit = [
+        suite_definitions(StudySuite(study=name, schedule={"cron_schedule": WEEKLY_CRON, "name": f"{name}_weekly"}))
+        for name in studies()
+        if f"{name}_inputs_job" not in declared
+    ]
+    return dg.Definitions.merge(found, *implicit)
+
+
+def build_definitions(project_root: Path = PROJECT_ROOT) -> dg.Definitions:
+    """The code location's definitions: :func:`suites_definitions` of the dg project at
+    ``project_root`` (default: this one), the report card, the sensors, the resources and the
+    executor. Every asset config class is checked when a run is launched, whatever job launches it
+    (:func:`pipelines.inputs.checked_at_launch`)."""
+    suites = suites_definitions(project_root)
+    # the registry sensor launches the default suites' model jobs, as the suites' definitions hold them
+    model_jobs = [j for j in suites.jobs or () if j.name in {f"{s}_model_job" for s in studies()}]
+    return dg.Definitions.merge(suites, _shared_definitions(model_jobs))
+
+
+def _shared_definitions(model_jobs) -> dg.Definitions:
     return dg.Definitions(
-        # every config class is checked when a run is launched, whatever job launches it
-        assets=[checked_at_launch(a) for a in dg.load_assets_from_modules([*STUDIES, *CROSS_STUDY])],
-        asset_checks=dg.load_asset_checks_from_modules(STUDIES),
-        jobs=[*INPUT_JOBS.values(), *MODEL_JOBS.values(), model_upgrades_job],
-        schedules=WEEKLY_SCHEDULES,
-        sensors=[build_model_registry_sensor(registry_path()), partial_run_sensor],
+        assets=[checked_at_launch(a) for a in dg.load_assets_from_modules(CROSS_STUDY)],
+        jobs=[model_upgrades_job],
+        sensors=[build_model_registry_sensor(registry_path(), model_jobs), partial_run_sensor],
         resources={
             "io_manager": SafeDuckDBPandasIOManager(database=warehouse_path()),
             "model_registry": ModelRegistryResource(path=registry_path()),

@@ -95,11 +95,39 @@ def validate_config(study: str, op_name: str, cls: type[dg.Config], values: Mapp
         get(study).load_sources(list(cfg.sources), getattr(cfg, "row_limit", None))
 
 
-def checked_at_launch(asset: dg.AssetsDefinition) -> dg.AssetsDefinition:
-    """``asset`` with an op whose config mapping runs :func:`validate_config` (study: the first part
-    of the asset key) and passes the config on unchanged; raises :class:`InputsRejected`. The
-    config schema (fields, defaults, descriptions) is the config class's, as before. An asset
-    without a config class is returned as it is."""
+def config_with_defaults(cls: type[dg.Config], defaults: Mapping[str, Any]) -> type[dg.Config]:
+    """A subclass of ``cls`` whose fields ``defaults`` names default to the given values (validated
+    there, with the class's own checks: :class:`ConfigError` naming the field otherwise); the other
+    fields, descriptions and checks are ``cls``'s. ``cls`` itself when ``defaults`` is empty."""
+    if not defaults:
+        return cls
+    unknown = sorted(set(defaults) - set(cls.model_fields))
+    if unknown:
+        raise ConfigError(f"{cls.__name__} has no field(s) {unknown}; it has {sorted(cls.model_fields)}")
+    fields = {
+        name: (cls.model_fields[name].annotation, pydantic.Field(value, description=cls.model_fields[name].description))
+        for name, value in defaults.items()
+    }
+    try:
+        cls(**defaults)  # given values, so that the class's field checks run
+    except pydantic.ValidationError as exc:
+        raise ConfigError(one_line(exc)) from None
+    return pydantic.create_model(cls.__name__, __base__=cls, __module__=cls.__module__, **fields)
+
+
+def checked_at_launch(
+    asset: dg.AssetsDefinition,
+    study: str | None = None,
+    op_name: str | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> dg.AssetsDefinition:
+    """``asset`` with an op whose config mapping runs :func:`validate_config` with ``study``'s loader
+    (default: the first part of the asset key) and passes the config on unchanged; raises
+    :class:`InputsRejected`. The config schema (fields, descriptions) is the config class's, its
+    defaults those of ``defaults`` where given (:func:`config_with_defaults`: a suite's sources and
+    options). ``op_name`` renames the op (a suite's ``<suite>__<asset>``; default: unchanged). An
+    asset without a config class keeps its op, renamed when ``op_name`` is given; ``defaults`` for
+    it raise :class:`ConfigError`."""
     if (
         not isinstance(asset, dg.AssetsDefinition)
         or not asset.is_executable
@@ -107,19 +135,27 @@ def checked_at_launch(asset: dg.AssetsDefinition) -> dg.AssetsDefinition:
     ):
         return asset
     op = asset.op
+    name = op_name or op.name
     cls = config_class(op)
     if cls is None:
-        return asset
-    study = asset.keys_by_output_name[next(iter(asset.keys_by_output_name))].path[0]
+        if defaults:
+            raise ConfigError(f"{asset.key.to_user_string()} takes no config, got {sorted(defaults)}")
+        if name == op.name:
+            return asset
+        return dg.AssetsDefinition.dagster_internal_init(
+            **{**asset.get_attributes_dict(), "node_def": op.with_replaced_properties(name=name)}
+        )
+    study = study or asset.keys_by_output_name[next(iter(asset.keys_by_output_name))].path[0]
+    schema_cls = config_with_defaults(cls, defaults or {})
 
     def check_then_pass(values: dict) -> dict:
         try:
-            validate_config(study, op.name, cls, values)
+            validate_config(study, name, cls, values)
         except MetamorphError as exc:
             raise InputsRejected(exc) from None
         return values
 
-    checked = op.configured(check_then_pass, name=op.name, config_schema=cls.to_config_schema())
+    checked = op.configured(check_then_pass, name=name, config_schema=schema_cls.to_config_schema())
     return dg.AssetsDefinition.dagster_internal_init(**{**asset.get_attributes_dict(), "node_def": checked})
 
 

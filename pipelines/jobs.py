@@ -1,7 +1,10 @@
-"""Jobs: per study (:func:`metamorph.study.studies`), one job for its unpartitioned inputs and one per-model job.
+"""Jobs: per suite of a study (``pipelines/defs/<suite>/defs.yaml``, :mod:`pipelines.components`),
+one job for its unpartitioned inputs and one per-model job. A study's default suite is named like
+the study (:func:`metamorph.study.studies`); another suite's jobs, asset keys and group are named
+by the suite.
 
-* ``<study>_inputs_job`` — the study's source items and their surface forms (unpartitioned);
-* ``<study>_model_job`` — everything downstream for ONE model partition (generations, extraction)
+* ``<suite>_inputs_job`` — the suite's source items and their surface forms (unpartitioned);
+* ``<suite>_model_job`` — everything downstream for ONE model partition (generations, extraction)
   plus the cross-model metric tables (and the upgrade verdicts ``model_comparison``), which re-read
   all partitions. Sensors and schedules launch the model jobs per model;
 * ``model_upgrades_job`` — the cross-study robustness report card.
@@ -13,16 +16,20 @@ from assets.partitions import model_partitions
 from metamorph.study import Study, studies
 
 
-def input_selection(study: Study) -> dg.AssetSelection:
-    """The study's unpartitioned input assets (:attr:`metamorph.study.Study.inputs`)."""
-    return dg.AssetSelection.assets(*[[study.name, name] for name in study.inputs])
+def input_selection(study: Study, suite: str | None = None) -> dg.AssetSelection:
+    """The unpartitioned input assets (:attr:`metamorph.study.Study.inputs`) of ``suite`` (asset key
+    prefix; default: the study's default suite, named like the study)."""
+    return dg.AssetSelection.assets(*[[suite or study.name, name] for name in study.inputs])
 
 
-def _inputs_job(study: Study):
+def inputs_job(study: Study, suite: str | None = None):
+    """``<suite>_inputs_job``: the input assets of ``suite`` (default: the study's default suite)."""
+    suite = suite or study.name
+    of = study.name if suite == study.name else f"{suite} suite of {study.name}"
     return dg.define_asset_job(
-        f"{study.name}_inputs_job",
-        selection=input_selection(study),
-        description=f"Load the {study.name} study's sources and render their surface forms. The config is checked "
+        f"{suite}_inputs_job",
+        selection=input_selection(study, suite),
+        description=f"Load the {of} study's sources and render their surface forms. The config is checked "
         "(sources loaded, values in range) when the run is launched: a bad value fails the launch "
         "with one line, no run is created (pipelines.inputs).",
     )
@@ -34,23 +41,27 @@ def _inputs_job(study: Study):
 ALL_MODELS_LINK = "[select every registered model](?default_range=*)"
 
 
-def _model_job(study: Study):
+def model_job(study: Study, suite: str | None = None):
+    """``<suite>_model_job``: every asset of the group ``suite`` (default: the study's default suite)
+    but its inputs, for one model partition."""
     from pipelines.inputs import model_partition_config
 
+    suite = suite or study.name
+    of = study.name if suite == study.name else f"the {suite} suite of {study.name}"
     return dg.define_asset_job(
-        f"{study.name}_model_job",
-        selection=dg.AssetSelection.groups(study.name) - input_selection(study),
+        f"{suite}_model_job",
+        selection=dg.AssetSelection.groups(suite) - input_selection(study, suite),
         config=model_partition_config(model_partitions),
-        description=f"Generate, extract and score one model partition of {study.name}, then rebuild its metric tables. "
+        description=f"Generate, extract and score one model partition of {of}, then rebuild its metric tables. "
         f"To run every registered model: {ALL_MODELS_LINK} (reopens this page so that Materialize "
         "starts with all model partitions selected), then Materialize all. A partition that is not a "
         "registry model id is refused at launch; `metamorph partitions --remove <id>` removes it.",
     )
 
 
-#: study name -> ``<study>_inputs_job`` / ``<study>_model_job``, for every discovered study.
-INPUT_JOBS = {name: _inputs_job(s) for name, s in studies().items()}
-MODEL_JOBS = {name: _model_job(s) for name, s in studies().items()}
+#: study name -> ``<study>_inputs_job`` / ``<study>_model_job`` of its default suite, for every discovered study.
+INPUT_JOBS = {name: inputs_job(s) for name, s in studies().items()}
+MODEL_JOBS = {name: model_job(s) for name, s in studies().items()}
 
 
 #: The cross-study report card (group ``model_upgrades``); run it after the studies' model jobs.

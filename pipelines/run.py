@@ -135,19 +135,46 @@ def add_partitions(instance, name: str, keys: list[str]) -> None:
     instance.add_dynamic_partitions(name, [k for k in keys if not instance.has_dynamic_partition(name, k)])
 
 
-def print_headline(study, database: str, options) -> None:
+def suite_connection(database: str, study, suite: str):
+    """An in-memory DuckDB connection where the schema ``<study>`` holds a view of every table of
+    the schema ``<suite>`` of the warehouse ``database`` (attached read-only as ``warehouse``): the
+    study's headline queries, written against ``<study>.<table>``, then read the suite's tables."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    quoted = str(database).replace("'", "''")
+    con.execute(f"ATTACH '{quoted}' AS warehouse (READ_ONLY)")
+    con.execute(f'CREATE SCHEMA "{study.name}"')
+    tables = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = 'warehouse' AND schema_name = ?", [suite]
+    ).fetchall()
+    for (table,) in tables:
+        con.execute(f'CREATE VIEW "{study.name}"."{table}" AS SELECT * FROM warehouse."{suite}"."{table}"')
+    return con
+
+
+def print_headline(study, database: str, options, suite: str | None = None) -> None:
     """Print ``study``'s headline tables (:attr:`metamorph.study.Study.headline` with ``options``,
-    a :class:`metamorph.study.Options`), then the study's tables marked partial in the warehouse
-    ledger, if any (:mod:`pipelines.partial`)."""
+    a :class:`metamorph.study.Options`) of ``suite`` (default: the study's default suite; another
+    suite's through :func:`suite_connection`), then the suite's tables marked partial in the
+    warehouse ledger, if any (:mod:`pipelines.partial`)."""
     from pipelines.partial import warehouse_partial
 
+    suite = suite or study.name
     con = connect_read_only(database)
     try:
-        print(study.headline(con, options))
-        partial = warehouse_partial(con, study.name)
+        if suite == study.name:
+            print(study.headline(con, options))
+        else:
+            view = suite_connection(database, study, suite)
+            try:
+                print(study.headline(view, options))
+            finally:
+                view.close()
+        partial = warehouse_partial(con, suite)
         if partial:
             print(
-                f"\nnote: {len(partial)} table(s) of {study.name} were last written by a run that failed (partial; "
+                f"\nnote: {len(partial)} table(s) of {suite} were last written by a run that failed (partial; "
                 "SELECT * FROM metamorph_meta.table_writes WHERE partial IS NOT NULL):"
             )
             for table, partition, _, note in partial:
@@ -161,16 +188,18 @@ def print_headline(study, database: str, options) -> None:
 EXIT_CALL_ERRORS = 3
 
 
-def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int, int]]:
+def failed_calls(database: str, study, models: list[str], suite: str | None = None) -> dict[str, tuple[int, int]]:
     """Per generation table of ``study`` (:attr:`metamorph.study.Study.budget_assets`): ``(failed,
     calls)`` of the rows of ``models`` in the warehouse. A table of one row per call counts a row
     whose ``error`` is set (the provider failed after its retries; never a reply) — a row that was
     not sent (its ingestion path cannot take the document: :data:`metamorph.measurability.NOT_SENT`)
     is neither a call nor a failed one; a table of one
     row per item sums its ``n_call_errors`` over its calls (``n_calls``, or ``attempts`` for a
-    generator's retries). Tables not written, or with neither shape, are left out."""
+    generator's retries). Tables not written, or with neither shape, are left out. ``suite``: the
+    schema of the tables (default: the study's default suite, named like the study)."""
     from metamorph.measurability import NOT_SENT
 
+    schema = suite or study.name
     con = connect_read_only(database)
     try:
         out = {}
@@ -179,7 +208,7 @@ def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int
                 r[0]
                 for r in con.execute(
                     "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
-                    [study.name, table],
+                    [schema, table],
                 ).fetchall()
             }
             if "model_id" not in cols or not models:
@@ -193,7 +222,7 @@ def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int
                 continue
             marks = ", ".join("?" for _ in models)
             failed, calls = con.execute(
-                f'SELECT {counts} FROM "{study.name}"."{table}" WHERE model_id IN ({marks})', models
+                f'SELECT {counts} FROM "{schema}"."{table}" WHERE model_id IN ({marks})', models
             ).fetchone()
             if calls:
                 out[table] = (int(failed), int(calls))
@@ -202,13 +231,15 @@ def failed_calls(database: str, study, models: list[str]) -> dict[str, tuple[int
         con.close()
 
 
-def not_sent_line(database: str, study, models: list[str]) -> str | None:
+def not_sent_line(database: str, study, models: list[str], suite: str | None = None) -> str | None:
     """The note a run prints when some requests were not sent because their ingestion path cannot
     take the document's format (rows whose ``error`` begins :data:`metamorph.measurability.NOT_SENT`,
     in the generation tables of ``study`` for ``models``), e.g. ``2 requests were not sent
-    (workflow_generations 2): …``; None when every request was sent."""
+    (workflow_generations 2): …``; None when every request was sent. ``suite``: the schema of the
+    tables (default: the study's default suite)."""
     from metamorph.measurability import NOT_SENT
 
+    schema = suite or study.name
     con = connect_read_only(database)
     try:
         counts = {}
@@ -217,14 +248,14 @@ def not_sent_line(database: str, study, models: list[str]) -> str | None:
                 r[0]
                 for r in con.execute(
                     "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
-                    [study.name, table],
+                    [schema, table],
                 ).fetchall()
             }
             if not {"model_id", "error"} <= cols or not models:
                 continue
             marks = ", ".join("?" for _ in models)
             (n,) = con.execute(
-                f'SELECT count(*) FROM "{study.name}"."{table}" WHERE model_id IN ({marks}) AND starts_with(error, ?)',
+                f'SELECT count(*) FROM "{schema}"."{table}" WHERE model_id IN ({marks}) AND starts_with(error, ?)',
                 [*models, NOT_SENT],
             ).fetchone()
             if n:
@@ -269,16 +300,16 @@ def verdicts_note(models: list) -> str | None:
     return None
 
 
-def model_job_selection(job_def, study, options) -> list | None:
-    """The asset keys of ``<study>_model_job`` to run: all (None), or without the assets the flags
-    set in ``options`` leave out (:meth:`metamorph.study.Study.dropped_assets`, e.g. format
-    routing's with ``--no-routing``)."""
+def model_job_selection(job_def, study, options, suite: str | None = None) -> list | None:
+    """The asset keys of ``<suite>_model_job`` (default suite: ``<study>_model_job``) to run: all
+    (None), or without the assets the flags set in ``options`` leave out
+    (:meth:`metamorph.study.Study.dropped_assets`, e.g. format routing's with ``--no-routing``)."""
     import dagster as dg
 
     dropped = study.dropped_assets(options)
     if not dropped:
         return None
-    skip = {dg.AssetKey([study.name, name]) for name in dropped}
+    skip = {dg.AssetKey([suite or study.name, name]) for name in dropped}
     return sorted(job_def.asset_layer.executable_asset_keys - skip, key=lambda k: k.to_user_string())
 
 
@@ -561,6 +592,7 @@ def run(args: argparse.Namespace) -> int:
     from metamorph.home import check_home
     from metamorph.models import check_study_kinds, load_registry
     from metamorph.study import chosen_models, get
+    from pipelines.components import chosen_suite, suite_values
     from pipelines.inputs import InputsRejected
     from pipelines.definitions import defs
     from assets.partitions import model_partitions
@@ -568,8 +600,11 @@ def run(args: argparse.Namespace) -> int:
     from resources.paths import cache_path, data_dir, registry_path, warehouse_path
 
     study = get(args.study)
-    options = study.from_args(args)
     try:  # bad input fails here, before DAGSTER_HOME, the warehouse or a log file is created
+        chosen = chosen_suite(study, getattr(args, "suite", None))
+        cli = study.from_args(args)
+        options = suite_values(study, chosen, {n: getattr(cli, n) for n in cli.given})
+        suite = study.name if chosen is None else chosen.name
         if "sources" in options.given:
             study.load_sources(options.sources, options.limit)
         specs = {m.id: m for m in load_registry(registry_path())}
@@ -579,6 +614,8 @@ def run(args: argparse.Namespace) -> int:
             from pipelines.sequential import SequentialError, check_prefixes, sequential_parties
 
             try:
+                if suite != study.name:
+                    raise SequentialError(f"--sequential runs the study's default suite ({study.name}), not {suite!r}")
                 sequential_parties(list(specs.values()), models)
                 check_prefixes(study, options)
             except SequentialError as exc:
@@ -614,7 +651,7 @@ def run(args: argparse.Namespace) -> int:
 
     log_dir = data_dir() / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_file = log_dir / f"{study.name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    log_file = log_dir / f"{suite}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     logger_defs = {"console": cli_logger(log_file)}
 
     def run_one(job: str, ops: dict, partition: str | None = None, model_job: bool = False) -> tuple[int, str] | None:
@@ -626,7 +663,7 @@ def run(args: argparse.Namespace) -> int:
                 {"ops": ops, "loggers": {"console": {}}},
                 partition=partition,
                 tags=launch_tags(),
-                asset_selection=model_job_selection(job_def, study, options) if model_job else None,
+                asset_selection=model_job_selection(job_def, study, options, suite) if model_job else None,
             )
         except InputsRejected as exc:  # the job's config check (pipelines.inputs), at launch
             return 2, f"{job}: {exc}"
@@ -642,6 +679,10 @@ def run(args: argparse.Namespace) -> int:
         return (2 if bad_input else 1), message
 
     t0 = time.monotonic()
+
+    def suite_ops(ops: dict) -> dict:  # the suite's ops are <suite>__<asset>
+        return {f"{suite}__{k.split('__', 1)[1]}": v for k, v in ops.items()}
+
     sequential_rows = None
     if getattr(options, "sequential", False) and not options.no_models:
         from pipelines.sequential import SequentialError, run_sequential, write_runs
@@ -661,10 +702,10 @@ def run(args: argparse.Namespace) -> int:
         if sequential_rows is not None:
             write_runs(str(warehouse_path()), study.name, sequential_rows)
     else:
-        failed = run_one(f"{study.name}_inputs_job", study.inputs_ops(options))
-        model_ops = study.model_ops(options)
+        failed = run_one(f"{suite}_inputs_job", suite_ops(study.inputs_ops(options)))
+        model_ops = suite_ops(study.model_ops(options))
         for m in [] if options.no_models or failed else models:
-            failed = run_one(f"{study.name}_model_job", model_ops, partition=m, model_job=True)
+            failed = run_one(f"{suite}_model_job", model_ops, partition=m, model_job=True)
             if failed:
                 failed = failed if failed[0] == EXIT_INTERRUPTED else (failed[0], f"(model {m}) {failed[1]}")
                 break
@@ -680,15 +721,15 @@ def run(args: argparse.Namespace) -> int:
         return failed[0]
     errors = None
     if options.no_models and not study.headline_without_models:
-        print(f"\nInputs materialized ({study.name}); no model was run, so there are no new metric tables.")
+        print(f"\nInputs materialized ({suite}); no model was run, so there are no new metric tables.")
     else:
-        errors = None if options.no_models else call_errors_line(failed_calls(warehouse_path(), study, models))
+        errors = None if options.no_models else call_errors_line(failed_calls(warehouse_path(), study, models, suite))
         if errors:
             print(f"\nwarning: {errors}.")
-        unsent = None if options.no_models else not_sent_line(warehouse_path(), study, models)
+        unsent = None if options.no_models else not_sent_line(warehouse_path(), study, models, suite)
         if unsent:
             print(f"\nnote: {unsent}.")
-        print_headline(study, warehouse_path(), options)
+        print_headline(study, warehouse_path(), options, suite)
         if sequential_rows is not None:
             from pipelines.sequential import summary_lines
 

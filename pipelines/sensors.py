@@ -230,14 +230,15 @@ def sensor_description(registry: str | None = None) -> str:
     )
 
 
-def build_model_registry_sensor(registry: str | None = None) -> dg.SensorDefinition:
+def build_model_registry_sensor(registry: str | None = None, jobs=None) -> dg.SensorDefinition:
     """The model registry sensor (:func:`evaluate_registry`), off by default, with
-    :func:`sensor_description` of ``registry``."""
+    :func:`sensor_description` of ``registry``; it launches ``jobs`` (default :data:`MODEL_JOBS`:
+    the model jobs of the studies' default suites; pass the objects the code location holds)."""
     # Off by default: the shipped registry holds more models than `make demo` runs, and opening the UI
     # must not spend CPU or API money unasked. Turning it on evaluates every entry.
     return dg.sensor(
         name="model_registry_sensor",
-        jobs=list(MODEL_JOBS.values()),
+        jobs=list(MODEL_JOBS.values()) if jobs is None else list(jobs),
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description=sensor_description(registry),

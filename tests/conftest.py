@@ -175,6 +175,8 @@ SLOW = (
     "tests/core/test_storage.py::test_failed_write_rolls_back_and_keeps_old_rows",
     "tests/core/test_storage.py::test_partitioned_added_and_reordered_columns_keep_other_partitions",
     "tests/core/test_storage.py::test_unpartitioned_consumer_loads_all_partitions",
+    "tests/core/test_suites.py::test_a_second_suite_of_a_study_runs_beside_the_default_one",
+    "tests/core/test_suites.py::test_every_command_of_the_suites_page_runs_verbatim",
     "tests/core/test_trace.py::test_format_trace_prints_the_raw_completions_of_an_m1_cell",
     "tests/core/test_trace.py::test_order_trace_reaches_the_raw_reply_of_a_recovery_cell",
     "tests/core/test_trace.py::test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply",

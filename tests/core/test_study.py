@@ -46,6 +46,7 @@ def test_run_and_plan_take_the_same_options_for_every_study():
             "--discordance",
         }, name
     assert _option_strings(run["format_robustness"]) == {
+        "--suite",
         "--source",
         "--limit",
         "--max-tokens",

@@ -1,0 +1,271 @@
+"""``StudySuite``: one evaluation of a study, declared in a ``defs.yaml`` (a Dagster component).
+
+A suite is a study (:func:`metamorph.study.studies`) with its own sources, option values, models and
+schedule. Each ``pipelines/defs/<suite>/defs.yaml`` declares one, and ``pipelines.definitions`` loads
+them with ``dg.load_from_defs_folder``::
+
+    type: pipelines.components.StudySuite
+    attributes:
+      study: <study>                       # a package of metamorph/studies/
+      suite: <suite>                       # default: the study's name (its default suite)
+      sources: ["<adapter>:<path>"]        # default: the study's default sources
+      options: {limit: 20, k: 2}           # any option of `metamorph run <study> --help`, by its name
+      models: registry                     # or a list of registry model ids
+      schedule: {cron_schedule: "0 3 * * 1"}
+
+What a suite owns (``<suite>`` = its name):
+
+* its assets: the study's assets (``assets/<study>.py``) under the key prefix and group ``<suite>``,
+  so their warehouse tables are ``<suite>.<table>`` and their materialization history is their own;
+  their ops are ``<suite>__<asset>`` (the run config's ``ops`` keys), their config defaults the
+  suite's sources and options (what the launchpad starts from; each is checked by the study's
+  option when the suite loads, and again with the sources loaded when a run is launched);
+* its checks (the study's, on the suite's assets);
+* its jobs ``<suite>_inputs_job`` and ``<suite>_model_job`` (:mod:`pipelines.jobs`);
+* its schedule (:func:`pipelines.schedules.suite_schedule`), when it declares one.
+
+The default suite of a study (``suite`` left out, or the study's name) is the study as it always
+was: keys ``<study>/<asset>``, group, jobs and tables named by the study. Model partitions
+(``model``) and the generation cache are shared: a request another suite already sent is a cache hit.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import dagster as dg
+from pydantic import Field
+
+from metamorph.errors import ConfigError
+
+#: A suite's name: a Dagster asset key part, group, job-name prefix and DuckDB schema.
+SUITE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+#: Names a suite cannot take, and what holds them.
+RESERVED = {
+    "model_upgrades": "the report card's asset group and schema",
+    "metamorph_meta": "the warehouse's write ledger",
+    "main": "DuckDB's default schema",
+}
+
+
+class SuiteSchedule(dg.Model):
+    """When the suite's models are re-evaluated: ``<suite>_model_job`` once per model on the cron schedule."""
+
+    cron_schedule: str = Field(description="A cron expression, e.g. '0 3 * * 1' (Monday 03:00).")
+    execution_timezone: str = Field(default="UTC", description="The time zone of cron_schedule.")
+    name: str | None = Field(default=None, description="The schedule's name (default: <suite>_schedule).")
+
+
+class StudySuite(dg.Component, dg.Model, dg.Resolvable):
+    """One suite of a study: the study's assets under the suite's key prefix and group, with its
+    own sources, options, models, jobs, warehouse tables and schedule (module docstring)."""
+
+    study: str = Field(description="The study: a package of metamorph/studies/ (`metamorph run --help` lists them).")
+    suite: str | None = Field(
+        default=None,
+        description="The suite's name: asset key prefix, group, job prefix and warehouse schema "
+        "(lower case letters, digits, _). Default: the study's name (its default suite).",
+    )
+    sources: list[str] | None = Field(
+        default=None, description="Source specs, as --source takes them (default: the study's default sources)."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Option values by name, as `metamorph run <study>` takes them (e.g. limit, k, max_tokens); "
+        "they become the defaults of the suite's run config.",
+    )
+    models: Literal["registry"] | list[str] = Field(
+        default="registry",
+        description="The models the suite evaluates: 'registry' (every registry entry, approved and "
+        "candidates) or a list of registry model ids.",
+    )
+    schedule: SuiteSchedule | None = Field(default=None, description="Re-evaluate the suite's models on a cron.")
+
+    def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        try:
+            return suite_definitions(self)
+        except ConfigError as exc:
+            raise ConfigError(f"{context.path / 'defs.yaml'}: {exc}") from None
+
+    @property
+    def name(self) -> str:
+        """The suite's name (the study's for its default suite)."""
+        return self.suite or self.study
+
+
+def _suite_options(component: StudySuite, study) -> dict[str, Any]:
+    """The suite's option values by name (``sources`` among them), each checked by the study's
+    :class:`metamorph.study.Option`; :class:`ConfigError` naming the attribute otherwise."""
+    given = dict(component.options)
+    if "sources" in given:
+        raise ConfigError("options.sources: give the sources as the attribute sources")
+    if component.sources is not None:
+        given["sources"] = list(component.sources)
+    for name, value in given.items():
+        where = "sources" if name == "sources" else f"options.{name}"
+        try:
+            option = study.option(name)
+        except KeyError:
+            names = sorted(o.name for o in study.all_options() if o.targets or o.drops_assets)
+            raise ConfigError(f"{where}: {study.name} has no option {name!r}; it has {names}") from None
+        if not option.targets and not option.drops_assets:
+            raise ConfigError(f"{where}: {name!r} chooses what a command runs; it is not a suite option")
+        if option.flag:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: must be true or false, got {value!r:.40}")
+            continue
+        if option.repeat or option.nargs:
+            if not isinstance(value, list) or not value:
+                raise ConfigError(f"{where}: must be a non-empty list, got {value!r:.60}")
+        elif isinstance(value, list):
+            continue  # a list option parsed from one text (--formats a,b): its config class checks it
+        try:
+            option.check(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return given
+
+
+def _config_defaults(study, given: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{asset: {config field: value}}`` of the option values ``given`` (:attr:`Option.targets`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in given.items():
+        for asset, fld in study.option(name).targets:
+            out.setdefault(asset, {})[fld] = value
+    return out
+
+
+@functools.cache
+def _study_module_defs(study: str) -> tuple[tuple[dg.AssetsDefinition, ...], tuple[dg.AssetChecksDefinition, ...]]:
+    """The assets and the standalone asset checks of ``assets/<study>.py``."""
+    module = importlib.import_module(f"assets.{study}")
+    return tuple(dg.load_assets_from_modules([module])), tuple(dg.load_asset_checks_from_modules([module]))
+
+
+def _rekeyed(ad, study: str, suite: str, names: Sequence[str]):
+    """``ad`` with every key of the study (``<study>/<name>`` and a bare ``<name>`` input) under
+    ``suite`` instead, and its assets in the group ``suite``."""
+    replacements = {}
+    for n in names:
+        replacements[dg.AssetKey([study, n])] = dg.AssetKey([suite, n])
+        replacements[dg.AssetKey([n])] = dg.AssetKey([suite, n])
+    ad = ad.with_attributes(asset_key_replacements=replacements)
+    if isinstance(ad, dg.AssetChecksDefinition) or not list(ad.specs):
+        return ad
+    return ad.map_asset_specs(lambda spec: spec.replace_attributes(group_name=suite))
+
+
+def suite_definitions(component: StudySuite) -> dg.Definitions:
+    """The assets, checks, jobs and schedule of one suite (module docstring); :class:`ConfigError`
+    naming the attribute for a bad study, suite name, option value or model list."""
+    from metamorph.study import studies
+    from pipelines.inputs import checked_at_launch
+    from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, inputs_job, model_job
+    from pipelines.schedules import suite_schedule
+
+    found = studies()
+    if component.study not in found:
+        raise ConfigError(f"study: no study {component.study!r}; the studies are {sorted(found)}")
+    study = found[component.study]
+    suite = component.name
+    if not SUITE_NAME.match(suite):
+        raise ConfigError(
+            f"suite: {suite!r:.70} is not a suite name (lower case letters, digits and _, a letter first)"
+        )
+    if suite != study.name and suite in found:
+        raise ConfigError(f"suite: {suite!r} is the name of a study; name the suite otherwise")
+    if suite in RESERVED:
+        raise ConfigError(f"suite: {suite!r} is taken ({RESERVED[suite]}); name the suite otherwise")
+    if isinstance(component.models, list) and not component.models:
+        raise ConfigError("models: an empty list; give registry model ids, or 'registry'")
+
+    given = _suite_options(component, study)
+    defaults = _config_defaults(study, given)
+    dropped = {a for n, v in given.items() if v is True for a in study.option(n).drops_assets}
+
+    assets, checks = _study_module_defs(study.name)
+    names = sorted({k.path[-1] for ad in assets for k in ad.keys if k.path[0] == study.name})
+    unknown = sorted(set(defaults) - set(names))
+    if unknown:
+        raise ConfigError(f"options: no asset {unknown} in {study.name}")
+
+    built = []
+    for ad in assets:
+        name = ad.key.path[-1]
+        if name in dropped:
+            continue
+        if suite != study.name:
+            ad = _rekeyed(ad, study.name, suite, names)
+        try:
+            built.append(
+                checked_at_launch(ad, study=study.name, op_name=f"{suite}__{name}", defaults=defaults.get(name))
+            )
+        except ConfigError as exc:
+            # the config class's own check of a default: "<field>: <message>"
+            raise ConfigError(f"{'' if str(exc).startswith('sources:') else 'options.'}{exc}") from None
+    suite_checks = [
+        c if suite == study.name else _rekeyed(c, study.name, suite, names)
+        for c in checks
+        if not {k.asset_key.path[-1] for k in c.check_keys} & dropped
+    ]
+    if suite == study.name:
+        jobs = [INPUT_JOBS[study.name], MODEL_JOBS[study.name]]
+    else:
+        jobs = [inputs_job(study, suite), model_job(study, suite)]
+    schedules = []
+    if component.schedule is not None:
+        schedules.append(
+            suite_schedule(
+                study,
+                jobs[1],
+                suite=suite,
+                name=component.schedule.name,
+                cron_schedule=component.schedule.cron_schedule,
+                execution_timezone=component.schedule.execution_timezone,
+                models=None if component.models == "registry" else component.models,
+            )
+        )
+    return dg.Definitions(assets=built, asset_checks=suite_checks, jobs=jobs, schedules=schedules)
+
+
+def project_suites(project_root=None) -> dict[str, StudySuite]:
+    """Every suite declared in the defs folder of the dg project at ``project_root`` (default: this
+    project), by name."""
+    from pipelines.definitions import PROJECT_ROOT
+
+    tree = dg.ComponentTree.for_project(path_within_project=project_root or PROJECT_ROOT)
+    return {c.name: c for c in tree.get_all_components(of_type=StudySuite)}
+
+
+def chosen_suite(study, name: str | None, project_root=None) -> StudySuite | None:
+    """The suite ``name`` of ``study`` (``None`` for the study's default suite: no name, or the
+    study's own). Raises :class:`ConfigError` naming the study's suites when there is no such suite
+    or it is a suite of another study."""
+    if name is None or name == study.name:
+        return None
+    suites = project_suites(project_root)
+    found = suites.get(name)
+    if found is None or found.study != study.name:
+        own = sorted(n for n, s in suites.items() if s.study == study.name and n != study.name)
+        why = (
+            f"{study.name} has no suite {name!r}" if found is None else f"a suite of {found.study}, not of {study.name}"
+        )
+        raise ConfigError(
+            f"--suite {name!r}: {why}; the suites of {study.name} are {[study.name, *own]} "
+            "(pipelines/defs/<suite>/defs.yaml)"
+        )
+    return found
+
+
+def suite_values(study, suite: StudySuite | None, given: Mapping[str, Any]):
+    """The :class:`metamorph.study.Options` of a run of ``suite`` (``None``: the default suite):
+    the suite's sources and options, then the options ``given`` on the command line over them;
+    ``--models`` defaults to the suite's model ids (``models: registry``: every registry model)."""
+    values = {} if suite is None else _suite_options(suite, study)
+    if suite is not None and isinstance(suite.models, list):
+        values["models"] = list(suite.models)
+    return study.values(**{**values, **given})
