@@ -24,9 +24,39 @@ def md_text(value) -> str:
     return markdown_cell("" if value is None else str(value))
 
 
+#: Dagster's UI renders a markdown metadata value in place only when its text is shorter than this
+#: many characters (JavaScript string length: UTF-16 code units); a longer one sits behind "[Show Markdown]".
+INLINE_MD_CHARS = 1000
+#: Widths (characters) a preview's cells are cut to, widest first, until the preview fits inline.
+PREVIEW_CUTS = (80, 40, 24, 16, 12)
+#: Fewest rows a preview shows before it is cut narrower or leaves out columns.
+PREVIEW_MIN_ROWS = 3
+
+
+def inline_length(text: str) -> int:
+    """``text``'s length as the UI measures it (UTF-16 code units: a character outside the BMP counts 2)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.MetadataValue:
-    """First ``n`` rows as a markdown table, long cells cut to ``max_chars``, text shown literally."""
-    return dg.MetadataValue.md(markdown_table(df.head(n), max_chars))
+    """The first rows of ``df`` as a compact markdown table that the UI renders in place (shorter
+    than :data:`INLINE_MD_CHARS`), text shown literally: up to ``n`` rows with cells cut to
+    ``max_chars``; while too long, fewer rows (down to :data:`PREVIEW_MIN_ROWS`), then cells cut
+    shorter (:data:`PREVIEW_CUTS`), then the last columns left out, which a last line says
+    (``_5 of 9 columns shown (the table holds them all)_``). The rows are the table's first; its
+    row count is the ``row_count`` entry beside it."""
+    rows = min(n, len(df))
+    cuts = [c for c in PREVIEW_CUTS if c < max_chars] if max_chars else list(PREVIEW_CUTS)
+    text = markdown_table(df.head(rows), max_chars, compact=True)
+    for ncols in range(len(df.columns), 0, -1):
+        for cut in [max_chars, *cuts]:
+            for k in range(rows, min(PREVIEW_MIN_ROWS, rows) - 1, -1):
+                text = markdown_table(df.iloc[:k, :ncols], cut, compact=True)
+                if ncols < len(df.columns):
+                    text += f"\n\n_{ncols} of {len(df.columns)} columns shown (the table holds them all)_"
+                if inline_length(text) < INLINE_MD_CHARS:
+                    return dg.MetadataValue.md(text)
+    return dg.MetadataValue.md(text)
 
 
 def schema_md(model: type[pa.DataFrameModel]) -> dg.MetadataValue:

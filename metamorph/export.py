@@ -70,12 +70,14 @@ def markdown_cell(value: Any) -> Any:
 MISSING = "–"
 
 
-def markdown_table(df: pd.DataFrame, max_chars: int | None = None) -> str:
+def markdown_table(df: pd.DataFrame, max_chars: int | None = None, compact: bool = False) -> str:
     """``df`` as a GitHub markdown table with every text cell (and column name) through
     :func:`markdown_cell`; text longer than ``max_chars`` is cut to ``max_chars`` characters
     (ending in ``…``) before escaping. A missing value (``None``, ``NaN``, ``pd.NA``) is shown as
     :data:`MISSING` in every column (pandas would print ``nan`` or ``<NA>``, and the UI drops
-    ``<NA>`` as an HTML tag). ``"_(no rows)_"`` for an empty frame."""
+    ``<NA>`` as an HTML tag). ``"_(no rows)_"`` for an empty frame. ``compact``: cells not padded
+    to their column's width (the same table when rendered, in fewer characters; a float in ``g``
+    format, 6 significant digits, as the padded table prints it)."""
     if df.empty:
         return "_(no rows)_"
 
@@ -92,4 +94,11 @@ def markdown_table(df: pd.DataFrame, max_chars: int | None = None) -> str:
         if missing.any():
             shown[c] = shown[c].astype(object).where(~missing, MISSING)
     shown.columns = [markdown_cell(str(c)) for c in shown.columns]
+    if compact:
+        lines = ["| " + " | ".join(shown.columns) + " |", "|" + "|".join("---" for _ in shown.columns) + "|"]
+        lines += [
+            "| " + " | ".join(format(v, "g") if isinstance(v, float) else str(v) for v in row) + " |"
+            for row in shown.itertuples(index=False)
+        ]
+        return "\n".join(lines)
     return shown.to_markdown(index=False)
