@@ -12,7 +12,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pydantic import Field, field_validator
 
-from metamorph.export import markdown_cell, markdown_table
+from metamorph.export import js_length, markdown_cell, markdown_table
 from metamorph.schemas import table_schema_metadata, validate_frame
 from metamorph.study import budget, check_value, positive
 
@@ -33,11 +33,6 @@ PREVIEW_CUTS = (80, 40, 24, 16, 12)
 PREVIEW_MIN_ROWS = 3
 
 
-def inline_length(text: str) -> int:
-    """``text``'s length as the UI measures it (UTF-16 code units: a character outside the BMP counts 2)."""
-    return len(text.encode("utf-16-le")) // 2
-
-
 def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.MetadataValue:
     """The first rows of ``df`` as a compact markdown table that the UI renders in place (shorter
     than :data:`INLINE_MD_CHARS`), text shown literally: up to ``n`` rows with cells cut to
@@ -54,7 +49,7 @@ def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.Metadat
                 text = markdown_table(df.iloc[:k, :ncols], cut, compact=True)
                 if ncols < len(df.columns):
                     text += f"\n\n_{ncols} of {len(df.columns)} columns shown (the table holds them all)_"
-                if inline_length(text) < INLINE_MD_CHARS:
+                if js_length(text) < INLINE_MD_CHARS:
                     return dg.MetadataValue.md(text)
     return dg.MetadataValue.md(text)
 

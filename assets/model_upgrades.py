@@ -15,7 +15,8 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from assets import plots
-from assets._common import display_float, validated_output
+from assets._common import INLINE_MD_CHARS, display_float, validated_output
+from metamorph.export import js_length
 from assets.evaluations import evaluated_fingerprint
 from metamorph.report_card import (
     build_card,
@@ -121,15 +122,25 @@ def robustness_report_card(
     missing = sorted(set(CARD_SOURCES) - set(present))
     next_step = studies_to_run(missing)
     top = regressions_markdown(regressions)
-    text = card_markdown(card)
+    # in place in the UI (shorter than INLINE_MD_CHARS) and narrow; every cell in full in "card (in full)"
+    # the studies left to run: in place when the card is empty, else in the "next_step" entry below
+    note = f"\n\n_{next_step}_" if next_step and not len(card) else ""
+    room = INLINE_MD_CHARS - (js_length(top) + 2 if top else 0) - js_length(note)
+    text = card_markdown(card, limit=room) + note
     compared = [c.assign(study=s) for s, c in comparisons.items() if c is not None and len(c)]
     seen = detectable_markdown(pd.concat(compared, ignore_index=True)) if compared else None
-    if seen:
-        text += f"\n\n{seen}"
-    if next_step:
-        text += f"\n\n_{next_step}_"
+    cur_rows = card[card["is_current"]] if len(card) else card
     md = {
         "report_card": dg.MetadataValue.md(f"{top}\n\n{text}" if top else text),
+        "card (in full)": dg.MetadataValue.json(
+            [
+                {k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                for r in cur_rows[
+                    ["model_id", "study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "version"]
+                    + ["previous_version", "delta"]
+                ].to_dict(orient="records")
+            ]
+        ),
         "plot": plots.report_card_by_study(card),
         "trend": plots.report_card_trends(trend_series(card)),
         "studies": dg.MetadataValue.json({"included": present, "missing": missing}),
@@ -138,6 +149,8 @@ def robustness_report_card(
         ),
         "regressed_candidates": dg.MetadataValue.json(sorted(set(regressions["candidate_id"]))),
     }
+    if seen:
+        md["verdict_power"] = dg.MetadataValue.md(seen)
     if next_step:
         md["next_step"] = dg.MetadataValue.text(next_step)
     cur = card[card["is_current"] & card["value"].notna()] if len(card) else card

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["FORMULA_PREFIXES", "markdown_cell", "markdown_table", "spreadsheet_cell", "spreadsheet_safe", "write_csv"]
+__all__ = ["FORMULA_PREFIXES", "js_length", "markdown_cell", "markdown_table", "spreadsheet_cell", "spreadsheet_safe", "write_csv"]
 
 #: First characters that make a spreadsheet evaluate a cell (OWASP CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -64,6 +64,12 @@ def markdown_cell(value: Any) -> Any:
         return value
     text = " ↵ ".join(value.splitlines())
     return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in text)
+
+
+def js_length(text: str) -> int:
+    """``text``'s length as JavaScript counts it (UTF-16 code units: a character outside the BMP
+    counts 2) — what the Dagster UI compares with its limit for markdown shown in place."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 #: How :func:`markdown_table` shows a missing value.
