@@ -20,7 +20,15 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["FORMULA_PREFIXES", "js_length", "markdown_cell", "markdown_table", "spreadsheet_cell", "spreadsheet_safe", "write_csv"]
+__all__ = [
+    "FORMULA_PREFIXES",
+    "js_length",
+    "markdown_cell",
+    "markdown_table",
+    "spreadsheet_cell",
+    "spreadsheet_safe",
+    "write_csv",
+]
 
 #: First characters that make a spreadsheet evaluate a cell (OWASP CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")

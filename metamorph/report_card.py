@@ -224,8 +224,10 @@ def card_markdown(card: pd.DataFrame, limit: int | None = None) -> str:
         return text
     for k in range(len(sections) - 1, -1, -1):
         text = "\n\n".join(
-            [*sections[:k], f"_{len(sections) - k} of {len(sections)} model × study sections not shown here: "
-             "the table holds them_"]
+            [
+                *sections[:k],
+                f"_{len(sections) - k} of {len(sections)} model × study sections not shown here: the table holds them_",
+            ]
         )
         if js_length(text) < limit:
             return text

@@ -199,7 +199,7 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
     base = card[(card["model_id"] == "base") & card["is_current"]]
     assert base["previous_version"].isna().all() and (~card[card["model_id"] == "base"]["is_current"]).sum() == 0
     md = materialization.metadata
-    assert f"| accuracy (ingestion=inline) | 50.0 [" in md["report_card"].value
+    assert "| accuracy (ingestion=inline) | 50.0 [" in md["report_card"].value
     assert f"| -18.8 vs {fp['cand'][:8]} |" in md["report_card"].value
     assert md["studies"].value == {
         "included": ["format_robustness"],
