@@ -22,6 +22,7 @@ import pandas as pd
 
 __all__ = [
     "FORMULA_PREFIXES",
+    "MISSING",
     "js_length",
     "markdown_cell",
     "markdown_table",

@@ -305,14 +305,14 @@ def trend_series(card: pd.DataFrame) -> pd.DataFrame:
 
 
 def study_tag(study: str) -> str:
-    """A study's short tag in metadata keys: the initials of its name's words (``format_robustness``
-    → ``FR``)."""
+    """A study's short tag in metadata keys: the initials of its name's words (``some_study_name``
+    → ``SSN``)."""
     return "".join(w[0] for w in study.split("_") if w).upper()
 
 
 def trend_key(model_id: str, study: str, metric: str, slice_: str) -> str:
     """The float metadata key of one headline cell, short enough for the UI's key column:
-    ``<model>/<study tag>/<metric>`` and the slice's values (``cand/FR/M1/inline`` for
-    ``ingestion=inline``; :func:`study_tag`)."""
+    ``<model>/<study tag>/<metric>`` and the slice's values (``cand/SSN/M1/inline`` for study
+    ``some_study_name``, slice ``ingestion=inline``; :func:`study_tag`)."""
     values = [] if slice_ == "all" else [part.split("=", 1)[-1] for part in slice_.split(", ")]
     return "/".join([model_id, study_tag(study), metric, *values])
