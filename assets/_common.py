@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -12,7 +13,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pydantic import Field, field_validator
 
-from metamorph.export import markdown_cell, markdown_table
+from metamorph.export import js_length, markdown_cell, markdown_table
 from metamorph.schemas import table_schema_metadata, validate_frame
 from metamorph.study import budget, check_value, positive
 
@@ -24,9 +25,34 @@ def md_text(value) -> str:
     return markdown_cell("" if value is None else str(value))
 
 
+#: Dagster's UI renders a markdown metadata value in place only when its text is shorter than this
+#: many characters (JavaScript string length: UTF-16 code units); a longer one sits behind "[Show Markdown]".
+INLINE_MD_CHARS = 1000
+#: Widths (characters) a preview's cells are cut to, widest first, until the preview fits inline.
+PREVIEW_CUTS = (80, 40, 24, 16, 12)
+#: Fewest rows a preview shows before it is cut narrower or leaves out columns.
+PREVIEW_MIN_ROWS = 3
+
+
 def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.MetadataValue:
-    """First ``n`` rows as a markdown table, long cells cut to ``max_chars``, text shown literally."""
-    return dg.MetadataValue.md(markdown_table(df.head(n), max_chars))
+    """The first rows of ``df`` as a compact markdown table that the UI renders in place (shorter
+    than :data:`INLINE_MD_CHARS`), text shown literally: up to ``n`` rows with cells cut to
+    ``max_chars``; while too long, fewer rows (down to :data:`PREVIEW_MIN_ROWS`), then cells cut
+    shorter (:data:`PREVIEW_CUTS`), then the last columns left out, which a last line says
+    (``_5 of 9 columns shown (the table holds them all)_``). The rows are the table's first; its
+    row count is the ``row_count`` entry beside it."""
+    rows = min(n, len(df))
+    cuts = [c for c in PREVIEW_CUTS if c < max_chars] if max_chars else list(PREVIEW_CUTS)
+    text = markdown_table(df.head(rows), max_chars, compact=True)
+    for ncols in range(len(df.columns), 0, -1):
+        for cut in [max_chars, *cuts]:
+            for k in range(rows, min(PREVIEW_MIN_ROWS, rows) - 1, -1):
+                text = markdown_table(df.iloc[:k, :ncols], cut, compact=True)
+                if ncols < len(df.columns):
+                    text += f"\n\n_{ncols} of {len(df.columns)} columns shown (the table holds them all)_"
+                if js_length(text) < INLINE_MD_CHARS:
+                    return dg.MetadataValue.md(text)
+    return dg.MetadataValue.md(text)
 
 
 def schema_md(model: type[pa.DataFrameModel]) -> dg.MetadataValue:
@@ -230,8 +256,9 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, pl
     metamorph.runner.RunStats of the run and ``spec`` the registry entry. Gives model calls,
     cache hits, error and truncated rows (and the truncation % per value of column ``by``), tokens
     (called and served from the cache), model-version changes the provider reported, the
-    distinct versions it reported (``reported_model_versions``, from the rows' ``model_version``)
-    and the ``registry_fingerprint``: the registry sensor compares both with the registry and the
+    distinct versions it reported (``reported_model_versions``, from the rows' ``model_version``),
+    the seconds per call of this step when it made calls (``seconds_per_call``: elapsed since
+    ``stats.started`` / calls, cache lookups included) and the ``registry_fingerprint``: the registry sensor compares both with the registry and the
     provider's ``models.list`` (:mod:`metamorph.providers.versions`); with ``plan`` (the step's
     :class:`~metamorph.costplan.CostPlan`) also :func:`plan_metadata`.
     """
@@ -252,9 +279,17 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, pl
             "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint()),
         }
     )
+    if stats.calls:
+        # this machine's pace for this model (the registry sensor and the empty states quote it)
+        elapsed = time.monotonic() - stats.started
+        md[SECONDS_PER_CALL_KEY] = dg.MetadataValue.float(float(f"{elapsed / stats.calls:.3g}"))
     if plan is not None:
         md.update(plan_metadata(plan))
     return md
+
+
+#: Metadata key of a generation asset's seconds per model call in its run (elapsed / calls).
+SECONDS_PER_CALL_KEY = "seconds_per_call"
 
 
 #: Metadata key of a generation asset's distinct provider-reported model versions (a JSON list).
@@ -525,7 +560,9 @@ def comparison_checks(study: str) -> list[dg.AssetCheckSpec]:
     ]
 
 
-def comparison_output(study: str, models, scores: pd.DataFrame, directions: dict, config: ComparisonConfig):
+def comparison_output(
+    study: str, models, scores: pd.DataFrame, directions: dict, config: ComparisonConfig, instance=None
+):
     """``model_comparison`` of ``study``: every registry candidate with item scores against the
     approved baseline (:func:`metamorph.comparison.compare_models`), validated, with the verdict
     counts, the regressions-first markdown table and — when something is missing — the next step
@@ -533,7 +570,10 @@ def comparison_output(study: str, models, scores: pd.DataFrame, directions: dict
     :func:`comparison_checks` check (:func:`metamorph.verdict.regression_check`). Yields both.
 
     ``models``: the registry entries. Without exactly one approved entry the table is empty and
-    the metadata says why (a study run with an unranked registry is not an error).
+    the metadata says why (a study run with an unranked registry is not an error). With
+    ``instance`` (the Dagster instance), a next step that names models to run also says what
+    running them costs (:func:`assets.evaluations.planned_run`: calls, and for a local model about
+    how long on this machine), in the entry ``planned`` and in the empty table's text.
     """
     from metamorph.comparison import COMPARISON_COLUMNS, compare_models, comparison_markdown, verdict_summary
     from metamorph.errors import ConfigError
@@ -568,9 +608,23 @@ def comparison_output(study: str, models, scores: pd.DataFrame, directions: dict
             ),
             "verdicts": dg.MetadataValue.md(markdown_table(verdict_summary(df)) if len(df) else "_none_"),
         }
-    md["comparison"] = dg.MetadataValue.md(comparison_markdown(df) if len(df) else f"_no comparison: {next_step}_")
+    planned = None
+    if next_step and instance is not None:
+        from assets.evaluations import planned_run
+        from metamorph.study import studies
+
+        try:
+            baseline = approved_baseline(models).id
+        except ConfigError:
+            baseline = None
+        to_run = [m for m in models if m.id not in evaluated and (m.status == "candidate" or m.id == baseline)]
+        planned = planned_run(instance, studies()[study], to_run) if to_run else None
+    empty = f"_no comparison: {next_step}_" + (f"\n\n_planned, nothing cached: {planned}_" if planned else "")
+    md["comparison"] = dg.MetadataValue.md(comparison_markdown(df) if len(df) else empty)
     if next_step:
         md["next_step"] = dg.MetadataValue.text(next_step)
+    if planned:
+        md["planned"] = dg.MetadataValue.text(f"nothing cached: {planned}")
     yield validated_output(ModelComparison, df, "model_comparison", md)
     check = regression_check(df, models, study)
     check_md = {

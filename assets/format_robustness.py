@@ -1080,6 +1080,7 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb"}, check_specs=comparison_checks(GROUP))
 def model_comparison(
+    context: dg.AssetExecutionContext,
     config: ComparisonConfig,
     model_registry: ModelRegistryResource,
     generation_outcomes: pd.DataFrame,
@@ -1095,4 +1096,5 @@ def model_comparison(
         fmt_report.comparison_scores(generation_outcomes, mr_flags),
         fmt_report.COMPARED_METRICS,
         config,
+        instance=context.instance,
     )

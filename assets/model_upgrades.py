@@ -15,8 +15,9 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from assets import plots
-from assets._common import display_float, validated_output
-from assets.evaluations import evaluated_fingerprint
+from assets._common import INLINE_MD_CHARS, display_float, validated_output
+from metamorph.export import js_length
+from assets.evaluations import evaluated_fingerprint, planned_run
 from metamorph.report_card import (
     build_card,
     card_markdown,
@@ -27,6 +28,7 @@ from metamorph.report_card import (
 )
 from metamorph.schemas import ReportCard
 from metamorph.verdict import regression_check, regression_records, studies_to_run
+from metamorph.models import WORKFLOW_PROVIDERS
 from metamorph.study import studies
 from resources import ModelRegistryResource
 
@@ -88,6 +90,7 @@ def robustness_report_card(
     plots every headline cell across the model's versions (``trend``; the current values are
     also float metadata, one key per cell, for Dagster's plots across materializations). Code:
     metamorph.report_card.build_card."""
+    models = model_registry.models()
     with warehouse.get_connection() as con:
         inputs = {s: [_read(con, s, t) for t in tables] for s, (tables, _) in CARD_SOURCES.items()}
         previous = _read(con, GROUP, "robustness_report_card")
@@ -105,7 +108,6 @@ def robustness_report_card(
     }
     now = pd.Timestamp.now(tz="UTC").tz_localize(None)
     card = build_card(rows, versions, now, previous)
-    models = model_registry.models()
     blocking = [
         regression_check(c, models, s).blocking.assign(study=s)
         for s, c in comparisons.items()
@@ -120,16 +122,43 @@ def robustness_report_card(
     )
     missing = sorted(set(CARD_SOURCES) - set(present))
     next_step = studies_to_run(missing)
+    # what running each missing study costs for the registered models (calls; time on this machine for local ones)
+    planned = {
+        s: planned_run(
+            context.instance,
+            studies()[s],
+            [m for m in models if studies()[s].takes_documents or m.provider not in WORKFLOW_PROVIDERS],
+        )
+        for s in missing
+    }
     top = regressions_markdown(regressions)
-    text = card_markdown(card)
+    # in place in the UI (shorter than INLINE_MD_CHARS) and narrow; every cell in full in "card (in full)"
+    # the studies left to run: in place when the card is empty, else in the "next_step" entry below
+    note = f"\n\n_{next_step}_" if next_step and not len(card) else ""
+    cost = "".join(f"\n- {s}: {text}" for s, text in planned.items() if text)
+    if note and cost:  # with what each costs, when it still fits in place
+        full = f"{note}\n\n_planned, nothing cached:_{cost}"
+        note = (
+            full
+            if js_length(full) + js_length(card_markdown(card)) + 2 < INLINE_MD_CHARS
+            else note + ("\n\n_calls and time per study: the entry planned_")
+        )
+    room = INLINE_MD_CHARS - (js_length(top) + 2 if top else 0) - js_length(note)
+    text = card_markdown(card, limit=room) + note
     compared = [c.assign(study=s) for s, c in comparisons.items() if c is not None and len(c)]
     seen = detectable_markdown(pd.concat(compared, ignore_index=True)) if compared else None
-    if seen:
-        text += f"\n\n{seen}"
-    if next_step:
-        text += f"\n\n_{next_step}_"
+    cur_rows = card[card["is_current"]] if len(card) else card
     md = {
         "report_card": dg.MetadataValue.md(f"{top}\n\n{text}" if top else text),
+        "card (in full)": dg.MetadataValue.json(
+            [
+                {k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                for r in cur_rows[
+                    ["model_id", "study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "version"]
+                    + ["previous_version", "delta"]
+                ].to_dict(orient="records")
+            ]
+        ),
         "plot": plots.report_card_by_study(card),
         "trend": plots.report_card_trends(trend_series(card)),
         "studies": dg.MetadataValue.json({"included": present, "missing": missing}),
@@ -138,8 +167,11 @@ def robustness_report_card(
         ),
         "regressed_candidates": dg.MetadataValue.json(sorted(set(regressions["candidate_id"]))),
     }
+    if seen:
+        md["verdict_power"] = dg.MetadataValue.md(seen)
     if next_step:
         md["next_step"] = dg.MetadataValue.text(next_step)
+        md["planned"] = dg.MetadataValue.json({s: f"nothing cached: {text}" for s, text in planned.items()})
     cur = card[card["is_current"] & card["value"].notna()] if len(card) else card
     for r in cur.itertuples():
         # every card unit is % or pp: one decimal

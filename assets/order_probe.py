@@ -486,12 +486,22 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
     kinds={"duckdb"},
     check_specs=comparison_checks(GROUP),
 )
-def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource, scored_replies: pd.DataFrame):
+def model_comparison(
+    context: dg.AssetExecutionContext,
+    config: ComparisonConfig,
+    model_registry: ModelRegistryResource,
+    scored_replies: pd.DataFrame,
+):
     """One row per candidate model × metric × slice: the candidate against the registry's approved
     baseline on exact recovery per language × setting and per setting, paired over canonical
     expressions (each expression's recovery averaged over its scrambled inputs) — difference with a
     paired bootstrap 95% CI, paired permutation test, Holm, verdict. Code:
     metamorph.studies.order_probe.report.comparison_scores, metamorph.comparison.compare_models."""
     yield from comparison_output(
-        GROUP, model_registry.models(), op_report.comparison_scores(scored_replies), op_report.COMPARED_METRICS, config
+        GROUP,
+        model_registry.models(),
+        op_report.comparison_scores(scored_replies),
+        op_report.COMPARED_METRICS,
+        config,
+        instance=context.instance,
     )

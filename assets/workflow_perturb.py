@@ -648,7 +648,12 @@ def lineage_views(warehouse: DuckDBResource) -> dg.MaterializeResult:
     check_specs=comparison_checks(GROUP),
     ins={"judge_scores": dg.AssetIn(key=[*PREFIX, "judge_scores"])},
 )
-def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryResource, judge_scores: pd.DataFrame):
+def model_comparison(
+    context: dg.AssetExecutionContext,
+    config: ComparisonConfig,
+    model_registry: ModelRegistryResource,
+    judge_scores: pd.DataFrame,
+):
     """One row per candidate model × metric × slice: the candidate as LLM judge against the
     registry's approved baseline, on its score of each deterministic variant per perturbation
     type × severity and per type, paired over variants (lower is better: the variants are
@@ -656,5 +661,10 @@ def model_comparison(config: ComparisonConfig, model_registry: ModelRegistryReso
     Holm, verdict. Code: metamorph.studies.workflow_perturb.report.comparison_scores,
     metamorph.comparison.compare_models."""
     yield from comparison_output(
-        GROUP, model_registry.models(), wp_report.comparison_scores(judge_scores), wp_report.COMPARED_METRICS, config
+        GROUP,
+        model_registry.models(),
+        wp_report.comparison_scores(judge_scores),
+        wp_report.COMPARED_METRICS,
+        config,
+        instance=context.instance,
     )

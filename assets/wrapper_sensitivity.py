@@ -615,7 +615,10 @@ class WrapperComparisonConfig(ComparisonConfig):
     check_specs=comparison_checks(GROUP),
 )
 def model_comparison(
-    config: WrapperComparisonConfig, model_registry: ModelRegistryResource, scored_answers: pd.DataFrame
+    context: dg.AssetExecutionContext,
+    config: WrapperComparisonConfig,
+    model_registry: ModelRegistryResource,
+    scored_answers: pd.DataFrame,
 ):
     """One row per candidate model × metric × slice: the candidate against the registry's approved
     baseline on accuracy and parseability per task × wrapper and per task, paired over items —
@@ -627,4 +630,5 @@ def model_comparison(
         ws_report.comparison_scores(scored_answers, config.mode),
         ws_report.COMPARED_METRICS,
         config,
+        instance=context.instance,
     )

@@ -20,7 +20,16 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["FORMULA_PREFIXES", "markdown_cell", "markdown_table", "spreadsheet_cell", "spreadsheet_safe", "write_csv"]
+__all__ = [
+    "FORMULA_PREFIXES",
+    "MISSING",
+    "js_length",
+    "markdown_cell",
+    "markdown_table",
+    "spreadsheet_cell",
+    "spreadsheet_safe",
+    "write_csv",
+]
 
 #: First characters that make a spreadsheet evaluate a cell (OWASP CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -66,16 +75,24 @@ def markdown_cell(value: Any) -> Any:
     return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in text)
 
 
+def js_length(text: str) -> int:
+    """``text``'s length as JavaScript counts it (UTF-16 code units: a character outside the BMP
+    counts 2) — what the Dagster UI compares with its limit for markdown shown in place."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 #: How :func:`markdown_table` shows a missing value.
 MISSING = "–"
 
 
-def markdown_table(df: pd.DataFrame, max_chars: int | None = None) -> str:
+def markdown_table(df: pd.DataFrame, max_chars: int | None = None, compact: bool = False) -> str:
     """``df`` as a GitHub markdown table with every text cell (and column name) through
     :func:`markdown_cell`; text longer than ``max_chars`` is cut to ``max_chars`` characters
     (ending in ``…``) before escaping. A missing value (``None``, ``NaN``, ``pd.NA``) is shown as
     :data:`MISSING` in every column (pandas would print ``nan`` or ``<NA>``, and the UI drops
-    ``<NA>`` as an HTML tag). ``"_(no rows)_"`` for an empty frame."""
+    ``<NA>`` as an HTML tag). ``"_(no rows)_"`` for an empty frame. ``compact``: cells not padded
+    to their column's width (the same table when rendered, in fewer characters; a float in ``g``
+    format, 6 significant digits, as the padded table prints it)."""
     if df.empty:
         return "_(no rows)_"
 
@@ -92,4 +109,11 @@ def markdown_table(df: pd.DataFrame, max_chars: int | None = None) -> str:
         if missing.any():
             shown[c] = shown[c].astype(object).where(~missing, MISSING)
     shown.columns = [markdown_cell(str(c)) for c in shown.columns]
+    if compact:
+        lines = ["| " + " | ".join(shown.columns) + " |", "|" + "|".join("---" for _ in shown.columns) + "|"]
+        lines += [
+            "| " + " | ".join(format(v, "g") if isinstance(v, float) else str(v) for v in row) + " |"
+            for row in shown.itertuples(index=False)
+        ]
+        return "\n".join(lines)
     return shown.to_markdown(index=False)

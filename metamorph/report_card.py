@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from metamorph.comparison import slice_label
+from metamorph.export import MISSING, js_length, markdown_cell
 from metamorph.schemas import require_columns
 from metamorph.stats import bootstrap_ratio_ci
 
@@ -30,6 +31,7 @@ __all__ = [
     "clustered_rate_rows",
     "detectable_markdown",
     "regressions_markdown",
+    "study_tag",
     "trend_key",
     "trend_series",
 ]
@@ -178,46 +180,74 @@ def build_card(
     return out.reset_index(drop=True)
 
 
-def _cell_text(r) -> str:
+def _ci_text(r) -> str:
     ci = "" if math.isnan(r.ci_low) else f" [{r.ci_low:.1f}, {r.ci_high:.1f}]"
     unit = "" if r.unit == "%" else f" {r.unit}"
-    delta = "" if math.isnan(r.delta) else f" (Δ {r.delta:+.1f} vs {str(r.previous_version)[:8]})"
-    return f"{r.value:.1f}{ci}{unit}{delta}"
+    return f"{r.value:.1f}{ci}{unit}"
 
 
-def card_markdown(card: pd.DataFrame) -> str:
-    """One row per model (current rows only), one column per study · metric · slice:
-    ``value [ci_low, ci_high]`` and, where a previous version exists, ``(Δ +x vs <version>)``."""
+def _delta_text(r) -> str:
+    return MISSING if math.isnan(r.delta) else f"{r.delta:+.1f} vs {str(r.previous_version)[:8]}"
+
+
+def card_markdown(card: pd.DataFrame, limit: int | None = None) -> str:
+    """The current rows of ``card`` for a narrow pane: per model and study a line
+    ``**<model>** · <study> · version <8 characters>`` and a three-column table, one row per
+    metric (and slice): ``value [ci_low, ci_high]`` and the change since the previous version
+    (``+x vs <version>``, ``–`` without one). With ``limit`` (characters, as
+    :func:`metamorph.export.js_length` counts them) the sections that fit, then a line saying how
+    many are left out (the card's table holds them)."""
     cur = card[card["is_current"]] if len(card) else card
     if cur.empty:
         return "_no model has been evaluated in any study yet_"
-    cur = cur.assign(
-        col=[
-            f"{s} · {m}" + ("" if sl == "all" else f" ({sl})")
-            for s, m, sl in zip(cur["study"], cur["metric"], cur["slice"])
-        ],
-        text=[_cell_text(r) for r in cur.itertuples()],
-    )
-    wide = cur.pivot(index="model_id", columns="col", values="text").fillna("–")
-    versions = cur.groupby("model_id")["version"].agg(lambda v: ", ".join(sorted({str(x)[:8] for x in v})))
-    wide.insert(0, "version(s)", versions)
-    return wide.reset_index().to_markdown(index=False)
+    sections = []
+    for (model, study), g in cur.groupby(["model_id", "study"], sort=True):
+        versions = ", ".join(sorted({str(v)[:8] for v in g["version"]}))
+        rows = [
+            f"| {markdown_cell(r.metric + ('' if r.slice == 'all' else f' ({r.slice})'))} | {_ci_text(r)} "
+            f"| {_delta_text(r)} |"
+            for r in g.itertuples()
+        ]
+        sections.append(
+            "\n".join(
+                [
+                    f"**{markdown_cell(model)}** · {study} · version {versions}",
+                    "",
+                    "| metric | value [95% CI] | Δ |",
+                    "|---|---|---|",
+                    *rows,
+                ]
+            )
+        )
+    text = "\n\n".join(sections)
+    if limit is None or js_length(text) < limit:
+        return text
+    for k in range(len(sections) - 1, -1, -1):
+        text = "\n\n".join(
+            [
+                *sections[:k],
+                f"_{len(sections) - k} of {len(sections)} model × study sections not shown here: the table holds them_",
+            ]
+        )
+        if js_length(text) < limit:
+            return text
+    return text
 
 
 def regressions_markdown(regressions: pd.DataFrame) -> str | None:
-    """The card's top section: one line per candidate with a blocking regression (``regressions``:
-    regressed rows of the studies' ``model_comparison`` with a ``study`` column, differences as
-    fractions), or None when there is none."""
+    """The card's top section: one line per candidate and study with a blocking regression — how
+    many, and the largest drop with its CI and Holm p-value (``regressions``: regressed rows of the
+    studies' ``model_comparison`` with a ``study`` column, differences as fractions; every row is in
+    the card check's ``regressed_rows``), or None when there is none."""
     if regressions.empty:
         return None
-    lines = ["**Regressed candidates** (blocking regressions after Holm; see each study's model_comparison):"]
+    lines = ["**Regressed candidates** (blocking regressions after Holm; every row: the card's check):"]
     for (cand, study), g in regressions.groupby(["candidate_id", "study"], sort=True):
-        rows = "; ".join(
-            f"{r.metric} ({r.slice}) {100 * r.difference:+.1f} pp [{100 * r.ci_low:+.1f}, "
-            f"{100 * r.ci_high:+.1f}], p (Holm) {r.p_holm:.3g}"
-            for r in g.itertuples()
+        r = next(g.sort_values("difference", kind="stable").itertuples())  # the largest drop
+        lines.append(
+            f"- **{cand}** in {study}: {len(g)} regression(s), largest {r.metric} ({r.slice}) "
+            f"{100 * r.difference:+.1f} pp [{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}], p (Holm) {r.p_holm:.3g}"
         )
-        lines.append(f"- **{cand}** in {study}: {rows}")
     return "\n".join(lines)
 
 
@@ -274,6 +304,15 @@ def trend_series(card: pd.DataFrame) -> pd.DataFrame:
     return card[cols].sort_values([*_CELL, "recorded_at"]).reset_index(drop=True)
 
 
+def study_tag(study: str) -> str:
+    """A study's short tag in metadata keys: the initials of its name's words (``some_study_name``
+    → ``SSN``)."""
+    return "".join(w[0] for w in study.split("_") if w).upper()
+
+
 def trend_key(model_id: str, study: str, metric: str, slice_: str) -> str:
-    """The float metadata key of one headline cell (``cand · <study> · M1 (ingestion=inline)``)."""
-    return f"{model_id} · {study} · {metric}" + ("" if slice_ == "all" else f" ({slice_})")
+    """The float metadata key of one headline cell, short enough for the UI's key column:
+    ``<model>/<study tag>/<metric>`` and the slice's values (``cand/SSN/M1/inline`` for study
+    ``some_study_name``, slice ``ingestion=inline``; :func:`study_tag`)."""
+    values = [] if slice_ == "all" else [part.split("=", 1)[-1] for part in slice_.split(", ")]
+    return "/".join([model_id, study_tag(study), metric, *values])

@@ -7,13 +7,16 @@
 The studies are those of :func:`metamorph.study.studies`; each is a sub-command whose options come
 from its :class:`metamorph.study.Study` (the parser is :func:`metamorph.study.add_study_commands`,
 shared with ``metamorph plan``). Runs show up in the UI (``make ui``) because the same
-``DAGSTER_HOME`` (default ``data/dagster_home``) is used. Every registry model is registered as a
+``DAGSTER_HOME`` (default ``data/dagster_home``) is used; each run is created under its job in the
+UI's code location ``metamorph`` (:func:`ui_job_origin`), so the Overview's timeline shows it. Every registry model is registered as a
 partition and run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import logging
 import os
 import re
@@ -522,6 +525,38 @@ class InterruptWhileBlocked:
         os._exit(EXIT_INTERRUPTED)
 
 
+#: The workspace file the UI loads (``make ui``; ``[tool.dg]`` names the same code location).
+WORKSPACE_YAML = Path(__file__).resolve().parents[1] / "workspace.yaml"
+
+
+def ui_job_origin(job_name: str):
+    """The ``RemoteJobOrigin`` of job ``job_name`` in the code location the UI serves
+    (:data:`WORKSPACE_YAML`, repository ``__repository__``).
+
+    A run created by ``execute_in_process`` has no origin, and the UI leaves such runs off its
+    Overview timeline (it groups runs by their repository origin); with this origin the runs of
+    this command are placed under their job in that code location, like a run launched from the UI.
+    """
+    from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
+    from dagster._core.remote_origin import RemoteRepositoryOrigin
+    from dagster._core.workspace.load import location_origins_from_yaml_paths
+
+    [location] = location_origins_from_yaml_paths([str(WORKSPACE_YAML)])
+    return RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME).get_job_origin(job_name)
+
+
+@contextlib.contextmanager
+def runs_created_with_origin(instance, origin):
+    """While open, runs that ``instance`` creates for a job definition (what ``execute_in_process``
+    calls) carry ``origin`` (:func:`ui_job_origin`); the instance is as before on exit."""
+    create = instance.create_run_for_job
+    instance.create_run_for_job = functools.partial(create, remote_job_origin=origin)
+    try:
+        yield
+    finally:
+        del instance.create_run_for_job
+
+
 def run_job(
     job_def,
     instance,
@@ -530,16 +565,17 @@ def run_job(
     tags: dict | None = None,
     asset_selection: list | None = None,
 ):
-    """Execute ``job_def`` in-process on ``instance`` (errors returned, not raised); when the run
-    fails, the tables it wrote before failing are marked partial
-    (:func:`pipelines.partial.mark_partial_run`) and the note naming them goes to stderr.
+    """Execute ``job_def`` in-process on ``instance`` (errors returned, not raised), the run placed
+    under its job in the UI's code location (:func:`ui_job_origin`); when the run fails, the tables
+    it wrote before failing are marked partial (:func:`pipelines.partial.mark_partial_run`) and the
+    note naming them goes to stderr.
 
     Returns the ``ExecuteInProcessResult``. Raises what ``execute_in_process`` raises before a run
     exists (a rejected config).
     """
     from pipelines.partial import mark_partial_run
 
-    with InterruptWhileBlocked(instance):
+    with InterruptWhileBlocked(instance), runs_created_with_origin(instance, ui_job_origin(job_def.name)):
         res = job_def.execute_in_process(
             instance=instance,
             partition_key=partition,

@@ -22,9 +22,14 @@ and replaced (metamorph.runner.run_requests), otherwise the re-run would re-read
 
 Every request carries its cost plan's call count (tag ``metamorph/planned_calls``, e.g. ``288`` or
 ``up to 252``) and the ``metamorph plan`` command that prints the same number (tag
-``metamorph/plan_command``), and the tick's log lists them with their total. The plan is that of
+``metamorph/plan_command``); a local model's request also says about how long its calls take on
+this machine at the pace its generation steps measured (tag ``metamorph/planned_time``,
+:func:`assets.evaluations.planned_time`). The tick's log lists them with their total, and the
+tick's cursor names every request (``<study> × <model>: N calls[, about T on this machine]``;
+the sensor never reads it back): the UI's "Preview tick result" shows it as "Computed cursor
+value", where its list of requests shows only the job name of each. The plan is that of
 the study's inputs as they were last materialized (the options read back from that run's config,
-:func:`input_options`) and the model job's defaults, with nothing cached
+:func:`assets.evaluations.input_options`) and the model job's defaults, with nothing cached
 (:func:`metamorph.costplan.plan_calls`): cache hits make a new or changed entry's run call fewer;
 a provider-version re-run calls them all. It is computed at tick time, not when the definitions
 load (every run process loads them, and planning the shipped registry takes about 1.5 s), and
@@ -34,7 +39,6 @@ once per study, entry and inputs per process.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shlex
 import time
@@ -42,10 +46,15 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from assets._common import ALL_ROWS, STALE_BEFORE_TAG
-from assets.evaluations import Evaluation, latest_evaluation
+from assets._common import STALE_BEFORE_TAG
+from assets.evaluations import (
+    Evaluation,
+    input_options,
+    latest_evaluation,
+    planned_calls,
+    planned_time,
+)
 from assets.partitions import model_partitions
-from metamorph.costplan import plan_calls
 from metamorph.errors import ConfigError, MetamorphError
 from metamorph.models import WORKFLOW_PROVIDERS, ModelSpec, load_registry
 from metamorph.providers.versions import (
@@ -88,26 +97,8 @@ def studies_in_use(instance: dg.DagsterInstance) -> list[str]:
 #: The run tags holding a request's planned calls and the command that prints them.
 PLANNED_CALLS_TAG = "metamorph/planned_calls"
 PLAN_COMMAND_TAG = "metamorph/plan_command"
-
-
-def input_options(instance: dg.DagsterInstance, study: Study) -> Options:
-    """The options ``study``'s inputs were materialized with: each input asset's config in the run
-    of its latest materialization, read back through the options' targets (``limit`` -1, every
-    row, is the default); every other option at its default (the sensor's runs carry no config)."""
-    by_target = {(a, f): o for o in study.all_options() for a, f in o.targets if a in study.inputs}
-    given: dict = {}
-    for asset in study.inputs:
-        event = instance.get_latest_materialization_event(dg.AssetKey([study.name, asset]))
-        run = instance.get_run_by_id(event.run_id) if event is not None else None
-        if run is None:
-            continue
-        op = ((run.run_config or {}).get("ops") or {}).get(f"{study.name}__{asset}") or {}
-        for field, value in (op.get("config") or {}).items():
-            option = by_target.get((asset, field))
-            if option is None or value is None or (option.name == "limit" and value == ALL_ROWS):
-                continue
-            given[option.name] = value
-    return study.values(**given)
+#: The run tag with how long a local model's planned calls take on this machine (:func:`assets.evaluations.planned_time`).
+PLANNED_TIME_TAG = "metamorph/planned_time"
 
 
 def plan_command(study: Study, model_id: str, options: Options) -> str:
@@ -127,20 +118,6 @@ def plan_command(study: Study, model_id: str, options: Options) -> str:
         else:
             words += [o.flag_name, str(value)]
     return shlex.join(words)
-
-
-#: ``plan_calls`` per (study, registry entry, options) in this process: the plan is a function of them.
-_PLANNED: dict[tuple[str, str, str], tuple[int, bool]] = {}
-
-
-def planned_calls(study: Study, m: ModelSpec, options: Options) -> tuple[int, bool]:
-    """:func:`metamorph.costplan.plan_calls` of ``study`` for entry ``m``, remembered per process."""
-    key = (study.name, repr(m), json.dumps({n: getattr(options, n) for n in sorted(options.given)}, default=str))
-    if key not in _PLANNED:
-        if len(_PLANNED) > 512:
-            _PLANNED.clear()
-        _PLANNED[key] = plan_calls(study.name, m, options)
-    return _PLANNED[key]
 
 
 def _names(study: str, model_id: str) -> dict[str, str]:
@@ -224,7 +201,10 @@ def sensor_description(registry: str | None = None) -> str:
         "<study>:<model>:<fingerprint>). Each request also carries its cost plan's call count (tag "
         f"{PLANNED_CALLS_TAG}: the calls of the study's inputs as last materialized, nothing cached) and the "
         f"command printing the same number with tokens and cost (tag {PLAN_COMMAND_TAG}, `metamorph plan <study> "
-        "--models <id>` with the inputs' options); the tick's log lists them with their total. They are "
+        "--models <id>` with the inputs' options); a local model's request also says about how long its calls "
+        f"take on this machine (tag {PLANNED_TIME_TAG}); the tick's log lists them with their total, and the "
+        "tick's cursor names each request with its calls (Preview tick result shows it as the computed cursor "
+        "value; its list shows only each request's job). They are "
         "planned when the sensor ticks, not here: the definitions load in every run process. To see them "
         "before turning it on: Preview tick result on this page evaluates a tick without launching."
     )
@@ -258,6 +238,7 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
     runs = []
     catalogues = _Catalogues(context.log)
     plans: list[int | None] = []  # each request's planned calls (None: not planned)
+    summary: list[str] = []  # each planned request in a few words, for the tick's cursor
 
     def plan_tags(study: Study, m: ModelSpec, options: Options, reason: str) -> dict[str, str]:
         command = plan_command(study, m.id, options)
@@ -269,8 +250,14 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
             return {PLAN_COMMAND_TAG: command}
         plans.append(calls)
         up = "up to " if upper else ""
+        when = planned_time(context.instance, m, calls)
+        summary.append(f"{study.name} × {m.id}: {up}{calls:,} calls" + (f", {when}" if when else ""))
         context.log.info(f"{study.name} × {m.id} ({reason}): {up}{calls:,} calls with nothing cached (`{command}`)")
-        return {PLANNED_CALLS_TAG: f"{up}{calls}", PLAN_COMMAND_TAG: command}
+        return {
+            PLANNED_CALLS_TAG: f"{up}{calls}",
+            PLAN_COMMAND_TAG: command,
+            **({PLANNED_TIME_TAG: when} if when else {}),
+        }
 
     for s in in_use:
         study = studies()[s]
@@ -324,7 +311,11 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
             else "no study has been run with a model yet"
         )
     return dg.SensorResult(
-        run_requests=runs, dynamic_partitions_requests=[model_partitions.build_add_request(new_ids)] if new_ids else []
+        run_requests=runs,
+        dynamic_partitions_requests=[model_partitions.build_add_request(new_ids)] if new_ids else [],
+        # never read back: "Preview tick result" shows it ("Computed cursor value"), naming each request's
+        # study, model and planned calls, where its list shows only the job name per request
+        cursor="; ".join(summary) if summary else None,
     )
 
 

@@ -91,3 +91,56 @@ def test_the_ui_refuses_a_bad_asset_config_and_a_stray_partition_before_a_run(ui
     assert ok["tagsOrError"]["__typename"] == "PartitionTags"
     assert execute_dagster_graphql(context, RUNS).data == {"runsOrError": {"results": []}}
     assert not (tmp_path / "metamorph.duckdb").exists()
+
+
+#: what the Overview's Timeline asks for its finished runs (ui-core useRunsForTimeline: CompletedRunTimelineQuery);
+#: it leaves out a run whose repositoryOrigin is null and puts the others under their job
+TIMELINE_QUERY = """
+query ($filter: RunsFilter!) {
+  runsOrError(filter: $filter, limit: 500) {
+    ... on Runs { results { pipelineName status startTime endTime repositoryOrigin { repositoryName repositoryLocationName } } }
+  }
+}
+"""
+#: the jobs of the code locations the Timeline lists its rows under (FutureTicksQuery)
+WORKSPACE_JOBS = """
+{ workspaceOrError { ... on Workspace { locationEntries { name locationOrLoadError {
+  ... on RepositoryLocation { repositories { name pipelines { name } } } } } } } }
+"""
+
+
+def test_a_metamorph_run_is_on_the_overview_timeline_under_its_job(ui_context, tmp_path):
+    import time
+
+    from pipelines.definitions import build_definitions
+    from pipelines.run import run_job
+
+    context, _ = ui_context
+    t0 = time.time()
+    job = build_definitions().resolve_job_def("order_probe_inputs_job")
+    res = run_job(job, context.instance, {"ops": {"order_probe__order_items": {"config": {"limit": 2}}}})
+    assert res.success
+    runs = execute_dagster_graphql(
+        context,
+        TIMELINE_QUERY,
+        {
+            "filter": {
+                "statuses": ["SUCCESS", "FAILURE", "CANCELED"],
+                "updatedAfter": t0 - 1,
+                "updatedBefore": time.time() + 1,
+            }
+        },
+    ).data["runsOrError"]["results"]
+    assert [(r["pipelineName"], r["status"], r["repositoryOrigin"]) for r in runs] == [
+        (
+            "order_probe_inputs_job",
+            "SUCCESS",
+            {"repositoryName": "__repository__", "repositoryLocationName": "metamorph"},
+        )
+    ]
+    assert t0 - 1 <= runs[0]["startTime"] <= runs[0]["endTime"] <= time.time()
+    # the Timeline's row for it: the job of that name in that repository of that code location
+    [entry] = execute_dagster_graphql(context, WORKSPACE_JOBS).data["workspaceOrError"]["locationEntries"]
+    [repo] = entry["locationOrLoadError"]["repositories"]
+    assert (entry["name"], repo["name"]) == ("metamorph", "__repository__")
+    assert "order_probe_inputs_job" in {p["name"] for p in repo["pipelines"]}

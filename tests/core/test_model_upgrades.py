@@ -102,7 +102,10 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
             "(command line: `metamorph run format_robustness --models cand`)"
         )
         md = base_run.asset_materializations_for_node("format_robustness__model_comparison")[0].metadata
-        assert (md["next_step"].value, md["comparison"].value) == (todo, f"_no comparison: {todo}_")
+        assert md["next_step"].value == todo
+        planned = md["planned"].value
+        assert planned.startswith("nothing cached: cand: ") and planned.endswith(" calls")  # an API model: no time
+        assert md["comparison"].value == f"_no comparison: {todo}_\n\n_planned, {planned}_"
         [check] = regression_checks(base_run)
         assert (check.passed, check.metadata["summary"].value) == (True, f"nothing compared: {todo}")
         capsys.readouterr()  # Dagster's run log
@@ -199,7 +202,8 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
     base = card[(card["model_id"] == "base") & card["is_current"]]
     assert base["previous_version"].isna().all() and (~card[card["model_id"] == "base"]["is_current"]).sum() == 0
     md = materialization.metadata
-    assert f"(Δ -18.8 vs {fp['cand'][:8]})" in md["report_card"].value
+    assert "| accuracy (ingestion=inline) | 50.0 [" in md["report_card"].value
+    assert f"| -18.8 vs {fp['cand'][:8]} |" in md["report_card"].value
     assert md["studies"].value == {
         "included": ["format_robustness"],
         "missing": ["order_probe", "workflow_perturb", "wrapper_sensitivity"],
@@ -215,8 +219,8 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
     ]
     assert acc[["version", "value", "is_current"]].values.tolist() == [[fp["cand"], 68.75, False], [new_fp, 50.0, True]]
     assert acc["ci_low"].notna().all() and (acc["ci_low"] <= acc["value"]).all()
-    assert md["cand · format_robustness · accuracy (ingestion=inline)"].value == 50.0
-    assert md["cand · format_robustness · M1 (ingestion=inline)"].value == 0.0
+    assert md["cand/FR/accuracy/inline"].value == 50.0
+    assert md["cand/FR/M1/inline"].value == 0.0
     assert FIGURE.fullmatch(md["trend"].value).group(1) == "Headline metrics across each model's versions (95% CI)"
     assert md["regressed_candidates"].value == []
 
@@ -357,11 +361,9 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
     assert card_check.metadata["regressed_candidates"].value == {"wrapper_sensitivity": ["cand"]}
     assert card_md["regressed_candidates"].value == ["cand"]
     assert card_md["report_card"].value.splitlines()[:2] == [
-        "**Regressed candidates** (blocking regressions after Holm; see each study's model_comparison):",
-        "- **cand** in wrapper_sensitivity: accuracy (task=t_bool) -20.0 pp [-20.0, -20.0], p (Holm) 0.00586; "
-        "accuracy (task=t_bool, wrapper=json) -100.0 pp [-100.0, -100.0], p (Holm) 0.00586; "
-        "parseability (task=t_bool) -20.0 pp [-20.0, -20.0], p (Holm) 0.00586; "
-        "parseability (task=t_bool, wrapper=json) -100.0 pp [-100.0, -100.0], p (Holm) 0.00586",
+        "**Regressed candidates** (blocking regressions after Holm; every row: the card's check):",
+        "- **cand** in wrapper_sensitivity: 4 regression(s), largest accuracy (task=t_bool, wrapper=json) "
+        "-100.0 pp [-100.0, -100.0], p (Holm) 0.00586",
     ]
     assert card_md["next_step"].value == (
         "not in the card: format_robustness, order_probe, workflow_perturb — run `format_robustness_inputs_job` then "
@@ -370,8 +372,15 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
         "then `model_upgrades_job`"
     )
     # every headline cell is float metadata (Dagster plots it across materializations) and in the trend plot
-    assert card_md["cand · wrapper_sensitivity · accuracy"].value == 80.0
-    assert card_md["base · wrapper_sensitivity · FSI"].value == 0.0
+    assert card_md["cand/WS/accuracy"].value == 80.0
+    assert card_md["base/WS/FSI"].value == 0.0
+    # what the UI shows in place: the card under its 1,000-character limit, narrow, keys short;
+    # every current cell in full in the JSON entry
+    shown = card_md["report_card"].value
+    assert len(shown) < 1000
+    tables = [line for line in shown.splitlines() if line.startswith("| ")]
+    assert tables and max(len(line) for line in tables) <= 60, shown
+    assert max(len(k) for k in card_md) == len("models_with_previous_version"), max(card_md, key=len)
     assert FIGURE.fullmatch(card_md["trend"].value).group(1) == "Headline metrics across each model's versions (95% CI)"
 
     card = table(db, "model_upgrades.robustness_report_card").set_index(["model_id", "metric"])
@@ -380,6 +389,7 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
     assert card.loc[("cand", "FSI"), ["value", "unit", "n"]].tolist() == [100.0, "pp", 1]
     assert math.isnan(card.loc[("cand", "FSI"), "ci_low"]) and card.loc[("base", "FSI"), "value"] == 0.0
     assert set(card["version"]) == {"unrecorded"}  # no wrapper_generations materialization recorded one
+    assert len(card_md["card (in full)"].value) == int(card["is_current"].sum())
 
 
 def test_metrics_that_do_not_block_pass_the_check(metamorph_home, tmp_path, monkeypatch):

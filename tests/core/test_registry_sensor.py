@@ -309,12 +309,51 @@ def test_the_sensor_description_says_what_turning_it_on_launches(tmp_path):
         "tag metamorph/model, run key <study>:<model>:<fingerprint>). Each request also carries its cost plan's "
         "call count (tag metamorph/planned_calls: the calls of the study's inputs as last materialized, nothing "
         "cached) and the command printing the same number with tokens and cost (tag metamorph/plan_command, "
-        "`metamorph plan <study> --models <id>` with the inputs' options); the tick's log lists them with their "
-        "total. They are planned when the sensor ticks, not here: the definitions load in every run process. "
+        "`metamorph plan <study> --models <id>` with the inputs' options); a local model's request also says about "
+        "how long its calls take on this machine (tag metamorph/planned_time); the tick's log lists them with their "
+        "total, and the tick's cursor names each request with its calls (Preview tick result shows it as the "
+        "computed cursor value; its list shows only each request's job). They are planned when the sensor ticks, not here: the definitions load in every run process. "
         "To see them before turning it on: Preview tick result on this page evaluates a tick without launching."
     )
     registry.write_text("models: 3\n")
     assert sensor_description(str(registry)) == (
         f"{SENSOR_RULE} Registry unreadable, so it launches nothing: "
         f"{registry}, field 'models': expected a mapping with a 'models' list"
+    )
+
+
+def test_each_request_names_its_model_calls_and_a_local_models_time_in_the_preview(evaluated):
+    """The UI's "Preview tick result" lists each request by its job name only; the tick's cursor
+    (shown there as "Computed cursor value") names study, model and planned calls of each, and a
+    local model's request says about how long its calls take on this machine."""
+    instance, _, stub, registry, _ = evaluated
+    stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200)))
+    # gpt-stub's generation step made its 24 calls and recorded its pace
+    md = instance.get_latest_materialization_event(GEN).asset_materialization.metadata
+    assert md["model_calls"].value == 24 and md["seconds_per_call"].value > 0
+    gguf = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    registry.write_text(
+        registry.read_text()
+        + f"  - {{id: tiny, provider: llama_cpp, model: {gguf}}}\n"
+        + f"  - {{id: fresh, provider: llama_cpp, model: {gguf}}}\n"
+    )
+    # tiny ran here before, with another registry entry, at 2 s per call
+    instance.add_dynamic_partitions("model", ["tiny"])
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(
+            GEN, partition="tiny", metadata={"seconds_per_call": 2.0, "registry_fingerprint": "an older entry"}
+        )
+    )
+    res = tick(instance)
+    assert requested(res) == [
+        ("order_probe_model_job", "tiny", "registry entry changed"),
+        ("order_probe_model_job", "fresh", "new model"),
+    ]
+    # 24 calls (1 idiom: 23 scrambles and the unperturbed input, zero_shot) at 2 s: 48 s
+    tiny, fresh = res.run_requests
+    assert tiny.tags["metamorph/planned_time"] == "about 48 s on this machine (2 s per call measured)"
+    assert fresh.tags["metamorph/planned_time"] == "time unknown (not run on this machine yet)"
+    assert res.cursor == (
+        "order_probe × tiny: 24 calls, about 48 s on this machine (2 s per call measured); "
+        "order_probe × fresh: 24 calls, time unknown (not run on this machine yet)"
     )

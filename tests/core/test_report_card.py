@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from metamorph.report_card import CARD_COLUMNS, build_card, card_markdown, clustered_rate_rows
+from metamorph.report_card import CARD_COLUMNS, build_card, card_markdown, clustered_rate_rows, study_tag, trend_key
 
 
 def row(value, model="a", metric="M1", ci=(5.0, 15.0)):
@@ -100,7 +100,7 @@ def test_clustered_rate_is_pooled_over_observations_and_resamples_clusters():
         )
 
 
-def test_markdown_has_one_row_per_model_with_ci_and_delta():
+def test_markdown_is_narrow_one_section_per_model_and_study_with_ci_and_delta():
     c1 = build_card(
         pd.DataFrame([row(10.0), row(50.0, metric="accuracy", ci=(math.nan, math.nan))]),
         {("a", "s"): "v1aaaaaaaaaa"},
@@ -112,8 +112,35 @@ def test_markdown_has_one_row_per_model_with_ci_and_delta():
         T[1],
         c1,
     )
-    md = card_markdown(c2).splitlines()
-    assert len(md) == 3  # header, rule, one model
-    assert [c.strip() for c in md[0].split("|")[1:-1]] == ["model_id", "version(s)", "s · M1", "s · accuracy"]
-    assert "12.0 [5.0, 15.0] (Δ +2.0 vs v1aaaaaa)" in md[2] and "50.0 (Δ +0.0 vs v1aaaaaa)" in md[2]
+    assert card_markdown(c2).splitlines() == [
+        "**a** · s · version v2bbbbbb",
+        "",
+        "| metric | value [95% CI] | Δ |",
+        "|---|---|---|",
+        "| M1 | 12.0 [5.0, 15.0] | +2.0 vs v1aaaaaa |",
+        "| accuracy | 50.0 | +0.0 vs v1aaaaaa |",
+    ]
     assert card_markdown(c2.iloc[0:0]) == "_no model has been evaluated in any study yet_"
+
+
+def test_markdown_fits_a_limit_leaving_out_whole_sections_and_saying_so():
+    rows = pd.DataFrame([row(10.0, model=m) for m in ("a", "b", "c")])
+    card = build_card(rows, {(m, "s"): "v1" for m in ("a", "b", "c")}, T[0])
+    section = "**a** · s · version v1\n\n| metric | value [95% CI] | Δ |\n|---|---|---|\n| M1 | 10.0 [5.0, 15.0] | – |"
+    assert len(section) == 22 + 2 + 31 + 1 + 13 + 1 + 29 == 99
+    full = card_markdown(card)
+    assert len(full) == 3 * 99 + 2 * 2
+    assert card_markdown(card, limit=len(full) + 1) == full
+    # one section and the line naming the two left out: 99 + 2 + 68 characters
+    cut = card_markdown(card, limit=200)
+    assert cut == section + "\n\n_2 of 3 model × study sections not shown here: the table holds them_"
+    assert len(cut) == 169
+
+
+def test_trend_keys_are_short():
+    assert trend_key("smollm2", "format_robustness", "M1", "ingestion=inline") == "smollm2/FR/M1/inline"
+    assert trend_key("m", "order_probe", "recovery", "language=en, setting=cot") == "m/OP/recovery/en/cot"
+    assert trend_key("m", "wrapper_sensitivity", "FSI", "all") == "m/WS/FSI"
+    from metamorph.study import studies
+
+    assert len({study_tag(s) for s in studies()}) == len(studies())  # a tag names one study

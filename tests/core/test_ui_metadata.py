@@ -477,3 +477,24 @@ def test_float_metadata_is_rounded_for_display_one_decimal_for_percentages():
     assert rounded_metadata({"cand · format_robustness · M1": dg.MetadataValue.float(1 / 3)}) == {
         "cand · format_robustness · M1": dg.MetadataValue.float(0.3333)
     }
+
+
+def test_a_preview_fits_under_the_length_the_ui_renders_in_place():
+    """The UI renders a markdown value in place only below 1,000 characters; a preview fits it:
+    fewer rows, then narrower cells, then fewer columns (said in a last line)."""
+    # two columns of 100 characters: cut to 80, a row is 2 + 80 + 3 + 80 + 2 = 167 characters and
+    # the header and rule 9 each, so 9 + 1 + 9 + 5 × 168 = 859 (6 rows would be 1,027)
+    v = preview_md(pd.DataFrame({"t": ["x" * 100] * 10, "u": ["y" * 100] * 10})).value
+    assert v.splitlines() == ["| t | u |", "|---|---|", *[f"| {'x' * 79}… | {'y' * 79}… |"] * 5]
+    assert len(v) == 859
+    # ten such columns: 3 rows cut to 24 (271 characters each) fit in 51 + 1 + 41 + 3 × 272 = 909
+    v = preview_md(pd.DataFrame({f"c{i}": ["v" * 100] * 20 for i in range(10)})).value
+    assert len(v) == 909 and len(v.splitlines()) == 5 and v.splitlines()[2].count("v" * 23 + "…") == 10
+    # sixty columns: at 12 characters and 3 rows, c columns take 62c + 62 characters with the last line
+    v = preview_md(pd.DataFrame({f"column_{i:02d}": ["v" * 100] * 20 for i in range(60)})).value
+    assert len(v) == 62 * 15 + 62 == 992
+    assert v.splitlines()[-1] == "_15 of 60 columns shown (the table holds them all)_"
+    assert table_cells(v)[0] == [f"column_{i:02d}" for i in range(15)]
+    # a character outside the BMP counts two (JavaScript string length)
+    v = preview_md(pd.DataFrame({"t": ["😀" * 100] * 10})).value
+    assert len(v.encode("utf-16-le")) // 2 < 1000

@@ -181,7 +181,11 @@ def test_an_empty_report_card_says_which_studies_to_run(metamorph_home, tmp_path
 
     from pipelines.definitions import build_definitions
 
-    path, _ = registry(tmp_path, "  - {id: base, provider: llama_cpp, model: a.gguf, status: approved}\n")
+    path, _ = registry(
+        tmp_path,
+        "  - {id: base, provider: llama_cpp, model: SmolLM2-135M-Instruct.Q4_1.gguf, status: approved}\n"
+        "  - {id: api, provider: openai, model: gpt-x, api_key_env: NO_SUCH_KEY}\n",
+    )
     monkeypatch.setenv("METAMORPH_MODELS", str(path))
     with dg.instance_for_test() as instance:
         res = build_definitions().resolve_job_def("model_upgrades_job").execute_in_process(instance=instance)
@@ -195,6 +199,20 @@ def test_an_empty_report_card_says_which_studies_to_run(metamorph_home, tmp_path
         "partitions, then `model_upgrades_job`"
     )
     assert md["next_step"].value == todo
-    assert md["report_card"].value == f"_no model has been evaluated in any study yet_\n\n_{todo}_"
+    # what running each costs: the cost plan's calls for both entries, nothing cached (the inputs
+    # never materialized: each study's defaults); the local one's time is not known before it ran here
+    local = "time unknown (not run on this machine yet)"
+    planned = {
+        "format_robustness": f"base: up to 48 calls, {local}; api: up to 252 calls",
+        "order_probe": f"base: 288 calls, {local}; api: 288 calls",
+        "workflow_perturb": f"base: up to 39 calls, {local}; api: up to 57 calls",
+        "wrapper_sensitivity": f"base: 600 calls, {local}; api: 600 calls",
+    }
+    assert md["planned"].value == {s: f"nothing cached: {text}" for s, text in planned.items()}
+    assert md["report_card"].value == (
+        f"_no model has been evaluated in any study yet_\n\n_{todo}_\n\n_planned, nothing cached:_\n"
+        + "\n".join(f"- {s}: {text}" for s, text in planned.items())
+    )
+    assert len(md["report_card"].value) < 1000  # shown in place
     assert md["trend"].value == "_no headline numbers to plot_"
     assert (check.check_name, check.passed, md["regressed_candidates"].value) == ("no_candidate_regressed", True, [])

@@ -106,7 +106,7 @@ def test_model_comparison_asset_materializes_on_a_scored_table(metamorph_home, t
     reg.write_text(
         "models:\n  - {id: base, provider: llama_cpp, model: base.gguf, status: approved}\n"
         "  - {id: cand, provider: llama_cpp, model: cand.gguf}\n"
-        "  - {id: later, provider: llama_cpp, model: later.gguf}\n"
+        "  - {id: later, provider: llama_cpp, model: SmolLM2-135M-Instruct.Q4_1.gguf}\n"
     )
     monkeypatch.setenv("METAMORPH_MODELS", str(reg))
     db = metamorph_home / "metamorph.duckdb"
@@ -129,6 +129,9 @@ def test_model_comparison_asset_materializes_on_a_scored_table(metamorph_home, t
         "candidate registered but not evaluated: later — run `order_probe_model_job` for its partition "
         "(command line: `metamorph run order_probe --models later`)"
     )
+    # and what running it costs: the study's default inputs (none materialized), nothing cached —
+    # 4 idioms × (23 scrambles + the unperturbed input) × 3 settings = 288 calls; a local model not run here yet
+    assert md["planned"].value == "nothing cached: later: 288 calls, time unknown (not run on this machine yet)"
     assert (check.check_name, check.passed) == ("no_blocking_regression", False)
     assert [(r["candidate_id"], r["metric"], r["p_holm"]) for r in check.metadata["regressed_rows"].value] == [
         ("cand", "recovery", 3 * 2 / 256)
