@@ -126,7 +126,9 @@ def runner(url: str, prompts: list[str], concurrency: int, path: Path):
         kind="openai", api_key="sk-bench", base_url=url + "/v1", max_concurrency=concurrency, timeout_s=60
     )
     reqs = [
-        GenerationRequest("openai", "gpt-x", ({"role": "user", "content": p},), {"temperature": 0.0}, base_url=url + "/v1")
+        GenerationRequest(
+            "openai", "gpt-x", ({"role": "user", "content": p},), {"temperature": 0.0}, base_url=url + "/v1"
+        )
         for p in prompts
     ]
     return reqs, provider, lambda: run_requests(reqs, provider, GenerationCache(path), log=lambda m: None)

@@ -8,9 +8,10 @@ seconds (``GET /stats`` gives :meth:`AsyncStub.summary`) and records, per reques
 arrived and how many got a 200.
 
 With ``capacity`` set it acts like a rate-limited API: a request arriving while ``capacity``
-requests are being served is answered at once with HTTP 429 and ``Retry-After: retry_after_s``.
-Every arrival is recorded in :attr:`AsyncStub.arrivals` as ``(in_flight, status)``: the number of
-requests in flight at that moment, this one included, and the status it was given.
+requests are being served is answered with HTTP 429 and ``Retry-After: retry_after_s`` after
+``reject_s`` seconds. Every arrival is recorded in :attr:`AsyncStub.arrivals` as ``(open,
+status)``: the requests open at that moment (received, not yet answered: served or being
+rejected), this one included, and the status it was given.
 
 ``python -m tests.core.stub_async --latency-s 0`` runs it in its own process (benchmarks): it
 prints its URL, serves until stdin closes, then prints one JSON line ``{"requests": ...,
@@ -40,16 +41,21 @@ class AsyncStub:
         latency_s: seconds each answered request waits before its reply (``asyncio.sleep``).
         capacity: requests served at once before further arrivals get a 429 (``None``: no limit).
         retry_after_s: the ``Retry-After`` header (seconds) of those 429s.
+        reject_s: seconds a 429 takes.
     """
 
-    def __init__(self, latency_s: float = 0.0, capacity: int | None = None, retry_after_s: float = 0.0) -> None:
+    def __init__(
+        self, latency_s: float = 0.0, capacity: int | None = None, retry_after_s: float = 0.0, reject_s: float = 0.0
+    ) -> None:
         self.latency_s = latency_s
         self.capacity = capacity
         self.retry_after_s = retry_after_s
+        self.reject_s = reject_s
         self.counts: Counter[str] = Counter()  # body key -> requests received
         self.answered: Counter[str] = Counter()  # body key -> 200 replies sent
-        self.arrivals: list[tuple[int, int]] = []  # (in flight at arrival, this one included; status given)
-        self.in_flight = 0
+        self.arrivals: list[tuple[int, int]] = []  # (open at arrival, this one included; status given)
+        self.in_flight = 0  # being served
+        self.open = 0  # served or being rejected
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -68,25 +74,31 @@ class AsyncStub:
             return
         key = body_key(raw)
         self.counts[key] += 1
-        if self.capacity is not None and self.in_flight >= self.capacity:
-            self.arrivals.append((self.in_flight + 1, 429))
-            await _reply(
-                send,
-                429,
-                {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}},
-                [(b"retry-after", f"{self.retry_after_s:g}".encode())],
-            )
-            return
-        self.in_flight += 1
-        self.arrivals.append((self.in_flight, 200))
+        self.open += 1
         try:
-            if self.latency_s:
-                await asyncio.sleep(self.latency_s)
-            reply = echo_chat(Recorded("POST", PATH, {}, raw, json=json.loads(raw)))
-            await _reply(send, 200, reply.body)
-            self.answered[key] += 1
+            if self.capacity is not None and self.in_flight >= self.capacity:
+                self.arrivals.append((self.open, 429))
+                if self.reject_s:
+                    await asyncio.sleep(self.reject_s)
+                await _reply(
+                    send,
+                    429,
+                    {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}},
+                    [(b"retry-after", f"{self.retry_after_s:g}".encode())],
+                )
+                return
+            self.in_flight += 1
+            self.arrivals.append((self.open, 200))
+            try:
+                if self.latency_s:
+                    await asyncio.sleep(self.latency_s)
+                reply = echo_chat(Recorded("POST", PATH, {}, raw, json=json.loads(raw)))
+                await _reply(send, 200, reply.body)
+                self.answered[key] += 1
+            finally:
+                self.in_flight -= 1
         finally:
-            self.in_flight -= 1
+            self.open -= 1
 
     def summary(self) -> dict[str, int]:
         return {
