@@ -1,7 +1,7 @@
 """How many requests per second the runner + cache keep in flight against a server that answers at once.
 
     .venv/bin/python benchmarks/runner_throughput.py [--n 4000] [--concurrency 256,1024] [--repeat 3]
-                                                      [--lookup-keys 48000]
+                                                      [--lookup-keys 48000] [--httpx2]
 
 The server is :mod:`tests.core.stub_async` (an ASGI app on uvicorn, in its own process on
 127.0.0.1, zero latency), so every second a request spends is the client's. For each concurrency
@@ -13,7 +13,7 @@ The server is :mod:`tests.core.stub_async` (an ASGI app on uvicorn, in its own p
 2. **bare async SDK**: ``openai.AsyncOpenAI`` with ``c`` coroutines each awaiting
    ``chat.completions.create`` in a loop (no runner, no cache, no retries; the HTTP pool sized to
    ``c`` connections), on the SDK's aiohttp transport (``DefaultAioHttpClient``, the reference the
-   runner is compared to) and on its default httpx2 transport (``bare, httpx2``).
+   runner is compared to) and, with ``--httpx2``, on its default httpx2 transport (``bare, httpx2``).
 3. **runner + cache**: :func:`metamorph.runner.run_requests` with an ``OpenAIProvider`` of
    ``max_concurrency=c`` into a fresh DuckDB :class:`~metamorph.cache.GenerationCache` (every
    completion committed before it returns).
@@ -188,7 +188,7 @@ def throughput(args: argparse.Namespace, home: Path) -> None:
                 rows.setdefault("stub alone", []).append(
                     measure("stub alone", url, proc.pid, args.n, lambda: asyncio.run(blast(url, bodies, c)))
                 )
-                for transport, label in (("aiohttp", "bare async SDK"), ("httpx2", "bare, httpx2")):
+                for transport, label in (("aiohttp", "bare async SDK"), ("httpx2", "bare, httpx2"))[: 1 + args.httpx2]:
                     bare = prompts(label)
                     rows.setdefault(label, []).append(
                         measure(label, url, proc.pid, args.n, lambda: asyncio.run(bare_sdk(url, bare, c, transport)))
@@ -254,6 +254,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[256, 1024])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--lookup-keys", type=int, default=48_000)
+    ap.add_argument("--httpx2", action="store_true", help="also the bare SDK on its default httpx2 transport")
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="metamorph-bench-"))
     print(load_line(), flush=True)

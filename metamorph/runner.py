@@ -3,9 +3,15 @@
 :func:`run_requests` is the one way studies call models:
 
 1. every request's cache key is looked up; hits are served without calling the provider;
-2. misses run on at most ``provider.max_concurrency`` threads, each call wrapped in
+2. misses run at most ``provider.max_concurrency`` at a time, each call wrapped in
    :func:`metamorph.providers.retry.call_with_retries` (408/409/429/5xx/529/overloaded retried
-   with exponential backoff and jitter, ``Retry-After`` honoured, bounded total time);
+   with exponential backoff and jitter, ``Retry-After`` honoured, bounded total time). A provider
+   with an ``async_session`` (openai, openai_compatible, anthropic) is called from tasks on one
+   event loop in one thread (:func:`~metamorph.providers.retry.acall_with_retries`), and how many
+   of its requests are in flight adapts to the server: a 429 / 503 / 529 halves it, ``Retry-After``
+   holds new requests, successes raise it back to ``max_concurrency``
+   (:class:`~metamorph.providers.adaptive.AdaptiveLimit`); other providers (local models,
+   workflows under test) run on ``max_concurrency`` threads;
 3. misses are claimed in the cache just before they are sent, so two runners sharing a cache
    do not call the same key; each finished completion (or final error) is queued to the cache's
    group-committing writer (committed within a fraction of a second, all of it before return);
