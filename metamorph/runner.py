@@ -394,8 +394,16 @@ class _AsyncCalls:
             task.add_done_callback(self._tasks.discard)
 
     def finished(self, timeout: float) -> list[tuple[str, GenerationResult | None]]:
-        """As :meth:`_ThreadCalls.finished`."""
-        return _drain(self.done, timeout)
+        """As :meth:`_ThreadCalls.finished`.
+
+        Raises:
+            RuntimeError: the event loop ended while calls were still owed (a bug: its error was
+                printed by the thread), rather than waiting for them for ever.
+        """
+        got = _drain(self.done, timeout)
+        if not got and not self._thread.is_alive():
+            raise RuntimeError("the runner's event loop ended before its calls finished")
+        return got
 
     def close(self, interrupted: bool) -> None:
         """Let the calls in flight finish (``interrupted``: start no attempt, end the waits between
