@@ -3,9 +3,15 @@
 :func:`run_requests` is the one way studies call models:
 
 1. every request's cache key is looked up; hits are served without calling the provider;
-2. misses run on at most ``provider.max_concurrency`` threads, each call wrapped in
+2. misses run at most ``provider.max_concurrency`` at a time, each call wrapped in
    :func:`metamorph.providers.retry.call_with_retries` (408/409/429/5xx/529/overloaded retried
-   with exponential backoff and jitter, ``Retry-After`` honoured, bounded total time);
+   with exponential backoff and jitter, ``Retry-After`` honoured, bounded total time). A provider
+   with an ``async_session`` (openai, openai_compatible, anthropic) is called from tasks on one
+   event loop in one thread (:func:`~metamorph.providers.retry.acall_with_retries`), and how many
+   of its requests are in flight adapts to the server: a 429 / 503 / 529 halves it, ``Retry-After``
+   holds new requests, successes raise it back to ``max_concurrency``
+   (:class:`~metamorph.providers.adaptive.AdaptiveLimit`); other providers (local models,
+   workflows under test) run on ``max_concurrency`` threads;
 3. misses are claimed in the cache just before they are sent, so two runners sharing a cache
    do not call the same key; each finished completion (or final error) is queued to the cache's
    group-committing writer (committed within a fraction of a second, all of it before return);
@@ -24,11 +30,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
+from queue import Empty, SimpleQueue
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -37,8 +45,9 @@ import pandas as pd
 
 from metamorph.batch import BatchExecution, run_batches
 from metamorph.cache import GenerationCache
+from metamorph.providers.adaptive import THROTTLE_STATUSES, AdaptiveLimit
 from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
-from metamorph.providers.retry import RetryPolicy, call_with_retries
+from metamorph.providers.retry import RetryPolicy, acall_with_retries, call_with_retries
 from metamorph.replicates import computation, is_shared, provider_deterministic
 
 __all__ = [
@@ -221,32 +230,6 @@ def _serve(
             stats.completion_tokens += res.completion_tokens or 0
             _check_version(by_key[key], res, cache, known_versions, stats, warn)
 
-    stop = threading.Event()  # set when the run is interrupted: no new attempt, no wait between attempts
-
-    def pause(seconds: float) -> None:
-        if stop.wait(seconds):
-            raise _Stopped
-
-    def one(key: str, req: GenerationRequest) -> tuple[str, GenerationResult | None]:
-        t0 = time.monotonic()
-        if stop.is_set():
-            return key, None
-        try:
-            res, attempts = call_with_retries(lambda: provider.generate(req), retry, sleep=pause)
-            res = res.replace(
-                attempts=attempts, latency_s=res.latency_s if res.latency_s is not None else time.monotonic() - t0
-            )
-        except _Stopped:  # interrupted between attempts: nothing is stored, the key stays a miss
-            return key, None
-        except ProviderError as exc:
-            res = GenerationResult(
-                text=None, error=f"ProviderError[{exc.status}]: {exc}", attempts=getattr(exc, "attempts", 1)
-            )
-        except Exception as exc:  # a bug or SDK surprise is recorded, never served as a completion
-            res = GenerationResult(text=None, error=f"{type(exc).__name__}: {exc}")
-        cache.put(req, res)
-        return key, res
-
     last, last_done = time.monotonic(), stats.done
     if isinstance(provider, BatchExecution):  # misses go to provider batch jobs; what they cannot carry, below
         log(
@@ -268,43 +251,235 @@ def _serve(
     if not todo:
         return results
     workers = max(1, provider.max_concurrency)
-    queue, deferred, pending = deque(todo), [], set()
+    queue, deferred, in_flight = deque(todo), [], 0
     polled = time.monotonic()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        try:
-            while queue or pending or deferred:
-                while queue and len(pending) < 2 * workers:  # claim ahead of the threads, in chunks (one query each)
-                    chunk = [queue.popleft() for _ in range(min(len(queue), 4 * workers))]
-                    got = cache.claim(chunk, stale_before=stale_before)
-                    served(got.done)
-                    deferred.extend(got.busy)
-                    pending.update(pool.submit(one, k, todo[k]) for k in got.claimed)
-                if deferred and not queue and time.monotonic() - polled >= poll_s:
-                    queue.extend(deferred)  # held by another runner: look again
-                    deferred.clear()
-                    polled = time.monotonic()
-                    continue
-                if not pending:
-                    time.sleep(poll_s / 5)
-                    continue
-                ready, pending = wait(
-                    pending, timeout=max(0.05, min(poll_s, progress_every_s / 2)), return_when=FIRST_COMPLETED
-                )
-                for fut in ready:
-                    finished(*fut.result())
-                if stats.done != last_done and time.monotonic() - last >= progress_every_s:
-                    log("generation progress: " + stats.progress())
-                    last, last_done = time.monotonic(), stats.done
-        except BaseException:
-            # Ctrl-C / SIGTERM (Dagster raises its interrupt here) or an error: requests not started
-            # are dropped and waits between retries end now, so the run stops once the calls in
-            # flight return (their completions are stored) instead of waiting out the retries of
-            # every queued request (up to RetryPolicy.max_total_s each); run_requests then commits
-            # and releases this runner's claims.
-            stop.set()
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
+    wait_s = max(0.05, min(poll_s, progress_every_s / 2))
+    calls = _AsyncCalls(provider, retry, cache) if hasattr(provider, "async_session") else None
+    calls = calls or _ThreadCalls(provider, retry, cache, workers)
+    try:
+        while queue or in_flight or deferred:
+            while queue and in_flight < 2 * workers:  # claim ahead of the calls, in chunks (one query each)
+                chunk = [queue.popleft() for _ in range(min(len(queue), 4 * workers))]
+                got = cache.claim(chunk, stale_before=stale_before)
+                served(got.done)
+                deferred.extend(got.busy)
+                calls.submit([(k, todo[k]) for k in got.claimed])
+                in_flight += len(got.claimed)
+            if deferred and not queue and time.monotonic() - polled >= poll_s:
+                queue.extend(deferred)  # held by another runner: look again
+                deferred.clear()
+                polled = time.monotonic()
+                continue
+            if not in_flight:
+                time.sleep(poll_s / 5)
+                continue
+            for key, res in calls.finished(wait_s):
+                in_flight -= 1
+                if res is not None:
+                    finished(key, res)
+            if stats.done != last_done and time.monotonic() - last >= progress_every_s:
+                log("generation progress: " + stats.progress())
+                last, last_done = time.monotonic(), stats.done
+    except BaseException:
+        # Ctrl-C / SIGTERM (Dagster raises its interrupt here) or an error: requests not started
+        # are dropped and waits between retries end now, so the run stops once the calls in
+        # flight return (their completions are stored) instead of waiting out the retries of
+        # every queued request (up to RetryPolicy.max_total_s each); run_requests then commits
+        # and releases this runner's claims.
+        calls.close(interrupted=True)
+        raise
+    calls.close(interrupted=False)
     return results
+
+
+def _failed(exc: BaseException) -> GenerationResult:
+    """The stored error of a request whose retries ended in ``exc``."""
+    if isinstance(exc, ProviderError):
+        return GenerationResult(
+            text=None, error=f"ProviderError[{exc.status}]: {exc}", attempts=getattr(exc, "attempts", 1)
+        )
+    return GenerationResult(text=None, error=f"{type(exc).__name__}: {exc}")  # a bug or SDK surprise, never a text
+
+
+class _ThreadCalls:
+    """Calls on ``workers`` threads, each one :func:`call_with_retries` of ``provider.generate``
+    (providers without an asynchronous session: local models, workflows under test)."""
+
+    def __init__(self, provider: Provider, retry: RetryPolicy, cache: GenerationCache, workers: int) -> None:
+        self.provider, self.retry, self.cache = provider, retry, cache
+        self.done: SimpleQueue[tuple[str, GenerationResult | None]] = SimpleQueue()
+        self.stop = threading.Event()  # set when the run is interrupted: no new attempt, no wait between attempts
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+
+    def submit(self, items: list[tuple[str, GenerationRequest]]) -> None:
+        for key, req in items:
+            self.pool.submit(self._one, key, req)
+
+    def finished(self, timeout: float) -> list[tuple[str, GenerationResult | None]]:
+        """The calls finished since the last look (waits up to ``timeout`` s for the first):
+        ``(key, result)``, result ``None`` for a call the interruption stopped (nothing stored)."""
+        return _drain(self.done, timeout)
+
+    def close(self, interrupted: bool) -> None:
+        if interrupted:
+            self.stop.set()
+        self.pool.shutdown(wait=True, cancel_futures=interrupted)
+
+    def _pause(self, seconds: float) -> None:
+        if self.stop.wait(seconds):
+            raise _Stopped
+
+    def _one(self, key: str, req: GenerationRequest) -> None:
+        res = None
+        try:
+            t0 = time.monotonic()
+            if self.stop.is_set():
+                return
+            try:
+                res, attempts = call_with_retries(lambda: self.provider.generate(req), self.retry, sleep=self._pause)
+                res = res.replace(attempts=attempts, latency_s=_latency(res, t0))
+            except _Stopped:  # interrupted between attempts: nothing is stored, the key stays a miss
+                return
+            except Exception as exc:
+                res = _failed(exc)
+            self.cache.put(req, res)
+        finally:
+            self.done.put((key, res))
+
+
+class _AsyncCalls:
+    """Calls as tasks on one event loop, in one thread for the whole run: each task is one
+    :func:`acall_with_retries` of the provider's ``async_session`` generate, holding a slot of an
+    :class:`~metamorph.providers.adaptive.AdaptiveLimit` of ``provider.max_concurrency`` (a 429 /
+    503 / 529 lowers how many requests are in flight, successes raise it back)."""
+
+    def __init__(self, provider: Provider, retry: RetryPolicy, cache: GenerationCache) -> None:
+        self.provider, self.retry, self.cache = provider, retry, cache
+        self.done: SimpleQueue[tuple[str, GenerationResult | None]] = SimpleQueue()
+        self.limit: AdaptiveLimit | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), name="metamorph-calls", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+
+    async def _main(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stop, self._closing = asyncio.Event(), asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        try:
+            async with self.provider.async_session() as agenerate:  # type: ignore[attr-defined]
+                self._agenerate = agenerate
+                self.limit = AdaptiveLimit(max(1, self.provider.max_concurrency))
+                self._ready.set()
+                await self._closing.wait()
+                while self._tasks:
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+        except BaseException as exc:
+            if not self._ready.is_set():
+                self._error = exc
+                self._ready.set()
+                return
+            raise
+
+    def submit(self, items: list[tuple[str, GenerationRequest]]) -> None:
+        self.loop.call_soon_threadsafe(self._spawn, items)
+
+    def _spawn(self, items: list[tuple[str, GenerationRequest]]) -> None:
+        for key, req in items:
+            task = self.loop.create_task(self._one(key, req))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def finished(self, timeout: float) -> list[tuple[str, GenerationResult | None]]:
+        """As :meth:`_ThreadCalls.finished`.
+
+        Raises:
+            RuntimeError: the event loop ended while calls were still owed (a bug: its error was
+                printed by the thread), rather than waiting for them for ever.
+        """
+        got = _drain(self.done, timeout)
+        if not got and not self._thread.is_alive():
+            raise RuntimeError("the runner's event loop ended before its calls finished")
+        return got
+
+    def close(self, interrupted: bool) -> None:
+        """Let the calls in flight finish (``interrupted``: start no attempt, end the waits between
+        attempts), close the provider's session and end the thread."""
+        if self._thread.is_alive():
+            if interrupted:
+                self.loop.call_soon_threadsafe(self._stop.set)
+            self.loop.call_soon_threadsafe(self._closing.set)
+        self._thread.join()
+
+    async def _one(self, key: str, req: GenerationRequest) -> None:
+        limit = self.limit
+        assert limit is not None
+        res, held = None, False
+
+        async def attempt() -> GenerationResult:
+            if self._stop.is_set():
+                raise _Stopped
+            started = limit.round
+            try:
+                out = await self._agenerate(req)
+            except ProviderError as err:
+                if err.status in THROTTLE_STATUSES:
+                    limit.throttled(started, err.retry_after)
+                raise
+            limit.succeeded()
+            return out
+
+        async def pause(seconds: float) -> None:  # the wait before a retry; ends at once on an interrupt
+            nonlocal held
+            give_up = limit.over()  # a throttle lowered the limit below the slots held: wait without one
+            if give_up:
+                limit.release()
+                held = False
+            try:
+                await asyncio.wait_for(self._stop.wait(), timeout=seconds)
+            except TimeoutError:
+                if give_up:
+                    await limit.acquire(priority=True)
+                    held = True
+                return
+            raise _Stopped
+
+        try:
+            t0 = time.monotonic()
+            await limit.acquire()
+            held = True
+            try:
+                res, attempts = await acall_with_retries(attempt, self.retry, sleep=pause)
+                res = res.replace(attempts=attempts, latency_s=_latency(res, t0))
+            except _Stopped:  # interrupted: nothing is stored, the key stays a miss
+                return
+            except Exception as exc:
+                res = _failed(exc)
+            self.cache.put(req, res)
+        finally:
+            if held:
+                limit.release()
+            self.done.put((key, res))
+
+
+def _latency(res: GenerationResult, t0: float) -> float:
+    return res.latency_s if res.latency_s is not None else time.monotonic() - t0
+
+
+def _drain(done: SimpleQueue, timeout: float) -> list:
+    """What ``done`` holds, waiting up to ``timeout`` seconds for the first item ([] if none came)."""
+    try:
+        items = [done.get(timeout=timeout)]
+    except Empty:
+        return []
+    while True:
+        try:
+            items.append(done.get_nowait())
+        except Empty:
+            return items
 
 
 class _Stopped(BaseException):

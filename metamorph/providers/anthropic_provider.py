@@ -16,10 +16,13 @@ Notes on the installed SDK (anthropic 2.x):
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import threading
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
@@ -28,7 +31,7 @@ from metamorph.errors import ConfigError
 from metamorph.providers.base import Document, GenerationRequest, GenerationResult
 from metamorph.providers.file_inputs import FILE_INPUTS, TEXT_MEDIA_TYPES, is_text_media_type
 from metamorph.providers.retry import attempt_timeout
-from metamorph.providers.sdk_errors import error_in_body, no_text_error, sdk_errors
+from metamorph.providers.sdk_errors import async_http_client, error_in_body, no_text_error, sdk_errors
 
 __all__ = [
     "AnthropicProvider",
@@ -103,6 +106,7 @@ class AnthropicProvider:
         self.anthropic_version = anthropic_version or _SDK_API_VERSION
         self._api_key = api_key
         headers = {"anthropic-version": anthropic_version} if anthropic_version else None
+        self._headers = headers
         self.client = anthropic.Anthropic(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=self.timeout_s, default_headers=headers
         )
@@ -176,6 +180,45 @@ class AnthropicProvider:
             message = self.call(method, **kwargs)
             latency = time.perf_counter() - start
         return message_result(message, latency)
+
+    @asynccontextmanager
+    async def async_session(self) -> AsyncIterator[Callable[[GenerationRequest], Awaitable[GenerationResult]]]:
+        """An ``async`` :meth:`generate` for the running event loop, open for the ``async with`` block.
+
+        It sends requests with ``anthropic.AsyncAnthropic`` (on :func:`~metamorph.providers.
+        sdk_errors.async_http_client`: up to ``max_concurrency`` connections kept alive; the caller
+        bounds how many calls are in flight), a document inline as :meth:`generate` does; a request
+        whose document goes through the Files API (``use_files_api``) is handed to :meth:`generate`
+        on a worker thread. Same request body, result, errors and secret handling as
+        :meth:`generate`; the client is closed when the block ends.
+        """
+        client = anthropic.AsyncAnthropic(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=self.timeout_s,
+            default_headers=self._headers,
+            http_client=async_http_client(anthropic, self.max_concurrency),
+        )
+
+        async def agenerate(request: GenerationRequest) -> GenerationResult:
+            kwargs = self.message_kwargs(request)
+            document = request.document if request.ingestion == "anthropic_document" else None
+            if document is not None and self.use_files_api:
+                return await asyncio.to_thread(self.generate, request)
+            if document is not None:
+                block = {"type": "document", "source": inline_source(document), "title": document.filename}
+                kwargs["messages"][-1]["content"].insert(0, block)
+            start = time.perf_counter()
+            timeout = attempt_timeout(self.timeout_s)
+            with sdk_errors(anthropic, anthropic.AnthropicError, "Anthropic", self._api_key, timeout):
+                message = await client.messages.create(**kwargs, timeout=timeout)
+            return message_result(message, time.perf_counter() - start)
+
+        try:
+            yield agenerate
+        finally:
+            await client.close()
 
     # ----------------------------------------------------------------- helpers
 

@@ -21,9 +21,12 @@ enters a request record, a result, or an error message.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import openai
@@ -32,7 +35,7 @@ from metamorph.errors import ConfigError
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
 from metamorph.providers.file_inputs import FILE_INPUTS
 from metamorph.providers.retry import attempt_timeout, classify_status
-from metamorph.providers.sdk_errors import error_in_body, no_text_error, redact, sdk_errors
+from metamorph.providers.sdk_errors import async_http_client, error_in_body, no_text_error, redact, sdk_errors
 
 __all__ = ["OpenAIProvider", "RESPONSES_DROPPED_PARAMS", "LLAMA_CPP_ONLY_PARAMS"]
 
@@ -104,6 +107,7 @@ class OpenAIProvider:
         self.timeout_s = float(timeout_s)
         self.deterministic = bool(deterministic)
         self._api_key = api_key
+        self._organization = organization
         self.client = openai.OpenAI(
             api_key=api_key, base_url=base_url, organization=organization, max_retries=0, timeout=self.timeout_s
         )
@@ -162,6 +166,45 @@ class OpenAIProvider:
             response = self.call(self.client.responses.create, **kwargs)
             latency = time.perf_counter() - start
         return self._responses_result(response, latency)
+
+    @asynccontextmanager
+    async def async_session(self) -> AsyncIterator[Callable[[GenerationRequest], Awaitable[GenerationResult]]]:
+        """An ``async`` :meth:`generate` for the running event loop, open for the ``async with`` block.
+
+        It sends ``inline`` requests with ``openai.AsyncOpenAI`` (on :func:`~metamorph.providers.
+        sdk_errors.async_http_client`: up to ``max_concurrency`` connections kept alive; the caller
+        bounds how many calls are in flight) and hands ``openai_file`` requests (upload + Responses)
+        to :meth:`generate` on a worker thread. Same request body, result, errors and secret
+        handling as :meth:`generate`; the client is closed when the block ends.
+        """
+        client = openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            organization=self._organization,
+            max_retries=0,
+            timeout=self.timeout_s,
+            http_client=async_http_client(openai, self.max_concurrency),
+        )
+
+        async def agenerate(request: GenerationRequest) -> GenerationResult:
+            self.check_request(request)
+            if request.ingestion != "inline":
+                return await asyncio.to_thread(self.generate, request)
+            kwargs = self.chat_kwargs(request)
+            start = time.perf_counter()
+            response = await self.acall(client.chat.completions.create, **kwargs)
+            return self.chat_result(response, time.perf_counter() - start)
+
+        try:
+            yield agenerate
+        finally:
+            await client.close()
+
+    async def acall(self, method: Any, **kwargs: Any) -> Any:
+        """:meth:`call` for a coroutine method of an async client."""
+        timeout = attempt_timeout(self.timeout_s)
+        with sdk_errors(openai, openai.OpenAIError, "OpenAI", self._api_key, timeout):
+            return await method(**kwargs, timeout=timeout)
 
     # ----------------------------------------------------------------- helpers
 

@@ -15,6 +15,7 @@ reads the server's requested delay; both are used by the provider adapters to bu
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 import time
@@ -22,12 +23,13 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 from metamorph.providers.base import ProviderError
 
 __all__ = [
     "RetryPolicy",
+    "acall_with_retries",
     "attempt_timeout",
     "backoff_delay",
     "call_with_retries",
@@ -144,15 +146,49 @@ def call_with_retries(
             try:
                 return fn(), attempt
             except ProviderError as err:
-                err.attempts = attempt  # type: ignore[attr-defined]
-                if not err.retryable or attempt >= policy.max_attempts:
-                    raise
-                wait = backoff_delay(policy, attempt, rng, err.retry_after)
-                if (clock() - start) + wait >= policy.max_total_s:
-                    raise
-                sleep(wait)
+                sleep(_wait_or_raise(err, attempt, policy, rng, clock() - start))
     finally:
         _BUDGET_LEFT.reset(token)
+
+
+async def acall_with_retries(
+    fn: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    rng: random.Random | None = None,
+) -> tuple[T, int]:
+    """:func:`call_with_retries` for a coroutine function: ``await fn()`` makes ONE attempt and
+    ``await sleep(seconds)`` waits between attempts. Same policy, classification, budget
+    (:func:`attempt_timeout` reads it inside the attempt: the budget lives in the task's context),
+    return value and exceptions."""
+    rng = rng if rng is not None else random.Random()
+    start = clock()
+    token = _BUDGET_LEFT.set(lambda: policy.max_total_s - (clock() - start))
+    try:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await fn(), attempt
+            except ProviderError as err:
+                await sleep(_wait_or_raise(err, attempt, policy, rng, clock() - start))
+    finally:
+        _BUDGET_LEFT.reset(token)
+
+
+def _wait_or_raise(err: ProviderError, attempt: int, policy: RetryPolicy, rng: random.Random, elapsed: float) -> float:
+    """Seconds to wait before the next attempt after ``err`` ended attempt number ``attempt``,
+    ``elapsed`` seconds into the request; re-raises ``err`` (with ``attempts`` set) when it is not
+    retryable, the attempts are used up, or the wait would end past ``max_total_s``."""
+    err.attempts = attempt  # type: ignore[attr-defined]
+    if not err.retryable or attempt >= policy.max_attempts:
+        raise err
+    wait = backoff_delay(policy, attempt, rng, err.retry_after)
+    if elapsed + wait >= policy.max_total_s:
+        raise err
+    return wait
 
 
 def classify_status(status: int | None, body: str | None) -> bool:

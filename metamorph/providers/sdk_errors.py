@@ -18,12 +18,31 @@ from metamorph.providers.retry import classify_status, parse_retry_after
 
 __all__ = [
     "RETRYABLE_ERROR_TYPES",
+    "async_http_client",
     "body_text",
     "error_in_body",
     "no_text_error",
     "redact",
     "sdk_errors",
 ]
+
+
+def async_http_client(sdk: ModuleType, max_connections: int) -> Any:
+    """The HTTP client for an SDK's async client (``openai.AsyncOpenAI`` / ``anthropic.AsyncAnthropic``):
+    the SDK's aiohttp transport (``DefaultAioHttpClient``) when aiohttp is installed, else its default
+    httpx2 one; either keeps up to ``max_connections`` connections open and alive. The SDK defaults
+    keep 100 alive, so at a higher concurrency connections would be closed and reopened; and the
+    httpx2 pool scans every connection for each request, which costs more CPU than the request at
+    hundreds of connections."""
+    import httpx2
+
+    limits = httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    try:
+        import aiohttp  # noqa: F401  (the transport's dependency)
+
+        return sdk.DefaultAioHttpClient(limits=limits)
+    except (ImportError, RuntimeError):  # the SDK without its aiohttp extra
+        return sdk.DefaultAsyncHttpxClient(limits=limits)
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -688,3 +688,47 @@ def test_a_hanging_server_is_cut_when_the_retry_budget_ends(stub, tmp_path, kind
     assert res.error == f"ProviderError[None]: {label} request timed out after {given[1]:g} s"
     assert 1.9 < elapsed < 6.0  # the budget and a generous margin (not the 8 s hang and more)
     assert cache.count(errors=True) == 1 and cache.count(errors=False) == 0
+
+
+@pytest.mark.parametrize("case", ["anthropic_document", "openai_compatible", "openai_file"])
+def test_the_runner_sends_what_generate_sends(stub, tmp_path, case):
+    """The runner calls these providers through their async session (the SDKs' async clients on
+    aiohttp; an openai_file request through ``generate`` on a worker thread). The same request sent
+    by ``generate`` and by the runner gives the stub the same body and the same auth / version
+    headers, and the same result; the key reaches the stub only in ``Authorization`` and nothing
+    the runner stores."""
+    from metamorph.cache import GenerationCache
+    from metamorph.runner import run_requests
+
+    if case == "anthropic_document":
+        stub.script("POST", "/v1/messages", anthropic_reply("The answer is 42."))
+        provider, path, key = anthropic_provider(stub), "/v1/messages", ANTHROPIC_KEY
+        request = anthropic_request(
+            params={"max_tokens": 64, "stop": "END"}, ingestion="anthropic_document", document=DOC
+        )
+    elif case == "openai_compatible":
+        stub.script("POST", "/v1/chat/completions", chat_reply("hi"))
+        provider, path, key = openai_provider(stub, kind="openai_compatible"), "/v1/chat/completions", OPENAI_KEY
+        request = openai_request(
+            provider="openai_compatible", params={"temperature": 0, "max_tokens": 8, "top_k": 5, "seed": 3}
+        )
+    else:
+        stub.script("POST", "/v1/files", openai_file_reply("file-abc123"))
+        stub.script("POST", "/v1/responses", responses_reply("from the file"))
+        provider, path, key = openai_provider(stub), "/v1/responses", OPENAI_KEY
+        request = openai_request(params={"temperature": 0, "max_tokens": 32}, ingestion="openai_file", document=DOC)
+    direct = provider.generate(request)
+    cache = GenerationCache(tmp_path / "c.duckdb")
+    [outcome], stats = run_requests([request], provider, cache, log=lambda m: None)
+    by_generate, by_runner = stub.requests_to(path)
+    assert by_runner.json == by_generate.json
+    for header in ("authorization", "content-type", "anthropic-version", "x-api-key"):
+        assert by_runner.headers.get(header) == by_generate.headers.get(header), header
+    assert by_runner.headers["authorization"] == f"Bearer {key}"
+    assert (stats.calls, stats.errors) == (1, 0)
+    assert outcome.result.replace(latency_s=None) == direct.replace(latency_s=None)
+    con = cache._connect()
+    try:
+        assert key not in repr(con.execute("SELECT * FROM generations").fetchall())
+    finally:
+        con.close()
