@@ -96,37 +96,6 @@ def test_a_truncated_generation_cache_is_one_line_naming_it_and_what_to_do(tmp_p
     assert msg.endswith(WHAT_TO_DO) and "\n" not in msg
 
 
-def test_a_cache_whose_free_blocks_duckdb_cut_off_the_end_is_not_damaged(tmp_path):
-    """Deleted rows free blocks (a run deletes its claims at every commit); DuckDB cuts free blocks
-    at the end off the file and still lists them in the header: six commits of 5,000 rows of 500
-    bytes, each checkpointed, then the last 5,000 deleted leave 12 blocks listed, 7 in use, and a
-    file of the header and 7 blocks. The file is whole: it opens and serves every row left."""
-    path = filled_cache(tmp_path / "generation_cache.duckdb", rows=5_000)
-    con = duckdb.connect(str(path))
-    try:
-        for r in range(1, 6):
-            con.execute(
-                "INSERT INTO generations (key, provider, model, request_json, response_text, created_at) "
-                "SELECT 'k' || (i + ?), 'p', 'm', repeat('x', 500), 'reply', now()::TIMESTAMP FROM range(5000) t(i)",
-                [r * 5_000],
-            )
-            con.execute("CHECKPOINT")
-        con.execute("DELETE FROM generations WHERE CAST(substr(key, 2) AS INTEGER) >= 25000")
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        block, total, used = con.execute(
-            "SELECT block_size, total_blocks, used_blocks FROM pragma_database_size()"
-        ).fetchone()
-    finally:
-        con.close()
-    assert (block, total, used, path.stat().st_size) == (262_144, 12, 7, 3 * 4096 + 7 * 262_144)
-    got = GenerationCache(path, read_only=True).get_many([f"k{i}" for i in range(30_000)])
-    assert sorted(got) == sorted(f"k{i}" for i in range(25_000))
-
-
 def test_a_file_that_is_not_duckdb_is_one_line(tmp_path):
     path = tmp_path / "generation_cache.duckdb"
     path.write_bytes(b"not a database " * 200)
