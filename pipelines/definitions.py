@@ -20,7 +20,6 @@ from pathlib import Path
 
 import dagster as dg
 import yaml
-from dagster_duckdb import DuckDBResource
 
 from metamorph.datasets import read_text
 from metamorph.study import studies
@@ -37,6 +36,7 @@ from resources import (
     GenerationCacheResource,
     ModelRegistryResource,
     SafeDuckDBPandasIOManager,
+    WarehouseResource,
     cache_path,
     registry_path,
     warehouse_path,
@@ -129,7 +129,7 @@ def _shared_definitions(model_jobs) -> dg.Definitions:
             "io_manager": SafeDuckDBPandasIOManager(database=warehouse_path()),
             "model_registry": ModelRegistryResource(path=registry_path()),
             "generation_cache": GenerationCacheResource(path=cache_path()),
-            "warehouse": DuckDBResource(database=warehouse_path()),
+            "warehouse": WarehouseResource(database=warehouse_path()),
             "encoder": EncoderResource(),
         },
         executor=executor(),

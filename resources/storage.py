@@ -49,6 +49,7 @@ import pandas as pd
 from dagster._core.definitions.metadata import TableMetadataSet
 from dagster._core.storage.db_io_manager import DbIOManager, DbTypeHandler, TableSlice
 from dagster._utils.backoff import backoff
+from dagster_duckdb import DuckDBResource
 from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager, DuckDBPandasTypeHandler
 
@@ -336,3 +337,23 @@ class SafeDuckDBPandasIOManager(DuckDBPandasIOManager):
             io_manager_name="SafeDuckDBPandasIOManager",
         )
         return _PartitionLoadingIOManager(inner)
+
+
+class WarehouseResource(DuckDBResource):
+    """dagster-duckdb's ``DuckDBResource`` (the warehouse for SQL steps: lineage views, trace
+    cells, the report card) whose connection is closed also when the block raises.
+
+    The stock ``get_connection`` closes its connection only after a clean exit: a step whose SQL
+    failed left the file open in the process, with the resource's configuration, until the
+    traceback was collected — and DuckDB refuses a second connection to an open file with another
+    configuration, so marking the failed run's tables partial (:mod:`pipelines.partial`) failed
+    with ``ConnectionException`` instead of the step's own error."""
+
+    @contextmanager
+    def get_connection(self):
+        with super().get_connection() as conn:
+            try:
+                yield conn
+            except BaseException:
+                conn.close()
+                raise

@@ -307,3 +307,24 @@ def test_every_declared_column_type_of_every_study_has_a_duckdb_type():
     assert len(models) > 40
     used = {t for model in models for _, t, _ in table_schema_metadata(model)}
     assert used - set(DECLARED_TYPES) == set()
+
+
+def test_a_sql_step_that_fails_leaves_the_warehouse_closed_for_the_next_connection(tmp_path):
+    # A step whose SQL fails (a view naming a column the table lacks); then the failed run's
+    # partial marks open the file with DuckDB's default configuration, as pipelines.partial does.
+    # With the stock DuckDBResource that connection is refused ("different configuration").
+    from resources.storage import WarehouseResource
+
+    db = str(tmp_path / "w.duckdb")
+    duckdb.connect(db).execute("CREATE TABLE t (a INTEGER)").close()
+
+    @dg.asset
+    def views(warehouse: WarehouseResource):
+        with warehouse.get_connection() as con:
+            con.execute("CREATE VIEW v AS SELECT filename FROM t")
+
+    res = dg.materialize([views], resources={"warehouse": WarehouseResource(database=db)}, raise_on_error=False)
+    assert not res.success
+    con = duckdb.connect(db)
+    assert con.execute("SELECT count(*) FROM t").fetchone() == (0,)
+    con.close()
