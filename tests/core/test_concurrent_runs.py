@@ -92,7 +92,7 @@ def overlapping_runs(dagster_home: Path) -> dict:
             for r in records
             for e in instance.all_logs(r.dagster_run.run_id)
         )
-        statuses = sorted(str(r.dagster_run.status) for r in records)
+        statuses = sorted((r.dagster_run.job_name, str(r.dagster_run.status)) for r in records)
     a, b = model
     return {
         "statuses": statuses,
@@ -130,7 +130,10 @@ def test_two_runs_at_once_share_warehouse_cache_and_pool(clean_proxy_env, tmp_pa
 
     # The runs overlapped: both model jobs were in progress at once, and steps waited for the pool.
     runs = overlapping_runs(tmp_path / "dh")
-    assert runs["statuses"] == ["DagsterRunStatus.SUCCESS"] * 4 and runs["blocked"] > 0 and runs["overlap_s"] > 0, runs
+    # each metamorph run: its inputs job, its model job, then the report card's job
+    jobs = ["format_robustness_inputs_job", "format_robustness_model_job", "model_upgrades_job"]
+    assert runs["statuses"] == [(j, "DagsterRunStatus.SUCCESS") for j in jobs for _ in range(2)]
+    assert runs["blocked"] > 0 and runs["overlap_s"] > 0, runs
 
     # Every completion was paid once. One run makes 3 x 4 = 12 planned calls (k = 1), then routing
     # re-runs each instance's 3 other formats in the best format: 9 calls with new cache keys whose
