@@ -11,7 +11,8 @@ type), ``prompt`` (the question) and optional ``seed`` (an integer). The reply i
      "seed": 7, "answerer": "rule"}
 
 Errors, as JSON ``{"error": "..."}``: 400 for a missing field or a seed that is not an integer,
-415 for an unsupported media type, 422 for a document that is not readable text.
+415 for an unsupported media type, 422 for a document its reader cannot open (text that is not
+UTF-8, a damaged PDF, DOCX or XLSX).
 
 ``DOC_SERVICE_TOKEN`` (optional): when set, a request must carry ``Authorization: Bearer <token>``
 (else 401). ``DOC_SERVICE_LOG`` (optional): a file each request is appended to as one JSON line

@@ -1,9 +1,13 @@
 """The document-QA pipeline of the example service: extract the upload's text, then answer.
 
 Extraction (:data:`EXTRACTORS`) is chosen by the upload's media type: one function per type,
-``bytes -> text``. The four text formats of the document-format study (``text/plain``,
-``text/markdown``, ``application/json``, ``text/csv``) are decoded as UTF-8; a binary format
-(PDF, DOCX, XLSX) plugs in as one more entry of :data:`EXTRACTORS` with its reader.
+``bytes -> text``, for the nine formats of the document-format study. The text formats
+(``text/plain``, ``text/markdown``, ``application/json``, ``text/csv``, ``application/yaml``) are
+decoded as UTF-8; HTML is reduced to its text (the standard library's ``html.parser``: the cells
+of a row joined by a tab, one row per line); PDF through pypdf (``extract_text`` of every page),
+DOCX through python-docx (paragraphs, then each table row's cells joined by a tab), XLSX through
+openpyxl (each sheet row's values joined by a tab). These are the service's own extractions, as a
+real pipeline has its own: what they lose or add is part of the behaviour under test.
 
 Answering (:data:`ANSWERERS`, chosen by ``DOC_SERVICE_ANSWERER``):
 
@@ -14,17 +18,19 @@ Answering (:data:`ANSWERERS`, chosen by ``DOC_SERVICE_ANSWERER``):
   ``llama_cpp`` provider (a worker process), greedy, decoding constrained to the JSON answer shape;
   the seed is passed on.
 
-Errors: an unsupported media type or a document that is not UTF-8 raises :class:`ExtractionError`
-(the service answers HTTP 415 / 422).
+Errors: an unsupported media type, a text document that is not UTF-8, or a binary document its
+reader cannot open raises :class:`ExtractionError` (the service answers HTTP 415 / 422).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import threading
 from collections.abc import Callable
+from html.parser import HTMLParser
 from typing import Any
 
 __all__ = [
@@ -53,12 +59,110 @@ def _utf8(content: bytes) -> str:
         raise ExtractionError(f"the document is not UTF-8 text (byte {exc.start})", 422) from None
 
 
+class _HTMLText(HTMLParser):
+    """The text of an HTML document: a row's cells joined by a tab, a line per row or block."""
+
+    _BREAKS = frozenset({"tr", "p", "div", "br", "li", "h1", "h2", "h3", "h4", "h5", "h6", "table"})
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.lines: list[str] = []
+        self.cells: list[str] = []
+        self.cell: list[str] | None = None
+        self.skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style", "head"):
+            self.skip += 1
+        elif tag in ("td", "th"):
+            self.cell = []
+        elif tag in self._BREAKS:
+            self._flush()
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style", "head"):
+            self.skip = max(0, self.skip - 1)
+        elif tag in ("td", "th") and self.cell is not None:
+            self.cells.append("".join(self.cell).strip())
+            self.cell = None
+        elif tag in self._BREAKS:
+            self._flush()
+
+    def handle_data(self, data):
+        if self.skip:
+            return
+        if self.cell is not None:
+            self.cell.append(data)
+        elif data.strip():
+            self.cells.append(data.strip())
+
+    def _flush(self):
+        if self.cells:
+            self.lines.append("\t".join(self.cells))
+            self.cells = []
+
+
+def _html(content: bytes) -> str:
+    parser = _HTMLText()
+    parser.feed(_utf8(content))
+    parser.close()
+    parser._flush()
+    return "\n".join(parser.lines)
+
+
+def _unreadable(kind: str, exc: Exception) -> ExtractionError:
+    return ExtractionError(f"the {kind} document cannot be read ({type(exc).__name__}: {str(exc)[:200]})", 422)
+
+
+def _pdf(content: bytes) -> str:
+    from pypdf import PdfReader
+
+    try:
+        return "\n".join(page.extract_text() or "" for page in PdfReader(io.BytesIO(content)).pages)
+    except Exception as exc:  # pypdf raises many types for a damaged file
+        raise _unreadable("PDF", exc) from None
+
+
+def _docx(content: bytes) -> str:
+    import docx
+
+    try:
+        document = docx.Document(io.BytesIO(content))
+    except Exception as exc:  # not a zip, or no word/document.xml
+        raise _unreadable("DOCX", exc) from None
+    lines = [p.text for p in document.paragraphs if p.text.strip()]
+    lines += ["\t".join(cell.text for cell in row.cells) for table in document.tables for row in table.rows]
+    return "\n".join(lines)
+
+
+def _xlsx(content: bytes) -> str:
+    import openpyxl
+
+    try:
+        book = openpyxl.load_workbook(io.BytesIO(content), read_only=True, data_only=True)
+    except Exception as exc:  # not a zip, or no workbook part
+        raise _unreadable("XLSX", exc) from None
+    try:
+        return "\n".join(
+            "\t".join("" if v is None else str(v) for v in row)
+            for sheet in book.worksheets
+            for row in sheet.iter_rows(values_only=True)
+        )
+    finally:
+        book.close()
+
+
 #: media type -> ``bytes -> text``.
 EXTRACTORS: dict[str, Callable[[bytes], str]] = {
     "text/plain": _utf8,
     "text/markdown": _utf8,
     "application/json": _utf8,
     "text/csv": _utf8,
+    "application/yaml": _utf8,
+    "text/html": _html,
+    "application/pdf": _pdf,
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": _docx,
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": _xlsx,
 }
 
 

@@ -608,3 +608,68 @@ def test_the_registry_sensor_adds_a_workflow_as_a_partition_and_launches_no_stud
         "with --models)",
         True,
     )
+
+
+FIELDS_TAB = (
+    "age\t67\nsex\tmale\nethnicity\tAsian\nchief_complaint\tabdominal pain\nsymptom_duration_days\t9\n"
+    "temperature_c\t36.6\nspo2_pct\t98\nsystolic_bp_mmhg\t210\nheart_rate_bpm\t80\n"
+    "chronic_conditions\tchronic kidney disease\nsmoker\tyes"
+)
+
+
+def test_the_example_service_extracts_every_format_of_the_study_with_its_own_readers():
+    from examples.doc_service.qa import ExtractionError, extract_text
+    from metamorph.studies.format_robustness.renderers import RENDERERS, render
+    from metamorph.studies.format_robustness.sources import load_source
+
+    x = load_source("construct")[0]  # construct-0-0000: 67, male, Asian, abdominal pain, ...
+    got = {f: extract_text(render(x, f).content, render(x, f).filename, render(x, f).media_type) for f in RENDERERS}
+    assert got["html"] == got["docx"] == "Field\tValue\n" + FIELDS_TAB  # the table's rows, cells by a tab
+    keys, values = zip(*(line.split("\t") for line in FIELDS_TAB.splitlines()), strict=True)
+    assert got["xlsx"] == "\t".join(keys) + "\n" + "\t".join(values)  # a header row, a data row
+    assert got["pdf"] == got["txt"] == FIELDS_TAB.replace("\t", ": ") + "\n"  # pypdf reads the txt layout back
+    assert got["yaml"].endswith("smoker: 'yes'\n")  # a text format arrives as written
+    with pytest.raises(ExtractionError, match=r"the PDF document cannot be read \(PdfStreamError: Stream has ended unexpectedly\)") as err:
+        extract_text(b"%PDF-1.7 not really", "x.pdf", "application/pdf")
+    assert err.value.status == 422
+    with pytest.raises(ExtractionError, match=r"the XLSX document cannot be read") as err:
+        extract_text(b"PK no zip", "x.xlsx", render(x, "xlsx").media_type)
+    assert err.value.status == 422
+
+
+def test_the_format_study_uploads_all_nine_formats_to_the_example_service(tmp_path, clean_proxy_env):
+    log = tmp_path / "service-requests.jsonl"
+    proc, url = start_doc_service(log)
+    try:
+        registry = tmp_path / "models.yaml"
+        entry = {"id": "doc-service", "provider": "http", "url": url, "version": "1", "deterministic": True}
+        registry.write_text(yaml.safe_dump({"models": [entry]}))
+        home = tmp_path / "home"
+        env = {
+            **os.environ,
+            "METAMORPH_MODELS": str(registry),
+            "METAMORPH_HOME": str(home),
+            "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        }
+        formats = "txt,md,json,csv,html,yaml,pdf,docx,xlsx"
+        args = ["format_robustness", "--limit", "2", "--k", "1", "--no-routing", "--formats", formats]
+        cmd = [sys.executable, "-m", "metamorph.cli"]
+        run = subprocess.run([*cmd, "run", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    received = [json.loads(line) for line in log.read_text().splitlines()]
+    # 2 construct records x 9 formats x k = 1, each uploaded once as its own file
+    assert len(received) == 18
+    assert sorted(r["filename"].rsplit(".", 1)[1] for r in received) == sorted(formats.split(",") * 2)
+    import duckdb
+
+    con = duckdb.connect(str(home / "metamorph.duckdb"), read_only=True)
+    gens = con.execute(
+        "SELECT count(*), count(response_text), count(error) FROM format_robustness.workflow_generations"
+    ).fetchone()
+    acc = con.execute("SELECT format, n FROM format_robustness.accuracy_by_format ORDER BY format").fetchall()
+    con.close()
+    assert gens == (18, 18, 0)  # every upload was read and answered: no 415, no 422
+    assert acc == [(f, 2) for f in sorted(formats.split(","))]
