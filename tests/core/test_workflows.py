@@ -629,7 +629,9 @@ def test_the_example_service_extracts_every_format_of_the_study_with_its_own_rea
     assert got["xlsx"] == "\t".join(keys) + "\n" + "\t".join(values)  # a header row, a data row
     assert got["pdf"] == got["txt"] == FIELDS_TAB.replace("\t", ": ") + "\n"  # pypdf reads the txt layout back
     assert got["yaml"].endswith("smoker: 'yes'\n")  # a text format arrives as written
-    with pytest.raises(ExtractionError, match=r"the PDF document cannot be read \(PdfStreamError: Stream has ended unexpectedly\)") as err:
+    with pytest.raises(
+        ExtractionError, match=r"the PDF document cannot be read \(PdfStreamError: Stream has ended unexpectedly\)"
+    ) as err:
         extract_text(b"%PDF-1.7 not really", "x.pdf", "application/pdf")
     assert err.value.status == 422
     with pytest.raises(ExtractionError, match=r"the XLSX document cannot be read") as err:
