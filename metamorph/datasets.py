@@ -80,6 +80,23 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dup
 
 
+class _Overflowed(float):
+    """A JSON number too large for a float (``1e400``): ``float`` reads it as infinity.
+    ``text`` is the number as written, so :func:`value_problem` names it instead of "Infinity"."""
+
+    text: str = ""
+
+
+def _float(text: str) -> float:
+    """``parse_float`` of every JSON parse here: ``float(text)``, or an :class:`_Overflowed`
+    infinity when the number written is beyond the largest float."""
+    v = float(text)
+    if math.isinf(v):
+        v = _Overflowed(v)
+        v.text = text
+    return v
+
+
 class JSONTooDeep(json.JSONDecodeError):
     """JSON nested deeper than Python's parser can follow (its recursion limit, about 1,000 arrays
     or objects inside each other): a ``JSONDecodeError`` (``msg``: :data:`TOO_DEEP`), so every
@@ -96,7 +113,7 @@ def loads(text: str) -> Any:
     ``json.JSONDecodeError`` as ``json.loads`` does, and :class:`JSONTooDeep` (a subclass, at
     line 1, column 1) for nesting deeper than the parser can follow."""
     try:
-        return json.loads(text, object_pairs_hook=_object)
+        return json.loads(text, object_pairs_hook=_object, parse_float=_float)
     except RecursionError:
         raise JSONTooDeep(TOO_DEEP, text, 0) from None
 
@@ -357,6 +374,11 @@ def value_problem(value: Any) -> str | None:
                     "(half of a UTF-16 pair, not a character); write the character itself"
                 )
         elif isinstance(v, float):
+            if isinstance(v, _Overflowed):
+                return (
+                    f"the number {v.text:.40}{at} is beyond the largest finite number (about 1.8e308); "
+                    "write a smaller number, or text in quotes"
+                )
             if not math.isfinite(v):
                 name = "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
                 return f"{name}{at} is not a finite number (write null for a missing value)"
