@@ -214,13 +214,15 @@ _DUCKDB_HEADER_BYTES = 3 * 4096
 
 
 def _check_whole(path: str, con: duckdb.DuckDBPyConnection) -> None:
-    """Raise the :func:`damaged_cache` error when the file is shorter than the blocks its header
-    lists: a file cut short opens, and only the reads that reach a missing block would fail."""
-    block_size, total_blocks = con.execute("SELECT block_size, total_blocks FROM pragma_database_size()").fetchall()[0]
-    need = _DUCKDB_HEADER_BYTES + int(block_size) * int(total_blocks)
+    """Raise the :func:`damaged_cache` error when the file is shorter than the blocks in use its
+    header lists: a file cut short opens, and only the reads that reach a missing block would fail.
+    Free blocks are not counted: DuckDB leaves those at the end of the file out of it (a whole file
+    is then shorter than all its listed blocks), so the used ones are the bound every whole file meets."""
+    block_size, used_blocks = con.execute("SELECT block_size, used_blocks FROM pragma_database_size()").fetchall()[0]
+    need = _DUCKDB_HEADER_BYTES + int(block_size) * int(used_blocks)
     have = os.path.getsize(path)
     if have < need:
-        raise _damaged(path, f"the file has {have:,} bytes, the {total_blocks} blocks it lists need {need:,}")
+        raise _damaged(path, f"the file has {have:,} bytes, the {used_blocks} blocks in use it lists need {need:,}")
 
 
 def results_from_rows(rows: list[tuple]) -> dict[str, GenerationResult]:

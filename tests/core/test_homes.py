@@ -96,6 +96,33 @@ def test_a_truncated_generation_cache_is_one_line_naming_it_and_what_to_do(tmp_p
     assert msg.endswith(WHAT_TO_DO) and "\n" not in msg
 
 
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_whole_cache_whose_last_blocks_are_free_opens(tmp_path, read_only):
+    """DuckDB lists free blocks in its header and leaves them out of the file when they are at its
+    end (a table dropped, then a checkpoint): such a file is whole, and shorter than all the blocks
+    it lists. It opens, and every stored reply is read."""
+    path = filled_cache(tmp_path / "generation_cache.duckdb", rows=3)
+    con = duckdb.connect(str(path))
+    try:
+        con.execute("CREATE TABLE scratch AS SELECT repeat('y', 3000) AS b FROM range(3000) t(i)")
+        con.execute("CHECKPOINT")
+        con.execute("DROP TABLE scratch")
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        block_size, total, free = con.execute(
+            "SELECT block_size, total_blocks, free_blocks FROM pragma_database_size()"
+        ).fetchall()[0]
+    finally:
+        con.close()
+    assert free >= 1 and path.stat().st_size < 3 * 4096 + block_size * total  # the shape that was refused
+    cache = GenerationCache(path, read_only=read_only)
+    assert sorted(cache.get_many(["k0", "k1", "k2"])) == ["k0", "k1", "k2"]
+    cache.release()
+
+
 def test_a_file_that_is_not_duckdb_is_one_line(tmp_path):
     path = tmp_path / "generation_cache.duckdb"
     path.write_bytes(b"not a database " * 200)
