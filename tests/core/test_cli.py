@@ -92,3 +92,34 @@ def test_an_abbreviated_option_is_not_taken_for_the_whole_one(capsys):
     assert main(["plan", "wrapper_sensitivity", "--seed", "1"]) == 2
     err = capsys.readouterr().err
     assert "unrecognized arguments: --seed 1" in err and len(err.strip().splitlines()) == 1
+
+
+def test_ctrl_c_while_the_commands_load_is_one_line_and_exit_130(tmp_path):
+    """Ctrl-C before a run starts (the study modules and Dagster take seconds to import) was a
+    traceback through the imports; it is one line and 130, and nothing is written."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "PYTHONWARNINGS": "ignore"}
+    env.pop("DAGSTER_HOME", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metamorph.cli", "run", "format_robustness", "--models", "smollm2", "--limit", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    # interrupt once the commands' imports have begun (numpy is mapped: metamorph.cli itself does not
+    # import it) and before the run starts (they take about 5 s, Dagster's and the study modules more)
+    maps = Path(f"/proc/{proc.pid}/maps")
+    deadline = time.monotonic() + 60
+    while "numpy" not in maps.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err) == (130, "", "metamorph: interrupted\n")
+    assert not (tmp_path / "home").exists()
