@@ -265,7 +265,8 @@ def paired_permutation_test(
     :func:`scipy.stats.permutation_test` with ``permutation_type="samples"`` swaps values within
     items; it is exact (all ``2**n`` sign patterns) when ``2**n <= n_resamples``, otherwise a
     seeded Monte Carlo test. On 0/1 values it coincides with the exact McNemar test (both count
-    only the discordant items, each a fair coin under H0). All differences 0 give ``p = 1``.
+    only the discordant items, each a fair coin under H0). All differences 0 give ``p = 1``, and so
+    does one item (its two sign patterns are equally extreme; scipy refuses fewer than two).
 
     Returns:
         ``(mean difference, p_value, n)``.
@@ -276,6 +277,8 @@ def paired_permutation_test(
     b, c = _paired_arrays("paired_permutation_test", baseline, candidate)
     if b.size == 0:
         raise ValueError("paired_permutation_test: no items")
+    if b.size == 1:
+        return float(c[0] - b[0]), 1.0, 1
     res = _sst.permutation_test(
         (b, c),
         _mean_difference,
