@@ -928,7 +928,8 @@ def _price(raw: Any, provider: str, bad) -> Price | None:
         v = raw[part]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
             raise bad(
-                f"price_per_mtok.{part} must be a number of USD per million tokens >= 0, got {_shown(v)}", f"{key}.{part}"
+                f"price_per_mtok.{part} must be a number of USD per million tokens >= 0, got {_shown(v)}",
+                f"{key}.{part}",
             )
     return Price(float(raw["input"]), float(raw["output"]))
 
