@@ -103,6 +103,19 @@ def test_violation_table_puts_truncation_beside_m1_and_echoed_items_beside_m2(co
     ]
 
 
+def test_headline_says_when_its_intervals_rest_on_fewer_than_20_instances(con):
+    # mr_violations on 3 instances: MR1 and MR2 have intervals, MR3 none (not measurable)
+    text = report.headline(con)
+    line = (
+        "Unreliable intervals: the bootstrap CIs above rest on fewer than 20 instances (the resampled unit) "
+        "for wf on ds: 3 instances; they are too narrow to read as bounds."
+    )
+    assert text.count(line) == 1
+    assert text.index("| 33.3 [0.0, 100.0]") < text.index(line) < text.index("Accuracy Acc_f")
+    con.execute("UPDATE format_robustness.mr_violations SET n_instances = 20")
+    assert "Unreliable intervals" not in report.headline(con)
+
+
 def test_headline_defines_its_numbers_and_prints_the_majority_baseline(con):
     text = report.headline(con)
     assert report.LEGEND in text

@@ -29,6 +29,7 @@ import textwrap
 import duckdb
 import pandas as pd
 
+from metamorph import stats
 from metamorph.comparison import item_scores
 from metamorph.report_card import clustered_rate_rows
 from metamorph.sql import markdown_sections
@@ -200,7 +201,30 @@ def headline(con: duckdb.DuckDBPyConnection, routing: bool = True) -> str:
     ).fetchone()[0]
     if failed:  # calls failed: the accuracy table says how many per format and which cells have no value
         sections = (ACCURACY_WITH_CALL_ERRORS, *sections[1:])
-    return "\n".join(["", LEGEND, violation_table(con).to_markdown(index=False), markdown_sections(con, sections)])
+    table = violation_table(con).to_markdown(index=False)
+    few = few_clusters_line(con)
+    return "\n".join(["", LEGEND, table, *([few] if few else []), markdown_sections(con, sections)])
+
+
+def few_clusters_line(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The line printed under the violation table when some of its intervals rest on fewer than
+    :data:`metamorph.stats.MIN_RELIABLE_CLUSTERS` instances (the unit the bootstrap resamples;
+    :func:`metamorph.stats.few_clusters_note`): which workflow × dataset, on how many instances;
+    ``None`` when none does. A degenerate interval (``[100.0, 100.0]`` on 2 instances) counts: it
+    is the narrowest-looking of all. The interval stays in the table; this line keeps it from
+    reading as a reliable bound."""
+    rows = con.execute(
+        "SELECT DISTINCT workflow_id, dataset, n_instances FROM format_robustness.mr_violations "
+        "WHERE ci_low_pct IS NOT NULL AND n_instances < ? ORDER BY workflow_id, dataset",
+        [stats.MIN_RELIABLE_CLUSTERS],
+    ).fetchall()
+    if not rows:
+        return None
+    cells = "; ".join(f"{w} on {d}: {n} instances" for w, d, n in rows)
+    return (
+        f"\nUnreliable intervals: the bootstrap CIs above rest on fewer than {stats.MIN_RELIABLE_CLUSTERS} "
+        f"instances (the resampled unit) for {cells}; they are too narrow to read as bounds."
+    )
 
 
 # ------------------------------------------------------------------------------------------
