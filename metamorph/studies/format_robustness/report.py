@@ -109,11 +109,12 @@ SECTIONS = (
 
 
 #: The accuracy section when some calls failed: each format's failed calls (not in n) and why a
-#: cell has no value.
+#: cell has no value (printed "–", never "nan").
 ACCURACY_WITH_CALL_ERRORS = (
     SECTIONS[0][0] + " n_call_errors = calls that failed at the provider (not replies, not in n).",
-    "SELECT workflow_id, dataset, format, round(accuracy_pct, 1) AS accuracy_pct, "
-    "round(majority_baseline_pct, 1) AS majority_baseline_pct, n, n_unparseable, n_call_errors, "
+    "SELECT workflow_id, dataset, format, coalesce(CAST(round(accuracy_pct, 1) AS VARCHAR), '–') AS accuracy_pct, "
+    "coalesce(CAST(round(majority_baseline_pct, 1) AS VARCHAR), '–') AS majority_baseline_pct, n, n_unparseable, "
+    "n_call_errors, "
     "coalesce(not_measurable, '') AS not_measurable "
     "FROM format_robustness.accuracy_by_format ORDER BY workflow_id, dataset, "
     "CASE format WHEN 'txt' THEN 0 WHEN 'md' THEN 1 WHEN 'json' THEN 2 WHEN 'csv' THEN 3 ELSE 4 END, format",
