@@ -29,6 +29,7 @@ from metamorph.errors import mask_secrets
 __all__ = [
     "CORE_MODULES",
     "EXIT_BROKEN_PIPE",
+    "EXIT_INTERRUPTED",
     "EXIT_USAGE",
     "OneLineParser",
     "commands",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 EXIT_USAGE = 2
+#: Exit code when the command is interrupted (Ctrl-C: 128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
 #: Exit code when standard output is closed by its reader (128 + SIGPIPE, as a shell reports it).
 EXIT_BROKEN_PIPE = 141
 
@@ -100,7 +103,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``metamorph`` console script; returns the exit code."""
+    """Entry point of the ``metamorph`` console script; returns the exit code. Ctrl-C at any point
+    (while the commands' modules load, before a run starts) is one line on stderr and
+    :data:`EXIT_INTERRUPTED`, never a traceback; a command that handles it itself (``metamorph
+    run`` during a run) says more."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("metamorph: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     ap = _parser()
     try:
         args = ap.parse_args(list(argv) if argv is not None else None)

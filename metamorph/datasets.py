@@ -80,6 +80,23 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dup
 
 
+class _Overflowed(float):
+    """A JSON number too large for a float (``1e400``): ``float`` reads it as infinity.
+    ``text`` is the number as written, so :func:`value_problem` names it instead of "Infinity"."""
+
+    text: str = ""
+
+
+def _float(text: str) -> float:
+    """``parse_float`` of every JSON parse here: ``float(text)``, or an :class:`_Overflowed`
+    infinity when the number written is beyond the largest float."""
+    v = float(text)
+    if math.isinf(v):
+        v = _Overflowed(v)
+        v.text = text
+    return v
+
+
 class JSONTooDeep(json.JSONDecodeError):
     """JSON nested deeper than Python's parser can follow (its recursion limit, about 1,000 arrays
     or objects inside each other): a ``JSONDecodeError`` (``msg``: :data:`TOO_DEEP`), so every
@@ -96,7 +113,7 @@ def loads(text: str) -> Any:
     ``json.JSONDecodeError`` as ``json.loads`` does, and :class:`JSONTooDeep` (a subclass, at
     line 1, column 1) for nesting deeper than the parser can follow."""
     try:
-        return json.loads(text, object_pairs_hook=_object)
+        return json.loads(text, object_pairs_hook=_object, parse_float=_float)
     except RecursionError:
         raise JSONTooDeep(TOO_DEEP, text, 0) from None
 
@@ -357,6 +374,11 @@ def value_problem(value: Any) -> str | None:
                     "(half of a UTF-16 pair, not a character); write the character itself"
                 )
         elif isinstance(v, float):
+            if isinstance(v, _Overflowed):
+                return (
+                    f"the number {v.text:.40}{at} is beyond the largest finite number (about 1.8e308); "
+                    "write a smaller number, or text in quotes"
+                )
             if not math.isfinite(v):
                 name = "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
                 return f"{name}{at} is not a finite number (write null for a missing value)"
@@ -464,14 +486,41 @@ def required(row: dict[str, Any], key: str, source: str, row_no: int) -> Any:
     return v
 
 
+#: Invisible format characters an id may hold: the zero-width non-joiner and joiner, which spell
+#: words in Persian, the Indic scripts and emoji sequences.
+_ID_FORMAT_ALLOWED = frozenset("\u200c\u200d")
+
+
 def check_id_text(value: str, source: str, row_no: int, key: str) -> str:
     """``value``, an id as read; :class:`InputError` naming ``source``, the row and the field when
-    it holds a control character (NUL, a tab, a line break, U+0000-U+001F, U+007F-U+009F): an id
-    is a key in tables, file names and one-line messages, where such a character is invisible or
-    breaks the line."""
+    it holds a control character (NUL, a tab, a line break, U+0000-U+001F, U+007F-U+009F), an
+    invisible format character (Unicode category Cf: a bidirectional override such as U+202E, a
+    zero-width space U+200B, a byte-order mark; the joiners U+200C and U+200D excepted) or is not
+    in Unicode normalization form NFC. An id is a key in tables, file names and one-line messages:
+    a control character is invisible there or breaks the line, a format character makes it read as
+    another id (``abc\u202edef.pdf`` shows as ``abcfdp.fed``), and two ids that differ only in
+    composition (``caf\u00e9`` and ``cafe\u0301``) look the same while the duplicate check sees two."""
     bad = next((c for c in value if unicodedata.category(c) == "Cc"), None)
     if bad is not None:
         raise InputError(source, f"an id must not hold a control character (U+{ord(bad):04X})", row=row_no, field=key)
+    bad = next((c for c in value if unicodedata.category(c) == "Cf" and c not in _ID_FORMAT_ALLOWED), None)
+    if bad is not None:
+        raise InputError(
+            source,
+            f"an id must not hold an invisible format character (U+{ord(bad):04X} "
+            f"{unicodedata.name(bad, 'unnamed')}): the id would read as another one",
+            row=row_no,
+            field=key,
+        )
+    if not unicodedata.is_normalized("NFC", value):
+        nfc = unicodedata.normalize("NFC", value)
+        raise InputError(
+            source,
+            f"an id must be in Unicode normalization form NFC; write {nfc!r} (the same text composed), "
+            "or two ids that look the same could be counted as two items",
+            row=row_no,
+            field=key,
+        )
     return value
 
 

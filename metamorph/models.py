@@ -480,7 +480,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             raise bad("api_key_env must be an environment variable NAME, e.g. OPENAI_API_KEY", "api_key_env")
         conc = e.get("max_concurrency", 1 if e["provider"] in ("llama_cpp", "python") else 4)
         if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
-            raise bad(f"max_concurrency must be an integer >= 1, got {conc!r:.40}", "max_concurrency")
+            raise bad(f"max_concurrency must be an integer >= 1, got {_shown(conc)}", "max_concurrency")
         params = e.get("params") or {}
         if workflow and (params or e.get("study_params")):
             key = "params" if params else "study_params"
@@ -509,7 +509,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
             if e["provider"] != "llama_cpp" and not (key == "workers" and e["provider"] == "python"):
                 raise bad(f"{key} is a llama_cpp setting ({what})", key)
             if isinstance(e[key], bool) or not isinstance(e[key], int) or not 1 <= e[key] <= MAX_LOCAL_PARALLEL:
-                raise bad(f"{key} must be an integer from 1 to {MAX_LOCAL_PARALLEL}, got {e[key]!r:.40}", key)
+                raise bad(f"{key} must be an integer from 1 to {MAX_LOCAL_PARALLEL}, got {_shown(e[key])}", key)
         threads = e.get("n_threads", 1)
         deterministic = e.get("deterministic", False)
         if not isinstance(deterministic, bool):
@@ -534,7 +534,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
                 )
             if isinstance(per_call, bool) or not isinstance(per_call, (int, float)) or not 0 <= per_call < math.inf:
                 raise bad(
-                    f"price_per_call must be a number of USD per call >= 0, got {per_call!r:.40}", "price_per_call"
+                    f"price_per_call must be a number of USD per call >= 0, got {_shown(per_call)}", "price_per_call"
                 )
         blocking = _blocking_metrics(e.get("blocking_metrics"), bad)
         if blocking is not None and status == "approved":
@@ -688,7 +688,7 @@ def _parse_workflow(e: dict[str, Any], bad: Any) -> WorkflowConfig | None:
     if "timeout_s" in e:
         t = e["timeout_s"]
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
-            raise bad(f"timeout_s must be a positive number of seconds, got {t!r:.40}", "timeout_s")
+            raise bad(f"timeout_s must be a positive number of seconds, got {_shown(t)}", "timeout_s")
         out["timeout_s"] = float(t)
     return WorkflowConfig(**out)
 
@@ -811,6 +811,24 @@ def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
             stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))
 
 
+#: A number in exponent notation that YAML 1.1 (PyYAML) reads as text: no decimal point, or an
+#: exponent without its sign (``1e308``, ``1.0e308``, ``5e-7``).
+_YAML_TEXT_NUMBER = re.compile(r"[-+]?(\d[\d_]*)?\.?\d*[eE][-+]?\d+")
+
+
+def _shown(v: Any) -> str:
+    """``v`` as an error message shows it (its repr, cut at 40 characters); a string that YAML read
+    as text but that is a number in exponent notation (``'1e308'``) adds how to write it as a
+    number, since the registry's reader follows YAML 1.1."""
+    text = f"{v!r:.40}"
+    if isinstance(v, str) and _YAML_TEXT_NUMBER.fullmatch(v.strip()):
+        return (
+            f"{text} (text: YAML reads a number in exponent notation as a number only with a decimal "
+            "point and a signed exponent, such as 1.0e+308 or 5.0e-7)"
+        )
+    return text
+
+
 #: Numeric decoding parameters: name -> (integer only, the allowed range in words, the range test).
 #: ``seed`` stays below 2**31 (the range of :func:`metamorph.replicates.replicate_seed`); llama.cpp
 #: reads a negative seed as "random", which would make a seeded request non-reproducible.
@@ -841,7 +859,7 @@ def _check_decoding_params(params: dict[str, Any], key: str, bad: Any) -> None:
             continue
         typed = not isinstance(v, bool) and isinstance(v, int if integer else (int, float))
         if not typed or not math.isfinite(v) or not in_range(v):
-            raise bad(f"{name} must be {'an integer' if integer else 'a number'} {words}, got {v!r:.40}", key)
+            raise bad(f"{name} must be {'an integer' if integer else 'a number'} {words}, got {_shown(v)}", key)
     stop = params.get("stop")
     if stop is not None and not (
         isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(x, str) and x for x in stop))
@@ -879,7 +897,7 @@ def _parse_execution(raw: Any, provider: str, bad: Any) -> ExecutionConfig:
             v = raw[name]
             if isinstance(v, bool) or not isinstance(v, kind) or v <= 0:
                 raise bad(
-                    f"execution.{name} must be a positive {'integer' if kind is int else 'number'}, got {v!r:.40}",
+                    f"execution.{name} must be a positive {'integer' if kind is int else 'number'}, got {_shown(v)}",
                     f"execution.{name}",
                 )
             out[name] = v
@@ -910,7 +928,8 @@ def _price(raw: Any, provider: str, bad) -> Price | None:
         v = raw[part]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
             raise bad(
-                f"price_per_mtok.{part} must be a number of USD per million tokens >= 0, got {v!r:.40}", f"{key}.{part}"
+                f"price_per_mtok.{part} must be a number of USD per million tokens >= 0, got {_shown(v)}",
+                f"{key}.{part}",
             )
     return Price(float(raw["input"]), float(raw["output"]))
 

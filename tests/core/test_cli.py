@@ -92,3 +92,43 @@ def test_an_abbreviated_option_is_not_taken_for_the_whole_one(capsys):
     assert main(["plan", "wrapper_sensitivity", "--seed", "1"]) == 2
     err = capsys.readouterr().err
     assert "unrecognized arguments: --seed 1" in err and len(err.strip().splitlines()) == 1
+
+
+def test_ctrl_c_while_the_commands_load_is_one_line_and_exit_130(tmp_path):
+    """Ctrl-C before a command starts (the study modules take seconds to import) was a traceback
+    through the imports; it is one line and 130, and nothing is written. The registry holds one API
+    entry at a closed port, so nothing is computed even if the signal came late."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    registry = tmp_path / "models.yaml"
+    registry.write_text(
+        "models:\n  - id: stub-api\n    provider: openai_compatible\n    base_url: http://127.0.0.1:9/v1\n"
+        "    model: stub\n    api_key_env: STUB_KEY\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "METAMORPH_MODELS": str(registry)}
+    env.pop("DAGSTER_HOME", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metamorph.cli", "plan", "format_robustness", "--limit", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        # a shell's background job starts with SIGINT ignored, which the child would inherit
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    # interrupt once the commands' imports have begun (numpy is mapped: metamorph.cli itself does not
+    # import it) and before they end (about 5 s)
+    maps = Path(f"/proc/{proc.pid}/maps")
+    deadline = time.monotonic() + 60
+    while "numpy" not in maps.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err) == (130, "", "metamorph: interrupted\n")
+    assert not (tmp_path / "home").exists()

@@ -210,9 +210,3 @@ def test_a_row_on_fewer_than_20_items_says_its_interval_is_unreliable():
     assert r.ci_note == "n=4 clusters (< 20): interval unreliable"
     s20 = pd.concat([scores("base", "acc", [1, 1, 0, 1] * 5), scores("cand", "acc", [0, 1, 1, 0] * 5)])
     assert one(compare_models(s20, "base", {"acc": True})).ci_note is None
-
-
-def test_one_item_sign_flip_test_has_p_1():
-    # one item: its two sign patterns give +d and -d, both |mean| >= |d| -> p = 2/2 = 1
-    assert paired_permutation_test([0.0], [1.0]) == (1.0, 1.0, 1)
-    assert paired_permutation_test([1.0], [0.5]) == (-0.5, 1.0, 1)

@@ -108,3 +108,17 @@ def test_definitions_lists_every_declared_resampling_unit():
         study, metric, cols = (c.strip() for c in line.strip("|").split("|"))
         listed.add((study, metric, tuple(c.strip().strip("`") for c in cols.split(","))))
     assert listed == declared
+
+
+def test_no_documented_command_reads_a_file_outside_the_clone():
+    """A reader runs the commands of the README and docs/ from a clone: a ``--source`` (or any
+    other path) such as ``../shared/datasets/…`` names a folder that exists on the machine the
+    project was developed on, not on theirs; the samples are ``$DATASETS/<name>/sample.jsonl``."""
+    pages = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+    outside = [
+        f"{page.relative_to(REPO)}:{n}: {line.strip()}"
+        for page in pages
+        for n, line in enumerate(page.read_text().splitlines(), start=1)
+        if ("metamorph" in line or "--source" in line) and re.search(r"(^|[\s:=])\.\./", line)
+    ]
+    assert outside == []

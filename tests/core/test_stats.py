@@ -240,6 +240,17 @@ def test_mcnemar_holm_clustered_flips_an_instance_discordant_rows_together():
     assert out["n"].tolist() == [9]
 
 
+def test_one_item_or_one_cluster_has_p_1_instead_of_failing_the_step():
+    # One item: its two sign patterns (+d, -d) are equally extreme -> exact two-sided p = 2/2 = 1.
+    # One instance x 3 repeats (a run with --limit 1): the clustered McNemar test has that one item.
+    assert stats.paired_permutation_test([0.0], [2.0]) == (2.0, 1.0, 1)
+    assert stats.paired_permutation_test([1.0], [1.0]) == (0.0, 1.0, 1)
+    idx = pd.MultiIndex.from_product([["i1"], [1, 2, 3]], names=["instance_id", "repeat"])
+    mat = pd.DataFrame({"x": [True, True, False], "y": [False, False, False]}, index=idx)
+    out = stats.mcnemar_holm(mat, cluster_level="instance_id")
+    assert out[["p_value", "p_holm", "n", "n_a_only"]].values.tolist() == [[1.0, 1.0, 3, 2]]
+
+
 def test_an_interval_on_fewer_than_20_clusters_keeps_its_bounds_and_says_it_is_unreliable():
     # 19 clusters: the interval is printed with the note; 20: no note. Ratio and paired forms alike.
     few = stats.bootstrap_mean_ci([0, 1] * 9 + [1], seed=0)

@@ -103,6 +103,34 @@ def test_violation_table_puts_truncation_beside_m1_and_echoed_items_beside_m2(co
     ]
 
 
+def test_headline_says_when_its_intervals_rest_on_fewer_than_20_instances(con):
+    # mr_violations on 3 instances: MR1 and MR2 have intervals, MR3 none (not measurable)
+    text = report.headline(con)
+    line = (
+        "Unreliable intervals: the bootstrap CIs above rest on fewer than 20 instances (the resampled unit) "
+        "for wf on ds: 3 instances; they are too narrow to read as bounds."
+    )
+    assert text.count(line) == 1
+    assert text.index("| 33.3 [0.0, 100.0]") < text.index(line) < text.index("Accuracy Acc_f")
+    con.execute("UPDATE format_robustness.mr_violations SET n_instances = 20")
+    assert "Unreliable intervals" not in report.headline(con)
+
+
+def test_a_format_whose_every_call_failed_prints_a_dash_and_why_never_nan(con):
+    con.execute("ALTER TABLE format_robustness.accuracy_by_format ALTER not_measurable TYPE VARCHAR")
+    con.execute(
+        "UPDATE format_robustness.accuracy_by_format SET accuracy_pct = NULL, majority_baseline_pct = NULL, n = 0, "
+        "n_unparseable = 0, n_call_errors = 3, not_measurable = 'not measurable: every call failed (3 of 3)' "
+        "WHERE format = 'md'"
+    )
+    text = report.headline(con)
+    row = next(line for line in text.splitlines() if line.startswith("| wf ") and "| md " in line)
+    assert [c.strip() for c in row.strip("|").split("|")] == [
+        "wf", "ds", "md", "–", "–", "0", "0", "3", "not measurable: every call failed (3 of 3)",
+    ]  # fmt: skip
+    assert "nan" not in text
+
+
 def test_headline_defines_its_numbers_and_prints_the_majority_baseline(con):
     text = report.headline(con)
     assert report.LEGEND in text

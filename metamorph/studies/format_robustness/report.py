@@ -29,6 +29,7 @@ import textwrap
 import duckdb
 import pandas as pd
 
+from metamorph import stats
 from metamorph.comparison import item_scores
 from metamorph.report_card import clustered_rate_rows
 from metamorph.sql import markdown_sections
@@ -108,11 +109,12 @@ SECTIONS = (
 
 
 #: The accuracy section when some calls failed: each format's failed calls (not in n) and why a
-#: cell has no value.
+#: cell has no value (printed "–", never "nan").
 ACCURACY_WITH_CALL_ERRORS = (
     SECTIONS[0][0] + " n_call_errors = calls that failed at the provider (not replies, not in n).",
-    "SELECT workflow_id, dataset, format, round(accuracy_pct, 1) AS accuracy_pct, "
-    "round(majority_baseline_pct, 1) AS majority_baseline_pct, n, n_unparseable, n_call_errors, "
+    "SELECT workflow_id, dataset, format, coalesce(CAST(round(accuracy_pct, 1) AS VARCHAR), '–') AS accuracy_pct, "
+    "coalesce(CAST(round(majority_baseline_pct, 1) AS VARCHAR), '–') AS majority_baseline_pct, n, n_unparseable, "
+    "n_call_errors, "
     "coalesce(not_measurable, '') AS not_measurable "
     "FROM format_robustness.accuracy_by_format ORDER BY workflow_id, dataset, "
     "CASE format WHEN 'txt' THEN 0 WHEN 'md' THEN 1 WHEN 'json' THEN 2 WHEN 'csv' THEN 3 ELSE 4 END, format",
@@ -200,7 +202,30 @@ def headline(con: duckdb.DuckDBPyConnection, routing: bool = True) -> str:
     ).fetchone()[0]
     if failed:  # calls failed: the accuracy table says how many per format and which cells have no value
         sections = (ACCURACY_WITH_CALL_ERRORS, *sections[1:])
-    return "\n".join(["", LEGEND, violation_table(con).to_markdown(index=False), markdown_sections(con, sections)])
+    table = violation_table(con).to_markdown(index=False)
+    few = few_clusters_line(con)
+    return "\n".join(["", LEGEND, table, *([few] if few else []), markdown_sections(con, sections)])
+
+
+def few_clusters_line(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The line printed under the violation table when some of its intervals rest on fewer than
+    :data:`metamorph.stats.MIN_RELIABLE_CLUSTERS` instances (the unit the bootstrap resamples;
+    :func:`metamorph.stats.few_clusters_note`): which workflow × dataset, on how many instances;
+    ``None`` when none does. A degenerate interval (``[100.0, 100.0]`` on 2 instances) counts: it
+    is the narrowest-looking of all. The interval stays in the table; this line keeps it from
+    reading as a reliable bound."""
+    rows = con.execute(
+        "SELECT DISTINCT workflow_id, dataset, n_instances FROM format_robustness.mr_violations "
+        "WHERE ci_low_pct IS NOT NULL AND n_instances < ? ORDER BY workflow_id, dataset",
+        [stats.MIN_RELIABLE_CLUSTERS],
+    ).fetchall()
+    if not rows:
+        return None
+    cells = "; ".join(f"{w} on {d}: {n} instances" for w, d, n in rows)
+    return (
+        f"\nUnreliable intervals: the bootstrap CIs above rest on fewer than {stats.MIN_RELIABLE_CLUSTERS} "
+        f"instances (the resampled unit) for {cells}; they are too narrow to read as bounds."
+    )
 
 
 # ------------------------------------------------------------------------------------------

@@ -316,7 +316,9 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
     """Read and validate a thresholds JSON file; ``None`` = the packaged Table-1 defaults.
 
     A file may list only some failure modes: the missing ones keep the Table-1 defaults (a
-    partial file never switches a failure mode off). Unknown failure-mode names are errors.
+    partial file never switches a failure mode off). Unknown failure-mode names are errors, and
+    so is a file listing none (``{"failure_modes": {}}`` would otherwise pass silently as the
+    defaults).
 
     Raises:
         ThresholdsError: the file does not exist or cannot be read, is not valid JSON (line and
@@ -333,7 +335,7 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
     if not p.is_file():
         raise ThresholdsError(str(p), "thresholds file not found" if not p.exists() else "not a regular file")
     data = read_json_file(p, "thresholds file", ThresholdsError)
-    if isinstance(data, Mapping) and isinstance(data.get("failure_modes"), Mapping):
+    if isinstance(data, Mapping) and isinstance(data.get("failure_modes"), Mapping) and data["failure_modes"]:
         # a user file may override some failure modes; the others keep the Table-1 defaults, so a
         # partial file can never silently switch a failure mode off
         defaults = read_json_file(default_thresholds_path(), "thresholds file", ThresholdsError)["failure_modes"]
