@@ -443,3 +443,9 @@ def test_synthetic_wrapper_tasks_out_of_range_is_one_line(spec, limit, problem):
     with pytest.raises(InputError) as e:
         check_sources("wrapper_sensitivity", [spec], limit)
     assert str(e.value) == f"{spec}: {problem}"
+
+
+def test_the_running_page_counts_the_corpus_as_it_is():
+    page = (REPO / "docs" / "running.md").read_text(encoding="utf-8")
+    [count] = re.findall(r"`tests/bad_inputs/cases.yaml` lists (\d+) such files", page)
+    assert int(count) == len({c["file"] for c in CASES})
