@@ -287,6 +287,23 @@ def _read(con, schema: str, table: str) -> pd.DataFrame | None:
     return con.execute(f'SELECT * FROM "{schema}"."{table}"').df() if n else None
 
 
+def _not_evaluated(study: str, absent: Sequence[str], frames: Sequence[pd.DataFrame]) -> str:
+    """Why ``absent`` models have no item score in ``study``: never run (the job to run for their
+    partitions), or run with no measurable item — their rows are in the study's tables, but every
+    call failed at the provider or was not sent, and a failed call is never scored."""
+    present = set().union(*(set(f["model_id"]) for f in frames if "model_id" in f.columns))
+    ran = [m for m in absent if m in present]
+    never = [m for m in absent if m not in present]
+    parts = [f"not evaluated in {study}: " + _partitions(never, study)] if never else []
+    if ran:
+        parts.append(
+            f"run in {study} but no item was measurable for {', '.join(ran)}: every call failed at the provider "
+            "or was not sent (the generation table's `error` column says why); fix that, then run "
+            f"`metamorph run {study} --models {' '.join(ran)}` again (only the failed calls are made)"
+        )
+    return "; ".join(parts)
+
+
 def warehouse_verdict(
     warehouse: str | Path,
     models: Sequence,
@@ -360,7 +377,7 @@ def warehouse_verdict(
             evaluated = set(scores["model_id"])
             absent = [m for m in (baseline, candidate) if m not in evaluated]
             if absent:
-                skipped[s] = f"not evaluated in {s}: " + _partitions(absent, s)
+                skipped[s] = _not_evaluated(s, absent, frames)
                 continue
             cmp = compare_models(
                 scores,

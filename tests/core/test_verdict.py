@@ -216,3 +216,30 @@ def test_an_empty_report_card_says_which_studies_to_run(metamorph_home, tmp_path
     assert len(md["report_card"].value) < 1000  # shown in place
     assert md["trend"].value == "_no headline numbers to plot_"
     assert (check.check_name, check.passed, md["regressed_candidates"].value) == ("no_candidate_regressed", True, [])
+
+
+def test_a_model_whose_every_call_failed_is_told_to_fix_and_rerun_not_to_run(
+    metamorph_home, tmp_path, monkeypatch, capsys
+):
+    import duckdb
+
+    from tests.core.test_model_upgrades import WRAPPER_REGISTRY
+
+    reg = tmp_path / "models.yaml"
+    reg.write_text(WRAPPER_REGISTRY % "")
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    scored = synthetic_scored()
+    dead = scored["model_id"] == "cand"  # every call of cand failed at the provider: rows, no replies
+    scored.loc[dead, ["value", "parseable", "correct", "reason"]] = [None, False, False, "call_error"]
+    con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"))
+    con.execute("CREATE SCHEMA wrapper_sensitivity")
+    con.register("s", scored)
+    con.execute("CREATE TABLE wrapper_sensitivity.scored_answers AS SELECT * FROM s")
+    con.close()
+    code, out, err = verdict(capsys, "--model", "cand", "--study", "wrapper_sensitivity")
+    assert (code, out) == (2, "")
+    assert err == (
+        "metamorph verdict: error: run in wrapper_sensitivity but no item was measurable for cand: every call "
+        "failed at the provider or was not sent (the generation table's `error` column says why); fix that, "
+        "then run `metamorph run wrapper_sensitivity --models cand` again (only the failed calls are made)\n"
+    )
