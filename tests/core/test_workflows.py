@@ -283,9 +283,14 @@ def test_the_example_service_receives_the_upload_prompt_and_seed_and_the_reply_i
         assert str(err.value) == f"http workflow {url} HTTP 200: reply_pointer {pointer!r} {tail}"
     # the service refuses a media type it cannot read: an error with the status, not retried
     with pytest.raises(ProviderError) as err:
-        provider.generate(upload_request(media="application/pdf", filename="r-1.pdf"))
+        provider.generate(upload_request(media="image/png", filename="r-1.png"))
     assert (err.value.status, err.value.retryable) == (415, False)
-    assert "unsupported media type 'application/pdf'" in str(err.value)
+    assert "unsupported media type 'image/png'" in str(err.value)
+    # and a file its reader cannot open: 422, not retried
+    with pytest.raises(ProviderError) as err:
+        provider.generate(upload_request(content=b"%PDF-1.7 not really", media="application/pdf", filename="r-1.pdf"))
+    assert (err.value.status, err.value.retryable) == (422, False)
+    assert "the PDF document cannot be read (PdfStreamError: Stream has ended unexpectedly)" in str(err.value)
 
 
 def test_a_json_body_carries_the_document_base64_and_headers_come_from_the_environment(stub, monkeypatch):
@@ -407,10 +412,13 @@ def test_a_python_workflow_calls_the_example_function_in_a_worker_process():
         assert pid != os.getpid()
         # the function raises for a media type it cannot read: a failed call with the type and message
         with pytest.raises(ProviderError) as err:
-            provider.generate(upload_request(media="application/pdf", filename="x.pdf"))
+            provider.generate(upload_request(media="image/png", filename="x.png"))
         assert str(err.value) == (
-            "ExtractionError in python workflow worker: x.pdf: unsupported media type 'application/pdf' "
-            "(supported: ['application/json', 'text/csv', 'text/markdown', 'text/plain'])"
+            "ExtractionError in python workflow worker: x.png: unsupported media type 'image/png' (supported: "
+            "['application/json', 'application/pdf', "
+            "'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet', "
+            "'application/vnd.openxmlformats-officedocument.wordprocessingml.document', 'application/yaml', "
+            "'text/csv', 'text/html', 'text/markdown', 'text/plain'])"
         )
     finally:
         provider.close()
