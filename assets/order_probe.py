@@ -1,4 +1,4 @@
-"""Study 4 — OrderProbe (asset group ``order_probe``, issue #11).
+"""Study 4 — OrderProbe (asset group ``order_probe``).
 
 order_items → scrambled_inputs → order_prompts → order_generations (per model) → scored_replies
 (per model) → recovery_rates, recovery_breakdown, error_categories, recovery_regression,

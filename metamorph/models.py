@@ -79,10 +79,10 @@ tokens, used by the cost plan (:mod:`metamorph.costplan`) and the budget guard; 
 ``llama_cpp`` model costs 0 and takes no price. A price changes no output, so it is not part of
 the fingerprint either.
 ``n_threads`` (optional, ``llama_cpp`` only, default 1) is the number of CPU threads llama.cpp uses
-for decoding and prompt processing alike. The default keeps a 2-core machine that also runs Dagster,
+for decoding and prompt processing alike. The default keeps a machine with few cores that also runs Dagster,
 tests or a second model responsive: llama.cpp's own default (every core for prompt batches) spun on
 its thread barrier when another process held a core. On idle cores more threads are faster —
-measured on this project's 2-core machine, idle: 16 SmolLM2 format-study calls (~1,000-token
+measured on two idle cores: 16 SmolLM2 format-study calls (~1,000-token
 prompts) took 63.7 s with one thread and 49.7 s with prompt processing on both cores (1.28×;
 ``benchmarks/generation_overhead.py``).
 Threads change how fast, not what is generated (greedy decoding gives the same completion; tested),

@@ -43,7 +43,7 @@ telemetry:
   enabled: false
 nux:
   enabled: false
-# The code location imports torch and the studies: on a loaded 2-core machine its gRPC server
+# The code location imports torch and the studies: on a loaded machine with few cores its gRPC server
 # takes longer than Dagster's default 180 s to start.
 code_servers:
   local_startup_timeout: 600

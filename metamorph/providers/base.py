@@ -5,7 +5,7 @@ A :class:`GenerationRequest` holds *everything that shapes a response*; its
 two requests share a key exactly when a provider would be asked the same thing. Secrets are
 never part of a request: providers read them from the environment when they are built.
 
-Decoding parameters are explicit (DEVELOPERS.md / issue #2 §2): a parameter set to ``0`` is
+Decoding parameters are explicit (DEVELOPERS.md): a parameter set to ``0`` is
 sent as ``0``; a parameter that is not set is absent from ``params`` and is not sent.
 """
 

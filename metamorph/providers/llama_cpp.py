@@ -384,7 +384,7 @@ class _LlamaCppPython:
             )
 
             # prompt processing uses n_threads too: llama.cpp's default (every core) spins on its
-            # thread barrier when another process holds a core, which stalled a busy 2-core machine
+            # thread barrier when another process holds a core, which stalls a machine with few busy cores
             # (completions are identical either way: rows are not split across threads' sums).
             from llama_cpp._utils import suppress_stdout_stderr
 
@@ -622,7 +622,7 @@ class LlamaCppProvider:
         model_path: GGUF file; default :func:`default_gguf_path`.
         n_ctx: context window in tokens (prompt + completion must fit).
         n_threads: CPU threads for llama.cpp, for decoding and prompt processing alike (default 1:
-            2-core machines stay responsive).
+            a machine with few cores stays responsive).
         chat_format: llama.cpp chat format name (e.g. ``gemma``); ``None`` = the GGUF's own
             template. A provider serves one chat format: every request must carry the same
             value as its ``chat_format`` parameter (absent for ``None``), so the cache key

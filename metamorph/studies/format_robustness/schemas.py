@@ -1,4 +1,4 @@
-"""pandera schemas of the document-format study's intermediate tables (issue #2 §3).
+"""pandera schemas of the document-format study's intermediate tables.
 
 Lineage ids travel in every row: ``dataset, instance_id`` (source) → ``format, document_sha256``
 (rendered) → ``model_id, workflow_id, repeat, generation_key`` (generation; the key is the

@@ -1,4 +1,4 @@
-"""pandera schemas of every OrderProbe table (issue #11).
+"""pandera schemas of every OrderProbe table.
 
 Lineage: ``item_id`` (item) → ``pattern`` (scrambled input; ``ABCD`` = the unperturbed run) →
 ``setting, template_version`` (prompt) → ``model_id, generation_key`` (generation) → scored reply

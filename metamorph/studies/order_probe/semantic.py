@@ -1,5 +1,5 @@
 """Diagnostic scores of OrderProbe's explanations (paper §4.2 and Table 2; release notes §3–6
-with the corrections of issue #11).
+and their corrections).
 
 Per generation (:func:`semantic_scores`), the explanation ``e`` against the item's reference
 meanings ``r_1..r_m`` (split only on the release's ``||``; nothing is scored when m = 0, e.g.

@@ -1,4 +1,4 @@
-"""Analysis of the WorkflowPerturb study (issue #4): severity tables, sensitivity, size strata,
+"""Analysis of the WorkflowPerturb study: severity tables, sensitivity, size strata,
 threshold recalibration and bundle firing.
 
 Paper: "WorkflowPerturb: Calibrated Stress Tests for Evaluating Multi-Agent Workflow Metrics"

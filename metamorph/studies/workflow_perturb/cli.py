@@ -3,7 +3,7 @@
 ``metamorph gate --golden G --candidate C [--thresholds T] [--mode primary_and_secondary|any|joint]
 [--encoder mpnet|minilm] [--json]``
 
-    The WorkflowPerturb CI/CD regression gate (issue #4; arXiv 2602.17990 §6, Table 1). Scores
+    The WorkflowPerturb CI/CD regression gate (arXiv 2602.17990 §6, Table 1). Scores
     every (golden, candidate) pair with :func:`metamorph.studies.workflow_perturb.metrics.score_workflows`
     (Chain/Graph F1, BLEU, GLEU, BERTScore, Kendall τ — no LLM judge, which is therefore
     reported as undefined), evaluates each failure mode's metric bundle with

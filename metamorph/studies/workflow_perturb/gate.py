@@ -1,4 +1,4 @@
-"""CI/CD regression gate of the WorkflowPerturb study (issue #4; Kanda et al., arXiv:2602.17990
+"""CI/CD regression gate of the WorkflowPerturb study (Kanda et al., arXiv:2602.17990
 §6 and Table 1): thresholds, metric bundles, verdicts. Pure functions — no file is scored here;
 :mod:`metamorph.cli` (``metamorph gate``) loads the workflows, scores them and prints.
 
@@ -16,7 +16,7 @@ failure mode           primary                           secondary
 =====================  ================================  ===================================
 
 The primary thresholds are Table 1's. The secondary ones are not in the paper's extracted text;
-they are project choices (issue #8), each following the secondary's role in App. C: judge 0.70
+they are project choices, each following the secondary's role in App. C: judge 0.70
 lies between rubric level 4 ("only one minor step missing", 0.8) and level 3 (0.6); structural F1
 of the Compressed Steps bundle reuses the Missing Steps value 0.75; the Description Changes
 secondary says whether the *meaning* changed, so BERTScore 0.85 lies between the lowest
@@ -60,7 +60,7 @@ Breach and firing (exact definitions)
     not run, or has no threshold) the bundle is decided by its primary family alone and the
     result says so (``secondary_evaluated = False``) — a regression is never passed because a
     secondary is missing, and a missing value is never read as a breach or a pass;
-  - mode ``"any"`` (the default before issue #8): fires iff at least one defined primary
+  - mode ``"any"`` (the earlier default): fires iff at least one defined primary
     breaches (secondaries reported only);
   - mode ``"joint"``: fires iff at least one primary is defined and **every** defined primary
     breaches (secondaries reported only).

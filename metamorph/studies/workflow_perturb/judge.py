@@ -13,7 +13,7 @@ line, ``Edges:`` all pairs, START/END included), so a DAG stays a DAG
 (:func:`render_workflow`). :func:`parse_judge_json` reads the reply; :func:`judge_score` averages
 the valid replies of :data:`JUDGE_N_CALLS` = 3 calls (B.6.5) and normalises by 5 (§5).
 
-``style="score_line"``: the prompt and ``Score: N`` reply line used before issue #8
+``style="score_line"``: the prompt and ``Score: N`` reply line used earlier
 (:data:`JUDGE_RUBRIC`, :func:`parse_judge_score`).
 
 Invalid replies (truncated, errored, unparseable, out of range) are excluded and counted, never
@@ -53,7 +53,7 @@ JUDGE_N_CALLS = 3
 JUDGE_MAX_SCORE = 5
 
 
-#: The ``score_line`` prompt (before issue #8): own rubric wording, reply ending in ``Score: N``.
+#: The ``score_line`` prompt (the earlier one): own rubric wording, reply ending in ``Score: N``.
 JUDGE_RUBRIC = """\
 You are grading a candidate workflow against a validated reference workflow for the same task.
 A workflow is a list of numbered steps plus dependencies (edges) between steps; START and END

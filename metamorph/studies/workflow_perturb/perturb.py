@@ -1,4 +1,4 @@
-"""WorkflowPerturb perturbations (Kanda et al., arXiv:2602.17990 §3.1 and App. A; issue #4).
+"""WorkflowPerturb perturbations (Kanda et al., arXiv:2602.17990 §3.1 and App. A).
 
 Three perturbation types, each at the severities p ∈ :data:`SEVERITIES` = {0.1, 0.3, 0.5}:
 
@@ -91,8 +91,8 @@ def n_to_alter(p: float, n_nodes: int, rounding: str = "ceil") -> int:
     """Number of steps N to alter at severity ``p`` in a workflow of ``n_nodes`` steps.
 
     ``rounding="ceil"`` (default): ``N = min(n_nodes − 1, max(1, ceil(p·n_nodes)))``;
-    ``rounding="half_up"``: ``floor(p·n_nodes + 1/2)`` instead of the ceiling (the rule before
-    issue #8). ``p·n`` is rounded to 9 decimals first. Table (ceil): n=5 → 1, 2, 3; n=6 → 1, 2, 3;
+    ``rounding="half_up"``: ``floor(p·n_nodes + 1/2)`` instead of the ceiling (the earlier
+    rule). ``p·n`` is rounded to 9 decimals first. Table (ceil): n=5 → 1, 2, 3; n=6 → 1, 2, 3;
     n=7 → 1, 3, 4; n=16 → 2, 5, 8 for p = 0.1, 0.3, 0.5 (half_up: n=7 → 1, 2, 4; n=6 → 1, 2, 3).
     Raises ``ValueError`` unless ``0 < p < 1``, ``n_nodes >= 2`` and ``rounding`` is in
     :data:`N_ROUNDING`.
@@ -352,7 +352,7 @@ def remove_steps(
     (:func:`remove_nodes`).
 
     ``selection="contiguous"`` (default, App. B.4): the run :func:`contiguous_run` of ``n``
-    steps; ``"scattered"`` (the rule before issue #8): ``rng.sample`` of the ids.
+    steps; ``"scattered"`` (the earlier rule): ``rng.sample`` of the ids.
     Raises ``ValueError`` unless ``1 <= n <= w.n_nodes - 1`` and ``selection`` is known.
 
     source: §3.1, App. B.4 (contiguity).
@@ -413,7 +413,7 @@ def compress_steps(
     (``"; also "`` between two members without an edge between them) and the union of the
     members' outside edges. Merging consecutive steps of a topological order never makes a cycle.
 
-    ``selection="scattered"`` (the rule before issue #8): ``n`` times, merge one step into a
+    ``selection="scattered"`` (the earlier rule): ``n`` times, merge one step into a
     neighbour (edge contraction), picking uniformly (``rng.randrange``) among candidate pairs,
     sorted by position:
 

@@ -1,4 +1,4 @@
-"""pandera schemas of the WorkflowPerturb study's intermediate tables (issue #4).
+"""pandera schemas of the WorkflowPerturb study's intermediate tables.
 
 Lineage: ``golden_id`` (golden) → ``variant_id`` (perturbation; ``operator`` deterministic / llm,
 ``model``) → metric row (``variant_id``) → analysis cells.
@@ -8,7 +8,7 @@ Metric tables
 pandera schemas of the WorkflowPerturb analysis tables (:mod:`metamorph.studies.workflow_perturb.analysis`).
 
 Paper: "WorkflowPerturb: Calibrated Stress Tests for Evaluating Multi-Agent Workflow Metrics"
-(Kanda et al., arXiv 2602.17990), §5–6 and App. C; issue #4. One
+(Kanda et al., arXiv 2602.17990), §5–6 and App. C. One
 :class:`pandera.pandas.DataFrameModel` for the scores input and one per output table. Every
 column has a description with its unit. Metric scores are unitless in [0, 1], except Kendall's τ
 in [−1, 1]; severities are fractions of the golden's steps (0.1 / 0.3 / 0.5); percentages are in

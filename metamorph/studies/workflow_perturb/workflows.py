@@ -1,4 +1,4 @@
-"""Golden workflows of the WorkflowPerturb study (issue #4; Kanda et al., arXiv:2602.17990 §3.1).
+"""Golden workflows of the WorkflowPerturb study (Kanda et al., arXiv:2602.17990 §3.1).
 
 A workflow is a DAG G = (V, E): numbered step descriptions (nodes ``"1".."n"``) and precedence
 edges whose endpoints are node ids or the two virtual nodes ``START`` and ``END``. The text form

@@ -1,4 +1,4 @@
-"""Task-aware answer extraction for the prompt-wrapper study (issue #3; FSI paper §3.5).
+"""Task-aware answer extraction for the prompt-wrapper study (FSI paper §3.5).
 
 Every item has an ``answer_type``:
 

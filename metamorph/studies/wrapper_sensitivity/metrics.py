@@ -1,4 +1,4 @@
-"""Metrics of the prompt-wrapper sensitivity study (issue #3).
+"""Metrics of the prompt-wrapper sensitivity study.
 
 Paper: "Format Sensitivity Index: Token-Controlled Prompt Wrapper Robustness and Schema
 Compliance in LLM Benchmarking" (arXiv 2607.09665), §4 (indices) and §5 (analyses), and a

@@ -41,7 +41,7 @@ extraction (``paper`` ⊇ ``normalized``). Otherwise the task-aware rule reads t
 
 Truncated replies (``finish_reason`` ``length``)
 ------------------------------------------------
-Reading taken (the brief of issue #8): a reply cut by the token limit is read when its answer is
+Reading taken: a reply cut by the token limit is read when its answer is
 *visible*, i.e. when nothing the cut removed could change what the rule reads:
 
 * a slot that ended before the cut (a closed JSON object or tag, an ``Answer:`` /

@@ -128,7 +128,7 @@ def partial_r2_from_t(t: float, df_resid: float) -> float:
     regressor; :func:`fixed_effects_regression` computes the partial R² from the two SSRs and
     agrees with this to rounding. Source: the paper's §5.2 reports β̂ = 0.819 ± 0.034 with
     partial R² = 0.82 for 140 cells and 15 coefficients (df = 125): (0.819/0.034)² / ((0.819/0.034)²
-    + 125) = 0.8228, consistent with the reported 0.82 (issue #8).
+    + 125) = 0.8228, consistent with the reported 0.82.
 
     Raises:
         ValueError: ``df_resid`` < 1 or a non-finite ``t``.

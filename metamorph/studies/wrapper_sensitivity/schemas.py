@@ -1,4 +1,4 @@
-"""pandera schemas of the prompt-wrapper study's intermediate tables (issue #3).
+"""pandera schemas of the prompt-wrapper study's intermediate tables.
 
 Lineage: ``task, item_id`` (item) → ``wrapper, template_version`` (prompt) → ``model_id, seed,
 generation_key`` (generation) → ``mode`` (scored answer) → metric cells.
@@ -8,7 +8,7 @@ Metric tables
 pandera schemas of the tables produced by :mod:`metamorph.studies.wrapper_sensitivity.metrics`.
 
 One :class:`pandera.pandas.DataFrameModel` per output table of the prompt-wrapper
-sensitivity study (issue #3; "Format Sensitivity Index: Token-Controlled Prompt Wrapper
+sensitivity study ("Format Sensitivity Index: Token-Controlled Prompt Wrapper
 Robustness and Schema Compliance in LLM Benchmarking", arXiv 2607.09665, §4–5, and the
 review's objections major 1, major 3 and minor 2). Every column has a description with its
 unit; percentages are in percent (0–100), differences of percentages in percentage points

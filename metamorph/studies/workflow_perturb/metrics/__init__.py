@@ -1,4 +1,4 @@
-"""Workflow-evaluation metrics of the WorkflowPerturb study (issue #4).
+"""Workflow-evaluation metrics of the WorkflowPerturb study.
 
 Paper: "WorkflowPerturb: Calibrated Stress Tests for Evaluating Multi-Agent Workflow Metrics"
 (Kanda et al., arXiv 2602.17990), §4 and App. B. The structural metrics follow WorFBench's

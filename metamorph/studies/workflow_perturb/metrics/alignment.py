@@ -7,7 +7,7 @@ assignment maximising the total similarity is found with
 inclusive; compared in float64, no tolerance) are kept (:func:`align`).
 By default (``prefilter=False``; App. B.1 steps 2–3 and B.2 step 1 assign first and keep the
 assigned pairs at or above the threshold afterwards) the assignment runs on the raw matrix and is filtered afterwards; that reading can lose an eligible pair because the
-raw optimum used a sub-threshold one (tested). ``prefilter=True`` (the default before issue #8)
+raw optimum used a sub-threshold one (tested). ``prefilter=True`` (the earlier default)
 sets entries below ``tau_align`` to 0 *before* the assignment, a maximum-weight matching over
 eligible pairs only — the same as WorFBench's ``nx.max_weight_matching`` over above-threshold
 pairs. On the shared WorFBench sample the two differ by at most 0.001 in any severity-table

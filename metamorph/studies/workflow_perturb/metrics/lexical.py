@@ -19,7 +19,7 @@ tokens; no 4-gram exists), so a gate would flag an identical candidate of a 3-to
 the gold has ``k < 4`` tokens the n-gram order is lowered to ``k`` (uniform weights 1/k; recorded
 as ``max_order``). GLEU needs no such rule (identical → 1.0).
 
-``tokenization="per_step"`` (the rule before issue #8): each step tokenised on its own with
+``tokenization="per_step"`` (the earlier rule): each step tokenised on its own with
 ``NLTKWordTokenizer`` (lower-cased when ``lowercase=True``), token lists concatenated.
 
 source: App. B.3.

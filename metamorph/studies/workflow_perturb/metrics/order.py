@@ -10,8 +10,8 @@ when the candidate is shorter) all get the tied rank ``n_pred`` (after the last 
 τ = ``scipy.stats.kendalltau(x, y)`` (τ-b, which corrects for those ties). A candidate step
 without a gold partner does not enter.
 
-Why: the literal §4.4 reading — τ over the aligned pairs only (``method="aligned"``, the rule
-before issue #8) — gives τ = 1 for every order-preserving deletion or merge (mean 1.000 / 0.995
+Why: the literal §4.4 reading — τ over the aligned pairs only (``method="aligned"``, the earlier
+rule) — gives τ = 1 for every order-preserving deletion or merge (mean 1.000 / 0.995
 / 0.994 under Compressed Steps on the shared sample), yet the paper reports 0.74 → 0.46 under
 compression (§6), Δ_avg = 1.42 (compressed), 0.94 (missing) and 0.02 (description) (§5.1), and
 gates Compressed Steps at τ < 0.65 (Table 1). Taking n = the gold steps penalises a merged or
@@ -19,7 +19,7 @@ missing step: the unmatched gold step sits after the whole candidate, so every l
 forms a discordant pair with it. No threshold, because Description Changes stay flat in the paper
 (Δ 0.02) while its paraphrases do push Graph F1 down (Δ 0.29): a thresholded alignment would lose
 paraphrased steps and move τ too. Means at 10/30/50 % and Δ_avg on the 300 WorFBench goldens of
-the shared sample (deterministic operators, MiniLM; issue #8):
+the shared sample (deterministic operators, MiniLM):
 
 ============================================  ==================  ==================  =============
 definition                                    Missing             Compressed          Description

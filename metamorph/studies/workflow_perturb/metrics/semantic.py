@@ -23,7 +23,7 @@ then ``BERTScorer(..., lang="en", rescale_with_baseline=True, baseline_path=<tab
 library's own rescaling code. Rescaled scores can be negative (a pair less similar than the
 average unrelated pair). Every result records ``bertscore_rescaled`` (True only when a baseline
 was applied) and ``bertscore_baseline`` (where it came from). ``rescale=False`` is the raw
-BERTScore of the rule before issue #8.
+BERTScore of the earlier rule.
 
 source: App. B.4.
 """

@@ -26,7 +26,7 @@ Why one-at-a-time: B.2 step 3 (remove nodes whose neighbour sets differ, repeat 
 does) reads either way. A deleted middle step (gold 1→2→3→4, candidate 1→2→4)
 makes both 2 and 4 disagree (the bypass edge 2→4 is not a gold edge): simultaneous pruning drops
 both (k = 1 of 3 here), one-at-a-time drops one and the other then agrees (k = 2). On the 300
-WorFBench goldens of the shared sample with the deterministic operators and MiniLM (issue #8)
+WorFBench goldens of the shared sample with the deterministic operators and MiniLM
 the means at 10/30/50 % were
 
 ==================  =====================  =====================  =====================
@@ -43,7 +43,7 @@ One-at-a-time is closer to the paper on every reported number (the Missing means
 Compressed Δ = 1.04); the Description row is the same under both (only the alignment differs
 there; the rule-based paraphrases break fewer alignments than the paper's LLM ones).
 
-WorFBench variant (``method="worfbench"``, the default before issue #8; WorFBench
+WorFBench variant (``method="worfbench"``, the earlier default; WorFBench
 ``t_eval_graph``): both graphs get the sentinel nodes START and END, always aligned to each other;
 ``M`` = sentinels + aligned steps (gold ids); ``C`` = directed edges in **both** the mapped
 predicted edges and the gold edges within ``M``; ``k`` = nodes of the largest connected
