@@ -191,6 +191,15 @@ def print_headline(study, database: str, options, suite: str | None = None) -> N
 EXIT_CALL_ERRORS = 3
 
 
+def table_columns(con, schema: str, table: str) -> set[str]:
+    """The column names of ``schema.table`` on the DuckDB connection ``con`` (empty when the table
+    was never written)."""
+    rows = con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?", [schema, table]
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
 def failed_calls(database: str, study, models: list[str], suite: str | None = None) -> dict[str, tuple[int, int]]:
     """Per generation table of ``study`` (:attr:`metamorph.study.Study.budget_assets`): ``(failed,
     calls)`` of the rows of ``models`` in the warehouse. A table of one row per call counts a row
@@ -207,13 +216,7 @@ def failed_calls(database: str, study, models: list[str], suite: str | None = No
     try:
         out = {}
         for table in study.budget_assets:
-            cols = {
-                r[0]
-                for r in con.execute(
-                    "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
-                    [schema, table],
-                ).fetchall()
-            }
+            cols = table_columns(con, schema, table)
             if "model_id" not in cols or not models:
                 continue
             if "error" in cols:  # a request that was not sent (measurability.NOT_SENT) is no call
@@ -247,13 +250,7 @@ def not_sent_line(database: str, study, models: list[str], suite: str | None = N
     try:
         counts = {}
         for table in study.budget_assets:
-            cols = {
-                r[0]
-                for r in con.execute(
-                    "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
-                    [schema, table],
-                ).fetchall()
-            }
+            cols = table_columns(con, schema, table)
             if not {"model_id", "error"} <= cols or not models:
                 continue
             marks = ", ".join("?" for _ in models)
