@@ -213,7 +213,10 @@ def test_an_asset_page_shows_its_preview_and_its_plot_in_place(demo_ui):
                 "n_call_errors",
                 "not_measurable",
             ],
-            *[["stub/inline", "construct", fmt, "50", "50", "2", "1", "0", "0", "–"] for fmt in ("txt", "md", "json", "csv")],
+            *[
+                ["stub/inline", "construct", fmt, "50", "50", "2", "1", "0", "0", "–"]
+                for fmt in ("txt", "md", "json", "csv")
+            ],
         ]
         plot = metadata_value(page, "plot").locator("img")
         plot.wait_for()
@@ -274,7 +277,10 @@ def test_the_headline_and_worst_cell_summary_tables_fit_the_metadata_pane(demo_u
     try:
         headline = metadata_value(page, "M1_M2_M3_pct").locator("table")
         headline.wait_for()
-        assert table_rows(headline) == [["workflow_id", "dataset", "MR1", "MR2"], ["stub/inline", "construct", "100", "0"]]
+        assert table_rows(headline) == [
+            ["workflow_id", "dataset", "MR1", "MR2"],
+            ["stub/inline", "construct", "100", "0"],
+        ]
         summary = metadata_value(page, "worst_cells").locator("table")
         assert table_rows(summary) == [["violation_pct", "95% CI", "rows shown"], ["100", "[100, 100]", "8 of 8"]]
         pane = metadata_pane_right(page)
