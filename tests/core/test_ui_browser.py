@@ -5,7 +5,7 @@ instance, and the pages a user opens after ``make demo``:
 
 * the Runs page and the Overview's timeline list the run's three runs under their jobs;
 * an asset's page shows its markdown preview and its plot in place (no "[Show Markdown]");
-* the report card is materialized by the run;
+* the report card is materialized by the run, and its Materialize launches without a warning;
 * an asset's own launchpad refuses ``limit: 0`` with one line, and no run is created;
 * the worst-cell and headline tables fit the asset page's metadata pane.
 
@@ -61,6 +61,12 @@ class DemoUI:
         page.set_default_timeout(LOAD_MS)
         page.goto(self.url + path)
         return page
+
+    def run_status(self, run_id: str) -> str:
+        data = graphql(
+            self.port, "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", {"id": run_id}
+        )
+        return data["runOrError"]["status"]
 
     def runs(self) -> list[dict]:
         data = graphql(self.port, "{ runsOrError { ... on Runs { results { runId jobName status } } } }")
@@ -241,11 +247,26 @@ def test_the_report_card_is_materialized_by_the_run(demo_ui):
             ["M2 (ingestion=inline)", "0.0 [0.0, 0.0]", "–"],
             ["accuracy (ingestion=inline)", "50.0 [25.0, 75.0]", "–"],
         ]
+        assert page.get_by_text("Show Markdown").count() == 0  # the preview and the card are shown in place
+        # Materialize launches at once: no "Are you sure?" about the studies the run did not run
+        before = {r["runId"] for r in demo_ui.runs()}
+        page.locator("button").filter(has_text=re.compile(r"^Materialize$")).first.click()
+        toast = page.get_by_text(re.compile(r"^Launched run [0-9a-f]{8}$")).first
+        toast.wait_for()
+        assert page.get_by_role("dialog").count() == 0
+        [new] = [r for r in demo_ui.runs() if r["runId"] not in before]
+        assert toast.inner_text() == f"Launched run {new['runId'][:8]}"
+        deadline = time.monotonic() + 600  # the run's process loads the code location first
+        while (status := demo_ui.run_status(new["runId"])) not in ("SUCCESS", "FAILURE", "CANCELED"):
+            assert time.monotonic() < deadline, status
+            time.sleep(2)
+        assert (new["jobName"], status) == ("__ASSET_JOB", "SUCCESS")
     finally:
         page.close()
 
 
 def test_the_asset_launchpad_refuses_limit_0_in_one_line_and_creates_no_run(demo_ui):
+    before = len(demo_ui.runs())
     page = demo_ui.page("/assets/format_robustness/source_instances")
     try:
         buttons = page.locator("button")
@@ -269,7 +290,7 @@ def test_the_asset_launchpad_refuses_limit_0_in_one_line_and_creates_no_run(demo
         ]
     finally:
         page.close()
-    assert len(demo_ui.runs()) == 3
+    assert len(demo_ui.runs()) == before
 
 
 def test_the_headline_and_worst_cell_summary_tables_fit_the_metadata_pane(demo_ui):
