@@ -16,6 +16,8 @@ demo: bootstrap
 # scale-out tests: scripts/services.sh starts them (installing them when missing and root) and stops
 # what it started; when they cannot be started the tests marked `services` are skipped (they fail
 # instead when METAMORPH_SERVICES=1 is set, as .ci/run does after starting the services itself).
+# It also installs Chromium (apt-get, as root) for the UI walk-through in a browser, skipped without it
+# (failed instead when METAMORPH_BROWSER=1 is set, as by services.sh once Chromium is there, and .ci/run).
 test:
 	@bash scripts/bootstrap.sh --dev
 	@if [ "$${METAMORPH_SERVICES:-}" = 1 ]; then \

@@ -5,9 +5,13 @@
 #                                                 # not running (both, or the one named)
 #   scripts/services.sh stop [postgresql|redis]   # stop only what `start` started (a server that was already up
 #                                                 # is left alone); both, or the one named
+#   scripts/services.sh start browser             # install Chromium (apt-get, when missing and root): the
+#                                                 # browser of the UI walk-through (tests/core/test_ui_browser.py);
+#                                                 # `start` with no name installs it too (nothing to run or stop)
 #   scripts/services.sh status   # one line per service; exit 0 when both answer
 #   scripts/services.sh run CMD  # start, run CMD with METAMORPH_SERVICES=1 (services reachable), stop;
-#                                # when they cannot be started CMD runs without METAMORPH_SERVICES
+#                                # when they cannot be started CMD runs without METAMORPH_SERVICES; likewise
+#                                # METAMORPH_BROWSER=1 when Chromium is installed
 #
 # PostgreSQL: cluster in $METAMORPH_SERVICES_DIR/pg (default /tmp/metamorph-services), 127.0.0.1:$METAMORPH_PG_PORT
 # (default 55432), trust authentication for the local superuser `postgres` on loopback only; URL
@@ -56,6 +60,21 @@ install_missing() {
     || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}" >/dev/null; } \
     || { echo "services: apt-get install ${pkgs[*]} failed" >&2; return 1; }
   # the Debian packages may start their own servers on the default ports; ours use their own ports
+}
+
+browser_bin() { command -v chromium || command -v chromium-browser || true; }
+
+install_browser() {  # Debian's chromium: the UI tests launch it through Playwright's Python package
+  [ -n "$(browser_bin)" ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "services: chromium not installed and not root: install it (apt-get install chromium)" >&2
+    return 1
+  fi
+  echo "services: installing chromium (apt-get)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
+    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } \
+    || { echo "services: apt-get install chromium failed" >&2; return 1; }
+  echo "services: chromium installed: $(browser_bin)"
 }
 
 start_pg() {
@@ -114,11 +133,13 @@ status() {
   local rc=0
   if pg_up; then echo "postgresql: up   postgresql://postgres@127.0.0.1:$PG_PORT/postgres"; else echo "postgresql: down (127.0.0.1:$PG_PORT)"; rc=1; fi
   if redis_up; then echo "redis:      up   redis://127.0.0.1:$REDIS_PORT/0"; else echo "redis:      down (127.0.0.1:$REDIS_PORT)"; rc=1; fi
+  if [ -n "$(browser_bin)" ]; then echo "browser:    $(browser_bin)"; else echo "browser:    not installed (scripts/services.sh start browser)"; fi
   return $rc
 }
 
 case "${1:-} ${2:-}" in
-  "start ") install_missing; start_pg; start_redis ;;
+  "start ") install_missing; start_pg; start_redis; install_browser ;;
+  "start browser") install_browser ;;
   "start postgresql") install_missing; start_pg ;;
   "start redis") install_missing; start_redis ;;
   "stop ") stop_all ;;
@@ -130,11 +151,17 @@ case "${1:-} ${2:-}" in
     STARTED_PG=0 STARTED_REDIS=0
     # stop only what this invocation started (services started earlier by `start` keep running)
     trap '[ "$STARTED_PG" = 1 ] && stop_pg; [ "$STARTED_REDIS" = 1 ] && stop_redis; true' EXIT
+    browser=()
+    if install_browser; then
+      browser=(env METAMORPH_BROWSER=1)
+    else
+      echo "services: Chromium could not be installed; the UI walk-through in a browser will be skipped" >&2
+    fi
     if install_missing && start_pg && start_redis; then
-      METAMORPH_SERVICES=1 "$@"
+      METAMORPH_SERVICES=1 "${browser[@]}" "$@"
     else
       echo "services: PostgreSQL/Redis could not be started; the tests marked 'services' will be skipped" >&2
-      "$@"
+      "${browser[@]}" "$@"
     fi ;;
-  *) echo "usage: $0 start|stop [postgresql|redis] | status | run CMD..." >&2; exit 2 ;;
+  *) echo "usage: $0 start [postgresql|redis|browser] | stop [postgresql|redis] | status | run CMD..." >&2; exit 2 ;;
 esac

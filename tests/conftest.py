@@ -139,6 +139,37 @@ def cache_store(request, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
+# A browser for the UI walk-through (tests marked `ui` that use the fixture below): a Chromium
+# (Debian's `chromium`; scripts/services.sh start installs it) driven by Playwright's Python package
+# (the test extra), never Playwright's own browser download. When either is missing: with
+# METAMORPH_BROWSER=1 (set by .ci/run and by `make test` once scripts/services.sh has installed it)
+# the test FAILS; without it the test is skipped, naming the command that installs it.
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Path of the Chromium executable ($METAMORPH_CHROMIUM, else the first of
+    :data:`CHROMIUM_NAMES` on PATH) that Playwright launches."""
+    import importlib.util
+    import shutil
+
+    found = os.environ.get("METAMORPH_CHROMIUM") or next(filter(None, map(shutil.which, CHROMIUM_NAMES)), None)
+    missing = []
+    if not found or not Path(found).exists():
+        missing.append(f"no Chromium ({', '.join(CHROMIUM_NAMES)} on PATH, or METAMORPH_CHROMIUM)")
+    if importlib.util.find_spec("playwright") is None:
+        missing.append("no playwright Python package (the test extra: bash scripts/bootstrap.sh --dev)")
+    if missing:
+        msg = "; ".join(missing) + "; install Chromium: scripts/services.sh start browser"
+        if os.environ.get("METAMORPH_BROWSER") == "1":
+            pytest.fail(f"METAMORPH_BROWSER=1 but {msg}", pytrace=False)
+        pytest.skip(msg)
+    return found
+
+
+# ------------------------------------------------------------------------------------------
 # The fast inner loop (make test-fast) leaves out the tests marked `slow`: those that start
 # `metamorph run` / the UI as processes, run two processes against each other, or materialize a
 # whole study group — seconds to minutes each (measured with --durations; each took >= 4.5 s of a
@@ -181,6 +212,12 @@ SLOW = (
     "tests/core/test_trace.py::test_order_trace_reaches_the_raw_reply_of_a_recovery_cell",
     "tests/core/test_trace.py::test_workflow_views_and_trace_reach_the_variant_and_the_judge_reply",
     "tests/core/test_trace.py::test_wrapper_views_and_trace_reach_the_raw_completion",
+    "tests/core/test_ui_browser.py::test_runs_page_and_overview_timeline_show_the_runs_of_the_run",
+    "tests/core/test_ui_browser.py::test_an_asset_page_shows_its_preview_and_its_plot_in_place",
+    "tests/core/test_ui_browser.py::test_the_report_card_is_materialized_by_the_run",
+    "tests/core/test_ui_browser.py::test_the_asset_launchpad_refuses_limit_0_in_one_line_and_creates_no_run",
+    "tests/core/test_ui_browser.py::test_the_headline_and_worst_cell_summary_tables_fit_the_metadata_pane",
+    "tests/core/test_ui_browser.py::test_the_worst_cell_rows_and_the_report_card_headline_fit_the_metadata_pane",
     "tests/core/test_ui_process.py::test_ui_serves_and_a_signal_to_its_pid_stops_everything_it_started",
     "tests/format_robustness/test_call_errors.py::test_a_run_with_failed_calls_scores_only_the_replies_says_so_and_exits_3",
     "tests/format_robustness/test_call_errors.py::test_a_run_whose_every_call_failed_prints_not_measurable_never_a_rate",
