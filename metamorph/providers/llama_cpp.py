@@ -23,13 +23,25 @@ llama.cpp's ``gemma`` formatter drops system messages; here a system message is 
 first user turn instead, as Gemma 3's own chat template does
 (:func:`fold_system_into_first_user`), with either engine.
 
-Sampling is seeded: the request's ``seed`` parameter (when set) is passed to every call, and
-every prompt is computed from scratch (llama-cpp-python: the KV cache reset before every call;
-xllamacpp: its prompt cache off), so a completion depends only on its request (not on the
-request that ran before it — prefix reuse changes the numerics). Greedy and seeded requests are
-therefore declared deterministic (:meth:`LlamaCppProvider.is_deterministic`): their replicates
-share one call (:mod:`metamorph.replicates`). A request with ``prefix_reuse: true`` (opt-in)
-keeps the matching KV prefix of the request before it instead.
+Sampling is seeded: the request's ``seed`` parameter (when set) is passed to every call, and a
+completion depends only on its request, never on the request that ran before it. Evaluating a
+prompt in other batches (e.g. its first tokens found in the KV cache, the rest evaluated) is
+another floating-point computation and may give another completion, so each engine evaluates a
+prompt in batches fixed by the prompt alone:
+
+* xllamacpp evaluates the whole prompt as one batch, its prompt cache off;
+* llama-cpp-python evaluates the tokens up to the end of the system prompt (the first message, when
+  it is a system message: the study's system prompt and instructions) as a batch of their own, then
+  the rest as one batch (a prompt without a system message, or whose system prompt is shorter
+  than :data:`MIN_PREFIX_TOKENS` tokens, as one batch). With ``prefix_reuse`` (the default) the
+  KV state after that first batch is kept (the last :data:`PREFIX_STATES` system prompts of each
+  worker) and the next prompt with the same leading tokens starts from it instead of computing it:
+  the same numbers, so the same completion as ``prefix_reuse: false``, computed with less CPU
+  (measured: docs/benchmarks.md).
+
+Greedy and seeded requests are therefore declared deterministic
+(:meth:`LlamaCppProvider.is_deterministic`): their replicates share one call
+(:mod:`metamorph.replicates`).
 ``model_version`` is the sha256 of the GGUF file, so swapping weights under the same name is
 reported as a version change.
 
@@ -359,6 +371,13 @@ _PASS_THROUGH = (
 )
 
 
+#: the fewest shared leading tokens worth a batch of their own (prefix reuse).
+MIN_PREFIX_TOKENS = 16
+
+#: prefix states each llama-cpp-python context keeps for prefix reuse (least recently used dropped).
+PREFIX_STATES = 8
+
+
 def _completion(out: dict[str, Any]) -> dict[str, Any]:
     """Text, finish reason and token counts of an OpenAI-shaped chat completion (both engines return one)."""
     choice, usage = out["choices"][0], out.get("usage") or {}
@@ -374,8 +393,14 @@ class _LlamaCppPython:
     """The ``llama-cpp-python`` engine: one :class:`llama_cpp.Llama` context."""
 
     def __init__(self, provider: LlamaCppProvider):
+        from collections import OrderedDict
+
         self.p = provider
         self._llm: Any = None
+        #: prefix tokens -> the context's state right after evaluating them from an empty cache
+        self._states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        #: the prefix the KV cache starts with, as evaluated by _enter_prefix (None: another computation)
+        self._live: tuple[int, ...] | None = None
 
     def load(self) -> Any:
         if self._llm is None:
@@ -439,17 +464,68 @@ class _LlamaCppPython:
         res = self._formatted(llm, messages)
         return len(llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True))
 
-    def complete(self, messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+    def prefix_tokens(self, messages: list[dict[str, str]], lead: str | None) -> tuple[int, ...] | None:
+        """The prompt's leading tokens evaluated as a batch of their own under prefix reuse: the
+        tokens of the chat-formatted prompt up to the end of ``lead`` (the request's system
+        prompt), cut where they stop agreeing with the whole prompt's tokens (a token may span
+        the boundary). ``None`` (no split) when ``lead`` is absent or not in the prompt, or when
+        fewer than :data:`MIN_PREFIX_TOKENS` tokens would be shared, or no token would follow."""
+        if not lead:
+            return None
+        llm = self.load()
+        res = self._formatted(llm, messages)
+        cut = res.prompt.find(lead)
+        if cut < 0:
+            return None
+        whole = llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True)
+        head = llm.tokenize(res.prompt[: cut + len(lead)].encode("utf-8"), add_bos=not res.added_special, special=True)
+        n = 0
+        for a, b in zip(head, whole):
+            if a != b:
+                break
+            n += 1
+        if n < MIN_PREFIX_TOKENS or n >= len(whole):
+            return None
+        return tuple(whole[:n])
+
+    def _enter_prefix(self, llm: Any, prefix: tuple[int, ...], reuse: bool) -> None:
+        """Leave exactly ``prefix`` in the KV cache, as one evaluation of ``prefix`` from an empty
+        cache computes it: with ``reuse``, kept from the previous call or restored from
+        :attr:`_states` when it was computed before, else evaluated (and its state kept)."""
+        n = len(prefix)
+        if reuse and self._live == prefix and llm._ctx.kv_cache_seq_rm(-1, n, -1):
+            llm.n_tokens = n
+        elif reuse and prefix in self._states:
+            self._states.move_to_end(prefix)
+            llm.load_state(self._states[prefix])
+        else:
+            llm.reset()
+            llm.eval(list(prefix))
+            if reuse:
+                self._states[prefix] = llm.save_state()
+                while len(self._states) > PREFIX_STATES:
+                    self._states.popitem(last=False)
+        self._live = prefix
+
+    def complete(self, messages: list[dict[str, str]], params: dict[str, Any], lead: str | None = None) -> dict[str, Any]:
         kwargs = {k: params[k] for k in _PASS_THROUGH if k in params}
         if "grammar" in params:
             from llama_cpp import LlamaGrammar
 
             kwargs["grammar"] = LlamaGrammar.from_string(params["grammar"], verbose=False)
         llm = self.load()
-        if not params.get("prefix_reuse"):
+        prefix = self.prefix_tokens(messages, lead)
+        if prefix is None:
             # Forget the previous prompt: llama-cpp-python otherwise reuses the matching KV prefix, and
             # evaluating fewer tokens changes the float results, so a repeat would depend on what ran before.
+            self._live = None
             llm.reset()
+        else:
+            # The cache holds exactly the prefix, computed as its own batch; llama-cpp-python then
+            # finds it (its longest match with the prompt: the prompt starts with it and the cache
+            # holds nothing more) and evaluates the rest of the prompt as one batch. The same two
+            # batches whether the prefix was found or computed now: the same floating-point sums.
+            self._enter_prefix(llm, prefix, reuse=params.get("prefix_reuse", True) is not False)
         return _completion(llm.create_chat_completion(messages=messages, **kwargs))
 
     def close(self) -> None:
@@ -463,8 +539,13 @@ class _XLlamaCpp:
     Chat completions go through ``Server.handle_chat_completions`` (no HTTP). Prompt token counts
     use the server's ``/apply-template`` and ``/tokenize`` routes on its loopback listener, locked
     with a random API key made for this process (nothing else on the machine can use the model).
-    The prompt cache is off unless a request sets ``prefix_reuse`` (``cache_prompt``), so every
-    prompt is computed from scratch and a completion depends only on its request; the server's
+    The prompt cache is off, so every prompt is computed from scratch in one batch and a
+    completion depends only on its request; ``prefix_reuse`` is not honoured here. The server's
+    prompt cache (``cache_prompt``) keeps the longest token prefix the new prompt shares with the
+    slot's last prompt and completion, wherever it ends, and evaluates the last prompt token alone
+    when the whole prompt is cached, so the batches a prompt is evaluated in (hence its
+    floating-point sums and its completion) depend on the request before it (measured: 7 of 8
+    completions unchanged); the server takes no boundary at which to split a prompt. The server's
     host-memory prompt store (``cache_ram_mib``) is off, so a worker's memory stays flat over a run. A
     ``response_format`` is sent as an LLGuidance grammar with fixed JSON separators
     (:func:`compact_json_grammar`). A file without
@@ -544,13 +625,14 @@ class _XLlamaCpp:
         body = {"content": prompt, "add_special": True, "parse_special": True}
         return len(self._post("/tokenize", body)["tokens"])
 
-    def complete(self, messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+    def complete(self, messages: list[dict[str, str]], params: dict[str, Any], lead: str | None = None) -> dict[str, Any]:
         body = {k: params[k] for k in (*_PASS_THROUGH, "grammar") if k in params and k != "response_format"}
         if "response_format" in params:
             if "grammar" in params:
                 raise ConfigError("a request takes grammar or response_format, not both")
             body["grammar"] = compact_json_grammar(params["response_format"])
-        body.update(messages=messages, cache_prompt=bool(params.get("prefix_reuse")), stream=False)
+        # the prompt cache stays off whatever ``prefix_reuse`` says (the class docstring says why)
+        body.update(messages=messages, cache_prompt=False, stream=False)
         out = self.load().handle_chat_completions(body)
         if not isinstance(out, dict) or "choices" not in out:
             err = out.get("error", out) if isinstance(out, dict) else out
@@ -611,6 +693,14 @@ def compact_json_grammar(response_format: dict[str, Any]) -> str:
 
 #: the context window (tokens, prompt and completion together) of a local model unless configured.
 DEFAULT_N_CTX = 4096
+
+def _lead(request: GenerationRequest) -> str | None:
+    """The leading segment prefix reuse may share between requests: the content of the
+    request's first message when it is a system message (every study's system prompt and
+    instructions), else ``None``."""
+    first = request.messages[0] if request.messages else None
+    return first["content"] if first and first.get("role") == "system" and first.get("content") else None
+
 
 _ENGINE_CLASSES = {"llama-cpp-python": _LlamaCppPython, "xllamacpp": _XLlamaCpp}
 
@@ -788,7 +878,7 @@ class LlamaCppProvider:
             raise ContextBudgetError(f"prompt ({n_prompt} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
         with self._lock:
             t0 = time.monotonic()
-            out = self._backend.complete(messages, dict(request.params))
+            out = self._backend.complete(messages, dict(request.params), lead=_lead(request))
             latency = time.monotonic() - t0
         return GenerationResult(
             text=out["text"],
