@@ -371,11 +371,15 @@ _PASS_THROUGH = (
 )
 
 
-#: the fewest shared leading tokens worth a batch of their own (prefix reuse).
+#: the fewest tokens worth a batch of their own (a shorter leading segment joins the next).
 MIN_PREFIX_TOKENS = 16
 
-#: prefix states each llama-cpp-python context keeps for prefix reuse (least recently used dropped).
-PREFIX_STATES = 8
+#: paragraph breaks after the system prompt that end a leading segment (prefix reuse).
+PREFIX_PARAGRAPHS = 2
+
+#: KV states of leading segments each llama-cpp-python context keeps (least recently used dropped;
+#: about 23 kB per token for SmolLM2-135M, 18 kB for Gemma 3 270M).
+PREFIX_STATES = 16
 
 
 def _completion(out: dict[str, Any]) -> dict[str, Any]:
@@ -397,10 +401,10 @@ class _LlamaCppPython:
 
         self.p = provider
         self._llm: Any = None
-        #: prefix tokens -> the context's state right after evaluating them from an empty cache
-        self._states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
-        #: the prefix the KV cache starts with, as evaluated by _enter_prefix (None: another computation)
-        self._live: tuple[int, ...] | None = None
+        #: segments (prefix_segments' leading part) -> the KV cells right after evaluating them
+        self._states: OrderedDict[tuple[tuple[int, ...], ...], bytes] = OrderedDict()
+        #: the segments the KV cache starts with, as _enter_prefix evaluated them (None: another computation)
+        self._live: tuple[tuple[int, ...], ...] | None = None
 
     def load(self) -> Any:
         if self._llm is None:
@@ -464,48 +468,101 @@ class _LlamaCppPython:
         res = self._formatted(llm, messages)
         return len(llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True))
 
-    def prefix_tokens(self, messages: list[dict[str, str]], lead: str | None) -> tuple[int, ...] | None:
-        """The prompt's leading tokens evaluated as a batch of their own under prefix reuse: the
-        tokens of the chat-formatted prompt up to the end of ``lead`` (the request's system
-        prompt), cut where they stop agreeing with the whole prompt's tokens (a token may span
-        the boundary). ``None`` (no split) when ``lead`` is absent or not in the prompt, or when
-        fewer than :data:`MIN_PREFIX_TOKENS` tokens would be shared, or no token would follow."""
+    def prefix_segments(self, messages: list[dict[str, str]], lead: str | None) -> tuple[tuple[int, ...], ...]:
+        """The leading segments of the prompt, each evaluated as a batch of its own, as the token
+        prefixes that end them (each a prefix of the next): the chat-formatted prompt up to the
+        end of ``lead`` (the request's system prompt), then up to each of the next
+        :data:`PREFIX_PARAGRAPHS` paragraph breaks (``"\\n\\n"``: a study's instructions before its
+        document), each cut where its tokens stop agreeing with the whole prompt's (a token may
+        span the boundary). Segments shorter than :data:`MIN_PREFIX_TOKENS` tokens are merged
+        into the next; the last token of the prompt is never in one. Empty (one batch) when
+        ``lead`` is absent or not in the prompt, or no segment is left. A function of the request
+        alone, so the same request is always split alike."""
         if not lead:
-            return None
+            return ()
         llm = self.load()
         res = self._formatted(llm, messages)
-        cut = res.prompt.find(lead)
-        if cut < 0:
-            return None
-        whole = llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True)
-        head = llm.tokenize(res.prompt[: cut + len(lead)].encode("utf-8"), add_bos=not res.added_special, special=True)
-        n = 0
-        for a, b in zip(head, whole):
-            if a != b:
+        text, bos = res.prompt, not res.added_special
+        start = text.find(lead)
+        if start < 0:
+            return ()
+        ends = [start + len(lead)]
+        while len(ends) <= PREFIX_PARAGRAPHS:
+            at = text.find("\n\n", ends[-1] + 1)
+            if at < 0:
                 break
-            n += 1
-        if n < MIN_PREFIX_TOKENS or n >= len(whole):
-            return None
-        return tuple(whole[:n])
+            ends.append(at + 2)
+        whole = llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True)
+        out: list[tuple[int, ...]] = []
+        for end in ends:
+            head = llm.tokenize(text[:end].encode("utf-8"), add_bos=bos, special=True)
+            n = 0
+            for x, y in zip(head, whole):
+                if x != y:
+                    break
+                n += 1
+            if n >= len(whole):
+                break
+            if n - (len(out[-1]) if out else 0) >= MIN_PREFIX_TOKENS:
+                out.append(tuple(whole[:n]))
+        return tuple(out)
 
-    def _enter_prefix(self, llm: Any, prefix: tuple[int, ...], reuse: bool) -> None:
-        """Leave exactly ``prefix`` in the KV cache, as one evaluation of ``prefix`` from an empty
-        cache computes it: with ``reuse``, kept from the previous call or restored from
-        :attr:`_states` when it was computed before, else evaluated (and its state kept)."""
-        n = len(prefix)
-        if reuse and self._live == prefix and llm._ctx.kv_cache_seq_rm(-1, n, -1):
-            llm.n_tokens = n
-        elif reuse and prefix in self._states:
-            self._states.move_to_end(prefix)
-            llm.load_state(self._states[prefix])
-        else:
+    def _save_kv(self, llm: Any) -> bytes:
+        """The KV cells of sequence 0 (the context's only sequence), as llama.cpp serialises them."""
+        import ctypes
+
+        import llama_cpp
+
+        size = llama_cpp.llama_state_seq_get_size(llm._ctx.ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        n = llama_cpp.llama_state_seq_get_data(llm._ctx.ctx, buf, size, 0)
+        return bytes(buf[:n])
+
+    def _load_kv(self, llm: Any, tokens: tuple[int, ...], data: bytes) -> bool:
+        """An empty KV cache given the cells :meth:`_save_kv` returned for ``tokens``; False when
+        llama.cpp refuses them (the cache is then empty)."""
+        import ctypes
+
+        import llama_cpp
+
+        llm.reset()
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, buf, len(data), 0) != len(data):
+            llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+            return False
+        llm.input_ids[: len(tokens)] = tokens
+        llm.n_tokens = len(tokens)
+        return True
+
+    def _enter_prefix(self, llm: Any, chain: tuple[tuple[int, ...], ...], reuse: bool) -> None:
+        """Leave exactly ``chain[-1]`` in the KV cache, as evaluating the segments of ``chain``
+        one batch each from an empty cache computes it: with ``reuse``, the longest leading part
+        of the chain kept from the previous call or restored from :attr:`_states` (the cells
+        after each segment, as computed earlier), the segments after it evaluated (and their
+        states kept); without, every segment evaluated."""
+        done = 0
+        if reuse:
+            live = self._live or ()
+            kept = next((i for i in range(min(len(live), len(chain)), 0, -1) if live[:i] == chain[:i]), 0)
+            stored = next((i for i in range(len(chain), 0, -1) if chain[:i] in self._states), 0)
+            if stored > kept:
+                kept = 0  # the cache is replaced
+                if self._load_kv(llm, chain[stored - 1], self._states[chain[:stored]]):
+                    self._states.move_to_end(chain[:stored])
+                    done = stored
+            if kept and llm._ctx.kv_cache_seq_rm(-1, len(chain[kept - 1]), -1):
+                llm.n_tokens = len(chain[kept - 1])
+                done = kept
+        if not done:
             llm.reset()
-            llm.eval(list(prefix))
+        for i in range(done, len(chain)):
+            llm.eval(list(chain[i][llm.n_tokens :]))
             if reuse:
-                self._states[prefix] = llm.save_state()
+                self._states[chain[: i + 1]] = self._save_kv(llm)
                 while len(self._states) > PREFIX_STATES:
                     self._states.popitem(last=False)
-        self._live = prefix
+        self._live = chain
 
     def complete(self, messages: list[dict[str, str]], params: dict[str, Any], lead: str | None = None) -> dict[str, Any]:
         kwargs = {k: params[k] for k in _PASS_THROUGH if k in params}
@@ -514,8 +571,8 @@ class _LlamaCppPython:
 
             kwargs["grammar"] = LlamaGrammar.from_string(params["grammar"], verbose=False)
         llm = self.load()
-        prefix = self.prefix_tokens(messages, lead)
-        if prefix is None:
+        chain = self.prefix_segments(messages, lead)
+        if not chain:
             # Forget the previous prompt: llama-cpp-python otherwise reuses the matching KV prefix, and
             # evaluating fewer tokens changes the float results, so a repeat would depend on what ran before.
             self._live = None
@@ -525,7 +582,7 @@ class _LlamaCppPython:
             # finds it (its longest match with the prompt: the prompt starts with it and the cache
             # holds nothing more) and evaluates the rest of the prompt as one batch. The same two
             # batches whether the prefix was found or computed now: the same floating-point sums.
-            self._enter_prefix(llm, prefix, reuse=params.get("prefix_reuse", True) is not False)
+            self._enter_prefix(llm, chain, reuse=params.get("prefix_reuse", True) is not False)
         return _completion(llm.create_chat_completion(messages=messages, **kwargs))
 
     def close(self) -> None:
