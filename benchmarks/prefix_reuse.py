@@ -7,12 +7,13 @@ The format-robustness study's construct calls (``--n`` instances x the default f
 registry entry's parameters, llama-cpp-python), computed three ways in each of ``--reps`` rounds:
 
 * ``one batch``: the whole prompt evaluated as one batch (how llama-cpp-python computed every prompt
-  before the two-batch prefill; called on the engine directly);
-* ``reuse off``: the system prompt as a batch of its own, then the rest, nothing kept between calls
+  before its segmented prefill; called on the engine directly);
+* ``reuse off``: the leading segments (system prompt, then up to each of the next two paragraph
+  breaks) each as a batch of its own, then the rest, nothing kept between calls
   (``prefix_reuse: false``);
-* ``reuse on``: the same two batches, the system prompt's KV state kept between calls and used by
-  the next prompt that starts with it (``prefix_reuse: true``, the default; states cleared before
-  each round, so the round's first call computes it).
+* ``reuse on``: the same batches, the KV state after each segment kept between calls and used by
+  the next prompt that starts with the same segments (``prefix_reuse: true``, the default; states
+  cleared before each round, so the round's first call computes them).
 
 Prints the machine's load, each round's process CPU seconds per call (not wall: the machine may be
 shared), the medians, their ratios, and how many completions of each way equal those of

@@ -76,10 +76,10 @@ def engine_identity(name: str) -> str:
 
 
 #: engine name -> how it evaluates a prompt, where that is not one batch of the whole prompt:
-#: llama-cpp-python evaluates the tokens up to the end of the system prompt as a batch of their own,
-#: then the rest (:class:`metamorph.providers.llama_cpp.LlamaCppProvider` says why); a different
-#: floating-point computation from one batch, hence part of the cache key.
-PREFILL: dict[str, str] = {"llama-cpp-python": "system prompt batch, then the rest"}
+#: llama-cpp-python evaluates the system prompt and the next two paragraphs each as a batch of its
+#: own, then the rest (:mod:`metamorph.providers.llama_cpp` says why); a different floating-point
+#: computation from one batch, hence part of the cache key.
+PREFILL: dict[str, str] = {"llama-cpp-python": "system prompt, 2 paragraphs, rest"}
 
 
 def engine_key(name: str, split: bool = True) -> str:

@@ -30,13 +30,14 @@ another floating-point computation and may give another completion, so each engi
 prompt in batches fixed by the prompt alone:
 
 * xllamacpp evaluates the whole prompt as one batch, its prompt cache off;
-* llama-cpp-python evaluates the tokens up to the end of the system prompt (the first message, when
-  it is a system message: the study's system prompt and instructions) as a batch of their own, then
-  the rest as one batch (a prompt without a system message, or whose system prompt is shorter
-  than :data:`MIN_PREFIX_TOKENS` tokens, as one batch). With ``prefix_reuse`` (the default) the
-  KV state after that first batch is kept (the last :data:`PREFIX_STATES` system prompts of each
-  worker) and the next prompt with the same leading tokens starts from it instead of computing it:
-  the same numbers, so the same completion as ``prefix_reuse: false``, computed with less CPU
+* llama-cpp-python evaluates the prompt's leading segments each as a batch of its own, then the
+  rest as one batch: the tokens up to the end of the system prompt (the first message, when it is
+  a system message), then up to each of the next :data:`PREFIX_PARAGRAPHS` paragraph breaks (a
+  study's instructions, which precede its document or question); a prompt without a system
+  message as one batch (:meth:`_LlamaCppPython.prefix_segments`). With ``prefix_reuse`` (the
+  default) the KV cells after each segment are kept (the last :data:`PREFIX_STATES` of each
+  worker) and the next prompt with the same leading segments starts from them instead of computing
+  them: the same numbers, so the same completion as ``prefix_reuse: false``, with less CPU
   (measured: docs/benchmarks.md).
 
 Greedy and seeded requests are therefore declared deterministic
@@ -564,7 +565,9 @@ class _LlamaCppPython:
                     self._states.popitem(last=False)
         self._live = chain
 
-    def complete(self, messages: list[dict[str, str]], params: dict[str, Any], lead: str | None = None) -> dict[str, Any]:
+    def complete(
+        self, messages: list[dict[str, str]], params: dict[str, Any], lead: str | None = None
+    ) -> dict[str, Any]:
         kwargs = {k: params[k] for k in _PASS_THROUGH if k in params}
         if "grammar" in params:
             from llama_cpp import LlamaGrammar
@@ -682,7 +685,9 @@ class _XLlamaCpp:
         body = {"content": prompt, "add_special": True, "parse_special": True}
         return len(self._post("/tokenize", body)["tokens"])
 
-    def complete(self, messages: list[dict[str, str]], params: dict[str, Any], lead: str | None = None) -> dict[str, Any]:
+    def complete(
+        self, messages: list[dict[str, str]], params: dict[str, Any], lead: str | None = None
+    ) -> dict[str, Any]:
         body = {k: params[k] for k in (*_PASS_THROUGH, "grammar") if k in params and k != "response_format"}
         if "response_format" in params:
             if "grammar" in params:
@@ -750,6 +755,7 @@ def compact_json_grammar(response_format: dict[str, Any]) -> str:
 
 #: the context window (tokens, prompt and completion together) of a local model unless configured.
 DEFAULT_N_CTX = 4096
+
 
 def _lead(request: GenerationRequest) -> str | None:
     """The leading segment prefix reuse may share between requests: the content of the

@@ -35,7 +35,9 @@ def every_studys_requests(model_id: str, per_study: int = 2) -> list[GenerationR
     out = []
     for study in studies().values():
         first = study.cost_steps(spec, study.values())[0].requests()[:per_study]
-        out += [with_params(r, max_tokens=min(MAX_TOKENS, int(r.params.get("max_tokens") or MAX_TOKENS))) for r in first]
+        out += [
+            with_params(r, max_tokens=min(MAX_TOKENS, int(r.params.get("max_tokens") or MAX_TOKENS))) for r in first
+        ]
     return out
 
 
