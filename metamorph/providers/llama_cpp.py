@@ -555,6 +555,7 @@ class _LlamaCppPython:
             if kept and llm._ctx.kv_cache_seq_rm(-1, len(chain[kept - 1]), -1):
                 llm.n_tokens = len(chain[kept - 1])
                 done = kept
+        self._live = None  # until every segment is in place (an error midway leaves no stale claim)
         if not done:
             llm.reset()
         for i in range(done, len(chain)):
