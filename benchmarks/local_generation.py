@@ -21,9 +21,11 @@ Prints, in one run (machine load first):
    (the path every run takes; fresh cache and workers started before timing, each), and whether
    their completions are identical.
 
-``--prefix-reuse`` sends the requests with ``prefix_reuse: true`` (the engine keeps the KV state
-of the leading tokens shared with the previous prompt) and prints how many completions equal
-those computed from scratch, and the CPU saved.
+Section 3 computes every prompt whole (``prefix_reuse: false``). ``--prefix-reuse`` then sends the
+requests again with ``prefix_reuse: true`` (llama-cpp-python keeps the KV state of a prompt's
+leading segments for the next prompt that starts with them; xllamacpp ignores it) and prints how
+many completions equal those computed from scratch, and the CPU saved. ``benchmarks/prefix_reuse.py``
+measures that in rounds, with medians.
 
 A measurement, not a test: nothing here asserts; the comparable numbers are the ratios within
 one run (the machine may be shared).
@@ -181,7 +183,7 @@ def main() -> None:
     c0, t0 = time.process_time(), time.perf_counter()
     scratch = []
     for r in reqs:
-        res = provider.generate(r)
+        res = provider.generate(_with(r, prefix_reuse=False))  # every prompt computed whole
         scratch.append(res.text)
         n_prompt += res.prompt_tokens or 0
         n_completion += res.completion_tokens or 0

@@ -106,11 +106,12 @@ without it every compared metric of every study blocks. It changes no output: no
 ``xllamacpp`` (the default; a prebuilt wheel) or ``llama-cpp-python`` (built from source; the
 fallback) — :mod:`metamorph.providers.engines`. Each engine version gives its own completions, so
 the engine and its installed version are part of every request's cache key and of the entry's
-fingerprint (upgrading xllamacpp re-evaluates the entry). ``params.prefix_reuse: true`` (optional,
-``llama_cpp`` only, default false) lets the engine keep the KV state of the leading tokens a prompt
-shares with the one computed before it (the study's system prompt and instructions) instead of
-computing every prompt from scratch: less CPU, but a completion may then depend on the request
-before it (measured: docs/benchmarks.md), so it is opt-in and part of the cache key.
+fingerprint (upgrading xllamacpp re-evaluates the entry). ``params.prefix_reuse`` (optional,
+``llama_cpp`` only, default true) lets llama-cpp-python keep the KV state of a prompt's system
+prompt (the study's system prompt and instructions) for the next prompt that starts with it instead
+of computing it again; that engine evaluates the system prompt as a batch of its own whether or not
+it reuses it, so a completion is the same either way and the setting is in no key or fingerprint.
+xllamacpp does not reuse prefixes (:class:`metamorph.providers.llama_cpp.LlamaCppProvider`).
 ``workers`` (optional, ``llama_cpp`` only, default: the cores this process may use divided by
 ``n_threads``, at least 1) is the number of
 model contexts computing requests at once, each in its own worker process with ``n_threads``
@@ -134,7 +135,7 @@ import yaml
 from metamorph.datasets import read_text
 from metamorph.errors import ConfigError, RegistryError, looks_like_secret
 from metamorph.providers.base import DECODING_PARAMS, INGESTION_PATHS, canonical_json, sha256_hex
-from metamorph.providers.engines import ENGINES, engine_identity, engine_name, local_params
+from metamorph.providers.engines import ENGINES, engine_key, engine_name, local_params
 
 __all__ = [
     "BATCH_PROVIDERS",
@@ -344,12 +345,13 @@ class ModelSpec:
 
 def local_engine(params: dict[str, Any]) -> str:
     """The engine of a ``llama_cpp`` entry with ``params`` and its installed version
-    (:func:`metamorph.providers.engines.engine_identity`), or ``"<engine> (not installed)"``: the
+    and how it evaluates a prompt (:func:`metamorph.providers.engines.engine_key`), or
+    ``"<engine> (not installed)"``: the
     fingerprint of an entry stays computable on a machine without its engine (its run fails, saying
     what to install)."""
     name = engine_name(params)
     try:
-        return engine_identity(name)
+        return engine_key(name)
     except ConfigError:
         return f"{name} (not installed)"
 

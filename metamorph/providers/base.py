@@ -40,9 +40,10 @@ INGESTION_PATHS = ("inline", "openai_file", "anthropic_document", "upload")
 #: ``chat_format`` (llama_cpp only) names the llama.cpp chat format that turns the messages into
 #: the prompt (e.g. ``gemma`` for a GGUF without a chat template); it shapes the response, so it
 #: is a request parameter and part of the cache key. ``engine`` (llama_cpp only) names the engine
-#: that computes it (:mod:`metamorph.providers.engines`); ``prefix_reuse`` (llama_cpp only, opt-in)
-#: lets the engine keep the KV state of the leading tokens the previous prompt shared, so the
-#: completion may depend on the request computed before it (hence a key of its own).
+#: that computes it (:mod:`metamorph.providers.engines`); ``prefix_reuse`` (llama_cpp only, default
+#: true) lets the engine keep the KV state of a prompt's system prompt for the next prompt that
+#: starts with it; it changes no completion (:class:`metamorph.providers.llama_cpp.LlamaCppProvider`),
+#: so it is not part of the key.
 DECODING_PARAMS = (
     "temperature",
     "top_p",
@@ -135,21 +136,22 @@ class GenerationRequest:
     def key_material(self) -> dict[str, Any]:
         """Everything that shapes the response, as a JSON-able dict (no secrets, no bytes).
 
-        A ``llama_cpp`` request adds ``engine``: the engine that computes it and its installed
-        version (:func:`metamorph.providers.engines.engine_identity`), since each engine version
-        gives its own completions; its ``params`` then leave out what that field and the defaults
-        already say (:func:`~metamorph.providers.engines.local_params`), so ``engine: xllamacpp``
-        or ``prefix_reuse: false`` written out gives the key of the entry without them. Other
-        providers' keys carry no such field.
+        A ``llama_cpp`` request adds ``engine``: the engine that computes it, its installed
+        version and how it evaluates a prompt (:func:`metamorph.providers.engines.engine_key`),
+        since each gives its own completions; its ``params`` then leave out what that field says
+        and ``prefix_reuse`` (:func:`~metamorph.providers.engines.local_params`), so
+        ``engine: xllamacpp`` or ``prefix_reuse`` written out gives the key of the entry without
+        them. Other providers' keys carry no such field.
 
         Raises:
             ConfigError: a ``llama_cpp`` request whose engine is unknown or not installed.
         """
         engine, params = {}, dict(self.params)
         if self.provider == "llama_cpp":
-            from metamorph.providers.engines import engine_identity, engine_name, local_params
+            from metamorph.providers.engines import engine_key, engine_name, local_params
 
-            engine = {"engine": engine_identity(engine_name(self.params))}
+            first = self.messages[0] if self.messages else {}
+            engine = {"engine": engine_key(engine_name(self.params), split=first.get("role") == "system")}
             params = local_params(params)
         return {
             **engine,

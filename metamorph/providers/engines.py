@@ -27,7 +27,9 @@ from metamorph.errors import ConfigError
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
+    "PREFILL",
     "engine_identity",
+    "engine_key",
     "engine_name",
     "local_params",
 ]
@@ -73,8 +75,26 @@ def engine_identity(name: str) -> str:
         ) from None
 
 
+#: engine name -> how it evaluates a prompt, where that is not one batch of the whole prompt:
+#: llama-cpp-python evaluates the system prompt and the next two paragraphs each as a batch of its
+#: own, then the rest (:mod:`metamorph.providers.llama_cpp` says why); a different floating-point
+#: computation from one batch, hence part of the cache key.
+PREFILL: dict[str, str] = {"llama-cpp-python": "system prompt, 2 paragraphs, rest"}
+
+
+def engine_key(name: str, split: bool = True) -> str:
+    """What a ``llama_cpp`` request's cache key and an entry's fingerprint say about the engine:
+    :func:`engine_identity`, followed by ``"; prefill <PREFILL[name]>"`` for an engine listed in
+    :data:`PREFILL` when ``split`` (the request starts with a system message, so its prompt may be
+    evaluated in two batches; a request without one is evaluated as before, under the same key).
+    Raises what :func:`engine_identity` raises."""
+    identity = engine_identity(name)
+    return f"{identity}; prefill {PREFILL[name]}" if split and name in PREFILL else identity
+
+
 def local_params(params: dict) -> dict:
     """``params`` of a ``llama_cpp`` request or entry as its cache key and fingerprint hold them:
     without ``engine`` (the key's own ``engine`` field names it, with its version) and without
-    ``prefix_reuse: false`` (the default), so writing a default out changes no key."""
-    return {k: v for k, v in params.items() if k != "engine" and not (k == "prefix_reuse" and v is False)}
+    ``prefix_reuse`` (a completion is the same with it on or off), so writing either out changes
+    no key."""
+    return {k: v for k, v in params.items() if k not in ("engine", "prefix_reuse")}

@@ -23,13 +23,26 @@ llama.cpp's ``gemma`` formatter drops system messages; here a system message is 
 first user turn instead, as Gemma 3's own chat template does
 (:func:`fold_system_into_first_user`), with either engine.
 
-Sampling is seeded: the request's ``seed`` parameter (when set) is passed to every call, and
-every prompt is computed from scratch (llama-cpp-python: the KV cache reset before every call;
-xllamacpp: its prompt cache off), so a completion depends only on its request (not on the
-request that ran before it — prefix reuse changes the numerics). Greedy and seeded requests are
-therefore declared deterministic (:meth:`LlamaCppProvider.is_deterministic`): their replicates
-share one call (:mod:`metamorph.replicates`). A request with ``prefix_reuse: true`` (opt-in)
-keeps the matching KV prefix of the request before it instead.
+Sampling is seeded: the request's ``seed`` parameter (when set) is passed to every call, and a
+completion depends only on its request, never on the request that ran before it. Evaluating a
+prompt in other batches (e.g. its first tokens found in the KV cache, the rest evaluated) is
+another floating-point computation and may give another completion, so each engine evaluates a
+prompt in batches fixed by the prompt alone:
+
+* xllamacpp evaluates the whole prompt as one batch, its prompt cache off;
+* llama-cpp-python evaluates the prompt's leading segments each as a batch of its own, then the
+  rest as one batch: the tokens up to the end of the system prompt (the first message, when it is
+  a system message), then up to each of the next :data:`PREFIX_PARAGRAPHS` paragraph breaks (a
+  study's instructions, which precede its document or question); a prompt without a system
+  message as one batch (:meth:`_LlamaCppPython.prefix_segments`). With ``prefix_reuse`` (the
+  default) the KV cells after each segment are kept (the last :data:`PREFIX_STATES` of each
+  worker) and the next prompt with the same leading segments starts from them instead of computing
+  them: the same numbers, so the same completion as ``prefix_reuse: false``, with less CPU
+  (measured: docs/benchmarks.md).
+
+Greedy and seeded requests are therefore declared deterministic
+(:meth:`LlamaCppProvider.is_deterministic`): their replicates share one call
+(:mod:`metamorph.replicates`).
 ``model_version`` is the sha256 of the GGUF file, so swapping weights under the same name is
 reported as a version change.
 
@@ -359,6 +372,17 @@ _PASS_THROUGH = (
 )
 
 
+#: the fewest tokens worth a batch of their own (a shorter leading segment joins the next).
+MIN_PREFIX_TOKENS = 16
+
+#: paragraph breaks after the system prompt that end a leading segment (prefix reuse).
+PREFIX_PARAGRAPHS = 2
+
+#: KV states of leading segments each llama-cpp-python context keeps (least recently used dropped;
+#: about 23 kB per token for SmolLM2-135M, 18 kB for Gemma 3 270M).
+PREFIX_STATES = 16
+
+
 def _completion(out: dict[str, Any]) -> dict[str, Any]:
     """Text, finish reason and token counts of an OpenAI-shaped chat completion (both engines return one)."""
     choice, usage = out["choices"][0], out.get("usage") or {}
@@ -374,8 +398,14 @@ class _LlamaCppPython:
     """The ``llama-cpp-python`` engine: one :class:`llama_cpp.Llama` context."""
 
     def __init__(self, provider: LlamaCppProvider):
+        from collections import OrderedDict
+
         self.p = provider
         self._llm: Any = None
+        #: segments (prefix_segments' leading part) -> the KV cells right after evaluating them
+        self._states: OrderedDict[tuple[tuple[int, ...], ...], bytes] = OrderedDict()
+        #: the segments the KV cache starts with, as _enter_prefix evaluated them (None: another computation)
+        self._live: tuple[tuple[int, ...], ...] | None = None
 
     def load(self) -> Any:
         if self._llm is None:
@@ -439,17 +469,124 @@ class _LlamaCppPython:
         res = self._formatted(llm, messages)
         return len(llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True))
 
-    def complete(self, messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+    def prefix_segments(self, messages: list[dict[str, str]], lead: str | None) -> tuple[tuple[int, ...], ...]:
+        """The leading segments of the prompt, each evaluated as a batch of its own, as the token
+        prefixes that end them (each a prefix of the next): the chat-formatted prompt up to the
+        end of ``lead`` (the request's system prompt), then up to each of the next
+        :data:`PREFIX_PARAGRAPHS` paragraph breaks (``"\\n\\n"``: a study's instructions before its
+        document), each cut where its tokens stop agreeing with the whole prompt's (a token may
+        span the boundary). Segments shorter than :data:`MIN_PREFIX_TOKENS` tokens are merged
+        into the next; the last token of the prompt is never in one. Empty (one batch) when
+        ``lead`` is absent or not in the prompt, or no segment is left. A function of the request
+        alone, so the same request is always split alike."""
+        if not lead:
+            return ()
+        llm = self.load()
+        res = self._formatted(llm, messages)
+        text, bos = res.prompt, not res.added_special
+        start = text.find(lead)
+        if start < 0:
+            return ()
+        ends = [start + len(lead)]
+        while len(ends) <= PREFIX_PARAGRAPHS:
+            at = text.find("\n\n", ends[-1] + 1)
+            if at < 0:
+                break
+            ends.append(at + 2)
+        whole = llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True)
+        out: list[tuple[int, ...]] = []
+        for end in ends:
+            head = llm.tokenize(text[:end].encode("utf-8"), add_bos=bos, special=True)
+            n = 0
+            for x, y in zip(head, whole):
+                if x != y:
+                    break
+                n += 1
+            if n >= len(whole):
+                break
+            if n - (len(out[-1]) if out else 0) >= MIN_PREFIX_TOKENS:
+                out.append(tuple(whole[:n]))
+        return tuple(out)
+
+    def _save_kv(self, llm: Any) -> bytes:
+        """The KV cells of sequence 0 (the context's only sequence), as llama.cpp serialises them."""
+        import ctypes
+
+        import llama_cpp
+
+        size = llama_cpp.llama_state_seq_get_size(llm._ctx.ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        n = llama_cpp.llama_state_seq_get_data(llm._ctx.ctx, buf, size, 0)
+        return bytes(buf[:n])
+
+    def _load_kv(self, llm: Any, tokens: tuple[int, ...], data: bytes) -> bool:
+        """An empty KV cache given the cells :meth:`_save_kv` returned for ``tokens``; False when
+        llama.cpp refuses them (the cache is then empty)."""
+        import ctypes
+
+        import llama_cpp
+
+        llm.reset()
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, buf, len(data), 0) != len(data):
+            llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+            return False
+        llm.input_ids[: len(tokens)] = tokens
+        llm.n_tokens = len(tokens)
+        return True
+
+    def _enter_prefix(self, llm: Any, chain: tuple[tuple[int, ...], ...], reuse: bool) -> None:
+        """Leave exactly ``chain[-1]`` in the KV cache, as evaluating the segments of ``chain``
+        one batch each from an empty cache computes it: with ``reuse``, the longest leading part
+        of the chain kept from the previous call or restored from :attr:`_states` (the cells
+        after each segment, as computed earlier), the segments after it evaluated (and their
+        states kept); without, every segment evaluated."""
+        done = 0
+        if reuse:
+            live = self._live or ()
+            kept = next((i for i in range(min(len(live), len(chain)), 0, -1) if live[:i] == chain[:i]), 0)
+            stored = next((i for i in range(len(chain), 0, -1) if chain[:i] in self._states), 0)
+            if stored > kept:
+                kept = 0  # the cache is replaced
+                if self._load_kv(llm, chain[stored - 1], self._states[chain[:stored]]):
+                    self._states.move_to_end(chain[:stored])
+                    done = stored
+            if kept and llm._ctx.kv_cache_seq_rm(-1, len(chain[kept - 1]), -1):
+                llm.n_tokens = len(chain[kept - 1])
+                done = kept
+        self._live = None  # until every segment is in place (an error midway leaves no stale claim)
+        if not done:
+            llm.reset()
+        for i in range(done, len(chain)):
+            llm.eval(list(chain[i][llm.n_tokens :]))
+            if reuse:
+                self._states[chain[: i + 1]] = self._save_kv(llm)
+                while len(self._states) > PREFIX_STATES:
+                    self._states.popitem(last=False)
+        self._live = chain
+
+    def complete(
+        self, messages: list[dict[str, str]], params: dict[str, Any], lead: str | None = None
+    ) -> dict[str, Any]:
         kwargs = {k: params[k] for k in _PASS_THROUGH if k in params}
         if "grammar" in params:
             from llama_cpp import LlamaGrammar
 
             kwargs["grammar"] = LlamaGrammar.from_string(params["grammar"], verbose=False)
         llm = self.load()
-        if not params.get("prefix_reuse"):
+        chain = self.prefix_segments(messages, lead)
+        if not chain:
             # Forget the previous prompt: llama-cpp-python otherwise reuses the matching KV prefix, and
             # evaluating fewer tokens changes the float results, so a repeat would depend on what ran before.
+            self._live = None
             llm.reset()
+        else:
+            # The cache holds exactly the prefix, computed as its own batch; llama-cpp-python then
+            # finds it (its longest match with the prompt: the prompt starts with it and the cache
+            # holds nothing more) and evaluates the rest of the prompt as one batch. The same two
+            # batches whether the prefix was found or computed now: the same floating-point sums.
+            self._enter_prefix(llm, chain, reuse=params.get("prefix_reuse", True) is not False)
         return _completion(llm.create_chat_completion(messages=messages, **kwargs))
 
     def close(self) -> None:
@@ -463,8 +600,13 @@ class _XLlamaCpp:
     Chat completions go through ``Server.handle_chat_completions`` (no HTTP). Prompt token counts
     use the server's ``/apply-template`` and ``/tokenize`` routes on its loopback listener, locked
     with a random API key made for this process (nothing else on the machine can use the model).
-    The prompt cache is off unless a request sets ``prefix_reuse`` (``cache_prompt``), so every
-    prompt is computed from scratch and a completion depends only on its request; the server's
+    The prompt cache is off, so every prompt is computed from scratch in one batch and a
+    completion depends only on its request; ``prefix_reuse`` is not honoured here. The server's
+    prompt cache (``cache_prompt``) keeps the longest token prefix the new prompt shares with the
+    slot's last prompt and completion, wherever it ends, and evaluates the last prompt token alone
+    when the whole prompt is cached, so the batches a prompt is evaluated in (hence its
+    floating-point sums and its completion) depend on the request before it (measured: 7 of 8
+    completions unchanged); the server takes no boundary at which to split a prompt. The server's
     host-memory prompt store (``cache_ram_mib``) is off, so a worker's memory stays flat over a run. A
     ``response_format`` is sent as an LLGuidance grammar with fixed JSON separators
     (:func:`compact_json_grammar`). A file without
@@ -544,13 +686,16 @@ class _XLlamaCpp:
         body = {"content": prompt, "add_special": True, "parse_special": True}
         return len(self._post("/tokenize", body)["tokens"])
 
-    def complete(self, messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+    def complete(
+        self, messages: list[dict[str, str]], params: dict[str, Any], lead: str | None = None
+    ) -> dict[str, Any]:
         body = {k: params[k] for k in (*_PASS_THROUGH, "grammar") if k in params and k != "response_format"}
         if "response_format" in params:
             if "grammar" in params:
                 raise ConfigError("a request takes grammar or response_format, not both")
             body["grammar"] = compact_json_grammar(params["response_format"])
-        body.update(messages=messages, cache_prompt=bool(params.get("prefix_reuse")), stream=False)
+        # the prompt cache stays off whatever ``prefix_reuse`` says (the class docstring says why)
+        body.update(messages=messages, cache_prompt=False, stream=False)
         out = self.load().handle_chat_completions(body)
         if not isinstance(out, dict) or "choices" not in out:
             err = out.get("error", out) if isinstance(out, dict) else out
@@ -611,6 +756,15 @@ def compact_json_grammar(response_format: dict[str, Any]) -> str:
 
 #: the context window (tokens, prompt and completion together) of a local model unless configured.
 DEFAULT_N_CTX = 4096
+
+
+def _lead(request: GenerationRequest) -> str | None:
+    """The leading segment prefix reuse may share between requests: the content of the
+    request's first message when it is a system message (every study's system prompt and
+    instructions), else ``None``."""
+    first = request.messages[0] if request.messages else None
+    return first["content"] if first and first.get("role") == "system" and first.get("content") else None
+
 
 _ENGINE_CLASSES = {"llama-cpp-python": _LlamaCppPython, "xllamacpp": _XLlamaCpp}
 
@@ -788,7 +942,7 @@ class LlamaCppProvider:
             raise ContextBudgetError(f"prompt ({n_prompt} tokens) + max_tokens exceeds n_ctx={self.n_ctx}")
         with self._lock:
             t0 = time.monotonic()
-            out = self._backend.complete(messages, dict(request.params))
+            out = self._backend.complete(messages, dict(request.params), lead=_lead(request))
             latency = time.monotonic() - t0
         return GenerationResult(
             text=out["text"],

@@ -6,7 +6,7 @@ life, so no process ever holds two models or two llama.cpp builds
 thread-safe and one single-threaded context keeps one core busy, so :class:`LlamaWorkerPool`
 starts ``n`` worker processes, each owning one
 :class:`~metamorph.providers.llama_cpp.LlamaCppProvider` (one context, ``n_threads`` threads, the
-KV cache reset before every call). A worker is a fresh interpreter,
+KV cache holding nothing a completion depends on between calls). A worker is a fresh interpreter,
 ``python -P -m metamorph.providers.llama_workers``: no state inherited from a threaded parent, the
 caller's ``sys.path`` (not the working directory's packages), and, unlike ``multiprocessing``'s
 spawn, the caller's main module is not re-imported (a script needs no ``__main__`` guard). A call

@@ -96,8 +96,18 @@ def test_the_engine_and_its_version_are_in_a_local_requests_key_only():
         "llama_cpp", "m.gguf", msgs, {"temperature": 0.0, "engine": "xllamacpp", "prefix_reuse": False}
     )
     assert spelled_out.cache_key() == local.cache_key()
-    reuse = GenerationRequest("llama_cpp", "m.gguf", msgs, {"temperature": 0.0, "prefix_reuse": True})
-    assert reuse.key_material()["params"] == {"temperature": 0.0, "prefix_reuse": True}
+    # prefix reuse changes no completion, so no key, with either engine
+    for params in ({"temperature": 0.0}, {"temperature": 0.0, "engine": "llama-cpp-python"}):
+        keys = {
+            GenerationRequest("llama_cpp", "m.gguf", msgs, {**params, "prefix_reuse": v}).cache_key()
+            for v in (True, False)
+        }
+        assert keys == {GenerationRequest("llama_cpp", "m.gguf", msgs, params).cache_key()}
+    # with a system prompt, llama-cpp-python evaluates the prompt in two batches: another computation, another key
+    system = ({"role": "system", "content": "Be brief."}, *msgs)
+    split = GenerationRequest("llama_cpp", "m.gguf", system, {"temperature": 0.0, "engine": "llama-cpp-python"})
+    assert split.key_material()["engine"] == "llama-cpp-python 0.3.36; prefill system prompt, 2 paragraphs, rest"
+    assert GenerationRequest("llama_cpp", "m.gguf", system, {}).key_material()["engine"] == "xllamacpp 2026.10.11549"
     api = GenerationRequest("openai", "gpt-4o-mini", msgs, {"temperature": 0.0})
     assert "engine" not in api.key_material()
     literal = {
@@ -147,15 +157,17 @@ def test_the_fingerprint_of_a_local_entry_names_its_engine_and_version():
     fallback = ModelSpec(
         id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf", params={"engine": "llama-cpp-python"}
     )
-    material.update(engine="llama-cpp-python 0.3.36")  # params.engine is said by the engine field
+    # params.engine is said by the engine field, with the way that engine evaluates a prompt
+    material.update(engine="llama-cpp-python 0.3.36; prefill system prompt, 2 paragraphs, rest")
     assert fallback.fingerprint() == sha256_hex(canonical_json(material).encode())
-    spelled_out = ModelSpec(
-        id="smol",
-        provider="llama_cpp",
-        model="SmolLM2-135M-Instruct.Q4_1.gguf",
-        params={"engine": "xllamacpp", "prefix_reuse": False},
-    )
-    assert spelled_out.fingerprint() == smol.fingerprint()  # the defaults written out: the same entry
+    for reuse in (True, False):
+        spelled_out = ModelSpec(
+            id="smol",
+            provider="llama_cpp",
+            model="SmolLM2-135M-Instruct.Q4_1.gguf",
+            params={"engine": "xllamacpp", "prefix_reuse": reuse},
+        )
+        assert spelled_out.fingerprint() == smol.fingerprint()  # the default engine, prefix reuse: the same entry
 
 
 @pytest.mark.parametrize(
