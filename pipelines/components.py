@@ -35,10 +35,13 @@ import functools
 import importlib
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import dagster as dg
-from pydantic import Field
+import pydantic
+import yaml
+from pydantic import Field, PrivateAttr
 
 from metamorph.errors import ConfigError
 
@@ -84,6 +87,14 @@ class StudySuite(dg.Component, dg.Model, dg.Resolvable):
         "candidates) or a list of registry model ids.",
     )
     schedule: SuiteSchedule | None = Field(default=None, description="Re-evaluate the suite's models on a cron.")
+    #: The ``defs.yaml`` that declares the suite (None for a suite built in code).
+    _file: Path | None = PrivateAttr(default=None)
+
+    @classmethod
+    def load(cls, attributes, context: dg.ComponentLoadContext) -> StudySuite:
+        component = super().load(attributes, context)
+        component._file = context.path / "defs.yaml"
+        return component
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         try:
@@ -232,13 +243,70 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
     return dg.Definitions(assets=built, asset_checks=suite_checks, jobs=jobs, schedules=schedules)
 
 
-def project_suites(project_root=None) -> dict[str, StudySuite]:
+def _load_error(exc: BaseException, defs_root: Path) -> ConfigError:
+    """One line naming the ``defs.yaml`` and the attribute for an error of loading the defs folder
+    at ``defs_root``: the suite's own :class:`ConfigError`, a YAML syntax error (with its line) or a
+    pydantic error of the attributes; Dagster's tree and stack frames left out. Any other error is
+    raised as it is."""
+    folder = None
+    chain = exc
+    while chain is not None:
+        if isinstance(chain, ConfigError):
+            return chain
+        if isinstance(chain, yaml.MarkedYAMLError):
+            mark = chain.problem_mark
+            where = f"{mark.name}:{mark.line + 1}" if mark is not None else "defs.yaml"
+            what = ": ".join(t for t in (chain.context, chain.problem) if t)
+            return ConfigError(f"{where}: YAML syntax: {what}")
+        if isinstance(chain, pydantic.ValidationError):
+            err = chain.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"] if p != "attributes") or "attributes"
+            where = defs_root / folder / "defs.yaml" if folder else defs_root
+            marked = re.fullmatch(r"`?(?:attributes\.)?(.+?) at (\S+):(\d+)`?", loc)  # Dagster's own: file, line
+            if marked:
+                loc, where = marked.group(1), f"{marked.group(2)}:{marked.group(3)}"
+            return ConfigError(f"{where}: {loc}: {err['msg']}")
+        found = re.match(r"Error while (?:loading component|building definitions for) (\S+)\[\d+\]:", str(chain))
+        if found and folder is None:
+            folder = found.group(1).replace(".", "/")
+        chain = chain.__cause__ or chain.__context__
+    raise exc
+
+
+def _unique(suites: Sequence[StudySuite]) -> None:
+    """:class:`ConfigError` naming both files when two suites take the same name (they would write
+    the same tables and define the same jobs)."""
+    seen: dict[str, StudySuite] = {}
+    for s in suites:
+        first = seen.setdefault(s.name, s)
+        if first is not s:
+            raise ConfigError(
+                f"{s._file}: suite: {s.name!r} is also the suite of {first._file}; each suite needs its own name "
+                "(it names the suite's tables, jobs and schedule)"
+            )
+
+
+def load_project(project_root=None) -> tuple[dict[str, StudySuite], dg.Definitions]:
     """Every suite declared in the defs folder of the dg project at ``project_root`` (default: this
-    project), by name."""
+    project), by name, and the folder's definitions. Raises :class:`ConfigError`, one line naming
+    the ``defs.yaml`` and the attribute, when a suite does not load or two take one name."""
     from pipelines.definitions import PROJECT_ROOT
 
     tree = dg.ComponentTree.for_project(path_within_project=project_root or PROJECT_ROOT)
-    return {c.name: c for c in tree.get_all_components(of_type=StudySuite)}
+    defs_root = Path(tree.defs_module.__file__).parent
+    try:
+        suites = tree.get_all_components(of_type=StudySuite)
+        _unique(suites)
+        built = tree.build_defs()
+    except Exception as exc:  # Dagster wraps the suite's error in its tree of the folder
+        raise _load_error(exc, defs_root) from None
+    return {c.name: c for c in suites}, built
+
+
+def project_suites(project_root=None) -> dict[str, StudySuite]:
+    """Every suite declared in the defs folder of the dg project at ``project_root`` (default: this
+    project), by name (:func:`load_project`)."""
+    return load_project(project_root)[0]
 
 
 def chosen_suite(study, name: str | None, project_root=None) -> StudySuite | None:
