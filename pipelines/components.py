@@ -55,6 +55,28 @@ RESERVED = {
 }
 
 
+@functools.cache
+def _duckdb_names() -> dict[str, str]:
+    """The names a warehouse schema cannot take in DuckDB, and why: its reserved SQL keywords
+    (``duckdb_keywords()``), its system catalogs, the ``temp`` and ``system`` catalogs every connection
+    has and the warehouse file's own catalog (its stem) — a schema so named is a syntax error or an
+    ambiguous reference when its first table is written."""
+    import duckdb
+
+    from resources.paths import warehouse_path
+
+    con = duckdb.connect()
+    try:
+        keywords = con.execute("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")
+        names = {k: "a reserved SQL keyword" for (k,) in keywords.fetchall()}
+    finally:
+        con.close()
+    names.update({"information_schema": "a system catalog", "pg_catalog": "a system catalog"})
+    names.update({"temp": "a catalog of every connection", "system": "a catalog of every connection"})
+    names[Path(warehouse_path()).stem] = "the warehouse's catalog"
+    return names
+
+
 class SuiteSchedule(dg.Model):
     """When the suite's models are re-evaluated: ``<suite>_model_job`` once per model on the cron schedule."""
 
@@ -191,6 +213,10 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
         raise ConfigError(f"suite: {suite!r} is the name of a study; name the suite otherwise")
     if suite in RESERVED:
         raise ConfigError(f"suite: {suite!r} is taken ({RESERVED[suite]}); name the suite otherwise")
+    if suite != study.name and suite in _duckdb_names():
+        raise ConfigError(
+            f"suite: {suite!r} is a name DuckDB keeps for itself ({_duckdb_names()[suite]}); name the suite otherwise"
+        )
     if isinstance(component.models, list) and not component.models:
         raise ConfigError("models: an empty list; give registry model ids, or 'registry'")
 

@@ -198,6 +198,23 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
             "suite: 'metamorph_meta' is taken (the warehouse's write ledger); name the suite otherwise",
         ),
         ("{} # order_probe", "suite: 'order_probe' is the name of a study; name the suite otherwise"),
+        (
+            "{} # temp",
+            "suite: 'temp' is a name DuckDB keeps for itself (a catalog of every connection); name the suite otherwise",
+        ),
+        (
+            "{} # metamorph",
+            "suite: 'metamorph' is a name DuckDB keeps for itself (the warehouse's catalog); name the suite otherwise",
+        ),
+        (
+            "{} # order",
+            "suite: 'order' is a name DuckDB keeps for itself (a reserved SQL keyword); name the suite otherwise",
+        ),
+        (
+            "{} # information_schema",
+            "suite: 'information_schema' is a name DuckDB keeps for itself (a system catalog); "
+            "name the suite otherwise",
+        ),
     ],
 )
 def test_a_bad_suite_is_one_line_naming_the_file_and_the_attribute(tmp_path, monkeypatch, options, line):
