@@ -683,3 +683,30 @@ def test_the_format_study_uploads_all_nine_formats_to_the_example_service(tmp_pa
     con.close()
     assert gens == (18, 18, 0)  # every upload was read and answered: no 415, no 422
     assert acc == [(f, 2) for f in sorted(formats.split(","))]
+
+
+def test_how_the_reply_is_sent_and_read_is_part_of_the_cache_key():
+    """Two entries of one service and version that read the reply at another pointer, or send the
+    document another way or under other field names, make other requests: one's cached reply is
+    never served to the other. An entry with the defaults keeps the key it had."""
+    from metamorph.studies.format_robustness.plan import plan_generations
+    from metamorph.studies.format_robustness.renderers import render
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    [(_, x)] = load_sources(["construct"], limit=1)
+    docs = [render(x, "csv", check=True)]
+
+    def key(**extra):
+        [planned] = plan_generations([x], docs, http_spec("http://127.0.0.1:9/ask", **extra), k=1)
+        return planned.request
+
+    default = key()
+    assert "workflow_io" not in default.key_material()
+    assert default.cache_key() == GenerationRequest(**{**default.__dict__, "workflow_io": None}).cache_key()
+    others = [key(reply_pointer="/nope/0"), key(send="json"), key(fields={"document": "upload"})]
+    assert [r.key_material()["workflow_io"] for r in others] == [
+        {"reply_pointer": "/nope/0"},
+        {"send": "json"},
+        {"fields": {"document": "upload", "prompt": "prompt", "seed": "seed"}},
+    ]
+    assert len({default.cache_key(), *(r.cache_key() for r in others)}) == 4
