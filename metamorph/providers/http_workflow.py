@@ -19,7 +19,8 @@ string is a failed call (:class:`~metamorph.providers.base.ProviderError`, not r
 
 Headers are read from the environment variables ``headers_env`` names when the provider is built;
 their values are sent and never enter a request record, a result, a log line or an error message
-(every message is redacted of them; a response body is quoted at most 200 characters, redacted).
+(every message and every reply is redacted of them and of the credential after an auth scheme,
+``Bearer <token>``; a response body is quoted at most 200 characters, redacted).
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ class HttpWorkflowProvider:
         self.workflow = workflow
         self.max_concurrency = int(max_concurrency)
         self.deterministic = bool(deterministic)
-        self._secrets = [v for v in (headers or {}).values() if v]
+        # a header value and its credential after an auth scheme ("Bearer <token>"), longest first
+        values = [v for v in (headers or {}).values() if v]
+        parts = [v.split(None, 1)[1] for v in values if len(v.split(None, 1)) == 2 and len(v.split(None, 1)[1]) >= 8]
+        self._secrets = sorted(set(values + parts), key=len, reverse=True)
         self._pointer = jsonpointer.JsonPointer(workflow.reply_pointer)
         self._client = httpx.Client(
             headers=dict(headers or {}),
@@ -180,6 +184,8 @@ class HttpWorkflowProvider:
                 f"{'null' if reply is None else type(reply).__name__}, not text",
                 status=resp.status_code,
             )
+        for secret in self._secrets:  # a service that echoes the header: the reply goes to the cache
+            reply = reply.replace(secret, "[REDACTED]")
         return GenerationResult(
             text=reply,
             finish_reason="stop",

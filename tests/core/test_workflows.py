@@ -710,3 +710,19 @@ def test_how_the_reply_is_sent_and_read_is_part_of_the_cache_key():
         {"fields": {"document": "upload", "prompt": "prompt", "seed": "seed"}},
     ]
     assert len({default.cache_key(), *(r.cache_key() for r in others)}) == 4
+
+
+def test_a_header_value_the_service_echoes_in_its_reply_never_reaches_the_reply_text(stub):
+    """A reply (or an error body) quoting the header value, or only its credential after the scheme,
+    is stored with them replaced: the reply text goes to the cache and the warehouse."""
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+
+    token = "Bearer wfSECRETbare9c1d"
+    url = f"{stub.url}/ask"
+    provider = HttpWorkflowProvider(url, http_spec(url).workflow, headers={"Authorization": token})
+    stub.script("POST", "/ask", Reply(200, {"answer": f"refer ({token}; again wfSECRETbare9c1d)"}))
+    assert provider.generate(upload_request()).text == "refer ([REDACTED]; again [REDACTED])"
+    stub.script("POST", "/ask", Reply(401, {"error": "unknown key wfSECRETbare9c1d"}))
+    with pytest.raises(ProviderError) as err:
+        provider.generate(upload_request())
+    assert str(err.value) == f'http workflow {url} HTTP 401: {{"error": "unknown key [REDACTED]"}}'
