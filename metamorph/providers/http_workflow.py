@@ -136,7 +136,8 @@ class HttpWorkflowProvider:
 
         Raises:
             ProviderError: HTTP status >= 400 (retryable per :func:`classify_status`, with
-                ``Retry-After``); a timeout or connection failure (retryable); a body that is not
+                ``Retry-After``); a timeout or connection failure (retryable); a redirect (3xx, not
+                followed, not retried); a body that is not
                 JSON, or whose ``reply_pointer`` selects nothing or a non-string (not retryable).
         """
         kwargs = self._body(request)
@@ -159,6 +160,14 @@ class HttpWorkflowProvider:
                 status=resp.status_code,
                 retryable=classify_status(resp.status_code, body),
                 retry_after=parse_retry_after(resp.headers),
+            )
+        if 300 <= resp.status_code < 400:
+            raise ProviderError(
+                self._redact(
+                    f"{label} HTTP {resp.status_code}: redirected to {resp.headers.get('location', '(no Location)')} "
+                    "(redirects are not followed: give the final URL as the entry's url)"
+                ),
+                status=resp.status_code,
             )
         try:
             payload = resp.json()

@@ -726,3 +726,18 @@ def test_a_header_value_the_service_echoes_in_its_reply_never_reaches_the_reply_
     with pytest.raises(ProviderError) as err:
         provider.generate(upload_request())
     assert str(err.value) == f'http workflow {url} HTTP 401: {{"error": "unknown key [REDACTED]"}}'
+
+
+def test_a_redirect_is_an_error_naming_where_it_points_not_a_body_that_is_not_json(stub):
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+
+    url = f"{stub.url}/ask"
+    provider = HttpWorkflowProvider(url, http_spec(url).workflow)
+    stub.script("POST", "/ask", Reply(307, raw=b"", headers={"Location": "https://svc.example/v2/ask"}))
+    with pytest.raises(ProviderError) as err:
+        provider.generate(upload_request())
+    assert (err.value.status, err.value.retryable) == (307, False)
+    assert str(err.value) == (
+        f"http workflow {url} HTTP 307: redirected to https://svc.example/v2/ask (redirects are not followed: "
+        "give the final URL as the entry's url)"
+    )
