@@ -85,6 +85,19 @@ class SuiteSchedule(dg.Model):
     name: str | None = Field(default=None, description="The schedule's name (default: <suite>_schedule).")
 
 
+class StudySuiteScaffolder(dg.Scaffolder):
+    """``dg scaffold defs pipelines.components.StudySuite <name>``: a ``defs.yaml`` that loads as it is,
+    a suite of format_robustness named after its folder, evaluating every registry model (edit the
+    study, sources and options from there; docs/suites.md)."""
+
+    def scaffold(self, request: dg.ScaffoldRequest) -> None:
+        from dagster.components.component_scaffolding import scaffold_component
+
+        attributes = {"study": "format_robustness", "suite": request.target_path.name, "models": "registry"}
+        scaffold_component(request, attributes)
+
+
+@dg.scaffold_with(StudySuiteScaffolder)
 class StudySuite(dg.Component, dg.Model, dg.Resolvable):
     """One suite of a study: the study's assets under the suite's key prefix and group, with its
     own sources, options, models, jobs, warehouse tables and schedule (module docstring)."""

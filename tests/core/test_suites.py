@@ -382,3 +382,29 @@ def test_a_broken_defs_folder_is_one_line_for_plan_and_run(tmp_path, monkeypatch
     with pytest.raises(ConfigError) as info:
         build_definitions(project)
     assert str(info.value) == line
+
+
+def test_dg_scaffold_writes_a_suite_that_loads(tmp_path):
+    """`dg scaffold defs pipelines.components.StudySuite <name>` wrote `attributes: {}`, which no
+    suite loads from (study is required); it now writes a suite of format_robustness named <name>."""
+    import yaml as pyyaml
+    from dagster.components.scaffold.scaffold import ScaffoldRequest
+
+    from pipelines.components import StudySuite, StudySuiteScaffolder
+
+    target = tmp_path / "medqa_weekly"
+    target.mkdir()
+    request = ScaffoldRequest(
+        type_name="pipelines.components.StudySuite",
+        target_path=target,
+        scaffold_format="yaml",
+        project_root=REPO,
+        params=None,
+    )
+    StudySuiteScaffolder().scaffold(request)
+    written = pyyaml.safe_load((target / "defs.yaml").read_text())
+    assert written == {
+        "type": "pipelines.components.StudySuite",
+        "attributes": {"study": "format_robustness", "suite": "medqa_weekly", "models": "registry"},
+    }
+    assert StudySuite(**written["attributes"]).name == "medqa_weekly"
