@@ -248,6 +248,19 @@ class WorkflowConfig:
         """The request field name of ``document``, ``prompt`` or ``seed``."""
         return dict(self.fields)[name]
 
+    def io_key(self) -> dict[str, Any] | None:
+        """How the request is sent and the reply read, where it differs from the defaults
+        (``send: multipart``, :data:`DEFAULT_FIELDS`, ``reply_pointer: /answer``): the part of every
+        request's cache key beside ``version`` (``None``: all defaults, the key has no such part)."""
+        out: dict[str, Any] = {}
+        if self.send != "multipart":
+            out["send"] = self.send
+        if dict(self.fields) != DEFAULT_FIELDS:
+            out["fields"] = dict(self.fields)
+        if self.reply_pointer != "/answer":
+            out["reply_pointer"] = self.reply_pointer
+        return out or None
+
     def identity(self) -> dict[str, Any]:
         """What shapes the workflow's replies (the fingerprint's part): everything but ``timeout_s``."""
         return {

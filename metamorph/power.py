@@ -148,7 +148,10 @@ def mcnemar_power(n: int, delta: float, alpha: float, discordance: float = 0.0) 
     if psi == 0.0:
         return 0.0
     q = min(1.0, (psi + delta) / (2.0 * psi))
-    d = np.arange(n + 1)
+    # the discordant counts outside mean ± 12 sd (+ 10) carry less than 1e-30 of Binom(n, ψ)'s mass:
+    # summing only the window keeps a step of the sample-size search cheap at millions of items
+    spread = 12.0 * math.sqrt(n * psi * (1.0 - psi)) + 10.0
+    d = np.arange(max(0, math.floor(n * psi - spread)), min(n, math.ceil(n * psi + spread)) + 1)
     k = _reject_k(d, alpha)
     # P(reject | d): the moved-in-direction count X ~ Binom(d, q) has X <= k or X >= d - k
     low = np.where(k >= 0, _sst.binom.cdf(k, d, q), 0.0)
@@ -378,6 +381,11 @@ def _pp(x: float) -> str:
     return f"{100 * x:.1f} pp"
 
 
+def _pp_fine(x: float) -> str:
+    """``_pp``, with two significant digits below 0.1 pp (a ``--detect`` of 0.001pp is not "0.0 pp")."""
+    return _pp(x) if 100 * x >= 0.1 else f"{100 * x:.2g} pp"
+
+
 def plan_text(
     cells: pd.DataFrame,
     plans: dict,
@@ -451,13 +459,13 @@ def plan_text(
             need = mcnemar_sample_size(detect, a, power, discordance)
             n_min = int(g["n_items"].min())
             if need is None:
-                out.append(f"  {metric}: no count of items up to {_MAX_ITEMS:,} detects {_pp(detect)}")
+                out.append(f"  {metric}: no count of items up to {_MAX_ITEMS:,} detects {_pp_fine(detect)}")
                 continue
             caveat = "" if bool(binary.all()) else " (for 0/1 item values)"
             costs = "; ".join(_scaled(p, need, n_min) for p in plans.items())
             have = f"this plan has {n_min}" if n_min else "this plan has none"
             out.append(
-                f"  {metric}: detecting a change of {_pp(detect)} needs {need:,} items per slice{caveat} ({have}): "
+                f"  {metric}: detecting a change of {_pp_fine(detect)} needs {need:,} items per slice{caveat} ({have}): "
                 f"{costs}"
             )
     if detect is not None:

@@ -35,10 +35,13 @@ import functools
 import importlib
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import dagster as dg
-from pydantic import Field
+import pydantic
+import yaml
+from pydantic import Field, PrivateAttr
 
 from metamorph.errors import ConfigError
 
@@ -52,6 +55,28 @@ RESERVED = {
 }
 
 
+@functools.cache
+def _duckdb_names() -> dict[str, str]:
+    """The names a warehouse schema cannot take in DuckDB, and why: its reserved SQL keywords
+    (``duckdb_keywords()``), its system catalogs, the ``temp`` and ``system`` catalogs every connection
+    has and the warehouse file's own catalog (its stem) — a schema so named is a syntax error or an
+    ambiguous reference when its first table is written."""
+    import duckdb
+
+    from resources.paths import warehouse_path
+
+    con = duckdb.connect()
+    try:
+        keywords = con.execute("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")
+        names = {k: "a reserved SQL keyword" for (k,) in keywords.fetchall()}
+    finally:
+        con.close()
+    names.update({"information_schema": "a system catalog", "pg_catalog": "a system catalog"})
+    names.update({"temp": "a catalog of every connection", "system": "a catalog of every connection"})
+    names[Path(warehouse_path()).stem] = "the warehouse's catalog"
+    return names
+
+
 class SuiteSchedule(dg.Model):
     """When the suite's models are re-evaluated: ``<suite>_model_job`` once per model on the cron schedule."""
 
@@ -60,6 +85,19 @@ class SuiteSchedule(dg.Model):
     name: str | None = Field(default=None, description="The schedule's name (default: <suite>_schedule).")
 
 
+class StudySuiteScaffolder(dg.Scaffolder):
+    """``dg scaffold defs pipelines.components.StudySuite <name>``: a ``defs.yaml`` that loads as it is,
+    a suite of format_robustness named after its folder, evaluating every registry model (edit the
+    study, sources and options from there; docs/suites.md)."""
+
+    def scaffold(self, request: dg.ScaffoldRequest) -> None:
+        from dagster.components.component_scaffolding import scaffold_component
+
+        attributes = {"study": "format_robustness", "suite": request.target_path.name, "models": "registry"}
+        scaffold_component(request, attributes)
+
+
+@dg.scaffold_with(StudySuiteScaffolder)
 class StudySuite(dg.Component, dg.Model, dg.Resolvable):
     """One suite of a study: the study's assets under the suite's key prefix and group, with its
     own sources, options, models, jobs, warehouse tables and schedule (module docstring)."""
@@ -84,6 +122,14 @@ class StudySuite(dg.Component, dg.Model, dg.Resolvable):
         "candidates) or a list of registry model ids.",
     )
     schedule: SuiteSchedule | None = Field(default=None, description="Re-evaluate the suite's models on a cron.")
+    #: The ``defs.yaml`` that declares the suite (None for a suite built in code).
+    _file: Path | None = PrivateAttr(default=None)
+
+    @classmethod
+    def load(cls, attributes, context: dg.ComponentLoadContext) -> StudySuite:
+        component = super().load(attributes, context)
+        component._file = context.path / "defs.yaml"
+        return component
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         try:
@@ -180,6 +226,10 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
         raise ConfigError(f"suite: {suite!r} is the name of a study; name the suite otherwise")
     if suite in RESERVED:
         raise ConfigError(f"suite: {suite!r} is taken ({RESERVED[suite]}); name the suite otherwise")
+    if suite != study.name and suite in _duckdb_names():
+        raise ConfigError(
+            f"suite: {suite!r} is a name DuckDB keeps for itself ({_duckdb_names()[suite]}); name the suite otherwise"
+        )
     if isinstance(component.models, list) and not component.models:
         raise ConfigError("models: an empty list; give registry model ids, or 'registry'")
 
@@ -232,13 +282,70 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
     return dg.Definitions(assets=built, asset_checks=suite_checks, jobs=jobs, schedules=schedules)
 
 
-def project_suites(project_root=None) -> dict[str, StudySuite]:
+def _load_error(exc: BaseException, defs_root: Path) -> ConfigError:
+    """One line naming the ``defs.yaml`` and the attribute for an error of loading the defs folder
+    at ``defs_root``: the suite's own :class:`ConfigError`, a YAML syntax error (with its line) or a
+    pydantic error of the attributes; Dagster's tree and stack frames left out. Any other error is
+    raised as it is."""
+    folder = None
+    chain = exc
+    while chain is not None:
+        if isinstance(chain, ConfigError):
+            return chain
+        if isinstance(chain, yaml.MarkedYAMLError):
+            mark = chain.problem_mark
+            where = f"{mark.name}:{mark.line + 1}" if mark is not None else "defs.yaml"
+            what = ": ".join(t for t in (chain.context, chain.problem) if t)
+            return ConfigError(f"{where}: YAML syntax: {what}")
+        if isinstance(chain, pydantic.ValidationError):
+            err = chain.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"] if p != "attributes") or "attributes"
+            where = defs_root / folder / "defs.yaml" if folder else defs_root
+            marked = re.fullmatch(r"`?(?:attributes\.)?(.+?) at (\S+):(\d+)`?", loc)  # Dagster's own: file, line
+            if marked:
+                loc, where = marked.group(1), f"{marked.group(2)}:{marked.group(3)}"
+            return ConfigError(f"{where}: {loc}: {err['msg']}")
+        found = re.match(r"Error while (?:loading component|building definitions for) (\S+)\[\d+\]:", str(chain))
+        if found and folder is None:
+            folder = found.group(1).replace(".", "/")
+        chain = chain.__cause__ or chain.__context__
+    raise exc
+
+
+def _unique(suites: Sequence[StudySuite]) -> None:
+    """:class:`ConfigError` naming both files when two suites take the same name (they would write
+    the same tables and define the same jobs)."""
+    seen: dict[str, StudySuite] = {}
+    for s in suites:
+        first = seen.setdefault(s.name, s)
+        if first is not s:
+            raise ConfigError(
+                f"{s._file}: suite: {s.name!r} is also the suite of {first._file}; each suite needs its own name "
+                "(it names the suite's tables, jobs and schedule)"
+            )
+
+
+def load_project(project_root=None) -> tuple[dict[str, StudySuite], dg.Definitions]:
     """Every suite declared in the defs folder of the dg project at ``project_root`` (default: this
-    project), by name."""
+    project), by name, and the folder's definitions. Raises :class:`ConfigError`, one line naming
+    the ``defs.yaml`` and the attribute, when a suite does not load or two take one name."""
     from pipelines.definitions import PROJECT_ROOT
 
     tree = dg.ComponentTree.for_project(path_within_project=project_root or PROJECT_ROOT)
-    return {c.name: c for c in tree.get_all_components(of_type=StudySuite)}
+    defs_root = Path(tree.defs_module.__file__).parent
+    try:
+        suites = tree.get_all_components(of_type=StudySuite)
+        _unique(suites)
+        built = tree.build_defs()
+    except Exception as exc:  # Dagster wraps the suite's error in its tree of the folder
+        raise _load_error(exc, defs_root) from None
+    return {c.name: c for c in suites}, built
+
+
+def project_suites(project_root=None) -> dict[str, StudySuite]:
+    """Every suite declared in the defs folder of the dg project at ``project_root`` (default: this
+    project), by name (:func:`load_project`)."""
+    return load_project(project_root)[0]
 
 
 def chosen_suite(study, name: str | None, project_root=None) -> StudySuite | None:

@@ -25,7 +25,7 @@ from metamorph.datasets import read_text
 from metamorph.study import studies
 
 from assets import model_upgrades
-from pipelines.components import StudySuite, suite_definitions
+from pipelines.components import StudySuite, load_project, suite_definitions
 from pipelines.inputs import checked_at_launch
 from pipelines.jobs import model_upgrades_job
 from pipelines.partial import partial_run_sensor
@@ -99,7 +99,7 @@ def suites_definitions(project_root: Path = PROJECT_ROOT) -> dg.Definitions:
     """Every suite: the components of the project's defs folder, plus the default suite
     (:class:`StudySuite` of the study alone, weekly schedule) of each study the folder has no
     ``<study>_inputs_job`` for."""
-    found = dg.load_from_defs_folder(path_within_project=project_root)
+    found = load_project(project_root)[1]  # dg.ComponentTree: the folder, as dg.load_from_defs_folder loads it
     declared = {j.name for j in found.jobs or ()}
     implicit = [
         suite_definitions(StudySuite(study=name, schedule={"cron_schedule": WEEKLY_CRON, "name": f"{name}_weekly"}))

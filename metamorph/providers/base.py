@@ -107,6 +107,10 @@ class GenerationRequest:
         repeat_index: r in 1..k; k repeats are k distinct cache entries and k real calls.
         workflow_version: the ``version`` a workflow under test (``http`` / ``python`` entry)
             declares; part of the cache key when set, so a new version of the service is new calls.
+        workflow_io: how an ``http`` workflow is sent the request and where its reply is read
+            (``send``, ``fields``, ``reply_pointer``), only those that differ from the defaults
+            (:meth:`metamorph.models.WorkflowConfig.io_key`); part of the cache key when set, so an
+            entry reading another pointer of the same service is never served another's reply.
     """
 
     provider: str
@@ -119,6 +123,7 @@ class GenerationRequest:
     renderer_version: str | None = None
     repeat_index: int = 1
     workflow_version: str | None = None
+    workflow_io: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.params) - set(DECODING_PARAMS))
@@ -165,6 +170,7 @@ class GenerationRequest:
             "renderer_version": self.renderer_version,
             "repeat_index": self.repeat_index,
             **({} if self.workflow_version is None else {"workflow_version": self.workflow_version}),
+            **({"workflow_io": self.workflow_io} if self.workflow_io else {}),
         }
 
     def _document_key(self) -> dict[str, str]:

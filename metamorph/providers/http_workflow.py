@@ -19,7 +19,8 @@ string is a failed call (:class:`~metamorph.providers.base.ProviderError`, not r
 
 Headers are read from the environment variables ``headers_env`` names when the provider is built;
 their values are sent and never enter a request record, a result, a log line or an error message
-(every message is redacted of them; a response body is quoted at most 200 characters, redacted).
+(every message and every reply is redacted of them and of the credential after an auth scheme,
+``Bearer <token>``; a response body is quoted at most 200 characters, redacted).
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ class HttpWorkflowProvider:
         self.workflow = workflow
         self.max_concurrency = int(max_concurrency)
         self.deterministic = bool(deterministic)
-        self._secrets = [v for v in (headers or {}).values() if v]
+        # a header value and its credential after an auth scheme ("Bearer <token>"), longest first
+        values = [v for v in (headers or {}).values() if v]
+        parts = [v.split(None, 1)[1] for v in values if len(v.split(None, 1)) == 2 and len(v.split(None, 1)[1]) >= 8]
+        self._secrets = sorted(set(values + parts), key=len, reverse=True)
         self._pointer = jsonpointer.JsonPointer(workflow.reply_pointer)
         self._client = httpx.Client(
             headers=dict(headers or {}),
@@ -132,7 +136,8 @@ class HttpWorkflowProvider:
 
         Raises:
             ProviderError: HTTP status >= 400 (retryable per :func:`classify_status`, with
-                ``Retry-After``); a timeout or connection failure (retryable); a body that is not
+                ``Retry-After``); a timeout or connection failure (retryable); a redirect (3xx, not
+                followed, not retried); a body that is not
                 JSON, or whose ``reply_pointer`` selects nothing or a non-string (not retryable).
         """
         kwargs = self._body(request)
@@ -155,6 +160,14 @@ class HttpWorkflowProvider:
                 status=resp.status_code,
                 retryable=classify_status(resp.status_code, body),
                 retry_after=parse_retry_after(resp.headers),
+            )
+        if 300 <= resp.status_code < 400:
+            raise ProviderError(
+                self._redact(
+                    f"{label} HTTP {resp.status_code}: redirected to {resp.headers.get('location', '(no Location)')} "
+                    "(redirects are not followed: give the final URL as the entry's url)"
+                ),
+                status=resp.status_code,
             )
         try:
             payload = resp.json()
@@ -180,6 +193,8 @@ class HttpWorkflowProvider:
                 f"{'null' if reply is None else type(reply).__name__}, not text",
                 status=resp.status_code,
             )
+        for secret in self._secrets:  # a service that echoes the header: the reply goes to the cache
+            reply = reply.replace(secret, "[REDACTED]")
         return GenerationResult(
             text=reply,
             finish_reason="stop",

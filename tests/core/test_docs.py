@@ -122,3 +122,14 @@ def test_no_documented_command_reads_a_file_outside_the_clone():
         if ("metamorph" in line or "--source" in line) and re.search(r"(^|[\s:=])\.\./", line)
     ]
     assert outside == []
+
+
+def test_every_make_target_the_docs_name_is_in_the_makefile():
+    """A `make <target>` quoted in the README or a page (in backticks or a bash block) is a target of
+    the Makefile: a new user types it as written."""
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (REPO / "Makefile").read_text(), flags=re.M))
+    named = {}
+    for page in [REPO / "README.md", *sorted(DOCS.glob("**/*.md"))]:
+        for target in re.findall(r"(?:`|^|\$ )make ([a-z][a-z-]*)", page.read_text(), flags=re.M):
+            named.setdefault(target, page.relative_to(REPO).as_posix())
+    assert {t: p for t, p in named.items() if t not in targets} == {}

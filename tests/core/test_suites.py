@@ -198,6 +198,23 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
             "suite: 'metamorph_meta' is taken (the warehouse's write ledger); name the suite otherwise",
         ),
         ("{} # order_probe", "suite: 'order_probe' is the name of a study; name the suite otherwise"),
+        (
+            "{} # temp",
+            "suite: 'temp' is a name DuckDB keeps for itself (a catalog of every connection); name the suite otherwise",
+        ),
+        (
+            "{} # metamorph",
+            "suite: 'metamorph' is a name DuckDB keeps for itself (the warehouse's catalog); name the suite otherwise",
+        ),
+        (
+            "{} # order",
+            "suite: 'order' is a name DuckDB keeps for itself (a reserved SQL keyword); name the suite otherwise",
+        ),
+        (
+            "{} # information_schema",
+            "suite: 'information_schema' is a name DuckDB keeps for itself (a system catalog); "
+            "name the suite otherwise",
+        ),
     ],
 )
 def test_a_bad_suite_is_one_line_naming_the_file_and_the_attribute(tmp_path, monkeypatch, options, line):
@@ -313,3 +330,81 @@ def test_a_suite_that_is_not_one_of_the_study_is_one_line_and_exit_2(tmp_path, m
         "order_probe are ['order_probe'] (pipelines/defs/<suite>/defs.yaml)"
     )
     assert not (tmp_path / "home").exists() and not (tmp_path / "dagster_home").exists()
+
+
+@pytest.mark.parametrize(
+    "suites, line",
+    [
+        (
+            {"broken": "type: pipelines.components.StudySuite\nattributes:\n  study: format_robustnes\n"},
+            "broken/defs.yaml: study: no study 'format_robustnes'; the studies are ['format_robustness', "
+            "'order_probe', 'workflow_perturb', 'wrapper_sensitivity']",
+        ),
+        (
+            {"broken": "type: pipelines.components.StudySuite\nattributes:\n  options: {k: 2\n"},
+            "broken/defs.yaml:4: YAML syntax: while parsing a flow mapping: expected ',' or '}', but got "
+            "'<stream end>'",
+        ),
+        (
+            {"broken": "type: pipelines.components.StudySuite\nattributes: {}\n"},
+            "broken/defs.yaml: study: Field required",
+        ),
+        (
+            {"broken": "type: pipelines.components.StudySuite\nattributes:\n  study: order_probe\n  sutie: s\n"},
+            "broken/defs.yaml:4: sutie: Extra inputs are not permitted",
+        ),
+        (
+            {
+                "a": "type: pipelines.components.StudySuite\nattributes:\n  study: format_robustness\n  suite: s\n",
+                "b": "type: pipelines.components.StudySuite\nattributes:\n  study: order_probe\n  suite: s\n",
+            },
+            "b/defs.yaml: suite: 's' is also the suite of {defs_dir}/a/defs.yaml; each suite needs its own name "
+            "(it names the suite's tables, jobs and schedule)",
+        ),
+    ],
+)
+def test_a_broken_defs_folder_is_one_line_for_plan_and_run(tmp_path, monkeypatch, suites, line):
+    """Any suite of the folder that does not load (a bad attribute, YAML syntax, a missing or unknown
+    attribute, a name two suites take) is one ConfigError line naming its file, for `--suite` and for
+    the code location alike, instead of Dagster's tree and stack frames."""
+    from metamorph.errors import ConfigError
+    from metamorph.study import get
+    from pipelines.components import chosen_suite
+    from pipelines.definitions import build_definitions
+
+    package = "broken_" + tmp_path.name.rsplit("_", 1)[-1]
+    project = dg_project(tmp_path / "proj", package, suites, monkeypatch)
+    defs_dir = project / package / "defs"
+    line = f"{defs_dir}/{line}".replace("{defs_dir}", str(defs_dir))
+    with pytest.raises(ConfigError) as info:
+        chosen_suite(get("order_probe"), "other", project_root=project)
+    assert str(info.value) == line
+    with pytest.raises(ConfigError) as info:
+        build_definitions(project)
+    assert str(info.value) == line
+
+
+def test_dg_scaffold_writes_a_suite_that_loads(tmp_path):
+    """`dg scaffold defs pipelines.components.StudySuite <name>` wrote `attributes: {}`, which no
+    suite loads from (study is required); it now writes a suite of format_robustness named <name>."""
+    import yaml as pyyaml
+    from dagster.components.scaffold.scaffold import ScaffoldRequest
+
+    from pipelines.components import StudySuite, StudySuiteScaffolder
+
+    target = tmp_path / "medqa_weekly"
+    target.mkdir()
+    request = ScaffoldRequest(
+        type_name="pipelines.components.StudySuite",
+        target_path=target,
+        scaffold_format="yaml",
+        project_root=REPO,
+        params=None,
+    )
+    StudySuiteScaffolder().scaffold(request)
+    written = pyyaml.safe_load((target / "defs.yaml").read_text())
+    assert written == {
+        "type": "pipelines.components.StudySuite",
+        "attributes": {"study": "format_robustness", "suite": "medqa_weekly", "models": "registry"},
+    }
+    assert StudySuite(**written["attributes"]).name == "medqa_weekly"

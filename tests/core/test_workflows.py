@@ -683,3 +683,61 @@ def test_the_format_study_uploads_all_nine_formats_to_the_example_service(tmp_pa
     con.close()
     assert gens == (18, 18, 0)  # every upload was read and answered: no 415, no 422
     assert acc == [(f, 2) for f in sorted(formats.split(","))]
+
+
+def test_how_the_reply_is_sent_and_read_is_part_of_the_cache_key():
+    """Two entries of one service and version that read the reply at another pointer, or send the
+    document another way or under other field names, make other requests: one's cached reply is
+    never served to the other. An entry with the defaults keeps the key it had."""
+    from metamorph.studies.format_robustness.plan import plan_generations
+    from metamorph.studies.format_robustness.renderers import render
+    from metamorph.studies.format_robustness.sources import load_sources
+
+    [(_, x)] = load_sources(["construct"], limit=1)
+    docs = [render(x, "csv", check=True)]
+
+    def key(**extra):
+        [planned] = plan_generations([x], docs, http_spec("http://127.0.0.1:9/ask", **extra), k=1)
+        return planned.request
+
+    default = key()
+    assert "workflow_io" not in default.key_material()
+    assert default.cache_key() == GenerationRequest(**{**default.__dict__, "workflow_io": None}).cache_key()
+    others = [key(reply_pointer="/nope/0"), key(send="json"), key(fields={"document": "upload"})]
+    assert [r.key_material()["workflow_io"] for r in others] == [
+        {"reply_pointer": "/nope/0"},
+        {"send": "json"},
+        {"fields": {"document": "upload", "prompt": "prompt", "seed": "seed"}},
+    ]
+    assert len({default.cache_key(), *(r.cache_key() for r in others)}) == 4
+
+
+def test_a_header_value_the_service_echoes_in_its_reply_never_reaches_the_reply_text(stub):
+    """A reply (or an error body) quoting the header value, or only its credential after the scheme,
+    is stored with them replaced: the reply text goes to the cache and the warehouse."""
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+
+    token = "Bearer wfSECRETbare9c1d"
+    url = f"{stub.url}/ask"
+    provider = HttpWorkflowProvider(url, http_spec(url).workflow, headers={"Authorization": token})
+    stub.script("POST", "/ask", Reply(200, {"answer": f"refer ({token}; again wfSECRETbare9c1d)"}))
+    assert provider.generate(upload_request()).text == "refer ([REDACTED]; again [REDACTED])"
+    stub.script("POST", "/ask", Reply(401, {"error": "unknown key wfSECRETbare9c1d"}))
+    with pytest.raises(ProviderError) as err:
+        provider.generate(upload_request())
+    assert str(err.value) == f'http workflow {url} HTTP 401: {{"error": "unknown key [REDACTED]"}}'
+
+
+def test_a_redirect_is_an_error_naming_where_it_points_not_a_body_that_is_not_json(stub):
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+
+    url = f"{stub.url}/ask"
+    provider = HttpWorkflowProvider(url, http_spec(url).workflow)
+    stub.script("POST", "/ask", Reply(307, raw=b"", headers={"Location": "https://svc.example/v2/ask"}))
+    with pytest.raises(ProviderError) as err:
+        provider.generate(upload_request())
+    assert (err.value.status, err.value.retryable) == (307, False)
+    assert str(err.value) == (
+        f"http workflow {url} HTTP 307: redirected to https://svc.example/v2/ask (redirects are not followed: "
+        "give the final URL as the entry's url)"
+    )

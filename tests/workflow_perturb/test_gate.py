@@ -532,3 +532,27 @@ def test_an_unexpected_failure_exits_3_never_1(tmp_path, capsys, monkeypatch):
         "metamorph gate: internal error: RuntimeError: solver exploded (the gate failed and reached no verdict; "
         "this is not a regression of the candidate) — exit 3"
     )
+
+
+@pytest.mark.parametrize(
+    "name, text, where",
+    [
+        (
+            "object.json",
+            json.dumps({"nodes": STEPS[:2], "edges": [["START", 1], [1, 7], [2, "END"]]}),
+            ", field 'edges'",
+        ),
+        ("worfbench.txt", "Node:\n1: Open the project repository\nEdge: (START,1) (1,7) (1,END)\n", ""),
+    ],
+)
+def test_an_edge_naming_a_node_that_does_not_exist_is_one_line_exit_2(name, text, where, tmp_path, capsys):
+    """An edge into node 7 of a 2-step workflow was scored (graph F1 0, a FAIL: exit 1, "regression")."""
+    bad, ok = tmp_path / name, tmp_path / "ok.json"
+    bad.write_text(text, encoding="utf-8")
+    ok.write_text(json.dumps(OK_DOC), encoding="utf-8")
+    code = cli.main(["gate", "--golden", str(ok), "--candidate", str(bad)])
+    n = 2 if name.endswith(".json") else 1
+    assert (code, capsys.readouterr().err) == (
+        2,
+        f"metamorph gate: error: {bad}{where}: edge (1,7) names node '7', which does not exist (nodes are 1..{n})\n",
+    )

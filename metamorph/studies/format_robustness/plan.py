@@ -214,6 +214,7 @@ def plan_generations(
                         renderer_version=request_renderer_version(doc, ingestion),
                         repeat_index=r,
                         workflow_version=model.version,
+                        workflow_io=model.workflow.io_key() if model.workflow else None,
                     )
                 )
                 out.append(
@@ -300,6 +301,7 @@ def plan_routing(
                             renderer_version=request_renderer_version(doc, ingestion),
                             repeat_index=r + k * j,
                             workflow_version=model.version,
+                            workflow_io=model.workflow.io_key() if model.workflow else None,
                         )
                     )
                     out.append(

@@ -97,7 +97,8 @@ def check_workflow(w: GateWorkflow) -> GateWorkflow:
     """The checks every workflow of a gate input passes, whatever its format (JSON object, JSONL,
     JSON array, WorFBench text), before any metric: at most :data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_STEPS`
     steps and :data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_EDGES` edges, no step empty or only
-    whitespace, no step over :data:`metamorph.datasets.MAX_FIELD_CHARS` characters. Returns ``w``.
+    whitespace, no step over :data:`metamorph.datasets.MAX_FIELD_CHARS` characters, every edge endpoint
+    a step number, START or END. Returns ``w``.
 
     Raises:
         InputError: naming ``w.source``, its row and the field of the steps or edges.
@@ -111,6 +112,16 @@ def check_workflow(w: GateWorkflow) -> GateWorkflow:
         problem = value_problem(text)
         if problem is not None:
             raise InputError(w.source, f"node {k} {problem}", row=w.row, field=w.nodes_field)
+    valid = {str(k) for k in range(1, len(w.nodes) + 1)} | {"START", "END"}
+    for u, v in w.edges:
+        for x in (u, v):
+            if str(x) not in valid:
+                raise InputError(
+                    w.source,
+                    f"edge ({u},{v}) names node {str(x)!r}, which does not exist (nodes are 1..{len(w.nodes)})",
+                    row=w.row,
+                    field=w.edges_field,
+                )
     return w
 
 
