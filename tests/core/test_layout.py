@@ -284,3 +284,88 @@ def test_no_asset_module_imports_pipelines():
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: {', '.join(names)}")
     assert len(list((REPO / "assets").glob("*.py"))) >= 8
     assert found == []
+
+
+# ------------------------------------------------------------------------------------------
+# Dagster's private modules: one module of the product reaches them, each use saying why
+
+#: The one product module allowed to import from Dagster's private modules (``dagster._…``).
+DAGSTER_INTERNALS = Path("pipelines", "instance.py")
+
+
+def _is_dagster(module: str) -> bool:
+    return module.split(".")[0] == "dagster" or module.split(".")[0].startswith("dagster_")
+
+
+def dagster_private_uses(path: Path) -> list[str]:
+    """Where ``path`` imports a private module of Dagster or one of its libraries (``dagster._core…``,
+    ``dagster_shared._…``), a private name from one (``from dagster_duckdb.io_manager import _x``),
+    or reaches one through an attribute (``dg._core``): ``"<file>:<line>: <module or expression>"``."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    rel = path.relative_to(REPO)
+    found, bound = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if _is_dagster(alias.name):
+                    bound.add(alias.asname or alias.name.split(".")[0])
+                    if any(_is_private(p) for p in alias.name.split(".")):
+                        found.append(f"{rel}:{node.lineno}: {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module and _is_dagster(node.module):
+            names = [f"{node.module}.{a.name}" for a in node.names]
+            if any(_is_private(p) for p in node.module.split(".")):
+                found.append(f"{rel}:{node.lineno}: {node.module}")
+            else:
+                found += [f"{rel}:{node.lineno}: {n}" for n in names if _is_private(n.rsplit(".", 1)[1])]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in bound:
+                found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(found))
+
+
+def test_dagster_private_uses_finds_every_spelling(tmp_path, monkeypatch):
+    pkg = tmp_path / "pipelines"
+    pkg.mkdir()
+    (pkg / "a.py").write_text(
+        "import dagster as dg\n"
+        "import dagster._utils.backoff\n"
+        "from dagster._core.errors import DagsterError\n"
+        "from dagster_duckdb.io_manager import _partition_where_clause, DuckDbClient\n"
+        "x = dg._core.events\n"
+        "y = dg.DagsterRunStatus\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert dagster_private_uses(pkg / "a.py") == [
+        "pipelines/a.py:2: dagster._utils.backoff",
+        "pipelines/a.py:3: dagster._core.errors",
+        "pipelines/a.py:4: dagster_duckdb.io_manager._partition_where_clause",
+        "pipelines/a.py:5: dg._core",
+    ]
+
+
+def test_only_one_module_uses_dagster_internals_and_says_which_public_api_is_missing():
+    """Everything but :data:`DAGSTER_INTERNALS` uses Dagster's public API (``import dagster as dg``,
+    the libraries' exported names); in that module, each private import follows a comment saying
+    which public API Dagster does not have."""
+    found = [
+        hit
+        for folder in _PRODUCT
+        for path in sorted((REPO / folder).rglob("*.py"))
+        if path.relative_to(REPO) != DAGSTER_INTERNALS
+        for hit in dagster_private_uses(path)
+    ]
+    assert found == []
+    lines = (REPO / DAGSTER_INTERNALS).read_text(encoding="utf-8").splitlines()
+    uses = dagster_private_uses(REPO / DAGSTER_INTERNALS)
+    assert len(uses) == 5  # the launch error class, the captured-interrupt check, three for the run origin
+    for hit in uses:
+        n = int(hit.split(":")[1])
+        above = " ".join(line.strip() for line in lines[max(0, n - 5) : n - 1] if line.strip().startswith("#"))
+        assert "no public" in above, hit
