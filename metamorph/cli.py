@@ -1,7 +1,7 @@
 """The ``metamorph`` console script: one subcommand per command.
 
 Core commands (not tied to one study) come from the modules in :data:`CORE_MODULES`; each study
-may define ``metamorph/studies/<study>/cli.py``. Both have ``COMMANDS`` — name → (help,
+(:func:`metamorph.study.studies`) may define ``metamorph/studies/<study>/cli.py``. Both have ``COMMANDS`` — name → (help,
 description, add_arguments(parser), run(args) → exit code); this module only collects them, so the
 entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate),
 ``metamorph trace`` (a metric cell back to its raw completions, :mod:`metamorph.trace`) and
@@ -18,12 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import importlib
-import pkgutil
 import re
 import sys
 from collections.abc import Sequence
 
-import metamorph.studies
 from metamorph.errors import mask_secrets
 
 __all__ = [
@@ -49,15 +47,10 @@ CORE_MODULES = ("metamorph.trace", "metamorph.costplan", "metamorph.verdict", "m
 
 def commands() -> dict[str, tuple]:
     """The core commands and every study's ``COMMANDS``, merged; a name defined twice is a ``RuntimeError``."""
+    from metamorph.study import studies, study_module
+
     modules = [importlib.import_module(name) for name in CORE_MODULES]
-    for m in pkgutil.iter_modules(metamorph.studies.__path__):
-        if not m.ispkg:
-            continue
-        try:
-            modules.append(importlib.import_module(f"metamorph.studies.{m.name}.cli"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"metamorph.studies.{m.name}.cli":
-                raise
+    modules += [m for m in (study_module(name, "cli") for name in studies()) if m is not None]
     out: dict[str, tuple] = {}
     for mod in modules:
         for name, spec in getattr(mod, "COMMANDS", {}).items():

@@ -52,9 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metamorph.errors import BudgetError, ConfigError, ContextBudgetError, MetamorphError, RegistryError
+from metamorph.errors import BudgetError, ConfigError, ContextBudgetError, MetamorphError
 from metamorph.models import ModelSpec, Price, check_study_kinds, load_registry
 from metamorph.providers.base import GenerationRequest
+from metamorph.providers.llama_cpp import local_gguf
 from metamorph.replicates import computation, entry_deterministic, is_shared
 
 __all__ = [
@@ -77,7 +78,6 @@ __all__ = [
     "default_cache",
     "default_registry",
     "estimate_tokens",
-    "local_gguf",
     "plan_calls",
     "plan_requests",
     "plan_steps",
@@ -202,41 +202,6 @@ def estimate_tokens(request: GenerationRequest) -> int:
     if request.document is not None:
         chars += len(request.document.content)
     return math.ceil(chars / CHARS_PER_TOKEN)
-
-
-def local_gguf(spec: ModelSpec) -> str:
-    """The GGUF file of a llama_cpp entry: a packaged file by name, else the path in ``model``
-    (``resources.llm.build_provider`` loads it), checked before any engine loads it
-    (:func:`metamorph.providers.llama_cpp.check_gguf`: a GGUF file, whole, with a chat template
-    unless the entry sets ``params.chat_format``), and the entry's engine installed. Raises
-    :class:`RegistryError` (a ConfigError) naming the registry file, the entry and field ``model``
-    when neither exists or the file is not a whole GGUF file, or field ``params`` when it has no
-    chat template and the entry no ``params.chat_format``, or when ``params.engine`` is not installed."""
-    from metamorph.providers.engines import engine_identity, engine_name
-    from metamorph.providers.llama_cpp import PACKAGED_GGUFS, check_gguf, gguf_path
-
-    path = str(gguf_path(spec.model)) if spec.model in PACKAGED_GGUFS else spec.model
-
-    def bad(problem: str, field: str = "model") -> RegistryError:
-        return RegistryError(spec.source or "<registry>", f"model {spec.id!r}: {problem}", row=spec.entry, field=field)
-
-    if not os.path.isfile(path):
-        raise bad(f"{spec.model!r} is neither a packaged GGUF ({sorted(PACKAGED_GGUFS)}) nor an existing file")
-    try:
-        template = check_gguf(path)
-    except ConfigError as exc:
-        raise bad(str(exc)) from None
-    if not template and spec.chat_format is None:
-        raise bad(
-            f"{os.path.basename(path)} has no chat template in its metadata; set params.chat_format "
-            "(a llama.cpp chat format, e.g. gemma)",
-            "params",
-        )
-    try:
-        engine_identity(engine_name(spec.params))
-    except ConfigError as exc:
-        raise bad(str(exc), "params") from None
-    return path
 
 
 def check_max_tokens(spec: ModelSpec, max_tokens: int | None, n_ctx: int) -> None:

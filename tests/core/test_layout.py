@@ -369,3 +369,102 @@ def test_only_one_module_uses_dagster_internals_and_says_which_public_api_is_mis
         n = int(hit.split(":")[1])
         above = " ".join(line.strip() for line in lines[max(0, n - 5) : n - 1] if line.strip().startswith("#"))
         assert "no public" in above, hit
+
+
+def test_model_files_are_handled_in_providers():
+    """Locating, checking and loading a model's file (a GGUF of a llama_cpp entry) is the
+    providers' business: no function outside ``metamorph/providers/`` is about GGUF files."""
+    import ast
+
+    found = []
+    for folder in _PRODUCT:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if path.relative_to(REPO).parts[:2] == ("metamorph", "providers"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "gguf" in node.name.lower():
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.name}")
+    assert found == []
+
+
+# ------------------------------------------------------------------------------------------
+# One discovery of the studies; the registry loads without the verdict layer
+
+
+def test_the_studies_are_discovered_in_one_place():
+    """Only :func:`metamorph.study.studies` walks ``metamorph/studies/`` (a study is a package with
+    a ``study.py``); the commands, the traces, the verdict sources and the registry's
+    ``study_params`` / ``blocking_metrics`` ask it instead of applying a rule of their own."""
+    found = [
+        str(path.relative_to(REPO))
+        for folder in _PRODUCT
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if "metamorph.studies.__path__" in line
+    ]
+    assert found == ["metamorph/study.py"]
+
+
+def test_loading_the_registry_imports_neither_the_verdict_layer_nor_a_report(tmp_path):
+    # an entry naming a study in study_params and its metrics in blocking_metrics: both are checked
+    # against the studies as declared, and a typo is still refused
+    registry = tmp_path / "models.yaml"
+    registry.write_text(
+        "models:\n"
+        "  - {id: base, provider: llama_cpp, model: SmolLM2-135M-Instruct.Q4_1.gguf, status: approved}\n"
+        "  - {id: cand, provider: llama_cpp, model: SmolLM2-135M-Instruct.Q4_1.gguf, status: candidate,\n"
+        "     study_params: {order_probe: {temperature: 0}}, blocking_metrics: {order_probe: [recovery]}}\n",
+        encoding="utf-8",
+    )
+    code = (
+        "import sys\n"
+        "from metamorph.models import load_registry\n"
+        f"specs = load_registry({str(registry)!r})\n"
+        "print([(s.id, s.blocking_metrics) for s in specs])\n"
+        "print(sorted(k for k in sys.modules if k == 'metamorph.verdict' or (k.startswith('metamorph.') and k.endswith('.report'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["[('base', None), ('cand', {'order_probe': ('recovery',)})]", "[]"]
+
+
+def restated_defaults(study: str) -> list[str]:
+    """Where the study's package supplies its own fallback for an option that has a declared
+    default (:attr:`metamorph.study.Option.default`; :class:`metamorph.study.Options` already holds
+    it): ``options.k or 3``, ``getattr(options, "formats", None) or …``, ``options.seeds if
+    options.seeds is not None else …``."""
+    import ast
+
+    from metamorph.study import get
+
+    defaulted = {o.name for o in get(study).all_options() if o.default is not None}
+
+    def option_read(node) -> str | None:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "options":
+            return node.attr
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == "options"
+            and isinstance(node.args[1], ast.Constant)
+        ):
+            return node.args[1].value
+        return None
+
+    found = []
+    for path in sorted((REPO / "metamorph" / "studies" / study).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+                name = option_read(node.values[0])
+            elif isinstance(node, ast.IfExp) and isinstance(node.test, ast.Compare):
+                name = option_read(node.test.left)
+            else:
+                continue
+            if name in defaulted:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: options.{name}")
+    return found
+
+
+def test_no_study_restates_an_options_declared_default():
+    assert [hit for study in STUDIES for hit in restated_defaults(study)] == []
