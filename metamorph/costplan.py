@@ -66,6 +66,7 @@ __all__ = [
     "METHOD_TOKENIZER",
     "OUTPUT_NOTE",
     "PLAN_CHUNK",
+    "SUITES_GROUP",
     "PlanStep",
     "REPO_ROOT",
     "add_arguments",
@@ -98,6 +99,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: Requests keyed and looked up in the cache at a time while a plan streams (one cache query each).
 PLAN_CHUNK = 1024
+
+#: Entry-point group of the function that gives ``metamorph plan --suite`` a suite's options:
+#: ``(study, suite name, options given) -> Options`` (the Dagster project's ``pipelines.commands``).
+SUITES_GROUP = "metamorph.suites"
 
 
 def usd(amount: float) -> str:
@@ -595,12 +600,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "suite", None) not in (None, study.name):
             # a suite's sources, options and models (pipelines/defs/<suite>/defs.yaml) under the given
-            # ones; the suites are Dagster components, read by the code location's package
-            import importlib
+            # ones; the suites are Dagster components, read by the project that installs SUITES_GROUP
+            from importlib.metadata import entry_points
 
-            suites = importlib.import_module("pipelines.components")
+            hooks = list(entry_points(group=SUITES_GROUP))
+            if not hooks:
+                raise ConfigError(f"--suite {args.suite}: no project with suites is installed")
             given = {n: getattr(options, n) for n in options.given}
-            options = suites.suite_values(study, suites.chosen_suite(study, args.suite), given)
+            options = hooks[0].load()(study, args.suite, given)
         specs = chosen_models(load_registry(args.registry or default_registry()), options.models)
         check_study_kinds(study.name, study.takes_documents, specs)
         for spec in specs:  # as the run refuses it, before anything is counted

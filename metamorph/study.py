@@ -19,8 +19,9 @@ card, ``metamorph run`` / ``metamorph plan`` — iterates :func:`studies`.
 
 The command line (``metamorph run <study>``, ``metamorph plan <study>``, ``python -m pipelines.run
 <study>``) is one sub-command per study built by :func:`add_study_commands` from the study's options:
-both commands parse and validate every option the same way. No Dagster here: ``metamorph run``'s
-handler imports :mod:`pipelines.run` when it runs.
+both commands parse and validate every option the same way. No Dagster here: ``metamorph run`` is
+a command of the Dagster project (:mod:`pipelines.commands`), which the console script finds through
+its entry point (:data:`metamorph.cli.COMMAND_GROUP`).
 """
 
 from __future__ import annotations
@@ -496,35 +497,7 @@ def add_study_commands(
             extra(p)
 
 
-def _run(args: argparse.Namespace) -> int:
-    return importlib.import_module("pipelines.run").run(args)
-
-
-#: ``metamorph run`` (collected by :mod:`metamorph.cli` as a core command; Dagster is imported by
-#: :mod:`pipelines.run` when the command runs).
-COMMANDS = {
-    "run": (
-        "materialize a study on the persistent Dagster instance and print its headline tables",
-        "Load the study's sources, run its inputs job and then its model job for every registry model "
-        "(or --models), on the instance in DAGSTER_HOME (default data/dagster_home; the UI shows the "
-        "runs: make ui), then print the study's headline tables. `metamorph run <study> --help` lists "
-        "the study's options.",
-        add_study_commands,
-        _run,
-    ),
-    "partitions": (
-        "list the model partitions of the Dagster instance; remove one that is not a registry model",
-        "One line per model partition of the instance in DAGSTER_HOME (default data/dagster_home) and whether it is "
-        "a registry model. --remove ID... deletes partitions that are not (e.g. a typo added in the UI's 'Add a "
-        "partition'); warehouse rows and run history are kept.",
-        lambda p: importlib.import_module("pipelines.partitions").add_arguments(p),
-        lambda args: importlib.import_module("pipelines.partitions").run(args),
-    ),
-}
-
-
 __all__ = [
-    "COMMANDS",
     "Option",
     "Options",
     "Study",

@@ -468,3 +468,36 @@ def restated_defaults(study: str) -> list[str]:
 
 def test_no_study_restates_an_options_declared_default():
     assert [hit for study in STUDIES for hit in restated_defaults(study)] == []
+
+
+def library_imports_above(path: Path) -> list[str]:
+    """Where the library module ``path`` imports ``assets``, ``pipelines`` or ``resources``:
+    an import statement, or ``importlib.import_module("<name>")`` / ``__import__`` of one."""
+    import ast
+
+    above = {"assets", "pipelines", "resources"}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if not node.level else []
+        elif (
+            isinstance(node, ast.Call)
+            and (getattr(node.func, "attr", None) == "import_module" or getattr(node.func, "id", None) == "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            names = [str(node.args[0].value)]
+        else:
+            continue
+        found += [f"{path.relative_to(REPO)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in above]
+    return found
+
+
+def test_the_library_imports_nothing_above_it():
+    """``metamorph/`` is the pure library: no module of it imports the Dagster project (``assets``,
+    ``pipelines``, ``resources``), not even lazily; the project adds its commands to the console
+    script through entry points (``pyproject.toml``: ``metamorph.commands``, ``metamorph.suites``)."""
+    found = [hit for path in sorted((REPO / "metamorph").rglob("*.py")) for hit in library_imports_above(path)]
+    assert found == []
