@@ -8,8 +8,9 @@ The studies are those of :func:`metamorph.study.studies`; each is a sub-command 
 from its :class:`metamorph.study.Study` (the parser is :func:`metamorph.study.add_study_commands`,
 shared with ``metamorph plan``). Runs show up in the UI (``make ui``) because the same
 ``DAGSTER_HOME`` (default ``data/dagster_home``) is used; each run is created under its job in the
-UI's code location ``metamorph`` (:func:`pipelines.instance.ui_job_origin`), so the Overview's timeline shows it. Every registry model is registered as a
-partition and run.
+UI's code location ``metamorph`` (:func:`pipelines.instance.ui_job_origin`), so the Overview's
+timeline shows it. Every registry model is registered as a partition and run. Opening the instance
+and launching the runs is :mod:`pipelines.instance`'s; this module is the study's run and its report.
 """
 
 from __future__ import annotations
