@@ -1,13 +1,14 @@
 """The ``metamorph`` console script: one subcommand per command.
 
-Core commands (not tied to one study) come from the modules in :data:`CORE_MODULES`; each study
-may define ``metamorph/studies/<study>/cli.py``. Both have ``COMMANDS`` — name → (help,
+Core commands (not tied to one study) come from the modules in :data:`CORE_MODULES`, the
+commands of the installed project from the entry points of :data:`COMMAND_GROUP`; each study
+(:func:`metamorph.study.studies`) may define ``metamorph/studies/<study>/cli.py``. Both have ``COMMANDS`` — name → (help,
 description, add_arguments(parser), run(args) → exit code); this module only collects them, so the
 entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate),
 ``metamorph trace`` (a metric cell back to its raw completions, :mod:`metamorph.trace`) and
 ``metamorph plan`` (calls, cache hits, tokens and cost of a study's run before it is made,
 :mod:`metamorph.costplan`), ``metamorph run`` (a study's run on the Dagster instance,
-:mod:`metamorph.study`, the handler in ``pipelines.run``) and ``metamorph verdict`` (a candidate's upgrade verdicts from the
+``pipelines.commands``) and ``metamorph verdict`` (a candidate's upgrade verdicts from the
 warehouse, exit 1 on a blocking regression: :mod:`metamorph.verdict`).
 
 Exit codes follow the commands; a usage error is 2 and ``--help`` is 0.
@@ -18,15 +19,14 @@ from __future__ import annotations
 import argparse
 import os
 import importlib
-import pkgutil
 import re
 import sys
 from collections.abc import Sequence
 
-import metamorph.studies
 from metamorph.errors import mask_secrets
 
 __all__ = [
+    "COMMAND_GROUP",
     "CORE_MODULES",
     "EXIT_BROKEN_PIPE",
     "EXIT_INTERRUPTED",
@@ -44,20 +44,21 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 #: Modules of the core commands, each with a ``COMMANDS`` dict like a study's.
-CORE_MODULES = ("metamorph.trace", "metamorph.costplan", "metamorph.verdict", "metamorph.study")
+CORE_MODULES = ("metamorph.trace", "metamorph.costplan", "metamorph.verdict")
+#: Entry-point group of the command modules an installed project adds, each with ``COMMANDS``
+#: (the Dagster project's ``metamorph run`` and ``metamorph partitions``: ``pipelines.commands``).
+COMMAND_GROUP = "metamorph.commands"
 
 
 def commands() -> dict[str, tuple]:
     """The core commands and every study's ``COMMANDS``, merged; a name defined twice is a ``RuntimeError``."""
+    from metamorph.study import studies, study_module
+
+    from importlib.metadata import entry_points
+
     modules = [importlib.import_module(name) for name in CORE_MODULES]
-    for m in pkgutil.iter_modules(metamorph.studies.__path__):
-        if not m.ispkg:
-            continue
-        try:
-            modules.append(importlib.import_module(f"metamorph.studies.{m.name}.cli"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"metamorph.studies.{m.name}.cli":
-                raise
+    modules += [ep.load() for ep in sorted(entry_points(group=COMMAND_GROUP), key=lambda ep: ep.name)]
+    modules += [m for m in (study_module(name, "cli") for name in studies()) if m is not None]
     out: dict[str, tuple] = {}
     for mod in modules:
         for name, spec in getattr(mod, "COMMANDS", {}).items():

@@ -52,9 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metamorph.errors import BudgetError, ConfigError, ContextBudgetError, MetamorphError, RegistryError
+from metamorph.errors import BudgetError, ConfigError, ContextBudgetError, MetamorphError
 from metamorph.models import ModelSpec, Price, check_study_kinds, load_registry
 from metamorph.providers.base import GenerationRequest
+from metamorph.providers.llama_cpp import local_gguf
 from metamorph.replicates import computation, entry_deterministic, is_shared
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "METHOD_TOKENIZER",
     "OUTPUT_NOTE",
     "PLAN_CHUNK",
+    "SUITES_GROUP",
     "PlanStep",
     "REPO_ROOT",
     "add_arguments",
@@ -77,7 +79,6 @@ __all__ = [
     "default_cache",
     "default_registry",
     "estimate_tokens",
-    "local_gguf",
     "plan_calls",
     "plan_requests",
     "plan_steps",
@@ -98,6 +99,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: Requests keyed and looked up in the cache at a time while a plan streams (one cache query each).
 PLAN_CHUNK = 1024
+
+#: Entry-point group of the function that gives ``metamorph plan --suite`` a suite's options:
+#: ``(study, suite name, options given) -> Options`` (the Dagster project's ``pipelines.commands``).
+SUITES_GROUP = "metamorph.suites"
 
 
 def usd(amount: float) -> str:
@@ -202,41 +207,6 @@ def estimate_tokens(request: GenerationRequest) -> int:
     if request.document is not None:
         chars += len(request.document.content)
     return math.ceil(chars / CHARS_PER_TOKEN)
-
-
-def local_gguf(spec: ModelSpec) -> str:
-    """The GGUF file of a llama_cpp entry: a packaged file by name, else the path in ``model``
-    (``resources.llm.build_provider`` loads it), checked before any engine loads it
-    (:func:`metamorph.providers.llama_cpp.check_gguf`: a GGUF file, whole, with a chat template
-    unless the entry sets ``params.chat_format``), and the entry's engine installed. Raises
-    :class:`RegistryError` (a ConfigError) naming the registry file, the entry and field ``model``
-    when neither exists or the file is not a whole GGUF file, or field ``params`` when it has no
-    chat template and the entry no ``params.chat_format``, or when ``params.engine`` is not installed."""
-    from metamorph.providers.engines import engine_identity, engine_name
-    from metamorph.providers.llama_cpp import PACKAGED_GGUFS, check_gguf, gguf_path
-
-    path = str(gguf_path(spec.model)) if spec.model in PACKAGED_GGUFS else spec.model
-
-    def bad(problem: str, field: str = "model") -> RegistryError:
-        return RegistryError(spec.source or "<registry>", f"model {spec.id!r}: {problem}", row=spec.entry, field=field)
-
-    if not os.path.isfile(path):
-        raise bad(f"{spec.model!r} is neither a packaged GGUF ({sorted(PACKAGED_GGUFS)}) nor an existing file")
-    try:
-        template = check_gguf(path)
-    except ConfigError as exc:
-        raise bad(str(exc)) from None
-    if not template and spec.chat_format is None:
-        raise bad(
-            f"{os.path.basename(path)} has no chat template in its metadata; set params.chat_format "
-            "(a llama.cpp chat format, e.g. gemma)",
-            "params",
-        )
-    try:
-        engine_identity(engine_name(spec.params))
-    except ConfigError as exc:
-        raise bad(str(exc), "params") from None
-    return path
 
 
 def check_max_tokens(spec: ModelSpec, max_tokens: int | None, n_ctx: int) -> None:
@@ -630,12 +600,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "suite", None) not in (None, study.name):
             # a suite's sources, options and models (pipelines/defs/<suite>/defs.yaml) under the given
-            # ones; the suites are Dagster components, read by the code location's package
-            import importlib
+            # ones; the suites are Dagster components, read by the project that installs SUITES_GROUP
+            from importlib.metadata import entry_points
 
-            suites = importlib.import_module("pipelines.components")
+            hooks = list(entry_points(group=SUITES_GROUP))
+            if not hooks:
+                raise ConfigError(f"--suite {args.suite}: no project with suites is installed")
             given = {n: getattr(options, n) for n in options.given}
-            options = suites.suite_values(study, suites.chosen_suite(study, args.suite), given)
+            options = hooks[0].load()(study, args.suite, given)
         specs = chosen_models(load_registry(args.registry or default_registry()), options.models)
         check_study_kinds(study.name, study.takes_documents, specs)
         for spec in specs:  # as the run refuses it, before anything is counted

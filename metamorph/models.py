@@ -750,11 +750,9 @@ def _study_params(raw: Any, bad: Any) -> dict[str, dict[str, Any]]:
         raise bad(
             f"study_params must be a mapping of study to decoding parameters, got {type(raw).__name__}", "study_params"
         )
-    import pkgutil
+    from metamorph.study import studies as declared
 
-    import metamorph.studies
-
-    studies = sorted(m.name for m in pkgutil.iter_modules(metamorph.studies.__path__) if m.ispkg)
+    studies = sorted(declared())
     for name, params in raw.items():
         if name not in studies:
             raise bad(f"study_params names no study (choose from {studies})", f"study_params.{str(name)[:40]}")
@@ -953,7 +951,7 @@ def _blocking_metrics(raw: Any, bad) -> dict[str, tuple[str, ...]] | None:
     """The validated ``blocking_metrics`` of an entry (``None`` when absent: every metric blocks)."""
     if raw is None:
         return None
-    from metamorph.verdict import compared_metrics
+    from metamorph.study import compared_metrics
 
     known = compared_metrics()
     key = "blocking_metrics"

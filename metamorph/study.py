@@ -19,8 +19,9 @@ card, ``metamorph run`` / ``metamorph plan`` — iterates :func:`studies`.
 
 The command line (``metamorph run <study>``, ``metamorph plan <study>``, ``python -m pipelines.run
 <study>``) is one sub-command per study built by :func:`add_study_commands` from the study's options:
-both commands parse and validate every option the same way. No Dagster here: ``metamorph run``'s
-handler imports :mod:`pipelines.run` when it runs.
+both commands parse and validate every option the same way. No Dagster here: ``metamorph run`` is
+a command of the Dagster project (:mod:`pipelines.commands`), which the console script finds through
+its entry point (:data:`metamorph.cli.COMMAND_GROUP`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import functools
 import importlib
 import math
 import pkgutil
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -289,6 +290,10 @@ class Study:
     * ``card``: ``(tables, card_rows)`` — the warehouse tables of the study's report-card rows and
       the builder called with them; ``card_optional``: those of them it can do without.
     * ``sequential``: ``--sequential`` / ``--batch`` are offered (:func:`sequential_options`).
+    * ``compared_metrics``: the metrics of the study's upgrade verdicts, each with whether a higher
+      value is better (``{"accuracy": True}``); empty when the study has no verdicts. Its ``report``
+      module scores them (``COMPARISON_TABLES``, ``comparison_scores``: :func:`metamorph.verdict.sources`);
+      a registry entry's ``blocking_metrics`` names them.
     """
 
     name: str
@@ -312,9 +317,10 @@ class Study:
     description: str = ""
     plan_notes: Callable[[Any, Options], list[str]] | None = None
     #: ``metamorph run <study> --sequential`` is supported: a growing ``--limit`` keeps the earlier
-    #: items (the generation cache serves their calls again) and the report declares
-    #: ``COMPARED_METRICS`` (:func:`sequential_options`).
+    #: items (the generation cache serves their calls again) and the study has
+    #: ``compared_metrics`` (:func:`sequential_options`).
     sequential: bool = False
+    compared_metrics: Mapping[str, bool] = field(default_factory=dict, hash=False)
 
     def __post_init__(self):
         if not self.budget_assets:
@@ -421,6 +427,25 @@ def studies() -> dict[str, Study]:
     return out
 
 
+def compared_metrics() -> dict[str, tuple[str, ...]]:
+    """Study → the metrics its upgrade verdicts compare (:attr:`Study.compared_metrics`; the metrics
+    a registry entry's ``blocking_metrics`` may name), for every study that has verdicts."""
+    return {name: tuple(s.compared_metrics) for name, s in studies().items() if s.compared_metrics}
+
+
+def study_module(name: str, module: str):
+    """The module ``metamorph.studies.<name>.<module>`` of the study ``name`` (one of
+    :func:`studies`), imported; ``None`` when the study has no such module (its ``cli``,
+    ``lineage`` or ``report`` is optional). An error inside the module is raised as it is."""
+    full = f"metamorph.studies.{name}.{module}"
+    try:
+        return importlib.import_module(full)
+    except ModuleNotFoundError as exc:
+        if exc.name != full:
+            raise
+        return None
+
+
 def get(name: str) -> Study:
     """The study called ``name``; :class:`ConfigError` naming the studies there are otherwise."""
     found = studies()
@@ -472,35 +497,7 @@ def add_study_commands(
             extra(p)
 
 
-def _run(args: argparse.Namespace) -> int:
-    return importlib.import_module("pipelines.run").run(args)
-
-
-#: ``metamorph run`` (collected by :mod:`metamorph.cli` as a core command; Dagster is imported by
-#: :mod:`pipelines.run` when the command runs).
-COMMANDS = {
-    "run": (
-        "materialize a study on the persistent Dagster instance and print its headline tables",
-        "Load the study's sources, run its inputs job and then its model job for every registry model "
-        "(or --models), on the instance in DAGSTER_HOME (default data/dagster_home; the UI shows the "
-        "runs: make ui), then print the study's headline tables. `metamorph run <study> --help` lists "
-        "the study's options.",
-        add_study_commands,
-        _run,
-    ),
-    "partitions": (
-        "list the model partitions of the Dagster instance; remove one that is not a registry model",
-        "One line per model partition of the instance in DAGSTER_HOME (default data/dagster_home) and whether it is "
-        "a registry model. --remove ID... deletes partitions that are not (e.g. a typo added in the UI's 'Add a "
-        "partition'); warehouse rows and run history are kept.",
-        lambda p: importlib.import_module("pipelines.partitions").add_arguments(p),
-        lambda args: importlib.import_module("pipelines.partitions").run(args),
-    ),
-}
-
-
 __all__ = [
-    "COMMANDS",
     "Option",
     "Options",
     "Study",
@@ -509,11 +506,13 @@ __all__ = [
     "check_value",
     "chosen_models",
     "common_options",
+    "compared_metrics",
     "get",
     "positive",
     "seed",
     "sequential_options",
     "source_spec",
     "studies",
+    "study_module",
     "whole_number",
 ]

@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
 import os
-import pkgutil
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -39,7 +37,6 @@ from typing import Any
 
 import duckdb
 
-import metamorph.studies
 from metamorph.errors import MetamorphError
 from metamorph.sql import open_read_only
 
@@ -126,19 +123,15 @@ class MetricTrace:
 
 def study_traces() -> dict[str, dict[str, MetricTrace]]:
     """study → metric → :class:`MetricTrace`: every study's ``TRACES`` (module
-    ``metamorph/studies/<study>/lineage.py``), collected without naming a study; a study
+    ``metamorph/studies/<study>/lineage.py``) of each of :func:`metamorph.study.studies`; a study
     without that module has no traceable metric."""
+    from metamorph.study import studies, study_module
+
     out: dict[str, dict[str, MetricTrace]] = {}
-    for m in pkgutil.iter_modules(metamorph.studies.__path__):
-        if not m.ispkg:
-            continue
-        try:
-            mod = importlib.import_module(f"metamorph.studies.{m.name}.lineage")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"metamorph.studies.{m.name}.lineage":
-                raise
-            continue
-        out[m.name] = dict(mod.TRACES)
+    for name in studies():
+        mod = study_module(name, "lineage")
+        if mod is not None:
+            out[name] = dict(mod.TRACES)
     return out
 
 

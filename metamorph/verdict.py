@@ -34,6 +34,7 @@ import pandas as pd
 from metamorph.comparison import compare_models, comparison_markdown
 from metamorph.errors import ConfigError, MetamorphError
 from metamorph.sql import open_read_only
+from metamorph.study import compared_metrics
 
 __all__ = [
     "COMMANDS",
@@ -86,31 +87,26 @@ class VerdictSource:
 
 
 def sources() -> dict[str, VerdictSource]:
-    """Study → :class:`VerdictSource`, for every study package whose ``report`` module declares
-    ``COMPARISON_TABLES``, ``comparison_scores`` and ``COMPARED_METRICS`` (found by walking
-    :mod:`metamorph.studies`, naming none; imported on first use)."""
-    import importlib
-    import importlib.util
-    import pkgutil
-
-    import metamorph.studies
+    """Study → :class:`VerdictSource`, for every study (:func:`metamorph.study.studies`) that has
+    :attr:`~metamorph.study.Study.compared_metrics`: the tables and the scoring function of its
+    ``report`` module (``COMPARISON_TABLES``, ``comparison_scores``; imported on first use).
+    ``RuntimeError`` when such a study's ``report`` module lacks either."""
+    from metamorph.study import studies, study_module
 
     out = {}
-    for m in sorted(pkgutil.iter_modules(metamorph.studies.__path__), key=lambda m: m.name):
-        name = f"metamorph.studies.{m.name}.report"
-        if not m.ispkg or importlib.util.find_spec(name) is None:
+    for name, study in studies().items():
+        if not study.compared_metrics:
             continue
-        report = importlib.import_module(name)
-        if all(hasattr(report, a) for a in ("COMPARISON_TABLES", "comparison_scores", "COMPARED_METRICS")):
-            out[m.name] = VerdictSource(
-                tuple(report.COMPARISON_TABLES), report.comparison_scores, report.COMPARED_METRICS
+        report = study_module(name, "report")
+        if report is None or not all(hasattr(report, a) for a in ("COMPARISON_TABLES", "comparison_scores")):
+            raise RuntimeError(
+                f"study {name} compares {sorted(study.compared_metrics)} but its report module has no "
+                "COMPARISON_TABLES and comparison_scores"
             )
+        out[name] = VerdictSource(
+            tuple(report.COMPARISON_TABLES), report.comparison_scores, dict(study.compared_metrics)
+        )
     return out
-
-
-def compared_metrics() -> dict[str, tuple[str, ...]]:
-    """Study → the headline metrics its verdicts compare (the metrics ``blocking_metrics`` may name)."""
-    return {s: tuple(src.directions) for s, src in sources().items()}
 
 
 def model_job(study: str) -> str:

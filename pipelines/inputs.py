@@ -38,11 +38,11 @@ from typing import Any
 
 import dagster as dg
 import pydantic
-from dagster._core.errors import DagsterUserCodeProcessError
 from dagster_shared.error import SerializableErrorInfo
 
 from metamorph.errors import ConfigError, MetamorphError
 from metamorph.study import get
+from pipelines.instance import DagsterUserCodeProcessError
 
 
 class LaunchRejected(DagsterUserCodeProcessError):

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import dagster as dg
-from dagster._core.events import DagsterEventType
 
 from resources.paths import warehouse_path
 
@@ -50,7 +49,7 @@ class PartialTable:
     failed_step: str | None
 
 
-def _events(instance: dg.DagsterInstance, run_id: str, kind: DagsterEventType) -> list:
+def _events(instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType) -> list:
     return [r.event_log_entry for r in instance.get_records_for_run(run_id, of_type=kind).records]
 
 
@@ -66,15 +65,15 @@ def mark_partial_run(instance: dg.DagsterInstance, run_id: str, warehouse: str |
     run = instance.get_run_by_id(run_id)
     if run is None or run.status != dg.DagsterRunStatus.FAILURE or MARKED_TAG in run.tags:
         return []
-    failures = _events(instance, run_id, DagsterEventType.STEP_FAILURE)
+    failures = _events(instance, run_id, dg.DagsterEventType.STEP_FAILURE)
     failed_step = failures[0].step_key if failures else None
     written: dict[tuple[str, str | None], dg.AssetKey] = {}
-    for e in _events(instance, run_id, DagsterEventType.ASSET_MATERIALIZATION):
+    for e in _events(instance, run_id, dg.DagsterEventType.ASSET_MATERIALIZATION):
         mat = e.asset_materialization
         written.setdefault((mat.asset_key.to_user_string(), mat.partition), mat.asset_key)
     planned = [
         e.dagster_event.asset_key.to_user_string()
-        for e in _events(instance, run_id, DagsterEventType.ASSET_MATERIALIZATION_PLANNED)
+        for e in _events(instance, run_id, dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED)
     ]
     done = {a for a, _ in written}
     not_updated = sorted(set(planned) - done)
@@ -183,7 +182,7 @@ def partial_assets(instance: dg.DagsterInstance, asset_keys: list[dg.AssetKey]) 
             run = instance.get_run_by_id(records[0].run_id)
             if run is None or run.status != dg.DagsterRunStatus.FAILURE:
                 continue
-            failures = _events(instance, run.run_id, DagsterEventType.STEP_FAILURE)
+            failures = _events(instance, run.run_id, dg.DagsterEventType.STEP_FAILURE)
             out.append(PartialTable(key.to_user_string(), p, run.run_id, failures[0].step_key if failures else None))
     return out
 

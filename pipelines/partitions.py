@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from assets.partitions import model_partitions
     from metamorph.errors import MetamorphError
     from metamorph.models import load_registry
-    from pipelines.run import ensure_dagster_home, open_instance
+    from pipelines.instance import ensure_dagster_home, open_instance
     from resources.paths import registry_path
 
     try:

@@ -74,7 +74,7 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
                     field="api_key_env",
                 )
         if spec.provider == "llama_cpp":
-            from metamorph.costplan import local_gguf
+            from metamorph.providers.llama_cpp import local_gguf
             from metamorph.providers.llama_cpp import LlamaCppProvider
             from metamorph.providers.llama_workers import usable_cores
 

@@ -46,11 +46,12 @@ from contextlib import contextmanager, suppress
 import dagster as dg
 import duckdb
 import pandas as pd
-from dagster._core.definitions.metadata import TableMetadataSet
-from dagster._core.storage.db_io_manager import DbIOManager, DbTypeHandler, TableSlice
-from dagster._utils.backoff import backoff
 from dagster_duckdb import DuckDBResource
-from dagster_duckdb.io_manager import DuckDbClient
+
+# dagster-duckdb's IO manager is built from a database client and type handlers; Dagster exports
+# no public name for the IO manager that joins them (``DbIOManager``), so it is taken from the
+# module of dagster-duckdb that builds the stock one, with that module's client.
+from dagster_duckdb.io_manager import DbIOManager, DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager, DuckDBPandasTypeHandler
 
 from resources.paths import home_relative
@@ -97,33 +98,28 @@ class TransactionalDuckDbClient(DuckDbClient):
     """``DuckDbClient`` whose connection is one transaction (commit on success, rollback on error)."""
 
     @staticmethod
-    def delete_table_slice(context, table_slice: TableSlice, connection) -> None:
+    def delete_table_slice(context, table_slice, connection) -> None:
         # Unpartitioned tables are replaced by the type handler; partitioned slices are deleted here.
         if table_slice.partition_dimensions and _table_exists(connection, table_slice.schema, table_slice.table):
             DuckDbClient.delete_table_slice(context, table_slice, connection)
 
     @staticmethod
     @contextmanager
-    def connect(context, _):
-        config = {"custom_user_agent": "dagster", **context.resource_config["connection_config"]}
-        conn = backoff(
-            fn=duckdb.connect,
-            retry_on=(RuntimeError, duckdb.IOException),
-            kwargs={"database": context.resource_config["database"], "read_only": False, "config": config},
-            max_retries=10,
-        )
-        try:
-            conn.execute("BEGIN TRANSACTION")
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
+    def connect(context, table_slice):
+        # the stock client opens the file (retrying while another process holds its lock) and closes
+        # it after a clean exit; this one closes it also after an error
+        with DuckDbClient.connect(context, table_slice) as conn:
             try:
-                conn.execute("ROLLBACK")
-            except duckdb.Error:
-                pass
-            raise
-        finally:
-            conn.close()
+                conn.execute("BEGIN TRANSACTION")
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                try:
+                    conn.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass
+                conn.close()
+                raise
 
 
 class WarehouseWriteError(Exception):
@@ -228,7 +224,7 @@ def _failing_column(frame: pd.DataFrame, types: dict[str, str]) -> str | None:
 class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
     """Writes by column name, with the declared column types; see the module docstring."""
 
-    def handle_output(self, context: dg.OutputContext, table_slice: TableSlice, obj: pd.DataFrame, connection):
+    def handle_output(self, context: dg.OutputContext, table_slice, obj: pd.DataFrame, connection):
         frame = obj.copy()
         for col in frame.columns:
             if isinstance(frame[col].dtype, pd.CategoricalDtype):
@@ -276,16 +272,18 @@ class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
         context.add_output_metadata(
             {
                 **(
-                    TableMetadataSet(partition_row_count=len(frame), storage_kind="duckdb", table_name=name)
+                    {"dagster/partition_row_count": len(frame)}
                     if context.has_partition_key
-                    else TableMetadataSet(row_count=len(frame), storage_kind="duckdb", table_name=name)
+                    else {"dagster/row_count": len(frame)}
                 ),
+                "dagster/table_name": name,
+                "dagster/storage_kind": "duckdb",
                 # relative to METAMORPH_HOME: still right after the data directory moves
                 "warehouse": dg.MetadataValue.path(home_relative(context.resource_config["database"])),
             }
         )
 
-    def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection) -> pd.DataFrame:
+    def load_input(self, context: dg.InputContext, table_slice, connection) -> pd.DataFrame:
         if not _table_exists(connection, table_slice.schema, table_slice.table):
             raise dg.Failure(
                 f"table {table_slice.schema}.{table_slice.table} does not exist yet: materialize "
@@ -324,7 +322,7 @@ class SafeDuckDBPandasIOManager(DuckDBPandasIOManager):
     """
 
     @staticmethod
-    def type_handlers() -> Sequence[DbTypeHandler]:
+    def type_handlers() -> Sequence[DuckDBPandasTypeHandler]:
         return [ByNamePandasTypeHandler()]
 
     def create_io_manager(self, context) -> dg.IOManager:

@@ -222,7 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     (home / "metamorph").mkdir()
     subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "from pipelines.run import ensure_dagster_home; ensure_dagster_home()"],
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "from pipelines.instance import ensure_dagster_home; ensure_dagster_home()",
+        ],
         cwd=REPO,
         env=env,
         check=True,

@@ -69,14 +69,18 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metamorph.datasets import read_text
-from metamorph.errors import ConfigError, ContextBudgetError
+from metamorph.errors import ConfigError, ContextBudgetError, RegistryError
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
 from metamorph.providers.engines import engine_identity, engine_name
 
+if TYPE_CHECKING:
+    from metamorph.models import ModelSpec
+
 __all__ = [
+    "local_gguf",
     "DEFAULT_N_CTX",
     "GEMMA3_FILE",
     "PACKAGED_GGUFS",
@@ -954,3 +958,35 @@ class LlamaCppProvider:
             model_version=self.model_version,
             system_fingerprint=fingerprint,
         )
+
+
+def local_gguf(spec: ModelSpec) -> str:
+    """The GGUF file of a llama_cpp entry: a packaged file by name, else the path in ``model``
+    (``resources.llm.build_provider`` loads it), checked before any engine loads it
+    (:func:`check_gguf`: a GGUF file, whole, with a chat template
+    unless the entry sets ``params.chat_format``), and the entry's engine installed. Raises
+    :class:`RegistryError` (a ConfigError) naming the registry file, the entry and field ``model``
+    when neither exists or the file is not a whole GGUF file, or field ``params`` when it has no
+    chat template and the entry no ``params.chat_format``, or when ``params.engine`` is not installed."""
+    path = str(gguf_path(spec.model)) if spec.model in PACKAGED_GGUFS else spec.model
+
+    def bad(problem: str, field: str = "model") -> RegistryError:
+        return RegistryError(spec.source or "<registry>", f"model {spec.id!r}: {problem}", row=spec.entry, field=field)
+
+    if not os.path.isfile(path):
+        raise bad(f"{spec.model!r} is neither a packaged GGUF ({sorted(PACKAGED_GGUFS)}) nor an existing file")
+    try:
+        template = check_gguf(path)
+    except ConfigError as exc:
+        raise bad(str(exc)) from None
+    if not template and spec.chat_format is None:
+        raise bad(
+            f"{os.path.basename(path)} has no chat template in its metadata; set params.chat_format "
+            "(a llama.cpp chat format, e.g. gemma)",
+            "params",
+        )
+    try:
+        engine_identity(engine_name(spec.params))
+    except ConfigError as exc:
+        raise bad(str(exc), "params") from None
+    return path

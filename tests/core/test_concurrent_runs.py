@@ -209,7 +209,7 @@ def test_headline_connection_waits_for_another_process_writing(tmp_path):
 def test_add_partitions_adds_only_the_missing_keys():
     import dagster as dg
 
-    from pipelines.run import add_partitions
+    from pipelines.instance import add_partitions
 
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["b"])
@@ -224,7 +224,7 @@ def test_open_instance_waits_for_the_lock_of_another_opener(tmp_path, monkeypatc
     import fcntl
     import threading
 
-    from pipelines.run import INSTANCE_LOCK, open_instance
+    from pipelines.instance import INSTANCE_LOCK, open_instance
 
     home = tmp_path / "dh"
     home.mkdir()

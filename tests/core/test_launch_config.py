@@ -145,7 +145,7 @@ def test_a_stray_partition_is_listed_and_removed_by_metamorph_partitions(tmp_pat
     monkeypatch.setenv("METAMORPH_MODELS", str(registry))
     monkeypatch.setenv("METAMORPH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
-    from pipelines.run import ensure_dagster_home, open_instance
+    from pipelines.instance import ensure_dagster_home, open_instance
 
     ensure_dagster_home()
     open_instance().add_dynamic_partitions("model", ["m1", "nosuchmodel"])

@@ -113,7 +113,7 @@ def test_a_metamorph_run_is_on_the_overview_timeline_under_its_job(ui_context, t
     import time
 
     from pipelines.definitions import build_definitions
-    from pipelines.run import run_job
+    from pipelines.instance import run_job
 
     context, _ = ui_context
     t0 = time.time()

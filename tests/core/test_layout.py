@@ -284,3 +284,220 @@ def test_no_asset_module_imports_pipelines():
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: {', '.join(names)}")
     assert len(list((REPO / "assets").glob("*.py"))) >= 8
     assert found == []
+
+
+# ------------------------------------------------------------------------------------------
+# Dagster's private modules: one module of the product reaches them, each use saying why
+
+#: The one product module allowed to import from Dagster's private modules (``dagster._…``).
+DAGSTER_INTERNALS = Path("pipelines", "instance.py")
+
+
+def _is_dagster(module: str) -> bool:
+    return module.split(".")[0] == "dagster" or module.split(".")[0].startswith("dagster_")
+
+
+def dagster_private_uses(path: Path) -> list[str]:
+    """Where ``path`` imports a private module of Dagster or one of its libraries (``dagster._core…``,
+    ``dagster_shared._…``), a private name from one (``from dagster_duckdb.io_manager import _x``),
+    or reaches one through an attribute (``dg._core``): ``"<file>:<line>: <module or expression>"``."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    rel = path.relative_to(REPO)
+    found, bound = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if _is_dagster(alias.name):
+                    bound.add(alias.asname or alias.name.split(".")[0])
+                    if any(_is_private(p) for p in alias.name.split(".")):
+                        found.append(f"{rel}:{node.lineno}: {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module and _is_dagster(node.module):
+            names = [f"{node.module}.{a.name}" for a in node.names]
+            if any(_is_private(p) for p in node.module.split(".")):
+                found.append(f"{rel}:{node.lineno}: {node.module}")
+            else:
+                found += [f"{rel}:{node.lineno}: {n}" for n in names if _is_private(n.rsplit(".", 1)[1])]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in bound:
+                found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(found))
+
+
+def test_dagster_private_uses_finds_every_spelling(tmp_path, monkeypatch):
+    pkg = tmp_path / "pipelines"
+    pkg.mkdir()
+    (pkg / "a.py").write_text(
+        "import dagster as dg\n"
+        "import dagster._utils.backoff\n"
+        "from dagster._core.errors import DagsterError\n"
+        "from dagster_duckdb.io_manager import _partition_where_clause, DuckDbClient\n"
+        "x = dg._core.events\n"
+        "y = dg.DagsterRunStatus\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert dagster_private_uses(pkg / "a.py") == [
+        "pipelines/a.py:2: dagster._utils.backoff",
+        "pipelines/a.py:3: dagster._core.errors",
+        "pipelines/a.py:4: dagster_duckdb.io_manager._partition_where_clause",
+        "pipelines/a.py:5: dg._core",
+    ]
+
+
+def test_only_one_module_uses_dagster_internals_and_says_which_public_api_is_missing():
+    """Everything but :data:`DAGSTER_INTERNALS` uses Dagster's public API (``import dagster as dg``,
+    the libraries' exported names); in that module, each private import follows a comment saying
+    which public API Dagster does not have."""
+    found = [
+        hit
+        for folder in _PRODUCT
+        for path in sorted((REPO / folder).rglob("*.py"))
+        if path.relative_to(REPO) != DAGSTER_INTERNALS
+        for hit in dagster_private_uses(path)
+    ]
+    assert found == []
+    lines = (REPO / DAGSTER_INTERNALS).read_text(encoding="utf-8").splitlines()
+    uses = dagster_private_uses(REPO / DAGSTER_INTERNALS)
+    assert len(uses) == 5  # the launch error class, the captured-interrupt check, three for the run origin
+    for hit in uses:
+        n = int(hit.split(":")[1])
+        above = " ".join(line.strip() for line in lines[max(0, n - 5) : n - 1] if line.strip().startswith("#"))
+        assert "no public" in above, hit
+
+
+def test_model_files_are_handled_in_providers():
+    """Locating, checking and loading a model's file (a GGUF of a llama_cpp entry) is the
+    providers' business: no function outside ``metamorph/providers/`` is about GGUF files."""
+    import ast
+
+    found = []
+    for folder in _PRODUCT:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if path.relative_to(REPO).parts[:2] == ("metamorph", "providers"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "gguf" in node.name.lower():
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.name}")
+    assert found == []
+
+
+# ------------------------------------------------------------------------------------------
+# One discovery of the studies; the registry loads without the verdict layer
+
+
+def test_the_studies_are_discovered_in_one_place():
+    """Only :func:`metamorph.study.studies` walks ``metamorph/studies/`` (a study is a package with
+    a ``study.py``); the commands, the traces, the verdict sources and the registry's
+    ``study_params`` / ``blocking_metrics`` ask it instead of applying a rule of their own."""
+    found = [
+        str(path.relative_to(REPO))
+        for folder in _PRODUCT
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if "metamorph.studies.__path__" in line
+    ]
+    assert found == ["metamorph/study.py"]
+
+
+def test_loading_the_registry_imports_neither_the_verdict_layer_nor_a_report(tmp_path):
+    # an entry naming a study in study_params and its metrics in blocking_metrics: both are checked
+    # against the studies as declared, and a typo is still refused
+    registry = tmp_path / "models.yaml"
+    registry.write_text(
+        "models:\n"
+        "  - {id: base, provider: llama_cpp, model: SmolLM2-135M-Instruct.Q4_1.gguf, status: approved}\n"
+        "  - {id: cand, provider: llama_cpp, model: SmolLM2-135M-Instruct.Q4_1.gguf, status: candidate,\n"
+        "     study_params: {order_probe: {temperature: 0}}, blocking_metrics: {order_probe: [recovery]}}\n",
+        encoding="utf-8",
+    )
+    code = (
+        "import sys\n"
+        "from metamorph.models import load_registry\n"
+        f"specs = load_registry({str(registry)!r})\n"
+        "print([(s.id, s.blocking_metrics) for s in specs])\n"
+        "print(sorted(k for k in sys.modules if k == 'metamorph.verdict' or (k.startswith('metamorph.') and k.endswith('.report'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["[('base', None), ('cand', {'order_probe': ('recovery',)})]", "[]"]
+
+
+def restated_defaults(study: str) -> list[str]:
+    """Where the study's package supplies its own fallback for an option that has a declared
+    default (:attr:`metamorph.study.Option.default`; :class:`metamorph.study.Options` already holds
+    it): ``options.k or 3``, ``getattr(options, "formats", None) or …``, ``options.seeds if
+    options.seeds is not None else …``."""
+    import ast
+
+    from metamorph.study import get
+
+    defaulted = {o.name for o in get(study).all_options() if o.default is not None}
+
+    def option_read(node) -> str | None:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "options":
+            return node.attr
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == "options"
+            and isinstance(node.args[1], ast.Constant)
+        ):
+            return node.args[1].value
+        return None
+
+    found = []
+    for path in sorted((REPO / "metamorph" / "studies" / study).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+                name = option_read(node.values[0])
+            elif isinstance(node, ast.IfExp) and isinstance(node.test, ast.Compare):
+                name = option_read(node.test.left)
+            else:
+                continue
+            if name in defaulted:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: options.{name}")
+    return found
+
+
+def test_no_study_restates_an_options_declared_default():
+    assert [hit for study in STUDIES for hit in restated_defaults(study)] == []
+
+
+def library_imports_above(path: Path) -> list[str]:
+    """Where the library module ``path`` imports ``assets``, ``pipelines`` or ``resources``:
+    an import statement, or ``importlib.import_module("<name>")`` / ``__import__`` of one."""
+    import ast
+
+    above = {"assets", "pipelines", "resources"}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if not node.level else []
+        elif (
+            isinstance(node, ast.Call)
+            and (getattr(node.func, "attr", None) == "import_module" or getattr(node.func, "id", None) == "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            names = [str(node.args[0].value)]
+        else:
+            continue
+        found += [f"{path.relative_to(REPO)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in above]
+    return found
+
+
+def test_the_library_imports_nothing_above_it():
+    """``metamorph/`` is the pure library: no module of it imports the Dagster project (``assets``,
+    ``pipelines``, ``resources``), not even lazily; the project adds its commands to the console
+    script through entry points (``pyproject.toml``: ``metamorph.commands``, ``metamorph.suites``)."""
+    found = [hit for path in sorted((REPO / "metamorph").rglob("*.py")) for hit in library_imports_above(path)]
+    assert found == []

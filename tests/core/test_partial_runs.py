@@ -24,7 +24,8 @@ from pipelines.partial import (
     warehouse_partial,
 )
 from metamorph.study import studies
-from pipelines.run import print_headline, run_job
+from pipelines.instance import run_job
+from pipelines.run import print_headline
 from tests.core.stub_http import Reply, chat_completion
 
 CHAT = "/v1/chat/completions"
@@ -233,7 +234,7 @@ def test_killed_run_is_marked_partial_by_the_next_pipelines_run(clean_proxy_env,
 
     from dagster._core.instance.ref import InstanceRef
 
-    from pipelines.run import reclaim_stale_runs
+    from pipelines.instance import reclaim_stale_runs
     from tests.core.stub_http import StubServer
 
     repo = Path(__file__).resolve().parents[2]

@@ -90,7 +90,7 @@ def test_editable_install_is_a_plain_pth_without_the_setuptools_warning_block(tm
 
 
 def test_dagster_yaml_routes_library_info_lines_and_replaces_only_its_own_older_file(tmp_path, monkeypatch):
-    from pipelines.run import DAGSTER_YAML, DAGSTER_YAML_HEADER, ensure_dagster_home
+    from pipelines.instance import DAGSTER_YAML, DAGSTER_YAML_HEADER, ensure_dagster_home
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
     cfg = ensure_dagster_home() / "dagster.yaml"
@@ -110,7 +110,7 @@ def test_the_instance_written_by_the_run_has_telemetry_and_the_ui_pop_up_off(tmp
     """Dagster reads the written dagster.yaml as: no telemetry, no first-visit ("nux") pop-up."""
     import dagster as dg
 
-    from pipelines.run import ensure_dagster_home
+    from pipelines.instance import ensure_dagster_home
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
     ensure_dagster_home()

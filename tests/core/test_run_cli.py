@@ -37,7 +37,7 @@ def test_reclaim_stale_runs_frees_the_pool_slot_of_a_killed_run_only():
     import dagster as dg
     from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
 
-    from pipelines.run import HOST_TAG, LAUNCHER_TAG, PID_TAG, launch_tags, reclaim_stale_runs
+    from pipelines.instance import HOST_TAG, LAUNCHER_TAG, PID_TAG, launch_tags, reclaim_stale_runs
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -76,7 +76,7 @@ def test_reclaim_frees_a_slot_held_by_an_ended_run_and_names_live_holders():
     import dagster as dg
     from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
 
-    from pipelines.run import pool_holders, reclaim_stale_runs
+    from pipelines.instance import pool_holders, reclaim_stale_runs
 
     with dg.instance_for_test() as instance:
         instance.event_log_storage.set_concurrency_slots("duckdb", 2)

@@ -439,9 +439,9 @@ def cost_steps(model: ModelSpec, options) -> list:
     from metamorph.studies.format_robustness.renderers import RENDERERS, UnwritableCharacter, render
     from metamorph.studies.format_robustness.sources import load_sources
 
-    xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
-    formats = list(getattr(options, "formats", None) or DEFAULT_FORMATS)
-    k = options.k or 3
+    xs = [x for _, x in load_sources(options.sources, limit=options.limit)]
+    formats = list(options.formats)
+    k = options.k
     params = {**DEFAULT_PARAMS, **({"max_tokens": options.max_tokens} if options.max_tokens else {})}
 
     def writable(x: SourceInstance) -> tuple[str, ...]:
@@ -506,13 +506,13 @@ def not_sent_notes(model: ModelSpec, options) -> list[str]:
     from metamorph.studies.format_robustness.renderers import RENDERERS, UnwritableCharacter, render
     from metamorph.studies.format_robustness.sources import load_sources
 
-    formats = list(getattr(options, "formats", None) or DEFAULT_FORMATS)
+    formats = list(options.formats)
     refused = {ing: [f for f in formats if not accepts(ing, RENDERERS[f].media_type)] for ing in model.ingestion}
     refused = {ing: fs for ing, fs in refused.items() if fs}
     if not refused:
         return []
-    xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
-    k = options.k or 3
+    xs = [x for _, x in load_sources(options.sources, limit=options.limit)]
+    k = options.k
 
     def writable(x: SourceInstance, f: str) -> bool:
         try:

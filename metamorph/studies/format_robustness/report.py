@@ -34,6 +34,7 @@ from metamorph.comparison import item_scores
 from metamorph.report_card import clustered_rate_rows
 from metamorph.sql import markdown_sections
 from metamorph.studies.format_robustness.plan import metric_input
+from metamorph.studies.format_robustness import study as declared
 
 __all__ = [
     "COMPARED_METRICS",
@@ -231,9 +232,9 @@ def few_clusters_line(con: duckdb.DuckDBPyConnection) -> str | None:
 # ------------------------------------------------------------------------------------------
 # Model upgrades: item scores for upgrade verdicts and the report card's rows.
 
-#: Metrics of the upgrade verdicts, and whether a higher value is better: Acc (§5.2) and the
-#: violation rates M1/M2/M3 of MR1–MR3 (§4.1, §5.1; a violation is worse).
-COMPARED_METRICS = {"accuracy": True, "M1": False, "M2": False, "M3": False}
+#: The metrics of the upgrade verdicts and whether a higher value is better, as the study
+#: declares them (:attr:`metamorph.study.Study.compared_metrics`).
+COMPARED_METRICS = dict(declared.STUDY.compared_metrics)
 
 #: The resampling unit of each compared / card metric: the columns naming the cluster the design
 #: repeats, which every bootstrap interval and paired test of the metric resamples or pairs as one
@@ -275,10 +276,10 @@ def planned_cells(options, specs=()) -> pd.DataFrame:
     from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS
     from metamorph.studies.format_robustness.sources import load_sources
 
-    xs = [x for _, x in load_sources(options.sources or ["construct"], limit=options.limit)]
+    xs = [x for _, x in load_sources(options.sources, limit=options.limit)]
     ingestions = [i for i in (specs[0].ingestion if specs else ("inline",)) if all(i in s.ingestion for s in specs)]
     datasets = list(dict.fromkeys(x.dataset for x in xs))
-    k = options.k or 3
+    k = options.k
     rows = []
     for ing in ingestions:
         for ds in datasets:

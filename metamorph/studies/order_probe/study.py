@@ -56,6 +56,8 @@ STUDY = Study(
     headline=_headline,
     card=(("recovery_rates",), _card_rows),
     options=(SETTINGS_OPTION,),
+    # Metrics of the upgrade verdicts, and whether a higher value is better: exact recovery (§4.1).
+    compared_metrics={"recovery": True},
 )
 
 __all__ = ["SETTINGS_OPTION", "STUDY"]

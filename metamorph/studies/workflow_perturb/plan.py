@@ -345,7 +345,7 @@ def planned_goldens(options: Any) -> list:
     from metamorph.studies.workflow_perturb.workflows import load_goldens
 
     rows = []
-    for spec in options.sources or ["embedded"]:
+    for spec in options.sources:
         valid, rejected = load_goldens(spec, on_invalid="collect", limit=options.limit)
         rows += golden_rows(valid, rejected, spec)
     return list(
@@ -375,7 +375,7 @@ def cost_steps(model: Any, options: Any) -> list:
 
     goldens = planned_goldens(options)
     first, more = generator_requests(
-        goldens[: options.llm_goldens or LLM_GOLDENS],
+        goldens[: options.llm_goldens],
         PERTURBATION_TYPES,
         LLM_SEVERITIES,
         model,
@@ -386,7 +386,7 @@ def cost_steps(model: Any, options: Any) -> list:
     judge = judge_plan_requests(
         goldens,
         model,
-        options.judge_variants or JUDGE_VARIANTS,
+        options.judge_variants,
         JUDGE_MAX_TOKENS,
         bool(options.judge_constrained),
     )

@@ -14,6 +14,7 @@ from metamorph.comparison import item_scores
 from metamorph.report_card import clustered_rate_rows
 from metamorph.schemas import require_columns
 from metamorph.studies.workflow_perturb.analysis import DELTA_AVG_FACTOR, DELTA_STEP_FACTOR
+from metamorph.studies.workflow_perturb import study as declared
 
 __all__ = [
     "COMPARED_METRICS",
@@ -121,12 +122,9 @@ def _judge_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
 # model, so they pair. The LLM-generated perturbations (``perturbations_llm``) are different
 # variants for each generator model and do not pair; no gate result is computed per model.
 
-#: Metrics of the upgrade verdicts, and whether a higher value is better. ``judge``: the judge's
-#: score of a perturbed variant against its golden (App. B.6, in [0, 1]). Every variant is a
-#: degraded copy of its golden (≥ 10% of the steps perturbed), and the study asks how sensitive a
-#: metric is to that degradation (§5, Table 5), so a lower score of the same variant is better: a
-#: candidate judge "improved" when it scores the degraded variants lower than the baseline judge.
-COMPARED_METRICS = {"judge": False}
+#: The metrics of the upgrade verdicts and whether a higher value is better, as the study
+#: declares them (:attr:`metamorph.study.Study.compared_metrics`).
+COMPARED_METRICS = dict(declared.STUDY.compared_metrics)
 
 #: The resampling unit of each compared / card metric: the columns naming the cluster the design
 #: repeats, which every bootstrap interval and paired test of the metric resamples or pairs as one
@@ -158,10 +156,10 @@ def planned_cells(options, specs=()) -> pd.DataFrame:
     outcomes. Raises the loader's ``InputError``."""
     from metamorph.comparison import slice_label
     from metamorph.studies.workflow_perturb.plan import deterministic_perturbations
-    from metamorph.studies.workflow_perturb.plan import JUDGE_VARIANTS, planned_goldens
+    from metamorph.studies.workflow_perturb.plan import planned_goldens
 
     perts = deterministic_perturbations(planned_goldens(options))
-    rows = pd.DataFrame([p.to_row() for p in perts]).head(options.judge_variants or JUDGE_VARIANTS)
+    rows = pd.DataFrame([p.to_row() for p in perts]).head(options.judge_variants)
     out = []
     if len(rows):
         for (t, p), g in rows.groupby(["type", "p"], sort=True):

@@ -86,6 +86,12 @@ STUDY = Study(
     card=(("judge_scores", "perturbation_scores_llm"), _card_rows),
     card_optional=("perturbation_scores_llm",),
     options=(LLM_GOLDENS, JUDGE_VARIANTS, JUDGE_CONSTRAINED, MAX_TOKENS),
+    # Metrics of the upgrade verdicts, and whether a higher value is better. ``judge``: the judge's
+    # score of a perturbed variant against its golden (App. B.6, in [0, 1]). Every variant is a
+    # degraded copy of its golden (≥ 10% of the steps perturbed), and the study asks how sensitive a
+    # metric is to that degradation (§5, Table 5), so a lower score of the same variant is better: a
+    # candidate judge "improved" when it scores the degraded variants lower than the baseline judge.
+    compared_metrics={"judge": False},
 )
 
 __all__ = ["JUDGE_CONSTRAINED", "JUDGE_VARIANTS", "LLM_GOLDENS", "MAX_TOKENS", "STUDY"]

@@ -249,9 +249,9 @@ def cost_steps(model: ModelSpec, options) -> list:
     from metamorph.studies.wrapper_sensitivity.tasks import load_task
     from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, render_token_controlled
 
-    items = [x for s in (options.sources or ["synthetic"]) for x in load_task(s, limit=options.limit)]
+    items = [x for s in options.sources for x in load_task(s, limit=options.limit)]
     prompts = render_token_controlled(items, list(FAMILIES), "v1")
-    seeds = options.seeds if options.seeds is not None else [0, 1, 2, 3, 4]
+    seeds = options.seeds
     planned = plan_wrapper_generations(
         items,
         prompts,

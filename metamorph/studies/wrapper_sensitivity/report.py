@@ -16,6 +16,7 @@ from metamorph.report_card import CARD_ROW_COLUMNS, clustered_rate_rows
 from metamorph.sql import markdown_sections
 from metamorph.studies.wrapper_sensitivity.metrics import validate_scored
 from metamorph.studies.wrapper_sensitivity.vocab import DEFAULT_MODE, FAMILIES, HEADLINE_INDICES
+from metamorph.studies.wrapper_sensitivity import study as declared
 
 __all__ = [
     "COMPARED_METRICS",
@@ -82,9 +83,9 @@ def headline(con: duckdb.DuckDBPyConnection) -> str:
 # ------------------------------------------------------------------------------------------
 # Model upgrades: item scores for upgrade verdicts and the report card's rows.
 
-#: Metrics of the upgrade verdicts (higher is better for both): accuracy and parseability under
-#: the headline extractor (§3.5), the two quantities whose ranges over wrappers are FSI and PSI (§4).
-COMPARED_METRICS = {"accuracy": True, "parseability": True}
+#: The metrics of the upgrade verdicts and whether a higher value is better, as the study
+#: declares them (:attr:`metamorph.study.Study.compared_metrics`).
+COMPARED_METRICS = dict(declared.STUDY.compared_metrics)
 
 #: The resampling unit of each compared / card metric: the columns naming the cluster the design
 #: repeats, which every bootstrap interval and paired test of the metric resamples or pairs as one
@@ -124,10 +125,10 @@ def planned_cells(options, specs=()) -> pd.DataFrame:
     from metamorph.studies.wrapper_sensitivity.tasks import load_task
     from metamorph.studies.wrapper_sensitivity.vocab import CONSTRAINED_ARM
 
-    items = [x for s in (options.sources or ["synthetic"]) for x in load_task(s, limit=options.limit)]
+    items = [x for s in options.sources for x in load_task(s, limit=options.limit)]
     by_task = pd.Series([x.task for x in items]).value_counts().sort_index()
     wrappers = [*FAMILIES, *([CONSTRAINED_ARM] if options.constrained_arm else [])]
-    k = len(options.seeds) if options.seeds is not None else 5
+    k = len(options.seeds)
     rows = []
     for metric in COMPARED_METRICS:
         for task, n in by_task.items():

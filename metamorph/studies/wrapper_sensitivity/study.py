@@ -61,6 +61,9 @@ STUDY = Study(
     headline=_headline,
     card=(("scored_answers", "mean_fsi_psi"), _card_rows),
     options=(SEEDS, CONSTRAINED_ARM),
+    # Metrics of the upgrade verdicts (higher is better for both): accuracy and parseability under
+    # the headline extractor (§3.5), the two quantities whose ranges over wrappers are FSI and PSI (§4).
+    compared_metrics={"accuracy": True, "parseability": True},
 )
 
 __all__ = ["CONSTRAINED_ARM", "SEEDS", "STUDY"]
