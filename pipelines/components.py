@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -87,13 +88,15 @@ class SuiteSchedule(dg.Model):
 
 class StudySuiteScaffolder(dg.Scaffolder):
     """``dg scaffold defs pipelines.components.StudySuite <name>``: a ``defs.yaml`` that loads as it is,
-    a suite of format_robustness named after its folder, evaluating every registry model (edit the
-    study, sources and options from there; docs/suites.md)."""
+    a suite of the first study by name (:func:`metamorph.study.studies`) named after its folder,
+    evaluating every registry model (edit the study, sources and options from there; docs/suites.md)."""
 
     def scaffold(self, request: dg.ScaffoldRequest) -> None:
         from dagster.components.component_scaffolding import scaffold_component
 
-        attributes = {"study": "format_robustness", "suite": request.target_path.name, "models": "registry"}
+        from metamorph.study import studies
+
+        attributes = {"study": min(studies()), "suite": request.target_path.name, "models": "registry"}
         scaffold_component(request, attributes)
 
 
@@ -334,9 +337,12 @@ def load_project(project_root=None) -> tuple[dict[str, StudySuite], dg.Definitio
     tree = dg.ComponentTree.for_project(path_within_project=project_root or PROJECT_ROOT)
     defs_root = Path(tree.defs_module.__file__).parent
     try:
-        suites = tree.get_all_components(of_type=StudySuite)
-        _unique(suites)
-        built = tree.build_defs()
+        with warnings.catch_warnings():  # as dg.load_from_defs_folder: the tree's beta/preview notices stay off stderr
+            warnings.simplefilter("ignore", dg.BetaWarning)
+            warnings.simplefilter("ignore", dg.PreviewWarning)
+            suites = tree.get_all_components(of_type=StudySuite)
+            _unique(suites)
+            built = tree.build_defs()
     except Exception as exc:  # Dagster wraps the suite's error in its tree of the folder
         raise _load_error(exc, defs_root) from None
     return {c.name: c for c in suites}, built
