@@ -21,7 +21,8 @@ What a suite owns (``<suite>`` = its name):
   suite's sources and options (what the launchpad starts from; each is checked by the study's
   option when the suite loads, and again with the sources loaded when a run is launched);
 * its checks (the study's, on the suite's assets);
-* its jobs ``<suite>_inputs_job`` and ``<suite>_model_job`` (:mod:`pipelines.jobs`);
+* its jobs ``<suite>_inputs_job``, ``<suite>_model_job`` and ``<suite>_tables_job`` (:mod:`pipelines.jobs`);
+  its cross-model tables carry the automation condition :data:`pipelines.jobs.CROSS_MODEL_CONDITION`;
 * its schedule (:func:`pipelines.schedules.suite_schedule`), when it declares one.
 
 The default suite of a study (``suite`` left out, or the study's name) is the study as it always
@@ -164,7 +165,16 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
     naming the attribute for a bad study, suite name, option value or model list."""
     from metamorph.study import studies
     from pipelines.inputs import checked_at_launch
-    from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, inputs_job, model_job
+    from pipelines.jobs import (
+        CROSS_MODEL_CONDITION,
+        INPUT_JOBS,
+        MODEL_JOBS,
+        TABLES_JOBS,
+        inputs_job,
+        model_job,
+        split_assets,
+        tables_job,
+    )
     from pipelines.schedules import suite_schedule
 
     found = studies()
@@ -193,6 +203,7 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
     if unknown:
         raise ConfigError(f"options: no asset {unknown} in {study.name}")
 
+    cross_model = split_assets(study.name)[1]
     built = []
     for ad in assets:
         name = ad.key.path[-1]
@@ -200,6 +211,8 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
             continue
         if suite != study.name:
             ad = _rekeyed(ad, study.name, suite, names)
+        if name in cross_model:
+            ad = ad.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=CROSS_MODEL_CONDITION))
         try:
             built.append(
                 checked_at_launch(ad, study=study.name, op_name=f"{suite}__{name}", defaults=defaults.get(name))
@@ -212,10 +225,11 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
         for c in checks
         if not {k.asset_key.path[-1] for k in c.check_keys} & dropped
     ]
-    if suite == study.name:
-        jobs = [INPUT_JOBS[study.name], MODEL_JOBS[study.name]]
+    if suite == study.name and not dropped:
+        jobs = [INPUT_JOBS[study.name], MODEL_JOBS[study.name], TABLES_JOBS[study.name]]
     else:
-        jobs = [inputs_job(study, suite), model_job(study, suite)]
+        dropped = frozenset(dropped)
+        jobs = [inputs_job(study, suite), model_job(study, suite, dropped), tables_job(study, suite, dropped)]
     schedules = []
     if component.schedule is not None:
         schedules.append(

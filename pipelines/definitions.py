@@ -117,14 +117,36 @@ def build_definitions(project_root: Path = PROJECT_ROOT) -> dg.Definitions:
     suites = suites_definitions(project_root)
     # the registry sensor launches the default suites' model jobs, as the suites' definitions hold them
     model_jobs = [j for j in suites.jobs or () if j.name in {f"{s}_model_job" for s in studies()}]
-    return dg.Definitions.merge(suites, _shared_definitions(model_jobs))
+    tables = [j.selection for j in suites.jobs or () if j.name.endswith("_tables_job")]
+    return dg.Definitions.merge(suites, _shared_definitions(model_jobs, tables))
 
 
-def _shared_definitions(model_jobs) -> dg.Definitions:
+def cross_model_tables_sensor(selections) -> dg.AutomationConditionSensorDefinition:
+    """The sensor evaluating the cross-model tables' automation condition
+    (:data:`pipelines.jobs.CROSS_MODEL_CONDITION`) over the union of ``selections`` (every suite's
+    ``<suite>_tables_job`` selection). On by default: it requests runs only after model partitions
+    were updated, and the tables cost no provider call."""
+    target = selections[0]
+    for sel in selections[1:]:
+        target = target | sel
+    return dg.AutomationConditionSensorDefinition(
+        "cross_model_tables_automation",
+        target=target,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Builds each suite's cross-model metric tables and model_comparison once after its model "
+        "runs: when a model partition (or an input) was updated and no model run of the suite is in progress.",
+    )
+
+
+def _shared_definitions(model_jobs, tables) -> dg.Definitions:
     return dg.Definitions(
         assets=[checked_at_launch(a) for a in dg.load_assets_from_modules(CROSS_STUDY)],
         jobs=[model_upgrades_job],
-        sensors=[build_model_registry_sensor(registry_path(), model_jobs), partial_run_sensor],
+        sensors=[
+            build_model_registry_sensor(registry_path(), model_jobs),
+            partial_run_sensor,
+            cross_model_tables_sensor(tables),
+        ],
         resources={
             "io_manager": SafeDuckDBPandasIOManager(database=warehouse_path()),
             "model_registry": ModelRegistryResource(path=registry_path()),
