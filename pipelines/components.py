@@ -22,7 +22,7 @@ What a suite owns (``<suite>`` = its name):
   option when the suite loads, and again with the sources loaded when a run is launched);
 * its checks (the study's, on the suite's assets);
 * its jobs ``<suite>_inputs_job``, ``<suite>_model_job`` and ``<suite>_tables_job`` (:mod:`pipelines.jobs`);
-  its cross-model tables carry the automation condition :data:`pipelines.jobs.CROSS_MODEL_CONDITION`;
+  its cross-model tables carry the automation condition :func:`pipelines.jobs.cross_model_condition`;
 * its schedule (:func:`pipelines.schedules.suite_schedule`), when it declares one.
 
 The default suite of a study (``suite`` left out, or the study's name) is the study as it always
@@ -166,14 +166,17 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
     from metamorph.study import studies
     from pipelines.inputs import checked_at_launch
     from pipelines.jobs import (
-        CROSS_MODEL_CONDITION,
+        cross_model_condition,
         INPUT_JOBS,
+        REGISTRY_CONDITION,
         MODEL_JOBS,
         TABLES_JOBS,
         inputs_job,
         model_job,
+        per_model_condition,
         split_assets,
         tables_job,
+        tables_selection,
     )
     from pipelines.schedules import suite_schedule
 
@@ -203,7 +206,9 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
     if unknown:
         raise ConfigError(f"options: no asset {unknown} in {study.name}")
 
-    cross_model = split_assets(study.name)[1]
+    per_model, cross_model = split_assets(study.name)
+    after_generations = per_model_condition(dg.AssetSelection.assets(*[[suite, n] for n in sorted(per_model)]))
+    after_models = cross_model_condition(tables_selection(study, suite, frozenset(dropped)))
     built = []
     for ad in assets:
         name = ad.key.path[-1]
@@ -212,7 +217,11 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
         if suite != study.name:
             ad = _rekeyed(ad, study.name, suite, names)
         if name in cross_model:
-            ad = ad.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=CROSS_MODEL_CONDITION))
+            ad = ad.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=after_models))
+        elif name == study.generations:  # it depends on its registry entry (assets.registry)
+            ad = ad.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=REGISTRY_CONDITION))
+        elif name in per_model:
+            ad = ad.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=after_generations))
         try:
             built.append(
                 checked_at_launch(ad, study=study.name, op_name=f"{suite}__{name}", defaults=defaults.get(name))

@@ -10,7 +10,7 @@ by the suite.
   the model jobs per model;
 * ``<suite>_tables_job`` — the cross-model tables: every other unpartitioned asset (the metric
   tables and the upgrade verdicts ``model_comparison``), which re-read all model partitions. They
-  are built once after the model runs: by their automation condition (:data:`CROSS_MODEL_CONDITION`,
+  are built once after the model runs: by their automation condition (:func:`cross_model_condition`,
   the sensor ``cross_model_tables_automation``) or, for ``metamorph run``, by one run of this job
   after its model runs. A failed model run never plans them, so it never marks them failed;
 * ``model_upgrades_job`` — the cross-study robustness report card.
@@ -24,17 +24,45 @@ import dagster as dg
 from assets.partitions import model_partitions
 from metamorph.study import Study, studies
 
-#: When a cross-model table is requested by declarative automation: a dependency (a model partition,
-#: an input, another table) was updated since the table was last requested or built, by a run that
-#: did not plan the table, and no dependency and no run of the table is in progress (a sweep over the
-#: models ends before the tables are built once). Unlike ``AutomationCondition.eager()``, a registered
-#: model partition that was never evaluated does not hold the tables back, and a table that was never
-#: built is not requested on its own (its inputs may not exist yet).
-CROSS_MODEL_CONDITION = (
-    dg.AutomationCondition.any_deps_updated().since_last_handled()
-    & ~dg.AutomationCondition.any_deps_in_progress()
+def cross_model_condition(tables: dg.AssetSelection) -> dg.AutomationCondition:
+    """When a cross-model table (one of ``tables``, a suite's :func:`tables_selection`) is requested
+    by declarative automation: a dependency (a model partition, an input, another table) was updated
+    since the table was last requested or built, by a run that did not plan the table, and no
+    dependency outside ``tables`` is requested on the same tick or in progress, nor the table (a
+    sweep over the models ends before the tables are built, once, in one run). Unlike
+    ``AutomationCondition.eager()``, a registered model partition that was never evaluated does not
+    hold the tables back, and a table that was never built is not requested on its own (its inputs
+    may not exist yet)."""
+    return (
+        dg.AutomationCondition.any_deps_updated().since_last_handled()
+        & ~dg.AutomationCondition.any_deps_match(dg.AutomationCondition.will_be_requested()).ignore(tables)
+        & ~dg.AutomationCondition.any_deps_in_progress()
+        & ~dg.AutomationCondition.in_progress()
+    ).with_label("a model partition or input was updated; none requested or in progress")
+
+
+#: When a study's generation partition is re-run by declarative automation: its registry entry
+#: (``model_registry/registry_entry``, :mod:`assets.registry`) was observed with another data version
+#: (fingerprint) since the partition was last requested or built, the partition was evaluated before
+#: (a registered model never evaluated is not run by automation) and no run of it is in progress.
+REGISTRY_CONDITION = (
+    dg.AutomationCondition.any_deps_match(dg.AutomationCondition.data_version_changed())
+    .allow(dg.AssetSelection.assets(["model_registry", "registry_entry"]))
+    .since_last_handled()
+    & ~dg.AutomationCondition.missing()
     & ~dg.AutomationCondition.in_progress()
-).with_label("a model partition or input was updated; none in progress")
+).with_label("its registry entry changed")
+
+
+def per_model_condition(per_model: dg.AssetSelection) -> dg.AutomationCondition:
+    """The automation condition of a per-model asset after the generations: requested with its
+    model's generation partition (a parent in ``per_model`` requested on the same tick), for
+    partitions evaluated before, none in progress."""
+    return (
+        dg.AutomationCondition.any_deps_match(dg.AutomationCondition.will_be_requested()).allow(per_model)
+        & ~dg.AutomationCondition.missing()
+        & ~dg.AutomationCondition.in_progress()
+    ).with_label("its model's generations are re-run")
 
 
 @functools.cache
