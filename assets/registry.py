@@ -43,6 +43,4 @@ def registry_entry(context) -> dg.DataVersionsByPartition:
     Raises :class:`metamorph.errors.ConfigError` (file, row, field) for an unreadable registry."""
     partitions = set(context.instance.get_dynamic_partitions(model_partitions.name))
     entries = load_registry(context.resources.model_registry.path)
-    return dg.DataVersionsByPartition(
-        {m.id: dg.DataVersion(m.fingerprint()) for m in entries if m.id in partitions}
-    )
+    return dg.DataVersionsByPartition({m.id: dg.DataVersion(m.fingerprint()) for m in entries if m.id in partitions})

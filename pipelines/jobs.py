@@ -24,6 +24,7 @@ import dagster as dg
 from assets.partitions import model_partitions
 from metamorph.study import Study, studies
 
+
 def cross_model_condition(tables: dg.AssetSelection) -> dg.AutomationCondition:
     """When a cross-model table (one of ``tables``, a suite's :func:`tables_selection`) is requested
     by declarative automation: a dependency (a model partition, an input, another table) was updated

@@ -115,7 +115,7 @@ def test_a_sweep_over_three_models_builds_each_cross_model_table_once_and_a_chan
 
     reg = os.environ["METAMORPH_MODELS"]
     defs = build_definitions()
-    observe = defs.resolve_implicit_global_asset_job_def()
+    observe = defs.resolve_implicit_job_def_def_for_assets([REGISTRY_ENTRY])
     with dg.DagsterInstance.get() as instance:
         assert observe.execute_in_process(instance=instance, asset_selection=[REGISTRY_ENTRY]).success
         fp = {m.id: m.fingerprint() for m in load_registry(reg)}

@@ -138,7 +138,10 @@ def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capf
     # a failing listing: logged, the entry skipped, the sensor does not fail
     stub.script("GET", "/v1/models", Reply(500, {"error": {"message": "boom", "type": "server_error"}}))
     capfd.readouterr()
-    assert tick(instance).skip_message == "every model is evaluated (a changed registry entry is re-run by registry_automation)"
+    assert (
+        tick(instance).skip_message
+        == "every model is evaluated (a changed registry entry is re-run by registry_automation)"
+    )
     err = capfd.readouterr().err  # the sensor's log (Dagster writes it to stderr)
     warned = [line for line in err.splitlines() if "provider version not checked" in line]
     assert len(warned) == 1 and warned[0].endswith(
@@ -339,9 +342,7 @@ def test_each_request_names_its_model_calls_and_a_local_models_time_in_the_previ
     # tiny's generation step ran here before (a runless record with no registry entry), at 2 s per call
     instance.add_dynamic_partitions("model", ["tiny"])
     instance.report_runless_asset_event(
-        dg.AssetMaterialization(
-            GEN, partition="tiny", metadata={"seconds_per_call": 2.0}
-        )
+        dg.AssetMaterialization(GEN, partition="tiny", metadata={"seconds_per_call": 2.0})
     )
     res = tick(instance)
     assert requested(res) == [

@@ -154,7 +154,9 @@ def ui_shows_the_worst_cells_and_their_replies(instance, results) -> None:
         "M3_pct/stub/inline/medqa/ci_high": 100.0,
     }
     checks = {
-        (e.asset_key.path[-1], e.check_name): e.passed for result in results for e in result.get_asset_check_evaluations()
+        (e.asset_key.path[-1], e.check_name): e.passed
+        for result in results
+        for e in result.get_asset_check_evaluations()
     }
     assert {
         c: checks[("mr_violations", c)]
