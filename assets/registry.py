@@ -15,6 +15,8 @@ It is observed every :data:`OBSERVE_CRON` tick while the sensor ``registry_autom
 
 from __future__ import annotations
 
+import warnings
+
 import dagster as dg
 
 from assets.partitions import model_partitions
@@ -24,6 +26,13 @@ from metamorph.models import load_registry
 REGISTRY_ENTRY = dg.AssetKey(["model_registry", "registry_entry"])
 #: How often the registry is observed while ``registry_automation`` is on (every 5 minutes).
 OBSERVE_CRON = "*/5 * * * *"
+
+
+# observable_source_asset is marked beta in this Dagster release; its warning would reach every
+# command's stderr (the definitions load in each)
+warnings.filterwarnings(
+    "ignore", message="Function `observable_source_asset` is currently in beta", category=dg.BetaWarning
+)
 
 
 @dg.observable_source_asset(

@@ -196,9 +196,8 @@ def test_a_failed_model_run_plans_no_cross_model_table(stub, metamorph_home, tmp
 
 def requested(result) -> dict[str, list]:
     """``{asset: sorted requested partitions}`` of an automation evaluation (None: unpartitioned)."""
-    out = {}
-    for r in result.results:
-        if r.true_subset.size:
-            keys = r.true_subset.expensively_compute_partition_keys() if r.true_subset.is_partitioned else [None]
-            out[r.key.to_user_string()] = sorted(keys, key=str)
-    return out
+    return {
+        r.key.to_user_string(): sorted(result.get_requested_partitions(r.key), key=str)
+        for r in result.results
+        if result.get_num_requested(r.key)
+    }
