@@ -96,6 +96,7 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
         stub.script("POST", CHAT, answering("refer"))
         first = run_job(model_job, instance, model_config(seed=0), partition="stub")
         assert first.success
+        assert run_job(defs.resolve_job_def(f"{STUDY}_tables_job"), instance, {}).success  # the cross-model tables
         before = {t: read(db, t) for t in [*WRITTEN_PER_MODEL, *NOT_UPDATED]}
         assert set(before["workflow_generations"]["response_text"].map(lambda t: json.loads(t)["decision"])) == {
             "refer"
