@@ -65,6 +65,7 @@ from metamorph.runner import generation_frame, run_requests
 from metamorph.measurability import NOT_SENT
 from metamorph.studies.format_robustness import schemas as S
 from assets.partitions import PER_MODEL, model_partitions
+from assets.registry import REGISTRY_ENTRY
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "format_robustness"
@@ -295,6 +296,7 @@ class GenerationConfig(BudgetConfig):
     group_name=GROUP,
     pool=POOL,
     partitions_def=model_partitions,
+    deps=[REGISTRY_ENTRY],  # its registry entry: a changed one makes the partition stale
     metadata=PER_MODEL,
     kinds={"duckdb", "llm"},
     code_version="1",

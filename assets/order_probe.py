@@ -50,6 +50,7 @@ from metamorph.studies.order_probe import schemas as S
 from metamorph.studies.order_probe import semantic as sem
 from metamorph.studies.order_probe.sources import OrderItem, load_sources
 from assets.partitions import PER_MODEL, model_partitions
+from assets.registry import REGISTRY_ENTRY
 from metamorph.studies.order_probe.study import STUDY
 from assets._common import checked_by
 from resources.llm import GenerationCacheResource, ModelRegistryResource
@@ -169,6 +170,7 @@ class GenerationConfig(BudgetConfig):
     group_name=GROUP,
     pool=POOL,
     partitions_def=model_partitions,
+    deps=[REGISTRY_ENTRY],  # its registry entry: a changed one makes the partition stale
     metadata=PER_MODEL,
     kinds={"duckdb", "llm"},
     code_version="1",

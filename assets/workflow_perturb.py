@@ -54,6 +54,7 @@ from metamorph.runner import run_requests
 from metamorph.studies.workflow_perturb import schemas as S
 from metamorph.studies.workflow_perturb.workflows import load_goldens_by_source
 from assets.partitions import PER_MODEL, model_partitions
+from assets.registry import REGISTRY_ENTRY
 from metamorph.studies.workflow_perturb.study import STUDY
 from assets._common import checked_by
 from resources.llm import EncoderResource, GenerationCacheResource, ModelRegistryResource
@@ -203,6 +204,7 @@ def _recording_versions(generate, into: list):
     group_name=GROUP,
     pool=POOL,
     partitions_def=model_partitions,
+    deps=[REGISTRY_ENTRY],  # its registry entry: a changed one makes the partition stale
     metadata=PER_MODEL,
     kinds={"duckdb", "llm"},
 )

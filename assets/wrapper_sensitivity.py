@@ -49,6 +49,7 @@ from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
 from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, WrappedPrompt, render_token_controlled
 from assets.partitions import PER_MODEL, model_partitions
+from assets.registry import REGISTRY_ENTRY
 from metamorph.studies.wrapper_sensitivity.study import STUDY
 from metamorph.studies.wrapper_sensitivity.vocab import HEADLINE_INDICES
 from assets._common import checked_by
@@ -181,6 +182,7 @@ class WrapperGenerationConfig(BudgetConfig):
     group_name=GROUP,
     pool=POOL,
     partitions_def=model_partitions,
+    deps=[REGISTRY_ENTRY],  # its registry entry: a changed one makes the partition stale
     metadata=PER_MODEL,
     kinds={"duckdb", "llm"},
     code_version="1",

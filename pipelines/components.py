@@ -21,7 +21,8 @@ What a suite owns (``<suite>`` = its name):
   suite's sources and options (what the launchpad starts from; each is checked by the study's
   option when the suite loads, and again with the sources loaded when a run is launched);
 * its checks (the study's, on the suite's assets);
-* its jobs ``<suite>_inputs_job`` and ``<suite>_model_job`` (:mod:`pipelines.jobs`);
+* its jobs ``<suite>_inputs_job``, ``<suite>_model_job`` and ``<suite>_tables_job`` (:mod:`pipelines.jobs`);
+  its cross-model tables carry the automation condition :func:`pipelines.jobs.cross_model_condition`;
 * its schedule (:func:`pipelines.schedules.suite_schedule`), when it declares one.
 
 The default suite of a study (``suite`` left out, or the study's name) is the study as it always
@@ -213,7 +214,19 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
     naming the attribute for a bad study, suite name, option value or model list."""
     from metamorph.study import studies
     from pipelines.inputs import checked_at_launch
-    from pipelines.jobs import INPUT_JOBS, MODEL_JOBS, inputs_job, model_job
+    from pipelines.jobs import (
+        cross_model_condition,
+        INPUT_JOBS,
+        REGISTRY_CONDITION,
+        MODEL_JOBS,
+        TABLES_JOBS,
+        inputs_job,
+        model_job,
+        per_model_condition,
+        split_assets,
+        tables_job,
+        tables_selection,
+    )
     from pipelines.schedules import suite_schedule
 
     found = studies()
@@ -246,6 +259,9 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
     if unknown:
         raise ConfigError(f"options: no asset {unknown} in {study.name}")
 
+    per_model, cross_model = split_assets(study.name)
+    after_generations = per_model_condition(dg.AssetSelection.assets(*[[suite, n] for n in sorted(per_model)]))
+    after_models = cross_model_condition(tables_selection(study, suite, frozenset(dropped)))
     built = []
     for ad in assets:
         name = ad.key.path[-1]
@@ -253,6 +269,12 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
             continue
         if suite != study.name:
             ad = _rekeyed(ad, study.name, suite, names)
+        if name in cross_model:
+            ad = ad.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=after_models))
+        elif name == study.generations:  # it depends on its registry entry (assets.registry)
+            ad = ad.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=REGISTRY_CONDITION))
+        elif name in per_model:
+            ad = ad.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=after_generations))
         try:
             built.append(
                 checked_at_launch(ad, study=study.name, op_name=f"{suite}__{name}", defaults=defaults.get(name))
@@ -265,10 +287,11 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
         for c in checks
         if not {k.asset_key.path[-1] for k in c.check_keys} & dropped
     ]
-    if suite == study.name:
-        jobs = [INPUT_JOBS[study.name], MODEL_JOBS[study.name]]
+    if suite == study.name and not dropped:
+        jobs = [INPUT_JOBS[study.name], MODEL_JOBS[study.name], TABLES_JOBS[study.name]]
     else:
-        jobs = [inputs_job(study, suite), model_job(study, suite)]
+        dropped = frozenset(dropped)
+        jobs = [inputs_job(study, suite), model_job(study, suite, dropped), tables_job(study, suite, dropped)]
     schedules = []
     if component.schedule is not None:
         schedules.append(

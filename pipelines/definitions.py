@@ -25,6 +25,7 @@ from metamorph.datasets import read_text
 from metamorph.study import studies
 
 from assets import model_upgrades
+from assets.registry import REGISTRY_ENTRY, registry_entry
 from pipelines.components import StudySuite, load_project, suite_definitions
 from pipelines.inputs import checked_at_launch
 from pipelines.jobs import model_upgrades_job
@@ -117,14 +118,58 @@ def build_definitions(project_root: Path = PROJECT_ROOT) -> dg.Definitions:
     suites = suites_definitions(project_root)
     # the registry sensor launches the default suites' model jobs, as the suites' definitions hold them
     model_jobs = [j for j in suites.jobs or () if j.name in {f"{s}_model_job" for s in studies()}]
-    return dg.Definitions.merge(suites, _shared_definitions(model_jobs))
+    tables = [j.selection for j in suites.jobs or () if j.name.endswith("_tables_job")]
+    per_model = [j.selection for j in suites.jobs or () if j.name.endswith("_model_job")]
+    return dg.Definitions.merge(suites, _shared_definitions(model_jobs, tables, per_model))
 
 
-def _shared_definitions(model_jobs) -> dg.Definitions:
+def _union(selections) -> dg.AssetSelection:
+    target = selections[0]
+    for sel in selections[1:]:
+        target = target | sel
+    return target
+
+
+def registry_automation_sensor(selections) -> dg.AutomationConditionSensorDefinition:
+    """The sensor evaluating the registry entries' observation (:mod:`assets.registry`) and the
+    per-model assets' conditions (:data:`pipelines.jobs.REGISTRY_CONDITION`) over the union of
+    ``selections`` (every suite's ``<suite>_model_job`` selection). Off by default: its runs call
+    providers."""
+    return dg.AutomationConditionSensorDefinition(
+        "registry_automation",
+        target=_union(selections) | dg.AssetSelection.assets(REGISTRY_ENTRY),
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description="Observes the model registry every 5 minutes (model_registry/registry_entry: each entry's "
+        "fingerprint is its partition's data version) and re-runs the generation partitions, with their "
+        "per-model tables, of every entry whose fingerprint changed, in every suite that evaluated it. Off by "
+        "default: its runs call providers.",
+    )
+
+
+def cross_model_tables_sensor(selections) -> dg.AutomationConditionSensorDefinition:
+    """The sensor evaluating the cross-model tables' automation condition
+    (:func:`pipelines.jobs.cross_model_condition`) over the union of ``selections`` (every suite's
+    ``<suite>_tables_job`` selection). On by default: it requests runs only after model partitions
+    were updated, and the tables cost no provider call."""
+    return dg.AutomationConditionSensorDefinition(
+        "cross_model_tables_automation",
+        target=_union(selections),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Builds each suite's cross-model metric tables and model_comparison once after its model "
+        "runs: when a model partition (or an input) was updated and no model run of the suite is in progress.",
+    )
+
+
+def _shared_definitions(model_jobs, tables, per_model) -> dg.Definitions:
     return dg.Definitions(
-        assets=[checked_at_launch(a) for a in dg.load_assets_from_modules(CROSS_STUDY)],
+        assets=[checked_at_launch(a) for a in dg.load_assets_from_modules(CROSS_STUDY)] + [registry_entry],
         jobs=[model_upgrades_job],
-        sensors=[build_model_registry_sensor(registry_path(), model_jobs), partial_run_sensor],
+        sensors=[
+            build_model_registry_sensor(registry_path(), model_jobs),
+            partial_run_sensor,
+            cross_model_tables_sensor(tables),
+            registry_automation_sensor(per_model),
+        ],
         resources={
             "io_manager": SafeDuckDBPandasIOManager(database=warehouse_path()),
             "model_registry": ModelRegistryResource(path=registry_path()),

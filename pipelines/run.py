@@ -325,8 +325,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the study ``args.study`` with the parsed options (:func:`build_parser`, ``metamorph run``):
-    bad input exits 2 before anything is written, then the inputs job, the model job per model, the
-    report card (``model_upgrades_job``) and the headline. Returns the exit code."""
+    bad input exits 2 before anything is written, then the inputs job, the model job per model, one
+    run of the tables job (the cross-model tables, once for all the models), the report card
+    (``model_upgrades_job``) and the headline. Returns the exit code."""
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import dagster as dg
@@ -339,6 +340,7 @@ def run(args: argparse.Namespace) -> int:
     from metamorph.study import chosen_models, get
     from pipelines.components import chosen_suite, suite_values
     from pipelines.inputs import InputsRejected
+    from pipelines.jobs import split_ops
     from assets.partitions import model_partitions
     from resources.llm import build_provider
     from resources.paths import cache_path, data_dir, registry_path, warehouse_path
@@ -449,12 +451,14 @@ def run(args: argparse.Namespace) -> int:
             write_runs(str(warehouse_path()), study.name, sequential_rows)
     else:
         failed = run_one(f"{suite}_inputs_job", suite_ops(study.inputs_ops(options)))
-        model_ops = suite_ops(study.model_ops(options))
+        model_ops, tables_ops = split_ops(study, suite_ops(study.model_ops(options)))
         for m in [] if options.no_models or failed else models:
             failed = run_one(f"{suite}_model_job", model_ops, partition=m, model_job=True)
             if failed:
                 failed = failed if failed[0] == EXIT_INTERRUPTED else (failed[0], f"(model {m}) {failed[1]}")
                 break
+        if not failed and not options.no_models and models:  # the cross-model tables, once for every model
+            failed = run_one(f"{suite}_tables_job", tables_ops, model_job=True)
         if not failed and not options.no_models and study.sequential:
             from pipelines.sequential import clear_runs
 

@@ -1,14 +1,26 @@
-"""Sensors: the model registry sensor adds partitions and re-evaluates new or changed models.
+"""Sensors: the model registry sensor keeps what Dagster cannot declare.
+
+* adding a new registry entry as a model partition (dynamic partitions);
+* launching a new model in every study that has been run with a model, each run tagged with its
+  cost plan (below) — a partition never evaluated is not re-run by declarative automation;
+* re-running a model whose provider now serves another version (below): the run must call the
+  cached requests again (``metamorph/stale_before``), which a declared re-run cannot carry.
+
+A registry entry whose definition changed is NOT handled here: each entry is the observable asset
+``model_registry/registry_entry`` (:mod:`assets.registry`, its fingerprint the data version), and
+the generation partitions of a changed entry are re-run by their automation condition (sensor
+``registry_automation``, :data:`pipelines.jobs.REGISTRY_CONDITION`); the cross-model tables follow
+once (``cross_model_tables_automation``).
 
 "Already evaluated" is read from what was materialized, not from the sensor's own memory: every
 generation asset records the registry entry's fingerprint (``registry_fingerprint``) in its
 materialization metadata, whoever launched the run (this sensor, a schedule, the UI or
-``python -m pipelines.run``). A model is (re)launched in a study when the latest materialization
-of its partition is missing or carries another fingerprint — and only in studies that have been
-run with a model at least once: a study whose inputs were materialized without models
-(``pipelines.run --no-models``) is not a request to run models.
+``python -m pipelines.run``). A model is launched in a study when its partition has no
+materialization — and only in studies that have been run with a model at least once: a study
+whose inputs were materialized without models (``pipelines.run --no-models``) is not a request to
+run models.
 
-The sensor also re-launches a partition whose registry entry is unchanged but whose provider now
+The sensor re-launches a partition whose registry entry is unchanged but whose provider now
 serves another version: the generation assets record the versions the provider reported
 (``reported_model_versions``), and for ``openai`` / ``anthropic`` entries whose ``api_key_env``
 variable is set the sensor reads the provider's ``models.list`` (one call per endpoint and key
@@ -173,11 +185,11 @@ def provider_version_change(catalogues: _Catalogues, m: ModelSpec, ev: Evaluatio
 
 
 SENSOR_RULE = (
-    "Watches the model registry (METAMORPH_MODELS). A new model id becomes a partition; a new or "
-    "changed entry is evaluated in every study that has been run with a model, and so is an entry "
+    "Watches the model registry (METAMORPH_MODELS). A new model id becomes a partition; a new "
+    "entry is evaluated in every study that has been run with a model, and so is an entry "
     "whose provider (OpenAI, Anthropic; models.list, when the key is set) now serves another "
-    "version than the one the generations reported. Models whose latest materialization "
-    "records the current registry entry and version are not re-run."
+    "version than the one the generations reported. A changed entry is re-run by the sensor "
+    "registry_automation (its generation partitions are stale), not by this one."
 )
 
 
@@ -196,8 +208,7 @@ def sensor_description(registry: str | None = None) -> str:
     return (
         f"{SENSOR_RULE} Turned on, it launches at most {len(ids)} model(s) × {len(studies)} studies = "
         f"{len(ids) * len(studies)} runs: one run of <study>_model_job per registered model ({', '.join(ids)}) "
-        "in each study that has been run with a model, minus the models already evaluated with their current "
-        "entry; each request names its model (partition, tag metamorph/model, run key "
+        "in each study that has been run with a model, minus the models already evaluated; each request names its model (partition, tag metamorph/model, run key "
         "<study>:<model>:<fingerprint>). Each request also carries its cost plan's call count (tag "
         f"{PLANNED_CALLS_TAG}: the calls of the study's inputs as last materialized, nothing cached) and the "
         f"command printing the same number with tokens and cost (tag {PLAN_COMMAND_TAG}, `metamorph plan <study> "
@@ -267,8 +278,9 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
                 continue  # a workflow under test answers documents; this study sends prompts
             fp = m.fingerprint()
             ev = latest_evaluation(context.instance, s, m.id)
-            if ev is None or ev.fingerprint != fp:
-                reason = "new model" if ev is None or ev.fingerprint is None else "registry entry changed"
+            if ev is None or ev.fingerprint is None:
+                # a changed entry is re-run by declarative automation (registry_automation), not here
+                reason = "new model"
                 runs.append(
                     dg.RunRequest(
                         job_name=MODEL_JOBS[s].name,
@@ -277,6 +289,8 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
                         tags={**_names(s, m.id), "metamorph/reason": reason, **plan_tags(study, m, options, reason)},
                     )
                 )
+                continue
+            if ev.fingerprint != fp:
                 continue
             change = provider_version_change(catalogues, m, ev)
             if change is not None:
@@ -306,7 +320,7 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
         )
     if not runs and not new_ids:
         return dg.SkipReason(
-            "every model is evaluated with its current registry entry"
+            "every model is evaluated (a changed registry entry is re-run by registry_automation)"
             if in_use
             else "no study has been run with a model yet"
         )

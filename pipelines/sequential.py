@@ -170,6 +170,7 @@ def run_sequential(
     """
     from metamorph.costplan import plan_calls
     from metamorph.verdict import blocks, sources
+    from pipelines.jobs import split_ops
 
     directions = dict(sources()[study.name].directions)
     baseline, candidates = sequential_parties(list(specs.values()), models)
@@ -191,10 +192,14 @@ def run_sequential(
         for m in models:
             if progress[m].stopped:
                 continue
-            failed = run_job(f"{study.name}_model_job", study.model_ops(opts), m, True)
+            failed = run_job(f"{study.name}_model_job", split_ops(study, study.model_ops(opts))[0], m, True)
             if failed:
                 return (failed[0], f"(model {m}) {failed[1]}"), None
             progress[m].items = limit
+        # the cross-model tables (the scores read below among them), once for the models of this look
+        failed = run_job(f"{study.name}_tables_job", split_ops(study, study.model_ops(opts))[1], None, True)
+        if failed:
+            return failed, None
         scores = read_scores(database, study.name)
         scores = scores[scores["model_id"].isin(models)]
         present = set(scores.loc[scores["model_id"] == baseline, "item_id"].astype(str))

@@ -130,8 +130,13 @@ def test_two_runs_at_once_share_warehouse_cache_and_pool(clean_proxy_env, tmp_pa
 
     # The runs overlapped: both model jobs were in progress at once, and steps waited for the pool.
     runs = overlapping_runs(tmp_path / "dh")
-    # each metamorph run: its inputs job, its model job, then the report card's job
-    jobs = ["format_robustness_inputs_job", "format_robustness_model_job", "model_upgrades_job"]
+    # each metamorph run: its inputs job, its model job, its tables job, then the report card's job
+    jobs = [
+        "format_robustness_inputs_job",
+        "format_robustness_model_job",
+        "format_robustness_tables_job",
+        "model_upgrades_job",
+    ]
     assert runs["statuses"] == [(j, "DagsterRunStatus.SUCCESS") for j in jobs for _ in range(2)]
     assert runs["blocked"] > 0 and runs["overlap_s"] > 0, runs
 

@@ -37,19 +37,19 @@ def test_graphql_serves_every_group_job_sensor_and_schedule(tmp_path):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     lines = out.stdout.splitlines()
     # 4 studies + model_upgrades; 4 inputs + 4 model jobs + model_upgrades_job + Dagster's __ASSET_JOB;
-    # the registry sensor and the partial-run sensor; one weekly schedule per study
+    # the registry sensor, the partial-run sensor and the two automation sensors; one weekly schedule per study
     assert lines[:4] == [
-        "graphql_smoke: asset_groups: 5 served, 5 defined — match",
-        "graphql_smoke: jobs: 10 served, 10 defined — match",
-        "graphql_smoke: sensors: 2 served, 2 defined — match",
+        "graphql_smoke: asset_groups: 6 served, 6 defined — match",
+        "graphql_smoke: jobs: 14 served, 14 defined — match",
+        "graphql_smoke: sensors: 4 served, 4 defined — match",
         "graphql_smoke: schedules: 4 served, 4 defined — match",
     ]
     summary = json.loads(lines[4])
     assert {k: summary[k] for k in ("status", "asset_groups", "jobs", "sensors", "schedules", "stopped_cleanly")} == {
         "status": 0,
-        "asset_groups": 5,
-        "jobs": 10,
-        "sensors": 2,
+        "asset_groups": 6,
+        "jobs": 14,
+        "sensors": 4,
         "schedules": 4,
         "stopped_cleanly": True,
     }

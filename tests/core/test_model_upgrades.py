@@ -93,7 +93,9 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
             .success
         )
         model_job = defs.resolve_job_def("format_robustness_model_job")
-        base_run = model_job.execute_in_process(instance=instance, partition_key="base", run_config=cfg)
+        tables_job = defs.resolve_job_def("format_robustness_tables_job")
+        assert model_job.execute_in_process(instance=instance, partition_key="base", run_config=cfg).success
+        base_run = tables_job.execute_in_process(instance=instance)  # the cross-model tables
         assert base_run.success
         # only the baseline evaluated: no verdict yet, and the table and its check say what to run
         assert table(db, "format_robustness.model_comparison").empty
@@ -115,7 +117,8 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
             "`format_robustness_model_job` for its partition (command line: `metamorph run format_robustness "
             "--models cand`)\n"
         )
-        cand_run = model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg)
+        assert model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg).success
+        cand_run = tables_job.execute_in_process(instance=instance)
         assert cand_run.success
         assert len(stub.requests_to("/cand/v1/chat/completions")) >= 16
         [check] = regression_checks(cand_run)
@@ -181,6 +184,7 @@ def test_format_verdicts_and_report_card_across_a_new_candidate_version(two_stub
         write_registry(reg, stub.url, "    params: {temperature: 0.5}\n")
         stub.script("POST", "/cand/v1/chat/completions", answer(REFER))
         assert model_job.execute_in_process(instance=instance, partition_key="cand", run_config=cfg).success
+        assert tables_job.execute_in_process(instance=instance).success
         assert upgrades.execute_in_process(instance=instance).success
         new_fp = {m.id: m.fingerprint() for m in load_registry(reg)}["cand"]
         materialization = instance.get_latest_materialization_event(

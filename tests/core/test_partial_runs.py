@@ -33,14 +33,14 @@ STUDY = "format_robustness"
 GEN_OP = "format_robustness__workflow_generations"
 
 # Assets of format_robustness_model_job written before/independently of routing_choice (they do not
-# depend on it), in the run of the failing job: the per-model chain for partition "stub" and the
-# cross-model tables computed from it.
+# depend on it), in the run of the failing job: the per-model chain for partition "stub" (and
+# generation_outcomes, which routing_choice reads). The cross-model tables are not in the model job.
 WRITTEN_PER_MODEL = ["workflow_generations", "extracted_decisions", "evidence_categories"]
-# routing_choice failed; these depend on it and were not run
-# lineage_views is SQL views created by its step (no IO manager write, no ledger row): they read the
-# tables live
+# lineage_views is SQL views created by its step (no IO manager write, no ledger row): a cross-model
+# asset, built by format_robustness_tables_job
 VIEWS = "lineage_views"
-NOT_UPDATED = ["format_routing", "mitigation_table", "routed_generations", "routed_outcomes", "routing_choice"]
+# routing_choice failed; these depend on it and were not run
+NOT_UPDATED = ["routed_generations", "routed_outcomes", "routing_choice"]
 
 
 def answering(decision: str):
@@ -97,6 +97,7 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
         stub.script("POST", CHAT, answering("refer"))
         first = run_job(model_job, instance, model_config(seed=0), partition="stub")
         assert first.success
+        assert run_job(defs.resolve_job_def(f"{STUDY}_tables_job"), instance, {}).success  # the cross-model tables
         before = {t: read(db, t) for t in [*WRITTEN_PER_MODEL, *NOT_UPDATED]}
         assert set(before["workflow_generations"]["response_text"].map(lambda t: json.loads(t)["decision"])) == {
             "refer"
@@ -125,7 +126,7 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
             text = (
                 f"run {second.run_id} (job format_robustness_model_job) failed at step "
                 f"format_robustness__routing_choice. This table{' (partition stub)' if partition else ''} was "
-                f"written by that run before it failed; 5 other asset(s) of the run were not updated and still "
+                f"written by that run before it failed; {len(NOT_UPDATED)} other asset(s) of the run were not updated and still "
                 f"hold an earlier run's rows: "
                 + ", ".join(f"{STUDY}/{a}" for a in NOT_UPDATED)
                 + ". Re-run the job to make them consistent."
@@ -167,8 +168,8 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
             assert warehouse_partial(con, "order_probe") == []
         finally:
             con.close()
-        tables = [w for w in written if w[0] != VIEWS]
-        assert (VIEWS, None) in written and len(tables) == len(written) - 1
+        tables = list(written)
+        assert (VIEWS, None) not in written  # a cross-model asset: not in the model job
         assert {w: ledger[w] for w in tables} == dict.fromkeys(tables, (second.run_id, note))
         assert {
             a: ledger[(a, "stub" if a in ("routed_generations", "routed_outcomes") else None)] for a in NOT_UPDATED
@@ -208,15 +209,20 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
         # a successful run rewrites every table of the job: nothing is partial any more
         fixed = run_job(model_job, instance, model_config(seed=1), partition="stub")
         assert fixed.success
+        tables_run = run_job(defs.resolve_job_def(f"{STUDY}_tables_job"), instance, {})
+        assert tables_run.success
         assert partial_assets(instance, keys) == []
     con = duckdb.connect(str(db), read_only=True)
     try:
         assert warehouse_partial(con) == []
-        assert con.execute(
-            "SELECT DISTINCT run_id FROM metamorph_meta.table_writes WHERE table_name LIKE "
-            "'format_robustness.%' AND table_name NOT IN ('format_robustness.source_instances', "
-            "'format_robustness.rendered_documents')"
-        ).fetchall() == [(fixed.run_id,)]
+        # the model job's tables by the fixed run, the cross-model ones by the tables run after it
+        assert sorted(
+            con.execute(
+                "SELECT DISTINCT run_id FROM metamorph_meta.table_writes WHERE table_name LIKE "
+                "'format_robustness.%' AND table_name NOT IN ('format_robustness.source_instances', "
+                "'format_robustness.rendered_documents')"
+            ).fetchall()
+        ) == sorted([(fixed.run_id,), (tables_run.run_id,)])
     finally:
         con.close()
     assert PartialTable  # exported type of partial_assets

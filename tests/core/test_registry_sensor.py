@@ -105,7 +105,7 @@ def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capf
     )
     idle = tick(instance)
     assert isinstance(idle, dg.SkipReason)
-    assert idle.skip_message == "every model is evaluated with its current registry entry"
+    assert idle.skip_message == "every model is evaluated (a changed registry entry is re-run by registry_automation)"
     [req] = stub.requests_to("/v1/models", method="GET")
     assert req.headers["authorization"] == f"Bearer {KEY}"
 
@@ -138,7 +138,10 @@ def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capf
     # a failing listing: logged, the entry skipped, the sensor does not fail
     stub.script("GET", "/v1/models", Reply(500, {"error": {"message": "boom", "type": "server_error"}}))
     capfd.readouterr()
-    assert tick(instance).skip_message == "every model is evaluated with its current registry entry"
+    assert (
+        tick(instance).skip_message
+        == "every model is evaluated (a changed registry entry is re-run by registry_automation)"
+    )
     err = capfd.readouterr().err  # the sensor's log (Dagster writes it to stderr)
     warned = [line for line in err.splitlines() if "provider version not checked" in line]
     assert len(warned) == 1 and warned[0].endswith(
@@ -223,15 +226,14 @@ def test_new_and_changed_registry_entries(evaluated, capfd, tmp_path):
     assert (run.tags["metamorph/reason"], run.tags["dagster/partition"]) == ("new model", "gpt-new")
     assert isinstance(tick(instance), dg.SkipReason)
 
-    # a changed entry (another decoding parameter) re-launches that partition only
+    # a changed entry (another decoding parameter) is not this sensor's: declarative automation re-runs
+    # its partitions (registry_automation; tests/core/test_cross_model_once.py)
     registry.write_text(
         "models:\n"
         + ENTRY.format(id="gpt-stub", url=stub.url, extra="")
         + ENTRY.format(id="gpt-new", url=stub.url, extra=", params: {temperature: 0.5}")
     )
-    res = tick(instance)
-    assert requested(res) == [("order_probe_model_job", "gpt-new", "registry entry changed")]
-    assert res.dynamic_partitions_requests == []
+    assert isinstance(tick(instance), dg.SkipReason)
 
 
 def test_perturbations_llm_record_the_partition_models_reported_versions(stub, metamorph_home, tmp_path, monkeypatch):
@@ -305,7 +307,7 @@ def test_the_sensor_description_says_what_turning_it_on_launches(tmp_path):
     assert text == (
         f"{SENSOR_RULE} Turned on, it launches at most 2 model(s) × 4 studies = 8 runs: one run of "
         "<study>_model_job per registered model (base, cand) in each study that has been run with a model, "
-        "minus the models already evaluated with their current entry; each request names its model (partition, "
+        "minus the models already evaluated; each request names its model (partition, "
         "tag metamorph/model, run key <study>:<model>:<fingerprint>). Each request also carries its cost plan's "
         "call count (tag metamorph/planned_calls: the calls of the study's inputs as last materialized, nothing "
         "cached) and the command printing the same number with tokens and cost (tag metamorph/plan_command, "
@@ -337,16 +339,14 @@ def test_each_request_names_its_model_calls_and_a_local_models_time_in_the_previ
         + f"  - {{id: tiny, provider: llama_cpp, model: {gguf}}}\n"
         + f"  - {{id: fresh, provider: llama_cpp, model: {gguf}}}\n"
     )
-    # tiny ran here before, with another registry entry, at 2 s per call
+    # tiny's generation step ran here before (a runless record with no registry entry), at 2 s per call
     instance.add_dynamic_partitions("model", ["tiny"])
     instance.report_runless_asset_event(
-        dg.AssetMaterialization(
-            GEN, partition="tiny", metadata={"seconds_per_call": 2.0, "registry_fingerprint": "an older entry"}
-        )
+        dg.AssetMaterialization(GEN, partition="tiny", metadata={"seconds_per_call": 2.0})
     )
     res = tick(instance)
     assert requested(res) == [
-        ("order_probe_model_job", "tiny", "registry entry changed"),
+        ("order_probe_model_job", "tiny", "new model"),
         ("order_probe_model_job", "fresh", "new model"),
     ]
     # 24 calls (1 idiom: 23 scrambles and the unperturbed input, zero_shot) at 2 s: 48 s

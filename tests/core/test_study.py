@@ -223,6 +223,12 @@ def test_every_study_has_its_jobs_sensor_schedule_card_and_plan():
         model = defs.resolve_job_def(f"{name}_model_job")
         assert {k.path[-1] for k in inputs.asset_layer.executable_asset_keys} == set(study.inputs)
         assert dg.AssetKey([name, study.generations]) in model.asset_layer.executable_asset_keys
+        # the model job materializes per-model assets; the tables job the cross-model ones, with their condition
+        tables = defs.resolve_job_def(f"{name}_tables_job").asset_layer.executable_asset_keys
+        assert dg.AssetKey([name, "model_comparison"]) in tables
+        assert not tables & model.asset_layer.executable_asset_keys
+        graph = defs.resolve_asset_graph()
+        assert all(graph.get(k).partitions_def is None and graph.get(k).automation_condition for k in tables)
         assert f"{name}_model_job" in sensed
         assert defs.resolve_schedule_def(f"{name}_weekly").job_name == f"{name}_model_job"
         assert CARD_SOURCES[name] == study.card

@@ -123,9 +123,11 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
                 {"ops": {"format_robustness__workflow_generations": {"config": {"k": 1}}}},
                 "stub",
             ),
+            ("format_robustness_tables_job", {}, None),
             # the suite's jobs with no run config: the defs.yaml's sources, limit and k are the defaults
             ("medqa_weekly_inputs_job", {}, None),
             ("medqa_weekly_model_job", {}, "stub"),
+            ("medqa_weekly_tables_job", {}, None),
         ):
             res = defs.resolve_job_def(job).execute_in_process(
                 instance=instance, run_config=run_config, partition_key=partition, raise_on_error=False
@@ -288,7 +290,7 @@ def test_every_command_of_the_suites_page_runs_verbatim(tmp_path):
     assert out.returncode == 0, (out.stdout + out.stderr)[-6000:]
     lines = out.stdout.splitlines()
     assert "All definitions loaded successfully." in lines
-    assert "['medqa_weekly_inputs_job', 'medqa_weekly_model_job']" in lines
+    assert "['medqa_weekly_inputs_job', 'medqa_weekly_model_job', 'medqa_weekly_tables_job']" in lines
     [plan] = [line for line in lines if line.startswith("  smollm2 workflow_generations:")]
     assert plan.startswith("  smollm2 workflow_generations: 16 requests, 0 cache hits, 16 calls, ")
     assert "Inputs materialized (medqa_weekly); no model was run, so there are no new metric tables." in lines

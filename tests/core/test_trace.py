@@ -36,8 +36,9 @@ def stub_model(stub, tmp_path, monkeypatch, metamorph_home):
 
 
 def materialize(study: str, inputs_config: dict, model_config: dict | None = None):
-    """Run ``<study>_inputs_job`` then ``<study>_model_job`` for partition ``stub``; the instance's
-    materialization events of the model run are returned as {asset name: metadata}."""
+    """Run ``<study>_inputs_job``, ``<study>_model_job`` for partition ``stub``, then
+    ``<study>_tables_job``; the latest materialization of each asset of the study is returned as
+    {asset name: metadata}."""
     from pipelines.definitions import build_definitions
 
     defs = build_definitions()
@@ -53,6 +54,7 @@ def materialize(study: str, inputs_config: dict, model_config: dict | None = Non
             .execute_in_process(instance=instance, partition_key="stub", run_config={"ops": model_config or {}})
             .success
         )
+        assert defs.resolve_job_def(f"{study}_tables_job").execute_in_process(instance=instance).success
         meta = {}
         for key in instance.get_asset_keys():
             if key.path[0] == study:

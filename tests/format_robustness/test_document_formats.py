@@ -498,6 +498,7 @@ def test_the_study_runs_on_txt_and_binary_formats_and_the_model_reads_their_extr
             run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": 1}}}},
         )
         assert model.success
+        assert defs.resolve_job_def("format_robustness_tables_job").execute_in_process(instance=instance).success
     con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True)
     try:
         gens = con.execute("SELECT * FROM format_robustness.workflow_generations").df()

@@ -73,7 +73,9 @@ def test_group_with_routing_on_a_stub_model(stub, metamorph_home, tmp_path, monk
             run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": 2}}}},
         )
         assert model.success
-        ui_shows_the_worst_cells_and_their_replies(instance, model)
+        tables = defs.resolve_job_def("format_robustness_tables_job").execute_in_process(instance=instance)
+        assert tables.success
+        ui_shows_the_worst_cells_and_their_replies(instance, [model, tables])
     db = metamorph_home / "metamorph.duckdb"
     for table, schema in {
         "mr_flags": M.MRFlags,
@@ -112,7 +114,7 @@ def test_group_with_routing_on_a_stub_model(stub, metamorph_home, tmp_path, monk
     assert set(read(db, "mitigation_table")["strategy"]) == {"vote", "routing"}
 
 
-def ui_shows_the_worst_cells_and_their_replies(instance, result) -> None:
+def ui_shows_the_worst_cells_and_their_replies(instance, results) -> None:
     """From mr_violations to the raw replies of a violating group in the UI's metadata, its
     headline floats and checks, and the lineage view's rows for the worst cell (scripted answers
     of the test above: MR3 = 100 %, MR1 = 50 % with the r = 2 groups B/A/B/A, MR2 = 0 %)."""
@@ -151,7 +153,11 @@ def ui_shows_the_worst_cells_and_their_replies(instance, result) -> None:
         "M3_pct/stub/inline/medqa/ci_low": 100.0,
         "M3_pct/stub/inline/medqa/ci_high": 100.0,
     }
-    checks = {(e.asset_key.path[-1], e.check_name): e.passed for e in result.get_asset_check_evaluations()}
+    checks = {
+        (e.asset_key.path[-1], e.check_name): e.passed
+        for result in results
+        for e in result.get_asset_check_evaluations()
+    }
     assert {
         c: checks[("mr_violations", c)]
         for c in ("rows_present", "value_defined", "ci_brackets_value", "value_in_range")

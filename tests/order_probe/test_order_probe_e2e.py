@@ -52,6 +52,7 @@ def test_embedded_default_materializes_the_group(stub_registry, metamorph_home):
             .execute_in_process(instance=instance, partition_key="stub-model")
             .success
         )
+        assert defs.resolve_job_def("order_probe_tables_job").execute_in_process(instance=instance).success
     # 23 distinct scrambles + the unperturbed run, × 2 settings
     sent = stub_registry.requests_to("/v1/chat/completions")
     assert len(sent) == 48
@@ -119,6 +120,7 @@ def _run(stub_registry, reply) -> None:
         assert inputs.execute_in_process(instance=instance, run_config=cfg).success
         model = defs.resolve_job_def("order_probe_model_job")
         assert model.execute_in_process(instance=instance, partition_key="stub-model").success
+        assert defs.resolve_job_def("order_probe_tables_job").execute_in_process(instance=instance).success
 
 
 #: a 200 reply with no choices: the provider call fails (not retried), the generation's error is set

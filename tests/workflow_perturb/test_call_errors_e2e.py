@@ -76,6 +76,7 @@ def run(stub, judge_reply, generator_reply: Reply, n_variants: int) -> None:
             .execute_in_process(instance=instance, partition_key="stub", run_config={"ops": model})
             .success
         )
+        assert defs.resolve_job_def("workflow_perturb_tables_job").execute_in_process(instance=instance).success
 
 
 def test_a_failed_judge_call_is_no_reply_and_a_variant_whose_calls_all_failed_is_not_measurable(

@@ -163,6 +163,7 @@ def test_workflow_study_end_to_end(metamorph_home):
             },
         )
         assert r2.success
+        assert defs.resolve_job_def("workflow_perturb_tables_job").execute_in_process(instance=instance).success
     con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True)
     try:
 

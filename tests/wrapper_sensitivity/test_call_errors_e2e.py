@@ -69,6 +69,7 @@ def run(stub, tmp_path, answer) -> None:
             .execute_in_process(instance=instance, partition_key="stub", run_config={"ops": model})
             .success
         )
+        assert defs.resolve_job_def("wrapper_sensitivity_tables_job").execute_in_process(instance=instance).success
     assert len(stub.requests_to("/v1/chat/completions")) == 10
 
 

@@ -149,6 +149,7 @@ def test_seven_real_tasks_end_to_end_with_the_local_model(metamorph_home):
             },
         )
         assert r1.success and r2.success
+        assert defs.resolve_job_def("wrapper_sensitivity_tables_job").execute_in_process(instance=instance).success
     con = duckdb.connect(str(metamorph_home / "metamorph.duckdb"), read_only=True)
     try:
 
