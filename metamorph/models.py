@@ -854,24 +854,29 @@ def _shown(v: Any) -> str:
 
 
 #: Numeric decoding parameters: name -> (integer only, the allowed range in words, the range test).
-#: ``seed`` stays below 2**31 (the range of :func:`metamorph.replicates.replicate_seed`); llama.cpp
-#: reads a negative seed as "random", which would make a seeded request non-reproducible.
+#: Each range is the widest a provider documents, so a typo (``temperature: 1.0e+308``) is refused at
+#: load instead of being stored in every cache key and rejected by every call: ``temperature`` 0-2
+#: and the OpenAI penalties -2-2 (OpenAI's ranges; Anthropic's temperature is 0-1), ``top_p`` 0-1,
+#: ``top_k`` and ``max_tokens`` at most 1,000,000 (above any vocabulary and any context), llama.cpp's
+#: ``repeat_penalty`` 0-10 (1 = off). ``seed`` stays below 2**31 (the range of
+#: :func:`metamorph.replicates.replicate_seed`); llama.cpp reads a negative seed as "random", which
+#: would make a seeded request non-reproducible. docs/models.md lists the ranges.
 _NUMERIC_PARAMS: dict[str, tuple[bool, str, Any]] = {
-    "temperature": (False, ">= 0", lambda v: v >= 0),
+    "temperature": (False, "from 0 to 2", lambda v: 0 <= v <= 2),
     "top_p": (False, "from 0 to 1", lambda v: 0 <= v <= 1),
-    "top_k": (True, ">= 0", lambda v: v >= 0),
-    "max_tokens": (True, ">= 1", lambda v: v >= 1),
+    "top_k": (True, "from 0 to 1000000", lambda v: 0 <= v <= 1_000_000),
+    "max_tokens": (True, "from 1 to 1000000", lambda v: 1 <= v <= 1_000_000),
     "seed": (True, f"from 0 to {2**31 - 1}", lambda v: 0 <= v < 2**31),
-    "frequency_penalty": (False, "that is finite", math.isfinite),
-    "presence_penalty": (False, "that is finite", math.isfinite),
-    "repeat_penalty": (False, "that is finite", math.isfinite),
+    "frequency_penalty": (False, "from -2 to 2", lambda v: -2 <= v <= 2),
+    "presence_penalty": (False, "from -2 to 2", lambda v: -2 <= v <= 2),
+    "repeat_penalty": (False, "from 0 to 10", lambda v: 0 <= v <= 10),
 }
 
 
 def _check_decoding_params(params: dict[str, Any], key: str, bad: Any) -> None:
     """Raise ``bad(problem, key)`` unless every key of ``params`` is one of :data:`DECODING_PARAMS`
     and every numeric one is ``null`` (unset) or a finite number in its range (:data:`_NUMERIC_PARAMS`;
-    integers for ``top_k``, ``max_tokens`` and ``seed``); ``stop`` is a string or a list of strings,
+    integers for ``top_k``, ``max_tokens`` and ``seed``; the field named is ``<key>.<parameter>``); ``stop`` is a string or a list of strings,
     ``response_format`` a mapping, ``grammar`` and ``chat_format`` strings (each provider would
     otherwise reject every call, stored as an error per request)."""
     unknown = sorted(map(str, set(params) - set(DECODING_PARAMS)))
@@ -883,7 +888,9 @@ def _check_decoding_params(params: dict[str, Any], key: str, bad: Any) -> None:
             continue
         typed = not isinstance(v, bool) and isinstance(v, int if integer else (int, float))
         if not typed or not math.isfinite(v) or not in_range(v):
-            raise bad(f"{name} must be {'an integer' if integer else 'a number'} {words}, got {_shown(v)}", key)
+            raise bad(
+                f"{name} must be {'an integer' if integer else 'a number'} {words}, got {_shown(v)}", f"{key}.{name}"
+            )
     stop = params.get("stop")
     if stop is not None and not (
         isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(x, str) and x for x in stop))
