@@ -14,9 +14,10 @@ every study gets (:func:`metric_output`, :func:`metric_checks`):
   "why is M1 16.7 %?" answered in the UI without SQL. The columns a reader reads come first
   (Behind.first), long strings are cut and the key shortened, so that they fit the pane;
   ``worst cell <i>: <cell> (rows in full)`` (JSON) holds the same rows, every value whole;
-* one float per cell under ``Cells.headline`` (e.g. ``M1_pct/<workflow>/<dataset>``, with
-  ``…/ci_low`` and ``…/ci_high``): what Dagster's Plots tab draws across materializations,
-  rounded for display;
+* one float per cell under a short key (``Cells.headline``, e.g. ``M1_pct/<workflow>/<dataset>``,
+  less the parts every cell shares: ``M1_pct`` for one workflow and dataset): what Dagster's Plots
+  tab draws across materializations, rounded for display; the full names and the CI bounds are in
+  one JSON entry ``headline`` (:func:`headline_metadata`);
 * ``trace_command`` (text): the ``metamorph trace`` command printing the worst cell's rows with
   their exact requests and raw completions (:func:`trace_command_metadata`, with ``Cells.trace``);
   ``trace_command M1`` … for each relation of a table reporting several (``Cells.trace_each``);
@@ -362,21 +363,44 @@ def trace_command_metadata(cell: Mapping[str, Any], cells: Cells, study: str, wa
     return {"trace_command": dg.MetadataValue.text(trace_command(study, metric, model, where, warehouse=database))}
 
 
+def headline_keys(names: list[str]) -> list[str]:
+    """Short metadata keys for the headline ``names`` of one table (``M1_pct/smollm2/inline/construct``):
+    a ``/``-separated part that every name has alike at the same place is left out after the first
+    part (one model and dataset: ``M1_pct``; two models: ``M1_pct/smollm2``, ``M1_pct/gemma3``), so
+    that a key fits the metadata pane's key column. Names with different numbers of parts, or whose
+    short keys would collide, are kept whole."""
+    parts = [n.split("/") for n in names]
+    if not parts or len({len(p) for p in parts}) != 1:
+        return list(names)
+    keep = [0] + [i for i in range(1, len(parts[0])) if len({p[i] for p in parts}) > 1]
+    short = ["/".join(p[i] for i in keep) for p in parts]
+    return short if len(set(short)) == len(set(names)) else list(names)
+
+
 def headline_metadata(df: pd.DataFrame, cells: Cells) -> dict:
-    """One float per selected cell (and its CI bounds) under Cells.headline, rounded to Cells.digits
-    and for display (:func:`assets._common.display_float`: one decimal for a percentage)."""
+    """One float per selected cell under a short key (:func:`headline_keys` of its Cells.headline
+    name), rounded to Cells.digits and for display (:func:`assets._common.display_float`: one
+    decimal for a percentage) — what Dagster's Plots tab draws across materializations — and one
+    JSON entry ``headline``: short key -> ``{"cell"`` (the full name), ``"value"``, ``"ci_low"``,
+    ``"ci_high"}`` (the bounds null when the table has no CI or the cell none)."""
     if cells.headline is None:
         return {}
-    out = {}
     pct = cells.bounds in ((0.0, 100.0), (-100.0, 100.0))  # a percentage: one decimal (display_float)
-    for cell in _selected(df, cells).to_dict(orient="records"):
-        name = cells.headline(cell) if callable(cells.headline) else cells.headline.format(**cell)
-        for suffix, col in (
-            ("", cells.value),
-            *((("/ci_low", cells.ci[0]), ("/ci_high", cells.ci[1])) if cells.ci else ()),
-        ):
-            if not _isnull(cell[col]):
-                out[name + suffix] = dg.MetadataValue.float(display_float(round(float(cell[col]), cells.digits), pct))
+
+    def shown(v):
+        return None if _isnull(v) else display_float(round(float(v), cells.digits), pct)
+
+    selected = _selected(df, cells).to_dict(orient="records")
+    names = [cells.headline(c) if callable(cells.headline) else cells.headline.format(**c) for c in selected]
+    out, entries = {}, {}
+    for cell, name, key in zip(selected, names, headline_keys(names)):
+        if _isnull(cell[cells.value]):
+            continue
+        out[key] = dg.MetadataValue.float(shown(cell[cells.value]))
+        low, high = (shown(cell[c]) for c in cells.ci) if cells.ci else (None, None)
+        entries[key] = {"cell": name, "value": shown(cell[cells.value]), "ci_low": low, "ci_high": high}
+    if entries:
+        out["headline"] = dg.MetadataValue.json(entries)
     return out
 
 

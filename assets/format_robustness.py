@@ -372,6 +372,7 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
     rows = []
     for g in workflow_generations.itertuples():
         x = inst[(g.dataset, g.instance_id)]
+        unsent = g.error is not None and not pd.isna(g.error) and str(g.error).startswith(NOT_SENT)
         if g.error is not None and not pd.isna(g.error):
             decision, evidence, echoed, status, reason, truncated = None, (), (), "unparseable", "call_error", False
         else:
@@ -404,6 +405,7 @@ def extracted_decisions(workflow_generations: pd.DataFrame, source_instances: pd
                 "gold": x.gold,
                 "is_correct": None if x.gold is None or reason == "call_error" else decision == x.gold,
                 "favorable": None if decision is None or x.favorable_label is None else decision == x.favorable_label,
+                "not_sent": unsent,
             }
         )
     df = pd.DataFrame(rows)
@@ -983,6 +985,7 @@ def routed_outcomes(routed_generations: pd.DataFrame, source_instances: pd.DataF
                 "parse_status": status,
                 "categories_json": json.dumps(cats),
                 "call_error": failed,
+                "not_sent": False,  # routing routes only to a format the path can take
                 "routed_format": g.routed_format,
                 "truncated": truncated,
             }

@@ -235,7 +235,7 @@ def lookups(args: argparse.Namespace, home: Path) -> None:
     con = duckdb.connect(str(path))
     con.execute(
         "INSERT INTO generations SELECT k, 'openai', 'gpt-x', '{}', 'answer ' || k, 'stop', 5, 1, 0.2, "
-        "'gpt-x', 'gpt-x', NULL, TIMESTAMP '2026-01-01', NULL, 1 FROM (SELECT unnest(?::VARCHAR[]) AS k)",
+        "'gpt-x', 'gpt-x', NULL, TIMESTAMP '2026-01-01', NULL, 1, NULL FROM (SELECT unnest(?::VARCHAR[]) AS k)",
         [keys],
     )
     con.close()

@@ -38,7 +38,9 @@ Semantics:
 
 Table ``generations`` columns: key, provider, model, request_json, response_text, finish_reason,
 prompt_tokens, completion_tokens, latency_s, model_id, model_version, system_fingerprint,
-created_at (naive TIMESTAMP in UTC), error, attempts. Table ``claims``: key, owner
+created_at (naive TIMESTAMP in UTC), error, attempts, extracted_text (the text a workflow under test
+reported having extracted from its upload; added to an older file when it is opened read-write, and
+read as null from an older file opened read-only). Table ``claims``: key, owner
 (``host:pid:token``), expires_at (POSIX seconds). Table ``batches`` (provider batch jobs,
 :mod:`metamorph.batch`): batch_id, provider, base_url, model, keys (VARCHAR[]: the generation keys,
 = the batch's custom_ids), requests (VARCHAR[]: each key's canonical request JSON, same order),
@@ -99,8 +101,10 @@ CREATE TABLE IF NOT EXISTS generations (
     system_fingerprint VARCHAR,
     created_at TIMESTAMP NOT NULL,
     error VARCHAR,
-    attempts INTEGER
+    attempts INTEGER,
+    extracted_text VARCHAR
 );
+ALTER TABLE generations ADD COLUMN IF NOT EXISTS extracted_text VARCHAR;
 CREATE TABLE IF NOT EXISTS claims (
     key VARCHAR PRIMARY KEY,
     owner VARCHAR NOT NULL,
@@ -138,6 +142,7 @@ COLUMN_TYPES = {
     "created_at": "TIMESTAMP",
     "error": "VARCHAR",
     "attempts": "INTEGER",
+    "extracted_text": "VARCHAR",
 }
 #: generations columns read back into a :class:`GenerationResult`, in its field order.
 RESULT_COLUMNS = (
@@ -151,6 +156,7 @@ RESULT_COLUMNS = (
     "system_fingerprint",
     "error",
     "attempts",
+    "extracted_text",
 )
 _UPSERT = (
     f"INSERT INTO generations ({', '.join(COLUMN_TYPES)}) SELECT "
@@ -177,7 +183,9 @@ def _file_lock(path: str) -> threading.RLock:
 
 
 #: SELECT list of a stored result: the key, then GenerationResult's fields in its own order.
-_RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in RESULT_COLUMNS[:-1]) + ", coalesce(g.attempts, 1)"
+_RESULT_SELECT = "g.key, " + ", ".join(
+    "coalesce(g.attempts, 1)" if c == "attempts" else f"g.{c}" for c in RESULT_COLUMNS
+)
 
 
 #: Words of DuckDB's errors that mean the file itself is damaged (cut short, overwritten), not a
@@ -237,7 +245,7 @@ def _unstorable(row: tuple, exc: BaseException) -> tuple:
     why = storable_text((str(exc).strip().splitlines() or [""])[0])[:300]
     error = f"CacheError: the reply could not be stored ({type(exc).__name__}: {why})"
     log.warning("generation cache: key %s: %s; stored as an error, the next run calls it again", row[0], error)
-    return (*row[:4], *(None,) * 8, row[12], error, row[14])
+    return (*row[:4], *(None,) * 8, row[12], error, row[14], None)
 
 
 def owner_alive(owner: str) -> bool:
@@ -355,6 +363,7 @@ class GenerationCache:
         self._writer: threading.Thread | None = None
         self._claimed: set[str] = set()
         self._renewed_at = 0.0
+        self._result_select = _RESULT_SELECT
         self._init_storage()
 
     def _init_storage(self) -> None:
@@ -374,6 +383,10 @@ class GenerationCache:
                 raise InputError(
                     self.path, "is a DuckDB file without the table 'generations'; it is not a generation cache"
                 )
+            with self._use() as con:
+                have = {r[0] for r in con.execute("SELECT name FROM pragma_table_info('generations')").fetchall()}
+            if "extracted_text" not in have:  # a file written before the column: read it as null
+                self._result_select = _RESULT_SELECT.replace("g.extracted_text", "NULL")
             return
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with self._use() as con:
@@ -485,6 +498,7 @@ class GenerationCache:
             now,
             result.error,
             result.attempts,
+            result.extracted_text,
         )
         with self._cond:
             if not self._pending:
@@ -716,7 +730,7 @@ class GenerationCache:
         """Stored successes of ``keys`` (at or after ``stale_before``) through ``con``."""
         return results_from_rows(
             con.execute(
-                f"SELECT {_RESULT_SELECT} FROM generations g JOIN {_WANTED} w USING (key) WHERE {_FRESH}",
+                f"SELECT {self._result_select} FROM generations g JOIN {_WANTED} w USING (key) WHERE {_FRESH}",
                 [keys, stale_before],
             ).fetchall()
         )

@@ -80,6 +80,7 @@ _DDL = (
     " model TEXT NOT NULL, keys TEXT[] NOT NULL, requests TEXT[] NOT NULL, status TEXT NOT NULL,"
     " collected BOOLEAN NOT NULL, input_file_id TEXT, submitted_at TIMESTAMP NOT NULL,"
     " updated_at TIMESTAMP NOT NULL);"
+    "ALTER TABLE generations ADD COLUMN IF NOT EXISTS extracted_text TEXT;"
 )
 _UPSERT = (
     f"INSERT INTO generations ({', '.join(COLUMN_TYPES)}) SELECT * FROM unnest("
@@ -92,7 +93,9 @@ _WANTED = "unnest(%s::TEXT[]) AS w(key)"
 #: A stored row that serves a request (metamorph.cache._FRESH): a success stored at or after the
 #: second and third parameters (the same instant; NULL: any time).
 _FRESH = "g.error IS NULL AND (%s::timestamp IS NULL OR g.created_at >= %s::timestamp)"
-_RESULT_SELECT = "g.key, " + ", ".join(f"g.{c}" for c in RESULT_COLUMNS[:-1]) + ", coalesce(g.attempts, 1)"
+_RESULT_SELECT = "g.key, " + ", ".join(
+    "coalesce(g.attempts, 1)" if c == "attempts" else f"g.{c}" for c in RESULT_COLUMNS
+)
 #: the advisory lock that serialises claims and commits of every process (an arbitrary constant)
 _LOCK_KEY = 0x6D65_7461  # "meta"
 

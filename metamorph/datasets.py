@@ -355,8 +355,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def value_problem(value: Any) -> str | None:
     """The problem of the first value inside ``value`` (depth first) that is a non-finite number, a
-    string over :data:`MAX_FIELD_CHARS`, a string with a lone surrogate or a JSON object that gives a
-    key twice; ``None`` when there is none."""
+    string over :data:`MAX_FIELD_CHARS`, a string with a lone surrogate or a NUL (U+0000: no text
+    format, table or prompt carries it as text — it would reach the txt, md, csv and html renderings
+    raw, and PostgreSQL's TEXT cannot hold it) or a JSON object that gives a key twice; ``None`` when
+    there is none. (An id is held to more: no control character at all, :func:`check_id_text`.)"""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         v, path = stack.pop()
@@ -366,6 +368,12 @@ def value_problem(value: Any) -> str | None:
                 return (
                     f"holds {len(v):,} characters{at}; the limit is {MAX_FIELD_CHARS:,} per field "
                     "(no model context takes more)"
+                )
+            nul = v.find("\x00")
+            if nul >= 0:
+                return (
+                    f"holds a NUL character (U+0000){at} at character {nul + 1}, which is not text; "
+                    "remove it (a file cut or padded by a tool may hold it)"
                 )
             lone = _SURROGATE.search(v)
             if lone is not None:

@@ -43,6 +43,7 @@ The registry is a YAML file (default ``config/models.yaml``)::
         send: multipart                  # multipart (a file upload) | json (the document base64 in a field)
         fields: {document: file, prompt: prompt, seed: seed}   # the request's field names (these are the defaults)
         reply_pointer: /answer           # RFC 6901 pointer to the reply text in the JSON response
+        extracted_pointer: /extracted_text   # optional: pointer to the text the service extracted (trace shows it)
         headers_env: {Authorization: DOC_SERVICE_TOKEN}        # header -> the NAME of its variable
         timeout_s: 120
         seeded: true                     # the service takes a seed (replicates then get theirs)
@@ -229,7 +230,13 @@ class WorkflowConfig:
             type) or ``json`` (a JSON body; the document as ``{"filename", "media_type",
             "content_base64"}`` in its field).
         fields: ``http``: request field names of ``document``, ``prompt`` and ``seed``.
-        reply_pointer: ``http``: RFC 6901 JSON pointer to the reply text in the response body.
+        reply_pointer: ``http``: RFC 6901 JSON pointer to the reply text in the response body;
+            ``python`` with ``extracted_pointer``: to the reply in the mapping the function returns.
+        extracted_pointer: optional RFC 6901 JSON pointer to the text the workflow extracted from
+            the upload (what its model read): in the response body (``http``), or in the mapping the
+            function returns (``python``; the function then returns a mapping, not the reply text).
+            Stored with each generation (``extracted_text``) and printed by ``metamorph trace``;
+            ``None``: not recorded.
         headers_env: ``http``: header name -> the NAME of the environment variable holding its value.
         timeout_s: ``http``: seconds per call (connect, read, write).
         function: ``python``: ``package.module:function``.
@@ -243,6 +250,7 @@ class WorkflowConfig:
     headers_env: tuple[tuple[str, str], ...] = ()
     timeout_s: float = 120.0
     function: str | None = None
+    extracted_pointer: str | None = None
 
     def field(self, name: str) -> str:
         """The request field name of ``document``, ``prompt`` or ``seed``."""
@@ -271,6 +279,7 @@ class WorkflowConfig:
             "reply_pointer": self.reply_pointer,
             "headers_env": dict(self.headers_env),
             "function": self.function,
+            **({"extracted_pointer": self.extracted_pointer} if self.extracted_pointer is not None else {}),
         }
 
 
@@ -609,8 +618,9 @@ _WORKFLOW_KEYS = (
     "timeout_s",
     "function",
     "price_per_call",
+    "extracted_pointer",
 )
-_HTTP_ONLY = ("url", "send", "fields", "reply_pointer", "headers_env", "timeout_s")
+_HTTP_ONLY = ("url", "send", "fields", "headers_env", "timeout_s")
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
@@ -637,6 +647,12 @@ def _parse_workflow(e: dict[str, Any], bad: Any) -> WorkflowConfig | None:
         given = [k for k in _HTTP_ONLY if k in e]
         if given:
             raise bad(f"{given[0]} is an http workflow setting", given[0])
+        if "reply_pointer" in e and "extracted_pointer" not in e:
+            raise bad(
+                "reply_pointer of a python workflow selects the reply in the mapping its function returns, "
+                "which it does only with extracted_pointer (without it the function returns the reply text)",
+                "reply_pointer",
+            )
     elif "function" in e:
         raise bad("function is a python workflow setting", "function")
     version = e.get("version")
@@ -658,6 +674,7 @@ def _parse_workflow(e: dict[str, Any], bad: Any) -> WorkflowConfig | None:
             raise bad("function must be package.module:function (a module path, a colon, a function name)", "function")
         _check_importable(fn, bad)
         out["function"] = fn
+        out.update(_pointers(e, bad))
         return WorkflowConfig(**out)
     url = e.get("url")
     if not isinstance(url, str) or not url:
@@ -680,13 +697,7 @@ def _parse_workflow(e: dict[str, Any], bad: Any) -> WorkflowConfig | None:
     if len(set(names.values())) != len(names):
         raise bad(f"fields must name three distinct request fields, got {names}", "fields")
     out["fields"] = tuple(names.items())
-    if "reply_pointer" in e:
-        ptr = e["reply_pointer"]
-        if not isinstance(ptr, str) or not (ptr == "" or ptr.startswith("/")):
-            raise bad(
-                f"reply_pointer must be a JSON pointer (RFC 6901) such as /answer, got {ptr!r:.40}", "reply_pointer"
-            )
-        out["reply_pointer"] = ptr
+    out.update(_pointers(e, bad))
     headers = e.get("headers_env") or {}
     if not isinstance(headers, dict):
         raise bad("headers_env must be a mapping of header name to environment variable NAME", "headers_env")
@@ -706,6 +717,19 @@ def _parse_workflow(e: dict[str, Any], bad: Any) -> WorkflowConfig | None:
             raise bad(f"timeout_s must be a positive number of seconds, got {_shown(t)}", "timeout_s")
         out["timeout_s"] = float(t)
     return WorkflowConfig(**out)
+
+
+def _pointers(e: dict[str, Any], bad: Any) -> dict[str, str]:
+    """The ``reply_pointer`` and ``extracted_pointer`` an entry gives (each an RFC 6901 JSON pointer:
+    ``""`` or starting with ``/``); ``bad(problem, field)`` otherwise."""
+    out = {}
+    for key, example in (("reply_pointer", "/answer"), ("extracted_pointer", "/extracted_text")):
+        if key in e:
+            ptr = e[key]
+            if not isinstance(ptr, str) or not (ptr == "" or ptr.startswith("/")):
+                raise bad(f"{key} must be a JSON pointer (RFC 6901) such as {example}, got {ptr!r:.40}", key)
+            out[key] = ptr
+    return out
 
 
 def _check_importable(fn: str, bad: Any) -> None:
@@ -843,24 +867,29 @@ def _shown(v: Any) -> str:
 
 
 #: Numeric decoding parameters: name -> (integer only, the allowed range in words, the range test).
-#: ``seed`` stays below 2**31 (the range of :func:`metamorph.replicates.replicate_seed`); llama.cpp
-#: reads a negative seed as "random", which would make a seeded request non-reproducible.
+#: Each range is the widest a provider documents, so a typo (``temperature: 1.0e+308``) is refused at
+#: load instead of being stored in every cache key and rejected by every call: ``temperature`` 0-2
+#: and the OpenAI penalties -2-2 (OpenAI's ranges; Anthropic's temperature is 0-1), ``top_p`` 0-1,
+#: ``top_k`` and ``max_tokens`` at most 1,000,000 (above any vocabulary and any context), llama.cpp's
+#: ``repeat_penalty`` 0-10 (1 = off). ``seed`` stays below 2**31 (the range of
+#: :func:`metamorph.replicates.replicate_seed`); llama.cpp reads a negative seed as "random", which
+#: would make a seeded request non-reproducible. docs/models.md lists the ranges.
 _NUMERIC_PARAMS: dict[str, tuple[bool, str, Any]] = {
-    "temperature": (False, ">= 0", lambda v: v >= 0),
+    "temperature": (False, "from 0 to 2", lambda v: 0 <= v <= 2),
     "top_p": (False, "from 0 to 1", lambda v: 0 <= v <= 1),
-    "top_k": (True, ">= 0", lambda v: v >= 0),
-    "max_tokens": (True, ">= 1", lambda v: v >= 1),
+    "top_k": (True, "from 0 to 1000000", lambda v: 0 <= v <= 1_000_000),
+    "max_tokens": (True, "from 1 to 1000000", lambda v: 1 <= v <= 1_000_000),
     "seed": (True, f"from 0 to {2**31 - 1}", lambda v: 0 <= v < 2**31),
-    "frequency_penalty": (False, "that is finite", math.isfinite),
-    "presence_penalty": (False, "that is finite", math.isfinite),
-    "repeat_penalty": (False, "that is finite", math.isfinite),
+    "frequency_penalty": (False, "from -2 to 2", lambda v: -2 <= v <= 2),
+    "presence_penalty": (False, "from -2 to 2", lambda v: -2 <= v <= 2),
+    "repeat_penalty": (False, "from 0 to 10", lambda v: 0 <= v <= 10),
 }
 
 
 def _check_decoding_params(params: dict[str, Any], key: str, bad: Any) -> None:
     """Raise ``bad(problem, key)`` unless every key of ``params`` is one of :data:`DECODING_PARAMS`
     and every numeric one is ``null`` (unset) or a finite number in its range (:data:`_NUMERIC_PARAMS`;
-    integers for ``top_k``, ``max_tokens`` and ``seed``); ``stop`` is a string or a list of strings,
+    integers for ``top_k``, ``max_tokens`` and ``seed``; the field named is ``<key>.<parameter>``); ``stop`` is a string or a list of strings,
     ``response_format`` a mapping, ``grammar`` and ``chat_format`` strings (each provider would
     otherwise reject every call, stored as an error per request)."""
     unknown = sorted(map(str, set(params) - set(DECODING_PARAMS)))
@@ -872,7 +901,9 @@ def _check_decoding_params(params: dict[str, Any], key: str, bad: Any) -> None:
             continue
         typed = not isinstance(v, bool) and isinstance(v, int if integer else (int, float))
         if not typed or not math.isfinite(v) or not in_range(v):
-            raise bad(f"{name} must be {'an integer' if integer else 'a number'} {words}, got {_shown(v)}", key)
+            raise bad(
+                f"{name} must be {'an integer' if integer else 'a number'} {words}, got {_shown(v)}", f"{key}.{name}"
+            )
     stop = params.get("stop")
     if stop is not None and not (
         isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(x, str) and x for x in stop))

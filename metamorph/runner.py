@@ -533,6 +533,7 @@ GENERATION_COLUMNS = (
     "system_fingerprint",
     "cache_hit",
     "error",
+    "extracted_text",
 )
 
 
@@ -573,6 +574,7 @@ def generation_frame(
                 "system_fingerprint": r.system_fingerprint,
                 "cache_hit": o.cache_hit,
                 "error": r.error,
+                "extracted_text": r.extracted_text,
             }
         )
     df = pd.DataFrame(rows, columns=[*(ids[0].keys() if ids else ()), *GENERATION_COLUMNS])

@@ -120,6 +120,11 @@ class GenerationRecord(StrictModel):
     system_fingerprint: Series[str] = pa.Field(nullable=True, description="OpenAI system_fingerprint when given.")
     cache_hit: Series[bool] = pa.Field(description="Served from the generation cache in this run.")
     error: Series[str] = pa.Field(nullable=True, description="Error of the call (never a completion).")
+    extracted_text: Series[str] = pa.Field(
+        nullable=True,
+        description="The text a workflow under test (http / python entry) reported having extracted from the "
+        "uploaded document (its entry's extracted_pointer); null for a model or when not declared.",
+    )
 
 
 #: Verdict of one (metric, slice) row of a model comparison (:mod:`metamorph.comparison`).

@@ -6,7 +6,9 @@
 * :func:`launch_tags`, :func:`reclaim_stale_runs`, :func:`pool_holders`: the runs this command
   launched, those a killed process left running, the holders of the ``duckdb`` pool slot;
 * :func:`run_job`: one job executed in-process, placed under its job in the UI's code location
-  (:func:`ui_job_origin`), Ctrl-C honoured while it waits for the pool (:class:`InterruptWhileBlocked`).
+  (:func:`ui_job_origin`), Ctrl-C honoured while it waits for the pool (:class:`InterruptWhileBlocked`);
+* :class:`InterruptQuietComputeLogManager`: the step logs of dagster.yaml, whose helper processes leave
+  Ctrl-C to the run.
 
 This is the one module of the project that imports from Dagster's private modules
 (``dagster._…``); each such import says which public API is missing. Everything else uses
@@ -18,20 +20,31 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
 import socket
 import sys
 import threading
 import time
+from collections.abc import Generator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import dagster as dg
+from dagster import Field, Float, StringSource
 
 # Launching: a launch refused before a run exists is sent to the UI's launch dialog as the error info
 # a ``DagsterUserCodeProcessError`` carries (:class:`pipelines.inputs.LaunchRejected`). Dagster has
 # no public error class whose info the code server forwards without a stack.
 from dagster._core.errors import DagsterUserCodeProcessError
 
-__all__ = ["DagsterUserCodeProcessError"]
+# Step logs (:class:`InterruptQuietComputeLogManager`): Dagster has no public compute log manager to
+# subclass, nor its capture context; dagster.yaml names the manager by module and class.
+from dagster._core.storage.compute_log_manager import CapturedLogContext
+
+# (as above) no public LocalComputeLogManager: the helper processes it starts are what is changed here
+from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
+
+__all__ = ["DagsterUserCodeProcessError", "InterruptQuietComputeLogManager"]
 
 
 DAGSTER_YAML_HEADER = "# Written by pipelines.run."
@@ -46,6 +59,11 @@ concurrency:
 python_logs:
   managed_python_loggers: [metamorph]
   python_log_level: INFO
+# Step stdout/stderr: Dagster's local compute logs (under storage/), mirrored to the terminal by helper
+# processes that leave Ctrl-C to the run (pipelines.instance): no traceback of theirs on an interrupt.
+compute_logs:
+  module: pipelines.instance
+  class: InterruptQuietComputeLogManager
 # No usage telemetry, and no first-visit pop-up in the UI (Dagster's "nux": the community nag).
 telemetry:
   enabled: false
@@ -334,3 +352,48 @@ def run_job(
                 file=sys.stderr,
             )
     return res
+
+
+# ------------------------------------------------------------------------------------------
+# Step logs: Dagster's local compute logs whose mirroring processes leave Ctrl-C to the run.
+#
+# Dagster's :class:`~dagster._core.storage.local_compute_log_manager.LocalComputeLogManager` captures
+# each step's stdout and stderr in files (what the UI shows) and mirrors them back to the terminal
+# through two helper processes per stream: ``tail -F`` and a Python watcher
+# (``dagster._core.execution.scripts.watch_orphans``) that ends the tail should the run die. They
+# share the run's process group, so Ctrl-C in a terminal (or ``timeout -s INT``), which signals the
+# whole group, reached the watchers too, and each printed a ``KeyboardInterrupt`` traceback around the
+# run's one-line message.
+#
+# :class:`InterruptQuietComputeLogManager` is the same manager whose helpers are started with SIGINT
+# blocked (a blocked signal stays blocked across ``exec``): they never see Ctrl-C, and end as before —
+# terminated by Dagster when the step's capture ends, or by the watcher once the run's process is
+# gone. The run's process handles Ctrl-C as before (a signal arriving while it starts them is
+# delivered right after). ``base_dir`` defaults to ``$DAGSTER_HOME/storage``, Dagster's own default.
+
+
+class InterruptQuietComputeLogManager(LocalComputeLogManager):
+    """:class:`LocalComputeLogManager` whose tail and watcher processes ignore SIGINT (the comment above it).
+
+    Config (``compute_logs.config`` in dagster.yaml): ``base_dir`` (optional, default
+    ``$DAGSTER_HOME/storage``), ``polling_timeout`` (optional, as Dagster's)."""
+
+    @classmethod
+    def config_type(cls):
+        return {"base_dir": Field(StringSource, is_required=False), "polling_timeout": Field(Float, is_required=False)}
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value) -> "InterruptQuietComputeLogManager":
+        config = dict(config_value or {})
+        base_dir = config.pop("base_dir", None) or os.path.join(os.environ["DAGSTER_HOME"], "storage")
+        return cls(base_dir=base_dir, inst_data=inst_data, **config)
+
+    @contextmanager
+    def capture_logs(self, log_key: Sequence[str]) -> Generator[CapturedLogContext, None, None]:
+        with ExitStack() as stack:
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:  # the helper processes start here and inherit the blocked SIGINT
+                context = stack.enter_context(super().capture_logs(log_key))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+            yield context

@@ -244,6 +244,17 @@ INPUT_ERRORS = (
 )
 
 
+def _run_interrupted(result) -> bool:
+    """Whether the run's failure event (no step failed) carries an interrupt (:data:`INTERRUPTS`)."""
+    failures = [e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE"]
+    err = getattr(failures[0].event_specific_data, "error", None) if failures else None
+    while err is not None:
+        if err.cls_name in INTERRUPTS:
+            return True
+        err = err.cause
+    return False
+
+
 def failure_message(result) -> tuple[str, bool]:
     """The first failed step's error as one line, and whether it is bad input.
 
@@ -253,6 +264,8 @@ def failure_message(result) -> tuple[str, bool]:
     """
     events = result.get_step_failure_events()
     if not events:
+        if _run_interrupted(result):  # Ctrl-C while a resource was set up, before a step ran
+            return INTERRUPTED, False
         return "the run failed before any step ran", False
     err = events[0].event_specific_data.error
     if err.cls_name in INTERRUPTS:

@@ -137,6 +137,8 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
                 function=spec.workflow.function,
                 version=spec.workflow.version,
                 workers=spec.workers or 1,
+                reply_pointer=spec.workflow.reply_pointer,
+                extracted_pointer=spec.workflow.extracted_pointer,
                 deterministic=spec.deterministic,
             )
         else:  # parse_registry rejects this earlier

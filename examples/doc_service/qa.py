@@ -39,6 +39,7 @@ __all__ = [
     "ExtractionError",
     "answer",
     "answer_document",
+    "answer_document_with_text",
     "answer_labels",
     "extract_text",
 ]
@@ -259,3 +260,10 @@ def answer_document(document: Any, prompt: str, seed: int | None) -> str:
     """The pipeline as a function — a ``python`` workflow entry's ``function``: ``document`` has
     ``content`` (bytes), ``filename`` and ``media_type``; returns the reply text."""
     return answer(extract_text(document.content, document.filename, document.media_type), prompt, seed)
+
+
+def answer_document_with_text(document: Any, prompt: str, seed: int | None) -> dict[str, str]:
+    """:func:`answer_document` that also returns the text it extracted — a ``python`` workflow entry
+    with ``extracted_pointer: /extracted_text``: ``{"answer": reply, "extracted_text": text}``."""
+    text = extract_text(document.content, document.filename, document.media_type)
+    return {"answer": answer(text, prompt, seed), "extracted_text": text}

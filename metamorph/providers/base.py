@@ -219,6 +219,8 @@ class GenerationResult:
         system_fingerprint: OpenAI ``system_fingerprint`` where given.
         error: ``"<ErrorType>: message"`` when the call failed, else ``None``.
         attempts: how many attempts were made (1 = no retry).
+        extracted_text: the text a workflow under test reports having extracted from the uploaded
+            document (its entry's ``extracted_pointer``); ``None`` for a model, or when not declared.
 
     Every text field is made storable on construction (:func:`storable_text`: lone surrogates and
     NUL become U+FFFD), so what a run reads, the cache stores and the warehouse holds is the same text.
@@ -234,9 +236,18 @@ class GenerationResult:
     system_fingerprint: str | None = None
     error: str | None = None
     attempts: int = 1
+    extracted_text: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("text", "finish_reason", "model_id", "model_version", "system_fingerprint", "error"):
+        for name in (
+            "text",
+            "finish_reason",
+            "model_id",
+            "model_version",
+            "system_fingerprint",
+            "error",
+            "extracted_text",
+        ):
             value = getattr(self, name)
             if isinstance(value, str):
                 fixed = storable_text(value)

@@ -16,6 +16,8 @@ The task prompt is the request's user message (the ``upload`` ingestion path put
 prompt there). The reply is the string the entry's ``reply_pointer`` (RFC 6901) selects in the JSON
 response body; a body that is not JSON, a pointer that selects nothing or a value that is not a
 string is a failed call (:class:`~metamorph.providers.base.ProviderError`, not retried), never a reply.
+An entry's ``extracted_pointer`` (optional) selects the text the service extracted from the upload,
+kept as the result's ``extracted_text`` (the same rules: it must select a string).
 
 Headers are read from the environment variables ``headers_env`` names when the provider is built;
 their values are sent and never enter a request record, a result, a log line or an error message
@@ -38,7 +40,7 @@ from metamorph.errors import ConfigError, mask_secrets
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
 from metamorph.providers.retry import classify_status, parse_retry_after
 
-__all__ = ["HttpWorkflowProvider", "task_prompt"]
+__all__ = ["HttpWorkflowProvider", "read_reply", "task_prompt"]
 
 #: Characters of a failed response's body quoted in the error (redacted).
 BODY_CHARS = 200
@@ -47,6 +49,33 @@ BODY_CHARS = 200
 def task_prompt(request: GenerationRequest) -> str:
     """The task prompt a workflow is sent: the request's user messages' text (one on the ``upload`` path)."""
     return "\n\n".join(m["content"] for m in request.messages if m["role"] == "user")
+
+
+def read_reply(payload: Any, workflow: Any, label: str) -> tuple[str, str | None]:
+    """``(reply, extracted text)`` of a workflow's JSON ``payload``: the strings ``workflow``'s
+    ``reply_pointer`` and ``extracted_pointer`` select (extracted ``None`` when no
+    ``extracted_pointer`` is declared).
+
+    Raises:
+        ProviderError: a pointer selects nothing or a value that is not text (not retryable; the
+            message begins with ``label``).
+    """
+    out = []
+    for name in ("reply_pointer", "extracted_pointer"):
+        pointer = getattr(workflow, name)
+        if pointer is None:
+            out.append(None)
+            continue
+        try:
+            value = jsonpointer.resolve_pointer(payload, pointer)
+        except jsonpointer.JsonPointerException:
+            raise ProviderError(f"{label}: {name} {pointer!r} selects nothing in the response") from None
+        if not isinstance(value, str):
+            raise ProviderError(
+                f"{label}: {name} {pointer!r} selects {'null' if value is None else type(value).__name__}, not text"
+            )
+        out.append(value)
+    return out[0], out[1]
 
 
 class HttpWorkflowProvider:
@@ -85,7 +114,6 @@ class HttpWorkflowProvider:
         values = [v for v in (headers or {}).values() if v]
         parts = [v.split(None, 1)[1] for v in values if len(v.split(None, 1)) == 2 and len(v.split(None, 1)[1]) >= 8]
         self._secrets = sorted(set(values + parts), key=len, reverse=True)
-        self._pointer = jsonpointer.JsonPointer(workflow.reply_pointer)
         self._client = httpx.Client(
             headers=dict(headers or {}),
             timeout=httpx.Timeout(workflow.timeout_s),
@@ -132,13 +160,13 @@ class HttpWorkflowProvider:
         return {"files": {wf.field("document"): (doc.filename, doc.content, doc.media_type)}, "data": data}
 
     def generate(self, request: GenerationRequest) -> GenerationResult:
-        """One POST; the reply at ``reply_pointer``.
+        """One POST; the reply at ``reply_pointer`` (and the extracted text at ``extracted_pointer``).
 
         Raises:
             ProviderError: HTTP status >= 400 (retryable per :func:`classify_status`, with
                 ``Retry-After``); a timeout or connection failure (retryable); a redirect (3xx, not
-                followed, not retried); a body that is not
-                JSON, or whose ``reply_pointer`` selects nothing or a non-string (not retryable).
+                followed, not retried); a body that is not JSON, or whose ``reply_pointer`` /
+                ``extracted_pointer`` selects nothing or a non-string (not retryable).
         """
         kwargs = self._body(request)
         label = f"http workflow {self.url}"
@@ -180,23 +208,15 @@ class HttpWorkflowProvider:
                 status=resp.status_code,
             ) from None
         try:
-            reply = self._pointer.resolve(payload)
-        except jsonpointer.JsonPointerException:
-            raise ProviderError(
-                f"{label} HTTP {resp.status_code}: reply_pointer {self.workflow.reply_pointer!r} selects nothing "
-                "in the response",
-                status=resp.status_code,
-            ) from None
-        if not isinstance(reply, str):
-            raise ProviderError(
-                f"{label} HTTP {resp.status_code}: reply_pointer {self.workflow.reply_pointer!r} selects "
-                f"{'null' if reply is None else type(reply).__name__}, not text",
-                status=resp.status_code,
-            )
+            reply, extracted = read_reply(payload, self.workflow, f"{label} HTTP {resp.status_code}")
+        except ProviderError as exc:
+            raise ProviderError(str(exc), status=resp.status_code) from None
         for secret in self._secrets:  # a service that echoes the header: the reply goes to the cache
             reply = reply.replace(secret, "[REDACTED]")
+            extracted = None if extracted is None else extracted.replace(secret, "[REDACTED]")
         return GenerationResult(
             text=reply,
+            extracted_text=extracted,
             finish_reason="stop",
             latency_s=latency,
             model_id=self.url,

@@ -12,9 +12,14 @@ processes like the local models (:class:`metamorph.providers.llama_workers.Worke
 function that loads a model or leaks memory never shares the runner's process, and ``workers``
 calls run at once.
 
-A function that raises, or returns anything but a string, is a failed call
-(:class:`~metamorph.providers.base.ProviderError`, not retried; the exception's type and message
-are kept), never a reply.
+An entry that declares ``extracted_pointer`` has a function that returns a JSON-like mapping
+instead: the reply is the string its ``reply_pointer`` (default ``/answer``) selects in it, and the
+text the workflow extracted from the document the string ``extracted_pointer`` selects (kept as the
+result's ``extracted_text``, printed by ``metamorph trace``).
+
+A function that raises, or returns anything but a string (or, with ``extracted_pointer``, a mapping
+whose pointers select strings), is a failed call (:class:`~metamorph.providers.base.ProviderError`,
+not retried; the exception's type and message are kept), never a reply.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 from metamorph.errors import ConfigError
 from metamorph.providers.base import GenerationRequest, GenerationResult
-from metamorph.providers.http_workflow import task_prompt
+from metamorph.providers.http_workflow import read_reply, task_prompt
 from metamorph.providers.llama_workers import WorkerPool
 
 __all__ = ["FunctionSpec", "PythonWorkflowProvider", "WorkflowReplyError"]
@@ -43,6 +48,8 @@ class FunctionSpec:
 
     function: str
     version: str
+    reply_pointer: str = "/answer"
+    extracted_pointer: str | None = None
 
     kind = "python workflow worker"
 
@@ -62,10 +69,23 @@ class FunctionSpec:
             t0 = time.monotonic()
             reply = fn(request.document, task_prompt(request), request.params.get("seed"))
             latency = time.monotonic() - t0
-            if not isinstance(reply, str):
+            extracted = None
+            if self.extracted_pointer is not None:
+                if not isinstance(reply, dict):
+                    raise WorkflowReplyError(
+                        f"{self.function} returned {type(reply).__name__}, not a mapping (the entry declares "
+                        "extracted_pointer)"
+                    )
+                reply, extracted = read_reply(reply, self, f"{self.function} returned a mapping whose")
+            elif not isinstance(reply, str):
                 raise WorkflowReplyError(f"{self.function} returned {type(reply).__name__}, not text")
             return GenerationResult(
-                text=reply, finish_reason="stop", latency_s=latency, model_id=self.function, model_version=version
+                text=reply,
+                finish_reason="stop",
+                latency_s=latency,
+                model_id=self.function,
+                model_version=version,
+                extracted_text=extracted,
             )
 
         return {"generate": generate}
@@ -79,6 +99,8 @@ class PythonWorkflowProvider:
         version: the entry's ``version`` (reported as each result's ``model_version``).
         workers: worker processes (>= 1), each importing the function once; also ``max_concurrency``.
         deterministic: the registry's declaration (replicates of an unseeded request share one call).
+        reply_pointer / extracted_pointer: the entry's pointers (used when ``extracted_pointer`` is
+            set: the function then returns a mapping).
 
     Raises:
         ConfigError: ``workers < 1``.
@@ -86,11 +108,19 @@ class PythonWorkflowProvider:
 
     kind = "python"
 
-    def __init__(self, function: str, version: str, workers: int = 1, deterministic: bool = False):
+    def __init__(
+        self,
+        function: str,
+        version: str,
+        workers: int = 1,
+        deterministic: bool = False,
+        reply_pointer: str = "/answer",
+        extracted_pointer: str | None = None,
+    ):
         self.function = function
         self.max_concurrency = int(workers)
         self.deterministic = bool(deterministic)
-        self.pool = WorkerPool(workers, FunctionSpec(function, version))
+        self.pool = WorkerPool(workers, FunctionSpec(function, version, reply_pointer, extracted_pointer))
 
     def __repr__(self) -> str:
         return f"PythonWorkflowProvider(function={self.function!r}, workers={self.max_concurrency})"

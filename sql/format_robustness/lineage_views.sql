@@ -3,12 +3,14 @@
 
 -- Every extracted decision with its raw completion, the exact request, the document and the record;
 -- with how the document reached the model: the ingestion path, the file name and media type a file
--- path sent, and the named extraction whose text an inline model read from a binary file.
+-- path sent, the named extraction whose text an inline model read from a binary file, and the text
+-- a workflow under test reported having extracted from its upload (extracted_text).
 CREATE OR REPLACE VIEW format_robustness.decision_lineage AS
 SELECT
     d.model_id, d.workflow_id, d.dataset, d.instance_id, d.format, d.repeat,
     d.decision, d.parse_status, d.parse_reason, d.truncated, d.gold, d.is_correct, d.evidence_json, d.echoed_json,
     g.generation_key, g.response_text, g.finish_reason, g.request_json, g.model_version, g.cache_hit, g.error,
+    g.extracted_text,
     g.ingestion, r.document_sha256, r.renderer_version, r.media_type, r.filename, r.extraction, r.document_text,
     s.task_prompt, s.source
 FROM format_robustness.extracted_decisions AS d

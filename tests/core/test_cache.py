@@ -349,11 +349,40 @@ def test_every_result_field_round_trips(cache_store):
         system_fingerprint="fp",
         error=None,
         attempts=3,
+        extracted_text="what the workflow read",
     )
     cache.put(req(), stored)
     assert cache.get_many([req().cache_key()]) == {req().cache_key(): stored}
     assert cache.claim([req().cache_key()]).done == {req().cache_key(): stored}
     cache.release()
+
+
+def test_a_cache_file_from_before_the_extracted_text_column_is_read_and_then_extended(tmp_path):
+    from metamorph.cache import GenerationCache
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(
+        "CREATE TABLE generations (key VARCHAR PRIMARY KEY, provider VARCHAR NOT NULL, model VARCHAR NOT NULL, "
+        "request_json VARCHAR NOT NULL, response_text VARCHAR, finish_reason VARCHAR, prompt_tokens BIGINT, "
+        "completion_tokens BIGINT, latency_s DOUBLE, model_id VARCHAR, model_version VARCHAR, "
+        "system_fingerprint VARCHAR, created_at TIMESTAMP NOT NULL, error VARCHAR, attempts INTEGER)"
+    )
+    key = req().cache_key()
+    con.execute(
+        "INSERT INTO generations VALUES (?, 'openai', 'm', '{}', 'old reply', 'stop', 1, 1, 0.1, 'm', 'v', NULL, "
+        "TIMESTAMP '2026-01-01', NULL, 1)",
+        [key],
+    )
+    con.close()
+    ro = GenerationCache(path, read_only=True)
+    assert (ro.get(key).text, ro.get(key).extracted_text) == ("old reply", None)
+    ro.release()
+    rw = GenerationCache(path)
+    assert rw.get(key).extracted_text is None
+    rw.put(req(params={"temperature": 0.5}), GenerationResult("new", extracted_text="read"))
+    assert rw.get(req(params={"temperature": 0.5}).cache_key()).extracted_text == "read"
+    rw.release()
 
 
 def test_rows_stored_before_stale_before_are_not_served(cache_store):

@@ -344,6 +344,73 @@ def test_ctrl_c_prints_one_line_and_a_rerun_resumes(tmp_path, clean_proxy_env):
         stub.close()
 
 
+def test_ctrl_c_to_the_whole_process_group_prints_no_traceback_of_dagsters_log_helpers(tmp_path, clean_proxy_env):
+    """Ctrl-C in a terminal (and ``timeout -s INT``) signals the whole process group, which holds
+    the ``tail`` and ``watch_orphans`` helpers mirroring each step's stdout and stderr: they printed
+    a KeyboardInterrupt traceback each. Now the run's one line is all, exit 130, and no helper is
+    left behind."""
+    import signal
+    import time
+
+    from tests.core.stub_http import StubServer
+    from tests.core.test_providers_http import chat_reply
+
+    stub = StubServer(latency_s=0.5)
+    try:
+        stub.script("POST", "/v1/chat/completions", chat_reply('{"decision": "refer", "evidence": []}'))
+        registry = tmp_path / "models.yaml"
+        registry.write_text(
+            "models:\n  - {id: gpt-stub, provider: openai, model: gpt-test, "
+            f"base_url: '{stub.url}/v1', max_concurrency: 1}}\n"
+        )
+        env = {
+            **os.environ,
+            "OPENAI_API_KEY": "sk-test",
+            "METAMORPH_MODELS": str(registry),
+            "METAMORPH_HOME": str(tmp_path / "home"),
+            "DAGSTER_HOME": str(tmp_path / "dh"),
+        }
+        cmd = [sys.executable, "-m", "pipelines.run", "format_robustness", "--limit", "4", "--no-routing"]
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, signalled as a terminal does
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        deadline = time.monotonic() + 300
+        while len(stub.requests) < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        stub.close()
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            "interrupted — the completions made so far are in the generation cache; "
+            "rerun the same command to resume  [full log: "
+        )
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the group empties: no tail or watcher left behind
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(
+            f"processes of the run's group are left: {subprocess.getoutput(f'pgrep -g {proc.pid} -a')}"
+        )
+
+
 def usage(study: str, message: str, prog: str = "python -m pipelines.run") -> str:
     """A usage error of ``<prog> <study>``: one line naming the sub-command."""
     return f"{prog} {study}: error: {message}  (see: {prog} {study} --help)"

@@ -20,6 +20,7 @@ from assets._cells import (
     Cells,
     ViewPreview,
     check_results,
+    headline_keys,
     headline_metadata,
     metric_checks,
     worst_cells_metadata,
@@ -313,15 +314,23 @@ def test_a_missing_raw_table_is_said_not_hidden(tmp_path):
     }
 
 
-def test_headline_floats_name_each_cell_and_its_ci():
+def test_headline_floats_have_short_keys_and_the_cells_and_cis_are_one_json_entry():
+    # one workflow: its name is in every key alike, so the keys are the metric's alone
     assert headline_metadata(CELLS.assign(violation_pct=[50.0, 12.3456, None]), MR) == {
-        "M1_pct/w": dg.MetadataValue.float(50.0),
-        "M1_pct/w/ci_low": dg.MetadataValue.float(20.0),
-        "M1_pct/w/ci_high": dg.MetadataValue.float(80.0),
-        "M2_pct/w": dg.MetadataValue.float(12.3),
-        "M2_pct/w/ci_low": dg.MetadataValue.float(0.0),
-        "M2_pct/w/ci_high": dg.MetadataValue.float(25.0),
+        "M1_pct": dg.MetadataValue.float(50.0),
+        "M2_pct": dg.MetadataValue.float(12.3),
+        "headline": dg.MetadataValue.json(
+            {
+                "M1_pct": {"cell": "M1_pct/w", "value": 50.0, "ci_low": 20.0, "ci_high": 80.0},
+                "M2_pct": {"cell": "M2_pct/w", "value": 12.3, "ci_low": 0.0, "ci_high": 25.0},
+            }
+        ),
     }
+    # what differs between cells stays in the key; a part every cell shares goes
+    names = ["M1_pct/smollm2/inline/construct", "M1_pct/gemma3/inline/construct"]
+    assert headline_keys(names) == ["M1_pct/smollm2", "M1_pct/gemma3"]
+    assert headline_keys(["acc/a/x", "acc/b/y", "acc/a/y"]) == ["acc/a/x", "acc/b/y", "acc/a/y"]
+    assert headline_keys(["acc/a/b", "acc/c"]) == ["acc/a/b", "acc/c"]  # unlike shapes are kept whole
 
 
 def test_checks_flag_empty_tables_undefined_cells_bad_cis_and_out_of_range_values():

@@ -53,5 +53,18 @@ def test_every_command_of_the_workflow_page_runs_verbatim_and_the_service_gets_t
     assert request["workflow_version"] == "1" and request["ingestion"] == "upload"
     reply = lines[lines.index("response_text:") + 1]
     assert json.loads(reply)["decision"] in ("refer", "do not refer")
+    # the text the service extracted, read by extracted_pointer: the uploaded CSV's own text, whole
+    [header] = [line for line in lines if line.startswith("== 1. ")]
+    instance = header.split()[2]
+    import duckdb
+
+    con = duckdb.connect(str(work / "workflow-demo" / "metamorph.duckdb"), read_only=True)
+    [(document,)] = con.execute(
+        "SELECT document_text FROM format_robustness.rendered_documents WHERE instance_id = ? AND format = 'csv'",
+        [instance],
+    ).fetchall()
+    con.close()
+    extracted = lines[lines.index("extracted_text:") + 1 : lines.index("response_text:")]
+    assert extracted == [*document.splitlines(), ""] and len(extracted) == 3  # header row, record row, its newline
     assert leaks(work / "workflow-demo", ("demo-token",)) == []  # the header's value is stored nowhere
     shutil.rmtree(work, ignore_errors=True)

@@ -139,6 +139,11 @@ def test_an_http_entry_reads_its_defaults_and_its_version_and_send_mode_shape_th
             "a workflow is priced per call: use price_per_call (USD per call)",
         ),
         ({"function": "json:dumps"}, "function", "function is a python workflow setting"),
+        (
+            {"extracted_pointer": "extracted_text"},
+            "extracted_pointer",
+            "extracted_pointer must be a JSON pointer (RFC 6901) such as /extracted_text, got 'extracted_text'",
+        ),
     ],
 )
 def test_a_bad_http_entry_is_one_line_naming_its_field(extra, field, problem):
@@ -147,6 +152,43 @@ def test_a_bad_http_entry_is_one_line_naming_its_field(extra, field, problem):
     with pytest.raises(RegistryError) as err:
         parse_registry({"models": [entry]}, "models.yaml")
     assert str(err.value) == f"models.yaml, row 1, field '{field}': {problem}"
+
+
+def test_the_extracted_pointer_is_part_of_the_fingerprint_when_given_and_a_python_entry_takes_the_pointers_with_it():
+    fp = http_spec("http://127.0.0.1:9/ask").fingerprint()
+    assert http_spec("http://127.0.0.1:9/ask", extracted_pointer="/extracted_text").fingerprint() != fp
+    fn = {"id": "fn", "provider": "python", "function": "examples.doc_service.qa:answer_document", "version": "1"}
+    with pytest.raises(RegistryError) as err:
+        parse_registry({"models": [{**fn, "reply_pointer": "/answer"}]}, "models.yaml")
+    assert str(err.value) == (
+        "models.yaml, row 1, field 'reply_pointer': reply_pointer of a python workflow selects the reply in the "
+        "mapping its function returns, which it does only with extracted_pointer (without it the function returns "
+        "the reply text)"
+    )
+    [spec] = parse_registry({"models": [{**fn, "extracted_pointer": "/extracted_text"}]}, "models.yaml")
+    assert (spec.workflow.reply_pointer, spec.workflow.extracted_pointer) == ("/answer", "/extracted_text")
+    with pytest.raises(RegistryError, match=r"field 'extracted_pointer': extracted_pointer is a workflow"):
+        parse_registry({"models": [{"id": "m", "provider": "openai", "model": "g", "extracted_pointer": "/x"}]}, "r")
+
+
+def test_the_text_the_example_service_extracted_is_read_by_the_extracted_pointer(doc_service):
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+
+    url, _ = doc_service
+    html = b"<html><head><title>t</title></head><body><table><tr><td>name</td><td>Ada</td></tr>"
+    html += b"<tr><td>temperature_c</td><td>39.1</td></tr></table></body></html>"
+    provider = HttpWorkflowProvider(url, http_spec(url, extracted_pointer="/extracted_text").workflow)
+    result = provider.generate(upload_request(content=html, filename="r-1.html", media="text/html"))
+    assert result.extracted_text == "name\tAda\ntemperature_c\t39.1"  # the service's html.parser reading
+    assert json.loads(result.text) == {"decision": "refer", "evidence": ["name Ada"]}
+    # without the pointer nothing is recorded; a pointer that selects no text is a failed call
+    assert HttpWorkflowProvider(url, http_spec(url).workflow).generate(upload_request()).extracted_text is None
+    for pointer, tail in [("/seed", "selects int, not text"), ("/nothing", "selects nothing in the response")]:
+        p = HttpWorkflowProvider(url, http_spec(url, extracted_pointer=pointer).workflow)
+        with pytest.raises(ProviderError) as err:
+            p.generate(upload_request())
+        assert str(err.value) == f"http workflow {url} HTTP 200: extracted_pointer {pointer!r} {tail}"
+        assert (err.value.status, err.value.retryable) == (200, False)
 
 
 def test_a_workflow_key_on_a_model_endpoint_is_refused():
@@ -424,6 +466,37 @@ def test_a_python_workflow_calls_the_example_function_in_a_worker_process():
         provider.close()
 
 
+def test_a_python_workflow_with_an_extracted_pointer_returns_a_mapping_read_by_its_pointers():
+    from resources.llm import build_provider
+
+    entry = {
+        "id": "fn-text",
+        "provider": "python",
+        "function": "examples.doc_service.qa:answer_document_with_text",
+        "version": "1",
+        "extracted_pointer": "/extracted_text",
+    }
+    provider = build_provider(parse_registry({"models": [entry]}, "models.yaml")[0])
+    try:
+        result = provider.generate(upload_request(content=b"name,temperature_c\nAda,do not refer\n", seed=None))
+        assert result.extracted_text == "name,temperature_c\nAda,do not refer\n"
+        assert json.loads(result.text) == {"decision": "do not refer", "evidence": ["name,temperature_c"]}
+    finally:
+        provider.close()
+    # the same function without the pointer returns no text: a failed call, never a reply
+    del entry["extracted_pointer"]
+    provider = build_provider(parse_registry({"models": [entry]}, "models.yaml")[0])
+    try:
+        with pytest.raises(ProviderError) as err:
+            provider.generate(upload_request(seed=None))
+        assert str(err.value) == (
+            "WorkflowReplyError in python workflow worker: examples.doc_service.qa:answer_document_with_text "
+            "returned dict, not text"
+        )
+    finally:
+        provider.close()
+
+
 def test_a_python_workflow_through_the_runner_one_call_serves_the_replicates_of_an_unseeded_deterministic_entry(
     tmp_path,
 ):
@@ -653,6 +726,7 @@ def test_the_format_study_uploads_all_nine_formats_to_the_example_service(tmp_pa
     try:
         registry = tmp_path / "models.yaml"
         entry = {"id": "doc-service", "provider": "http", "url": url, "version": "1", "deterministic": True}
+        entry["extracted_pointer"] = "/extracted_text"  # the service's reply carries the text it extracted
         registry.write_text(yaml.safe_dump({"models": [entry]}))
         home = tmp_path / "home"
         env = {
@@ -680,9 +754,52 @@ def test_the_format_study_uploads_all_nine_formats_to_the_example_service(tmp_pa
         "SELECT count(*), count(response_text), count(error) FROM format_robustness.workflow_generations"
     ).fetchone()
     acc = con.execute("SELECT format, n FROM format_robustness.accuracy_by_format ORDER BY format").fetchall()
+    extracted = con.execute(
+        "SELECT count(extracted_text), count(*) FILTER (WHERE format = 'txt' AND extracted_text = response_text) "
+        "FROM format_robustness.workflow_generations"
+    ).fetchone()
     con.close()
     assert gens == (18, 18, 0)  # every upload was read and answered: no 415, no 422
     assert acc == [(f, 2) for f in sorted(formats.split(","))]
+    assert extracted == (18, 0)  # every generation keeps the text the service extracted, beside its reply
+
+    # trace shows what the service read from each upload: the table of the html and docx renderings,
+    # the header and data rows of the xlsx one, the txt layout pypdf reads back from the pdf
+    keys, values = zip(*(line.split("\t") for line in FIELDS_TAB.splitlines()), strict=True)
+    expected = {
+        "html": "Field\tValue\n" + FIELDS_TAB,
+        "docx": "Field\tValue\n" + FIELDS_TAB,
+        "xlsx": "\t".join(keys) + "\n" + "\t".join(values),
+        "pdf": FIELDS_TAB.replace("\t", ": ") + "\n",
+    }
+    where = ["--where", "instance_id=construct-0-0000", "--where", "repeat=1"]
+    for fmt, text in expected.items():
+        out = subprocess.run(
+            [*cmd, "trace", "--warehouse", str(home / "metamorph.duckdb"), "--study", "format_robustness"]
+            + ["--metric", "accuracy", "--model", "doc-service", "--where", f"format={fmt}", *where, "--json"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr
+        [row] = json.loads(out.stdout)["rows"]
+        assert row["extracted_text"] == text, fmt
+        assert row["sent"].startswith(f"upload: the file construct-0-0000.{fmt} (")
+    out = subprocess.run(
+        [*cmd, "trace", "--warehouse", str(home / "metamorph.duckdb"), "--study", "format_robustness"]
+        + ["--metric", "accuracy", "--model", "doc-service", "--where", "format=xlsx", *where],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    at = lines.index("extracted_text:")
+    assert lines[at + 1 : at + 4] == ["\t".join(keys), "\t".join(values), "response_text:"]
 
 
 def test_how_the_reply_is_sent_and_read_is_part_of_the_cache_key():

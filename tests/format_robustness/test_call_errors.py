@@ -117,6 +117,45 @@ def test_flip_rate_and_vote_skip_what_needs_the_failed_call():
     assert vote.loc["MR1", "after_pct"] == 0.0 and vote.loc["MR1", "n_after"] == 1
 
 
+def test_a_cell_whose_requests_were_not_sent_says_not_sent_not_that_its_calls_failed():
+    from metamorph.measurability import every_call_failed
+
+    # i1, i2 in txt (answered) and docx, which the ingestion path cannot take: never sent
+    cells = [(i, f) for i in ("i1", "i2") for f in ("txt", "docx")]
+    gen = frame([(i, f, r, "yes" if f == "txt" else None, f == "docx") for i, f in cells for r in (1, 2)])
+    gen["not_sent"] = gen["format"].eq("docx")
+    acc = fr.accuracy_by_format(gen).set_index("format")
+    assert acc.loc["docx", "not_measurable"] == "not measurable: not sent (4 of 4 requests)"
+    assert acc.loc["docx", "n_call_errors"] == 4 and pd.isna(acc.loc["docx", "accuracy_pct"])
+    assert pd.isna(acc.loc["txt", "not_measurable"]) and acc.loc["txt", "accuracy_pct"] == 100.0
+    stb = fr.stability_by_format(gen).set_index("format")
+    assert stb.loc["docx", "not_measurable"] == "not measurable: not sent (4 of 4 requests)"
+    flags = fr.mr_flags(gen)
+    assert flags["n_not_sent"].tolist() == [1, 1, 1, 1] and flags["n_call_errors"].tolist() == [1, 1, 1, 1]
+    mrv = fr.mr_violations(flags).set_index("relation")
+    # every group holds the docx request, never sent: no relation is measurable, and none "failed"
+    assert (
+        mrv.loc["MR1", "not_measurable"]
+        == "not measurable: every group has a request that was not sent (4 of 8 not sent)"
+    )
+    assert mrv.loc["MR2", "not_measurable"] == mrv.loc["MR1", "not_measurable"]
+    # a table read from flags written before the count: the failed-call wording, as before
+    old = fr.mr_violations(flags.drop(columns="n_not_sent")).set_index("relation")
+    assert old.loc["MR1", "not_measurable"] == "not measurable: every group has a failed call (4 of 8 calls failed)"
+    # every request of a slice a call error, some failed and some not sent; all not sent; none
+    assert every_call_failed(6, 2) == "not measurable: every call failed or was not sent (4 failed, 2 not sent, of 6)"
+    assert every_call_failed(6, 6) == "not measurable: not sent (6 of 6 requests)"
+    assert every_call_failed(6) == "not measurable: every call failed (6 of 6)"
+    assert fr.not_measurable_reason(3, 3, n_not_sent=1) == (
+        "not measurable: every call failed or was not sent (2 failed, 1 not sent, of 3)"
+    )
+    # a not-sent row that is not a call error is an invalid frame
+    bad = gen.copy()
+    bad.loc[0, "not_sent"] = True
+    with pytest.raises(ValueError, match="generations: a row with not_sent is not a call_error"):
+        fr.accuracy_by_format(bad)
+
+
 def test_every_call_failed_is_not_measurable_never_zero():
     rows = [(i, f, r, None, True) for i in ("i1", "i2") for f in ("txt", "md") for r in (1, 2)]
     mrv = fr.mr_violations(fr.mr_flags(frame(rows)))

@@ -127,6 +127,17 @@ def test_plan_names_what_each_file_path_cannot_take_and_the_run_never_sends_it(t
             "SELECT model_id, format, parse_reason FROM format_robustness.extracted_decisions "
             "WHERE parse_reason = 'call_error' ORDER BY model_id"
         ).fetchall()
+        unmeasured = {
+            table: con.execute(
+                f"SELECT workflow_id, format, not_measurable FROM format_robustness.{table} "
+                "WHERE not_measurable IS NOT NULL ORDER BY ALL"
+            ).fetchall()
+            for table in ("accuracy_by_format", "stability_by_format")
+        }
+        mr = con.execute(
+            "SELECT DISTINCT workflow_id, not_measurable FROM format_robustness.mr_violations "
+            "WHERE relation = 'MR1' ORDER BY ALL"
+        ).fetchall()
     finally:
         con.close()
     pdf, pdf_sha = docs["pdf"]
@@ -165,6 +176,17 @@ def test_plan_names_what_each_file_path_cannot_take_and_the_run_never_sends_it(t
     ]
     assert all(r == ANSWER for _, _, e, r in rows if e is None) and len(rows) == 8
     assert reasons == [("claude-docs", "docx", "call_error"), ("gpt-files", "yaml", "call_error")]
+    # the metric tables say those cells were not sent, never that their calls failed
+    for table in ("accuracy_by_format", "stability_by_format"):
+        assert unmeasured[table] == [
+            ("claude-docs/anthropic_document", "docx", "not measurable: not sent (1 of 1 requests)"),
+            ("gpt-files/openai_file", "yaml", "not measurable: not sent (1 of 1 requests)"),
+        ], table
+    # the stub's answer "A" is no label: of the 4 formats, the 3 sent replies parsed none
+    assert mr == [
+        (f"{m}/{path}", "not measurable: no reply parsed (3 of 3 unparseable)")
+        for m, path in (("claude-docs", "anthropic_document"), ("gpt-files", "openai_file"))
+    ]
 
     # metamorph trace of the pdf cell sent as a file: the name, media type and sha256 the path sent
     from metamorph import trace as tr

@@ -19,8 +19,9 @@ Slices: workflow_id, dataset, format, repeat, instance_id. Rendered input: the d
 the extracted decision; parse reason: ``parse_reason`` (``call_error`` for a failed call, or a
 request that was not sent). Every row also says how the document was sent (``sent:``: the file
 name, media type and sha256 a file path sent; the extraction and file an inline model's text came
-from; or why it was not sent) and, when the model read a binary file's extracted text inline,
-prints that text whole beside the raw reply (``extracted_text``).
+from; or why it was not sent) and, when the model read a binary file's extracted text inline, or a
+workflow under test reported the text it extracted from its upload (its entry's
+``extracted_pointer``), prints that text whole beside the raw reply (``extracted_text``).
 """
 
 from __future__ import annotations
@@ -54,8 +55,18 @@ _COMMON = dict(
     reason="parse_reason",
     extra=("parse_status", "gold", "is_correct", "finish_reason", "generation_key"),
     sent=_SENT,
-    extracted="CASE WHEN ingestion = 'inline' AND extraction IS NOT NULL THEN document_text END",
-    requires=("ingestion", "extraction", "filename", "media_type", "document_sha256", "error", "document_text"),
+    extracted="CASE WHEN ingestion = 'inline' AND extraction IS NOT NULL THEN document_text "
+    "WHEN ingestion = 'upload' THEN extracted_text END",
+    requires=(
+        "ingestion",
+        "extraction",
+        "filename",
+        "media_type",
+        "document_sha256",
+        "error",
+        "document_text",
+        "extracted_text",
+    ),
 )
 
 #: metric → how its cells are traced.

@@ -18,7 +18,9 @@ One row per generation, columns :data:`GENERATION_COLUMNS`:
 ``is_correct`` bool (meaningless when gold is None), ``categories`` list[str] (evidence
 categories of the generation; may be empty; ``None`` is read as empty), ``favorable`` bool
 or None (decision == the dataset's favourable label; None when unparseable). Optional:
-``call_error`` bool (the call failed at the provider; absent = False).
+``call_error`` bool (the call failed at the provider; absent = False), ``not_sent`` bool (the
+request was never sent: its ingestion path cannot take the format; a ``call_error`` too; absent =
+False).
 
 :func:`validate_generations` checks it (every public function calls it): missing columns,
 missing keys, duplicate ``(workflow_id, dataset, instance_id, format, repeat)``, repeats
@@ -203,6 +205,9 @@ def validate_generations(gen: pd.DataFrame) -> pd.DataFrame:
             )
     has_gold = g["gold"].notna()
     g["_err"] = g["call_error"].fillna(False).astype(bool) if "call_error" in g.columns else False
+    g["_unsent"] = g["not_sent"].fillna(False).astype(bool) if "not_sent" in g.columns else False
+    if (g["_unsent"] & ~g["_err"]).any():
+        raise ValueError("generations: a row with not_sent is not a call_error")
     if g.loc[has_gold & ~g["_err"], "is_correct"].isna().any():
         raise ValueError("generations: 'is_correct' is null on rows that have gold")
     if (g["_err"] & g["decision"].notna()).any():
@@ -227,17 +232,22 @@ def validate_flags(flags: pd.DataFrame) -> pd.DataFrame:
     return f
 
 
-def not_measurable_reason(n_calls: int, n_call_errors: int, n_parsed: int | None = None) -> str | None:
+def not_measurable_reason(
+    n_calls: int, n_call_errors: int, n_parsed: int | None = None, n_not_sent: int = 0
+) -> str | None:
     """Why a quantity over ``n_calls`` generations has nothing to measure, or None when it has.
 
-    ``"not measurable: every call failed (N of N)"`` when every call failed; with ``n_parsed``
+    ``"not measurable: every call failed (N of N)"`` when every call failed — ``"not measurable: not
+    sent (N of N requests)"`` when none was sent, and ``"… every call failed or was not sent (F
+    failed, S not sent, of N)"`` for both, ``n_not_sent`` of the ``n_call_errors`` being requests
+    never sent (:func:`metamorph.measurability.every_call_failed`); with ``n_parsed``
     given, ``"not measurable: no reply parsed (M of M unparseable)"`` when replies came back and
     none parsed (a relation between decisions would compare ⊥ with ⊥ only). ``n_calls = 0`` gives
     ``"not measurable: no generation"``."""
     if n_calls == 0:
         return "not measurable: no generation"
     if n_call_errors >= n_calls:
-        return every_call_failed(n_calls)
+        return every_call_failed(n_calls, n_not_sent)
     if n_parsed is not None and n_parsed == 0:
         return no_reply_parsed(n_calls - n_call_errors)
     return None
@@ -379,6 +389,7 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
             int(err.sum()),
             int((~err & grp["decision"].notna().to_numpy()).sum()),
             int(sum(1 for e, c in zip(err, grp["_cats"]) if not e and c)),
+            int(grp["_unsent"].sum()),
         )
         note = NOT_MEASURABLE_CALL_FAILED if inst in failed else None
         if n_formats < 2:
@@ -395,7 +406,7 @@ def mr_flags(gen: pd.DataFrame, theta: float = MR2_THETA, unit: str = "group") -
         else:
             rows.append((*key, mr1, mr2, mr3_of[inst], note, n_formats, k, *counts))
     cols = ["repeat", "mr1", "mr2", "mr3", "mr3_note", "n_formats", "k", "n_call_errors", "n_parsed", "n_with_evidence"]
-    out = pd.DataFrame(rows, columns=INSTANCE_KEYS + cols)
+    out = pd.DataFrame(rows, columns=INSTANCE_KEYS + cols + ["n_not_sent"])
     for c in ("mr1", "mr2", "mr3"):
         out[c] = pd.array(out[c].tolist(), dtype="boolean")
     return MRFlags.validate(out)
@@ -429,23 +440,26 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
     f = validate_flags(flags)
     if "repeat" not in f.columns:
         f = f.assign(repeat=1)
-    for c, default in (("n_call_errors", 0), ("n_parsed", None), ("n_with_evidence", None)):
+    for c, default in (("n_call_errors", 0), ("n_parsed", None), ("n_with_evidence", None), ("n_not_sent", 0)):
         if c not in f.columns:  # a flags frame from before these counts: nothing is known of them
             f[c] = default
     rows = []
     for (wf, ds), grp in f.groupby(WORKFLOW_KEYS, sort=True):
         n_calls = int(grp["n_formats"].sum()) if "n_formats" in grp.columns else len(grp)
         n_errors = int(grp["n_call_errors"].sum())
+        n_unsent = int(grp["n_not_sent"].sum())
         for rel in RELATIONS:
             col = rel.lower()
             if rel == "MR2":
-                reason = not_measurable_reason(n_calls, n_errors)
+                reason = not_measurable_reason(n_calls, n_errors, n_not_sent=n_unsent)
                 evidence = grp["n_with_evidence"]
                 if reason is None and evidence.notna().all() and int(evidence.sum()) == 0:
                     reason = f"not measurable: no reply gave evidence (0 of {n_calls - n_errors} replies)"
             else:
                 parsed = grp["n_parsed"]
-                reason = not_measurable_reason(n_calls, n_errors, int(parsed.sum()) if parsed.notna().all() else None)
+                reason = not_measurable_reason(
+                    n_calls, n_errors, int(parsed.sum()) if parsed.notna().all() else None, n_unsent
+                )
             failed_inst = set(grp.loc[grp["n_call_errors"] > 0, "instance_id"])
             if col == "mr3" and "mr3_note" in grp.columns:
                 failed_inst |= set(grp.loc[grp["mr3_note"].eq(NOT_MEASURABLE_CALL_FAILED), "instance_id"])
@@ -460,7 +474,7 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
             if reason is None and len(defined) == 0 and len(notes):
                 reason = notes[0]
             elif reason is None and len(defined) == 0 and n_errors:
-                reason = f"not measurable: every group has a failed call ({n_errors} of {n_calls} calls failed)"
+                reason = _every_group_has(n_errors, n_unsent, n_calls)
             measured = reason is None
             rows.append(
                 dict(
@@ -500,14 +514,29 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
     return MRViolations.validate(out)
 
 
+def _every_group_has(n_errors: int, n_not_sent: int, n_calls: int) -> str:
+    """Why a rate is not measurable when every group holds a call error (``n_errors`` of the
+    ``n_calls`` generations, ``n_not_sent`` of them requests never sent)."""
+    if n_not_sent >= n_errors:
+        return f"not measurable: every group has a request that was not sent ({n_not_sent} of {n_calls} not sent)"
+    if n_not_sent:
+        return (
+            "not measurable: every group has a call that failed or was not sent "
+            f"({n_errors - n_not_sent} failed, {n_not_sent} not sent, of {n_calls})"
+        )
+    return f"not measurable: every group has a failed call ({n_errors} of {n_calls} calls failed)"
+
+
 def accuracy_rows(g: pd.DataFrame) -> pd.DataFrame:
     """Acc_f rows of already validated generations ``g`` (:func:`accuracy_by_format` unsorted)."""
     # Set-based: sql/format_robustness/accuracy_by_format.sql is the one implementation.
     cols = _GEN_KEY + ["decision", "gold", "is_correct"]
     frame = g[cols].assign(is_correct=g["is_correct"].astype("boolean"), call_error=g["_err"].astype(bool))
     out = run_sql("format_robustness", "accuracy_by_format", gen=frame)
+    unsent = g[g["gold"].notna()].groupby([*WORKFLOW_KEYS, "format"])["_unsent"].sum()
     out["not_measurable"] = [
-        not_measurable_reason(int(n + e), int(e)) if n == 0 else None for n, e in zip(out["n"], out["n_call_errors"])
+        not_measurable_reason(int(n + e), int(e), n_not_sent=int(unsent.get((wf, ds, f), 0))) if n == 0 else None
+        for wf, ds, f, n, e in zip(out["workflow_id"], out["dataset"], out["format"], out["n"], out["n_call_errors"])
     ]
     out["not_measurable"] = out["not_measurable"].astype(object)
     return out
@@ -541,7 +570,8 @@ def stability_rows(g: pd.DataFrame) -> pd.DataFrame:
     # Set-based: sql/format_robustness/instance_stability.sql decides each instance, stability_by_format.sql averages.
     # A cell (instance, format) with a failed call is left out: its k replies are not all known.
     cell_keys = INSTANCE_KEYS + ["format"]
-    err = g.groupby(cell_keys, sort=False)["_err"].agg(["any", "size", "sum"]).reset_index()
+    err = g.groupby(cell_keys, sort=False)["_err"].agg(["any", "size", "sum"])
+    err = err.assign(unsent=g.groupby(cell_keys, sort=False)["_unsent"].sum()).reset_index()
     failed = err.loc[err["any"], cell_keys]
     replies = g.merge(failed.assign(_failed=True), on=cell_keys, how="left")
     replies = replies[replies["_failed"].isna()]
@@ -557,6 +587,7 @@ def stability_rows(g: pd.DataFrame) -> pd.DataFrame:
         k_max=("size", "max"),
         _calls=("size", "sum"),
         _failed=("sum", "sum"),
+        _unsent=("unsent", "sum"),
     )
     out = per.reset_index().merge(out.drop(columns=["k_min", "k_max"]), on=[*WORKFLOW_KEYS, "format"], how="left")
     out["n_instances"] = pd.to_numeric(out["n_instances"]).fillna(0).astype(int)
@@ -565,9 +596,11 @@ def stability_rows(g: pd.DataFrame) -> pd.DataFrame:
     out["not_measurable"] = [
         None
         if n
-        else not_measurable_reason(int(calls), int(failed))
+        else not_measurable_reason(int(calls), int(failed), n_not_sent=int(unsent))
         or f"not measurable: every instance has a failed call ({e} of {e} instances)"
-        for n, e, calls, failed in zip(out["n_instances"], out["n_call_errors"], out["_calls"], out["_failed"])
+        for n, e, calls, failed, unsent in zip(
+            out["n_instances"], out["n_call_errors"], out["_calls"], out["_failed"], out["_unsent"]
+        )
     ]
     out["not_measurable"] = out["not_measurable"].astype(object)
     return out[[*cols, "n_call_errors", "not_measurable"]]

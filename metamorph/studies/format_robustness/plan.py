@@ -367,7 +367,8 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
         (``is_correct`` and ``favorable`` nullable booleans), ``categories_json``: the sorted
         union of the generation's item categories (JSON list; ``[]`` when it has no mapped item
         or is unparseable), and ``call_error`` (parse reason ``call_error``: the call failed, so
-        the row is not a reply and the metrics leave it out). Row count equals ``len(decisions)``; raises ``ValueError`` if an
+        the row is not a reply and the metrics leave it out), ``not_sent`` (of those, the requests
+        never sent: ``decisions``' column, False when absent). Row count equals ``len(decisions)``; raises ``ValueError`` if an
         evidence row names an unknown generation.
     """
     keys = ["workflow_id", "dataset", "instance_id", "format", "repeat"]
@@ -384,6 +385,9 @@ def generation_outcomes(decisions: pd.DataFrame, evidence: pd.DataFrame) -> pd.D
     ].copy()
     out["categories_json"] = [json.dumps(sorted(cats.get(k, set()))) for k in out["generation_key"]]
     out["call_error"] = is_call_error(decisions["parse_reason"]).to_numpy()
+    out["not_sent"] = (
+        decisions["not_sent"].fillna(False).astype(bool).to_numpy() if "not_sent" in decisions.columns else False
+    )
     out["is_correct"] = out["is_correct"].astype("boolean")
     out["favorable"] = out["favorable"].astype("boolean")
     return out.reset_index(drop=True)

@@ -225,6 +225,10 @@ class ExtractedDecisions(_PerGeneration):
     favorable: Series[bool] = pa.Field(
         nullable=True, description="decision == favourable label; null when unparseable or no favourable label."
     )
+    not_sent: Series[bool] = pa.Field(
+        description="The request was never sent (its ingestion path cannot take the format; parse_reason "
+        "call_error): not a reply, and not a call that failed."
+    )
 
     @pa.dataframe_check(description="unparseable rows carry no decision")
     def unparseable_has_no_decision(cls, df):  # noqa: N805
@@ -257,6 +261,10 @@ class GenerationOutcomes(_PerGeneration):
     call_error: Series[bool] = pa.Field(
         description="The call failed at the provider (parse_reason call_error): not a reply, left out of every "
         "metric and its n."
+    )
+    not_sent: Series[bool] = pa.Field(
+        description="The request was never sent (its ingestion path cannot take the format; a call_error too): a "
+        "value with nothing else to measure is 'not measurable: not sent', never 'every call failed'."
     )
 
 
@@ -309,6 +317,11 @@ class MRFlags(_WorkflowDataset):
     n_parsed: Series[int] = pa.Field(ge=0, description="Generations of the group with a parseable decision (count).")
     n_with_evidence: Series[int] = pa.Field(
         ge=0, description="Generations of the group with at least one evidence category (count)."
+    )
+    n_not_sent: Series[int] = pa.Field(
+        ge=0,
+        description="Of n_call_errors, requests never sent (their ingestion path cannot take the format; count): "
+        "not calls that failed.",
     )
 
     class Config:
