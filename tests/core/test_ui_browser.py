@@ -35,7 +35,12 @@ pytestmark = pytest.mark.ui
 
 REPO = Path(__file__).resolve().parents[2]
 VIEWPORT = {"width": 1440, "height": 900}
-JOBS = ("format_robustness_inputs_job", "format_robustness_model_job", "model_upgrades_job")
+JOBS = (
+    "format_robustness_inputs_job",
+    "format_robustness_model_job",
+    "format_robustness_tables_job",
+    "model_upgrades_job",
+)
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "OPENAI_BASE_URL")
 #: a page's first load compiles and fetches the asset graph: seconds when idle, a minute on a loaded machine
 LOAD_MS = 180_000
@@ -192,8 +197,8 @@ def test_runs_page_and_overview_timeline_show_the_runs_of_the_run(demo_ui):
         page.get_by_role("link", name="model_upgrades_job").first.wait_for()
         body = page.inner_text("body")
         assert "No runs" not in body
-        # the code location's row counts the three runs, then one row per job
-        assert "\nmetamorph\n3\n" in body
+        # the code location's row counts the four runs, then one row per job
+        assert "\nmetamorph\n4\n" in body
         for job in JOBS:  # each job's row links to the job
             assert page.get_by_role("link", name=job).count() >= 1
     finally:
