@@ -212,6 +212,10 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
         outs = [r.communicate(timeout=600)[0] for r in runs]
         worker_logs = "\n".join((logs / f"{n}.log").read_text()[-2000:] for n in ("w1", "w2"))
         assert [r.returncode for r in runs] == [0, 0], "\n".join(o[-3000:] for o in outs) + worker_logs
+        # then the cross-model tables, once for both models
+        tables = execute("order_probe_tables_job", {})
+        out = tables.communicate(timeout=600)[0]
+        assert tables.returncode == 0, out[-3000:]
         elapsed = time.monotonic() - t0
     finally:
         for w in workers:  # the CLI and the celery worker it started: their own process group
@@ -246,12 +250,13 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
         "SELECT model_id, count(*) FROM order_probe.order_generations GROUP BY ALL ORDER BY ALL"
     ).fetchall() == [("gpt-a", 24), ("gpt-b", 24)]
     con.close()
-    # Dagster's records in PostgreSQL: three successful runs; every step of the model runs executed by a celery
-    # worker, both workers used
+    # Dagster's records in PostgreSQL: four successful runs; every step of the model and tables runs executed
+    # by a celery worker, both workers used
     assert sorted(pg_rows(dagster_pg_url, "SELECT pipeline_name, status FROM runs")) == [
         ("order_probe_inputs_job", "SUCCESS"),
         ("order_probe_model_job", "SUCCESS"),
         ("order_probe_model_job", "SUCCESS"),
+        ("order_probe_tables_job", "SUCCESS"),
     ]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         by_worker: dict[str, int] = {}
@@ -270,7 +275,8 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
                 run.run_id, of_type={dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS}
             ):
                 spans.setdefault((run.run_id, rec.step_key), []).append(rec.timestamp)
-    assert n_steps == 20 and sum(by_worker.values()) == n_steps and set(by_worker) == {"w1", "w2"}, by_worker
+    # 2 per-model steps in each model run (order_generations, scored_replies), the 8 cross-model tables once
+    assert n_steps == 2 * 2 + 8 and sum(by_worker.values()) == n_steps and set(by_worker) == {"w1", "w2"}, by_worker
     # how often two steps were in flight at once (reported, not asserted: it depends on the machine's load)
     edges = sorted((t, +1 if i == 0 else -1) for ts in spans.values() for i, t in enumerate(sorted(ts)[:2]))
     level = peak = 0
@@ -278,7 +284,7 @@ def test_two_celery_workers_run_two_model_partitions_sharing_the_postgres_cache_
         level += d
         peak = max(peak, level)
     print(
-        f"\ncelery: {n_steps} steps in the 2 model runs, by worker {by_worker}, at most {peak} at once; "
+        f"\ncelery: {n_steps} steps in the 2 model runs and the tables run, by worker {by_worker}, at most {peak} at once; "
         f"{elapsed:.0f} s from the inputs job to the end"
     )
 
