@@ -36,7 +36,8 @@ def test_graphql_serves_every_group_job_sensor_and_schedule(tmp_path):
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    # 4 studies + model_upgrades; 4 inputs + 4 model jobs + model_upgrades_job + Dagster's __ASSET_JOB;
+    # 4 studies + model_upgrades + model_registry; 4 inputs + 4 model + 4 tables jobs + model_upgrades_job +
+    # Dagster's __ASSET_JOB;
     # the registry sensor, the partial-run sensor and the two automation sensors; one weekly schedule per study
     assert lines[:4] == [
         "graphql_smoke: asset_groups: 6 served, 6 defined — match",
