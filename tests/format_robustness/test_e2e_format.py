@@ -50,6 +50,11 @@ def run_study(instance, sources, limit, k):
         raise_on_error=False,
         run_config={"ops": {"format_robustness__workflow_generations": {"config": {"k": k}}}},
     )
+    if model.success:  # the cross-model tables, once after the model run (as metamorph run does)
+        tables = defs.resolve_job_def("format_robustness_tables_job").execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+        assert tables.success, "format_robustness_tables_job"
     return inputs, model
 
 
