@@ -99,8 +99,10 @@ class PythonWorkflowProvider:
         version: the entry's ``version`` (reported as each result's ``model_version``).
         workers: worker processes (>= 1), each importing the function once; also ``max_concurrency``.
         deterministic: the registry's declaration (replicates of an unseeded request share one call).
-        reply_pointer / extracted_pointer: the entry's pointers (used when ``extracted_pointer`` is
-            set: the function then returns a mapping).
+        reply_pointer: the entry's pointer to the reply in the mapping the function returns (used
+            when ``extracted_pointer`` is set).
+        extracted_pointer: the entry's pointer to the extracted text; set, the function returns a
+            mapping both pointers read.
 
     Raises:
         ConfigError: ``workers < 1``.
