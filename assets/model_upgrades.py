@@ -36,17 +36,16 @@ GROUP = "model_upgrades"
 PREFIX = [GROUP]
 POOL = "duckdb"
 
-#: study -> the warehouse tables its card rows are built from, and the builder (:attr:`metamorph.study.Study.card`).
+#: study -> its report-card rows: the warehouse tables they are built from, the builder and the tables
+#: it can do without (:class:`metamorph.study.Card`, :attr:`metamorph.study.Study.card`).
 CARD_SOURCES = {name: study.card for name, study in studies().items()}
-#: Tables a study's card rows can do without (passed as None or empty; :attr:`metamorph.study.Study.card_optional`).
-OPTIONAL_CARD_TABLES = {t for study in studies().values() for t in study.card_optional}
 #: The card's description in the UI: what it reads, when it is built and how to rebuild it.
 CARD_DESCRIPTION = (
     "One row per model × study × headline metric with 95% CIs, each model's version and the change since its "
     "previous version. Built at the end of every `metamorph run`; rebuild it with `model_upgrades_job` (or "
     "Materialize here) after runs launched in the UI — in a run of its own: not being downstream of the studies' "
     "tables, it is not ordered after them within one run. It reads, when present: "
-    + "; ".join(f"{s}: {', '.join([*tables, 'model_comparison'])}" for s, (tables, _) in CARD_SOURCES.items())
+    + "; ".join(f"{s}: {', '.join([*card.tables, 'model_comparison'])}" for s, card in CARD_SOURCES.items())
     + ". A study without its tables is listed under 'not in the card' — never an error or a warning."
 )
 #: The card's check: fails when a study's verdicts hold a blocking regression.
@@ -92,15 +91,19 @@ def robustness_report_card(
     metamorph.report_card.build_card."""
     models = model_registry.models()
     with warehouse.get_connection() as con:
-        inputs = {s: [_read(con, s, t) for t in tables] for s, (tables, _) in CARD_SOURCES.items()}
+        inputs = {s: [_read(con, s, t) for t in card.tables] for s, card in CARD_SOURCES.items()}
         previous = _read(con, GROUP, "robustness_report_card")
         comparisons = {s: _read(con, s, "model_comparison") for s in CARD_SOURCES}
     present = [
         s
         for s, frames in inputs.items()
-        if all(f is not None and len(f) for t, f in zip(CARD_SOURCES[s][0], frames) if t not in OPTIONAL_CARD_TABLES)
+        if all(
+            f is not None and len(f)
+            for t, f in zip(CARD_SOURCES[s].tables, frames)
+            if t not in CARD_SOURCES[s].optional
+        )
     ]
-    parts = [CARD_SOURCES[s][1](*inputs[s]) for s in present]
+    parts = [CARD_SOURCES[s].rows(*inputs[s]) for s in present]
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ReportCard.to_schema().columns)
     versions = {
         (m, s): evaluated_fingerprint(context.instance, s, m) or "unrecorded"

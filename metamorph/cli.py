@@ -1,10 +1,10 @@
 """The ``metamorph`` console script: one subcommand per command.
 
 Core commands (not tied to one study) come from the modules in :data:`CORE_MODULES`, the
-commands of the installed project from the entry points of :data:`COMMAND_GROUP`; each study
-(:func:`metamorph.study.studies`) may define ``metamorph/studies/<study>/cli.py``. Both have ``COMMANDS`` — name → (help,
-description, add_arguments(parser), run(args) → exit code); this module only collects them, so the
-entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate),
+commands of the installed project from the entry points of :data:`COMMAND_GROUP`, and each study's
+own (:attr:`metamorph.study.Study.commands` of :func:`metamorph.study.studies`). Each is a dict name
+→ (help, description, add_arguments(parser), run(args) → exit code); this module only collects them,
+so the entry point names no study. Commands today: ``metamorph gate`` (WorkflowPerturb CI gate),
 ``metamorph trace`` (a metric cell back to its raw completions, :mod:`metamorph.trace`) and
 ``metamorph plan`` (calls, cache hits, tokens and cost of a study's run before it is made,
 :mod:`metamorph.costplan`), ``metamorph run`` (a study's run on the Dagster instance,
@@ -51,17 +51,19 @@ COMMAND_GROUP = "metamorph.commands"
 
 
 def commands() -> dict[str, tuple]:
-    """The core commands and every study's ``COMMANDS``, merged; a name defined twice is a ``RuntimeError``."""
-    from metamorph.study import studies, study_module
+    """The core commands, the installed project's and every study's
+    (:attr:`metamorph.study.Study.commands`), merged; a name defined twice is a ``RuntimeError``."""
+    from metamorph.study import studies
 
     from importlib.metadata import entry_points
 
     modules = [importlib.import_module(name) for name in CORE_MODULES]
     modules += [ep.load() for ep in sorted(entry_points(group=COMMAND_GROUP), key=lambda ep: ep.name)]
-    modules += [m for m in (study_module(name, "cli") for name in studies()) if m is not None]
+    tables = [getattr(mod, "COMMANDS", {}) for mod in modules]
+    tables += [study.commands() for study in studies().values() if study.commands is not None]
     out: dict[str, tuple] = {}
-    for mod in modules:
-        for name, spec in getattr(mod, "COMMANDS", {}).items():
+    for table in tables:
+        for name, spec in table.items():
             if name in out:
                 raise RuntimeError(f"the command {name!r} is defined twice")
             out[name] = spec

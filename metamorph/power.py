@@ -507,24 +507,19 @@ def plan_lines(study: str, args, options, specs, plans) -> list[str]:
     """:func:`plan_text` for ``metamorph plan <study>``: the cells from the study report's
     ``planned_cells(options, specs)``, ``plans`` the :class:`~metamorph.costplan.CostPlan` steps of
     every model (grouped by ``model_id``) and the settings ``--alpha``, ``--power``,
-    ``--discordance``, ``--detect`` of ``args``; no lines for a study without a ``report`` module
-    declaring ``planned_cells``. Raises the loaders' :class:`~metamorph.errors.InputError`."""
-    import importlib
+    ``--discordance``, ``--detect`` of ``args``; no lines for a study without
+    :attr:`metamorph.study.Comparison.planned_cells`. Raises the loaders' :class:`~metamorph.errors.InputError`."""
+    from metamorph.study import get
 
     by_model: dict = {}
     for p in plans:
         by_model.setdefault(p.model_id, []).append(p)
 
-    import importlib.util
-
-    name = f"metamorph.studies.{study}.report"
-    if importlib.util.find_spec(name) is None:
-        return []
-    report = importlib.import_module(name)
-    if not hasattr(report, "planned_cells"):
+    comparison = get(study).comparison
+    if comparison is None or comparison.planned_cells is None:
         return []
     return plan_text(
-        report.planned_cells(options, list(specs)),
+        comparison.planned_cells(options, list(specs)),
         by_model,
         alpha=getattr(args, "alpha", 0.05),
         power=getattr(args, "power", DEFAULT_POWER),

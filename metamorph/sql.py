@@ -1,4 +1,4 @@
-"""Run the project's DuckDB SQL (``sql/<study>/<name>.sql``) over pandas frames, and open a
+"""Run a study's DuckDB SQL (``<name>.sql`` in its :attr:`~metamorph.study.Study.sql_dir`) over pandas frames, and open a
 warehouse file read-only.
 
 Set-based metric tables are written as SQL; :func:`run_sql` registers the given frames as
@@ -17,15 +17,11 @@ import pandas as pd
 from metamorph.datasets import read_text
 
 __all__ = [
-    "SQL_DIR",
     "markdown_sections",
     "open_read_only",
     "run_sql",
     "sql_path",
 ]
-
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
-
 
 #: bytes 8-11 of every DuckDB database file.
 _DUCKDB_MAGIC = b"DUCK"
@@ -55,8 +51,12 @@ def open_read_only(path: str | Path, error: type[Exception]) -> duckdb.DuckDBPyC
 
 
 def sql_path(study: str, name: str) -> Path:
-    """Path of ``sql/<study>/<name>.sql``; raises ``FileNotFoundError`` when it does not exist."""
-    p = SQL_DIR / study / f"{name}.sql"
+    """Path of ``<name>.sql`` in the SQL folder of ``study`` (:attr:`metamorph.study.Study.sql_dir`,
+    ``sql/<study>/``); raises ``FileNotFoundError`` when it does not exist, :class:`ConfigError` for
+    an unknown study."""
+    from metamorph.study import get
+
+    p = get(study).sql_dir / f"{name}.sql"
     if not p.exists():
         raise FileNotFoundError(f"no SQL file {p}")
     return p

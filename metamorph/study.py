@@ -15,7 +15,9 @@ card, ``metamorph run`` / ``metamorph plan`` — iterates :func:`studies`.
 * :class:`Options` — the value of every option of one study (the documented default unless given),
   what ``cost_steps``, ``headline`` and the run config read.
 * :class:`Study` — the study's assets (``inputs``, ``source_asset``, ``generations``), its own
-  :class:`Option` table and the functions the shared machinery calls.
+  :class:`Option` table and every part the shared machinery asks for: the functions it calls, its
+  :class:`Card`, its :class:`Comparison`, its traces, commands, vocabulary and SQL folder. Nothing
+  outside this module finds a part of a study by its module's name.
 
 The command line (``metamorph run <study>``, ``metamorph plan <study>``, ``python -m pipelines.run
 <study>``) is one sub-command per study built by :func:`add_study_commands` from the study's options:
@@ -34,11 +36,26 @@ import pkgutil
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from metamorph.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: The run config's ``limit`` meaning "every row" (``--limit`` not given). Dagster's launchpad leaves a
+#: field whose default is null out of the scaffolded config, so "no limit" is a number that is shown;
+#: 0 is rejected rather than read as "all" (a user who types 0 means "spend nothing").
+ALL_ROWS = -1
+#: The run config's ``budget_usd`` meaning "no budget" (``--budget-usd -1``, shown in the launchpad like
+#: :data:`ALL_ROWS`; 0 means "spend nothing": a priced run with any call to make stops).
+NO_BUDGET = -1.0
+#: The launchpad's description of ``budget_usd`` (every generation asset of :attr:`Study.budget_assets`).
+BUDGET_HELP = (
+    "Stop before the first call when this step's planned cost for the model (USD, registry price_per_mtok; "
+    "output at max_tokens) exceeds it: an amount in USD ≥ 0, or -1 = no budget (the model_registry resource's "
+    "budget_usd still applies)."
+)
 
 # ------------------------------------------------------------------------------------------
 # Parsers: a value as text -> the value, or ArgumentTypeError with one line
@@ -60,6 +77,7 @@ def whole_number(lo: int, hi: int | None = None) -> Callable[[str], int]:
         return value
 
     parse.__name__ = f"whole_number_{rule.replace(' ', '_')}"
+    parse.config_type = int
     return parse
 
 
@@ -83,6 +101,9 @@ def budget(text: str) -> float | None:
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(message)
     return value
+
+
+budget.config_type = float
 
 
 def source_spec(text: str) -> str:
@@ -110,6 +131,14 @@ class Option:
     inputs job when the asset is one of :attr:`Study.inputs`, else in the model job); an option with
     none (``--models``) shapes the run itself. ``drops_assets``: a flag that, when set, leaves these
     assets (names in the study's group) out of the model job (the format study's ``--no-routing``).
+
+    The same option is the field of each target asset's Dagster config class (generated from it by
+    ``assets._common.study_config``), as the launchpad shows it: ``config_help`` its description
+    (default :attr:`help`); ``config_default`` its default when :attr:`default` is ``None`` (the
+    study's own value, or a value read as "not given": -1 = every row, -1 = no budget; the launchpad
+    accepts its default unchecked); ``config_type`` its type when the parser does not say it
+    (:meth:`field_type`); ``config_check`` the check of a config value when it is not :meth:`check`
+    (a list the command line takes as one comma-separated value).
     """
 
     name: str
@@ -123,6 +152,10 @@ class Option:
     targets: tuple[tuple[str, str], ...] = ()
     drops_assets: tuple[str, ...] = ()
     cli: str = ""
+    config_help: str = ""
+    config_default: Any = None
+    config_type: Any = None
+    config_check: Callable[[Any], Any] | None = None
 
     @property
     def flag_name(self) -> str:
@@ -134,6 +167,38 @@ class Option:
         """``value`` (a config value: int, float, list …) validated as :func:`check_value` does with
         this option's parser and choices, and returned unchanged."""
         return check_value(self.parse, value, self.choices)
+
+    def field_type(self) -> Any:
+        """The type of the option's config field: :attr:`config_type` when set; ``bool`` for a flag;
+        else the parser's ``config_type`` (``int`` for :func:`whole_number`, ``float`` for
+        :func:`budget`, otherwise ``str``), in a ``list`` when the option takes several values."""
+        if self.config_type is not None:
+            return self.config_type
+        if self.flag:
+            return bool
+        one = getattr(self.parse, "config_type", str)
+        return list[one] if (self.nargs or self.repeat) else one
+
+    def field_default(self) -> Any:
+        """The default of the option's config field: ``False`` for a flag, :attr:`default` (a list
+        copied), else :attr:`config_default`."""
+        if self.flag:
+            return False
+        if self.default is not None:
+            return list(self.default) if isinstance(self.default, (list, tuple)) else self.default
+        return self.config_default
+
+    def field_help(self) -> str:
+        """The description of the option's config field: :attr:`config_help`, else :attr:`help`."""
+        return self.config_help or self.help
+
+    def check_field(self, value: Any) -> Any:
+        """A config value of the option checked (:attr:`config_check`, else :meth:`check`); its
+        :meth:`field_default` passes unchecked. Returned unchanged; ``ValueError`` with the command
+        line's words otherwise."""
+        if value == self.field_default():
+            return value
+        return (self.config_check or self.check)(value)
 
     def help_text(self) -> str:
         """The help line: :attr:`help`, then the default when it is not said already."""
@@ -193,18 +258,23 @@ def common_options(study: Study) -> tuple[Option, ...]:
             repeat=True,
             cli="--source",
             targets=((study.source_asset, "sources"),),
+            config_help=study.sources_help,
         ),
         Option(
             "limit",
             f"N rows of each source (>= 1): {study.limit_rule}; default every row",
             positive,
             targets=((study.source_asset, "limit"),),
+            config_help=study.limit_help,
+            config_default=ALL_ROWS,
         ),
         Option(
             "max_tokens",
             f"completion budget per call of {study.generations} (>= 1; default: the study's own)",
             positive,
             targets=((study.generations, "max_tokens"),),
+            config_help=study.max_tokens_help,
+            config_default=study.max_tokens_default,
         ),
         Option("models", "registry model ids (default: all)", nargs="+"),
         Option(
@@ -214,6 +284,8 @@ def common_options(study: Study) -> tuple[Option, ...]:
             f"`metamorph plan {study.name}` prints the plan",
             budget,
             targets=tuple((a, "budget_usd") for a in study.budget_assets),
+            config_help=BUDGET_HELP,
+            config_default=NO_BUDGET,
         ),
         Option("no_models", "only the inputs job (no model calls)", flag=True),
     ) + (sequential_options() if study.sequential else ())
@@ -263,6 +335,44 @@ class Options:
 
 
 # ------------------------------------------------------------------------------------------
+# Card, Comparison: parts of a study
+
+
+@dataclass(frozen=True)
+class Card:
+    """A study's rows of the robustness report card (:mod:`metamorph.report_card`).
+
+    ``tables``: the warehouse tables (``<study>.<table>``, assets of the study) the rows are built
+    from, passed positionally to ``rows``; ``rows(*frames)``: the builder, returning card rows
+    (:data:`metamorph.report_card.CARD_ROW_COLUMNS`); ``optional``: those of ``tables`` it can do
+    without (passed as ``None`` or empty: the study is on the card without them)."""
+
+    tables: tuple[str, ...]
+    rows: Callable[..., Any]
+    optional: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        extra = sorted(set(self.optional) - set(self.tables))
+        if extra:
+            raise ValueError(f"Card.optional names {extra}, which are not among its tables {list(self.tables)}")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What a study's upgrade verdicts are computed from (:func:`metamorph.verdict.sources`).
+
+    ``tables``: the warehouse tables (``<study>.<table>``) passed positionally to ``scores``;
+    ``scores(*frames)``: the item scores of every compared metric
+    (:data:`metamorph.comparison.ITEM_SCORE_COLUMNS`); ``planned_cells(options, specs)`` (optional):
+    the (metric, slice) cells a run of ``options`` will compare, with their items, for the
+    detectable effects ``metamorph plan`` prints (:func:`metamorph.power.plan_lines`)."""
+
+    tables: tuple[str, ...]
+    scores: Callable[..., Any]
+    planned_cells: Callable[[Any, Sequence[Any]], Any] | None = None
+
+
+# ------------------------------------------------------------------------------------------
 # Study
 
 
@@ -278,6 +388,10 @@ class Study:
       registry fingerprint); ``budget_assets``: the generation assets taking ``budget_usd``
       (default: ``generations``);
     * ``default_sources``: the sources when none is given; ``limit_rule``: how ``--limit`` picks rows;
+      ``sources_help``, ``limit_help``: the launchpad's descriptions of the source asset's ``sources``
+      and ``limit``; ``max_tokens_default``, ``max_tokens_help``: the default and description of the
+      generation asset's ``max_tokens`` (:func:`common_options`: the command line's ``--max-tokens``
+      leaves it at this default);
     * ``options``: the study's own :class:`Option` table (an option named like a common one replaces
       it, e.g. a tighter ``max_tokens`` range);
     * ``load_sources(specs, limit)``: the loader the source asset calls (raises
@@ -287,13 +401,21 @@ class Study:
       ``metamorph plan`` prints before that model's counts (e.g. the requests an ingestion path cannot send);
     * ``headline(con, options) -> str``: the headline tables printed after a run (markdown);
       ``headline_without_models``: print them after ``--no-models`` too (deterministic tables);
-    * ``card``: ``(tables, card_rows)`` — the warehouse tables of the study's report-card rows and
-      the builder called with them; ``card_optional``: those of them it can do without.
+    * ``card``: the study's report-card rows (:class:`Card`: their tables and builder);
     * ``sequential``: ``--sequential`` / ``--batch`` are offered (:func:`sequential_options`).
     * ``compared_metrics``: the metrics of the study's upgrade verdicts, each with whether a higher
-      value is better (``{"accuracy": True}``); empty when the study has no verdicts. Its ``report``
-      module scores them (``COMPARISON_TABLES``, ``comparison_scores``: :func:`metamorph.verdict.sources`);
-      a registry entry's ``blocking_metrics`` names them.
+      value is better (``{"accuracy": True}``); empty when the study has no verdicts. A registry
+      entry's ``blocking_metrics`` names them. ``comparison``: how they are scored
+      (:class:`Comparison`; :func:`metamorph.verdict.sources`), required with ``compared_metrics``;
+    * ``lineage()`` (optional): metric → :class:`metamorph.trace.MetricTrace`, the rows behind a
+      cell for ``metamorph trace`` (imported when called: loading the studies stays cheap);
+    * ``commands()`` (optional): the study's own console commands, name → (help, description,
+      add_arguments(parser), run(args) → exit code), as :mod:`metamorph.cli` collects them;
+    * ``vocab``: the module declaring the study's vocabulary once (formats, modes, types …): the
+      names it exports are what the study's modules, SQL and tests refer to (:meth:`vocabulary`);
+    * ``sql_dir``: the study's SQL (:mod:`metamorph.sql`; default ``sql/<name>/``);
+    * ``assets_module``: the dotted name of the Dagster project's module of the study's assets
+      (default ``assets.<name>``; the library never imports it, the project's wiring does).
     """
 
     name: str
@@ -305,15 +427,18 @@ class Study:
     load_sources: Callable[[Sequence[str], int | None], Any]
     cost_steps: Callable[[Any, Options], list]
     headline: Callable[[Any, Options], str]
-    card: tuple[tuple[str, ...], Callable[..., Any]]
+    card: Card
     options: tuple[Option, ...] = ()
     budget_assets: tuple[str, ...] = ()
     limit_rule: str = "the first N"
+    sources_help: str = "Source specs."
+    limit_help: str = "Keep N ≥ 1 rows of each source; -1 = every row."
+    max_tokens_default: int | None = None
+    max_tokens_help: str = "Completion token limit (N ≥ 1)."
     headline_without_models: bool = False
     #: The study sends documents (ingestion paths), so a workflow under test (``http`` / ``python``
     #: registry entry) can take it; a study that sends prompts refuses such an entry at load.
     takes_documents: bool = False
-    card_optional: tuple[str, ...] = ()
     description: str = ""
     plan_notes: Callable[[Any, Options], list[str]] | None = None
     #: ``metamorph run <study> --sequential`` is supported: a growing ``--limit`` keeps the earlier
@@ -321,15 +446,38 @@ class Study:
     #: ``compared_metrics`` (:func:`sequential_options`).
     sequential: bool = False
     compared_metrics: Mapping[str, bool] = field(default_factory=dict, hash=False)
+    comparison: Comparison | None = None
+    lineage: Callable[[], Mapping[str, Any]] | None = None
+    commands: Callable[[], Mapping[str, tuple]] | None = None
+    vocab: ModuleType | None = None
+    sql_dir: Path | None = None
+    assets_module: str = ""
 
     def __post_init__(self):
         if not self.budget_assets:
             object.__setattr__(self, "budget_assets", (self.generations,))
+        if self.sql_dir is None:
+            object.__setattr__(self, "sql_dir", REPO_ROOT / "sql" / self.name)
+        if not self.assets_module:
+            object.__setattr__(self, "assets_module", f"assets.{self.name}")
+        if not isinstance(self.card, Card):
+            raise TypeError(f"study {self.name}: card must be a metamorph.study.Card, got {type(self.card).__name__}")
+        if bool(self.compared_metrics) != (self.comparison is not None):
+            raise TypeError(
+                f"study {self.name}: compared_metrics and comparison go together (it compares "
+                f"{sorted(self.compared_metrics)}; comparison is {'set' if self.comparison else 'not set'})"
+            )
 
-    @property
-    def sql_dir(self) -> Path:
-        """``sql/<name>/``: the study's SQL (:mod:`metamorph.sql`)."""
-        return REPO_ROOT / "sql" / self.name
+    def vocabulary(self) -> dict[str, tuple[str, ...]]:
+        """The study's named lists of words: every name of :attr:`vocab`'s ``__all__`` bound to a
+        tuple of strings (``{"FORMATS": ("txt", "md", "json", "csv"), …}``); empty without a vocab."""
+        if self.vocab is None:
+            return {}
+        return {
+            name: value
+            for name in self.vocab.__all__
+            if isinstance(value := getattr(self.vocab, name), tuple) and all(isinstance(v, str) for v in value)
+        }
 
     def common(self) -> tuple[Option, ...]:
         """:func:`common_options` of this study, minus those its own table replaces."""
@@ -433,19 +581,6 @@ def compared_metrics() -> dict[str, tuple[str, ...]]:
     return {name: tuple(s.compared_metrics) for name, s in studies().items() if s.compared_metrics}
 
 
-def study_module(name: str, module: str):
-    """The module ``metamorph.studies.<name>.<module>`` of the study ``name`` (one of
-    :func:`studies`), imported; ``None`` when the study has no such module (its ``cli``,
-    ``lineage`` or ``report`` is optional). An error inside the module is raised as it is."""
-    full = f"metamorph.studies.{name}.{module}"
-    try:
-        return importlib.import_module(full)
-    except ModuleNotFoundError as exc:
-        if exc.name != full:
-            raise
-        return None
-
-
 def get(name: str) -> Study:
     """The study called ``name``; :class:`ConfigError` naming the studies there are otherwise."""
     found = studies()
@@ -498,6 +633,11 @@ def add_study_commands(
 
 
 __all__ = [
+    "ALL_ROWS",
+    "BUDGET_HELP",
+    "Card",
+    "Comparison",
+    "NO_BUDGET",
     "Option",
     "Options",
     "Study",
@@ -513,6 +653,5 @@ __all__ = [
     "sequential_options",
     "source_spec",
     "studies",
-    "study_module",
     "whole_number",
 ]

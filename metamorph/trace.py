@@ -10,9 +10,10 @@ characters; ``--full-input`` prints it whole), the exact request (``request_json
 completion untruncated (``response_text``), the extracted answer and its parse reason. ``--json``
 prints one JSON object (``rows``: every field in full).
 
-What "the rows behind a cell" are is each study's business: ``metamorph/studies/<study>/lineage.py``
-defines ``TRACES`` (metric → :class:`MetricTrace`: the view, the model column, the slice keys,
-which rows are behind a cell and in which order), collected by :func:`study_traces`. A metric
+What "the rows behind a cell" are is each study's business: its
+:attr:`metamorph.study.Study.lineage` gives metric → :class:`MetricTrace` (the view, the model
+column, the slice keys, which rows are behind a cell and in which order), collected by
+:func:`study_traces`. A metric
 whose requests and replies live only in the generation cache (``MetricTrace.cache``, e.g. the
 WorkflowPerturb judge) reads them from ``--cache`` (default ``generation_cache.duckdb`` next to the
 warehouse), opened read-only.
@@ -122,17 +123,11 @@ class MetricTrace:
 
 
 def study_traces() -> dict[str, dict[str, MetricTrace]]:
-    """study → metric → :class:`MetricTrace`: every study's ``TRACES`` (module
-    ``metamorph/studies/<study>/lineage.py``) of each of :func:`metamorph.study.studies`; a study
-    without that module has no traceable metric."""
-    from metamorph.study import studies, study_module
+    """study → metric → :class:`MetricTrace`: :attr:`metamorph.study.Study.lineage` of each of
+    :func:`metamorph.study.studies`; a study without one has no traceable metric."""
+    from metamorph.study import studies
 
-    out: dict[str, dict[str, MetricTrace]] = {}
-    for name in studies():
-        mod = study_module(name, "lineage")
-        if mod is not None:
-            out[name] = dict(mod.TRACES)
-    return out
+    return {name: dict(study.lineage()) for name, study in studies().items() if study.lineage is not None}
 
 
 class TraceError(MetamorphError):

@@ -4,7 +4,7 @@ compare, and the ``metamorph verdict`` command.
 ``metamorph verdict --model ID [--study S] [--json] [--warehouse PATH] [--registry PATH]``
 
 Reads the study tables in the warehouse (read-only), builds every study's item scores with the
-study's own ``report.comparison_scores`` and compares the candidate with the registry's approved
+study's own scores (:attr:`metamorph.study.Study.comparison`) and compares the candidate with the registry's approved
 baseline (:func:`metamorph.comparison.compare_models`: paired bootstrap CI, exact McNemar or
 sign-flip permutation test, Holm over the candidate's family within a study) — the computation
 of each study's ``model_comparison`` asset, with its default settings. Exit code 0 when no row
@@ -89,24 +89,14 @@ class VerdictSource:
 def sources() -> dict[str, VerdictSource]:
     """Study → :class:`VerdictSource`, for every study (:func:`metamorph.study.studies`) that has
     :attr:`~metamorph.study.Study.compared_metrics`: the tables and the scoring function of its
-    ``report`` module (``COMPARISON_TABLES``, ``comparison_scores``; imported on first use).
-    ``RuntimeError`` when such a study's ``report`` module lacks either."""
-    from metamorph.study import studies, study_module
+    :attr:`~metamorph.study.Study.comparison` (a study declares both or neither)."""
+    from metamorph.study import studies
 
-    out = {}
-    for name, study in studies().items():
-        if not study.compared_metrics:
-            continue
-        report = study_module(name, "report")
-        if report is None or not all(hasattr(report, a) for a in ("COMPARISON_TABLES", "comparison_scores")):
-            raise RuntimeError(
-                f"study {name} compares {sorted(study.compared_metrics)} but its report module has no "
-                "COMPARISON_TABLES and comparison_scores"
-            )
-        out[name] = VerdictSource(
-            tuple(report.COMPARISON_TABLES), report.comparison_scores, dict(study.compared_metrics)
-        )
-    return out
+    return {
+        name: VerdictSource(tuple(study.comparison.tables), study.comparison.scores, dict(study.compared_metrics))
+        for name, study in studies().items()
+        if study.comparison is not None
+    }
 
 
 def model_job(study: str) -> str:

@@ -191,8 +191,10 @@ def _config_defaults(study, given: Mapping[str, Any]) -> dict[str, dict[str, Any
 
 @functools.cache
 def _study_module_defs(study: str) -> tuple[tuple[dg.AssetsDefinition, ...], tuple[dg.AssetChecksDefinition, ...]]:
-    """The assets and the standalone asset checks of ``assets/<study>.py``."""
-    module = importlib.import_module(f"assets.{study}")
+    """The assets and the standalone asset checks of the study's module (``Study.assets_module``)."""
+    from metamorph.study import get
+
+    module = importlib.import_module(get(study).assets_module)
     return tuple(dg.load_assets_from_modules([module])), tuple(dg.load_asset_checks_from_modules([module]))
 
 

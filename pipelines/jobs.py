@@ -68,12 +68,12 @@ def per_model_condition(per_model: dg.AssetSelection) -> dg.AutomationCondition:
 
 @functools.cache
 def split_assets(study_name: str) -> tuple[frozenset[str], frozenset[str]]:
-    """``(per_model, cross_model)``: the names of the study's assets (``assets/<study>.py``) that are
+    """``(per_model, cross_model)``: the names of the study's assets (its ``Study.assets_module``) that are
     not its inputs, split in two. ``per_model``: the partitioned assets and the unpartitioned ones a
     partitioned asset reads, directly or not (they must be built within a model's run);
     ``cross_model``: the other unpartitioned assets."""
     study = studies()[study_name]
-    module = importlib.import_module(f"assets.{study_name}")
+    module = importlib.import_module(study.assets_module)
     parents: dict[str, set[str]] = {}
     partitioned: set[str] = set()
     for ad in dg.load_assets_from_modules([module]):

@@ -236,16 +236,16 @@ def repeated_vocabulary(study: str) -> list[str]:
     ``vocab`` tuple (a partial list included)."""
     import ast
 
-    vocab = importlib.import_module(f"metamorph.studies.{study}.vocab")
-    tuples = {
-        name: set(value)
-        for name, value in vars(vocab).items()
-        if name in vocab.__all__ and isinstance(value, tuple) and all(isinstance(v, str) for v in value)
-    }
-    paths = [*sorted((REPO / "metamorph" / "studies" / study).rglob("*.py")), REPO / "assets" / f"{study}.py"]
+    from metamorph.study import get
+
+    declared = get(study)
+    tuples = {name: set(value) for name, value in declared.vocabulary().items()}
+    package = Path(declared.vocab.__file__).parent
+    assets_file = Path(importlib.import_module(declared.assets_module).__file__)
+    paths = [*sorted(package.rglob("*.py")), assets_file]
     found = []
     for path in paths:
-        if path.name == "vocab.py":
+        if path == Path(declared.vocab.__file__):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, (ast.Tuple, ast.List, ast.Set)) or len(node.elts) < 2:
@@ -255,13 +255,17 @@ def repeated_vocabulary(study: str) -> list[str]:
             values = {e.value for e in node.elts}
             for name, names in tuples.items():
                 if len(values) >= 2 and values <= names:
-                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {sorted(values)} ⊆ vocab.{name}")
+                    found.append(
+                        f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}:{node.lineno}: {sorted(values)} ⊆ vocab.{name}"
+                    )
     return found
 
 
 def test_each_study_declares_its_vocabulary_once_in_its_vocab_module():
+    from metamorph.study import get
+
     for study in STUDIES:
-        assert importlib.import_module(f"metamorph.studies.{study}.vocab").__all__, study
+        assert get(study).vocab.__all__ and get(study).vocabulary(), study
     assert [hit for study in STUDIES for hit in repeated_vocabulary(study)] == []
 
 
@@ -406,6 +410,72 @@ def test_the_studies_are_discovered_in_one_place():
         if "metamorph.studies.__path__" in line
     ]
     assert found == ["metamorph/study.py"]
+
+
+def parts_found_by_module_name(path: Path) -> list[str]:
+    """Where ``path`` finds a part of a study by a naming convention instead of asking the study's
+    :class:`metamorph.study.Study`: a module name built from a study's name (an f-string starting
+    ``metamorph.studies.`` or ``assets.``), ``study_module(...)``, or the shared ``SQL_DIR`` joined
+    with a name."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        hit = None
+        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            head = str(node.values[0].value)
+            if head in {"metamorph.studies.", "assets."} and len(node.values) > 1:
+                hit = ast.unparse(node)
+        elif isinstance(node, ast.Name) and node.id in {"study_module", "SQL_DIR"}:
+            hit = node.id
+        elif isinstance(node, ast.Attribute) and node.attr in {"study_module", "SQL_DIR"}:
+            hit = ast.unparse(node)
+        if hit is not None:
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: {hit}")
+    return found
+
+
+def test_parts_found_by_module_name_finds_every_spelling(tmp_path, monkeypatch):
+    pkg = tmp_path / "pipelines"
+    pkg.mkdir()
+    (pkg / "a.py").write_text(
+        "import importlib\n"
+        "from metamorph.study import study_module\n"
+        "import metamorph.sql\n"
+        "m = importlib.import_module(f'assets.{name}')\n"
+        "r = importlib.import_module(f'metamorph.studies.{name}.report')\n"
+        "d = metamorph.sql.SQL_DIR / name\n"
+        "ok = f'assets.py of {name}', f'metamorph.studies.x'\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert parts_found_by_module_name(pkg / "a.py") == [
+        "pipelines/a.py:4: f'assets.{name}'",
+        "pipelines/a.py:5: f'metamorph.studies.{name}.report'",
+        "pipelines/a.py:6: metamorph.sql.SQL_DIR",
+    ]
+
+
+def test_no_module_finds_a_part_of_a_study_by_its_module_name():
+    """A study's parts — its traces, commands, verdict sources, planned cells, card, vocabulary, SQL
+    folder and assets module — are typed fields of its :class:`metamorph.study.Study`; only
+    :func:`metamorph.study.studies` imports a module by a study's name (its ``study.py``)."""
+    found = [
+        hit
+        for folder in _PRODUCT
+        for path in sorted((REPO / folder).rglob("*.py"))
+        if path.relative_to(REPO) != Path("metamorph", "study.py")
+        for hit in parts_found_by_module_name(path)
+    ]
+    assert found == []
+    from metamorph.study import Card, Comparison, studies
+
+    for name, study in studies().items():
+        assert isinstance(study.card, Card), name
+        assert study.sql_dir.is_dir() and study.vocab is not None and study.vocabulary(), name
+        assert study.assets_module in sys.modules or importlib.import_module(study.assets_module), name
+        if study.compared_metrics:
+            assert isinstance(study.comparison, Comparison), name
 
 
 def test_loading_the_registry_imports_neither_the_verdict_layer_nor_a_report(tmp_path):

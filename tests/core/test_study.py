@@ -232,7 +232,7 @@ def test_every_study_has_its_jobs_sensor_schedule_card_and_plan():
         assert f"{name}_model_job" in sensed
         assert defs.resolve_schedule_def(f"{name}_weekly").job_name == f"{name}_model_job"
         assert CARD_SOURCES[name] == study.card
-        for t in study.card[0]:
+        for t in study.card.tables:
             assert f"{name}/{t}" in keys, (name, t)
         for asset in study.target_assets() | {study.source_asset} | set(study.budget_assets):
             assert f"{name}/{asset}" in keys, (name, asset)
@@ -255,7 +255,7 @@ def test_options_are_the_defaults_unless_given():
 
 
 TOY_STUDY = """
-from metamorph.study import Option, Study, positive
+from metamorph.study import Card, Option, Study, positive
 
 
 def _load_sources(specs, limit):
@@ -279,7 +279,7 @@ STUDY = Study(
     load_sources=_load_sources,
     cost_steps=_cost_steps,
     headline=lambda con, options: "toy headline",
-    card=(("toy_generations",), lambda frame: frame),
+    card=Card(("toy_generations",), lambda frame: frame),
     options=(Option("width", "items per prompt", positive, default=2, targets=(("toy_generations", "width"),)),),
 )
 """

@@ -39,7 +39,6 @@ from metamorph.studies.format_robustness import study as declared
 __all__ = [
     "COMPARED_METRICS",
     "RESAMPLING_UNITS",
-    "COMPARISON_TABLES",
     "planned_cells",
     "LEGEND",
     "SECTIONS",
@@ -256,11 +255,6 @@ def _gold_rows(outcomes: pd.DataFrame) -> pd.DataFrame:
     gen = _by_model(metric_input(outcomes))
     failed = gen["call_error"].astype(bool) if "call_error" in gen.columns else False
     return gen[gen["gold"].notna() & ~failed]
-
-
-#: The warehouse tables (``format_robustness.<table>``) :func:`comparison_scores` takes, in order
-#: (:func:`metamorph.verdict.sources`).
-COMPARISON_TABLES = ("generation_outcomes", "mr_flags")
 
 
 def planned_cells(options, specs=()) -> pd.DataFrame:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from metamorph.study import Option, Study, check_value, whole_number
+from metamorph.study import Card, Comparison, Option, Study, check_value, whole_number
+from metamorph.studies.format_robustness import vocab
 from metamorph.studies.format_robustness.vocab import BASELINE_FORMAT, FORMATS
 
 #: The most repeats ``--k`` takes: every repeat is a call per document (the paper runs 3), and a
@@ -45,6 +46,24 @@ def _card_rows(generation_outcomes, mr_flags):
     from metamorph.studies.format_robustness.report import card_rows
 
     return card_rows(generation_outcomes, mr_flags)
+
+
+def _comparison_scores(*frames, **kwargs):
+    from metamorph.studies.format_robustness.report import comparison_scores
+
+    return comparison_scores(*frames, **kwargs)
+
+
+def _planned_cells(options, specs):
+    from metamorph.studies.format_robustness.report import planned_cells
+
+    return planned_cells(options, specs)
+
+
+def _lineage():
+    from metamorph.studies.format_robustness.lineage import TRACES
+
+    return TRACES
 
 
 def check_formats(value: list[str]) -> list[str]:
@@ -119,13 +138,16 @@ STUDY = Study(
     cost_steps=_cost_steps,
     plan_notes=_plan_notes,
     headline=_headline,
-    card=(("generation_outcomes", "mr_flags"), _card_rows),
+    card=Card(("generation_outcomes", "mr_flags"), _card_rows),
     options=(K, NO_ROUTING, FORMATS_OPTION),
     takes_documents=True,
     sequential=True,
     # Metrics of the upgrade verdicts, and whether a higher value is better: Acc (§5.2) and the
     # violation rates M1/M2/M3 of MR1–MR3 (§4.1, §5.1; a violation is worse).
     compared_metrics={"accuracy": True, "M1": False, "M2": False, "M3": False},
+    comparison=Comparison(("generation_outcomes", "mr_flags"), _comparison_scores, _planned_cells),
+    lineage=_lineage,
+    vocab=vocab,
 )
 
 __all__ = [

@@ -22,7 +22,6 @@ __all__ = [
     "CHANCE_RECOVERY_PCT",
     "COMPARED_METRICS",
     "RESAMPLING_UNITS",
-    "COMPARISON_TABLES",
     "planned_cells",
     "SECTIONS",
     "card_rows",
@@ -123,11 +122,6 @@ COMPARED_METRICS = dict(declared.STUDY.compared_metrics)
 #: :func:`metamorph.report_card.clustered_rate_rows`). docs/definitions.md lists these.
 #: The canonical expression of a language: its up to 23 scrambled inputs move together.
 RESAMPLING_UNITS: dict[str, tuple[str, ...]] = {"recovery": ("language", "item_id")}
-
-
-#: The warehouse tables (``order_probe.<table>``) :func:`comparison_scores` takes, in order
-#: (:func:`metamorph.verdict.sources`).
-COMPARISON_TABLES = ("scored_replies",)
 
 
 def planned_cells(options, specs=()) -> pd.DataFrame:

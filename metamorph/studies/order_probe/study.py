@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from metamorph.study import Option, Study
+from metamorph.study import Card, Comparison, Option, Study
+from metamorph.studies.order_probe import vocab
 from metamorph.studies.order_probe.vocab import SETTINGS
 
 
@@ -30,6 +31,24 @@ def _card_rows(recovery_rates):
     return card_rows(recovery_rates)
 
 
+def _comparison_scores(*frames, **kwargs):
+    from metamorph.studies.order_probe.report import comparison_scores
+
+    return comparison_scores(*frames, **kwargs)
+
+
+def _planned_cells(options, specs):
+    from metamorph.studies.order_probe.report import planned_cells
+
+    return planned_cells(options, specs)
+
+
+def _lineage():
+    from metamorph.studies.order_probe.lineage import TRACES
+
+    return TRACES
+
+
 #: The prompt settings to run (§3): the ``order_prompts`` asset's ``settings``.
 SETTINGS_OPTION = Option(
     "settings",
@@ -54,10 +73,13 @@ STUDY = Study(
     load_sources=_load_sources,
     cost_steps=_cost_steps,
     headline=_headline,
-    card=(("recovery_rates",), _card_rows),
+    card=Card(("recovery_rates",), _card_rows),
     options=(SETTINGS_OPTION,),
     # Metrics of the upgrade verdicts, and whether a higher value is better: exact recovery (§4.1).
     compared_metrics={"recovery": True},
+    comparison=Comparison(("scored_replies",), _comparison_scores, _planned_cells),
+    lineage=_lineage,
+    vocab=vocab,
 )
 
 __all__ = ["SETTINGS_OPTION", "STUDY"]

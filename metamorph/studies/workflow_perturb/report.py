@@ -19,7 +19,6 @@ from metamorph.studies.workflow_perturb import study as declared
 __all__ = [
     "COMPARED_METRICS",
     "RESAMPLING_UNITS",
-    "COMPARISON_TABLES",
     "planned_cells",
     "STUDY",
     "all_card_rows",
@@ -139,11 +138,6 @@ _JUDGE_COLUMNS = ("model_id", "variant_id", "golden_id", "type", "severity", "ju
 def _judged(judge_scores: pd.DataFrame, caller: str) -> pd.DataFrame:
     require_columns(judge_scores, _JUDGE_COLUMNS, caller)
     return judge_scores[judge_scores["judge"].notna()]
-
-
-#: The warehouse tables (``workflow_perturb.<table>``) :func:`comparison_scores` takes, in order
-#: (:func:`metamorph.verdict.sources`).
-COMPARISON_TABLES = ("judge_scores",)
 
 
 def planned_cells(options, specs=()) -> pd.DataFrame:

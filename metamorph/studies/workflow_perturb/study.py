@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from metamorph.study import Option, Study, positive, whole_number
+from metamorph.study import Card, Comparison, Option, Study, positive, whole_number
+from metamorph.studies.workflow_perturb import vocab
 
 
 def _load_sources(specs, limit):
@@ -27,6 +28,30 @@ def _card_rows(judge_scores, perturbation_scores_llm=None):
     from metamorph.studies.workflow_perturb.report import all_card_rows
 
     return all_card_rows(judge_scores, perturbation_scores_llm)
+
+
+def _comparison_scores(*frames, **kwargs):
+    from metamorph.studies.workflow_perturb.report import comparison_scores
+
+    return comparison_scores(*frames, **kwargs)
+
+
+def _planned_cells(options, specs):
+    from metamorph.studies.workflow_perturb.report import planned_cells
+
+    return planned_cells(options, specs)
+
+
+def _lineage():
+    from metamorph.studies.workflow_perturb.lineage import TRACES
+
+    return TRACES
+
+
+def _commands():
+    from metamorph.studies.workflow_perturb.cli import COMMANDS
+
+    return COMMANDS
 
 
 LLM_GOLDENS = Option(
@@ -83,8 +108,7 @@ STUDY = Study(
     cost_steps=_cost_steps,
     headline=_headline,
     headline_without_models=True,
-    card=(("judge_scores", "perturbation_scores_llm"), _card_rows),
-    card_optional=("perturbation_scores_llm",),
+    card=Card(("judge_scores", "perturbation_scores_llm"), _card_rows, optional=("perturbation_scores_llm",)),
     options=(LLM_GOLDENS, JUDGE_VARIANTS, JUDGE_CONSTRAINED, MAX_TOKENS),
     # Metrics of the upgrade verdicts, and whether a higher value is better. ``judge``: the judge's
     # score of a perturbed variant against its golden (App. B.6, in [0, 1]). Every variant is a
@@ -92,6 +116,10 @@ STUDY = Study(
     # metric is to that degradation (§5, Table 5), so a lower score of the same variant is better: a
     # candidate judge "improved" when it scores the degraded variants lower than the baseline judge.
     compared_metrics={"judge": False},
+    comparison=Comparison(("judge_scores",), _comparison_scores, _planned_cells),
+    lineage=_lineage,
+    commands=_commands,
+    vocab=vocab,
 )
 
 __all__ = ["JUDGE_CONSTRAINED", "JUDGE_VARIANTS", "LLM_GOLDENS", "MAX_TOKENS", "STUDY"]

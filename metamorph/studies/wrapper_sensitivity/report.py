@@ -21,7 +21,6 @@ from metamorph.studies.wrapper_sensitivity import study as declared
 __all__ = [
     "COMPARED_METRICS",
     "RESAMPLING_UNITS",
-    "COMPARISON_TABLES",
     "planned_cells",
     "SECTIONS",
     "STUDY",
@@ -106,11 +105,6 @@ def _mode_rows(scored: pd.DataFrame, mode: str) -> pd.DataFrame:
     """The replies of extraction ``mode`` (a call that failed at the provider is no reply: left out)."""
     s = validate_scored(scored, mode)
     return s[(s["mode"] == mode) & ~s["_call_error"]]
-
-
-#: The warehouse tables (``wrapper_sensitivity.<table>``) :func:`comparison_scores` takes, in order
-#: (:func:`metamorph.verdict.sources`).
-COMPARISON_TABLES = ("scored_answers",)
 
 
 def planned_cells(options, specs=()) -> pd.DataFrame:

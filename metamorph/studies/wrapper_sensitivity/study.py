@@ -3,7 +3,8 @@ plan, headline and card."""
 
 from __future__ import annotations
 
-from metamorph.study import Option, Study, seed
+from metamorph.study import Card, Comparison, Option, Study, seed
+from metamorph.studies.wrapper_sensitivity import vocab
 
 
 def _load_sources(specs, limit):
@@ -28,6 +29,24 @@ def _card_rows(scored_answers, mean_fsi_psi):
     from metamorph.studies.wrapper_sensitivity.report import card_rows
 
     return card_rows(scored_answers, mean_fsi_psi)
+
+
+def _comparison_scores(*frames, **kwargs):
+    from metamorph.studies.wrapper_sensitivity.report import comparison_scores
+
+    return comparison_scores(*frames, **kwargs)
+
+
+def _planned_cells(options, specs):
+    from metamorph.studies.wrapper_sensitivity.report import planned_cells
+
+    return planned_cells(options, specs)
+
+
+def _lineage():
+    from metamorph.studies.wrapper_sensitivity.lineage import TRACES
+
+    return TRACES
 
 
 #: Sampling seeds of ``wrapper_generations`` (0 to 2**31 - 1).
@@ -59,11 +78,14 @@ STUDY = Study(
     load_sources=_load_sources,
     cost_steps=_cost_steps,
     headline=_headline,
-    card=(("scored_answers", "mean_fsi_psi"), _card_rows),
+    card=Card(("scored_answers", "mean_fsi_psi"), _card_rows),
     options=(SEEDS, CONSTRAINED_ARM),
     # Metrics of the upgrade verdicts (higher is better for both): accuracy and parseability under
     # the headline extractor (§3.5), the two quantities whose ranges over wrappers are FSI and PSI (§4).
     compared_metrics={"accuracy": True, "parseability": True},
+    comparison=Comparison(("scored_answers",), _comparison_scores, _planned_cells),
+    lineage=_lineage,
+    vocab=vocab,
 )
 
 __all__ = ["CONSTRAINED_ARM", "SEEDS", "STUDY"]
