@@ -11,11 +11,11 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
-from pydantic import Field, field_validator
+from pydantic import Field, create_model, field_validator
 
 from metamorph.export import js_length, markdown_cell, markdown_table
 from metamorph.schemas import table_schema_metadata, validate_frame
-from metamorph.study import budget, check_value, positive
+from metamorph.study import ALL_ROWS, NO_BUDGET, Option, Study
 
 
 def md_text(value) -> str:
@@ -102,17 +102,10 @@ def figure_md(fig, title: str | None = None) -> dg.MetadataValue:
     return dg.MetadataValue.md(figure_markdown(inline, title, full=full))
 
 
-#: ``limit`` value meaning "every row". Dagster's launchpad leaves a field whose default is null out
-#: of the scaffolded config (dagster/_core/snap/snap_to_yaml.py drops None), so "no limit" is a number
-#: that is shown; 0 is rejected rather than read as "all" (a user who types 0 means "spend nothing").
-ALL_ROWS = -1
-
-
 def checked_by(check: Callable[[object], object], *fields: str, unless: tuple = ()):
-    """A pydantic validator of ``fields`` calling ``check(value)`` — an option's
-    :meth:`metamorph.study.Option.check`, or :func:`metamorph.study.check_value` with a parser —
-    so the launchpad rejects a value with the words the command line uses (values in ``unless``,
-    the config's own sentinels such as -1 = every row, pass). Assign it to a name in the class body."""
+    """A pydantic validator of ``fields`` calling ``check(value)`` (values in ``unless``, the
+    config's own sentinels, pass), so the launchpad rejects a value with the words the command line
+    uses. Assign it to a name in the class body; an option's field gets it from :func:`study_config`."""
 
     def _check(cls, value):
         return value if value in unless else check(value)
@@ -120,26 +113,11 @@ def checked_by(check: Callable[[object], object], *fields: str, unless: tuple = 
     return field_validator(*fields)(classmethod(_check))
 
 
-def _limit(value):
-    return check_value(positive, value)
-
-
-def _budget(value):
-    return check_value(budget, value)
-
-
 class LimitConfig(dg.Config):
-    """Base of a study's inputs config: ``limit`` rows of each source, -1 = every row.
-
-    A subclass redefines ``limit`` with its own description (sampling rule); the check below
-    still applies: any value other than -1 or N ≥ 1 fails (as ``--limit``, through the same
-    parser :func:`metamorph.study.positive`) when the step builds its config, and at launch for the
-    study's inputs job (``pipelines.jobs``).
-    """
-
-    limit: int = Field(default=ALL_ROWS, description="Keep N ≥ 1 rows of each source; -1 = every row.")
-
-    _rows_or_all = checked_by(_limit, "limit", unless=(ALL_ROWS,))
+    """Base of a study's source asset config: its ``sources`` and ``limit`` fields are generated
+    from the study's ``--source`` and ``--limit`` options (:func:`study_config`): ``limit`` rows of
+    each source, -1 (:data:`~metamorph.study.ALL_ROWS`) = every row; any other value but N ≥ 1 fails
+    (as ``--limit``) when the step builds its config, and at launch for the study's inputs job."""
 
     @property
     def row_limit(self) -> int | None:
@@ -147,25 +125,64 @@ class LimitConfig(dg.Config):
         return None if self.limit == ALL_ROWS else self.limit
 
 
-#: ``budget_usd`` value meaning "no budget" (shown in the launchpad, like :data:`ALL_ROWS`; 0 means
-#: "spend nothing": a priced run with any call to make stops).
-NO_BUDGET = -1.0
-
-
 class BudgetConfig(dg.Config):
-    """Base of a generation asset's config: ``budget_usd``, the most this step may spend for one
-    model (USD at the registry's ``price_per_mtok``), checked against the cost plan before the
-    first call (:func:`plan_and_guard`); its values are those of ``--budget-usd``
-    (:func:`metamorph.study.budget`)."""
+    """Base of a generation asset's config: its ``budget_usd`` field, generated from
+    ``--budget-usd`` (:func:`study_config`), is the most this step may spend for one model (USD at
+    the registry's ``price_per_mtok``), checked against the cost plan before the first call
+    (:func:`plan_and_guard`); -1 (:data:`~metamorph.study.NO_BUDGET`) = no budget."""
 
-    budget_usd: float = Field(
-        default=NO_BUDGET,
-        description="Stop before the first call when this step's planned "
-        "cost for the model (USD, registry price_per_mtok; output at max_tokens) exceeds it: an amount in USD ≥ 0, "
-        "or -1 = no budget (the model_registry resource's budget_usd still applies).",
+
+def _option_check(option: Option):
+    def check(cls, value):
+        return option.check_field(value)
+
+    return check
+
+
+def study_config(
+    study: Study,
+    asset: str,
+    base: type[dg.Config] = dg.Config,
+    *,
+    name: str,
+    module: str,
+    doc: str | None = None,
+    **fields: tuple[Any, Any],
+) -> type[dg.Config]:
+    """The Dagster config class of ``study``'s ``asset``, generated from the study's options: a
+    subclass of ``base`` called ``name`` (in ``module``, docstring ``doc``) with one field per
+    option targeting the asset (:attr:`metamorph.study.Option.targets`) — its type, default and
+    description those of the option (:meth:`~metamorph.study.Option.field_type`,
+    :meth:`~metamorph.study.Option.field_default`, :meth:`~metamorph.study.Option.field_help`),
+    validated by :meth:`~metamorph.study.Option.check_field` when the option
+    :attr:`~metamorph.study.Option.restricts` its values, so the launchpad rejects a value with the
+    command line's words — then the asset's own ``fields`` (name → ``(type, Field(...))``).
+    ``TypeError`` when one of ``fields`` is an option's field (declared once, in the option)."""
+    definitions: dict[str, Any] = {}
+    validators: dict[str, Any] = {}
+    for option in study.all_options():
+        for target, fld in option.targets:
+            if target != asset:
+                continue
+            default = option.field_default()
+            definitions[fld] = (
+                option.field_type() if default is not None else option.field_type() | None,
+                Field(default=default, description=option.field_help()),
+            )
+            if option.restricts:
+                validators[f"check_{fld}"] = field_validator(fld)(classmethod(_option_check(option)))
+    clash = sorted(set(definitions) & set(fields))
+    if clash:
+        raise TypeError(f"{study.name}/{asset}: {clash} are options' fields; declare them in the Option only")
+    return create_model(
+        name,
+        __base__=base,
+        __doc__=doc,
+        __module__=module,
+        __validators__=validators,
+        **definitions,
+        **fields,
     )
-
-    _usd_or_none = checked_by(_budget, "budget_usd", unless=(NO_BUDGET,))
 
 
 def effective_budget(*budgets: float | None) -> float | None:

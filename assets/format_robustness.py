@@ -25,7 +25,6 @@ from assets import plots
 from assets._cells import Behind, Cells, ViewPreview
 from metamorph.export import markdown_table
 from assets._common import (
-    ALL_ROWS,
     preview_md,
     BudgetConfig,
     ComparisonConfig,
@@ -38,6 +37,7 @@ from assets._common import (
     plan_and_guard,
     plan_metadata,
     metric_table,
+    study_config,
     runner_options,
     validated_output,
 )
@@ -51,11 +51,9 @@ from metamorph.studies.format_robustness import report as fmt_report
 from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
-from metamorph.studies.format_robustness.study import MAX_REPEATS, STUDY, check_formats
+from metamorph.studies.format_robustness.study import STUDY
 from metamorph.studies.format_robustness.vocab import FORMATS
-from assets._common import checked_by
 from metamorph.studies.format_robustness.renderers import (
-    DEFAULT_FORMATS,
     RENDERERS,
     RenderedDocument,
     UnwritableCharacter,
@@ -77,22 +75,22 @@ def instances_from_frame(df: pd.DataFrame) -> list[SourceInstance]:
     return [SourceInstance.from_row(r) for r in df.to_dict(orient="records")]
 
 
-class SourceConfig(LimitConfig):
-    sources: list[str] = Field(
-        default=["construct"],
-        description="Source specs: 'construct' (embedded default), or '<adapter>:<path|hf:// URI>' with adapter "
-        "medqa, discrim_eval, credit_default, canonical. See metamorph.studies.format_robustness.sources.",
-    )
-    limit: int = Field(
-        default=ALL_ROWS,
-        description="Keep N ≥ 1 rows of each source, drawn at random with "
-        "sample_seed (§5.1); construct: N records; -1 = every row.",
-    )
-    sample_seed: int | None = Field(
-        default=0,
-        description="Seed of the random sample of `limit` rows; null = the "
-        "first `limit` rows of the file (earlier behaviour).",
-    )
+#: Settings of source_instances: ``sources`` and ``limit`` are ``--source`` and ``--limit``.
+SourceConfig = study_config(
+    STUDY,
+    "source_instances",
+    LimitConfig,
+    name="SourceConfig",
+    module=__name__,
+    sample_seed=(
+        int | None,
+        Field(
+            default=0,
+            description="Seed of the random sample of `limit` rows; null = the "
+            "first `limit` rows of the file (earlier behaviour).",
+        ),
+    ),
+)
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
@@ -108,14 +106,8 @@ def source_instances(config: SourceConfig) -> dg.Output:
     )
 
 
-class RenderConfig(dg.Config):
-    formats: list[str] = Field(
-        default=list(DEFAULT_FORMATS),
-        description="Formats to render (registry keys), the baseline txt among them: the paper's txt, md, json, csv "
-        "(default), and html, yaml, pdf, docx, xlsx. Same values as `--formats`.",
-    )
-
-    _formats = checked_by(check_formats, "formats")
+#: Settings of rendered_documents: ``formats`` is ``--formats``.
+RenderConfig = study_config(STUDY, "rendered_documents", name="RenderConfig", module=__name__)
 
 
 def _preview_value(r) -> str:
@@ -263,32 +255,31 @@ def _generation_ids(planned: list[fs.PlannedGeneration], spec) -> list[dict]:
     ]
 
 
-class GenerationConfig(BudgetConfig):
-    """Settings of workflow_generations; ``k`` and ``max_tokens`` take the values of ``--k`` and
-    ``--max-tokens`` (checked by the same :class:`metamorph.study.Option`)."""
-
-    k: int = Field(
-        default=STUDY.option("k").default,
-        description=f"Repeats per workflow × document (r = 1..k), a whole number 1 to {MAX_REPEATS}: independent "
-        "draws when decoding samples; when a local model decodes greedily, one computation shared by the k rows.",
-    )
-    temperature: float = Field(
-        default=0.0,
-        description="Sampling temperature (0 = greedy, §5.1); a registry entry's "
-        "own temperature wins (the embedded default samples at 0.7).",
-    )
-    max_tokens: int = Field(
-        default=fs.DEFAULT_PARAMS["max_tokens"],
-        description="Completion token limit (N ≥ 1); a cut answer is 'truncated'.",
-    )
-    seed: int = Field(
-        default=0,
-        description="Base sampling seed: when decoding samples, repeat r of a request is sent "
-        "with its own seed derived from it, r and the request (metamorph.replicates.seeded).",
-    )
-
-    _k = checked_by(STUDY.option("k").check, "k")
-    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
+#: Settings of workflow_generations: ``k``, ``max_tokens`` and ``budget_usd`` are ``--k``,
+#: ``--max-tokens`` and ``--budget-usd``.
+GenerationConfig = study_config(
+    STUDY,
+    "workflow_generations",
+    BudgetConfig,
+    name="GenerationConfig",
+    module=__name__,
+    temperature=(
+        float,
+        Field(
+            default=0.0,
+            description="Sampling temperature (0 = greedy, §5.1); a registry entry's "
+            "own temperature wins (the embedded default samples at 0.7).",
+        ),
+    ),
+    seed=(
+        int,
+        Field(
+            default=0,
+            description="Base sampling seed: when decoding samples, repeat r of a request is sent "
+            "with its own seed derived from it, r and the request (metamorph.replicates.seeded).",
+        ),
+    ),
+)
 
 
 @dg.asset(
@@ -880,8 +871,10 @@ routing_choice = metric_table(
 )
 
 
-class RoutedGenerationConfig(BudgetConfig):
-    """Settings of routed_generations (k and decoding come from workflow_generations' requests)."""
+#: Settings of routed_generations: ``budget_usd`` (k and decoding come from workflow_generations' requests).
+RoutedGenerationConfig = study_config(
+    STUDY, "routed_generations", BudgetConfig, name="RoutedGenerationConfig", module=__name__
+)
 
 
 @dg.asset(

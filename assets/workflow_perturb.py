@@ -24,7 +24,6 @@ from assets._cells import Behind, Cells, ViewPreview
 from metamorph.models import check_study_kinds
 from metamorph.export import markdown_table
 from assets._common import (
-    ALL_ROWS,
     REPORTED_VERSIONS_KEY,
     BudgetConfig,
     ComparisonConfig,
@@ -38,6 +37,7 @@ from assets._common import (
     plan_metadata,
     reported_versions_md,
     runner_options,
+    study_config,
     validated_output,
 )
 from metamorph.studies.workflow_perturb import gate
@@ -56,7 +56,6 @@ from metamorph.studies.workflow_perturb.workflows import load_goldens_by_source
 from assets.partitions import PER_MODEL, model_partitions
 from assets.registry import REGISTRY_ENTRY
 from metamorph.studies.workflow_perturb.study import STUDY
-from assets._common import checked_by
 from resources.llm import EncoderResource, GenerationCacheResource, ModelRegistryResource
 
 GROUP = "workflow_perturb"
@@ -68,12 +67,8 @@ def _valid_goldens(goldens: pd.DataFrame) -> dict:
     return {r.golden_id: wst.workflow_from_record(r) for r in goldens[goldens["valid"]].itertuples()}
 
 
-class GoldensConfig(LimitConfig):
-    sources: list[str] = Field(
-        default=["embedded"],
-        description="'embedded' (goldens the project writes) or a WorFBench-shaped JSONL / Parquet path or hf:// URI.",
-    )
-    limit: int = Field(default=ALL_ROWS, description="Keep the first N ≥ 1 rows of each source; -1 = every row.")
+#: Settings of goldens: ``sources`` and ``limit`` are ``--source`` and ``--limit``.
+GoldensConfig = study_config(STUDY, "goldens", LimitConfig, name="GoldensConfig", module=__name__)
 
 
 @dg.asset(
@@ -169,23 +164,26 @@ def perturbation_scores(encoder: EncoderResource, goldens: pd.DataFrame, perturb
     )
 
 
-class LLMPerturbConfig(BudgetConfig):
-    """Settings of perturbations_llm; ``n_goldens`` and ``max_tokens`` take the values of
-    ``--llm-goldens`` and ``--max-tokens`` (checked by the same :class:`metamorph.study.Option`)."""
-
-    n_goldens: int = Field(
-        default=STUDY.option("llm_goldens").default,
-        description="First N valid goldens sent to the LLM generator (N ≥ 1).",
-    )
-    types: list[str] = Field(default=list(PERTURBATION_TYPES), description="Perturbation types.")
-    severities: list[float] = Field(default=[0.3], description="Severities p.")
-    max_attempts: int = Field(default=2, ge=1, description="Attempts per model (refinement loop, App. A.6; N ≥ 1).")
-    escalation: list[str] = Field(default=[], description="Registry ids of stronger models to escalate to, in order.")
-    max_tokens: int = Field(default=320, description="Completion limit of a generator call (N ≥ 16).")
-    hybrid: bool = Field(default=True, description="Per-node hybrid fallback for description changes (A.10).")
-
-    _n_goldens = checked_by(STUDY.option("llm_goldens").check, "n_goldens")
-    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
+#: Settings of perturbations_llm: ``n_goldens``, ``max_tokens`` and ``budget_usd`` are ``--llm-goldens``,
+#: ``--max-tokens`` and ``--budget-usd``.
+LLMPerturbConfig = study_config(
+    STUDY,
+    "perturbations_llm",
+    BudgetConfig,
+    name="LLMPerturbConfig",
+    module=__name__,
+    types=(list[str], Field(default=list(PERTURBATION_TYPES), description="Perturbation types.")),
+    severities=(list[float], Field(default=[0.3], description="Severities p.")),
+    max_attempts=(
+        int,
+        Field(default=2, ge=1, description="Attempts per model (refinement loop, App. A.6; N ≥ 1)."),
+    ),
+    escalation=(
+        list[str],
+        Field(default=[], description="Registry ids of stronger models to escalate to, in order."),
+    ),
+    hybrid=(bool, Field(default=True, description="Per-node hybrid fallback for description changes (A.10).")),
+)
 
 
 def _recording_versions(generate, into: list):
@@ -316,24 +314,19 @@ def perturbation_scores_llm(
     )
 
 
-class JudgeConfig(BudgetConfig):
-    """Settings of judge_scores; ``n_variants`` and ``constrained`` take the values of
-    ``--judge-variants`` and ``--judge-constrained`` (checked by the same :class:`metamorph.study.Option`)."""
-
-    n_variants: int = Field(
-        default=STUDY.option("judge_variants").default,
-        description="First N deterministic variants to judge (N ≥ 1; 3 calls each).",
-    )
-    max_tokens: int = Field(
-        default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object; N ≥ 8)."
-    )
-    constrained: bool = Field(
-        default=False,
-        description="Constrain decoding to the B.6.4 JSON object (JUDGE_REPLY_SCHEMA); "
-        "an option for small local judges, not the paper's judge.",
-    )
-
-    _n_variants = checked_by(STUDY.option("judge_variants").check, "n_variants")
+#: Settings of judge_scores: ``n_variants``, ``constrained`` and ``budget_usd`` are ``--judge-variants``,
+#: ``--judge-constrained`` and ``--budget-usd``; ``max_tokens`` is the judge's own.
+JudgeConfig = study_config(
+    STUDY,
+    "judge_scores",
+    BudgetConfig,
+    name="JudgeConfig",
+    module=__name__,
+    max_tokens=(
+        int,
+        Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object; N ≥ 8)."),
+    ),
+)
 
 
 @dg.asset(

@@ -24,7 +24,6 @@ from assets._cells import Behind, Cells, ViewPreview
 from metamorph.models import check_study_kinds
 from metamorph.export import markdown_table
 from assets._common import (
-    ALL_ROWS,
     BudgetConfig,
     ComparisonConfig,
     LimitConfig,
@@ -34,6 +33,7 @@ from assets._common import (
     effective_budget,
     generation_metadata,
     metric_table,
+    study_config,
     plan_and_guard,
     runner_options,
     validated_output,
@@ -52,7 +52,6 @@ from assets.partitions import PER_MODEL, model_partitions
 from assets.registry import REGISTRY_ENTRY
 from metamorph.studies.wrapper_sensitivity.study import STUDY
 from metamorph.studies.wrapper_sensitivity.vocab import HEADLINE_INDICES
-from assets._common import checked_by
 from resources.llm import GenerationCacheResource, ModelRegistryResource
 
 GROUP = "wrapper_sensitivity"
@@ -90,14 +89,8 @@ def prompts_from_frame(df: pd.DataFrame) -> list[WrappedPrompt]:
     ]
 
 
-class ItemsConfig(LimitConfig):
-    sources: list[str] = Field(
-        default=["synthetic"],
-        description="Task specs: 'synthetic' (embedded default) or "
-        "'<task>:<path|hf:// URI>' with task boolq, arc_challenge, gsm8k, commonsense_qa, "
-        "winogrande, hellaswag, piqa. See metamorph.studies.wrapper_sensitivity.tasks.",
-    )
-    limit: int = Field(default=ALL_ROWS, description="Keep the first N ≥ 1 items of each source; -1 = every item.")
+#: Settings of qa_items: ``sources`` and ``limit`` are ``--source`` and ``--limit``.
+ItemsConfig = study_config(STUDY, "qa_items", LimitConfig, name="ItemsConfig", module=__name__)
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
@@ -159,22 +152,16 @@ def wrapped_prompts(config: PromptsConfig, qa_items: pd.DataFrame) -> dg.Output:
     return validated_output(S.WrappedPrompts, df, "wrapped_prompts", {"example_prompts": dg.MetadataValue.md(sample)})
 
 
-class WrapperGenerationConfig(BudgetConfig):
-    """Settings of wrapper_generations; ``seeds``, ``max_tokens`` and ``constrained_arm`` take the
-    values of the command line's options (checked by the same :class:`metamorph.study.Option`)."""
-
-    seeds: list[int] = Field(
-        default=list(STUDY.option("seeds").default),
-        description="Sampling seeds, each 0 to 2147483647 (2^31 - 1; 5 by default).",
-    )
-    temperature: float = Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")
-    max_tokens: int = Field(
-        default=24, description="Completion limit (N ≥ 1; 24 as in the paper; truncation is reported)."
-    )
-    constrained_arm: bool = Field(default=False, description="Also run json with JSON-schema constrained decoding.")
-
-    _seeds = checked_by(STUDY.option("seeds").check, "seeds")
-    _max_tokens = checked_by(STUDY.option("max_tokens").check, "max_tokens")
+#: Settings of wrapper_generations: ``seeds``, ``max_tokens``, ``constrained_arm`` and ``budget_usd`` are
+#: the command line's options of those names.
+WrapperGenerationConfig = study_config(
+    STUDY,
+    "wrapper_generations",
+    BudgetConfig,
+    name="WrapperGenerationConfig",
+    module=__name__,
+    temperature=(float, Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")),
+)
 
 
 @dg.asset(

@@ -192,6 +192,15 @@ class Option:
         """The description of the option's config field: :attr:`config_help`, else :attr:`help`."""
         return self.config_help or self.help
 
+    @property
+    def restricts(self) -> bool:
+        """Whether a value can be refused: a flag, or an option whose parser takes any text
+        (``str``, :func:`source_spec`: a source is checked by the study's loader) without choices,
+        restricts nothing (its config field gets no validator)."""
+        if self.flag:
+            return False
+        return self.config_check is not None or self.choices is not None or self.parse not in (str, source_spec)
+
     def check_field(self, value: Any) -> Any:
         """A config value of the option checked (:attr:`config_check`, else :meth:`check`); its
         :meth:`field_default` passes unchecked. Returned unchanged; ``ValueError`` with the command

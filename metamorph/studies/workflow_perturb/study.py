@@ -60,6 +60,7 @@ LLM_GOLDENS = Option(
     positive,
     default=3,
     targets=(("perturbations_llm", "n_goldens"),),
+    config_help="First N valid goldens sent to the LLM generator (N ≥ 1).",
 )
 JUDGE_VARIANTS = Option(
     "judge_variants",
@@ -68,12 +69,15 @@ JUDGE_VARIANTS = Option(
     positive,
     default=9,
     targets=(("judge_scores", "n_variants"),),
+    config_help="First N deterministic variants to judge (N ≥ 1; 3 calls each).",
 )
 JUDGE_CONSTRAINED = Option(
     "judge_constrained",
     "constrain the judge's decoding to the B.6.4 JSON object (small local judges)",
     flag=True,
     targets=(("judge_scores", "constrained"),),
+    config_help="Constrain decoding to the B.6.4 JSON object (JUDGE_REPLY_SCHEMA); an option for small local "
+    "judges, not the paper's judge.",
 )
 #: The generator's completion limit (App. A): a reply holds a whole workflow, so at least 16 tokens.
 MAX_TOKENS = Option(
@@ -82,6 +86,8 @@ MAX_TOKENS = Option(
     "its own (400, the B.6.4 JSON object)",
     whole_number(16),
     targets=(("perturbations_llm", "max_tokens"),),
+    config_help="Completion limit of a generator call (N ≥ 16).",
+    config_default=320,
 )
 
 STUDY = Study(
@@ -104,6 +110,8 @@ STUDY = Study(
     budget_assets=("perturbations_llm", "judge_scores"),
     default_sources=("embedded",),
     limit_rule="the first N rows",
+    sources_help="'embedded' (goldens the project writes) or a WorFBench-shaped JSONL / Parquet path or hf:// URI.",
+    limit_help="Keep the first N ≥ 1 rows of each source; -1 = every row.",
     load_sources=_load_sources,
     cost_steps=_cost_steps,
     headline=_headline,

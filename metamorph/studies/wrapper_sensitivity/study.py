@@ -57,12 +57,14 @@ SEEDS = Option(
     default=[0, 1, 2, 3, 4],
     nargs="+",
     targets=(("wrapper_generations", "seeds"),),
+    config_help="Sampling seeds, each 0 to 2147483647 (2^31 - 1; 5 by default).",
 )
 CONSTRAINED_ARM = Option(
     "constrained_arm",
     "add constrained json decoding (the json wrapper decoded under its JSON schema)",
     flag=True,
     targets=(("wrapper_generations", "constrained_arm"),),
+    config_help="Also run json with JSON-schema constrained decoding.",
 )
 
 STUDY = Study(
@@ -75,6 +77,12 @@ STUDY = Study(
     generations="wrapper_generations",
     default_sources=("synthetic",),
     limit_rule="the first N items",
+    sources_help="Task specs: 'synthetic' (embedded default) or '<task>:<path|hf:// URI>' with task boolq, "
+    "arc_challenge, gsm8k, commonsense_qa, winogrande, hellaswag, piqa. See metamorph.studies.wrapper_sensitivity.tasks.",
+    limit_help="Keep the first N ≥ 1 items of each source; -1 = every item.",
+    # the paper's completion limit (plan.DEFAULT_PARAMS)
+    max_tokens_default=24,
+    max_tokens_help="Completion limit (N ≥ 1; 24 as in the paper; truncation is reported).",
     load_sources=_load_sources,
     cost_steps=_cost_steps,
     headline=_headline,
