@@ -102,17 +102,6 @@ def figure_md(fig, title: str | None = None) -> dg.MetadataValue:
     return dg.MetadataValue.md(figure_markdown(inline, title, full=full))
 
 
-def checked_by(check: Callable[[object], object], *fields: str, unless: tuple = ()):
-    """A pydantic validator of ``fields`` calling ``check(value)`` (values in ``unless``, the
-    config's own sentinels, pass), so the launchpad rejects a value with the words the command line
-    uses. Assign it to a name in the class body; an option's field gets it from :func:`study_config`."""
-
-    def _check(cls, value):
-        return value if value in unless else check(value)
-
-    return field_validator(*fields)(classmethod(_check))
-
-
 class LimitConfig(dg.Config):
     """Base of a study's source asset config: its ``sources`` and ``limit`` fields are generated
     from the study's ``--source`` and ``--limit`` options (:func:`study_config`): ``limit`` rows of

@@ -9,8 +9,12 @@ to look in the next:
 * ``metrics`` — the paper's metric tables from the extracted rows;
 * ``schemas`` — the pandera schema of every intermediate and metric table;
 * ``study`` — ``STUDY``, the package as one :class:`metamorph.study.Study` (its assets, options,
-  loader, plan, headline and report card), which is how the jobs, sensors, report card and the
-  ``metamorph run`` / ``metamorph plan`` commands find it (:func:`metamorph.study.studies`);
+  loader, plan, headline, report card, verdict sources, traces, commands, vocabulary and SQL
+  folder), which is how the jobs, sensors, report card and every command find it
+  (:func:`metamorph.study.studies`): nothing imports another module of the package by its name;
+* ``report`` — the headline tables, the report-card rows and the verdicts' item scores;
+  ``lineage`` (optional) — the traces of ``metamorph trace``; ``cli`` (optional) — the study's own
+  commands;
 * ``vocab`` — the study's vocabulary (formats, modes, types, languages ...) declared once, which
   every other module, schema check and report refers to;
 

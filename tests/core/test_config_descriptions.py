@@ -12,7 +12,7 @@ import pytest
 from pipelines.definitions import defs
 from pipelines.inputs import config_class
 
-#: (op, field) of every config field with a validator (assets._common.checked_by) or a pydantic
+#: (op, field) of every config field with a validator (an option's check, assets._common.study_config) or a pydantic
 #: bound -> the words its description must hold
 RULES = {
     ("format_robustness__model_comparison", "alpha"): ["0 < alpha < 1"],

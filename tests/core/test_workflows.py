@@ -241,7 +241,11 @@ def test_a_study_that_sends_prompts_refuses_a_workflow_at_load_in_one_line(tmp_p
         f"error: {registry}, row 1, field 'provider': 'svc' is a http workflow, which answers an uploaded "
         "document; the study {study} sends prompts, not documents (choose its models with --models)"
     )
-    for study in ("wrapper_sensitivity", "order_probe", "workflow_perturb"):
+    from metamorph.study import studies
+
+    prompting = [name for name, s in studies().items() if not s.takes_documents]
+    assert len(prompting) == len(studies()) - 1  # every study but the document-format one sends prompts
+    for study in prompting:
         assert cli(["plan", study, "--registry", str(registry), "--cache", str(tmp_path / "none.duckdb")]) == 2
         assert capsys.readouterr().err.splitlines() == [problem.format(study=study)]
     monkeypatch.setenv("METAMORPH_MODELS", str(registry))
