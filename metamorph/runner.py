@@ -23,7 +23,12 @@
 6. the replicates of a greedy request the provider declares deterministic (:mod:`metamorph.replicates`:
    e.g. a local model at temperature 0) are one computation: the request as replicate 1 is called
    (or served) once, and each replicate's :class:`Outcome` points to it (``shared``);
-7. a :class:`~metamorph.batch.BatchExecution` provider (registry ``execution: {mode: batch}``)
+7. a run of many calls to a provider with an ``async_session`` is spread over several client
+   processes (:data:`PROCESS_MIN_CALLS`, :func:`client_processes`): one event loop per usable
+   core, each with its share of ``max_concurrency`` (and its own adaptive limit), streaming its
+   results back to this process, which alone claims and writes the cache; one event loop is
+   one core at most;
+8. a :class:`~metamorph.batch.BatchExecution` provider (registry ``execution: {mode: batch}``)
    sends the misses as provider batch jobs instead (:func:`metamorph.batch.run_batches`: persisted,
    polled, resumed by a rerun); the requests a batch cannot carry take steps 2-3.
 """
@@ -31,6 +36,9 @@
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
+import signal
 import threading
 import time
 from collections import Counter, deque
@@ -48,12 +56,16 @@ from metamorph.cache import GenerationCache
 from metamorph.providers.adaptive import THROTTLE_STATUSES, AdaptiveLimit
 from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
 from metamorph.providers.retry import RetryPolicy, acall_with_retries, call_with_retries
+from metamorph.providers.sdk_errors import redact
 from metamorph.replicates import computation, is_shared, provider_deterministic
 
 __all__ = [
     "GENERATION_COLUMNS",
     "Outcome",
+    "PROCESS_MIN_CALLS",
+    "PROCESS_MIN_CONCURRENCY",
     "RunStats",
+    "client_processes",
     "generation_frame",
     "run_requests",
 ]
@@ -136,6 +148,46 @@ class Outcome:
     shared: bool = False
 
 
+#: A run calls a provider with an ``async_session`` from several client processes only when it has
+#: at least this many calls to make: below it, spawning the processes (about a second each, in
+#: parallel) costs more than one event loop loses (it carries ~500 calls/s on one core).
+PROCESS_MIN_CALLS = 2000
+
+#: ... and ``max_concurrency`` is at least this: each process keeps at least
+#: ``PROCESS_MIN_CONCURRENCY // 2`` calls in flight; a server that takes fewer at once (a local
+#: model's server) cannot answer faster than one event loop sends.
+PROCESS_MIN_CONCURRENCY = 64
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def client_processes(provider: Provider, calls: int, processes: int | None = None) -> int:
+    """How many client processes send ``calls`` calls of ``provider``: 1 (this process: one event
+    loop, or threads) or N >= 2 (N processes, an event loop each).
+
+    ``processes`` (``run_requests(..., processes=)``) forces it (clipped to ``max_concurrency``);
+    ``None`` chooses: N = :func:`usable_cores` (at most ``max_concurrency //
+    (PROCESS_MIN_CONCURRENCY // 2)``) when the provider has an ``async_session`` and can be sent to
+    a process (``__reduce__``), ``calls >= PROCESS_MIN_CALLS`` and ``max_concurrency >=
+    PROCESS_MIN_CONCURRENCY``; else 1. A provider without an ``async_session`` (local models,
+    workflows under test) always runs in this process.
+    """
+    if not hasattr(provider, "async_session") or "__reduce__" not in type(provider).__dict__:
+        return 1
+    concurrency = max(1, provider.max_concurrency)
+    if processes is not None:
+        return max(1, min(int(processes), concurrency))
+    if calls < PROCESS_MIN_CALLS or concurrency < PROCESS_MIN_CONCURRENCY:
+        return 1
+    return max(1, min(usable_cores(), concurrency // (PROCESS_MIN_CONCURRENCY // 2)))
+
+
 def run_requests(
     requests: Sequence[GenerationRequest],
     provider: Provider,
@@ -147,6 +199,7 @@ def run_requests(
     progress_every_s: float = 10.0,
     poll_s: float = 0.5,
     stale_before: datetime | None = None,
+    processes: int | None = None,
 ) -> tuple[list[Outcome], RunStats]:
     """Serve ``requests`` from the cache or the provider; outcomes come back in input order.
 
@@ -154,6 +207,14 @@ def run_requests(
     replaced — the re-evaluation the registry sensor launches when a provider serves another model
     version under the same name (run tag ``metamorph/stale_before``); the request, hence the key,
     is the same, so without it the re-run would be served the old version's completions.
+
+    ``processes``: how many client processes call a provider with an ``async_session``
+    (:func:`client_processes`; ``None``: chosen from the number of calls, ``max_concurrency`` and
+    the usable cores). With N >= 2, each process runs an event loop with its share of
+    ``max_concurrency`` and its own :class:`~metamorph.providers.adaptive.AdaptiveLimit` (a 429
+    there lowers what that process keeps in flight); the results, and what is stored, are those of
+    one process. A process that dies makes the run raise ``RuntimeError`` once the others have
+    returned their calls in flight (stored); none outlives the run.
 
     Duplicate requests (same key) are called once; so are the replicates of a greedy request the
     provider declares deterministic (``provider.is_deterministic(request)``;
@@ -177,7 +238,7 @@ def run_requests(
     keys = [c.cache_key() for c in computed]
     try:
         results = _serve(
-            keys, computed, provider, cache, retry, log, warn, progress_every_s, poll_s, stats, stale_before
+            keys, computed, provider, cache, retry, log, warn, progress_every_s, poll_s, stats, stale_before, processes
         )
     finally:
         cache.release()
@@ -197,6 +258,7 @@ def _serve(
     poll_s: float,
     stats: RunStats,
     stale_before: datetime | None = None,
+    processes: int | None = None,
 ) -> dict[str, tuple[GenerationResult, bool]]:
     """The body of :func:`run_requests`: key -> (result, served from the cache)."""
     dup_count = Counter(keys)  # duplicates of a key count as done when their key finishes
@@ -244,9 +306,11 @@ def _serve(
         provider = provider.inner
         if not todo:
             return results
+    n_proc = client_processes(provider, len(todo), processes) if todo else 1
+    spread = f", {n_proc} client processes" if n_proc > 1 else ""
     log(
         f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to call "
-        f"({provider.kind}, concurrency {provider.max_concurrency})"
+        f"({provider.kind}, concurrency {provider.max_concurrency}{spread})"
     )
     if not todo:
         return results
@@ -254,8 +318,12 @@ def _serve(
     queue, deferred, in_flight = deque(todo), [], 0
     polled = time.monotonic()
     wait_s = max(0.05, min(poll_s, progress_every_s / 2))
-    calls = _AsyncCalls(provider, retry, cache) if hasattr(provider, "async_session") else None
-    calls = calls or _ThreadCalls(provider, retry, cache, workers)
+    if n_proc > 1:
+        calls: Any = _ProcessCalls(provider, retry, cache, n_proc)
+    elif hasattr(provider, "async_session"):
+        calls = _AsyncCalls(provider, retry, cache.put)
+    else:
+        calls = _ThreadCalls(provider, retry, cache, workers)
     try:
         while queue or in_flight or deferred:
             while queue and in_flight < 2 * workers:  # claim ahead of the calls, in chunks (one query each)
@@ -351,10 +419,16 @@ class _AsyncCalls:
     """Calls as tasks on one event loop, in one thread for the whole run: each task is one
     :func:`acall_with_retries` of the provider's ``async_session`` generate, holding a slot of an
     :class:`~metamorph.providers.adaptive.AdaptiveLimit` of ``provider.max_concurrency`` (a 429 /
-    503 / 529 lowers how many requests are in flight, successes raise it back)."""
+    503 / 529 lowers how many requests are in flight, successes raise it back). Each result is
+    handed to ``store`` (the cache's ``put``; ``None`` in a client process, whose parent stores)."""
 
-    def __init__(self, provider: Provider, retry: RetryPolicy, cache: GenerationCache) -> None:
-        self.provider, self.retry, self.cache = provider, retry, cache
+    def __init__(
+        self,
+        provider: Provider,
+        retry: RetryPolicy,
+        store: Callable[[GenerationRequest, GenerationResult], None] | None,
+    ) -> None:
+        self.provider, self.retry, self.store = provider, retry, store
         self.done: SimpleQueue[tuple[str, GenerationResult | None]] = SimpleQueue()
         self.limit: AdaptiveLimit | None = None
         self._ready = threading.Event()
@@ -458,11 +532,190 @@ class _AsyncCalls:
                 return
             except Exception as exc:
                 res = _failed(exc)
-            self.cache.put(req, res)
+            if self.store is not None:
+                self.store(req, res)
         finally:
             if held:
                 limit.release()
             self.done.put((key, res))
+
+
+class _ProcessCalls:
+    """Calls from ``n`` client processes (``multiprocessing`` spawn), each an :class:`_AsyncCalls`
+    with its share of ``provider.max_concurrency`` (:func:`_client_process`). Requests go to the
+    process with the fewest outstanding; each result comes back over a pipe and is stored here, in
+    the one process that writes the cache, by a reader thread per process. The provider is sent to
+    each process pickled (its ``__reduce__``: the API key travels over the pipe only, never to a
+    file, log or error)."""
+
+    def __init__(self, provider: Provider, retry: RetryPolicy, cache: GenerationCache, n: int) -> None:
+        self.cache = cache
+        self.done: SimpleQueue[tuple[str, GenerationResult | None]] = SimpleQueue()
+        self.reqs: dict[str, GenerationRequest] = {}
+        self.procs: list[Any] = []
+        self.inboxes: list[Any] = []
+        self.readers: list[threading.Thread] = []
+        self.outstanding = [0] * n
+        self.ended: list[str | None] = [None] * n  # why a process's results ended ("closed": as asked)
+        self._lock = threading.Lock()
+        ctx = multiprocessing.get_context("spawn")  # never fork: this process runs threads (cache writer, Dagster)
+        concurrency = max(1, provider.max_concurrency)
+        try:
+            for i in range(n):
+                share = concurrency // n + (i < concurrency % n)
+                in_r, in_w = ctx.Pipe(duplex=False)
+                out_r, out_w = ctx.Pipe(duplex=False)
+                proc = ctx.Process(
+                    target=_client_process,
+                    args=(provider, retry, share, in_r, out_w),
+                    name=f"metamorph-client-{i + 1}",
+                    daemon=True,
+                )
+                self.procs.append(proc)
+                self.inboxes.append(in_w)
+                proc.start()
+                in_r.close()
+                out_w.close()  # only the child holds its end: its exit is an end of file here
+                reader = threading.Thread(target=self._read, args=(i, out_r), name=f"metamorph-client-{i + 1} results")
+                self.readers.append(reader)
+                reader.start()
+        except BaseException:
+            self.close(interrupted=True)
+            raise
+
+    def _read(self, i: int, conn: Any) -> None:
+        why = "its results ended without a reason (the process died)"
+        try:
+            while True:
+                kind, body = conn.recv()
+                if kind == "done":
+                    for key, res in body:
+                        req = self.reqs.pop(key)
+                        if res is not None:
+                            self.cache.put(req, res)
+                        self.done.put((key, res))
+                    with self._lock:
+                        self.outstanding[i] -= len(body)
+                elif kind == "closed":
+                    why = "closed"
+                    return
+                else:  # "failed": the process's own error, the API key redacted
+                    why = body
+                    return
+        except (EOFError, OSError):
+            pass
+        finally:
+            conn.close()
+            self.ended[i] = why
+
+    def submit(self, items: list[tuple[str, GenerationRequest]]) -> None:
+        live = [i for i, why in enumerate(self.ended) if why is None]
+        groups: dict[int, list[tuple[str, GenerationRequest]]] = {i: [] for i in live}
+        with self._lock:
+            for key, req in items:
+                i = min(live, key=lambda j: self.outstanding[j])
+                groups[i].append((key, req))
+                self.outstanding[i] += 1
+                self.reqs[key] = req
+        for i, group in groups.items():
+            if group:
+                try:
+                    self.inboxes[i].send(("submit", group))
+                except OSError:  # the process is gone: finished() says so
+                    pass
+
+    def finished(self, timeout: float) -> list[tuple[str, GenerationResult | None]]:
+        """As :meth:`_ThreadCalls.finished`.
+
+        Raises:
+            RuntimeError: a client process ended before it was asked to (killed, or an error in
+                it); the results it returned are stored, its calls in flight are not (they stay
+                misses, retried by the next run).
+        """
+        for i, why in enumerate(self.ended):
+            if why is not None and why != "closed":
+                self.procs[i].join(timeout=1.0)
+                code = self.procs[i].exitcode
+                raise RuntimeError(
+                    f"client process {i + 1} of {len(self.procs)} ended (exit code {code}): {why}; "
+                    f"{self.outstanding[i]} of its calls were not returned (nothing stored for them)"
+                )
+        return _drain(self.done, timeout)
+
+    def close(self, interrupted: bool) -> None:
+        """Ask every process to finish its calls in flight (``interrupted``: start no attempt, end the
+        waits between attempts) and return them; store them; end the processes (terminated if one
+        has not exited 10 s after its last result)."""
+        for box in self.inboxes:
+            try:
+                box.send(("close", interrupted))
+            except OSError:
+                pass
+        for reader in self.readers:
+            reader.join()
+        for proc in self.procs:
+            if proc.pid is None:  # never started
+                continue
+            proc.join(timeout=10.0)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=5.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for box in self.inboxes:
+            box.close()
+
+
+def _client_process(provider: Provider, retry: RetryPolicy, share: int, inbox: Any, outbox: Any) -> None:
+    """The body of a client process: an :class:`_AsyncCalls` of ``share`` calls in flight on
+    ``provider``; ``("submit", [(key, request), ...])`` from ``inbox`` starts calls, their
+    ``(key, result)`` go to ``outbox`` as ``("done", [...])`` as they finish; ``("close",
+    interrupted)`` ends the calls as :meth:`_AsyncCalls.close` does, then ``("closed", None)``. An
+    error is sent as ``("failed", message)`` (the API key redacted). The end of ``inbox`` (the
+    parent is gone) stops the calls and ends the process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the process group: the parent decides
+    secret = getattr(provider, "_api_key", None)
+    closing: list[bool] = []
+
+    def read() -> None:
+        try:
+            while True:
+                kind, body = inbox.recv()
+                if kind == "submit":
+                    calls.submit(body)
+                else:
+                    closing.append(bool(body))
+                    return
+        except (EOFError, OSError):
+            closing.append(True)
+
+    try:
+        provider.max_concurrency = share
+        calls = _AsyncCalls(provider, retry, None)
+    except BaseException as exc:
+        _send(outbox, ("failed", redact(f"{type(exc).__name__}: {exc}", secret)))
+        return
+    threading.Thread(target=read, name="metamorph-client requests", daemon=True).start()
+    try:
+        while not closing:
+            got = calls.finished(0.01)
+            if got:
+                outbox.send(("done", got))
+        calls.close(interrupted=closing[0])
+        outbox.send(("done", _drain(calls.done, 0.0)))
+        outbox.send(("closed", None))
+    except BaseException as exc:
+        calls.close(interrupted=True)
+        _send(outbox, ("failed", redact(f"{type(exc).__name__}: {exc}", secret)))
+
+
+def _send(conn: Any, message: tuple) -> None:
+    """``conn.send(message)``, unless the other end is gone."""
+    try:
+        conn.send(message)
+    except OSError:
+        pass
 
 
 def _latency(res: GenerationResult, t0: float) -> float:

@@ -120,6 +120,20 @@ class OpenAIProvider:
         """The registry's declaration (``deterministic``), the same for every request."""
         return self.deterministic
 
+    def __reduce__(self) -> tuple:
+        """Rebuilt from its arguments in another process (the runner's client processes: pickled
+        into the pipe to the process, which carries the API key; never into a file, log or error)."""
+        args = (
+            self.kind,
+            self._api_key,
+            self.base_url,
+            self.max_concurrency,
+            self.timeout_s,
+            self._organization,
+            self.deterministic,
+        )
+        return (type(self), args)
+
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIProvider(kind={self.kind!r}, base_url={self.base_url!r}, max_concurrency={self.max_concurrency})"
 
