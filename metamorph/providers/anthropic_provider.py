@@ -130,7 +130,15 @@ class AnthropicProvider:
         """Rebuilt from its arguments in another process (the runner's client processes: pickled
         into the pipe to the process, which carries the API key; never into a file, log or error)."""
         base_url, _, timeout_s, use_files_api, anthropic_version, deterministic = self._args
-        args = (self._api_key, base_url, self.max_concurrency, timeout_s, use_files_api, anthropic_version, deterministic)
+        args = (
+            self._api_key,
+            base_url,
+            self.max_concurrency,
+            timeout_s,
+            use_files_api,
+            anthropic_version,
+            deterministic,
+        )
         return (type(self), args)
 
     def __repr__(self) -> str:  # never show the key
