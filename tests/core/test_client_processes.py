@@ -141,9 +141,7 @@ def test_faults_end_as_in_one_process_outcome_for_outcome(stub, tmp_path):
             else:
                 assert (text, error, attempts, per_body[c]) == (f"echo: p{k}-{c}", None, 1 + bool(kind), 1 + bool(kind))
         assert (calls, errors) == (120, failing) and KEY not in repr(results)
-    kinds_seen = {
-        stub.faults.kind_for(r.key) for r in stub.requests if stub.faults.kind_for(r.key)
-    }
+    kinds_seen = {stub.faults.kind_for(r.key) for r in stub.requests if stub.faults.kind_for(r.key)}
     assert kinds_seen == set(kinds)
 
 
