@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -162,41 +165,48 @@ class AsyncCalls:
 
 
 class ProcessCalls:
-    """Calls from ``n`` client processes (``multiprocessing`` spawn), each an :class:`AsyncCalls`
-    with its share of ``provider.max_concurrency`` (:func:`_client_process`). Requests go to the
-    process with the fewest outstanding; each result comes back over a pipe and is stored here, in
-    the one process that writes the cache, by a reader thread per process. The provider is sent to
-    each process pickled (its ``__reduce__``: the API key travels over the pipe only, never to a
-    file, log or error)."""
+    """Calls from ``n`` client processes (``python -m metamorph.client_calls``), each an
+    :class:`AsyncCalls` with its share of ``provider.max_concurrency`` (:func:`_client_process`).
+    Requests go to the process with the fewest outstanding; each result comes back over a pipe and
+    is stored here, in the one process that writes the cache, by a reader thread per process.
+
+    A process is started afresh (not forked: this process runs threads, the cache writer's and
+    Dagster's) and imports only this module and the provider's: not the caller's ``__main__``, as
+    ``multiprocessing``'s spawn would (a Dagster command line, seconds of imports). The provider
+    reaches it pickled over its pipe (``__reduce__``: the API key travels there only, never to a
+    file, argument, log or error)."""
 
     def __init__(self, provider: Provider, retry: RetryPolicy, cache: GenerationCache, n: int) -> None:
         self.cache = cache
         self.done: SimpleQueue[tuple[str, GenerationResult | None]] = SimpleQueue()
         self.reqs: dict[str, GenerationRequest] = {}
-        self.procs: list[Any] = []
+        self.procs: list[subprocess.Popen] = []
         self.inboxes: list[Any] = []
         self.readers: list[threading.Thread] = []
         self.outstanding = [0] * n
         self.ended: list[str | None] = [None] * n  # why a process's results ended ("closed": as asked)
         self._lock = threading.Lock()
-        ctx = multiprocessing.get_context("spawn")  # never fork: this process runs threads (cache writer, Dagster)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         concurrency = max(1, provider.max_concurrency)
         try:
             for i in range(n):
                 share = concurrency // n + (i < concurrency % n)
-                in_r, in_w = ctx.Pipe(duplex=False)
-                out_r, out_w = ctx.Pipe(duplex=False)
-                proc = ctx.Process(
-                    target=_client_process,
-                    args=(provider, retry, share, in_r, out_w),
-                    name=f"metamorph-client-{i + 1}",
-                    daemon=True,
-                )
+                in_r, in_w = multiprocessing.Pipe(duplex=False)
+                out_r, out_w = multiprocessing.Pipe(duplex=False)
+                fds = (in_r.fileno(), out_w.fileno())
+                try:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "metamorph.client_calls", *map(str, fds)],
+                        pass_fds=fds,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                    )
+                finally:
+                    in_r.close()
+                    out_w.close()  # only the child holds its end: its exit is an end of file here
                 self.procs.append(proc)
                 self.inboxes.append(in_w)
-                proc.start()
-                in_r.close()
-                out_w.close()  # only the child holds its end: its exit is an end of file here
+                in_w.send(("start", (provider, retry, share)))
                 reader = threading.Thread(target=self._read, args=(i, out_r), name=f"metamorph-client-{i + 1} results")
                 self.readers.append(reader)
                 reader.start()
@@ -255,8 +265,10 @@ class ProcessCalls:
         """
         for i, why in enumerate(self.ended):
             if why is not None and why != "closed":
-                self.procs[i].join(timeout=1.0)
-                code = self.procs[i].exitcode
+                try:
+                    code = self.procs[i].wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    code = None
                 raise RuntimeError(
                     f"client process {i + 1} of {len(self.procs)} ended (exit code {code}): {why}; "
                     f"{self.outstanding[i]} of its calls were not returned (nothing stored for them)"
@@ -275,29 +287,30 @@ class ProcessCalls:
         for reader in self.readers:
             reader.join()
         for proc in self.procs:
-            if proc.pid is None:  # never started
-                continue
-            proc.join(timeout=10.0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=5.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+            for end, wait in ((None, 10.0), (proc.terminate, 5.0), (proc.kill, None)):
+                if end is not None:
+                    end()
+                try:
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
         for box in self.inboxes:
             box.close()
 
 
-def _client_process(provider: Provider, retry: RetryPolicy, share: int, inbox: Any, outbox: Any) -> None:
-    """The body of a client process: an :class:`AsyncCalls` of ``share`` calls in flight on
-    ``provider``; ``("submit", [(key, request), ...])`` from ``inbox`` starts calls, their
-    ``(key, result)`` go to ``outbox`` as ``("done", [...])`` as they finish; ``("close",
-    interrupted)`` ends the calls as :meth:`AsyncCalls.close` does, then ``("closed", None)``. An
-    error is sent as ``("failed", message)`` (the API key redacted). The end of ``inbox`` (the
-    parent is gone) stops the calls and ends the process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the process group: the parent decides
-    secret = getattr(provider, "_api_key", None)
+def _client_process(inbox: Any, outbox: Any) -> None:
+    """The body of a client process: ``("start", (provider, retry, share))`` from ``inbox`` opens
+    an :class:`AsyncCalls` of ``share`` calls in flight on ``provider``; ``("submit", [(key,
+    request), ...])`` starts calls, their ``(key, result)`` go to ``outbox`` as ``("done", [...])``
+    as they finish; ``("close", interrupted)`` ends the calls as :meth:`AsyncCalls.close` does,
+    then ``("closed", None)``. An error is sent as ``("failed", message)`` (the API key
+    redacted). The end of ``inbox`` (the parent is gone) stops the calls and ends the process.
+    SIGINT is ignored: a terminal's Ctrl-C reaches the whole process group, and the parent decides
+    (it asks for the calls in flight, then ends the process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     closing: list[bool] = []
+    secret = None
 
     def read() -> None:
         try:
@@ -312,6 +325,8 @@ def _client_process(provider: Provider, retry: RetryPolicy, share: int, inbox: A
             closing.append(True)
 
     try:
+        _, (provider, retry, share) = inbox.recv()
+        secret = getattr(provider, "_api_key", None)
         provider.max_concurrency = share
         calls = AsyncCalls(provider, retry, None)
     except BaseException as exc:
@@ -358,3 +373,9 @@ def drain(done: SimpleQueue, timeout: float) -> list:
 
 class Stopped(BaseException):
     """Raised in a worker's wait between retries once the run is interrupted (caught in the worker)."""
+
+
+if __name__ == "__main__":  # a client process of ProcessCalls: the two pipe descriptors it was given
+    from multiprocessing.connection import Connection
+
+    _client_process(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))

@@ -42,11 +42,11 @@ def spread(lines: list[str], n: int) -> bool:
 
 
 def client_pids() -> list[int]:
-    """This process's client processes (spawned by multiprocessing; not its resource tracker)."""
+    """This process's client processes (python -m metamorph.client_calls)."""
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if "spawn_main" in " ".join(child.cmdline()):
+            if "metamorph.client_calls" in child.cmdline():
                 found.append(child.pid)
         except psutil.NoSuchProcess:
             pass
