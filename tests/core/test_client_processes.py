@@ -246,7 +246,7 @@ def test_ctrl_c_ends_every_client_process_and_stores_every_answered_request(tmp_
 def test_a_killed_client_process_fails_the_run_and_the_other_ones_rows_are_stored(tmp_path, clean_proxy_env):
     """SIGKILL of one of two client processes mid-run: run_requests raises RuntimeError naming it;
     the other process returns its calls in flight, stored; only the killed one's calls in flight
-    (at most its 32) are answered by the stub and not stored; no process is left."""
+    are answered by the stub and not stored; no process is left."""
     app = AsyncStub(latency_s=0.3)
     server = StubThread(app)
     cache = GenerationCache(tmp_path / "c.duckdb")
@@ -265,7 +265,9 @@ def test_a_killed_client_process_fails_the_run_and_the_other_ones_rows_are_store
     answered = {f"q{i}" for i in range(2000) if app.answered[_key(f"q{i}")]}
     stored = _stored(cache)
     assert set(stored) <= answered and all(stored[c] == f"echo: {c}" for c in stored)
-    assert 64 <= len(stored) and len(answered) - len(stored) <= 32
+    # answered, not stored: the killed process's calls in flight (at most its 32) and the few it had
+    # not yet passed on (it sends what finished every 10 ms); the other one's 32 are all stored
+    assert 64 <= len(stored) and len(answered) - len(stored) <= 40
 
 
 def _key(content: str) -> str:
