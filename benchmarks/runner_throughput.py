@@ -219,6 +219,19 @@ def measure(label: str, url: str, pid: int, n: int, fn, own_cpu: bool = False) -
     return row
 
 
+def client_start_cpu() -> float:
+    """CPU seconds a client process of the runner spends before its first call: a fresh
+    interpreter importing what ``python -m metamorph.client_calls`` and the provider import (median of 3)."""
+    code = "import metamorph.client_calls, metamorph.providers.openai_provider"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    times = []
+    for _ in range(3):
+        k0 = children_cpu()
+        subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True)
+        times.append(children_cpu() - k0)
+    return statistics.median(times)
+
+
 def throughput(args: argparse.Namespace, home: Path) -> None:
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         os.environ.pop(var, None)
@@ -273,6 +286,12 @@ def throughput(args: argparse.Namespace, home: Path) -> None:
                 f"  every phase: stub requests = answered = planned, no body twice: {exact}",
                 flush=True,
             )
+        start = client_start_cpu()
+        print(
+            f"client process start-up: {start:.2f} s CPU each ({load_line()}); in the N-process runner's CPU per "
+            f"request at --n {args.n}: {n_proc} × {start:.2f} s / {args.n} = {n_proc * start / args.n * 1e3:.2f} ms",
+            flush=True,
+        )
         # warm rerun: every request of the last runner round is a cache hit
         t0 = time.perf_counter()
         from metamorph.cache import GenerationCache
