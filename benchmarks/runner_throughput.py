@@ -1,7 +1,7 @@
 """How many requests per second the runner + cache keep in flight against a server that answers at once.
 
     .venv/bin/python benchmarks/runner_throughput.py [--n 4000] [--concurrency 256,1024] [--repeat 3]
-                                                      [--lookup-keys 48000] [--httpx2]
+                                                      [--processes N] [--lookup-keys 48000] [--httpx2]
 
 The server is :mod:`tests.core.stub_async` (an ASGI app on uvicorn, in its own process on
 127.0.0.1, zero latency), so every second a request spends is the client's. For each concurrency
@@ -14,15 +14,23 @@ The server is :mod:`tests.core.stub_async` (an ASGI app on uvicorn, in its own p
    ``chat.completions.create`` in a loop (no runner, no cache, no retries; the HTTP pool sized to
    ``c`` connections), on the SDK's aiohttp transport (``DefaultAioHttpClient``, the reference the
    runner is compared to) and, with ``--httpx2``, on its default httpx2 transport (``bare, httpx2``).
-3. **runner + cache**: :func:`metamorph.runner.run_requests` with an ``OpenAIProvider`` of
+3. **bare SDK × N**: the same in ``--processes`` N processes (default: the usable cores), each
+   with ``c / N`` coroutines and ``n / N`` requests; the processes are started and their
+   connections opened before the clock starts (the best N event loops of the SDK can do).
+4. **runner, 1 process**: :func:`metamorph.runner.run_requests` with an ``OpenAIProvider`` of
    ``max_concurrency=c`` into a fresh DuckDB :class:`~metamorph.cache.GenerationCache` (every
-   completion committed before it returns).
+   completion committed before it returns), ``processes=1``: one event loop.
+5. **runner, N processes**: the same with ``processes=N`` (what a run of ``PROCESS_MIN_CALLS``
+   calls or more gets by default): N client processes, the cache written by this one; the
+   processes' start (importing the SDK) is inside the time.
 
-Printed per phase: requests/s and CPU milliseconds per request in this process (all threads;
-``time.process_time``), and the stub's count of requests and 200 replies for the phase, which must
-equal ``--n`` with no body requested twice (nothing lost, nothing duplicated); then the medians
-over the rounds and the ratios runner / bare SDK and runner / stub alone. Last, a warm rerun (every
-request a cache hit) and ``get_many`` over ``--lookup-keys`` stored keys (µs per key).
+Printed per phase: requests/s and CPU milliseconds per request in the client's processes (this
+one, all threads, ``time.process_time``, plus its finished child processes, ``os.times``; for
+"bare SDK × N" each process's own CPU from the start signal), and the stub's count of requests
+and 200 replies for the phase, which must equal ``--n`` with no body requested twice (nothing
+lost, nothing duplicated); then the medians over the rounds and the ratios of the runner to the
+bare SDK (in one process and in N) and to the stub alone. Last, a warm rerun (every request a
+cache hit) and ``get_many`` over ``--lookup-keys`` stored keys (µs per key).
 
 A measurement, not a test: nothing here asserts on time. The machine's load is printed first and
 last: on a shared machine the ratios within a round are the comparable numbers.
@@ -31,6 +39,7 @@ last: on a shared machine the ratios within a round are the comparable numbers.
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -116,7 +125,42 @@ async def bare_sdk(url: str, prompts: list[str], concurrency: int, transport: st
         await asyncio.gather(*(work() for _ in range(concurrency)))
 
 
-def runner(url: str, prompts: list[str], concurrency: int, path: Path):
+def _bare_process(url: str, prompts: list[str], concurrency: int, ready, go, out) -> None:
+    """One process of "bare SDK × N": open the connections, signal ``ready``, wait for ``go``, send
+    the requests; put this process's CPU seconds from ``go`` to the end on ``out``."""
+    asyncio.run(bare_sdk(url, [f"warm {p}" for p in prompts[: 2 * concurrency]], concurrency))
+    ready.release()
+    go.wait()
+    c0 = time.process_time()
+    asyncio.run(bare_sdk(url, prompts, concurrency))
+    out.put(time.process_time() - c0)
+
+
+def bare_processes(url: str, prompts: list[str], concurrency: int, n: int):
+    """Start ``n`` :func:`_bare_process` processes and wait until they are ready; returns the
+    function that runs them (and returns their CPU seconds summed)."""
+    ctx = multiprocessing.get_context("spawn")
+    ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_bare_process, args=(url, prompts[i::n], concurrency // n, ready, go, out), daemon=True)
+        for i in range(n)
+    ]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.acquire()
+
+    def run() -> float:
+        go.set()
+        cpu = sum(out.get() for _ in procs)
+        for p in procs:
+            p.join()
+        return cpu
+
+    return run
+
+
+def runner(url: str, prompts: list[str], concurrency: int, path: Path, processes: int = 1):
     from metamorph.cache import GenerationCache
     from metamorph.providers.base import GenerationRequest
     from metamorph.providers.openai_provider import OpenAIProvider
@@ -131,16 +175,27 @@ def runner(url: str, prompts: list[str], concurrency: int, path: Path):
         )
         for p in prompts
     ]
-    return reqs, provider, lambda: run_requests(reqs, provider, GenerationCache(path), log=lambda m: None)
+    return (
+        reqs,
+        provider,
+        lambda: run_requests(reqs, provider, GenerationCache(path), log=lambda m: None, processes=processes),
+    )
 
 
-def measure(label: str, url: str, pid: int, n: int, fn) -> dict:
-    """Run ``fn()``; wall and CPU seconds here and in the stub, and what the stub saw."""
+def children_cpu() -> float:
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+def measure(label: str, url: str, pid: int, n: int, fn, own_cpu: bool = False) -> dict:
+    """Run ``fn()``; wall and CPU seconds of the client (this process and its finished children;
+    ``own_cpu``: the CPU seconds ``fn`` returns) and of the stub, and what the stub saw."""
     before = stub_stats(url)
     s0 = stub_cpu(pid)
-    c0, t0 = time.process_time(), time.perf_counter()
+    c0, k0, t0 = time.process_time(), children_cpu(), time.perf_counter()
     out = fn()
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    wall = time.perf_counter() - t0
+    cpu = out if own_cpu else time.process_time() - c0 + children_cpu() - k0
     stub_s = stub_cpu(pid) - s0
     after = stub_stats(url)
     got = {k: after[k] - before[k] for k in after}
@@ -156,7 +211,7 @@ def measure(label: str, url: str, pid: int, n: int, fn) -> dict:
         "out": out,
     }
     print(
-        f"  {label:<16}: {wall:6.2f} s {row['rate']:7.1f} requests/s, CPU here {row['cpu_ms']:5.2f} ms/request, "
+        f"  {label:<20}: {wall:6.2f} s {row['rate']:7.1f} requests/s, CPU {row['cpu_ms']:5.2f} ms/request, "
         f"stub CPU {row['stub_share']:4.0%} of a core; stub saw {got['requests']} requests, {got['answered']} "
         f"answered for {n} planned -> {'exact' if ok else 'MISMATCH'}",
         flush=True,
@@ -164,15 +219,29 @@ def measure(label: str, url: str, pid: int, n: int, fn) -> dict:
     return row
 
 
+def client_start_cpu() -> float:
+    """CPU seconds a client process of the runner spends before its first call: a fresh
+    interpreter importing what ``python -m metamorph.client_calls`` and the provider import (median of 3)."""
+    code = "import metamorph.client_calls, metamorph.providers.openai_provider"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    times = []
+    for _ in range(3):
+        k0 = children_cpu()
+        subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True)
+        times.append(children_cpu() - k0)
+    return statistics.median(times)
+
+
 def throughput(args: argparse.Namespace, home: Path) -> None:
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         os.environ.pop(var, None)
     os.environ["NO_PROXY"] = "127.0.0.1"
     proc, url = start_stub()
+    n_proc = args.processes
     try:
         for c in args.concurrency:
             rows: dict[str, list[dict]] = {}
-            print(f"concurrency {c}, {args.n} requests per phase, {load_line()}", flush=True)
+            print(f"concurrency {c}, {args.n} requests per phase, N = {n_proc} processes, {load_line()}", flush=True)
             for rnd in range(args.repeat):
                 tag = f"c{c} r{rnd}"
 
@@ -193,30 +262,42 @@ def throughput(args: argparse.Namespace, home: Path) -> None:
                     rows.setdefault(label, []).append(
                         measure(label, url, proc.pid, args.n, lambda: asyncio.run(bare_sdk(url, bare, c, transport)))
                     )
-                reqs, provider, run = runner(url, prompts("runner"), c, home / f"cache-{c}-{rnd}.duckdb")
-                row = measure("runner + cache", url, proc.pid, args.n, run)
-                _, stats = row["out"]
-                row["label"] += f" (calls {stats.calls}, errors {stats.errors})"
-                rows.setdefault("runner + cache", []).append(row)
+                bare_n = f"bare SDK × {n_proc}"
+                run_bare = bare_processes(url, prompts(bare_n), c, n_proc)
+                rows.setdefault(bare_n, []).append(measure(bare_n, url, proc.pid, args.n, run_bare, own_cpu=True))
+                for label, k in (("runner, 1 process", 1), (f"runner, {n_proc} processes", n_proc)):
+                    path = home / f"cache-{c}-{rnd}-{k}.duckdb"
+                    reqs, provider, run = runner(url, prompts(label), c, path, processes=k)
+                    rows.setdefault(label, []).append(measure(label, url, proc.pid, args.n, run))
             med = {k: statistics.median(r["rate"] for r in v) for k, v in rows.items()}
             cpu = {k: statistics.median(r["cpu_ms"] for r in v) for k, v in rows.items()}
             exact = all(r["ok"] for v in rows.values() for r in v)
             print(f"concurrency {c}: medians of {args.repeat} rounds ({load_line()})")
             for k in rows:
-                print(f"  {k:<16}: {med[k]:7.1f} requests/s, CPU here {cpu[k]:5.2f} ms/request")
+                print(f"  {k:<20}: {med[k]:7.1f} requests/s, CPU {cpu[k]:5.2f} ms/request")
+            one, many = "runner, 1 process", f"runner, {n_proc} processes"
             print(
-                f"  runner / bare async SDK = {med['runner + cache'] / med['bare async SDK']:.1%}, "
-                f"runner / stub alone = {med['runner + cache'] / med['stub alone']:.1%}, "
-                f"bare SDK / stub alone = {med['bare async SDK'] / med['stub alone']:.1%}; "
-                f"every phase: stub requests = answered = planned, no body twice: {exact}",
+                f"  requests/s: runner N / bare SDK = {med[many] / med['bare async SDK']:.1%}, "
+                f"runner N / bare SDK × N = {med[many] / med[bare_n]:.1%}, "
+                f"runner N / runner 1 = {med[many] / med[one]:.1%}, runner N / stub alone = {med[many] / med['stub alone']:.1%}\n"
+                f"  CPU per request: bare SDK / runner N = {cpu['bare async SDK'] / cpu[many]:.1%}, "
+                f"bare SDK × N / runner N = {cpu[bare_n] / cpu[many]:.1%}, "
+                f"runner 1 / runner N = {cpu[one] / cpu[many]:.1%}\n"
+                f"  every phase: stub requests = answered = planned, no body twice: {exact}",
                 flush=True,
             )
+        start = client_start_cpu()
+        print(
+            f"client process start-up: {start:.2f} s CPU each ({load_line()}); in the N-process runner's CPU per "
+            f"request at --n {args.n}: {n_proc} × {start:.2f} s / {args.n} = {n_proc * start / args.n * 1e3:.2f} ms",
+            flush=True,
+        )
         # warm rerun: every request of the last runner round is a cache hit
         t0 = time.perf_counter()
         from metamorph.cache import GenerationCache
         from metamorph.runner import run_requests
 
-        _, stats2 = run_requests(reqs, provider, GenerationCache(home / f"cache-{c}-{rnd}.duckdb"), log=lambda m: None)
+        _, stats2 = run_requests(reqs, provider, GenerationCache(path), log=lambda m: None)
         warm_s = time.perf_counter() - t0
         print(f"warm rerun (all hits)   : {args.n / warm_s:8.0f} requests/s; hits {stats2.cache_hits}")
     finally:
@@ -253,9 +334,13 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=4000)
     ap.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[256, 1024])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--processes", type=int, default=None, help="N (default: the usable cores)")
     ap.add_argument("--lookup-keys", type=int, default=48_000)
     ap.add_argument("--httpx2", action="store_true", help="also the bare SDK on its default httpx2 transport")
     args = ap.parse_args()
+    from metamorph.runner import usable_cores
+
+    args.processes = args.processes or max(2, usable_cores())
     home = Path(tempfile.mkdtemp(prefix="metamorph-bench-"))
     print(load_line(), flush=True)
     throughput(args, home)

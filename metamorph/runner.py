@@ -23,20 +23,25 @@
 6. the replicates of a greedy request the provider declares deterministic (:mod:`metamorph.replicates`:
    e.g. a local model at temperature 0) are one computation: the request as replicate 1 is called
    (or served) once, and each replicate's :class:`Outcome` points to it (``shared``);
-7. a :class:`~metamorph.batch.BatchExecution` provider (registry ``execution: {mode: batch}``)
+7. a run of many calls to a provider with an ``async_session`` is spread over several client
+   processes (:data:`PROCESS_MIN_CALLS`, :func:`client_processes`): one event loop per usable
+   core, each with its share of ``max_concurrency`` (and its own adaptive limit), streaming its
+   results back to this process, which alone claims and writes the cache; one event loop is
+   one core at most;
+8. a :class:`~metamorph.batch.BatchExecution` provider (registry ``execution: {mode: batch}``)
    sends the misses as provider batch jobs instead (:func:`metamorph.batch.run_batches`: persisted,
    polled, resumed by a rerun); the requests a batch cannot carry take steps 2-3.
 """
 
 from __future__ import annotations
 
-import asyncio
+import os
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from queue import Empty, SimpleQueue
+from queue import SimpleQueue
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -45,15 +50,18 @@ import pandas as pd
 
 from metamorph.batch import BatchExecution, run_batches
 from metamorph.cache import GenerationCache
-from metamorph.providers.adaptive import THROTTLE_STATUSES, AdaptiveLimit
-from metamorph.providers.base import GenerationRequest, GenerationResult, Provider, ProviderError
-from metamorph.providers.retry import RetryPolicy, acall_with_retries, call_with_retries
+from metamorph.client_calls import AsyncCalls, ProcessCalls, Stopped, drain, failed, latency
+from metamorph.providers.base import GenerationRequest, GenerationResult, Provider
+from metamorph.providers.retry import RetryPolicy, call_with_retries
 from metamorph.replicates import computation, is_shared, provider_deterministic
 
 __all__ = [
     "GENERATION_COLUMNS",
     "Outcome",
+    "PROCESS_MIN_CALLS",
+    "PROCESS_MIN_CONCURRENCY",
     "RunStats",
+    "client_processes",
     "generation_frame",
     "run_requests",
 ]
@@ -136,6 +144,47 @@ class Outcome:
     shared: bool = False
 
 
+#: A run calls a provider with an ``async_session`` from several client processes only when it has
+#: at least this many calls to make: starting a process (a fresh interpreter importing the SDK)
+#: costs ~0.7 s of CPU, 0.35 ms per call per process at 2,000 calls (a call costs ~1.3 ms), while
+#: one event loop, one core at most, takes ~4 s for them at ~500 calls/s.
+PROCESS_MIN_CALLS = 2000
+
+#: ... and ``max_concurrency`` is at least this: each process keeps at least
+#: ``PROCESS_MIN_CONCURRENCY // 2`` calls in flight; a server that takes fewer at once (a local
+#: model's server) cannot answer faster than one event loop sends.
+PROCESS_MIN_CONCURRENCY = 64
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def client_processes(provider: Provider, calls: int, processes: int | None = None) -> int:
+    """How many client processes send ``calls`` calls of ``provider``: 1 (this process: one event
+    loop, or threads) or N >= 2 (N processes, an event loop each).
+
+    ``processes`` (``run_requests(..., processes=)``) forces it (clipped to ``max_concurrency``);
+    ``None`` chooses: N = :func:`usable_cores` (at most ``max_concurrency //
+    (PROCESS_MIN_CONCURRENCY // 2)``) when the provider has an ``async_session`` and can be sent to
+    a process (``__reduce__``), ``calls >= PROCESS_MIN_CALLS`` and ``max_concurrency >=
+    PROCESS_MIN_CONCURRENCY``; else 1. A provider without an ``async_session`` (local models,
+    workflows under test) always runs in this process.
+    """
+    if not hasattr(provider, "async_session") or "__reduce__" not in type(provider).__dict__:
+        return 1
+    concurrency = max(1, provider.max_concurrency)
+    if processes is not None:
+        return max(1, min(int(processes), concurrency))
+    if calls < PROCESS_MIN_CALLS or concurrency < PROCESS_MIN_CONCURRENCY:
+        return 1
+    return max(1, min(usable_cores(), concurrency // (PROCESS_MIN_CONCURRENCY // 2)))
+
+
 def run_requests(
     requests: Sequence[GenerationRequest],
     provider: Provider,
@@ -147,6 +196,7 @@ def run_requests(
     progress_every_s: float = 10.0,
     poll_s: float = 0.5,
     stale_before: datetime | None = None,
+    processes: int | None = None,
 ) -> tuple[list[Outcome], RunStats]:
     """Serve ``requests`` from the cache or the provider; outcomes come back in input order.
 
@@ -154,6 +204,14 @@ def run_requests(
     replaced — the re-evaluation the registry sensor launches when a provider serves another model
     version under the same name (run tag ``metamorph/stale_before``); the request, hence the key,
     is the same, so without it the re-run would be served the old version's completions.
+
+    ``processes``: how many client processes call a provider with an ``async_session``
+    (:func:`client_processes`; ``None``: chosen from the number of calls, ``max_concurrency`` and
+    the usable cores). With N >= 2, each process runs an event loop with its share of
+    ``max_concurrency`` and its own :class:`~metamorph.providers.adaptive.AdaptiveLimit` (a 429
+    there lowers what that process keeps in flight); the results, and what is stored, are those of
+    one process. A process that dies makes the run raise ``RuntimeError`` once the others have
+    returned their calls in flight (stored); none outlives the run.
 
     Duplicate requests (same key) are called once; so are the replicates of a greedy request the
     provider declares deterministic (``provider.is_deterministic(request)``;
@@ -177,7 +235,7 @@ def run_requests(
     keys = [c.cache_key() for c in computed]
     try:
         results = _serve(
-            keys, computed, provider, cache, retry, log, warn, progress_every_s, poll_s, stats, stale_before
+            keys, computed, provider, cache, retry, log, warn, progress_every_s, poll_s, stats, stale_before, processes
         )
     finally:
         cache.release()
@@ -197,6 +255,7 @@ def _serve(
     poll_s: float,
     stats: RunStats,
     stale_before: datetime | None = None,
+    processes: int | None = None,
 ) -> dict[str, tuple[GenerationResult, bool]]:
     """The body of :func:`run_requests`: key -> (result, served from the cache)."""
     dup_count = Counter(keys)  # duplicates of a key count as done when their key finishes
@@ -244,9 +303,11 @@ def _serve(
         provider = provider.inner
         if not todo:
             return results
+    n_proc = client_processes(provider, len(todo), processes) if todo else 1
+    spread = f", {n_proc} client processes" if n_proc > 1 else ""
     log(
         f"generation: {stats.total} requests, {stats.cache_hits} served from cache, {len(todo)} to call "
-        f"({provider.kind}, concurrency {provider.max_concurrency})"
+        f"({provider.kind}, concurrency {provider.max_concurrency}{spread})"
     )
     if not todo:
         return results
@@ -254,8 +315,12 @@ def _serve(
     queue, deferred, in_flight = deque(todo), [], 0
     polled = time.monotonic()
     wait_s = max(0.05, min(poll_s, progress_every_s / 2))
-    calls = _AsyncCalls(provider, retry, cache) if hasattr(provider, "async_session") else None
-    calls = calls or _ThreadCalls(provider, retry, cache, workers)
+    if n_proc > 1:
+        calls: Any = ProcessCalls(provider, retry, cache, n_proc)
+    elif hasattr(provider, "async_session"):
+        calls = AsyncCalls(provider, retry, cache.put)
+    else:
+        calls = _ThreadCalls(provider, retry, cache, workers)
     try:
         while queue or in_flight or deferred:
             while queue and in_flight < 2 * workers:  # claim ahead of the calls, in chunks (one query each)
@@ -292,15 +357,6 @@ def _serve(
     return results
 
 
-def _failed(exc: BaseException) -> GenerationResult:
-    """The stored error of a request whose retries ended in ``exc``."""
-    if isinstance(exc, ProviderError):
-        return GenerationResult(
-            text=None, error=f"ProviderError[{exc.status}]: {exc}", attempts=getattr(exc, "attempts", 1)
-        )
-    return GenerationResult(text=None, error=f"{type(exc).__name__}: {exc}")  # a bug or SDK surprise, never a text
-
-
 class _ThreadCalls:
     """Calls on ``workers`` threads, each one :func:`call_with_retries` of ``provider.generate``
     (providers without an asynchronous session: local models, workflows under test)."""
@@ -318,7 +374,7 @@ class _ThreadCalls:
     def finished(self, timeout: float) -> list[tuple[str, GenerationResult | None]]:
         """The calls finished since the last look (waits up to ``timeout`` s for the first):
         ``(key, result)``, result ``None`` for a call the interruption stopped (nothing stored)."""
-        return _drain(self.done, timeout)
+        return drain(self.done, timeout)
 
     def close(self, interrupted: bool) -> None:
         if interrupted:
@@ -327,7 +383,7 @@ class _ThreadCalls:
 
     def _pause(self, seconds: float) -> None:
         if self.stop.wait(seconds):
-            raise _Stopped
+            raise Stopped
 
     def _one(self, key: str, req: GenerationRequest) -> None:
         res = None
@@ -337,153 +393,14 @@ class _ThreadCalls:
                 return
             try:
                 res, attempts = call_with_retries(lambda: self.provider.generate(req), self.retry, sleep=self._pause)
-                res = res.replace(attempts=attempts, latency_s=_latency(res, t0))
-            except _Stopped:  # interrupted between attempts: nothing is stored, the key stays a miss
+                res = res.replace(attempts=attempts, latency_s=latency(res, t0))
+            except Stopped:  # interrupted between attempts: nothing is stored, the key stays a miss
                 return
             except Exception as exc:
-                res = _failed(exc)
+                res = failed(exc)
             self.cache.put(req, res)
         finally:
             self.done.put((key, res))
-
-
-class _AsyncCalls:
-    """Calls as tasks on one event loop, in one thread for the whole run: each task is one
-    :func:`acall_with_retries` of the provider's ``async_session`` generate, holding a slot of an
-    :class:`~metamorph.providers.adaptive.AdaptiveLimit` of ``provider.max_concurrency`` (a 429 /
-    503 / 529 lowers how many requests are in flight, successes raise it back)."""
-
-    def __init__(self, provider: Provider, retry: RetryPolicy, cache: GenerationCache) -> None:
-        self.provider, self.retry, self.cache = provider, retry, cache
-        self.done: SimpleQueue[tuple[str, GenerationResult | None]] = SimpleQueue()
-        self.limit: AdaptiveLimit | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), name="metamorph-calls", daemon=True)
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
-
-    async def _main(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self._stop, self._closing = asyncio.Event(), asyncio.Event()
-        self._tasks: set[asyncio.Task] = set()
-        try:
-            async with self.provider.async_session() as agenerate:  # type: ignore[attr-defined]
-                self._agenerate = agenerate
-                self.limit = AdaptiveLimit(max(1, self.provider.max_concurrency))
-                self._ready.set()
-                await self._closing.wait()
-                while self._tasks:
-                    await asyncio.gather(*self._tasks, return_exceptions=True)
-        except BaseException as exc:
-            if not self._ready.is_set():
-                self._error = exc
-                self._ready.set()
-                return
-            raise
-
-    def submit(self, items: list[tuple[str, GenerationRequest]]) -> None:
-        self.loop.call_soon_threadsafe(self._spawn, items)
-
-    def _spawn(self, items: list[tuple[str, GenerationRequest]]) -> None:
-        for key, req in items:
-            task = self.loop.create_task(self._one(key, req))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    def finished(self, timeout: float) -> list[tuple[str, GenerationResult | None]]:
-        """As :meth:`_ThreadCalls.finished`.
-
-        Raises:
-            RuntimeError: the event loop ended while calls were still owed (a bug: its error was
-                printed by the thread), rather than waiting for them for ever.
-        """
-        got = _drain(self.done, timeout)
-        if not got and not self._thread.is_alive():
-            raise RuntimeError("the runner's event loop ended before its calls finished")
-        return got
-
-    def close(self, interrupted: bool) -> None:
-        """Let the calls in flight finish (``interrupted``: start no attempt, end the waits between
-        attempts), close the provider's session and end the thread."""
-        if self._thread.is_alive():
-            if interrupted:
-                self.loop.call_soon_threadsafe(self._stop.set)
-            self.loop.call_soon_threadsafe(self._closing.set)
-        self._thread.join()
-
-    async def _one(self, key: str, req: GenerationRequest) -> None:
-        limit = self.limit
-        assert limit is not None
-        res, held = None, False
-
-        async def attempt() -> GenerationResult:
-            if self._stop.is_set():
-                raise _Stopped
-            started = limit.round
-            try:
-                out = await self._agenerate(req)
-            except ProviderError as err:
-                if err.status in THROTTLE_STATUSES:
-                    limit.throttled(started, err.retry_after)
-                raise
-            limit.succeeded()
-            return out
-
-        async def pause(seconds: float) -> None:  # the wait before a retry; ends at once on an interrupt
-            nonlocal held
-            give_up = limit.over()  # a throttle lowered the limit below the slots held: wait without one
-            if give_up:
-                limit.release()
-                held = False
-            try:
-                await asyncio.wait_for(self._stop.wait(), timeout=seconds)
-            except TimeoutError:
-                if give_up:
-                    await limit.acquire(priority=True)
-                    held = True
-                return
-            raise _Stopped
-
-        try:
-            t0 = time.monotonic()
-            await limit.acquire()
-            held = True
-            try:
-                res, attempts = await acall_with_retries(attempt, self.retry, sleep=pause)
-                res = res.replace(attempts=attempts, latency_s=_latency(res, t0))
-            except _Stopped:  # interrupted: nothing is stored, the key stays a miss
-                return
-            except Exception as exc:
-                res = _failed(exc)
-            self.cache.put(req, res)
-        finally:
-            if held:
-                limit.release()
-            self.done.put((key, res))
-
-
-def _latency(res: GenerationResult, t0: float) -> float:
-    return res.latency_s if res.latency_s is not None else time.monotonic() - t0
-
-
-def _drain(done: SimpleQueue, timeout: float) -> list:
-    """What ``done`` holds, waiting up to ``timeout`` seconds for the first item ([] if none came)."""
-    try:
-        items = [done.get(timeout=timeout)]
-    except Empty:
-        return []
-    while True:
-        try:
-            items.append(done.get_nowait())
-        except Empty:
-            return items
-
-
-class _Stopped(BaseException):
-    """Raised in a worker's wait between retries once the run is interrupted (caught in the worker)."""
 
 
 def _check_version(

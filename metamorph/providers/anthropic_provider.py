@@ -105,6 +105,7 @@ class AnthropicProvider:
         self.deterministic = bool(deterministic)
         self.anthropic_version = anthropic_version or _SDK_API_VERSION
         self._api_key = api_key
+        self._args = (base_url, max_concurrency, timeout_s, use_files_api, anthropic_version, deterministic)
         headers = {"anthropic-version": anthropic_version} if anthropic_version else None
         self._headers = headers
         self.client = anthropic.Anthropic(
@@ -124,6 +125,21 @@ class AnthropicProvider:
     def is_deterministic(self, request: GenerationRequest) -> bool:
         """The registry's declaration (``deterministic``), the same for every request."""
         return self.deterministic
+
+    def __reduce__(self) -> tuple:
+        """Rebuilt from its arguments in another process (the runner's client processes: pickled
+        into the pipe to the process, which carries the API key; never into a file, log or error)."""
+        base_url, _, timeout_s, use_files_api, anthropic_version, deterministic = self._args
+        args = (
+            self._api_key,
+            base_url,
+            self.max_concurrency,
+            timeout_s,
+            use_files_api,
+            anthropic_version,
+            deterministic,
+        )
+        return (type(self), args)
 
     def __repr__(self) -> str:  # never show the key
         return (

@@ -30,6 +30,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from metamorph.errors import ConfigError
 from metamorph.providers.base import GenerationRequest, GenerationResult, ProviderError
@@ -120,6 +121,20 @@ class OpenAIProvider:
         """The registry's declaration (``deterministic``), the same for every request."""
         return self.deterministic
 
+    def __reduce__(self) -> tuple:
+        """Rebuilt from its arguments in another process (the runner's client processes: pickled
+        into the pipe to the process, which carries the API key; never into a file, log or error)."""
+        args = (
+            self.kind,
+            self._api_key,
+            self.base_url,
+            self.max_concurrency,
+            self.timeout_s,
+            self._organization,
+            self.deterministic,
+        )
+        return (type(self), args)
+
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIProvider(kind={self.kind!r}, base_url={self.base_url!r}, max_concurrency={self.max_concurrency})"
 
@@ -171,7 +186,8 @@ class OpenAIProvider:
     async def async_session(self) -> AsyncIterator[Callable[[GenerationRequest], Awaitable[GenerationResult]]]:
         """An ``async`` :meth:`generate` for the running event loop, open for the ``async with`` block.
 
-        It sends ``inline`` requests with ``openai.AsyncOpenAI`` (on :func:`~metamorph.providers.
+        It sends ``inline`` requests with ``openai.AsyncOpenAI`` (its ``post`` of the body
+        ``chat.completions.create`` sends, without create's type-driven copy of it; on :func:`~metamorph.providers.
         sdk_errors.async_http_client`: up to ``max_concurrency`` connections kept alive; the caller
         bounds how many calls are in flight) and hands ``openai_file`` requests (upload + Responses)
         to :meth:`generate` on a worker thread. Same request body, result, errors and secret
@@ -192,8 +208,20 @@ class OpenAIProvider:
                 return await asyncio.to_thread(self.generate, request)
             kwargs = self.chat_kwargs(request)
             start = time.perf_counter()
-            response = await self.acall(client.chat.completions.create, **kwargs)
+            response = await self.acall(chat, **kwargs)
             return self.chat_result(response, time.perf_counter() - start)
+
+        async def chat(timeout: float, extra_body: dict[str, Any] | None = None, **body: Any) -> Any:
+            # The request chat.completions.create sends (path, JSON body, bearer auth, timeout,
+            # ChatCompletion reply), through the client's own post: create first copies the body
+            # through its parameter types, a third of the SDK's CPU per request, and the body here
+            # is plain JSON, which that copy leaves as it is.
+            return await client.post(
+                "/chat/completions",
+                cast_to=ChatCompletion,
+                body={**body, **(extra_body or {})},
+                options={"timeout": timeout, "security": {"bearer_auth": True}},
+            )
 
         try:
             yield agenerate

@@ -690,13 +690,16 @@ def test_a_hanging_server_is_cut_when_the_retry_budget_ends(stub, tmp_path, kind
     assert cache.count(errors=True) == 1 and cache.count(errors=False) == 0
 
 
-@pytest.mark.parametrize("case", ["anthropic_document", "openai_compatible", "openai_file"])
+@pytest.mark.parametrize(
+    "case", ["anthropic_document", "openai_compatible", "openai_file", "openai_chat", "openai_chat_2_processes"]
+)
 def test_the_runner_sends_what_generate_sends(stub, tmp_path, case):
     """The runner calls these providers through their async session (the SDKs' async clients on
-    aiohttp; an openai_file request through ``generate`` on a worker thread). The same request sent
-    by ``generate`` and by the runner gives the stub the same body and the same auth / version
-    headers, and the same result; the key reaches the stub only in ``Authorization`` and nothing
-    the runner stores."""
+    aiohttp, Chat Completions through the client's ``post`` of create's body; an openai_file
+    request through ``generate`` on a worker thread), in this process or (``2_processes``) in a
+    client process. The same request sent by ``generate`` and by the runner gives the stub the
+    same body and the same auth / version headers, and the same result; the key reaches the stub
+    only in ``Authorization`` and nothing the runner stores."""
     from metamorph.cache import GenerationCache
     from metamorph.runner import run_requests
 
@@ -712,6 +715,14 @@ def test_the_runner_sends_what_generate_sends(stub, tmp_path, case):
         request = openai_request(
             provider="openai_compatible", params={"temperature": 0, "max_tokens": 8, "top_k": 5, "seed": 3}
         )
+    elif case.startswith("openai_chat"):
+        stub.script("POST", "/v1/chat/completions", chat_reply("hi"))
+        provider, path, key = openai_provider(stub, organization="org-7"), "/v1/chat/completions", OPENAI_KEY
+        schema = {"name": "a", "schema": {"type": "object", "properties": {"x": {"type": "integer"}}}}
+        params = {"temperature": 0.5, "top_p": 0.9, "seed": 3, "stop": ["END", "\n\n"], "max_tokens": 8}
+        params |= {"frequency_penalty": 0.1, "presence_penalty": 0.2}
+        params["response_format"] = {"type": "json_schema", "json_schema": schema}
+        request = GenerationRequest("openai", "gpt-test", MESSAGES, params)
     else:
         stub.script("POST", "/v1/files", openai_file_reply("file-abc123"))
         stub.script("POST", "/v1/responses", responses_reply("from the file"))
@@ -719,10 +730,11 @@ def test_the_runner_sends_what_generate_sends(stub, tmp_path, case):
         request = openai_request(params={"temperature": 0, "max_tokens": 32}, ingestion="openai_file", document=DOC)
     direct = provider.generate(request)
     cache = GenerationCache(tmp_path / "c.duckdb")
-    [outcome], stats = run_requests([request], provider, cache, log=lambda m: None)
+    processes = 2 if case.endswith("2_processes") else None
+    [outcome], stats = run_requests([request], provider, cache, log=lambda m: None, processes=processes)
     by_generate, by_runner = stub.requests_to(path)
     assert by_runner.json == by_generate.json
-    for header in ("authorization", "content-type", "anthropic-version", "x-api-key"):
+    for header in ("authorization", "content-type", "anthropic-version", "x-api-key", "openai-organization"):
         assert by_runner.headers.get(header) == by_generate.headers.get(header), header
     assert by_runner.headers["authorization"] == f"Bearer {key}"
     assert (stats.calls, stats.errors) == (1, 0)
