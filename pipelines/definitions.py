@@ -167,7 +167,8 @@ def _shared_definitions(model_jobs, tables, per_model) -> dg.Definitions:
         sensors=[
             build_model_registry_sensor(registry_path(), model_jobs),
             partial_run_sensor,
-            cross_model_tables_sensor(tables),
+            # no suite with cross-model tables: nothing for the sensor to build
+            *([cross_model_tables_sensor(tables)] if tables else []),
             registry_automation_sensor(per_model),
         ],
         resources={
