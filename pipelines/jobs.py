@@ -45,15 +45,16 @@ def cross_model_condition(tables: dg.AssetSelection) -> dg.AutomationCondition:
 
 #: When a study's generation partition is re-run by declarative automation: its registry entry
 #: (``model_registry/registry_entry``, :mod:`assets.registry`) was observed with another data version
-#: (fingerprint) since the partition was last requested or built, the partition was evaluated before
-#: (a registered model never evaluated is not run by automation) and no run of it is in progress.
+#: (fingerprint, or the version its provider serves) since the partition was last requested or
+#: built, the partition was evaluated before (a registered model never evaluated is not run by
+#: automation) and no run of it is in progress.
 REGISTRY_CONDITION = (
     dg.AutomationCondition.any_deps_match(dg.AutomationCondition.data_version_changed())
     .allow(dg.AssetSelection.assets(["model_registry", "registry_entry"]))
     .since_last_handled()
     & ~dg.AutomationCondition.missing()
     & ~dg.AutomationCondition.in_progress()
-).with_label("its registry entry changed")
+).with_label("its registry entry or the version its provider serves changed")
 
 
 def per_model_condition(per_model: dg.AssetSelection) -> dg.AutomationCondition:
