@@ -308,7 +308,10 @@ STALE_BEFORE_TAG = "metamorph/stale_before"
 
 def runner_options(context) -> dict:
     """Keyword arguments of metamorph.runner.run_requests for a generation asset: its log lines go
-    to the run's log, prefixed with the asset's name (a study has several generation steps), and a run tagged ``metamorph/stale_before`` re-calls what was cached before.
+    to the run's log, prefixed with the asset's name (a study has several generation steps), and
+    what was cached before ``stale_before`` is called again: the later of the run tag
+    ``metamorph/stale_before`` and, for a model partition, when its registry entry was first
+    observed served by another provider version (:func:`assets.registry.provider_changed_at`).
     Raises ConfigError when the tag is not an ISO date-time."""
     from datetime import datetime, timezone
 
@@ -322,6 +325,16 @@ def runner_options(context) -> dict:
         except ValueError:
             raise ConfigError(f"run tag {STALE_BEFORE_TAG}={tag!r}: not an ISO date-time") from None
         stale_before = (t.astimezone(timezone.utc) if t.tzinfo else t).replace(tzinfo=None)
+    if context.has_partition_key:
+        from assets.registry import provider_changed_at
+
+        changed = provider_changed_at(context.instance, context.partition_key)
+        if changed is not None:
+            context.log.info(
+                f"{context.partition_key}: the provider serves another version since {changed} UTC; "
+                "completions cached before are called again"
+            )
+            stale_before = changed if stale_before is None else max(stale_before, changed)
     step = context.asset_key.path[-1] if context.has_assets_def else context.op_def.name
     return {
         "log": lambda msg: context.log.info(f"{step}: {msg}"),

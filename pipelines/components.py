@@ -21,7 +21,8 @@ What a suite owns (``<suite>`` = its name):
   suite's sources and options (what the launchpad starts from; each is checked by the study's
   option when the suite loads, and again with the sources loaded when a run is launched);
 * its checks (the study's, on the suite's assets);
-* its jobs ``<suite>_inputs_job``, ``<suite>_model_job`` and ``<suite>_tables_job`` (:mod:`pipelines.jobs`);
+* its jobs ``<suite>_inputs_job``, ``<suite>_model_job`` and ``<suite>_tables_job`` (:mod:`pipelines.jobs`;
+  no tables job when the suite has no cross-model table);
   its cross-model tables carry the automation condition :func:`pipelines.jobs.cross_model_condition`;
 * its schedule (:func:`pipelines.schedules.suite_schedule`), when it declares one.
 
@@ -290,10 +291,11 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
         if not {k.asset_key.path[-1] for k in c.check_keys} & dropped
     ]
     if suite == study.name and not dropped:
-        jobs = [INPUT_JOBS[study.name], MODEL_JOBS[study.name], TABLES_JOBS[study.name]]
+        jobs = [INPUT_JOBS[study.name], MODEL_JOBS[study.name], TABLES_JOBS.get(study.name)]
     else:
         dropped = frozenset(dropped)
         jobs = [inputs_job(study, suite), model_job(study, suite, dropped), tables_job(study, suite, dropped)]
+    jobs = [j for j in jobs if j is not None]  # no tables job for a suite without cross-model tables
     schedules = []
     if component.schedule is not None:
         schedules.append(

@@ -133,16 +133,16 @@ def _union(selections) -> dg.AssetSelection:
 def registry_automation_sensor(selections) -> dg.AutomationConditionSensorDefinition:
     """The sensor evaluating the registry entries' observation (:mod:`assets.registry`) and the
     per-model assets' conditions (:data:`pipelines.jobs.REGISTRY_CONDITION`) over the union of
-    ``selections`` (every suite's ``<suite>_model_job`` selection). Off by default: its runs call
-    providers."""
+    ``selections`` (every suite's ``<suite>_model_job`` selection): an entry whose fingerprint or
+    served provider version changed. Off by default: its runs call providers."""
     return dg.AutomationConditionSensorDefinition(
         "registry_automation",
         target=_union(selections) | dg.AssetSelection.assets(REGISTRY_ENTRY),
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Observes the model registry every 5 minutes (model_registry/registry_entry: each entry's "
-        "fingerprint is its partition's data version) and re-runs the generation partitions, with their "
-        "per-model tables, of every entry whose fingerprint changed, in every suite that evaluated it. Off by "
-        "default: its runs call providers.",
+        "fingerprint and the version its provider serves are its partition's data version) and re-runs the "
+        "generation partitions, with their per-model tables, of every entry whose fingerprint or served version "
+        "changed, in every suite that evaluated it. Off by default: its runs call providers.",
     )
 
 
@@ -167,7 +167,8 @@ def _shared_definitions(model_jobs, tables, per_model) -> dg.Definitions:
         sensors=[
             build_model_registry_sensor(registry_path(), model_jobs),
             partial_run_sensor,
-            cross_model_tables_sensor(tables),
+            # no suite with cross-model tables: nothing for the sensor to build
+            *([cross_model_tables_sensor(tables)] if tables else []),
             registry_automation_sensor(per_model),
         ],
         resources={

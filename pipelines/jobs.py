@@ -5,10 +5,10 @@ by the suite.
 
 * ``<suite>_inputs_job`` — the suite's source items and their surface forms (unpartitioned);
 * ``<suite>_model_job`` — what ONE model partition needs of its own: the partitioned assets
-  (generations, extraction) and the unpartitioned assets a partitioned one reads (format routing's
-  ``generation_outcomes`` and ``routing_choice``: :func:`split_assets`). Sensors and schedules launch
-  the model jobs per model;
-* ``<suite>_tables_job`` — the cross-model tables: every other unpartitioned asset (the metric
+  (generations, extraction; format routing's choice ``model_routing_choice``, learnt from the
+  model's own generations, and its routed calls: :func:`split_assets`). Sensors and schedules
+  launch the model jobs per model;
+* ``<suite>_tables_job`` (none for a suite without cross-model tables) — the cross-model tables: every other unpartitioned asset (the metric
   tables and the upgrade verdicts ``model_comparison``), which re-read all model partitions. They
   are built once after the model runs: by their automation condition (:func:`cross_model_condition`,
   the sensor ``cross_model_tables_automation``) or, for ``metamorph run``, by one run of this job
@@ -18,6 +18,7 @@ by the suite.
 
 import functools
 import importlib
+from collections.abc import Collection
 
 import dagster as dg
 
@@ -44,15 +45,16 @@ def cross_model_condition(tables: dg.AssetSelection) -> dg.AutomationCondition:
 
 #: When a study's generation partition is re-run by declarative automation: its registry entry
 #: (``model_registry/registry_entry``, :mod:`assets.registry`) was observed with another data version
-#: (fingerprint) since the partition was last requested or built, the partition was evaluated before
-#: (a registered model never evaluated is not run by automation) and no run of it is in progress.
+#: (fingerprint, or the version its provider serves) since the partition was last requested or
+#: built, the partition was evaluated before (a registered model never evaluated is not run by
+#: automation) and no run of it is in progress.
 REGISTRY_CONDITION = (
     dg.AutomationCondition.any_deps_match(dg.AutomationCondition.data_version_changed())
     .allow(dg.AssetSelection.assets(["model_registry", "registry_entry"]))
     .since_last_handled()
     & ~dg.AutomationCondition.missing()
     & ~dg.AutomationCondition.in_progress()
-).with_label("its registry entry changed")
+).with_label("its registry entry or the version its provider serves changed")
 
 
 def per_model_condition(per_model: dg.AssetSelection) -> dg.AutomationCondition:
@@ -147,15 +149,23 @@ def model_job(study: Study, suite: str | None = None, dropped: frozenset[str] = 
     )
 
 
+def table_names(study: Study, dropped: Collection[str] = frozenset()) -> frozenset[str]:
+    """The names of ``study``'s cross-model tables (:func:`split_assets`) but those in ``dropped``
+    (empty: a study with none, or a suite that leaves them all out — it has no tables job)."""
+    return split_assets(study.name)[1] - frozenset(dropped)
+
+
 def tables_selection(study: Study, suite: str | None = None, dropped: frozenset[str] = frozenset()):
-    """The cross-model tables (:func:`split_assets`) of ``suite`` but those in ``dropped``."""
-    names = sorted(split_assets(study.name)[1] - dropped)
-    return dg.AssetSelection.assets(*[[suite or study.name, n] for n in names])
+    """The cross-model tables (:func:`table_names`) of ``suite`` but those in ``dropped``."""
+    return dg.AssetSelection.assets(*[[suite or study.name, n] for n in sorted(table_names(study, dropped))])
 
 
 def tables_job(study: Study, suite: str | None = None, dropped: frozenset[str] = frozenset()):
     """``<suite>_tables_job``: the cross-model tables of ``suite`` (default: the study's default
-    suite), built once from every model partition evaluated so far."""
+    suite), built once from every model partition evaluated so far; None when there is none
+    (:func:`table_names`): a run of it would build nothing."""
+    if not table_names(study, dropped):
+        return None
     suite = suite or study.name
     of = study.name if suite == study.name else f"the {suite} suite of {study.name}"
     return dg.define_asset_job(
@@ -170,7 +180,8 @@ def tables_job(study: Study, suite: str | None = None, dropped: frozenset[str] =
 #: study name -> ``<study>_inputs_job`` / ``<study>_model_job`` of its default suite, for every discovered study.
 INPUT_JOBS = {name: inputs_job(s) for name, s in studies().items()}
 MODEL_JOBS = {name: model_job(s) for name, s in studies().items()}
-TABLES_JOBS = {name: tables_job(s) for name, s in studies().items()}
+#: ... and ``<study>_tables_job``, for every study with cross-model tables.
+TABLES_JOBS = {name: job for name, s in studies().items() if (job := tables_job(s)) is not None}
 
 
 #: The cross-study report card (group ``model_upgrades``); run it after the studies' model jobs.

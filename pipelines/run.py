@@ -353,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
     from metamorph.study import chosen_models, get
     from pipelines.components import chosen_suite, suite_values
     from pipelines.inputs import InputsRejected
-    from pipelines.jobs import split_ops
+    from pipelines.jobs import split_ops, table_names
     from assets.partitions import model_partitions
     from resources.llm import build_provider
     from resources.paths import cache_path, data_dir, registry_path, warehouse_path
@@ -470,7 +470,8 @@ def run(args: argparse.Namespace) -> int:
             if failed:
                 failed = failed if failed[0] == EXIT_INTERRUPTED else (failed[0], f"(model {m}) {failed[1]}")
                 break
-        if not failed and not options.no_models and models:  # the cross-model tables, once for every model
+        # the cross-model tables, once for every model (none left out by the options: no tables run)
+        if not failed and not options.no_models and models and table_names(study, study.dropped_assets(options)):
             failed = run_one(f"{suite}_tables_job", tables_ops, model_job=True)
         if not failed and not options.no_models and study.sequential:
             from pipelines.sequential import clear_runs

@@ -2,35 +2,21 @@
 
 * adding a new registry entry as a model partition (dynamic partitions);
 * launching a new model in every study that has been run with a model, each run tagged with its
-  cost plan (below) — a partition never evaluated is not re-run by declarative automation;
-* re-running a model whose provider now serves another version (below): the run must call the
-  cached requests again (``metamorph/stale_before``), which a declared re-run cannot carry.
+  cost plan (below) — a partition never evaluated is not run by declarative automation.
 
-A registry entry whose definition changed is NOT handled here: each entry is the observable asset
-``model_registry/registry_entry`` (:mod:`assets.registry`, its fingerprint the data version), and
-the generation partitions of a changed entry are re-run by their automation condition (sensor
+A registry entry whose definition changed, or whose provider now serves another version, is NOT
+handled here: each entry is the observable asset ``model_registry/registry_entry``
+(:mod:`assets.registry`: the fingerprint and the served version are its data version), and the
+generation partitions of a changed entry are re-run by their automation condition (sensor
 ``registry_automation``, :data:`pipelines.jobs.REGISTRY_CONDITION`); the cross-model tables follow
 once (``cross_model_tables_automation``).
 
 "Already evaluated" is read from what was materialized, not from the sensor's own memory: every
 generation asset records the registry entry's fingerprint (``registry_fingerprint``) in its
-materialization metadata, whoever launched the run (this sensor, a schedule, the UI or
-``python -m pipelines.run``). A model is launched in a study when its partition has no
-materialization — and only in studies that have been run with a model at least once: a study
-whose inputs were materialized without models (``pipelines.run --no-models``) is not a request to
-run models.
-
-The sensor re-launches a partition whose registry entry is unchanged but whose provider now
-serves another version: the generation assets record the versions the provider reported
-(``reported_model_versions``), and for ``openai`` / ``anthropic`` entries whose ``api_key_env``
-variable is set the sensor reads the provider's ``models.list`` (one call per endpoint and key
-per tick, :data:`VERSION_POLL_TIMEOUT_S` each) and applies the rule of
-:mod:`metamorph.providers.versions`. A listing that fails is logged (never the key) and that
-entry is skipped for this tick. The run's ``metamorph/reason`` tag says
-``provider version changed: A → B``; its run key includes B, so one change launches one run.
-The request to a model name is the same before and after such a change, so the run also carries
-``metamorph/stale_before`` (the sensor's UTC time): completions cached before it are called again
-and replaced (metamorph.runner.run_requests), otherwise the re-run would re-read the old version.
+materialization metadata, whoever launched the run. A model is launched in a study when its
+partition has no materialization — and only in studies that have been run with a model at least
+once: a study whose inputs were materialized without models (``pipelines.run --no-models``) is not
+a request to run models.
 
 Every request carries its cost plan's call count (tag ``metamorph/planned_calls``, e.g. ``288`` or
 ``up to 252``) and the ``metamorph plan`` command that prints the same number (tag
@@ -42,25 +28,18 @@ the sensor never reads it back): the UI's "Preview tick result" shows it as "Com
 value", where its list of requests shows only the job name of each. The plan is that of
 the study's inputs as they were last materialized (the options read back from that run's config,
 :func:`assets.evaluations.input_options`) and the model job's defaults, with nothing cached
-(:func:`metamorph.costplan.plan_calls`): cache hits make a new or changed entry's run call fewer;
-a provider-version re-run calls them all. It is computed at tick time, not when the definitions
-load (every run process loads them, and planning the shipped registry takes about 1.5 s), and
-once per study, entry and inputs per process.
+(:func:`metamorph.costplan.plan_calls`): cache hits make a new entry's run call fewer. It is
+computed at tick time, not when the definitions load (every run process loads them, and planning
+the shipped registry takes about 1.5 s), and once per study, entry and inputs per process.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import shlex
-import time
-from datetime import datetime, timezone
 
 import dagster as dg
 
-from assets._common import STALE_BEFORE_TAG
 from assets.evaluations import (
-    Evaluation,
     input_options,
     latest_evaluation,
     planned_calls,
@@ -69,23 +48,9 @@ from assets.evaluations import (
 from assets.partitions import model_partitions
 from metamorph.errors import ConfigError, MetamorphError
 from metamorph.models import WORKFLOW_PROVIDERS, ModelSpec, load_registry
-from metamorph.providers.versions import (
-    POLLED_PROVIDERS,
-    VersionChange,
-    VersionPollError,
-    current_version,
-    list_models,
-    version_change,
-)
 from metamorph.study import Options, Study, studies
 from pipelines.jobs import MODEL_JOBS
 from resources.paths import registry_path
-
-#: Seconds one ``models.list`` poll may take (all its pages) before the sensor gives up on it.
-VERSION_POLL_TIMEOUT_S = 10.0
-#: Seconds of polling per tick; endpoints left when it is spent are skipped until the next tick
-#: (Dagster cancels a sensor evaluation after 60 s).
-VERSION_POLL_BUDGET_S = 30.0
 
 
 def studies_with_inputs(instance: dg.DagsterInstance) -> list[str]:
@@ -136,60 +101,11 @@ def _names(study: str, model_id: str) -> dict[str, str]:
     return {"metamorph/model": model_id, "metamorph/study": study}
 
 
-class _Catalogues:
-    """``models.list`` per (provider, base_url, api_key_env), polled at most once per tick;
-    None for an endpoint whose listing failed, was not attempted (budget spent) or has no key."""
-
-    def __init__(self, log) -> None:
-        self.log = log
-        self.polled: dict[tuple, dict[str, int] | None] = {}
-        self.started = time.monotonic()
-
-    def get(self, m: ModelSpec) -> dict[str, int] | None:
-        ident = (m.provider, m.base_url, m.api_key_env)
-        if ident in self.polled:
-            return self.polled[ident]
-        key = os.environ.get(m.api_key_env or "")
-        result = None
-        if time.monotonic() - self.started > VERSION_POLL_BUDGET_S:
-            self.log.warning(
-                f"model {m.id!r}: {m.provider} models.list not polled this tick "
-                f"(polling budget of {VERSION_POLL_BUDGET_S:g} s spent)"
-            )
-        elif key:
-            try:
-                result = list_models(m.provider, key, m.base_url, timeout_s=VERSION_POLL_TIMEOUT_S)
-            except VersionPollError as exc:  # its text never holds the key
-                self.log.warning(f"model {m.id!r}: provider version not checked: {exc}")
-        self.polled[ident] = result
-        return result
-
-
-def provider_version_change(catalogues: _Catalogues, m: ModelSpec, ev: Evaluation) -> VersionChange | None:
-    """The provider-version change of entry ``m`` since evaluation ``ev``, or None (unchanged, not
-    an openai/anthropic entry, no key set, nothing recorded, or the listing unavailable)."""
-    if m.provider not in POLLED_PROVIDERS or not m.api_key_env or not os.environ.get(m.api_key_env):
-        return None
-    if not ev.versions:
-        return None
-    catalogue = catalogues.get(m)
-    if catalogue is None:
-        return None
-    current = current_version(m.model, catalogue)
-    if current is None:
-        catalogues.log.info(
-            f"model {m.id!r}: {m.model!r} is not in the {m.provider} models.list; provider version not checked"
-        )
-        return None
-    return version_change(ev.versions, ev.timestamp, current)
-
-
 SENSOR_RULE = (
     "Watches the model registry (METAMORPH_MODELS). A new model id becomes a partition; a new "
-    "entry is evaluated in every study that has been run with a model, and so is an entry "
-    "whose provider (OpenAI, Anthropic; models.list, when the key is set) now serves another "
-    "version than the one the generations reported. A changed entry is re-run by the sensor "
-    "registry_automation (its generation partitions are stale), not by this one."
+    "entry is evaluated in every study that has been run with a model. A changed entry, or one whose "
+    "provider (OpenAI, Anthropic) now serves another version, is re-run by the sensor registry_automation "
+    "(its generation partitions are stale), not by this one."
 )
 
 
@@ -247,7 +163,6 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
     new_ids = [m.id for m in models if m.id not in existing]
     in_use = studies_in_use(context.instance)
     runs = []
-    catalogues = _Catalogues(context.log)
     plans: list[int | None] = []  # each request's planned calls (None: not planned)
     summary: list[str] = []  # each planned request in a few words, for the tick's cursor
 
@@ -278,39 +193,17 @@ def evaluate_registry(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
                 continue  # a workflow under test answers documents; this study sends prompts
             fp = m.fingerprint()
             ev = latest_evaluation(context.instance, s, m.id)
-            if ev is None or ev.fingerprint is None:
-                # a changed entry is re-run by declarative automation (registry_automation), not here
-                reason = "new model"
-                runs.append(
-                    dg.RunRequest(
-                        job_name=MODEL_JOBS[s].name,
-                        partition_key=m.id,
-                        run_key=f"{s}:{m.id}:{fp[:16]}",
-                        tags={**_names(s, m.id), "metamorph/reason": reason, **plan_tags(study, m, options, reason)},
-                    )
+            if ev is not None and ev.fingerprint is not None:
+                continue  # evaluated: a changed entry or served version is re-run by registry_automation
+            reason = "new model"
+            runs.append(
+                dg.RunRequest(
+                    job_name=MODEL_JOBS[s].name,
+                    partition_key=m.id,
+                    run_key=f"{s}:{m.id}:{fp[:16]}",
+                    tags={**_names(s, m.id), "metamorph/reason": reason, **plan_tags(study, m, options, reason)},
                 )
-                continue
-            if ev.fingerprint != fp:
-                continue
-            change = provider_version_change(catalogues, m, ev)
-            if change is not None:
-                after = hashlib.sha256(change.after.encode()).hexdigest()[:12]
-                runs.append(
-                    dg.RunRequest(
-                        job_name=MODEL_JOBS[s].name,
-                        partition_key=m.id,
-                        run_key=f"{s}:{m.id}:{fp[:16]}:provider:{after}",
-                        tags={
-                            **_names(s, m.id),
-                            "metamorph/reason": change.reason,
-                            **plan_tags(study, m, options, change.reason),
-                            # the same requests again: completions cached before now were
-                            # made by the old version and are called again (microseconds:
-                            # a completion stored in this second is older than the tick)
-                            STALE_BEFORE_TAG: datetime.now(timezone.utc).isoformat(),
-                        },
-                    )
-                )
+            )
     if plans:
         known = [c for c in plans if c is not None]
         context.log.info(

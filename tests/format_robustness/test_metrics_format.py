@@ -18,6 +18,7 @@ from metamorph.studies.format_robustness import metrics as fr
 from metamorph.studies.format_robustness import analysis as fan
 from metamorph.studies.format_robustness import fairness as ffair
 from metamorph.studies.format_robustness import mitigations as mit
+from metamorph.studies.format_robustness import plan as fs
 from metamorph.studies.format_robustness import schemas as sch
 
 BOT = None  # ⊥: unparseable decision
@@ -873,3 +874,39 @@ def test_the_rows_behind_a_flip_cell_are_the_flipped_groups_of_every_repeat(gen)
     ]
     no_md_i2 = outcomes[~((outcomes.instance_id == "i2") & (outcomes.format == "md"))]
     assert _flipped(no_md_i2, {"format": "md", "baseline": "txt"}).empty
+
+
+def _decisions(model: str, spec: dict) -> pd.DataFrame:
+    """``extracted_decisions`` rows of ``model``'s workflow ``<model>/inline`` answering ``spec``."""
+    g = make_gen(spec, ROUTING_GOLD, wf=f"{model}/inline")
+    g["model_id"] = model
+    g["generation_key"] = [f"{model}-{r.instance_id}-{r.format}-{r.repeat}" for r in g.itertuples()]
+    g["parse_status"] = ["ok" if d is not None else "unparseable" for d in g["decision"]]
+    g["parse_reason"] = [None if d is not None else "no_label" for d in g["decision"]]
+    g["is_correct"] = g["is_correct"].astype("boolean")
+    g["favorable"] = g["favorable"].astype("boolean")
+    g["not_sent"] = False
+    return g.drop(columns=["categories"])
+
+
+def test_model_routing_choice_is_the_pooled_choice_model_by_model():
+    """Each model's routing choice from its own generations: model a as ROUTING (md best), model b with
+    md and json swapped (json best); pooled, they are routing_choice over both models' generations,
+    with every selection."""
+    swapped = {i: {"txt": f["txt"], "md": f["json"], "json": f["md"]} for i, f in ROUTING.items()}
+    decisions = {"a": _decisions("a", ROUTING), "b": _decisions("b", swapped)}
+    no_evidence = pd.DataFrame({"generation_key": [], "categories_json": []})
+    both = fs.metric_input(fs.generation_outcomes(pd.concat(decisions.values(), ignore_index=True), no_evidence))
+    for kw in ({}, {"selection": "calibration", "calibration_fraction": 0.3, "seed": 0}):
+        per_model = pd.concat(
+            [mit.model_routing_choice(d, no_evidence, model_id=m, **kw) for m, d in decisions.items()],
+            ignore_index=True,
+        )
+        assert per_model["model_id"].tolist() == ["a", "b"]
+        pooled = mit.pooled_routing_choice(per_model.iloc[::-1])
+        assert pooled["best_format"].tolist() == ["md", "json"]
+        pd.testing.assert_frame_equal(pooled, mit.routing_choice(both, **kw), check_exact=True)
+    with pytest.raises(ValueError, match=r"rows of model\(s\) \['b'\] in the generations of 'a'"):
+        mit.model_routing_choice(decisions["b"], no_evidence, model_id="a")
+    with pytest.raises(ValueError, match="'a/inline', dataset 'ds' chosen twice"):
+        mit.pooled_routing_choice(pd.concat([per_model, per_model.iloc[:1]]))

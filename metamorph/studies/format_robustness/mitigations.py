@@ -28,6 +28,7 @@ from metamorph.studies.format_robustness.schemas import (
     FormatRouting,
     FormatRoutingSimulated,
     MitigationTable,
+    ModelRoutingChoice,
     RoutingChoice,
     VoteAggregation,
 )
@@ -56,6 +57,8 @@ __all__ = [
     "format_routing",
     "format_routing_simulated",
     "mitigation_table",
+    "model_routing_choice",
+    "pooled_routing_choice",
     "routed_instance_ids",
     "routing_choice",
     "vote_aggregation",
@@ -389,6 +392,65 @@ def routing_choice(
     out["calibration_fraction"] = out["calibration_fraction"].astype(float)
     out["split_seed"] = out["split_seed"].astype("Int64")
     return RoutingChoice.validate(out)
+
+
+def model_routing_choice(
+    decisions: pd.DataFrame,
+    evidence: pd.DataFrame,
+    *,
+    model_id: str,
+    selection: str = "all",
+    calibration_fraction: float = 0.3,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """:func:`routing_choice` of one model's generations (§5.5 "Rte."), from that model's own
+    ``extracted_decisions`` and ``evidence_categories`` rows (their generation outcomes,
+    :func:`~metamorph.studies.format_robustness.plan.generation_outcomes`).
+
+    A workflow is one model's ingestion path (``workflow_id = <model_id>/<ingestion>``) and the
+    calibration split depends only on (seed, instance id), so a workflow's choice reads only its
+    own rows: the rows of this function for every model are those of :func:`routing_choice` over
+    all the models' generations.
+
+    Raises:
+        ValueError: a row of another model than ``model_id``; those of :func:`routing_choice`.
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.ModelRoutingChoice`: ``model_id`` and
+        the columns of :func:`routing_choice` (no row when the model has no generation).
+    """
+    from metamorph.studies.format_robustness.plan import generation_outcomes, metric_input
+
+    others = sorted(set(decisions["model_id"].astype(str)) - {model_id})
+    if others:
+        raise ValueError(f"model_routing_choice: rows of model(s) {others[:3]} in the generations of {model_id!r}")
+    if len(decisions) == 0:
+        empty = pd.DataFrame(columns=["model_id", *RoutingChoice.to_schema().columns])
+        return ModelRoutingChoice.validate(empty)
+    out = routing_choice(metric_input(generation_outcomes(decisions, evidence)), selection, calibration_fraction, seed)
+    out.insert(0, "model_id", model_id)
+    return ModelRoutingChoice.validate(out)
+
+
+def pooled_routing_choice(choices: pd.DataFrame) -> pd.DataFrame:
+    """Every model's routing choice (:func:`model_routing_choice` rows) in one table, one row per
+    workflow × dataset sorted by them, as :func:`routing_choice` over all the models' generations
+    returns it.
+
+    Raises:
+        ValueError: a workflow × dataset chosen twice.
+
+    Returns:
+        :class:`~metamorph.studies.format_robustness.schemas.RoutingChoice`.
+    """
+    twice = choices[choices.duplicated(WORKFLOW_KEYS, keep=False)]
+    if len(twice):
+        first = twice.iloc[0]
+        raise ValueError(
+            f"routing_choice: workflow {first['workflow_id']!r}, dataset {first['dataset']!r} chosen twice"
+        )
+    out = choices.drop(columns=["model_id"]).sort_values(WORKFLOW_KEYS, kind="stable").reset_index(drop=True)
+    return RoutingChoice.validate(out[list(RoutingChoice.to_schema().columns)])
 
 
 #: What routing's after values are when decoding is deterministic (:func:`format_routing`).

@@ -55,6 +55,7 @@ __all__ = [
     "RenderedDocuments",
     "RoutedGenerations",
     "RoutedOutcomes",
+    "ModelRoutingChoice",
     "RoutingChoice",
     "SilentByDataset",
     "SilentViolations",
@@ -807,6 +808,12 @@ class RoutingChoice(_WorkflowDataset):
     class Config:
         strict = True
         coerce = True
+
+
+class ModelRoutingChoice(RoutingChoice):
+    """``model_routing_choice``: :class:`RoutingChoice` of one model partition's workflows."""
+
+    model_id: Series[str] = pa.Field(description="Registry model id (the dynamic partition key).")
 
 
 class MitigationTable(pa.DataFrameModel):
