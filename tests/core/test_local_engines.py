@@ -88,7 +88,7 @@ def test_the_engine_and_its_version_are_in_a_local_requests_key_only():
     local = GenerationRequest("llama_cpp", "m.gguf", msgs, {"temperature": 0.0})
     fallback = GenerationRequest("llama_cpp", "m.gguf", msgs, {"temperature": 0.0, "engine": "llama-cpp-python"})
     # the versions scripts/bootstrap.sh installs (pyproject.toml pins them)
-    assert local.key_material()["engine"] == "xllamacpp 2026.10.11549"
+    assert local.key_material()["engine"] == "xllamacpp 2026.10.11549; full-size SWA cache"
     assert fallback.key_material()["engine"] == "llama-cpp-python 0.3.36"
     assert local.cache_key() != fallback.cache_key()
     assert fallback.key_material()["params"] == {"temperature": 0.0}
@@ -103,11 +103,13 @@ def test_the_engine_and_its_version_are_in_a_local_requests_key_only():
             for v in (True, False)
         }
         assert keys == {GenerationRequest("llama_cpp", "m.gguf", msgs, params).cache_key()}
-    # with a system prompt, llama-cpp-python evaluates the prompt in two batches: another computation, another key
+    # with a system prompt, either engine evaluates the prompt in segments: another computation, another key
     system = ({"role": "system", "content": "Be brief."}, *msgs)
     split = GenerationRequest("llama_cpp", "m.gguf", system, {"temperature": 0.0, "engine": "llama-cpp-python"})
     assert split.key_material()["engine"] == "llama-cpp-python 0.3.36; prefill system prompt, 2 paragraphs, rest"
-    assert GenerationRequest("llama_cpp", "m.gguf", system, {}).key_material()["engine"] == "xllamacpp 2026.10.11549"
+    assert GenerationRequest("llama_cpp", "m.gguf", system, {}).key_material()["engine"] == (
+        "xllamacpp 2026.10.11549; full-size SWA cache; prefill system prompt, 2 paragraphs, rest"
+    )
     api = GenerationRequest("openai", "gpt-4o-mini", msgs, {"temperature": 0.0})
     assert "engine" not in api.key_material()
     literal = {
@@ -144,7 +146,7 @@ def test_a_missing_engine_is_one_line_saying_what_to_install(monkeypatch):
 def test_the_fingerprint_of_a_local_entry_names_its_engine_and_version():
     smol = ModelSpec(id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf")
     material = {
-        "engine": "xllamacpp 2026.10.11549",
+        "engine": "xllamacpp 2026.10.11549; full-size SWA cache; prefill system prompt, 2 paragraphs, rest",
         "id": "smol",
         "provider": "llama_cpp",
         "model": "SmolLM2-135M-Instruct.Q4_1.gguf",

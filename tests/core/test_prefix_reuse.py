@@ -2,9 +2,8 @@
 byte for byte, whatever ran before: on both packaged models, every study's real prompts, with
 each engine. With reuse on, the requests run in study order (consecutive prompts share their
 system prompt, so the shared prefix is found in the KV cache); with reuse off, in reverse order
-in a fresh worker (each prompt computed from nothing). llama-cpp-python reuses the KV state of a
-prompt's leading segments; xllamacpp ignores the setting (every prompt computed whole), so there the
-test checks that it changes nothing."""
+in a fresh worker (each prompt computed from nothing). Both engines reuse the KV state of a
+prompt's leading segments (llama-cpp-python from memory, xllamacpp from its server's slot files)."""
 
 import pytest
 
