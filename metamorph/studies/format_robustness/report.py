@@ -250,6 +250,20 @@ def _by_model(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(model_id=parts[0], ingestion=parts[1])
 
 
+def _defined_flags(flags: pd.DataFrame, col: str) -> pd.DataFrame:
+    """The rows of ``flags`` whose ``col`` (``mr1``, ``mr2``, ``mr3``) is a measurement: not null,
+    and for ``mr2`` not in a workflow × dataset where no reply gave evidence (``n_with_evidence``
+    sums to 0), which :func:`~metamorph.studies.format_robustness.metrics.mr_violations` reports as
+    not measurable — its groups' ``mr2`` is False only because every evidence set is empty."""
+    defined = flags[flags[col].notna()]
+    if col != "mr2" or "n_with_evidence" not in flags.columns:
+        return defined
+    evidence = flags.groupby(["workflow_id", "dataset"], sort=False)["n_with_evidence"]
+    known = evidence.transform(lambda s: s.notna().all())
+    none = known & evidence.transform("sum").eq(0)
+    return defined[~none.loc[defined.index].astype(bool)]
+
+
 def _gold_rows(outcomes: pd.DataFrame) -> pd.DataFrame:
     """Replies with a gold label: a failed call (``call_error``) is neither right nor wrong."""
     gen = _by_model(metric_input(outcomes))
@@ -316,7 +330,7 @@ def comparison_scores(outcomes: pd.DataFrame, flags: pd.DataFrame) -> pd.DataFra
     f = _by_model(flags)
     for rel in ("M1", "M2", "M3"):
         col = f"mr{rel[-1]}"
-        defined = f[f[col].notna()]
+        defined = _defined_flags(f, col)
         if len(defined):  # none when the relation is not measurable (mr_flags' mr3_note)
             parts.append(
                 item_scores(
@@ -345,7 +359,7 @@ def card_rows(outcomes: pd.DataFrame, flags: pd.DataFrame, n_resamples: int = 10
     parts = []
     for rel in ("M1", "M2", "M3"):
         col = f"mr{rel[-1]}"
-        defined = f[f[col].notna()]
+        defined = _defined_flags(f, col)
         if defined.empty:  # not measurable (mr_flags' mr3_note): no card row
             continue
         parts.append(
