@@ -285,7 +285,7 @@ def common_options(study: Study) -> tuple[Option, ...]:
             config_help=study.max_tokens_help,
             config_default=study.max_tokens_default,
         ),
-        Option("models", "registry model ids (default: all)", nargs="+"),
+        Option("models", "registry model ids, space- or comma-separated (default: all)", nargs="+"),
         Option(
             "budget_usd",
             f"stop before the first call of a generation step ({', '.join(study.budget_assets)}) whose planned "
@@ -599,11 +599,12 @@ def get(name: str) -> Study:
 
 
 def chosen_models(specs: Sequence[Any], ids: Iterable[str] | None) -> list[Any]:
-    """The registry entries ``ids`` names (all when ``None``), in registry order. Raises
-    :class:`ConfigError` naming the unknown ids and the registry's."""
+    """The registry entries ``ids`` names (all when ``None``), in registry order; an id may hold
+    several separated by commas (``--models a,b`` as ``--models a b``: a registry id has no comma).
+    Raises :class:`ConfigError` naming the unknown ids and the registry's."""
     if ids is None:
         return list(specs)
-    ids = list(ids)
+    ids = [part.strip() for i in ids for part in str(i).split(",")]
     unknown = sorted(set(ids) - {m.id for m in specs})
     if unknown:
         raise ConfigError(f"unknown model id(s) {unknown}; the registry has {[m.id for m in specs]}")
