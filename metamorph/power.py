@@ -445,12 +445,12 @@ def plan_text(
                 mde = mcnemar_mde(n, a, power, discordance)
                 out.append(
                     f"  {metric}: with {n} items the smallest regression of {metric} this run can detect is "
-                    f"{_pp(mde)} ({where})"
+                    f"{_pp_fine(mde)} ({where})"
                 )
             else:
                 mde = mcnemar_mde(n, a, power, discordance)
                 out.append(
-                    f"  {metric}: with {n} items {_pp(mde)} if each item's value were one 0/1 outcome; here an "
+                    f"  {metric}: with {n} items {_pp_fine(mde)} if each item's value were one 0/1 outcome; here an "
                     f"item's value is {_averaged(gg)}, tested with the sign-flip test, whose detectable effect "
                     f"depends on the spread of the differences: model_comparison's mde gives it after the run "
                     f"({where})"

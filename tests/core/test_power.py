@@ -288,3 +288,19 @@ def test_the_sample_size_of_a_tiny_effect_is_found_in_seconds_and_equals_the_ful
 def test_a_detect_below_a_tenth_of_a_point_is_printed_as_given():
     assert power._pp_fine(0.03) == "3.0 pp"
     assert power._pp_fine(1e-6) == "0.0001 pp"
+
+
+def test_a_detectable_effect_below_a_tenth_of_a_point_is_not_printed_as_zero():
+    """50,000 items at α = 0.05: McNemar's MDE is 0.00018310546875 (a fraction), printed with two
+    significant digits (0.018 pp), never "0.0 pp", which reads as "any change is detected"."""
+    from metamorph.power import mcnemar_mde, plan_text
+
+    assert mcnemar_mde(50000, 0.05, 0.8, 0) == 0.00018310546875
+    cells = pd.DataFrame({"metric": ["M3", "M1"], "n_items": [50000, 50000], "slice": ["dataset=medqa"] * 2})
+    cells["outcomes"] = [1, 3]
+    lines = plan_text(cells, {}, alpha=0.1)
+    assert (
+        lines[1]
+        == "  M3: with 50000 items the smallest regression of M3 this run can detect is 0.018 pp (1 slice, e.g. dataset=medqa)"
+    )
+    assert lines[2].startswith("  M1: with 50000 items 0.018 pp if each item's value were one 0/1 outcome;")
