@@ -123,7 +123,7 @@ class Option:
     :class:`Options`). ``parse(text)``: the validator of one value (raises
     ``argparse.ArgumentTypeError`` / ``ValueError`` with a one-line message); ``default``: the
     documented default (shown in ``--help``; ``None`` = the study's own, as the help says);
-    ``nargs``: ``"+"`` for a list; ``flag``: a ``store_true`` switch; ``repeat``: given once per value
+    ``nargs``: ``"+"`` for a list (an option given twice adds to it); ``flag``: a ``store_true`` switch; ``repeat``: given once per value
     (``--source a --source b``); ``choices``: the allowed values; ``cli``: the option's spelling
     when it is not ``--<name>``.
 
@@ -231,8 +231,8 @@ class Option:
         }
         if self.repeat:
             kwargs["action"] = "append"
-        if self.nargs:
-            kwargs["nargs"] = self.nargs
+        if self.nargs:  # given twice (--models a --models b): both lists, never only the last
+            kwargs["nargs"], kwargs["action"] = self.nargs, "extend"
         if self.choices is not None:
             kwargs["choices"], kwargs["metavar"] = self.choices, None
         group.add_argument(self.flag_name, **kwargs)
