@@ -910,3 +910,15 @@ def test_model_routing_choice_is_the_pooled_choice_model_by_model():
         mit.model_routing_choice(decisions["b"], no_evidence, model_id="a")
     with pytest.raises(ValueError, match="'a/inline', dataset 'ds' chosen twice"):
         mit.pooled_routing_choice(pd.concat([per_model, per_model.iloc[:1]]))
+
+
+def test_one_format_makes_every_relation_not_measurable_saying_why():
+    """--formats txt: no instance has two formats to compare, so M1, M2 and M3 are not measurable,
+    and each says why (not a bare null)."""
+    spec = {"i1": {"txt": [("yes", "a"), ("no", "a")]}, "i2": {"txt": [("yes", "a"), ("yes", "a")]}}
+    mr = fr.mr_violations(fr.mr_flags(make_gen(spec))).set_index("relation")
+    for rel in ("MR1", "MR2", "MR3"):
+        assert math.isnan(mr.loc[rel, "violation_pct"]), rel
+        assert mr.loc[rel, "not_measurable"] == (
+            f"not measurable: every instance has fewer than 2 formats (2 of 2); {rel} compares formats"
+        )

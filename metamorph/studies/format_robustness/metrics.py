@@ -475,6 +475,11 @@ def mr_violations(flags: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -
                 reason = notes[0]
             elif reason is None and len(defined) == 0 and n_errors:
                 reason = _every_group_has(n_errors, n_unsent, n_calls)
+            elif reason is None and len(defined) == 0 and undefined:
+                reason = (
+                    f"not measurable: every instance has fewer than 2 formats ({undefined} of {undefined}); "
+                    f"{rel} compares formats"
+                )
             measured = reason is None
             rows.append(
                 dict(
