@@ -147,15 +147,16 @@ def metric_vs_severity(table: pd.DataFrame) -> dg.MetadataValue:
     if d.empty:
         return dg.MetadataValue.md("_no rows to plot_")
     types = sorted(d["type"].unique())
-    fig, axes = plt.subplots(1, len(types), figsize=(4 * len(types), 3.2), sharey=True, squeeze=False)
-    for ax, t in zip(axes[0], types):
+    # panels stacked: side by side they would be too narrow to read at the width the UI shows them
+    fig, axes = plt.subplots(len(types), 1, figsize=(4, 2.6 * len(types)), sharex=True, squeeze=False)
+    for ax, t in zip(axes[:, 0], types):
         for metric, g in d[d["type"] == t].groupby("metric"):
             g = g.sort_values("severity")
             ax.plot(g["severity"] * 100, g["mean"], marker="o", label=metric)
         ax.set_title(t)
-        ax.set_xlabel("severity (%)")
-    axes[0][0].set_ylabel("mean score")
-    axes[0][-1].legend(fontsize=7, loc="lower left")
+        ax.set_ylabel("mean score")
+    axes[-1][0].set_xlabel("severity (%)")
+    axes[0][0].legend(fontsize=7, loc="lower left")
     return figure_md(fig, "Mean score against severity, per perturbation type")
 
 
@@ -233,9 +234,10 @@ def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
         return dg.MetadataValue.md("_no headline numbers to plot_")
     studies = sorted(cur["study"].unique())
     models = sorted(cur["model_id"].unique())
-    fig, axes = plt.subplots(1, len(studies), figsize=(4.2 * len(studies) + 1.5, 3.4), squeeze=False)
+    # one panel per study, stacked: side by side they would be too narrow to read inline
+    fig, axes = plt.subplots(len(studies), 1, figsize=(4.2, 3.0 * len(studies)), squeeze=False)
     width = 0.8 / len(models)
-    for ax, study in zip(axes[0], studies):
+    for ax, study in zip(axes[:, 0], studies):
         part = cur[cur["study"] == study].assign(
             label=lambda d: d["metric"] + np.where(d["slice"] == "all", "", "\n" + d["slice"])
         )
@@ -255,7 +257,8 @@ def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
         ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, fontsize=7)
         ax.set_ylabel(" / ".join(sorted(part["unit"].unique())))
         ax.set_title(study, fontsize=9)
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    axes[-1][0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.25))  # below: narrow enough inline
+    fig.tight_layout()
     return figure_md(fig, "Headline metrics per study and model (current versions, 95% CI)")
 
 
@@ -275,9 +278,10 @@ def report_card_trends_figure(series: pd.DataFrame):
     if series.empty or series["value"].notna().sum() == 0:
         return None
     panels = list(dict.fromkeys(zip(series["study"], series["metric"])))
-    cols = min(4, len(panels))
-    rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.5, 2.9 * rows), squeeze=False)
+    # one column of panels: the UI shows the figure about 360 px wide, its text at least 10 px
+    cols = 1
+    rows = len(panels)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2, 2.6 * rows), squeeze=False)
     for ax, (study, metric) in zip(axes.flat, panels):
         part = series[(series["study"] == study) & (series["metric"] == metric)]
         versions = 1
