@@ -117,13 +117,13 @@ def _texts(fig) -> list:
 def inline_png(fig) -> tuple[bytes, float]:
     """The figure as the UI shows it inline: every text at least :data:`MIN_TEXT_PX` pixels at
     :data:`FIGURE_DPI`, the figure made narrower (its axes, not its text) until the PNG is at most
-    :data:`INLINE_MAX_PX` wide (four tries). Returns the PNG and its smallest text in pixels.
+    :data:`INLINE_MAX_PX` wide (eight tries). Returns the PNG and its smallest text in pixels.
     Changes ``fig``."""
     floor = MIN_TEXT_PX * 72 / FIGURE_DPI
     for t in _texts(fig):
         t.set_fontsize(max(t.get_fontsize(), floor))
     data, width = _png(fig, FIGURE_DPI)
-    for _ in range(4):
+    for _ in range(8):
         if width <= INLINE_MAX_PX:
             break
         w, h = fig.get_size_inches()

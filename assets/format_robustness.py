@@ -602,7 +602,7 @@ def _evidence_if_mr2(text: str, cell) -> str:
 
 
 def _behind(rows, pick, show=_SHOWN, **kw) -> Behind:
-    return Behind(rows, pick, show=show, table="workflow_generations", first=_FIRST, **kw)
+    return Behind(rows, pick, show=show, table="workflow_generations", first=_FIRST, varying=("repeat",), **kw)
 
 
 def _trace(metric, keys=("workflow_id", "dataset")):

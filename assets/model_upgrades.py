@@ -150,9 +150,13 @@ def robustness_report_card(
     cur_rows = card[card["is_current"]] if len(card) else card
     md = {
         "report_card": dg.MetadataValue.md(f"{top}\n\n{text}" if top else text),
+        # the versions as the card shows them (8 characters: a 64-hex run would not wrap in the pane)
         "card (in full)": dg.MetadataValue.json(
             [
-                {k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                {
+                    k: (None if isinstance(v, float) and v != v else v[:8] if k.endswith("version") and v else v)
+                    for k, v in r.items()
+                }
                 for r in cur_rows[
                     ["model_id", "study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "version"]
                     + ["previous_version", "delta"]

@@ -51,9 +51,10 @@ def fds_heatmap(df: pd.DataFrame, order: Sequence[str]) -> dg.MetadataValue:
     d = df.dropna(subset=["fds"]) if not df.empty else df
     if d.empty:
         return dg.MetadataValue.md("_no sensitive factors with ≥ 2 groups: nothing to plot_")
-    d = d.assign(row=d.workflow_id + " · " + d.dataset + " · " + d.factor)
+    # two-line row labels and the colour bar below: the figure is shown about 360 px wide
+    d = d.assign(row=d.factor + "\n" + d.workflow_id + " · " + d.dataset)
     mat = d.pivot_table(index="row", columns="format", values="fds")[_formats(d, order)]
-    fig, ax = plt.subplots(figsize=(2.5 + 1.0 * mat.shape[1], 0.9 + 0.32 * mat.shape[0]))
+    fig, ax = plt.subplots(figsize=(2.5 + 0.6 * mat.shape[1], 1.6 + 0.45 * mat.shape[0]))
     lim = max(1.0, float(np.nanmax(np.abs(mat.values))))
     im = ax.imshow(mat.values, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
     ax.set_xticks(range(mat.shape[1]), mat.columns)
@@ -61,7 +62,7 @@ def fds_heatmap(df: pd.DataFrame, order: Sequence[str]) -> dg.MetadataValue:
     for (i, j), v in np.ndenumerate(mat.values):
         if not np.isnan(v):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6)
-    fig.colorbar(im, ax=ax, label="FDS (z-score across formats)")
+    fig.colorbar(im, ax=ax, label="FDS (z-score across formats)", orientation="horizontal", pad=0.15)
     ax.set_title("Fairness disparity score FDS_f(g)")
     return figure_md(fig)
 

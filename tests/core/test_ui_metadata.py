@@ -237,11 +237,10 @@ def test_a_worst_cell_table_shows_the_read_columns_only_and_cuts_long_values(tmp
     ]
     table = md["worst cell 1 = 50"].value
     # only the columns a reader reads, under short names; the others are in the JSON entry
-    assert [c.name for c in table.schema.columns] == ["instance", "answer", "gold", "reply"]
+    assert [c.name for c in table.schema.columns] == ["instance", "got / gold", "reply"]
     assert table.records[0].data == {
         "instance": "construct-0-0000",
-        "answer": "refer",
-        "gold": "approve",
+        "got / gold": "refer / approve",
         "reply": '{"decision": "refer…',  # 19 characters and the cut mark
     }
     assert md["worst cell 1 = 50 (rows in full)"].value == [
@@ -253,7 +252,7 @@ def test_a_worst_cell_table_shows_the_read_columns_only_and_cuts_long_values(tmp
             "gold": "approve",
             "finish_reason": "stop",
             "response_text": reply,
-            "generation_key": key,
+            "generation_key": "a3f9a3f9a3f9a3f9…",  # 16 hex digits: a 64-hex run would not wrap in the pane
         }
     ]
 
@@ -510,7 +509,7 @@ def test_a_preview_counts_characters_as_javascript_does():
 
 def test_an_inline_figure_fits_the_pane_with_text_of_at_least_10_px(tmp_path, monkeypatch):
     """The report card's trend and headline figures (two models, two studies, three metrics, two
-    versions) and a bar chart of four formats: the inline PNG is at most INLINE_MAX_PX wide — the UI
+    versions), a bar chart of four formats and the FDS heatmap: the inline PNG is at most INLINE_MAX_PX wide — the UI
     shows an image at its pixel size — and its smallest text is 10 px or more."""
     import matplotlib.pyplot as plt
 
@@ -547,6 +546,16 @@ def test_an_inline_figure_fits_the_pane_with_text_of_at_least_10_px(tmp_path, mo
         "trend": plots.report_card_trends(trend_series(card)).value,
         "by study": plots.report_card_by_study(card).value,
         "bars": plots.bars_by_format(by_format, "v", "bars", ("txt", "md", "json", "csv")).value,
+        "fds": plots.fds_heatmap(
+            pd.DataFrame(
+                [
+                    {"workflow_id": "stub/inline", "dataset": "construct", "factor": f, "format": fmt, "fds": 0.5}
+                    for f in ("age_group", "sex")
+                    for fmt in ("txt", "md", "json", "csv")
+                ]
+            ),
+            ("txt", "md", "json", "csv"),
+        ).value,
     }
     widths = {}
     for name, md in shown.items():
