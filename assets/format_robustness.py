@@ -204,7 +204,17 @@ def rendered_documents(config: RenderConfig, source_instances: pd.DataFrame):
         df,
         "rendered_documents",
         {
-            "preview": preview_md(shown),
+            # the columns a reader reads first: the preview leaves out the last ones that do not fit the pane
+            "preview": preview_md(
+                shown[
+                    ["format", "document_bytes", "document_text", "instance_id", "error"]
+                    + [
+                        c
+                        for c in shown.columns
+                        if c not in ("instance_id", "format", "document_bytes", "document_text", "error")
+                    ]
+                ]
+            ),
             "example_documents": dg.MetadataValue.md(sample),
             "documents_by_format": dg.MetadataValue.json(df.groupby("format").size().to_dict()),
             "unwritable_documents": dg.MetadataValue.int(len(errors)),
