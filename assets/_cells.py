@@ -11,9 +11,11 @@ every study gets (:func:`metric_output`, :func:`metric_checks`):
 * ``worst_cells`` (markdown): the worst cells with their number and CI (key values shared by
   every worst cell in its heading, so that the table fits the metadata pane);
 * ``worst cell <i>: <cell>`` (a table): the rows behind each of them with their raw completions —
-  "why is M1 16.7 %?" answered in the UI without SQL. The columns a reader reads come first
-  (Behind.first), long strings are cut and the key shortened, so that they fit the pane;
-  ``worst cell <i>: <cell> (rows in full)`` (JSON) holds the same rows, every value whole;
+  "why is M1 16.7 %?" answered in the UI without SQL. Only the columns a reader reads
+  (Behind.first: ids, answer / gold, the reply where it matters) under short names, long strings
+  cut, so that the table fits the pane;
+  ``worst cell <i>: <cell> (rows in full)`` (JSON) holds the same rows, every column, the raw reply whole
+  (the row key cut to 16 hex digits; ``metamorph trace`` prints it whole);
 * one float per cell under a short key (``Cells.headline``, e.g. ``M1_pct/<workflow>/<dataset>``,
   less the parts every cell shares: ``M1_pct`` for one workflow and dataset): what Dagster's Plots
   tab draws across materializations, rounded for display; the full names and the CI bounds are in
@@ -38,11 +40,34 @@ import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
 
-from metamorph.export import markdown_table
+from metamorph.export import MISSING, markdown_table
 from assets._common import display_float, validated_output
 
 #: Cell values that pool every level of their column ('all' languages, '*' datasets, 'Avg.' margins).
 POOLED = ("all", "*", "Avg.")
+
+#: Short column names of a worst cell's table (the rows' JSON entry keeps the full names).
+SHORT = {
+    "instance_id": "instance",
+    "item_id": "item",
+    "variant_id": "variant",
+    "golden_id": "golden",
+    "repeat": "rep",
+    "decision": "answer",
+    "response_text": "reply",
+    "workflow_text": "text",
+    "severity": "sev",
+}
+
+#: (answer, gold) column pairs a worst cell's table shows as one column ``<answer> / <gold>``.
+ANSWER_GOLD = (("decision", "gold"), ("value", "gold"), ("expression", "canonical"))
+
+#: The name of that column (a table's column names do not wrap in the UI).
+ANSWER_GOLD_NAME = "got / gold"
+
+#: Characters of a row key in a worst cell's JSON entry ("…" included): 16 hex digits, enough to find
+#: the row (``LIKE '<prefix>%'``).
+JSON_KEY_CHARS = 17
 
 #: Characters of a row key (a 64-hex generation key) shown in a worst cell's table ("…" included);
 #: the whole key is in the rows' JSON entry.
@@ -69,7 +94,15 @@ class Behind:
         first: the columns a reader reads (ids, decision, gold, raw reply), put first in the table
             so that they fit the metadata pane; the other columns follow, the key last.
         cut: characters of a string cell in the table (longer ones end in "…"); the key is cut to
-            :data:`KEY_CHARS`. The rows in full are in the ``… rows`` JSON entry next to the table.
+            :data:`KEY_CHARS`. The rows in full are in the ``… (rows in full)`` JSON entry next to the table.
+        excerpt: ``(raw text, cell) -> the part of it shown`` for the text columns (``text``), e.g.
+            the evidence of a reply behind an MR2 cell (then cut to ``cut``); None = from its start.
+        varying: columns of ``first`` shown only when the rows shown differ in them (a repeat or
+            seed that is the same in every row says nothing there).
+
+    With ``first``, the table shows those columns only, under their short names (:data:`SHORT`),
+    so that it fits the metadata pane beside the keys at a 1,440 px wide window; every column is
+    in the JSON entry.
     """
 
     rows: Callable[[Mapping[str, pd.DataFrame]], pd.DataFrame]
@@ -82,6 +115,8 @@ class Behind:
     limit: int = 24
     first: tuple[str, ...] = ()
     cut: int = 32
+    excerpt: Callable[[str, Mapping[str, Any]], str] | None = None
+    varying: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -172,20 +207,51 @@ def _cut(v, n: int):
     return v[: n - 1] + "…" if isinstance(v, str) and len(v) > n else v
 
 
-def brief_rows(part: pd.DataFrame, behind: Behind) -> pd.DataFrame:
-    """The rows behind a cell as its table shows them: Behind.first columns first, the others in
-    their order, the key last; strings cut to Behind.cut characters and the key to KEY_CHARS."""
-    first = [c for c in behind.first if c in part.columns]
-    order = [*first, *(c for c in part.columns if c not in first and c != behind.key)]
+def brief_rows(part: pd.DataFrame, behind: Behind, cell: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The rows behind a cell as its table shows them. With Behind.first: those columns only, in
+    that order, under their :data:`SHORT` names, the text columns as Behind.excerpt of ``cell``
+    gives them, an answer and its gold (:data:`ANSWER_GOLD`) as one column ``got / gold``, the
+    Behind.varying columns only when they vary;
+    without: every column, the key last and cut to KEY_CHARS. Strings are cut to Behind.cut
+    characters."""
+    part = part.copy()
+    if behind.excerpt is not None and cell is not None:
+        for c in behind.text:
+            if c in part.columns:
+                part[c] = part[c].map(lambda v: behind.excerpt(v, cell) if isinstance(v, str) else v)
+    if behind.first:
+        first = [
+            c
+            for c in behind.first
+            if c in part.columns and (c not in behind.varying or part[c].astype(str).nunique() > 1)
+        ]
+        out = part[first].map(lambda v: _cut(v, behind.cut))
+        for answer, gold in ANSWER_GOLD:
+            if answer in out.columns and gold in out.columns:
+                both = (
+                    [MISSING if _isnull(a) else str(a) for a in out[answer]],
+                    [MISSING if _isnull(g) else str(g) for g in out[gold]],
+                )
+                out[answer] = [f"{a} / {g}" for a, g in zip(*both)]
+                out = out.drop(columns=[gold]).rename(columns={answer: ANSWER_GOLD_NAME})
+        return out.rename(columns=SHORT)
+    order = [c for c in part.columns if c != behind.key]
     out = part[order].map(lambda v: _cut(v, behind.cut)) if order else part[[]].copy()
     if behind.key in part.columns:
         out[behind.key] = part[behind.key].map(lambda v: _cut(v, KEY_CHARS))
     return out
 
 
-def rows_json(part: pd.DataFrame) -> dg.MetadataValue:
-    """Every row behind a cell, every column whole (the key, the raw reply), as JSON metadata."""
-    return dg.MetadataValue.json([{str(c): _plain(v) for c, v in r.items()} for r in part.to_dict(orient="records")])
+def rows_json(part: pd.DataFrame, key: str | None = None) -> dg.MetadataValue:
+    """Every row behind a cell, every column whole (the raw reply) but the row key ``key``, cut to
+    :data:`JSON_KEY_CHARS` (the UI shows a JSON value under 1,000 characters in place, and a 64-hex
+    key is a run that does not wrap: 540 px; ``metamorph trace`` prints the whole key), as JSON metadata."""
+    return dg.MetadataValue.json(
+        [
+            {str(c): _cut(_plain(v), JSON_KEY_CHARS) if c == key else _plain(v) for c, v in r.items()}
+            for r in part.to_dict(orient="records")
+        ]
+    )
 
 
 def rows_behind(cell: Mapping[str, Any], rows: pd.DataFrame, cells: Cells) -> pd.DataFrame:
@@ -308,8 +374,8 @@ def worst_cells_metadata(
                         notes.append(f"raw text not joined: {type(exc).__name__}: {str(exc).splitlines()[0]}")
                 label = cell_label(cell, cells, varying)
                 name = f"worst cell {i}: {label}" if varying else f"worst cell {i} {label}"
-                details[name] = table_value(brief_rows(part, behind))
-                details[f"{name} (rows in full)"] = rows_json(part)
+                details[name] = table_value(brief_rows(part, behind, cell))
+                details[f"{name} (rows in full)"] = rows_json(part, behind.key)
     where = "; ".join(f"{k} = {worst.iloc[0][k]}" for k in common)
     head = (
         f"Worst {len(worst)} cell(s) by {cells.value} ({cells.worse}er is worse)"

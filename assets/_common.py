@@ -33,11 +33,37 @@ PREVIEW_CUTS = (80, 40, 24, 16, 12)
 #: Fewest rows a preview shows before it is cut narrower or leaves out columns.
 PREVIEW_MIN_ROWS = 3
 
+#: Width (px) of a metadata entry's value on an asset's page at a 1,440 × 900 window: the pane is
+#: 784 px, of which the key column (as wide as its longest word, e.g. ``dagster/component_origin``)
+#: and the timestamp column take about 400. A table wider than this runs past the pane's edge.
+VALUE_PX = 360
+#: Width (px) of a character of a table cell in the UI's font, and a cell's horizontal padding.
+CHAR_PX = 7.5
+CELL_PAD_PX = 16
+#: Where a cell's text may wrap: after whitespace, and after a hyphen.
+_BREAKS = re.compile(r"\s+|(?<=-)")
+
+
+def table_px(df: pd.DataFrame, max_chars: int | None = None) -> float:
+    """The narrowest the UI can lay out ``df`` as a table (its CSS min-content width, estimated):
+    per column its name or a value's longest unbreakable run (:data:`_BREAKS`; a value cut to
+    ``max_chars`` as :func:`metamorph.export.markdown_table` cuts it, a name never) at :data:`CHAR_PX`, plus
+    :data:`CELL_PAD_PX`."""
+
+    def run(v, cut: bool = True) -> int:
+        text = format(v, "g") if isinstance(v, float) else str(v)
+        if cut and max_chars is not None and len(text) > max_chars:
+            text = text[: max_chars - 1] + "…"
+        return max((len(w) for w in _BREAKS.split(text)), default=0)
+
+    return sum(max([run(c, cut=False), *(run(v) for v in df[c].tolist())]) * CHAR_PX + CELL_PAD_PX for c in df.columns)
+
 
 def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.MetadataValue:
     """The first rows of ``df`` as a compact markdown table that the UI renders in place (shorter
-    than :data:`INLINE_MD_CHARS`), text shown literally: up to ``n`` rows with cells cut to
-    ``max_chars``; while too long, fewer rows (down to :data:`PREVIEW_MIN_ROWS`), then cells cut
+    than :data:`INLINE_MD_CHARS`) and within the metadata pane (:func:`table_px` at most
+    :data:`VALUE_PX`), text shown literally: up to ``n`` rows with cells cut to ``max_chars``;
+    while too long or too wide, fewer rows (down to :data:`PREVIEW_MIN_ROWS`), then cells cut
     shorter (:data:`PREVIEW_CUTS`), then the last columns left out, which a last line says
     (``_5 of 9 columns shown (the table holds them all)_``). The rows are the table's first; its
     row count is the ``row_count`` entry beside it."""
@@ -50,7 +76,8 @@ def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.Metadat
                 text = markdown_table(df.iloc[:k, :ncols], cut, compact=True)
                 if ncols < len(df.columns):
                     text += f"\n\n_{ncols} of {len(df.columns)} columns shown (the table holds them all)_"
-                if js_length(text) < INLINE_MD_CHARS:
+                fits = ncols == 1 or table_px(df.iloc[:k, :ncols], cut) <= VALUE_PX
+                if fits and js_length(text) < INLINE_MD_CHARS:
                     return dg.MetadataValue.md(text)
     return dg.MetadataValue.md(text)
 
@@ -64,14 +91,48 @@ def schema_md(model: type[pa.DataFrameModel]) -> dg.MetadataValue:
     )
 
 
-#: Resolution of a figure's full-size PNG (the one its inline image links to).
+#: Resolution of a figure's PNGs (the inline one and the full-size one its image links to).
 FIGURE_DPI = 110
-#: Widest inline figure (px): the asset page's metadata table at a 1,440 px wide window leaves the
-#: value column about this much beside its key and timestamp columns (an image is shown at its
-#: pixel size, never scaled to the column: a wider one is cut at the pane's edge).
-INLINE_MAX_PX = 540
-#: Lowest resolution a figure is shrunk to to fit :data:`INLINE_MAX_PX` (10 pt text is 10 px).
-INLINE_MIN_DPI = 72
+#: Widest inline figure (px): the value column of the asset page's metadata (:data:`VALUE_PX`). An
+#: image is shown at its pixel size, never scaled to the column: a wider one runs past the pane.
+INLINE_MAX_PX = VALUE_PX
+#: Smallest text of an inline figure (px at the size it is shown).
+MIN_TEXT_PX = 10
+
+
+def _png(fig, dpi: float) -> tuple[bytes, int]:
+    """``fig`` as PNG bytes at ``dpi`` (cropped to its content) and their width in pixels."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    data = buf.getvalue()
+    return data, int.from_bytes(data[16:20], "big")  # the IHDR width
+
+
+def _texts(fig) -> list:
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def inline_png(fig) -> tuple[bytes, float]:
+    """The figure as the UI shows it inline: every text at least :data:`MIN_TEXT_PX` pixels at
+    :data:`FIGURE_DPI`, the figure made narrower (its axes, not its text) until the PNG is at most
+    :data:`INLINE_MAX_PX` wide (eight tries). Returns the PNG and its smallest text in pixels.
+    Changes ``fig``."""
+    floor = MIN_TEXT_PX * 72 / FIGURE_DPI
+    for t in _texts(fig):
+        t.set_fontsize(max(t.get_fontsize(), floor))
+    data, width = _png(fig, FIGURE_DPI)
+    for _ in range(8):
+        if width <= INLINE_MAX_PX:
+            break
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(max(1.0, w - (width - INLINE_MAX_PX) / FIGURE_DPI - 0.05), h)
+        if fig.get_layout_engine() is not None:
+            fig.get_layout_engine().execute(fig)
+        data, width = _png(fig, FIGURE_DPI)
+    smallest = min((t.get_fontsize() for t in _texts(fig)), default=floor) * FIGURE_DPI / 72
+    return data, smallest
 
 
 def figure_md(fig, title: str | None = None) -> dg.MetadataValue:
@@ -79,25 +140,17 @@ def figure_md(fig, title: str | None = None) -> dg.MetadataValue:
     :func:`resources.figures.figure_markdown` — ``[![<title>](<inline PNG>)](<full PNG>)`` under
     ``$METAMORPH_FIGURES_URL``, shorter than the 1,000 characters up to which Dagster's UI renders
     markdown metadata in place (a base64-embedded PNG is always longer, so it sat behind
-    "[Show Markdown]"). The inline PNG is the figure at :data:`FIGURE_DPI`, or at the resolution
-    (not below :data:`INLINE_MIN_DPI`) that makes it at most :data:`INLINE_MAX_PX` wide; the full
-    one is at :data:`FIGURE_DPI`. The alt text is ``title``, else the figure's (the first axes'
-    title, else its suptitle)."""
+    "[Show Markdown]"). The inline PNG is :func:`inline_png` (fits the pane, text legible); the
+    full one is the figure as drawn, at :data:`FIGURE_DPI`. The alt text is ``title``, else the
+    figure's (the first axes' title, else its suptitle)."""
     import matplotlib.pyplot as plt
 
     from resources.figures import figure_markdown
 
-    def png(dpi: float) -> tuple[bytes, int]:
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-        data = buf.getvalue()
-        return data, int.from_bytes(data[16:20], "big")  # the IHDR width
-
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     title = title or (titles[0] if titles else (fig.get_suptitle() or "figure"))
-    full, width = png(FIGURE_DPI)
-    dpi = max(INLINE_MIN_DPI, FIGURE_DPI * INLINE_MAX_PX / width)
-    inline = png(dpi)[0] if dpi < FIGURE_DPI else full
+    full = _png(fig, FIGURE_DPI)[0]
+    inline = inline_png(fig)[0]
     plt.close(fig)
     return dg.MetadataValue.md(figure_markdown(inline, title, full=full))
 

@@ -196,7 +196,17 @@ def rendered_documents(config: RenderConfig, source_instances: pd.DataFrame):
         df,
         "rendered_documents",
         {
-            "preview": preview_md(shown),
+            # the columns a reader reads first: the preview leaves out the last ones that do not fit the pane
+            "preview": preview_md(
+                shown[
+                    ["format", "document_bytes", "document_text", "instance_id", "error"]
+                    + [
+                        c
+                        for c in shown.columns
+                        if c not in ("instance_id", "format", "document_bytes", "document_text", "error")
+                    ]
+                ]
+            ),
             "example_documents": dg.MetadataValue.md(sample),
             "documents_by_format": dg.MetadataValue.json(df.groupby("format").size().to_dict()),
             "unwritable_documents": dg.MetadataValue.int(len(errors)),
@@ -580,8 +590,20 @@ def _flipped(rows: pd.DataFrame, cell) -> pd.DataFrame:
 _FIRST = ("instance_id", "format", "repeat", "decision", "gold", "response_text")
 
 
+def _evidence(text: str, cell) -> str:
+    """The reply from its evidence on (``…"evidence": […]``) — what an MR2 or silent-violation cell
+    is about — else the whole reply."""
+    at = text.find('"evidence"')
+    return "…" + text[at:] if at > 0 else text
+
+
+def _evidence_if_mr2(text: str, cell) -> str:
+    """:func:`_evidence` for a cell of relation MR2 (evidence), the reply from its start otherwise."""
+    return _evidence(text, cell) if cell.get("relation") == "MR2" else text
+
+
 def _behind(rows, pick, show=_SHOWN, **kw) -> Behind:
-    return Behind(rows, pick, show=show, table="workflow_generations", first=_FIRST, **kw)
+    return Behind(rows, pick, show=show, table="workflow_generations", first=_FIRST, varying=("repeat",), **kw)
 
 
 def _trace(metric, keys=("workflow_id", "dataset")):
@@ -602,7 +624,7 @@ MR_CELLS = Cells(
     ci=("ci_low_pct", "ci_high_pct"),
     bounds=_PCT,
     headline="M{relation[2]}_pct/{workflow_id}/{dataset}",
-    behind=_behind(_flagged, _violating, show=(*_SHOWN, "categories_json")),
+    behind=_behind(_flagged, _violating, show=(*_SHOWN, "categories_json"), excerpt=_evidence_if_mr2),
     trace=_trace(lambda cell: f"M{cell['relation'][2]}"),
     trace_each="relation",
 )
@@ -690,7 +712,11 @@ silent_violations = metric_table(
     sql=["silent_violations"],
     behind_ins=["generation_outcomes"],
     cells=Cells(
-        "silent_pct", ("workflow_id", "dataset"), bounds=_PCT, behind=_behind(_flagged, _silent), trace=_trace("silent")
+        "silent_pct",
+        ("workflow_id", "dataset"),
+        bounds=_PCT,
+        behind=_behind(_flagged, _silent, excerpt=_evidence),
+        trace=_trace("silent"),
     ),
     row="One row per workflow × dataset: how many MR2 violations hold MR1 (silent violations) and their share.",
     source="§5.1",

@@ -48,6 +48,26 @@ CARD_DESCRIPTION = (
     + "; ".join(f"{s}: {', '.join([*card.tables, 'model_comparison'])}" for s, card in CARD_SOURCES.items())
     + ". A study without its tables is listed under 'not in the card' — never an error or a warning."
 )
+CARD_RECORD_COLUMNS = ["model_id", "study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "version"] + [
+    "previous_version",
+    "delta",
+]
+
+
+def card_records(rows: pd.DataFrame) -> list[dict]:
+    """The card's rows ``rows`` (:data:`metamorph.report_card.CARD_COLUMNS`) as the JSON entry
+    ``card (in full)`` shows them: :data:`CARD_RECORD_COLUMNS`, numbers rounded as the card shows
+    them (one decimal: every card unit is % or pp; NaN as null), a registry fingerprint as its
+    first 8 characters (a 64-hex run would not wrap in the metadata pane)."""
+
+    def shown(k, v):
+        if isinstance(v, float):
+            return None if v != v else display_float(v, True)
+        return v[:8] if k.endswith("version") and isinstance(v, str) and len(v) > 16 else v
+
+    return [{k: shown(k, v) for k, v in r.items()} for r in rows[CARD_RECORD_COLUMNS].to_dict(orient="records")]
+
+
 #: The card's check: fails when a study's verdicts hold a blocking regression.
 CARD_CHECK = "no_candidate_regressed"
 
@@ -153,15 +173,7 @@ def robustness_report_card(
     cur_rows = card[card["is_current"]] if len(card) else card
     md = {
         "report_card": dg.MetadataValue.md(f"{top}\n\n{text}" if top else text),
-        "card (in full)": dg.MetadataValue.json(
-            [
-                {k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
-                for r in cur_rows[
-                    ["model_id", "study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "version"]
-                    + ["previous_version", "delta"]
-                ].to_dict(orient="records")
-            ]
-        ),
+        "card (in full)": dg.MetadataValue.json(card_records(cur_rows)),
         "plot": plots.report_card_by_study(card),
         "trend": plots.report_card_trends(trend_series(card)),
         "studies": dg.MetadataValue.json({"included": present, "missing": missing}),

@@ -51,9 +51,10 @@ def fds_heatmap(df: pd.DataFrame, order: Sequence[str]) -> dg.MetadataValue:
     d = df.dropna(subset=["fds"]) if not df.empty else df
     if d.empty:
         return dg.MetadataValue.md("_no sensitive factors with ≥ 2 groups: nothing to plot_")
-    d = d.assign(row=d.workflow_id + " · " + d.dataset + " · " + d.factor)
+    # two-line row labels and the colour bar below: the figure is shown about 360 px wide
+    d = d.assign(row=d.factor + "\n" + d.workflow_id + " · " + d.dataset)
     mat = d.pivot_table(index="row", columns="format", values="fds")[_formats(d, order)]
-    fig, ax = plt.subplots(figsize=(2.5 + 1.0 * mat.shape[1], 0.9 + 0.32 * mat.shape[0]))
+    fig, ax = plt.subplots(figsize=(2.5 + 0.6 * mat.shape[1], 1.6 + 0.45 * mat.shape[0]))
     lim = max(1.0, float(np.nanmax(np.abs(mat.values))))
     im = ax.imshow(mat.values, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
     ax.set_xticks(range(mat.shape[1]), mat.columns)
@@ -61,7 +62,7 @@ def fds_heatmap(df: pd.DataFrame, order: Sequence[str]) -> dg.MetadataValue:
     for (i, j), v in np.ndenumerate(mat.values):
         if not np.isnan(v):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6)
-    fig.colorbar(im, ax=ax, label="FDS (z-score across formats)")
+    fig.colorbar(im, ax=ax, label="FDS (z-score across formats)", orientation="horizontal", pad=0.15)
     ax.set_title("Fairness disparity score FDS_f(g)")
     return figure_md(fig)
 
@@ -147,15 +148,16 @@ def metric_vs_severity(table: pd.DataFrame) -> dg.MetadataValue:
     if d.empty:
         return dg.MetadataValue.md("_no rows to plot_")
     types = sorted(d["type"].unique())
-    fig, axes = plt.subplots(1, len(types), figsize=(4 * len(types), 3.2), sharey=True, squeeze=False)
-    for ax, t in zip(axes[0], types):
+    # panels stacked: side by side they would be too narrow to read at the width the UI shows them
+    fig, axes = plt.subplots(len(types), 1, figsize=(4, 2.6 * len(types)), sharex=True, squeeze=False)
+    for ax, t in zip(axes[:, 0], types):
         for metric, g in d[d["type"] == t].groupby("metric"):
             g = g.sort_values("severity")
             ax.plot(g["severity"] * 100, g["mean"], marker="o", label=metric)
         ax.set_title(t)
-        ax.set_xlabel("severity (%)")
-    axes[0][0].set_ylabel("mean score")
-    axes[0][-1].legend(fontsize=7, loc="lower left")
+        ax.set_ylabel("mean score")
+    axes[-1][0].set_xlabel("severity (%)")
+    axes[0][0].legend(fontsize=7, loc="lower left")
     return figure_md(fig, "Mean score against severity, per perturbation type")
 
 
@@ -233,9 +235,10 @@ def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
         return dg.MetadataValue.md("_no headline numbers to plot_")
     studies = sorted(cur["study"].unique())
     models = sorted(cur["model_id"].unique())
-    fig, axes = plt.subplots(1, len(studies), figsize=(4.2 * len(studies) + 1.5, 3.4), squeeze=False)
+    # one panel per study, stacked: side by side they would be too narrow to read inline
+    fig, axes = plt.subplots(len(studies), 1, figsize=(4.2, 3.0 * len(studies)), squeeze=False)
     width = 0.8 / len(models)
-    for ax, study in zip(axes[0], studies):
+    for ax, study in zip(axes[:, 0], studies):
         part = cur[cur["study"] == study].assign(
             label=lambda d: d["metric"] + np.where(d["slice"] == "all", "", "\n" + d["slice"])
         )
@@ -255,7 +258,8 @@ def report_card_by_study(card: pd.DataFrame) -> dg.MetadataValue:
         ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, fontsize=7)
         ax.set_ylabel(" / ".join(sorted(part["unit"].unique())))
         ax.set_title(study, fontsize=9)
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    axes[-1][0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.25))  # below: narrow enough inline
+    fig.tight_layout()
     return figure_md(fig, "Headline metrics per study and model (current versions, 95% CI)")
 
 
@@ -275,9 +279,10 @@ def report_card_trends_figure(series: pd.DataFrame):
     if series.empty or series["value"].notna().sum() == 0:
         return None
     panels = list(dict.fromkeys(zip(series["study"], series["metric"])))
-    cols = min(4, len(panels))
-    rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1.5, 2.9 * rows), squeeze=False)
+    # one column of panels: the UI shows the figure about 360 px wide, its text at least 10 px
+    cols = 1
+    rows = len(panels)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2, 2.6 * rows), squeeze=False)
     for ax, (study, metric) in zip(axes.flat, panels):
         part = series[(series["study"] == study) & (series["metric"] == metric)]
         versions = 1

@@ -361,6 +361,7 @@ _BEHIND = Behind(
     show=("wrapper", "item_id", "seed", "mode", "value", "gold", "parseable", "reason"),
     table="wrapper_generations",
     first=("item_id", "wrapper", "seed", "value", "gold", "response_text"),
+    varying=("seed",),
 )
 CELL_CELLS = Cells(
     "accuracy_pct",

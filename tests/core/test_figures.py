@@ -14,11 +14,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from assets import plots  # noqa: E402
-from assets._common import figure_md  # noqa: E402
+from assets._common import INLINE_MAX_PX, figure_md, inline_png  # noqa: E402
 from resources.figures import serve  # noqa: E402
 
 
@@ -38,7 +36,7 @@ def _pngs(home) -> dict[int, str]:
     return out
 
 
-def test_a_wide_figure_is_shown_540_px_wide_and_links_its_full_size(metamorph_home, monkeypatch):
+def test_a_wide_figure_is_shown_at_most_360_px_wide_and_links_its_full_size(metamorph_home, monkeypatch):
     monkeypatch.setenv("METAMORPH_FIGURES_URL", "http://127.0.0.1:3071/")
     fig, ax = plt.subplots(figsize=(8, 3))
     ax.bar(["txt", "md"], [50.0, 75.0])
@@ -46,34 +44,34 @@ def test_a_wide_figure_is_shown_540_px_wide_and_links_its_full_size(metamorph_ho
     md = figure_md(fig).value
     pngs = _pngs(metamorph_home)
     (inline_px, full_px) = sorted(pngs)
-    assert inline_px in (539, 540) and full_px > 540  # 540 px: 110 dpi scaled by 540 / width, rounded by matplotlib
+    assert inline_px <= INLINE_MAX_PX == 360 and full_px > 700  # 8 in at 110 dpi (cropped); inline narrowed to the pane
     inline, full = pngs[inline_px], pngs[full_px]
     assert md == f"[![Accuracy by format (%)](http://127.0.0.1:3071/{inline})](http://127.0.0.1:3071/{full})"
     assert len(md) == 1 + 26 + 22 + 20 + 3 + 22 + 20 + 1 < 1000  # "[" "![…](" URL name ")](" URL name ")"
 
 
-def test_a_very_wide_figure_is_not_shrunk_below_72_dpi(metamorph_home):
+def test_a_very_wide_figure_is_made_narrower_not_its_text_smaller():
     fig, ax = plt.subplots(figsize=(20, 3))
     ax.plot([0, 1], [0, 1])
-    figure_md(fig)
-    inline_px, full_px = sorted(_pngs(metamorph_home))
-    assert abs(inline_px - full_px * 72 / 110) < 2 and inline_px > 540  # 72 dpi (tight-bbox rounding)
+    ax.set_title("t", fontsize=5)  # 5 pt at 110 dpi: 7.6 px, raised to 10 px
+    png, smallest = inline_png(fig)
+    assert int.from_bytes(png[16:20], "big") <= INLINE_MAX_PX and smallest >= 10
+    assert ax.title.get_fontsize() == pytest.approx(10 * 72 / 110)
+    plt.close(fig)
 
 
 def test_a_narrow_figure_is_one_file_and_the_same_figure_is_stored_once(metamorph_home, monkeypatch):
     monkeypatch.delenv("METAMORPH_FIGURES_URL", raising=False)
-    df = pd.DataFrame(
-        {
-            "workflow_id": ["m/inline"] * 4,
-            "dataset": ["construct"] * 4,
-            "format": ["txt", "md", "json", "csv"],
-            "accuracy_pct": [47.2, 47.2, 44.4, 52.8],
-        }
-    )
-    first = plots.histogram(df["accuracy_pct"], "Accuracy (%)").value  # 5 x 3 in at 110 dpi: under 540 px
-    again = plots.histogram(df["accuracy_pct"], "Accuracy (%)").value
+
+    def narrow():
+        fig, ax = plt.subplots(figsize=(3, 2))  # 3 x 2 in at 110 dpi: under 360 px, text at 10 pt
+        ax.hist([47.2, 47.2, 44.4, 52.8])
+        ax.set_title("Accuracy (%)")
+        return figure_md(fig).value
+
+    first, again = narrow(), narrow()
     [(width, name)] = _pngs(metamorph_home).items()
-    assert width < 540
+    assert width < 360
     assert first == again == f"[![Accuracy (%)](http://127.0.0.1:3001/{name})](http://127.0.0.1:3001/{name})"
 
 

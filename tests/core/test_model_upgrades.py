@@ -394,6 +394,10 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
     assert math.isnan(card.loc[("cand", "FSI"), "ci_low"]) and card.loc[("base", "FSI"), "value"] == 0.0
     assert set(card["version"]) == {"unrecorded"}  # no wrapper_generations materialization recorded one
     assert len(card_md["card (in full)"].value) == int(card["is_current"].sum())
+    # its numbers rounded as the card shows them (one decimal), its versions at 8 characters
+    floats = [v for r in card_md["card (in full)"].value for v in r.values() if isinstance(v, float)]
+    assert floats and [v for v in floats if v != round(v, 1)] == [], floats
+    assert {r["version"] for r in card_md["card (in full)"].value} == {"unrecorded"}
 
 
 def test_metrics_that_do_not_block_pass_the_check(metamorph_home, tmp_path, monkeypatch):
@@ -454,3 +458,50 @@ def test_the_card_has_no_upstream_study_tables_and_builds_when_no_study_was_run(
     md = res.asset_materializations_for_node("model_upgrades__robustness_report_card")[0].metadata
     assert md["studies"].value == {"included": [], "missing": sorted(studies())}
     assert md["next_step"].value.startswith("not in the card: " + ", ".join(sorted(studies())) + " — run ")
+
+
+def test_the_card_json_rounds_numbers_and_shortens_fingerprints_as_the_card_shows_them():
+    from assets.model_upgrades import card_records
+
+    row = {
+        "model_id": "m",
+        "study": "format_robustness",
+        "metric": "M1",
+        "slice": "ingestion=inline",
+        "unit": "%",
+        "value": 30.555555555555554,
+        "ci_low": 11.11111111111111,
+        "ci_high": float("nan"),
+        "version": "a3f9" * 16,
+        "previous_version": None,
+        "delta": -2.25001,
+        "is_current": True,
+    }
+    assert card_records(pd.DataFrame([row, {**row, "version": "unrecorded"}])) == [
+        {
+            "model_id": "m",
+            "study": "format_robustness",
+            "metric": "M1",
+            "slice": "ingestion=inline",
+            "unit": "%",
+            "value": 30.6,
+            "ci_low": 11.1,
+            "ci_high": None,
+            "version": "a3f9a3f9",
+            "previous_version": None,
+            "delta": -2.3,
+        },
+        {
+            "model_id": "m",
+            "study": "format_robustness",
+            "metric": "M1",
+            "slice": "ingestion=inline",
+            "unit": "%",
+            "value": 30.6,
+            "ci_low": 11.1,
+            "ci_high": None,
+            "version": "unrecorded",
+            "previous_version": None,
+            "delta": -2.3,
+        },
+    ]

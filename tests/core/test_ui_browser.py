@@ -7,7 +7,8 @@ instance, and the pages a user opens after ``make demo``:
 * an asset's page shows its markdown preview and its plot in place (no "[Show Markdown]");
 * the report card is materialized by the run, and its Materialize launches without a warning;
 * an asset's own launchpad refuses ``limit: 0`` with one line, and no run is created;
-* the worst-cell and headline tables fit the asset page's metadata pane.
+* every metadata entry of those pages (worst-cell rows, the report card, previews, figures) fits the
+  asset page's metadata pane, and figures are shown at their natural width.
 
 The stub answers "do not refer" when the document is the JSON rendering (it holds ``"age"``) and
 "refer" otherwise, with the same evidence: on the two construct records (gold "refer" and "do not
@@ -211,24 +212,12 @@ def test_an_asset_page_shows_its_preview_and_its_plot_in_place(demo_ui):
         preview = metadata_value(page, "preview").locator("table")
         preview.wait_for()
         assert page.get_by_text("Show Markdown").count() == 0
+        # the columns that fit the pane; the last line says how many the table holds
         assert table_rows(preview) == [
-            [
-                "workflow_id",
-                "dataset",
-                "format",
-                "accuracy_pct",
-                "majority_baseline_pct",
-                "n",
-                "n_correct",
-                "n_unparseable",
-                "n_call_errors",
-                "not_measurable",
-            ],
-            *[
-                ["stub/inline", "construct", fmt, "50", "50", "2", "1", "0", "0", "–"]
-                for fmt in ("txt", "md", "json", "csv")
-            ],
+            ["workflow_id", "dataset", "format", "accuracy_pct"],
+            *[["stub/inline", "construct", fmt, "50"] for fmt in ("txt", "md", "json", "csv")],
         ]
+        assert metadata_value(page, "preview").inner_text().endswith("4 of 10 columns shown (the table holds them all)")
         plot = metadata_value(page, "plot").locator("img")
         plot.wait_for()
         assert plot.get_attribute("src").startswith(demo_ui.figures_url + "/")
@@ -315,25 +304,69 @@ def test_the_headline_and_worst_cell_summary_tables_fit_the_metadata_pane(demo_u
         page.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the worst cell's rows (10 columns) and the report card's headline block start right of the "
-    "metadata table's long keys and run past the pane's right edge",
+#: Per metadata entry of the asset page (its key → the right edge of what it shows: text, tables,
+#: code, images) and per image (alt → natural and displayed width), in CSS px.
+ENTRY_EDGES = """() => {
+  const pane = Array.from(document.querySelectorAll("[class*='assetEventMetadataScrollContainer']")).pop();
+  const rows = pane.querySelector('table').querySelectorAll(':scope > tbody > tr');
+  const edges = {}, images = {};
+  for (const row of rows) {
+    const [key, , value] = row.children;
+    let right = 0;
+    for (const e of value.querySelectorAll('table, img, pre, code')) right = Math.max(right, e.getBoundingClientRect().right);
+    const walk = document.createTreeWalker(value, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      const range = document.createRange();
+      range.selectNodeContents(n);
+      for (const r of range.getClientRects()) right = Math.max(right, r.right);
+    }
+    edges[key.innerText.trim()] = right;
+    for (const img of value.querySelectorAll('img')) images[img.alt] = [img.naturalWidth, img.getBoundingClientRect().width];
+  }
+  return {pane: pane.getBoundingClientRect().right, edges, images};
+}"""
+
+
+@pytest.mark.parametrize(
+    "path, entries, figures",
+    [
+        ("/assets/format_robustness/mr_violations", ("worst cell 1 = 100", "M1_M2_M3_pct", "preview"), ()),
+        (
+            "/assets/model_upgrades/robustness_report_card",
+            ("report_card", "preview"),
+            (
+                "Headline metrics per study and model (current versions, 95% CI)",
+                "Headline metrics across each model's versions (95% CI)",
+            ),
+        ),
+        (
+            "/assets/format_robustness/accuracy_by_format",
+            ("worst cell 1: txt = 50", "preview"),
+            ("Accuracy by format (%)",),
+        ),
+    ],
 )
-def test_the_worst_cell_rows_and_the_report_card_headline_fit_the_metadata_pane(demo_ui):
-    widths = {}
-    page = demo_ui.page("/assets/format_robustness/mr_violations")
+def test_every_metadata_entry_and_figure_fits_the_pane(demo_ui, path, entries, figures):
+    """Every entry of the walk-through's asset pages ends left of the pane's right edge at 1440×900
+    (the worst cell's rows, the report card's headline block, previews, figures), and a figure is
+    shown at its natural width: its text, at least 10 px in the PNG (test_ui_metadata), is 10 px
+    on the screen."""
+    page = demo_ui.page(path)
     try:
-        rows = metadata_value(page, "worst cell 1 = 100").locator("table")
-        rows.wait_for()
-        widths["worst cell 1 = 100"] = (right_edge(rows), metadata_pane_right(page))
+        for key in entries:
+            metadata_value(page, key).locator("table").first.wait_for()
+        for alt in figures:
+            img = page.get_by_alt_text(alt)
+            img.wait_for()
+            page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=img.element_handle())
+        shown = page.evaluate(ENTRY_EDGES)
+        assert set(entries) <= set(shown["edges"]), sorted(shown["edges"])
+        assert {k: right <= shown["pane"] for k, right in shown["edges"].items()} == dict.fromkeys(
+            shown["edges"], True
+        ), shown
+        assert {alt: natural == displayed for alt, (natural, displayed) in shown["images"].items()} == dict.fromkeys(
+            shown["images"], True
+        ), shown["images"]
+        assert set(figures) <= set(shown["images"])
     finally:
         page.close()
-    page = demo_ui.page("/assets/model_upgrades/robustness_report_card")
-    try:
-        card = metadata_value(page, "report_card").locator("table")
-        card.wait_for()
-        widths["report_card"] = (right_edge(card), metadata_pane_right(page))
-    finally:
-        page.close()
-    assert {k: right <= pane for k, (right, pane) in widths.items()} == {k: True for k in widths}, widths

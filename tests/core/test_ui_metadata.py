@@ -25,7 +25,7 @@ from assets._cells import (
     metric_checks,
     worst_cells_metadata,
 )
-from assets._common import md_text, preview_md, rounded_metadata, schema_md, validated_output
+from assets._common import md_text, preview_md, rounded_metadata, schema_md, table_px, validated_output
 from pipelines.definitions import defs
 
 SPHINX_ROLE = re.compile(r":[a-z]+:`")
@@ -189,10 +189,10 @@ def test_worst_cells_list_the_rows_behind_them_with_their_raw_text(tmp_path):
     assert [r.data["generation_key"] for r in md["worst cell 2: MR2 = 12.5"].value.records] == ["k3", "k4"]
 
 
-def test_a_worst_cell_table_puts_the_read_columns_first_and_cuts_long_values(tmp_path):
-    """The pane next to a metadata key is ~480 px at 1440 px: the table has the columns a reader
-    reads first, strings of at most Behind.cut characters and a 9-character key; the JSON entry
-    has every row whole."""
+def test_a_worst_cell_table_shows_the_read_columns_only_and_cuts_long_values(tmp_path):
+    """The value beside a metadata key is ~360 px at 1440 px: the table has only the columns a
+    reader reads (Behind.first, short names), strings of at most Behind.cut characters; the JSON
+    entry has every row and column whole."""
     key = "a3f9" * 16  # a 64-hex generation key
     reply = '{"decision": "refer", "evidence": ["the applicant\'s income is below the threshold"]}'
     db = str(tmp_path / "w.duckdb")
@@ -236,25 +236,12 @@ def test_a_worst_cell_table_puts_the_read_columns_first_and_cuts_long_values(tmp
         ["50", "[20, 80]", "1 of 1"],
     ]
     table = md["worst cell 1 = 50"].value
-    assert [c.name for c in table.schema.columns] == [
-        "instance_id",
-        "decision",
-        "gold",
-        "response_text",
-        "format",
-        "parse_status",
-        "finish_reason",
-        "generation_key",
-    ]
+    # only the columns a reader reads, under short names; the others are in the JSON entry
+    assert [c.name for c in table.schema.columns] == ["instance", "got / gold", "reply"]
     assert table.records[0].data == {
-        "instance_id": "construct-0-0000",
-        "decision": "refer",
-        "gold": "approve",
-        "response_text": '{"decision": "refer…',  # 19 characters and the cut mark
-        "format": "txt",
-        "parse_status": "ok",
-        "finish_reason": "stop",
-        "generation_key": "a3f9a3f9…",
+        "instance": "construct-0-0000",
+        "got / gold": "refer / approve",
+        "reply": '{"decision": "refer…',  # 19 characters and the cut mark
     }
     assert md["worst cell 1 = 50 (rows in full)"].value == [
         {
@@ -265,7 +252,7 @@ def test_a_worst_cell_table_puts_the_read_columns_first_and_cuts_long_values(tmp
             "gold": "approve",
             "finish_reason": "stop",
             "response_text": reply,
-            "generation_key": key,
+            "generation_key": "a3f9a3f9a3f9a3f9…",  # 16 hex digits: a 64-hex run would not wrap in the pane
         }
     ]
 
@@ -493,19 +480,90 @@ def test_float_metadata_is_rounded_for_display_one_decimal_for_percentages():
 def test_a_preview_fits_under_the_length_the_ui_renders_in_place():
     """The UI renders a markdown value in place only below 1,000 characters; a preview fits it:
     fewer rows, then narrower cells, then fewer columns (said in a last line)."""
-    # two columns of 100 characters: cut to 80, a row is 2 + 80 + 3 + 80 + 2 = 167 characters and
-    # the header and rule 9 each, so 9 + 1 + 9 + 5 × 168 = 859 (6 rows would be 1,027)
-    v = preview_md(pd.DataFrame({"t": ["x" * 100] * 10, "u": ["y" * 100] * 10})).value
-    assert v.splitlines() == ["| t | u |", "|---|---|", *[f"| {'x' * 79}… | {'y' * 79}… |"] * 5]
+    # two columns of 100 characters of words (they wrap): cut to 80, a row is 2 + 80 + 3 + 80 + 2 =
+    # 167 characters and the header and rule 9 each, so 9 + 1 + 9 + 5 × 168 = 859 (6 rows: 1,027)
+    words = {"t": ["xxxx " * 20] * 10, "u": ["yyyy " * 20] * 10}
+    v = preview_md(pd.DataFrame(words)).value
+    assert v.splitlines() == ["| t | u |", "|---|---|", *[f"| {('xxxx ' * 16)[:79]}… | {('yyyy ' * 16)[:79]}… |"] * 5]
     assert len(v) == 859
-    # ten such columns: 3 rows cut to 24 (271 characters each) fit in 51 + 1 + 41 + 3 × 272 = 909
+
+
+def test_a_preview_fits_the_width_of_the_metadata_pane():
+    """Beside its key at 1,440 px a value is VALUE_PX = 360 px wide: a preview's columns are cut,
+    then left out, until their narrowest layout fits (a 12-character run is 12 × 7.5 + 16 = 106 px:
+    three columns, 318 px; four would be 424)."""
     v = preview_md(pd.DataFrame({f"c{i}": ["v" * 100] * 20 for i in range(10)})).value
-    assert len(v) == 909 and len(v.splitlines()) == 5 and v.splitlines()[2].count("v" * 23 + "…") == 10
-    # sixty columns: at 12 characters and 3 rows, c columns take 62c + 62 characters with the last line
-    v = preview_md(pd.DataFrame({f"column_{i:02d}": ["v" * 100] * 20 for i in range(60)})).value
-    assert len(v) == 62 * 15 + 62 == 992
-    assert v.splitlines()[-1] == "_15 of 60 columns shown (the table holds them all)_"
-    assert table_cells(v)[0] == [f"column_{i:02d}" for i in range(15)]
+    lines = v.splitlines()
+    assert lines[0] == "| c0 | c1 | c2 |"
+    assert lines[2:12] == ["| " + " | ".join(["v" * 11 + "…"] * 3) + " |"] * 10
+    assert lines[-1] == "_3 of 10 columns shown (the table holds them all)_"
+    assert table_px(pd.DataFrame({f"c{i}": ["v" * 100] for i in range(3)}), 12) == 318.0
+    # a long column name is not cut: it alone can leave out every column after it
+    v = preview_md(pd.DataFrame({"a" * 45: [1], "b": [2]})).value  # 353.5 + 23.5 px
+    assert v.splitlines()[-1] == "_1 of 2 columns shown (the table holds them all)_"
+
+
+def test_a_preview_counts_characters_as_javascript_does():
     # a character outside the BMP counts two (JavaScript string length)
     v = preview_md(pd.DataFrame({"t": ["😀" * 100] * 10})).value
     assert len(v.encode("utf-16-le")) // 2 < 1000
+
+
+def test_an_inline_figure_fits_the_pane_with_text_of_at_least_10_px(tmp_path, monkeypatch):
+    """The report card's trend and headline figures (two models, two studies, three metrics, two
+    versions), a bar chart of four formats and the FDS heatmap: the inline PNG is at most INLINE_MAX_PX wide — the UI
+    shows an image at its pixel size — and its smallest text is 10 px or more."""
+    import matplotlib.pyplot as plt
+
+    from assets import plots
+    from assets._common import INLINE_MAX_PX, inline_png
+    from metamorph.report_card import trend_series
+
+    card = pd.DataFrame(
+        [
+            {
+                "model_id": m,
+                "study": s,
+                "metric": metric,
+                "slice": "ingestion=inline",
+                "unit": "%",
+                "value": 50.0,
+                "ci_low": 25.0,
+                "ci_high": 75.0,
+                "version": v,
+                "recorded_at": pd.Timestamp(f"2026-01-0{i + 1}"),
+                "is_current": i == 1,
+            }
+            for m in ("stub", "cand")
+            for s in ("format_robustness", "order_probe")
+            for metric in ("M1", "M2", "accuracy")
+            for i, v in enumerate(("aaaaaaaa1", "bbbbbbbb2"))
+        ]
+    )
+    by_format = pd.DataFrame(
+        {"workflow_id": "stub/inline", "dataset": "construct", "format": ["txt", "md", "json", "csv"], "v": 50.0}
+    )
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path))
+    shown = {
+        "trend": plots.report_card_trends(trend_series(card)).value,
+        "by study": plots.report_card_by_study(card).value,
+        "bars": plots.bars_by_format(by_format, "v", "bars", ("txt", "md", "json", "csv")).value,
+        "fds": plots.fds_heatmap(
+            pd.DataFrame(
+                [
+                    {"workflow_id": "stub/inline", "dataset": "construct", "factor": f, "format": fmt, "fds": 0.5}
+                    for f in ("age_group", "sex")
+                    for fmt in ("txt", "md", "json", "csv")
+                ]
+            ),
+            ("txt", "md", "json", "csv"),
+        ).value,
+    }
+    widths = {}
+    for name, md in shown.items():
+        inline = re.fullmatch(r"\[!\[[^\]]*\]\(http://[^/]+/([0-9a-f]{16}\.png)\)\]\(http://[^)]+\)", md).group(1)
+        widths[name] = int.from_bytes((tmp_path / "figures" / inline).read_bytes()[16:20], "big")
+    assert {k: w <= INLINE_MAX_PX for k, w in widths.items()} == dict.fromkeys(shown, True), widths
+    fig = plots.report_card_trends_figure(trend_series(card))
+    assert inline_png(fig)[1] >= 10
+    plt.close(fig)

@@ -133,9 +133,15 @@ def ui_shows_the_worst_cells_and_their_replies(instance, results) -> None:
         "worst cell 2: MR1 = 50",
         "worst cell 2: MR1 = 50 (rows in full)",
     ]
-    assert [len(r.data["generation_key"]) for r in mv["worst cell 2: MR1 = 50"].value.records] == [9] * 12
+    # the table: the columns a reader reads (every row is repeat 2: no repeat column); the JSON: every column
+    table = mv["worst cell 2: MR1 = 50"].value
+    assert [c.name for c in table.schema.columns] == ["instance", "format", "got / gold", "reply"]
+    assert len(table.records) == 12 and {tuple(sorted(r.data)) for r in table.records} == {
+        ("format", "got / gold", "instance", "reply")
+    }
     mr1 = mv["worst cell 2: MR1 = 50 (rows in full)"].value
     assert len(mr1) == 12 and {r["repeat"] for r in mr1} == {2}
+    assert {len(r["generation_key"]) for r in mr1} == {17}  # 16 hex digits and "…"
     assert {(r["format"], json.loads(r["response_text"])["decision"], r["decision"]) for r in mr1} == {
         ("txt", "B", "B"),
         ("md", "A", "A"),
