@@ -57,6 +57,7 @@ from metamorph.models import ModelSpec, Price, check_study_kinds, load_registry
 from metamorph.providers.base import GenerationRequest
 from metamorph.providers.llama_cpp import local_gguf
 from metamorph.replicates import computation, entry_deterministic, is_shared
+from metamorph.suites import SUITES_GROUP
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -99,10 +100,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: Requests keyed and looked up in the cache at a time while a plan streams (one cache query each).
 PLAN_CHUNK = 1024
-
-#: Entry-point group of the function that gives ``metamorph plan --suite`` a suite's options:
-#: ``(study, suite name, options given) -> Options`` (the Dagster project's ``pipelines.commands``).
-SUITES_GROUP = "metamorph.suites"
 
 
 def usd(amount: float) -> str:
