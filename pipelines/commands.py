@@ -60,9 +60,10 @@ COMMANDS = {
 }
 
 
-def suite_values(study, suite: str, given: Mapping[str, Any]):
-    """The :class:`metamorph.study.Options` of a run of the suite named ``suite`` of ``study`` with
-    the options ``given`` on the command line over the suite's (:func:`pipelines.components.suite_values`);
+def suite_values(study, suite: str | None, given: Mapping[str, Any]):
+    """The :class:`metamorph.study.Options` of a run of the suite named ``suite`` of ``study``
+    (None: its default suite, as its ``defs.yaml`` declares it) with the options ``given`` on the
+    command line over the suite's (:func:`pipelines.components.suite_values`);
     :class:`metamorph.errors.ConfigError` when the study has no such suite."""
     from pipelines.components import chosen_suite
     from pipelines.components import suite_values as values

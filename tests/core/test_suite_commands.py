@@ -184,3 +184,67 @@ def test_trace_verdict_and_the_card_read_the_suite_they_are_given(stub, metamorp
         "metamorph verdict: error: --suite 'nosuch': format_robustness has no suite 'nosuch'; the suites of "
         "format_robustness are ['format_robustness', 'medqa_weekly'] (pipelines/defs/<suite>/defs.yaml)",
     )
+
+
+def test_the_default_suites_yaml_options_apply_without_suite_and_the_command_line_wins(stub, tmp_path):
+    """`metamorph plan|run <study>` without --suite take the sources, options and models of the
+    study's default defs.yaml (pipelines/defs/<study>/defs.yaml); options on the command line win."""
+    sample = shared_sample("medqa")
+    default_yaml = (
+        "type: pipelines.components.StudySuite\n"
+        "attributes:\n"
+        "  study: format_robustness\n"
+        f'  sources: ["medqa:{sample}"]\n'
+        "  options: {limit: 2, k: 2, no_routing: true}\n"
+        "  models: [stub]\n"
+    )
+    copy = project_copy(tmp_path / "copy", {})
+    (copy / "pipelines" / "defs" / "format_robustness" / "defs.yaml").write_text(default_yaml)
+    reg = tmp_path / "models.yaml"
+    reg.write_text(
+        "models:\n"
+        + "".join(
+            f"  - id: {m}\n    provider: openai_compatible\n    model: stub-model\n"
+            f"    base_url: {stub.url}/{m}/v1\n    api_key_env: {key}\n    max_concurrency: 1\n"
+            for m, key in (("stub", "STUB_KEY"), ("other", "METAMORPH_TEST_UNSET_KEY"))
+        )
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "METAMORPH_TEST_UNSET_KEY"},
+        "PYTHONPATH": str(copy),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "METAMORPH_MODELS": str(reg),
+        "STUB_KEY": "k",
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(METAMORPH), *args], cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+
+    def generations(out: subprocess.CompletedProcess) -> list[str]:
+        assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+        return [line.split(",")[0] for line in out.stdout.splitlines() if " workflow_generations: " in line]
+
+    # the YAML's: 2 MedQA records x 4 formats x k = 2, for its model stub only
+    assert generations(cli("plan", "format_robustness")) == ["  stub workflow_generations: 16 requests"]
+    # the command line's k and models over the YAML's (its sources and limit kept)
+    assert generations(cli("plan", "format_robustness", "--k", "1", "--models", "other")) == [
+        "  other workflow_generations: 8 requests"
+    ]
+    # the run: the YAML's model only (the other entry's key is not set: it is not checked), its sources,
+    # limit and k, routing left out (no_routing)
+    stub.script("POST", "/stub/v1/chat/completions", decision("B"))
+    out = cli("run", "format_robustness")
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    assert len(stub.requests_to("/stub/v1/chat/completions")) == 16
+    con = duckdb.connect(str(tmp_path / "home" / "metamorph.duckdb"), read_only=True)
+    try:
+        assert con.execute(
+            "SELECT count(*), count(DISTINCT source) FROM format_robustness.source_instances"
+        ).fetchall() == [(2, 1)]
+        assert con.execute("SELECT count(*) FROM format_robustness.workflow_generations").fetchall() == [(16,)]
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        assert "routed_generations" not in tables
+    finally:
+        con.close()
