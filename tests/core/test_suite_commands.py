@@ -248,3 +248,18 @@ def test_the_default_suites_yaml_options_apply_without_suite_and_the_command_lin
         assert "routed_generations" not in tables
     finally:
         con.close()
+
+
+def test_the_plans_restate_no_default():
+    """The plans take an option's default from its declaration (or the study's DEFAULT_PARAMS), never
+    from a number written after ``or`` (``options.k or 3``), which drifts from the run's."""
+    import re
+
+    restated = re.compile(r"options\.\w+\)?\s+or\s+-?\d")
+    found = []
+    for path in [*sorted((REPO / "metamorph" / "studies").glob("*/plan.py")), REPO / "metamorph" / "costplan.py"]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if restated.search(code) and not code.strip().startswith(('"', "'")):
+                found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert found == []
