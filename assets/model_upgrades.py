@@ -59,7 +59,7 @@ class ReportCardConfig(dg.Config):
     the card from the suite it ran)."""
 
     suites: dict[str, str] = Field(
-        default_factory=dict,
+        default={},
         description="study -> the suite whose warehouse tables (schema <suite>) and generation history the "
         "card reads for that study; a study not named: its default suite (named like the study).",
     )
