@@ -38,10 +38,13 @@ class Evaluation(NamedTuple):
     timestamp: float  #: when it was materialized (Unix seconds)
 
 
-def latest_evaluation(instance: dg.DagsterInstance, study: str, model_id: str) -> Evaluation | None:
-    """The latest materialization of ``study``'s generation asset for partition ``model_id``
-    (None: never materialized). Raises KeyError for a study not declared (:func:`metamorph.study.studies`)."""
-    key = dg.AssetKey([study, studies()[study].generations])
+def latest_evaluation(
+    instance: dg.DagsterInstance, study: str, model_id: str, suite: str | None = None
+) -> Evaluation | None:
+    """The latest materialization of ``study``'s generation asset (of its suite ``suite``; None: its
+    default suite) for partition ``model_id`` (None: never materialized). Raises KeyError for a study
+    not declared (:func:`metamorph.study.studies`)."""
+    key = dg.AssetKey([suite or study, studies()[study].generations])
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=key, asset_partitions=[model_id]), limit=1
     ).records
@@ -56,10 +59,13 @@ def latest_evaluation(instance: dg.DagsterInstance, study: str, model_id: str) -
     )
 
 
-def evaluated_fingerprint(instance: dg.DagsterInstance, study: str, model_id: str) -> str | None:
+def evaluated_fingerprint(
+    instance: dg.DagsterInstance, study: str, model_id: str, suite: str | None = None
+) -> str | None:
     """The registry fingerprint recorded by the latest materialization of ``study``'s generation
-    asset for partition ``model_id``; None when it was never materialized (or recorded none)."""
-    ev = latest_evaluation(instance, study, model_id)
+    asset (of its suite ``suite``; None: its default suite) for partition ``model_id``; None when it
+    was never materialized (or recorded none)."""
+    ev = latest_evaluation(instance, study, model_id, suite)
     return None if ev is None else ev.fingerprint
 
 

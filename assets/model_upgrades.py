@@ -13,6 +13,7 @@ import dagster as dg
 import duckdb
 import pandas as pd
 from dagster_duckdb import DuckDBResource
+from pydantic import Field
 
 from assets import plots
 from assets._common import INLINE_MD_CHARS, display_float, validated_output
@@ -72,6 +73,17 @@ def card_records(rows: pd.DataFrame) -> list[dict]:
 CARD_CHECK = "no_candidate_regressed"
 
 
+class ReportCardConfig(dg.Config):
+    """Which suite of each study the card reads (``metamorph run <study> --suite <name>`` builds
+    the card from the suite it ran)."""
+
+    suites: dict[str, str] = Field(
+        default={},
+        description="study -> the suite whose warehouse tables (schema <suite>) and generation history the "
+        "card reads for that study; a study not named: its default suite (named like the study).",
+    )
+
+
 def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFrame | None:
     exists = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, table]
@@ -98,7 +110,10 @@ def _read(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> pd.DataFra
     ],
 )
 def robustness_report_card(
-    context: dg.AssetExecutionContext, warehouse: DuckDBResource, model_registry: ModelRegistryResource
+    context: dg.AssetExecutionContext,
+    config: ReportCardConfig,
+    warehouse: DuckDBResource,
+    model_registry: ModelRegistryResource,
 ):
     """One row per model × study × headline metric with 95% CIs (M1/M2/M3 and accuracy; FSI, PSI,
     accuracy and parseability; OrderProbe recovery per setting; WorkflowPerturb: the model's mean
@@ -108,12 +123,17 @@ def robustness_report_card(
     the model. The metadata opens with the candidates that regressed on a blocking metric, and
     plots every headline cell across the model's versions (``trend``; the current values are
     also float metadata, one key per cell, for Dagster's plots across materializations). Code:
-    metamorph.report_card.build_card."""
+    metamorph.report_card.build_card. Each study is read from the suite ``config.suites`` names
+    (default: its default suite); ``dagster.Failure`` for a study that is not one."""
+    unknown = sorted(set(config.suites) - set(CARD_SOURCES))
+    if unknown:
+        raise dg.Failure(f"config suites: no study {unknown}; the studies are {sorted(CARD_SOURCES)}")
+    suite = {s: config.suites.get(s, s) for s in CARD_SOURCES}
     models = model_registry.models()
     with warehouse.get_connection() as con:
-        inputs = {s: [_read(con, s, t) for t in card.tables] for s, card in CARD_SOURCES.items()}
+        inputs = {s: [_read(con, suite[s], t) for t in card.tables] for s, card in CARD_SOURCES.items()}
         previous = _read(con, GROUP, "robustness_report_card")
-        comparisons = {s: _read(con, s, "model_comparison") for s in CARD_SOURCES}
+        comparisons = {s: _read(con, suite[s], "model_comparison") for s in CARD_SOURCES}
     present = [
         s
         for s, frames in inputs.items()
@@ -126,7 +146,7 @@ def robustness_report_card(
     parts = [CARD_SOURCES[s].rows(*inputs[s]) for s in present]
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ReportCard.to_schema().columns)
     versions = {
-        (m, s): evaluated_fingerprint(context.instance, s, m) or "unrecorded"
+        (m, s): evaluated_fingerprint(context.instance, s, m, suite[s]) or "unrecorded"
         for m, s in zip(rows["model_id"], rows["study"])
     }
     now = pd.Timestamp.now(tz="UTC").tz_localize(None)
@@ -176,7 +196,9 @@ def robustness_report_card(
         "card (in full)": dg.MetadataValue.json(card_records(cur_rows)),
         "plot": plots.report_card_by_study(card),
         "trend": plots.report_card_trends(trend_series(card)),
-        "studies": dg.MetadataValue.json({"included": present, "missing": missing}),
+        "studies": dg.MetadataValue.json(
+            {"included": present, "missing": missing, **({"suites": dict(config.suites)} if config.suites else {})}
+        ),
         "models_with_previous_version": dg.MetadataValue.json(
             sorted(set(card.loc[card["is_current"] & card["previous_version"].notna(), "model_id"]))
         ),

@@ -57,6 +57,7 @@ from metamorph.models import ModelSpec, Price, check_study_kinds, load_registry
 from metamorph.providers.base import GenerationRequest
 from metamorph.providers.llama_cpp import local_gguf
 from metamorph.replicates import computation, entry_deterministic, is_shared
+from metamorph.suites import SUITES_GROUP, suite_hook
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -99,10 +100,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: Requests keyed and looked up in the cache at a time while a plan streams (one cache query each).
 PLAN_CHUNK = 1024
-
-#: Entry-point group of the function that gives ``metamorph plan --suite`` a suite's options:
-#: ``(study, suite name, options given) -> Options`` (the Dagster project's ``pipelines.commands``).
-SUITES_GROUP = "metamorph.suites"
 
 
 def usd(amount: float) -> str:
@@ -598,16 +595,15 @@ def run(args: argparse.Namespace) -> int:
     options = study.from_args(args)
     out: list[str] = []  # printed once the whole plan is made: bad input prints its one line only
     try:
-        if getattr(args, "suite", None) not in (None, study.name):
-            # a suite's sources, options and models (pipelines/defs/<suite>/defs.yaml) under the given
-            # ones; the suites are Dagster components, read by the project that installs SUITES_GROUP
-            from importlib.metadata import entry_points
-
-            hooks = list(entry_points(group=SUITES_GROUP))
-            if not hooks:
-                raise ConfigError(f"--suite {args.suite}: no project with suites is installed")
+        # the suite's sources, options and models (pipelines/defs/<suite>/defs.yaml; without --suite the
+        # study's default suite's) under the given ones; the suites are Dagster components, read by the
+        # project that installs SUITES_GROUP
+        hook = suite_hook()
+        if hook is not None:
             given = {n: getattr(options, n) for n in options.given}
-            options = hooks[0].load()(study, args.suite, given)
+            options = hook.load()(study, getattr(args, "suite", None), given)
+        elif getattr(args, "suite", None) not in (None, study.name):
+            raise ConfigError(f"--suite {args.suite}: no project with suites is installed")
         specs = chosen_models(load_registry(args.registry or default_registry()), options.models)
         check_study_kinds(study.name, study.takes_documents, specs)
         for spec in specs:  # as the run refuses it, before anything is counted

@@ -1,10 +1,11 @@
 """``metamorph trace``: from a metric cell back to the items, prompts and raw completions behind it.
 
-``metamorph trace --warehouse PATH --study S --metric M --model ID [--where KEY=VALUE ...]
+``metamorph trace --warehouse PATH --study S [--suite NAME] --metric M --model ID [--where KEY=VALUE ...]
 [--limit N] [--json] [--full-input] [--cache PATH]``
 
-Reads the study's lineage views (``sql/<study>/lineage_views.sql``, created by the asset
-``<study>/lineage_views``) through a **read-only** DuckDB connection and prints, for each row
+Reads the lineage views of the study's suite ``--suite`` (default: the study's default suite, named
+like the study; :mod:`metamorph.suites`) — ``sql/<study>/lineage_views.sql``, created by the asset
+``<suite>/lineage_views`` in the schema ``<suite>`` — through a **read-only** DuckDB connection and prints, for each row
 behind the cell: the instance id, the slice, the rendered input (its sha256, length and first
 characters; ``--full-input`` prints it whole), the exact request (``request_json``), the raw
 completion untruncated (``response_text``), the extracted answer and its parse reason. ``--json``
@@ -19,8 +20,8 @@ WorkflowPerturb judge) reads them from ``--cache`` (default ``generation_cache.d
 warehouse), opened read-only.
 
 Exit codes: **0** the rows were printed (possibly none: a cell with nothing behind it, e.g. M1 =
-0); **2** bad input, one line on stderr naming it — an unknown study, metric, slice key, model or
-slice value, a missing or unreadable warehouse, or a warehouse without the study's lineage views.
+0); **2** bad input, one line on stderr naming it — an unknown study, suite (the line names the
+study's suites), metric, slice key, model or slice value, a missing or unreadable warehouse, or a warehouse without the study's lineage views.
 """
 
 from __future__ import annotations
@@ -146,16 +147,24 @@ def metric_trace(study: str, metric: str) -> MetricTrace:
 
 
 def trace_command(
-    study: str, metric: str, model: str, where: Mapping[str, Any] | None = None, warehouse: str | None = None
+    study: str,
+    metric: str,
+    model: str,
+    where: Mapping[str, Any] | None = None,
+    warehouse: str | None = None,
+    suite: str | None = None,
 ) -> str:
     """The ``metamorph trace`` command line (shell-quoted) for one cell: ``where`` is slice key →
     value (keys must be slices of the metric; ``TraceError`` otherwise); ``warehouse`` is left out
-    when None (the command's default applies)."""
+    when None (the command's default applies), and ``suite`` when None or the study's default suite."""
     spec = metric_trace(study, metric)
     parts = ["metamorph", "trace"]
     if warehouse:
         parts += ["--warehouse", str(warehouse)]
-    parts += ["--study", study, "--metric", metric, "--model", str(model)]
+    parts += ["--study", study]
+    if suite not in (None, study):
+        parts += ["--suite", suite]
+    parts += ["--metric", metric, "--model", str(model)]
     for k, v in (where or {}).items():
         if k not in spec.slices:
             raise TraceError(f"unknown slice {k!r} for {study} {metric} (known: {', '.join(spec.slices)})")
@@ -195,10 +204,13 @@ def trace(
     where: Mapping[str, str] | None = None,
     limit: int | None = 20,
     cache: str | Path | None = None,
+    suite: str | None = None,
 ) -> dict[str, Any]:
-    """The rows behind one metric cell, read through a read-only connection to ``warehouse``.
+    """The rows behind one metric cell of the suite ``suite`` of ``study`` (None: the study's default
+    suite), read through a read-only connection to ``warehouse`` from the views of the suite's
+    schema (:func:`metamorph.suites.suite_schema`).
 
-    Returns ``{"study", "metric", "model", "where" (defaults applied), "view", "total" (rows
+    Returns ``{"study", "suite", "metric", "model", "where" (defaults applied), "view" (``<suite>.<view>``), "total" (rows
     behind the cell), "rows"}``; each row has ``instance_id``, ``slice`` (key → value), ``input``
     (full text), ``input_sha256``, ``request_json``, ``response_text`` (untruncated), ``answer``,
     ``parse_reason``, ``sent`` (how the input reached the model; None when the metric does not say),
@@ -208,12 +220,19 @@ def trace(
     (``judge``); None = ``generation_cache.duckdb`` next to the warehouse when it exists. A cache
     that cannot be read leaves those fields null and says why in ``note``.
 
-    Raises :class:`TraceError` (one line) for an unknown study, metric, slice key, model or slice
-    value, a missing or unreadable warehouse, or a warehouse without the view. A model is known
+    Raises :class:`TraceError` (one line) for an unknown study, suite (naming the study's suites),
+    metric, slice key, model or slice value, a missing or unreadable warehouse, or a warehouse without the view. A model is known
     when it has rows in the metric's ``cells`` view (:class:`MetricTrace`), so a model evaluated
     with nothing behind the cell (no violating group) gives ``total`` 0 and no rows.
     """
+    from metamorph.errors import ConfigError
+    from metamorph.suites import suite_schema
+
     spec = metric_trace(study, metric)
+    try:
+        schema = suite_schema(study, suite)
+    except ConfigError as exc:
+        raise TraceError(str(exc)) from None
     given = dict(where or {})
     for k in given:
         if k not in spec.slices:
@@ -222,21 +241,21 @@ def trace(
     path = Path(warehouse)
     con = open_read_only(path, TraceError)
     try:
-        view = f"{_q(study)}.{_q(spec.view)}"
+        view = f"{_q(schema)}.{_q(spec.view)}"
         try:
             cols = {r[0] for r in con.execute(f"DESCRIBE {view}").fetchall()}
         except duckdb.CatalogException:
             raise TraceError(
-                f"{path} has no view {study}.{spec.view}: materialize the asset {study}/lineage_views"
+                f"{path} has no view {schema}.{spec.view}: materialize the asset {schema}/lineage_views"
             ) from None
         cells_name = spec.cells or spec.view
-        cells = f"{_q(study)}.{_q(cells_name)}"
+        cells = f"{_q(schema)}.{_q(cells_name)}"
         if spec.cells is not None:
             try:
                 con.execute(f"DESCRIBE {cells}")
             except duckdb.CatalogException:
                 raise TraceError(
-                    f"{path} has no view {study}.{cells_name}: materialize the asset {study}/lineage_views"
+                    f"{path} has no view {schema}.{cells_name}: materialize the asset {schema}/lineage_views"
                 ) from None
         models = sorted(
             str(r[0])
@@ -245,7 +264,7 @@ def trace(
             ).fetchall()
         )
         if model not in models:
-            raise TraceError(f"unknown model {model!r} in {study}.{cells_name} (known: {', '.join(models) or 'none'})")
+            raise TraceError(f"unknown model {model!r} in {schema}.{cells_name} (known: {', '.join(models) or 'none'})")
         conds, params = [f"{_q(spec.model)} = ?"], [model]
         for k, v in chosen.items():
             col = spec.slices[k]
@@ -258,7 +277,7 @@ def trace(
             )
             if str(v) not in known:
                 shown = ", ".join(known[:20]) + (" …" if len(known) > 20 else "")
-                raise TraceError(f"unknown {k} {v!r} for model {model!r} in {study}.{cells_name} (known: {shown})")
+                raise TraceError(f"unknown {k} {v!r} for model {model!r} in {schema}.{cells_name} (known: {shown})")
             conds.append(f"CAST({_q(col)} AS VARCHAR) = ?")
             params.append(str(v))
         conds.append(f"({spec.filter})")
@@ -312,10 +331,11 @@ def trace(
         )
     out = {
         "study": study,
+        "suite": schema,
         "metric": metric,
         "model": model,
         "where": chosen,
-        "view": f"{study}.{spec.view}",
+        "view": f"{schema}.{spec.view}",
         "warehouse": str(path.resolve()),
         "total": total,
         "rows": rows,
@@ -422,6 +442,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     studies = study_traces()
     p.add_argument("--study", required=True, help=f"One of {', '.join(sorted(studies))}.")
     p.add_argument(
+        "--suite",
+        default=None,
+        help="A suite of the study (pipelines/defs/<suite>/defs.yaml): its warehouse tables are read "
+        "(default: the study's default suite).",
+    )
+    p.add_argument(
         "--metric", required=True, help="; ".join(f"{s}: {', '.join(m)}" for s, m in sorted(studies.items()))
     )
     p.add_argument(
@@ -461,6 +487,7 @@ def run(args: argparse.Namespace) -> int:
             parse_where(args.where),
             limit=args.limit or None,
             cache=args.cache,
+            suite=args.suite,
         )
     except TraceError as exc:
         print(f"metamorph trace: error: {exc}", file=sys.stderr)

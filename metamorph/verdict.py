@@ -1,10 +1,12 @@
 """Upgrade verdicts a team acts on: which regressions block, what to run when there is nothing to
 compare, and the ``metamorph verdict`` command.
 
-``metamorph verdict --model ID [--study S] [--json] [--warehouse PATH] [--registry PATH]``
+``metamorph verdict --model ID [--study S] [--suite NAME] [--json] [--warehouse PATH] [--registry PATH]``
 
-Reads the study tables in the warehouse (read-only), builds every study's item scores with the
-study's own scores (:attr:`metamorph.study.Study.comparison`) and compares the candidate with the registry's approved
+Reads the study tables in the warehouse (read-only) — a study's default suite's (schema
+``<study>``), or with ``--suite NAME`` that suite's (schema ``<suite>``, its study only;
+:mod:`metamorph.suites`) — builds every study's item scores with the study's own scores
+(:attr:`metamorph.study.Study.comparison`) and compares the candidate with the registry's approved
 baseline (:func:`metamorph.comparison.compare_models`: paired bootstrap CI, exact McNemar or
 sign-flip permutation test, Holm over the candidate's family within a study) — the computation
 of each study's ``model_comparison`` asset, with its default settings. Exit code 0 when no row
@@ -99,17 +101,23 @@ def sources() -> dict[str, VerdictSource]:
     }
 
 
-def model_job(study: str) -> str:
-    """The job that evaluates one model partition in ``study`` (and rebuilds its verdicts)."""
-    return f"{study}_model_job"
+def model_job(study: str, suite: str | None = None) -> str:
+    """The job that evaluates one model partition in ``study``'s suite ``suite`` (None: the study's
+    default suite) and rebuilds its verdicts."""
+    return f"{suite or study}_model_job"
 
 
-def _partitions(ids: Sequence[str], study: str) -> str:
+def _run_line(study: str, suite: str | None) -> str:
+    """``metamorph run <study>`` with ``--suite`` when ``suite`` is not the study's default suite."""
+    return f"metamorph run {study}" + (f" --suite {suite}" if suite not in (None, study) else "")
+
+
+def _partitions(ids: Sequence[str], study: str, suite: str | None = None) -> str:
     """``ids`` and the job that evaluates them, with the same run on the command line."""
     where = "its partition" if len(ids) == 1 else "their partitions"
     return (
-        f"{', '.join(ids)} — run `{model_job(study)}` for {where} "
-        f"(command line: `metamorph run {study} --models {' '.join(ids)}`)"
+        f"{', '.join(ids)} — run `{model_job(study, suite)}` for {where} "
+        f"(command line: `{_run_line(study, suite)} --models {' '.join(ids)}`)"
     )
 
 
@@ -246,6 +254,7 @@ class Verdict:
         skipped: study → why it was not compared (what to run), for studies left out.
         sequential: study → the candidate's last ``metamorph run <study> --sequential``
             (:func:`sequential_summary`), for studies whose compared items are those of that run.
+        suites: study → the suite whose tables were read, for a study not read from its default suite.
     """
 
     candidate: str
@@ -253,6 +262,7 @@ class Verdict:
     comparison: pd.DataFrame
     skipped: dict[str, str] = field(default_factory=dict)
     sequential: dict[str, dict] = field(default_factory=dict)
+    suites: dict[str, str] = field(default_factory=dict)
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -273,19 +283,20 @@ def _read(con, schema: str, table: str) -> pd.DataFrame | None:
     return con.execute(f'SELECT * FROM "{schema}"."{table}"').df() if n else None
 
 
-def _not_evaluated(study: str, absent: Sequence[str], frames: Sequence[pd.DataFrame]) -> str:
+def _not_evaluated(study: str, absent: Sequence[str], frames: Sequence[pd.DataFrame], suite: str | None = None) -> str:
     """Why ``absent`` models have no item score in ``study``: never run (the job to run for their
     partitions), or run with no measurable item — their rows are in the study's tables, but every
     call failed at the provider or was not sent, and a failed call is never scored."""
     present = set().union(*(set(f["model_id"]) for f in frames if "model_id" in f.columns))
     ran = [m for m in absent if m in present]
     never = [m for m in absent if m not in present]
-    parts = [f"not evaluated in {study}: " + _partitions(never, study)] if never else []
+    where = study if suite in (None, study) else f"{study} (suite {suite})"
+    parts = [f"not evaluated in {where}: " + _partitions(never, study, suite)] if never else []
     if ran:
         parts.append(
-            f"run in {study} but no item was measurable for {', '.join(ran)}: every call failed at the provider "
+            f"run in {where} but no item was measurable for {', '.join(ran)}: every call failed at the provider "
             "or was not sent (the generation table's `error` column says why); fix that, then run "
-            f"`metamorph run {study} --models {' '.join(ran)}` again (only the failed calls are made)"
+            f"`{_run_line(study, suite)} --models {' '.join(ran)}` again (only the failed calls are made)"
         )
     return "; ".join(parts)
 
@@ -300,6 +311,7 @@ def warehouse_verdict(
     n_resamples: int = 2000,
     seed: int = 0,
     power: float = 0.8,
+    suites: Mapping[str, str] | None = None,
 ) -> Verdict:
     """The verdict table of ``candidate`` against the registry's approved baseline, from the
     study tables in ``warehouse`` (opened read-only).
@@ -312,6 +324,8 @@ def warehouse_verdict(
         n_resamples: as the ``model_comparison`` assets' default.
         seed: as the ``model_comparison`` assets' default.
         power: the power of each row's minimum detectable effect, as the assets' default.
+        suites: study → the suite whose tables are read (its warehouse schema); a study not named
+            reads its default suite's (schema ``<study>``).
 
     Raises:
         VerdictError: ``candidate`` not in the registry or the baseline itself; no (or more than one)
@@ -347,23 +361,25 @@ def warehouse_verdict(
             f"(after `{wanted[0]}_inputs_job`)"
         )
     by_id = {m.id: m for m in models}
+    chosen = {s: (suites or {}).get(s, s) for s in wanted}
     parts, skipped, sequential = [], {}, {}
     con = open_read_only(path, VerdictError)
     try:
         for s in wanted:
-            src = known[s]
-            frames = [_read(con, s, t) for t in src.tables]
+            src, schema = known[s], chosen[s]
+            frames = [_read(con, schema, t) for t in src.tables]
             if any(f is None or f.empty for f in frames):
+                what = s if schema == s else f"{s} (suite {schema})"
                 skipped[s] = (
-                    f"{s} has not been run: run `{s}_inputs_job`, then `{model_job(s)}` for partitions "
-                    f"{baseline}, {candidate}"
+                    f"{what} has not been run: run `{schema}_inputs_job`, then `{model_job(s, schema)}` for "
+                    f"partitions {baseline}, {candidate}"
                 )
                 continue
             scores = src.scores(*frames)
             evaluated = set(scores["model_id"])
             absent = [m for m in (baseline, candidate) if m not in evaluated]
             if absent:
-                skipped[s] = _not_evaluated(s, absent, frames)
+                skipped[s] = _not_evaluated(s, absent, frames, schema)
                 continue
             cmp = compare_models(
                 scores,
@@ -389,7 +405,8 @@ def warehouse_verdict(
         raise VerdictError(
             f"{candidate} has not been compared with {baseline} in any study: " + "; ".join(skipped.values())
         )
-    return Verdict(candidate, baseline, pd.concat(parts, ignore_index=True), skipped, sequential)
+    suites_read = {s: chosen[s] for s in wanted if chosen[s] != s}
+    return Verdict(candidate, baseline, pd.concat(parts, ignore_index=True), skipped, sequential, suites_read)
 
 
 #: The warehouse table of the sequential runs (written by ``metamorph run <study> --sequential``).
@@ -458,7 +475,8 @@ def format_text(v: Verdict) -> str:
     and one last line ``REGRESSED: …`` or ``no blocking regression``."""
     lines = [f"candidate {v.candidate} against the approved baseline {v.baseline}"]
     for s, part in v.comparison.groupby("study", sort=True):
-        lines += ["", f"## {s}", comparison_markdown(part.drop(columns=["study", "blocks"]))]
+        title = f"{s} (suite {v.suites[s]})" if s in v.suites else s
+        lines += ["", f"## {title}", comparison_markdown(part.drop(columns=["study", "blocks"]))]
         if s in v.sequential:
             lines.append(sequential_line(v.sequential[s]))
         quiet = sorted(set(part.loc[~part["blocks"], "metric"]))
@@ -484,7 +502,8 @@ def format_text(v: Verdict) -> str:
 def as_json(v: Verdict) -> dict:
     """The verdict as one JSON-ready object: candidate, baseline, ``regressed`` (bool), the
     blocking regressions (:data:`REGRESSION_FIELDS` + study), every row, the skipped studies and the sequential runs
-    (:func:`sequential_summary`, per study)."""
+    (:func:`sequential_summary`, per study) and, when a study was read from another suite than its
+    default one, ``suites`` (study → suite)."""
 
     def clean(records):
         return [{k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in r.items()} for r in records]
@@ -498,6 +517,7 @@ def as_json(v: Verdict) -> dict:
         "rows": clean(v.comparison.to_dict("records")),
         "skipped": v.skipped,
         "sequential": v.sequential,
+        **({"suites": v.suites} if v.suites else {}),
     }
 
 
@@ -513,6 +533,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         choices=sorted(sources()),
         help="Only this study (repeatable; default: every study the two models were evaluated in).",
+    )
+    p.add_argument(
+        "--suite",
+        default=None,
+        help="A suite (pipelines/defs/<suite>/defs.yaml): its study is compared from the suite's warehouse "
+        "tables (with --study: a suite of that study; default: each study's default suite).",
     )
     p.add_argument("--json", action="store_true", help="One JSON object on stdout.")
     p.add_argument(
@@ -533,9 +559,21 @@ def run(args: argparse.Namespace) -> int:
     from metamorph.models import load_registry
     from metamorph.trace import default_warehouse
 
+    from metamorph.suites import suite_schema, suite_studies
+
     try:
+        studies, suites = args.study, None
+        if args.suite is not None:
+            if studies is None:  # the suite's own study
+                known = suite_studies()
+                if args.suite not in known:
+                    raise ConfigError(f"--suite {args.suite!r}: no such suite; the suites are {sorted(known)}")
+                studies = [known[args.suite]]
+            if len(studies) != 1:
+                raise ConfigError(f"--suite {args.suite!r}: a suite is of one study; give one --study, not {studies}")
+            suites = {studies[0]: suite_schema(studies[0], args.suite)}
         models = load_registry(args.registry or default_registry())
-        v = warehouse_verdict(args.warehouse or default_warehouse(), models, args.model, args.study)
+        v = warehouse_verdict(args.warehouse or default_warehouse(), models, args.model, studies, suites=suites)
     except (VerdictError, ConfigError) as exc:
         print(f"metamorph verdict: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -6,8 +6,9 @@ the entry point ``pipelines`` of the group :data:`metamorph.cli.COMMAND_GROUP` (
 run(args) → exit code)). Importing this module imports no Dagster: :mod:`pipelines.run` and
 :mod:`pipelines.partitions` are imported when their command runs.
 
-:func:`suite_values` (entry point ``pipelines`` of :data:`metamorph.costplan.SUITES_GROUP`) gives
-``metamorph plan --suite`` a suite's options, as a run of that suite sees them.
+:func:`suite_values` (entry point ``pipelines`` of :data:`metamorph.suites.SUITES_GROUP`) gives
+``metamorph plan --suite`` a suite's options, as a run of that suite sees them; :func:`suite_studies`
+gives ``metamorph trace`` and ``metamorph verdict --suite`` the project's suites.
 """
 
 from __future__ import annotations
@@ -59,11 +60,22 @@ COMMANDS = {
 }
 
 
-def suite_values(study, suite: str, given: Mapping[str, Any]):
-    """The :class:`metamorph.study.Options` of a run of the suite named ``suite`` of ``study`` with
-    the options ``given`` on the command line over the suite's (:func:`pipelines.components.suite_values`);
+def suite_values(study, suite: str | None, given: Mapping[str, Any]):
+    """The :class:`metamorph.study.Options` of a run of the suite named ``suite`` of ``study``
+    (None: its default suite, as its ``defs.yaml`` declares it) with the options ``given`` on the
+    command line over the suite's (:func:`pipelines.components.suite_values`);
     :class:`metamorph.errors.ConfigError` when the study has no such suite."""
     from pipelines.components import chosen_suite
     from pipelines.components import suite_values as values
 
     return values(study, chosen_suite(study, suite), given)
+
+
+def suite_studies() -> dict[str, str]:
+    """Suite name → study name of every suite of the project (:func:`pipelines.components.project_suites`),
+    each study's default suite (named like the study) among them, declared or not;
+    :class:`metamorph.errors.ConfigError` naming the ``defs.yaml`` when the defs folder does not load."""
+    from metamorph.study import studies
+    from pipelines.components import project_suites
+
+    return {**{name: name for name in studies()}, **{n: s.study for n, s in project_suites().items()}}

@@ -382,12 +382,13 @@ def project_suites(project_root=None) -> dict[str, StudySuite]:
 
 
 def chosen_suite(study, name: str | None, project_root=None) -> StudySuite | None:
-    """The suite ``name`` of ``study`` (``None`` for the study's default suite: no name, or the
-    study's own). Raises :class:`ConfigError` naming the study's suites when there is no such suite
-    or it is a suite of another study."""
-    if name is None or name == study.name:
-        return None
+    """The suite ``name`` of ``study`` (no name, or the study's own: its default suite, the
+    ``defs.yaml`` that declares it, or ``None`` when none does). Raises :class:`ConfigError` naming
+    the study's suites when there is no such suite or it is a suite of another study, and naming the
+    ``defs.yaml`` when the defs folder does not load."""
     suites = project_suites(project_root)
+    if name is None or name == study.name:
+        return suites.get(study.name)
     found = suites.get(name)
     if found is None or found.study != study.name:
         own = sorted(n for n, s in suites.items() if s.study == study.name and n != study.name)
@@ -402,7 +403,8 @@ def chosen_suite(study, name: str | None, project_root=None) -> StudySuite | Non
 
 
 def suite_values(study, suite: StudySuite | None, given: Mapping[str, Any]):
-    """The :class:`metamorph.study.Options` of a run of ``suite`` (``None``: the default suite):
+    """The :class:`metamorph.study.Options` of a run of ``suite`` (``None``: a default suite no
+    ``defs.yaml`` declares, the study's options as they are):
     the suite's sources and options, then the options ``given`` on the command line over them;
     ``--models`` defaults to the suite's model ids (``models: registry``: every registry model)."""
     values = {} if suite is None else _suite_options(suite, study)

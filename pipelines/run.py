@@ -340,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the study ``args.study`` with the parsed options (:func:`build_parser`, ``metamorph run``):
     bad input exits 2 before anything is written, then the inputs job, the model job per model, one
     run of the tables job (the cross-model tables, once for all the models), the report card
-    (``model_upgrades_job``) and the headline. Returns the exit code."""
+    (``model_upgrades_job``, reading this suite for the study) and the headline. Returns the exit code."""
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import dagster as dg
@@ -478,7 +478,9 @@ def run(args: argparse.Namespace) -> int:
 
             clear_runs(str(warehouse_path()), study.name)  # its items are no longer those compared
     if not failed and not options.no_models:  # the cross-study report card, over the studies run so far (~3 s)
-        failed = run_one("model_upgrades_job", {})
+        # the card reads the suite that ran for its study (the other studies: their default suites)
+        card = {} if suite == study.name else {"config": {"suites": {study.name: suite}}}
+        failed = run_one("model_upgrades_job", {"model_upgrades__robustness_report_card": card} if card else {})
     if failed:
         label = "" if failed[0] == EXIT_INTERRUPTED else "error: "
         print(f"{label}{failed[1]}  [full log: {log_file}]", file=sys.stderr)

@@ -257,7 +257,7 @@ def cost_steps(model: ModelSpec, options) -> list:
         prompts,
         model,
         seeds,
-        {"temperature": 0.7, "max_tokens": options.max_tokens or 24},
+        {} if options.max_tokens is None else {"max_tokens": options.max_tokens},  # else DEFAULT_PARAMS
         options.constrained_arm,
     )
     return [PlanStep.exact("wrapper_generations", [p.request for p in planned])]
