@@ -416,7 +416,9 @@ def trace_command_metadata(cell: Mapping[str, Any], cells: Cells, study: str, wa
     :func:`metamorph.trace.trace_command` from ``Cells.trace``); ``{}`` without ``Cells.trace``.
     The command names no ``--warehouse`` when the asset's warehouse resource (a DuckDBResource)
     is ``$METAMORPH_HOME/metamorph.duckdb``, the command's default, so that it stays right when
-    the data directory moves; a warehouse elsewhere is named by its absolute path."""
+    the data directory moves; a warehouse elsewhere is named by its absolute path. Materialized as
+    an asset of a suite other than the study's default one, the command names that suite
+    (``--suite``), whose schema holds the rows behind the cell."""
     if cells.trace is None:
         return {}
     from metamorph.trace import trace_command
@@ -426,7 +428,8 @@ def trace_command_metadata(cell: Mapping[str, Any], cells: Cells, study: str, wa
     database = getattr(warehouse, "database", None)
     if database is not None and home_relative(database) == "metamorph.duckdb":
         database = None
-    return {"trace_command": dg.MetadataValue.text(trace_command(study, metric, model, where, warehouse=database))}
+    command = trace_command(study, metric, model, where, warehouse=database, suite=warehouse_schema(study))
+    return {"trace_command": dg.MetadataValue.text(command)}
 
 
 def headline_keys(names: list[str]) -> list[str]:

@@ -696,3 +696,30 @@ def test_format_trace_shows_the_extracted_text_an_inline_model_read_from_a_pdf(s
     n = len(text.rstrip("\n").split("\n"))
     assert "\n".join(lines[at + 1 : at + 1 + n]) == text.rstrip("\n")
     assert lines[at + 1 + n : at + 3 + n] == ["response_text:", decision("do not refer")]
+
+
+def test_a_suites_metric_asset_shows_a_trace_command_naming_the_suite():
+    """A metric asset of the suite fr_second (key prefix fr_second) shows a trace command with
+    ``--suite fr_second``, which reads the rows in that suite's schema; the default suite's asset
+    shows the same command without it."""
+    import assets.format_robustness  # noqa: F401  (declares its tables' Cells)
+    from assets._cells import DECLARED, trace_command_metadata
+
+    cells = DECLARED[dg.AssetKey(["format_robustness", "accuracy_by_format"])]
+    cell = {"workflow_id": "a/inline", "dataset": "medqa", "format": "txt"}
+    shown = {}
+
+    @dg.asset(key=["fr_second", "accuracy_by_format"])
+    def suite_table():
+        shown["suite"] = trace_command_metadata(cell, cells, "format_robustness")["trace_command"].text
+
+    @dg.asset(key=["format_robustness", "accuracy_by_format"])
+    def default_table():
+        shown["default"] = trace_command_metadata(cell, cells, "format_robustness")["trace_command"].text
+
+    assert dg.materialize([suite_table, default_table]).success
+    assert shown["suite"] == (
+        "metamorph trace --study format_robustness --suite fr_second --metric accuracy --model a "
+        "--where workflow_id=a/inline --where dataset=medqa --where format=txt"
+    )
+    assert shown["default"] == shown["suite"].replace("--suite fr_second ", "")
