@@ -881,10 +881,10 @@ class RoutingConfig(dg.Config):
 ROUTING_CHOICE_CELLS = Cells("score_pct", ("workflow_id", "dataset"), worse=None, bounds=_PCT)
 
 
-model_routing_choice = metric_table(
+routing_choice_per_model = metric_table(
     GROUP,
-    "model_routing_choice",
-    mit.model_routing_choice,
+    "routing_choice_per_model",
+    mit.routing_choice_per_model,
     S.ModelRoutingChoice,
     ins=["extracted_decisions", "evidence_categories"],
     config=RoutingConfig,
@@ -902,10 +902,10 @@ routing_choice = metric_table(
     "routing_choice",
     mit.pooled_routing_choice,
     S.RoutingChoice,
-    ins=["model_routing_choice"],
+    ins=["routing_choice_per_model"],
     cells=ROUTING_CHOICE_CELLS,
     row="One row per workflow × dataset: the format every input is converted to by format routing (the most "
-    "accurate one, or the most stable without gold), every model's choice (model_routing_choice) in one table.",
+    "accurate one, or the most stable without gold), every model's choice (routing_choice_per_model) in one table.",
     source='§5.5 "Rte."',
 )
 
@@ -932,20 +932,20 @@ def routed_generations(
     generation_cache: GenerationCacheResource,
     source_instances: pd.DataFrame,
     rendered_documents: pd.DataFrame,
-    model_routing_choice: pd.DataFrame,
+    routing_choice_per_model: pd.DataFrame,
     workflow_generations: pd.DataFrame,
 ) -> dg.Output:
     """Format routing's new calls (§5.5): every input converted to the workflow's best format (this
-    model's model_routing_choice) and
+    model's routing_choice_per_model) and
     re-run through the same run_requests path and cache as workflow_generations (the input
     already in the best format is the original call, served by the cache). k and the decoding parameters are
     those of this model's workflow_generations (read from its requests), so before and
     after routing differ only in the document. Code: metamorph.studies.format_robustness.plan.plan_routing."""
     spec = model_registry.get(context.partition_key)
     provider = model_registry.provider(spec)
-    best = {(r.workflow_id, r.dataset): r.best_format for r in model_routing_choice.itertuples()}
+    best = {(r.workflow_id, r.dataset): r.best_format for r in routing_choice_per_model.itertuples()}
     k, params = fs.routing_params(workflow_generations, spec)
-    keep = set(mit.routed_instance_ids(source_instances["instance_id"], model_routing_choice))
+    keep = set(mit.routed_instance_ids(source_instances["instance_id"], routing_choice_per_model))
     xs = [x for x in instances_from_frame(source_instances) if x.instance_id in keep]
     planned = fs.plan_routing(xs, documents_from_frame(rendered_documents), spec, best, k=k, params=params)
     cache = generation_cache.open()

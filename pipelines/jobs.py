@@ -5,7 +5,7 @@ by the suite.
 
 * ``<suite>_inputs_job`` — the suite's source items and their surface forms (unpartitioned);
 * ``<suite>_model_job`` — what ONE model partition needs of its own: the partitioned assets
-  (generations, extraction; format routing's choice ``model_routing_choice``, learnt from the
+  (generations, extraction; format routing's choice ``routing_choice_per_model``, learnt from the
   model's own generations, and its routed calls: :func:`split_assets`). Sensors and schedules
   launch the model jobs per model;
 * ``<suite>_tables_job`` (none for a suite without cross-model tables) — the cross-model tables: every other unpartitioned asset (the metric

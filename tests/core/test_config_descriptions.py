@@ -22,7 +22,7 @@ RULES = {
         "txt, md, json, csv (default), and html, yaml, pdf, docx, xlsx"
     ],
     ("format_robustness__routed_generations", "budget_usd"): ["USD ≥ 0", "-1 = no budget"],
-    ("format_robustness__model_routing_choice", "calibration_fraction"): ["0 < fraction < 1"],
+    ("format_robustness__routing_choice_per_model", "calibration_fraction"): ["0 < fraction < 1"],
     ("format_robustness__source_instances", "limit"): ["N ≥ 1", "-1 = every row"],
     ("format_robustness__workflow_generations", "budget_usd"): ["USD ≥ 0", "-1 = no budget"],
     ("format_robustness__workflow_generations", "k"): ["1 to 100"],

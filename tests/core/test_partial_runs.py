@@ -4,7 +4,7 @@ step keep the previous successful run's rows exactly, and a later successful run
 
 The model boundary is the local HTTP stub; the failure is a bad routing config (``selection``
 is checked by metamorph.studies.format_robustness.mitigations.routing_choice when the step runs,
-so the run starts and fails at the step model_routing_choice)."""
+so the run starts and fails at the step routing_choice_per_model)."""
 
 from __future__ import annotations
 
@@ -32,15 +32,15 @@ CHAT = "/v1/chat/completions"
 STUDY = "format_robustness"
 GEN_OP = "format_robustness__workflow_generations"
 
-# Assets of format_robustness_model_job written before/independently of model_routing_choice (they do
+# Assets of format_robustness_model_job written before/independently of routing_choice_per_model (they do
 # not depend on it), in the run of the failing job: the per-model chain for partition "stub". The
 # cross-model tables are not in the model job.
 WRITTEN_PER_MODEL = ["workflow_generations", "extracted_decisions", "evidence_categories"]
 # lineage_views is SQL views created by its step (no IO manager write, no ledger row): a cross-model
 # asset, built by format_robustness_tables_job
 VIEWS = "lineage_views"
-# model_routing_choice failed; these depend on it and were not run
-NOT_UPDATED = ["model_routing_choice", "routed_generations", "routed_outcomes"]
+# routing_choice_per_model failed; these depend on it and were not run
+NOT_UPDATED = ["routing_choice_per_model", "routed_generations", "routed_outcomes"]
 
 
 def answering(decision: str):
@@ -70,7 +70,7 @@ def model_config(seed: int, selection: str = "all") -> dict:
     return {
         "ops": {
             GEN_OP: {"config": {"k": 1, "seed": seed}},
-            "format_robustness__model_routing_choice": {"config": {"selection": selection}},
+            "format_robustness__routing_choice_per_model": {"config": {"selection": selection}},
         }
     }
 
@@ -105,11 +105,11 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
         assert mark_partial_run(instance, first.run_id) == []  # a successful run is never marked
         assert partial_assets(instance, list(defs.resolve_asset_graph().get_all_asset_keys())) == []
 
-        # run 2: new seed -> new cache keys -> new answers; then model_routing_choice fails on its config
+        # run 2: new seed -> new cache keys -> new answers; then routing_choice_per_model fails on its config
         stub.script("POST", CHAT, answering("do not refer"))
         second = run_job(model_job, instance, model_config(seed=1, selection="bogus"), partition="stub")
         assert not second.success
-        assert [e.step_key for e in second.get_step_failure_events()] == ["format_robustness__model_routing_choice"]
+        assert [e.step_key for e in second.get_step_failure_events()] == ["format_robustness__routing_choice_per_model"]
         written = {(e.asset_key.path[-1], e.partition) for e in second.get_asset_materialization_events()}
         marked = {(t.asset.split("/")[-1], t.partition) for t in mark_partial_run(instance, second.run_id)}
         assert marked == set()  # run_job marked them already: the run carries the tag
@@ -125,7 +125,7 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
             obs = instance.fetch_observations(flt, limit=1).records[0].asset_observation
             text = (
                 f"run {second.run_id} (job format_robustness_model_job) failed at step "
-                f"format_robustness__model_routing_choice. This table{' (partition stub)' if partition else ''} was "
+                f"format_robustness__routing_choice_per_model. This table{' (partition stub)' if partition else ''} was "
                 f"written by that run before it failed; {len(NOT_UPDATED)} other asset(s) of the run were not updated and still "
                 f"hold an earlier run's rows: "
                 + ", ".join(f"{STUDY}/{a}" for a in NOT_UPDATED)
@@ -133,7 +133,7 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
             )
             assert obs.metadata["partial"].value == text
             assert obs.metadata["failed_run"].value == second.run_id
-            assert obs.metadata["failed_step"].value == "format_robustness__model_routing_choice"
+            assert obs.metadata["failed_step"].value == "format_robustness__routing_choice_per_model"
             assert obs.metadata["not_updated"].value == [f"{STUDY}/{a}" for a in NOT_UPDATED]
         keys = list(defs.resolve_asset_graph().get_all_asset_keys())
         assert sorted((t.asset.split("/")[-1], t.partition) for t in partial_assets(instance, keys)) == sorted(
@@ -151,7 +151,7 @@ def test_failed_run_marks_what_it_wrote_and_leaves_the_rest(stub, metamorph_home
         # the warehouse ledger carries the same mark for SQL readers; the tables after the failure
         # are still those of run 1, unmarked
         note = (
-            f"run {second.run_id} failed at step format_robustness__model_routing_choice; the other tables of that "
+            f"run {second.run_id} failed at step format_robustness__routing_choice_per_model; the other tables of that "
             "run were not updated"
         )
         con = duckdb.connect(str(db), read_only=True)

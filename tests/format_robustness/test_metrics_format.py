@@ -889,7 +889,7 @@ def _decisions(model: str, spec: dict) -> pd.DataFrame:
     return g.drop(columns=["categories"])
 
 
-def test_model_routing_choice_is_the_pooled_choice_model_by_model():
+def test_routing_choice_per_model_is_the_pooled_choice_model_by_model():
     """Each model's routing choice from its own generations: model a as ROUTING (md best), model b with
     md and json swapped (json best); pooled, they are routing_choice over both models' generations,
     with every selection."""
@@ -899,7 +899,7 @@ def test_model_routing_choice_is_the_pooled_choice_model_by_model():
     both = fs.metric_input(fs.generation_outcomes(pd.concat(decisions.values(), ignore_index=True), no_evidence))
     for kw in ({}, {"selection": "calibration", "calibration_fraction": 0.3, "seed": 0}):
         per_model = pd.concat(
-            [mit.model_routing_choice(d, no_evidence, model_id=m, **kw) for m, d in decisions.items()],
+            [mit.routing_choice_per_model(d, no_evidence, model_id=m, **kw) for m, d in decisions.items()],
             ignore_index=True,
         )
         assert per_model["model_id"].tolist() == ["a", "b"]
@@ -907,7 +907,7 @@ def test_model_routing_choice_is_the_pooled_choice_model_by_model():
         assert pooled["best_format"].tolist() == ["md", "json"]
         pd.testing.assert_frame_equal(pooled, mit.routing_choice(both, **kw), check_exact=True)
     with pytest.raises(ValueError, match=r"rows of model\(s\) \['b'\] in the generations of 'a'"):
-        mit.model_routing_choice(decisions["b"], no_evidence, model_id="a")
+        mit.routing_choice_per_model(decisions["b"], no_evidence, model_id="a")
     with pytest.raises(ValueError, match="'a/inline', dataset 'ds' chosen twice"):
         mit.pooled_routing_choice(pd.concat([per_model, per_model.iloc[:1]]))
 

@@ -57,7 +57,7 @@ __all__ = [
     "format_routing",
     "format_routing_simulated",
     "mitigation_table",
-    "model_routing_choice",
+    "routing_choice_per_model",
     "pooled_routing_choice",
     "routed_instance_ids",
     "routing_choice",
@@ -394,7 +394,7 @@ def routing_choice(
     return RoutingChoice.validate(out)
 
 
-def model_routing_choice(
+def routing_choice_per_model(
     decisions: pd.DataFrame,
     evidence: pd.DataFrame,
     *,
@@ -423,7 +423,7 @@ def model_routing_choice(
 
     others = sorted(set(decisions["model_id"].astype(str)) - {model_id})
     if others:
-        raise ValueError(f"model_routing_choice: rows of model(s) {others[:3]} in the generations of {model_id!r}")
+        raise ValueError(f"routing_choice_per_model: rows of model(s) {others[:3]} in the generations of {model_id!r}")
     if len(decisions) == 0:
         empty = pd.DataFrame(columns=["model_id", *RoutingChoice.to_schema().columns])
         return ModelRoutingChoice.validate(empty)
@@ -433,7 +433,7 @@ def model_routing_choice(
 
 
 def pooled_routing_choice(choices: pd.DataFrame) -> pd.DataFrame:
-    """Every model's routing choice (:func:`model_routing_choice` rows) in one table, one row per
+    """Every model's routing choice (:func:`routing_choice_per_model` rows) in one table, one row per
     workflow × dataset sorted by them, as :func:`routing_choice` over all the models' generations
     returns it.
 

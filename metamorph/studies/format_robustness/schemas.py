@@ -811,7 +811,7 @@ class RoutingChoice(_WorkflowDataset):
 
 
 class ModelRoutingChoice(RoutingChoice):
-    """``model_routing_choice``: :class:`RoutingChoice` of one model partition's workflows."""
+    """``routing_choice_per_model``: :class:`RoutingChoice` of one model partition's workflows."""
 
     model_id: Series[str] = pa.Field(description="Registry model id (the dynamic partition key).")
 
