@@ -414,18 +414,21 @@ def traces_metadata(df: pd.DataFrame, worst: pd.DataFrame, cells: Cells, study: 
 def trace_command_metadata(cell: Mapping[str, Any], cells: Cells, study: str, warehouse=None) -> dict:
     """``{"trace_command": text}``: the ``metamorph trace`` command of ``cell`` (built by
     :func:`metamorph.trace.trace_command` from ``Cells.trace``); ``{}`` without ``Cells.trace``.
-    The command names no ``--warehouse`` when the asset's warehouse resource (a DuckDBResource)
-    is ``$METAMORPH_HOME/metamorph.duckdb``, the command's default, so that it stays right when
-    the data directory moves; a warehouse elsewhere is named by its absolute path. Materialized as
+    The command names no ``--warehouse`` when the asset's warehouse resource (a DuckDBResource,
+    whose ``database`` is relative to ``METAMORPH_HOME`` unless absolute) is
+    ``$METAMORPH_HOME/metamorph.duckdb``, the command's default, so that it stays right when the
+    data directory moves; a warehouse elsewhere is named by its absolute path. Materialized as
     an asset of a suite other than the study's default one, the command names that suite
     (``--suite``), whose schema holds the rows behind the cell."""
     if cells.trace is None:
         return {}
     from metamorph.trace import trace_command
-    from resources.paths import home_relative
+    from resources.paths import home_path, home_relative
 
     metric, model, where = cells.trace(cell)
     database = getattr(warehouse, "database", None)
+    if database is not None:  # relative to METAMORPH_HOME unless absolute
+        database = home_path(database)
     if database is not None and home_relative(database) == "metamorph.duckdb":
         database = None
     command = trace_command(study, metric, model, where, warehouse=database, suite=warehouse_schema(study))

@@ -40,8 +40,8 @@ from resources import (
     WarehouseResource,
     cache_path,
     registry_path,
-    warehouse_path,
 )
+from resources.paths import WAREHOUSE
 
 
 #: Asset modules that span studies (group model_upgrades: the robustness report card).
@@ -172,10 +172,11 @@ def _shared_definitions(model_jobs, tables, per_model) -> dg.Definitions:
             registry_automation_sensor(per_model),
         ],
         resources={
-            "io_manager": SafeDuckDBPandasIOManager(database=warehouse_path()),
+            # the warehouse relative to METAMORPH_HOME, resolved when a run opens it (resources.paths)
+            "io_manager": SafeDuckDBPandasIOManager(database=WAREHOUSE),
             "model_registry": ModelRegistryResource(path=registry_path()),
             "generation_cache": GenerationCacheResource(path=cache_path()),
-            "warehouse": WarehouseResource(database=warehouse_path()),
+            "warehouse": WarehouseResource(database=WAREHOUSE),
             "encoder": EncoderResource(),
         },
         executor=executor(),

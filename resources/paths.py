@@ -7,6 +7,10 @@
   processes or hosts: docs/scaling-out.md), any other value is a DuckDB file path;
 * ``METAMORPH_MODELS`` (default ``<repo>/config/models.yaml``): the model registry.
 
+The definitions' resources name the warehouse by :data:`WAREHOUSE`, a path relative to
+``METAMORPH_HOME`` that :func:`home_path` resolves when a resource opens it: the launchpad shows
+no absolute path, and a run writes to the warehouse of the ``METAMORPH_HOME`` it runs under.
+
 Metadata stores paths relative to ``METAMORPH_HOME`` (:func:`home_relative`); the command line
 prints them resolved.
 """
@@ -34,8 +38,19 @@ def home_relative(path: str | Path) -> str:
         return str(p)
 
 
+#: The warehouse as the definitions' resources name it: a path relative to ``METAMORPH_HOME``.
+WAREHOUSE = "metamorph.duckdb"
+
+
+def home_path(path: str | Path) -> str:
+    """``path`` as a resource opens it: a relative path is taken relative to ``METAMORPH_HOME``
+    (:func:`data_dir`, read now), an absolute one (or DuckDB's ``:memory:``) is kept as given."""
+    return str(path) if str(path) == ":memory:" else str(data_dir() / path)
+
+
 def warehouse_path() -> str:
-    return str(data_dir() / "metamorph.duckdb")
+    """The warehouse file, absolute: ``<METAMORPH_HOME>/metamorph.duckdb``."""
+    return home_path(WAREHOUSE)
 
 
 def cache_path() -> str:

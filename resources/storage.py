@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import contextmanager, suppress
+from types import SimpleNamespace
 
 import dagster as dg
 import duckdb
@@ -54,7 +55,7 @@ from dagster_duckdb import DuckDBResource
 from dagster_duckdb.io_manager import DbIOManager, DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager, DuckDBPandasTypeHandler
 
-from resources.paths import home_relative
+from resources.paths import home_path, home_relative
 
 
 #: The write ledger (module docstring): one row per (table, partition), the run that last wrote it.
@@ -94,6 +95,12 @@ def _table_exists(conn: duckdb.DuckDBPyConnection, schema: str, table: str) -> b
     )
 
 
+def _database(context) -> str:
+    """The warehouse file an IO manager context's config names (``database``, relative to
+    ``METAMORPH_HOME`` unless absolute), resolved now (:func:`resources.paths.home_path`)."""
+    return home_path(context.resource_config["database"])
+
+
 class TransactionalDuckDbClient(DuckDbClient):
     """``DuckDbClient`` whose connection is one transaction (commit on success, rollback on error)."""
 
@@ -107,8 +114,11 @@ class TransactionalDuckDbClient(DuckDbClient):
     @contextmanager
     def connect(context, table_slice):
         # the stock client opens the file (retrying while another process holds its lock) and closes
-        # it after a clean exit; this one closes it also after an error
-        with DuckDbClient.connect(context, table_slice) as conn:
+        # it after a clean exit; this one closes it also after an error. The stock client reads only
+        # the resource config's ``database`` and ``connection_config``: it is given the config with
+        # ``database`` resolved against METAMORPH_HOME now (resources.paths.home_path)
+        opened = SimpleNamespace(resource_config={**context.resource_config, "database": _database(context)})
+        with DuckDbClient.connect(opened, table_slice) as conn:
             try:
                 conn.execute("BEGIN TRANSACTION")
                 yield conn
@@ -279,7 +289,7 @@ class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
                 "dagster/table_name": name,
                 "dagster/storage_kind": "duckdb",
                 # relative to METAMORPH_HOME: still right after the data directory moves
-                "warehouse": dg.MetadataValue.path(home_relative(context.resource_config["database"])),
+                "warehouse": dg.MetadataValue.path(home_relative(_database(context))),
             }
         )
 
@@ -318,7 +328,8 @@ class _PartitionLoadingIOManager(dg.IOManager):
 class SafeDuckDBPandasIOManager(DuckDBPandasIOManager):
     """dagster-duckdb's pandas IO manager with transactional, by-name writes (module docstring).
 
-    Config as the stock one: ``database`` (path), ``schema`` (default schema), ``connection_config``.
+    Config as the stock one: ``database`` (path: relative to ``METAMORPH_HOME``, resolved when a
+    step opens it, or absolute), ``schema`` (default schema), ``connection_config``.
     """
 
     @staticmethod
@@ -345,11 +356,22 @@ class WarehouseResource(DuckDBResource):
     failed left the file open in the process, with the resource's configuration, until the
     traceback was collected — and DuckDB refuses a second connection to an open file with another
     configuration, so marking the failed run's tables partial (:mod:`pipelines.partial`) failed
-    with ``ConnectionException`` instead of the step's own error."""
+    with ``ConnectionException`` instead of the step's own error.
+
+    ``database``: the file, relative to ``METAMORPH_HOME`` (resolved when a connection opens,
+    :attr:`path`) or absolute."""
+
+    @property
+    def path(self) -> str:
+        """The warehouse file, absolute: ``database`` resolved against ``METAMORPH_HOME`` now."""
+        return home_path(self.database)
 
     @contextmanager
     def get_connection(self):
-        with super().get_connection() as conn:
+        # the stock resource opens ``database`` as given (retrying while another process holds the
+        # lock): a stock one names the resolved file
+        stock = DuckDBResource(database=self.path, connection_config=self.connection_config)
+        with stock.get_connection() as conn:
             try:
                 yield conn
             except BaseException:
