@@ -329,7 +329,9 @@ with dg.DagsterInstance.get() as instance:
 """
 
 
-@pytest.mark.skip(reason="written for the single-file throwaway study; TOY_STUDY is now the TOY_PACKAGE of several files")
+@pytest.mark.skip(
+    reason="written for the single-file throwaway study; TOY_STUDY is now the TOY_PACKAGE of several files"
+)
 def test_a_study_without_cross_model_tables_gets_no_tables_run(tmp_path):
     """A study whose assets are all its inputs and per-model ones has no tables job: ``metamorph run``
     with a model makes the inputs run, the model run and the report card, no tables run, and the
