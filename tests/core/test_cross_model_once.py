@@ -329,9 +329,6 @@ with dg.DagsterInstance.get() as instance:
 """
 
 
-@pytest.mark.skip(
-    reason="written for the single-file throwaway study; TOY_STUDY is now the TOY_PACKAGE of several files"
-)
 def test_a_study_without_cross_model_tables_gets_no_tables_run(tmp_path):
     """A study whose assets are all its inputs and per-model ones has no tables job: ``metamorph run``
     with a model makes the inputs run, the model run and the report card, no tables run, and the
@@ -341,16 +338,29 @@ def test_a_study_without_cross_model_tables_gets_no_tables_run(tmp_path):
     import sys
     from pathlib import Path
 
-    from tests.core.test_study import TOY_ASSETS, TOY_STUDY
+    from tests.core.test_study import TOY_ASSETS, TOY_PACKAGE
 
-    (tmp_path / "studies" / "toy_study").mkdir(parents=True)
-    (tmp_path / "studies" / "toy_study" / "__init__.py").write_text("")
-    # its report-card rows: none (the card is built, empty for this study)
-    card = "card=(('toy_generations',), lambda frame: __import__('pandas').DataFrame(columns=CARD_COLUMNS)),"
-    study = TOY_STUDY.replace('card=(("toy_generations",), lambda frame: frame),', card)
-    assert study != TOY_STUDY
+    package = tmp_path / "studies" / "toy_study"
+    package.mkdir(parents=True)
+    files = dict(TOY_PACKAGE)
+    # no compared metrics (no model_comparison) and no report-card rows: nothing crosses models
+    study = files["study.py"]
+    for line in (
+        '    compared_metrics={"width_ok": True},\n',
+        '    comparison=Comparison(("toy_generations",), _comparison_scores, _planned_cells),\n',
+    ):
+        assert line in study
+        study = study.replace(line, "")
+    files["study.py"] = study
+    report = files["report.py"]
+    assert "def card_rows(generations, extra=None):\n    return generations\n" in report
     columns = ["model_id", "study", "metric", "slice", "unit", "value", "ci_low", "ci_high", "n", "higher_is_better"]
-    (tmp_path / "studies" / "toy_study" / "study.py").write_text(f"CARD_COLUMNS = {columns!r}\n{study}")
+    files["report.py"] = report.replace(
+        "def card_rows(generations, extra=None):\n    return generations\n",
+        f"def card_rows(generations, extra=None):\n    return pd.DataFrame(columns={columns!r})\n",
+    )
+    for name, text in files.items():
+        (package / name).write_text(text, encoding="utf-8")
     (tmp_path / "assets").mkdir()
     (tmp_path / "assets" / "toy_study.py").write_text(TOY_ASSETS)
     (tmp_path / "check.py").write_text(NO_TABLES_CHECK)
