@@ -38,10 +38,9 @@ from resources import (
     ModelRegistryResource,
     SafeDuckDBPandasIOManager,
     WarehouseResource,
-    cache_path,
     registry_path,
 )
-from resources.paths import WAREHOUSE
+from resources.paths import CACHE, WAREHOUSE
 
 
 #: Asset modules that span studies (group model_upgrades: the robustness report card).
@@ -175,7 +174,10 @@ def _shared_definitions(model_jobs, tables, per_model) -> dg.Definitions:
             # the warehouse relative to METAMORPH_HOME, resolved when a run opens it (resources.paths)
             "io_manager": SafeDuckDBPandasIOManager(database=WAREHOUSE),
             "model_registry": ModelRegistryResource(path=registry_path()),
-            "generation_cache": GenerationCacheResource(path=cache_path()),
+            # relative to METAMORPH_HOME, or METAMORPH_CACHE_URL read in the run (never shown)
+            "generation_cache": GenerationCacheResource(
+                path=dg.EnvVar("METAMORPH_CACHE_URL") if os.environ.get("METAMORPH_CACHE_URL") else CACHE
+            ),
             "warehouse": WarehouseResource(database=WAREHOUSE),
             "encoder": EncoderResource(),
         },

@@ -20,6 +20,7 @@ from metamorph.models import ModelSpec, load_registry
 from metamorph.providers.base import Provider
 from metamorph.providers.llama_cpp import DEFAULT_N_CTX
 from metamorph.providers.engines import engine_name
+from resources.paths import home_path
 
 _PROVIDERS: dict[tuple, Provider] = {}
 _PROVIDERS_LOCK = threading.Lock()
@@ -177,12 +178,13 @@ class GenerationCacheResource(dg.ConfigurableResource):
     or a PostgreSQL database shared by many workers (:mod:`metamorph.cache_pg`)."""
 
     path: str = Field(
-        description="Path of the cache DuckDB file, or a postgresql:// URL (METAMORPH_CACHE_URL; "
-        "a password in the URL is better given through libpq's PGPASSWORD or ~/.pgpass)."
+        description="The cache DuckDB file (relative to METAMORPH_HOME, or absolute), or a postgresql:// URL; "
+        "the definitions pass METAMORPH_CACHE_URL as an environment variable, read in the run, so a password "
+        "in it is never shown (libpq's PGPASSWORD or ~/.pgpass keep it out of the URL altogether)."
     )
 
     def open(self) -> GenerationCache:
-        return open_cache(self.path)
+        return open_cache(home_path(self.path))
 
 
 class EncoderResource(dg.ConfigurableResource):

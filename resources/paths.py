@@ -7,9 +7,12 @@
   processes or hosts: docs/scaling-out.md), any other value is a DuckDB file path;
 * ``METAMORPH_MODELS`` (default ``<repo>/config/models.yaml``): the model registry.
 
-The definitions' resources name the warehouse by :data:`WAREHOUSE`, a path relative to
-``METAMORPH_HOME`` that :func:`home_path` resolves when a resource opens it: the launchpad shows
-no absolute path, and a run writes to the warehouse of the ``METAMORPH_HOME`` it runs under.
+The definitions' resources name the warehouse by :data:`WAREHOUSE` and the generation cache by
+:data:`CACHE`, paths relative to ``METAMORPH_HOME`` that :func:`home_path` resolves when a resource
+opens them: the launchpad shows no absolute path, and a run writes to the warehouse and cache of the
+``METAMORPH_HOME`` it runs under. ``METAMORPH_CACHE_URL`` reaches the cache resource as
+``dagster.EnvVar``, read in the run: a URL holding a password is never part of the definitions, the
+launchpad or the resources page.
 
 Metadata stores paths relative to ``METAMORPH_HOME`` (:func:`home_relative`); the command line
 prints them resolved.
@@ -41,11 +44,16 @@ def home_relative(path: str | Path) -> str:
 #: The warehouse as the definitions' resources name it: a path relative to ``METAMORPH_HOME``.
 WAREHOUSE = "metamorph.duckdb"
 
+#: The generation cache as the definitions' resources name it when ``METAMORPH_CACHE_URL`` is not set.
+CACHE = "generation_cache.duckdb"
+
 
 def home_path(path: str | Path) -> str:
     """``path`` as a resource opens it: a relative path is taken relative to ``METAMORPH_HOME``
-    (:func:`data_dir`, read now), an absolute one (or DuckDB's ``:memory:``) is kept as given."""
-    return str(path) if str(path) == ":memory:" else str(data_dir() / path)
+    (:func:`data_dir`, read now), an absolute one, a URL (``postgresql://…``) or DuckDB's
+    ``:memory:`` is kept as given."""
+    text = str(path)
+    return text if text == ":memory:" or "://" in text else str(data_dir() / path)
 
 
 def warehouse_path() -> str:
@@ -56,7 +64,7 @@ def warehouse_path() -> str:
 def cache_path() -> str:
     """The generation cache's location: ``$METAMORPH_CACHE_URL`` when set (a PostgreSQL URL or a
     DuckDB path), else ``<METAMORPH_HOME>/generation_cache.duckdb``."""
-    return os.environ.get("METAMORPH_CACHE_URL") or str(data_dir() / "generation_cache.duckdb")
+    return os.environ.get("METAMORPH_CACHE_URL") or home_path(CACHE)
 
 
 def registry_path() -> str:

@@ -68,3 +68,44 @@ def test_two_runs_under_two_homes_write_to_their_own_warehouses(tmp_path, monkey
             assert mat.metadata["warehouse"] == dg.MetadataValue.path("metamorph.duckdb")
     assert rows(tmp_path / "a") == [(2,), (runs["a"],)]
     assert rows(tmp_path / "b") == [(3,), (runs["b"],)]
+
+
+SECRET_URL = "postgresql://metamorph:s3cret-pw@127.0.0.1:5432/metamorph"
+
+
+def test_a_cache_url_with_a_password_is_never_in_the_definitions(monkeypatch):
+    """METAMORPH_CACHE_URL reaches the cache resource as an environment variable: every job's launchpad
+    shows its name, and the password is in no job's scaffold nor in the repository snapshot the UI's
+    resources page reads."""
+    from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster._serdes import serialize_value
+
+    from pipelines.definitions import build_definitions
+
+    monkeypatch.setenv("METAMORPH_CACHE_URL", SECRET_URL)
+    built = build_definitions()
+    jobs = [j for j in built.resolve_all_job_defs() if "generation_cache" in scaffold(j).get("resources", {})]
+    assert len(jobs) >= 4  # a model job per study at least
+    for job in jobs:
+        shown = scaffold(job)
+        assert shown["resources"]["generation_cache"] == {"config": {"path": {"env": "METAMORPH_CACHE_URL"}}}, job.name
+        assert not [s for s in strings(shown) if "s3cret" in s], job.name
+    snapshot = serialize_value(RepositorySnap.from_def(built.get_repository_def()))
+    assert "s3cret" not in snapshot and "METAMORPH_CACHE_URL" in snapshot
+
+
+def test_without_a_cache_url_the_cache_is_named_relative_to_metamorph_home(tmp_path, monkeypatch):
+    from pipelines.definitions import build_definitions
+
+    monkeypatch.delenv("METAMORPH_CACHE_URL", raising=False)
+    built = build_definitions()
+    shown = scaffold(built.resolve_job_def("format_robustness_model_job"))
+    assert shown["resources"]["generation_cache"] == {"config": {"path": "generation_cache.duckdb"}}
+    monkeypatch.setenv("METAMORPH_HOME", str(tmp_path))
+    with dg.build_resources({"generation_cache": built.resources["generation_cache"]}) as resources:
+        cache = resources.generation_cache.open()
+    try:
+        assert cache.path == str(tmp_path / "generation_cache.duckdb")
+        assert (tmp_path / "generation_cache.duckdb").is_file()
+    finally:
+        cache.close()
