@@ -14,6 +14,8 @@ card, ``metamorph run`` / ``metamorph plan`` — iterates :func:`studies`.
   ``--models``, ``--budget-usd``, ``--no-models``), their targets taken from the :class:`Study`.
 * :class:`Options` — the value of every option of one study (the documented default unless given),
   what ``cost_steps``, ``headline`` and the run config read.
+* :class:`Deferred` — a function or table of a study module named by ``"module:attribute"``, imported
+  when first used (a study's ``study.py`` imports none of its plan, report or lineage modules).
 * :class:`Study` — the study's assets (``inputs``, ``source_asset``, ``generations``), its own
   :class:`Option` table and every part the shared machinery asks for: the functions it calls, its
   :class:`Card`, its :class:`Comparison`, its traces, commands, vocabulary and SQL folder. Nothing
@@ -56,6 +58,30 @@ BUDGET_HELP = (
     "output at max_tokens) exceeds it: an amount in USD ≥ 0, or -1 = no budget (the model_registry resource's "
     "budget_usd still applies)."
 )
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A module's attribute named ``"package.module:attribute"``, imported when first used: a study's
+    ``study.py`` declares its plan, report, lineage and command functions without importing their
+    modules, so discovering the studies stays cheap. Calling it calls the attribute with the same
+    arguments; with ``value=True`` calling it returns the attribute itself (a table such as a
+    study's ``TRACES``). Equal, hashable and picklable by its target, as a :class:`Study` must be.
+
+    Raises ``ImportError`` / ``AttributeError`` when called if the target does not exist (the layout
+    tests resolve every study's targets)."""
+
+    target: str
+    value: bool = False
+
+    def resolve(self) -> Any:
+        module, _, attribute = self.target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def __call__(self, *args, **kwargs):
+        found = self.resolve()
+        return found if self.value else found(*args, **kwargs)
+
 
 # ------------------------------------------------------------------------------------------
 # Parsers: a value as text -> the value, or ArgumentTypeError with one line
@@ -647,6 +673,7 @@ __all__ = [
     "BUDGET_HELP",
     "Card",
     "Comparison",
+    "Deferred",
     "NO_BUDGET",
     "Option",
     "Options",

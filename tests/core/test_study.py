@@ -254,6 +254,44 @@ def test_options_are_the_defaults_unless_given():
     assert Option("llm_goldens", "").flag_name == "--llm-goldens"
 
 
+def deferred_parts(value) -> list:
+    """Every :class:`metamorph.study.Deferred` in a study's fields (and its Card and Comparison)."""
+    import dataclasses
+
+    from metamorph.study import Deferred
+
+    if isinstance(value, Deferred):
+        return [value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [d for f in dataclasses.fields(value) for d in deferred_parts(getattr(value, f.name))]
+    return []
+
+
+def test_every_deferred_part_of_every_study_resolves_and_pickles():
+    import pickle
+
+    from metamorph.study import Deferred
+
+    found = {name: sorted(d.target for d in deferred_parts(study)) for name, study in studies().items()}
+    assert found["format_robustness"] == [
+        "metamorph.studies.format_robustness.lineage:TRACES",
+        "metamorph.studies.format_robustness.plan:cost_steps",
+        "metamorph.studies.format_robustness.plan:not_sent_notes",
+        "metamorph.studies.format_robustness.report:card_rows",
+        "metamorph.studies.format_robustness.report:comparison_scores",
+        "metamorph.studies.format_robustness.report:planned_cells",
+    ]
+    assert "metamorph.studies.workflow_perturb.cli:COMMANDS" in found["workflow_perturb"]
+    for study in studies().values():
+        for part in deferred_parts(study):
+            assert part.resolve() is not None, part.target
+            assert pickle.loads(pickle.dumps(part)) == part and hash(part) == hash(Deferred(part.target, part.value))
+    traces = studies()["order_probe"].lineage()
+    assert isinstance(traces, dict) and traces  # value=True: the table itself, not a call of it
+    with pytest.raises(ModuleNotFoundError):
+        Deferred("metamorph.studies.no_such_module:f")()
+
+
 #: The throwaway study's package: docs/adding-a-study.md's files, every field of its ``Study`` set.
 TOY_PACKAGE = {
     "__init__.py": "",
@@ -312,7 +350,7 @@ COMMANDS = {"toy-hello": ("say hello", "The toy study's own command.", _add_argu
     "study.py": """
 from pathlib import Path
 
-from metamorph.study import Card, Comparison, Option, Study, positive
+from metamorph.study import Card, Comparison, Deferred, Option, Study, positive
 from metamorph.studies.toy_study import vocab
 
 
@@ -337,36 +375,6 @@ def _headline(con, options):
     return headline(con)
 
 
-def _card_rows(toy_generations, toy_extra=None):
-    from metamorph.studies.toy_study.report import card_rows
-
-    return card_rows(toy_generations, toy_extra)
-
-
-def _comparison_scores(*frames, **kwargs):
-    from metamorph.studies.toy_study.report import comparison_scores
-
-    return comparison_scores(*frames, **kwargs)
-
-
-def _planned_cells(options, specs):
-    from metamorph.studies.toy_study.report import planned_cells
-
-    return planned_cells(options, specs)
-
-
-def _lineage():
-    from metamorph.studies.toy_study.lineage import TRACES
-
-    return TRACES
-
-
-def _commands():
-    from metamorph.studies.toy_study.cli import COMMANDS
-
-    return COMMANDS
-
-
 STUDY = Study(
     name="toy_study",
     title="Toy study",
@@ -388,7 +396,11 @@ STUDY = Study(
     headline_without_models=False,
     takes_documents=False,
     sequential=False,
-    card=Card(("toy_generations", "toy_extra"), _card_rows, optional=("toy_extra",)),
+    card=Card(
+        ("toy_generations", "toy_extra"),
+        Deferred("metamorph.studies.toy_study.report:card_rows"),
+        optional=("toy_extra",),
+    ),
     options=(
         Option(
             "width",
@@ -401,9 +413,13 @@ STUDY = Study(
     ),
     vocab=vocab,
     compared_metrics={"width_ok": True},
-    comparison=Comparison(("toy_generations",), _comparison_scores, _planned_cells),
-    lineage=_lineage,
-    commands=_commands,
+    comparison=Comparison(
+        ("toy_generations",),
+        Deferred("metamorph.studies.toy_study.report:comparison_scores"),
+        Deferred("metamorph.studies.toy_study.report:planned_cells"),
+    ),
+    lineage=Deferred("metamorph.studies.toy_study.lineage:TRACES", value=True),
+    commands=Deferred("metamorph.studies.toy_study.cli:COMMANDS", value=True),
     sql_dir=Path(__file__).resolve().parents[2] / "sql" / "toy_study",
     assets_module="assets.toy_study",
 )

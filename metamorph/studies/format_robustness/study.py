@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from metamorph.study import Card, Comparison, Option, Study, check_value, whole_number
+from metamorph.study import Card, Comparison, Deferred, Option, Study, check_value, whole_number
 from metamorph.studies.format_robustness import vocab
 from metamorph.studies.format_robustness.vocab import BASELINE_FORMAT, FORMATS
 
@@ -24,46 +24,10 @@ def _load_sources(specs, limit):
     return load_sources(specs, limit=limit)
 
 
-def _cost_steps(spec, options):
-    from metamorph.studies.format_robustness.plan import cost_steps
-
-    return cost_steps(spec, options)
-
-
-def _plan_notes(spec, options):
-    from metamorph.studies.format_robustness.plan import not_sent_notes
-
-    return not_sent_notes(spec, options)
-
-
 def _headline(con, options) -> str:
     from metamorph.studies.format_robustness.report import headline
 
     return headline(con, routing=not options.no_routing)
-
-
-def _card_rows(generation_outcomes, mr_flags):
-    from metamorph.studies.format_robustness.report import card_rows
-
-    return card_rows(generation_outcomes, mr_flags)
-
-
-def _comparison_scores(*frames, **kwargs):
-    from metamorph.studies.format_robustness.report import comparison_scores
-
-    return comparison_scores(*frames, **kwargs)
-
-
-def _planned_cells(options, specs):
-    from metamorph.studies.format_robustness.report import planned_cells
-
-    return planned_cells(options, specs)
-
-
-def _lineage():
-    from metamorph.studies.format_robustness.lineage import TRACES
-
-    return TRACES
 
 
 def check_formats(value: list[str]) -> list[str]:
@@ -148,18 +112,22 @@ STUDY = Study(
     max_tokens_default=512,
     max_tokens_help="Completion token limit (N ≥ 1); a cut answer is 'truncated'.",
     load_sources=_load_sources,
-    cost_steps=_cost_steps,
-    plan_notes=_plan_notes,
+    cost_steps=Deferred("metamorph.studies.format_robustness.plan:cost_steps"),
+    plan_notes=Deferred("metamorph.studies.format_robustness.plan:not_sent_notes"),
     headline=_headline,
-    card=Card(("generation_outcomes", "mr_flags"), _card_rows),
+    card=Card(("generation_outcomes", "mr_flags"), Deferred("metamorph.studies.format_robustness.report:card_rows")),
     options=(K, NO_ROUTING, FORMATS_OPTION),
     takes_documents=True,
     sequential=True,
     # Metrics of the upgrade verdicts, and whether a higher value is better: Acc (§5.2) and the
     # violation rates M1/M2/M3 of MR1–MR3 (§4.1, §5.1; a violation is worse).
     compared_metrics={"accuracy": True, "M1": False, "M2": False, "M3": False},
-    comparison=Comparison(("generation_outcomes", "mr_flags"), _comparison_scores, _planned_cells),
-    lineage=_lineage,
+    comparison=Comparison(
+        ("generation_outcomes", "mr_flags"),
+        Deferred("metamorph.studies.format_robustness.report:comparison_scores"),
+        Deferred("metamorph.studies.format_robustness.report:planned_cells"),
+    ),
+    lineage=Deferred("metamorph.studies.format_robustness.lineage:TRACES", value=True),
     vocab=vocab,
 )
 

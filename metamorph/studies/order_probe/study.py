@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metamorph.study import Card, Comparison, Option, Study
+from metamorph.study import Card, Comparison, Deferred, Option, Study
 from metamorph.studies.order_probe import vocab
 from metamorph.studies.order_probe.vocab import SETTINGS
 
@@ -13,40 +13,10 @@ def _load_sources(specs, limit):
     return load_sources(specs, limit)
 
 
-def _cost_steps(spec, options):
-    from metamorph.studies.order_probe.plan import cost_steps
-
-    return cost_steps(spec, options)
-
-
 def _headline(con, options) -> str:
     from metamorph.studies.order_probe.report import headline
 
     return headline(con)
-
-
-def _card_rows(recovery_rates):
-    from metamorph.studies.order_probe.report import card_rows
-
-    return card_rows(recovery_rates)
-
-
-def _comparison_scores(*frames, **kwargs):
-    from metamorph.studies.order_probe.report import comparison_scores
-
-    return comparison_scores(*frames, **kwargs)
-
-
-def _planned_cells(options, specs):
-    from metamorph.studies.order_probe.report import planned_cells
-
-    return planned_cells(options, specs)
-
-
-def _lineage():
-    from metamorph.studies.order_probe.lineage import TRACES
-
-    return TRACES
 
 
 #: The prompt settings to run (§3): the ``order_prompts`` asset's ``settings``.
@@ -79,14 +49,18 @@ STUDY = Study(
     max_tokens_help="Completion budget of every setting (N ≥ 1, as --max-tokens); 0 = the per-setting "
     "budgets of plan.MAX_TOKENS (zero_shot 32, cot 64, few_shot 32).",
     load_sources=_load_sources,
-    cost_steps=_cost_steps,
+    cost_steps=Deferred("metamorph.studies.order_probe.plan:cost_steps"),
     headline=_headline,
-    card=Card(("recovery_rates",), _card_rows),
+    card=Card(("recovery_rates",), Deferred("metamorph.studies.order_probe.report:card_rows")),
     options=(SETTINGS_OPTION,),
     # Metrics of the upgrade verdicts, and whether a higher value is better: exact recovery (§4.1).
     compared_metrics={"recovery": True},
-    comparison=Comparison(("scored_replies",), _comparison_scores, _planned_cells),
-    lineage=_lineage,
+    comparison=Comparison(
+        ("scored_replies",),
+        Deferred("metamorph.studies.order_probe.report:comparison_scores"),
+        Deferred("metamorph.studies.order_probe.report:planned_cells"),
+    ),
+    lineage=Deferred("metamorph.studies.order_probe.lineage:TRACES", value=True),
     vocab=vocab,
 )
 

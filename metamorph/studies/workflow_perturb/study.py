@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metamorph.study import Card, Comparison, Option, Study, positive, whole_number
+from metamorph.study import Card, Comparison, Deferred, Option, Study, positive, whole_number
 from metamorph.studies.workflow_perturb import vocab
 
 
@@ -12,46 +12,10 @@ def _load_sources(specs, limit):
     return load_goldens_by_source(specs, on_invalid="collect", limit=limit)
 
 
-def _cost_steps(spec, options):
-    from metamorph.studies.workflow_perturb.plan import cost_steps
-
-    return cost_steps(spec, options)
-
-
 def _headline(con, options) -> str:
     from metamorph.studies.workflow_perturb.report import headline
 
     return headline(con)
-
-
-def _card_rows(judge_scores, perturbation_scores_llm=None):
-    from metamorph.studies.workflow_perturb.report import all_card_rows
-
-    return all_card_rows(judge_scores, perturbation_scores_llm)
-
-
-def _comparison_scores(*frames, **kwargs):
-    from metamorph.studies.workflow_perturb.report import comparison_scores
-
-    return comparison_scores(*frames, **kwargs)
-
-
-def _planned_cells(options, specs):
-    from metamorph.studies.workflow_perturb.report import planned_cells
-
-    return planned_cells(options, specs)
-
-
-def _lineage():
-    from metamorph.studies.workflow_perturb.lineage import TRACES
-
-    return TRACES
-
-
-def _commands():
-    from metamorph.studies.workflow_perturb.cli import COMMANDS
-
-    return COMMANDS
 
 
 LLM_GOLDENS = Option(
@@ -113,10 +77,14 @@ STUDY = Study(
     sources_help="'embedded' (goldens the project writes) or a WorFBench-shaped JSONL / Parquet path or hf:// URI.",
     limit_help="Keep the first N ≥ 1 rows of each source; -1 = every row.",
     load_sources=_load_sources,
-    cost_steps=_cost_steps,
+    cost_steps=Deferred("metamorph.studies.workflow_perturb.plan:cost_steps"),
     headline=_headline,
     headline_without_models=True,
-    card=Card(("judge_scores", "perturbation_scores_llm"), _card_rows, optional=("perturbation_scores_llm",)),
+    card=Card(
+        ("judge_scores", "perturbation_scores_llm"),
+        Deferred("metamorph.studies.workflow_perturb.report:all_card_rows"),
+        optional=("perturbation_scores_llm",),
+    ),
     options=(LLM_GOLDENS, JUDGE_VARIANTS, JUDGE_CONSTRAINED, MAX_TOKENS),
     # Metrics of the upgrade verdicts, and whether a higher value is better. ``judge``: the judge's
     # score of a perturbed variant against its golden (App. B.6, in [0, 1]). Every variant is a
@@ -124,9 +92,13 @@ STUDY = Study(
     # metric is to that degradation (§5, Table 5), so a lower score of the same variant is better: a
     # candidate judge "improved" when it scores the degraded variants lower than the baseline judge.
     compared_metrics={"judge": False},
-    comparison=Comparison(("judge_scores",), _comparison_scores, _planned_cells),
-    lineage=_lineage,
-    commands=_commands,
+    comparison=Comparison(
+        ("judge_scores",),
+        Deferred("metamorph.studies.workflow_perturb.report:comparison_scores"),
+        Deferred("metamorph.studies.workflow_perturb.report:planned_cells"),
+    ),
+    lineage=Deferred("metamorph.studies.workflow_perturb.lineage:TRACES", value=True),
+    commands=Deferred("metamorph.studies.workflow_perturb.cli:COMMANDS", value=True),
     vocab=vocab,
 )
 

@@ -3,7 +3,7 @@ plan, headline and card."""
 
 from __future__ import annotations
 
-from metamorph.study import Card, Comparison, Option, Study, seed
+from metamorph.study import Card, Comparison, Deferred, Option, Study, seed
 from metamorph.studies.wrapper_sensitivity import vocab
 
 
@@ -13,40 +13,10 @@ def _load_sources(specs, limit):
     return [x for _, x in load_tasks(specs, limit=limit)]
 
 
-def _cost_steps(spec, options):
-    from metamorph.studies.wrapper_sensitivity.plan import cost_steps
-
-    return cost_steps(spec, options)
-
-
 def _headline(con, options) -> str:
     from metamorph.studies.wrapper_sensitivity.report import headline
 
     return headline(con)
-
-
-def _card_rows(scored_answers, mean_fsi_psi):
-    from metamorph.studies.wrapper_sensitivity.report import card_rows
-
-    return card_rows(scored_answers, mean_fsi_psi)
-
-
-def _comparison_scores(*frames, **kwargs):
-    from metamorph.studies.wrapper_sensitivity.report import comparison_scores
-
-    return comparison_scores(*frames, **kwargs)
-
-
-def _planned_cells(options, specs):
-    from metamorph.studies.wrapper_sensitivity.report import planned_cells
-
-    return planned_cells(options, specs)
-
-
-def _lineage():
-    from metamorph.studies.wrapper_sensitivity.lineage import TRACES
-
-    return TRACES
 
 
 #: Sampling seeds of ``wrapper_generations`` (0 to 2**31 - 1).
@@ -84,15 +54,19 @@ STUDY = Study(
     max_tokens_default=24,
     max_tokens_help="Completion limit (N ≥ 1; 24 as in the paper; truncation is reported).",
     load_sources=_load_sources,
-    cost_steps=_cost_steps,
+    cost_steps=Deferred("metamorph.studies.wrapper_sensitivity.plan:cost_steps"),
     headline=_headline,
-    card=Card(("scored_answers", "mean_fsi_psi"), _card_rows),
+    card=Card(("scored_answers", "mean_fsi_psi"), Deferred("metamorph.studies.wrapper_sensitivity.report:card_rows")),
     options=(SEEDS, CONSTRAINED_ARM),
     # Metrics of the upgrade verdicts (higher is better for both): accuracy and parseability under
     # the headline extractor (§3.5), the two quantities whose ranges over wrappers are FSI and PSI (§4).
     compared_metrics={"accuracy": True, "parseability": True},
-    comparison=Comparison(("scored_answers",), _comparison_scores, _planned_cells),
-    lineage=_lineage,
+    comparison=Comparison(
+        ("scored_answers",),
+        Deferred("metamorph.studies.wrapper_sensitivity.report:comparison_scores"),
+        Deferred("metamorph.studies.wrapper_sensitivity.report:planned_cells"),
+    ),
+    lineage=Deferred("metamorph.studies.wrapper_sensitivity.lineage:TRACES", value=True),
     vocab=vocab,
 )
 
