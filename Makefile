@@ -18,17 +18,18 @@ demo: bootstrap
 # instead when METAMORPH_SERVICES=1 is set, as .ci/run does after starting the services itself).
 # It also installs Chromium (apt-get, as root) for the UI walk-through in a browser, skipped without it
 # (failed instead when METAMORPH_BROWSER=1 is set, as by services.sh once Chromium is there, and .ci/run).
+# The 25 slowest tests are listed at the end (--durations), to keep the whole run within CI's hour.
 test:
 	@bash scripts/bootstrap.sh --dev
 	@if [ "$${METAMORPH_SERVICES:-}" = 1 ]; then \
-	  OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q; \
+	  OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q --durations=25; \
 	else \
-	  bash scripts/services.sh run env OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q; \
+	  bash scripts/services.sh run env OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q --durations=25; \
 	fi
 
 # The inner loop: unit and in-process tests without the local models, the UI process, PostgreSQL /
 # Redis, or the tests that start metamorph run or materialize a whole study (marker `slow`,
-# tests/conftest.py). Under 3 minutes on 2 cores; `make test` stays the whole suite, what CI runs.
+# tests/conftest.py). A few minutes (docs/benchmarks.md); `make test` stays the whole suite, what CI runs.
 test-fast:
 	@bash scripts/bootstrap.sh --dev
 	@OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q -m "not llm and not ui and not services and not slow"

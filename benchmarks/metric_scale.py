@@ -22,7 +22,7 @@ For each study and fraction two child processes run, one after the other:
 Prints one line per study × fraction (wall time and the child's CPU time, all its threads; on a
 busy machine the CPU time is the number to compare, the wall time an upper bound), the growth of
 the time per 10k rows (largest ÷ smallest fraction: 1.0 is linear) and the slowest assets at the
-largest fraction. Targets (issue #10): linear, < 60 s and < 2 GB at paper scale on 2 cores.
+largest fraction. Targets: linear growth, < 60 s and < 2 GB at paper scale.
 A measurement, not a test: nothing here asserts.
 """
 

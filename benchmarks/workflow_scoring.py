@@ -10,7 +10,7 @@ installed, else MiniLM), in separate child processes so that each has its own pe
 
 * ``two_pass`` — the encoder without ``encode_with_tokens``: sentence-transformers embeds every
   text for the alignment and ``bert_score.BERTScorer`` loads its own copy of the weights and
-  embeds the BERTScore texts again (the path before issue #10);
+  embeds the BERTScore texts again (the earlier path);
 * ``one_pass`` — :meth:`Encoder.encode_with_tokens`: one forward pass per distinct text gives
   the sentence vector and BERTScore's token vectors.
 

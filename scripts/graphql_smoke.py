@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         "--startup-timeout",
         type=float,
         default=300.0,
-        help="seconds to wait for the server and the location (a loaded 2-core machine is slow)",
+        help="seconds to wait for the server and the location (a loaded machine with few cores is slow)",
     )
     ap.add_argument("--stop-timeout", type=float, default=30.0, help="seconds before SIGKILL to the group")
     ap.add_argument("--keep-home", action="store_true", help="keep the temporary homes (server logs)")

@@ -1,5 +1,5 @@
 """Severity table (Tables 2–4) and sensitivity matrix Δ_avg (Table 5) of the WorkflowPerturb
-study with the deterministic operators, no LLM (issue #8).
+study with the deterministic operators, no LLM.
 
     python scripts/workflow_perturb_tables.py GOLDENS.jsonl [OUT_DIR]
 

@@ -172,8 +172,8 @@ def chromium() -> str:
 # ------------------------------------------------------------------------------------------
 # The fast inner loop (make test-fast) leaves out the tests marked `slow`: those that start
 # `metamorph run` / the UI as processes, run two processes against each other, or materialize a
-# whole study group — seconds to minutes each (measured with --durations; each took >= 4.5 s of a
-# loaded 2-core machine, together 85 % of the suite's time without the local models). They are
+# whole study group — seconds to minutes each (measured with --durations; each took >= 4.5 s,
+# together 85 % of the suite's time without the local models). They are
 # named here, in one place, by test function (every parametrization); a name that matches no
 # collected test fails the collection of the whole suite, so a renamed test cannot drop out of the
 # list unnoticed.

@@ -1,4 +1,4 @@
-"""Provider batch APIs (issue #9): run_requests in batch mode against the local stub.
+"""Provider batch APIs: run_requests in batch mode against the local stub.
 
 The real openai / anthropic SDKs talk HTTP to :mod:`tests.core.stub_batches` (stateful batch
 endpoints on :mod:`tests.core.stub_http`); the cache is a real DuckDB file. We assert on what the

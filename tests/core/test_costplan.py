@@ -1,4 +1,4 @@
-"""Cost planning and the budget guard (issue #9): registry prices, the plan's counts and cost by
+"""Cost planning and the budget guard: registry prices, the plan's counts and cost by
 hand, the local tokenizer's count, and the plan against what a real in-process run then sends to
 the OpenAI-compatible stub (the only boundary replaced)."""
 

@@ -244,5 +244,5 @@ def test_jobs_resolve(job):
 
 def test_registry_sensor_is_off_until_turned_on():
     """Opening the UI after `make demo` launches nothing: the shipped registry has more models than
-    the demo evaluates, so the sensor starts stopped (issue #12)."""
+    the demo evaluates, so the sensor starts stopped."""
     assert model_registry_sensor.default_status == dg.DefaultSensorStatus.STOPPED

@@ -48,7 +48,7 @@ def test_without_a_chat_format_the_missing_template_is_named():
 
 def test_loading_gemma_writes_nothing_to_stderr():
     """llama.cpp prints "llama_kv_cache_iswa: using full-size SWA cache (ref: …)" on stderr while it
-    loads Gemma 3, past llama-cpp-python's verbose=False; a user can do nothing about it (issue #12)."""
+    loads Gemma 3, past llama-cpp-python's verbose=False; a user can do nothing about it."""
     import subprocess
     import sys
 

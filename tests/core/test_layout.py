@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -571,4 +572,21 @@ def test_the_library_imports_nothing_above_it():
     ``pipelines``, ``resources``), not even lazily; the project adds its commands to the console
     script through entry points (``pyproject.toml``: ``metamorph.commands``, ``metamorph.suites``)."""
     found = [hit for path in sorted((REPO / "metamorph").rglob("*.py")) for hit in library_imports_above(path)]
+    assert found == []
+
+
+def test_no_code_or_file_written_for_users_names_an_issue_or_this_machine():
+    """Comments and docstrings describe the code: no tracker reference and no measured machine (the
+    pattern below) in code, configuration or data files; docs/ states measurements with their machine."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    kinds = (".py", ".json", ".yaml", ".yml", ".sql", ".sh", ".toml", ".cfg")
+    files = [f for f in tracked.split() if f.endswith(kinds) or f in ("Makefile", "Containerfile")]
+    pattern = re.compile(r"\bissues? #\d+|\b(?:2|two)[- ]cores?\b", re.IGNORECASE)
+    found = [
+        f"{f}:{n}: {m.group(0)}"
+        for f in files
+        if not f.startswith("docs/")
+        for n, line in enumerate((REPO / f).read_text(encoding="utf-8").splitlines(), 1)
+        if (m := pattern.search(line))
+    ]
     assert found == []

@@ -1,4 +1,4 @@
-"""No warning a user can do nothing about (issue #12, "Quiet output").
+"""No warning a user can do nothing about ("Quiet output").
 
 ``python -m pipelines.run``: two real runs without models, the wrapper study's inputs and
 WorkflowPerturb, whose scoring loads the sentence encoder and BERTScore's model (two loads that used

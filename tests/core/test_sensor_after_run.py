@@ -1,4 +1,4 @@
-"""The UI spends nothing unasked (issue #12): after real ``pipelines.run`` invocations — one study
+"""The UI spends nothing unasked: after real ``pipelines.run`` invocations — one study
 with a model (on the local HTTP stub), one with ``--no-models`` — the registry sensor, evaluated on
 that same Dagster instance, requests no run; a model added to the registry afterwards is requested
 for the study that was run with a model only."""

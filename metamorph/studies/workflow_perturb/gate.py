@@ -86,7 +86,7 @@ grow with the square of the steps: 1,000 steps took 14 s and 745 MB, 10,000 step
 400 s and 4.3 GB. WorFBench's goldens have 5 to 13 steps (the shared sample's largest: 13 steps,
 19 edges), so 200 is about 15 times the largest real workflow, and a 200-step pair costs little
 more than a small one: 37 s and 1.0 GB peak for the whole command against 34 s and 0.96 GB for
-6 steps (mpnet encoder, 2 cores; loading the encoder is most of both). :data:`MAX_GATE_EDGES` is the most edges a DAG on 200 steps has without repeating
+6 steps (mpnet encoder; loading the encoder is most of both; docs/gate.md). :data:`MAX_GATE_EDGES` is the most edges a DAG on 200 steps has without repeating
 one (every pair of steps once, plus an edge from START and one into END per step).
 """
 
