@@ -52,7 +52,6 @@ from metamorph.studies.workflow_perturb.generate import (
 )
 from metamorph.runner import run_requests
 from metamorph.studies.workflow_perturb import schemas as S
-from metamorph.studies.workflow_perturb.workflows import load_goldens_by_source
 from assets.partitions import PER_MODEL, model_partitions
 from assets.registry import REGISTRY_ENTRY
 from metamorph.studies.workflow_perturb.study import STUDY
@@ -86,7 +85,7 @@ def goldens(config: GoldensConfig):
     """Golden workflows (metamorph.studies.workflow_perturb.workflows.load_goldens_by_source); invalid rows are kept
     with a reason."""
     rows = []
-    for spec, valid, rejected in load_goldens_by_source(config.sources, on_invalid="collect", limit=config.row_limit):
+    for spec, valid, rejected in STUDY.load(config.sources, config.row_limit):
         rows += wst.golden_rows(valid, rejected, spec)
     df = pd.DataFrame(rows)
     yield validated_output(

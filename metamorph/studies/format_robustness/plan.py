@@ -37,6 +37,7 @@ from metamorph.studies.format_robustness.records import SourceInstance, canonica
 from metamorph.ordering import ordered
 from metamorph.replicates import seeded
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument
+from metamorph.studies.format_robustness.study import STUDY as DECLARED
 
 __all__ = [
     "DEFAULT_PARAMS",
@@ -441,9 +442,8 @@ def cost_steps(model: ModelSpec, options) -> list:
     """
     from metamorph.costplan import PlanStep
     from metamorph.studies.format_robustness.renderers import RENDERERS, UnwritableCharacter, render
-    from metamorph.studies.format_robustness.sources import load_sources
 
-    xs = [x for _, x in load_sources(options.sources, limit=options.limit)]
+    xs = [x for _, x in DECLARED.sources_of(options)]
     formats = list(options.formats)
     k = options.k
     params = {**DEFAULT_PARAMS, **({"max_tokens": options.max_tokens} if options.max_tokens else {})}
@@ -508,14 +508,13 @@ def not_sent_notes(model: ModelSpec, options) -> list[str]:
     takes every format. ``options`` as :func:`cost_steps`; raises the loaders' and renderers'
     :class:`~metamorph.errors.InputError`."""
     from metamorph.studies.format_robustness.renderers import RENDERERS, UnwritableCharacter, render
-    from metamorph.studies.format_robustness.sources import load_sources
 
     formats = list(options.formats)
     refused = {ing: [f for f in formats if not accepts(ing, RENDERERS[f].media_type)] for ing in model.ingestion}
     refused = {ing: fs for ing, fs in refused.items() if fs}
     if not refused:
         return []
-    xs = [x for _, x in load_sources(options.sources, limit=options.limit)]
+    xs = [x for _, x in DECLARED.sources_of(options)]
     k = options.k
 
     def writable(x: SourceInstance, f: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from metamorph.study import Card, Comparison, Option, Study, check_value, whole_number
+from metamorph.study import Card, Comparison, Option, Study, check_value, seed, whole_number
 from metamorph.studies.format_robustness import vocab
 from metamorph.studies.format_robustness.vocab import BASELINE_FORMAT, FORMATS
 
@@ -18,10 +18,10 @@ MAX_REPEATS = 100
 ROUTING_ASSETS = ("routed_generations", "routed_outcomes", "format_routing", "mitigation_table")
 
 
-def _load_sources(specs, limit):
+def _load_sources(specs, limit, sample_seed):
     from metamorph.studies.format_robustness.sources import load_sources
 
-    return load_sources(specs, limit=limit)
+    return load_sources(specs, limit=limit, sample_seed=sample_seed)
 
 
 def _cost_steps(spec, options):
@@ -129,6 +129,25 @@ FORMATS_OPTION = Option(
     config_check=check_formats,
 )
 
+
+def check_sample_seed(value: int | None) -> int | None:
+    """The launchpad's ``sample_seed``: null (the first ``limit`` rows), or a seed as ``--sample-seed``
+    takes it (:data:`metamorph.study.seed`); ``ValueError`` with the command line's words otherwise."""
+    return value if value is None else check_value(seed, value)
+
+
+SAMPLE_SEED = Option(
+    "sample_seed",
+    "seed of the random sample of --limit rows of a file source (§5.1; 0 to 2147483647)",
+    seed,
+    default=0,
+    targets=(("source_instances", "sample_seed"),),
+    config_help="Seed of the random sample of `limit` rows, 0 to 2147483647; null = the first `limit` rows of the "
+    "file (earlier behaviour).",
+    config_type=int | None,
+    config_check=check_sample_seed,
+)
+
 STUDY = Study(
     name="format_robustness",
     title="Document formats (txt, md, json, csv; M1-M3)",
@@ -152,7 +171,8 @@ STUDY = Study(
     plan_notes=_plan_notes,
     headline=_headline,
     card=Card(("generation_outcomes", "mr_flags"), _card_rows),
-    options=(K, NO_ROUTING, FORMATS_OPTION),
+    options=(K, NO_ROUTING, FORMATS_OPTION, SAMPLE_SEED),
+    sampling=("sample_seed",),
     takes_documents=True,
     sequential=True,
     # Metrics of the upgrade verdicts, and whether a higher value is better: Acc (§5.2) and the
@@ -165,11 +185,13 @@ STUDY = Study(
 
 __all__ = [
     "check_formats",
+    "check_sample_seed",
     "FORMATS_OPTION",
     "K",
     "MAX_REPEATS",
     "NO_ROUTING",
     "ROUTING_ASSETS",
+    "SAMPLE_SEED",
     "STUDY",
     "format_list",
 ]

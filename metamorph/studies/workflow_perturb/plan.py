@@ -342,11 +342,10 @@ def judge_plan_requests(
 def planned_goldens(options: Any) -> list:
     """The valid goldens a run with ``options`` (sources, limit) loads, as the assets read the
     goldens table: by ``golden_id``, in table order. Raises the loader's :class:`~metamorph.errors.InputError`."""
-    from metamorph.studies.workflow_perturb.workflows import load_goldens
+    from metamorph.studies.workflow_perturb.study import STUDY as DECLARED
 
     rows = []
-    for spec in options.sources:
-        valid, rejected = load_goldens(spec, on_invalid="collect", limit=options.limit)
+    for spec, valid, rejected in DECLARED.sources_of(options):  # as the goldens asset loads them
         rows += golden_rows(valid, rejected, spec)
     return list(
         {r.golden_id: workflow_from_record(r) for r in pd.DataFrame(rows).itertuples() if r.valid}.values()

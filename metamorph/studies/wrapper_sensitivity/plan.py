@@ -24,6 +24,7 @@ import pandas as pd
 from metamorph.models import ModelSpec
 from metamorph.providers.base import GenerationRequest
 from metamorph.studies.wrapper_sensitivity.extract import extract_answer
+from metamorph.studies.wrapper_sensitivity.study import STUDY as DECLARED
 from metamorph.studies.wrapper_sensitivity.tasks import QAItem
 from metamorph.studies.wrapper_sensitivity.vocab import CONSTRAINED_ARM, MODES
 from metamorph.studies.wrapper_sensitivity.wrappers import (
@@ -246,10 +247,9 @@ def cost_steps(model: ModelSpec, options) -> list:
     family, template v1, seeds 0–4, temperature 0.7, max_tokens 24 (``options`` overrides sources,
     limit, seeds, max_tokens, constrained_arm). Raises the loader's ``InputError``."""
     from metamorph.costplan import PlanStep
-    from metamorph.studies.wrapper_sensitivity.tasks import load_task
     from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, render_token_controlled
 
-    items = [x for s in options.sources for x in load_task(s, limit=options.limit)]
+    items = [x for _, x in DECLARED.sources_of(options)]
     prompts = render_token_controlled(items, list(FAMILIES), "v1")
     seeds = options.seeds
     planned = plan_wrapper_generations(

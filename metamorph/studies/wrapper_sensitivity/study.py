@@ -10,7 +10,7 @@ from metamorph.studies.wrapper_sensitivity import vocab
 def _load_sources(specs, limit):
     from metamorph.studies.wrapper_sensitivity.tasks import load_tasks
 
-    return [x for _, x in load_tasks(specs, limit=limit)]
+    return load_tasks(specs, limit=limit)
 
 
 def _cost_steps(spec, options):
