@@ -267,7 +267,7 @@ GenerationConfig = study_config(
     temperature=(
         float,
         Field(
-            default=0.0,
+            default=fs.DEFAULT_PARAMS["temperature"],
             description="Sampling temperature (0 = greedy, §5.1); a registry entry's "
             "own temperature wins (the embedded default samples at 0.7).",
         ),
@@ -275,7 +275,7 @@ GenerationConfig = study_config(
     seed=(
         int,
         Field(
-            default=0,
+            default=fs.DEFAULT_PARAMS["seed"],
             description="Base sampling seed: when decoding samples, repeat r of a request is sent "
             "with its own seed derived from it, r and the request (metamorph.replicates.seeded).",
         ),

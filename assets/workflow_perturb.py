@@ -172,10 +172,10 @@ LLMPerturbConfig = study_config(
     name="LLMPerturbConfig",
     module=__name__,
     types=(list[str], Field(default=list(PERTURBATION_TYPES), description="Perturbation types.")),
-    severities=(list[float], Field(default=[0.3], description="Severities p.")),
+    severities=(list[float], Field(default=list(wst.LLM_SEVERITIES), description="Severities p.")),
     max_attempts=(
         int,
-        Field(default=2, ge=1, description="Attempts per model (refinement loop, App. A.6; N ≥ 1)."),
+        Field(default=wst.MAX_ATTEMPTS, ge=1, description="Attempts per model (refinement loop, App. A.6; N ≥ 1)."),
     ),
     escalation=(
         list[str],
@@ -323,7 +323,11 @@ JudgeConfig = study_config(
     module=__name__,
     max_tokens=(
         int,
-        Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object; N ≥ 8)."),
+        Field(
+            default=wst.JUDGE_MAX_TOKENS,
+            ge=8,
+            description="Completion limit of a judge reply (the B.6.4 JSON object; N ≥ 8).",
+        ),
     ),
 )
 

@@ -160,7 +160,12 @@ WrapperGenerationConfig = study_config(
     BudgetConfig,
     name="WrapperGenerationConfig",
     module=__name__,
-    temperature=(float, Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")),
+    temperature=(
+        float,
+        Field(
+            default=ws.DEFAULT_PARAMS["temperature"], description="Sampling temperature (seeds only differ when > 0)."
+        ),
+    ),
 )
 
 

@@ -83,13 +83,9 @@ PROMPT_VERSION = "p2"
 STUDY = "format_robustness"
 
 #: Decoding defaults of the study (temperature 0, §5.1); every key is sent explicitly.
-#: ``max_tokens`` fits the longest reply the instruction asks for. Measured in SmolLM2's tokenizer:
-#: 10 quotes of 12 English words (:data:`~metamorph.studies.format_robustness.extract.MAX_EVIDENCE`,
-#: ``MAX_EVIDENCE_WORDS``) with the decision are 152 tokens; the longest reply the local model's
-#: response schema admits (``config/models.yaml``: 10 items of 60 characters, here cut from
-#: ``construct`` records — field names and numbers tokenize densely) is 261 tokens, over the
-#: earlier 256. The share of replies cut at ``max_tokens`` is printed beside M1 (``truncated %``).
-DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512, "seed": 0}
+#: ``max_tokens``: the study's declared default (:attr:`metamorph.study.Study.max_tokens_default`,
+#: the generation asset's config default).
+DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": DECLARED.max_tokens_default, "seed": 0}
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,12 @@ STUDY = Study(
     "medqa, discrim_eval, credit_default, canonical. See metamorph.studies.format_robustness.sources.",
     limit_help="Keep N ≥ 1 rows of each source, drawn at random with sample_seed (§5.1); construct: N records; "
     "-1 = every row.",
-    # the generation asset's max_tokens when --max-tokens is not given (plan.DEFAULT_PARAMS)
+    # the generation asset's max_tokens when --max-tokens is not given (read by plan.DEFAULT_PARAMS). It
+    # fits the longest reply the instruction asks for. Measured in SmolLM2's tokenizer: 10 quotes of 12
+    # English words (extract.MAX_EVIDENCE, MAX_EVIDENCE_WORDS) with the decision are 152 tokens; the
+    # longest reply the local model's response schema admits (config/models.yaml: 10 items of 60
+    # characters, here cut from construct records — field names and numbers tokenize densely) is 261
+    # tokens, over the earlier 256. The share of replies cut at max_tokens is printed beside M1.
     max_tokens_default=512,
     max_tokens_help="Completion token limit (N ≥ 1); a cut answer is 'truncated'.",
     load_sources=_load_sources,

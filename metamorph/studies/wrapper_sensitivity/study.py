@@ -80,9 +80,9 @@ STUDY = Study(
     sources_help="Task specs: 'synthetic' (embedded default) or '<task>:<path|hf:// URI>' with task boolq, "
     "arc_challenge, gsm8k, commonsense_qa, winogrande, hellaswag, piqa. See metamorph.studies.wrapper_sensitivity.tasks.",
     limit_help="Keep the first N ≥ 1 items of each source; -1 = every item.",
-    # the paper's completion limit (plan.DEFAULT_PARAMS)
+    # the paper's completion limit (read by plan.DEFAULT_PARAMS)
     max_tokens_default=24,
-    max_tokens_help="Completion limit (N ≥ 1; 24 as in the paper; truncation is reported).",
+    max_tokens_help="Completion limit (N ≥ 1; the default is the paper's; truncation is reported).",
     load_sources=_load_sources,
     cost_steps=_cost_steps,
     headline=_headline,
