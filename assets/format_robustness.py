@@ -48,7 +48,6 @@ from metamorph.studies.format_robustness import analysis as fan
 from metamorph.studies.format_robustness import fairness as ffair
 from metamorph.studies.format_robustness import mitigations as mit
 from metamorph.studies.format_robustness import report as fmt_report
-from metamorph.studies.format_robustness.sources import load_sources
 from metamorph.studies.format_robustness.plan import plan_generations
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.study import STUDY
@@ -75,30 +74,22 @@ def instances_from_frame(df: pd.DataFrame) -> list[SourceInstance]:
     return [SourceInstance.from_row(r) for r in df.to_dict(orient="records")]
 
 
-#: Settings of source_instances: ``sources`` and ``limit`` are ``--source`` and ``--limit``.
+#: Settings of source_instances: ``sources``, ``limit`` and ``sample_seed`` are ``--source``, ``--limit`` and
+#: ``--sample-seed``.
 SourceConfig = study_config(
     STUDY,
     "source_instances",
     LimitConfig,
     name="SourceConfig",
     module=__name__,
-    sample_seed=(
-        int | None,
-        Field(
-            default=0,
-            description="Seed of the random sample of `limit` rows; null = the "
-            "first `limit` rows of the file (earlier behaviour).",
-        ),
-    ),
 )
 
 
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def source_instances(config: SourceConfig) -> dg.Output:
     """The canonical intermediate representation C_x (§4.2), one row per record."""
-    loaded = load_sources(
-        config.sources, limit=config.row_limit, sample_seed=config.sample_seed
-    )  # InputError names file, row, field
+    # the rows the launch check validated (InputError names file, row, field)
+    loaded = STUDY.load(config.sources, config.row_limit, sample_seed=config.sample_seed)
     df = pd.DataFrame([{**x.to_row(), "source": spec, "n_fields": len(x.fields)} for spec, x in loaded])
     counts = df.groupby("dataset").size().to_dict()
     return validated_output(
@@ -276,7 +267,7 @@ GenerationConfig = study_config(
     temperature=(
         float,
         Field(
-            default=0.0,
+            default=fs.DEFAULT_PARAMS["temperature"],
             description="Sampling temperature (0 = greedy, §5.1); a registry entry's "
             "own temperature wins (the embedded default samples at 0.7).",
         ),
@@ -284,7 +275,7 @@ GenerationConfig = study_config(
     seed=(
         int,
         Field(
-            default=0,
+            default=fs.DEFAULT_PARAMS["seed"],
             description="Base sampling seed: when decoding samples, repeat r of a request is sent "
             "with its own seed derived from it, r and the request (metamorph.replicates.seeded).",
         ),

@@ -48,7 +48,7 @@ from metamorph.studies.order_probe import regression as reg
 from metamorph.studies.order_probe import report as op_report
 from metamorph.studies.order_probe import schemas as S
 from metamorph.studies.order_probe import semantic as sem
-from metamorph.studies.order_probe.sources import OrderItem, load_sources
+from metamorph.studies.order_probe.sources import OrderItem
 from assets.partitions import PER_MODEL, model_partitions
 from assets.registry import REGISTRY_ENTRY
 from metamorph.studies.order_probe.study import STUDY
@@ -81,7 +81,7 @@ ItemsConfig = study_config(STUDY, "order_items", LimitConfig, name="ItemsConfig"
 @dg.asset(key_prefix=PREFIX, group_name=GROUP, pool=POOL, kinds={"duckdb", "python"})
 def order_items(config: ItemsConfig) -> dg.Output:
     """Canonical four-unit expressions (metamorph.studies.order_probe.sources.load_sources)."""
-    items = load_sources(config.sources, config.row_limit)
+    items = STUDY.load(config.sources, config.row_limit)
     df = pd.DataFrame(
         [
             {

@@ -52,7 +52,6 @@ from metamorph.studies.workflow_perturb.generate import (
 )
 from metamorph.runner import run_requests
 from metamorph.studies.workflow_perturb import schemas as S
-from metamorph.studies.workflow_perturb.workflows import load_goldens_by_source
 from assets.partitions import PER_MODEL, model_partitions
 from assets.registry import REGISTRY_ENTRY
 from metamorph.studies.workflow_perturb.study import STUDY
@@ -86,7 +85,7 @@ def goldens(config: GoldensConfig):
     """Golden workflows (metamorph.studies.workflow_perturb.workflows.load_goldens_by_source); invalid rows are kept
     with a reason."""
     rows = []
-    for spec, valid, rejected in load_goldens_by_source(config.sources, on_invalid="collect", limit=config.row_limit):
+    for spec, valid, rejected in STUDY.load(config.sources, config.row_limit):
         rows += wst.golden_rows(valid, rejected, spec)
     df = pd.DataFrame(rows)
     yield validated_output(
@@ -173,10 +172,10 @@ LLMPerturbConfig = study_config(
     name="LLMPerturbConfig",
     module=__name__,
     types=(list[str], Field(default=list(PERTURBATION_TYPES), description="Perturbation types.")),
-    severities=(list[float], Field(default=[0.3], description="Severities p.")),
+    severities=(list[float], Field(default=list(wst.LLM_SEVERITIES), description="Severities p.")),
     max_attempts=(
         int,
-        Field(default=2, ge=1, description="Attempts per model (refinement loop, App. A.6; N ≥ 1)."),
+        Field(default=wst.MAX_ATTEMPTS, ge=1, description="Attempts per model (refinement loop, App. A.6; N ≥ 1)."),
     ),
     escalation=(
         list[str],
@@ -324,7 +323,11 @@ JudgeConfig = study_config(
     module=__name__,
     max_tokens=(
         int,
-        Field(default=400, ge=8, description="Completion limit of a judge reply (the B.6.4 JSON object; N ≥ 8)."),
+        Field(
+            default=wst.JUDGE_MAX_TOKENS,
+            ge=8,
+            description="Completion limit of a judge reply (the B.6.4 JSON object; N ≥ 8).",
+        ),
     ),
 )
 

@@ -43,7 +43,7 @@ from metamorph.studies.wrapper_sensitivity import metrics as wm
 from metamorph.studies.wrapper_sensitivity import diagnostics as diag
 from metamorph.studies.wrapper_sensitivity import regression as reg
 from metamorph.studies.wrapper_sensitivity import report as ws_report
-from metamorph.studies.wrapper_sensitivity.tasks import QAItem, load_tasks
+from metamorph.studies.wrapper_sensitivity.tasks import QAItem
 from metamorph.measurability import is_call_error
 from metamorph.runner import generation_frame, run_requests
 from metamorph.studies.wrapper_sensitivity import schemas as S
@@ -97,7 +97,7 @@ ItemsConfig = study_config(STUDY, "qa_items", LimitConfig, name="ItemsConfig", m
 def qa_items(config: ItemsConfig) -> dg.Output:
     """The canonical QA items of every source (metamorph.studies.wrapper_sensitivity.tasks.load_tasks)."""
     rows = []
-    for spec, x in load_tasks(config.sources, limit=config.row_limit):
+    for spec, x in STUDY.load(config.sources, config.row_limit):
         rows.append(
             {
                 "task": x.task,
@@ -160,7 +160,12 @@ WrapperGenerationConfig = study_config(
     BudgetConfig,
     name="WrapperGenerationConfig",
     module=__name__,
-    temperature=(float, Field(default=0.7, description="Sampling temperature (seeds only differ when > 0).")),
+    temperature=(
+        float,
+        Field(
+            default=ws.DEFAULT_PARAMS["temperature"], description="Sampling temperature (seeds only differ when > 0)."
+        ),
+    ),
 )
 
 

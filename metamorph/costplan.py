@@ -586,7 +586,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print every model's plan; exit 0, 1 when a step's plan exceeds ``--budget-usd`` (as the run's
-    ``budget_usd`` is checked: per generation step and model), 2 on bad input."""
+    ``budget_usd`` is checked: per generation step and model), 2 on bad input. The sources are
+    loaded once for every model and the detectable effects (:func:`metamorph.study.sources_loaded_once`)."""
+    from metamorph.study import sources_loaded_once
+
+    with sources_loaded_once():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from metamorph.study import chosen_models, get
 
     from metamorph.providers.llama_cpp import DEFAULT_N_CTX

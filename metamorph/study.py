@@ -31,6 +31,7 @@ its entry point (:data:`metamorph.cli.COMMAND_GROUP`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import math
@@ -429,8 +430,12 @@ class Study:
       leaves it at this default);
     * ``options``: the study's own :class:`Option` table (an option named like a common one replaces
       it, e.g. a tighter ``max_tokens`` range);
-    * ``load_sources(specs, limit)``: the loader the source asset calls (raises
-      :class:`~metamorph.errors.InputError` naming file, row, field; ``limit`` None = every row);
+    * ``load_sources(specs, limit, **sampling)``: the study's loader (raises
+      :class:`~metamorph.errors.InputError` naming file, row, field; ``limit`` None = every row),
+      called through :meth:`load` by the source asset, the launch check, ``metamorph run`` and the
+      plan; ``sampling``: the names of the source asset's options (besides ``sources`` and
+      ``limit``) that choose its rows, passed to the loader as keywords (the format study's
+      ``sample_seed``);
     * ``cost_steps(spec, options)``: the run's generation steps (:class:`metamorph.costplan.PlanStep`)
       for one model, for ``metamorph plan``; ``plan_notes(spec, options)`` (optional): lines
       ``metamorph plan`` prints before that model's counts (e.g. the requests an ingestion path cannot send);
@@ -459,7 +464,7 @@ class Study:
     source_asset: str
     generations: str
     default_sources: tuple[str, ...]
-    load_sources: Callable[[Sequence[str], int | None], Any]
+    load_sources: Callable[..., Any]
     cost_steps: Callable[[Any, Options], list]
     headline: Callable[[Any, Options], str]
     card: Card
@@ -487,6 +492,7 @@ class Study:
     vocab: ModuleType | None = None
     sql_dir: Path | None = None
     assets_module: str = ""
+    sampling: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not self.budget_assets:
@@ -502,6 +508,30 @@ class Study:
                 f"study {self.name}: compared_metrics and comparison go together (it compares "
                 f"{sorted(self.compared_metrics)}; comparison is {'set' if self.comparison else 'not set'})"
             )
+
+    def load(self, specs: Sequence[str], limit: int | None, **sampling: Any) -> list:
+        """:attr:`load_sources` of ``specs`` (``limit`` None = every row; ``sampling``: the values of
+        :attr:`sampling`, each at its option's default when not given), as a new list. Inside :func:`sources_loaded_once` the rows of the same
+        study, specs, limit and sampling are loaded once and served again to every later call (the
+        launch check then validates the very rows the source asset writes). Raises the loader's
+        :class:`~metamorph.errors.InputError`."""
+        unknown = sorted(set(sampling) - set(self.sampling))
+        if unknown:
+            raise TypeError(f"{self.name} samples its sources by {list(self.sampling)}, not {unknown}")
+        sampling = {n: sampling[n] if n in sampling else self.option(n).default for n in self.sampling}
+        key = (self.name, tuple(specs), limit, tuple(sorted(sampling.items())))
+        memo = _LOADED[-1] if _LOADED else None
+        if memo is not None and key in memo:
+            return list(memo[key])
+        rows = self.load_sources(list(specs), limit, **sampling)
+        if memo is not None:
+            memo[key] = rows
+        return list(rows)
+
+    def sources_of(self, options: Options) -> list:
+        """:meth:`load` of the sources, limit and sampling options of ``options`` (a run's
+        :class:`Options`)."""
+        return self.load(options.sources, options.limit, **{n: getattr(options, n) for n in self.sampling})
 
     def vocabulary(self) -> dict[str, tuple[str, ...]]:
         """The study's named lists of words: every name of :attr:`vocab`'s ``__all__`` bound to a
@@ -578,6 +608,24 @@ class Study:
         ops = self.ops_config(options, self.inputs)
         ops.setdefault(f"{self.name}__{self.source_asset}", {"config": {}})
         return ops
+
+
+#: The memos of :func:`sources_loaded_once`, innermost last (empty: every :meth:`Study.load` loads).
+_LOADED: list[dict] = []
+
+
+@contextlib.contextmanager
+def sources_loaded_once():
+    """Within the block, :meth:`Study.load` reads, parses and samples each study's sources once:
+    the rows of the first call with the same specs, limit and sampling are served to every later
+    one (the command's check, the launch check of a run made in this process, the source asset,
+    the plan). Nested blocks share the outermost memo; it is dropped when that block ends, so
+    changed files are read again by the next command."""
+    _LOADED.append(_LOADED[-1] if _LOADED else {})
+    try:
+        yield
+    finally:
+        _LOADED.pop()
 
 
 def _check(study: Study, module: str) -> Study:
@@ -689,6 +737,7 @@ __all__ = [
     "seed",
     "sequential_options",
     "source_spec",
+    "sources_loaded_once",
     "studies",
     "whole_number",
 ]

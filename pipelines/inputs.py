@@ -85,14 +85,15 @@ def one_line(exc: pydantic.ValidationError) -> str:
 
 def validate_config(study: str, op_name: str, cls: type[dg.Config], values: Mapping[str, Any]) -> None:
     """Build ``cls`` from ``values`` (raises :class:`ConfigError` naming the op and field) and, for a
-    config with ``sources``, load them with the study's loader
-    (:attr:`metamorph.study.Study.load_sources`; raises their InputError)."""
+    config with ``sources``, load them as the source asset does (:meth:`metamorph.study.Study.load`
+    with the config's limit and sampling fields; raises the loader's InputError)."""
     try:
         cfg = cls(**values)
     except pydantic.ValidationError as exc:
         raise ConfigError(f"{op_name}: {one_line(exc)}") from None
     if hasattr(cfg, "sources"):
-        get(study).load_sources(list(cfg.sources), getattr(cfg, "row_limit", None))
+        s = get(study)
+        s.load(list(cfg.sources), getattr(cfg, "row_limit", None), **{n: getattr(cfg, n) for n in s.sampling})
 
 
 def config_with_defaults(cls: type[dg.Config], defaults: Mapping[str, Any]) -> type[dg.Config]:

@@ -340,7 +340,18 @@ def run(args: argparse.Namespace) -> int:
     """Run the study ``args.study`` with the parsed options (:func:`build_parser`, ``metamorph run``):
     bad input exits 2 before anything is written, then the inputs job, the model job per model, one
     run of the tables job (the cross-model tables, once for all the models), the report card
-    (``model_upgrades_job``, reading this suite for the study) and the headline. Returns the exit code."""
+    (``model_upgrades_job``, reading this suite for the study) and the headline. Returns the exit code.
+
+    The sources are read, parsed and sampled once (:func:`metamorph.study.sources_loaded_once`):
+    the check below, the inputs job's launch check and its source asset, all in this process, use
+    the same rows."""
+    from metamorph.study import sources_loaded_once
+
+    with sources_loaded_once():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import dagster as dg
@@ -366,8 +377,7 @@ def run(args: argparse.Namespace) -> int:
         cli = study.from_args(args)
         options = suite_values(study, chosen, {n: getattr(cli, n) for n in cli.given})
         suite = study.name if chosen is None else chosen.name
-        if "sources" in options.given:
-            study.load_sources(options.sources, options.limit)
+        study.sources_of(options)  # the rows the launch check and the source asset then read again
         specs = {m.id: m for m in load_registry(registry_path())}
         models = [m.id for m in chosen_models(list(specs.values()), options.models)]
         check_study_kinds(study.name, study.takes_documents, [specs[m] for m in models])

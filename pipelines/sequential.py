@@ -99,7 +99,7 @@ def check_prefixes(study, options) -> int:
     batch = options.batch or DEFAULT_BATCH
     before: set[str] = set()
     for limit in looks(plan_items, batch):
-        now = {repr(x) for x in study.load_sources(options.sources, limit)}
+        now = {repr(x) for x in study.load(options.sources, limit, **{n: getattr(options, n) for n in study.sampling})}
         if not before <= now:
             raise SequentialError(
                 f"--sequential: the sources ({', '.join(options.sources)}) at --limit {limit} drop items of --limit "

@@ -295,11 +295,32 @@ class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
 
     def load_input(self, context: dg.InputContext, table_slice, connection) -> pd.DataFrame:
         if not _table_exists(connection, table_slice.schema, table_slice.table):
-            raise dg.Failure(
-                f"table {table_slice.schema}.{table_slice.table} does not exist yet: materialize "
-                f"{context.asset_key.to_user_string()} first"
-            )
+            raise dg.Failure(missing_table_line(f"{table_slice.schema}.{table_slice.table}", context.asset_key))
         return super().load_input(context, table_slice, connection)
+
+
+def missing_table_line(table: str, key: dg.AssetKey) -> str:
+    """The one line of a step whose input ``table`` (of the asset ``key``, ``<suite>/<asset>``) is
+    not in the warehouse — a warehouse written before the asset existed, or a job that never ran:
+    the table and the command that builds it, ``metamorph run <study>`` (``--suite <suite>`` for a
+    suite other than the study's default; its model jobs build the per-model tables, the generation
+    cache serving the replies already made), else the asset to materialize."""
+    from metamorph.errors import MetamorphError
+    from metamorph.suites import suite_studies
+
+    suite = key.path[0]
+    try:
+        study = suite_studies().get(suite)
+    except MetamorphError:  # the project's suites do not load: name the asset only
+        study = None
+    head = f"table {table} does not exist yet (the warehouse was written before this asset existed, or no run built it)"
+    if study is None:
+        return f"{head}: materialize {key.to_user_string()} first"
+    command = f"metamorph run {study}" + ("" if suite == study else f" --suite {suite}")
+    return (
+        f"{head}: build it with `{command}` (its jobs rebuild {key.to_user_string()}; the replies already made "
+        "come from the generation cache), or materialize it in the UI"
+    )
 
 
 class _PartitionLoadingIOManager(dg.IOManager):

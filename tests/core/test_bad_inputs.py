@@ -40,7 +40,7 @@ def _study(case: dict) -> str:
 
 def check_sources(study: str, specs: list[str], limit: int | None) -> None:
     """The study's own loader, as its inputs asset, ``pipelines.run`` and ``metamorph plan`` call it."""
-    studies()[study].load_sources(specs, limit)
+    studies()[study].load(specs, limit)
 
 
 def _path(case: dict) -> Path:

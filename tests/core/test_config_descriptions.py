@@ -24,6 +24,7 @@ RULES = {
     ("format_robustness__routed_generations", "budget_usd"): ["USD ≥ 0", "-1 = no budget"],
     ("format_robustness__routing_choice_per_model", "calibration_fraction"): ["0 < fraction < 1"],
     ("format_robustness__source_instances", "limit"): ["N ≥ 1", "-1 = every row"],
+    ("format_robustness__source_instances", "sample_seed"): ["0 to 2147483647", "null = the first `limit` rows"],
     ("format_robustness__workflow_generations", "budget_usd"): ["USD ≥ 0", "-1 = no budget"],
     ("format_robustness__workflow_generations", "k"): ["1 to 100"],
     ("format_robustness__workflow_generations", "max_tokens"): ["N ≥ 1"],

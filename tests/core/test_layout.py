@@ -501,8 +501,8 @@ def test_loading_the_registry_imports_neither_the_verdict_layer_nor_a_report(tmp
 def restated_defaults(study: str) -> list[str]:
     """Where the study's package supplies its own fallback for an option that has a declared
     default (:attr:`metamorph.study.Option.default`; :class:`metamorph.study.Options` already holds
-    it): ``options.k or 3``, ``getattr(options, "formats", None) or …``, ``options.seeds if
-    options.seeds is not None else …``."""
+    it): ``options.k or 3``, ``options.max_tokens or GENERATOR_MAX_TOKENS``, ``getattr(options,
+    "formats", None) or …``, ``options.seeds if options.seeds is not None else …``."""
     import ast
 
     from metamorph.study import get

@@ -56,6 +56,7 @@ def test_run_and_plan_take_the_same_options_for_every_study():
         "--k",
         "--no-routing",
         "--formats",
+        "--sample-seed",
         "--sequential",
         "--batch",
     }
@@ -422,6 +423,7 @@ STUDY = Study(
     commands=Deferred("metamorph.studies.toy_study.cli:COMMANDS", value=True),
     sql_dir=Path(__file__).resolve().parents[2] / "sql" / "toy_study",
     assets_module="assets.toy_study",
+    sampling=(),
 )
 """,
 }
@@ -440,7 +442,7 @@ ItemsConfig = study_config(STUDY, "toy_items", LimitConfig, name="ItemsConfig", 
 
 @dg.asset(key_prefix=["toy_study"], group_name="toy_study", pool="duckdb")
 def toy_items(config: ItemsConfig) -> pd.DataFrame:
-    return pd.DataFrame({"item": STUDY.load_sources(config.sources, config.row_limit)})
+    return pd.DataFrame({"item": STUDY.load(config.sources, config.row_limit)})
 
 
 GenerationConfig = study_config(

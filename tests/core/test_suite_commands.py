@@ -252,14 +252,43 @@ def test_the_default_suites_yaml_options_apply_without_suite_and_the_command_lin
 
 def test_the_plans_restate_no_default():
     """The plans take an option's default from its declaration (or the study's DEFAULT_PARAMS), never
-    from a number written after ``or`` (``options.k or 3``), which drifts from the run's."""
+    from a number written after ``or`` (``options.k or 3``), which drifts from the run's, nor from a
+    ``max_tokens`` written as a number (the study's ``max_tokens_default`` or its option's default
+    is the declaration)."""
     import re
 
-    restated = re.compile(r"options\.\w+\)?\s+or\s+-?\d")
+    restated = re.compile(r"options\.\w+\)?\s+or\s+-?\d|[\"']max_tokens[\"']\s*:\s*-?\d")
     found = []
     for path in [*sorted((REPO / "metamorph" / "studies").glob("*/plan.py")), REPO / "metamorph" / "costplan.py"]:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("#", 1)[0]
             if restated.search(code) and not code.strip().startswith(('"', "'")):
                 found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert found == []
+
+
+def test_the_assets_restate_no_plan_default():
+    """A generation asset's own config field (``study_config(..., field=(type, Field(default=…)))``)
+    takes its default from the study's plan module (``DEFAULT_PARAMS``, its constants), which
+    ``metamorph plan`` plans with: never a number or a list of numbers written again in the asset."""
+    import ast
+
+    def literal(node) -> bool:
+        if isinstance(node, ast.UnaryOp):
+            node = node.operand
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return bool(node.elts) and all(literal(e) for e in node.elts)
+        return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+    found = []
+    for path in sorted((REPO / "assets").glob("*.py")):
+        for call in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "study_config"):
+                continue
+            for kw in call.keywords:
+                for field in ast.walk(kw.value):
+                    if isinstance(field, ast.Call) and getattr(field.func, "id", None) == "Field":
+                        default = next((k.value for k in field.keywords if k.arg == "default"), None)
+                        if default is not None and literal(default):
+                            found.append(f"{path.relative_to(REPO)}:{field.lineno}: {kw.arg}")
     assert found == []

@@ -37,6 +37,7 @@ from metamorph.studies.format_robustness.records import SourceInstance, canonica
 from metamorph.ordering import ordered
 from metamorph.replicates import seeded
 from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS, RenderedDocument
+from metamorph.studies.format_robustness.study import STUDY as DECLARED
 
 __all__ = [
     "DEFAULT_PARAMS",
@@ -82,13 +83,9 @@ PROMPT_VERSION = "p2"
 STUDY = "format_robustness"
 
 #: Decoding defaults of the study (temperature 0, §5.1); every key is sent explicitly.
-#: ``max_tokens`` fits the longest reply the instruction asks for. Measured in SmolLM2's tokenizer:
-#: 10 quotes of 12 English words (:data:`~metamorph.studies.format_robustness.extract.MAX_EVIDENCE`,
-#: ``MAX_EVIDENCE_WORDS``) with the decision are 152 tokens; the longest reply the local model's
-#: response schema admits (``config/models.yaml``: 10 items of 60 characters, here cut from
-#: ``construct`` records — field names and numbers tokenize densely) is 261 tokens, over the
-#: earlier 256. The share of replies cut at ``max_tokens`` is printed beside M1 (``truncated %``).
-DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512, "seed": 0}
+#: ``max_tokens``: the study's declared default (:attr:`metamorph.study.Study.max_tokens_default`,
+#: the generation asset's config default).
+DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": DECLARED.max_tokens_default, "seed": 0}
 
 
 @dataclass(frozen=True)
@@ -441,9 +438,8 @@ def cost_steps(model: ModelSpec, options) -> list:
     """
     from metamorph.costplan import PlanStep
     from metamorph.studies.format_robustness.renderers import RENDERERS, UnwritableCharacter, render
-    from metamorph.studies.format_robustness.sources import load_sources
 
-    xs = [x for _, x in load_sources(options.sources, limit=options.limit)]
+    xs = [x for _, x in DECLARED.sources_of(options)]
     formats = list(options.formats)
     k = options.k
     params = {**DEFAULT_PARAMS, **({"max_tokens": options.max_tokens} if options.max_tokens else {})}
@@ -508,14 +504,13 @@ def not_sent_notes(model: ModelSpec, options) -> list[str]:
     takes every format. ``options`` as :func:`cost_steps`; raises the loaders' and renderers'
     :class:`~metamorph.errors.InputError`."""
     from metamorph.studies.format_robustness.renderers import RENDERERS, UnwritableCharacter, render
-    from metamorph.studies.format_robustness.sources import load_sources
 
     formats = list(options.formats)
     refused = {ing: [f for f in formats if not accepts(ing, RENDERERS[f].media_type)] for ing in model.ingestion}
     refused = {ing: fs for ing, fs in refused.items() if fs}
     if not refused:
         return []
-    xs = [x for _, x in load_sources(options.sources, limit=options.limit)]
+    xs = [x for _, x in DECLARED.sources_of(options)]
     k = options.k
 
     def writable(x: SourceInstance, f: str) -> bool:

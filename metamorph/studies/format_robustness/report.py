@@ -282,9 +282,9 @@ def planned_cells(options, specs=()) -> pd.DataFrame:
     groups; M3: one flag per instance). Raises the loaders' ``InputError``."""
     from metamorph.comparison import slice_label
     from metamorph.studies.format_robustness.renderers import DEFAULT_FORMATS
-    from metamorph.studies.format_robustness.sources import load_sources
+    from metamorph.studies.format_robustness.study import STUDY as DECLARED
 
-    xs = [x for _, x in load_sources(options.sources, limit=options.limit)]
+    xs = [x for _, x in DECLARED.sources_of(options)]
     ingestions = [i for i in (specs[0].ingestion if specs else ("inline",)) if all(i in s.ingestion for s in specs)]
     datasets = list(dict.fromkeys(x.dataset for x in xs))
     k = options.k

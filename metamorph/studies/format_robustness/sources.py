@@ -22,6 +22,7 @@ from metamorph.datasets import read_rows, required, required_id, required_text, 
 from metamorph.errors import InputError
 from metamorph.studies.format_robustness.records import SourceInstance
 from metamorph.studies.format_robustness.renderers import LINE_BREAKS as _LINE_BREAKS
+from metamorph.studies.format_robustness.study import SAMPLE_SEED
 
 __all__ = [
     "ADAPTERS",
@@ -479,8 +480,9 @@ def validate_instances(instances: Sequence[SourceInstance], source: str, rows: S
             )
 
 
-#: Default seed of the instance sample (``limit`` rows drawn at random, §5.1 "randomly sampling").
-DEFAULT_SAMPLE_SEED = 0
+#: Default seed of the instance sample (``limit`` rows drawn at random, §5.1 "randomly sampling"):
+#: the default of the study's ``--sample-seed`` option.
+DEFAULT_SAMPLE_SEED = SAMPLE_SEED.default
 
 
 def sample_rows(n_rows: int, limit: int | None, sample_seed: int | None) -> list[int]:

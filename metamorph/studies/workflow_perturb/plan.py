@@ -40,11 +40,8 @@ from metamorph.studies.workflow_perturb.workflows import (
 )
 
 __all__ = [
-    "GENERATOR_MAX_TOKENS",
     "JUDGE_MAX_TOKENS",
     "JUDGE_SPREAD_DETERMINISTIC",
-    "JUDGE_VARIANTS",
-    "LLM_GOLDENS",
     "LLM_SEVERITIES",
     "MAX_ATTEMPTS",
     "METRIC_COLUMNS",
@@ -226,10 +223,10 @@ def judge_row(results: Sequence[GenerationResult], keys: Sequence[str] | None = 
 # ------------------------------------------------------------------------------------------
 # Cost plan: the requests perturbations_llm and judge_scores send
 
-#: Defaults of the generation assets' configs (assets/workflow_perturb.py ``LLMPerturbConfig``,
-#: ``JudgeConfig``), which ``metamorph plan`` plans with.
-LLM_GOLDENS, LLM_SEVERITIES, MAX_ATTEMPTS, GENERATOR_MAX_TOKENS = 3, (0.3,), 2, 320
-JUDGE_VARIANTS, JUDGE_MAX_TOKENS = 9, 400
+#: Defaults of the generation assets' own config fields (assets/workflow_perturb.py ``LLMPerturbConfig``,
+#: ``JudgeConfig`` take them from here), which ``metamorph plan`` plans with; the options' defaults
+#: (``--llm-goldens``, ``--max-tokens``, ``--judge-variants``) are their declarations' (study.py).
+LLM_SEVERITIES, MAX_ATTEMPTS, JUDGE_MAX_TOKENS = (0.3,), 2, 400
 #: Template text of a refinement turn's validation problem, in estimated tokens, beyond the
 #: quoted reply (the longest problem of validate.check_variant is under 160 characters).
 PROBLEM_TEMPLATE_TOKENS = 50
@@ -342,11 +339,10 @@ def judge_plan_requests(
 def planned_goldens(options: Any) -> list:
     """The valid goldens a run with ``options`` (sources, limit) loads, as the assets read the
     goldens table: by ``golden_id``, in table order. Raises the loader's :class:`~metamorph.errors.InputError`."""
-    from metamorph.studies.workflow_perturb.workflows import load_goldens
+    from metamorph.studies.workflow_perturb.study import STUDY as DECLARED
 
     rows = []
-    for spec in options.sources:
-        valid, rejected = load_goldens(spec, on_invalid="collect", limit=options.limit)
+    for spec, valid, rejected in DECLARED.sources_of(options):  # as the goldens asset loads them
         rows += golden_rows(valid, rejected, spec)
     return list(
         {r.golden_id: workflow_from_record(r) for r in pd.DataFrame(rows).itertuples() if r.valid}.values()
@@ -365,10 +361,10 @@ def cost_steps(model: Any, options: Any) -> list:
     3. ``judge_scores``: 3 calls per judged deterministic variant (exact).
 
     ``options``: the study's :class:`metamorph.study.Options` (``STUDY.values(...)``); the defaults
-    are the assets' (sources ``embedded``, every row, the first :data:`LLM_GOLDENS` valid goldens, the
-    three types at p 0.3, :data:`MAX_ATTEMPTS` attempts, generator max_tokens
-    :data:`GENERATOR_MAX_TOKENS` unless ``max_tokens``, no escalation model, :data:`JUDGE_VARIANTS`
-    judged variants with max_tokens :data:`JUDGE_MAX_TOKENS`). Raises the loader's
+    are the assets' (sources ``embedded``, every row, the first ``llm_goldens`` valid goldens, the
+    three types at :data:`LLM_SEVERITIES`, :data:`MAX_ATTEMPTS` attempts, the generator's
+    ``max_tokens``, no escalation model, ``judge_variants`` judged variants with max_tokens
+    :data:`JUDGE_MAX_TOKENS`). Raises the loader's
     :class:`~metamorph.errors.InputError`.
     """
     from metamorph.costplan import PlanStep
@@ -380,7 +376,7 @@ def cost_steps(model: Any, options: Any) -> list:
         LLM_SEVERITIES,
         model,
         max_attempts=MAX_ATTEMPTS,
-        max_tokens=options.max_tokens or GENERATOR_MAX_TOKENS,
+        max_tokens=options.max_tokens,
         hybrid=True,
     )
     judge = judge_plan_requests(

@@ -46,12 +46,12 @@ JUDGE_CONSTRAINED = Option(
 #: The generator's completion limit (App. A): a reply holds a whole workflow, so at least 16 tokens.
 MAX_TOKENS = Option(
     "max_tokens",
-    "completion limit of an LLM generator call (perturbations_llm; >= 16; default 320); the judge keeps "
-    "its own (400, the B.6.4 JSON object)",
+    "completion limit of an LLM generator call (perturbations_llm; >= 16); the judge keeps its own (the "
+    "B.6.4 JSON object)",
     whole_number(16),
+    default=320,
     targets=(("perturbations_llm", "max_tokens"),),
     config_help="Completion limit of a generator call (N ≥ 16).",
-    config_default=320,
 )
 
 STUDY = Study(

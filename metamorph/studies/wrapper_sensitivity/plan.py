@@ -24,6 +24,7 @@ import pandas as pd
 from metamorph.models import ModelSpec
 from metamorph.providers.base import GenerationRequest
 from metamorph.studies.wrapper_sensitivity.extract import extract_answer
+from metamorph.studies.wrapper_sensitivity.study import STUDY as DECLARED
 from metamorph.studies.wrapper_sensitivity.tasks import QAItem
 from metamorph.studies.wrapper_sensitivity.vocab import CONSTRAINED_ARM, MODES
 from metamorph.studies.wrapper_sensitivity.wrappers import (
@@ -52,9 +53,10 @@ CONSTRAINED = CONSTRAINED_ARM
 #: This study's name: the registry's ``study_params`` key (:meth:`metamorph.models.ModelSpec.params_for`).
 STUDY = "wrapper_sensitivity"
 
-#: Decoding defaults (§3.4): short answers (the review warns 24 tokens truncates ``deliberate``;
+#: Decoding defaults (§3.4): short answers (``max_tokens``: the study's declared default,
+#: :attr:`metamorph.study.Study.max_tokens_default`; the review warns it truncates ``deliberate``;
 #: the truncation rate is reported per wrapper), sampling so that seeds differ.
-DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.7, "max_tokens": 24}
+DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.7, "max_tokens": DECLARED.max_tokens_default}
 
 
 @dataclass(frozen=True)
@@ -243,13 +245,12 @@ def count_and_check_budget(
 def cost_steps(model: ModelSpec, options) -> list:
     """The requests ``wrapper_generations`` sends for ``model`` (``metamorph plan``,
     :mod:`metamorph.costplan`), with the assets' defaults: sources ``synthetic``, every wrapper
-    family, template v1, seeds 0–4, temperature 0.7, max_tokens 24 (``options`` overrides sources,
+    family, template v1, the default seeds, :data:`DEFAULT_PARAMS` (``options`` overrides sources,
     limit, seeds, max_tokens, constrained_arm). Raises the loader's ``InputError``."""
     from metamorph.costplan import PlanStep
-    from metamorph.studies.wrapper_sensitivity.tasks import load_task
     from metamorph.studies.wrapper_sensitivity.wrappers import FAMILIES, render_token_controlled
 
-    items = [x for s in options.sources for x in load_task(s, limit=options.limit)]
+    items = [x for _, x in DECLARED.sources_of(options)]
     prompts = render_token_controlled(items, list(FAMILIES), "v1")
     seeds = options.seeds
     planned = plan_wrapper_generations(

@@ -10,7 +10,7 @@ from metamorph.studies.wrapper_sensitivity import vocab
 def _load_sources(specs, limit):
     from metamorph.studies.wrapper_sensitivity.tasks import load_tasks
 
-    return [x for _, x in load_tasks(specs, limit=limit)]
+    return load_tasks(specs, limit=limit)
 
 
 def _headline(con, options) -> str:
@@ -50,9 +50,9 @@ STUDY = Study(
     sources_help="Task specs: 'synthetic' (embedded default) or '<task>:<path|hf:// URI>' with task boolq, "
     "arc_challenge, gsm8k, commonsense_qa, winogrande, hellaswag, piqa. See metamorph.studies.wrapper_sensitivity.tasks.",
     limit_help="Keep the first N ≥ 1 items of each source; -1 = every item.",
-    # the paper's completion limit (plan.DEFAULT_PARAMS)
+    # the paper's completion limit (read by plan.DEFAULT_PARAMS)
     max_tokens_default=24,
-    max_tokens_help="Completion limit (N ≥ 1; 24 as in the paper; truncation is reported).",
+    max_tokens_help="Completion limit (N ≥ 1; the default is the paper's; truncation is reported).",
     load_sources=_load_sources,
     cost_steps=Deferred("metamorph.studies.wrapper_sensitivity.plan:cost_steps"),
     headline=_headline,
