@@ -13,7 +13,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pydantic import Field, create_model, field_validator
 
-from metamorph.export import js_length, markdown_cell, markdown_table
+from metamorph.export import display_float, js_length, markdown_cell, markdown_table
 from metamorph.schemas import table_schema_metadata, validate_frame
 from metamorph.study import ALL_ROWS, NO_BUDGET, Option, Study
 
@@ -260,21 +260,8 @@ def plan_metadata(plan) -> dict:
     return md
 
 
-#: Decimals of a percentage (or percentage points) shown as float metadata.
-PCT_DECIMALS = 1
-#: Significant digits of any other float shown as metadata (p-values, correlations, USD).
-FLOAT_DIGITS = 4
 #: A metadata key naming a percentage: a ``pct`` or ``pp`` word (``M1_pct/…``, ``sen_pp``) or a ``%``.
 _PERCENT_KEY = re.compile(r"(^|[^a-z0-9])(pct|pp)([^a-z0-9]|$)|%", re.IGNORECASE)
-
-
-def display_float(value: float, percent: bool) -> float:
-    """``value`` as float metadata shows it: :data:`PCT_DECIMALS` decimals for a percentage, else
-    :data:`FLOAT_DIGITS` significant digits (30.555555555555554 % → 30.6; 0.0123456 → 0.01235)."""
-    v = float(value)
-    if v != v or v in (float("inf"), float("-inf")):
-        return v
-    return round(v, PCT_DECIMALS) if percent else float(f"{v:.{FLOAT_DIGITS}g}")
 
 
 def is_percent_key(key: str) -> bool:
