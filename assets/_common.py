@@ -295,6 +295,24 @@ def validated_output(
     return dg.Output(df, metadata=rounded_metadata(md))
 
 
+#: Hex digits of a group of a registry fingerprint as metadata shows it: the 64 digits in one run
+#: (480 px) would not wrap and would push the value column past the pane; groups of 16 (120 px) wrap.
+FINGERPRINT_GROUP = 16
+
+
+def fingerprint_md(fingerprint: str) -> dg.MetadataValue:
+    """A registry fingerprint (64 hex digits) as a text entry that fits the metadata pane: groups of
+    :data:`FINGERPRINT_GROUP` digits separated by spaces (:func:`fingerprint_of` reads it back)."""
+    fp = str(fingerprint)
+    return dg.MetadataValue.text(" ".join(fp[i : i + FINGERPRINT_GROUP] for i in range(0, len(fp), FINGERPRINT_GROUP)))
+
+
+def fingerprint_of(value: Any) -> str:
+    """The fingerprint of a :func:`fingerprint_md` entry's value (or of one recorded whole): its
+    digits without the spaces."""
+    return "".join(str(value).split())
+
+
 def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, plan=None) -> dict:
     """Materialization metadata of a generation table, the same in every study.
 
@@ -304,7 +322,7 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, pl
     (called and served from the cache), model-version changes the provider reported, the
     distinct versions it reported (``reported_model_versions``, from the rows' ``model_version``),
     the seconds per call of this step when it made calls (``seconds_per_call``: elapsed since
-    ``stats.started`` / calls, cache lookups included) and the ``registry_fingerprint``: the registry sensor compares both with the registry and the
+    ``stats.started`` / calls, cache lookups included) and the ``registry_fingerprint`` (:func:`fingerprint_md`): the registry sensor compares both with the registry and the
     provider's ``models.list`` (:mod:`metamorph.providers.versions`); with ``plan`` (the step's
     :class:`~metamorph.costplan.CostPlan`) also :func:`plan_metadata`.
     """
@@ -322,7 +340,7 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, pl
             "tokens": dg.MetadataValue.json(stats.tokens()),
             "model_version_changes": dg.MetadataValue.json(stats.version_changes),
             REPORTED_VERSIONS_KEY: reported_versions_md(df["model_version"]),
-            "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint()),
+            "registry_fingerprint": fingerprint_md(spec.fingerprint()),
         }
     )
     if stats.calls:
