@@ -31,7 +31,8 @@ cell of a metric table, as queryable rows in the lineage asset's metadata.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -592,6 +593,37 @@ def metric_output(
     yield from check_results(out.value, cells)
 
 
+#: Characters of a line of SQL in a metadata code block. A code block never wraps; at the UI's
+#: monospace font (about 8.4 px a character) a 40-character line and the block's padding fit the
+#: value's VALUE_PX (360 px) beside its key at 1,440 px.
+SQL_LINE_CHARS = 40
+
+#: A token of SQL that must stay on one line: a run of non-spaces, a quoted literal or identifier in
+#: it taken whole (spaces and all).
+_SQL_TOKEN = re.compile(r"(?:'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[^\s'\"])+")
+
+
+def sql_lines(clauses: Sequence[tuple[str, str]], width: int = SQL_LINE_CHARS) -> str:
+    """SQL laid out for a code block no wider than ``width`` characters: each ``(keyword, body)``
+    clause starts a line with its keyword (``SELECT``, ``FROM``, ``WHERE``, ``AND``, ``ORDER BY``; a
+    keyword starting with spaces is indented under the clause above) and its body fills lines of at
+    most ``width`` characters, continued two spaces further in. A body is broken only between
+    tokens (:data:`_SQL_TOKEN`): a quoted literal is never split, and one longer than ``width`` has
+    a line of its own."""
+    lines = []
+    for keyword, body in clauses:
+        indent = " " * (len(keyword) - len(keyword.lstrip()) + 2)
+        line = keyword
+        for tok in _SQL_TOKEN.findall(body):
+            if line == keyword or len(line) + 1 + len(tok) <= width:
+                line = f"{line} {tok}"
+            else:
+                lines.append(line)
+                line = indent + tok
+        lines.append(line)
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class ViewPreview:
     """Rows of a lineage view for the worst cell of a metric table, for the lineage asset's metadata.
@@ -618,7 +650,8 @@ class ViewPreview:
     limit: int = 50
 
     def metadata(self, con, study: str) -> dict:
-        """``worst_cell``, the SQL selecting its rows (copyable) and the rows themselves."""
+        """``worst_cell``, the SQL selecting its rows (copyable; ``worst_cell_sql``, laid out in lines
+        of :data:`SQL_LINE_CHARS` by :func:`sql_lines`) and the rows themselves."""
         table = con.execute(f'SELECT * FROM "{study}"."{self.table}"').df()
         worst = worst_cells(table, self.cells)
         if worst.empty:
@@ -640,12 +673,17 @@ class ViewPreview:
         if self.order:
             sql += " ORDER BY " + ", ".join(self.order)
         rows = con.execute(f"{sql} LIMIT {self.limit}", params).df()
-        literal = sql
-        for p in params:
-            literal = literal.replace("?", "'" + str(p).replace("'", "''") + "'", 1)
+        values = iter("'" + str(p).replace("'", "''") + "'" for p in params)
+        shown = [c.replace("?", next(values), 1) if c.endswith("?") else c for c in conds] or ["TRUE"]
+        clauses = [
+            ("SELECT", cols),
+            ("FROM", f"{study}.{self.view}"),
+            *((("WHERE" if i == 0 else "  AND"), c) for i, c in enumerate(shown)),
+            *([("ORDER BY", ", ".join(self.order))] if self.order else []),
+        ]
         return {
             "worst_cell": dg.MetadataValue.text(f"{self.table}: {cell_label(cell, self.cells)}"),
             "worst_cell_rows": dg.MetadataValue.int(int(n)),
-            "worst_cell_sql": dg.MetadataValue.md(f"```sql\n{literal};\n```"),
+            "worst_cell_sql": dg.MetadataValue.md(f"```sql\n{sql_lines(clauses)};\n```"),
             f"{self.view} (worst cell)": table_value(rows),
         }

@@ -13,7 +13,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pydantic import Field, create_model, field_validator
 
-from metamorph.export import js_length, markdown_cell, markdown_table
+from metamorph.export import display_float, js_length, markdown_cell, markdown_table
 from metamorph.schemas import table_schema_metadata, validate_frame
 from metamorph.study import ALL_ROWS, NO_BUDGET, Option, Study
 
@@ -260,21 +260,8 @@ def plan_metadata(plan) -> dict:
     return md
 
 
-#: Decimals of a percentage (or percentage points) shown as float metadata.
-PCT_DECIMALS = 1
-#: Significant digits of any other float shown as metadata (p-values, correlations, USD).
-FLOAT_DIGITS = 4
 #: A metadata key naming a percentage: a ``pct`` or ``pp`` word (``M1_pct/…``, ``sen_pp``) or a ``%``.
 _PERCENT_KEY = re.compile(r"(^|[^a-z0-9])(pct|pp)([^a-z0-9]|$)|%", re.IGNORECASE)
-
-
-def display_float(value: float, percent: bool) -> float:
-    """``value`` as float metadata shows it: :data:`PCT_DECIMALS` decimals for a percentage, else
-    :data:`FLOAT_DIGITS` significant digits (30.555555555555554 % → 30.6; 0.0123456 → 0.01235)."""
-    v = float(value)
-    if v != v or v in (float("inf"), float("-inf")):
-        return v
-    return round(v, PCT_DECIMALS) if percent else float(f"{v:.{FLOAT_DIGITS}g}")
 
 
 def is_percent_key(key: str) -> bool:
@@ -308,6 +295,24 @@ def validated_output(
     return dg.Output(df, metadata=rounded_metadata(md))
 
 
+#: Hex digits of a group of a registry fingerprint as metadata shows it: the 64 digits in one run
+#: (480 px) would not wrap and would push the value column past the pane; groups of 16 (120 px) wrap.
+FINGERPRINT_GROUP = 16
+
+
+def fingerprint_md(fingerprint: str) -> dg.MetadataValue:
+    """A registry fingerprint (64 hex digits) as a text entry that fits the metadata pane: groups of
+    :data:`FINGERPRINT_GROUP` digits separated by spaces (:func:`fingerprint_of` reads it back)."""
+    fp = str(fingerprint)
+    return dg.MetadataValue.text(" ".join(fp[i : i + FINGERPRINT_GROUP] for i in range(0, len(fp), FINGERPRINT_GROUP)))
+
+
+def fingerprint_of(value: Any) -> str:
+    """The fingerprint of a :func:`fingerprint_md` entry's value (or of one recorded whole): its
+    digits without the spaces."""
+    return "".join(str(value).split())
+
+
 def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, plan=None) -> dict:
     """Materialization metadata of a generation table, the same in every study.
 
@@ -317,7 +322,7 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, pl
     (called and served from the cache), model-version changes the provider reported, the
     distinct versions it reported (``reported_model_versions``, from the rows' ``model_version``),
     the seconds per call of this step when it made calls (``seconds_per_call``: elapsed since
-    ``stats.started`` / calls, cache lookups included) and the ``registry_fingerprint``: the registry sensor compares both with the registry and the
+    ``stats.started`` / calls, cache lookups included) and the ``registry_fingerprint`` (:func:`fingerprint_md`): the registry sensor compares both with the registry and the
     provider's ``models.list`` (:mod:`metamorph.providers.versions`); with ``plan`` (the step's
     :class:`~metamorph.costplan.CostPlan`) also :func:`plan_metadata`.
     """
@@ -335,7 +340,7 @@ def generation_metadata(df: pd.DataFrame, stats, spec, by: str | None = None, pl
             "tokens": dg.MetadataValue.json(stats.tokens()),
             "model_version_changes": dg.MetadataValue.json(stats.version_changes),
             REPORTED_VERSIONS_KEY: reported_versions_md(df["model_version"]),
-            "registry_fingerprint": dg.MetadataValue.text(spec.fingerprint()),
+            "registry_fingerprint": fingerprint_md(spec.fingerprint()),
         }
     )
     if stats.calls:

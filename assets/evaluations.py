@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import dagster as dg
 
-from assets._common import ALL_ROWS, REPORTED_VERSIONS_KEY, SECONDS_PER_CALL_KEY
+from assets._common import ALL_ROWS, REPORTED_VERSIONS_KEY, SECONDS_PER_CALL_KEY, fingerprint_of
 from metamorph.costplan import plan_calls
 from metamorph.models import ModelSpec
 from metamorph.study import Options, Study, studies
@@ -53,7 +53,7 @@ def latest_evaluation(
     md = records[0].asset_materialization.metadata
     fp, versions = md.get(FINGERPRINT_KEY), md.get(VERSIONS_KEY)
     return Evaluation(
-        None if fp is None else str(fp.value),
+        None if fp is None else fingerprint_of(fp.value),
         [str(v) for v in versions.value] if versions is not None and isinstance(versions.value, list) else [],
         float(records[0].timestamp),
     )

@@ -32,6 +32,7 @@ from metamorph.verdict import regression_check, regression_records, studies_to_r
 from metamorph.models import WORKFLOW_PROVIDERS
 from metamorph.study import studies
 from resources import ModelRegistryResource
+from resources.storage import last_run, left_out_metadata
 
 GROUP = "model_upgrades"
 PREFIX = [GROUP]
@@ -124,7 +125,9 @@ def robustness_report_card(
     plots every headline cell across the model's versions (``trend``; the current values are
     also float metadata, one key per cell, for Dagster's plots across materializations). Code:
     metamorph.report_card.build_card. Each study is read from the suite ``config.suites`` names
-    (default: its default suite); ``dagster.Failure`` for a study that is not one."""
+    (default: its default suite); ``dagster.Failure`` for a study that is not one. A model that is
+    not in the registry (removed from it) has no current row — its earlier rows stay as history —
+    and is named in ``left_out`` / ``left_out_models`` with its last run."""
     unknown = sorted(set(config.suites) - set(CARD_SOURCES))
     if unknown:
         raise dg.Failure(f"config suites: no study {unknown}; the studies are {sorted(CARD_SOURCES)}")
@@ -145,6 +148,13 @@ def robustness_report_card(
     ]
     parts = [CARD_SOURCES[s].rows(*inputs[s]) for s in present]
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ReportCard.to_schema().columns)
+    # the registry's models only: a model removed from it is history, named in the metadata
+    registered = {m.id for m in models}
+    left_out = {
+        m: last_run(context.instance, [dg.AssetKey([suite[s], studies()[s].generations]) for s in present], m)
+        for m in sorted(set(rows["model_id"]) - registered)
+    }
+    rows = rows[rows["model_id"].isin(registered)].reset_index(drop=True)
     versions = {
         (m, s): evaluated_fingerprint(context.instance, s, m, suite[s]) or "unrecorded"
         for m, s in zip(rows["model_id"], rows["study"])
@@ -204,6 +214,7 @@ def robustness_report_card(
         ),
         "regressed_candidates": dg.MetadataValue.json(sorted(set(regressions["candidate_id"]))),
     }
+    md.update(left_out_metadata(left_out, model_registry.path))
     if seen:
         md["verdict_power"] = dg.MetadataValue.md(seen)
     if next_step:

@@ -24,6 +24,7 @@ from assets._cells import Behind, Cells, ViewPreview
 from metamorph.models import check_study_kinds
 from metamorph.export import markdown_table
 from assets._common import (
+    fingerprint_md,
     REPORTED_VERSIONS_KEY,
     BudgetConfig,
     ComparisonConfig,
@@ -284,7 +285,7 @@ def perturbations_llm(
             "status": dg.MetadataValue.json(df["status"].value_counts().to_dict()),
             "attempts_mean": dg.MetadataValue.float(round(float(df["attempts"].mean()), 2)),
             REPORTED_VERSIONS_KEY: reported_versions_md(reported),
-            "registry_fingerprint": dg.MetadataValue.text(model_registry.get(context.partition_key).fingerprint()),
+            "registry_fingerprint": fingerprint_md(model_registry.get(context.partition_key).fingerprint()),
             **plan_metadata(plans[0]),
         },
     )

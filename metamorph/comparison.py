@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from metamorph.export import PCT_DECIMALS
 from metamorph.power import DEFAULT_POWER, detectable
 from metamorph.schemas import VERDICTS, require_columns
 from metamorph.stats import holm, mcnemar_exact, paired_bootstrap_diff_ci, paired_permutation_test
@@ -45,6 +46,7 @@ __all__ = [
     "ALL",
     "COMPARISON_COLUMNS",
     "ITEM_SCORE_COLUMNS",
+    "P_DIGITS",
     "VERDICTS",
     "compare_models",
     "comparison_markdown",
@@ -86,6 +88,9 @@ COMPARISON_COLUMNS = [
 
 #: The slice label of an unsliced metric (slices read ``dataset=medqa, format=json``).
 ALL = "all"
+
+#: Significant digits of a p-value in the comparison tables (``0.0234``).
+P_DIGITS = 3
 
 
 def slice_label(levels: Mapping[str, object]) -> str:
@@ -337,7 +342,7 @@ def comparison_markdown(comparison: pd.DataFrame, scale: float = 100.0, unit: st
     df = comparison.assign(_o=comparison["verdict"].map(order)).sort_values(["_o", "p_holm", "metric", "slice"])
 
     def fmt(v: float) -> str:
-        return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{scale * v:+.1f}"
+        return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{scale * v:+.{PCT_DECIMALS}f}"
 
     def said(r) -> str:
         text = f"**{r.verdict}**"
@@ -354,7 +359,7 @@ def comparison_markdown(comparison: pd.DataFrame, scale: float = 100.0, unit: st
     ]
     for r in df.itertuples():
         ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if not math.isnan(r.ci_low) else "–"
-        p = "–" if math.isnan(r.p_holm) else f"{r.p_holm:.3g}"
+        p = "–" if math.isnan(r.p_holm) else f"{r.p_holm:.{P_DIGITS}g}"
         lines.append(
             f"| {r.candidate_id} | {r.metric} | {r.slice} | {r.n_items} | {fmt(r.difference)} | {ci} | "
             f"{r.test or '–'} | {p} | {said(r)} |"

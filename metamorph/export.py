@@ -10,6 +10,8 @@ whose cells cannot inject markup. Model output and dataset text are untrusted in
 * :func:`markdown_cell` / :func:`markdown_table` — a cell shown in a markdown table (the Dagster UI
   previews) is one line with the markdown and HTML characters backslash-escaped, so a reply such as
   ``<img src=x onerror=...>``, ``![t](http://...)`` or ``a | b`` is shown as typed, never rendered.
+* :func:`display_float` — a number as the tables show it (a percentage to one decimal, anything else
+  to four significant digits), for the metadata and JSON records shown beside them.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from typing import Any
 import pandas as pd
 
 __all__ = [
+    "FLOAT_DIGITS",
     "FORMULA_PREFIXES",
     "MISSING",
+    "PCT_DECIMALS",
+    "display_float",
     "js_length",
     "markdown_cell",
     "markdown_table",
@@ -30,6 +35,22 @@ __all__ = [
     "spreadsheet_safe",
     "write_csv",
 ]
+
+#: Decimals of a percentage (or percentage points) shown as float metadata.
+PCT_DECIMALS = 1
+#: Significant digits of any other float shown as metadata (p-values, correlations, USD).
+FLOAT_DIGITS = 4
+
+
+def display_float(value: float, percent: bool, digits: int = FLOAT_DIGITS) -> float:
+    """``value`` as a table shows it: :data:`PCT_DECIMALS` decimals for a percentage, else ``digits``
+    significant digits (30.555555555555554 % → 30.6; 0.0123456 → 0.01235). NaN and ±inf are
+    returned as they are."""
+    v = float(value)
+    if v != v or v in (float("inf"), float("-inf")):
+        return v
+    return round(v, PCT_DECIMALS) if percent else float(f"{v:.{digits}g}")
+
 
 #: First characters that make a spreadsheet evaluate a cell (OWASP CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")

@@ -45,6 +45,7 @@ __all__ = [
     "EXIT_USAGE",
     "REGRESSION_CHECK",
     "REGRESSION_FIELDS",
+    "REGRESSION_RECORD_KEYS",
     "RegressionCheck",
     "SEQUENTIAL_RUNS",
     "Verdict",
@@ -75,6 +76,8 @@ REGRESSION_CHECK = "no_blocking_regression"
 
 #: Columns of a regressed row as the check's metadata and ``--json`` list it.
 REGRESSION_FIELDS = ["candidate_id", "metric", "slice", "difference", "ci_low", "ci_high", "p_holm"]
+#: The keys of a :func:`regression_records` record: the differences in percentage points.
+REGRESSION_RECORD_KEYS = ["candidate_id", "metric", "slice", "difference_pp", "ci_low_pp", "ci_high_pp", "p_holm"]
 
 
 @dataclass(frozen=True)
@@ -145,17 +148,32 @@ def blocking_mask(comparison: pd.DataFrame, models: Sequence, study: str) -> pd.
 
 
 def regression_records(rows: pd.DataFrame) -> list[dict]:
-    """Regressed rows as plain records of :data:`REGRESSION_FIELDS` (differences and CI as
-    fractions, candidate − baseline; a missing CI bound is None)."""
-    out = []
-    for r in rows[REGRESSION_FIELDS].itertuples(index=False):
-        out.append(
-            {
-                k: (None if isinstance(v, float) and math.isnan(v) else (float(v) if isinstance(v, float) else v))
-                for k, v in zip(REGRESSION_FIELDS, r)
-            }
-        )
-    return out
+    """Regressed rows (``rows``: :data:`REGRESSION_FIELDS`, differences as fractions) as plain
+    records of :data:`REGRESSION_RECORD_KEYS`, rounded as :func:`~metamorph.comparison.comparison_markdown`
+    prints them: ``difference_pp``, ``ci_low_pp``, ``ci_high_pp`` — candidate − baseline in
+    percentage points to :data:`~metamorph.export.PCT_DECIMALS` decimal (−0.13000000000000003 →
+    −13.0) — and ``p_holm`` to :data:`~metamorph.comparison.P_DIGITS` significant digits
+    (0.0234375 → 0.0234). A missing value (NaN) is None."""
+    from metamorph.comparison import P_DIGITS
+    from metamorph.export import display_float
+
+    def num(v, percent: bool):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return None
+        return display_float(100 * float(v), True) if percent else display_float(float(v), False, P_DIGITS)
+
+    return [
+        {
+            "candidate_id": r.candidate_id,
+            "metric": r.metric,
+            "slice": r.slice,
+            "difference_pp": num(r.difference, True),
+            "ci_low_pp": num(r.ci_low, True),
+            "ci_high_pp": num(r.ci_high, True),
+            "p_holm": num(r.p_holm, False),
+        }
+        for r in rows[REGRESSION_FIELDS].itertuples(index=False)
+    ]
 
 
 @dataclass(frozen=True)

@@ -34,13 +34,21 @@ partition (``''`` when unpartitioned), run_id, written_at (naive UTC), partial (
 note by :func:`pipelines.partial.mark_partial_run` when that run fails later)), so SQL readers
 of the warehouse see the same partial marks as the UI.
 
+A table read whole across the model partitions (a cross-model table reading a per-model one)
+holds the registry's models only: with ``registry`` set, the rows of a model partition that is not
+a registry entry (a model removed from the registry; a stray partition) are left out when loaded,
+and the output the step writes names them in its metadata — ``left_out_models`` (JSON: model →
+why, last run id, when) and ``left_out`` (one line per model) — never silently
+(:func:`left_out_metadata`).
+
 It also runs handle_output / load_input inside ``partition_loading_context`` so dynamic
 partitions resolve (the multi-partition crash of §4.1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from contextlib import contextmanager, suppress
 from types import SimpleNamespace
 
@@ -323,11 +331,64 @@ def missing_table_line(table: str, key: dg.AssetKey) -> str:
     )
 
 
-class _PartitionLoadingIOManager(dg.IOManager):
-    """Runs the inner IO manager inside ``partition_loading_context`` (dynamic partitions)."""
+#: The dynamic partitions of the per-model tables (:data:`assets.partitions.MODEL_PARTITIONS_NAME`).
+_MODEL_PARTITIONS = "model"
 
-    def __init__(self, inner: DbIOManager):
+
+def last_run(instance: dg.DagsterInstance, keys: Iterable[dg.AssetKey], model_id: str) -> dict:
+    """The latest materialization of partition ``model_id`` among ``keys``: ``{"last_run": run id,
+    "last_materialized": "YYYY-MM-DD HH:MM UTC"}`` (both None when there is none)."""
+    best = None
+    for key in keys:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=[model_id]), limit=1
+        ).records
+        if records and (best is None or records[0].timestamp > best.timestamp):
+            best = records[0]
+    if best is None:
+        return {"last_run": None, "last_materialized": None}
+    when = pd.Timestamp(best.timestamp, unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M UTC")
+    return {"last_run": best.run_id, "last_materialized": when}
+
+
+def left_out_metadata(left_out: Mapping[str, Mapping], registry: str) -> dict:
+    """The metadata naming the models a cross-model table left out (``left_out``: model id →
+    :func:`last_run`), none of which is in the registry file ``registry``: ``left_out_models``
+    (JSON: model → ``why``, ``last_run``, ``last_materialized``) and ``left_out`` (text, one line per
+    model: ``m3: not in the registry models.yaml; last run 2026-12-06 00:20 UTC (1a2b3c4d)``).
+    Empty when nothing was left out."""
+    if not left_out:
+        return {}
+    name = Path(registry).name
+    lines = []
+    for m, run in sorted(left_out.items()):
+        when = run.get("last_run") and f"{run['last_materialized']} ({run['last_run'][:8]})"
+        lines.append(f"{m}: not in the registry {name}; last run {when or 'unknown'}")
+    return {
+        "left_out_models": dg.MetadataValue.json(
+            {m: {"why": f"not in the registry {registry}", **run} for m, run in sorted(left_out.items())}
+        ),
+        "left_out": dg.MetadataValue.text("\n".join(lines)),
+    }
+
+
+class _PartitionLoadingIOManager(dg.IOManager):
+    """Runs the inner IO manager inside ``partition_loading_context`` (dynamic partitions); with
+    ``registry``, a per-model table read whole keeps the registry's models only and the step's
+    output names the others (module docstring)."""
+
+    def __init__(self, inner: DbIOManager, registry: str | None = None):
         self._inner = inner
+        self._registry = registry
+        #: (run id, step key) -> model id -> its last_run(): the models a step's inputs left out
+        self._left_out: dict[tuple[str, str], dict[str, dict]] = {}
+
+    @staticmethod
+    def _step(context) -> tuple[str, str] | None:
+        try:
+            return context.step_context.run_id, context.step_context.step.key
+        except Exception:  # a context built outside a run (direct IO manager tests)
+            return None
 
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         try:
@@ -336,6 +397,9 @@ class _PartitionLoadingIOManager(dg.IOManager):
             instance = None
         with dg.partition_loading_context(dynamic_partitions_store=instance):
             self._inner.handle_output(context, obj)
+        left_out = self._left_out.get(self._step(context)) if self._registry else None
+        if left_out and not context.has_partition_key:
+            context.add_output_metadata(left_out_metadata(left_out, self._registry))
 
     def load_input(self, context: dg.InputContext):
         try:
@@ -343,15 +407,52 @@ class _PartitionLoadingIOManager(dg.IOManager):
         except Exception:
             instance = None
         with dg.partition_loading_context(dynamic_partitions_store=instance):
-            return self._inner.load_input(context)
+            frame = self._inner.load_input(context)
+        return self._registry_rows(context, instance, frame)
+
+    def _registry_rows(self, context: dg.InputContext, instance, frame):
+        """``frame`` less the rows of models not in the registry, when it is a per-model table read
+        whole (the step is not a model partition's); the models left out are kept for the output."""
+        try:
+            partitions = context.asset_partitions_def
+        except Exception:  # an input that is no asset
+            partitions = None
+        if (
+            self._registry is None
+            or instance is None
+            or not isinstance(frame, pd.DataFrame)
+            or "model_id" not in frame.columns
+            or not isinstance(partitions, dg.DynamicPartitionsDefinition)
+            or partitions.name != _MODEL_PARTITIONS
+            or context.has_partition_key
+        ):
+            return frame
+        from metamorph.models import load_registry
+
+        ids = {m.id for m in load_registry(self._registry)}
+        gone = sorted(set(frame["model_id"].dropna()) - ids)
+        if not gone:
+            return frame
+        step = self._step(context)
+        if step is not None:
+            seen = self._left_out.setdefault(step, {})
+            for m in gone:
+                run = last_run(instance, [context.asset_key], m)
+                if m not in seen or (run["last_materialized"] or "") > (seen[m]["last_materialized"] or ""):
+                    seen[m] = run
+        return frame[frame["model_id"].isin(ids)].reset_index(drop=True)
 
 
 class SafeDuckDBPandasIOManager(DuckDBPandasIOManager):
     """dagster-duckdb's pandas IO manager with transactional, by-name writes (module docstring).
 
     Config as the stock one: ``database`` (path: relative to ``METAMORPH_HOME``, resolved when a
-    step opens it, or absolute), ``schema`` (default schema), ``connection_config``.
+    step opens it, or absolute), ``schema`` (default schema), ``connection_config``; and
+    ``registry``: the model registry file whose models a per-model table read whole keeps (module
+    docstring; None keeps every partition).
     """
+
+    registry: str | None = None
 
     @staticmethod
     def type_handlers() -> Sequence[DuckDBPandasTypeHandler]:
@@ -366,7 +467,7 @@ class SafeDuckDBPandasIOManager(DuckDBPandasIOManager):
             default_load_type=pd.DataFrame,
             io_manager_name="SafeDuckDBPandasIOManager",
         )
-        return _PartitionLoadingIOManager(inner)
+        return _PartitionLoadingIOManager(inner, self.registry)
 
 
 class WarehouseResource(DuckDBResource):

@@ -327,8 +327,13 @@ def test_wrapper_verdicts_fail_the_blocking_check_and_head_the_card(metamorph_ho
         assert [(r["candidate_id"], r["metric"], r["slice"]) for r in rows] == [
             ("cand", m, sl) for m, sl, _ in REGRESSED
         ]
-        for r, (_, _, d) in zip(rows, REGRESSED):
-            assert [r["difference"], r["ci_low"], r["ci_high"], r["p_holm"]] == pytest.approx([d, d, d, 12 * 2**-11])
+        # as the table prints them: pp to one decimal, p (Holm) to 3 significant digits (12 × 2⁻¹¹ = 0.005859375)
+        assert [[r["difference_pp"], r["ci_low_pp"], r["ci_high_pp"], r["p_holm"]] for r in rows] == [
+            [-20.0, -20.0, -20.0, 0.00586],
+            [-100.0, -100.0, -100.0, 0.00586],
+            [-20.0, -20.0, -20.0, 0.00586],
+            [-100.0, -100.0, -100.0, 0.00586],
+        ]
         assert check.metadata["regressed_candidates"].value == ["cand"]
         assert (
             check.metadata["summary"].value == "4 regressed row(s) on blocking metrics: cand (accuracy, parseability)"

@@ -366,11 +366,17 @@ def test_the_lineage_view_preview_selects_the_worst_cells_rows(tmp_path):
         ).metadata(con, "study")
     assert md["worst_cell"].value == "rates: w · MR1 = 50"
     assert md["worst_cell_rows"].value == 2
-    assert md["worst_cell_sql"].value == (
-        '```sql\nSELECT "instance_id", "format", "response_text" '
-        "FROM study.lineage WHERE \"workflow_id\" = 'w' AND mr1 "
-        "ORDER BY instance_id, format DESC;\n```"
-    )
+    # a code block does not wrap: the SQL is laid out in lines of at most SQL_LINE_CHARS (40)
+    assert md["worst_cell_sql"].value.splitlines() == [
+        "```sql",
+        'SELECT "instance_id", "format",',
+        '  "response_text"',
+        "FROM study.lineage",
+        "WHERE \"workflow_id\" = 'w'",
+        "  AND mr1",
+        "ORDER BY instance_id, format DESC;",
+        "```",
+    ]
     assert [r.data for r in md["lineage (worst cell)"].value.records] == [
         {"instance_id": "a", "format": "txt", "response_text": "A"},
         {"instance_id": "a", "format": "md", "response_text": '{"decision": "<placeholder>"'},
@@ -567,3 +573,91 @@ def test_an_inline_figure_fits_the_pane_with_text_of_at_least_10_px(tmp_path, mo
     fig = plots.report_card_trends_figure(trend_series(card))
     assert inline_png(fig)[1] >= 10
     plt.close(fig)
+
+
+def test_sql_in_a_code_block_is_laid_out_in_lines_that_fit_the_pane():
+    """The lineage assets' worst_cell_sql was one line in a code block (which never wraps): 3,411 px
+    wide beside a 360 px value. Each clause starts a line, a body is filled to 40 characters, a
+    quoted literal (spaces and all) is never split, and one longer than a line has its own."""
+    from assets._cells import SQL_LINE_CHARS, sql_lines
+
+    text = sql_lines(
+        [
+            ("SELECT", '"model_id", "setting", "language", "item_id", "pattern", "scrambled"'),
+            ("FROM", "order_probe.recovery_cell_lineage"),
+            ("WHERE", "\"slice\" = 'ingestion=inline, dataset=construct'"),
+            ("  AND", "NOT correct AND reason <> 'call_error'"),
+            ("ORDER BY", "item_id"),
+        ]
+    )
+    assert text.splitlines() == [
+        'SELECT "model_id", "setting",',  # 29 characters; with ' "language",' 41
+        '  "language", "item_id", "pattern",',
+        '  "scrambled"',
+        "FROM order_probe.recovery_cell_lineage",
+        'WHERE "slice" =',
+        "  'ingestion=inline, dataset=construct'",
+        "  AND NOT correct AND reason <>",
+        "    'call_error'",
+        "ORDER BY item_id",
+    ]
+    assert SQL_LINE_CHARS == 40
+
+
+def _widest_run_px(value) -> float:
+    """The widest unbreakable run of a text or JSON entry as the UI shows it (JSON as the UI's
+    JSON.stringify of Python's json.dumps: wrapped at spaces), at CHAR_PX a character."""
+    import json
+
+    from assets._common import CELL_PAD_PX, CHAR_PX
+
+    text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    return max(len(w) for w in text.split()) * CHAR_PX + CELL_PAD_PX
+
+
+def test_a_generation_assets_fingerprint_and_cost_plan_fit_the_pane(tmp_path):
+    """workflow_generations' registry_fingerprint (64 hex digits in one run, 496 px) pushed its
+    value column past the pane, and cost_plan with it. The fingerprint is four groups of 16 digits
+    (read back whole by the registry sensor), and no text or JSON entry has a run wider than the
+    value's 360 px."""
+    from assets._common import VALUE_PX, fingerprint_of, generation_metadata
+    from assets.evaluations import latest_evaluation
+    from metamorph.costplan import METHOD_ESTIMATE, CostPlan
+    from metamorph.models import Price
+    from metamorph.models import load_registry
+    from metamorph.runner import RunStats
+
+    reg = tmp_path / "models.yaml"
+    reg.write_text(
+        "models:\n  - id: api\n    provider: openai_compatible\n    model: gpt-x\n"
+        "    base_url: http://127.0.0.1:9/v1\n    api_key_env: K\n"
+    )
+    [spec] = load_registry(str(reg))
+    fp = spec.fingerprint()
+    df = pd.DataFrame(
+        {
+            "error": [None, "boom"],
+            "finish_reason": ["stop", "length"],
+            "model_version": ["v1", "v1"],
+            "format": ["a", "b"],
+        }
+    )
+    plan = CostPlan("api", "openai_compatible", 2, 0, 2, 100, 64, METHOD_ESTIMATE, Price(0.5, 1.5), label="gen")
+    md = generation_metadata(df, RunStats(total=2, done=2, calls=2), spec, by="format", plan=plan)
+    assert md["registry_fingerprint"].value == " ".join([fp[:16], fp[16:32], fp[32:48], fp[48:]])
+    assert fingerprint_of(md["registry_fingerprint"].value) == fp
+    wide = {
+        k: _widest_run_px(v.value)
+        for k, v in md.items()
+        if isinstance(v, (dg.TextMetadataValue, dg.JsonMetadataValue)) and _widest_run_px(v.value) > VALUE_PX
+    }
+    assert wide == {}
+    assert {"registry_fingerprint", "cost_plan"} <= set(md)
+    # the registry sensor and the report card read the fingerprint back whole
+    with dg.instance_for_test() as instance:
+        key = dg.AssetKey(["format_robustness", "workflow_generations"])
+        instance.add_dynamic_partitions("model", ["api"])
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(key, partition="api", metadata={"registry_fingerprint": md["registry_fingerprint"]})
+        )
+        assert latest_evaluation(instance, "format_robustness", "api").fingerprint == fp

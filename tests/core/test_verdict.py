@@ -245,3 +245,47 @@ def test_a_model_whose_every_call_failed_is_told_to_fix_and_rerun_not_to_run(
         "failed at the provider or was not sent (the generation table's `error` column says why); fix that, "
         "then run `metamorph run wrapper_sensitivity --models cand` again (only the failed calls are made)\n"
     )
+
+
+def test_regression_records_are_rounded_as_the_comparison_table_prints_them():
+    """The check metadata held fractions such as -0.13000000000000003 and 0.30555555555555554
+    beside a table printing -13.0 pp; the records hold the table's numbers: percentage points to one
+    decimal, p (Holm) to 3 significant digits, a missing bound None."""
+    import math
+
+    import pandas as pd
+
+    from metamorph.verdict import regression_records
+
+    rows = pd.DataFrame(
+        {
+            "candidate_id": ["cand", "cand"],
+            "metric": ["accuracy", "M1"],
+            "slice": ["task=boolq", "all"],
+            "difference": [-0.13000000000000003, -0.30555555555555554],
+            "ci_low": [-0.2, math.nan],
+            "ci_high": [-0.06999999999999999, -0.0004],
+            "p_holm": [0.018, 3 * 2 / 256],
+            "verdict": ["regressed", "regressed"],
+        }
+    )
+    assert regression_records(rows) == [
+        {
+            "candidate_id": "cand",
+            "metric": "accuracy",
+            "slice": "task=boolq",
+            "difference_pp": -13.0,
+            "ci_low_pp": -20.0,
+            "ci_high_pp": -7.0,
+            "p_holm": 0.018,
+        },
+        {
+            "candidate_id": "cand",
+            "metric": "M1",
+            "slice": "all",
+            "difference_pp": -30.6,
+            "ci_low_pp": None,
+            "ci_high_pp": -0.0,
+            "p_holm": 0.0234,
+        },
+    ]

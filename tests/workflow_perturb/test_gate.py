@@ -556,3 +556,68 @@ def test_an_edge_naming_a_node_that_does_not_exist_is_one_line_exit_2(name, text
         2,
         f"metamorph gate: error: {bad}{where}: edge (1,7) names node '7', which does not exist (nodes are 1..{n})\n",
     )
+
+
+CYCLE_EDGES = [["START", 1], [1, 2], [2, 3], [3, 4], [4, 2], [4, 5], [5, "END"]]  # 2 -> 3 -> 4 -> 2
+CYCLE_TEXT = worfbench_text(STEPS[:5]).replace("(4,5)", "(4,2) (4,5)")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "where"),
+    [
+        ("object.json", json.dumps({"id": "w-b", "nodes": STEPS[:5], "edges": CYCLE_EDGES}), ", field 'edges'"),
+        ("no_id.json", json.dumps({"nodes": STEPS[:5], "edges": CYCLE_EDGES}), ", field 'edges'"),
+        (
+            "gold.json",
+            json.dumps({"id": "w-b", "gold_nodes": STEPS[:5], "gold_edges": CYCLE_EDGES}),
+            ", field 'gold_edges'",
+        ),
+        (
+            "lines.jsonl",
+            json.dumps({"id": "w-a", **OK_DOC})
+            + "\n"
+            + json.dumps({"id": "w-b", "nodes": STEPS[:5], "edges": CYCLE_EDGES}),
+            ", row 2, field 'edges'",
+        ),
+        (
+            "array.json",
+            json.dumps([{"id": "w-a", **OK_DOC}, {"id": "w-b", "nodes": STEPS[:5], "edges": CYCLE_EDGES}]),
+            ", row 2, field 'edges'",
+        ),
+        ("text_field.json", json.dumps({"id": "w-b", "workflow": CYCLE_TEXT}), ", field 'workflow'"),
+        ("worfbench.txt", CYCLE_TEXT, ", field 'edges'"),
+    ],
+)
+@pytest.mark.parametrize("role", ["golden", "candidate"])
+def test_a_cycle_in_the_edges_is_one_line_exit_2_in_every_format(name, text, where, role, tmp_path, capsys):
+    """A candidate whose edges make a cycle was scored (a PASS, exit 0); every format, either side,
+    is now refused when its file is read: one line naming the file, row, field and workflow, exit 2,
+    no verdict (the --json document is the ERROR one)."""
+    bad, ok = tmp_path / name, tmp_path / "ok"
+    bad.write_text(text, encoding="utf-8")
+    many = name.endswith(("jsonl", "array.json"))
+    ok.write_text(
+        "\n".join(json.dumps({"id": k, **OK_DOC}) for k in ("w-a", "w-b")) if many else json.dumps(OK_DOC),
+        encoding="utf-8",
+    )
+    files = {"golden": ok, "candidate": ok, role: bad}
+    label = f"{role} workflow: " if name in ("no_id.json", "worfbench.txt") else f"{role} workflow 'w-b': "
+    message = f"{bad}{where}: {label}edges form a cycle: 2 -> 3 -> 4 -> 2"
+    argv = ["gate", "--golden", str(files["golden"]), "--candidate", str(files["candidate"])]
+    assert cli.main(argv) == 2
+    out = capsys.readouterr()
+    assert (out.out, out.err) == ("", f"metamorph gate: error: {message}\n")
+    assert cli.main([*argv, "--json"]) == 2
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {"verdict": "ERROR", "exit_code": 2, "error": message}
+
+
+def test_a_self_loop_is_a_cycle(tmp_path, capsys):
+    bad, ok = tmp_path / "loop.json", tmp_path / "ok.json"
+    bad.write_text(json.dumps({"nodes": STEPS[:5], "edges": [*CYCLE_EDGES[:4], [3, 3], [4, 5], [5, "END"]]}))
+    ok.write_text(json.dumps(OK_DOC))
+    assert cli.main(["gate", "--golden", str(ok), "--candidate", str(bad)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"metamorph gate: error: {bad}, field 'edges': candidate workflow: edges form a cycle: 3 -> 3\n"
+    )

@@ -34,13 +34,15 @@ Workflow files (``--golden``, ``--candidate``)
 Every workflow, whatever its format, passes the same checks when its file is read, before any
 metric (:func:`check_workflow`): at most :data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_STEPS` steps and
 :data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_EDGES` edges, no step empty or only whitespace, no step over
-:data:`metamorph.datasets.MAX_FIELD_CHARS` characters.
+:data:`metamorph.datasets.MAX_FIELD_CHARS` characters, every edge endpoint a step, START or END, and
+no cycle in the edges (the error names the file, row, field and workflow id).
 
 When both files hold exactly one workflow they are paired whatever their ids; otherwise pairs are
 matched by id (every workflow needs a unique id). A golden without a candidate is a failure; a
 candidate without a golden is reported and ignored. The golden's graph must be well formed
-(:func:`metamorph.studies.workflow_perturb.workflows.graph_problem` with at least one step); a candidate's bad edges are
-dropped and counted by the metric.
+(:func:`metamorph.studies.workflow_perturb.workflows.graph_problem` with at least one step); a
+candidate's edges must name its steps (or START/END) and make no cycle — a cyclic candidate is bad
+input (exit 2), not scored; a candidate may leave START/END unconnected (the metric counts it).
 """
 
 from __future__ import annotations
@@ -93,16 +95,30 @@ def _size_problem(n_steps: int, n_edges: int) -> tuple[str, str] | None:
     return None
 
 
-def check_workflow(w: GateWorkflow) -> GateWorkflow:
+def _label(w: GateWorkflow, role: str) -> str:
+    """``"golden workflow 'id': "`` — the words an error about a whole workflow starts with."""
+    words = f"{role} workflow" if role else "workflow"
+    if w.wid is not None:
+        return f"{words} {w.wid!r}: "
+    return f"{words}: " if role else ""
+
+
+def check_workflow(w: GateWorkflow, role: str = "") -> GateWorkflow:
     """The checks every workflow of a gate input passes, whatever its format (JSON object, JSONL,
     JSON array, WorFBench text), before any metric: at most :data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_STEPS`
     steps and :data:`~metamorph.studies.workflow_perturb.gate.MAX_GATE_EDGES` edges, no step empty or only
     whitespace, no step over :data:`metamorph.datasets.MAX_FIELD_CHARS` characters, every edge endpoint
-    a step number, START or END. Returns ``w``.
+    a step number, START or END, and no cycle in the edges
+    (:func:`metamorph.studies.workflow_perturb.workflows.find_cycle`; a workflow is a DAG, §3.1, and
+    its order metrics have no meaning on a cycle). Returns ``w``.
 
     Raises:
-        InputError: naming ``w.source``, its row and the field of the steps or edges.
+        InputError: naming ``w.source``, its row and the field of the steps or edges (``edges`` for a
+            WorFBench text file); a cycle error starts with ``<role> workflow '<id>': `` and names the
+            cycle (``2 -> 3 -> 2``).
     """
+    from metamorph.studies.workflow_perturb.workflows import find_cycle
+
     size = _size_problem(len(w.nodes), len(w.edges))
     if size is not None:
         raise InputError(w.source, size[1], row=w.row, field=w.nodes_field if size[0] == "nodes" else w.edges_field)
@@ -122,6 +138,14 @@ def check_workflow(w: GateWorkflow) -> GateWorkflow:
                     row=w.row,
                     field=w.edges_field,
                 )
+    cycle = find_cycle(w.edges, order=["START", *(str(k) for k in range(1, len(w.nodes) + 1)), "END"])
+    if cycle:
+        raise InputError(
+            w.source,
+            f"{_label(w, role)}edges form a cycle: " + " -> ".join(cycle),
+            row=w.row,
+            field=w.edges_field or "edges",
+        )
     return w
 
 
@@ -134,7 +158,7 @@ def _endpoint(x: Any, source: str, row: int | None, field: str) -> str:
     return s.upper() if s.upper() in ("START", "END") else s
 
 
-def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
+def _graph(obj: dict, source: str, row: int | None, role: str) -> GateWorkflow:
     from metamorph.studies.workflow_perturb.metrics import chain_edges
     from metamorph.studies.workflow_perturb.workflows import parse_workflow_text
 
@@ -160,7 +184,7 @@ def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
                 row=row,
             )
         nodes, edges = parse_workflow_text(obj[text_field], source, row, text_field)
-        return check_workflow(GateWorkflow(wid, nodes, edges, source, row, text_field, text_field))
+        return check_workflow(GateWorkflow(wid, nodes, edges, source, row, text_field, text_field), role)
     if not isinstance(raw_nodes, list):
         raise InputError(source, f"must be a list of steps, got {type(raw_nodes).__name__}", row=row, field=nf)
     size = _size_problem(len(raw_nodes), len(raw_edges) if isinstance(raw_edges, list) else 0)
@@ -192,11 +216,12 @@ def _graph(obj: dict, source: str, row: int | None) -> GateWorkflow:
             if not isinstance(e, (list, tuple)) or len(e) != 2:
                 raise InputError(source, f"an edge must be a [from, to] pair, got {e!r:.60}", row=row, field=ef)
             edges.append((_endpoint(e[0], source, row, ef), _endpoint(e[1], source, row, ef)))
-    return check_workflow(GateWorkflow(wid, tuple(nodes), tuple(edges), source, row, nf, ef))
+    return check_workflow(GateWorkflow(wid, tuple(nodes), tuple(edges), source, row, nf, ef), role)
 
 
-def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
-    """Every workflow of a gate input file (formats in the module docstring).
+def read_workflow_file(path: str | Path, role: str = "") -> list[GateWorkflow]:
+    """Every workflow of a gate input file (formats in the module docstring); ``role`` (``golden``,
+    ``candidate``) is the word errors about a whole workflow use.
 
     Raises:
         InputError: the file is missing, unreadable, not UTF-8 (line and column named) or empty; a
@@ -220,7 +245,7 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
         raise InputError(src, "the file is empty")
     if stripped[0] not in "{[":
         nodes, edges = parse_workflow_text(text, src)
-        return [check_workflow(GateWorkflow(None, nodes, edges, src))]
+        return [check_workflow(GateWorkflow(None, nodes, edges, src), role)]
     try:
         data = loads(stripped)
     except JSONTooDeep as exc:
@@ -240,18 +265,18 @@ def read_workflow_file(path: str | Path) -> list[GateWorkflow]:
             if not isinstance(obj, dict):
                 raise InputError(src, f"a JSONL line must be a workflow object, got {type(obj).__name__}", row=i)
             refuse_duplicate_keys(obj, src, row=i)
-            out.append(_graph(obj, src, i))
+            out.append(_graph(obj, src, i, role))
         return out
     if isinstance(data, dict):
         refuse_duplicate_keys(data, src)
-        return [_graph(data, src, None)]
+        return [_graph(data, src, None, role)]
     if isinstance(data, list) and data:
         out = []
         for i, obj in enumerate(data, start=1):
             if not isinstance(obj, dict):
                 raise InputError(src, f"array element must be a workflow object, got {type(obj).__name__}", row=i)
             refuse_duplicate_keys(obj, src, row=i)
-            out.append(_graph(obj, src, i))
+            out.append(_graph(obj, src, i, role))
         return out
     raise InputError(src, "expected a workflow object, a non-empty array of them, JSONL or WorFBench text")
 
@@ -262,8 +287,8 @@ def _check_golden(w: GateWorkflow) -> None:
     problem = graph_problem(w.nodes, w.edges, min_nodes=1)
     if problem is not None:
         field, what = problem
-        label = f"golden workflow {w.wid!r}: " if w.wid is not None else "golden workflow: "
-        raise InputError(w.source, label + what, row=w.row, field=field)
+        named = w.nodes_field if field == "nodes" else w.edges_field
+        raise InputError(w.source, _label(w, "golden") + what, row=w.row, field=named or field)
 
 
 def _ids(ws: list[GateWorkflow], role: str) -> dict[str, GateWorkflow]:
@@ -396,8 +421,8 @@ def _run_gate(args: argparse.Namespace) -> int:
 def _gate(args: argparse.Namespace) -> int:
     try:
         th = gate.load_thresholds(args.thresholds)
-        golden = read_workflow_file(args.golden)
-        candidate = read_workflow_file(args.candidate)
+        golden = read_workflow_file(args.golden, "golden")
+        candidate = read_workflow_file(args.candidate, "candidate")
         for g in golden:
             _check_golden(g)
         pairs, missing, extra = pair_workflows(golden, candidate)
