@@ -473,3 +473,21 @@ def test_the_running_page_counts_the_corpus_as_it_is():
     [count] = re.findall(r"`tests/bad_inputs/cases.yaml` lists (\d+) such files", page)
     files = {p for p in CORPUS.rglob("*") if p.is_file() and p.name not in ("cases.yaml", ".gitattributes")}
     assert int(count) == len(files)
+
+
+def test_a_registry_integer_of_5000_digits_is_one_line_naming_the_file(tmp_path):
+    """PyYAML reads an integer with ``int``, which refuses more than 4,300 digits with a
+    ``ValueError`` (not a ``YAMLError``). (Over 4 KB, so written here, not in the corpus.)"""
+    from metamorph.errors import RegistryError
+
+    path = tmp_path / "models.yaml"
+    path.write_text(
+        "models:\n  - id: x\n    provider: openai\n    model: m\n    api_key_env: K\n"
+        f"    max_concurrency: {'9' * 5000}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RegistryError) as e:
+        load_registry(path)
+    assert str(e.value) == (
+        f"{path}: holds an integer of more than 4,300 digits, which no registry field takes; write a smaller number"
+    )
