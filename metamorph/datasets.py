@@ -97,6 +97,19 @@ def _float(text: str) -> float:
     return v
 
 
+def _int(text: str) -> int | float:
+    """``parse_int`` of every JSON parse here: ``int(text)``, or an :class:`_Overflowed` infinity
+    when the integer has more digits than Python converts (``sys.get_int_max_str_digits()``,
+    4,300), where ``int`` raises a ``ValueError`` that is not a ``JSONDecodeError``; such a number
+    is beyond the largest float as well."""
+    try:
+        return int(text)
+    except ValueError:
+        v = _Overflowed(math.inf)
+        v.text = text
+        return v
+
+
 class JSONTooDeep(json.JSONDecodeError):
     """JSON nested deeper than Python's parser can follow (its recursion limit, about 1,000 arrays
     or objects inside each other): a ``JSONDecodeError`` (``msg``: :data:`TOO_DEEP`), so every
@@ -113,7 +126,7 @@ def loads(text: str) -> Any:
     ``json.JSONDecodeError`` as ``json.loads`` does, and :class:`JSONTooDeep` (a subclass, at
     line 1, column 1) for nesting deeper than the parser can follow."""
     try:
-        return json.loads(text, object_pairs_hook=_object, parse_float=_float)
+        return json.loads(text, object_pairs_hook=_object, parse_float=_float, parse_int=_int)
     except RecursionError:
         raise JSONTooDeep(TOO_DEEP, text, 0) from None
 
@@ -383,8 +396,9 @@ def value_problem(value: Any) -> str | None:
                 )
         elif isinstance(v, float):
             if isinstance(v, _Overflowed):
+                written = v.text if len(v.text) <= 40 else f"{v.text[:20]}… ({len(v.text):,} characters long)"
                 return (
-                    f"the number {v.text:.40}{at} is beyond the largest finite number (about 1.8e308); "
+                    f"the number {written}{at} is beyond the largest finite number (about 1.8e308); "
                     "write a smaller number, or text in quotes"
                 )
             if not math.isfinite(v):

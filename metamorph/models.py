@@ -1088,4 +1088,10 @@ def load_registry(path: str | Path) -> list[ModelSpec]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise RegistryError(str(p), f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from exc
+    except RegistryError:  # a duplicate key, named by _refuse_duplicate_keys (a ValueError too)
+        raise
+    except ValueError as exc:  # int() refuses an integer of more than sys.get_int_max_str_digits() digits
+        raise RegistryError(
+            str(p), "holds an integer of more than 4,300 digits, which no registry field takes; write a smaller number"
+        ) from exc
     return parse_registry(data, str(p))

@@ -317,6 +317,29 @@ def test_a_gate_workflow_giving_a_key_twice_exits_2_naming_the_key(capsys, tmp_p
     ]
 
 
+def test_an_integer_of_5000_digits_is_one_line_exit_2_in_a_source_and_in_the_gate(capsys, tmp_path):
+    """Python's ``int`` refuses more than 4,300 digits with a ``ValueError`` that ``json`` lets
+    through (not a ``JSONDecodeError``); the number is named like ``1e400``. (A file of the corpus
+    is under 4 KB, so these are written here.)"""
+    from metamorph.cli import main
+
+    digits = "9" * 5000
+    line = "the number 99999999999999999999… (5,000 characters long) is beyond the largest finite number (about 1.8e308); write a smaller number, or text in quotes"
+    row = {"id": "m-1", "question": "Fever?", "options": {k: k for k in "ABCD"}, "answer_idx": "A"}
+    source = tmp_path / "medqa.jsonl"
+    source.write_text(json.dumps(row) + "\n" + json.dumps(dict(row, id="ID")).replace('"ID"', digits) + "\n")
+    env = {**os.environ, "METAMORPH_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh")}
+    argv = [sys.executable, "-m", "pipelines.run", "format_robustness", "--source", f"medqa:{source}", "--no-models"]
+    out = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert (out.returncode, out.stderr.strip().splitlines()) == (2, [f"error: {source}, row 2, field 'id': {line}"])
+    assert not (tmp_path / "home" / "metamorph.duckdb").exists()
+
+    golden = tmp_path / "golden.json"
+    golden.write_text('{"nodes": ["Step one", "Step two"], "weight": ' + digits + "}", encoding="utf-8")
+    assert main(["gate", "--golden", str(golden), "--candidate", str(golden)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"metamorph gate: error: {golden}, field 'weight': {line}"]
+
+
 def test_orderprobe_csv_reads_frequency_text_and_empty_optional_cells_as_absent():
     """A CSV cell holds text: frequency '12' is 12.0; an empty gold, structure or frequency cell is absent."""
     a, b = _load(f"orderprobe:{CORPUS / 'order_probe' / 'ok_items_optional_cells.csv'}")
@@ -450,3 +473,21 @@ def test_the_running_page_counts_the_corpus_as_it_is():
     [count] = re.findall(r"`tests/bad_inputs/cases.yaml` lists (\d+) such files", page)
     files = {p for p in CORPUS.rglob("*") if p.is_file() and p.name not in ("cases.yaml", ".gitattributes")}
     assert int(count) == len(files)
+
+
+def test_a_registry_integer_of_5000_digits_is_one_line_naming_the_file(tmp_path):
+    """PyYAML reads an integer with ``int``, which refuses more than 4,300 digits with a
+    ``ValueError`` (not a ``YAMLError``). (Over 4 KB, so written here, not in the corpus.)"""
+    from metamorph.errors import RegistryError
+
+    path = tmp_path / "models.yaml"
+    path.write_text(
+        "models:\n  - id: x\n    provider: openai\n    model: m\n    api_key_env: K\n"
+        f"    max_concurrency: {'9' * 5000}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RegistryError) as e:
+        load_registry(path)
+    assert str(e.value) == (
+        f"{path}: holds an integer of more than 4,300 digits, which no registry field takes; write a smaller number"
+    )

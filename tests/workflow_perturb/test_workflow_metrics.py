@@ -438,6 +438,8 @@ def test_judge_score_averages_valid_replies_only():
         ('{"final_score": 3.5}', "stop", (None, "non_integer")),
         ('{"final_score": 6}', "stop", (None, "out_of_range")),
         ('{"final_score": -1}', "stop", (None, "out_of_range")),
+        ('{"final_score": ' + "9" * 5000 + "}", "stop", (None, "not_json")),
+        ("[" * 100_000 + "]" * 100_000, "stop", (None, "not_json")),
     ],
 )
 def test_parse_judge_json(text, finish, expected):

@@ -259,7 +259,7 @@ def parse_judge_json(text: str | None, finish_reason: str | None = None) -> tupl
         body = m.group(1).strip()
     try:
         obj = json.loads(body)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # also an integer over 4,300 digits, nesting past the parser's depth
         return None, "not_json"
     if not isinstance(obj, dict):
         return None, "not_an_object"
