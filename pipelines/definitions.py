@@ -172,7 +172,7 @@ def _shared_definitions(model_jobs, tables, per_model) -> dg.Definitions:
         ],
         resources={
             # the warehouse relative to METAMORPH_HOME, resolved when a run opens it (resources.paths)
-            "io_manager": SafeDuckDBPandasIOManager(database=WAREHOUSE, registry=registry_path()),
+            "io_manager": SafeDuckDBPandasIOManager(database=WAREHOUSE, registry_models_only=True),
             "model_registry": ModelRegistryResource(path=registry_path()),
             # relative to METAMORPH_HOME, or METAMORPH_CACHE_URL read in the run (never shown)
             "generation_cache": GenerationCacheResource(

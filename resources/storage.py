@@ -448,11 +448,12 @@ class SafeDuckDBPandasIOManager(DuckDBPandasIOManager):
 
     Config as the stock one: ``database`` (path: relative to ``METAMORPH_HOME``, resolved when a
     step opens it, or absolute), ``schema`` (default schema), ``connection_config``; and
-    ``registry``: the model registry file whose models a per-model table read whole keeps (module
-    docstring; None keeps every partition).
+    ``registry_models_only``: a per-model table read whole keeps the models of the model registry
+    (``METAMORPH_MODELS`` or config/models.yaml, read when a step opens the IO manager, so no path is
+    part of the launchpad; module docstring); False keeps every partition.
     """
 
-    registry: str | None = None
+    registry_models_only: bool = False
 
     @staticmethod
     def type_handlers() -> Sequence[DuckDBPandasTypeHandler]:
@@ -467,7 +468,9 @@ class SafeDuckDBPandasIOManager(DuckDBPandasIOManager):
             default_load_type=pd.DataFrame,
             io_manager_name="SafeDuckDBPandasIOManager",
         )
-        return _PartitionLoadingIOManager(inner, self.registry)
+        from resources.paths import registry_path
+
+        return _PartitionLoadingIOManager(inner, registry_path() if self.registry_models_only else None)
 
 
 class WarehouseResource(DuckDBResource):

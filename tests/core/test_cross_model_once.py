@@ -347,7 +347,11 @@ def test_a_study_without_cross_model_tables_gets_no_tables_run(tmp_path):
     study = files["study.py"]
     for line in (
         '    compared_metrics={"width_ok": True},\n',
-        '    comparison=Comparison(("toy_generations",), _comparison_scores, _planned_cells),\n',
+        "    comparison=Comparison(\n"
+        '        ("toy_generations",),\n'
+        '        Deferred("metamorph.studies.toy_study.report:comparison_scores"),\n'
+        '        Deferred("metamorph.studies.toy_study.report:planned_cells"),\n'
+        "    ),\n",
     ):
         assert line in study
         study = study.replace(line, "")

@@ -188,7 +188,7 @@ def test_a_second_suite_of_a_study_runs_beside_the_default_one(stub, metamorph_h
         (
             "{limit: 3, kk: 2}",
             "options.kk: format_robustness has no option 'kk'; it has ['budget_usd', 'formats', 'k', 'limit', "
-            "'max_tokens', 'no_routing', 'sources']",
+            "'max_tokens', 'no_routing', 'sample_seed', 'sources']",
         ),
         (
             "{formats: [md]}",

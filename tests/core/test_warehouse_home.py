@@ -22,7 +22,11 @@ def strings(value) -> list[str]:
 
 def test_the_launchpad_of_an_asset_job_shows_the_warehouse_relative_to_metamorph_home():
     shown = scaffold(defs.resolve_job_def("format_robustness_inputs_job"))
-    assert shown["resources"] == {"io_manager": {"config": {"connection_config": {}, "database": "metamorph.duckdb"}}}
+    assert shown["resources"] == {
+        "io_manager": {
+            "config": {"connection_config": {}, "database": "metamorph.duckdb", "registry_models_only": True}
+        }
+    }
     assert [s for s in strings(shown) if s.startswith("/")] == []
 
 
