@@ -13,17 +13,9 @@ import dagster as dg
 import duckdb
 
 from tests.core.stub_http import Reply, chat_completion
+from tests.core.test_cross_model_once import ARC
 
 STUDY = "wrapper_sensitivity"
-ARC = [
-    {
-        "id": f"q{i}",
-        "question": f"Which number is largest ({i})?",
-        "choices": [{"label": k, "text": t} for k, t in zip("ABCD", ("1", "9", "3", "4"))],
-        "answerKey": "B",
-    }
-    for i in (1, 2)
-]
 
 
 def entry(m: str, url: str, status: str) -> str:
