@@ -18,13 +18,14 @@ demo: bootstrap
 # instead when METAMORPH_SERVICES=1 is set, as .ci/run does after starting the services itself).
 # It also installs Chromium (apt-get, as root) for the UI walk-through in a browser, skipped without it
 # (failed instead when METAMORPH_BROWSER=1 is set, as by services.sh once Chromium is there, and .ci/run).
-# The 25 slowest tests are listed at the end (--durations), to keep the whole run within CI's hour.
+# Two passes (scripts/test-all.sh): all but the local-model tests in two pytest-xdist workers, then the
+# local-model tests one at a time; each lists its slowest tests at the end, to keep the run within CI's hour.
 test:
 	@bash scripts/bootstrap.sh --dev
 	@if [ "$${METAMORPH_SERVICES:-}" = 1 ]; then \
-	  OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q --durations=25; \
+	  bash scripts/test-all.sh; \
 	else \
-	  bash scripts/services.sh run env OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q --durations=25; \
+	  bash scripts/services.sh run bash scripts/test-all.sh; \
 	fi
 
 # The inner loop: unit and in-process tests without the local models, the UI process, PostgreSQL /
