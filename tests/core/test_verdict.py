@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from metamorph.cli import main
 from metamorph.comparison import COMPARISON_COLUMNS
 from metamorph.study import studies
