@@ -426,7 +426,7 @@ def _lineage_models(con, schema: str) -> tuple[str, dict[str, dict]]:
     from metamorph.models import load_registry
     from resources.paths import registry_path
     from assets.partitions import MODEL_PARTITIONS_NAME
-    from resources.storage import LEDGER, table_exists, last_run, left_out_metadata
+    from resources.storage import LEDGER, last_run, left_out_line, table_exists
 
     registry = registry_path()
     ids = sorted(m.id for m in load_registry(registry))
@@ -446,13 +446,12 @@ def _lineage_models(con, schema: str) -> tuple[str, dict[str, dict]]:
         for m, tables in sorted(written.items()):
             keys = [dg.AssetKey(t.split(".")) for t in tables]
             left_out[m] = {**last_run(instance, keys, m), "partition_removed": m not in partitions}
-    lines = left_out_metadata(left_out, registry).get("left_out")
-    why = dict(zip(sorted(left_out), lines.value.splitlines())) if lines else {}
     rows = [f"({_sql_text(m)}, TRUE, NULL)" for m in ids] + [
-        f"({_sql_text(m)}, FALSE, {_sql_text(why[m].split(': ', 1)[1])})" for m in sorted(left_out)
+        f"({_sql_text(m)}, FALSE, {_sql_text(left_out_line(run, registry))})" for m, run in sorted(left_out.items())
     ]
     body = (
-        f"SELECT * FROM (VALUES {', '.join(rows)}) AS t(model_id, current, left_out)"
+        "SELECT model_id::VARCHAR AS model_id, current::BOOLEAN AS current, left_out::VARCHAR AS left_out "
+        f"FROM (VALUES {', '.join(rows)}) AS t(model_id, current, left_out)"
         if rows
         else "SELECT NULL::VARCHAR AS model_id, FALSE AS current, NULL::VARCHAR AS left_out WHERE FALSE"
     )

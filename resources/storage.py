@@ -376,13 +376,19 @@ def removed_partitions(conn: duckdb.DuckDBPyConnection, table_name: str, instanc
 
 
 def left_out_why(run: Mapping, registry: str, short: bool = False) -> str:
-    """Why a model was left out: :data:`PARTITION_REMOVED` (with the registry's file name) when
-    ``run`` (a :func:`left_out_metadata` entry) says ``partition_removed``, else ``not in the
-    registry <registry>`` (its file name only when ``short``)."""
-    name = Path(registry).name if short else registry
+    """Why a model was left out: :data:`PARTITION_REMOVED` (naming the registry's file) when ``run``
+    (a :func:`left_out_metadata` entry) says ``partition_removed``, else ``not in the registry
+    <registry>`` (the path; its file name only when ``short``)."""
     if run.get("partition_removed"):
         return f"{PARTITION_REMOVED} (metamorph partitions --remove; not in the registry {Path(registry).name})"
-    return f"not in the registry {name}"
+    return f"not in the registry {Path(registry).name if short else registry}"
+
+
+def left_out_line(run: Mapping, registry: str) -> str:
+    """Why a model was left out and its last run, in one line (``run``: a :func:`left_out_metadata`
+    entry): ``not in the registry models.yaml; last run 2026-12-06 00:20 UTC (1a2b3c4d)``."""
+    when = run.get("last_run") and f"{run['last_materialized']} ({run['last_run'][:8]})"
+    return f"{left_out_why(run, registry, short=True)}; last run {when or 'unknown'}"
 
 
 def left_out_metadata(left_out: Mapping[str, Mapping], registry: str) -> dict:
@@ -395,10 +401,7 @@ def left_out_metadata(left_out: Mapping[str, Mapping], registry: str) -> dict:
     run unknown``). Empty when nothing was left out."""
     if not left_out:
         return {}
-    lines = []
-    for m, run in sorted(left_out.items()):
-        when = run.get("last_run") and f"{run['last_materialized']} ({run['last_run'][:8]})"
-        lines.append(f"{m}: {left_out_why(run, registry, short=True)}; last run {when or 'unknown'}")
+    lines = [f"{m}: {left_out_line(run, registry)}" for m, run in sorted(left_out.items())]
     return {
         "left_out_models": dg.MetadataValue.json(
             {
