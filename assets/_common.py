@@ -407,6 +407,57 @@ def reported_versions_md(versions) -> dg.MetadataValue:
     return dg.MetadataValue.json(sorted({str(v) for v in versions if v is not None and not pd.isna(v) and str(v)}))
 
 
+#: The view of a study's schema naming the models its lineage views show (:func:`create_lineage_views`).
+LINEAGE_MODELS = "lineage_models"
+
+
+def _sql_text(v: str | None) -> str:
+    return "NULL" if v is None else "'" + str(v).replace("'", "''") + "'"
+
+
+def _lineage_models(con, schema: str) -> tuple[str, dict[str, dict]]:
+    """The ``CREATE VIEW`` of ``<schema>.lineage_models`` — model_id, current (True: a model of the
+    registry; its rows are shown), left_out (NULL, or why the model's rows are not shown, one line)
+    — and the models left out (model id → :func:`resources.storage.last_run` with
+    ``partition_removed``). Left out is every model whose per-model tables of ``schema`` hold rows
+    (by the warehouse's write ledger) and that is not in the registry: removed from it, or a
+    partition deleted with ``metamorph partitions --remove``, as the cross-model tables leave them
+    out (:mod:`resources.storage`)."""
+    from metamorph.models import load_registry
+    from resources.paths import registry_path
+    from assets.partitions import MODEL_PARTITIONS_NAME
+    from resources.storage import LEDGER, last_run, left_out_line, table_exists
+
+    registry = registry_path()
+    ids = sorted(m.id for m in load_registry(registry))
+    written: dict[str, list[str]] = {}
+    if table_exists(con, *LEDGER.split(".")):
+        for table, m in con.execute(
+            f"SELECT table_name, partition FROM {LEDGER} WHERE starts_with(table_name, ?) AND partition <> '' "
+            "ORDER BY table_name",
+            [f"{schema}."],
+        ).fetchall():
+            if m not in ids:
+                written.setdefault(m, []).append(table)
+    left_out: dict[str, dict] = {}
+    if written:
+        instance = dg.AssetExecutionContext.get().instance
+        partitions = set(instance.get_dynamic_partitions(MODEL_PARTITIONS_NAME))
+        for m, tables in sorted(written.items()):
+            keys = [dg.AssetKey(t.split(".")) for t in tables]
+            left_out[m] = {**last_run(instance, keys, m), "partition_removed": m not in partitions}
+    rows = [f"({_sql_text(m)}, TRUE, NULL)" for m in ids] + [
+        f"({_sql_text(m)}, FALSE, {_sql_text(left_out_line(run, registry))})" for m, run in sorted(left_out.items())
+    ]
+    body = (
+        "SELECT model_id::VARCHAR AS model_id, current::BOOLEAN AS current, left_out::VARCHAR AS left_out "
+        f"FROM (VALUES {', '.join(rows)}) AS t(model_id, current, left_out)"
+        if rows
+        else "SELECT NULL::VARCHAR AS model_id, FALSE AS current, NULL::VARCHAR AS left_out WHERE FALSE"
+    )
+    return f'CREATE OR REPLACE VIEW "{schema}".{LINEAGE_MODELS} AS {body};\n', left_out
+
+
 def create_lineage_views(warehouse, study: str, count_view: str, preview=None) -> dg.MaterializeResult:
     """Run ``sql/<study>/lineage_views.sql`` on the warehouse (``warehouse``: a DuckDBResource)
     and report the rows of ``<schema>.<count_view>`` and the SQL itself as metadata; with
@@ -415,11 +466,19 @@ def create_lineage_views(warehouse, study: str, count_view: str, preview=None) -
 
     ``<schema>`` is the running asset's key prefix: the study's name for its default suite, the
     suite's name for another suite (:mod:`pipelines.components`), whose tables are in that schema;
-    the SQL's ``<study>.`` qualifiers then read ``<suite>.``."""
+    the SQL's ``<study>.`` qualifiers then read ``<suite>.``.
+
+    The views show the registry's models only, as the cross-model tables do: the view
+    ``<schema>.lineage_models`` (:func:`_lineage_models`), created first, names the registry's models
+    (``current``) and the models whose rows are left out with why; each study's SQL reads its
+    per-model tables through it. The models left out are named in the metadata (``left_out``,
+    ``left_out_models``: :func:`resources.storage.left_out_metadata`)."""
     import re
 
     from metamorph.datasets import read_text
     from metamorph.sql import sql_path
+    from resources.paths import registry_path
+    from resources.storage import left_out_metadata
 
     from assets._cells import warehouse_schema
 
@@ -428,6 +487,9 @@ def create_lineage_views(warehouse, study: str, count_view: str, preview=None) -
     if schema != study:
         sql = re.sub(rf"\b{re.escape(study)}\.", f"{schema}.", sql)
     with warehouse.get_connection() as con:
+        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        models_sql, left_out = _lineage_models(con, schema)
+        con.execute(models_sql)
         con.execute(sql)
         n = con.execute(f'SELECT count(*) FROM "{schema}"."{count_view}"').fetchall()[0][0]
         shown = preview.metadata(con, schema) if preview is not None else {}
@@ -435,7 +497,8 @@ def create_lineage_views(warehouse, study: str, count_view: str, preview=None) -
         metadata={
             f"{count_view}_rows": dg.MetadataValue.int(int(n)),
             **shown,
-            "sql": dg.MetadataValue.md(f"```sql\n{sql}\n```"),
+            **left_out_metadata(left_out, registry_path()),
+            "sql": dg.MetadataValue.md(f"```sql\n{models_sql}\n{sql}\n```"),
         }
     )
 

@@ -19,6 +19,7 @@ from assets import plots
 from assets._common import INLINE_MD_CHARS, display_float, validated_output
 from metamorph.export import js_length
 from assets.evaluations import evaluated_fingerprint, planned_run
+from assets.partitions import model_partitions
 from metamorph.report_card import (
     build_card,
     card_markdown,
@@ -150,8 +151,12 @@ def robustness_report_card(
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ReportCard.to_schema().columns)
     # the registry's models only: a model removed from it is history, named in the metadata
     registered = {m.id for m in models}
+    partitions = set(context.instance.get_dynamic_partitions(model_partitions.name))
     left_out = {
-        m: last_run(context.instance, [dg.AssetKey([suite[s], studies()[s].generations]) for s in present], m)
+        m: {
+            **last_run(context.instance, [dg.AssetKey([suite[s], studies()[s].generations]) for s in present], m),
+            "partition_removed": m not in partitions,
+        }
         for m in sorted(set(rows["model_id"]) - registered)
     }
     rows = rows[rows["model_id"].isin(registered)].reset_index(drop=True)

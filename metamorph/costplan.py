@@ -5,8 +5,11 @@ A :class:`CostPlan` is computed from the exact requests a generation asset is ab
 
 * ``requests``: rows the asset will hold; ``cache_hits``: those the cache already serves (a
   stored success for the request's key, :meth:`metamorph.cache.GenerationCache.get_many`),
-  counted per row like :class:`metamorph.runner.RunStats`; ``calls``: the distinct keys left to
-  call (duplicates are called once) — what :func:`metamorph.runner.run_requests` will call;
+  counted per row like :class:`metamorph.runner.RunStats`; ``reused``: in a whole study's plan,
+  those an earlier step of the same run calls itself (the routed request in a format equals that
+  format's request of the first step), so the cache serves them when the step runs — not cache
+  hits now, and not calls of this step; ``calls``: the distinct keys left to call (duplicates are
+  called once) — what :func:`metamorph.runner.run_requests` will call;
 * ``input_tokens`` of those calls: for a local ``llama_cpp`` model **counted** with the model's
   own tokenizer on the exact chat-formatted prompt, by the entry's engine (a token-counting
   provider, about 1 s to load, or the provider already loaded), with BOS as the engine adds it
@@ -47,7 +50,7 @@ import itertools
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,6 +133,10 @@ class CostPlan:
     label: str = ""
     #: requests served by another replicate's deterministic computation (:mod:`metamorph.replicates`)
     shared: int = 0
+    #: requests an earlier step of the same run calls itself (served by the cache when this step runs)
+    reused: int = 0
+    #: the earlier step(s) making the ``reused`` calls, e.g. ``workflow_generations``
+    reused_from: str = ""
 
     @property
     def local(self) -> bool:
@@ -166,13 +173,16 @@ class CostPlan:
 
     def line(self) -> str:
         """One line, e.g. ``gpt-x order_generations: 24 requests, 0 cache hits, 24 calls, 3,120
-        input tokens (estimated, chars/4), ≤ 768 output tokens (max_tokens), est. cost $0.0046``."""
+        input tokens (estimated, chars/4), ≤ 768 output tokens (max_tokens), est. cost $0.0046``;
+        with requests an earlier step of the run calls, ``…, 0 cache hits, 2 reuse a call of this
+        run's workflow_generations, up to 6 calls, …``."""
         up = "up to " if self.upper_bound else ""
         head = f"{self.model_id} {self.label}".strip()
         unb = f", {self.unbounded_calls} calls without max_tokens (output not bounded)" if self.unbounded_calls else ""
         shared = f" ({self.shared} of them replicates sharing a deterministic computation)" if self.shared else ""
+        reused = f", {self.reused} reuse a call of this run's {self.reused_from}" if self.reused else ""
         return (
-            f"{head}: {up}{self.requests} requests{shared}, {self.cache_hits} cache hits, {up}{self.calls} calls, "
+            f"{head}: {up}{self.requests} requests{shared}, {self.cache_hits} cache hits{reused}, {up}{self.calls} calls, "
             f"{up}{self.input_tokens:,} input tokens ({self.method_short}), ≤ {self.output_tokens:,} output "
             f"tokens (max_tokens){unb}, est. cost {up}{self.cost_text()}"
         )
@@ -183,6 +193,7 @@ class CostPlan:
             "requests": self.requests,
             "shared_replicates": self.shared,
             "cache_hits": self.cache_hits,
+            "reused_in_run": self.reused,
             "calls": self.calls,
             "input_tokens": self.input_tokens,
             "input_token_method": self.token_method,
@@ -260,6 +271,7 @@ def plan_requests(
     upper_bound: bool = False,
     lookup: Callable[[list[str]], Iterable[str]] | None = None,
     seen: set[str] | None = None,
+    earlier: Mapping[str, str] | None = None,
 ) -> CostPlan:
     """The :class:`CostPlan` of sending ``requests`` for ``spec``, streamed: ``requests`` may be
     any iterable (a generator is consumed once, :data:`PLAN_CHUNK` requests at a time, and no
@@ -270,11 +282,16 @@ def plan_requests(
     not in ``cached``, returns those the cache serves (one query per chunk; ``None``: no cache).
     ``count``/``method``: the prompt-token counter (default :func:`token_counter` of ``spec``; it
     is only called for the calls to make, so a run served wholly from the cache loads no tokenizer).
-    ``seen``: a set that receives every key of ``requests`` (a later step sees them as cached).
+    ``seen``: a set that receives every key of ``requests``. ``earlier``: the keys an earlier step of
+    the same run calls (key → that step's label): a request with one that the cache does not serve
+    now is counted in ``reused`` (the cache serves it when this step runs), not as a cache hit nor
+    a call.
     """
     cached = cached if isinstance(cached, (set, frozenset)) else set(cached)
-    n = shared = hits = input_tokens = output_tokens = unbounded = 0
+    earlier = earlier or {}
+    n = shared = hits = reused = input_tokens = output_tokens = unbounded = 0
     todo: set[str] = set()
+    reused_from: set[str] = set()
     it = iter(requests)
     while chunk := list(itertools.islice(it, PLAN_CHUNK)):
         keys = computation_keys(chunk, spec)
@@ -285,6 +302,9 @@ def plan_requests(
             shared += is_shared(r, entry_deterministic(spec.provider, spec.deterministic, r))
             if k in cached or k in stored:
                 hits += 1
+            elif k in earlier:
+                reused += 1
+                reused_from.add(earlier[k])
             elif k not in todo:
                 todo.add(k)
                 if count is None:
@@ -311,6 +331,8 @@ def plan_requests(
         upper_bound=upper_bound,
         label=label,
         shared=shared,
+        reused=reused,
+        reused_from=", ".join(sorted(reused_from)),
     )
 
 
@@ -342,6 +364,8 @@ def total(plans: Sequence[CostPlan]) -> CostPlan:
         upper_bound=any(p.upper_bound for p in plans),
         label="total",
         shared=sum(p.shared for p in plans),
+        reused=sum(p.reused for p in plans),
+        reused_from=", ".join(sorted({f for p in plans for f in p.reused_from.split(", ") if f})),
     )
 
 
@@ -403,7 +427,8 @@ class PlanStep:
     the step, each a tuple of *alternatives* (request iterables). A step known in advance is one
     group with one alternative; a step whose requests depend on outcomes (which format turns out
     best) lists every possible outcome of each part, and is planned as the largest (``upper_bound``).
-    A step sees the keys of the exact steps before it as cached (they are stored by then).
+    A step sees the keys of the exact steps before it as made by the run (they are stored by then:
+    ``reused`` in its plan, unless the cache holds them already).
 
     ``groups`` is either the groups themselves (a tuple) or, to stream, a function that returns
     an iterator of them whose alternatives are generators (:meth:`streamed`): the requests are then
@@ -455,20 +480,24 @@ def plan_steps(
     """The :class:`CostPlan` of each step, in order (see :class:`PlanStep`), streamed through
     :func:`plan_requests` (``lookup``: the cache, as there)."""
     known = set(cached)
+    earlier: dict[str, str] = {}  # key -> the exact step of this run that calls it
     out = []
     for step in steps:
         parts = []
         step_keys: set[str] | None = None if step.upper_bound else set()
         for group in step.iter_groups():
             options = [
-                plan_requests(alt, spec, known, count=count, method=method, lookup=lookup, seen=step_keys)
+                plan_requests(
+                    alt, spec, known, count=count, method=method, lookup=lookup, seen=step_keys, earlier=earlier
+                )
                 for alt in group
             ]
             parts.append(max(options, key=lambda p: (p.cost_usd or 0.0, p.calls, p.input_tokens)))
         whole = total(parts) if parts else plan_requests([], spec, count=count, method=method)
         out.append(CostPlan(**{**whole.__dict__, "label": step.label, "upper_bound": step.upper_bound}))
         if step_keys is not None:
-            known |= step_keys
+            for k in step_keys:
+                earlier.setdefault(k, step.label)
     return out
 
 

@@ -223,7 +223,9 @@ def trace(
     Raises :class:`TraceError` (one line) for an unknown study, suite (naming the study's suites),
     metric, slice key, model or slice value, a missing or unreadable warehouse, or a warehouse without the view. A model is known
     when it has rows in the metric's ``cells`` view (:class:`MetricTrace`), so a model evaluated
-    with nothing behind the cell (no violating group) gives ``total`` 0 and no rows.
+    with nothing behind the cell (no violating group) gives ``total`` 0 and no rows. The views hold
+    the registry's models only: a model removed from the registry (or whose partition was removed)
+    is refused with why, as its metric tables left it out (view ``<suite>.lineage_models``).
     """
     from metamorph.errors import ConfigError
     from metamorph.suites import suite_schema
@@ -264,6 +266,12 @@ def trace(
             ).fetchall()
         )
         if model not in models:
+            why = _left_out(con, schema, model)
+            if why is not None:
+                raise TraceError(
+                    f"model {model!r} is left out of the lineage views of {schema}, as of its metric tables: {why} "
+                    f"(known: {', '.join(models) or 'none'})"
+                )
             raise TraceError(f"unknown model {model!r} in {schema}.{cells_name} (known: {', '.join(models) or 'none'})")
         conds, params = [f"{_q(spec.model)} = ?"], [model]
         for k, v in chosen.items():
@@ -343,6 +351,19 @@ def trace(
     if spec.cache and rows:
         out["note"] = _from_cache(rows, cache, path)
     return out
+
+
+def _left_out(con: duckdb.DuckDBPyConnection, schema: str, model: str) -> str | None:
+    """Why ``model``'s rows are left out of the lineage views of ``schema`` (the view
+    ``<schema>.lineage_models``: a model not in the registry, or whose partition was removed), or None
+    (the model is not left out, or the warehouse's views predate that view)."""
+    try:
+        rows = con.execute(
+            f"SELECT left_out FROM {_q(schema)}.lineage_models WHERE model_id = ? AND NOT current", [model]
+        ).fetchall()
+    except duckdb.CatalogException:
+        return None
+    return rows[0][0] if rows else None
 
 
 def _from_cache(rows: list[dict], cache: str | Path | None, warehouse: Path) -> str:

@@ -58,6 +58,7 @@ __all__ = [
     "compared_metrics",
     "comparison_next_step",
     "format_text",
+    "json_number",
     "model_job",
     "regression_check",
     "regression_records",
@@ -517,16 +518,49 @@ def format_text(v: Verdict) -> str:
     return "\n".join(lines)
 
 
+#: Columns of a comparison row that are fractions the verdict table shows in percentage points
+#: (``--json`` keeps them fractions, rounded to what the table shows: 0.1 pp = 3 decimals).
+_PP_COLUMNS = frozenset({"baseline_mean", "candidate_mean", "difference", "ci_low", "ci_high", "mde"})
+#: Columns that are p-values (``--json``: :data:`~metamorph.comparison.P_DIGITS` significant digits).
+_P_COLUMNS = frozenset({"p_value", "p_holm", "p_anytime"})
+
+
+def json_number(column: str, value):
+    """``value`` of ``column`` as ``--json`` prints it, rounded as the verdict table shows it: a
+    fraction shown in percentage points (:data:`_PP_COLUMNS`) to 0.1 pp (−0.13000000000000003 →
+    −0.13, 0.30555555555555554 → 0.306), a p-value to :data:`~metamorph.comparison.P_DIGITS`
+    significant digits (0.005859375 → 0.00586), any other float to
+    :data:`~metamorph.export.FLOAT_DIGITS` significant digits; NaN is None; anything that is not a
+    float (an int, a text, a bool) unchanged."""
+    from metamorph.comparison import P_DIGITS
+    from metamorph.export import PCT_DECIMALS, display_float
+
+    if isinstance(value, bool) or not isinstance(value, float):
+        return value
+    if math.isnan(value):
+        return None
+    if column in _PP_COLUMNS:
+        return round(display_float(100 * value, True) / 100, PCT_DECIMALS + 2)
+    if column in _P_COLUMNS:
+        return display_float(value, False, P_DIGITS)
+    return display_float(value, False)
+
+
 def as_json(v: Verdict) -> dict:
     """The verdict as one JSON-ready object: candidate, baseline, ``regressed`` (bool), the
     blocking regressions (:data:`REGRESSION_FIELDS` + study), every row, the skipped studies and the sequential runs
     (:func:`sequential_summary`, per study) and, when a study was read from another suite than its
-    default one, ``suites`` (study → suite)."""
+    default one, ``suites`` (study → suite). Every float is rounded as the verdict table shows it
+    (:func:`json_number`); the keys are the table's columns."""
 
     def clean(records):
-        return [{k: (None if isinstance(x, float) and math.isnan(x) else x) for k, x in r.items()} for r in records]
+        return [{k: json_number(k, x) for k, x in r.items()} for r in records]
 
     reg = v.regressions
+    sequential = {
+        s: {**seq, "rows": clean(seq["rows"])} if isinstance(seq, dict) and "rows" in seq else seq
+        for s, seq in v.sequential.items()
+    }
     return {
         "candidate": v.candidate,
         "baseline": v.baseline,
@@ -534,7 +568,7 @@ def as_json(v: Verdict) -> dict:
         "blocking_regressions": clean(reg[["study", *REGRESSION_FIELDS]].to_dict("records")),
         "rows": clean(v.comparison.to_dict("records")),
         "skipped": v.skipped,
-        "sequential": v.sequential,
+        "sequential": sequential,
         **({"suites": v.suites} if v.suites else {}),
     }
 

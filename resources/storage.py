@@ -39,7 +39,10 @@ holds the registry's models only: with ``registry`` set, the rows of a model par
 a registry entry (a model removed from the registry; a stray partition) are left out when loaded,
 and the output the step writes names them in its metadata — ``left_out_models`` (JSON: model →
 why, last run id, when) and ``left_out`` (one line per model) — never silently
-(:func:`left_out_metadata`).
+(:func:`left_out_metadata`). A partition deleted from the instance (``metamorph partitions
+--remove``) is one such model too: the stock IO manager already loads only the instance's
+partitions, and the ledger names the partitions the table still holds rows of
+(:func:`removed_partitions`), so it is named with why ``partition removed``.
 
 It also runs handle_output / load_input inside ``partition_loading_context`` so dynamic
 partitions resolve (the multi-partition crash of §4.1).
@@ -95,7 +98,8 @@ def record_write(conn: duckdb.DuckDBPyConnection, table_name: str, partitions: S
     )
 
 
-def _table_exists(conn: duckdb.DuckDBPyConnection, schema: str, table: str) -> bool:
+def table_exists(conn: duckdb.DuckDBPyConnection, schema: str, table: str) -> bool:
+    """Whether ``schema.table`` exists (a table or a view) on ``conn``, without raising in a transaction."""
     return bool(
         conn.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, table]
@@ -115,7 +119,7 @@ class TransactionalDuckDbClient(DuckDbClient):
     @staticmethod
     def delete_table_slice(context, table_slice, connection) -> None:
         # Unpartitioned tables are replaced by the type handler; partitioned slices are deleted here.
-        if table_slice.partition_dimensions and _table_exists(connection, table_slice.schema, table_slice.table):
+        if table_slice.partition_dimensions and table_exists(connection, table_slice.schema, table_slice.table):
             DuckDbClient.delete_table_slice(context, table_slice, connection)
 
     @staticmethod
@@ -256,7 +260,7 @@ class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
         connection.register("__metamorph_out", frame)
         try:
             types = _column_types(where, connection, frame, declared_types(context))
-            exists = _table_exists(connection, table_slice.schema, table_slice.table)
+            exists = table_exists(connection, table_slice.schema, table_slice.table)
             if not exists or not table_slice.partition_dimensions:
                 columns = ", ".join(f'"{col}" {typ}' for col, typ in types.items())
                 connection.execute(f"CREATE OR REPLACE TABLE {full} ({columns})")
@@ -302,7 +306,7 @@ class ByNamePandasTypeHandler(DuckDBPandasTypeHandler):
         )
 
     def load_input(self, context: dg.InputContext, table_slice, connection) -> pd.DataFrame:
-        if not _table_exists(connection, table_slice.schema, table_slice.table):
+        if not table_exists(connection, table_slice.schema, table_slice.table):
             raise dg.Failure(missing_table_line(f"{table_slice.schema}.{table_slice.table}", context.asset_key))
         return super().load_input(context, table_slice, connection)
 
@@ -351,22 +355,63 @@ def last_run(instance: dg.DagsterInstance, keys: Iterable[dg.AssetKey], model_id
     return {"last_run": best.run_id, "last_materialized": when}
 
 
+#: Why a model whose partition was deleted from the instance (``metamorph partitions --remove``) is
+#: left out (:func:`left_out_metadata`).
+PARTITION_REMOVED = "partition removed"
+
+
+def removed_partitions(conn: duckdb.DuckDBPyConnection, table_name: str, instance: dg.DagsterInstance) -> set[str]:
+    """The model partitions the per-model table ``table_name`` (``schema.table``) holds rows of by
+    the ledger (:data:`LEDGER`) that are no longer partitions of ``instance`` (deleted with
+    ``metamorph partitions --remove``, which deletes no rows). Empty without a ledger."""
+    if not table_exists(conn, *LEDGER.split(".")):
+        return set()
+    written = {
+        r[0]
+        for r in conn.execute(
+            f"SELECT partition FROM {LEDGER} WHERE table_name = ? AND partition <> ''", [table_name]
+        ).fetchall()
+    }
+    return written - set(instance.get_dynamic_partitions(_MODEL_PARTITIONS))
+
+
+def left_out_why(run: Mapping, registry: str, short: bool = False) -> str:
+    """Why a model was left out: :data:`PARTITION_REMOVED` (naming the registry's file) when ``run``
+    (a :func:`left_out_metadata` entry) says ``partition_removed``, else ``not in the registry
+    <registry>`` (the path; its file name only when ``short``)."""
+    if run.get("partition_removed"):
+        return f"{PARTITION_REMOVED} (metamorph partitions --remove; not in the registry {Path(registry).name})"
+    return f"not in the registry {Path(registry).name if short else registry}"
+
+
+def left_out_line(run: Mapping, registry: str) -> str:
+    """Why a model was left out and its last run, in one line (``run``: a :func:`left_out_metadata`
+    entry): ``not in the registry models.yaml; last run 2026-12-06 00:20 UTC (1a2b3c4d)``."""
+    when = run.get("last_run") and f"{run['last_materialized']} ({run['last_run'][:8]})"
+    return f"{left_out_why(run, registry, short=True)}; last run {when or 'unknown'}"
+
+
 def left_out_metadata(left_out: Mapping[str, Mapping], registry: str) -> dict:
     """The metadata naming the models a cross-model table left out (``left_out``: model id →
-    :func:`last_run`), none of which is in the registry file ``registry``: ``left_out_models``
-    (JSON: model → ``why``, ``last_run``, ``last_materialized``) and ``left_out`` (text, one line per
-    model: ``m3: not in the registry models.yaml; last run 2026-12-06 00:20 UTC (1a2b3c4d)``).
-    Empty when nothing was left out."""
+    :func:`last_run`, with ``partition_removed`` True for a partition deleted from the instance),
+    none of which is in the registry file ``registry``: ``left_out_models`` (JSON: model → ``why``,
+    ``last_run``, ``last_materialized``) and ``left_out`` (text, one line per model:
+    ``m3: not in the registry models.yaml; last run 2026-12-06 00:20 UTC (1a2b3c4d)``;
+    ``typo: partition removed (metamorph partitions --remove; not in the registry models.yaml); last
+    run unknown``). Empty when nothing was left out."""
     if not left_out:
         return {}
-    name = Path(registry).name
-    lines = []
-    for m, run in sorted(left_out.items()):
-        when = run.get("last_run") and f"{run['last_materialized']} ({run['last_run'][:8]})"
-        lines.append(f"{m}: not in the registry {name}; last run {when or 'unknown'}")
+    lines = [f"{m}: {left_out_line(run, registry)}" for m, run in sorted(left_out.items())]
     return {
         "left_out_models": dg.MetadataValue.json(
-            {m: {"why": f"not in the registry {registry}", **run} for m, run in sorted(left_out.items())}
+            {
+                m: {
+                    "why": left_out_why(run, registry),
+                    "last_run": run.get("last_run"),
+                    "last_materialized": run.get("last_materialized"),
+                }
+                for m, run in sorted(left_out.items())
+            }
         ),
         "left_out": dg.MetadataValue.text("\n".join(lines)),
     }
@@ -430,14 +475,19 @@ class _PartitionLoadingIOManager(dg.IOManager):
         from metamorph.models import load_registry
 
         ids = {m.id for m in load_registry(self._registry)}
-        gone = sorted(set(frame["model_id"].dropna()) - ids)
+        gone = {m: False for m in set(frame["model_id"].dropna()) - ids}
+        # a partition deleted from the instance: the stock load already left its rows out
+        key = context.asset_key.path
+        table = f"{key[-2] if len(key) > 1 else context.resource_config.get('schema') or 'public'}.{key[-1]}"
+        with TransactionalDuckDbClient.connect(context, None) as conn:
+            gone.update({m: True for m in removed_partitions(conn, table, instance) - ids})
         if not gone:
             return frame
         step = self._step(context)
         if step is not None:
             seen = self._left_out.setdefault(step, {})
-            for m in gone:
-                run = last_run(instance, [context.asset_key], m)
+            for m, removed in sorted(gone.items()):
+                run = {**last_run(instance, [context.asset_key], m), "partition_removed": removed}
                 if m not in seen or (run["last_materialized"] or "") > (seen[m]["last_materialized"] or ""):
                     seen[m] = run
         return frame[frame["model_id"].isin(ids)].reset_index(drop=True)

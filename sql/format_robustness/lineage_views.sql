@@ -1,7 +1,8 @@
 -- Lineage views: from any metric cell back to the exact prompt and raw completion.
 -- Run against the warehouse after the study's tables exist (asset format_robustness/lineage_views).
 
--- Every extracted decision with its raw completion, the exact request, the document and the record;
+-- Every extracted decision of a registry model (a model removed from the registry or whose partition
+-- was removed is left out, as from the metric tables; lineage_models names it) with its raw completion, the exact request, the document and the record;
 -- with how the document reached the model: the ingestion path, the file name and media type a file
 -- path sent, the named extraction whose text an inline model read from a binary file, and the text
 -- a workflow under test reported having extracted from its upload (extracted_text).
@@ -17,7 +18,8 @@ FROM format_robustness.extracted_decisions AS d
 JOIN format_robustness.workflow_generations AS g
   USING (model_id, workflow_id, dataset, instance_id, format, repeat)
 JOIN format_robustness.rendered_documents AS r USING (dataset, instance_id, format)
-JOIN format_robustness.source_instances AS s USING (dataset, instance_id);
+JOIN format_robustness.source_instances AS s USING (dataset, instance_id)
+WHERE d.model_id IN (SELECT model_id FROM format_robustness.lineage_models WHERE current);
 
 -- Groups behind an MR violation rate: one row per violating group (instance, repeat) × format.
 CREATE OR REPLACE VIEW format_robustness.mr_violation_lineage AS

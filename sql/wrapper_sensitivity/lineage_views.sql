@@ -1,8 +1,9 @@
 -- Lineage views: from an accuracy / FSI / PSI cell back to the exact prompt and raw completion.
 -- Run against the warehouse after the study's tables exist (asset wrapper_sensitivity/lineage_views).
 
--- Every scored answer (one row per generation × extraction mode) with its raw completion, the
--- exact request, the wrapped prompt and the item. The json_constrained arm has no row of its own in
+-- Every scored answer (one row per generation × extraction mode) of a registry model with its raw
+-- completion, the exact request, the wrapped prompt and the item. A model removed from the registry
+-- or whose partition was removed is left out, as from the metric tables (lineage_models names it). The json_constrained arm has no row of its own in
 -- wrapped_prompts (it sends the json wrapper's messages), hence the LEFT JOIN: no answer is dropped.
 CREATE OR REPLACE VIEW wrapper_sensitivity.answer_lineage AS
 SELECT
@@ -14,7 +15,8 @@ SELECT
 FROM wrapper_sensitivity.scored_answers AS s
 JOIN wrapper_sensitivity.wrapper_generations AS g USING (model_id, task, item_id, wrapper, seed)
 LEFT JOIN wrapper_sensitivity.wrapped_prompts AS p USING (task, item_id, wrapper)
-JOIN wrapper_sensitivity.qa_items AS i USING (task, item_id);
+JOIN wrapper_sensitivity.qa_items AS i USING (task, item_id)
+WHERE s.model_id IN (SELECT model_id FROM wrapper_sensitivity.lineage_models WHERE current);
 
 -- A wrapper_cells cell (model × task × wrapper × mode) joined to the answers behind it.
 CREATE OR REPLACE VIEW wrapper_sensitivity.cell_lineage AS

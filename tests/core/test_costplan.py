@@ -384,7 +384,9 @@ def test_plan_refuses_a_k_it_could_not_hold_in_memory(capsys):
 
 def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, metamorph_home, capsys):
     """construct, 2 records × 4 formats × k=1: 8 generations; routing re-runs each input in the best
-    format — 8 requests of which the 2 already in it are the originals (cache hits): up to 6 calls."""
+    format — 8 requests of which the 2 already in it are the originals, which the run's first step
+    calls (the plan says so; they were printed as "2 cache hits" on an empty cache): up to 6 calls.
+    At run time they are the routed step's cache hits."""
     from pipelines.definitions import build_definitions
 
     priced_stub.script(
@@ -393,8 +395,14 @@ def test_format_routing_is_planned_as_an_upper_bound_the_run_meets(priced_stub, 
     code, out, _ = _cli(capsys, "format_robustness", "--limit", "2", "--k", "1")
     assert code == 0
     assert "stub-model workflow_generations: 8 requests, 0 cache hits, 8 calls, " in out
-    assert "stub-model routed_generations: up to 8 requests, 2 cache hits, up to 6 calls, " in out
-    assert "stub-model total: up to 16 requests, 2 cache hits, up to 14 calls, " in out
+    assert (
+        "stub-model routed_generations: up to 8 requests, 0 cache hits, 2 reuse a call of this run's workflow_generations, up to 6 calls, "
+        in out
+    )
+    assert (
+        "stub-model total: up to 16 requests, 0 cache hits, 2 reuse a call of this run's workflow_generations, up to 14 calls, "
+        in out
+    )
 
     defs = build_definitions()
     with dg.instance_for_test() as instance:
@@ -638,7 +646,7 @@ SHIPPED_REGISTRY = str(REPO_ROOT / "config" / "models.yaml")
             "smollm2",
             252,
             True,
-            "total: up to 288 requests, 36 cache hits, up to 252 calls",
+            "total: up to 288 requests, 0 cache hits, 36 reuse a call of this run's workflow_generations, up to 252 calls",
         ),
         # greedy on llama.cpp: the 3 repeats are one computation (48), every routed re-run is an original (0)
         (
@@ -646,7 +654,8 @@ SHIPPED_REGISTRY = str(REPO_ROOT / "config" / "models.yaml")
             "smollm2-greedy",
             48,
             True,
-            "total: up to 288 requests (228 of them replicates sharing a deterministic computation), 144 cache hits, up to 48 calls",
+            "total: up to 288 requests (228 of them replicates sharing a deterministic computation), 0 cache hits, "
+            "144 reuse a call of this run's workflow_generations, up to 48 calls",
         ),
         # 4 idioms × (23 distinct scrambles + the unperturbed input) × 3 settings
         ("order_probe", "gemma3-270m", 288, False, "order_generations: 288 requests, 0 cache hits, 288 calls"),

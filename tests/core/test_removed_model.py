@@ -11,6 +11,7 @@ import json
 
 import dagster as dg
 import duckdb
+import pytest
 
 from tests.core.stub_http import Reply, chat_completion
 from tests.core.test_cross_model_once import ARC
@@ -92,3 +93,72 @@ def test_a_model_removed_from_the_registry_is_left_out_of_later_tables_and_named
             assert md["left_out"].startswith("gone: not in the registry models.yaml; last run "), name
         md = latest_md(instance, "model_upgrades", "robustness_report_card")
         assert md["left_out_models"]["gone"]["why"] == f"not in the registry {reg}"
+        md = latest_md(instance, STUDY, "lineage_views")
+        assert md["left_out_models"]["gone"]["why"] == f"not in the registry {reg}"
+        assert md["left_out_models"]["gone"]["last_run"] == gone_run
+    # the lineage views follow the metric tables: gone's rows stay in its per-model tables, not in the views
+    assert {r[0] for r in rows(db, f"{STUDY}.scored_answers", "model_id")} == {"base", "gone"}
+    for view in ("answer_lineage", "cell_lineage", "spread_lineage"):
+        assert {r[0] for r in rows(db, f"(SELECT DISTINCT model_id FROM {STUDY}.{view})", "1")} == {"base"}, view
+    assert len(rows(db, f"{STUDY}.answer_lineage", "1")) == len(
+        [r for r in rows(db, f"{STUDY}.scored_answers", "1") if r[0] == "base"]
+    )
+    [(m, current, why)] = rows(db, f"{STUDY}.lineage_models", "model_id")[1:]
+    assert (m, current) == ("gone", False) and why.startswith("not in the registry models.yaml; last run ")
+    from metamorph.trace import TraceError, trace
+
+    with pytest.raises(TraceError) as e:
+        trace(db, STUDY, "accuracy", "gone")
+    assert str(e.value) == (
+        f"model 'gone' is left out of the lineage views of {STUDY}, as of its metric tables: {why} (known: base)"
+    )
+
+
+def test_a_partition_removed_with_metamorph_partitions_is_named_where_it_is_left_out(
+    stub, tmp_path, monkeypatch, metamorph_home, capsys
+):
+    """A model that left the registry and whose partition was then deleted (``metamorph partitions
+    --remove``) has its rows in the per-model tables still; the stock load already skips a deleted
+    partition, so the cross-model tables, the report card and the lineage views built afterwards
+    leave it out and name it with why ``partition removed``."""
+    import pipelines.definitions
+    from metamorph.cli import main as cli
+    from pipelines.run import main
+
+    reg = tmp_path / "models.yaml"
+    reg.write_text("models:\n" + entry("base", stub.url, "approved") + entry("typo", stub.url, "candidate"))
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    monkeypatch.setenv("STUB_KEY", "k")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    stub.script("POST", "/v1/chat/completions", lambda rec: Reply(200, chat_completion("The answer is B")))
+    arc = tmp_path / "arc.jsonl"
+    arc.write_text("".join(json.dumps(r) + "\n" for r in ARC))
+    monkeypatch.setattr(pipelines.definitions, "defs", pipelines.definitions.build_definitions())
+    source = f"arc_challenge:{arc}"
+    db = metamorph_home / "metamorph.duckdb"
+    assert main([STUDY, "--source", source, "--seeds", "0", "--models", "base", "typo"]) == 0
+    before = rows(db, f"{STUDY}.wrapper_cells", "model_id, task, wrapper, mode")
+
+    reg.write_text("models:\n" + entry("base", stub.url, "approved"))
+    assert cli(["partitions", "--remove", "typo"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(pipelines.definitions, "defs", pipelines.definitions.build_definitions())
+    assert main([STUDY, "--source", source, "--seeds", "0", "--models", "base"]) == 0
+    assert rows(db, f"{STUDY}.wrapper_cells", "model_id, task, wrapper, mode") == [r for r in before if r[0] == "base"]
+    assert {r[0] for r in rows(db, f"{STUDY}.scored_answers", "model_id")} == {"base", "typo"}  # no row deleted
+    why = "partition removed (metamorph partitions --remove; not in the registry models.yaml)"
+    with dg.DagsterInstance.get() as instance:
+        assert "typo" not in instance.get_dynamic_partitions("model")
+        for key in [
+            (STUDY, "wrapper_cells"),
+            (STUDY, "fsi_psi"),
+            (STUDY, "model_comparison"),
+            (STUDY, "lineage_views"),
+        ]:
+            md = latest_md(instance, *key)
+            assert md["left_out_models"]["typo"]["why"] == why, key
+            assert md["left_out"].startswith(f"typo: {why}; last run "), key
+        md = latest_md(instance, "model_upgrades", "robustness_report_card")
+        assert md["left_out_models"]["typo"]["why"] == why
+    assert {r[0] for r in rows(db, f"(SELECT DISTINCT model_id FROM {STUDY}.answer_lineage)", "1")} == {"base"}
+    assert [r[:2] for r in rows(db, f"{STUDY}.lineage_models", "model_id")] == [("base", True), ("typo", False)]

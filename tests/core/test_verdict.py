@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from metamorph.cli import main
+from metamorph.comparison import COMPARISON_COLUMNS
 from metamorph.study import studies
 from tests.core.test_model_upgrades import REGRESSED, WRAPPER_REGISTRY, synthetic_scored, synthetic_wrapper_warehouse
 
@@ -36,7 +35,7 @@ def test_a_regressed_candidate_exits_1_with_its_rows(metamorph_home, tmp_path, m
         ("wrapper_sensitivity", m, sl) for m, sl, _ in REGRESSED
     ]
     for r, (_, _, d) in zip(v["blocking_regressions"], REGRESSED):
-        assert [r["difference"], r["ci_low"], r["ci_high"], r["p_holm"]] == pytest.approx([d, d, d, 12 * 2**-11])
+        assert [r["difference"], r["ci_low"], r["ci_high"], r["p_holm"]] == [d, d, d, 0.00586]  # 12 · 2**-11, 3 digits
     assert len(v["rows"]) == 12 and {r["verdict"] for r in v["rows"]} == {"regressed", "no detectable change"}
     assert v["skipped"] == NOT_RUN
 
@@ -289,3 +288,89 @@ def test_regression_records_are_rounded_as_the_comparison_table_prints_them():
             "p_holm": 0.0234,
         },
     ]
+
+
+def test_json_rounds_every_float_as_the_table_prints_it(metamorph_home, tmp_path, monkeypatch, capsys):
+    """``--json`` printed unrounded floats (p (Holm) 0.005859375, p 0.00048828125, an MDE of
+    0.80166…); it rounds as the table and the regression records do — fractions to 0.1 pp, p-values
+    to 3 significant digits — with the same keys."""
+    synthetic_wrapper_warehouse(metamorph_home, tmp_path, monkeypatch)
+    code, out, _ = verdict(capsys, "--model", "cand", "--json")
+    v = json.loads(out)
+    assert code == 1
+    assert v["blocking_regressions"] == [
+        {
+            "study": "wrapper_sensitivity",
+            "candidate_id": "cand",
+            "metric": m,
+            "slice": sl,
+            "difference": d,
+            "ci_low": d,
+            "ci_high": d,
+            "p_holm": 0.00586,
+        }
+        for m, sl, d in REGRESSED
+    ]
+    same = {
+        "study": "wrapper_sensitivity",
+        "candidate_id": "cand",
+        "baseline_id": "base",
+        "metric": "accuracy",
+        "higher_is_better": True,
+        "n_items": 12,
+        "n_baseline_only": 0,
+        "n_candidate_only": 0,
+        "baseline_mean": 1.0,
+        "ci_note": "all values equal: degenerate bootstrap distribution, CI = [v, v]",
+        "n_better": 0,
+        "test": "mcnemar_exact",
+        "statistic": 0.0,
+        "alpha": 0.05,
+        "blocks": True,
+    }
+    assert v["rows"][1:3] == [
+        {
+            **same,
+            "slice": "task=t_bool, wrapper=deliberate",
+            "candidate_mean": 1.0,
+            "difference": 0.0,
+            "ci_low": 0.0,
+            "ci_high": 0.0,
+            "n_worse": 0,
+            "p_value": 1.0,
+            "p_holm": 1.0,
+            "verdict": "no detectable change",
+            "mde": 0.802,
+            "mde_note": "exact McNemar power 0.8 at α/m = 0.00417 (m = 12), observed discordance 0",
+        },
+        {
+            **same,
+            "slice": "task=t_bool, wrapper=json",
+            "candidate_mean": 0.0,
+            "difference": -1.0,
+            "ci_low": -1.0,
+            "ci_high": -1.0,
+            "n_worse": 12,
+            "p_value": 0.000488,
+            "p_holm": 0.00586,
+            "verdict": "regressed",
+            "mde": 0.963,
+            "mde_note": "exact McNemar power 0.8 at α/m = 0.00417 (m = 12), observed discordance 1",
+        },
+    ]
+    assert [list(r) for r in v["rows"]] == [["study", *COMPARISON_COLUMNS, "blocks"]] * 12  # the keys unchanged
+
+
+def test_json_number_rounds_by_column():
+    from metamorph.verdict import json_number
+
+    assert [
+        json_number("difference", -0.13000000000000003),
+        json_number("candidate_mean", 0.30555555555555554),
+        json_number("p_holm", 0.005859375),
+        json_number("p_anytime", 0.123456),
+        json_number("e_max", 30.555555555555554),
+        json_number("ci_low", float("nan")),
+        json_number("n_items", 12),
+        json_number("higher_is_better", True),
+    ] == [-0.13, 0.306, 0.00586, 0.123, 30.56, None, 12, True]

@@ -589,7 +589,9 @@ def test_the_format_study_through_the_example_service_makes_the_planned_calls_an
         lines = plan.stdout.splitlines()
         assert lines[1].startswith("  doc-service workflow_generations: 24 requests, 0 cache hits, 24 calls, ")
         assert lines[1].endswith("est. cost $0.024")
-        assert lines[3].startswith("  doc-service total: up to 48 requests, 6 cache hits, up to 42 calls, ")
+        assert lines[3].startswith(
+            "  doc-service total: up to 48 requests, 0 cache hits, 6 reuse a call of this run's workflow_generations, up to 42 calls, "
+        )
         run = subprocess.run([*cmd, "run", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
         assert run.returncode == 0, run.stderr[-3000:]
     finally:
