@@ -461,7 +461,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if e.get("provider") in WORKFLOW_PROVIDERS and e.get("model") in (None, ""):
             e = {**e, "model": e.get("url") if e["provider"] == "http" else e.get("function")}
             if e["model"] in (None, ""):
-                raise bad(f"'{'url' if e['provider'] == 'http' else 'function'}' is required", "model")
+                key = "url" if e["provider"] == "http" else "function"
+                raise bad(f"'{key}' is required", key)
         for k in ("id", "provider", "model"):
             if e.get(k) is None or e.get(k) == "":
                 raise bad(f"'{k}' is required", k)
@@ -809,6 +810,7 @@ def _check_base_url(url: str, bad: Any, key: str = "base_url") -> None:
     try:
         parts = urlsplit(url)
         host = parts.hostname
+        parts.port  # a port out of 0-65535 or not a number raises here, not when each call is made
     except ValueError:
         raise bad(f"{key} is not a valid URL", key) from None
     if parts.scheme not in ("http", "https") or not host:

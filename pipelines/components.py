@@ -37,6 +37,7 @@ import functools
 import importlib
 import re
 import warnings
+import zoneinfo
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -298,18 +299,50 @@ def suite_definitions(component: StudySuite) -> dg.Definitions:
     jobs = [j for j in jobs if j is not None]  # no tables job for a suite without cross-model tables
     schedules = []
     if component.schedule is not None:
-        schedules.append(
-            suite_schedule(
-                study,
-                jobs[1],
-                suite=suite,
-                name=component.schedule.name,
-                cron_schedule=component.schedule.cron_schedule,
-                execution_timezone=component.schedule.execution_timezone,
-                models=None if component.models == "registry" else component.models,
+        _check_schedule(component.schedule)
+        try:
+            schedules.append(
+                suite_schedule(
+                    study,
+                    jobs[1],
+                    suite=suite,
+                    name=component.schedule.name,
+                    cron_schedule=component.schedule.cron_schedule,
+                    execution_timezone=component.schedule.execution_timezone,
+                    models=None if component.models == "registry" else component.models,
+                )
             )
-        )
+        except dg.DagsterInvalidDefinitionError:  # Dagster's own parse of the cron expression
+            raise ConfigError(
+                f"schedule.cron_schedule: {component.schedule.cron_schedule!r:.60} is not a cron expression "
+                "(five fields: minute hour day-of-month month day-of-week, e.g. '0 4 * * 1')"
+            ) from None
     return dg.Definitions(assets=built, asset_checks=suite_checks, jobs=jobs, schedules=schedules)
+
+
+#: A schedule's name, as Dagster takes it.
+SCHEDULE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def _check_schedule(schedule: SuiteSchedule) -> None:
+    """:class:`ConfigError` naming the attribute for a schedule name Dagster does not take or a time
+    zone that is not an IANA name (the cron expression is Dagster's to parse)."""
+    if schedule.name is not None and not SCHEDULE_NAME.match(schedule.name):
+        raise ConfigError(f"schedule.name: {schedule.name!r:.60} is not a schedule name (letters, digits and _)")
+    try:
+        zoneinfo.ZoneInfo(schedule.execution_timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(
+            f"schedule.execution_timezone: {schedule.execution_timezone!r:.60} is not a time zone "
+            "(an IANA name such as 'UTC' or 'Europe/Paris')"
+        ) from None
+
+
+def schedule_name(suite: StudySuite) -> str | None:
+    """The name of the suite's schedule (:func:`pipelines.schedules.suite_schedule`), None without one."""
+    if suite.schedule is None:
+        return None
+    return suite.schedule.name or f"{suite.name}_schedule"
 
 
 def _load_error(exc: BaseException, defs_root: Path) -> ConfigError:
@@ -355,6 +388,32 @@ def _unique(suites: Sequence[StudySuite]) -> None:
             )
 
 
+def _unique_schedules(suites: Sequence[StudySuite]) -> None:
+    """:class:`ConfigError` naming both files when two suites' schedules take one name, or naming the
+    study when a suite's schedule takes the weekly schedule of a default suite no ``defs.yaml``
+    declares (the code location holds one schedule per name)."""
+    from metamorph.study import studies
+
+    declared = {s.name for s in suites}
+    implicit = {f"{name}_weekly": name for name in studies() if name not in declared}
+    seen: dict[str, StudySuite] = {}
+    for s in suites:
+        name = schedule_name(s)
+        if name is None:
+            continue
+        if name in implicit:
+            raise ConfigError(
+                f"{s._file}: schedule.name: {name!r} is the weekly schedule of the default suite of "
+                f"{implicit[name]}; each schedule needs its own name"
+            )
+        first = seen.setdefault(name, s)
+        if first is not s:
+            raise ConfigError(
+                f"{s._file}: schedule.name: {name!r} is also the schedule of {first._file}; each schedule "
+                "needs its own name"
+            )
+
+
 def load_project(project_root=None) -> tuple[dict[str, StudySuite], dg.Definitions]:
     """Every suite declared in the defs folder of the dg project at ``project_root`` (default: this
     project), by name, and the folder's definitions. Raises :class:`ConfigError`, one line naming
@@ -369,6 +428,7 @@ def load_project(project_root=None) -> tuple[dict[str, StudySuite], dg.Definitio
             warnings.simplefilter("ignore", dg.PreviewWarning)
             suites = tree.get_all_components(of_type=StudySuite)
             _unique(suites)
+            _unique_schedules(suites)
             built = tree.build_defs()
     except Exception as exc:  # Dagster wraps the suite's error in its tree of the folder
         raise _load_error(exc, defs_root) from None

@@ -8,6 +8,7 @@ model's partition is not removed (it would be added back by the next run): remov
 the registry first. Removing a partition deletes no warehouse rows and no run history.
 
     metamorph partitions                      # one line per partition: id and "registry" / "not in the registry"
+                                              # (none yet: one line saying so)
     metamorph partitions --remove nosuchmodel
 
 Exit codes: 0 done; 2 a key that is not a partition, or a registry model's key (one line on stderr).
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         ids = {m.id for m in load_registry(registry_path())}
-        ensure_dagster_home()
+        home = ensure_dagster_home()
         instance = open_instance()
         if args.remove:
             remove_partitions(instance, list(args.remove), ids)
@@ -72,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
     except MetamorphError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for k in instance.get_dynamic_partitions(model_partitions.name):
+    keys = instance.get_dynamic_partitions(model_partitions.name)
+    if not keys:
+        print(f"no model partitions in the instance {home} (metamorph run adds one per model it evaluates)")
+    for k in keys:
         print(
             f"{k}\t{'registry' if k in ids else 'not in the registry (remove: metamorph partitions --remove ' + k + ')'}"
         )

@@ -78,6 +78,11 @@ def read_reply(payload: Any, workflow: Any, label: str) -> tuple[str, str | None
     return out[0], out[1]
 
 
+#: A header value at least this long found in a reply is replaced by ``[REDACTED]`` (as is the
+#: credential after an auth scheme); a shorter one makes the call fail (:meth:`HttpWorkflowProvider.generate`).
+MIN_REPLACED_CHARS = 8
+
+
 class HttpWorkflowProvider:
     """An ``http`` registry entry's service.
 
@@ -112,8 +117,15 @@ class HttpWorkflowProvider:
         self.deterministic = bool(deterministic)
         # a header value and its credential after an auth scheme ("Bearer <token>"), longest first
         values = [v for v in (headers or {}).values() if v]
-        parts = [v.split(None, 1)[1] for v in values if len(v.split(None, 1)) == 2 and len(v.split(None, 1)[1]) >= 8]
+        parts = [
+            v.split(None, 1)[1]
+            for v in values
+            if len(v.split(None, 1)) == 2 and len(v.split(None, 1)[1]) >= MIN_REPLACED_CHARS
+        ]
         self._secrets = sorted(set(values + parts), key=len, reverse=True)
+        # a value this short can be ordinary text of a reply ("refer", "med"): replacing it there would
+        # change the answer, so a reply holding one is a failed call instead (header name → value)
+        self._short = {h: v for h, v in (headers or {}).items() if v and len(v) < MIN_REPLACED_CHARS}
         self._client = httpx.Client(
             headers=dict(headers or {}),
             timeout=httpx.Timeout(workflow.timeout_s),
@@ -211,6 +223,14 @@ class HttpWorkflowProvider:
             reply, extracted = read_reply(payload, self.workflow, f"{label} HTTP {resp.status_code}")
         except ProviderError as exc:
             raise ProviderError(str(exc), status=resp.status_code) from None
+        for header, value in self._short.items():
+            if value in reply or (extracted is not None and value in extracted):
+                raise ProviderError(
+                    f"{label} HTTP {resp.status_code}: the reply holds the value of the header {header} "
+                    f"({len(value)} characters, too short to replace without changing the reply); "
+                    "a header value is never stored, so the reply is not",
+                    status=resp.status_code,
+                )
         for secret in self._secrets:  # a service that echoes the header: the reply goes to the cache
             reply = reply.replace(secret, "[REDACTED]")
             extracted = None if extracted is None else extracted.replace(secret, "[REDACTED]")

@@ -77,6 +77,9 @@ def counts(db: Path, schema: str, tables: list[str]) -> dict[str, int]:
         con.close()
 
 
+#: A suite of order_probe named ``s`` (a schedule line may follow).
+SUITE = "type: pipelines.components.StudySuite\nattributes:\n  study: order_probe\n  suite: s\n"
+
 TABLES = ["source_instances", "rendered_documents", "workflow_generations", "extracted_decisions", "mr_flags"]
 
 
@@ -355,6 +358,35 @@ def test_a_suite_that_is_not_one_of_the_study_is_one_line_and_exit_2(tmp_path, m
             },
             "b/defs.yaml: suite: 's' is also the suite of {defs_dir}/a/defs.yaml; each suite needs its own name "
             "(it names the suite's tables, jobs and schedule)",
+        ),
+        (
+            {"broken": SUITE + "  schedule: {cron_schedule: 'every monday'}\n"},
+            "broken/defs.yaml: schedule.cron_schedule: 'every monday' is not a cron expression (five fields: "
+            "minute hour day-of-month month day-of-week, e.g. '0 4 * * 1')",
+        ),
+        (
+            {"broken": SUITE + "  schedule: {cron_schedule: '0 4 * * 1', execution_timezone: Mars/Olympus}\n"},
+            "broken/defs.yaml: schedule.execution_timezone: 'Mars/Olympus' is not a time zone (an IANA name such "
+            "as 'UTC' or 'Europe/Paris')",
+        ),
+        (
+            {"broken": SUITE + "  schedule: {cron_schedule: '0 4 * * 1', name: 'nightly run'}\n"},
+            "broken/defs.yaml: schedule.name: 'nightly run' is not a schedule name (letters, digits and _)",
+        ),
+        (
+            {
+                "a": SUITE.replace("suite: s", "suite: a")
+                + "  schedule: {cron_schedule: '0 4 * * 1', name: nightly}\n",
+                "b": SUITE.replace("suite: s", "suite: b")
+                + "  schedule: {cron_schedule: '0 5 * * 1', name: nightly}\n",
+            },
+            "b/defs.yaml: schedule.name: 'nightly' is also the schedule of {defs_dir}/a/defs.yaml; each schedule "
+            "needs its own name",
+        ),
+        (
+            {"broken": SUITE + "  schedule: {cron_schedule: '0 4 * * 1', name: order_probe_weekly}\n"},
+            "broken/defs.yaml: schedule.name: 'order_probe_weekly' is the weekly schedule of the default suite of "
+            "order_probe; each schedule needs its own name",
         ),
     ],
 )

@@ -851,6 +851,26 @@ def test_a_header_value_the_service_echoes_in_its_reply_never_reaches_the_reply_
     assert str(err.value) == f'http workflow {url} HTTP 401: {{"error": "unknown key [REDACTED]"}}'
 
 
+def test_a_short_header_value_in_a_reply_fails_the_call_instead_of_changing_the_answer(stub):
+    """A header value too short to be told from ordinary text ("refer") is not spliced out of the
+    reply, which would turn the answer into another one: the call fails, naming the header and not
+    the value; a reply without it is read as it is."""
+    from metamorph.providers.http_workflow import HttpWorkflowProvider
+
+    url = f"{stub.url}/ask"
+    provider = HttpWorkflowProvider(url, http_spec(url).workflow, headers={"X-Team": "refer"})
+    stub.script("POST", "/ask", Reply(200, {"answer": "refer: referred for care"}))
+    with pytest.raises(ProviderError) as err:
+        provider.generate(upload_request())
+    assert str(err.value) == (
+        f"http workflow {url} HTTP 200: the reply holds the value of the header X-Team (5 characters, too short "
+        "to replace without changing the reply); a header value is never stored, so the reply is not"
+    )
+    assert err.value.retryable is False
+    stub.script("POST", "/ask", Reply(200, {"answer": "do not send"}))
+    assert provider.generate(upload_request()).text == "do not send"
+
+
 def test_a_redirect_is_an_error_naming_where_it_points_not_a_body_that_is_not_json(stub):
     from metamorph.providers.http_workflow import HttpWorkflowProvider
 
