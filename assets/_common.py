@@ -44,19 +44,27 @@ CELL_PAD_PX = 16
 _BREAKS = re.compile(r"\s+|(?<=-)")
 
 
+def _run_chars(v, max_chars: int | None, cut: bool = True) -> int:
+    """Length of the longest unbreakable run (:data:`_BREAKS`) of ``v``'s text; the text cut to
+    ``max_chars`` as :func:`metamorph.export.markdown_table` cuts it unless ``cut`` is false."""
+    text = format(v, "g") if isinstance(v, float) else str(v)
+    if cut and max_chars is not None and len(text) > max_chars:
+        text = text[: max_chars - 1] + "…"
+    return max((len(w) for w in _BREAKS.split(text)), default=0)
+
+
+def _column_px(name, values: Sequence, max_chars: int | None) -> float:
+    """Min-content width (px) of one column of :func:`table_px`: its ``name`` (never cut) or its
+    longest run among ``values`` (cut to ``max_chars``), plus :data:`CELL_PAD_PX`."""
+    return max([_run_chars(name, None), *(_run_chars(v, max_chars) for v in values)]) * CHAR_PX + CELL_PAD_PX
+
+
 def table_px(df: pd.DataFrame, max_chars: int | None = None) -> float:
     """The narrowest the UI can lay out ``df`` as a table (its CSS min-content width, estimated):
     per column its name or a value's longest unbreakable run (:data:`_BREAKS`; a value cut to
     ``max_chars`` as :func:`metamorph.export.markdown_table` cuts it, a name never) at :data:`CHAR_PX`, plus
     :data:`CELL_PAD_PX`."""
-
-    def run(v, cut: bool = True) -> int:
-        text = format(v, "g") if isinstance(v, float) else str(v)
-        if cut and max_chars is not None and len(text) > max_chars:
-            text = text[: max_chars - 1] + "…"
-        return max((len(w) for w in _BREAKS.split(text)), default=0)
-
-    return sum(max([run(c, cut=False), *(run(v) for v in df[c].tolist())]) * CHAR_PX + CELL_PAD_PX for c in df.columns)
+    return sum(_column_px(c, df[c].tolist(), max_chars) for c in df.columns)
 
 
 def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.MetadataValue:
@@ -66,18 +74,33 @@ def preview_md(df: pd.DataFrame, n: int = 10, max_chars: int = 80) -> dg.Metadat
     while too long or too wide, fewer rows (down to :data:`PREVIEW_MIN_ROWS`), then cells cut
     shorter (:data:`PREVIEW_CUTS`), then the last columns left out, which a last line says
     (``_5 of 9 columns shown (the table holds them all)_``). The rows are the table's first; its
-    row count is the ``row_count`` entry beside it."""
+    row count is the ``row_count`` entry beside it.
+
+    Each column's width is measured once per cut and row count, and a candidate is rendered only
+    once it fits the pane's width (a wide table tries hundreds of candidates: rendering each took
+    seconds per table)."""
     rows = min(n, len(df))
     cuts = [c for c in PREVIEW_CUTS if c < max_chars] if max_chars else list(PREVIEW_CUTS)
-    text = markdown_table(df.head(rows), max_chars, compact=True)
+    head = df.head(rows)
+    values = [head.iloc[:, j].tolist() for j in range(len(df.columns))]
+    widths: dict[tuple[int, int | None, int], float] = {}
+
+    def width(ncols: int, cut: int | None, k: int) -> float:  # table_px(df.iloc[:k, :ncols], cut)
+        for j in range(ncols):
+            if (j, cut, k) not in widths:
+                widths[j, cut, k] = _column_px(df.columns[j], values[j][:k], cut)
+        return sum(widths[j, cut, k] for j in range(ncols))
+
+    text = markdown_table(head, max_chars, compact=True)
     for ncols in range(len(df.columns), 0, -1):
         for cut in [max_chars, *cuts]:
             for k in range(rows, min(PREVIEW_MIN_ROWS, rows) - 1, -1):
+                if ncols > 1 and width(ncols, cut, k) > VALUE_PX:
+                    continue  # too wide: not rendered (one column always is, the last candidate too)
                 text = markdown_table(df.iloc[:k, :ncols], cut, compact=True)
                 if ncols < len(df.columns):
                     text += f"\n\n_{ncols} of {len(df.columns)} columns shown (the table holds them all)_"
-                fits = ncols == 1 or table_px(df.iloc[:k, :ncols], cut) <= VALUE_PX
-                if fits and js_length(text) < INLINE_MD_CHARS:
+                if js_length(text) < INLINE_MD_CHARS:
                     return dg.MetadataValue.md(text)
     return dg.MetadataValue.md(text)
 

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -288,14 +289,24 @@ def test_an_interrupt_stops_a_run_waiting_for_the_pool_at_once(clean_proxy_env, 
     Dagster captures SIGINT/SIGTERM between steps and would only raise it when B's step starts, i.e.
     after A's whole model step; B must instead stop within seconds: exit 130, the one-line
     interrupted message naming the run it waited for, its run canceled, nothing of it left in the
-    pool; A finishes normally (both without routing, to keep the test short)."""
-    stub = StubServer(latency_s=4.0)
-    stub.script("POST", CHAT, answer)
+    pool; A finishes normally (both without routing, to keep the test short).
+
+    Each of A's calls takes 4 s of think time until B has been stopped, none after: A holds the slot
+    for as long as B needs to start and wait, then finishes its remaining calls at once."""
+    b_stopped = threading.Event()
+
+    def answer_after_think_time(rec) -> Reply:
+        b_stopped.wait(4.0)
+        return answer(rec)
+
+    stub = StubServer()
+    stub.script("POST", CHAT, answer_after_think_time)
     a = b = None
     try:
         env, cmd = run_env(tmp_path, stub), [*run_cmd(k=3), "--no-routing"]
         a = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # A's model step calls the stub: 36 requests at 4 s, 2 at a time, so it holds the slot >= 72 s
+        # unless B has been stopped
         _wait_for(lambda: len(stub.requests_to(CHAT)) >= 1, 300, "run A's first model call")
         b = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -310,8 +321,10 @@ def test_an_interrupt_stops_a_run_waiting_for_the_pool_at_once(clean_proxy_env, 
         b_out, b_err = b.communicate(timeout=60)
         stopped_after = time.monotonic() - t_sig
         a_running_when_b_stopped = a.poll() is None
+        b_stopped.set()
         a_out, a_err = a.communicate(timeout=900)
     finally:
+        b_stopped.set()
         for p in (a, b):  # a failed wait leaves no run behind
             if p is not None and p.poll() is None:
                 p.kill()
