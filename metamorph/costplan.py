@@ -161,9 +161,15 @@ class CostPlan:
         )
 
     @property
+    def workflow(self) -> bool:
+        """The calls go to a workflow under test (an ``http`` or ``python`` entry): priced per call,
+        no decoding parameters, so no output-token bound."""
+        return self.provider in ("http", "python")
+
+    @property
     def price_key(self) -> str:
         """The registry key that prices this plan's calls: ``price_per_call`` for a workflow under test."""
-        return "price_per_call" if self.provider in ("http", "python") else "price_per_mtok"
+        return "price_per_call" if self.workflow else "price_per_mtok"
 
     def cost_text(self) -> str:
         c = self.cost_usd
@@ -181,10 +187,13 @@ class CostPlan:
         unb = f", {self.unbounded_calls} calls without max_tokens (output not bounded)" if self.unbounded_calls else ""
         shared = f" ({self.shared} of them replicates sharing a deterministic computation)" if self.shared else ""
         reused = f", {self.reused} reuse a call of this run's {self.reused_from}" if self.reused else ""
+        if self.workflow:
+            output = "output not counted (a workflow takes no max_tokens)"
+        else:
+            output = f"≤ {self.output_tokens:,} output tokens (max_tokens){unb}"
         return (
             f"{head}: {up}{self.requests} requests{shared}, {self.cache_hits} cache hits{reused}, {up}{self.calls} calls, "
-            f"{up}{self.input_tokens:,} input tokens ({self.method_short}), ≤ {self.output_tokens:,} output "
-            f"tokens (max_tokens){unb}, est. cost {up}{self.cost_text()}"
+            f"{up}{self.input_tokens:,} input tokens ({self.method_short}), {output}, est. cost {up}{self.cost_text()}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -383,9 +392,9 @@ def check_budget(plan: CostPlan, budget_usd: float | None, outcome: str = "nothi
             f"{plan.price_key}, so the budget of {usd(budget_usd)} cannot be checked; {outcome}"
         )
     if cost > budget_usd:
+        tokens = "" if plan.workflow else f", {plan.input_tokens:,} input + ≤ {plan.output_tokens:,} output tokens"
         raise BudgetError(
-            f"model {plan.model_id!r}{step}: {plan.calls} calls, {plan.input_tokens:,} input + "
-            f"≤ {plan.output_tokens:,} output tokens, est. cost {usd(cost)} exceeds the budget of "
+            f"model {plan.model_id!r}{step}: {plan.calls} calls{tokens}, est. cost {usd(cost)} exceeds the budget of "
             f"{usd(budget_usd)}; {outcome}"
         )
 

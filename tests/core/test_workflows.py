@@ -543,6 +543,35 @@ def test_an_unpriced_workflow_says_which_price_is_missing_when_a_budget_is_set()
     assert (priced.cost_usd, priced.unbounded_calls) == (0.25, 0)
 
 
+def test_a_workflows_plan_says_its_output_is_not_counted_instead_of_a_zero_bound():
+    """A workflow takes no max_tokens: its plan line and budget error name no output-token bound (a
+    "≤ 0 output tokens" read as "outputs nothing"). 4 prompt characters + an 8-byte document = 12
+    characters = 3 estimated input tokens; one call at $0.25."""
+    from metamorph.costplan import check_budget, plan_requests
+    from metamorph.errors import BudgetError
+
+    request = GenerationRequest(
+        provider="http",
+        model="svc",
+        messages=({"role": "user", "content": "abcd"},),
+        params={},
+        ingestion="upload",
+        document=Document(b"12345678", "text/csv", "r.csv"),
+        workflow_version="1.0",
+    )
+    spec = http_spec("http://127.0.0.1:9/ask", price_per_call=0.25)
+    plan = plan_requests([request], spec, label="workflow_generations")
+    assert plan.line() == (
+        "svc workflow_generations: 1 requests, 0 cache hits, 1 calls, 3 input tokens (estimated, chars/4), "
+        "output not counted (a workflow takes no max_tokens), est. cost $0.25"
+    )
+    with pytest.raises(BudgetError) as err:
+        check_budget(plan, 0.1)
+    assert str(err.value) == (
+        "model 'svc' (workflow_generations): 1 calls, est. cost $0.25 exceeds the budget of $0.1; nothing was called"
+    )
+
+
 # --------------------------------------------------------------------------- the format study through the service
 
 
