@@ -63,6 +63,19 @@ def stub(clean_proxy_env):
     server.close()
 
 
+def use_stub_registry(stub: StubServer, tmp_path: Path, monkeypatch) -> Path:
+    """A registry of one model ``stub`` (openai_compatible on ``stub``, one request at a time) as
+    ``METAMORPH_MODELS``, its key ``STUB_KEY`` set: the registry path."""
+    reg = tmp_path / "models.yaml"
+    reg.write_text(
+        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
+        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
+    )
+    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
+    monkeypatch.setenv("STUB_KEY", "k")
+    return reg
+
+
 # ------------------------------------------------------------------------------------------
 # PostgreSQL and Redis (scripts/services.sh). Tests that need them are marked `services` (added
 # automatically to every test using the fixtures below). When a service does not answer: with

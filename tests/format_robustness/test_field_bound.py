@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 from metamorph.datasets import MAX_FIELD_CHARS
+from tests.conftest import use_stub_registry
 from tests.core.stub_http import Reply, chat_completion
 
 QUESTION_PREFIX = "Fever? "
@@ -32,13 +33,7 @@ def test_a_field_at_the_bound_runs_and_one_over_is_refused_before_anything_is_wr
     import pipelines.definitions
     from pipelines.run import main
 
-    reg = tmp_path / "models.yaml"
-    reg.write_text(
-        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
-        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
-    )
-    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
-    monkeypatch.setenv("STUB_KEY", "k")
+    use_stub_registry(stub, tmp_path, monkeypatch)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.setattr(pipelines.definitions, "defs", pipelines.definitions.build_definitions())
     stub.script(
