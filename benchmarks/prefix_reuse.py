@@ -1,17 +1,19 @@
 """CPU per local call with and without prefix reuse, and whether the completions agree.
 
-    nice -n 5 .venv/bin/python benchmarks/prefix_reuse.py [--model smollm2] [--n 2] [--reps 3] \
+    nice -n 5 .venv/bin/python benchmarks/prefix_reuse.py [--model smollm2] [--n 2] [--k 1] [--reps 3] \
         [--engine xllamacpp|llama-cpp-python]
 
 One model per process (the benchmark computes in this process, and a process loads one model).
 The format-robustness study's construct calls (``--n`` instances x the default formats, the
-registry entry's parameters, the engine given: default xllamacpp), computed three ways in each of
+registry entry's parameters, the engine given: default xllamacpp; ``--k`` repeats of each, one
+after the other with their own seeds, as the study asks them), computed three ways in each of
 ``--reps`` rounds:
 
 * ``one batch``: the whole prompt evaluated as one batch (how the engine computed every prompt
   before its segmented prefill; called on the engine directly);
 * ``reuse off``: the leading segments (system prompt, then up to each of the next two paragraph
-  breaks) each as a batch of its own, then the rest, nothing kept between calls
+  breaks, then the rest but the last token) each as a batch of its own, then the last token,
+  nothing kept between calls
   (``prefix_reuse: false``);
 * ``reuse on``: the same batches, the KV state after each segment kept between calls and used by
   the next prompt that starts with the same segments (``prefix_reuse: true``, the default; states
@@ -52,6 +54,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="smollm2", help="registry id of a llama_cpp entry")
     ap.add_argument("--n", type=int, default=2, help="construct instances (x the default formats)")
+    ap.add_argument("--k", type=int, default=1, help="repeats of each prompt (the study's k; each its own seed)")
     ap.add_argument("--reps", type=int, default=3, help="rounds (medians are printed)")
     ap.add_argument("--engine", default="xllamacpp", choices=["xllamacpp", "llama-cpp-python"])
     args = ap.parse_args()
@@ -72,7 +75,7 @@ def main() -> None:
     xs = construct_dataset(args.n, seed=0)
     reqs = [
         _with(p.request, engine=engine)
-        for p in plan_generations(xs, [render(x, f) for x in xs for f in DEFAULT_FORMATS], spec, k=1)
+        for p in plan_generations(xs, [render(x, f) for x in xs for f in DEFAULT_FORMATS], spec, k=args.k)
     ]
     split = [backend.prefix_segments(provider._messages(list(r.messages)), _lead(r)) for r in reqs]
     n_prompt = [provider.request_prompt_tokens(r) for r in reqs]

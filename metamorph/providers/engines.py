@@ -77,12 +77,12 @@ def engine_identity(name: str) -> str:
 
 
 #: engine name -> how it evaluates a prompt, where that is not one batch of the whole prompt: both
-#: engines evaluate the system prompt and the next two paragraphs each as a batch of its own, then
-#: the rest (:mod:`metamorph.providers.llama_cpp` says why); a different floating-point
+#: engines evaluate the system prompt, the next two paragraphs and the rest but the last token each
+#: as a batch of its own, then the last token (:mod:`metamorph.providers.llama_cpp` says why); a different floating-point
 #: computation from one batch, hence part of the cache key.
 PREFILL: dict[str, str] = {
-    "llama-cpp-python": "system prompt, 2 paragraphs, rest",
-    "xllamacpp": "system prompt, 2 paragraphs, rest",
+    "llama-cpp-python": "system prompt, 2 paragraphs, rest, last token",
+    "xllamacpp": "system prompt, 2 paragraphs, rest, last token",
 }
 
 

@@ -29,15 +29,16 @@ prompt in other batches (e.g. its first tokens found in the KV cache, the rest e
 another floating-point computation and may give another completion, so each engine evaluates a
 prompt in batches fixed by the prompt alone:
 
-* both engines evaluate the prompt's leading segments each as a batch of its own, then the rest
-  as one batch: the tokens up to the end of the system prompt (the first message, when it is a
+* both engines evaluate the prompt's leading segments each as a batch of its own, then the last
+  token alone: the tokens up to the end of the system prompt (the first message, when it is a
   system message), then up to each of the next :data:`PREFIX_PARAGRAPHS` paragraph breaks (a
-  study's instructions, which precede its document or question); a prompt without a system
-  message as one batch (:func:`prefix_segments`). With ``prefix_reuse`` (the default) the KV cells
-  after each segment are kept (the last :data:`PREFIX_STATES` of each worker: llama-cpp-python in
-  memory, xllamacpp as the server's slot files) and the next prompt with the same leading segments
-  starts from them instead of computing them: the same numbers, so the same completion as
-  ``prefix_reuse: false``, with less CPU (measured: docs/benchmarks.md).
+  study's instructions, which precede its document or question), then the rest but the last
+  token; a prompt without a system message as one batch (:func:`prefix_segments`). With
+  ``prefix_reuse`` (the default) the KV cells after each segment are kept (the last
+  :data:`PREFIX_STATES` of each worker: llama-cpp-python in memory, xllamacpp as the server's
+  slot files) and the next prompt with the same leading segments starts from them instead of
+  computing them (the same prompt asked again evaluates its last token only): the same numbers,
+  so the same completion as ``prefix_reuse: false``, with less CPU (measured: docs/benchmarks.md).
 
 Greedy and seeded requests are therefore declared deterministic
 (:meth:`LlamaCppProvider.is_deterministic`): their replicates share one call
@@ -53,9 +54,10 @@ address, so a process that frees one model and loads another at the same address
 second model's replies with the first model's tokens (or aborts, when the sizes differ: seen with
 SmolLM2 then Gemma 3 in one test process), and llama-cpp-python's libraries (loaded with
 ``RTLD_GLOBAL``) and xllamacpp's llama.cpp build must not share a process. ``workers=N`` starts N
-such processes; each call goes to an idle one, each with its own single-threaded context, and
-``max_concurrency`` is N. A completion is the same whichever worker computes it (each runs this
-module's single-context path), so ``workers`` is not part of the cache key.
+such processes; each call goes to an idle one (preferably one that computed the same prompt
+lately), each with its own single-threaded context, and ``max_concurrency`` is 2N for N > 1. A
+completion is the same whichever worker computes it (each runs this module's single-context
+path), so ``workers`` is not part of the cache key.
 """
 
 from __future__ import annotations
@@ -394,9 +396,12 @@ def prefix_segments(text: str, lead: str | None, tokenize: Any) -> tuple[tuple[i
     paragraph breaks (``"\\n\\n"``: a study's instructions before its document), each cut where
     its tokens (``tokenize(str) -> list[int]``, special tokens added as for the whole prompt) stop
     agreeing with the whole prompt's (a token may span the boundary). Segments shorter than
-    :data:`MIN_PREFIX_TOKENS` tokens are merged into the next; the last token of the prompt is
-    never in one. Empty (one batch) when ``lead`` is absent or not in ``text``, or no segment is
-    left. A function of the prompt alone, so the same request is always split alike."""
+    :data:`MIN_PREFIX_TOKENS` tokens are merged into the next. When any is left, the whole prompt
+    but its last token is the last segment, so the last token is always evaluated alone: a
+    prompt asked again (a study's repeats with other seeds, format routing's re-runs of the same
+    document) then finds everything but that token stored. Empty (one batch) when ``lead`` is
+    absent or not in ``text``, or no segment is left. A function of the prompt alone, so the same
+    request is always split alike."""
     if not lead:
         return ()
     start = text.find(lead)
@@ -421,6 +426,8 @@ def prefix_segments(text: str, lead: str | None, tokenize: Any) -> tuple[tuple[i
             break
         if n - (len(out[-1]) if out else 0) >= MIN_PREFIX_TOKENS:
             out.append(tuple(whole[:n]))
+    if out and len(whole) - 1 > len(out[-1]):
+        out.append(tuple(whole[:-1]))
     return tuple(out)
 
 
@@ -611,10 +618,11 @@ class _LlamaCppPython:
             self._live = None
             llm.reset()
         else:
-            # The cache holds exactly the prefix, computed as its own batch; llama-cpp-python then
-            # finds it (its longest match with the prompt: the prompt starts with it and the cache
-            # holds nothing more) and evaluates the rest of the prompt as one batch. The same two
-            # batches whether the prefix was found or computed now: the same floating-point sums.
+            # The cache holds exactly the prefix (all but the prompt's last token), each segment
+            # computed as its own batch; llama-cpp-python then finds it (its longest match with the
+            # prompt: the prompt starts with it and the cache holds nothing more) and evaluates the
+            # last token. The same batches whether the prefix was found or computed now: the same
+            # floating-point sums.
             self._enter_prefix(llm, chain, reuse=params.get("prefix_reuse", True) is not False)
         return _completion(llm.create_chat_completion(messages=messages, **kwargs))
 
@@ -638,7 +646,8 @@ class _XLlamaCpp:
       a prompt-only request (``/completion`` of the segment's token ids, ``n_predict: 0``, the
       prompt cache on), so the server finds the previous segment in its cache and evaluates this
       one's new tokens as one batch; then the chat completion with the prompt cache on, which
-      finds exactly the last segment cached and evaluates the rest as one batch. The server's
+      finds exactly the last segment (all but the prompt's last token) cached and evaluates
+      that token. The server's
       prompt cache alone would keep the longest prefix shared with the previous request wherever
       it ends and evaluate the last prompt token alone when the whole prompt is cached; here the
       slot never holds anything but a whole segment when a prompt arrives, so neither happens.
@@ -945,7 +954,9 @@ class LlamaCppProvider:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigError(f"workers must be an integer >= 1, got {workers!r:.40}")
         self.workers = 1 if vocab_only else workers
-        self.max_concurrency = self.workers
+        # with several workers, twice as many calls in flight: the pool then has calls of other
+        # prompts to give a worker while a prompt's repeats wait for the worker that holds it
+        self.max_concurrency = 2 * self.workers if self.workers > 1 else 1
         self._pool: Any = None
         from metamorph.providers.llama_workers import LlamaWorkerPool, in_worker
 

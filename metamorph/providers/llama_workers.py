@@ -10,9 +10,14 @@ KV cache holding nothing a completion depends on between calls). A worker is a f
 ``python -P -m metamorph.providers.llama_workers``: no state inherited from a threaded parent, the
 caller's ``sys.path`` (not the working directory's packages), and, unlike ``multiprocessing``'s
 spawn, the caller's main module is not re-imported (a script needs no ``__main__`` guard). A call
-is sent to an idle worker over its socket and the calling thread waits for the result, so the
-runner's threads (``max_concurrency`` = ``n``) are the only scheduler: cache claims, progress,
-interrupts and crash-resume stay the runner's.
+is sent to an idle worker over its socket and the calling thread waits for the result; cache
+claims, progress, interrupts and crash-resume stay the runner's. The pool only chooses the
+worker: a local model's call goes to a worker that computed the same prompt lately (its KV states
+hold the prompt but its last token, :mod:`metamorph.providers.llama_cpp`), waiting up to
+:data:`STEAL_AFTER_S` for it while another idle worker takes a call of another prompt, so a
+study's repeats of one prompt are prefilled once rather than once per worker. With ``n > 1``
+the provider lets the runner keep ``2n`` calls in flight (``max_concurrency``), so an idle worker
+has other prompts to take.
 
 Every worker computes a request through the provider's single-context path (same library, same
 thread count, no state carried between calls), so a completion is byte-identical whichever
@@ -32,12 +37,13 @@ Signals and failures:
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -56,6 +62,16 @@ __all__ = [
 
 #: exception types a worker's call may raise that are re-raised as themselves in the caller.
 _REraised: dict[str, type[Exception]] = {"ConfigError": ConfigError, "ContextBudgetError": ContextBudgetError}
+
+
+#: calls each worker remembers the affinity of (a local model's: its prompt), when the pool
+#: chooses which worker computes a call: a prompt asked again goes to the worker whose KV states
+#: (the last ``PREFIX_STATES`` segments, :mod:`metamorph.providers.llama_cpp`) likely hold it.
+AFFINITY_KEPT = 8
+
+#: seconds a call waits for the busy worker that holds its affinity before another idle worker
+#: computes it (from the start: the prompt's segments computed again there).
+STEAL_AFTER_S = 0.5
 
 
 def usable_cores() -> int:
@@ -192,9 +208,13 @@ class WorkerPool:
             raise ConfigError(f"a {spec.kind} pool needs at least 1 worker, got {n}")
         self.n = n
         self.spec = spec
-        self._idle: queue.Queue[_Worker] = queue.Queue()
-        self._all: list[_Worker] = []
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a worker became idle, or a call arrived
+        self._idle: list[_Worker] = []  # longest idle first
+        self._all: list[_Worker] = []
+        #: worker -> the affinity keys of its last AFFINITY_KEPT calls (the one in flight included)
+        self._recent: dict[_Worker, list[Hashable]] = {}
+        self._waiting: list[Hashable | None] = []  # the affinity of each call waiting for a worker
         self._closed = False
 
     def _start(self) -> None:
@@ -205,7 +225,65 @@ class WorkerPool:
                 for _ in range(self.n):
                     w = _Worker(self.spec)
                     self._all.append(w)
-                    self._idle.put(w)
+                    self._idle.append(w)
+
+    def _holders(self, affinity: Hashable) -> list[_Worker]:
+        """The workers among whose last :data:`AFFINITY_KEPT` calls one had ``affinity``."""
+        return [w for w in self._all if affinity in self._recent.get(w, ())]
+
+    def _acquire(self, affinity: Hashable | None) -> _Worker:
+        """An idle worker for a call of ``affinity`` (waits while none is idle).
+
+        Without an affinity: the longest idle. With one: an idle worker that computed a call of
+        the same affinity lately; while every such worker is busy, the call waits for one, or
+        takes another idle worker after :data:`STEAL_AFTER_S`; a call no worker holds, or one
+        that waited that long, takes only an idle worker no other waiting call holds (that call
+        takes it). Only the worker is chosen here: a completion is the same whichever worker
+        computes it."""
+        with self._changed:
+            arrived = time.monotonic()
+            self._waiting.append(affinity)
+            try:
+                while True:
+                    if self._closed:
+                        raise ConfigError(f"the {self.spec.kind} pool of {self.spec.label} is closed")
+                    w = self._choose(affinity, time.monotonic() - arrived >= STEAL_AFTER_S)
+                    if w is not None:
+                        break
+                    self._changed.wait(STEAL_AFTER_S if self._idle else None)
+            finally:
+                self._waiting.remove(affinity)
+                self._changed.notify_all()  # a worker it wanted may now suit another waiting call
+            self._idle.remove(w)
+            if affinity is not None:
+                keys = self._recent.setdefault(w, [])
+                if affinity in keys:
+                    keys.remove(affinity)
+                keys.append(affinity)
+                del keys[:-AFFINITY_KEPT]
+            return w
+
+    def _choose(self, affinity: Hashable | None, steal: bool) -> _Worker | None:
+        if not self._idle:
+            return None
+        if affinity is None:
+            return self._idle[0]
+        holders = self._holders(affinity)
+        mine = [w for w in self._idle if w in holders]
+        if mine:
+            return mine[0]
+        if holders and not steal:
+            return None  # its holder is busy: wait for it a while
+        # an idle worker no other waiting call would rather have (those calls take the others)
+        wanted = {w for a in self._waiting if a is not None and a != affinity for w in self._holders(a)}
+        free = [w for w in self._idle if w not in wanted]
+        return free[0] if free else None
+
+    def _release(self, w: _Worker) -> None:
+        with self._changed:
+            if w in self._all:
+                self._idle.append(w)
+            self._changed.notify_all()
 
     def call(self, kind: str, payload: Any) -> Any:
         """``kind``'s call of ``payload`` computed by an idle worker.
@@ -217,9 +295,9 @@ class WorkerPool:
         """
         return self._call(kind, payload)
 
-    def _call(self, kind: str, payload: Any) -> Any:
+    def _call(self, kind: str, payload: Any, affinity: Hashable | None = None) -> Any:
         self._start()
-        w = self._idle.get()
+        w = self._acquire(affinity)
         try:
             reply = w.call(kind, payload)
         except (EOFError, OSError) as exc:
@@ -228,7 +306,7 @@ class WorkerPool:
             raise ProviderError(
                 f"{self.spec.kind} process died during the call (exit code {code}): {type(exc).__name__}"
             ) from None
-        self._idle.put(w)
+        self._release(w)
         if reply[0] == "ok":
             return reply[1]
         _, name, message = reply
@@ -238,13 +316,15 @@ class WorkerPool:
 
     def _replace(self, dead: _Worker) -> None:
         dead.stop(timeout=1.0)
-        with self._lock:
+        with self._changed:
             self._all.remove(dead)
+            self._recent.pop(dead, None)
             if self._closed:
                 return
             w = _Worker(self.spec)
             self._all.append(w)
-        self._idle.put(w)
+            self._idle.append(w)
+            self._changed.notify_all()
 
     def pids(self) -> list[int]:
         """Process ids of the running workers (empty before the first call)."""
@@ -253,9 +333,11 @@ class WorkerPool:
 
     def close(self) -> None:
         """Stop every worker (each finishes the call it is computing first, up to 5 s)."""
-        with self._lock:
+        with self._changed:
             self._closed = True
             workers, self._all = self._all, []
+            self._idle.clear()
+            self._changed.notify_all()
         for w in workers:
             w.stop()
 
@@ -296,7 +378,7 @@ class LlamaWorkerPool(WorkerPool):
             ProviderError: the worker died during the call (it is replaced; not retryable), or
                 any other exception of the worker's call (type and message kept).
         """
-        return self._call("generate", request)
+        return self._call("generate", request, affinity=hash(tuple(tuple(sorted(m.items())) for m in request.messages)))
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """:meth:`LlamaCppProvider.prompt_tokens` computed by an idle worker (errors as :meth:`generate`)."""

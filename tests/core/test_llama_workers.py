@@ -51,8 +51,8 @@ def test_two_workers_give_the_in_process_completions_byte_for_byte(model_id, tmp
     assert len(expected) == 2 and all(t[0] for t in expected)
     pooled = LlamaCppProvider(path, chat_format=spec.chat_format, workers=2)
     try:
-        assert pooled.max_concurrency == 2
-        # through the runner (two threads, one call per worker at a time), then in reverse order
+        assert pooled.max_concurrency == 4  # two computing, two waiting for the worker holding their prompt
+        # through the runner (four threads, one call per worker at a time), then in reverse order
         # with no cache, so each request runs beside another one and on the other worker
         outs, stats = run_requests(reqs, pooled, GenerationCache(tmp_path / "c.duckdb"), log=lambda _: None)
         assert stats.calls == 2 and texts(o.result for o in outs) == expected

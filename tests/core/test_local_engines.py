@@ -4,6 +4,7 @@ count equal to what the call reports, its identity in the cache key, the registr
 the result; the registry's ``engine`` / ``prefix_reuse`` settings checked; a missing chat template
 read from the GGUF metadata."""
 
+import json
 from importlib import metadata
 
 import pytest
@@ -106,9 +107,12 @@ def test_the_engine_and_its_version_are_in_a_local_requests_key_only():
     # with a system prompt, either engine evaluates the prompt in segments: another computation, another key
     system = ({"role": "system", "content": "Be brief."}, *msgs)
     split = GenerationRequest("llama_cpp", "m.gguf", system, {"temperature": 0.0, "engine": "llama-cpp-python"})
-    assert split.key_material()["engine"] == "llama-cpp-python 0.3.36; prefill system prompt, 2 paragraphs, rest"
+    assert (
+        split.key_material()["engine"]
+        == "llama-cpp-python 0.3.36; prefill system prompt, 2 paragraphs, rest, last token"
+    )
     assert GenerationRequest("llama_cpp", "m.gguf", system, {}).key_material()["engine"] == (
-        "xllamacpp 2026.10.11549; full-size SWA cache; prefill system prompt, 2 paragraphs, rest"
+        "xllamacpp 2026.10.11549; full-size SWA cache; prefill system prompt, 2 paragraphs, rest, last token"
     )
     api = GenerationRequest("openai", "gpt-4o-mini", msgs, {"temperature": 0.0})
     assert "engine" not in api.key_material()
@@ -146,7 +150,7 @@ def test_a_missing_engine_is_one_line_saying_what_to_install(monkeypatch):
 def test_the_fingerprint_of_a_local_entry_names_its_engine_and_version():
     smol = ModelSpec(id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf")
     material = {
-        "engine": "xllamacpp 2026.10.11549; full-size SWA cache; prefill system prompt, 2 paragraphs, rest",
+        "engine": "xllamacpp 2026.10.11549; full-size SWA cache; prefill system prompt, 2 paragraphs, rest, last token",
         "id": "smol",
         "provider": "llama_cpp",
         "model": "SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -160,7 +164,7 @@ def test_the_fingerprint_of_a_local_entry_names_its_engine_and_version():
         id="smol", provider="llama_cpp", model="SmolLM2-135M-Instruct.Q4_1.gguf", params={"engine": "llama-cpp-python"}
     )
     # params.engine is said by the engine field, with the way that engine evaluates a prompt
-    material.update(engine="llama-cpp-python 0.3.36; prefill system prompt, 2 paragraphs, rest")
+    material.update(engine="llama-cpp-python 0.3.36; prefill system prompt, 2 paragraphs, rest, last token")
     assert fallback.fingerprint() == sha256_hex(canonical_json(material).encode())
     for reuse in (True, False):
         spelled_out = ModelSpec(
@@ -324,7 +328,7 @@ def test_each_model_is_computed_in_a_process_that_loads_no_other(engine):
         (req,) = [with_engine(r, engine) for r in study_requests(s)[:1]]  # the format study's JSON reply
         p = LlamaCppProvider(gguf_path(s.model), chat_format=s.chat_format, engine=engine, workers=1)
         try:
-            assert p.generate(req).text.startswith('{"')
+            assert isinstance(json.loads(p.generate(req).text), dict)  # the study's JSON reply
             assert mapped_ggufs(os.getpid()) == set()
             (worker,) = p._pool.pids()
             assert mapped_ggufs(worker) == {str(gguf_path(s.model))}
