@@ -122,8 +122,10 @@ def test_workers_set_the_local_providers_concurrency_and_are_not_in_the_fingerpr
     assert default.fingerprint() == one.fingerprint() == three.fingerprint()  # more workers re-run nothing
     monkeypatch.setattr(llama_workers, "usable_cores", lambda: 4)
     # default: one worker per usable core, or per n_threads cores; workers: 1 is one worker process
-    assert [build_provider(s, n_ctx=4095).max_concurrency for s in (default, one, three, two_threads)] == [4, 1, 3, 2]
-    assert build_provider(one, n_ctx=4095)._pool.n == 1 and build_provider(three, n_ctx=4095)._pool.n == 3
+    pools = [build_provider(s, n_ctx=4095) for s in (default, one, three, two_threads)]
+    assert [p._pool.n for p in pools] == [4, 1, 3, 2]
+    # twice as many calls in flight as workers, when there are several (calls wait for the worker holding their prompt)
+    assert [p.max_concurrency for p in pools] == [8, 1, 6, 4]
 
 
 @pytest.mark.llm
