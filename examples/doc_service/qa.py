@@ -230,7 +230,9 @@ def _model(text: str, prompt: str, seed: int | None) -> str:
         ),
         params={
             "temperature": 0.0,
-            "max_tokens": 256,
+            # room for the longest reply the schema allows to close (10 items of up to 60 characters),
+            # as the format study's own limit: a reply cut short is not JSON
+            "max_tokens": 512,
             "seed": 0 if seed is None else int(seed),
             "response_format": {"type": "json_object", "schema": _SCHEMA},
         },
