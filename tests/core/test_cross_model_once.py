@@ -286,11 +286,13 @@ def test_a_failed_model_run_plans_no_cross_model_table(stub, metamorph_home, tmp
 
 
 def requested(result) -> dict[str, list]:
-    """``{asset: sorted requested partitions}`` of an automation evaluation (None: unpartitioned)."""
+    """``{asset: sorted requested partitions}`` of an automation evaluation (None: unpartitioned), the
+    registry entry's own observation left out: it is requested on every 5-minute cron tick, and a tick
+    may pass between two evaluations of a test."""
     return {
         r.key.to_user_string(): sorted(result.get_requested_partitions(r.key), key=str)
         for r in result.results
-        if result.get_num_requested(r.key)
+        if result.get_num_requested(r.key) and r.key.path[0] != "model_registry"
     }
 
 
