@@ -15,6 +15,7 @@ import pytest
 
 from metamorph import cli
 from metamorph import trace as tr
+from tests.conftest import use_stub_registry
 from tests.core.stub_http import Recorded, Reply, chat_completion
 
 
@@ -25,13 +26,7 @@ def chat(text: str) -> Reply:
 @pytest.fixture
 def stub_model(stub, tmp_path, monkeypatch, metamorph_home):
     """A registry with one openai_compatible model ``stub`` served by the stub."""
-    reg = tmp_path / "models.yaml"
-    reg.write_text(
-        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
-        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
-    )
-    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
-    monkeypatch.setenv("STUB_KEY", "k")
+    use_stub_registry(stub, tmp_path, monkeypatch)
     return stub
 
 

@@ -26,7 +26,7 @@ from metamorph.studies.format_robustness.renderers import (
     render,
 )
 from metamorph.studies.format_robustness.sources import construct_dataset, load_source
-from tests.conftest import shared_sample
+from tests.conftest import shared_sample, use_stub_registry
 
 NEW = ("html", "yaml", "pdf", "docx", "xlsx")
 BINARY = ("pdf", "docx", "xlsx")
@@ -446,13 +446,7 @@ def test_the_study_runs_on_txt_and_binary_formats_and_the_model_reads_their_extr
     from pipelines.definitions import build_definitions
     from tests.core.stub_http import Reply
 
-    reg = tmp_path / "models.yaml"
-    reg.write_text(
-        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
-        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
-    )
-    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
-    monkeypatch.setenv("STUB_KEY", "k")
+    use_stub_registry(stub, tmp_path, monkeypatch)
     reply = {"decision": "A", "evidence": ["patient has fever"]}
     stub.script(
         "POST",

@@ -9,7 +9,7 @@ import duckdb
 from metamorph.schemas import validate_frame
 from metamorph.studies.format_robustness import schemas as M
 from pipelines.definitions import build_definitions
-from tests.conftest import shared_sample
+from tests.conftest import shared_sample, use_stub_registry
 from tests.core.stub_http import Reply
 
 
@@ -36,13 +36,7 @@ def read(db, table):
 
 
 def test_group_with_routing_on_a_stub_model(stub, metamorph_home, tmp_path, monkeypatch):
-    reg = tmp_path / "models.yaml"
-    reg.write_text(
-        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
-        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
-    )
-    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
-    monkeypatch.setenv("STUB_KEY", "k")
+    use_stub_registry(stub, tmp_path, monkeypatch)
     # 24 planned calls (3 instances x 4 formats x k = 2) answered in order, then "A" for every routed call
     answers = ["A", "B", "A", "A"] * 6
     stub.script(

@@ -10,6 +10,7 @@ import dagster as dg
 import duckdb
 import pytest
 
+from tests.conftest import use_stub_registry
 from tests.core.stub_http import Recorded, Reply, chat_completion
 
 GENERATED = (
@@ -26,13 +27,7 @@ def chat(text: str) -> Reply:
 
 @pytest.fixture
 def stub_model(stub, tmp_path, monkeypatch, metamorph_home):
-    reg = tmp_path / "models.yaml"
-    reg.write_text(
-        f"models:\n  - id: stub\n    provider: openai_compatible\n    model: stub-model\n"
-        f"    base_url: {stub.url}/v1\n    api_key_env: STUB_KEY\n    max_concurrency: 1\n"
-    )
-    monkeypatch.setenv("METAMORPH_MODELS", str(reg))
-    monkeypatch.setenv("STUB_KEY", "k")
+    use_stub_registry(stub, tmp_path, monkeypatch)
     return stub
 
 
