@@ -650,7 +650,9 @@ def _run(args: argparse.Namespace) -> int:
             options = hook.load()(study, getattr(args, "suite", None), given)
         elif getattr(args, "suite", None) not in (None, study.name):
             raise ConfigError(f"--suite {args.suite}: no project with suites is installed")
-        specs = chosen_models(load_registry(args.registry or default_registry()), options.models)
+        specs = chosen_models(
+            load_registry(args.registry or default_registry()), options.models, options.origins.get("models")
+        )
         check_study_kinds(study.name, study.takes_documents, specs)
         for spec in specs:  # as the run refuses it, before anything is counted
             check_max_tokens(spec, options.max_tokens, DEFAULT_N_CTX)

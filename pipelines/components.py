@@ -466,8 +466,14 @@ def suite_values(study, suite: StudySuite | None, given: Mapping[str, Any]):
     """The :class:`metamorph.study.Options` of a run of ``suite`` (``None``: a default suite no
     ``defs.yaml`` declares, the study's options as they are):
     the suite's sources and options, then the options ``given`` on the command line over them;
-    ``--models`` defaults to the suite's model ids (``models: registry``: every registry model)."""
+    ``--models`` defaults to the suite's model ids (``models: registry``: every registry model).
+    The values taken from the suite have its ``defs.yaml`` and attribute as their
+    :attr:`metamorph.study.Options.origins` (``'<defs.yaml>: models'``), which errors about them name."""
+    from metamorph.study import Options
+
     values = {} if suite is None else _suite_options(suite, study)
+    origins = {}
     if suite is not None and isinstance(suite.models, list):
         values["models"] = list(suite.models)
-    return study.values(**{**values, **given})
+        origins["models"] = f"{suite._file}: models" if suite._file is not None else "models"
+    return Options(study, {**values, **given}, origins={k: v for k, v in origins.items() if k not in given})

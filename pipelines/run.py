@@ -379,7 +379,7 @@ def _run(args: argparse.Namespace) -> int:
         suite = study.name if chosen is None else chosen.name
         study.sources_of(options)  # the rows the launch check and the source asset then read again
         specs = {m.id: m for m in load_registry(registry_path())}
-        models = [m.id for m in chosen_models(list(specs.values()), options.models)]
+        models = [m.id for m in chosen_models(list(specs.values()), options.models, options.origins.get("models"))]
         check_study_kinds(study.name, study.takes_documents, [specs[m] for m in models])
         if getattr(options, "sequential", False) and not options.no_models:
             from pipelines.sequential import SequentialError, check_prefixes, sequential_parties

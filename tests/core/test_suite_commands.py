@@ -292,3 +292,41 @@ def test_the_assets_restate_no_plan_default():
                         if default is not None and literal(default):
                             found.append(f"{path.relative_to(REPO)}:{field.lineno}: {kw.arg}")
     assert found == []
+
+
+def test_a_suites_unknown_model_id_is_one_line_naming_its_defs_yaml(tmp_path):
+    """A suite whose ``models`` names an id the registry lacks: `metamorph plan|run --suite` print
+    one line naming the suite's defs.yaml and the attribute, exit 2, and write nothing; the same id
+    given with --models is the command line's (no defs.yaml named)."""
+    suite_yaml = (
+        "type: pipelines.components.StudySuite\n"
+        "attributes:\n"
+        "  study: format_robustness\n"
+        "  suite: mine\n"
+        "  models: [smollm2, nosuch]\n"
+    )
+    copy = project_copy(tmp_path / "copy", {"mine": suite_yaml})
+    reg = tmp_path / "models.yaml"
+    reg.write_text("models:\n  - {id: m1, provider: openai_compatible, model: x, base_url: 'http://127.0.0.1:9/v1'}\n")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),  # the library of this checkout
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "METAMORPH_MODELS": str(reg),
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(METAMORPH), *args], cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+
+    line = (
+        f"error: {copy / 'pipelines' / 'defs' / 'mine' / 'defs.yaml'}: models: unknown model id(s) "
+        "['nosuch', 'smollm2']; the registry has ['m1']"
+    )
+    for command in ("plan", "run"):
+        out = cli(command, "format_robustness", "--suite", "mine")
+        assert (out.returncode, out.stdout, out.stderr) == (2, "", line + "\n"), command
+    out = cli("plan", "format_robustness", "--suite", "mine", "--models", "nosuch")
+    assert (out.returncode, out.stderr) == (2, "error: unknown model id(s) ['nosuch']; the registry has ['m1']\n")
+    assert not (tmp_path / "home").exists() and not (tmp_path / "dagster_home").exists()
