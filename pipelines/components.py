@@ -389,10 +389,12 @@ def _unique(suites: Sequence[StudySuite]) -> None:
 
 
 def _unique_schedules(suites: Sequence[StudySuite]) -> None:
-    """:class:`ConfigError` naming both files when two suites' schedules take one name, or naming the
+    """:class:`ConfigError` naming both files when two suites' schedules take one name, naming the
     study when a suite's schedule takes the weekly schedule of a default suite no ``defs.yaml``
-    declares (the code location holds one schedule per name)."""
+    declares, and naming the sensor when it takes a sensor's name (:data:`pipelines.sensors.SENSORS`;
+    the code location holds one schedule or sensor per name)."""
     from metamorph.study import studies
+    from pipelines.sensors import SENSORS
 
     declared = {s.name for s in suites}
     implicit = {f"{name}_weekly": name for name in studies() if name not in declared}
@@ -401,6 +403,11 @@ def _unique_schedules(suites: Sequence[StudySuite]) -> None:
         name = schedule_name(s)
         if name is None:
             continue
+        if name in SENSORS:
+            raise ConfigError(
+                f"{s._file}: schedule.name: {name!r} is the name of a sensor ({SENSORS[name]}); each schedule "
+                "needs a name no sensor or other schedule takes"
+            )
         if name in implicit:
             raise ConfigError(
                 f"{s._file}: schedule.name: {name!r} is the weekly schedule of the default suite of "

@@ -388,6 +388,17 @@ def test_a_suite_that_is_not_one_of_the_study_is_one_line_and_exit_2(tmp_path, m
             "broken/defs.yaml: schedule.name: 'order_probe_weekly' is the weekly schedule of the default suite of "
             "order_probe; each schedule needs its own name",
         ),
+        (
+            {"broken": SUITE + "  schedule: {cron_schedule: '0 4 * * 1', name: model_registry_sensor}\n"},
+            "broken/defs.yaml: schedule.name: 'model_registry_sensor' is the name of a sensor (the model registry "
+            "sensor); each schedule needs a name no sensor or other schedule takes",
+        ),
+        (
+            {"broken": SUITE + "  schedule: {cron_schedule: '0 4 * * 1', name: cross_model_tables_automation}\n"},
+            "broken/defs.yaml: schedule.name: 'cross_model_tables_automation' is the name of a sensor (the "
+            "automation sensor of the cross-model tables); each schedule needs a name no sensor or other schedule "
+            "takes",
+        ),
     ],
 )
 def test_a_broken_defs_folder_is_one_line_for_plan_and_run(tmp_path, monkeypatch, suites, line):
@@ -435,3 +446,21 @@ def test_dg_scaffold_writes_a_suite_that_loads(tmp_path):
         "attributes": {"study": "format_robustness", "suite": "medqa_weekly", "models": "registry"},
     }
     assert StudySuite(**written["attributes"]).name == "medqa_weekly"
+
+
+def test_the_sensor_names_a_schedule_cannot_take_are_the_code_locations_sensors():
+    """pipelines.sensors.SENSORS (what a suite's schedule name is checked against) names every
+    sensor of the code location, and nothing else."""
+    from pipelines.definitions import defs
+    from pipelines.sensors import SENSORS
+
+    assert (
+        sorted(SENSORS)
+        == sorted(s.name for s in defs.sensors)
+        == [
+            "cross_model_tables_automation",
+            "model_registry_sensor",
+            "partial_run_sensor",
+            "registry_automation",
+        ]
+    )
