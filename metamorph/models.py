@@ -399,7 +399,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
 
     Raises :class:`RegistryError` (a :class:`ConfigError`) naming ``source``, the entry of
     ``models`` (``row``, 1-based) and the key (``field``): not a mapping with a ``models`` list; an
-    entry that is not a mapping or has an unknown key; ``id``, ``provider`` or ``model`` missing,
+    empty ``models`` list; an entry that is not a mapping or has an unknown key; ``id``, ``provider`` or ``model`` missing,
     not a YAML string (``id: 0755`` is the number 493) or longer than :data:`MAX_NAME_CHARS`; an id that is not a partition key; an unknown provider; ``ingestion`` not a list
     or naming a path the provider lacks; ``openai_compatible`` without ``base_url``;
     ``api_key_env`` (when given, even empty) not an environment variable name (the value is never echoed: it may be a key);
@@ -426,6 +426,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     for key in data:
         if key != "models":  # a stray line (a pasted key, a typo of models) is never ignored
             raise RegistryError(source, "unknown top-level key (a registry holds one key, models)", field=str(key))
+    if not data["models"]:  # no partition, no baseline: a run would write its inputs and then fail
+        raise RegistryError(source, "the 'models' list is empty; a registry lists at least one model", field="models")
     out: list[ModelSpec] = []
     seen: dict[str, int] = {}
     approved_at: int | None = None
