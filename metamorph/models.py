@@ -716,8 +716,8 @@ def _parse_workflow(e: dict[str, Any], bad: Any) -> WorkflowConfig | None:
     out["headers_env"] = tuple((str(k), str(v)) for k, v in headers.items())
     if "timeout_s" in e:
         t = e["timeout_s"]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
-            raise bad(f"timeout_s must be a positive number of seconds, got {_shown(t)}", "timeout_s")
+        if not _is_seconds(t):
+            raise bad(f"timeout_s must be {SECONDS_RANGE}, got {_shown(t)}", "timeout_s")
         out["timeout_s"] = float(t)
     return WorkflowConfig(**out)
 
@@ -940,16 +940,31 @@ def _parse_execution(raw: Any, provider: str, bad: Any) -> ExecutionConfig:
             "execution.mode",
         )
     out: dict[str, Any] = {"mode": mode}
-    for name, kind in (("poll_interval_s", (int, float)), ("max_wait_s", (int, float)), ("max_requests", int)):
+    for name in ("poll_interval_s", "max_wait_s"):
         if name in raw:
             v = raw[name]
-            if isinstance(v, bool) or not isinstance(v, kind) or v <= 0:
-                raise bad(
-                    f"execution.{name} must be a positive {'integer' if kind is int else 'number'}, got {_shown(v)}",
-                    f"execution.{name}",
-                )
+            if not _is_seconds(v):
+                raise bad(f"execution.{name} must be {SECONDS_RANGE}, got {_shown(v)}", f"execution.{name}")
             out[name] = v
+    if "max_requests" in raw:
+        v = raw["max_requests"]
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise bad(f"execution.max_requests must be a positive integer, got {_shown(v)}", "execution.max_requests")
+        out["max_requests"] = v
     return ExecutionConfig(**out)
+
+
+#: The longest a registry duration (``timeout_s``, ``execution.poll_interval_s``,
+#: ``execution.max_wait_s``) may be: a week. A socket timeout or a sleep past the platform's
+#: ``time_t`` (about 1e12 s here) raises ``OverflowError`` in every call, and NaN or infinity
+#: never elapse.
+MAX_SECONDS = 604_800
+SECONDS_RANGE = f"a positive number of seconds up to {MAX_SECONDS:,} (a week)"
+
+
+def _is_seconds(v: Any) -> bool:
+    """Whether ``v`` is a number of seconds in (0, :data:`MAX_SECONDS`] (not a boolean, not NaN)."""
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < v <= MAX_SECONDS
 
 
 def _price(raw: Any, provider: str, bad) -> Price | None:
