@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         ids = {m.id for m in load_registry(registry_path())}
         home = dagster_home()
         if home.exists() and not home.is_dir():
-            raise ConfigError(f"DAGSTER_HOME {home}: not a directory; set DAGSTER_HOME to a directory")
+            raise ConfigError(f"DAGSTER_HOME {home}: {home} is not a directory; set DAGSTER_HOME to a directory")
         if not home.exists() or not has_instance(home):
             if args.remove:
                 raise ConfigError(f"--remove {args.remove[0]!r}: not a model partition (no Dagster instance at {home})")

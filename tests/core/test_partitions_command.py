@@ -57,6 +57,6 @@ def test_a_dagster_home_that_is_a_file_is_one_line_and_exit_2(tmp_path, registry
     (tmp_path / "dh").write_text("not a directory")
     assert main(["partitions"]) == 2
     assert capsys.readouterr().err == (
-        f"error: DAGSTER_HOME {tmp_path / 'dh'}: not a directory; set DAGSTER_HOME to a directory\n"
+        f"error: DAGSTER_HOME {tmp_path / 'dh'}: {tmp_path / 'dh'} is not a directory; set DAGSTER_HOME to a directory\n"
     )
     assert (tmp_path / "dh").read_text() == "not a directory"
