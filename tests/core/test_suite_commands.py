@@ -27,7 +27,9 @@ def decision(letter: str):
 def project_copy(root: Path, suites: dict[str, str]) -> Path:
     """The project's ``pipelines`` package, ``pyproject.toml``, ``workspace.yaml`` and ``config/`` at
     ``root`` with the suites ``suites`` (folder → defs.yaml) added to its defs folder; the rest of
-    the project (``metamorph``, ``assets``, ``resources``, ``sql``) is the installed one."""
+    the project (``metamorph``, ``assets``, ``resources``, ``sql``) is this checkout's: a command run
+    in the copy has ``PYTHONPATH`` = the copy, then :data:`REPO` (the editable install may point at
+    another checkout)."""
     shutil.copytree(REPO / "pipelines", root / "pipelines", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "config", root / "config")
     for f in ("pyproject.toml", "workspace.yaml"):
@@ -121,7 +123,7 @@ def test_trace_verdict_and_the_card_read_the_suite_they_are_given(stub, metamorp
     copy = project_copy(tmp_path / "copy", {"medqa_weekly": suite_yaml})
     env = {
         **os.environ,
-        "PYTHONPATH": str(copy),
+        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),
         "OMP_WAIT_POLICY": "PASSIVE",
     }
@@ -211,7 +213,7 @@ def test_the_default_suites_yaml_options_apply_without_suite_and_the_command_lin
     )
     env = {
         **{k: v for k, v in os.environ.items() if k != "METAMORPH_TEST_UNSET_KEY"},
-        "PYTHONPATH": str(copy),
+        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
         "METAMORPH_HOME": str(tmp_path / "home"),
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),
         "METAMORPH_MODELS": str(reg),
@@ -310,7 +312,7 @@ def test_a_suites_unknown_model_id_is_one_line_naming_its_defs_yaml(tmp_path):
     reg.write_text("models:\n  - {id: m1, provider: openai_compatible, model: x, base_url: 'http://127.0.0.1:9/v1'}\n")
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),  # the library of this checkout
+        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
         "METAMORPH_HOME": str(tmp_path / "home"),
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),
         "METAMORPH_MODELS": str(reg),
