@@ -42,7 +42,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from metamorph.errors import ConfigError
+from metamorph.errors import ConfigError, InputError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -533,8 +533,16 @@ class Study:
 
     def sources_of(self, options: Options) -> list:
         """:meth:`load` of the sources, limit and sampling options of ``options`` (a run's
-        :class:`Options`)."""
-        return self.load(options.sources, options.limit, **{n: getattr(options, n) for n in self.sampling})
+        :class:`Options`). Raises what :meth:`load` raises; an :class:`InputError` about sources
+        that came from elsewhere than the command line has their origin before it
+        (``<defs.yaml>: sources: <file>, row 2, field 'question': …``, :attr:`Options.origins`)."""
+        try:
+            return self.load(options.sources, options.limit, **{n: getattr(options, n) for n in self.sampling})
+        except InputError as exc:
+            where = options.origins.get("sources")
+            if where is None:
+                raise
+            raise InputError(f"{where}: {exc.source}", exc.problem, row=exc.row, field=exc.field) from None
 
     def vocabulary(self) -> dict[str, tuple[str, ...]]:
         """The study's named lists of words: every name of :attr:`vocab`'s ``__all__`` bound to a

@@ -575,7 +575,8 @@ def suite_values(study, suite: StudySuite | None, given: Mapping[str, Any]):
     the suite's sources and options, then the options ``given`` on the command line over them;
     ``--models`` defaults to the suite's model ids (``models: registry``: every registry model).
     The values taken from the suite have its ``defs.yaml`` and attribute as their
-    :attr:`metamorph.study.Options.origins` (``'<defs.yaml>: models'``), which errors about them name."""
+    :attr:`metamorph.study.Options.origins` (``'<defs.yaml>: models'``, ``'<defs.yaml>: sources'``),
+    which errors about them name."""
     from metamorph.study import Options
 
     values = {} if suite is None else _suite_options(suite, study)
@@ -583,4 +584,6 @@ def suite_values(study, suite: StudySuite | None, given: Mapping[str, Any]):
     if suite is not None and isinstance(suite.models, list):
         values["models"] = list(suite.models)
         origins["models"] = f"{suite._file}: models" if suite._file is not None else "models"
+    if suite is not None and suite.sources is not None:
+        origins["sources"] = f"{suite._file}: sources" if suite._file is not None else "sources"
     return Options(study, {**values, **given}, origins={k: v for k, v in origins.items() if k not in given})

@@ -517,3 +517,22 @@ def test_the_sensor_names_a_schedule_cannot_take_are_the_code_locations_sensors(
             "registry_automation",
         ]
     )
+
+
+def test_a_bad_source_of_a_suite_names_its_defs_yaml(tmp_path):
+    """A source the suite's defs.yaml gives that does not load (here: no such file) is one line naming
+    the defs.yaml and the attribute before the source's own error; a source given on the command
+    line is named alone."""
+    from metamorph.errors import InputError
+    from metamorph.study import get
+    from pipelines.components import StudySuite, suite_values
+
+    study = get("format_robustness")
+    suite = StudySuite(study="format_robustness", suite="mine", sources=[f"medqa:{tmp_path / 'mine.jsonl'}"])
+    suite._file = tmp_path / "defs" / "mine" / "defs.yaml"
+    with pytest.raises(InputError) as e:
+        study.sources_of(suite_values(study, suite, {}))
+    assert str(e.value) == f"{suite._file}: sources: {tmp_path / 'mine.jsonl'}: file does not exist"
+    with pytest.raises(InputError) as e:
+        study.sources_of(suite_values(study, suite, {"sources": [f"medqa:{tmp_path / 'other.jsonl'}"]}))
+    assert str(e.value) == f"{tmp_path / 'other.jsonl'}: file does not exist"
