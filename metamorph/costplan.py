@@ -589,13 +589,13 @@ def _lazy_counter(spec: ModelSpec, provider: Any) -> tuple[Callable[[GenerationR
 
 
 def default_registry() -> str:
-    """``$METAMORPH_MODELS`` or ``<repo>/config/models.yaml`` (as ``resources.paths.registry_path``)."""
-    return str(Path(os.environ.get("METAMORPH_MODELS", REPO_ROOT / "config" / "models.yaml")).resolve())
+    """``$METAMORPH_MODELS`` or, unset or empty, ``<repo>/config/models.yaml`` (as ``resources.paths.registry_path``)."""
+    return str(Path(os.environ.get("METAMORPH_MODELS") or REPO_ROOT / "config" / "models.yaml").resolve())
 
 
 def default_cache() -> str:
-    """``$METAMORPH_HOME/generation_cache.duckdb`` (default home ``<repo>/data``; as ``resources.paths``)."""
-    return str(Path(os.environ.get("METAMORPH_HOME", REPO_ROOT / "data")).resolve() / "generation_cache.duckdb")
+    """``$METAMORPH_HOME/generation_cache.duckdb`` (home ``<repo>/data`` when unset or empty; as ``resources.paths``)."""
+    return str(Path(os.environ.get("METAMORPH_HOME") or REPO_ROOT / "data").resolve() / "generation_cache.duckdb")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
