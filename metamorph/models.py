@@ -403,7 +403,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     not a YAML string (``id: 0755`` is the number 493) or longer than :data:`MAX_NAME_CHARS`; an id that is not a partition key; an unknown provider; ``ingestion`` not a list
     or naming a path the provider lacks; ``openai_compatible`` without ``base_url``;
     ``api_key_env`` (when given, even empty) not an environment variable name (the value is never echoed: it may be a key);
-    any other key or text value that looks like a secret (:func:`~metamorph.errors.looks_like_secret`;
+    a control or invisible format character, or white space at an end, in ``model``, ``base_url``,
+    ``url``, ``function`` or ``version``; any other key or text value that looks like a secret (:func:`~metamorph.errors.looks_like_secret`;
     field: its key path, e.g. ``params.seed``); ``base_url`` not an ``http(s)`` URL, or carrying a
     credential (``user:password@``, or a query parameter such as ``api-key``, ``token``, ``sig``);
     ``max_concurrency`` not an integer >= 1; ``params`` not a mapping, naming a parameter outside
@@ -460,6 +461,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         _refuse_secrets(e, bad)
+        _refuse_invisible(e, bad)
         if e.get("provider") in WORKFLOW_PROVIDERS and e.get("model") in (None, ""):
             e = {**e, "model": e.get("url") if e["provider"] == "http" else e.get("function")}
             if e["model"] in (None, ""):
@@ -850,6 +852,42 @@ def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
             stack.extend((f"{path}.{k}", v) for k, v in reversed(list(value.items())))
         elif isinstance(value, list):
             stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))
+
+
+#: The keys whose text names something (a model, an endpoint, a function, a version): none of them
+#: ever holds a control or invisible format character, nor white space at either end, and each such
+#: character makes every call fail or names another model (``urllib`` drops a newline of a URL that
+#: httpx then sends).
+_NAME_KEYS = ("model", "base_url", "url", "function", "version")
+
+
+def _refuse_invisible(entry: dict[str, Any], bad: Any) -> None:
+    """Raise ``bad(problem, key)`` for the first of :data:`_NAME_KEYS` in ``entry`` whose text holds
+    a control character (``Cc``), an invisible format character (``Cf``: bidi overrides, zero-width
+    spaces) or a line or paragraph separator, or starts or ends with white space."""
+    import unicodedata
+
+    for key in _NAME_KEYS:
+        value = entry.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        for i, ch in enumerate(value, start=1):
+            kind = unicodedata.category(ch)
+            if kind in ("Cc", "Zl", "Zp"):
+                raise bad(
+                    f"{key} holds a control character (U+{ord(ch):04X}) at character {i}, which it never has; remove it",
+                    key,
+                )
+            if kind == "Cf":
+                name = unicodedata.name(ch, "")
+                raise bad(
+                    f"{key} holds an invisible format character (U+{ord(ch):04X}{' ' + name if name else ''}) at "
+                    f"character {i}, which it never has; remove it",
+                    key,
+                )
+        if value != value.strip():
+            end = "starts" if value[0].isspace() else "ends"
+            raise bad(f"{key} {end} with white space, which it never has; remove it", key)
 
 
 #: A number in exponent notation that YAML 1.1 (PyYAML) reads as text: no decimal point, or an
