@@ -332,3 +332,39 @@ def test_a_suites_unknown_model_id_is_one_line_naming_its_defs_yaml(tmp_path):
     out = cli("plan", "format_robustness", "--suite", "mine", "--models", "nosuch")
     assert (out.returncode, out.stderr) == (2, "error: unknown model id(s) ['nosuch']; the registry has ['m1']\n")
     assert not (tmp_path / "home").exists() and not (tmp_path / "dagster_home").exists()
+
+
+def test_definitions_that_do_not_load_are_one_line_before_anything_is_written(tmp_path):
+    """A module of the defs folder that defines a sensor under the name of one of the project's
+    (Dagster: "Duplicate definition found for …", raised when the repository is first built): `metamorph
+    run` prints Dagster's one line and exits 2 before DAGSTER_HOME or METAMORPH_HOME is created (it
+    was a traceback from the first job, after both were)."""
+    copy = project_copy(tmp_path / "copy", {})
+    (copy / "pipelines" / "defs" / "extra").mkdir()
+    (copy / "pipelines" / "defs" / "extra" / "sensors.py").write_text(
+        "import dagster as dg\n\n\n"
+        '@dg.sensor(name="model_registry_sensor")\n'
+        "def my_sensor(context):\n"
+        '    return dg.SkipReason("never")\n'
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+    out = subprocess.run(
+        [str(METAMORPH), "run", "format_robustness", "--no-models"],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert (out.returncode, out.stdout, out.stderr) == (
+        2,
+        "",
+        "error: the code location's definitions do not load: Duplicate definition found for model_registry_sensor\n",
+    )
+    assert not (tmp_path / "home").exists() and not (tmp_path / "dagster_home").exists()
