@@ -589,13 +589,13 @@ def _lazy_counter(spec: ModelSpec, provider: Any) -> tuple[Callable[[GenerationR
 
 
 def default_registry() -> str:
-    """``$METAMORPH_MODELS`` or ``<repo>/config/models.yaml`` (as ``resources.paths.registry_path``)."""
-    return str(Path(os.environ.get("METAMORPH_MODELS", REPO_ROOT / "config" / "models.yaml")).resolve())
+    """``$METAMORPH_MODELS`` or, unset or empty, ``<repo>/config/models.yaml`` (as ``resources.paths.registry_path``)."""
+    return str(Path(os.environ.get("METAMORPH_MODELS") or REPO_ROOT / "config" / "models.yaml").resolve())
 
 
 def default_cache() -> str:
-    """``$METAMORPH_HOME/generation_cache.duckdb`` (default home ``<repo>/data``; as ``resources.paths``)."""
-    return str(Path(os.environ.get("METAMORPH_HOME", REPO_ROOT / "data")).resolve() / "generation_cache.duckdb")
+    """``$METAMORPH_HOME/generation_cache.duckdb`` (home ``<repo>/data`` when unset or empty; as ``resources.paths``)."""
+    return str(Path(os.environ.get("METAMORPH_HOME") or REPO_ROOT / "data").resolve() / "generation_cache.duckdb")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -650,7 +650,9 @@ def _run(args: argparse.Namespace) -> int:
             options = hook.load()(study, getattr(args, "suite", None), given)
         elif getattr(args, "suite", None) not in (None, study.name):
             raise ConfigError(f"--suite {args.suite}: no project with suites is installed")
-        specs = chosen_models(load_registry(args.registry or default_registry()), options.models)
+        specs = chosen_models(
+            load_registry(args.registry or default_registry()), options.models, options.origins.get("models")
+        )
         check_study_kinds(study.name, study.takes_documents, specs)
         for spec in specs:  # as the run refuses it, before anything is counted
             check_max_tokens(spec, options.max_tokens, DEFAULT_N_CTX)

@@ -399,11 +399,12 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
 
     Raises :class:`RegistryError` (a :class:`ConfigError`) naming ``source``, the entry of
     ``models`` (``row``, 1-based) and the key (``field``): not a mapping with a ``models`` list; an
-    entry that is not a mapping or has an unknown key; ``id``, ``provider`` or ``model`` missing,
+    empty ``models`` list; an entry that is not a mapping or has an unknown key; ``id``, ``provider`` or ``model`` missing,
     not a YAML string (``id: 0755`` is the number 493) or longer than :data:`MAX_NAME_CHARS`; an id that is not a partition key; an unknown provider; ``ingestion`` not a list
     or naming a path the provider lacks; ``openai_compatible`` without ``base_url``;
     ``api_key_env`` (when given, even empty) not an environment variable name (the value is never echoed: it may be a key);
-    any other key or text value that looks like a secret (:func:`~metamorph.errors.looks_like_secret`;
+    a control or invisible format character, or white space at an end, in ``model``, ``base_url``,
+    ``url``, ``function`` or ``version``; any other key or text value that looks like a secret (:func:`~metamorph.errors.looks_like_secret`;
     field: its key path, e.g. ``params.seed``); ``base_url`` not an ``http(s)`` URL, or carrying a
     credential (``user:password@``, or a query parameter such as ``api-key``, ``token``, ``sig``);
     ``max_concurrency`` not an integer >= 1; ``params`` not a mapping, naming a parameter outside
@@ -426,6 +427,8 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
     for key in data:
         if key != "models":  # a stray line (a pasted key, a typo of models) is never ignored
             raise RegistryError(source, "unknown top-level key (a registry holds one key, models)", field=str(key))
+    if not data["models"]:  # no partition, no baseline: a run would write its inputs and then fail
+        raise RegistryError(source, "the 'models' list is empty; a registry lists at least one model", field="models")
     out: list[ModelSpec] = []
     seen: dict[str, int] = {}
     approved_at: int | None = None
@@ -458,6 +461,7 @@ def parse_registry(data: Any, source: str = "<registry>") -> list[ModelSpec]:
         if unknown:
             raise bad(f"unknown key(s) {sorted(unknown)}", sorted(unknown)[0])
         _refuse_secrets(e, bad)
+        _refuse_invisible(e, bad)
         if e.get("provider") in WORKFLOW_PROVIDERS and e.get("model") in (None, ""):
             e = {**e, "model": e.get("url") if e["provider"] == "http" else e.get("function")}
             if e["model"] in (None, ""):
@@ -714,8 +718,8 @@ def _parse_workflow(e: dict[str, Any], bad: Any) -> WorkflowConfig | None:
     out["headers_env"] = tuple((str(k), str(v)) for k, v in headers.items())
     if "timeout_s" in e:
         t = e["timeout_s"]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf:
-            raise bad(f"timeout_s must be a positive number of seconds, got {_shown(t)}", "timeout_s")
+        if not _is_seconds(t):
+            raise bad(f"timeout_s must be {SECONDS_RANGE}, got {_shown(t)}", "timeout_s")
         out["timeout_s"] = float(t)
     return WorkflowConfig(**out)
 
@@ -850,6 +854,42 @@ def _refuse_secrets(entry: dict[str, Any], bad: Any) -> None:
             stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))
 
 
+#: The keys whose text names something (a model, an endpoint, a function, a version): none of them
+#: ever holds a control or invisible format character, nor white space at either end, and each such
+#: character makes every call fail or names another model (``urllib`` drops a newline of a URL that
+#: httpx then sends).
+_NAME_KEYS = ("model", "base_url", "url", "function", "version")
+
+
+def _refuse_invisible(entry: dict[str, Any], bad: Any) -> None:
+    """Raise ``bad(problem, key)`` for the first of :data:`_NAME_KEYS` in ``entry`` whose text holds
+    a control character (``Cc``), an invisible format character (``Cf``: bidi overrides, zero-width
+    spaces) or a line or paragraph separator, or starts or ends with white space."""
+    import unicodedata
+
+    for key in _NAME_KEYS:
+        value = entry.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        for i, ch in enumerate(value, start=1):
+            kind = unicodedata.category(ch)
+            if kind in ("Cc", "Zl", "Zp"):
+                raise bad(
+                    f"{key} holds a control character (U+{ord(ch):04X}) at character {i}, which it never has; remove it",
+                    key,
+                )
+            if kind == "Cf":
+                name = unicodedata.name(ch, "")
+                raise bad(
+                    f"{key} holds an invisible format character (U+{ord(ch):04X}{' ' + name if name else ''}) at "
+                    f"character {i}, which it never has; remove it",
+                    key,
+                )
+        if value != value.strip():
+            end = "starts" if value[0].isspace() else "ends"
+            raise bad(f"{key} {end} with white space, which it never has; remove it", key)
+
+
 #: A number in exponent notation that YAML 1.1 (PyYAML) reads as text: no decimal point, or an
 #: exponent without its sign (``1e308``, ``1.0e308``, ``5e-7``).
 _YAML_TEXT_NUMBER = re.compile(r"[-+]?(\d[\d_]*)?\.?\d*[eE][-+]?\d+")
@@ -938,16 +978,31 @@ def _parse_execution(raw: Any, provider: str, bad: Any) -> ExecutionConfig:
             "execution.mode",
         )
     out: dict[str, Any] = {"mode": mode}
-    for name, kind in (("poll_interval_s", (int, float)), ("max_wait_s", (int, float)), ("max_requests", int)):
+    for name in ("poll_interval_s", "max_wait_s"):
         if name in raw:
             v = raw[name]
-            if isinstance(v, bool) or not isinstance(v, kind) or v <= 0:
-                raise bad(
-                    f"execution.{name} must be a positive {'integer' if kind is int else 'number'}, got {_shown(v)}",
-                    f"execution.{name}",
-                )
+            if not _is_seconds(v):
+                raise bad(f"execution.{name} must be {SECONDS_RANGE}, got {_shown(v)}", f"execution.{name}")
             out[name] = v
+    if "max_requests" in raw:
+        v = raw["max_requests"]
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise bad(f"execution.max_requests must be a positive integer, got {_shown(v)}", "execution.max_requests")
+        out["max_requests"] = v
     return ExecutionConfig(**out)
+
+
+#: The longest a registry duration (``timeout_s``, ``execution.poll_interval_s``,
+#: ``execution.max_wait_s``) may be: a week. A socket timeout or a sleep past the platform's
+#: ``time_t`` (about 1e12 s here) raises ``OverflowError`` in every call, and NaN or infinity
+#: never elapse.
+MAX_SECONDS = 604_800
+SECONDS_RANGE = f"a positive number of seconds up to {MAX_SECONDS:,} (a week)"
+
+
+def _is_seconds(v: Any) -> bool:
+    """Whether ``v`` is a number of seconds in (0, :data:`MAX_SECONDS`] (not a boolean, not NaN)."""
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < v <= MAX_SECONDS
 
 
 def _price(raw: Any, provider: str, bad) -> Price | None:

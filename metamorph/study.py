@@ -42,7 +42,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from metamorph.errors import ConfigError
+from metamorph.errors import ConfigError, InputError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -347,10 +347,12 @@ def sequential_options() -> tuple[Option, ...]:
 
 class Options:
     """The values of every option of one study: the given ones, the others at their documented
-    :attr:`Option.default`. Read as attributes (``options.k``); :attr:`given` holds the names given.
+    :attr:`Option.default`. Read as attributes (``options.k``); :attr:`given` holds the names given,
+    :attr:`origins` where a given value came from when that was not the command line (option name →
+    e.g. ``'pipelines/defs/mine/defs.yaml: models'``), for the errors about it.
     Built by :meth:`Study.values` or :meth:`Study.from_args`."""
 
-    def __init__(self, study: Study, given: dict[str, Any]):
+    def __init__(self, study: Study, given: dict[str, Any], origins: Mapping[str, str] | None = None):
         names = {o.name: o for o in study.all_options()}
         unknown = sorted(set(given) - set(names))
         if unknown:
@@ -359,6 +361,7 @@ class Options:
         self._values = {n: (False if o.flag else o.default) for n, o in names.items()}
         self._values.update(given)
         self.given = frozenset(given)
+        self.origins = {k: v for k, v in (origins or {}).items() if k in self.given}
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -530,8 +533,16 @@ class Study:
 
     def sources_of(self, options: Options) -> list:
         """:meth:`load` of the sources, limit and sampling options of ``options`` (a run's
-        :class:`Options`)."""
-        return self.load(options.sources, options.limit, **{n: getattr(options, n) for n in self.sampling})
+        :class:`Options`). Raises what :meth:`load` raises; an :class:`InputError` about sources
+        that came from elsewhere than the command line has their origin before it
+        (``<defs.yaml>: sources: <file>, row 2, field 'question': …``, :attr:`Options.origins`)."""
+        try:
+            return self.load(options.sources, options.limit, **{n: getattr(options, n) for n in self.sampling})
+        except InputError as exc:
+            where = options.origins.get("sources")
+            if where is None:
+                raise
+            raise InputError(f"{where}: {exc.source}", exc.problem, row=exc.row, field=exc.field) from None
 
     def vocabulary(self) -> dict[str, tuple[str, ...]]:
         """The study's named lists of words: every name of :attr:`vocab`'s ``__all__`` bound to a
@@ -672,16 +683,18 @@ def get(name: str) -> Study:
     return found[name]
 
 
-def chosen_models(specs: Sequence[Any], ids: Iterable[str] | None) -> list[Any]:
+def chosen_models(specs: Sequence[Any], ids: Iterable[str] | None, where: str | None = None) -> list[Any]:
     """The registry entries ``ids`` names (all when ``None``), in registry order; an id may hold
     several separated by commas (``--models a,b`` as ``--models a b``: a registry id has no comma).
-    Raises :class:`ConfigError` naming the unknown ids and the registry's."""
+    Raises :class:`ConfigError` naming the unknown ids and the registry's, after ``where`` (where
+    ``ids`` came from, e.g. a suite's ``'<defs.yaml>: models'``; :attr:`Options.origins`) when given."""
     if ids is None:
         return list(specs)
     ids = [part.strip() for i in ids for part in str(i).split(",")]
     unknown = sorted(set(ids) - {m.id for m in specs})
     if unknown:
-        raise ConfigError(f"unknown model id(s) {unknown}; the registry has {[m.id for m in specs]}")
+        line = f"unknown model id(s) {unknown}; the registry has {[m.id for m in specs]}"
+        raise ConfigError(f"{where}: {line}" if where else line)
     return [m for m in specs if m.id in ids]
 
 

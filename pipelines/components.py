@@ -345,6 +345,98 @@ def schedule_name(suite: StudySuite) -> str | None:
     return suite.schedule.name or f"{suite.name}_schedule"
 
 
+#: The attributes whose value has a shape pydantic's words do not say, and that shape.
+SHAPES = {
+    "models": "'registry' or a list of registry model ids",
+    "options": "a mapping of option names to values",
+    "schedule": "a mapping with cron_schedule (and optionally execution_timezone, name)",
+    "sources": "a list of source specs, e.g. ['medqa:data/mine.jsonl']",
+}
+
+
+def _yaml_duplicate(node: yaml.Node, path: str = "") -> tuple[str, str] | None:
+    """The first key a mapping of the composed YAML ``node`` gives twice: (its dotted path without
+    ``attributes.``, "given twice (lines a and b)"); ``None`` when there is none."""
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key, line = str(key_node.value), key_node.start_mark.line + 1
+            at = f"{path}.{key}" if path else key
+            if key in first:
+                return at.removeprefix("attributes."), f"given twice (lines {first[key]} and {line})"
+            first[key] = line
+            found = _yaml_duplicate(value_node, at)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            found = _yaml_duplicate(item, path)
+            if found:
+                return found
+    return None
+
+
+def _check_defs_files(defs_root: Path) -> None:
+    """:class:`ConfigError`, one line naming the file (and line), for a ``defs.yaml`` under
+    ``defs_root`` that Dagster would fail on with a traceback or read silently wrong: a directory,
+    bytes that are not UTF-8, no document (empty, or comments only), a document that is not a
+    mapping, a key given twice (YAML keeps the last), a ``type`` that names no class. A YAML
+    syntax error is left to the load (:func:`_load_error` names its line)."""
+    from metamorph.datasets import decode_utf8
+    from metamorph.errors import InputError
+
+    for path in sorted(defs_root.rglob("defs.yaml")):
+        if path.is_dir():
+            raise ConfigError(f"{path}: is a directory, expected a suite's YAML file")
+        try:
+            text = decode_utf8(path.read_bytes(), str(path))
+        except InputError as exc:
+            raise ConfigError(f"{path}{'' if exc.row is None else f':{exc.row}'}: {exc.problem}") from None
+        try:
+            documents = [d for d in yaml.compose_all(text, Loader=yaml.SafeLoader) if d is not None]
+        except yaml.YAMLError:
+            continue
+        if not documents:
+            raise ConfigError(
+                f"{path}: no suite in it (the file is empty or only comments); a defs.yaml declares "
+                "type: pipelines.components.StudySuite and its attributes (docs/suites.md)"
+            )
+        for doc in documents:
+            line = doc.start_mark.line + 1
+            if not isinstance(doc, yaml.MappingNode):
+                shape = "a list" if isinstance(doc, yaml.SequenceNode) else f"{doc.value!r:.40}"
+                raise ConfigError(f"{path}:{line}: a suite is a mapping of type and attributes, got {shape}")
+            duplicate = _yaml_duplicate(doc)
+            if duplicate:
+                at, problem = duplicate
+                second = problem.rsplit(" ", 1)[-1].rstrip(")")
+                raise ConfigError(f"{path}:{second}: {at}: {problem}; YAML would keep the last one silently")
+            for key_node, value_node in doc.value:
+                if getattr(key_node, "value", None) == "type" and isinstance(value_node, yaml.ScalarNode):
+                    _check_type(str(value_node.value), f"{path}:{key_node.start_mark.line + 1}")
+
+
+def _check_type(name: str, where: str) -> None:
+    """:class:`ConfigError` at ``where`` when the component type ``name`` (``module.Class``) names no class."""
+    module, _, attr = name.rpartition(".")
+    why = None
+    try:
+        found = importlib.import_module(module) if module else None
+    except ImportError:
+        found = None
+    if found is None:
+        why = f"no module {module or name}"
+    elif not hasattr(found, attr):
+        why = f"module {module} has no {attr}"
+    if why:
+        raise ConfigError(
+            f"{where}: type: {name!r:.80} is not a component type ({why}); a suite's type is "
+            "pipelines.components.StudySuite"
+        )
+
+
 def _load_error(exc: BaseException, defs_root: Path) -> ConfigError:
     """One line naming the ``defs.yaml`` and the attribute for an error of loading the defs folder
     at ``defs_root``: the suite's own :class:`ConfigError`, a YAML syntax error (with its line) or a
@@ -367,7 +459,14 @@ def _load_error(exc: BaseException, defs_root: Path) -> ConfigError:
             marked = re.fullmatch(r"`?(?:attributes\.)?(.+?) at (\S+):(\d+)`?", loc)  # Dagster's own: file, line
             if marked:
                 loc, where = marked.group(1), f"{marked.group(2)}:{marked.group(3)}"
-            return ConfigError(f"{where}: {loc}: {err['msg']}")
+            # a union's branch tag (models.literal['registry'], options.dict[str,any]) is pydantic's, not the file's
+            parts = loc.split(".")
+            kept = [p for p in parts if not re.fullmatch(r"\w+\[.*\]", p)]
+            tagged, loc = len(kept) < len(parts), ".".join(kept)
+            msg = err["msg"]
+            if loc in SHAPES and (tagged or err["type"].endswith("_type")):
+                msg = f"must be {SHAPES[loc]}, got {err['input']!r:.60}"
+            return ConfigError(f"{where}: {loc}: {msg}")
         found = re.match(r"Error while (?:loading component|building definitions for) (\S+)\[\d+\]:", str(chain))
         if found and folder is None:
             folder = found.group(1).replace(".", "/")
@@ -389,10 +488,12 @@ def _unique(suites: Sequence[StudySuite]) -> None:
 
 
 def _unique_schedules(suites: Sequence[StudySuite]) -> None:
-    """:class:`ConfigError` naming both files when two suites' schedules take one name, or naming the
+    """:class:`ConfigError` naming both files when two suites' schedules take one name, naming the
     study when a suite's schedule takes the weekly schedule of a default suite no ``defs.yaml``
-    declares (the code location holds one schedule per name)."""
+    declares, and naming the sensor when it takes a sensor's name (:data:`pipelines.sensors.SENSORS`;
+    the code location holds one schedule or sensor per name)."""
     from metamorph.study import studies
+    from pipelines.sensors import SENSORS
 
     declared = {s.name for s in suites}
     implicit = {f"{name}_weekly": name for name in studies() if name not in declared}
@@ -401,6 +502,11 @@ def _unique_schedules(suites: Sequence[StudySuite]) -> None:
         name = schedule_name(s)
         if name is None:
             continue
+        if name in SENSORS:
+            raise ConfigError(
+                f"{s._file}: schedule.name: {name!r} is the name of a sensor ({SENSORS[name]}); each schedule "
+                "needs a name no sensor or other schedule takes"
+            )
         if name in implicit:
             raise ConfigError(
                 f"{s._file}: schedule.name: {name!r} is the weekly schedule of the default suite of "
@@ -422,6 +528,7 @@ def load_project(project_root=None) -> tuple[dict[str, StudySuite], dg.Definitio
 
     tree = dg.ComponentTree.for_project(path_within_project=project_root or PROJECT_ROOT)
     defs_root = Path(tree.defs_module.__file__).parent
+    _check_defs_files(defs_root)
     try:
         with warnings.catch_warnings():  # as dg.load_from_defs_folder: the tree's beta/preview notices stay off stderr
             warnings.simplefilter("ignore", dg.BetaWarning)
@@ -466,8 +573,17 @@ def suite_values(study, suite: StudySuite | None, given: Mapping[str, Any]):
     """The :class:`metamorph.study.Options` of a run of ``suite`` (``None``: a default suite no
     ``defs.yaml`` declares, the study's options as they are):
     the suite's sources and options, then the options ``given`` on the command line over them;
-    ``--models`` defaults to the suite's model ids (``models: registry``: every registry model)."""
+    ``--models`` defaults to the suite's model ids (``models: registry``: every registry model).
+    The values taken from the suite have its ``defs.yaml`` and attribute as their
+    :attr:`metamorph.study.Options.origins` (``'<defs.yaml>: models'``, ``'<defs.yaml>: sources'``),
+    which errors about them name."""
+    from metamorph.study import Options
+
     values = {} if suite is None else _suite_options(suite, study)
+    origins = {}
     if suite is not None and isinstance(suite.models, list):
         values["models"] = list(suite.models)
-    return study.values(**{**values, **given})
+        origins["models"] = f"{suite._file}: models" if suite._file is not None else "models"
+    if suite is not None and suite.sources is not None:
+        origins["sources"] = f"{suite._file}: sources" if suite._file is not None else "sources"
+    return Options(study, {**values, **given}, origins={k: v for k, v in origins.items() if k not in given})

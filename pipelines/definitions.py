@@ -31,7 +31,7 @@ from pipelines.inputs import checked_at_launch
 from pipelines.jobs import model_upgrades_job
 from pipelines.partial import partial_run_sensor
 from pipelines.schedules import WEEKLY_CRON
-from pipelines.sensors import build_model_registry_sensor
+from pipelines.sensors import CROSS_MODEL_AUTOMATION, REGISTRY_AUTOMATION, build_model_registry_sensor
 from resources import (
     EncoderResource,
     GenerationCacheResource,
@@ -135,7 +135,7 @@ def registry_automation_sensor(selections) -> dg.AutomationConditionSensorDefini
     ``selections`` (every suite's ``<suite>_model_job`` selection): an entry whose fingerprint or
     served provider version changed. Off by default: its runs call providers."""
     return dg.AutomationConditionSensorDefinition(
-        "registry_automation",
+        REGISTRY_AUTOMATION,
         target=_union(selections) | dg.AssetSelection.assets(REGISTRY_ENTRY),
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Observes the model registry every 5 minutes (model_registry/registry_entry: each entry's "
@@ -151,7 +151,7 @@ def cross_model_tables_sensor(selections) -> dg.AutomationConditionSensorDefinit
     ``<suite>_tables_job`` selection). On by default: it requests runs only after model partitions
     were updated, and the tables cost no provider call."""
     return dg.AutomationConditionSensorDefinition(
-        "cross_model_tables_automation",
+        CROSS_MODEL_AUTOMATION,
         target=_union(selections),
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Builds each suite's cross-model metric tables and model_comparison once after its model "

@@ -1,7 +1,8 @@
 """Dagster instance plumbing of ``metamorph run``: the instance it opens, the runs it launches.
 
 * :func:`ensure_dagster_home` / :func:`open_instance`: the ``DAGSTER_HOME`` (its ``dagster.yaml``,
-  :data:`DAGSTER_YAML`) and the instance, opened under a lock;
+  :data:`DAGSTER_YAML`) and the instance, opened under a lock; :func:`dagster_home` and
+  :func:`has_instance` find them without creating anything;
 * :func:`add_partitions`: the registry's models as dynamic partitions;
 * :func:`launch_tags`, :func:`reclaim_stale_runs`, :func:`pool_holders`: the runs this command
   launched, those a killed process left running, the holders of the ``duckdb`` pool slot;
@@ -76,13 +77,25 @@ code_servers:
 """
 
 
-def ensure_dagster_home() -> Path:
-    """Use ``$DAGSTER_HOME`` or ``<METAMORPH_HOME>/dagster_home``; write :data:`DAGSTER_YAML` as its
-    dagster.yaml when the file is missing or is an older one written here (its first line is
-    :data:`DAGSTER_YAML_HEADER`); a dagster.yaml written by someone else is left as it is."""
+def dagster_home() -> Path:
+    """The instance's directory, absolute: ``$DAGSTER_HOME`` or ``<METAMORPH_HOME>/dagster_home``
+    (nothing is created)."""
     from resources.paths import data_dir
 
-    home = Path(os.environ.get("DAGSTER_HOME") or data_dir() / "dagster_home").resolve()
+    return Path(os.environ.get("DAGSTER_HOME") or data_dir() / "dagster_home").resolve()
+
+
+def has_instance(home: Path) -> bool:
+    """Whether the directory ``home`` holds a Dagster instance: its ``dagster.yaml`` (written by
+    :func:`ensure_dagster_home`) or its run storage ``history/`` (an instance without one)."""
+    return (home / "dagster.yaml").is_file() or (home / "history").is_dir()
+
+
+def ensure_dagster_home() -> Path:
+    """Use :func:`dagster_home` (created when missing); write :data:`DAGSTER_YAML` as its
+    dagster.yaml when the file is missing or is an older one written here (its first line is
+    :data:`DAGSTER_YAML_HEADER`); a dagster.yaml written by someone else is left as it is."""
+    home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     cfg = home / "dagster.yaml"
     from metamorph.datasets import read_text

@@ -8,10 +8,14 @@ model's partition is not removed (it would be added back by the next run): remov
 the registry first. Removing a partition deletes no warehouse rows and no run history.
 
     metamorph partitions                      # one line per partition: id and "registry" / "not in the registry"
-                                              # (none yet: one line saying so)
+                                              # (none yet, or no instance yet: one line saying so)
     metamorph partitions --remove nosuchmodel
 
-Exit codes: 0 done; 2 a key that is not a partition, or a registry model's key (one line on stderr).
+Listing creates nothing: a ``DAGSTER_HOME`` that does not exist or holds no instance is one line
+saying so (exit 0), as an instance without partitions is.
+
+Exit codes: 0 done; 2 a key that is not a partition (no instance: none is), or a registry model's
+key, or a ``DAGSTER_HOME`` that is not a directory (one line on stderr).
 """
 
 from __future__ import annotations
@@ -59,11 +63,22 @@ def run(args: argparse.Namespace) -> int:
     from assets.partitions import model_partitions
     from metamorph.errors import MetamorphError
     from metamorph.models import load_registry
-    from pipelines.instance import ensure_dagster_home, open_instance
+    from metamorph.errors import ConfigError
+    from pipelines.instance import dagster_home, ensure_dagster_home, has_instance, open_instance
     from resources.paths import registry_path
 
     try:
         ids = {m.id for m in load_registry(registry_path())}
+        home = dagster_home()
+        if home.exists() and not home.is_dir():
+            raise ConfigError(f"DAGSTER_HOME {home}: {home} is not a directory; set DAGSTER_HOME to a directory")
+        if not home.exists() or not has_instance(home):
+            if args.remove:
+                raise ConfigError(f"--remove {args.remove[0]!r}: not a model partition (no Dagster instance at {home})")
+            print(
+                f"no Dagster instance at {home} (metamorph run creates it and adds one partition per model it evaluates)"
+            )
+            return 0
         home = ensure_dagster_home()
         instance = open_instance()
         if args.remove:

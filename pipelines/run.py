@@ -357,7 +357,7 @@ def _run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from metamorph.costplan import check_max_tokens
-    from metamorph.errors import MetamorphError
+    from metamorph.errors import ConfigError, MetamorphError
     from metamorph.cache import check_cache_file
     from metamorph.home import check_home
     from metamorph.models import check_study_kinds, load_registry
@@ -374,12 +374,18 @@ def _run(args: argparse.Namespace) -> int:
         chosen = chosen_suite(study, getattr(args, "suite", None))
         from pipelines.definitions import defs  # a suite of the defs folder that does not load: one line
 
+        try:  # built now, not by the first job: a name two definitions take is refused before anything is written
+            defs.get_repository_def()
+        except dg.DagsterInvalidDefinitionError as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"the code location's definitions do not load: {first}") from None
+
         cli = study.from_args(args)
         options = suite_values(study, chosen, {n: getattr(cli, n) for n in cli.given})
         suite = study.name if chosen is None else chosen.name
         study.sources_of(options)  # the rows the launch check and the source asset then read again
         specs = {m.id: m for m in load_registry(registry_path())}
-        models = [m.id for m in chosen_models(list(specs.values()), options.models)]
+        models = [m.id for m in chosen_models(list(specs.values()), options.models, options.origins.get("models"))]
         check_study_kinds(study.name, study.takes_documents, [specs[m] for m in models])
         if getattr(options, "sequential", False) and not options.no_models:
             from pipelines.sequential import SequentialError, check_prefixes, sequential_parties

@@ -52,6 +52,23 @@ from metamorph.study import Options, Study, studies
 from pipelines.jobs import MODEL_JOBS
 from resources.paths import registry_path
 
+#: The model registry sensor's name (:func:`build_model_registry_sensor`).
+REGISTRY_SENSOR = "model_registry_sensor"
+#: The automation sensors' names (:mod:`pipelines.definitions`): a changed registry entry's
+#: partitions, and the cross-model tables after model runs.
+REGISTRY_AUTOMATION = "registry_automation"
+CROSS_MODEL_AUTOMATION = "cross_model_tables_automation"
+#: Every sensor of the code location by name, and what it is (``partial_run_sensor``:
+#: :data:`pipelines.partial.partial_run_sensor`). A suite's schedule cannot take one of these names:
+#: Dagster holds a code location's schedules and sensors under one set of names
+#: (:func:`pipelines.components.load_project` checks it).
+SENSORS = {
+    REGISTRY_SENSOR: "the model registry sensor",
+    REGISTRY_AUTOMATION: "the automation sensor of changed registry entries",
+    CROSS_MODEL_AUTOMATION: "the automation sensor of the cross-model tables",
+    "partial_run_sensor": "the sensor marking the tables of failed runs",
+}
+
 
 def studies_with_inputs(instance: dg.DagsterInstance) -> list[str]:
     """Studies whose input assets have been materialized (a model job needs them)."""
@@ -144,7 +161,7 @@ def build_model_registry_sensor(registry: str | None = None, jobs=None) -> dg.Se
     # Off by default: the shipped registry holds more models than `make demo` runs, and opening the UI
     # must not spend CPU or API money unasked. Turning it on evaluates every entry.
     return dg.sensor(
-        name="model_registry_sensor",
+        name=REGISTRY_SENSOR,
         jobs=list(MODEL_JOBS.values()) if jobs is None else list(jobs),
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.STOPPED,

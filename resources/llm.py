@@ -32,8 +32,9 @@ def build_provider(spec: ModelSpec, n_ctx: int = DEFAULT_N_CTX) -> Provider:
 
     Raises :class:`RegistryError` (a :class:`ConfigError`) naming the registry file, the entry and
     ``api_key_env`` when the entry's API key variable is not set, ``headers_env.<header>`` when an
-    ``http`` workflow's header variable is not set, or ``model`` when a llama_cpp entry's model is
-    neither a packaged GGUF nor an existing file.
+    ``http`` workflow's header variable is not set, either when its value cannot be sent in an HTTP
+    header (:func:`header_value_problem`; the value is not shown), or ``model`` when a llama_cpp
+    entry's model is neither a packaged GGUF nor an existing file.
 
     An entry with ``execution: {mode: batch}`` gets its provider wrapped in
     :class:`metamorph.batch.BatchExecution`, so ``run_requests`` sends its misses as provider batch jobs.
@@ -44,6 +45,23 @@ def build_provider(spec: ModelSpec, n_ctx: int = DEFAULT_N_CTX) -> Provider:
 
         return BatchExecution(provider, spec.execution)
     return provider
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent as an HTTP header value (httpx sends ASCII; h11 refuses a line
+    break, a control character and white space at either end), in words that do not show it (it is
+    a key); ``None`` when it can. Tabs and spaces inside are allowed."""
+    if value != value.strip(" \t"):
+        end = "starts" if value[0] in " \t" else "ends"
+        return f"{end} with white space, which an HTTP header cannot carry"
+    for i, ch in enumerate(value, start=1):
+        if ch in "\r\n":
+            return f"holds a line break (U+{ord(ch):04X}) at character {i}, which an HTTP header cannot carry"
+        if (ord(ch) < 0x20 and ch != "\t") or ord(ch) == 0x7F:
+            return f"holds a control character (U+{ord(ch):04X}) at character {i}, which an HTTP header cannot carry"
+        if ord(ch) > 0x7F:
+            return f"holds a character outside ASCII at character {i}, which an HTTP header cannot carry"
+    return None
 
 
 def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
@@ -71,6 +89,15 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
                 raise RegistryError(
                     spec.source or "<registry>",
                     f"model {spec.id!r} needs the environment variable {spec.api_key_env}, which is not set",
+                    row=spec.entry,
+                    field="api_key_env",
+                )
+            problem = header_value_problem(api_key)
+            if problem:
+                raise RegistryError(
+                    spec.source or "<registry>",
+                    f"the environment variable {spec.api_key_env} (the key of model {spec.id!r}) {problem}; "
+                    "set it to the value alone",
                     row=spec.entry,
                     field="api_key_env",
                 )
@@ -120,6 +147,14 @@ def _build_client(spec: ModelSpec, n_ctx: int) -> Provider:
                         spec.source or "<registry>",
                         f"workflow {spec.id!r} needs the environment variable {env} (its {header} header), "
                         "which is not set",
+                        row=spec.entry,
+                        field=f"headers_env.{header}",
+                    )
+                problem = header_value_problem(value)
+                if problem:
+                    raise RegistryError(
+                        spec.source or "<registry>",
+                        f"the environment variable {env} (its {header} header) {problem}; set it to the value alone",
                         row=spec.entry,
                         field=f"headers_env.{header}",
                     )

@@ -27,7 +27,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("METAMORPH_HOME", REPO_ROOT / "data")).resolve()
+    """``$METAMORPH_HOME``, absolute; ``<repo>/data`` when it is unset or empty (as ``DAGSTER_HOME``)."""
+    return Path(os.environ.get("METAMORPH_HOME") or REPO_ROOT / "data").resolve()
 
 
 def home_relative(path: str | Path) -> str:
@@ -68,4 +69,5 @@ def cache_path() -> str:
 
 
 def registry_path() -> str:
-    return str(Path(os.environ.get("METAMORPH_MODELS", REPO_ROOT / "config" / "models.yaml")).resolve())
+    """``$METAMORPH_MODELS``, absolute; ``<repo>/config/models.yaml`` when it is unset or empty."""
+    return str(Path(os.environ.get("METAMORPH_MODELS") or REPO_ROOT / "config" / "models.yaml").resolve())

@@ -247,3 +247,19 @@ def test_a_run_on_a_truncated_cache_is_one_line_exit_2_before_anything_is_writte
     )
     assert line.endswith(WHAT_TO_DO)
     assert sorted(p.name for p in home.iterdir()) == ["generation_cache.duckdb"]
+
+
+def test_an_empty_metamorph_home_or_models_is_the_default_in_every_command(monkeypatch):
+    """``METAMORPH_HOME=`` and ``METAMORPH_MODELS=`` (set, empty) are the defaults ``<repo>/data`` and
+    ``<repo>/config/models.yaml``, as an empty ``DAGSTER_HOME`` is, in run, plan and trace alike (they
+    were the working directory for run and plan: a run wrote its warehouse where trace did not read it)."""
+    from metamorph import costplan, trace
+    from resources import paths
+
+    monkeypatch.setenv("METAMORPH_HOME", "")
+    monkeypatch.setenv("METAMORPH_MODELS", "")
+    data = (REPO / "data").resolve()
+    assert paths.data_dir() == data
+    assert paths.warehouse_path() == str(data / "metamorph.duckdb") == trace.default_warehouse()
+    assert paths.cache_path() == str(data / "generation_cache.duckdb") == costplan.default_cache()
+    assert paths.registry_path() == str(REPO / "config" / "models.yaml") == costplan.default_registry()

@@ -410,3 +410,62 @@ def test_an_existing_file_is_named_whole_even_when_its_name_looks_like_a_key(tmp
         f"GGUF model file not found: {tmp_path}/[REDACTED].gguf"
     )
     assert str(ConfigError(f"cannot read {reg}: {PREFIXED}")) == f"cannot read {reg}: [REDACTED]"
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        (
+            "Token horse-battery\nX-Evil: 1",
+            "holds a line break (U+000A) at character 20, which an HTTP header cannot carry",
+        ),
+        ("Token horse-battery\r", "holds a line break (U+000D) at character 20, which an HTTP header cannot carry"),
+        ("Token horse-battery ", "ends with white space, which an HTTP header cannot carry"),
+        (" Token horse-battery", "starts with white space, which an HTTP header cannot carry"),
+        ("Token horsé-battery", "holds a character outside ASCII at character 11, which an HTTP header cannot carry"),
+    ],
+)
+def test_a_key_or_header_variable_http_cannot_carry_is_refused_before_any_call(value, problem, monkeypatch):
+    """The value of an entry's api_key_env or headers_env variable goes into an HTTP header: a line
+    break, white space at either end or a character outside ASCII failed every call of the run
+    (exit 3, inputs written). It is one RegistryError naming the file, entry and field, without the value."""
+    from metamorph.errors import RegistryError
+    from metamorph.models import parse_registry
+    from resources.llm import build_provider
+
+    specs = parse_registry(
+        {
+            "models": [
+                {
+                    "id": "svc",
+                    "provider": "http",
+                    "url": "http://127.0.0.1:9/ask",
+                    "version": "1",
+                    "headers_env": {"Authorization": "METAMORPH_TEST_HEADER"},
+                },
+                {
+                    "id": "api",
+                    "provider": "openai_compatible",
+                    "model": "m",
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "api_key_env": "METAMORPH_TEST_KEY",
+                },
+            ]
+        },
+        "models.yaml",
+    )
+    monkeypatch.setenv("METAMORPH_TEST_HEADER", value)
+    monkeypatch.setenv("METAMORPH_TEST_KEY", value)
+    with pytest.raises(RegistryError) as e:
+        build_provider(specs[0])
+    assert str(e.value) == (
+        "models.yaml, row 1, field 'headers_env.Authorization': the environment variable METAMORPH_TEST_HEADER "
+        f"(its Authorization header) {problem}; set it to the value alone"
+    )
+    with pytest.raises(RegistryError) as e:
+        build_provider(specs[1])
+    assert str(e.value) == (
+        "models.yaml, row 2, field 'api_key_env': the environment variable METAMORPH_TEST_KEY (the key of model "
+        f"'api') {problem}; set it to the value alone"
+    )
+    assert "horse" not in str(e.value)

@@ -27,7 +27,9 @@ def decision(letter: str):
 def project_copy(root: Path, suites: dict[str, str]) -> Path:
     """The project's ``pipelines`` package, ``pyproject.toml``, ``workspace.yaml`` and ``config/`` at
     ``root`` with the suites ``suites`` (folder → defs.yaml) added to its defs folder; the rest of
-    the project (``metamorph``, ``assets``, ``resources``, ``sql``) is the installed one."""
+    the project (``metamorph``, ``assets``, ``resources``, ``sql``) is this checkout's: a command run
+    in the copy has ``PYTHONPATH`` = the copy, then :data:`REPO` (the editable install may point at
+    another checkout)."""
     shutil.copytree(REPO / "pipelines", root / "pipelines", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "config", root / "config")
     for f in ("pyproject.toml", "workspace.yaml"):
@@ -121,7 +123,7 @@ def test_trace_verdict_and_the_card_read_the_suite_they_are_given(stub, metamorp
     copy = project_copy(tmp_path / "copy", {"medqa_weekly": suite_yaml})
     env = {
         **os.environ,
-        "PYTHONPATH": str(copy),
+        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),
         "OMP_WAIT_POLICY": "PASSIVE",
     }
@@ -211,7 +213,7 @@ def test_the_default_suites_yaml_options_apply_without_suite_and_the_command_lin
     )
     env = {
         **{k: v for k, v in os.environ.items() if k != "METAMORPH_TEST_UNSET_KEY"},
-        "PYTHONPATH": str(copy),
+        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
         "METAMORPH_HOME": str(tmp_path / "home"),
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),
         "METAMORPH_MODELS": str(reg),
@@ -292,3 +294,77 @@ def test_the_assets_restate_no_plan_default():
                         if default is not None and literal(default):
                             found.append(f"{path.relative_to(REPO)}:{field.lineno}: {kw.arg}")
     assert found == []
+
+
+def test_a_suites_unknown_model_id_is_one_line_naming_its_defs_yaml(tmp_path):
+    """A suite whose ``models`` names an id the registry lacks: `metamorph plan|run --suite` print
+    one line naming the suite's defs.yaml and the attribute, exit 2, and write nothing; the same id
+    given with --models is the command line's (no defs.yaml named)."""
+    suite_yaml = (
+        "type: pipelines.components.StudySuite\n"
+        "attributes:\n"
+        "  study: format_robustness\n"
+        "  suite: mine\n"
+        "  models: [smollm2, nosuch]\n"
+    )
+    copy = project_copy(tmp_path / "copy", {"mine": suite_yaml})
+    reg = tmp_path / "models.yaml"
+    reg.write_text("models:\n  - {id: m1, provider: openai_compatible, model: x, base_url: 'http://127.0.0.1:9/v1'}\n")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "METAMORPH_MODELS": str(reg),
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(METAMORPH), *args], cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+
+    line = (
+        f"error: {copy / 'pipelines' / 'defs' / 'mine' / 'defs.yaml'}: models: unknown model id(s) "
+        "['nosuch', 'smollm2']; the registry has ['m1']"
+    )
+    for command in ("plan", "run"):
+        out = cli(command, "format_robustness", "--suite", "mine")
+        assert (out.returncode, out.stdout, out.stderr) == (2, "", line + "\n"), command
+    out = cli("plan", "format_robustness", "--suite", "mine", "--models", "nosuch")
+    assert (out.returncode, out.stderr) == (2, "error: unknown model id(s) ['nosuch']; the registry has ['m1']\n")
+    assert not (tmp_path / "home").exists() and not (tmp_path / "dagster_home").exists()
+
+
+def test_definitions_that_do_not_load_are_one_line_before_anything_is_written(tmp_path):
+    """A module of the defs folder that defines a sensor under the name of one of the project's
+    (Dagster: "Duplicate definition found for …", raised when the repository is first built): `metamorph
+    run` prints Dagster's one line and exits 2 before DAGSTER_HOME or METAMORPH_HOME is created (it
+    was a traceback from the first job, after both were)."""
+    copy = project_copy(tmp_path / "copy", {})
+    (copy / "pipelines" / "defs" / "extra").mkdir()
+    (copy / "pipelines" / "defs" / "extra" / "sensors.py").write_text(
+        "import dagster as dg\n\n\n"
+        '@dg.sensor(name="model_registry_sensor")\n'
+        "def my_sensor(context):\n"
+        '    return dg.SkipReason("never")\n'
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
+        "METAMORPH_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+    out = subprocess.run(
+        [str(METAMORPH), "run", "format_robustness", "--no-models"],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert (out.returncode, out.stdout, out.stderr) == (
+        2,
+        "",
+        "error: the code location's definitions do not load: Duplicate definition found for model_registry_sensor\n",
+    )
+    assert not (tmp_path / "home").exists() and not (tmp_path / "dagster_home").exists()

@@ -36,9 +36,9 @@ def chat(text):
     )
 
 
-def dg_project(root: Path, package: str, suites: dict[str, str], monkeypatch) -> Path:
-    """A dg project at ``root`` whose defs folder ``<package>/defs/`` holds one ``defs.yaml`` per suite;
-    the package importable (``sys.path``)."""
+def dg_project(root: Path, package: str, suites: dict[str, str | bytes | None], monkeypatch) -> Path:
+    """A dg project at ``root`` whose defs folder ``<package>/defs/`` holds one ``defs.yaml`` per suite
+    (its text, its bytes, or ``None``: a directory named ``defs.yaml``); the package importable (``sys.path``)."""
     root.mkdir(parents=True)
     (root / "pyproject.toml").write_text(
         f'[tool.dg]\ndirectory_type = "project"\n\n[tool.dg.project]\nroot_module = "{package}"\n'
@@ -49,7 +49,13 @@ def dg_project(root: Path, package: str, suites: dict[str, str], monkeypatch) ->
     (root / package / "defs" / "__init__.py").write_text("")
     for name, text in suites.items():
         (root / package / "defs" / name).mkdir()
-        (root / package / "defs" / name / "defs.yaml").write_text(text)
+        target = root / package / "defs" / name / "defs.yaml"
+        if text is None:
+            target.mkdir()
+        elif isinstance(text, bytes):
+            target.write_bytes(text)
+        else:
+            target.write_text(text)
     monkeypatch.syspath_prepend(str(root))
     return root
 
@@ -388,6 +394,59 @@ def test_a_suite_that_is_not_one_of_the_study_is_one_line_and_exit_2(tmp_path, m
             "broken/defs.yaml: schedule.name: 'order_probe_weekly' is the weekly schedule of the default suite of "
             "order_probe; each schedule needs its own name",
         ),
+        (
+            {"broken": ""},
+            "broken/defs.yaml: no suite in it (the file is empty or only comments); a defs.yaml declares "
+            "type: pipelines.components.StudySuite and its attributes (docs/suites.md)",
+        ),
+        ({"broken": "# later\n"}, None),  # the same line
+        ({"broken": None}, "broken/defs.yaml: is a directory, expected a suite's YAML file"),
+        (
+            {"broken": SUITE.encode() + b"  sources: ['medqa:caf\xe9.jsonl']\n"},
+            "broken/defs.yaml:5: not valid UTF-8: byte 0xe9 at column 23 (invalid continuation byte)",
+        ),
+        (
+            {"broken": SUITE + "  models: [nosuch]\n  models: registry\n"},
+            "broken/defs.yaml:6: models: given twice (lines 5 and 6); YAML would keep the last one silently",
+        ),
+        (
+            {"broken": "- study: order_probe\n"},
+            "broken/defs.yaml:1: a suite is a mapping of type and attributes, got a list",
+        ),
+        (
+            {"broken": SUITE.replace("StudySuite", "StudySuit")},
+            "broken/defs.yaml:1: type: 'pipelines.components.StudySuit' is not a component type (module "
+            "pipelines.components has no StudySuit); a suite's type is pipelines.components.StudySuite",
+        ),
+        (
+            {"broken": SUITE.replace("pipelines.components", "pipelines.componets")},
+            "broken/defs.yaml:1: type: 'pipelines.componets.StudySuite' is not a component type (no module "
+            "pipelines.componets); a suite's type is pipelines.components.StudySuite",
+        ),
+        (
+            {"broken": SUITE + "  models: 5\n"},
+            "broken/defs.yaml:5: models: must be 'registry' or a list of registry model ids, got 5",
+        ),
+        (
+            {"broken": SUITE + "  options: [k, 2]\n"},
+            "broken/defs.yaml:5: options: must be a mapping of option names to values, got ['k', 2]",
+        ),
+        (
+            {"broken": SUITE + "  schedule: weekly\n"},
+            "broken/defs.yaml: schedule: must be a mapping with cron_schedule (and optionally execution_timezone, "
+            "name), got 'weekly'",
+        ),
+        (
+            {"broken": SUITE + "  schedule: {cron_schedule: '0 4 * * 1', name: model_registry_sensor}\n"},
+            "broken/defs.yaml: schedule.name: 'model_registry_sensor' is the name of a sensor (the model registry "
+            "sensor); each schedule needs a name no sensor or other schedule takes",
+        ),
+        (
+            {"broken": SUITE + "  schedule: {cron_schedule: '0 4 * * 1', name: cross_model_tables_automation}\n"},
+            "broken/defs.yaml: schedule.name: 'cross_model_tables_automation' is the name of a sensor (the "
+            "automation sensor of the cross-model tables); each schedule needs a name no sensor or other schedule "
+            "takes",
+        ),
     ],
 )
 def test_a_broken_defs_folder_is_one_line_for_plan_and_run(tmp_path, monkeypatch, suites, line):
@@ -402,6 +461,11 @@ def test_a_broken_defs_folder_is_one_line_for_plan_and_run(tmp_path, monkeypatch
     package = "broken_" + tmp_path.name.rsplit("_", 1)[-1]
     project = dg_project(tmp_path / "proj", package, suites, monkeypatch)
     defs_dir = project / package / "defs"
+    if line is None:  # a file of comments only: as an empty one
+        line = (
+            "broken/defs.yaml: no suite in it (the file is empty or only comments); a defs.yaml declares "
+            "type: pipelines.components.StudySuite and its attributes (docs/suites.md)"
+        )
     line = f"{defs_dir}/{line}".replace("{defs_dir}", str(defs_dir))
     with pytest.raises(ConfigError) as info:
         chosen_suite(get("order_probe"), "other", project_root=project)
@@ -435,3 +499,40 @@ def test_dg_scaffold_writes_a_suite_that_loads(tmp_path):
         "attributes": {"study": "format_robustness", "suite": "medqa_weekly", "models": "registry"},
     }
     assert StudySuite(**written["attributes"]).name == "medqa_weekly"
+
+
+def test_the_sensor_names_a_schedule_cannot_take_are_the_code_locations_sensors():
+    """pipelines.sensors.SENSORS (what a suite's schedule name is checked against) names every
+    sensor of the code location, and nothing else."""
+    from pipelines.definitions import defs
+    from pipelines.sensors import SENSORS
+
+    assert (
+        sorted(SENSORS)
+        == sorted(s.name for s in defs.sensors)
+        == [
+            "cross_model_tables_automation",
+            "model_registry_sensor",
+            "partial_run_sensor",
+            "registry_automation",
+        ]
+    )
+
+
+def test_a_bad_source_of_a_suite_names_its_defs_yaml(tmp_path):
+    """A source the suite's defs.yaml gives that does not load (here: no such file) is one line naming
+    the defs.yaml and the attribute before the source's own error; a source given on the command
+    line is named alone."""
+    from metamorph.errors import InputError
+    from metamorph.study import get
+    from pipelines.components import StudySuite, suite_values
+
+    study = get("format_robustness")
+    suite = StudySuite(study="format_robustness", suite="mine", sources=[f"medqa:{tmp_path / 'mine.jsonl'}"])
+    suite._file = tmp_path / "defs" / "mine" / "defs.yaml"
+    with pytest.raises(InputError) as e:
+        study.sources_of(suite_values(study, suite, {}))
+    assert str(e.value) == f"{suite._file}: sources: {tmp_path / 'mine.jsonl'}: file does not exist"
+    with pytest.raises(InputError) as e:
+        study.sources_of(suite_values(study, suite, {"sources": [f"medqa:{tmp_path / 'other.jsonl'}"]}))
+    assert str(e.value) == f"{tmp_path / 'other.jsonl'}: file does not exist"

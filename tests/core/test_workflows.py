@@ -127,7 +127,7 @@ def test_an_http_entry_reads_its_defaults_and_its_version_and_send_mode_shape_th
             "unknown field(s) ['doc']; fields names ['document', 'prompt', 'seed']",
         ),
         ({"seeded": "yes"}, "seeded", "seeded must be true or false"),
-        ({"timeout_s": 0}, "timeout_s", "timeout_s must be a positive number of seconds, got 0"),
+        ({"timeout_s": 0}, "timeout_s", "timeout_s must be a positive number of seconds up to 604,800 (a week), got 0"),
         (
             {"params": {"temperature": 0}},
             "params",
