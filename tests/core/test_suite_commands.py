@@ -40,6 +40,24 @@ def project_copy(root: Path, suites: dict[str, str]) -> Path:
     return root
 
 
+def copy_cli(copy: Path, tmp_path: Path, env: dict[str, str], drop: tuple[str, ...] = ()):
+    """``cli(*args)``: ``metamorph *args`` run in the project copy ``copy`` (``PYTHONPATH`` = the copy,
+    then :data:`REPO`; ``DAGSTER_HOME`` under ``tmp_path``), with this process's environment less
+    ``drop`` and plus ``env``; returns the completed process (stdout and stderr captured)."""
+    full = {
+        **{k: v for k, v in os.environ.items() if k not in drop},
+        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "OMP_WAIT_POLICY": "PASSIVE",
+        **env,
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(METAMORPH), *args], cwd=copy, env=full, capture_output=True, text=True, timeout=900)
+
+    return cli
+
+
 def card_accuracy(db: Path) -> dict[tuple[str, str], float]:
     """(model, slice) → value of the current format_robustness accuracy rows of the report card."""
     con = duckdb.connect(str(db), read_only=True)
@@ -121,15 +139,7 @@ def test_trace_verdict_and_the_card_read_the_suite_they_are_given(stub, metamorp
     stub.script("POST", "/base/v1/chat/completions", decision("C"))
     stub.script("POST", "/cand/v1/chat/completions", decision("A"))
     copy = project_copy(tmp_path / "copy", {"medqa_weekly": suite_yaml})
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
-        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-        "OMP_WAIT_POLICY": "PASSIVE",
-    }
-
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(METAMORPH), *args], cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+    cli = copy_cli(copy, tmp_path, {})
 
     out = cli("run", "format_robustness", "--suite", "medqa_weekly")
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
@@ -211,18 +221,12 @@ def test_the_default_suites_yaml_options_apply_without_suite_and_the_command_lin
             for m, key in (("stub", "STUB_KEY"), ("other", "METAMORPH_TEST_UNSET_KEY"))
         )
     )
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "METAMORPH_TEST_UNSET_KEY"},
-        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
-        "METAMORPH_HOME": str(tmp_path / "home"),
-        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-        "METAMORPH_MODELS": str(reg),
-        "STUB_KEY": "k",
-        "OMP_WAIT_POLICY": "PASSIVE",
-    }
-
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(METAMORPH), *args], cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+    cli = copy_cli(
+        copy,
+        tmp_path,
+        {"METAMORPH_HOME": str(tmp_path / "home"), "METAMORPH_MODELS": str(reg), "STUB_KEY": "k"},
+        drop=("METAMORPH_TEST_UNSET_KEY",),
+    )
 
     def generations(out: subprocess.CompletedProcess) -> list[str]:
         assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
@@ -310,17 +314,7 @@ def test_a_suites_unknown_model_id_is_one_line_naming_its_defs_yaml(tmp_path):
     copy = project_copy(tmp_path / "copy", {"mine": suite_yaml})
     reg = tmp_path / "models.yaml"
     reg.write_text("models:\n  - {id: m1, provider: openai_compatible, model: x, base_url: 'http://127.0.0.1:9/v1'}\n")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
-        "METAMORPH_HOME": str(tmp_path / "home"),
-        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-        "METAMORPH_MODELS": str(reg),
-        "OMP_WAIT_POLICY": "PASSIVE",
-    }
-
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(METAMORPH), *args], cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+    cli = copy_cli(copy, tmp_path, {"METAMORPH_HOME": str(tmp_path / "home"), "METAMORPH_MODELS": str(reg)})
 
     line = (
         f"error: {copy / 'pipelines' / 'defs' / 'mine' / 'defs.yaml'}: models: unknown model id(s) "
@@ -347,20 +341,8 @@ def test_definitions_that_do_not_load_are_one_line_before_anything_is_written(tm
         "def my_sensor(context):\n"
         '    return dg.SkipReason("never")\n'
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(copy), str(REPO)]),
-        "METAMORPH_HOME": str(tmp_path / "home"),
-        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-        "OMP_WAIT_POLICY": "PASSIVE",
-    }
-    out = subprocess.run(
-        [str(METAMORPH), "run", "format_robustness", "--no-models"],
-        cwd=copy,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
+    out = copy_cli(copy, tmp_path, {"METAMORPH_HOME": str(tmp_path / "home")})(
+        "run", "format_robustness", "--no-models"
     )
     assert (out.returncode, out.stdout, out.stderr) == (
         2,
